@@ -1,0 +1,200 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrInvalidEnvelope is wrapped by every Encode and Decode failure, so a consumer can
+// tell a malformed record (park it) from a failure of its own.
+var ErrInvalidEnvelope = errors.New("events: invalid envelope")
+
+// Envelope is the JSON value of one record.
+type Envelope struct {
+	Version     int       `json:"envelope_version"` // EnvelopeVersion
+	ID          string    `json:"id"`               // RecordID(org, namespace, seq)
+	Type        Type      `json:"type"`
+	Org         string    `json:"org"`
+	Namespace   string    `json:"namespace"`
+	Seq         int64     `json:"seq"` // the namespace generation, >= 1
+	CommittedAt time.Time `json:"committed_at"`
+	Revision    *Revision `json:"revision,omitempty"` // plain fields; present iff Type.IsRevision()
+	Sealed      *Sealed   `json:"sealed,omitempty"`   // sealed Content; present iff Revision is
+}
+
+// Revision holds the plain (unsealed) fields of a committed memory revision.
+type Revision struct {
+	Op                 string    `json:"op"` // e.g. "memory.set"
+	MemoryID           string    `json:"memory_id"`
+	Version            int64     `json:"version"`      // wall-clock ns, strictly above PrevVersion
+	PrevVersion        int64     `json:"prev_version"` // 0 for a key's first revision
+	Agent              string    `json:"agent"`
+	UserID             string    `json:"user_id"`
+	SessionID          string    `json:"session_id"`
+	MemoryType         string    `json:"memory_type"`
+	Status             string    `json:"status"`
+	Tombstone          bool      `json:"tombstone"`
+	ContentSHA256      string    `json:"content_sha256"` // 64 lowercase hex
+	Confidence         float64   `json:"confidence"`
+	ReinforcementCount int       `json:"reinforcement_count"`
+	Actor              string    `json:"actor"`
+	SourceClass        string    `json:"source_class"`
+	EmbeddingModel     string    `json:"embedding_model,omitempty"`
+	EmbeddingDim       int       `json:"embedding_dim"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+	RequestID          string    `json:"request_id,omitempty"`
+}
+
+// Encode validates e and returns its JSON, with every time in UTC. e is not modified.
+func Encode(e *Envelope) ([]byte, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil envelope", ErrInvalidEnvelope)
+	}
+	out := normalised(e)
+	if err := validate(out); err != nil {
+		return nil, err
+	}
+	b, err := marshalJSON(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+	}
+	return b, nil
+}
+
+// Decode parses and validates a record value. Unknown fields are ignored because the
+// topic evolves additively within v1.
+func Decode(b []byte) (*Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+	}
+	out := normalised(&e)
+	if err := validate(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// normalised returns a copy of e with its times in UTC, leaving the caller's value alone.
+func normalised(e *Envelope) *Envelope {
+	out := *e
+	out.CommittedAt = out.CommittedAt.UTC()
+	if e.Revision != nil {
+		r := *e.Revision
+		r.CreatedAt = r.CreatedAt.UTC()
+		r.UpdatedAt = r.UpdatedAt.UTC()
+		out.Revision = &r
+	}
+	return &out
+}
+
+func validate(e *Envelope) error {
+	if err := validateEnvelope(e); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+	}
+	return nil
+}
+
+func validateEnvelope(e *Envelope) error {
+	switch {
+	case e.Version != EnvelopeVersion:
+		return fmt.Errorf("envelope_version %d, want %d", e.Version, EnvelopeVersion)
+	case !validSegment(e.Org):
+		return fmt.Errorf("org %q is empty or contains '/'", e.Org)
+	case !validSegment(e.Namespace):
+		return fmt.Errorf("namespace %q is empty or contains '/'", e.Namespace)
+	case e.Seq < 1:
+		return fmt.Errorf("seq %d, want >= 1", e.Seq)
+	case e.ID != RecordID(e.Org, e.Namespace, e.Seq):
+		return fmt.Errorf("id %q does not match org/namespace/seq %q", e.ID, RecordID(e.Org, e.Namespace, e.Seq))
+	case !e.Type.Valid():
+		return fmt.Errorf("unknown type %q", e.Type)
+	case e.CommittedAt.IsZero():
+		return errors.New("committed_at is not set")
+	}
+	if !e.Type.IsRevision() {
+		if e.Revision != nil || e.Sealed != nil {
+			return fmt.Errorf("type %q carries no revision or sealed content", e.Type)
+		}
+		return nil
+	}
+	if e.Revision == nil {
+		return fmt.Errorf("type %q needs a revision", e.Type)
+	}
+	if e.Sealed == nil {
+		return fmt.Errorf("type %q needs sealed content", e.Type)
+	}
+	if err := validateRevision(e.Revision); err != nil {
+		return fmt.Errorf("revision: %v", err)
+	}
+	if err := validateSealed(e.Sealed); err != nil {
+		return fmt.Errorf("sealed: %v", err)
+	}
+	return nil
+}
+
+func validateRevision(r *Revision) error {
+	switch {
+	case r.Op == "":
+		return errors.New("op is empty")
+	case r.MemoryID == "":
+		return errors.New("memory_id is empty")
+	case r.PrevVersion < 0:
+		return fmt.Errorf("prev_version %d is negative", r.PrevVersion)
+	case r.Version <= r.PrevVersion:
+		return fmt.Errorf("version %d is not above prev_version %d", r.Version, r.PrevVersion)
+	case !isSHA256Hex(r.ContentSHA256):
+		return fmt.Errorf("content_sha256 %q is not 64 lowercase hex digits", r.ContentSHA256)
+	case r.ReinforcementCount < 0:
+		return fmt.Errorf("reinforcement_count %d is negative", r.ReinforcementCount)
+	case r.EmbeddingDim < 0:
+		return fmt.Errorf("embedding_dim %d is negative", r.EmbeddingDim)
+	}
+	return nil
+}
+
+func validateSealed(s *Sealed) error {
+	switch {
+	case s.Alg != SealAlg:
+		return fmt.Errorf("alg %q, want %q", s.Alg, SealAlg)
+	case len(s.Nonce) != nonceSize:
+		return fmt.Errorf("nonce is %d bytes, want %d", len(s.Nonce), nonceSize)
+	case len(s.Ciphertext) < tagSize:
+		return fmt.Errorf("ciphertext is %d bytes, shorter than the %d-byte tag", len(s.Ciphertext), tagSize)
+	}
+	return nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func validSegment(s string) bool {
+	return s != "" && !strings.Contains(s, "/")
+}
+
+// marshalJSON is json.Marshal without HTML escaping, so memory text such as "<b>" is
+// carried as written rather than as \u003cb\u003e.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,187 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTypes(t *testing.T) {
+	revisions := []Type{TypeWritten, TypeRevised, TypeTombstoned, TypeRestored, TypeRedacted, TypeStatusChanged}
+	for _, typ := range revisions {
+		if !typ.Valid() || !typ.IsRevision() {
+			t.Errorf("%s: Valid %v IsRevision %v", typ, typ.Valid(), typ.IsRevision())
+		}
+	}
+	for _, typ := range []Type{TypeErased, TypeParked} {
+		if !typ.Valid() || typ.IsRevision() {
+			t.Errorf("%s: Valid %v IsRevision %v", typ, typ.Valid(), typ.IsRevision())
+		}
+	}
+	for _, typ := range []Type{"", "memory.deleted", "Memory.Written"} {
+		if typ.Valid() || typ.IsRevision() {
+			t.Errorf("%q is valid", typ)
+		}
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	envelopes := []*Envelope{
+		revisionEnvelope(t, TypeWritten, 1, false),
+		revisionEnvelope(t, TypeRevised, 2, false),
+		revisionEnvelope(t, TypeTombstoned, 3, true),
+		revisionEnvelope(t, TypeRestored, 4, false),
+		revisionEnvelope(t, TypeRedacted, 5, false),
+		revisionEnvelope(t, TypeStatusChanged, 6, false),
+		plainEnvelope(TypeErased, 7),
+		plainEnvelope(TypeParked, 8),
+	}
+	for _, want := range envelopes {
+		t.Run(string(want.Type), func(t *testing.T) {
+			b, err := Encode(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestEncodeWritesUTCAndLeavesInputAlone(t *testing.T) {
+	e := revisionEnvelope(t, TypeWritten, 1, false)
+	zone := time.FixedZone("UTC-5", -5*3600)
+	e.CommittedAt = committedAt.In(zone)
+	e.Revision.CreatedAt = e.Revision.CreatedAt.In(zone)
+	e.Revision.UpdatedAt = e.Revision.UpdatedAt.In(zone)
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		CommittedAt string `json:"committed_at"`
+		Revision    struct {
+			CreatedAt string `json:"created_at"`
+			UpdatedAt string `json:"updated_at"`
+		} `json:"revision"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{m.CommittedAt, m.Revision.CreatedAt, m.Revision.UpdatedAt} {
+		if !strings.HasSuffix(s, "Z") {
+			t.Errorf("time %q is not UTC", s)
+		}
+	}
+	if m.CommittedAt != "2026-03-14T09:26:53.589793238Z" {
+		t.Errorf("committed_at %q", m.CommittedAt)
+	}
+	if e.CommittedAt.Location() != zone || e.Revision.CreatedAt.Location() != zone {
+		t.Error("Encode changed the caller's envelope")
+	}
+}
+
+func TestDecodeIgnoresUnknownFieldsAndNormalisesTimes(t *testing.T) {
+	in := `{"envelope_version":1,"id":"acme/support/3","type":"memory.erased","org":"acme",
+		"namespace":"support","seq":3,"committed_at":"2026-03-14T10:26:53+01:00",
+		"added_in_v1_later":{"x":[1,2]}}`
+	e, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC); e.CommittedAt != want {
+		t.Fatalf("committed_at %v, want %v", e.CommittedAt, want)
+	}
+}
+
+func TestEncodeRejectsInvalid(t *testing.T) {
+	cases := []struct {
+		name   string
+		base   func(*testing.T) *Envelope
+		mutate func(*Envelope)
+	}{
+		{"version 0", validRevised, func(e *Envelope) { e.Version = 0 }},
+		{"version 2", validRevised, func(e *Envelope) { e.Version = 2 }},
+		{"id of another seq", validRevised, func(e *Envelope) { e.ID = "acme/support/99" }},
+		{"id of another namespace", validRevised, func(e *Envelope) { e.ID = "acme/sales/1" }},
+		{"empty id", validRevised, func(e *Envelope) { e.ID = "" }},
+		{"empty org", validRevised, func(e *Envelope) { e.Org = ""; e.ID = RecordID("", e.Namespace, e.Seq) }},
+		{"empty namespace", validRevised, func(e *Envelope) { e.Namespace = ""; e.ID = RecordID(e.Org, "", e.Seq) }},
+		{"org with slash", validRevised, func(e *Envelope) { e.Org = "a/b"; e.ID = RecordID(e.Org, e.Namespace, e.Seq) }},
+		{"namespace with slash", validRevised, func(e *Envelope) { e.Namespace = "a/b"; e.ID = RecordID(e.Org, e.Namespace, e.Seq) }},
+		{"seq 0", validRevised, func(e *Envelope) { e.Seq = 0; e.ID = RecordID(e.Org, e.Namespace, 0) }},
+		{"seq negative", validRevised, func(e *Envelope) { e.Seq = -1; e.ID = RecordID(e.Org, e.Namespace, -1) }},
+		{"empty type", validRevised, func(e *Envelope) { e.Type = "" }},
+		{"unknown type", validRevised, func(e *Envelope) { e.Type = "memory.deleted" }},
+		{"zero committed_at", validRevised, func(e *Envelope) { e.CommittedAt = time.Time{} }},
+		{"revision type without revision", validRevised, func(e *Envelope) { e.Revision = nil }},
+		{"revision type without sealed", validRevised, func(e *Envelope) { e.Sealed = nil }},
+		{"erased with revision", validRevised, func(e *Envelope) { e.Type = TypeErased }},
+		{"parked with sealed only", validParked, func(e *Envelope) {
+			e.Sealed = &Sealed{Alg: SealAlg, Nonce: make([]byte, 12), Ciphertext: make([]byte, 16)}
+		}},
+		{"parked with revision only", validParked, func(e *Envelope) { e.Revision = &Revision{} }},
+		{"content_sha256 empty", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = "" }},
+		{"content_sha256 uppercase", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.ToUpper(e.Revision.ContentSHA256) }},
+		{"content_sha256 short", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = e.Revision.ContentSHA256[:63] }},
+		{"content_sha256 not hex", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("g", 64) }},
+		{"empty op", validRevised, func(e *Envelope) { e.Revision.Op = "" }},
+		{"empty memory_id", validRevised, func(e *Envelope) { e.Revision.MemoryID = "" }},
+		{"version equals prev_version", validRevised, func(e *Envelope) { e.Revision.Version = e.Revision.PrevVersion }},
+		{"version below prev_version", validRevised, func(e *Envelope) { e.Revision.Version = e.Revision.PrevVersion - 1 }},
+		{"negative prev_version", validRevised, func(e *Envelope) { e.Revision.PrevVersion = -1 }},
+		{"negative reinforcement_count", validRevised, func(e *Envelope) { e.Revision.ReinforcementCount = -1 }},
+		{"negative embedding_dim", validRevised, func(e *Envelope) { e.Revision.EmbeddingDim = -1 }},
+		{"sealed wrong alg", validRevised, func(e *Envelope) { e.Sealed.Alg = "none" }},
+		{"sealed short nonce", validRevised, func(e *Envelope) { e.Sealed.Nonce = e.Sealed.Nonce[:11] }},
+		{"sealed ciphertext shorter than tag", validRevised, func(e *Envelope) { e.Sealed.Ciphertext = e.Sealed.Ciphertext[:15] }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.base(t)
+			tc.mutate(e)
+			if b, err := Encode(e); !errors.Is(err, ErrInvalidEnvelope) {
+				t.Fatalf("Encode = %s, %v; want ErrInvalidEnvelope", b, err)
+			}
+			// Decode applies the same rules to what another producer might write.
+			raw, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decode(raw); !errors.Is(err, ErrInvalidEnvelope) {
+				t.Fatalf("Decode accepted %s: %v", raw, err)
+			}
+		})
+	}
+	if _, err := Encode(nil); !errors.Is(err, ErrInvalidEnvelope) {
+		t.Errorf("Encode(nil) = %v", err)
+	}
+}
+
+func TestDecodeRejectsMalformedJSON(t *testing.T) {
+	for _, in := range []string{
+		``,
+		`null`,
+		`[]`,
+		`{"envelope_version":1`,
+		`{"envelope_version":"1","id":"a/b/1","type":"loom.parked","org":"a","namespace":"b","seq":1,"committed_at":"2026-01-01T00:00:00Z"}`,
+		`{"envelope_version":1,"id":"a/b/1","type":"loom.parked","org":"a","namespace":"b","seq":1.5,"committed_at":"2026-01-01T00:00:00Z"}`,
+		`{"envelope_version":1,"id":"a/b/1","type":"loom.parked","org":"a","namespace":"b","seq":1,"committed_at":"yesterday"}`,
+		`{"envelope_version":1,"id":"a/b/1","type":"loom.parked","org":"a","namespace":"b","seq":1,"committed_at":"2026-01-01T00:00:00Z"} {}`,
+	} {
+		if e, err := Decode([]byte(in)); !errors.Is(err, ErrInvalidEnvelope) {
+			t.Errorf("Decode(%s) = %+v, %v; want ErrInvalidEnvelope", in, e, err)
+		}
+	}
+}
+
+func validRevised(t *testing.T) *Envelope { return revisionEnvelope(t, TypeRevised, 1, false) }
+func validParked(_ *testing.T) *Envelope  { return plainEnvelope(TypeParked, 1) }

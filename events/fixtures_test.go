@@ -1,0 +1,77 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+var committedAt = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
+
+// revisionEnvelope builds a valid, sealed envelope of a revision type, as the relay would.
+func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelope {
+	t.Helper()
+	id := RecordID("acme", "support", seq)
+	content := &Content{
+		MemoryKey: "customer.tier",
+		Value:     json.RawMessage(`{"tier":"gold","since":2021}`),
+		Tags:      []string{"billing"},
+		Embedding: Vector{0.25, -1.5, 3},
+	}
+	key, err := NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := Seal(key, id, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(content.Value)
+	return &Envelope{
+		Version:     EnvelopeVersion,
+		ID:          id,
+		Type:        typ,
+		Org:         "acme",
+		Namespace:   "support",
+		Seq:         seq,
+		CommittedAt: committedAt,
+		Revision: &Revision{
+			Op:                 "memory.set",
+			MemoryID:           "mem_01HZX",
+			Version:            committedAt.UnixNano(),
+			PrevVersion:        committedAt.UnixNano() - 1000,
+			Agent:              "triage-bot",
+			UserID:             "u-42",
+			SessionID:          "",
+			MemoryType:         "fact",
+			Status:             "active",
+			Tombstone:          tombstone,
+			ContentSHA256:      hex.EncodeToString(sum[:]),
+			Confidence:         0.87,
+			ReinforcementCount: 2,
+			Actor:              "agent:triage-bot",
+			SourceClass:        "agent",
+			EmbeddingModel:     "minilm-l6",
+			EmbeddingDim:       3,
+			CreatedAt:          committedAt.Add(-time.Hour),
+			UpdatedAt:          committedAt,
+			RequestID:          "req-7",
+		},
+		Sealed: sealed,
+	}
+}
+
+// plainEnvelope builds a valid envelope of a type that carries no revision.
+func plainEnvelope(typ Type, seq int64) *Envelope {
+	return &Envelope{
+		Version:     EnvelopeVersion,
+		ID:          RecordID("acme", "support", seq),
+		Type:        typ,
+		Org:         "acme",
+		Namespace:   "support",
+		Seq:         seq,
+		CommittedAt: committedAt,
+	}
+}

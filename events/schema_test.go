@@ -1,0 +1,152 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const schemaURL = "https://loomplane.dev/schemas/events/envelope.json"
+
+func compileEnvelopeSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open("../schemas/events/envelope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat() // 2020-12 treats format as an annotation unless asked
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+func validateAgainst(t *testing.T, sch *jsonschema.Schema, b []byte) error {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch.Validate(v)
+}
+
+func TestSchemaAcceptsEncodedEnvelopes(t *testing.T) {
+	sch := compileEnvelopeSchema(t)
+	minimal := revisionEnvelope(t, TypeWritten, 1, false)
+	minimal.Revision.PrevVersion = 0
+	minimal.Revision.EmbeddingModel = ""
+	minimal.Revision.EmbeddingDim = 0
+	minimal.Revision.RequestID = ""
+	envelopes := map[string]*Envelope{
+		"written":                 revisionEnvelope(t, TypeWritten, 1, false),
+		"written, first revision": minimal,
+		"revised":                 revisionEnvelope(t, TypeRevised, 2, false),
+		"revised with tombstone":  revisionEnvelope(t, TypeRevised, 3, true),
+		"tombstoned":              revisionEnvelope(t, TypeTombstoned, 4, true),
+		"restored":                revisionEnvelope(t, TypeRestored, 5, false),
+		"redacted":                revisionEnvelope(t, TypeRedacted, 6, false),
+		"status_changed":          revisionEnvelope(t, TypeStatusChanged, 7, false),
+		"erased":                  plainEnvelope(TypeErased, 8),
+		"parked":                  plainEnvelope(TypeParked, 9),
+	}
+	for name, e := range envelopes {
+		t.Run(name, func(t *testing.T) {
+			b, err := Encode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validateAgainst(t, sch, b); err != nil {
+				t.Fatalf("schema rejects %s:\n%v", b, err)
+			}
+		})
+	}
+}
+
+func TestSchemaAcceptsAdditiveFields(t *testing.T) {
+	sch := compileEnvelopeSchema(t)
+	b, err := Encode(revisionEnvelope(t, TypeRevised, 2, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = withField(t, b, func(m map[string]any) {
+		m["trace_id"] = "abc"
+		m["revision"].(map[string]any)["new_plain_field"] = 1
+	})
+	if err := validateAgainst(t, sch, b); err != nil {
+		t.Fatalf("schema rejects an additive field: %v", err)
+	}
+}
+
+func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
+	sch := compileEnvelopeSchema(t)
+	revised, err := Encode(revisionEnvelope(t, TypeRevised, 2, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := Encode(plainEnvelope(TypeParked, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		base   []byte
+		mutate func(m map[string]any)
+	}{
+		{"missing seq", revised, func(m map[string]any) { delete(m, "seq") }},
+		{"seq 0", revised, func(m map[string]any) { m["seq"] = 0 }},
+		{"seq a string", revised, func(m map[string]any) { m["seq"] = "2" }},
+		{"bad type", revised, func(m map[string]any) { m["type"] = "memory.deleted" }},
+		{"revision type without revision", revised, func(m map[string]any) { delete(m, "revision") }},
+		{"revision type without sealed", revised, func(m map[string]any) { delete(m, "sealed") }},
+		{"parked with a revision", parked, func(m map[string]any) { m["revision"] = map[string]any{} }},
+		{"envelope_version 2", revised, func(m map[string]any) { m["envelope_version"] = 2 }},
+		{"id with leading zero seq", revised, func(m map[string]any) { m["id"] = "acme/support/02" }},
+		{"id with extra segment", revised, func(m map[string]any) { m["id"] = "acme/sup/port/2" }},
+		{"org with slash", revised, func(m map[string]any) { m["org"] = "a/b" }},
+		{"committed_at not UTC", revised, func(m map[string]any) { m["committed_at"] = "2026-03-14T10:26:53+01:00" }},
+		{"committed_at not a time", revised, func(m map[string]any) { m["committed_at"] = "yesterdayZ" }},
+		{"content_sha256 uppercase", revised, func(m map[string]any) {
+			m["revision"].(map[string]any)["content_sha256"] = "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"
+		}},
+		{"revision missing memory_id", revised, func(m map[string]any) { delete(m["revision"].(map[string]any), "memory_id") }},
+		{"sealed wrong alg", revised, func(m map[string]any) { m["sealed"].(map[string]any)["alg"] = "none" }},
+		{"sealed nonce not base64", revised, func(m map[string]any) { m["sealed"].(map[string]any)["nonce"] = "not*base64*here!" }},
+		{"sealed nonce wrong length", revised, func(m map[string]any) { m["sealed"].(map[string]any)["nonce"] = "AAAAAAAAAAAA" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := withField(t, tc.base, tc.mutate)
+			if err := validateAgainst(t, sch, b); err == nil {
+				t.Fatalf("schema accepts %s", b)
+			}
+		})
+	}
+}
+
+// withField decodes b, lets mutate change it, and re-encodes it.
+func withField(t *testing.T, b []byte, mutate func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	mutate(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package events
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ErrSealBroken is wrapped by every Open failure: wrong key, wrong record, tampering,
+// or an unknown algorithm all look the same to a consumer, which cannot read the content.
+var ErrSealBroken = errors.New("events: sealed content cannot be opened")
+
+const (
+	dataKeySize = 32 // AES-256
+	nonceSize   = 12 // the GCM standard nonce
+	tagSize     = 16 // the GCM tag appended to the ciphertext
+)
+
+// Content is what a revision seals: everything that is memory text.
+type Content struct {
+	MemoryKey string          `json:"memory_key"`
+	Value     json.RawMessage `json:"value"`
+	Tags      []string        `json:"tags"`
+	Entities  []string        `json:"entities,omitempty"`
+	Embedding Vector          `json:"embedding,omitempty"`
+}
+
+// Sealed is Content encrypted under a per-revision data key.
+type Sealed struct {
+	Alg        string `json:"alg"`        // SealAlg
+	Nonce      []byte `json:"nonce"`      // 12 bytes, base64 in JSON
+	Ciphertext []byte `json:"ciphertext"` // GCM output incl. tag, base64 in JSON
+}
+
+// NewDataKey returns a fresh random AES-256 data key for one revision.
+func NewDataKey() ([]byte, error) {
+	key := make([]byte, dataKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("events: data key: %w", err)
+	}
+	return key, nil
+}
+
+// Seal encrypts the JSON of c under dataKey with AES-256-GCM, a fresh random nonce, and
+// the record id as additional data, so a sealed blob cannot be moved to another record.
+func Seal(dataKey []byte, recordID string, c *Content) (*Sealed, error) {
+	if c == nil {
+		return nil, errors.New("events: seal: nil content")
+	}
+	aead, err := newAEAD(dataKey)
+	if err != nil {
+		return nil, fmt.Errorf("events: seal: %w", err)
+	}
+	plaintext, err := marshalJSON(c)
+	if err != nil {
+		return nil, fmt.Errorf("events: seal: %w", err)
+	}
+	nonce := make([]byte, nonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("events: seal: nonce: %w", err)
+	}
+	return &Sealed{
+		Alg:        SealAlg,
+		Nonce:      nonce,
+		Ciphertext: aead.Seal(nil, nonce, plaintext, []byte(recordID)),
+	}, nil
+}
+
+// Open decrypts s, sealed for recordID under dataKey. Every failure wraps ErrSealBroken.
+func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil sealed", ErrSealBroken)
+	}
+	if s.Alg != SealAlg {
+		return nil, fmt.Errorf("%w: alg %q, want %q", ErrSealBroken, s.Alg, SealAlg)
+	}
+	if len(s.Nonce) != nonceSize {
+		// cipher.AEAD.Open panics on a wrong nonce length, so check before calling it.
+		return nil, fmt.Errorf("%w: nonce is %d bytes, want %d", ErrSealBroken, len(s.Nonce), nonceSize)
+	}
+	aead, err := newAEAD(dataKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSealBroken, err)
+	}
+	plaintext, err := aead.Open(nil, s.Nonce, s.Ciphertext, []byte(recordID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: wrong key, wrong record or tampered data", ErrSealBroken)
+	}
+	var c Content
+	if err := json.Unmarshal(plaintext, &c); err != nil {
+		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
+	}
+	return &c, nil
+}
+
+func newAEAD(dataKey []byte) (cipher.AEAD, error) {
+	// aes.NewCipher also accepts 16- and 24-byte keys; SealAlg promises AES-256.
+	if len(dataKey) != dataKeySize {
+		return nil, fmt.Errorf("data key is %d bytes, want %d", len(dataKey), dataKeySize)
+	}
+	block, err := aes.NewCipher(dataKey)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}

@@ -1,0 +1,56 @@
+// Package events is Loom's topic contract: the Kafka record key, the JSON envelope of
+// each record, its CloudEvents headers, and the sealing of memory content.
+//
+// Every committed revision of a namespace is exactly one record on DefaultTopic, keyed
+// by RecordKey so that a namespace's records share a partition and arrive in seq order.
+// Seq is the namespace generation, so a consumer tells a duplicate (seq already seen)
+// from a gap (seq skipped). Identity, versions, hashes, status and timestamps are plain;
+// memory text is sealed under a per-revision data key that Loom can destroy, so the log
+// can be replayed for ever without bringing back redacted or erased text.
+//
+// The package depends on the standard library only, so downstream consumers can import it.
+package events
+
+// DefaultTopic is the topic records are published to unless configured otherwise.
+const DefaultTopic = "loom.memory.revisions.v1"
+
+// EnvelopeVersion is the only envelope version this package reads or writes; a
+// breaking change gets a new topic, additive changes stay within v1.
+const EnvelopeVersion = 1
+
+// ContentType is the media type of a record value.
+const ContentType = "application/json"
+
+// SealAlg names the sealing algorithm in Sealed.Alg.
+const SealAlg = "A256GCM"
+
+// CloudEventsSpecVersion is the CloudEvents version the headers follow.
+const CloudEventsSpecVersion = "1.0"
+
+// Type is the event type of a record, named after the transition it records.
+type Type string
+
+const (
+	TypeWritten       Type = "memory.written"        // first revision of a key (or first after a tombstone)
+	TypeRevised       Type = "memory.revised"        // a new value or restatement over a live head
+	TypeTombstoned    Type = "memory.tombstoned"     // the key was deleted
+	TypeRestored      Type = "memory.restored"       // a tombstoned key came back
+	TypeRedacted      Type = "memory.redacted"       // content was scrubbed in place
+	TypeStatusChanged Type = "memory.status_changed" // pin, lock, supersede, conflict, reject, verify
+	TypeErased        Type = "memory.erased"         // an erasure's own generation
+	TypeParked        Type = "loom.parked"           // placeholder for a record Kafka refused; keeps the stream gapless
+)
+
+// Valid reports whether t is one of the known event types.
+func (t Type) Valid() bool {
+	return t.IsRevision() || t == TypeErased || t == TypeParked
+}
+
+// IsRevision reports whether records of type t carry a memory revision.
+func (t Type) IsRevision() bool {
+	switch t {
+	case TypeWritten, TypeRevised, TypeTombstoned, TypeRestored, TypeRedacted, TypeStatusChanged:
+		return true
+	}
+	return false
+}

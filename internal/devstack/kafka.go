@@ -1,0 +1,68 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Kafka is an in-process kfake broker with a data directory, so the topic (Loom's
+// replay source) survives a restart of `loomd dev`.
+type Kafka struct {
+	dir        string
+	port       int
+	durable    bool
+	topics     []string
+	partitions int32
+	log        io.Writer
+
+	Cluster *kfake.Cluster
+}
+
+// Brokers are the seed addresses for clients.
+func (k *Kafka) Brokers() []string { return k.Cluster.ListenAddrs() }
+
+// Start opens the broker; topics are created on first start only.
+func (k *Kafka) Start(_ context.Context) error {
+	if err := os.MkdirAll(k.dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", k.dir, err)
+	}
+	parts := k.partitions
+	if parts < 1 {
+		parts = 8
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(k.port),
+		kfake.DataDir(k.dir),
+		kfake.ClusterID("loom-dev"),
+		kfake.DefaultNumPartitions(int(parts)),
+	}
+	if k.durable {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	if len(k.topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(parts, k.topics...))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		if k.port != 0 {
+			return fmt.Errorf("start Kafka (kfake) on 127.0.0.1:%d (is another Kafka or loomd dev using the port?): %w", k.port, err)
+		}
+		return fmt.Errorf("start Kafka (kfake): %w", err)
+	}
+	k.Cluster = c
+	logf(k.log, "Kafka (kfake) listening on %v, data in %s", c.ListenAddrs(), k.dir)
+	return nil
+}
+
+// Stop closes the broker, saving its state to the data directory.
+func (k *Kafka) Stop() {
+	if k.Cluster != nil {
+		k.Cluster.Close()
+		k.Cluster = nil
+	}
+}
