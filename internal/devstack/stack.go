@@ -17,6 +17,7 @@ import (
 // Options says which stores to start and where they keep their data.
 type Options struct {
 	// Dir holds every store's data; a second start over the same Dir keeps the data.
+	// Empty: a temporary directory, removed again by Stop (tests).
 	Dir string
 	// Durable keeps fsync on. Tests turn it off: their data is thrown away.
 	Durable bool
@@ -34,6 +35,7 @@ type Options struct {
 // Stack is a running set of stores.
 type Stack struct {
 	opts       Options
+	tempDir    string
 	Postgres   *Postgres
 	ClickHouse *ClickHouse
 	Kafka      *Kafka
@@ -42,8 +44,17 @@ type Stack struct {
 // Start brings up every store Options asks for, or none: on failure the stores
 // already started are stopped again.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
+	var tempDir string
 	if opts.Dir == "" {
-		return nil, errors.New("devstack: Options.Dir is required")
+		d, err := os.MkdirTemp("", "loom-devstack-")
+		if err != nil {
+			return nil, fmt.Errorf("devstack: temporary directory: %w", err)
+		}
+		// MkdirTemp makes 0700; Postgres runs as its own user and must traverse it.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("devstack: %w", err)
+		}
+		opts.Dir, tempDir = d, d
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -56,7 +67,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("devstack: create %s: %w", dir, err)
 	}
-	s := &Stack{opts: opts}
+	s := &Stack{opts: opts, tempDir: tempDir}
 	ok := false
 	defer func() {
 		if !ok {
@@ -98,6 +109,9 @@ func (s *Stack) Stop() error {
 	}
 	if s.Postgres != nil {
 		errs = append(errs, s.Postgres.Stop())
+	}
+	if s.tempDir != "" {
+		errs = append(errs, os.RemoveAll(s.tempDir))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,82 @@
+// Package ch is Loom's ClickHouse plumbing: the connection, the capability probe that
+// lets one build serve both the 18.16 test server and a current production server, and
+// the migrator.
+package ch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Database is the database every Loom table lives in.
+const Database = "loom"
+
+// Config names the server.
+type Config struct {
+	Addr         []string
+	Username     string
+	Password     string
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	MaxOpenConns int
+}
+
+// Conn is a connection pool with the server's probed capabilities.
+type Conn struct {
+	driver.Conn
+	Caps Capabilities
+}
+
+// Open connects, pings and probes the server.
+func Open(ctx context.Context, cfg Config) (*Conn, error) {
+	if len(cfg.Addr) == 0 {
+		return nil, fmt.Errorf("ClickHouse address is empty (LOOM_CH_ADDR)")
+	}
+	opts := &clickhouse.Options{
+		Addr:         cfg.Addr,
+		Auth:         clickhouse.Auth{Database: "default", Username: cfg.Username, Password: cfg.Password},
+		DialTimeout:  orDefault(cfg.DialTimeout, 5*time.Second),
+		ReadTimeout:  orDefault(cfg.ReadTimeout, 60*time.Second),
+		MaxOpenConns: cfg.MaxOpenConns,
+	}
+	if opts.Auth.Username == "" {
+		opts.Auth.Username = "default"
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open ClickHouse %v: %w", cfg.Addr, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ping ClickHouse %v: %w", cfg.Addr, err)
+	}
+	caps, err := Probe(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Conn{Conn: conn, Caps: caps}, nil
+}
+
+// Ctx returns ctx carrying the settings every Loom statement runs with. Recent
+// servers turn asynchronous inserts on by default; Loom's inserts must be durable
+// when they return, so it is turned off wherever the server knows the setting.
+func (c *Conn) Ctx(ctx context.Context) context.Context {
+	if !c.Caps.AsyncInsert {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0}))
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,122 @@
+// Package pg is Loom's Postgres plumbing: the connection pool, the migrator, the
+// advisory-lock helpers and the classification of errors that mean "Postgres is
+// unavailable" (a retryable 503) rather than a bug.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PoolConfig sizes the pool.
+type PoolConfig struct {
+	DSN              string
+	MinConns         int32
+	MaxConns         int32
+	StatementTimeout time.Duration
+	ConnectTimeout   time.Duration
+}
+
+// Open connects a pool in which every session runs with synchronous_commit = on: a
+// write answers only once its commit is as durable as the cluster promises.
+func Open(ctx context.Context, c PoolConfig) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse LOOM_PG_DSN: %w", err)
+	}
+	if c.MaxConns > 0 {
+		cfg.MaxConns = c.MaxConns
+	}
+	if c.MinConns > 0 {
+		cfg.MinConns = c.MinConns
+	}
+	connectTimeout := c.ConnectTimeout
+	if connectTimeout <= 0 {
+		connectTimeout = 5 * time.Second
+	}
+	cfg.ConnConfig.ConnectTimeout = connectTimeout
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "loomd"
+	if c.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
+	}
+	cfg.HealthCheckPeriod = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open Postgres pool: %w", err)
+	}
+	return pool, nil
+}
+
+// Unavailable reports whether err means Postgres could not be reached or dropped the
+// session: the caller answers a retryable 503 POSTGRES_UNAVAILABLE.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	// A session cut mid-statement surfaces as a network error without a PgError.
+	return pgconn.SafeToRetry(err) || isNetErr(err)
+}
+
+// OutcomeUnknown reports whether a COMMIT's answer was lost: the transaction may or
+// may not have committed.
+func OutcomeUnknown(err error) bool {
+	return err != nil && !pgconn.SafeToRetry(err) && Unavailable(err)
+}
+
+// Conflict reports a serialization failure, deadlock or lock timeout: the
+// transaction changed nothing and may be run again.
+func Conflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40001", "40P01", "55P03":
+		return true
+	}
+	return false
+}
+
+// InTx runs fn in a transaction and commits it; any error rolls it back.
+func InTx(ctx context.Context, pool interface {
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

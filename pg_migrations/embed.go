@@ -1,0 +1,10 @@
+// Package pgmigrations carries the Postgres migrations inside the loomd binary.
+// Files are numbered, applied in order, and never edited once merged.
+package pgmigrations
+
+import "embed"
+
+// Files holds every NNN_*.sql migration.
+//
+//go:embed *.sql
+var Files embed.FS
