@@ -25,6 +25,12 @@ func TestStackKeepsDataAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			s.Stop()
+		}
+	}()
 	pg, err := pgx.Connect(ctx, s.Postgres.DSN())
 	if err != nil {
 		t.Fatalf("connect postgres: %v", err)
@@ -60,6 +66,7 @@ func TestStackKeepsDataAcrossRestart(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	kc.Close()
+	stopped = true
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -1,0 +1,101 @@
+// Command loomd is the one Loom binary: serve, dev, migrate, token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/node"
+)
+
+const usage = `loomd — the Loom memory plane
+
+Usage:
+  loomd dev [--dir .loom] [--addr :8080] [--kafka-port 9092]
+                        start embedded Postgres, ClickHouse and Kafka and serve every role
+  loomd serve [--roles api,relay,projector] [--addr :8080]
+                        serve with the stores named by LOOM_PG_DSN, LOOM_CH_ADDR, LOOM_KAFKA_BROKERS
+  loomd migrate         apply Postgres and ClickHouse migrations and create the topic
+  loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
+                        create an API token and print its secret (shown once)
+  loomd version
+
+Configuration is read from LOOM_* environment variables; see the README.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "dev":
+		err = runDev(ctx, os.Args[2:])
+	case "serve":
+		err = runServe(ctx, os.Args[2:])
+	case "migrate":
+		err = runMigrate(ctx, os.Args[2:])
+	case "token":
+		err = runToken(ctx, os.Args[2:])
+	case "version":
+		fmt.Println("loomd", node.Version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "loomd: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(os.Stderr, "loomd: %v\n", err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "loomd: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+func loadConfig() (config.Config, error) {
+	return config.Load(os.Getenv)
+}
+
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}

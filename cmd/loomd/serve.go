@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/loomplane/loom/internal/node"
+)
+
+func runServe(ctx context.Context, args []string) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, relay, projector")
+	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address (api role)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg.Roles = strings.Split(*roles, ",")
+	cfg.HTTPAddr = *addr
+	log := newLogger(cfg.LogLevel, os.Stderr)
+	n, err := node.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	var ln net.Listener
+	if cfg.HasRole("api") {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	log.Info("loomd serving", "roles", cfg.Roles, "addr", cfg.HTTPAddr, "version", node.Version)
+	return n.Run(ctx, ln)
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	if err := parseFlags(flag.NewFlagSet("migrate", flag.ContinueOnError), args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	cfg.BootMigrate = true
+	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	if err != nil {
+		return err
+	}
+	n.Close()
+	fmt.Println("migrations applied; topic", cfg.Topic, "ready")
+	return nil
+}

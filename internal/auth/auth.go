@@ -1,0 +1,205 @@
+// Package auth turns a bearer token into the principal a request acts as. Tokens are
+// stored as SHA-256 of the secret in loom.api_tokens; the token decides the org, the
+// namespaces it reaches and its read scope, so no request can name another org.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Roles, from most to least able.
+const (
+	RoleAdmin  = "admin"
+	RoleWriter = "writer"
+	RoleReader = "reader"
+)
+
+// Principal is who a request acts as.
+type Principal struct {
+	TokenID    string
+	Org        string
+	Role       string
+	Namespaces []string // nil: every namespace of the org
+	ReadUserID string   // "": every user's rows; else only this user's
+	Name       string
+}
+
+// Actor is what the server stamps as a revision's actor.
+func (p Principal) Actor() string { return "token:" + p.TokenID }
+
+// CanWrite reports whether the token may change memory.
+func (p Principal) CanWrite() bool { return p.Role == RoleAdmin || p.Role == RoleWriter }
+
+// Reaches reports whether the token may touch namespace ns.
+func (p Principal) Reaches(ns string) bool {
+	if p.Namespaces == nil {
+		return true
+	}
+	for _, n := range p.Namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrUnauthenticated is a missing, malformed, unknown or revoked token.
+var ErrUnauthenticated = errors.New("auth: unauthenticated")
+
+// Store creates and checks tokens.
+type Store struct {
+	pool  *pgxpool.Pool
+	cache *expirable.LRU[string, Principal]
+}
+
+// cacheTTL bounds how long a revoked token keeps working on a process that saw it.
+const cacheTTL = 10 * time.Second
+
+// NewStore returns a token store over the pool.
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, cache: expirable.NewLRU[string, Principal](10000, nil, cacheTTL)}
+}
+
+// NewToken describes a token to create.
+type NewToken struct {
+	Org        string
+	Role       string
+	Name       string
+	Namespaces []string
+	ReadUserID string
+}
+
+// Create stores a new token and returns its secret, which is shown once and never stored.
+func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Principal, err error) {
+	if err := memrow.ValidateName("org", t.Org); err != nil {
+		return "", p, err
+	}
+	switch t.Role {
+	case RoleAdmin, RoleWriter, RoleReader:
+	default:
+		return "", p, fmt.Errorf("role %q: want admin, writer or reader", t.Role)
+	}
+	for _, ns := range t.Namespaces {
+		if err := memrow.ValidateName("namespace", ns); err != nil {
+			return "", p, err
+		}
+	}
+	idBytes := make([]byte, 6)
+	secretBytes := make([]byte, 32)
+	if _, err := rand.Read(idBytes); err != nil {
+		return "", p, err
+	}
+	if _, err := rand.Read(secretBytes); err != nil {
+		return "", p, err
+	}
+	id := hex.EncodeToString(idBytes)
+	secret = "loom_" + id + "_" + base64.RawURLEncoding.EncodeToString(secretBytes)
+	sum := sha256.Sum256([]byte(secret))
+	var readUser *string
+	if t.ReadUserID != "" {
+		readUser = &t.ReadUserID
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name)
+	if err != nil {
+		return "", p, fmt.Errorf("store token: %w", err)
+	}
+	return secret, Principal{TokenID: id, Org: t.Org, Role: t.Role, Namespaces: t.Namespaces, ReadUserID: t.ReadUserID, Name: t.Name}, nil
+}
+
+// Authenticate resolves a secret to its principal.
+func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if !strings.HasPrefix(secret, "loom_") || len(secret) > 200 {
+		return Principal{}, ErrUnauthenticated
+	}
+	sum := sha256.Sum256([]byte(secret))
+	key := string(sum[:])
+	if p, ok := s.cache.Get(key); ok {
+		return p, nil
+	}
+	var p Principal
+	var readUser *string
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name
+		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL`, sum[:]).
+		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	if readUser != nil {
+		p.ReadUserID = *readUser
+	}
+	s.cache.Add(key, p)
+	return p, nil
+}
+
+const localsKey = "loom.principal"
+
+// Middleware authenticates every request it guards: no token or a wrong one is 401.
+func (s *Store) Middleware() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		h := c.Get(fiber.HeaderAuthorization)
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || secret == "" {
+			return unauthenticated("missing bearer token: send Authorization: Bearer <token>")
+		}
+		p, err := s.Authenticate(c.UserContext(), strings.TrimSpace(secret))
+		if errors.Is(err, ErrUnauthenticated) {
+			return unauthenticated("unknown or revoked token")
+		}
+		if err != nil {
+			return httperr.Store("checking the token", err)
+		}
+		c.Locals(localsKey, p)
+		return c.Next()
+	}
+}
+
+func unauthenticated(msg string) error {
+	return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthenticated, msg)
+}
+
+// From returns the request's principal; routes behind Middleware always have one.
+func From(c *fiber.Ctx) Principal {
+	p, _ := c.Locals(localsKey).(Principal)
+	return p
+}
+
+// Namespace checks that the principal reaches ns. A namespace the token cannot reach
+// answers 404, as if it held nothing: a token learns nothing of what it cannot read.
+func (p Principal) Namespace(ns string) error {
+	if err := memrow.ValidateName("namespace", ns); err != nil {
+		return err
+	}
+	if !p.Reaches(ns) {
+		return httperr.NotFound("namespace not found")
+	}
+	return nil
+}
+
+// RequireWrite is 403 for a read-only token.
+func (p Principal) RequireWrite() error {
+	if !p.CanWrite() {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token may only read")
+	}
+	return nil
+}

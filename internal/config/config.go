@@ -1,0 +1,236 @@
+// Package config reads Loom's settings from the environment. Names follow the seeds
+// (LOOM_PG_*, LOOM_MEMORY_*); every setting has a default a developer can run with.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Config is every setting loomd reads.
+type Config struct {
+	HTTPAddr string   // LOOM_HTTP_ADDR
+	Roles    []string // LOOM_ROLES: api, relay, projector
+
+	PGDSN                 string        // LOOM_PG_DSN
+	PGPoolMin             int32         // LOOM_PG_POOL_MIN_SIZE
+	PGPoolMax             int32         // LOOM_PG_POOL_MAX_SIZE
+	PGStatementTimeout    time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
+	PGCommitLockTimeout   time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
+	PGProjectionWait      time.Duration // LOOM_PG_PROJECTION_WAIT_MS: the search barrier's budget
+	PGPublishInterval     time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: the projector's insert pace
+	PGAdmissionRounds     int           // LOOM_PG_ADMISSION_ROUNDS
+	PGAdmissionDeadline   time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
+	BootMigrate           bool          // LOOM_BOOT_MIGRATE
+	CHAddr                []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
+	CHUser, CHPassword    string        // LOOM_CH_USER, LOOM_CH_PASSWORD
+	KafkaBrokers          []string      // LOOM_KAFKA_BROKERS
+	Topic                 string        // LOOM_TOPIC
+	TopicPartitions       int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
+	TopicReplication      int16         // LOOM_TOPIC_REPLICATION
+	EventSource           string        // LOOM_EVENT_SOURCE: the CloudEvents source of every record
+	OutboxBatch           int           // LOOM_OUTBOX_BATCH_ROWS
+	OutboxMaxAttempts     int           // LOOM_OUTBOX_MAX_ATTEMPTS
+	OutboxPoll            time.Duration // LOOM_OUTBOX_POLL_MS: the relay's fallback when no NOTIFY arrives
+	Projection            string        // LOOM_PROJECTION: the projection the query side serves
+	ProjectorBatch        int           // LOOM_PROJECTOR_BATCH_ROWS
+	MemoryCharLimit       int           // LOOM_MEMORY_CHAR_LIMIT
+	SearchTopKDefault     int           // LOOM_SEARCH_TOP_K_DEFAULT
+	SearchTopKMax         int           // LOOM_SEARCH_TOP_K_MAX
+	SearchMinScore        float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
+	EmbedCacheSize        int           // LOOM_EMBEDDING_CACHE_SIZE
+	EmbedCacheTTL         time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
+	Embedder              string        // LOOM_EMBEDDER: hash or openai
+	EmbedderDim           int           // LOOM_EMBEDDER_DIM
+	OpenAIBaseURL         string        // LOOM_OPENAI_BASE_URL
+	OpenAIAPIKey          string        // LOOM_OPENAI_API_KEY
+	OpenAIModel           string        // LOOM_OPENAI_MODEL
+	RequestBodyLimitBytes int           // LOOM_HTTP_BODY_LIMIT_BYTES
+	LogLevel              string        // LOOM_LOG_LEVEL
+}
+
+// Lookup returns an environment variable's value, or "" when unset (os.Getenv).
+type Lookup func(string) string
+
+// Load reads every setting; a malformed value is an error naming the variable.
+func Load(env Lookup) (Config, error) {
+	r := reader{env: env}
+	c := Config{
+		HTTPAddr:              r.str("LOOM_HTTP_ADDR", ":8080"),
+		Roles:                 r.list("LOOM_ROLES", "api,relay,projector"),
+		PGDSN:                 r.str("LOOM_PG_DSN", ""),
+		PGPoolMin:             int32(r.int("LOOM_PG_POOL_MIN_SIZE", 2)),
+		PGPoolMax:             int32(r.int("LOOM_PG_POOL_MAX_SIZE", 40)),
+		PGStatementTimeout:    r.ms("LOOM_PG_STATEMENT_TIMEOUT_MS", 10000),
+		PGCommitLockTimeout:   r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
+		PGProjectionWait:      r.ms("LOOM_PG_PROJECTION_WAIT_MS", 5000),
+		PGPublishInterval:     r.ms("LOOM_PG_PUBLISH_INTERVAL_MS", 250),
+		PGAdmissionRounds:     r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
+		PGAdmissionDeadline:   r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
+		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
+		CHAddr:                r.list("LOOM_CH_ADDR", ""),
+		CHUser:                r.str("LOOM_CH_USER", "default"),
+		CHPassword:            r.str("LOOM_CH_PASSWORD", ""),
+		KafkaBrokers:          r.list("LOOM_KAFKA_BROKERS", ""),
+		Topic:                 r.str("LOOM_TOPIC", events.DefaultTopic),
+		TopicPartitions:       int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),
+		TopicReplication:      int16(r.int("LOOM_TOPIC_REPLICATION", -1)),
+		EventSource:           r.str("LOOM_EVENT_SOURCE", "loom"),
+		OutboxBatch:           r.int("LOOM_OUTBOX_BATCH_ROWS", 500),
+		OutboxMaxAttempts:     r.int("LOOM_OUTBOX_MAX_ATTEMPTS", 10),
+		OutboxPoll:            r.ms("LOOM_OUTBOX_POLL_MS", 1000),
+		Projection:            r.str("LOOM_PROJECTION", "main"),
+		ProjectorBatch:        r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
+		MemoryCharLimit:       r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
+		SearchTopKDefault:     r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
+		SearchTopKMax:         r.int("LOOM_SEARCH_TOP_K_MAX", 100),
+		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.05),
+		EmbedCacheSize:        r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
+		EmbedCacheTTL:         time.Duration(r.int("LOOM_EMBEDDING_CACHE_TTL_S", 600)) * time.Second,
+		Embedder:              r.str("LOOM_EMBEDDER", "hash"),
+		EmbedderDim:           r.int("LOOM_EMBEDDER_DIM", 384),
+		OpenAIBaseURL:         r.str("LOOM_OPENAI_BASE_URL", "https://api.openai.com"),
+		OpenAIAPIKey:          r.str("LOOM_OPENAI_API_KEY", ""),
+		OpenAIModel:           r.str("LOOM_OPENAI_MODEL", "text-embedding-3-small"),
+		RequestBodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
+		LogLevel:              r.str("LOOM_LOG_LEVEL", "info"),
+	}
+	if len(r.errs) > 0 {
+		return c, errors.Join(r.errs...)
+	}
+	return c, c.check()
+}
+
+func (c Config) check() error {
+	var errs []error
+	for _, role := range c.Roles {
+		switch role {
+		case "api", "relay", "projector":
+		default:
+			errs = append(errs, fmt.Errorf("LOOM_ROLES: unknown role %q (api, relay, projector)", role))
+		}
+	}
+	if c.PGProjectionWait <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_PROJECTION_WAIT_MS must be positive"))
+	}
+	if c.PGPublishInterval < 0 {
+		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS must not be negative"))
+	}
+	if c.SearchTopKDefault < 1 || c.SearchTopKMax < c.SearchTopKDefault {
+		errs = append(errs, errors.New("LOOM_SEARCH_TOP_K_DEFAULT must be at least 1 and at most LOOM_SEARCH_TOP_K_MAX"))
+	}
+	if c.MemoryCharLimit < 1 {
+		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))
+	}
+	if c.OutboxMaxAttempts < 1 || c.OutboxBatch < 1 || c.ProjectorBatch < 1 {
+		errs = append(errs, errors.New("LOOM_OUTBOX_MAX_ATTEMPTS, LOOM_OUTBOX_BATCH_ROWS and LOOM_PROJECTOR_BATCH_ROWS must be positive"))
+	}
+	switch c.Embedder {
+	case "hash", "openai":
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_EMBEDDER: unknown embedder %q (hash, openai)", c.Embedder))
+	}
+	if err := memrow.ValidateName("LOOM_PROJECTION", c.Projection); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// HasRole reports whether this process runs role.
+func (c Config) HasRole(role string) bool {
+	for _, r := range c.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// RequireStores refuses to start without the stores: only `loomd dev` starts embedded ones.
+func (c Config) RequireStores() error {
+	var missing []string
+	if c.PGDSN == "" {
+		missing = append(missing, "LOOM_PG_DSN")
+	}
+	if len(c.CHAddr) == 0 {
+		missing = append(missing, "LOOM_CH_ADDR")
+	}
+	if len(c.KafkaBrokers) == 0 {
+		missing = append(missing, "LOOM_KAFKA_BROKERS")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("loomd serve needs %s (use `loomd dev` to run with embedded stores)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+type reader struct {
+	env  Lookup
+	errs []error
+}
+
+func (r *reader) str(name, def string) string {
+	if v := strings.TrimSpace(r.env(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) list(name, def string) []string {
+	var out []string
+	for _, p := range strings.Split(r.str(name, def), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *reader) int(name string, def int) int {
+	v := r.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a whole number", name, v))
+		return def
+	}
+	return n
+}
+
+func (r *reader) float(name string, def float64) float64 {
+	v := r.str(name, "")
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a number", name, v))
+		return def
+	}
+	return f
+}
+
+func (r *reader) ms(name string, def int) time.Duration {
+	return time.Duration(r.int(name, def)) * time.Millisecond
+}
+
+func (r *reader) bool(name string, def bool) bool {
+	v := r.str(name, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a boolean", name, v))
+		return def
+	}
+	return b
+}

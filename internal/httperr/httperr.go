@@ -1,0 +1,163 @@
+// Package httperr is the one error envelope every Loom route answers with:
+// {"error": {"code": "PINNED_CONFLICT", "message": "...", "retryable": false, ...}},
+// with the seeds' status codes. A handler returns an *Error; anything else that
+// reaches the error handler is a bug, answered 500 INTERNAL and logged.
+package httperr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// Error is an answer the caller can act on.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	Retryable  bool
+	RetryAfter time.Duration
+	Field      string
+	Extra      map[string]any
+	Cause      error // logged, never sent
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Cause)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// With returns a copy carrying an extra envelope field.
+func (e *Error) With(key string, v any) *Error {
+	c := *e
+	c.Extra = map[string]any{}
+	for k, x := range e.Extra {
+		c.Extra[k] = x
+	}
+	c.Extra[key] = v
+	return &c
+}
+
+// Codes the seeds define, by the status they travel with.
+const (
+	CodeValidationFailed   = memrow.CodeValidationFailed  // 422
+	CodeCharLimitExceeded  = memrow.CodeCharLimitExceeded // 422
+	CodeUnauthenticated    = "UNAUTHENTICATED"            // 401
+	CodePermissionDenied   = "PERMISSION_DENIED"          // 403
+	CodeNotFound           = "RESOURCE_NOT_FOUND"         // 404
+	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"         // 405
+	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"          // 413
+	CodeAdmissionContended = "ADMISSION_CONTENDED"        // 503
+	CodePostgresDown       = "POSTGRES_UNAVAILABLE"       // 503
+	CodeClickHouseDown     = "CLICKHOUSE_UNAVAILABLE"     // 503
+	CodeEmbedderDown       = "EMBEDDER_UNAVAILABLE"       // 503
+	CodeProjectionBehind   = "PROJECTION_BEHIND"          // 503
+	CodeInternal           = "INTERNAL"                   // 500
+)
+
+// New makes an error with a status and code.
+func New(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Validation is 422 VALIDATION_FAILED naming the field.
+func Validation(field, message string) *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeValidationFailed, Message: message, Field: field}
+}
+
+// NotFound is 404 RESOURCE_NOT_FOUND.
+func NotFound(message string) *Error {
+	return New(http.StatusNotFound, CodeNotFound, message)
+}
+
+// Unavailable is a retryable 503.
+func Unavailable(code, message string, cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: code, Message: message, Retryable: true, RetryAfter: time.Second, Cause: cause}
+}
+
+// Store maps a store error met while doing what into the answer: Postgres that
+// cannot be reached is a retryable 503; anything else is a bug and a 500.
+func Store(doing string, err error) *Error {
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	if pg.Unavailable(err) {
+		e := Unavailable(CodePostgresDown, "Postgres is unavailable while "+doing+"; retry", err)
+		if pg.OutcomeUnknown(err) {
+			e = e.With("outcome_unknown", true)
+		}
+		return e
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error while " + doing, Cause: err}
+}
+
+// Handler renders every error a route returns as the envelope.
+func Handler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		e := classify(err)
+		if e.Status >= 500 {
+			log.Error("request failed", "method", c.Method(), "path", c.Path(), "code", e.Code, "err", err)
+		}
+		body := map[string]any{"code": e.Code, "message": e.Message, "retryable": e.Retryable}
+		if e.Field != "" {
+			body["field"] = e.Field
+		}
+		for k, v := range e.Extra {
+			body[k] = v
+		}
+		if e.Retryable && e.RetryAfter > 0 {
+			secs := int(math.Ceil(e.RetryAfter.Seconds()))
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+			body["retry_after_s"] = secs
+		}
+		return c.Status(e.Status).JSON(fiber.Map{"error": body})
+	}
+}
+
+func classify(err error) *Error {
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	var fe *memrow.FieldError
+	if errors.As(err, &fe) {
+		code := fe.Code
+		if code == "" {
+			code = CodeValidationFailed
+		}
+		return &Error{Status: http.StatusUnprocessableEntity, Code: code, Message: fe.Message, Field: fe.Field}
+	}
+	var fiberErr *fiber.Error
+	if errors.As(err, &fiberErr) {
+		switch fiberErr.Code {
+		case http.StatusNotFound:
+			return NotFound("no such route")
+		case http.StatusMethodNotAllowed:
+			return New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this route")
+		case http.StatusRequestEntityTooLarge:
+			return New(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "request body too large")
+		case http.StatusBadRequest, http.StatusUnprocessableEntity:
+			return Validation("body", fiberErr.Message)
+		}
+		return New(fiberErr.Code, CodeInternal, fiberErr.Message)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || pg.Unavailable(err) {
+		return Store("serving the request", err)
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Cause: err}
+}

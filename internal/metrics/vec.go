@@ -1,0 +1,104 @@
+package metrics
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// vec holds the series of one family, keyed by their label values.
+type vec[T any] struct {
+	name   string
+	labels []string
+	newT   func() *T
+
+	mu     sync.RWMutex
+	series map[string]*series[T]
+}
+
+type series[T any] struct {
+	values []string
+	m      *T
+}
+
+func newVec[T any](name string, labels []string, newT func() *T) *vec[T] {
+	v := &vec[T]{
+		name:   name,
+		labels: slices.Clone(labels),
+		newT:   newT,
+		series: make(map[string]*series[T]),
+	}
+	if len(labels) == 0 {
+		// The single series of an unlabelled family exists from the start.
+		v.series[""] = &series[T]{m: newT()}
+	}
+	return v
+}
+
+// with returns the series for values, creating it on first use. The common
+// case, an existing series, takes only the read lock.
+func (v *vec[T]) with(values []string) *T {
+	if len(values) != len(v.labels) {
+		panic(fmt.Sprintf("metrics: %q: got %d label values, want %d (%v)",
+			v.name, len(values), len(v.labels), v.labels))
+	}
+	key, clean := seriesKey(values)
+	v.mu.RLock()
+	s := v.series[key]
+	v.mu.RUnlock()
+	if s != nil {
+		return s.m
+	}
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s = v.series[key]; s == nil {
+		// Copy: With's variadic slice may be the caller's own.
+		s = &series[T]{values: slices.Clone(clean), m: v.newT()}
+		v.series[key] = s
+	}
+	return s.m
+}
+
+// seriesKey returns the map key for values and the values as they will be
+// exported. Label values often come from requests, so invalid UTF-8 is
+// replaced rather than panicking or producing an exposition Prometheus would
+// reject. Valid UTF-8 never contains the byte 0xff, which makes it an
+// unambiguous separator; a single value is its own key, with no allocation.
+func seriesKey(values []string) (string, []string) {
+	clean := values
+	copied := false
+	for i, s := range values {
+		if !utf8.ValidString(s) {
+			if !copied {
+				// Never write to the caller's slice.
+				clean, copied = slices.Clone(values), true
+			}
+			clean[i] = strings.ToValidUTF8(s, "\uFFFD")
+		}
+	}
+	switch len(clean) {
+	case 0:
+		return "", nil
+	case 1:
+		return clean[0], clean
+	}
+	return strings.Join(clean, "\xff"), clean
+}
+
+// snapshot returns the current series sorted by label values. Values are
+// read by the caller after the lock is released; they are atomics.
+func (v *vec[T]) snapshot() []*series[T] {
+	v.mu.RLock()
+	out := make([]*series[T], 0, len(v.series))
+	for _, s := range v.series {
+		out = append(out, s)
+	}
+	v.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *series[T]) int {
+		return slices.Compare(a.values, b.values)
+	})
+	return out
+}

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
+	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
+)
+
+func (n *Node) registerHealth(app *fiber.App) {
+	app.Get("/v1/health", n.handleHealth)
+	app.Get("/v1/health/ready", n.handleReady)
+	app.Get("/metrics", n.handleMetrics)
+	n.Metrics.GaugeFunc("loom_outbox_depth", "Outbox records not yet published to Kafka.", func() float64 {
+		ob, err := n.outboxStats(context.Background())
+		if err != nil {
+			return -1
+		}
+		return float64(ob.Depth)
+	})
+}
+
+// handleHealth is liveness plus what the process is: it answers while the process
+// runs, whatever the stores do. ?include=postgres adds the outbox's state.
+func (n *Node) handleHealth(c *fiber.Ctx) error {
+	body := fiber.Map{
+		"status":  "ok",
+		"version": Version,
+		"roles":   n.Cfg.Roles,
+		"clickhouse": fiber.Map{
+			"version":         n.CH.Caps.Version,
+			"cosine_distance": n.CH.Caps.CosineDistance,
+		},
+		"projection": n.Cfg.Projection,
+		"topic":      n.Cfg.Topic,
+	}
+	if c.Query("include") == "postgres" {
+		ob, err := n.outboxStats(c.UserContext())
+		if err != nil {
+			body["postgres"] = fiber.Map{"error": err.Error()}
+		} else {
+			body["postgres"] = fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked}
+		}
+	}
+	return c.JSON(body)
+}
+
+type outboxStats struct {
+	Depth      int64
+	Parked     int64
+	OldestAgeS float64
+}
+
+func (n *Node) outboxStats(ctx context.Context) (outboxStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var s outboxStats
+	err := n.PG.QueryRow(ctx, `SELECT count(*) FILTER (WHERE parked_at IS NULL), count(*) FILTER (WHERE parked_at IS NOT NULL),
+		coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
+		FROM loom.outbox`).Scan(&s.Depth, &s.Parked, &s.OldestAgeS)
+	return s, err
+}
+
+// handleReady answers 200 only when both stores answer and every migration this build
+// carries is applied; a load balancer sends no traffic before that.
+func (n *Node) handleReady(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	defer cancel()
+	checks := fiber.Map{}
+	ready := true
+	if err := n.PG.Ping(ctx); err != nil {
+		checks["postgres"], ready = err.Error(), false
+	} else if pending, err := pg.Pending(ctx, n.PG, pgmigrations.Files); err != nil {
+		checks["postgres"], ready = err.Error(), false
+	} else if len(pending) > 0 {
+		checks["postgres"], ready = fiber.Map{"pending_migrations": pending}, false
+	} else {
+		checks["postgres"] = "ok"
+	}
+	if err := n.CH.Ping(ctx); err != nil {
+		checks["clickhouse"], ready = err.Error(), false
+	} else if pending, err := ch.Pending(ctx, n.CH, chmigrations.Files); err != nil {
+		checks["clickhouse"], ready = err.Error(), false
+	} else if len(pending) > 0 {
+		checks["clickhouse"], ready = fiber.Map{"pending_migrations": pending}, false
+	} else {
+		checks["clickhouse"] = "ok"
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks})
+}
+
+func (n *Node) handleMetrics(c *fiber.Ctx) error {
+	var buf bytes.Buffer
+	if err := n.Metrics.WriteText(&buf); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, metrics.ContentType)
+	return c.Send(buf.Bytes())
+}

@@ -1,0 +1,166 @@
+// Package projector consumes the revisions topic and builds the ClickHouse read
+// models. A batch is written with one insert per table, then its watermarks are
+// upserted in Postgres (and notified), then its offsets are committed: a crash
+// anywhere redelivers the batch, and every table collapses what it sees twice.
+package projector
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/metrics"
+)
+
+// Config tunes a projection.
+type Config struct {
+	Name      string        // the projection; its group is loom-projection-<name>
+	Topic     string        //
+	BatchRows int           // records per batch at most
+	Interval  time.Duration // at most one batch starts per interval (parts budget)
+}
+
+// Group is the consumer group of a projection.
+func Group(name string) string { return "loom-projection-" + name }
+
+// ConsumerOpts are the kgo options a projector's consumer needs. Offsets are committed
+// only after ClickHouse and the watermarks hold the batch, and a rebalance waits for
+// the batch in hand, so no offset ever passes an unwritten record.
+func ConsumerOpts(cfg Config) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumerGroup(Group(cfg.Name)),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+}
+
+// Projector runs one projection.
+type Projector struct {
+	cfg      Config
+	consumer *kgo.Client
+	pool     *pgxpool.Pool
+	ch       *ch.Conn
+	log      *slog.Logger
+
+	applied   *metrics.Counter
+	dupes     *metrics.Counter
+	undecoded *metrics.Counter
+	gaps      *metrics.Counter
+	sealed    *metrics.Counter
+	batchTime *metrics.Histogram
+}
+
+// New returns a projector; consumer must be built with ConsumerOpts(cfg).
+func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
+	if cfg.BatchRows <= 0 {
+		cfg.BatchRows = 5000
+	}
+	l := cfg.Name
+	return &Projector{cfg: cfg, consumer: consumer, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
+		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
+		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
+		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
+		gaps:      reg.Counter("loom_projector_seq_gaps_total", "Batches in which a namespace's seqs skipped forward.", "projection").With(l),
+		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
+		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
+	}
+}
+
+// Run consumes until ctx ends. A batch that cannot be written is retried with backoff
+// and its offsets are not committed meanwhile.
+func (p *Projector) Run(ctx context.Context) error {
+	var lastStart time.Time
+	for {
+		// Pace: at most one batch per interval, so a busy projection makes few,
+		// large parts; the records that arrive meanwhile wait in the client.
+		if wait := p.cfg.Interval - time.Since(lastStart); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		fetches := p.consumer.PollRecords(ctx, p.cfg.BatchRows)
+		if ctx.Err() != nil {
+			p.consumer.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(topic string, part int32, err error) {
+			p.log.Warn("projector: fetch error", "topic", topic, "partition", part, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			p.consumer.AllowRebalance()
+			continue
+		}
+		lastStart = time.Now()
+		if err := p.applyWithRetry(ctx, recs); err != nil {
+			p.consumer.AllowRebalance()
+			return nil // ctx ended; the batch is redelivered to whoever runs next
+		}
+		if err := p.consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+			// Uncommitted offsets mean redelivery, which the tables collapse.
+			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)
+		}
+		p.consumer.AllowRebalance()
+	}
+}
+
+func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 10 * time.Second
+	bo.MaxElapsedTime = 0
+	for {
+		start := time.Now()
+		err := p.apply(ctx, recs)
+		if err == nil {
+			p.batchTime.ObserveSince(start)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := bo.NextBackOff()
+		p.log.Warn("projector: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// apply writes one batch: rows to ClickHouse, then watermarks to Postgres.
+func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
+	b := decodeBatch(recs, p.undecoded, p.log)
+	if len(b.revisions) > 0 {
+		keys, err := fetchKeys(ctx, p.pool, b.revisions)
+		if err != nil {
+			return err
+		}
+		rows := openAll(b.revisions, keys, p.sealed)
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows); err != nil {
+			return err
+		}
+	}
+	advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, b.seqs)
+	if err != nil {
+		return err
+	}
+	for _, g := range gaps {
+		p.gaps.Inc()
+		p.log.Warn("projector: a namespace's seqs skip forward; its watermark waits for the missing ones", "namespace", g)
+	}
+	p.dupes.Add(float64(dupes))
+	p.applied.Add(float64(advanced))
+	return nil
+}

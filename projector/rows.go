@@ -1,0 +1,70 @@
+package projector
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/metrics"
+)
+
+// nsKey names a namespace within an org.
+type nsKey struct{ org, namespace string }
+
+// batch is a poll's records, decoded.
+type batch struct {
+	revisions []*events.Envelope
+	seqs      map[nsKey][]int64 // every seq seen, revision or not, for the watermarks
+}
+
+func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
+	b := batch{seqs: map[nsKey][]int64{}}
+	for _, r := range recs {
+		env, err := events.Decode(r.Value)
+		if err != nil {
+			// A record that is not an envelope cannot be projected now or on any
+			// replay; holding the partition behind it would stop every namespace on it.
+			undecoded.Inc()
+			log.Error("projector: skipping a record that is not a valid envelope",
+				"partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		k := nsKey{env.Org, env.Namespace}
+		b.seqs[k] = append(b.seqs[k], env.Seq)
+		if env.Type.IsRevision() {
+			b.revisions = append(b.revisions, env)
+		}
+	}
+	return b
+}
+
+// opened is a revision with its content opened: one row for each table.
+type opened struct {
+	env     *events.Envelope
+	content *events.Content
+}
+
+// openAll opens each revision's content. A revision whose data key is gone was
+// redacted or erased: nothing of it is projected, so a replay never brings it back.
+func openAll(revs []*events.Envelope, keys map[string][]byte, unopenable *metrics.Counter) []opened {
+	out := make([]opened, 0, len(revs))
+	for _, env := range revs {
+		key, ok := keys[env.ID]
+		if !ok {
+			unopenable.Inc()
+			continue
+		}
+		content, err := events.Open(key, env.ID, env.Sealed)
+		if err != nil {
+			unopenable.Inc()
+			continue
+		}
+		out = append(out, opened{env: env, content: content})
+	}
+	return out
+}
+
+// seconds truncates to the DateTime precision both ClickHouse versions store.
+func seconds(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }

@@ -1,0 +1,99 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// advanceWatermarks moves each namespace's watermark through the seqs of the batch
+// that continue it without a gap, and notifies the barrier's listeners. A seq at or
+// below the watermark is a redelivery. A seq past a gap is written to ClickHouse but
+// does not move the watermark: the relay publishes a namespace's records again after
+// any it could not publish, so the missing seq arrives, followed by the rest.
+func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, seqs map[nsKey][]int64) (advanced int, gaps []string, dupes int, err error) {
+	if len(seqs) == 0 {
+		return 0, nil, 0, nil
+	}
+	keys := make([]nsKey, 0, len(seqs))
+	for k := range seqs {
+		keys = append(keys, k)
+	}
+	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+		current, err := readWatermarks(ctx, tx, projection, keys)
+		if err != nil {
+			return err
+		}
+		var orgs, nss []string
+		var marks []int64
+		for _, k := range keys {
+			s := append([]int64(nil), seqs[k]...)
+			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+			wm := current[k]
+			start := wm
+		scan:
+			for _, seq := range s {
+				switch {
+				case seq <= wm:
+					dupes++
+				case seq == wm+1:
+					wm = seq
+					advanced++
+				default:
+					gaps = append(gaps, k.org+"/"+k.namespace)
+					break scan
+				}
+			}
+			if wm > start {
+				orgs, nss, marks = append(orgs, k.org), append(nss, k.namespace), append(marks, wm)
+			}
+		}
+		if len(marks) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO loom.projection_watermarks (projection, org, namespace, seq)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[])
+			ON CONFLICT (projection, org, namespace) DO UPDATE
+			SET seq = GREATEST(loom.projection_watermarks.seq, EXCLUDED.seq), updated_at = now()`, projection, orgs, nss, marks)
+		b.Queue(`SELECT pg_notify('loom_watermark', $1)`, projection)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("upsert watermarks: %w", err)
+		}
+		return nil
+	})
+	return advanced, gaps, dupes, err
+}
+
+// readWatermarks locks the batch's watermark rows: two projectors of one projection
+// (a rebalance in flight) then advance them one at a time.
+func readWatermarks(ctx context.Context, tx pgx.Tx, projection string, keys []nsKey) (map[nsKey]int64, error) {
+	orgs := make([]string, len(keys))
+	nss := make([]string, len(keys))
+	for i, k := range keys {
+		orgs[i], nss[i] = k.org, k.namespace
+	}
+	rows, err := tx.Query(ctx, `SELECT w.org, w.namespace, w.seq FROM loom.projection_watermarks w
+		JOIN unnest($2::text[], $3::text[]) AS b(org, namespace) ON w.org = b.org AND w.namespace = b.namespace
+		WHERE w.projection = $1
+		ORDER BY w.org, w.namespace FOR UPDATE OF w`, projection, orgs, nss)
+	if err != nil {
+		return nil, fmt.Errorf("read watermarks: %w", err)
+	}
+	defer rows.Close()
+	out := map[nsKey]int64{}
+	for rows.Next() {
+		var k nsKey
+		var seq int64
+		if err := rows.Scan(&k.org, &k.namespace, &seq); err != nil {
+			return nil, fmt.Errorf("read watermarks: %w", err)
+		}
+		out[k] = seq
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,134 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/ch"
+)
+
+// The column lists are explicit: ClickHouse 18.16 needs them, and they keep an insert
+// valid when a later migration adds a column.
+const (
+	insertMemory = `INSERT INTO loom.memory (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+		memory_type, status, tombstone, value, content_sha256, tags, entities, confidence, reinforcement_count, actor,
+		source_class, embedding_model, embedding_dim, created_at, updated_at, committed_at)`
+	insertVersions = `INSERT INTO loom.memory_versions (org, namespace, agent, user_id, session_id, memory_key, version,
+		memory_id, seq, event_type, op, memory_type, status, tombstone, value, content_sha256, tags, entities, confidence,
+		reinforcement_count, actor, source_class, created_at, updated_at, committed_at)`
+	insertEmbeddings = `INSERT INTO loom.memory_embeddings (org, namespace, agent, user_id, session_id, memory_key,
+		memory_id, version, seq, memory_type, status, tombstone, content_sha256, tags, source_class, embedding_model,
+		embedding_dim, embedding, updated_at)`
+	insertAudit = `INSERT INTO loom.audit_log (org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
+		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id)`
+)
+
+// writeRows sends one insert per table.
+func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	err := send(ctx, conn, "loom.memory", insertMemory, func(b driver.Batch) error {
+		for _, r := range rows {
+			v, c := r.env.Revision, r.content
+			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
+				uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone), string(c.Value), v.ContentSHA256,
+				nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence), uint32(v.ReinforcementCount), v.Actor, v.SourceClass,
+				v.EmbeddingModel, uint16(v.EmbeddingDim), seconds(v.CreatedAt), seconds(v.UpdatedAt), seconds(r.env.CommittedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = send(ctx, conn, "loom.memory_versions", insertVersions, func(b driver.Batch) error {
+		for _, r := range rows {
+			v, c := r.env.Revision, r.content
+			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, uint64(v.Version),
+				mustUUID(v.MemoryID), uint64(r.env.Seq), string(r.env.Type), v.Op, v.MemoryType, v.Status, b2u(v.Tombstone),
+				string(c.Value), v.ContentSHA256, nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence),
+				uint32(v.ReinforcementCount), v.Actor, v.SourceClass, seconds(v.CreatedAt), seconds(v.UpdatedAt),
+				seconds(r.env.CommittedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, func(b driver.Batch) error {
+		// Every revision replaces the key's search document: one without a vector (a
+		// tombstone, a row that is not embedded) retires the older vector.
+		for _, r := range rows {
+			v, c := r.env.Revision, r.content
+			vec := []float32(c.Embedding)
+			if vec == nil {
+				vec = []float32{}
+			}
+			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey,
+				mustUUID(v.MemoryID), uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone),
+				v.ContentSHA256, nonNil(c.Tags), v.SourceClass, v.EmbeddingModel, uint16(len(vec)), vec,
+				seconds(v.UpdatedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return send(ctx, conn, "loom.audit_log", insertAudit, func(b driver.Batch) error {
+		for _, r := range rows {
+			v := r.env.Revision
+			if err := b.Append(r.env.Org, r.env.Namespace, uint64(r.env.Seq), v.Op, string(r.env.Type), seconds(r.env.CommittedAt),
+				v.Actor, v.Agent, v.UserID, v.SessionID, r.content.MemoryKey, mustUUID(v.MemoryID), uint64(v.Version), v.ContentSHA256,
+				v.SourceClass, v.Status, v.RequestID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func send(ctx context.Context, conn *ch.Conn, table, query string, fill func(driver.Batch) error) error {
+	b, err := conn.PrepareBatch(ctx, query)
+	if err != nil {
+		return fmt.Errorf("prepare insert into %s: %w", table, err)
+	}
+	if err := fill(b); err != nil {
+		b.Abort()
+		return fmt.Errorf("build insert into %s: %w", table, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert into %s: %w", table, err)
+	}
+	return nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func mustUUID(s string) uuid.UUID {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil
+	}
+	return u
+}

@@ -1,0 +1,124 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// Barrier makes a ClickHouse read wait until every revision committed before it began
+// is projected: it captures each namespace's generation, then waits (woken by the
+// projector's NOTIFY, with a bounded poll behind it) until the serving projection's
+// watermark reaches it, or answers 503 PROJECTION_BEHIND once the budget is spent.
+// Writes committed after the capture do not move it: it promises coverage through the
+// capture, not a snapshot across the two stores.
+type Barrier struct {
+	pool       *pgxpool.Pool
+	projection string
+	budget     time.Duration
+	wake       *pg.Listener
+	poll       time.Duration
+}
+
+// NewBarrier returns a barrier over the projection's watermarks; wake must be a
+// running listener on the loom_watermark channel.
+func NewBarrier(pool *pgxpool.Pool, projection string, budget time.Duration, wake *pg.Listener) *Barrier {
+	return &Barrier{pool: pool, projection: projection, budget: budget, wake: wake, poll: 250 * time.Millisecond}
+}
+
+// Passed says what a barrier waited for.
+type Passed struct {
+	Generations map[string]int64 `json:"generations"`
+	WaitedMS    int64            `json:"waited_ms"`
+}
+
+// Wait captures the namespaces' generations and waits for the watermark to reach them,
+// within one budget for all of them together.
+func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Passed, error) {
+	start := time.Now()
+	passed := Passed{Generations: map[string]int64{}}
+	gens, err := b.generations(ctx, org, namespaces)
+	if err != nil {
+		return passed, httperr.Store("capturing namespace generations", err)
+	}
+	passed.Generations = gens
+	deadline := start.Add(b.budget)
+	for {
+		wake := b.wake.C()
+		marks, err := b.watermarks(ctx, org, namespaces)
+		if err != nil {
+			return passed, httperr.Store("reading projection watermarks", err)
+		}
+		behind := ""
+		for ns, gen := range gens {
+			if marks[ns] < gen {
+				behind = ns
+				break
+			}
+		}
+		if behind == "" {
+			passed.WaitedMS = time.Since(start).Milliseconds()
+			return passed, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			e := httperr.Unavailable(httperr.CodeProjectionBehind,
+				fmt.Sprintf("ClickHouse has not caught up with namespace %s within %s; retry", behind, b.budget), nil)
+			return passed, e.With("namespace", behind).With("generation", gens[behind]).With("watermark", marks[behind])
+		}
+		timer := time.NewTimer(min(left, b.poll))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return passed, httperr.Store("waiting at the barrier", ctx.Err())
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (b *Barrier) generations(ctx context.Context, org string, namespaces []string) (map[string]int64, error) {
+	rows, err := b.pool.Query(ctx, `SELECT scope, generation FROM loom.scope_generations WHERE org = $1 AND scope = ANY($2)`, org, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for _, ns := range namespaces {
+		out[ns] = 0
+	}
+	for rows.Next() {
+		var ns string
+		var g int64
+		if err := rows.Scan(&ns, &g); err != nil {
+			return nil, err
+		}
+		out[ns] = g
+	}
+	return out, rows.Err()
+}
+
+func (b *Barrier) watermarks(ctx context.Context, org string, namespaces []string) (map[string]int64, error) {
+	rows, err := b.pool.Query(ctx, `SELECT namespace, seq FROM loom.projection_watermarks
+		WHERE projection = $1 AND org = $2 AND namespace = ANY($3)`, b.projection, org, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var ns string
+		var seq int64
+		if err := rows.Scan(&ns, &seq); err != nil {
+			return nil, err
+		}
+		out[ns] = seq
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,97 @@
+package query
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// versionView is one entry of a key's history.
+type versionView struct {
+	Version            int64     `json:"version"`
+	VersionText        string    `json:"version_text"`
+	Seq                uint64    `json:"seq"`
+	Event              string    `json:"event"`
+	MemoryID           string    `json:"memory_id"`
+	MemoryType         string    `json:"memory_type"`
+	Status             string    `json:"status"`
+	Tombstone          bool      `json:"tombstone"`
+	Value              rawJSON   `json:"value"`
+	ContentSHA256      string    `json:"content_sha256"`
+	Tags               []string  `json:"tags"`
+	ReinforcementCount uint32    `json:"reinforcement_count"`
+	Actor              string    `json:"actor"`
+	UpdatedAt          time.Time `json:"updated_at"`
+}
+
+// rawJSON is a stored canonical value, answered as JSON rather than as a string.
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) {
+	if r == "" {
+		return []byte("null"), nil
+	}
+	return []byte(r), nil
+}
+
+// handleHistory is memory.history: every version of one key, oldest first, from
+// ClickHouse behind the barrier, so a write that answered is in it.
+func (s *Service) handleHistory(c *fiber.Ctx) error {
+	p := auth.From(c)
+	id, err := keyIdentity(c, p)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	passed, err := s.barrier.Wait(ctx, p.Org, []string{id.Namespace})
+	if err != nil {
+		return err
+	}
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), `SELECT version, seq, event_type, memory_id, memory_type, status, tombstone,
+			value, content_sha256, tags, reinforcement_count, actor, updated_at
+		FROM loom.memory_versions FINAL
+		PREWHERE org = ? AND namespace = ? AND agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?
+		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
+	if err != nil {
+		return chUnavailable("reading history", err)
+	}
+	defer rows.Close()
+	versions := []versionView{}
+	for rows.Next() {
+		var v versionView
+		var version uint64
+		var tomb uint8
+		var memoryID uuid.UUID
+		var value string
+		if err := rows.Scan(&version, &v.Seq, &v.Event, &memoryID, &v.MemoryType, &v.Status, &tomb, &value,
+			&v.ContentSHA256, &v.Tags, &v.ReinforcementCount, &v.Actor, &v.UpdatedAt); err != nil {
+			return chUnavailable("reading history", err)
+		}
+		v.Version, v.VersionText, v.Tombstone = int64(version), memrow.VersionText(int64(version)), tomb == 1
+		v.MemoryID, v.Value = memoryID.String(), rawJSON(value)
+		versions = append(versions, v)
+	}
+	if err := rows.Err(); err != nil {
+		return chUnavailable("reading history", err)
+	}
+	if len(versions) == 0 {
+		return httperr.NotFound("memory not found")
+	}
+	return c.JSON(fiber.Map{"memory_key": id.MemoryKey, "namespace": id.Namespace, "agent": id.Agent,
+		"user_id": id.UserID, "session_id": id.SessionID, "versions": versions, "barrier": passed})
+}
+
+// chUnavailable answers a ClickHouse that cannot be reached as a retryable 503, and a
+// statement it refused as the bug it is.
+func chUnavailable(doing string, err error) error {
+	if ch.Unavailable(err) {
+		return httperr.Unavailable(httperr.CodeClickHouseDown, "ClickHouse is unavailable while "+doing+"; retry", err)
+	}
+	return httperr.Store(doing, err)
+}

@@ -1,0 +1,63 @@
+// Package query is Loom's read side: point reads answer from the Postgres heads
+// (read-your-writes at the commit); history and search read ClickHouse behind the
+// generation barrier, and every search hit is checked against its Postgres head.
+package query
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/metrics"
+)
+
+// Config is what the read side reads from loomd's configuration.
+type Config struct {
+	Projection     string
+	ProjectionWait time.Duration
+	TopKDefault    int
+	TopKMax        int
+	MinScore       float64
+	EmbedCacheSize int
+	EmbedCacheTTL  time.Duration
+}
+
+// Service holds the read side's dependencies.
+type Service struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	ch       *ch.Conn
+	barrier  *Barrier
+	embedder *cachedEmbedder
+	log      *slog.Logger
+	now      func() time.Time
+
+	searches     *metrics.CounterVec
+	searchTime   *metrics.Histogram
+	staleDropped *metrics.Counter
+}
+
+// New returns the read side; barrier must be running its listener.
+func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
+	return &Service{
+		cfg: cfg, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
+		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
+		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
+		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
+		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
+	}
+}
+
+// Register mounts the read routes behind authentication.
+func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
+	g := r.Group("/v1", tokens.Middleware())
+	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
+	g.Get("/namespaces/:ns/memories/:key/history", s.handleHistory)
+	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
+	g.Get("/memories/:id", s.handleGetByID)
+}

@@ -1,0 +1,94 @@
+package query
+
+import (
+	"encoding/json"
+	"net/url"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// memoryView is how a memory row is answered.
+type memoryView struct {
+	MemoryID           string          `json:"memory_id"`
+	Namespace          string          `json:"namespace"`
+	MemoryKey          string          `json:"memory_key"`
+	Agent              string          `json:"agent"`
+	UserID             string          `json:"user_id"`
+	SessionID          string          `json:"session_id"`
+	Version            int64           `json:"version"`
+	VersionText        string          `json:"version_text"`
+	Seq                int64           `json:"seq"`
+	MemoryType         string          `json:"memory_type"`
+	Status             string          `json:"status"`
+	Value              json.RawMessage `json:"value"`
+	ContentSHA256      string          `json:"content_sha256"`
+	Tags               []string        `json:"tags"`
+	Confidence         float64         `json:"confidence"`
+	ReinforcementCount int             `json:"reinforcement_count"`
+	Actor              string          `json:"actor"`
+	SourceClass        string          `json:"source_class"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+}
+
+func viewOf(r *memrow.Row) memoryView {
+	tags := r.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return memoryView{
+		MemoryID: r.MemoryID, Namespace: r.Namespace, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID,
+		SessionID: r.SessionID, Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: r.Seq,
+		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
+		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// keyIdentity reads the identity a key route names: the namespace and key from the
+// path, agent/user_id/session_id from the query string (default "-"). A token bound
+// to one user reads that user's rows by default and no other user's.
+func keyIdentity(c *fiber.Ctx, p auth.Principal) (memrow.Identity, error) {
+	ns := c.Params("ns")
+	if err := p.Namespace(ns); err != nil {
+		return memrow.Identity{}, err
+	}
+	key, err := url.PathUnescape(c.Params("key"))
+	if err != nil {
+		return memrow.Identity{}, httperr.Validation("memory_key", "the key is not valid percent-encoding")
+	}
+	if err := memrow.ValidateKey(key); err != nil {
+		return memrow.Identity{}, err
+	}
+	id := memrow.Identity{Org: p.Org, Namespace: ns, MemoryKey: key,
+		Agent: orDash(c.Query("agent")), UserID: orDash(c.Query("user_id")), SessionID: orDash(c.Query("session_id"))}
+	if p.ReadUserID != "" && c.Query("user_id") == "" {
+		id.UserID = p.ReadUserID
+	}
+	for _, f := range []struct{ name, v string }{{"agent", id.Agent}, {"user_id", id.UserID}, {"session_id", id.SessionID}} {
+		if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
+			return memrow.Identity{}, err
+		}
+	}
+	if !inReadScope(p, id.UserID) {
+		return memrow.Identity{}, httperr.NotFound("memory not found")
+	}
+	return id, nil
+}
+
+// inReadScope reports whether a token may see a row of userID.
+func inReadScope(p auth.Principal, userID string) bool {
+	return p.ReadUserID == "" || p.ReadUserID == userID
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return memrow.DefaultIdentity
+	}
+	return s
+}
