@@ -112,7 +112,7 @@ func TestRequiresSkipsOnAnOlderServerAndRecordsIt(t *testing.T) {
 	conn := open(t)
 	reset(t, conn)
 	files := fstest.MapFS{
-		"001_base.sql": {Data: []byte("CREATE TABLE IF NOT EXISTS loom.base (x String) ENGINE = MergeTree ORDER BY x;\n")},
+		"001_base.sql":   {Data: []byte("CREATE TABLE IF NOT EXISTS loom.base (x String) ENGINE = MergeTree ORDER BY x;\n")},
 		"002_future.sql": {Data: []byte("-- requires: clickhouse >= 999.1\nCREATE TABLE loom.future (x LowCardinality(String)) ENGINE = MergeTree ORDER BY x;\n")},
 	}
 	res, err := ch.Migrate(ctx, conn, files, localLock(), quiet)
