@@ -47,7 +47,6 @@ type Node struct {
 	// RelayFaults is handed to the relay role (tests inject failures through it).
 	RelayFaults relay.Faults
 
-	outboxWake    *pg.Listener
 	watermarkWake *pg.Listener
 }
 
@@ -84,7 +83,6 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 		return nil, err
 	}
 	n.Tokens = auth.NewStore(n.PG)
-	n.outboxWake = pg.NewListener(n.PG, "loom_outbox", log)
 	n.watermarkWake = pg.NewListener(n.PG, "loom_watermark", log)
 	n.App = n.newApp()
 	ok = true
@@ -166,7 +164,6 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	}
 	start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	if n.Cfg.HasRole("relay") {
-		start("listener loom_outbox", func(ctx context.Context) error { n.outboxWake.Run(ctx); return nil })
 		start("relay", n.RunRelay)
 	}
 	if n.Cfg.HasRole("projector") {
@@ -199,7 +196,11 @@ func (n *Node) RunRelay(ctx context.Context) error {
 		return err
 	}
 	defer producer.Close()
-	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll}, n.PG, producer, n.outboxWake, n.Metrics, n.Log, n.RelayFaults)
+	wake := pg.NewListener(n.PG, "loom_outbox", n.Log)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go wake.Run(lctx)
+	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
 	return r.Run(ctx)
 }
 

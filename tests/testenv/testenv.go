@@ -1,0 +1,306 @@
+// Package testenv runs Loom for the end-to-end and fault suites: the real stores from
+// internal/devstack (a private Postgres, ClickHouse 18.16, kfake over TCP) and loomd's
+// roles in-process, each started and stopped by the test that needs it.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/node"
+)
+
+// Env is one set of running stores, migrated.
+type Env struct {
+	Stack *devstack.Stack
+	base  config.Config
+	log   *slog.Logger
+}
+
+// Start starts the stores and migrates them. A store that cannot start is an error:
+// the suites fail, they never skip.
+func Start(ctx context.Context) (*Env, error) {
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4})
+	if err != nil {
+		return nil, fmt.Errorf("start the test stores: %w", err)
+	}
+	cfg.PGDSN = stack.Postgres.DSN()
+	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
+	cfg.KafkaBrokers = stack.Kafka.Brokers()
+	cfg.Roles = nil
+	cfg.TopicPartitions = 4
+	cfg.PGPoolMax = 20
+	cfg.PGPublishInterval = 50 * time.Millisecond
+	cfg.OutboxPoll = 200 * time.Millisecond
+	level := slog.LevelWarn
+	if os.Getenv("LOOM_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	e := &Env{Stack: stack, base: cfg, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	n, err := node.Open(ctx, cfg, e.log)
+	if err != nil {
+		stack.Stop()
+		return nil, fmt.Errorf("migrate the test stores: %w", err)
+	}
+	n.Close()
+	e.base.BootMigrate = false
+	return e, nil
+}
+
+// Main runs a package's tests over one Env, in m's TestMain; background, when not
+// nil, starts what every test of the package shares and runs until the tests end.
+func Main(m *testing.M, env **Env, background func(context.Context, *Env) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	e, err := Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	*env = e
+	bg, stopBG := context.WithCancel(context.Background())
+	if background != nil {
+		if err := background(bg, e); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: background:", err)
+			e.Stack.Stop()
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	stopBG()
+	time.Sleep(200 * time.Millisecond)
+	if err := e.Stack.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+	}
+	os.Exit(code)
+}
+
+// Config returns the base configuration with mod applied.
+func (e *Env) Config(mod func(*config.Config)) config.Config {
+	c := e.base
+	c.Roles = nil
+	if mod != nil {
+		mod(&c)
+	}
+	return c
+}
+
+// Open opens a node (no role running) and closes it when the test ends.
+func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), e.Config(mod), e.log)
+	if err != nil {
+		t.Fatalf("open node: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// API serves the api role on a free loopback port until the test ends and returns its
+// base URL.
+func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
+	t.Helper()
+	n := e.Open(t, func(c *config.Config) {
+		if mod != nil {
+			mod(c)
+		}
+		c.Roles = []string{"api"}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.run(t, "api", func(ctx context.Context) error { return n.Run(ctx, ln) })
+	t.Cleanup(stop)
+	return n, "http://" + ln.Addr().String()
+}
+
+// Relay runs a relay until the returned stop is called (or the test ends). It returns
+// a channel that receives Run's result.
+func (e *Env) Relay(t testing.TB, faults relay.Faults) (stop func(), done <-chan error) {
+	t.Helper()
+	n := e.Open(t, nil)
+	n.RelayFaults = faults
+	return e.runDone(t, "relay", n.RunRelay)
+}
+
+// Projector runs projection name until stop is called (or the test ends).
+func (e *Env) Projector(t testing.TB, name string) (stop func()) {
+	t.Helper()
+	n := e.Open(t, func(c *config.Config) { c.Projection = name })
+	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
+	return stop
+}
+
+func (e *Env) run(t testing.TB, what string, fn func(context.Context) error) func() {
+	stop, _ := e.runDone(t, what, fn)
+	return stop
+}
+
+func (e *Env) runDone(t testing.TB, what string, fn func(context.Context) error) (func(), <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	result := make(chan error, 1)
+	go func() {
+		err := fn(ctx)
+		done <- err
+		result <- err
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s did not stop within 30s", what)
+		}
+	}
+	t.Cleanup(stop)
+	return stop, result
+}
+
+// Token creates a token in org with role and returns its secret.
+func (e *Env) Token(t testing.TB, n *node.Node, tok auth.NewToken) string {
+	t.Helper()
+	if tok.Role == "" {
+		tok.Role = auth.RoleAdmin
+	}
+	secret, _, err := n.Tokens.Create(context.Background(), tok)
+	if err != nil {
+		t.Fatalf("create token: %v", err)
+	}
+	return secret
+}
+
+// Client calls the REST API as one token.
+type Client struct {
+	URL   string
+	Token string
+	HTTP  *http.Client
+}
+
+// NewClient returns a client of base URL acting as token.
+func NewClient(url, token string) *Client {
+	return &Client{URL: url, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Response is an answer: its status and body.
+type Response struct {
+	Status int
+	Body   []byte
+}
+
+// JSON decodes the body into a map.
+func (r *Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("answer is not JSON (%d): %s", r.Status, r.Body)
+	}
+	return m
+}
+
+// ErrorCode is the envelope's error code ("" when the answer is not an error).
+func (r *Response) ErrorCode() string {
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.Body, &env)
+	return env.Error.Code
+}
+
+// Do sends a request with a raw body (nil for none).
+func (c *Client) Do(t testing.TB, method, path string, body []byte) *Response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Body: b}
+}
+
+// Set writes a memory (memory.set) and fails the test unless it answers 200.
+func (c *Client) Set(t testing.TB, ns, key string, value any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"value": value})
+	r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, b)
+	if r.Status != http.StatusOK {
+		t.Fatalf("set %s/%s: %d %s", ns, key, r.Status, r.Body)
+	}
+	return r.JSON(t)
+}
+
+// Search runs memory.search and returns the raw answer.
+func (c *Client) Search(t testing.TB, ns, query string, topK int) *Response {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"query": query, "top_k": topK})
+	return c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", b)
+}
+
+// Unique returns a name unique to this test and call, valid as a namespace.
+func Unique(t testing.TB, prefix string) string {
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s-%s-%d", prefix, name, time.Now().UnixNano()%1_000_000_000)
+}
+
+// RunPipeline runs a relay and the projection "main" until ctx ends: the background a
+// suite that does not stop them itself writes and searches against.
+func (e *Env) RunPipeline(ctx context.Context) error {
+	n, err := node.Open(ctx, e.Config(nil), e.log)
+	if err != nil {
+		return err
+	}
+	go func() {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); n.RunRelay(ctx) }()
+		go func() { defer wg.Done(); n.RunProjector(ctx) }()
+		wg.Wait()
+		n.Close()
+	}()
+	return nil
+}
