@@ -110,7 +110,10 @@ func Store(doing string, err error) *Error {
 func Handler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := classify(err)
-		if e.Status >= 500 {
+		switch {
+		case e.Retryable:
+			log.Warn("request refused, retryable", "method", c.Method(), "path", c.Path(), "code", e.Code, "err", err)
+		case e.Status >= 500:
 			log.Error("request failed", "method", c.Method(), "path", c.Path(), "code", e.Code, "err", err)
 		}
 		body := map[string]any{"code": e.Code, "message": e.Message, "retryable": e.Retryable}

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// Every record the suite produces follows the topic contract: its value is a valid
+// envelope that the published JSON Schema accepts, its key is org/namespace, its
+// CloudEvents headers match the envelope, and a namespace's seqs first appear in order.
+func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
+	n, url := env.API(t, nil)
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	ns := testenv.Unique(t, "topic")
+	for _, v := range []any{"a string value", map[string]any{"nested": []any{1, "two"}}, 3.5} {
+		c.Set(t, ns, "k", v)
+	}
+	if r := c.Search(t, ns, "a string value", 1); r.Status != 200 {
+		t.Fatalf("search: %d %s", r.Status, r.Body)
+	}
+
+	schemaDoc, err := os.ReadFile("../../schemas/events/envelope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	comp.AssertFormat()
+	if err := comp.AddResource("envelope.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := comp.Compile("envelope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	records := env.TopicRecords(t)
+	if len(records) < 3 {
+		t.Fatalf("only %d records on the topic", len(records))
+	}
+	lastSeq := map[string]int64{}
+	for _, r := range records {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Value))
+		if err != nil {
+			t.Fatalf("record at offset %d is not JSON: %v", r.Offset, err)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Fatalf("record at offset %d fails the envelope schema: %v", r.Offset, err)
+		}
+		e, err := events.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("record at offset %d: %v", r.Offset, err)
+		}
+		if string(r.Key) != e.Org+"/"+e.Namespace {
+			t.Fatalf("record key %q for an envelope of %s/%s", r.Key, e.Org, e.Namespace)
+		}
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if hs["ce_specversion"] != "1.0" || hs["ce_id"] != e.ID || hs["ce_type"] != string(e.Type) ||
+			hs["ce_source"] == "" || hs["ce_time"] == "" || hs["content-type"] != "application/json" {
+			t.Fatalf("CloudEvents headers %v do not match envelope %s (%s)", hs, e.ID, e.Type)
+		}
+		// A relay may publish a record again (at least once), never a namespace's records out of order.
+		if e.Seq > lastSeq[string(r.Key)] {
+			if e.Seq != lastSeq[string(r.Key)]+1 {
+				t.Fatalf("%s jumps from seq %d to %d", r.Key, lastSeq[string(r.Key)], e.Seq)
+			}
+			lastSeq[string(r.Key)] = e.Seq
+		}
+		if e.Sealed == nil || bytes.Contains(r.Value, []byte("a string value")) {
+			t.Fatalf("record %s carries its content in the clear", e.ID)
+		}
+	}
+	if lastSeq["acme/"+ns] != 3 {
+		t.Fatalf("the namespace's records reached seq %d, want 3", lastSeq["acme/"+ns])
+	}
+}
+
+// The README's tools work against the stores: kcat reads the topic, psql and
+// clickhouse-client read the tables.
+func TestReadmeToolsReadTheStores(t *testing.T) {
+	n, url := env.API(t, nil)
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	ns := testenv.Unique(t, "tools")
+	c.Set(t, ns, "k", "seen by the command-line tools")
+	if r := c.Search(t, ns, "command-line tools", 1); r.Status != 200 {
+		t.Fatalf("search: %d %s", r.Status, r.Body)
+	}
+	run := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := run("kcat", "-b", strings.Join(env.Stack.Kafka.Brokers(), ","), "-C", "-t", "loom.memory.revisions.v1", "-e", "-q", "-f", "%k %h\n")
+	if !strings.Contains(out, "acme/"+ns+" ") || !strings.Contains(out, "ce_type=memory.written") {
+		t.Fatalf("kcat did not show the namespace's record:\n%s", out)
+	}
+	out = run("psql", env.Stack.Postgres.DSN(), "-At", "-c", "SELECT row->'value' FROM loom.memory_current WHERE namespace = '"+ns+"'")
+	if strings.TrimSpace(out) != `"seen by the command-line tools"` {
+		t.Fatalf("psql read %q", out)
+	}
+	port := strings.TrimPrefix(env.Stack.ClickHouse.Addr(), "127.0.0.1:")
+	out = run("clickhouse-client", "--host", "127.0.0.1", "--port", port, "--query",
+		"SELECT value FROM loom.memory FINAL WHERE namespace = '"+ns+"'")
+	if strings.TrimSpace(out) != `"seen by the command-line tools"` {
+		t.Fatalf("clickhouse-client read %q", out)
+	}
+}

@@ -1,0 +1,14 @@
+// Package faults breaks Loom's pipeline on purpose, against real servers: a relay that
+// dies between produce and delete, a projector stopped mid-stream, Postgres going away.
+// Each test runs the relay and its own projection itself, so tests run one at a time.
+package faults
+
+import (
+	"testing"
+
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env, nil) }

@@ -1,0 +1,138 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/ch"
+)
+
+// PG opens a pool on the test Postgres for the test's own checks.
+func (e *Env) PG(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.Stack.Postgres.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// CH opens a connection on the test ClickHouse for the test's own checks.
+func (e *Env) CH(t testing.TB) *ch.Conn {
+	t.Helper()
+	conn, err := ch.Open(context.Background(), ch.Config{Addr: []string{e.Stack.ClickHouse.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// Int reads one integer from Postgres.
+func Int(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// Eventually polls cond until it holds or limit passes. For waiting on background
+// work (a relay draining), never for asserting how fast it is.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Generation is a namespace's last committed seq.
+func Generation(t testing.TB, pool *pgxpool.Pool, org, ns string) int64 {
+	return Int(t, pool, `SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, org, ns)
+}
+
+// Watermark is the highest seq a projection has written for a namespace.
+func Watermark(t testing.TB, pool *pgxpool.Pool, projection, org, ns string) int64 {
+	return Int(t, pool, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`, projection, org, ns)
+}
+
+// CheckProjection asserts that ClickHouse holds exactly what the Postgres journal says
+// for a namespace, once each: every revision in memory_versions and audit_log, every
+// head in memory and memory_embeddings, and the projection's watermark at the
+// namespace's generation.
+func CheckProjection(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, projection, org, ns string) {
+	t.Helper()
+	gen := Generation(t, pool, org, ns)
+	if wm := Watermark(t, pool, projection, org, ns); wm != gen {
+		t.Fatalf("watermark of %s is %d, generation %d", ns, wm, gen)
+	}
+	revisions := pgStrings(t, pool, `SELECT seq || ':' || version || ':' || content_sha256 FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2`, org, ns)
+	if int64(len(revisions)) != gen {
+		t.Fatalf("%d revisions for generation %d", len(revisions), gen)
+	}
+	heads := pgStrings(t, pool, `SELECT memory_key || ':' || version FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
+	for _, c := range []struct {
+		name, q string
+		want    []string
+	}{
+		{"memory_versions", `SELECT concat(toString(seq), ':', toString(version), ':', content_sha256) FROM loom.memory_versions FINAL PREWHERE org = ? AND namespace = ?`, revisions},
+		{"audit_log", `SELECT concat(toString(seq), ':', toString(version), ':', content_sha256) FROM loom.audit_log FINAL PREWHERE org = ? AND namespace = ?`, revisions},
+		{"memory", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory FINAL PREWHERE org = ? AND namespace = ?`, heads},
+		{"memory_embeddings", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory_embeddings FINAL PREWHERE org = ? AND namespace = ?`, heads},
+	} {
+		got := chStrings(t, conn, c.q, org, ns)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Fatalf("%s of %s does not match the journal:\n got  %v\n want %v", c.name, ns, got, c.want)
+		}
+	}
+}
+
+func pgStrings(t testing.TB, pool *pgxpool.Pool, q string, args ...any) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func chStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
