@@ -77,11 +77,11 @@ func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, re
 // Run consumes until ctx ends. A batch that cannot be written is retried with backoff
 // and its offsets are not committed meanwhile.
 func (p *Projector) Run(ctx context.Context) error {
-	var lastStart time.Time
+	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
-		// Pace: at most one batch per interval, so a busy projection makes few,
-		// large parts; the records that arrive meanwhile wait in the client.
-		if wait := p.cfg.Interval - time.Since(lastStart); wait > 0 {
+		// Records that arrive while the pace holds a batch back wait in the client and
+		// go out together: a busy projection makes few, large parts.
+		if wait := pace.delay(time.Now()); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -101,7 +101,7 @@ func (p *Projector) Run(ctx context.Context) error {
 			p.consumer.AllowRebalance()
 			continue
 		}
-		lastStart = time.Now()
+		pace.take(time.Now())
 		if err := p.applyWithRetry(ctx, recs); err != nil {
 			p.consumer.AllowRebalance()
 			return nil // ctx ended; the batch is redelivered to whoever runs next

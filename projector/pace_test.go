@@ -1,0 +1,52 @@
+package projector
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPacerLetsABurstThroughThenHoldsTheRate(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, t0)
+	// A second's worth of batches may start at once.
+	for i := 0; i < 4; i++ {
+		if d := p.delay(t0); d != 0 {
+			t.Fatalf("batch %d of the burst delayed %s", i, d)
+		}
+		p.take(t0)
+	}
+	if d := p.delay(t0); d != 250*time.Millisecond {
+		t.Fatalf("fifth batch at once: delay %s, want one interval", d)
+	}
+	// Under steady load, one batch per interval.
+	now := t0.Add(250 * time.Millisecond)
+	if d := p.delay(now); d != 0 {
+		t.Fatalf("after an interval: delay %s", d)
+	}
+	p.take(now)
+	if d := p.delay(now.Add(100 * time.Millisecond)); d != 150*time.Millisecond {
+		t.Fatalf("mid-interval delay %s, want 150ms", d)
+	}
+	// Idle time refills at most a second's worth.
+	later := now.Add(time.Hour)
+	for i := 0; i < 4; i++ {
+		if p.delay(later) != 0 {
+			t.Fatalf("batch %d after idling delayed", i)
+		}
+		p.take(later)
+	}
+	if p.delay(later) == 0 {
+		t.Fatal("idling saved more than a second's worth of batches")
+	}
+}
+
+func TestPacerWithoutIntervalNeverWaits(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(0, t0)
+	for i := 0; i < 100; i++ {
+		if p.delay(t0) != 0 {
+			t.Fatal("a zero interval delayed a batch")
+		}
+		p.take(t0)
+	}
+}
