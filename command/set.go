@@ -1,10 +1,8 @@
 package command
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 
 	"github.com/gofiber/fiber/v2"
@@ -163,34 +161,14 @@ func buildSetRow(rev *revision, req *setRequest, head *memrow.Row, e embed.Embed
 }
 
 func decodeSet(body []byte) (*setRequest, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, httperr.Validation("body", "the body must be a JSON object with a value")
-	}
-	// Checked on the raw bytes: decoding would silently turn bad text into U+FFFD.
-	if err := memrow.CheckJSONText("body", body); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req setRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, bodyError(err)
-	}
-	if dec.More() {
-		return nil, httperr.Validation("body", "unexpected data after the JSON object")
+	if err := httperr.DecodeBody(body, &req); err != nil {
+		return nil, err
 	}
 	if len(req.Value) == 0 {
 		return nil, httperr.Validation("value", "value is required (any JSON value)")
 	}
 	return &req, nil
-}
-
-func bodyError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return httperr.Validation(typeErr.Field, fmt.Sprintf("%s must be a JSON %s", typeErr.Field, typeErr.Type.Kind()))
-	}
-	return httperr.Validation("body", "malformed JSON: "+err.Error())
 }
 
 func validateIdentity(id memrow.Identity) error {

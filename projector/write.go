@@ -2,7 +2,9 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -26,12 +28,36 @@ const (
 		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id)`
 )
 
-// writeRows sends one insert per table.
+// writeRows sends one insert per table, the four at once: the tables are independent
+// and each collapses a row it sees twice, so a batch that fails part-way is simply
+// written again.
 func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	err := send(ctx, conn, "loom.memory", insertMemory, func(b driver.Batch) error {
+	inserts := []func() error{
+		func() error { return send(ctx, conn, "loom.memory", insertMemory, memoryFill(rows)) },
+		func() error { return send(ctx, conn, "loom.memory_versions", insertVersions, versionsFill(rows)) },
+		func() error {
+			return send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, embeddingsFill(rows))
+		},
+		func() error { return send(ctx, conn, "loom.audit_log", insertAudit, auditFill(rows)) },
+	}
+	errs := make([]error, len(inserts))
+	var wg sync.WaitGroup
+	for i, insert := range inserts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = insert()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func memoryFill(rows []opened) func(driver.Batch) error {
+	return func(b driver.Batch) error {
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
@@ -42,11 +68,11 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	err = send(ctx, conn, "loom.memory_versions", insertVersions, func(b driver.Batch) error {
+}
+
+func versionsFill(rows []opened) func(driver.Batch) error {
+	return func(b driver.Batch) error {
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, uint64(v.Version),
@@ -58,11 +84,11 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	err = send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, func(b driver.Batch) error {
+}
+
+func embeddingsFill(rows []opened) func(driver.Batch) error {
+	return func(b driver.Batch) error {
 		// Every revision replaces the key's search document: one without a vector (a
 		// tombstone, a row that is not embedded) retires the older vector.
 		for _, r := range rows {
@@ -79,11 +105,11 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	return send(ctx, conn, "loom.audit_log", insertAudit, func(b driver.Batch) error {
+}
+
+func auditFill(rows []opened) func(driver.Batch) error {
+	return func(b driver.Batch) error {
 		for _, r := range rows {
 			v := r.env.Revision
 			if err := b.Append(r.env.Org, r.env.Namespace, uint64(r.env.Seq), v.Op, string(r.env.Type), seconds(r.env.CommittedAt),
@@ -93,7 +119,7 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 func send(ctx context.Context, conn *ch.Conn, table, query string, fill func(driver.Batch) error) error {

@@ -1,8 +1,6 @@
 package query
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -118,14 +116,9 @@ func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
 }
 
 func (s *Service) decodeSearch(body []byte) (*searchRequest, error) {
-	if err := memrow.CheckJSONText("body", body); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req searchRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, httperr.Validation("body", "malformed JSON: "+err.Error())
+	if err := httperr.DecodeBody(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Query == "" {
 		return nil, httperr.Validation("query", "query is required")
