@@ -1,0 +1,55 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestEnsureTopicCreatesOnceAndKeepsRecordsForever(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	brokers := c.ListenAddrs()
+	for i := 0; i < 2; i++ {
+		if err := EnsureTopic(ctx, brokers, "loom.test.v1", 3, -1); err != nil {
+			t.Fatalf("ensure topic, call %d: %v", i+1, err)
+		}
+	}
+	cl, err := NewClient(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	details, err := adm.ListTopics(ctx, "loom.test.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := details["loom.test.v1"]; d.Err != nil || len(d.Partitions) != 3 {
+		t.Fatalf("topic: %+v", d)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, "loom.test.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On("loom.test.v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range rc.Configs {
+		if kv.Key == "retention.ms" && kv.MaybeValue() != "-1" {
+			t.Fatalf("retention.ms = %q: the topic is the replay source and must be kept", kv.MaybeValue())
+		}
+	}
+	if _, err := NewClient(nil); err == nil {
+		t.Fatal("a client without brokers must be refused")
+	}
+}
