@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
@@ -36,7 +37,7 @@ var errHeadMoved = errors.New("head moved since it was read")
 func (s *Service) admit(c *fiber.Ctx, rev *revision, build func(head *memrow.Row) *memrow.Row) (*setAnswer, error) {
 	ctx := c.UserContext()
 	for round := 0; round < s.cfg.AdmissionRounds; round++ {
-		head, err := s.readHead(ctx, rev.id)
+		head, err := heads.Read(ctx, s.pool, rev.id)
 		if err != nil {
 			return nil, httperr.Store("reading the head", err)
 		}
@@ -58,24 +59,6 @@ func (s *Service) admit(c *fiber.Ctx, rev *revision, build func(head *memrow.Row
 
 func contended(cause error) *httperr.Error {
 	return httperr.Unavailable(httperr.CodeAdmissionContended, "the key kept changing while this write was admitted; retry", cause)
-}
-
-func (s *Service) readHead(ctx context.Context, id memrow.Identity) (*memrow.Row, error) {
-	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT row FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var row memrow.Row
-	if err := json.Unmarshal(raw, &row); err != nil {
-		return nil, fmt.Errorf("decode head of %s/%s: %w", id.Namespace, id.MemoryKey, err)
-	}
-	return &row, nil
 }
 
 // commit is the one transaction every revision commits through. In order: advance the

@@ -101,11 +101,14 @@ func (p *Projector) Run(ctx context.Context) error {
 			p.consumer.AllowRebalance()
 			continue
 		}
-		pace.take(time.Now())
+		start := time.Now()
+		pace.take(start)
 		if err := p.applyWithRetry(ctx, recs); err != nil {
 			p.consumer.AllowRebalance()
 			return nil // ctx ended; the batch is redelivered to whoever runs next
 		}
+		p.log.Debug("projector: batch applied", "records", len(recs),
+			"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
 		if err := p.consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
 			// Uncommitted offsets mean redelivery, which the tables collapse.
 			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)

@@ -1,16 +1,11 @@
 package query
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -22,7 +17,7 @@ func (s *Service) handleGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.readHead(c.UserContext(), id)
+	row, err := heads.Read(c.UserContext(), s.pool, id)
 	if err != nil {
 		return httperr.Store("reading the head", err)
 	}
@@ -57,7 +52,7 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 		if !p.Reaches(ns) || !inReadScope(p, user) {
 			continue
 		}
-		row, err := decodeRow(raw)
+		row, err := heads.Decode(raw)
 		if err != nil {
 			return httperr.Store("decoding a head", err)
 		}
@@ -72,26 +67,4 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 		return httperr.NotFound("memory not found")
 	}
 	return c.JSON(viewOf(found[0]))
-}
-
-func (s *Service) readHead(ctx context.Context, id memrow.Identity) (*memrow.Row, error) {
-	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT row FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeRow(raw)
-}
-
-func decodeRow(raw []byte) (*memrow.Row, error) {
-	var row memrow.Row
-	if err := json.Unmarshal(raw, &row); err != nil {
-		return nil, fmt.Errorf("decode head row: %w", err)
-	}
-	return &row, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/memrow"
 )
 
 // filter is what a search is narrowed to; empty fields do not narrow.
@@ -17,12 +19,12 @@ type filter struct {
 
 // candidate is a search document the vector leg ranked.
 type candidate struct {
-	agent, userID, sessionID, key string
-	memoryID                      string
-	version                       int64
-	memoryType                    string
-	contentSHA256                 string
-	score                         float64
+	identity      memrow.Identity
+	memoryID      string
+	version       int64
+	memoryType    string
+	contentSHA256 string
+	score         float64
 }
 
 // vectorLeg ranks the namespace's live search documents by cosine to vec: one
@@ -63,7 +65,8 @@ func (s *Service) vectorLeg(ctx context.Context, f filter, vec []float32, limit 
 		var c candidate
 		var id uuid.UUID
 		var version uint64
-		if err := rows.Scan(&c.agent, &c.userID, &c.sessionID, &c.key, &id, &version, &c.memoryType, &c.contentSHA256, &c.score); err != nil {
+		c.identity.Org, c.identity.Namespace = f.org, f.namespace
+		if err := rows.Scan(&c.identity.Agent, &c.identity.UserID, &c.identity.SessionID, &c.identity.MemoryKey, &id, &version, &c.memoryType, &c.contentSHA256, &c.score); err != nil {
 			return nil, err
 		}
 		c.memoryID, c.version = id.String(), int64(version)

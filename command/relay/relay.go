@@ -220,7 +220,9 @@ func (r *Relay) round(ctx context.Context) (int, error) {
 		}
 		records[i] = rec
 	}
+	start := time.Now()
 	results := r.producer.ProduceSync(ctx, records...)
+	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
 	failedNS := map[string]bool{}
 	var done []int64
 	var firstErr error

@@ -201,9 +201,5 @@ func Pending(ctx context.Context, conn *Conn, fsys fs.FS) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, f := range plan.Pending {
-		names = append(names, f.Name)
-	}
-	return names, nil
+	return plan.PendingNames(), nil
 }

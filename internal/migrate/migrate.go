@@ -70,6 +70,15 @@ type Plan struct {
 	Newer   []string
 }
 
+// PendingNames lists the pending files' names.
+func (p Plan) PendingNames() []string {
+	names := make([]string, 0, len(p.Pending))
+	for _, f := range p.Pending {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
 // Compare returns the plan, or an error that must refuse the boot.
 func Compare(files []File, ledger []Applied) (Plan, error) {
 	byName := map[string]File{}

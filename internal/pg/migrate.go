@@ -129,9 +129,5 @@ func Pending(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, f := range plan.Pending {
-		names = append(names, f.Name)
-	}
-	return names, nil
+	return plan.PendingNames(), nil
 }

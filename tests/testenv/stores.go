@@ -106,16 +106,7 @@ func pgStrings(t testing.TB, pool *pgxpool.Pool, q string, args ...any) []string
 		t.Fatalf("%s: %v", q, err)
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return sortedStrings(t, rows)
 }
 
 func chStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
@@ -125,6 +116,16 @@ func chStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
 		t.Fatalf("%s: %v", q, err)
 	}
 	defer rows.Close()
+	return sortedStrings(t, rows)
+}
+
+// sortedStrings scans a one-column result of either store.
+func sortedStrings(t testing.TB, rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}) []string {
+	t.Helper()
 	var out []string
 	for rows.Next() {
 		var s string
@@ -132,6 +133,9 @@ func chStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
 			t.Fatal(err)
 		}
 		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	sort.Strings(out)
 	return out

@@ -1,0 +1,83 @@
+// Package heads reads memory heads from loom.memory_current, the authority's current
+// row of every key. The write side reads a head to build over it; the read side serves
+// heads and checks search hits against them.
+package heads
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Read returns the head of one key, or nil when the key has none.
+func Read(ctx context.Context, q Querier, id memrow.Identity) (*memrow.Row, error) {
+	var raw []byte
+	err := q.QueryRow(ctx, `SELECT row FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Decode(raw)
+}
+
+// Many returns the heads of several keys of one namespace in one query, by
+// IdentityKey; keys with no head are absent.
+func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Identity) (map[string]*memrow.Row, error) {
+	agents := make([]string, len(ids))
+	users := make([]string, len(ids))
+	sessions := make([]string, len(ids))
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
+	}
+	rows, err := q.Query(ctx, `SELECT m.row FROM loom.memory_current m
+		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+		  ON m.agent = k.agent AND m.user_id = k.user_id AND m.session_id = k.session_id AND m.memory_key = k.memory_key
+		WHERE m.org = $1 AND m.namespace = $2`, org, namespace, agents, users, sessions, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read heads: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]*memrow.Row, len(ids))
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("read heads: %w", err)
+		}
+		r, err := Decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		out[IdentityKey(r.Identity)] = r
+	}
+	return out, rows.Err()
+}
+
+// IdentityKey is a map key for a key's identity within a namespace.
+func IdentityKey(id memrow.Identity) string {
+	return id.Agent + "\x00" + id.UserID + "\x00" + id.SessionID + "\x00" + id.MemoryKey
+}
+
+// Decode parses a stored head row.
+func Decode(raw []byte) (*memrow.Row, error) {
+	var row memrow.Row
+	if err := json.Unmarshal(raw, &row); err != nil {
+		return nil, fmt.Errorf("decode head row: %w", err)
+	}
+	return &row, nil
+}
