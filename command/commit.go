@@ -5,116 +5,181 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
-	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 )
 
-// revision is one write on its way to the commit: what the request fixed before any
-// head was read.
-type revision struct {
-	op     string
-	id     memrow.Identity
-	actor  string
-	value  []byte
-	sha    string
-	vector []float32
+// pending is one row on its way to the commit, built over the head version it read
+// (0: the key had no head).
+type pending struct {
+	op          string
+	event       events.Type
+	row         *memrow.Row
+	readVersion int64
+	vector      []float32 // the value's vector, sealed with the content; nil: no search document
+	keyVector   []float32
 }
 
-// errHeadMoved sends a write back to read the head again: another commit changed the
-// key between this round's read and its commit.
-var errHeadMoved = errors.New("head moved since it was read")
-
-// admit runs rounds of read head → build row → commit until one commits over the head
-// it read, or the rounds run out (503 ADMISSION_CONTENDED, retryable, nothing written).
-func (s *Service) admit(c *fiber.Ctx, rev *revision, build func(head *memrow.Row) *memrow.Row) (*setAnswer, error) {
-	ctx := c.UserContext()
-	for round := 0; round < s.cfg.AdmissionRounds; round++ {
-		head, err := heads.Read(ctx, s.pool, rev.id)
-		if err != nil {
-			return nil, httperr.Store("reading the head", err)
-		}
-		row := build(head)
-		event, err := s.commit(ctx, rev, head, row, c.Get("X-Request-Id"))
-		if errors.Is(err, errHeadMoved) {
-			continue
-		}
-		if err != nil {
-			if pg.Conflict(err) {
-				return nil, contended(err)
-			}
-			return nil, httperr.Store("committing the revision", err)
-		}
-		return answer(row, event), nil
-	}
-	return nil, contended(errHeadMoved)
+// commitPlan is one transaction's worth of rows: a write's own row first, then the
+// copies of other heads its verdict changes.
+type commitPlan struct {
+	org, namespace string
+	rows           []*pending
+	requestID      string
+	// policyGeneration is the policy generation the write read; the commit refuses
+	// (errPolicyMoved) when a policy change landed since. Negative: not checked.
+	policyGeneration int64
+	// gapFrom is the last seq the write's verdict covered; revisions committed after
+	// it are handed to gapCheck under the generation lock. nil gapCheck: no check.
+	gapFrom  int64
+	gapCheck func(gap []gapRevision) error
 }
 
-func contended(cause error) *httperr.Error {
-	return httperr.Unavailable(httperr.CodeAdmissionContended, "the key kept changing while this write was admitted; retry", cause)
+// gapRevision is a revision committed between a write's capture and its commit.
+type gapRevision struct {
+	seq int64
+	row *memrow.Row
 }
 
-// commit is the one transaction every revision commits through. In order: advance the
-// namespace generation (which locks it and draws the revision's seq, so a namespace's
-// outbox rows are in seq order), lock the head and check it is the one this round
-// read, then upsert the head and insert the revision, its data key and its outbox
-// record. Either all of it commits or none.
-func (s *Service) commit(ctx context.Context, rev *revision, head, row *memrow.Row, requestID string) (events.Type, error) {
+var (
+	// errHeadMoved sends a write back to read its heads again: another commit
+	// changed a key it builds over.
+	errHeadMoved = errors.New("a head moved since it was read")
+	// errPolicyMoved sends a write back to read its namespace's policy again.
+	errPolicyMoved = errors.New("the policy changed since it was read")
+	// errGapTooLarge: ClickHouse is so far behind the namespace that checking the
+	// gap would cost more than waiting for it.
+	errGapTooLarge = errors.New("the admission gap is larger than LOOM_PG_ADMISSION_GAP_MAX")
+)
+
+// commit is the one transaction every revision commits through. In order: the org's
+// policy lock (shared) and generation check; the namespace generation advanced by the
+// number of rows, which locks it and draws their seqs (so a namespace's outbox rows
+// are in seq order); the gap check; every head locked and checked to be the version
+// its row was built over; then heads, revisions, data keys and outbox records written.
+// Either all of it commits or none.
+func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 	now := s.now().UTC()
-	event := events.TypeWritten
-	var readVersion int64
-	if head != nil {
-		readVersion = head.Version
-		if head.Live() {
-			event = events.TypeRevised
-		}
-	}
-	if row.MemoryID == "" {
-		row.MemoryID = uuid.NewString()
-	}
-	if row.CreatedAt.IsZero() {
-		row.CreatedAt = now
-	}
-	row.UpdatedAt = now
-	row.Version = memrow.NextVersion(now, readVersion)
-
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var seq, locked int64
+	n := int64(len(plan.rows))
+	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var policyGen, lastSeq int64
 		b := &pgx.Batch{}
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
-		b.Queue(`INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, 1)
-			ON CONFLICT (org, scope) DO UPDATE SET generation = loom.scope_generations.generation + 1, updated_at = now()
-			RETURNING generation`, rev.id.Org, rev.id.Namespace).QueryRow(func(r pgx.Row) error { return r.Scan(&seq) })
-		b.Queue(`SELECT coalesce(max(version), 0) FROM (SELECT version FROM loom.memory_current
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
-			FOR UPDATE) h`, rev.id.Org, rev.id.Namespace, rev.id.Agent, rev.id.UserID, rev.id.SessionID, rev.id.MemoryKey).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&locked) })
+		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), plan.org)
+		b.Queue(`SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, plan.org, policyScope).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&policyGen) })
+		b.Queue(`INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, $3)
+			ON CONFLICT (org, scope) DO UPDATE SET generation = loom.scope_generations.generation + $3, updated_at = now()
+			RETURNING generation`, plan.org, plan.namespace, n).QueryRow(func(r pgx.Row) error { return r.Scan(&lastSeq) })
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("advance generation and lock head: %w", err)
+			return fmt.Errorf("advance the generation: %w", err)
 		}
-		if locked != readVersion {
-			return errHeadMoved
+		if plan.policyGeneration >= 0 && policyGen != plan.policyGeneration {
+			return errPolicyMoved
 		}
-		row.Seq = seq
-		rec, err := s.encode(rev, row, event, readVersion, requestID)
+		firstSeq := lastSeq - n + 1
+		if plan.gapCheck != nil && firstSeq-1 > plan.gapFrom {
+			if firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
+				return errGapTooLarge
+			}
+			gap, err := readGap(ctx, tx, plan.org, plan.namespace, plan.gapFrom, firstSeq-1)
+			if err != nil {
+				return err
+			}
+			if err := plan.gapCheck(gap); err != nil {
+				return err
+			}
+		}
+		locked, err := lockHeads(ctx, tx, plan.rows)
 		if err != nil {
 			return err
 		}
-		return s.insert(ctx, tx, rev, row, rec)
+		for i, p := range plan.rows {
+			if locked[i] != p.readVersion {
+				return errHeadMoved
+			}
+			r := p.row
+			if r.MemoryID == "" {
+				r.MemoryID = uuid.NewString()
+			}
+			if r.CreatedAt.IsZero() {
+				r.CreatedAt = now
+			}
+			r.UpdatedAt = now
+			r.Version = memrow.NextVersion(now, locked[i])
+			r.Seq = firstSeq + int64(i)
+		}
+		for _, p := range plan.rows {
+			rec, err := s.encode(p, plan.requestID)
+			if err != nil {
+				return err
+			}
+			if err := s.insert(ctx, tx, p, rec); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify('loom_outbox', '')`)
+		return err
 	})
-	return event, err
+}
+
+// lockHeads locks every row's head, in identity order, and returns each one's version
+// (0 when the key has none).
+func lockHeads(ctx context.Context, tx pgx.Tx, rows []*pending) ([]int64, error) {
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		return heads.IdentityKey(rows[order[a]].row.Identity) < heads.IdentityKey(rows[order[b]].row.Identity)
+	})
+	out := make([]int64, len(rows))
+	for _, i := range order {
+		id := rows[i].row.Identity
+		err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM (SELECT version FROM loom.memory_current
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&out[i])
+		if err != nil {
+			return nil, fmt.Errorf("lock the head of %s: %w", id.MemoryKey, err)
+		}
+	}
+	return out, nil
+}
+
+func readGap(ctx context.Context, tx pgx.Tx, org, ns string, after, upTo int64) ([]gapRevision, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, row FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND seq > $3 AND seq <= $4 ORDER BY seq`, org, ns, after, upTo)
+	if err != nil {
+		return nil, fmt.Errorf("read the admission gap: %w", err)
+	}
+	defer rows.Close()
+	var gap []gapRevision
+	for rows.Next() {
+		var g gapRevision
+		var raw []byte
+		if err := rows.Scan(&g.seq, &raw); err != nil {
+			return nil, fmt.Errorf("read the admission gap: %w", err)
+		}
+		if raw == nil {
+			continue // erased or cleared: nothing left to be a peer
+		}
+		if g.row, err = heads.Decode(raw); err != nil {
+			return nil, err
+		}
+		gap = append(gap, g)
+	}
+	return gap, rows.Err()
 }
 
 // record is a revision encoded for the topic and the journal.
 type record struct {
-	event   events.Type
 	key     []byte
 	dataKey []byte
 	value   []byte
@@ -125,28 +190,33 @@ type record struct {
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(rev *revision, row *memrow.Row, event events.Type, prevVersion int64, requestID string) (*record, error) {
+func (s *Service) encode(p *pending, requestID string) (*record, error) {
+	row := p.row
 	dataKey, err := events.NewDataKey()
 	if err != nil {
 		return nil, err
 	}
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
 	sealed, err := events.Seal(dataKey, recordID, &events.Content{
-		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities, Embedding: rev.vector,
+		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		Embedding: p.vector, KeyEmbedding: p.keyVector,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("seal revision content: %w", err)
 	}
 	env := &events.Envelope{
-		Version: events.EnvelopeVersion, ID: recordID, Type: event,
+		Version: events.EnvelopeVersion, ID: recordID, Type: p.event,
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
 		Revision: &events.Revision{
-			Op: rev.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
+			Op: p.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: p.readVersion,
 			Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
 			MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
 			ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
 			Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
 			CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
+			Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
+			ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
+			ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
 		},
 		Sealed: sealed,
 	}
@@ -163,14 +233,15 @@ func (s *Service) encode(rev *revision, row *memrow.Row, event events.Type, prev
 		return nil, err
 	}
 	audit, err := json.Marshal(map[string]any{
-		"op": rev.op, "event_type": event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
+		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
 		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
-		"content_sha256": row.ContentSHA256, "source_class": row.SourceClass, "status": row.Status, "request_id": requestID,
+		"content_sha256": row.ContentSHA256, "source_class": row.SourceClass, "status": row.Status,
+		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &record{event: event, key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
+	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
 		headers: headers, payload: payload, audit: audit}, nil
 }
 
@@ -183,7 +254,8 @@ func headerPairs(hs []events.Header) [][2]string {
 	return out
 }
 
-func (s *Service) insert(ctx context.Context, tx pgx.Tx, rev *revision, row *memrow.Row, rec *record) error {
+func (s *Service) insert(ctx context.Context, tx pgx.Tx, p *pending, rec *record) error {
+	row := p.row
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, content_sha256, row)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
@@ -194,13 +266,12 @@ func (s *Service) insert(ctx context.Context, tx pgx.Tx, rev *revision, row *mem
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-		row.Org, row.Namespace, row.Seq, string(rec.event), rev.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
+		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
 		row.MemoryID, row.Version, row.ContentSHA256, row.Status, rec.payload, rec.audit)
 	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
 	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		row.Org, row.Namespace, row.Seq, s.cfg.Topic, rec.key, rec.headers, rec.value)
-	b.Queue(`SELECT pg_notify('loom_outbox', '')`)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write head, revision, key and outbox record: %w", err)
 	}

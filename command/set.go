@@ -1,15 +1,21 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -17,29 +23,62 @@ import (
 // setRequest is the body of PUT /v1/namespaces/{ns}/memories/{key} (memory.set).
 // Absent optional fields carry the head's values forward on a revision.
 type setRequest struct {
-	Value      json.RawMessage `json:"value"`
-	Agent      string          `json:"agent"`
-	UserID     string          `json:"user_id"`
-	SessionID  string          `json:"session_id"`
-	MemoryType string          `json:"memory_type"`
-	Tags       []string        `json:"tags"`
-	Confidence *float64        `json:"confidence"`
+	Value         json.RawMessage `json:"value"`
+	Agent         string          `json:"agent"`
+	UserID        string          `json:"user_id"`
+	SessionID     string          `json:"session_id"`
+	MemoryType    string          `json:"memory_type"`
+	Tags          []string        `json:"tags"`
+	Confidence    *float64        `json:"confidence"`
+	Pin           bool            `json:"pin"`
+	TTLSeconds    *int            `json:"ttl_seconds"`
+	ValidAt       *time.Time      `json:"valid_at"`
+	ValidTo       *time.Time      `json:"valid_to"`
+	Sensitivity   string          `json:"sensitivity"`
+	Proposed      bool            `json:"proposed"`
+	IfMatchSHA256 string          `json:"if_match_sha256"`
+	SourceClass   string          `json:"source_class"`
+	DryRun        bool            `json:"dry_run"`
 }
 
-// setAnswer is what memory.set answers.
+// Source classes. The server stamps direct; a request may only downgrade.
+const (
+	SourceDirect   = "direct"
+	SourceDerived  = "derived"
+	SourceExternal = "external"
+	SourceImported = "imported"
+)
+
+// setAnswer is what memory.set answers: what was written (or not) and why.
 type setAnswer struct {
-	MemoryID           string `json:"memory_id"`
-	Namespace          string `json:"namespace"`
-	MemoryKey          string `json:"memory_key"`
-	Agent              string `json:"agent"`
-	UserID             string `json:"user_id"`
-	SessionID          string `json:"session_id"`
-	Version            int64  `json:"version"`
-	VersionText        string `json:"version_text"`
-	Seq                int64  `json:"seq"`
-	ContentSHA256      string `json:"content_sha256"`
-	ReinforcementCount int    `json:"reinforcement_count"`
-	Event              string `json:"event"`
+	MemoryID           string       `json:"memory_id"`
+	Namespace          string       `json:"namespace"`
+	MemoryKey          string       `json:"memory_key"`
+	Agent              string       `json:"agent"`
+	UserID             string       `json:"user_id"`
+	SessionID          string       `json:"session_id"`
+	Version            int64        `json:"version"`
+	VersionText        string       `json:"version_text"`
+	Seq                int64        `json:"seq"`
+	ContentSHA256      string       `json:"content_sha256"`
+	ReinforcementCount int          `json:"reinforcement_count"`
+	Event              string       `json:"event,omitempty"`
+	Written            bool         `json:"written"`
+	DryRun             bool         `json:"dry_run,omitempty"`
+	Verdict            string       `json:"verdict"`
+	Status             string       `json:"status"`
+	MemoryType         string       `json:"memory_type"`
+	RetypedFrom        string       `json:"retyped_from,omitempty"`
+	Sensitivity        string       `json:"sensitivity"`
+	Pinned             bool         `json:"pinned"`
+	ExpiresAt          *time.Time   `json:"expires_at,omitempty"`
+	OnExpire           string       `json:"on_expire,omitempty"`
+	MergedInto         *judgedPeer  `json:"merged_into,omitempty"`
+	DuplicateOf        string       `json:"duplicate_of,omitempty"`
+	ConflictWith       []string     `json:"conflict_with,omitempty"`
+	Superseded         []string     `json:"superseded,omitempty"`
+	Peers              []judgedPeer `json:"peers"`
+	Advisories         []string     `json:"advisories,omitempty"`
 }
 
 func (s *Service) handleSet(c *fiber.Ctx) error {
@@ -48,6 +87,8 @@ func (s *Service) handleSet(c *fiber.Ctx) error {
 	outcome := "ok"
 	if err != nil {
 		outcome = outcomeOf(err)
+	} else if !ans.Written {
+		outcome = ans.Verdict
 	}
 	s.writes.With("memory.set", outcome).Inc()
 	s.latency.With("memory.set").ObserveSince(start)
@@ -57,7 +98,47 @@ func (s *Service) handleSet(c *fiber.Ctx) error {
 	return c.JSON(ans)
 }
 
+// setWrite is one memory.set's state across its phases and admission rounds.
+type setWrite struct {
+	p          auth.Principal
+	req        *setRequest
+	id         memrow.Identity
+	value      []byte
+	sha        string
+	valueText  string
+	detected   []string // sensitive kinds the detector found
+	vector     []float32
+	keyVector  []float32
+	embedded   bool
+	requestID  string
+	absorbed   []peer // gap rows measured in earlier rounds
+	advisories []string
+}
+
 func (s *Service) set(c *fiber.Ctx) (*setAnswer, error) {
+	w, err := s.parseSet(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.UserContext()
+	deadline := s.now().Add(s.cfg.AdmissionDeadline)
+	gapFrom := int64(-1)
+	for round := 0; round < s.cfg.AdmissionRounds; round++ {
+		if round > 0 && s.now().After(deadline) {
+			break
+		}
+		ans, next, err := s.setRound(ctx, w, gapFrom)
+		if err != nil || ans != nil {
+			return ans, err
+		}
+		gapFrom = next
+	}
+	return nil, contended(errHeadMoved)
+}
+
+// parseSet checks the request itself: everything that does not depend on the
+// namespace's policy or the key's head.
+func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
 	p := auth.From(c)
 	ns := c.Params("ns")
 	if err := p.Namespace(ns); err != nil {
@@ -76,80 +157,285 @@ func (s *Service) set(c *fiber.Ctx) (*setAnswer, error) {
 	}
 	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(req.Agent), UserID: orDash(req.UserID),
 		SessionID: orDash(req.SessionID), MemoryKey: key}
+	if p.ReadUserID != "" {
+		if req.UserID == "" {
+			id.UserID = p.ReadUserID
+		} else if req.UserID != p.ReadUserID {
+			return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
+		}
+	}
 	if err := validateIdentity(id); err != nil {
+		return nil, err
+	}
+	if err := validateSetFields(req); err != nil {
 		return nil, err
 	}
 	value, err := memrow.Canonical("value", req.Value)
 	if err != nil {
 		return nil, err
 	}
-	if err := memrow.CheckCharLimit(value, s.cfg.CharLimit); err != nil {
-		return nil, err
-	}
+	text := memrow.ValueText(value)
+	return &setWrite{p: p, req: req, id: id, value: value, sha: memrow.ContentSHA256(value), valueText: text,
+		detected: detectSensitive(text + " " + key), requestID: c.Get("X-Request-Id")}, nil
+}
+
+func validateSetFields(req *setRequest) error {
 	if req.Tags != nil {
 		if err := memrow.ValidateTags(req.Tags); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if req.Confidence != nil {
 		if err := memrow.ValidateConfidence(*req.Confidence); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if req.MemoryType != "" {
 		if err := memrow.ValidateName("memory_type", req.MemoryType); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// The embed is slow work: it runs once, outside any transaction, and a head
-	// that moves under a round changes only how the row is built, not its text.
-	vectors, err := s.embedder.Embed(c.UserContext(), []string{memrow.EmbedText(key, value)})
-	if err != nil {
-		if errors.Is(err, embed.ErrEmbedderUnavailable) {
-			return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
-		}
-		return nil, httperr.Store("embedding the value", err)
+	if req.TTLSeconds != nil && *req.TTLSeconds <= 0 {
+		return httperr.Validation("ttl_seconds", "ttl_seconds must be positive")
 	}
-	rev := &revision{
-		op:     "memory.set",
-		id:     id,
-		actor:  p.Actor(),
-		value:  value,
-		sha:    memrow.ContentSHA256(value),
-		vector: vectors[0],
+	if req.ValidAt != nil && req.ValidTo != nil && !req.ValidTo.After(*req.ValidAt) {
+		return httperr.Validation("valid_to", "valid_to must be after valid_at")
 	}
-	return s.admit(c, rev, func(head *memrow.Row) *memrow.Row { return buildSetRow(rev, req, head, s.embedder) })
+	switch req.Sensitivity {
+	case "", memrow.SensitivityNormal, memrow.SensitivityHigh:
+	default:
+		return httperr.Validation("sensitivity", "sensitivity must be normal or high")
+	}
+	switch req.SourceClass {
+	case "", SourceDerived, SourceExternal, SourceImported:
+	default:
+		return httperr.Validation("source_class", "a request may only downgrade source_class: derived, external or imported")
+	}
+	if req.IfMatchSHA256 != "" && len(req.IfMatchSHA256) != 64 {
+		return httperr.Validation("if_match_sha256", "if_match_sha256 must be 64 hex characters")
+	}
+	if req.Proposed && req.Pin {
+		return httperr.Validation("pin", "a proposal cannot pin")
+	}
+	return nil
 }
 
-// buildSetRow builds the version row over the head read in this round: a restatement
-// of the live value reinforces it; any other value resets what described the old one.
-func buildSetRow(rev *revision, req *setRequest, head *memrow.Row, e embed.Embedder) *memrow.Row {
-	row := &memrow.Row{
-		Identity:       rev.id,
-		MemoryType:     memrow.DefaultMemoryType,
-		Status:         memrow.StatusActive,
-		Value:          rev.value,
-		ContentSHA256:  rev.sha,
-		Tags:           []string{},
-		Entities:       []string{},
-		Confidence:     1,
-		Actor:          rev.actor,
-		SourceClass:    "direct",
-		EmbeddingModel: e.Model(),
-		EmbeddingDim:   len(rev.vector),
+// setRound runs the phases over the policy and head as they are now and commits. It
+// answers, fails, or returns the seq the next round's gap check starts after.
+func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
+	now := s.now()
+	pol, err := s.loadPolicy(ctx, s.pool, w.id.Org, w.id.Namespace)
+	if err != nil {
+		return nil, 0, httperr.Store("reading the namespace policy", err)
 	}
-	if head != nil {
-		row.MemoryID = head.MemoryID
-		row.CreatedAt = head.CreatedAt
-		if head.Live() {
-			row.MemoryType, row.Tags, row.Confidence = head.MemoryType, head.Tags, head.Confidence
-			if head.ContentSHA256 == rev.sha {
-				row.ReinforcementCount = head.ReinforcementCount + 1
+	// Phase 2: the head, and the capture the verdict's peer read is covered by.
+	head, err := heads.Read(ctx, s.pool, w.id)
+	if err != nil {
+		return nil, 0, httperr.Store("reading the head", err)
+	}
+	watermark, err := s.captureWatermark(ctx, w.id.Org, w.id.Namespace)
+	if err != nil {
+		return nil, 0, httperr.Store("capturing the admission", err)
+	}
+	gapFrom = max(gapFrom, watermark)
+	live := head != nil && head.Live(now)
+
+	// Phase 1: the type, through the namespace's retype.
+	memoryType, retypedFrom := w.req.MemoryType, ""
+	if memoryType == "" {
+		memoryType = memrow.DefaultMemoryType
+		if live {
+			memoryType = head.MemoryType
+		}
+	}
+	if to := pol.config.typeConfig(memoryType).Retype; to != "" {
+		memoryType, retypedFrom = to, memoryType
+	}
+	typeCfg := pol.config.typeConfig(memoryType)
+
+	// Phase 3: guards. The same bytes over the live established value are a
+	// restatement; a changed value meets the lock, then the pin.
+	restatement := live && head.Established(now) && head.ContentSHA256 == w.sha
+	if live && !restatement && head.ContentSHA256 != w.sha {
+		if head.Locked {
+			return nil, 0, locked("write")
+		}
+		if head.Pinned && !w.req.Pin {
+			return nil, 0, pinnedConflict("the key holds a pinned value; write with pin=true to replace it")
+		}
+	}
+
+	// Phase 5 (value): the char limit, the blacklist and the sensitivity tier.
+	limit := s.cfg.CharLimit
+	if typeCfg.CharLimit > 0 {
+		limit = typeCfg.CharLimit
+	}
+	if err := memrow.CheckCharLimit(w.value, limit); err != nil {
+		return nil, 0, err
+	}
+	if _, hit := pol.blacklisted(w.valueText); hit {
+		return nil, 0, httperr.New(http.StatusUnprocessableEntity, CodeBlacklisted, "the value matches a blacklisted pattern of the namespace").With("field", "value")
+	}
+	sensitivity := memrow.SensitivityNormal
+	if len(w.detected) > 0 || w.req.Sensitivity == memrow.SensitivityHigh {
+		sensitivity = memrow.SensitivityHigh
+	}
+	if len(w.detected) > 0 && w.req.Sensitivity == memrow.SensitivityNormal {
+		w.advise("sensitivity_kept: the detector found " + w.detected[0] + "; a request may raise the tier, not lower it")
+	}
+
+	// Phase 4: expiry.
+	exp := resolveExpiry(expiryInput{now: now, ttlSeconds: w.req.TTLSeconds, validTo: w.req.ValidTo, typeConfig: typeCfg,
+		namespace: pol.config, high: sensitivity == memrow.SensitivityHigh, sensitiveRetention: s.cfg.SensitiveRetention})
+	if live && head.Locked && !sameTime(exp.at, head.ExpiresAt) {
+		return nil, 0, locked("expire")
+	}
+
+	// Phase 6: proposals and preconditions.
+	if w.req.Proposed {
+		holds, err := s.keyHoldsFact(ctx, w.id, now)
+		if err != nil {
+			return nil, 0, httperr.Store("reading the key's heads", err)
+		}
+		if holds {
+			return nil, 0, httperr.New(http.StatusConflict, CodeKeyHoldsFact, "a proposal may not replace the key's established fact")
+		}
+	}
+	if w.req.IfMatchSHA256 != "" && (!live || head.ContentSHA256 != w.req.IfMatchSHA256) {
+		return nil, 0, httperr.New(http.StatusConflict, CodePreconditionFailed, "if_match_sha256 does not match the live value")
+	}
+
+	// Phase 7: the version row, with provenance stamped by the server.
+	row := s.buildSetRow(w, head, now, memoryType, sensitivity, exp)
+	if restatement {
+		row.ReinforcementCount = head.ReinforcementCount + 1
+		row.Status = head.Status
+		row.ConflictWith = head.ConflictWith
+	}
+	// Phases 8 and 9: only an embedded row has a search document; its value and key
+	// words are embedded once, in one call, and reused by every round.
+	w.embedded = row.Embedded()
+	if w.embedded && w.vector == nil {
+		if err := s.embedSet(ctx, w); err != nil {
+			return nil, 0, err
+		}
+	}
+	if w.embedded {
+		row.EmbeddingModel, row.EmbeddingDim = s.embedder.Model(), len(w.vector)
+	} else {
+		row.EmbeddingModel, row.EmbeddingDim = "", 0
+	}
+
+	// Phase 10: the verdict against the peers.
+	v := verdict{kind: VerdictRestatement}
+	q := peerQuery{id: w.id, memoryType: memoryType, vector: w.vector, readUserID: w.p.ReadUserID}
+	threshold := s.threshold(pol.config, typeCfg)
+	if !restatement {
+		var peers []peer
+		if w.embedded && pol.config.ConflictPolicy != PolicyAppendOnly {
+			peers, err = s.readPeers(ctx, q)
+			if err != nil {
+				return nil, 0, chUnavailable("reading the write's peers", err)
+			}
+		}
+		peers = mergePeers(peers, w.absorbed)
+		v = decide(verdictInput{row: row, valueText: w.valueText, policy: pol.config.ConflictPolicy,
+			threshold: threshold, duplicateThreshold: s.cfg.DuplicateThreshold, peers: peers})
+	}
+	ans := s.answerOf(row, v, retypedFrom, w)
+	switch v.kind {
+	case VerdictPinned:
+		// The refusal names no row: a narrowed token learns only that it was refused.
+		return nil, 0, pinnedConflict("a pinned memory of the namespace states this fact")
+	case VerdictMerge:
+		ans.MergedInto = judgedOf(v.target)
+		return ans, 0, nil
+	}
+	rows := s.verdictRows(w, row, head, v, ans)
+	// Phase 13: the same key in another session of the same subject.
+	if !restatement && pol.config.ConflictPolicy != PolicyAppendOnly {
+		others, err := s.sameKeyHeads(ctx, w.id, now)
+		if err != nil {
+			return nil, 0, httperr.Store("reading the key's other sessions", err)
+		}
+		for _, o := range others {
+			if pol.config.ConflictPolicy == PolicyNewestWins && !o.Locked {
+				rows = append(rows, supersede(o, row, "memory.set"))
+				ans.Superseded = append(ans.Superseded, o.MemoryID)
+			} else {
+				row.JudgementOwed = true
 			}
 		}
 	}
-	if req.MemoryType != "" {
-		row.MemoryType = req.MemoryType
+	// Phase 11: a dry run answers the verdict and writes nothing.
+	if w.req.DryRun {
+		ans.DryRun, ans.Version, ans.VersionText, ans.Seq = true, 0, "0", 0
+		return ans, 0, nil
+	}
+
+	// Phase 12: commit, the write's row and its verdict's copies together.
+	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
+		policyGeneration: pol.generation, gapFrom: gapFrom}
+	if w.embedded && !restatement {
+		plan.gapCheck = s.gapCheck(q, w.sha, v.peersJudged(), threshold)
+	}
+	err = s.commit(ctx, plan)
+	var gap *errGap
+	switch {
+	case errors.As(err, &gap):
+		measured, err := s.measureGap(ctx, q, gap)
+		if err != nil {
+			return nil, 0, httperr.Store("measuring the admission gap", err)
+		}
+		w.absorbed = mergePeers(w.absorbed, measured)
+		return nil, gap.upTo, nil
+	case errors.Is(err, errHeadMoved), errors.Is(err, errPolicyMoved):
+		return nil, gapFrom, nil
+	case errors.Is(err, errGapTooLarge):
+		return nil, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
+			"ClickHouse is too far behind the namespace to judge this write against its peers; retry", err)
+	case err != nil:
+		return nil, 0, commitError(err)
+	}
+	if w.embedded {
+		s.vectors.Add(vectorKey(row.Org, row.Namespace, row.Seq), w.vector)
+	}
+	ans.Written, ans.Event = true, string(rows[0].event)
+	ans.Version, ans.VersionText, ans.Seq = row.Version, memrow.VersionText(row.Version), row.Seq
+	ans.MemoryID = row.MemoryID
+	return ans, 0, nil
+}
+
+// buildSetRow builds the version row over the head read in this round: a revision
+// carries the head's other columns forward and resets those that described its value.
+func (s *Service) buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType, sensitivity string, exp expiry) *memrow.Row {
+	req := w.req
+	row := &memrow.Row{
+		Identity:      w.id,
+		MemoryID:      uuid.NewString(),
+		MemoryType:    memoryType,
+		Status:        memrow.StatusActive,
+		Value:         w.value,
+		ContentSHA256: w.sha,
+		Tags:          []string{},
+		Entities:      []string{},
+		Confidence:    1,
+		Actor:         w.p.Actor(),
+		SourceClass:   SourceDirect,
+		Sensitivity:   sensitivity,
+		ValidAt:       req.ValidAt,
+		ValidTo:       req.ValidTo,
+		ExpiresAt:     exp.at,
+		OnExpire:      exp.onExpire,
+		Pinned:        req.Pin,
+	}
+	if head != nil {
+		row.MemoryID, row.CreatedAt = head.MemoryID, head.CreatedAt
+		if head.Live(now) {
+			row.Tags, row.Confidence = head.Tags, head.Confidence
+			row.Pinned = head.Pinned || req.Pin
+			row.Locked = head.Locked
+		}
 	}
 	if req.Tags != nil {
 		row.Tags = req.Tags
@@ -157,7 +443,220 @@ func buildSetRow(rev *revision, req *setRequest, head *memrow.Row, e embed.Embed
 	if req.Confidence != nil {
 		row.Confidence = *req.Confidence
 	}
+	if req.SourceClass != "" {
+		row.SourceClass = req.SourceClass
+	}
+	if req.Proposed {
+		row.Status = memrow.StatusProposed
+	}
 	return row
+}
+
+// verdictRows turns a verdict into the rows to commit: the write's own row, marked as
+// the verdict says, then a copy of every peer it changes, each over the head it read.
+// A locked peer is left as it is.
+func (s *Service) verdictRows(w *setWrite, row, head *memrow.Row, v verdict, ans *setAnswer) []*pending {
+	var readVersion int64
+	event := events.TypeWritten
+	if head != nil {
+		readVersion = head.Version
+		if head.Live(s.now()) {
+			event = events.TypeRevised
+		}
+	}
+	own := &pending{op: "memory.set", event: event, row: row, readVersion: readVersion}
+	if w.embedded {
+		own.vector, own.keyVector = w.vector, w.keyVector
+	}
+	rows := []*pending{own}
+	switch v.kind {
+	case VerdictDuplicate:
+		row.Status, row.DuplicateOf = memrow.StatusDuplicate, v.target.MemoryID
+		ans.DuplicateOf = v.target.MemoryID
+	case VerdictRefines:
+		if v.target.Locked {
+			w.advise("peer_locked: the peer this write refines is locked and stays as it is")
+			break
+		}
+		rows = append(rows, supersede(v.target, row, "memory.set"))
+		ans.Superseded = append(ans.Superseded, v.target.MemoryID)
+	case VerdictConflict:
+		row.Status = memrow.StatusConflicted
+		for _, peer := range v.conflicts {
+			row.ConflictWith = appendOnce(row.ConflictWith, peer.MemoryID)
+			ans.ConflictWith = append(ans.ConflictWith, peer.MemoryID)
+			if peer.Locked {
+				w.advise("peer_locked: a conflicting peer is locked and is not marked")
+				continue
+			}
+			mark := copyOf(peer)
+			mark.Status = memrow.StatusConflicted
+			mark.ConflictWith = appendOnce(append([]string(nil), peer.ConflictWith...), row.MemoryID)
+			rows = append(rows, &pending{op: "memory.set", event: events.TypeStatusChanged, row: mark, readVersion: peer.Version})
+		}
+	}
+	ans.Status = row.Status
+	return rows
+}
+
+// supersede is the copy that retires a row behind the one that replaces it.
+func supersede(old, by *memrow.Row, op string) *pending {
+	c := copyOf(old)
+	c.Status, c.SupersededBy = memrow.StatusSuperseded, by.MemoryID
+	return &pending{op: op, event: events.TypeStatusChanged, row: c, readVersion: old.Version}
+}
+
+// copyOf is a new version of a head with its content unchanged: a copy writer's row.
+// A copy keeps the head's text, so it has no search document of its own to add; its
+// status change reaches the search documents through the projection of its revision.
+func copyOf(h *memrow.Row) *memrow.Row {
+	c := *h
+	c.Tags = append([]string(nil), h.Tags...)
+	c.ConflictWith = append([]string(nil), h.ConflictWith...)
+	return &c
+}
+
+func appendOnce(list []string, v string) []string {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}
+
+func (s *Service) embedSet(ctx context.Context, w *setWrite) error {
+	texts := []string{w.valueText}
+	keyWords := memrow.KeyWords(w.id.MemoryKey)
+	if keyWords != "" {
+		texts = append(texts, keyWords)
+	}
+	vs, err := s.embedder.Embed(ctx, texts)
+	if err != nil {
+		if errors.Is(err, embed.ErrEmbedderUnavailable) {
+			return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+		}
+		return httperr.Store("embedding the value", err)
+	}
+	w.vector = vs[0]
+	if keyWords != "" {
+		w.keyVector = vs[1]
+	}
+	return nil
+}
+
+// threshold resolves the conflict threshold: the type's dedup_threshold, else the
+// namespace's conflict_threshold, else LOOM_CONFLICT_THRESHOLD.
+func (s *Service) threshold(ns NamespaceConfig, t TypeConfig) float64 {
+	switch {
+	case t.DedupThreshold != nil:
+		return *t.DedupThreshold
+	case ns.ConflictThreshold != nil:
+		return *ns.ConflictThreshold
+	}
+	return s.cfg.ConflictThreshold
+}
+
+// keyHoldsFact reports whether any identity's head of the key holds an established
+// fact: a proposal must not retire anyone's fact, whatever the token's read scope.
+func (s *Service) keyHoldsFact(ctx context.Context, id memrow.Identity, now time.Time) (bool, error) {
+	rows, err := s.keyHeads(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range rows {
+		if h.Established(now) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sameKeyHeads are the live established heads of the key in other sessions of the
+// same subject: the same user, or for the anonymous user the same agent.
+func (s *Service) sameKeyHeads(ctx context.Context, id memrow.Identity, now time.Time) ([]*memrow.Row, error) {
+	rows, err := s.keyHeads(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []*memrow.Row
+	for _, h := range rows {
+		if h.Identity == id || h.UserID != id.UserID || !h.Established(now) {
+			continue
+		}
+		if id.UserID == memrow.DefaultIdentity && h.Agent != id.Agent {
+			continue
+		}
+		if h.SessionID == id.SessionID {
+			continue // another agent's row of the same user and session is not a session of this write
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func (s *Service) keyHeads(ctx context.Context, id memrow.Identity) ([]*memrow.Row, error) {
+	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+		id.Org, id.Namespace, id.MemoryKey)
+	if err != nil {
+		return nil, fmt.Errorf("read the key's heads: %w", err)
+	}
+	defer rows.Close()
+	var out []*memrow.Row
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, err
+		}
+		r, err := heads.Decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Service) answerOf(row *memrow.Row, v verdict, retypedFrom string, w *setWrite) *setAnswer {
+	return &setAnswer{
+		MemoryID: row.MemoryID, Namespace: row.Namespace, MemoryKey: row.MemoryKey,
+		Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
+		ContentSHA256: row.ContentSHA256, ReinforcementCount: row.ReinforcementCount,
+		VersionText: "0", Verdict: v.kind, Status: row.Status, MemoryType: row.MemoryType, RetypedFrom: retypedFrom,
+		Sensitivity: row.Sensitivity, Pinned: row.Pinned, ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire,
+		Peers: nonNilJudged(v.judged), Advisories: w.advisories,
+	}
+}
+
+func (w *setWrite) advise(a string) { w.advisories = append(w.advisories, a) }
+
+func (v verdict) peersJudged() []peer {
+	var out []peer
+	for _, r := range v.conflicts {
+		out = append(out, peer{row: r})
+	}
+	if v.target != nil {
+		out = append(out, peer{row: v.target})
+	}
+	return out
+}
+
+func judgedOf(r *memrow.Row) *judgedPeer {
+	return &judgedPeer{MemoryID: r.MemoryID, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID, SessionID: r.SessionID, Cosine: 1, Verdict: VerdictMerge}
+}
+
+func nonNilJudged(j []judgedPeer) []judgedPeer {
+	if j == nil {
+		return []judgedPeer{}
+	}
+	return j
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(*b)
 }
 
 func decodeSet(body []byte) (*setRequest, error) {
@@ -188,15 +687,6 @@ func orDash(s string) string {
 		return memrow.DefaultIdentity
 	}
 	return s
-}
-
-func answer(row *memrow.Row, event events.Type) *setAnswer {
-	return &setAnswer{
-		MemoryID: row.MemoryID, Namespace: row.Namespace, MemoryKey: row.MemoryKey,
-		Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
-		Version: row.Version, VersionText: memrow.VersionText(row.Version), Seq: row.Seq,
-		ContentSHA256: row.ContentSHA256, ReinforcementCount: row.ReinforcementCount, Event: string(event),
-	}
 }
 
 func outcomeOf(err error) string {

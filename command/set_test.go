@@ -3,15 +3,11 @@ package command
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"testing"
 
-	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // fieldOf returns the field a 422 names, or "" for any other error.
 func fieldOf(err error) string {
@@ -24,52 +20,6 @@ func fieldOf(err error) string {
 		return fe.Field
 	}
 	return ""
-}
-
-func TestBuildSetRow(t *testing.T) {
-	e := embed.NewHash(8)
-	rev := &revision{op: "memory.set", id: memrow.Identity{Org: "o", Namespace: "n", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: "k"},
-		actor: "token:t", value: []byte(`"v"`), sha: memrow.ContentSHA256([]byte(`"v"`)), vector: make([]float32, 8)}
-	live := &memrow.Row{MemoryID: "id-1", MemoryType: "preference", Tags: []string{"ui"}, Confidence: 0.7,
-		ContentSHA256: rev.sha, ReinforcementCount: 2, Status: memrow.StatusActive}
-
-	t.Run("first write takes the defaults", func(t *testing.T) {
-		r := buildSetRow(rev, &setRequest{}, nil, e)
-		if r.MemoryID != "" || r.MemoryType != "fact" || r.Confidence != 1 || r.ReinforcementCount != 0 || len(r.Tags) != 0 {
-			t.Fatalf("first write: %+v", r)
-		}
-		if r.Actor != "token:t" || r.EmbeddingDim != 8 || r.EmbeddingModel != e.Model() {
-			t.Fatalf("provenance or embedding not stamped: %+v", r)
-		}
-	})
-	t.Run("restatement reinforces and keeps the id", func(t *testing.T) {
-		r := buildSetRow(rev, &setRequest{}, live, e)
-		if r.ReinforcementCount != 3 || r.MemoryID != "id-1" {
-			t.Fatalf("restatement: %+v", r)
-		}
-	})
-	t.Run("a new value resets reinforcement, carries the rest forward", func(t *testing.T) {
-		changed := *live
-		changed.ContentSHA256 = strings.Repeat("0", 64)
-		r := buildSetRow(rev, &setRequest{}, &changed, e)
-		if r.ReinforcementCount != 0 || r.MemoryType != "preference" || r.Tags[0] != "ui" || r.Confidence != 0.7 {
-			t.Fatalf("revision: %+v", r)
-		}
-	})
-	t.Run("the request overrides what it names", func(t *testing.T) {
-		r := buildSetRow(rev, &setRequest{MemoryType: "decision", Tags: []string{}, Confidence: ptr(0.2)}, live, e)
-		if r.MemoryType != "decision" || len(r.Tags) != 0 || r.Confidence != 0.2 {
-			t.Fatalf("override: %+v", r)
-		}
-	})
-	t.Run("a write over a tombstone starts afresh but keeps id and creation", func(t *testing.T) {
-		dead := *live
-		dead.Tombstone = true
-		r := buildSetRow(rev, &setRequest{}, &dead, e)
-		if r.ReinforcementCount != 0 || r.MemoryType != "fact" || r.MemoryID != "id-1" {
-			t.Fatalf("over a tombstone: %+v", r)
-		}
-	})
 }
 
 func TestDecodeSetRefusesWhatCannotBeStored(t *testing.T) {

@@ -48,6 +48,18 @@ type Revision struct {
 	CreatedAt          time.Time `json:"created_at"`
 	UpdatedAt          time.Time `json:"updated_at"`
 	RequestID          string    `json:"request_id,omitempty"`
+	// Added within v1 (additive): state a notification consumer can act on.
+	Pinned        bool       `json:"pinned,omitempty"`
+	Locked        bool       `json:"locked,omitempty"`
+	Sensitivity   string     `json:"sensitivity,omitempty"`
+	ValidAt       *time.Time `json:"valid_at,omitempty"`
+	ValidTo       *time.Time `json:"valid_to,omitempty"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	OnExpire      string     `json:"on_expire,omitempty"`
+	SupersededBy  string     `json:"superseded_by,omitempty"`
+	DuplicateOf   string     `json:"duplicate_of,omitempty"`
+	ConflictWith  []string   `json:"conflict_with,omitempty"`
+	JudgementOwed bool       `json:"judgement_owed,omitempty"`
 }
 
 // Encode validates e and returns its JSON, with every time in UTC. e is not modified.
@@ -80,6 +92,14 @@ func Decode(b []byte) (*Envelope, error) {
 	return out, nil
 }
 
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
 // normalised returns a copy of e with its times in UTC, leaving the caller's value alone.
 func normalised(e *Envelope) *Envelope {
 	out := *e
@@ -88,6 +108,7 @@ func normalised(e *Envelope) *Envelope {
 		r := *e.Revision
 		r.CreatedAt = r.CreatedAt.UTC()
 		r.UpdatedAt = r.UpdatedAt.UTC()
+		r.ValidAt, r.ValidTo, r.ExpiresAt = utcPtr(r.ValidAt), utcPtr(r.ValidTo), utcPtr(r.ExpiresAt)
 		out.Revision = &r
 	}
 	return &out

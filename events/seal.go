@@ -26,6 +26,8 @@ type Content struct {
 	Tags      []string        `json:"tags"`
 	Entities  []string        `json:"entities,omitempty"`
 	Embedding Vector          `json:"embedding,omitempty"`
+	// KeyEmbedding is the vector of the key's words, when the key carries words.
+	KeyEmbedding Vector `json:"key_embedding,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

@@ -55,6 +55,7 @@ type Projector struct {
 	undecoded *metrics.Counter
 	gaps      *metrics.Counter
 	sealed    *metrics.Counter
+	uncarried *metrics.Counter
 	batchTime *metrics.Histogram
 }
 
@@ -70,6 +71,7 @@ func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, re
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
 		gaps:      reg.Counter("loom_projector_seq_gaps_total", "Batches in which a namespace's seqs skipped forward.", "projection").With(l),
 		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
+		uncarried: reg.Counter("loom_projector_uncarried_total", "Copies whose content's vector ClickHouse no longer holds: projected without a search vector.", "projection").With(l),
 		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
 	}
 }
@@ -151,6 +153,11 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 			return err
 		}
 		rows := openAll(b.revisions, keys, p.sealed)
+		missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, rows)
+		if err != nil {
+			return err
+		}
+		p.uncarried.Add(float64(missing))
 		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows); err != nil {
 			return err
 		}

@@ -68,3 +68,12 @@ func openAll(revs []*events.Envelope, keys map[string][]byte, unopenable *metric
 
 // seconds truncates to the DateTime precision both ClickHouse versions store.
 func seconds(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+// secondsPtr is seconds for a Nullable(DateTime) column.
+func secondsPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	s := seconds(*t)
+	return &s
+}

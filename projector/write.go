@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
 )
 
@@ -17,13 +18,17 @@ import (
 const (
 	insertMemory = `INSERT INTO loom.memory (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 		memory_type, status, tombstone, value, content_sha256, tags, entities, confidence, reinforcement_count, actor,
-		source_class, embedding_model, embedding_dim, created_at, updated_at, committed_at)`
+		source_class, embedding_model, embedding_dim, created_at, updated_at, committed_at,
+		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
+		judgement_owed)`
 	insertVersions = `INSERT INTO loom.memory_versions (org, namespace, agent, user_id, session_id, memory_key, version,
 		memory_id, seq, event_type, op, memory_type, status, tombstone, value, content_sha256, tags, entities, confidence,
-		reinforcement_count, actor, source_class, created_at, updated_at, committed_at)`
+		reinforcement_count, actor, source_class, created_at, updated_at, committed_at,
+		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
+		judgement_owed)`
 	insertEmbeddings = `INSERT INTO loom.memory_embeddings (org, namespace, agent, user_id, session_id, memory_key,
 		memory_id, version, seq, memory_type, status, tombstone, content_sha256, tags, source_class, embedding_model,
-		embedding_dim, embedding, updated_at)`
+		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding)`
 	insertAudit = `INSERT INTO loom.audit_log (org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
 		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id)`
 )
@@ -63,7 +68,9 @@ func memoryFill(rows []opened) func(driver.Batch) error {
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
 				uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone), string(c.Value), v.ContentSHA256,
 				nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence), uint32(v.ReinforcementCount), v.Actor, v.SourceClass,
-				v.EmbeddingModel, uint16(v.EmbeddingDim), seconds(v.CreatedAt), seconds(v.UpdatedAt), seconds(r.env.CommittedAt)); err != nil {
+				v.EmbeddingModel, uint16(v.EmbeddingDim), seconds(v.CreatedAt), seconds(v.UpdatedAt), seconds(r.env.CommittedAt),
+				b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt), secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt),
+				v.OnExpire, v.SupersededBy, v.DuplicateOf, nonNil(v.ConflictWith), b2u(v.JudgementOwed)); err != nil {
 				return err
 			}
 		}
@@ -79,7 +86,9 @@ func versionsFill(rows []opened) func(driver.Batch) error {
 				mustUUID(v.MemoryID), uint64(r.env.Seq), string(r.env.Type), v.Op, v.MemoryType, v.Status, b2u(v.Tombstone),
 				string(c.Value), v.ContentSHA256, nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence),
 				uint32(v.ReinforcementCount), v.Actor, v.SourceClass, seconds(v.CreatedAt), seconds(v.UpdatedAt),
-				seconds(r.env.CommittedAt)); err != nil {
+				seconds(r.env.CommittedAt), b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt),
+				secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt), v.OnExpire, v.SupersededBy, v.DuplicateOf,
+				nonNil(v.ConflictWith), b2u(v.JudgementOwed)); err != nil {
 				return err
 			}
 		}
@@ -100,7 +109,8 @@ func embeddingsFill(rows []opened) func(driver.Batch) error {
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey,
 				mustUUID(v.MemoryID), uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone),
 				v.ContentSHA256, nonNil(c.Tags), v.SourceClass, v.EmbeddingModel, uint16(len(vec)), vec,
-				seconds(v.UpdatedAt)); err != nil {
+				seconds(v.UpdatedAt), b2u(v.Pinned), sensitivity(v), secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt),
+				nonNilVec(c.KeyEmbedding)); err != nil {
 				return err
 			}
 		}
@@ -135,6 +145,20 @@ func send(ctx context.Context, conn *ch.Conn, table, query string, fill func(dri
 		return fmt.Errorf("insert into %s: %w", table, err)
 	}
 	return nil
+}
+
+func sensitivity(v *events.Revision) string {
+	if v.Sensitivity == "" {
+		return "normal"
+	}
+	return v.Sensitivity
+}
+
+func nonNilVec(v []float32) []float32 {
+	if v == nil {
+		return []float32{}
+	}
+	return v
 }
 
 func b2u(b bool) uint8 {

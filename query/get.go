@@ -21,7 +21,7 @@ func (s *Service) handleGet(c *fiber.Ctx) error {
 	if err != nil {
 		return httperr.Store("reading the head", err)
 	}
-	if row == nil || !row.Live() {
+	if row == nil || !row.Live(s.now()) {
 		return httperr.NotFound("memory not found")
 	}
 	return c.JSON(viewOf(row))
@@ -56,7 +56,7 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 		if err != nil {
 			return httperr.Store("decoding a head", err)
 		}
-		if row.Live() {
+		if row.Live(s.now()) {
 			found = append(found, row)
 		}
 	}

@@ -90,8 +90,5 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 // chUnavailable answers a ClickHouse that cannot be reached as a retryable 503, and a
 // statement it refused as the bug it is.
 func chUnavailable(doing string, err error) error {
-	if ch.Unavailable(err) {
-		return httperr.Unavailable(httperr.CodeClickHouseDown, "ClickHouse is unavailable while "+doing+"; retry", err)
-	}
-	return httperr.Store(doing, err)
+	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
 }

@@ -14,6 +14,7 @@ import (
 func (s *Service) validate(ctx context.Context, f filter, cands []candidate, topK int) ([]hitView, int, error) {
 	hits := []hitView{}
 	stale := 0
+	now := s.now()
 	first := cands[:min(topK, len(cands))]
 	rest := cands[len(first):]
 	for round := 0; round < 2 && len(first) > 0; round++ {
@@ -27,7 +28,7 @@ func (s *Service) validate(ctx context.Context, f filter, cands []candidate, top
 		}
 		for _, c := range first {
 			h, ok := current[heads.IdentityKey(c.identity)]
-			if !ok || !h.Live() || h.Status != memrow.StatusActive || h.MemoryType != c.memoryType || h.ContentSHA256 != c.contentSHA256 {
+			if !ok || !h.Served(now) || h.MemoryType != c.memoryType || h.ContentSHA256 != c.contentSHA256 {
 				stale++
 				continue
 			}

@@ -31,10 +31,7 @@ type candidate struct {
 // statement, identity predicates in PREWHERE so only the namespace's granules are read.
 // Vectors are stored normalised, so cosine is a dot product.
 func (s *Service) vectorLeg(ctx context.Context, f filter, vec []float32, limit int) ([]candidate, error) {
-	score := "arraySum(arrayMap((x, y) -> x * y, embedding, ?))"
-	if s.ch.Caps.CosineDistance {
-		score = "dotProduct(embedding, ?)"
-	}
+	score := s.ch.Caps.Dot("embedding")
 	prewhere := []string{"org = ?", "namespace = ?"}
 	args := []any{vec, f.org, f.namespace}
 	for _, p := range []struct{ col, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
@@ -43,7 +40,10 @@ func (s *Service) vectorLeg(ctx context.Context, f filter, vec []float32, limit 
 			args = append(args, p.v)
 		}
 	}
-	where := "tombstone = 0 AND embedding_dim > 0 AND status = 'active'"
+	// What search never serves is filtered in the scan; validation checks it again on
+	// the Postgres head, which is the authority.
+	where := "tombstone = 0 AND embedding_dim > 0 AND status IN ('active', 'conflicted') AND sensitivity != 'high'" +
+		" AND (expires_at IS NULL OR expires_at > now()) AND (valid_to IS NULL OR valid_to > now())"
 	if f.memoryType != "" {
 		where += " AND memory_type = ?"
 		args = append(args, f.memoryType)

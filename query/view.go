@@ -32,6 +32,16 @@ type memoryView struct {
 	ReinforcementCount int             `json:"reinforcement_count"`
 	Actor              string          `json:"actor"`
 	SourceClass        string          `json:"source_class"`
+	Pinned             bool            `json:"pinned"`
+	Locked             bool            `json:"locked"`
+	Sensitivity        string          `json:"sensitivity"`
+	ValidAt            *time.Time      `json:"valid_at,omitempty"`
+	ValidTo            *time.Time      `json:"valid_to,omitempty"`
+	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
+	OnExpire           string          `json:"on_expire,omitempty"`
+	SupersededBy       string          `json:"superseded_by,omitempty"`
+	DuplicateOf        string          `json:"duplicate_of,omitempty"`
+	ConflictWith       []string        `json:"conflict_with,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
 }
@@ -46,7 +56,9 @@ func viewOf(r *memrow.Row) memoryView {
 		SessionID: r.SessionID, Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: r.Seq,
 		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
+		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf,
+		ConflictWith: r.ConflictWith, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 

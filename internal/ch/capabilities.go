@@ -68,3 +68,13 @@ func strings1(ctx context.Context, conn driver.Conn, q string) (map[string]bool,
 	}
 	return out, rows.Err()
 }
+
+// Dot is the SQL of the dot product of an Array(Float32) column with a bound vector
+// (one `?` placeholder). Vectors are stored normalised, so it is their cosine. The
+// portable form returns Float64 on 18.16, as does dotProduct: scan into float64.
+func (c Capabilities) Dot(column string) string {
+	if c.CosineDistance {
+		return "dotProduct(" + column + ", ?)"
+	}
+	return "arraySum(arrayMap((x, y) -> x * y, " + column + ", ?))"
+}

@@ -27,6 +27,7 @@ type Config struct {
 	PGPublishInterval     time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: the projector's insert pace
 	PGAdmissionRounds     int           // LOOM_PG_ADMISSION_ROUNDS
 	PGAdmissionDeadline   time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
+	PGAdmissionGapMax     int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
 	BootMigrate           bool          // LOOM_BOOT_MIGRATE
 	CHAddr                []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
 	CHUser, CHPassword    string        // LOOM_CH_USER, LOOM_CH_PASSWORD
@@ -41,6 +42,10 @@ type Config struct {
 	Projection            string        // LOOM_PROJECTION: the projection the query side serves
 	ProjectorBatch        int           // LOOM_PROJECTOR_BATCH_ROWS
 	MemoryCharLimit       int           // LOOM_MEMORY_CHAR_LIMIT
+	ConflictThreshold     float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
+	DuplicateThreshold    float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
+	SensitiveRetention    time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
+	PeerLimit             int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
 	SearchTopKDefault     int           // LOOM_SEARCH_TOP_K_DEFAULT
 	SearchTopKMax         int           // LOOM_SEARCH_TOP_K_MAX
 	SearchMinScore        float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
@@ -73,6 +78,7 @@ func Load(env Lookup) (Config, error) {
 		PGPublishInterval:     r.ms("LOOM_PG_PUBLISH_INTERVAL_MS", 250),
 		PGAdmissionRounds:     r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
 		PGAdmissionDeadline:   r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
+		PGAdmissionGapMax:     r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
 		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
 		CHAddr:                r.list("LOOM_CH_ADDR", ""),
 		CHUser:                r.str("LOOM_CH_USER", "default"),
@@ -88,6 +94,10 @@ func Load(env Lookup) (Config, error) {
 		Projection:            r.str("LOOM_PROJECTION", "main"),
 		ProjectorBatch:        r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
 		MemoryCharLimit:       r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
+		ConflictThreshold:     r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
+		DuplicateThreshold:    r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
+		SensitiveRetention:    time.Duration(r.int("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30)) * 24 * time.Hour,
+		PeerLimit:             r.int("LOOM_MEMORY_PEER_LIMIT", 16),
 		SearchTopKDefault:     r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
 		SearchTopKMax:         r.int("LOOM_SEARCH_TOP_K_MAX", 100),
 		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.05),
@@ -124,6 +134,9 @@ func (c Config) check() error {
 	}
 	if c.SearchTopKDefault < 1 || c.SearchTopKMax < c.SearchTopKDefault {
 		errs = append(errs, errors.New("LOOM_SEARCH_TOP_K_DEFAULT must be at least 1 and at most LOOM_SEARCH_TOP_K_MAX"))
+	}
+	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
+		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
 	}
 	if c.MemoryCharLimit < 1 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))

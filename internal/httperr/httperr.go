@@ -59,6 +59,11 @@ const (
 	CodeUnauthenticated    = "UNAUTHENTICATED"            // 401
 	CodePermissionDenied   = "PERMISSION_DENIED"          // 403
 	CodeNotFound           = "RESOURCE_NOT_FOUND"         // 404
+	CodePinnedConflict     = "PINNED_CONFLICT"            // 409
+	CodeKeyHoldsFact       = "KEY_HOLDS_FACT"             // 409
+	CodePreconditionFailed = "PRECONDITION_FAILED"        // 409
+	CodeLocked             = "MEMORY_LOCKED"              // 423
+	CodeBlacklisted        = "BLACKLISTED"                // 422
 	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"         // 405
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"          // 413
 	CodeAdmissionContended = "ADMISSION_CONTENDED"        // 503
@@ -87,6 +92,15 @@ func NotFound(message string) *Error {
 // Unavailable is a retryable 503.
 func Unavailable(code, message string, cause error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: code, Message: message, Retryable: true, RetryAfter: time.Second, Cause: cause}
+}
+
+// ClickHouse answers a ClickHouse that cannot be reached as a retryable 503, and a
+// statement it refused as the bug it is.
+func ClickHouse(doing string, err error, unavailable bool) *Error {
+	if unavailable {
+		return Unavailable(CodeClickHouseDown, "ClickHouse is unavailable while "+doing+"; retry", err)
+	}
+	return Store(doing, err)
 }
 
 // Store maps a store error met while doing what into the answer: Postgres that

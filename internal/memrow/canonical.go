@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -238,15 +239,24 @@ func CheckCharLimit(canonical []byte, limit int) error {
 
 // EmbedText is the text a memory is embedded (and lexically indexed) by: the
 // words of its value followed by " (#key)", so a search for the key's words
-// finds it too. A JSON string contributes its text; an object or array
-// contributes its object keys and its string, number and bool leaves, joined
-// by spaces in canonical order; null contributes nothing.
+// finds it too.
 func EmbedText(key string, canonical []byte) string {
+	text := ValueText(canonical)
+	if text != "" {
+		text += " "
+	}
+	return text + "(#" + key + ")"
+}
+
+// ValueText is the text of a value: a JSON string contributes its text; an object
+// or array contributes its object keys and its string, number and bool leaves,
+// joined by spaces in canonical order; null contributes nothing.
+func ValueText(canonical []byte) string {
 	var words []string
 	v, err := parse("value", canonical)
 	if err != nil {
 		// Not canonical JSON, which is a caller bug; the raw text is still
-		// a better thing to embed than nothing.
+		// a better thing to read than nothing.
 		words = append(words, string(canonical))
 	} else {
 		words = appendWords(words, v)
@@ -261,13 +271,37 @@ func EmbedText(key string, canonical []byte) string {
 		}
 		b.WriteString(w)
 	}
-	if b.Len() > 0 {
-		b.WriteByte(' ')
-	}
-	b.WriteString("(#")
-	b.WriteString(key)
-	b.WriteString(")")
 	return b.String()
+}
+
+// KeyWords is the text of a key's words ("user_home-city" → "user home city"), or ""
+// when the key carries no letters (an id, a hash).
+func KeyWords(key string) string {
+	var words []string
+	var cur strings.Builder
+	letters := false
+	flush := func() {
+		if cur.Len() > 0 {
+			words = append(words, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, r := range key {
+		switch {
+		case unicode.IsLetter(r):
+			letters = true
+			cur.WriteRune(r)
+		case unicode.IsDigit(r):
+			cur.WriteRune(r)
+		default:
+			flush()
+		}
+	}
+	flush()
+	if !letters {
+		return ""
+	}
+	return strings.Join(words, " ")
 }
 
 func appendWords(words []string, v any) []string {

@@ -6,9 +6,30 @@ import (
 	"time"
 )
 
-// Statuses a row can hold.
+// Statuses a row can hold. A tombstone is a flag, not a status: a deleted row keeps
+// the status it had.
 const (
-	StatusActive = "active"
+	StatusActive     = "active"
+	StatusProposed   = "proposed"
+	StatusConflicted = "conflicted"
+	StatusDuplicate  = "duplicate"
+	StatusSuperseded = "superseded"
+	StatusRejected   = "rejected"
+)
+
+// Sensitivity tiers. A caller may raise a row's tier, never lower the detector's.
+const (
+	SensitivityNormal = "normal"
+	SensitivityHigh   = "high"
+)
+
+// Types with special rules.
+var (
+	// NonSearchableTypes get no search document and are never a peer.
+	NonSearchableTypes = map[string]bool{"episodic": true, "profile": true}
+	// KeyIdentifiedTypes are identified by their key: a close peer under another key
+	// is a conflict, never the same fact.
+	KeyIdentifiedTypes = map[string]bool{"decision": true}
 )
 
 // Identity names one key: a memory is identified by its namespace, its writer's
@@ -42,12 +63,53 @@ type Row struct {
 	SourceClass        string          `json:"source_class"`
 	EmbeddingModel     string          `json:"embedding_model"`
 	EmbeddingDim       int             `json:"embedding_dim"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
+	Pinned             bool            `json:"pinned"`
+	Locked             bool            `json:"locked"`
+	Sensitivity        string          `json:"sensitivity"`
+	ValidAt            *time.Time      `json:"valid_at,omitempty"`
+	ValidTo            *time.Time      `json:"valid_to,omitempty"`
+	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
+	OnExpire           string          `json:"on_expire,omitempty"`
+	SupersededBy       string          `json:"superseded_by,omitempty"`
+	DuplicateOf        string          `json:"duplicate_of,omitempty"`
+	ConflictWith       []string        `json:"conflict_with,omitempty"`
+	// JudgementOwed marks a row the conflict resolver should judge later (a key
+	// another session of the same subject holds, under a policy that does not retire).
+	JudgementOwed bool      `json:"judgement_owed,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
-// Live reports whether the row is served by point reads and search.
-func (r *Row) Live() bool { return !r.Tombstone }
+// Live reports whether the row exists for readers: not deleted and not expired.
+func (r *Row) Live(now time.Time) bool {
+	return !r.Tombstone && !r.Expired(now)
+}
+
+// Expired reports whether the row's expiry or validity has passed: reads hide it at
+// once, before any sweep acts on it.
+func (r *Row) Expired(now time.Time) bool {
+	if r.ExpiresAt != nil && !now.Before(*r.ExpiresAt) {
+		return true
+	}
+	return r.ValidTo != nil && !now.Before(*r.ValidTo)
+}
+
+// Embedded reports whether the row has a search document: never for a high row or a
+// non-searchable type, which therefore are never a search hit or a peer.
+func (r *Row) Embedded() bool {
+	return r.Sensitivity != SensitivityHigh && !NonSearchableTypes[r.MemoryType]
+}
+
+// Served reports whether search serves the row: live, embedded and of a status that
+// states a fact (a conflicted row is served with its flag).
+func (r *Row) Served(now time.Time) bool {
+	return r.Live(now) && r.Embedded() && (r.Status == StatusActive || r.Status == StatusConflicted)
+}
+
+// Established reports whether the row is an accepted fact a proposal must not replace.
+func (r *Row) Established(now time.Time) bool {
+	return r.Live(now) && (r.Status == StatusActive || r.Status == StatusConflicted)
+}
 
 // VersionText is the version as a decimal string, exact for a JavaScript caller.
 func VersionText(v int64) string { return strconv.FormatInt(v, 10) }

@@ -131,9 +131,11 @@ func (n *Node) newApp() *fiber.App {
 	})
 	n.registerHealth(app)
 	cmd := command.New(command.Config{
-		Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, CharLimit: n.Cfg.MemoryCharLimit,
-		AdmissionRounds: n.Cfg.PGAdmissionRounds, CommitLockTimeout: n.Cfg.PGCommitLockTimeout,
-	}, n.PG, n.Embedder, n.Metrics, n.Log)
+		Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, Projection: n.Cfg.Projection, CharLimit: n.Cfg.MemoryCharLimit,
+		AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
+		CommitLockTimeout: n.Cfg.PGCommitLockTimeout, ConflictThreshold: n.Cfg.ConflictThreshold,
+		DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
+	}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
 	cmd.Register(app, n.Tokens)
 	barrier := query.NewBarrier(n.PG, n.Cfg.Projection, n.Cfg.PGProjectionWait, n.watermarkWake)
 	q := query.New(query.Config{

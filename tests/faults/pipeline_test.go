@@ -50,6 +50,7 @@ func TestRelayCrashBetweenProduceAndDelete(t *testing.T) {
 	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
 	pool, conn := env.PG(t), env.CH(t)
 	ns, control := testenv.Unique(t, "faulty"), testenv.Unique(t, "control")
+	c.AppendOnly(t, ns, control)
 	for i := 0; i < 20; i++ {
 		c.Set(t, ns, fmt.Sprintf("fact-%02d", i), fmt.Sprintf("fact number %d about the faulty relay", i))
 		c.Set(t, control, fmt.Sprintf("fact-%02d", i), fmt.Sprintf("fact number %d about the faulty relay", i))
@@ -102,6 +103,7 @@ func TestProjectorStoppedMidStreamResumes(t *testing.T) {
 	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
 	pool, conn := env.PG(t), env.CH(t)
 	ns := testenv.Unique(t, "stream")
+	c.AppendOnly(t, ns)
 	env.Relay(t, relay.Faults{})
 	stop := env.Projector(t, p)
 

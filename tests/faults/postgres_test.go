@@ -112,25 +112,36 @@ func TestPostgresDownIs503AndNeverHalfWritten(t *testing.T) {
 			}
 		case a.status == http.StatusServiceUnavailable && a.code == "POSTGRES_UNAVAILABLE":
 			refused++
+		case a.status == http.StatusServiceUnavailable && (a.code == "ADMISSION_CONTENDED" || a.code == "PROJECTION_BEHIND"):
+			// Four writers of near-identical values are each other's peers, with no
+			// projector running: contention is the retryable answer, not a failure.
 		default:
-			t.Fatalf("write %s answered %d %s: want 200 or 503 POSTGRES_UNAVAILABLE", a.key, a.status, a.code)
+			t.Fatalf("write %s answered %d %s: want 200 or a retryable 503", a.key, a.status, a.code)
 		}
 	}
 	if refused == 0 {
 		t.Fatal("no write met the outage: the test did not test it")
 	}
-	// Nothing half-written: the generation counts exactly the committed revisions, and
-	// every revision has its data key, its head and its record (in the outbox or on the
-	// topic, which the relay deletes from the outbox).
+	// Nothing half-written: the generation counts exactly the committed revisions (a
+	// write's own and the copies its verdict made of its peers), every revision has
+	// its data key and its outbox record, and every key's head is its latest revision.
 	gen := testenv.Generation(t, pool, org, ns)
 	revs := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2`, org, ns)
 	keys := testenv.Int(t, pool, `SELECT count(*) FROM loom.revision_keys WHERE org = $1 AND namespace = $2`, org, ns)
 	maxSeq := testenv.Int(t, pool, `SELECT coalesce(max(seq), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2`, org, ns)
 	heads := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
+	keysWritten := testenv.Int(t, pool, `SELECT count(DISTINCT (agent, user_id, session_id, memory_key)) FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2`, org, ns)
+	headsAtLatest := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current h WHERE org = $1 AND namespace = $2
+		AND seq = (SELECT max(seq) FROM loom.memory_revisions r WHERE r.org = h.org AND r.namespace = h.namespace
+			AND r.agent = h.agent AND r.user_id = h.user_id AND r.session_id = h.session_id AND r.memory_key = h.memory_key)`, org, ns)
 	outbox := testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns)
-	if gen != revs || revs != keys || revs != maxSeq || heads != revs || outbox != revs {
-		t.Fatalf("generation %d, revisions %d, data keys %d, max seq %d, heads %d, outbox %d: want all equal (one key per write, no relay running)",
-			gen, revs, keys, maxSeq, heads, outbox)
+	if gen != revs || revs != keys || revs != maxSeq || outbox != revs {
+		t.Fatalf("generation %d, revisions %d, data keys %d, max seq %d, outbox %d: want all equal (no relay running)",
+			gen, revs, keys, maxSeq, outbox)
+	}
+	if heads != keysWritten || headsAtLatest != heads {
+		t.Fatalf("%d heads, %d keys in the journal, %d heads at their key's latest revision: want all equal", heads, keysWritten, headsAtLatest)
 	}
 	t.Logf("%d writes committed, %d refused with 503 during the outage", ok, refused)
 }

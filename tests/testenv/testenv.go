@@ -271,6 +271,24 @@ func (c *Client) Set(t testing.TB, ns, key string, value any) map[string]any {
 	return r.JSON(t)
 }
 
+// Configure replaces a namespace's configuration (namespace.configure).
+func (c *Client) Configure(t testing.TB, ns string, cfg map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(cfg)
+	if r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns, b); r.Status != http.StatusOK {
+		t.Fatalf("configure %s: %d %s", ns, r.Status, r.Body)
+	}
+}
+
+// AppendOnly configures namespaces to keep every write as written: for tests of the
+// pipeline, whose writes must not be judged against each other.
+func (c *Client) AppendOnly(t testing.TB, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		c.Configure(t, ns, map[string]any{"conflict_policy": "append_only"})
+	}
+}
+
 // Search runs memory.search and returns the raw answer.
 func (c *Client) Search(t testing.TB, ns, query string, topK int) *Response {
 	t.Helper()

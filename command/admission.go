@@ -1,0 +1,167 @@
+package command
+
+import (
+	"context"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// A verdict read in ClickHouse can be wrong by the time the write commits: a peer
+// committed meanwhile is not among the rows it read. Admission closes that window
+// with generations. Before its peer read a write captures the namespace's projection
+// watermark (every revision at or below it is in ClickHouse). At its commit, under
+// the generation lock, the revisions committed after the capture (the gap) are
+// examined: what cannot be a peer is ruled out on what the commit holds; anything
+// else sends the write back to its verdict with those rows measured and added.
+
+// vectorCacheSize bounds the value vectors kept of this process's commits.
+const vectorCacheSize = 20000
+
+func newVectorCache() *lru.Cache[string, []float32] {
+	c, _ := lru.New[string, []float32](vectorCacheSize)
+	return c
+}
+
+func vectorKey(org, ns string, seq int64) string { return fmt.Sprintf("%s/%s/%d", org, ns, seq) }
+
+// vectorMargin is how far below the threshold a locally measured row must be to be
+// ruled out: ClickHouse stores the same vector, so this only absorbs rounding.
+const vectorMargin = 0.001
+
+// captureWatermark is the last seq the serving projection holds for the namespace.
+func (s *Service) captureWatermark(ctx context.Context, org, ns string) (int64, error) {
+	var w int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks
+		WHERE projection = $1 AND org = $2 AND namespace = $3`, s.cfg.Projection, org, ns).Scan(&w)
+	if err != nil {
+		return 0, fmt.Errorf("capture the projection watermark: %w", err)
+	}
+	return w, nil
+}
+
+// errGap sends a write back to its verdict: revisions in the gap may be peers.
+type errGap struct {
+	rows []*memrow.Row
+	upTo int64 // the last seq the gap covered
+}
+
+func (e *errGap) Error() string {
+	return fmt.Sprintf("%d revisions committed since the capture may be peers", len(e.rows))
+}
+
+// gapCheck returns the check a round's commit runs on its gap. A gap row is ruled out
+// when it is the write's own key (rechecked under its head lock), cannot be a peer
+// (type, liveness, status, scope), or was measured here and is clearly out of reach.
+// A new revision of a peer the verdict judged is never ruled out: the verdict read it.
+func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold float64) func([]gapRevision) error {
+	return func(gap []gapRevision) error {
+		latest := map[string]gapRevision{}
+		var order []string
+		for _, g := range gap {
+			k := heads.IdentityKey(g.row.Identity)
+			if _, seen := latest[k]; !seen {
+				order = append(order, k)
+			}
+			latest[k] = g
+		}
+		judgedKeys := map[string]bool{}
+		for _, p := range judged {
+			judgedKeys[heads.IdentityKey(p.row.Identity)] = true
+		}
+		now := s.now()
+		e := &errGap{upTo: gap[len(gap)-1].seq}
+		for _, k := range order {
+			g := latest[k]
+			switch {
+			case g.row.Identity == q.id:
+				continue
+			case judgedKeys[k]:
+			case !isPeer(g.row, q, now):
+				continue
+			case g.row.ContentSHA256 == sha:
+			default:
+				if v, ok := s.vectors.Get(vectorKey(g.row.Org, g.row.Namespace, g.seq)); ok && embed.Dot(v, q.vector) < threshold-vectorMargin {
+					continue
+				}
+			}
+			e.rows = append(e.rows, g.row)
+		}
+		if len(e.rows) == 0 {
+			return nil
+		}
+		return e
+	}
+}
+
+// measureGap runs outside any transaction: it measures the gap's rows against the
+// write's vector (this process's copy of a vector it committed, else the row's text
+// embedded again, in one call) and returns those a verdict must judge.
+func (s *Service) measureGap(ctx context.Context, q peerQuery, g *errGap) ([]peer, error) {
+	now := s.now()
+	var out []peer
+	var texts []string
+	var unmeasured []*memrow.Row
+	for _, r := range g.rows {
+		if !isPeer(r, q, now) {
+			// A judged peer that is no longer one: the next verdict must not see it.
+			out = append(out, peer{row: r, cosine: -1})
+			continue
+		}
+		if v, ok := s.vectors.Get(vectorKey(r.Org, r.Namespace, r.Seq)); ok {
+			out = append(out, peer{row: r, cosine: embed.Dot(v, q.vector)})
+			continue
+		}
+		texts = append(texts, memrow.ValueText(r.Value))
+		unmeasured = append(unmeasured, r)
+	}
+	if len(texts) > 0 {
+		vs, err := s.embedder.Embed(ctx, texts)
+		if err != nil {
+			return nil, fmt.Errorf("embed the admission gap: %w", err)
+		}
+		for i, r := range unmeasured {
+			out = append(out, peer{row: r, cosine: embed.Dot(vs[i], q.vector)})
+		}
+	}
+	return out, nil
+}
+
+// mergePeers overlays newer rows of the same keys on a peer list, nearest first;
+// a row that is no longer a peer (cosine -1) removes its key.
+func mergePeers(base, newer []peer) []peer {
+	idx := map[string]int{}
+	out := append([]peer(nil), base...)
+	for i, p := range out {
+		idx[heads.IdentityKey(p.row.Identity)] = i
+	}
+	for _, p := range newer {
+		k := heads.IdentityKey(p.row.Identity)
+		if i, ok := idx[k]; ok {
+			out[i] = p
+		} else {
+			idx[k] = len(out)
+			out = append(out, p)
+		}
+	}
+	kept := out[:0]
+	for _, p := range out {
+		if p.cosine >= 0 {
+			kept = append(kept, p)
+		}
+	}
+	sortPeers(kept)
+	return kept
+}
+
+func sortPeers(ps []peer) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].cosine > ps[j-1].cosine; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package command
+
+import (
+	"net/http"
+
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// The seeds' refusals of a write, by the phase that refuses it.
+const (
+	CodeBlacklisted        = httperr.CodeBlacklisted
+	CodeKeyHoldsFact       = httperr.CodeKeyHoldsFact
+	CodePreconditionFailed = httperr.CodePreconditionFailed
+)
+
+// locked is 423: the key is locked against the named action.
+func locked(action string) *httperr.Error {
+	return httperr.New(http.StatusLocked, httperr.CodeLocked, "the memory is locked").With("refused_action", action)
+}
+
+func pinnedConflict(msg string) *httperr.Error {
+	return httperr.New(http.StatusConflict, httperr.CodePinnedConflict, msg)
+}
+
+// contended is the retryable 503 of an admission that could not settle: the key,
+// its peers or the policy kept changing under it.
+func contended(cause error) *httperr.Error {
+	return httperr.Unavailable(httperr.CodeAdmissionContended, "the namespace kept changing while this write was admitted; retry", cause)
+}
+
+// commitError answers a commit that failed: a lock it waited for too long is
+// contention; a Postgres that went away is a retryable 503.
+func commitError(err error) *httperr.Error {
+	if pg.Conflict(err) {
+		return contended(err)
+	}
+	return httperr.Store("committing the revision", err)
+}
+
+func chUnavailable(doing string, err error) *httperr.Error {
+	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
+}

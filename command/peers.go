@@ -1,0 +1,94 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// peerQuery is what a write's peer read is narrowed to.
+type peerQuery struct {
+	id         memrow.Identity
+	memoryType string
+	vector     []float32
+	readUserID string // a token bound to one user: peers are that user's rows, and pinned rows of anyone
+}
+
+// readPeers returns the rows of other keys nearest the write's value: read from the
+// search documents in ClickHouse (one statement, identity predicates in PREWHERE), then
+// checked against their Postgres heads, which are what the verdict judges. A document
+// whose head moved on is left out: the admission's gap check covers what moved.
+func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
+	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
+		"NOT (agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?)"}
+	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.Agent, q.id.UserID, q.id.SessionID, q.id.MemoryKey}
+	if q.readUserID != "" {
+		where = append(where, "(user_id = ? OR pinned = 1)")
+		args = append(args, q.readUserID)
+	}
+	args = append(args, s.cfg.PeerLimit)
+	sql := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, content_sha256, %s AS cosine
+		FROM loom.memory_embeddings FINAL
+		PREWHERE org = ? AND namespace = ?
+		WHERE %s
+		ORDER BY cosine DESC
+		LIMIT ?`, s.ch.Caps.Dot("embedding"), strings.Join(where, " AND "))
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	type doc struct {
+		id     memrow.Identity
+		sha    string
+		cosine float64
+	}
+	var docs []doc
+	for rows.Next() {
+		d := doc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
+		if err := rows.Scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	ids := make([]memrow.Identity, len(docs))
+	for i, d := range docs {
+		ids[i] = d.id
+	}
+	current, err := heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var out []peer
+	for _, d := range docs {
+		h := current[heads.IdentityKey(d.id)]
+		if h == nil || h.ContentSHA256 != d.sha || !isPeer(h, q, now) {
+			continue
+		}
+		out = append(out, peer{row: h, cosine: d.cosine})
+	}
+	return out, nil
+}
+
+// isPeer is the peer rule, applied to a head: a served row of the same type under
+// another key, in the writer's read scope unless pinned.
+func isPeer(h *memrow.Row, q peerQuery, now time.Time) bool {
+	if !h.Served(now) || h.MemoryType != q.memoryType {
+		return false
+	}
+	if h.Identity == q.id {
+		return false
+	}
+	return q.readUserID == "" || h.UserID == q.readUserID || h.Pinned
+}

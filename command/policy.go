@@ -1,0 +1,189 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Conflict policies: what a namespace does with two statements of one fact.
+const (
+	PolicyAutoReinforce = "auto_reinforce" // default: the later statement wins, recorded and undoable
+	PolicyNewestWins    = "newest_wins"    // the newer row supersedes at once (refines, same key)
+	PolicyManualReview  = "manual_review"  // conflicts are flagged for an owner
+	PolicyAppendOnly    = "append_only"    // no verdict: every write is kept as written
+)
+
+// Expiry actions.
+const (
+	ExpireTombstone = "tombstone"
+	ExpireDemote    = "demote"
+	ExpireAnonymize = "anonymize"
+)
+
+// TypeConfig is a memory type's configuration within a namespace.
+type TypeConfig struct {
+	Retype         string   `json:"retype,omitempty"`
+	DedupThreshold *float64 `json:"dedup_threshold,omitempty"`
+	CharLimit      int      `json:"char_limit,omitempty"`
+	RetentionDays  int      `json:"retention_days,omitempty"`
+	OnExpire       string   `json:"on_expire,omitempty"`
+}
+
+// NamespaceConfig is a namespace's write configuration (PUT /v1/namespaces/{ns}).
+type NamespaceConfig struct {
+	ConflictPolicy    string                `json:"conflict_policy"`
+	ConflictThreshold *float64              `json:"conflict_threshold,omitempty"`
+	RetentionDays     int                   `json:"retention_days,omitempty"`
+	OnExpire          string                `json:"on_expire,omitempty"`
+	Types             map[string]TypeConfig `json:"types,omitempty"`
+}
+
+// DefaultConfig is the configuration of a namespace nobody configured.
+func DefaultConfig() NamespaceConfig {
+	return NamespaceConfig{ConflictPolicy: PolicyAutoReinforce}
+}
+
+// Validate checks a configuration before it is stored.
+func (c *NamespaceConfig) Validate() error {
+	switch c.ConflictPolicy {
+	case "":
+		c.ConflictPolicy = PolicyAutoReinforce
+	case PolicyAutoReinforce, PolicyNewestWins, PolicyManualReview, PolicyAppendOnly:
+	default:
+		return &memrow.FieldError{Field: "conflict_policy", Code: memrow.CodeValidationFailed,
+			Message: "conflict_policy must be newest_wins, auto_reinforce, manual_review or append_only"}
+	}
+	if err := checkThreshold("conflict_threshold", c.ConflictThreshold); err != nil {
+		return err
+	}
+	if err := checkRetention("retention_days", c.RetentionDays, c.OnExpire); err != nil {
+		return err
+	}
+	for name, t := range c.Types {
+		if err := memrow.ValidateName("types", name); err != nil {
+			return err
+		}
+		field := "types." + name
+		if t.Retype != "" {
+			if err := memrow.ValidateName(field+".retype", t.Retype); err != nil {
+				return err
+			}
+			if _, chained := c.Types[t.Retype]; chained && c.Types[t.Retype].Retype != "" {
+				return &memrow.FieldError{Field: field + ".retype", Code: memrow.CodeValidationFailed, Message: "a retype may not lead to another retype"}
+			}
+		}
+		if err := checkThreshold(field+".dedup_threshold", t.DedupThreshold); err != nil {
+			return err
+		}
+		if t.CharLimit < 0 {
+			return &memrow.FieldError{Field: field + ".char_limit", Code: memrow.CodeValidationFailed, Message: "char_limit must not be negative"}
+		}
+		if err := checkRetention(field+".retention_days", t.RetentionDays, t.OnExpire); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkThreshold(field string, v *float64) error {
+	if v != nil && (*v <= 0 || *v > 1) {
+		return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed, Message: field + " must be in (0, 1]"}
+	}
+	return nil
+}
+
+func checkRetention(field string, days int, onExpire string) error {
+	if days < 0 {
+		return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed, Message: field + " must not be negative"}
+	}
+	switch onExpire {
+	case "", ExpireTombstone, ExpireDemote, ExpireAnonymize:
+		return nil
+	}
+	return &memrow.FieldError{Field: "on_expire", Code: memrow.CodeValidationFailed, Message: "on_expire must be tombstone, demote or anonymize"}
+}
+
+// typeConfig returns the configuration of a memory type (zero when none).
+func (c *NamespaceConfig) typeConfig(memoryType string) TypeConfig {
+	return c.Types[memoryType]
+}
+
+// policy is what a write reads of its namespace's policy, with the org's policy
+// generation at the read: a commit that finds the generation moved starts over.
+type policy struct {
+	config     NamespaceConfig
+	blacklist  []blacklistEntry
+	generation int64
+}
+
+type blacklistEntry struct {
+	pattern string
+	re      *regexp.Regexp
+}
+
+// policyLockKey is the advisory lock commits hold shared and policy changes hold
+// exclusively: a change lands between commits, never under one.
+const policyLockKey = `hashtextextended('loom.policy/' || $1, 0)`
+
+// policyScope is the scope_generations scope of an org's policy generation.
+const policyScope = "*"
+
+func (s *Service) loadPolicy(ctx context.Context, q interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, org, ns string) (*policy, error) {
+	p := &policy{config: DefaultConfig()}
+	var raw []byte
+	b := &pgx.Batch{}
+	b.Queue(`SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, org, policyScope).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&p.generation) })
+	b.Queue(`SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
+		QueryRow(func(r pgx.Row) error {
+			if err := r.Scan(&raw); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+	b.Queue(`SELECT pattern FROM loom.blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern`, org, ns).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var pat string
+				if err := rows.Scan(&pat); err != nil {
+					return err
+				}
+				re, err := regexp.Compile(pat)
+				if err != nil {
+					// Stored patterns were compiled when added; a build whose regexp
+					// refuses one must not silently let the value through.
+					return fmt.Errorf("blacklist pattern %q no longer compiles: %w", pat, err)
+				}
+				p.blacklist = append(p.blacklist, blacklistEntry{pattern: pat, re: re})
+			}
+			return rows.Err()
+		})
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("read the namespace policy: %w", err)
+	}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &p.config); err != nil {
+			return nil, fmt.Errorf("decode the namespace config: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// blacklisted returns the first pattern text matches.
+func (p *policy) blacklisted(text string) (string, bool) {
+	for _, e := range p.blacklist {
+		if e.re.MatchString(text) {
+			return e.pattern, true
+		}
+	}
+	return "", false
+}

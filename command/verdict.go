@@ -1,0 +1,227 @@
+package command
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Verdicts a write can reach against its peers. No verdict calls a model.
+const (
+	VerdictNew         = "new"         // no close peer: the row is a fact of its own
+	VerdictRestatement = "restatement" // the key's own live value again: reinforced
+	VerdictMerge       = "merge"       // a peer holds the same canonical value: nothing is written
+	VerdictDuplicate   = "duplicate"   // a near-identical peer: written, not served, linked to it
+	VerdictRefines     = "refines"     // newest_wins: another object for the peer's subject and predicate; the peer retires
+	VerdictConflict    = "conflict"    // a close peer that says something else: both rows flagged
+	VerdictPinned      = "pinned"      // a close pinned peer: the write is refused (409)
+	VerdictBelow       = "below_threshold"
+)
+
+// peer is a row another key holds, with its cosine to the write's value.
+type peer struct {
+	row    *memrow.Row
+	cosine float64
+}
+
+// judgedPeer is how the answer names each peer the verdict looked at.
+type judgedPeer struct {
+	MemoryID  string  `json:"memory_id"`
+	MemoryKey string  `json:"memory_key"`
+	Agent     string  `json:"agent"`
+	UserID    string  `json:"user_id"`
+	SessionID string  `json:"session_id"`
+	Cosine    float64 `json:"cosine"`
+	Verdict   string  `json:"verdict"`
+}
+
+// verdict is the outcome of judging a write against its peers.
+type verdict struct {
+	kind      string
+	target    *memrow.Row   // merge, duplicate and refines: the peer acted on
+	conflicts []*memrow.Row // conflict: every close peer that says something else
+	judged    []judgedPeer
+}
+
+// verdictInput is everything decide needs; it reads no store.
+type verdictInput struct {
+	row                *memrow.Row // the row the write would commit
+	valueText          string
+	policy             string
+	threshold          float64 // conflict threshold: a peer below it is not close
+	duplicateThreshold float64
+	peers              []peer // nearest first
+}
+
+// decide applies the rules in the seeds' order: canonical-form match → merge; a close
+// pinned peer → refused; under newest_wins a templated substitution → refines (or
+// conflict when the peer's fact starts later); a near-identical statement → duplicate;
+// any other close peer → conflict. A key-identified type (a decision) only ever
+// conflicts, and no pin refuses it. append_only judges nothing.
+func decide(in verdictInput) verdict {
+	v := verdict{kind: VerdictNew}
+	if in.policy == PolicyAppendOnly {
+		return v
+	}
+	keyIdentified := memrow.KeyIdentifiedTypes[in.row.MemoryType]
+	var close []peer
+	for _, p := range in.peers {
+		j := judgedPeer{MemoryID: p.row.MemoryID, MemoryKey: p.row.MemoryKey, Agent: p.row.Agent, UserID: p.row.UserID,
+			SessionID: p.row.SessionID, Cosine: round4(p.cosine), Verdict: VerdictBelow}
+		if p.cosine >= in.threshold || (!keyIdentified && p.row.ContentSHA256 == in.row.ContentSHA256) {
+			close = append(close, p)
+			j.Verdict = ""
+		}
+		v.judged = append(v.judged, j)
+	}
+	mark := func(p peer, kind string) {
+		for i := range v.judged {
+			if v.judged[i].MemoryID == p.row.MemoryID && v.judged[i].MemoryKey == p.row.MemoryKey && v.judged[i].Verdict == "" {
+				v.judged[i].Verdict = kind
+			}
+		}
+	}
+	// acted names the verdict's own peer; the other close peers are labelled
+	// "close": they were within reach but another rule decided.
+	acted := func(p peer, kind string) verdict {
+		mark(p, kind)
+		for i := range v.judged {
+			if v.judged[i].Verdict == "" {
+				v.judged[i].Verdict = "close"
+			}
+		}
+		return verdict{kind: kind, target: p.row, judged: v.judged}
+	}
+	conflict := func() verdict {
+		v.kind = VerdictConflict
+		for _, p := range close {
+			v.conflicts = append(v.conflicts, p.row)
+			mark(p, VerdictConflict)
+		}
+		return v
+	}
+	if len(close) == 0 {
+		return v
+	}
+	if keyIdentified {
+		return conflict()
+	}
+	for _, p := range close {
+		if p.row.ContentSHA256 == in.row.ContentSHA256 {
+			return acted(p, VerdictMerge)
+		}
+	}
+	for _, p := range close {
+		if p.row.Pinned {
+			return acted(p, VerdictPinned)
+		}
+	}
+	peerText := func(p peer) string { return memrow.ValueText(p.row.Value) }
+	if in.policy == PolicyNewestWins {
+		for _, p := range close {
+			if templatedSubstitution(in.valueText, peerText(p)) {
+				if startsAfter(p.row, in.row) {
+					break
+				}
+				return acted(p, VerdictRefines)
+			}
+		}
+	}
+	for _, p := range close {
+		if p.cosine >= in.duplicateThreshold && sameContentWords(in.valueText, peerText(p)) && !valuesDiffer(in.valueText, peerText(p)) {
+			return acted(p, VerdictDuplicate)
+		}
+	}
+	return conflict()
+}
+
+// startsAfter reports whether the peer's fact is dated later than the row's: a newer
+// statement cannot retire it.
+func startsAfter(peerRow, row *memrow.Row) bool {
+	if peerRow.ValidAt == nil {
+		return false
+	}
+	at := row.UpdatedAt
+	if row.ValidAt != nil {
+		at = *row.ValidAt
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return peerRow.ValidAt.After(at)
+}
+
+func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
+
+// words splits text into lower-cased words.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+}
+
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the and or but of to in on at by for with from as is are was were be been being
+		has have had do does did it its this that these those there here i me my we our you your he him his she her they
+		them their not no so very just also than then now`) {
+		stopwords[w] = true
+	}
+}
+
+// contentWords are a text's words that carry meaning (no stopwords), split into the
+// values (words with a digit: numbers, dates, versions) and the rest.
+func contentWords(text string) (plain, values map[string]bool) {
+	plain, values = map[string]bool{}, map[string]bool{}
+	for _, w := range words(text) {
+		switch {
+		case strings.IndexFunc(w, unicode.IsDigit) >= 0:
+			values[w] = true
+		case !stopwords[w]:
+			plain[w] = true
+		}
+	}
+	return plain, values
+}
+
+// sameContentWords: one statement's meaningful words are all in the other's.
+func sameContentWords(a, b string) bool {
+	pa, _ := contentWords(a)
+	pb, _ := contentWords(b)
+	return subset(pa, pb) || subset(pb, pa)
+}
+
+// valuesDiffer: each side states a value the other lacks ("due on the 3rd" and "due
+// on the 5th" are not duplicates, however close their vectors).
+func valuesDiffer(a, b string) bool {
+	_, va := contentWords(a)
+	_, vb := contentWords(b)
+	return !subset(va, vb) && !subset(vb, va)
+}
+
+func subset(a, b map[string]bool) bool {
+	for w := range a {
+		if !b[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// templatedSubstitution reports whether two statements share a template and differ
+// in one short slot: the same subject and predicate, another object ("the user
+// lives in Lisbon" / "the user lives in Berlin").
+func templatedSubstitution(a, b string) bool {
+	wa, wb := words(a), words(b)
+	p := 0
+	for p < len(wa) && p < len(wb) && wa[p] == wb[p] {
+		p++
+	}
+	q := 0
+	for q < len(wa)-p && q < len(wb)-p && wa[len(wa)-1-q] == wb[len(wb)-1-q] {
+		q++
+	}
+	ma, mb := len(wa)-p-q, len(wb)-p-q
+	return p >= 2 && ma >= 1 && mb >= 1 && ma <= 4 && mb <= 4
+}
