@@ -33,17 +33,6 @@ func vectorKey(org, ns string, seq int64) string { return fmt.Sprintf("%s/%s/%d"
 // ruled out: ClickHouse stores the same vector, so this only absorbs rounding.
 const vectorMargin = 0.001
 
-// captureWatermark is the last seq the serving projection holds for the namespace.
-func (s *Service) captureWatermark(ctx context.Context, org, ns string) (int64, error) {
-	var w int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks
-		WHERE projection = $1 AND org = $2 AND namespace = $3`, s.cfg.Projection, org, ns).Scan(&w)
-	if err != nil {
-		return 0, fmt.Errorf("capture the projection watermark: %w", err)
-	}
-	return w, nil
-}
-
 // errGap sends a write back to its verdict: revisions in the gap may be peers.
 type errGap struct {
 	rows []*memrow.Row
@@ -78,8 +67,8 @@ func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold flo
 		for _, k := range order {
 			g := latest[k]
 			switch {
-			case g.row.Identity == q.id:
-				continue
+			case g.row.MemoryKey == q.id.MemoryKey:
+				continue // the write's own key is rechecked under its head lock; another session's is phase 13's
 			case judgedKeys[k]:
 			case !isPeer(g.row, q, now):
 				continue

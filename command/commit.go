@@ -78,8 +78,9 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		b.Queue(`INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, $3)
 			ON CONFLICT (org, scope) DO UPDATE SET generation = loom.scope_generations.generation + $3, updated_at = now()
 			RETURNING generation`, plan.org, plan.namespace, n).QueryRow(func(r pgx.Row) error { return r.Scan(&lastSeq) })
+		locked := queueHeadLocks(b, plan.rows)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("advance the generation: %w", err)
+			return fmt.Errorf("advance the generation and lock the heads: %w", err)
 		}
 		if plan.policyGeneration >= 0 && policyGen != plan.policyGeneration {
 			return errPolicyMoved
@@ -93,13 +94,12 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 			if err != nil {
 				return err
 			}
-			if err := plan.gapCheck(gap); err != nil {
-				return err
+			// A gap whose revisions were all erased holds nothing left to be a peer.
+			if len(gap) > 0 {
+				if err := plan.gapCheck(gap); err != nil {
+					return err
+				}
 			}
-		}
-		locked, err := lockHeads(ctx, tx, plan.rows)
-		if err != nil {
-			return err
 		}
 		for i, p := range plan.rows {
 			if locked[i] != p.readVersion {
@@ -116,23 +116,27 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 			r.Version = memrow.NextVersion(now, locked[i])
 			r.Seq = firstSeq + int64(i)
 		}
+		b = &pgx.Batch{}
 		for _, p := range plan.rows {
 			rec, err := s.encode(p, plan.requestID)
 			if err != nil {
 				return err
 			}
-			if err := s.insert(ctx, tx, p, rec); err != nil {
-				return err
-			}
+			s.queueInsert(b, p, rec)
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify('loom_outbox', '')`)
-		return err
+		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+		}
+		return nil
 	})
 }
 
-// lockHeads locks every row's head, in identity order, and returns each one's version
-// (0 when the key has none).
-func lockHeads(ctx context.Context, tx pgx.Tx, rows []*pending) ([]int64, error) {
+// queueHeadLocks queues a lock of every row's head, in identity order, and returns
+// the versions they read (0 when the key has none), filled when the batch is sent.
+// They run after the generation advance, so every commit of the namespace is already
+// serialised and no two take head locks in another order.
+func queueHeadLocks(b *pgx.Batch, rows []*pending) []int64 {
 	order := make([]int, len(rows))
 	for i := range order {
 		order[i] = i
@@ -143,18 +147,41 @@ func lockHeads(ctx context.Context, tx pgx.Tx, rows []*pending) ([]int64, error)
 	out := make([]int64, len(rows))
 	for _, i := range order {
 		id := rows[i].row.Identity
-		err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM (SELECT version FROM loom.memory_current
+		b.Queue(`SELECT coalesce(max(version), 0) FROM (SELECT version FROM loom.memory_current
 			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
-			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&out[i])
-		if err != nil {
-			return nil, fmt.Errorf("lock the head of %s: %w", id.MemoryKey, err)
-		}
+			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&out[i]) })
 	}
-	return out, nil
+	return out
 }
 
-func readGap(ctx context.Context, tx pgx.Tx, org, ns string, after, upTo int64) ([]gapRevision, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, row FROM loom.memory_revisions
+// dryGap runs a plan's gap check without committing: a dry run's verdict covers what
+// was committed up to now, as a write's would.
+func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
+	if plan.gapCheck == nil {
+		return nil
+	}
+	var gen int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`,
+		plan.org, plan.namespace).Scan(&gen)
+	if err != nil {
+		return fmt.Errorf("read the generation: %w", err)
+	}
+	if gen <= plan.gapFrom {
+		return nil
+	}
+	if gen-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
+		return errGapTooLarge
+	}
+	gap, err := readGap(ctx, s.pool, plan.org, plan.namespace, plan.gapFrom, gen)
+	if err != nil || len(gap) == 0 {
+		return err
+	}
+	return plan.gapCheck(gap)
+}
+
+func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo int64) ([]gapRevision, error) {
+	rows, err := q.Query(ctx, `SELECT seq, row FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND seq > $3 AND seq <= $4 ORDER BY seq`, org, ns, after, upTo)
 	if err != nil {
 		return nil, fmt.Errorf("read the admission gap: %w", err)
@@ -254,9 +281,8 @@ func headerPairs(hs []events.Header) [][2]string {
 	return out
 }
 
-func (s *Service) insert(ctx context.Context, tx pgx.Tx, p *pending, rec *record) error {
+func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
-	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, content_sha256, row)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
@@ -272,8 +298,4 @@ func (s *Service) insert(ctx context.Context, tx pgx.Tx, p *pending, rec *record
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
 	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		row.Org, row.Namespace, row.Seq, s.cfg.Topic, rec.key, rec.headers, rec.value)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write head, revision, key and outbox record: %w", err)
-	}
-	return nil
 }

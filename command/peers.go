@@ -24,8 +24,8 @@ type peerQuery struct {
 // whose head moved on is left out: the admission's gap check covers what moved.
 func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
-		"NOT (agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?)"}
-	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.Agent, q.id.UserID, q.id.SessionID, q.id.MemoryKey}
+		"memory_key != ?"}
+	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.MemoryKey}
 	if q.readUserID != "" {
 		where = append(where, "(user_id = ? OR pinned = 1)")
 		args = append(args, q.readUserID)
@@ -82,12 +82,10 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 }
 
 // isPeer is the peer rule, applied to a head: a served row of the same type under
-// another key, in the writer's read scope unless pinned.
+// another key, in the writer's read scope unless pinned. The same key in another
+// session is not a peer: phase 13 handles it.
 func isPeer(h *memrow.Row, q peerQuery, now time.Time) bool {
-	if !h.Served(now) || h.MemoryType != q.memoryType {
-		return false
-	}
-	if h.Identity == q.id {
+	if !h.Served(now) || h.MemoryType != q.memoryType || h.MemoryKey == q.id.MemoryKey {
 		return false
 	}
 	return q.readUserID == "" || h.UserID == q.readUserID || h.Pinned

@@ -138,9 +138,20 @@ const policyScope = "*"
 func (s *Service) loadPolicy(ctx context.Context, q interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 }, org, ns string) (*policy, error) {
+	b := &pgx.Batch{}
+	finish := queuePolicy(b, org, ns)
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("read the namespace policy: %w", err)
+	}
+	return finish()
+}
+
+// queuePolicy queues the reads of a namespace's policy on a batch, so a write reads
+// it in the same round trip as its head; finish decodes what the batch read.
+func queuePolicy(b *pgx.Batch, org, ns string) (finish func() (*policy, error)) {
 	p := &policy{config: DefaultConfig()}
 	var raw []byte
-	b := &pgx.Batch{}
+	var compileErr error
 	b.Queue(`SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, org, policyScope).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&p.generation) })
 	b.Queue(`SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
@@ -158,24 +169,26 @@ func (s *Service) loadPolicy(ctx context.Context, q interface {
 					return err
 				}
 				re, err := regexp.Compile(pat)
-				if err != nil {
+				if err != nil && compileErr == nil {
 					// Stored patterns were compiled when added; a build whose regexp
 					// refuses one must not silently let the value through.
-					return fmt.Errorf("blacklist pattern %q no longer compiles: %w", pat, err)
+					compileErr = fmt.Errorf("blacklist pattern %q no longer compiles: %w", pat, err)
 				}
 				p.blacklist = append(p.blacklist, blacklistEntry{pattern: pat, re: re})
 			}
 			return rows.Err()
 		})
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("read the namespace policy: %w", err)
-	}
-	if raw != nil {
-		if err := json.Unmarshal(raw, &p.config); err != nil {
-			return nil, fmt.Errorf("decode the namespace config: %w", err)
+	return func() (*policy, error) {
+		if compileErr != nil {
+			return nil, compileErr
 		}
+		if raw != nil {
+			if err := json.Unmarshal(raw, &p.config); err != nil {
+				return nil, fmt.Errorf("decode the namespace config: %w", err)
+			}
+		}
+		return p, nil
 	}
-	return p, nil
 }
 
 // blacklisted returns the first pattern text matches.

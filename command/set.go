@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -224,20 +224,14 @@ func validateSetFields(req *setRequest) error {
 // answers, fails, or returns the seq the next round's gap check starts after.
 func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
 	now := s.now()
-	pol, err := s.loadPolicy(ctx, s.pool, w.id.Org, w.id.Namespace)
+	// Phase 2: the policy, the key's heads under every identity (its own head among
+	// them) and the capture the verdict's peer read is covered by, in one round trip.
+	st, err := s.readRound(ctx, w.id)
 	if err != nil {
-		return nil, 0, httperr.Store("reading the namespace policy", err)
+		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}
-	// Phase 2: the head, and the capture the verdict's peer read is covered by.
-	head, err := heads.Read(ctx, s.pool, w.id)
-	if err != nil {
-		return nil, 0, httperr.Store("reading the head", err)
-	}
-	watermark, err := s.captureWatermark(ctx, w.id.Org, w.id.Namespace)
-	if err != nil {
-		return nil, 0, httperr.Store("capturing the admission", err)
-	}
-	gapFrom = max(gapFrom, watermark)
+	pol, head := st.policy, st.head
+	gapFrom = max(gapFrom, st.watermark)
 	live := head != nil && head.Live(now)
 
 	// Phase 1: the type, through the namespace's retype.
@@ -292,14 +286,8 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	}
 
 	// Phase 6: proposals and preconditions.
-	if w.req.Proposed {
-		holds, err := s.keyHoldsFact(ctx, w.id, now)
-		if err != nil {
-			return nil, 0, httperr.Store("reading the key's heads", err)
-		}
-		if holds {
-			return nil, 0, httperr.New(http.StatusConflict, CodeKeyHoldsFact, "a proposal may not replace the key's established fact")
-		}
+	if w.req.Proposed && keyHoldsFact(st.keyHeads, now) {
+		return nil, 0, httperr.New(http.StatusConflict, CodeKeyHoldsFact, "a proposal may not replace the key's established fact")
 	}
 	if w.req.IfMatchSHA256 != "" && (!live || head.ContentSHA256 != w.req.IfMatchSHA256) {
 		return nil, 0, httperr.New(http.StatusConflict, CodePreconditionFailed, "if_match_sha256 does not match the live value")
@@ -354,11 +342,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	rows := s.verdictRows(w, row, head, v, ans)
 	// Phase 13: the same key in another session of the same subject.
 	if !restatement && pol.config.ConflictPolicy != PolicyAppendOnly {
-		others, err := s.sameKeyHeads(ctx, w.id, now)
-		if err != nil {
-			return nil, 0, httperr.Store("reading the key's other sessions", err)
-		}
-		for _, o := range others {
+		for _, o := range sameKeyHeads(st.keyHeads, w.id, now) {
 			if pol.config.ConflictPolicy == PolicyNewestWins && !o.Locked {
 				rows = append(rows, supersede(o, row, "memory.set"))
 				ans.Superseded = append(ans.Superseded, o.MemoryID)
@@ -366,20 +350,22 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 				row.JudgementOwed = true
 			}
 		}
+		// The same-key heads were read after the verdict: a key the verdict read too
+		// is committed over the head read last, once.
+		rows = uniqueRows(rows)
 	}
-	// Phase 11: a dry run answers the verdict and writes nothing.
-	if w.req.DryRun {
-		ans.DryRun, ans.Version, ans.VersionText, ans.Seq = true, 0, "0", 0
-		return ans, 0, nil
-	}
-
-	// Phase 12: commit, the write's row and its verdict's copies together.
+	// Phase 12: commit, the write's row and its verdict's copies together. A dry
+	// run (phase 11) runs the same gap check without a commit, and writes nothing.
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
 		policyGeneration: pol.generation, gapFrom: gapFrom}
 	if w.embedded && !restatement {
 		plan.gapCheck = s.gapCheck(q, w.sha, v.peersJudged(), threshold)
 	}
-	err = s.commit(ctx, plan)
+	if w.req.DryRun {
+		err = s.dryGap(ctx, plan)
+	} else {
+		err = s.commit(ctx, plan)
+	}
 	var gap *errGap
 	switch {
 	case errors.As(err, &gap):
@@ -396,6 +382,10 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 			"ClickHouse is too far behind the namespace to judge this write against its peers; retry", err)
 	case err != nil:
 		return nil, 0, commitError(err)
+	}
+	if w.req.DryRun {
+		ans.DryRun, ans.Version, ans.VersionText, ans.Seq = true, 0, "0", 0
+		return ans, 0, nil
 	}
 	if w.embedded {
 		s.vectors.Add(vectorKey(row.Org, row.Namespace, row.Seq), w.vector)
@@ -499,6 +489,21 @@ func (s *Service) verdictRows(w *setWrite, row, head *memrow.Row, v verdict, ans
 	return rows
 }
 
+// uniqueRows keeps one row per key, the last built: a commit writes each head once.
+func uniqueRows(rows []*pending) []*pending {
+	last := map[string]int{}
+	for i, p := range rows {
+		last[heads.IdentityKey(p.row.Identity)] = i
+	}
+	out := rows[:0:0]
+	for i, p := range rows {
+		if last[heads.IdentityKey(p.row.Identity)] == i {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // supersede is the copy that retires a row behind the one that replaces it.
 func supersede(old, by *memrow.Row, op string) *pending {
 	c := copyOf(old)
@@ -559,62 +564,75 @@ func (s *Service) threshold(ns NamespaceConfig, t TypeConfig) float64 {
 
 // keyHoldsFact reports whether any identity's head of the key holds an established
 // fact: a proposal must not retire anyone's fact, whatever the token's read scope.
-func (s *Service) keyHoldsFact(ctx context.Context, id memrow.Identity, now time.Time) (bool, error) {
-	rows, err := s.keyHeads(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	for _, h := range rows {
+func keyHoldsFact(keyHeads []*memrow.Row, now time.Time) bool {
+	for _, h := range keyHeads {
 		if h.Established(now) {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 // sameKeyHeads are the live established heads of the key in other sessions of the
 // same subject: the same user, or for the anonymous user the same agent.
-func (s *Service) sameKeyHeads(ctx context.Context, id memrow.Identity, now time.Time) ([]*memrow.Row, error) {
-	rows, err := s.keyHeads(ctx, id)
-	if err != nil {
-		return nil, err
-	}
+func sameKeyHeads(keyHeads []*memrow.Row, id memrow.Identity, now time.Time) []*memrow.Row {
 	var out []*memrow.Row
-	for _, h := range rows {
-		if h.Identity == id || h.UserID != id.UserID || !h.Established(now) {
+	for _, h := range keyHeads {
+		if h.Identity == id || h.UserID != id.UserID || h.SessionID == id.SessionID || !h.Established(now) {
 			continue
 		}
 		if id.UserID == memrow.DefaultIdentity && h.Agent != id.Agent {
 			continue
 		}
-		if h.SessionID == id.SessionID {
-			continue // another agent's row of the same user and session is not a session of this write
-		}
 		out = append(out, h)
 	}
-	return out, nil
+	return out
 }
 
-func (s *Service) keyHeads(ctx context.Context, id memrow.Identity) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
-		id.Org, id.Namespace, id.MemoryKey)
-	if err != nil {
-		return nil, fmt.Errorf("read the key's heads: %w", err)
-	}
-	defer rows.Close()
-	var out []*memrow.Row
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, err
+// roundState is what a round of memory.set reads of Postgres before its verdict.
+type roundState struct {
+	policy    *policy
+	head      *memrow.Row   // the write's own key's head, nil when none
+	keyHeads  []*memrow.Row // the key's heads under every identity
+	watermark int64         // the capture: every revision at or below it is in ClickHouse
+}
+
+func (s *Service) readRound(ctx context.Context, id memrow.Identity) (*roundState, error) {
+	st := &roundState{}
+	b := &pgx.Batch{}
+	finish := queuePolicy(b, id.Org, id.Namespace)
+	var raws [][]byte
+	b.Queue(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+		id.Org, id.Namespace, id.MemoryKey).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var raw []byte
+			if err := rows.Scan(&raw); err != nil {
+				return err
+			}
+			raws = append(raws, raw)
 		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`,
+		s.cfg.Projection, id.Org, id.Namespace).QueryRow(func(r pgx.Row) error { return r.Scan(&st.watermark) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	var err error
+	if st.policy, err = finish(); err != nil {
+		return nil, err
+	}
+	for _, raw := range raws {
 		r, err := heads.Decode(raw)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		st.keyHeads = append(st.keyHeads, r)
+		if r.Identity == id {
+			st.head = r
+		}
 	}
-	return out, rows.Err()
+	return st, nil
 }
 
 func (s *Service) answerOf(row *memrow.Row, v verdict, retypedFrom string, w *setWrite) *setAnswer {

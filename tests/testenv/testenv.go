@@ -298,7 +298,12 @@ func (c *Client) Search(t testing.TB, ns, query string, topK int) *Response {
 
 // Unique returns a name unique to this test and call, valid as a namespace.
 func Unique(t testing.TB, prefix string) string {
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	if len(name) > 40 {
 		name = name[:40]
 	}
