@@ -19,6 +19,7 @@ import (
 // pending is one row on its way to the commit, built over the head version it read
 // (0: the key had no head).
 type pending struct {
+	own         bool // the write's own row, not a copy its verdict made of a peer
 	op          string
 	event       events.Type
 	row         *memrow.Row
@@ -40,6 +41,8 @@ type commitPlan struct {
 	// it are handed to gapCheck under the generation lock. nil gapCheck: no check.
 	gapFrom  int64
 	gapCheck func(gap []gapRevision) error
+	// idem is the request's Idempotency-Key hold: the commit marks it committed.
+	idem *idemHold
 }
 
 // gapRevision is a revision committed between a write's capture and its commit.
@@ -127,6 +130,9 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+		}
+		if plan.idem != nil {
+			return markCommitted(ctx, tx, plan.idem, plan.rows)
 		}
 		return nil
 	})
@@ -283,12 +289,14 @@ func headerPairs(hs []events.Header) [][2]string {
 
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
-	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, content_sha256, row)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
 			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, updated_at = now()`,
-		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq, row.ContentSHA256, rec.payload)
+			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, expires_at = EXCLUDED.expires_at, updated_at = now()`,
+		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
+		row.ContentSHA256, rec.payload, row.ExpiresAt)
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,

@@ -1,9 +1,14 @@
 package command
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -18,18 +23,123 @@ import (
 // the head it read and commits only over that exact version. A head that moved in
 // between answers 503 ADMISSION_CONTENDED, retryable, and writes nothing.
 
-// copyChange changes a copy of the head; it may refuse.
-type copyChange func(row *memrow.Row) error
+// copyOp is one copy writer: how it changes the head's copy, and what it answers.
+type copyOp struct {
+	op    string
+	event events.Type
+	// deadOK: the op acts on a deleted head too (restore).
+	deadOK bool
+	change func(ctx context.Context, s *Service, c *copyWrite) error
+}
+
+// copyWrite is one copy writer's state.
+type copyWrite struct {
+	p      auth.Principal
+	head   *memrow.Row
+	row    *memrow.Row
+	now    time.Time
+	vector []float32 // a restore's freshly embedded vector
+	keyVec []float32
+	extra  map[string]any
+}
 
 // keyMethods are the custom methods of POST /v1/namespaces/{ns}/memories/{key}:{method}.
-var keyMethods = map[string]struct {
-	op     string
-	change copyChange
-}{
-	"pin":    {"memory.pin", func(r *memrow.Row) error { r.Pinned = true; return nil }},
-	"unpin":  {"memory.unpin", func(r *memrow.Row) error { r.Pinned = false; return nil }},
-	"lock":   {"memory.lock", func(r *memrow.Row) error { r.Locked = true; return nil }},
-	"unlock": {"memory.unlock", func(r *memrow.Row) error { r.Locked = false; return nil }},
+var keyMethods = map[string]copyOp{
+	"pin":     {op: "memory.pin", event: events.TypeStatusChanged, change: func(_ context.Context, _ *Service, c *copyWrite) error { c.row.Pinned = true; return nil }},
+	"unpin":   {op: "memory.unpin", event: events.TypeStatusChanged, change: func(_ context.Context, _ *Service, c *copyWrite) error { c.row.Pinned = false; return nil }},
+	"lock":    {op: "memory.lock", event: events.TypeStatusChanged, change: func(_ context.Context, _ *Service, c *copyWrite) error { c.row.Locked = true; return nil }},
+	"unlock":  {op: "memory.unlock", event: events.TypeStatusChanged, change: func(_ context.Context, _ *Service, c *copyWrite) error { c.row.Locked = false; return nil }},
+	"reject":  {op: "memory.reject", event: events.TypeStatusChanged, change: rejectChange},
+	"verify":  {op: "memory.verify", event: events.TypeStatusChanged, change: verifyChange},
+	"restore": {op: "memory.restore", event: events.TypeRestored, deadOK: true, change: restoreChange},
+}
+
+// deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
+// (a restore brings it back) and retires its search document.
+var deleteOp = copyOp{op: "memory.delete", event: events.TypeTombstoned, change: func(_ context.Context, _ *Service, c *copyWrite) error {
+	if c.head.Locked {
+		return locked("delete")
+	}
+	c.row.Tombstone = true
+	return nil
+}}
+
+func rejectChange(_ context.Context, _ *Service, c *copyWrite) error {
+	if c.head.Locked {
+		return locked("reject")
+	}
+	if c.head.Pinned {
+		return pinnedConflict("a pinned memory cannot be rejected; unpin it first")
+	}
+	c.row.Status = memrow.StatusRejected
+	return nil
+}
+
+func verifyChange(_ context.Context, _ *Service, c *copyWrite) error {
+	at := c.now.UTC()
+	c.row.VerifiedBy, c.row.VerifiedAt = c.p.Actor(), &at
+	return nil
+}
+
+// restoreChange undoes a delete or a supersession. A supersession's row returns to the
+// status of the key's newest earlier version that was not superseded; the answer says
+// which. The restored row gets its search document again.
+func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
+	switch {
+	case c.head.Tombstone:
+		c.row.Tombstone = false
+		c.extra["restored"] = "delete"
+	case c.head.Status == memrow.StatusSuperseded || c.head.Status == memrow.StatusRejected:
+		status, err := s.statusBefore(ctx, c.head)
+		if err != nil {
+			return httperr.Store("reading the key's earlier statuses", err)
+		}
+		c.extra["restored"] = c.head.Status
+		c.row.Status, c.row.SupersededBy = status, ""
+	default:
+		return httperr.New(http.StatusConflict, CodePreconditionFailed, "the memory is neither deleted, superseded nor rejected: nothing to restore")
+	}
+	c.extra["restored_status"] = c.row.Status
+	if c.row.Embedded() {
+		vs, err := s.embedder.Embed(ctx, append([]string{memrow.ValueText(c.row.Value)}, keyText(c.row.MemoryKey)...))
+		if err != nil {
+			return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+		}
+		c.vector = vs[0]
+		if len(vs) > 1 {
+			c.keyVec = vs[1]
+		}
+	}
+	return nil
+}
+
+func keyText(key string) []string {
+	if w := memrow.KeyWords(key); w != "" {
+		return []string{w}
+	}
+	return nil
+}
+
+// statusBefore is the status of the key's newest earlier revision that is neither
+// superseded nor rejected, from the authority's journal; active when none.
+func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (string, error) {
+	var status string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
+		ORDER BY seq DESC LIMIT 1), 'active')`,
+		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
+	return status, err
+}
+
+// unchanged reports whether a copy states nothing its head does not: same state, same
+// content, whoever asked.
+func unchanged(head, row *memrow.Row) bool {
+	a, b := *head, *row
+	b.Actor = a.Actor
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }
 
 // splitMethod splits a raw path segment "key:method" at its last colon; a colon that
@@ -53,18 +163,6 @@ type copyBody struct {
 	SessionID string `json:"session_id"`
 }
 
-type copyAnswer struct {
-	MemoryID    string `json:"memory_id"`
-	MemoryKey   string `json:"memory_key"`
-	Version     int64  `json:"version"`
-	VersionText string `json:"version_text"`
-	Seq         int64  `json:"seq"`
-	Event       string `json:"event"`
-	Status      string `json:"status"`
-	Pinned      bool   `json:"pinned"`
-	Locked      bool   `json:"locked"`
-}
-
 func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
 	key, method, err := splitMethod(c.Params("key"))
 	if err != nil {
@@ -74,21 +172,42 @@ func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
 	if !ok {
 		return httperr.NotFound("unknown method :" + method)
 	}
-	start := s.now()
-	ans, err := s.copyWrite(c, key, m.op, m.change)
-	outcome := "ok"
-	if err != nil {
-		outcome = outcomeOf(err)
+	var body copyBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
 	}
-	s.writes.With(m.op, outcome).Inc()
-	s.latency.With(m.op).ObserveSince(start)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ans)
+	return s.measured(c, m.op, func(hold *idemHold) (any, error) {
+		return s.runCopy(c, hold, key, body, -1, m)
+	})
 }
 
-func (s *Service) copyWrite(c *fiber.Ctx, key, op string, change copyChange) (*copyAnswer, error) {
+// handleDelete is memory.delete, or with ?version=V memory.delete_version: it removes
+// exactly the version the caller read, and nothing when the key has moved on.
+func (s *Service) handleDelete(c *fiber.Ctx) error {
+	key, err := url.PathUnescape(c.Params("key"))
+	if err != nil {
+		return httperr.Validation("memory_key", "the key is not valid percent-encoding")
+	}
+	body := copyBody{Agent: c.Query("agent"), UserID: c.Query("user_id"), SessionID: c.Query("session_id")}
+	version := int64(-1)
+	op := deleteOp
+	if v := c.Query("version"); v != "" {
+		if version, err = strconv.ParseInt(v, 10, 64); err != nil || version <= 0 {
+			return httperr.Validation("version", "version must be the decimal version_text the caller read")
+		}
+		op.op = "memory.delete_version"
+	}
+	return s.measured(c, op.op, func(hold *idemHold) (any, error) {
+		return s.runCopy(c, hold, key, body, version, op)
+	})
+}
+
+// runCopy reads the head, lets op change a copy of it, and commits the copy over that
+// exact version. A version >= 0 names the version the caller read: when the head has
+// moved on, nothing is written and the answer says version_changed.
+func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (map[string]any, error) {
 	p := auth.From(c)
 	ns := c.Params("ns")
 	if err := p.Namespace(ns); err != nil {
@@ -96,12 +215,6 @@ func (s *Service) copyWrite(c *fiber.Ctx, key, op string, change copyChange) (*c
 	}
 	if err := p.RequireWrite(); err != nil {
 		return nil, err
-	}
-	var body copyBody
-	if len(c.Body()) > 0 {
-		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-			return nil, err
-		}
 	}
 	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(body.Agent), UserID: orDash(body.UserID),
 		SessionID: orDash(body.SessionID), MemoryKey: key}
@@ -116,23 +229,46 @@ func (s *Service) copyWrite(c *fiber.Ctx, key, op string, change copyChange) (*c
 	if err != nil {
 		return nil, httperr.Store("reading the head", err)
 	}
-	if head == nil || !head.Live(s.now()) || (p.ReadUserID != "" && head.UserID != p.ReadUserID) {
+	now := s.now()
+	if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) || (!op.deadOK && !head.Live(now)) {
 		return nil, httperr.NotFound("memory not found")
 	}
-	row := copyOf(head)
-	row.Actor = p.Actor()
-	if err := change(row); err != nil {
+	if version >= 0 && head.Version != version {
+		return map[string]any{"memory_id": head.MemoryID, "memory_key": key, "deleted": false, "version_changed": true,
+			"version": head.Version, "version_text": memrow.VersionText(head.Version)}, nil
+	}
+	cw := &copyWrite{p: p, head: head, row: copyOf(head), now: now, extra: map[string]any{}}
+	cw.row.Actor = p.Actor()
+	if err := op.change(ctx, s, cw); err != nil {
 		return nil, err
 	}
-	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1,
-		rows: []*pending{{op: op, event: events.TypeStatusChanged, row: row, readVersion: head.Version}}}
+	if unchanged(head, cw.row) {
+		// Pinning a pinned row changes nothing: nothing is written.
+		return map[string]any{"memory_id": head.MemoryID, "memory_key": head.MemoryKey, "version": head.Version,
+			"version_text": memrow.VersionText(head.Version), "seq": head.Seq, "written": false, "status": head.Status,
+			"pinned": head.Pinned, "locked": head.Locked, "tombstone": head.Tombstone}, nil
+	}
+	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1, idem: hold,
+		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
+			vector: cw.vector, keyVector: cw.keyVec}}}
 	if err := s.commit(ctx, plan); err != nil {
 		if errors.Is(err, errHeadMoved) {
 			return nil, contended(err)
 		}
 		return nil, commitError(err)
 	}
-	return &copyAnswer{MemoryID: row.MemoryID, MemoryKey: row.MemoryKey, Version: row.Version,
-		VersionText: memrow.VersionText(row.Version), Seq: row.Seq, Event: string(events.TypeStatusChanged),
-		Status: row.Status, Pinned: row.Pinned, Locked: row.Locked}, nil
+	if err := s.faults.afterCommit(); err != nil {
+		return nil, err
+	}
+	r := cw.row
+	ans := map[string]any{"written": true, "memory_id": r.MemoryID, "memory_key": r.MemoryKey, "agent": r.Agent, "user_id": r.UserID,
+		"session_id": r.SessionID, "version": r.Version, "version_text": memrow.VersionText(r.Version), "seq": r.Seq,
+		"event": string(op.event), "status": r.Status, "pinned": r.Pinned, "locked": r.Locked, "tombstone": r.Tombstone}
+	if op.op == "memory.delete" || op.op == "memory.delete_version" {
+		ans["deleted"] = true
+	}
+	for k, v := range cw.extra {
+		ans[k] = v
+	}
+	return ans, nil
 }

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/loomplane/loom/internal/ch"
@@ -33,7 +34,10 @@ func contended(cause error) *httperr.Error {
 // commitError answers a commit that failed: a lock it waited for too long is
 // contention; a Postgres that went away is a retryable 503.
 func commitError(err error) *httperr.Error {
-	if pg.Conflict(err) {
+	switch {
+	case errors.Is(err, errTakenOver):
+		return httperr.Unavailable(CodeIdempotentTakenOver, "a retry with the same Idempotency-Key took this request over; nothing was committed", err)
+	case pg.Conflict(err):
 		return contended(err)
 	}
 	return httperr.Store("committing the revision", err)

@@ -4,6 +4,7 @@
 package command
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
@@ -32,6 +34,36 @@ type Config struct {
 	DuplicateThreshold float64
 	SensitiveRetention time.Duration
 	PeerLimit          int
+	IdempotencyLease   time.Duration
+	// BulkConflictCheckMax is how many embedded entries of a bulk_set are judged
+	// against the namespace's peers; every entry is judged against the batch.
+	BulkConflictCheckMax int
+}
+
+// Faults lets a test break the write path at a chosen point; nil fields do nothing.
+type Faults struct {
+	// BeforeCommit runs right before a memory.set commits (a slow request).
+	BeforeCommit func()
+	// AfterCommit runs once a commit returned; an error stands for the commit's answer
+	// lost on the way back (the connection cut right after COMMIT).
+	AfterCommit func() error
+}
+
+func (f *Faults) beforeCommit() {
+	if f != nil && f.BeforeCommit != nil {
+		f.BeforeCommit()
+	}
+}
+
+func (f *Faults) afterCommit() error {
+	if f == nil || f.AfterCommit == nil {
+		return nil
+	}
+	if err := f.AfterCommit(); err != nil {
+		return httperr.Unavailable(httperr.CodePostgresDown, "the commit's answer was lost; retry with the same Idempotency-Key", err).
+			With("outcome_unknown", true)
+	}
+	return nil
 }
 
 // Service holds the write side's dependencies.
@@ -43,6 +75,7 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
+	faults   *Faults
 	writes   *metrics.CounterVec
 	latency  *metrics.HistogramVec
 }
@@ -55,6 +88,12 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 	if cfg.AdmissionGapMax < 1 {
 		cfg.AdmissionGapMax = 500
 	}
+	if cfg.BulkConflictCheckMax <= 0 {
+		cfg.BulkConflictCheckMax = 100
+	}
+	if cfg.IdempotencyLease <= 0 {
+		cfg.IdempotencyLease = time.Minute
+	}
 	if cfg.PeerLimit < 1 {
 		cfg.PeerLimit = 16
 	}
@@ -65,11 +104,50 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 	}
 }
 
+// SetFaults installs test faults; call it before serving.
+func (s *Service) SetFaults(f Faults) { s.faults = &f }
+
+// measured runs a write under its Idempotency-Key and counts its outcome and latency.
+func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
+	start := s.now()
+	outcome := "ok"
+	err := s.idempotent(c, op, func(hold *idemHold) (any, error) {
+		ans, err := run(hold)
+		var nc errNotCommitted
+		if errors.As(err, &nc) {
+			outcome = nc.verdict()
+		}
+		return ans, err
+	})
+	var nc errNotCommitted
+	if errors.As(err, &nc) {
+		err = c.JSON(nc.answer)
+	} else if err != nil {
+		outcome = outcomeOf(err)
+	}
+	s.writes.With(op, outcome).Inc()
+	s.latency.With(op).ObserveSince(start)
+	return err
+}
+
+// errNotCommitted carries the answer of a write that committed nothing (a merge): the
+// caller gets it, and the Idempotency-Key is released so a retry judges again.
+type errNotCommitted struct{ answer *setAnswer }
+
+func (e errNotCommitted) Error() string   { return "nothing committed: " + e.answer.Verdict }
+func (e errNotCommitted) verdict() string { return e.answer.Verdict }
+
 // Register mounts the write routes behind authentication.
 func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
 	g := r.Group("/v1", tokens.Middleware())
 	g.Put("/namespaces/:ns/memories/:key", s.handleSet)
 	g.Post("/namespaces/:ns/memories/:key", s.handleKeyMethod)
+	g.Delete("/namespaces/:ns/memories/:key", s.handleDelete)
+	g.Patch("/namespaces/:ns/memories/:key", s.handleUpdate)
+	g.Patch("/memories/:id", s.handleUpdateByID)
+	g.Post("/namespaces/:ns/memories\\:sweepExpired", s.handleSweepExpired)
+	g.Post("/namespaces/:ns/memories\\:clear", s.handleClear)
+	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)

@@ -82,45 +82,53 @@ type setAnswer struct {
 }
 
 func (s *Service) handleSet(c *fiber.Ctx) error {
-	start := s.now()
-	ans, err := s.set(c)
-	outcome := "ok"
-	if err != nil {
-		outcome = outcomeOf(err)
-	} else if !ans.Written {
-		outcome = ans.Verdict
-	}
-	s.writes.With("memory.set", outcome).Inc()
-	s.latency.With("memory.set").ObserveSince(start)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ans)
+	return s.measured(c, "memory.set", func(hold *idemHold) (any, error) {
+		ans, err := s.set(c, hold)
+		if err != nil {
+			return nil, err
+		}
+		if !ans.Written && !ans.DryRun {
+			// Nothing committed: the key is released, so a retry judges again.
+			return ans, errNotCommitted{ans}
+		}
+		return ans, nil
+	})
 }
 
 // setWrite is one memory.set's state across its phases and admission rounds.
 type setWrite struct {
-	p          auth.Principal
-	req        *setRequest
-	id         memrow.Identity
-	value      []byte
-	sha        string
-	valueText  string
-	detected   []string // sensitive kinds the detector found
-	vector     []float32
-	keyVector  []float32
-	embedded   bool
-	requestID  string
-	absorbed   []peer // gap rows measured in earlier rounds
-	advisories []string
+	op string // memory.set, memory.update, memory.update_by_id
+	// requireHead: the op revises an existing row (404 when the key has no live head);
+	// a write with no value of its own keeps the head's.
+	requireHead   bool
+	valueFromHead bool
+	p             auth.Principal
+	req           *setRequest
+	id            memrow.Identity
+	value         []byte
+	sha           string
+	valueText     string
+	detected      []string // sensitive kinds the detector found
+	vector        []float32
+	keyVector     []float32
+	embedded      bool
+	requestID     string
+	absorbed      []peer // gap rows measured in earlier rounds
+	advisories    []string
+	hold          *idemHold
 }
 
-func (s *Service) set(c *fiber.Ctx) (*setAnswer, error) {
+func (s *Service) set(c *fiber.Ctx, hold *idemHold) (*setAnswer, error) {
 	w, err := s.parseSet(c)
 	if err != nil {
 		return nil, err
 	}
-	ctx := c.UserContext()
+	w.hold = hold
+	return s.runSet(c.UserContext(), w)
+}
+
+// runSet runs a prepared write through its admission rounds.
+func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 	deadline := s.now().Add(s.cfg.AdmissionDeadline)
 	gapFrom := int64(-1)
 	for round := 0; round < s.cfg.AdmissionRounds; round++ {
@@ -155,6 +163,9 @@ func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(req.Value) == 0 {
+		return nil, httperr.Validation("value", "value is required (any JSON value)")
+	}
 	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(req.Agent), UserID: orDash(req.UserID),
 		SessionID: orDash(req.SessionID), MemoryKey: key}
 	if p.ReadUserID != "" {
@@ -164,19 +175,33 @@ func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
 			return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
 		}
 	}
+	return newSetWrite("memory.set", p, id, req, c.Get("X-Request-Id"))
+}
+
+// newSetWrite validates a write of one key and prepares its value, when it has one.
+func newSetWrite(op string, p auth.Principal, id memrow.Identity, req *setRequest, requestID string) (*setWrite, error) {
 	if err := validateIdentity(id); err != nil {
 		return nil, err
 	}
 	if err := validateSetFields(req); err != nil {
 		return nil, err
 	}
-	value, err := memrow.Canonical("value", req.Value)
-	if err != nil {
-		return nil, err
+	w := &setWrite{op: op, p: p, req: req, id: id, requestID: requestID}
+	if len(req.Value) > 0 {
+		value, err := memrow.Canonical("value", req.Value)
+		if err != nil {
+			return nil, err
+		}
+		w.setValue(value)
 	}
-	text := memrow.ValueText(value)
-	return &setWrite{p: p, req: req, id: id, value: value, sha: memrow.ContentSHA256(value), valueText: text,
-		detected: detectSensitive(text + " " + key), requestID: c.Get("X-Request-Id")}, nil
+	return w, nil
+}
+
+// setValue fixes the write's value and what is derived from its text.
+func (w *setWrite) setValue(canonical []byte) {
+	w.value, w.sha, w.valueText = canonical, memrow.ContentSHA256(canonical), memrow.ValueText(canonical)
+	w.detected = detectSensitive(w.valueText + " " + w.id.MemoryKey)
+	w.vector, w.keyVector = nil, nil
 }
 
 func validateSetFields(req *setRequest) error {
@@ -207,7 +232,7 @@ func validateSetFields(req *setRequest) error {
 		return httperr.Validation("sensitivity", "sensitivity must be normal or high")
 	}
 	switch req.SourceClass {
-	case "", SourceDerived, SourceExternal, SourceImported:
+	case "", SourceDirect, SourceDerived, SourceExternal, SourceImported:
 	default:
 		return httperr.Validation("source_class", "a request may only downgrade source_class: derived, external or imported")
 	}
@@ -233,6 +258,12 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	pol, head := st.policy, st.head
 	gapFrom = max(gapFrom, st.watermark)
 	live := head != nil && head.Live(now)
+	if w.requireHead && !live {
+		return nil, 0, httperr.NotFound("memory not found")
+	}
+	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
+		w.setValue(head.Value)
+	}
 
 	// Phase 1: the type, through the namespace's retype.
 	memoryType, retypedFrom := w.req.MemoryType, ""
@@ -281,8 +312,13 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	// Phase 4: expiry.
 	exp := resolveExpiry(expiryInput{now: now, ttlSeconds: w.req.TTLSeconds, validTo: w.req.ValidTo, typeConfig: typeCfg,
 		namespace: pol.config, high: sensitivity == memrow.SensitivityHigh, sensitiveRetention: s.cfg.SensitiveRetention})
-	if live && head.Locked && !sameTime(exp.at, head.ExpiresAt) {
-		return nil, 0, locked("expire")
+	if live && head.Locked {
+		// A locked row keeps its expiry: a retention window does not move it, and a
+		// write that asks to move it is refused.
+		if (w.req.TTLSeconds != nil || w.req.ValidTo != nil) && !sameTime(exp.at, head.ExpiresAt) {
+			return nil, 0, locked("expire")
+		}
+		exp = expiry{at: head.ExpiresAt, onExpire: head.OnExpire}
 	}
 
 	// Phase 6: proposals and preconditions.
@@ -341,10 +377,10 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	}
 	rows := s.verdictRows(w, row, head, v, ans)
 	// Phase 13: the same key in another session of the same subject.
-	if !restatement && pol.config.ConflictPolicy != PolicyAppendOnly {
+	if !restatement && pol.config.ConflictPolicy != PolicyAppendOnly && row.Status != memrow.StatusProposed {
 		for _, o := range sameKeyHeads(st.keyHeads, w.id, now) {
 			if pol.config.ConflictPolicy == PolicyNewestWins && !o.Locked {
-				rows = append(rows, supersede(o, row, "memory.set"))
+				rows = append(rows, supersede(o, row, w.op))
 				ans.Superseded = append(ans.Superseded, o.MemoryID)
 			} else {
 				row.JudgementOwed = true
@@ -357,19 +393,23 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	// Phase 12: commit, the write's row and its verdict's copies together. A dry
 	// run (phase 11) runs the same gap check without a commit, and writes nothing.
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
-		policyGeneration: pol.generation, gapFrom: gapFrom}
+		policyGeneration: pol.generation, gapFrom: gapFrom, idem: w.hold}
 	if w.embedded && !restatement {
 		plan.gapCheck = s.gapCheck(q, w.sha, v.peersJudged(), threshold)
 	}
 	if w.req.DryRun {
 		err = s.dryGap(ctx, plan)
 	} else {
+		s.faults.beforeCommit()
 		err = s.commit(ctx, plan)
 	}
 	var gap *errGap
 	switch {
 	case errors.As(err, &gap):
 		measured, err := s.measureGap(ctx, q, gap)
+		if errors.Is(err, embed.ErrEmbedderUnavailable) {
+			return nil, 0, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+		}
 		if err != nil {
 			return nil, 0, httperr.Store("measuring the admission gap", err)
 		}
@@ -382,6 +422,11 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 			"ClickHouse is too far behind the namespace to judge this write against its peers; retry", err)
 	case err != nil:
 		return nil, 0, commitError(err)
+	}
+	if !w.req.DryRun {
+		if err := s.faults.afterCommit(); err != nil {
+			return nil, 0, err
+		}
 	}
 	if w.req.DryRun {
 		ans.DryRun, ans.Version, ans.VersionText, ans.Seq = true, 0, "0", 0
@@ -433,7 +478,7 @@ func (s *Service) buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memo
 	if req.Confidence != nil {
 		row.Confidence = *req.Confidence
 	}
-	if req.SourceClass != "" {
+	if req.SourceClass != "" && req.SourceClass != SourceDirect {
 		row.SourceClass = req.SourceClass
 	}
 	if req.Proposed {
@@ -454,27 +499,42 @@ func (s *Service) verdictRows(w *setWrite, row, head *memrow.Row, v verdict, ans
 			event = events.TypeRevised
 		}
 	}
-	own := &pending{op: "memory.set", event: event, row: row, readVersion: readVersion}
+	own := &pending{own: true, op: w.op, event: event, row: row, readVersion: readVersion}
 	if w.embedded {
 		own.vector, own.keyVector = w.vector, w.keyVector
 	}
 	rows := []*pending{own}
+	// A proposal stays a proposal whatever its verdict: the verdict links it, and an
+	// owner's decision makes it a fact.
+	proposed := row.Status == memrow.StatusProposed
 	switch v.kind {
 	case VerdictDuplicate:
-		row.Status, row.DuplicateOf = memrow.StatusDuplicate, v.target.MemoryID
+		row.DuplicateOf = v.target.MemoryID
+		if !proposed {
+			row.Status = memrow.StatusDuplicate
+		}
 		ans.DuplicateOf = v.target.MemoryID
 	case VerdictRefines:
+		if proposed {
+			w.advise("proposal: a proposal retires nothing until it is accepted")
+			break
+		}
 		if v.target.Locked {
 			w.advise("peer_locked: the peer this write refines is locked and stays as it is")
 			break
 		}
-		rows = append(rows, supersede(v.target, row, "memory.set"))
+		rows = append(rows, supersede(v.target, row, w.op))
 		ans.Superseded = append(ans.Superseded, v.target.MemoryID)
 	case VerdictConflict:
-		row.Status = memrow.StatusConflicted
+		if !proposed {
+			row.Status = memrow.StatusConflicted
+		}
 		for _, peer := range v.conflicts {
 			row.ConflictWith = appendOnce(row.ConflictWith, peer.MemoryID)
 			ans.ConflictWith = append(ans.ConflictWith, peer.MemoryID)
+			if proposed {
+				continue // a proposal flags no established fact
+			}
 			if peer.Locked {
 				w.advise("peer_locked: a conflicting peer is locked and is not marked")
 				continue
@@ -482,7 +542,7 @@ func (s *Service) verdictRows(w *setWrite, row, head *memrow.Row, v verdict, ans
 			mark := copyOf(peer)
 			mark.Status = memrow.StatusConflicted
 			mark.ConflictWith = appendOnce(append([]string(nil), peer.ConflictWith...), row.MemoryID)
-			rows = append(rows, &pending{op: "memory.set", event: events.TypeStatusChanged, row: mark, readVersion: peer.Version})
+			rows = append(rows, &pending{op: w.op, event: events.TypeStatusChanged, row: mark, readVersion: peer.Version})
 		}
 	}
 	ans.Status = row.Status
@@ -681,9 +741,6 @@ func decodeSet(body []byte) (*setRequest, error) {
 	var req setRequest
 	if err := httperr.DecodeBody(body, &req); err != nil {
 		return nil, err
-	}
-	if len(req.Value) == 0 {
-		return nil, httperr.Validation("value", "value is required (any JSON value)")
 	}
 	return &req, nil
 }

@@ -28,7 +28,6 @@ func TestDecodeSetRefusesWhatCannotBeStored(t *testing.T) {
 		`[1]`:                                "body",
 		`{"value": 1} x`:                     "body",
 		`{"value": "\u0000"}`:                "body",
-		`{"tags": ["a"]}`:                    "value",
 		`{"value": 1, "confidence": "high"}`: "confidence",
 	} {
 		_, err := decodeSet([]byte(body))

@@ -17,6 +17,9 @@ func (s *Service) handleGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if asOf := c.Query("as_of"); asOf != "" {
+		return s.getAsOf(c, p, id, asOf)
+	}
 	row, err := heads.Read(c.UserContext(), s.pool, id)
 	if err != nil {
 		return httperr.Store("reading the head", err)

@@ -28,6 +28,8 @@ type Config struct {
 	PGAdmissionRounds     int           // LOOM_PG_ADMISSION_ROUNDS
 	PGAdmissionDeadline   time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
 	PGAdmissionGapMax     int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
+	IdempotencyLease      time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
+	SweepInterval         time.Duration // LOOM_SWEEP_INTERVAL_S: expiry and idempotency sweeps
 	BootMigrate           bool          // LOOM_BOOT_MIGRATE
 	CHAddr                []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
 	CHUser, CHPassword    string        // LOOM_CH_USER, LOOM_CH_PASSWORD
@@ -46,6 +48,7 @@ type Config struct {
 	DuplicateThreshold    float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
 	SensitiveRetention    time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
 	PeerLimit             int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
+	BulkConflictCheckMax  int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES: bulk entries judged against the namespace
 	SearchTopKDefault     int           // LOOM_SEARCH_TOP_K_DEFAULT
 	SearchTopKMax         int           // LOOM_SEARCH_TOP_K_MAX
 	SearchMinScore        float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
@@ -79,6 +82,8 @@ func Load(env Lookup) (Config, error) {
 		PGAdmissionRounds:     r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
 		PGAdmissionDeadline:   r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
 		PGAdmissionGapMax:     r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
+		IdempotencyLease:      time.Duration(r.int("LOOM_PG_REQUEST_LEASE_SECONDS", 60)) * time.Second,
+		SweepInterval:         time.Duration(r.int("LOOM_SWEEP_INTERVAL_S", 30)) * time.Second,
 		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
 		CHAddr:                r.list("LOOM_CH_ADDR", ""),
 		CHUser:                r.str("LOOM_CH_USER", "default"),
@@ -98,6 +103,7 @@ func Load(env Lookup) (Config, error) {
 		DuplicateThreshold:    r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
 		SensitiveRetention:    time.Duration(r.int("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30)) * 24 * time.Hour,
 		PeerLimit:             r.int("LOOM_MEMORY_PEER_LIMIT", 16),
+		BulkConflictCheckMax:  r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
 		SearchTopKDefault:     r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
 		SearchTopKMax:         r.int("LOOM_SEARCH_TOP_K_MAX", 100),
 		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.05),

@@ -73,6 +73,8 @@ type Row struct {
 	SupersededBy       string          `json:"superseded_by,omitempty"`
 	DuplicateOf        string          `json:"duplicate_of,omitempty"`
 	ConflictWith       []string        `json:"conflict_with,omitempty"`
+	VerifiedBy         string          `json:"verified_by,omitempty"`
+	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
 	// JudgementOwed marks a row the conflict resolver should judge later (a key
 	// another session of the same subject holds, under a policy that does not retire).
 	JudgementOwed bool      `json:"judgement_owed,omitempty"`

@@ -43,6 +43,8 @@ type Node struct {
 	Embedder embed.Embedder
 	Tokens   *auth.Store
 	App      *fiber.App
+	// Command is the write side (tests install faults through it).
+	Command *command.Service
 
 	// RelayFaults is handed to the relay role (tests inject failures through it).
 	RelayFaults relay.Faults
@@ -135,8 +137,10 @@ func (n *Node) newApp() *fiber.App {
 		AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
 		CommitLockTimeout: n.Cfg.PGCommitLockTimeout, ConflictThreshold: n.Cfg.ConflictThreshold,
 		DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
+		IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
 	}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
 	cmd.Register(app, n.Tokens)
+	n.Command = cmd
 	barrier := query.NewBarrier(n.PG, n.Cfg.Projection, n.Cfg.PGProjectionWait, n.watermarkWake)
 	q := query.New(query.Config{
 		Projection: n.Cfg.Projection, ProjectionWait: n.Cfg.PGProjectionWait,
@@ -165,6 +169,9 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		}()
 	}
 	start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
+	if n.Cfg.HasRole("api") && n.Cfg.SweepInterval > 0 {
+		start("sweeps", func(ctx context.Context) error { n.Command.RunSweeps(ctx, n.Cfg.SweepInterval); return nil })
+	}
 	if n.Cfg.HasRole("relay") {
 		start("relay", n.RunRelay)
 	}

@@ -237,6 +237,12 @@ func (r *Response) ErrorCode() string {
 // Do sends a request with a raw body (nil for none).
 func (c *Client) Do(t testing.TB, method, path string, body []byte) *Response {
 	t.Helper()
+	return c.DoHeaders(t, method, path, body, nil)
+}
+
+// DoHeaders sends a request with extra headers.
+func (c *Client) DoHeaders(t testing.TB, method, path string, body []byte, headers map[string]string) *Response {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -250,6 +256,9 @@ func (c *Client) Do(t testing.TB, method, path string, body []byte) *Response {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

@@ -1,0 +1,119 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// clearBatch is how many heads one commit of memory.clear tombstones.
+const clearBatch = 500
+
+// clearRequest narrows memory.clear to an identity scope; an empty field does not narrow.
+type clearRequest struct {
+	Agent     string `json:"agent"`
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+}
+
+// handleClear is memory.clear: it tombstones every live head of the namespace (or of
+// an identity scope within it), a batch per commit, each over the head it read. A
+// locked row is left as it is and counted.
+func (s *Service) handleClear(c *fiber.Ctx) error {
+	return s.measured(c, "memory.clear", func(hold *idemHold) (any, error) {
+		p := auth.From(c)
+		ns := c.Params("ns")
+		if err := p.Namespace(ns); err != nil {
+			return nil, err
+		}
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		var req clearRequest
+		if len(c.Body()) > 0 {
+			if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+				return nil, err
+			}
+		}
+		if p.ReadUserID != "" {
+			if req.UserID != "" && req.UserID != p.ReadUserID {
+				return nil, httperr.NotFound("namespace not found")
+			}
+			req.UserID = p.ReadUserID
+		}
+		ctx := c.UserContext()
+		tombstoned, batches := 0, 0
+		for round := 0; ; round++ {
+			if round > 1000 {
+				return nil, contended(errHeadMoved)
+			}
+			batch, err := s.clearHeads(ctx, p.Org, ns, req)
+			if err != nil {
+				return nil, httperr.Store("reading the heads to clear", err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1}
+			for _, h := range batch {
+				r := copyOf(h)
+				r.Tombstone, r.Actor = true, p.Actor()
+				plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: r, readVersion: h.Version})
+			}
+			err = s.commit(ctx, plan)
+			if errors.Is(err, errHeadMoved) {
+				continue // a key moved under the batch: read it again
+			}
+			if err != nil {
+				return nil, commitError(err)
+			}
+			tombstoned += len(batch)
+			batches++
+		}
+		locked, err := s.countLocked(c, p.Org, ns, req)
+		if err != nil {
+			return nil, httperr.Store("counting locked heads", err)
+		}
+		return fiber.Map{"tombstoned": tombstoned, "skipped_locked": locked, "batches": batches}, nil
+	})
+}
+
+const clearScope = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = $4)
+	AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean`
+
+func (s *Service) clearHeads(ctx context.Context, org, ns string, req clearRequest) ([]*memrow.Row, error) {
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT row FROM loom.memory_current WHERE %s AND NOT (row->>'locked')::boolean
+		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, clearScope, clearBatch), org, ns, req.Agent, req.UserID, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*memrow.Row
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, err
+		}
+		h, err := heads.Decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func (s *Service) countLocked(c *fiber.Ctx, org, ns string, req clearRequest) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(c.UserContext(), fmt.Sprintf(`SELECT count(*) FROM loom.memory_current WHERE %s AND (row->>'locked')::boolean`, clearScope),
+		org, ns, req.Agent, req.UserID, req.SessionID).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,137 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Expiry is the writer's choice (ttl_seconds, valid_to, retention). Reads hide an
+// expired row at once; the sweep then applies its on_expire as a revision, over the
+// head it read, so a write that lands meanwhile wins and the sweep takes the next pass.
+
+// anonymizedValue replaces an anonymized row's value.
+var anonymizedValue = []byte(`"[anonymized]"`)
+
+// sweepScope narrows a sweep; empty fields sweep every org and namespace.
+type sweepScope struct{ org, namespace string }
+
+// SweepExpired applies on_expire to up to limit expired heads and returns how many it
+// changed.
+func (s *Service) SweepExpired(ctx context.Context, limit int) (int, error) {
+	return s.sweepExpired(ctx, sweepScope{}, limit)
+}
+
+func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current
+		WHERE expires_at <= now() AND NOT (row->>'tombstone')::boolean
+		  AND ($1 = '' OR org = $1) AND ($2 = '' OR namespace = $2)
+		ORDER BY expires_at LIMIT $3`, scope.org, scope.namespace, limit)
+	if err != nil {
+		return 0, fmt.Errorf("find expired heads: %w", err)
+	}
+	var expired []*memrow.Row
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		h, err := heads.Decode(raw)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		expired = append(expired, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	done := 0
+	for _, h := range expired {
+		p := expireRevision(h, s.now())
+		err := s.commit(ctx, &commitPlan{org: h.Org, namespace: h.Namespace, policyGeneration: -1, rows: []*pending{p}})
+		switch {
+		case errors.Is(err, errHeadMoved):
+			continue // written meanwhile: the next pass judges the new head
+		case err != nil:
+			return done, fmt.Errorf("expire %s/%s: %w", h.Namespace, h.MemoryKey, err)
+		}
+		done++
+	}
+	return done, nil
+}
+
+// expireRevision is the revision an expired head's on_expire writes.
+func expireRevision(h *memrow.Row, now time.Time) *pending {
+	r := copyOf(h)
+	r.Actor = "process:loom"
+	p := &pending{own: true, op: "memory.expire", row: r, readVersion: h.Version}
+	switch h.OnExpire {
+	case ExpireDemote:
+		// The row stays, less trusted, and no longer expires.
+		r.ExpiresAt, r.OnExpire, r.ValidTo = nil, "", nil
+		r.Confidence = h.Confidence * 0.5
+		p.event = events.TypeStatusChanged
+	case ExpireAnonymize:
+		// The shell row stays; its text and its search document go.
+		r.Value, r.ContentSHA256 = anonymizedValue, memrow.ContentSHA256(anonymizedValue)
+		r.Tags, r.Entities, r.ExpiresAt, r.OnExpire, r.ValidTo = []string{}, []string{}, nil, "", nil
+		r.EmbeddingDim, r.EmbeddingModel = 0, ""
+		p.event = events.TypeRevised
+	default:
+		r.Tombstone = true
+		p.event = events.TypeTombstoned
+	}
+	return p
+}
+
+// handleSweepExpired is memory.sweep_expired for one namespace (admin).
+func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
+	p := auth.From(c)
+	ns := c.Params("ns")
+	if err := p.Namespace(ns); err != nil {
+		return err
+	}
+	if err := requireAdmin(p); err != nil {
+		return err
+	}
+	n, err := s.sweepExpired(c.UserContext(), sweepScope{org: p.Org, namespace: ns}, 10000)
+	if err != nil {
+		return httperr.Store("sweeping expired memories", err)
+	}
+	return c.JSON(fiber.Map{"expired": n})
+}
+
+// RunSweeps runs the expiry and idempotency sweeps every interval until ctx ends.
+// Every process with the command role runs them: each change commits over the head it
+// read, so two sweepers never apply one expiry twice.
+func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.SweepExpired(ctx, 1000); err != nil && ctx.Err() == nil {
+			s.log.Warn("expiry sweep failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("expiry sweep applied on_expire", "rows", n)
+		}
+		if _, err := s.sweepIdempotency(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("idempotency sweep failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package command
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// An Idempotency-Key is a row of loom.idempotency, keyed by the org and a hash of the
+// token, the operation and the key. A request holds it under a lease and a token; its
+// commit marks it committed in the same transaction as the revisions, and only under
+// that token, so a request a retry took over can no longer commit.
+
+// Codes of the idempotency table.
+const (
+	CodeIdempotentConflict   = "IDEMPOTENT_CONFLICT"    // 409: the key was used for another request
+	CodeIdempotentInProgress = "IDEMPOTENT_IN_PROGRESS" // 503: the key's request is still running
+	CodeIdempotentTakenOver  = "IDEMPOTENT_TAKEN_OVER"  // 503: a retry took this request's key over
+)
+
+const (
+	idemRunning   = "running"
+	idemCommitted = "committed"
+	idemDone      = "done"
+	idemKeep      = 24 * time.Hour
+	maxIdemKeyLen = 255
+)
+
+// idemHold is a request's hold on its key.
+type idemHold struct {
+	org     string
+	keyHash []byte
+	token   int64
+}
+
+// committedRevision is what a replay of a committed request names.
+type committedRevision struct {
+	MemoryID      string `json:"memory_id"`
+	MemoryKey     string `json:"memory_key"`
+	Version       int64  `json:"version"`
+	VersionText   string `json:"version_text"`
+	ContentSHA256 string `json:"content_sha256"`
+}
+
+var errTakenOver = errors.New("a retry took over this request's idempotency key")
+
+// idempotent runs a write under its Idempotency-Key, when the request has one, and
+// answers it: run returns the answer and whether it committed.
+func (s *Service) idempotent(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
+	key := c.Get("Idempotency-Key")
+	if key == "" {
+		ans, err := run(nil)
+		if err != nil {
+			return err
+		}
+		return c.JSON(ans)
+	}
+	if len(key) > maxIdemKeyLen {
+		return httperr.Validation("Idempotency-Key", "the Idempotency-Key header is longer than 255 characters")
+	}
+	if err := memrow.CheckText("Idempotency-Key", key); err != nil {
+		return err
+	}
+	p := auth.From(c)
+	keyHash := sha256.Sum256([]byte("v3\x00" + p.Org + "\x00" + p.TokenID + "\x00" + op + "\x00" + key))
+	digest := sha256.Sum256([]byte(c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())))
+	ctx := c.UserContext()
+	hold, replay, err := s.claim(ctx, p.Org, keyHash[:], op, digest[:])
+	if err != nil {
+		return err
+	}
+	if replay != nil {
+		c.Set("Idempotent-Replay", "true")
+		return c.Type("json").Send(replay)
+	}
+	ans, err := run(hold)
+	if err != nil {
+		// A request that answers without committing lets a retry run at once; one
+		// whose commit's outcome is unknown keeps the key, which a retry replays.
+		var he *httperr.Error
+		if !errors.As(err, &he) || he.Extra["outcome_unknown"] != true {
+			s.release(ctx, hold)
+		}
+		return err
+	}
+	body, err := json.Marshal(ans)
+	if err != nil {
+		return err
+	}
+	if err := s.storeAnswer(ctx, hold, body); err != nil {
+		s.log.Warn("idempotency: cannot store the answer; a retry will replay the committed revisions", "err", err)
+	}
+	return c.Type("json").Send(body)
+}
+
+// claim takes the key, or answers from it. See the seeds' table: none or expired →
+// run; another digest → 409; done → the stored answer; running or committed under a
+// live lease → 503; committed with the lease over → the committed revisions; running
+// with the lease over → run under the next token.
+func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*idemHold, []byte, error) {
+	lease := s.cfg.IdempotencyLease
+	var hold *idemHold
+	var replay []byte
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var token int64
+		err := tx.QueryRow(ctx, `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at)
+			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval)
+			ON CONFLICT DO NOTHING RETURNING token`, org, keyHash, op, digest, lease.String(), idemKeep.String()).Scan(&token)
+		if err == nil {
+			hold = &idemHold{org: org, keyHash: keyHash, token: token}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		var storedDigest, answer, revisions []byte
+		var state string
+		var leaseLive, expired bool
+		err = tx.QueryRow(ctx, `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, answer, revisions
+			FROM loom.idempotency WHERE org = $1 AND key_hash = $2 FOR UPDATE`, org, keyHash).
+			Scan(&storedDigest, &state, &leaseLive, &expired, &token, &answer, &revisions)
+		if err != nil {
+			return err
+		}
+		takeOver := func() error {
+			err := tx.QueryRow(ctx, `UPDATE loom.idempotency SET state = 'running', token = token + 1, op = $3, request_digest = $4,
+				lease_until = now() + $5::interval, revisions = NULL, answer = NULL,
+				created_at = CASE WHEN $6 THEN now() ELSE created_at END,
+				expires_at = CASE WHEN $6 THEN now() + $7::interval ELSE expires_at END
+				WHERE org = $1 AND key_hash = $2 RETURNING token`, org, keyHash, op, digest, lease.String(), expired, idemKeep.String()).Scan(&token)
+			hold = &idemHold{org: org, keyHash: keyHash, token: token}
+			return err
+		}
+		switch {
+		case expired:
+			return takeOver()
+		case string(storedDigest) != string(digest):
+			return httperr.New(http.StatusConflict, CodeIdempotentConflict, "the Idempotency-Key was used for another request")
+		case state == idemDone:
+			replay = answer
+			return nil
+		case leaseLive:
+			return inProgress()
+		case state == idemCommitted:
+			replay, err = committedReplay(revisions)
+			return err
+		default: // running, its lease over: its request died before committing
+			return takeOver()
+		}
+	})
+	if err != nil {
+		var he *httperr.Error
+		if errors.As(err, &he) {
+			return nil, nil, he
+		}
+		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
+	}
+	return hold, replay, nil
+}
+
+func inProgress() *httperr.Error {
+	return httperr.Unavailable(CodeIdempotentInProgress, "a request with this Idempotency-Key is still running; retry", nil)
+}
+
+func committedReplay(revisions []byte) ([]byte, error) {
+	var revs []committedRevision
+	if err := json.Unmarshal(revisions, &revs); err != nil {
+		return nil, fmt.Errorf("decode committed revisions: %w", err)
+	}
+	ans := map[string]any{"idempotent_replay": "committed", "written": revs}
+	if len(revs) > 0 {
+		ans["memory_id"], ans["memory_key"], ans["version"] = revs[0].MemoryID, revs[0].MemoryKey, revs[0].Version
+		ans["version_text"], ans["content_sha256"] = revs[0].VersionText, revs[0].ContentSHA256
+	}
+	return json.Marshal(ans)
+}
+
+// markCommitted marks the key committed in the commit's transaction, under the
+// request's token only.
+func markCommitted(ctx context.Context, tx pgx.Tx, hold *idemHold, rows []*pending) error {
+	var revs []committedRevision
+	for _, p := range rows {
+		if !p.own {
+			continue
+		}
+		r := p.row
+		revs = append(revs, committedRevision{MemoryID: r.MemoryID, MemoryKey: r.MemoryKey, Version: r.Version,
+			VersionText: memrow.VersionText(r.Version), ContentSHA256: r.ContentSHA256})
+	}
+	raw, err := json.Marshal(revs)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE loom.idempotency SET state = 'committed', revisions = $4
+		WHERE org = $1 AND key_hash = $2 AND token = $3`, hold.org, hold.keyHash, hold.token, raw)
+	if err != nil {
+		return fmt.Errorf("mark the Idempotency-Key committed: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errTakenOver
+	}
+	return nil
+}
+
+func (s *Service) storeAnswer(ctx context.Context, hold *idemHold, answer []byte) error {
+	if hold == nil {
+		return nil
+	}
+	_, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE loom.idempotency SET state = 'done', answer = $4
+		WHERE org = $1 AND key_hash = $2 AND token = $3`, hold.org, hold.keyHash, hold.token, answer)
+	return err
+}
+
+func (s *Service) release(ctx context.Context, hold *idemHold) {
+	if hold == nil {
+		return
+	}
+	if _, err := s.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3`,
+		hold.org, hold.keyHash, hold.token); err != nil {
+		s.log.Warn("idempotency: cannot release a claim; it lapses with its lease", "err", err)
+	}
+}
+
+// sweepIdempotency deletes keys past their 24 hours.
+func (s *Service) sweepIdempotency(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM loom.idempotency WHERE ctid IN (
+		SELECT ctid FROM loom.idempotency WHERE expires_at < now() LIMIT 5000)`)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}

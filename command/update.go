@@ -1,0 +1,118 @@
+package command
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// handleUpdate is memory.update: it revises an existing row in place (the key keeps
+// its memory id); fields the request leaves out, the value included, keep the head's.
+// A changed value meets every phase memory.set runs.
+func (s *Service) handleUpdate(c *fiber.Ctx) error {
+	return s.measured(c, "memory.update", func(hold *idemHold) (any, error) {
+		p := auth.From(c)
+		ns := c.Params("ns")
+		if err := p.Namespace(ns); err != nil {
+			return nil, err
+		}
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		key, err := url.PathUnescape(c.Params("key"))
+		if err != nil {
+			return nil, httperr.Validation("memory_key", "the key is not valid percent-encoding")
+		}
+		req, err := decodeSet(c.Body())
+		if err != nil {
+			return nil, err
+		}
+		id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(req.Agent), UserID: orDash(req.UserID),
+			SessionID: orDash(req.SessionID), MemoryKey: key}
+		if p.ReadUserID != "" && req.UserID == "" {
+			id.UserID = p.ReadUserID
+		}
+		if p.ReadUserID != "" && id.UserID != p.ReadUserID {
+			return nil, httperr.NotFound("memory not found")
+		}
+		return s.runUpdate(c, hold, "memory.update", p, id, req)
+	})
+}
+
+// handleUpdateByID is memory.update_by_id: the id names the one live head the caller
+// reaches; an id it cannot reach, or that more than one reachable head holds, is not
+// found, never forbidden.
+func (s *Service) handleUpdateByID(c *fiber.Ctx) error {
+	return s.measured(c, "memory.update_by_id", func(hold *idemHold) (any, error) {
+		p := auth.From(c)
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		memoryID, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return nil, httperr.NotFound("memory not found")
+		}
+		req, err := decodeSet(c.Body())
+		if err != nil {
+			return nil, err
+		}
+		if req.Agent != "" || req.UserID != "" || req.SessionID != "" {
+			return nil, httperr.Validation("body", "an update by id takes its identity from the id")
+		}
+		head, err := s.headByID(c, p, memoryID)
+		if err != nil {
+			return nil, err
+		}
+		return s.runUpdate(c, hold, "memory.update_by_id", p, head.Identity, req)
+	})
+}
+
+func (s *Service) runUpdate(c *fiber.Ctx, hold *idemHold, op string, p auth.Principal, id memrow.Identity, req *setRequest) (any, error) {
+	if req.Proposed {
+		return nil, httperr.Validation("proposed", "an update revises an established row; write a proposal with memory.set")
+	}
+	w, err := newSetWrite(op, p, id, req, c.Get("X-Request-Id"))
+	if err != nil {
+		return nil, err
+	}
+	w.requireHead, w.valueFromHead, w.hold = true, len(req.Value) == 0, hold
+	return s.runSet(c.UserContext(), w)
+}
+
+// headByID resolves an org-wide memory id to the one live head the caller reaches.
+func (s *Service) headByID(c *fiber.Ctx, p auth.Principal, memoryID uuid.UUID) (*memrow.Row, error) {
+	rows, err := s.pool.Query(c.UserContext(), `SELECT row FROM loom.memory_current WHERE org = $1 AND memory_id = $2`, p.Org, memoryID)
+	if err != nil {
+		return nil, httperr.Store("reading heads by id", err)
+	}
+	defer rows.Close()
+	now := s.now()
+	var found []*memrow.Row
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, httperr.Store("reading heads by id", err)
+		}
+		h, err := heads.Decode(raw)
+		if err != nil {
+			return nil, httperr.Store("decoding a head", err)
+		}
+		if h.Live(now) && p.Reaches(h.Namespace) && (p.ReadUserID == "" || h.UserID == p.ReadUserID) {
+			found = append(found, h)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, httperr.Store("reading heads by id", err)
+	}
+	if len(found) != 1 {
+		return nil, httperr.New(http.StatusNotFound, httperr.CodeNotFound, "memory not found")
+	}
+	return found[0], nil
+}
