@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -15,8 +16,12 @@ import (
 // 16 keys end with exactly one new fact; the other 15 answer merge or duplicate, none
 // lost and none a second live copy. Run 20 times.
 func TestSemanticAdmission(t *testing.T) {
+	// Two API processes: a writer meets the other process's commits in its gap without
+	// their vectors, and measures them by embedding their text again.
 	n, url := env.API(t, nil)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	_, url2 := env.API(t, nil)
+	token := env.Token(t, n, auth.NewToken{Org: "acme"})
+	clients := []*testenv.Client{testenv.NewClient(url, token), testenv.NewClient(url2, token)}
 	pool := env.PG(t)
 	for run := 0; run < 20; run++ {
 		ns := testenv.Unique(t, fmt.Sprintf("adm%d", run))
@@ -28,7 +33,7 @@ func TestSemanticAdmission(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				b, _ := json.Marshal(map[string]any{"value": fact})
-				answers[i] = c.Do(t, http.MethodPut, fmt.Sprintf("/v1/namespaces/%s/memories/offsite-%02d", ns, i), b)
+				answers[i] = clients[i%2].Do(t, http.MethodPut, fmt.Sprintf("/v1/namespaces/%s/memories/offsite-%02d", ns, i), b)
 			}()
 		}
 		wg.Wait()
@@ -103,4 +108,29 @@ func TestPinRacingAWrite(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes over 40 races: %v", outcomes)
+}
+
+// A policy change that lands between a write's read of the policy and its commit sends
+// the write back: it is judged again under the new policy.
+func TestPolicyChangeSendsAWriteBack(t *testing.T) {
+	n, url := env.API(t, nil)
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	ns := testenv.Unique(t, "policy")
+	once := true
+	n.Command.SetFaults(command.Faults{BeforeCommit: func() {
+		if once {
+			once = false
+			b := []byte(`{"pattern": "launch codes"}`)
+			if r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/blacklist", b); r.Status != http.StatusOK {
+				t.Errorf("blacklist add: %d %s", r.Status, r.Body)
+			}
+		}
+	}})
+	r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/k", []byte(`{"value": "the launch codes are in the safe"}`))
+	if r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "BLACKLISTED" {
+		t.Fatalf("a write whose policy changed before its commit: %d %s", r.Status, r.Body)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns); n != 0 {
+		t.Fatalf("%d revisions committed", n)
+	}
 }
