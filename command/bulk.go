@@ -451,22 +451,19 @@ func (s *Service) vectorOf(r *memrow.Row) []float32 {
 
 func (s *Service) embedBulk(ctx context.Context, items []*bulkItem) error {
 	var texts []string
-	type slot struct {
+	type part struct {
+		from, to int
+		split    func([][]float32)
 		it       *bulkItem
-		key      bool
-		position int
 	}
-	var slots []slot
+	var parts []part
 	for _, it := range items {
 		if !it.w.embedded {
 			continue
 		}
-		slots = append(slots, slot{it: it, position: len(texts)})
-		texts = append(texts, it.w.valueText)
-		if kw := memrow.KeyWords(it.w.id.MemoryKey); kw != "" {
-			slots = append(slots, slot{it: it, key: true, position: len(texts)})
-			texts = append(texts, kw)
-		}
+		ts, split := embedTexts(it.w)
+		parts = append(parts, part{from: len(texts), to: len(texts) + len(ts), split: split, it: it})
+		texts = append(texts, ts...)
 	}
 	if len(texts) == 0 {
 		return nil
@@ -478,13 +475,9 @@ func (s *Service) embedBulk(ctx context.Context, items []*bulkItem) error {
 		}
 		return httperr.Store("embedding the batch", err)
 	}
-	for _, sl := range slots {
-		if sl.key {
-			sl.it.w.keyVector = vs[sl.position]
-		} else {
-			sl.it.w.vector = vs[sl.position]
-			sl.it.row.EmbeddingModel, sl.it.row.EmbeddingDim = s.embedder.Model(), len(vs[sl.position])
-		}
+	for _, p := range parts {
+		p.split(vs[p.from:p.to])
+		p.it.row.EmbeddingModel, p.it.row.EmbeddingDim = s.embedder.Model(), len(p.it.w.vector)
 	}
 	return nil
 }
@@ -557,7 +550,7 @@ func (s *Service) bulkRows(items []*bulkItem, st *bulkState, pol *policy, now ti
 		}
 		p := &pending{own: true, op: "memory.bulk_set", event: event, row: row, readVersion: readVersion}
 		if it.w.embedded {
-			p.vector, p.keyVector = it.w.vector, it.w.keyVector
+			p.vector, p.keyVector, p.chunkVectors = it.w.vector, it.w.keyVector, it.w.chunkVectors
 		}
 		rows = append(rows, p)
 		switch it.v.kind {

@@ -19,13 +19,14 @@ import (
 // pending is one row on its way to the commit, built over the head version it read
 // (0: the key had no head).
 type pending struct {
-	own         bool // the write's own row, not a copy its verdict made of a peer
-	op          string
-	event       events.Type
-	row         *memrow.Row
-	readVersion int64
-	vector      []float32 // the value's vector, sealed with the content; nil: no search document
-	keyVector   []float32
+	own          bool // the write's own row, not a copy its verdict made of a peer
+	op           string
+	event        events.Type
+	row          *memrow.Row
+	readVersion  int64
+	vector       []float32 // the value's vector, sealed with the content; nil: no search document
+	keyVector    []float32
+	chunkVectors [][]float32
 }
 
 // commitPlan is one transaction's worth of rows: a write's own row first, then the
@@ -211,6 +212,17 @@ func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo i
 	return gap, rows.Err()
 }
 
+func vectors(vs [][]float32) []events.Vector {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]events.Vector, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
+
 // record is a revision encoded for the topic and the journal.
 type record struct {
 	key     []byte
@@ -232,7 +244,7 @@ func (s *Service) encode(p *pending, requestID string) (*record, error) {
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
 	sealed, err := events.Seal(dataKey, recordID, &events.Content{
 		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
-		Embedding: p.vector, KeyEmbedding: p.keyVector,
+		Embedding: p.vector, KeyEmbedding: p.keyVector, ChunkEmbeddings: vectors(p.chunkVectors),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("seal revision content: %w", err)

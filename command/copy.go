@@ -34,13 +34,14 @@ type copyOp struct {
 
 // copyWrite is one copy writer's state.
 type copyWrite struct {
-	p      auth.Principal
-	head   *memrow.Row
-	row    *memrow.Row
-	now    time.Time
-	vector []float32 // a restore's freshly embedded vector
-	keyVec []float32
-	extra  map[string]any
+	p         auth.Principal
+	head      *memrow.Row
+	row       *memrow.Row
+	now       time.Time
+	vector    []float32 // a restore's freshly embedded vectors
+	keyVec    []float32
+	chunkVecs [][]float32
+	extra     map[string]any
 }
 
 // keyMethods are the custom methods of POST /v1/namespaces/{ns}/memories/{key}:{method}.
@@ -101,21 +102,13 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	}
 	c.extra["restored_status"] = c.row.Status
 	if c.row.Embedded() {
-		vs, err := s.embedder.Embed(ctx, append([]string{memrow.ValueText(c.row.Value)}, keyText(c.row.MemoryKey)...))
-		if err != nil {
-			return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+		// The deleted row's search documents were retired: the restore builds them again.
+		w := &setWrite{id: c.row.Identity}
+		w.setValue(c.row.Value)
+		if err := s.embedSet(ctx, w); err != nil {
+			return err
 		}
-		c.vector = vs[0]
-		if len(vs) > 1 {
-			c.keyVec = vs[1]
-		}
-	}
-	return nil
-}
-
-func keyText(key string) []string {
-	if w := memrow.KeyWords(key); w != "" {
-		return []string{w}
+		c.vector, c.keyVec, c.chunkVecs = w.vector, w.keyVector, w.chunkVectors
 	}
 	return nil
 }
@@ -250,7 +243,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	}
 	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1, idem: hold,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
-			vector: cw.vector, keyVector: cw.keyVec}}}
+			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
 	if err := s.commit(ctx, plan); err != nil {
 		if errors.Is(err, errHeadMoved) {
 			return nil, contended(err)

@@ -43,6 +43,9 @@ type NamespaceConfig struct {
 	RetentionDays     int                   `json:"retention_days,omitempty"`
 	OnExpire          string                `json:"on_expire,omitempty"`
 	Types             map[string]TypeConfig `json:"types,omitempty"`
+	// Visibility public: a search over several namespaces reads this one only when
+	// no private namespace of it has a hit above the floor.
+	Visibility string `json:"visibility,omitempty"`
 }
 
 // DefaultConfig is the configuration of a namespace nobody configured.
@@ -59,6 +62,11 @@ func (c *NamespaceConfig) Validate() error {
 	default:
 		return &memrow.FieldError{Field: "conflict_policy", Code: memrow.CodeValidationFailed,
 			Message: "conflict_policy must be newest_wins, auto_reinforce, manual_review or append_only"}
+	}
+	switch c.Visibility {
+	case "", "private", "public":
+	default:
+		return &memrow.FieldError{Field: "visibility", Code: memrow.CodeValidationFailed, Message: "visibility must be private or public"}
 	}
 	if err := checkThreshold("conflict_threshold", c.ConflictThreshold); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
 )
 
 // setRequest is the body of PUT /v1/namespaces/{ns}/memories/{key} (memory.set).
@@ -111,6 +112,7 @@ type setWrite struct {
 	detected      []string // sensitive kinds the detector found
 	vector        []float32
 	keyVector     []float32
+	chunkVectors  [][]float32
 	embedded      bool
 	requestID     string
 	absorbed      []peer // gap rows measured in earlier rounds
@@ -201,7 +203,7 @@ func newSetWrite(op string, p auth.Principal, id memrow.Identity, req *setReques
 func (w *setWrite) setValue(canonical []byte) {
 	w.value, w.sha, w.valueText = canonical, memrow.ContentSHA256(canonical), memrow.ValueText(canonical)
 	w.detected = detectSensitive(w.valueText + " " + w.id.MemoryKey)
-	w.vector, w.keyVector = nil, nil
+	w.vector, w.keyVector, w.chunkVectors = nil, nil, nil
 }
 
 func validateSetFields(req *setRequest) error {
@@ -501,7 +503,7 @@ func (s *Service) verdictRows(w *setWrite, row, head *memrow.Row, v verdict, ans
 	}
 	own := &pending{own: true, op: w.op, event: event, row: row, readVersion: readVersion}
 	if w.embedded {
-		own.vector, own.keyVector = w.vector, w.keyVector
+		own.vector, own.keyVector, own.chunkVectors = w.vector, w.keyVector, w.chunkVectors
 	}
 	rows := []*pending{own}
 	// A proposal stays a proposal whatever its verdict: the verdict links it, and an
@@ -590,12 +592,10 @@ func appendOnce(list []string, v string) []string {
 	return append(list, v)
 }
 
+// embedSet embeds, in one call, the value, the key's words (when it has some) and a
+// long value's chunks.
 func (s *Service) embedSet(ctx context.Context, w *setWrite) error {
-	texts := []string{w.valueText}
-	keyWords := memrow.KeyWords(w.id.MemoryKey)
-	if keyWords != "" {
-		texts = append(texts, keyWords)
-	}
+	texts, split := embedTexts(w)
 	vs, err := s.embedder.Embed(ctx, texts)
 	if err != nil {
 		if errors.Is(err, embed.ErrEmbedderUnavailable) {
@@ -603,11 +603,27 @@ func (s *Service) embedSet(ctx context.Context, w *setWrite) error {
 		}
 		return httperr.Store("embedding the value", err)
 	}
-	w.vector = vs[0]
-	if keyWords != "" {
-		w.keyVector = vs[1]
-	}
+	split(vs)
 	return nil
+}
+
+// embedTexts lists a write's texts to embed and returns the function that hands the
+// vectors back to it.
+func embedTexts(w *setWrite) ([]string, func([][]float32)) {
+	texts := []string{w.valueText}
+	keyWords := memrow.KeyWords(w.id.MemoryKey)
+	if keyWords != "" {
+		texts = append(texts, keyWords)
+	}
+	chunks := text.Chunks(w.valueText)
+	texts = append(texts, chunks...)
+	return texts, func(vs [][]float32) {
+		w.vector, vs = vs[0], vs[1:]
+		if keyWords != "" {
+			w.keyVector, vs = vs[0], vs[1:]
+		}
+		w.chunkVectors = vs[:len(chunks)]
+	}
 }
 
 // threshold resolves the conflict threshold: the type's dedup_threshold, else the

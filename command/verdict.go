@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
 )
 
 // Verdicts a write can reach against its peers. No verdict calls a model.
@@ -155,31 +156,16 @@ func startsAfter(peerRow, row *memrow.Row) bool {
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
-// words splits text into lower-cased words.
-func words(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-}
-
-var stopwords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`a an the and or but of to in on at by for with from as is are was were be been being
-		has have had do does did it its this that these those there here i me my we our you your he him his she her they
-		them their not no so very just also than then now`) {
-		stopwords[w] = true
-	}
-}
-
 // contentWords are a text's words that carry meaning (no stopwords), split into the
 // values (words with a digit: numbers, dates, versions) and the rest.
-func contentWords(text string) (plain, values map[string]bool) {
+func contentWords(s string) (plain, values map[string]bool) {
 	plain, values = map[string]bool{}, map[string]bool{}
-	for _, w := range words(text) {
+	for _, w := range text.Words(s) {
 		switch {
 		case strings.IndexFunc(w, unicode.IsDigit) >= 0:
 			values[w] = true
-		case !stopwords[w]:
-			plain[w] = true
+		case !text.Stopword(w):
+			plain[text.Stem(w)] = true
 		}
 	}
 	return plain, values
@@ -213,7 +199,7 @@ func subset(a, b map[string]bool) bool {
 // in one short slot: the same subject and predicate, another object ("the user
 // lives in Lisbon" / "the user lives in Berlin").
 func templatedSubstitution(a, b string) bool {
-	wa, wb := words(a), words(b)
+	wa, wb := text.Words(a), text.Words(b)
 	p := 0
 	for p < len(wa) && p < len(wb) && wa[p] == wb[p] {
 		p++

@@ -28,6 +28,8 @@ type Content struct {
 	Embedding Vector          `json:"embedding,omitempty"`
 	// KeyEmbedding is the vector of the key's words, when the key carries words.
 	KeyEmbedding Vector `json:"key_embedding,omitempty"`
+	// ChunkEmbeddings are the vectors of a long value's windows, in order.
+	ChunkEmbeddings []Vector `json:"chunk_embeddings,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

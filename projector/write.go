@@ -33,7 +33,7 @@ const (
 		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id)`
 )
 
-// writeRows sends one insert per table, the four at once: the tables are independent
+// writeRows sends one insert per table, all at once: the tables are independent
 // and each collapses a row it sees twice, so a batch that fails part-way is simply
 // written again.
 func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
@@ -47,6 +47,10 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 			return send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, embeddingsFill(rows))
 		},
 		func() error { return send(ctx, conn, "loom.audit_log", insertAudit, auditFill(rows)) },
+		func() error { return send(ctx, conn, "loom.memory_lexical", insertLexical, lexicalFill(rows)) },
+	}
+	if fill, any := chunksFill(rows); any {
+		inserts = append(inserts, func() error { return send(ctx, conn, "loom.memory_chunks", insertChunks, fill) })
 	}
 	errs := make([]error, len(inserts))
 	var wg sync.WaitGroup

@@ -1,8 +1,11 @@
 package query
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -11,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
 )
 
 // maxQueryChars bounds a search query's text.
@@ -18,12 +22,21 @@ const maxQueryChars = 4000
 
 // searchRequest is the body of POST /v1/namespaces/{ns}/memories:search.
 type searchRequest struct {
-	Query      string `json:"query"`
-	TopK       int    `json:"top_k"`
-	Agent      string `json:"agent"`
-	UserID     string `json:"user_id"`
-	SessionID  string `json:"session_id"`
-	MemoryType string `json:"memory_type"`
+	Query             string     `json:"query"`
+	TopK              int        `json:"top_k"`
+	Namespaces        []string   `json:"namespaces"` // more namespaces beside the path's
+	Agent             string     `json:"agent"`
+	UserID            string     `json:"user_id"`
+	SessionID         string     `json:"session_id"`
+	MemoryType        string     `json:"memory_type"`
+	Tags              []string   `json:"tags"`
+	TagsMode          string     `json:"tags_mode"` // all (default) or any
+	Status            []string   `json:"status"`
+	IncludeSuperseded bool       `json:"include_superseded"`
+	AsOf              *time.Time `json:"as_of"`
+	Mode              string     `json:"mode"` // weighted (default) or rrf
+	Recency           bool       `json:"recency"`
+	PageToken         string     `json:"page_token"`
 }
 
 // hitView is one search hit with the scores that ranked it.
@@ -33,7 +46,8 @@ type hitView struct {
 	Scores map[string]float64 `json:"scores"`
 }
 
-// Verdicts a search answers with: an honest abstain when nothing matches well.
+// Verdicts a search answers with: an honest abstain tells "nothing relevant" from
+// "nothing stored".
 const (
 	VerdictOK             = "ok"
 	VerdictNoMatch        = "no_match"
@@ -41,15 +55,18 @@ const (
 )
 
 type searchAnswer struct {
-	Hits         []hitView `json:"hits"`
-	Verdict      string    `json:"verdict"`
-	StaleDropped int       `json:"stale_dropped"`
-	Barrier      Passed    `json:"barrier"`
+	Hits          []hitView `json:"hits"`
+	Verdict       string    `json:"verdict"`
+	StaleDropped  int       `json:"stale_dropped"`
+	Mode          string    `json:"mode"`
+	Barrier       Passed    `json:"barrier"`
+	NextPageToken string    `json:"next_page_token,omitempty"`
+	Namespaces    []string  `json:"namespaces"`
 }
 
-// handleSearch is memory.search (vector leg): barrier, embed the query, rank the
-// namespace's search documents by cosine, and serve only hits whose Postgres head
-// still holds the content the document was built from.
+// served statuses by default; include_superseded adds the retired ones.
+var defaultStatuses = []string{memrow.StatusActive, memrow.StatusConflicted}
+
 func (s *Service) handleSearch(c *fiber.Ctx) error {
 	start := s.now()
 	ans, err := s.search(c)
@@ -65,59 +82,71 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	return c.JSON(ans)
 }
 
+// searchPlan is a search settled: what it reads and how it ranks.
+type searchPlan struct {
+	req        *searchRequest
+	f          filter
+	namespaces []string // private first, then public
+	public     map[string]bool
+	terms      []string
+	vector     []float32
+	pool       int
+}
+
 func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
 	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return nil, err
-	}
-	req, err := s.decodeSearch(c.Body())
+	plan, err := s.settle(c, p)
 	if err != nil {
 		return nil, err
-	}
-	f := filter{org: p.Org, namespace: ns, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType}
-	if p.ReadUserID != "" {
-		if f.userID != "" && f.userID != p.ReadUserID {
-			return &searchAnswer{Hits: []hitView{}, Verdict: VerdictNoMatch}, nil
-		}
-		f.userID = p.ReadUserID
 	}
 	ctx := c.UserContext()
-	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
+	if plan.req.PageToken != "" {
+		return s.nextPage(ctx, p, plan)
+	}
+	passed, err := s.barrier.Wait(ctx, p.Org, plan.namespaces)
 	if err != nil {
 		return nil, err
 	}
-	vec, err := s.embedder.query(ctx, req.Query)
+	plan.vector, err = s.embedder.query(ctx, plan.req.Query)
 	if err != nil {
 		if errors.Is(err, embed.ErrEmbedderUnavailable) {
 			return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
 		}
 		return nil, httperr.Store("embedding the query", err)
 	}
-	// Over-fetch, so hits the validation drops can be refilled once from the
-	// ranked remainder.
-	candidates, err := s.vectorLeg(ctx, f, vec, req.TopK*3+10)
-	if err != nil {
-		return nil, chUnavailable("running the vector leg", err)
+	// Private namespaces first; public ones only when no private hit clears the floor.
+	var private, public []string
+	for _, ns := range plan.namespaces {
+		if plan.public[ns] {
+			public = append(public, ns)
+		} else {
+			private = append(private, ns)
+		}
 	}
-	hits, stale, err := s.validate(ctx, f, candidates, req.TopK)
+	pool, err := s.runLegs(ctx, plan, private)
 	if err != nil {
-		return nil, httperr.Store("validating hits against their heads", err)
+		return nil, err
 	}
-	s.staleDropped.Add(float64(stale))
-	ans := &searchAnswer{Hits: hits, StaleDropped: stale, Barrier: passed, Verdict: VerdictOK}
-	switch {
-	case len(hits) == 0:
-		ans.Verdict = VerdictNoMatch
-	case hits[0].Score < s.cfg.MinScore:
-		ans.Verdict = VerdictBelowThreshold
+	if len(public) > 0 && (len(pool) == 0 || pool[0].relevance < s.cfg.MinScore) {
+		more, err := s.runLegs(ctx, plan, public)
+		if err != nil {
+			return nil, err
+		}
+		pool = append(pool, more...)
+		sortPool(pool)
+	}
+	ans := &searchAnswer{Barrier: passed, Mode: plan.mode(), Namespaces: plan.namespaces}
+	if err := s.servePage(ctx, plan, pool, 0, ans); err != nil {
+		return nil, err
 	}
 	return ans, nil
 }
 
-func (s *Service) decodeSearch(body []byte) (*searchRequest, error) {
+// settle checks the request and fixes what the search reads: its namespaces (each one
+// the token reaches), the token's read scope, the filters and the ceiling on top_k.
+func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 	var req searchRequest
-	if err := httperr.DecodeBody(body, &req); err != nil {
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
 		return nil, err
 	}
 	if req.Query == "" {
@@ -132,6 +161,16 @@ func (s *Service) decodeSearch(body []byte) (*searchRequest, error) {
 	if req.TopK < 1 || req.TopK > s.cfg.TopKMax {
 		return nil, httperr.Validation("top_k", fmt.Sprintf("top_k must be between 1 and %d", s.cfg.TopKMax))
 	}
+	switch req.Mode {
+	case "", ModeWeighted, ModeRRF:
+	default:
+		return nil, httperr.Validation("mode", "mode must be weighted or rrf")
+	}
+	switch req.TagsMode {
+	case "", "all", "any":
+	default:
+		return nil, httperr.Validation("tags_mode", "tags_mode must be all or any")
+	}
 	for _, f := range []struct{ name, v string }{{"agent", req.Agent}, {"user_id", req.UserID}, {"session_id", req.SessionID}} {
 		if f.v != "" {
 			if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
@@ -139,5 +178,160 @@ func (s *Service) decodeSearch(body []byte) (*searchRequest, error) {
 			}
 		}
 	}
-	return &req, nil
+	if req.MemoryType != "" {
+		if err := memrow.ValidateName("memory_type", req.MemoryType); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.Tags) > 0 {
+		if err := memrow.ValidateTags(req.Tags); err != nil {
+			return nil, err
+		}
+	}
+	statuses := append([]string(nil), defaultStatuses...)
+	if len(req.Status) > 0 {
+		statuses = nil
+		for _, st := range req.Status {
+			switch st {
+			case memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded, memrow.StatusDuplicate, memrow.StatusProposed:
+				statuses = append(statuses, st)
+			default:
+				return nil, httperr.Validation("status", "status may hold active, conflicted, superseded, duplicate or proposed")
+			}
+		}
+	}
+	if req.IncludeSuperseded {
+		statuses = append(statuses, memrow.StatusSuperseded)
+	}
+	namespaces := append([]string{c.Params("ns")}, req.Namespaces...)
+	seen := map[string]bool{}
+	var list []string
+	for _, ns := range namespaces {
+		if err := p.Namespace(ns); err != nil {
+			return nil, err
+		}
+		if !seen[ns] {
+			seen[ns] = true
+			list = append(list, ns)
+		}
+	}
+	if len(list) > 8 {
+		return nil, httperr.Validation("namespaces", "a search reads at most 8 namespaces")
+	}
+	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
+		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
+	if p.ReadUserID != "" {
+		if f.userID != "" && f.userID != p.ReadUserID {
+			// Another user's rows are absent to this token, not forbidden.
+			f.userID = "\x00none"
+		} else {
+			f.userID = p.ReadUserID
+		}
+	}
+	public, err := s.publicNamespaces(c.UserContext(), p.Org, list)
+	if err != nil {
+		return nil, httperr.Store("reading namespace visibility", err)
+	}
+	return &searchPlan{req: &req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
+		pool: max(50, req.TopK*5)}, nil
+}
+
+func (p *searchPlan) mode() string {
+	if p.req.Mode == "" {
+		return ModeWeighted
+	}
+	return p.req.Mode
+}
+
+func dedupe(terms []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range terms {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// runLegs runs every leg over every namespace concurrently, and fuses them.
+func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []string) ([]*candidate, error) {
+	if len(namespaces) == 0 {
+		return nil, nil
+	}
+	type job struct {
+		leg string
+		run func() ([]legHit, error)
+	}
+	var jobs []job
+	for _, ns := range namespaces {
+		ns := ns
+		jobs = append(jobs,
+			job{LegVector, func() ([]legHit, error) { return s.vectorLeg(ctx, plan.f, ns, plan.vector, plan.pool) }},
+			job{LegChunk, func() ([]legHit, error) { return s.chunkLeg(ctx, plan.f, ns, plan.vector, plan.pool) }},
+			job{LegLexical, func() ([]legHit, error) { return s.lexicalLeg(ctx, plan.f, ns, plan.terms, plan.pool) }},
+			job{LegKey, func() ([]legHit, error) { return s.keyLeg(ctx, plan.f, ns, plan.req.Query, plan.terms, plan.pool) }},
+		)
+	}
+	legs := map[string][]legHit{}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hits, err := j.run()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s leg: %w", j.leg, err)
+				}
+				return
+			}
+			legs[j.leg] = append(legs[j.leg], hits...)
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, chUnavailable("running the search legs", firstErr)
+	}
+	return fuse(legs, plan.mode()), nil
+}
+
+// servePage validates the pool from offset on, one window at a time, until a page is
+// full or one refill found nothing more; it parks the rest for the next page.
+func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candidate, offset int, ans *searchAnswer) error {
+	topK := plan.req.TopK
+	hits, next, stale, err := s.validate(ctx, plan, pool, offset, topK)
+	if err != nil {
+		return httperr.Store("validating hits against their heads", err)
+	}
+	s.staleDropped.Add(float64(stale))
+	ans.Hits, ans.StaleDropped = hits, stale
+	ans.Verdict = VerdictOK
+	switch {
+	case len(hits) == 0:
+		ans.Verdict = VerdictNoMatch
+	case offset == 0 && bestRelevance(hits) < s.cfg.MinScore:
+		ans.Verdict = VerdictBelowThreshold
+	}
+	if next < len(pool) && len(hits) > 0 {
+		token, err := s.parkPool(ctx, plan, pool, next)
+		if err != nil {
+			return httperr.Store("parking the next page", err)
+		}
+		ans.NextPageToken = token
+	}
+	return nil
+}
+
+func bestRelevance(hits []hitView) float64 {
+	best := 0.0
+	for _, h := range hits {
+		best = max(best, h.Scores["relevance"])
+	}
+	return best
 }

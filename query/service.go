@@ -22,7 +22,9 @@ type Config struct {
 	ProjectionWait time.Duration
 	TopKDefault    int
 	TopKMax        int
-	MinScore       float64
+	MinScore       float64 // below it a search abstains (below_threshold)
+	PriorCap       float64 // LOOM_MEMORY_PRIOR_CAP
+	BM25K1, BM25B  float64
 	EmbedCacheSize int
 	EmbedCacheTTL  time.Duration
 }

@@ -2,43 +2,110 @@ package query
 
 import (
 	"context"
+	"time"
 
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// validate serves a hit only while its key's Postgres head is live, of the hit's type,
-// active and holds the content its search document was built from; the value served is
-// the head's. The first topK candidates are checked, the dropped ones are refilled once
-// from the ranked remainder, and every drop counts in stale_dropped.
-func (s *Service) validate(ctx context.Context, f filter, cands []candidate, topK int) ([]hitView, int, error) {
-	hits := []hitView{}
-	stale := 0
+// validate serves the pool from offset on: a candidate is served only while its key's
+// Postgres head is live, searchable, of the candidate's type and content, and matches
+// the filters and the token's read scope; the value served is the head's. The first
+// window is topK candidates; what it drops is refilled once from the ranked remainder,
+// and every drop counts in stale_dropped. Priors then reorder the page's near-ties.
+// It returns the page, the pool index the next page starts at, and the drops.
+func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candidate, offset, topK int) ([]hitView, int, int, error) {
 	now := s.now()
-	first := cands[:min(topK, len(cands))]
-	rest := cands[len(first):]
-	for round := 0; round < 2 && len(first) > 0; round++ {
-		ids := make([]memrow.Identity, len(first))
-		for i, c := range first {
-			ids[i] = c.identity
+	var hits []hitView
+	stale := 0
+	next := offset
+	for round := 0; round < 2 && len(hits) < topK && next < len(pool); round++ {
+		window := pool[next:min(next+topK-len(hits), len(pool))]
+		next += len(window)
+		byNS := map[string][]memrow.Identity{}
+		for _, c := range window {
+			id := c.identity
+			id.Org = plan.f.org
+			byNS[id.Namespace] = append(byNS[id.Namespace], id)
 		}
-		current, err := heads.Many(ctx, s.pool, f.org, f.namespace, ids)
-		if err != nil {
-			return nil, 0, err
+		current := map[string]map[string]*memrow.Row{}
+		for ns, ids := range byNS {
+			hs, err := heads.Many(ctx, s.pool, plan.f.org, ns, ids)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			current[ns] = hs
 		}
-		for _, c := range first {
-			h, ok := current[heads.IdentityKey(c.identity)]
-			if !ok || !h.Served(now) || h.MemoryType != c.memoryType || h.ContentSHA256 != c.contentSHA256 {
+		for _, c := range window {
+			h := current[c.identity.Namespace][heads.IdentityKey(c.identity)]
+			if h == nil || h.ContentSHA256 != c.contentSHA256 || h.MemoryType != c.memoryType || !plan.serves(h, now) {
 				stale++
 				continue
 			}
-			hits = append(hits, hitView{memoryView: viewOf(h), Score: c.score, Scores: map[string]float64{"vector": c.score}})
+			p := prior(priorInput{confidence: h.Confidence, reinforcement: h.ReinforcementCount, tagHits: overlap(plan.req.Tags, h.Tags),
+				updatedAt: h.UpdatedAt, recency: plan.req.Recency, now: now}, s.cfg.PriorCap)
+			score := c.fused * (1 + p)
+			hits = append(hits, hitView{memoryView: viewOf(h), Score: round6(score), Scores: map[string]float64{
+				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
+				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
+			}})
 		}
-		need := topK - len(hits)
-		if need <= 0 {
-			break
-		}
-		first, rest = rest[:min(need, len(rest))], rest[min(need, len(rest)):]
 	}
-	return hits, stale, nil
+	// Priors reorder near-ties within the page.
+	for i := 1; i < len(hits); i++ {
+		for j := i; j > 0 && hits[j].Score > hits[j-1].Score; j-- {
+			hits[j], hits[j-1] = hits[j-1], hits[j]
+		}
+	}
+	if hits == nil {
+		hits = []hitView{}
+	}
+	return hits, next, stale, nil
 }
+
+// serves applies the search's filters and read scope to a head, the authority.
+func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
+	if !h.Live(now) || !h.Embedded() || !contains(p.f.statuses, h.Status) {
+		return false
+	}
+	f := p.f
+	if (f.agent != "" && h.Agent != f.agent) || (f.userID != "" && h.UserID != f.userID) || (f.sessionID != "" && h.SessionID != f.sessionID) {
+		return false
+	}
+	if f.memoryType != "" && h.MemoryType != f.memoryType {
+		return false
+	}
+	if len(f.tags) > 0 {
+		n := overlap(f.tags, h.Tags)
+		if (f.tagsAny && n == 0) || (!f.tagsAny && n < len(f.tags)) {
+			return false
+		}
+	}
+	if f.asOf != nil {
+		if (h.ValidAt != nil && h.ValidAt.After(*f.asOf)) || (h.ValidTo != nil && !h.ValidTo.After(*f.asOf)) {
+			return false
+		}
+	}
+	return true
+}
+
+func overlap(a, b []string) int {
+	n := 0
+	for _, x := range a {
+		if contains(b, x) {
+			n++
+		}
+	}
+	return n
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func round6(f float64) float64 { return float64(int64(f*1e6+0.5)) / 1e6 }

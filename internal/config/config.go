@@ -52,6 +52,8 @@ type Config struct {
 	SearchTopKDefault     int           // LOOM_SEARCH_TOP_K_DEFAULT
 	SearchTopKMax         int           // LOOM_SEARCH_TOP_K_MAX
 	SearchMinScore        float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
+	PriorCap              float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
+	BM25K1, BM25B         float64       // LOOM_BM25_K1, LOOM_BM25_B
 	EmbedCacheSize        int           // LOOM_EMBEDDING_CACHE_SIZE
 	EmbedCacheTTL         time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
 	Embedder              string        // LOOM_EMBEDDER: hash or openai
@@ -106,7 +108,10 @@ func Load(env Lookup) (Config, error) {
 		BulkConflictCheckMax:  r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
 		SearchTopKDefault:     r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
 		SearchTopKMax:         r.int("LOOM_SEARCH_TOP_K_MAX", 100),
-		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.05),
+		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.3),
+		PriorCap:              r.float("LOOM_MEMORY_PRIOR_CAP", 0.05),
+		BM25K1:                r.float("LOOM_BM25_K1", 1.2),
+		BM25B:                 r.float("LOOM_BM25_B", 0.75),
 		EmbedCacheSize:        r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
 		EmbedCacheTTL:         time.Duration(r.int("LOOM_EMBEDDING_CACHE_TTL_S", 600)) * time.Second,
 		Embedder:              r.str("LOOM_EMBEDDER", "hash"),

@@ -1,0 +1,125 @@
+// Package text is how Loom reads words: the tokens, stopwords and stems the write
+// side's verdict rules and the lexical search leg agree on.
+package text
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Words splits text into lower-cased runs of letters and digits.
+func Words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+}
+
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the and or but of to in on at by for with from as is are was were be been being
+		has have had do does did it its this that these those there here i me my we our you your he him his she her they
+		them their not no so very just also than then now what which who whom whose when where why how does about into
+		over under again further once all any both each few more most other some such only own same can will would
+		should could may might must shall`) {
+		stopwords[w] = true
+	}
+}
+
+// Stopword reports whether w carries no meaning of its own.
+func Stopword(w string) bool { return stopwords[w] }
+
+// Terms are the index terms of a text: its words, stopwords dropped, each stemmed.
+func Terms(s string) []string {
+	var out []string
+	for _, w := range Words(s) {
+		if stopwords[w] {
+			continue
+		}
+		out = append(out, Stem(w))
+	}
+	return out
+}
+
+// Stem strips common English inflections, conservatively: a light stemmer that
+// merges plurals and verb forms ("prefers", "preferred", "preferring" → "prefer")
+// and leaves short words and numbers alone.
+func Stem(w string) string {
+	if len(w) <= 3 || strings.IndexFunc(w, unicode.IsDigit) >= 0 {
+		return w
+	}
+	// Plurals and third persons first, then verb and adverb endings.
+	switch {
+	case strings.HasSuffix(w, "ies") && len(w) > 4:
+		w = w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "sses"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "es") && len(w) > 4 && strings.ContainsAny(w[len(w)-3:len(w)-2], "sxz"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
+		w = w[:len(w)-1]
+	}
+	switch {
+	case strings.HasSuffix(w, "ness") && len(w) > 6:
+		return w[:len(w)-4]
+	case strings.HasSuffix(w, "ing") && len(w) > 5:
+		return undouble(w[:len(w)-3])
+	case strings.HasSuffix(w, "ed") && len(w) > 4:
+		return undouble(w[:len(w)-2])
+	case strings.HasSuffix(w, "ly") && len(w) > 5:
+		return w[:len(w)-2]
+	}
+	return w
+}
+
+// undouble turns "stopp" (from "stopped") back into "stop".
+func undouble(w string) string {
+	n := len(w)
+	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+// Chunking: a value longer than ChunkThreshold runes is also searched by windows of
+// about ChunkSize runes, overlapping by ChunkOverlap, at most MaxChunks of them, cut
+// at word boundaries. The write side embeds the chunks and the projector stores them;
+// both cut with this function, so they agree on every window.
+const (
+	ChunkThreshold = 1200
+	ChunkSize      = 600
+	ChunkOverlap   = 100
+	MaxChunks      = 16
+)
+
+// Chunks cuts a long text into windows; a text at or under the threshold has none.
+func Chunks(s string) []string {
+	r := []rune(s)
+	if len(r) <= ChunkThreshold {
+		return nil
+	}
+	var out []string
+	for start := 0; start < len(r) && len(out) < MaxChunks; {
+		end := min(start+ChunkSize, len(r))
+		if end < len(r) {
+			// back up to a word boundary, if one is near
+			for b := end; b > start+ChunkSize/2; b-- {
+				if unicode.IsSpace(r[b]) {
+					end = b
+					break
+				}
+			}
+		}
+		out = append(out, strings.TrimSpace(string(r[start:end])))
+		if end == len(r) {
+			break
+		}
+		next := end - ChunkOverlap
+		for next > start && next < end && !unicode.IsSpace(r[next]) {
+			next--
+		}
+		if next <= start {
+			next = end
+		}
+		start = next
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package text
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestStemMergesInflections(t *testing.T) {
+	groups := [][]string{
+		{"prefers", "preferred", "preferring", "prefer"},
+		{"stops", "stopped", "stopping", "stop"},
+		{"cities", "city"},
+		{"boxes", "box"},
+		{"meetings", "meeting"},
+	}
+	for _, g := range groups {
+		want := Stem(g[len(g)-1])
+		for _, w := range g {
+			if got := Stem(w); got != want {
+				t.Errorf("Stem(%q) = %q, want %q (as %q)", w, got, want, g[len(g)-1])
+			}
+		}
+	}
+	for _, w := range []string{"bus", "analysis", "class", "2026", "gas"} {
+		if got := Stem(w); got != w {
+			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
+		}
+	}
+}
+
+func TestTermsDropStopwords(t *testing.T) {
+	got := Terms("The user PREFERS dark-mode in the editors")
+	want := []string{"user", "prefer", "dark", "mode", "editor"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Terms = %v, want %v", got, want)
+	}
+}
+
+func TestChunksCoverALongTextInOverlappingWindows(t *testing.T) {
+	if Chunks("short") != nil {
+		t.Fatal("a short text has no chunks")
+	}
+	var long string
+	for i := 0; i < 400; i++ {
+		long += "word" + string(rune('a'+i%26)) + " "
+	}
+	cs := Chunks(long)
+	if len(cs) < 3 || len(cs) > MaxChunks {
+		t.Fatalf("%d chunks", len(cs))
+	}
+	for i, c := range cs {
+		if len([]rune(c)) > ChunkSize {
+			t.Fatalf("chunk %d has %d runes", i, len([]rune(c)))
+		}
+	}
+	// Every word of the text is in some chunk.
+	all := ""
+	for _, c := range cs {
+		all += " " + c + " "
+	}
+	for _, w := range Words(long) {
+		if !contains(all, w) {
+			t.Fatalf("word %q in no chunk", w)
+		}
+	}
+	if !reflect.DeepEqual(Chunks(long), cs) {
+		t.Fatal("chunking is not deterministic")
+	}
+}
+
+func contains(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if s[i:i+len(w)] == w {
+			return true
+		}
+	}
+	return false
+}

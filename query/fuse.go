@@ -1,0 +1,143 @@
+package query
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// Legs of a search.
+const (
+	LegVector  = "vector"
+	LegChunk   = "chunk"
+	LegLexical = "lexical"
+	LegKey     = "key"
+)
+
+// Fusion modes.
+const (
+	ModeWeighted = "weighted"
+	ModeRRF      = "rrf"
+)
+
+// legHit is one candidate of one leg.
+type legHit struct {
+	id            memrow.Identity
+	contentSHA256 string
+	memoryType    string
+	score         float64 // the leg's own score: a cosine, a BM25 score, a key match
+	coverage      float64 // lexical: the share of the query's terms the row holds
+}
+
+// candidate is a row some leg found, with every leg's score for it.
+type candidate struct {
+	identity      memrow.Identity
+	contentSHA256 string
+	memoryType    string
+	scores        map[string]float64
+	coverage      float64
+	fused         float64
+	relevance     float64 // the absolute evidence of a match, for the abstain gate
+}
+
+// fuseWeights weigh the legs in weighted mode; lexical is normalised by the pool's best.
+var fuseWeights = map[string]float64{LegVector: 0.55, LegLexical: 0.30, LegKey: 0.15}
+
+// rrfK is reciprocal rank fusion's constant.
+const rrfK = 60
+
+// fuse merges the legs' hits into one ranked pool. A chunk hit folds onto its row as
+// its vector score when it is the better one.
+func fuse(legs map[string][]legHit, mode string) []*candidate {
+	byID := map[string]*candidate{}
+	get := func(h legHit) *candidate {
+		k := h.id.Namespace + "\x00" + heads.IdentityKey(h.id)
+		c, ok := byID[k]
+		if !ok {
+			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[string]float64{}}
+			byID[k] = c
+		}
+		return c
+	}
+	for leg, hits := range legs {
+		for _, h := range hits {
+			c := get(h)
+			name := leg
+			if leg == LegChunk {
+				name = LegVector
+			}
+			if h.score > c.scores[name] || c.scores[name] == 0 {
+				c.scores[name] = math.Max(c.scores[name], h.score)
+			}
+			if leg == LegLexical {
+				c.coverage = math.Max(c.coverage, h.coverage)
+			}
+		}
+	}
+	out := make([]*candidate, 0, len(byID))
+	for _, c := range byID {
+		c.relevance = math.Max(math.Max(c.scores[LegVector], c.scores[LegKey]), c.coverage)
+		out = append(out, c)
+	}
+	switch mode {
+	case ModeRRF:
+		for _, leg := range []string{LegVector, LegLexical, LegKey} {
+			ranked := append([]*candidate(nil), out...)
+			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores[leg] > ranked[j].scores[leg] })
+			for rank, c := range ranked {
+				if c.scores[leg] > 0 {
+					c.fused += 1.0 / float64(rrfK+rank+1)
+				}
+			}
+		}
+	default:
+		best := 0.0
+		for _, c := range out {
+			best = math.Max(best, c.scores[LegLexical])
+		}
+		for _, c := range out {
+			lex := 0.0
+			if best > 0 {
+				lex = c.scores[LegLexical] / best
+			}
+			c.fused = fuseWeights[LegVector]*math.Max(c.scores[LegVector], 0) + fuseWeights[LegLexical]*lex + fuseWeights[LegKey]*c.scores[LegKey]
+		}
+	}
+	sortPool(out)
+	return out
+}
+
+func sortPool(pool []*candidate) {
+	sort.SliceStable(pool, func(i, j int) bool {
+		if pool[i].fused != pool[j].fused {
+			return pool[i].fused > pool[j].fused
+		}
+		return heads.IdentityKey(pool[i].identity) < heads.IdentityKey(pool[j].identity)
+	})
+}
+
+// priorInput is what a row's priors are computed from.
+type priorInput struct {
+	confidence    float64
+	reinforcement int
+	tagHits       int
+	updatedAt     time.Time
+	recency       bool
+	now           time.Time
+}
+
+// prior is the capped prior group: confidence, reinforcement, the query's tags and,
+// when asked, recency. It multiplies the fused score by at most 1+cap, so a prior
+// reorders near-ties and never lifts a weak match over a strong one.
+func prior(in priorInput, limit float64) float64 {
+	p := 0.4*(in.confidence-0.5) + 0.2*math.Log1p(float64(in.reinforcement)) + 0.3*float64(in.tagHits)
+	if in.recency {
+		age := in.now.Sub(in.updatedAt).Hours() / 24
+		p += 0.5 * math.Exp(-age/30)
+	}
+	// squash into [-limit, limit]
+	return limit * math.Tanh(p)
+}

@@ -1,0 +1,59 @@
+package query
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+func hit(key string, score, coverage float64) legHit {
+	return legHit{id: memrow.Identity{Namespace: "n", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: key}, score: score, coverage: coverage}
+}
+
+func TestFuseRanksRowsTwoLegsAgreeOn(t *testing.T) {
+	legs := map[string][]legHit{
+		LegVector:  {hit("both", 0.6, 0), hit("vector-only", 0.7, 0)},
+		LegLexical: {hit("both", 4.0, 0.8), hit("lexical-only", 5.0, 1)},
+	}
+	for _, mode := range []string{ModeWeighted, ModeRRF} {
+		pool := fuse(legs, mode)
+		if pool[0].identity.MemoryKey != "both" {
+			t.Fatalf("%s: top %s, want the row both legs found", mode, pool[0].identity.MemoryKey)
+		}
+		if len(pool) != 3 {
+			t.Fatalf("%s: %d candidates", mode, len(pool))
+		}
+	}
+}
+
+func TestChunkFoldsOntoItsRow(t *testing.T) {
+	legs := map[string][]legHit{
+		LegVector: {hit("long", 0.2, 0)},
+		LegChunk:  {hit("long", 0.8, 0), hit("long", 0.5, 0)},
+	}
+	pool := fuse(legs, ModeWeighted)
+	if len(pool) != 1 || pool[0].scores[LegVector] != 0.8 {
+		t.Fatalf("chunk hits did not fold onto their row: %+v", pool[0].scores)
+	}
+}
+
+func TestPriorIsCappedAndOnlyReordersNearTies(t *testing.T) {
+	now := time.Now()
+	strong := prior(priorInput{confidence: 1, reinforcement: 100, tagHits: 5, updatedAt: now, recency: true, now: now}, 0.05)
+	if strong > 0.05 || strong < 0.04 {
+		t.Fatalf("prior %v, want capped near 0.05", strong)
+	}
+	weak := prior(priorInput{confidence: 0, now: now, updatedAt: now.Add(-1000 * time.Hour)}, 0.05)
+	if weak >= 0 || math.Abs(weak) > 0.05 {
+		t.Fatalf("low-confidence prior %v", weak)
+	}
+	// A near tie (1% apart) may be reordered; a clear gap (20%) may not.
+	if 0.50*(1+strong) <= 0.505*(1+weak) {
+		t.Fatal("a prior cannot reorder a near tie")
+	}
+	if 0.50*(1+strong) >= 0.60*(1+weak) {
+		t.Fatal("a prior lifted a weak match over a clearly stronger one")
+	}
+}

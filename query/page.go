@@ -1,0 +1,133 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// pageTTL is how long a parked pool serves its next pages.
+const pageTTL = 10 * time.Minute
+
+// parkedCandidate is a pool entry as parked: identities and scores, no text.
+type parkedCandidate struct {
+	Identity  memrow.Identity    `json:"id"`
+	SHA       string             `json:"sha"`
+	Type      string             `json:"type"`
+	Scores    map[string]float64 `json:"scores"`
+	Coverage  float64            `json:"coverage"`
+	Fused     float64            `json:"fused"`
+	Relevance float64            `json:"relevance"`
+}
+
+// parkedPlan is what a next page needs of the search that parked it.
+type parkedPlan struct {
+	Request    searchRequest `json:"request"`
+	Statuses   []string      `json:"statuses"`
+	UserID     string        `json:"user_id"`
+	Namespaces []string      `json:"namespaces"`
+	Offset     int           `json:"offset"`
+}
+
+// parkPool stores the ranked pool from next on, for the next page of the same ranking.
+func (s *Service) parkPool(ctx context.Context, plan *searchPlan, pool []*candidate, next int) (string, error) {
+	var parked []parkedCandidate
+	for _, c := range pool {
+		parked = append(parked, parkedCandidate{Identity: c.identity, SHA: c.contentSHA256, Type: c.memoryType, Scores: c.scores,
+			Coverage: c.coverage, Fused: c.fused, Relevance: c.relevance})
+	}
+	pp := parkedPlan{Request: *plan.req, Statuses: plan.f.statuses, UserID: plan.f.userID, Namespaces: plan.namespaces, Offset: next}
+	pp.Request.PageToken = ""
+	planJSON, err := json.Marshal(pp)
+	if err != nil {
+		return "", err
+	}
+	poolJSON, err := json.Marshal(parked)
+	if err != nil {
+		return "", err
+	}
+	id := uuid.New()
+	_, err = s.pool.Exec(ctx, `INSERT INTO loom.search_pages (id, org, plan, pool, expires_at) VALUES ($1, $2, $3, $4, now() + $5::interval)`,
+		id, plan.f.org, planJSON, poolJSON, pageTTL.String())
+	if err != nil {
+		return "", fmt.Errorf("park the pool: %w", err)
+	}
+	return id.String(), nil
+}
+
+// nextPage serves the next page of a parked pool, checked against the heads as they
+// are now. The token's org and read scope must be the parking search's.
+func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPlan) (*searchAnswer, error) {
+	id, err := uuid.Parse(plan.req.PageToken)
+	if err != nil {
+		return nil, httperr.Validation("page_token", "not a page token")
+	}
+	var planJSON, poolJSON []byte
+	err = s.pool.QueryRow(ctx, `SELECT plan, pool FROM loom.search_pages WHERE id = $1 AND org = $2 AND expires_at > now()`,
+		id, p.Org).Scan(&planJSON, &poolJSON)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, httperr.NotFound("the page token is unknown or expired; search again")
+	}
+	if err != nil {
+		return nil, httperr.Store("reading the parked page", err)
+	}
+	var pp parkedPlan
+	var parked []parkedCandidate
+	if err := json.Unmarshal(planJSON, &pp); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(poolJSON, &parked); err != nil {
+		return nil, err
+	}
+	if pp.UserID != plan.f.userID {
+		return nil, httperr.NotFound("the page token is unknown or expired; search again")
+	}
+	req := pp.Request
+	req.TopK = plan.req.TopK
+	plan.req, plan.f.statuses, plan.namespaces = &req, pp.Statuses, pp.Namespaces
+	pool := make([]*candidate, len(parked))
+	for i, c := range parked {
+		pool[i] = &candidate{identity: c.Identity, contentSHA256: c.SHA, memoryType: c.Type, scores: c.Scores, coverage: c.Coverage,
+			fused: c.Fused, relevance: c.Relevance}
+	}
+	ans := &searchAnswer{Mode: plan.mode(), Namespaces: plan.namespaces}
+	if err := s.servePage(ctx, plan, pool, pp.Offset, ans); err != nil {
+		return nil, err
+	}
+	if len(ans.Hits) == 0 {
+		ans.Verdict = VerdictNoMatch
+	}
+	return ans, nil
+}
+
+// publicNamespaces names the namespaces configured public: searched only when no
+// private namespace of the search has a hit above the floor.
+func (s *Service) publicNamespaces(ctx context.Context, org string, namespaces []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(namespaces) < 2 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT namespace FROM loom.namespaces WHERE org = $1 AND namespace = ANY($2) AND config->>'visibility' = 'public'`,
+		org, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			return nil, err
+		}
+		out[ns] = true
+	}
+	return out, rows.Err()
+}
