@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,14 +24,20 @@ const specFile = "openapi.yaml"
 // documentedRoutes is every (path, method) the server registers, as the spec must
 // spell it. TestRoutesInCodeMatchTheList keeps this list honest against the code.
 var documentedRoutes = map[string][]string{
-	"/v1/namespaces/{ns}/memories/{key}":         {"get", "put"},
+	"/v1/namespaces/{ns}/memories/{key}":         {"get", "put", "patch", "delete"},
 	"/v1/namespaces/{ns}/memories/{key}:pin":     {"post"},
 	"/v1/namespaces/{ns}/memories/{key}:unpin":   {"post"},
 	"/v1/namespaces/{ns}/memories/{key}:lock":    {"post"},
 	"/v1/namespaces/{ns}/memories/{key}:unlock":  {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:reject":  {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:verify":  {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:restore": {"post"},
 	"/v1/namespaces/{ns}/memories/{key}/history": {"get"},
-	"/v1/memories/{memory_id}":                   {"get"},
+	"/v1/memories/{memory_id}":                   {"get", "patch"},
 	"/v1/namespaces/{ns}/memories:search":        {"post"},
+	"/v1/namespaces/{ns}/memories:clear":         {"post"},
+	"/v1/namespaces/{ns}/memories:bulkSet":       {"post"},
+	"/v1/namespaces/{ns}/memories:sweepExpired":  {"post"},
 	"/v1/namespaces/{ns}":                        {"get", "put"},
 	"/v1/namespaces/{ns}/blacklist":              {"get", "post", "delete"},
 	"/v1/health":                                 {"get"},
@@ -426,8 +433,21 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 	if len(httperr) < 10 {
 		t.Fatalf("found only %d Code constants in httperr.go: %v", len(httperr), httperr)
 	}
+	// The write side declares codes of its own (the idempotency table's) beside
+	// aliases of httperr's: every non-test file of command/ is read.
+	command := map[string]string{}
+	for _, f := range goFiles(t, filepath.Join("..", "command")) {
+		for name, v := range errorCodes(t, f, map[string]map[string]string{"httperr": httperr, "memrow": memrow}) {
+			command[name] = v
+		}
+	}
+	for _, want := range []string{"IDEMPOTENT_CONFLICT", "IDEMPOTENT_IN_PROGRESS", "IDEMPOTENT_TAKEN_OVER"} {
+		if !slices.Contains(slices.Collect(maps.Values(command)), want) {
+			t.Errorf("command/ no longer declares %s: has the idempotency table moved?", want)
+		}
+	}
 	want := map[string]bool{}
-	for _, set := range []map[string]string{httperr, memrow} {
+	for _, set := range []map[string]string{httperr, memrow, command} {
 		for _, v := range set {
 			want[v] = true
 		}
@@ -450,11 +470,36 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 
 func TestOperationsNameTheirSeedOps(t *testing.T) {
 	spec := readSpec(t)
-	for _, op := range []string{"memory.set", "memory.get", "memory.get_by_id", "memory.history", "memory.search",
-		"memory.pin", "memory.unpin", "memory.lock", "memory.unlock",
-		"namespace.get", "namespace.configure", "blacklist.add", "blacklist.remove"} {
+	ops := []string{"memory.set", "memory.get", "memory.get_by_id", "memory.history", "memory.search",
+		"memory.pin", "memory.unpin", "memory.lock", "memory.unlock", "memory.reject", "memory.verify", "memory.restore",
+		"memory.update", "memory.update_by_id", "memory.delete", "memory.delete_version",
+		"memory.clear", "memory.bulk_set", "memory.sweep_expired",
+		"namespace.get", "namespace.configure", "blacklist.add", "blacklist.remove"}
+	// Every op the write side runs under its Idempotency-Key names itself in the code;
+	// a new one fails here until the spec documents it.
+	for _, op := range idempotentOps(t) {
+		if !slices.Contains(ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	for _, op := range ops {
 		if !strings.Contains(spec, "Implements "+op+".") && !strings.Contains(spec, "Implements "+op+" (") {
 			t.Errorf("no operation says it implements %s", op)
+		}
+	}
+	// Every documented operation except the operational ones names its seed op, and
+	// says it implements it.
+	for _, o := range specOperations(t, spec) {
+		if strings.Contains(o.block, "tags: [operations]") {
+			continue
+		}
+		m := seedOpLine.FindStringSubmatch(o.block)
+		if m == nil {
+			t.Errorf("%s %s has no x-loom-seed-op", strings.ToUpper(o.method), o.path)
+			continue
+		}
+		if !strings.Contains(o.block, "Implements "+m[1]+".") && !strings.Contains(o.block, "Implements "+m[1]+" (") {
+			t.Errorf("%s %s: x-loom-seed-op %s, but its description does not say it implements it", strings.ToUpper(o.method), o.path, m[1])
 		}
 	}
 	ids := regexp.MustCompile(`(?m)^\s+operationId:\s*(\S+)\s*$`).FindAllStringSubmatch(spec, -1)
@@ -472,5 +517,191 @@ func TestOperationsNameTheirSeedOps(t *testing.T) {
 	if len(seen) != n {
 		sort.Strings(seen)
 		t.Errorf("%d operationIds %v for %d operations", len(seen), seen, n)
+	}
+}
+
+var seedOpLine = regexp.MustCompile(`(?m)^      x-loom-seed-op: (\S+)\s*$`)
+
+// specOperation is one operation of the spec: its path, method and text.
+type specOperation struct{ path, method, block string }
+
+// specOperations cuts the `paths:` section into operations: each runs from its method
+// line (column 4) to the next method, path or top-level key.
+func specOperations(t *testing.T, spec string) []specOperation {
+	t.Helper()
+	methodLine := regexp.MustCompile(`^    (get|put|post|delete|patch|head|options|trace):\s*$`)
+	var out []specOperation
+	var cur *specOperation
+	flush := func() {
+		if cur != nil {
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	inPaths, path := false, ""
+	for _, line := range strings.Split(spec, "\n") {
+		if line != "" && line[0] != ' ' && !strings.HasPrefix(line, "#") {
+			flush()
+			inPaths = line == "paths:"
+			continue
+		}
+		if !inPaths {
+			continue
+		}
+		if strings.HasPrefix(line, "  /") && !strings.HasPrefix(line, "   ") {
+			flush()
+			path = strings.TrimSuffix(strings.TrimPrefix(line, "  "), ":")
+			continue
+		}
+		if m := methodLine.FindStringSubmatch(line); m != nil {
+			flush()
+			cur = &specOperation{path: path, method: m[1]}
+			continue
+		}
+		if strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "     ") {
+			flush() // the path's own `parameters:`, or another key at the method's level
+			continue
+		}
+		if cur != nil {
+			cur.block += line + "\n"
+		}
+	}
+	flush()
+	if len(out) == 0 {
+		t.Fatal("no operations found under paths:")
+	}
+	return out
+}
+
+// goFiles lists the non-test Go files of a directory.
+func goFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	if len(out) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return out
+}
+
+// idempotentOps reads out of command/ the seed ops that run under an Idempotency-Key:
+// the literal op of every s.measured(c, "memory.x", ...) call, the op of every copyOp
+// literal (handleKeyMethod and handleDelete pass a copyOp's op to measured), and every
+// string assigned to a copyOp's op field (memory.delete_version).
+func idempotentOps(t *testing.T) []string {
+	t.Helper()
+	var ops []string
+	add := func(e ast.Expr) {
+		bl, ok := e.(*ast.BasicLit)
+		if !ok || bl.Kind != token.STRING {
+			return
+		}
+		s, err := strconv.Unquote(bl.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ops, s) {
+			ops = append(ops, s)
+		}
+	}
+	measuredCalls := 0
+	for _, file := range goFiles(t, filepath.Join("..", "command")) {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "measured" && len(n.Args) == 3 {
+					measuredCalls++
+					add(n.Args[1])
+				}
+			case *ast.CompositeLit:
+				opField := func(lit *ast.CompositeLit) {
+					for _, elt := range lit.Elts {
+						if kv, ok := elt.(*ast.KeyValueExpr); ok {
+							if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "op" {
+								add(kv.Value)
+							}
+						}
+					}
+				}
+				switch typ := n.Type.(type) {
+				case *ast.Ident: // copyOp{op: ...}
+					if typ.Name == "copyOp" {
+						opField(n)
+					}
+				case *ast.MapType: // map[string]copyOp{"pin": {op: ...}}, the element type elided
+					if v, ok := typ.Value.(*ast.Ident); ok && v.Name == "copyOp" {
+						for _, elt := range n.Elts {
+							if kv, ok := elt.(*ast.KeyValueExpr); ok {
+								if lit, ok := kv.Value.(*ast.CompositeLit); ok {
+									opField(lit)
+								}
+							}
+						}
+					}
+				}
+			case *ast.AssignStmt:
+				for i, lhs := range n.Lhs {
+					if sel, ok := lhs.(*ast.SelectorExpr); ok && sel.Sel.Name == "op" && i < len(n.Rhs) {
+						add(n.Rhs[i])
+					}
+				}
+			}
+			return true
+		})
+	}
+	if measuredCalls == 0 || len(ops) == 0 {
+		t.Fatal("found no s.measured calls or copyOp literals in command/: has the write path moved?")
+	}
+	sort.Strings(ops)
+	return ops
+}
+
+// TestIdempotencyKeyIsDocumented checks that an operation lists the Idempotency-Key
+// header exactly when the code runs it under one.
+func TestIdempotencyKeyIsDocumented(t *testing.T) {
+	spec := readSpec(t)
+	ops := idempotentOps(t)
+	for _, want := range []string{"memory.set", "memory.pin", "memory.delete", "memory.delete_version", "memory.bulk_set"} {
+		if !slices.Contains(ops, want) {
+			t.Errorf("the code no longer runs %s under an Idempotency-Key (found %v)", want, ops)
+		}
+	}
+	if !strings.Contains(spec, "\n    IdempotencyKey:\n      name: Idempotency-Key\n      in: header\n") {
+		t.Fatal("no components.parameters.IdempotencyKey header parameter")
+	}
+	const ref = "$ref: '#/components/parameters/IdempotencyKey'"
+	seen := map[string]bool{}
+	for _, o := range specOperations(t, spec) {
+		op := ""
+		if m := seedOpLine.FindStringSubmatch(o.block); m != nil {
+			op = m[1]
+		}
+		seen[op] = true
+		has := strings.Contains(o.block, ref)
+		switch {
+		case slices.Contains(ops, op) && !has:
+			t.Errorf("%s %s (%s) runs under an Idempotency-Key but does not list the IdempotencyKey parameter", strings.ToUpper(o.method), o.path, op)
+		case !slices.Contains(ops, op) && has:
+			t.Errorf("%s %s (%s) lists the IdempotencyKey parameter, but the code does not honour it", strings.ToUpper(o.method), o.path, op)
+		}
+	}
+	for _, op := range ops {
+		// memory.delete_version is memory.delete's operation with ?version.
+		if !seen[op] && op != "memory.delete_version" {
+			t.Errorf("no operation has x-loom-seed-op %s", op)
+		}
 	}
 }
