@@ -26,6 +26,13 @@ func (n *Node) registerHealth(app *fiber.App) {
 		}
 		return float64(ob.Depth)
 	})
+	n.Metrics.GaugeFunc("loom_outbox_parked", "Outbox records parked after Kafka refused them (a loom.parked placeholder took each one's seq).", func() float64 {
+		ob, err := n.outboxStats(context.Background())
+		if err != nil {
+			return -1
+		}
+		return float64(ob.Parked)
+	})
 }
 
 // handleHealth is liveness plus what the process is: it answers while the process

@@ -200,7 +200,8 @@ func (n *Node) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll,
+		MaxAttempts: n.Cfg.OutboxMaxAttempts, EventSource: n.Cfg.EventSource}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
 	return r.Run(ctx)
 }
 
