@@ -141,7 +141,7 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 	}
 	errs := make([]error, len(rows))
 	var records []*kgo.Record
-	var sent []int // rows[sent[j]] is records[j]
+	rowOf := map[*kgo.Record]int{}
 	for i, row := range rows {
 		rec, err := toRecord(row)
 		if err != nil {
@@ -149,11 +149,13 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 			continue
 		}
 		records = append(records, rec)
-		sent = append(sent, i)
+		rowOf[rec] = i
 	}
 	start := time.Now()
-	for j, res := range r.producer.ProduceSync(ctx, records...) {
-		errs[sent[j]] = res.Err
+	// ProduceSync answers in the order the partitions answered, not in the order of
+	// its arguments: match each result to its row by the record it carries.
+	for _, res := range r.producer.ProduceSync(ctx, records...) {
+		errs[rowOf[res.Record]] = res.Err
 	}
 	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
 
