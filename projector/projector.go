@@ -44,11 +44,10 @@ func ConsumerOpts(cfg Config) []kgo.Opt {
 
 // Projector runs one projection.
 type Projector struct {
-	cfg      Config
-	consumer *kgo.Client
-	pool     *pgxpool.Pool
-	ch       *ch.Conn
-	log      *slog.Logger
+	cfg  Config
+	pool *pgxpool.Pool
+	ch   *ch.Conn
+	log  *slog.Logger
 
 	applied   *metrics.Counter
 	dupes     *metrics.Counter
@@ -58,13 +57,14 @@ type Projector struct {
 	batchTime *metrics.Histogram
 }
 
-// New returns a projector; consumer must be built with ConsumerOpts(cfg).
-func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
+// New returns a projector; it registers its metrics in reg, so make one per process
+// and projection, and Run it as often as its consumer is replaced.
+func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 5000
 	}
 	l := cfg.Name
-	return &Projector{cfg: cfg, consumer: consumer, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
+	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
 		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
@@ -74,9 +74,10 @@ func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, re
 	}
 }
 
-// Run consumes until ctx ends. A batch that cannot be written is retried with backoff
-// and its offsets are not committed meanwhile.
-func (p *Projector) Run(ctx context.Context) error {
+// Run consumes with consumer, built with ConsumerOpts(cfg), until ctx ends. A batch
+// that cannot be written is retried with backoff and its offsets are not committed
+// meanwhile.
+func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
@@ -88,9 +89,9 @@ func (p *Projector) Run(ctx context.Context) error {
 			case <-time.After(wait):
 			}
 		}
-		fetches := p.consumer.PollRecords(ctx, p.cfg.BatchRows)
+		fetches := consumer.PollRecords(ctx, p.cfg.BatchRows)
 		if ctx.Err() != nil {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			return nil
 		}
 		fetches.EachError(func(topic string, part int32, err error) {
@@ -98,22 +99,22 @@ func (p *Projector) Run(ctx context.Context) error {
 		})
 		recs := fetches.Records()
 		if len(recs) == 0 {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			continue
 		}
 		start := time.Now()
 		pace.take(start)
 		if err := p.applyWithRetry(ctx, recs); err != nil {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			return nil // ctx ended; the batch is redelivered to whoever runs next
 		}
 		p.log.Debug("projector: batch applied", "records", len(recs),
 			"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
-		if err := p.consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+		if err := consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
 			// Uncommitted offsets mean redelivery, which the tables collapse.
 			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)
 		}
-		p.consumer.AllowRebalance()
+		consumer.AllowRebalance()
 	}
 }
 

@@ -30,6 +30,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/health":                                 {"get"},
 	"/v1/health/ready":                           {"get"},
 	"/metrics":                                   {"get"},
+	"/v1/admin/projections/{name}:reset":         {"post"},
 }
 
 // paramNames maps a Fiber route parameter to the name the spec gives it.
@@ -40,6 +41,7 @@ var routeFiles = []string{
 	"../command/service.go",
 	"../query/service.go",
 	"../internal/node/health.go",
+	"../internal/node/admin.go",
 }
 
 func readSpec(t *testing.T) string {

@@ -120,3 +120,33 @@ func Stream(t testing.TB, records []*kgo.Record, org, ns string, gen int64) []*e
 	}
 	return out
 }
+
+// GroupCaughtUp reports whether group has committed, on every partition of topic that
+// holds records, the end offset: it has consumed everything produced so far.
+func (e *Env) GroupCaughtUp(t testing.TB, group, topic string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetch offsets of %s: %v", group, err)
+	}
+	caught := true
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := committed.Lookup(topic, o.Partition)
+		if o.Offset > 0 && (!ok || c.At < o.Offset) {
+			caught = false
+		}
+	})
+	return caught
+}
