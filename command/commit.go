@@ -130,31 +130,8 @@ func (s *Service) encode(rev *revision, row *memrow.Row, event events.Type, prev
 	if err != nil {
 		return nil, err
 	}
-	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
-	sealed, err := events.Seal(dataKey, recordID, &events.Content{
-		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities, Embedding: rev.vector,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("seal revision content: %w", err)
-	}
-	env := &events.Envelope{
-		Version: events.EnvelopeVersion, ID: recordID, Type: event,
-		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: &events.Revision{
-			Op: rev.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
-			Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
-			MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
-			ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
-			Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
-			CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
-		},
-		Sealed: sealed,
-	}
-	value, err := events.Encode(env)
-	if err != nil {
-		return nil, fmt.Errorf("encode envelope: %w", err)
-	}
-	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+	value, headers, err := encodeRecord(revisionRecord{row: row, op: rev.op, event: event, prevVersion: prevVersion,
+		requestID: requestID, vector: rev.vector}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}
@@ -172,15 +149,6 @@ func (s *Service) encode(rev *revision, row *memrow.Row, event events.Type, prev
 	}
 	return &record{event: event, key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
 		headers: headers, payload: payload, audit: audit}, nil
-}
-
-// headerPairs is how the outbox stores headers: an ordered list of [key, value].
-func headerPairs(hs []events.Header) [][2]string {
-	out := make([][2]string, len(hs))
-	for i, h := range hs {
-		out[i] = [2]string{h.Key, string(h.Value)}
-	}
-	return out
 }
 
 func (s *Service) insert(ctx context.Context, tx pgx.Tx, rev *revision, row *memrow.Row, rec *record) error {
