@@ -18,7 +18,7 @@ import (
 
 const org = "acme"
 
-func projection(t *testing.T) string {
+func projection(t testing.TB) string {
 	return strings.ReplaceAll(testenv.Unique(t, "p"), "-", "_")
 }
 

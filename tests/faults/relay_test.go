@@ -141,7 +141,7 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 	}
 }
 
-func metricsText(t *testing.T, url string) string {
+func metricsText(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {

@@ -148,7 +148,7 @@ func loomd(bin string, args ...string) (string, error) {
 }
 
 // metricValue reads one sample from /metrics; 0 when it is not exported yet.
-func metricValue(t *testing.T, url, series string) float64 {
+func metricValue(t testing.TB, url, series string) float64 {
 	t.Helper()
 	m := regexp.MustCompile(`\n` + regexp.QuoteMeta(series) + ` (\S+)\n`).FindStringSubmatch(metricsText(t, url))
 	if m == nil {
