@@ -7,6 +7,7 @@ package projector
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -55,6 +56,7 @@ type Projector struct {
 	gaps      *metrics.Counter
 	sealed    *metrics.Counter
 	batchTime *metrics.Histogram
+	lag       *metrics.GaugeVec
 }
 
 // New returns a projector; it registers its metrics in reg, so make one per process
@@ -71,6 +73,7 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, l
 		gaps:      reg.Counter("loom_projector_seq_gaps_total", "Batches in which a namespace's seqs skipped forward.", "projection").With(l),
 		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
 		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
+		lag:       reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
 	}
 }
 
@@ -110,6 +113,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		p.log.Debug("projector: batch applied", "records", len(recs),
 			"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
+		p.recordLag(fetches)
 		if err := consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
 			// Uncommitted offsets mean redelivery, which the tables collapse.
 			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)
@@ -167,4 +171,16 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 	p.dupes.Add(float64(dupes))
 	p.applied.Add(float64(advanced))
 	return nil
+}
+
+// recordLag sets each fetched partition's lag: its high watermark at the fetch past
+// the last record of the batch.
+func (p *Projector) recordLag(fetches kgo.Fetches) {
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if len(ftp.Records) == 0 {
+			return
+		}
+		last := ftp.Records[len(ftp.Records)-1].Offset
+		p.lag.With(p.cfg.Name, strconv.Itoa(int(ftp.Partition))).Set(float64(max(ftp.HighWatermark-last-1, 0)))
+	})
 }

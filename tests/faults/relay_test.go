@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -110,6 +111,11 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 		return c.Search(t, spaces[0], "before Kafka", 1).Status == http.StatusOK
 	})
 
+	testenv.Eventually(t, 30*time.Second, "the projection to read the whole topic", func() bool {
+		return env.GroupCaughtUp(t, projector.Group(p), env.Config(nil).Topic)
+	})
+	behindBefore := seqsBehind(t, c)
+
 	env.Stack.Kafka.Stop()
 	t.Cleanup(func() { env.Stack.Kafka.Restart(context.Background()) })
 	for i := 0; i < 15; i++ {
@@ -123,6 +129,9 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 	}
 	if r := c.Search(t, spaces[0], "while Kafka is down", 3); r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "PROJECTION_BEHIND" {
 		t.Fatalf("search during the outage: %d %s", r.Status, r.Body)
+	}
+	if behind := seqsBehind(t, c); behind != behindBefore+30 {
+		t.Fatalf("health says the projection is %d seqs behind during the outage, %d before; want 30 more", behind, behindBefore)
 	}
 
 	if err := env.Stack.Kafka.Restart(context.Background()); err != nil {
@@ -139,6 +148,19 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 		})
 		testenv.CheckProjection(t, pool, conn, p, org, ns)
 	}
+	if behind := seqsBehind(t, c); behind != behindBefore {
+		t.Fatalf("health says the projection is %d seqs behind after the outage, %d before", behind, behindBefore)
+	}
+}
+
+// seqsBehind is how many seqs the serving projection lacks, per /v1/health?include=lag.
+func seqsBehind(t *testing.T, c *testenv.Client) int64 {
+	t.Helper()
+	lag, ok := c.Do(t, http.MethodGet, "/v1/health?include=lag", nil).JSON(t)["lag"].(map[string]any)
+	if !ok || lag["seqs_behind"] == nil {
+		t.Fatalf("health without lag: %v", lag)
+	}
+	return int64(lag["seqs_behind"].(float64))
 }
 
 func metricsText(t testing.TB, url string) string {

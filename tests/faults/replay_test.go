@@ -113,6 +113,12 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 	if after := testenv.TableSums(t, conn, org, spaces); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("tables changed over the replay:\n before %v\n after  %v", before, after)
 	}
+	for _, m := range plan.Partitions {
+		series := fmt.Sprintf(`loom_projector_lag_records{projection="%s",partition="%d"}`, p, m.Partition)
+		if m.Current > 0 && !strings.Contains(metricsText(t, url), "\n"+series+" 0\n") {
+			t.Fatalf("/metrics lacks %s 0 once the replay caught up", series)
+		}
+	}
 	for _, ns := range spaces {
 		testenv.CheckProjection(t, pool, conn, p, org, ns)
 		if r := admin.Search(t, ns, "replayed fact", 3); r.Status != http.StatusOK {
