@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,7 +30,7 @@ func TestExampleConsumerFollowsTheTopic(t *testing.T) {
 	c.Set(t, ns, "theme", "light mode")
 	c.Set(t, ns, "font", "a monospaced font")
 
-	bin := buildConsumer(t)
+	bin := testenv.Build(t, "github.com/loomplane/loom/examples/consumer")
 	state := filepath.Join(t.TempDir(), "state.json")
 	group := testenv.Unique(t, "group")
 	id := func(seq int) string { return fmt.Sprintf("acme/%s/%d ", ns, seq) }
@@ -59,17 +58,6 @@ func TestExampleConsumerFollowsTheTopic(t *testing.T) {
 	wantLine(t, lines, id(5), "memory.revised", `value="solarized"`)
 	noLine(t, lines, id(1), id(2), id(3), id(4))
 	run.stop(t)
-}
-
-func buildConsumer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "consumer")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/loomplane/loom/examples/consumer").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build examples/consumer: %v\n%s", err, out)
-	}
-	return bin
 }
 
 type consumerRun struct {

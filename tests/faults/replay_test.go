@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -143,12 +142,7 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 // loomd runs the binary against the test stores and returns its combined output.
 func loomd(bin string, args ...string) (string, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(),
-		"LOOM_PG_DSN="+env.Stack.Postgres.DSN(),
-		"LOOM_CH_ADDR="+env.Stack.ClickHouse.Addr(),
-		"LOOM_KAFKA_BROKERS="+strings.Join(env.Stack.Kafka.Brokers(), ","),
-		"LOOM_BOOT_MIGRATE=false",
-	)
+	cmd.Env = env.LoomdEnv()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

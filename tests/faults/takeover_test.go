@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,13 +87,7 @@ func TestRelayStandbyTakesOverWhenTheActiveOneDies(t *testing.T) {
 }
 
 func buildLoomd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "loomd")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/loomplane/loom/cmd/loomd").CombinedOutput(); err != nil {
-		t.Fatalf("build loomd: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.Build(t, "github.com/loomplane/loom/cmd/loomd")
 }
 
 // relayProcess is `loomd serve --roles api,relay`: the api role only serves /metrics,
@@ -117,14 +108,7 @@ func startRelayProcess(t *testing.T, bin string) *relayProcess {
 	ln.Close()
 	p := &relayProcess{url: "http://" + addr}
 	p.cmd = exec.Command(bin, "serve", "--roles", "api,relay", "--addr", addr)
-	p.cmd.Env = append(os.Environ(),
-		"LOOM_PG_DSN="+env.Stack.Postgres.DSN(),
-		"LOOM_CH_ADDR="+env.Stack.ClickHouse.Addr(),
-		"LOOM_KAFKA_BROKERS="+strings.Join(env.Stack.Kafka.Brokers(), ","),
-		"LOOM_BOOT_MIGRATE=false",
-		"LOOM_OUTBOX_POLL_MS=200",
-		"LOOM_LOG_LEVEL=warn",
-	)
+	p.cmd.Env = env.LoomdEnv("LOOM_OUTBOX_POLL_MS=200", "LOOM_LOG_LEVEL=warn")
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

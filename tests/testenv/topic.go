@@ -24,12 +24,7 @@ func (e *Env) Records(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, topic)
-	admin.Close()
+	ends, err := e.Admin(t).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("list end offsets: %v", err)
 	}
@@ -72,16 +67,11 @@ func (e *Env) CreateTopic(t testing.TB, configs map[string]string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := Unique(t, "loom.test")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	cfg := map[string]*string{}
 	for k, v := range configs {
 		cfg[k] = &v
 	}
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 4, -1, cfg, topic)
+	resp, err := e.Admin(t).CreateTopic(ctx, 4, -1, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -127,12 +117,7 @@ func (e *Env) GroupCaughtUp(t testing.TB, group, topic string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := e.Admin(t)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("list end offsets: %v", err)
@@ -149,4 +134,15 @@ func (e *Env) GroupCaughtUp(t testing.TB, group, topic string) bool {
 		}
 	})
 	return caught
+}
+
+// Admin returns a Kafka admin client on the test broker, closed when the test ends.
+func (e *Env) Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
