@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,17 +82,19 @@ func (e *Env) CreateTopic(t testing.TB, configs map[string]string) string {
 	return topic
 }
 
-// Stream checks what a consumer of one namespace sees in records: seqs 1..gen, each
-// first seen in order (a later copy is a redelivery), none missing. It returns the
-// first copy of each seq, in seq order.
+// Stream checks what a consumer of one namespace sees in records: every record valid
+// under the published schema, seqs 1..gen, each first seen in order (a later copy is a
+// redelivery), none missing. It returns the first copy of each seq, in seq order.
 func Stream(t testing.TB, records []*kgo.Record, org, ns string, gen int64) []*events.Envelope {
 	t.Helper()
+	schema := EnvelopeSchema(t)
 	key := string(events.RecordKey(org, ns))
 	var out []*events.Envelope
 	for _, r := range records {
 		if string(r.Key) != key {
 			continue
 		}
+		CheckSchema(t, schema, fmt.Sprintf("record at %d/%d", r.Partition, r.Offset), r.Value)
 		e, err := events.Decode(r.Value)
 		if err != nil {
 			t.Fatalf("record at %d/%d is not an envelope: %v", r.Partition, r.Offset, err)
