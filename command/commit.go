@@ -241,35 +241,8 @@ func (s *Service) encode(p *pending, requestID string) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
-	sealed, err := events.Seal(dataKey, recordID, &events.Content{
-		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
-		Embedding: p.vector, KeyEmbedding: p.keyVector, ChunkEmbeddings: vectors(p.chunkVectors),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("seal revision content: %w", err)
-	}
-	env := &events.Envelope{
-		Version: events.EnvelopeVersion, ID: recordID, Type: p.event,
-		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: &events.Revision{
-			Op: p.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: p.readVersion,
-			Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
-			MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
-			ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
-			Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
-			CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
-			Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
-			ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
-			ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
-		},
-		Sealed: sealed,
-	}
-	value, err := events.Encode(env)
-	if err != nil {
-		return nil, fmt.Errorf("encode envelope: %w", err)
-	}
-	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: p.readVersion,
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}
@@ -288,15 +261,6 @@ func (s *Service) encode(p *pending, requestID string) (*record, error) {
 	}
 	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
 		headers: headers, payload: payload, audit: audit}, nil
-}
-
-// headerPairs is how the outbox stores headers: an ordered list of [key, value].
-func headerPairs(hs []events.Header) [][2]string {
-	out := make([][2]string, len(hs))
-	for i, h := range hs {
-		out[i] = [2]string{h.Key, string(h.Value)}
-	}
-	return out
 }
 
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {

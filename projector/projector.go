@@ -7,6 +7,7 @@ package projector
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -44,11 +45,10 @@ func ConsumerOpts(cfg Config) []kgo.Opt {
 
 // Projector runs one projection.
 type Projector struct {
-	cfg      Config
-	consumer *kgo.Client
-	pool     *pgxpool.Pool
-	ch       *ch.Conn
-	log      *slog.Logger
+	cfg  Config
+	pool *pgxpool.Pool
+	ch   *ch.Conn
+	log  *slog.Logger
 
 	applied   *metrics.Counter
 	dupes     *metrics.Counter
@@ -57,15 +57,17 @@ type Projector struct {
 	sealed    *metrics.Counter
 	uncarried *metrics.Counter
 	batchTime *metrics.Histogram
+	lag       *metrics.GaugeVec
 }
 
-// New returns a projector; consumer must be built with ConsumerOpts(cfg).
-func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
+// New returns a projector; it registers its metrics in reg, so make one per process
+// and projection, and Run it as often as its consumer is replaced.
+func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 5000
 	}
 	l := cfg.Name
-	return &Projector{cfg: cfg, consumer: consumer, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
+	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
 		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
@@ -73,12 +75,14 @@ func New(cfg Config, consumer *kgo.Client, pool *pgxpool.Pool, conn *ch.Conn, re
 		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
 		uncarried: reg.Counter("loom_projector_uncarried_total", "Copies whose content's vector ClickHouse no longer holds: projected without a search vector.", "projection").With(l),
 		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
+		lag:       reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
 	}
 }
 
-// Run consumes until ctx ends. A batch that cannot be written is retried with backoff
-// and its offsets are not committed meanwhile.
-func (p *Projector) Run(ctx context.Context) error {
+// Run consumes with consumer, built with ConsumerOpts(cfg), until ctx ends. A batch
+// that cannot be written is retried with backoff and its offsets are not committed
+// meanwhile.
+func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
@@ -90,9 +94,9 @@ func (p *Projector) Run(ctx context.Context) error {
 			case <-time.After(wait):
 			}
 		}
-		fetches := p.consumer.PollRecords(ctx, p.cfg.BatchRows)
+		fetches := consumer.PollRecords(ctx, p.cfg.BatchRows)
 		if ctx.Err() != nil {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			return nil
 		}
 		fetches.EachError(func(topic string, part int32, err error) {
@@ -100,22 +104,23 @@ func (p *Projector) Run(ctx context.Context) error {
 		})
 		recs := fetches.Records()
 		if len(recs) == 0 {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			continue
 		}
 		start := time.Now()
 		pace.take(start)
 		if err := p.applyWithRetry(ctx, recs); err != nil {
-			p.consumer.AllowRebalance()
+			consumer.AllowRebalance()
 			return nil // ctx ended; the batch is redelivered to whoever runs next
 		}
 		p.log.Debug("projector: batch applied", "records", len(recs),
 			"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
-		if err := p.consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+		p.recordLag(fetches)
+		if err := consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
 			// Uncommitted offsets mean redelivery, which the tables collapse.
 			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)
 		}
-		p.consumer.AllowRebalance()
+		consumer.AllowRebalance()
 	}
 }
 
@@ -173,4 +178,16 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 	p.dupes.Add(float64(dupes))
 	p.applied.Add(float64(advanced))
 	return nil
+}
+
+// recordLag sets each fetched partition's lag: its high watermark at the fetch past
+// the last record of the batch.
+func (p *Projector) recordLag(fetches kgo.Fetches) {
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if len(ftp.Records) == 0 {
+			return
+		}
+		last := ftp.Records[len(ftp.Records)-1].Offset
+		p.lag.With(p.cfg.Name, strconv.Itoa(int(ftp.Partition))).Set(float64(max(ftp.HighWatermark-last-1, 0)))
+	})
 }

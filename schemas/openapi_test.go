@@ -43,6 +43,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/health":                                 {"get"},
 	"/v1/health/ready":                           {"get"},
 	"/metrics":                                   {"get"},
+	"/v1/admin/projections/{name}:reset":         {"post"},
 }
 
 // customMethodRoutes are registered routes whose last path segment is
@@ -63,6 +64,7 @@ var routeFiles = []string{
 	"../command/service.go",
 	"../query/service.go",
 	"../internal/node/health.go",
+	"../internal/node/admin.go",
 }
 
 func readSpec(t *testing.T) string {

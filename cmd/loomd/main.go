@@ -1,4 +1,4 @@
-// Command loomd is the one Loom binary: serve, dev, migrate, token.
+// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset, republish.
 package main
 
 import (
@@ -27,6 +27,12 @@ Usage:
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
                         create an API token and print its secret (shown once)
+  loomd projector reset --group G --to earliest|latest|<RFC3339> [--topic T] [--execute]
+                        print (and with --execute apply) a consumer group offset reset;
+                        refuses while the group has live members
+  loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
+                        re-create topic records from the Postgres journal (a lost or
+                        truncated topic) and queue them for the relay
   loomd version
 
 Configuration is read from LOOM_* environment variables; see the README.
@@ -49,6 +55,10 @@ func main() {
 		err = runMigrate(ctx, os.Args[2:])
 	case "token":
 		err = runToken(ctx, os.Args[2:])
+	case "projector":
+		err = runProjector(ctx, os.Args[2:])
+	case "republish":
+		err = runRepublish(ctx, os.Args[2:])
 	case "version":
 		fmt.Println("loomd", node.Version)
 	case "help", "-h", "--help":

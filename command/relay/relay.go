@@ -3,11 +3,15 @@
 // oldest committed rows left, produces them with an idempotent producer and acks=all,
 // and deletes what Kafka acknowledged. A crash between produce and delete publishes a
 // record again; consumers dedupe by seq.
+//
+// A record Kafka refuses (too large, invalid) is retried alone with backoff and, after
+// MaxAttempts refusals, parked: a loom.parked placeholder takes its seq on the topic,
+// so the namespace stays gapless, and the row stays in the outbox for an operator.
+// Kafka being away is not a refusal: nothing is counted and everything waits.
 package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +30,10 @@ type Config struct {
 	BatchRows int           // rows per round
 	Poll      time.Duration // fallback wake-up when no NOTIFY arrives
 	Standby   time.Duration // how often a standby tries for the lock
+	// MaxAttempts is how many times Kafka may refuse a record before it is parked.
+	MaxAttempts int
+	// EventSource is the ce_source of a placeholder whose record names none.
+	EventSource string
 }
 
 // Faults lets a test stop the relay at a chosen point; nil fields do nothing.
@@ -46,7 +54,12 @@ type Relay struct {
 
 	published *metrics.Counter
 	failed    *metrics.Counter
+	parked    *metrics.Counter
 	active    *metrics.Gauge
+
+	// retryAt holds a namespace back until its refused head's backoff has passed.
+	// Only Run's goroutine touches it; a restart forgets it and retries at once.
+	retryAt map[string]time.Time
 }
 
 // New returns a relay; producer must be an idempotent kgo client (the kgo default)
@@ -61,10 +74,18 @@ func New(cfg Config, pool *pgxpool.Pool, producer *kgo.Client, wake *pg.Listener
 	if cfg.Standby <= 0 {
 		cfg.Standby = 2 * time.Second
 	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.EventSource == "" {
+		cfg.EventSource = "loom"
+	}
 	return &Relay{cfg: cfg, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
 		published: reg.Counter("loom_relay_published_total", "Outbox records Kafka acknowledged.").With(),
 		failed:    reg.Counter("loom_relay_produce_failures_total", "Outbox records Kafka refused or did not acknowledge.").With(),
+		parked:    reg.Counter("loom_relay_parked_total", "Outbox records parked after Kafka refused them; a loom.parked placeholder took their seq.").With(),
 		active:    reg.Gauge("loom_relay_active", "1 while this process holds the relay lock.").With(),
+		retryAt:   map[string]time.Time{},
 	}
 }
 
@@ -190,116 +211,4 @@ func (r *Relay) publishWhileHeld(ctx context.Context, alive func(context.Context
 		case <-time.After(r.cfg.Poll):
 		}
 	}
-}
-
-type outboxRow struct {
-	id        int64
-	org       string
-	namespace string
-	seq       int64
-	topic     string
-	key       []byte
-	headers   []byte
-	value     []byte
-}
-
-// round publishes the oldest rows and deletes those Kafka acknowledged. Within a
-// namespace only the acknowledged prefix is deleted: a later record acknowledged after
-// an earlier one failed is published again after it, so a consumer never sees a
-// namespace's seqs skip forward for good.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	rows, err := r.read(ctx)
-	if err != nil || len(rows) == 0 {
-		return 0, err
-	}
-	records := make([]*kgo.Record, len(rows))
-	for i, row := range rows {
-		rec, err := toRecord(row)
-		if err != nil {
-			return 0, err
-		}
-		records[i] = rec
-	}
-	start := time.Now()
-	results := r.producer.ProduceSync(ctx, records...)
-	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
-	failedNS := map[string]bool{}
-	var done []int64
-	var firstErr error
-	for i, res := range results {
-		ns := rows[i].org + "/" + rows[i].namespace
-		if res.Err != nil {
-			r.failed.Inc()
-			failedNS[ns] = true
-			if firstErr == nil {
-				firstErr = fmt.Errorf("produce %s seq %d: %w", ns, rows[i].seq, res.Err)
-			}
-			continue
-		}
-		if !failedNS[ns] {
-			done = append(done, rows[i].id)
-		}
-	}
-	if r.faults.AfterProduce != nil {
-		if err := r.faults.AfterProduce(done); err != nil {
-			return 0, &faultStop{err}
-		}
-	}
-	if len(done) > 0 {
-		// The delete outlives a cancelled ctx: what Kafka acknowledged should not be sent again.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, err := r.pool.Exec(dctx, "DELETE FROM loom.outbox WHERE id = ANY($1)", done)
-		cancel()
-		if err != nil {
-			return 0, fmt.Errorf("delete published outbox rows: %w", err)
-		}
-		r.published.Add(float64(len(done)))
-	}
-	if firstErr != nil {
-		r.recordFailure(ctx, rows, results, firstErr)
-		return 0, firstErr
-	}
-	return len(rows), nil
-}
-
-func (r *Relay) recordFailure(ctx context.Context, rows []outboxRow, results kgo.ProduceResults, err error) {
-	var ids []int64
-	for i, res := range results {
-		if res.Err != nil {
-			ids = append(ids, rows[i].id)
-		}
-	}
-	if _, uerr := r.pool.Exec(ctx, "UPDATE loom.outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)", ids, err.Error()); uerr != nil {
-		r.log.Warn("relay: cannot record a failed produce", "err", uerr)
-	}
-}
-
-func (r *Relay) read(ctx context.Context) ([]outboxRow, error) {
-	qrows, err := r.pool.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value
-		FROM loom.outbox WHERE parked_at IS NULL ORDER BY id LIMIT $1`, r.cfg.BatchRows)
-	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", err)
-	}
-	defer qrows.Close()
-	var rows []outboxRow
-	for qrows.Next() {
-		var o outboxRow
-		if err := qrows.Scan(&o.id, &o.org, &o.namespace, &o.seq, &o.topic, &o.key, &o.headers, &o.value); err != nil {
-			return nil, fmt.Errorf("read outbox: %w", err)
-		}
-		rows = append(rows, o)
-	}
-	return rows, qrows.Err()
-}
-
-func toRecord(o outboxRow) (*kgo.Record, error) {
-	var pairs [][2]string
-	if err := json.Unmarshal(o.headers, &pairs); err != nil {
-		return nil, fmt.Errorf("outbox row %d headers: %w", o.id, err)
-	}
-	rec := &kgo.Record{Topic: o.topic, Key: o.key, Value: o.value}
-	for _, p := range pairs {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: p[0], Value: []byte(p[1])})
-	}
-	return rec, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -20,10 +22,11 @@ type Kafka struct {
 	log        io.Writer
 
 	Cluster *kfake.Cluster
+	addrs   []string // where the broker listens, kept while it is stopped
 }
 
-// Brokers are the seed addresses for clients.
-func (k *Kafka) Brokers() []string { return k.Cluster.ListenAddrs() }
+// Brokers are the seed addresses for clients; they stay the same across Restart.
+func (k *Kafka) Brokers() []string { return k.addrs }
 
 // Start opens the broker; topics are created on first start only.
 func (k *Kafka) Start(_ context.Context) error {
@@ -55,14 +58,28 @@ func (k *Kafka) Start(_ context.Context) error {
 		return fmt.Errorf("start Kafka (kfake): %w", err)
 	}
 	k.Cluster = c
+	k.addrs = c.ListenAddrs()
 	logf(k.log, "Kafka (kfake) listening on %v, data in %s", c.ListenAddrs(), k.dir)
 	return nil
 }
 
-// Stop closes the broker, saving its state to the data directory.
+// Stop closes the broker, saving its state to the data directory. Clients see a
+// Kafka that went away: connections refused until Restart.
 func (k *Kafka) Stop() {
 	if k.Cluster != nil {
+		if _, port, err := net.SplitHostPort(k.addrs[0]); err == nil {
+			k.port, _ = strconv.Atoi(port) // a restart comes back where clients look
+		}
 		k.Cluster.Close()
 		k.Cluster = nil
 	}
+}
+
+// Restart starts a stopped broker again on the same port over the same data, as a
+// Kafka coming back from an outage.
+func (k *Kafka) Restart(ctx context.Context) error {
+	if k.Cluster != nil {
+		return nil
+	}
+	return k.Start(ctx)
 }

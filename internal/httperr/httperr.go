@@ -71,6 +71,8 @@ const (
 	CodeClickHouseDown     = "CLICKHOUSE_UNAVAILABLE"     // 503
 	CodeEmbedderDown       = "EMBEDDER_UNAVAILABLE"       // 503
 	CodeProjectionBehind   = "PROJECTION_BEHIND"          // 503
+	CodeKafkaDown          = "KAFKA_UNAVAILABLE"          // 503
+	CodeGroupActive        = "CONSUMER_GROUP_ACTIVE"      // 409
 	CodeInternal           = "INTERNAL"                   // 500
 )
 

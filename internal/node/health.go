@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,10 +28,19 @@ func (n *Node) registerHealth(app *fiber.App) {
 		}
 		return float64(ob.Depth)
 	})
+	n.Metrics.GaugeFunc("loom_outbox_parked", "Outbox records parked after Kafka refused them (a loom.parked placeholder took each one's seq).", func() float64 {
+		ob, err := n.outboxStats(context.Background())
+		if err != nil {
+			return -1
+		}
+		return float64(ob.Parked)
+	})
 }
 
 // handleHealth is liveness plus what the process is: it answers while the process
-// runs, whatever the stores do. ?include=postgres adds the outbox's state.
+// runs, whatever the stores do. ?include=postgres adds the outbox's state, and
+// ?include=lag the namespaces the serving projection is behind on (comma separated
+// for both).
 func (n *Node) handleHealth(c *fiber.Ctx) error {
 	body := fiber.Map{
 		"status":  "ok",
@@ -42,12 +53,20 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 		"projection": n.Cfg.Projection,
 		"topic":      n.Cfg.Topic,
 	}
-	if c.Query("include") == "postgres" {
+	include := strings.Split(c.Query("include"), ",")
+	if slices.Contains(include, "postgres") {
 		ob, err := n.outboxStats(c.UserContext())
 		if err != nil {
 			body["postgres"] = fiber.Map{"error": err.Error()}
 		} else {
 			body["postgres"] = fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked}
+		}
+	}
+	if slices.Contains(include, "lag") {
+		if lag, err := n.projectionLag(c.UserContext()); err != nil {
+			body["lag"] = fiber.Map{"error": err.Error()}
+		} else {
+			body["lag"] = lag
 		}
 	}
 	return c.JSON(body)

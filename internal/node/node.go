@@ -25,7 +25,6 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
-	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
 	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
 )
@@ -50,6 +49,7 @@ type Node struct {
 	RelayFaults relay.Faults
 
 	watermarkWake *pg.Listener
+	projector     *projectorSwitch
 }
 
 // Open connects the stores and, with LOOM_BOOT_MIGRATE, migrates them and creates the
@@ -86,6 +86,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 	}
 	n.Tokens = auth.NewStore(n.PG)
 	n.watermarkWake = pg.NewListener(n.PG, "loom_watermark", log)
+	n.projector = newProjectorSwitch()
 	n.App = n.newApp()
 	ok = true
 	return n, nil
@@ -132,6 +133,7 @@ func (n *Node) newApp() *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 	})
 	n.registerHealth(app)
+	n.registerAdmin(app)
 	cmd := command.New(command.Config{
 		Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, Projection: n.Cfg.Projection, CharLimit: n.Cfg.MemoryCharLimit,
 		AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
@@ -210,25 +212,9 @@ func (n *Node) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll,
+		MaxAttempts: n.Cfg.OutboxMaxAttempts, EventSource: n.Cfg.EventSource}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
 	return r.Run(ctx)
-}
-
-// RunProjector runs the projector role for the configured projection until ctx ends.
-func (n *Node) RunProjector(ctx context.Context) error {
-	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, BatchRows: n.Cfg.ProjectorBatch, Interval: n.Cfg.PGPublishInterval}
-	consumer, err := kafka.NewClient(n.Cfg.KafkaBrokers, projector.ConsumerOpts(pcfg)...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Leave the group at once, so a restarted projector need not wait out the session.
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return projector.New(pcfg, consumer, n.PG, n.CH, n.Metrics, n.Log).Run(ctx)
 }
 
 // Close releases the stores.

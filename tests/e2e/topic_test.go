@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"os"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -28,23 +26,7 @@ func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
 		t.Fatalf("search: %d %s", r.Status, r.Body)
 	}
 
-	schemaDoc, err := os.ReadFile("../../schemas/events/envelope.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaDoc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	comp := jsonschema.NewCompiler()
-	comp.AssertFormat()
-	if err := comp.AddResource("envelope.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := comp.Compile("envelope.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema := testenv.EnvelopeSchema(t)
 
 	records := env.TopicRecords(t)
 	if len(records) < 3 {
@@ -52,13 +34,7 @@ func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
 	}
 	lastSeq := map[string]int64{}
 	for _, r := range records {
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Value))
-		if err != nil {
-			t.Fatalf("record at offset %d is not JSON: %v", r.Offset, err)
-		}
-		if err := schema.Validate(v); err != nil {
-			t.Fatalf("record at offset %d fails the envelope schema: %v", r.Offset, err)
-		}
+		testenv.CheckSchema(t, schema, fmt.Sprintf("record at %d/%d", r.Partition, r.Offset), r.Value)
 		e, err := events.Decode(r.Value)
 		if err != nil {
 			t.Fatalf("record at offset %d: %v", r.Offset, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,32 @@ func sortedStrings(t testing.TB, rows interface {
 		t.Fatal(err)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// ProjectionTables are the tables a projection writes.
+var ProjectionTables = []string{"memory", "memory_versions", "memory_embeddings", "audit_log", "memory_lexical", "memory_chunks"}
+
+// TableSums fingerprints what each projection table holds for the namespaces: its
+// FINAL rows' count and the sum of a hash of every column of every row, so two calls
+// agree exactly when the tables hold the same rows.
+func TableSums(t testing.TB, conn *ch.Conn, org string, namespaces []string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, table := range ProjectionTables {
+		// 18.16's cityHash64 takes no UUID argument, and a NULL argument makes the
+		// whole hash NULL, which sum skips: both are hashed as text.
+		cols := chStrings(t, conn, `SELECT multiIf(type = 'UUID', concat('toString(', name, ')'),
+				startsWith(type, 'Nullable'), concat('ifNull(toString(', name, '), \'\')'), name)
+			FROM system.columns WHERE database = 'loom' AND table = ?`, table)
+		var count, sum uint64
+		q := fmt.Sprintf(`SELECT count(), sum(cityHash64(%s)) FROM loom.%s FINAL WHERE org = ? AND has(?, namespace)`,
+			strings.Join(cols, ", "), table)
+		if err := conn.QueryRow(ctx, q, org, namespaces).Scan(&count, &sum); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out[table] = fmt.Sprintf("%d rows, sum %x", count, sum)
+	}
 	return out
 }

@@ -119,36 +119,52 @@ func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 // base URL.
 func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
 	t.Helper()
-	n := e.Open(t, func(c *config.Config) {
+	n, url, _ := e.Serve(t, []string{"api"}, mod)
+	return n, url
+}
+
+// Serve runs a node with roles, the api among them, on a free loopback port until stop
+// is called (or the test ends) and returns its base URL.
+func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *node.Node, url string, stop func()) {
+	t.Helper()
+	n = e.Open(t, func(c *config.Config) {
 		if mod != nil {
 			mod(c)
 		}
-		c.Roles = []string{"api"}
+		c.Roles = roles
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := e.run(t, "api", func(ctx context.Context) error { return n.Run(ctx, ln) })
-	t.Cleanup(stop)
-	return n, "http://" + ln.Addr().String()
+	stop = e.run(t, strings.Join(roles, ","), func(ctx context.Context) error { return n.Run(ctx, ln) })
+	return n, "http://" + ln.Addr().String(), stop
 }
 
-// Relay runs a relay until the returned stop is called (or the test ends). It returns
-// a channel that receives Run's result.
-func (e *Env) Relay(t testing.TB, faults relay.Faults) (stop func(), done <-chan error) {
+// Relay runs a relay (configured by mods) until the returned stop is called (or the
+// test ends). It returns a channel that receives Run's result.
+func (e *Env) Relay(t testing.TB, faults relay.Faults, mods ...func(*config.Config)) (stop func(), done <-chan error) {
 	t.Helper()
-	n := e.Open(t, nil)
+	n := e.Open(t, apply(mods))
 	n.RelayFaults = faults
 	return e.runDone(t, "relay", n.RunRelay)
 }
 
-// Projector runs projection name until stop is called (or the test ends).
-func (e *Env) Projector(t testing.TB, name string) (stop func()) {
+// Projector runs projection name (configured by mods) until stop is called (or the
+// test ends).
+func (e *Env) Projector(t testing.TB, name string, mods ...func(*config.Config)) (stop func()) {
 	t.Helper()
-	n := e.Open(t, func(c *config.Config) { c.Projection = name })
+	n := e.Open(t, func(c *config.Config) { c.Projection = name; apply(mods)(c) })
 	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
 	return stop
+}
+
+func apply(mods []func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
+		for _, m := range mods {
+			m(c)
+		}
+	}
 }
 
 func (e *Env) run(t testing.TB, what string, fn func(context.Context) error) func() {

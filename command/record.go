@@ -1,0 +1,70 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// revisionRecord is what the topic carries for one committed revision.
+type revisionRecord struct {
+	row          *memrow.Row
+	op           string
+	event        events.Type
+	prevVersion  int64
+	requestID    string
+	vector       []float32
+	keyVector    []float32
+	chunkVectors [][]float32
+}
+
+// encodeRecord seals the revision's content under dataKey and returns the record value
+// (the envelope) and its CloudEvents headers as the outbox stores them. The commit and
+// a republish from the journal build records with it alike.
+func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, headers []byte, err error) {
+	row := r.row
+	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
+	sealed, err := events.Seal(dataKey, recordID, &events.Content{
+		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		Embedding: r.vector, KeyEmbedding: r.keyVector, ChunkEmbeddings: vectors(r.chunkVectors),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("seal revision content: %w", err)
+	}
+	env := &events.Envelope{
+		Version: events.EnvelopeVersion, ID: recordID, Type: r.event,
+		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
+		Revision: &events.Revision{
+			Op: r.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: r.prevVersion,
+			Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
+			MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
+			ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
+			Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
+			CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: r.requestID,
+			Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
+			ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
+			ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
+		},
+		Sealed: sealed,
+	}
+	value, err = events.Encode(env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	headers, err = json.Marshal(headerPairs(events.CloudEventHeaders(env, source)))
+	if err != nil {
+		return nil, nil, err
+	}
+	return value, headers, nil
+}
+
+// headerPairs is how the outbox stores headers: an ordered list of [key, value].
+func headerPairs(hs []events.Header) [][2]string {
+	out := make([][2]string, len(hs))
+	for i, h := range hs {
+		out[i] = [2]string{h.Key, string(h.Value)}
+	}
+	return out
+}

@@ -1,0 +1,282 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type outboxRow struct {
+	id        int64
+	org       string
+	namespace string
+	seq       int64
+	topic     string
+	key       []byte
+	headers   []byte
+	value     []byte
+	attempts  int // refusals so far
+	createdAt time.Time
+}
+
+// ns names the row's namespace as the record key does.
+func (o outboxRow) ns() string { return o.org + "/" + o.namespace }
+
+// round publishes the oldest rows and deletes those Kafka acknowledged. A namespace
+// whose oldest row Kafka refused before sends that row alone first (a broker refuses
+// a whole partition batch, so only alone does a refusal name its record); a
+// namespace waiting out a refusal's backoff is left out of the round altogether.
+func (r *Relay) round(ctx context.Context) (int, error) {
+	rows, err := r.read(ctx, r.waiting(time.Now()))
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	rest, err := r.retryRefused(ctx, rows)
+	if err != nil {
+		return 0, err
+	}
+	if err := r.publish(ctx, rest); err != nil {
+		return 0, err
+	}
+	return len(rows), nil
+}
+
+// waiting lists the namespaces whose refused head is still backing off.
+func (r *Relay) waiting(now time.Time) []string {
+	var out []string
+	for ns, at := range r.retryAt {
+		if now.Before(at) {
+			out = append(out, ns)
+		} else {
+			delete(r.retryAt, ns)
+		}
+	}
+	return out
+}
+
+// retryRefused sends a namespace's previously refused rows at its head alone, one by
+// one, and returns the rows left for the batch: those after them, of namespaces whose
+// refused rows went through or were parked.
+func (r *Relay) retryRefused(ctx context.Context, rows []outboxRow) ([]outboxRow, error) {
+	held := map[string]bool{}
+	batched := map[string]bool{}
+	var rest []outboxRow
+	for _, row := range rows {
+		ns := row.ns()
+		if held[ns] {
+			continue
+		}
+		if batched[ns] || row.attempts == 0 {
+			batched[ns] = true
+			rest = append(rest, row)
+			continue
+		}
+		through, err := r.publishAlone(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if !through {
+			held[ns] = true
+		}
+	}
+	return rest, nil
+}
+
+// publishAlone produces one refused row by itself. It reports whether the namespace
+// may go on: the row was published, or refused once too often and parked.
+func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
+	rec, err := toRecord(row)
+	if err == nil {
+		err = r.producer.ProduceSync(ctx, rec).FirstErr()
+	}
+	if err == nil {
+		if err := r.deletePublished(ctx, []int64{row.id}); err != nil {
+			return false, err
+		}
+		delete(r.retryAt, row.ns())
+		return true, nil
+	}
+	r.failed.Inc()
+	if !refused(err) {
+		r.noteFailures(ctx, []outboxRow{row}, []error{err})
+		return false, fmt.Errorf("produce %s seq %d: %w", row.ns(), row.seq, err)
+	}
+	attempts := row.attempts + 1
+	if attempts >= r.cfg.MaxAttempts {
+		if err := r.park(ctx, row, attempts, err); err != nil {
+			return false, err
+		}
+		delete(r.retryAt, row.ns())
+		return true, nil
+	}
+	r.noteFailures(ctx, []outboxRow{row}, []error{err})
+	r.retryAt[row.ns()] = time.Now().Add(retryDelay(attempts))
+	r.log.Warn("relay: Kafka refused a record; retrying it alone", "namespace", row.ns(), "seq", row.seq,
+		"attempts", attempts, "max_attempts", r.cfg.MaxAttempts, "err", err)
+	return false, nil
+}
+
+// retryDelay is the backoff after a row's nth refusal: 200ms doubling, at most 10s.
+func retryDelay(attempts int) time.Duration {
+	d := 200 * time.Millisecond
+	for i := 1; i < attempts && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+// publish produces rows in one go. Within a namespace only the acknowledged prefix is
+// deleted: a later record acknowledged after an earlier one failed is published again
+// after it, so a consumer never sees a namespace's seqs skip forward for good. A
+// refusal is counted on its row (which goes alone next round); any other failure is
+// Kafka being away, which ends the round so the relay backs off.
+func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	errs := make([]error, len(rows))
+	var records []*kgo.Record
+	rowOf := map[*kgo.Record]int{}
+	for i, row := range rows {
+		rec, err := toRecord(row)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		records = append(records, rec)
+		rowOf[rec] = i
+	}
+	start := time.Now()
+	// ProduceSync answers in the order the partitions answered, not in the order of
+	// its arguments: match each result to its row by the record it carries.
+	for _, res := range r.producer.ProduceSync(ctx, records...) {
+		errs[rowOf[res.Record]] = res.Err
+	}
+	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
+
+	failedNS := map[string]bool{}
+	var done []int64
+	var failedRows []outboxRow
+	var failedErrs []error
+	var outage error
+	for i, row := range rows {
+		if errs[i] == nil {
+			if !failedNS[row.ns()] {
+				done = append(done, row.id)
+			}
+			continue
+		}
+		r.failed.Inc()
+		failedNS[row.ns()] = true
+		failedRows, failedErrs = append(failedRows, row), append(failedErrs, errs[i])
+		if !refused(errs[i]) && outage == nil {
+			outage = fmt.Errorf("produce %s seq %d: %w", row.ns(), row.seq, errs[i])
+		}
+	}
+	if r.faults.AfterProduce != nil {
+		if err := r.faults.AfterProduce(done); err != nil {
+			return &faultStop{err}
+		}
+	}
+	if err := r.deletePublished(ctx, done); err != nil {
+		return err
+	}
+	r.noteFailures(ctx, failedRows, failedErrs)
+	return outage
+}
+
+// deletePublished removes rows Kafka acknowledged. The delete outlives a cancelled ctx:
+// what Kafka acknowledged should not be sent again.
+func (r *Relay) deletePublished(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := r.pool.Exec(dctx, "DELETE FROM loom.outbox WHERE id = ANY($1)", ids); err != nil {
+		return fmt.Errorf("delete published outbox rows: %w", err)
+	}
+	r.published.Add(float64(len(ids)))
+	return nil
+}
+
+// noteFailures records each failed row's error, and counts an attempt on the rows
+// Kafka refused (an outage counts nothing: it says nothing about the record).
+func (r *Relay) noteFailures(ctx context.Context, rows []outboxRow, errs []error) {
+	if len(rows) == 0 {
+		return
+	}
+	ids := make([]int64, len(rows))
+	counts := make([]int32, len(rows))
+	msgs := make([]string, len(rows))
+	for i, row := range rows {
+		ids[i], msgs[i] = row.id, errs[i].Error()
+		if refused(errs[i]) {
+			counts[i] = 1
+		}
+	}
+	_, err := r.pool.Exec(ctx, `UPDATE loom.outbox o SET attempts = o.attempts + f.refused, last_error = f.err
+		FROM unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, refused, err) WHERE o.id = f.id`, ids, counts, msgs)
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("relay: cannot record failed produces", "err", err)
+	}
+}
+
+// errMalformed marks an outbox row that cannot even be made into a record.
+var errMalformed = errors.New("malformed outbox row")
+
+// refused reports whether Kafka (or the client on its behalf) refused the record
+// itself, so asking again would get the same answer. Errors that say the cluster is
+// away or misconfigured (timeouts, authorization, an unknown topic) are not refusals:
+// parking every record through an outage or a bad ACL would empty the stream.
+func refused(err error) bool {
+	switch {
+	case errors.Is(err, errMalformed),
+		errors.Is(err, kerr.MessageTooLarge),
+		errors.Is(err, kerr.RecordListTooLarge),
+		errors.Is(err, kerr.InvalidRecord),
+		errors.Is(err, kerr.CorruptMessage),
+		errors.Is(err, kerr.InvalidTimestamp):
+		return true
+	}
+	return false
+}
+
+func (r *Relay) read(ctx context.Context, skip []string) ([]outboxRow, error) {
+	if skip == nil {
+		skip = []string{}
+	}
+	qrows, err := r.pool.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
+		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
+		ORDER BY id LIMIT $1`, r.cfg.BatchRows, skip)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	defer qrows.Close()
+	var rows []outboxRow
+	for qrows.Next() {
+		var o outboxRow
+		if err := qrows.Scan(&o.id, &o.org, &o.namespace, &o.seq, &o.topic, &o.key, &o.headers, &o.value, &o.attempts, &o.createdAt); err != nil {
+			return nil, fmt.Errorf("read outbox: %w", err)
+		}
+		rows = append(rows, o)
+	}
+	return rows, qrows.Err()
+}
+
+func toRecord(o outboxRow) (*kgo.Record, error) {
+	var pairs [][2]string
+	if err := json.Unmarshal(o.headers, &pairs); err != nil {
+		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.id, err)
+	}
+	rec := &kgo.Record{Topic: o.topic, Key: o.key, Value: o.value}
+	for _, p := range pairs {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: p[0], Value: []byte(p[1])})
+	}
+	return rec, nil
+}

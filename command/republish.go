@@ -1,0 +1,309 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// RepublishOptions says which records to re-create: every namespace's revisions from
+// FromSeq on, narrowed to one org and/or one namespace, for Topic.
+type RepublishOptions struct {
+	Org       string // "" for every org
+	Namespace string // "" for every namespace
+	FromSeq   int64  // >= 1
+	Topic     string
+}
+
+// RepublishResult counts what was queued for the relay.
+type RepublishResult struct {
+	Namespaces int
+	Records    int
+}
+
+// Republish re-creates topic records from the Postgres journal (for a lost or
+// truncated topic) by queueing them in the outbox for the relay. Each revision is
+// sealed again under its own data key with its vector embedded again; one whose key
+// was destroyed (redacted or erased) is sealed, empty, under a key nobody keeps, so it
+// carries nothing. Consumers dedupe the copies by seq.
+//
+// A namespace's records go in with its generation locked (its writes wait a moment),
+// after every outbox row of the namespace still waiting at or above FromSeq is taken
+// out and put back among them in seq order: the relay publishes by outbox id, so the
+// namespace's records reach the topic in seq order however the queue stood.
+func (s *Service) Republish(ctx context.Context, opts RepublishOptions) (RepublishResult, error) {
+	var res RepublishResult
+	if opts.FromSeq < 1 {
+		return res, fmt.Errorf("republish: from-seq %d, want >= 1", opts.FromSeq)
+	}
+	targets, err := s.republishTargets(ctx, opts)
+	if err != nil {
+		return res, err
+	}
+	for _, ns := range targets {
+		n, err := s.republishNamespace(ctx, ns, opts)
+		if err != nil {
+			return res, err
+		}
+		res.Namespaces++
+		res.Records += n
+	}
+	return res, nil
+}
+
+// nsGeneration is a namespace and its generation when listed.
+type nsGeneration struct {
+	org, namespace string
+	generation     int64
+}
+
+func (s *Service) republishTargets(ctx context.Context, opts RepublishOptions) ([]nsGeneration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT org, scope, generation FROM loom.scope_generations
+		WHERE scope <> '*' AND ($1 = '' OR org = $1) AND ($2 = '' OR scope = $2) AND generation >= $3
+		ORDER BY org, scope`, opts.Org, opts.Namespace, opts.FromSeq)
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces to republish: %w", err)
+	}
+	defer rows.Close()
+	var out []nsGeneration
+	for rows.Next() {
+		var g nsGeneration
+		if err := rows.Scan(&g.org, &g.namespace, &g.generation); err != nil {
+			return nil, fmt.Errorf("list namespaces to republish: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// outboxEntry is one outbox row's record.
+type outboxEntry struct {
+	seq     int64
+	topic   string
+	key     []byte
+	headers []byte
+	value   []byte
+}
+
+func (s *Service) republishNamespace(ctx context.Context, ns nsGeneration, opts RepublishOptions) (int, error) {
+	// The slow part (embedding) runs before the lock, over the generation as listed.
+	built, err := s.rebuild(ctx, s.pool, ns.org, ns.namespace, opts.FromSeq, ns.generation, opts.Topic)
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var gen int64
+		if err := tx.QueryRow(ctx, `SELECT generation FROM loom.scope_generations WHERE org = $1 AND scope = $2 FOR UPDATE`,
+			ns.org, ns.namespace).Scan(&gen); err != nil {
+			return fmt.Errorf("lock the generation of %s/%s: %w", ns.org, ns.namespace, err)
+		}
+		if gen > ns.generation {
+			later, err := s.rebuild(ctx, tx, ns.org, ns.namespace, ns.generation+1, gen, opts.Topic)
+			if err != nil {
+				return err
+			}
+			built = append(built, later...)
+		}
+		// Waiting rows come out and go back in seq order; a parked copy of a seq that is
+		// republished for its topic is replaced (the relay parks it again if Kafka still
+		// refuses it).
+		rows, err := tx.Query(ctx, `DELETE FROM loom.outbox
+			WHERE org = $1 AND namespace = $2 AND seq >= $3 AND (parked_at IS NULL OR topic = $4)
+			RETURNING seq, topic, record_key, headers, value, parked_at IS NOT NULL`, ns.org, ns.namespace, opts.FromSeq, opts.Topic)
+		if err != nil {
+			return fmt.Errorf("take out the waiting outbox rows of %s/%s: %w", ns.org, ns.namespace, err)
+		}
+		var waiting []outboxEntry
+		for rows.Next() {
+			var e outboxEntry
+			var parked bool
+			if err := rows.Scan(&e.seq, &e.topic, &e.key, &e.headers, &e.value, &parked); err != nil {
+				rows.Close()
+				return fmt.Errorf("take out the waiting outbox rows: %w", err)
+			}
+			if !parked {
+				waiting = append(waiting, e)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("take out the waiting outbox rows: %w", err)
+		}
+		queue := mergeBySeq(waiting, built, opts.Topic)
+		b := &pgx.Batch{}
+		for _, e := range queue {
+			b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				ns.org, ns.namespace, e.seq, e.topic, e.key, e.headers, e.value)
+		}
+		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("queue the republished records of %s/%s: %w", ns.org, ns.namespace, err)
+		}
+		count = len(queue)
+		return nil
+	})
+	return count, err
+}
+
+// mergeBySeq orders the waiting rows and the rebuilt records by seq, each waiting row
+// before the rebuilt record of its seq, which it makes unnecessary when it is for the
+// same topic (it is the original record).
+func mergeBySeq(waiting, built []outboxEntry, topic string) []outboxEntry {
+	covered := map[int64]bool{}
+	for _, w := range waiting {
+		if w.topic == topic {
+			covered[w.seq] = true
+		}
+	}
+	out := append([]outboxEntry(nil), waiting...)
+	for _, b := range built {
+		if !covered[b.seq] {
+			out = append(out, b)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// journalRevision is one memory_revisions row with what rebuilding its record needs.
+type journalRevision struct {
+	row         memrow.Row
+	event       events.Type
+	op          string
+	requestID   string
+	prevVersion int64
+	dataKey     []byte // nil when destroyed
+}
+
+// rebuild re-creates the records of seqs from..to of a namespace from the journal.
+func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string, from, to int64, topic string) ([]outboxEntry, error) {
+	if from > to {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT r.row, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
+			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
+				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
+				  AND p.session_id = r.session_id AND p.memory_key = r.memory_key AND p.version < r.version), 0)
+		FROM loom.memory_revisions r
+		LEFT JOIN loom.revision_keys k USING (org, namespace, seq)
+		WHERE r.org = $1 AND r.namespace = $2 AND r.seq BETWEEN $3 AND $4
+		ORDER BY r.seq`, org, namespace, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
+	}
+	var revs []journalRevision
+	for rows.Next() {
+		var j journalRevision
+		var raw []byte
+		var event string
+		if err := rows.Scan(&raw, &event, &j.op, &j.requestID, &j.dataKey, &j.prevVersion); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
+		}
+		if err := json.Unmarshal(raw, &j.row); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("decode journal row of %s/%s: %w", org, namespace, err)
+		}
+		j.event = events.Type(event)
+		revs = append(revs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
+	}
+	if int64(len(revs)) != to-from+1 {
+		// Seqs without a revision are other generations (an erasure's); their records
+		// are not in the journal and this build writes none.
+		s.log.Warn("republish: the journal lacks some seqs of the range", "namespace", org+"/"+namespace,
+			"from", from, "to", to, "revisions", len(revs))
+	}
+	embedded, err := s.embedJournal(ctx, revs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]outboxEntry, 0, len(revs))
+	for i, j := range revs {
+		key := j.dataKey
+		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID}
+		if w := embedded[i]; w != nil {
+			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors
+		}
+		if key == nil {
+			// A key destroyed with its content: seal nothing under a key nobody keeps.
+			if key, err = events.NewDataKey(); err != nil {
+				return nil, err
+			}
+			empty := j.row
+			empty.MemoryKey, empty.Value, empty.Tags, empty.Entities = "", nil, nil, nil
+			rec.row, rec.vector, rec.keyVector, rec.chunkVectors = &empty, nil, nil, nil
+		}
+		value, headers, err := encodeRecord(rec, key, s.cfg.EventSource)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild the record of %s: %w", events.RecordID(org, namespace, j.row.Seq), err)
+		}
+		out = append(out, outboxEntry{seq: j.row.Seq, topic: topic, key: events.RecordKey(org, namespace), headers: headers, value: value})
+	}
+	return out, nil
+}
+
+// embedJournal embeds again, as the write did (the value, the key's words, a long
+// value's windows), every revision that was embedded, a few at a time.
+func (s *Service) embedJournal(ctx context.Context, revs []journalRevision) ([]*setWrite, error) {
+	const batch = 64
+	out := make([]*setWrite, len(revs))
+	var pending []*setWrite
+	flush := func() error {
+		var texts []string
+		var splits []func([][]float32)
+		var sizes []int
+		for _, w := range pending {
+			ts, split := embedTexts(w)
+			texts = append(texts, ts...)
+			splits, sizes = append(splits, split), append(sizes, len(ts))
+		}
+		if len(texts) == 0 {
+			return nil
+		}
+		vs, err := s.embedder.Embed(ctx, texts)
+		if err != nil {
+			return fmt.Errorf("embed journal revisions: %w", err)
+		}
+		for i, split := range splits {
+			split(vs[:sizes[i]])
+			vs = vs[sizes[i]:]
+		}
+		pending = pending[:0]
+		return nil
+	}
+	for i, j := range revs {
+		if j.dataKey == nil || j.row.EmbeddingDim == 0 || j.row.Tombstone {
+			continue
+		}
+		w := &setWrite{id: j.row.Identity}
+		w.setValue(j.row.Value)
+		out[i] = w
+		pending = append(pending, w)
+		if len(pending) == batch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/projector"
+)
+
+// registerAdmin mounts the operator routes: admin tokens only.
+func (n *Node) registerAdmin(app *fiber.App) {
+	g := app.Group("/v1/admin", n.Tokens.Middleware())
+	g.Post("/projections/:name\\:reset", n.handleProjectionReset)
+}
+
+// resetRequest is the body of POST /v1/admin/projections/{name}:reset.
+type resetRequest struct {
+	To      string `json:"to"`
+	Execute bool   `json:"execute"`
+}
+
+// resetAnswer is the plan, and whether it was carried out.
+type resetAnswer struct {
+	*projector.ResetPlan
+	Executed bool `json:"executed"`
+	// PausedHere says this process stopped its own projector of the projection for
+	// the reset and started it again.
+	PausedHere bool `json:"paused_here"`
+}
+
+// handleProjectionReset moves a projection's consumer group offsets (replay). Without
+// "execute" it only answers the plan. With it, it pauses this process's projector of
+// that projection (its consumer leaves the group), resets, and resumes it, so a reset
+// works against `loomd dev`; a group with members in other processes is refused.
+func (n *Node) handleProjectionReset(c *fiber.Ctx) error {
+	if auth.From(c).Role != auth.RoleAdmin {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "only an admin token may reset a projection")
+	}
+	name := c.Params("name")
+	if err := memrow.ValidateName("name", name); err != nil {
+		return err
+	}
+	var req resetRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.To == "" {
+		return httperr.Validation("to", "to is required: earliest, latest or an RFC 3339 time")
+	}
+	target, err := projector.ParseResetTarget(req.To)
+	if err != nil {
+		return httperr.Validation("to", err.Error())
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), time.Minute)
+	defer cancel()
+	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	if err != nil {
+		return kafkaDown("connecting to Kafka", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	group := projector.Group(name)
+	if !req.Execute {
+		plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Topic, target)
+		if err != nil {
+			return kafkaDown("planning the reset", err)
+		}
+		return c.JSON(resetAnswer{ResetPlan: plan})
+	}
+	resume, paused, err := n.pauseProjector(ctx, name)
+	if err != nil {
+		return kafkaDown("pausing this process's projector", err)
+	}
+	defer resume()
+	plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Topic, target)
+	if err != nil {
+		return kafkaDown("planning the reset", err)
+	}
+	if len(plan.Members) > 0 {
+		return groupActive(plan)
+	}
+	if err := projector.ExecuteReset(ctx, adm, plan); errors.Is(err, projector.ErrGroupActive) {
+		return groupActive(plan)
+	} else if err != nil {
+		return kafkaDown("resetting the offsets", err)
+	}
+	n.Log.Info("projection reset", "projection", name, "group", group, "to", plan.To, "paused_here", paused)
+	return c.JSON(resetAnswer{ResetPlan: plan, Executed: true, PausedHere: paused})
+}
+
+func kafkaDown(doing string, err error) *httperr.Error {
+	return httperr.Unavailable(httperr.CodeKafkaDown, "Kafka did not answer while "+doing+"; retry", err)
+}
+
+func groupActive(plan *projector.ResetPlan) *httperr.Error {
+	return httperr.New(http.StatusConflict, httperr.CodeGroupActive,
+		"the projection's consumer group has live members in other processes; stop their projectors first").
+		With("members", plan.Members)
+}
