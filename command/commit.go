@@ -34,8 +34,13 @@ var errHeadMoved = errors.New("head moved since it was read")
 
 // admit runs rounds of read head → build row → commit until one commits over the head
 // it read, or the rounds run out (503 ADMISSION_CONTENDED, retryable, nothing written).
+// All of it runs within the write deadline: past it the write answers 503
+// POSTGRES_UNAVAILABLE, with outcome_unknown when its COMMIT had been sent (a commit
+// waiting for a synchronous standby that does not answer ends that way, and it is never
+// answered 200).
 func (s *Service) admit(c *fiber.Ctx, rev *revision, build func(head *memrow.Row) *memrow.Row) (*setAnswer, error) {
-	ctx := c.UserContext()
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
+	defer cancel()
 	for round := 0; round < s.cfg.AdmissionRounds; round++ {
 		head, err := heads.Read(ctx, s.pool, rev.id)
 		if err != nil {

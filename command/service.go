@@ -22,6 +22,9 @@ type Config struct {
 	CharLimit         int
 	AdmissionRounds   int
 	CommitLockTimeout time.Duration
+	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
+	// synchronous standby included (statement_timeout does not cover that wait).
+	WriteDeadline time.Duration
 }
 
 // Service holds the write side's dependencies.
@@ -39,6 +42,9 @@ type Service struct {
 func New(cfg Config, pool *pgxpool.Pool, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
 	if cfg.AdmissionRounds < 1 {
 		cfg.AdmissionRounds = 1
+	}
+	if cfg.WriteDeadline <= 0 {
+		cfg.WriteDeadline = 15 * time.Second
 	}
 	return &Service{
 		cfg: cfg, pool: pool, embedder: embedder, log: log, now: time.Now,

@@ -66,6 +66,7 @@ const (
 	CodeClickHouseDown     = "CLICKHOUSE_UNAVAILABLE"     // 503
 	CodeEmbedderDown       = "EMBEDDER_UNAVAILABLE"       // 503
 	CodeProjectionBehind   = "PROJECTION_BEHIND"          // 503
+	CodeMigrationsPending  = "MIGRATIONS_PENDING"         // 503
 	CodeInternal           = "INTERNAL"                   // 500
 )
 

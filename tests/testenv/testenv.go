@@ -47,6 +47,8 @@ func Start(ctx context.Context) (*Env, error) {
 	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
 	cfg.KafkaBrokers = stack.Kafka.Brokers()
 	cfg.Roles = nil
+	// One Postgres, no standby: the suites run with the durability the dev stack has.
+	cfg.PGDurability = config.DurabilityLocal
 	cfg.TopicPartitions = 4
 	cfg.PGPoolMax = 20
 	cfg.PGPublishInterval = 50 * time.Millisecond
@@ -115,15 +117,15 @@ func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 	return n
 }
 
-// API serves the api role on a free loopback port until the test ends and returns its
-// base URL.
+// API serves the command and query roles on a free loopback port until the test ends
+// and returns its base URL.
 func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
 	t.Helper()
 	n := e.Open(t, func(c *config.Config) {
 		if mod != nil {
 			mod(c)
 		}
-		c.Roles = []string{"api"}
+		c.Roles = []string{config.RoleCommand, config.RoleQuery}
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
