@@ -13,7 +13,7 @@ var MinClusterVersion = [2]int{22, 8}
 var (
 	createDatabase = regexp.MustCompile(`(?is)^\s*CREATE\s+DATABASE\s+(IF\s+NOT\s+EXISTS\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*$`)
 	// DDL whose table name is followed by ON CLUSTER: CREATE, ALTER and DROP TABLE.
-	tableDDL = regexp.MustCompile(`(?is)^(\s*(?:CREATE\s+TABLE(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+)([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
+	tableDDL  = regexp.MustCompile(`(?is)^(\s*(?:CREATE\s+TABLE(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+)([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
 	mergeTree = regexp.MustCompile(`(?is)ENGINE\s*=\s*([A-Za-z]*)MergeTree(\s*\(([^()]*)\))?`)
 	onCluster = regexp.MustCompile(`(?i)\sON\s+CLUSTER\s`)
 )

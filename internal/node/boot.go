@@ -101,7 +101,7 @@ func (n *Node) lastPending() []string {
 func (n *Node) refuseUntilMigrated(c *fiber.Ctx) error {
 	if pending := n.refreshMigrations(c.UserContext(), time.Second); len(pending) > 0 {
 		return (&httperr.Error{Status: http.StatusServiceUnavailable, Code: httperr.CodeMigrationsPending,
-			Message: "this process waits for migrations it may not apply (LOOM_BOOT_MIGRATE=0); retry",
+			Message:   "this process waits for migrations it may not apply (LOOM_BOOT_MIGRATE=0); retry",
 			Retryable: true, RetryAfter: 5 * time.Second}).With("pending_migrations", pending)
 	}
 	return c.Next()
