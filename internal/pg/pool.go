@@ -82,6 +82,8 @@ func Unavailable(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
+		case pgErr.Code == "57014": // cancelled: statement_timeout ran out, or an operator cancelled it
+			return true
 		}
 		return false
 	}

@@ -32,14 +32,21 @@ type Env struct {
 	log   *slog.Logger
 }
 
+// Options shape the stores an Env runs.
+type Options struct {
+	// SyncStandby runs Postgres as a primary with a synchronous standby, and the base
+	// configuration with LOOM_PG_DURABILITY=synchronous; otherwise local.
+	SyncStandby bool
+}
+
 // Start starts the stores and migrates them. A store that cannot start is an error:
 // the suites fail, they never skip.
-func Start(ctx context.Context) (*Env, error) {
+func Start(ctx context.Context, opts Options) (*Env, error) {
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
 		return nil, err
 	}
-	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4})
+	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
 	if err != nil {
 		return nil, fmt.Errorf("start the test stores: %w", err)
 	}
@@ -47,8 +54,11 @@ func Start(ctx context.Context) (*Env, error) {
 	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
 	cfg.KafkaBrokers = stack.Kafka.Brokers()
 	cfg.Roles = nil
-	// One Postgres, no standby: the suites run with the durability the dev stack has.
+	// One Postgres has no standby to wait for: it runs with local durability.
 	cfg.PGDurability = config.DurabilityLocal
+	if opts.SyncStandby {
+		cfg.PGDurability = config.DurabilitySynchronous
+	}
 	cfg.TopicPartitions = 4
 	cfg.PGPoolMax = 20
 	cfg.PGPublishInterval = 50 * time.Millisecond
@@ -71,8 +81,13 @@ func Start(ctx context.Context) (*Env, error) {
 // Main runs a package's tests over one Env, in m's TestMain; background, when not
 // nil, starts what every test of the package shares and runs until the tests end.
 func Main(m *testing.M, env **Env, background func(context.Context, *Env) error) {
+	MainWith(m, Options{}, env, background)
+}
+
+// MainWith is Main over stores shaped by opts.
+func MainWith(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := Start(ctx)
+	e, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
@@ -109,7 +124,13 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 // Open opens a node (no role running) and closes it when the test ends.
 func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 	t.Helper()
-	n, err := node.Open(context.Background(), e.Config(mod), e.log)
+	return e.OpenLogged(t, mod, e.log)
+}
+
+// OpenLogged is Open with the node logging to log (a test that asserts on warnings).
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), e.Config(mod), log)
 	if err != nil {
 		t.Fatalf("open node: %v", err)
 	}
@@ -122,18 +143,25 @@ func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
 	t.Helper()
 	n := e.Open(t, func(c *config.Config) {
+		c.Roles = []string{config.RoleCommand, config.RoleQuery}
 		if mod != nil {
 			mod(c)
 		}
-		c.Roles = []string{config.RoleCommand, config.RoleQuery}
 	})
+	return n, e.Serve(t, n)
+}
+
+// Serve runs an opened node's HTTP server and roles on a free loopback port until the
+// test ends and returns its base URL.
+func (e *Env) Serve(t testing.TB, n *node.Node) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := e.run(t, "api", func(ctx context.Context) error { return n.Run(ctx, ln) })
+	stop := e.run(t, "node", func(ctx context.Context) error { return n.Run(ctx, ln) })
 	t.Cleanup(stop)
-	return n, "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String()
 }
 
 // Relay runs a relay until the returned stop is called (or the test ends). It returns
