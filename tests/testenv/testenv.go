@@ -37,6 +37,8 @@ type Options struct {
 	// SyncStandby runs Postgres as a primary with a synchronous standby, and the base
 	// configuration with LOOM_PG_DURABILITY=synchronous; otherwise local.
 	SyncStandby bool
+	// Unmigrated leaves both stores empty: the suite's own processes migrate them.
+	Unmigrated bool
 }
 
 // Start starts the stores and migrates them. A store that cannot start is an error:
@@ -68,6 +70,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		level = slog.LevelDebug
 	}
 	e := &Env{Stack: stack, base: cfg, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	if opts.Unmigrated {
+		return e, nil
+	}
 	n, err := node.Open(ctx, cfg, e.log)
 	if err != nil {
 		stack.Stop()
@@ -81,25 +86,32 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 // Main runs a package's tests over one Env, in m's TestMain; background, when not
 // nil, starts what every test of the package shares and runs until the tests end.
 func Main(m *testing.M, env **Env, background func(context.Context, *Env) error) {
-	MainWith(m, Options{}, env, background)
+	os.Exit(Run(m, Options{}, env, background))
 }
 
 // MainWith is Main over stores shaped by opts.
 func MainWith(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) {
+	os.Exit(Run(m, opts, env, background))
+}
+
+// Run is MainWith that returns the exit code instead of exiting, for a TestMain that
+// has its own cleanup to do.
+func Run(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	e, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
-		os.Exit(1)
+		return 1
 	}
 	*env = e
 	bg, stopBG := context.WithCancel(context.Background())
 	if background != nil {
 		if err := background(bg, e); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: background:", err)
+			stopBG()
 			e.Stack.Stop()
-			os.Exit(1)
+			return 1
 		}
 	}
 	code := m.Run()
@@ -108,7 +120,7 @@ func MainWith(m *testing.M, opts Options, env **Env, background func(context.Con
 	if err := e.Stack.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 	}
-	os.Exit(code)
+	return code
 }
 
 // Config returns the base configuration with mod applied.

@@ -16,6 +16,9 @@ func (e *Env) TopicRecords(t testing.TB) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := e.base.Topic
+	if topic == "" {
+		t.Fatal("no topic configured")
+	}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...))
 	if err != nil {
 		t.Fatal(err)
