@@ -97,19 +97,9 @@ func TestBootMigrateOffWaitsForMigrations(t *testing.T) {
 		t.Fatalf("ready with %s pending: %d %s", want, r.Status, r.Body)
 	}
 	ns := testenv.Unique(t, "gated")
-	for _, call := range []struct{ method, path, body string }{
-		{http.MethodPut, "/v1/namespaces/" + ns + "/memories/k", `{"value": "x"}`},
-		{http.MethodGet, "/v1/namespaces/" + ns + "/memories/k", ""},
-		{http.MethodPost, "/v1/namespaces/" + ns + "/memories:search", `{"query": "x"}`},
-	} {
-		var body []byte
-		if call.body != "" {
-			body = []byte(call.body)
-		}
-		r := c.Do(t, call.method, call.path, body)
-		e, _ := r.JSON(t)["error"].(map[string]any)
-		if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "MIGRATIONS_PENDING" || e["retryable"] != true || !strings.Contains(string(r.Body), want) {
-			t.Fatalf("%s %s with %s pending: %d %s", call.method, call.path, want, r.Status, r.Body)
+	for _, call := range testenv.MemoryCalls(ns) {
+		if r := c.Call(t, call); !r.Retryable503(t, "MIGRATIONS_PENDING") || !strings.Contains(string(r.Body), want) {
+			t.Fatalf("%s %s with %s pending: %d %s", call.Method, call.Path, want, r.Status, r.Body)
 		}
 	}
 	testenv.Eventually(t, 10*time.Second, "the relay to say it waits for migrations", func() bool {

@@ -2,11 +2,8 @@ package boot
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,12 +52,6 @@ func TestBootRefusesWithoutASynchronousStandbyConfigured(t *testing.T) {
 	}
 }
 
-type writeAnswer struct {
-	key, version, code string
-	status             int
-	outcomeUnknown     bool
-}
-
 // The synchronous standby stops while writers run. A write is answered 200 only when
 // its commit reached the standby: started detached afterwards, the standby holds every
 // write that answered 200. The others wait for it until the write deadline and answer a
@@ -75,41 +66,8 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "sync")
 
-	var mu sync.Mutex
-	var answers []writeAnswer
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("w%d-%d", w, i)
-				b, _ := json.Marshal(map[string]any{"value": "written while the standby stops " + key})
-				r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, b)
-				a := writeAnswer{key: key, status: r.Status, code: r.ErrorCode()}
-				body := r.JSON(t)
-				if r.Status == http.StatusOK {
-					a.version = body["version_text"].(string)
-				} else if e, ok := body["error"].(map[string]any); ok {
-					a.outcomeUnknown = e["outcome_unknown"] == true
-				}
-				mu.Lock()
-				answers = append(answers, a)
-				mu.Unlock()
-			}
-		}(w)
-	}
-	testenv.Eventually(t, 10*time.Second, "writes to land with the standby attached", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answers) >= 20
-	})
+	writers := testenv.StartWriters(t, c, ns, "written while the standby stops", 3)
+	writers.WaitFor(t, 20)
 	if err := env.Stack.Standby.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +79,7 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	start := time.Now()
 	r := c.Do(t, http.MethodPut, "/v1/namespaces/"+other+"/memories/after-stop", []byte(`{"value": "committed on the primary alone"}`))
 	waited := time.Since(start)
-	close(stop)
-	wg.Wait()
+	answers := writers.Stop()
 	e, _ := r.JSON(t)["error"].(map[string]any)
 	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "POSTGRES_UNAVAILABLE" || e["retryable"] != true || e["outcome_unknown"] != true {
 		t.Fatalf("write with the standby stopped: %d %s; want 503 POSTGRES_UNAVAILABLE, retryable, outcome_unknown", r.Status, r.Body)
@@ -162,15 +119,15 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	acked, refused := 0, 0
 	for _, a := range answers {
 		switch {
-		case a.status == http.StatusOK:
+		case a.Status == http.StatusOK:
 			acked++
-			if !onStandby(ns, a.key, a.version) {
-				t.Errorf("write %s answered 200 at version %s, but the standby does not hold it", a.key, a.version)
+			if !onStandby(ns, a.Key, a.Version) {
+				t.Errorf("write %s answered 200 at version %s, but the standby does not hold it", a.Key, a.Version)
 			}
-		case a.status == http.StatusServiceUnavailable && (a.code == "POSTGRES_UNAVAILABLE" || a.code == "ADMISSION_CONTENDED"):
+		case a.Status == http.StatusServiceUnavailable && (a.Code == "POSTGRES_UNAVAILABLE" || a.Code == "ADMISSION_CONTENDED"):
 			refused++
 		default:
-			t.Errorf("write %s answered %d %s: want 200 or a retryable 503", a.key, a.status, a.code)
+			t.Errorf("write %s answered %d %s: want 200 or a retryable 503", a.Key, a.Status, a.Code)
 		}
 	}
 	if onStandby(other, "after-stop", "") {

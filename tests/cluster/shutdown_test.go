@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -177,16 +176,9 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := testenv.Watermark(t, pool, "main", org, ns)
-	for _, r := range env.TopicRecords(t) {
-		if string(r.Key) != org+"/"+ns {
-			continue
-		}
-		e, err := events.Decode(r.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o, ok := committed.Lookup(r.Topic, r.Partition); e.Seq <= written && (!ok || r.Offset >= o.At) {
-			t.Fatalf("seq %d (partition %d offset %d) is written to ClickHouse but its offset is not committed (%+v)", e.Seq, r.Partition, r.Offset, o)
+	for _, r := range env.NamespaceRecords(t, org, ns) {
+		if o, ok := committed.Lookup(r.Topic, r.Partition); r.Seq <= written && (!ok || r.Offset >= o.At) {
+			t.Fatalf("seq %d (partition %d offset %d) is written to ClickHouse but its offset is not committed (%+v)", r.Seq, r.Partition, r.Offset, o)
 		}
 	}
 
@@ -197,17 +189,7 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns) == 0 &&
 			testenv.Watermark(t, pool, "main", org, ns) == testenv.Generation(t, pool, org, ns)
 	})
-	copies := map[int64]int{}
-	for _, r := range env.TopicRecords(t) {
-		if string(r.Key) != org+"/"+ns {
-			continue
-		}
-		e, err := events.Decode(r.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		copies[e.Seq]++
-	}
+	copies := env.SeqCopies(t, org, ns)
 	gen := testenv.Generation(t, pool, org, ns)
 	for seq := int64(1); seq <= gen; seq++ {
 		if copies[seq] != 1 {

@@ -302,6 +302,36 @@ func (c *Client) Do(t testing.TB, method, path string, body []byte) *Response {
 	return &Response{Status: resp.StatusCode, Body: b}
 }
 
+// Call is one request of a table-driven check.
+type Call struct{ Method, Path, Body string }
+
+// MemoryCalls is one call of each memory route family in ns: a write, a point read
+// (Postgres) and a search (ClickHouse behind the barrier).
+func MemoryCalls(ns string) []Call {
+	return []Call{
+		{http.MethodPut, "/v1/namespaces/" + ns + "/memories/k", `{"value": "x"}`},
+		{http.MethodGet, "/v1/namespaces/" + ns + "/memories/k", ""},
+		{http.MethodPost, "/v1/namespaces/" + ns + "/memories:search", `{"query": "x"}`},
+	}
+}
+
+// Call sends a Call.
+func (c *Client) Call(t testing.TB, call Call) *Response {
+	t.Helper()
+	var body []byte
+	if call.Body != "" {
+		body = []byte(call.Body)
+	}
+	return c.Do(t, call.Method, call.Path, body)
+}
+
+// Retryable503 reports whether the answer is a retryable 503 with the error code.
+func (r *Response) Retryable503(t testing.TB, code string) bool {
+	t.Helper()
+	e, _ := r.JSON(t)["error"].(map[string]any)
+	return r.Status == http.StatusServiceUnavailable && r.ErrorCode() == code && e["retryable"] == true
+}
+
 // Set writes a memory (memory.set) and fails the test unless it answers 200.
 func (c *Client) Set(t testing.TB, ns, key string, value any) map[string]any {
 	t.Helper()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/events"
 )
 
 // TopicRecords reads every record on the topic, from the start to the end offsets at
@@ -58,4 +60,38 @@ func (e *Env) TopicRecords(t testing.TB) []*kgo.Record {
 		})
 	}
 	return out
+}
+
+// SeqRecord is a record of the topic with the seq its envelope carries.
+type SeqRecord struct {
+	Seq int64
+	*kgo.Record
+}
+
+// NamespaceRecords reads the topic (as TopicRecords) and keeps a namespace's records,
+// each decoded for its seq.
+func (e *Env) NamespaceRecords(t testing.TB, org, ns string) []SeqRecord {
+	t.Helper()
+	var out []SeqRecord
+	for _, r := range e.TopicRecords(t) {
+		if string(r.Key) != string(events.RecordKey(org, ns)) {
+			continue
+		}
+		env, err := events.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("record on the topic is not an envelope: %v", err)
+		}
+		out = append(out, SeqRecord{Seq: env.Seq, Record: r})
+	}
+	return out
+}
+
+// SeqCopies counts how many times each seq of a namespace is on the topic.
+func (e *Env) SeqCopies(t testing.TB, org, ns string) map[int64]int {
+	t.Helper()
+	copies := map[int64]int{}
+	for _, r := range e.NamespaceRecords(t, org, ns) {
+		copies[r.Seq]++
+	}
+	return copies
 }
