@@ -357,7 +357,7 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 		t.Error("Job loom-migrate does not run `loomd migrate`")
 	}
 
-	for _, role := range config.AllRoles {
+	for _, role := range config.AllRoles() {
 		d := get("Deployment/loom-" + role)
 		if n, _ := dig(d, "spec")["replicas"].(int); n < 2 {
 			t.Errorf("loom-%s runs %d replicas, want at least 2", role, n)

@@ -52,7 +52,7 @@ func runDev(ctx context.Context, args []string) error {
 	cfg.PGDSN = stack.Postgres.DSN()
 	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
 	cfg.KafkaBrokers = stack.Kafka.Brokers()
-	cfg.Roles = config.AllRoles
+	cfg.Roles = config.AllRoles()
 	cfg.BootMigrate = true
 	// One embedded Postgres has no standby to wait for.
 	cfg.PGDurability = config.DurabilityLocal

@@ -6,9 +6,12 @@ import (
 	"strings"
 )
 
-// MinClusterVersion is the oldest server cluster mode runs on: it relies on
-// ClickHouse Keeper and on insert_quorum = 'auto'.
-var MinClusterVersion = [2]int{22, 8}
+// The oldest server cluster mode runs on: it relies on ClickHouse Keeper and on
+// insert_quorum = 'auto'.
+const (
+	MinClusterMajor = 22
+	MinClusterMinor = 8
+)
 
 var (
 	createDatabase = regexp.MustCompile(`(?is)^\s*CREATE\s+DATABASE\s+(IF\s+NOT\s+EXISTS\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*$`)

@@ -65,10 +65,10 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		conn.Close()
 		return nil, err
 	}
-	if cfg.Cluster != "" && !caps.AtLeast(MinClusterVersion[0], MinClusterVersion[1]) {
+	if cfg.Cluster != "" && !caps.AtLeast(MinClusterMajor, MinClusterMinor) {
 		conn.Close()
 		return nil, fmt.Errorf("LOOM_CH_CLUSTER=%s needs ClickHouse %d.%d or newer (Keeper, insert_quorum 'auto'); %v runs %s",
-			cfg.Cluster, MinClusterVersion[0], MinClusterVersion[1], cfg.Addr, caps.Version)
+			cfg.Cluster, MinClusterMajor, MinClusterMinor, cfg.Addr, caps.Version)
 	}
 	return &Conn{Conn: conn, Caps: caps, Cluster: cfg.Cluster}, nil
 }

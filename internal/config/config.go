@@ -78,7 +78,7 @@ const (
 )
 
 // AllRoles is every role, in the order a process starts them.
-var AllRoles = []string{RoleCommand, RoleQuery, RoleRelay, RoleProjector}
+func AllRoles() []string { return []string{RoleCommand, RoleQuery, RoleRelay, RoleProjector} }
 
 // Durability modes (LOOM_PG_DURABILITY).
 const (
@@ -146,7 +146,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		RequestBodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
 		LogLevel:              r.str("LOOM_LOG_LEVEL", "info"),
 	}
-	roles, err := ParseRoles(r.str("LOOM_ROLES", strings.Join(AllRoles, ",")))
+	roles, err := ParseRoles(r.str("LOOM_ROLES", strings.Join(AllRoles(), ",")))
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("LOOM_ROLES: %w", err))
 	}
@@ -173,7 +173,7 @@ func ParseRoles(list string) ([]string, error) {
 		}
 	}
 	var out []string
-	for _, r := range AllRoles {
+	for _, r := range AllRoles() {
 		if want[r] {
 			out = append(out, r)
 		}
