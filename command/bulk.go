@@ -396,7 +396,10 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 		return true, 0, nil, nil
 	}
 	plan := &commitPlan{org: org, namespace: ns, rows: rows, requestID: items[0].w.requestID, policyGeneration: pol.generation,
-		gapFrom: gapFrom, idem: hold, gapCheck: s.bulkGapCheck(live, threshold)}
+		gapFrom: gapFrom, idem: hold}
+	if pol.config.ConflictPolicy != PolicyAppendOnly {
+		plan.gapCheck = s.bulkGapCheck(live, threshold)
+	}
 	if dryRun {
 		err = s.dryGap(ctx, plan)
 	} else {

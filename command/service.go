@@ -4,6 +4,7 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -38,6 +39,9 @@ type Config struct {
 	// BulkConflictCheckMax is how many embedded entries of a bulk_set are judged
 	// against the namespace's peers; every entry is judged against the batch.
 	BulkConflictCheckMax int
+	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
+	// synchronous standby included (statement_timeout does not cover that wait).
+	WriteDeadline time.Duration
 }
 
 // Faults lets a test break the write path at a chosen point; nil fields do nothing.
@@ -94,6 +98,9 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 	if cfg.IdempotencyLease <= 0 {
 		cfg.IdempotencyLease = time.Minute
 	}
+	if cfg.WriteDeadline <= 0 {
+		cfg.WriteDeadline = 15 * time.Second
+	}
 	if cfg.PeerLimit < 1 {
 		cfg.PeerLimit = 16
 	}
@@ -108,8 +115,14 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 func (s *Service) SetFaults(f Faults) { s.faults = &f }
 
 // measured runs a write under its Idempotency-Key and counts its outcome and latency.
+// Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a
+// synchronous standby that does not answer ends in a retryable 503 (outcome_unknown
+// once its COMMIT was sent), never in a 200 for a commit the standby lacks.
 func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
 	start := s.now()
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
+	defer cancel()
+	c.SetUserContext(ctx)
 	outcome := "ok"
 	err := s.idempotent(c, op, func(hold *idemHold) (any, error) {
 		ans, err := run(hold)

@@ -396,7 +396,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	// run (phase 11) runs the same gap check without a commit, and writes nothing.
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
 		policyGeneration: pol.generation, gapFrom: gapFrom, idem: w.hold}
-	if w.embedded && !restatement {
+	if w.embedded && !restatement && pol.config.ConflictPolicy != PolicyAppendOnly {
 		plan.gapCheck = s.gapCheck(q, w.sha, v.peersJudged(), threshold)
 	}
 	if w.req.DryRun {

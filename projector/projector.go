@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/shutdown"
 )
 
 // Config tunes a projection.
@@ -24,6 +25,11 @@ type Config struct {
 	Topic     string        //
 	BatchRows int           // records per batch at most
 	Interval  time.Duration // at most one batch starts per interval (parts budget)
+	// SessionTimeout is the consumer-group session: a projector that dies without
+	// leaving the group loses its partitions to the others after it.
+	SessionTimeout time.Duration
+	// Grace is how long a batch under way may finish, offsets committed, after Run's ctx ends.
+	Grace time.Duration
 }
 
 // Group is the consumer group of a projection.
@@ -33,7 +39,7 @@ func Group(name string) string { return "loom-projection-" + name }
 // only after ClickHouse and the watermarks hold the batch, and a rebalance waits for
 // the batch in hand, so no offset ever passes an unwritten record.
 func ConsumerOpts(cfg Config) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(Group(cfg.Name)),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
@@ -41,6 +47,10 @@ func ConsumerOpts(cfg Config) []kgo.Opt {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)))
+	}
+	return opts
 }
 
 // Projector runs one projection.
@@ -65,6 +75,9 @@ type Projector struct {
 func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 5000
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
 	}
 	l := cfg.Name
 	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
@@ -109,18 +122,24 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		start := time.Now()
 		pace.take(start)
-		if err := p.applyWithRetry(ctx, recs); err != nil {
-			consumer.AllowRebalance()
-			return nil // ctx ended; the batch is redelivered to whoever runs next
+		// A batch under way when the projector is stopped is written and its offsets
+		// committed, so the next projector starts after it instead of redoing it.
+		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)
+		err := p.applyWithRetry(bctx, recs)
+		if err == nil {
+			p.log.Debug("projector: batch applied", "records", len(recs),
+				"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
+			p.recordLag(fetches)
+			if cerr := consumer.CommitRecords(bctx, recs...); cerr != nil {
+				// Uncommitted offsets mean redelivery, which the tables collapse.
+				p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", cerr)
+			}
 		}
-		p.log.Debug("projector: batch applied", "records", len(recs),
-			"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
-		p.recordLag(fetches)
-		if err := consumer.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
-			// Uncommitted offsets mean redelivery, which the tables collapse.
-			p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", err)
-		}
+		batchDone()
 		consumer.AllowRebalance()
+		if err != nil {
+			return nil // the grace ran out; the batch is redelivered to whoever runs next
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/node"
 )
@@ -51,8 +52,10 @@ func runDev(ctx context.Context, args []string) error {
 	cfg.PGDSN = stack.Postgres.DSN()
 	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
 	cfg.KafkaBrokers = stack.Kafka.Brokers()
-	cfg.Roles = []string{"api", "relay", "projector"}
+	cfg.Roles = config.AllRoles()
 	cfg.BootMigrate = true
+	// One embedded Postgres has no standby to wait for.
+	cfg.PGDurability = config.DurabilityLocal
 	n, err := node.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()

@@ -22,8 +22,9 @@ const usage = `loomd — the Loom memory plane
 Usage:
   loomd dev [--dir .loom] [--addr :8080] [--kafka-port 9092]
                         start embedded Postgres, ClickHouse and Kafka and serve every role
-  loomd serve [--roles api,relay,projector] [--addr :8080]
-                        serve with the stores named by LOOM_PG_DSN, LOOM_CH_ADDR, LOOM_KAFKA_BROKERS
+  loomd serve [--roles command,query,relay,projector] [--addr :8080]
+                        serve with the stores named by LOOM_PG_DSN, LOOM_CH_ADDR, LOOM_KAFKA_BROKERS;
+                        any subset of roles per process (api = command,query)
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
                         create an API token and print its secret (shown once)
@@ -35,7 +36,7 @@ Usage:
                         truncated topic) and queue them for the relay
   loomd version
 
-Configuration is read from LOOM_* environment variables; see the README.
+Configuration is read from LOOM_* environment variables only; see deploy/CONFIG.md.
 `
 
 func main() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/node"
 )
 
@@ -17,12 +18,14 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: api, relay, projector")
-	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address (api role)")
+	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: command, query, relay, projector (api = command,query)")
+	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address (health and metrics on every process)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg.Roles = strings.Split(*roles, ",")
+	if cfg.Roles, err = config.ParseRoles(*roles); err != nil {
+		return usageError{fmt.Errorf("serve --roles: %w", err)}
+	}
 	cfg.HTTPAddr = *addr
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	n, err := node.Open(ctx, cfg, log)
@@ -30,13 +33,11 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer n.Close()
-	var ln net.Listener
-	if cfg.HasRole("api") {
-		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	log.Info("loomd serving", "roles", cfg.Roles, "addr", cfg.HTTPAddr, "version", node.Version)
+	log.Info("loomd serving", "roles", cfg.Roles, "addr", ln.Addr().String(), "deployment_id", n.DeploymentID, "version", node.Version)
 	return n.Run(ctx, ln)
 }
 

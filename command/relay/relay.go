@@ -23,6 +23,7 @@ import (
 
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/shutdown"
 )
 
 // Config tunes the relay.
@@ -34,6 +35,7 @@ type Config struct {
 	MaxAttempts int
 	// EventSource is the ce_source of a placeholder whose record names none.
 	EventSource string
+	Grace       time.Duration // how long a round under way may finish after Run's ctx ends
 }
 
 // Faults lets a test stop the relay at a chosen point; nil fields do nothing.
@@ -79,6 +81,9 @@ func New(cfg Config, pool *pgxpool.Pool, producer *kgo.Client, wake *pg.Listener
 	}
 	if cfg.EventSource == "" {
 		cfg.EventSource = "loom"
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
 	}
 	return &Relay{cfg: cfg, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
 		published: reg.Counter("loom_relay_published_total", "Outbox records Kafka acknowledged.").With(),
@@ -176,13 +181,17 @@ func (r *Relay) publishWhileHeld(ctx context.Context, alive func(context.Context
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second
 	bo.MaxElapsedTime = 0
-	for {
+	for ctx.Err() == nil {
 		// The lock is only as good as the session holding it.
 		if err := alive(ctx); err != nil {
 			return fmt.Errorf("relay lock session: %w", err)
 		}
 		wake := r.wake.C()
-		n, err := r.round(ctx)
+		// A round under way when the relay is stopped finishes: what Kafka acknowledged
+		// is deleted from the outbox, so the next relay does not publish it again.
+		rctx, roundDone := shutdown.Outlive(ctx, r.cfg.Grace)
+		n, err := r.round(rctx)
+		roundDone()
 		var stop *faultStop
 		if errors.As(err, &stop) {
 			return err
@@ -211,4 +220,5 @@ func (r *Relay) publishWhileHeld(ctx context.Context, alive func(context.Context
 		case <-time.After(r.cfg.Poll):
 		}
 	}
+	return nil
 }

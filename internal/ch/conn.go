@@ -23,12 +23,16 @@ type Config struct {
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	MaxOpenConns int
+	// Cluster names the ClickHouse cluster of a replicated deployment (LOOM_CH_CLUSTER);
+	// empty for one server.
+	Cluster string
 }
 
 // Conn is a connection pool with the server's probed capabilities.
 type Conn struct {
 	driver.Conn
-	Caps Capabilities
+	Caps    Capabilities
+	Cluster string
 }
 
 // Open connects, pings and probes the server.
@@ -61,17 +65,38 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &Conn{Conn: conn, Caps: caps}, nil
+	if cfg.Cluster != "" && !caps.AtLeast(MinClusterMajor, MinClusterMinor) {
+		conn.Close()
+		return nil, fmt.Errorf("LOOM_CH_CLUSTER=%s needs ClickHouse %d.%d or newer (Keeper, insert_quorum 'auto'); %v runs %s",
+			cfg.Cluster, MinClusterMajor, MinClusterMinor, cfg.Addr, caps.Version)
+	}
+	return &Conn{Conn: conn, Caps: caps, Cluster: cfg.Cluster}, nil
 }
 
-// Ctx returns ctx carrying the settings every Loom statement runs with. Recent
-// servers turn asynchronous inserts on by default; Loom's inserts must be durable
-// when they return, so it is turned off wherever the server knows the setting.
+// Ctx returns ctx carrying the settings every Loom statement runs with.
 func (c *Conn) Ctx(ctx context.Context) context.Context {
-	if !c.Caps.AsyncInsert {
+	s := sessionSettings(c.Caps, c.Cluster)
+	if len(s) == 0 {
 		return ctx
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0}))
+	return clickhouse.Context(ctx, clickhouse.WithSettings(s))
+}
+
+// sessionSettings: recent servers turn asynchronous inserts on by default, and Loom's
+// inserts must be durable when they return, so it is turned off wherever the server
+// knows the setting. On a cluster an insert returns only once a majority of the
+// replicas hold it, so a projector's watermark never runs ahead of what a query
+// served by another replica of a two-replica shard can read.
+func sessionSettings(caps Capabilities, cluster string) clickhouse.Settings {
+	s := clickhouse.Settings{}
+	if caps.AsyncInsert {
+		s["async_insert"] = 0
+	}
+	if cluster != "" {
+		s["insert_quorum"] = "auto"
+		s["insert_quorum_parallel"] = 0
+	}
+	return s
 }
 
 func orDefault(d, def time.Duration) time.Duration {

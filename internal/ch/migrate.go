@@ -53,6 +53,7 @@ type ledgerRow struct {
 
 // Migrate applies the pending files of fsys under lock. A file the server is too old
 // for is recorded as skipped, and applied by a later run once the server is new enough.
+// On a cluster (conn.Cluster) every statement runs in its replicated form (ClusterDDL).
 func Migrate(ctx context.Context, conn *Conn, fsys fs.FS, lock Locker, log *slog.Logger) (Result, error) {
 	var res Result
 	files, err := migrate.Load(fsys)
@@ -66,7 +67,7 @@ func Migrate(ctx context.Context, conn *Conn, fsys fs.FS, lock Locker, log *slog
 	defer unlock()
 	ctx = conn.Ctx(ctx)
 	for _, q := range []string{"CREATE DATABASE IF NOT EXISTS " + Database, ledgerDDL} {
-		if err := conn.Exec(ctx, q); err != nil {
+		if err := conn.Exec(ctx, ClusterDDL(q, conn.Cluster)); err != nil {
 			return res, fmt.Errorf("create the ClickHouse ledger: %w", err)
 		}
 	}
@@ -109,7 +110,7 @@ func Migrate(ctx context.Context, conn *Conn, fsys fs.FS, lock Locker, log *slog
 			continue
 		}
 		for i, stmt := range Statements(f.SQL) {
-			if err := conn.Exec(ctx, stmt); err != nil {
+			if err := conn.Exec(ctx, ClusterDDL(stmt, conn.Cluster)); err != nil {
 				return res, fmt.Errorf("apply ClickHouse migration %s, statement %d: %w", f.Name, i+1, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -143,6 +144,45 @@ func TestStatementsSplitsOnLineEndSemicolons(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("statement %d: got %q want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// Cluster mode rewrites the single-server migrations; the rewrite is checked on the
+// real schema and on each statement shape a migration uses.
+func TestClusterDDLReplicatesOnCluster(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"CREATE DATABASE IF NOT EXISTS loom", "CREATE DATABASE IF NOT EXISTS loom ON CLUSTER 'main'"},
+		{"CREATE TABLE IF NOT EXISTS loom.memory (\n    org String\n) ENGINE = ReplacingMergeTree(version)\nORDER BY (org)",
+			"CREATE TABLE IF NOT EXISTS loom.memory ON CLUSTER 'main' (\n    org String\n) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/loom/memory', '{replica}', version)\nORDER BY (org)"},
+		{"CREATE TABLE loom.audit_log (x String) ENGINE = ReplacingMergeTree() ORDER BY x",
+			"CREATE TABLE loom.audit_log ON CLUSTER 'main' (x String) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/loom/audit_log', '{replica}') ORDER BY x"},
+		{"CREATE TABLE loom.base (x String) ENGINE = MergeTree ORDER BY x",
+			"CREATE TABLE loom.base ON CLUSTER 'main' (x String) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/loom/base', '{replica}') ORDER BY x"},
+		{"ALTER TABLE loom.memory ADD INDEX v value TYPE bloom_filter GRANULARITY 4",
+			"ALTER TABLE loom.memory ON CLUSTER 'main' ADD INDEX v value TYPE bloom_filter GRANULARITY 4"},
+		{"DROP TABLE IF EXISTS loom.old", "DROP TABLE IF EXISTS loom.old ON CLUSTER 'main'"},
+		// Already written for a cluster, or not DDL: untouched.
+		{"CREATE TABLE loom.r ON CLUSTER x (x String) ENGINE = ReplicatedMergeTree('/p', '{replica}') ORDER BY x",
+			"CREATE TABLE loom.r ON CLUSTER x (x String) ENGINE = ReplicatedMergeTree('/p', '{replica}') ORDER BY x"},
+		{"SELECT 1", "SELECT 1"},
+	} {
+		if got := ch.ClusterDDL(c.in, "main"); got != c.want {
+			t.Errorf("ClusterDDL(%q)\n got  %q\n want %q", c.in, got, c.want)
+		}
+		if got := ch.ClusterDDL(c.in, ""); got != c.in {
+			t.Errorf("without a cluster the statement must not change: %q", got)
+		}
+	}
+	// Every statement of every shipped migration that creates a table comes out replicated.
+	files, _ := chmigrations.Files.ReadDir(".")
+	for _, f := range files {
+		b, _ := chmigrations.Files.ReadFile(f.Name())
+		for _, stmt := range ch.Statements(string(b)) {
+			out := ch.ClusterDDL(stmt, "{cluster}")
+			if strings.Contains(stmt, "CREATE TABLE") && (!strings.Contains(out, "ON CLUSTER '{cluster}'") || !strings.Contains(out, "ENGINE = Replicated")) {
+				t.Errorf("%s: not rewritten for a cluster:\n%s", f.Name(), out)
+			}
 		}
 	}
 }

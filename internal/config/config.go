@@ -15,10 +15,14 @@ import (
 
 // Config is every setting loomd reads.
 type Config struct {
-	HTTPAddr string   // LOOM_HTTP_ADDR
-	Roles    []string // LOOM_ROLES: api, relay, projector
+	HTTPAddr      string        // LOOM_HTTP_ADDR
+	Roles         []string      // LOOM_ROLES: command, query, relay, projector (api = command + query)
+	ShutdownGrace time.Duration // LOOM_SHUTDOWN_GRACE_MS: how long SIGTERM waits for in-flight work
+	DeploymentID  string        // LOOM_DEPLOYMENT_ID: the deployment this process belongs to ("" = whatever is recorded)
 
 	PGDSN                 string        // LOOM_PG_DSN
+	PGDurability          string        // LOOM_PG_DURABILITY: synchronous (a synchronous standby is required) or local
+	PGWriteDeadline       time.Duration // LOOM_PG_WRITE_DEADLINE_MS: a write's whole time in Postgres, the standby's ack included
 	PGPoolMin             int32         // LOOM_PG_POOL_MIN_SIZE
 	PGPoolMax             int32         // LOOM_PG_POOL_MAX_SIZE
 	PGStatementTimeout    time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
@@ -33,6 +37,7 @@ type Config struct {
 	BootMigrate           bool          // LOOM_BOOT_MIGRATE
 	CHAddr                []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
 	CHUser, CHPassword    string        // LOOM_CH_USER, LOOM_CH_PASSWORD
+	CHCluster             string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
 	KafkaBrokers          []string      // LOOM_KAFKA_BROKERS
 	Topic                 string        // LOOM_TOPIC
 	TopicPartitions       int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
@@ -43,6 +48,7 @@ type Config struct {
 	OutboxPoll            time.Duration // LOOM_OUTBOX_POLL_MS: the relay's fallback when no NOTIFY arrives
 	Projection            string        // LOOM_PROJECTION: the projection the query side serves
 	ProjectorBatch        int           // LOOM_PROJECTOR_BATCH_ROWS
+	ProjectorSession      time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
 	MemoryCharLimit       int           // LOOM_MEMORY_CHAR_LIMIT
 	ConflictThreshold     float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
 	DuplicateThreshold    float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
@@ -68,13 +74,50 @@ type Config struct {
 // Lookup returns an environment variable's value, or "" when unset (os.Getenv).
 type Lookup func(string) string
 
+// Setting is one environment variable Load reads and its default as text ("" = none).
+type Setting struct {
+	Name, Default string
+}
+
+// Roles a process can run. "api" is the older name of command + query.
+const (
+	RoleCommand   = "command"
+	RoleQuery     = "query"
+	RoleRelay     = "relay"
+	RoleProjector = "projector"
+)
+
+// AllRoles is every role, in the order a process starts them.
+func AllRoles() []string { return []string{RoleCommand, RoleQuery, RoleRelay, RoleProjector} }
+
+// Durability modes (LOOM_PG_DURABILITY).
+const (
+	DurabilitySynchronous = "synchronous"
+	DurabilityLocal       = "local"
+)
+
 // Load reads every setting; a malformed value is an error naming the variable.
 func Load(env Lookup) (Config, error) {
+	c, _, err := load(env)
+	return c, err
+}
+
+// Settings lists every variable Load reads, with its default: deploy/CONFIG.md is
+// checked against it.
+func Settings() []Setting {
+	_, s, _ := load(func(string) string { return "" })
+	return s
+}
+
+func load(env Lookup) (Config, []Setting, error) {
 	r := reader{env: env}
 	c := Config{
 		HTTPAddr:              r.str("LOOM_HTTP_ADDR", ":8080"),
-		Roles:                 r.list("LOOM_ROLES", "api,relay,projector"),
+		ShutdownGrace:         r.ms("LOOM_SHUTDOWN_GRACE_MS", 20000),
+		DeploymentID:          r.str("LOOM_DEPLOYMENT_ID", ""),
 		PGDSN:                 r.str("LOOM_PG_DSN", ""),
+		PGDurability:          r.str("LOOM_PG_DURABILITY", DurabilitySynchronous),
+		PGWriteDeadline:       r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
 		PGPoolMin:             int32(r.int("LOOM_PG_POOL_MIN_SIZE", 2)),
 		PGPoolMax:             int32(r.int("LOOM_PG_POOL_MAX_SIZE", 40)),
 		PGStatementTimeout:    r.ms("LOOM_PG_STATEMENT_TIMEOUT_MS", 10000),
@@ -90,6 +133,7 @@ func Load(env Lookup) (Config, error) {
 		CHAddr:                r.list("LOOM_CH_ADDR", ""),
 		CHUser:                r.str("LOOM_CH_USER", "default"),
 		CHPassword:            r.str("LOOM_CH_PASSWORD", ""),
+		CHCluster:             r.str("LOOM_CH_CLUSTER", ""),
 		KafkaBrokers:          r.list("LOOM_KAFKA_BROKERS", ""),
 		Topic:                 r.str("LOOM_TOPIC", events.DefaultTopic),
 		TopicPartitions:       int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),
@@ -100,6 +144,7 @@ func Load(env Lookup) (Config, error) {
 		OutboxPoll:            r.ms("LOOM_OUTBOX_POLL_MS", 1000),
 		Projection:            r.str("LOOM_PROJECTION", "main"),
 		ProjectorBatch:        r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
+		ProjectorSession:      r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
 		MemoryCharLimit:       r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
 		ConflictThreshold:     r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
 		DuplicateThreshold:    r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
@@ -122,20 +167,53 @@ func Load(env Lookup) (Config, error) {
 		RequestBodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
 		LogLevel:              r.str("LOOM_LOG_LEVEL", "info"),
 	}
-	if len(r.errs) > 0 {
-		return c, errors.Join(r.errs...)
+	roles, err := ParseRoles(r.str("LOOM_ROLES", strings.Join(AllRoles(), ",")))
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("LOOM_ROLES: %w", err))
 	}
-	return c, c.check()
+	c.Roles = roles
+	if len(r.errs) > 0 {
+		return c, r.settings, errors.Join(r.errs...)
+	}
+	return c, r.settings, c.check()
+}
+
+// ParseRoles reads a comma-separated role list: unknown names are refused, "api"
+// stands for command and query, duplicates collapse, and the result is in AllRoles order.
+func ParseRoles(list string) ([]string, error) {
+	want := map[string]bool{}
+	for _, r := range strings.Split(list, ",") {
+		switch r = strings.TrimSpace(r); r {
+		case "":
+		case "api":
+			want[RoleCommand], want[RoleQuery] = true, true
+		case RoleCommand, RoleQuery, RoleRelay, RoleProjector:
+			want[r] = true
+		default:
+			return nil, fmt.Errorf("unknown role %q (command, query, relay, projector; api = command,query)", r)
+		}
+	}
+	var out []string
+	for _, r := range AllRoles() {
+		if want[r] {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no role named")
+	}
+	return out, nil
 }
 
 func (c Config) check() error {
 	var errs []error
-	for _, role := range c.Roles {
-		switch role {
-		case "api", "relay", "projector":
-		default:
-			errs = append(errs, fmt.Errorf("LOOM_ROLES: unknown role %q (api, relay, projector)", role))
-		}
+	switch c.PGDurability {
+	case DurabilitySynchronous, DurabilityLocal:
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_PG_DURABILITY: unknown mode %q (synchronous, local)", c.PGDurability))
+	}
+	if c.PGWriteDeadline <= 0 || c.ShutdownGrace <= 0 || c.ProjectorSession <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_WRITE_DEADLINE_MS, LOOM_SHUTDOWN_GRACE_MS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
 	}
 	if c.PGProjectionWait <= 0 {
 		errs = append(errs, errors.New("LOOM_PG_PROJECTION_WAIT_MS must be positive"))
@@ -166,10 +244,10 @@ func (c Config) check() error {
 	return errors.Join(errs...)
 }
 
-// HasRole reports whether this process runs role.
+// HasRole reports whether this process runs role (one of AllRoles).
 func (c Config) HasRole(role string) bool {
 	for _, r := range c.Roles {
-		if r == role {
+		if r == role || (r == "api" && (role == RoleCommand || role == RoleQuery)) {
 			return true
 		}
 	}
@@ -194,13 +272,21 @@ func (c Config) RequireStores() error {
 	return nil
 }
 
+// reader reads variables and records each one it reads with its default, so the
+// documentation can be checked against what the code reads.
 type reader struct {
-	env  Lookup
-	errs []error
+	env      Lookup
+	errs     []error
+	settings []Setting
+}
+
+func (r *reader) raw(name, def string) string {
+	r.settings = append(r.settings, Setting{Name: name, Default: def})
+	return strings.TrimSpace(r.env(name))
 }
 
 func (r *reader) str(name, def string) string {
-	if v := strings.TrimSpace(r.env(name)); v != "" {
+	if v := r.raw(name, def); v != "" {
 		return v
 	}
 	return def
@@ -217,7 +303,7 @@ func (r *reader) list(name, def string) []string {
 }
 
 func (r *reader) int(name string, def int) int {
-	v := r.str(name, "")
+	v := r.raw(name, strconv.Itoa(def))
 	if v == "" {
 		return def
 	}
@@ -230,7 +316,7 @@ func (r *reader) int(name string, def int) int {
 }
 
 func (r *reader) float(name string, def float64) float64 {
-	v := r.str(name, "")
+	v := r.raw(name, strconv.FormatFloat(def, 'f', -1, 64))
 	if v == "" {
 		return def
 	}
@@ -247,7 +333,7 @@ func (r *reader) ms(name string, def int) time.Duration {
 }
 
 func (r *reader) bool(name string, def bool) bool {
-	v := r.str(name, "")
+	v := r.raw(name, strconv.FormatBool(def))
 	if v == "" {
 		return def
 	}

@@ -22,21 +22,26 @@ const (
 	User     = "loom"
 )
 
-// Postgres is a private cluster run from the installed server binaries.
+// Postgres is a private cluster run from the installed server binaries: a primary,
+// or a streaming standby of one.
 type Postgres struct {
 	dir     string
 	durable bool
 	log     io.Writer
+	// primary makes this cluster a streaming standby of it, connecting as standbyName.
+	primary *Postgres
 
 	bin  string
 	as   *runAs
 	Port int
 }
 
+// StandbyName is the application_name a devstack standby streams as, and what the
+// primary's synchronous_standby_names names.
+const StandbyName = "loom_standby"
+
 // DSN is the connection string of the loom database.
-func (p *Postgres) DSN() string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", User, p.Port, Database)
-}
+func (p *Postgres) DSN() string { return p.DSNForDatabase(Database) }
 
 // findPostgresBin returns the bin directory of the newest installed server.
 func findPostgresBin() (string, error) {
@@ -61,7 +66,9 @@ func pgMajor(binDir string) int {
 func (p *Postgres) data() string { return filepath.Join(p.dir, "data") }
 
 // Start initialises the cluster on first use and starts it on a free port.
-func (p *Postgres) Start(ctx context.Context) error {
+func (p *Postgres) Start(ctx context.Context) error { return p.start(ctx) }
+
+func (p *Postgres) start(ctx context.Context, extra ...string) error {
 	bin, err := findPostgresBin()
 	if err != nil {
 		return err
@@ -77,13 +84,8 @@ func (p *Postgres) Start(ctx context.Context) error {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(p.data(), "PG_VERSION")); err != nil {
-		logf(p.log, "initialising a Postgres cluster in %s", p.data())
-		args := []string{"-D", p.data(), "-U", User, "--auth=trust", "-E", "UTF8", "--no-locale"}
-		if !p.durable {
-			args = append(args, "--no-sync")
-		}
-		if out, err := p.as.command(filepath.Join(bin, "initdb"), args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("initdb %s: %w\n%s", p.data(), err, out)
+		if err := p.initialise(ctx); err != nil {
+			return err
 		}
 	}
 	// A server left running by a killed `loomd dev` holds the data directory.
@@ -111,13 +113,72 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if !p.durable {
 		opts = append(opts, "-c fsync=off", "-c full_page_writes=off")
 	}
+	opts = append(opts, extra...)
 	logf(p.log, "starting Postgres (%s) on 127.0.0.1:%d", bin, p.Port)
 	cmd := p.as.command(filepath.Join(bin, "pg_ctl"), "-D", p.data(), "-l", filepath.Join(p.dir, "server.log"),
 		"-o", strings.Join(opts, " "), "-w", "-t", "60", "start")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("start Postgres: %w\n%s\n%s", err, out, tail(filepath.Join(p.dir, "server.log"), 20))
 	}
+	if p.primary != nil {
+		return nil // read-only: the database comes from the primary
+	}
 	return p.createDatabase(ctx)
+}
+
+// initialise creates the data directory: initdb for a primary; for a standby, a base
+// backup of the primary with -R (standby.signal and primary_conninfo), streaming as
+// StandbyName so the primary's synchronous_standby_names can name it.
+func (p *Postgres) initialise(ctx context.Context) error {
+	if p.primary == nil {
+		logf(p.log, "initialising a Postgres cluster in %s", p.data())
+		args := []string{"-D", p.data(), "-U", User, "--auth=trust", "-E", "UTF8", "--no-locale"}
+		if !p.durable {
+			args = append(args, "--no-sync")
+		}
+		if out, err := p.as.command(filepath.Join(p.bin, "initdb"), args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb %s: %w\n%s", p.data(), err, out)
+		}
+		return nil
+	}
+	logf(p.log, "taking a base backup of the primary on port %d into %s", p.primary.Port, p.data())
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=%s application_name=%s", p.primary.Port, User, StandbyName)
+	args := []string{"-D", p.data(), "-d", conninfo, "-R", "-X", "stream", "-c", "fast"}
+	if !p.durable {
+		args = append(args, "--no-sync")
+	}
+	cmd := p.as.command(filepath.Join(p.bin, "pg_basebackup"), args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_basebackup from port %d: %w\n%s", p.primary.Port, err, out)
+	}
+	// -R writes the connection it used; say the application_name explicitly, since
+	// the primary's synchronous_standby_names matches on it.
+	f, err := os.OpenFile(filepath.Join(p.data(), "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("configure the standby: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "primary_conninfo = '%s'\n", conninfo)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("configure the standby: %w", err)
+	}
+	return nil
+}
+
+// StartDetached starts a stopped standby without its primary connection: it serves
+// (read-only) exactly the WAL it had received, which is what a failover would promote.
+func (p *Postgres) StartDetached(ctx context.Context) error {
+	if p.primary == nil {
+		return errors.New("StartDetached: not a standby")
+	}
+	return p.start(ctx, "-c primary_conninfo=''")
+}
+
+// DSNForDatabase is the connection string of another database of the cluster.
+func (p *Postgres) DSNForDatabase(db string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", User, p.Port, db)
 }
 
 func (p *Postgres) running() bool {
@@ -160,6 +221,39 @@ func (p *Postgres) Stop() error {
 	}
 	return nil
 }
+
+// RequireSyncStandby names the devstack standby in the primary's
+// synchronous_standby_names (empty names: none) and, when naming it, waits until it
+// streams in sync: from then on every commit waits for it.
+func (p *Postgres) RequireSyncStandby(ctx context.Context, names string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		return fmt.Errorf("connect to the primary: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = "+quoteLiteral(names)); err != nil {
+		return fmt.Errorf("set synchronous_standby_names: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload the primary's configuration: %w", err)
+	}
+	for names != "" {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'", StandbyName).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("wait for the standby to stream in sync: %w", err)
+		}
+		if n > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Restart starts a stopped cluster again on the same port: a fault test's "Postgres is back".
 func (p *Postgres) Restart(ctx context.Context) error {

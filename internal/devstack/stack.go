@@ -26,6 +26,10 @@ type Options struct {
 	// Topics are created with Partitions partitions when Kafka starts empty.
 	Topics     []string
 	Partitions int32
+	// SyncStandby also starts a streaming standby of Postgres on a second loopback
+	// port and makes it the primary's synchronous standby (synchronous_standby_names):
+	// the production shape of the Postgres authority.
+	SyncStandby bool
 	// Skip* leave a store out (a test of one store need not pay for the others).
 	SkipPostgres, SkipClickHouse, SkipKafka bool
 	// Log receives one line per step; nil discards.
@@ -37,6 +41,7 @@ type Stack struct {
 	opts       Options
 	tempDir    string
 	Postgres   *Postgres
+	Standby    *Postgres // with Options.SyncStandby
 	ClickHouse *ClickHouse
 	Kafka      *Kafka
 }
@@ -79,6 +84,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		if err := s.Postgres.Start(ctx); err != nil {
 			return nil, err
 		}
+		if opts.SyncStandby {
+			s.Standby = &Postgres{dir: filepath.Join(dir, "postgres-standby"), durable: opts.Durable, log: opts.Log, primary: s.Postgres}
+			if err := s.Standby.Start(ctx); err != nil {
+				return nil, err
+			}
+			if err := s.Postgres.RequireSyncStandby(ctx, StandbyName); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !opts.SkipClickHouse {
 		s.ClickHouse = &ClickHouse{dir: filepath.Join(dir, "clickhouse"), log: opts.Log}
@@ -106,6 +120,9 @@ func (s *Stack) Stop() error {
 	}
 	if s.ClickHouse != nil {
 		errs = append(errs, s.ClickHouse.Stop())
+	}
+	if s.Standby != nil {
+		errs = append(errs, s.Standby.Stop())
 	}
 	if s.Postgres != nil {
 		errs = append(errs, s.Postgres.Stop())

@@ -73,6 +73,7 @@ const (
 	CodeProjectionBehind   = "PROJECTION_BEHIND"          // 503
 	CodeKafkaDown          = "KAFKA_UNAVAILABLE"          // 503
 	CodeGroupActive        = "CONSUMER_GROUP_ACTIVE"      // 409
+	CodeMigrationsPending  = "MIGRATIONS_PENDING"         // 503
 	CodeInternal           = "INTERNAL"                   // 500
 )
 

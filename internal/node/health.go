@@ -10,11 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
-	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
 )
 
 func (n *Node) registerHealth(app *fiber.App) {
@@ -38,14 +35,17 @@ func (n *Node) registerHealth(app *fiber.App) {
 }
 
 // handleHealth is liveness plus what the process is: it answers while the process
-// runs, whatever the stores do. ?include=postgres adds the outbox's state, and
+// runs, whatever the stores do (pending_migrations is the last known list, not read
+// anew). ?include=postgres adds the outbox's and the synchronous standbys' state, and
 // ?include=lag the namespaces the serving projection is behind on (comma separated
 // for both).
 func (n *Node) handleHealth(c *fiber.Ctx) error {
 	body := fiber.Map{
-		"status":  "ok",
-		"version": Version,
-		"roles":   n.Cfg.Roles,
+		"status":             "ok",
+		"version":            Version,
+		"roles":              n.Cfg.Roles,
+		"deployment_id":      n.DeploymentID,
+		"pending_migrations": n.lastPending(),
 		"clickhouse": fiber.Map{
 			"version":         n.CH.Caps.Version,
 			"cosine_distance": n.CH.Caps.CosineDistance,
@@ -55,11 +55,18 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 	}
 	include := strings.Split(c.Query("include"), ",")
 	if slices.Contains(include, "postgres") {
-		ob, err := n.outboxStats(c.UserContext())
+		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		defer cancel()
+		ob, err := n.outboxStats(ctx)
 		if err != nil {
 			body["postgres"] = fiber.Map{"error": err.Error()}
 		} else {
-			body["postgres"] = fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked}
+			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
+				"durability": n.Cfg.PGDurability}
+			if rep, err := pg.ReadReplication(ctx, n.PG); err == nil {
+				pgState["replication"] = rep
+			}
+			body["postgres"] = pgState
 		}
 	}
 	if slices.Contains(include, "lag") {
@@ -97,27 +104,26 @@ func (n *Node) handleReady(c *fiber.Ctx) error {
 	ready := true
 	if err := n.PG.Ping(ctx); err != nil {
 		checks["postgres"], ready = err.Error(), false
-	} else if pending, err := pg.Pending(ctx, n.PG, pgmigrations.Files); err != nil {
-		checks["postgres"], ready = err.Error(), false
-	} else if len(pending) > 0 {
-		checks["postgres"], ready = fiber.Map{"pending_migrations": pending}, false
 	} else {
 		checks["postgres"] = "ok"
 	}
 	if err := n.CH.Ping(ctx); err != nil {
 		checks["clickhouse"], ready = err.Error(), false
-	} else if pending, err := ch.Pending(ctx, n.CH, chmigrations.Files); err != nil {
-		checks["clickhouse"], ready = err.Error(), false
-	} else if len(pending) > 0 {
-		checks["clickhouse"], ready = fiber.Map{"pending_migrations": pending}, false
 	} else {
 		checks["clickhouse"] = "ok"
+	}
+	pending := n.lastPending()
+	if ready {
+		pending = n.refreshMigrations(ctx, 0)
+	}
+	if len(pending) > 0 {
+		ready = false
 	}
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks})
+	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
 
 func (n *Node) handleMetrics(c *fiber.Ctx) error {

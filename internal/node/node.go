@@ -1,6 +1,8 @@
 // Package node assembles one loomd process from its configuration: it connects the
-// stores, migrates them when asked, and runs the roles the configuration names (api,
-// relay, projector) until its context ends.
+// stores, runs the boot checks (durability, the recorded deployment, migrations),
+// migrates when asked, and runs the roles the configuration names (command, query,
+// relay, projector) until its context ends. Any number of processes of each role run
+// side by side; the relay elects one active publisher.
 package node
 
 import (
@@ -45,15 +47,23 @@ type Node struct {
 	// Command is the write side (tests install faults through it).
 	Command *command.Service
 
+	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
+	DeploymentID string
+
 	// RelayFaults is handed to the relay role (tests inject failures through it).
 	RelayFaults relay.Faults
 
 	watermarkWake *pg.Listener
 	projector     *projectorSwitch
+	migrations    migrationState
 }
 
-// Open connects the stores and, with LOOM_BOOT_MIGRATE, migrates them and creates the
-// topic. It starts nothing; Run does.
+// Open connects the stores and runs the boot checks: LOOM_PG_DURABILITY against the
+// primary's synchronous standbys, then, with LOOM_BOOT_MIGRATE, migrates both stores,
+// records the deployment and creates the topic; without it, applies and records
+// nothing, refuses stores that record no deployment or another one, and notes the
+// pending migrations (the process then serves health only until they are applied).
+// It starts nothing; Run does.
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.RequireStores(); err != nil {
 		return nil, err
@@ -70,13 +80,23 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 	if err != nil {
 		return nil, err
 	}
-	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.CHAddr, Username: cfg.CHUser, Password: cfg.CHPassword})
+	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.CHAddr, Username: cfg.CHUser, Password: cfg.CHPassword, Cluster: cfg.CHCluster})
 	if err != nil {
+		return nil, err
+	}
+	if err := n.checkDurability(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.BootMigrate {
 		if err := n.Migrate(ctx); err != nil {
 			return nil, err
+		}
+	} else {
+		if n.DeploymentID, err = n.checkAuthority(ctx, false); err != nil {
+			return nil, err
+		}
+		if pending := n.refreshMigrations(ctx, 0); len(pending) > 0 {
+			n.Log.Warn("LOOM_BOOT_MIGRATE=0 and migrations are pending: serving health only until they are applied", "pending_migrations", pending)
 		}
 	}
 	n.Embedder, err = embed.New(embed.Config{Kind: cfg.Embedder, HashDim: cfg.EmbedderDim, OpenAI: embed.OpenAIConfig{
@@ -92,32 +112,25 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 	return n, nil
 }
 
-// Migrate applies both stores' migrations and makes sure the topic exists.
+// Migrate applies both stores' migrations, records the deployment in each and makes
+// sure the topic exists.
 func (n *Node) Migrate(ctx context.Context) error {
 	if _, err := pg.Migrate(ctx, n.PG, pgmigrations.Files, n.Log); err != nil {
 		return fmt.Errorf("migrate Postgres: %w", err)
-	}
-	if err := recordAuthority(ctx, n.PG); err != nil {
-		return err
 	}
 	lock := func(ctx context.Context) (func(), error) { return pg.SessionLock(ctx, n.PG, pg.LockCHMigrations) }
 	if _, err := ch.Migrate(ctx, n.CH, chmigrations.Files, lock, n.Log); err != nil {
 		return fmt.Errorf("migrate ClickHouse: %w", err)
 	}
+	var err error
+	if n.DeploymentID, err = n.checkAuthority(ctx, true); err != nil {
+		return err
+	}
+	n.refreshMigrations(ctx, 0)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := kafka.EnsureTopic(tctx, n.Cfg.KafkaBrokers, n.Cfg.Topic, n.Cfg.TopicPartitions, n.Cfg.TopicReplication); err != nil {
 		return err
-	}
-	return nil
-}
-
-// recordAuthority records, once, that this database is a Postgres authority and
-// which deployment it serves.
-func recordAuthority(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `INSERT INTO loom.authority (deployment_id) VALUES (gen_random_uuid()::text) ON CONFLICT DO NOTHING`)
-	if err != nil {
-		return fmt.Errorf("record the authority: %w", err)
 	}
 	return nil
 }
@@ -132,31 +145,43 @@ func (n *Node) newApp() *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 	})
+	// Health and metrics come first and end their chain, so the migration gate below
+	// never holds them back: every process answers them, whatever its roles.
 	n.registerHealth(app)
 	n.registerAdmin(app)
-	cmd := command.New(command.Config{
-		Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, Projection: n.Cfg.Projection, CharLimit: n.Cfg.MemoryCharLimit,
-		AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
-		CommitLockTimeout: n.Cfg.PGCommitLockTimeout, ConflictThreshold: n.Cfg.ConflictThreshold,
-		DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
-		IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
-	}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
-	cmd.Register(app, n.Tokens)
-	n.Command = cmd
-	barrier := query.NewBarrier(n.PG, n.Cfg.Projection, n.Cfg.PGProjectionWait, n.watermarkWake)
-	q := query.New(query.Config{
-		Projection: n.Cfg.Projection, ProjectionWait: n.Cfg.PGProjectionWait,
-		TopKDefault: n.Cfg.SearchTopKDefault, TopKMax: n.Cfg.SearchTopKMax, MinScore: n.Cfg.SearchMinScore,
-		PriorCap: n.Cfg.PriorCap, BM25K1: n.Cfg.BM25K1, BM25B: n.Cfg.BM25B,
-		EmbedCacheSize: n.Cfg.EmbedCacheSize, EmbedCacheTTL: n.Cfg.EmbedCacheTTL,
-	}, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
-	q.Register(app, n.Tokens)
+	data := app.Group("", n.refuseUntilMigrated)
+	if n.Cfg.HasRole(config.RoleCommand) {
+		cmd := command.New(command.Config{
+			Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, Projection: n.Cfg.Projection, CharLimit: n.Cfg.MemoryCharLimit,
+			AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
+			CommitLockTimeout: n.Cfg.PGCommitLockTimeout, ConflictThreshold: n.Cfg.ConflictThreshold,
+			DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
+			IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
+			WriteDeadline: n.Cfg.PGWriteDeadline,
+		}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
+		cmd.Register(data, n.Tokens)
+		n.Command = cmd
+	}
+	if n.Cfg.HasRole(config.RoleQuery) {
+		barrier := query.NewBarrier(n.PG, n.Cfg.Projection, n.Cfg.PGProjectionWait, n.watermarkWake)
+		q := query.New(query.Config{
+			Projection: n.Cfg.Projection, ProjectionWait: n.Cfg.PGProjectionWait,
+			TopKDefault: n.Cfg.SearchTopKDefault, TopKMax: n.Cfg.SearchTopKMax, MinScore: n.Cfg.SearchMinScore,
+			PriorCap: n.Cfg.PriorCap, BM25K1: n.Cfg.BM25K1, BM25B: n.Cfg.BM25B,
+			EmbedCacheSize: n.Cfg.EmbedCacheSize, EmbedCacheTTL: n.Cfg.EmbedCacheTTL,
+		}, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
+		q.Register(data, n.Tokens)
+	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	return app
 }
 
-// Run serves the configured roles until ctx ends, then stops them in order: the
-// HTTP server drains first, then the relay and projector finish their batch.
+// Run serves HTTP on ln (health and metrics on every process, the write routes with
+// the command role, the read routes with the query role) and runs the relay and the
+// projector roles until ctx ends. Then it stops in order, each within
+// LOOM_SHUTDOWN_GRACE_MS: the HTTP server drains its in-flight requests first (their
+// commits land and their outbox rows wait for the relay), then the relay finishes its
+// round and the projector its batch and its offset commit.
 func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -166,23 +191,38 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn(roleCtx); err != nil {
+			if err := fn(roleCtx); err != nil && roleCtx.Err() == nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 			}
 		}()
 	}
-	start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
-	if n.Cfg.HasRole("api") && n.Cfg.SweepInterval > 0 {
-		start("sweeps", func(ctx context.Context) error { n.Command.RunSweeps(ctx, n.Cfg.SweepInterval); return nil })
+	if n.Cfg.HasRole(config.RoleQuery) {
+		start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	}
-	if n.Cfg.HasRole("relay") {
-		start("relay", n.RunRelay)
+	if n.Command != nil && n.Cfg.SweepInterval > 0 {
+		start("sweeps", func(ctx context.Context) error {
+			if err := n.waitMigrated(ctx, "sweeps"); err != nil {
+				return err
+			}
+			n.Command.RunSweeps(ctx, n.Cfg.SweepInterval)
+			return nil
+		})
 	}
-	if n.Cfg.HasRole("projector") {
-		start("projector", n.RunProjector)
+	for _, role := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{config.RoleRelay, n.RunRelay}, {config.RoleProjector, n.RunProjector}} {
+		if n.Cfg.HasRole(role.name) {
+			start(role.name, func(ctx context.Context) error {
+				if err := n.waitMigrated(ctx, role.name); err != nil {
+					return err
+				}
+				return role.run(ctx)
+			})
+		}
 	}
 	serveErr := make(chan error, 1)
-	if n.Cfg.HasRole("api") {
+	if ln != nil {
 		go func() { serveErr <- n.App.Listener(ln) }()
 	}
 	var err error
@@ -191,9 +231,11 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-serveErr:
 	case err = <-errs:
 	}
-	if n.Cfg.HasRole("api") {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.App.ShutdownWithContext(sctx)
+	if ln != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), n.Cfg.ShutdownGrace)
+		if serr := n.App.ShutdownWithContext(sctx); serr != nil {
+			n.Log.Warn("HTTP requests still in flight at the end of the shutdown grace", "err", serr)
+		}
 		cancel()
 	}
 	stopRoles()
@@ -212,8 +254,8 @@ func (n *Node) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll,
-		MaxAttempts: n.Cfg.OutboxMaxAttempts, EventSource: n.Cfg.EventSource}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll, MaxAttempts: n.Cfg.OutboxMaxAttempts,
+		EventSource: n.Cfg.EventSource, Grace: n.Cfg.ShutdownGrace}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
 	return r.Run(ctx)
 }
 

@@ -32,7 +32,8 @@ func newProjectorSwitch() *projectorSwitch {
 func (n *Node) RunProjector(ctx context.Context) error {
 	n.projector.running.Store(true)
 	defer n.projector.running.Store(false)
-	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, BatchRows: n.Cfg.ProjectorBatch, Interval: n.Cfg.PGPublishInterval}
+	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, BatchRows: n.Cfg.ProjectorBatch,
+		Interval: n.Cfg.PGPublishInterval, SessionTimeout: n.Cfg.ProjectorSession, Grace: n.Cfg.ShutdownGrace}
 	p := projector.New(pcfg, n.PG, n.CH, n.Metrics, n.Log)
 	for {
 		runCtx, stop := context.WithCancel(ctx)

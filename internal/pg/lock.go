@@ -12,6 +12,7 @@ const (
 	LockPGMigrations int64 = 0x4c4f4f4d_0001 // "LOOM" 1
 	LockCHMigrations int64 = 0x4c4f4f4d_0002
 	LockRelay        int64 = 0x4c4f4f4d_0003
+	LockAuthority    int64 = 0x4c4f4f4d_0004 // recording the deployment at first boot
 )
 
 // SessionLock waits for a session advisory lock on a connection of its own and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -42,6 +43,11 @@ func Open(ctx context.Context, c PoolConfig) (*pgxpool.Pool, error) {
 	}
 	cfg.ConnConfig.ConnectTimeout = connectTimeout
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// A cancelled context cuts the connection; it never sends a cancel request, which
+	// would turn a COMMIT waiting for the synchronous standby into a success (see InTx).
+	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "loomd"
 	if c.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
@@ -76,6 +82,8 @@ func Unavailable(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
+		case pgErr.Code == "57014": // cancelled: statement_timeout ran out, or an operator cancelled it
+			return true
 		}
 		return false
 	}
@@ -83,10 +91,23 @@ func Unavailable(err error) bool {
 	return pgconn.SafeToRetry(err) || isNetErr(err)
 }
 
+// commitError is a COMMIT that sent and did not come back with an answer.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
 // OutcomeUnknown reports whether a COMMIT's answer was lost: the transaction may or
-// may not have committed.
+// may not have committed. That includes a commit whose wait for the synchronous
+// standby outlived the caller's deadline: it may have committed on the primary alone.
+// A commit the server refused (an error it answered) rolled back, and is known.
 func OutcomeUnknown(err error) bool {
-	return err != nil && !pgconn.SafeToRetry(err) && Unavailable(err)
+	var ce *commitError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr)
 }
 
 // Conflict reports a serialization failure, deadlock or lock timeout: the
@@ -103,7 +124,14 @@ func Conflict(err error) bool {
 	return false
 }
 
-// InTx runs fn in a transaction and commits it; any error rolls it back.
+// InTx runs fn in a transaction and commits it; any error rolls it back. A commit
+// whose answer is lost returns an error OutcomeUnknown recognises.
+//
+// ctx bounds the commit too. pgx's default context handling cuts the connection at
+// the deadline rather than sending a cancel request, and that matters: a cancel
+// request reaching a COMMIT that waits for the synchronous standby makes Postgres end
+// the wait with only a warning and answer success for a commit the standby may lack.
+// Cut, the session's commit stays waiting on the server and the caller hears an error.
 func InTx(ctx context.Context, pool interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, fn func(pgx.Tx) error) error {
@@ -116,7 +144,7 @@ func InTx(ctx context.Context, pool interface {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return &commitError{err}
 	}
 	return nil
 }

@@ -74,18 +74,9 @@ func TestMissingOrWrongTokenIs401(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := testenv.NewClient(url, token)
-			for _, call := range []struct{ method, path, body string }{
-				{http.MethodPut, "/v1/namespaces/" + ns + "/memories/k", `{"value": 1}`},
-				{http.MethodGet, "/v1/namespaces/" + ns + "/memories/k", ""},
-				{http.MethodPost, "/v1/namespaces/" + ns + "/memories:search", `{"query": "x"}`},
-			} {
-				var body []byte
-				if call.body != "" {
-					body = []byte(call.body)
-				}
-				r := c.Do(t, call.method, call.path, body)
-				if r.Status != http.StatusUnauthorized || r.ErrorCode() != "UNAUTHENTICATED" {
-					t.Fatalf("%s %s: %d %s, want 401 UNAUTHENTICATED", call.method, call.path, r.Status, r.Body)
+			for _, call := range testenv.MemoryCalls(ns) {
+				if r := c.Call(t, call); r.Status != http.StatusUnauthorized || r.ErrorCode() != "UNAUTHENTICATED" {
+					t.Fatalf("%s %s: %d %s, want 401 UNAUTHENTICATED", call.Method, call.Path, r.Status, r.Body)
 				}
 			}
 		})

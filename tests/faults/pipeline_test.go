@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/command/relay"
-	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
@@ -25,21 +24,6 @@ func projection(t testing.TB) string {
 func client(t *testing.T, mod func(*config.Config)) *testenv.Client {
 	n, url := env.API(t, mod)
 	return testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
-}
-
-func seqCopies(t *testing.T, ns string) map[int64]int {
-	copies := map[int64]int{}
-	for _, r := range env.TopicRecords(t) {
-		if string(r.Key) != org+"/"+ns {
-			continue
-		}
-		e, err := events.Decode(r.Value)
-		if err != nil {
-			t.Fatalf("record on the topic is not an envelope: %v", err)
-		}
-		copies[e.Seq]++
-	}
-	return copies
 }
 
 // A relay that dies after Kafka acknowledged its records and before it deleted them
@@ -81,7 +65,7 @@ func TestRelayCrashBetweenProduceAndDelete(t *testing.T) {
 
 	env.Relay(t, relay.Faults{})
 	testenv.Eventually(t, 30*time.Second, "the relay to drain the outbox", func() bool { return outbox() == 0 })
-	for seq, n := range seqCopies(t, ns) {
+	for seq, n := range env.SeqCopies(t, org, ns) {
 		if n != 2 {
 			t.Fatalf("seq %d of the faulty namespace is on the topic %d times, want 2", seq, n)
 		}

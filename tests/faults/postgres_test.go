@@ -3,9 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,64 +25,15 @@ func TestPostgresDownIs503AndNeverHalfWritten(t *testing.T) {
 		}
 	})
 
-	type answer struct {
-		key     string
-		status  int
-		code    string
-		version string
-	}
-	var mu sync.Mutex
-	var answers []answer
-	stopWriters := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stopWriters:
-					return
-				default:
-				}
-				key := fmt.Sprintf("w%d-%d", w, i)
-				b, _ := json.Marshal(map[string]any{"value": "written while Postgres stops " + key})
-				r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, b)
-				a := answer{key: key, status: r.Status, code: r.ErrorCode()}
-				if r.Status == http.StatusOK {
-					a.version = r.JSON(t)["version_text"].(string)
-				}
-				mu.Lock()
-				answers = append(answers, a)
-				mu.Unlock()
-				if r.Status != http.StatusOK {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}(w)
-	}
-	testenv.Eventually(t, 10*time.Second, "some writes to land", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answers) >= 20
-	})
+	writers := testenv.StartWriters(t, c, ns, "written while Postgres stops", 4)
+	writers.WaitFor(t, 20)
 	if err := env.Stack.Postgres.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// While it is down, every call that needs Postgres answers the retryable 503.
-	for _, call := range []struct{ method, path, body string }{
-		{http.MethodPut, "/v1/namespaces/" + ns + "/memories/while-down", `{"value": "x"}`},
-		{http.MethodGet, "/v1/namespaces/" + ns + "/memories/before", ""},
-		{http.MethodPost, "/v1/namespaces/" + ns + "/memories:search", `{"query": "x"}`},
-	} {
-		var body []byte
-		if call.body != "" {
-			body = []byte(call.body)
-		}
-		r := c.Do(t, call.method, call.path, body)
-		e, _ := r.JSON(t)["error"].(map[string]any)
-		if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "POSTGRES_UNAVAILABLE" || e["retryable"] != true {
-			t.Fatalf("%s %s with Postgres down: %d %s", call.method, call.path, r.Status, r.Body)
+	for _, call := range testenv.MemoryCalls(ns) {
+		if r := c.Call(t, call); !r.Retryable503(t, "POSTGRES_UNAVAILABLE") {
+			t.Fatalf("%s %s with Postgres down: %d %s", call.Method, call.Path, r.Status, r.Body)
 		}
 	}
 	if err := env.Stack.Postgres.Restart(context.Background()); err != nil {
@@ -95,28 +44,27 @@ func TestPostgresDownIs503AndNeverHalfWritten(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"value": "written after the restart"})
 		return c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/after", b).Status == http.StatusOK
 	})
-	close(stopWriters)
-	wg.Wait()
+	answers := writers.Stop()
 
 	pool := env.PG(t)
 	ok, refused := 0, 0
 	for _, a := range answers {
 		switch {
-		case a.status == http.StatusOK:
+		case a.Status == http.StatusOK:
 			ok++
 			n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions r
 				JOIN loom.revision_keys k USING (org, namespace, seq)
-				WHERE r.org = $1 AND r.namespace = $2 AND r.memory_key = $3 AND r.version = $4`, org, ns, a.key, a.version)
+				WHERE r.org = $1 AND r.namespace = $2 AND r.memory_key = $3 AND r.version = $4`, org, ns, a.Key, a.Version)
 			if n != 1 {
-				t.Fatalf("write %s answered 200 at version %s but its revision is not durable (%d rows)", a.key, a.version, n)
+				t.Fatalf("write %s answered 200 at version %s but its revision is not durable (%d rows)", a.Key, a.Version, n)
 			}
-		case a.status == http.StatusServiceUnavailable && a.code == "POSTGRES_UNAVAILABLE":
+		case a.Status == http.StatusServiceUnavailable && a.Code == "POSTGRES_UNAVAILABLE":
 			refused++
-		case a.status == http.StatusServiceUnavailable && (a.code == "ADMISSION_CONTENDED" || a.code == "PROJECTION_BEHIND"):
+		case a.Status == http.StatusServiceUnavailable && (a.Code == "ADMISSION_CONTENDED" || a.Code == "PROJECTION_BEHIND"):
 			// Four writers of near-identical values are each other's peers, with no
 			// projector running: contention is the retryable answer, not a failure.
 		default:
-			t.Fatalf("write %s answered %d %s: want 200 or a retryable 503", a.key, a.status, a.code)
+			t.Fatalf("write %s answered %d %s: want 200 or a retryable 503", a.Key, a.Status, a.Code)
 		}
 	}
 	if refused == 0 {

@@ -30,5 +30,7 @@ func (e *Env) LoomdEnv(extra ...string) []string {
 		"LOOM_CH_ADDR="+e.Stack.ClickHouse.Addr(),
 		"LOOM_KAFKA_BROKERS="+strings.Join(e.Stack.Kafka.Brokers(), ","),
 		"LOOM_BOOT_MIGRATE=false",
+		// The test stores are one Postgres without a standby.
+		"LOOM_PG_DURABILITY=local",
 	), extra...)
 }

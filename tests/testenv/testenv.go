@@ -32,14 +32,23 @@ type Env struct {
 	log   *slog.Logger
 }
 
+// Options shape the stores an Env runs.
+type Options struct {
+	// SyncStandby runs Postgres as a primary with a synchronous standby, and the base
+	// configuration with LOOM_PG_DURABILITY=synchronous; otherwise local.
+	SyncStandby bool
+	// Unmigrated leaves both stores empty: the suite's own processes migrate them.
+	Unmigrated bool
+}
+
 // Start starts the stores and migrates them. A store that cannot start is an error:
 // the suites fail, they never skip.
-func Start(ctx context.Context) (*Env, error) {
+func Start(ctx context.Context, opts Options) (*Env, error) {
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
 		return nil, err
 	}
-	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4})
+	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
 	if err != nil {
 		return nil, fmt.Errorf("start the test stores: %w", err)
 	}
@@ -47,6 +56,11 @@ func Start(ctx context.Context) (*Env, error) {
 	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
 	cfg.KafkaBrokers = stack.Kafka.Brokers()
 	cfg.Roles = nil
+	// One Postgres has no standby to wait for: it runs with local durability.
+	cfg.PGDurability = config.DurabilityLocal
+	if opts.SyncStandby {
+		cfg.PGDurability = config.DurabilitySynchronous
+	}
 	cfg.TopicPartitions = 4
 	cfg.PGPoolMax = 20
 	cfg.PGPublishInterval = 50 * time.Millisecond
@@ -56,6 +70,9 @@ func Start(ctx context.Context) (*Env, error) {
 		level = slog.LevelDebug
 	}
 	e := &Env{Stack: stack, base: cfg, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	if opts.Unmigrated {
+		return e, nil
+	}
 	n, err := node.Open(ctx, cfg, e.log)
 	if err != nil {
 		stack.Stop()
@@ -69,20 +86,32 @@ func Start(ctx context.Context) (*Env, error) {
 // Main runs a package's tests over one Env, in m's TestMain; background, when not
 // nil, starts what every test of the package shares and runs until the tests end.
 func Main(m *testing.M, env **Env, background func(context.Context, *Env) error) {
+	os.Exit(Run(m, Options{}, env, background))
+}
+
+// MainWith is Main over stores shaped by opts.
+func MainWith(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) {
+	os.Exit(Run(m, opts, env, background))
+}
+
+// Run is MainWith that returns the exit code instead of exiting, for a TestMain that
+// has its own cleanup to do.
+func Run(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := Start(ctx)
+	e, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
-		os.Exit(1)
+		return 1
 	}
 	*env = e
 	bg, stopBG := context.WithCancel(context.Background())
 	if background != nil {
 		if err := background(bg, e); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: background:", err)
+			stopBG()
 			e.Stack.Stop()
-			os.Exit(1)
+			return 1
 		}
 	}
 	code := m.Run()
@@ -91,7 +120,7 @@ func Main(m *testing.M, env **Env, background func(context.Context, *Env) error)
 	if err := e.Stack.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 	}
-	os.Exit(code)
+	return code
 }
 
 // Config returns the base configuration with mod applied.
@@ -107,7 +136,13 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 // Open opens a node (no role running) and closes it when the test ends.
 func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 	t.Helper()
-	n, err := node.Open(context.Background(), e.Config(mod), e.log)
+	return e.OpenLogged(t, mod, e.log)
+}
+
+// OpenLogged is Open with the node logging to log (a test that asserts on warnings).
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), e.Config(mod), log)
 	if err != nil {
 		t.Fatalf("open node: %v", err)
 	}
@@ -115,16 +150,16 @@ func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
 	return n
 }
 
-// API serves the api role on a free loopback port until the test ends and returns its
-// base URL.
+// API serves the command and query roles on a free loopback port until the test ends
+// and returns its base URL.
 func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
 	t.Helper()
-	n, url, _ := e.Serve(t, []string{"api"}, mod)
+	n, url, _ := e.Serve(t, []string{config.RoleCommand, config.RoleQuery}, mod)
 	return n, url
 }
 
-// Serve runs a node with roles, the api among them, on a free loopback port until stop
-// is called (or the test ends) and returns its base URL.
+// Serve runs a node with roles on a free loopback port until stop is called (or the
+// test ends) and returns its base URL.
 func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *node.Node, url string, stop func()) {
 	t.Helper()
 	n = e.Open(t, func(c *config.Config) {
@@ -133,12 +168,20 @@ func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *
 		}
 		c.Roles = roles
 	})
+	url, stop = e.ServeNode(t, n)
+	return n, url, stop
+}
+
+// ServeNode runs an opened node's HTTP server and roles on a free loopback port until
+// stop is called (or the test ends) and returns its base URL.
+func (e *Env) ServeNode(t testing.TB, n *node.Node) (url string, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop = e.run(t, strings.Join(roles, ","), func(ctx context.Context) error { return n.Run(ctx, ln) })
-	return n, "http://" + ln.Addr().String(), stop
+	stop = e.run(t, strings.Join(n.Cfg.Roles, ","), func(ctx context.Context) error { return n.Run(ctx, ln) })
+	return "http://" + ln.Addr().String(), stop
 }
 
 // Relay runs a relay (configured by mods) until the returned stop is called (or the
@@ -285,6 +328,36 @@ func (c *Client) DoHeaders(t testing.TB, method, path string, body []byte, heade
 	return &Response{Status: resp.StatusCode, Body: b}
 }
 
+// Call is one request of a table-driven check.
+type Call struct{ Method, Path, Body string }
+
+// MemoryCalls is one call of each memory route family in ns: a write, a point read
+// (Postgres) and a search (ClickHouse behind the barrier).
+func MemoryCalls(ns string) []Call {
+	return []Call{
+		{http.MethodPut, "/v1/namespaces/" + ns + "/memories/k", `{"value": "x"}`},
+		{http.MethodGet, "/v1/namespaces/" + ns + "/memories/k", ""},
+		{http.MethodPost, "/v1/namespaces/" + ns + "/memories:search", `{"query": "x"}`},
+	}
+}
+
+// Call sends a Call.
+func (c *Client) Call(t testing.TB, call Call) *Response {
+	t.Helper()
+	var body []byte
+	if call.Body != "" {
+		body = []byte(call.Body)
+	}
+	return c.Do(t, call.Method, call.Path, body)
+}
+
+// Retryable503 reports whether the answer is a retryable 503 with the error code.
+func (r *Response) Retryable503(t testing.TB, code string) bool {
+	t.Helper()
+	e, _ := r.JSON(t)["error"].(map[string]any)
+	return r.Status == http.StatusServiceUnavailable && r.ErrorCode() == code && e["retryable"] == true
+}
+
 // Set writes a memory (memory.set) and fails the test unless it answers 200.
 func (c *Client) Set(t testing.TB, ns, key string, value any) map[string]any {
 	t.Helper()
@@ -351,4 +424,11 @@ func (e *Env) RunPipeline(ctx context.Context) error {
 		n.Close()
 	}()
 	return nil
+}
+
+// ServeURL runs an opened node until the test ends and returns its base URL.
+func (e *Env) ServeURL(t testing.TB, n *node.Node) string {
+	t.Helper()
+	url, _ := e.ServeNode(t, n)
+	return url
 }

@@ -149,3 +149,37 @@ func (e *Env) Admin(t testing.TB) *kadm.Client {
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
 }
+
+// SeqRecord is a record of the topic with the seq its envelope carries.
+type SeqRecord struct {
+	Seq int64
+	*kgo.Record
+}
+
+// NamespaceRecords reads the topic (as TopicRecords) and keeps a namespace's records,
+// each decoded for its seq.
+func (e *Env) NamespaceRecords(t testing.TB, org, ns string) []SeqRecord {
+	t.Helper()
+	var out []SeqRecord
+	for _, r := range e.TopicRecords(t) {
+		if string(r.Key) != string(events.RecordKey(org, ns)) {
+			continue
+		}
+		env, err := events.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("record on the topic is not an envelope: %v", err)
+		}
+		out = append(out, SeqRecord{Seq: env.Seq, Record: r})
+	}
+	return out
+}
+
+// SeqCopies counts how many times each seq of a namespace is on the topic.
+func (e *Env) SeqCopies(t testing.TB, org, ns string) map[int64]int {
+	t.Helper()
+	copies := map[int64]int{}
+	for _, r := range e.NamespaceRecords(t, org, ns) {
+		copies[r.Seq]++
+	}
+	return copies
+}

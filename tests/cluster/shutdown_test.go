@@ -1,0 +1,235 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// SIGTERM stops a query process only after the request it is serving has answered:
+// a search waiting at the barrier (no projector runs) keeps the process alive, new
+// connections are refused meanwhile, and once a projector catches up the search
+// answers 200 with the write and the process exits cleanly.
+func TestSIGTERMDrainsAnInFlightSearch(t *testing.T) {
+	q := newProc(t, "query", "query", map[string]string{"LOOM_PG_PROJECTION_WAIT_MS": "20000"})
+	w := newProc(t, "command-relay", "command,relay", nil)
+	for _, p := range []*proc{q, w} {
+		p.start(t)
+		p.waitReady(t)
+	}
+	c := newCaller(loomdCLI(t, "token", "create", "--org", org))
+	ns := testenv.Unique(t, "drain")
+	if a := c.do(http.MethodPut, w.URL()+"/v1/namespaces/"+ns+"/memories/k", map[string]any{"value": "the write the search waits for"}); a.status != http.StatusOK {
+		t.Fatalf("write: %d %s %v", a.status, a.raw, a.err)
+	}
+	result := make(chan answer, 1)
+	go func() {
+		result <- c.do(http.MethodPost, q.URL()+"/v1/namespaces/"+ns+"/memories:search", map[string]any{"query": "the write the search waits for"})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case a := <-result:
+		t.Fatalf("the search answered before any projector ran: %d %s", a.status, a.raw)
+	default:
+	}
+	q.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(time.Second)
+	if !q.running() {
+		t.Fatalf("the query process exited with a search in flight:\n%s", tailFile(q.log, 10))
+	}
+	if a := newCaller("").do(http.MethodGet, q.URL()+"/v1/health", nil); !errors.Is(a.err, syscall.ECONNREFUSED) {
+		t.Fatalf("a new connection to a stopping process: %d %v, want it refused", a.status, a.err)
+	}
+
+	p := newProc(t, "projector", "projector", nil)
+	p.start(t)
+	select {
+	case a := <-result:
+		hits, _ := a.body["hits"].([]any)
+		if a.status != http.StatusOK || len(hits) != 1 {
+			t.Fatalf("the drained search: %d %s %v", a.status, a.raw, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the search never answered")
+	}
+	if err := q.terminate(t, 10*time.Second); err != nil {
+		t.Fatalf("the query process exited with %v after draining", err)
+	}
+	for _, p := range []*proc{p, w} {
+		if err := p.terminate(t, 30*time.Second); err != nil {
+			t.Fatalf("%s exited with %v", p.name, err)
+		}
+	}
+}
+
+// SIGTERM to a process running every role while writes pour in and its relay and
+// projector work through a backlog, one record per relay round and a handful per
+// projector batch, so the signal lands mid-round and mid-batch: in-flight writes are
+// answered (a write whose connection was reset, which the kernel does to connections
+// still queued on a closing listener, never committed), the relay's round and the
+// projector's batch finish, offsets are committed and the group left. A successor
+// publishes only what was never published and projects only what was never
+// projected: every seq is on the topic once and the new projector meets no record
+// twice. ClickHouse then equals the journal.
+func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
+	ns := testenv.Unique(t, "term")
+	backlog := newProc(t, "backlog-writer", "command", nil)
+	backlog.start(t)
+	backlog.waitReady(t)
+	c := newCaller(loomdCLI(t, "token", "create", "--org", org, "--role", "admin"))
+	// A pipeline test: its writes must not be judged against each other, or their
+	// verdicts' copies would swell the backlog and the admission refuse it.
+	if a := c.do(http.MethodPut, backlog.URL()+"/v1/namespaces/"+ns, map[string]any{"conflict_policy": "append_only"}); a.status != http.StatusOK {
+		t.Fatalf("configure %s: %d %s %v", ns, a.status, a.raw, a.err)
+	}
+	var mu sync.Mutex
+	var acks, cut, bad []string
+	writers := func(url string, count int, stop <-chan struct{}) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for w := 0; w < 6; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; count < 0 || i < count; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					key := fmt.Sprintf("%s-w%d-%d", strings.TrimPrefix(url, "http://127.0.0.1:"), w, i)
+					ans := c.do(http.MethodPut, url+"/v1/namespaces/"+ns+"/memories/"+key, map[string]any{"value": "written around a SIGTERM " + key})
+					mu.Lock()
+					switch {
+					case ans.err != nil && errors.Is(ans.err, syscall.ECONNREFUSED):
+						// The listener has closed: the request never reached the process.
+					case ans.err != nil:
+						cut = append(cut, key)
+					case ans.status == http.StatusOK:
+						acks = append(acks, key+"@"+ans.body["version_text"].(string))
+					default:
+						bad = append(bad, fmt.Sprintf("write %s answered %d %s", key, ans.status, ans.raw))
+					}
+					mu.Unlock()
+					if ans.err != nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			}(w)
+		}
+		return &wg
+	}
+	writers(backlog.URL(), 300, nil).Wait()
+	if err := backlog.terminate(t, 30*time.Second); err != nil {
+		t.Fatalf("backlog writer: %v", err)
+	}
+
+	a := newProc(t, "all-roles", "command,query,relay,projector", map[string]string{
+		"LOOM_OUTBOX_BATCH_ROWS": "1", "LOOM_PROJECTOR_BATCH_ROWS": "5", "LOOM_PG_PUBLISH_INTERVAL_MS": "0"})
+	a.start(t)
+	a.waitReady(t)
+	stop := make(chan struct{})
+	wg := writers(a.URL(), -1, stop)
+	pool := env.PG(t)
+	testenv.Eventually(t, 60*time.Second, "the relay and the projector to be under way", func() bool {
+		return testenv.Watermark(t, pool, "main", org, ns) >= 20
+	})
+	if testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns) == 0 {
+		t.Fatal("the relay is through the backlog already: the SIGTERM would not meet a round under way")
+	}
+	if err := a.terminate(t, 30*time.Second); err != nil {
+		t.Fatalf("exit on SIGTERM: %v\n%s", err, tailFile(a.log, 20))
+	}
+	close(stop)
+	wg.Wait()
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The projector left its group on the way out, so a successor is assigned at once,
+	// and committed the offsets of everything it wrote: each record at or below the
+	// namespace's watermark lies below its partition's committed offset.
+	admin, err := kgo.NewClient(kgo.SeedBrokers(env.Config(nil).KafkaBrokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(admin)
+	groups, err := adm.DescribeGroups(context.Background(), projector.Group("main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groups[projector.Group("main")]; len(g.Members) != 0 {
+		t.Fatalf("the stopped projector is still a member of %s: %+v", g.Group, g.Members)
+	}
+	committed, err := adm.FetchOffsets(context.Background(), projector.Group("main"))
+	admin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := testenv.Watermark(t, pool, "main", org, ns)
+	for _, r := range env.NamespaceRecords(t, org, ns) {
+		if o, ok := committed.Lookup(r.Topic, r.Partition); r.Seq <= written && (!ok || r.Offset >= o.At) {
+			t.Fatalf("seq %d (partition %d offset %d) is written to ClickHouse but its offset is not committed (%+v)", r.Seq, r.Partition, r.Offset, o)
+		}
+	}
+
+	b := newProc(t, "successor", "relay,projector", nil)
+	b.start(t)
+	b.waitReady(t)
+	testenv.Eventually(t, 60*time.Second, "the successor to publish and project the rest", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns) == 0 &&
+			testenv.Watermark(t, pool, "main", org, ns) == testenv.Generation(t, pool, org, ns)
+	})
+	copies := env.SeqCopies(t, org, ns)
+	gen := testenv.Generation(t, pool, org, ns)
+	for seq := int64(1); seq <= gen; seq++ {
+		if copies[seq] != 1 {
+			t.Errorf("seq %d is on the topic %d times: the stopped relay did not finish its round", seq, copies[seq])
+		}
+	}
+	metrics := newCaller("").do(http.MethodGet, b.URL()+"/metrics", nil)
+	if !strings.Contains(string(metrics.raw), "\nloom_projector_duplicates_total{projection=\"main\"} 0\n") {
+		t.Errorf("the successor projector met records the stopped one had written:\n%s", grep(string(metrics.raw), "loom_projector_"))
+	}
+	testenv.CheckProjection(t, pool, env.CH(t), "main", org, ns)
+	for _, ack := range acks {
+		key, version, _ := strings.Cut(ack, "@")
+		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND version = $4::bigint`,
+			org, ns, key, version) != 1 {
+			t.Errorf("write %s answered 200 at version %s is not in the journal", key, version)
+		}
+	}
+	for _, key := range cut {
+		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`, org, ns, key) != 0 {
+			t.Errorf("write %s committed but its connection was cut: the shutdown did not drain it", key)
+		}
+	}
+	if err := b.terminate(t, 30*time.Second); err != nil {
+		t.Errorf("successor: %v", err)
+	}
+	t.Logf("%d writes acknowledged, %d refused at the connection around the SIGTERM; %d seqs on the topic once each", len(acks), len(cut), gen)
+}
+
+func grep(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
