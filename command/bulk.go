@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -47,6 +46,18 @@ type bulkResult struct {
 	MergedInto  string `json:"merged_into,omitempty"`
 }
 
+func (a *bulkAnswer) committed() bool { return len(a.Written) > 0 && !a.DryRun }
+
+func (a *bulkAnswer) outcome() string {
+	switch {
+	case a.DryRun:
+		return "dry_run"
+	case len(a.Written) == 0:
+		return "nothing_written"
+	}
+	return "ok"
+}
+
 type bulkAnswer struct {
 	Written          []bulkResult `json:"written"`
 	Merged           []bulkResult `json:"merged"`
@@ -67,6 +78,8 @@ type bulkItem struct {
 	head  *memrow.Row
 	v     verdict
 	skip  string // why the entry writes nothing; "" when it writes
+	// threshold is the entry's conflict threshold (its type's, else the namespace's)
+	threshold float64
 }
 
 // handleBulkSet is memory.bulk_set, the batch form of the point write: one read of the
@@ -115,7 +128,7 @@ func (s *Service) bulkSet(c *fiber.Ctx, hold *idemHold) (*bulkAnswer, error) {
 		id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(e.Agent), UserID: orDash(e.UserID), SessionID: orDash(e.SessionID), MemoryKey: e.Key}
 		if p.ReadUserID != "" {
 			if e.UserID != "" && e.UserID != p.ReadUserID {
-				return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
+				return nil, otherUser()
 			}
 			id.UserID = p.ReadUserID
 		}
@@ -300,10 +313,15 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 			ans.SkippedUnchanged = append(ans.SkippedUnchanged, it.index)
 			continue
 		}
-		if isLive && head.Locked && !sameTime(exp.at, head.ExpiresAt) {
-			it.skip = "locked"
-			ans.SkippedLocked = append(ans.SkippedLocked, it.index)
-			continue
+		if isLive && head.Locked {
+			// As in memory.set: a locked row keeps its expiry, and an entry that asks
+			// to move it is skipped.
+			if (w.req.TTLSeconds != nil || w.req.ValidTo != nil) && !sameTime(exp.at, head.ExpiresAt) {
+				it.skip = "locked"
+				ans.SkippedLocked = append(ans.SkippedLocked, it.index)
+				continue
+			}
+			exp = expiry{at: head.ExpiresAt, onExpire: head.OnExpire}
 		}
 		it.row = s.buildSetRow(w, head, now, memoryType, sensitivity, exp)
 		if same {
@@ -365,12 +383,13 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 		var gapPeers []peer
 		for _, a := range absorbed {
 			if isPeer(a.row, q, now) {
-				gapPeers = append(gapPeers, peer{row: a.row, cosine: embed.Dot(s.vectorOf(a.row), it.w.vector)})
+				gapPeers = append(gapPeers, peer{row: a.row, cosine: embed.Dot(a.vector, it.w.vector)})
 			}
 		}
 		peers = mergePeers(peers, gapPeers)
+		it.threshold = threshold(pol.config.typeConfig(it.row.MemoryType))
 		it.v = decide(verdictInput{row: it.row, valueText: it.w.valueText, policy: pol.config.ConflictPolicy,
-			threshold: threshold(pol.config.typeConfig(it.row.MemoryType)), duplicateThreshold: s.cfg.DuplicateThreshold, peers: peers})
+			threshold: it.threshold, duplicateThreshold: s.cfg.DuplicateThreshold, peers: peers})
 		switch it.v.kind {
 		case VerdictMerge:
 			it.skip = "merged"
@@ -398,7 +417,7 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 	plan := &commitPlan{org: org, namespace: ns, rows: rows, requestID: items[0].w.requestID, policyGeneration: pol.generation,
 		gapFrom: gapFrom, idem: hold}
 	if pol.config.ConflictPolicy != PolicyAppendOnly {
-		plan.gapCheck = s.bulkGapCheck(live, threshold)
+		plan.gapCheck = s.bulkGapCheck(live)
 	}
 	if dryRun {
 		err = s.dryGap(ctx, plan)
@@ -408,9 +427,9 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 	var gap *errGap
 	switch {
 	case errors.As(err, &gap):
-		var measured []peer
-		for _, r := range gap.rows {
-			measured = append(measured, peer{row: r})
+		measured, err := s.gapVectors(ctx, gap.rows)
+		if err != nil {
+			return false, 0, nil, err
 		}
 		return false, gap.upTo, measured, nil
 	case errors.Is(err, errHeadMoved), errors.Is(err, errPolicyMoved):
@@ -435,6 +454,33 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 		ans.Written = append(ans.Written, res)
 	}
 	return true, 0, nil, nil
+}
+
+// gapVectors gives each gap row its vector: this process's copy of one it committed,
+// else its text embedded again (in one call). Each entry then measures them itself.
+func (s *Service) gapVectors(ctx context.Context, rows []*memrow.Row) ([]peer, error) {
+	out := make([]peer, len(rows))
+	var texts []string
+	var missing []int
+	for i, r := range rows {
+		out[i] = peer{row: r, vector: s.vectorOf(r)}
+		if out[i].vector == nil && r.Embedded() {
+			texts, missing = append(texts, memrow.ValueText(r.Value)), append(missing, i)
+		}
+	}
+	if len(texts) > 0 {
+		vs, err := s.embedder.Embed(ctx, texts)
+		if err != nil {
+			if errors.Is(err, embed.ErrEmbedderUnavailable) {
+				return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+			}
+			return nil, httperr.Store("measuring the admission gap", err)
+		}
+		for k, i := range missing {
+			out[i].vector = vs[k]
+		}
+	}
+	return out, nil
 }
 
 func (bp peer) vec(live []*bulkItem) []float32 {
@@ -595,6 +641,13 @@ func (s *Service) bulkRows(items []*bulkItem, st *bulkState, pol *policy, now ti
 	for _, p := range rows {
 		written[heads.IdentityKey(p.row.Identity)] = true
 	}
+	var retired []string
+	for _, id := range superseded {
+		if !contains(retired, id) {
+			retired = append(retired, id)
+		}
+	}
+	superseded = retired
 	for _, k := range order {
 		if !written[k] { // a head the batch writes anew needs no copy
 			rows = append(rows, copies[k])
@@ -605,7 +658,7 @@ func (s *Service) bulkRows(items []*bulkItem, st *bulkState, pol *policy, now ti
 
 // bulkGapCheck sends the batch back when a revision committed since its capture may
 // be a peer of any of its entries.
-func (s *Service) bulkGapCheck(items []*bulkItem, threshold func(TypeConfig) float64) func([]gapRevision) error {
+func (s *Service) bulkGapCheck(items []*bulkItem) func([]gapRevision) error {
 	return func(gap []gapRevision) error {
 		now := s.now()
 		e := &errGap{upTo: gap[len(gap)-1].seq}
@@ -619,7 +672,7 @@ func (s *Service) bulkGapCheck(items []*bulkItem, threshold func(TypeConfig) flo
 					continue
 				}
 				if g.row.ContentSHA256 != it.w.sha {
-					if v, ok := s.vectors.Get(vectorKey(g.row.Org, g.row.Namespace, g.seq)); ok && embed.Dot(v, it.w.vector) < s.cfg.ConflictThreshold-vectorMargin {
+					if v, ok := s.vectors.Get(vectorKey(g.row.Org, g.row.Namespace, g.seq)); ok && embed.Dot(v, it.w.vector) < it.threshold-vectorMargin {
 						continue
 					}
 				}
@@ -632,4 +685,13 @@ func (s *Service) bulkGapCheck(items []*bulkItem, threshold func(TypeConfig) flo
 		}
 		return e
 	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

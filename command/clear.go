@@ -43,9 +43,16 @@ func (s *Service) handleClear(c *fiber.Ctx) error {
 				return nil, err
 			}
 		}
+		for _, f := range []struct{ name, v string }{{"agent", req.Agent}, {"user_id", req.UserID}, {"session_id", req.SessionID}} {
+			if f.v != "" {
+				if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if p.ReadUserID != "" {
 			if req.UserID != "" && req.UserID != p.ReadUserID {
-				return nil, httperr.NotFound("namespace not found")
+				return nil, otherUser()
 			}
 			req.UserID = p.ReadUserID
 		}
@@ -82,8 +89,23 @@ func (s *Service) handleClear(c *fiber.Ctx) error {
 		if err != nil {
 			return nil, httperr.Store("counting locked heads", err)
 		}
-		return fiber.Map{"tombstoned": tombstoned, "skipped_locked": locked, "batches": batches}, nil
+		return &clearAnswer{Tombstoned: tombstoned, SkippedLocked: locked, Batches: batches}, nil
 	})
+}
+
+type clearAnswer struct {
+	Tombstoned    int   `json:"tombstoned"`
+	SkippedLocked int64 `json:"skipped_locked"`
+	Batches       int   `json:"batches"`
+}
+
+func (a *clearAnswer) committed() bool { return a.Tombstoned > 0 }
+
+func (a *clearAnswer) outcome() string {
+	if a.committed() {
+		return "ok"
+	}
+	return "nothing_written"
 }
 
 const clearScope = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = $4)

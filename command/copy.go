@@ -90,6 +90,10 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	case c.head.Tombstone:
 		c.row.Tombstone = false
 		c.extra["restored"] = "delete"
+		if c.row.Expired(c.now) {
+			// The sweep deleted it for its expiry: the restore brings it back for good.
+			c.row.ExpiresAt, c.row.OnExpire, c.row.ValidTo = nil, "", nil
+		}
 	case c.head.Status == memrow.StatusSuperseded || c.head.Status == memrow.StatusRejected:
 		status, err := s.statusBefore(ctx, c.head)
 		if err != nil {
@@ -123,6 +127,21 @@ func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (string, erro
 		ORDER BY seq DESC LIMIT 1), 'active')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
 	return status, err
+}
+
+// copyAnswer is a copy writer's answer: the row's new state, or why nothing was written.
+type copyAnswer map[string]any
+
+func (a copyAnswer) committed() bool { return a["written"] == true }
+
+func (a copyAnswer) outcome() string {
+	if a.committed() {
+		return "ok"
+	}
+	if a["version_changed"] == true {
+		return "version_changed"
+	}
+	return "unchanged"
 }
 
 // unchanged reports whether a copy states nothing its head does not: same state, same
@@ -200,7 +219,7 @@ func (s *Service) handleDelete(c *fiber.Ctx) error {
 // runCopy reads the head, lets op change a copy of it, and commits the copy over that
 // exact version. A version >= 0 names the version the caller read: when the head has
 // moved on, nothing is written and the answer says version_changed.
-func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (map[string]any, error) {
+func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (copyAnswer, error) {
 	p := auth.From(c)
 	ns := c.Params("ns")
 	if err := p.Namespace(ns); err != nil {
@@ -227,7 +246,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 		return nil, httperr.NotFound("memory not found")
 	}
 	if version >= 0 && head.Version != version {
-		return map[string]any{"memory_id": head.MemoryID, "memory_key": key, "deleted": false, "version_changed": true,
+		return copyAnswer{"memory_id": head.MemoryID, "memory_key": key, "written": false, "deleted": false, "version_changed": true,
 			"version": head.Version, "version_text": memrow.VersionText(head.Version)}, nil
 	}
 	cw := &copyWrite{p: p, head: head, row: copyOf(head), now: now, extra: map[string]any{}}
@@ -237,7 +256,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	}
 	if unchanged(head, cw.row) {
 		// Pinning a pinned row changes nothing: nothing is written.
-		return map[string]any{"memory_id": head.MemoryID, "memory_key": head.MemoryKey, "version": head.Version,
+		return copyAnswer{"memory_id": head.MemoryID, "memory_key": head.MemoryKey, "version": head.Version,
 			"version_text": memrow.VersionText(head.Version), "seq": head.Seq, "written": false, "status": head.Status,
 			"pinned": head.Pinned, "locked": head.Locked, "tombstone": head.Tombstone}, nil
 	}
@@ -254,7 +273,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 		return nil, err
 	}
 	r := cw.row
-	ans := map[string]any{"written": true, "memory_id": r.MemoryID, "memory_key": r.MemoryKey, "agent": r.Agent, "user_id": r.UserID,
+	ans := copyAnswer{"written": true, "memory_id": r.MemoryID, "memory_key": r.MemoryKey, "agent": r.Agent, "user_id": r.UserID,
 		"session_id": r.SessionID, "version": r.Version, "version_text": memrow.VersionText(r.Version), "seq": r.Seq,
 		"event": string(op.event), "status": r.Status, "pinned": r.Pinned, "locked": r.Locked, "tombstone": r.Tombstone}
 	if op.op == "memory.delete" || op.op == "memory.delete_version" {

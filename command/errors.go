@@ -21,6 +21,11 @@ func locked(action string) *httperr.Error {
 	return httperr.New(http.StatusLocked, httperr.CodeLocked, "the memory is locked").With("refused_action", action)
 }
 
+// otherUser refuses a user-bound token that names another user's rows in a write.
+func otherUser() *httperr.Error {
+	return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
+}
+
 func pinnedConflict(msg string) *httperr.Error {
 	return httperr.New(http.StatusConflict, httperr.CodePinnedConflict, msg)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -22,8 +23,8 @@ import (
 // anonymizedValue replaces an anonymized row's value.
 var anonymizedValue = []byte(`"[anonymized]"`)
 
-// sweepScope narrows a sweep; empty fields sweep every org and namespace.
-type sweepScope struct{ org, namespace string }
+// sweepScope narrows a sweep; empty fields sweep every org, namespace and user.
+type sweepScope struct{ org, namespace, userID string }
 
 // SweepExpired applies on_expire to up to limit expired heads and returns how many it
 // changed.
@@ -34,8 +35,8 @@ func (s *Service) SweepExpired(ctx context.Context, limit int) (int, error) {
 func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int) (int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current
 		WHERE expires_at <= now() AND NOT (row->>'tombstone')::boolean
-		  AND ($1 = '' OR org = $1) AND ($2 = '' OR namespace = $2)
-		ORDER BY expires_at LIMIT $3`, scope.org, scope.namespace, limit)
+		  AND ($1 = '' OR org = $1) AND ($2 = '' OR namespace = $2) AND ($3 = '' OR user_id = $3)
+		ORDER BY expires_at LIMIT $4`, scope.org, scope.namespace, scope.userID, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find expired heads: %w", err)
 	}
@@ -103,12 +104,12 @@ func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
 	if err := p.Namespace(ns); err != nil {
 		return err
 	}
-	if err := requireAdmin(p); err != nil {
-		return err
+	if p.Role != auth.RoleAdmin {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "sweeping expired memories needs an admin token")
 	}
-	n, err := s.sweepExpired(c.UserContext(), sweepScope{org: p.Org, namespace: ns}, 10000)
+	n, err := s.sweepExpired(c.UserContext(), sweepScope{org: p.Org, namespace: ns, userID: p.ReadUserID}, 10000)
 	if err != nil {
-		return httperr.Store("sweeping expired memories", err)
+		return commitError(err)
 	}
 	return c.JSON(fiber.Map{"expired": n})
 }

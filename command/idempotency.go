@@ -99,6 +99,10 @@ func (s *Service) idempotent(c *fiber.Ctx, op string, run func(hold *idemHold) (
 	if err != nil {
 		return err
 	}
+	if wa, ok := ans.(writeAnswer); ok && !wa.committed() {
+		s.release(ctx, hold)
+		return c.Type("json").Send(body)
+	}
 	if err := s.storeAnswer(ctx, hold, body); err != nil {
 		s.log.Warn("idempotency: cannot store the answer; a retry will replay the committed revisions", "err", err)
 	}

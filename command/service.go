@@ -5,7 +5,6 @@ package command
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -115,6 +114,13 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 func (s *Service) SetFaults(f Faults) { s.faults = &f }
 
 // measured runs a write under its Idempotency-Key and counts its outcome and latency.
+// writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
+// run, a pin of a pinned row) releases its Idempotency-Key, so a retry judges again.
+type writeAnswer interface {
+	committed() bool
+	outcome() string // the metrics label
+}
+
 // Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a
 // synchronous standby that does not answer ends in a retryable 503 (outcome_unknown
 // once its COMMIT was sent), never in a 200 for a commit the standby lacks.
@@ -126,29 +132,18 @@ func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (an
 	outcome := "ok"
 	err := s.idempotent(c, op, func(hold *idemHold) (any, error) {
 		ans, err := run(hold)
-		var nc errNotCommitted
-		if errors.As(err, &nc) {
-			outcome = nc.verdict()
+		if wa, ok := ans.(writeAnswer); ok && err == nil {
+			outcome = wa.outcome()
 		}
 		return ans, err
 	})
-	var nc errNotCommitted
-	if errors.As(err, &nc) {
-		err = c.JSON(nc.answer)
-	} else if err != nil {
+	if err != nil {
 		outcome = outcomeOf(err)
 	}
 	s.writes.With(op, outcome).Inc()
 	s.latency.With(op).ObserveSince(start)
 	return err
 }
-
-// errNotCommitted carries the answer of a write that committed nothing (a merge): the
-// caller gets it, and the Idempotency-Key is released so a retry judges again.
-type errNotCommitted struct{ answer *setAnswer }
-
-func (e errNotCommitted) Error() string   { return "nothing committed: " + e.answer.Verdict }
-func (e errNotCommitted) verdict() string { return e.answer.Verdict }
 
 // Register mounts the write routes behind authentication.
 func (s *Service) Register(r fiber.Router, tokens *auth.Store) {

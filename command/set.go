@@ -83,17 +83,7 @@ type setAnswer struct {
 }
 
 func (s *Service) handleSet(c *fiber.Ctx) error {
-	return s.measured(c, "memory.set", func(hold *idemHold) (any, error) {
-		ans, err := s.set(c, hold)
-		if err != nil {
-			return nil, err
-		}
-		if !ans.Written && !ans.DryRun {
-			// Nothing committed: the key is released, so a retry judges again.
-			return ans, errNotCommitted{ans}
-		}
-		return ans, nil
-	})
+	return s.measured(c, "memory.set", func(hold *idemHold) (any, error) { return s.set(c, hold) })
 }
 
 // setWrite is one memory.set's state across its phases and admission rounds.
@@ -174,7 +164,7 @@ func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
 		if req.UserID == "" {
 			id.UserID = p.ReadUserID
 		} else if req.UserID != p.ReadUserID {
-			return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
+			return nil, otherUser()
 		}
 	}
 	return newSetWrite("memory.set", p, id, req, c.Get("X-Request-Id"))
@@ -333,10 +323,20 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 
 	// Phase 7: the version row, with provenance stamped by the server.
 	row := s.buildSetRow(w, head, now, memoryType, sensitivity, exp)
-	if restatement {
+	// An update that leaves the value as it is changes metadata only: the row keeps
+	// its status, links and reinforcement, and is not judged again.
+	metaOnly := w.requireHead && live && head.ContentSHA256 == w.sha
+	switch {
+	case metaOnly:
+		row.ReinforcementCount, row.Status, row.ConflictWith = head.ReinforcementCount, head.Status, head.ConflictWith
+		row.DuplicateOf, row.SupersededBy, row.JudgementOwed = head.DuplicateOf, head.SupersededBy, head.JudgementOwed
+		restatement = true
+	case restatement:
 		row.ReinforcementCount = head.ReinforcementCount + 1
 		row.Status = head.Status
 		row.ConflictWith = head.ConflictWith
+	case w.requireHead && live && head.Status == memrow.StatusProposed:
+		row.Status = memrow.StatusProposed // an update revises a proposal; it does not accept it
 	}
 	// Phases 8 and 9: only an embedded row has a search document; its value and key
 	// words are embedded once, in one call, and reused by every round.
@@ -723,6 +723,18 @@ func (s *Service) answerOf(row *memrow.Row, v verdict, retypedFrom string, w *se
 }
 
 func (w *setWrite) advise(a string) { w.advisories = append(w.advisories, a) }
+
+func (a *setAnswer) committed() bool { return a.Written }
+
+func (a *setAnswer) outcome() string {
+	switch {
+	case a.DryRun:
+		return "dry_run"
+	case !a.Written:
+		return a.Verdict
+	}
+	return "ok"
+}
 
 func (v verdict) peersJudged() []peer {
 	var out []peer

@@ -36,11 +36,11 @@ func (s *Service) handleUpdate(c *fiber.Ctx) error {
 		}
 		id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(req.Agent), UserID: orDash(req.UserID),
 			SessionID: orDash(req.SessionID), MemoryKey: key}
-		if p.ReadUserID != "" && req.UserID == "" {
+		if p.ReadUserID != "" {
+			if req.UserID != "" && req.UserID != p.ReadUserID {
+				return nil, otherUser()
+			}
 			id.UserID = p.ReadUserID
-		}
-		if p.ReadUserID != "" && id.UserID != p.ReadUserID {
-			return nil, httperr.NotFound("memory not found")
 		}
 		return s.runUpdate(c, hold, "memory.update", p, id, req)
 	})

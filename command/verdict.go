@@ -25,6 +25,7 @@ const (
 type peer struct {
 	row    *memrow.Row
 	cosine float64
+	vector []float32 // set for a gap row a batch measures against each entry
 }
 
 // judgedPeer is how the answer names each peer the verdict looked at.

@@ -34,16 +34,16 @@ func TestDecideFollowsTheSeedOrder(t *testing.T) {
 		target string
 	}{
 		{"no peer", in(PolicyAutoReinforce), VerdictNew, ""},
-		{"a peer below the threshold is judged, not acted on", in(PolicyAutoReinforce, peer{lisbon, 0.5}), VerdictNew, ""},
-		{"same canonical value merges, whatever its cosine", in(PolicyAutoReinforce, peer{lisbon, 0.95}, peer{same, 0.7}), VerdictMerge, "same"},
-		{"merge comes before a pin", in(PolicyAutoReinforce, peer{pinned, 0.99}, peer{same, 1}), VerdictMerge, "same"},
-		{"a close pinned peer refuses", in(PolicyAutoReinforce, peer{pinned, 0.95}), VerdictPinned, "pinned"},
-		{"newest_wins: another object refines", in(PolicyNewestWins, peer{lisbon, 0.85}), VerdictRefines, "home"},
-		{"newest_wins: a peer dated later conflicts instead", in(PolicyNewestWins, peer{future, 0.85}), VerdictConflict, ""},
-		{"auto_reinforce: another object conflicts", in(PolicyAutoReinforce, peer{lisbon, 0.85}), VerdictConflict, ""},
-		{"near-identical statement is a duplicate", in(PolicyAutoReinforce, peer{dup, 0.95}), VerdictDuplicate, "dup"},
-		{"near-identical but below the duplicate threshold conflicts", in(PolicyAutoReinforce, peer{dup, 0.85}), VerdictConflict, ""},
-		{"append_only judges nothing", in(PolicyAppendOnly, peer{pinned, 0.99}), VerdictNew, ""},
+		{"a peer below the threshold is judged, not acted on", in(PolicyAutoReinforce, peer{row: lisbon, cosine: 0.5}), VerdictNew, ""},
+		{"same canonical value merges, whatever its cosine", in(PolicyAutoReinforce, peer{row: lisbon, cosine: 0.95}, peer{row: same, cosine: 0.7}), VerdictMerge, "same"},
+		{"merge comes before a pin", in(PolicyAutoReinforce, peer{row: pinned, cosine: 0.99}, peer{row: same, cosine: 1}), VerdictMerge, "same"},
+		{"a close pinned peer refuses", in(PolicyAutoReinforce, peer{row: pinned, cosine: 0.95}), VerdictPinned, "pinned"},
+		{"newest_wins: another object refines", in(PolicyNewestWins, peer{row: lisbon, cosine: 0.85}), VerdictRefines, "home"},
+		{"newest_wins: a peer dated later conflicts instead", in(PolicyNewestWins, peer{row: future, cosine: 0.85}), VerdictConflict, ""},
+		{"auto_reinforce: another object conflicts", in(PolicyAutoReinforce, peer{row: lisbon, cosine: 0.85}), VerdictConflict, ""},
+		{"near-identical statement is a duplicate", in(PolicyAutoReinforce, peer{row: dup, cosine: 0.95}), VerdictDuplicate, "dup"},
+		{"near-identical but below the duplicate threshold conflicts", in(PolicyAutoReinforce, peer{row: dup, cosine: 0.85}), VerdictConflict, ""},
+		{"append_only judges nothing", in(PolicyAppendOnly, peer{row: pinned, cosine: 0.99}), VerdictNew, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestDecisionsAreIdentifiedByKey(t *testing.T) {
 	pinned := rowOf("other", "we use postgres")
 	pinned.MemoryType, pinned.Pinned = "decision", true
 	v := decide(verdictInput{row: row, valueText: "we use postgres", policy: PolicyAutoReinforce, threshold: 0.8,
-		duplicateThreshold: 0.9, peers: []peer{{pinned, 1}}})
+		duplicateThreshold: 0.9, peers: []peer{{row: pinned, cosine: 1}}})
 	if v.kind != VerdictConflict {
 		t.Fatalf("a decision under another key with the same value: %s, want conflict (no merge, no pinned refusal)", v.kind)
 	}

@@ -20,12 +20,16 @@ func (s *Service) getAsOf(c *fiber.Ctx, p auth.Principal, id memrow.Identity, as
 	if err != nil {
 		return httperr.Validation("as_of", "as_of must be an RFC 3339 time")
 	}
+	if at.Year() < 1970 || at.Year() > 2261 {
+		return httperr.Validation("as_of", "as_of must lie between 1970 and 2261")
+	}
 	ctx := c.UserContext()
 	if _, err := s.barrier.Wait(ctx, p.Org, []string{id.Namespace}); err != nil {
 		return err
 	}
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), `SELECT memory_id, version, seq, memory_type, status, tombstone, value, content_sha256,
-			tags, confidence, reinforcement_count, actor, source_class, pinned, locked, sensitivity, created_at, updated_at
+			tags, confidence, reinforcement_count, actor, source_class, pinned, locked, sensitivity, created_at, updated_at,
+			valid_at, valid_to, expires_at
 		FROM loom.memory_versions FINAL
 		PREWHERE org = ? AND namespace = ? AND agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?
 		WHERE version <= ?
@@ -49,11 +53,15 @@ func (s *Service) getAsOf(c *fiber.Ctx, p auth.Principal, id memrow.Identity, as
 	var confidence float32
 	var reinforcement uint32
 	if err := rows.Scan(&memoryID, &version, &seq, &r.MemoryType, &r.Status, &tomb, &value, &r.ContentSHA256, &r.Tags,
-		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &r.Sensitivity, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &r.Sensitivity, &r.CreatedAt, &r.UpdatedAt,
+		&r.ValidAt, &r.ValidTo, &r.ExpiresAt); err != nil {
 		return chUnavailable("reading the key's history", err)
 	}
 	if tomb == 1 {
 		return httperr.NotFound("the memory was deleted at that time")
+	}
+	if r.Expired(at) {
+		return httperr.NotFound("the memory had expired at that time")
 	}
 	r.MemoryID, r.Version, r.Seq = memoryID.String(), int64(version), int64(seq)
 	r.Value, r.Confidence, r.ReinforcementCount = json.RawMessage(value), float64(confidence), int(reinforcement)

@@ -42,6 +42,8 @@ type memoryView struct {
 	SupersededBy       string          `json:"superseded_by,omitempty"`
 	DuplicateOf        string          `json:"duplicate_of,omitempty"`
 	ConflictWith       []string        `json:"conflict_with,omitempty"`
+	VerifiedBy         string          `json:"verified_by,omitempty"`
+	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
 }
@@ -58,7 +60,7 @@ func viewOf(r *memrow.Row) memoryView {
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
 		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf,
-		ConflictWith: r.ConflictWith, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 

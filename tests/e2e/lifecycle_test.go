@@ -275,3 +275,65 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 }
+
+// Fixes from review: a metadata-only update is no restatement; a proposal stays a
+// proposal through an update; verify is visible; a restore of a row the expiry sweep
+// deleted brings it back for good; as_of does not answer a row expired at that time.
+func TestLifecycleEdges(t *testing.T) {
+	t.Run("a metadata-only update keeps reinforcement and status", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k", map[string]any{"value": "the office is in Lisbon"})
+		e.ok("k2", map[string]any{"value": "the office is in Lisbon"}) // a merge: nothing written
+		e.ok("p", map[string]any{"value": "maybe move to Porto", "proposed": true})
+		e.okDo(http.MethodPatch, "/memories/k", map[string]any{"tags": []string{"office"}})
+		_, h := e.head("k")
+		eq(t, "reinforcement", h["reinforcement_count"], any(0.0))
+		e.okDo(http.MethodPatch, "/memories/p", map[string]any{"value": "maybe move to Braga"})
+		_, h = e.head("p")
+		eq(t, "an updated proposal's status", h["status"], any("proposed"))
+	})
+	t.Run("verify is visible on the row", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k", map[string]any{"value": "checked by a person"})
+		e.method("k", "verify")
+		_, h := e.head("k")
+		if by, _ := h["verified_by"].(string); by == "" || h["verified_at"] == nil {
+			t.Fatalf("verified row: %v", h)
+		}
+	})
+	t.Run("restore of an expired delete brings the row back for good", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k", map[string]any{"value": "seasonal offer", "valid_to": time.Now().Add(-time.Minute).Format(time.RFC3339)})
+		e.okDo(http.MethodPost, "/memories:sweepExpired", nil)
+		r := e.method("k", "restore")
+		if r.Status != http.StatusOK {
+			t.Fatalf("restore: %d %s", r.Status, r.Body)
+		}
+		if st, _ := e.head("k"); st != http.StatusOK {
+			t.Fatalf("the restored row is still hidden: %d", st)
+		}
+		if a := e.okDo(http.MethodPost, "/memories:sweepExpired", nil); a["expired"].(float64) != 0 {
+			t.Fatal("the next sweep deleted the restored row again")
+		}
+	})
+	t.Run("as_of does not answer a row expired at that time", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k", map[string]any{"value": "a short-lived fact", "ttl_seconds": 1})
+		r := e.do(http.MethodGet, "/memories/k?as_of="+time.Now().Add(time.Hour).UTC().Format(time.RFC3339), nil)
+		if r.Status != http.StatusNotFound {
+			t.Fatalf("as_of after the expiry: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("a write that commits nothing releases its Idempotency-Key", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("a", map[string]any{"value": "the same fact"})
+		path := "/v1/namespaces/" + e.ns + "/memories/b"
+		r := keyed(t, e.c, http.MethodPut, path, "merge-key", map[string]any{"value": "the same fact"})
+		eq(t, "verdict", r.JSON(t)["verdict"], any("merge"))
+		e.okDo(http.MethodDelete, "/memories/a", nil)
+		r = keyed(t, e.c, http.MethodPut, path, "merge-key", map[string]any{"value": "the same fact"})
+		if r.Status != http.StatusOK || r.JSON(t)["written"] != true {
+			t.Fatalf("the retry after the peer left must be judged again and write: %d %s", r.Status, r.Body)
+		}
+	})
+}
