@@ -59,6 +59,8 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedd
 func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
 	g := r.Group("/v1", tokens.Middleware())
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
+	g.Get("/namespaces/:ns/memories", s.handleList)
+	g.Get("/namespaces/:ns/keys", s.handleKeys)
 	g.Get("/namespaces/:ns/memories/:key/history", s.handleHistory)
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)

@@ -24,6 +24,8 @@ const specFile = "openapi.yaml"
 // documentedRoutes is every (path, method) the server registers, as the spec must
 // spell it. TestRoutesInCodeMatchTheList keeps this list honest against the code.
 var documentedRoutes = map[string][]string{
+	"/v1/namespaces/{ns}/memories":               {"get"},
+	"/v1/namespaces/{ns}/keys":                   {"get"},
 	"/v1/namespaces/{ns}/memories/{key}":         {"get", "put", "patch", "delete"},
 	"/v1/namespaces/{ns}/memories/{key}:pin":     {"post"},
 	"/v1/namespaces/{ns}/memories/{key}:unpin":   {"post"},

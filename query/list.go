@@ -1,0 +1,253 @@
+package query
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+const (
+	listLimitDefault = 50
+	listLimitMax     = 500
+	// sortSep joins a row's identity into one string that sorts as the tuple does.
+	sortSep = "\x01"
+)
+
+// listCursor is where the next page of a list starts; it travels as page_token.
+type listCursor struct {
+	Order   string `json:"o"`
+	Version uint64 `json:"v,omitempty"` // newest: the last version served
+	Key     string `json:"k,omitempty"` // key: the last sort key served
+}
+
+func (c listCursor) token() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseCursor(token, order string) (listCursor, error) {
+	if token == "" {
+		return listCursor{Order: order}, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	var c listCursor
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || c.Order != order {
+		return c, httperr.Validation("page_token", "not a page token of this list's order")
+	}
+	return c, nil
+}
+
+// listFilter reads a list's filters from the query string.
+func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
+	f := filter{org: p.Org, agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"),
+		memoryType: c.Query("memory_type"), tagsAny: c.Query("tags_mode") == "any", statuses: append([]string(nil), defaultStatuses...)}
+	if t := c.Query("tags"); t != "" {
+		f.tags = strings.Split(t, ",")
+		if err := memrow.ValidateTags(f.tags); err != nil {
+			return f, 0, err
+		}
+	}
+	if st := c.Query("status"); st != "" {
+		f.statuses = nil
+		for _, s := range strings.Split(st, ",") {
+			switch s {
+			case memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded, memrow.StatusDuplicate, memrow.StatusProposed, memrow.StatusRejected:
+				f.statuses = append(f.statuses, s)
+			default:
+				return f, 0, httperr.Validation("status", "status may hold active, conflicted, superseded, duplicate, proposed or rejected")
+			}
+		}
+	}
+	if c.Query("include_superseded") == "true" {
+		f.statuses = append(f.statuses, memrow.StatusSuperseded)
+	}
+	for _, v := range []struct{ name, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
+		if v.v != "" {
+			if err := memrow.ValidateIdentity(v.name, v.v); err != nil {
+				return f, 0, err
+			}
+		}
+	}
+	if p.ReadUserID != "" {
+		if f.userID != "" && f.userID != p.ReadUserID {
+			f.userID = "\x00none"
+		} else {
+			f.userID = p.ReadUserID
+		}
+	}
+	limit := listLimitDefault
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > listLimitMax {
+			return f, 0, httperr.Validation("limit", fmt.Sprintf("limit must be between 1 and %d", listLimitMax))
+		}
+		limit = n
+	}
+	return f, limit, nil
+}
+
+// handleList is memory.list: the namespace's memories newest first (order=newest, the
+// default) or by key (order=key), filtered and paged, from ClickHouse behind the
+// barrier. A row is served only while it is its key's live head in Postgres at the
+// version listed, so a delete, a rewrite or a redaction ClickHouse has not published
+// yet is not read back.
+func (s *Service) handleList(c *fiber.Ctx) error {
+	p := auth.From(c)
+	ns := c.Params("ns")
+	if err := p.Namespace(ns); err != nil {
+		return err
+	}
+	f, limit, err := listFilter(c, p)
+	if err != nil {
+		return err
+	}
+	order := c.Query("order", "newest")
+	if order != "newest" && order != "key" {
+		return httperr.Validation("order", "order must be newest or key")
+	}
+	cur, err := parseCursor(c.Query("page_token"), order)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
+	if err != nil {
+		return err
+	}
+	pre, where, args := f.where(ns, true)
+	sortKey := "concat(memory_key, '" + sortSep + "', agent, '" + sortSep + "', user_id, '" + sortSep + "', session_id)"
+	orderBy := "version DESC"
+	if order == "key" {
+		orderBy = sortKey
+		if cur.Key != "" {
+			where += " AND " + sortKey + " > ?"
+			args = append(args, cur.Key)
+		}
+	} else if cur.Version > 0 {
+		where += " AND version < ?"
+		args = append(args, cur.Version)
+	}
+	q := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, version, %s AS sk FROM loom.memory FINAL
+		PREWHERE %s WHERE %s ORDER BY %s LIMIT ?`, sortKey, pre, where, orderBy)
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), q, append(args, limit+1)...)
+	if err != nil {
+		return chUnavailable("listing memories", err)
+	}
+	type listed struct {
+		id      memrow.Identity
+		version uint64
+		sk      string
+	}
+	var found []listed
+	for rows.Next() {
+		l := listed{id: memrow.Identity{Org: p.Org, Namespace: ns}}
+		if err := rows.Scan(&l.id.Agent, &l.id.UserID, &l.id.SessionID, &l.id.MemoryKey, &l.version, &l.sk); err != nil {
+			rows.Close()
+			return chUnavailable("listing memories", err)
+		}
+		found = append(found, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return chUnavailable("listing memories", err)
+	}
+	more := len(found) > limit
+	if more {
+		found = found[:limit]
+	}
+	ids := make([]memrow.Identity, len(found))
+	for i, l := range found {
+		ids[i] = l.id
+	}
+	current := map[string]*memrow.Row{}
+	if len(ids) > 0 {
+		if current, err = heads.Many(ctx, s.pool, p.Org, ns, ids); err != nil {
+			return httperr.Store("reading the listed rows' heads", err)
+		}
+	}
+	now := s.now()
+	out := []memoryView{}
+	for _, l := range found {
+		h := current[heads.IdentityKey(l.id)]
+		if h == nil || uint64(h.Version) != l.version || !h.Live(now) {
+			continue
+		}
+		out = append(out, viewOf(h))
+	}
+	ans := fiber.Map{"memories": out, "barrier": passed}
+	if more && len(found) > 0 {
+		last := found[len(found)-1]
+		ans["next_page_token"] = listCursor{Order: order, Version: last.version, Key: last.sk}.token()
+	}
+	return c.JSON(ans)
+}
+
+// handleKeys is memory.keys: the namespace's keys held by live rows, by key, with how
+// many identities hold each. It is a read of ClickHouse alone, as the seeds have it: it
+// does not wait at the barrier, needs no Postgres, and shows a write once projected.
+func (s *Service) handleKeys(c *fiber.Ctx) error {
+	p := auth.From(c)
+	ns := c.Params("ns")
+	if err := p.Namespace(ns); err != nil {
+		return err
+	}
+	f, limit, err := listFilter(c, p)
+	if err != nil {
+		return err
+	}
+	cur, err := parseCursor(c.Query("page_token"), "keys")
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	pre, where, args := f.where(ns, true)
+	if prefix := c.Query("prefix"); prefix != "" {
+		where += " AND startsWith(memory_key, ?)"
+		args = append(args, prefix)
+	}
+	if cur.Key != "" {
+		where += " AND memory_key > ?"
+		args = append(args, cur.Key)
+	}
+	q := fmt.Sprintf(`SELECT memory_key, count() FROM loom.memory FINAL PREWHERE %s WHERE %s
+		GROUP BY memory_key ORDER BY memory_key LIMIT ?`, pre, where)
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), q, append(args, limit+1)...)
+	if err != nil {
+		return chUnavailable("listing keys", err)
+	}
+	defer rows.Close()
+	type keyView struct {
+		MemoryKey string `json:"memory_key"`
+		Rows      uint64 `json:"rows"`
+	}
+	keys := []keyView{}
+	for rows.Next() {
+		var k keyView
+		if err := rows.Scan(&k.MemoryKey, &k.Rows); err != nil {
+			return chUnavailable("listing keys", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return chUnavailable("listing keys", err)
+	}
+	ans := fiber.Map{"keys": keys}
+	if len(keys) > limit {
+		keys = keys[:limit]
+		ans["keys"] = keys
+		ans["next_page_token"] = listCursor{Order: "keys", Key: keys[len(keys)-1].MemoryKey}.token()
+	}
+	return c.JSON(ans)
+}
