@@ -195,8 +195,11 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 }
 
 // handleKeys is memory.keys: the namespace's keys held by live rows, by key, with how
-// many identities hold each. It is a read of ClickHouse alone, as the seeds have it: it
-// does not wait at the barrier, needs no Postgres, and shows a write once projected.
+// many identities hold each, from ClickHouse behind the barrier. The seeds read
+// ClickHouse alone here; issue 5 asks for the barrier, so a key written before the
+// request is listed. Rows are not checked against the heads: a key is a count, not a
+// served value, and a delete ClickHouse has not published leaves it counted at most
+// until the projector catches up.
 func (s *Service) handleKeys(c *fiber.Ctx) error {
 	p := auth.From(c)
 	ns := c.Params("ns")
@@ -212,6 +215,10 @@ func (s *Service) handleKeys(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
+	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
+	if err != nil {
+		return err
+	}
 	pre, where, args := f.where(ns, true)
 	if prefix := c.Query("prefix"); prefix != "" {
 		where += " AND startsWith(memory_key, ?)"
@@ -243,7 +250,7 @@ func (s *Service) handleKeys(c *fiber.Ctx) error {
 	if err := rows.Err(); err != nil {
 		return chUnavailable("listing keys", err)
 	}
-	ans := fiber.Map{"keys": keys}
+	ans := fiber.Map{"keys": keys, "barrier": passed}
 	if len(keys) > limit {
 		keys = keys[:limit]
 		ans["keys"] = keys
