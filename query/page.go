@@ -88,8 +88,14 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	if err := json.Unmarshal(poolJSON, &parked); err != nil {
 		return nil, err
 	}
+	// A token reads only what its own search could have: same read scope, every namespace reachable.
 	if pp.UserID != plan.f.userID {
 		return nil, httperr.NotFound("the page token is unknown or expired; search again")
+	}
+	for _, ns := range pp.Namespaces {
+		if p.Namespace(ns) != nil {
+			return nil, httperr.NotFound("the page token is unknown or expired; search again")
+		}
 	}
 	req := pp.Request
 	req.TopK = plan.req.TopK

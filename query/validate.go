@@ -65,7 +65,12 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 
 // serves applies the search's filters and read scope to a head, the authority.
 func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
-	if !h.Live(now) || !h.Embedded() || !contains(p.f.statuses, h.Status) {
+	// as_of asks what was valid then: validity is judged at as_of, deletion and expiry now.
+	live := h.Live(now)
+	if p.f.asOf != nil {
+		live = !h.Tombstone && (h.ExpiresAt == nil || now.Before(*h.ExpiresAt))
+	}
+	if !live || !h.Embedded() || !contains(p.f.statuses, h.Status) {
 		return false
 	}
 	f := p.f
