@@ -29,7 +29,7 @@ type legHit struct {
 	contentSHA256 string
 	memoryType    string
 	score         float64 // the leg's own score: a cosine, a BM25 score, a key match
-	coverage      float64 // lexical: the share of the query's terms the row holds
+	coverage      float64 // lexical: the share of the query's idf the row's terms hold
 }
 
 // candidate is a row some leg found, with every leg's score for it.
@@ -43,15 +43,15 @@ type candidate struct {
 	relevance     float64 // the absolute evidence of a match, for the abstain gate
 }
 
-// fuseWeights weigh the legs in weighted mode; lexical is normalised by the pool's best.
-var fuseWeights = map[string]float64{LegVector: 0.55, LegLexical: 0.30, LegKey: 0.15}
+// Weights weigh the legs in weighted mode; lexical is normalised by the pool's best.
+type Weights struct{ Vector, Lexical, Key float64 }
 
 // rrfK is reciprocal rank fusion's constant.
 const rrfK = 60
 
 // fuse merges the legs' hits into one ranked pool. A chunk hit folds onto its row as
 // its vector score when it is the better one.
-func fuse(legs map[string][]legHit, mode string) []*candidate {
+func fuse(legs map[string][]legHit, mode string, w Weights) []*candidate {
 	byID := map[string]*candidate{}
 	get := func(h legHit) *candidate {
 		k := h.id.Namespace + "\x00" + heads.IdentityKey(h.id)
@@ -79,7 +79,11 @@ func fuse(legs map[string][]legHit, mode string) []*candidate {
 	}
 	out := make([]*candidate, 0, len(byID))
 	for _, c := range byID {
-		c.relevance = math.Max(math.Max(c.scores[LegVector], c.scores[LegKey]), c.coverage)
+		// A key counts toward relevance as the square of the share of its words the
+		// query holds: one common word ("office" of office.rotterdam.address) is not
+		// evidence of an answer, the whole key is.
+		key := c.scores[LegKey]
+		c.relevance = math.Max(math.Max(c.scores[LegVector], key*key), c.coverage)
 		out = append(out, c)
 	}
 	switch mode {
@@ -103,7 +107,7 @@ func fuse(legs map[string][]legHit, mode string) []*candidate {
 			if best > 0 {
 				lex = c.scores[LegLexical] / best
 			}
-			c.fused = fuseWeights[LegVector]*math.Max(c.scores[LegVector], 0) + fuseWeights[LegLexical]*lex + fuseWeights[LegKey]*c.scores[LegKey]
+			c.fused = w.Vector*math.Max(c.scores[LegVector], 0) + w.Lexical*lex + w.Key*c.scores[LegKey]
 		}
 	}
 	sortPool(out)

@@ -8,6 +8,8 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+var testWeights = Weights{Vector: 0.3, Lexical: 0.4, Key: 0.3}
+
 func hit(key string, score, coverage float64) legHit {
 	return legHit{id: memrow.Identity{Namespace: "n", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: key}, score: score, coverage: coverage}
 }
@@ -18,7 +20,7 @@ func TestFuseRanksRowsTwoLegsAgreeOn(t *testing.T) {
 		LegLexical: {hit("both", 4.0, 0.8), hit("lexical-only", 5.0, 1)},
 	}
 	for _, mode := range []string{ModeWeighted, ModeRRF} {
-		pool := fuse(legs, mode)
+		pool := fuse(legs, mode, testWeights)
 		if pool[0].identity.MemoryKey != "both" {
 			t.Fatalf("%s: top %s, want the row both legs found", mode, pool[0].identity.MemoryKey)
 		}
@@ -33,7 +35,7 @@ func TestChunkFoldsOntoItsRow(t *testing.T) {
 		LegVector: {hit("long", 0.2, 0)},
 		LegChunk:  {hit("long", 0.8, 0), hit("long", 0.5, 0)},
 	}
-	pool := fuse(legs, ModeWeighted)
+	pool := fuse(legs, ModeWeighted, testWeights)
 	if len(pool) != 1 || pool[0].scores[LegVector] != 0.8 {
 		t.Fatalf("chunk hits did not fold onto their row: %+v", pool[0].scores)
 	}

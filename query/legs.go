@@ -141,18 +141,24 @@ func (s *Service) lexicalLeg(ctx context.Context, f filter, ns string, terms []s
 		return nil, err
 	}
 	idfs := make([]float64, len(terms))
+	shares := make([]float64, len(terms)) // each term's share of the query's total idf
+	total := 0.0
 	for i, t := range terms {
 		idfs[i] = math.Log(1 + (float64(n)-df[t]+0.5)/(df[t]+0.5))
+		total += idfs[i]
+	}
+	for i := range terms {
+		shares[i] = idfs[i] / total
 	}
 	k1, b := s.cfg.BM25K1, s.cfg.BM25B
 	q := fmt.Sprintf(`SELECT %s,
 			sum(transform(term, ?, ?, 0.) * tf * %g / (tf + %g * (1 - %g + %g * doc_len / %g))) AS score,
-			uniqExact(term) / %d AS coverage
+			sum(transform(term, ?, ?, 0.)) AS coverage
 		FROM loom.memory_lexical FINAL ARRAY JOIN terms AS term, tfs AS tf
 		PREWHERE %s WHERE %s AND has(?, term)
 		GROUP BY %s
-		ORDER BY score DESC LIMIT ?`, identityCols, k1+1, k1, b, b, math.Max(avgdl, 1), len(terms), pre, where, identityCols)
-	all := append([]any{terms, idfs}, args...)
+		ORDER BY score DESC LIMIT ?`, identityCols, k1+1, k1, b, b, math.Max(avgdl, 1), pre, where, identityCols)
+	all := append([]any{terms, idfs, terms, shares}, args...)
 	all = append(all, terms, limit)
 	return s.scanHits(ctx, ns, q, all, true)
 }

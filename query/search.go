@@ -64,6 +64,14 @@ type searchAnswer struct {
 	Namespaces    []string  `json:"namespaces"`
 }
 
+// Each leg ranks at least legPoolMin rows, and legPoolPerHit per hit asked for: a row
+// outside a leg's pool counts 0 for that leg, so a narrow pool loses rows two legs
+// would agree on (the quality suite measured 0.04 recall@5 lost at 50).
+const (
+	legPoolMin    = 200
+	legPoolPerHit = 10
+)
+
 // served statuses by default; include_superseded adds the retired ones.
 var defaultStatuses = []string{memrow.StatusActive, memrow.StatusConflicted}
 
@@ -233,7 +241,7 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 		return nil, httperr.Store("reading namespace visibility", err)
 	}
 	return &searchPlan{req: &req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
-		pool: max(50, req.TopK*5)}, nil
+		pool: max(legPoolMin, req.TopK*legPoolPerHit)}, nil
 }
 
 func (p *searchPlan) mode() string {
@@ -298,7 +306,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if firstErr != nil {
 		return nil, chUnavailable("running the search legs", firstErr)
 	}
-	return fuse(legs, plan.mode()), nil
+	return fuse(legs, plan.mode(), s.cfg.Weights), nil
 }
 
 // servePage validates the pool from offset on, one window at a time, until a page is

@@ -25,6 +25,7 @@ type Config struct {
 	MinScore       float64 // below it a search abstains (below_threshold)
 	PriorCap       float64 // LOOM_MEMORY_PRIOR_CAP
 	BM25K1, BM25B  float64
+	Weights        Weights // weighted fusion's leg weights
 	EmbedCacheSize int
 	EmbedCacheTTL  time.Duration
 }

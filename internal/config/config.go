@@ -20,55 +20,57 @@ type Config struct {
 	ShutdownGrace time.Duration // LOOM_SHUTDOWN_GRACE_MS: how long SIGTERM waits for in-flight work
 	DeploymentID  string        // LOOM_DEPLOYMENT_ID: the deployment this process belongs to ("" = whatever is recorded)
 
-	PGDSN                 string        // LOOM_PG_DSN
-	PGDurability          string        // LOOM_PG_DURABILITY: synchronous (a synchronous standby is required) or local
-	PGWriteDeadline       time.Duration // LOOM_PG_WRITE_DEADLINE_MS: a write's whole time in Postgres, the standby's ack included
-	PGPoolMin             int32         // LOOM_PG_POOL_MIN_SIZE
-	PGPoolMax             int32         // LOOM_PG_POOL_MAX_SIZE
-	PGStatementTimeout    time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
-	PGCommitLockTimeout   time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
-	PGProjectionWait      time.Duration // LOOM_PG_PROJECTION_WAIT_MS: the search barrier's budget
-	PGPublishInterval     time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: the projector's insert pace
-	PGAdmissionRounds     int           // LOOM_PG_ADMISSION_ROUNDS
-	PGAdmissionDeadline   time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
-	PGAdmissionGapMax     int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
-	IdempotencyLease      time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
-	SweepInterval         time.Duration // LOOM_SWEEP_INTERVAL_S: expiry and idempotency sweeps
-	BootMigrate           bool          // LOOM_BOOT_MIGRATE
-	CHAddr                []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
-	CHUser, CHPassword    string        // LOOM_CH_USER, LOOM_CH_PASSWORD
-	CHCluster             string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
-	KafkaBrokers          []string      // LOOM_KAFKA_BROKERS
-	Topic                 string        // LOOM_TOPIC
-	TopicPartitions       int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
-	TopicReplication      int16         // LOOM_TOPIC_REPLICATION
-	EventSource           string        // LOOM_EVENT_SOURCE: the CloudEvents source of every record
-	OutboxBatch           int           // LOOM_OUTBOX_BATCH_ROWS
-	OutboxMaxAttempts     int           // LOOM_OUTBOX_MAX_ATTEMPTS
-	OutboxPoll            time.Duration // LOOM_OUTBOX_POLL_MS: the relay's fallback when no NOTIFY arrives
-	Projection            string        // LOOM_PROJECTION: the projection the query side serves
-	ProjectorBatch        int           // LOOM_PROJECTOR_BATCH_ROWS
-	ProjectorSession      time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
-	MemoryCharLimit       int           // LOOM_MEMORY_CHAR_LIMIT
-	ConflictThreshold     float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
-	DuplicateThreshold    float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
-	SensitiveRetention    time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
-	PeerLimit             int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
-	BulkConflictCheckMax  int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES: bulk entries judged against the namespace
-	SearchTopKDefault     int           // LOOM_SEARCH_TOP_K_DEFAULT
-	SearchTopKMax         int           // LOOM_SEARCH_TOP_K_MAX
-	SearchMinScore        float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
-	PriorCap              float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
-	BM25K1, BM25B         float64       // LOOM_BM25_K1, LOOM_BM25_B
-	EmbedCacheSize        int           // LOOM_EMBEDDING_CACHE_SIZE
-	EmbedCacheTTL         time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
-	Embedder              string        // LOOM_EMBEDDER: hash or openai
-	EmbedderDim           int           // LOOM_EMBEDDER_DIM
-	OpenAIBaseURL         string        // LOOM_OPENAI_BASE_URL
-	OpenAIAPIKey          string        // LOOM_OPENAI_API_KEY
-	OpenAIModel           string        // LOOM_OPENAI_MODEL
-	RequestBodyLimitBytes int           // LOOM_HTTP_BODY_LIMIT_BYTES
-	LogLevel              string        // LOOM_LOG_LEVEL
+	PGDSN                string        // LOOM_PG_DSN
+	PGDurability         string        // LOOM_PG_DURABILITY: synchronous (a synchronous standby is required) or local
+	PGWriteDeadline      time.Duration // LOOM_PG_WRITE_DEADLINE_MS: a write's whole time in Postgres, the standby's ack included
+	PGPoolMin            int32         // LOOM_PG_POOL_MIN_SIZE
+	PGPoolMax            int32         // LOOM_PG_POOL_MAX_SIZE
+	PGStatementTimeout   time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
+	PGCommitLockTimeout  time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
+	PGProjectionWait     time.Duration // LOOM_PG_PROJECTION_WAIT_MS: the search barrier's budget
+	PGPublishInterval    time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: the projector's insert pace
+	PGAdmissionRounds    int           // LOOM_PG_ADMISSION_ROUNDS
+	PGAdmissionDeadline  time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
+	PGAdmissionGapMax    int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
+	IdempotencyLease     time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
+	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry and idempotency sweeps
+	BootMigrate          bool          // LOOM_BOOT_MIGRATE
+	CHAddr               []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
+	CHUser, CHPassword   string        // LOOM_CH_USER, LOOM_CH_PASSWORD
+	CHCluster            string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
+	KafkaBrokers         []string      // LOOM_KAFKA_BROKERS
+	Topic                string        // LOOM_TOPIC
+	TopicPartitions      int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
+	TopicReplication     int16         // LOOM_TOPIC_REPLICATION
+	EventSource          string        // LOOM_EVENT_SOURCE: the CloudEvents source of every record
+	OutboxBatch          int           // LOOM_OUTBOX_BATCH_ROWS
+	OutboxMaxAttempts    int           // LOOM_OUTBOX_MAX_ATTEMPTS
+	OutboxPoll           time.Duration // LOOM_OUTBOX_POLL_MS: the relay's fallback when no NOTIFY arrives
+	Projection           string        // LOOM_PROJECTION: the projection the query side serves
+	ProjectorBatch       int           // LOOM_PROJECTOR_BATCH_ROWS
+	ProjectorSession     time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
+	MemoryCharLimit      int           // LOOM_MEMORY_CHAR_LIMIT
+	ConflictThreshold    float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
+	DuplicateThreshold   float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
+	SensitiveRetention   time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
+	PeerLimit            int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
+	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES: bulk entries judged against the namespace
+	SearchTopKDefault    int           // LOOM_SEARCH_TOP_K_DEFAULT
+	SearchTopKMax        int           // LOOM_SEARCH_TOP_K_MAX
+	SearchMinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
+	PriorCap             float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
+	BM25K1, BM25B        float64       // LOOM_BM25_K1, LOOM_BM25_B
+	// LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL, _KEY: weighted fusion's leg weights
+	WeightVector, WeightLexical, WeightKey float64
+	EmbedCacheSize                         int           // LOOM_EMBEDDING_CACHE_SIZE
+	EmbedCacheTTL                          time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
+	Embedder                               string        // LOOM_EMBEDDER: hash or openai
+	EmbedderDim                            int           // LOOM_EMBEDDER_DIM
+	OpenAIBaseURL                          string        // LOOM_OPENAI_BASE_URL
+	OpenAIAPIKey                           string        // LOOM_OPENAI_API_KEY
+	OpenAIModel                            string        // LOOM_OPENAI_MODEL
+	RequestBodyLimitBytes                  int           // LOOM_HTTP_BODY_LIMIT_BYTES
+	LogLevel                               string        // LOOM_LOG_LEVEL
 }
 
 // Lookup returns an environment variable's value, or "" when unset (os.Getenv).
@@ -157,6 +159,9 @@ func load(env Lookup) (Config, []Setting, error) {
 		PriorCap:              r.float("LOOM_MEMORY_PRIOR_CAP", 0.05),
 		BM25K1:                r.float("LOOM_BM25_K1", 1.2),
 		BM25B:                 r.float("LOOM_BM25_B", 0.75),
+		WeightVector:          r.float("LOOM_SEARCH_WEIGHT_VECTOR", 0.30),
+		WeightLexical:         r.float("LOOM_SEARCH_WEIGHT_LEXICAL", 0.40),
+		WeightKey:             r.float("LOOM_SEARCH_WEIGHT_KEY", 0.30),
 		EmbedCacheSize:        r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
 		EmbedCacheTTL:         time.Duration(r.int("LOOM_EMBEDDING_CACHE_TTL_S", 600)) * time.Second,
 		Embedder:              r.str("LOOM_EMBEDDER", "hash"),
@@ -226,6 +231,9 @@ func (c Config) check() error {
 	}
 	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
 		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
+	}
+	if c.WeightVector < 0 || c.WeightLexical < 0 || c.WeightKey < 0 || c.WeightVector+c.WeightLexical+c.WeightKey <= 0 {
+		errs = append(errs, errors.New("LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY must be non-negative and not all zero"))
 	}
 	if c.MemoryCharLimit < 1 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))

@@ -48,17 +48,17 @@ import (
 // LOOM_QUALITY_VERBOSE=1 logs every query: its verdicts, where each expected key ranks
 // in each search and leg, and the top three hits with their scores.
 
-// The acceptance floors: recall@5 as measured on this corpus (weighted 0.737, rrf
+// The acceptance floors: recall@5 as measured on this corpus (weighted 0.792, rrf
 // 0.742; see RESULTS.md) less 0.05, so a harmless reordering (equal scores at a leg's
 // pool boundary are cut in no fixed order) does not flake the suite while a real
 // regression of four queries' worth does fail it.
 //
-// Abstaining gets no floor: the gate abstains on 12 of the 100 queries and only 5 of
-// them are no-answer queries (precision 0.42, recall 0.25), and at every threshold of
-// the sweep its precision stays between 0.32 and 0.42 against a base rate of 0.20:
-// there is no signal yet worth guarding.
+// Abstaining gets no floor: the gate abstains on 20 of the 100 queries and only 7 of
+// them are no-answer queries (precision 0.35, recall 0.35), and at every threshold of
+// the sweep its precision stays between 0.32 and 0.36 against a base rate of 0.20:
+// with the hash embedder there is no signal yet worth guarding.
 const (
-	floorWeightedRecall5 = 0.68
+	floorWeightedRecall5 = 0.74
 	floorRRFRecall5      = 0.69
 )
 
@@ -366,9 +366,9 @@ type weightRow struct {
 }
 
 // fusionWeights are the weight sets the offline experiment tries; the first is the
-// service's.
+// service's default (LOOM_SEARCH_WEIGHT_*), the second the first build's.
 var fusionWeights = [][3]float64{
-	{0.55, 0.30, 0.15}, {0.40, 0.40, 0.20}, {0.30, 0.40, 0.30}, {0.25, 0.50, 0.25}, {0.20, 0.40, 0.40}, {0.10, 0.60, 0.30},
+	{0.30, 0.40, 0.30}, {0.55, 0.30, 0.15}, {0.40, 0.40, 0.20}, {0.25, 0.50, 0.25}, {0.20, 0.40, 0.40}, {0.10, 0.60, 0.30},
 }
 
 // refuse ranks every candidate of the per-leg search by weighted fusion with weights w.
@@ -617,13 +617,13 @@ func (r results) markdown(memories, queries int) string {
 	}
 	fmt.Fprintf(&b, "\nThe fused MRR@10 of rrf moves by about 0.01 from run to run: rows with equal scores at a leg's pool "+
 		"boundary are cut in no fixed order. The other figures repeat exactly.\n")
-	fmt.Fprintf(&b, "\n## Experiment: the fusion pool\n\nThe service fuses each leg's top max(50, 5·top_k) rows; a row "+
+	fmt.Fprintf(&b, "\n## Experiment: the fusion pool\n\nThe service fuses each leg's top max(200, 10·top_k) rows; a row "+
 		"outside a leg's pool counts 0 for that leg. The per-leg search (weighted, top_k=%d) fuses every row, and its own "+
 		"order scores recall@5 %.3f, MRR@10 %.3f, against %.3f and %.3f for the same fusion at top_k=10.\n",
 		allTopK, r.wholePool.recall5, r.wholePool.mrr, r.overall[sysWeighted].recall5, r.overall[sysWeighted].mrr)
 	fmt.Fprintf(&b, "\n## Experiment: other fusion weights\n\nWeighted fusion re-computed offline from the per-leg "+
 		"search's scores over every candidate (fused = w_vector·max(vector,0) + w_lexical·lexical/best lexical + w_key·key; "+
-		"the weights are constants in query/fuse.go, the first row is the service's):\n\n"+
+		"the weights are LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY; the first row is the service's default):\n\n"+
 		"| w_vector | w_lexical | w_key | recall@5 | MRR@10 |\n|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.weights {
 		fmt.Fprintf(&b, "| %.2f | %.2f | %.2f | %.3f | %.3f |\n", s.w[0], s.w[1], s.w[2], s.f.recall5, s.f.mrr)
@@ -634,7 +634,7 @@ func (r results) markdown(memories, queries int) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %s | %.3f |\n", sys, a.abstained, a.correct, pct(a.precision()), a.recall())
 	}
 	fmt.Fprintf(&b, "\nThe same gate at other values of LOOM_MEMORY_SEARCH_MIN_SCORE (a search abstains when its best hit's "+
-		"relevance = max(vector, key, lexical_coverage) is under it), from the weighted searches' hits:\n\n"+
+		"relevance = max(vector, key², lexical_coverage weighted by idf) is under it), from the weighted searches' hits:\n\n"+
 		"| min score | abstained | answerable abstained | precision | recall |\n|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.sweep {
 		fmt.Fprintf(&b, "| %.1f | %d | %d | %s | %.3f |\n", s.threshold, s.abstained, s.falseAbst, pct(s.precision), s.recall)
