@@ -87,6 +87,7 @@ func expireRevision(h *memrow.Row, now time.Time) *pending {
 		// The shell row stays; its text and its search document go.
 		r.Value, r.ContentSHA256 = anonymizedValue, memrow.ContentSHA256(anonymizedValue)
 		r.Tags, r.Entities, r.ExpiresAt, r.OnExpire, r.ValidTo = []string{}, []string{}, nil, "", nil
+		r.EntityTypes, r.Relations = nil, nil
 		r.EmbeddingDim, r.EmbeddingModel = 0, ""
 		p.event = events.TypeRevised
 	default:
