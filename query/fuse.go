@@ -44,7 +44,8 @@ type candidate struct {
 }
 
 // fuseWeights weigh the legs in weighted mode; lexical is normalised by the pool's best.
-var fuseWeights = map[string]float64{LegVector: 0.55, LegLexical: 0.30, LegKey: 0.15}
+// The graph leg runs only when a search asks for it, and adds to the others.
+var fuseWeights = map[string]float64{LegVector: 0.55, LegLexical: 0.30, LegKey: 0.15, LegGraph: 0.20}
 
 // rrfK is reciprocal rank fusion's constant.
 const rrfK = 60
@@ -79,12 +80,13 @@ func fuse(legs map[string][]legHit, mode string) []*candidate {
 	}
 	out := make([]*candidate, 0, len(byID))
 	for _, c := range byID {
-		c.relevance = math.Max(math.Max(c.scores[LegVector], c.scores[LegKey]), c.coverage)
+		// A row stating a fact about an entity the query names is evidence of a match.
+		c.relevance = max(c.scores[LegVector], c.scores[LegKey], c.coverage, c.scores[LegGraph])
 		out = append(out, c)
 	}
 	switch mode {
 	case ModeRRF:
-		for _, leg := range []string{LegVector, LegLexical, LegKey} {
+		for _, leg := range []string{LegVector, LegLexical, LegKey, LegGraph} {
 			ranked := append([]*candidate(nil), out...)
 			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores[leg] > ranked[j].scores[leg] })
 			for rank, c := range ranked {
@@ -103,7 +105,8 @@ func fuse(legs map[string][]legHit, mode string) []*candidate {
 			if best > 0 {
 				lex = c.scores[LegLexical] / best
 			}
-			c.fused = fuseWeights[LegVector]*math.Max(c.scores[LegVector], 0) + fuseWeights[LegLexical]*lex + fuseWeights[LegKey]*c.scores[LegKey]
+			c.fused = fuseWeights[LegVector]*math.Max(c.scores[LegVector], 0) + fuseWeights[LegLexical]*lex + fuseWeights[LegKey]*c.scores[LegKey] +
+				fuseWeights[LegGraph]*c.scores[LegGraph]
 		}
 	}
 	sortPool(out)
