@@ -2,7 +2,9 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/loomplane/loom/internal/ch"
@@ -19,31 +21,31 @@ const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id,
 
 // loadGraphState reads the part of a namespace's graph a batch's records fold over,
 // as of just before the first of them: first the links of the records' rows, then
-// the relations and pairs those links and the records name.
+// the relations and pairs those links and the records name. Each round's reads run
+// at once.
 func loadGraphState(ctx context.Context, conn *ch.Conn, k nsKey, recs []graph.Record) (*graph.State, error) {
-	st := graph.NewState()
+	st := &stateLoader{st: graph.NewState()}
 	cutoff := recs[0].Seq
 	ids := graph.RowIDs(recs)
 	byRow := fmt.Sprintf("has(?, toString(memory_id)) AND seq < %d", cutoff)
-	if err := readTripleLinks(ctx, conn, st, k, byRow, "HAVING argMax(holds, seq) = 1", ids); err != nil {
+	err := all(
+		func() error { return readTripleLinks(ctx, conn, st, k, byRow, ids) },
+		func() error { return readEdgeLinks(ctx, conn, st, k, byRow, "HAVING argMax(holds, seq) = 1", ids) },
+	)
+	if err != nil {
 		return nil, err
 	}
-	if err := readEdgeLinks(ctx, conn, st, k, byRow, "HAVING argMax(holds, seq) = 1", ids); err != nil {
-		return nil, err
-	}
-	relations, pairs := st.Touched(recs)
+	relations, pairs := st.st.Touched(recs)
+	var reads []func() error
 	if len(relations) > 0 {
 		keys := make([]string, len(relations))
 		for i, r := range relations {
 			keys[i] = r[0] + keySep + r[1]
 		}
 		byRelation := fmt.Sprintf(`has(?, concat(subject, '\x1F', predicate)) AND seq < %d`, cutoff)
-		if err := readObservations(ctx, conn, st, k, byRelation, keys); err != nil {
-			return nil, err
-		}
-		if err := readTripleLinks(ctx, conn, st, k, byRelation, "HAVING argMax(holds, seq) = 1", keys); err != nil {
-			return nil, err
-		}
+		reads = append(reads,
+			func() error { return readObservations(ctx, conn, st, k, byRelation, keys) },
+			func() error { return readTripleLinks(ctx, conn, st, k, byRelation, keys) })
 	}
 	if len(pairs) > 0 {
 		keys := make([]string, len(pairs))
@@ -51,18 +53,45 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, k nsKey, recs []graph.Re
 			keys[i] = p.A + keySep + p.B
 		}
 		byPair := fmt.Sprintf(`has(?, concat(entity_a, '\x1F', entity_b)) AND seq < %d`, cutoff)
-		if err := readEdges(ctx, conn, st, k, byPair, keys); err != nil {
-			return nil, err
-		}
-		// Every row that ever named a pair, holding it or not: the edge's weight.
-		if err := readEdgeLinks(ctx, conn, st, k, byPair, "", keys); err != nil {
-			return nil, err
-		}
+		reads = append(reads,
+			func() error { return readEdges(ctx, conn, st, k, byPair, keys) },
+			// Every row that ever named a pair, holding it or not: the edge's weight.
+			func() error { return readEdgeLinks(ctx, conn, st, k, byPair, "", keys) })
 	}
-	return st, nil
+	if err := all(reads...); err != nil {
+		return nil, err
+	}
+	return st.st, nil
 }
 
-func readObservations(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, where string, keys []string) error {
+// stateLoader lets concurrent reads load into one State.
+type stateLoader struct {
+	mu sync.Mutex
+	st *graph.State
+}
+
+func (l *stateLoader) load(f func(*graph.State)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(l.st)
+}
+
+// all runs fns at once and returns their errors.
+func all(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq), argMax(valid_from, seq),
 			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(seen_us, seq), argMax(restored, seq)
 		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE ` + where + `
@@ -78,7 +107,7 @@ func readObservations(ctx context.Context, conn *ch.Conn, st *graph.State, k nsK
 		o.ValidFrom = o.ValidFrom.UTC()
 		o.ValidTo, o.StatedFrom, o.StatedTo = utc(o.ValidTo), utc(o.StatedFrom), utc(o.StatedTo)
 		o.SeenUS, o.Restored = int64(seenUS), restored == 1
-		st.LoadObservation(o)
+		st.load(func(s *graph.State) { s.LoadObservation(o) })
 		return nil
 	})
 	if err != nil {
@@ -87,11 +116,12 @@ func readObservations(ctx context.Context, conn *ch.Conn, st *graph.State, k nsK
 	return nil
 }
 
-func readTripleLinks(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, where, having string, keys []string) error {
+// readTripleLinks reads the links still holding their fact.
+func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), argMax(stated_from, seq),
 			argMax(stated_to, seq), ` + rowRefCols + `
 		FROM loom.entity_triple_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
-		GROUP BY subject, predicate, object, memory_id ` + having
+		GROUP BY subject, predicate, object, memory_id HAVING argMax(holds, seq) = 1`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		l := graph.TripleLink{Holds: true}
 		r := &l.Row
@@ -100,7 +130,7 @@ func readTripleLinks(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKe
 			return err
 		}
 		l.StatedFrom, l.StatedTo = utc(l.StatedFrom), utc(l.StatedTo)
-		st.LoadTripleLink(l)
+		st.load(func(s *graph.State) { s.LoadTripleLink(l) })
 		return nil
 	})
 	if err != nil {
@@ -109,7 +139,7 @@ func readTripleLinks(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKe
 	return nil
 }
 
-func readEdges(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, where string, keys []string) error {
+func readEdges(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), argMax(valid_to, seq), argMax(weight, seq)
 		FROM loom.entity_edges PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY entity_a, entity_b, opened_seq`
@@ -119,7 +149,7 @@ func readEdges(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, whe
 			return err
 		}
 		e.ValidFrom, e.ValidTo = e.ValidFrom.UTC(), utc(e.ValidTo)
-		st.LoadEdge(e)
+		st.load(func(s *graph.State) { s.LoadEdge(e) })
 		return nil
 	})
 	if err != nil {
@@ -128,7 +158,7 @@ func readEdges(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, whe
 	return nil
 }
 
-func readEdgeLinks(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey, where, having string, keys []string) error {
+func readEdgeLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where, having string, keys []string) error {
 	q := `SELECT entity_a, entity_b, toString(memory_id), argMax(opened_seq, seq), argMax(holds, seq), ` + rowRefCols + `
 		FROM loom.entity_edge_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY entity_a, entity_b, memory_id ` + having
@@ -141,7 +171,7 @@ func readEdgeLinks(ctx context.Context, conn *ch.Conn, st *graph.State, k nsKey,
 			return err
 		}
 		l.Holds = holds == 1
-		st.LoadEdgeLink(l)
+		st.load(func(s *graph.State) { s.LoadEdgeLink(l) })
 		return nil
 	})
 	if err != nil {
