@@ -7,6 +7,10 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+// OpExpire is the op of the revision the expiry sweep writes: a row whose time ran out
+// ends its facts, where a delete leaves them.
+const OpExpire = "memory.expire"
+
 // Statement is a row's statement of a fact, with the interval its writer gave.
 type Statement struct {
 	Fact
@@ -27,7 +31,7 @@ type Record struct {
 	// entities on it co-occur. A row that holds neither drops what it held.
 	HoldsFacts, HoldsEdges bool
 	// Closes: a fact or edge the row drops closes when no other row holds it. A
-	// delete closes nothing: only a revision or a retirement says a fact ended.
+	// delete closes nothing (a revision, a retirement or an expiry says a fact ended).
 	Closes bool
 	// Restore: an Undo, whose facts are seen again from its instant on.
 	Restore    bool
@@ -43,7 +47,7 @@ type Record struct {
 func RecordOf(env *events.Envelope, c *events.Content) Record {
 	rev := env.Revision
 	at := env.CommittedAt.UTC()
-	r := Record{Seq: uint64(env.Seq), At: at, Closes: !rev.Tombstone, Restore: env.Type == events.TypeRestored,
+	r := Record{Seq: uint64(env.Seq), At: at, Closes: !rev.Tombstone || rev.Op == OpExpire, Restore: env.Type == events.TypeRestored,
 		Row: RowRef{MemoryID: rev.MemoryID, Agent: rev.Agent, UserID: rev.UserID, SessionID: rev.SessionID,
 			MemoryKey: c.MemoryKey, ContentSHA256: rev.ContentSHA256, MemoryType: rev.MemoryType}}
 	live := !rev.Tombstone && !passed(rev.ExpiresAt, at) && !passed(rev.ValidTo, at)
