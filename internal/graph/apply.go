@@ -34,11 +34,7 @@ func (s *State) LoadObservation(o Observation) {
 	if !o.Active() {
 		return
 	}
-	g := o.group()
-	if s.active[g] == nil {
-		s.active[g] = map[ObsKey]*Observation{}
-	}
-	s.active[g][o.ObsKey] = &o
+	inner(s.active, o.group())[o.ObsKey] = &o
 }
 
 // LoadTripleLink adds a link's latest version.
@@ -47,10 +43,7 @@ func (s *State) LoadTripleLink(l TripleLink) {
 		return
 	}
 	id := l.Row.MemoryID
-	if s.rowFacts[id] == nil {
-		s.rowFacts[id] = map[Fact]*TripleLink{}
-	}
-	s.rowFacts[id][l.Fact] = &l
+	inner(s.rowFacts, id)[l.Fact] = &l
 	addTo(s.holders, l.obs(), id)
 }
 
@@ -68,18 +61,20 @@ func (s *State) LoadEdgeLink(l EdgeLink) {
 	if !l.Holds {
 		return
 	}
-	if s.rowPairs[id] == nil {
-		s.rowPairs[id] = map[Pair]*EdgeLink{}
-	}
-	s.rowPairs[id][l.Pair] = &l
+	inner(s.rowPairs, id)[l.Pair] = &l
 	addTo(s.edgeHolders, l.Pair, id)
 }
 
 func addTo[K comparable](m map[K]map[string]bool, k K, id string) {
+	inner(m, k)[id] = true
+}
+
+// inner is m's map under k, made when missing.
+func inner[K, IK comparable, V any](m map[K]map[IK]V, k K) map[IK]V {
 	if m[k] == nil {
-		m[k] = map[string]bool{}
+		m[k] = map[IK]V{}
 	}
-	m[k][id] = true
+	return m[k]
 }
 
 // RowIDs are the rows whose links a batch of records reads first.
@@ -189,11 +184,7 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 			now[st.Fact] = st
 		}
 	}
-	held := s.rowFacts[id]
-	if held == nil {
-		held = map[Fact]*TripleLink{}
-		s.rowFacts[id] = held
-	}
+	held := inner(s.rowFacts, id)
 	// Drops first: a fact the row no longer states, or states over another interval,
 	// leaves its observation, which closes once no row holds it.
 	for _, f := range sortedKeys(held, factLess) {
@@ -288,11 +279,7 @@ func (s *State) open(st Statement, r Record, index int) *Observation {
 	}
 	o := &Observation{ObsKey: ObsKey{st.Fact, r.Seq}, Cardinality: st.Cardinality, ValidFrom: start, ValidTo: st.To,
 		StatedFrom: st.From, StatedTo: st.To, SeenUS: seenUS, Restored: r.Restore}
-	g := st.group()
-	if s.active[g] == nil {
-		s.active[g] = map[ObsKey]*Observation{}
-	}
-	s.active[g][o.ObsKey] = o
+	inner(s.active, st.group())[o.ObsKey] = o
 	return o
 }
 
@@ -315,11 +302,7 @@ func (s *State) applyEdges(r Record, rr *recordRows) {
 			}
 		}
 	}
-	held := s.rowPairs[id]
-	if held == nil {
-		held = map[Pair]*EdgeLink{}
-		s.rowPairs[id] = held
-	}
+	held := inner(s.rowPairs, id)
 	for _, p := range sortedKeys(held, pairLess) {
 		l := held[p]
 		if now[p] {
