@@ -93,20 +93,21 @@ func all(fns ...func() error) error {
 
 func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq), argMax(valid_from, seq),
-			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(seen_us, seq), argMax(restored, seq)
+			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(invalid_at, seq),
+			argMax(seen_us, seq), argMax(restored, seq), argMax(fallback, seq)
 		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE ` + where + `
-		GROUP BY subject, predicate, object, observed_seq HAVING isNull(argMax(invalid_at, seq))`
+		GROUP BY subject, predicate, object, observed_seq`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		var o graph.Observation
 		var seenUS uint64
-		var restored uint8
+		var restored, fallback uint8
 		if err := scan(&o.Subject, &o.Predicate, &o.Object, &o.ObservedSeq, &o.Cardinality, &o.ValidFrom, &o.ValidTo,
-			&o.StatedFrom, &o.StatedTo, &seenUS, &restored); err != nil {
+			&o.StatedFrom, &o.StatedTo, &o.InvalidAt, &seenUS, &restored, &fallback); err != nil {
 			return err
 		}
 		o.ValidFrom = o.ValidFrom.UTC()
-		o.ValidTo, o.StatedFrom, o.StatedTo = utc(o.ValidTo), utc(o.StatedFrom), utc(o.StatedTo)
-		o.SeenUS, o.Restored = int64(seenUS), restored == 1
+		o.ValidTo, o.StatedFrom, o.StatedTo, o.InvalidAt = utc(o.ValidTo), utc(o.StatedFrom), utc(o.StatedTo), utc(o.InvalidAt)
+		o.SeenUS, o.Restored, o.Fallback = int64(seenUS), restored == 1, fallback == 1
 		st.load(func(s *graph.State) { s.LoadObservation(o) })
 		return nil
 	})

@@ -9,7 +9,7 @@ import (
 const (
 	insertEntities = `INSERT INTO loom.entities (org, namespace, name, user_id, alias, entity_type, seq, seen_at)`
 	insertTriples  = `INSERT INTO loom.entity_triples (org, namespace, subject, predicate, object, observed_seq, seq,
-		cardinality, valid_from, valid_to, stated_from, stated_to, invalid_at, seen_at, seen_us, restored, committed_at)`
+		cardinality, valid_from, valid_to, stated_from, stated_to, invalid_at, seen_at, seen_us, restored, fallback, committed_at)`
 	insertTripleRows = `INSERT INTO loom.entity_triple_rows (org, namespace, subject, predicate, object, memory_id, seq,
 		observed_seq, holds, agent, user_id, session_id, memory_key, content_sha256, memory_type, stated_from, stated_to,
 		committed_at)`
@@ -52,7 +52,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 				seen := time.UnixMicro(o.SeenUS).UTC()
 				if err := b.Append(g.org, g.namespace, o.Subject, o.Predicate, o.Object, o.ObservedSeq, v.Seq, o.Cardinality,
 					seconds(o.ValidFrom), secondsPtr(o.ValidTo), secondsPtr(o.StatedFrom), secondsPtr(o.StatedTo),
-					secondsPtr(o.InvalidAt), seconds(seen), uint64(o.SeenUS), b2u(o.Restored), v.At); err != nil {
+					secondsPtr(o.InvalidAt), seconds(seen), uint64(o.SeenUS), b2u(o.Restored), b2u(o.Fallback), v.At); err != nil {
 					return err
 				}
 			}

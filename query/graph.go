@@ -34,6 +34,7 @@ type factView struct {
 	InvalidAt   *time.Time   `json:"invalid_at"`
 	SeenAt      time.Time    `json:"seen_at"`
 	Restored    bool         `json:"restored"`
+	Fallback    bool         `json:"fallback"`
 	Open        bool         `json:"open"`
 	Rows        []factRowRef `json:"rows"`
 	observedSeq uint64
@@ -199,7 +200,8 @@ func (s *Service) readEntity(ctx context.Context, g graphRead) (*entityAnswer, e
 // the rows that stated each.
 func (s *Service) entityFacts(ctx context.Context, g graphRead) ([]factView, error) {
 	rows, err := s.ch.Query(ctx, `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq),
-			argMax(valid_from, seq), argMax(valid_to, seq), argMax(invalid_at, seq), argMax(seen_at, seq), argMax(restored, seq)
+			argMax(valid_from, seq), argMax(valid_to, seq), argMax(invalid_at, seq), argMax(seen_at, seq), argMax(restored, seq),
+			argMax(fallback, seq)
 		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE subject = ? OR object = ?
 		GROUP BY subject, predicate, object, observed_seq`, g.org, g.namespace, g.name, g.name)
 	if err != nil {
@@ -213,13 +215,13 @@ func (s *Service) entityFacts(ctx context.Context, g graphRead) ([]factView, err
 	var facts []*factView
 	for rows.Next() {
 		f := &factView{Rows: []factRowRef{}}
-		var restored uint8
+		var restored, fallback uint8
 		if err := rows.Scan(&f.Subject, &f.Predicate, &f.Object, &f.observedSeq, &f.Cardinality, &f.ValidFrom, &f.ValidTo,
-			&f.InvalidAt, &f.SeenAt, &restored); err != nil {
+			&f.InvalidAt, &f.SeenAt, &restored, &fallback); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		f.Restored = restored == 1
+		f.Restored, f.Fallback = restored == 1, fallback == 1
 		f.ValidFrom, f.SeenAt = f.ValidFrom.UTC(), f.SeenAt.UTC()
 		f.ValidTo, f.InvalidAt = utcPtr(f.ValidTo), utcPtr(f.InvalidAt)
 		if !g.holds(f.ValidFrom, f.ValidTo) {

@@ -15,8 +15,9 @@ type State struct {
 	rowFacts    map[string]map[Fact]*TripleLink // memory_id → the facts it holds
 	holders     map[ObsKey]map[string]bool      // observation → the rows holding it
 	active      map[group]map[ObsKey]*Observation
-	rowPairs    map[string]map[Pair]*EdgeLink // memory_id → the pairs it names
-	edges       map[Pair]*Edge                // a pair's latest interval
+	closed      map[group]map[ObsKey]*Observation // closed by a rule: a fallback may state one again
+	rowPairs    map[string]map[Pair]*EdgeLink     // memory_id → the pairs it names
+	edges       map[Pair]*Edge                    // a pair's latest interval
 	edgeHolders map[Pair]map[string]bool
 	edgeNamers  map[Pair]map[string]bool // every row that ever named the pair
 }
@@ -24,14 +25,14 @@ type State struct {
 // NewState returns an empty graph.
 func NewState() *State {
 	return &State{rowFacts: map[string]map[Fact]*TripleLink{}, holders: map[ObsKey]map[string]bool{},
-		active: map[group]map[ObsKey]*Observation{}, rowPairs: map[string]map[Pair]*EdgeLink{},
+		active: map[group]map[ObsKey]*Observation{}, closed: map[group]map[ObsKey]*Observation{}, rowPairs: map[string]map[Pair]*EdgeLink{},
 		edges: map[Pair]*Edge{}, edgeHolders: map[Pair]map[string]bool{}, edgeNamers: map[Pair]map[string]bool{}}
 }
 
-// LoadObservation adds an observation's latest version; a closed one is history and
-// is not kept.
+// LoadObservation adds an observation's latest version.
 func (s *State) LoadObservation(o Observation) {
 	if !o.Active() {
+		inner(s.closed, o.group())[o.ObsKey] = &o
 		return
 	}
 	inner(s.active, o.group())[o.ObsKey] = &o
@@ -109,9 +110,7 @@ func (s *State) Touched(recs []Record) (relations [][2]string, pairs []Pair) {
 			ps[p] = true
 		}
 	}
-	for _, g := range sortedKeys(rel, func(a, b group) bool {
-		return a.subject < b.subject || a.subject == b.subject && a.predicate < b.predicate
-	}) {
+	for _, g := range sortedKeys(rel, groupLess) {
 		relations = append(relations, [2]string{g.subject, g.predicate})
 	}
 	return relations, sortedKeys(ps, pairLess)
@@ -187,6 +186,7 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 	held := inner(s.rowFacts, id)
 	// Drops first: a fact the row no longer states, or states over another interval,
 	// leaves its observation, which closes once no row holds it.
+	dropped := map[group]bool{}
 	for _, f := range sortedKeys(held, factLess) {
 		l := held[f]
 		if st, ok := now[f]; ok && sameTime(st.From, l.StatedFrom) && sameTime(st.To, l.StatedTo) {
@@ -210,6 +210,9 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 			}
 			s.close(o, end, rr)
 			rr.obs[k] = *o
+			if o.Cardinality == events.CardinalitySingle {
+				dropped[f.group()] = true
+			}
 		}
 	}
 	// Then gains, in the order the writer stated them: each joins an active
@@ -232,9 +235,7 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 		addTo(s.holders, o.ObsKey, id)
 		rr.links[[2]any{st.Fact, id}] = *l
 	}
-	for _, g := range sortedKeys(repair, func(a, b group) bool {
-		return a.subject < b.subject || a.subject == b.subject && a.predicate < b.predicate
-	}) {
+	for _, g := range sortedKeys(repair, groupLess) {
 		var obs []*Observation
 		for _, o := range s.active[g] {
 			obs = append(obs, o)
@@ -244,6 +245,9 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 			s.close(o, end, rr)
 			rr.obs[k] = *o
 		}
+	}
+	for _, g := range sortedKeys(dropped, groupLess) {
+		s.fallback(g, r, rr)
 	}
 }
 
@@ -288,6 +292,42 @@ func (s *State) close(o *Observation, end time.Time, rr *recordRows) {
 	at := rr.at
 	o.ValidTo, o.InvalidAt = &end, &at
 	delete(s.active[o.group()], o.ObsKey)
+	inner(s.closed, o.group())[o.ObsKey] = o
+}
+
+// fallback keeps one value current when a drop left a single-valued relation with
+// no value valid now or later: the newest value that a rule closed and a row still
+// holds is stated again from this record on (a fallback observation, seen after the
+// record's own statements), and the rows holding it move to the new observation. A
+// value that ended on its own stays ended.
+func (s *State) fallback(g group, r Record, rr *recordRows) {
+	for _, o := range s.active[g] {
+		if o.ValidTo == nil || o.ValidTo.After(rr.at) {
+			return
+		}
+	}
+	var best *Observation
+	for k, o := range s.closed[g] {
+		if len(s.holders[k]) == 0 || o.Cardinality != events.CardinalitySingle || (o.StatedTo != nil && !o.StatedTo.After(rr.at)) {
+			continue
+		}
+		if best == nil || keyOf(o).after(keyOf(best)) {
+			best = o
+		}
+	}
+	if best == nil {
+		return
+	}
+	o := s.open(Statement{Fact: best.Fact, Cardinality: best.Cardinality, To: best.StatedTo}, Record{Seq: r.Seq, At: r.At}, len(r.Statements))
+	o.ValidFrom, o.Fallback = rr.at, true
+	rr.obs[o.ObsKey] = *o
+	for _, id := range sortedKeys(s.holders[best.ObsKey], func(a, b string) bool { return a < b }) {
+		l := s.rowFacts[id][best.Fact]
+		l.ObservedSeq = o.ObservedSeq
+		addTo(s.holders, o.ObsKey, id)
+		rr.links[[2]any{best.Fact, id}] = *l
+	}
+	delete(s.holders, best.ObsKey)
 }
 
 func (s *State) applyEdges(r Record, rr *recordRows) {

@@ -266,6 +266,29 @@ func TestUndoMakesTheRestoredValueCurrent(t *testing.T) {
 	}
 }
 
+// London closed by Paris; Paris's row revised away: London is stated again from then
+// on (a fallback), never neither.
+func TestOneValueStaysCurrentWhenTheNewerGoesAway(t *testing.T) {
+	w := &writer{at: day0}
+	w.next(live("a", single("user", "lives_in", "london")))
+	w.next(live("b", single("user", "lives_in", "paris")))
+	gone := w.next(live("b"))
+	tb := fold(w.recs, 2)
+	if p := tb.facts("paris"); len(p) != 1 || p[0].InvalidAt == nil {
+		t.Fatalf("paris %+v: closed once its row no longer says it", p)
+	}
+	london := tb.facts("london")
+	if len(london) != 2 || london[0].InvalidAt == nil || london[1].InvalidAt != nil || !london[1].Fallback ||
+		!london[1].ValidFrom.Equal(gone.At.Truncate(time.Second)) {
+		t.Fatalf("london %+v: closed by Paris, then current again from the revision", london)
+	}
+	// The row holding London now holds the fallback: dropping it closes London.
+	w.next(live("a"))
+	if london := fold(w.recs, 1).facts("london"); london[1].InvalidAt == nil {
+		t.Fatalf("london %+v: closed once no row holds it", london)
+	}
+}
+
 func TestRevisionClosesOnlyWhatNoRowHolds(t *testing.T) {
 	w := &writer{at: day0}
 	w.next(live("a", multi("user", "speaks", "french")))

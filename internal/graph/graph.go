@@ -61,6 +61,7 @@ type Observation struct {
 	InvalidAt   *time.Time // when a rule closed it; nil while it is active
 	SeenUS      int64      // when it was seen, in microseconds: the order of one write's statements
 	Restored    bool       // an Undo's marker
+	Fallback    bool       // a value stated again when the newer one that closed it went away
 }
 
 // Active reports whether no rule has closed the observation; a stated end may still
@@ -129,6 +130,10 @@ func factLess(a, b Fact) bool {
 		return a.Predicate < b.Predicate
 	}
 	return a.Object < b.Object
+}
+
+func groupLess(a, b group) bool {
+	return a.subject < b.subject || a.subject == b.subject && a.predicate < b.predicate
 }
 
 func pairLess(a, b Pair) bool {

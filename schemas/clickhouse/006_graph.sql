@@ -24,6 +24,8 @@ ORDER BY (org, namespace, name, user_id, alias, entity_type);
 -- Facts: each observation of (subject, predicate, object) is one interval, opened by
 -- the record observed_seq names. valid_to is the stated end or the end a close gave,
 -- invalid_at the moment a rule closed it; seen_us orders one write's statements.
+-- restored marks an Undo's observation, fallback a value stated again when the newer
+-- one that closed it went away.
 CREATE TABLE IF NOT EXISTS loom.entity_triples (
     org          String,
     namespace    String,
@@ -41,6 +43,7 @@ CREATE TABLE IF NOT EXISTS loom.entity_triples (
     seen_at      DateTime,
     seen_us      UInt64,
     restored     UInt8,
+    fallback     UInt8,
     committed_at DateTime
 ) ENGINE = ReplacingMergeTree()
 ORDER BY (org, namespace, subject, predicate, object, observed_seq, seq);

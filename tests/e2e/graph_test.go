@@ -67,6 +67,7 @@ type graphFact struct {
 	ValidTo                    *time.Time `json:"valid_to"`
 	InvalidAt                  *time.Time `json:"invalid_at"`
 	Restored                   bool
+	Fallback                   bool
 	Open                       bool
 	Rows                       []struct {
 		MemoryID string `json:"memory_id"`
@@ -155,6 +156,31 @@ func TestGraphLondonClosesWhenParisStarts(t *testing.T) {
 	}
 	if r := g.entity(g.c, "nobody", ""); r.Status != http.StatusNotFound {
 		t.Fatalf("an entity nobody named: %d %s", r.Status, r.Body)
+	}
+}
+
+// When the newer value goes away (its row revised to say something else), the older
+// value a row still holds is current again from then on: never neither.
+func TestGraphOneValueStaysCurrentWhenTheNewerGoesAway(t *testing.T) {
+	g := newGraphNS(t, "append_only")
+	g.set("home-1", map[string]any{"value": "I live in London", "relations": []any{rel("user", "lives_in", "London")}})
+	g.set("home-2", map[string]any{"value": "I live in Paris", "relations": []any{rel("user", "lives_in", "Paris")}})
+	revised := g.set("home-2", map[string]any{"value": "I like Paris", "relations": []any{}})
+	a := g.read("user", "include_closed=true")
+	if paris := fact(t, a, "lives_in", "paris", false); paris.Open || paris.InvalidAt == nil {
+		t.Fatalf("Paris %+v: closed once no row states it", paris)
+	}
+	var again *graphFact
+	for i, f := range a.Facts {
+		if f.Object == "london" && f.Open {
+			again = &a.Facts[i]
+		}
+	}
+	if again == nil || !again.Fallback || again.ValidTo != nil || len(again.Rows) != 1 || !again.Rows[0].Holds {
+		t.Fatalf("facts %+v: London current again, held by its row", a.Facts)
+	}
+	if revised["written"] != true || objects(g.read("user", ""), "lives_in") != "london" {
+		t.Fatalf("open facts: %s", objects(g.read("user", ""), "lives_in"))
 	}
 }
 
