@@ -57,12 +57,12 @@ func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
 	caughtUp()
 	testenv.Eventually(t, time.Minute, "the projection to commit its offsets", func() bool { return env.GroupCaughtUp(t, group, topic) })
 	before := testenv.TableSums(t, conn, org, []string{ns})
-	var closed, restored uint64
-	if err := conn.QueryRow(context.Background(), `SELECT countIf(isNotNull(invalid_at)), countIf(restored = 1)
-		FROM loom.entity_triples FINAL WHERE org = ? AND namespace = ?`, org, ns).Scan(&closed, &restored); err != nil {
+	var closed, restored, fallbacks uint64
+	if err := conn.QueryRow(context.Background(), `SELECT countIf(isNotNull(invalid_at)), countIf(restored = 1), countIf(fallback = 1)
+		FROM loom.entity_triples FINAL WHERE org = ? AND namespace = ?`, org, ns).Scan(&closed, &restored, &fallbacks); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("tables %v; %d closed and %d restored fact versions", before, closed, restored)
+	t.Logf("tables %v; %d closed, %d restored and %d fallback fact versions", before, closed, restored, fallbacks)
 	if closed == 0 || restored == 0 {
 		t.Fatalf("the stream closed %d facts and restored %d: it does not exercise the rules", closed, restored)
 	}
