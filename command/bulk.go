@@ -306,9 +306,10 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 		exp := resolveExpiry(expiryInput{now: now, ttlSeconds: w.req.TTLSeconds, validTo: w.req.ValidTo, typeConfig: typeCfg,
 			namespace: pol.config, high: sensitivity == memrow.SensitivityHigh, sensitiveRetention: s.cfg.SensitiveRetention})
 		// An entry repeating the stored bytes writes only when it changes the
-		// sensitivity, adds a pin or sets a ttl: a replayed batch must not revive a
-		// retired row over the write that retired it.
-		if isLive && head.ContentSHA256 == w.sha && sensitivity == head.Sensitivity && (!w.req.Pin || head.Pinned) && w.req.TTLSeconds == nil {
+		// sensitivity, adds a pin, sets a ttl or declares other entities or relations: a
+		// replayed batch must not revive a retired row over the write that retired it.
+		if isLive && head.ContentSHA256 == w.sha && sensitivity == head.Sensitivity && (!w.req.Pin || head.Pinned) && w.req.TTLSeconds == nil &&
+			!w.changesGraph(head, &pol.config) {
 			it.skip = "unchanged"
 			ans.SkippedUnchanged = append(ans.SkippedUnchanged, it.index)
 			continue
@@ -323,7 +324,7 @@ func (s *Service) bulkRound(ctx context.Context, items []*bulkItem, ans *bulkAns
 			}
 			exp = expiry{at: head.ExpiresAt, onExpire: head.OnExpire}
 		}
-		it.row = s.buildSetRow(w, head, now, memoryType, sensitivity, exp)
+		it.row = s.buildSetRow(w, head, now, memoryType, sensitivity, exp, &pol.config)
 		if same {
 			it.row.ReinforcementCount = head.ReinforcementCount + 1
 			it.row.Status = head.Status

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/graph"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -77,7 +78,7 @@ func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int)
 func expireRevision(h *memrow.Row, now time.Time) *pending {
 	r := copyOf(h)
 	r.Actor = "process:loom"
-	p := &pending{own: true, op: "memory.expire", row: r, readVersion: h.Version}
+	p := &pending{own: true, op: graph.OpExpire, row: r, readVersion: h.Version}
 	switch h.OnExpire {
 	case ExpireDemote:
 		// The row stays, less trusted, and no longer expires.
@@ -88,6 +89,7 @@ func expireRevision(h *memrow.Row, now time.Time) *pending {
 		// The shell row stays; its text and its search document go.
 		r.Value, r.ContentSHA256 = anonymizedValue, memrow.ContentSHA256(anonymizedValue)
 		r.Tags, r.Entities, r.ExpiresAt, r.OnExpire, r.ValidTo = []string{}, []string{}, nil, "", nil
+		r.EntityTypes, r.Relations = nil, nil
 		r.EmbeddingDim, r.EmbeddingModel = 0, ""
 		p.event = events.TypeRevised
 	default:

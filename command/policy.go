@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -46,6 +47,9 @@ type NamespaceConfig struct {
 	// Visibility public: a search over several namespaces reads this one only when
 	// no private namespace of it has a hit above the floor.
 	Visibility string `json:"visibility,omitempty"`
+	// Relations declares each predicate's cardinality, single or multi; a predicate
+	// not declared is multi, so no value of it ever closes another.
+	Relations map[string]string `json:"relations,omitempty"`
 }
 
 // DefaultConfig is the configuration of a namespace nobody configured.
@@ -74,6 +78,9 @@ func (c *NamespaceConfig) Validate() error {
 	if err := checkRetention("retention_days", c.RetentionDays, c.OnExpire); err != nil {
 		return err
 	}
+	if err := c.validateRelations(); err != nil {
+		return err
+	}
 	for name, t := range c.Types {
 		if err := memrow.ValidateName("types", name); err != nil {
 			return err
@@ -98,6 +105,42 @@ func (c *NamespaceConfig) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validateRelations checks the declared cardinalities and stores each predicate in its
+// canonical form, the form a write's relations are matched in.
+func (c *NamespaceConfig) validateRelations() error {
+	if len(c.Relations) == 0 {
+		c.Relations = nil
+		return nil
+	}
+	canonical := make(map[string]string, len(c.Relations))
+	for p, card := range c.Relations {
+		field := "relations." + p
+		if err := memrow.ValidateIdentity(field, p); err != nil || memrow.Predicate(p) == "" || len(p) > memrow.MaxPredicateBytes {
+			return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed,
+				Message: fmt.Sprintf("a predicate is 1 to %d bytes of text with a word in it", memrow.MaxPredicateBytes)}
+		}
+		if card != events.CardinalitySingle && card != events.CardinalityMulti {
+			return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed, Message: "a relation's cardinality is single or multi"}
+		}
+		k := memrow.Predicate(p)
+		if prev, dup := canonical[k]; dup && prev != card {
+			return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed,
+				Message: "two spellings of predicate " + k + " declare different cardinalities"}
+		}
+		canonical[k] = card
+	}
+	c.Relations = canonical
+	return nil
+}
+
+// cardinality is a predicate's declared cardinality; an undeclared one is multi.
+func (c *NamespaceConfig) cardinality(predicate string) string {
+	if c.Relations[predicate] == events.CardinalitySingle {
+		return events.CardinalitySingle
+	}
+	return events.CardinalityMulti
 }
 
 func checkThreshold(field string, v *float64) error {

@@ -28,6 +28,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
 	sealed, err := events.Seal(dataKey, recordID, &events.Content{
 		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		EntityTypes: row.EntityTypes, Relations: row.Relations,
 		Embedding: r.vector, KeyEmbedding: r.keyVector, ChunkEmbeddings: vectors(r.chunkVectors),
 	})
 	if err != nil {

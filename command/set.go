@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -40,6 +42,11 @@ type setRequest struct {
 	IfMatchSHA256 string          `json:"if_match_sha256"`
 	SourceClass   string          `json:"source_class"`
 	DryRun        bool            `json:"dry_run"`
+	// Entities are names, or {"name", "type"} objects; Relations the facts the value
+	// states. Both describe the value: left out, a revision of a new value states
+	// none, and one of the same value keeps the head's.
+	Entities  []json.RawMessage      `json:"entities"`
+	Relations []memrow.RelationInput `json:"relations"`
 }
 
 // Source classes. The server stamps direct; a request may only downgrade.
@@ -108,6 +115,13 @@ type setWrite struct {
 	absorbed      []peer // gap rows measured in earlier rounds
 	advisories    []string
 	hold          *idemHold
+
+	// entities and entityTypes are the request's entities, parsed; nil when it named none.
+	entities    []string
+	entityTypes map[string]string
+	// keepGraph: entities and relations the request leaves out keep the head's, even
+	// over a new value (memory.update).
+	keepGraph bool
 }
 
 func (s *Service) set(c *fiber.Ctx, hold *idemHold) (*setAnswer, error) {
@@ -179,6 +193,13 @@ func newSetWrite(op string, p auth.Principal, id memrow.Identity, req *setReques
 		return nil, err
 	}
 	w := &setWrite{op: op, p: p, req: req, id: id, requestID: requestID}
+	if req.Entities != nil {
+		names, types, err := memrow.ParseEntities(req.Entities)
+		if err != nil {
+			return nil, err
+		}
+		w.entities, w.entityTypes = names, types
+	}
 	if len(req.Value) > 0 {
 		value, err := memrow.Canonical("value", req.Value)
 		if err != nil {
@@ -234,7 +255,7 @@ func validateSetFields(req *setRequest) error {
 	if req.Proposed && req.Pin {
 		return httperr.Validation("pin", "a proposal cannot pin")
 	}
-	return nil
+	return memrow.ValidateRelations(req.Relations)
 }
 
 // setRound runs the phases over the policy and head as they are now and commits. It
@@ -322,7 +343,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	}
 
 	// Phase 7: the version row, with provenance stamped by the server.
-	row := s.buildSetRow(w, head, now, memoryType, sensitivity, exp)
+	row := s.buildSetRow(w, head, now, memoryType, sensitivity, exp, &pol.config)
 	// An update that leaves the value as it is changes metadata only: the row keeps
 	// its status, links and reinforcement, and is not judged again.
 	metaOnly := w.requireHead && live && head.ContentSHA256 == w.sha
@@ -445,7 +466,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 
 // buildSetRow builds the version row over the head read in this round: a revision
 // carries the head's other columns forward and resets those that described its value.
-func (s *Service) buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType, sensitivity string, exp expiry) *memrow.Row {
+func (s *Service) buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType, sensitivity string, exp expiry, cfg *NamespaceConfig) *memrow.Row {
 	req := w.req
 	row := &memrow.Row{
 		Identity:      w.id,
@@ -486,7 +507,45 @@ func (s *Service) buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memo
 	if req.Proposed {
 		row.Status = memrow.StatusProposed
 	}
+	w.setGraph(row, head, now, cfg)
 	return row
+}
+
+// changesGraph reports whether the request declares entities or relations other than
+// the head's.
+func (w *setWrite) changesGraph(head *memrow.Row, cfg *NamespaceConfig) bool {
+	if w.req.Entities != nil && (!slices.Equal(w.entities, head.Entities) || !maps.Equal(w.entityTypes, head.EntityTypes)) {
+		return true
+	}
+	if w.req.Relations == nil {
+		return false
+	}
+	a, _ := json.Marshal(memrow.Relations(w.req.Relations, cfg.cardinality))
+	b, _ := json.Marshal(head.Relations)
+	return string(a) != string(b)
+}
+
+// setGraph fixes what the row declares for the graph. Entities and relations the
+// request names replace the head's, each relation stamped with its predicate's
+// cardinality as the namespace declares it now; left out, they describe the head's
+// value, so they stay only while the value does (or always, for memory.update).
+func (w *setWrite) setGraph(row, head *memrow.Row, now time.Time, cfg *NamespaceConfig) {
+	keep := head != nil && head.Live(now) && (w.keepGraph || head.ContentSHA256 == row.ContentSHA256)
+	switch {
+	case w.req.Entities != nil:
+		row.Entities, row.EntityTypes = w.entities, w.entityTypes
+	case keep:
+		row.Entities, row.EntityTypes = head.Entities, head.EntityTypes
+	}
+	if row.Entities == nil {
+		row.Entities = []string{}
+	}
+	switch {
+	case w.req.Relations != nil:
+		row.Relations = memrow.Relations(w.req.Relations, cfg.cardinality)
+	case keep:
+		row.Relations = head.Relations
+	}
 }
 
 // verdictRows turns a verdict into the rows to commit: the write's own row, marked as
@@ -580,6 +639,9 @@ func copyOf(h *memrow.Row) *memrow.Row {
 	c := *h
 	c.Tags = append([]string(nil), h.Tags...)
 	c.ConflictWith = append([]string(nil), h.ConflictWith...)
+	c.Entities = slices.Clone(h.Entities)
+	c.EntityTypes = maps.Clone(h.EntityTypes)
+	c.Relations = slices.Clone(h.Relations)
 	return &c
 }
 

@@ -82,7 +82,7 @@ func (s *Service) runUpdate(c *fiber.Ctx, hold *idemHold, op string, p auth.Prin
 	if err != nil {
 		return nil, err
 	}
-	w.requireHead, w.valueFromHead, w.hold = true, len(req.Value) == 0, hold
+	w.requireHead, w.valueFromHead, w.keepGraph, w.hold = true, len(req.Value) == 0, true, hold
 	return s.runSet(c.UserContext(), w)
 }
 

@@ -30,6 +30,12 @@ type Content struct {
 	KeyEmbedding Vector `json:"key_embedding,omitempty"`
 	// ChunkEmbeddings are the vectors of a long value's windows, in order.
 	ChunkEmbeddings []Vector `json:"chunk_embeddings,omitempty"`
+
+	// Added within v1 (additive): what the writer declared for the graph.
+	// EntityTypes maps a name of Entities to the type its writer declared.
+	EntityTypes map[string]string `json:"entity_types,omitempty"`
+	// Relations are the facts the writer named, at most eight.
+	Relations []Relation `json:"relations,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

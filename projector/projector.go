@@ -66,6 +66,7 @@ type Projector struct {
 	gaps      *metrics.Counter
 	sealed    *metrics.Counter
 	uncarried *metrics.Counter
+	graphRows *metrics.Counter
 	batchTime *metrics.Histogram
 	lag       *metrics.GaugeVec
 }
@@ -87,6 +88,7 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, l
 		gaps:      reg.Counter("loom_projector_seq_gaps_total", "Batches in which a namespace's seqs skipped forward.", "projection").With(l),
 		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
 		uncarried: reg.Counter("loom_projector_uncarried_total", "Copies whose content's vector ClickHouse no longer holds: projected without a search vector.", "projection").With(l),
+		graphRows: reg.Counter("loom_projector_graph_rows_total", "Graph row versions (facts, edges, entities, row links) a projection wrote.", "projection").With(l),
 		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
 		lag:       reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
 	}
@@ -176,15 +178,24 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 		if err != nil {
 			return err
 		}
+		marks, err := readWatermarks(ctx, p.pool, p.cfg.Name, b.namespaces(), false)
+		if err != nil {
+			return err
+		}
 		rows := openAll(b.revisions, keys, p.sealed)
 		missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, rows)
 		if err != nil {
 			return err
 		}
 		p.uncarried.Add(float64(missing))
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows); err != nil {
+		graphRows, err := foldGraph(ctx, p.ch, b, rows, marks)
+		if err != nil {
 			return err
 		}
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows, graphRows); err != nil {
+			return err
+		}
+		p.graphRows.Add(float64(graphRowCount(graphRows)))
 	}
 	advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, b.seqs)
 	if err != nil {

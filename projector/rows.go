@@ -19,6 +19,15 @@ type batch struct {
 	seqs      map[nsKey][]int64 // every seq seen, revision or not, for the watermarks
 }
 
+// namespaces lists the batch's namespaces.
+func (b batch) namespaces() []nsKey {
+	out := make([]nsKey, 0, len(b.seqs))
+	for k := range b.seqs {
+		out = append(out, k)
+	}
+	return out
+}
+
 func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
 	b := batch{seqs: map[nsKey][]int64{}}
 	for _, r := range recs {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -25,7 +26,7 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		keys = append(keys, k)
 	}
 	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		current, err := readWatermarks(ctx, tx, projection, keys)
+		current, err := readWatermarks(ctx, tx, projection, keys, true)
 		if err != nil {
 			return err
 		}
@@ -70,18 +71,22 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 	return advanced, gaps, dupes, err
 }
 
-// readWatermarks locks the batch's watermark rows: two projectors of one projection
-// (a rebalance in flight) then advance them one at a time.
-func readWatermarks(ctx context.Context, tx pgx.Tx, projection string, keys []nsKey) (map[nsKey]int64, error) {
+// readWatermarks reads the batch's watermarks; lock takes their rows, so two
+// projectors of one projection (a rebalance in flight) advance them one at a time.
+func readWatermarks(ctx context.Context, q heads.Querier, projection string, keys []nsKey, lock bool) (map[nsKey]int64, error) {
 	orgs := make([]string, len(keys))
 	nss := make([]string, len(keys))
 	for i, k := range keys {
 		orgs[i], nss[i] = k.org, k.namespace
 	}
-	rows, err := tx.Query(ctx, `SELECT w.org, w.namespace, w.seq FROM loom.projection_watermarks w
+	sql := `SELECT w.org, w.namespace, w.seq FROM loom.projection_watermarks w
 		JOIN unnest($2::text[], $3::text[]) AS b(org, namespace) ON w.org = b.org AND w.namespace = b.namespace
 		WHERE w.projection = $1
-		ORDER BY w.org, w.namespace FOR UPDATE OF w`, projection, orgs, nss)
+		ORDER BY w.org, w.namespace`
+	if lock {
+		sql += ` FOR UPDATE OF w`
+	}
+	rows, err := q.Query(ctx, sql, projection, orgs, nss)
 	if err != nil {
 		return nil, fmt.Errorf("read watermarks: %w", err)
 	}

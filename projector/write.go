@@ -36,7 +36,7 @@ const (
 // writeRows sends one insert per table, all at once: the tables are independent
 // and each collapses a row it sees twice, so a batch that fails part-way is simply
 // written again.
-func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
+func writeRows(ctx context.Context, conn *ch.Conn, rows []opened, graphRows []nsGraph) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -51,6 +51,9 @@ func writeRows(ctx context.Context, conn *ch.Conn, rows []opened) error {
 	}
 	if fill, any := chunksFill(rows); any {
 		inserts = append(inserts, func() error { return send(ctx, conn, "loom.memory_chunks", insertChunks, fill) })
+	}
+	for _, g := range graphInserts(graphRows) {
+		inserts = append(inserts, func() error { return send(ctx, conn, g.table, g.query, g.fill) })
 	}
 	errs := make([]error, len(inserts))
 	var wg sync.WaitGroup

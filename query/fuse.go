@@ -44,7 +44,8 @@ type candidate struct {
 }
 
 // Weights weigh the legs in weighted mode; lexical is normalised by the pool's best.
-type Weights struct{ Vector, Lexical, Key float64 }
+// The graph leg runs only when a search asks for it, and adds to the others.
+type Weights struct{ Vector, Lexical, Key, Graph float64 }
 
 // rrfK is reciprocal rank fusion's constant.
 const rrfK = 60
@@ -81,14 +82,15 @@ func fuse(legs map[string][]legHit, mode string, w Weights) []*candidate {
 	for _, c := range byID {
 		// A key counts toward relevance as the square of the share of its words the
 		// query holds: one common word ("office" of office.rotterdam.address) is not
-		// evidence of an answer, the whole key is.
+		// evidence of an answer, the whole key is. A row stating a fact about an entity
+		// the query names is evidence of a match.
 		key := c.scores[LegKey]
-		c.relevance = math.Max(math.Max(c.scores[LegVector], key*key), c.coverage)
+		c.relevance = max(c.scores[LegVector], key*key, c.coverage, c.scores[LegGraph])
 		out = append(out, c)
 	}
 	switch mode {
 	case ModeRRF:
-		for _, leg := range []string{LegVector, LegLexical, LegKey} {
+		for _, leg := range []string{LegVector, LegLexical, LegKey, LegGraph} {
 			ranked := append([]*candidate(nil), out...)
 			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores[leg] > ranked[j].scores[leg] })
 			for rank, c := range ranked {
@@ -107,7 +109,7 @@ func fuse(legs map[string][]legHit, mode string, w Weights) []*candidate {
 			if best > 0 {
 				lex = c.scores[LegLexical] / best
 			}
-			c.fused = w.Vector*math.Max(c.scores[LegVector], 0) + w.Lexical*lex + w.Key*c.scores[LegKey]
+			c.fused = w.Vector*math.Max(c.scores[LegVector], 0) + w.Lexical*lex + w.Key*c.scores[LegKey] + w.Graph*c.scores[LegGraph]
 		}
 	}
 	sortPool(out)

@@ -8,7 +8,7 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-var testWeights = Weights{Vector: 0.3, Lexical: 0.4, Key: 0.3}
+var testWeights = Weights{Vector: 0.3, Lexical: 0.4, Key: 0.3, Graph: 0.2}
 
 func hit(key string, score, coverage float64) legHit {
 	return legHit{id: memrow.Identity{Namespace: "n", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: key}, score: score, coverage: coverage}

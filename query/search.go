@@ -37,6 +37,9 @@ type searchRequest struct {
 	Mode              string     `json:"mode"` // weighted (default) or rrf
 	Recency           bool       `json:"recency"`
 	PageToken         string     `json:"page_token"`
+	// Graph adds the graph leg: the rows naming the query's entities and their
+	// neighbours one edge away.
+	Graph bool `json:"graph"`
 }
 
 // hitView is one search hit with the scores that ranked it.
@@ -281,6 +284,9 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 			job{LegLexical, func() ([]legHit, error) { return s.lexicalLeg(ctx, plan.f, ns, plan.terms, plan.pool) }},
 			job{LegKey, func() ([]legHit, error) { return s.keyLeg(ctx, plan.f, ns, plan.req.Query, plan.terms, plan.pool) }},
 		)
+		if plan.req.Graph {
+			jobs = append(jobs, job{LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }})
+		}
 	}
 	legs := map[string][]legHit{}
 	var mu sync.Mutex

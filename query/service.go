@@ -65,4 +65,5 @@ func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
 	g.Get("/namespaces/:ns/memories/:key/history", s.handleHistory)
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)
+	g.Get("/namespaces/:ns/graph/entities/:name", s.handleEntity)
 }

@@ -49,6 +49,9 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
 				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
+			if plan.req.Graph {
+				hits[len(hits)-1].Scores[LegGraph] = round6(c.scores[LegGraph])
+			}
 		}
 	}
 	// Priors reorder near-ties within the page.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -46,12 +47,19 @@ type memoryView struct {
 	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
+
+	Entities    []string          `json:"entities"`
+	EntityTypes map[string]string `json:"entity_types,omitempty"`
+	Relations   []events.Relation `json:"relations,omitempty"`
 }
 
 func viewOf(r *memrow.Row) memoryView {
-	tags := r.Tags
+	tags, entities := r.Tags, r.Entities
 	if tags == nil {
 		tags = []string{}
+	}
+	if entities == nil {
+		entities = []string{}
 	}
 	return memoryView{
 		MemoryID: r.MemoryID, Namespace: r.Namespace, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID,
@@ -61,6 +69,7 @@ func viewOf(r *memrow.Row) memoryView {
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
 		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf,
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations,
 	}
 }
 

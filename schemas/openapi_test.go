@@ -35,6 +35,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories/{key}:verify":  {"post"},
 	"/v1/namespaces/{ns}/memories/{key}:restore": {"post"},
 	"/v1/namespaces/{ns}/memories/{key}/history": {"get"},
+	"/v1/namespaces/{ns}/graph/entities/{name}":  {"get"},
 	"/v1/memories/{memory_id}":                   {"get", "patch"},
 	"/v1/namespaces/{ns}/memories:search":        {"post"},
 	"/v1/namespaces/{ns}/memories:clear":         {"post"},

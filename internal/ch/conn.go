@@ -105,3 +105,18 @@ func orDefault(d, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// Each runs q and hands each result row's Scan to scan, in order.
+func (c *Conn) Each(ctx context.Context, q string, args []any, scan func(func(dest ...any) error) error) error {
+	rows, err := c.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

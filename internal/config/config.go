@@ -60,17 +60,17 @@ type Config struct {
 	SearchMinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
 	PriorCap             float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
 	BM25K1, BM25B        float64       // LOOM_BM25_K1, LOOM_BM25_B
-	// LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL, _KEY: weighted fusion's leg weights
-	WeightVector, WeightLexical, WeightKey float64
-	EmbedCacheSize                         int           // LOOM_EMBEDDING_CACHE_SIZE
-	EmbedCacheTTL                          time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
-	Embedder                               string        // LOOM_EMBEDDER: hash or openai
-	EmbedderDim                            int           // LOOM_EMBEDDER_DIM
-	OpenAIBaseURL                          string        // LOOM_OPENAI_BASE_URL
-	OpenAIAPIKey                           string        // LOOM_OPENAI_API_KEY
-	OpenAIModel                            string        // LOOM_OPENAI_MODEL
-	RequestBodyLimitBytes                  int           // LOOM_HTTP_BODY_LIMIT_BYTES
-	LogLevel                               string        // LOOM_LOG_LEVEL
+	// LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL, _KEY, _GRAPH: weighted fusion's leg weights
+	WeightVector, WeightLexical, WeightKey, WeightGraph float64
+	EmbedCacheSize                                      int           // LOOM_EMBEDDING_CACHE_SIZE
+	EmbedCacheTTL                                       time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
+	Embedder                                            string        // LOOM_EMBEDDER: hash or openai
+	EmbedderDim                                         int           // LOOM_EMBEDDER_DIM
+	OpenAIBaseURL                                       string        // LOOM_OPENAI_BASE_URL
+	OpenAIAPIKey                                        string        // LOOM_OPENAI_API_KEY
+	OpenAIModel                                         string        // LOOM_OPENAI_MODEL
+	RequestBodyLimitBytes                               int           // LOOM_HTTP_BODY_LIMIT_BYTES
+	LogLevel                                            string        // LOOM_LOG_LEVEL
 }
 
 // Lookup returns an environment variable's value, or "" when unset (os.Getenv).
@@ -162,6 +162,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		WeightVector:          r.float("LOOM_SEARCH_WEIGHT_VECTOR", 0.30),
 		WeightLexical:         r.float("LOOM_SEARCH_WEIGHT_LEXICAL", 0.40),
 		WeightKey:             r.float("LOOM_SEARCH_WEIGHT_KEY", 0.30),
+		WeightGraph:           r.float("LOOM_SEARCH_WEIGHT_GRAPH", 0.20),
 		EmbedCacheSize:        r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
 		EmbedCacheTTL:         time.Duration(r.int("LOOM_EMBEDDING_CACHE_TTL_S", 600)) * time.Second,
 		Embedder:              r.str("LOOM_EMBEDDER", "hash"),
@@ -232,7 +233,7 @@ func (c Config) check() error {
 	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
 		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
 	}
-	if c.WeightVector < 0 || c.WeightLexical < 0 || c.WeightKey < 0 || c.WeightVector+c.WeightLexical+c.WeightKey <= 0 {
+	if c.WeightVector < 0 || c.WeightLexical < 0 || c.WeightKey < 0 || c.WeightGraph < 0 || c.WeightVector+c.WeightLexical+c.WeightKey <= 0 {
 		errs = append(errs, errors.New("LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY must be non-negative and not all zero"))
 	}
 	if c.MemoryCharLimit < 1 {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/loomplane/loom/events"
 )
 
 // Statuses a row can hold. A tombstone is a flag, not a status: a deleted row keeps
@@ -80,6 +82,11 @@ type Row struct {
 	JudgementOwed bool      `json:"judgement_owed,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
+
+	// EntityTypes and Relations are what the writer declared for the graph beside
+	// Entities; they describe the value, and a copy of the row carries them with it.
+	EntityTypes map[string]string `json:"entity_types,omitempty"`
+	Relations   []events.Relation `json:"relations,omitempty"`
 }
 
 // Live reports whether the row exists for readers: not deleted and not expired.

@@ -168,7 +168,7 @@ func (n *Node) newApp() *fiber.App {
 			Projection: n.Cfg.Projection, ProjectionWait: n.Cfg.PGProjectionWait,
 			TopKDefault: n.Cfg.SearchTopKDefault, TopKMax: n.Cfg.SearchTopKMax, MinScore: n.Cfg.SearchMinScore,
 			PriorCap: n.Cfg.PriorCap, BM25K1: n.Cfg.BM25K1, BM25B: n.Cfg.BM25B,
-			Weights:        query.Weights{Vector: n.Cfg.WeightVector, Lexical: n.Cfg.WeightLexical, Key: n.Cfg.WeightKey},
+			Weights:        query.Weights{Vector: n.Cfg.WeightVector, Lexical: n.Cfg.WeightLexical, Key: n.Cfg.WeightKey, Graph: n.Cfg.WeightGraph},
 			EmbedCacheSize: n.Cfg.EmbedCacheSize, EmbedCacheTTL: n.Cfg.EmbedCacheTTL,
 		}, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
 		q.Register(data, n.Tokens)

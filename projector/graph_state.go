@@ -1,0 +1,190 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/graph"
+)
+
+// keySep joins the parts of a relation or pair key the state reads match on with
+// has(); no entity name or predicate holds it (they are plain text).
+const keySep = "\x1f"
+
+// rowRefCols are a link's row columns, as of its latest version.
+const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id, seq), argMax(memory_key, seq),
+	argMax(content_sha256, seq), argMax(memory_type, seq)`
+
+// loadGraphState reads the part of a namespace's graph a batch's records fold over,
+// as of just before the first of them: first the links of the records' rows, then
+// the relations and pairs those links and the records name. Each round's reads run
+// at once.
+func loadGraphState(ctx context.Context, conn *ch.Conn, k nsKey, recs []graph.Record) (*graph.State, error) {
+	st := &stateLoader{st: graph.NewState()}
+	cutoff := recs[0].Seq
+	ids := graph.RowIDs(recs)
+	byRow := fmt.Sprintf("has(?, toString(memory_id)) AND seq < %d", cutoff)
+	err := all(
+		func() error { return readTripleLinks(ctx, conn, st, k, byRow, ids) },
+		func() error { return readEdgeLinks(ctx, conn, st, k, byRow, "HAVING argMax(holds, seq) = 1", ids) },
+	)
+	if err != nil {
+		return nil, err
+	}
+	relations, pairs := st.st.Touched(recs)
+	var reads []func() error
+	if len(relations) > 0 {
+		keys := make([]string, len(relations))
+		for i, r := range relations {
+			keys[i] = r[0] + keySep + r[1]
+		}
+		byRelation := fmt.Sprintf(`has(?, concat(subject, '\x1F', predicate)) AND seq < %d`, cutoff)
+		reads = append(reads,
+			func() error { return readObservations(ctx, conn, st, k, byRelation, keys) },
+			func() error { return readTripleLinks(ctx, conn, st, k, byRelation, keys) })
+	}
+	if len(pairs) > 0 {
+		keys := make([]string, len(pairs))
+		for i, p := range pairs {
+			keys[i] = p.A + keySep + p.B
+		}
+		byPair := fmt.Sprintf(`has(?, concat(entity_a, '\x1F', entity_b)) AND seq < %d`, cutoff)
+		reads = append(reads,
+			func() error { return readEdges(ctx, conn, st, k, byPair, keys) },
+			// Every row that ever named a pair, holding it or not: the edge's weight.
+			func() error { return readEdgeLinks(ctx, conn, st, k, byPair, "", keys) })
+	}
+	if err := all(reads...); err != nil {
+		return nil, err
+	}
+	return st.st, nil
+}
+
+// stateLoader lets concurrent reads load into one State.
+type stateLoader struct {
+	mu sync.Mutex
+	st *graph.State
+}
+
+func (l *stateLoader) load(f func(*graph.State)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(l.st)
+}
+
+// all runs fns at once and returns their errors.
+func all(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
+	q := `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq), argMax(valid_from, seq),
+			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(invalid_at, seq),
+			argMax(seen_us, seq), argMax(restored, seq), argMax(fallback, seq)
+		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		GROUP BY subject, predicate, object, observed_seq`
+	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
+		var o graph.Observation
+		var seenUS uint64
+		var restored, fallback uint8
+		if err := scan(&o.Subject, &o.Predicate, &o.Object, &o.ObservedSeq, &o.Cardinality, &o.ValidFrom, &o.ValidTo,
+			&o.StatedFrom, &o.StatedTo, &o.InvalidAt, &seenUS, &restored, &fallback); err != nil {
+			return err
+		}
+		o.ValidFrom = o.ValidFrom.UTC()
+		o.ValidTo, o.StatedFrom, o.StatedTo, o.InvalidAt = utc(o.ValidTo), utc(o.StatedFrom), utc(o.StatedTo), utc(o.InvalidAt)
+		o.SeenUS, o.Restored, o.Fallback = int64(seenUS), restored == 1, fallback == 1
+		st.load(func(s *graph.State) { s.LoadObservation(o) })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read observations: %w", err)
+	}
+	return nil
+}
+
+// readTripleLinks reads the links still holding their fact.
+func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
+	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), argMax(stated_from, seq),
+			argMax(stated_to, seq), ` + rowRefCols + `
+		FROM loom.entity_triple_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		GROUP BY subject, predicate, object, memory_id HAVING argMax(holds, seq) = 1`
+	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
+		l := graph.TripleLink{Holds: true}
+		r := &l.Row
+		if err := scan(&l.Subject, &l.Predicate, &l.Object, &r.MemoryID, &l.ObservedSeq, &l.StatedFrom, &l.StatedTo,
+			&r.Agent, &r.UserID, &r.SessionID, &r.MemoryKey, &r.ContentSHA256, &r.MemoryType); err != nil {
+			return err
+		}
+		l.StatedFrom, l.StatedTo = utc(l.StatedFrom), utc(l.StatedTo)
+		st.load(func(s *graph.State) { s.LoadTripleLink(l) })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read fact links: %w", err)
+	}
+	return nil
+}
+
+func readEdges(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
+	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), argMax(valid_to, seq), argMax(weight, seq)
+		FROM loom.entity_edges PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		GROUP BY entity_a, entity_b, opened_seq`
+	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
+		var e graph.Edge
+		if err := scan(&e.A, &e.B, &e.OpenedSeq, &e.ValidFrom, &e.ValidTo, &e.Weight); err != nil {
+			return err
+		}
+		e.ValidFrom, e.ValidTo = e.ValidFrom.UTC(), utc(e.ValidTo)
+		st.load(func(s *graph.State) { s.LoadEdge(e) })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read edges: %w", err)
+	}
+	return nil
+}
+
+func readEdgeLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where, having string, keys []string) error {
+	q := `SELECT entity_a, entity_b, toString(memory_id), argMax(opened_seq, seq), argMax(holds, seq), ` + rowRefCols + `
+		FROM loom.entity_edge_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		GROUP BY entity_a, entity_b, memory_id ` + having
+	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
+		var l graph.EdgeLink
+		var holds uint8
+		r := &l.Row
+		if err := scan(&l.A, &l.B, &r.MemoryID, &l.OpenedSeq, &holds,
+			&r.Agent, &r.UserID, &r.SessionID, &r.MemoryKey, &r.ContentSHA256, &r.MemoryType); err != nil {
+			return err
+		}
+		l.Holds = holds == 1
+		st.load(func(s *graph.State) { s.LoadEdgeLink(l) })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read edge links: %w", err)
+	}
+	return nil
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

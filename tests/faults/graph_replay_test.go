@@ -1,0 +1,186 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// graphTables are the tables the graph fold writes.
+var graphTables = []string{"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows"}
+
+// The graph is a pure fold over the topic. 5,000 random writes (revisions, same-key
+// retirements, deletes, Undos, pins, high rows, dated and bounded facts) projected in
+// small batches give tables that a reset to earliest leaves identical, and that a
+// rebuild from empty graph tables in batches of another size gives again.
+func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
+	p1 := projection(t)
+	// A topic of its own: a projection the later tests start replays the shared topic
+	// from its start, and should not fold these 5,000 records first.
+	topic := env.CreateTopic(t, nil)
+	onTopic := func(c *config.Config) { c.Topic = topic }
+	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) {
+		c.Topic, c.Projection, c.ProjectorBatch = topic, p1, 150
+		c.BulkConflictCheckMax = 10 // same-key retirements need no peer reads; keep the writes quick
+	})
+	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	env.Relay(t, relay.Faults{}, onTopic)
+	conn := env.CH(t)
+	ns := testenv.Unique(t, "graph-replay")
+	admin.Configure(t, ns, map[string]any{"conflict_policy": "newest_wins",
+		"relations": map[string]string{"lives_in": "single", "works_at": "single", "visited": "multi", "knows": "multi"}})
+
+	start := time.Now()
+	pool := env.PG(t)
+	caughtUp := func() {
+		testenv.Eventually(t, time.Minute, "the projection to reach the generation", func() bool {
+			return testenv.Watermark(t, pool, p1, org, ns) == testenv.Generation(t, pool, org, ns)
+		})
+	}
+	writeRandomGraph(t, admin, ns, rand.New(rand.NewSource(10)), 5000, func() int64 {
+		caughtUp()
+		return testenv.Generation(t, pool, org, ns)
+	})
+	t.Logf("wrote %d revisions in %s", testenv.Generation(t, pool, org, ns), time.Since(start).Round(time.Millisecond))
+	group := projector.Group(p1)
+	caughtUp()
+	testenv.Eventually(t, time.Minute, "the projection to commit its offsets", func() bool { return env.GroupCaughtUp(t, group, topic) })
+	before := testenv.TableSums(t, conn, org, []string{ns})
+	var closed, restored, fallbacks uint64
+	if err := conn.QueryRow(context.Background(), `SELECT countIf(isNotNull(invalid_at)), countIf(restored = 1), countIf(fallback = 1)
+		FROM loom.entity_triples FINAL WHERE org = ? AND namespace = ?`, org, ns).Scan(&closed, &restored, &fallbacks); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tables %v; %d closed, %d restored and %d fallback fact versions", before, closed, restored, fallbacks)
+	if closed == 0 || restored == 0 {
+		t.Fatalf("the stream closed %d facts and restored %d: it does not exercise the rules", closed, restored)
+	}
+
+	// A reset to earliest folds every record again over the tables as they are.
+	resetPath := "/v1/admin/projections/" + p1 + ":reset"
+	if r := admin.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest", "execute": true}`)); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	}
+	start = time.Now()
+	testenv.Eventually(t, 2*time.Minute, "the replay to catch up", func() bool { return env.GroupCaughtUp(t, group, topic) })
+	t.Logf("replayed in %s", time.Since(start).Round(time.Millisecond))
+	if after := testenv.TableSums(t, conn, org, []string{ns}); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("tables changed over the replay:\n before %v\n after  %v", before, after)
+	}
+
+	// A new projection in batches of another size rebuilds the graph from empty tables.
+	stopNode()
+	deleteGraph(t, conn, ns)
+	p2 := projection(t) + "_rebuild"
+	start = time.Now()
+	env.Projector(t, p2, onTopic, func(c *config.Config) { c.ProjectorBatch = 1000 })
+	testenv.Eventually(t, 2*time.Minute, "the rebuild to catch up", func() bool {
+		return testenv.Watermark(t, pool, p2, org, ns) == testenv.Generation(t, pool, org, ns)
+	})
+	t.Logf("rebuilt in %s", time.Since(start).Round(time.Millisecond))
+	if after := testenv.TableSums(t, conn, org, []string{ns}); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a rebuild in other batches folds other tables:\n before %v\n after  %v", before, after)
+	}
+}
+
+// writeRandomGraph writes at least n random revisions into ns. Before each batch it
+// waits for the projection (settled answers the namespace's generation), so the
+// batch's verdicts do not contend with a projection far behind.
+func writeRandomGraph(t *testing.T, c *testenv.Client, ns string, rng *rand.Rand, n int64, settled func() int64) {
+	people := []string{"Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hal"}
+	places := []string{"London", "Paris", "Berlin", "Rome", "Oslo", "Lima", "Kyoto", "Cairo", "Quito", "Perth", "Acme", "Globex"}
+	predicates := []string{"lives_in", "works_at", "visited", "knows"}
+	key := func() string { return fmt.Sprintf("k%03d", rng.Intn(250)) }
+	session := func() string { return fmt.Sprintf("s%d", rng.Intn(3)) }
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	entry := func(i int) map[string]any {
+		var rels []any
+		stated := map[string]bool{}
+		for j := 0; j < rng.Intn(4); j++ {
+			p := predicates[rng.Intn(len(predicates))]
+			obj := places[rng.Intn(len(places))]
+			if p == "knows" {
+				obj = people[rng.Intn(len(people))]
+			}
+			subject := people[rng.Intn(len(people))]
+			if stated[subject+p+obj] {
+				continue
+			}
+			stated[subject+p+obj] = true
+			r := map[string]any{"subject": subject, "predicate": p, "object": obj}
+			if rng.Intn(4) == 0 {
+				r["valid_from"] = day.AddDate(0, 0, rng.Intn(60)-30).Format(time.RFC3339)
+			}
+			if rng.Intn(6) == 0 {
+				r["valid_to"] = day.AddDate(0, 0, 31+rng.Intn(60)).Format(time.RFC3339)
+			}
+			rels = append(rels, r)
+		}
+		e := map[string]any{"key": key(), "session_id": session(), "relations": rels,
+			"value": fmt.Sprintf("note %d: %s and %s, revision %d", i, people[rng.Intn(len(people))], places[rng.Intn(len(places))], rng.Intn(1e6))}
+		if rng.Intn(3) == 0 {
+			e["entities"] = []any{people[rng.Intn(len(people))], map[string]any{"name": places[rng.Intn(len(places))], "type": "place"}}
+		}
+		if rng.Intn(12) == 0 {
+			e["sensitivity"] = "high"
+		}
+		return e
+	}
+	for batch := 0; settled() < n; batch++ {
+		entries := make([]any, 250)
+		for i := range entries {
+			entries[i] = entry(batch*len(entries) + i)
+		}
+		b, _ := json.Marshal(map[string]any{"entries": entries})
+		r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", b)
+		if r.Status != http.StatusOK {
+			t.Fatalf("bulk set: %d %s", r.Status, r.Body)
+		}
+		// Between batches: deletes, Undos of deletes and retirements, pins.
+		for i := 0; i < 12; i++ {
+			path := "/v1/namespaces/" + ns + "/memories/" + key()
+			body, _ := json.Marshal(map[string]any{"session_id": session()})
+			switch rng.Intn(3) {
+			case 0:
+				c.Do(t, http.MethodDelete, path+"?session_id="+session(), nil)
+			case 1:
+				c.Do(t, http.MethodPost, path+":restore", body)
+			default:
+				c.Do(t, http.MethodPost, path+":pin", body)
+			}
+		}
+	}
+}
+
+// deleteGraph removes a namespace's graph rows and waits for the mutations to land.
+func deleteGraph(t *testing.T, conn *ch.Conn, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, table := range graphTables {
+		if err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE loom.%s DELETE WHERE org = ? AND namespace = ?", table), org, ns); err != nil {
+			t.Fatalf("delete the graph of %s from %s: %v", ns, table, err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "the graph's deletes to land", func() bool {
+		var pending uint64
+		if err := conn.QueryRow(ctx, `SELECT count() FROM system.mutations WHERE database = 'loom' AND is_done = 0`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		return pending == 0
+	})
+	var left uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM loom.entity_triples WHERE org = ? AND namespace = ?`, org, ns).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d facts left after the delete (%v)", left, err)
+	}
+}
