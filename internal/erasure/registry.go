@@ -32,9 +32,9 @@ type Table struct {
 	Class Class
 	Why   string
 	// Scope is a counted Postgres table's scope predicate over the table (alias t)
-	// and the erasure's parameters (alias p: org, ns, user_id — '' for the whole
-	// namespace —, fence, erasure): the rows the Postgres step removes and the census
-	// counts. ClickHouse tables take theirs from Fence.
+	// and the erasure's parameters (alias p: org, ns, user_id, fence, erasure; an
+	// empty user_id means the whole namespace): the rows the Postgres step removes
+	// and the census counts. ClickHouse tables take theirs from Fence.
 	Scope string
 }
 
@@ -92,5 +92,5 @@ func Tables() []Table {
 const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
-// namespace, $3 user_id (” for the whole namespace), $4 fence, $5 erasure id.
+// namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id.
 const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, $3::text AS user_id, $4::bigint AS fence, $5::uuid AS erasure)`
