@@ -61,6 +61,9 @@ var (
 	// errGapTooLarge: ClickHouse is so far behind the namespace that checking the
 	// gap would cost more than waiting for it.
 	errGapTooLarge = errors.New("the admission gap is larger than LOOM_PG_ADMISSION_GAP_MAX")
+	// errErased: the write was built from the head of a memory an erasure removed
+	// since; committing it would bring the memory back (404).
+	errErased = errors.New("the memory was erased since its head was read")
 )
 
 // commit is the one transaction every revision commits through. In order: the org's
@@ -104,9 +107,27 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 					return err
 				}
 			}
+			// A verdict that links the write to a memory erased in the gap is reached
+			// again on peers read anew.
+			if linked, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, linkedIDs(plan.rows)); err != nil {
+				return err
+			} else if linked {
+				return errHeadMoved
+			}
 		}
 		for i, p := range plan.rows {
 			if locked[i] != p.readVersion {
+				// Checked after the generation lock an erasure holds while it removes
+				// heads: a head that is gone because it was erased is not written back.
+				if p.own && p.readVersion != 0 {
+					erased, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, []string{p.row.MemoryID})
+					if err != nil {
+						return err
+					}
+					if erased {
+						return errErased
+					}
+				}
 				return errHeadMoved
 			}
 			r := p.row
@@ -137,6 +158,43 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		}
 		return nil
 	})
+}
+
+// erasedAmong reports whether an erasure removed any of the memories from the
+// namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
+func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespace string, ids []string) (bool, error) {
+	var uuids []uuid.UUID
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			uuids = append(uuids, u)
+		}
+	}
+	if len(uuids) == 0 {
+		return false, nil
+	}
+	var erased bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories
+		WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3) AND erased_at > now() - $4::interval)`,
+		org, namespace, uuids, s.cfg.Erasure.Evidence.String()).Scan(&erased)
+	if err != nil {
+		return false, fmt.Errorf("read the deletion evidence: %w", err)
+	}
+	return erased, nil
+}
+
+// linkedIDs are the memories the rows' verdict links them to.
+func linkedIDs(rows []*pending) []string {
+	var ids []string
+	for _, p := range rows {
+		r := p.row
+		ids = append(ids, r.ConflictWith...)
+		for _, id := range []string{r.SupersededBy, r.DuplicateOf} {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // queueHeadLocks queues a lock of every row's head, in identity order, and returns
@@ -202,10 +260,13 @@ func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo i
 			return nil, fmt.Errorf("read the admission gap: %w", err)
 		}
 		if raw == nil {
-			continue // erased or cleared: nothing left to be a peer
+			continue // cleared: nothing left to be a peer
 		}
 		if g.row, err = heads.Decode(raw); err != nil {
 			return nil, err
+		}
+		if g.row.Redacted {
+			continue // scrubbed: nothing left to be a peer
 		}
 		gap = append(gap, g)
 	}

@@ -42,6 +42,7 @@ type Config struct {
 	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
 	// synchronous standby included (statement_timeout does not cover that wait).
 	WriteDeadline time.Duration
+	Erasure       ErasureConfig
 }
 
 // Faults lets a test break the write path at a chosen point; nil fields do nothing.
@@ -51,6 +52,9 @@ type Faults struct {
 	// AfterCommit runs once a commit returned; an error stands for the commit's answer
 	// lost on the way back (the connection cut right after COMMIT).
 	AfterCommit func() error
+	// AfterErasureStep runs once an erasure saga checkpointed a step; an error stops
+	// the run there, as a crash would, leaving the saga to erasure_recovery.
+	AfterErasureStep func(step string) error
 }
 
 func (f *Faults) beforeCommit() {
@@ -104,6 +108,7 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 	if cfg.PeerLimit < 1 {
 		cfg.PeerLimit = 16
 	}
+	cfg.Erasure = cfg.Erasure.withDefaults()
 	return &Service{
 		cfg: cfg, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now, vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
@@ -166,4 +171,6 @@ func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
+	g.Post("/erasures", s.handleErasure)
+	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 }

@@ -77,9 +77,12 @@ type Row struct {
 	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
 	// JudgementOwed marks a row the conflict resolver should judge later (a key
 	// another session of the same subject holds, under a policy that does not retire).
-	JudgementOwed bool      `json:"judgement_owed,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	JudgementOwed bool `json:"judgement_owed,omitempty"`
+	// Redacted marks a row memory.redact scrubbed: its value, tags and entities are
+	// gone, its content hash stays.
+	Redacted  bool      `json:"redacted,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Live reports whether the row exists for readers: not deleted and not expired.

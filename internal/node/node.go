@@ -158,6 +158,9 @@ func (n *Node) newApp() *fiber.App {
 			DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
 			IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
 			WriteDeadline: n.Cfg.PGWriteDeadline,
+			Erasure: command.ErasureConfig{Evidence: n.Cfg.ErasureEvidence, LedgerKeep: n.Cfg.ErasureLedgerKeep,
+				Lease: n.Cfg.ErasureLease, MaxAttempts: n.Cfg.ErasureMaxAttempts, StepTimeout: n.Cfg.ErasureStepTimeout,
+				RequestWait: n.Cfg.ErasureRequestWait},
 		}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
 		cmd.Register(data, n.Tokens)
 		n.Command = cmd
@@ -205,6 +208,15 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 				return err
 			}
 			n.Command.RunSweeps(ctx, n.Cfg.SweepInterval)
+			return nil
+		})
+	}
+	if n.Command != nil && n.Cfg.ErasureRecovery > 0 {
+		start("erasure_recovery", func(ctx context.Context) error {
+			if err := n.waitMigrated(ctx, "erasure_recovery"); err != nil {
+				return err
+			}
+			n.Command.RunErasureRecovery(ctx, n.Cfg.ErasureRecovery)
 			return nil
 		})
 	}
