@@ -42,6 +42,7 @@ type memoryView struct {
 	SupersededBy       string          `json:"superseded_by,omitempty"`
 	DuplicateOf        string          `json:"duplicate_of,omitempty"`
 	ConflictWith       []string        `json:"conflict_with,omitempty"`
+	Redacted           bool            `json:"redacted,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
 }
@@ -57,7 +58,7 @@ func viewOf(r *memrow.Row) memoryView {
 		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
-		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf,
+		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted,
 		ConflictWith: r.ConflictWith, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
