@@ -270,6 +270,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1, idem: hold,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
+	s.faults.beforeCommit()
 	if err := s.commit(ctx, plan); err != nil {
 		if errors.Is(err, errHeadMoved) {
 			return nil, contended(err)

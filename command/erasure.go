@@ -184,11 +184,10 @@ func (sg *erasureSaga) view() erasureView {
 		}
 		v.Steps = append(v.Steps, st)
 	}
-	if v.Residue == nil {
-		v.Residue = map[string]int64{}
-	}
-	if v.Census == nil {
-		v.Census = map[string]int64{}
+	for _, m := range []*map[string]int64{&v.Residue, &v.Census, &v.Fences, &v.Removed} {
+		if *m == nil {
+			*m = map[string]int64{}
+		}
 	}
 	return v
 }

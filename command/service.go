@@ -47,7 +47,8 @@ type Config struct {
 
 // Faults lets a test break the write path at a chosen point; nil fields do nothing.
 type Faults struct {
-	// BeforeCommit runs right before a memory.set commits (a slow request).
+	// BeforeCommit runs right before a memory.set or a copy writer commits (a slow
+	// request, or one whose head changes between its read and its commit).
 	BeforeCommit func()
 	// AfterCommit runs once a commit returned; an error stands for the commit's answer
 	// lost on the way back (the connection cut right after COMMIT).
