@@ -33,7 +33,7 @@ type erasureWorld struct {
 	words map[string][]string
 	// idemKey is the Idempotency-Key of a write of alice's in spaces[0].
 	idemKey, idemPath string
-	idemBody         map[string]any
+	idemBody          map[string]any
 }
 
 const alice, bob = "alice", "bob"
@@ -341,7 +341,9 @@ func TestWritesBuiltBeforeAnErasureAreRefused(t *testing.T) {
 		}
 	}})
 	answers := make(chan *testenv.Response, 2)
-	go func() { answers <- c.Put(t, ns, "k", map[string]any{"value": "a revision over the read head", "user_id": alice}) }()
+	go func() {
+		answers <- c.Put(t, ns, "k", map[string]any{"value": "a revision over the read head", "user_id": alice})
+	}()
 	go func() {
 		answers <- c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/k:pin", []byte(`{"user_id": "alice"}`))
 	}()
