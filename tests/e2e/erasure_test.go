@@ -120,6 +120,11 @@ func (w *erasureWorld) erased(t *testing.T, view map[string]any, i int, user str
 		users = []string{alice, bob}
 	}
 	for _, u := range users {
+		for table, n := range testenv.TextRows(t, conn, w.org, ns, w.words[u][i]) {
+			if n != 0 {
+				t.Errorf("%s: %d rows still hold %s's erased text in %s", table, n, u, ns)
+			}
+		}
 		if w.found(t, ns, u, i) {
 			t.Errorf("search still serves %s's erased memory in %s", u, ns)
 		}
@@ -582,19 +587,9 @@ func redactedEverywhere(t *testing.T, org, ns, word string) {
 		WHERE org = $1 AND namespace = $2 AND r.redacted_at IS NOT NULL`, org, ns); n != 0 {
 		t.Errorf("%d redacted revisions still have a data key", n)
 	}
-	for _, q := range []string{
-		`SELECT count() FROM loom.memory_versions WHERE org = ? AND namespace = ? AND (position(value, ?) > 0 OR has(tags, concat('tag-', ?)))`,
-		`SELECT count() FROM loom.memory WHERE org = ? AND namespace = ? AND (position(value, ?) > 0 OR has(tags, concat('tag-', ?)))`,
-		`SELECT count() FROM loom.memory_lexical WHERE org = ? AND namespace = ? AND (has(terms, ?) OR has(tags, concat('tag-', ?)))`,
-		`SELECT count() FROM loom.memory_chunks WHERE org = ? AND namespace = ? AND position(text, ?) + position(text, ?) > 0`,
-		`SELECT count() FROM loom.memory_embeddings WHERE org = ? AND namespace = ? AND has(tags, concat('tag-', ?)) AND ? != ''`,
-	} {
-		var n uint64
-		if err := conn.QueryRow(context.Background(), q, org, ns, word, word).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+	for table, n := range testenv.TextRows(t, conn, org, ns, word) {
 		if n != 0 {
-			t.Errorf("%s: %d rows still hold the redacted text", strings.Fields(q)[3], n)
+			t.Errorf("%s: %d rows still hold the redacted text", table, n)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,36 @@ func Leaks(records []*kgo.Record, needles ...string) []string {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// TextRows counts, per ClickHouse table, the rows of a namespace that hold word
+// anywhere a memory's text goes: a value, a key, a tag, an index term, a window.
+func TextRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int64 {
+	t.Helper()
+	fields := map[string][]string{
+		"memory":            {"value", "memory_key", "arrayStringConcat(tags, ' ')", "arrayStringConcat(entities, ' ')"},
+		"memory_versions":   {"value", "memory_key", "arrayStringConcat(tags, ' ')", "arrayStringConcat(entities, ' ')"},
+		"memory_embeddings": {"memory_key", "arrayStringConcat(tags, ' ')"},
+		"memory_lexical":    {"memory_key", "arrayStringConcat(tags, ' ')", "arrayStringConcat(terms, ' ')", "arrayStringConcat(key_terms, ' ')"},
+		"memory_chunks":     {"memory_key", "text"},
+		"audit_log":         {"memory_key"},
+	}
+	out := map[string]int64{}
+	for table, exprs := range fields {
+		var preds []string
+		args := []any{org, ns}
+		for _, e := range exprs {
+			preds = append(preds, "position("+e+", ?) > 0")
+			args = append(args, word)
+		}
+		q := fmt.Sprintf("SELECT count() FROM loom.%s WHERE org = ? AND namespace = ? AND (%s)", table, strings.Join(preds, " OR "))
+		var n uint64
+		if err := conn.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out[table] = int64(n)
 	}
 	return out
 }
