@@ -211,3 +211,60 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 		t.Fatalf("search serves the redacted text after the replay: %s", r.Body)
 	}
 }
+
+// An erasure while the relay is down withdraws the scope's records from the outbox
+// before they are published: their seqs never reach the topic, and the erasure's
+// record lets the projection step over them, so its watermark reaches the generation
+// and the other users' records after the gap are served.
+func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testing.T) {
+	p := projection(t)
+	env.Projector(t, p)
+	org := testenv.Unique(t, "org")
+	n, url := env.API(t, func(c *config.Config) { c.Projection = p; c.ErasureRequestWait = 500 * time.Millisecond })
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "withdrawn")
+	c.AppendOnly(t, ns)
+	for i := 0; i < 3; i++ {
+		for _, user := range []string{"alice", "bob"} {
+			body := map[string]any{"value": fmt.Sprintf("%s wrote unpublished fact number %d", user, i), "user_id": user}
+			if r := c.Put(t, ns, fmt.Sprintf("%s-%d", user, i), body); r.Status != http.StatusOK {
+				t.Fatalf("set: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	r := c.Do(t, http.MethodPost, "/v1/erasures", []byte(fmt.Sprintf(`{"user_id": "alice", "namespace": %q}`, ns)))
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("an erasure waiting for the projection answered %d %s", r.Status, r.Body)
+	}
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns); n != 4 {
+		t.Fatalf("the outbox holds %d records, want bob's three and the erasure's", n)
+	}
+	env.Relay(t, relay.Faults{})
+	view := c.AwaitErasure(t, r.JSON(t)["id"].(string), 60*time.Second)
+	if removed := view["removed"].(map[string]any); removed["withdrawn"] != float64(3) {
+		t.Fatalf("the erasure withdrew %v records, want alice's three", removed["withdrawn"])
+	}
+	gen := testenv.Generation(t, pool, org, ns)
+	if wm := testenv.Watermark(t, pool, p, org, ns); wm != gen {
+		t.Fatalf("the projection's watermark is %d, the generation %d", wm, gen)
+	}
+	var seqs []int64
+	for _, rec := range env.NamespaceRecords(t, org, ns) {
+		seqs = append(seqs, rec.Seq)
+	}
+	if fmt.Sprint(seqs) != "[2 4 6 7]" {
+		t.Fatalf("the topic holds seqs %v, want bob's and the erasure's", seqs)
+	}
+	for i := 0; i < 3; i++ {
+		q := fmt.Sprintf("bob wrote unpublished fact number %d", i)
+		if r := c.Search(t, ns, q, 3); r.Status != http.StatusOK || !strings.Contains(string(r.Body), q) {
+			t.Fatalf("bob's record after the gap is not served: %d %s", r.Status, r.Body)
+		}
+	}
+	for table, n := range testenv.ScopeRows(t, pool, env.CH(t), org, ns, "alice", 0) {
+		if n != 0 {
+			t.Errorf("%s holds %d of alice's rows", table, n)
+		}
+	}
+}
