@@ -100,17 +100,12 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 		if err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
 		}
-		for rows.Next() {
-			var ns string
-			if err := rows.Scan(&ns); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			set[ns] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
+		}
+		for _, ns := range found {
+			set[ns] = true
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -135,19 +130,14 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		if err != nil {
 			return nil, fmt.Errorf("erase %s of %s: %w", table, ns, err)
 		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ids[id] = true
-			counts[table]++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		removed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			return nil, fmt.Errorf("erase %s of %s: %w", table, ns, err)
 		}
+		for _, id := range removed {
+			ids[id] = true
+		}
+		counts[table] = int64(len(removed))
 	}
 	// The keys go after their revisions: a user's keys are those left without one.
 	tag, err := tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.revision_keys t USING p WHERE %s`, erasure.ScopeParams,
@@ -156,27 +146,22 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)
 	}
 	counts["loom.revision_keys"] = tag.RowsAffected()
-	var withdrawn int64
 	rows, err := tx.Query(ctx, fmt.Sprintf(`%s DELETE FROM loom.outbox t USING p WHERE %s RETURNING t.parked_at IS NULL`,
 		erasure.ScopeParams, scope["loom.outbox"]), args...)
 	if err != nil {
 		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
 	}
-	for rows.Next() {
-		var pending bool
-		if err := rows.Scan(&pending); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		counts["loom.outbox"]++
-		if pending {
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
+	}
+	var withdrawn int64
+	for _, p := range pending {
+		if p {
 			withdrawn++ // a parked row's seq was published as a placeholder already
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
-	}
+	counts["loom.outbox"] = int64(len(pending))
 	list := make([]string, 0, len(ids))
 	for id := range ids {
 		list = append(list, id)

@@ -337,18 +337,11 @@ func stepsFrom(step string) []string {
 // LOOM_ERASURE_MAX_ATTEMPTS times. Every process with the command role runs it; a
 // saga is taken by one of them at a time (SKIP LOCKED, then its attempt number).
 func (s *Service) RunErasureRecovery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		if err := s.recoverErasures(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("erasure_recovery: pass failed", "err", err)
 		}
-	}
+	})
 }
 
 // recoverErasures is one pass of erasure_recovery.

@@ -117,14 +117,7 @@ func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
 // Every process with the command role runs them: each change commits over the head it
 // read, so two sweepers never apply one expiry twice.
 func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		if n, err := s.SweepExpired(ctx, 1000); err != nil && ctx.Err() == nil {
 			s.log.Warn("expiry sweep failed", "err", err)
 		} else if n > 0 {
@@ -136,5 +129,19 @@ func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
 		if err := s.sweepErasures(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("erasure sweep failed", "err", err)
 		}
+	})
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }

@@ -224,20 +224,16 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 	if err != nil {
 		return nil, fmt.Errorf("read the key's versions: %w", err)
 	}
-	defer rows.Close()
-	var out []journalVersion
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (journalVersion, error) {
 		var v journalVersion
 		var raw []byte
-		if err := rows.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
-			return nil, fmt.Errorf("read the key's versions: %w", err)
+		if err := r.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
+			return v, fmt.Errorf("read the key's versions: %w", err)
 		}
-		if v.row, err = heads.Decode(raw); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		row, err := heads.Decode(raw)
+		v.row = row
+		return v, err
+	})
 }
 
 // redactionRecord is the memory.redacted record: the named version's plain fields,

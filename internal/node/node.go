@@ -202,23 +202,21 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	if n.Cfg.HasRole(config.RoleQuery) {
 		start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	}
-	if n.Command != nil && n.Cfg.SweepInterval > 0 {
-		start("sweeps", func(ctx context.Context) error {
-			if err := n.waitMigrated(ctx, "sweeps"); err != nil {
-				return err
-			}
-			n.Command.RunSweeps(ctx, n.Cfg.SweepInterval)
-			return nil
-		})
-	}
-	if n.Command != nil && n.Cfg.ErasureRecovery > 0 {
-		start("erasure_recovery", func(ctx context.Context) error {
-			if err := n.waitMigrated(ctx, "erasure_recovery"); err != nil {
-				return err
-			}
-			n.Command.RunErasureRecovery(ctx, n.Cfg.ErasureRecovery)
-			return nil
-		})
+	// The command role's background work, each every interval once migrations are in.
+	for _, w := range []struct {
+		name     string
+		interval time.Duration
+		run      func(context.Context, time.Duration)
+	}{{"sweeps", n.Cfg.SweepInterval, n.runSweeps}, {"erasure_recovery", n.Cfg.ErasureRecovery, n.runErasureRecovery}} {
+		if n.Command != nil && w.interval > 0 {
+			start(w.name, func(ctx context.Context) error {
+				if err := n.waitMigrated(ctx, w.name); err != nil {
+					return err
+				}
+				w.run(ctx, w.interval)
+				return nil
+			})
+		}
 	}
 	for _, role := range []struct {
 		name string
@@ -253,6 +251,12 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	stopRoles()
 	wg.Wait()
 	return err
+}
+
+func (n *Node) runSweeps(ctx context.Context, every time.Duration) { n.Command.RunSweeps(ctx, every) }
+
+func (n *Node) runErasureRecovery(ctx context.Context, every time.Duration) {
+	n.Command.RunErasureRecovery(ctx, every)
 }
 
 // RunRelay runs the relay role until ctx ends.

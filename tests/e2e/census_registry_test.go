@@ -1,11 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"sort"
 	"testing"
 
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/tests/testenv"
 )
 
 // Every table either store holds is in the erasure registry, classified as counted by
@@ -13,34 +13,14 @@ import (
 // reason): a table added without a decision fails here. A registry entry for a table
 // that no longer exists fails too.
 func TestEveryTableIsClassified(t *testing.T) {
-	ctx := context.Background()
-	pool, conn := env.PG(t), env.CH(t)
 	have := map[string]bool{}
-	rows, err := pool.Query(ctx, `SELECT 'pg:' || table_schema || '.' || table_name FROM information_schema.tables
-		WHERE table_schema = 'loom' AND table_type = 'BASE TABLE'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
+	for _, k := range testenv.PGStrings(t, env.PG(t), `SELECT 'pg:' || table_schema || '.' || table_name
+		FROM information_schema.tables WHERE table_schema = 'loom' AND table_type = 'BASE TABLE'`) {
 		have[k] = true
 	}
-	rows.Close()
-	chRows, err := conn.Query(ctx, `SELECT concat('ch:', database, '.', name) FROM system.tables WHERE database = 'loom'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for chRows.Next() {
-		var k string
-		if err := chRows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
+	for _, k := range testenv.CHStrings(t, env.CH(t), `SELECT concat('ch:', database, '.', name) FROM system.tables WHERE database = 'loom'`) {
 		have[k] = true
 	}
-	chRows.Close()
 	if len(have) < 10 {
 		t.Fatalf("found only %d tables: %v", len(have), have)
 	}

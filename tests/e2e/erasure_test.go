@@ -329,9 +329,7 @@ func TestErasureRequestIsChecked(t *testing.T) {
 // its commit with 404: it cannot bring the erased memory back. A fresh write after the
 // erasure commits as a new memory.
 func TestWritesBuiltBeforeAnErasureAreRefused(t *testing.T) {
-	n, url := env.API(t, nil)
-	org := testenv.Unique(t, "org")
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	n, c, org := env.OrgAPI(t, nil)
 	ns := testenv.Unique(t, "stale")
 	c.AppendOnly(t, ns)
 	first := c.Put(t, ns, "k", map[string]any{"value": "the first value", "user_id": alice}).JSON(t)
@@ -376,9 +374,7 @@ func TestWritesBuiltBeforeAnErasureAreRefused(t *testing.T) {
 // the scope, in both stores, was written after the erasure's fence, and none carries a
 // memory the erasure removed.
 func TestErasureRaceWithWriters(t *testing.T) {
-	n, url := env.API(t, nil)
-	org := testenv.Unique(t, "org")
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	_, c, org := env.OrgAPI(t, nil)
 	ns := testenv.Unique(t, "race")
 	c.AppendOnly(t, ns)
 	pool, conn := env.PG(t), env.CH(t)
@@ -456,7 +452,7 @@ func TestErasureRaceWithWriters(t *testing.T) {
 			t.Errorf("%s holds %d rows of an erased memory", table, n)
 		}
 	}
-	ids := pgList(t, pool, `SELECT memory_id::text FROM loom.erased_memories WHERE org = $1 AND namespace = $2`, org, ns)
+	ids := testenv.PGStrings(t, pool, `SELECT memory_id::text FROM loom.erased_memories WHERE org = $1 AND namespace = $2`, org, ns)
 	var resurrected uint64
 	if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.memory_versions WHERE org = ? AND namespace = ? AND has(?, toString(memory_id))`,
 		org, ns, ids).Scan(&resurrected); err != nil || resurrected != 0 {
@@ -464,31 +460,11 @@ func TestErasureRaceWithWriters(t *testing.T) {
 	}
 }
 
-func pgList(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []string {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 // memory.redact scrubs a version and the later versions that copy its text, destroys
 // their keys, and leaves the rest; it refuses the live head's text; search never
 // serves the redacted text; a retry covers the same versions again.
 func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
-	n, url := env.API(t, nil)
-	org := testenv.Unique(t, "org")
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	_, c, org := env.OrgAPI(t, nil)
 	ns := testenv.Unique(t, "redact")
 	c.AppendOnly(t, ns)
 	word := fmt.Sprintf("wombat%06d", time.Now().UnixNano()%1_000_000)

@@ -84,14 +84,12 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	p := projection(t)
 	env.Relay(t, relay.Faults{})
 	env.Projector(t, p)
-	org := testenv.Unique(t, "org")
 	saga := func(c *config.Config) {
 		c.Projection = p
 		c.ErasureLease = 2 * time.Second
 		c.ErasureRecovery = 0 // this process runs the saga and stops it; it recovers nothing
 	}
-	n, url := env.API(t, saga)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	n, c, org := env.OrgAPI(t, saga)
 	// erasure_recovery runs in another process.
 	env.API(t, func(c *config.Config) { saga(c); c.ErasureRecovery = 200 * time.Millisecond })
 
@@ -219,9 +217,7 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testing.T) {
 	p := projection(t)
 	env.Projector(t, p)
-	org := testenv.Unique(t, "org")
-	n, url := env.API(t, func(c *config.Config) { c.Projection = p; c.ErasureRequestWait = 500 * time.Millisecond })
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	_, c, org := env.OrgAPI(t, func(c *config.Config) { c.Projection = p; c.ErasureRequestWait = 500 * time.Millisecond })
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "withdrawn")
 	c.AppendOnly(t, ns)
