@@ -52,7 +52,7 @@ func (c ErasureConfig) withDefaults() ErasureConfig {
 		c.StepTimeout = time.Minute
 	}
 	if c.RequestWait <= 0 {
-		c.RequestWait = 30 * time.Second
+		c.RequestWait = 20 * time.Second
 	}
 	return c
 }

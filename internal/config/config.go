@@ -141,7 +141,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		ErasureLease:          time.Duration(r.int("LOOM_ERASURE_LEASE_S", 120)) * time.Second,
 		ErasureMaxAttempts:    r.int("LOOM_ERASURE_MAX_ATTEMPTS", 10),
 		ErasureStepTimeout:    r.ms("LOOM_ERASURE_STEP_TIMEOUT_MS", 60000),
-		ErasureRequestWait:    r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 30000),
+		ErasureRequestWait:    r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
 		ErasureRecovery:       r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
 		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
 		CHAddr:                r.list("LOOM_CH_ADDR", ""),

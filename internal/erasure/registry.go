@@ -54,9 +54,11 @@ func Tables() []Table {
 				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.seq = t.seq))`},
 		{Store: Postgres, Name: "loom.outbox", Class: Counted, Why: "revision records not yet published (sealed, but the scope's own)",
 			// Only records that carry a revision: another erasure's record is not the scope's.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
-				AND (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
-				AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id)`},
+			// The CASE reads a value only once the row is known to be the namespace's.
+			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
+				THEN (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
+					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id)
+				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
 			// The answers that name a memory this erasure removed (its evidence).
 			Scope: `t.org = p.org AND t.state <> 'erased' AND EXISTS (SELECT 1 FROM loom.erased_memories e
