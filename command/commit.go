@@ -107,9 +107,9 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 					return err
 				}
 			}
-			// A verdict that links the write to a memory erased in the gap is reached
-			// again on peers read anew.
-			if linked, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, linkedIDs(plan.rows)); err != nil {
+			// A verdict that links the write to a memory an erasure removed in the gap
+			// is reached again on peers read anew.
+			if linked, err := s.erasedInGap(ctx, tx, plan.org, plan.namespace, linkedIDs(plan.rows), plan.gapFrom); err != nil {
 				return err
 			} else if linked {
 				return errHeadMoved
@@ -163,12 +163,7 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 // erasedAmong reports whether an erasure removed any of the memories from the
 // namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
 func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespace string, ids []string) (bool, error) {
-	var uuids []uuid.UUID
-	for _, id := range ids {
-		if u, err := uuid.Parse(id); err == nil {
-			uuids = append(uuids, u)
-		}
-	}
+	uuids := parseIDs(ids)
 	if len(uuids) == 0 {
 		return false, nil
 	}
@@ -180,6 +175,37 @@ func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespa
 		return false, fmt.Errorf("read the deletion evidence: %w", err)
 	}
 	return erased, nil
+}
+
+// erasedInGap reports whether an erasure whose fence lies after seq (one the write's
+// verdict did not see) removed any of the memories from the namespace. Links to a
+// memory erased before are left alone: no verdict since could have chosen them, and a
+// copy that carries one was read after it.
+func (s *Service) erasedInGap(ctx context.Context, q heads.Querier, org, namespace string, ids []string, after int64) (bool, error) {
+	uuids := parseIDs(ids)
+	if len(uuids) == 0 {
+		return false, nil
+	}
+	var erased bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories e
+		JOIN loom.erasure_ledger l ON l.org = e.org AND l.id = e.erasure_id
+		WHERE e.org = $1 AND e.namespace = $2 AND e.memory_id = ANY($3) AND (l.fences ->> $2)::bigint > $4)`,
+		org, namespace, uuids, after).Scan(&erased)
+	if err != nil {
+		return false, fmt.Errorf("read the deletion evidence of the gap: %w", err)
+	}
+	return erased, nil
+}
+
+// parseIDs keeps the ids that are UUIDs.
+func parseIDs(ids []string) []uuid.UUID {
+	var out []uuid.UUID
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // linkedIDs are the memories the rows' verdict links them to.
