@@ -76,8 +76,8 @@ func (s *Service) handleClear(c *fiber.Ctx) error {
 				plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: r, readVersion: h.Version})
 			}
 			err = s.commit(ctx, plan)
-			if errors.Is(err, errHeadMoved) {
-				continue // a key moved under the batch: read it again
+			if errors.Is(err, errHeadMoved) || errors.Is(err, errErased) {
+				continue // a key moved under the batch, or was erased: read them again
 			}
 			if err != nil {
 				return nil, commitError(err)

@@ -61,6 +61,9 @@ var (
 	// errGapTooLarge: ClickHouse is so far behind the namespace that checking the
 	// gap would cost more than waiting for it.
 	errGapTooLarge = errors.New("the admission gap is larger than LOOM_PG_ADMISSION_GAP_MAX")
+	// errErased: the write was built from the head of a memory an erasure removed
+	// since; committing it would bring the memory back (404).
+	errErased = errors.New("the memory was erased since its head was read")
 )
 
 // commit is the one transaction every revision commits through. In order: the org's
@@ -104,9 +107,27 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 					return err
 				}
 			}
+			// A verdict that links the write to a memory an erasure removed in the gap
+			// is reached again on peers read anew.
+			if linked, err := s.erasedInGap(ctx, tx, plan.org, plan.namespace, linkedIDs(plan.rows), plan.gapFrom); err != nil {
+				return err
+			} else if linked {
+				return errHeadMoved
+			}
 		}
 		for i, p := range plan.rows {
 			if locked[i] != p.readVersion {
+				// Checked after the generation lock an erasure holds while it removes
+				// heads: a head that is gone because it was erased is not written back.
+				if p.own && p.readVersion != 0 {
+					erased, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, []string{p.row.MemoryID})
+					if err != nil {
+						return err
+					}
+					if erased {
+						return errErased
+					}
+				}
 				return errHeadMoved
 			}
 			r := p.row
@@ -137,6 +158,69 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		}
 		return nil
 	})
+}
+
+// erasedAmong reports whether an erasure removed any of the memories from the
+// namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
+func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespace string, ids []string) (bool, error) {
+	uuids := parseIDs(ids)
+	if len(uuids) == 0 {
+		return false, nil
+	}
+	var erased bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories
+		WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3) AND erased_at > now() - $4::interval)`,
+		org, namespace, uuids, s.cfg.Erasure.Evidence.String()).Scan(&erased)
+	if err != nil {
+		return false, fmt.Errorf("read the deletion evidence: %w", err)
+	}
+	return erased, nil
+}
+
+// erasedInGap reports whether an erasure whose fence lies after seq (one the write's
+// verdict did not see) removed any of the memories from the namespace. Links to a
+// memory erased before are left alone: no verdict since could have chosen them, and a
+// copy that carries one was read after it.
+func (s *Service) erasedInGap(ctx context.Context, q heads.Querier, org, namespace string, ids []string, after int64) (bool, error) {
+	uuids := parseIDs(ids)
+	if len(uuids) == 0 {
+		return false, nil
+	}
+	var erased bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories e
+		JOIN loom.erasure_ledger l ON l.org = e.org AND l.id = e.erasure_id
+		WHERE e.org = $1 AND e.namespace = $2 AND e.memory_id = ANY($3) AND (l.fences ->> $2)::bigint > $4)`,
+		org, namespace, uuids, after).Scan(&erased)
+	if err != nil {
+		return false, fmt.Errorf("read the deletion evidence of the gap: %w", err)
+	}
+	return erased, nil
+}
+
+// parseIDs keeps the ids that are UUIDs.
+func parseIDs(ids []string) []uuid.UUID {
+	var out []uuid.UUID
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// linkedIDs are the memories the rows' verdict links them to.
+func linkedIDs(rows []*pending) []string {
+	var ids []string
+	for _, p := range rows {
+		r := p.row
+		ids = append(ids, r.ConflictWith...)
+		for _, id := range []string{r.SupersededBy, r.DuplicateOf} {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // queueHeadLocks queues a lock of every row's head, in identity order, and returns
@@ -202,10 +286,13 @@ func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo i
 			return nil, fmt.Errorf("read the admission gap: %w", err)
 		}
 		if raw == nil {
-			continue // erased or cleared: nothing left to be a peer
+			continue // cleared: nothing left to be a peer
 		}
 		if g.row, err = heads.Decode(raw); err != nil {
 			return nil, err
+		}
+		if g.row.Redacted {
+			continue // scrubbed: nothing left to be a peer
 		}
 		gap = append(gap, g)
 	}

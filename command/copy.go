@@ -42,6 +42,7 @@ type copyWrite struct {
 	keyVec    []float32
 	chunkVecs [][]float32
 	extra     map[string]any
+	noWrite   bool // the op answers without writing (a restore of a redacted key)
 }
 
 // keyMethods are the custom methods of POST /v1/namespaces/{ns}/memories/{key}:{method}.
@@ -53,6 +54,11 @@ var keyMethods = map[string]copyOp{
 	"reject":  {op: "memory.reject", event: events.TypeStatusChanged, change: rejectChange},
 	"verify":  {op: "memory.verify", event: events.TypeStatusChanged, change: verifyChange},
 	"restore": {op: "memory.restore", event: events.TypeRestored, deadOK: true, change: restoreChange},
+}
+
+// keyHandlers are the custom methods of the same route that are not copy writers.
+var keyHandlers = map[string]func(s *Service, c *fiber.Ctx, key string) error{
+	"redact": (*Service).handleRedact,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -87,6 +93,10 @@ func verifyChange(_ context.Context, _ *Service, c *copyWrite) error {
 // which. The restored row gets its search document again.
 func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	switch {
+	case c.head.Redacted:
+		// A key deleted and then redacted stays deleted: its text is gone.
+		c.noWrite = true
+		return nil
 	case c.head.Tombstone:
 		c.row.Tombstone = false
 		c.extra["restored"] = "delete"
@@ -180,6 +190,9 @@ func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if h, ok := keyHandlers[method]; ok {
+		return h(s, c, key)
+	}
 	m, ok := keyMethods[method]
 	if !ok {
 		return httperr.NotFound("unknown method :" + method)
@@ -216,26 +229,35 @@ func (s *Service) handleDelete(c *fiber.Ctx) error {
 	})
 }
 
-// runCopy reads the head, lets op change a copy of it, and commits the copy over that
-// exact version. A version >= 0 names the version the caller read: when the head has
-// moved on, nothing is written and the answer says version_changed.
-func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (copyAnswer, error) {
-	p := auth.From(c)
+// keyIdentity is the key a write addressed by route and body acts on, checked
+// against the token: it reaches the namespace and may write; a token bound to one
+// user acts on that user's keys.
+func keyIdentity(c *fiber.Ctx, p auth.Principal, key string, body copyBody) (memrow.Identity, error) {
 	ns := c.Params("ns")
 	if err := p.Namespace(ns); err != nil {
-		return nil, err
+		return memrow.Identity{}, err
 	}
 	if err := p.RequireWrite(); err != nil {
-		return nil, err
+		return memrow.Identity{}, err
 	}
 	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(body.Agent), UserID: orDash(body.UserID),
 		SessionID: orDash(body.SessionID), MemoryKey: key}
 	if p.ReadUserID != "" && body.UserID == "" {
 		id.UserID = p.ReadUserID
 	}
-	if err := validateIdentity(id); err != nil {
+	return id, validateIdentity(id)
+}
+
+// runCopy reads the head, lets op change a copy of it, and commits the copy over that
+// exact version. A version >= 0 names the version the caller read: when the head has
+// moved on, nothing is written and the answer says version_changed.
+func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (copyAnswer, error) {
+	p := auth.From(c)
+	id, err := keyIdentity(c, p, key, body)
+	if err != nil {
 		return nil, err
 	}
+	ns := id.Namespace
 	ctx := c.UserContext()
 	head, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
@@ -254,15 +276,20 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	if err := op.change(ctx, s, cw); err != nil {
 		return nil, err
 	}
-	if unchanged(head, cw.row) {
+	if cw.noWrite || unchanged(head, cw.row) {
 		// Pinning a pinned row changes nothing: nothing is written.
-		return copyAnswer{"memory_id": head.MemoryID, "memory_key": head.MemoryKey, "version": head.Version,
+		ans := copyAnswer{"memory_id": head.MemoryID, "memory_key": head.MemoryKey, "version": head.Version,
 			"version_text": memrow.VersionText(head.Version), "seq": head.Seq, "written": false, "status": head.Status,
-			"pinned": head.Pinned, "locked": head.Locked, "tombstone": head.Tombstone}, nil
+			"pinned": head.Pinned, "locked": head.Locked, "tombstone": head.Tombstone}
+		if head.Redacted {
+			ans["redacted"] = true
+		}
+		return ans, nil
 	}
 	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1, idem: hold,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
+	s.faults.beforeCommit()
 	if err := s.commit(ctx, plan); err != nil {
 		if errors.Is(err, errHeadMoved) {
 			return nil, contended(err)

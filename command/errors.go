@@ -40,6 +40,8 @@ func contended(cause error) *httperr.Error {
 // contention; a Postgres that went away is a retryable 503.
 func commitError(err error) *httperr.Error {
 	switch {
+	case errors.Is(err, errErased):
+		return httperr.NotFound("memory not found: it was erased since it was read")
 	case errors.Is(err, errTakenOver):
 		return httperr.Unavailable(CodeIdempotentTakenOver, "a retry with the same Idempotency-Key took this request over; nothing was committed", err)
 	case pg.Conflict(err):

@@ -64,8 +64,8 @@ func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int)
 		p := expireRevision(h, s.now())
 		err := s.commit(ctx, &commitPlan{org: h.Org, namespace: h.Namespace, policyGeneration: -1, rows: []*pending{p}})
 		switch {
-		case errors.Is(err, errHeadMoved):
-			continue // written meanwhile: the next pass judges the new head
+		case errors.Is(err, errHeadMoved), errors.Is(err, errErased):
+			continue // written or erased meanwhile: the next pass judges what is left
 		case err != nil:
 			return done, fmt.Errorf("expire %s/%s: %w", h.Namespace, h.MemoryKey, err)
 		}
@@ -116,18 +116,11 @@ func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"expired": n})
 }
 
-// RunSweeps runs the expiry and idempotency sweeps every interval until ctx ends.
+// RunSweeps runs the expiry, idempotency and erasure sweeps every interval until ctx ends.
 // Every process with the command role runs them: each change commits over the head it
 // read, so two sweepers never apply one expiry twice.
 func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		if n, err := s.SweepExpired(ctx, 1000); err != nil && ctx.Err() == nil {
 			s.log.Warn("expiry sweep failed", "err", err)
 		} else if n > 0 {
@@ -136,5 +129,22 @@ func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
 		if _, err := s.sweepIdempotency(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("idempotency sweep failed", "err", err)
 		}
+		if err := s.sweepErasures(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("erasure sweep failed", "err", err)
+		}
+	})
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }

@@ -34,6 +34,7 @@ const (
 	idemRunning   = "running"
 	idemCommitted = "committed"
 	idemDone      = "done"
+	idemErased    = "erased" // an erasure removed a memory the request wrote
 	idemKeep      = 24 * time.Hour
 	maxIdemKeyLen = 255
 )
@@ -110,7 +111,8 @@ func (s *Service) idempotent(c *fiber.Ctx, op string, run func(hold *idemHold) (
 }
 
 // claim takes the key, or answers from it. See the seeds' table: none or expired →
-// run; another digest → 409; done → the stored answer; running or committed under a
+// run; another digest → 409; erased (an erasure removed a revision it committed) →
+// 404 for the whole request; done → the stored answer; running or committed under a
 // live lease → 503; committed with the lease over → the committed revisions; running
 // with the lease over → run under the next token.
 func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*idemHold, []byte, error) {
@@ -152,6 +154,8 @@ func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op stri
 			return takeOver()
 		case string(storedDigest) != string(digest):
 			return httperr.New(http.StatusConflict, CodeIdempotentConflict, "the Idempotency-Key was used for another request")
+		case state == idemErased:
+			return httperr.NotFound("a memory this request wrote was erased since")
 		case state == idemDone:
 			replay = answer
 			return nil

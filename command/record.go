@@ -37,18 +37,8 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	env := &events.Envelope{
 		Version: events.EnvelopeVersion, ID: recordID, Type: r.event,
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: &events.Revision{
-			Op: r.op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: r.prevVersion,
-			Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
-			MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
-			ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
-			Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
-			CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: r.requestID,
-			Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
-			ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
-			ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
-		},
-		Sealed: sealed,
+		Revision: revisionOf(row, r.op, r.prevVersion, r.requestID),
+		Sealed:   sealed,
 	}
 	value, err = events.Encode(env)
 	if err != nil {
@@ -59,6 +49,21 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 		return nil, nil, err
 	}
 	return value, headers, nil
+}
+
+// revisionOf is the plain fields of a revision's row as the topic carries them.
+func revisionOf(row *memrow.Row, op string, prevVersion int64, requestID string) *events.Revision {
+	return &events.Revision{
+		Op: op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
+		Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
+		MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
+		ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
+		Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
+		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
+		ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
+		ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
+	}
 }
 
 // headerPairs is how the outbox stores headers: an ordered list of [key, value].

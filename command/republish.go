@@ -224,11 +224,17 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
 	}
-	if int64(len(revs)) != to-from+1 {
-		// Seqs without a revision are other generations (an erasure's); their records
-		// are not in the journal and this build writes none.
-		s.log.Warn("republish: the journal lacks some seqs of the range", "namespace", org+"/"+namespace,
-			"from", from, "to", to, "revisions", len(revs))
+	// The generations that carry no revision (an erasure's, a redaction's) are kept
+	// as they were queued.
+	others, err := generationRecords(ctx, q, org, namespace, from, to, topic)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(revs)+len(others)) != to-from+1 {
+		// An erasure removes its scope's revisions: their seqs are withdrawn, and the
+		// erasure's own record, which follows them, lets every consumer step over them.
+		s.log.Info("republish: seqs of the range have no record (withdrawn by an erasure)", "namespace", org+"/"+namespace,
+			"from", from, "to", to, "records", len(revs)+len(others))
 	}
 	embedded, err := s.embedJournal(ctx, revs)
 	if err != nil {
@@ -256,7 +262,28 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 		}
 		out = append(out, outboxEntry{seq: j.row.Seq, topic: topic, key: events.RecordKey(org, namespace), headers: headers, value: value})
 	}
+	out = append(out, others...)
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out, nil
+}
+
+// generationRecords reads the kept records of seqs from..to that carry no revision.
+func generationRecords(ctx context.Context, q queryer, org, namespace string, from, to int64, topic string) ([]outboxEntry, error) {
+	rows, err := q.Query(ctx, `SELECT seq, record_key, headers, value FROM loom.generation_records
+		WHERE org = $1 AND namespace = $2 AND seq BETWEEN $3 AND $4 ORDER BY seq`, org, namespace, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read the erasure and redaction records of %s/%s: %w", org, namespace, err)
+	}
+	defer rows.Close()
+	var out []outboxEntry
+	for rows.Next() {
+		e := outboxEntry{topic: topic}
+		if err := rows.Scan(&e.seq, &e.key, &e.headers, &e.value); err != nil {
+			return nil, fmt.Errorf("read the erasure and redaction records of %s/%s: %w", org, namespace, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // embedJournal embeds again, as the write did (the value, the key's words, a long

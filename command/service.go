@@ -41,15 +41,20 @@ type Config struct {
 	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
 	// synchronous standby included (statement_timeout does not cover that wait).
 	WriteDeadline time.Duration
+	Erasure       ErasureConfig
 }
 
 // Faults lets a test break the write path at a chosen point; nil fields do nothing.
 type Faults struct {
-	// BeforeCommit runs right before a memory.set commits (a slow request).
+	// BeforeCommit runs right before a memory.set or a copy writer commits (a slow
+	// request, or one whose head changes between its read and its commit).
 	BeforeCommit func()
 	// AfterCommit runs once a commit returned; an error stands for the commit's answer
 	// lost on the way back (the connection cut right after COMMIT).
 	AfterCommit func() error
+	// AfterErasureStep runs once an erasure saga checkpointed a step; an error stops
+	// the run there, as a crash would, leaving the saga to erasure_recovery.
+	AfterErasureStep func(step string) error
 }
 
 func (f *Faults) beforeCommit() {
@@ -103,6 +108,7 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 	if cfg.PeerLimit < 1 {
 		cfg.PeerLimit = 16
 	}
+	cfg.Erasure = cfg.Erasure.withDefaults()
 	return &Service{
 		cfg: cfg, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now, vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
@@ -161,4 +167,6 @@ func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
+	g.Post("/erasures", s.handleErasure)
+	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 }

@@ -24,6 +24,40 @@ type Envelope struct {
 	CommittedAt time.Time `json:"committed_at"`
 	Revision    *Revision `json:"revision,omitempty"` // plain fields; present iff Type.IsRevision()
 	Sealed      *Sealed   `json:"sealed,omitempty"`   // sealed Content; present iff Revision is
+	// Added within v1 (additive): what an erasure or a redaction did.
+	Erasure   *Erasure   `json:"erasure,omitempty"`   // only on TypeErased; Loom always sets it there
+	Redaction *Redaction `json:"redaction,omitempty"` // only on TypeRedacted; Loom always sets it there
+}
+
+// Erasure is what a memory.erased record carries: the erasure request, its scope in
+// this namespace, and the generation it fenced. The scope's records below Generation
+// are erased: their data keys are destroyed, and those not yet published were
+// withdrawn, so their seqs never arrive. A consumer treats every seq below this
+// record's that it has not seen as handled.
+type Erasure struct {
+	ID     string `json:"id"`                // the erasure request (GET /v1/erasures/{id})
+	Scope  string `json:"scope"`             // ErasureScopeUser or ErasureScopeNamespace
+	UserID string `json:"user_id,omitempty"` // the user whose memories were erased (scope user)
+	Purge  bool   `json:"purge"`             // the scope's audit trail was deleted too, not only scrubbed
+	// Generation is the namespace generation the erasure advanced to: this record's seq.
+	Generation int64 `json:"generation"`
+	// Withdrawn counts the scope's records taken out of the outbox before they were
+	// published: seqs below Generation that never arrive.
+	Withdrawn int64 `json:"withdrawn"`
+}
+
+// Erasure scopes within one namespace.
+const (
+	ErasureScopeUser      = "user"      // one user's memories
+	ErasureScopeNamespace = "namespace" // every memory of the namespace
+)
+
+// Redaction is what a memory.redacted record carries: the versions of the memory
+// (Revision.MemoryID) whose text was scrubbed and whose data keys were destroyed.
+type Redaction struct {
+	// Versions are the named version first, then the later versions of its key that
+	// copied its text.
+	Versions []int64 `json:"versions"`
 }
 
 // Revision holds the plain (unsealed) fields of a committed memory revision.
@@ -138,6 +172,9 @@ func validateEnvelope(e *Envelope) error {
 	case e.CommittedAt.IsZero():
 		return errors.New("committed_at is not set")
 	}
+	if err := validateAttachments(e); err != nil {
+		return err
+	}
 	if !e.Type.IsRevision() {
 		if e.Revision != nil || e.Sealed != nil {
 			return fmt.Errorf("type %q carries no revision or sealed content", e.Type)
@@ -155,6 +192,43 @@ func validateEnvelope(e *Envelope) error {
 	}
 	if err := validateSealed(e.Sealed); err != nil {
 		return fmt.Errorf("sealed: %v", err)
+	}
+	return nil
+}
+
+// validateAttachments checks the fields a single type carries: an erasure only on
+// memory.erased, a redaction only on memory.redacted. Neither is required, so a
+// record written before they were added still decodes.
+func validateAttachments(e *Envelope) error {
+	switch {
+	case e.Erasure != nil && e.Type != TypeErased:
+		return fmt.Errorf("type %q carries no erasure", e.Type)
+	case e.Redaction != nil && e.Type != TypeRedacted:
+		return fmt.Errorf("type %q carries no redaction", e.Type)
+	}
+	if x := e.Erasure; x != nil {
+		switch {
+		case x.ID == "":
+			return errors.New("erasure: id is empty")
+		case x.Scope != ErasureScopeUser && x.Scope != ErasureScopeNamespace:
+			return fmt.Errorf("erasure: scope %q, want %q or %q", x.Scope, ErasureScopeUser, ErasureScopeNamespace)
+		case (x.Scope == ErasureScopeUser) != (x.UserID != ""):
+			return fmt.Errorf("erasure: scope %q with user_id %q", x.Scope, x.UserID)
+		case x.Generation != e.Seq:
+			return fmt.Errorf("erasure: generation %d is not the record's seq %d", x.Generation, e.Seq)
+		case x.Withdrawn < 0:
+			return fmt.Errorf("erasure: withdrawn %d is negative", x.Withdrawn)
+		}
+	}
+	if r := e.Redaction; r != nil {
+		if len(r.Versions) == 0 {
+			return errors.New("redaction: no versions")
+		}
+		for _, v := range r.Versions {
+			if v < 1 {
+				return fmt.Errorf("redaction: version %d, want >= 1", v)
+			}
+		}
 	}
 	return nil
 }

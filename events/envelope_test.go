@@ -125,6 +125,13 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"revision type without revision", validRevised, func(e *Envelope) { e.Revision = nil }},
 		{"revision type without sealed", validRevised, func(e *Envelope) { e.Sealed = nil }},
 		{"erased with revision", validRevised, func(e *Envelope) { e.Type = TypeErased }},
+		{"erasure on a revision", validRevised, func(e *Envelope) { e.Erasure = &Erasure{ID: "x", Scope: ErasureScopeNamespace, Generation: e.Seq} }},
+		{"redaction on a parked record", validParked, func(e *Envelope) { e.Redaction = &Redaction{Versions: []int64{1}} }},
+		{"redaction without versions", validRedacted, func(e *Envelope) { e.Redaction.Versions = nil }},
+		{"erasure of another generation", validErased, func(e *Envelope) { e.Erasure.Generation = e.Seq + 1 }},
+		{"erasure of an unknown scope", validErased, func(e *Envelope) { e.Erasure.Scope = "org" }},
+		{"user erasure without user_id", validErased, func(e *Envelope) { e.Erasure.UserID = "" }},
+		{"namespace erasure with user_id", validErased, func(e *Envelope) { e.Erasure.Scope = ErasureScopeNamespace }},
 		{"parked with sealed only", validParked, func(e *Envelope) {
 			e.Sealed = &Sealed{Alg: SealAlg, Nonce: make([]byte, 12), Ciphertext: make([]byte, 16)}
 		}},
@@ -183,5 +190,7 @@ func TestDecodeRejectsMalformedJSON(t *testing.T) {
 	}
 }
 
-func validRevised(t *testing.T) *Envelope { return revisionEnvelope(t, TypeRevised, 1, false) }
-func validParked(_ *testing.T) *Envelope  { return plainEnvelope(TypeParked, 1) }
+func validRevised(t *testing.T) *Envelope  { return revisionEnvelope(t, TypeRevised, 1, false) }
+func validParked(_ *testing.T) *Envelope   { return plainEnvelope(TypeParked, 1) }
+func validErased(_ *testing.T) *Envelope   { return plainEnvelope(TypeErased, 1) }
+func validRedacted(t *testing.T) *Envelope { return revisionEnvelope(t, TypeRedacted, 1, true) }

@@ -29,7 +29,12 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(content.Value)
+	var redaction *Redaction
+	if typ == TypeRedacted {
+		redaction = &Redaction{Versions: []int64{committedAt.UnixNano() - 1000, committedAt.UnixNano() - 500}}
+	}
 	return &Envelope{
+		Redaction:   redaction,
 		Version:     EnvelopeVersion,
 		ID:          id,
 		Type:        typ,
@@ -65,7 +70,12 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 
 // plainEnvelope builds a valid envelope of a type that carries no revision.
 func plainEnvelope(typ Type, seq int64) *Envelope {
+	var erasure *Erasure
+	if typ == TypeErased {
+		erasure = &Erasure{ID: "0b6f1c9e-4d1a-4c4e-9a59-3f2f2a7d9b10", Scope: ErasureScopeUser, UserID: "u-42", Generation: seq, Withdrawn: 2}
+	}
 	return &Envelope{
+		Erasure:     erasure,
 		Version:     EnvelopeVersion,
 		ID:          RecordID("acme", "support", seq),
 		Type:        typ,

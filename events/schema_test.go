@@ -100,6 +100,10 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	erased, err := Encode(plainEnvelope(TypeErased, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		base   []byte
@@ -112,6 +116,12 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 		{"revision type without revision", revised, func(m map[string]any) { delete(m, "revision") }},
 		{"revision type without sealed", revised, func(m map[string]any) { delete(m, "sealed") }},
 		{"parked with a revision", parked, func(m map[string]any) { m["revision"] = map[string]any{} }},
+		{"parked with an erasure", parked, func(m map[string]any) {
+			m["erasure"] = map[string]any{"id": "x", "scope": "namespace", "purge": false, "generation": 3, "withdrawn": 0}
+		}},
+		{"user erasure without user_id", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "user_id") }},
+		{"erasure without generation", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "generation") }},
+		{"revised with a redaction", revised, func(m map[string]any) { m["redaction"] = map[string]any{"versions": []int{1}} }},
 		{"envelope_version 2", revised, func(m map[string]any) { m["envelope_version"] = 2 }},
 		{"id with leading zero seq", revised, func(m map[string]any) { m["id"] = "acme/support/02" }},
 		{"id with extra segment", revised, func(m map[string]any) { m["id"] = "acme/sup/port/2" }},

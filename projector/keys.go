@@ -4,20 +4,25 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 )
 
+// querier is a pool or a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // fetchKeys reads the data keys of a batch's revisions in one query.
-func fetchKeys(ctx context.Context, pool *pgxpool.Pool, revs []*events.Envelope) (map[string][]byte, error) {
+func fetchKeys(ctx context.Context, q querier, revs []*events.Envelope) (map[string][]byte, error) {
 	orgs := make([]string, len(revs))
 	nss := make([]string, len(revs))
 	seqs := make([]int64, len(revs))
 	for i, e := range revs {
 		orgs[i], nss[i], seqs[i] = e.Org, e.Namespace, e.Seq
 	}
-	rows, err := pool.Query(ctx, `SELECT k.org, k.namespace, k.seq, k.data_key
+	rows, err := q.Query(ctx, `SELECT k.org, k.namespace, k.seq, k.data_key
 		FROM loom.revision_keys k
 		JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS b(org, namespace, seq)
 		  ON k.org = b.org AND k.namespace = b.namespace AND k.seq = b.seq`, orgs, nss, seqs)

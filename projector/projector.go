@@ -6,6 +6,7 @@ package projector
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -14,8 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
 )
 
@@ -170,34 +174,17 @@ func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) erro
 	}
 }
 
-// apply writes one batch: rows to ClickHouse, then watermarks to Postgres.
+// apply writes one batch: rows to ClickHouse, then the batch's redactions and
+// erasures, then watermarks to Postgres.
 func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 	b := decodeBatch(recs, p.undecoded, p.log)
-	if len(b.revisions) > 0 {
-		keys, err := fetchKeys(ctx, p.pool, b.revisions)
-		if err != nil {
-			return err
-		}
-		marks, err := readWatermarks(ctx, p.pool, p.cfg.Name, b.namespaces(), false)
-		if err != nil {
-			return err
-		}
-		rows := openAll(b.revisions, keys, p.sealed)
-		missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, rows)
-		if err != nil {
-			return err
-		}
-		p.uncarried.Add(float64(missing))
-		graphRows, err := foldGraph(ctx, p.ch, b, rows, marks)
-		if err != nil {
-			return err
-		}
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows, graphRows); err != nil {
-			return err
-		}
-		p.graphRows.Add(float64(graphRowCount(graphRows)))
+	if err := p.writeBatch(ctx, b); err != nil {
+		return err
 	}
-	advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, b.seqs)
+	if err := p.scrubAndErase(ctx, b); err != nil {
+		return err
+	}
+	advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, b.seqs, b.jumps)
 	if err != nil {
 		return err
 	}
@@ -207,6 +194,83 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
 	}
 	p.dupes.Add(float64(dupes))
 	p.applied.Add(float64(advanced))
+	return nil
+}
+
+// writeBatch opens the batch's revisions and writes their rows, and the audit rows of
+// its redactions. From reading the data keys until ClickHouse has the rows it holds
+// the publishers lock shared: an erasure or a redaction that destroys keys after the
+// read waits until these rows landed, and only then removes them (scrubAndErase).
+func (p *Projector) writeBatch(ctx context.Context, b batch) error {
+	if len(b.revisions) == 0 && len(b.redactions) == 0 {
+		return nil
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection to read the batch's keys: %w", err)
+	}
+	defer conn.Release()
+	return pg.HoldShared(ctx, conn, pg.LockPublishers, func() error {
+		var rows []opened
+		var graphRows []nsGraph
+		if len(b.revisions) > 0 {
+			keys, err := fetchKeys(ctx, conn, b.revisions)
+			if err != nil {
+				return err
+			}
+			rows = openAll(b.revisions, keys, p.sealed)
+			missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, rows)
+			if err != nil {
+				return err
+			}
+			p.uncarried.Add(float64(missing))
+			marks, err := readWatermarks(ctx, conn, p.cfg.Name, b.namespaces(), false)
+			if err != nil {
+				return err
+			}
+			if graphRows, err = foldGraph(ctx, p.ch, b, rows, marks); err != nil {
+				return err
+			}
+		}
+		// A redaction's record seals nothing: its audit row names the memory and the
+		// version, not the key.
+		audits := append([]opened(nil), rows...)
+		for _, env := range b.redactions {
+			audits = append(audits, opened{env: env, content: &events.Content{}})
+		}
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows, audits, graphRows); err != nil {
+			return err
+		}
+		p.graphRows.Add(float64(graphRowCount(graphRows)))
+		return nil
+	})
+}
+
+// scrubAndErase applies the batch's redactions and erasures to ClickHouse, after
+// waiting out every publisher that may still be writing what they remove (another
+// projector's batch in flight over a rebalance). Both only touch rows below their
+// record's seq, or the versions they name, so the batch's own later rows stay.
+func (p *Projector) scrubAndErase(ctx context.Context, b batch) error {
+	if len(b.fences) == 0 && len(b.redactions) == 0 {
+		return nil
+	}
+	if err := pg.WaitOut(ctx, p.pool, pg.LockPublishers); err != nil {
+		return fmt.Errorf("wait out the publishers before erasing: %w", err)
+	}
+	var rs []erasure.Redaction
+	for _, env := range b.redactions {
+		if r, ok := erasure.RedactionOf(env); ok {
+			rs = append(rs, r)
+		}
+	}
+	if err := erasure.Scrub(p.ch.Ctx(ctx), p.ch, rs); err != nil {
+		return err
+	}
+	if len(b.fences) > 0 {
+		if err := erasure.Erase(p.ch.Ctx(ctx), p.ch, b.fences); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

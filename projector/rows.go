@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
@@ -17,6 +18,13 @@ type nsKey struct{ org, namespace string }
 type batch struct {
 	revisions []*events.Envelope
 	seqs      map[nsKey][]int64 // every seq seen, revision or not, for the watermarks
+	// fences are the batch's erasures; jumps their seqs, which move a watermark over
+	// the seqs the erasure withdrew before they were published.
+	fences []erasure.Fence
+	jumps  map[nsKey]map[int64]bool
+	// redactions are the batch's memory.redacted records: no row of their own but an
+	// audit row, and their versions' text scrubbed.
+	redactions []*events.Envelope
 }
 
 // namespaces lists the batch's namespaces.
@@ -29,7 +37,7 @@ func (b batch) namespaces() []nsKey {
 }
 
 func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
-	b := batch{seqs: map[nsKey][]int64{}}
+	b := batch{seqs: map[nsKey][]int64{}, jumps: map[nsKey]map[int64]bool{}}
 	for _, r := range recs {
 		env, err := events.Decode(r.Value)
 		if err != nil {
@@ -42,7 +50,21 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 		}
 		k := nsKey{env.Org, env.Namespace}
 		b.seqs[k] = append(b.seqs[k], env.Seq)
-		if env.Type.IsRevision() {
+		switch {
+		case env.Type == events.TypeErased:
+			if f, ok := erasure.FenceOf(env); ok {
+				b.fences = append(b.fences, f)
+			}
+			// Every seq below an erasure's arrived before it or was withdrawn: the
+			// relay publishes a namespace's outbox in seq order and the erasure's
+			// record is queued after every row it left.
+			if b.jumps[k] == nil {
+				b.jumps[k] = map[int64]bool{}
+			}
+			b.jumps[k][env.Seq] = true
+		case env.Type == events.TypeRedacted:
+			b.redactions = append(b.redactions, env)
+		case env.Type.IsRevision():
 			b.revisions = append(b.revisions, env)
 		}
 	}

@@ -16,8 +16,10 @@ import (
 // that continue it without a gap, and notifies the barrier's listeners. A seq at or
 // below the watermark is a redelivery. A seq past a gap is written to ClickHouse but
 // does not move the watermark: the relay publishes a namespace's records again after
-// any it could not publish, so the missing seq arrives, followed by the rest.
-func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, seqs map[nsKey][]int64) (advanced int, gaps []string, dupes int, err error) {
+// any it could not publish, so the missing seq arrives, followed by the rest. A jump
+// (an erasure's seq) moves the watermark to it over any gap: the seqs below it that
+// have not arrived were withdrawn by the erasure and never will.
+func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, seqs map[nsKey][]int64, jumps map[nsKey]map[int64]bool) (advanced int, gaps []string, dupes int, err error) {
 	if len(seqs) == 0 {
 		return 0, nil, 0, nil
 	}
@@ -33,22 +35,11 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		var orgs, nss []string
 		var marks []int64
 		for _, k := range keys {
-			s := append([]int64(nil), seqs[k]...)
-			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-			wm := current[k]
-			start := wm
-		scan:
-			for _, seq := range s {
-				switch {
-				case seq <= wm:
-					dupes++
-				case seq == wm+1:
-					wm = seq
-					advanced++
-				default:
-					gaps = append(gaps, k.org+"/"+k.namespace)
-					break scan
-				}
+			start := current[k]
+			wm, n, d, gap := advance(start, seqs[k], jumps[k])
+			advanced, dupes = advanced+n, dupes+d
+			if gap {
+				gaps = append(gaps, k.org+"/"+k.namespace)
 			}
 			if wm > start {
 				orgs, nss, marks = append(orgs, k.org), append(nss, k.namespace), append(marks, wm)
@@ -69,6 +60,24 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		return nil
 	})
 	return advanced, gaps, dupes, err
+}
+
+// advance moves a watermark through a batch's seqs of one namespace: a seq at or
+// below it is a duplicate; the next seq, or an erasure's seq (a jump), moves it. It
+// reports whether a seq was left past a gap (written, but not yet covered).
+func advance(wm int64, seqs []int64, jumps map[int64]bool) (next int64, advanced, dupes int, gap bool) {
+	s := append([]int64(nil), seqs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	for _, seq := range s {
+		switch {
+		case seq <= wm:
+			dupes++
+		case seq == wm+1 || jumps[seq]:
+			wm = seq
+			advanced++
+		}
+	}
+	return wm, advanced, dupes, len(s) > 0 && s[len(s)-1] > wm
 }
 
 // readWatermarks reads the batch's watermarks; lock takes their rows, so two

@@ -35,19 +35,22 @@ const (
 
 // writeRows sends one insert per table, all at once: the tables are independent
 // and each collapses a row it sees twice, so a batch that fails part-way is simply
-// written again.
-func writeRows(ctx context.Context, conn *ch.Conn, rows []opened, graphRows []nsGraph) error {
-	if len(rows) == 0 {
-		return nil
+// written again. audits are the rows' audit rows and those of records that project
+// nothing else (a redaction); graphRows the batch's folded graph rows.
+func writeRows(ctx context.Context, conn *ch.Conn, rows, audits []opened, graphRows []nsGraph) error {
+	var inserts []func() error
+	if len(rows) > 0 {
+		inserts = append(inserts,
+			func() error { return send(ctx, conn, "loom.memory", insertMemory, memoryFill(rows)) },
+			func() error { return send(ctx, conn, "loom.memory_versions", insertVersions, versionsFill(rows)) },
+			func() error {
+				return send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, embeddingsFill(rows))
+			},
+			func() error { return send(ctx, conn, "loom.memory_lexical", insertLexical, lexicalFill(rows)) },
+		)
 	}
-	inserts := []func() error{
-		func() error { return send(ctx, conn, "loom.memory", insertMemory, memoryFill(rows)) },
-		func() error { return send(ctx, conn, "loom.memory_versions", insertVersions, versionsFill(rows)) },
-		func() error {
-			return send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, embeddingsFill(rows))
-		},
-		func() error { return send(ctx, conn, "loom.audit_log", insertAudit, auditFill(rows)) },
-		func() error { return send(ctx, conn, "loom.memory_lexical", insertLexical, lexicalFill(rows)) },
+	if len(audits) > 0 {
+		inserts = append(inserts, func() error { return send(ctx, conn, "loom.audit_log", insertAudit, auditFill(audits)) })
 	}
 	if fill, any := chunksFill(rows); any {
 		inserts = append(inserts, func() error { return send(ctx, conn, "loom.memory_chunks", insertChunks, fill) })

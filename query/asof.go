@@ -29,7 +29,7 @@ func (s *Service) getAsOf(c *fiber.Ctx, p auth.Principal, id memrow.Identity, as
 	}
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), `SELECT memory_id, version, seq, memory_type, status, tombstone, value, content_sha256,
 			tags, confidence, reinforcement_count, actor, source_class, pinned, locked, sensitivity, created_at, updated_at,
-			valid_at, valid_to, expires_at
+			valid_at, valid_to, expires_at, redacted
 		FROM loom.memory_versions FINAL
 		PREWHERE org = ? AND namespace = ? AND agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?
 		WHERE version <= ?
@@ -48,13 +48,13 @@ func (s *Service) getAsOf(c *fiber.Ctx, p auth.Principal, id memrow.Identity, as
 	r := memrow.Row{Identity: id}
 	var memoryID uuid.UUID
 	var version, seq uint64
-	var tomb, pinned, locked uint8
+	var tomb, pinned, locked, redacted uint8
 	var value string
 	var confidence float32
 	var reinforcement uint32
 	if err := rows.Scan(&memoryID, &version, &seq, &r.MemoryType, &r.Status, &tomb, &value, &r.ContentSHA256, &r.Tags,
 		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &r.Sensitivity, &r.CreatedAt, &r.UpdatedAt,
-		&r.ValidAt, &r.ValidTo, &r.ExpiresAt); err != nil {
+		&r.ValidAt, &r.ValidTo, &r.ExpiresAt, &redacted); err != nil {
 		return chUnavailable("reading the key's history", err)
 	}
 	if tomb == 1 {
@@ -65,6 +65,9 @@ func (s *Service) getAsOf(c *fiber.Ctx, p auth.Principal, id memrow.Identity, as
 	}
 	r.MemoryID, r.Version, r.Seq = memoryID.String(), int64(version), int64(seq)
 	r.Value, r.Confidence, r.ReinforcementCount = json.RawMessage(value), float64(confidence), int(reinforcement)
-	r.Pinned, r.Locked = pinned == 1, locked == 1
+	r.Pinned, r.Locked, r.Redacted = pinned == 1, locked == 1, redacted == 1
+	if r.Redacted {
+		r.Value = json.RawMessage("null")
+	}
 	return c.JSON(viewOf(&r))
 }

@@ -28,6 +28,8 @@ type versionView struct {
 	ReinforcementCount uint32    `json:"reinforcement_count"`
 	Actor              string    `json:"actor"`
 	UpdatedAt          time.Time `json:"updated_at"`
+	// Redacted: memory.redact scrubbed this version; its value is null.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // rawJSON is a stored canonical value, answered as JSON rather than as a string.
@@ -54,7 +56,7 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 		return err
 	}
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), `SELECT version, seq, event_type, memory_id, memory_type, status, tombstone,
-			value, content_sha256, tags, reinforcement_count, actor, updated_at
+			value, content_sha256, tags, reinforcement_count, actor, updated_at, redacted
 		FROM loom.memory_versions FINAL
 		PREWHERE org = ? AND namespace = ? AND agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
@@ -66,15 +68,15 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 	for rows.Next() {
 		var v versionView
 		var version uint64
-		var tomb uint8
+		var tomb, redacted uint8
 		var memoryID uuid.UUID
 		var value string
 		if err := rows.Scan(&version, &v.Seq, &v.Event, &memoryID, &v.MemoryType, &v.Status, &tomb, &value,
-			&v.ContentSHA256, &v.Tags, &v.ReinforcementCount, &v.Actor, &v.UpdatedAt); err != nil {
+			&v.ContentSHA256, &v.Tags, &v.ReinforcementCount, &v.Actor, &v.UpdatedAt, &redacted); err != nil {
 			return chUnavailable("reading history", err)
 		}
 		v.Version, v.VersionText, v.Tombstone = int64(version), memrow.VersionText(int64(version)), tomb == 1
-		v.MemoryID, v.Value = memoryID.String(), rawJSON(value)
+		v.MemoryID, v.Value, v.Redacted = memoryID.String(), rawJSON(value), redacted == 1
 		versions = append(versions, v)
 	}
 	if err := rows.Err(); err != nil {

@@ -45,6 +45,7 @@ type memoryView struct {
 	ConflictWith       []string        `json:"conflict_with,omitempty"`
 	VerifiedBy         string          `json:"verified_by,omitempty"`
 	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
+	Redacted           bool            `json:"redacted,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
 
@@ -67,7 +68,7 @@ func viewOf(r *memrow.Row) memoryView {
 		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
-		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf,
+		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted,
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations,
 	}

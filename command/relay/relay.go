@@ -122,7 +122,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		r.active.Set(1)
-		err = r.publishWhileHeld(ctx, release.alive)
+		err = r.publishWhileHeld(ctx, release)
 		r.active.Set(0)
 		release.unlock()
 		var stop *faultStop
@@ -176,21 +176,28 @@ func (r *Relay) tryLock(ctx context.Context) (bool, *lockHandle, error) {
 	return true, h, nil
 }
 
-func (r *Relay) publishWhileHeld(ctx context.Context, alive func(context.Context) error) error {
+func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second
 	bo.MaxElapsedTime = 0
 	for ctx.Err() == nil {
 		// The lock is only as good as the session holding it.
-		if err := alive(ctx); err != nil {
+		if err := h.alive(ctx); err != nil {
 			return fmt.Errorf("relay lock session: %w", err)
 		}
 		wake := r.wake.C()
 		// A round under way when the relay is stopped finishes: what Kafka acknowledged
 		// is deleted from the outbox, so the next relay does not publish it again.
+		// The round holds the publishers lock shared, so an erasure that removed rows
+		// it may have read waits until its produce and delete are over (pg.WaitOut).
 		rctx, roundDone := shutdown.Outlive(ctx, r.cfg.Grace)
-		n, err := r.round(rctx)
+		var n int
+		err := pg.HoldShared(rctx, h.conn, pg.LockPublishers, func() error {
+			var err error
+			n, err = r.round(rctx)
+			return err
+		})
 		roundDone()
 		var stop *faultStop
 		if errors.As(err, &stop) {

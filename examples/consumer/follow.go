@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,7 +46,7 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close() // leaves the group, so a restart gets its partitions back at once
-	h := &handler{seen: seen, out: out}
+	h := &handler{seen: seen, out: out, held: map[string][]heldRecord{}}
 	if cfg.API != "" {
 		h.content = newContentReader(cfg.API, cfg.Token, cfg.FetchTimeout)
 	}
@@ -66,8 +67,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) error {
 			cl.AllowRebalance()
 			return err
 		}
-		if len(recs) > 0 {
-			if err := cl.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+		// Offsets stop before a record held past a gap: a crash delivers it again.
+		if done := h.settled(recs); len(done) > 0 {
+			if err := cl.CommitRecords(ctx, done...); err != nil && ctx.Err() == nil {
 				// Not fatal: the events come again and are deduplicated.
 				fmt.Fprintf(errOut, "commit offsets: %v\n", err)
 			}
@@ -76,11 +78,20 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) error {
 	}
 }
 
-// handler turns records into one line each.
+// handler turns records into one line each, in seq order per namespace.
 type handler struct {
 	seen    *seen
 	content *contentReader
 	out     io.Writer
+	// held are records that arrived past a gap, per namespace (events.RecordKey):
+	// handled once the missing seqs arrive, or an erasure's record says they never will.
+	held map[string][]heldRecord
+}
+
+type heldRecord struct {
+	env       *events.Envelope
+	partition int32
+	offset    int64
 }
 
 func (h *handler) handle(ctx context.Context, r *kgo.Record) {
@@ -91,23 +102,70 @@ func (h *handler) handle(ctx context.Context, r *kgo.Record) {
 		fmt.Fprintf(h.out, "skip partition=%d offset=%d: %v\n", r.Partition, r.Offset, err)
 		return
 	}
+	ns := string(events.RecordKey(env.Org, env.Namespace))
 	switch last := h.seen.last(env.Org, env.Namespace); {
 	case env.Seq <= last:
 		return // a redelivery: already handled
-	case last > 0 && env.Seq > last+1:
-		// Loom publishes a namespace's records again after one it could not publish,
-		// so the missing seqs arrive, followed by this one once more: hold it until then.
-		// A gap that never fills means records were lost from the topic (see
-		// docs/events.md: loomd republish).
-		fmt.Fprintf(h.out, "gap %s/%s: seqs %d..%d not seen yet; holding seq %d\n", env.Org, env.Namespace, last+1, env.Seq-1, env.Seq)
+	case last > 0 && env.Seq > last+1 && env.Type != events.TypeErased:
+		// The missing seqs arrive later (Loom publishes a namespace's records again
+		// after one it could not publish), or an erasure withdrew them and its record
+		// follows: hold this one until then. A gap that never fills means records were
+		// lost from the topic (see docs/events.md: loomd republish).
+		fmt.Fprintf(h.out, "gap %s: seqs %d..%d not seen yet; holding seq %d\n", ns, last+1, env.Seq-1, env.Seq)
+		h.held[ns] = append(h.held[ns], heldRecord{env: env, partition: r.Partition, offset: r.Offset})
 		return
 	}
+	// An erasure's record follows every seq below it that will ever arrive: the held
+	// records below it come first, in seq order.
+	if env.Type == events.TypeErased {
+		h.release(ctx, ns, func(seq int64) bool { return seq < env.Seq })
+	}
+	h.emit(ctx, env)
+	h.release(ctx, ns, func(seq int64) bool { return seq == h.seen.last(env.Org, env.Namespace)+1 })
+}
+
+// release handles, in seq order, the held records of a namespace that ready admits,
+// for as long as it admits the next one.
+func (h *handler) release(ctx context.Context, ns string, ready func(seq int64) bool) {
+	held := h.held[ns]
+	sort.Slice(held, func(i, j int) bool { return held[i].env.Seq < held[j].env.Seq })
+	for len(held) > 0 && ready(held[0].env.Seq) {
+		e := held[0].env
+		held = held[1:]
+		if e.Seq > h.seen.last(e.Org, e.Namespace) {
+			h.emit(ctx, e)
+		}
+	}
+	h.held[ns] = held
+}
+
+func (h *handler) emit(ctx context.Context, env *events.Envelope) {
 	line := describe(env)
-	if h.content != nil && env.Revision != nil && !env.Revision.Tombstone {
+	if h.content != nil && env.Revision != nil && !env.Revision.Tombstone && env.Type != events.TypeRedacted {
 		line += " " + h.content.describe(ctx, env)
 	}
 	fmt.Fprintln(h.out, line)
 	h.seen.mark(env.Org, env.Namespace, env.Seq)
+}
+
+// settled are the records whose offsets may be committed: those before the first
+// record still held in their partition.
+func (h *handler) settled(recs []*kgo.Record) []*kgo.Record {
+	first := map[int32]int64{}
+	for _, held := range h.held {
+		for _, r := range held {
+			if o, ok := first[r.partition]; !ok || r.offset < o {
+				first[r.partition] = r.offset
+			}
+		}
+	}
+	var out []*kgo.Record
+	for _, r := range recs {
+		if o, ok := first[r.Partition]; !ok || r.Offset < o {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // describe prints an event's plain fields: what every consumer may read.
@@ -116,6 +174,12 @@ func describe(e *events.Envelope) string {
 	if r := e.Revision; r != nil {
 		s += fmt.Sprintf(" memory_id=%s version=%d status=%s tombstone=%t sha256=%s",
 			r.MemoryID, r.Version, r.Status, r.Tombstone, r.ContentSHA256[:12])
+	}
+	if x := e.Redaction; x != nil {
+		s += fmt.Sprintf(" redacted_versions=%v", x.Versions)
+	}
+	if x := e.Erasure; x != nil {
+		s += fmt.Sprintf(" erasure=%s scope=%s user_id=%q withdrawn=%d", x.ID, x.Scope, x.UserID, x.Withdrawn)
 	}
 	return s
 }

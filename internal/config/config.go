@@ -33,7 +33,14 @@ type Config struct {
 	PGAdmissionDeadline  time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
 	PGAdmissionGapMax    int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
 	IdempotencyLease     time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
-	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry and idempotency sweeps
+	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps
+	ErasureEvidence      time.Duration // LOOM_PG_ERASURE_EVIDENCE_HOURS: how long an erased memory's stale writes are refused
+	ErasureLedgerKeep    time.Duration // LOOM_ERASURE_LEDGER_DAYS: how long a finished erasure saga is kept
+	ErasureLease         time.Duration // LOOM_ERASURE_LEASE_S: a saga runner's hold before erasure_recovery takes over
+	ErasureMaxAttempts   int           // LOOM_ERASURE_MAX_ATTEMPTS: runs of a saga before it is marked failed
+	ErasureStepTimeout   time.Duration // LOOM_ERASURE_STEP_TIMEOUT_MS: one saga step's wait per run
+	ErasureRequestWait   time.Duration // LOOM_ERASURE_REQUEST_WAIT_MS: how long POST /v1/erasures waits for its saga
+	ErasureRecovery      time.Duration // LOOM_ERASURE_RECOVERY_INTERVAL_MS: how often erasure_recovery looks for stopped sagas
 	BootMigrate          bool          // LOOM_BOOT_MIGRATE
 	CHAddr               []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
 	CHUser, CHPassword   string        // LOOM_CH_USER, LOOM_CH_PASSWORD
@@ -131,6 +138,13 @@ func load(env Lookup) (Config, []Setting, error) {
 		PGAdmissionGapMax:     r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
 		IdempotencyLease:      time.Duration(r.int("LOOM_PG_REQUEST_LEASE_SECONDS", 60)) * time.Second,
 		SweepInterval:         time.Duration(r.int("LOOM_SWEEP_INTERVAL_S", 30)) * time.Second,
+		ErasureEvidence:       time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
+		ErasureLedgerKeep:     time.Duration(r.int("LOOM_ERASURE_LEDGER_DAYS", 365)) * 24 * time.Hour,
+		ErasureLease:          time.Duration(r.int("LOOM_ERASURE_LEASE_S", 120)) * time.Second,
+		ErasureMaxAttempts:    r.int("LOOM_ERASURE_MAX_ATTEMPTS", 10),
+		ErasureStepTimeout:    r.ms("LOOM_ERASURE_STEP_TIMEOUT_MS", 60000),
+		ErasureRequestWait:    r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
+		ErasureRecovery:       r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
 		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
 		CHAddr:                r.list("LOOM_CH_ADDR", ""),
 		CHUser:                r.str("LOOM_CH_USER", "default"),

@@ -79,9 +79,12 @@ type Row struct {
 	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
 	// JudgementOwed marks a row the conflict resolver should judge later (a key
 	// another session of the same subject holds, under a policy that does not retire).
-	JudgementOwed bool      `json:"judgement_owed,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	JudgementOwed bool `json:"judgement_owed,omitempty"`
+	// Redacted marks a row memory.redact scrubbed: its value, tags and entities are
+	// gone, its content hash stays.
+	Redacted  bool      `json:"redacted,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// EntityTypes and Relations are what the writer declared for the graph beside
 	// Entities; they describe the value, and a copy of the row carries them with it.

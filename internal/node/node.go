@@ -158,6 +158,9 @@ func (n *Node) newApp() *fiber.App {
 			DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
 			IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
 			WriteDeadline: n.Cfg.PGWriteDeadline,
+			Erasure: command.ErasureConfig{Evidence: n.Cfg.ErasureEvidence, LedgerKeep: n.Cfg.ErasureLedgerKeep,
+				Lease: n.Cfg.ErasureLease, MaxAttempts: n.Cfg.ErasureMaxAttempts, StepTimeout: n.Cfg.ErasureStepTimeout,
+				RequestWait: n.Cfg.ErasureRequestWait},
 		}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
 		cmd.Register(data, n.Tokens)
 		n.Command = cmd
@@ -200,14 +203,21 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	if n.Cfg.HasRole(config.RoleQuery) {
 		start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	}
-	if n.Command != nil && n.Cfg.SweepInterval > 0 {
-		start("sweeps", func(ctx context.Context) error {
-			if err := n.waitMigrated(ctx, "sweeps"); err != nil {
-				return err
-			}
-			n.Command.RunSweeps(ctx, n.Cfg.SweepInterval)
-			return nil
-		})
+	// The command role's background work, each every interval once migrations are in.
+	for _, w := range []struct {
+		name     string
+		interval time.Duration
+		run      func(context.Context, time.Duration)
+	}{{"sweeps", n.Cfg.SweepInterval, n.runSweeps}, {"erasure_recovery", n.Cfg.ErasureRecovery, n.runErasureRecovery}} {
+		if n.Command != nil && w.interval > 0 {
+			start(w.name, func(ctx context.Context) error {
+				if err := n.waitMigrated(ctx, w.name); err != nil {
+					return err
+				}
+				w.run(ctx, w.interval)
+				return nil
+			})
+		}
 	}
 	for _, role := range []struct {
 		name string
@@ -242,6 +252,12 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	stopRoles()
 	wg.Wait()
 	return err
+}
+
+func (n *Node) runSweeps(ctx context.Context, every time.Duration) { n.Command.RunSweeps(ctx, every) }
+
+func (n *Node) runErasureRecovery(ctx context.Context, every time.Duration) {
+	n.Command.RunErasureRecovery(ctx, every)
 }
 
 // RunRelay runs the relay role until ctx ends.

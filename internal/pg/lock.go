@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -13,7 +14,41 @@ const (
 	LockCHMigrations int64 = 0x4c4f4f4d_0002
 	LockRelay        int64 = 0x4c4f4f4d_0003
 	LockAuthority    int64 = 0x4c4f4f4d_0004 // recording the deployment at first boot
+	// LockPublishers is held shared by every relay round and every projector batch
+	// that opens sealed content, from its read until its writes returned. An erasure
+	// or a redaction takes it exclusively once (WaitOut) to wait out the publishers
+	// that read what it destroyed before it committed.
+	LockPublishers int64 = 0x4c4f4f4d_0005
 )
+
+// HoldShared runs fn while conn's session holds key shared. The lock is released when
+// fn returns, even when ctx was cancelled meanwhile; a session that cannot release it
+// is closed, which releases it.
+func HoldShared(ctx context.Context, conn *pgxpool.Conn, key int64, fn func() error) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", key); err != nil {
+		return fmt.Errorf("take advisory lock %x shared: %w", key, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock_shared($1)", key); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	return fn()
+}
+
+// WaitOut returns once every session that held key shared when it was called has
+// released it: it takes key exclusively on a connection of its own and releases it
+// at once. Shared requests made meanwhile wait behind it, briefly.
+func WaitOut(ctx context.Context, pool *pgxpool.Pool, key int64) error {
+	unlock, err := SessionLock(ctx, pool, key)
+	if err != nil {
+		return err
+	}
+	unlock()
+	return nil
+}
 
 // SessionLock waits for a session advisory lock on a connection of its own and
 // returns the function that releases it (and the connection).

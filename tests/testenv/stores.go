@@ -78,12 +78,12 @@ func CheckProjection(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, projection
 	if wm := Watermark(t, pool, projection, org, ns); wm != gen {
 		t.Fatalf("watermark of %s is %d, generation %d", ns, wm, gen)
 	}
-	revisions := pgStrings(t, pool, `SELECT seq || ':' || version || ':' || content_sha256 FROM loom.memory_revisions
+	revisions := PGStrings(t, pool, `SELECT seq || ':' || version || ':' || content_sha256 FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2`, org, ns)
 	if int64(len(revisions)) != gen {
 		t.Fatalf("%d revisions for generation %d", len(revisions), gen)
 	}
-	heads := pgStrings(t, pool, `SELECT memory_key || ':' || version FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
+	heads := PGStrings(t, pool, `SELECT memory_key || ':' || version FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
 	for _, c := range []struct {
 		name, q string
 		want    []string
@@ -93,14 +93,15 @@ func CheckProjection(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, projection
 		{"memory", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory FINAL PREWHERE org = ? AND namespace = ?`, heads},
 		{"memory_embeddings", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory_embeddings FINAL PREWHERE org = ? AND namespace = ?`, heads},
 	} {
-		got := chStrings(t, conn, c.q, org, ns)
+		got := CHStrings(t, conn, c.q, org, ns)
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Fatalf("%s of %s does not match the journal:\n got  %v\n want %v", c.name, ns, got, c.want)
 		}
 	}
 }
 
-func pgStrings(t testing.TB, pool *pgxpool.Pool, q string, args ...any) []string {
+// PGStrings reads a one-column result of Postgres, sorted.
+func PGStrings(t testing.TB, pool *pgxpool.Pool, q string, args ...any) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), q, args...)
 	if err != nil {
@@ -110,7 +111,8 @@ func pgStrings(t testing.TB, pool *pgxpool.Pool, q string, args ...any) []string
 	return sortedStrings(t, rows)
 }
 
-func chStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
+// CHStrings reads a one-column result of ClickHouse, sorted.
+func CHStrings(t testing.TB, conn *ch.Conn, q string, args ...any) []string {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), q, args...)
 	if err != nil {
@@ -156,7 +158,7 @@ func TableSums(t testing.TB, conn *ch.Conn, org string, namespaces []string) map
 	for _, table := range ProjectionTables {
 		// 18.16's cityHash64 takes no UUID argument, and a NULL argument makes the
 		// whole hash NULL, which sum skips: both are hashed as text.
-		cols := chStrings(t, conn, `SELECT multiIf(type = 'UUID', concat('toString(', name, ')'),
+		cols := CHStrings(t, conn, `SELECT multiIf(type = 'UUID', concat('toString(', name, ')'),
 				startsWith(type, 'Nullable'), concat('ifNull(toString(', name, '), \'\')'), name)
 			FROM system.columns WHERE database = 'loom' AND table = ?`, table)
 		var count, sum uint64

@@ -1,0 +1,272 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// erasure.request removes a user's memories (in one namespace or across the org), a
+// namespace's, or a list of namespaces', from every store, in a way the immutable
+// topic cannot undo: the data keys that open the scope's records are destroyed. It is
+// a saga of idempotent steps checkpointed in loom.erasure_ledger (erasure_saga.go); a
+// request runs it and answers when it is done or after LOOM_ERASURE_REQUEST_WAIT_MS,
+// and erasure_recovery completes a saga whose runner stopped.
+
+// ErasureConfig tunes erasure.request and its recovery.
+type ErasureConfig struct {
+	Evidence    time.Duration // LOOM_PG_ERASURE_EVIDENCE_HOURS: how long an erased memory's writes are refused
+	LedgerKeep  time.Duration // LOOM_ERASURE_LEDGER_DAYS: how long a finished saga is kept
+	Lease       time.Duration // LOOM_ERASURE_LEASE_S: a runner's hold on a saga before recovery may take it over
+	MaxAttempts int           // LOOM_ERASURE_MAX_ATTEMPTS: runs of a saga before it is marked failed
+	StepTimeout time.Duration // LOOM_ERASURE_STEP_TIMEOUT_MS: one step's wait (publishers, the projection) per run
+	RequestWait time.Duration // LOOM_ERASURE_REQUEST_WAIT_MS: how long POST /v1/erasures waits for its saga
+}
+
+func (c ErasureConfig) withDefaults() ErasureConfig {
+	if c.Evidence <= 0 {
+		c.Evidence = 720 * time.Hour
+	}
+	if c.LedgerKeep <= 0 {
+		c.LedgerKeep = 365 * 24 * time.Hour
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 10
+	}
+	if c.StepTimeout <= 0 {
+		c.StepTimeout = time.Minute
+	}
+	if c.RequestWait <= 0 {
+		c.RequestWait = 20 * time.Second
+	}
+	return c
+}
+
+// The ways to name an erasure's scope.
+const (
+	scopeUserInNamespace = "user_in_namespace"
+	scopeUserInOrg       = "user_in_org"
+	scopeNamespaces      = "namespaces"
+)
+
+// maxErasureNamespaces bounds a namespace list.
+const maxErasureNamespaces = 100
+
+// erasureScope is what an erasure removes: a user's rows (in Namespaces, or in every
+// namespace of the org holding any when Namespaces is empty), or whole namespaces.
+type erasureScope struct {
+	Kind       string   `json:"kind"`
+	UserID     string   `json:"user_id,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
+// erasureRequest is the body of POST /v1/erasures.
+type erasureRequest struct {
+	UserID     *string  `json:"user_id"`
+	Namespace  *string  `json:"namespace"`
+	Namespaces []string `json:"namespaces"`
+	Purge      bool     `json:"purge"`
+}
+
+// scopeOf validates a request's scope against the token: a user in a namespace or in
+// the org, one namespace or a list of them, each within the token's reach.
+func scopeOf(req erasureRequest, p auth.Principal) (erasureScope, error) {
+	var sc erasureScope
+	switch {
+	case req.UserID != nil && req.Namespaces != nil:
+		return sc, httperr.Validation("namespaces", "a user's erasure names one namespace or none (the whole org)")
+	case req.Namespace != nil && req.Namespaces != nil:
+		return sc, httperr.Validation("namespaces", "name one namespace or a list, not both")
+	case req.UserID != nil:
+		if *req.UserID == "" || *req.UserID == memrow.DefaultIdentity {
+			return sc, httperr.Validation("user_id", "user_id names one user")
+		}
+		if err := memrow.ValidateIdentity("user_id", *req.UserID); err != nil {
+			return sc, err
+		}
+		sc.UserID = *req.UserID
+		if req.Namespace == nil {
+			if p.Namespaces != nil {
+				return sc, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "erasing a user across the org needs a token that reaches every namespace")
+			}
+			sc.Kind = scopeUserInOrg
+			return sc, nil
+		}
+		sc.Kind, sc.Namespaces = scopeUserInNamespace, []string{*req.Namespace}
+	case req.Namespace != nil:
+		sc.Kind, sc.Namespaces = scopeNamespaces, []string{*req.Namespace}
+	case len(req.Namespaces) > 0:
+		if len(req.Namespaces) > maxErasureNamespaces {
+			return sc, httperr.Validation("namespaces", fmt.Sprintf("at most %d namespaces per erasure", maxErasureNamespaces))
+		}
+		sc.Kind, sc.Namespaces = scopeNamespaces, req.Namespaces
+	default:
+		return sc, httperr.Validation("body", "name a scope: user_id (with a namespace, or none for the whole org), namespace or namespaces")
+	}
+	seen := map[string]bool{}
+	var list []string
+	for _, ns := range sc.Namespaces {
+		if err := p.Namespace(ns); err != nil {
+			return sc, err
+		}
+		if !seen[ns] {
+			seen[ns] = true
+			list = append(list, ns)
+		}
+	}
+	sort.Strings(list)
+	sc.Namespaces = list
+	return sc, nil
+}
+
+// erasureView is how a saga is answered.
+type erasureView struct {
+	ID           string           `json:"id"`
+	Status       string           `json:"status"`
+	Scope        map[string]any   `json:"scope"`
+	Purge        bool             `json:"purge"`
+	Actor        string           `json:"actor"`
+	Steps        []stepView       `json:"steps"`
+	Fences       map[string]int64 `json:"fences"`
+	Removed      map[string]int64 `json:"removed"`
+	Attempts     int              `json:"attempts"`
+	LastError    string           `json:"last_error,omitempty"`
+	Residue      map[string]int64 `json:"residue"`
+	ResidueCount *int64           `json:"residue_count"`
+	Census       map[string]int64 `json:"census"`
+	RequestedAt  time.Time        `json:"requested_at"`
+	VerifiedAt   *time.Time       `json:"verified_at,omitempty"`
+	FinishedAt   *time.Time       `json:"finished_at,omitempty"`
+}
+
+// stepView is one step of a saga: done once CompletedAt is set; Reopened counts the
+// times a residue census sent the saga back to it.
+type stepView struct {
+	Name        string     `json:"name"`
+	CompletedAt *time.Time `json:"completed_at"`
+	Reopened    int        `json:"reopened,omitempty"`
+}
+
+func (sg *erasureSaga) view() erasureView {
+	scope := map[string]any{"kind": sg.Scope.Kind}
+	if sg.Scope.UserID != "" {
+		scope["user_id"] = sg.Scope.UserID
+	}
+	switch {
+	case sg.Scope.Kind == scopeUserInNamespace:
+		scope["namespace"] = sg.Scope.Namespaces[0]
+	case sg.Scope.Kind == scopeNamespaces:
+		scope["namespaces"] = sg.Scope.Namespaces
+	}
+	v := erasureView{ID: sg.ID, Status: sg.Status, Scope: scope, Purge: sg.Purge, Actor: sg.Actor, Fences: sg.Fences,
+		Removed: sg.Removed, Attempts: sg.Attempts, LastError: sg.LastError, Residue: sg.Residue,
+		ResidueCount: sg.ResidueCount, Census: sg.Census, RequestedAt: sg.RequestedAt, VerifiedAt: sg.VerifiedAt,
+		FinishedAt: sg.FinishedAt}
+	for _, name := range sagaSteps() {
+		st := stepView{Name: name, Reopened: sg.Reopened[name]}
+		if at, ok := sg.Steps[name]; ok {
+			st.CompletedAt = &at
+		}
+		v.Steps = append(v.Steps, st)
+	}
+	for _, m := range []*map[string]int64{&v.Residue, &v.Census, &v.Fences, &v.Removed} {
+		if *m == nil {
+			*m = map[string]int64{}
+		}
+	}
+	return v
+}
+
+// handleErasure is erasure.request (admin tokens only): it records the saga, runs it
+// and answers 200 once it finished (completed or failed), or 202 while it still runs
+// after LOOM_ERASURE_REQUEST_WAIT_MS; GET /v1/erasures/{id} follows it.
+func (s *Service) handleErasure(c *fiber.Ctx) error {
+	p := auth.From(c)
+	if err := requireAdminFor(p, "an erasure"); err != nil {
+		return err
+	}
+	var req erasureRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	scope, err := scopeOf(req, p)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	id := uuid.NewString()
+	raw, err := json.Marshal(scope)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until)
+		VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval)`, p.Org, id, raw, req.Purge, p.Actor(),
+		s.cfg.Erasure.Lease.String()); err != nil {
+		return httperr.Store("recording the erasure", err)
+	}
+	// The saga outlives the request: a caller that stops waiting does not stop it.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Erasure.Lease)
+		defer cancel()
+		if err := s.runSaga(sctx, p.Org, id, 1); err != nil {
+			s.log.Warn("erasure: the saga stopped before it finished; erasure_recovery resumes it", "erasure", id, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.Erasure.RequestWait):
+	case <-ctx.Done():
+	}
+	sg, err := s.loadSaga(context.WithoutCancel(ctx), p.Org, id)
+	if err != nil {
+		return httperr.Store("reading the erasure", err)
+	}
+	if sg.Status == sagaRunning {
+		c.Status(http.StatusAccepted)
+	}
+	return c.JSON(sg.view())
+}
+
+// handleGetErasure is erasure.get: a saga's steps, fences, residue and census.
+func (s *Service) handleGetErasure(c *fiber.Ctx) error {
+	p := auth.From(c)
+	if err := requireAdminFor(p, "an erasure"); err != nil {
+		return err
+	}
+	id := c.Params("erasure_id")
+	if _, err := uuid.Parse(id); err != nil {
+		return httperr.NotFound("erasure not found")
+	}
+	sg, err := s.loadSaga(c.UserContext(), p.Org, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return httperr.NotFound("erasure not found")
+	}
+	if err != nil {
+		return httperr.Store("reading the erasure", err)
+	}
+	return c.JSON(sg.view())
+}
+
+func requireAdminFor(p auth.Principal, what string) error {
+	if p.Role != auth.RoleAdmin {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, what+" needs an admin token")
+	}
+	return nil
+}

@@ -1,0 +1,405 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// An erasure saga runs four steps, each idempotent and checkpointed in its ledger row:
+//
+//  1. postgres: one transaction advances each affected namespace's generation (its
+//     fence), deletes the scope's heads, revisions, data keys, unpublished records,
+//     parked search pages and the idempotency answers that name them, records the
+//     deletion evidence, and queues one memory.erased record per namespace.
+//  2. quiet: waits out the publishers that read the scope's records or keys before
+//     step 1 committed (a relay round, a projector batch; pg.LockPublishers).
+//  3. clickhouse: waits until the serving projection has applied every fence (its
+//     watermark reached the memory.erased record); once a census re-opened it, the
+//     saga applies the fences to ClickHouse itself.
+//  4. census: counts every counted table of both stores over the scope; any residue
+//     re-opens the step that owns the table, and the saga runs on from there.
+//
+// A run holds the saga under a lease and an attempt number; erasure_recovery takes
+// over a saga whose lease lapsed with the next attempt number, which fences the run it
+// replaced: every checkpoint names its attempt.
+
+const (
+	sagaRunning   = "running"
+	sagaCompleted = "completed"
+	sagaFailed    = "failed"
+
+	stepPostgres   = "postgres"
+	stepQuiet      = "quiet"
+	stepClickHouse = "clickhouse"
+	stepCensus     = "census"
+)
+
+func sagaSteps() []string { return []string{stepPostgres, stepQuiet, stepClickHouse, stepCensus} }
+
+// maxSagaRounds bounds the steps one run takes, re-opened ones included.
+const maxSagaRounds = 16
+
+// errSagaTakenOver stops a run whose saga another run took over.
+var errSagaTakenOver = errors.New("erasure_recovery took the saga over")
+
+// erasureSaga is one loom.erasure_ledger row.
+type erasureSaga struct {
+	Org, ID      string
+	Scope        erasureScope
+	Purge        bool
+	Actor        string
+	Status       string
+	Steps        map[string]time.Time
+	Reopened     map[string]int
+	Fences       map[string]int64
+	Removed      map[string]int64
+	Attempts     int
+	LastError    string
+	Residue      map[string]int64
+	ResidueCount *int64
+	Census       map[string]int64
+	RequestedAt  time.Time
+	VerifiedAt   *time.Time
+	FinishedAt   *time.Time
+}
+
+// sagaState is what the steps and reopen counts are stored as, in the steps column.
+type sagaState struct {
+	Done     map[string]time.Time `json:"done"`
+	Reopened map[string]int       `json:"reopened,omitempty"`
+}
+
+func (s *Service) loadSaga(ctx context.Context, org, id string) (*erasureSaga, error) {
+	sg := &erasureSaga{Org: org, ID: id}
+	var scope, steps, fences, removed, residue, census []byte
+	var lastError *string
+	err := s.pool.QueryRow(ctx, `SELECT scope, purge, actor, status, steps, fences, removed, attempts, last_error,
+			residue, residue_count, census, requested_at, verified_at, finished_at
+		FROM loom.erasure_ledger WHERE org = $1 AND id = $2`, org, id).
+		Scan(&scope, &sg.Purge, &sg.Actor, &sg.Status, &steps, &fences, &removed, &sg.Attempts, &lastError,
+			&residue, &sg.ResidueCount, &census, &sg.RequestedAt, &sg.VerifiedAt, &sg.FinishedAt)
+	if err != nil {
+		return nil, err
+	}
+	if lastError != nil {
+		sg.LastError = *lastError
+	}
+	var st sagaState
+	for _, f := range []struct {
+		raw []byte
+		to  any
+	}{{scope, &sg.Scope}, {steps, &st}, {fences, &sg.Fences}, {removed, &sg.Removed}, {residue, &sg.Residue}, {census, &sg.Census}} {
+		if len(f.raw) > 0 {
+			if err := json.Unmarshal(f.raw, f.to); err != nil {
+				return nil, fmt.Errorf("decode erasure %s: %w", id, err)
+			}
+		}
+	}
+	sg.Steps, sg.Reopened = st.Done, st.Reopened
+	if sg.Steps == nil {
+		sg.Steps = map[string]time.Time{}
+	}
+	if sg.Reopened == nil {
+		sg.Reopened = map[string]int{}
+	}
+	return sg, nil
+}
+
+func (sg *erasureSaga) state() sagaState { return sagaState{Done: sg.Steps, Reopened: sg.Reopened} }
+
+// next is the first step not done.
+func (sg *erasureSaga) next() string {
+	for _, step := range sagaSteps() {
+		if _, ok := sg.Steps[step]; !ok {
+			return step
+		}
+	}
+	return ""
+}
+
+// fences are the saga's namespace fences, once step 1 drew them.
+func (sg *erasureSaga) fences() []erasure.Fence {
+	var out []erasure.Fence
+	for ns, seq := range sg.Fences {
+		out = append(out, erasure.Fence{Org: sg.Org, Namespace: ns, UserID: sg.Scope.UserID, Seq: seq, Purge: sg.Purge})
+	}
+	return out
+}
+
+// runSaga runs a saga as attempt until it completes, a step fails, or a fault stops
+// it. A failed step keeps the saga running: recovery runs it again once its lease
+// lapsed, and marks it failed after LOOM_ERASURE_MAX_ATTEMPTS runs.
+func (s *Service) runSaga(ctx context.Context, org, id string, attempt int) error {
+	for round := 0; round < maxSagaRounds; round++ {
+		sg, err := s.loadSaga(ctx, org, id)
+		if err != nil {
+			return fmt.Errorf("read erasure %s: %w", id, err)
+		}
+		if sg.Status != sagaRunning {
+			return nil
+		}
+		if sg.Attempts != attempt {
+			return errSagaTakenOver
+		}
+		step := sg.next()
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.Erasure.StepTimeout)
+		err = s.runStep(sctx, sg, step, attempt)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, errSagaTakenOver) {
+				s.noteSagaError(ctx, sg, attempt, step, err)
+			}
+			return fmt.Errorf("erasure %s step %s: %w", id, step, err)
+		}
+		if f := s.faults; f != nil && f.AfterErasureStep != nil {
+			if err := f.AfterErasureStep(step); err != nil {
+				return fmt.Errorf("erasure %s stopped after step %s: %w", id, step, err)
+			}
+		}
+	}
+	return fmt.Errorf("erasure %s: residue persists after %d steps", id, maxSagaRounds)
+}
+
+func (s *Service) runStep(ctx context.Context, sg *erasureSaga, step string, attempt int) error {
+	switch step {
+	case stepPostgres:
+		return s.erasePostgres(ctx, sg, attempt)
+	case stepQuiet:
+		if err := pg.WaitOut(ctx, s.pool, pg.LockPublishers); err != nil {
+			return fmt.Errorf("wait out the publishers: %w", err)
+		}
+		if _, err := s.pool.Exec(ctx, `UPDATE loom.erased_memories SET quiet_at = now() WHERE erasure_id = $1 AND quiet_at IS NULL`, sg.ID); err != nil {
+			return fmt.Errorf("record when the erasure's publishers were quiet: %w", err)
+		}
+	case stepClickHouse:
+		if err := s.eraseClickHouse(ctx, sg); err != nil {
+			return err
+		}
+	case stepCensus:
+		return s.verifyErasure(ctx, sg, attempt)
+	default:
+		return fmt.Errorf("no step %q", step)
+	}
+	sg.Steps[step] = s.now().UTC()
+	return s.checkpoint(ctx, sg, attempt)
+}
+
+// eraseClickHouse is step 3. The projector applies a memory.erased record when it
+// reaches it, before its watermark passes the record, so the step waits for the
+// serving projection's watermark at every fence. A census that found residue re-opens
+// the step, and the saga then applies the fences itself: the projection has passed
+// them and will not again.
+func (s *Service) eraseClickHouse(ctx context.Context, sg *erasureSaga) error {
+	if sg.Reopened[stepClickHouse] > 0 {
+		return erasure.Erase(ctx, s.ch, sg.fences())
+	}
+	for {
+		behind := 0
+		for ns, seq := range sg.Fences {
+			var wm int64
+			err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks
+				WHERE projection = $1 AND org = $2 AND namespace = $3`, s.cfg.Projection, sg.Org, ns).Scan(&wm)
+			if err != nil {
+				return fmt.Errorf("read the watermark of %s: %w", ns, err)
+			}
+			if wm < seq {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the projection %q has not applied the erasure in %d namespaces: %w", s.cfg.Projection, behind, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// checkpoint stores the saga's steps under its attempt, and renews its lease: a run
+// recovery took over stores nothing and stops.
+func (s *Service) checkpoint(ctx context.Context, sg *erasureSaga, attempt int) error {
+	raw, err := json.Marshal(sg.state())
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, last_error = NULL,
+			lease_until = now() + $5::interval, updated_at = now()
+		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
+		sg.Org, sg.ID, attempt, raw, s.cfg.Erasure.Lease.String())
+	if err != nil {
+		return fmt.Errorf("checkpoint erasure %s: %w", sg.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errSagaTakenOver
+	}
+	return nil
+}
+
+// noteSagaError records why a run stopped; the saga stays running for recovery.
+func (s *Service) noteSagaError(ctx context.Context, sg *erasureSaga, attempt int, step string, cause error) {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(nctx, `UPDATE loom.erasure_ledger SET last_error = $4, updated_at = now()
+		WHERE org = $1 AND id = $2 AND attempts = $3`, sg.Org, sg.ID, attempt, step+": "+cause.Error()); err != nil {
+		s.log.Warn("erasure: cannot record a step's failure", "erasure", sg.ID, "err", err)
+	}
+}
+
+// verifyErasure is step 4, the residue census. With no residue the saga completes;
+// otherwise each table's owning step is re-opened (Postgres tables: the whole saga
+// from step 1, with new fences; ClickHouse tables: step 3, applied by the saga) and
+// the census runs again after it.
+func (s *Service) verifyErasure(ctx context.Context, sg *erasureSaga, attempt int) error {
+	census, err := s.census(ctx, sg)
+	if err != nil {
+		return err
+	}
+	residue := map[string]int64{}
+	var total int64
+	reopen := ""
+	for key, n := range census {
+		if n == 0 {
+			continue
+		}
+		residue[key] = n
+		total += n
+		switch owner := ownerOf(key); {
+		case owner == stepPostgres:
+			reopen = stepPostgres
+		case reopen == "":
+			reopen = owner
+		}
+	}
+	rawCensus, _ := json.Marshal(census)
+	rawResidue, _ := json.Marshal(residue)
+	if reopen != "" {
+		sg.Reopened[reopen]++
+		for _, step := range stepsFrom(reopen) {
+			delete(sg.Steps, step)
+		}
+	} else {
+		sg.Steps[stepCensus] = s.now().UTC()
+	}
+	rawState, err := json.Marshal(sg.state())
+	if err != nil {
+		return err
+	}
+	status := sagaRunning
+	if reopen == "" {
+		status = sagaCompleted
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, census = $5, residue = $6, residue_count = $7,
+			status = $8, verified_at = now(), finished_at = CASE WHEN $8 = 'running' THEN NULL ELSE now() END,
+			last_error = NULL, lease_until = now() + $9::interval, updated_at = now()
+		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
+		sg.Org, sg.ID, attempt, rawState, rawCensus, rawResidue, total, status, s.cfg.Erasure.Lease.String())
+	if err != nil {
+		return fmt.Errorf("record the census of erasure %s: %w", sg.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errSagaTakenOver
+	}
+	if reopen != "" {
+		s.log.Warn("erasure: the census found residue; re-opening its step", "erasure", sg.ID, "step", reopen, "residue", residue)
+	}
+	return nil
+}
+
+// ownerOf is the step that clears a census table.
+func ownerOf(key string) string {
+	if len(key) > 3 && key[:3] == erasure.Postgres+":" {
+		return stepPostgres
+	}
+	return stepClickHouse
+}
+
+// stepsFrom lists step and every step after it.
+func stepsFrom(step string) []string {
+	all := sagaSteps()
+	for i, s := range all {
+		if s == step {
+			return all[i:]
+		}
+	}
+	return nil
+}
+
+// RunErasureRecovery is erasure_recovery: every interval it takes over the sagas whose
+// runner stopped (their lease lapsed) and runs them, and marks failed those that ran
+// LOOM_ERASURE_MAX_ATTEMPTS times. Every process with the command role runs it; a
+// saga is taken by one of them at a time (SKIP LOCKED, then its attempt number).
+func (s *Service) RunErasureRecovery(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		if err := s.recoverErasures(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("erasure_recovery: pass failed", "err", err)
+		}
+	})
+}
+
+// recoverErasures is one pass of erasure_recovery.
+func (s *Service) recoverErasures(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET status = 'failed', finished_at = now(), updated_at = now(),
+			last_error = coalesce(last_error, 'abandoned') || ' (abandoned after ' || attempts || ' runs)'
+		WHERE status = 'running' AND lease_until < now() AND attempts >= $1`, s.cfg.Erasure.MaxAttempts); err != nil {
+		return fmt.Errorf("mark abandoned erasures failed: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE loom.erasure_ledger l SET attempts = l.attempts + 1,
+			lease_until = now() + $1::interval, updated_at = now()
+		FROM (SELECT org, id FROM loom.erasure_ledger WHERE status = 'running' AND lease_until < now()
+			ORDER BY lease_until LIMIT 10 FOR UPDATE SKIP LOCKED) due
+		WHERE l.org = due.org AND l.id = due.id
+		RETURNING l.org, l.id::text, l.attempts`, s.cfg.Erasure.Lease.String())
+	if err != nil {
+		return fmt.Errorf("take over stopped erasures: %w", err)
+	}
+	type claim struct {
+		org, id string
+		attempt int
+	}
+	var claims []claim
+	for rows.Next() {
+		var c claim
+		if err := rows.Scan(&c.org, &c.id, &c.attempt); err != nil {
+			rows.Close()
+			return err
+		}
+		claims = append(claims, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range claims {
+		s.log.Info("erasure_recovery: resuming a saga", "erasure", c.id, "org", c.org, "attempt", c.attempt)
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.Erasure.Lease)
+		err := s.runSaga(rctx, c.org, c.id, c.attempt)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("erasure_recovery: the saga stopped again", "erasure", c.id, "err", err)
+		}
+	}
+	return nil
+}
+
+// sweepErasures deletes deletion evidence past LOOM_PG_ERASURE_EVIDENCE_HOURS (a
+// refusal judges its age itself and never waits for this) and finished sagas past
+// LOOM_ERASURE_LEDGER_DAYS.
+func (s *Service) sweepErasures(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM loom.erased_memories WHERE ctid IN (
+		SELECT ctid FROM loom.erased_memories WHERE erased_at < now() - $1::interval LIMIT 5000)`, s.cfg.Erasure.Evidence.String()); err != nil {
+		return fmt.Errorf("sweep deletion evidence: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM loom.erasure_ledger WHERE status <> 'running' AND requested_at < now() - $1::interval`,
+		s.cfg.Erasure.LedgerKeep.String()); err != nil {
+		return fmt.Errorf("sweep the erasure ledger: %w", err)
+	}
+	return nil
+}

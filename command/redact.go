@@ -1,0 +1,257 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// memory.redact scrubs one historical version's text in place: in the journal, and in
+// the later versions of its key that copy it (a pin, a delete's tombstone, a
+// restatement: the redaction lineage), the head included when it is such a copy that
+// is not live. It refuses a lineage that reaches the live head (delete the key first):
+// the memory's current text is not history. One transaction, under the namespace's
+// generation lock as a commit takes it, destroys the lineage's data keys, so the topic
+// never opens that text again, and queues a memory.redacted record, on which the
+// projector scrubs ClickHouse's history and retires the search rows that hold it. A
+// retry finds the same lineage (a scrub keeps the content hash) and covers it again.
+
+// redactBody is the body of POST .../memories/{key}:redact.
+type redactBody struct {
+	copyBody
+	Version versionParam `json:"version"`
+}
+
+// versionParam is a version given as a JSON number or as its decimal text
+// (version_text, exact for a JavaScript caller).
+type versionParam int64
+
+func (v *versionParam) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err == nil {
+		b = []byte(text)
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n <= 0 {
+		return httperr.Validation("version", "version must be the version (or version_text) of one revision of the key")
+	}
+	*v = versionParam(n)
+	return nil
+}
+
+// journalVersion is one revision of a key, as the redaction reads it.
+type journalVersion struct {
+	seq     int64
+	version int64
+	sha     string
+	row     *memrow.Row
+}
+
+// redactionLineage is the named version and the versions after it that copy its text,
+// from versions (the key's revisions from the named one on, in version order). It
+// refuses a lineage that reaches a head that is not deleted.
+func redactionLineage(versions []journalVersion, named int64, head *memrow.Row) ([]journalVersion, error) {
+	if len(versions) == 0 || versions[0].version != named {
+		return nil, httperr.NotFound("the key has no such version")
+	}
+	lineage := versions[:1]
+	for _, v := range versions[1:] {
+		if v.sha != versions[0].sha {
+			break
+		}
+		lineage = append(lineage, v)
+	}
+	if last := lineage[len(lineage)-1]; head != nil && last.version == head.Version && !head.Tombstone {
+		return nil, httperr.New(http.StatusConflict, CodePreconditionFailed,
+			"the memory's live head holds this text: delete the memory first, then redact the version")
+	}
+	return lineage, nil
+}
+
+func (s *Service) handleRedact(c *fiber.Ctx, key string) error {
+	var body redactBody
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	if body.Version == 0 {
+		return httperr.Validation("version", "version is required")
+	}
+	return s.measured(c, "memory.redact", func(*idemHold) (any, error) {
+		p := auth.From(c)
+		id, err := keyIdentity(c, p, key, body.copyBody)
+		if err != nil {
+			return nil, err
+		}
+		return s.redact(c.UserContext(), p, id, int64(body.Version), c.Get("X-Request-Id"))
+	})
+}
+
+// redactAnswer is what memory.redact answers.
+type redactAnswer struct {
+	MemoryID         string    `json:"memory_id"`
+	MemoryKey        string    `json:"memory_key"`
+	Agent            string    `json:"agent"`
+	UserID           string    `json:"user_id"`
+	SessionID        string    `json:"session_id"`
+	Version          int64     `json:"version"`
+	VersionText      string    `json:"version_text"`
+	RedactedVersions []string  `json:"redacted_versions"`
+	Seq              int64     `json:"seq"`
+	Event            string    `json:"event"`
+	RedactedAt       time.Time `json:"redacted_at"`
+}
+
+func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identity, version int64, requestID string) (*redactAnswer, error) {
+	var ans *redactAnswer
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now().UTC()
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		// The generation lock first, as every commit takes it: no commit of the
+		// namespace lands between the reads below and the scrub.
+		var seq int64
+		err := tx.QueryRow(ctx, `UPDATE loom.scope_generations SET generation = generation + 1, updated_at = now()
+			WHERE org = $1 AND scope = $2 RETURNING generation`, id.Org, id.Namespace).Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return httperr.NotFound("memory not found")
+		}
+		if err != nil {
+			return fmt.Errorf("advance the generation: %w", err)
+		}
+		head, err := lockHead(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) {
+			return httperr.NotFound("memory not found")
+		}
+		versions, err := keyVersionsFrom(ctx, tx, id, version)
+		if err != nil {
+			return err
+		}
+		lineage, err := redactionLineage(versions, version, head)
+		if err != nil {
+			return err
+		}
+		named := lineage[0]
+		seqs := make([]int64, len(lineage))
+		texts := make([]string, len(lineage))
+		redacted := make([]int64, len(lineage))
+		for i, v := range lineage {
+			seqs[i], texts[i], redacted[i] = v.seq, memrow.VersionText(v.version), v.version
+		}
+		var prev int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7`,
+			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev); err != nil {
+			return fmt.Errorf("read the version before the redacted one: %w", err)
+		}
+		env, err := redactionRecord(named.row, prev, redacted, p.Actor(), requestID, seq, now)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		// The named version takes this redaction's time; a copy keeps its first.
+		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb,
+				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
+			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbedFields, seqs, named.seq)
+		if lineage[len(lineage)-1].version == head.Version {
+			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, updated_at = now()
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
+				id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbedFields)
+		}
+		b.Queue(`DELETE FROM loom.revision_keys WHERE org = $1 AND namespace = $2 AND seq = ANY($3)`, id.Org, id.Namespace, seqs)
+		if err := s.queueGenerationRecord(b, env); err != nil {
+			return err
+		}
+		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("scrub the versions and destroy their keys: %w", err)
+		}
+		ans = &redactAnswer{MemoryID: named.row.MemoryID, MemoryKey: id.MemoryKey, Agent: id.Agent, UserID: id.UserID,
+			SessionID: id.SessionID, Version: version, VersionText: memrow.VersionText(version), RedactedVersions: texts,
+			Seq: seq, Event: string(events.TypeRedacted), RedactedAt: now}
+		return nil
+	})
+	if err != nil {
+		var he *httperr.Error
+		if errors.As(err, &he) {
+			return nil, he
+		}
+		return nil, commitError(err)
+	}
+	return ans, nil
+}
+
+// scrubbedFields replace a redacted row's text: no value, tags or entities.
+const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": true}`
+
+// lockHead reads a key's head under its row lock; nil when the key has none.
+func lockHead(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, error) {
+	var raw []byte
+	err := tx.QueryRow(ctx, `SELECT row FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 FOR UPDATE`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock the head: %w", err)
+	}
+	return heads.Decode(raw)
+}
+
+// keyVersionsFrom reads a key's revisions from version on, in version order.
+func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, row FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
+		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
+	if err != nil {
+		return nil, fmt.Errorf("read the key's versions: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (journalVersion, error) {
+		var v journalVersion
+		var raw []byte
+		if err := r.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
+			return v, fmt.Errorf("read the key's versions: %w", err)
+		}
+		row, err := heads.Decode(raw)
+		v.row = row
+		return v, err
+	})
+}
+
+// redactionRecord is the memory.redacted record: the named version's plain fields,
+// the versions scrubbed, and no content (an empty body sealed under a key nobody
+// keeps, as the envelope requires a sealed body on a revision type).
+func redactionRecord(named *memrow.Row, prev int64, versions []int64, actor, requestID string, seq int64, now time.Time) (*events.Envelope, error) {
+	recordID := events.RecordID(named.Org, named.Namespace, seq)
+	key, err := events.NewDataKey()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := events.Seal(key, recordID, &events.Content{})
+	if err != nil {
+		return nil, fmt.Errorf("seal the redaction record: %w", err)
+	}
+	rev := revisionOf(named, "memory.redact", prev, requestID)
+	rev.Actor = actor
+	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeRedacted,
+		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,
+		Revision: rev, Sealed: sealed, Redaction: &events.Redaction{Versions: versions}}, nil
+}

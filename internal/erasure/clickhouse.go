@@ -1,0 +1,177 @@
+package erasure
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/ch"
+)
+
+// Fence is one namespace's part of an erasure: the rows of the scope (the namespace,
+// or one user's rows in it) below Seq, the generation of the erasure's memory.erased
+// record. A row at or above it was written after the erasure and stays, so applying a
+// fence again, in any batch or replay, never takes a later write.
+type Fence struct {
+	Org, Namespace string
+	UserID         string // "" for the whole namespace
+	Seq            int64
+	Purge          bool // the audit trail goes too, rather than being scrubbed
+}
+
+// FenceOf reads the fence a memory.erased record carries; false when it carries no
+// erasure (a record older than the field).
+func FenceOf(env *events.Envelope) (Fence, bool) {
+	x := env.Erasure
+	if env.Type != events.TypeErased || x == nil {
+		return Fence{}, false
+	}
+	return Fence{Org: env.Org, Namespace: env.Namespace, UserID: x.UserID, Seq: env.Seq, Purge: x.Purge}, true
+}
+
+// where is the fence's ClickHouse predicate; every projection table has these columns.
+func (f Fence) where() (string, []any) {
+	if f.UserID == "" {
+		return "(org = ? AND namespace = ? AND seq < ?)", []any{f.Org, f.Namespace, uint64(f.Seq)}
+	}
+	return "(org = ? AND namespace = ? AND user_id = ? AND seq < ?)", []any{f.Org, f.Namespace, f.UserID, uint64(f.Seq)}
+}
+
+// chCounted are the ClickHouse tables an erasure clears, without the database.
+func chCounted() []string {
+	var out []string
+	for _, t := range Tables() {
+		if t.Store == ClickHouse && t.Class == Counted {
+			out = append(out, strings.TrimPrefix(t.Name, ch.Database+"."))
+		}
+	}
+	return out
+}
+
+// eraseMutation is what an erasure does to one table for a set of fences of the same
+// purge flag: delete the scope's rows, except the audit trail outside a purge, which
+// keeps its rows and loses its keys.
+func eraseMutation(table string, fences []Fence, purge bool) ch.Mutation {
+	var preds []string
+	var args []any
+	for _, f := range fences {
+		w, a := f.where()
+		preds, args = append(preds, w), append(args, a...)
+	}
+	m := ch.Mutation{Table: table, Where: "(" + strings.Join(preds, " OR ") + ")", Args: args}
+	if table == "audit_log" && !purge {
+		m.Set, m.Where = "memory_key = ''", m.Where+" AND memory_key != ''"
+	}
+	return m
+}
+
+// Erase applies fences to every ClickHouse table that can hold content: one mutation
+// per table and purge flag, each waited to completion.
+func Erase(ctx context.Context, conn *ch.Conn, fences []Fence) error {
+	byPurge := map[bool][]Fence{}
+	for _, f := range fences {
+		byPurge[f.Purge] = append(byPurge[f.Purge], f)
+	}
+	for purge, fs := range byPurge {
+		for _, table := range chCounted() {
+			if _, err := conn.Mutate(ctx, eraseMutation(table, fs, purge)); err != nil {
+				return fmt.Errorf("erase from %s: %w", table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Count is the census of one fence in ClickHouse: per table (by Key), the rows of the
+// scope that still hold content.
+func Count(ctx context.Context, conn *ch.Conn, f Fence) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, table := range chCounted() {
+		m := eraseMutation(table, []Fence{f}, f.Purge)
+		var n uint64
+		q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE %s", ch.Database, table, m.Where)
+		if err := conn.QueryRow(conn.Ctx(ctx), q, m.Args...).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count the erasure's residue in %s: %w", table, err)
+		}
+		out[Table{Store: ClickHouse, Name: ch.Database + "." + table}.Key()] = int64(n)
+	}
+	return out, nil
+}
+
+// Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
+// the memory's versions.
+type Redaction struct {
+	Org, Namespace, MemoryID string
+	Versions                 []int64
+}
+
+// RedactionOf reads the redaction a memory.redacted record carries.
+func RedactionOf(env *events.Envelope) (Redaction, bool) {
+	if env.Type != events.TypeRedacted || env.Redaction == nil || env.Revision == nil {
+		return Redaction{}, false
+	}
+	return Redaction{Org: env.Org, Namespace: env.Namespace, MemoryID: env.Revision.MemoryID, Versions: env.Redaction.Versions}, true
+}
+
+// scrubs are, per table, what a redaction empties and the rows that still hold text.
+// History and current rows keep their place, marked redacted; search rows keep their
+// place (a row of the key replaces them by version) with no text, vector or tags.
+func scrubs() []struct{ table, set, holds string } {
+	return []struct{ table, set, holds string }{
+		{"memory_versions", "value = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
+			"(redacted = 0 OR value != '' OR notEmpty(tags) OR notEmpty(entities))"},
+		{"memory", "value = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
+			"(redacted = 0 OR value != '' OR notEmpty(tags) OR notEmpty(entities))"},
+		{"memory_embeddings", "embedding = emptyArrayFloat32(), key_embedding = emptyArrayFloat32(), embedding_dim = 0, tags = emptyArrayString()",
+			"(notEmpty(embedding) OR notEmpty(key_embedding) OR notEmpty(tags))"},
+		{"memory_lexical", "terms = emptyArrayString(), tfs = emptyArrayUInt16(), doc_len = 0, tags = emptyArrayString()",
+			"(notEmpty(terms) OR notEmpty(tags))"},
+		{"memory_chunks", "text = '', embedding = emptyArrayFloat32(), embedding_dim = 0, tombstone = 1",
+			"(text != '' OR notEmpty(embedding))"},
+	}
+}
+
+func (r Redaction) where() (string, []any) {
+	versions := make([]uint64, len(r.Versions))
+	for i, v := range r.Versions {
+		versions[i] = uint64(v)
+	}
+	return "(org = ? AND namespace = ? AND memory_id = toUUID(?) AND has(?, version))", []any{r.Org, r.Namespace, r.MemoryID, versions}
+}
+
+// Scrub applies redactions: one mutation per table, waited to completion.
+func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var preds []string
+	var args []any
+	for _, r := range rs {
+		w, a := r.where()
+		preds, args = append(preds, w), append(args, a...)
+	}
+	scope := "(" + strings.Join(preds, " OR ") + ")"
+	for _, s := range scrubs() {
+		m := ch.Mutation{Table: s.table, Set: s.set, Where: scope + " AND " + s.holds, Args: args}
+		if _, err := conn.Mutate(ctx, m); err != nil {
+			return fmt.Errorf("scrub %s: %w", s.table, err)
+		}
+	}
+	return nil
+}
+
+// Unscrubbed counts, per table, the rows of a redaction that still hold text.
+func Unscrubbed(ctx context.Context, conn *ch.Conn, r Redaction) (map[string]int64, error) {
+	w, args := r.where()
+	out := map[string]int64{}
+	for _, s := range scrubs() {
+		var n uint64
+		q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE %s AND %s", ch.Database, s.table, w, s.holds)
+		if err := conn.QueryRow(conn.Ctx(ctx), q, args...).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count unscrubbed rows of %s: %w", s.table, err)
+		}
+		out[s.table] = int64(n)
+	}
+	return out, nil
+}

@@ -1,0 +1,49 @@
+package erasure
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/loomplane/loom/events"
+)
+
+// An erasure deletes the scope's rows below each fence; the audit trail keeps its rows
+// and loses its keys, unless the erasure purges.
+func TestEraseMutation(t *testing.T) {
+	fences := []Fence{{Org: "acme", Namespace: "support", UserID: "alice", Seq: 42}, {Org: "acme", Namespace: "sales", Seq: 7}}
+	m := eraseMutation("memory", fences, false)
+	if m.Set != "" || m.Where != "((org = ? AND namespace = ? AND user_id = ? AND seq < ?) OR (org = ? AND namespace = ? AND seq < ?))" ||
+		fmt.Sprint(m.Args) != "[acme support alice 42 acme sales 7]" {
+		t.Fatalf("memory: %+v", m)
+	}
+	audit := eraseMutation("audit_log", fences, false)
+	if audit.Set != "memory_key = ''" || !strings.HasSuffix(audit.Where, " AND memory_key != ''") {
+		t.Fatalf("audit_log without a purge: %+v", audit)
+	}
+	if purged := eraseMutation("audit_log", fences, true); purged.Set != "" || strings.Contains(purged.Where, "memory_key") {
+		t.Fatalf("audit_log with a purge: %+v", purged)
+	}
+}
+
+func TestFenceOf(t *testing.T) {
+	env := &events.Envelope{Type: events.TypeErased, Org: "acme", Namespace: "support", Seq: 9,
+		Erasure: &events.Erasure{ID: "e", Scope: events.ErasureScopeUser, UserID: "alice", Purge: true, Generation: 9}}
+	if f, ok := FenceOf(env); !ok || f != (Fence{Org: "acme", Namespace: "support", UserID: "alice", Seq: 9, Purge: true}) {
+		t.Fatalf("FenceOf = %+v, %t", f, ok)
+	}
+	env.Erasure = nil
+	if _, ok := FenceOf(env); ok {
+		t.Fatal("a record without its erasure has a fence")
+	}
+}
+
+// Every ClickHouse table a projection writes is cleared by an erasure.
+func TestErasureReachesEveryProjectionTable(t *testing.T) {
+	got := strings.Join(chCounted(), " ")
+	for _, table := range []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log"} {
+		if !strings.Contains(" "+got+" ", " "+table+" ") {
+			t.Errorf("an erasure does not reach %s (it reaches %s)", table, got)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+// Package erasure holds the rules an erasure and a redaction share between the write
+// side (the saga and its residue census) and the projector (which applies them to
+// ClickHouse): the registry of every table of both stores, classified by whether it
+// can hold memory content in an erasure's scope, the scope predicates, and the
+// ClickHouse mutations that erase or scrub.
+package erasure
+
+// Class says what an erasure does with a table.
+type Class string
+
+const (
+	// Counted tables can hold the scope's content: the saga clears them and the
+	// residue census counts them; any count re-opens the step that owns the table.
+	Counted Class = "counted"
+	// StepOnly tables a step clears but the census does not count (a derived cache
+	// that refills from elsewhere, say). None of Loom's tables is one today.
+	StepOnly Class = "step_only"
+	// NoMemoryContent tables hold no memory content in any scope; Why says why.
+	NoMemoryContent Class = "no_memory_content"
+)
+
+// Stores a table lives in.
+const (
+	Postgres   = "pg"
+	ClickHouse = "ch"
+)
+
+// Table is one table of the registry.
+type Table struct {
+	Store string // Postgres or ClickHouse
+	Name  string // schema-qualified: loom.memory_current
+	Class Class
+	Why   string
+	// Scope is a counted Postgres table's scope predicate over the table (alias t)
+	// and the erasure's parameters (alias p: org, ns, user_id, fence, erasure; an
+	// empty user_id means the whole namespace): the rows the Postgres step removes
+	// and the census counts. ClickHouse tables take theirs from Fence.
+	Scope string
+}
+
+// Key names the table in a census: "pg:loom.memory_current".
+func (t Table) Key() string { return t.Store + ":" + t.Name }
+
+// Tables is the registry: every table of both stores, each classified. A test fails
+// on a table either store holds that is not listed here.
+func Tables() []Table {
+	return []Table{
+		{Store: Postgres, Name: "loom.memory_current", Class: Counted, Why: "the heads: complete memory rows", Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_revisions", Class: Counted, Why: "the journal: every committed row", Scope: rowScope},
+		{Store: Postgres, Name: "loom.revision_keys", Class: Counted, Why: "the data keys that open the scope's records on the topic",
+			// A user's keys are those whose revision the step removed: a key below the
+			// fence with no revision left.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence AND (p.user_id = '' OR NOT EXISTS (
+				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.seq = t.seq))`},
+		{Store: Postgres, Name: "loom.outbox", Class: Counted, Why: "revision records not yet published (sealed, but the scope's own)",
+			// Only records that carry a revision: another erasure's record is not the scope's.
+			// The CASE reads a value only once the row is known to be the namespace's.
+			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
+				THEN (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
+					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id)
+				ELSE false END`},
+		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
+			// The answers that name a memory this erasure removed (its evidence).
+			Scope: `t.org = p.org AND t.state <> 'erased' AND EXISTS (SELECT 1 FROM loom.erased_memories e
+				WHERE e.org = p.org AND e.namespace = p.ns AND e.erasure_id = p.erasure
+				  AND (t.revisions @> jsonb_build_array(jsonb_build_object('memory_id', e.memory_id::text))
+				       OR strpos(t.answer::text, e.memory_id::text) > 0))`},
+		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
+			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
+		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
+		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
+		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
+		{Store: Postgres, Name: "loom.scope_generations", Class: NoMemoryContent, Why: "counters"},
+		{Store: Postgres, Name: "loom.projection_watermarks", Class: NoMemoryContent, Why: "counters"},
+		{Store: Postgres, Name: "loom.namespaces", Class: NoMemoryContent, Why: "namespace policy an admin wrote"},
+		{Store: Postgres, Name: "loom.blacklist", Class: NoMemoryContent, Why: "patterns an admin wrote"},
+		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent, Why: "credential hashes; a token bound to a user is revoked by an operator"},
+		{Store: Postgres, Name: "loom.authority", Class: NoMemoryContent, Why: "the deployment record"},
+		{Store: Postgres, Name: "loom.pg_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
+
+		{Store: ClickHouse, Name: "loom.memory", Class: Counted, Why: "current rows"},
+		{Store: ClickHouse, Name: "loom.memory_versions", Class: Counted, Why: "history rows"},
+		{Store: ClickHouse, Name: "loom.memory_embeddings", Class: Counted, Why: "search documents: vectors and tags"},
+		{Store: ClickHouse, Name: "loom.memory_lexical", Class: Counted, Why: "index terms of values and keys"},
+		{Store: ClickHouse, Name: "loom.memory_chunks", Class: Counted, Why: "windows of long values and their vectors"},
+		{Store: ClickHouse, Name: "loom.audit_log", Class: Counted, Why: "the audit trail outlives the memory but not its key: scrubbed, or deleted by a purge"},
+		{Store: ClickHouse, Name: "loom.storage_authority", Class: NoMemoryContent, Why: "the deployment record"},
+		{Store: ClickHouse, Name: "loom.ch_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
+	}
+}
+
+// rowScope is the scope of the tables keyed by a memory row's identity and seq.
+const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
+
+// ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
+// namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id.
+const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, $3::text AS user_id, $4::bigint AS fence, $5::uuid AS erasure)`
