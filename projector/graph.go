@@ -28,21 +28,22 @@ type nsGraph struct {
 // foldRange is the run of seqs a batch folds for one namespace: the run holding the
 // seq after the watermark, else (a redelivery or a replay, all at or below it) the
 // first run, when it starts no later than that. ok is false when the batch's seqs
-// start past a gap.
-func foldRange(seqs []int64, mark int64) (from, to int64, ok bool) {
+// start past a gap. A jump (an erasure's seq) continues whatever precedes it, as it
+// moves the watermark: the seqs it skips were withdrawn and never arrive.
+func foldRange(seqs []int64, mark int64, jumps map[int64]bool) (from, to int64, ok bool) {
 	s := append([]int64(nil), seqs...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	type run struct{ from, to int64 }
 	var runs []run
 	for _, q := range s {
-		if n := len(runs); n > 0 && q <= runs[n-1].to+1 {
+		if n := len(runs); n > 0 && (q <= runs[n-1].to+1 || jumps[q]) {
 			runs[n-1].to = max(runs[n-1].to, q)
 			continue
 		}
 		runs = append(runs, run{q, q})
 	}
 	for _, r := range runs {
-		if r.from <= mark+1 && mark+1 <= r.to {
+		if (r.from <= mark+1 || jumps[r.from]) && mark+1 <= r.to {
 			return r.from, r.to, true
 		}
 	}
@@ -63,7 +64,7 @@ func foldGraph(ctx context.Context, conn *ch.Conn, b batch, rows []opened, marks
 	var jobs []nsKey
 	recs := map[nsKey][]graph.Record{}
 	for k, os := range byNS {
-		from, to, ok := foldRange(b.seqs[k], marks[k])
+		from, to, ok := foldRange(b.seqs[k], marks[k], b.jumps[k])
 		if !ok {
 			continue
 		}

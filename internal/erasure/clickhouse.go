@@ -67,15 +67,27 @@ func eraseMutation(table string, fences []Fence, purge bool) ch.Mutation {
 }
 
 // Erase applies fences to every ClickHouse table that can hold content: one mutation
-// per table and purge flag, each waited to completion.
+// per table and purge flag, each waited to completion. A user's part of the shared
+// graph tables goes first, found through the link rows that go after it.
 func Erase(ctx context.Context, conn *ch.Conn, fences []Fence) error {
 	byPurge := map[bool][]Fence{}
 	for _, f := range fences {
 		byPurge[f.Purge] = append(byPurge[f.Purge], f)
+		if f.UserID != "" {
+			if err := eraseSharedGraph(ctx, conn, f); err != nil {
+				return err
+			}
+		}
 	}
 	for purge, fs := range byPurge {
 		for _, table := range chCounted() {
-			if _, err := conn.Mutate(ctx, eraseMutation(table, fs, purge)); err != nil {
+			scope := fs
+			if userless(table) {
+				if scope = namespaceFences(fs); len(scope) == 0 {
+					continue
+				}
+			}
+			if _, err := conn.Mutate(ctx, eraseMutation(table, scope, purge)); err != nil {
 				return fmt.Errorf("erase from %s: %w", table, err)
 			}
 		}
@@ -83,11 +95,26 @@ func Erase(ctx context.Context, conn *ch.Conn, fences []Fence) error {
 	return nil
 }
 
+// namespaceFences are the fences of whole namespaces among fs.
+func namespaceFences(fs []Fence) []Fence {
+	var out []Fence
+	for _, f := range fs {
+		if f.UserID == "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Count is the census of one fence in ClickHouse: per table (by Key), the rows of the
-// scope that still hold content.
+// scope that still hold content. A user's part of the shared graph tables is counted
+// through its link rows, which go only after it.
 func Count(ctx context.Context, conn *ch.Conn, f Fence) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, table := range chCounted() {
+		if userless(table) && f.UserID != "" {
+			continue
+		}
 		m := eraseMutation(table, []Fence{f}, f.Purge)
 		var n uint64
 		q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE %s", ch.Database, table, m.Where)

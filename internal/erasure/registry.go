@@ -85,6 +85,12 @@ func Tables() []Table {
 		{Store: ClickHouse, Name: "loom.memory_lexical", Class: Counted, Why: "index terms of values and keys"},
 		{Store: ClickHouse, Name: "loom.memory_chunks", Class: Counted, Why: "windows of long values and their vectors"},
 		{Store: ClickHouse, Name: "loom.audit_log", Class: Counted, Why: "the audit trail outlives the memory but not its key: scrubbed, or deleted by a purge"},
+		{Store: ClickHouse, Name: "loom.entities", Class: Counted, Why: "entity names and aliases the scope's rows declared"},
+		{Store: ClickHouse, Name: "loom.entity_triple_rows", Class: Counted, Why: "which of the scope's rows state which fact: keys and entity names"},
+		{Store: ClickHouse, Name: "loom.entity_edge_rows", Class: Counted, Why: "which of the scope's rows name which pair of entities"},
+		{Store: ClickHouse, Name: "loom.entity_triples", Class: Counted, Why: "facts (entity names and objects) the scope's records opened or closed; " +
+			"a user's part is found, and counted, through its link rows, which are erased after it"},
+		{Store: ClickHouse, Name: "loom.entity_edges", Class: Counted, Why: "entity pairs the scope's records opened or closed; a user's part as for entity_triples"},
 		{Store: ClickHouse, Name: "loom.storage_authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: ClickHouse, Name: "loom.ch_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
 	}

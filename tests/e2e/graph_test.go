@@ -392,3 +392,50 @@ func TestGraphInputIsValidated(t *testing.T) {
 		t.Fatalf("zoe after the pin: %+v", a.Facts)
 	}
 }
+
+// Erasing a user takes their part of the shared graph and nothing of anyone else's:
+// the facts only their rows stated go, a close their write caused on another user's
+// fact is undone, and a fact another user also states stays, held by that user alone.
+func TestErasureOfAUserLeavesTheGraphAsIfTheyNeverWrote(t *testing.T) {
+	g := newGraphNS(t, "append_only")
+	g.set("office-bob", map[string]any{"value": "the office is in Porto", "user_id": bob, "relations": []any{rel("office", "lives_in", "Porto")}})
+	g.set("team-alice", map[string]any{"value": "the team visited Lisbon", "user_id": alice, "relations": []any{rel("team", "visited", "Lisbon")}})
+	g.set("team-bob", map[string]any{"value": "the team went to Lisbon", "user_id": bob, "relations": []any{rel("team", "visited", "Lisbon")}})
+	g.set("office-alice", map[string]any{"value": "the office moved to Zanzibar", "user_id": alice,
+		"relations": []any{rel("office", "lives_in", "Zanzibar")}, "entities": []any{"Zanzibar", "office"}})
+	if a := g.read("office", ""); objects(a, "lives_in") != "zanzibar" {
+		t.Fatalf("before the erasure: %+v", a.Facts)
+	}
+
+	view := g.c.Erase(t, map[string]any{"user_id": alice, "namespace": g.ns})
+	completed(t, view)
+
+	if a := g.read("office", "include_closed=true"); objects(a, "lives_in") != "porto" {
+		t.Fatalf("after erasing alice, office lives_in %q; want Porto open again and no Zanzibar", objects(a, "lives_in"))
+	}
+	team := g.read("team", "")
+	lisbon := fact(t, team, "visited", "lisbon", false)
+	if !lisbon.Open || len(lisbon.Rows) == 0 {
+		t.Fatalf("the fact bob also states: %+v", lisbon)
+	}
+	for _, r := range lisbon.Rows {
+		if r.UserID != bob {
+			t.Fatalf("a row of %s still holds Lisbon", r.UserID)
+		}
+	}
+	if r := g.entity(g.c, "zanzibar", ""); r.Status != http.StatusNotFound {
+		t.Fatalf("an entity only alice named: %d %s", r.Status, r.Body)
+	}
+	conn := env.CH(t)
+	for _, q := range []string{
+		`SELECT count() FROM loom.entity_triples WHERE org = 'acme' AND namespace = ? AND object = 'zanzibar'`,
+		`SELECT count() FROM loom.entity_edges WHERE org = 'acme' AND namespace = ? AND (entity_a = 'zanzibar' OR entity_b = 'zanzibar')`,
+		`SELECT count() FROM loom.entity_triple_rows WHERE org = 'acme' AND namespace = ? AND user_id = 'alice'`,
+		`SELECT count() FROM loom.entities WHERE org = 'acme' AND namespace = ? AND user_id = 'alice'`,
+	} {
+		var n uint64
+		if err := conn.QueryRow(conn.Ctx(t.Context()), q, g.ns).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s: %d rows left (%v)", q, n, err)
+		}
+	}
+}
