@@ -30,7 +30,8 @@ type Options struct {
 	// Duration is how long each measured run (one case, Loom or its baseline) lasts.
 	Duration time.Duration
 	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; get and
-	// search: 5, the seeds' qualification profile; lag: 1; parts: 8).
+	// search: 5, the seeds' qualification profile; lag: 1; parts: 8). Parts runs one
+	// load, at the first level; bulk and replay have no concurrency.
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
 	SearchSizes []int
