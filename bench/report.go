@@ -214,6 +214,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "- Settings: %s\n", strings.Join(settings, "; "))
 	fmt.Fprintf(&b, "- Took %.0f s\n\n", rep.Seconds)
+	if busy(m.LoadAvgStart, m.Cores) || busy(m.LoadAvgEnd, m.Cores) {
+		b.WriteString("The load average was above the core count: other work shared this machine during the run, " +
+			"so absolute figures are noisy; the ratios to same-run baselines are the numbers to read.\n\n")
+	}
 	b.WriteString("Every ratio is Loom ÷ its baseline, both measured in this run on this machine: " +
 		"above 1 a latency is longer or a rate higher than the baseline's.\n")
 	for _, s := range rep.Scenarios {
@@ -232,6 +236,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// busy says whether a load average's 1-minute figure exceeds the core count.
+func busy(loadAvg string, cores int) bool {
+	f := strings.Fields(loadAvg)
+	if len(f) == 0 || cores == 0 {
+		return false
+	}
+	one, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && one > float64(cores)
 }
 
 func num(v *float64) string {
