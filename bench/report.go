@@ -73,6 +73,9 @@ type CaseSamples struct {
 	Baseline *Sample `json:"baseline,omitempty"`
 }
 
+// fewCalls is the sample size under which a run's percentiles are said to be rough.
+const fewCalls = 20
+
 // add appends a row of metric, with its ratio when the baseline is not zero.
 func (s *ScenarioResult) add(caseName, metric string, loom, baseline float64) *Row {
 	row := Row{Case: caseName, Metric: metric, Loom: loom, Baseline: &baseline}
@@ -97,6 +100,10 @@ func (s *ScenarioResult) compare(caseName string, loom, baseline Sample, rate st
 		name   string
 		sample Sample
 	}{{"Loom", loom}, {"the baseline", baseline}} {
+		if side.sample.Calls < fewCalls {
+			s.Notes = append(s.Notes, fmt.Sprintf("%s: %s answered only %d calls in the run, so its p99 is its slowest; "+
+				"a longer --duration gives a steadier figure", caseName, side.name, side.sample.Calls))
+		}
 		if side.sample.Errors > 0 {
 			s.Notes = append(s.Notes, fmt.Sprintf("%s: %d of %d calls of %s were answered with an error, left out of the latencies: %v",
 				caseName, side.sample.Errors, side.sample.Errors+side.sample.Calls, side.name, side.sample.ErrorKinds))
