@@ -34,9 +34,10 @@ type answer struct {
 	body   []byte
 }
 
-// do sends body (JSON-encoded unless it is nil or already []byte) and reads the answer.
-// An error is a transport failure; any HTTP status is an answer.
-func (c *client) do(ctx context.Context, method, path string, body any) (*answer, error) {
+// do sends body (JSON-encoded unless it is nil or already []byte) with the extra
+// headers and reads the answer. An error is a transport failure; any HTTP status is
+// an answer.
+func (c *client) do(ctx context.Context, method, path string, body any, headers ...string) (*answer, error) {
 	var rd io.Reader
 	if body != nil {
 		b, ok := body.([]byte)
@@ -58,6 +59,9 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*answer
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
@@ -72,19 +76,20 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*answer
 
 // call is do that wants 200 and decodes the answer into into (when not nil); any other
 // status is a *callError named by the status and the error envelope's code.
-func (c *client) call(ctx context.Context, method, path string, body, into any) error {
-	a, err := c.do(ctx, method, path, body)
+func (c *client) call(ctx context.Context, method, path string, body, into any, headers ...string) error {
+	a, err := c.do(ctx, method, path, body, headers...)
 	if err != nil {
 		return err
 	}
 	if a.status != http.StatusOK {
 		var env struct {
 			Error struct {
-				Code string `json:"code"`
+				Code      string `json:"code"`
+				Retryable bool   `json:"retryable"`
 			} `json:"error"`
 		}
 		json.Unmarshal(a.body, &env)
-		return &callError{kind: fmt.Sprintf("%d %s", a.status, env.Error.Code)}
+		return &callError{kind: fmt.Sprintf("%d %s", a.status, env.Error.Code), retryable: env.Error.Retryable}
 	}
 	if into != nil {
 		if err := json.Unmarshal(a.body, into); err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -62,7 +63,10 @@ func (r *runner) load(ctx context.Context, ns string, n int) error {
 	for from := 0; from < n; from += batch {
 		entries := r.bulkEntries(from, min(batch, n-from), loadKey)
 		var ans bulkAnswer
-		if err := r.api.call(ctx, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", map[string]any{"entries": entries}, &ans); err != nil {
+		if err := r.retrying(ctx, func() error {
+			return r.api.call(ctx, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", map[string]any{"entries": entries}, &ans,
+				"Idempotency-Key", fmt.Sprintf("%s-%d", ns, from))
+		}); err != nil {
 			return fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
 		}
 		if len(ans.Written) != len(entries) {
@@ -78,6 +82,32 @@ func (r *runner) load(ctx context.Context, ns string, n int) error {
 	}
 	r.progress("    %d loaded in %s (%.0f/s, projected)", n, time.Since(start).Round(100*time.Millisecond), float64(n)/time.Since(start).Seconds())
 	return nil
+}
+
+// loadRetries is how many times a loader sends a write the server refused as
+// retryable (a busy machine's 503) before it gives up.
+const loadRetries = 5
+
+// retrying runs a setup write until it succeeds, is refused for good, or has been
+// refused as retryable loadRetries times, waiting 1, 2, 4 … seconds in between. The
+// write carries an Idempotency-Key, so a retry of one that committed after all is
+// answered with its first answer instead of writing again.
+func (r *runner) retrying(ctx context.Context, write func() error) error {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		err := write()
+		var ce *callError
+		if err == nil || !errors.As(err, &ce) || !ce.retryable || attempt == loadRetries {
+			return err
+		}
+		r.progress("    %v; retrying in %s", err, wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // waitProjected waits until the serving projection's watermark of ns reaches the

@@ -25,7 +25,10 @@ type Sample struct {
 
 // callError is a call the server answered with something other than success: it is
 // counted by kind, and the run goes on (an overloaded server's answers are data).
-type callError struct{ kind string }
+type callError struct {
+	kind      string
+	retryable bool // the error envelope says a retry may succeed
+}
 
 func (e *callError) Error() string { return e.kind }
 
