@@ -1,8 +1,9 @@
 # The two commands a newcomer needs: `make dev` runs Loom, `make test` runs the suite.
+# `make bench` measures it.
 GO ?= go
 TEST_TIMEOUT ?= 20m
 
-.PHONY: dev test deps build vet clean
+.PHONY: dev test bench deps build vet clean
 
 ## dev: install missing server packages, build loomd and run it with embedded stores on :8080
 dev: deps build
@@ -11,6 +12,14 @@ dev: deps build
 ## test: install missing server packages and run the whole suite against real servers
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## bench: run every `loomd bench` scenario at the default size (under 10 minutes on 2 cores) on
+## fresh embedded stores; writes bench/results.json and bench/RESULTS.md. BENCH_FLAGS adds flags.
+BENCH_FLAGS ?=
+bench: deps build
+	./bin/loomd bench --out bench/results.json $(BENCH_FLAGS) > bench/RESULTS.md.tmp
+	mv bench/RESULTS.md.tmp bench/RESULTS.md
+	@cat bench/RESULTS.md
 
 deps:
 	./scripts/install-deps.sh

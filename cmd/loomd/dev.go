@@ -49,13 +49,9 @@ func runDev(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "loomd dev:", err)
 		}
 	}()
-	cfg.PGDSN = stack.Postgres.DSN()
-	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
-	cfg.KafkaBrokers = stack.Kafka.Brokers()
+	stack.Configure(&cfg)
 	cfg.Roles = config.AllRoles()
 	cfg.BootMigrate = true
-	// One embedded Postgres has no standby to wait for.
-	cfg.PGDurability = config.DurabilityLocal
 	n, err := node.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()

@@ -1,4 +1,4 @@
-// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset, republish.
+// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset, republish, bench.
 package main
 
 import (
@@ -34,6 +34,10 @@ Usage:
   loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
                         re-create topic records from the Postgres journal (a lost or
                         truncated topic) and queue them for the relay
+  loomd bench [--scenario set,lag,get,search,bulk,replay,parts|all] [--duration 5s] [--concurrency C,...]
+              [--out results.json] [--search-sizes 10000,...] [--dir DIR]
+                        measure Loom against same-run baselines (embedded stores in a temporary
+                        directory, or the configured ones); markdown on stdout, JSON to --out
   loomd version
 
 Configuration is read from LOOM_* environment variables only; see deploy/CONFIG.md.
@@ -60,6 +64,8 @@ func main() {
 		err = runProjector(ctx, os.Args[2:])
 	case "republish":
 		err = runRepublish(ctx, os.Args[2:])
+	case "bench":
+		err = runBench(ctx, os.Args[2:])
 	case "version":
 		fmt.Println("loomd", node.Version)
 	case "help", "-h", "--help":

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/loomplane/loom/internal/config"
 )
 
 // Options says which stores to start and where they keep their data.
@@ -135,4 +137,22 @@ func (s *Stack) Stop() error {
 
 func logf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "devstack: "+format+"\n", args...)
+}
+
+// Configure points cfg at the stack's stores. One Postgres without a standby has none
+// to wait for, so it runs with local durability; with Options.SyncStandby, synchronous.
+func (s *Stack) Configure(cfg *config.Config) {
+	if s.Postgres != nil {
+		cfg.PGDSN = s.Postgres.DSN()
+		cfg.PGDurability = config.DurabilityLocal
+		if s.Standby != nil {
+			cfg.PGDurability = config.DurabilitySynchronous
+		}
+	}
+	if s.ClickHouse != nil {
+		cfg.CHAddr = []string{s.ClickHouse.Addr()}
+	}
+	if s.Kafka != nil {
+		cfg.KafkaBrokers = s.Kafka.Brokers()
+	}
 }

@@ -52,15 +52,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the test stores: %w", err)
 	}
-	cfg.PGDSN = stack.Postgres.DSN()
-	cfg.CHAddr = []string{stack.ClickHouse.Addr()}
-	cfg.KafkaBrokers = stack.Kafka.Brokers()
+	// One Postgres has no standby to wait for: it runs with local durability;
+	// SyncStandby, synchronous.
+	stack.Configure(&cfg)
 	cfg.Roles = nil
-	// One Postgres has no standby to wait for: it runs with local durability.
-	cfg.PGDurability = config.DurabilityLocal
-	if opts.SyncStandby {
-		cfg.PGDurability = config.DurabilitySynchronous
-	}
 	cfg.TopicPartitions = 4
 	cfg.PGPoolMax = 20
 	cfg.PGPublishInterval = 50 * time.Millisecond

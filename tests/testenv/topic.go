@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/kafka"
 )
 
 // TopicRecords reads every record on the revisions topic, from the start to the end
@@ -25,38 +26,9 @@ func (e *Env) Records(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := e.Admin(t).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("list end offsets: %v", err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Stack.Kafka.Brokers()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []*kgo.Record
-	seen := map[int32]int64{}
-	for len(want) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading the topic: %v (have %d records)", ctx.Err(), len(out))
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; ok && r.Offset < end {
-				out = append(out, r)
-				seen[r.Partition] = r.Offset + 1
-				if seen[r.Partition] >= end {
-					delete(want, r.Partition)
-				}
-			}
-		})
+	if _, err := kafka.ReadTopic(ctx, e.Stack.Kafka.Brokers(), topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

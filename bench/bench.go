@@ -1,0 +1,205 @@
+// Package bench measures how fast Loom is against the machine's own limits: every
+// scenario runs Loom and a baseline (the same work done directly against the store
+// underneath, or the gate the seeds fix) in the same run on the same machine, and
+// reports the ratio. Absolute times on a shared machine mean little; a ratio to a
+// baseline measured a moment before or after means more. `loomd bench` runs it
+// against the embedded stores or configured ones; `make bench` writes
+// bench/results.json and bench/RESULTS.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/internal/node"
+)
+
+// Scenarios are the scenario names, in the order "all" runs them.
+var Scenarios = []string{"set", "lag", "get", "search", "bulk", "replay", "parts"}
+
+// Options choose what runs and for how long.
+type Options struct {
+	// Scenarios to run, by name; empty runs all of them.
+	Scenarios []string
+	// Duration is how long each measured run (one case, Loom or its baseline) lasts.
+	Duration time.Duration
+	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; get and
+	// search: 5, the seeds' qualification profile; lag: 1; parts: 8). Parts runs one
+	// load, at the first level; bulk and replay have no concurrency.
+	Concurrency []int
+	// SearchSizes are the namespace sizes the search scenario loads and searches.
+	SearchSizes []int
+	// GetRows is how many memories the get scenario reads among.
+	GetRows int
+	// BulkEntries is the size of one memory.bulk_set in the bulk scenario.
+	BulkEntries int
+	// ReplayRevisions is the fewest revisions the replay scenario replays: it writes
+	// the shortfall first when the topic holds fewer.
+	ReplayRevisions int
+	// Progress receives one line per step (stderr); nil discards.
+	Progress io.Writer
+}
+
+// DefaultOptions are `make bench`'s: every scenario at a size that finishes in a
+// few minutes on a 2-core machine.
+func DefaultOptions() Options {
+	return Options{
+		Duration:        5 * time.Second,
+		SearchSizes:     []int{10_000},
+		GetRows:         1000,
+		BulkEntries:     1000,
+		ReplayRevisions: 10_000,
+	}
+}
+
+// Target is the Loom under test: a node (its stores, configuration and embedder) and
+// the API it serves. For the replay scenario the node must also run the projector of
+// its configured projection (the admin reset pauses it in-process, as in `loomd dev`).
+type Target struct {
+	Node  *node.Node
+	URL   string // base URL of the node's API
+	Token string // an admin token of Org
+	Org   string
+}
+
+// Run runs the chosen scenarios in order and returns the report. A scenario that
+// fails ends the run with the report so far and the error.
+func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
+	def := DefaultOptions()
+	if opts.Duration <= 0 {
+		opts.Duration = def.Duration
+	}
+	if len(opts.SearchSizes) == 0 {
+		opts.SearchSizes = def.SearchSizes
+	}
+	if opts.GetRows <= 0 {
+		opts.GetRows = def.GetRows
+	}
+	if opts.BulkEntries <= 0 {
+		opts.BulkEntries = def.BulkEntries
+	}
+	if opts.ReplayRevisions <= 0 {
+		opts.ReplayRevisions = def.ReplayRevisions
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	names, err := ParseScenarios(strings.Join(opts.Scenarios, ","))
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{
+		t:     t,
+		opts:  opts,
+		api:   newClient(t.URL, t.Token),
+		runID: strconv.FormatInt(time.Now().Unix(), 36),
+		rng:   rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 8)),
+	}
+	report, err := r.describe(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	defer r.dropScratch()
+	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
+		"set": r.set, "lag": r.lag, "get": r.get, "search": r.search,
+		"bulk": r.bulk, "replay": r.replay, "parts": r.parts,
+	}
+	for _, name := range names {
+		r.progress("scenario %s", name)
+		start := time.Now()
+		res, err := scenarios[name](ctx)
+		if err != nil {
+			report.finish()
+			return report, fmt.Errorf("scenario %s: %w", name, err)
+		}
+		res.Name = name
+		res.Seconds = round(time.Since(start).Seconds(), 1)
+		report.Scenarios = append(report.Scenarios, res)
+	}
+	report.finish()
+	return report, nil
+}
+
+// ParseScenarios reads a comma-separated list of scenario names; empty or "all" is
+// every scenario. The answer keeps the order of Scenarios.
+func ParseScenarios(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" || strings.TrimSpace(list) == "all" {
+		return slices.Clone(Scenarios), nil
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(Scenarios, s) {
+			return nil, fmt.Errorf("unknown scenario %q (want one of %s, or all)", s, strings.Join(Scenarios, ", "))
+		}
+		want[s] = true
+	}
+	var out []string
+	for _, s := range Scenarios {
+		if want[s] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// runner is one run's shared state.
+type runner struct {
+	t     Target
+	opts  Options
+	api   *client
+	runID string     // makes this run's namespaces unique on stores that outlive it
+	rng   *rand.Rand // values and queries; used by one goroutine at a time
+	// hopCreated says the lag baseline created its scratch topic, to delete at the end.
+	hopCreated bool
+}
+
+// namespace names a namespace of this run.
+func (r *runner) namespace(parts ...string) string {
+	return "bench-" + r.runID + "-" + strings.Join(parts, "-")
+}
+
+// levels is the concurrency levels of a scenario: the --concurrency override, or
+// its defaults.
+func (r *runner) levels(defaults ...int) []int {
+	if len(r.opts.Concurrency) > 0 {
+		return r.opts.Concurrency
+	}
+	return defaults
+}
+
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(r.opts.Progress, "bench: "+format+"\n", args...)
+}
+
+// waitUntil polls cond every poll until it holds, ctx ends or limit passes, saying
+// what it waits for on the progress stream every 5 seconds.
+func (r *runner) waitUntil(ctx context.Context, what string, limit, poll time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start, said := time.Now(), time.Now()
+	for {
+		ok, err := cond(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Since(said) >= 5*time.Second {
+			r.progress("  waiting for %s (%s)", what, time.Since(start).Round(time.Second))
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: gave up after %s: %w", what, time.Since(start).Round(time.Second), ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

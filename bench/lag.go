@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/kafka"
+)
+
+// lagPoll is how often a lag sample looks for its row in ClickHouse and its
+// watermark in Postgres: the resolution of the ClickHouse and watermark columns.
+const lagPoll = 2 * time.Millisecond
+
+// lagTimeout bounds one write's wait to become searchable: past it the pipeline is
+// stuck, not slow.
+const lagTimeout = time.Minute
+
+// phases collects, for each sample, how long after its start it reached each stage.
+type phases struct {
+	mu                                  sync.Mutex
+	toTopic, topicToCH, toCH, toBarrier []time.Duration
+}
+
+// add records a sample that was on the topic after onTopic and in ClickHouse after
+// inCH and, when hasMark, under the watermark after underMark.
+func (p *phases) add(onTopic, inCH, underMark time.Duration, hasMark bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.toTopic = append(p.toTopic, onTopic)
+	p.topicToCH = append(p.topicToCH, inCH-onTopic)
+	p.toCH = append(p.toCH, inCH)
+	if hasMark {
+		p.toBarrier = append(p.toBarrier, underMark)
+	}
+}
+
+// lag measures how long a write takes to become searchable. Each writer writes a new
+// key and then watches, from the moment the answer arrives, for its record on the
+// topic (a tail consumer), its row in loom.memory_embeddings (what a search without
+// the barrier reads) and the serving projection's watermark (what the barrier waits
+// for), before its next write. The baseline does the same hops bare: a produce to a
+// scratch topic seen by a tail consumer, then a one-row ClickHouse insert read back.
+func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
+	n := r.t.Node
+	res := &ScenarioResult{
+		Title: "commit-to-searchable latency",
+		Baseline: "the same hops done bare: a kgo produce (the relay's producer settings) to a scratch topic until a tail consumer " +
+			"fetches it, then a one-row ClickHouse insert (PrepareBatch) until a SELECT sees it",
+		Notes: []string{
+			"Loom's clock starts when memory.set's answer arrives; commit→topic ends when a tail consumer fetches the record, " +
+				"topic→ClickHouse when its row is in loom.memory_embeddings (the vector leg's table), " +
+				"commit→searchable is the two together: when a search that does not wait at the barrier would find it",
+			"search has no request option to skip the barrier, so the row's arrival is read from ClickHouse directly, polled every " +
+				lagPoll.String() + "; commit→barrier is when the serving projection's watermark reached the write's seq " +
+				"(a barrier search would then pass)",
+			fmt.Sprintf("the projector starts at most one batch per LOOM_PG_PUBLISH_INTERVAL_MS (%d ms), with a second's worth of batches saved up",
+				n.Cfg.PGPublishInterval.Milliseconds()),
+			"the namespace is append_only: writes are not judged against each other",
+		},
+	}
+	ns := r.namespace("lag")
+	if err := r.appendOnly(ctx, ns); err != nil {
+		return nil, err
+	}
+	prefix := events.RecordID(r.t.Org, ns, 0)
+	prefix = prefix[:len(prefix)-1] // "org/ns/"
+	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, n.Cfg.Topic, func(rec *kgo.Record) string {
+		if id := header(rec, "ce_id"); len(id) > len(prefix) && id[:len(prefix)] == prefix {
+			return id
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer tl.close()
+	hop, err := r.startHop(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer hop.close()
+	for _, conc := range r.levels(1) {
+		name := fmt.Sprintf("concurrency=%d", conc)
+		var loom phases
+		_, err := r.closedLoop(ctx, "write and watch "+name, conc, 2*r.opts.Duration, func(ctx context.Context, _, i int) error {
+			return r.lagSample(ctx, ns, i, tl, &loom)
+		})
+		if err != nil {
+			return nil, err
+		}
+		var bare phases
+		_, err = r.closedLoop(ctx, "bare hops "+name, conc, r.opts.Duration, func(ctx context.Context, _, _ int) error {
+			return hop.sample(ctx, &bare)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range []struct {
+			stage      string
+			loom, bare []time.Duration
+		}{
+			{"commit→topic", loom.toTopic, bare.toTopic},
+			{"topic→ClickHouse", loom.topicToCH, bare.topicToCH},
+			{"commit→searchable", loom.toCH, bare.toCH},
+		} {
+			l, b := summarize(st.loom, 0), summarize(st.bare, 0)
+			res.add(name+", "+st.stage, "p50 ms", l.P50MS, b.P50MS)
+			res.add(name+", "+st.stage, "p99 ms", l.P99MS, b.P99MS)
+		}
+		mark := summarize(loom.toBarrier, 0)
+		res.Rows = append(res.Rows,
+			Row{Case: name + ", commit→barrier passes", Metric: "p50 ms", Loom: mark.P50MS},
+			Row{Case: name + ", commit→barrier passes", Metric: "p99 ms", Loom: mark.P99MS})
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: %d writes watched, %d bare hops", name, len(loom.toCH), len(bare.toCH)))
+	}
+	return res, nil
+}
+
+// lagSample writes key i and waits until it is on the topic, in ClickHouse and under
+// the watermark.
+func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into *phases) error {
+	var ans struct {
+		Seq int64 `json:"seq"`
+	}
+	path := fmt.Sprintf("/v1/namespaces/%s/memories/k%d", ns, i)
+	if err := r.api.call(ctx, http.MethodPut, path, map[string]any{"value": fmt.Sprintf("lag probe %d", i)}, &ans); err != nil {
+		return err
+	}
+	answered := time.Now()
+	id := events.RecordID(r.t.Org, ns, ans.Seq)
+	n := r.t.Node
+	var inCH, underMark time.Time
+	ctx, cancel := context.WithTimeout(ctx, lagTimeout)
+	defer cancel()
+	for {
+		onTopic, seen := tl.at(id)
+		if inCH.IsZero() {
+			var rows uint64
+			if err := n.CH.QueryRow(n.CH.Ctx(ctx), `SELECT count() FROM loom.memory_embeddings
+				PREWHERE org = ? AND namespace = ? AND memory_key = ? WHERE seq = ?`,
+				r.t.Org, ns, fmt.Sprintf("k%d", i), uint64(ans.Seq)).Scan(&rows); err != nil {
+				return fmt.Errorf("look for %s in ClickHouse: %w", id, err)
+			}
+			if rows > 0 {
+				inCH = time.Now()
+			}
+		}
+		if underMark.IsZero() {
+			_, mark, err := r.generationAndWatermark(ctx, ns)
+			if err != nil {
+				return err
+			}
+			if mark >= ans.Seq {
+				underMark = time.Now()
+			}
+		}
+		if seen && !inCH.IsZero() && !underMark.IsZero() {
+			into.add(onTopic.Sub(answered), inCH.Sub(answered), underMark.Sub(answered), true)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not searchable after %s (on the topic: %v, in ClickHouse: %v, under the watermark: %v): %w",
+				id, lagTimeout, seen, !inCH.IsZero(), !underMark.IsZero(), ctx.Err())
+		case <-time.After(lagPoll):
+		}
+	}
+}
+
+// hop is the lag baseline's scratch topic, its producer and tail, and a scratch
+// ClickHouse table.
+type hop struct {
+	r        *runner
+	producer *kgo.Client
+	tail     *tail
+	next     atomic.Uint64 // numbers the records and rows across runs, so none is seen early
+}
+
+func (r *runner) startHop(ctx context.Context) (*hop, error) {
+	n := r.t.Node
+	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, r.hopTopic())
+	cl.Close()
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create the scratch topic %s: %w", r.hopTopic(), err)
+	}
+	r.hopCreated = true
+	for _, ddl := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + scratchDatabase,
+		"CREATE TABLE IF NOT EXISTS " + scratchDatabase + ".hop (id UInt64, payload String) ENGINE = MergeTree ORDER BY id",
+	} {
+		if err := n.CH.Exec(n.CH.Ctx(ctx), ddl); err != nil {
+			return nil, fmt.Errorf("create the scratch table: %w", err)
+		}
+	}
+	producer, err := kafka.NewClient(n.Cfg.KafkaBrokers, relay.ProducerOpts()...)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, r.hopTopic(), func(rec *kgo.Record) string { return string(rec.Key) })
+	if err != nil {
+		producer.Close()
+		return nil, err
+	}
+	return &hop{r: r, producer: producer, tail: tl}, nil
+}
+
+// sample produces a record and waits for the tail to fetch it, then inserts a row and
+// reads it back.
+func (h *hop) sample(ctx context.Context, into *phases) error {
+	conn := h.r.t.Node.CH
+	i := h.next.Add(1)
+	key := fmt.Sprint(i)
+	start := time.Now()
+	if err := h.producer.ProduceSync(ctx, &kgo.Record{Topic: h.r.hopTopic(), Key: []byte(key), Value: make([]byte, 2400)}).FirstErr(); err != nil {
+		return fmt.Errorf("produce to %s: %w", h.r.hopTopic(), err)
+	}
+	wait, cancel := context.WithTimeout(ctx, lagTimeout)
+	defer cancel()
+	var onTopic time.Time
+	for {
+		at, ok := h.tail.at(key)
+		if ok {
+			onTopic = at
+			break
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("the tail of %s did not fetch record %s: %w", h.r.hopTopic(), key, wait.Err())
+		case <-time.After(lagPoll):
+		}
+	}
+	batch, err := conn.PrepareBatch(conn.Ctx(ctx), "INSERT INTO "+scratchDatabase+".hop (id, payload)")
+	if err != nil {
+		return fmt.Errorf("prepare the scratch insert: %w", err)
+	}
+	if err := batch.Append(i, "a row of the lag baseline"); err != nil {
+		batch.Abort()
+		return fmt.Errorf("append to the scratch insert: %w", err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("scratch insert: %w", err)
+	}
+	for {
+		var rows uint64
+		if err := conn.QueryRow(conn.Ctx(ctx), "SELECT count() FROM "+scratchDatabase+".hop WHERE id = ?", i).Scan(&rows); err != nil {
+			return fmt.Errorf("read the scratch row back: %w", err)
+		}
+		if rows > 0 {
+			into.add(onTopic.Sub(start), time.Since(start), 0, false)
+			return nil
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("scratch row %d never became visible: %w", i, wait.Err())
+		case <-time.After(lagPoll):
+		}
+	}
+}
+
+func (h *hop) close() {
+	h.tail.close()
+	h.producer.Close()
+}

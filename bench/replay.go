@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/projector"
+)
+
+// replayTimeout bounds the replay of the whole topic.
+const replayTimeout = 30 * time.Minute
+
+// replay measures a projector reset to earliest: the serving projection replays the
+// whole topic into ClickHouse (every table, watermarks, offset commits), timed from
+// the reset until its group has committed the topic's end offsets of the moment of
+// the reset. The baseline reads the same records with a bare kgo consumer.
+func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
+	n := r.t.Node
+	topic, group := n.Cfg.Topic, projector.Group(n.Cfg.Projection)
+	res := &ScenarioResult{
+		Title: "projector reset to earliest: replayed records/s",
+		Baseline: "a bare kgo read of the same topic from start to end: no consumer group, no decoding, " +
+			"no ClickHouse (internal/kafka.ReadTopic)",
+		Notes: []string{"the reset goes through POST /v1/admin/projections/{name}:reset, which pauses this process's projector, " +
+			"moves its group's offsets and starts it again; the topic holds every revision of the run so far"},
+	}
+	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	records, _, err := topicSpan(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	if short := int64(r.opts.ReplayRevisions) - records; short > 0 {
+		ns := r.namespace("replay")
+		if err := r.appendOnly(ctx, ns); err != nil {
+			return nil, err
+		}
+		if err := r.load(ctx, ns, int(short)); err != nil {
+			return nil, err
+		}
+	}
+	// Caught up first: the replay then starts from a quiet projection.
+	records, ends, err := topicSpan(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.waitUntil(ctx, "the projection to commit the topic's end", 5*time.Minute, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return groupReached(ctx, adm, group, topic, ends)
+	}); err != nil {
+		return nil, err
+	}
+
+	r.progress("  bare read of %d records", records)
+	start := time.Now()
+	read, err := kafka.ReadTopic(ctx, n.Cfg.KafkaBrokers, topic, func(*kgo.Record) {})
+	if err != nil {
+		return nil, err
+	}
+	rawTook := time.Since(start)
+	r.progress("    %d records in %s", read, rawTook.Round(time.Millisecond))
+
+	r.progress("  reset %s to earliest and replay %d records", group, records)
+	batchesBefore, err := r.projectorBatches(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	var reset struct {
+		Executed   bool `json:"executed"`
+		PausedHere bool `json:"paused_here"`
+	}
+	path := "/v1/admin/projections/" + n.Cfg.Projection + ":reset"
+	if err := r.api.call(ctx, http.MethodPost, path, map[string]any{"to": "earliest", "execute": true}, &reset); err != nil {
+		return nil, fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
+	}
+	if !reset.Executed || !reset.PausedHere {
+		return nil, fmt.Errorf("the reset answered executed=%v paused_here=%v: the projection's projector does not run in the process under test",
+			reset.Executed, reset.PausedHere)
+	}
+	if err := r.waitUntil(ctx, "the replay to commit the topic's end", replayTimeout, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return groupReached(ctx, adm, group, topic, ends)
+	}); err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	batchesAfter, err := r.projectorBatches(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batches := batchesAfter - batchesBefore
+	r.progress("    replayed in %s, %.0f batches", took.Round(time.Millisecond), batches)
+	if batches > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
+			"(at most LOOM_PROJECTOR_BATCH_ROWS %d, and at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
+			batches, float64(records)/batches, n.Cfg.ProjectorBatch, n.Cfg.PGPublishInterval.Milliseconds()))
+	}
+	name := fmt.Sprintf("%d records", records)
+	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
+	res.add(name, "records/s", loomRate, rawRate)
+	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
+	res.Samples = append(res.Samples, CaseSamples{Case: name,
+		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
+		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
+	return res, nil
+}
+
+// topicSpan counts the records a topic holds and returns its end offsets.
+func topicSpan(ctx context.Context, adm *kadm.Client, topic string) (int64, map[int32]int64, error) {
+	starts, ends, err := kafka.Span(ctx, adm, topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	var records int64
+	for p, end := range ends {
+		records += end - starts[p]
+	}
+	return records, ends, nil
+}
+
+// groupReached says whether group has committed at least ends on every partition.
+func groupReached(ctx context.Context, adm *kadm.Client, group, topic string, ends map[int32]int64) (bool, error) {
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false, fmt.Errorf("fetch the offsets of %s: %w", group, err)
+	}
+	for p, end := range ends {
+		if end == 0 {
+			continue
+		}
+		c, ok := committed.Lookup(topic, p)
+		if !ok || c.Err != nil || c.At < end {
+			return false, nil
+		}
+	}
+	return true, nil
+}

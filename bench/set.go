@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// set measures memory.set over HTTP (verdict against the namespace's peers, admission,
+// the Postgres commit; relay and projector running) at each concurrency, into one
+// namespace and spread over 32, each case beside the same Postgres transaction
+// issued directly with pgx.
+func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
+	res := &ScenarioResult{
+		Title: "memory.set latency and writes/s",
+		Baseline: "the transaction memory.set commits (generation advance, head lock and upsert, revision, " +
+			"data key, outbox row, NOTIFY), issued directly with pgx into copies of the tables, at the same concurrency " +
+			"and over as many namespaces",
+		Notes: []string{"namespaces use the default conflict policy: each write is judged against its peers; " +
+			"values are drawn from a made-up vocabulary, so they are not each other's peers"},
+	}
+	raw, err := r.rawCommitter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.pool.Close()
+	for _, spaces := range []int{1, 32} {
+		for _, conc := range r.levels(1, 8, 32) {
+			name := fmt.Sprintf("namespaces=%d concurrency=%d", spaces, conc)
+			loom, err := r.setLoad(ctx, "memory.set "+name, r.namespace("set", fmt.Sprint(spaces), fmt.Sprint(conc)), spaces, conc, r.opts.Duration)
+			if err != nil {
+				return nil, err
+			}
+			prefix := r.namespace("raw", fmt.Sprint(spaces), fmt.Sprint(conc))
+			base, err := r.closedLoop(ctx, "raw commit "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
+				return raw.commit(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i))
+			})
+			if err != nil {
+				return nil, err
+			}
+			res.compare(name, loom, base, "writes/s")
+		}
+	}
+	return res, nil
+}
+
+// setLoad writes new keys with memory.set into namespaces prefix-0..spaces-1 from conc
+// workers for d.
+func (r *runner) setLoad(ctx context.Context, label, prefix string, spaces, conc int, d time.Duration) (Sample, error) {
+	rands := r.workerRands(conc)
+	return r.closedLoop(ctx, label, conc, d, func(ctx context.Context, w, i int) error {
+		path := fmt.Sprintf("/v1/namespaces/%s-%d/memories/k%d", prefix, i%spaces, i)
+		return r.api.call(ctx, http.MethodPut, path, map[string]any{"value": sentence(rands[w])}, nil)
+	})
+}
+
+// rawCommitter issues memory.set's transaction shape with pgx into the scratch schema
+// bench_raw: copies of the tables a write touches, indexes included, so the baseline
+// pays what Loom's commit pays for the same rows.
+type rawCommitter struct {
+	pool *pgxpool.Pool
+	org  string
+	row  []byte // a head of about a memory's size
+	key  []byte // a data key
+	// value is about a sealed envelope with a 384-dimension vector.
+	value []byte
+}
+
+// rawTables are the tables memory.set's commit writes.
+var rawTables = []string{"scope_generations", "memory_current", "memory_revisions", "revision_keys", "outbox"}
+
+func (r *runner) rawCommitter(ctx context.Context) (*rawCommitter, error) {
+	cfg := r.t.Node.Cfg
+	// The same session settings (synchronous_commit = on) and pool size as loomd's.
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PGDSN, MaxConns: cfg.PGPoolMax})
+	if err != nil {
+		return nil, err
+	}
+	ddl := []string{"CREATE SCHEMA IF NOT EXISTS bench_raw"}
+	for _, t := range rawTables {
+		ddl = append(ddl, fmt.Sprintf("CREATE TABLE IF NOT EXISTS bench_raw.%s (LIKE loom.%s INCLUDING ALL)", t, t))
+	}
+	for _, q := range ddl {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("create the baseline's tables: %s: %w", q, err)
+		}
+	}
+	return &rawCommitter{
+		pool:  pool,
+		org:   r.t.Org,
+		row:   []byte(`{"value": "a raw row of about the size of a memory head", "tags": [], "status": "active"}`),
+		key:   make([]byte, 32),
+		value: make([]byte, 2400),
+	}, nil
+}
+
+// commit writes key into ns in one transaction of memory.set's shape, in its two
+// round trips: the generation advance with the head lock, then the writes.
+func (c *rawCommitter) commit(ctx context.Context, ns, key string) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("raw commit: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var seq, version int64
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO bench_raw.scope_generations (org, scope, generation) VALUES ($1, $2, 1)
+		ON CONFLICT (org, scope) DO UPDATE SET generation = bench_raw.scope_generations.generation + 1 RETURNING generation`, c.org, ns).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&seq) })
+	batch.Queue(`SELECT coalesce(max(version), 0) FROM (SELECT version FROM bench_raw.memory_current
+		WHERE org = $1 AND namespace = $2 AND agent = '-' AND user_id = '-' AND session_id = '-' AND memory_key = $3 FOR UPDATE) h`, c.org, ns, key).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&version) })
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("raw commit: generation and head: %w", err)
+	}
+	version = time.Now().UnixNano()
+	batch = &pgx.Batch{}
+	batch.Queue(`INSERT INTO bench_raw.memory_current VALUES ($1, $2, '-', '-', '-', $3, gen_random_uuid(), $4, $5, 'sha', $6)
+		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET version = EXCLUDED.version, row = EXCLUDED.row`,
+		c.org, ns, key, version, seq, c.row)
+	batch.Queue(`INSERT INTO bench_raw.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+		memory_id, version, content_sha256, status, row, audit) VALUES ($1, $2, $3, 'memory.written', 'memory.set', '-', '-', '-', $4,
+		gen_random_uuid(), $5, 'sha', 'active', $6, '{}')`, c.org, ns, seq, key, version, c.row)
+	batch.Queue(`INSERT INTO bench_raw.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`, c.org, ns, seq, c.key)
+	batch.Queue(`INSERT INTO bench_raw.outbox (org, namespace, seq, topic, record_key, headers, value)
+		VALUES ($1, $2, $3, 't', $4, '[]', $5)`, c.org, ns, seq, []byte(ns), c.value)
+	batch.Queue(`SELECT pg_notify('bench_raw', '')`)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("raw commit: writes: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("raw commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/bench"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/node"
+)
+
+// benchOrg is the org the benchmark writes in: its namespaces carry the run's id, so
+// runs against configured stores never meet each other's rows.
+const benchOrg = "bench"
+
+// runBench runs the benchmark scenarios against the embedded stores (started as
+// `loomd dev` starts them, in a temporary directory unless --dir says otherwise) or,
+// when LOOM_PG_DSN, LOOM_CH_ADDR and LOOM_KAFKA_BROKERS are all set, against those,
+// with every role served by this process. The markdown report goes to stdout, the
+// JSON one to --out, progress to stderr.
+func runBench(ctx context.Context, args []string) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	def := bench.DefaultOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	scenarios := fs.String("scenario", "all", "scenarios to run, comma separated: "+strings.Join(bench.Scenarios, ", ")+", or all")
+	duration := fs.Duration("duration", def.Duration, "how long each measured run (one case, Loom or its baseline) lasts")
+	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; get and search 5; lag 1; parts 8)")
+	out := fs.String("out", "", "also write the report as JSON to this file")
+	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
+	getRows := fs.Int("get-rows", def.GetRows, "memories the get scenario reads among")
+	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
+	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
+	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions, Progress: os.Stderr}
+	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
+		return usageError{fmt.Errorf("bench --scenario: %w", err)}
+	}
+	if opts.Concurrency, err = parseInts(*concurrency); err != nil {
+		return usageError{fmt.Errorf("bench --concurrency: %w", err)}
+	}
+	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
+		return usageError{fmt.Errorf("bench --search-sizes: %w", err)}
+	}
+	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 {
+		return usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
+	}
+
+	configured := cfg.PGDSN != "" || len(cfg.CHAddr) > 0 || len(cfg.KafkaBrokers) > 0
+	if configured {
+		if err := cfg.RequireStores(); err != nil {
+			return fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
+		stack, err := devstack.Start(ctx, devstack.Options{
+			Dir: *dir, Durable: true, Topics: []string{cfg.Topic}, Partitions: cfg.TopicPartitions, Log: os.Stderr,
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stack.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "loomd bench: stopping the embedded stores:", err)
+			}
+		}()
+		stack.Configure(&cfg)
+		cfg.BootMigrate = true
+	}
+	cfg.Roles = config.AllRoles()
+	// The node's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
+	if os.Getenv("LOOM_LOG_LEVEL") == "" {
+		cfg.LogLevel = "warn"
+	}
+	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("bench: listen on loopback: %w", err)
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- n.Run(serveCtx, ln) }()
+	defer func() {
+		stopServing()
+		if err := <-served; err != nil {
+			fmt.Fprintln(os.Stderr, "loomd bench: the node under test:", err)
+		}
+	}()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	token, _, err := n.Tokens.Create(tctx, auth.NewToken{Org: benchOrg, Role: auth.RoleAdmin, Name: "loomd bench"})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("bench: create a token: %w", err)
+	}
+	report, runErr := bench.Run(ctx, bench.Target{Node: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
+	if report != nil {
+		if err := report.WriteMarkdown(os.Stdout); err != nil {
+			return fmt.Errorf("bench: write the report: %w", err)
+		}
+		if *out != "" {
+			if err := writeReportJSON(*out, report); err != nil {
+				return err
+			}
+		}
+	}
+	return runErr
+}
+
+// writeReportJSON writes the report to a temporary file beside path and renames it,
+// so an interrupted run never leaves half a file where the last good one was.
+func writeReportJSON(path string, report *bench.Report) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("bench --out: %w", err)
+	}
+	if err := report.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench --out: write %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bench --out: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("bench --out: %w", err)
+	}
+	return nil
+}
+
+// parseInts reads a comma-separated list of positive integers; "" is none.
+func parseInts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}

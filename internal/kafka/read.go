@@ -1,0 +1,84 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ReadTopic hands fn every record of topic from each partition's start to its end
+// offset at the time of the call, in offset order per partition, without a consumer
+// group (nothing is committed), and returns how many records it read. It is a bare
+// read of the log: what a consumer costs before it does anything with the records.
+func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo.Record)) (int64, error) {
+	admin, err := NewClient(brokers)
+	if err != nil {
+		return 0, err
+	}
+	defer admin.Close()
+	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	if err != nil {
+		return 0, err
+	}
+	from := map[int32]kgo.Offset{}
+	until := map[int32]int64{}
+	for p, end := range ends {
+		if end > starts[p] {
+			from[p] = kgo.NewOffset().At(starts[p])
+			until[p] = end
+		}
+	}
+	if len(until) == 0 {
+		return 0, nil
+	}
+	cl, err := NewClient(brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var n int64
+	for len(until) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("read %s (%d records so far): %w", topic, n, err)
+		}
+		var fetchErr error
+		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
+		if fetchErr != nil {
+			return n, fmt.Errorf("read %s: %w", topic, fetchErr)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := until[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			fn(r)
+			n++
+			if r.Offset+1 >= end {
+				delete(until, r.Partition)
+			}
+		})
+	}
+	return n, nil
+}
+
+// Span lists each partition's start and end offsets of topic: the records it holds
+// now are [start, end).
+func Span(ctx context.Context, adm *kadm.Client, topic string) (starts, ends map[int32]int64, err error) {
+	listed := [2]kadm.ListedOffsets{}
+	for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
+		listed[i], err = list(ctx, topic)
+		if err == nil {
+			err = listed[i].Error()
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list the offsets of %s: %w", topic, err)
+		}
+	}
+	starts, ends = map[int32]int64{}, map[int32]int64{}
+	listed[0].Each(func(o kadm.ListedOffset) { starts[o.Partition] = o.Offset })
+	listed[1].Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return starts, ends, nil
+}

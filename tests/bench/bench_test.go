@@ -1,0 +1,68 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/bench"
+	"github.com/loomplane/loom/internal/auth"
+)
+
+// Two scenarios at a tiny size run end to end: each measures Loom and its baseline,
+// reports a ratio, and the report renders as markdown and JSON. The figures are not
+// judged (this machine is shared); that they exist is.
+func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
+	n, url := env.API(t, nil)
+	target := bench.Target{Node: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, target, bench.Options{
+		Scenarios: []string{"lag", "get"}, Duration: 300 * time.Millisecond, Concurrency: []int{2},
+		GetRows: 20, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Scenarios) != 2 || rep.Scenarios[0].Name != "lag" || rep.Scenarios[1].Name != "get" {
+		t.Fatalf("scenarios: %+v", rep.Scenarios)
+	}
+	for _, s := range rep.Scenarios {
+		ratios := 0
+		for _, row := range s.Rows {
+			if row.Ratio != nil && *row.Ratio > 0 {
+				ratios++
+			}
+		}
+		if ratios == 0 || s.Baseline == "" {
+			t.Fatalf("%s reports no ratio to a baseline: %+v", s.Name, s.Rows)
+		}
+	}
+	if gate := rep.Scenarios[1].Rows[0].Gate; !strings.HasPrefix(gate, "p50 ≤ 15 ms: ") {
+		t.Fatalf("memory.get's p50 row carries no gate verdict: %q", gate)
+	}
+	if !strings.Contains(progress.String(), "bench: scenario lag") {
+		t.Fatalf("no progress on the progress stream:\n%s", progress.String())
+	}
+
+	var md, js bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Loom benchmark", "ClickHouse 18.", "PostgreSQL ", "## lag:", "## get:", "| case | metric | Loom | baseline | ratio | gate |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Scenarios) != 2 || back.Machine.Cores == 0 {
+		t.Fatalf("JSON does not read back (%v): %s", err, js.String())
+	}
+}
