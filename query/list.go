@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -98,34 +99,52 @@ func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
 	return f, limit, nil
 }
 
+// listRead is a list request settled: checked, filtered, and past the barrier.
+type listRead struct {
+	p      auth.Principal
+	ns     string
+	f      filter
+	limit  int
+	cur    listCursor
+	passed Passed
+	ctx    context.Context
+}
+
+// settleList checks a list request (its namespace, filters and page token of order)
+// and waits at the barrier for the writes committed before it.
+func (s *Service) settleList(c *fiber.Ctx, order string) (*listRead, error) {
+	r := &listRead{p: auth.From(c), ns: c.Params("ns"), ctx: c.UserContext()}
+	if err := r.p.Namespace(r.ns); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.f, r.limit, err = listFilter(c, r.p); err != nil {
+		return nil, err
+	}
+	if r.cur, err = parseCursor(c.Query("page_token"), order); err != nil {
+		return nil, err
+	}
+	if r.passed, err = s.barrier.Wait(r.ctx, r.p.Org, []string{r.ns}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // handleList is memory.list: the namespace's memories newest first (order=newest, the
 // default) or by key (order=key), filtered and paged, from ClickHouse behind the
 // barrier. A row is served only while it is its key's live head in Postgres at the
 // version listed, so a delete, a rewrite or a redaction ClickHouse has not published
 // yet is not read back.
 func (s *Service) handleList(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return err
-	}
-	f, limit, err := listFilter(c, p)
-	if err != nil {
-		return err
-	}
 	order := c.Query("order", "newest")
 	if order != "newest" && order != "key" {
 		return httperr.Validation("order", "order must be newest or key")
 	}
-	cur, err := parseCursor(c.Query("page_token"), order)
+	r, err := s.settleList(c, order)
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
-	if err != nil {
-		return err
-	}
+	p, ns, f, limit, cur, passed, ctx := r.p, r.ns, r.f, r.limit, r.cur, r.passed, r.ctx
 	pre, where, args := f.where(ns, true)
 	sortKey := "concat(memory_key, '" + sortSep + "', agent, '" + sortSep + "', user_id, '" + sortSep + "', session_id)"
 	orderBy := "version DESC"
@@ -201,24 +220,11 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 // served value, and a delete ClickHouse has not published leaves it counted at most
 // until the projector catches up.
 func (s *Service) handleKeys(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return err
-	}
-	f, limit, err := listFilter(c, p)
+	r, err := s.settleList(c, "keys")
 	if err != nil {
 		return err
 	}
-	cur, err := parseCursor(c.Query("page_token"), "keys")
-	if err != nil {
-		return err
-	}
-	ctx := c.UserContext()
-	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
-	if err != nil {
-		return err
-	}
+	ns, f, limit, cur, passed, ctx := r.ns, r.f, r.limit, r.cur, r.passed, r.ctx
 	pre, where, args := f.where(ns, true)
 	if prefix := c.Query("prefix"); prefix != "" {
 		where += " AND startsWith(memory_key, ?)"
