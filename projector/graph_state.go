@@ -15,6 +15,11 @@ import (
 // has(); no entity name or predicate holds it (they are plain text).
 const keySep = "\x1f"
 
+// latest reads a Nullable column as of its row's latest version. argMax skips the rows
+// whose argument is NULL, so argMax(col, seq) would answer an older version's value
+// where the latest holds NULL (a link restated without dates); a tuple is never NULL.
+func latest(col string) string { return "argMax(tuple(" + col + "), seq).1" }
+
 // rowRefCols are a link's row columns, as of its latest version.
 const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id, seq), argMax(memory_key, seq),
 	argMax(content_sha256, seq), argMax(memory_type, seq)`
@@ -93,7 +98,7 @@ func all(fns ...func() error) error {
 
 func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq), argMax(valid_from, seq),
-			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(invalid_at, seq),
+			` + latest("valid_to") + `, ` + latest("stated_from") + `, ` + latest("stated_to") + `, ` + latest("invalid_at") + `,
 			argMax(seen_us, seq), argMax(restored, seq), argMax(fallback, seq)
 		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY subject, predicate, object, observed_seq`
@@ -119,8 +124,8 @@ func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsK
 
 // readTripleLinks reads the links still holding their fact.
 func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
-	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), argMax(stated_from, seq),
-			argMax(stated_to, seq), ` + rowRefCols + `
+	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), ` + latest("stated_from") + `,
+			` + latest("stated_to") + `, ` + rowRefCols + `
 		FROM loom.entity_triple_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY subject, predicate, object, memory_id HAVING argMax(holds, seq) = 1`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
@@ -141,7 +146,7 @@ func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKe
 }
 
 func readEdges(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
-	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), argMax(valid_to, seq), argMax(weight, seq)
+	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), ` + latest("valid_to") + `, argMax(weight, seq)
 		FROM loom.entity_edges PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY entity_a, entity_b, opened_seq`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
