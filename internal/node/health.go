@@ -32,11 +32,31 @@ func (n *Node) registerHealth(app *fiber.App) {
 		}
 		return float64(ob.Parked)
 	})
+	for _, g := range []struct {
+		name, help string
+		of         func(failureStats) int64
+	}{
+		{"loom_projection_failed_records", "Records the serving projection could not apply, recorded for the repair pass.",
+			func(s failureStats) int64 { return s.Failed }},
+		{"loom_projection_held_records", "Records the serving projection holds behind a failure of their namespace.",
+			func(s failureStats) int64 { return s.Held }},
+		{"loom_projection_held_namespaces", "Namespaces whose watermark a recorded failure holds (their searches answer PROJECTION_BEHIND).",
+			func(s failureStats) int64 { return s.Namespaces }},
+	} {
+		n.Metrics.GaugeFunc(g.name, g.help, func() float64 {
+			s, err := n.failureStats(context.Background())
+			if err != nil {
+				return -1
+			}
+			return float64(g.of(s))
+		})
+	}
 }
 
 // handleHealth is liveness plus what the process is: it answers while the process
 // runs, whatever the stores do (pending_migrations is the last known list, not read
-// anew). ?include=postgres adds the outbox's and the synchronous standbys' state, and
+// anew). ?include=postgres adds the outbox's and the synchronous standbys' state and
+// the serving projection's recorded failures, and
 // ?include=lag the namespaces the serving projection is behind on (comma separated
 // for both).
 func (n *Node) handleHealth(c *fiber.Ctx) error {
@@ -63,6 +83,11 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 		} else {
 			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
 				"durability": n.Cfg.PGDurability}
+			if fs, err := n.failureStats(ctx); err == nil {
+				pgState["projection_failures"] = fs
+			} else {
+				pgState["projection_failures"] = fiber.Map{"error": err.Error()}
+			}
 			if rep, err := pg.ReadReplication(ctx, n.PG); err == nil {
 				pgState["replication"] = rep
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -28,13 +29,21 @@ func newProjectorSwitch() *projectorSwitch {
 }
 
 // RunProjector runs the projector role for the configured projection until ctx ends,
-// standing aside while an admin request holds it paused.
+// standing aside while an admin request holds it paused, and its repair pass every
+// LOOM_PROJECTOR_REPAIR_INTERVAL_MS.
 func (n *Node) RunProjector(ctx context.Context) error {
 	n.projector.running.Store(true)
 	defer n.projector.running.Store(false)
-	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, BatchRows: n.Cfg.ProjectorBatch,
-		Interval: n.Cfg.PGPublishInterval, SessionTimeout: n.Cfg.ProjectorSession, Grace: n.Cfg.ShutdownGrace}
-	p := projector.New(pcfg, n.PG, n.CH, n.Metrics, n.Log)
+	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, Tables: tableset.Serving(), BatchRows: n.Cfg.ProjectorBatch,
+		Interval: n.Cfg.PGPublishInterval, Attempts: n.Cfg.ProjectorAttempts, SessionTimeout: n.Cfg.ProjectorSession,
+		Grace: n.Cfg.ShutdownGrace}
+	p := projector.New(pcfg, n.PG, n.CH, n.Metrics, n.Log, n.ProjectorFaults)
+	if n.Cfg.ProjectorRepair > 0 {
+		rctx, stopRepair := context.WithCancel(ctx)
+		repaired := make(chan struct{})
+		go func() { defer close(repaired); p.RunRepair(rctx, n.Cfg.KafkaBrokers, n.Cfg.ProjectorRepair) }()
+		defer func() { stopRepair(); <-repaired }()
+	}
 	for {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)

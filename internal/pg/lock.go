@@ -19,6 +19,11 @@ const (
 	// or a redaction takes it exclusively once (WaitOut) to wait out the publishers
 	// that read what it destroyed before it committed.
 	LockPublishers int64 = 0x4c4f4f4d_0005
+	// LockServingTables is held shared by every projector batch and repair that reads
+	// or writes the serving projection tables, from its first read of them until its
+	// watermarks are written. A rebuild's switch holds it exclusively while it renames
+	// the tables, so no batch straddles the rename.
+	LockServingTables int64 = 0x4c4f4f4d_0006
 )
 
 // HoldShared runs fn while conn's session holds key shared. The lock is released when
