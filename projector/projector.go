@@ -28,6 +28,10 @@ type Config struct {
 	Tables    tableset.Set
 	BatchRows int           // records per batch at most
 	Interval  time.Duration // at most one batch starts per interval (parts budget)
+	// FillWait is how long a batch that finds the projection behind keeps polling
+	// for more records, up to BatchRows, before it starts; 0: the interval, within
+	// [100 ms, 1 s].
+	FillWait time.Duration
 	// Attempts is how many times a whole batch is tried before, failing still on
 	// something other than an unreachable store, it is split by namespace and the
 	// failing namespaces' records are recorded as failures.
@@ -98,6 +102,9 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, l
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
+	}
+	if cfg.FillWait <= 0 {
+		cfg.FillWait = fillWaitFor(cfg.Interval)
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 3
