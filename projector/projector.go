@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tableset"
@@ -186,4 +187,21 @@ func (p *Projector) recordLag(lag map[int32]int64) {
 	for part, n := range lag {
 		p.lag.With(p.cfg.Name, strconv.Itoa(int(part))).Set(float64(n))
 	}
+}
+
+// RunMember runs the projection as a fresh member of its group until ctx ends.
+func (p *Projector) RunMember(ctx context.Context, brokers []string) error {
+	consumer, err := kafka.NewClient(brokers, ConsumerOpts(p.cfg)...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Leave the group at once, so a restarted projector need not wait out the
+		// session and a reset finds the group empty.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		consumer.LeaveGroupContext(cctx)
+		cancel()
+		consumer.Close()
+	}()
+	return p.Run(ctx, consumer)
 }
