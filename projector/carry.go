@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // A copy writer (a pin, a status mark, a supersession) commits a new version of a
@@ -26,9 +27,9 @@ func needsCarry(o opened) bool {
 	return len(o.content.Embedding) == 0 && o.env.Revision.EmbeddingDim > 0 && !o.env.Revision.Tombstone
 }
 
-// carryVectors fills the vectors of the batch's copies in place and returns how many
-// it could not find.
-func carryVectors(ctx context.Context, conn *ch.Conn, rows []opened) (int, error) {
+// carryVectors fills the vectors of the batch's copies in place, from the documents of
+// set, and returns how many it could not find.
+func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened) (int, error) {
 	type doc = storedDoc
 	latest := map[identity]doc{}
 	want := map[identity]bool{}
@@ -43,7 +44,7 @@ func carryVectors(ctx context.Context, conn *ch.Conn, rows []opened) (int, error
 			}
 		}
 	}
-	stored, err := readDocs(ctx, conn, want)
+	stored, err := readDocs(ctx, conn, set, want)
 	if err != nil {
 		return 0, err
 	}
@@ -77,9 +78,9 @@ type storedDoc = struct {
 	vector, keyVe []float32
 }
 
-// readDocs reads the current search documents of the given keys, one statement per
-// namespace.
-func readDocs(ctx context.Context, conn *ch.Conn, want map[identity]bool) (map[identity]storedDoc, error) {
+// readDocs reads the current search documents of the given keys in set, one statement
+// per namespace.
+func readDocs(ctx context.Context, conn *ch.Conn, set tableset.Set, want map[identity]bool) (map[identity]storedDoc, error) {
 	out := map[identity]storedDoc{}
 	byNS := map[[2]string][]identity{}
 	for id := range want {
@@ -94,7 +95,7 @@ func readDocs(ctx context.Context, conn *ch.Conn, want map[identity]bool) (map[i
 			args = append(args, id.agent, id.userID, id.sessionID, id.key)
 		}
 		q := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, content_sha256, embedding, key_embedding
-			FROM loom.memory_embeddings FINAL PREWHERE org = ? AND namespace = ? WHERE %s`, strings.Join(conds, " OR "))
+			FROM %s FINAL PREWHERE org = ? AND namespace = ? WHERE %s`, set.Qualified("memory_embeddings"), strings.Join(conds, " OR "))
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("read the documents copies carry: %w", err)

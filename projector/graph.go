@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/graph"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // The graph is a fold over each namespace's records in seq order (internal/graph), so
@@ -54,8 +55,8 @@ func foldRange(seqs []int64, mark int64, jumps map[int64]bool) (from, to int64, 
 }
 
 // foldGraph folds each namespace's foldable records over the graph state it reads
-// from ClickHouse, a few namespaces at a time, and returns the rows to write.
-func foldGraph(ctx context.Context, conn *ch.Conn, b batch, rows []opened, marks map[nsKey]int64) ([]nsGraph, error) {
+// from set's tables, a few namespaces at a time, and returns the rows to write.
+func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, rows []opened, marks map[nsKey]int64) ([]nsGraph, error) {
 	byNS := map[nsKey][]opened{}
 	for _, o := range rows {
 		k := nsKey{o.env.Org, o.env.Namespace}
@@ -91,7 +92,7 @@ func foldGraph(ctx context.Context, conn *ch.Conn, b batch, rows []opened, marks
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, err := loadGraphState(ctx, conn, k, recs[k])
+			st, err := loadGraphState(ctx, conn, set, k, recs[k])
 			if err != nil {
 				errs[i] = fmt.Errorf("read the graph of %s/%s: %w", k.org, k.namespace, err)
 				return

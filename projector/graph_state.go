@@ -9,11 +9,17 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/graph"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // keySep joins the parts of a relation or pair key the state reads match on with
 // has(); no entity name or predicate holds it (they are plain text).
 const keySep = "\x1f"
+
+// latest reads a Nullable column as of its row's latest version. argMax skips the rows
+// whose argument is NULL, so argMax(col, seq) would answer an older version's value
+// where the latest holds NULL (a link restated without dates); a tuple is never NULL.
+func latest(col string) string { return "argMax(tuple(" + col + "), seq).1" }
 
 // rowRefCols are a link's row columns, as of its latest version.
 const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id, seq), argMax(memory_key, seq),
@@ -22,9 +28,9 @@ const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id,
 // loadGraphState reads the part of a namespace's graph a batch's records fold over,
 // as of just before the first of them: first the links of the records' rows, then
 // the relations and pairs those links and the records name. Each round's reads run
-// at once.
-func loadGraphState(ctx context.Context, conn *ch.Conn, k nsKey, recs []graph.Record) (*graph.State, error) {
-	st := &stateLoader{st: graph.NewState()}
+// at once, over the tables of set.
+func loadGraphState(ctx context.Context, conn *ch.Conn, set tableset.Set, k nsKey, recs []graph.Record) (*graph.State, error) {
+	st := &stateLoader{st: graph.NewState(), set: set}
 	cutoff := recs[0].Seq
 	ids := graph.RowIDs(recs)
 	byRow := fmt.Sprintf("has(?, toString(memory_id)) AND seq < %d", cutoff)
@@ -64,10 +70,11 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, k nsKey, recs []graph.Re
 	return st.st, nil
 }
 
-// stateLoader lets concurrent reads load into one State.
+// stateLoader lets concurrent reads of one set's graph tables load into one State.
 type stateLoader struct {
-	mu sync.Mutex
-	st *graph.State
+	mu  sync.Mutex
+	st  *graph.State
+	set tableset.Set
 }
 
 func (l *stateLoader) load(f func(*graph.State)) {
@@ -93,9 +100,9 @@ func all(fns ...func() error) error {
 
 func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
 	q := `SELECT subject, predicate, object, observed_seq, argMax(cardinality, seq), argMax(valid_from, seq),
-			argMax(valid_to, seq), argMax(stated_from, seq), argMax(stated_to, seq), argMax(invalid_at, seq),
+			` + latest("valid_to") + `, ` + latest("stated_from") + `, ` + latest("stated_to") + `, ` + latest("invalid_at") + `,
 			argMax(seen_us, seq), argMax(restored, seq), argMax(fallback, seq)
-		FROM loom.entity_triples PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		FROM ` + st.set.Qualified("entity_triples") + ` PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY subject, predicate, object, observed_seq`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		var o graph.Observation
@@ -119,9 +126,9 @@ func readObservations(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsK
 
 // readTripleLinks reads the links still holding their fact.
 func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
-	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), argMax(stated_from, seq),
-			argMax(stated_to, seq), ` + rowRefCols + `
-		FROM loom.entity_triple_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+	q := `SELECT subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), ` + latest("stated_from") + `,
+			` + latest("stated_to") + `, ` + rowRefCols + `
+		FROM ` + st.set.Qualified("entity_triple_rows") + ` PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY subject, predicate, object, memory_id HAVING argMax(holds, seq) = 1`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		l := graph.TripleLink{Holds: true}
@@ -141,8 +148,8 @@ func readTripleLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKe
 }
 
 func readEdges(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where string, keys []string) error {
-	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), argMax(valid_to, seq), argMax(weight, seq)
-		FROM loom.entity_edges PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+	q := `SELECT entity_a, entity_b, opened_seq, argMax(valid_from, seq), ` + latest("valid_to") + `, argMax(weight, seq)
+		FROM ` + st.set.Qualified("entity_edges") + ` PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY entity_a, entity_b, opened_seq`
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		var e graph.Edge
@@ -161,7 +168,7 @@ func readEdges(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, whe
 
 func readEdgeLinks(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, where, having string, keys []string) error {
 	q := `SELECT entity_a, entity_b, toString(memory_id), argMax(opened_seq, seq), argMax(holds, seq), ` + rowRefCols + `
-		FROM loom.entity_edge_rows PREWHERE org = ? AND namespace = ? WHERE ` + where + `
+		FROM ` + st.set.Qualified("entity_edge_rows") + ` PREWHERE org = ? AND namespace = ? WHERE ` + where + `
 		GROUP BY entity_a, entity_b, memory_id ` + having
 	err := conn.Each(conn.Ctx(ctx), q, []any{k.org, k.namespace, keys}, func(scan func(...any) error) error {
 		var l graph.EdgeLink

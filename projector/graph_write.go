@@ -7,23 +7,23 @@ import (
 )
 
 const (
-	insertEntities = `INSERT INTO loom.entities (org, namespace, name, user_id, alias, entity_type, seq, seen_at)`
-	insertTriples  = `INSERT INTO loom.entity_triples (org, namespace, subject, predicate, object, observed_seq, seq,
-		cardinality, valid_from, valid_to, stated_from, stated_to, invalid_at, seen_at, seen_us, restored, fallback, committed_at)`
-	insertTripleRows = `INSERT INTO loom.entity_triple_rows (org, namespace, subject, predicate, object, memory_id, seq,
+	columnsEntities = `org, namespace, name, user_id, alias, entity_type, seq, seen_at`
+	columnsTriples  = `org, namespace, subject, predicate, object, observed_seq, seq,
+		cardinality, valid_from, valid_to, stated_from, stated_to, invalid_at, seen_at, seen_us, restored, fallback, committed_at`
+	columnsTripleRows = `org, namespace, subject, predicate, object, memory_id, seq,
 		observed_seq, holds, agent, user_id, session_id, memory_key, content_sha256, memory_type, stated_from, stated_to,
-		committed_at)`
-	insertEdges = `INSERT INTO loom.entity_edges (org, namespace, entity_a, entity_b, opened_seq, seq, valid_from, valid_to,
-		weight, committed_at)`
-	insertEdgeRows = `INSERT INTO loom.entity_edge_rows (org, namespace, entity_a, entity_b, memory_id, seq, opened_seq, holds,
-		agent, user_id, session_id, memory_key, content_sha256, memory_type, committed_at)`
+		committed_at`
+	columnsEdges = `org, namespace, entity_a, entity_b, opened_seq, seq, valid_from, valid_to,
+		weight, committed_at`
+	columnsEdgeRows = `org, namespace, entity_a, entity_b, memory_id, seq, opened_seq, holds,
+		agent, user_id, session_id, memory_key, content_sha256, memory_type, committed_at`
 )
 
-// graphInsert is one graph table's insert: its statement, and its fill when the batch
-// has rows for it.
+// graphInsert is one graph table's insert: the table, its columns, and its fill when
+// the batch has rows for it.
 type graphInsert struct {
-	table, query string
-	fill         func(driver.Batch) error
+	table, columns string
+	fill           func(driver.Batch) error
 }
 
 // graphInserts are the batch's graph inserts, one per table that has rows.
@@ -37,7 +37,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 		n[4] += len(g.rows.EdgeLinks)
 	}
 	all := []graphInsert{
-		{"loom.entities", insertEntities, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+		{"entities", columnsEntities, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
 			for _, v := range g.rows.Sightings {
 				s := v.Row
 				if err := b.Append(g.org, g.namespace, s.Name, s.UserID, s.Alias, s.Type, v.Seq, v.At); err != nil {
@@ -46,7 +46,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 			}
 			return nil
 		})},
-		{"loom.entity_triples", insertTriples, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+		{"entity_triples", columnsTriples, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
 			for _, v := range g.rows.Observations {
 				o := v.Row
 				seen := time.UnixMicro(o.SeenUS).UTC()
@@ -58,7 +58,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 			}
 			return nil
 		})},
-		{"loom.entity_triple_rows", insertTripleRows, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+		{"entity_triple_rows", columnsTripleRows, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
 			for _, v := range g.rows.TripleLinks {
 				l, r := v.Row, v.Row.Row
 				if err := b.Append(g.org, g.namespace, l.Subject, l.Predicate, l.Object, mustUUID(r.MemoryID), v.Seq,
@@ -69,7 +69,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 			}
 			return nil
 		})},
-		{"loom.entity_edges", insertEdges, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+		{"entity_edges", columnsEdges, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
 			for _, v := range g.rows.Edges {
 				e := v.Row
 				if err := b.Append(g.org, g.namespace, e.A, e.B, e.OpenedSeq, v.Seq, seconds(e.ValidFrom), secondsPtr(e.ValidTo),
@@ -79,7 +79,7 @@ func graphInserts(gs []nsGraph) []graphInsert {
 			}
 			return nil
 		})},
-		{"loom.entity_edge_rows", insertEdgeRows, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+		{"entity_edge_rows", columnsEdgeRows, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
 			for _, v := range g.rows.EdgeLinks {
 				l, r := v.Row, v.Row.Row
 				if err := b.Append(g.org, g.namespace, l.A, l.B, mustUUID(r.MemoryID), v.Seq, l.OpenedSeq, b2u(l.Holds),

@@ -6,34 +6,49 @@ package projector
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
-	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // Config tunes a projection.
 type Config struct {
-	Name      string        // the projection; its group is loom-projection-<name>
-	Topic     string        //
+	Name  string // the projection; its group is loom-projection-<name>
+	Topic string //
+	// Tables is the set of tables the projection writes: the serving set, or a
+	// rebuild's.
+	Tables    tableset.Set
 	BatchRows int           // records per batch at most
 	Interval  time.Duration // at most one batch starts per interval (parts budget)
+	// FillWait is how long a batch that finds the projection behind keeps polling
+	// for more records, up to BatchRows, before it starts; 0: the interval, within
+	// [100 ms, 1 s].
+	FillWait time.Duration
+	// Attempts is how many times a whole batch is tried before, failing still on
+	// something other than an unreachable store, it is split by namespace and the
+	// failing namespaces' records are recorded as failures.
+	Attempts int
 	// SessionTimeout is the consumer-group session: a projector that dies without
 	// leaving the group loses its partitions to the others after it.
 	SessionTimeout time.Duration
 	// Grace is how long a batch under way may finish, offsets committed, after Run's ctx ends.
 	Grace time.Duration
+}
+
+// Faults lets a test break the projection at a chosen point; nil fields do nothing.
+type Faults struct {
+	// BeforeInsert runs before a batch's inserts for each namespace with rows in
+	// them; an error fails the inserts, as ClickHouse refusing the rows would.
+	BeforeInsert func(org, namespace string) error
 }
 
 // Group is the consumer group of a projection.
@@ -59,10 +74,11 @@ func ConsumerOpts(cfg Config) []kgo.Opt {
 
 // Projector runs one projection.
 type Projector struct {
-	cfg  Config
-	pool *pgxpool.Pool
-	ch   *ch.Conn
-	log  *slog.Logger
+	cfg    Config
+	pool   *pgxpool.Pool
+	ch     *ch.Conn
+	log    *slog.Logger
+	faults Faults
 
 	applied   *metrics.Counter
 	dupes     *metrics.Counter
@@ -71,21 +87,31 @@ type Projector struct {
 	sealed    *metrics.Counter
 	uncarried *metrics.Counter
 	graphRows *metrics.Counter
+	failed    *metrics.Counter
+	held      *metrics.Counter
+	repaired  *metrics.Counter
 	batchTime *metrics.Histogram
+	batchRecs *metrics.Histogram
 	lag       *metrics.GaugeVec
 }
 
 // New returns a projector; it registers its metrics in reg, so make one per process
 // and projection, and Run it as often as its consumer is replaced.
-func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger) *Projector {
+func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger, faults Faults) *Projector {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = 5000
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
+	if cfg.FillWait <= 0 {
+		cfg.FillWait = fillWaitFor(cfg.Interval)
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
 	l := cfg.Name
-	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name),
+	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name), faults: faults,
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
 		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
@@ -93,14 +119,22 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, l
 		sealed:    reg.Counter("loom_projector_unopenable_total", "Revisions whose data key is gone (redacted or erased): no content projected.", "projection").With(l),
 		uncarried: reg.Counter("loom_projector_uncarried_total", "Copies whose content's vector ClickHouse no longer holds: projected without a search vector.", "projection").With(l),
 		graphRows: reg.Counter("loom_projector_graph_rows_total", "Graph row versions (facts, edges, entities, row links) a projection wrote.", "projection").With(l),
+		failed: reg.Counter("loom_projector_failed_records_total",
+			"Records a projection could not apply, recorded as failures for the repair pass (each time it failed).", "projection").With(l),
+		held: reg.Counter("loom_projector_held_records_total",
+			"Records recorded behind an earlier failure of their namespace instead of being applied past it.", "projection").With(l),
+		repaired:  reg.Counter("loom_projector_repaired_records_total", "Recorded failures the repair pass applied.", "projection").With(l),
 		batchTime: reg.Histogram("loom_projector_batch_seconds", "Time to write one batch to ClickHouse and Postgres.", nil, "projection").With(l),
-		lag:       reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
+		batchRecs: reg.Histogram("loom_projector_batch_records", "Records in one batch.",
+			[]float64{1, 10, 100, 500, 1000, 2500, 5000, 10000}, "projection").With(l),
+		lag: reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
 	}
 }
 
 // Run consumes with consumer, built with ConsumerOpts(cfg), until ctx ends. A batch
 // that cannot be written is retried with backoff and its offsets are not committed
-// meanwhile.
+// meanwhile; one that keeps failing for some namespaces' records is split, and
+// those records are recorded as failures (applyWithRetry).
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
@@ -113,15 +147,12 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 			case <-time.After(wait):
 			}
 		}
-		fetches := consumer.PollRecords(ctx, p.cfg.BatchRows)
+		polled := p.pollBatch(ctx, consumer)
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil
 		}
-		fetches.EachError(func(topic string, part int32, err error) {
-			p.log.Warn("projector: fetch error", "topic", topic, "partition", part, "err", err)
-		})
-		recs := fetches.Records()
+		recs := polled.recs
 		if len(recs) == 0 {
 			consumer.AllowRebalance()
 			continue
@@ -135,7 +166,8 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		if err == nil {
 			p.log.Debug("projector: batch applied", "records", len(recs),
 				"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
-			p.recordLag(fetches)
+			p.batchRecs.Observe(float64(len(recs)))
+			p.recordLag(polled.lag)
 			if cerr := consumer.CommitRecords(bctx, recs...); cerr != nil {
 				// Uncommitted offsets mean redelivery, which the tables collapse.
 				p.log.Warn("projector: offset commit failed; the batch will be redelivered", "err", cerr)
@@ -149,139 +181,27 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	}
 }
 
-func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) error {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 200 * time.Millisecond
-	bo.MaxInterval = 10 * time.Second
-	bo.MaxElapsedTime = 0
-	for {
-		start := time.Now()
-		err := p.apply(ctx, recs)
-		if err == nil {
-			p.batchTime.ObserveSince(start)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := bo.NextBackOff()
-		p.log.Warn("projector: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+// recordLag sets each fetched partition's lag: its high watermark at the latest fetch
+// past the last record of the batch.
+func (p *Projector) recordLag(lag map[int32]int64) {
+	for part, n := range lag {
+		p.lag.With(p.cfg.Name, strconv.Itoa(int(part))).Set(float64(n))
 	}
 }
 
-// apply writes one batch: rows to ClickHouse, then the batch's redactions and
-// erasures, then watermarks to Postgres.
-func (p *Projector) apply(ctx context.Context, recs []*kgo.Record) error {
-	b := decodeBatch(recs, p.undecoded, p.log)
-	if err := p.writeBatch(ctx, b); err != nil {
-		return err
-	}
-	if err := p.scrubAndErase(ctx, b); err != nil {
-		return err
-	}
-	advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, b.seqs, b.jumps)
+// RunMember runs the projection as a fresh member of its group until ctx ends.
+func (p *Projector) RunMember(ctx context.Context, brokers []string) error {
+	consumer, err := kafka.NewClient(brokers, ConsumerOpts(p.cfg)...)
 	if err != nil {
 		return err
 	}
-	for _, g := range gaps {
-		p.gaps.Inc()
-		p.log.Warn("projector: a namespace's seqs skip forward; its watermark waits for the missing ones", "namespace", g)
-	}
-	p.dupes.Add(float64(dupes))
-	p.applied.Add(float64(advanced))
-	return nil
-}
-
-// writeBatch opens the batch's revisions and writes their rows, and the audit rows of
-// its redactions. From reading the data keys until ClickHouse has the rows it holds
-// the publishers lock shared: an erasure or a redaction that destroys keys after the
-// read waits until these rows landed, and only then removes them (scrubAndErase).
-func (p *Projector) writeBatch(ctx context.Context, b batch) error {
-	if len(b.revisions) == 0 && len(b.redactions) == 0 {
-		return nil
-	}
-	conn, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire a connection to read the batch's keys: %w", err)
-	}
-	defer conn.Release()
-	return pg.HoldShared(ctx, conn, pg.LockPublishers, func() error {
-		var rows []opened
-		var graphRows []nsGraph
-		if len(b.revisions) > 0 {
-			keys, err := fetchKeys(ctx, conn, b.revisions)
-			if err != nil {
-				return err
-			}
-			rows = openAll(b.revisions, keys, p.sealed)
-			missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, rows)
-			if err != nil {
-				return err
-			}
-			p.uncarried.Add(float64(missing))
-			marks, err := readWatermarks(ctx, conn, p.cfg.Name, b.namespaces(), false)
-			if err != nil {
-				return err
-			}
-			if graphRows, err = foldGraph(ctx, p.ch, b, rows, marks); err != nil {
-				return err
-			}
-		}
-		// A redaction's record seals nothing: its audit row names the memory and the
-		// version, not the key.
-		audits := append([]opened(nil), rows...)
-		for _, env := range b.redactions {
-			audits = append(audits, opened{env: env, content: &events.Content{}})
-		}
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, rows, audits, graphRows); err != nil {
-			return err
-		}
-		p.graphRows.Add(float64(graphRowCount(graphRows)))
-		return nil
-	})
-}
-
-// scrubAndErase applies the batch's redactions and erasures to ClickHouse, after
-// waiting out every publisher that may still be writing what they remove (another
-// projector's batch in flight over a rebalance). Both only touch rows below their
-// record's seq, or the versions they name, so the batch's own later rows stay.
-func (p *Projector) scrubAndErase(ctx context.Context, b batch) error {
-	if len(b.fences) == 0 && len(b.redactions) == 0 {
-		return nil
-	}
-	if err := pg.WaitOut(ctx, p.pool, pg.LockPublishers); err != nil {
-		return fmt.Errorf("wait out the publishers before erasing: %w", err)
-	}
-	var rs []erasure.Redaction
-	for _, env := range b.redactions {
-		if r, ok := erasure.RedactionOf(env); ok {
-			rs = append(rs, r)
-		}
-	}
-	if err := erasure.Scrub(p.ch.Ctx(ctx), p.ch, rs); err != nil {
-		return err
-	}
-	if len(b.fences) > 0 {
-		if err := erasure.Erase(p.ch.Ctx(ctx), p.ch, b.fences); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// recordLag sets each fetched partition's lag: its high watermark at the fetch past
-// the last record of the batch.
-func (p *Projector) recordLag(fetches kgo.Fetches) {
-	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
-		if len(ftp.Records) == 0 {
-			return
-		}
-		last := ftp.Records[len(ftp.Records)-1].Offset
-		p.lag.With(p.cfg.Name, strconv.Itoa(int(ftp.Partition))).Set(float64(max(ftp.HighWatermark-last-1, 0)))
-	})
+	defer func() {
+		// Leave the group at once, so a restarted projector need not wait out the
+		// session and a reset finds the group empty.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		consumer.LeaveGroupContext(cctx)
+		cancel()
+		consumer.Close()
+	}()
+	return p.Run(ctx, consumer)
 }

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -18,6 +19,8 @@ type nsKey struct{ org, namespace string }
 type batch struct {
 	revisions []*events.Envelope
 	seqs      map[nsKey][]int64 // every seq seen, revision or not, for the watermarks
+	// refs are where each seq's record is on the topic, for a failure's record.
+	refs map[nsKey][]recordRef
 	// fences are the batch's erasures; jumps their seqs, which move a watermark over
 	// the seqs the erasure withdrew before they were published.
 	fences []erasure.Fence
@@ -36,8 +39,54 @@ func (b batch) namespaces() []nsKey {
 	return out
 }
 
+// recordRef is a record's seq and its place on the topic.
+type recordRef struct {
+	seq       int64
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// without returns the batch less every record of the namespaces in drop, and the
+// records it left out.
+func (b batch) without(drop map[nsKey]bool) (batch, map[nsKey][]recordRef) {
+	if len(drop) == 0 {
+		return b, nil
+	}
+	keep := func(env *events.Envelope) bool { return !drop[nsKey{env.Org, env.Namespace}] }
+	out := batch{revisions: filter(b.revisions, keep), redactions: filter(b.redactions, keep),
+		seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
+	for _, f := range b.fences {
+		if !drop[nsKey{f.Org, f.Namespace}] {
+			out.fences = append(out.fences, f)
+		}
+	}
+	left := map[nsKey][]recordRef{}
+	for k, seqs := range b.seqs {
+		if drop[k] {
+			left[k] = b.refs[k]
+			continue
+		}
+		out.seqs[k], out.refs[k] = seqs, b.refs[k]
+		if j, ok := b.jumps[k]; ok {
+			out.jumps[k] = j
+		}
+	}
+	return out, left
+}
+
+func filter(envs []*events.Envelope, keep func(*events.Envelope) bool) []*events.Envelope {
+	var out []*events.Envelope
+	for _, e := range envs {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
-	b := batch{seqs: map[nsKey][]int64{}, jumps: map[nsKey]map[int64]bool{}}
+	b := batch{seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
 	for _, r := range recs {
 		env, err := events.Decode(r.Value)
 		if err != nil {
@@ -50,6 +99,7 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 		}
 		k := nsKey{env.Org, env.Namespace}
 		b.seqs[k] = append(b.seqs[k], env.Seq)
+		b.refs[k] = append(b.refs[k], recordRef{seq: env.Seq, topic: r.Topic, partition: r.Partition, offset: r.Offset})
 		switch {
 		case env.Type == events.TypeErased:
 			if f, ok := erasure.FenceOf(env); ok {
@@ -77,24 +127,33 @@ type opened struct {
 	content *events.Content
 }
 
+// unopened is a revision whose content its data key, which exists, does not open: a
+// damaged record, not a redaction. It cannot be projected as it is.
+type unopened struct {
+	env *events.Envelope
+	err error
+}
+
 // openAll opens each revision's content. A revision whose data key is gone was
 // redacted or erased: nothing of it is projected, so a replay never brings it back.
-func openAll(revs []*events.Envelope, keys map[string][]byte, unopenable *metrics.Counter) []opened {
+// One whose key does not open it is returned apart, as a failure.
+func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.Counter) ([]opened, []unopened) {
 	out := make([]opened, 0, len(revs))
+	var bad []unopened
 	for _, env := range revs {
 		key, ok := keys[env.ID]
 		if !ok {
-			unopenable.Inc()
+			keyless.Inc()
 			continue
 		}
 		content, err := events.Open(key, env.ID, env.Sealed)
 		if err != nil {
-			unopenable.Inc()
+			bad = append(bad, unopened{env: env, err: fmt.Errorf("open the content of %s with its data key: %w", env.ID, err)})
 			continue
 		}
 		out = append(out, opened{env: env, content: content})
 	}
-	return out
+	return out, bad
 }
 
 // seconds truncates to the DateTime precision both ClickHouse versions store.

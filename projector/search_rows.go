@@ -10,12 +10,12 @@ import (
 )
 
 const (
-	insertLexical = `INSERT INTO loom.memory_lexical (org, namespace, agent, user_id, session_id, memory_key, memory_id, version,
+	columnsLexical = `org, namespace, agent, user_id, session_id, memory_key, memory_id, version,
 		seq, memory_type, status, tombstone, sensitivity, pinned, content_sha256, tags, expires_at, valid_to, updated_at, terms,
-		tfs, doc_len, key_terms)`
-	insertChunks = `INSERT INTO loom.memory_chunks (org, namespace, agent, user_id, session_id, memory_key, chunk, memory_id,
+		tfs, doc_len, key_terms`
+	columnsChunks = `org, namespace, agent, user_id, session_id, memory_key, chunk, memory_id,
 		version, seq, memory_type, status, tombstone, sensitivity, content_sha256, expires_at, valid_to, text, embedding,
-		embedding_dim)`
+		embedding_dim`
 )
 
 // searchable reports whether a revision's row may be found by search at all: not

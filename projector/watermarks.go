@@ -12,19 +12,30 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 )
 
-// advanceWatermarks moves each namespace's watermark through the seqs of the batch
-// that continue it without a gap, and notifies the barrier's listeners. A seq at or
-// below the watermark is a redelivery. A seq past a gap is written to ClickHouse but
-// does not move the watermark: the relay publishes a namespace's records again after
-// any it could not publish, so the missing seq arrives, followed by the rest. A jump
-// (an erasure's seq) moves the watermark to it over any gap: the seqs below it that
-// have not arrived were withdrawn by the erasure and never will.
-func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, seqs map[nsKey][]int64, jumps map[nsKey]map[int64]bool) (advanced int, gaps []string, dupes int, err error) {
-	if len(seqs) == 0 {
+// settlement is what a batch writes to Postgres once ClickHouse holds its rows, in
+// one transaction: its seqs and jumps for the watermarks, the records it could not
+// apply, and (a repair) the failures it applied.
+type settlement struct {
+	seqs     map[nsKey][]int64
+	jumps    map[nsKey]map[int64]bool
+	failures []failure
+	resolved map[nsKey][]int64
+}
+
+// advanceWatermarks settles a batch: it moves each namespace's watermark through the
+// seqs of the batch that continue it without a gap, records the batch's failures,
+// resolves the failures a repair applied, and notifies the barrier's listeners. A seq
+// at or below the watermark is a redelivery. A seq past a gap is written to
+// ClickHouse but does not move the watermark: the relay publishes a namespace's
+// records again after any it could not publish, so the missing seq arrives, followed
+// by the rest. A jump (an erasure's seq) moves the watermark to it over any gap: the
+// seqs below it that have not arrived were withdrawn by the erasure and never will.
+func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, st settlement) (advanced int, gaps []string, dupes int, err error) {
+	if len(st.seqs) == 0 && len(st.failures) == 0 && len(st.resolved) == 0 {
 		return 0, nil, 0, nil
 	}
-	keys := make([]nsKey, 0, len(seqs))
-	for k := range seqs {
+	keys := make([]nsKey, 0, len(st.seqs))
+	for k := range st.seqs {
 		keys = append(keys, k)
 	}
 	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
@@ -36,7 +47,7 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		var marks []int64
 		for _, k := range keys {
 			start := current[k]
-			wm, n, d, gap := advance(start, seqs[k], jumps[k])
+			wm, n, d, gap := advance(start, st.seqs[k], st.jumps[k])
 			advanced, dupes = advanced+n, dupes+d
 			if gap {
 				gaps = append(gaps, k.org+"/"+k.namespace)
@@ -44,6 +55,12 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 			if wm > start {
 				orgs, nss, marks = append(orgs, k.org), append(nss, k.namespace), append(marks, wm)
 			}
+		}
+		if err := recordFailures(ctx, tx, projection, st.failures); err != nil {
+			return err
+		}
+		if err := resolveFailures(ctx, tx, projection, st.resolved); err != nil {
+			return err
 		}
 		if len(marks) == 0 {
 			return nil
@@ -83,11 +100,7 @@ func advance(wm int64, seqs []int64, jumps map[int64]bool) (next int64, advanced
 // readWatermarks reads the batch's watermarks; lock takes their rows, so two
 // projectors of one projection (a rebalance in flight) advance them one at a time.
 func readWatermarks(ctx context.Context, q heads.Querier, projection string, keys []nsKey, lock bool) (map[nsKey]int64, error) {
-	orgs := make([]string, len(keys))
-	nss := make([]string, len(keys))
-	for i, k := range keys {
-		orgs[i], nss[i] = k.org, k.namespace
-	}
+	orgs, nss := splitKeys(keys)
 	sql := `SELECT w.org, w.namespace, w.seq FROM loom.projection_watermarks w
 		JOIN unnest($2::text[], $3::text[]) AS b(org, namespace) ON w.org = b.org AND w.namespace = b.namespace
 		WHERE w.projection = $1

@@ -11,52 +11,58 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // The column lists are explicit: ClickHouse 18.16 needs them, and they keep an insert
 // valid when a later migration adds a column.
 const (
-	insertMemory = `INSERT INTO loom.memory (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+	columnsMemory = `org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 		memory_type, status, tombstone, value, content_sha256, tags, entities, confidence, reinforcement_count, actor,
 		source_class, embedding_model, embedding_dim, created_at, updated_at, committed_at,
 		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
-		judgement_owed)`
-	insertVersions = `INSERT INTO loom.memory_versions (org, namespace, agent, user_id, session_id, memory_key, version,
+		judgement_owed`
+	columnsVersions = `org, namespace, agent, user_id, session_id, memory_key, version,
 		memory_id, seq, event_type, op, memory_type, status, tombstone, value, content_sha256, tags, entities, confidence,
 		reinforcement_count, actor, source_class, created_at, updated_at, committed_at,
 		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
-		judgement_owed)`
-	insertEmbeddings = `INSERT INTO loom.memory_embeddings (org, namespace, agent, user_id, session_id, memory_key,
+		judgement_owed`
+	columnsEmbeddings = `org, namespace, agent, user_id, session_id, memory_key,
 		memory_id, version, seq, memory_type, status, tombstone, content_sha256, tags, source_class, embedding_model,
-		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding)`
-	insertAudit = `INSERT INTO loom.audit_log (org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
-		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id)`
+		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding`
+	columnsAudit = `org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
+		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id`
 )
+
+// insertInto is the insert statement of table in set with its column list.
+func insertInto(set tableset.Set, table, columns string) string {
+	return "INSERT INTO " + set.Qualified(table) + " (" + columns + ")"
+}
 
 // writeRows sends one insert per table, all at once: the tables are independent
 // and each collapses a row it sees twice, so a batch that fails part-way is simply
 // written again. audits are the rows' audit rows and those of records that project
-// nothing else (a redaction); graphRows the batch's folded graph rows.
-func writeRows(ctx context.Context, conn *ch.Conn, rows, audits []opened, graphRows []nsGraph) error {
+// nothing else (a redaction); graphRows the batch's folded graph rows. Every insert
+// goes to the tables of set.
+func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows, audits []opened, graphRows []nsGraph) error {
 	var inserts []func() error
+	insert := func(table, columns string, fill func(driver.Batch) error) {
+		inserts = append(inserts, func() error { return send(ctx, conn, set.Qualified(table), insertInto(set, table, columns), fill) })
+	}
 	if len(rows) > 0 {
-		inserts = append(inserts,
-			func() error { return send(ctx, conn, "loom.memory", insertMemory, memoryFill(rows)) },
-			func() error { return send(ctx, conn, "loom.memory_versions", insertVersions, versionsFill(rows)) },
-			func() error {
-				return send(ctx, conn, "loom.memory_embeddings", insertEmbeddings, embeddingsFill(rows))
-			},
-			func() error { return send(ctx, conn, "loom.memory_lexical", insertLexical, lexicalFill(rows)) },
-		)
+		insert("memory", columnsMemory, memoryFill(rows))
+		insert("memory_versions", columnsVersions, versionsFill(rows))
+		insert("memory_embeddings", columnsEmbeddings, embeddingsFill(rows))
+		insert("memory_lexical", columnsLexical, lexicalFill(rows))
 	}
 	if len(audits) > 0 {
-		inserts = append(inserts, func() error { return send(ctx, conn, "loom.audit_log", insertAudit, auditFill(audits)) })
+		insert("audit_log", columnsAudit, auditFill(audits))
 	}
 	if fill, any := chunksFill(rows); any {
-		inserts = append(inserts, func() error { return send(ctx, conn, "loom.memory_chunks", insertChunks, fill) })
+		insert("memory_chunks", columnsChunks, fill)
 	}
 	for _, g := range graphInserts(graphRows) {
-		inserts = append(inserts, func() error { return send(ctx, conn, g.table, g.query, g.fill) })
+		insert(g.table, g.columns, g.fill)
 	}
 	errs := make([]error, len(inserts))
 	var wg sync.WaitGroup

@@ -63,7 +63,12 @@ func runDev(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	printBanner(ln.Addr().String(), token, stack, cfg.Topic)
+	envFile := filepath.Join(*dir, "dev.env")
+	if err := writeDevEnv(envFile, cfg, token); err != nil {
+		ln.Close()
+		return err
+	}
+	printBanner(ln.Addr().String(), token, stack, cfg.Topic, envFile)
 	err = n.Run(ctx, ln)
 	if ctx.Err() != nil {
 		return nil
@@ -92,7 +97,21 @@ func devToken(ctx context.Context, tokens *auth.Store, file string) (string, err
 	return secret, nil
 }
 
-func printBanner(addr, token string, stack *devstack.Stack, topic string) {
+// writeDevEnv keeps the embedded stores' addresses, for the operator commands
+// (loomd projector, republish, token) run against this stack from another shell.
+func writeDevEnv(file string, cfg config.Config, token string) error {
+	var env strings.Builder
+	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PGDSN}, {"LOOM_CH_ADDR", strings.Join(cfg.CHAddr, ",")},
+		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.KafkaBrokers, ",")}, {"LOOM_PG_DURABILITY", cfg.PGDurability}, {"LOOM_TOKEN", token}} {
+		fmt.Fprintf(&env, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
+	}
+	if err := os.WriteFile(file, []byte(env.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return nil
+}
+
+func printBanner(addr, token string, stack *devstack.Stack, topic, envFile string) {
 	host := addr
 	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 		host = "localhost:" + p
@@ -119,6 +138,9 @@ Loom is running at %[1]s (org "dev")
   %[4]s --database loom
   kcat -b %[5]s -C -t %[6]s -e -f 'key=%%k offset=%%o headers=%%h\n'
 
+  # operator commands (loomd projector reset|rebuild, republish, token) from another shell
+  set -a; . %[7]s; set +a
+
 Ctrl-C stops Loom and its stores; data stays in .loom/ for the next run.
-`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic)
+`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic, envFile)
 }

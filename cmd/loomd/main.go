@@ -1,4 +1,4 @@
-// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset, republish, bench.
+// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset and rebuild, republish, bench.
 package main
 
 import (
@@ -31,6 +31,10 @@ Usage:
   loomd projector reset --group G --to earliest|latest|<RFC3339> [--topic T] [--execute]
                         print (and with --execute apply) a consumer group offset reset;
                         refuses while the group has live members
+  loomd projector rebuild [--projection P] [--drop-old | --abandon | --drop-retired | --status]
+                        build a fresh generation of the projection tables beside the serving
+                        ones from the topic, switch the query side to it once caught up, and
+                        keep the old one until --drop-retired (resumes one under way)
   loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
                         re-create topic records from the Postgres journal (a lost or
                         truncated topic) and queue them for the relay

@@ -11,14 +11,107 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/projector"
 )
 
 func runProjector(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "reset" {
-		return usageError{errors.New("projector: want `loomd projector reset --group G --to earliest|latest|<RFC3339> [--execute]`")}
+	switch {
+	case len(args) > 0 && args[0] == "reset":
+		return runProjectorReset(ctx, args[1:])
+	case len(args) > 0 && args[0] == "rebuild":
+		return runProjectorRebuild(ctx, args[1:])
 	}
-	return runProjectorReset(ctx, args[1:])
+	return usageError{errors.New("projector: want `loomd projector reset --group G --to earliest|latest|<RFC3339> [--execute]` or `loomd projector rebuild [--drop-old | --abandon | --drop-retired | --status]`")}
+}
+
+// runProjectorRebuild builds a fresh generation of the projection tables beside the
+// serving ones and switches the query side to it (projector/rebuild.go), or abandons
+// one under way, drops the generations kept after a switch, or shows where they stand.
+func runProjectorRebuild(ctx context.Context, args []string) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("projector rebuild", flag.ContinueOnError)
+	name := fs.String("projection", cfg.Projection, "the projection whose tables are rebuilt")
+	dropOld := fs.Bool("drop-old", false, "after the switch, drop the tables that served before it")
+	abandon := fs.Bool("abandon", false, "drop the generation under way instead of building it")
+	dropRetired := fs.Bool("drop-retired", false, "drop the tables kept after earlier switches, and nothing else")
+	status := fs.Bool("status", false, "print the generations and how far a rebuild under way is, and nothing else")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if n := countTrue(*abandon, *dropRetired, *status, *dropOld); n > 1 {
+		return usageError{errors.New("projector rebuild: --drop-old, --abandon, --drop-retired and --status go alone")}
+	}
+	cfg.Projection = *name
+	log := newLogger(cfg.LogLevel, os.Stderr)
+	n, err := node.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	r := projector.NewRebuilder(projector.RebuildOptions{Config: node.ProjectorConfig(cfg), Brokers: cfg.KafkaBrokers, Progress: os.Stdout},
+		n.PG, n.CH, metrics.NewRegistry(), log)
+	switch {
+	case *status:
+		return printRebuildStatus(ctx, n, cfg.Projection)
+	case *abandon:
+		gen, err := r.Abandon(ctx)
+		if err == nil {
+			fmt.Printf("abandoned generation %d (0: none was under way)\n", gen)
+		}
+		return err
+	case *dropRetired:
+		return dropRetiredGenerations(ctx, r)
+	}
+	s, err := r.Build(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("generation %d serves; kept: %v\n", s.Serving, s.Retired)
+	if *dropOld {
+		return dropRetiredGenerations(ctx, r)
+	}
+	return nil
+}
+
+func dropRetiredGenerations(ctx context.Context, r *projector.Rebuilder) error {
+	dropped, err := r.DropRetired(ctx)
+	if err == nil {
+		fmt.Printf("dropped generations %v\n", dropped)
+	}
+	return err
+}
+
+func printRebuildStatus(ctx context.Context, n *node.Node, projection string) error {
+	s, err := projector.ReadTablesState(ctx, n.PG)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("serving generation %d; kept after switches: %v\n", s.Serving, s.Retired)
+	if s.Building == 0 {
+		fmt.Println("no rebuild under way")
+		return nil
+	}
+	behind, seqs, err := projector.BehindServing(ctx, n.PG, s.BuildingFor, projector.BuildName(s.BuildingFor, s.Building))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("building generation %d for projection %s: %d namespaces, %d seqs behind the serving tables\n", s.Building, s.BuildingFor, behind, seqs)
+	return nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // runProjectorReset moves a consumer group's committed offsets, as

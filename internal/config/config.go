@@ -56,6 +56,8 @@ type Config struct {
 	Projection           string        // LOOM_PROJECTION: the projection the query side serves
 	ProjectorBatch       int           // LOOM_PROJECTOR_BATCH_ROWS
 	ProjectorSession     time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
+	ProjectorAttempts    int           // LOOM_PROJECTOR_BATCH_ATTEMPTS: tries of a failing batch before it is split by namespace
+	ProjectorRepair      time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded projection failures are retried (0: never)
 	MemoryCharLimit      int           // LOOM_MEMORY_CHAR_LIMIT
 	ConflictThreshold    float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
 	DuplicateThreshold   float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
@@ -161,6 +163,8 @@ func load(env Lookup) (Config, []Setting, error) {
 		Projection:            r.str("LOOM_PROJECTION", "main"),
 		ProjectorBatch:        r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
 		ProjectorSession:      r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
+		ProjectorAttempts:     r.int("LOOM_PROJECTOR_BATCH_ATTEMPTS", 3),
+		ProjectorRepair:       r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
 		MemoryCharLimit:       r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
 		ConflictThreshold:     r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
 		DuplicateThreshold:    r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
@@ -253,8 +257,11 @@ func (c Config) check() error {
 	if c.MemoryCharLimit < 1 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))
 	}
-	if c.OutboxMaxAttempts < 1 || c.OutboxBatch < 1 || c.ProjectorBatch < 1 {
-		errs = append(errs, errors.New("LOOM_OUTBOX_MAX_ATTEMPTS, LOOM_OUTBOX_BATCH_ROWS and LOOM_PROJECTOR_BATCH_ROWS must be positive"))
+	if c.OutboxMaxAttempts < 1 || c.OutboxBatch < 1 || c.ProjectorBatch < 1 || c.ProjectorAttempts < 1 {
+		errs = append(errs, errors.New("LOOM_OUTBOX_MAX_ATTEMPTS, LOOM_OUTBOX_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ROWS and LOOM_PROJECTOR_BATCH_ATTEMPTS must be positive"))
+	}
+	if c.ProjectorRepair < 0 {
+		errs = append(errs, errors.New("LOOM_PROJECTOR_REPAIR_INTERVAL_MS must not be negative"))
 	}
 	switch c.Embedder {
 	case "hash", "openai":

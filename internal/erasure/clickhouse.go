@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // Fence is one namespace's part of an erasure: the rows of the scope (the namespace,
@@ -49,46 +50,64 @@ func chCounted() []string {
 	return out
 }
 
-// eraseMutation is what an erasure does to one table for a set of fences of the same
+// eraseMutation is what an erasure does to one table of a set for fences of the same
 // purge flag: delete the scope's rows, except the audit trail outside a purge, which
 // keeps its rows and loses its keys.
-func eraseMutation(table string, fences []Fence, purge bool) ch.Mutation {
+func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) ch.Mutation {
 	var preds []string
 	var args []any
 	for _, f := range fences {
 		w, a := f.where()
 		preds, args = append(preds, w), append(args, a...)
 	}
-	m := ch.Mutation{Table: table, Where: "(" + strings.Join(preds, " OR ") + ")", Args: args}
+	m := ch.Mutation{Table: set.Name(table), Where: "(" + strings.Join(preds, " OR ") + ")", Args: args}
 	if table == "audit_log" && !purge {
 		m.Set, m.Where = "memory_key = ''", m.Where+" AND memory_key != ''"
 	}
 	return m
 }
 
-// Erase applies fences to every ClickHouse table that can hold content: one mutation
-// per table and purge flag, each waited to completion. A user's part of the shared
-// graph tables goes first, found through the link rows that go after it.
+// Erase applies fences to every ClickHouse table that can hold content, in every set
+// of the projection tables that exists (the serving one, a rebuild's, one kept after a
+// switch): one mutation per table and purge flag, each waited to completion. A user's
+// part of the shared graph tables goes first, found through the link rows that go
+// after it.
 func Erase(ctx context.Context, conn *ch.Conn, fences []Fence) error {
+	sets, err := tableset.Existing(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, set := range sets {
+		if err := eraseSet(ctx, conn, set, fences); err != nil {
+			return fmt.Errorf("erase from the %s tables: %w", set.Set, err)
+		}
+	}
+	return nil
+}
+
+func eraseSet(ctx context.Context, conn *ch.Conn, set tableset.Present, fences []Fence) error {
 	byPurge := map[bool][]Fence{}
 	for _, f := range fences {
 		byPurge[f.Purge] = append(byPurge[f.Purge], f)
 		if f.UserID != "" {
-			if err := eraseSharedGraph(ctx, conn, f); err != nil {
+			if err := eraseSharedGraph(ctx, conn, set, f); err != nil {
 				return err
 			}
 		}
 	}
 	for purge, fs := range byPurge {
 		for _, table := range chCounted() {
+			if !set.Has(table) {
+				continue
+			}
 			scope := fs
 			if userless(table) {
 				if scope = namespaceFences(fs); len(scope) == 0 {
 					continue
 				}
 			}
-			if _, err := conn.Mutate(ctx, eraseMutation(table, scope, purge)); err != nil {
-				return fmt.Errorf("erase from %s: %w", table, err)
+			if _, err := conn.Mutate(ctx, eraseMutation(set.Set, table, scope, purge)); err != nil {
+				return fmt.Errorf("erase from %s: %w", set.Set.Name(table), err)
 			}
 		}
 	}
@@ -107,23 +126,43 @@ func namespaceFences(fs []Fence) []Fence {
 }
 
 // Count is the census of one fence in ClickHouse: per table (by Key), the rows of the
-// scope that still hold content. A user's part of the shared graph tables is counted
-// through its link rows, which go only after it.
+// scope that still hold content, in every set of the projection tables together. A
+// user's part of the shared graph tables is counted through its link rows, which go
+// only after it.
 func Count(ctx context.Context, conn *ch.Conn, f Fence) (map[string]int64, error) {
+	sets, err := tableset.Existing(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]int64{}
 	for _, table := range chCounted() {
+		key := Table{Store: ClickHouse, Name: ch.Database + "." + table}.Key()
+		out[key] = 0
 		if userless(table) && f.UserID != "" {
 			continue
 		}
-		m := eraseMutation(table, []Fence{f}, f.Purge)
-		var n uint64
-		q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE %s", ch.Database, table, m.Where)
-		if err := conn.QueryRow(conn.Ctx(ctx), q, m.Args...).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count the erasure's residue in %s: %w", table, err)
+		for _, set := range sets {
+			if !set.Has(table) {
+				continue
+			}
+			m := eraseMutation(set.Set, table, []Fence{f}, f.Purge)
+			n, err := countWhere(ctx, conn, set.Set.Qualified(table), m.Where, m.Args)
+			if err != nil {
+				return nil, fmt.Errorf("count the erasure's residue in %s: %w", set.Set.Name(table), err)
+			}
+			out[key] += n
 		}
-		out[Table{Store: ClickHouse, Name: ch.Database + "." + table}.Key()] = int64(n)
 	}
 	return out, nil
+}
+
+// countWhere counts the rows of a table that match a bound predicate.
+func countWhere(ctx context.Context, conn *ch.Conn, table, where string, args []any) (int64, error) {
+	var n uint64
+	if err := conn.QueryRow(conn.Ctx(ctx), fmt.Sprintf("SELECT count() FROM %s WHERE %s", table, where), args...).Scan(&n); err != nil {
+		return 0, err
+	}
+	return int64(n), nil
 }
 
 // Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
@@ -167,7 +206,8 @@ func (r Redaction) where() (string, []any) {
 	return "(org = ? AND namespace = ? AND memory_id = toUUID(?) AND has(?, version))", []any{r.Org, r.Namespace, r.MemoryID, versions}
 }
 
-// Scrub applies redactions: one mutation per table, waited to completion.
+// Scrub applies redactions to every set of the projection tables that exists: one
+// mutation per table, waited to completion.
 func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	if len(rs) == 0 {
 		return nil
@@ -179,26 +219,45 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 		preds, args = append(preds, w), append(args, a...)
 	}
 	scope := "(" + strings.Join(preds, " OR ") + ")"
-	for _, s := range scrubs() {
-		m := ch.Mutation{Table: s.table, Set: s.set, Where: scope + " AND " + s.holds, Args: args}
-		if _, err := conn.Mutate(ctx, m); err != nil {
-			return fmt.Errorf("scrub %s: %w", s.table, err)
+	sets, err := tableset.Existing(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, set := range sets {
+		for _, s := range scrubs() {
+			if !set.Has(s.table) {
+				continue
+			}
+			m := ch.Mutation{Table: set.Set.Name(s.table), Set: s.set, Where: scope + " AND " + s.holds, Args: args}
+			if _, err := conn.Mutate(ctx, m); err != nil {
+				return fmt.Errorf("scrub %s: %w", m.Table, err)
+			}
 		}
 	}
 	return nil
 }
 
-// Unscrubbed counts, per table, the rows of a redaction that still hold text.
+// Unscrubbed counts, per table, the rows of a redaction that still hold text, in every
+// set of the projection tables together.
 func Unscrubbed(ctx context.Context, conn *ch.Conn, r Redaction) (map[string]int64, error) {
+	sets, err := tableset.Existing(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	w, args := r.where()
 	out := map[string]int64{}
 	for _, s := range scrubs() {
-		var n uint64
-		q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE %s AND %s", ch.Database, s.table, w, s.holds)
-		if err := conn.QueryRow(conn.Ctx(ctx), q, args...).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count unscrubbed rows of %s: %w", s.table, err)
+		out[s.table] = 0
+		for _, set := range sets {
+			if !set.Has(s.table) {
+				continue
+			}
+			n, err := countWhere(ctx, conn, set.Set.Qualified(s.table), w+" AND "+s.holds, args)
+			if err != nil {
+				return nil, fmt.Errorf("count unscrubbed rows of %s: %w", set.Set.Name(s.table), err)
+			}
+			out[s.table] += n
 		}
-		out[s.table] = int64(n)
 	}
 	return out, nil
 }

@@ -6,22 +6,26 @@ import (
 	"testing"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // An erasure deletes the scope's rows below each fence; the audit trail keeps its rows
 // and loses its keys, unless the erasure purges.
 func TestEraseMutation(t *testing.T) {
 	fences := []Fence{{Org: "acme", Namespace: "support", UserID: "alice", Seq: 42}, {Org: "acme", Namespace: "sales", Seq: 7}}
-	m := eraseMutation("memory", fences, false)
+	m := eraseMutation(tableset.Serving(), "memory", fences, false)
 	if m.Set != "" || m.Where != "((org = ? AND namespace = ? AND user_id = ? AND seq < ?) OR (org = ? AND namespace = ? AND seq < ?))" ||
 		fmt.Sprint(m.Args) != "[acme support alice 42 acme sales 7]" {
 		t.Fatalf("memory: %+v", m)
 	}
-	audit := eraseMutation("audit_log", fences, false)
+	audit := eraseMutation(tableset.Serving(), "audit_log", fences, false)
 	if audit.Set != "memory_key = ''" || !strings.HasSuffix(audit.Where, " AND memory_key != ''") {
 		t.Fatalf("audit_log without a purge: %+v", audit)
 	}
-	if purged := eraseMutation("audit_log", fences, true); purged.Set != "" || strings.Contains(purged.Where, "memory_key") {
+	if g := eraseMutation(tableset.Of(4), "audit_log", fences, false); g.Table != "audit_log__g4" || g.Set != audit.Set || g.Where != audit.Where {
+		t.Fatalf("audit_log of generation 4: %+v", g)
+	}
+	if purged := eraseMutation(tableset.Serving(), "audit_log", fences, true); purged.Set != "" || strings.Contains(purged.Where, "memory_key") {
 		t.Fatalf("audit_log with a purge: %+v", purged)
 	}
 }
@@ -41,7 +45,7 @@ func TestFenceOf(t *testing.T) {
 // Every ClickHouse table a projection writes is cleared by an erasure.
 func TestErasureReachesEveryProjectionTable(t *testing.T) {
 	got := strings.Join(chCounted(), " ")
-	for _, table := range []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log"} {
+	for _, table := range tableset.Projection() {
 		if !strings.Contains(" "+got+" ", " "+table+" ") {
 			t.Errorf("an erasure does not reach %s (it reaches %s)", table, got)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/tableset"
 )
 
 // The graph's tables (schemas/clickhouse/006_graph.sql). The row links and the
@@ -41,23 +42,29 @@ var sharedGraphs = []sharedGraph{
 // it again): every version its records wrote, except the opening of an observation
 // another user's row still holds, and every observation its records opened that no
 // other user's row holds. Removing the versions its records wrote undoes the closes
-// and fallbacks its writes caused on others' facts, as a fold without them would.
-func eraseSharedGraph(ctx context.Context, conn *ch.Conn, f Fence) error {
-	seqs, err := userGraphSeqs(ctx, conn, f)
+// and fallbacks its writes caused on others' facts, as a fold without them would. It
+// reads and mutates one set of the projection tables.
+func eraseSharedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present, f Fence) error {
+	for _, t := range []string{graphTripleOf, graphEdgeOf, graphEntities, graphTriples, graphEdges} {
+		if !set.Has(t) {
+			return nil // a set still being created holds nothing of the graph yet
+		}
+	}
+	seqs, err := userGraphSeqs(ctx, conn, set.Set, f)
 	if err != nil || len(seqs) == 0 {
 		return err
 	}
 	for _, g := range sharedGraphs {
-		kept, err := keptObservations(ctx, conn, f, g, seqs)
+		kept, err := keptObservations(ctx, conn, set.Set, f, g, seqs)
 		if err != nil {
 			return err
 		}
-		m := ch.Mutation{Table: g.table,
+		m := ch.Mutation{Table: set.Set.Name(g.table),
 			Where: fmt.Sprintf(`org = ? AND namespace = ? AND seq < ? AND (
 				(has(?, %[1]s) AND NOT has(?, cityHash64(%[2]s))) OR (has(?, seq) AND seq != %[1]s))`, g.opened, g.ident),
 			Args: []any{f.Org, f.Namespace, uint64(f.Seq), seqs, kept, seqs}}
 		if _, err := conn.Mutate(ctx, m); err != nil {
-			return fmt.Errorf("erase the user's part of %s: %w", g.table, err)
+			return fmt.Errorf("erase the user's part of %s: %w", m.Table, err)
 		}
 	}
 	return nil
@@ -65,12 +72,12 @@ func eraseSharedGraph(ctx context.Context, conn *ch.Conn, f Fence) error {
 
 // userGraphSeqs are the seqs of the user's records that wrote to the graph, below the
 // fence: each such record wrote a link or an entity row of the user.
-func userGraphSeqs(ctx context.Context, conn *ch.Conn, f Fence) ([]uint64, error) {
+func userGraphSeqs(ctx context.Context, conn *ch.Conn, set tableset.Set, f Fence) ([]uint64, error) {
 	q := fmt.Sprintf(`SELECT DISTINCT seq FROM (
-		SELECT seq FROM %[1]s.%[2]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
-		UNION ALL SELECT seq FROM %[1]s.%[3]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
-		UNION ALL SELECT seq FROM %[1]s.%[4]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?)`,
-		ch.Database, graphTripleOf, graphEdgeOf, graphEntities)
+		SELECT seq FROM %[1]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
+		UNION ALL SELECT seq FROM %[2]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
+		UNION ALL SELECT seq FROM %[3]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?)`,
+		set.Qualified(graphTripleOf), set.Qualified(graphEdgeOf), set.Qualified(graphEntities))
 	var args []any
 	for range 3 {
 		args = append(args, f.Org, f.Namespace, f.UserID, uint64(f.Seq))
@@ -80,9 +87,9 @@ func userGraphSeqs(ctx context.Context, conn *ch.Conn, f Fence) ([]uint64, error
 
 // keptObservations are the observations the user's records opened that another
 // user's row holds, as cityHash64 of their identity.
-func keptObservations(ctx context.Context, conn *ch.Conn, f Fence, g sharedGraph, seqs []uint64) ([]uint64, error) {
-	q := fmt.Sprintf(`SELECT DISTINCT cityHash64(%s) FROM %s.%s WHERE org = ? AND namespace = ? AND user_id != ? AND has(?, %s)`,
-		g.ident, ch.Database, g.links, g.opened)
+func keptObservations(ctx context.Context, conn *ch.Conn, set tableset.Set, f Fence, g sharedGraph, seqs []uint64) ([]uint64, error) {
+	q := fmt.Sprintf(`SELECT DISTINCT cityHash64(%s) FROM %s WHERE org = ? AND namespace = ? AND user_id != ? AND has(?, %s)`,
+		g.ident, set.Qualified(g.links), g.opened)
 	kept, err := scanUint64s(ctx, conn, q, []any{f.Org, f.Namespace, f.UserID, seqs}, "read the observations others hold in "+g.links)
 	if kept == nil {
 		kept = []uint64{0} // an empty array literal has no type on 18.16

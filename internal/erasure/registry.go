@@ -5,6 +5,12 @@
 // ClickHouse mutations that erase or scrub.
 package erasure
 
+import (
+	"strings"
+
+	"github.com/loomplane/loom/internal/tableset"
+)
+
 // Class says what an erasure does with a table.
 type Class string
 
@@ -73,6 +79,8 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
 		{Store: Postgres, Name: "loom.scope_generations", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_watermarks", Class: NoMemoryContent, Why: "counters"},
+		{Store: Postgres, Name: "loom.projection_failures", Class: NoMemoryContent,
+			Why: "where the records a projection could not apply are on the topic, and why: seqs, offsets and reasons, no content"},
 		{Store: Postgres, Name: "loom.namespaces", Class: NoMemoryContent, Why: "namespace policy an admin wrote"},
 		{Store: Postgres, Name: "loom.blacklist", Class: NoMemoryContent, Why: "patterns an admin wrote"},
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent, Why: "credential hashes; a token bound to a user is revoked by an operator"},
@@ -94,6 +102,25 @@ func Tables() []Table {
 		{Store: ClickHouse, Name: "loom.storage_authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: ClickHouse, Name: "loom.ch_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
 	}
+}
+
+// Classify finds the registry entry of a table by its Key. A copy of a projection
+// table in another set (a rebuild's, or one kept after a switch, loom.memory__g3) is
+// classified as the table it copies: every erasure, redaction and census reaches
+// every set (tableset.Existing).
+func Classify(key string) (Table, bool) {
+	name := key
+	if rest, ok := strings.CutPrefix(key, ClickHouse+":"+"loom."); ok {
+		if table, set, ok := tableset.Parse(rest); ok && !set.IsServing() {
+			name = ClickHouse + ":" + tableset.Serving().Qualified(table)
+		}
+	}
+	for _, t := range Tables() {
+		if t.Key() == name {
+			return t, true
+		}
+	}
+	return Table{}, false
 }
 
 // rowScope is the scope of the tables keyed by a memory row's identity and seq.

@@ -22,24 +22,69 @@ func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo
 	if err != nil {
 		return 0, err
 	}
-	from := map[int32]kgo.Offset{}
-	until := map[int32]int64{}
-	for p, end := range ends {
-		if end > starts[p] {
-			from[p] = kgo.NewOffset().At(starts[p])
-			until[p] = end
+	return readRanges(ctx, brokers, topic, starts, ends, fn)
+}
+
+// ReadAt reads the records at the given offsets of topic's partitions, without a
+// consumer group: each partition from the lowest offset wanted to the highest, or to
+// its end when the log ends before. It returns the records it found, by partition and
+// offset; an offset the log no longer (or never) held is missing from the answer.
+func ReadAt(ctx context.Context, brokers []string, topic string, want map[int32][]int64) (map[int32]map[int64]*kgo.Record, error) {
+	admin, err := NewClient(brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	if err != nil {
+		return nil, err
+	}
+	wanted := map[int32]map[int64]bool{}
+	from, until := map[int32]int64{}, map[int32]int64{}
+	for p, offsets := range want {
+		wanted[p] = map[int64]bool{}
+		for _, o := range offsets {
+			wanted[p][o] = true
+			if f, ok := from[p]; !ok || o < f {
+				from[p] = o
+			}
+			until[p] = max(until[p], o+1)
+		}
+		from[p], until[p] = max(from[p], starts[p]), min(until[p], ends[p])
+	}
+	out := map[int32]map[int64]*kgo.Record{}
+	_, err = readRanges(ctx, brokers, topic, from, until, func(r *kgo.Record) {
+		if wanted[r.Partition][r.Offset] {
+			if out[r.Partition] == nil {
+				out[r.Partition] = map[int64]*kgo.Record{}
+			}
+			out[r.Partition][r.Offset] = r
+		}
+	})
+	return out, err
+}
+
+// readRanges hands fn every record of topic in [from, until) of each partition, in
+// offset order per partition, and returns how many it read.
+func readRanges(ctx context.Context, brokers []string, topic string, from, until map[int32]int64, fn func(*kgo.Record)) (int64, error) {
+	start := map[int32]kgo.Offset{}
+	left := map[int32]int64{}
+	for p, end := range until {
+		if end > from[p] {
+			start[p] = kgo.NewOffset().At(from[p])
+			left[p] = end
 		}
 	}
-	if len(until) == 0 {
+	if len(left) == 0 {
 		return 0, nil
 	}
-	cl, err := NewClient(brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	cl, err := NewClient(brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}))
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
 	var n int64
-	for len(until) > 0 {
+	for len(left) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("read %s (%d records so far): %w", topic, n, err)
@@ -50,14 +95,14 @@ func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo
 			return n, fmt.Errorf("read %s: %w", topic, fetchErr)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			end, ok := until[r.Partition]
+			end, ok := left[r.Partition]
 			if !ok || r.Offset >= end {
 				return
 			}
 			fn(r)
 			n++
 			if r.Offset+1 >= end {
-				delete(until, r.Partition)
+				delete(left, r.Partition)
 			}
 		})
 	}

@@ -48,3 +48,42 @@ func TestReadTopicReadsEachPartitionToItsEndOnce(t *testing.T) {
 		t.Fatalf("the records landed in %d partitions; the test wants several", len(next))
 	}
 }
+
+func TestReadAtFindsTheOffsetsAskedFor(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "loom.readat.v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	brokers := c.ListenAddrs()
+	producer, err := NewClient(brokers, kgo.DefaultProduceTopic("loom.readat.v1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	for i := 0; i < 20; i++ {
+		r := &kgo.Record{Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))}
+		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadAt(ctx, brokers, "loom.readat.v1", map[int32][]int64{0: {3, 7}, 1: {0, 9, 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 holds 0, 2, 4, ... at offsets 0, 1, 2, ...; partition 1 holds 1, 3, 5, ...
+	for _, c := range []struct {
+		p      int32
+		offset int64
+		value  string
+	}{{0, 3, "6"}, {0, 7, "14"}, {1, 0, "1"}, {1, 9, "19"}} {
+		if r := got[c.p][c.offset]; r == nil || string(r.Value) != c.value {
+			t.Errorf("partition %d offset %d: %v, want value %s", c.p, c.offset, r, c.value)
+		}
+	}
+	if len(got[0]) != 2 || len(got[1]) != 2 {
+		t.Fatalf("read %d and %d records, want exactly the 2 and 2 that exist: %v", len(got[0]), len(got[1]), got)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
 	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
 )
@@ -52,6 +53,8 @@ type Node struct {
 
 	// RelayFaults is handed to the relay role (tests inject failures through it).
 	RelayFaults relay.Faults
+	// ProjectorFaults is handed to the projector role (tests inject failures through it).
+	ProjectorFaults projector.Faults
 
 	watermarkWake *pg.Listener
 	projector     *projectorSwitch

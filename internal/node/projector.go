@@ -3,9 +3,9 @@ package node
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
-	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -27,18 +27,30 @@ func newProjectorSwitch() *projectorSwitch {
 	return &projectorSwitch{pause: make(chan pauseRequest)}
 }
 
+// ProjectorConfig is the configured projection, writing the serving tables.
+func ProjectorConfig(c config.Config) projector.Config {
+	return projector.Config{Name: c.Projection, Topic: c.Topic, Tables: tableset.Serving(), BatchRows: c.ProjectorBatch,
+		Interval: c.PGPublishInterval, Attempts: c.ProjectorAttempts, SessionTimeout: c.ProjectorSession,
+		Grace: c.ShutdownGrace}
+}
+
 // RunProjector runs the projector role for the configured projection until ctx ends,
-// standing aside while an admin request holds it paused.
+// standing aside while an admin request holds it paused, and its repair pass every
+// LOOM_PROJECTOR_REPAIR_INTERVAL_MS.
 func (n *Node) RunProjector(ctx context.Context) error {
 	n.projector.running.Store(true)
 	defer n.projector.running.Store(false)
-	pcfg := projector.Config{Name: n.Cfg.Projection, Topic: n.Cfg.Topic, BatchRows: n.Cfg.ProjectorBatch,
-		Interval: n.Cfg.PGPublishInterval, SessionTimeout: n.Cfg.ProjectorSession, Grace: n.Cfg.ShutdownGrace}
-	p := projector.New(pcfg, n.PG, n.CH, n.Metrics, n.Log)
+	p := projector.New(ProjectorConfig(n.Cfg), n.PG, n.CH, n.Metrics, n.Log, n.ProjectorFaults)
+	if n.Cfg.ProjectorRepair > 0 {
+		rctx, stopRepair := context.WithCancel(ctx)
+		repaired := make(chan struct{})
+		go func() { defer close(repaired); p.RunRepair(rctx, n.Cfg.KafkaBrokers, n.Cfg.ProjectorRepair) }()
+		defer func() { stopRepair(); <-repaired }()
+	}
 	for {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- projectOnce(runCtx, p, pcfg, n.Cfg.KafkaBrokers) }()
+		go func() { done <- p.RunMember(runCtx, n.Cfg.KafkaBrokers) }()
 		select {
 		case err := <-done:
 			stop()
@@ -60,23 +72,6 @@ func (n *Node) RunProjector(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// projectOnce runs p with a fresh group member until ctx ends.
-func projectOnce(ctx context.Context, p *projector.Projector, pcfg projector.Config, brokers []string) error {
-	consumer, err := kafka.NewClient(brokers, projector.ConsumerOpts(pcfg)...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Leave the group at once, so a restarted projector need not wait out the
-		// session and a reset finds the group empty.
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return p.Run(ctx, consumer)
 }
 
 // pauseProjector stops this process's projector when it runs projection name, and

@@ -19,6 +19,14 @@ const (
 	// or a redaction takes it exclusively once (WaitOut) to wait out the publishers
 	// that read what it destroyed before it committed.
 	LockPublishers int64 = 0x4c4f4f4d_0005
+	// LockServingTables is held shared by every projector batch and repair that reads
+	// or writes the serving projection tables, from its first read of them until its
+	// watermarks are written. A rebuild's switch holds it exclusively while it renames
+	// the tables, so no batch straddles the rename.
+	LockServingTables int64 = 0x4c4f4f4d_0006
+	// LockRebuild is held by the one process building, abandoning or dropping a
+	// generation of the projection tables.
+	LockRebuild int64 = 0x4c4f4f4d_0007
 )
 
 // HoldShared runs fn while conn's session holds key shared. The lock is released when
@@ -61,6 +69,11 @@ func SessionLock(ctx context.Context, pool *pgxpool.Pool, key int64) (func(), er
 		conn.Release()
 		return nil, fmt.Errorf("take advisory lock %x: %w", key, err)
 	}
+	return releaser(conn, key), nil
+}
+
+// releaser releases a session advisory lock and the connection holding it.
+func releaser(conn *pgxpool.Conn, key int64) func() {
 	return func() {
 		ctx := context.Background()
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
@@ -68,5 +81,23 @@ func SessionLock(ctx context.Context, pool *pgxpool.Pool, key int64) (func(), er
 			conn.Conn().Close(ctx)
 		}
 		conn.Release()
-	}, nil
+	}
+}
+
+// TrySessionLock takes a session advisory lock on a connection of its own when no
+// other session holds it, and returns the function that releases it; ok is false,
+// with nothing held, when another session holds it.
+func TrySessionLock(ctx context.Context, pool *pgxpool.Pool, key int64) (unlock func(), ok bool, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("acquire a connection for advisory lock %x: %w", key, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		if err != nil {
+			return nil, false, fmt.Errorf("try advisory lock %x: %w", key, err)
+		}
+		return nil, false, nil
+	}
+	return releaser(conn, key), true, nil
 }

@@ -123,19 +123,11 @@ func TestEveryRoleReplicatedSurvivesKills(t *testing.T) {
 	c := newCaller(token)
 
 	namespaces := []string{testenv.Unique(t, "a"), testenv.Unique(t, "b"), testenv.Unique(t, "c"), testenv.Unique(t, "d")}
-	book := &ledger{writes: map[string][]acked{}}
-	writes := &tally{counts: map[string]int{}}
 	searches := &tally{counts: map[string]int{}}
 	ctx, stopLoad := context.WithCancel(context.Background())
 	defer stopLoad()
 	var wg sync.WaitGroup
-	for w, ns := range namespaces {
-		wg.Add(1)
-		go func(w int, ns string) {
-			defer wg.Done()
-			write(ctx, rand.New(rand.NewSource(int64(w))), c, fleet["command"], ns, book, writes)
-		}(w, ns)
-	}
+	book, writes := startWriters(ctx, &wg, 0, c, fleet["command"], namespaces)
 	for s := 0; s < 2; s++ {
 		wg.Add(1)
 		go func(s int) {
@@ -167,7 +159,32 @@ func TestEveryRoleReplicatedSurvivesKills(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 
-	for _, tl := range []*tally{writes, searches} {
+	checkTallies(t, writes, searches)
+	t.Logf("writes: %v; searches: %v", writes.counts, searches.counts)
+	if writes.counts["ok"] < 100 || searches.counts["ok"] < 20 {
+		t.Fatalf("too little load got through to test anything: writes %v, searches %v", writes.counts, searches.counts)
+	}
+
+	checkConverged(t, namespaces, book)
+
+	// Every process stops on SIGTERM, promptly and cleanly.
+	var stopping sync.WaitGroup
+	for _, p := range all {
+		stopping.Add(1)
+		go func(p *proc) {
+			defer stopping.Done()
+			if err := p.terminate(t, 30*time.Second); err != nil {
+				t.Errorf("%s exited with %v on SIGTERM:\n%s", p.name, err, tailFile(p.log, 10))
+			}
+		}(p)
+	}
+	stopping.Wait()
+}
+
+// checkTallies fails the test now if any of the tallies recorded a wrong answer.
+func checkTallies(t *testing.T, tallies ...*tally) {
+	t.Helper()
+	for _, tl := range tallies {
 		for _, b := range tl.bad {
 			t.Error(b)
 		}
@@ -175,12 +192,14 @@ func TestEveryRoleReplicatedSurvivesKills(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("writes: %v; searches: %v", writes.counts, searches.counts)
-	if writes.counts["ok"] < 100 || searches.counts["ok"] < 20 {
-		t.Fatalf("too little load got through to test anything: writes %v, searches %v", writes.counts, searches.counts)
-	}
+}
 
-	// The pipeline catches up, and ClickHouse equals the journal.
+// checkConverged waits for the relays to drain the outbox and the projectors to reach
+// every namespace's generation, then checks that ClickHouse holds exactly the Postgres
+// journal and heads of each namespace, and that every acknowledged write is in the
+// journal.
+func checkConverged(t *testing.T, namespaces []string, book *ledger) {
+	t.Helper()
 	pool, conn := env.PG(t), env.CH(t)
 	testenv.Eventually(t, 90*time.Second, "the relays to drain the outbox and the projectors to catch up", func() bool {
 		if testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox`) > 0 {
@@ -204,19 +223,21 @@ func TestEveryRoleReplicatedSurvivesKills(t *testing.T) {
 		}
 		book.mu.Unlock()
 	}
+}
 
-	// Every process stops on SIGTERM, promptly and cleanly.
-	var stopping sync.WaitGroup
-	for _, p := range all {
-		stopping.Add(1)
-		go func(p *proc) {
-			defer stopping.Done()
-			if err := p.terminate(t, 30*time.Second); err != nil {
-				t.Errorf("%s exited with %v on SIGTERM:\n%s", p.name, err, tailFile(p.log, 10))
-			}
-		}(p)
+// startWriters starts a writer (write) per namespace in wg until ctx ends, the i-th
+// seeded with seed+i, and returns the ledger and the tally they fill.
+func startWriters(ctx context.Context, wg *sync.WaitGroup, seed int64, c *caller, commands []*proc, namespaces []string) (*ledger, *tally) {
+	book := &ledger{writes: map[string][]acked{}}
+	writes := &tally{counts: map[string]int{}}
+	for w, ns := range namespaces {
+		wg.Add(1)
+		go func(w int, ns string) {
+			defer wg.Done()
+			write(ctx, rand.New(rand.NewSource(seed+int64(w))), c, commands, ns, book, writes)
+		}(w, ns)
 	}
-	stopping.Wait()
+	return book, writes
 }
 
 // write is one namespace's writer: new keys, and every fifth write revises an earlier

@@ -23,6 +23,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/node"
+	"github.com/loomplane/loom/projector"
 )
 
 // Env is one set of running stores, migrated.
@@ -192,7 +193,14 @@ func (e *Env) Relay(t testing.TB, faults relay.Faults, mods ...func(*config.Conf
 // test ends).
 func (e *Env) Projector(t testing.TB, name string, mods ...func(*config.Config)) (stop func()) {
 	t.Helper()
+	return e.FaultyProjector(t, name, projector.Faults{}, mods...)
+}
+
+// FaultyProjector is Projector with faults injected.
+func (e *Env) FaultyProjector(t testing.TB, name string, faults projector.Faults, mods ...func(*config.Config)) (stop func()) {
+	t.Helper()
 	n := e.Open(t, func(c *config.Config) { c.Projection = name; apply(mods)(c) })
+	n.ProjectorFaults = faults
 	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
 	return stop
 }

@@ -1,0 +1,249 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// applyWithRetry applies a batch, retrying with backoff. A batch that has failed
+// Attempts times on something other than an unreachable store is split by namespace
+// (isolate): the namespaces whose share applies are applied, the others' records are
+// recorded as failures, and the batch is done. An unreachable store is waited out,
+// however long: every namespace needs it.
+func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 10 * time.Second
+	bo.MaxElapsedTime = 0
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := p.apply(ctx, recs, false)
+		if err == nil {
+			p.batchTime.ObserveSince(start)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt >= p.cfg.Attempts && !transient(err) {
+			p.log.Warn("projector: batch keeps failing; splitting it by namespace", "records", len(recs), "attempts", attempt, "err", err)
+			if err = p.isolate(ctx, recs, err); err == nil {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		wait := bo.NextBackOff()
+		p.log.Warn("projector: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// transient reports whether err means a store could not be reached or the work was
+// stopped, rather than a store refusing these records: it is retried, never recorded
+// against a namespace.
+func transient(err error) bool {
+	return ch.Unavailable(err) || pg.Unavailable(err) || errors.Is(err, context.Canceled)
+}
+
+// apply makes one attempt at a batch. Holding the serving tables' lock when it writes
+// them, it sets aside the records of namespaces held by earlier failures, writes the
+// rest's rows, applies its redactions and erasures, and settles it in Postgres
+// (watermarks, failures). A repair's batch holds namespaces whose failures it retries:
+// they are not set aside, and the failures of the records it applies are resolved.
+func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) error {
+	b := decodeBatch(recs, p.undecoded, p.log)
+	return p.holdingTables(ctx, func() error {
+		keys := b.namespaces()
+		marks, err := readWatermarks(ctx, p.pool, p.cfg.Name, keys, false)
+		if err != nil {
+			return err
+		}
+		var st settlement
+		if !repair {
+			held, err := heldNamespaces(ctx, p.pool, p.cfg.Name, keys)
+			if err != nil {
+				return err
+			}
+			var left map[nsKey][]recordRef
+			b, left = b.without(held)
+			for k, refs := range left {
+				st.failures = append(st.failures, failuresOf(k, refs, marks[k], nil, heldBehindEarlier)...)
+			}
+		}
+		b, failed, err := p.writeBatch(ctx, b, marks)
+		if err != nil {
+			return err
+		}
+		st.failures = append(st.failures, failed...)
+		if err := p.scrubAndErase(ctx, b); err != nil {
+			return err
+		}
+		st.seqs, st.jumps = b.seqs, b.jumps
+		if repair {
+			st.resolved = b.seqs
+		}
+		advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, st)
+		if err != nil {
+			return err
+		}
+		p.noteFailures(st.failures)
+		for _, g := range gaps {
+			p.gaps.Inc()
+			p.log.Warn("projector: a namespace's seqs skip forward; its watermark waits for the missing ones", "namespace", g)
+		}
+		p.dupes.Add(float64(dupes))
+		p.applied.Add(float64(advanced))
+		if repair {
+			p.repaired.Add(float64(advanced))
+		}
+		return nil
+	})
+}
+
+// holdingTables runs fn holding the serving tables' lock shared when this projection
+// writes them, so a rebuild's switch never renames them under a batch.
+func (p *Projector) holdingTables(ctx context.Context, fn func() error) error {
+	if !p.cfg.Tables.IsServing() {
+		return fn()
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection for the serving tables' lock: %w", err)
+	}
+	defer conn.Release()
+	return pg.HoldShared(ctx, conn, pg.LockServingTables, fn)
+}
+
+func (p *Projector) noteFailures(fs []failure) {
+	for _, f := range fs {
+		if f.held {
+			p.held.Inc()
+			continue
+		}
+		p.failed.Inc()
+		p.log.Warn("projector: recorded a record it cannot apply; its namespace is held until the repair pass applies it",
+			"namespace", f.ns.org+"/"+f.ns.namespace, "seq", f.ref.seq, "reason", f.reason)
+	}
+}
+
+// writeBatch opens the batch's revisions and writes their rows, and the audit rows of
+// its redactions, to the projection's tables. From reading the data keys until
+// ClickHouse has the rows it holds the publishers lock shared: an erasure or a
+// redaction that destroys keys after the read waits until these rows landed, and only
+// then removes them (scrubAndErase). A namespace with a revision its key does not
+// open is taken out of the batch as failures (setAside); the batch it returns is what
+// it wrote.
+func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64) (batch, []failure, error) {
+	if len(b.revisions) == 0 && len(b.redactions) == 0 {
+		return b, nil, nil
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return b, nil, fmt.Errorf("acquire a connection to read the batch's keys: %w", err)
+	}
+	defer conn.Release()
+	var failed []failure
+	err = pg.HoldShared(ctx, conn, pg.LockPublishers, func() error {
+		var rows []opened
+		var graphRows []nsGraph
+		if len(b.revisions) > 0 {
+			keys, err := fetchKeys(ctx, conn, b.revisions)
+			if err != nil {
+				return err
+			}
+			var bad []unopened
+			var skipped int
+			rows, bad = openAll(b.revisions, keys, p.sealed)
+			b, rows, failed, skipped = setAside(b, rows, bad, marks)
+			p.sealed.Add(float64(skipped))
+			missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows)
+			if err != nil {
+				return err
+			}
+			p.uncarried.Add(float64(missing))
+			if graphRows, err = foldGraph(ctx, p.ch, p.cfg.Tables, b, rows, marks); err != nil {
+				return err
+			}
+		}
+		// A redaction's record seals nothing: its audit row names the memory and the
+		// version, not the key.
+		audits := append([]opened(nil), rows...)
+		for _, env := range b.redactions {
+			audits = append(audits, opened{env: env, content: &events.Content{}})
+		}
+		if err := p.faults.beforeInsert(audits); err != nil {
+			return err
+		}
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, audits, graphRows); err != nil {
+			return err
+		}
+		p.graphRows.Add(float64(graphRowCount(graphRows)))
+		return nil
+	})
+	return b, failed, err
+}
+
+// beforeInsert runs the BeforeInsert fault once for each namespace with rows.
+func (f Faults) beforeInsert(rows []opened) error {
+	if f.BeforeInsert == nil {
+		return nil
+	}
+	seen := map[nsKey]bool{}
+	var errs []error
+	for _, o := range rows {
+		k := nsKey{o.env.Org, o.env.Namespace}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if err := f.BeforeInsert(k.org, k.namespace); err != nil {
+			errs = append(errs, fmt.Errorf("insert the rows of %s/%s: %w", k.org, k.namespace, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// scrubAndErase applies the batch's redactions and erasures to ClickHouse, after
+// waiting out every publisher that may still be writing what they remove (another
+// projector's batch in flight over a rebalance). Both only touch rows below their
+// record's seq, or the versions they name, so the batch's own later rows stay. Both
+// reach every set of the projection tables (a rebuild's, one kept after a switch).
+func (p *Projector) scrubAndErase(ctx context.Context, b batch) error {
+	if len(b.fences) == 0 && len(b.redactions) == 0 {
+		return nil
+	}
+	if err := pg.WaitOut(ctx, p.pool, pg.LockPublishers); err != nil {
+		return fmt.Errorf("wait out the publishers before erasing: %w", err)
+	}
+	var rs []erasure.Redaction
+	for _, env := range b.redactions {
+		if r, ok := erasure.RedactionOf(env); ok {
+			rs = append(rs, r)
+		}
+	}
+	if err := erasure.Scrub(p.ch.Ctx(ctx), p.ch, rs); err != nil {
+		return err
+	}
+	if len(b.fences) > 0 {
+		if err := erasure.Erase(p.ch.Ctx(ctx), p.ch, b.fences); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A projection that is behind (a replay, a backlog) has more records on the topic
+// than one fetch hands over, and the pace admits only a few batches a second: each
+// batch should carry as many records as it may, so the parts budget buys the most
+// records per part. So a batch whose fetches show records past the ones in hand keeps
+// polling, for at most FillWait, until it holds BatchRows. A projection that is caught
+// up starts its batch at once with whatever arrived.
+
+// polled is a batch's records and, per partition, the records past the last of them
+// as of the latest fetch.
+type polled struct {
+	recs []*kgo.Record
+	lag  map[int32]int64
+}
+
+// behind reports whether a fetch showed records past the ones in hand.
+func (b *polled) behind() bool {
+	for _, n := range b.lag {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *polled) add(fetches kgo.Fetches, p *Projector) {
+	fetches.EachError(func(topic string, part int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			p.log.Warn("projector: fetch error", "topic", topic, "partition", part, "err", err)
+		}
+	})
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if len(ftp.Records) == 0 {
+			return
+		}
+		last := ftp.Records[len(ftp.Records)-1].Offset
+		b.lag[ftp.Partition] = max(ftp.HighWatermark-last-1, 0)
+		b.recs = append(b.recs, ftp.Records...)
+	})
+}
+
+// pollBatch polls the next batch: it waits for records, then, while the projection is
+// behind, polls for more until the batch is full or FillWait has passed.
+func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client) polled {
+	b := polled{lag: map[int32]int64{}}
+	b.add(consumer.PollRecords(ctx, p.cfg.BatchRows), p)
+	if len(b.recs) == 0 || !b.behind() {
+		return b
+	}
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.FillWait)
+	defer cancel()
+	for len(b.recs) < p.cfg.BatchRows && b.behind() && fctx.Err() == nil {
+		b.add(consumer.PollRecords(fctx, p.cfg.BatchRows-len(b.recs)), p)
+	}
+	return b
+}
+
+// fillWaitFor is the fill wait a pace interval implies: a batch that is behind waits
+// about as long as the pace would hold the next one back anyway.
+func fillWaitFor(interval time.Duration) time.Duration {
+	return min(max(interval, 100*time.Millisecond), time.Second)
+}
