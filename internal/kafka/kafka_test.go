@@ -10,14 +10,7 @@ import (
 )
 
 func TestEnsureTopicCreatesOnceAndKeepsRecordsForever(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	brokers := c.ListenAddrs()
+	ctx, brokers := fakeKafka(t)
 	for i := 0; i < 2; i++ {
 		if err := EnsureTopic(ctx, brokers, "loom.test.v1", 3, -1); err != nil {
 			t.Fatalf("ensure topic, call %d: %v", i+1, err)
@@ -52,4 +45,18 @@ func TestEnsureTopicCreatesOnceAndKeepsRecordsForever(t *testing.T) {
 	if _, err := NewClient(nil); err == nil {
 		t.Fatal("a client without brokers must be refused")
 	}
+}
+
+// fakeKafka starts a one-broker kfake cluster for the test and returns a context
+// bounding the test's Kafka calls and the brokers' addresses.
+func fakeKafka(t *testing.T, opts ...kfake.Opt) (context.Context, []string) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx, c.ListenAddrs()
 }

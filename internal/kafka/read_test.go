@@ -1,24 +1,15 @@
 package kafka
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestReadTopicReadsEachPartitionToItsEndOnce(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "loom.read.v1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	brokers := c.ListenAddrs()
+	ctx, brokers := fakeKafka(t, kfake.SeedTopics(3, "loom.read.v1"))
 	if n, err := ReadTopic(ctx, brokers, "loom.read.v1", func(*kgo.Record) {}); err != nil || n != 0 {
 		t.Fatalf("empty topic: %d records, %v", n, err)
 	}
@@ -50,14 +41,7 @@ func TestReadTopicReadsEachPartitionToItsEndOnce(t *testing.T) {
 }
 
 func TestReadAtFindsTheOffsetsAskedFor(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "loom.readat.v1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	brokers := c.ListenAddrs()
+	ctx, brokers := fakeKafka(t, kfake.SeedTopics(2, "loom.readat.v1"))
 	producer, err := NewClient(brokers, kgo.DefaultProduceTopic("loom.readat.v1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
