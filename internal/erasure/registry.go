@@ -79,6 +79,7 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
 		{Store: Postgres, Name: "loom.scope_generations", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_watermarks", Class: NoMemoryContent, Why: "counters"},
+		{Store: Postgres, Name: "loom.projection_tables", Class: NoMemoryContent, Why: "generation numbers of the projection tables"},
 		{Store: Postgres, Name: "loom.projection_failures", Class: NoMemoryContent,
 			Why: "where the records a projection could not apply are on the topic, and why: seqs, offsets and reasons, no content"},
 		{Store: Postgres, Name: "loom.namespaces", Class: NoMemoryContent, Why: "namespace policy an admin wrote"},
