@@ -18,9 +18,11 @@ func Unavailable(err error) bool {
 	}
 	var exc *clickhouse.Exception
 	if errors.As(err, &exc) {
-		// 159 timeout, 164 readonly, 202 too many queries, 241 memory limit, 252 too many parts.
+		// 159 timeout, 164 readonly, 202 too many queries, 241 memory limit, 252 too
+		// many parts; 60 unknown table: a rebuild's switch renames the serving tables,
+		// and a statement landing between two renames finds one missing for a moment.
 		switch exc.Code {
-		case 159, 164, 202, 241, 252:
+		case 60, 159, 164, 202, 241, 252:
 			return true
 		}
 		return false
