@@ -40,12 +40,8 @@ func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
 }
 
 func (s *Service) changeBlacklist(c *fiber.Ctx, change func(context.Context, pgx.Tx, auth.Principal, string, string) error) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return err
-	}
-	if err := requireAdmin(p); err != nil {
+	p, ns, err := routeNamespace(c, adminFor("changing a namespace's policy"))
+	if err != nil {
 		return err
 	}
 	var req blacklistRequest
@@ -62,7 +58,7 @@ func (s *Service) changeBlacklist(c *fiber.Ctx, change func(context.Context, pgx
 		return httperr.Validation("pattern", "not a valid RE2 pattern: "+err.Error())
 	}
 	ctx := c.UserContext()
-	err := s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error { return change(ctx, tx, p, ns, req.Pattern) })
+	err = s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error { return change(ctx, tx, p, ns, req.Pattern) })
 	if err != nil {
 		return httperr.Store("changing the blacklist", err)
 	}

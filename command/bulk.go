@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
@@ -95,12 +94,8 @@ func (s *Service) handleBulkSet(c *fiber.Ctx) error {
 }
 
 func (s *Service) bulkSet(c *fiber.Ctx, hold *idemHold) (*bulkAnswer, error) {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return nil, err
-	}
-	if err := p.RequireWrite(); err != nil {
+	p, ns, err := routeNamespace(c, mayWrite)
+	if err != nil {
 		return nil, err
 	}
 	var req bulkRequest
@@ -192,23 +187,10 @@ func (s *Service) readBulk(ctx context.Context, org, ns string, items []*bulkIte
 	}
 	b := &pgx.Batch{}
 	finish := queuePolicy(b, org, ns)
-	var byKey, bySHA [][]byte
-	scanRows := func(into *[][]byte) func(pgx.Rows) error {
-		return func(rows pgx.Rows) error {
-			for rows.Next() {
-				var raw []byte
-				if err := rows.Scan(&raw); err != nil {
-					return err
-				}
-				*into = append(*into, raw)
-			}
-			return rows.Err()
-		}
-	}
-	b.Queue(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys).Query(scanRows(&byKey))
-	b.Queue(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas).Query(scanRows(&bySHA))
-	b.Queue(`SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`,
-		s.cfg.Projection, org, ns).QueryRow(func(r pgx.Row) error { return r.Scan(&st.watermark) })
+	var byKey, bySHA []*memrow.Row
+	queueHeads(b, &byKey, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys)
+	queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
+	s.queueWatermark(b, org, ns, &st.watermark)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -216,18 +198,10 @@ func (s *Service) readBulk(ctx context.Context, org, ns string, items []*bulkIte
 	if st.policy, err = finish(); err != nil {
 		return nil, err
 	}
-	for _, raw := range byKey {
-		h, err := heads.Decode(raw)
-		if err != nil {
-			return nil, err
-		}
+	for _, h := range byKey {
 		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
 	}
-	for _, raw := range bySHA {
-		h, err := heads.Decode(raw)
-		if err != nil {
-			return nil, err
-		}
+	for _, h := range bySHA {
 		st.bySHA[h.ContentSHA256] = append(st.bySHA[h.ContentSHA256], h)
 	}
 	return st, nil

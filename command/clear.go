@@ -8,7 +8,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -29,12 +28,8 @@ type clearRequest struct {
 // locked row is left as it is and counted.
 func (s *Service) handleClear(c *fiber.Ctx) error {
 	return s.measured(c, "memory.clear", func(hold *idemHold) (any, error) {
-		p := auth.From(c)
-		ns := c.Params("ns")
-		if err := p.Namespace(ns); err != nil {
-			return nil, err
-		}
-		if err := p.RequireWrite(); err != nil {
+		p, ns, err := routeNamespace(c, mayWrite)
+		if err != nil {
 			return nil, err
 		}
 		var req clearRequest
@@ -117,20 +112,7 @@ func (s *Service) clearHeads(ctx context.Context, org, ns string, req clearReque
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*memrow.Row
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, err
-		}
-		h, err := heads.Decode(raw)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return heads.Collect(rows)
 }
 
 func (s *Service) countLocked(c *fiber.Ctx, org, ns string, req clearRequest) (int64, error) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -171,11 +170,8 @@ func splitMethod(raw string) (key, method string, err error) {
 	if i < 0 {
 		return "", "", httperr.NotFound("no such route: POST a custom method, e.g. .../memories/{key}:pin")
 	}
-	key, err = url.PathUnescape(raw[:i])
-	if err != nil {
-		return "", "", httperr.Validation("memory_key", "the key is not valid percent-encoding")
-	}
-	return key, raw[i+1:], nil
+	key, err = decodeKey(raw[:i])
+	return key, raw[i+1:], err
 }
 
 // copyBody is the optional body of a copy writer: the identity of the key.
@@ -211,9 +207,9 @@ func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
 // handleDelete is memory.delete, or with ?version=V memory.delete_version: it removes
 // exactly the version the caller read, and nothing when the key has moved on.
 func (s *Service) handleDelete(c *fiber.Ctx) error {
-	key, err := url.PathUnescape(c.Params("key"))
+	key, err := routeKey(c)
 	if err != nil {
-		return httperr.Validation("memory_key", "the key is not valid percent-encoding")
+		return err
 	}
 	body := copyBody{Agent: c.Query("agent"), UserID: c.Query("user_id"), SessionID: c.Query("session_id")}
 	version := int64(-1)
@@ -232,12 +228,9 @@ func (s *Service) handleDelete(c *fiber.Ctx) error {
 // keyIdentity is the key a write addressed by route and body acts on, checked
 // against the token: it reaches the namespace and may write; a token bound to one
 // user acts on that user's keys.
-func keyIdentity(c *fiber.Ctx, p auth.Principal, key string, body copyBody) (memrow.Identity, error) {
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return memrow.Identity{}, err
-	}
-	if err := p.RequireWrite(); err != nil {
+func keyIdentity(c *fiber.Ctx, key string, body copyBody) (memrow.Identity, error) {
+	p, ns, err := routeNamespace(c, mayWrite)
+	if err != nil {
 		return memrow.Identity{}, err
 	}
 	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(body.Agent), UserID: orDash(body.UserID),
@@ -253,7 +246,7 @@ func keyIdentity(c *fiber.Ctx, p auth.Principal, key string, body copyBody) (mem
 // moved on, nothing is written and the answer says version_changed.
 func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (copyAnswer, error) {
 	p := auth.From(c)
-	id, err := keyIdentity(c, p, key, body)
+	id, err := keyIdentity(c, key, body)
 	if err != nil {
 		return nil, err
 	}

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/graph"
 	"github.com/loomplane/loom/internal/heads"
-	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -41,23 +38,9 @@ func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int)
 	if err != nil {
 		return 0, fmt.Errorf("find expired heads: %w", err)
 	}
-	var expired []*memrow.Row
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		h, err := heads.Decode(raw)
-		if err != nil {
-			rows.Close()
-			return 0, err
-		}
-		expired = append(expired, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
+	expired, err := heads.Collect(rows)
+	if err != nil {
+		return 0, fmt.Errorf("find expired heads: %w", err)
 	}
 	done := 0
 	for _, h := range expired {
@@ -101,13 +84,9 @@ func expireRevision(h *memrow.Row, now time.Time) *pending {
 
 // handleSweepExpired is memory.sweep_expired for one namespace (admin).
 func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
+	p, ns, err := routeNamespace(c, adminFor("sweeping expired memories"))
+	if err != nil {
 		return err
-	}
-	if p.Role != auth.RoleAdmin {
-		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "sweeping expired memories needs an admin token")
 	}
 	n, err := s.sweepExpired(c.UserContext(), sweepScope{org: p.Org, namespace: ns, userID: p.ReadUserID}, 10000)
 	if err != nil {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -24,9 +22,8 @@ type namespaceAnswer struct {
 
 // handleGetNamespace is namespace.get: the namespace's write configuration.
 func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
+	p, ns, err := routeNamespace(c, nil)
+	if err != nil {
 		return err
 	}
 	pol, err := s.loadPolicy(c.UserContext(), s.pool, p.Org, ns)
@@ -47,12 +44,8 @@ func answerOf(ns string, pol *policy) namespaceAnswer {
 // handlePutNamespace is namespace.configure: replaces the namespace's write
 // configuration and advances the policy generation, so admissions in flight read it.
 func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return err
-	}
-	if err := requireAdmin(p); err != nil {
+	p, ns, err := routeNamespace(c, adminFor("changing a namespace's policy"))
+	if err != nil {
 		return err
 	}
 	var cfg NamespaceConfig
@@ -101,11 +94,4 @@ func (s *Service) changePolicy(ctx context.Context, org string, change func(pgx.
 		}
 		return nil
 	})
-}
-
-func requireAdmin(p auth.Principal) error {
-	if p.Role != auth.RoleAdmin {
-		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "changing a namespace's policy needs an admin token")
-	}
-	return nil
 }

@@ -92,7 +92,7 @@ func (s *Service) handleRedact(c *fiber.Ctx, key string) error {
 	}
 	return s.measured(c, "memory.redact", func(*idemHold) (any, error) {
 		p := auth.From(c)
-		id, err := keyIdentity(c, p, key, body.copyBody)
+		id, err := keyIdentity(c, key, body.copyBody)
 		if err != nil {
 			return nil, err
 		}
@@ -133,9 +133,9 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identi
 		if err != nil {
 			return fmt.Errorf("advance the generation: %w", err)
 		}
-		head, err := lockHead(ctx, tx, id)
+		head, err := heads.Lock(ctx, tx, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("lock the head: %w", err)
 		}
 		if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) {
 			return httperr.NotFound("memory not found")
@@ -200,21 +200,6 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identi
 
 // scrubbedFields replace a redacted row's text: no value, tags or entities.
 const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": true}`
-
-// lockHead reads a key's head under its row lock; nil when the key has none.
-func lockHead(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, error) {
-	var raw []byte
-	err := tx.QueryRow(ctx, `SELECT row FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 FOR UPDATE`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock the head: %w", err)
-	}
-	return heads.Decode(raw)
-}
 
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"time"
 
@@ -153,17 +152,13 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 // parseSet checks the request itself: everything that does not depend on the
 // namespace's policy or the key's head.
 func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return nil, err
-	}
-	if err := p.RequireWrite(); err != nil {
-		return nil, err
-	}
-	key, err := url.PathUnescape(c.Params("key"))
+	p, ns, err := routeNamespace(c, mayWrite)
 	if err != nil {
-		return nil, httperr.Validation("memory_key", "the key is not valid percent-encoding")
+		return nil, err
+	}
+	key, err := routeKey(c)
+	if err != nil {
+		return nil, err
 	}
 	req, err := decodeSet(c.Body())
 	if err != nil {
@@ -739,20 +734,9 @@ func (s *Service) readRound(ctx context.Context, id memrow.Identity) (*roundStat
 	st := &roundState{}
 	b := &pgx.Batch{}
 	finish := queuePolicy(b, id.Org, id.Namespace)
-	var raws [][]byte
-	b.Queue(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
-		id.Org, id.Namespace, id.MemoryKey).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var raw []byte
-			if err := rows.Scan(&raw); err != nil {
-				return err
-			}
-			raws = append(raws, raw)
-		}
-		return rows.Err()
-	})
-	b.Queue(`SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`,
-		s.cfg.Projection, id.Org, id.Namespace).QueryRow(func(r pgx.Row) error { return r.Scan(&st.watermark) })
+	queueHeads(b, &st.keyHeads, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+		id.Org, id.Namespace, id.MemoryKey)
+	s.queueWatermark(b, id.Org, id.Namespace, &st.watermark)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -760,12 +744,7 @@ func (s *Service) readRound(ctx context.Context, id memrow.Identity) (*roundStat
 	if st.policy, err = finish(); err != nil {
 		return nil, err
 	}
-	for _, raw := range raws {
-		r, err := heads.Decode(raw)
-		if err != nil {
-			return nil, err
-		}
-		st.keyHeads = append(st.keyHeads, r)
+	for _, r := range st.keyHeads {
 		if r.Identity == id {
 			st.head = r
 		}

@@ -2,7 +2,6 @@ package command
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -18,17 +17,13 @@ import (
 // A changed value meets every phase memory.set runs.
 func (s *Service) handleUpdate(c *fiber.Ctx) error {
 	return s.measured(c, "memory.update", func(hold *idemHold) (any, error) {
-		p := auth.From(c)
-		ns := c.Params("ns")
-		if err := p.Namespace(ns); err != nil {
-			return nil, err
-		}
-		if err := p.RequireWrite(); err != nil {
-			return nil, err
-		}
-		key, err := url.PathUnescape(c.Params("key"))
+		p, ns, err := routeNamespace(c, mayWrite)
 		if err != nil {
-			return nil, httperr.Validation("memory_key", "the key is not valid percent-encoding")
+			return nil, err
+		}
+		key, err := routeKey(c)
+		if err != nil {
+			return nil, err
 		}
 		req, err := decodeSet(c.Body())
 		if err != nil {
@@ -92,24 +87,16 @@ func (s *Service) headByID(c *fiber.Ctx, p auth.Principal, memoryID uuid.UUID) (
 	if err != nil {
 		return nil, httperr.Store("reading heads by id", err)
 	}
-	defer rows.Close()
+	all, err := heads.Collect(rows)
+	if err != nil {
+		return nil, httperr.Store("reading heads by id", err)
+	}
 	now := s.now()
 	var found []*memrow.Row
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, httperr.Store("reading heads by id", err)
-		}
-		h, err := heads.Decode(raw)
-		if err != nil {
-			return nil, httperr.Store("decoding a head", err)
-		}
+	for _, h := range all {
 		if h.Live(now) && p.Reaches(h.Namespace) && (p.ReadUserID == "" || h.UserID == p.ReadUserID) {
 			found = append(found, h)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, httperr.Store("reading heads by id", err)
 	}
 	if len(found) != 1 {
 		return nil, httperr.New(http.StatusNotFound, httperr.CodeNotFound, "memory not found")

@@ -181,7 +181,7 @@ func (r *Rebuilder) buildAndSwitch(ctx context.Context, s TablesState) error {
 		if err != nil {
 			return err
 		}
-		if line := fmt.Sprintf("generation %d: %d namespaces, %d seqs behind the serving tables", s.Building, behind, seqs); line != said && time.Since(saidAt) >= 5*time.Second || behind == 0 {
+		if line := fmt.Sprintf("generation %d: %d namespaces, %d seqs behind the serving tables", s.Building, behind, seqs); (line != said && time.Since(saidAt) >= 5*time.Second) || behind == 0 {
 			fmt.Fprintln(r.opts.Progress, line)
 			said, saidAt = line, time.Now()
 		}

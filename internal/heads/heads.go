@@ -22,9 +22,18 @@ type Querier interface {
 
 // Read returns the head of one key, or nil when the key has none.
 func Read(ctx context.Context, q Querier, id memrow.Identity) (*memrow.Row, error) {
+	return read(ctx, q, id, "")
+}
+
+// Lock reads the head of one key under its row lock, in tx; nil when the key has none.
+func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, error) {
+	return read(ctx, tx, id, " FOR UPDATE")
+}
+
+func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, `SELECT row FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -33,6 +42,18 @@ func Read(ctx context.Context, q Querier, id memrow.Identity) (*memrow.Row, erro
 		return nil, err
 	}
 	return Decode(raw)
+}
+
+// Collect reads a result whose one column is a stored head row (SELECT row FROM
+// loom.memory_current …) and decodes each; it closes rows.
+func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*memrow.Row, error) {
+		var raw []byte
+		if err := r.Scan(&raw); err != nil {
+			return nil, err
+		}
+		return Decode(raw)
+	})
 }
 
 // Many returns the heads of several keys of one namespace in one query, by
@@ -52,20 +73,15 @@ func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Id
 	if err != nil {
 		return nil, fmt.Errorf("read heads: %w", err)
 	}
-	defer rows.Close()
-	out := make(map[string]*memrow.Row, len(ids))
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("read heads: %w", err)
-		}
-		r, err := Decode(raw)
-		if err != nil {
-			return nil, err
-		}
+	found, err := Collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read heads: %w", err)
+	}
+	out := make(map[string]*memrow.Row, len(found))
+	for _, r := range found {
 		out[IdentityKey(r.Identity)] = r
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // IdentityKey is a map key for a key's identity within a namespace.

@@ -46,11 +46,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, log *slog.Logg
 	if err := conn.Conn().PgConn().Exec(ctx, ledgerDDL).Close(); err != nil {
 		return nil, fmt.Errorf("create loom.pg_migrations: %w", err)
 	}
-	ledger, err := readLedger(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := migrate.Compare(files, ledger)
+	plan, err := planAgainstLedger(ctx, pool, files)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +94,15 @@ func applyPG(ctx context.Context, conn *pgxpool.Conn, f migrate.File) error {
 	return fmt.Errorf("apply Postgres migration %s: %w", f.Name, lastErr)
 }
 
+// planAgainstLedger compares files with the ledger of applied migrations.
+func planAgainstLedger(ctx context.Context, pool *pgxpool.Pool, files []migrate.File) (migrate.Plan, error) {
+	ledger, err := readLedger(ctx, pool)
+	if err != nil {
+		return migrate.Plan{}, err
+	}
+	return migrate.Compare(files, ledger)
+}
+
 func readLedger(ctx context.Context, pool *pgxpool.Pool) ([]migrate.Applied, error) {
 	rows, err := pool.Query(ctx, "SELECT filename, sha256 FROM loom.pg_migrations ORDER BY filename")
 	if err != nil {
@@ -121,11 +126,7 @@ func Pending(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := readLedger(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := migrate.Compare(files, ledger)
+	plan, err := planAgainstLedger(ctx, pool, files)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,25 @@
+package command
+
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// queueHeads queues a read of stored head rows (SELECT row FROM loom.memory_current …)
+// on b; into holds them, decoded, once the batch is sent.
+func queueHeads(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = heads.Collect(rows)
+		return err
+	})
+}
+
+// queueWatermark queues a read of the serving projection's watermark of a namespace
+// on b: every revision at or below it is in ClickHouse.
+func (s *Service) queueWatermark(b *pgx.Batch, org, ns string, into *int64) {
+	b.Queue(`SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`,
+		s.cfg.Projection, org, ns).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+}
