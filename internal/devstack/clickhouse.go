@@ -242,15 +242,3 @@ func (c *ClickHouse) Stop() error {
 		return errors.New("ClickHouse did not stop within 30s of SIGTERM; killed")
 	}
 }
-
-// Restart starts a stopped server again on the same ports.
-func (c *ClickHouse) Restart(ctx context.Context) error {
-	if c.cmd != nil {
-		select {
-		case <-c.exited:
-		default:
-			return nil
-		}
-	}
-	return c.Start(ctx)
-}

@@ -236,28 +236,3 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	}
 	return nil
 }
-
-// Unscrubbed counts, per table, the rows of a redaction that still hold text, in every
-// set of the projection tables together.
-func Unscrubbed(ctx context.Context, conn *ch.Conn, r Redaction) (map[string]int64, error) {
-	sets, err := tableset.Existing(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	w, args := r.where()
-	out := map[string]int64{}
-	for _, s := range scrubs() {
-		out[s.table] = 0
-		for _, set := range sets {
-			if !set.Has(s.table) {
-				continue
-			}
-			n, err := countWhere(ctx, conn, set.Set.Qualified(s.table), w+" AND "+s.holds, args)
-			if err != nil {
-				return nil, fmt.Errorf("count unscrubbed rows of %s: %w", set.Set.Name(s.table), err)
-			}
-			out[s.table] += n
-		}
-	}
-	return out, nil
-}
