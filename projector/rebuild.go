@@ -20,9 +20,9 @@ import (
 
 // A rebuild builds a fresh generation of the projection tables beside the serving
 // ones, under a projection (and consumer group) of its own that replays the topic
-// from its start, while the serving tables keep answering. Once the new projection's
-// watermark has reached the serving one's in every namespace, the switch holds the
-// serving projection still (the serving tables' lock, which every serving batch holds
+// from its start, while the serving tables keep answering. Once the new projection
+// is consuming and within RebuildOptions.Near seqs of the serving one (under writes
+// the two are never measured level), the switch holds the serving projection still (the serving tables' lock, which every serving batch holds
 // shared), lets the new one catch up with it, stops it, and renames both sets in one
 // statement: the query side reads the new tables from its next statement, and never
 // sees a half-built set. The serving projection takes the new one's watermarks; its
@@ -51,6 +51,11 @@ type RebuildOptions struct {
 	Hold time.Duration
 	// Poll is how often the distance is measured (default 1 s).
 	Poll time.Duration
+	// Near is the distance, in seqs, from which a switch is tried: a projection
+	// following a topic that is being written is never exactly level with another
+	// one when measured, so the switch holds the serving projection still and lets
+	// the building one close the rest (default: one batch, Config.BatchRows).
+	Near int64
 }
 
 // Rebuilder builds, switches, abandons and drops generations of the projection tables.
@@ -72,6 +77,9 @@ func NewRebuilder(opts RebuildOptions, pool *pgxpool.Pool, conn *ch.Conn, reg *m
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
+	}
+	if opts.Near <= 0 {
+		opts.Near = int64(max(opts.Config.BatchRows, 1))
 	}
 	return &Rebuilder{opts: opts, pool: pool, conn: conn, reg: reg, log: log}
 }
@@ -113,7 +121,7 @@ func (r *Rebuilder) Build(ctx context.Context) (TablesState, error) {
 				return err
 			}
 		} else {
-			if err := createSet(ctx, r.conn, built); err != nil {
+			if err := r.createSet(ctx, built); err != nil {
 				return err
 			}
 			fmt.Fprintf(r.opts.Progress, "generation %d: building %s.*__g%d with projection %s (group %s) from the topic's start\n",
@@ -168,7 +176,8 @@ func (r *Rebuilder) buildAndSwitch(ctx context.Context, s TablesState) error {
 	tick := time.NewTicker(r.opts.Poll)
 	defer tick.Stop()
 	var said string
-	var saidAt time.Time
+	var saidAt, nextTry time.Time
+	lastApplied := int64(-1)
 	for {
 		select {
 		case <-ctx.Done():
@@ -185,14 +194,25 @@ func (r *Rebuilder) buildAndSwitch(ctx context.Context, s TablesState) error {
 			fmt.Fprintln(r.opts.Progress, line)
 			said, saidAt = line, time.Now()
 		}
-		if behind > 0 {
+		// Near enough, and consuming (a resumed build's consumer may still wait for its
+		// group to let go of a dead member), the building projection closes the rest
+		// while the serving one is held.
+		applied, err := appliedSeqs(ctx, r.pool, name)
+		if err != nil {
+			return err
+		}
+		advancing := lastApplied >= 0 && applied > lastApplied
+		lastApplied = applied
+		if behind > 0 && (seqs > r.opts.Near || !advancing || time.Now().Before(nextTry)) {
 			continue
 		}
 		switched, err := r.switchOver(ctx, s, m)
 		if err != nil || switched {
 			return err
 		}
-		fmt.Fprintf(r.opts.Progress, "generation %d: the serving projection moved on while held for %s; trying again\n", s.Building, r.opts.Hold)
+		// Let the serving projection work off what it was held from before holding it again.
+		nextTry = time.Now().Add(r.opts.Hold)
+		fmt.Fprintf(r.opts.Progress, "generation %d: not level with the serving projection after holding it %s; trying again\n", s.Building, r.opts.Hold)
 	}
 }
 
@@ -241,14 +261,18 @@ func (r *Rebuilder) switchOver(ctx context.Context, s TablesState, m *member) (s
 // the switch. The caller holds the serving tables' lock, or finishes a switch whose
 // rename began under it.
 func (r *Rebuilder) swap(ctx context.Context, s TablesState) error {
-	existing, err := tableset.Existing(ctx, r.conn)
-	if err != nil {
-		return err
-	}
-	if stmt := swapStatement(existing, tableset.Of(s.Serving), tableset.Of(s.Building), r.conn.Cluster); stmt != "" {
-		if err := r.conn.Exec(r.conn.Ctx(ctx), stmt); err != nil {
-			return fmt.Errorf("rename generation %d into the serving tables: %w", s.Building, err)
+	err := r.patiently(ctx, func() error {
+		existing, err := tableset.Existing(ctx, r.conn)
+		if err != nil {
+			return err
 		}
+		if stmt := swapStatement(existing, tableset.Of(s.Serving), tableset.Of(s.Building), r.conn.Cluster); stmt != "" {
+			return r.conn.Exec(r.conn.Ctx(ctx), stmt)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rename generation %d into the serving tables: %w", s.Building, err)
 	}
 	return recordSwitch(ctx, r.pool, s, BuildName(s.BuildingFor, s.Building))
 }
@@ -270,7 +294,7 @@ func (r *Rebuilder) Abandon(ctx context.Context) (int, error) {
 		if switching(existing, s) {
 			return fmt.Errorf("the switch to generation %d has begun: run the rebuild again to finish it", s.Building)
 		}
-		if err := dropSet(ctx, r.conn, tableset.Of(s.Building)); err != nil {
+		if err := r.dropSet(ctx, tableset.Of(s.Building)); err != nil {
 			return err
 		}
 		name := BuildName(s.BuildingFor, s.Building)
@@ -291,7 +315,7 @@ func (r *Rebuilder) DropRetired(ctx context.Context) ([]int, error) {
 			return err
 		}
 		for _, gen := range s.Retired {
-			if err := dropSet(ctx, r.conn, tableset.Of(gen)); err != nil {
+			if err := r.dropSet(ctx, tableset.Of(gen)); err != nil {
 				return err
 			}
 			if err := forgetRetired(ctx, r.pool, gen); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -100,6 +101,16 @@ func BehindServing(ctx context.Context, pool *pgxpool.Pool, serving, building st
 	return namespaces, seqs, nil
 }
 
+// appliedSeqs sums a projection's watermarks: it grows while the projection applies records.
+func appliedSeqs(ctx context.Context, pool *pgxpool.Pool, projection string) (int64, error) {
+	var n int64
+	err := pool.QueryRow(ctx, `SELECT coalesce(sum(seq), 0)::bigint FROM loom.projection_watermarks WHERE projection = $1`, projection).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("sum the watermarks of %s: %w", projection, err)
+	}
+	return n, nil
+}
+
 // recordSwitch makes the built generation the serving one, once ClickHouse has
 // renamed its tables: the serving projection takes the built one's watermarks (never
 // lower than its own) and its recorded failures (its own concerned tables that no
@@ -153,7 +164,8 @@ func forgetRetired(ctx context.Context, pool *pgxpool.Pool, gen int) error {
 
 // createSet creates set's copy of every projection table it lacks, from the serving
 // table's own definition, so a copy has the columns every applied migration gave it.
-func createSet(ctx context.Context, conn *ch.Conn, set tableset.Set) error {
+func (r *Rebuilder) createSet(ctx context.Context, set tableset.Set) error {
+	conn := r.conn
 	for _, table := range tableset.Projection() {
 		var show string
 		if err := conn.QueryRow(conn.Ctx(ctx), "SHOW CREATE TABLE "+tableset.Serving().Qualified(table)).Scan(&show); err != nil {
@@ -163,7 +175,7 @@ func createSet(ctx context.Context, conn *ch.Conn, set tableset.Set) error {
 		if err != nil {
 			return err
 		}
-		if err := conn.Exec(conn.Ctx(ctx), ch.ClusterDDL(ddl, conn.Cluster)); err != nil {
+		if err := r.patientDDL(ctx, ch.ClusterDDL(ddl, conn.Cluster)); err != nil {
 			return fmt.Errorf("create %s: %w", set.Qualified(table), err)
 		}
 	}
@@ -222,11 +234,41 @@ func swapStatement(existing []tableset.Present, retired, built tableset.Set, clu
 }
 
 // dropSet drops every table of set that exists.
-func dropSet(ctx context.Context, conn *ch.Conn, set tableset.Set) error {
+func (r *Rebuilder) dropSet(ctx context.Context, set tableset.Set) error {
 	for _, table := range tableset.Projection() {
-		if err := conn.Exec(conn.Ctx(ctx), ch.ClusterDDL("DROP TABLE IF EXISTS "+set.Qualified(table), conn.Cluster)); err != nil {
+		if err := r.patientDDL(ctx, ch.ClusterDDL("DROP TABLE IF EXISTS "+set.Qualified(table), r.conn.Cluster)); err != nil {
 			return fmt.Errorf("drop %s: %w", set.Qualified(table), err)
 		}
 	}
 	return nil
+}
+
+// ddlPatience bounds how long a rebuild keeps sending a DDL statement ClickHouse does
+// not answer in time: a DROP of a large table, or any DDL on a loaded server, can
+// outlast the connection's read timeout while the server carries on with it. Every
+// statement sent this way is idempotent (IF EXISTS, IF NOT EXISTS, the renames still
+// to do, read again), so sending it again is safe; the server runs one at a time per table.
+const ddlPatience = 10 * time.Minute
+
+// patiently runs ddl again while ClickHouse is unavailable or slow to answer, for up
+// to ddlPatience.
+func (r *Rebuilder) patiently(ctx context.Context, ddl func() error) error {
+	give := time.Now().Add(ddlPatience)
+	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
+		err := ddl()
+		if err == nil || !ch.Unavailable(err) || time.Now().After(give) {
+			return err
+		}
+		r.log.Warn("rebuild: ClickHouse did not answer a statement; sending it again", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// patientDDL runs the idempotent statement stmt patiently.
+func (r *Rebuilder) patientDDL(ctx context.Context, stmt string) error {
+	return r.patiently(ctx, func() error { return r.conn.Exec(r.conn.Ctx(ctx), stmt) })
 }

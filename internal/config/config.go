@@ -45,6 +45,7 @@ type Config struct {
 	CHAddr               []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
 	CHUser, CHPassword   string        // LOOM_CH_USER, LOOM_CH_PASSWORD
 	CHCluster            string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
+	CHReadTimeout        time.Duration // LOOM_CH_READ_TIMEOUT_MS: how long a statement's answer is awaited
 	KafkaBrokers         []string      // LOOM_KAFKA_BROKERS
 	Topic                string        // LOOM_TOPIC
 	TopicPartitions      int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
@@ -152,6 +153,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		CHUser:                r.str("LOOM_CH_USER", "default"),
 		CHPassword:            r.str("LOOM_CH_PASSWORD", ""),
 		CHCluster:             r.str("LOOM_CH_CLUSTER", ""),
+		CHReadTimeout:         r.ms("LOOM_CH_READ_TIMEOUT_MS", 60000),
 		KafkaBrokers:          r.list("LOOM_KAFKA_BROKERS", ""),
 		Topic:                 r.str("LOOM_TOPIC", events.DefaultTopic),
 		TopicPartitions:       int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),

@@ -83,7 +83,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 	if err != nil {
 		return nil, err
 	}
-	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.CHAddr, Username: cfg.CHUser, Password: cfg.CHPassword, Cluster: cfg.CHCluster})
+	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.CHAddr, Username: cfg.CHUser, Password: cfg.CHPassword, Cluster: cfg.CHCluster,
+		ReadTimeout: cfg.CHReadTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/tests/testenv"
@@ -150,10 +151,22 @@ func TestRebuildBuildsBesideTheServingTablesAndSwitches(t *testing.T) {
 	if out, err := loomd(bin, "projector", "rebuild", "--status"); err != nil || !strings.Contains(out, "no rebuild under way") {
 		t.Fatalf("loomd projector rebuild --status: %v\n%s", err, out)
 	}
+	// A DROP that outlasts the connection's read timeout (on 18.16 it waits for the
+	// statements reading the table) is sent again until it is done.
+	reading := holdReading(t, conn, kept)
 	cmd := exec.Command(bin, "projector", "rebuild", "--drop-retired")
-	cmd.Env = rebuildEnv
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), fmt.Sprint(start.Serving)) {
+	cmd.Env = append(rebuildEnv, "LOOM_CH_READ_TIMEOUT_MS=1000")
+	out, err = combined(cmd)
+	if err != nil || !strings.Contains(out, fmt.Sprint(start.Serving)) {
 		t.Fatalf("loomd projector rebuild --drop-retired: %v\n%s", err, out)
+	}
+	t.Logf("loomd projector rebuild --drop-retired, a reader holding loom.%s:\n%s", kept, out)
+	select {
+	case <-reading: // the DROP waited for the reader, four times the read timeout
+		if !strings.Contains(out, "sending it again") {
+			t.Fatalf("the DROP outlasted the read timeout, yet was not sent again:\n%s", out)
+		}
+	default: // a server that drops a table under its readers
 	}
 	if names := testenv.CHStrings(t, conn, `SELECT name FROM system.tables WHERE database = 'loom' AND match(name, '__g[0-9]+$')`); len(names) > 0 {
 		t.Fatalf("tables of dropped generations remain: %v", names)
@@ -246,4 +259,26 @@ func (r *rebuildRun) waitFor(t *testing.T, text string, limit time.Duration) {
 		}
 		return strings.Contains(r.output(), text)
 	})
+}
+
+// holdReading starts a statement that reads loom.<table> for about four seconds and
+// returns once the server runs it; the channel is closed when the statement ends.
+func holdReading(t *testing.T, conn *ch.Conn, table string) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var n uint64
+		_ = conn.QueryRow(context.Background(), `SELECT count() FROM (SELECT sleepEachRow(0.5) FROM loom.`+table+
+			` LIMIT 8) SETTINGS max_block_size = 1`).Scan(&n)
+	}()
+	testenv.Eventually(t, 10*time.Second, "the slow reader to start", func() bool {
+		return testenv.CHStrings(t, conn, `SELECT query FROM system.processes WHERE query LIKE '%sleepEachRow%' AND query NOT LIKE '%system.processes%'`) != nil
+	})
+	return done
+}
+
+func combined(cmd *exec.Cmd) (string, error) {
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
