@@ -93,7 +93,9 @@ func TestRebuildBuildsBesideTheServingTablesAndSwitches(t *testing.T) {
 	}
 
 	bin := buildLoomd(t)
-	rebuildEnv := env.LoomdEnv("LOOM_PROJECTION=" + p)
+	// The resumed build's consumer waits for the killed one's group session to end:
+	// kfake's shortest, rather than the 45 s default.
+	rebuildEnv := env.LoomdEnv("LOOM_PROJECTION="+p, "LOOM_PROJECTOR_SESSION_TIMEOUT_MS=6000")
 
 	// Killed once it has begun, the rebuild leaves its generation recorded, half-built.
 	first := startRebuild(t, bin, rebuildEnv)
