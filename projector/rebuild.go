@@ -22,9 +22,9 @@ import (
 // ones, under a projection (and consumer group) of its own that replays the topic
 // from its start, while the serving tables keep answering. Once the new projection
 // is consuming and within RebuildOptions.Near seqs of the serving one (under writes
-// the two are never measured level), the switch holds the serving projection still (the serving tables' lock, which every serving batch holds
-// shared), lets the new one catch up with it, stops it, and renames both sets in one
-// statement: the query side reads the new tables from its next statement, and never
+// the two are never measured level), the switch holds the serving projection still
+// (the serving tables' lock, which every serving batch holds shared), lets the new one
+// catch up with it, stops it, and renames both sets in one statement: the query side reads the new tables from its next statement, and never
 // sees a half-built set. The serving projection takes the new one's watermarks; its
 // consumers carry on from their own offsets, which are at or behind what the new
 // tables hold, and every table collapses what it sees twice. The old set is kept
@@ -186,24 +186,20 @@ func (r *Rebuilder) buildAndSwitch(ctx context.Context, s TablesState) error {
 			return fmt.Errorf("the projector of generation %d stopped: %v", s.Building, m.err)
 		case <-tick.C:
 		}
-		behind, seqs, err := BehindServing(ctx, r.pool, s.BuildingFor, name)
+		d, err := MeasureBuild(ctx, r.pool, s.BuildingFor, name)
 		if err != nil {
 			return err
 		}
-		if line := fmt.Sprintf("generation %d: %d namespaces, %d seqs behind the serving tables", s.Building, behind, seqs); (line != said && time.Since(saidAt) >= 5*time.Second) || behind == 0 {
+		if line := fmt.Sprintf("generation %d: %d namespaces, %d seqs behind the serving tables", s.Building, d.Namespaces, d.Seqs); (line != said && time.Since(saidAt) >= 5*time.Second) || d.Namespaces == 0 {
 			fmt.Fprintln(r.opts.Progress, line)
 			said, saidAt = line, time.Now()
 		}
 		// Near enough, and consuming (a resumed build's consumer may still wait for its
 		// group to let go of a dead member), the building projection closes the rest
 		// while the serving one is held.
-		applied, err := appliedSeqs(ctx, r.pool, name)
-		if err != nil {
-			return err
-		}
-		advancing := lastApplied >= 0 && applied > lastApplied
-		lastApplied = applied
-		if behind > 0 && (seqs > r.opts.Near || !advancing || time.Now().Before(nextTry)) {
+		advancing := lastApplied >= 0 && d.Applied > lastApplied
+		lastApplied = d.Applied
+		if d.Namespaces > 0 && (d.Seqs > r.opts.Near || !advancing || time.Now().Before(nextTry)) {
 			continue
 		}
 		switched, err := r.switchOver(ctx, s, m)
@@ -227,11 +223,11 @@ func (r *Rebuilder) switchOver(ctx context.Context, s TablesState, m *member) (s
 	defer unlock()
 	held := time.Now()
 	for {
-		behind, _, err := BehindServing(ctx, r.pool, s.BuildingFor, BuildName(s.BuildingFor, s.Building))
+		d, err := MeasureBuild(ctx, r.pool, s.BuildingFor, BuildName(s.BuildingFor, s.Building))
 		if err != nil {
 			return false, err
 		}
-		if behind == 0 {
+		if d.Namespaces == 0 {
 			break
 		}
 		if time.Since(held) > r.opts.Hold {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -88,27 +89,26 @@ func beginBuild(ctx context.Context, pool *pgxpool.Pool, projection string) (Tab
 	return s, nil
 }
 
-// BehindServing counts the namespaces whose watermark in the building projection is
-// below the serving projection's, and the seqs between them.
-func BehindServing(ctx context.Context, pool *pgxpool.Pool, serving, building string) (namespaces, seqs int64, err error) {
-	err = pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(s.seq - coalesce(b.seq, 0)), 0)::bigint
-		FROM loom.projection_watermarks s
-		LEFT JOIN loom.projection_watermarks b ON b.projection = $2 AND b.org = s.org AND b.namespace = s.namespace
-		WHERE s.projection = $1 AND s.seq > coalesce(b.seq, 0)`, serving, building).Scan(&namespaces, &seqs)
-	if err != nil {
-		return 0, 0, fmt.Errorf("compare the watermarks of %s and %s: %w", building, serving, err)
-	}
-	return namespaces, seqs, nil
+// BuildDistance is how far a building projection stands from the serving one: the
+// namespaces where its watermark is behind, by how many seqs in all, and the sum of
+// its own watermarks, which grows while it applies records.
+type BuildDistance struct {
+	Namespaces, Seqs, Applied int64
 }
 
-// appliedSeqs sums a projection's watermarks: it grows while the projection applies records.
-func appliedSeqs(ctx context.Context, pool *pgxpool.Pool, projection string) (int64, error) {
-	var n int64
-	err := pool.QueryRow(ctx, `SELECT coalesce(sum(seq), 0)::bigint FROM loom.projection_watermarks WHERE projection = $1`, projection).Scan(&n)
+// MeasureBuild reads the building projection's distance from the serving one.
+func MeasureBuild(ctx context.Context, pool *pgxpool.Pool, serving, building string) (BuildDistance, error) {
+	var d BuildDistance
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE s.seq > coalesce(b.seq, 0)),
+			coalesce(sum(s.seq - coalesce(b.seq, 0)) FILTER (WHERE s.seq > coalesce(b.seq, 0)), 0)::bigint,
+			(SELECT coalesce(sum(seq), 0)::bigint FROM loom.projection_watermarks WHERE projection = $2)
+		FROM loom.projection_watermarks s
+		LEFT JOIN loom.projection_watermarks b ON b.projection = $2 AND b.org = s.org AND b.namespace = s.namespace
+		WHERE s.projection = $1`, serving, building).Scan(&d.Namespaces, &d.Seqs, &d.Applied)
 	if err != nil {
-		return 0, fmt.Errorf("sum the watermarks of %s: %w", projection, err)
+		return d, fmt.Errorf("compare the watermarks of %s and %s: %w", building, serving, err)
 	}
-	return n, nil
+	return d, nil
 }
 
 // recordSwitch makes the built generation the serving one, once ClickHouse has
@@ -253,10 +253,15 @@ const ddlPatience = 10 * time.Minute
 // patiently runs ddl again while ClickHouse is unavailable or slow to answer, for up
 // to ddlPatience.
 func (r *Rebuilder) patiently(ctx context.Context, ddl func() error) error {
-	give := time.Now().Add(ddlPatience)
-	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = time.Second, 15*time.Second, ddlPatience
+	for {
 		err := ddl()
-		if err == nil || !ch.Unavailable(err) || time.Now().After(give) {
+		if err == nil || !ch.Unavailable(err) {
+			return err
+		}
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
 			return err
 		}
 		r.log.Warn("rebuild: ClickHouse did not answer a statement; sending it again", "in", wait, "err", err)

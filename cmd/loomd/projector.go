@@ -96,11 +96,11 @@ func printRebuildStatus(ctx context.Context, n *node.Node, projection string) er
 		fmt.Println("no rebuild under way")
 		return nil
 	}
-	behind, seqs, err := projector.BehindServing(ctx, n.PG, s.BuildingFor, projector.BuildName(s.BuildingFor, s.Building))
+	d, err := projector.MeasureBuild(ctx, n.PG, s.BuildingFor, projector.BuildName(s.BuildingFor, s.Building))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("building generation %d for projection %s: %d namespaces, %d seqs behind the serving tables\n", s.Building, s.BuildingFor, behind, seqs)
+	fmt.Printf("building generation %d for projection %s: %d namespaces, %d seqs behind the serving tables\n", s.Building, s.BuildingFor, d.Namespaces, d.Seqs)
 	return nil
 }
 
