@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomplane/loom/internal/node"
+	"github.com/loomplane/loom/cmd/loomd/app"
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
@@ -62,7 +62,7 @@ func DefaultOptions() Options {
 // the API it serves. For the replay scenario the node must also run the projector of
 // its configured projection (the admin reset pauses it in-process, as in `loomd dev`).
 type Target struct {
-	Node  *node.Node
+	Node  *app.Node
 	URL   string // base URL of the node's API
 	Token string // an admin token of Org
 	Org   string

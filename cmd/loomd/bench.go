@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/bench"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 )
 
 // benchOrg is the org the benchmark writes in: its namespaces carry the run's id, so
@@ -86,7 +86,7 @@ func runBench(ctx context.Context, args []string) error {
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"
 	}
-	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 	if err != nil {
 		return err
 	}

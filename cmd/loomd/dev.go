@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 )
 
 // runDev starts the embedded stack under --dir and serves every role on one process.
@@ -52,7 +52,7 @@ func runDev(ctx context.Context, args []string) error {
 	stack.Configure(&cfg)
 	cfg.Roles = config.AllRoles()
 	cfg.BootMigrate = true
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err

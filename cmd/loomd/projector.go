@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -48,12 +48,12 @@ func runProjectorRebuild(ctx context.Context, args []string) error {
 	}
 	cfg.Projection = *name
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	r := projector.NewRebuilder(projector.RebuildOptions{Config: node.ProjectorConfig(cfg), Brokers: cfg.KafkaBrokers, Progress: os.Stdout},
+	r := projector.NewRebuilder(projector.RebuildOptions{Config: app.ProjectorConfig(cfg), Brokers: cfg.KafkaBrokers, Progress: os.Stdout},
 		n.PG, n.CH, metrics.NewRegistry(), log)
 	switch {
 	case *status:
@@ -86,7 +86,7 @@ func dropRetiredGenerations(ctx context.Context, r *projector.Rebuilder) error {
 	return err
 }
 
-func printRebuildStatus(ctx context.Context, n *node.Node, projection string) error {
+func printRebuildStatus(ctx context.Context, n *app.Node, projection string) error {
 	s, err := projector.ReadTablesState(ctx, n.PG)
 	if err != nil {
 		return err

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/node"
 )
 
 // runRepublish re-creates topic records from the Postgres journal and queues them for
@@ -31,7 +31,7 @@ func runRepublish(ctx context.Context, args []string) error {
 		return usageError{errors.New("republish: --from-seq N (N >= 1) is required")}
 	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/node"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	cfg.HTTPAddr = *addr
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	log.Info("loomd serving", "roles", cfg.Roles, "addr", ln.Addr().String(), "deployment_id", n.DeploymentID, "version", node.Version)
+	log.Info("loomd serving", "roles", cfg.Roles, "addr", ln.Addr().String(), "deployment_id", n.DeploymentID, "version", app.Version)
 	return n.Run(ctx, ln)
 }
 
@@ -50,7 +50,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.BootMigrate = true
-	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -41,7 +41,7 @@ func TestBootRefusesWithoutASynchronousStandbyConfigured(t *testing.T) {
 	if err := env.Stack.Postgres.RequireSyncStandby(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := node.Open(ctx, env.Config(func(c *config.Config) { c.PGDurability = config.DurabilitySynchronous }), quiet)
+	_, err := app.Open(ctx, env.Config(func(c *config.Config) { c.PGDurability = config.DurabilitySynchronous }), quiet)
 	if err == nil || !strings.Contains(err.Error(), "synchronous_standby_names is empty") || !strings.Contains(err.Error(), "LOOM_PG_DURABILITY=local") {
 		t.Fatalf("synchronous boot without a synchronous standby: %v, want a refusal naming synchronous_standby_names", err)
 	}

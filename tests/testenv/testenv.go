@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -69,7 +69,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if opts.Unmigrated {
 		return e, nil
 	}
-	n, err := node.Open(ctx, cfg, e.log)
+	n, err := app.Open(ctx, cfg, e.log)
 	if err != nil {
 		stack.Stop()
 		return nil, fmt.Errorf("migrate the test stores: %w", err)
@@ -130,15 +130,15 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 }
 
 // Open opens a node (no role running) and closes it when the test ends.
-func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
+func (e *Env) Open(t testing.TB, mod func(*config.Config)) *app.Node {
 	t.Helper()
 	return e.OpenLogged(t, mod, e.log)
 }
 
 // OpenLogged is Open with the node logging to log (a test that asserts on warnings).
-func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *node.Node {
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *app.Node {
 	t.Helper()
-	n, err := node.Open(context.Background(), e.Config(mod), log)
+	n, err := app.Open(context.Background(), e.Config(mod), log)
 	if err != nil {
 		t.Fatalf("open node: %v", err)
 	}
@@ -148,7 +148,7 @@ func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logge
 
 // API serves the command and query roles on a free loopback port until the test ends
 // and returns its base URL.
-func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
+func (e *Env) API(t testing.TB, mod func(*config.Config)) (*app.Node, string) {
 	t.Helper()
 	n, url, _ := e.Serve(t, []string{config.RoleCommand, config.RoleQuery}, mod)
 	return n, url
@@ -156,7 +156,7 @@ func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
 
 // Serve runs a node with roles on a free loopback port until stop is called (or the
 // test ends) and returns its base URL.
-func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *node.Node, url string, stop func()) {
+func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *app.Node, url string, stop func()) {
 	t.Helper()
 	n = e.Open(t, func(c *config.Config) {
 		if mod != nil {
@@ -170,7 +170,7 @@ func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *
 
 // ServeNode runs an opened node's HTTP server and roles on a free loopback port until
 // stop is called (or the test ends) and returns its base URL.
-func (e *Env) ServeNode(t testing.TB, n *node.Node) (url string, stop func()) {
+func (e *Env) ServeNode(t testing.TB, n *app.Node) (url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -245,7 +245,7 @@ func (e *Env) runDone(t testing.TB, what string, fn func(context.Context) error)
 }
 
 // Token creates a token in org with role and returns its secret.
-func (e *Env) Token(t testing.TB, n *node.Node, tok auth.NewToken) string {
+func (e *Env) Token(t testing.TB, n *app.Node, tok auth.NewToken) string {
 	t.Helper()
 	if tok.Role == "" {
 		tok.Role = auth.RoleAdmin
@@ -414,7 +414,7 @@ func Unique(t testing.TB, prefix string) string {
 // RunPipeline runs a relay and the projection "main" until ctx ends: the background a
 // suite that does not stop them itself writes and searches against.
 func (e *Env) RunPipeline(ctx context.Context) error {
-	n, err := node.Open(ctx, e.Config(nil), e.log)
+	n, err := app.Open(ctx, e.Config(nil), e.log)
 	if err != nil {
 		return err
 	}
@@ -430,7 +430,7 @@ func (e *Env) RunPipeline(ctx context.Context) error {
 }
 
 // ServeURL runs an opened node until the test ends and returns its base URL.
-func (e *Env) ServeURL(t testing.TB, n *node.Node) string {
+func (e *Env) ServeURL(t testing.TB, n *app.Node) string {
 	t.Helper()
 	url, _ := e.ServeNode(t, n)
 	return url

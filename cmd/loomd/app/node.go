@@ -3,7 +3,7 @@
 // migrates when asked, and runs the roles the configuration names (command, query,
 // relay, projector) until its context ends. Any number of processes of each role run
 // side by side; the relay elects one active publisher.
-package node
+package app
 
 import (
 	"context"
