@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // lagPoll is how often a lag sample looks for its row in ClickHouse and its
@@ -155,9 +156,9 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 			}
 		}
 		if underMark.IsZero() {
-			_, mark, err := r.generationAndWatermark(ctx, ns)
+			mark, err := watermarks.Read(ctx, n.PG, n.Cfg.Projection, r.t.Org, ns)
 			if err != nil {
-				return err
+				return fmt.Errorf("read the watermark of %s: %w", ns, err)
 			}
 			if mark >= ans.Seq {
 				underMark = time.Now()

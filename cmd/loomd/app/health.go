@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -141,20 +142,12 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-type outboxStats struct {
-	Depth      int64
-	Parked     int64
-	OldestAgeS float64
-}
+type outboxStats = outbox.Backlog
 
 func (n *Node) outboxStats(ctx context.Context) (outboxStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var s outboxStats
-	err := n.PG.QueryRow(ctx, `SELECT count(*) FILTER (WHERE parked_at IS NULL), count(*) FILTER (WHERE parked_at IS NOT NULL),
-		coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
-		FROM loom.outbox`).Scan(&s.Depth, &s.Parked, &s.OldestAgeS)
-	return s, err
+	return outbox.ReadBacklog(ctx, n.PG)
 }
 
 // handleReady answers 200 only when both stores answer and every migration this build

@@ -25,7 +25,9 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
@@ -109,7 +111,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 		return nil, err
 	}
 	n.Tokens = auth.NewStore(n.PG)
-	n.watermarkWake = pg.NewListener(n.PG, "loom_watermark", log)
+	n.watermarkWake = pg.NewListener(n.PG, watermarks.Channel, log)
 	n.projector = newProjectorSwitch()
 	n.App = n.newApp()
 	ok = true
@@ -205,7 +207,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		}()
 	}
 	if n.Cfg.HasRole(config.RoleQuery) {
-		start("listener loom_watermark", func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
+		start("listener "+watermarks.Channel, func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	}
 	// The command role's background work, each every interval once migrations are in.
 	for _, w := range []struct {
@@ -271,7 +273,7 @@ func (n *Node) RunRelay(ctx context.Context) error {
 		return err
 	}
 	defer producer.Close()
-	wake := pg.NewListener(n.PG, "loom_outbox", n.Log)
+	wake := pg.NewListener(n.PG, outbox.Channel, n.Log)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
