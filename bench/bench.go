@@ -62,7 +62,7 @@ func DefaultOptions() Options {
 // the API it serves. For the replay scenario the node must also run the projector of
 // its configured projection (the admin reset pauses it in-process, as in `loomd dev`).
 type Target struct {
-	Node  *app.Node
+	Node  *app.Process
 	URL   string // base URL of the node's API
 	Token string // an admin token of Org
 	Org   string

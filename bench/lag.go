@@ -64,7 +64,7 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 				lagPoll.String() + "; commit→barrier is when the serving projection's watermark reached the write's seq " +
 				"(a barrier search would then pass)",
 			fmt.Sprintf("the projector starts at most one batch per LOOM_PG_PUBLISH_INTERVAL_MS (%d ms), with a second's worth of batches saved up",
-				n.Cfg.PGPublishInterval.Milliseconds()),
+				n.Cfg.Projector.Interval.Milliseconds()),
 			"the namespace is append_only: writes are not judged against each other",
 		},
 	}
@@ -74,7 +74,7 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 	}
 	prefix := events.RecordID(r.t.Org, ns, 0)
 	prefix = prefix[:len(prefix)-1] // "org/ns/"
-	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, n.Cfg.Topic, func(rec *kgo.Record) string {
+	tl, err := startTail(ctx, n.Cfg.Kafka.Brokers, n.Cfg.Pipeline.Topic, func(rec *kgo.Record) string {
 		if id := header(rec, "ce_id"); len(id) > len(prefix) && id[:len(prefix)] == prefix {
 			return id
 		}
@@ -156,7 +156,7 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 			}
 		}
 		if underMark.IsZero() {
-			mark, err := watermarks.Read(ctx, n.PG, n.Cfg.Projection, r.t.Org, ns)
+			mark, err := watermarks.Read(ctx, n.PG, n.Cfg.Pipeline.Projection, r.t.Org, ns)
 			if err != nil {
 				return fmt.Errorf("read the watermark of %s: %w", ns, err)
 			}
@@ -188,7 +188,7 @@ type hop struct {
 
 func (r *runner) startHop(ctx context.Context) (*hop, error) {
 	n := r.t.Node
-	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +209,11 @@ func (r *runner) startHop(ctx context.Context) (*hop, error) {
 			return nil, fmt.Errorf("create the scratch table: %w", err)
 		}
 	}
-	producer, err := kafka.NewClient(n.Cfg.KafkaBrokers, relay.ProducerOpts()...)
+	producer, err := kafka.NewClient(n.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
 	if err != nil {
 		return nil, err
 	}
-	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, r.hopTopic(), func(rec *kgo.Record) string { return string(rec.Key) })
+	tl, err := startTail(ctx, n.Cfg.Kafka.Brokers, r.hopTopic(), func(rec *kgo.Record) string { return string(rec.Key) })
 	if err != nil {
 		producer.Close()
 		return nil, err

@@ -127,7 +127,7 @@ func (r *runner) waitProjected(ctx context.Context, ns string) error {
 func (r *runner) generationAndWatermark(ctx context.Context, ns string) (gen, mark int64, err error) {
 	gen, err = generations.Read(ctx, r.t.Node.PG, r.t.Org, ns)
 	if err == nil {
-		mark, err = watermarks.Read(ctx, r.t.Node.PG, r.t.Node.Cfg.Projection, r.t.Org, ns)
+		mark, err = watermarks.Read(ctx, r.t.Node.PG, r.t.Node.Cfg.Pipeline.Projection, r.t.Org, ns)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the generation and watermark of %s: %w", ns, err)

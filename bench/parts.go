@@ -19,7 +19,7 @@ var partsTables = []string{"memory", "memory_embeddings"}
 // projection has caught up with it, so every part the load caused is in the count.
 func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
 	n := r.t.Node
-	intervalMS := n.Cfg.PGPublishInterval.Milliseconds()
+	intervalMS := n.Cfg.Projector.Interval.Milliseconds()
 	res := &ScenarioResult{
 		Title: "new ClickHouse parts per second under the memory.set load",
 		Baseline: fmt.Sprintf("the seeds' gate: 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) parts a second per table, "+

@@ -78,7 +78,7 @@ var rawTables = []string{"scope_generations", "memory_current", "memory_revision
 func (r *runner) rawCommitter(ctx context.Context) (*rawCommitter, error) {
 	cfg := r.t.Node.Cfg
 	// The same session settings (synchronous_commit = on) and pool size as loomd's.
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PGDSN, MaxConns: cfg.PGPoolMax})
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: cfg.PG.PoolMax})
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (r *runner) dropScratch() {
 		r.progress("could not drop the scratch database %s: %v", scratchDatabase, err)
 	}
 	if r.hopCreated {
-		cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+		cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 		if err == nil {
 			_, err = kadm.NewClient(cl).DeleteTopics(ctx, r.hopTopic())
 			cl.Close()
@@ -169,5 +169,5 @@ func (r *runner) metric(ctx context.Context, series string) (float64, error) {
 // projectorBatches is how many batches the serving projection has written in the
 // process under test.
 func (r *runner) projectorBatches(ctx context.Context) (float64, error) {
-	return r.metric(ctx, `loom_projector_batch_seconds_count{projection="`+r.t.Node.Cfg.Projection+`"}`)
+	return r.metric(ctx, `loom_projector_batch_seconds_count{projection="`+r.t.Node.Cfg.Pipeline.Projection+`"}`)
 }

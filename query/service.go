@@ -12,27 +12,21 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
-// Config is what the read side reads from loomd's configuration.
-type Config struct {
-	Projection     string
-	ProjectionWait time.Duration
-	TopKDefault    int
-	TopKMax        int
-	MinScore       float64 // below it a search abstains (below_threshold)
-	PriorCap       float64 // LOOM_MEMORY_PRIOR_CAP
-	BM25K1, BM25B  float64
-	Weights        Weights // weighted fusion's leg weights
-	EmbedCacheSize int
-	EmbedCacheTTL  time.Duration
+// settings is the read side's section of loomd's configuration, its leg weights as
+// fusion takes them.
+type settings struct {
+	config.Query
+	Weights Weights
 }
 
 // Service holds the read side's dependencies.
 type Service struct {
-	cfg      Config
+	cfg      settings
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	barrier  *Barrier
@@ -45,10 +39,11 @@ type Service struct {
 	staleDropped *metrics.Counter
 }
 
-// New returns the read side; barrier must be running its listener.
-func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
+// New returns the read side, configured by its section as it is; barrier must be
+// running its listener.
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
 	return &Service{
-		cfg: cfg, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
+		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),

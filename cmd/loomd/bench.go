@@ -60,7 +60,7 @@ func runBench(ctx context.Context, args []string) error {
 		return usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
 	}
 
-	configured := cfg.PGDSN != "" || len(cfg.CHAddr) > 0 || len(cfg.KafkaBrokers) > 0
+	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
 	if configured {
 		if err := cfg.RequireStores(); err != nil {
 			return fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
@@ -68,7 +68,7 @@ func runBench(ctx context.Context, args []string) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
 		stack, err := devstack.Start(ctx, devstack.Options{
-			Dir: *dir, Durable: true, Topics: []string{cfg.Topic}, Partitions: cfg.TopicPartitions, Log: os.Stderr,
+			Dir: *dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 		})
 		if err != nil {
 			return err
@@ -79,7 +79,7 @@ func runBench(ctx context.Context, args []string) error {
 			}
 		}()
 		stack.Configure(&cfg)
-		cfg.BootMigrate = true
+		cfg.Boot.Migrate = true
 	}
 	cfg.Roles = config.AllRoles()
 	// The node's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.

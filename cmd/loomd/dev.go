@@ -24,7 +24,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".loom", "where the embedded stores keep their data")
-	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address")
+	addr := fs.String("addr", cfg.HTTP.Addr, "HTTP listen address")
 	kafkaPort := fs.Int("kafka-port", 9092, "loopback port of the embedded Kafka")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,7 +37,7 @@ func runDev(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "loomd dev: starting the embedded stores in %s ...\n", *dir)
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: *dir, Durable: true, KafkaPort: *kafkaPort,
-		Topics: []string{cfg.Topic}, Partitions: cfg.TopicPartitions, Log: os.Stderr,
+		Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 	})
 	if err != nil {
 		ln.Close()
@@ -51,7 +51,7 @@ func runDev(ctx context.Context, args []string) error {
 	}()
 	stack.Configure(&cfg)
 	cfg.Roles = config.AllRoles()
-	cfg.BootMigrate = true
+	cfg.Boot.Migrate = true
 	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
@@ -68,7 +68,7 @@ func runDev(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	printBanner(ln.Addr().String(), token, stack, cfg.Topic, envFile)
+	printBanner(ln.Addr().String(), token, stack, cfg.Pipeline.Topic, envFile)
 	err = n.Run(ctx, ln)
 	if ctx.Err() != nil {
 		return nil
@@ -101,8 +101,8 @@ func devToken(ctx context.Context, tokens *auth.Store, file string) (string, err
 // (loomd projector, republish, token) run against this stack from another shell.
 func writeDevEnv(file string, cfg config.Config, token string) error {
 	var env strings.Builder
-	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PGDSN}, {"LOOM_CH_ADDR", strings.Join(cfg.CHAddr, ",")},
-		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.KafkaBrokers, ",")}, {"LOOM_PG_DURABILITY", cfg.PGDurability}, {"LOOM_TOKEN", token}} {
+	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PG.DSN}, {"LOOM_CH_ADDR", strings.Join(cfg.ClickHouse.Addr, ",")},
+		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.Kafka.Brokers, ",")}, {"LOOM_PG_DURABILITY", string(cfg.PG.Durability)}, {"LOOM_TOKEN", token}} {
 		fmt.Fprintf(&env, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
 	}
 	if err := os.WriteFile(file, []byte(env.String()), 0o600); err != nil {

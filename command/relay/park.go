@@ -17,7 +17,7 @@ import (
 // so a crash in between publishes the placeholder again (consumers dedupe by seq)
 // rather than leaving the seq missing.
 func (r *Relay) park(ctx context.Context, row outboxRow, attempts int, cause error) error {
-	rec, err := placeholder(row, r.cfg.EventSource)
+	rec, err := placeholder(row, r.pipe.EventSource)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func TestIdempotencyKey(t *testing.T) {
 // a retry with the same key answers in progress while the lease runs, then replays the
 // committed revision. No second revision exists.
 func TestCommitAnswerLostThenRetried(t *testing.T) {
-	n, url := env.API(t, func(c *config.Config) { c.IdempotencyLease = 700 * time.Millisecond })
+	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 700 * time.Millisecond })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "lost")
 	lose := true
@@ -192,7 +192,7 @@ func TestConcurrentKeyedRequests(t *testing.T) {
 // A request slower than its lease is taken over by a retry: the retry commits, and the
 // slow request answers 503 IDEMPOTENT_TAKEN_OVER with nothing committed.
 func TestIdempotencyTakeOver(t *testing.T) {
-	n, url := env.API(t, func(c *config.Config) { c.IdempotencyLease = 300 * time.Millisecond })
+	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 300 * time.Millisecond })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "takeover")
 	release := make(chan struct{})

@@ -85,13 +85,13 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	env.Relay(t, relay.Faults{})
 	env.Projector(t, p)
 	saga := func(c *config.Config) {
-		c.Projection = p
-		c.ErasureLease = 2 * time.Second
-		c.ErasureRecovery = 0 // this process runs the saga and stops it; it recovers nothing
+		c.Pipeline.Projection = p
+		c.Command.Erasure.Lease = 2 * time.Second
+		c.Command.Erasure.RecoveryInterval = 0 // this process runs the saga and stops it; it recovers nothing
 	}
 	n, c, org := env.OrgAPI(t, saga)
 	// erasure_recovery runs in another process.
-	env.API(t, func(c *config.Config) { saga(c); c.ErasureRecovery = 200 * time.Millisecond })
+	env.API(t, func(c *config.Config) { saga(c); c.Command.Erasure.RecoveryInterval = 200 * time.Millisecond })
 
 	ns, aliceWord, bobWord := erasureSpace(t, c, "whole")
 	reference := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
@@ -168,7 +168,7 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 // an audit row or an index term.
 func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 	p := projection(t)
-	n, url, _ := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Projection = p })
+	n, url, _ := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Pipeline.Projection = p })
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	env.Relay(t, relay.Faults{})
@@ -186,7 +186,7 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 	}
 	view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
 	erasedEndState(t, c, view, org, ns, aliceWord, bobWord)
-	group, topic := projector.Group(p), env.Config(nil).Topic
+	group, topic := projector.Group(p), env.Config(nil).Pipeline.Topic
 	testenv.Eventually(t, 30*time.Second, "the projection to commit its offsets", func() bool { return env.GroupCaughtUp(t, group, topic) })
 
 	series := `loom_projector_unopenable_total{projection="` + p + `"}`
@@ -217,7 +217,10 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testing.T) {
 	p := projection(t)
 	env.Projector(t, p)
-	_, c, org := env.OrgAPI(t, func(c *config.Config) { c.Projection = p; c.ErasureRequestWait = 500 * time.Millisecond })
+	_, c, org := env.OrgAPI(t, func(c *config.Config) {
+		c.Pipeline.Projection = p
+		c.Command.Erasure.RequestWait = 500 * time.Millisecond
+	})
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "withdrawn")
 	c.AppendOnly(t, ns)

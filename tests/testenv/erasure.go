@@ -22,7 +22,7 @@ import (
 
 // OrgAPI serves the command and query roles (configured by mod) for a fresh org, and
 // returns the node and an admin client of the org.
-func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config)) (*app.Node, *Client, string) {
+func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config)) (*app.Process, *Client, string) {
 	t.Helper()
 	n, url := e.API(t, mod)
 	org := Unique(t, "org")

@@ -49,7 +49,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
+	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Pipeline.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
 	if err != nil {
 		return nil, fmt.Errorf("start the test stores: %w", err)
 	}
@@ -57,10 +57,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	// SyncStandby, synchronous.
 	stack.Configure(&cfg)
 	cfg.Roles = nil
-	cfg.TopicPartitions = 4
-	cfg.PGPoolMax = 20
-	cfg.PGPublishInterval = 50 * time.Millisecond
-	cfg.OutboxPoll = 200 * time.Millisecond
+	cfg.Kafka.TopicPartitions = 4
+	cfg.PG.PoolMax = 20
+	cfg.Projector.Interval = 50 * time.Millisecond
+	cfg.Relay.Poll = 200 * time.Millisecond
 	level := slog.LevelWarn
 	if os.Getenv("LOOM_TEST_LOG") != "" {
 		level = slog.LevelDebug
@@ -75,7 +75,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, fmt.Errorf("migrate the test stores: %w", err)
 	}
 	n.Close()
-	e.base.BootMigrate = false
+	e.base.Boot.Migrate = false
 	return e, nil
 }
 
@@ -130,13 +130,13 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 }
 
 // Open opens a node (no role running) and closes it when the test ends.
-func (e *Env) Open(t testing.TB, mod func(*config.Config)) *app.Node {
+func (e *Env) Open(t testing.TB, mod func(*config.Config)) *app.Process {
 	t.Helper()
 	return e.OpenLogged(t, mod, e.log)
 }
 
 // OpenLogged is Open with the node logging to log (a test that asserts on warnings).
-func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *app.Node {
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *app.Process {
 	t.Helper()
 	n, err := app.Open(context.Background(), e.Config(mod), log)
 	if err != nil {
@@ -148,21 +148,25 @@ func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logge
 
 // API serves the command and query roles on a free loopback port until the test ends
 // and returns its base URL.
-func (e *Env) API(t testing.TB, mod func(*config.Config)) (*app.Node, string) {
+func (e *Env) API(t testing.TB, mod func(*config.Config)) (*app.Process, string) {
 	t.Helper()
-	n, url, _ := e.Serve(t, []string{config.RoleCommand, config.RoleQuery}, mod)
+	n, url, _ := e.Serve(t, []string{"api"}, mod)
 	return n, url
 }
 
 // Serve runs a node with roles on a free loopback port until stop is called (or the
 // test ends) and returns its base URL.
-func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *app.Node, url string, stop func()) {
+func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *app.Process, url string, stop func()) {
 	t.Helper()
+	parsed, err := config.ParseRoles(strings.Join(roles, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
 	n = e.Open(t, func(c *config.Config) {
 		if mod != nil {
 			mod(c)
 		}
-		c.Roles = roles
+		c.Roles = parsed
 	})
 	url, stop = e.ServeNode(t, n)
 	return n, url, stop
@@ -170,13 +174,13 @@ func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *
 
 // ServeNode runs an opened node's HTTP server and roles on a free loopback port until
 // stop is called (or the test ends) and returns its base URL.
-func (e *Env) ServeNode(t testing.TB, n *app.Node) (url string, stop func()) {
+func (e *Env) ServeNode(t testing.TB, n *app.Process) (url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop = e.run(t, strings.Join(n.Cfg.Roles, ","), func(ctx context.Context) error { return n.Run(ctx, ln) })
+	stop = e.run(t, n.Cfg.Roles.String(), func(ctx context.Context) error { return n.Run(ctx, ln) })
 	return "http://" + ln.Addr().String(), stop
 }
 
@@ -199,7 +203,7 @@ func (e *Env) Projector(t testing.TB, name string, mods ...func(*config.Config))
 // FaultyProjector is Projector with faults injected.
 func (e *Env) FaultyProjector(t testing.TB, name string, faults projector.Faults, mods ...func(*config.Config)) (stop func()) {
 	t.Helper()
-	n := e.Open(t, func(c *config.Config) { c.Projection = name; apply(mods)(c) })
+	n := e.Open(t, func(c *config.Config) { c.Pipeline.Projection = name; apply(mods)(c) })
 	n.ProjectorFaults = faults
 	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
 	return stop
@@ -245,7 +249,7 @@ func (e *Env) runDone(t testing.TB, what string, fn func(context.Context) error)
 }
 
 // Token creates a token in org with role and returns its secret.
-func (e *Env) Token(t testing.TB, n *app.Node, tok auth.NewToken) string {
+func (e *Env) Token(t testing.TB, n *app.Process, tok auth.NewToken) string {
 	t.Helper()
 	if tok.Role == "" {
 		tok.Role = auth.RoleAdmin
@@ -430,7 +434,7 @@ func (e *Env) RunPipeline(ctx context.Context) error {
 }
 
 // ServeURL runs an opened node until the test ends and returns its base URL.
-func (e *Env) ServeURL(t testing.TB, n *app.Node) string {
+func (e *Env) ServeURL(t testing.TB, n *app.Process) string {
 	t.Helper()
 	url, _ := e.ServeNode(t, n)
 	return url

@@ -17,7 +17,7 @@ import (
 )
 
 // registerAdmin mounts the operator routes: admin tokens only.
-func (n *Node) registerAdmin(app *fiber.App) {
+func (n *Process) registerAdmin(app *fiber.App) {
 	g := app.Group("/v1/admin", n.Tokens.Middleware())
 	g.Post("/projections/:name\\:reset", n.handleProjectionReset)
 }
@@ -41,7 +41,7 @@ type resetAnswer struct {
 // "execute" it only answers the plan. With it, it pauses this process's projector of
 // that projection (its consumer leaves the group), resets, and resumes it, so a reset
 // works against `loomd dev`; a group with members in other processes is refused.
-func (n *Node) handleProjectionReset(c *fiber.Ctx) error {
+func (n *Process) handleProjectionReset(c *fiber.Ctx) error {
 	if auth.From(c).Role != auth.RoleAdmin {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "only an admin token may reset a projection")
 	}
@@ -62,7 +62,7 @@ func (n *Node) handleProjectionReset(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Minute)
 	defer cancel()
-	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 	if err != nil {
 		return kafkaDown("connecting to Kafka", err)
 	}
@@ -70,7 +70,7 @@ func (n *Node) handleProjectionReset(c *fiber.Ctx) error {
 	adm := kadm.NewClient(cl)
 	group := projector.Group(name)
 	if !req.Execute {
-		plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Topic, target)
+		plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Pipeline.Topic, target)
 		if err != nil {
 			return kafkaDown("planning the reset", err)
 		}
@@ -81,7 +81,7 @@ func (n *Node) handleProjectionReset(c *fiber.Ctx) error {
 		return kafkaDown("pausing this process's projector", err)
 	}
 	defer resume()
-	plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Topic, target)
+	plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Pipeline.Topic, target)
 	if err != nil {
 		return kafkaDown("planning the reset", err)
 	}

@@ -68,7 +68,7 @@ func planAuthority(configured string, r recorded, record bool) (authorityPlan, e
 
 // checkAuthority reads both records and refuses a mismatch; with record it first
 // records a deployment a store lacks, under a lock so two first boots agree on one id.
-func (n *Node) checkAuthority(ctx context.Context, record bool) (string, error) {
+func (n *Process) checkAuthority(ctx context.Context, record bool) (string, error) {
 	if record {
 		unlock, err := pg.SessionLock(ctx, n.PG, pg.LockAuthority)
 		if err != nil {
@@ -80,7 +80,7 @@ func (n *Node) checkAuthority(ctx context.Context, record bool) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	plan, err := planAuthority(n.Cfg.DeploymentID, r, record)
+	plan, err := planAuthority(n.Cfg.Boot.DeploymentID, r, record)
 	if err != nil {
 		return "", fmt.Errorf("recorded authority: %w", err)
 	}

@@ -21,12 +21,12 @@ import (
 // synchronous standbys. Loom's own sessions set synchronous_commit = on, so a
 // configured synchronous standby is what makes an acknowledged write survive the
 // primary's loss; without one, synchronous mode refuses to start.
-func (n *Node) checkDurability(ctx context.Context) error {
+func (n *Process) checkDurability(ctx context.Context) error {
 	rep, err := pg.ReadReplication(ctx, n.PG)
 	if err != nil {
 		return err
 	}
-	mode := n.Cfg.PGDurability
+	mode := n.Cfg.PG.Durability
 	switch {
 	case rep.StandbyNames == "" && mode == config.DurabilitySynchronous:
 		return errors.New("LOOM_PG_DURABILITY=synchronous, but the Postgres primary has no synchronous standby configured " +
@@ -55,7 +55,7 @@ type migrationState struct {
 
 // pendingMigrations lists what the stores have not applied, "pg:" and "ch:" prefixed;
 // a ledger that cannot be read is listed as "<ledger unreadable>".
-func (n *Node) pendingMigrations(ctx context.Context) []string {
+func (n *Process) pendingMigrations(ctx context.Context) []string {
 	var out []string
 	if names, err := pg.Pending(ctx, n.PG, pgmigrations.Files); err != nil {
 		out = append(out, "pg:<ledger unreadable>")
@@ -76,7 +76,7 @@ func (n *Node) pendingMigrations(ctx context.Context) []string {
 
 // refreshMigrations re-reads the ledgers when the last look is older than maxAge and
 // returns what is pending.
-func (n *Node) refreshMigrations(ctx context.Context, maxAge time.Duration) []string {
+func (n *Process) refreshMigrations(ctx context.Context, maxAge time.Duration) []string {
 	m := &n.migrations
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -90,7 +90,7 @@ func (n *Node) refreshMigrations(ctx context.Context, maxAge time.Duration) []st
 }
 
 // lastPending is the last known pending list, without reading the stores (liveness).
-func (n *Node) lastPending() []string {
+func (n *Process) lastPending() []string {
 	n.migrations.mu.Lock()
 	defer n.migrations.mu.Unlock()
 	return append([]string{}, n.migrations.pending...)
@@ -98,7 +98,7 @@ func (n *Node) lastPending() []string {
 
 // refuseUntilMigrated answers 503 MIGRATIONS_PENDING on every data route while a
 // migration this build needs is not applied.
-func (n *Node) refuseUntilMigrated(c *fiber.Ctx) error {
+func (n *Process) refuseUntilMigrated(c *fiber.Ctx) error {
 	if pending := n.refreshMigrations(c.UserContext(), time.Second); len(pending) > 0 {
 		return (&httperr.Error{Status: http.StatusServiceUnavailable, Code: httperr.CodeMigrationsPending,
 			Message:   "this process waits for migrations it may not apply (LOOM_BOOT_MIGRATE=0); retry",
@@ -108,7 +108,7 @@ func (n *Node) refuseUntilMigrated(c *fiber.Ctx) error {
 }
 
 // waitMigrated holds a background role back until nothing is pending.
-func (n *Node) waitMigrated(ctx context.Context, role string) error {
+func (n *Process) waitMigrated(ctx context.Context, role string) error {
 	for logged := false; ; logged = true {
 		pending := n.refreshMigrations(ctx, 0)
 		if len(pending) == 0 {

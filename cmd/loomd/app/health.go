@@ -16,7 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 )
 
-func (n *Node) registerHealth(app *fiber.App) {
+func (n *Process) registerHealth(app *fiber.App) {
 	app.Get("/v1/health", n.handleHealth)
 	app.Get("/v1/health/ready", n.handleReady)
 	app.Get("/metrics", n.handleMetrics)
@@ -97,7 +97,7 @@ func (c *scrapeCache[T]) get() (T, error) {
 // the serving projection's recorded failures, and
 // ?include=lag the namespaces the serving projection is behind on (comma separated
 // for both).
-func (n *Node) handleHealth(c *fiber.Ctx) error {
+func (n *Process) handleHealth(c *fiber.Ctx) error {
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
@@ -108,8 +108,8 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 			"version":         n.CH.Caps.Version,
 			"cosine_distance": n.CH.Caps.CosineDistance,
 		},
-		"projection": n.Cfg.Projection,
-		"topic":      n.Cfg.Topic,
+		"projection": n.Cfg.Pipeline.Projection,
+		"topic":      n.Cfg.Pipeline.Topic,
 	}
 	include := strings.Split(c.Query("include"), ",")
 	if slices.Contains(include, "postgres") {
@@ -120,7 +120,7 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 			body["postgres"] = fiber.Map{"error": err.Error()}
 		} else {
 			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
-				"durability": n.Cfg.PGDurability}
+				"durability": n.Cfg.PG.Durability}
 			if fs, err := n.failureStats(ctx); err == nil {
 				pgState["projection_failures"] = fs
 			} else {
@@ -144,7 +144,7 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 
 type outboxStats = outbox.Backlog
 
-func (n *Node) outboxStats(ctx context.Context) (outboxStats, error) {
+func (n *Process) outboxStats(ctx context.Context) (outboxStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return outbox.ReadBacklog(ctx, n.PG)
@@ -152,7 +152,7 @@ func (n *Node) outboxStats(ctx context.Context) (outboxStats, error) {
 
 // handleReady answers 200 only when both stores answer and every migration this build
 // carries is applied; a load balancer sends no traffic before that.
-func (n *Node) handleReady(c *fiber.Ctx) error {
+func (n *Process) handleReady(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
 	defer cancel()
 	checks := fiber.Map{}
@@ -181,7 +181,7 @@ func (n *Node) handleReady(c *fiber.Ctx) error {
 	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
 
-func (n *Node) handleMetrics(c *fiber.Ctx) error {
+func (n *Process) handleMetrics(c *fiber.Ctx) error {
 	var buf bytes.Buffer
 	if err := n.Metrics.WriteText(&buf); err != nil {
 		return err

@@ -12,8 +12,8 @@ type projectionLag = watermarks.Lag
 
 // projectionLag compares every namespace's generation with the serving projection's
 // watermark, naming the ten furthest behind.
-func (n *Node) projectionLag(ctx context.Context) (projectionLag, error) {
+func (n *Process) projectionLag(ctx context.Context) (projectionLag, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return watermarks.ReadLag(ctx, n.PG, n.Cfg.Projection, 10)
+	return watermarks.ReadLag(ctx, n.PG, n.Cfg.Pipeline.Projection, 10)
 }

@@ -37,8 +37,8 @@ import (
 // Version is loomd's build version.
 const Version = "0.1.0"
 
-// Node is one process's stores, roles and HTTP app.
-type Node struct {
+// Process is one process's stores, roles and HTTP app.
+type Process struct {
 	Cfg      config.Config
 	Log      *slog.Logger
 	PG       *pgxpool.Pool
@@ -69,11 +69,11 @@ type Node struct {
 // nothing, refuses stores that record no deployment or another one, and notes the
 // pending migrations (the process then serves health only until they are applied).
 // It starts nothing; Run does.
-func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, error) {
+func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Process, error) {
 	if err := cfg.RequireStores(); err != nil {
 		return nil, err
 	}
-	n := &Node{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
+	n := &Process{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -81,19 +81,19 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 		}
 	}()
 	var err error
-	n.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PGDSN, MinConns: cfg.PGPoolMin, MaxConns: cfg.PGPoolMax, StatementTimeout: cfg.PGStatementTimeout})
+	n.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MinConns: cfg.PG.PoolMin, MaxConns: cfg.PG.PoolMax, StatementTimeout: cfg.PG.StatementTimeout})
 	if err != nil {
 		return nil, err
 	}
-	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.CHAddr, Username: cfg.CHUser, Password: cfg.CHPassword, Cluster: cfg.CHCluster,
-		ReadTimeout: cfg.CHReadTimeout})
+	n.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.ClickHouse.Addr, Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, Cluster: cfg.ClickHouse.Cluster,
+		ReadTimeout: cfg.ClickHouse.ReadTimeout})
 	if err != nil {
 		return nil, err
 	}
 	if err := n.checkDurability(ctx); err != nil {
 		return nil, err
 	}
-	if cfg.BootMigrate {
+	if cfg.Boot.Migrate {
 		if err := n.Migrate(ctx); err != nil {
 			return nil, err
 		}
@@ -105,8 +105,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 			n.Log.Warn("LOOM_BOOT_MIGRATE=0 and migrations are pending: serving health only until they are applied", "pending_migrations", pending)
 		}
 	}
-	n.Embedder, err = embed.New(embed.Config{Kind: cfg.Embedder, HashDim: cfg.EmbedderDim, OpenAI: embed.OpenAIConfig{
-		BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel, Dim: cfg.EmbedderDim}})
+	n.Embedder, err = embed.New(cfg.Embedder)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +119,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 
 // Migrate applies both stores' migrations, records the deployment in each and makes
 // sure the topic exists.
-func (n *Node) Migrate(ctx context.Context) error {
+func (n *Process) Migrate(ctx context.Context) error {
 	if _, err := pg.Migrate(ctx, n.PG, pgmigrations.Files, n.Log); err != nil {
 		return fmt.Errorf("migrate Postgres: %w", err)
 	}
@@ -135,18 +134,18 @@ func (n *Node) Migrate(ctx context.Context) error {
 	n.refreshMigrations(ctx, 0)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := kafka.EnsureTopic(tctx, n.Cfg.KafkaBrokers, n.Cfg.Topic, n.Cfg.TopicPartitions, n.Cfg.TopicReplication); err != nil {
+	if err := kafka.EnsureTopic(tctx, n.Cfg.Kafka.Brokers, n.Cfg.Pipeline.Topic, n.Cfg.Kafka.TopicPartitions, n.Cfg.Kafka.TopicReplication); err != nil {
 		return err
 	}
 	return nil
 }
 
-func (n *Node) newApp() *fiber.App {
+func (n *Process) newApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "loomd",
 		DisableStartupMessage: true,
 		ErrorHandler:          httperr.Handler(n.Log),
-		BodyLimit:             n.Cfg.RequestBodyLimitBytes,
+		BodyLimit:             n.Cfg.HTTP.BodyLimitBytes,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
@@ -156,30 +155,14 @@ func (n *Node) newApp() *fiber.App {
 	n.registerHealth(app)
 	n.registerAdmin(app)
 	data := app.Group("", n.refuseUntilMigrated)
-	if n.Cfg.HasRole(config.RoleCommand) {
-		cmd := command.New(command.Config{
-			Topic: n.Cfg.Topic, EventSource: n.Cfg.EventSource, Projection: n.Cfg.Projection, CharLimit: n.Cfg.MemoryCharLimit,
-			AdmissionRounds: n.Cfg.PGAdmissionRounds, AdmissionDeadline: n.Cfg.PGAdmissionDeadline, AdmissionGapMax: n.Cfg.PGAdmissionGapMax,
-			CommitLockTimeout: n.Cfg.PGCommitLockTimeout, ConflictThreshold: n.Cfg.ConflictThreshold,
-			DuplicateThreshold: n.Cfg.DuplicateThreshold, SensitiveRetention: n.Cfg.SensitiveRetention, PeerLimit: n.Cfg.PeerLimit,
-			IdempotencyLease: n.Cfg.IdempotencyLease, BulkConflictCheckMax: n.Cfg.BulkConflictCheckMax,
-			WriteDeadline: n.Cfg.PGWriteDeadline,
-			Erasure: command.ErasureConfig{Evidence: n.Cfg.ErasureEvidence, LedgerKeep: n.Cfg.ErasureLedgerKeep,
-				Lease: n.Cfg.ErasureLease, MaxAttempts: n.Cfg.ErasureMaxAttempts, StepTimeout: n.Cfg.ErasureStepTimeout,
-				RequestWait: n.Cfg.ErasureRequestWait},
-		}, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
+	if n.Cfg.Roles.Has(config.RoleCommand) {
+		cmd := command.New(n.Cfg.Command, n.Cfg.Pipeline, n.PG, n.CH, n.Embedder, n.Metrics, n.Log)
 		cmd.Register(data, n.Tokens)
 		n.Command = cmd
 	}
-	if n.Cfg.HasRole(config.RoleQuery) {
-		barrier := query.NewBarrier(n.PG, n.Cfg.Projection, n.Cfg.PGProjectionWait, n.watermarkWake)
-		q := query.New(query.Config{
-			Projection: n.Cfg.Projection, ProjectionWait: n.Cfg.PGProjectionWait,
-			TopKDefault: n.Cfg.SearchTopKDefault, TopKMax: n.Cfg.SearchTopKMax, MinScore: n.Cfg.SearchMinScore,
-			PriorCap: n.Cfg.PriorCap, BM25K1: n.Cfg.BM25K1, BM25B: n.Cfg.BM25B,
-			Weights:        query.Weights{Vector: n.Cfg.WeightVector, Lexical: n.Cfg.WeightLexical, Key: n.Cfg.WeightKey, Graph: n.Cfg.WeightGraph},
-			EmbedCacheSize: n.Cfg.EmbedCacheSize, EmbedCacheTTL: n.Cfg.EmbedCacheTTL,
-		}, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
+	if n.Cfg.Roles.Has(config.RoleQuery) {
+		barrier := query.NewBarrier(n.PG, n.Cfg.Pipeline.Projection, n.Cfg.Query.ProjectionWait, n.watermarkWake)
+		q := query.New(n.Cfg.Query, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
 		q.Register(data, n.Tokens)
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
@@ -192,7 +175,7 @@ func (n *Node) newApp() *fiber.App {
 // LOOM_SHUTDOWN_GRACE_MS: the HTTP server drains its in-flight requests first (their
 // commits land and their outbox rows wait for the relay), then the relay finishes its
 // round and the projector its batch and its offset commit.
-func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+func (n *Process) Run(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
@@ -206,7 +189,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
-	if n.Cfg.HasRole(config.RoleQuery) {
+	if n.Cfg.Roles.Has(config.RoleQuery) {
 		start("listener "+watermarks.Channel, func(ctx context.Context) error { n.watermarkWake.Run(ctx); return nil })
 	}
 	// The command role's background work, each every interval once migrations are in.
@@ -214,7 +197,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		name     string
 		interval time.Duration
 		run      func(context.Context, time.Duration)
-	}{{"sweeps", n.Cfg.SweepInterval, n.runSweeps}, {"erasure_recovery", n.Cfg.ErasureRecovery, n.runErasureRecovery}} {
+	}{{"sweeps", n.Cfg.Command.SweepInterval, n.runSweeps}, {"erasure_recovery", n.Cfg.Command.Erasure.RecoveryInterval, n.runErasureRecovery}} {
 		if n.Command != nil && w.interval > 0 {
 			start(w.name, func(ctx context.Context) error {
 				if err := n.waitMigrated(ctx, w.name); err != nil {
@@ -226,12 +209,12 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	for _, role := range []struct {
-		name string
+		name config.Role
 		run  func(context.Context) error
 	}{{config.RoleRelay, n.RunRelay}, {config.RoleProjector, n.RunProjector}} {
-		if n.Cfg.HasRole(role.name) {
-			start(role.name, func(ctx context.Context) error {
-				if err := n.waitMigrated(ctx, role.name); err != nil {
+		if n.Cfg.Roles.Has(role.name) {
+			start(string(role.name), func(ctx context.Context) error {
+				if err := n.waitMigrated(ctx, string(role.name)); err != nil {
 					return err
 				}
 				return role.run(ctx)
@@ -249,7 +232,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-errs:
 	}
 	if ln != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), n.Cfg.ShutdownGrace)
+		sctx, cancel := context.WithTimeout(context.Background(), n.Cfg.Pipeline.ShutdownGrace)
 		if serr := n.App.ShutdownWithContext(sctx); serr != nil {
 			n.Log.Warn("HTTP requests still in flight at the end of the shutdown grace", "err", serr)
 		}
@@ -260,15 +243,17 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func (n *Node) runSweeps(ctx context.Context, every time.Duration) { n.Command.RunSweeps(ctx, every) }
+func (n *Process) runSweeps(ctx context.Context, every time.Duration) {
+	n.Command.RunSweeps(ctx, every)
+}
 
-func (n *Node) runErasureRecovery(ctx context.Context, every time.Duration) {
+func (n *Process) runErasureRecovery(ctx context.Context, every time.Duration) {
 	n.Command.RunErasureRecovery(ctx, every)
 }
 
 // RunRelay runs the relay role until ctx ends.
-func (n *Node) RunRelay(ctx context.Context) error {
-	producer, err := kafka.NewClient(n.Cfg.KafkaBrokers, relay.ProducerOpts()...)
+func (n *Process) RunRelay(ctx context.Context) error {
+	producer, err := kafka.NewClient(n.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
 	if err != nil {
 		return err
 	}
@@ -277,13 +262,12 @@ func (n *Node) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll, MaxAttempts: n.Cfg.OutboxMaxAttempts,
-		EventSource: n.Cfg.EventSource, Grace: n.Cfg.ShutdownGrace}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+	r := relay.New(n.Cfg.Relay, n.Cfg.Pipeline, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
 	return r.Run(ctx)
 }
 
 // Close releases the stores.
-func (n *Node) Close() {
+func (n *Process) Close() {
 	if n.CH != nil {
 		n.CH.Close()
 	}

@@ -27,30 +27,23 @@ func newProjectorSwitch() *projectorSwitch {
 	return &projectorSwitch{pause: make(chan pauseRequest)}
 }
 
-// ProjectorConfig is the configured projection, writing the serving tables.
-func ProjectorConfig(c config.Config) projector.Config {
-	return projector.Config{Name: c.Projection, Topic: c.Topic, Tables: tableset.Serving(), BatchRows: c.ProjectorBatch,
-		Interval: c.PGPublishInterval, Attempts: c.ProjectorAttempts, SessionTimeout: c.ProjectorSession,
-		Grace: c.ShutdownGrace}
-}
-
 // RunProjector runs the projector role for the configured projection until ctx ends,
 // standing aside while an admin request holds it paused, and its repair pass every
 // LOOM_PROJECTOR_REPAIR_INTERVAL_MS.
-func (n *Node) RunProjector(ctx context.Context) error {
+func (n *Process) RunProjector(ctx context.Context) error {
 	n.projector.running.Store(true)
 	defer n.projector.running.Store(false)
-	p := projector.New(ProjectorConfig(n.Cfg), n.PG, n.CH, n.Metrics, n.Log, n.ProjectorFaults)
-	if n.Cfg.ProjectorRepair > 0 {
+	p := projector.New(n.Cfg.Projector, n.Cfg.Pipeline, tableset.Serving(), n.PG, n.CH, n.Metrics, n.Log, n.ProjectorFaults)
+	if n.Cfg.Projector.RepairInterval > 0 {
 		rctx, stopRepair := context.WithCancel(ctx)
 		repaired := make(chan struct{})
-		go func() { defer close(repaired); p.RunRepair(rctx, n.Cfg.KafkaBrokers, n.Cfg.ProjectorRepair) }()
+		go func() { defer close(repaired); p.RunRepair(rctx, n.Cfg.Kafka.Brokers) }()
 		defer func() { stopRepair(); <-repaired }()
 	}
 	for {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- p.RunMember(runCtx, n.Cfg.KafkaBrokers) }()
+		go func() { done <- p.RunMember(runCtx, n.Cfg.Kafka.Brokers) }()
 		select {
 		case err := <-done:
 			stop()
@@ -76,8 +69,8 @@ func (n *Node) RunProjector(ctx context.Context) error {
 
 // pauseProjector stops this process's projector when it runs projection name, and
 // returns the function that starts it again (a no-op when nothing was paused).
-func (n *Node) pauseProjector(ctx context.Context, name string) (resume func(), paused bool, err error) {
-	if !n.Cfg.HasRole("projector") || n.Cfg.Projection != name || !n.projector.running.Load() {
+func (n *Process) pauseProjector(ctx context.Context, name string) (resume func(), paused bool, err error) {
+	if !n.Cfg.Roles.Has(config.RoleProjector) || n.Cfg.Pipeline.Projection != name || !n.projector.running.Load() {
 		return func() {}, false, nil
 	}
 	req := pauseRequest{paused: make(chan struct{}), resume: make(chan struct{})}
