@@ -13,7 +13,6 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
@@ -94,9 +93,6 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	return s
 }
 
-// SetFaults installs test faults; call it before serving.
-func (s *Service) SetFaults(f Faults) { s.faults = &f }
-
 // measured runs a write under its Idempotency-Key and counts its outcome and latency.
 // writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
 // run, a pin of a pinned row) releases its Idempotency-Key, so a retry judges again.
@@ -129,9 +125,9 @@ func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (an
 	return err
 }
 
-// Register mounts the write routes behind authentication.
-func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
-	g := r.Group("/v1", tokens.Middleware())
+// Register mounts the write routes; the process authenticates them (cmd/loomd/app).
+func (s *Service) Register(r fiber.Router) {
+	g := r.Group("/v1")
 	g.Put("/namespaces/:ns/memories/:key", s.handleSet)
 	g.Post("/namespaces/:ns/memories/:key", s.handleKeyMethod)
 	g.Delete("/namespaces/:ns/memories/:key", s.handleDelete)

@@ -10,7 +10,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
@@ -51,9 +50,9 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 	}
 }
 
-// Register mounts the read routes behind authentication.
-func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
-	g := r.Group("/v1", tokens.Middleware())
+// Register mounts the read routes; the process authenticates them (cmd/loomd/app).
+func (s *Service) Register(r fiber.Router) {
+	g := r.Group("/v1")
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
 	g.Get("/namespaces/:ns/memories", s.handleList)
 	g.Get("/namespaces/:ns/keys", s.handleKeys)

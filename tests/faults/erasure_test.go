@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
@@ -89,7 +91,14 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 		c.Command.Erasure.Lease = 2 * time.Second
 		c.Command.Erasure.RecoveryInterval = 0 // this process runs the saga and stops it; it recovers nothing
 	}
-	n, c, org := env.OrgAPI(t, saga)
+	// The faults each subtest stops the saga with, nil for none.
+	var afterStep atomic.Pointer[func(step string) error]
+	_, c, org := env.OrgAPI(t, saga, app.WithCommandFaults(command.Faults{AfterErasureStep: func(s string) error {
+		if f := afterStep.Load(); f != nil {
+			return (*f)(s)
+		}
+		return nil
+	}}))
 	// erasure_recovery runs in another process.
 	env.API(t, func(c *config.Config) { saga(c); c.Command.Erasure.RecoveryInterval = 200 * time.Millisecond })
 
@@ -102,13 +111,14 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 
 	for _, step := range []string{"postgres", "quiet", "clickhouse", "census"} {
 		t.Run("stopped after "+step, func(t *testing.T) {
-			n.Command.SetFaults(command.Faults{AfterErasureStep: func(s string) error {
+			stop := func(s string) error {
 				if s == step {
 					return errors.New("killed after " + s)
 				}
 				return nil
-			}})
-			defer n.Command.SetFaults(command.Faults{})
+			}
+			afterStep.Store(&stop)
+			defer afterStep.Store(nil)
 			ns, aliceWord, bobWord := erasureSpace(t, c, step)
 			r := c.Do(t, http.MethodPost, "/v1/erasures", []byte(fmt.Sprintf(`{"user_id": "alice", "namespace": %q}`, ns)))
 			first := r.JSON(t)
@@ -130,7 +140,7 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	t.Run("residue re-opens its step", func(t *testing.T) {
 		conn := env.CH(t)
 		landed := false
-		n.Command.SetFaults(command.Faults{AfterErasureStep: func(s string) error {
+		land := func(s string) error {
 			if s != "clickhouse" || landed {
 				return nil
 			}
@@ -145,8 +155,9 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 				return err
 			}
 			return b.Send()
-		}})
-		defer n.Command.SetFaults(command.Faults{})
+		}
+		afterStep.Store(&land)
+		defer afterStep.Store(nil)
 		ns, aliceWord, bobWord = erasureSpace(t, c, "residue")
 		view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
 		var reopened float64

@@ -20,11 +20,11 @@ import (
 	"github.com/loomplane/loom/internal/config"
 )
 
-// OrgAPI serves the command and query roles (configured by mod) for a fresh org, and
-// returns the node and an admin client of the org.
-func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config)) (*app.Process, *Client, string) {
+// OrgAPI serves the command and query roles (configured by mod, built with opts) for
+// a fresh org, and returns the process and an admin client of the org.
+func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config), opts ...app.Option) (*app.Process, *Client, string) {
 	t.Helper()
-	n, url := e.API(t, mod)
+	n, url := e.API(t, mod, opts...)
 	org := Unique(t, "org")
 	return n, NewClient(url, e.Token(t, n, auth.NewToken{Org: org})), org
 }

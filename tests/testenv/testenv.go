@@ -129,16 +129,17 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 	return c
 }
 
-// Open opens a node (no role running) and closes it when the test ends.
-func (e *Env) Open(t testing.TB, mod func(*config.Config)) *app.Process {
+// Open opens a process (no role running) and closes it when the test ends; opts
+// inject faults into its roles.
+func (e *Env) Open(t testing.TB, mod func(*config.Config), opts ...app.Option) *app.Process {
 	t.Helper()
-	return e.OpenLogged(t, mod, e.log)
+	return e.OpenLogged(t, mod, e.log, opts...)
 }
 
-// OpenLogged is Open with the node logging to log (a test that asserts on warnings).
-func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *app.Process {
+// OpenLogged is Open with the process logging to log (a test that asserts on warnings).
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger, opts ...app.Option) *app.Process {
 	t.Helper()
-	n, err := app.Open(context.Background(), e.Config(mod), log)
+	n, err := app.Open(context.Background(), e.Config(mod), log, opts...)
 	if err != nil {
 		t.Fatalf("open node: %v", err)
 	}
@@ -148,15 +149,15 @@ func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logge
 
 // API serves the command and query roles on a free loopback port until the test ends
 // and returns its base URL.
-func (e *Env) API(t testing.TB, mod func(*config.Config)) (*app.Process, string) {
+func (e *Env) API(t testing.TB, mod func(*config.Config), opts ...app.Option) (*app.Process, string) {
 	t.Helper()
-	n, url, _ := e.Serve(t, []string{"api"}, mod)
+	n, url, _ := e.Serve(t, []string{"api"}, mod, opts...)
 	return n, url
 }
 
 // Serve runs a node with roles on a free loopback port until stop is called (or the
 // test ends) and returns its base URL.
-func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *app.Process, url string, stop func()) {
+func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config), opts ...app.Option) (n *app.Process, url string, stop func()) {
 	t.Helper()
 	parsed, err := config.ParseRoles(strings.Join(roles, ","))
 	if err != nil {
@@ -167,7 +168,7 @@ func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *
 			mod(c)
 		}
 		c.Roles = parsed
-	})
+	}, opts...)
 	url, stop = e.ServeNode(t, n)
 	return n, url, stop
 }
@@ -188,8 +189,7 @@ func (e *Env) ServeNode(t testing.TB, n *app.Process) (url string, stop func()) 
 // test ends). It returns a channel that receives Run's result.
 func (e *Env) Relay(t testing.TB, faults relay.Faults, mods ...func(*config.Config)) (stop func(), done <-chan error) {
 	t.Helper()
-	n := e.Open(t, apply(mods))
-	n.RelayFaults = faults
+	n := e.Open(t, apply(mods), app.WithRelayFaults(faults))
 	return e.runDone(t, "relay", n.RunRelay)
 }
 
@@ -203,8 +203,7 @@ func (e *Env) Projector(t testing.TB, name string, mods ...func(*config.Config))
 // FaultyProjector is Projector with faults injected.
 func (e *Env) FaultyProjector(t testing.TB, name string, faults projector.Faults, mods ...func(*config.Config)) (stop func()) {
 	t.Helper()
-	n := e.Open(t, func(c *config.Config) { c.Pipeline.Projection = name; apply(mods)(c) })
-	n.ProjectorFaults = faults
+	n := e.Open(t, func(c *config.Config) { c.Pipeline.Projection = name; apply(mods)(c) }, app.WithProjectorFaults(faults))
 	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
 	return stop
 }

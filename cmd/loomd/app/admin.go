@@ -17,9 +17,9 @@ import (
 )
 
 // registerAdmin mounts the operator routes: admin tokens only.
-func (n *Process) registerAdmin(app *fiber.App) {
-	g := app.Group("/v1/admin", n.Tokens.Middleware())
-	g.Post("/projections/:name\\:reset", n.handleProjectionReset)
+func (p *Process) registerAdmin(app *fiber.App) {
+	g := app.Group("/v1/admin", p.Tokens.Middleware())
+	g.Post("/projections/:name\\:reset", p.handleProjectionReset)
 }
 
 // resetRequest is the body of POST /v1/admin/projections/{name}:reset.
@@ -41,7 +41,7 @@ type resetAnswer struct {
 // "execute" it only answers the plan. With it, it pauses this process's projector of
 // that projection (its consumer leaves the group), resets, and resumes it, so a reset
 // works against `loomd dev`; a group with members in other processes is refused.
-func (n *Process) handleProjectionReset(c *fiber.Ctx) error {
+func (p *Process) handleProjectionReset(c *fiber.Ctx) error {
 	if auth.From(c).Role != auth.RoleAdmin {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "only an admin token may reset a projection")
 	}
@@ -62,7 +62,7 @@ func (n *Process) handleProjectionReset(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Minute)
 	defer cancel()
-	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
+	cl, err := kafka.NewClient(p.Cfg.Kafka.Brokers)
 	if err != nil {
 		return kafkaDown("connecting to Kafka", err)
 	}
@@ -70,18 +70,18 @@ func (n *Process) handleProjectionReset(c *fiber.Ctx) error {
 	adm := kadm.NewClient(cl)
 	group := projector.Group(name)
 	if !req.Execute {
-		plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Pipeline.Topic, target)
+		plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
 		if err != nil {
 			return kafkaDown("planning the reset", err)
 		}
 		return c.JSON(resetAnswer{ResetPlan: plan})
 	}
-	resume, paused, err := n.pauseProjector(ctx, name)
+	resume, paused, err := p.pauseProjector(ctx, name)
 	if err != nil {
 		return kafkaDown("pausing this process's projector", err)
 	}
 	defer resume()
-	plan, err := projector.PlanReset(ctx, adm, group, n.Cfg.Pipeline.Topic, target)
+	plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
 	if err != nil {
 		return kafkaDown("planning the reset", err)
 	}
@@ -93,7 +93,7 @@ func (n *Process) handleProjectionReset(c *fiber.Ctx) error {
 	} else if err != nil {
 		return kafkaDown("resetting the offsets", err)
 	}
-	n.Log.Info("projection reset", "projection", name, "group", group, "to", plan.To, "paused_here", paused)
+	p.Log.Info("projection reset", "projection", name, "group", group, "to", plan.To, "paused_here", paused)
 	return c.JSON(resetAnswer{ResetPlan: plan, Executed: true, PausedHere: paused})
 }
 

@@ -6,89 +6,22 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/projector"
 )
 
-func (n *Process) registerHealth(app *fiber.App) {
-	app.Get("/v1/health", n.handleHealth)
-	app.Get("/v1/health/ready", n.handleReady)
-	app.Get("/metrics", n.handleMetrics)
-	gaugesOf(n.Metrics, &scrapeCache[outboxStats]{read: n.outboxStats}, []statGauge[outboxStats]{
-		{"loom_outbox_depth", "Outbox records not yet published to Kafka.", func(s outboxStats) int64 { return s.Depth }},
-		{"loom_outbox_parked", "Outbox records parked after Kafka refused them (a loom.parked placeholder took each one's seq).",
-			func(s outboxStats) int64 { return s.Parked }},
-	})
-	gaugesOf(n.Metrics, &scrapeCache[failureStats]{read: n.failureStats}, []statGauge[failureStats]{
-		{"loom_projection_failed_records", "Records the serving projection could not apply, recorded for the repair pass.",
-			func(s failureStats) int64 { return s.Failed }},
-		{"loom_projection_held_records", "Records the serving projection holds behind a failure of their namespace.",
-			func(s failureStats) int64 { return s.Held }},
-		{"loom_projection_held_namespaces", "Namespaces whose watermark a recorded failure holds (their searches answer PROJECTION_BEHIND).",
-			func(s failureStats) int64 { return s.Namespaces }},
-	})
-	// Per-namespace lag would be a series per namespace: /metrics carries the totals
-	// and the furthest namespace, ?include=lag names the ten furthest.
-	gaugesOf(n.Metrics, &scrapeCache[projectionLag]{read: n.projectionLag}, []statGauge[projectionLag]{
-		{"loom_projection_namespaces_behind", "Namespaces whose serving-projection watermark is below their Postgres generation.",
-			func(l projectionLag) int64 { return l.NamespacesBehind }},
-		{"loom_projection_seqs_behind", "Seqs the serving projection has yet to apply, summed over the namespaces.",
-			func(l projectionLag) int64 { return l.SeqsBehind }},
-		{"loom_projection_max_seqs_behind", "Seqs the serving projection has yet to apply in the namespace furthest behind.",
-			func(l projectionLag) int64 {
-				if len(l.Behind) == 0 {
-					return 0
-				}
-				return l.Behind[0].Generation - l.Behind[0].Watermark
-			}},
-	})
-}
-
-// statGauge is a gauge read from one field of a statistic.
-type statGauge[T any] struct {
-	name, help string
-	of         func(T) int64
-}
-
-// gaugesOf registers gauges that read their statistic from cache at scrape time; -1
-// when it cannot be read.
-func gaugesOf[T any](reg *metrics.Registry, cache *scrapeCache[T], gauges []statGauge[T]) {
-	for _, g := range gauges {
-		reg.GaugeFunc(g.name, g.help, func() float64 {
-			v, err := cache.get()
-			if err != nil {
-				return -1
-			}
-			return float64(g.of(v))
-		})
-	}
-}
-
-// scrapeCache reads a value for the gauges of one scrape that share it: once, not
-// once per gauge.
-type scrapeCache[T any] struct {
-	read func(context.Context) (T, error)
-
-	mu  sync.Mutex
-	at  time.Time
-	v   T
-	err error
-}
-
-func (c *scrapeCache[T]) get() (T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.at) > time.Second {
-		c.v, c.err = c.read(context.Background())
-		c.at = time.Now()
-	}
-	return c.v, c.err
+func (p *Process) registerHealth(app *fiber.App) {
+	app.Get("/v1/health", p.handleHealth)
+	app.Get("/v1/health/ready", p.handleReady)
+	app.Get("/metrics", p.handleMetrics)
+	relay.RegisterBacklogGauges(p.Metrics, p.PG)
+	projector.RegisterHealthGauges(p.Metrics, p.PG, p.Cfg.Pipeline.Projection)
 }
 
 // handleHealth is liveness plus what the process is: it answers while the process
@@ -97,43 +30,43 @@ func (c *scrapeCache[T]) get() (T, error) {
 // the serving projection's recorded failures, and
 // ?include=lag the namespaces the serving projection is behind on (comma separated
 // for both).
-func (n *Process) handleHealth(c *fiber.Ctx) error {
+func (p *Process) handleHealth(c *fiber.Ctx) error {
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
-		"roles":              n.Cfg.Roles,
-		"deployment_id":      n.DeploymentID,
-		"pending_migrations": n.lastPending(),
+		"roles":              p.Cfg.Roles,
+		"deployment_id":      p.DeploymentID,
+		"pending_migrations": p.migrations.Last(),
 		"clickhouse": fiber.Map{
-			"version":         n.CH.Caps.Version,
-			"cosine_distance": n.CH.Caps.CosineDistance,
+			"version":         p.CH.Caps.Version,
+			"cosine_distance": p.CH.Caps.CosineDistance,
 		},
-		"projection": n.Cfg.Pipeline.Projection,
-		"topic":      n.Cfg.Pipeline.Topic,
+		"projection": p.Cfg.Pipeline.Projection,
+		"topic":      p.Cfg.Pipeline.Topic,
 	}
 	include := strings.Split(c.Query("include"), ",")
 	if slices.Contains(include, "postgres") {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
-		ob, err := n.outboxStats(ctx)
+		ob, err := relay.ReadBacklog(ctx, p.PG)
 		if err != nil {
 			body["postgres"] = fiber.Map{"error": err.Error()}
 		} else {
 			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
-				"durability": n.Cfg.PG.Durability}
-			if fs, err := n.failureStats(ctx); err == nil {
+				"durability": p.Cfg.PG.Durability}
+			if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
 				pgState["projection_failures"] = fs
 			} else {
 				pgState["projection_failures"] = fiber.Map{"error": err.Error()}
 			}
-			if rep, err := pg.ReadReplication(ctx, n.PG); err == nil {
+			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
 				pgState["replication"] = rep
 			}
 			body["postgres"] = pgState
 		}
 	}
 	if slices.Contains(include, "lag") {
-		if lag, err := n.projectionLag(c.UserContext()); err != nil {
+		if lag, err := projector.ReadLag(c.UserContext(), p.PG, p.Cfg.Pipeline.Projection); err != nil {
 			body["lag"] = fiber.Map{"error": err.Error()}
 		} else {
 			body["lag"] = lag
@@ -142,34 +75,26 @@ func (n *Process) handleHealth(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-type outboxStats = outbox.Backlog
-
-func (n *Process) outboxStats(ctx context.Context) (outboxStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return outbox.ReadBacklog(ctx, n.PG)
-}
-
 // handleReady answers 200 only when both stores answer and every migration this build
 // carries is applied; a load balancer sends no traffic before that.
-func (n *Process) handleReady(c *fiber.Ctx) error {
+func (p *Process) handleReady(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
 	defer cancel()
 	checks := fiber.Map{}
 	ready := true
-	if err := n.PG.Ping(ctx); err != nil {
+	if err := p.PG.Ping(ctx); err != nil {
 		checks["postgres"], ready = err.Error(), false
 	} else {
 		checks["postgres"] = "ok"
 	}
-	if err := n.CH.Ping(ctx); err != nil {
+	if err := p.CH.Ping(ctx); err != nil {
 		checks["clickhouse"], ready = err.Error(), false
 	} else {
 		checks["clickhouse"] = "ok"
 	}
-	pending := n.lastPending()
+	pending := p.migrations.Last()
 	if ready {
-		pending = n.refreshMigrations(ctx, 0)
+		pending = p.migrations.Pending(ctx, 0)
 	}
 	if len(pending) > 0 {
 		ready = false
@@ -181,9 +106,9 @@ func (n *Process) handleReady(c *fiber.Ctx) error {
 	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
 
-func (n *Process) handleMetrics(c *fiber.Ctx) error {
+func (p *Process) handleMetrics(c *fiber.Ctx) error {
 	var buf bytes.Buffer
-	if err := n.Metrics.WriteText(&buf); err != nil {
+	if err := p.Metrics.WriteText(&buf); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, metrics.ContentType)
