@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// getGateP50MS is the seeds' release gate on memory.get: p50 at most 15 ms.
+// getGateP50MS is the release gate on memory.get (docs/architecture.md): p50 at most 15 ms.
 const getGateP50MS = 15
 
 // get measures memory.get of random keys among GetRows memories beside a primary-key

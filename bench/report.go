@@ -62,7 +62,7 @@ type Row struct {
 	// Ratio is Loom ÷ baseline: above 1 Loom takes longer (a latency) or does more
 	// (a rate, a count).
 	Ratio *float64 `json:"ratio,omitempty"`
-	// Gate is a release gate of the seeds this row is judged by, with the verdict.
+	// Gate is a release gate (docs/architecture.md) this row is judged by, with the verdict.
 	Gate string `json:"gate,omitempty"`
 }
 

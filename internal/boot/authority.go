@@ -16,8 +16,8 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 )
 
-// postgresAuthority is the memory authority this build serves; the seeds' other one,
-// ClickHouse, is recorded by builds that keep memory in ClickHouse alone.
+// postgresAuthority is the memory authority this build serves; the other one a store
+// may record, ClickHouse, belongs to builds that keep memory in ClickHouse alone.
 const postgresAuthority = "postgres"
 
 // recorded is what the two stores say about the deployment they serve.

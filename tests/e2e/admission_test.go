@@ -13,9 +13,9 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// The seeds' release gate "semantic admission": 16 concurrent writes of one fact under
-// 16 keys end with exactly one new fact; the other 15 answer merge or duplicate, none
-// lost and none a second live copy. Run 20 times.
+// The release gate "semantic admission" (docs/architecture.md): 16 concurrent writes
+// of one fact under 16 keys end with exactly one new fact; the other 15 answer merge
+// or duplicate, none lost and none a second live copy. Run 20 times.
 func TestSemanticAdmission(t *testing.T) {
 	// Two API processes: a writer meets the other process's commits in its gap without
 	// their vectors, and measures them by embedding their text again.

@@ -81,7 +81,7 @@ func keyed(t *testing.T, c *testenv.Client, method, path, key string, body any) 
 	return c.DoHeaders(t, method, path, b, map[string]string{"Idempotency-Key": key})
 }
 
-// The seeds' idempotency table, row by row.
+// The Idempotency-Key table of docs/architecture.md, row by row.
 func TestIdempotencyKey(t *testing.T) {
 	e := newPhaseEnv(t, nil)
 	path := "/v1/namespaces/" + e.ns + "/memories/k"

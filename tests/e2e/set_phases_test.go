@@ -135,7 +135,7 @@ func sameList(got []string, want ...string) bool {
 	return true
 }
 
-// One case per phase of memory.set, in the seeds' order, each asserting the answer
+// One case per phase of memory.set, in the order docs/architecture.md gives, each asserting the answer
 // and what reached Postgres and the topic.
 func TestMemorySetPhases(t *testing.T) {
 	t.Run("1 type resolution names retyped_from", func(t *testing.T) {
