@@ -58,14 +58,14 @@ func DefaultOptions() Options {
 	}
 }
 
-// Target is the Loom under test: a node (its stores, configuration and embedder) and
-// the API it serves. For the replay scenario the node must also run the projector of
+// Target is the Loom under test: a process (its stores, configuration and embedder) and
+// the API it serves. For the replay scenario the process must also run the projector of
 // its configured projection (the admin reset pauses it in-process, as in `loomd dev`).
 type Target struct {
-	Node  *app.Process
-	URL   string // base URL of the node's API
-	Token string // an admin token of Org
-	Org   string
+	Process *app.Process
+	URL     string // base URL of the process's API
+	Token   string // an admin token of Org
+	Org     string
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that

@@ -51,7 +51,7 @@ func (p *phases) add(onTopic, inCH, underMark time.Duration, hasMark bool) {
 // for), before its next write. The baseline does the same hops bare: a produce to a
 // scratch topic seen by a tail consumer, then a one-row ClickHouse insert read back.
 func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
+	n := r.t.Process
 	res := &ScenarioResult{
 		Title: "commit-to-searchable latency",
 		Baseline: "the same hops done bare: a kgo produce (the relay's producer settings) to a scratch topic until a tail consumer " +
@@ -138,7 +138,7 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 	}
 	answered := time.Now()
 	id := events.RecordID(r.t.Org, ns, ans.Seq)
-	n := r.t.Node
+	n := r.t.Process
 	var inCH, underMark time.Time
 	ctx, cancel := context.WithTimeout(ctx, lagTimeout)
 	defer cancel()
@@ -187,7 +187,7 @@ type hop struct {
 }
 
 func (r *runner) startHop(ctx context.Context) (*hop, error) {
-	n := r.t.Node
+	n := r.t.Process
 	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func (r *runner) startHop(ctx context.Context) (*hop, error) {
 // sample produces a record and waits for the tail to fetch it, then inserts a row and
 // reads it back.
 func (h *hop) sample(ctx context.Context, into *phases) error {
-	conn := h.r.t.Node.CH
+	conn := h.r.t.Process.CH
 	i := h.next.Add(1)
 	key := fmt.Sprint(i)
 	start := time.Now()

@@ -125,9 +125,9 @@ func (r *runner) waitProjected(ctx context.Context, ns string) error {
 // generationAndWatermark reads a namespace's last committed seq and the highest seq
 // the serving projection has written.
 func (r *runner) generationAndWatermark(ctx context.Context, ns string) (gen, mark int64, err error) {
-	gen, err = generations.Read(ctx, r.t.Node.PG, r.t.Org, ns)
+	gen, err = generations.Read(ctx, r.t.Process.PG, r.t.Org, ns)
 	if err == nil {
-		mark, err = watermarks.Read(ctx, r.t.Node.PG, r.t.Node.Cfg.Pipeline.Projection, r.t.Org, ns)
+		mark, err = watermarks.Read(ctx, r.t.Process.PG, r.t.Process.Cfg.Pipeline.Projection, r.t.Org, ns)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the generation and watermark of %s: %w", ns, err)

@@ -19,7 +19,7 @@ var partsTables = []string{"memory", "memory_embeddings"}
 // whatever merges did to them since. It is counted from the load's start until the
 // projection has caught up with it, so every part the load caused is in the count.
 func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
+	n := r.t.Process
 	intervalMS := n.Cfg.Projector.Interval.Milliseconds()
 	res := &ScenarioResult{
 		Title: "new ClickHouse parts per second under the memory.set load",
@@ -82,7 +82,7 @@ func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
 // highestBlock is the highest block number among table's parts, active or merged away.
 func (r *runner) highestBlock(ctx context.Context, table string) (uint64, error) {
 	var b int64
-	conn := r.t.Node.CH
+	conn := r.t.Process.CH
 	if err := conn.QueryRow(conn.Ctx(ctx), `SELECT toInt64(max(max_block_number)) FROM system.parts
 		WHERE database = 'loom' AND table = ?`, table).Scan(&b); err != nil {
 		return 0, fmt.Errorf("read the block numbers of loom.%s: %w", table, err)
@@ -94,7 +94,7 @@ func (r *runner) highestBlock(ctx context.Context, table string) (uint64, error)
 // block newer than block.
 func (r *runner) partitionsSince(ctx context.Context, table string, block uint64) (int, error) {
 	var parts uint64
-	conn := r.t.Node.CH
+	conn := r.t.Process.CH
 	if err := conn.QueryRow(conn.Ctx(ctx), `SELECT uniqExact(partition) FROM system.parts
 		WHERE database = 'loom' AND table = ? AND max_block_number > ?`, table, int64(block)).Scan(&parts); err != nil {
 		return 0, fmt.Errorf("read the partitions of loom.%s: %w", table, err)

@@ -21,7 +21,7 @@ const replayTimeout = 30 * time.Minute
 // the reset until its group has committed the topic's end offsets of the moment of
 // the reset. The baseline reads the same records with a bare kgo consumer.
 func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
+	n := r.t.Process
 	topic, group := n.Cfg.Pipeline.Topic, projector.Group(n.Cfg.Pipeline.Projection)
 	res := &ScenarioResult{
 		Title: "projector reset to earliest: replayed records/s",

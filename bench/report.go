@@ -115,7 +115,7 @@ func (s *ScenarioResult) compare(caseName string, loom, baseline Sample, rate st
 // describe starts the report: the machine, the servers and the settings that shape
 // the numbers.
 func (r *runner) describe(ctx context.Context, names []string) (*Report, error) {
-	n := r.t.Node
+	n := r.t.Process
 	rep := &Report{
 		StartedAt: time.Now().UTC().Truncate(time.Second),
 		Machine: Machine{

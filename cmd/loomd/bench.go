@@ -82,7 +82,7 @@ func runBench(ctx context.Context, args []string) error {
 		cfg.Boot.Migrate = true
 	}
 	cfg.Roles = config.AllRoles()
-	// The node's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
+	// The process's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"
 	}
@@ -101,7 +101,7 @@ func runBench(ctx context.Context, args []string) error {
 	defer func() {
 		stopServing()
 		if err := <-served; err != nil {
-			fmt.Fprintln(os.Stderr, "loomd bench: the node under test:", err)
+			fmt.Fprintln(os.Stderr, "loomd bench: the process under test:", err)
 		}
 	}()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -110,7 +110,7 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench: create a token: %w", err)
 	}
-	report, runErr := bench.Run(ctx, bench.Target{Node: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
+	report, runErr := bench.Run(ctx, bench.Target{Process: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
 	if report != nil {
 		if err := report.WriteMarkdown(os.Stdout); err != nil {
 			return fmt.Errorf("bench: write the report: %w", err)

@@ -141,7 +141,7 @@ func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logge
 	t.Helper()
 	n, err := app.Open(context.Background(), e.Config(mod), log, opts...)
 	if err != nil {
-		t.Fatalf("open node: %v", err)
+		t.Fatalf("open a loomd process: %v", err)
 	}
 	t.Cleanup(n.Close)
 	return n
@@ -155,7 +155,7 @@ func (e *Env) API(t testing.TB, mod func(*config.Config), opts ...app.Option) (*
 	return n, url
 }
 
-// Serve runs a node with roles on a free loopback port until stop is called (or the
+// Serve runs a process with roles on a free loopback port until stop is called (or the
 // test ends) and returns its base URL.
 func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config), opts ...app.Option) (n *app.Process, url string, stop func()) {
 	t.Helper()
@@ -169,13 +169,13 @@ func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config), opts
 		}
 		c.Roles = parsed
 	}, opts...)
-	url, stop = e.ServeNode(t, n)
+	url, stop = e.ServeProcess(t, n)
 	return n, url, stop
 }
 
-// ServeNode runs an opened node's HTTP server and roles on a free loopback port until
+// ServeProcess runs an opened process's HTTP server and roles on a free loopback port until
 // stop is called (or the test ends) and returns its base URL.
-func (e *Env) ServeNode(t testing.TB, n *app.Process) (url string, stop func()) {
+func (e *Env) ServeProcess(t testing.TB, n *app.Process) (url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -432,9 +432,9 @@ func (e *Env) RunPipeline(ctx context.Context) error {
 	return nil
 }
 
-// ServeURL runs an opened node until the test ends and returns its base URL.
+// ServeURL runs an opened process until the test ends and returns its base URL.
 func (e *Env) ServeURL(t testing.TB, n *app.Process) string {
 	t.Helper()
-	url, _ := e.ServeNode(t, n)
+	url, _ := e.ServeProcess(t, n)
 	return url
 }
