@@ -22,8 +22,10 @@ func (p *Process) registerAdmin(app *fiber.App) {
 	g.Post("/projections/:name\\:reset", p.handleProjectionReset)
 }
 
-// resetRequest is the body of POST /v1/admin/projections/{name}:reset.
+// resetRequest is POST /v1/admin/projections/{name}:reset: the projection from the
+// path, the rest from the body.
 type resetRequest struct {
+	Name    string `json:"-"`
 	To      string `json:"to"`
 	Execute bool   `json:"execute"`
 }
@@ -37,64 +39,72 @@ type resetAnswer struct {
 	PausedHere bool `json:"paused_here"`
 }
 
-// handleProjectionReset moves a projection's consumer group offsets (replay). Without
-// "execute" it only answers the plan. With it, it pauses this process's projector of
-// that projection (its consumer leaves the group), resets, and resumes it, so a reset
-// works against `loomd dev`; a group with members in other processes is refused.
+// handleProjectionReset checks the caller and the path before it reads the body.
 func (p *Process) handleProjectionReset(c *fiber.Ctx) error {
 	if auth.From(c).Role != auth.RoleAdmin {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "only an admin token may reset a projection")
 	}
-	name := c.Params("name")
-	if err := memrow.ValidateName("name", name); err != nil {
+	req := resetRequest{Name: c.Params("name")}
+	if err := memrow.ValidateName("name", req.Name); err != nil {
 		return err
 	}
-	var req resetRequest
 	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
 		return err
 	}
+	ans, err := p.resetProjection(c.UserContext(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(ans)
+}
+
+// resetProjection moves a projection's consumer group offsets (replay). Without
+// Execute it only answers the plan. With it, it pauses this process's projector of
+// that projection (its consumer leaves the group), resets, and resumes it, so a reset
+// works against `loomd dev`; a group with members in other processes is refused.
+func (p *Process) resetProjection(ctx context.Context, req resetRequest) (*resetAnswer, error) {
 	if req.To == "" {
-		return httperr.Validation("to", "to is required: earliest, latest or an RFC 3339 time")
+		return nil, httperr.Validation("to", "to is required: earliest, latest or an RFC 3339 time")
 	}
 	target, err := projector.ParseResetTarget(req.To)
 	if err != nil {
-		return httperr.Validation("to", err.Error())
+		return nil, httperr.Validation("to", err.Error())
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cl, err := kafka.NewClient(p.Cfg.Kafka.Brokers)
 	if err != nil {
-		return kafkaDown("connecting to Kafka", err)
+		return nil, kafkaDown("connecting to Kafka", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	group := projector.Group(name)
+	group := projector.Group(req.Name)
 	if !req.Execute {
 		plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
 		if err != nil {
-			return kafkaDown("planning the reset", err)
+			return nil, kafkaDown("planning the reset", err)
 		}
-		return c.JSON(resetAnswer{ResetPlan: plan})
+		return &resetAnswer{ResetPlan: plan}, nil
 	}
-	resume, paused, err := p.pauseProjector(ctx, name)
+	resume, paused, err := p.pauseProjector(ctx, req.Name)
 	if err != nil {
-		return kafkaDown("pausing this process's projector", err)
+		return nil, kafkaDown("pausing this process's projector", err)
 	}
 	defer resume()
 	plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
 	if err != nil {
-		return kafkaDown("planning the reset", err)
+		return nil, kafkaDown("planning the reset", err)
 	}
 	if len(plan.Members) > 0 {
-		return groupActive(plan)
+		return nil, groupActive(plan)
 	}
 	if err := projector.ExecuteReset(ctx, adm, plan); errors.Is(err, projector.ErrGroupActive) {
-		return groupActive(plan)
+		return nil, groupActive(plan)
 	} else if err != nil {
-		return kafkaDown("resetting the offsets", err)
+		return nil, kafkaDown("resetting the offsets", err)
 	}
-	p.Log.Info("projection reset", "projection", name, "group", group, "to", plan.To, "paused_here", paused)
-	return c.JSON(resetAnswer{ResetPlan: plan, Executed: true, PausedHere: paused})
+	p.Log.Info("projection reset", "projection", req.Name, "group", group, "to", plan.To, "paused_here", paused)
+	return &resetAnswer{ResetPlan: plan, Executed: true, PausedHere: paused}, nil
 }
 
 func kafkaDown(doing string, err error) *httperr.Error {
