@@ -1,9 +1,9 @@
 // Package bench measures how fast Loom is against the machine's own limits: every
 // scenario runs Loom and a baseline (the same work done directly against the store
-// underneath, or the gate the seeds fix) in the same run on the same machine, and
-// reports the ratio. Absolute times on a shared machine mean little; a ratio to a
-// baseline measured a moment before or after means more. `loomd bench` runs it
-// against the embedded stores or configured ones; `make bench` writes
+// underneath, or a release gate of docs/architecture.md) in the same run on the same
+// machine, and reports the ratio. Absolute times on a shared machine mean little; a
+// ratio to a baseline measured a moment before or after means more. `loomd bench`
+// runs it against the embedded stores or configured ones; `make bench` writes
 // bench/results.json and bench/RESULTS.md.
 package bench
 
@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomplane/loom/internal/node"
+	"github.com/loomplane/loom/cmd/loomd/app"
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
@@ -30,8 +30,8 @@ type Options struct {
 	// Duration is how long each measured run (one case, Loom or its baseline) lasts.
 	Duration time.Duration
 	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; get and
-	// search: 5, the seeds' qualification profile; lag: 1; parts: 8). Parts runs one
-	// load, at the first level; bulk and replay have no concurrency.
+	// search: 5, the qualification profile of docs/architecture.md; lag: 1; parts: 8).
+	// Parts runs one load, at the first level; bulk and replay have no concurrency.
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
 	SearchSizes []int
@@ -58,14 +58,14 @@ func DefaultOptions() Options {
 	}
 }
 
-// Target is the Loom under test: a node (its stores, configuration and embedder) and
-// the API it serves. For the replay scenario the node must also run the projector of
+// Target is the Loom under test: a process (its stores, configuration and embedder) and
+// the API it serves. For the replay scenario the process must also run the projector of
 // its configured projection (the admin reset pauses it in-process, as in `loomd dev`).
 type Target struct {
-	Node  *node.Node
-	URL   string // base URL of the node's API
-	Token string // an admin token of Org
-	Org   string
+	Process *app.Process
+	URL     string // base URL of the process's API
+	Token   string // an admin token of Org
+	Org     string
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that

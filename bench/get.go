@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// getGateP50MS is the seeds' release gate on memory.get: p50 at most 15 ms.
+// getGateP50MS is the release gate on memory.get (docs/architecture.md): p50 at most 15 ms.
 const getGateP50MS = 15
 
 // get measures memory.get of random keys among GetRows memories beside a primary-key
@@ -31,7 +31,7 @@ func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 	if err := r.api.call(ctx, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+loadKey(0), nil, &got); err != nil || got.MemoryKey != loadKey(0) {
 		return nil, fmt.Errorf("memory.get of %s answered %q (err %v)", loadKey(0), got.MemoryKey, err)
 	}
-	pool := r.t.Node.PG
+	pool := r.t.Process.PG
 	for _, conc := range r.levels(5) {
 		name := fmt.Sprintf("%d memories, concurrency=%d", r.opts.GetRows, conc)
 		rands := r.workerRands(conc)

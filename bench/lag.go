@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // lagPoll is how often a lag sample looks for its row in ClickHouse and its
@@ -50,7 +51,7 @@ func (p *phases) add(onTopic, inCH, underMark time.Duration, hasMark bool) {
 // for), before its next write. The baseline does the same hops bare: a produce to a
 // scratch topic seen by a tail consumer, then a one-row ClickHouse insert read back.
 func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
+	n := r.t.Process
 	res := &ScenarioResult{
 		Title: "commit-to-searchable latency",
 		Baseline: "the same hops done bare: a kgo produce (the relay's producer settings) to a scratch topic until a tail consumer " +
@@ -63,7 +64,7 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 				lagPoll.String() + "; commit→barrier is when the serving projection's watermark reached the write's seq " +
 				"(a barrier search would then pass)",
 			fmt.Sprintf("the projector starts at most one batch per LOOM_PG_PUBLISH_INTERVAL_MS (%d ms), with a second's worth of batches saved up",
-				n.Cfg.PGPublishInterval.Milliseconds()),
+				n.Cfg.Projector.Interval.Milliseconds()),
 			"the namespace is append_only: writes are not judged against each other",
 		},
 	}
@@ -73,7 +74,7 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 	}
 	prefix := events.RecordID(r.t.Org, ns, 0)
 	prefix = prefix[:len(prefix)-1] // "org/ns/"
-	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, n.Cfg.Topic, func(rec *kgo.Record) string {
+	tl, err := startTail(ctx, n.Cfg.Kafka.Brokers, n.Cfg.Pipeline.Topic, func(rec *kgo.Record) string {
 		if id := header(rec, "ce_id"); len(id) > len(prefix) && id[:len(prefix)] == prefix {
 			return id
 		}
@@ -137,7 +138,7 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 	}
 	answered := time.Now()
 	id := events.RecordID(r.t.Org, ns, ans.Seq)
-	n := r.t.Node
+	n := r.t.Process
 	var inCH, underMark time.Time
 	ctx, cancel := context.WithTimeout(ctx, lagTimeout)
 	defer cancel()
@@ -155,9 +156,9 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 			}
 		}
 		if underMark.IsZero() {
-			_, mark, err := r.generationAndWatermark(ctx, ns)
+			mark, err := watermarks.Read(ctx, n.PG, n.Cfg.Pipeline.Projection, r.t.Org, ns)
 			if err != nil {
-				return err
+				return fmt.Errorf("read the watermark of %s: %w", ns, err)
 			}
 			if mark >= ans.Seq {
 				underMark = time.Now()
@@ -186,8 +187,8 @@ type hop struct {
 }
 
 func (r *runner) startHop(ctx context.Context) (*hop, error) {
-	n := r.t.Node
-	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	n := r.t.Process
+	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +209,11 @@ func (r *runner) startHop(ctx context.Context) (*hop, error) {
 			return nil, fmt.Errorf("create the scratch table: %w", err)
 		}
 	}
-	producer, err := kafka.NewClient(n.Cfg.KafkaBrokers, relay.ProducerOpts()...)
+	producer, err := kafka.NewClient(n.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
 	if err != nil {
 		return nil, err
 	}
-	tl, err := startTail(ctx, n.Cfg.KafkaBrokers, r.hopTopic(), func(rec *kgo.Record) string { return string(rec.Key) })
+	tl, err := startTail(ctx, n.Cfg.Kafka.Brokers, r.hopTopic(), func(rec *kgo.Record) string { return string(rec.Key) })
 	if err != nil {
 		producer.Close()
 		return nil, err
@@ -223,7 +224,7 @@ func (r *runner) startHop(ctx context.Context) (*hop, error) {
 // sample produces a record and waits for the tail to fetch it, then inserts a row and
 // reads it back.
 func (h *hop) sample(ctx context.Context, into *phases) error {
-	conn := h.r.t.Node.CH
+	conn := h.r.t.Process.CH
 	i := h.next.Add(1)
 	key := fmt.Sprint(i)
 	start := time.Now()

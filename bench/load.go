@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // workerRands gives each of n workers its own generator (a *rand.Rand is not safe
@@ -122,10 +125,10 @@ func (r *runner) waitProjected(ctx context.Context, ns string) error {
 // generationAndWatermark reads a namespace's last committed seq and the highest seq
 // the serving projection has written.
 func (r *runner) generationAndWatermark(ctx context.Context, ns string) (gen, mark int64, err error) {
-	err = r.t.Node.PG.QueryRow(ctx, `SELECT
-			(SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2),
-			(SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $3 AND org = $1 AND namespace = $2)`,
-		r.t.Org, ns, r.t.Node.Cfg.Projection).Scan(&gen, &mark)
+	gen, err = generations.Read(ctx, r.t.Process.PG, r.t.Org, ns)
+	if err == nil {
+		mark, err = watermarks.Read(ctx, r.t.Process.PG, r.t.Process.Cfg.Pipeline.Projection, r.t.Org, ns)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the generation and watermark of %s: %w", ns, err)
 	}

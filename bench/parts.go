@@ -6,23 +6,24 @@ import (
 	"time"
 )
 
-// partsTables are the tables the seeds' parts gate counts.
+// partsTables are the tables the parts gate counts (docs/architecture.md).
 var partsTables = []string{"memory", "memory_embeddings"}
 
 // parts counts the new parts of loom.memory and loom.memory_embeddings while
-// memory.set runs, against the seeds' gate: at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS
-// a second each, per serving process and month of created_at written.
+// memory.set runs, against the parts gate (docs/architecture.md): at most
+// 1000 / LOOM_PG_PUBLISH_INTERVAL_MS a second each, per serving process and month of
+// created_at written.
 //
 // A part made by an insert takes the next block number of its table (merges take
 // none), so the growth of the highest block number is the number of parts inserted,
 // whatever merges did to them since. It is counted from the load's start until the
 // projection has caught up with it, so every part the load caused is in the count.
 func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
-	intervalMS := n.Cfg.PGPublishInterval.Milliseconds()
+	n := r.t.Process
+	intervalMS := n.Cfg.Projector.Interval.Milliseconds()
 	res := &ScenarioResult{
 		Title: "new ClickHouse parts per second under the memory.set load",
-		Baseline: fmt.Sprintf("the seeds' gate: 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) parts a second per table, "+
+		Baseline: fmt.Sprintf("the parts gate: 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) parts a second per table, "+
 			"per serving process (here one) and month of created_at written", intervalMS),
 		Notes: []string{"parts are counted as the growth of the table's highest block number (one per part an insert makes; " +
 			"merges take none), from the load's start until the projection caught up with it"},
@@ -65,7 +66,7 @@ func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
 		parts := float64(after - before[table])
 		perSecond := round(parts/window.Seconds(), 2)
 		gate := float64(1000) / float64(intervalMS) * float64(max(months, 1))
-		// The seeds' rate is an average that lets a second's worth of batches go at
+		// The gate's rate is an average that lets a second's worth of batches go at
 		// once (the projector's pacer saves that much up while idle), so a window of
 		// W seconds may hold (W + 1) seconds' worth.
 		allowed := gate * (window.Seconds() + 1)
@@ -81,7 +82,7 @@ func (r *runner) parts(ctx context.Context) (*ScenarioResult, error) {
 // highestBlock is the highest block number among table's parts, active or merged away.
 func (r *runner) highestBlock(ctx context.Context, table string) (uint64, error) {
 	var b int64
-	conn := r.t.Node.CH
+	conn := r.t.Process.CH
 	if err := conn.QueryRow(conn.Ctx(ctx), `SELECT toInt64(max(max_block_number)) FROM system.parts
 		WHERE database = 'loom' AND table = ?`, table).Scan(&b); err != nil {
 		return 0, fmt.Errorf("read the block numbers of loom.%s: %w", table, err)
@@ -93,7 +94,7 @@ func (r *runner) highestBlock(ctx context.Context, table string) (uint64, error)
 // block newer than block.
 func (r *runner) partitionsSince(ctx context.Context, table string, block uint64) (int, error) {
 	var parts uint64
-	conn := r.t.Node.CH
+	conn := r.t.Process.CH
 	if err := conn.QueryRow(conn.Ctx(ctx), `SELECT uniqExact(partition) FROM system.parts
 		WHERE database = 'loom' AND table = ? AND max_block_number > ?`, table, int64(block)).Scan(&parts); err != nil {
 		return 0, fmt.Errorf("read the partitions of loom.%s: %w", table, err)

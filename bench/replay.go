@@ -21,8 +21,8 @@ const replayTimeout = 30 * time.Minute
 // the reset until its group has committed the topic's end offsets of the moment of
 // the reset. The baseline reads the same records with a bare kgo consumer.
 func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
-	n := r.t.Node
-	topic, group := n.Cfg.Topic, projector.Group(n.Cfg.Projection)
+	n := r.t.Process
+	topic, group := n.Cfg.Pipeline.Topic, projector.Group(n.Cfg.Pipeline.Projection)
 	res := &ScenarioResult{
 		Title: "projector reset to earliest: replayed records/s",
 		Baseline: "a bare kgo read of the same topic from start to end: no consumer group, no decoding, " +
@@ -30,7 +30,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		Notes: []string{"the reset goes through POST /v1/admin/projections/{name}:reset, which pauses this process's projector, " +
 			"moves its group's offsets and starts it again; the topic holds every revision of the run so far"},
 	}
-	cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 
 	r.progress("  bare read of %d records", records)
 	start := time.Now()
-	read, err := kafka.ReadTopic(ctx, n.Cfg.KafkaBrokers, topic, func(*kgo.Record) {})
+	read, err := kafka.ReadTopic(ctx, n.Cfg.Kafka.Brokers, topic, func(*kgo.Record) {})
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		Executed   bool `json:"executed"`
 		PausedHere bool `json:"paused_here"`
 	}
-	path := "/v1/admin/projections/" + n.Cfg.Projection + ":reset"
+	path := "/v1/admin/projections/" + n.Cfg.Pipeline.Projection + ":reset"
 	if err := r.api.call(ctx, http.MethodPost, path, map[string]any{"to": "earliest", "execute": true}, &reset); err != nil {
 		return nil, fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
 	}
@@ -102,7 +102,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	if batches > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
 			"(at most LOOM_PROJECTOR_BATCH_ROWS %d, and at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
-			batches, float64(records)/batches, n.Cfg.ProjectorBatch, n.Cfg.PGPublishInterval.Milliseconds()))
+			batches, float64(records)/batches, n.Cfg.Projector.BatchRows, n.Cfg.Projector.Interval.Milliseconds()))
 	}
 	name := fmt.Sprintf("%d records", records)
 	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)

@@ -62,7 +62,7 @@ type Row struct {
 	// Ratio is Loom ÷ baseline: above 1 Loom takes longer (a latency) or does more
 	// (a rate, a count).
 	Ratio *float64 `json:"ratio,omitempty"`
-	// Gate is a release gate of the seeds this row is judged by, with the verdict.
+	// Gate is a release gate (docs/architecture.md) this row is judged by, with the verdict.
 	Gate string `json:"gate,omitempty"`
 }
 
@@ -115,7 +115,7 @@ func (s *ScenarioResult) compare(caseName string, loom, baseline Sample, rate st
 // describe starts the report: the machine, the servers and the settings that shape
 // the numbers.
 func (r *runner) describe(ctx context.Context, names []string) (*Report, error) {
-	n := r.t.Node
+	n := r.t.Process
 	rep := &Report{
 		StartedAt: time.Now().UTC().Truncate(time.Second),
 		Machine: Machine{
@@ -125,10 +125,10 @@ func (r *runner) describe(ctx context.Context, names []string) (*Report, error) 
 		Settings: map[string]string{
 			"scenarios":                   strings.Join(names, ","),
 			"duration per run":            r.opts.Duration.String(),
-			"LOOM_PG_PUBLISH_INTERVAL_MS": strconv.FormatInt(n.Cfg.PGPublishInterval.Milliseconds(), 10),
-			"LOOM_PG_DURABILITY":          n.Cfg.PGDurability,
-			"LOOM_TOPIC_PARTITIONS":       strconv.Itoa(int(n.Cfg.TopicPartitions)),
-			"LOOM_PG_POOL_MAX_SIZE":       strconv.Itoa(int(n.Cfg.PGPoolMax)),
+			"LOOM_PG_PUBLISH_INTERVAL_MS": strconv.FormatInt(n.Cfg.Projector.Interval.Milliseconds(), 10),
+			"LOOM_PG_DURABILITY":          string(n.Cfg.PG.Durability),
+			"LOOM_TOPIC_PARTITIONS":       strconv.Itoa(int(n.Cfg.Kafka.TopicPartitions)),
+			"LOOM_PG_POOL_MAX_SIZE":       strconv.Itoa(int(n.Cfg.PG.PoolMax)),
 			"embedder":                    fmt.Sprintf("%s, %d dimensions", n.Embedder.Model(), n.Embedder.Dim()),
 		},
 	}
@@ -142,7 +142,7 @@ func (r *runner) describe(ctx context.Context, names []string) (*Report, error) 
 	}
 	rep.Servers.Postgres = "PostgreSQL " + rep.Servers.Postgres
 	rep.Servers.ClickHouse = "ClickHouse " + n.CH.Caps.Version
-	rep.Servers.Kafka = kafkaDescription(n.Cfg.KafkaBrokers)
+	rep.Servers.Kafka = kafkaDescription(n.Cfg.Kafka.Brokers)
 	return rep, nil
 }
 

@@ -30,11 +30,11 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 	for i := range queries {
 		queries[i] = strings.Join(strings.Fields(sentence(r.rng))[:4], " ")
 	}
-	vectors, err := r.t.Node.Embedder.Embed(ctx, queries)
+	vectors, err := r.t.Process.Embedder.Embed(ctx, queries)
 	if err != nil {
 		return nil, fmt.Errorf("embed the queries: %w", err)
 	}
-	conn := r.t.Node.CH
+	conn := r.t.Process.CH
 	scan := fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, conn.Caps.Dot("embedding"), searchTopK)
 	for _, size := range r.opts.SearchSizes {

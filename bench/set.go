@@ -76,9 +76,9 @@ type rawCommitter struct {
 var rawTables = []string{"scope_generations", "memory_current", "memory_revisions", "revision_keys", "outbox"}
 
 func (r *runner) rawCommitter(ctx context.Context) (*rawCommitter, error) {
-	cfg := r.t.Node.Cfg
+	cfg := r.t.Process.Cfg
 	// The same session settings (synchronous_commit = on) and pool size as loomd's.
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PGDSN, MaxConns: cfg.PGPoolMax})
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: cfg.PG.PoolMax})
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (r *runner) hopTopic() string { return "loom.bench.hop." + r.runID }
 func (r *runner) dropScratch() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n := r.t.Node
+	n := r.t.Process
 	if _, err := n.PG.Exec(ctx, "DROP SCHEMA IF EXISTS "+scratchSchema+" CASCADE"); err != nil {
 		r.progress("could not drop the scratch schema %s: %v", scratchSchema, err)
 	}
@@ -40,7 +40,7 @@ func (r *runner) dropScratch() {
 		r.progress("could not drop the scratch database %s: %v", scratchDatabase, err)
 	}
 	if r.hopCreated {
-		cl, err := kafka.NewClient(n.Cfg.KafkaBrokers)
+		cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
 		if err == nil {
 			_, err = kadm.NewClient(cl).DeleteTopics(ctx, r.hopTopic())
 			cl.Close()
@@ -144,7 +144,7 @@ func header(rec *kgo.Record, key string) string {
 	return ""
 }
 
-// metric reads one series (name and labels, as /metrics prints them) from the node
+// metric reads one series (name and labels, as /metrics prints them) from the process
 // under test's /metrics; a series not printed yet is 0.
 func (r *runner) metric(ctx context.Context, series string) (float64, error) {
 	a, err := r.api.do(ctx, http.MethodGet, "/metrics", nil)
@@ -169,5 +169,5 @@ func (r *runner) metric(ctx context.Context, series string) (float64, error) {
 // projectorBatches is how many batches the serving projection has written in the
 // process under test.
 func (r *runner) projectorBatches(ctx context.Context) (float64, error) {
-	return r.metric(ctx, `loom_projector_batch_seconds_count{projection="`+r.t.Node.Cfg.Projection+`"}`)
+	return r.metric(ctx, `loom_projector_batch_seconds_count{projection="`+r.t.Process.Cfg.Pipeline.Projection+`"}`)
 }

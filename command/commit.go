@@ -11,8 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -80,11 +82,8 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		b := &pgx.Batch{}
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
 		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), plan.org)
-		b.Queue(`SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, plan.org, policyScope).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&policyGen) })
-		b.Queue(`INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, $3)
-			ON CONFLICT (org, scope) DO UPDATE SET generation = loom.scope_generations.generation + $3, updated_at = now()
-			RETURNING generation`, plan.org, plan.namespace, n).QueryRow(func(r pgx.Row) error { return r.Scan(&lastSeq) })
+		generations.QueueRead(b, plan.org, policyScope, &policyGen)
+		generations.QueueAdvance(b, plan.org, plan.namespace, n, &lastSeq)
 		locked := queueHeadLocks(b, plan.rows)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("advance the generation and lock the heads: %w", err)
@@ -149,7 +148,7 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 			}
 			s.queueInsert(b, p, rec)
 		}
-		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
 		}
@@ -252,9 +251,7 @@ func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
 	if plan.gapCheck == nil {
 		return nil
 	}
-	var gen int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`,
-		plan.org, plan.namespace).Scan(&gen)
+	gen, err := generations.Read(ctx, s.pool, plan.org, plan.namespace)
 	if err != nil {
 		return fmt.Errorf("read the generation: %w", err)
 	}
@@ -367,6 +364,6 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 		row.MemoryID, row.Version, row.ContentSHA256, row.Status, rec.payload, rec.audit)
 	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
-	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		row.Org, row.Namespace, row.Seq, s.cfg.Topic, rec.key, rec.headers, rec.value)
+	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
+		Key: rec.key, Headers: rec.headers, Value: rec.value})
 }

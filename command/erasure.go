@@ -25,38 +25,6 @@ import (
 // request runs it and answers when it is done or after LOOM_ERASURE_REQUEST_WAIT_MS,
 // and erasure_recovery completes a saga whose runner stopped.
 
-// ErasureConfig tunes erasure.request and its recovery.
-type ErasureConfig struct {
-	Evidence    time.Duration // LOOM_PG_ERASURE_EVIDENCE_HOURS: how long an erased memory's writes are refused
-	LedgerKeep  time.Duration // LOOM_ERASURE_LEDGER_DAYS: how long a finished saga is kept
-	Lease       time.Duration // LOOM_ERASURE_LEASE_S: a runner's hold on a saga before recovery may take it over
-	MaxAttempts int           // LOOM_ERASURE_MAX_ATTEMPTS: runs of a saga before it is marked failed
-	StepTimeout time.Duration // LOOM_ERASURE_STEP_TIMEOUT_MS: one step's wait (publishers, the projection) per run
-	RequestWait time.Duration // LOOM_ERASURE_REQUEST_WAIT_MS: how long POST /v1/erasures waits for its saga
-}
-
-func (c ErasureConfig) withDefaults() ErasureConfig {
-	if c.Evidence <= 0 {
-		c.Evidence = 720 * time.Hour
-	}
-	if c.LedgerKeep <= 0 {
-		c.LedgerKeep = 365 * 24 * time.Hour
-	}
-	if c.Lease <= 0 {
-		c.Lease = 2 * time.Minute
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 10
-	}
-	if c.StepTimeout <= 0 {
-		c.StepTimeout = time.Minute
-	}
-	if c.RequestWait <= 0 {
-		c.RequestWait = 20 * time.Second
-	}
-	return c
-}
-
 // The ways to name an erasure's scope.
 const (
 	scopeUserInNamespace = "user_in_namespace"

@@ -12,6 +12,8 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -48,10 +50,8 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			removed[k] = v
 		}
 		for _, ns := range namespaces {
-			var gen int64
-			err := tx.QueryRow(ctx, `UPDATE loom.scope_generations SET generation = generation + 1, updated_at = now()
-				WHERE org = $1 AND scope = $2 RETURNING generation`, sg.Org, ns).Scan(&gen)
-			if errors.Is(err, pgx.ErrNoRows) {
+			gen, err := generations.Bump(ctx, tx, sg.Org, ns)
+			if errors.Is(err, generations.ErrUnwritten) {
 				continue // never written: nothing to erase
 			}
 			if err != nil {
@@ -75,7 +75,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		b.Queue(`UPDATE loom.erasure_ledger SET steps = $3, fences = $4, removed = $5, last_error = NULL,
 			lease_until = now() + $6::interval, updated_at = now() WHERE org = $1 AND id = $2`,
 			sg.Org, sg.ID, rawState, rawFences, rawRemoved, s.cfg.Erasure.Lease.String())
-		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("checkpoint the Postgres step: %w", err)
 		}
@@ -146,22 +146,12 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)
 	}
 	counts["loom.revision_keys"] = tag.RowsAffected()
-	rows, err := tx.Query(ctx, fmt.Sprintf(`%s DELETE FROM loom.outbox t USING p WHERE %s RETURNING t.parked_at IS NULL`,
-		erasure.ScopeParams, scope["loom.outbox"]), args...)
+	// A parked row's seq was published as a placeholder already: it is not withdrawn.
+	deleted, withdrawn, err := outbox.Withdraw(ctx, tx, erasure.ScopeParams, scope["loom.outbox"], args...)
 	if err != nil {
 		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
 	}
-	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	if err != nil {
-		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
-	}
-	var withdrawn int64
-	for _, p := range pending {
-		if p {
-			withdrawn++ // a parked row's seq was published as a placeholder already
-		}
-	}
-	counts["loom.outbox"] = int64(len(pending))
+	counts["loom.outbox"] = deleted
 	list := make([]string, 0, len(ids))
 	for id := range ids {
 		list = append(list, id)
@@ -213,8 +203,8 @@ func (s *Service) queueGenerationRecord(b *pgx.Batch, env *events.Envelope) erro
 		return err
 	}
 	key := events.RecordKey(env.Org, env.Namespace)
-	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		env.Org, env.Namespace, env.Seq, s.cfg.Topic, key, headers, value)
+	outbox.Queue(b, outbox.Record{Org: env.Org, Namespace: env.Namespace, Seq: env.Seq, Topic: s.cfg.Topic,
+		Key: key, Headers: headers, Value: value})
 	b.Queue(`INSERT INTO loom.generation_records (org, namespace, seq, event_type, record_key, headers, value)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, env.Org, env.Namespace, env.Seq, string(env.Type), key, headers, value)
 	return nil

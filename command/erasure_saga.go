@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // An erasure saga runs four steps, each idempotent and checkpointed in its ledger row:
@@ -202,9 +203,7 @@ func (s *Service) eraseClickHouse(ctx context.Context, sg *erasureSaga) error {
 	for {
 		behind := 0
 		for ns, seq := range sg.Fences {
-			var wm int64
-			err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks
-				WHERE projection = $1 AND org = $2 AND namespace = $3`, s.cfg.Projection, sg.Org, ns).Scan(&wm)
+			wm, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, sg.Org, ns)
 			if err != nil {
 				return fmt.Errorf("read the watermark of %s: %w", ns, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -86,10 +87,7 @@ func (s *Service) changePolicy(ctx context.Context, org string, change func(pgx.
 		if err := change(tx); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, 1)
-			ON CONFLICT (org, scope) DO UPDATE SET generation = loom.scope_generations.generation + 1, updated_at = now()`,
-			org, policyScope)
-		if err != nil {
+		if _, err := generations.Advance(ctx, tx, org, policyScope, 1); err != nil {
 			return fmt.Errorf("advance the policy generation: %w", err)
 		}
 		return nil

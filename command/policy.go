@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -183,8 +184,8 @@ type blacklistEntry struct {
 // exclusively: a change lands between commits, never under one.
 const policyLockKey = `hashtextextended('loom.policy/' || $1, 0)`
 
-// policyScope is the scope_generations scope of an org's policy generation.
-const policyScope = "*"
+// policyScope is the scope of an org's policy generation.
+const policyScope = generations.PolicyScope
 
 func (s *Service) loadPolicy(ctx context.Context, q interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
@@ -203,8 +204,7 @@ func queuePolicy(b *pgx.Batch, org, ns string) (finish func() (*policy, error)) 
 	p := &policy{config: DefaultConfig()}
 	var raw []byte
 	var compileErr error
-	b.Queue(`SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, org, policyScope).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&p.generation) })
+	generations.QueueRead(b, org, policyScope, &p.generation)
 	b.Queue(`SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
 		QueryRow(func(r pgx.Row) error {
 			if err := r.Scan(&raw); err != nil && !errors.Is(err, pgx.ErrNoRows) {

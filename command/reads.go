@@ -5,6 +5,7 @@ import (
 
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // queueHeads queues a read of stored head rows (SELECT row FROM loom.memory_current …)
@@ -20,6 +21,5 @@ func queueHeads(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {
 // queueWatermark queues a read of the serving projection's watermark of a namespace
 // on b: every revision at or below it is in ClickHouse.
 func (s *Service) queueWatermark(b *pgx.Batch, org, ns string, into *int64) {
-	b.Queue(`SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`,
-		s.cfg.Projection, org, ns).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+	watermarks.QueueRead(b, s.cfg.Projection, org, ns, into)
 }

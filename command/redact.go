@@ -14,9 +14,11 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -124,10 +126,8 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identi
 		}
 		// The generation lock first, as every commit takes it: no commit of the
 		// namespace lands between the reads below and the scrub.
-		var seq int64
-		err := tx.QueryRow(ctx, `UPDATE loom.scope_generations SET generation = generation + 1, updated_at = now()
-			WHERE org = $1 AND scope = $2 RETURNING generation`, id.Org, id.Namespace).Scan(&seq)
-		if errors.Is(err, pgx.ErrNoRows) {
+		seq, err := generations.Bump(ctx, tx, id.Org, id.Namespace)
+		if errors.Is(err, generations.ErrUnwritten) {
 			return httperr.NotFound("memory not found")
 		}
 		if err != nil {
@@ -179,7 +179,7 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identi
 		if err := s.queueGenerationRecord(b, env); err != nil {
 			return err
 		}
-		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("scrub the versions and destroy their keys: %w", err)
 		}

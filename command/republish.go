@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -65,22 +67,15 @@ type nsGeneration struct {
 }
 
 func (s *Service) republishTargets(ctx context.Context, opts RepublishOptions) ([]nsGeneration, error) {
-	rows, err := s.pool.Query(ctx, `SELECT org, scope, generation FROM loom.scope_generations
-		WHERE scope <> '*' AND ($1 = '' OR org = $1) AND ($2 = '' OR scope = $2) AND generation >= $3
-		ORDER BY org, scope`, opts.Org, opts.Namespace, opts.FromSeq)
+	gens, err := generations.List(ctx, s.pool, opts.Org, opts.Namespace, opts.FromSeq)
 	if err != nil {
 		return nil, fmt.Errorf("list namespaces to republish: %w", err)
 	}
-	defer rows.Close()
-	var out []nsGeneration
-	for rows.Next() {
-		var g nsGeneration
-		if err := rows.Scan(&g.org, &g.namespace, &g.generation); err != nil {
-			return nil, fmt.Errorf("list namespaces to republish: %w", err)
-		}
-		out = append(out, g)
+	out := make([]nsGeneration, len(gens))
+	for i, g := range gens {
+		out[i] = nsGeneration{org: g.Org, namespace: g.Namespace, generation: g.Generation}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // outboxEntry is one outbox row's record.
@@ -100,9 +95,8 @@ func (s *Service) republishNamespace(ctx context.Context, ns nsGeneration, opts 
 	}
 	count := 0
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var gen int64
-		if err := tx.QueryRow(ctx, `SELECT generation FROM loom.scope_generations WHERE org = $1 AND scope = $2 FOR UPDATE`,
-			ns.org, ns.namespace).Scan(&gen); err != nil {
+		gen, err := generations.Lock(ctx, tx, ns.org, ns.namespace)
+		if err != nil {
 			return fmt.Errorf("lock the generation of %s/%s: %w", ns.org, ns.namespace, err)
 		}
 		if gen > ns.generation {
@@ -115,35 +109,20 @@ func (s *Service) republishNamespace(ctx context.Context, ns nsGeneration, opts 
 		// Waiting rows come out and go back in seq order; a parked copy of a seq that is
 		// republished for its topic is replaced (the relay parks it again if Kafka still
 		// refuses it).
-		rows, err := tx.Query(ctx, `DELETE FROM loom.outbox
-			WHERE org = $1 AND namespace = $2 AND seq >= $3 AND (parked_at IS NULL OR topic = $4)
-			RETURNING seq, topic, record_key, headers, value, parked_at IS NOT NULL`, ns.org, ns.namespace, opts.FromSeq, opts.Topic)
+		taken, err := outbox.TakeWaiting(ctx, tx, ns.org, ns.namespace, opts.FromSeq, opts.Topic)
 		if err != nil {
-			return fmt.Errorf("take out the waiting outbox rows of %s/%s: %w", ns.org, ns.namespace, err)
+			return err
 		}
 		var waiting []outboxEntry
-		for rows.Next() {
-			var e outboxEntry
-			var parked bool
-			if err := rows.Scan(&e.seq, &e.topic, &e.key, &e.headers, &e.value, &parked); err != nil {
-				rows.Close()
-				return fmt.Errorf("take out the waiting outbox rows: %w", err)
-			}
-			if !parked {
-				waiting = append(waiting, e)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("take out the waiting outbox rows: %w", err)
+		for _, e := range taken {
+			waiting = append(waiting, outboxEntry{seq: e.Seq, topic: e.Topic, key: e.Key, headers: e.Headers, value: e.Value})
 		}
 		queue := mergeBySeq(waiting, built, opts.Topic)
 		b := &pgx.Batch{}
 		for _, e := range queue {
-			b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-				ns.org, ns.namespace, e.seq, e.topic, e.key, e.headers, e.value)
+			outbox.Queue(b, outbox.Record{Org: ns.org, Namespace: ns.namespace, Seq: e.seq, Topic: e.topic, Key: e.key, Headers: e.headers, Value: e.value})
 		}
-		b.Queue(`SELECT pg_notify('loom_outbox', '')`)
+		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("queue the republished records of %s/%s: %w", ns.org, ns.namespace, err)
 		}

@@ -13,35 +13,19 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
-// Config is what the write side reads from loomd's configuration.
-type Config struct {
-	Topic              string
-	EventSource        string
-	Projection         string // the serving projection, whose watermark an admission captures
-	CharLimit          int
-	AdmissionRounds    int
-	AdmissionDeadline  time.Duration
-	AdmissionGapMax    int // revisions a commit examines before it answers PROJECTION_BEHIND
-	CommitLockTimeout  time.Duration
-	ConflictThreshold  float64
-	DuplicateThreshold float64
-	SensitiveRetention time.Duration
-	PeerLimit          int
-	IdempotencyLease   time.Duration
-	// BulkConflictCheckMax is how many embedded entries of a bulk_set are judged
-	// against the namespace's peers; every entry is judged against the batch.
-	BulkConflictCheckMax int
-	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
-	// synchronous standby included (statement_timeout does not cover that wait).
-	WriteDeadline time.Duration
-	Erasure       ErasureConfig
+// settings is what the write side reads: its section of loomd's configuration and
+// what every role shares (the topic its records go to, their source, the serving
+// projection whose watermark an admission captures).
+type settings struct {
+	config.Command
+	config.Pipeline
 }
 
 // Faults lets a test break the write path at a chosen point; nil fields do nothing.
@@ -76,7 +60,7 @@ func (f *Faults) afterCommit() error {
 
 // Service holds the write side's dependencies.
 type Service struct {
-	cfg      Config
+	cfg      settings
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	embedder embed.Embedder
@@ -88,36 +72,26 @@ type Service struct {
 	latency  *metrics.HistogramVec
 }
 
-// New returns the write side.
-func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
-	if cfg.AdmissionRounds < 1 {
-		cfg.AdmissionRounds = 1
-	}
-	if cfg.AdmissionGapMax < 1 {
-		cfg.AdmissionGapMax = 500
-	}
-	if cfg.BulkConflictCheckMax <= 0 {
-		cfg.BulkConflictCheckMax = 100
-	}
-	if cfg.IdempotencyLease <= 0 {
-		cfg.IdempotencyLease = time.Minute
-	}
-	if cfg.WriteDeadline <= 0 {
-		cfg.WriteDeadline = 15 * time.Second
-	}
-	if cfg.PeerLimit < 1 {
-		cfg.PeerLimit = 16
-	}
-	cfg.Erasure = cfg.Erasure.withDefaults()
-	return &Service{
-		cfg: cfg, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now, vectors: newVectorCache(),
+// Option changes how New builds the write side.
+type Option func(*Service)
+
+// WithFaults breaks the write path where f says (tests).
+func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
+
+// New returns the write side, configured by its section as it is.
+func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
+	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
+	s := &Service{
+		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
+		vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
-
-// SetFaults installs test faults; call it before serving.
-func (s *Service) SetFaults(f Faults) { s.faults = &f }
 
 // measured runs a write under its Idempotency-Key and counts its outcome and latency.
 // writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
@@ -151,9 +125,9 @@ func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (an
 	return err
 }
 
-// Register mounts the write routes behind authentication.
-func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
-	g := r.Group("/v1", tokens.Middleware())
+// Register mounts the write routes; the process authenticates them (cmd/loomd/app).
+func (s *Service) Register(r fiber.Router) {
+	g := r.Group("/v1")
 	g.Put("/namespaces/:ns/memories/:key", s.handleSet)
 	g.Post("/namespaces/:ns/memories/:key", s.handleKeyMethod)
 	g.Delete("/namespaces/:ns/memories/:key", s.handleDelete)

@@ -186,7 +186,7 @@ func TestComposeFileHasTheProductionShape(t *testing.T) {
 	// Loom: 2 command, 2 query, 2 projector, a relay and its standby, all over the
 	// production stores, migrated once before any of them serves.
 	known := settings()
-	roles := map[string][]string{}
+	roles := map[config.Role][]string{}
 	nginx := readFile(t, "proxy/nginx.conf")
 	for name, s := range f.Services {
 		role := s.loomRole()
@@ -214,7 +214,7 @@ func TestComposeFileHasTheProductionShape(t *testing.T) {
 			}
 		}
 		e := s.Environment
-		if e["LOOM_PG_DURABILITY"] != config.DurabilitySynchronous || !strings.Contains(e["LOOM_PG_DSN"], "@postgres-primary:") ||
+		if e["LOOM_PG_DURABILITY"] != string(config.DurabilitySynchronous) || !strings.Contains(e["LOOM_PG_DSN"], "@postgres-primary:") ||
 			e["LOOM_CH_CLUSTER"] == "" || !strings.Contains(cluster, "<"+e["LOOM_CH_CLUSTER"]+">") ||
 			len(strings.Split(e["LOOM_KAFKA_BROKERS"], ",")) != 3 || e["LOOM_TOPIC_REPLICATION"] != "3" {
 			t.Errorf("%s is not configured for the production stores: %v", name, e)
@@ -225,7 +225,7 @@ func TestComposeFileHasTheProductionShape(t *testing.T) {
 			}
 		}
 	}
-	for role, want := range map[string]int{config.RoleCommand: 2, config.RoleQuery: 2, config.RoleProjector: 2, config.RoleRelay: 2} {
+	for role, want := range map[config.Role]int{config.RoleCommand: 2, config.RoleQuery: 2, config.RoleProjector: 2, config.RoleRelay: 2} {
 		if len(roles[role]) != want {
 			t.Errorf("%d services run role %s (%v), want %d", len(roles[role]), role, roles[role], want)
 		}
@@ -233,7 +233,7 @@ func TestComposeFileHasTheProductionShape(t *testing.T) {
 	if svc("loom-migrate").Command[0] != "migrate" {
 		t.Error("loom-migrate does not run `loomd migrate`")
 	}
-	for _, role := range []string{config.RoleCommand, config.RoleQuery} {
+	for _, role := range []config.Role{config.RoleCommand, config.RoleQuery} {
 		for _, name := range roles[role] {
 			if !strings.Contains(nginx, name+":8080") {
 				t.Errorf("the proxy does not send traffic to %s", name)
@@ -350,7 +350,7 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 		t.Error("LOOM_PG_DSN must not be in the ConfigMap")
 	}
 	graceMS, _ := strconv.Atoi(str(cm, "data", "LOOM_SHUTDOWN_GRACE_MS"))
-	if str(cm, "data", "LOOM_PG_DURABILITY") != config.DurabilitySynchronous || str(cm, "data", "LOOM_BOOT_MIGRATE") != "0" || graceMS == 0 {
+	if str(cm, "data", "LOOM_PG_DURABILITY") != string(config.DurabilitySynchronous) || str(cm, "data", "LOOM_BOOT_MIGRATE") != "0" || graceMS == 0 {
 		t.Errorf("loom-config: %v", dig(cm, "data"))
 	}
 	if args := list(get("Job/loom-migrate"), "spec", "template", "spec", "containers"); len(args) != 1 || !slices.Contains(strs(args[0].(map[string]any)["args"]), "migrate") {
@@ -358,7 +358,7 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 	}
 
 	for _, role := range config.AllRoles() {
-		d := get("Deployment/loom-" + role)
+		d := get("Deployment/loom-" + string(role))
 		if n, _ := dig(d, "spec")["replicas"].(int); n < 2 {
 			t.Errorf("loom-%s runs %d replicas, want at least 2", role, n)
 		}
@@ -369,7 +369,7 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 				t.Errorf("loom-%s: its pods do not carry selector label %s=%v", role, k, v)
 			}
 		}
-		pdb := get("PodDisruptionBudget/loom-" + role)
+		pdb := get("PodDisruptionBudget/loom-" + string(role))
 		if !equalMaps(dig(pdb, "spec", "selector", "matchLabels"), selector) || dig(pdb, "spec")["minAvailable"] == nil {
 			t.Errorf("PodDisruptionBudget loom-%s does not guard the Deployment's pods", role)
 		}
@@ -380,7 +380,7 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 		}
 		c := containers[0].(map[string]any)
 		args := strs(c["args"])
-		if i := slices.Index(args, "--roles"); len(args) < 3 || args[0] != "serve" || i < 0 || args[i+1] != role {
+		if i := slices.Index(args, "--roles"); len(args) < 3 || args[0] != "serve" || i < 0 || args[i+1] != string(role) {
 			t.Errorf("loom-%s runs %v, want serve --roles %s", role, args, role)
 		}
 		if str(c, "readinessProbe", "httpGet", "path") != "/v1/health/ready" || str(c, "livenessProbe", "httpGet", "path") != "/v1/health" {
@@ -399,11 +399,11 @@ func TestKubernetesManifestsRunEveryRole(t *testing.T) {
 			t.Errorf("loom-%s: terminationGracePeriodSeconds %d does not cover the preStop pause (%d s) and LOOM_SHUTDOWN_GRACE_MS (%d)", role, period, preStop, graceMS)
 		}
 	}
-	for _, role := range []string{config.RoleCommand, config.RoleQuery} {
-		if !strings.Contains(str(get("ConfigMap/loom-proxy"), "data", "nginx.conf"), "server loom-"+role+":80") {
+	for _, role := range []config.Role{config.RoleCommand, config.RoleQuery} {
+		if !strings.Contains(str(get("ConfigMap/loom-proxy"), "data", "nginx.conf"), "server loom-"+string(role)+":80") {
 			t.Errorf("the proxy does not route to Service loom-%s", role)
 		}
-		get("Service/loom-" + role)
+		get("Service/loom-" + string(role))
 	}
 }
 

@@ -130,3 +130,21 @@ func splitKeys(keys []nsKey) (orgs, nss []string) {
 	}
 	return orgs, nss
 }
+
+// FailureCounts counts a projection's recorded failures.
+type FailureCounts struct {
+	Failed     int64 `json:"failed"`     // records it could not apply
+	Held       int64 `json:"held"`       // records held behind them
+	Namespaces int64 `json:"namespaces"` // namespaces held, their watermarks stopped
+}
+
+func countFailures(ctx context.Context, q heads.Querier, projection string) (FailureCounts, error) {
+	var s FailureCounts
+	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT held), count(*) FILTER (WHERE held),
+			count(DISTINCT (org, namespace))
+		FROM loom.projection_failures WHERE projection = $1`, projection).Scan(&s.Failed, &s.Held, &s.Namespaces)
+	if err != nil {
+		return s, fmt.Errorf("count the failures of projection %s: %w", projection, err)
+	}
+	return s, nil
+}

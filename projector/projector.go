@@ -14,34 +14,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tableset"
 )
 
-// Config tunes a projection.
-type Config struct {
-	Name  string // the projection; its group is loom-projection-<name>
-	Topic string //
-	// Tables is the set of tables the projection writes: the serving set, or a
-	// rebuild's.
-	Tables    tableset.Set
-	BatchRows int           // records per batch at most
-	Interval  time.Duration // at most one batch starts per interval (parts budget)
-	// FillWait is how long a batch that finds the projection behind keeps polling
-	// for more records, up to BatchRows, before it starts; 0: the interval, within
-	// [100 ms, 1 s].
-	FillWait time.Duration
-	// Attempts is how many times a whole batch is tried before, failing still on
-	// something other than an unreachable store, it is split by namespace and the
-	// failing namespaces' records are recorded as failures.
-	Attempts int
-	// SessionTimeout is the consumer-group session: a projector that dies without
-	// leaving the group loses its partitions to the others after it.
-	SessionTimeout time.Duration
+// settings is what one projector runs with: the projector's section, the projection
+// it builds (its name and the set of tables it writes) and what the pipeline shares.
+type settings struct {
+	config.Projector
+	Name   string // the projection; its group is loom-projection-<name>
+	Topic  string
+	Tables tableset.Set
 	// Grace is how long a batch under way may finish, offsets committed, after Run's ctx ends.
 	Grace time.Duration
+	// FillWait is how long a batch that finds the projection behind keeps polling
+	// for more records, up to BatchRows, before it starts: the interval, within
+	// [100 ms, 1 s].
+	FillWait time.Duration
 }
 
 // Faults lets a test break the projection at a chosen point; nil fields do nothing.
@@ -57,7 +49,7 @@ func Group(name string) string { return "loom-projection-" + name }
 // ConsumerOpts are the kgo options a projector's consumer needs. Offsets are committed
 // only after ClickHouse and the watermarks hold the batch, and a rebalance waits for
 // the batch in hand, so no offset ever passes an unwritten record.
-func ConsumerOpts(cfg Config) []kgo.Opt {
+func consumerOpts(cfg settings) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(Group(cfg.Name)),
 		kgo.ConsumeTopics(cfg.Topic),
@@ -74,7 +66,7 @@ func ConsumerOpts(cfg Config) []kgo.Opt {
 
 // Projector runs one projection.
 type Projector struct {
-	cfg    Config
+	cfg    settings
 	pool   *pgxpool.Pool
 	ch     *ch.Conn
 	log    *slog.Logger
@@ -95,21 +87,13 @@ type Projector struct {
 	lag       *metrics.GaugeVec
 }
 
-// New returns a projector; it registers its metrics in reg, so make one per process
-// and projection, and Run it as often as its consumer is replaced.
-func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, log *slog.Logger, faults Faults) *Projector {
-	if cfg.BatchRows <= 0 {
-		cfg.BatchRows = 5000
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Second
-	}
-	if cfg.FillWait <= 0 {
-		cfg.FillWait = fillWaitFor(cfg.Interval)
-	}
-	if cfg.Attempts <= 0 {
-		cfg.Attempts = 3
-	}
+// New returns a projector of pipe's projection writing tables (the serving set, or a
+// rebuild's); it registers its metrics in reg, so make one per process and
+// projection, and Run it as often as its consumer is replaced.
+func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, pool *pgxpool.Pool, conn *ch.Conn,
+	reg *metrics.Registry, log *slog.Logger, faults Faults) *Projector {
+	cfg := settings{Projector: section, Name: pipe.Projection, Topic: pipe.Topic, Tables: tables, Grace: pipe.ShutdownGrace,
+		FillWait: fillWaitFor(section.Interval)}
 	l := cfg.Name
 	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name), faults: faults,
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
@@ -131,7 +115,7 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, reg *metrics.Registry, l
 	}
 }
 
-// Run consumes with consumer, built with ConsumerOpts(cfg), until ctx ends. A batch
+// Run consumes with consumer, built with consumerOpts(cfg), until ctx ends. A batch
 // that cannot be written is retried with backoff and its offsets are not committed
 // meanwhile; one that keeps failing for some namespaces' records is split, and
 // those records are recorded as failures (applyWithRetry).
@@ -191,7 +175,7 @@ func (p *Projector) recordLag(lag map[int32]int64) {
 
 // RunMember runs the projection as a fresh member of its group until ctx ends.
 func (p *Projector) RunMember(ctx context.Context, brokers []string) error {
-	consumer, err := kafka.NewClient(brokers, ConsumerOpts(p.cfg)...)
+	consumer, err := kafka.NewClient(brokers, consumerOpts(p.cfg)...)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
@@ -39,10 +40,11 @@ func BuildName(projection string, gen int) string { return fmt.Sprintf("%s.g%d",
 
 // RebuildOptions tune a Rebuilder.
 type RebuildOptions struct {
-	// Config is the serving projection's: its name, topic, batch size, pace and
-	// session, which the building projection shares.
-	Config  Config
-	Brokers []string
+	// Projector and Pipeline are the serving projection's: its batch size, pace,
+	// session, name and topic, which the building projection shares.
+	Projector config.Projector
+	Pipeline  config.Pipeline
+	Brokers   []string
 	// Progress receives a line when the building projection's distance to the
 	// serving one changes, at most every few seconds; nil: no lines.
 	Progress io.Writer
@@ -54,7 +56,7 @@ type RebuildOptions struct {
 	// Near is the distance, in seqs, from which a switch is tried: a projection
 	// following a topic that is being written is never exactly level with another
 	// one when measured, so the switch holds the serving projection still and lets
-	// the building one close the rest (default: one batch, Config.BatchRows).
+	// the building one close the rest (default: one batch, Projector.BatchRows).
 	Near int64
 }
 
@@ -79,7 +81,7 @@ func NewRebuilder(opts RebuildOptions, pool *pgxpool.Pool, conn *ch.Conn, reg *m
 		opts.Progress = io.Discard
 	}
 	if opts.Near <= 0 {
-		opts.Near = int64(max(opts.Config.BatchRows, 1))
+		opts.Near = int64(max(opts.Projector.BatchRows, 1))
 	}
 	return &Rebuilder{opts: opts, pool: pool, conn: conn, reg: reg, log: log}
 }
@@ -106,7 +108,7 @@ func (r *Rebuilder) exclusive(ctx context.Context, fn func() error) error {
 func (r *Rebuilder) Build(ctx context.Context) (TablesState, error) {
 	var after TablesState
 	err := r.exclusive(ctx, func() error {
-		s, err := beginBuild(ctx, r.pool, r.opts.Config.Name)
+		s, err := beginBuild(ctx, r.pool, r.opts.Pipeline.Projection)
 		if err != nil {
 			return err
 		}
@@ -165,9 +167,9 @@ func (m *member) wait() error {
 // serving one, then switches.
 func (r *Rebuilder) buildAndSwitch(ctx context.Context, s TablesState) error {
 	name := BuildName(s.BuildingFor, s.Building)
-	cfg := r.opts.Config
-	cfg.Name, cfg.Tables = name, tableset.Of(s.Building)
-	p := New(cfg, r.pool, r.conn, r.reg, r.log, Faults{})
+	building := r.opts.Pipeline
+	building.Projection = name
+	p := New(r.opts.Projector, building, tableset.Of(s.Building), r.pool, r.conn, r.reg, r.log, Faults{})
 	mctx, stop := context.WithCancel(ctx)
 	m := &member{stop: stop, done: make(chan struct{})}
 	go func() { defer close(m.done); m.err = p.RunMember(mctx, r.opts.Brokers) }()

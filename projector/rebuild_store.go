@@ -15,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // TablesState is loom.projection_tables: the generation of the projection tables that
@@ -92,19 +93,11 @@ func beginBuild(ctx context.Context, pool *pgxpool.Pool, projection string) (Tab
 // BuildDistance is how far a building projection stands from the serving one: the
 // namespaces where its watermark is behind, by how many seqs in all, and the sum of
 // its own watermarks, which grows while it applies records.
-type BuildDistance struct {
-	Namespaces, Seqs, Applied int64
-}
+type BuildDistance = watermarks.Distance
 
 // MeasureBuild reads the building projection's distance from the serving one.
 func MeasureBuild(ctx context.Context, pool *pgxpool.Pool, serving, building string) (BuildDistance, error) {
-	var d BuildDistance
-	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE s.seq > coalesce(b.seq, 0)),
-			coalesce(sum(s.seq - coalesce(b.seq, 0)) FILTER (WHERE s.seq > coalesce(b.seq, 0)), 0)::bigint,
-			(SELECT coalesce(sum(seq), 0)::bigint FROM loom.projection_watermarks WHERE projection = $2)
-		FROM loom.projection_watermarks s
-		LEFT JOIN loom.projection_watermarks b ON b.projection = $2 AND b.org = s.org AND b.namespace = s.namespace
-		WHERE s.projection = $1`, serving, building).Scan(&d.Namespaces, &d.Seqs, &d.Applied)
+	d, err := watermarks.Measure(ctx, pool, serving, building)
 	if err != nil {
 		return d, fmt.Errorf("compare the watermarks of %s and %s: %w", building, serving, err)
 	}
@@ -118,17 +111,13 @@ func MeasureBuild(ctx context.Context, pool *pgxpool.Pool, serving, building str
 func recordSwitch(ctx context.Context, pool *pgxpool.Pool, s TablesState, built string) error {
 	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO loom.projection_watermarks (projection, org, namespace, seq)
-			SELECT $1, org, namespace, seq FROM loom.projection_watermarks WHERE projection = $2
-			ON CONFLICT (projection, org, namespace) DO UPDATE
-			SET seq = GREATEST(loom.projection_watermarks.seq, EXCLUDED.seq), updated_at = now()`, s.BuildingFor, built)
-		b.Queue(`DELETE FROM loom.projection_watermarks WHERE projection = $1`, built)
+		watermarks.QueueAdopt(b, s.BuildingFor, built)
 		b.Queue(`DELETE FROM loom.projection_failures WHERE projection = $1`, s.BuildingFor)
 		b.Queue(`UPDATE loom.projection_failures SET projection = $1 WHERE projection = $2`, s.BuildingFor, built)
 		b.Queue(`UPDATE loom.projection_tables SET serving = building, building = NULL, building_for = NULL,
 			building_since = NULL, retired = array_append(retired, serving), switched_at = now(), updated_at = now()
 			WHERE building = $1`, s.Building)
-		b.Queue(`SELECT pg_notify('loom_watermark', $1)`, s.BuildingFor)
+		watermarks.QueueNotify(b, s.BuildingFor)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -142,7 +131,7 @@ func recordSwitch(ctx context.Context, pool *pgxpool.Pool, s TablesState, built 
 func forgetBuild(ctx context.Context, pool *pgxpool.Pool, s TablesState, built string) error {
 	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(`DELETE FROM loom.projection_watermarks WHERE projection = $1`, built)
+		watermarks.QueueForget(b, built)
 		b.Queue(`DELETE FROM loom.projection_failures WHERE projection = $1`, built)
 		b.Queue(`UPDATE loom.projection_tables SET building = NULL, building_for = NULL, building_since = NULL,
 			updated_at = now() WHERE building = $1`, s.Building)

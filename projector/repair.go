@@ -102,8 +102,13 @@ func readFailed(ctx context.Context, brokers []string, fs []failure) (map[record
 	return out, nil
 }
 
-// RunRepair runs a repair pass every interval until ctx ends.
-func (p *Projector) RunRepair(ctx context.Context, brokers []string, every time.Duration) {
+// RunRepair runs a repair pass every RepairInterval (LOOM_PROJECTOR_REPAIR_INTERVAL_MS)
+// until ctx ends; a zero interval runs none.
+func (p *Projector) RunRepair(ctx context.Context, brokers []string) {
+	every := p.cfg.RepairInterval
+	if every <= 0 {
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // settlement is what a batch writes to Postgres once ClickHouse holds its rows, in
@@ -66,11 +67,7 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 			return nil
 		}
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO loom.projection_watermarks (projection, org, namespace, seq)
-			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[])
-			ON CONFLICT (projection, org, namespace) DO UPDATE
-			SET seq = GREATEST(loom.projection_watermarks.seq, EXCLUDED.seq), updated_at = now()`, projection, orgs, nss, marks)
-		b.Queue(`SELECT pg_notify('loom_watermark', $1)`, projection)
+		watermarks.QueueRaise(b, projection, orgs, nss, marks)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("upsert watermarks: %w", err)
 		}
@@ -101,26 +98,13 @@ func advance(wm int64, seqs []int64, jumps map[int64]bool) (next int64, advanced
 // projectors of one projection (a rebalance in flight) advance them one at a time.
 func readWatermarks(ctx context.Context, q heads.Querier, projection string, keys []nsKey, lock bool) (map[nsKey]int64, error) {
 	orgs, nss := splitKeys(keys)
-	sql := `SELECT w.org, w.namespace, w.seq FROM loom.projection_watermarks w
-		JOIN unnest($2::text[], $3::text[]) AS b(org, namespace) ON w.org = b.org AND w.namespace = b.namespace
-		WHERE w.projection = $1
-		ORDER BY w.org, w.namespace`
-	if lock {
-		sql += ` FOR UPDATE OF w`
-	}
-	rows, err := q.Query(ctx, sql, projection, orgs, nss)
+	marks, err := watermarks.ReadKeys(ctx, q, projection, orgs, nss, lock)
 	if err != nil {
-		return nil, fmt.Errorf("read watermarks: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[nsKey]int64{}
-	for rows.Next() {
-		var k nsKey
-		var seq int64
-		if err := rows.Scan(&k.org, &k.namespace, &seq); err != nil {
-			return nil, fmt.Errorf("read watermarks: %w", err)
-		}
-		out[k] = seq
+	out := make(map[nsKey]int64, len(marks))
+	for k, seq := range marks {
+		out[nsKey{org: k.Org, namespace: k.Namespace}] = seq
 	}
-	return out, rows.Err()
+	return out, nil
 }

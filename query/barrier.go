@@ -7,8 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // Barrier makes a ClickHouse read wait until every revision committed before it began
@@ -42,7 +44,7 @@ type Passed struct {
 func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Passed, error) {
 	start := time.Now()
 	passed := Passed{Generations: map[string]int64{}}
-	gens, err := b.generations(ctx, org, namespaces)
+	gens, err := generations.ReadMany(ctx, b.pool, org, namespaces)
 	if err != nil {
 		return passed, httperr.Store("capturing namespace generations", err)
 	}
@@ -50,7 +52,7 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 	deadline := start.Add(b.budget)
 	for {
 		wake := b.wake.C()
-		marks, err := b.watermarks(ctx, org, namespaces)
+		marks, err := watermarks.ReadMany(ctx, b.pool, b.projection, org, namespaces)
 		if err != nil {
 			return passed, httperr.Store("reading projection watermarks", err)
 		}
@@ -81,44 +83,4 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 		}
 		timer.Stop()
 	}
-}
-
-func (b *Barrier) generations(ctx context.Context, org string, namespaces []string) (map[string]int64, error) {
-	rows, err := b.pool.Query(ctx, `SELECT scope, generation FROM loom.scope_generations WHERE org = $1 AND scope = ANY($2)`, org, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for _, ns := range namespaces {
-		out[ns] = 0
-	}
-	for rows.Next() {
-		var ns string
-		var g int64
-		if err := rows.Scan(&ns, &g); err != nil {
-			return nil, err
-		}
-		out[ns] = g
-	}
-	return out, rows.Err()
-}
-
-func (b *Barrier) watermarks(ctx context.Context, org string, namespaces []string) (map[string]int64, error) {
-	rows, err := b.pool.Query(ctx, `SELECT namespace, seq FROM loom.projection_watermarks
-		WHERE projection = $1 AND org = $2 AND namespace = ANY($3)`, b.projection, org, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var ns string
-		var seq int64
-		if err := rows.Scan(&ns, &seq); err != nil {
-			return nil, err
-		}
-		out[ns] = seq
-	}
-	return out, rows.Err()
 }

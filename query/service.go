@@ -10,29 +10,22 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
-// Config is what the read side reads from loomd's configuration.
-type Config struct {
-	Projection     string
-	ProjectionWait time.Duration
-	TopKDefault    int
-	TopKMax        int
-	MinScore       float64 // below it a search abstains (below_threshold)
-	PriorCap       float64 // LOOM_MEMORY_PRIOR_CAP
-	BM25K1, BM25B  float64
-	Weights        Weights // weighted fusion's leg weights
-	EmbedCacheSize int
-	EmbedCacheTTL  time.Duration
+// settings is the read side's section of loomd's configuration, its leg weights as
+// fusion takes them.
+type settings struct {
+	config.Query
+	Weights Weights
 }
 
 // Service holds the read side's dependencies.
 type Service struct {
-	cfg      Config
+	cfg      settings
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	barrier  *Barrier
@@ -45,10 +38,11 @@ type Service struct {
 	staleDropped *metrics.Counter
 }
 
-// New returns the read side; barrier must be running its listener.
-func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
+// New returns the read side, configured by its section as it is; barrier must be
+// running its listener.
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
 	return &Service{
-		cfg: cfg, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
+		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
@@ -56,9 +50,9 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedd
 	}
 }
 
-// Register mounts the read routes behind authentication.
-func (s *Service) Register(r fiber.Router, tokens *auth.Store) {
-	g := r.Group("/v1", tokens.Middleware())
+// Register mounts the read routes; the process authenticates them (cmd/loomd/app).
+func (s *Service) Register(r fiber.Router) {
+	g := r.Group("/v1")
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
 	g.Get("/namespaces/:ns/memories", s.handleList)
 	g.Get("/namespaces/:ns/keys", s.handleKeys)

@@ -72,8 +72,8 @@ var paramNames = map[string]string{"id": "memory_id"}
 var routeFiles = []string{
 	"../command/service.go",
 	"../query/service.go",
-	"../internal/node/health.go",
-	"../internal/node/admin.go",
+	"../cmd/loomd/app/health.go",
+	"../cmd/loomd/app/admin.go",
 }
 
 func readSpec(t *testing.T) string {

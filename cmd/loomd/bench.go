@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/bench"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 )
 
 // benchOrg is the org the benchmark writes in: its namespaces carry the run's id, so
@@ -60,7 +60,7 @@ func runBench(ctx context.Context, args []string) error {
 		return usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
 	}
 
-	configured := cfg.PGDSN != "" || len(cfg.CHAddr) > 0 || len(cfg.KafkaBrokers) > 0
+	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
 	if configured {
 		if err := cfg.RequireStores(); err != nil {
 			return fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
@@ -68,7 +68,7 @@ func runBench(ctx context.Context, args []string) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
 		stack, err := devstack.Start(ctx, devstack.Options{
-			Dir: *dir, Durable: true, Topics: []string{cfg.Topic}, Partitions: cfg.TopicPartitions, Log: os.Stderr,
+			Dir: *dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 		})
 		if err != nil {
 			return err
@@ -79,14 +79,14 @@ func runBench(ctx context.Context, args []string) error {
 			}
 		}()
 		stack.Configure(&cfg)
-		cfg.BootMigrate = true
+		cfg.Boot.Migrate = true
 	}
 	cfg.Roles = config.AllRoles()
-	// The node's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
+	// The process's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"
 	}
-	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runBench(ctx context.Context, args []string) error {
 	defer func() {
 		stopServing()
 		if err := <-served; err != nil {
-			fmt.Fprintln(os.Stderr, "loomd bench: the node under test:", err)
+			fmt.Fprintln(os.Stderr, "loomd bench: the process under test:", err)
 		}
 	}()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -110,7 +110,7 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench: create a token: %w", err)
 	}
-	report, runErr := bench.Run(ctx, bench.Target{Node: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
+	report, runErr := bench.Run(ctx, bench.Target{Process: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
 	if report != nil {
 		if err := report.WriteMarkdown(os.Stdout); err != nil {
 			return fmt.Errorf("bench: write the report: %w", err)

@@ -8,12 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 )
 
 // runDev starts the embedded stack under --dir and serves every role on one process.
@@ -24,7 +25,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".loom", "where the embedded stores keep their data")
-	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address")
+	addr := fs.String("addr", cfg.HTTP.Addr, "HTTP listen address")
 	kafkaPort := fs.Int("kafka-port", 9092, "loopback port of the embedded Kafka")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,7 +38,7 @@ func runDev(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "loomd dev: starting the embedded stores in %s ...\n", *dir)
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: *dir, Durable: true, KafkaPort: *kafkaPort,
-		Topics: []string{cfg.Topic}, Partitions: cfg.TopicPartitions, Log: os.Stderr,
+		Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 	})
 	if err != nil {
 		ln.Close()
@@ -51,8 +52,8 @@ func runDev(ctx context.Context, args []string) error {
 	}()
 	stack.Configure(&cfg)
 	cfg.Roles = config.AllRoles()
-	cfg.BootMigrate = true
-	n, err := node.Open(ctx, cfg, log)
+	cfg.Boot.Migrate = true
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -64,11 +65,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	envFile := filepath.Join(*dir, "dev.env")
-	if err := writeDevEnv(envFile, cfg, token); err != nil {
+	if err := writeDevEnv(envFile, cfg, stack, token); err != nil {
 		ln.Close()
 		return err
 	}
-	printBanner(ln.Addr().String(), token, stack, cfg.Topic, envFile)
+	printBanner(ln.Addr().String(), token, stack, cfg.Pipeline.Topic, envFile)
 	err = n.Run(ctx, ln)
 	if ctx.Err() != nil {
 		return nil
@@ -97,12 +98,15 @@ func devToken(ctx context.Context, tokens *auth.Store, file string) (string, err
 	return secret, nil
 }
 
-// writeDevEnv keeps the embedded stores' addresses, for the operator commands
-// (loomd projector, republish, token) run against this stack from another shell.
-func writeDevEnv(file string, cfg config.Config, token string) error {
+// writeDevEnv keeps the embedded stores' addresses and the dev token, for the
+// operator commands (loomd projector, republish, token) and the README's tour run
+// against this stack from another shell; the stores' ports on their own, for psql
+// and clickhouse-client.
+func writeDevEnv(file string, cfg config.Config, stack *devstack.Stack, token string) error {
 	var env strings.Builder
-	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PGDSN}, {"LOOM_CH_ADDR", strings.Join(cfg.CHAddr, ",")},
-		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.KafkaBrokers, ",")}, {"LOOM_PG_DURABILITY", cfg.PGDurability}, {"LOOM_TOKEN", token}} {
+	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PG.DSN}, {"LOOM_CH_ADDR", strings.Join(cfg.ClickHouse.Addr, ",")},
+		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.Kafka.Brokers, ",")}, {"LOOM_PG_DURABILITY", string(cfg.PG.Durability)}, {"LOOM_TOKEN", token},
+		{"LOOM_DEV_PG_PORT", strconv.Itoa(stack.Postgres.Port)}, {"LOOM_DEV_CH_PORT", strconv.Itoa(stack.ClickHouse.TCPPort)}} {
 		fmt.Fprintf(&env, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
 	}
 	if err := os.WriteFile(file, []byte(env.String()), 0o600); err != nil {
@@ -138,7 +142,8 @@ Loom is running at %[1]s (org "dev")
   %[4]s --database loom
   kcat -b %[5]s -C -t %[6]s -e -f 'key=%%k offset=%%o headers=%%h\n'
 
-  # operator commands (loomd projector reset|rebuild, republish, token) from another shell
+  # another shell (the README's tour, ./bin/loomd projector|republish|token): the
+  # token, the stores' addresses and ports (LOOM_DEV_PG_PORT, LOOM_DEV_CH_PORT)
   set -a; . %[7]s; set +a
 
 Ctrl-C stops Loom and its stores; data stays in .loom/ for the next run.

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/node"
 )
 
 const usage = `loomd — the Loom memory plane
@@ -71,7 +71,7 @@ func main() {
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
 	case "version":
-		fmt.Println("loomd", node.Version)
+		fmt.Println("loomd", app.Version)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -35,7 +35,7 @@ func runProjectorRebuild(ctx context.Context, args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("projector rebuild", flag.ContinueOnError)
-	name := fs.String("projection", cfg.Projection, "the projection whose tables are rebuilt")
+	name := fs.String("projection", cfg.Pipeline.Projection, "the projection whose tables are rebuilt")
 	dropOld := fs.Bool("drop-old", false, "after the switch, drop the tables that served before it")
 	abandon := fs.Bool("abandon", false, "drop the generation under way instead of building it")
 	dropRetired := fs.Bool("drop-retired", false, "drop the tables kept after earlier switches, and nothing else")
@@ -46,18 +46,18 @@ func runProjectorRebuild(ctx context.Context, args []string) error {
 	if n := countTrue(*abandon, *dropRetired, *status, *dropOld); n > 1 {
 		return usageError{errors.New("projector rebuild: --drop-old, --abandon, --drop-retired and --status go alone")}
 	}
-	cfg.Projection = *name
+	cfg.Pipeline.Projection = *name
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	r := projector.NewRebuilder(projector.RebuildOptions{Config: node.ProjectorConfig(cfg), Brokers: cfg.KafkaBrokers, Progress: os.Stdout},
-		n.PG, n.CH, metrics.NewRegistry(), log)
+	r := projector.NewRebuilder(projector.RebuildOptions{Projector: cfg.Projector, Pipeline: cfg.Pipeline, Brokers: cfg.Kafka.Brokers,
+		Progress: os.Stdout}, n.PG, n.CH, metrics.NewRegistry(), log)
 	switch {
 	case *status:
-		return printRebuildStatus(ctx, n, cfg.Projection)
+		return printRebuildStatus(ctx, n, cfg.Pipeline.Projection)
 	case *abandon:
 		gen, err := r.Abandon(ctx)
 		if err == nil {
@@ -86,7 +86,7 @@ func dropRetiredGenerations(ctx context.Context, r *projector.Rebuilder) error {
 	return err
 }
 
-func printRebuildStatus(ctx context.Context, n *node.Node, projection string) error {
+func printRebuildStatus(ctx context.Context, n *app.Process, projection string) error {
 	s, err := projector.ReadTablesState(ctx, n.PG)
 	if err != nil {
 		return err
@@ -123,8 +123,8 @@ func runProjectorReset(ctx context.Context, args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("projector reset", flag.ContinueOnError)
-	group := fs.String("group", projector.Group(cfg.Projection), "the consumer group")
-	topic := fs.String("topic", cfg.Topic, "the topic the group consumes")
+	group := fs.String("group", projector.Group(cfg.Pipeline.Projection), "the consumer group")
+	topic := fs.String("topic", cfg.Pipeline.Topic, "the topic the group consumes")
 	to := fs.String("to", "", "earliest, latest or an RFC 3339 time (required)")
 	execute := fs.Bool("execute", false, "move the offsets (without it, only print the plan)")
 	if err := parseFlags(fs, args); err != nil {
@@ -134,7 +134,7 @@ func runProjectorReset(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cl, err := kafka.NewClient(cfg.KafkaBrokers)
+	cl, err := kafka.NewClient(cfg.Kafka.Brokers)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
-	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/node"
+	"github.com/loomplane/loom/internal/config"
 )
 
 // runRepublish re-creates topic records from the Postgres journal and queues them for
@@ -23,21 +23,21 @@ func runRepublish(ctx context.Context, args []string) error {
 	from := fs.Int64("from-seq", 0, "republish every namespace's revisions from this seq on (required, >= 1)")
 	ns := fs.String("namespace", "", "only this namespace")
 	org := fs.String("org", "", "only this org")
-	topic := fs.String("topic", cfg.Topic, "the topic the records are for")
+	topic := fs.String("topic", cfg.Pipeline.Topic, "the topic the records are for")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *from < 1 {
 		return usageError{errors.New("republish: --from-seq N (N >= 1) is required")}
 	}
-	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	// The write side rebuilds the records, built as a command process builds it.
+	cfg.Roles = config.Roles{config.RoleCommand}
+	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	svc := command.New(command.Config{Topic: *topic, EventSource: cfg.EventSource}, n.PG, n.CH, n.Embedder, metrics.NewRegistry(), log)
-	res, err := svc.Republish(ctx, command.RepublishOptions{Org: *org, Namespace: *ns, FromSeq: *from, Topic: *topic})
+	res, err := n.Command.Republish(ctx, command.RepublishOptions{Org: *org, Namespace: *ns, FromSeq: *from, Topic: *topic})
 	if err != nil {
 		return err
 	}

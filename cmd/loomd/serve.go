@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/node"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -18,26 +17,26 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "roles to run: command, query, relay, projector (api = command,query)")
-	addr := fs.String("addr", cfg.HTTPAddr, "HTTP listen address (health and metrics on every process)")
+	roles := fs.String("roles", cfg.Roles.String(), "roles to run: command, query, relay, projector (api = command,query)")
+	addr := fs.String("addr", cfg.HTTP.Addr, "HTTP listen address (health and metrics on every process)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if cfg.Roles, err = config.ParseRoles(*roles); err != nil {
 		return usageError{fmt.Errorf("serve --roles: %w", err)}
 	}
-	cfg.HTTPAddr = *addr
+	cfg.HTTP.Addr = *addr
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	n, err := node.Open(ctx, cfg, log)
+	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
 	}
-	log.Info("loomd serving", "roles", cfg.Roles, "addr", ln.Addr().String(), "deployment_id", n.DeploymentID, "version", node.Version)
+	log.Info("loomd serving", "roles", cfg.Roles, "addr", ln.Addr().String(), "deployment_id", n.DeploymentID, "version", app.Version)
 	return n.Run(ctx, ln)
 }
 
@@ -49,12 +48,12 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.BootMigrate = true
-	n, err := node.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	cfg.Boot.Migrate = true
+	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 	if err != nil {
 		return err
 	}
 	n.Close()
-	fmt.Println("migrations applied; topic", cfg.Topic, "ready")
+	fmt.Println("migrations applied; topic", cfg.Pipeline.Topic, "ready")
 	return nil
 }

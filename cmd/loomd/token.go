@@ -38,10 +38,10 @@ func runToken(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.PGDSN == "" {
+	if cfg.PG.DSN == "" {
 		return errors.New("token create needs LOOM_PG_DSN")
 	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PGDSN, MaxConns: 2})
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: 2})
 	if err != nil {
 		return err
 	}

@@ -21,22 +21,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
 )
 
-// Config tunes the relay.
-type Config struct {
-	BatchRows int           // rows per round
-	Poll      time.Duration // fallback wake-up when no NOTIFY arrives
-	Standby   time.Duration // how often a standby tries for the lock
-	// MaxAttempts is how many times Kafka may refuse a record before it is parked.
-	MaxAttempts int
-	// EventSource is the ce_source of a placeholder whose record names none.
-	EventSource string
-	Grace       time.Duration // how long a round under way may finish after Run's ctx ends
-}
+// standbyRetry is how often a standby relay tries for the relay lock.
+const standbyRetry = 2 * time.Second
 
 // Faults lets a test stop the relay at a chosen point; nil fields do nothing.
 type Faults struct {
@@ -47,7 +39,8 @@ type Faults struct {
 
 // Relay moves outbox rows to Kafka.
 type Relay struct {
-	cfg      Config
+	cfg      config.Relay
+	pipe     config.Pipeline
 	pool     *pgxpool.Pool
 	producer *kgo.Client
 	wake     *pg.Listener
@@ -65,27 +58,11 @@ type Relay struct {
 }
 
 // New returns a relay; producer must be an idempotent kgo client (the kgo default)
-// with acks=all.
-func New(cfg Config, pool *pgxpool.Pool, producer *kgo.Client, wake *pg.Listener, reg *metrics.Registry, log *slog.Logger, faults Faults) *Relay {
-	if cfg.BatchRows <= 0 {
-		cfg.BatchRows = 500
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = time.Second
-	}
-	if cfg.Standby <= 0 {
-		cfg.Standby = 2 * time.Second
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 10
-	}
-	if cfg.EventSource == "" {
-		cfg.EventSource = "loom"
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Second
-	}
-	return &Relay{cfg: cfg, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
+// with acks=all. Its placeholders carry pipe's event source, and a round under way
+// when Run's ctx ends may finish within pipe's shutdown grace.
+func New(cfg config.Relay, pipe config.Pipeline, pool *pgxpool.Pool, producer *kgo.Client, wake *pg.Listener,
+	reg *metrics.Registry, log *slog.Logger, faults Faults) *Relay {
+	return &Relay{cfg: cfg, pipe: pipe, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
 		published: reg.Counter("loom_relay_published_total", "Outbox records Kafka acknowledged.").With(),
 		failed:    reg.Counter("loom_relay_produce_failures_total", "Outbox records Kafka refused or did not acknowledge.").With(),
 		parked:    reg.Counter("loom_relay_parked_total", "Outbox records parked after Kafka refused them; a loom.parked placeholder took their seq.").With(),
@@ -117,7 +94,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if !held {
 			select {
 			case <-ctx.Done():
-			case <-time.After(r.cfg.Standby):
+			case <-time.After(standbyRetry):
 			}
 			continue
 		}
@@ -191,7 +168,7 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 		// is deleted from the outbox, so the next relay does not publish it again.
 		// The round holds the publishers lock shared, so an erasure that removed rows
 		// it may have read waits until its produce and delete are over (pg.WaitOut).
-		rctx, roundDone := shutdown.Outlive(ctx, r.cfg.Grace)
+		rctx, roundDone := shutdown.Outlive(ctx, r.pipe.ShutdownGrace)
 		var n int
 		err := pg.HoldShared(rctx, h.conn, pg.LockPublishers, func() error {
 			var err error

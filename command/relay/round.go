@@ -9,23 +9,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/internal/outbox"
 )
 
-type outboxRow struct {
-	id        int64
-	org       string
-	namespace string
-	seq       int64
-	topic     string
-	key       []byte
-	headers   []byte
-	value     []byte
-	attempts  int // refusals so far
-	createdAt time.Time
-}
+// outboxRow is a record waiting in the outbox.
+type outboxRow struct{ outbox.Row }
 
 // ns names the row's namespace as the record key does.
-func (o outboxRow) ns() string { return o.org + "/" + o.namespace }
+func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 
 // round publishes the oldest rows and deletes those Kafka acknowledged. A namespace
 // whose oldest row Kafka refused before sends that row alone first (a broker refuses
@@ -71,7 +63,7 @@ func (r *Relay) retryRefused(ctx context.Context, rows []outboxRow) ([]outboxRow
 		if held[ns] {
 			continue
 		}
-		if batched[ns] || row.attempts == 0 {
+		if batched[ns] || row.Attempts == 0 {
 			batched[ns] = true
 			rest = append(rest, row)
 			continue
@@ -95,7 +87,7 @@ func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
 		err = r.producer.ProduceSync(ctx, rec).FirstErr()
 	}
 	if err == nil {
-		if err := r.deletePublished(ctx, []int64{row.id}); err != nil {
+		if err := r.deletePublished(ctx, []int64{row.ID}); err != nil {
 			return false, err
 		}
 		delete(r.retryAt, row.ns())
@@ -104,9 +96,9 @@ func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
 	r.failed.Inc()
 	if !refused(err) {
 		r.noteFailures(ctx, []outboxRow{row}, []error{err})
-		return false, fmt.Errorf("produce %s seq %d: %w", row.ns(), row.seq, err)
+		return false, fmt.Errorf("produce %s seq %d: %w", row.ns(), row.Seq, err)
 	}
-	attempts := row.attempts + 1
+	attempts := row.Attempts + 1
 	if attempts >= r.cfg.MaxAttempts {
 		if err := r.park(ctx, row, attempts, err); err != nil {
 			return false, err
@@ -116,7 +108,7 @@ func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
 	}
 	r.noteFailures(ctx, []outboxRow{row}, []error{err})
 	r.retryAt[row.ns()] = time.Now().Add(retryDelay(attempts))
-	r.log.Warn("relay: Kafka refused a record; retrying it alone", "namespace", row.ns(), "seq", row.seq,
+	r.log.Warn("relay: Kafka refused a record; retrying it alone", "namespace", row.ns(), "seq", row.Seq,
 		"attempts", attempts, "max_attempts", r.cfg.MaxAttempts, "err", err)
 	return false, nil
 }
@@ -167,7 +159,7 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 	for i, row := range rows {
 		if errs[i] == nil {
 			if !failedNS[row.ns()] {
-				done = append(done, row.id)
+				done = append(done, row.ID)
 			}
 			continue
 		}
@@ -175,7 +167,7 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 		failedNS[row.ns()] = true
 		failedRows, failedErrs = append(failedRows, row), append(failedErrs, errs[i])
 		if !refused(errs[i]) && outage == nil {
-			outage = fmt.Errorf("produce %s seq %d: %w", row.ns(), row.seq, errs[i])
+			outage = fmt.Errorf("produce %s seq %d: %w", row.ns(), row.Seq, errs[i])
 		}
 	}
 	if r.faults.AfterProduce != nil {
@@ -198,8 +190,8 @@ func (r *Relay) deletePublished(ctx context.Context, ids []int64) error {
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := r.pool.Exec(dctx, "DELETE FROM loom.outbox WHERE id = ANY($1)", ids); err != nil {
-		return fmt.Errorf("delete published outbox rows: %w", err)
+	if err := outbox.Delete(dctx, r.pool, ids); err != nil {
+		return err
 	}
 	r.published.Add(float64(len(ids)))
 	return nil
@@ -215,14 +207,12 @@ func (r *Relay) noteFailures(ctx context.Context, rows []outboxRow, errs []error
 	counts := make([]int32, len(rows))
 	msgs := make([]string, len(rows))
 	for i, row := range rows {
-		ids[i], msgs[i] = row.id, errs[i].Error()
+		ids[i], msgs[i] = row.ID, errs[i].Error()
 		if refused(errs[i]) {
 			counts[i] = 1
 		}
 	}
-	_, err := r.pool.Exec(ctx, `UPDATE loom.outbox o SET attempts = o.attempts + f.refused, last_error = f.err
-		FROM unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, refused, err) WHERE o.id = f.id`, ids, counts, msgs)
-	if err != nil && ctx.Err() == nil {
+	if err := outbox.NoteFailures(ctx, r.pool, ids, counts, msgs); err != nil && ctx.Err() == nil {
 		r.log.Warn("relay: cannot record failed produces", "err", err)
 	}
 }
@@ -248,33 +238,23 @@ func refused(err error) bool {
 }
 
 func (r *Relay) read(ctx context.Context, skip []string) ([]outboxRow, error) {
-	if skip == nil {
-		skip = []string{}
-	}
-	qrows, err := r.pool.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
-		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
-		ORDER BY id LIMIT $1`, r.cfg.BatchRows, skip)
+	pending, err := outbox.ReadPending(ctx, r.pool, r.cfg.BatchRows, skip)
 	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", err)
+		return nil, err
 	}
-	defer qrows.Close()
-	var rows []outboxRow
-	for qrows.Next() {
-		var o outboxRow
-		if err := qrows.Scan(&o.id, &o.org, &o.namespace, &o.seq, &o.topic, &o.key, &o.headers, &o.value, &o.attempts, &o.createdAt); err != nil {
-			return nil, fmt.Errorf("read outbox: %w", err)
-		}
-		rows = append(rows, o)
+	rows := make([]outboxRow, len(pending))
+	for i, p := range pending {
+		rows[i] = outboxRow{p}
 	}
-	return rows, qrows.Err()
+	return rows, nil
 }
 
 func toRecord(o outboxRow) (*kgo.Record, error) {
 	var pairs [][2]string
-	if err := json.Unmarshal(o.headers, &pairs); err != nil {
-		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.id, err)
+	if err := json.Unmarshal(o.Headers, &pairs); err != nil {
+		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.ID, err)
 	}
-	rec := &kgo.Record{Topic: o.topic, Key: o.key, Value: o.value}
+	rec := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
 	for _, p := range pairs {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: p[0], Value: []byte(p[1])})
 	}

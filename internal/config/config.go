@@ -1,5 +1,8 @@
-// Package config reads Loom's settings from the environment. Names follow the seeds
-// (LOOM_PG_*, LOOM_MEMORY_*); every setting has a default a developer can run with.
+// Package config reads Loom's settings from the environment, by role: one section per
+// store and per role, each read in one place (its default is written once, here) and
+// each checked by its own Validate. A role's constructor takes its section as it is
+// (command.New(cfg.Command, cfg.Pipeline, …)); deploy/CONFIG.md lists every variable,
+// and docs/architecture.md says which role reads which section.
 package config
 
 import (
@@ -13,75 +16,202 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// Config is every setting loomd reads.
+// Config is every setting loomd reads, by section. A new section (a model provider,
+// an in-process search index) is a type with a Validate, a read function and one line
+// in load.
 type Config struct {
-	HTTPAddr      string        // LOOM_HTTP_ADDR
-	Roles         []string      // LOOM_ROLES: command, query, relay, projector (api = command + query)
-	ShutdownGrace time.Duration // LOOM_SHUTDOWN_GRACE_MS: how long SIGTERM waits for in-flight work
-	DeploymentID  string        // LOOM_DEPLOYMENT_ID: the deployment this process belongs to ("" = whatever is recorded)
+	Roles    Roles  // LOOM_ROLES: command, query, relay, projector (api = command + query)
+	LogLevel string // LOOM_LOG_LEVEL
 
-	PGDSN                string        // LOOM_PG_DSN
-	PGDurability         string        // LOOM_PG_DURABILITY: synchronous (a synchronous standby is required) or local
-	PGWriteDeadline      time.Duration // LOOM_PG_WRITE_DEADLINE_MS: a write's whole time in Postgres, the standby's ack included
-	PGPoolMin            int32         // LOOM_PG_POOL_MIN_SIZE
-	PGPoolMax            int32         // LOOM_PG_POOL_MAX_SIZE
-	PGStatementTimeout   time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
-	PGCommitLockTimeout  time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
-	PGProjectionWait     time.Duration // LOOM_PG_PROJECTION_WAIT_MS: the search barrier's budget
-	PGPublishInterval    time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: the projector's insert pace
-	PGAdmissionRounds    int           // LOOM_PG_ADMISSION_ROUNDS
-	PGAdmissionDeadline  time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
-	PGAdmissionGapMax    int           // LOOM_PG_ADMISSION_GAP_MAX: revisions an admission examines before PROJECTION_BEHIND
-	IdempotencyLease     time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
-	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps
-	ErasureEvidence      time.Duration // LOOM_PG_ERASURE_EVIDENCE_HOURS: how long an erased memory's stale writes are refused
-	ErasureLedgerKeep    time.Duration // LOOM_ERASURE_LEDGER_DAYS: how long a finished erasure saga is kept
-	ErasureLease         time.Duration // LOOM_ERASURE_LEASE_S: a saga runner's hold before erasure_recovery takes over
-	ErasureMaxAttempts   int           // LOOM_ERASURE_MAX_ATTEMPTS: runs of a saga before it is marked failed
-	ErasureStepTimeout   time.Duration // LOOM_ERASURE_STEP_TIMEOUT_MS: one saga step's wait per run
-	ErasureRequestWait   time.Duration // LOOM_ERASURE_REQUEST_WAIT_MS: how long POST /v1/erasures waits for its saga
-	ErasureRecovery      time.Duration // LOOM_ERASURE_RECOVERY_INTERVAL_MS: how often erasure_recovery looks for stopped sagas
-	BootMigrate          bool          // LOOM_BOOT_MIGRATE
-	CHAddr               []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
-	CHUser, CHPassword   string        // LOOM_CH_USER, LOOM_CH_PASSWORD
-	CHCluster            string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
-	CHReadTimeout        time.Duration // LOOM_CH_READ_TIMEOUT_MS: how long a statement's answer is awaited
-	KafkaBrokers         []string      // LOOM_KAFKA_BROKERS
-	Topic                string        // LOOM_TOPIC
-	TopicPartitions      int32         // LOOM_TOPIC_PARTITIONS (when loomd creates the topic)
-	TopicReplication     int16         // LOOM_TOPIC_REPLICATION
-	EventSource          string        // LOOM_EVENT_SOURCE: the CloudEvents source of every record
-	OutboxBatch          int           // LOOM_OUTBOX_BATCH_ROWS
-	OutboxMaxAttempts    int           // LOOM_OUTBOX_MAX_ATTEMPTS
-	OutboxPoll           time.Duration // LOOM_OUTBOX_POLL_MS: the relay's fallback when no NOTIFY arrives
-	Projection           string        // LOOM_PROJECTION: the projection the query side serves
-	ProjectorBatch       int           // LOOM_PROJECTOR_BATCH_ROWS
-	ProjectorSession     time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
-	ProjectorAttempts    int           // LOOM_PROJECTOR_BATCH_ATTEMPTS: tries of a failing batch before it is split by namespace
-	ProjectorRepair      time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded projection failures are retried (0: never)
-	MemoryCharLimit      int           // LOOM_MEMORY_CHAR_LIMIT
-	ConflictThreshold    float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
-	DuplicateThreshold   float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
-	SensitiveRetention   time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
-	PeerLimit            int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
-	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES: bulk entries judged against the namespace
-	SearchTopKDefault    int           // LOOM_SEARCH_TOP_K_DEFAULT
-	SearchTopKMax        int           // LOOM_SEARCH_TOP_K_MAX
-	SearchMinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
-	PriorCap             float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
-	BM25K1, BM25B        float64       // LOOM_BM25_K1, LOOM_BM25_B
-	// LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL, _KEY, _GRAPH: weighted fusion's leg weights
-	WeightVector, WeightLexical, WeightKey, WeightGraph float64
-	EmbedCacheSize                                      int           // LOOM_EMBEDDING_CACHE_SIZE
-	EmbedCacheTTL                                       time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
-	Embedder                                            string        // LOOM_EMBEDDER: hash or openai
-	EmbedderDim                                         int           // LOOM_EMBEDDER_DIM
-	OpenAIBaseURL                                       string        // LOOM_OPENAI_BASE_URL
-	OpenAIAPIKey                                        string        // LOOM_OPENAI_API_KEY
-	OpenAIModel                                         string        // LOOM_OPENAI_MODEL
-	RequestBodyLimitBytes                               int           // LOOM_HTTP_BODY_LIMIT_BYTES
-	LogLevel                                            string        // LOOM_LOG_LEVEL
+	Boot     Boot
+	HTTP     HTTP
+	Pipeline Pipeline
+
+	PG         PG
+	ClickHouse ClickHouse
+	Kafka      Kafka
+	Embedder   Embedder
+
+	Command   Command
+	Query     Query
+	Relay     Relay
+	Projector Projector
 }
+
+// Boot is what a process does before it serves.
+type Boot struct {
+	Migrate      bool   // LOOM_BOOT_MIGRATE: apply migrations, record the deployment, create the topic
+	DeploymentID string // LOOM_DEPLOYMENT_ID: the deployment this process belongs to ("" = whatever is recorded)
+}
+
+// HTTP is the process's listener.
+type HTTP struct {
+	Addr           string // LOOM_HTTP_ADDR
+	BodyLimitBytes int    // LOOM_HTTP_BODY_LIMIT_BYTES
+}
+
+// Pipeline is what every role of a deployment agrees on: the topic the journal is
+// published to, the CloudEvents source of its records, the projection the query side
+// serves and the projector builds, and how long work in hand may finish after a stop.
+type Pipeline struct {
+	Topic         string        // LOOM_TOPIC
+	EventSource   string        // LOOM_EVENT_SOURCE
+	Projection    string        // LOOM_PROJECTION
+	ShutdownGrace time.Duration // LOOM_SHUTDOWN_GRACE_MS: requests draining, the relay's round, the projector's batch
+}
+
+// PG is the Postgres authority.
+type PG struct {
+	DSN              string        // LOOM_PG_DSN
+	Durability       Durability    // LOOM_PG_DURABILITY
+	PoolMin          int32         // LOOM_PG_POOL_MIN_SIZE
+	PoolMax          int32         // LOOM_PG_POOL_MAX_SIZE
+	StatementTimeout time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
+}
+
+// ClickHouse is the read-model store.
+type ClickHouse struct {
+	Addr           []string      // LOOM_CH_ADDR (host:port of the native protocol, comma separated)
+	User, Password string        // LOOM_CH_USER, LOOM_CH_PASSWORD
+	Cluster        string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
+	ReadTimeout    time.Duration // LOOM_CH_READ_TIMEOUT_MS: how long a statement's answer is awaited
+}
+
+// Kafka is the brokers, and the topic's shape when loomd creates it.
+type Kafka struct {
+	Brokers          []string // LOOM_KAFKA_BROKERS
+	TopicPartitions  int32    // LOOM_TOPIC_PARTITIONS
+	TopicReplication int16    // LOOM_TOPIC_REPLICATION
+}
+
+// Embedder is the model that turns text into vectors.
+type Embedder struct {
+	Kind   string // LOOM_EMBEDDER: hash or openai
+	Dim    int    // LOOM_EMBEDDER_DIM
+	OpenAI OpenAI
+}
+
+// OpenAI is an OpenAI-compatible /v1/embeddings endpoint.
+type OpenAI struct {
+	BaseURL string // LOOM_OPENAI_BASE_URL
+	APIKey  string // LOOM_OPENAI_API_KEY
+	Model   string // LOOM_OPENAI_MODEL
+}
+
+// Command is the write side: admission, the commit, idempotency, the sweeps and erasure.
+type Command struct {
+	CharLimit         int           // LOOM_MEMORY_CHAR_LIMIT
+	AdmissionRounds   int           // LOOM_PG_ADMISSION_ROUNDS
+	AdmissionDeadline time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
+	AdmissionGapMax   int           // LOOM_PG_ADMISSION_GAP_MAX: revisions a commit examines before PROJECTION_BEHIND
+	CommitLockTimeout time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
+	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
+	// synchronous standby included (statement_timeout does not cover that wait).
+	WriteDeadline      time.Duration // LOOM_PG_WRITE_DEADLINE_MS
+	ConflictThreshold  float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
+	DuplicateThreshold float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
+	SensitiveRetention time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
+	PeerLimit          int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
+	IdempotencyLease   time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
+	// BulkConflictCheckMax is how many embedded entries of a bulk_set are judged
+	// against the namespace's peers; every entry is judged against the batch.
+	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES
+	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps (0: none)
+	Erasure              Erasure
+}
+
+// Erasure tunes erasure.request, its saga and erasure_recovery.
+type Erasure struct {
+	Evidence         time.Duration // LOOM_PG_ERASURE_EVIDENCE_HOURS: how long an erased memory's stale writes are refused
+	LedgerKeep       time.Duration // LOOM_ERASURE_LEDGER_DAYS: how long a finished saga is kept
+	Lease            time.Duration // LOOM_ERASURE_LEASE_S: a saga runner's hold before erasure_recovery takes over
+	MaxAttempts      int           // LOOM_ERASURE_MAX_ATTEMPTS: runs of a saga before it is marked failed
+	StepTimeout      time.Duration // LOOM_ERASURE_STEP_TIMEOUT_MS: one step's wait per run
+	RequestWait      time.Duration // LOOM_ERASURE_REQUEST_WAIT_MS: how long POST /v1/erasures waits for its saga
+	RecoveryInterval time.Duration // LOOM_ERASURE_RECOVERY_INTERVAL_MS: how often erasure_recovery looks (0: never)
+}
+
+// Query is the read side: the barrier, search and its ranking.
+type Query struct {
+	ProjectionWait time.Duration // LOOM_PG_PROJECTION_WAIT_MS: the barrier's budget
+	TopKDefault    int           // LOOM_SEARCH_TOP_K_DEFAULT
+	TopKMax        int           // LOOM_SEARCH_TOP_K_MAX
+	MinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
+	PriorCap       float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
+	BM25K1, BM25B  float64       // LOOM_BM25_K1, LOOM_BM25_B
+	Weights        Weights       // weighted fusion's leg weights
+	EmbedCacheSize int           // LOOM_EMBEDDING_CACHE_SIZE
+	EmbedCacheTTL  time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
+}
+
+// Weights are weighted fusion's leg weights (LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL,
+// _KEY, _GRAPH).
+type Weights struct {
+	Vector, Lexical, Key, Graph float64
+}
+
+// Relay is the outbox publisher.
+type Relay struct {
+	BatchRows   int           // LOOM_OUTBOX_BATCH_ROWS: rows per round
+	MaxAttempts int           // LOOM_OUTBOX_MAX_ATTEMPTS: refusals before a record is parked
+	Poll        time.Duration // LOOM_OUTBOX_POLL_MS: the fallback wake-up when no NOTIFY arrives
+}
+
+// Projector is the projection's consumers.
+type Projector struct {
+	BatchRows      int           // LOOM_PROJECTOR_BATCH_ROWS: records per batch at most
+	Interval       time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: at most one batch per interval (parts budget)
+	Attempts       int           // LOOM_PROJECTOR_BATCH_ATTEMPTS: tries of a failing batch before it is split by namespace
+	SessionTimeout time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
+	RepairInterval time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded failures are retried (0: never)
+}
+
+// Role is a part of Loom a process runs.
+type Role string
+
+// The roles. "api" is the older name of command + query (ParseRoles).
+const (
+	RoleCommand   Role = "command"
+	RoleQuery     Role = "query"
+	RoleRelay     Role = "relay"
+	RoleProjector Role = "projector"
+)
+
+// Roles is the roles one process runs, in AllRoles order.
+type Roles []Role
+
+// AllRoles is every role, in the order a process starts them.
+func AllRoles() Roles { return Roles{RoleCommand, RoleQuery, RoleRelay, RoleProjector} }
+
+// Has reports whether r is among the roles.
+func (rs Roles) Has(r Role) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the comma-separated list LOOM_ROLES and --roles take.
+func (rs Roles) String() string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ",")
+}
+
+// Durability is what an acknowledged write survives (LOOM_PG_DURABILITY).
+type Durability string
+
+const (
+	// DurabilitySynchronous requires a synchronous standby: a write survives the
+	// primary's loss.
+	DurabilitySynchronous Durability = "synchronous"
+	// DurabilityLocal accepts one Postgres: a write survives a restart.
+	DurabilityLocal Durability = "local"
+)
 
 // Lookup returns an environment variable's value, or "" when unset (os.Getenv).
 type Lookup func(string) string
@@ -91,24 +221,8 @@ type Setting struct {
 	Name, Default string
 }
 
-// Roles a process can run. "api" is the older name of command + query.
-const (
-	RoleCommand   = "command"
-	RoleQuery     = "query"
-	RoleRelay     = "relay"
-	RoleProjector = "projector"
-)
-
-// AllRoles is every role, in the order a process starts them.
-func AllRoles() []string { return []string{RoleCommand, RoleQuery, RoleRelay, RoleProjector} }
-
-// Durability modes (LOOM_PG_DURABILITY).
-const (
-	DurabilitySynchronous = "synchronous"
-	DurabilityLocal       = "local"
-)
-
-// Load reads every setting; a malformed value is an error naming the variable.
+// Load reads every setting and validates the result; a malformed value is an error
+// naming the variable.
 func Load(env Lookup) (Config, error) {
 	c, _, err := load(env)
 	return c, err
@@ -122,78 +236,22 @@ func Settings() []Setting {
 }
 
 func load(env Lookup) (Config, []Setting, error) {
-	r := reader{env: env}
+	r := &reader{env: env}
 	c := Config{
-		HTTPAddr:              r.str("LOOM_HTTP_ADDR", ":8080"),
-		ShutdownGrace:         r.ms("LOOM_SHUTDOWN_GRACE_MS", 20000),
-		DeploymentID:          r.str("LOOM_DEPLOYMENT_ID", ""),
-		PGDSN:                 r.str("LOOM_PG_DSN", ""),
-		PGDurability:          r.str("LOOM_PG_DURABILITY", DurabilitySynchronous),
-		PGWriteDeadline:       r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
-		PGPoolMin:             int32(r.int("LOOM_PG_POOL_MIN_SIZE", 2)),
-		PGPoolMax:             int32(r.int("LOOM_PG_POOL_MAX_SIZE", 40)),
-		PGStatementTimeout:    r.ms("LOOM_PG_STATEMENT_TIMEOUT_MS", 10000),
-		PGCommitLockTimeout:   r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
-		PGProjectionWait:      r.ms("LOOM_PG_PROJECTION_WAIT_MS", 5000),
-		PGPublishInterval:     r.ms("LOOM_PG_PUBLISH_INTERVAL_MS", 250),
-		PGAdmissionRounds:     r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
-		PGAdmissionDeadline:   r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
-		PGAdmissionGapMax:     r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
-		IdempotencyLease:      time.Duration(r.int("LOOM_PG_REQUEST_LEASE_SECONDS", 60)) * time.Second,
-		SweepInterval:         time.Duration(r.int("LOOM_SWEEP_INTERVAL_S", 30)) * time.Second,
-		ErasureEvidence:       time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
-		ErasureLedgerKeep:     time.Duration(r.int("LOOM_ERASURE_LEDGER_DAYS", 365)) * 24 * time.Hour,
-		ErasureLease:          time.Duration(r.int("LOOM_ERASURE_LEASE_S", 120)) * time.Second,
-		ErasureMaxAttempts:    r.int("LOOM_ERASURE_MAX_ATTEMPTS", 10),
-		ErasureStepTimeout:    r.ms("LOOM_ERASURE_STEP_TIMEOUT_MS", 60000),
-		ErasureRequestWait:    r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
-		ErasureRecovery:       r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
-		BootMigrate:           r.bool("LOOM_BOOT_MIGRATE", true),
-		CHAddr:                r.list("LOOM_CH_ADDR", ""),
-		CHUser:                r.str("LOOM_CH_USER", "default"),
-		CHPassword:            r.str("LOOM_CH_PASSWORD", ""),
-		CHCluster:             r.str("LOOM_CH_CLUSTER", ""),
-		CHReadTimeout:         r.ms("LOOM_CH_READ_TIMEOUT_MS", 60000),
-		KafkaBrokers:          r.list("LOOM_KAFKA_BROKERS", ""),
-		Topic:                 r.str("LOOM_TOPIC", events.DefaultTopic),
-		TopicPartitions:       int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),
-		TopicReplication:      int16(r.int("LOOM_TOPIC_REPLICATION", -1)),
-		EventSource:           r.str("LOOM_EVENT_SOURCE", "loom"),
-		OutboxBatch:           r.int("LOOM_OUTBOX_BATCH_ROWS", 500),
-		OutboxMaxAttempts:     r.int("LOOM_OUTBOX_MAX_ATTEMPTS", 10),
-		OutboxPoll:            r.ms("LOOM_OUTBOX_POLL_MS", 1000),
-		Projection:            r.str("LOOM_PROJECTION", "main"),
-		ProjectorBatch:        r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
-		ProjectorSession:      r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
-		ProjectorAttempts:     r.int("LOOM_PROJECTOR_BATCH_ATTEMPTS", 3),
-		ProjectorRepair:       r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
-		MemoryCharLimit:       r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
-		ConflictThreshold:     r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
-		DuplicateThreshold:    r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
-		SensitiveRetention:    time.Duration(r.int("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30)) * 24 * time.Hour,
-		PeerLimit:             r.int("LOOM_MEMORY_PEER_LIMIT", 16),
-		BulkConflictCheckMax:  r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
-		SearchTopKDefault:     r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
-		SearchTopKMax:         r.int("LOOM_SEARCH_TOP_K_MAX", 100),
-		SearchMinScore:        r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.3),
-		PriorCap:              r.float("LOOM_MEMORY_PRIOR_CAP", 0.05),
-		BM25K1:                r.float("LOOM_BM25_K1", 1.2),
-		BM25B:                 r.float("LOOM_BM25_B", 0.75),
-		WeightVector:          r.float("LOOM_SEARCH_WEIGHT_VECTOR", 0.30),
-		WeightLexical:         r.float("LOOM_SEARCH_WEIGHT_LEXICAL", 0.40),
-		WeightKey:             r.float("LOOM_SEARCH_WEIGHT_KEY", 0.30),
-		WeightGraph:           r.float("LOOM_SEARCH_WEIGHT_GRAPH", 0.20),
-		EmbedCacheSize:        r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
-		EmbedCacheTTL:         time.Duration(r.int("LOOM_EMBEDDING_CACHE_TTL_S", 600)) * time.Second,
-		Embedder:              r.str("LOOM_EMBEDDER", "hash"),
-		EmbedderDim:           r.int("LOOM_EMBEDDER_DIM", 384),
-		OpenAIBaseURL:         r.str("LOOM_OPENAI_BASE_URL", "https://api.openai.com"),
-		OpenAIAPIKey:          r.str("LOOM_OPENAI_API_KEY", ""),
-		OpenAIModel:           r.str("LOOM_OPENAI_MODEL", "text-embedding-3-small"),
-		RequestBodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
-		LogLevel:              r.str("LOOM_LOG_LEVEL", "info"),
+		Boot:       readBoot(r),
+		HTTP:       readHTTP(r),
+		Pipeline:   readPipeline(r),
+		PG:         readPG(r),
+		ClickHouse: readClickHouse(r),
+		Kafka:      readKafka(r),
+		Embedder:   readEmbedder(r),
+		Command:    readCommand(r),
+		Query:      readQuery(r),
+		Relay:      readRelay(r),
+		Projector:  readProjector(r),
+		LogLevel:   r.str("LOOM_LOG_LEVEL", "info"),
 	}
-	roles, err := ParseRoles(r.str("LOOM_ROLES", strings.Join(AllRoles(), ",")))
+	roles, err := ParseRoles(r.str("LOOM_ROLES", AllRoles().String()))
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("LOOM_ROLES: %w", err))
 	}
@@ -201,15 +259,137 @@ func load(env Lookup) (Config, []Setting, error) {
 	if len(r.errs) > 0 {
 		return c, r.settings, errors.Join(r.errs...)
 	}
-	return c, r.settings, c.check()
+	return c, r.settings, c.Validate()
+}
+
+func readBoot(r *reader) Boot {
+	return Boot{Migrate: r.bool("LOOM_BOOT_MIGRATE", true), DeploymentID: r.str("LOOM_DEPLOYMENT_ID", "")}
+}
+
+func readHTTP(r *reader) HTTP {
+	return HTTP{Addr: r.str("LOOM_HTTP_ADDR", ":8080"), BodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20)}
+}
+
+func readPipeline(r *reader) Pipeline {
+	return Pipeline{
+		Topic:         r.str("LOOM_TOPIC", events.DefaultTopic),
+		EventSource:   r.str("LOOM_EVENT_SOURCE", "loom"),
+		Projection:    r.str("LOOM_PROJECTION", "main"),
+		ShutdownGrace: r.ms("LOOM_SHUTDOWN_GRACE_MS", 20000),
+	}
+}
+
+func readPG(r *reader) PG {
+	return PG{
+		DSN:              r.str("LOOM_PG_DSN", ""),
+		Durability:       Durability(r.str("LOOM_PG_DURABILITY", string(DurabilitySynchronous))),
+		PoolMin:          int32(r.int("LOOM_PG_POOL_MIN_SIZE", 2)),
+		PoolMax:          int32(r.int("LOOM_PG_POOL_MAX_SIZE", 40)),
+		StatementTimeout: r.ms("LOOM_PG_STATEMENT_TIMEOUT_MS", 10000),
+	}
+}
+
+func readClickHouse(r *reader) ClickHouse {
+	return ClickHouse{
+		Addr:        r.list("LOOM_CH_ADDR", ""),
+		User:        r.str("LOOM_CH_USER", "default"),
+		Password:    r.str("LOOM_CH_PASSWORD", ""),
+		Cluster:     r.str("LOOM_CH_CLUSTER", ""),
+		ReadTimeout: r.ms("LOOM_CH_READ_TIMEOUT_MS", 60000),
+	}
+}
+
+func readKafka(r *reader) Kafka {
+	return Kafka{
+		Brokers:          r.list("LOOM_KAFKA_BROKERS", ""),
+		TopicPartitions:  int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),
+		TopicReplication: int16(r.int("LOOM_TOPIC_REPLICATION", -1)),
+	}
+}
+
+func readEmbedder(r *reader) Embedder {
+	return Embedder{
+		Kind: r.str("LOOM_EMBEDDER", "hash"),
+		Dim:  r.int("LOOM_EMBEDDER_DIM", 384),
+		OpenAI: OpenAI{
+			BaseURL: r.str("LOOM_OPENAI_BASE_URL", "https://api.openai.com"),
+			APIKey:  r.str("LOOM_OPENAI_API_KEY", ""),
+			Model:   r.str("LOOM_OPENAI_MODEL", "text-embedding-3-small"),
+		},
+	}
+}
+
+func readCommand(r *reader) Command {
+	return Command{
+		CharLimit:            r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
+		AdmissionRounds:      r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
+		AdmissionDeadline:    r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
+		AdmissionGapMax:      r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
+		CommitLockTimeout:    r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
+		WriteDeadline:        r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
+		ConflictThreshold:    r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
+		DuplicateThreshold:   r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
+		SensitiveRetention:   r.days("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30),
+		PeerLimit:            r.int("LOOM_MEMORY_PEER_LIMIT", 16),
+		IdempotencyLease:     r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
+		BulkConflictCheckMax: r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
+		SweepInterval:        r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
+		Erasure: Erasure{
+			Evidence:         time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
+			LedgerKeep:       r.days("LOOM_ERASURE_LEDGER_DAYS", 365),
+			Lease:            r.seconds("LOOM_ERASURE_LEASE_S", 120),
+			MaxAttempts:      r.int("LOOM_ERASURE_MAX_ATTEMPTS", 10),
+			StepTimeout:      r.ms("LOOM_ERASURE_STEP_TIMEOUT_MS", 60000),
+			RequestWait:      r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
+			RecoveryInterval: r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
+		},
+	}
+}
+
+func readQuery(r *reader) Query {
+	return Query{
+		ProjectionWait: r.ms("LOOM_PG_PROJECTION_WAIT_MS", 5000),
+		TopKDefault:    r.int("LOOM_SEARCH_TOP_K_DEFAULT", 10),
+		TopKMax:        r.int("LOOM_SEARCH_TOP_K_MAX", 100),
+		MinScore:       r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.3),
+		PriorCap:       r.float("LOOM_MEMORY_PRIOR_CAP", 0.05),
+		BM25K1:         r.float("LOOM_BM25_K1", 1.2),
+		BM25B:          r.float("LOOM_BM25_B", 0.75),
+		Weights: Weights{
+			Vector:  r.float("LOOM_SEARCH_WEIGHT_VECTOR", 0.30),
+			Lexical: r.float("LOOM_SEARCH_WEIGHT_LEXICAL", 0.40),
+			Key:     r.float("LOOM_SEARCH_WEIGHT_KEY", 0.30),
+			Graph:   r.float("LOOM_SEARCH_WEIGHT_GRAPH", 0.20),
+		},
+		EmbedCacheSize: r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
+		EmbedCacheTTL:  r.seconds("LOOM_EMBEDDING_CACHE_TTL_S", 600),
+	}
+}
+
+func readRelay(r *reader) Relay {
+	return Relay{
+		BatchRows:   r.int("LOOM_OUTBOX_BATCH_ROWS", 500),
+		MaxAttempts: r.int("LOOM_OUTBOX_MAX_ATTEMPTS", 10),
+		Poll:        r.ms("LOOM_OUTBOX_POLL_MS", 1000),
+	}
+}
+
+func readProjector(r *reader) Projector {
+	return Projector{
+		BatchRows:      r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
+		Interval:       r.ms("LOOM_PG_PUBLISH_INTERVAL_MS", 250),
+		Attempts:       r.int("LOOM_PROJECTOR_BATCH_ATTEMPTS", 3),
+		SessionTimeout: r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
+		RepairInterval: r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
+	}
 }
 
 // ParseRoles reads a comma-separated role list: unknown names are refused, "api"
 // stands for command and query, duplicates collapse, and the result is in AllRoles order.
-func ParseRoles(list string) ([]string, error) {
-	want := map[string]bool{}
-	for _, r := range strings.Split(list, ",") {
-		switch r = strings.TrimSpace(r); r {
+func ParseRoles(list string) (Roles, error) {
+	want := map[Role]bool{}
+	for _, name := range strings.Split(list, ",") {
+		switch r := Role(strings.TrimSpace(name)); r {
 		case "":
 		case "api":
 			want[RoleCommand], want[RoleQuery] = true, true
@@ -219,7 +399,7 @@ func ParseRoles(list string) ([]string, error) {
 			return nil, fmt.Errorf("unknown role %q (command, query, relay, projector; api = command,query)", r)
 		}
 	}
-	var out []string
+	var out Roles
 	for _, r := range AllRoles() {
 		if want[r] {
 			out = append(out, r)
@@ -231,71 +411,143 @@ func ParseRoles(list string) ([]string, error) {
 	return out, nil
 }
 
-func (c Config) check() error {
+// Validate checks every section.
+func (c Config) Validate() error {
+	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.Embedder.Validate(),
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate())
+}
+
+// Validate checks the listener.
+func (h HTTP) Validate() error {
+	if h.BodyLimitBytes < 1 {
+		return errors.New("LOOM_HTTP_BODY_LIMIT_BYTES must be positive")
+	}
+	return nil
+}
+
+// Validate checks what the roles share.
+func (p Pipeline) Validate() error {
 	var errs []error
-	switch c.PGDurability {
-	case DurabilitySynchronous, DurabilityLocal:
-	default:
-		errs = append(errs, fmt.Errorf("LOOM_PG_DURABILITY: unknown mode %q (synchronous, local)", c.PGDurability))
+	if p.ShutdownGrace <= 0 {
+		errs = append(errs, errors.New("LOOM_SHUTDOWN_GRACE_MS must be positive"))
 	}
-	if c.PGWriteDeadline <= 0 || c.ShutdownGrace <= 0 || c.ProjectorSession <= 0 {
-		errs = append(errs, errors.New("LOOM_PG_WRITE_DEADLINE_MS, LOOM_SHUTDOWN_GRACE_MS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
-	}
-	if c.PGProjectionWait <= 0 {
-		errs = append(errs, errors.New("LOOM_PG_PROJECTION_WAIT_MS must be positive"))
-	}
-	if c.PGPublishInterval < 0 {
-		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS must not be negative"))
-	}
-	if c.SearchTopKDefault < 1 || c.SearchTopKMax < c.SearchTopKDefault {
-		errs = append(errs, errors.New("LOOM_SEARCH_TOP_K_DEFAULT must be at least 1 and at most LOOM_SEARCH_TOP_K_MAX"))
-	}
-	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
-		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
-	}
-	if c.WeightVector < 0 || c.WeightLexical < 0 || c.WeightKey < 0 || c.WeightGraph < 0 || c.WeightVector+c.WeightLexical+c.WeightKey <= 0 {
-		errs = append(errs, errors.New("LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY must be non-negative and not all zero"))
-	}
-	if c.MemoryCharLimit < 1 {
-		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))
-	}
-	if c.OutboxMaxAttempts < 1 || c.OutboxBatch < 1 || c.ProjectorBatch < 1 || c.ProjectorAttempts < 1 {
-		errs = append(errs, errors.New("LOOM_OUTBOX_MAX_ATTEMPTS, LOOM_OUTBOX_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ROWS and LOOM_PROJECTOR_BATCH_ATTEMPTS must be positive"))
-	}
-	if c.ProjectorRepair < 0 {
-		errs = append(errs, errors.New("LOOM_PROJECTOR_REPAIR_INTERVAL_MS must not be negative"))
-	}
-	switch c.Embedder {
-	case "hash", "openai":
-	default:
-		errs = append(errs, fmt.Errorf("LOOM_EMBEDDER: unknown embedder %q (hash, openai)", c.Embedder))
-	}
-	if err := memrow.ValidateName("LOOM_PROJECTION", c.Projection); err != nil {
+	if err := memrow.ValidateName("LOOM_PROJECTION", p.Projection); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// HasRole reports whether this process runs role (one of AllRoles).
-func (c Config) HasRole(role string) bool {
-	for _, r := range c.Roles {
-		if r == role || (r == "api" && (role == RoleCommand || role == RoleQuery)) {
-			return true
-		}
+// Validate checks the Postgres settings.
+func (p PG) Validate() error {
+	var errs []error
+	switch p.Durability {
+	case DurabilitySynchronous, DurabilityLocal:
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_PG_DURABILITY: unknown mode %q (synchronous, local)", p.Durability))
 	}
-	return false
+	if p.PoolMax < 1 || p.PoolMin < 0 || p.PoolMin > p.PoolMax {
+		errs = append(errs, errors.New("LOOM_PG_POOL_MIN_SIZE and LOOM_PG_POOL_MAX_SIZE must satisfy 0 <= min <= max, max >= 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the embedder.
+func (e Embedder) Validate() error {
+	var errs []error
+	switch e.Kind {
+	case "hash", "openai":
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_EMBEDDER: unknown embedder %q (hash, openai)", e.Kind))
+	}
+	if e.Dim < 1 {
+		errs = append(errs, errors.New("LOOM_EMBEDDER_DIM must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the write side's settings.
+func (c Command) Validate() error {
+	var errs []error
+	if c.CharLimit < 1 {
+		errs = append(errs, errors.New("LOOM_MEMORY_CHAR_LIMIT must be positive"))
+	}
+	if c.AdmissionRounds < 1 || c.AdmissionGapMax < 1 || c.PeerLimit < 1 || c.BulkConflictCheckMax < 1 {
+		errs = append(errs, errors.New("LOOM_PG_ADMISSION_ROUNDS, LOOM_PG_ADMISSION_GAP_MAX, LOOM_MEMORY_PEER_LIMIT and LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES must be positive"))
+	}
+	if c.WriteDeadline <= 0 || c.IdempotencyLease <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_WRITE_DEADLINE_MS and LOOM_PG_REQUEST_LEASE_SECONDS must be positive"))
+	}
+	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
+		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
+	}
+	if c.SweepInterval < 0 {
+		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))
+	}
+	return errors.Join(append(errs, c.Erasure.Validate())...)
+}
+
+// Validate checks the erasure settings.
+func (e Erasure) Validate() error {
+	var errs []error
+	if e.Evidence <= 0 || e.LedgerKeep <= 0 || e.Lease <= 0 || e.MaxAttempts < 1 || e.StepTimeout <= 0 || e.RequestWait <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_ERASURE_EVIDENCE_HOURS, LOOM_ERASURE_LEDGER_DAYS, LOOM_ERASURE_LEASE_S, LOOM_ERASURE_MAX_ATTEMPTS, "+
+			"LOOM_ERASURE_STEP_TIMEOUT_MS and LOOM_ERASURE_REQUEST_WAIT_MS must be positive"))
+	}
+	if e.RecoveryInterval < 0 {
+		errs = append(errs, errors.New("LOOM_ERASURE_RECOVERY_INTERVAL_MS must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the read side's settings.
+func (q Query) Validate() error {
+	var errs []error
+	if q.ProjectionWait <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_PROJECTION_WAIT_MS must be positive"))
+	}
+	if q.TopKDefault < 1 || q.TopKMax < q.TopKDefault {
+		errs = append(errs, errors.New("LOOM_SEARCH_TOP_K_DEFAULT must be at least 1 and at most LOOM_SEARCH_TOP_K_MAX"))
+	}
+	w := q.Weights
+	if w.Vector < 0 || w.Lexical < 0 || w.Key < 0 || w.Graph < 0 || w.Vector+w.Lexical+w.Key <= 0 {
+		errs = append(errs, errors.New("LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY must be non-negative and not all zero"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the relay's settings.
+func (r Relay) Validate() error {
+	if r.BatchRows < 1 || r.MaxAttempts < 1 || r.Poll <= 0 {
+		return errors.New("LOOM_OUTBOX_BATCH_ROWS, LOOM_OUTBOX_MAX_ATTEMPTS and LOOM_OUTBOX_POLL_MS must be positive")
+	}
+	return nil
+}
+
+// Validate checks the projector's settings.
+func (p Projector) Validate() error {
+	var errs []error
+	if p.BatchRows < 1 || p.Attempts < 1 || p.SessionTimeout <= 0 {
+		errs = append(errs, errors.New("LOOM_PROJECTOR_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ATTEMPTS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
+	}
+	if p.Interval < 0 {
+		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS must not be negative"))
+	}
+	if p.RepairInterval < 0 {
+		errs = append(errs, errors.New("LOOM_PROJECTOR_REPAIR_INTERVAL_MS must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 // RequireStores refuses to start without the stores: only `loomd dev` starts embedded ones.
 func (c Config) RequireStores() error {
 	var missing []string
-	if c.PGDSN == "" {
+	if c.PG.DSN == "" {
 		missing = append(missing, "LOOM_PG_DSN")
 	}
-	if len(c.CHAddr) == 0 {
+	if len(c.ClickHouse.Addr) == 0 {
 		missing = append(missing, "LOOM_CH_ADDR")
 	}
-	if len(c.KafkaBrokers) == 0 {
+	if len(c.Kafka.Brokers) == 0 {
 		missing = append(missing, "LOOM_KAFKA_BROKERS")
 	}
 	if len(missing) > 0 {
@@ -362,6 +614,14 @@ func (r *reader) float(name string, def float64) float64 {
 
 func (r *reader) ms(name string, def int) time.Duration {
 	return time.Duration(r.int(name, def)) * time.Millisecond
+}
+
+func (r *reader) seconds(name string, def int) time.Duration {
+	return time.Duration(r.int(name, def)) * time.Second
+}
+
+func (r *reader) days(name string, def int) time.Duration {
+	return time.Duration(r.int(name, def)) * 24 * time.Hour
 }
 
 func (r *reader) bool(name string, def bool) bool {

@@ -17,7 +17,7 @@ func TestDefaultsRunAndServeNeedsTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if c.HTTPAddr != ":8080" || c.Topic != "loom.memory.revisions.v1" || c.PGProjectionWait != 5*time.Second || !c.HasRole("relay") {
+	if c.HTTP.Addr != ":8080" || c.Pipeline.Topic != "loom.memory.revisions.v1" || c.Query.ProjectionWait != 5*time.Second || !c.Roles.Has(RoleRelay) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	err = c.RequireStores()
@@ -27,7 +27,7 @@ func TestDefaultsRunAndServeNeedsTheStores(t *testing.T) {
 		}
 	}
 	c, err = Load(env(map[string]string{"LOOM_PG_DSN": "postgres://x", "LOOM_CH_ADDR": "a:9000, b:9000", "LOOM_KAFKA_BROKERS": "k:9092"}))
-	if err != nil || c.RequireStores() != nil || len(c.CHAddr) != 2 || c.CHAddr[1] != "b:9000" {
+	if err != nil || c.RequireStores() != nil || len(c.ClickHouse.Addr) != 2 || c.ClickHouse.Addr[1] != "b:9000" {
 		t.Fatalf("stores: %+v %v", c, err)
 	}
 }
@@ -41,6 +41,18 @@ func TestMalformedSettingsAreNamed(t *testing.T) {
 		"LOOM_EMBEDDER":              "magic",
 		"LOOM_SEARCH_TOP_K_MAX":      "0",
 		"LOOM_PROJECTION":            "has/slash",
+		// Each role reads its section as it is, so a value a role cannot run with is
+		// refused here rather than replaced by a default of the role's own.
+		"LOOM_SHUTDOWN_GRACE_MS":               "0",
+		"LOOM_OUTBOX_POLL_MS":                  "0",
+		"LOOM_OUTBOX_BATCH_ROWS":               "-1",
+		"LOOM_PG_ADMISSION_ROUNDS":             "0",
+		"LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES": "0",
+		"LOOM_PG_REQUEST_LEASE_SECONDS":        "0",
+		"LOOM_ERASURE_LEASE_S":                 "0",
+		"LOOM_ERASURE_RECOVERY_INTERVAL_MS":    "-1",
+		"LOOM_PROJECTOR_BATCH_ATTEMPTS":        "0",
+		"LOOM_PG_POOL_MAX_SIZE":                "0",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -57,7 +69,7 @@ func TestRolesParseWithTheAPIAlias(t *testing.T) {
 		"command,query,relay,projector": "command,query,relay,projector",
 	} {
 		got, err := ParseRoles(list)
-		if err != nil || strings.Join(got, ",") != want {
+		if err != nil || got.String() != want {
 			t.Errorf("ParseRoles(%q) = %v, %v; want %s", list, got, err, want)
 		}
 	}
@@ -67,11 +79,11 @@ func TestRolesParseWithTheAPIAlias(t *testing.T) {
 		}
 	}
 	c, err := Load(env(nil))
-	if err != nil || strings.Join(c.Roles, ",") != "command,query,relay,projector" {
+	if err != nil || c.Roles.String() != "command,query,relay,projector" {
 		t.Fatalf("default roles: %v %v", c.Roles, err)
 	}
-	if c.PGDurability != DurabilitySynchronous {
-		t.Fatalf("durability defaults to %q, want synchronous", c.PGDurability)
+	if c.PG.Durability != DurabilitySynchronous {
+		t.Fatalf("durability defaults to %q, want synchronous", c.PG.Durability)
 	}
 }
 

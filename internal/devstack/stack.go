@@ -143,16 +143,16 @@ func logf(w io.Writer, format string, args ...any) {
 // to wait for, so it runs with local durability; with Options.SyncStandby, synchronous.
 func (s *Stack) Configure(cfg *config.Config) {
 	if s.Postgres != nil {
-		cfg.PGDSN = s.Postgres.DSN()
-		cfg.PGDurability = config.DurabilityLocal
+		cfg.PG.DSN = s.Postgres.DSN()
+		cfg.PG.Durability = config.DurabilityLocal
 		if s.Standby != nil {
-			cfg.PGDurability = config.DurabilitySynchronous
+			cfg.PG.Durability = config.DurabilitySynchronous
 		}
 	}
 	if s.ClickHouse != nil {
-		cfg.CHAddr = []string{s.ClickHouse.Addr()}
+		cfg.ClickHouse.Addr = []string{s.ClickHouse.Addr()}
 	}
 	if s.Kafka != nil {
-		cfg.KafkaBrokers = s.Kafka.Brokers()
+		cfg.Kafka.Brokers = s.Kafka.Brokers()
 	}
 }

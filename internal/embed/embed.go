@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/loomplane/loom/internal/config"
 )
 
 // Embedder maps texts to vectors of Dim() entries, one per text, in order.
@@ -19,21 +21,14 @@ type Embedder interface {
 	Dim() int
 }
 
-// Config selects and configures an embedder.
-type Config struct {
-	// Kind is "hash" (the default when empty) or "openai".
-	Kind    string
-	HashDim int
-	OpenAI  OpenAIConfig
-}
-
-// New builds the embedder cfg names.
-func New(cfg Config) (Embedder, error) {
+// New builds the embedder the configuration's section names: hash (the default when
+// Kind is empty) or openai, both of cfg.Dim dimensions.
+func New(cfg config.Embedder) (Embedder, error) {
 	switch strings.ToLower(strings.TrimSpace(cfg.Kind)) {
 	case "", "hash":
-		return NewHash(cfg.HashDim), nil
+		return NewHash(cfg.Dim), nil
 	case "openai":
-		return NewOpenAI(cfg.OpenAI)
+		return NewOpenAI(OpenAIConfig{BaseURL: cfg.OpenAI.BaseURL, APIKey: cfg.OpenAI.APIKey, Model: cfg.OpenAI.Model, Dim: cfg.Dim})
 	default:
 		return nil, fmt.Errorf("embed: unknown embedder kind %q (want \"hash\" or \"openai\")", cfg.Kind)
 	}

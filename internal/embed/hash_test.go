@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"testing"
+
+	"github.com/loomplane/loom/internal/config"
 )
 
 func embedOne(t *testing.T, e Embedder, text string) []float32 {
@@ -151,22 +153,22 @@ func TestNormalizeAndDot(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	e, err := New(Config{})
+	e, err := New(config.Embedder{})
 	if err != nil || e.Model() != "hash-v1-384" {
 		t.Fatalf("New(default) = %v, %v; want the hash embedder", e, err)
 	}
-	e, err = New(Config{Kind: "hash", HashDim: 32})
+	e, err = New(config.Embedder{Kind: "hash", Dim: 32})
 	if err != nil || e.Dim() != 32 {
 		t.Fatalf("New(hash, 32) = %v, %v", e, err)
 	}
-	e, err = New(Config{Kind: "openai", OpenAI: OpenAIConfig{BaseURL: "http://127.0.0.1:1", Model: "m", Dim: 8}})
+	e, err = New(config.Embedder{Kind: "openai", Dim: 8, OpenAI: config.OpenAI{BaseURL: "http://127.0.0.1:1", Model: "m"}})
 	if err != nil || e.Model() != "m" || e.Dim() != 8 {
 		t.Fatalf("New(openai) = %v, %v", e, err)
 	}
-	if _, err := New(Config{Kind: "openai"}); err == nil {
+	if _, err := New(config.Embedder{Kind: "openai"}); err == nil {
 		t.Fatal("New(openai) without a model succeeded")
 	}
-	if _, err := New(Config{Kind: "word2vec"}); err == nil {
+	if _, err := New(config.Embedder{Kind: "word2vec"}); err == nil {
 		t.Fatal("New(unknown kind) succeeded")
 	}
 }

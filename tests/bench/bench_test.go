@@ -17,7 +17,7 @@ import (
 // judged (this machine is shared); that they exist is.
 func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
 	n, url := env.API(t, nil)
-	target := bench.Target{Node: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -27,8 +27,8 @@ func TestStoresOfAnotherDeploymentRefuseTheBoot(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT deployment_id FROM loom.storage_authority FINAL").Scan(&chID); err != nil || chID != id {
 		t.Fatalf("ClickHouse records %q (%v); Postgres records %q", chID, err, id)
 	}
-	env.Open(t, func(c *config.Config) { c.DeploymentID = id })
-	if _, err := node.Open(ctx, env.Config(func(c *config.Config) { c.DeploymentID = "another-deployment" }), quiet); err == nil ||
+	env.Open(t, func(c *config.Config) { c.Boot.DeploymentID = id })
+	if _, err := app.Open(ctx, env.Config(func(c *config.Config) { c.Boot.DeploymentID = "another-deployment" }), quiet); err == nil ||
 		!strings.Contains(err.Error(), "LOOM_DEPLOYMENT_ID is another-deployment but Postgres (LOOM_PG_DSN) records deployment "+id) {
 		t.Fatalf("configured for another deployment: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestStoresOfAnotherDeploymentRefuseTheBoot(t *testing.T) {
 	// An empty database where the deployment's should be: even a migrating boot refuses
 	// to record a second deployment under this ClickHouse.
 	dsn, pool := freshDatabase(t, false)
-	_, err := node.Open(ctx, env.Config(func(c *config.Config) { c.PGDSN = dsn; c.BootMigrate = true }), quiet)
+	_, err := app.Open(ctx, env.Config(func(c *config.Config) { c.PG.DSN = dsn; c.Boot.Migrate = true }), quiet)
 	if err == nil || !strings.Contains(err.Error(), "Postgres (LOOM_PG_DSN) records no deployment while ClickHouse records deployment "+id) {
 		t.Fatalf("a fresh Postgres under a recorded ClickHouse: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestStoresOfAnotherDeploymentRefuseTheBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, migrate := range []bool{false, true} {
-		_, err := node.Open(ctx, env.Config(func(c *config.Config) { c.PGDSN = dsn; c.BootMigrate = migrate }), quiet)
+		_, err := app.Open(ctx, env.Config(func(c *config.Config) { c.PG.DSN = dsn; c.Boot.Migrate = migrate }), quiet)
 		if err == nil || !strings.Contains(err.Error(), "Postgres records deployment another-deployment and ClickHouse records deployment "+id) {
 			t.Fatalf("Postgres of another deployment (migrate %v): %v", migrate, err)
 		}
@@ -63,8 +63,8 @@ func TestStoresOfAnotherDeploymentRefuseTheBoot(t *testing.T) {
 func TestBootMigrateOffWaitsForMigrations(t *testing.T) {
 	ctx := context.Background()
 	dsn, pool := freshDatabase(t, false)
-	off := func(c *config.Config) { c.PGDSN = dsn; c.BootMigrate = false }
-	if _, err := node.Open(ctx, env.Config(off), quiet); err == nil || !strings.Contains(err.Error(), "Postgres (LOOM_PG_DSN) records no deployment") {
+	off := func(c *config.Config) { c.PG.DSN = dsn; c.Boot.Migrate = false }
+	if _, err := app.Open(ctx, env.Config(off), quiet); err == nil || !strings.Contains(err.Error(), "Postgres (LOOM_PG_DSN) records no deployment") {
 		t.Fatalf("LOOM_BOOT_MIGRATE=0 over an unmigrated Postgres: %v, want a refusal", err)
 	}
 	if n := testenv.Int(t, pool, "SELECT count(*) FROM pg_tables WHERE schemaname = 'loom'"); n != 0 {
@@ -85,7 +85,7 @@ func TestBootMigrateOffWaitsForMigrations(t *testing.T) {
 	log, logged := capture()
 	n := env.OpenLogged(t, func(c *config.Config) {
 		off(c)
-		c.Roles = []string{config.RoleCommand, config.RoleQuery, config.RoleRelay}
+		c.Roles = config.Roles{config.RoleCommand, config.RoleQuery, config.RoleRelay}
 	}, log)
 	anon := testenv.NewClient(env.ServeURL(t, n), "")
 	c := testenv.NewClient(anon.URL, env.Token(t, n, auth.NewToken{Org: org}))
@@ -156,7 +156,7 @@ func TestPendingClickHouseMigrationKeepsTheProcessUnready(t *testing.T) {
 		conn.QueryRow(ctx, "SELECT count() FROM loom.ch_migrations FINAL WHERE filename = ?", file).Scan(&n)
 		return n == 0
 	})
-	n := env.Open(t, func(c *config.Config) { c.Roles = []string{config.RoleQuery} })
+	n := env.Open(t, func(c *config.Config) { c.Roles = config.Roles{config.RoleQuery} })
 	anon := testenv.NewClient(env.ServeURL(t, n), "")
 	r := anon.Do(t, http.MethodGet, "/v1/health/ready", nil)
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), `"ch:`+file+`"`) {

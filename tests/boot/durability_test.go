@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -20,7 +20,7 @@ import (
 // boots without a warning, and health shows the standby attached.
 func TestSynchronousBootsWithItsStandbyAttached(t *testing.T) {
 	log, logged := capture()
-	n := env.OpenLogged(t, func(c *config.Config) { c.PGDurability = config.DurabilitySynchronous }, log)
+	n := env.OpenLogged(t, func(c *config.Config) { c.PG.Durability = config.DurabilitySynchronous }, log)
 	if logged.Contains("standby") {
 		t.Fatalf("boot with the standby attached warned:\n%s", logged)
 	}
@@ -41,12 +41,12 @@ func TestBootRefusesWithoutASynchronousStandbyConfigured(t *testing.T) {
 	if err := env.Stack.Postgres.RequireSyncStandby(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := node.Open(ctx, env.Config(func(c *config.Config) { c.PGDurability = config.DurabilitySynchronous }), quiet)
+	_, err := app.Open(ctx, env.Config(func(c *config.Config) { c.PG.Durability = config.DurabilitySynchronous }), quiet)
 	if err == nil || !strings.Contains(err.Error(), "synchronous_standby_names is empty") || !strings.Contains(err.Error(), "LOOM_PG_DURABILITY=local") {
 		t.Fatalf("synchronous boot without a synchronous standby: %v, want a refusal naming synchronous_standby_names", err)
 	}
 	log, logged := capture()
-	env.OpenLogged(t, func(c *config.Config) { c.PGDurability = config.DurabilityLocal }, log)
+	env.OpenLogged(t, func(c *config.Config) { c.PG.Durability = config.DurabilityLocal }, log)
 	if !logged.Contains("no synchronous standby is configured") {
 		t.Fatalf("local boot without a standby did not warn:\n%s", logged)
 	}
@@ -62,7 +62,7 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	ctx := context.Background()
 	requireStandbyAttached(t)
 	const deadline = 1500 * time.Millisecond
-	n, url := env.API(t, func(c *config.Config) { c.PGWriteDeadline = deadline })
+	n, url := env.API(t, func(c *config.Config) { c.Command.WriteDeadline = deadline })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "sync")
 

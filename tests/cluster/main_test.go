@@ -76,12 +76,12 @@ type proc struct {
 func baseEnv() map[string]string {
 	c := env.Config(nil)
 	return map[string]string{
-		"LOOM_PG_DSN":                       c.PGDSN,
-		"LOOM_CH_ADDR":                      strings.Join(c.CHAddr, ","),
-		"LOOM_KAFKA_BROKERS":                strings.Join(c.KafkaBrokers, ","),
-		"LOOM_TOPIC":                        c.Topic,
+		"LOOM_PG_DSN":                       c.PG.DSN,
+		"LOOM_CH_ADDR":                      strings.Join(c.ClickHouse.Addr, ","),
+		"LOOM_KAFKA_BROKERS":                strings.Join(c.Kafka.Brokers, ","),
+		"LOOM_TOPIC":                        c.Pipeline.Topic,
 		"LOOM_TOPIC_PARTITIONS":             "4",
-		"LOOM_PG_DURABILITY":                config.DurabilityLocal,
+		"LOOM_PG_DURABILITY":                string(config.DurabilityLocal),
 		"LOOM_PG_POOL_MIN_SIZE":             "1",
 		"LOOM_PG_POOL_MAX_SIZE":             "10",
 		"LOOM_PG_PUBLISH_INTERVAL_MS":       "100",

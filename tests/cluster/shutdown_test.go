@@ -163,7 +163,7 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 	// The projector left its group on the way out, so a successor is assigned at once,
 	// and committed the offsets of everything it wrote: each record at or below the
 	// namespace's watermark lies below its partition's committed offset.
-	admin, err := kgo.NewClient(kgo.SeedBrokers(env.Config(nil).KafkaBrokers...))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(env.Config(nil).Kafka.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}

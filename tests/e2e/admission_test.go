@@ -7,14 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// The seeds' release gate "semantic admission": 16 concurrent writes of one fact under
-// 16 keys end with exactly one new fact; the other 15 answer merge or duplicate, none
-// lost and none a second live copy. Run 20 times.
+// The release gate "semantic admission" (docs/architecture.md): 16 concurrent writes
+// of one fact under 16 keys end with exactly one new fact; the other 15 answer merge
+// or duplicate, none lost and none a second live copy. Run 20 times.
 func TestSemanticAdmission(t *testing.T) {
 	// Two API processes: a writer meets the other process's commits in its gap without
 	// their vectors, and measures them by embedding their text again.
@@ -113,11 +114,10 @@ func TestPinRacingAWrite(t *testing.T) {
 // A policy change that lands between a write's read of the policy and its commit sends
 // the write back: it is judged again under the new policy.
 func TestPolicyChangeSendsAWriteBack(t *testing.T) {
-	n, url := env.API(t, nil)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "policy")
+	var c *testenv.Client
 	once := true
-	n.Command.SetFaults(command.Faults{BeforeCommit: func() {
+	n, url := env.API(t, nil, app.WithCommandFaults(command.Faults{BeforeCommit: func() {
 		if once {
 			once = false
 			b := []byte(`{"pattern": "launch codes"}`)
@@ -125,7 +125,8 @@ func TestPolicyChangeSendsAWriteBack(t *testing.T) {
 				t.Errorf("blacklist add: %d %s", r.Status, r.Body)
 			}
 		}
-	}})
+	}}))
+	c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/k", []byte(`{"value": "the launch codes are in the safe"}`))
 	if r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "BLACKLISTED" {
 		t.Fatalf("a write whose policy changed before its commit: %d %s", r.Status, r.Body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -80,7 +81,7 @@ func keyed(t *testing.T, c *testenv.Client, method, path, key string, body any) 
 	return c.DoHeaders(t, method, path, b, map[string]string{"Idempotency-Key": key})
 }
 
-// The seeds' idempotency table, row by row.
+// The Idempotency-Key table of docs/architecture.md, row by row.
 func TestIdempotencyKey(t *testing.T) {
 	e := newPhaseEnv(t, nil)
 	path := "/v1/namespaces/" + e.ns + "/memories/k"
@@ -113,17 +114,17 @@ func TestIdempotencyKey(t *testing.T) {
 // a retry with the same key answers in progress while the lease runs, then replays the
 // committed revision. No second revision exists.
 func TestCommitAnswerLostThenRetried(t *testing.T) {
-	n, url := env.API(t, func(c *config.Config) { c.IdempotencyLease = 700 * time.Millisecond })
+	lose := true
+	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 700 * time.Millisecond },
+		app.WithCommandFaults(command.Faults{AfterCommit: func() error {
+			if lose {
+				lose = false
+				return errors.New("connection cut after COMMIT")
+			}
+			return nil
+		}}))
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "lost")
-	lose := true
-	n.Command.SetFaults(command.Faults{AfterCommit: func() error {
-		if lose {
-			lose = false
-			return errors.New("connection cut after COMMIT")
-		}
-		return nil
-	}})
 	path := "/v1/namespaces/" + ns + "/memories/k"
 	r := keyed(t, c, http.MethodPut, path, "retry-me", map[string]any{"value": "committed once"})
 	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "POSTGRES_UNAVAILABLE" || r.JSON(t)["error"].(map[string]any)["outcome_unknown"] != true {
@@ -192,23 +193,23 @@ func TestConcurrentKeyedRequests(t *testing.T) {
 // A request slower than its lease is taken over by a retry: the retry commits, and the
 // slow request answers 503 IDEMPOTENT_TAKEN_OVER with nothing committed.
 func TestIdempotencyTakeOver(t *testing.T) {
-	n, url := env.API(t, func(c *config.Config) { c.IdempotencyLease = 300 * time.Millisecond })
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
-	ns := testenv.Unique(t, "takeover")
 	release := make(chan struct{})
 	slowed := make(chan struct{}, 1)
 	first := true
 	var mu sync.Mutex
-	n.Command.SetFaults(command.Faults{BeforeCommit: func() {
-		mu.Lock()
-		slow := first
-		first = false
-		mu.Unlock()
-		if slow {
-			slowed <- struct{}{}
-			<-release
-		}
-	}})
+	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 300 * time.Millisecond },
+		app.WithCommandFaults(command.Faults{BeforeCommit: func() {
+			mu.Lock()
+			slow := first
+			first = false
+			mu.Unlock()
+			if slow {
+				slowed <- struct{}{}
+				<-release
+			}
+		}}))
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	ns := testenv.Unique(t, "takeover")
 	path := "/v1/namespaces/" + ns + "/memories/k"
 	slowAnswer := make(chan *testenv.Response, 1)
 	go func() { slowAnswer <- keyed(t, c, http.MethodPut, path, "k1", map[string]any{"value": "v"}) }()

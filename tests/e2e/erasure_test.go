@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -329,20 +330,19 @@ func TestErasureRequestIsChecked(t *testing.T) {
 // its commit with 404: it cannot bring the erased memory back. A fresh write after the
 // erasure commits as a new memory.
 func TestWritesBuiltBeforeAnErasureAreRefused(t *testing.T) {
-	n, c, org := env.OrgAPI(t, nil)
-	ns := testenv.Unique(t, "stale")
-	c.AppendOnly(t, ns)
-	first := c.Put(t, ns, "k", map[string]any{"value": "the first value", "user_id": alice}).JSON(t)
 	held := make(chan struct{}, 2)
 	release := make(chan struct{})
 	var hold atomic.Bool
-	hold.Store(true)
-	n.Command.SetFaults(command.Faults{BeforeCommit: func() {
+	_, c, org := env.OrgAPI(t, nil, app.WithCommandFaults(command.Faults{BeforeCommit: func() {
 		if hold.Load() {
 			held <- struct{}{}
 			<-release
 		}
-	}})
+	}}))
+	ns := testenv.Unique(t, "stale")
+	c.AppendOnly(t, ns)
+	first := c.Put(t, ns, "k", map[string]any{"value": "the first value", "user_id": alice}).JSON(t)
+	hold.Store(true)
 	answers := make(chan *testenv.Response, 2)
 	go func() {
 		answers <- c.Put(t, ns, "k", map[string]any{"value": "a revision over the read head", "user_id": alice})

@@ -26,7 +26,7 @@ type phaseEnv struct {
 // newPhaseEnv configures a fresh namespace (nil: the defaults). Its API node's
 // thresholds let the hash embedder's cosines of short statements reach the verdicts.
 func newPhaseEnv(t *testing.T, cfg map[string]any) *phaseEnv {
-	n, url := env.API(t, func(c *config.Config) { c.ConflictThreshold, c.DuplicateThreshold = 0.5, 0.8 })
+	n, url := env.API(t, func(c *config.Config) { c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.5, 0.8 })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	e := &phaseEnv{t: t, c: c, pool: env.PG(t), ns: testenv.Unique(t, "ph"), org: "acme"}
 	if cfg != nil {
@@ -135,7 +135,7 @@ func sameList(got []string, want ...string) bool {
 	return true
 }
 
-// One case per phase of memory.set, in the seeds' order, each asserting the answer
+// One case per phase of memory.set, in the order docs/architecture.md gives, each asserting the answer
 // and what reached Postgres and the topic.
 func TestMemorySetPhases(t *testing.T) {
 	t.Run("1 type resolution names retyped_from", func(t *testing.T) {
@@ -406,7 +406,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 	})
 	t.Run("a user-bound token's peers are its own user's rows, but a pin holds namespace-wide", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
-		n, url := env.API(t, func(c *config.Config) { c.ConflictThreshold, c.DuplicateThreshold = 0.5, 0.8 })
+		n, url := env.API(t, func(c *config.Config) { c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.5, 0.8 })
 		bob := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter, ReadUserID: "bob"}))
 		e.ok("alice-city", map[string]any{"value": "the user lives in Lisbon", "user_id": "alice"})
 		e.ok("alice-pin", map[string]any{"value": "the office is closed on fridays", "user_id": "alice", "pin": true})

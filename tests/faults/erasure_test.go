@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
@@ -85,13 +87,20 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	env.Relay(t, relay.Faults{})
 	env.Projector(t, p)
 	saga := func(c *config.Config) {
-		c.Projection = p
-		c.ErasureLease = 2 * time.Second
-		c.ErasureRecovery = 0 // this process runs the saga and stops it; it recovers nothing
+		c.Pipeline.Projection = p
+		c.Command.Erasure.Lease = 2 * time.Second
+		c.Command.Erasure.RecoveryInterval = 0 // this process runs the saga and stops it; it recovers nothing
 	}
-	n, c, org := env.OrgAPI(t, saga)
+	// The faults each subtest stops the saga with, nil for none.
+	var afterStep atomic.Pointer[func(step string) error]
+	_, c, org := env.OrgAPI(t, saga, app.WithCommandFaults(command.Faults{AfterErasureStep: func(s string) error {
+		if f := afterStep.Load(); f != nil {
+			return (*f)(s)
+		}
+		return nil
+	}}))
 	// erasure_recovery runs in another process.
-	env.API(t, func(c *config.Config) { saga(c); c.ErasureRecovery = 200 * time.Millisecond })
+	env.API(t, func(c *config.Config) { saga(c); c.Command.Erasure.RecoveryInterval = 200 * time.Millisecond })
 
 	ns, aliceWord, bobWord := erasureSpace(t, c, "whole")
 	reference := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
@@ -102,13 +111,14 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 
 	for _, step := range []string{"postgres", "quiet", "clickhouse", "census"} {
 		t.Run("stopped after "+step, func(t *testing.T) {
-			n.Command.SetFaults(command.Faults{AfterErasureStep: func(s string) error {
+			stop := func(s string) error {
 				if s == step {
 					return errors.New("killed after " + s)
 				}
 				return nil
-			}})
-			defer n.Command.SetFaults(command.Faults{})
+			}
+			afterStep.Store(&stop)
+			defer afterStep.Store(nil)
 			ns, aliceWord, bobWord := erasureSpace(t, c, step)
 			r := c.Do(t, http.MethodPost, "/v1/erasures", []byte(fmt.Sprintf(`{"user_id": "alice", "namespace": %q}`, ns)))
 			first := r.JSON(t)
@@ -130,7 +140,7 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	t.Run("residue re-opens its step", func(t *testing.T) {
 		conn := env.CH(t)
 		landed := false
-		n.Command.SetFaults(command.Faults{AfterErasureStep: func(s string) error {
+		land := func(s string) error {
 			if s != "clickhouse" || landed {
 				return nil
 			}
@@ -145,8 +155,9 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 				return err
 			}
 			return b.Send()
-		}})
-		defer n.Command.SetFaults(command.Faults{})
+		}
+		afterStep.Store(&land)
+		defer afterStep.Store(nil)
 		ns, aliceWord, bobWord = erasureSpace(t, c, "residue")
 		view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
 		var reopened float64
@@ -168,7 +179,7 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 // an audit row or an index term.
 func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 	p := projection(t)
-	n, url, _ := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Projection = p })
+	n, url, _ := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Pipeline.Projection = p })
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	env.Relay(t, relay.Faults{})
@@ -186,7 +197,7 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 	}
 	view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
 	erasedEndState(t, c, view, org, ns, aliceWord, bobWord)
-	group, topic := projector.Group(p), env.Config(nil).Topic
+	group, topic := projector.Group(p), env.Config(nil).Pipeline.Topic
 	testenv.Eventually(t, 30*time.Second, "the projection to commit its offsets", func() bool { return env.GroupCaughtUp(t, group, topic) })
 
 	series := `loom_projector_unopenable_total{projection="` + p + `"}`
@@ -217,7 +228,10 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testing.T) {
 	p := projection(t)
 	env.Projector(t, p)
-	_, c, org := env.OrgAPI(t, func(c *config.Config) { c.Projection = p; c.ErasureRequestWait = 500 * time.Millisecond })
+	_, c, org := env.OrgAPI(t, func(c *config.Config) {
+		c.Pipeline.Projection = p
+		c.Command.Erasure.RequestWait = 500 * time.Millisecond
+	})
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "withdrawn")
 	c.AppendOnly(t, ns)

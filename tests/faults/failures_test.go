@@ -35,11 +35,14 @@ func TestAFailingNamespaceIsRecordedRepairedAndStopsNoOther(t *testing.T) {
 		}
 		return nil
 	}}
-	n, url := env.API(t, func(cfg *config.Config) { cfg.Projection = p; cfg.PGProjectionWait = 500 * time.Millisecond })
+	n, url := env.API(t, func(cfg *config.Config) {
+		cfg.Pipeline.Projection = p
+		cfg.Query.ProjectionWait = 500 * time.Millisecond
+	})
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	env.FaultyProjector(t, p, faults, func(cfg *config.Config) {
-		cfg.ProjectorAttempts = 2
-		cfg.ProjectorRepair = 500 * time.Millisecond
+		cfg.Projector.Attempts = 2
+		cfg.Projector.RepairInterval = 500 * time.Millisecond
 	})
 	env.Relay(t, relay.Faults{})
 	pool, conn := env.PG(t), env.CH(t)

@@ -29,10 +29,10 @@ func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
 	// A topic of its own: a projection the later tests start replays the shared topic
 	// from its start, and should not fold these 5,000 records first.
 	topic := env.CreateTopic(t, nil)
-	onTopic := func(c *config.Config) { c.Topic = topic }
+	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
 	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) {
-		c.Topic, c.Projection, c.ProjectorBatch = topic, p1, 150
-		c.BulkConflictCheckMax = 10 // same-key retirements need no peer reads; keep the writes quick
+		c.Pipeline.Topic, c.Pipeline.Projection, c.Projector.BatchRows = topic, p1, 150
+		c.Command.BulkConflictCheckMax = 10 // same-key retirements need no peer reads; keep the writes quick
 	})
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	env.Relay(t, relay.Faults{}, onTopic)
@@ -84,7 +84,7 @@ func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
 	deleteGraph(t, conn, ns)
 	p2 := projection(t) + "_rebuild"
 	start = time.Now()
-	env.Projector(t, p2, onTopic, func(c *config.Config) { c.ProjectorBatch = 1000 })
+	env.Projector(t, p2, onTopic, func(c *config.Config) { c.Projector.BatchRows = 1000 })
 	testenv.Eventually(t, 2*time.Minute, "the rebuild to catch up", func() bool {
 		return testenv.Watermark(t, pool, p2, org, ns) == testenv.Generation(t, pool, org, ns)
 	})

@@ -31,7 +31,7 @@ func client(t *testing.T, mod func(*config.Config)) *testenv.Client {
 // projection ends exactly where it would have without the fault.
 func TestRelayCrashBetweenProduceAndDelete(t *testing.T) {
 	p := projection(t)
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
+	c := client(t, func(cfg *config.Config) { cfg.Pipeline.Projection = p })
 	pool, conn := env.PG(t), env.CH(t)
 	ns, control := testenv.Unique(t, "faulty"), testenv.Unique(t, "control")
 	c.AppendOnly(t, ns, control)
@@ -84,7 +84,7 @@ func TestRelayCrashBetweenProduceAndDelete(t *testing.T) {
 // and doubles nothing.
 func TestProjectorStoppedMidStreamResumes(t *testing.T) {
 	p := projection(t)
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
+	c := client(t, func(cfg *config.Config) { cfg.Pipeline.Projection = p })
 	pool, conn := env.PG(t), env.CH(t)
 	ns := testenv.Unique(t, "stream")
 	c.AppendOnly(t, ns)
@@ -119,7 +119,7 @@ func TestProjectorStoppedMidStreamResumes(t *testing.T) {
 func TestSearchWhileProjectorStoppedIsProjectionBehind(t *testing.T) {
 	p := projection(t)
 	const wait = 700 * time.Millisecond
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p; cfg.PGProjectionWait = wait })
+	c := client(t, func(cfg *config.Config) { cfg.Pipeline.Projection = p; cfg.Query.ProjectionWait = wait })
 	ns := testenv.Unique(t, "behind")
 	env.Relay(t, relay.Faults{})
 	c.Set(t, ns, "k", "a fact the projector has not seen")
@@ -161,7 +161,7 @@ func TestSearchWhileProjectorStoppedIsProjectionBehind(t *testing.T) {
 // and counted in stale_dropped.
 func TestStaleHitIsDroppedAndCounted(t *testing.T) {
 	p := projection(t)
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
+	c := client(t, func(cfg *config.Config) { cfg.Pipeline.Projection = p })
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "stale")
 	env.Relay(t, relay.Faults{})

@@ -29,7 +29,7 @@ import (
 // until dropped on request. A rebuild can also be abandoned, leaving nothing behind.
 func TestRebuildBuildsBesideTheServingTablesAndSwitches(t *testing.T) {
 	p := projection(t)
-	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Projection = p })
+	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Pipeline.Projection = p })
 	defer stopNode()
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	writer := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter}))

@@ -24,7 +24,7 @@ import (
 func TestRefusedRecordIsParkedAndTheStreamStaysGapless(t *testing.T) {
 	p := projection(t)
 	topic := env.CreateTopic(t, map[string]string{"max.message.bytes": "8000"})
-	onTopic := func(c *config.Config) { c.Topic = topic; c.Projection = p; c.OutboxMaxAttempts = 3 }
+	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic; c.Pipeline.Projection = p; c.Relay.MaxAttempts = 3 }
 	n, url := env.API(t, onTopic)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	pool := env.PG(t)
@@ -99,7 +99,10 @@ func TestRefusedRecordIsParkedAndTheStreamStaysGapless(t *testing.T) {
 // outbox in order and the projection catches up exactly.
 func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 	p := projection(t)
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p; cfg.PGProjectionWait = 500 * time.Millisecond })
+	c := client(t, func(cfg *config.Config) {
+		cfg.Pipeline.Projection = p
+		cfg.Query.ProjectionWait = 500 * time.Millisecond
+	})
 	pool, conn := env.PG(t), env.CH(t)
 	spaces := []string{testenv.Unique(t, "outage-a"), testenv.Unique(t, "outage-b")}
 	c.AppendOnly(t, spaces...)
@@ -114,7 +117,7 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 	})
 
 	testenv.Eventually(t, 30*time.Second, "the projection to read the whole topic", func() bool {
-		return env.GroupCaughtUp(t, projector.Group(p), env.Config(nil).Topic)
+		return env.GroupCaughtUp(t, projector.Group(p), env.Config(nil).Pipeline.Topic)
 	})
 	behindBefore := seqsBehind(t, c)
 

@@ -26,12 +26,12 @@ import (
 // without --execute, and refuses while the group has live members.
 func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 	p := projection(t)
-	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Projection = p })
+	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Pipeline.Projection = p })
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	writer := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter}))
 	pool, conn := env.PG(t), env.CH(t)
 	env.Relay(t, relay.Faults{})
-	group, topic := projector.Group(p), env.Config(nil).Topic
+	group, topic := projector.Group(p), env.Config(nil).Pipeline.Topic
 	spaces := []string{testenv.Unique(t, "replay-a"), testenv.Unique(t, "replay-b"), testenv.Unique(t, "replay-c")}
 	admin.AppendOnly(t, spaces...)
 	const perSpace = 60

@@ -20,7 +20,7 @@ import (
 // of the namespace still waiting in the outbox. Republishing again only adds copies.
 func TestRepublishRecreatesALostTopicFromTheJournal(t *testing.T) {
 	p := projection(t)
-	c := client(t, func(cfg *config.Config) { cfg.Projection = p })
+	c := client(t, func(cfg *config.Config) { cfg.Pipeline.Projection = p })
 	pool, conn := env.PG(t), env.CH(t)
 	ns := testenv.Unique(t, "republish")
 	for i := 0; i < 12; i++ {
@@ -60,7 +60,7 @@ func TestRepublishRecreatesALostTopicFromTheJournal(t *testing.T) {
 		last[topic] = seq
 	}
 	rows.Close()
-	if last[lost] != 15 || last[env.Config(nil).Topic] != 15 {
+	if last[lost] != 15 || last[env.Config(nil).Pipeline.Topic] != 15 {
 		t.Fatalf("outbox ends at %v", last)
 	}
 
@@ -75,7 +75,7 @@ func TestRepublishRecreatesALostTopicFromTheJournal(t *testing.T) {
 		}
 	}
 
-	env.Projector(t, p, func(cfg *config.Config) { cfg.Topic = lost })
+	env.Projector(t, p, func(cfg *config.Config) { cfg.Pipeline.Topic = lost })
 	testenv.Eventually(t, 30*time.Second, "a projection of the republished topic to catch up", func() bool {
 		return testenv.Watermark(t, pool, p, org, ns) == 15
 	})

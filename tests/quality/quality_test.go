@@ -127,9 +127,9 @@ func TestRetrievalQuality(t *testing.T) {
 	began := time.Now()
 	c := loadCorpus(t)
 	n, url := env.API(t, func(cfg *config.Config) {
-		cfg.SearchTopKMax = allTopK
+		cfg.Query.TopKMax = allTopK
 		// The barrier budget covers the projection of the whole corpus on a loaded machine.
-		cfg.PGProjectionWait = 60 * time.Second
+		cfg.Query.ProjectionWait = 60 * time.Second
 	})
 	client := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "tidewell"}))
 	ns := testenv.Unique(t, "quality")

@@ -14,17 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/node"
 )
 
-// OrgAPI serves the command and query roles (configured by mod) for a fresh org, and
-// returns the node and an admin client of the org.
-func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config)) (*node.Node, *Client, string) {
+// OrgAPI serves the command and query roles (configured by mod, built with opts) for
+// a fresh org, and returns the process and an admin client of the org.
+func (e *Env) OrgAPI(t testing.TB, mod func(*config.Config), opts ...app.Option) (*app.Process, *Client, string) {
 	t.Helper()
-	n, url := e.API(t, mod)
+	n, url := e.API(t, mod, opts...)
 	org := Unique(t, "org")
 	return n, NewClient(url, e.Token(t, n, auth.NewToken{Org: org})), org
 }

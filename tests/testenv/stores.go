@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // PG opens a pool on the test Postgres for the test's own checks.
@@ -60,12 +62,22 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 
 // Generation is a namespace's last committed seq.
 func Generation(t testing.TB, pool *pgxpool.Pool, org, ns string) int64 {
-	return Int(t, pool, `SELECT coalesce(max(generation), 0) FROM loom.scope_generations WHERE org = $1 AND scope = $2`, org, ns)
+	t.Helper()
+	gen, err := generations.Read(context.Background(), pool, org, ns)
+	if err != nil {
+		t.Fatalf("read the generation of %s/%s: %v", org, ns, err)
+	}
+	return gen
 }
 
 // Watermark is the highest seq a projection has written for a namespace.
 func Watermark(t testing.TB, pool *pgxpool.Pool, projection, org, ns string) int64 {
-	return Int(t, pool, `SELECT coalesce(max(seq), 0) FROM loom.projection_watermarks WHERE projection = $1 AND org = $2 AND namespace = $3`, projection, org, ns)
+	t.Helper()
+	wm, err := watermarks.Read(context.Background(), pool, projection, org, ns)
+	if err != nil {
+		t.Fatalf("read the watermark of %s/%s: %v", org, ns, err)
+	}
+	return wm
 }
 
 // CheckProjection asserts that ClickHouse holds exactly what the Postgres journal says

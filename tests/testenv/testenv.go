@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/node"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -49,7 +49,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
+	stack, err := devstack.Start(ctx, devstack.Options{Topics: []string{cfg.Pipeline.Topic}, Partitions: 4, SyncStandby: opts.SyncStandby})
 	if err != nil {
 		return nil, fmt.Errorf("start the test stores: %w", err)
 	}
@@ -57,10 +57,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	// SyncStandby, synchronous.
 	stack.Configure(&cfg)
 	cfg.Roles = nil
-	cfg.TopicPartitions = 4
-	cfg.PGPoolMax = 20
-	cfg.PGPublishInterval = 50 * time.Millisecond
-	cfg.OutboxPoll = 200 * time.Millisecond
+	cfg.Kafka.TopicPartitions = 4
+	cfg.PG.PoolMax = 20
+	cfg.Projector.Interval = 50 * time.Millisecond
+	cfg.Relay.Poll = 200 * time.Millisecond
 	level := slog.LevelWarn
 	if os.Getenv("LOOM_TEST_LOG") != "" {
 		level = slog.LevelDebug
@@ -69,13 +69,13 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if opts.Unmigrated {
 		return e, nil
 	}
-	n, err := node.Open(ctx, cfg, e.log)
+	n, err := app.Open(ctx, cfg, e.log)
 	if err != nil {
 		stack.Stop()
 		return nil, fmt.Errorf("migrate the test stores: %w", err)
 	}
 	n.Close()
-	e.base.BootMigrate = false
+	e.base.Boot.Migrate = false
 	return e, nil
 }
 
@@ -129,18 +129,19 @@ func (e *Env) Config(mod func(*config.Config)) config.Config {
 	return c
 }
 
-// Open opens a node (no role running) and closes it when the test ends.
-func (e *Env) Open(t testing.TB, mod func(*config.Config)) *node.Node {
+// Open opens a process (no role running) and closes it when the test ends; opts
+// inject faults into its roles.
+func (e *Env) Open(t testing.TB, mod func(*config.Config), opts ...app.Option) *app.Process {
 	t.Helper()
-	return e.OpenLogged(t, mod, e.log)
+	return e.OpenLogged(t, mod, e.log, opts...)
 }
 
-// OpenLogged is Open with the node logging to log (a test that asserts on warnings).
-func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger) *node.Node {
+// OpenLogged is Open with the process logging to log (a test that asserts on warnings).
+func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logger, opts ...app.Option) *app.Process {
 	t.Helper()
-	n, err := node.Open(context.Background(), e.Config(mod), log)
+	n, err := app.Open(context.Background(), e.Config(mod), log, opts...)
 	if err != nil {
-		t.Fatalf("open node: %v", err)
+		t.Fatalf("open a loomd process: %v", err)
 	}
 	t.Cleanup(n.Close)
 	return n
@@ -148,35 +149,39 @@ func (e *Env) OpenLogged(t testing.TB, mod func(*config.Config), log *slog.Logge
 
 // API serves the command and query roles on a free loopback port until the test ends
 // and returns its base URL.
-func (e *Env) API(t testing.TB, mod func(*config.Config)) (*node.Node, string) {
+func (e *Env) API(t testing.TB, mod func(*config.Config), opts ...app.Option) (*app.Process, string) {
 	t.Helper()
-	n, url, _ := e.Serve(t, []string{config.RoleCommand, config.RoleQuery}, mod)
+	n, url, _ := e.Serve(t, []string{"api"}, mod, opts...)
 	return n, url
 }
 
-// Serve runs a node with roles on a free loopback port until stop is called (or the
+// Serve runs a process with roles on a free loopback port until stop is called (or the
 // test ends) and returns its base URL.
-func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config)) (n *node.Node, url string, stop func()) {
+func (e *Env) Serve(t testing.TB, roles []string, mod func(*config.Config), opts ...app.Option) (n *app.Process, url string, stop func()) {
 	t.Helper()
+	parsed, err := config.ParseRoles(strings.Join(roles, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
 	n = e.Open(t, func(c *config.Config) {
 		if mod != nil {
 			mod(c)
 		}
-		c.Roles = roles
-	})
-	url, stop = e.ServeNode(t, n)
+		c.Roles = parsed
+	}, opts...)
+	url, stop = e.ServeProcess(t, n)
 	return n, url, stop
 }
 
-// ServeNode runs an opened node's HTTP server and roles on a free loopback port until
+// ServeProcess runs an opened process's HTTP server and roles on a free loopback port until
 // stop is called (or the test ends) and returns its base URL.
-func (e *Env) ServeNode(t testing.TB, n *node.Node) (url string, stop func()) {
+func (e *Env) ServeProcess(t testing.TB, n *app.Process) (url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop = e.run(t, strings.Join(n.Cfg.Roles, ","), func(ctx context.Context) error { return n.Run(ctx, ln) })
+	stop = e.run(t, n.Cfg.Roles.String(), func(ctx context.Context) error { return n.Run(ctx, ln) })
 	return "http://" + ln.Addr().String(), stop
 }
 
@@ -184,8 +189,7 @@ func (e *Env) ServeNode(t testing.TB, n *node.Node) (url string, stop func()) {
 // test ends). It returns a channel that receives Run's result.
 func (e *Env) Relay(t testing.TB, faults relay.Faults, mods ...func(*config.Config)) (stop func(), done <-chan error) {
 	t.Helper()
-	n := e.Open(t, apply(mods))
-	n.RelayFaults = faults
+	n := e.Open(t, apply(mods), app.WithRelayFaults(faults))
 	return e.runDone(t, "relay", n.RunRelay)
 }
 
@@ -199,8 +203,7 @@ func (e *Env) Projector(t testing.TB, name string, mods ...func(*config.Config))
 // FaultyProjector is Projector with faults injected.
 func (e *Env) FaultyProjector(t testing.TB, name string, faults projector.Faults, mods ...func(*config.Config)) (stop func()) {
 	t.Helper()
-	n := e.Open(t, func(c *config.Config) { c.Projection = name; apply(mods)(c) })
-	n.ProjectorFaults = faults
+	n := e.Open(t, func(c *config.Config) { c.Pipeline.Projection = name; apply(mods)(c) }, app.WithProjectorFaults(faults))
 	stop, _ = e.runDone(t, "projector "+name, n.RunProjector)
 	return stop
 }
@@ -245,7 +248,7 @@ func (e *Env) runDone(t testing.TB, what string, fn func(context.Context) error)
 }
 
 // Token creates a token in org with role and returns its secret.
-func (e *Env) Token(t testing.TB, n *node.Node, tok auth.NewToken) string {
+func (e *Env) Token(t testing.TB, n *app.Process, tok auth.NewToken) string {
 	t.Helper()
 	if tok.Role == "" {
 		tok.Role = auth.RoleAdmin
@@ -414,7 +417,7 @@ func Unique(t testing.TB, prefix string) string {
 // RunPipeline runs a relay and the projection "main" until ctx ends: the background a
 // suite that does not stop them itself writes and searches against.
 func (e *Env) RunPipeline(ctx context.Context) error {
-	n, err := node.Open(ctx, e.Config(nil), e.log)
+	n, err := app.Open(ctx, e.Config(nil), e.log)
 	if err != nil {
 		return err
 	}
@@ -429,9 +432,9 @@ func (e *Env) RunPipeline(ctx context.Context) error {
 	return nil
 }
 
-// ServeURL runs an opened node until the test ends and returns its base URL.
-func (e *Env) ServeURL(t testing.TB, n *node.Node) string {
+// ServeURL runs an opened process until the test ends and returns its base URL.
+func (e *Env) ServeURL(t testing.TB, n *app.Process) string {
 	t.Helper()
-	url, _ := e.ServeNode(t, n)
+	url, _ := e.ServeProcess(t, n)
 	return url
 }

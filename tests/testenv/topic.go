@@ -17,7 +17,7 @@ import (
 // offsets at the time of the call, without a consumer group.
 func (e *Env) TopicRecords(t testing.TB) []*kgo.Record {
 	t.Helper()
-	return e.Records(t, e.base.Topic)
+	return e.Records(t, e.base.Pipeline.Topic)
 }
 
 // Records reads every record on topic, from the start to the end offsets at the time

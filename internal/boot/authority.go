@@ -1,9 +1,10 @@
-package node
+package boot
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,8 +16,8 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 )
 
-// postgresAuthority is the memory authority this build serves; the seeds' other one,
-// ClickHouse, is recorded by builds that keep memory in ClickHouse alone.
+// postgresAuthority is the memory authority this build serves; the other one a store
+// may record, ClickHouse, belongs to builds that keep memory in ClickHouse alone.
 const postgresAuthority = "postgres"
 
 // recorded is what the two stores say about the deployment they serve.
@@ -66,33 +67,35 @@ func planAuthority(configured string, r recorded, record bool) (authorityPlan, e
 	return p, nil
 }
 
-// checkAuthority reads both records and refuses a mismatch; with record it first
-// records a deployment a store lacks, under a lock so two first boots agree on one id.
-func (n *Node) checkAuthority(ctx context.Context, record bool) (string, error) {
+// Authority reads both stores' records of the deployment and refuses a mismatch
+// with each other or with configured (LOOM_DEPLOYMENT_ID, "" for any); with record
+// (migrations on) it first records the deployment in a store that lacks it, under a
+// lock so two first boots agree on one id. It returns the deployment id served.
+func Authority(ctx context.Context, pool *pgxpool.Pool, conn *ch.Conn, configured string, record bool, log *slog.Logger) (string, error) {
 	if record {
-		unlock, err := pg.SessionLock(ctx, n.PG, pg.LockAuthority)
+		unlock, err := pg.SessionLock(ctx, pool, pg.LockAuthority)
 		if err != nil {
 			return "", err
 		}
 		defer unlock()
 	}
-	r, err := readRecords(ctx, n.PG, n.CH)
+	r, err := readRecords(ctx, pool, conn)
 	if err != nil {
 		return "", err
 	}
-	plan, err := planAuthority(n.Cfg.DeploymentID, r, record)
+	plan, err := planAuthority(configured, r, record)
 	if err != nil {
 		return "", fmt.Errorf("recorded authority: %w", err)
 	}
 	if plan.writePG {
-		if _, err := n.PG.Exec(ctx, `INSERT INTO loom.authority (authority, deployment_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		if _, err := pool.Exec(ctx, `INSERT INTO loom.authority (authority, deployment_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 			postgresAuthority, plan.id); err != nil {
 			return "", fmt.Errorf("record the deployment in Postgres: %w", err)
 		}
-		n.Log.Info("recorded a new deployment", "deployment_id", plan.id)
+		log.Info("recorded a new deployment", "deployment_id", plan.id)
 	}
 	if plan.writeCH {
-		if err := recordInClickHouse(ctx, n.CH, plan.id); err != nil {
+		if err := recordInClickHouse(ctx, conn, plan.id); err != nil {
 			return "", err
 		}
 	}

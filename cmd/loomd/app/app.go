@@ -1,0 +1,280 @@
+// Package app wires one loomd process from its configuration: it connects the
+// stores, runs the boot checks (internal/boot), migrates when asked, builds each role
+// the configuration names (command, query, relay, projector) once from its section,
+// mounts their routes behind one authentication, and runs them until its context
+// ends. Any number of processes of each role run side by side; the relay elects one
+// active publisher. docs/architecture.md is the map.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/command"
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/boot"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/watermarks"
+	"github.com/loomplane/loom/projector"
+)
+
+// Version is loomd's build version.
+const Version = "0.1.0"
+
+// Process is one loomd process: its stores, its roles and its HTTP app.
+type Process struct {
+	Cfg      config.Config
+	Log      *slog.Logger
+	PG       *pgxpool.Pool
+	CH       *ch.Conn
+	Metrics  *metrics.Registry
+	Embedder embed.Embedder
+	Tokens   *auth.Store
+	HTTP     *fiber.App
+	// Command is the write side, built when the process runs the command role.
+	Command *command.Service
+
+	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
+	DeploymentID string
+
+	opts          options
+	watermarkWake *pg.Listener
+	projector     *projector.Switch
+	migrations    *boot.Migrations
+}
+
+// Option changes how Open builds a process's roles.
+type Option func(*options)
+
+type options struct {
+	commandFaults   command.Faults
+	relayFaults     relay.Faults
+	projectorFaults projector.Faults
+}
+
+// WithCommandFaults breaks the write path where f says (tests).
+func WithCommandFaults(f command.Faults) Option { return func(o *options) { o.commandFaults = f } }
+
+// WithRelayFaults stops the relay where f says (tests).
+func WithRelayFaults(f relay.Faults) Option { return func(o *options) { o.relayFaults = f } }
+
+// WithProjectorFaults breaks the projection where f says (tests).
+func WithProjectorFaults(f projector.Faults) Option {
+	return func(o *options) { o.projectorFaults = f }
+}
+
+// Open connects the stores and runs the boot checks: LOOM_PG_DURABILITY against the
+// primary's synchronous standbys, then, with LOOM_BOOT_MIGRATE, migrates both stores,
+// records the deployment and creates the topic; without it, applies and records
+// nothing, refuses stores that record no deployment or another one, and notes the
+// pending migrations (the process then serves health only until they are applied).
+// It builds the roles and starts nothing; Run does.
+func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*Process, error) {
+	if err := cfg.RequireStores(); err != nil {
+		return nil, err
+	}
+	p := &Process{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
+	for _, o := range opts {
+		o(&p.opts)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	var err error
+	p.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MinConns: cfg.PG.PoolMin, MaxConns: cfg.PG.PoolMax,
+		StatementTimeout: cfg.PG.StatementTimeout})
+	if err != nil {
+		return nil, err
+	}
+	p.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.ClickHouse.Addr, Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password,
+		Cluster: cfg.ClickHouse.Cluster, ReadTimeout: cfg.ClickHouse.ReadTimeout})
+	if err != nil {
+		return nil, err
+	}
+	if err := boot.Durability(ctx, p.PG, cfg.PG.Durability, log); err != nil {
+		return nil, err
+	}
+	p.migrations = boot.NewMigrations(p.PG, p.CH)
+	if cfg.Boot.Migrate {
+		if err := p.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		if p.DeploymentID, err = boot.Authority(ctx, p.PG, p.CH, cfg.Boot.DeploymentID, false, log); err != nil {
+			return nil, err
+		}
+		if pending := p.migrations.Pending(ctx, 0); len(pending) > 0 {
+			log.Warn("LOOM_BOOT_MIGRATE=0 and migrations are pending: serving health only until they are applied", "pending_migrations", pending)
+		}
+	}
+	if p.Embedder, err = embed.New(cfg.Embedder); err != nil {
+		return nil, err
+	}
+	p.Tokens = auth.NewStore(p.PG)
+	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
+	p.projector = projector.NewSwitch()
+	if cfg.Roles.Has(config.RoleCommand) {
+		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
+			command.WithFaults(p.opts.commandFaults))
+	}
+	p.HTTP = p.newHTTP()
+	ok = true
+	return p, nil
+}
+
+// Migrate applies both stores' migrations, records the deployment in each and makes
+// sure the topic exists.
+func (p *Process) Migrate(ctx context.Context) error {
+	if err := boot.Migrate(ctx, p.PG, p.CH, p.Log); err != nil {
+		return err
+	}
+	var err error
+	if p.DeploymentID, err = boot.Authority(ctx, p.PG, p.CH, p.Cfg.Boot.DeploymentID, true, p.Log); err != nil {
+		return err
+	}
+	p.migrations.Pending(ctx, 0)
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return kafka.EnsureTopic(tctx, p.Cfg.Kafka.Brokers, p.Cfg.Pipeline.Topic, p.Cfg.Kafka.TopicPartitions, p.Cfg.Kafka.TopicReplication)
+}
+
+// Run serves HTTP on ln (health and metrics on every process, the write routes with
+// the command role, the read routes with the query role) and runs the relay and the
+// projector roles until ctx ends. Then it stops in order, each within
+// LOOM_SHUTDOWN_GRACE_MS: the HTTP server drains its in-flight requests first (their
+// commits land and their outbox rows wait for the relay), then the relay finishes its
+// round and the projector its batch and its offset commit.
+func (p *Process) Run(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRoles()
+	start := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(roleCtx); err != nil && roleCtx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if p.Cfg.Roles.Has(config.RoleQuery) {
+		start("listener "+watermarks.Channel, func(ctx context.Context) error { p.watermarkWake.Run(ctx); return nil })
+	}
+	for _, w := range p.background() {
+		start(w.name, func(ctx context.Context) error {
+			if err := p.migrations.Wait(ctx, w.name, p.Log); err != nil {
+				return err
+			}
+			return w.run(ctx)
+		})
+	}
+	serveErr := make(chan error, 1)
+	if ln != nil {
+		go func() { serveErr <- p.HTTP.Listener(ln) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	case err = <-errs:
+	}
+	if ln != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), p.Cfg.Pipeline.ShutdownGrace)
+		if serr := p.HTTP.ShutdownWithContext(sctx); serr != nil {
+			p.Log.Warn("HTTP requests still in flight at the end of the shutdown grace", "err", serr)
+		}
+		cancel()
+	}
+	stopRoles()
+	wg.Wait()
+	return err
+}
+
+// work is a background loop of the process's roles, started once migrations are in.
+type work struct {
+	name string
+	run  func(context.Context) error
+}
+
+// background lists the loops this process's roles run: the command role's sweeps and
+// erasure recovery (each every its interval, when it is positive), the relay, the
+// projector.
+func (p *Process) background() []work {
+	var out []work
+	if c := p.Command; c != nil {
+		if every := p.Cfg.Command.SweepInterval; every > 0 {
+			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
+		}
+		if every := p.Cfg.Command.Erasure.RecoveryInterval; every > 0 {
+			out = append(out, work{"erasure_recovery", func(ctx context.Context) error { c.RunErasureRecovery(ctx, every); return nil }})
+		}
+	}
+	if p.Cfg.Roles.Has(config.RoleRelay) {
+		out = append(out, work{string(config.RoleRelay), p.RunRelay})
+	}
+	if p.Cfg.Roles.Has(config.RoleProjector) {
+		out = append(out, work{string(config.RoleProjector), p.RunProjector})
+	}
+	return out
+}
+
+// RunRelay runs the relay role until ctx ends.
+func (p *Process) RunRelay(ctx context.Context) error {
+	producer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	wake := pg.NewListener(p.PG, outbox.Channel, p.Log)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go wake.Run(lctx)
+	r := relay.New(p.Cfg.Relay, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
+	return r.Run(ctx)
+}
+
+// RunProjector runs the projector role for the configured projection, writing the
+// serving tables, until ctx ends, standing aside while an admin request holds it
+// paused, and its repair pass every LOOM_PROJECTOR_REPAIR_INTERVAL_MS.
+func (p *Process) RunProjector(ctx context.Context) error {
+	pr := projector.New(p.Cfg.Projector, p.Cfg.Pipeline, tableset.Serving(), p.PG, p.CH, p.Metrics, p.Log, p.opts.projectorFaults)
+	return p.projector.Run(ctx, pr, p.Cfg.Kafka.Brokers)
+}
+
+// pauseProjector stops this process's projector when it runs projection name, and
+// returns the function that starts it again (a no-op when nothing was paused).
+func (p *Process) pauseProjector(ctx context.Context, name string) (resume func(), paused bool, err error) {
+	if !p.Cfg.Roles.Has(config.RoleProjector) || p.Cfg.Pipeline.Projection != name {
+		return func() {}, false, nil
+	}
+	return p.projector.Pause(ctx)
+}
+
+// Close releases the stores.
+func (p *Process) Close() {
+	if p.CH != nil {
+		p.CH.Close()
+	}
+	if p.PG != nil {
+		p.PG.Close()
+	}
+}

@@ -1,0 +1,116 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/projector"
+)
+
+func (p *Process) registerHealth(app *fiber.App) {
+	app.Get("/v1/health", p.handleHealth)
+	app.Get("/v1/health/ready", p.handleReady)
+	app.Get("/metrics", p.handleMetrics)
+	relay.RegisterBacklogGauges(p.Metrics, p.PG)
+	projector.RegisterHealthGauges(p.Metrics, p.PG, p.Cfg.Pipeline.Projection)
+}
+
+// handleHealth is liveness plus what the process is: it answers while the process
+// runs, whatever the stores do (pending_migrations is the last known list, not read
+// anew). ?include=postgres adds the outbox's and the synchronous standbys' state and
+// the serving projection's recorded failures, and
+// ?include=lag the namespaces the serving projection is behind on (comma separated
+// for both).
+func (p *Process) handleHealth(c *fiber.Ctx) error {
+	body := fiber.Map{
+		"status":             "ok",
+		"version":            Version,
+		"roles":              p.Cfg.Roles,
+		"deployment_id":      p.DeploymentID,
+		"pending_migrations": p.migrations.Last(),
+		"clickhouse": fiber.Map{
+			"version":         p.CH.Caps.Version,
+			"cosine_distance": p.CH.Caps.CosineDistance,
+		},
+		"projection": p.Cfg.Pipeline.Projection,
+		"topic":      p.Cfg.Pipeline.Topic,
+	}
+	include := strings.Split(c.Query("include"), ",")
+	if slices.Contains(include, "postgres") {
+		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		defer cancel()
+		ob, err := relay.ReadBacklog(ctx, p.PG)
+		if err != nil {
+			body["postgres"] = fiber.Map{"error": err.Error()}
+		} else {
+			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
+				"durability": p.Cfg.PG.Durability}
+			if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
+				pgState["projection_failures"] = fs
+			} else {
+				pgState["projection_failures"] = fiber.Map{"error": err.Error()}
+			}
+			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
+				pgState["replication"] = rep
+			}
+			body["postgres"] = pgState
+		}
+	}
+	if slices.Contains(include, "lag") {
+		if lag, err := projector.ReadLag(c.UserContext(), p.PG, p.Cfg.Pipeline.Projection); err != nil {
+			body["lag"] = fiber.Map{"error": err.Error()}
+		} else {
+			body["lag"] = lag
+		}
+	}
+	return c.JSON(body)
+}
+
+// handleReady answers 200 only when both stores answer and every migration this build
+// carries is applied; a load balancer sends no traffic before that.
+func (p *Process) handleReady(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	defer cancel()
+	checks := fiber.Map{}
+	ready := true
+	if err := p.PG.Ping(ctx); err != nil {
+		checks["postgres"], ready = err.Error(), false
+	} else {
+		checks["postgres"] = "ok"
+	}
+	if err := p.CH.Ping(ctx); err != nil {
+		checks["clickhouse"], ready = err.Error(), false
+	} else {
+		checks["clickhouse"] = "ok"
+	}
+	pending := p.migrations.Last()
+	if ready {
+		pending = p.migrations.Pending(ctx, 0)
+	}
+	if len(pending) > 0 {
+		ready = false
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
+}
+
+func (p *Process) handleMetrics(c *fiber.Ctx) error {
+	var buf bytes.Buffer
+	if err := p.Metrics.WriteText(&buf); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, metrics.ContentType)
+	return c.Send(buf.Bytes())
+}

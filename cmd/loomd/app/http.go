@@ -1,0 +1,54 @@
+package app
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/query"
+)
+
+// newHTTP mounts the process's routes. Health and metrics come first and end their
+// chain, so the migration gate never holds them back: every process answers them,
+// whatever its roles. The operator routes authenticate on their own; the memory
+// routes of both sides share one /v1 group and one authentication.
+func (p *Process) newHTTP() *fiber.App {
+	app := fiber.New(fiber.Config{
+		AppName:               "loomd",
+		DisableStartupMessage: true,
+		ErrorHandler:          httperr.Handler(p.Log),
+		BodyLimit:             p.Cfg.HTTP.BodyLimitBytes,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+	})
+	p.registerHealth(app)
+	p.registerAdmin(app)
+	data := app.Group("", p.refuseUntilMigrated)
+	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+		data.Use("/v1", p.Tokens.Middleware())
+	}
+	if p.Command != nil {
+		p.Command.Register(data)
+	}
+	if p.Cfg.Roles.Has(config.RoleQuery) {
+		barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
+		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log).Register(data)
+	}
+	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	return app
+}
+
+// refuseUntilMigrated answers 503 MIGRATIONS_PENDING on every data route while a
+// migration this build needs is not applied.
+func (p *Process) refuseUntilMigrated(c *fiber.Ctx) error {
+	if pending := p.migrations.Pending(c.UserContext(), time.Second); len(pending) > 0 {
+		return (&httperr.Error{Status: http.StatusServiceUnavailable, Code: httperr.CodeMigrationsPending,
+			Message:   "this process waits for migrations it may not apply (LOOM_BOOT_MIGRATE=0); retry",
+			Retryable: true, RetryAfter: 5 * time.Second}).With("pending_migrations", pending)
+	}
+	return c.Next()
+}

@@ -1,0 +1,110 @@
+// Tests of the repository as a whole: the import rules of the package map
+// (docs/architecture.md) and the README's paths.
+package loom_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/loomplane/loom"
+
+// boundary is one import rule of docs/architecture.md: no package under from depends,
+// directly or through others, on a package under any of banned; or, with only, on any
+// package of the module outside only.
+type boundary struct {
+	from     string
+	banned   []string
+	only     []string
+	why      string
+	optional bool // from may not exist yet
+}
+
+var boundaries = []boundary{
+	{from: "command", banned: []string{"query"}, why: "the write side and the read side never import each other"},
+	{from: "query", banned: []string{"command"}, why: "the write side and the read side never import each other"},
+	{from: "projector", banned: []string{"command", "query"}, why: "the projector builds the read models from the topic alone"},
+	{from: "internal", banned: []string{"command", "query", "projector", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
+	{from: "events", only: []string{"events"}, why: "events is the public topic contract: downstream modules import it, so it imports nothing of Loom's"},
+	{from: "client", only: []string{"client", "events"}, why: "client is public: it imports no package of Loom's but the public ones", optional: true},
+	{from: "examples", only: []string{"events", "client"}, why: "the examples are downstream programs: they use the public packages only"},
+}
+
+type listed struct {
+	ImportPath string
+	Deps       []string
+	Error      *struct{ Err string }
+}
+
+// under reports whether pkg is the module's package dir or one below it.
+func under(pkg, dir string) bool {
+	p := module + "/" + dir
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
+}
+
+// modulePackages lists every package of the module with its dependencies (not its
+// tests'), as go list sees them.
+func modulePackages(t *testing.T) []listed {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-json=ImportPath,Deps,Error", "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		if p.Error != nil {
+			t.Errorf("go list %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// The package map's import rules hold for every package of the module, through its
+// whole dependency graph: a package that reaches across a boundary by way of another
+// one crosses it too.
+func TestImportsKeepTheirBoundaries(t *testing.T) {
+	pkgs := modulePackages(t)
+	for _, b := range boundaries {
+		found := false
+		for _, p := range pkgs {
+			if !under(p.ImportPath, b.from) {
+				continue
+			}
+			found = true
+			for _, dep := range p.Deps {
+				if !strings.HasPrefix(dep, module+"/") || under(dep, b.from) {
+					continue
+				}
+				crosses := slices.ContainsFunc(b.banned, func(dir string) bool { return under(dep, dir) })
+				if b.only != nil {
+					crosses = !slices.ContainsFunc(b.only, func(dir string) bool { return under(dep, dir) })
+				}
+				if crosses {
+					t.Errorf("%s depends on %s: %s", strings.TrimPrefix(p.ImportPath, module+"/"), strings.TrimPrefix(dep, module+"/"), b.why)
+				}
+			}
+		}
+		if !found && !b.optional {
+			t.Errorf("no package under %s/: the rule %q checks nothing (did the package map change? update docs/architecture.md and this test)", b.from, b.why)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+// Package outbox owns the statements over loom.outbox: the encoded Kafka records a
+// commit queued in its own transaction and the relay has not published yet. Commits,
+// erasures, redactions and republish queue records; the relay reads, deletes, counts
+// refusals and parks them; health reads the backlog. docs/architecture.md describes
+// the flow.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Channel is the NOTIFY channel that wakes the relay when records are queued.
+const Channel = "loom_outbox"
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Record is one encoded Kafka record of a namespace's seq.
+type Record struct {
+	Org, Namespace string
+	Seq            int64
+	Topic          string
+	Key            []byte
+	Headers        []byte // JSON [[name, value], …]
+	Value          []byte
+}
+
+// Row is a queued record as the relay reads it.
+type Row struct {
+	Record
+	ID        int64
+	Attempts  int // refusals so far
+	CreatedAt time.Time
+}
+
+// Queue queues the insert of rec on b, inside the transaction that commits its seq.
+func Queue(b *pgx.Batch, rec Record) {
+	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		rec.Org, rec.Namespace, rec.Seq, rec.Topic, rec.Key, rec.Headers, rec.Value)
+}
+
+// QueueNotify queues the NOTIFY that wakes the relay once the transaction commits.
+func QueueNotify(b *pgx.Batch) {
+	b.Queue(`SELECT pg_notify('` + Channel + `', '')`)
+}
+
+// ReadPending reads the oldest unparked rows, at most limit, leaving out the
+// namespaces (org/namespace) in skip.
+func ReadPending(ctx context.Context, q Querier, limit int, skip []string) ([]Row, error) {
+	if skip == nil {
+		skip = []string{}
+	}
+	rows, err := q.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
+		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
+		ORDER BY id LIMIT $1`, limit, skip)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var o Row
+		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt); err != nil {
+			return nil, fmt.Errorf("read outbox: %w", err)
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// Delete removes published rows.
+func Delete(ctx context.Context, q Querier, ids []int64) error {
+	if _, err := q.Exec(ctx, "DELETE FROM loom.outbox WHERE id = ANY($1)", ids); err != nil {
+		return fmt.Errorf("delete published outbox rows: %w", err)
+	}
+	return nil
+}
+
+// NoteFailures records each row's last error and adds refused[i] (0 or 1) to its
+// refusals.
+func NoteFailures(ctx context.Context, q Querier, ids []int64, refused []int32, errs []string) error {
+	_, err := q.Exec(ctx, `UPDATE loom.outbox o SET attempts = o.attempts + f.refused, last_error = f.err
+		FROM unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, refused, err) WHERE o.id = f.id`, ids, refused, errs)
+	if err != nil {
+		return fmt.Errorf("record failed produces: %w", err)
+	}
+	return nil
+}
+
+// Park marks a row parked after attempts refusals: it stays for an operator and is
+// never read for publishing again.
+func Park(ctx context.Context, q Querier, id int64, attempts int, cause string) error {
+	if _, err := q.Exec(ctx, `UPDATE loom.outbox SET parked_at = now(), attempts = $2, last_error = $3 WHERE id = $1`,
+		id, attempts, cause); err != nil {
+		return fmt.Errorf("mark outbox row %d parked: %w", id, err)
+	}
+	return nil
+}
+
+// Backlog is what waits in the outbox.
+type Backlog struct {
+	Depth      int64   // records not yet published
+	Parked     int64   // records parked after Kafka refused them
+	OldestAgeS float64 // age of the oldest record not yet published, in seconds
+}
+
+// ReadBacklog counts what waits in the outbox.
+func ReadBacklog(ctx context.Context, q Querier) (Backlog, error) {
+	var s Backlog
+	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE parked_at IS NULL), count(*) FILTER (WHERE parked_at IS NOT NULL),
+		coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
+		FROM loom.outbox`).Scan(&s.Depth, &s.Parked, &s.OldestAgeS)
+	if err != nil {
+		return s, fmt.Errorf("read the outbox backlog: %w", err)
+	}
+	return s, nil
+}
+
+// TakeWaiting deletes a namespace's rows from fromSeq on that a republish for topic
+// replaces, in tx, and returns those not parked, in seq order: every unparked row,
+// and a parked row only of topic (the relay parks it again if Kafka still refuses it).
+func TakeWaiting(ctx context.Context, tx pgx.Tx, org, namespace string, fromSeq int64, topic string) ([]Record, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM loom.outbox
+		WHERE org = $1 AND namespace = $2 AND seq >= $3 AND (parked_at IS NULL OR topic = $4)
+		RETURNING seq, topic, record_key, headers, value, parked_at IS NOT NULL`, org, namespace, fromSeq, topic)
+	if err != nil {
+		return nil, fmt.Errorf("take out the waiting outbox rows of %s/%s: %w", org, namespace, err)
+	}
+	defer rows.Close()
+	var waiting []Record
+	for rows.Next() {
+		e := Record{Org: org, Namespace: namespace}
+		var parked bool
+		if err := rows.Scan(&e.Seq, &e.Topic, &e.Key, &e.Headers, &e.Value, &parked); err != nil {
+			return nil, fmt.Errorf("take out the waiting outbox rows: %w", err)
+		}
+		if !parked {
+			waiting = append(waiting, e)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take out the waiting outbox rows: %w", err)
+	}
+	return waiting, nil
+}
+
+// Withdraw deletes, in tx, the rows an erasure's scope covers: with is the erasure's
+// parameter CTE (alias p), scope its predicate over the table (alias t) and p. It
+// returns how many rows it deleted and how many of them were unpublished (a parked
+// row's seq went out as a placeholder already).
+func Withdraw(ctx context.Context, tx pgx.Tx, with, scope string, args ...any) (deleted, unpublished int64, err error) {
+	rows, err := tx.Query(ctx, fmt.Sprintf(`%s DELETE FROM loom.outbox t USING p WHERE %s RETURNING t.parked_at IS NULL`, with, scope), args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, p := range pending {
+		if p {
+			unpublished++
+		}
+	}
+	return int64(len(pending)), unpublished, nil
+}
