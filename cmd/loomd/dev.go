@@ -68,7 +68,7 @@ func runDev(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	printBanner(ln.Addr().String(), token, stack, cfg.Topic, envFile)
+	printBanner(ln.Addr().String(), token, stack, cfg.Topic, envFile, llmBanner(cfg.LLM))
 	err = n.Run(ctx, ln)
 	if ctx.Err() != nil {
 		return nil
@@ -111,7 +111,7 @@ func writeDevEnv(file string, cfg config.Config, token string) error {
 	return nil
 }
 
-func printBanner(addr, token string, stack *devstack.Stack, topic, envFile string) {
+func printBanner(addr, token string, stack *devstack.Stack, topic, envFile, models string) {
 	host := addr
 	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 		host = "localhost:" + p
@@ -141,6 +141,8 @@ Loom is running at %[1]s (org "dev")
   # operator commands (loomd projector reset|rebuild, republish, token) from another shell
   set -a; . %[7]s; set +a
 
+%[8]s
+
 Ctrl-C stops Loom and its stores; data stays in .loom/ for the next run.
-`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic, envFile)
+`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic, envFile, models)
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/llm"
+	"github.com/loomplane/loom/internal/llm/spend"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
@@ -43,6 +45,7 @@ type Node struct {
 	CH       *ch.Conn
 	Metrics  *metrics.Registry
 	Embedder embed.Embedder
+	LLM      *llm.Provider // model calls; without LOOM_LLM_BASE_URL each answers LLM_NOT_CONFIGURED
 	Tokens   *auth.Store
 	App      *fiber.App
 	// Command is the write side (tests install faults through it).
@@ -106,6 +109,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, erro
 	n.Embedder, err = embed.New(embed.Config{Kind: cfg.Embedder, HashDim: cfg.EmbedderDim, OpenAI: embed.OpenAIConfig{
 		BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.OpenAIModel, Dim: cfg.EmbedderDim}})
 	if err != nil {
+		return nil, err
+	}
+	if n.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(n.PG), Metrics: n.Metrics, Log: log}); err != nil {
 		return nil, err
 	}
 	n.Tokens = auth.NewStore(n.PG)
