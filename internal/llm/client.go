@@ -83,28 +83,31 @@ func apiRoot(raw string) (string, error) {
 
 // Chat asks for one chat completion.
 func (c *Client) Chat(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, error) {
-	var raw []byte
-	_, err := c.chat.New(ctx, params, option.WithResponseBodyInto(&raw))
-	if err != nil {
-		return nil, c.classify(ctx, err)
-	}
-	var out openai.ChatCompletion
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &Error{Class: ClassMalformed, Message: "the answer is not a chat completion", Cause: err}
-	}
-	return &out, nil
+	return send[openai.ChatCompletion](ctx, c, "a chat completion", func(into option.RequestOption) error {
+		_, err := c.chat.New(ctx, params, into)
+		return err
+	})
 }
 
 // Embeddings asks for one batch of embeddings.
 func (c *Client) Embeddings(ctx context.Context, params openai.EmbeddingNewParams) (*openai.CreateEmbeddingResponse, error) {
+	return send[openai.CreateEmbeddingResponse](ctx, c, "an embeddings list", func(into option.RequestOption) error {
+		_, err := c.embed.New(ctx, params, into)
+		return err
+	})
+}
+
+// send makes one request and decodes its answer as a T. The SDK hands over the raw
+// body (it decodes only bodies labelled JSON, and some compatible servers and
+// proxies label theirs otherwise).
+func send[T any](ctx context.Context, c *Client, what string, call func(into option.RequestOption) error) (*T, error) {
 	var raw []byte
-	_, err := c.embed.New(ctx, params, option.WithResponseBodyInto(&raw))
-	if err != nil {
+	if err := call(option.WithResponseBodyInto(&raw)); err != nil {
 		return nil, c.classify(ctx, err)
 	}
-	var out openai.CreateEmbeddingResponse
+	var out T
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &Error{Class: ClassMalformed, Message: "the answer is not an embeddings list", Cause: err}
+		return nil, &Error{Class: ClassMalformed, Message: "the answer is not " + what, Cause: err}
 	}
 	return &out, nil
 }

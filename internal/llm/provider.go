@@ -190,12 +190,12 @@ func (p *Provider) Model(purpose Purpose) string {
 // answer that does not match it (or was cut at MaxTokens, or refused) is an
 // ErrMalformed error, returned with the Answer that was paid for.
 func (p *Provider) Complete(ctx context.Context, req Request) (Answer, error) {
+	if len(req.Messages) == 0 {
+		return Answer{}, errors.New("llm: a chat completion needs a message")
+	}
 	model, err := p.admit(ctx, req.Bill, req.Model)
 	if err != nil {
 		return Answer{}, err
-	}
-	if len(req.Messages) == 0 {
-		return Answer{}, errors.New("llm: a chat completion needs a message")
 	}
 	params := p.chatParams(req, model)
 	var cc *openai.ChatCompletion
@@ -359,9 +359,13 @@ func (p *Provider) chatParams(req Request, model string) openai.ChatCompletionNe
 	return params
 }
 
+// maxRetryWait is the longest wait a call sits out itself; a provider asking for a
+// longer one gets its transient error back to the caller at once, Retry-After and all.
+const maxRetryWait = 30 * time.Second
+
 // withRetries runs one call, retrying a transient failure with exponential backoff
 // (at least the provider's Retry-After) up to LOOM_LLM_MAX_ATTEMPTS, while the
-// caller's deadline leaves room for the wait. Each attempt holds one of the
+// caller's deadline leaves room for the wait and the wait is under maxRetryWait. Each attempt holds one of the
 // process's LOOM_LLM_CONCURRENCY slots; a wait holds none.
 func (p *Provider) withRetries(ctx context.Context, purpose Purpose, model string, call func(context.Context) error) (int, error) {
 	bo := backoff.NewExponentialBackOff()
@@ -393,7 +397,7 @@ func (p *Provider) withRetries(ctx context.Context, purpose Purpose, model strin
 			return attempt, err
 		}
 		wait := max(bo.NextBackOff(), e.RetryAfter)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		if dl, ok := ctx.Deadline(); (ok && time.Until(dl) < wait) || wait > maxRetryWait {
 			return attempt, err
 		}
 		p.log.Debug("model call failed transiently; retrying", "purpose", purpose, "model", model, "attempt", attempt, "retry_in", wait, "err", err)

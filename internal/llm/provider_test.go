@@ -209,15 +209,29 @@ func TestRateLimitedThenAnsweredLosesNothing(t *testing.T) {
 	}
 }
 
-func TestARetryAfterPastTheDeadlineIsNotWaited(t *testing.T) {
-	f := newFixture(t, nil)
-	f.srv.Reply(llmtest.Status(503, "overloaded").WithRetryAfter(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := f.p.Complete(ctx, extraction("ns"))
-	var e *llm.Error
-	if !errors.As(err, &e) || e.Class != llm.ClassTransient || e.RetryAfter != time.Hour || len(f.srv.Chats()) != 1 || ctx.Err() != nil {
-		t.Fatalf("%v (%d requests): want the transient error at once, with the provider's Retry-After for the caller", err, len(f.srv.Chats()))
+func TestALongRetryAfterIsLeftToTheCaller(t *testing.T) {
+	for name, tc := range map[string]struct {
+		retryAfter time.Duration
+		deadline   time.Duration // 0: none
+	}{
+		"past the deadline":  {retryAfter: 15 * time.Second, deadline: 10 * time.Second},
+		"longer than a call": {retryAfter: time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.srv.Reply(llmtest.Status(503, "overloaded").WithRetryAfter(tc.retryAfter))
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			_, err := f.p.Complete(ctx, extraction("ns"))
+			var e *llm.Error
+			if !errors.As(err, &e) || e.Class != llm.ClassTransient || e.RetryAfter != tc.retryAfter || len(f.srv.Chats()) != 1 || ctx.Err() != nil {
+				t.Fatalf("%v (%d requests): want the transient error at once, with the provider's Retry-After for the caller", err, len(f.srv.Chats()))
+			}
+		})
 	}
 }
 
