@@ -137,7 +137,9 @@ func TestStructuredAnswerIsDecodedAndBilled(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Reply(llmtest.JSON(map[string]any{"facts": []any{map[string]any{"key": "user.city", "value": "Lisbon"}}}).WithUsage(1000, 250))
 	var out facts
-	ans, err := f.p.CompleteJSON(context.Background(), extraction("travel"), &out)
+	req := extraction("travel")
+	req.ReasoningEffort = "low"
+	ans, err := f.p.CompleteJSON(context.Background(), req, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +150,10 @@ func TestStructuredAnswerIsDecodedAndBilled(t *testing.T) {
 	if want := 0.0015; math.Abs(ans.Usage.CostUSD-want) > 1e-12 || ans.Usage.PromptTokens != 1000 || ans.Attempts != 1 {
 		t.Fatalf("usage %+v attempts %d, want $%v over 1000+250 tokens in one attempt", ans.Usage, ans.Attempts, want)
 	}
-	req := f.srv.Chats()[0]
-	if req.Model != "model-extract" || req.SchemaName != "facts" || !req.Strict || req.MaxCompletionTokens != 500 ||
-		len(req.Messages) != 2 || req.Messages[0].Role != "system" || !req.Contains("Lisbon") {
-		t.Fatalf("the provider sent %+v", req)
+	sent := f.srv.Chats()[0]
+	if sent.Model != "model-extract" || sent.SchemaName != "facts" || !sent.Strict || sent.MaxCompletionTokens != 500 || sent.ReasoningEffort != "low" ||
+		len(sent.Messages) != 2 || sent.Messages[0].Role != "system" || !sent.Contains("Lisbon") {
+		t.Fatalf("the provider sent %+v", sent)
 	}
 	charges := f.ledger.all()
 	if len(charges) != 1 || charges[0].Org != "acme" || charges[0].Namespace != "travel" || charges[0].Purpose != llm.PurposeExtraction ||
