@@ -69,7 +69,7 @@ func runDev(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	printBanner(ln.Addr().String(), token, stack, cfg.Pipeline.Topic, envFile)
+	printBanner(ln.Addr().String(), token, stack, cfg.Pipeline.Topic, envFile, llmBanner(cfg.LLM))
 	err = n.Run(ctx, ln)
 	if ctx.Err() != nil {
 		return nil
@@ -115,7 +115,7 @@ func writeDevEnv(file string, cfg config.Config, stack *devstack.Stack, token st
 	return nil
 }
 
-func printBanner(addr, token string, stack *devstack.Stack, topic, envFile string) {
+func printBanner(addr, token string, stack *devstack.Stack, topic, envFile, models string) {
 	host := addr
 	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 		host = "localhost:" + p
@@ -146,6 +146,8 @@ Loom is running at %[1]s (org "dev")
   # token, the stores' addresses and ports (LOOM_DEV_PG_PORT, LOOM_DEV_CH_PORT)
   set -a; . %[7]s; set +a
 
+%[8]s
+
 Ctrl-C stops Loom and its stores; data stays in .loom/ for the next run.
-`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic, envFile)
+`, base, token, stack.Postgres.Psql(), stack.ClickHouse.Client(), strings.Join(stack.Kafka.Brokers(), ","), topic, envFile, models)
 }

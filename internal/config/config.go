@@ -36,6 +36,7 @@ type Config struct {
 	Query     Query
 	Relay     Relay
 	Projector Projector
+	LLM       LLM // LOOM_LLM_*: the model provider
 }
 
 // Boot is what a process does before it serves.
@@ -249,6 +250,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		Query:      readQuery(r),
 		Relay:      readRelay(r),
 		Projector:  readProjector(r),
+		LLM:        readLLM(r),
 		LogLevel:   r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	roles, err := ParseRoles(r.str("LOOM_ROLES", AllRoles().String()))
@@ -414,7 +416,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.LLM.Validate())
 }
 
 // Validate checks the listener.
@@ -635,4 +637,26 @@ func (r *reader) bool(name string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+func readLLM(r *reader) LLM {
+	return LLM{
+		BaseURL:               r.str("LOOM_LLM_BASE_URL", ""),
+		APIKey:                r.str("LOOM_LLM_API_KEY", ""),
+		Model:                 r.str("LOOM_LLM_MODEL", ""),
+		ExtractionModel:       r.str("LOOM_EXTRACTION_MODEL", ""),
+		ConflictResolverModel: r.str("LOOM_CONFLICT_RESOLVER_MODEL", ""),
+		AskModel:              r.str("LOOM_ASK_MODEL", ""),
+		EntityExtractorModel:  r.str("LOOM_ENTITY_EXTRACTOR_MODEL", ""),
+		EmbeddingModel:        r.str("LOOM_LLM_EMBEDDING_MODEL", "text-embedding-3-small"),
+		ReasoningEffort:       r.str("LOOM_LLM_OPENAI_REASONING_EFFORT", ""),
+		Timeout:               r.ms("LOOM_LLM_TIMEOUT_MS", 60000),
+		Concurrency:           r.int("LOOM_LLM_CONCURRENCY", 8),
+		MaxAttempts:           r.int("LOOM_LLM_MAX_ATTEMPTS", 3),
+		RetryBase:             r.ms("LOOM_LLM_RETRY_BASE_MS", 500),
+		Prices:                r.prices("LOOM_LLM_PRICES", defaultLLMPrices),
+		DefaultPrice:          r.price("LOOM_LLM_DEFAULT_PRICE", defaultLLMPrice),
+		DailyCostCapUSD:       r.float("LOOM_DEFAULT_DAILY_COST_CAP_USD", 1),
+		ResolverCapShare:      r.float("LOOM_MEMORY_CONFLICT_RESOLVER_CAP_SHARE", 0.25),
+	}
 }

@@ -1,21 +1,22 @@
 package embed
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/loomplane/loom/internal/llm"
 )
 
 // ErrEmbedderUnavailable marks a failure worth retrying later: the provider
-// answered 429 or 5xx, or could not be reached or timed out. The HTTP layer
+// answered 408, 409, 429 or 5xx, or could not be reached or timed out (the model
+// provider's transient class, internal/llm). The HTTP layer
 // maps it to a retryable 503.
 var ErrEmbedderUnavailable = errors.New("embedder unavailable")
 
@@ -23,9 +24,6 @@ const (
 	defaultBaseURL   = "https://api.openai.com"
 	defaultTimeout   = 30 * time.Second
 	defaultBatchSize = 256
-	// maxErrorBody bounds how much of an error response is read; only its
-	// message is reported.
-	maxErrorBody = 64 << 10
 )
 
 // OpenAIConfig configures an OpenAI-compatible embeddings endpoint.
@@ -46,11 +44,12 @@ type OpenAIConfig struct {
 	BatchSize int
 }
 
-// OpenAI embeds through any OpenAI-compatible POST /v1/embeddings endpoint.
+// OpenAI embeds through any OpenAI-compatible POST /v1/embeddings endpoint, with
+// the model provider's client (the official openai-go one), one attempt per batch:
+// a transient failure is ErrEmbedderUnavailable and its caller's to retry.
 type OpenAI struct {
-	cfg      OpenAIConfig
-	endpoint string
-	client   *http.Client
+	cfg    OpenAIConfig
+	client *llm.Client
 	// dim is cfg.Dim, or the length learned from the first response; it is
 	// read and set concurrently by parallel Embed calls.
 	dim atomic.Int64
@@ -70,22 +69,15 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout
 	}
-	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	base := strings.TrimSpace(cfg.BaseURL)
 	if base == "" {
 		base = defaultBaseURL
 	}
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("embed: openai base URL %q must start with http:// or https://", cfg.BaseURL)
+	client, err := llm.NewClient(llm.Endpoint{BaseURL: base, APIKey: cfg.APIKey, Timeout: cfg.Timeout, HTTPClient: cfg.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("embed: openai: %w", err)
 	}
-	endpoint := base + "/v1/embeddings"
-	if strings.HasSuffix(base, "/v1") {
-		endpoint = base + "/embeddings"
-	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{}
-	}
-	e := &OpenAI{cfg: cfg, endpoint: endpoint, client: client}
+	e := &OpenAI{cfg: cfg, client: client}
 	e.dim.Store(int64(cfg.Dim))
 	return e, nil
 }
@@ -113,136 +105,43 @@ func (e *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	return out, nil
 }
 
-type embeddingsRequest struct {
-	Model      string   `json:"model"`
-	Input      []string `json:"input"`
-	Dimensions int      `json:"dimensions,omitempty"`
-}
-
-type embeddingsResponse struct {
-	Data []struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
-	} `json:"data"`
-}
-
-// errorResponse is the OpenAI error shape; some compatible servers send a
-// plain string or a top-level message instead.
-type errorResponse struct {
-	Error   json.RawMessage `json:"error"`
-	Message string          `json:"message"`
-}
-
 func (e *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
-	body, err := json.Marshal(embeddingsRequest{Model: e.cfg.Model, Input: texts, Dimensions: e.cfg.Dim})
+	params := openai.EmbeddingNewParams{Model: e.cfg.Model, Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts}}
+	if e.cfg.Dim > 0 {
+		params.Dimensions = openai.Int(int64(e.cfg.Dim))
+	}
+	res, err := e.client.Embeddings(ctx, params)
+	if errors.Is(err, llm.ErrTransient) {
+		return nil, fmt.Errorf("%w: %w", ErrEmbedderUnavailable, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("encoding request: %w", err)
+		return nil, err
 	}
-	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, e.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("building request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if e.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			// The caller gave up; the provider is not to blame.
-			return nil, fmt.Errorf("POST %s: %w", e.endpoint, ctx.Err())
-		}
-		return nil, fmt.Errorf("POST %s: %w: %w", e.endpoint, ErrEmbedderUnavailable, err)
-	}
-	defer resp.Body.Close()
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		msg := providerMessage(raw)
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-			return nil, fmt.Errorf("POST %s: %w: HTTP %d: %s", e.endpoint, ErrEmbedderUnavailable, resp.StatusCode, msg)
-		}
-		return nil, fmt.Errorf("POST %s: HTTP %d: %s", e.endpoint, resp.StatusCode, msg)
-	}
-
-	var parsed embeddingsResponse
-	if err := json.NewDecoder(resp.Body).Decode(&parsed); err != nil {
-		if ctx.Err() == nil && reqCtx.Err() != nil {
-			return nil, fmt.Errorf("reading response: %w: %w", ErrEmbedderUnavailable, err)
-		}
-		return nil, fmt.Errorf("decoding response: %w", err)
-	}
-	return e.collect(texts, parsed)
+	return e.collect(texts, res.Data)
 }
 
-// collect puts the vectors back in input order (data[i].index, not the
-// position in data, says which input a vector belongs to), checks their
-// dimension and normalises them.
-func (e *OpenAI) collect(texts []string, parsed embeddingsResponse) ([][]float32, error) {
-	if len(parsed.Data) != len(texts) {
-		return nil, fmt.Errorf("response has %d embeddings for %d inputs", len(parsed.Data), len(texts))
+// collect puts the vectors in input order, checks their dimension and normalises
+// them.
+func (e *OpenAI) collect(texts []string, data []openai.Embedding) ([][]float32, error) {
+	out, err := llm.Vectors(data, len(texts))
+	if err != nil {
+		return nil, err
 	}
-	out := make([][]float32, len(texts))
-	for _, d := range parsed.Data {
-		if d.Index < 0 || d.Index >= len(texts) {
-			return nil, fmt.Errorf("response has embedding index %d for %d inputs", d.Index, len(texts))
-		}
-		if out[d.Index] != nil {
-			return nil, fmt.Errorf("response has embedding index %d twice", d.Index)
-		}
-		if len(d.Embedding) == 0 {
-			return nil, fmt.Errorf("response has an empty embedding at index %d", d.Index)
-		}
+	for i, v := range out {
 		want := int(e.dim.Load())
 		if want == 0 {
 			// First response of an unconfigured dimension: adopt it, unless
 			// a concurrent call adopted another one first.
-			if e.dim.CompareAndSwap(0, int64(len(d.Embedding))) {
-				want = len(d.Embedding)
+			if e.dim.CompareAndSwap(0, int64(len(v))) {
+				want = len(v)
 			} else {
 				want = int(e.dim.Load())
 			}
 		}
-		if len(d.Embedding) != want {
-			return nil, fmt.Errorf("embedding %d has %d dimensions, want %d", d.Index, len(d.Embedding), want)
+		if len(v) != want {
+			return nil, fmt.Errorf("embedding %d has %d dimensions, want %d", i, len(v), want)
 		}
-		Normalize(d.Embedding)
-		out[d.Index] = d.Embedding
+		Normalize(v)
 	}
 	return out, nil
-}
-
-// providerMessage extracts the provider's error message from an error body,
-// falling back to the (trimmed) body itself.
-func providerMessage(raw []byte) string {
-	var er errorResponse
-	if json.Unmarshal(raw, &er) == nil {
-		var obj struct {
-			Message string `json:"message"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(er.Error, &obj) == nil && obj.Message != "":
-			return obj.Message
-		case json.Unmarshal(er.Error, &s) == nil && s != "":
-			return s
-		case er.Message != "":
-			return er.Message
-		}
-	}
-	msg := strings.TrimSpace(string(raw))
-	if msg == "" {
-		return "(empty response body)"
-	}
-	const maxLen = 512
-	if len(msg) > maxLen {
-		cut := maxLen
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return msg
 }

@@ -84,6 +84,7 @@ func Tables() []Table {
 			Why: "where the records a projection could not apply are on the topic, and why: seqs, offsets and reasons, no content"},
 		{Store: Postgres, Name: "loom.namespaces", Class: NoMemoryContent, Why: "namespace policy an admin wrote"},
 		{Store: Postgres, Name: "loom.blacklist", Class: NoMemoryContent, Why: "patterns an admin wrote"},
+		{Store: Postgres, Name: "loom.llm_spend", Class: NoMemoryContent, Why: "model call tokens and cost per namespace and day"},
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent, Why: "credential hashes; a token bound to a user is revoked by an operator"},
 		{Store: Postgres, Name: "loom.authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: Postgres, Name: "loom.pg_migrations", Class: NoMemoryContent, Why: "the migration ledger"},

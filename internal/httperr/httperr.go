@@ -17,6 +17,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -76,6 +77,14 @@ const (
 	CodeGroupActive        = "CONSUMER_GROUP_ACTIVE"      // 409
 	CodeMigrationsPending  = "MIGRATIONS_PENDING"         // 503
 	CodeInternal           = "INTERNAL"                   // 500
+
+	// The model-backed routes' (see LLM). The seeds name no code for these.
+	CodeLLMNotConfigured    = "LLM_NOT_CONFIGURED"     // 503: set the provider's settings
+	CodeLLMUnavailable      = "LLM_UNAVAILABLE"        // 503: transient; retry
+	CodeLLMProviderRejected = "LLM_PROVIDER_REJECTED"  // 503: the provider refused the key or the model
+	CodeLLMRequestRefused   = "LLM_REQUEST_REFUSED"    // 422: the provider refused this request
+	CodeLLMBadAnswer        = "LLM_BAD_ANSWER"         // 502: the model's answer was unusable; retry
+	CodeCostCapReached      = "DAILY_COST_CAP_REACHED" // 429: until the day (UTC) ends
 )
 
 // New makes an error with a status and code.
@@ -154,6 +163,10 @@ func classify(err error) *Error {
 	var he *Error
 	if errors.As(err, &he) {
 		return he
+	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		return LLM(le)
 	}
 	var fe *memrow.FieldError
 	if errors.As(err, &fe) {

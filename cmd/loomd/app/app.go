@@ -25,6 +25,8 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/llm"
+	"github.com/loomplane/loom/internal/llm/spend"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -44,6 +46,7 @@ type Process struct {
 	CH       *ch.Conn
 	Metrics  *metrics.Registry
 	Embedder embed.Embedder
+	LLM      *llm.Provider // model calls; without LOOM_LLM_BASE_URL each answers LLM_NOT_CONFIGURED
 	Tokens   *auth.Store
 	HTTP     *fiber.App
 	// Command is the write side, built when the process runs the command role.
@@ -126,6 +129,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		}
 	}
 	if p.Embedder, err = embed.New(cfg.Embedder); err != nil {
+		return nil, err
+	}
+	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log}); err != nil {
 		return nil, err
 	}
 	p.Tokens = auth.NewStore(p.PG)

@@ -1,0 +1,151 @@
+package llmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recorder is a testing.TB that keeps what the server reports, so a test can check
+// that a script error fails the test it belongs to.
+type recorder struct {
+	testing.TB
+	errs     []string
+	cleanups []func()
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *recorder) finish() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+func post(t *testing.T, url string, body any) (int, map[string]any, http.Header) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	res, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out, res.Header
+}
+
+func chatBody(schema map[string]any) map[string]any {
+	return map[string]any{"model": "m", "messages": []any{map[string]any{"role": "user", "content": "hi"}},
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "s", "strict": true, "schema": schema}}}
+}
+
+var objectSchema = map[string]any{"type": "object", "additionalProperties": false, "required": []any{"n"},
+	"properties": map[string]any{"n": map[string]any{"type": "integer"}}}
+
+func TestAScriptThatBreaksTheSchemaFailsItsTest(t *testing.T) {
+	rec := &recorder{TB: t}
+	s := New(rec)
+	s.Reply(JSON(map[string]any{"n": "not a number"}))
+	status, _, _ := post(t, s.URL+"/chat/completions", chatBody(objectSchema))
+	rec.finish()
+	if status != 500 || len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "does not match the request's schema") {
+		t.Fatalf("status %d, reported %q: want a 500 and the test failed", status, rec.errs)
+	}
+}
+
+func TestAnUnscriptedRequestFailsItsTest(t *testing.T) {
+	rec := &recorder{TB: t}
+	s := New(rec)
+	status, _, _ := post(t, s.URL+"/chat/completions", chatBody(objectSchema))
+	rec.finish()
+	if status != 500 || len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "unscripted") {
+		t.Fatalf("status %d, reported %q", status, rec.errs)
+	}
+}
+
+func TestASchemaStrictModeRefusesIsRefusedAsOpenAIDoes(t *testing.T) {
+	s := New(t)
+	loose := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}}
+	status, body, _ := post(t, s.URL+"/chat/completions", chatBody(loose))
+	msg, _ := body["error"].(map[string]any)["message"].(string)
+	if status != 400 || !strings.Contains(msg, "Invalid schema") {
+		t.Fatalf("status %d %v", status, body)
+	}
+}
+
+func TestQueuedRepliesMatchByPredicateAndErrorsCarryRetryAfter(t *testing.T) {
+	s := New(t)
+	s.ReplyWhen(func(r ChatRequest) bool { return r.Contains("second") }, JSON(map[string]any{"n": 2}))
+	s.Reply(Status(429, "slow down").WithRetryAfter(1500*time.Millisecond), JSON(map[string]any{"n": 1}))
+	ask := func(text string) (int, map[string]any, http.Header) {
+		b := chatBody(objectSchema)
+		b["messages"] = []any{map[string]any{"role": "user", "content": text}}
+		return post(t, s.URL+"/chat/completions", b)
+	}
+	if status, _, h := ask("first"); status != 429 || h.Get("Retry-After") != "2" || h.Get("Retry-After-Ms") != "1500" {
+		t.Fatalf("first: %d %v", status, h)
+	}
+	_, body, _ := ask("second")
+	content := body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"]
+	if content != `{"n":2}` {
+		t.Fatalf("second got %v, want the answer its predicate picked", content)
+	}
+	_, body, _ = ask("first again")
+	usage := body["usage"].(map[string]any)
+	if c := body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"]; c != `{"n":1}` || usage["total_tokens"].(float64) <= 0 {
+		t.Fatalf("third got %v %v", c, usage)
+	}
+	if r := s.Requests(); len(r) != 3 || r[0].Status != 429 || r[1].Chat.Text() != "second\n" {
+		t.Fatalf("record %+v", r)
+	}
+}
+
+// Only tests import llmtest: the module's non-test code outside tests/ never does.
+func TestOnlyTestsImportTheScriptedServer(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	const self = "github.com/loomplane/loom/internal/llm/llmtest"
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", ".loom", "node_modules", "tests":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); path == self {
+				t.Errorf("%s imports llmtest; only tests may", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the walk did not start at the module root: %v", err)
+	}
+}
