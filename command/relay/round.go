@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,10 +32,17 @@ func (o outboxRow) ns() string { return o.org + "/" + o.namespace }
 // whose oldest row Kafka refused before sends that row alone first (a broker refuses
 // a whole partition batch, so only alone does a refusal name its record); a
 // namespace waiting out a refusal's backoff is left out of the round altogether.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	rows, err := r.read(ctx, r.waiting(time.Now()))
+// conn is the relay's lock session: the batch and, with WaitForStandbys, the check
+// that the standbys hold it are read there, from one server.
+func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+	rows, err := r.read(ctx, conn, r.waiting(time.Now()))
 	if err != nil || len(rows) == 0 {
 		return 0, err
+	}
+	if r.cfg.WaitForStandbys {
+		if err := r.awaitDurable(ctx, conn, len(rows)); err != nil {
+			return 0, err
+		}
 	}
 	rest, err := r.retryRefused(ctx, rows)
 	if err != nil {
@@ -247,11 +255,11 @@ func refused(err error) bool {
 	return false
 }
 
-func (r *Relay) read(ctx context.Context, skip []string) ([]outboxRow, error) {
+func (r *Relay) read(ctx context.Context, conn *pgxpool.Conn, skip []string) ([]outboxRow, error) {
 	if skip == nil {
 		skip = []string{}
 	}
-	qrows, err := r.pool.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
+	qrows, err := conn.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
 		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
 		ORDER BY id LIMIT $1`, r.cfg.BatchRows, skip)
 	if err != nil {

@@ -128,6 +128,9 @@ func (n *Node) handleHealth(c *fiber.Ctx) error {
 			if rep, err := pg.ReadReplication(ctx, n.PG); err == nil {
 				pgState["replication"] = rep
 			}
+			if r := n.relay.Load(); r != nil {
+				pgState["relay"] = r.Held()
+			}
 			body["postgres"] = pgState
 		}
 	}

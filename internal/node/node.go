@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -57,6 +58,7 @@ type Node struct {
 	ProjectorFaults projector.Faults
 
 	watermarkWake *pg.Listener
+	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	projector     *projectorSwitch
 	migrations    migrationState
 }
@@ -276,7 +278,9 @@ func (n *Node) RunRelay(ctx context.Context) error {
 	defer stop()
 	go wake.Run(lctx)
 	r := relay.New(relay.Config{BatchRows: n.Cfg.OutboxBatch, Poll: n.Cfg.OutboxPoll, MaxAttempts: n.Cfg.OutboxMaxAttempts,
-		EventSource: n.Cfg.EventSource, Grace: n.Cfg.ShutdownGrace}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+		EventSource: n.Cfg.EventSource, Grace: n.Cfg.ShutdownGrace,
+		WaitForStandbys: n.Cfg.PGDurability == config.DurabilitySynchronous}, n.PG, producer, wake, n.Metrics, n.Log, n.RelayFaults)
+	n.relay.Store(r)
 	return r.Run(ctx)
 }
 
