@@ -230,30 +230,14 @@ func (p *Postgres) StartDetached(ctx context.Context) error {
 // on a new timeline, serving and accepting writes from exactly the WAL it had
 // received, as an HA manager's failover makes it. It names no synchronous standby
 // of its own.
-func (p *Postgres) Promote(ctx context.Context) error {
+func (p *Postgres) Promote() error {
 	if p.primary == nil {
 		return errors.New("Promote: not a standby")
 	}
+	// -w returns once the control file says the cluster is in production.
 	out, err := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "-w", "-t", "60", "promote").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("promote the standby: %w\n%s", err, out)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.DSN())
-	if err != nil {
-		return fmt.Errorf("connect to the promoted standby: %w", err)
-	}
-	defer conn.Close(ctx)
-	for {
-		var recovering bool
-		if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil {
-			return fmt.Errorf("wait for the promotion: %w", err)
-		}
-		if !recovering {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	p.primary = nil // a primary now: a restart starts it as one
 	return nil

@@ -169,7 +169,7 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	if err := env.Stack.Standby.StartDetached(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Stack.Standby.Promote(ctx); err != nil {
+	if err := env.Stack.Standby.Promote(); err != nil {
 		t.Fatal(err)
 	}
 	newDSN := env.Stack.Standby.DSN()
