@@ -27,10 +27,10 @@ import (
 // past every commit the batch saw; a row committed later is not in the batch and is
 // checked with the next one. Flushed, not replayed: promotion replays every flushed
 // record before the standby serves, and replay only says what its readers see. The
-// check does not wait in Postgres (a commit's standby wait is not bounded by any
-// timeout, and a cut one leaves the wait behind on the server): it polls
-// pg_stat_replication for DurableWait, then ends the round with the batch held and
-// tries again next round. Everything on one session means the batch, the position and
+// check does not wait in Postgres, say behind a commit of its own: no timeout bounds
+// a commit's standby wait, and a cancelled one answers success with a warning, which
+// would read as durable. It polls pg_stat_replication for DurableWait, then ends the
+// round with the batch held and tries again next round. Everything on one session means the batch, the position and
 // the standbys' progress all come from the same server.
 
 // Hold reasons, as metrics and health name them.
