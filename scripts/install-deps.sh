@@ -2,6 +2,9 @@
 # Installs the Debian packages Loom's embedded stack and its README tools need, when
 # they are missing: the Postgres and ClickHouse servers `loomd dev` and the tests run
 # privately, clickhouse-client and kcat. Works as root and through sudo.
+#
+# Another apt (unattended-upgrades, a second `make deps`) holding the package locks is
+# waited for, up to LOOM_APT_LOCK_TIMEOUT seconds (default 600), instead of failing.
 set -euo pipefail
 
 packages=(postgresql clickhouse-server clickhouse-client kcat)
@@ -24,6 +27,32 @@ else
   exit 1
 fi
 
+lock_timeout=${LOOM_APT_LOCK_TIMEOUT:-600}
+apt_get() {
+  # DPkg::Lock::Timeout makes apt wait for dpkg's locks rather than fail at once.
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$lock_timeout" "$@"
+}
+
+# apt-get update takes /var/lib/apt/lists/lock, which DPkg::Lock::Timeout does not
+# cover (apt 2.6 fails at once): while another apt holds it, try again.
+update_lists() {
+  local waited=0 out
+  while true; do
+    if out=$(apt_get update -qq 2>&1); then
+      return 0
+    fi
+    if ! grep -q "Could not get lock" <<<"$out" || [ "$waited" -ge "$lock_timeout" ]; then
+      echo "$out" >&2
+      return 1
+    fi
+    if [ "$waited" -eq 0 ]; then
+      echo "install-deps: another apt holds the package lists; waiting up to ${lock_timeout}s" >&2
+    fi
+    sleep 2
+    waited=$((waited + 2))
+  done
+}
+
 echo "install-deps: installing ${missing[*]}"
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+update_lists
+apt_get install -y -qq --no-install-recommends "${missing[@]}"

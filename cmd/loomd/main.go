@@ -78,6 +78,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "loomd: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	if errors.Is(err, errHelpShown) {
+		return
+	}
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -110,13 +113,59 @@ func newLogger(level string, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// errHelpShown ends a command whose --help was printed: loomd exits 0.
+var errHelpShown = errors.New("help shown")
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		printHelp(os.Stdout, fs)
+		return errHelpShown
+	} else if err != nil {
 		return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
 	return nil
+}
+
+// printHelp prints a command's --help: its lines of the usage text and its flags.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage:\n%s", usageOf(fs.Name()))
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	fmt.Fprintln(w, "\nConfiguration is read from LOOM_* environment variables only; see deploy/CONFIG.md.")
+}
+
+// isHelp reports whether a command group (token, projector) was asked for help.
+func isHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help")
+}
+
+// usageOf is the part of the usage text about command (e.g. "token create"), or
+// about every subcommand of a group (e.g. "projector"): each entry's line and the
+// indented lines that follow it.
+func usageOf(command string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  loomd "):
+			rest := strings.TrimPrefix(line, "  loomd "+command)
+			in = len(rest) < len(line)-len("  loomd ") && (rest == "" || rest[0] == ' ')
+		case !strings.HasPrefix(line, "   "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

@@ -18,6 +18,9 @@ import (
 
 func runProjector(ctx context.Context, args []string) error {
 	switch {
+	case isHelp(args):
+		fmt.Printf("Usage:\n%s", usageOf("projector"))
+		return errHelpShown
 	case len(args) > 0 && args[0] == "reset":
 		return runProjectorReset(ctx, args[1:])
 	case len(args) > 0 && args[0] == "rebuild":

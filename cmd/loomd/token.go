@@ -18,6 +18,10 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runToken(ctx context.Context, args []string) error {
+	if isHelp(args) {
+		fmt.Printf("Usage:\n%s", usageOf("token"))
+		return errHelpShown
+	}
 	if len(args) == 0 || args[0] != "create" {
 		return usageError{errors.New("token: want `loomd token create --org ORG ...`")}
 	}

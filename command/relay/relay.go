@@ -8,6 +8,9 @@
 // MaxAttempts refusals, parked: a loom.parked placeholder takes its seq on the topic,
 // so the namespace stays gapless, and the row stays in the outbox for an operator.
 // Kafka being away is not a refusal: nothing is counted and everything waits.
+//
+// With synchronous durability only what the synchronous standbys hold is published:
+// a round's batch waits until they flushed it (durable.go).
 package relay
 
 import (
@@ -51,6 +54,9 @@ type Relay struct {
 	failed    *metrics.Counter
 	parked    *metrics.Counter
 	active    *metrics.Gauge
+	heldRows  *metrics.GaugeVec
+
+	hold holdState
 
 	// retryAt holds a namespace back until its refused head's backoff has passed.
 	// Only Run's goroutine touches it; a restart forgets it and retries at once.
@@ -62,13 +68,17 @@ type Relay struct {
 // when Run's ctx ends may finish within pipe's shutdown grace.
 func New(cfg config.Relay, pipe config.Pipeline, pool *pgxpool.Pool, producer *kgo.Client, wake *pg.Listener,
 	reg *metrics.Registry, log *slog.Logger, faults Faults) *Relay {
-	return &Relay{cfg: cfg, pipe: pipe, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
+	r := &Relay{cfg: cfg, pipe: pipe, pool: pool, producer: producer, wake: wake, log: log, faults: faults,
 		published: reg.Counter("loom_relay_published_total", "Outbox records Kafka acknowledged.").With(),
 		failed:    reg.Counter("loom_relay_produce_failures_total", "Outbox records Kafka refused or did not acknowledge.").With(),
 		parked:    reg.Counter("loom_relay_parked_total", "Outbox records parked after Kafka refused them; a loom.parked placeholder took their seq.").With(),
 		active:    reg.Gauge("loom_relay_active", "1 while this process holds the relay lock.").With(),
-		retryAt:   map[string]time.Time{},
+		heldRows: reg.Gauge("loom_relay_held_rows",
+			"Outbox rows read but held back from the topic until the synchronous standbys flush them, by reason.", "reason"),
+		retryAt: map[string]time.Time{},
 	}
+	r.resetHold()
+	return r
 }
 
 // ProducerOpts are the kgo options a relay's producer needs.
@@ -101,6 +111,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.active.Set(1)
 		err = r.publishWhileHeld(ctx, release)
 		r.active.Set(0)
+		r.resetHold() // what is held is the next holder's to read again
 		release.unlock()
 		var stop *faultStop
 		if errors.As(err, &stop) {
@@ -172,13 +183,18 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 		var n int
 		err := pg.HoldShared(rctx, h.conn, pg.LockPublishers, func() error {
 			var err error
-			n, err = r.round(rctx)
+			n, err = r.round(rctx, h.conn)
 			return err
 		})
 		roundDone()
+		r.noteRound(err)
 		var stop *faultStop
 		if errors.As(err, &stop) {
 			return err
+		}
+		var held *errHeld
+		if errors.As(err, &held) {
+			err, n = nil, 0 // not a failure: the standbys are behind or away; read again after the poll
 		}
 		if err != nil {
 			if ctx.Err() != nil {

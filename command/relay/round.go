@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,10 +24,17 @@ func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 // whose oldest row Kafka refused before sends that row alone first (a broker refuses
 // a whole partition batch, so only alone does a refusal name its record); a
 // namespace waiting out a refusal's backoff is left out of the round altogether.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	rows, err := r.read(ctx, r.waiting(time.Now()))
+// conn is the relay's lock session: the batch and, with WaitForStandbys, the check
+// that the standbys hold it are read there, from one server.
+func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+	rows, err := r.read(ctx, conn, r.waiting(time.Now()))
 	if err != nil || len(rows) == 0 {
 		return 0, err
+	}
+	if r.cfg.WaitForStandbys {
+		if err := r.awaitDurable(ctx, conn, len(rows)); err != nil {
+			return 0, err
+		}
 	}
 	rest, err := r.retryRefused(ctx, rows)
 	if err != nil {
@@ -237,8 +245,8 @@ func refused(err error) bool {
 	return false
 }
 
-func (r *Relay) read(ctx context.Context, skip []string) ([]outboxRow, error) {
-	pending, err := outbox.ReadPending(ctx, r.pool, r.cfg.BatchRows, skip)
+func (r *Relay) read(ctx context.Context, conn *pgxpool.Conn, skip []string) ([]outboxRow, error) {
+	pending, err := outbox.ReadPending(ctx, conn, r.cfg.BatchRows, skip)
 	if err != nil {
 		return nil, err
 	}

@@ -156,6 +156,12 @@ type Relay struct {
 	BatchRows   int           // LOOM_OUTBOX_BATCH_ROWS: rows per round
 	MaxAttempts int           // LOOM_OUTBOX_MAX_ATTEMPTS: refusals before a record is parked
 	Poll        time.Duration // LOOM_OUTBOX_POLL_MS: the fallback wake-up when no NOTIFY arrives
+	// DurableWait (LOOM_RELAY_DURABLE_WAIT_MS) is how long a round waits for the
+	// synchronous standbys to flush its batch before it ends with the batch held.
+	DurableWait time.Duration
+	// WaitForStandbys publishes a round only once the synchronous standbys flushed it.
+	// It is no setting of its own: the wiring sets it from LOOM_PG_DURABILITY.
+	WaitForStandbys bool
 }
 
 // Projector is the projection's consumers.
@@ -373,6 +379,7 @@ func readRelay(r *reader) Relay {
 		BatchRows:   r.int("LOOM_OUTBOX_BATCH_ROWS", 500),
 		MaxAttempts: r.int("LOOM_OUTBOX_MAX_ATTEMPTS", 10),
 		Poll:        r.ms("LOOM_OUTBOX_POLL_MS", 1000),
+		DurableWait: r.ms("LOOM_RELAY_DURABLE_WAIT_MS", 1000),
 	}
 }
 
@@ -519,8 +526,8 @@ func (q Query) Validate() error {
 
 // Validate checks the relay's settings.
 func (r Relay) Validate() error {
-	if r.BatchRows < 1 || r.MaxAttempts < 1 || r.Poll <= 0 {
-		return errors.New("LOOM_OUTBOX_BATCH_ROWS, LOOM_OUTBOX_MAX_ATTEMPTS and LOOM_OUTBOX_POLL_MS must be positive")
+	if r.BatchRows < 1 || r.MaxAttempts < 1 || r.Poll <= 0 || r.DurableWait <= 0 {
+		return errors.New("LOOM_OUTBOX_BATCH_ROWS, LOOM_OUTBOX_MAX_ATTEMPTS, LOOM_OUTBOX_POLL_MS and LOOM_RELAY_DURABLE_WAIT_MS must be positive")
 	}
 	return nil
 }

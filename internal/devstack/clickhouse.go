@@ -23,7 +23,7 @@ type ClickHouse struct {
 	log io.Writer
 
 	cmd      *exec.Cmd
-	exited   chan struct{}
+	exited   <-chan struct{}
 	TCPPort  int // native protocol: clickhouse-go and clickhouse-client
 	HTTPPort int
 }
@@ -144,13 +144,13 @@ func (c *ClickHouse) Start(ctx context.Context) error {
 		return fmt.Errorf("open ClickHouse stdout log: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	// SIGTERM, its orderly shutdown, when loomd dies (startTied).
+	exited, err := startTied(cmd, syscall.SIGTERM, func() { out.Close() })
+	if err != nil {
 		out.Close()
 		return fmt.Errorf("start ClickHouse: %w", err)
 	}
-	c.cmd = cmd
-	c.exited = make(chan struct{})
-	go func() { cmd.Wait(); out.Close(); close(c.exited) }()
+	c.cmd, c.exited = cmd, exited
 	if err := c.waitReady(ctx, 90*time.Second); err != nil {
 		c.Stop()
 		return err
@@ -191,7 +191,8 @@ func chPing(ctx context.Context, addr string) error {
 }
 
 // killLeftover stops a server a killed `loomd dev` left running over this data
-// directory: ClickHouse records its pid in <path>/status and refuses a second server.
+// directory (one from before servers died with their parent): ClickHouse records its
+// pid in <path>/status and refuses a second server.
 func (c *ClickHouse) killLeftover() {
 	b, err := os.ReadFile(filepath.Join(c.dir, "data", "status"))
 	if err != nil {

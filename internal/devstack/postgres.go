@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,9 +32,10 @@ type Postgres struct {
 	// primary makes this cluster a streaming standby of it, connecting as standbyName.
 	primary *Postgres
 
-	bin  string
-	as   *runAs
-	Port int
+	bin    string
+	as     *runAs
+	exited <-chan struct{} // closed once the server started last has exited
+	Port   int
 }
 
 // StandbyName is the application_name a devstack standby streams as, and what the
@@ -88,7 +90,8 @@ func (p *Postgres) start(ctx context.Context, extra ...string) error {
 			return err
 		}
 	}
-	// A server left running by a killed `loomd dev` holds the data directory.
+	// A server left running by a killed `loomd dev` (one from before servers died
+	// with their parent, or one whose parent-death signal was lost) holds the data directory.
 	if p.running() {
 		logf(p.log, "stopping a Postgres left running on %s", p.data())
 		if err := p.Stop(); err != nil {
@@ -103,27 +106,74 @@ func (p *Postgres) start(ctx context.Context, extra ...string) error {
 	if err := p.as.own(p.dir); err != nil {
 		return err
 	}
-	opts := []string{
-		"-p " + strconv.Itoa(p.Port),
-		"-c listen_addresses=127.0.0.1",
-		"-c unix_socket_directories=''",
-		"-c max_connections=200",
-		"-c shared_buffers=128MB",
+	settings := []string{
+		"listen_addresses=127.0.0.1",
+		"unix_socket_directories=",
+		"max_connections=200",
+		"shared_buffers=128MB",
 	}
 	if !p.durable {
-		opts = append(opts, "-c fsync=off", "-c full_page_writes=off")
+		settings = append(settings, "fsync=off", "full_page_writes=off")
 	}
-	opts = append(opts, extra...)
+	args := []string{"-D", p.data(), "-p", strconv.Itoa(p.Port)}
+	for _, s := range append(settings, extra...) {
+		args = append(args, "-c", s)
+	}
 	logf(p.log, "starting Postgres (%s) on 127.0.0.1:%d", bin, p.Port)
-	cmd := p.as.command(filepath.Join(bin, "pg_ctl"), "-D", p.data(), "-l", filepath.Join(p.dir, "server.log"),
-		"-o", strings.Join(opts, " "), "-w", "-t", "60", "start")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("start Postgres: %w\n%s\n%s", err, out, tail(filepath.Join(p.dir, "server.log"), 20))
+	logFile := filepath.Join(p.dir, "server.log")
+	out, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open the Postgres log: %w", err)
+	}
+	// The postmaster itself is the child (pg_ctl would start it detached), so it gets
+	// the parent-death signal: SIGINT is a fast shutdown, committed data kept.
+	cmd := p.as.command(filepath.Join(bin, "postgres"), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// Its own process group: Ctrl-C in the terminal reaches loomd, which stops the
+	// server in order, instead of reaching the server directly.
+	cmd.SysProcAttr.Setpgid = true
+	exited, err := startTied(cmd, syscall.SIGINT, func() { out.Close() })
+	if err != nil {
+		out.Close()
+		return fmt.Errorf("start Postgres: %w", err)
+	}
+	p.exited = exited
+	if err := p.waitReady(ctx, cmd.Process.Pid, 60*time.Second); err != nil {
+		return fmt.Errorf("start Postgres: %w\n%s", err, tail(logFile, 20))
 	}
 	if p.primary != nil {
 		return nil // read-only: the database comes from the primary
 	}
 	return p.createDatabase(ctx)
+}
+
+// waitReady waits until the postmaster of pid says, in postmaster.pid, that it accepts
+// connections (a primary "ready", a hot standby "standby"), as pg_ctl -w does.
+func (p *Postgres) waitReady(ctx context.Context, pid int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if b, err := os.ReadFile(filepath.Join(p.data(), "postmaster.pid")); err == nil {
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 7 && strings.TrimSpace(lines[0]) == strconv.Itoa(pid) {
+				if st := strings.TrimSpace(lines[7]); st == "ready" || st == "standby" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-p.exited:
+			return errors.New("the server exited during start")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server did not accept connections within %s", limit)
+		}
+	}
 }
 
 // initialise creates the data directory: initdb for a primary; for a standby, a base
@@ -173,7 +223,24 @@ func (p *Postgres) StartDetached(ctx context.Context) error {
 	if p.primary == nil {
 		return errors.New("StartDetached: not a standby")
 	}
-	return p.start(ctx, "-c primary_conninfo=''")
+	return p.start(ctx, "primary_conninfo=")
+}
+
+// Promote ends a running standby's recovery (pg_ctl promote): it becomes a primary
+// on a new timeline, serving and accepting writes from exactly the WAL it had
+// received, as an HA manager's failover makes it. It names no synchronous standby
+// of its own.
+func (p *Postgres) Promote() error {
+	if p.primary == nil {
+		return errors.New("Promote: not a standby")
+	}
+	// -w returns once the control file says the cluster is in production.
+	out, err := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "-w", "-t", "60", "promote").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("promote the standby: %w\n%s", err, out)
+	}
+	p.primary = nil // a primary now: a restart starts it as one
+	return nil
 }
 
 // DSNForDatabase is the connection string of another database of the cluster.
@@ -218,6 +285,9 @@ func (p *Postgres) Stop() error {
 	out, err := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "-m", "fast", "-w", "-t", "60", "stop").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("stop Postgres: %w\n%s", err, out)
+	}
+	if p.exited != nil {
+		<-p.exited // reaped: nothing of it is left
 	}
 	return nil
 }

@@ -43,8 +43,8 @@ func Open(ctx context.Context, c PoolConfig) (*pgxpool.Pool, error) {
 	}
 	cfg.ConnConfig.ConnectTimeout = connectTimeout
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
-	// A cancelled context cuts the connection; it never sends a cancel request, which
-	// would turn a COMMIT waiting for the synchronous standby into a success (see InTx).
+	// A cancelled context cuts the connection before any cancel request is answered,
+	// so a COMMIT waiting for the synchronous standby is never read as a success (see InTx).
 	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
 	}
@@ -127,11 +127,14 @@ func Conflict(err error) bool {
 // InTx runs fn in a transaction and commits it; any error rolls it back. A commit
 // whose answer is lost returns an error OutcomeUnknown recognises.
 //
-// ctx bounds the commit too. pgx's default context handling cuts the connection at
-// the deadline rather than sending a cancel request, and that matters: a cancel
-// request reaching a COMMIT that waits for the synchronous standby makes Postgres end
-// the wait with only a warning and answer success for a commit the standby may lack.
-// Cut, the session's commit stays waiting on the server and the caller hears an error.
+// ctx bounds the commit too. At the deadline the pool's context handling cuts the
+// connection instead of waiting for the answer to a cancel request, and that matters:
+// a cancel request reaching a COMMIT that waits for the synchronous standby makes
+// Postgres end the wait with only a warning and answer success for a commit the
+// standby may lack. Cut, the caller hears an error (outcome unknown). pgx still sends
+// a cancel request as it closes the cut connection, so the server ends the wait all
+// the same: the commit stands on the primary alone and is visible there at once.
+// Nothing publishes it before the standbys hold it (command/relay/durable.go).
 func InTx(ctx context.Context, pool interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, fn func(pgx.Tx) error) error {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -56,6 +57,7 @@ type Process struct {
 	DeploymentID string
 
 	opts          options
+	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	watermarkWake *pg.Listener
 	projector     *projector.Switch
 	migrations    *boot.Migrations
@@ -254,7 +256,10 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	r := relay.New(p.Cfg.Relay, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
+	rcfg := p.Cfg.Relay
+	rcfg.WaitForStandbys = p.Cfg.PG.Durability == config.DurabilitySynchronous
+	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
+	p.relay.Store(r)
 	return r.Run(ctx)
 }
 

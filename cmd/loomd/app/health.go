@@ -62,6 +62,10 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
 				pgState["replication"] = rep
 			}
+			// Rows the relay holds back until the synchronous standbys flush them.
+			if r := p.relay.Load(); r != nil {
+				pgState["relay"] = r.Held()
+			}
 			body["postgres"] = pgState
 		}
 	}
