@@ -81,6 +81,9 @@ type Config struct {
 	OpenAIModel                                         string        // LOOM_OPENAI_MODEL
 	RequestBodyLimitBytes                               int           // LOOM_HTTP_BODY_LIMIT_BYTES
 	LogLevel                                            string        // LOOM_LOG_LEVEL
+	AdapterUpstreamURL                                  string        // LOOM_ADAPTER_UPSTREAM_URL: the REST API /mcp and /mem0 call ("" = this process's)
+	Mem0Namespace                                       string        // LOOM_MEM0_NAMESPACE: the namespace of mem0 memories without an app_id
+	Mem0Infer                                           string        // LOOM_MEM0_INFER: what a mem0 add with infer=true does: refuse or verbatim
 }
 
 // Lookup returns an environment variable's value, or "" when unset (os.Getenv).
@@ -192,6 +195,9 @@ func load(env Lookup) (Config, []Setting, error) {
 		OpenAIModel:           r.str("LOOM_OPENAI_MODEL", "text-embedding-3-small"),
 		RequestBodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
 		LogLevel:              r.str("LOOM_LOG_LEVEL", "info"),
+		AdapterUpstreamURL:    r.str("LOOM_ADAPTER_UPSTREAM_URL", ""),
+		Mem0Namespace:         r.str("LOOM_MEM0_NAMESPACE", "mem0"),
+		Mem0Infer:             r.str("LOOM_MEM0_INFER", "refuse"),
 	}
 	roles, err := ParseRoles(r.str("LOOM_ROLES", strings.Join(AllRoles(), ",")))
 	if err != nil {
@@ -272,6 +278,14 @@ func (c Config) check() error {
 	}
 	if err := memrow.ValidateName("LOOM_PROJECTION", c.Projection); err != nil {
 		errs = append(errs, err)
+	}
+	if err := memrow.ValidateName("LOOM_MEM0_NAMESPACE", c.Mem0Namespace); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Mem0Infer {
+	case "refuse", "verbatim":
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (refuse, verbatim)", c.Mem0Infer))
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/command"
@@ -26,6 +27,7 @@ import (
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/mcp"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
@@ -180,6 +182,7 @@ func (n *Node) newApp() *fiber.App {
 		}, n.PG, n.CH, barrier, n.Embedder, n.Metrics, n.Log)
 		q.Register(data, n.Tokens)
 	}
+	app.Use("/mcp", n.Tokens.Middleware(), adaptor.HTTPHandler(mcp.NewHTTPHandler(mcp.HTTPOptions{Implementation: mcp.Implementation{Name: "loomd", Version: Version}, Upstream: n.Cfg.AdapterUpstreamURL})))
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	return app
 }
