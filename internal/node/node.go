@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/mcp"
+	"github.com/loomplane/loom/mem0"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
@@ -183,6 +185,7 @@ func (n *Node) newApp() *fiber.App {
 		q.Register(data, n.Tokens)
 	}
 	app.Use("/mcp", n.Tokens.Middleware(), adaptor.HTTPHandler(mcp.NewHTTPHandler(mcp.HTTPOptions{Implementation: mcp.Implementation{Name: "loomd", Version: Version}, Upstream: n.Cfg.AdapterUpstreamURL})))
+	app.Use("/mem0", adaptor.HTTPHandler(http.StripPrefix("/mem0", mem0.NewHandler(mem0.Options{Upstream: n.Cfg.AdapterUpstreamURL, Namespace: n.Cfg.Mem0Namespace, Infer: n.Cfg.Mem0Infer}))))
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	return app
 }
