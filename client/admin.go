@@ -54,7 +54,7 @@ func (c *Client) RequestErasure(ctx context.Context, req ErasureRequest) (*Erasu
 		return nil, err
 	}
 	var e Erasure
-	if err := decode(k, a, &e); err != nil {
+	if err := c.decode(k, a, &e); err != nil {
 		return nil, err
 	}
 	e.Running = a.status == http.StatusAccepted
@@ -84,12 +84,12 @@ func (c *Client) Ready(ctx context.Context) (*Ready, error) {
 	var r Ready
 	a, err := c.do(ctx, k)
 	if e, ok := AsError(err); ok && e.Status == http.StatusServiceUnavailable && e.Code == "" {
-		return &r, decode(k, &answer{status: e.Status, body: e.Body}, &r)
+		return &r, c.decode(k, &answer{status: e.Status, body: e.Body}, &r)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &r, decode(k, a, &r)
+	return &r, c.decode(k, a, &r)
 }
 
 // Metrics reads /metrics in the Prometheus text format.

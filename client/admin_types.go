@@ -145,8 +145,13 @@ type HealthPostgres struct {
 	OutboxDepth           int64   `json:"outbox_depth"`
 	OldestUnpublishedAgeS float64 `json:"oldest_unpublished_age_s"`
 	ParkedDeliveries      int64   `json:"parked_deliveries"`
-	ProjectionFailures    int64   `json:"projection_failures,omitempty"`
-	Replication           *struct {
+	ProjectionFailures    *struct {
+		Error      string `json:"error,omitempty"`
+		Failed     int64  `json:"failed"`     // records the projector could not apply
+		Held       int64  `json:"held"`       // records held behind them
+		Namespaces int64  `json:"namespaces"` // namespaces held, their watermarks stopped
+	} `json:"projection_failures,omitempty"`
+	Replication *struct {
 		SynchronousStandbyNames string `json:"synchronous_standby_names"`
 		SyncStandbysAttached    int    `json:"sync_standbys_attached"`
 		ReplicationStatsVisible bool   `json:"replication_stats_visible"`

@@ -22,10 +22,11 @@ import (
 
 // Client calls one Loom server as one token. It is safe for concurrent use.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
-	retry *Retry
+	base   string
+	token  string
+	http   *http.Client
+	retry  *Retry
+	strict bool
 }
 
 // Option configures a Client.
@@ -36,6 +37,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithRetry retries retryable errors as r says (see Retry). Without it a call is sent once.
 func WithRetry(r Retry) Option { return func(c *Client) { c.retry = &r } }
+
+// WithStrictDecoding refuses an answer holding a field the client's types do not name:
+// for a test that keeps this package and the server in step.
+func WithStrictDecoding() Option { return func(c *Client) { c.strict = true } }
 
 // New returns a client of the server at baseURL (for example http://localhost:8080)
 // acting as token (a `loom_…` secret).
@@ -166,11 +171,15 @@ func (c *Client) into(ctx context.Context, k *call, out any) error {
 	if err != nil {
 		return err
 	}
-	return decode(k, a, out)
+	return c.decode(k, a, out)
 }
 
-func decode(k *call, a *answer, out any) error {
-	if err := json.Unmarshal(a.body, out); err != nil {
+func (c *Client) decode(k *call, a *answer, out any) error {
+	d := json.NewDecoder(bytes.NewReader(a.body))
+	if c.strict {
+		d.DisallowUnknownFields()
+	}
+	if err := d.Decode(out); err != nil {
 		return fmt.Errorf("loom client: %s %s: decode the answer (%d): %w", k.method, k.path, a.status, err)
 	}
 	return nil
@@ -223,7 +232,7 @@ func (c *Client) write(ctx context.Context, k *call, out replayer) error {
 	r.Replayed = a.header.Get("Idempotent-Replay") == "true"
 	if r.Replayed && bytes.Contains(a.body, []byte(`"idempotent_replay"`)) {
 		var cr CommittedReplay
-		if err := decode(k, a, &cr); err != nil {
+		if err := c.decode(k, a, &cr); err != nil {
 			return err
 		}
 		if cr.IdempotentReplay == "committed" {
@@ -231,7 +240,7 @@ func (c *Client) write(ctx context.Context, k *call, out replayer) error {
 			return nil
 		}
 	}
-	return decode(k, a, out)
+	return c.decode(k, a, out)
 }
 
 // Identity names a memory's agent, user and session within its namespace; empty

@@ -37,7 +37,7 @@ type tsRun struct {
 }
 
 type toolResult struct {
-	IsError           bool            `json:"isError"`
+	IsError           bool `json:"isError"`
 	Content           []struct{ Text string }
 	StructuredContent json.RawMessage `json:"structuredContent"`
 }
@@ -217,7 +217,7 @@ func TestGoMCPClient(t *testing.T) {
 		if res.IsError || len(l.Memories) != 1 || l.Memories[0].MemoryKey != "drink" {
 			t.Errorf("memory_list: %s %+v", resultText(res), l)
 		}
-		res = callTool(t, cs, "memory_search", map[string]any{"namespace": ns, "query": "quarterly revenue of the Oslo office"})
+		res = callTool(t, cs, "memory_search", map[string]any{"namespace": ns, "query": "Oslo office quarterly revenue"})
 		var s client.SearchAnswer
 		remarshal(t, res.StructuredContent, &s)
 		if res.IsError || !s.Abstain() || !strings.Contains(resultText(res), "Abstain") {
