@@ -251,3 +251,13 @@ func TestNewRefusesABadURL(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorOfReadsARawAnswer(t *testing.T) {
+	if client.ErrorOf(200, []byte(`{}`)) != nil {
+		t.Error("a 200 is no error")
+	}
+	e, ok := client.AsError(client.ErrorOf(422, []byte(`{"error":{"code":"VALIDATION_FAILED","message":"m","retryable":false,"field":"tags"}}`)))
+	if !ok || e.Status != 422 || e.Code != client.CodeValidationFailed || e.Field != "tags" {
+		t.Errorf("ErrorOf answered %+v", e)
+	}
+}

@@ -94,6 +94,15 @@ func IsCode(err error, code Code) bool {
 	return ok && e.Code == code
 }
 
+// ErrorOf reads an answer got otherwise (Client.Raw): a *Error for a status outside
+// 2xx, nil for a success.
+func ErrorOf(status int, body []byte) error {
+	if status >= 200 && status <= 299 {
+		return nil
+	}
+	return errorFrom(status, http.Header{}, body)
+}
+
 // envelope is the wire form of an error answer.
 type envelope struct {
 	Error struct {
