@@ -70,15 +70,20 @@ type deleteArgs struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"Any unique string: sending the same call again with it never deletes twice."`
 }
 
-type searchArgs struct {
-	Namespace  string   `json:"namespace" jsonschema:"The namespace to search."`
-	Query      string   `json:"query" jsonschema:"What you want to know, in words: 'what theme does the user like?'."`
-	TopK       int      `json:"top_k,omitempty" jsonschema:"How many memories at most (default 10, up to 100)."`
+// filterArgs narrow a search or a list; a field left out does not narrow.
+type filterArgs struct {
 	Agent      string   `json:"agent,omitempty" jsonschema:"Only this agent's memories."`
 	UserID     string   `json:"user_id,omitempty" jsonschema:"Only this user's memories."`
 	SessionID  string   `json:"session_id,omitempty" jsonschema:"Only this session's memories."`
 	MemoryType string   `json:"memory_type,omitempty" jsonschema:"Only memories of this type."`
 	Tags       []string `json:"tags,omitempty" jsonschema:"Only memories holding every one of these tags."`
+}
+
+type searchArgs struct {
+	Namespace string `json:"namespace" jsonschema:"The namespace to search."`
+	Query     string `json:"query" jsonschema:"What you want to know, in words: 'what theme does the user like?'."`
+	TopK      int    `json:"top_k,omitempty" jsonschema:"How many memories at most (default 10, up to 100)."`
+	filterArgs
 	Namespaces []string `json:"namespaces,omitempty" jsonschema:"Further namespaces to search as well (at most 7)."`
 	AsOf       string   `json:"as_of,omitempty" jsonschema:"Only memories valid at this time, RFC 3339."`
 	Graph      bool     `json:"graph,omitempty" jsonschema:"Also follow the entities the query names through the entity graph."`
@@ -92,15 +97,11 @@ func (a searchArgs) request() (client.SearchRequest, error) {
 }
 
 type listArgs struct {
-	Namespace  string   `json:"namespace" jsonschema:"The namespace to list."`
-	Order      string   `json:"order,omitempty" jsonschema:"'newest' (the default) or 'key'."`
-	Limit      int      `json:"limit,omitempty" jsonschema:"How many memories per page (default 50, up to 500)."`
-	PageToken  string   `json:"page_token,omitempty" jsonschema:"next_page_token of the previous page."`
-	Agent      string   `json:"agent,omitempty" jsonschema:"Only this agent's memories."`
-	UserID     string   `json:"user_id,omitempty" jsonschema:"Only this user's memories."`
-	SessionID  string   `json:"session_id,omitempty" jsonschema:"Only this session's memories."`
-	MemoryType string   `json:"memory_type,omitempty" jsonschema:"Only memories of this type."`
-	Tags       []string `json:"tags,omitempty" jsonschema:"Only memories holding every one of these tags."`
+	Namespace string `json:"namespace" jsonschema:"The namespace to list."`
+	Order     string `json:"order,omitempty" jsonschema:"'newest' (the default) or 'key'."`
+	Limit     int    `json:"limit,omitempty" jsonschema:"How many memories per page (default 50, up to 500)."`
+	PageToken string `json:"page_token,omitempty" jsonschema:"next_page_token of the previous page."`
+	filterArgs
 }
 
 func (a listArgs) options() client.ListOptions {
