@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
 )
 
@@ -94,10 +95,14 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	api, err := newClient(t.URL, t.Token)
+	if err != nil {
+		return nil, err
+	}
 	r := &runner{
 		t:     t,
 		opts:  opts,
-		api:   newClient(t.URL, t.Token),
+		api:   api,
 		runID: strconv.FormatInt(time.Now().Unix(), 36),
 		rng:   rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 8)),
 	}
@@ -153,7 +158,7 @@ func ParseScenarios(list string) ([]string, error) {
 type runner struct {
 	t     Target
 	opts  Options
-	api   *client
+	api   *client.Client
 	runID string     // makes this run's namespaces unique on stores that outlive it
 	rng   *rand.Rand // values and queries; used by one goroutine at a time
 	// hopCreated says the lag baseline created its scratch topic, to delete at the end.

@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
+
 	"sync/atomic"
 	"time"
+
+	"github.com/loomplane/loom/client"
 )
 
 // bulk measures memory.bulk_set of BulkEntries entries against as many memory.set
@@ -26,8 +28,8 @@ func (r *runner) bulk(ctx context.Context) (*ScenarioResult, error) {
 		ns := r.namespace("bulk", fmt.Sprint(rep))
 		batch := r.bulkEntries(0, entries, key)
 		t0 := time.Now()
-		var ans bulkAnswer
-		if err := r.api.call(ctx, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", map[string]any{"entries": batch}, &ans); err != nil {
+		ans, err := r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: batch})
+		if err != nil {
 			return nil, fmt.Errorf("bulk_set of %d entries: %w", entries, err)
 		}
 		bulkTook = append(bulkTook, time.Since(t0))
@@ -42,9 +44,9 @@ func (r *runner) bulk(ctx context.Context) (*ScenarioResult, error) {
 		t0 := time.Now()
 		for _, e := range batch {
 			done.Add(1)
-			if err := r.api.call(ctx, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+e["key"].(string), map[string]any{"value": e["value"]}, nil); err != nil {
+			if _, err := r.api.Set(ctx, ns, e.Key, client.SetRequest{Value: e.Value}); err != nil {
 				stop()
-				return nil, fmt.Errorf("memory.set %s: %w", e["key"], err)
+				return nil, fmt.Errorf("memory.set %s: %w", e.Key, err)
 			}
 		}
 		setTook = append(setTook, time.Since(t0))

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"time"
+
+	"github.com/loomplane/loom/client"
 )
 
 // getGateP50MS is the release gate on memory.get (docs/architecture.md): p50 at most 15 ms.
@@ -25,18 +27,16 @@ func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	// One read checked in full first: the run must measure answers, not refusals.
-	var got struct {
-		MemoryKey string `json:"memory_key"`
-	}
-	if err := r.api.call(ctx, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+loadKey(0), nil, &got); err != nil || got.MemoryKey != loadKey(0) {
-		return nil, fmt.Errorf("memory.get of %s answered %q (err %v)", loadKey(0), got.MemoryKey, err)
+	if got, err := r.api.Get(ctx, ns, loadKey(0), client.Identity{}, time.Time{}); err != nil || got.MemoryKey != loadKey(0) {
+		return nil, fmt.Errorf("memory.get of %s answered %+v (err %v)", loadKey(0), got, err)
 	}
 	pool := r.t.Process.PG
 	for _, conc := range r.levels(5) {
 		name := fmt.Sprintf("%d memories, concurrency=%d", r.opts.GetRows, conc)
 		rands := r.workerRands(conc)
 		loom, err := r.closedLoop(ctx, "memory.get "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-			return r.api.call(ctx, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+loadKey(rands[w].IntN(r.opts.GetRows)), nil, nil)
+			_, err := r.api.Get(ctx, ns, loadKey(rands[w].IntN(r.opts.GetRows)), client.Identity{}, time.Time{})
+			return err
 		})
 		if err != nil {
 			return nil, err

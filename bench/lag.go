@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
@@ -129,11 +129,8 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 // lagSample writes key i and waits until it is on the topic, in ClickHouse and under
 // the watermark.
 func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into *phases) error {
-	var ans struct {
-		Seq int64 `json:"seq"`
-	}
-	path := fmt.Sprintf("/v1/namespaces/%s/memories/k%d", ns, i)
-	if err := r.api.call(ctx, http.MethodPut, path, map[string]any{"value": fmt.Sprintf("lag probe %d", i)}, &ans); err != nil {
+	ans, err := r.api.Set(ctx, ns, fmt.Sprintf("k%d", i), client.SetRequest{Value: fmt.Sprintf("lag probe %d", i)})
+	if err != nil {
 		return err
 	}
 	answered := time.Now()

@@ -2,12 +2,11 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/watermarks"
 )
@@ -26,7 +25,7 @@ func (r *runner) workerRands(n int) []*rand.Rand {
 // scenarios that measure the pipeline or the reads, not the verdicts.
 func (r *runner) appendOnly(ctx context.Context, namespaces ...string) error {
 	for _, ns := range namespaces {
-		if err := r.api.call(ctx, http.MethodPut, "/v1/namespaces/"+ns, map[string]any{"conflict_policy": "append_only"}, nil); err != nil {
+		if _, err := r.api.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
 			return fmt.Errorf("configure %s append_only: %w", ns, err)
 		}
 	}
@@ -35,19 +34,12 @@ func (r *runner) appendOnly(ctx context.Context, namespaces ...string) error {
 
 // bulkEntries makes n entries keyed key(i) for i in [from, from+n), with values of
 // the vocabulary.
-func (r *runner) bulkEntries(from, n int, key func(int) string) []map[string]any {
-	entries := make([]map[string]any, n)
+func (r *runner) bulkEntries(from, n int, key func(int) string) []client.BulkEntry {
+	entries := make([]client.BulkEntry, n)
 	for j := range entries {
-		entries[j] = map[string]any{"key": key(from + j), "value": sentence(r.rng)}
+		entries[j] = client.BulkEntry{Key: key(from + j), Value: sentence(r.rng)}
 	}
 	return entries
-}
-
-// bulkAnswer is the part of memory.bulk_set's answer the loaders check.
-type bulkAnswer struct {
-	Written []struct {
-		Seq int64 `json:"seq"`
-	} `json:"written"`
 }
 
 // loadKey names the i-th memory a loader writes.
@@ -65,10 +57,10 @@ func (r *runner) load(ctx context.Context, ns string, n int) error {
 	said := time.Now()
 	for from := 0; from < n; from += batch {
 		entries := r.bulkEntries(from, min(batch, n-from), loadKey)
-		var ans bulkAnswer
-		if err := r.retrying(ctx, func() error {
-			return r.api.call(ctx, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", map[string]any{"entries": entries}, &ans,
-				"Idempotency-Key", fmt.Sprintf("%s-%d", ns, from))
+		var ans *client.BulkAnswer
+		if err := r.retrying(ctx, func() (err error) {
+			ans, err = r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}, client.IdempotencyKey(fmt.Sprintf("%s-%d", ns, from)))
+			return err
 		}); err != nil {
 			return fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
 		}
@@ -99,8 +91,7 @@ func (r *runner) retrying(ctx context.Context, write func() error) error {
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
 		err := write()
-		var ce *callError
-		if err == nil || !errors.As(err, &ce) || !ce.retryable || attempt == loadRetries {
+		if _, retryable, _ := callKind(err); err == nil || !retryable || attempt == loadRetries {
 			return err
 		}
 		r.progress("    %v; retrying in %s", err, wait)

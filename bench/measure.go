@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -22,15 +21,6 @@ type Sample struct {
 	P99MS       float64        `json:"p99_ms"`
 	MaxMS       float64        `json:"max_ms"`
 }
-
-// callError is a call the server answered with something other than success: it is
-// counted by kind, and the run goes on (an overloaded server's answers are data).
-type callError struct {
-	kind      string
-	retryable bool // the error envelope says a retry may succeed
-}
-
-func (e *callError) Error() string { return e.kind }
 
 // maxErrorShare ends a run whose calls mostly fail: past it, the run measures a
 // broken setup, not Loom.
@@ -70,13 +60,15 @@ func (r *runner) closedLoop(ctx context.Context, label string, conc int, d time.
 				err := call(ctx, w, i)
 				took := time.Since(t0)
 				mu.Lock()
-				var ce *callError
+				// An error answer is counted by kind, and the run goes on (an overloaded
+				// server's answers are data); a call that got no answer ends the run.
+				kind, _, answered := callKind(err)
 				switch {
 				case err == nil:
 					latencies = append(latencies, took)
-				case errors.As(err, &ce):
+				case answered:
 					errCount++
-					kinds[ce.kind]++
+					kinds[kind]++
 					if errCount > 20 && float64(errCount) > maxErrorShare*float64(errCount+len(latencies)) {
 						fatal = fmt.Errorf("%s: %d of %d calls failed (%v)", label, errCount, errCount+len(latencies), kinds)
 						cancel()

@@ -3,12 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/projector"
 )
@@ -75,12 +75,8 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	start = time.Now()
-	var reset struct {
-		Executed   bool `json:"executed"`
-		PausedHere bool `json:"paused_here"`
-	}
-	path := "/v1/admin/projections/" + n.Cfg.Pipeline.Projection + ":reset"
-	if err := r.api.call(ctx, http.MethodPost, path, map[string]any{"to": "earliest", "execute": true}, &reset); err != nil {
+	reset, err := r.api.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
+	if err != nil {
 		return nil, fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
 	}
 	if !reset.Executed || !reset.PausedHere {

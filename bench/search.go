@@ -3,8 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
+
+	"github.com/loomplane/loom/client"
 )
 
 // searchTopK is the search size the scenario asks for.
@@ -45,12 +46,10 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 		if err := r.load(ctx, ns, size); err != nil {
 			return nil, err
 		}
-		path := "/v1/namespaces/" + ns + "/memories:search"
-		var warm struct {
-			Hits []struct{} `json:"hits"`
-		}
+		var warm *client.SearchAnswer
 		for _, q := range queries[:3] {
-			if err := r.api.call(ctx, http.MethodPost, path, map[string]any{"query": q, "top_k": searchTopK}, &warm); err != nil {
+			var err error
+			if warm, err = r.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK}); err != nil {
 				return nil, fmt.Errorf("warm-up search of %s: %w", ns, err)
 			}
 		}
@@ -62,7 +61,8 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 			rands := r.workerRands(conc)
 			loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 				q := queries[rands[w].IntN(len(queries))]
-				return r.api.call(ctx, http.MethodPost, path, map[string]any{"query": q, "top_k": searchTopK}, nil)
+				_, err := r.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
+				return err
 			})
 			if err != nil {
 				return nil, err

@@ -3,12 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -55,8 +55,8 @@ func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
 func (r *runner) setLoad(ctx context.Context, label, prefix string, spaces, conc int, d time.Duration) (Sample, error) {
 	rands := r.workerRands(conc)
 	return r.closedLoop(ctx, label, conc, d, func(ctx context.Context, w, i int) error {
-		path := fmt.Sprintf("/v1/namespaces/%s-%d/memories/k%d", prefix, i%spaces, i)
-		return r.api.call(ctx, http.MethodPut, path, map[string]any{"value": sentence(rands[w])}, nil)
+		_, err := r.api.Set(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i), client.SetRequest{Value: sentence(rands[w])})
+		return err
 	})
 }
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,14 +146,11 @@ func header(rec *kgo.Record, key string) string {
 // metric reads one series (name and labels, as /metrics prints them) from the process
 // under test's /metrics; a series not printed yet is 0.
 func (r *runner) metric(ctx context.Context, series string) (float64, error) {
-	a, err := r.api.do(ctx, http.MethodGet, "/metrics", nil)
+	text, err := r.api.Metrics(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if a.status != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %d", a.status)
-	}
-	for _, line := range strings.Split(string(a.body), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

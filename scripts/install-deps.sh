@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Loom's embedded stack and its README tools need, when
 # they are missing: the Postgres and ClickHouse servers `loomd dev` and the tests run
-# privately, clickhouse-client and kcat. Works as root and through sudo.
+# privately, clickhouse-client and kcat, and nodejs and npm, which run the MCP and mem0
+# clients of tests/e2e. Works as root and through sudo.
 #
 # Another apt (unattended-upgrades, a second `make deps`) holding the package locks is
 # waited for, up to LOOM_APT_LOCK_TIMEOUT seconds (default 600), instead of failing.
@@ -14,6 +15,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# node and npm count as present whatever package brought them (a nodejs that bundles
+# npm conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

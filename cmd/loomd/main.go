@@ -42,6 +42,9 @@ Usage:
               [--out results.json] [--search-sizes 10000,...] [--dir DIR]
                         measure Loom against same-run baselines (embedded stores in a temporary
                         directory, or the configured ones); markdown on stdout, JSON to --out
+  loomd mcp [--url http://localhost:8080] [--token-file F]
+                        serve MCP over stdin/stdout (what a desktop agent launches), calling the
+                        Loom server at --url as the token in F (default: LOOM_TOKEN)
   loomd version
 
 Configuration is read from LOOM_* environment variables only; see deploy/CONFIG.md.
@@ -70,6 +73,8 @@ func main() {
 		err = runRepublish(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
+	case "mcp":
+		err = runMCP(ctx, os.Args[2:])
 	case "version":
 		fmt.Println("loomd", app.Version)
 	case "help", "-h", "--help":

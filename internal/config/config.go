@@ -36,7 +36,8 @@ type Config struct {
 	Query     Query
 	Relay     Relay
 	Projector Projector
-	LLM       LLM // LOOM_LLM_*: the model provider
+	LLM       LLM      // LOOM_LLM_*: the model provider
+	Adapters  Adapters // the MCP server and the mem0 facade
 }
 
 // Boot is what a process does before it serves.
@@ -257,6 +258,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		Relay:      readRelay(r),
 		Projector:  readProjector(r),
 		LLM:        readLLM(r),
+		Adapters:   readAdapters(r),
 		LogLevel:   r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	roles, err := ParseRoles(r.str("LOOM_ROLES", AllRoles().String()))
@@ -423,7 +425,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.LLM.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.LLM.Validate(), c.Adapters.Validate())
 }
 
 // Validate checks the listener.
@@ -666,4 +668,34 @@ func readLLM(r *reader) LLM {
 		DailyCostCapUSD:       r.float("LOOM_DEFAULT_DAILY_COST_CAP_USD", 1),
 		ResolverCapShare:      r.float("LOOM_MEMORY_CONFLICT_RESOLVER_CAP_SHARE", 0.25),
 	}
+}
+
+// Adapters are the agent-facing facades over the REST API: the MCP server (/mcp) and
+// the mem0-compatible API (/mem0).
+type Adapters struct {
+	UpstreamURL   string // LOOM_ADAPTER_UPSTREAM_URL: the REST API /mcp and /mem0 call ("" = this process's)
+	Mem0Namespace string // LOOM_MEM0_NAMESPACE: the namespace of mem0 memories without an app_id
+	Mem0Infer     string // LOOM_MEM0_INFER: what a mem0 add with infer=true does: refuse or verbatim
+}
+
+func readAdapters(r *reader) Adapters {
+	return Adapters{
+		UpstreamURL:   r.str("LOOM_ADAPTER_UPSTREAM_URL", ""),
+		Mem0Namespace: r.str("LOOM_MEM0_NAMESPACE", "mem0"),
+		Mem0Infer:     r.str("LOOM_MEM0_INFER", "refuse"),
+	}
+}
+
+// Validate checks the adapters' settings.
+func (a Adapters) Validate() error {
+	var errs []error
+	if err := memrow.ValidateName("LOOM_MEM0_NAMESPACE", a.Mem0Namespace); err != nil {
+		errs = append(errs, err)
+	}
+	switch a.Mem0Infer {
+	case "refuse", "verbatim":
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (refuse, verbatim)", a.Mem0Infer))
+	}
+	return errors.Join(errs...)
 }

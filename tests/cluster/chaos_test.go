@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -110,8 +110,10 @@ func TestEveryRoleReplicatedSurvivesKills(t *testing.T) {
 	}
 	var deployment string
 	for _, p := range all {
-		a := newCaller("").do(http.MethodGet, p.URL()+"/v1/health", nil)
-		id, _ := a.body["deployment_id"].(string)
+		var id string
+		if h, err := newCaller("").at(p.URL()).Health(context.Background()); err == nil {
+			id = h.DeploymentID
+		}
 		if deployment == "" {
 			deployment = id
 		}
@@ -253,13 +255,14 @@ func write(ctx context.Context, rng *rand.Rand, c *caller, commands []*proc, ns 
 		value := sentence(rng, ns, i)
 		for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
 			replica := commands[(i+attempt)%len(commands)]
-			a := c.do(http.MethodPut, replica.URL()+"/v1/namespaces/"+ns+"/memories/"+key, map[string]any{"value": value})
+			ans, err := c.at(replica.URL()).Set(context.WithoutCancel(ctx), ns, key, client.SetRequest{Value: value})
+			e, isAnswer := answered(err)
 			switch {
-			case a.err != nil:
+			case err != nil && !isAnswer:
 				tl.count("unreachable")
-			case a.status == http.StatusOK:
+			case err == nil:
 				tl.count("ok")
-				v, _ := a.body["version_text"].(string)
+				v := ans.VersionText
 				revisableKey := i%2 == 0
 				book.add(ns, acked{key: key, value: value, version: v, revisable: revisableKey || isRevision})
 				if revisableKey && !isRevision {
@@ -267,10 +270,10 @@ func write(ctx context.Context, rng *rand.Rand, c *caller, commands []*proc, ns 
 				}
 				attempt = 4
 				continue
-			case a.retryable503():
-				tl.count("503 " + a.code())
+			case retryable503(e):
+				tl.count("503 " + string(e.Code))
 			default:
-				tl.fail("write %s/%s on %s answered %d %s", ns, key, replica.name, a.status, a.raw)
+				tl.fail("write %s/%s on %s answered %d %s", ns, key, replica.name, e.Status, e.Body)
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -290,26 +293,27 @@ func search(ctx context.Context, rng *rand.Rand, c *caller, queries []*proc, nam
 			continue
 		}
 		replica := queries[i%len(queries)]
-		a := c.do(http.MethodPost, replica.URL()+"/v1/namespaces/"+ns+"/memories:search", map[string]any{"query": want.value, "top_k": 5})
+		ans, err := c.at(replica.URL()).Search(context.WithoutCancel(ctx), ns, client.SearchRequest{Query: want.value, TopK: 5})
+		e, isAnswer := answered(err)
 		switch {
-		case a.err != nil:
+		case err != nil && !isAnswer:
 			tl.count("unreachable")
-		case a.status == http.StatusOK:
+		case err == nil:
 			found := false
-			hits, _ := a.body["hits"].([]any)
-			for _, h := range hits {
-				hit, _ := h.(map[string]any)
-				found = found || (hit["memory_key"] == want.key && hit["version_text"] == want.version)
+			var got []string
+			for _, hit := range ans.Hits {
+				found = found || (hit.MemoryKey == want.key && hit.VersionText == want.version)
+				got = append(got, hit.MemoryKey+"@"+hit.VersionText)
 			}
 			if !found {
-				tl.fail("search on %s for %s/%s (acknowledged at version %s) answered without it: %s", replica.name, ns, want.key, want.version, a.raw)
+				tl.fail("search on %s for %s/%s (acknowledged at version %s) answered without it: %v", replica.name, ns, want.key, want.version, got)
 				return
 			}
 			tl.count("ok")
-		case a.retryable503():
-			tl.count("503 " + a.code())
+		case retryable503(e):
+			tl.count("503 " + string(e.Code))
 		default:
-			tl.fail("search on %s answered %d %s", replica.name, a.status, a.raw)
+			tl.fail("search on %s answered %d %s", replica.name, e.Status, e.Body)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -322,8 +326,7 @@ func activeRelay(t *testing.T, relays []*proc) *proc {
 	var active *proc
 	testenv.Eventually(t, 30*time.Second, "a relay to hold the relay lock", func() bool {
 		for _, p := range relays {
-			a := newCaller("").do(http.MethodGet, p.URL()+"/metrics", nil)
-			if a.err == nil && strings.Contains(string(a.raw), "\nloom_relay_active 1\n") {
+			if strings.Contains(metricsText(p.URL()), "\nloom_relay_active 1\n") {
 				active = p
 				return true
 			}

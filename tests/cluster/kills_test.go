@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -152,11 +151,11 @@ func shortGroupSessions(t *testing.T, ms int) {
 // metric is the value of the sample of p's /metrics named series (its name and labels,
 // as printed), or -1 when p does not answer or has no such sample.
 func metric(p *proc, series string) float64 {
-	a := newCaller("").do(http.MethodGet, p.URL()+"/metrics", nil)
-	if a.err != nil || a.status != http.StatusOK {
+	text := metricsText(p.URL())
+	if text == "" {
 		return -1
 	}
-	for _, line := range strings.Split(string(a.raw), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

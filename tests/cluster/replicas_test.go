@@ -1,35 +1,15 @@
 package cluster
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"io"
+	"context"
 	"net/http"
 	"time"
+
+	"github.com/loomplane/loom/client"
 )
 
-// answer is one HTTP exchange with a replica; err is a transport failure (the
-// replica is down or died mid-request), never a status.
-type answer struct {
-	status int
-	body   map[string]any
-	raw    []byte
-	err    error
-}
-
-func (a answer) code() string {
-	e, _ := a.body["error"].(map[string]any)
-	s, _ := e["code"].(string)
-	return s
-}
-
-func (a answer) retryable503() bool {
-	e, _ := a.body["error"].(map[string]any)
-	return a.status == http.StatusServiceUnavailable && e["retryable"] == true
-}
-
-// caller talks to the replicas of one role, as a client behind a load balancer does.
+// caller talks to the replicas of one role, as a client behind a load balancer does:
+// one typed client per replica, each call sent once.
 type caller struct {
 	token string
 	http  *http.Client
@@ -41,30 +21,29 @@ func newCaller(token string) *caller {
 	return &caller{token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 }
 
-func (c *caller) do(method, url string, body any) answer {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
+// at is the client of the replica at url.
+func (c *caller) at(url string) *client.Client {
+	cl, err := client.New(url, c.token, client.WithHTTPClient(c.http))
 	if err != nil {
-		return answer{err: err}
+		panic(err) // a proc's URL is always http://127.0.0.1:port
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
+	return cl
+}
+
+// answered sorts a call's error: an error answer of the server (e), or none because
+// the call got no answer (the replica is down or died mid-request).
+func answered(err error) (e *client.Error, ok bool) { return client.AsError(err) }
+
+// retryable503 reports whether e is a retryable 503.
+func retryable503(e *client.Error) bool {
+	return e.Status == http.StatusServiceUnavailable && e.Retryable
+}
+
+// metricsText is p's /metrics, or "" when it does not answer.
+func metricsText(url string) string {
+	text, err := newCaller("").at(url).Metrics(context.Background())
 	if err != nil {
-		return answer{err: err}
+		return ""
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{status: resp.StatusCode, err: fmt.Errorf("read the answer: %w", err)}
-	}
-	a := answer{status: resp.StatusCode, raw: raw}
-	json.Unmarshal(raw, &a.body)
-	return a
+	return text
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -31,17 +31,23 @@ func TestSIGTERMDrainsAnInFlightSearch(t *testing.T) {
 	}
 	c := newCaller(loomdCLI(t, "token", "create", "--org", org))
 	ns := testenv.Unique(t, "drain")
-	if a := c.do(http.MethodPut, w.URL()+"/v1/namespaces/"+ns+"/memories/k", map[string]any{"value": "the write the search waits for"}); a.status != http.StatusOK {
-		t.Fatalf("write: %d %s %v", a.status, a.raw, a.err)
+	ctx := context.Background()
+	if _, err := c.at(w.URL()).Set(ctx, ns, "k", client.SetRequest{Value: "the write the search waits for"}); err != nil {
+		t.Fatalf("write: %v", err)
 	}
-	result := make(chan answer, 1)
+	type searched struct {
+		ans *client.SearchAnswer
+		err error
+	}
+	result := make(chan searched, 1)
 	go func() {
-		result <- c.do(http.MethodPost, q.URL()+"/v1/namespaces/"+ns+"/memories:search", map[string]any{"query": "the write the search waits for"})
+		ans, err := c.at(q.URL()).Search(ctx, ns, client.SearchRequest{Query: "the write the search waits for"})
+		result <- searched{ans, err}
 	}()
 	time.Sleep(500 * time.Millisecond)
 	select {
 	case a := <-result:
-		t.Fatalf("the search answered before any projector ran: %d %s", a.status, a.raw)
+		t.Fatalf("the search answered before any projector ran: %+v %v", a.ans, a.err)
 	default:
 	}
 	q.cmd.Process.Signal(syscall.SIGTERM)
@@ -49,17 +55,16 @@ func TestSIGTERMDrainsAnInFlightSearch(t *testing.T) {
 	if !q.running() {
 		t.Fatalf("the query process exited with a search in flight:\n%s", tailFile(q.log, 10))
 	}
-	if a := newCaller("").do(http.MethodGet, q.URL()+"/v1/health", nil); !errors.Is(a.err, syscall.ECONNREFUSED) {
-		t.Fatalf("a new connection to a stopping process: %d %v, want it refused", a.status, a.err)
+	if _, err := newCaller("").at(q.URL()).Health(ctx); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a new connection to a stopping process: %v, want it refused", err)
 	}
 
 	p := newProc(t, "projector", "projector", nil)
 	p.start(t)
 	select {
 	case a := <-result:
-		hits, _ := a.body["hits"].([]any)
-		if a.status != http.StatusOK || len(hits) != 1 {
-			t.Fatalf("the drained search: %d %s %v", a.status, a.raw, a.err)
+		if a.err != nil || len(a.ans.Hits) != 1 {
+			t.Fatalf("the drained search: %+v %v", a.ans, a.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the search never answered")
@@ -91,8 +96,8 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 	c := newCaller(loomdCLI(t, "token", "create", "--org", org, "--role", "admin"))
 	// A pipeline test: its writes must not be judged against each other, or their
 	// verdicts' copies would swell the backlog and the admission refuse it.
-	if a := c.do(http.MethodPut, backlog.URL()+"/v1/namespaces/"+ns, map[string]any{"conflict_policy": "append_only"}); a.status != http.StatusOK {
-		t.Fatalf("configure %s: %d %s %v", ns, a.status, a.raw, a.err)
+	if _, err := c.at(backlog.URL()).Configure(context.Background(), ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatalf("configure %s: %v", ns, err)
 	}
 	var mu sync.Mutex
 	var acks, cut, bad []string
@@ -109,20 +114,21 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 					default:
 					}
 					key := fmt.Sprintf("%s-w%d-%d", strings.TrimPrefix(url, "http://127.0.0.1:"), w, i)
-					ans := c.do(http.MethodPut, url+"/v1/namespaces/"+ns+"/memories/"+key, map[string]any{"value": "written around a SIGTERM " + key})
+					ans, err := c.at(url).Set(context.Background(), ns, key, client.SetRequest{Value: "written around a SIGTERM " + key})
+					e, isAnswer := answered(err)
 					mu.Lock()
 					switch {
-					case ans.err != nil && errors.Is(ans.err, syscall.ECONNREFUSED):
+					case err != nil && !isAnswer && errors.Is(err, syscall.ECONNREFUSED):
 						// The listener has closed: the request never reached the process.
-					case ans.err != nil:
+					case err != nil && !isAnswer:
 						cut = append(cut, key)
-					case ans.status == http.StatusOK:
-						acks = append(acks, key+"@"+ans.body["version_text"].(string))
+					case err == nil:
+						acks = append(acks, key+"@"+ans.VersionText)
 					default:
-						bad = append(bad, fmt.Sprintf("write %s answered %d %s", key, ans.status, ans.raw))
+						bad = append(bad, fmt.Sprintf("write %s answered %d %s", key, e.Status, e.Body))
 					}
 					mu.Unlock()
-					if ans.err != nil {
+					if err != nil && !isAnswer {
 						time.Sleep(20 * time.Millisecond)
 					}
 				}
@@ -201,9 +207,9 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 			t.Errorf("seq %d is on the topic %d times: the stopped relay did not finish its round", seq, copies[seq])
 		}
 	}
-	metrics := newCaller("").do(http.MethodGet, b.URL()+"/metrics", nil)
-	if !strings.Contains(string(metrics.raw), "\nloom_projector_duplicates_total{projection=\"main\"} 0\n") {
-		t.Errorf("the successor projector met records the stopped one had written:\n%s", grep(string(metrics.raw), "loom_projector_"))
+	metrics := metricsText(b.URL())
+	if !strings.Contains(metrics, "\nloom_projector_duplicates_total{projection=\"main\"} 0\n") {
+		t.Errorf("the successor projector met records the stopped one had written:\n%s", grep(metrics, "loom_projector_"))
 	}
 	testenv.CheckProjection(t, pool, env.CH(t), "main", org, ns)
 	for _, ack := range acks {

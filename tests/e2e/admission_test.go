@@ -1,12 +1,14 @@
 package e2e
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
@@ -22,35 +24,34 @@ func TestSemanticAdmission(t *testing.T) {
 	n, url := env.API(t, nil)
 	_, url2 := env.API(t, nil)
 	token := env.Token(t, n, auth.NewToken{Org: "acme"})
-	clients := []*testenv.Client{testenv.NewClient(url, token), testenv.NewClient(url2, token)}
+	clients := []*client.Client{testenv.NewClient(url, token).Typed(t), testenv.NewClient(url2, token).Typed(t)}
 	pool := env.PG(t)
 	for run := 0; run < 20; run++ {
 		ns := testenv.Unique(t, fmt.Sprintf("adm%d", run))
 		fact := fmt.Sprintf("the quarterly planning offsite %d is in porto in october", run)
-		answers := make([]*testenv.Response, 16)
+		answers := make([]*client.SetAnswer, 16)
+		errs := make([]error, 16)
 		var wg sync.WaitGroup
 		for i := range answers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				b, _ := json.Marshal(map[string]any{"value": fact})
-				answers[i] = clients[i%2].Do(t, http.MethodPut, fmt.Sprintf("/v1/namespaces/%s/memories/offsite-%02d", ns, i), b)
+				answers[i], errs[i] = clients[i%2].Set(context.Background(), ns, fmt.Sprintf("offsite-%02d", i), client.SetRequest{Value: fact})
 			}()
 		}
 		wg.Wait()
 		written, other := 0, map[string]int{}
-		for i, r := range answers {
-			if r.Status != http.StatusOK {
-				t.Fatalf("run %d, writer %d: %d %s", run, i, r.Status, r.Body)
+		for i, a := range answers {
+			if errs[i] != nil {
+				t.Fatalf("run %d, writer %d: %v", run, i, errs[i])
 			}
-			a := r.JSON(t)
 			switch {
-			case a["written"] == true && a["verdict"] == "new":
+			case a.Written && a.Verdict == "new":
 				written++
-			case a["verdict"] == "merge" || a["verdict"] == "duplicate":
-				other[a["verdict"].(string)]++
+			case a.Verdict == "merge" || a.Verdict == "duplicate":
+				other[a.Verdict]++
 			default:
-				t.Fatalf("run %d, writer %d answered %s", run, i, r.Body)
+				t.Fatalf("run %d, writer %d answered %+v", run, i, a)
 			}
 		}
 		live := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = 'acme' AND namespace = $1
@@ -66,46 +67,57 @@ func TestSemanticAdmission(t *testing.T) {
 // never written over a pin it did not see.
 func TestPinRacingAWrite(t *testing.T) {
 	n, url := env.API(t, nil)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	tc := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
+	ctx := context.Background()
 	ns := testenv.Unique(t, "pinrace")
-	c.AppendOnly(t, ns)
+	if _, err := tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
 	outcomes := map[string]int{}
 	for i := 0; i < 40; i++ {
 		key := fmt.Sprintf("k%02d", i)
-		c.Set(t, ns, key, "before the race")
-		var pin, write *testenv.Response
+		if _, err := tc.Set(ctx, ns, key, client.SetRequest{Value: "before the race"}); err != nil {
+			t.Fatal(err)
+		}
+		var pin *client.CopyAnswer
+		var write *client.SetAnswer
+		var pinErr, writeErr error
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			pin = c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/"+key+":pin", nil)
+			pin, pinErr = tc.Pin(ctx, ns, key, client.Identity{})
 		}()
 		go func() {
 			defer wg.Done()
-			write = c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, []byte(`{"value": "after the race"}`))
+			write, writeErr = tc.Set(ctx, ns, key, client.SetRequest{Value: "after the race"})
 		}()
 		wg.Wait()
-		head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key, nil).JSON(t)
+		head, err := tc.Get(ctx, ns, key, client.Identity{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := string(head.Value)
 		switch {
-		case pin.Status == http.StatusOK && write.Status == http.StatusOK:
+		case pinErr == nil && writeErr == nil:
 			// The write landed first; the pin was built over it.
-			if pin.JSON(t)["version"].(float64) <= write.JSON(t)["version"].(float64) || head["value"] != "after the race" || head["pinned"] != true {
-				t.Fatalf("both answered 200 but the pin does not cover the write: pin %s write %s head %v", pin.Body, write.Body, head)
+			if pin.Version <= write.Version || value != `"after the race"` || !head.Pinned {
+				t.Fatalf("both answered 200 but the pin does not cover the write: pin %+v write %+v head %+v", pin, write, head)
 			}
 			outcomes["write then pin"]++
-		case pin.Status == http.StatusOK && write.Status == http.StatusConflict && write.ErrorCode() == "PINNED_CONFLICT":
-			if head["value"] != "before the race" || head["pinned"] != true {
-				t.Fatalf("the write was refused but the head is %v", head)
+		case pinErr == nil && client.IsCode(writeErr, client.CodePinnedConflict):
+			if value != `"before the race"` || !head.Pinned {
+				t.Fatalf("the write was refused but the head is %+v", head)
 			}
 			outcomes["pin then refused write"]++
-		case pin.Status == http.StatusServiceUnavailable && pin.ErrorCode() == "ADMISSION_CONTENDED" && write.Status == http.StatusOK:
+		case testenv.Retryable503(pinErr, client.CodeAdmissionContended) && writeErr == nil:
 			// The pin was built over the old head and the write moved it: retryable.
-			if head["value"] != "after the race" || head["pinned"] != false {
-				t.Fatalf("the pin was refused but the head is %v", head)
+			if value != `"after the race"` || head.Pinned {
+				t.Fatalf("the pin was refused but the head is %+v", head)
 			}
 			outcomes["write, pin contended"]++
 		default:
-			t.Fatalf("pin %d %s, write %d %s", pin.Status, pin.Body, write.Status, write.Body)
+			t.Fatalf("pin %+v %v, write %+v %v", pin, pinErr, write, writeErr)
 		}
 	}
 	t.Logf("outcomes over 40 races: %v", outcomes)
@@ -120,16 +132,15 @@ func TestPolicyChangeSendsAWriteBack(t *testing.T) {
 	n, url := env.API(t, nil, app.WithCommandFaults(command.Faults{BeforeCommit: func() {
 		if once {
 			once = false
-			b := []byte(`{"pattern": "launch codes"}`)
-			if r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/blacklist", b); r.Status != http.StatusOK {
-				t.Errorf("blacklist add: %d %s", r.Status, r.Body)
+			if _, err := c.Typed(t).AddBlacklistPattern(context.Background(), ns, "launch codes"); err != nil {
+				t.Errorf("blacklist add: %v", err)
 			}
 		}
 	}}))
 	c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
-	r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/k", []byte(`{"value": "the launch codes are in the safe"}`))
-	if r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "BLACKLISTED" {
-		t.Fatalf("a write whose policy changed before its commit: %d %s", r.Status, r.Body)
+	_, err := c.Typed(t).Set(context.Background(), ns, "k", client.SetRequest{Value: "the launch codes are in the safe"})
+	if e, ok := client.AsError(err); !ok || e.Status != http.StatusUnprocessableEntity || e.Code != client.CodeBlacklisted {
+		t.Fatalf("a write whose policy changed before its commit: %v", err)
 	}
 	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns); n != 0 {
 		t.Fatalf("%d revisions committed", n)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
@@ -22,57 +24,62 @@ func TestBulkSet(t *testing.T) {
 	e.ok("locked", map[string]any{"value": "the budget is fixed"})
 	e.method("locked", "lock")
 	e.ok("same", map[string]any{"value": "nothing changes here"})
-	b, _ := json.Marshal(map[string]any{"pattern": "forbidden"})
-	e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/blacklist", b)
-	entries := []map[string]any{
-		{"key": "a", "value": "alpha is the first letter"},    // 0 written
-		{"key": "pinned", "value": "the launch is on friday"}, // 1 skipped_pinned
-		{"key": "locked", "value": "the budget doubled"},      // 2 skipped_locked
-		{"key": "same", "value": "nothing changes here"},      // 3 skipped_unchanged
-		{"key": "bad", "value": "a forbidden word"},           // 4 blacklisted
-		{"key": "b", "value": "an early draft"},               // 5 replaced in batch
-		{"key": "b", "value": "the final draft of b"},         // 6 written (last wins)
-		{"key": "c", "value": "alpha is the first letter"},    // 7 merged into entry 0
+	ctx, tc := context.Background(), e.c.Typed(t)
+	if _, err := tc.AddBlacklistPattern(ctx, e.ns, "forbidden"); err != nil {
+		t.Fatal(err)
 	}
-	r := e.do(http.MethodPost, "/memories:bulkSet", map[string]any{"entries": entries})
-	if r.Status != http.StatusOK {
-		t.Fatalf("bulk: %d %s", r.Status, r.Body)
+	entries := []client.BulkEntry{
+		{Key: "a", Value: "alpha is the first letter"},    // 0 written
+		{Key: "pinned", Value: "the launch is on friday"}, // 1 skipped_pinned
+		{Key: "locked", Value: "the budget doubled"},      // 2 skipped_locked
+		{Key: "same", Value: "nothing changes here"},      // 3 skipped_unchanged
+		{Key: "bad", Value: "a forbidden word"},           // 4 blacklisted
+		{Key: "b", Value: "an early draft"},               // 5 replaced in batch
+		{Key: "b", Value: "the final draft of b"},         // 6 written (last wins)
+		{Key: "c", Value: "alpha is the first letter"},    // 7 merged into entry 0
 	}
-	a := r.JSON(t)
-	ints := func(k string) string { return fmt.Sprint(a[k]) }
-	if ints("skipped_pinned") != "[1]" || ints("skipped_locked") != "[2]" || ints("skipped_unchanged") != "[3]" ||
-		ints("blacklisted") != "[4]" || ints("replaced_in_batch") != "[5]" {
-		t.Fatalf("skips: %s", r.Body)
+	a, err := tc.BulkSet(ctx, e.ns, client.BulkSetRequest{Entries: entries})
+	if err != nil {
+		t.Fatalf("bulk: %v", err)
 	}
-	written := a["written"].([]any)
-	if len(written) != 2 || written[0].(map[string]any)["memory_key"] != "a" || written[1].(map[string]any)["memory_key"] != "b" {
-		t.Fatalf("written: %v", written)
+	if fmt.Sprint(a.SkippedPinned) != "[1]" || fmt.Sprint(a.SkippedLocked) != "[2]" || fmt.Sprint(a.SkippedUnchanged) != "[3]" ||
+		fmt.Sprint(a.Blacklisted) != "[4]" || fmt.Sprint(a.ReplacedInBatch) != "[5]" {
+		t.Fatalf("skips: %+v", a)
 	}
-	merged := a["merged"].([]any)
-	if len(merged) != 1 || merged[0].(map[string]any)["index"] != 7.0 {
-		t.Fatalf("merged: %v", merged)
+	written := a.Written
+	if len(written) != 2 || written[0].MemoryKey != "a" || written[1].MemoryKey != "b" {
+		t.Fatalf("written: %+v", written)
+	}
+	if merged := a.Merged; len(merged) != 1 || merged[0].Index != 7 {
+		t.Fatalf("merged: %+v", merged)
 	}
 	_, h := e.head("b")
 	eq(t, "last writer wins in a batch", h["value"], any("the final draft of b"))
 	// One commit: the batch's revisions are consecutive seqs.
-	seqA, seqB := written[0].(map[string]any)["seq"].(float64), written[1].(map[string]any)["seq"].(float64)
+	seqA, seqB := written[0].Seq, written[1].Seq
 	eq(t, "consecutive seqs", seqB, seqA+1)
-	if audit := e.audit(); audit[int64(seqA)] != "memory.bulk_set" {
-		t.Fatalf("audit op %q", audit[int64(seqA)])
+	if audit := e.audit(); audit[seqA] != "memory.bulk_set" {
+		t.Fatalf("audit op %q", audit[seqA])
 	}
 	// More than 1,000 entries is refused.
-	many := make([]map[string]any, 1001)
+	many := make([]client.BulkEntry, 1001)
 	for i := range many {
-		many[i] = map[string]any{"key": fmt.Sprintf("k%d", i), "value": i}
+		many[i] = client.BulkEntry{Key: fmt.Sprintf("k%d", i), Value: i}
 	}
-	if r := e.do(http.MethodPost, "/memories:bulkSet", map[string]any{"entries": many}); r.Status != http.StatusUnprocessableEntity {
-		t.Fatalf("1001 entries: %d", r.Status)
+	if _, err := tc.BulkSet(ctx, e.ns, client.BulkSetRequest{Entries: many}); !isStatus(err, http.StatusUnprocessableEntity) {
+		t.Fatalf("1001 entries: %v", err)
 	}
 	// A malformed entry names itself.
-	r = e.do(http.MethodPost, "/memories:bulkSet", map[string]any{"entries": []any{map[string]any{"key": "x", "value": "ok"}, map[string]any{"key": "", "value": 1}}})
-	if r.Status != http.StatusUnprocessableEntity || r.JSON(t)["error"].(map[string]any)["field"] != "entries[1].memory_key" {
-		t.Fatalf("bad entry: %d %s", r.Status, r.Body)
+	_, err = tc.BulkSet(ctx, e.ns, client.BulkSetRequest{Entries: []client.BulkEntry{{Key: "x", Value: "ok"}, {Key: "", Value: 1}}})
+	if e, ok := client.AsError(err); !ok || e.Status != http.StatusUnprocessableEntity || e.Field != "entries[1].memory_key" {
+		t.Fatalf("bad entry: %v", err)
 	}
+}
+
+// isStatus reports whether err is an error answer of that status.
+func isStatus(err error, status int) bool {
+	e, ok := client.AsError(err)
+	return ok && e.Status == status
 }
 
 func keyed(t *testing.T, c *testenv.Client, method, path, key string, body any) *testenv.Response {
@@ -125,29 +132,32 @@ func TestCommitAnswerLostThenRetried(t *testing.T) {
 		}}))
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "lost")
-	path := "/v1/namespaces/" + ns + "/memories/k"
-	r := keyed(t, c, http.MethodPut, path, "retry-me", map[string]any{"value": "committed once"})
-	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "POSTGRES_UNAVAILABLE" || r.JSON(t)["error"].(map[string]any)["outcome_unknown"] != true {
-		t.Fatalf("lost answer: %d %s", r.Status, r.Body)
+	ctx, tc := context.Background(), c.Typed(t)
+	set := func() (*client.SetAnswer, error) {
+		return tc.Set(ctx, ns, "k", client.SetRequest{Value: "committed once"}, client.IdempotencyKey("retry-me"))
 	}
-	if r := keyed(t, c, http.MethodPut, path, "retry-me", map[string]any{"value": "committed once"}); r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "IDEMPOTENT_IN_PROGRESS" {
-		t.Fatalf("retry within the lease: %d %s", r.Status, r.Body)
+	_, err := set()
+	if e, ok := client.AsError(err); !ok || e.Status != http.StatusServiceUnavailable || e.Code != client.CodePostgresUnavailable || !e.OutcomeUnknown {
+		t.Fatalf("lost answer: %v", err)
 	}
-	var replay *testenv.Response
+	if _, err := set(); !testenv.Retryable503(err, client.CodeIdempotentInProgress) {
+		t.Fatalf("retry within the lease: %v", err)
+	}
+	var replay *client.SetAnswer
 	testenv.Eventually(t, 10*time.Second, "the lease to run out", func() bool {
-		replay = keyed(t, c, http.MethodPut, path, "retry-me", map[string]any{"value": "committed once"})
-		return replay.Status == http.StatusOK
+		replay, err = set()
+		return err == nil
 	})
-	a := replay.JSON(t)
-	if a["idempotent_replay"] != "committed" || a["memory_key"] != "k" {
-		t.Fatalf("replay: %s", replay.Body)
+	a := replay.Committed
+	if a == nil || a.IdempotentReplay != "committed" || a.MemoryKey != "k" {
+		t.Fatalf("replay: %+v", replay)
 	}
 	pool := env.PG(t)
 	revs := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns)
 	head := testenv.Int(t, pool, `SELECT version FROM loom.memory_current WHERE org = 'acme' AND namespace = $1`, ns)
 	eq(t, "revisions", revs, 1)
-	if fmt.Sprint(head) != a["version_text"] {
-		t.Fatalf("replayed version %v, head %d", a["version_text"], head)
+	if fmt.Sprint(head) != a.VersionText {
+		t.Fatalf("replayed version %v, head %d", a.VersionText, head)
 	}
 }
 
@@ -155,33 +165,34 @@ func TestCommitAnswerLostThenRetried(t *testing.T) {
 // every answer agrees with it.
 func TestConcurrentKeyedRequests(t *testing.T) {
 	e := newPhaseEnv(t, nil)
-	path := "/v1/namespaces/" + e.ns + "/memories/k"
-	answers := make([]*testenv.Response, 8)
+	tc := e.c.Typed(t)
+	answers := make([]*client.SetAnswer, 8)
+	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range answers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				r := keyed(t, e.c, http.MethodPut, path, "same-key", map[string]any{"value": "exactly once"})
-				if r.ErrorCode() == "IDEMPOTENT_IN_PROGRESS" {
+				a, err := tc.Set(context.Background(), e.ns, "k", client.SetRequest{Value: "exactly once"}, client.IdempotencyKey("same-key"))
+				if client.IsCode(err, client.CodeIdempotentInProgress) {
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
-				answers[i] = r
+				answers[i], errs[i] = a, err
 				return
 			}
 		}()
 	}
 	wg.Wait()
 	eq(t, "revisions", e.revisions("k"), 1)
-	var version any
-	for i, r := range answers {
-		if r.Status != http.StatusOK {
-			t.Fatalf("client %d: %d %s", i, r.Status, r.Body)
+	var version string
+	for i, a := range answers {
+		if errs[i] != nil {
+			t.Fatalf("client %d: %v", i, errs[i])
 		}
-		v := r.JSON(t)["version_text"]
-		if version == nil {
+		v := a.VersionText
+		if version == "" {
 			version = v
 		}
 		if v != version {

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -35,13 +38,14 @@ func TestBadInputAnswers422NamingTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+tc.key, []byte(tc.body))
-			if r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != tc.code {
-				t.Fatalf("got %d %s, want 422 %s", r.Status, r.Body, tc.code)
+			// The raw body is the case; the answer is read as the client's error.
+			status, body, err := c.Typed(t).Raw(context.Background(), http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+tc.key, []byte(tc.body))
+			e, _ := client.AsError(client.ErrorOf(status, body))
+			if err != nil || e == nil || e.Status != http.StatusUnprocessableEntity || string(e.Code) != tc.code {
+				t.Fatalf("got %d %s (%v), want 422 %s", status, body, err, tc.code)
 			}
-			e := r.JSON(t)["error"].(map[string]any)
-			if e["field"] != tc.field || e["retryable"] != false || e["message"] == "" {
-				t.Fatalf("error envelope %v, want field %q, not retryable, a message", e, tc.field)
+			if e.Field != tc.field || e.Retryable || e.Message == "" {
+				t.Fatalf("error envelope %+v, want field %q, not retryable, a message", e, tc.field)
 			}
 		})
 	}
@@ -95,25 +99,24 @@ func TestTokenNeverReachesAnotherOrg(t *testing.T) {
 	alice := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "org-a"}))
 	bob := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "org-b"}))
 	ns := testenv.Unique(t, "iso")
-	a := alice.Set(t, ns, "secret-plan", "org a plans to launch on monday")
+	a := typedSet(t, alice, ns, "secret-plan", client.SetRequest{Value: "org a plans to launch on monday"})
 
 	if r := bob.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/secret-plan", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("org b read org a's key: %d %s", r.Status, r.Body)
 	}
-	if r := bob.Do(t, http.MethodGet, "/v1/memories/"+a["memory_id"].(string), nil); r.Status != http.StatusNotFound {
+	if r := bob.Do(t, http.MethodGet, "/v1/memories/"+a.MemoryID, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("org b read org a's memory by id: %d %s", r.Status, r.Body)
 	}
 	if r := bob.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/secret-plan/history", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("org b read org a's history: %d %s", r.Status, r.Body)
 	}
-	if got := hits(t, bob.Search(t, ns, "org a plans to launch on monday", 10)); len(got) != 0 {
-		t.Fatalf("org b's search found org a's memory: %v", got)
+	if got := typedSearch(t, bob, ns, client.SearchRequest{Query: "org a plans to launch on monday", TopK: 10}).Hits; len(got) != 0 {
+		t.Fatalf("org b's search found org a's memory: %+v", got)
 	}
 	// Bob writing the same namespace and key makes his own row; Alice's is untouched.
 	bob.Set(t, ns, "secret-plan", "org b has its own plan")
-	r := alice.Do(t, http.MethodGet, "/v1/memories/"+a["memory_id"].(string), nil)
-	if r.Status != http.StatusOK || r.JSON(t)["value"] != "org a plans to launch on monday" {
-		t.Fatalf("org a's memory after org b's write: %d %s", r.Status, r.Body)
+	if m, err := alice.Typed(t).GetByID(context.Background(), a.MemoryID); err != nil || string(m.Value) != `"org a plans to launch on monday"` {
+		t.Fatalf("org a's memory after org b's write: %v %+v", err, m)
 	}
 }
 
@@ -138,16 +141,15 @@ func TestTokenScopes(t *testing.T) {
 	if r := limited.Do(t, http.MethodGet, "/v1/namespaces/"+other+"/memories/k", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("namespace-limited token read another namespace: %d %s", r.Status, r.Body)
 	}
-	r := limited.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink", nil)
-	if r.Status != http.StatusOK || r.JSON(t)["value"] != "alice likes tea" {
-		t.Fatalf("user-bound token reading its user's row: %d %s", r.Status, r.Body)
+	if m, err := limited.Typed(t).Get(context.Background(), ns, "drink", client.Identity{}, time.Time{}); err != nil || string(m.Value) != `"alice likes tea"` {
+		t.Fatalf("user-bound token reading its user's row: %v %+v", err, m)
 	}
 	if r := limited.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink?user_id=bob", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("user-bound token read another user's row: %d %s", r.Status, r.Body)
 	}
-	for _, h := range hits(t, limited.Search(t, ns, "likes coffee tea", 10)) {
-		if h["user_id"] != "alice" {
-			t.Fatalf("user-bound token's search served %v's row", h["user_id"])
+	for _, h := range typedSearch(t, limited, ns, client.SearchRequest{Query: "likes coffee tea", TopK: 10}).Hits {
+		if h.UserID != "alice" {
+			t.Fatalf("user-bound token's search served %v's row", h.UserID)
 		}
 	}
 	if r := limited.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/x", []byte(`{"value": 1}`)); r.Status != http.StatusForbidden || r.ErrorCode() != "PERMISSION_DENIED" {
@@ -159,14 +161,13 @@ func TestGetByID(t *testing.T) {
 	n, url := env.API(t, nil)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "byid")
-	set := c.Set(t, ns, "k", []any{"a", 2, true})
-	r := c.Do(t, http.MethodGet, "/v1/memories/"+set["memory_id"].(string), nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("get by id: %d %s", r.Status, r.Body)
+	set := typedSet(t, c, ns, "k", client.SetRequest{Value: []any{"a", 2, true}})
+	got, err := c.Typed(t).GetByID(context.Background(), set.MemoryID)
+	if err != nil {
+		t.Fatalf("get by id: %v", err)
 	}
-	got := r.JSON(t)
-	if got["memory_key"] != "k" || got["namespace"] != ns || got["version_text"] != set["version_text"] {
-		t.Fatalf("get by id answered %s", r.Body)
+	if got.MemoryKey != "k" || got.Namespace != ns || got.VersionText != set.VersionText {
+		t.Fatalf("get by id answered %+v", got)
 	}
 	for _, id := range []string{"not-a-uuid", "00000000-0000-0000-0000-000000000000"} {
 		if r := c.Do(t, http.MethodGet, "/v1/memories/"+id, nil); r.Status != http.StatusNotFound {

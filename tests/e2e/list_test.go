@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -13,7 +15,7 @@ import (
 // listPage is one page of memory.list or memory.keys.
 type listPage struct {
 	keys []string
-	rows []float64 // memory.keys: identities per key
+	rows []int // memory.keys: identities per key
 	next string
 }
 
@@ -23,20 +25,25 @@ func getList(t *testing.T, c *testenv.Client, path string, q url.Values) listPag
 	if r.Status != http.StatusOK {
 		t.Fatalf("GET %s?%s: %d %s", path, q.Encode(), r.Status, r.Body)
 	}
-	a := r.JSON(t)
-	var p listPage
-	items, _ := a["memories"].([]any)
-	if items == nil {
-		items, _ = a["keys"].([]any)
+	// memory.list's answer or memory.keys's, read as the client's types.
+	var a struct {
+		client.ListAnswer
+		Keys []struct {
+			MemoryKey string `json:"memory_key"`
+			Rows      int    `json:"rows"`
+		} `json:"keys"`
 	}
-	for _, it := range items {
-		m := it.(map[string]any)
-		p.keys = append(p.keys, m["memory_key"].(string))
-		if n, ok := m["rows"].(float64); ok {
-			p.rows = append(p.rows, n)
-		}
+	if err := json.Unmarshal(r.Body, &a); err != nil {
+		t.Fatalf("GET %s: %v: %s", path, err, r.Body)
 	}
-	p.next, _ = a["next_page_token"].(string)
+	p := listPage{next: a.NextPageToken}
+	for _, m := range a.Memories {
+		p.keys = append(p.keys, m.MemoryKey)
+	}
+	for _, k := range a.Keys {
+		p.keys = append(p.keys, k.MemoryKey)
+		p.rows = append(p.rows, k.Rows)
+	}
 	return p
 }
 

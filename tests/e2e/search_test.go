@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/tests/testenv"
@@ -42,58 +42,42 @@ func wholeCosine(t *testing.T, query, value string) float64 {
 func newSearchEnv(t *testing.T) *phaseEnv {
 	e := newPhaseEnv(t, map[string]any{"conflict_policy": "append_only"})
 	rows := []struct {
-		key  string
-		body map[string]any
+		key string
+		req client.SetRequest
 	}{
-		{"billing.currency", map[string]any{"value": "all invoices are issued in euros", "tags": []string{"finance"}, "user_id": "alice"}},
-		{"editor.theme", map[string]any{"value": "the user prefers dark mode in the editor", "tags": []string{"ui", "prefs"}, "user_id": "alice"}},
-		{"editor.font", map[string]any{"value": "the editor font is fira code at size fourteen", "tags": []string{"ui"}, "user_id": "bob"}},
-		{"deploy.window", map[string]any{"value": "deployments happen on tuesday mornings after standup", "agent": "planner", "session_id": "s1", "memory_type": "procedure"}},
-		{"runbook", map[string]any{"value": runbook}},
-		{"old.office", map[string]any{"value": "the office was in the harbour building downtown",
-			"valid_at": time.Now().Add(-48 * time.Hour), "valid_to": time.Now().Add(-time.Hour)}},
-		{"short.lived", map[string]any{"value": "the temporary wifi password for the harbour guests", "ttl_seconds": 1}},
+		{"billing.currency", client.SetRequest{Value: "all invoices are issued in euros", Tags: []string{"finance"}, Identity: client.Identity{UserID: "alice"}}},
+		{"editor.theme", client.SetRequest{Value: "the user prefers dark mode in the editor", Tags: []string{"ui", "prefs"}, Identity: client.Identity{UserID: "alice"}}},
+		{"editor.font", client.SetRequest{Value: "the editor font is fira code at size fourteen", Tags: []string{"ui"}, Identity: client.Identity{UserID: "bob"}}},
+		{"deploy.window", client.SetRequest{Value: "deployments happen on tuesday mornings after standup", Identity: client.Identity{Agent: "planner", SessionID: "s1"}, MemoryType: "procedure"}},
+		{"runbook", client.SetRequest{Value: runbook}},
+		{"old.office", client.SetRequest{Value: "the office was in the harbour building downtown",
+			ValidAt: time.Now().Add(-48 * time.Hour), ValidTo: time.Now().Add(-time.Hour)}},
+		{"short.lived", client.SetRequest{Value: "the temporary wifi password for the harbour guests", TTLSeconds: 1}},
 	}
 	for _, r := range rows {
-		e.ok(r.key, r.body)
+		typedSet(t, e.c, e.ns, r.key, r.req)
 	}
 	time.Sleep(1100 * time.Millisecond) // short.lived expires
 	return e
 }
 
-// search runs memory.search with extra fields and returns the answer.
-func (e *phaseEnv) search(c *testenv.Client, query string, extra map[string]any) map[string]any {
+// search runs memory.search of query with the filters of f (top_k 10 unless f says)
+// as c and returns the answer.
+func (e *phaseEnv) search(c *testenv.Client, query string, f client.SearchRequest) *client.SearchAnswer {
 	e.t.Helper()
-	body := map[string]any{"query": query, "top_k": 10}
-	for k, v := range extra {
-		body[k] = v
+	f.Query = query
+	if f.TopK == 0 {
+		f.TopK = 10
 	}
-	b, _ := json.Marshal(body)
-	r := c.Do(e.t, http.MethodPost, "/v1/namespaces/"+e.ns+"/memories:search", b)
-	if r.Status != http.StatusOK {
-		e.t.Fatalf("search %q %v: %d %s", query, extra, r.Status, r.Body)
-	}
-	return r.JSON(e.t)
+	return typedSearch(e.t, c, e.ns, f)
 }
 
-func answerHits(a map[string]any) []map[string]any {
-	var out []map[string]any
-	for _, h := range a["hits"].([]any) {
-		out = append(out, h.(map[string]any))
-	}
-	return out
-}
-
-func answerKeys(a map[string]any) []string {
+func answerKeys(a *client.SearchAnswer) []string {
 	var keys []string
-	for _, h := range answerHits(a) {
-		keys = append(keys, h["memory_key"].(string))
+	for _, h := range a.Hits {
+		keys = append(keys, h.MemoryKey)
 	}
 	return keys
-}
-
-func score(h map[string]any, leg string) float64 {
-	return h["scores"].(map[string]any)[leg].(float64)
 }
 
 // Each leg finds what only it can: the key leg a key named by the query, the lexical
@@ -102,36 +86,37 @@ func TestSearchLegs(t *testing.T) {
 	e := newSearchEnv(t)
 
 	// The value shares no word with the query; only the key does.
-	a := e.search(e.c, "billing currency", nil)
-	if h := answerHits(a); len(h) == 0 || h[0]["memory_key"] != "billing.currency" || score(h[0], "key") <= 0 {
+	none := client.SearchRequest{}
+	a := e.search(e.c, "billing currency", none)
+	if h := a.Hits; len(h) == 0 || h[0].MemoryKey != "billing.currency" || h[0].Scores.Key <= 0 {
 		t.Fatalf("key leg: %v", answerKeys(a))
 	}
 
-	a = e.search(e.c, "fira", nil)
-	if h := answerHits(a); len(h) == 0 || h[0]["memory_key"] != "editor.font" || score(h[0], "lexical") <= 0 {
-		t.Fatalf("lexical leg: %v", a)
+	a = e.search(e.c, "fira", none)
+	if h := a.Hits; len(h) == 0 || h[0].MemoryKey != "editor.font" || h[0].Scores.Lexical <= 0 {
+		t.Fatalf("lexical leg: %+v", a)
 	}
-	for _, h := range answerHits(a)[1:] {
-		if score(h, "lexical") != 0 {
-			t.Fatalf("row without the word scored lexically: %v", h)
+	for _, h := range a.Hits[1:] {
+		if h.Scores.Lexical != 0 {
+			t.Fatalf("row without the word scored lexically: %+v", h)
 		}
 	}
 
 	// The whole runbook's vector is mostly filler; a chunk holds the sentence, so the
 	// row's vector score is the chunk's, well above the whole value's cosine.
 	query := "who takes the pager rotation at midnight"
-	a = e.search(e.c, query, nil)
+	a = e.search(e.c, query, none)
 	whole := wholeCosine(t, query, runbook)
-	if h := answerHits(a); len(h) == 0 || h[0]["memory_key"] != "runbook" || score(h[0], "vector") < 1.5*whole {
+	if h := a.Hits; len(h) == 0 || h[0].MemoryKey != "runbook" || h[0].Scores.Vector < 1.5*whole {
 		t.Fatalf("chunk leg: whole-value cosine %.3f, hits %v", whole, answerKeys(a))
 	}
 
-	a = e.search(e.c, "dark mode editor", map[string]any{"mode": "rrf"})
-	if a["mode"] != "rrf" || answerKeys(a)[0] != "editor.theme" {
-		t.Fatalf("rrf: %v", a)
+	a = e.search(e.c, "dark mode editor", client.SearchRequest{Mode: "rrf"})
+	if a.Mode != "rrf" || answerKeys(a)[0] != "editor.theme" {
+		t.Fatalf("rrf: %+v", a)
 	}
-	if h := answerHits(a)[0]; score(h, "fused") <= 0 || h["score"].(float64) <= 0 {
-		t.Fatalf("rrf hit carries no fused score: %v", h)
+	if h := a.Hits[0]; h.Scores.Fused <= 0 || h.Score <= 0 {
+		t.Fatalf("rrf hit carries no fused score: %+v", h)
 	}
 }
 
@@ -141,17 +126,17 @@ func TestSearchFilters(t *testing.T) {
 	q := "editor euros tuesday pager harbour office wifi fira dark"
 	cases := []struct {
 		name   string
-		extra  map[string]any
+		extra  client.SearchRequest
 		want   []string
 		reject []string
 	}{
-		{"user_id", map[string]any{"user_id": "alice"}, []string{"billing.currency", "editor.theme"}, []string{"editor.font", "deploy.window"}},
-		{"agent", map[string]any{"agent": "planner"}, []string{"deploy.window"}, []string{"editor.theme"}},
-		{"session_id", map[string]any{"session_id": "s1"}, []string{"deploy.window"}, []string{"runbook"}},
-		{"memory_type", map[string]any{"memory_type": "procedure"}, []string{"deploy.window"}, []string{"editor.font"}},
-		{"tags all", map[string]any{"tags": []string{"ui", "prefs"}}, []string{"editor.theme"}, []string{"editor.font"}},
-		{"tags any", map[string]any{"tags": []string{"finance", "prefs"}, "tags_mode": "any"}, []string{"billing.currency", "editor.theme"}, []string{"editor.font"}},
-		{"validity and expiry", nil, []string{"editor.theme"}, []string{"old.office", "short.lived"}},
+		{"user_id", client.SearchRequest{UserID: "alice"}, []string{"billing.currency", "editor.theme"}, []string{"editor.font", "deploy.window"}},
+		{"agent", client.SearchRequest{Agent: "planner"}, []string{"deploy.window"}, []string{"editor.theme"}},
+		{"session_id", client.SearchRequest{SessionID: "s1"}, []string{"deploy.window"}, []string{"runbook"}},
+		{"memory_type", client.SearchRequest{MemoryType: "procedure"}, []string{"deploy.window"}, []string{"editor.font"}},
+		{"tags all", client.SearchRequest{Tags: []string{"ui", "prefs"}}, []string{"editor.theme"}, []string{"editor.font"}},
+		{"tags any", client.SearchRequest{Tags: []string{"finance", "prefs"}, TagsMode: "any"}, []string{"billing.currency", "editor.theme"}, []string{"editor.font"}},
+		{"validity and expiry", client.SearchRequest{}, []string{"editor.theme"}, []string{"old.office", "short.lived"}},
 	}
 	for _, c := range cases {
 		got := answerKeys(e.search(e.c, q, c.extra))
@@ -168,23 +153,23 @@ func TestSearchFilters(t *testing.T) {
 	}
 
 	// as_of asks what held then: a fact stated valid from yesterday was not valid two days ago.
-	e.ok("new.office", map[string]any{"value": "the office moved to the harbour tower", "valid_at": time.Now().Add(-24 * time.Hour)})
-	if got := answerKeys(e.search(e.c, "harbour office tower", nil)); !contains(got, "new.office") {
+	typedSet(t, e.c, e.ns, "new.office", client.SetRequest{Value: "the office moved to the harbour tower", ValidAt: time.Now().Add(-24 * time.Hour)})
+	if got := answerKeys(e.search(e.c, "harbour office tower", client.SearchRequest{})); !contains(got, "new.office") {
 		t.Errorf("valid_at yesterday, searched now: %v", got)
 	}
-	asOf := time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
-	if got := answerKeys(e.search(e.c, "harbour office tower", map[string]any{"as_of": asOf})); contains(got, "new.office") || contains(got, "old.office") {
+	asOf := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Second)
+	if got := answerKeys(e.search(e.c, "harbour office tower", client.SearchRequest{AsOf: asOf})); contains(got, "new.office") || contains(got, "old.office") {
 		t.Errorf("as_of two days ago served a row not valid then, or expired now: %v", got)
 	}
 
 	// A rejected row is out of search until a status filter asks for it.
-	if r := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/memories/editor.font:reject", []byte(`{"user_id": "bob"}`)); r.Status != http.StatusOK {
-		t.Fatalf("reject: %d %s", r.Status, r.Body)
+	if _, err := e.c.Typed(t).Reject(context.Background(), e.ns, "editor.font", client.Identity{UserID: "bob"}); err != nil {
+		t.Fatalf("reject: %v", err)
 	}
-	if got := answerKeys(e.search(e.c, "fira code font", nil)); contains(got, "editor.font") {
+	if got := answerKeys(e.search(e.c, "fira code font", client.SearchRequest{})); contains(got, "editor.font") {
 		t.Errorf("rejected row served: %v", got)
 	}
-	if got := answerKeys(e.search(e.c, "fira code font", map[string]any{"include_superseded": true})); contains(got, "editor.font") {
+	if got := answerKeys(e.search(e.c, "fira code font", client.SearchRequest{IncludeSuperseded: true})); contains(got, "editor.font") {
 		t.Errorf("rejected row served with include_superseded: %v", got)
 	}
 }
@@ -192,25 +177,22 @@ func TestSearchFilters(t *testing.T) {
 // A search answers ok, or abstains saying whether anything was stored.
 func TestSearchVerdicts(t *testing.T) {
 	e := newSearchEnv(t)
-	if a := e.search(e.c, "dark mode in the editor", nil); a["verdict"] != "ok" {
-		t.Fatalf("relevant query: %v", a["verdict"])
+	if a := e.search(e.c, "dark mode in the editor", client.SearchRequest{}); a.Verdict != client.VerdictOK {
+		t.Fatalf("relevant query: %v", a.Verdict)
 	}
-	a := e.search(e.c, "quantum chromodynamics lattice gauge", nil)
-	if a["verdict"] != "below_threshold" && a["verdict"] != "no_match" {
-		t.Fatalf("unrelated query: verdict %v", a["verdict"])
+	a := e.search(e.c, "quantum chromodynamics lattice gauge", client.SearchRequest{})
+	if a.Verdict != client.VerdictBelowThreshold && a.Verdict != client.VerdictNoMatch {
+		t.Fatalf("unrelated query: verdict %v", a.Verdict)
 	}
 	empty := &phaseEnv{t: t, c: e.c, ns: testenv.Unique(t, "empty")}
-	if a := empty.search(e.c, "dark mode", nil); a["verdict"] != "no_match" || len(answerHits(a)) != 0 {
-		t.Fatalf("empty namespace: %v", a)
+	if a := empty.search(e.c, "dark mode", client.SearchRequest{}); a.Verdict != client.VerdictNoMatch || len(a.Hits) != 0 {
+		t.Fatalf("empty namespace: %+v", a)
 	}
-	for _, bad := range []map[string]any{{"top_k": 101}, {"mode": "max"}, {"tags_mode": "some"}, {"status": []string{"deleted"}}} {
-		body := map[string]any{"query": "x"}
-		for k, v := range bad {
-			body[k] = v
-		}
-		b, _ := json.Marshal(body)
-		if r := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/memories:search", b); r.Status != http.StatusUnprocessableEntity {
-			t.Fatalf("search %v: %d %s, want 422", bad, r.Status, r.Body)
+	for _, bad := range []client.SearchRequest{{TopK: 101}, {Mode: "max"}, {TagsMode: "some"}, {Status: []string{"deleted"}}} {
+		bad.Query = "x"
+		_, err := e.c.Typed(t).Search(context.Background(), e.ns, bad)
+		if e, ok := client.AsError(err); !ok || e.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("search %+v: %v, want 422", bad, err)
 		}
 	}
 }
@@ -220,43 +202,40 @@ func TestSearchVerdicts(t *testing.T) {
 func TestSearchReadScope(t *testing.T) {
 	e := newSearchEnv(t)
 	// bob's row holds every word alice's token asks for, in the value and the key.
-	e.ok("editor.theme", map[string]any{"value": "the user prefers dark mode in the editor", "user_id": "bob"})
+	typedSet(t, e.c, e.ns, "editor.theme", client.SetRequest{Value: "the user prefers dark mode in the editor", Identity: client.Identity{UserID: "bob"}})
 	n, api := env.API(t, nil)
 	alice := testenv.NewClient(api, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader, ReadUserID: "alice"}))
 	for _, q := range []string{"editor theme", "fira", "dark mode in the editor", "editor font fira code"} {
-		for _, extra := range []map[string]any{nil, {"user_id": "bob"}, {"mode": "rrf"}} {
+		for _, extra := range []client.SearchRequest{{}, {UserID: "bob"}, {Mode: "rrf"}} {
 			a := e.search(alice, q, extra)
-			for _, h := range answerHits(a) {
-				if h["user_id"] != "alice" {
-					t.Fatalf("alice's token, query %q %v, served %v's %v", q, extra, h["user_id"], h["memory_key"])
+			for _, h := range a.Hits {
+				if h.UserID != "alice" {
+					t.Fatalf("alice's token, query %q %+v, served %v's %v", q, extra, h.UserID, h.MemoryKey)
 				}
 			}
 		}
 	}
 	// Page through everything alice's token can see, one hit at a time.
-	b, _ := json.Marshal(map[string]any{"query": "editor euros dark fira", "top_k": 1})
+	page := client.SearchRequest{Query: "editor euros dark fira", TopK: 1}
 	seen := map[string]bool{}
-	for page := 0; page < 10; page++ {
-		r := alice.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/memories:search", b)
-		if r.Status != http.StatusOK {
-			t.Fatalf("page %d: %d %s", page, r.Status, r.Body)
+	for n := 0; n < 10; n++ {
+		a, err := alice.Typed(t).Search(context.Background(), e.ns, page)
+		if err != nil {
+			t.Fatalf("page %d: %v", n, err)
 		}
-		a := r.JSON(t)
-		for _, h := range answerHits(a) {
-			if h["user_id"] != "alice" {
-				t.Fatalf("page %d served %v's row", page, h["user_id"])
+		for _, h := range a.Hits {
+			if h.UserID != "alice" {
+				t.Fatalf("page %d served %v's row", n, h.UserID)
 			}
-			id := h["memory_id"].(string)
-			if seen[id] {
-				t.Fatalf("page %d repeated %v", page, h["memory_key"])
+			if seen[h.MemoryID] {
+				t.Fatalf("page %d repeated %v", n, h.MemoryKey)
 			}
-			seen[id] = true
+			seen[h.MemoryID] = true
 		}
-		next, _ := a["next_page_token"].(string)
-		if next == "" {
+		if a.NextPageToken == "" {
 			break
 		}
-		b, _ = json.Marshal(map[string]any{"query": "editor euros dark fira", "top_k": 1, "page_token": next})
+		page.PageToken = a.NextPageToken
 	}
 	if len(seen) != 2 {
 		t.Fatalf("alice's pages served %d rows, want her 2", len(seen))

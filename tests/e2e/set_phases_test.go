@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -342,7 +343,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 		if keys := e.hitKeys("where does the user live"); contains(keys, "k1") || !contains(keys, "k2") {
 			t.Fatalf("search after refines: %v", keys)
 		}
-		if keys := answerKeys(e.search(e.c, "where does the user live", map[string]any{"include_superseded": true})); !contains(keys, "k1") {
+		if keys := answerKeys(e.search(e.c, "where does the user live", client.SearchRequest{IncludeSuperseded: true})); !contains(keys, "k1") {
 			t.Fatalf("include_superseded left out the retired row: %v", keys)
 		}
 		if ev := e.events(); !sameList(ev, "memory.written", "memory.written", "memory.status_changed") {

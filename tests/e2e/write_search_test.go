@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -20,37 +24,63 @@ func hits(t *testing.T, r *testenv.Response) []map[string]any {
 	return out
 }
 
+// typedSearch runs memory.search through the typed client; an error fails the test.
+func typedSearch(t *testing.T, c *testenv.Client, ns string, req client.SearchRequest) *client.SearchAnswer {
+	t.Helper()
+	a, err := c.Typed(t).Search(context.Background(), ns, req)
+	if err != nil {
+		t.Fatalf("search %+v: %v", req, err)
+	}
+	return a
+}
+
+// typedSet runs memory.set through the typed client; an error fails the test.
+func typedSet(t *testing.T, c *testenv.Client, ns, key string, req client.SetRequest) *client.SetAnswer {
+	t.Helper()
+	a, err := c.Typed(t).Set(context.Background(), ns, key, req)
+	if err != nil {
+		t.Fatalf("set %s/%s: %v", ns, key, err)
+	}
+	return a
+}
+
 // A write is searchable on the very next call: the search waits at the barrier until
 // the projector has written it, with no sleep anywhere.
 func TestWriteThenSearchImmediately(t *testing.T) {
 	n, url := env.API(t, nil)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "ws")
-	set := c.Set(t, ns, "editor-theme", "the user prefers dark mode in the editor")
-	c.Set(t, ns, "invoice", "the invoice for march is due on friday")
+	set := typedSet(t, c, ns, "editor-theme", client.SetRequest{Value: "the user prefers dark mode in the editor"})
+	typedSet(t, c, ns, "invoice", client.SetRequest{Value: "the invoice for march is due on friday"})
 
-	r := c.Search(t, ns, "which editor theme does the user prefer", 5)
-	got := hits(t, r)
-	if len(got) == 0 || got[0]["memory_key"] != "editor-theme" {
-		t.Fatalf("top hit is not the memory just written: %s", r.Body)
+	a := typedSearch(t, c, ns, client.SearchRequest{Query: "which editor theme does the user prefer", TopK: 5})
+	got := a.Hits
+	if len(got) == 0 || got[0].MemoryKey != "editor-theme" {
+		t.Fatalf("top hit is not the memory just written: %+v", a)
 	}
-	if got[0]["memory_id"] != set["memory_id"] || got[0]["value"] != "the user prefers dark mode in the editor" {
-		t.Fatalf("hit does not carry the written memory: %v", got[0])
+	if got[0].MemoryID != set.MemoryID || string(got[0].Value) != `"the user prefers dark mode in the editor"` {
+		t.Fatalf("hit does not carry the written memory: %+v", got[0])
 	}
-	if got[0]["version"].(float64) != set["version"].(float64) {
-		t.Fatalf("hit version %v, written %v", got[0]["version"], set["version"])
+	if got[0].Version != set.Version {
+		t.Fatalf("hit version %d, written %d", got[0].Version, set.Version)
+	}
+	// Every hit says its vector score (the typed answer cannot tell it absent from 0).
+	var legs struct {
+		Hits []struct{ Scores map[string]float64 }
+	}
+	json.Unmarshal(c.Search(t, ns, "which editor theme does the user prefer", 5).Body, &legs)
+	for i, h := range legs.Hits {
+		if _, ok := h.Scores["vector"]; !ok {
+			t.Fatalf("hit %d carries no vector score: %+v", i, h)
+		}
 	}
 	for i, h := range got {
-		if _, ok := h["scores"].(map[string]any)["vector"]; !ok {
-			t.Fatalf("hit %d carries no vector score: %v", i, h)
-		}
-		if i > 0 && h["score"].(float64) > got[i-1]["score"].(float64) {
-			t.Fatalf("hits are not ranked by score: %s", r.Body)
+		if i > 0 && h.Score > got[i-1].Score {
+			t.Fatalf("hits are not ranked by score: %+v", got)
 		}
 	}
-	body := r.JSON(t)
-	if body["verdict"] != "ok" {
-		t.Fatalf("verdict %v, want ok", body["verdict"])
+	if a.Verdict != client.VerdictOK {
+		t.Fatalf("verdict %v, want ok", a.Verdict)
 	}
 }
 
@@ -59,39 +89,38 @@ func TestReviseServesOnlyTheNewValueAndKeepsHistory(t *testing.T) {
 	n, url := env.API(t, nil)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "rev")
-	first := c.Set(t, ns, "home-city", "the user lives in Lisbon, Portugal")
-	second := c.Set(t, ns, "home-city", "the user lives in Berlin, Germany")
-	if second["memory_id"] != first["memory_id"] {
-		t.Fatalf("a revision changed the memory id: %v then %v", first["memory_id"], second["memory_id"])
+	first := typedSet(t, c, ns, "home-city", client.SetRequest{Value: "the user lives in Lisbon, Portugal"})
+	second := typedSet(t, c, ns, "home-city", client.SetRequest{Value: "the user lives in Berlin, Germany"})
+	if second.MemoryID != first.MemoryID {
+		t.Fatalf("a revision changed the memory id: %v then %v", first.MemoryID, second.MemoryID)
 	}
-	if second["version"].(float64) <= first["version"].(float64) || second["event"] != "memory.revised" {
-		t.Fatalf("revision: %v", second)
+	if second.Version <= first.Version || second.Event != "memory.revised" {
+		t.Fatalf("revision: %+v", second)
 	}
 
 	for _, q := range []string{"the user lives in Lisbon", "the user lives in Berlin"} {
-		got := hits(t, c.Search(t, ns, q, 10))
+		got := typedSearch(t, c, ns, client.SearchRequest{Query: q, TopK: 10}).Hits
 		if len(got) != 1 {
 			t.Fatalf("search %q: %d hits, want exactly the key's current row", q, len(got))
 		}
-		if got[0]["value"] != "the user lives in Berlin, Germany" {
-			t.Fatalf("search %q served %v, want the new value", q, got[0]["value"])
+		if string(got[0].Value) != `"the user lives in Berlin, Germany"` {
+			t.Fatalf("search %q served %s, want the new value", q, got[0].Value)
 		}
 	}
 
-	r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/home-city/history", nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("history: %d %s", r.Status, r.Body)
+	h, err := c.Typed(t).History(context.Background(), ns, "home-city", client.Identity{})
+	if err != nil {
+		t.Fatalf("history: %v", err)
 	}
-	versions := r.JSON(t)["versions"].([]any)
-	if len(versions) != 2 {
-		t.Fatalf("history has %d versions, want 2: %s", len(versions), r.Body)
+	if len(h.Versions) != 2 {
+		t.Fatalf("history has %d versions, want 2: %+v", len(h.Versions), h)
 	}
-	v0, v1 := versions[0].(map[string]any), versions[1].(map[string]any)
-	if v0["value"] != "the user lives in Lisbon, Portugal" || v1["value"] != "the user lives in Berlin, Germany" {
-		t.Fatalf("history out of order or wrong: %s", r.Body)
+	v0, v1 := h.Versions[0], h.Versions[1]
+	if string(v0.Value) != `"the user lives in Lisbon, Portugal"` || string(v1.Value) != `"the user lives in Berlin, Germany"` {
+		t.Fatalf("history out of order or wrong: %+v", h.Versions)
 	}
-	if v0["event"] != "memory.written" || v1["event"] != "memory.revised" {
-		t.Fatalf("history events: %v, %v", v0["event"], v1["event"])
+	if v0.Event != "memory.written" || v1.Event != "memory.revised" {
+		t.Fatalf("history events: %v, %v", v0.Event, v1.Event)
 	}
 }
 
@@ -100,18 +129,17 @@ func TestRestatementReinforces(t *testing.T) {
 	n, url := env.API(t, nil)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "re")
-	a := c.Set(t, ns, "k", map[string]any{"b": 1, "a": "x"})
+	a := typedSet(t, c, ns, "k", client.SetRequest{Value: json.RawMessage(`{"b": 1, "a": "x"}`)})
 	// The same object with its keys in another order is the same canonical value.
-	b := c.Set(t, ns, "k", map[string]any{"a": "x", "b": 1})
-	if a["content_sha256"] != b["content_sha256"] {
-		t.Fatalf("same value, different hashes: %v %v", a["content_sha256"], b["content_sha256"])
+	b := typedSet(t, c, ns, "k", client.SetRequest{Value: json.RawMessage(`{"a": "x", "b": 1}`)})
+	if a.ContentSHA256 != b.ContentSHA256 {
+		t.Fatalf("same value, different hashes: %v %v", a.ContentSHA256, b.ContentSHA256)
 	}
-	if b["reinforcement_count"].(float64) != 1 || b["version"].(float64) <= a["version"].(float64) {
-		t.Fatalf("restatement: %v", b)
+	if b.ReinforcementCount != 1 || b.Version <= a.Version {
+		t.Fatalf("restatement: %+v", b)
 	}
-	r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/k", nil)
-	got := r.JSON(t)
-	if got["reinforcement_count"].(float64) != 1 || got["version_text"] != b["version_text"] {
-		t.Fatalf("get after restatement: %s", r.Body)
+	got, err := c.Typed(t).Get(context.Background(), ns, "k", client.Identity{}, time.Time{})
+	if err != nil || got.ReinforcementCount != 1 || got.VersionText != b.VersionText {
+		t.Fatalf("get after restatement: %v %+v", err, got)
 	}
 }

@@ -2,14 +2,15 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/google/uuid"
 
@@ -30,33 +31,34 @@ func erasureSpace(t *testing.T, c *testenv.Client, prefix string) (ns, aliceWord
 	c.AppendOnly(t, ns)
 	stamp := time.Now().UnixNano() % 1_000_000
 	aliceWord, bobWord = fmt.Sprintf("aword%06d", stamp), fmt.Sprintf("bword%06d", stamp)
+	ctx, tc := context.Background(), c.Typed(t)
 	for _, w := range []struct{ user, word string }{{"alice", aliceWord}, {"bob", bobWord}} {
 		for _, v := range []string{"keeps the %s passport in the blue drawer", "moved the %s passport to the red drawer"} {
-			body := map[string]any{"value": w.user + " " + fmt.Sprintf(v, w.word), "user_id": w.user, "tags": []string{"tag-" + w.word}}
-			if r := c.Put(t, ns, w.user+"-passport-"+w.word, body); r.Status != http.StatusOK {
-				t.Fatalf("set: %d %s", r.Status, r.Body)
+			req := typed.SetRequest{Value: w.user + " " + fmt.Sprintf(v, w.word), Identity: typed.Identity{UserID: w.user}, Tags: []string{"tag-" + w.word}}
+			if _, err := tc.Set(ctx, ns, w.user+"-passport-"+w.word, req); err != nil {
+				t.Fatalf("set: %v", err)
 			}
 		}
-		if r := c.Put(t, ns, w.user+"-diary", map[string]any{"value": w.user + " wrote " + w.word + " in the diary", "user_id": w.user}); r.Status != http.StatusOK {
-			t.Fatalf("set: %d %s", r.Status, r.Body)
+		if _, err := tc.Set(ctx, ns, w.user+"-diary", typed.SetRequest{Value: w.user + " wrote " + w.word + " in the diary", Identity: typed.Identity{UserID: w.user}}); err != nil {
+			t.Fatalf("set: %v", err)
 		}
 	}
-	if r := c.Search(t, ns, aliceWord+" passport", 3); r.Status != http.StatusOK || !strings.Contains(string(r.Body), aliceWord) {
-		t.Fatalf("before the erasure, alice's memory is not searchable: %d %s", r.Status, r.Body)
+	if !searchFinds(t, c, ns, aliceWord+" passport", 3, aliceWord) {
+		t.Fatalf("before the erasure, alice's memory is not searchable")
 	}
 	return ns, aliceWord, bobWord
 }
 
 // erasedEndState checks what every completed erasure of alice in ns leaves: nothing of
 // hers in either store, bob's memories served, every counted table counted at zero.
-func erasedEndState(t *testing.T, c *testenv.Client, view map[string]any, org, ns, aliceWord, bobWord string) {
+func erasedEndState(t *testing.T, c *testenv.Client, view *typed.Erasure, org, ns, aliceWord, bobWord string) {
 	t.Helper()
 	pool, conn := env.PG(t), env.CH(t)
-	if view["residue_count"] != float64(0) {
-		t.Fatalf("residue: %v", view)
+	if view.ResidueCount == nil || *view.ResidueCount != 0 {
+		t.Fatalf("residue: %+v", view)
 	}
-	for key, n := range view["census"].(map[string]any) {
-		if n != float64(0) {
+	for key, n := range view.Census {
+		if n != 0 {
 			t.Errorf("census of %s: %v", key, n)
 		}
 	}
@@ -70,12 +72,25 @@ func erasedEndState(t *testing.T, c *testenv.Client, view map[string]any, org, n
 			t.Errorf("%s holds %d rows with alice's text", table, n)
 		}
 	}
-	if r := c.Search(t, ns, aliceWord+" passport", 5); r.Status != http.StatusOK || strings.Contains(string(r.Body), aliceWord) {
-		t.Fatalf("search after the erasure: %d %s", r.Status, r.Body)
+	if searchFinds(t, c, ns, aliceWord+" passport", 5, aliceWord) {
+		t.Fatalf("search after the erasure serves alice's text")
 	}
-	if r := c.Search(t, ns, bobWord+" passport", 5); r.Status != http.StatusOK || !strings.Contains(string(r.Body), bobWord) {
-		t.Fatalf("bob's memory is no longer served: %d %s", r.Status, r.Body)
+	if !searchFinds(t, c, ns, bobWord+" passport", 5, bobWord) {
+		t.Fatalf("bob's memory is no longer served")
 	}
+}
+
+// searchFinds reports whether a search of ns for query serves a hit whose value or tags
+// hold word; a search that fails fails the test.
+func searchFinds(t *testing.T, c *testenv.Client, ns, query string, topK int, word string) bool {
+	t.Helper()
+	found, err := c.Typed(t).Search(context.Background(), ns, typed.SearchRequest{Query: query, TopK: topK})
+	if err != nil {
+		t.Fatalf("search %q: %v", query, err)
+	}
+	return slices.ContainsFunc(found.Hits, func(h typed.Hit) bool {
+		return strings.Contains(string(h.Value), word) || strings.Contains(strings.Join(h.Tags, " "), word)
+	})
 }
 
 // An erasure saga stopped after any of its steps, as a crash would stop it, is
@@ -103,9 +118,9 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	env.API(t, func(c *config.Config) { saga(c); c.Command.Erasure.RecoveryInterval = 200 * time.Millisecond })
 
 	ns, aliceWord, bobWord := erasureSpace(t, c, "whole")
-	reference := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
-	if reference["attempts"] != float64(1) {
-		t.Fatalf("an erasure that ran through took %v runs", reference["attempts"])
+	reference := c.Erasure(t, typed.ErasureRequest{UserID: "alice", Namespace: ns})
+	if reference.Attempts != 1 {
+		t.Fatalf("an erasure that ran through took %d runs", reference.Attempts)
 	}
 	erasedEndState(t, c, reference, org, ns, aliceWord, bobWord)
 
@@ -120,18 +135,17 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 			afterStep.Store(&stop)
 			defer afterStep.Store(nil)
 			ns, aliceWord, bobWord := erasureSpace(t, c, step)
-			r := c.Do(t, http.MethodPost, "/v1/erasures", []byte(fmt.Sprintf(`{"user_id": "alice", "namespace": %q}`, ns)))
-			first := r.JSON(t)
+			first, err := c.Typed(t).RequestErasure(context.Background(), typed.ErasureRequest{UserID: "alice", Namespace: ns})
 			last := step == "census"
-			if (last && (r.Status != http.StatusOK || first["status"] != "completed")) || (!last && (r.Status != http.StatusAccepted || first["status"] != "running")) {
-				t.Fatalf("the stopped saga answered %d %s", r.Status, r.Body)
+			if err != nil || (last && (first.Running || first.Status != "completed")) || (!last && (!first.Running || first.Status != "running")) {
+				t.Fatalf("the stopped saga answered %+v %v", first, err)
 			}
-			view := c.AwaitErasure(t, first["id"].(string), 60*time.Second)
-			if runs := view["attempts"].(float64); (last && runs != 1) || (!last && runs < 2) {
-				t.Fatalf("%v runs of a saga stopped after %s", runs, step)
+			view := c.AwaitSaga(t, first.ID, 60*time.Second)
+			if runs := view.Attempts; (last && runs != 1) || (!last && runs < 2) {
+				t.Fatalf("%d runs of a saga stopped after %s", runs, step)
 			}
-			if fmt.Sprint(view["removed"]) != fmt.Sprint(reference["removed"]) {
-				t.Fatalf("the resumed erasure removed %v, one that ran through %v", view["removed"], reference["removed"])
+			if fmt.Sprint(view.Removed) != fmt.Sprint(reference.Removed) {
+				t.Fatalf("the resumed erasure removed %v, one that ran through %v", view.Removed, reference.Removed)
 			}
 			erasedEndState(t, c, view, org, ns, aliceWord, bobWord)
 		})
@@ -159,15 +173,15 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 		afterStep.Store(&land)
 		defer afterStep.Store(nil)
 		ns, aliceWord, bobWord = erasureSpace(t, c, "residue")
-		view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
-		var reopened float64
-		for _, s := range view["steps"].([]any) {
-			if m := s.(map[string]any); m["name"] == "clickhouse" {
-				reopened, _ = m["reopened"].(float64)
+		view := c.Erasure(t, typed.ErasureRequest{UserID: "alice", Namespace: ns})
+		var reopened int
+		for _, s := range view.Steps {
+			if s.Name == "clickhouse" {
+				reopened = s.Reopened
 			}
 		}
 		if reopened != 1 {
-			t.Fatalf("the census did not re-open the ClickHouse step once: %v", view["steps"])
+			t.Fatalf("the census did not re-open the ClickHouse step once: %+v", view.Steps)
 		}
 		erasedEndState(t, c, view, org, ns, aliceWord, bobWord)
 	})
@@ -188,22 +202,25 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 
 	// bob's vault: a secret, deleted, then redacted with its tombstone.
 	secret := fmt.Sprintf("vword%06d", time.Now().UnixNano()%1_000_000)
-	v1 := c.Put(t, ns, "vault", map[string]any{"value": "the vault code is " + secret, "user_id": "bob", "tags": []string{"tag-" + secret}}).JSON(t)
-	c.Do(t, http.MethodDelete, "/v1/namespaces/"+ns+"/memories/vault?user_id=bob", nil)
-	c.Search(t, ns, "vault code", 1)
-	body, _ := json.Marshal(map[string]any{"version": v1["version_text"], "user_id": "bob"})
-	if r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/vault:redact", body); r.Status != http.StatusOK {
-		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	ctx, tc, bob := context.Background(), c.Typed(t), typed.Identity{UserID: "bob"}
+	v1, err := tc.Set(ctx, ns, "vault", typed.SetRequest{Value: "the vault code is " + secret, Identity: bob, Tags: []string{"tag-" + secret}})
+	if err != nil {
+		t.Fatalf("set: %v", err)
 	}
-	view := c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
+	tc.Delete(ctx, ns, "vault", bob, "")
+	tc.Search(ctx, ns, typed.SearchRequest{Query: "vault code", TopK: 1})
+	if _, err := tc.Redact(ctx, ns, "vault", typed.RedactRequest{Version: v1.VersionText, Identity: bob}); err != nil {
+		t.Fatalf("redact: %v", err)
+	}
+	view := c.Erasure(t, typed.ErasureRequest{UserID: "alice", Namespace: ns})
 	erasedEndState(t, c, view, org, ns, aliceWord, bobWord)
 	group, topic := projector.Group(p), env.Config(nil).Pipeline.Topic
 	testenv.Eventually(t, 30*time.Second, "the projection to commit its offsets", func() bool { return env.GroupCaughtUp(t, group, topic) })
 
 	series := `loom_projector_unopenable_total{projection="` + p + `"}`
 	before := metricValue(t, url, series)
-	if r := c.Do(t, http.MethodPost, "/v1/admin/projections/"+p+":reset", []byte(`{"to": "earliest", "execute": true}`)); r.Status != http.StatusOK {
-		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	if _, err := tc.ResetProjection(ctx, p, typed.ResetRequest{To: "earliest", Execute: true}); err != nil {
+		t.Fatalf("reset: %v", err)
 	}
 	testenv.Eventually(t, 60*time.Second, "the projection to replay the topic", func() bool { return env.GroupCaughtUp(t, group, topic) })
 	// alice's three revisions and bob's two redacted ones cannot be opened any more.
@@ -216,8 +233,8 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 			t.Errorf("after the replay, %s holds %d rows with the redacted text", table, n)
 		}
 	}
-	if r := c.Search(t, ns, "the vault code is "+secret, 5); strings.Contains(string(r.Body), secret) {
-		t.Fatalf("search serves the redacted text after the replay: %s", r.Body)
+	if searchFinds(t, c, ns, "the vault code is "+secret, 5, secret) {
+		t.Fatalf("search serves the redacted text after the replay")
 	}
 }
 
@@ -235,25 +252,26 @@ func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testin
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "withdrawn")
 	c.AppendOnly(t, ns)
+	ctx, tc := context.Background(), c.Typed(t)
 	for i := 0; i < 3; i++ {
 		for _, user := range []string{"alice", "bob"} {
-			body := map[string]any{"value": fmt.Sprintf("%s wrote unpublished fact number %d", user, i), "user_id": user}
-			if r := c.Put(t, ns, fmt.Sprintf("%s-%d", user, i), body); r.Status != http.StatusOK {
-				t.Fatalf("set: %d %s", r.Status, r.Body)
+			req := typed.SetRequest{Value: fmt.Sprintf("%s wrote unpublished fact number %d", user, i), Identity: typed.Identity{UserID: user}}
+			if _, err := tc.Set(ctx, ns, fmt.Sprintf("%s-%d", user, i), req); err != nil {
+				t.Fatalf("set: %v", err)
 			}
 		}
 	}
-	r := c.Do(t, http.MethodPost, "/v1/erasures", []byte(fmt.Sprintf(`{"user_id": "alice", "namespace": %q}`, ns)))
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("an erasure waiting for the projection answered %d %s", r.Status, r.Body)
+	first, err := tc.RequestErasure(ctx, typed.ErasureRequest{UserID: "alice", Namespace: ns})
+	if err != nil || !first.Running {
+		t.Fatalf("an erasure waiting for the projection answered %+v %v, want 202", first, err)
 	}
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1 AND namespace = $2`, org, ns); n != 4 {
 		t.Fatalf("the outbox holds %d records, want bob's three and the erasure's", n)
 	}
 	env.Relay(t, relay.Faults{})
-	view := c.AwaitErasure(t, r.JSON(t)["id"].(string), 60*time.Second)
-	if removed := view["removed"].(map[string]any); removed["withdrawn"] != float64(3) {
-		t.Fatalf("the erasure withdrew %v records, want alice's three", removed["withdrawn"])
+	view := c.AwaitSaga(t, first.ID, 60*time.Second)
+	if view.Removed["withdrawn"] != 3 {
+		t.Fatalf("the erasure withdrew %d records, want alice's three", view.Removed["withdrawn"])
 	}
 	gen := testenv.Generation(t, pool, org, ns)
 	if wm := testenv.Watermark(t, pool, p, org, ns); wm != gen {
@@ -268,8 +286,8 @@ func TestErasureWithdrawsUnpublishedRecordsAndTheProjectionJumpsTheGap(t *testin
 	}
 	for i := 0; i < 3; i++ {
 		q := fmt.Sprintf("bob wrote unpublished fact number %d", i)
-		if r := c.Search(t, ns, q, 3); r.Status != http.StatusOK || !strings.Contains(string(r.Body), q) {
-			t.Fatalf("bob's record after the gap is not served: %d %s", r.Status, r.Body)
+		if !searchFinds(t, c, ns, q, 3, q) {
+			t.Fatalf("bob's record after the gap is not served: %q", q)
 		}
 	}
 	for table, n := range testenv.ScopeRows(t, pool, env.CH(t), org, ns, "alice", 0) {

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
@@ -69,10 +72,12 @@ func TestAFailingNamespaceIsRecordedRepairedAndStopsNoOther(t *testing.T) {
 	}
 
 	// Counted where an operator looks.
-	health := testenv.NewClient(url, "").Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)
-	pf, _ := health["postgres"].(map[string]any)["projection_failures"].(map[string]any)
-	if pf["failed"].(float64) < 1 || pf["failed"].(float64)+pf["held"].(float64) != 10 || pf["namespaces"] != float64(1) {
-		t.Fatalf("health projection_failures = %v, want 10 records of one namespace", pf)
+	health, err := testenv.NewClient(url, "").Typed(t).Health(context.Background(), "postgres")
+	if err != nil || health.Postgres == nil || health.Postgres.ProjectionFailures == nil {
+		t.Fatalf("health: %v %+v", err, health)
+	}
+	if pf := health.Postgres.ProjectionFailures; pf.Failed < 1 || pf.Failed+pf.Held != 10 || pf.Namespaces != 1 {
+		t.Fatalf("health projection_failures = %+v, want 10 records of one namespace", *pf)
 	}
 	testenv.Eventually(t, 10*time.Second, "/metrics to count the held namespace", func() bool {
 		return strings.Contains(metricsText(t, url), "\nloom_projection_held_namespaces 1\n")
@@ -80,8 +85,8 @@ func TestAFailingNamespaceIsRecordedRepairedAndStopsNoOther(t *testing.T) {
 
 	// The refused namespace answers PROJECTION_BEHIND; the other searches and takes
 	// writes as usual.
-	if r := c.Search(t, bad, "refused fact number 3", 3); !r.Retryable503(t, "PROJECTION_BEHIND") {
-		t.Fatalf("search of the held namespace: %d %s", r.Status, r.Body)
+	if _, err := c.Typed(t).Search(context.Background(), bad, typed.SearchRequest{Query: "refused fact number 3", TopK: 3}); !testenv.Retryable503(err, typed.CodeProjectionBehind) {
+		t.Fatalf("search of the held namespace: %v", err)
 	}
 	c.Set(t, good, "fact-10", "unharmed fact number 10")
 	testenv.Eventually(t, 30*time.Second, "the other namespace to project past the failure", func() bool { return caughtUp(good) })

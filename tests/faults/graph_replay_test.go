@@ -2,12 +2,13 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"net/http"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
@@ -38,8 +39,10 @@ func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
 	env.Relay(t, relay.Faults{}, onTopic)
 	conn := env.CH(t)
 	ns := testenv.Unique(t, "graph-replay")
-	admin.Configure(t, ns, map[string]any{"conflict_policy": "newest_wins",
-		"relations": map[string]string{"lives_in": "single", "works_at": "single", "visited": "multi", "knows": "multi"}})
+	if _, err := admin.Typed(t).Configure(context.Background(), ns, typed.NamespaceConfig{ConflictPolicy: "newest_wins",
+		Relations: map[string]string{"lives_in": "single", "works_at": "single", "visited": "multi", "knows": "multi"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	pool := env.PG(t)
@@ -104,8 +107,8 @@ func writeRandomGraph(t *testing.T, c *testenv.Client, ns string, rng *rand.Rand
 	key := func() string { return fmt.Sprintf("k%03d", rng.Intn(250)) }
 	session := func() string { return fmt.Sprintf("s%d", rng.Intn(3)) }
 	day := time.Now().UTC().Truncate(24 * time.Hour)
-	entry := func(i int) map[string]any {
-		var rels []any
+	entry := func(i int) typed.BulkEntry {
+		var rels []typed.RelationInput
 		stated := map[string]bool{}
 		for j := 0; j < rng.Intn(4); j++ {
 			p := predicates[rng.Intn(len(predicates))]
@@ -118,46 +121,45 @@ func writeRandomGraph(t *testing.T, c *testenv.Client, ns string, rng *rand.Rand
 				continue
 			}
 			stated[subject+p+obj] = true
-			r := map[string]any{"subject": subject, "predicate": p, "object": obj}
+			r := typed.RelationInput{Subject: subject, Predicate: p, Object: obj}
 			if rng.Intn(4) == 0 {
-				r["valid_from"] = day.AddDate(0, 0, rng.Intn(60)-30).Format(time.RFC3339)
+				r.ValidFrom = day.AddDate(0, 0, rng.Intn(60)-30)
 			}
 			if rng.Intn(6) == 0 {
-				r["valid_to"] = day.AddDate(0, 0, 31+rng.Intn(60)).Format(time.RFC3339)
+				r.ValidTo = day.AddDate(0, 0, 31+rng.Intn(60))
 			}
 			rels = append(rels, r)
 		}
-		e := map[string]any{"key": key(), "session_id": session(), "relations": rels,
-			"value": fmt.Sprintf("note %d: %s and %s, revision %d", i, people[rng.Intn(len(people))], places[rng.Intn(len(places))], rng.Intn(1e6))}
+		e := typed.BulkEntry{Key: key(), Identity: typed.Identity{SessionID: session()}, Relations: rels,
+			Value: fmt.Sprintf("note %d: %s and %s, revision %d", i, people[rng.Intn(len(people))], places[rng.Intn(len(places))], rng.Intn(1e6))}
 		if rng.Intn(3) == 0 {
-			e["entities"] = []any{people[rng.Intn(len(people))], map[string]any{"name": places[rng.Intn(len(places))], "type": "place"}}
+			e.Entities = []typed.Entity{{Name: people[rng.Intn(len(people))]}, {Name: places[rng.Intn(len(places))], Type: "place"}}
 		}
 		if rng.Intn(12) == 0 {
-			e["sensitivity"] = "high"
+			e.Sensitivity = "high"
 		}
 		return e
 	}
+	ctx, tc := context.Background(), c.Typed(t)
 	for batch := 0; settled() < n; batch++ {
-		entries := make([]any, 250)
+		entries := make([]typed.BulkEntry, 250)
 		for i := range entries {
 			entries[i] = entry(batch*len(entries) + i)
 		}
-		b, _ := json.Marshal(map[string]any{"entries": entries})
-		r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", b)
-		if r.Status != http.StatusOK {
-			t.Fatalf("bulk set: %d %s", r.Status, r.Body)
+		if _, err := tc.BulkSet(ctx, ns, typed.BulkSetRequest{Entries: entries}); err != nil {
+			t.Fatalf("bulk set: %v", err)
 		}
-		// Between batches: deletes, Undos of deletes and retirements, pins.
+		// Between batches: deletes, Undos of deletes and retirements, pins, whatever
+		// they answer (a key may hold nothing to act on).
 		for i := 0; i < 12; i++ {
-			path := "/v1/namespaces/" + ns + "/memories/" + key()
-			body, _ := json.Marshal(map[string]any{"session_id": session()})
+			k, id := key(), typed.Identity{SessionID: session()}
 			switch rng.Intn(3) {
 			case 0:
-				c.Do(t, http.MethodDelete, path+"?session_id="+session(), nil)
+				tc.Delete(ctx, ns, k, typed.Identity{SessionID: session()}, "")
 			case 1:
-				c.Do(t, http.MethodPost, path+":restore", body)
+				tc.Restore(ctx, ns, k, id)
 			default:
-				c.Do(t, http.MethodPost, path+":pin", body)
+				tc.Pin(ctx, ns, k, id)
 			}
 		}
 	}

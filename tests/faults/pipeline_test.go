@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	typed "github.com/loomplane/loom/client"
+
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -124,36 +126,39 @@ func TestSearchWhileProjectorStoppedIsProjectionBehind(t *testing.T) {
 	env.Relay(t, relay.Faults{})
 	c.Set(t, ns, "k", "a fact the projector has not seen")
 
+	ctx, tc := context.Background(), c.Typed(t)
+	search := typed.SearchRequest{Query: "a fact", TopK: 3}
 	start := time.Now()
-	r := c.Search(t, ns, "a fact", 3)
+	_, err := tc.Search(ctx, ns, search)
 	waited := time.Since(start)
-	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "PROJECTION_BEHIND" {
-		t.Fatalf("search with the projector stopped: %d %s", r.Status, r.Body)
+	e, _ := typed.AsError(err)
+	if e == nil || e.Status != http.StatusServiceUnavailable || e.Code != typed.CodeProjectionBehind {
+		t.Fatalf("search with the projector stopped: %v", err)
 	}
-	e := r.JSON(t)["error"].(map[string]any)
-	if e["retryable"] != true || e["namespace"] != ns || e["generation"].(float64) != 1 {
-		t.Fatalf("PROJECTION_BEHIND envelope: %v", e)
+	if !e.Retryable || e.Namespace != ns || e.Generation != 1 {
+		t.Fatalf("PROJECTION_BEHIND envelope: %+v", e)
 	}
 	if waited < wait {
 		t.Fatalf("answered after %s, before the configured wait of %s", waited, wait)
 	}
-	if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/k/history", nil); r.ErrorCode() != "PROJECTION_BEHIND" {
-		t.Fatalf("history with the projector stopped: %d %s", r.Status, r.Body)
+	if _, err := tc.History(ctx, ns, "k", typed.Identity{}); !typed.IsCode(err, typed.CodeProjectionBehind) {
+		t.Fatalf("history with the projector stopped: %v", err)
 	}
 	// A point read answers from Postgres and does not wait.
-	if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/k", nil); r.Status != http.StatusOK {
-		t.Fatalf("get with the projector stopped: %d %s", r.Status, r.Body)
+	if _, err := tc.Get(ctx, ns, "k", typed.Identity{}, time.Time{}); err != nil {
+		t.Fatalf("get with the projector stopped: %v", err)
 	}
 
 	env.Projector(t, p)
 	// The new projection first reads the topic from the start; on a loaded machine that
 	// can take longer than one search's wait.
+	var found *typed.SearchAnswer
 	testenv.Eventually(t, 30*time.Second, "the projector to catch up", func() bool {
-		r = c.Search(t, ns, "a fact", 3)
-		return r.ErrorCode() != "PROJECTION_BEHIND"
+		found, err = tc.Search(ctx, ns, search)
+		return !typed.IsCode(err, typed.CodeProjectionBehind)
 	})
-	if r.Status != http.StatusOK || len(r.JSON(t)["hits"].([]any)) != 1 {
-		t.Fatalf("search once the projector is back: %d %s", r.Status, r.Body)
+	if err != nil || len(found.Hits) != 1 {
+		t.Fatalf("search once the projector is back: %v %+v", err, found)
 	}
 }
 
@@ -168,8 +173,9 @@ func TestStaleHitIsDroppedAndCounted(t *testing.T) {
 	stop := env.Projector(t, p)
 	c.Set(t, ns, "city", "the user lives in Lisbon")
 	c.Set(t, ns, "pet", "the user has a cat named Lisbon")
-	if r := c.Search(t, ns, "lives in Lisbon", 5); r.Status != http.StatusOK || len(r.JSON(t)["hits"].([]any)) != 2 {
-		t.Fatalf("search before the revision: %d %s", r.Status, r.Body)
+	ctx, tc := context.Background(), c.Typed(t)
+	if found, err := tc.Search(ctx, ns, typed.SearchRequest{Query: "lives in Lisbon", TopK: 5}); err != nil || len(found.Hits) != 2 {
+		t.Fatalf("search before the revision: %v %+v", err, found)
 	}
 	stop()
 	c.Set(t, ns, "city", "the user moved to Oslo")
@@ -179,16 +185,14 @@ func TestStaleHitIsDroppedAndCounted(t *testing.T) {
 		WHERE projection = $1 AND org = $2 AND namespace = $3`, p, org, ns, testenv.Generation(t, pool, org, ns)); err != nil {
 		t.Fatal(err)
 	}
-	r := c.Search(t, ns, "lives in Lisbon", 1)
-	if r.Status != http.StatusOK {
-		t.Fatalf("search: %d %s", r.Status, r.Body)
+	found, err := tc.Search(ctx, ns, typed.SearchRequest{Query: "lives in Lisbon", TopK: 1})
+	if err != nil {
+		t.Fatalf("search: %v", err)
 	}
-	body := r.JSON(t)
-	if body["stale_dropped"].(float64) != 1 {
-		t.Fatalf("stale_dropped = %v, want 1: %s", body["stale_dropped"], r.Body)
+	if found.StaleDropped != 1 {
+		t.Fatalf("stale_dropped = %d, want 1: %+v", found.StaleDropped, found)
 	}
-	got := body["hits"].([]any)
-	if len(got) != 1 || got[0].(map[string]any)["memory_key"] != "pet" {
-		t.Fatalf("the stale hit was served or not refilled: %s", r.Body)
+	if len(found.Hits) != 1 || found.Hits[0].MemoryKey != "pet" {
+		t.Fatalf("the stale hit was served or not refilled: %+v", found.Hits)
 	}
 }

@@ -2,10 +2,11 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -41,8 +42,8 @@ func TestPostgresDownIs503AndNeverHalfWritten(t *testing.T) {
 	}
 	restarted = true
 	testenv.Eventually(t, 30*time.Second, "a write to succeed after the restart", func() bool {
-		b, _ := json.Marshal(map[string]any{"value": "written after the restart"})
-		return c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/after", b).Status == http.StatusOK
+		_, err := c.Typed(t).Set(context.Background(), ns, "after", typed.SetRequest{Value: "written after the restart"})
+		return err == nil
 	})
 	answers := writers.Stop()
 

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
@@ -66,11 +68,11 @@ func TestRebuildBuildsBesideTheServingTablesAndSwitches(t *testing.T) {
 	var wrote atomic.Int64
 	var writing sync.WaitGroup
 	writing.Add(1)
+	busyWriter := writer.Typed(t)
 	go func() {
 		defer writing.Done()
 		for i := 0; ctx.Err() == nil; i++ {
-			if status, err := writer.Try(http.MethodPut, "/v1/namespaces/"+busy+"/memories/"+fmt.Sprintf("b%03d", i%50),
-				map[string]any{"value": fmt.Sprintf("busy fact %d", i)}); err == nil && status == http.StatusOK {
+			if _, err := busyWriter.Set(ctx, busy, fmt.Sprintf("b%03d", i%50), typed.SetRequest{Value: fmt.Sprintf("busy fact %d", i)}); err == nil {
 				wrote.Add(1)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -82,13 +84,13 @@ func TestRebuildBuildsBesideTheServingTablesAndSwitches(t *testing.T) {
 	search := func() {
 		t.Helper()
 		ns, k := quiet[searched%2], searched%15
-		r := admin.Search(t, ns, fmt.Sprintf("rebuilt fact %d of %s", k, ns), 3)
+		found, err := admin.Typed(t).Search(context.Background(), ns, typed.SearchRequest{Query: fmt.Sprintf("rebuilt fact %d of %s", k, ns), TopK: 3})
 		searched++
-		if r.Status == http.StatusServiceUnavailable && r.Retryable503(t, "PROJECTION_BEHIND") {
+		if testenv.Retryable503(err, typed.CodeProjectionBehind) {
 			return
 		}
-		if r.Status != http.StatusOK || !strings.Contains(string(r.Body), fmt.Sprintf(`"memory_key":"k%02d"`, k)) {
-			t.Fatalf("search during the rebuild for k%02d of %s: %d %s", k, ns, r.Status, r.Body)
+		if err != nil || !slices.ContainsFunc(found.Hits, func(h typed.Hit) bool { return h.MemoryKey == fmt.Sprintf("k%02d", k) }) {
+			t.Fatalf("search during the rebuild for k%02d of %s: %v %+v", k, ns, err, found)
 		}
 	}
 

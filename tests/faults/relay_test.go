@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	typed "github.com/loomplane/loom/client"
+
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -72,9 +74,8 @@ func TestRefusedRecordIsParkedAndTheStreamStaysGapless(t *testing.T) {
 	}
 
 	// Operators see it: health and metrics count the parked row.
-	h := c.Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)
-	if parked := h["postgres"].(map[string]any)["parked_deliveries"].(float64); parked < 1 {
-		t.Fatalf("health counts %v parked deliveries", parked)
+	if h := postgresHealth(t, c); h.ParkedDeliveries < 1 {
+		t.Fatalf("health counts %d parked deliveries", h.ParkedDeliveries)
 	}
 	if m := metricsText(t, url); !strings.Contains(m, "\nloom_outbox_parked ") || strings.Contains(m, "\nloom_outbox_parked 0\n") {
 		t.Fatalf("/metrics does not count the parked record:\n%s", m)
@@ -82,15 +83,15 @@ func TestRefusedRecordIsParkedAndTheStreamStaysGapless(t *testing.T) {
 
 	// The projection steps over the placeholder: the namespace is searchable.
 	env.Projector(t, p, onTopic)
-	r := c.Search(t, ns, "a small fact", 5)
-	if r.Status != http.StatusOK {
-		t.Fatalf("search over a parked seq: %d %s", r.Status, r.Body)
+	found, err := c.Typed(t).Search(context.Background(), ns, typed.SearchRequest{Query: "a small fact", TopK: 5})
+	if err != nil {
+		t.Fatalf("search over a parked seq: %v", err)
 	}
 	if wm := testenv.Watermark(t, pool, p, org, ns); wm != 3 {
 		t.Fatalf("watermark %d over a parked seq, want 3", wm)
 	}
-	if hits := r.JSON(t)["hits"].([]any); len(hits) != 2 {
-		t.Fatalf("search hits %v; want the two published facts", hits)
+	if len(found.Hits) != 2 {
+		t.Fatalf("search hits %+v; want the two published facts", found.Hits)
 	}
 }
 
@@ -128,12 +129,12 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 			c.Set(t, ns, fmt.Sprintf("k%02d", i%7), fmt.Sprintf("written while Kafka is down, number %d", i))
 		}
 	}
-	h := c.Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)["postgres"].(map[string]any)
-	if depth := h["outbox_depth"].(float64); depth < 30 {
-		t.Fatalf("outbox depth %v during the outage, want at least the 30 writes", depth)
+	if h := postgresHealth(t, c); h.OutboxDepth < 30 {
+		t.Fatalf("outbox depth %d during the outage, want at least the 30 writes", h.OutboxDepth)
 	}
-	if r := c.Search(t, spaces[0], "while Kafka is down", 3); r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "PROJECTION_BEHIND" {
-		t.Fatalf("search during the outage: %d %s", r.Status, r.Body)
+	_, err := c.Typed(t).Search(context.Background(), spaces[0], typed.SearchRequest{Query: "while Kafka is down", TopK: 3})
+	if e, _ := typed.AsError(err); e == nil || e.Status != http.StatusServiceUnavailable || e.Code != typed.CodeProjectionBehind {
+		t.Fatalf("search during the outage: %v", err)
 	}
 	if behind := seqsBehind(t, c); behind != behindBefore+30 {
 		t.Fatalf("health says the projection is %d seqs behind during the outage, %d before; want 30 more", behind, behindBefore)
@@ -161,11 +162,21 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 // seqsBehind is how many seqs the serving projection lacks, per /v1/health?include=lag.
 func seqsBehind(t *testing.T, c *testenv.Client) int64 {
 	t.Helper()
-	lag, ok := c.Do(t, http.MethodGet, "/v1/health?include=lag", nil).JSON(t)["lag"].(map[string]any)
-	if !ok || lag["seqs_behind"] == nil {
-		t.Fatalf("health without lag: %v", lag)
+	h, err := c.Typed(t).Health(context.Background(), "lag")
+	if err != nil || h.Lag == nil || h.Lag.Error != "" {
+		t.Fatalf("health without lag: %v %+v", err, h)
 	}
-	return int64(lag["seqs_behind"].(float64))
+	return h.Lag.SeqsBehind
+}
+
+// postgresHealth is /v1/health?include=postgres's postgres object.
+func postgresHealth(t *testing.T, c *testenv.Client) *typed.HealthPostgres {
+	t.Helper()
+	h, err := c.Typed(t).Health(context.Background(), "postgres")
+	if err != nil || h.Postgres == nil || h.Postgres.Error != "" {
+		t.Fatalf("health without postgres: %v %+v", err, h)
+	}
+	return h.Postgres
 }
 
 func metricsText(t testing.TB, url string) string {

@@ -3,11 +3,12 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	typed "github.com/loomplane/loom/client"
 
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/config"
@@ -80,9 +81,8 @@ func TestRepublishRecreatesALostTopicFromTheJournal(t *testing.T) {
 		return testenv.Watermark(t, pool, p, org, ns) == 15
 	})
 	testenv.CheckProjection(t, pool, conn, p, org, ns)
-	r := c.Search(t, ns, "journal fact 14", 1)
-	if r.Status != http.StatusOK || len(r.JSON(t)["hits"].([]any)) != 1 {
-		t.Fatalf("search over the republished projection: %d %s", r.Status, r.Body)
+	if found, err := c.Typed(t).Search(context.Background(), ns, typed.SearchRequest{Query: "journal fact 14", TopK: 1}); err != nil || len(found.Hits) != 1 {
+		t.Fatalf("search over the republished projection: %v %+v", err, found)
 	}
 
 	if out, err := loomd(bin, "republish", "--from-seq", "14", "--namespace", ns, "--topic", lost); err != nil || !strings.Contains(out, "queued 2 records") {

@@ -5,9 +5,12 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/mcp"
+	"github.com/loomplane/loom/mem0"
 	"github.com/loomplane/loom/query"
 )
 
@@ -38,8 +41,23 @@ func (p *Process) newHTTP() *fiber.App {
 		barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
 		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log).Register(data)
 	}
+	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+		p.registerAdapters(app)
+	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	return app
+}
+
+// registerAdapters mounts the agent-facing facades, which call this process's REST API
+// (or LOOM_ADAPTER_UPSTREAM_URL) with the caller's token. /mcp checks the token at the
+// door, since initialize and tools/list call no REST route; /mem0 takes mem0's
+// "Token <key>" header and forwards it, so it sits behind no Bearer check of its own.
+func (p *Process) registerAdapters(app *fiber.App) {
+	a := p.Cfg.Adapters
+	app.Use("/mcp", p.Tokens.Middleware(), adaptor.HTTPHandler(mcp.NewHTTPHandler(mcp.HTTPOptions{
+		Implementation: mcp.Implementation{Name: "loomd", Version: Version}, Upstream: a.UpstreamURL})))
+	app.Use("/mem0", adaptor.HTTPHandler(http.StripPrefix("/mem0", mem0.NewHandler(mem0.Options{
+		Upstream: a.UpstreamURL, Namespace: a.Mem0Namespace, Infer: a.Mem0Infer}))))
 }
 
 // refuseUntilMigrated answers 503 MIGRATIONS_PENDING on every data route while a

@@ -1,0 +1,203 @@
+package client
+
+import "time"
+
+// NamespaceConfig is a namespace's write configuration (schema NamespaceConfig): the
+// body of namespace.configure and `config` in the namespace answers.
+type NamespaceConfig struct {
+	ConflictPolicy    string                `json:"conflict_policy,omitempty"`
+	ConflictThreshold float64               `json:"conflict_threshold,omitempty"`
+	RetentionDays     int                   `json:"retention_days,omitempty"`
+	OnExpire          string                `json:"on_expire,omitempty"`
+	Types             map[string]TypeConfig `json:"types,omitempty"`
+	Relations         map[string]string     `json:"relations,omitempty"`
+}
+
+// TypeConfig is one memory type's configuration within a namespace.
+type TypeConfig struct {
+	Retype         string  `json:"retype,omitempty"`
+	DedupThreshold float64 `json:"dedup_threshold,omitempty"`
+	CharLimit      int     `json:"char_limit,omitempty"`
+	RetentionDays  int     `json:"retention_days,omitempty"`
+	OnExpire       string  `json:"on_expire,omitempty"`
+}
+
+// NamespaceAnswer is what the namespace and blacklist routes answer.
+type NamespaceAnswer struct {
+	Namespace        string          `json:"namespace"`
+	Config           NamespaceConfig `json:"config"`
+	Blacklist        []string        `json:"blacklist"`
+	PolicyGeneration int64           `json:"policy_generation"`
+}
+
+// ErasureRequest is erasure.request's scope: exactly one of a user in a namespace, a
+// user across the org, or namespaces.
+type ErasureRequest struct {
+	UserID     string   `json:"user_id,omitempty"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Purge      bool     `json:"purge,omitempty"`
+}
+
+// Erasure is an erasure saga as its ledger row holds it.
+type Erasure struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // running, completed, failed
+	Scope  struct {
+		Kind       string   `json:"kind"`
+		UserID     string   `json:"user_id,omitempty"`
+		Namespace  string   `json:"namespace,omitempty"`
+		Namespaces []string `json:"namespaces,omitempty"`
+	} `json:"scope"`
+	Purge bool   `json:"purge"`
+	Actor string `json:"actor"`
+	Steps []struct {
+		Name        string     `json:"name"`
+		CompletedAt *time.Time `json:"completed_at"`
+		Reopened    int        `json:"reopened,omitempty"`
+	} `json:"steps"`
+	Fences       map[string]int64 `json:"fences"`
+	Removed      map[string]int64 `json:"removed"`
+	Attempts     int              `json:"attempts"`
+	LastError    string           `json:"last_error,omitempty"`
+	Residue      map[string]int64 `json:"residue"`
+	ResidueCount *int64           `json:"residue_count"`
+	Census       map[string]int64 `json:"census"`
+	RequestedAt  time.Time        `json:"requested_at"`
+	VerifiedAt   *time.Time       `json:"verified_at,omitempty"`
+	FinishedAt   *time.Time       `json:"finished_at,omitempty"`
+	// Running is true when the request answered 202: the saga still runs.
+	Running bool `json:"-"`
+}
+
+// EntityOptions shape graph.entity's answer.
+type EntityOptions struct {
+	AsOf          time.Time // the graph holding at that time (zero: now)
+	IncludeClosed bool
+	Edges         int // 0..100; 0 sends none (the server's default 10)
+}
+
+// EntityAnswer is an entity of the graph.
+type EntityAnswer struct {
+	Namespace string      `json:"namespace"`
+	Name      string      `json:"name"`
+	Type      string      `json:"type,omitempty"`
+	Aliases   []string    `json:"aliases"`
+	Facts     []GraphFact `json:"facts"`
+	Edges     []GraphEdge `json:"edges"`
+	AsOf      *time.Time  `json:"as_of,omitempty"`
+	Barrier   Barrier     `json:"barrier"`
+}
+
+// GraphFact is one observation of a fact the entity is the subject or object of.
+type GraphFact struct {
+	Subject     string     `json:"subject"`
+	Predicate   string     `json:"predicate"`
+	Object      string     `json:"object"`
+	Cardinality string     `json:"cardinality"`
+	ValidFrom   time.Time  `json:"valid_from"`
+	ValidTo     *time.Time `json:"valid_to"`
+	InvalidAt   *time.Time `json:"invalid_at"`
+	SeenAt      time.Time  `json:"seen_at"`
+	Restored    bool       `json:"restored"`
+	Fallback    bool       `json:"fallback"`
+	Open        bool       `json:"open"`
+	Rows        []struct {
+		MemoryID  string `json:"memory_id"`
+		MemoryKey string `json:"memory_key"`
+		Agent     string `json:"agent"`
+		UserID    string `json:"user_id"`
+		SessionID string `json:"session_id"`
+		Holds     bool   `json:"holds"`
+	} `json:"rows"`
+}
+
+// GraphEdge is an entity named beside another on a row.
+type GraphEdge struct {
+	Entity    string     `json:"entity"`
+	Weight    int        `json:"weight"`
+	ValidFrom time.Time  `json:"valid_from"`
+	ValidTo   *time.Time `json:"valid_to"`
+	Open      bool       `json:"open"`
+}
+
+// Health is what /v1/health answers.
+type Health struct {
+	Status            string   `json:"status"`
+	Version           string   `json:"version"`
+	Roles             []string `json:"roles"`
+	DeploymentID      string   `json:"deployment_id"`
+	PendingMigrations []string `json:"pending_migrations"`
+	ClickHouse        struct {
+		Version        string `json:"version"`
+		CosineDistance bool   `json:"cosine_distance"`
+	} `json:"clickhouse"`
+	Projection string          `json:"projection"`
+	Topic      string          `json:"topic"`
+	Postgres   *HealthPostgres `json:"postgres,omitempty"`
+	Lag        *HealthLag      `json:"lag,omitempty"`
+}
+
+// HealthPostgres is health's `postgres` object (include=postgres); Error when it could not be read.
+type HealthPostgres struct {
+	Error                 string  `json:"error,omitempty"`
+	Durability            string  `json:"durability,omitempty"`
+	OutboxDepth           int64   `json:"outbox_depth"`
+	OldestUnpublishedAgeS float64 `json:"oldest_unpublished_age_s"`
+	ParkedDeliveries      int64   `json:"parked_deliveries"`
+	ProjectionFailures    *struct {
+		Error      string `json:"error,omitempty"`
+		Failed     int64  `json:"failed"`     // records the projector could not apply
+		Held       int64  `json:"held"`       // records held behind them
+		Namespaces int64  `json:"namespaces"` // namespaces held, their watermarks stopped
+	} `json:"projection_failures,omitempty"`
+	Replication *struct {
+		SynchronousStandbyNames string `json:"synchronous_standby_names"`
+		SyncStandbysAttached    int    `json:"sync_standbys_attached"`
+		ReplicationStatsVisible bool   `json:"replication_stats_visible"`
+	} `json:"replication,omitempty"`
+}
+
+// HealthLag is health's `lag` object (include=lag); Error when it could not be read.
+type HealthLag struct {
+	Error            string `json:"error,omitempty"`
+	NamespacesBehind int64  `json:"namespaces_behind"`
+	SeqsBehind       int64  `json:"seqs_behind"`
+	Behind           []struct {
+		Org        string `json:"org"`
+		Namespace  string `json:"namespace"`
+		Generation int64  `json:"generation"`
+		Watermark  int64  `json:"watermark"`
+	} `json:"behind"`
+}
+
+// Ready is what /v1/health/ready answers, ready or not.
+type Ready struct {
+	Ready             bool     `json:"ready"`
+	PendingMigrations []string `json:"pending_migrations"`
+	Checks            struct {
+		Postgres   string `json:"postgres"`
+		ClickHouse string `json:"clickhouse"`
+	} `json:"checks"`
+}
+
+// ResetRequest is a projection reset: to `earliest`, `latest` or an RFC 3339 time.
+type ResetRequest struct {
+	To      string `json:"to"`
+	Execute bool   `json:"execute,omitempty"`
+}
+
+// ResetAnswer is the reset's plan and whether it was carried out.
+type ResetAnswer struct {
+	Group      string `json:"group"`
+	Topic      string `json:"topic"`
+	To         string `json:"to"`
+	Partitions []struct {
+		Partition int   `json:"partition"`
+		Current   int64 `json:"current"`
+		New       int64 `json:"new"`
+	} `json:"partitions"`
+	Members    []string `json:"members"`
+	Executed   bool     `json:"executed"`
+	PausedHere bool     `json:"paused_here"`
+}

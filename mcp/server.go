@@ -1,0 +1,117 @@
+// Package mcp serves Loom's memory operations to agents over the Model Context
+// Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): six
+// tools (memory_set, memory_search, memory_get, memory_list, memory_history,
+// memory_delete) and the resource template loom://{namespace}/{key}.
+//
+// The tools call Loom through its REST API with package client, so a token, its
+// scopes and every refusal are exactly REST's. Over stdio (ServeStdio, `loomd mcp`)
+// the client is one token against a remote server; over streamable HTTP
+// (NewHTTPHandler, mounted at /mcp) each request's bearer token is forwarded to this
+// process's own API, or to an upstream URL in a split deployment.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/loopback"
+)
+
+// Implementation names the server in the MCP handshake.
+type Implementation struct {
+	Name, Version string
+}
+
+func (i Implementation) sdk() *sdk.Implementation {
+	name := i.Name
+	if name == "" {
+		name = "loom"
+	}
+	return &sdk.Implementation{Name: name, Title: "Loom memory", Version: i.Version}
+}
+
+const instructions = `Loom is your long-term memory. Write what is worth remembering with memory_set ` +
+	`(a namespace, a short stable key, and the value); look things up with memory_search before answering ` +
+	`from memory. When memory_search answers verdict "no_match" or "below_threshold", nothing stored is ` +
+	`relevant: say you do not know rather than use its hits. memory_get reads one key, memory_list a ` +
+	`namespace, memory_history every version of a key, memory_delete forgets a key.`
+
+// NewServer returns an MCP server whose tools call Loom through c. cache may be nil; a
+// process that builds a server per request shares one.
+func NewServer(c *client.Client, impl Implementation, cache *sdk.SchemaCache) *sdk.Server {
+	s := sdk.NewServer(impl.sdk(), &sdk.ServerOptions{Instructions: instructions, SchemaCache: cache})
+	addTools(s, c)
+	addResources(s, c)
+	return s
+}
+
+// ServeStdio serves MCP on in and out (a desktop agent's stdin and stdout) until ctx
+// ends or the peer closes the stream.
+func ServeStdio(ctx context.Context, c *client.Client, impl Implementation, in io.ReadCloser, out io.WriteCloser) error {
+	err := NewServer(c, impl, nil).Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// HTTPOptions configure the streamable HTTP transport.
+type HTTPOptions struct {
+	Implementation
+	// Upstream is the Loom REST base URL the tools call. Empty: the address the request
+	// arrived on, i.e. this process's own API.
+	Upstream string
+	// HTTPClient carries the tools' REST calls (default: a client with a 60 s timeout).
+	HTTPClient *http.Client
+}
+
+type serverKey struct{}
+
+// httpRetry retries what Loom says is retryable (a projection a moment behind, a
+// contended admission) within a tool call's patience, instead of handing it to the model.
+var httpRetry = client.Retry{MaxElapsed: 10 * time.Second}
+
+// NewHTTPHandler serves MCP's streamable HTTP transport, stateless and with JSON
+// answers (no server-to-client stream: the tools need none, and a proxy that buffers
+// answers does not break them). Each request's server calls Loom as the request's
+// bearer token; a request without one is answered 401 before any MCP is read.
+func NewHTTPHandler(o HTTPOptions) http.Handler {
+	cache := sdk.NewSchemaCache()
+	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		s, _ := r.Context().Value(serverKey{}).(*sdk.Server)
+		return s
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: defaultTimeout}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			writeUnauthenticated(w)
+			return
+		}
+		c, err := client.New(loopback.BaseURL(o.Upstream, r), strings.TrimSpace(token), client.WithHTTPClient(hc), client.WithRetry(httpRetry))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		s := NewServer(c, o.Implementation, cache)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, s)))
+	})
+}
+
+func writeUnauthenticated(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprint(w, `{"error":{"code":"UNAUTHENTICATED","message":"missing bearer token: send Authorization: Bearer <token>","retryable":false}}`)
+}

@@ -1,0 +1,182 @@
+package mem0
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/client"
+)
+
+// addRequest is the body of POST /v3/memories/add/ as MemoryClient.add sends it.
+type addRequest struct {
+	Messages json.RawMessage `json:"messages"`
+	entities
+	Metadata       map[string]any `json:"metadata"`
+	Infer          *bool          `json:"infer"`
+	Timestamp      json.Number    `json:"timestamp"`
+	ExpirationDate string         `json:"expiration_date"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// addResult is one memory an add reports, with mem0's event.
+type addResult struct {
+	ID     string         `json:"id"`
+	Event  string         `json:"event"`
+	Memory string         `json:"memory"`
+	Data   map[string]any `json:"data"`
+	record
+}
+
+// The add answer: mem0's envelope (message, status, event_id), done at once since a
+// Loom write answers when committed, with the memories in `results`.
+type addAnswer struct {
+	Message string      `json:"message"`
+	Status  string      `json:"status"`
+	EventID string      `json:"event_id"`
+	Results []addResult `json:"results"`
+}
+
+// add stores each message as a memory of its own under a fresh key, in one
+// memory.bulk_set: every message is judged against the namespace's memories and the
+// others, and all commit together or none.
+func (f *facade) add(ctx context.Context, c *call) (any, error) {
+	var req addRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if (req.Infer == nil || *req.Infer) && f.Infer != InferVerbatim {
+		return nil, &httpError{http.StatusServiceUnavailable, "INFERENCE_UNAVAILABLE",
+			"infer=true asks for memory extraction by a model, which this Loom does not have: send infer: false to store each message as written, or set LOOM_MEM0_INFER=verbatim on the server to store messages as written whatever infer says"}
+	}
+	msgs, err := messages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	entry := client.BulkEntry{Identity: req.identity()}
+	if req.Timestamp != "" {
+		secs, err := strconv.ParseFloat(string(req.Timestamp), 64)
+		if err != nil {
+			return nil, badRequest("timestamp: want Unix seconds")
+		}
+		entry.ValidAt = time.Unix(0, int64(secs*1e9)).UTC()
+	}
+	if req.ExpirationDate != "" {
+		t, err := expiration(req.ExpirationDate)
+		if err != nil {
+			return nil, err
+		}
+		entry.ValidTo = t
+	}
+	ns := f.namespaceOf(req.AppID)
+	entries := make([]client.BulkEntry, len(msgs))
+	for i, m := range msgs {
+		e := entry
+		e.Key = "mem0-" + uuid.NewString()
+		e.Value = stored{Memory: m.text, Role: m.role, Metadata: req.Metadata}
+		entries[i] = e
+	}
+	a, err := c.loom.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries})
+	if err != nil {
+		return nil, err
+	}
+	return f.addAnswer(ctx, c, ns, msgs, a)
+}
+
+type textMessage struct{ role, text string }
+
+func messages(raw json.RawMessage) ([]textMessage, error) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil && text != "" {
+		return []textMessage{{"user", text}}, nil
+	}
+	var list []message
+	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
+		return nil, badRequest("messages: want a non-empty list of {role, content}")
+	}
+	var out []textMessage
+	for i, m := range list {
+		var content string
+		if err := json.Unmarshal(m.Content, &content); err != nil {
+			return nil, badRequest("messages[%d].content: only text is stored (Loom keeps no images)", i)
+		}
+		if content != "" {
+			out = append(out, textMessage{m.Role, content})
+		}
+	}
+	if len(out) == 0 {
+		return nil, badRequest("messages: every message is empty")
+	}
+	if len(out) > 1000 {
+		return nil, badRequest("messages: at most 1000 per add")
+	}
+	return out, nil
+}
+
+// expiration reads mem0's expiration_date (a date, or an RFC 3339 time): the memory
+// is valid until the end of that day.
+func expiration(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		return time.Time{}, badRequest("expiration_date: want a date (2026-12-31) or an RFC 3339 time")
+	}
+	return d.AddDate(0, 0, 1), nil
+}
+
+// addAnswer reports each message: ADD for a memory written, NONE for one a memory
+// already held (the id is that memory's) or that was skipped, and DELETE for each
+// memory a refinement retired.
+func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textMessage, a *client.BulkAnswer) (any, error) {
+	out := addAnswer{Message: "Memories stored", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
+	byIndex := map[int]addResult{}
+	for _, w := range a.Written {
+		byIndex[w.Index] = f.result(ctx, c, w.MemoryID, "ADD", msgs[w.Index].text, "")
+	}
+	for _, m := range a.Merged {
+		byIndex[m.Index] = f.result(ctx, c, m.MergedInto, "NONE", msgs[m.Index].text, "merge")
+	}
+	for reason, list := range map[string][]int{"skipped_pinned": a.SkippedPinned, "skipped_locked": a.SkippedLocked,
+		"skipped_unchanged": a.SkippedUnchanged, "blacklisted": a.Blacklisted} {
+		for _, i := range list {
+			r := addResult{Event: "NONE", Memory: msgs[i].text, Data: map[string]any{"memory": msgs[i].text, "loom_reason": reason}}
+			r.Loom.Namespace = ns
+			byIndex[i] = r
+		}
+	}
+	for i := range msgs {
+		if r, ok := byIndex[i]; ok {
+			out.Results = append(out.Results, r)
+		}
+	}
+	for _, id := range a.Superseded {
+		out.Results = append(out.Results, f.result(ctx, c, id, "DELETE", "", "superseded"))
+	}
+	return out, nil
+}
+
+// result reads the memory id names (it is committed: a point read sees it at once).
+func (f *facade) result(ctx context.Context, c *call, id, event, text, reason string) addResult {
+	r := addResult{ID: id, Event: event, Memory: text, Data: map[string]any{"memory": text}}
+	if reason != "" {
+		r.Data["loom_reason"] = reason
+	}
+	if m, err := c.loom.GetByID(ctx, id); err == nil {
+		r.record = f.record(m)
+		if text == "" {
+			r.Memory, r.Data["memory"] = r.record.Memory, r.record.Memory
+		}
+	}
+	r.ID = id
+	return r
+}

@@ -1,0 +1,201 @@
+// Package mem0 is a mem0-compatible facade over Loom's REST API: the endpoints the
+// mem0ai MemoryClient calls (ping, add, search, list, get, update, delete, delete all,
+// history, batch update and delete), mapped onto Loom's operations through package
+// client, as the caller's token. docs/mem0.md says how each field and event maps.
+//
+// A mem0 API key is a Loom token: `Authorization: Token <key>` (or Bearer) is sent on as
+// Loom's bearer token, so what a key may read and write is exactly what the token may.
+package mem0
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/loopback"
+)
+
+// Inference modes (LOOM_MEM0_INFER): what an add with infer=true does.
+const (
+	InferRefuse   = "refuse"   // answer 503: Loom has no memory extraction
+	InferVerbatim = "verbatim" // store each message as written, as infer=false does
+)
+
+// Options configure the facade.
+type Options struct {
+	// Upstream is the Loom REST base URL the facade calls; empty: the address the request
+	// arrived on (this process's own API).
+	Upstream string
+	// Namespace holds the memories of requests that name no app_id.
+	Namespace string
+	// Infer is InferRefuse (the default) or InferVerbatim.
+	Infer string
+	// HTTPClient carries the REST calls (default: a client with a 60 s timeout).
+	HTTPClient *http.Client
+}
+
+type facade struct {
+	Options
+	namespace string
+	http      *http.Client
+}
+
+// NewHandler returns the facade. It expects the paths mem0's client sends
+// (/v1/ping/, /v3/memories/add/, ...): mount it under a prefix with http.StripPrefix.
+func NewHandler(o Options) http.Handler {
+	f := &facade{Options: o, namespace: o.Namespace, http: o.HTTPClient}
+	if f.namespace == "" {
+		f.namespace = "mem0"
+	}
+	if f.http == nil {
+		f.http = &http.Client{Timeout: 60 * time.Second}
+	}
+	mux := http.NewServeMux()
+	route := func(method, path string, h func(context.Context, *call) (any, error)) {
+		for _, p := range []string{path, strings.TrimSuffix(path, "/")} {
+			pattern := method + " " + p
+			if strings.HasSuffix(p, "/") {
+				pattern += "{$}"
+			}
+			mux.HandleFunc(pattern, f.serve(h))
+		}
+	}
+	route("GET", "/v1/ping/", f.ping)
+	route("POST", "/v3/memories/add/", f.add)
+	route("POST", "/v3/memories/search/", f.search)
+	route("POST", "/v3/memories/", f.list)
+	route("GET", "/v1/memories/{id}/", f.get)
+	route("PUT", "/v1/memories/{id}/", f.update)
+	route("DELETE", "/v1/memories/{id}/", f.delete)
+	route("DELETE", "/v1/memories/", f.deleteAll)
+	route("GET", "/v1/memories/{id}/history/", f.history)
+	route("PUT", "/v1/batch/", f.batchUpdate)
+	route("DELETE", "/v1/batch/", f.batchDelete)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "RESOURCE_NOT_FOUND", fmt.Sprintf("%s %s is not an endpoint of Loom's mem0 facade (docs/mem0.md lists them)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// call is one mem0 request: its Loom client and what it sent.
+type call struct {
+	loom *client.Client
+	r    *http.Request
+	body []byte
+}
+
+// decode reads the JSON body into v; an empty body leaves v as it is.
+func (c *call) decode(v any) error {
+	if len(strings.TrimSpace(string(c.body))) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(strings.NewReader(string(c.body)))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return badRequest("the body is not the JSON object this endpoint takes: %v", err)
+	}
+	return nil
+}
+
+// httpError is an answer the facade makes itself (not Loom's).
+type httpError struct {
+	status    int
+	code, msg string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, "VALIDATION_FAILED", fmt.Sprintf(format, args...)}
+}
+
+func (f *facade) serve(h func(context.Context, *call) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := apiKey(r.Header.Get("Authorization"))
+		if key == "" {
+			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "missing API key: send Authorization: Token <a Loom token>")
+			return
+		}
+		loom, err := client.New(loopback.BaseURL(f.Upstream, r), key, client.WithHTTPClient(f.http))
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "INTERNAL", err.Error())
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "VALIDATION_FAILED", "reading the body: "+err.Error())
+			return
+		}
+		out, err := h(r.Context(), &call{loom: loom, r: r, body: body})
+		if err != nil {
+			writeFailure(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(out)
+	}
+}
+
+// apiKey reads mem0's `Token <key>`, or a bearer token.
+func apiKey(h string) string {
+	for _, scheme := range []string{"Token ", "Bearer "} {
+		if k, ok := strings.CutPrefix(h, scheme); ok {
+			return strings.TrimSpace(k)
+		}
+	}
+	return ""
+}
+
+// writeFailure answers an error: Loom's own answers (its status and envelope) as they
+// came, the facade's with the same envelope.
+func writeFailure(w http.ResponseWriter, err error) {
+	var he *httpError
+	var fe *filterError
+	if e, ok := client.AsError(err); ok && e.Code != "" {
+		w.Header().Set("Content-Type", "application/json")
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", fmt.Sprint(int(e.RetryAfter.Seconds())))
+		}
+		w.WriteHeader(e.Status)
+		w.Write(e.Body)
+		return
+	}
+	switch {
+	case errors.As(err, &he):
+		writeError(w, he.status, he.code, he.msg)
+	case errors.As(err, &fe):
+		writeError(w, http.StatusBadRequest, "VALIDATION_FAILED", fe.msg)
+	default:
+		writeError(w, http.StatusBadGateway, "UPSTREAM_UNAVAILABLE", "the facade could not reach Loom's API: "+err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg, "retryable": false}})
+}
+
+// ping is what MemoryClient calls first: any valid key answers ok.
+func (f *facade) ping(ctx context.Context, c *call) (any, error) {
+	// The default namespace's policy is any token's read; one that cannot reach it (404)
+	// was still authenticated.
+	if _, err := c.loom.Namespace(ctx, f.namespace); err != nil && !client.IsCode(err, client.CodeNotFound) {
+		return nil, err
+	}
+	return map[string]any{"status": "ok", "message": "Loom's mem0 facade", "loom": map[string]any{"namespace": f.namespace}}, nil
+}
+
+// namespaceOf is the Loom namespace of an app_id.
+func (f *facade) namespaceOf(appID string) string {
+	if appID == "" {
+		return f.namespace
+	}
+	return appID
+}
