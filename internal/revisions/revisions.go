@@ -9,6 +9,8 @@ package revisions
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,13 +47,17 @@ type Record struct {
 	Offset    int64
 }
 
-// Decode decodes records in their order. A record that is not an envelope cannot be
-// projected now or on any replay, and holding its partition behind it would stop every
-// namespace on it: it is handed to undecodable and left out.
+// Decode decodes records in their order, on every core: decoding the JSON is most of
+// what a replay costs. A record that is not an envelope cannot be projected now or on
+// any replay, and holding its partition behind it would stop every namespace on it: it
+// is handed to undecodable and left out.
 func Decode(recs []*kgo.Record, undecodable func(*kgo.Record, error)) []Record {
+	envs := make([]*events.Envelope, len(recs))
+	errs := make([]error, len(recs))
+	parallel(len(recs), func(i int) { envs[i], errs[i] = events.Decode(recs[i].Value) })
 	out := make([]Record, 0, len(recs))
-	for _, r := range recs {
-		env, err := events.Decode(r.Value)
+	for i, r := range recs {
+		env, err := envs[i], errs[i]
 		if err != nil {
 			undecodable(r, err)
 			continue
@@ -128,14 +134,20 @@ type Unopened struct {
 // (keyless: redacted or erased) yields nothing of its content, so a replay never brings
 // it back; one whose key does not open it is returned apart.
 func Open(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad []Unopened, keyless []*events.Envelope) {
+	contents := make([]*events.Content, len(revs))
+	errs := make([]error, len(revs))
+	parallel(len(revs), func(i int) {
+		if key, ok := keys[revs[i].ID]; ok {
+			contents[i], errs[i] = events.Open(key, revs[i].ID, revs[i].Sealed)
+		}
+	})
 	opened = make([]Opened, 0, len(revs))
-	for _, env := range revs {
-		key, ok := keys[env.ID]
-		if !ok {
+	for i, env := range revs {
+		if _, ok := keys[env.ID]; !ok {
 			keyless = append(keyless, env)
 			continue
 		}
-		content, err := events.Open(key, env.ID, env.Sealed)
+		content, err := contents[i], errs[i]
 		if err != nil {
 			bad = append(bad, Unopened{Env: env, Err: fmt.Errorf("open the content of %s with its data key: %w", env.ID, err)})
 			continue
@@ -143,4 +155,27 @@ func Open(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad
 		opened = append(opened, Opened{Env: env, Content: content})
 	}
 	return opened, bad, keyless
+}
+
+// parallel runs fn(0..n-1) over the machine's cores, in contiguous shares.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/64)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	share := (n + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(from, to int) {
+			defer wg.Done()
+			for i := from; i < to; i++ {
+				fn(i)
+			}
+		}(w*share, min((w+1)*share, n))
+	}
+	wg.Wait()
 }
