@@ -115,6 +115,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("index follower: %w", err)
 	}
+	if len(starts) == 0 {
+		return fmt.Errorf("index follower: topic %s has no partitions (is it created?)", f.cfg.Topic)
+	}
 	from := map[int32]kgo.Offset{}
 	f.mu.Lock()
 	f.target, f.next, f.high = ends, map[int32]int64{}, map[int32]int64{}

@@ -1,8 +1,10 @@
 package searchindex
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -279,22 +281,9 @@ func (x *Index) Stats() Stats {
 		st.Spaces = append(st.Spaces, ss)
 	}
 	slices.SortFunc(st.Spaces, func(a, b SpaceStats) int {
-		if a.Org != b.Org {
-			return compareStrings(a.Org, b.Org)
-		}
-		return compareStrings(a.Namespace, b.Namespace)
+		return cmp.Or(strings.Compare(a.Org, b.Org), strings.Compare(a.Namespace, b.Namespace))
 	})
 	return st
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Estimated costs of a Go map entry (key, value, and the table's overhead) and of a
