@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/revisions"
 )
 
 // applyWithRetry applies a batch, retrying with backoff. A batch that has failed
@@ -163,7 +164,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		var rows []opened
 		var graphRows []nsGraph
 		if len(b.revisions) > 0 {
-			keys, err := fetchKeys(ctx, conn, b.revisions)
+			keys, err := revisions.FetchKeys(ctx, conn, b.revisions)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package projector
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/revisions"
 )
 
 // nsKey names a namespace within an org.
@@ -87,23 +87,18 @@ func filter(envs []*events.Envelope, keep func(*events.Envelope) bool) []*events
 
 func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
 	b := batch{seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
-	for _, r := range recs {
-		env, err := events.Decode(r.Value)
-		if err != nil {
-			// A record that is not an envelope cannot be projected now or on any
-			// replay; holding the partition behind it would stop every namespace on it.
-			undecoded.Inc()
-			log.Error("projector: skipping a record that is not a valid envelope",
-				"partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
-		}
+	for _, d := range revisions.Decode(recs, func(r *kgo.Record, err error) {
+		undecoded.Inc()
+		log.Error("projector: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
+	}) {
+		env := d.Env
 		k := nsKey{env.Org, env.Namespace}
 		b.seqs[k] = append(b.seqs[k], env.Seq)
-		b.refs[k] = append(b.refs[k], recordRef{seq: env.Seq, topic: r.Topic, partition: r.Partition, offset: r.Offset})
-		switch {
-		case env.Type == events.TypeErased:
-			if f, ok := erasure.FenceOf(env); ok {
-				b.fences = append(b.fences, f)
+		b.refs[k] = append(b.refs[k], recordRef{seq: env.Seq, topic: d.Topic, partition: d.Partition, offset: d.Offset})
+		switch d.Kind {
+		case revisions.Erasure:
+			if d.Fence != nil {
+				b.fences = append(b.fences, *d.Fence)
 			}
 			// Every seq below an erasure's arrived before it or was withdrawn: the
 			// relay publishes a namespace's outbox in seq order and the erasure's
@@ -112,9 +107,9 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 				b.jumps[k] = map[int64]bool{}
 			}
 			b.jumps[k][env.Seq] = true
-		case env.Type == events.TypeRedacted:
+		case revisions.Redaction:
 			b.redactions = append(b.redactions, env)
-		case env.Type.IsRevision():
+		case revisions.Revision:
 			b.revisions = append(b.revisions, env)
 		}
 	}
@@ -134,24 +129,17 @@ type unopened struct {
 	err error
 }
 
-// openAll opens each revision's content. A revision whose data key is gone was
-// redacted or erased: nothing of it is projected, so a replay never brings it back.
-// One whose key does not open it is returned apart, as a failure.
+// openAll opens each revision's content (revisions.Open); the keyless are counted.
 func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.Counter) ([]opened, []unopened) {
-	out := make([]opened, 0, len(revs))
+	ok, failed, gone := revisions.Open(revs, keys)
+	keyless.Add(float64(len(gone)))
+	out := make([]opened, len(ok))
+	for i, o := range ok {
+		out[i] = opened{env: o.Env, content: o.Content}
+	}
 	var bad []unopened
-	for _, env := range revs {
-		key, ok := keys[env.ID]
-		if !ok {
-			keyless.Inc()
-			continue
-		}
-		content, err := events.Open(key, env.ID, env.Sealed)
-		if err != nil {
-			bad = append(bad, unopened{env: env, err: fmt.Errorf("open the content of %s with its data key: %w", env.ID, err)})
-			continue
-		}
-		out = append(out, opened{env: env, content: content})
+	for _, u := range failed {
+		bad = append(bad, unopened{env: u.Env, err: u.Err})
 	}
 	return out, bad
 }

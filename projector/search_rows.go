@@ -1,8 +1,6 @@
 package projector
 
 import (
-	"sort"
-
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/loomplane/loom/internal/memrow"
@@ -25,26 +23,6 @@ func searchable(o opened) bool {
 	return !r.Tombstone && r.Sensitivity != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
 }
 
-// termFreqs counts a text's index terms, in term order.
-func termFreqs(s string) ([]string, []uint16, uint32) {
-	counts := map[string]int{}
-	n := 0
-	for _, t := range text.Terms(s) {
-		counts[t]++
-		n++
-	}
-	terms := make([]string, 0, len(counts))
-	for t := range counts {
-		terms = append(terms, t)
-	}
-	sort.Strings(terms)
-	tfs := make([]uint16, len(terms))
-	for i, t := range terms {
-		tfs[i] = uint16(min(counts[t], 65535))
-	}
-	return terms, tfs, uint32(n)
-}
-
 func lexicalFill(rows []opened) func(driver.Batch) error {
 	return func(b driver.Batch) error {
 		for _, r := range rows {
@@ -52,7 +30,7 @@ func lexicalFill(rows []opened) func(driver.Batch) error {
 			terms, tfs, docLen := []string{}, []uint16{}, uint32(0)
 			keyTerms := []string{}
 			if searchable(r) {
-				terms, tfs, docLen = termFreqs(memrow.ValueText(c.Value))
+				terms, tfs, docLen = text.TermFreqs(memrow.ValueText(c.Value))
 				keyTerms = text.Terms(memrow.KeyWords(c.MemoryKey))
 				if keyTerms == nil {
 					keyTerms = []string{}

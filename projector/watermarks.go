@@ -3,11 +3,11 @@ package projector
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/internal/gapless"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/watermarks"
@@ -76,23 +76,8 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 	return advanced, gaps, dupes, err
 }
 
-// advance moves a watermark through a batch's seqs of one namespace: a seq at or
-// below it is a duplicate; the next seq, or an erasure's seq (a jump), moves it. It
-// reports whether a seq was left past a gap (written, but not yet covered).
-func advance(wm int64, seqs []int64, jumps map[int64]bool) (next int64, advanced, dupes int, gap bool) {
-	s := append([]int64(nil), seqs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	for _, seq := range s {
-		switch {
-		case seq <= wm:
-			dupes++
-		case seq == wm+1 || jumps[seq]:
-			wm = seq
-			advanced++
-		}
-	}
-	return wm, advanced, dupes, len(s) > 0 && s[len(s)-1] > wm
-}
+// advance moves a watermark through a batch's seqs of one namespace (gapless.Advance).
+var advance = gapless.Advance
 
 // readWatermarks reads the batch's watermarks; lock takes their rows, so two
 // projectors of one projection (a rebalance in flight) advance them one at a time.

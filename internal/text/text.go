@@ -3,6 +3,7 @@
 package text
 
 import (
+	"sort"
 	"strings"
 	"unicode"
 )
@@ -37,6 +38,28 @@ func Terms(s string) []string {
 		out = append(out, Stem(w))
 	}
 	return out
+}
+
+// TermFreqs counts a text's index terms: each distinct term once, in term order, with
+// its count (capped at 65535) and the text's length in terms. The lexical leg scores
+// these, wherever it reads them from.
+func TermFreqs(s string) ([]string, []uint16, uint32) {
+	counts := map[string]int{}
+	n := 0
+	for _, t := range Terms(s) {
+		counts[t]++
+		n++
+	}
+	terms := make([]string, 0, len(counts))
+	for t := range counts {
+		terms = append(terms, t)
+	}
+	sort.Strings(terms)
+	tfs := make([]uint16, len(terms))
+	for i, t := range terms {
+		tfs[i] = uint16(min(counts[t], 65535))
+	}
+	return terms, tfs, uint32(n)
 }
 
 // Stem strips common English inflections, conservatively: a light stemmer that

@@ -1,0 +1,80 @@
+package searchindex
+
+import "time"
+
+// maybeBuild starts a graph build for an arena of s that needs one: a namespace past
+// GraphMin value vectors without a graph, or whose graph lags (a tail past a tenth of
+// it) or has rotted (a quarter of its nodes dead). The build runs off the lock, over
+// a snapshot; searches scan exactly (and the tail beside the old graph) meanwhile.
+// Holding s.mu.
+func (x *Index) maybeBuild(s *space) {
+	if s.building {
+		return
+	}
+	for _, a := range s.arenas {
+		if a.values < x.cfg.GraphMin {
+			continue
+		}
+		if g := a.graph; g != nil {
+			tail := a.rows() - g.limit
+			if tail < max(1000, g.nodes()/10) && a.graphDead < g.nodes()/4 {
+				continue
+			}
+		}
+		if a.graph != nil && a.dead > a.rows()/4 {
+			s.compact(a) // renumbers the rows: the new graph is built over the compacted arena
+		}
+		src := graphSource{dim: a.dim, codes: a.codes, scales: a.scales, limit: a.rows(), epoch: a.epoch}
+		src.rows = make([]int32, 0, a.values)
+		for slot := range s.docs {
+			if c := &s.cards[slot]; c.vecRow >= 0 && int(c.dim) == a.dim {
+				src.rows = append(src.rows, c.vecRow)
+			}
+		}
+		s.building = true
+		x.builds.Add(1)
+		go x.build(s, a, src)
+		return
+	}
+}
+
+func (x *Index) build(s *space, a *arena, src graphSource) {
+	defer x.builds.Done()
+	select {
+	case x.buildSem <- struct{}{}:
+	case <-x.closed:
+		x.finishBuild(s, a, src, nil)
+		return
+	}
+	stopped := func() bool {
+		select {
+		case <-x.closed:
+			return true
+		default:
+			return false
+		}
+	}
+	g := buildGraph(src, graphParams{m: x.cfg.GraphM, efConstruction: x.cfg.GraphEfConstruction, seed: time.Now().UnixNano()}, stopped)
+	<-x.buildSem
+	x.finishBuild(s, a, src, g)
+}
+
+// finishBuild installs a graph unless the arena was compacted (renumbered) or evicted
+// since its snapshot, and counts the nodes that died meanwhile.
+func (x *Index) finishBuild(s *space, a *arena, src graphSource, g *graph) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.building = false
+	if g == nil || !s.held || s.arenas[a.dim] != a || a.epoch != src.epoch {
+		return
+	}
+	dead := 0
+	for _, row := range g.rows {
+		if slot := a.owner[row]; s.cards[slot].vecRow != row {
+			dead++
+		}
+	}
+	a.graph, a.graphDead = g, dead
+	s.built++
+	x.maybeBuild(s)
+}

@@ -1,0 +1,149 @@
+package searchindex
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// matcher is a Filter (or a peer read) resolved against one namespace's names. ok is
+// false when it names something the namespace never held: nothing matches.
+type matcher struct {
+	ok                            bool
+	agent, user, session, memType uint32 // 0: any
+	tags                          []uint32
+	tagsAny                       bool
+	statuses                      uint64
+	now, validAt                  int64
+	notKey                        string // peers: no row under the write's key
+	peerUser                      uint32 // peers: that user's rows and pinned rows
+	peerScope                     bool
+}
+
+func (s *space) named(v string, out *uint32) bool {
+	if v == "" {
+		return true
+	}
+	id, ok := s.names.lookup(v)
+	*out = id
+	return ok
+}
+
+func (s *space) compile(f Filter) matcher {
+	m := matcher{ok: true, tagsAny: f.TagsAny, now: f.Now.Unix(), validAt: f.Now.Unix()}
+	if !f.ValidAt.IsZero() {
+		m.validAt = f.ValidAt.Unix()
+	}
+	for _, n := range []struct {
+		v   string
+		out *uint32
+	}{{f.Agent, &m.agent}, {f.UserID, &m.user}, {f.SessionID, &m.session}, {f.MemoryType, &m.memType}} {
+		if !s.named(n.v, n.out) {
+			m.ok = false
+		}
+	}
+	for _, st := range f.Statuses {
+		if id, ok := statusIDs[st]; ok {
+			m.statuses |= 1 << id
+		}
+	}
+	for _, t := range f.Tags {
+		id, ok := s.names.lookup(t)
+		switch {
+		case ok:
+			m.tags = append(m.tags, id)
+		case !f.TagsAny:
+			m.ok = false // a tag no row holds: no row holds them all
+		}
+	}
+	if f.TagsAny && len(f.Tags) > 0 && len(m.tags) == 0 {
+		m.ok = false
+	}
+	return m
+}
+
+// compilePeers is the peer rule: a served row of the write's type under another key, in
+// the writer's read scope unless pinned.
+func (s *space) compilePeers(q PeerQuery) matcher {
+	m := s.compile(Filter{MemoryType: q.MemoryType, Statuses: []string{"active", "conflicted"}, Now: q.Now})
+	m.notKey = q.MemoryKey
+	if q.ReadUserID != "" {
+		m.peerScope = true
+		m.peerUser, _ = s.names.lookup(q.ReadUserID) // an unknown user still reaches pinned rows
+	}
+	return m
+}
+
+// match reports whether a document is served under the matcher. Only documents holding
+// searchable content are: not deleted, not high, of a searchable type. It reads the
+// document's card, and the document itself only for tags and keys.
+func (m *matcher) match(s *space, slot int) bool {
+	d := &s.cards[slot]
+	if !d.has(flagContent) || m.statuses&(1<<d.status) == 0 || d.expires <= m.now || d.validTo <= m.validAt {
+		return false
+	}
+	if (m.agent != 0 && d.agent != m.agent) || (m.user != 0 && d.user != m.user) ||
+		(m.session != 0 && d.session != m.session) || (m.memType != 0 && d.memType != m.memType) {
+		return false
+	}
+	if len(m.tags) > 0 {
+		tags := s.docs[slot].tags()
+		if m.tagsAny {
+			if !slices.ContainsFunc(m.tags, func(t uint32) bool { return slices.Contains(tags, t) }) {
+				return false
+			}
+		} else {
+			for _, t := range m.tags {
+				if !slices.Contains(tags, t) {
+					return false
+				}
+			}
+		}
+	}
+	if m.notKey != "" && s.docs[slot].key == m.notKey {
+		return false
+	}
+	if m.peerScope && !d.has(flagPinned) && (m.peerUser == 0 || d.user != m.peerUser) {
+		return false
+	}
+	return true
+}
+
+// eligible is the set of slots a query's matcher takes, with the lexical statistics of
+// the set (BM25's are computed over the filtered documents).
+type eligible struct {
+	bits  []uint64
+	count int
+	n     int // documents with a length
+	sumDL float64
+}
+
+func (e *eligible) has(slot uint32) bool { return e.bits[slot>>6]&(1<<(slot&63)) != 0 }
+
+func (s *space) eligible(m *matcher) eligible {
+	e := eligible{bits: make([]uint64, (len(s.docs)+63)/64)}
+	if !m.ok {
+		return e
+	}
+	for slot := range s.cards {
+		if m.match(s, slot) {
+			e.bits[slot>>6] |= 1 << (uint(slot) & 63)
+			e.count++
+			if d := &s.cards[slot]; d.docLen > 0 {
+				e.n++
+				e.sumDL += float64(d.docLen)
+			}
+		}
+	}
+	return e
+}
+
+// each calls fn for every eligible slot, in slot order.
+func (e *eligible) each(fn func(slot uint32)) {
+	for w, word := range e.bits {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			fn(uint32(w*64 + b))
+			word &= word - 1
+		}
+	}
+}

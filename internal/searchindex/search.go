@@ -1,0 +1,421 @@
+package searchindex
+
+import (
+	"cmp"
+	"encoding/hex"
+	"math"
+	"slices"
+	"strings"
+)
+
+// topK keeps the k best (slot, score) pairs seen.
+type topK struct {
+	k int
+	h candHeap
+}
+
+func newTopK(k int) *topK { return &topK{k: k, h: candHeap{items: make([]cand, 0, k+1)}} }
+
+func (t *topK) offer(slot uint32, sim float32) {
+	if t.h.len() < t.k {
+		t.h.push(cand{slot, sim})
+	} else if sim > t.h.peek().sim {
+		t.h.items[0] = cand{slot, sim}
+		t.h.push(t.h.pop()) // restore the heap with the replaced root
+	}
+}
+
+func (t *topK) slots() []uint32 {
+	out := make([]uint32, t.h.len())
+	for i, c := range t.h.items {
+		out[i] = c.node
+	}
+	return out
+}
+
+// overfetch is how many candidates a coded scan keeps for limit hits: the rescore may
+// reorder the edge of the list.
+func overfetch(limit int) int { return limit + limit/4 + 16 }
+
+// query is a float32 vector and its codes.
+type query struct {
+	vec   []float32
+	codes []int8
+	scale float32
+}
+
+func newQuery(v []float32) query {
+	q := query{vec: v, codes: make([]int8, len(v))}
+	q.scale = quantise(v, q.codes)
+	return q
+}
+
+// nearest ranks the value vectors of the documents accept takes by similarity to q and
+// returns up to limit slots with their rescored similarity, best first. It scans exactly
+// unless the arena has a graph and accept leaves enough of it (eligibleCount) for the
+// graph to find them; the graph's candidates and the tail are rescored together.
+func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint32) bool, cfg Config) []scored {
+	a := s.arenas[len(q.vec)]
+	if a == nil || limit <= 0 {
+		return nil
+	}
+	k := overfetch(limit)
+	top := newTopK(k)
+	coded := func(row int32) float32 { return q.scale * a.scales[row] * float32(dotCodes(q.codes, a.row(row))) }
+	live := func(row int32) (uint32, bool) {
+		slot := a.owner[row]
+		return slot, s.cards[slot].vecRow == row && accept(slot)
+	}
+	g := a.graph
+	if g != nil && eligibleCount > cfg.ExactMax && eligibleCount*cfg.GraphFilterRatio >= g.nodes() {
+		// The graph walks every node; those accept refuses are passed through, so the
+		// walk widens by the share it refuses.
+		ef := max(cfg.GraphEfSearch, k)
+		if share := float64(eligibleCount) / float64(max(a.values, 1)); share < 1 {
+			ef = min(int(float64(ef)/share), 8*max(cfg.GraphEfSearch, k))
+		}
+		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, ef,
+			func(n uint32) bool { _, ok := live(g.rows[n]); return ok }, 40*ef)
+		for _, c := range found {
+			top.offer(a.owner[g.rows[c.node]], c.sim)
+		}
+		for row := int32(g.limit); row < int32(a.rows()); row++ {
+			if slot, ok := live(row); ok {
+				top.offer(slot, coded(row))
+			}
+		}
+	} else {
+		dim := len(q.vec)
+		for slot := range s.cards {
+			c := &s.cards[slot]
+			if c.vecRow >= 0 && int(c.dim) == dim && accept(uint32(slot)) {
+				r := int(c.vecRow)
+				top.offer(uint32(slot), q.scale*a.scales[r]*float32(dotInt8(q.codes, a.codes[r*dim:(r+1)*dim])))
+			}
+		}
+	}
+	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
+		c := &s.cards[slot]
+		return a.scales[c.vecRow] * dotFloatCodes(q.vec, a.row(c.vecRow))
+	})
+}
+
+// scored is a slot and its score.
+type scored struct {
+	slot  uint32
+	score float64
+}
+
+// rescore scores slots again, ranks them (ties by identity) and keeps limit.
+func (s *space) rescore(slots []uint32, limit int, score func(uint32) float32) []scored {
+	out := make([]scored, len(slots))
+	for i, slot := range slots {
+		out[i] = scored{slot, float64(score(slot))}
+	}
+	s.rank(out)
+	return out[:min(limit, len(out))]
+}
+
+func (s *space) rank(out []scored) {
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return s.compareIdentity(a.slot, b.slot)
+	})
+}
+
+func (s *space) compareIdentity(a, b uint32) int {
+	x, y := &s.cards[a], &s.cards[b]
+	for _, p := range [][2]uint32{{x.agent, y.agent}, {x.user, y.user}, {x.session, y.session}} {
+		if c := strings.Compare(s.names.names[p[0]], s.names.names[p[1]]); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(s.docs[a].key, s.docs[b].key)
+}
+
+// chunks ranks the documents by their best window's similarity to q.
+func (s *space) chunks(q query, limit int, e *eligible) []scored {
+	a := s.arenas[len(q.vec)]
+	if a == nil || limit <= 0 {
+		return nil
+	}
+	top := newTopK(overfetch(limit))
+	e.each(func(slot uint32) {
+		if c := &s.cards[slot]; c.nChunks == 0 || int(c.dim) != len(q.vec) {
+			return
+		}
+		d := &s.docs[slot]
+		c := &s.cards[slot]
+		best := float32(math.Inf(-1))
+		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
+			best = max(best, q.scale*a.scales[r]*float32(dotCodes(q.codes, a.row(r))))
+		}
+		top.offer(slot, best)
+	})
+	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
+		d := &s.docs[slot]
+		c := &s.cards[slot]
+		best := float32(math.Inf(-1))
+		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
+			best = max(best, a.scales[r]*dotFloatCodes(q.vec, a.row(r)))
+		}
+		return best
+	})
+}
+
+// lexical scores the eligible documents with Okapi BM25 over their terms, the document
+// statistics taken over the eligible set, and each hit's coverage: the share of the
+// query's total idf its terms hold.
+func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) ([]scored, map[uint32]float64) {
+	if len(terms) == 0 || e.n == 0 || limit <= 0 {
+		return nil, nil
+	}
+	n := float64(e.n)
+	avgdl := math.Max(e.sumDL/n, 1)
+	lists := make([][]posting, len(terms))
+	idfs := make([]float64, len(terms))
+	total := 0.0
+	for i, t := range terms {
+		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
+			lists[i] = s.post[id]
+		}
+		df := 0.0
+		for _, p := range lists[i] {
+			if e.has(p.slot) && s.current(p) {
+				df++
+			}
+		}
+		idfs[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
+		total += idfs[i]
+	}
+	acc := s.scratch()
+	defer s.release(acc)
+	for i, list := range lists {
+		share := idfs[i] / total
+		for _, p := range list {
+			if !e.has(p.slot) || !s.current(p) {
+				continue
+			}
+			tf := float64(p.tf)
+			dl := float64(s.cards[p.slot].docLen)
+			if acc.mark(p.slot) {
+				acc.score[p.slot], acc.cov[p.slot] = 0, 0
+			}
+			acc.score[p.slot] += idfs[i] * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avgdl))
+			acc.cov[p.slot] += share
+		}
+	}
+	top := newBest(limit)
+	for _, slot := range acc.touched {
+		top.offer(scored{slot, acc.score[slot]})
+	}
+	out := top.list(s)
+	coverage := make(map[uint32]float64, len(out))
+	for _, sc := range out {
+		coverage[sc.slot] = acc.cov[sc.slot]
+	}
+	return out, coverage
+}
+
+// keys finds documents whose key the query names: the key verbatim (1), else the share
+// of the key's terms the query holds.
+func (s *space) keys(text string, terms []string, limit int, e *eligible) []scored {
+	verbatim := strings.TrimSpace(text)
+	if len(terms) == 0 {
+		terms = []string{verbatim}
+	}
+	var want []uint32
+	for _, t := range terms {
+		if id, ok := s.lexicon.lookup(t); ok {
+			want = append(want, id)
+		}
+	}
+	acc := s.scratch()
+	defer s.release(acc)
+	top := newBest(limit)
+	consider := func(slot uint32) {
+		if !e.has(slot) || !acc.mark(slot) {
+			return
+		}
+		d := &s.docs[slot]
+		score := 1.0
+		if d.key != verbatim {
+			held := 0
+			for _, t := range d.keyTerms() {
+				if slices.Contains(want, t) {
+					held++
+				}
+			}
+			score = float64(held) / float64(max(len(d.keyTerms()), 1))
+		}
+		top.offer(scored{slot, score})
+	}
+	if head, ok := s.byKey[verbatim]; ok {
+		for slot := head; slot >= 0; slot = s.docs[slot].next {
+			consider(uint32(slot))
+		}
+	}
+	for _, id := range want {
+		if int(id) < len(s.keyPost) {
+			for _, p := range s.keyPost[id] {
+				if s.current(p) {
+					consider(p.slot)
+				}
+			}
+		}
+	}
+	return top.list(s)
+}
+
+// best keeps the k highest-scoring slots seen (a min-heap on score).
+type best struct {
+	k     int
+	items []scored
+}
+
+func newBest(k int) *best { return &best{k: k, items: make([]scored, 0, min(k, 1024))} }
+
+func (b *best) offer(sc scored) {
+	if b.k <= 0 {
+		return
+	}
+	if len(b.items) < b.k {
+		b.items = append(b.items, sc)
+		for i := len(b.items) - 1; i > 0; {
+			p := (i - 1) / 2
+			if b.items[i].score >= b.items[p].score {
+				break
+			}
+			b.items[i], b.items[p] = b.items[p], b.items[i]
+			i = p
+		}
+		return
+	}
+	if sc.score <= b.items[0].score {
+		return
+	}
+	b.items[0] = sc
+	for i, n := 0, len(b.items); ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && b.items[l].score < b.items[m].score {
+			m = l
+		}
+		if r < n && b.items[r].score < b.items[m].score {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		b.items[i], b.items[m] = b.items[m], b.items[i]
+		i = m
+	}
+}
+
+// list returns what was kept, ranked.
+func (b *best) list(s *space) []scored {
+	s.rank(b.items)
+	return b.items
+}
+
+// scratch is a query's per-document working space, reused across queries.
+type scratch struct {
+	score, cov []float64
+	marks      []uint32
+	epoch      uint32
+	touched    []uint32
+}
+
+func (s *space) scratch() *scratch {
+	a, _ := s.scratches.Get().(*scratch)
+	if a == nil {
+		a = &scratch{}
+	}
+	if n := len(s.docs); len(a.marks) < n {
+		a.score, a.cov, a.marks, a.epoch = make([]float64, n), make([]float64, n), make([]uint32, n), 0
+	}
+	a.epoch++
+	if a.epoch == 0 {
+		clear(a.marks)
+		a.epoch = 1
+	}
+	a.touched = a.touched[:0]
+	return a
+}
+
+func (s *space) release(a *scratch) { s.scratches.Put(a) }
+
+// mark reports whether slot is seen for the first time in this query.
+func (a *scratch) mark(slot uint32) bool {
+	if a.marks[slot] == a.epoch {
+		return false
+	}
+	a.marks[slot] = a.epoch
+	a.touched = append(a.touched, slot)
+	return true
+}
+
+func (s *space) identity(slot uint32) Identity {
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	n := s.names.names
+	return Identity{Agent: n[c.agent], UserID: n[c.user], SessionID: n[c.session], MemoryKey: d.key}
+}
+
+func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]Hit, len(list))
+	for i, sc := range list {
+		d := &s.docs[sc.slot]
+		c := &s.cards[sc.slot]
+		out[i] = Hit{Identity: s.identity(sc.slot), ContentSHA256: hex.EncodeToString(d.sha[:]),
+			MemoryType: s.names.names[c.memType], Score: sc.score, Coverage: coverage[sc.slot]}
+	}
+	return out
+}
+
+// search runs every leg of q over one pass of its filter.
+func (s *space) search(q Query, cfg Config) Legs {
+	m := s.compile(q.Filter)
+	e := s.eligible(&m)
+	var legs Legs
+	if e.count == 0 {
+		return legs
+	}
+	if len(q.Vector) > 0 {
+		qv := newQuery(q.Vector)
+		legs.Vector = s.hits(s.nearest(qv, q.Limit, e.count, e.has, cfg), nil)
+		legs.Chunk = s.hits(s.chunks(qv, q.Limit, &e), nil)
+	}
+	lex, coverage := s.lexical(q.Terms, q.Limit, q.K1, q.B, &e)
+	legs.Lexical = s.hits(lex, coverage)
+	legs.Key = s.hits(s.keys(q.Text, q.Terms, q.Limit, &e), nil)
+	return legs
+}
+
+// peers is the peer read.
+func (s *space) peers(q PeerQuery, cfg Config) []Peer {
+	m := s.compilePeers(q)
+	if !m.ok || len(q.Vector) == 0 {
+		return nil
+	}
+	count := 0
+	for slot := range s.cards {
+		if m.match(s, slot) {
+			count++
+		}
+	}
+	if count == 0 {
+		return nil
+	}
+	found := s.nearest(newQuery(q.Vector), q.Limit, count, func(slot uint32) bool { return m.match(s, int(slot)) }, cfg)
+	out := make([]Peer, len(found))
+	for i, f := range found {
+		d := &s.docs[f.slot]
+		out[i] = Peer{Identity: s.identity(f.slot), ContentSHA256: hex.EncodeToString(d.sha[:]), Cosine: f.score}
+	}
+	return out
+}

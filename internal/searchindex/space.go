@@ -1,0 +1,387 @@
+package searchindex
+
+import (
+	"encoding/hex"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
+)
+
+// doc flags.
+const (
+	flagLive    = 1 << iota // the slot holds an identity
+	flagTomb                // deleted
+	flagPinned              //
+	flagContent             // searchable content held: terms, tags, key terms, maybe vectors
+)
+
+// never is the expiry of a row that does not expire.
+const never = math.MaxInt64
+
+// doc is one identity's served document. Names are interned per namespace; times are
+// Unix seconds.
+type doc struct {
+	key         string
+	next        int32 // the next slot holding the same memory_key, -1 for none
+	sensitivity uint32
+	memoryID    [16]byte
+	sha         [32]byte
+	version     int64
+	seq         int64
+	updated     int64
+	nTags       uint16 // words[:nTags] are tags, words[nTags:] key terms
+	nTerms      uint16 // distinct value terms (postings held)
+	chunkRow    int32  // the first chunk row, chunks contiguous
+	words       []uint32
+}
+
+func (d *doc) tags() []uint32     { return d.words[:d.nTags] }
+func (d *doc) keyTerms() []uint32 { return d.words[d.nTags:] }
+
+// card is a copy of what every scan reads of a document (its filter columns, vector
+// row, generation): kept apart from the rest so that a scan of a large namespace reads
+// 48 bytes a document rather than the whole document. sync refreshes it after every
+// change of the document.
+type card struct {
+	agent, user, session, memType uint32
+	expires, validTo              int64
+	docLen                        uint32
+	vecRow                        int32
+	gen, dim                      uint16
+	status, flags, nChunks        uint8
+}
+
+func (c *card) has(f uint8) bool { return c.flags&f != 0 }
+
+// setGen records a document's generation and whether it holds content, where postings
+// are checked.
+func (s *space) setGen(slot int32) {
+	c := &s.cards[slot]
+	live := uint32(c.gen)
+	if c.has(flagContent) {
+		live |= 1 << 16
+	}
+	s.gens[slot] = live
+}
+
+// posting is one document's entry in a term's list; tf is unused for key terms.
+type posting struct {
+	slot uint32
+	gen  uint16
+	tf   uint16
+}
+
+// interner numbers strings from 1; 0 is "none".
+type interner struct {
+	ids   map[string]uint32
+	names []string
+	bytes int64
+}
+
+func newInterner() interner { return interner{ids: map[string]uint32{}, names: []string{""}} }
+
+func (n *interner) id(s string) uint32 {
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	id := uint32(len(n.names))
+	n.ids[s] = id
+	n.names = append(n.names, s)
+	n.bytes += int64(len(s))
+	return id
+}
+
+func (n *interner) lookup(s string) (uint32, bool) {
+	id, ok := n.ids[s]
+	return id, ok
+}
+
+// statuses are numbered across the index, so a filter's set is a bit mask.
+var statusIDs = func() map[string]uint8 {
+	m := map[string]uint8{}
+	for i, s := range []string{memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded,
+		memrow.StatusDuplicate, memrow.StatusProposed, memrow.StatusRejected} {
+		m[s] = uint8(i + 1)
+	}
+	return m
+}()
+
+// statusOther numbers a status this build does not know; no filter names it.
+const statusOther = 63
+
+func statusID(s string) uint8 {
+	if id, ok := statusIDs[s]; ok {
+		return id
+	}
+	return statusOther
+}
+
+// space is one namespace's index: its documents, lexicon and postings, vectors, and its
+// position on the stream. mu guards everything but the position's waiters.
+type space struct {
+	mu   sync.RWMutex
+	id   Space
+	held bool
+
+	pos       int64
+	last      int64 // the highest seq seen
+	changed   chan struct{}
+	fenceAll  int64
+	fenceUser map[string]int64
+	lastUsed  atomic.Int64 // Unix nanoseconds of the last query, or of creation
+
+	docs    []doc
+	cards   []card   // parallel to docs
+	gens    []uint32 // parallel to docs: gen, and 1<<16 when content is held (what a posting is checked against)
+	free    []uint32
+	entries int
+	byKey   map[string]int32
+	names   interner
+	lexicon interner
+	post    [][]posting // term → value postings
+	keyPost [][]posting // term → key postings
+	live    int64       // postings of current gens
+	stale   int64
+	capPost int64 // sum of the posting lists' capacities
+	words   int64 // sum of the docs' words capacities
+	keyB    int64 // bytes of the docs' keys
+	arenas  map[int]*arena
+
+	scratches sync.Pool
+
+	building bool
+	built    int // graph builds installed, for tests and stats
+}
+
+func newSpace(id Space, now int64) *space {
+	s := &space{id: id, held: true, changed: make(chan struct{}), fenceUser: map[string]int64{},
+		byKey: map[string]int32{}, names: newInterner(), lexicon: newInterner(), arenas: map[int]*arena{}}
+	s.lastUsed.Store(now)
+	return s
+}
+
+// find returns the slot of an identity.
+func (s *space) find(agent, user, session, key string) (int32, bool) {
+	a, ok1 := s.names.lookup(agent)
+	u, ok2 := s.names.lookup(user)
+	se, ok3 := s.names.lookup(session)
+	if !ok1 || !ok2 || !ok3 {
+		return -1, false
+	}
+	for slot, ok := s.byKey[key]; ok && slot >= 0; slot = s.docs[slot].next {
+		c := &s.cards[slot]
+		if c.agent == a && c.user == u && c.session == se {
+			return slot, true
+		}
+	}
+	return -1, false
+}
+
+func (s *space) alloc(key string) int32 {
+	var slot int32
+	if n := len(s.free); n > 0 {
+		slot = int32(s.free[n-1])
+		s.free = s.free[:n-1]
+	} else {
+		s.docs = append(s.docs, doc{})
+		s.cards = append(s.cards, card{})
+		s.gens = append(s.gens, 0)
+		slot = int32(len(s.docs) - 1)
+	}
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	*d = doc{key: key, chunkRow: -1}
+	*c = card{gen: c.gen, flags: flagLive, vecRow: -1, expires: never, validTo: never}
+	s.setGen(slot)
+	head, ok := s.byKey[key]
+	d.next = -1
+	if ok {
+		d.next = head
+	}
+	s.byKey[key] = slot
+	s.entries++
+	s.keyB += int64(len(key))
+	return slot
+}
+
+// remove forgets an identity: an erasure took it.
+func (s *space) remove(slot int32) {
+	s.dropContent(slot)
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	key := d.key
+	if head := s.byKey[key]; head == slot {
+		if d.next >= 0 {
+			s.byKey[key] = d.next
+		} else {
+			delete(s.byKey, key)
+		}
+	} else {
+		for p := head; p >= 0; p = s.docs[p].next {
+			if s.docs[p].next == slot {
+				s.docs[p].next = d.next
+				break
+			}
+		}
+	}
+	s.keyB -= int64(len(key))
+	*d = doc{chunkRow: -1}
+	*c = card{gen: c.gen, vecRow: -1}
+	s.setGen(slot)
+	s.free = append(s.free, uint32(slot))
+	s.entries--
+}
+
+// dropContent retires everything searchable a document holds.
+func (s *space) dropContent(slot int32) {
+	s.dropVector(slot)
+	s.dropChunks(slot)
+	s.dropTerms(slot)
+}
+
+func (s *space) dropVector(slot int32) {
+	c := &s.cards[slot]
+	if c.vecRow >= 0 {
+		a := s.arenas[int(c.dim)]
+		a.dead++
+		a.values--
+		if a.graph != nil && int(c.vecRow) < a.graph.limit {
+			a.graphDead++
+		}
+		c.vecRow = -1
+	}
+}
+
+func (s *space) dropChunks(slot int32) {
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	if c.nChunks > 0 {
+		s.arenas[int(c.dim)].dead += int(c.nChunks)
+		d.chunkRow, c.nChunks = -1, 0
+	}
+}
+
+// dropTerms makes the document's postings stale and forgets its tags and key terms.
+func (s *space) dropTerms(slot int32) {
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	if !c.has(flagContent) {
+		return
+	}
+	n := int64(d.nTerms) + int64(len(d.keyTerms()))
+	s.live -= n
+	s.stale += n
+	s.words -= int64(cap(d.words))
+	d.words, d.nTags, d.nTerms, c.docLen = nil, 0, 0, 0
+	c.flags &^= flagContent
+	s.bumpGen(slot)
+}
+
+// bumpGen moves a document to a new generation. Before a generation wraps, every stale
+// posting is dropped, so no stale posting can ever carry a current generation.
+func (s *space) bumpGen(slot int32) {
+	if s.cards[slot].gen == math.MaxUint16 {
+		s.setGen(slot)
+		s.compactPostings()
+	}
+	s.cards[slot].gen++
+	s.setGen(slot)
+}
+
+func (s *space) current(p posting) bool { return s.gens[p.slot] == uint32(p.gen)|1<<16 }
+
+// compactPostings drops every stale posting.
+func (s *space) compactPostings() {
+	s.capPost = 0
+	for _, lists := range [][][]posting{s.post, s.keyPost} {
+		for t, list := range lists {
+			kept := list[:0]
+			for _, p := range list {
+				if s.current(p) {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) == 0 {
+				kept = nil
+			} else if cap(kept) > 2*len(kept)+4 {
+				kept = append([]posting(nil), kept...)
+			}
+			lists[t] = kept
+			s.capPost += int64(cap(kept))
+		}
+	}
+	s.stale = 0
+}
+
+func (s *space) addPosting(lists *[][]posting, term uint32, p posting) {
+	for int(term) >= len(*lists) {
+		*lists = append(*lists, nil)
+	}
+	l := (*lists)[term]
+	before := cap(l)
+	l = append(l, p)
+	s.capPost += int64(cap(l) - before)
+	(*lists)[term] = l
+	s.live++
+}
+
+// setTerms indexes a searchable revision's text, key and tags.
+func (s *space) setTerms(slot int32, r *Revision) {
+	terms, tfs, docLen := text.TermFreqs(r.Text)
+	keyTerms := text.Terms(memrow.KeyWords(r.MemoryKey))
+	d := &s.docs[slot]
+	c := &s.cards[slot]
+	words := make([]uint32, 0, len(r.Tags)+len(keyTerms))
+	for _, t := range r.Tags {
+		words = append(words, s.names.id(t))
+	}
+	for _, t := range keyTerms {
+		words = append(words, s.lexicon.id(t))
+	}
+	d.words, d.nTags = words, uint16(len(r.Tags))
+	d.nTerms, c.docLen = uint16(len(terms)), docLen
+	c.flags |= flagContent
+	s.setGen(slot)
+	s.words += int64(cap(words))
+	for i, t := range terms {
+		s.addPosting(&s.post, s.lexicon.id(t), posting{slot: uint32(slot), gen: c.gen, tf: tfs[i]})
+	}
+	for _, t := range d.keyTerms() {
+		s.addPosting(&s.keyPost, t, posting{slot: uint32(slot), gen: c.gen})
+	}
+}
+
+// maybeCompactPostings keeps stale postings below the live ones.
+func (s *space) maybeCompactPostings() {
+	if s.stale > 1024 && s.stale > s.live {
+		s.compactPostings()
+	}
+}
+
+func (s *space) arena(dim int) *arena {
+	a, ok := s.arenas[dim]
+	if !ok {
+		a = &arena{dim: dim}
+		s.arenas[dim] = a
+	}
+	return a
+}
+
+func parseSHA(h string) [32]byte {
+	var out [32]byte
+	hex.Decode(out[:], []byte(h))
+	return out
+}
+
+func parseUUID(s string) [16]byte {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return [16]byte{}
+	}
+	return u
+}
