@@ -118,7 +118,7 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 		// The deleted row's search documents were retired: the restore builds them again.
 		w := &setWrite{id: c.row.Identity}
 		w.setValue(c.row.Value)
-		if err := s.embedSet(ctx, w); err != nil {
+		if err := s.embedWrites(ctx, []*setWrite{w}, "embedding the value"); err != nil {
 			return err
 		}
 		c.vector, c.keyVec, c.chunkVecs = w.vector, w.keyVector, w.chunkVectors

@@ -2,6 +2,7 @@ package command
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -79,6 +80,18 @@ func (s *Service) runUpdate(c *fiber.Ctx, hold *idemHold, op string, p auth.Prin
 	}
 	w.requireHead, w.valueFromHead, w.keepGraph, w.hold = true, len(req.Value) == 0, true, hold
 	return s.runSet(c.UserContext(), w)
+}
+
+// overHead fits an update to the head a round read: it needs a live head (404), and
+// one that sends no value keeps the head's.
+func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
+	if w.requireHead && (head == nil || !head.Live(now)) {
+		return httperr.NotFound("memory not found")
+	}
+	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
+		w.setValue(head.Value)
+	}
+	return nil
 }
 
 // headByID resolves an org-wide memory id to the one live head the caller reaches.
