@@ -8,12 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // MaxBulkEntries is the most entries one memory.bulk_set takes.
@@ -78,67 +79,66 @@ type bulkWrite struct {
 	ans            *bulkAnswer
 }
 
-// handleBulkSet is memory.bulk_set, the batch form of the point write: one read of the
+// bulkCall is a memory.bulk_set of the route's namespace.
+type bulkCall struct {
+	origin
+	namespace string
+	body      bulkRequest
+}
+
+// bulkSet is memory.bulk_set, the batch form of the point write: one read of the
 // heads, hash-based duplicate detection, one embedding call, the verdicts of memory.set
 // (for the first LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES embedded entries against the
 // namespace, and every entry against the batch's earlier entries), and one commit. The
 // last entry of a key wins inside a batch. A blacklisted, pinned, locked or unchanged
 // entry is skipped, not raised.
-func (s *Service) handleBulkSet(c *fiber.Ctx) error {
-	return s.measured(c, "memory.bulk_set", func(hold *idemHold) (any, error) {
-		return s.bulkSet(c, hold)
-	})
-}
-
-func (s *Service) bulkSet(c *fiber.Ctx, hold *idemHold) (*bulkAnswer, error) {
-	p, ns, err := routeNamespace(c, mayWrite)
-	if err != nil {
-		return nil, err
-	}
-	var req bulkRequest
-	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
-		return nil, err
-	}
-	if len(req.Entries) == 0 || len(req.Entries) > MaxBulkEntries {
+func (s *Service) bulkSet(ctx context.Context, p auth.Principal, r bulkCall) (*bulkAnswer, error) {
+	if len(r.body.Entries) == 0 || len(r.body.Entries) > MaxBulkEntries {
 		return nil, httperr.Validation("entries", fmt.Sprintf("entries must hold 1 to %d entries", MaxBulkEntries))
 	}
-	ans := &bulkAnswer{Written: []bulkResult{}, Merged: []bulkResult{}, SkippedPinned: []int{}, SkippedLocked: []int{},
-		SkippedUnchanged: []int{}, Blacklisted: []int{}, Replaced: []int{}, Superseded: []string{}, DryRun: req.DryRun}
-	b := &bulkWrite{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), hold: hold, dryRun: req.DryRun, ans: ans}
+	b := &bulkWrite{org: p.Org, namespace: r.namespace, requestID: r.requestID, hold: r.hold, dryRun: r.body.DryRun,
+		ans: &bulkAnswer{Written: []bulkResult{}, Merged: []bulkResult{}, SkippedPinned: []int{}, SkippedLocked: []int{},
+			SkippedUnchanged: []int{}, Blacklisted: []int{}, Replaced: []int{}, Superseded: []string{}, DryRun: r.body.DryRun}}
 	last := map[memrow.Identity]int{}
-	for i, raw := range req.Entries {
-		var e bulkEntry
-		if err := httperr.DecodeBody(raw, &e); err != nil {
-			return nil, entryError(i, err)
-		}
-		if len(e.Value) == 0 {
-			return nil, httperr.Validation(fmt.Sprintf("entries[%d].value", i), "value is required")
-		}
-		if e.Proposed || e.IfMatchSHA256 != "" || e.DryRun {
-			return nil, httperr.Validation(fmt.Sprintf("entries[%d]", i), "proposed, if_match_sha256 and dry_run are memory.set's; a batch entry takes neither")
-		}
-		id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(e.Agent), UserID: orDash(e.UserID), SessionID: orDash(e.SessionID), MemoryKey: e.Key}
-		if p.ReadUserID != "" {
-			if e.UserID != "" && e.UserID != p.ReadUserID {
-				return nil, otherUser()
-			}
-			id.UserID = p.ReadUserID
-		}
-		req := e.setRequest
-		w, err := newSetWrite("memory.bulk_set", p, id, &req, b.requestID)
+	for i, raw := range r.body.Entries {
+		w, err := parseEntry(p, r.namespace, i, raw, r.requestID)
 		if err != nil {
-			return nil, entryError(i, err)
+			return nil, err
 		}
-		w.skipUnchanged = true
-		if prev, dup := last[id]; dup {
-			ans.Replaced = append(ans.Replaced, b.entries[prev].index)
+		if prev, dup := last[w.id]; dup {
+			b.ans.Replaced = append(b.ans.Replaced, b.entries[prev].index)
 			b.entries[prev].replaced = true
 		}
-		last[id] = len(b.entries)
+		last[w.id] = len(b.entries)
 		b.entries = append(b.entries, &entry{index: i, w: w})
 	}
-	err = s.admitRounds(func(gapFrom int64) (bool, int64, error) { return s.bulkRound(c.UserContext(), b, gapFrom) })
-	return ans, err
+	err := s.admitRounds(func(gapFrom int64) (bool, int64, error) { return s.bulkRound(ctx, b, gapFrom) })
+	return b.ans, err
+}
+
+// parseEntry checks entry i of a batch, naming it in every refusal.
+func parseEntry(p auth.Principal, ns string, i int, raw json.RawMessage, requestID string) (*setWrite, error) {
+	var e bulkEntry
+	if err := httperr.DecodeBody(raw, &e); err != nil {
+		return nil, entryError(i, err)
+	}
+	if len(e.Value) == 0 {
+		return nil, httperr.Validation(fmt.Sprintf("entries[%d].value", i), "value is required")
+	}
+	if e.Proposed || e.IfMatchSHA256 != "" || e.DryRun {
+		return nil, httperr.Validation(fmt.Sprintf("entries[%d]", i), "proposed, if_match_sha256 and dry_run are memory.set's; a batch entry takes neither")
+	}
+	id, other := route.Identity(p, ns, e.Key, e.names())
+	if other {
+		return nil, otherUser()
+	}
+	req := e.setRequest
+	w, err := newSetWrite("memory.bulk_set", p, id, &req, requestID)
+	if err != nil {
+		return nil, entryError(i, err)
+	}
+	w.skipUnchanged = true
+	return w, nil
 }
 
 func entryError(i int, err error) error {

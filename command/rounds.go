@@ -81,8 +81,8 @@ func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing stri
 			ws = append(ws, e.w)
 		}
 	}
-	if err := s.embedWrites(ctx, ws, doing); err != nil {
-		return err
+	if err := s.embedWrites(ctx, ws); err != nil {
+		return embedError(doing, err)
 	}
 	for _, e := range entries {
 		if e.row.Embedded() {
@@ -93,7 +93,7 @@ func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing stri
 }
 
 // embedWrites embeds the writes' texts in one call and hands each its vectors.
-func (s *Service) embedWrites(ctx context.Context, ws []*setWrite, doing string) error {
+func (s *Service) embedWrites(ctx context.Context, ws []*setWrite) error {
 	var texts []string
 	var splits []func([][]float32)
 	var sizes []int
@@ -107,7 +107,7 @@ func (s *Service) embedWrites(ctx context.Context, ws []*setWrite, doing string)
 	}
 	vs, err := s.embedder.Embed(ctx, texts)
 	if err != nil {
-		return embedError(doing, err)
+		return err
 	}
 	for i, split := range splits {
 		split(vs[:sizes[i]])
@@ -116,6 +116,8 @@ func (s *Service) embedWrites(ctx context.Context, ws []*setWrite, doing string)
 	return nil
 }
 
+// embedError answers an embedder that failed while doing what: unavailable, it is a
+// retryable 503.
 func embedError(doing string, err error) error {
 	if errors.Is(err, embed.ErrEmbedderUnavailable) {
 		return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)

@@ -4,7 +4,6 @@
 package command
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -118,38 +117,6 @@ func New(cfg Config, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,
 
 // SetFaults installs test faults; call it before serving.
 func (s *Service) SetFaults(f Faults) { s.faults = &f }
-
-// measured runs a write under its Idempotency-Key and counts its outcome and latency.
-// writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
-// run, a pin of a pinned row) releases its Idempotency-Key, so a retry judges again.
-type writeAnswer interface {
-	committed() bool
-	outcome() string // the metrics label
-}
-
-// Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a
-// synchronous standby that does not answer ends in a retryable 503 (outcome_unknown
-// once its COMMIT was sent), never in a 200 for a commit the standby lacks.
-func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
-	start := s.now()
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
-	defer cancel()
-	c.SetUserContext(ctx)
-	outcome := "ok"
-	err := s.idempotent(c, op, func(hold *idemHold) (any, error) {
-		ans, err := run(hold)
-		if wa, ok := ans.(writeAnswer); ok && err == nil {
-			outcome = wa.outcome()
-		}
-		return ans, err
-	})
-	if err != nil {
-		outcome = outcomeOf(err)
-	}
-	s.writes.With(op, outcome).Inc()
-	s.latency.With(op).ObserveSince(start)
-	return err
-}
 
 // Register mounts the write routes behind authentication.
 func (s *Service) Register(r fiber.Router, tokens *auth.Store) {

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // setRequest is the body of PUT /v1/namespaces/{ns}/memories/{key} (memory.set).
@@ -80,8 +80,11 @@ type setAnswer struct {
 	Advisories         []string     `json:"advisories,omitempty"`
 }
 
-func (s *Service) handleSet(c *fiber.Ctx) error {
-	return s.measured(c, "memory.set", func(hold *idemHold) (any, error) { return s.set(c, hold) })
+// keyWrite is a write of one key the route names: memory.set and memory.update.
+type keyWrite struct {
+	origin
+	namespace, key string
+	body           *setRequest
 }
 
 // setWrite is one memory.set's state across its phases and admission rounds.
@@ -116,13 +119,22 @@ type setWrite struct {
 	keepGraph bool
 }
 
-func (s *Service) set(c *fiber.Ctx, hold *idemHold) (*setAnswer, error) {
-	w, err := s.parseSet(c)
+// set is memory.set: it writes a new version of the key's value, as the admission
+// rules judge it (admit.go).
+func (s *Service) set(ctx context.Context, p auth.Principal, r keyWrite) (*setAnswer, error) {
+	if len(r.body.Value) == 0 {
+		return nil, httperr.Validation("value", "value is required (any JSON value)")
+	}
+	id, other := route.Identity(p, r.namespace, r.key, r.body.names())
+	if other {
+		return nil, otherUser()
+	}
+	w, err := newSetWrite("memory.set", p, id, r.body, r.requestID)
 	if err != nil {
 		return nil, err
 	}
-	w.hold = hold
-	return s.runSet(c.UserContext(), w)
+	w.hold = r.hold
+	return s.runSet(ctx, w)
 }
 
 // runSet runs a prepared write through its admission rounds.
@@ -136,39 +148,9 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 	return ans, err
 }
 
-// parseSet checks the request itself: everything that does not depend on the
-// namespace's policy or the key's head.
-func (s *Service) parseSet(c *fiber.Ctx) (*setWrite, error) {
-	p, ns, err := routeNamespace(c, mayWrite)
-	if err != nil {
-		return nil, err
-	}
-	key, err := routeKey(c)
-	if err != nil {
-		return nil, err
-	}
-	req, err := decodeSet(c.Body())
-	if err != nil {
-		return nil, err
-	}
-	if len(req.Value) == 0 {
-		return nil, httperr.Validation("value", "value is required (any JSON value)")
-	}
-	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(req.Agent), UserID: orDash(req.UserID),
-		SessionID: orDash(req.SessionID), MemoryKey: key}
-	if p.ReadUserID != "" {
-		if req.UserID == "" {
-			id.UserID = p.ReadUserID
-		} else if req.UserID != p.ReadUserID {
-			return nil, otherUser()
-		}
-	}
-	return newSetWrite("memory.set", p, id, req, c.Get("X-Request-Id"))
-}
-
 // newSetWrite validates a write of one key and prepares its value, when it has one.
 func newSetWrite(op string, p auth.Principal, id memrow.Identity, req *setRequest, requestID string) (*setWrite, error) {
-	if err := validateIdentity(id); err != nil {
+	if err := id.Validate(); err != nil {
 		return nil, err
 	}
 	if err := validateSetFields(req); err != nil {
@@ -399,31 +381,16 @@ func nonNilJudged(j []judgedPeer) []judgedPeer {
 	return j
 }
 
+func (r *setRequest) names() route.Names {
+	return route.Names{Agent: r.Agent, UserID: r.UserID, SessionID: r.SessionID}
+}
+
 func decodeSet(body []byte) (*setRequest, error) {
 	var req setRequest
 	if err := httperr.DecodeBody(body, &req); err != nil {
 		return nil, err
 	}
 	return &req, nil
-}
-
-func validateIdentity(id memrow.Identity) error {
-	if err := memrow.ValidateKey(id.MemoryKey); err != nil {
-		return err
-	}
-	for _, f := range []struct{ name, v string }{{"agent", id.Agent}, {"user_id", id.UserID}, {"session_id", id.SessionID}} {
-		if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return memrow.DefaultIdentity
-	}
-	return s
 }
 
 func outcomeOf(err error) string {

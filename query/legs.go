@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -19,6 +20,18 @@ type filter struct {
 	tagsAny                  bool
 	statuses                 []string
 	asOf                     *time.Time
+}
+
+// scopedUser is a filter's user_id under the token's read scope: a token bound to one
+// user reads that user's rows; another user's rows are absent to it, not forbidden.
+func scopedUser(p auth.Principal, userID string) string {
+	switch {
+	case p.ReadUserID == "":
+		return userID
+	case userID != "" && userID != p.ReadUserID:
+		return "\x00none"
+	}
+	return p.ReadUserID
 }
 
 // where builds the shared predicates of a leg over one namespace: identity columns in

@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
@@ -78,21 +76,6 @@ const (
 // served statuses by default; include_superseded adds the retired ones.
 var defaultStatuses = []string{memrow.StatusActive, memrow.StatusConflicted}
 
-func (s *Service) handleSearch(c *fiber.Ctx) error {
-	start := s.now()
-	ans, err := s.search(c)
-	verdict := "error"
-	if ans != nil {
-		verdict = ans.Verdict
-	}
-	s.searches.With(verdict).Inc()
-	s.searchTime.ObserveSince(start)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ans)
-}
-
 // searchPlan is a search settled: what it reads and how it ranks.
 type searchPlan struct {
 	req        *searchRequest
@@ -104,13 +87,12 @@ type searchPlan struct {
 	pool       int
 }
 
-func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
-	p := auth.From(c)
-	plan, err := s.settle(c, p)
+// search is memory.search over the route's namespace ns and the request's others.
+func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchAnswer, error) {
+	plan, err := s.settle(ctx, p, ns, req)
 	if err != nil {
 		return nil, err
 	}
-	ctx := c.UserContext()
 	if plan.req.PageToken != "" {
 		return s.nextPage(ctx, p, plan)
 	}
@@ -155,11 +137,7 @@ func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
 
 // settle checks the request and fixes what the search reads: its namespaces (each one
 // the token reaches), the token's read scope, the filters and the ceiling on top_k.
-func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
-	var req searchRequest
-	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
-		return nil, err
-	}
+func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchPlan, error) {
 	if req.Query == "" {
 		return nil, httperr.Validation("query", "query is required")
 	}
@@ -214,7 +192,7 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 	if req.IncludeSuperseded {
 		statuses = append(statuses, memrow.StatusSuperseded)
 	}
-	namespaces := append([]string{c.Params("ns")}, req.Namespaces...)
+	namespaces := append([]string{ns}, req.Namespaces...)
 	seen := map[string]bool{}
 	var list []string
 	for _, ns := range namespaces {
@@ -231,19 +209,12 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 	}
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
-	if p.ReadUserID != "" {
-		if f.userID != "" && f.userID != p.ReadUserID {
-			// Another user's rows are absent to this token, not forbidden.
-			f.userID = "\x00none"
-		} else {
-			f.userID = p.ReadUserID
-		}
-	}
-	public, err := s.publicNamespaces(c.UserContext(), p.Org, list)
+	f.userID = scopedUser(p, f.userID)
+	public, err := s.publicNamespaces(ctx, p.Org, list)
 	if err != nil {
 		return nil, httperr.Store("reading namespace visibility", err)
 	}
-	return &searchPlan{req: &req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
+	return &searchPlan{req: req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
 		pool: max(legPoolMin, req.TopK*legPoolPerHit)}, nil
 }
 

@@ -2,14 +2,10 @@ package query
 
 import (
 	"encoding/json"
-	"net/url"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -74,45 +70,7 @@ func viewOf(r *memrow.Row) memoryView {
 	}
 }
 
-// keyIdentity reads the identity a key route names: the namespace and key from the
-// path, agent/user_id/session_id from the query string (default "-"). A token bound
-// to one user reads that user's rows by default and no other user's.
-func keyIdentity(c *fiber.Ctx, p auth.Principal) (memrow.Identity, error) {
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return memrow.Identity{}, err
-	}
-	key, err := url.PathUnescape(c.Params("key"))
-	if err != nil {
-		return memrow.Identity{}, httperr.Validation("memory_key", "the key is not valid percent-encoding")
-	}
-	if err := memrow.ValidateKey(key); err != nil {
-		return memrow.Identity{}, err
-	}
-	id := memrow.Identity{Org: p.Org, Namespace: ns, MemoryKey: key,
-		Agent: orDash(c.Query("agent")), UserID: orDash(c.Query("user_id")), SessionID: orDash(c.Query("session_id"))}
-	if p.ReadUserID != "" && c.Query("user_id") == "" {
-		id.UserID = p.ReadUserID
-	}
-	for _, f := range []struct{ name, v string }{{"agent", id.Agent}, {"user_id", id.UserID}, {"session_id", id.SessionID}} {
-		if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
-			return memrow.Identity{}, err
-		}
-	}
-	if !inReadScope(p, id.UserID) {
-		return memrow.Identity{}, httperr.NotFound("memory not found")
-	}
-	return id, nil
-}
-
 // inReadScope reports whether a token may see a row of userID.
 func inReadScope(p auth.Principal, userID string) bool {
 	return p.ReadUserID == "" || p.ReadUserID == userID
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return memrow.DefaultIdentity
-	}
-	return s
 }
