@@ -90,8 +90,9 @@ func (e *entry) peerQuery() peerQuery {
 	return peerQuery{id: e.w.id, memoryType: e.row.MemoryType, vector: e.w.vector, readUserID: e.w.p.ReadUserID}
 }
 
-// refusal is why the rules write nothing for an entry. memory.set answers it as its
-// error; memory.bulk_set lists the entry under the skip it names.
+// refusal is why the rules write nothing for an entry. memory.set returns it as its
+// error, which the edge answers with envelope; memory.bulk_set lists the entry under
+// the skip it names.
 type refusal struct {
 	kind   refusalKind
 	action string // refusedLocked: what the lock refused (write, expire)
@@ -110,6 +111,17 @@ const (
 	refusedKeyHoldsFact                        // a proposal over an established fact
 	refusedPrecondition                        // if_match_sha256 is not the live value's
 )
+
+var refusalNames = map[refusalKind]string{refusedLocked: "locked", refusedPinned: "pinned", refusedPinnedPeer: "pinned peer",
+	refusedCharLimit: "char limit", refusedBlacklisted: "blacklisted", refusedUnchanged: "unchanged",
+	refusedKeyHoldsFact: "key holds a fact", refusedPrecondition: "precondition failed"}
+
+func (r *refusal) Error() string {
+	if r.action != "" {
+		return "admission refused the write: " + refusalNames[r.kind] + " (" + r.action + ")"
+	}
+	return "admission refused the write: " + refusalNames[r.kind]
+}
 
 // envelope is the refusal as memory.set answers it.
 func (r *refusal) envelope() error {

@@ -2,14 +2,17 @@ package command
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -362,5 +365,40 @@ func TestBatchPeers(t *testing.T) {
 	}
 	if peers[0].row != sameValue {
 		t.Fatalf("peers are nearest first: %v", peers[0].row.MemoryKey)
+	}
+}
+
+func TestRefusalEnvelopes(t *testing.T) {
+	for _, tc := range []struct {
+		ref    *refusal
+		status int
+		code   string
+		extra  string
+	}{
+		{&refusal{kind: refusedLocked, action: "write"}, 423, "MEMORY_LOCKED", "refused_action=write"},
+		{&refusal{kind: refusedLocked, action: "expire"}, 423, "MEMORY_LOCKED", "refused_action=expire"},
+		{&refusal{kind: refusedPinned}, 409, "PINNED_CONFLICT", ""},
+		{&refusal{kind: refusedPinnedPeer}, 409, "PINNED_CONFLICT", ""},
+		{&refusal{kind: refusedBlacklisted}, 422, "BLACKLISTED", "field=value"},
+		{&refusal{kind: refusedKeyHoldsFact}, 409, "KEY_HOLDS_FACT", ""},
+		{&refusal{kind: refusedPrecondition}, 409, "PRECONDITION_FAILED", ""},
+	} {
+		var he *httperr.Error
+		if err := envelope(fmt.Errorf("round: %w", tc.ref)); !errors.As(err, &he) || he.Status != tc.status || he.Code != tc.code {
+			t.Fatalf("%v: %v, want %d %s", tc.ref, err, tc.status, tc.code)
+		}
+		if tc.extra != "" {
+			k, v, _ := strings.Cut(tc.extra, "=")
+			if he.Extra[k] != v {
+				t.Fatalf("%v: extra %v, want %s", tc.ref, he.Extra, tc.extra)
+			}
+		}
+	}
+	limit := memrow.CheckCharLimit([]byte(`"abcdef"`), 2)
+	if err := envelope(&refusal{kind: refusedCharLimit, cause: limit}); err != limit {
+		t.Fatalf("a char limit answers its own error: %v", err)
+	}
+	if err := (&bulkAnswer{}).skip(3, &refusal{kind: refusedCharLimit, cause: limit}); fieldOf(err) != "entries[3].value" {
+		t.Fatalf("a batch's char limit names its entry: %v", err)
 	}
 }

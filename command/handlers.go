@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,7 +32,7 @@ func (s *Service) measured(c *fiber.Ctx, op string, run func(ctx context.Context
 		if wa, ok := ans.(writeAnswer); ok && err == nil {
 			outcome = wa.outcome()
 		}
-		return ans, err
+		return ans, envelope(err)
 	})
 	if err != nil {
 		outcome = outcomeOf(err)
@@ -49,11 +50,21 @@ func (s *Service) measured(c *fiber.Ctx, op string, run func(ctx context.Context
 	return c.Type("json").Send(r.body)
 }
 
+// envelope maps the write side's typed errors to the error envelope; the others are
+// envelopes already.
+func envelope(err error) error {
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return ref.envelope()
+	}
+	return err
+}
+
 // send answers an operation that is not a write under an Idempotency-Key.
 func send(c *fiber.Ctx) func(any, error) error {
 	return func(ans any, err error) error {
 		if err != nil {
-			return err
+			return envelope(err)
 		}
 		return c.JSON(ans)
 	}

@@ -114,8 +114,7 @@ func (s *Service) idempotent(ctx context.Context, k idemKey, run func(hold *idem
 	if err != nil {
 		// A request that answers without committing lets a retry run at once; one
 		// whose commit's outcome is unknown keeps the key, which a retry replays.
-		var he *httperr.Error
-		if !errors.As(err, &he) || he.Extra["outcome_unknown"] != true {
+		if !errors.Is(err, pg.ErrOutcomeUnknown) {
 			s.release(ctx, hold)
 		}
 		return reply{}, err

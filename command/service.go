@@ -4,6 +4,7 @@
 package command
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
 )
 
 // Config is what the write side reads from loomd's configuration.
@@ -67,8 +69,8 @@ func (f *Faults) afterCommit() error {
 		return nil
 	}
 	if err := f.AfterCommit(); err != nil {
-		return httperr.Unavailable(httperr.CodePostgresDown, "the commit's answer was lost; retry with the same Idempotency-Key", err).
-			With("outcome_unknown", true)
+		return httperr.Unavailable(httperr.CodePostgresDown, "the commit's answer was lost; retry with the same Idempotency-Key",
+			fmt.Errorf("%w: %w", pg.ErrOutcomeUnknown, err)).With("outcome_unknown", true)
 	}
 	return nil
 }

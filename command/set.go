@@ -239,7 +239,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	e := &entry{w: w, head: st.head, keyHeads: st.keyHeads}
 	d, ref := admit(e, now, rules)
 	if ref != nil {
-		return nil, 0, ref.envelope()
+		return nil, 0, ref
 	}
 	e.draft = d
 	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
@@ -250,7 +250,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 		return nil, 0, err
 	}
 	if e.v, ref = judge(e, peers, rules); ref != nil {
-		return nil, 0, ref.envelope()
+		return nil, 0, ref
 	}
 	if e.v.kind == VerdictMerge {
 		return setAnswerOf(e, nil), 0, nil

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"errors"
 	"net/url"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,14 +17,25 @@ import (
 // handler reads what its route, query and body name, in the order the checks are
 // documented in schemas/openapi.yaml, and calls its operation with plain values.
 
-// send answers an operation's answer, or its error.
+// send answers an operation's answer, or its error in the envelope.
 func send(c *fiber.Ctx) func(any, error) error {
 	return func(ans any, err error) error {
 		if err != nil {
-			return err
+			return envelope(err)
 		}
 		return c.JSON(ans)
 	}
+}
+
+// envelope maps the read side's typed errors to the error envelope; the others are
+// envelopes already.
+func envelope(err error) error {
+	var behind *BehindError
+	if errors.As(err, &behind) {
+		return httperr.Unavailable(httperr.CodeProjectionBehind, behind.Error()+"; retry", nil).
+			With("namespace", behind.Namespace).With("generation", behind.Generation).With("watermark", behind.Watermark)
+	}
+	return err
 }
 
 // readKey is a key route's prelude for a read: the principal, which reaches the
