@@ -228,7 +228,7 @@ func checkValue(w *setWrite, t TypeConfig, r admissionRules) *refusal {
 
 // sensitivityOf is the row's tier: high when the detector found anything or the
 // request asks for it. A request may raise the tier, not lower it.
-func sensitivityOf(w *setWrite) (string, []string) {
+func sensitivityOf(w *setWrite) (memrow.Sensitivity, []string) {
 	sensitivity := memrow.SensitivityNormal
 	if len(w.detected) > 0 || w.req.Sensitivity == memrow.SensitivityHigh {
 		sensitivity = memrow.SensitivityHigh
@@ -242,7 +242,7 @@ func sensitivityOf(w *setWrite) (string, []string) {
 // repeatsHead reports whether a batch entry repeats the stored row: the same bytes,
 // and no change of sensitivity, pin, ttl, entities or relations. A replayed batch must
 // not revive a retired row over the write that retired it.
-func repeatsHead(w *setWrite, head *memrow.Row, sensitivity string, cfg *NamespaceConfig) bool {
+func repeatsHead(w *setWrite, head *memrow.Row, sensitivity memrow.Sensitivity, cfg *NamespaceConfig) bool {
 	return head.ContentSHA256 == w.sha && sensitivity == head.Sensitivity && (!w.req.Pin || head.Pinned) &&
 		w.req.TTLSeconds == nil && !w.changesGraph(head, cfg)
 }
@@ -285,7 +285,7 @@ func reviseHead(row *memrow.Row, w *setWrite, head *memrow.Row, live bool, now t
 // carries the head's other columns forward and resets those that described its value.
 // Provenance is the server's: the token is the actor, and a request may only downgrade
 // the source class.
-func buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType, sensitivity string, exp expiry, cfg *NamespaceConfig) *memrow.Row {
+func buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType string, sensitivity memrow.Sensitivity, exp expiry, cfg *NamespaceConfig) *memrow.Row {
 	req := w.req
 	row := &memrow.Row{
 		Identity:      w.id,

@@ -33,15 +33,15 @@ type bulkRequest struct {
 
 // bulkResult is what happened to one entry.
 type bulkResult struct {
-	Index       int    `json:"index"`
-	MemoryKey   string `json:"memory_key"`
-	MemoryID    string `json:"memory_id,omitempty"`
-	Version     int64  `json:"version,omitempty"`
-	VersionText string `json:"version_text,omitempty"`
-	Seq         int64  `json:"seq,omitempty"`
-	Verdict     string `json:"verdict"`
-	Status      string `json:"status,omitempty"`
-	MergedInto  string `json:"merged_into,omitempty"`
+	Index       int           `json:"index"`
+	MemoryKey   string        `json:"memory_key"`
+	MemoryID    string        `json:"memory_id,omitempty"`
+	Version     int64         `json:"version,omitempty"`
+	VersionText string        `json:"version_text,omitempty"`
+	Seq         int64         `json:"seq,omitempty"`
+	Verdict     Verdict       `json:"verdict"`
+	Status      memrow.Status `json:"status,omitempty"`
+	MergedInto  string        `json:"merged_into,omitempty"`
 }
 
 func (a *bulkAnswer) committed() bool { return len(a.Written) > 0 && !a.DryRun }

@@ -364,7 +364,7 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 			memory_id, version, content_sha256, status, row, audit)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, row.Status, rec.payload, rec.audit)
+		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit)
 	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
 	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,

@@ -17,22 +17,22 @@ import (
 // setRequest is the body of PUT /v1/namespaces/{ns}/memories/{key} (memory.set).
 // Absent optional fields carry the head's values forward on a revision.
 type setRequest struct {
-	Value         json.RawMessage `json:"value"`
-	Agent         string          `json:"agent"`
-	UserID        string          `json:"user_id"`
-	SessionID     string          `json:"session_id"`
-	MemoryType    string          `json:"memory_type"`
-	Tags          []string        `json:"tags"`
-	Confidence    *float64        `json:"confidence"`
-	Pin           bool            `json:"pin"`
-	TTLSeconds    *int            `json:"ttl_seconds"`
-	ValidAt       *time.Time      `json:"valid_at"`
-	ValidTo       *time.Time      `json:"valid_to"`
-	Sensitivity   string          `json:"sensitivity"`
-	Proposed      bool            `json:"proposed"`
-	IfMatchSHA256 string          `json:"if_match_sha256"`
-	SourceClass   string          `json:"source_class"`
-	DryRun        bool            `json:"dry_run"`
+	Value         json.RawMessage    `json:"value"`
+	Agent         string             `json:"agent"`
+	UserID        string             `json:"user_id"`
+	SessionID     string             `json:"session_id"`
+	MemoryType    string             `json:"memory_type"`
+	Tags          []string           `json:"tags"`
+	Confidence    *float64           `json:"confidence"`
+	Pin           bool               `json:"pin"`
+	TTLSeconds    *int               `json:"ttl_seconds"`
+	ValidAt       *time.Time         `json:"valid_at"`
+	ValidTo       *time.Time         `json:"valid_to"`
+	Sensitivity   memrow.Sensitivity `json:"sensitivity"`
+	Proposed      bool               `json:"proposed"`
+	IfMatchSHA256 string             `json:"if_match_sha256"`
+	SourceClass   string             `json:"source_class"`
+	DryRun        bool               `json:"dry_run"`
 	// Entities are names, or {"name", "type"} objects; Relations the facts the value
 	// states. Both describe the value: left out, a revision of a new value states
 	// none, and one of the same value keeps the head's.
@@ -50,34 +50,34 @@ const (
 
 // setAnswer is what memory.set answers: what was written (or not) and why.
 type setAnswer struct {
-	MemoryID           string       `json:"memory_id"`
-	Namespace          string       `json:"namespace"`
-	MemoryKey          string       `json:"memory_key"`
-	Agent              string       `json:"agent"`
-	UserID             string       `json:"user_id"`
-	SessionID          string       `json:"session_id"`
-	Version            int64        `json:"version"`
-	VersionText        string       `json:"version_text"`
-	Seq                int64        `json:"seq"`
-	ContentSHA256      string       `json:"content_sha256"`
-	ReinforcementCount int          `json:"reinforcement_count"`
-	Event              string       `json:"event,omitempty"`
-	Written            bool         `json:"written"`
-	DryRun             bool         `json:"dry_run,omitempty"`
-	Verdict            string       `json:"verdict"`
-	Status             string       `json:"status"`
-	MemoryType         string       `json:"memory_type"`
-	RetypedFrom        string       `json:"retyped_from,omitempty"`
-	Sensitivity        string       `json:"sensitivity"`
-	Pinned             bool         `json:"pinned"`
-	ExpiresAt          *time.Time   `json:"expires_at,omitempty"`
-	OnExpire           string       `json:"on_expire,omitempty"`
-	MergedInto         *judgedPeer  `json:"merged_into,omitempty"`
-	DuplicateOf        string       `json:"duplicate_of,omitempty"`
-	ConflictWith       []string     `json:"conflict_with,omitempty"`
-	Superseded         []string     `json:"superseded,omitempty"`
-	Peers              []judgedPeer `json:"peers"`
-	Advisories         []string     `json:"advisories,omitempty"`
+	MemoryID           string             `json:"memory_id"`
+	Namespace          string             `json:"namespace"`
+	MemoryKey          string             `json:"memory_key"`
+	Agent              string             `json:"agent"`
+	UserID             string             `json:"user_id"`
+	SessionID          string             `json:"session_id"`
+	Version            int64              `json:"version"`
+	VersionText        string             `json:"version_text"`
+	Seq                int64              `json:"seq"`
+	ContentSHA256      string             `json:"content_sha256"`
+	ReinforcementCount int                `json:"reinforcement_count"`
+	Event              string             `json:"event,omitempty"`
+	Written            bool               `json:"written"`
+	DryRun             bool               `json:"dry_run,omitempty"`
+	Verdict            Verdict            `json:"verdict"`
+	Status             memrow.Status      `json:"status"`
+	MemoryType         string             `json:"memory_type"`
+	RetypedFrom        string             `json:"retyped_from,omitempty"`
+	Sensitivity        memrow.Sensitivity `json:"sensitivity"`
+	Pinned             bool               `json:"pinned"`
+	ExpiresAt          *time.Time         `json:"expires_at,omitempty"`
+	OnExpire           string             `json:"on_expire,omitempty"`
+	MergedInto         *judgedPeer        `json:"merged_into,omitempty"`
+	DuplicateOf        string             `json:"duplicate_of,omitempty"`
+	ConflictWith       []string           `json:"conflict_with,omitempty"`
+	Superseded         []string           `json:"superseded,omitempty"`
+	Peers              []judgedPeer       `json:"peers"`
+	Advisories         []string           `json:"advisories,omitempty"`
 }
 
 // keyWrite is a write of one key the route names: memory.set and memory.update.
@@ -354,7 +354,7 @@ func (a *setAnswer) outcome() string {
 	case a.DryRun:
 		return "dry_run"
 	case !a.Written:
-		return a.Verdict
+		return string(a.Verdict)
 	}
 	return "ok"
 }

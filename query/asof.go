@@ -51,8 +51,9 @@ func (s *Service) getAsOf(ctx context.Context, p auth.Principal, id memrow.Ident
 	var value string
 	var confidence float32
 	var reinforcement uint32
-	if err := rows.Scan(&memoryID, &version, &seq, &r.MemoryType, &r.Status, &tomb, &value, &r.ContentSHA256, &r.Tags,
-		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &r.Sensitivity, &r.CreatedAt, &r.UpdatedAt,
+	var status, sensitivity string
+	if err := rows.Scan(&memoryID, &version, &seq, &r.MemoryType, &status, &tomb, &value, &r.ContentSHA256, &r.Tags,
+		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &sensitivity, &r.CreatedAt, &r.UpdatedAt,
 		&r.ValidAt, &r.ValidTo, &r.ExpiresAt, &redacted); err != nil {
 		return memoryView{}, chUnavailable("reading the key's history", err)
 	}
@@ -63,6 +64,7 @@ func (s *Service) getAsOf(ctx context.Context, p auth.Principal, id memrow.Ident
 		return memoryView{}, httperr.NotFound("the memory had expired at that time")
 	}
 	r.MemoryID, r.Version, r.Seq = memoryID.String(), int64(version), int64(seq)
+	r.Status, r.Sensitivity = memrow.Status(status), memrow.Sensitivity(sensitivity)
 	r.Value, r.Confidence, r.ReinforcementCount = json.RawMessage(value), float64(confidence), int(reinforcement)
 	r.Pinned, r.Locked, r.Redacted = pinned == 1, locked == 1, redacted == 1
 	if r.Redacted {

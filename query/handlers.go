@@ -71,7 +71,7 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	}
 	verdict := "error"
 	if ans != nil {
-		verdict = ans.Verdict
+		verdict = string(ans.Verdict)
 	}
 	s.searches.With(verdict).Inc()
 	s.searchTime.ObserveSince(start)

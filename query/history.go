@@ -14,20 +14,20 @@ import (
 
 // versionView is one entry of a key's history.
 type versionView struct {
-	Version            int64     `json:"version"`
-	VersionText        string    `json:"version_text"`
-	Seq                uint64    `json:"seq"`
-	Event              string    `json:"event"`
-	MemoryID           string    `json:"memory_id"`
-	MemoryType         string    `json:"memory_type"`
-	Status             string    `json:"status"`
-	Tombstone          bool      `json:"tombstone"`
-	Value              rawJSON   `json:"value"`
-	ContentSHA256      string    `json:"content_sha256"`
-	Tags               []string  `json:"tags"`
-	ReinforcementCount uint32    `json:"reinforcement_count"`
-	Actor              string    `json:"actor"`
-	UpdatedAt          time.Time `json:"updated_at"`
+	Version            int64         `json:"version"`
+	VersionText        string        `json:"version_text"`
+	Seq                uint64        `json:"seq"`
+	Event              string        `json:"event"`
+	MemoryID           string        `json:"memory_id"`
+	MemoryType         string        `json:"memory_type"`
+	Status             memrow.Status `json:"status"`
+	Tombstone          bool          `json:"tombstone"`
+	Value              rawJSON       `json:"value"`
+	ContentSHA256      string        `json:"content_sha256"`
+	Tags               []string      `json:"tags"`
+	ReinforcementCount uint32        `json:"reinforcement_count"`
+	Actor              string        `json:"actor"`
+	UpdatedAt          time.Time     `json:"updated_at"`
 	// Redacted: memory.redact scrubbed this version; its value is null.
 	Redacted bool `json:"redacted,omitempty"`
 }
@@ -75,13 +75,13 @@ func (s *Service) history(ctx context.Context, p auth.Principal, id memrow.Ident
 		var version uint64
 		var tomb, redacted uint8
 		var memoryID uuid.UUID
-		var value string
-		if err := rows.Scan(&version, &v.Seq, &v.Event, &memoryID, &v.MemoryType, &v.Status, &tomb, &value,
+		var value, status string
+		if err := rows.Scan(&version, &v.Seq, &v.Event, &memoryID, &v.MemoryType, &status, &tomb, &value,
 			&v.ContentSHA256, &v.Tags, &v.ReinforcementCount, &v.Actor, &v.UpdatedAt, &redacted); err != nil {
 			return nil, chUnavailable("reading history", err)
 		}
 		v.Version, v.VersionText, v.Tombstone = int64(version), memrow.VersionText(int64(version)), tomb == 1
-		v.MemoryID, v.Value, v.Redacted = memoryID.String(), rawJSON(value), redacted == 1
+		v.MemoryID, v.Value, v.Redacted, v.Status = memoryID.String(), rawJSON(value), redacted == 1, memrow.Status(status)
 		versions = append(versions, v)
 	}
 	if err := rows.Err(); err != nil {

@@ -18,7 +18,7 @@ type filter struct {
 	memoryType               string
 	tags                     []string
 	tagsAny                  bool
-	statuses                 []string
+	statuses                 []memrow.Status
 	asOf                     *time.Time
 }
 
@@ -52,7 +52,11 @@ func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args 
 	}
 	w := []string{"tombstone = 0", "sensitivity != 'high'", "has(?, status)",
 		"(expires_at IS NULL OR expires_at > now())", "(valid_to IS NULL OR valid_to > " + at + ")"}
-	args = append(args, f.statuses)
+	statuses := make([]string, len(f.statuses))
+	for i, st := range f.statuses {
+		statuses[i] = string(st)
+	}
+	args = append(args, statuses)
 	if f.memoryType != "" {
 		w = append(w, "memory_type = ?")
 		args = append(args, f.memoryType)

@@ -68,7 +68,7 @@ type listCall struct {
 // listFilter checks a list's filters.
 func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 	f := filter{org: p.Org, agent: q.agent, userID: q.userID, sessionID: q.sessionID,
-		memoryType: q.memoryType, tagsAny: q.tagsMode == "any", statuses: append([]string(nil), defaultStatuses...)}
+		memoryType: q.memoryType, tagsAny: q.tagsMode == "any", statuses: append([]memrow.Status(nil), defaultStatuses...)}
 	if q.tags != "" {
 		f.tags = strings.Split(q.tags, ",")
 		if err := memrow.ValidateTags(f.tags); err != nil {
@@ -78,7 +78,7 @@ func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 	if q.status != "" {
 		f.statuses = nil
 		for _, s := range strings.Split(q.status, ",") {
-			switch s {
+			switch s := memrow.Status(s); s {
 			case memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded, memrow.StatusDuplicate, memrow.StatusProposed, memrow.StatusRejected:
 				f.statuses = append(f.statuses, s)
 			default:

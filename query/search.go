@@ -20,21 +20,21 @@ const maxQueryChars = 4000
 
 // searchRequest is the body of POST /v1/namespaces/{ns}/memories:search.
 type searchRequest struct {
-	Query             string     `json:"query"`
-	TopK              int        `json:"top_k"`
-	Namespaces        []string   `json:"namespaces"` // more namespaces beside the path's
-	Agent             string     `json:"agent"`
-	UserID            string     `json:"user_id"`
-	SessionID         string     `json:"session_id"`
-	MemoryType        string     `json:"memory_type"`
-	Tags              []string   `json:"tags"`
-	TagsMode          string     `json:"tags_mode"` // all (default) or any
-	Status            []string   `json:"status"`
-	IncludeSuperseded bool       `json:"include_superseded"`
-	AsOf              *time.Time `json:"as_of"`
-	Mode              string     `json:"mode"` // weighted (default) or rrf
-	Recency           bool       `json:"recency"`
-	PageToken         string     `json:"page_token"`
+	Query             string          `json:"query"`
+	TopK              int             `json:"top_k"`
+	Namespaces        []string        `json:"namespaces"` // more namespaces beside the path's
+	Agent             string          `json:"agent"`
+	UserID            string          `json:"user_id"`
+	SessionID         string          `json:"session_id"`
+	MemoryType        string          `json:"memory_type"`
+	Tags              []string        `json:"tags"`
+	TagsMode          string          `json:"tags_mode"` // all (default) or any
+	Status            []memrow.Status `json:"status"`
+	IncludeSuperseded bool            `json:"include_superseded"`
+	AsOf              *time.Time      `json:"as_of"`
+	Mode              Mode            `json:"mode"` // weighted (default) or rrf
+	Recency           bool            `json:"recency"`
+	PageToken         string          `json:"page_token"`
 	// Graph adds the graph leg: the rows naming the query's entities and their
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
@@ -47,19 +47,22 @@ type hitView struct {
 	Scores map[string]float64 `json:"scores"`
 }
 
-// Verdicts a search answers with: an honest abstain tells "nothing relevant" from
-// "nothing stored".
+// Verdict is what a search answers of its hits: an honest abstain tells "nothing
+// relevant" from "nothing stored".
+type Verdict string
+
+// Verdicts a search answers with.
 const (
-	VerdictOK             = "ok"
-	VerdictNoMatch        = "no_match"
-	VerdictBelowThreshold = "below_threshold"
+	VerdictOK             Verdict = "ok"
+	VerdictNoMatch        Verdict = "no_match"
+	VerdictBelowThreshold Verdict = "below_threshold"
 )
 
 type searchAnswer struct {
 	Hits          []hitView `json:"hits"`
-	Verdict       string    `json:"verdict"`
+	Verdict       Verdict   `json:"verdict"`
 	StaleDropped  int       `json:"stale_dropped"`
-	Mode          string    `json:"mode"`
+	Mode          Mode      `json:"mode"`
 	Barrier       Passed    `json:"barrier"`
 	NextPageToken string    `json:"next_page_token,omitempty"`
 	Namespaces    []string  `json:"namespaces"`
@@ -74,7 +77,7 @@ const (
 )
 
 // served statuses by default; include_superseded adds the retired ones.
-var defaultStatuses = []string{memrow.StatusActive, memrow.StatusConflicted}
+var defaultStatuses = []memrow.Status{memrow.StatusActive, memrow.StatusConflicted}
 
 // searchPlan is a search settled: what it reads and how it ranks.
 type searchPlan struct {
@@ -177,7 +180,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 			return nil, err
 		}
 	}
-	statuses := append([]string(nil), defaultStatuses...)
+	statuses := append([]memrow.Status(nil), defaultStatuses...)
 	if len(req.Status) > 0 {
 		statuses = nil
 		for _, st := range req.Status {
@@ -218,7 +221,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 		pool: max(legPoolMin, req.TopK*legPoolPerHit)}, nil
 }
 
-func (p *searchPlan) mode() string {
+func (p *searchPlan) mode() Mode {
 	if p.req.Mode == "" {
 		return ModeWeighted
 	}
@@ -243,7 +246,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 		return nil, nil
 	}
 	type job struct {
-		leg string
+		leg Leg
 		run func() ([]legHit, error)
 	}
 	var jobs []job
@@ -259,7 +262,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 			jobs = append(jobs, job{LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }})
 		}
 	}
-	legs := map[string][]legHit{}
+	legs := map[Leg][]legHit{}
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
