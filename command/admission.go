@@ -67,7 +67,7 @@ func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold flo
 			g := latest[k]
 			switch {
 			case g.row.MemoryKey == q.id.MemoryKey:
-				continue // the write's own key is rechecked under its head lock; another session's is phase 13's
+				continue // the write's own key is rechecked under its head lock; another session's is markSameKey's (admit.go)
 			case judgedKeys[k]:
 			case !isPeer(g.row, q, now):
 				continue

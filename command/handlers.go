@@ -15,7 +15,8 @@ import (
 
 // The write side's HTTP edge, and the only code of the package that sees fiber: each
 // handler reads what its route, query and body name, in the order the checks are
-// documented in schemas/openapi.yaml, and calls its operation with plain values.
+// documented in schemas/openapi.yaml, and calls its operation with plain values (the
+// layout docs/architecture.md describes: one operation per file, its handler here).
 
 // measured runs a write under its Idempotency-Key and counts its outcome and latency.
 // Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a synchronous

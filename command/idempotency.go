@@ -133,11 +133,12 @@ func (s *Service) idempotent(ctx context.Context, k idemKey, run func(hold *idem
 	return reply{body: body}, nil
 }
 
-// claim takes the key, or answers from it. See the seeds' table: none or expired →
-// run; another digest → 409; erased (an erasure removed a revision it committed) →
-// 404 for the whole request; done → the stored answer; running or committed under a
-// live lease → 503; committed with the lease over → the committed revisions; running
-// with the lease over → run under the next token.
+// claim takes the key, or answers from it, as the table of schemas/openapi.yaml
+// (parameter IdempotencyKey) says: none or expired → run; another digest → 409; erased
+// (an erasure removed a revision it committed) → 404 for the whole request; done → the
+// stored answer; running or committed under a live lease → 503; committed with the
+// lease over → the committed revisions; running with the lease over → run under the
+// next token.
 func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*idemHold, []byte, error) {
 	lease := s.cfg.IdempotencyLease
 	var hold *idemHold

@@ -87,7 +87,7 @@ type keyWrite struct {
 	body           *setRequest
 }
 
-// setWrite is one memory.set's state across its phases and admission rounds.
+// setWrite is one write's request, parsed, and its state across admission rounds.
 type setWrite struct {
 	op string // memory.set, memory.update, memory.update_by_id
 	// requireHead: the op revises an existing row (404 when the key has no live head);

@@ -64,11 +64,12 @@ type verdictInput struct {
 	peers              []peer // nearest first
 }
 
-// decide applies the rules in the seeds' order: canonical-form match → merge; a close
-// pinned peer → refused; under newest_wins a templated substitution → refines (or
-// conflict when the peer's fact starts later); a near-identical statement → duplicate;
-// any other close peer → conflict. A key-identified type (a decision) only ever
-// conflicts, and no pin refuses it. append_only judges nothing.
+// decide applies the rules in the order schemas/openapi.yaml gives memory.set's
+// verdict: canonical-form match → merge; a close pinned peer → refused; under
+// newest_wins a templated substitution → refines (or conflict when the peer's fact
+// starts later); a near-identical statement → duplicate; any other close peer →
+// conflict. A key-identified type (a decision) only ever conflicts, and no pin refuses
+// it. append_only judges nothing.
 func decide(in verdictInput) verdict {
 	v := verdict{kind: VerdictNew}
 	if in.policy == PolicyAppendOnly {

@@ -15,7 +15,8 @@ import (
 
 // The read side's HTTP edge, and the only code of the package that sees fiber: each
 // handler reads what its route, query and body name, in the order the checks are
-// documented in schemas/openapi.yaml, and calls its operation with plain values.
+// documented in schemas/openapi.yaml, and calls its operation with plain values (the
+// layout docs/architecture.md describes: one operation per file, its handler here).
 
 // send answers an operation's answer, or its error in the envelope.
 func send(c *fiber.Ctx) func(any, error) error {

@@ -238,9 +238,8 @@ type keyView struct {
 	Rows      uint64 `json:"rows"`
 }
 
-// keys is memory.keys: the namespace's keys held by live rows, by key, with how
-// many identities hold each, from ClickHouse behind the barrier. The seeds read
-// ClickHouse alone here; issue 5 asks for the barrier, so a key written before the
+// keys is memory.keys: the namespace's keys held by live rows, by key, with how many
+// identities hold each, from ClickHouse behind the barrier, so a key written before the
 // request is listed. Rows are not checked against the heads: a key is a count, not a
 // served value, and a delete ClickHouse has not published leaves it counted at most
 // until the projector catches up.
