@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
@@ -155,49 +153,16 @@ func entryError(i int, err error) error {
 	return err
 }
 
-// bulkState is what a bulk round reads of Postgres in one round trip.
-type bulkState struct {
-	policy    *policy
-	keyHeads  map[string][]*memrow.Row // by memory_key, every identity
-	bySHA     map[string][]*memrow.Row // heads holding an entry's exact value
-	watermark int64
-}
-
-func (s *Service) readBulk(ctx context.Context, org, ns string, entries []*entry) (*bulkState, error) {
-	st := &bulkState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
-	var keys, shas []string
-	for _, e := range entries {
-		keys = append(keys, e.w.id.MemoryKey)
-		shas = append(shas, e.w.sha)
-	}
-	b := &pgx.Batch{}
-	finish := queuePolicy(b, org, ns)
-	var byKey, bySHA []*memrow.Row
-	queueHeads(b, &byKey, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys)
-	queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
-	s.queueWatermark(b, org, ns, &st.watermark)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	var err error
-	if st.policy, err = finish(); err != nil {
-		return nil, err
-	}
-	for _, h := range byKey {
-		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
-	}
-	for _, h := range bySHA {
-		st.bySHA[h.ContentSHA256] = append(st.bySHA[h.ContentSHA256], h)
-	}
-	return st, nil
-}
-
 // bulkRound reads the policy and every entry's heads as they are now, runs the
 // admission rules over the entries in batch order and commits the batch. It returns
 // done once the answer is filled, else the seq the next round's gap check starts after.
 func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (bool, int64, error) {
 	now := s.now()
-	st, err := s.readBulk(ctx, b.org, b.namespace, b.entries)
+	var keys, shas []string
+	for _, e := range b.entries {
+		keys, shas = append(keys, e.w.id.MemoryKey), append(shas, e.w.sha)
+	}
+	st, err := s.readRound(ctx, b.org, b.namespace, keys, shas)
 	if err != nil {
 		return false, 0, httperr.Store("reading the batch's heads and policy", err)
 	}
@@ -258,7 +223,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 // read from ClickHouse, and every one against the rows holding its exact value, the
 // batch's earlier written entries and the gap rows measured. It returns the entries
 // that write; a merged or pinned one goes on the answer's lists.
-func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entry, st *bulkState, r admissionRules, now time.Time) ([]*entry, error) {
+func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entry, st *roundState, r admissionRules, now time.Time) ([]*entry, error) {
 	external, err := s.namespacePeers(ctx, admitted, r)
 	if err != nil {
 		return nil, chUnavailable("reading the batch's peers", err)

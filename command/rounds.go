@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -33,6 +35,42 @@ func (s *Service) admitRounds(round func(gapFrom int64) (done bool, next int64, 
 		gapFrom = next
 	}
 	return contended(errHeadMoved)
+}
+
+// roundState is what a round reads of Postgres in one round trip: the namespace's
+// policy, the heads of the round's keys under every identity, the heads that hold one
+// of its exact values, and the capture its peer reads are covered by.
+type roundState struct {
+	policy    *policy
+	keyHeads  map[string][]*memrow.Row // by memory_key
+	bySHA     map[string][]*memrow.Row // by content_sha256
+	watermark int64                    // every revision at or below it is in ClickHouse
+}
+
+func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string) (*roundState, error) {
+	st := &roundState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
+	b := &pgx.Batch{}
+	finish := queuePolicy(b, org, ns)
+	var byKey, bySHA []*memrow.Row
+	queueHeads(b, &byKey, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys)
+	if len(shas) > 0 {
+		queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
+	}
+	s.queueWatermark(b, org, ns, &st.watermark)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	var err error
+	if st.policy, err = finish(); err != nil {
+		return nil, err
+	}
+	for _, h := range byKey {
+		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
+	}
+	for _, h := range bySHA {
+		st.bySHA[h.ContentSHA256] = append(st.bySHA[h.ContentSHA256], h)
+	}
+	return st, nil
 }
 
 // commitRound commits a round's plan (a dry run only checks its gap) and classifies

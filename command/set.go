@@ -6,8 +6,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -227,16 +225,17 @@ func validateSetFields(req *setRequest) error {
 // gap check starts after.
 func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
 	now := s.now()
-	st, err := s.readRound(ctx, w.id)
+	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil)
 	if err != nil {
 		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}
 	gapFrom = max(gapFrom, st.watermark)
-	if err := w.overHead(st.head, now); err != nil {
+	e := &entry{w: w, keyHeads: st.keyHeads[w.id.MemoryKey]}
+	e.head = headOf(e.keyHeads, w.id)
+	if err := w.overHead(e.head, now); err != nil {
 		return nil, 0, err
 	}
 	rules := s.rulesOf(st.policy)
-	e := &entry{w: w, head: st.head, keyHeads: st.keyHeads}
 	d, ref := admit(e, now, rules)
 	if ref != nil {
 		return nil, 0, ref
@@ -294,32 +293,6 @@ func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules) ([]p
 		}
 	}
 	return mergePeers(peers, e.w.absorbed), nil
-}
-
-// roundState is what a round of memory.set reads of Postgres before its verdict.
-type roundState struct {
-	policy    *policy
-	head      *memrow.Row   // the write's own key's head, nil when none
-	keyHeads  []*memrow.Row // the key's heads under every identity
-	watermark int64         // the capture: every revision at or below it is in ClickHouse
-}
-
-func (s *Service) readRound(ctx context.Context, id memrow.Identity) (*roundState, error) {
-	st := &roundState{}
-	b := &pgx.Batch{}
-	finish := queuePolicy(b, id.Org, id.Namespace)
-	queueHeads(b, &st.keyHeads, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
-		id.Org, id.Namespace, id.MemoryKey)
-	s.queueWatermark(b, id.Org, id.Namespace, &st.watermark)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	var err error
-	if st.policy, err = finish(); err != nil {
-		return nil, err
-	}
-	st.head = headOf(st.keyHeads, id)
-	return st, nil
 }
 
 // setAnswerOf is what memory.set answers of an entry it judged, before any commit: its
