@@ -1,7 +1,6 @@
 package command
 
 import (
-	"context"
 	"fmt"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -68,7 +67,7 @@ func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold flo
 			g := latest[k]
 			switch {
 			case g.row.MemoryKey == q.id.MemoryKey:
-				continue // the write's own key is rechecked under its head lock; another session's is phase 13's
+				continue // the write's own key is rechecked under its head lock; another session's is markSameKey's (admit.go)
 			case judgedKeys[k]:
 			case !isPeer(g.row, q, now):
 				continue
@@ -85,39 +84,6 @@ func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold flo
 		}
 		return e
 	}
-}
-
-// measureGap runs outside any transaction: it measures the gap's rows against the
-// write's vector (this process's copy of a vector it committed, else the row's text
-// embedded again, in one call) and returns those a verdict must judge.
-func (s *Service) measureGap(ctx context.Context, q peerQuery, g *errGap) ([]peer, error) {
-	now := s.now()
-	var out []peer
-	var texts []string
-	var unmeasured []*memrow.Row
-	for _, r := range g.rows {
-		if !isPeer(r, q, now) {
-			// A judged peer that is no longer one: the next verdict must not see it.
-			out = append(out, peer{row: r, cosine: -1})
-			continue
-		}
-		if v, ok := s.vectors.Get(vectorKey(r.Org, r.Namespace, r.Seq)); ok {
-			out = append(out, peer{row: r, cosine: embed.Dot(v, q.vector)})
-			continue
-		}
-		texts = append(texts, memrow.ValueText(r.Value))
-		unmeasured = append(unmeasured, r)
-	}
-	if len(texts) > 0 {
-		vs, err := s.embedder.Embed(ctx, texts)
-		if err != nil {
-			return nil, fmt.Errorf("embed the admission gap: %w", err)
-		}
-		for i, r := range unmeasured {
-			out = append(out, peer{row: r, cosine: embed.Dot(vs[i], q.vector)})
-		}
-	}
-	return out, nil
 }
 
 // mergePeers overlays newer rows of the same keys on a peer list, nearest first;

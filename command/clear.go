@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gofiber/fiber/v2"
+	"github.com/loomplane/loom/internal/auth"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
@@ -23,69 +23,64 @@ type clearRequest struct {
 	SessionID string `json:"session_id"`
 }
 
-// handleClear is memory.clear: it tombstones every live head of the namespace (or of
-// an identity scope within it), a batch per commit, each over the head it read. A
-// locked row is left as it is and counted.
-func (s *Service) handleClear(c *fiber.Ctx) error {
-	return s.measured(c, "memory.clear", func(hold *idemHold) (any, error) {
-		p, ns, err := routeNamespace(c, mayWrite)
-		if err != nil {
-			return nil, err
-		}
-		var req clearRequest
-		if len(c.Body()) > 0 {
-			if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+// clearCall is a memory.clear of the route's namespace, narrowed to scope.
+type clearCall struct {
+	origin
+	namespace string
+	scope     clearRequest
+}
+
+// clear is memory.clear: it tombstones every live head of the namespace (or of an
+// identity scope within it), a batch per commit, each over the head it read. A locked
+// row is left as it is and counted.
+func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*clearAnswer, error) {
+	ns, req := r.namespace, r.scope
+	for _, f := range []struct{ name, v string }{{"agent", req.Agent}, {"user_id", req.UserID}, {"session_id", req.SessionID}} {
+		if f.v != "" {
+			if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
 				return nil, err
 			}
 		}
-		for _, f := range []struct{ name, v string }{{"agent", req.Agent}, {"user_id", req.UserID}, {"session_id", req.SessionID}} {
-			if f.v != "" {
-				if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
-					return nil, err
-				}
-			}
+	}
+	if p.ReadUserID != "" {
+		if req.UserID != "" && req.UserID != p.ReadUserID {
+			return nil, otherUser()
 		}
-		if p.ReadUserID != "" {
-			if req.UserID != "" && req.UserID != p.ReadUserID {
-				return nil, otherUser()
-			}
-			req.UserID = p.ReadUserID
+		req.UserID = p.ReadUserID
+	}
+	tombstoned, batches := 0, 0
+	for round := 0; ; round++ {
+		if round > 1000 {
+			return nil, contended(errHeadMoved)
 		}
-		ctx := c.UserContext()
-		tombstoned, batches := 0, 0
-		for round := 0; ; round++ {
-			if round > 1000 {
-				return nil, contended(errHeadMoved)
-			}
-			batch, err := s.clearHeads(ctx, p.Org, ns, req)
-			if err != nil {
-				return nil, httperr.Store("reading the heads to clear", err)
-			}
-			if len(batch) == 0 {
-				break
-			}
-			plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1}
-			for _, h := range batch {
-				r := copyOf(h)
-				r.Tombstone, r.Actor = true, p.Actor()
-				plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: r, readVersion: h.Version})
-			}
-			err = s.commit(ctx, plan)
-			if errors.Is(err, errHeadMoved) || errors.Is(err, errErased) {
-				continue // a key moved under the batch, or was erased: read them again
-			}
-			if err != nil {
-				return nil, commitError(err)
-			}
-			tombstoned += len(batch)
-			batches++
-		}
-		locked, err := s.countLocked(c, p.Org, ns, req)
+		batch, err := s.clearHeads(ctx, p.Org, ns, req)
 		if err != nil {
-			return nil, httperr.Store("counting locked heads", err)
+			return nil, httperr.Store("reading the heads to clear", err)
 		}
-		return &clearAnswer{Tombstoned: tombstoned, SkippedLocked: locked, Batches: batches}, nil
-	})
+		if len(batch) == 0 {
+			break
+		}
+		plan := &commitPlan{org: p.Org, namespace: ns, requestID: r.requestID, policyGeneration: -1}
+		for _, h := range batch {
+			row := copyOf(h)
+			row.Tombstone, row.Actor = true, p.Actor()
+			plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: row, readVersion: h.Version})
+		}
+		err = s.commit(ctx, plan)
+		if errors.Is(err, errHeadMoved) || errors.Is(err, errErased) {
+			continue // a key moved under the batch, or was erased: read them again
+		}
+		if err != nil {
+			return nil, commitError(err)
+		}
+		tombstoned += len(batch)
+		batches++
+	}
+	locked, err := s.countLocked(ctx, p.Org, ns, req)
+	if err != nil {
+		return nil, httperr.Store("counting locked heads", err)
+	}
+	return &clearAnswer{Tombstoned: tombstoned, SkippedLocked: locked, Batches: batches}, nil
 }
 
 type clearAnswer struct {
@@ -115,9 +110,9 @@ func (s *Service) clearHeads(ctx context.Context, org, ns string, req clearReque
 	return heads.Collect(rows)
 }
 
-func (s *Service) countLocked(c *fiber.Ctx, org, ns string, req clearRequest) (int64, error) {
+func (s *Service) countLocked(ctx context.Context, org, ns string, req clearRequest) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(c.UserContext(), fmt.Sprintf(`SELECT count(*) FROM loom.memory_current WHERE %s AND (row->>'locked')::boolean`, clearScope),
+	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM loom.memory_current WHERE %s AND (row->>'locked')::boolean`, clearScope),
 		org, ns, req.Agent, req.UserID, req.SessionID).Scan(&n)
 	return n, err
 }

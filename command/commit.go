@@ -361,7 +361,7 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 			memory_id, version, content_sha256, status, row, audit)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, row.Status, rec.payload, rec.audit)
+		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit)
 	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
 	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,

@@ -5,17 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // A copy writer changes a key's state, not its value: it builds a new version from
@@ -56,7 +54,7 @@ var keyMethods = map[string]copyOp{
 }
 
 // keyHandlers are the custom methods of the same route that are not copy writers.
-var keyHandlers = map[string]func(s *Service, c *fiber.Ctx, key string) error{
+var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
 }
 
@@ -118,8 +116,8 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 		// The deleted row's search documents were retired: the restore builds them again.
 		w := &setWrite{id: c.row.Identity}
 		w.setValue(c.row.Value)
-		if err := s.embedSet(ctx, w); err != nil {
-			return err
+		if err := s.embedWrites(ctx, []*setWrite{w}); err != nil {
+			return embedError("embedding the value", err)
 		}
 		c.vector, c.keyVec, c.chunkVecs = w.vector, w.keyVector, w.chunkVectors
 	}
@@ -128,14 +126,14 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 
 // statusBefore is the status of the key's newest earlier revision that is neither
 // superseded nor rejected, from the authority's journal; active when none.
-func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (string, error) {
+func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Status, error) {
 	var status string
 	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
 		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
 		ORDER BY seq DESC LIMIT 1), 'active')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
-	return status, err
+	return memrow.Status(status), err
 }
 
 // copyAnswer is a copy writer's answer: the row's new state, or why nothing was written.
@@ -170,7 +168,7 @@ func splitMethod(raw string) (key, method string, err error) {
 	if i < 0 {
 		return "", "", httperr.NotFound("no such route: POST a custom method, e.g. .../memories/{key}:pin")
 	}
-	key, err = decodeKey(raw[:i])
+	key, err = route.DecodeKey(raw[:i])
 	return key, raw[i+1:], err
 }
 
@@ -181,77 +179,36 @@ type copyBody struct {
 	SessionID string `json:"session_id"`
 }
 
-func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
-	key, method, err := splitMethod(c.Params("key"))
-	if err != nil {
-		return err
-	}
-	if h, ok := keyHandlers[method]; ok {
-		return h(s, c, key)
-	}
-	m, ok := keyMethods[method]
-	if !ok {
-		return httperr.NotFound("unknown method :" + method)
-	}
-	var body copyBody
-	if len(c.Body()) > 0 {
-		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-			return err
-		}
-	}
-	return s.measured(c, m.op, func(hold *idemHold) (any, error) {
-		return s.runCopy(c, hold, key, body, -1, m)
-	})
+func (b copyBody) names() route.Names {
+	return route.Names{Agent: b.Agent, UserID: b.UserID, SessionID: b.SessionID}
 }
 
-// handleDelete is memory.delete, or with ?version=V memory.delete_version: it removes
-// exactly the version the caller read, and nothing when the key has moved on.
-func (s *Service) handleDelete(c *fiber.Ctx) error {
-	key, err := routeKey(c)
-	if err != nil {
-		return err
-	}
-	body := copyBody{Agent: c.Query("agent"), UserID: c.Query("user_id"), SessionID: c.Query("session_id")}
-	version := int64(-1)
-	op := deleteOp
-	if v := c.Query("version"); v != "" {
-		if version, err = strconv.ParseInt(v, 10, 64); err != nil || version <= 0 {
-			return httperr.Validation("version", "version must be the decimal version_text the caller read")
-		}
-		op.op = "memory.delete_version"
-	}
-	return s.measured(c, op.op, func(hold *idemHold) (any, error) {
-		return s.runCopy(c, hold, key, body, version, op)
-	})
+// copyCall is a copy writer's call: the key the route and the body name, and for
+// memory.delete_version the version the caller read (-1: any).
+type copyCall struct {
+	origin
+	namespace, key string
+	names          route.Names
+	version        int64
+	op             copyOp
 }
 
-// keyIdentity is the key a write addressed by route and body acts on, checked
-// against the token: it reaches the namespace and may write; a token bound to one
-// user acts on that user's keys.
-func keyIdentity(c *fiber.Ctx, key string, body copyBody) (memrow.Identity, error) {
-	p, ns, err := routeNamespace(c, mayWrite)
-	if err != nil {
-		return memrow.Identity{}, err
-	}
-	id := memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDash(body.Agent), UserID: orDash(body.UserID),
-		SessionID: orDash(body.SessionID), MemoryKey: key}
-	if p.ReadUserID != "" && body.UserID == "" {
-		id.UserID = p.ReadUserID
-	}
-	return id, validateIdentity(id)
+// keyIdentity is the key a write addressed by route and body acts on. A token bound to
+// one user acts on that user's keys; another user's head is not found.
+func keyIdentity(p auth.Principal, ns, key string, names route.Names) (memrow.Identity, error) {
+	id, _ := route.Identity(p, ns, key, names)
+	return id, id.Validate()
 }
 
 // runCopy reads the head, lets op change a copy of it, and commits the copy over that
 // exact version. A version >= 0 names the version the caller read: when the head has
 // moved on, nothing is written and the answer says version_changed.
-func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBody, version int64, op copyOp) (copyAnswer, error) {
-	p := auth.From(c)
-	id, err := keyIdentity(c, key, body)
+func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (copyAnswer, error) {
+	id, err := keyIdentity(p, r.namespace, r.key, r.names)
 	if err != nil {
 		return nil, err
 	}
-	ns := id.Namespace
-	ctx := c.UserContext()
+	op := r.op
 	head, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
 		return nil, httperr.Store("reading the head", err)
@@ -260,8 +217,8 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) || (!op.deadOK && !head.Live(now)) {
 		return nil, httperr.NotFound("memory not found")
 	}
-	if version >= 0 && head.Version != version {
-		return copyAnswer{"memory_id": head.MemoryID, "memory_key": key, "written": false, "deleted": false, "version_changed": true,
+	if r.version >= 0 && head.Version != r.version {
+		return copyAnswer{"memory_id": head.MemoryID, "memory_key": r.key, "written": false, "deleted": false, "version_changed": true,
 			"version": head.Version, "version_text": memrow.VersionText(head.Version)}, nil
 	}
 	cw := &copyWrite{p: p, head: head, row: copyOf(head), now: now, extra: map[string]any{}}
@@ -279,7 +236,7 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 		}
 		return ans, nil
 	}
-	plan := &commitPlan{org: p.Org, namespace: ns, requestID: c.Get("X-Request-Id"), policyGeneration: -1, idem: hold,
+	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
 	s.faults.beforeCommit()
@@ -292,10 +249,10 @@ func (s *Service) runCopy(c *fiber.Ctx, hold *idemHold, key string, body copyBod
 	if err := s.faults.afterCommit(); err != nil {
 		return nil, err
 	}
-	r := cw.row
-	ans := copyAnswer{"written": true, "memory_id": r.MemoryID, "memory_key": r.MemoryKey, "agent": r.Agent, "user_id": r.UserID,
-		"session_id": r.SessionID, "version": r.Version, "version_text": memrow.VersionText(r.Version), "seq": r.Seq,
-		"event": string(op.event), "status": r.Status, "pinned": r.Pinned, "locked": r.Locked, "tombstone": r.Tombstone}
+	row := cw.row
+	ans := copyAnswer{"written": true, "memory_id": row.MemoryID, "memory_key": row.MemoryKey, "agent": row.Agent, "user_id": row.UserID,
+		"session_id": row.SessionID, "version": row.Version, "version_text": memrow.VersionText(row.Version), "seq": row.Seq,
+		"event": string(op.event), "status": row.Status, "pinned": row.Pinned, "locked": row.Locked, "tombstone": row.Tombstone}
 	if op.op == "memory.delete" || op.op == "memory.delete_version" {
 		ans["deleted"] = true
 	}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -160,32 +159,24 @@ func (sg *erasureSaga) view() erasureView {
 	return v
 }
 
-// handleErasure is erasure.request (admin tokens only): it records the saga, runs it
-// and answers 200 once it finished (completed or failed), or 202 while it still runs
-// after LOOM_ERASURE_REQUEST_WAIT_MS; GET /v1/erasures/{id} follows it.
-func (s *Service) handleErasure(c *fiber.Ctx) error {
-	p := auth.From(c)
-	if err := requireAdminFor(p, "an erasure"); err != nil {
-		return err
-	}
-	var req erasureRequest
-	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
-		return err
-	}
+// requestErasure is erasure.request (admin tokens only): it records the saga, runs
+// it and answers once it finished (completed or failed), or while it still runs after
+// LOOM_ERASURE_REQUEST_WAIT_MS (status running: the route answers 202); erasure.get
+// follows it.
+func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req erasureRequest) (erasureView, error) {
 	scope, err := scopeOf(req, p)
 	if err != nil {
-		return err
+		return erasureView{}, err
 	}
-	ctx := c.UserContext()
 	id := uuid.NewString()
 	raw, err := json.Marshal(scope)
 	if err != nil {
-		return err
+		return erasureView{}, err
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until)
 		VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval)`, p.Org, id, raw, req.Purge, p.Actor(),
 		s.cfg.Erasure.Lease.String()); err != nil {
-		return httperr.Store("recording the erasure", err)
+		return erasureView{}, httperr.Store("recording the erasure", err)
 	}
 	// The saga outlives the request: a caller that stops waiting does not stop it.
 	done := make(chan struct{})
@@ -204,32 +195,24 @@ func (s *Service) handleErasure(c *fiber.Ctx) error {
 	}
 	sg, err := s.loadSaga(context.WithoutCancel(ctx), p.Org, id)
 	if err != nil {
-		return httperr.Store("reading the erasure", err)
+		return erasureView{}, httperr.Store("reading the erasure", err)
 	}
-	if sg.Status == sagaRunning {
-		c.Status(http.StatusAccepted)
-	}
-	return c.JSON(sg.view())
+	return sg.view(), nil
 }
 
-// handleGetErasure is erasure.get: a saga's steps, fences, residue and census.
-func (s *Service) handleGetErasure(c *fiber.Ctx) error {
-	p := auth.From(c)
-	if err := requireAdminFor(p, "an erasure"); err != nil {
-		return err
-	}
-	id := c.Params("erasure_id")
+// getErasure is erasure.get: a saga's steps, fences, residue and census.
+func (s *Service) getErasure(ctx context.Context, p auth.Principal, id string) (erasureView, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return httperr.NotFound("erasure not found")
+		return erasureView{}, httperr.NotFound("erasure not found")
 	}
-	sg, err := s.loadSaga(c.UserContext(), p.Org, id)
+	sg, err := s.loadSaga(ctx, p.Org, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return httperr.NotFound("erasure not found")
+		return erasureView{}, httperr.NotFound("erasure not found")
 	}
 	if err != nil {
-		return httperr.Store("reading the erasure", err)
+		return erasureView{}, httperr.Store("reading the erasure", err)
 	}
-	return c.JSON(sg.view())
+	return sg.view(), nil
 }
 
 func requireAdminFor(p auth.Principal, what string) error {

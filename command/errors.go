@@ -9,7 +9,7 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 )
 
-// The seeds' refusals of a write, by the phase that refuses it.
+// Codes of a write's refusals (schemas/openapi.yaml, memory.set).
 const (
 	CodeBlacklisted        = httperr.CodeBlacklisted
 	CodeKeyHoldsFact       = httperr.CodeKeyHoldsFact

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/graph"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
@@ -82,17 +81,19 @@ func expireRevision(h *memrow.Row, now time.Time) *pending {
 	return p
 }
 
-// handleSweepExpired is memory.sweep_expired for one namespace (admin).
-func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
-	p, ns, err := routeNamespace(c, adminFor("sweeping expired memories"))
+// sweepAnswer is what memory.sweep_expired answers.
+type sweepAnswer struct {
+	Expired int `json:"expired"`
+}
+
+// sweepNamespace is memory.sweep_expired for one namespace (admin), within the token's
+// read scope.
+func (s *Service) sweepNamespace(ctx context.Context, p auth.Principal, ns string) (*sweepAnswer, error) {
+	n, err := s.sweepExpired(ctx, sweepScope{org: p.Org, namespace: ns, userID: p.ReadUserID}, 10000)
 	if err != nil {
-		return err
+		return nil, commitError(err)
 	}
-	n, err := s.sweepExpired(c.UserContext(), sweepScope{org: p.Org, namespace: ns, userID: p.ReadUserID}, 10000)
-	if err != nil {
-		return commitError(err)
-	}
-	return c.JSON(fiber.Map{"expired": n})
+	return &sweepAnswer{Expired: n}, nil
 }
 
 // RunSweeps runs the expiry, idempotency and erasure sweeps every interval until ctx ends.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
@@ -57,64 +56,89 @@ type committedRevision struct {
 
 var errTakenOver = errors.New("a retry took over this request's idempotency key")
 
-// idempotent runs a write under its Idempotency-Key, when the request has one, and
-// answers it: run returns the answer and whether it committed.
-func (s *Service) idempotent(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
-	key := c.Get("Idempotency-Key")
-	if key == "" {
+// origin is what a write carries from its request to its commit: the request id its
+// audit rows name, and its hold on its Idempotency-Key (nil without one), which the
+// commit marks committed.
+type origin struct {
+	requestID string
+	hold      *idemHold
+}
+
+// writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
+// run, a pin of a pinned row) releases its Idempotency-Key, so a retry judges again.
+type writeAnswer interface {
+	committed() bool
+	outcome() string // the metrics label
+}
+
+// idemKey is what an Idempotency-Key covers: the key, the token that sent it, the
+// operation, and the request it came with (method, URL and body), which a retry must
+// repeat.
+type idemKey struct {
+	key     string
+	p       auth.Principal
+	op      string
+	request string
+}
+
+// reply is what a write answers: its answer, or under an Idempotency-Key the answer's
+// JSON as stored (replay: from an earlier run of the request).
+type reply struct {
+	ans    any
+	body   []byte
+	replay bool
+}
+
+// idempotent runs a write under its Idempotency-Key, when the request has one.
+func (s *Service) idempotent(ctx context.Context, k idemKey, run func(hold *idemHold) (any, error)) (reply, error) {
+	if k.key == "" {
 		ans, err := run(nil)
-		if err != nil {
-			return err
-		}
-		return c.JSON(ans)
+		return reply{ans: ans}, err
 	}
-	if len(key) > maxIdemKeyLen {
-		return httperr.Validation("Idempotency-Key", "the Idempotency-Key header is longer than 255 characters")
+	if len(k.key) > maxIdemKeyLen {
+		return reply{}, httperr.Validation("Idempotency-Key", "the Idempotency-Key header is longer than 255 characters")
 	}
-	if err := memrow.CheckText("Idempotency-Key", key); err != nil {
-		return err
+	if err := memrow.CheckText("Idempotency-Key", k.key); err != nil {
+		return reply{}, err
 	}
-	p := auth.From(c)
-	keyHash := sha256.Sum256([]byte("v3\x00" + p.Org + "\x00" + p.TokenID + "\x00" + op + "\x00" + key))
-	digest := sha256.Sum256([]byte(c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())))
-	ctx := c.UserContext()
-	hold, replay, err := s.claim(ctx, p.Org, keyHash[:], op, digest[:])
+	keyHash := sha256.Sum256([]byte("v3\x00" + k.p.Org + "\x00" + k.p.TokenID + "\x00" + k.op + "\x00" + k.key))
+	digest := sha256.Sum256([]byte(k.request))
+	hold, replay, err := s.claim(ctx, k.p.Org, keyHash[:], k.op, digest[:])
 	if err != nil {
-		return err
+		return reply{}, err
 	}
 	if replay != nil {
-		c.Set("Idempotent-Replay", "true")
-		return c.Type("json").Send(replay)
+		return reply{body: replay, replay: true}, nil
 	}
 	ans, err := run(hold)
 	if err != nil {
 		// A request that answers without committing lets a retry run at once; one
 		// whose commit's outcome is unknown keeps the key, which a retry replays.
-		var he *httperr.Error
-		if !errors.As(err, &he) || he.Extra["outcome_unknown"] != true {
+		if !errors.Is(err, pg.ErrOutcomeUnknown) {
 			s.release(ctx, hold)
 		}
-		return err
+		return reply{}, err
 	}
 	body, err := json.Marshal(ans)
 	if err != nil {
-		return err
+		return reply{}, err
 	}
 	if wa, ok := ans.(writeAnswer); ok && !wa.committed() {
 		s.release(ctx, hold)
-		return c.Type("json").Send(body)
+		return reply{body: body}, nil
 	}
 	if err := s.storeAnswer(ctx, hold, body); err != nil {
 		s.log.Warn("idempotency: cannot store the answer; a retry will replay the committed revisions", "err", err)
 	}
-	return c.Type("json").Send(body)
+	return reply{body: body}, nil
 }
 
-// claim takes the key, or answers from it. See the seeds' table: none or expired →
-// run; another digest → 409; erased (an erasure removed a revision it committed) →
-// 404 for the whole request; done → the stored answer; running or committed under a
-// live lease → 503; committed with the lease over → the committed revisions; running
-// with the lease over → run under the next token.
+// claim takes the key, or answers from it, as the table of schemas/openapi.yaml
+// (parameter IdempotencyKey) says: none or expired → run; another digest → 409; erased
+// (an erasure removed a revision it committed) → 404 for the whole request; done → the
+// stored answer; running or committed under a live lease → 503; committed with the
+// lease over → the committed revisions; running with the lease over → run under the
+// next token.
 func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*idemHold, []byte, error) {
 	lease := s.cfg.IdempotencyLease
 	var hold *idemHold

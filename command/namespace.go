@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/pg"
@@ -21,17 +21,13 @@ type namespaceAnswer struct {
 	PolicyGeneration int64           `json:"policy_generation"`
 }
 
-// handleGetNamespace is namespace.get: the namespace's write configuration.
-func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
-	p, ns, err := routeNamespace(c, nil)
+// getNamespace is namespace.get: the namespace's write configuration.
+func (s *Service) getNamespace(ctx context.Context, p auth.Principal, ns string) (namespaceAnswer, error) {
+	pol, err := s.loadPolicy(ctx, s.pool, p.Org, ns)
 	if err != nil {
-		return err
+		return namespaceAnswer{}, httperr.Store("reading the namespace policy", err)
 	}
-	pol, err := s.loadPolicy(c.UserContext(), s.pool, p.Org, ns)
-	if err != nil {
-		return httperr.Store("reading the namespace policy", err)
-	}
-	return c.JSON(answerOf(ns, pol))
+	return answerOf(ns, pol), nil
 }
 
 func answerOf(ns string, pol *policy) namespaceAnswer {
@@ -42,25 +38,16 @@ func answerOf(ns string, pol *policy) namespaceAnswer {
 	return a
 }
 
-// handlePutNamespace is namespace.configure: replaces the namespace's write
-// configuration and advances the policy generation, so admissions in flight read it.
-func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
-	p, ns, err := routeNamespace(c, adminFor("changing a namespace's policy"))
-	if err != nil {
-		return err
-	}
-	var cfg NamespaceConfig
-	if err := httperr.DecodeBody(c.Body(), &cfg); err != nil {
-		return err
-	}
+// configure is namespace.configure: it replaces the namespace's write configuration
+// and advances the policy generation, so admissions in flight read it.
+func (s *Service) configure(ctx context.Context, p auth.Principal, ns string, cfg NamespaceConfig) (namespaceAnswer, error) {
 	if err := cfg.Validate(); err != nil {
-		return err
+		return namespaceAnswer{}, err
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
-		return err
+		return namespaceAnswer{}, err
 	}
-	ctx := c.UserContext()
 	err = s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO loom.namespaces (org, namespace, config, updated_by) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (org, namespace) DO UPDATE SET config = EXCLUDED.config, updated_at = now(), updated_by = EXCLUDED.updated_by`,
@@ -68,13 +55,9 @@ func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
 		return err
 	})
 	if err != nil {
-		return httperr.Store("storing the namespace config", err)
+		return namespaceAnswer{}, httperr.Store("storing the namespace config", err)
 	}
-	pol, err := s.loadPolicy(ctx, s.pool, p.Org, ns)
-	if err != nil {
-		return httperr.Store("reading the namespace policy", err)
-	}
-	return c.JSON(answerOf(ns, pol))
+	return s.getNamespace(ctx, p, ns)
 }
 
 // changePolicy runs a policy change under the org's policy lock, held exclusively,

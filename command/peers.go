@@ -83,7 +83,7 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 
 // isPeer is the peer rule, applied to a head: a served row of the same type under
 // another key, in the writer's read scope unless pinned. The same key in another
-// session is not a peer: phase 13 handles it.
+// session is not a peer: markSameKey (admit.go) judges it.
 func isPeer(h *memrow.Row, q peerQuery, now time.Time) bool {
 	if !h.Served(now) || h.MemoryType != q.memoryType || h.MemoryKey == q.id.MemoryKey {
 		return false

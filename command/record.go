@@ -56,11 +56,11 @@ func revisionOf(row *memrow.Row, op string, prevVersion int64, requestID string)
 	return &events.Revision{
 		Op: op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
 		Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
-		MemoryType: row.MemoryType, Status: row.Status, Tombstone: row.Tombstone,
+		MemoryType: row.MemoryType, Status: string(row.Status), Tombstone: row.Tombstone,
 		ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
 		Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
 		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
-		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: row.Sensitivity, ValidAt: row.ValidAt, ValidTo: row.ValidTo,
+		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: string(row.Sensitivity), ValidAt: row.ValidAt, ValidTo: row.ValidTo,
 		ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
 		ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
 	}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
@@ -20,6 +19,7 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // memory.redact scrubs one historical version's text in place: in the journal, and in
@@ -84,22 +84,12 @@ func redactionLineage(versions []journalVersion, named int64, head *memrow.Row) 
 	return lineage, nil
 }
 
-func (s *Service) handleRedact(c *fiber.Ctx, key string) error {
-	var body redactBody
-	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-		return err
-	}
-	if body.Version == 0 {
-		return httperr.Validation("version", "version is required")
-	}
-	return s.measured(c, "memory.redact", func(*idemHold) (any, error) {
-		p := auth.From(c)
-		id, err := keyIdentity(c, key, body.copyBody)
-		if err != nil {
-			return nil, err
-		}
-		return s.redact(c.UserContext(), p, id, int64(body.Version), c.Get("X-Request-Id"))
-	})
+// redactCall is a memory.redact of the key the route and the body name.
+type redactCall struct {
+	requestID      string
+	namespace, key string
+	names          route.Names
+	version        int64
 }
 
 // redactAnswer is what memory.redact answers.
@@ -117,7 +107,16 @@ type redactAnswer struct {
 	RedactedAt       time.Time `json:"redacted_at"`
 }
 
-func (s *Service) redact(ctx context.Context, p auth.Principal, id memrow.Identity, version int64, requestID string) (*redactAnswer, error) {
+// redact is memory.redact.
+func (s *Service) redact(ctx context.Context, p auth.Principal, r redactCall) (*redactAnswer, error) {
+	id, err := keyIdentity(p, r.namespace, r.key, r.names)
+	if err != nil {
+		return nil, err
+	}
+	return s.redactVersion(ctx, p, id, r.version, r.requestID)
+}
+
+func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow.Identity, version int64, requestID string) (*redactAnswer, error) {
 	var ans *redactAnswer
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now().UTC()

@@ -272,24 +272,8 @@ func (s *Service) embedJournal(ctx context.Context, revs []journalRevision) ([]*
 	out := make([]*setWrite, len(revs))
 	var pending []*setWrite
 	flush := func() error {
-		var texts []string
-		var splits []func([][]float32)
-		var sizes []int
-		for _, w := range pending {
-			ts, split := embedTexts(w)
-			texts = append(texts, ts...)
-			splits, sizes = append(splits, split), append(sizes, len(ts))
-		}
-		if len(texts) == 0 {
-			return nil
-		}
-		vs, err := s.embedder.Embed(ctx, texts)
-		if err != nil {
+		if err := s.embedWrites(ctx, pending); err != nil {
 			return fmt.Errorf("embed journal revisions: %w", err)
-		}
-		for i, split := range splits {
-			split(vs[:sizes[i]])
-			vs = vs[sizes[i]:]
 		}
 		pending = pending[:0]
 		return nil

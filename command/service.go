@@ -4,7 +4,7 @@
 package command
 
 import (
-	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
 )
 
 // settings is what the write side reads: its section of loomd's configuration and
@@ -52,8 +53,8 @@ func (f *Faults) afterCommit() error {
 		return nil
 	}
 	if err := f.AfterCommit(); err != nil {
-		return httperr.Unavailable(httperr.CodePostgresDown, "the commit's answer was lost; retry with the same Idempotency-Key", err).
-			With("outcome_unknown", true)
+		return httperr.Unavailable(httperr.CodePostgresDown, "the commit's answer was lost; retry with the same Idempotency-Key",
+			fmt.Errorf("%w: %w", pg.ErrOutcomeUnknown, err)).With("outcome_unknown", true)
 	}
 	return nil
 }
@@ -91,38 +92,6 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		o(s)
 	}
 	return s
-}
-
-// measured runs a write under its Idempotency-Key and counts its outcome and latency.
-// writeAnswer is what a write answers. A write that committed nothing (a merge, a dry
-// run, a pin of a pinned row) releases its Idempotency-Key, so a retry judges again.
-type writeAnswer interface {
-	committed() bool
-	outcome() string // the metrics label
-}
-
-// Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a
-// synchronous standby that does not answer ends in a retryable 503 (outcome_unknown
-// once its COMMIT was sent), never in a 200 for a commit the standby lacks.
-func (s *Service) measured(c *fiber.Ctx, op string, run func(hold *idemHold) (any, error)) error {
-	start := s.now()
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
-	defer cancel()
-	c.SetUserContext(ctx)
-	outcome := "ok"
-	err := s.idempotent(c, op, func(hold *idemHold) (any, error) {
-		ans, err := run(hold)
-		if wa, ok := ans.(writeAnswer); ok && err == nil {
-			outcome = wa.outcome()
-		}
-		return ans, err
-	})
-	if err != nil {
-		outcome = outcomeOf(err)
-	}
-	s.writes.With(op, outcome).Inc()
-	s.latency.With(op).ObserveSince(start)
-	return err
 }
 
 // Register mounts the write routes; the process authenticates them (cmd/loomd/app).

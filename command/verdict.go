@@ -9,16 +9,23 @@ import (
 	"github.com/loomplane/loom/internal/text"
 )
 
-// Verdicts a write can reach against its peers. No verdict calls a model.
+// Verdict is what a write's admission made of it against its peers, and what the
+// answer says of each peer it judged. No verdict calls a model.
+type Verdict string
+
+// Verdicts a write can reach against its peers.
 const (
-	VerdictNew         = "new"         // no close peer: the row is a fact of its own
-	VerdictRestatement = "restatement" // the key's own live value again: reinforced
-	VerdictMerge       = "merge"       // a peer holds the same canonical value: nothing is written
-	VerdictDuplicate   = "duplicate"   // a near-identical peer: written, not served, linked to it
-	VerdictRefines     = "refines"     // newest_wins: another object for the peer's subject and predicate; the peer retires
-	VerdictConflict    = "conflict"    // a close peer that says something else: both rows flagged
-	VerdictPinned      = "pinned"      // a close pinned peer: the write is refused (409)
-	VerdictBelow       = "below_threshold"
+	VerdictNew         Verdict = "new"         // no close peer: the row is a fact of its own
+	VerdictRestatement Verdict = "restatement" // the key's own live value again: reinforced
+	VerdictMerge       Verdict = "merge"       // a peer holds the same canonical value: nothing is written
+	VerdictDuplicate   Verdict = "duplicate"   // a near-identical peer: written, not served, linked to it
+	VerdictRefines     Verdict = "refines"     // newest_wins: another object for the peer's subject and predicate; the peer retires
+	VerdictConflict    Verdict = "conflict"    // a close peer that says something else: both rows flagged
+	VerdictPinned      Verdict = "pinned"      // a close pinned peer: the write is refused (409)
+	// A judged peer that decided nothing: out of reach, or within it while another
+	// peer decided.
+	VerdictBelow Verdict = "below_threshold"
+	VerdictClose Verdict = "close"
 )
 
 // peer is a row another key holds, with its cosine to the write's value.
@@ -36,12 +43,12 @@ type judgedPeer struct {
 	UserID    string  `json:"user_id"`
 	SessionID string  `json:"session_id"`
 	Cosine    float64 `json:"cosine"`
-	Verdict   string  `json:"verdict"`
+	Verdict   Verdict `json:"verdict"`
 }
 
 // verdict is the outcome of judging a write against its peers.
 type verdict struct {
-	kind      string
+	kind      Verdict
 	target    *memrow.Row   // merge, duplicate and refines: the peer acted on
 	conflicts []*memrow.Row // conflict: every close peer that says something else
 	judged    []judgedPeer
@@ -57,11 +64,12 @@ type verdictInput struct {
 	peers              []peer // nearest first
 }
 
-// decide applies the rules in the seeds' order: canonical-form match → merge; a close
-// pinned peer → refused; under newest_wins a templated substitution → refines (or
-// conflict when the peer's fact starts later); a near-identical statement → duplicate;
-// any other close peer → conflict. A key-identified type (a decision) only ever
-// conflicts, and no pin refuses it. append_only judges nothing.
+// decide applies the rules in the order schemas/openapi.yaml gives memory.set's
+// verdict: canonical-form match → merge; a close pinned peer → refused; under
+// newest_wins a templated substitution → refines (or conflict when the peer's fact
+// starts later); a near-identical statement → duplicate; any other close peer →
+// conflict. A key-identified type (a decision) only ever conflicts, and no pin refuses
+// it. append_only judges nothing.
 func decide(in verdictInput) verdict {
 	v := verdict{kind: VerdictNew}
 	if in.policy == PolicyAppendOnly {
@@ -78,7 +86,7 @@ func decide(in verdictInput) verdict {
 		}
 		v.judged = append(v.judged, j)
 	}
-	mark := func(p peer, kind string) {
+	mark := func(p peer, kind Verdict) {
 		for i := range v.judged {
 			if v.judged[i].MemoryID == p.row.MemoryID && v.judged[i].MemoryKey == p.row.MemoryKey && v.judged[i].Verdict == "" {
 				v.judged[i].Verdict = kind
@@ -87,11 +95,11 @@ func decide(in verdictInput) verdict {
 	}
 	// acted names the verdict's own peer; the other close peers are labelled
 	// "close": they were within reach but another rule decided.
-	acted := func(p peer, kind string) verdict {
+	acted := func(p peer, kind Verdict) verdict {
 		mark(p, kind)
 		for i := range v.judged {
 			if v.judged[i].Verdict == "" {
-				v.judged[i].Verdict = "close"
+				v.judged[i].Verdict = VerdictClose
 			}
 		}
 		return verdict{kind: kind, target: p.row, judged: v.judged}

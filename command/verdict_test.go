@@ -30,7 +30,7 @@ func TestDecideFollowsTheSeedOrder(t *testing.T) {
 	cases := []struct {
 		name   string
 		in     verdictInput
-		kind   string
+		kind   Verdict
 		target string
 	}{
 		{"no peer", in(PolicyAutoReinforce), VerdictNew, ""},

@@ -20,7 +20,7 @@ const (
 // deleted, not high, of a searchable type. Its lexical row is emptied otherwise.
 func searchable(o opened) bool {
 	r := o.env.Revision
-	return !r.Tombstone && r.Sensitivity != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
+	return !r.Tombstone && memrow.Sensitivity(r.Sensitivity) != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
 }
 
 func lexicalFill(rows []opened) func(driver.Batch) error {

@@ -33,6 +33,20 @@ func NewBarrier(pool *pgxpool.Pool, projection string, budget time.Duration, wak
 	return &Barrier{pool: pool, projection: projection, budget: budget, wake: wake, poll: 250 * time.Millisecond}
 }
 
+// BehindError is a barrier whose budget ran out before the serving projection's
+// watermark reached a namespace's captured generation: a retryable 503
+// PROJECTION_BEHIND at the edge.
+type BehindError struct {
+	Namespace  string
+	Generation int64 // the namespace's generation the read captured
+	Watermark  int64 // how far the projection had come
+	Budget     time.Duration
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("ClickHouse has not caught up with namespace %s within %s", e.Namespace, e.Budget)
+}
+
 // Passed says what a barrier waited for.
 type Passed struct {
 	Generations map[string]int64 `json:"generations"`
@@ -40,7 +54,7 @@ type Passed struct {
 }
 
 // Wait captures the namespaces' generations and waits for the watermark to reach them,
-// within one budget for all of them together.
+// within one budget for all of them together; past it, it returns a *BehindError.
 func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Passed, error) {
 	start := time.Now()
 	passed := Passed{Generations: map[string]int64{}}
@@ -69,9 +83,7 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			e := httperr.Unavailable(httperr.CodeProjectionBehind,
-				fmt.Sprintf("ClickHouse has not caught up with namespace %s within %s; retry", behind, b.budget), nil)
-			return passed, e.With("namespace", behind).With("generation", gens[behind]).With("watermark", marks[behind])
+			return passed, &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
 		}
 		timer := time.NewTimer(min(left, b.poll))
 		select {

@@ -9,18 +9,24 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// Legs of a search.
+// Leg is one ranking of a search's candidates; fuse merges them.
+type Leg string
+
+// Legs of a search (and LegGraph, graph_leg.go).
 const (
-	LegVector  = "vector"
-	LegChunk   = "chunk"
-	LegLexical = "lexical"
-	LegKey     = "key"
+	LegVector  Leg = "vector"
+	LegChunk   Leg = "chunk" // a long value's windows: folds onto its row as LegVector
+	LegLexical Leg = "lexical"
+	LegKey     Leg = "key"
 )
+
+// Mode is how fuse merges the legs (the request's mode).
+type Mode string
 
 // Fusion modes.
 const (
-	ModeWeighted = "weighted"
-	ModeRRF      = "rrf"
+	ModeWeighted Mode = "weighted"
+	ModeRRF      Mode = "rrf"
 )
 
 // legHit is one candidate of one leg.
@@ -37,7 +43,7 @@ type candidate struct {
 	identity      memrow.Identity
 	contentSHA256 string
 	memoryType    string
-	scores        map[string]float64
+	scores        map[Leg]float64
 	coverage      float64
 	fused         float64
 	relevance     float64 // the absolute evidence of a match, for the abstain gate
@@ -52,13 +58,13 @@ const rrfK = 60
 
 // fuse merges the legs' hits into one ranked pool. A chunk hit folds onto its row as
 // its vector score when it is the better one.
-func fuse(legs map[string][]legHit, mode string, w Weights) []*candidate {
+func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	byID := map[string]*candidate{}
 	get := func(h legHit) *candidate {
 		k := h.id.Namespace + "\x00" + heads.IdentityKey(h.id)
 		c, ok := byID[k]
 		if !ok {
-			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[string]float64{}}
+			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}}
 			byID[k] = c
 		}
 		return c
@@ -90,7 +96,7 @@ func fuse(legs map[string][]legHit, mode string, w Weights) []*candidate {
 	}
 	switch mode {
 	case ModeRRF:
-		for _, leg := range []string{LegVector, LegLexical, LegKey, LegGraph} {
+		for _, leg := range []Leg{LegVector, LegLexical, LegKey, LegGraph} {
 			ranked := append([]*candidate(nil), out...)
 			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores[leg] > ranked[j].scores[leg] })
 			for rank, c := range ranked {

@@ -15,11 +15,11 @@ func hit(key string, score, coverage float64) legHit {
 }
 
 func TestFuseRanksRowsTwoLegsAgreeOn(t *testing.T) {
-	legs := map[string][]legHit{
+	legs := map[Leg][]legHit{
 		LegVector:  {hit("both", 0.6, 0), hit("vector-only", 0.7, 0)},
 		LegLexical: {hit("both", 4.0, 0.8), hit("lexical-only", 5.0, 1)},
 	}
-	for _, mode := range []string{ModeWeighted, ModeRRF} {
+	for _, mode := range []Mode{ModeWeighted, ModeRRF} {
 		pool := fuse(legs, mode, testWeights)
 		if pool[0].identity.MemoryKey != "both" {
 			t.Fatalf("%s: top %s, want the row both legs found", mode, pool[0].identity.MemoryKey)
@@ -31,7 +31,7 @@ func TestFuseRanksRowsTwoLegsAgreeOn(t *testing.T) {
 }
 
 func TestChunkFoldsOntoItsRow(t *testing.T) {
-	legs := map[string][]legHit{
+	legs := map[Leg][]legHit{
 		LegVector: {hit("long", 0.2, 0)},
 		LegChunk:  {hit("long", 0.8, 0), hit("long", 0.5, 0)},
 	}

@@ -3,12 +3,9 @@ package query
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
@@ -103,51 +100,59 @@ func (g graphRead) open(to *time.Time) bool {
 	return to == nil || to.After(at)
 }
 
-func (s *Service) handleEntity(c *fiber.Ctx) error {
-	p := auth.From(c)
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return err
-	}
-	raw, err := url.PathUnescape(c.Params("name"))
+// entityCall is an entity read of a namespace: the name as the route sent it
+// (percent-decoded), and the query string's as_of, include_closed and edges.
+type entityCall struct {
+	namespace, name            string
+	asOf, includeClosed, edges string
+}
+
+// entity is the entity read (GET .../graph/entities/{name}).
+func (s *Service) entity(ctx context.Context, p auth.Principal, r entityCall) (*entityAnswer, error) {
+	g, err := s.graphReadOf(p, r)
 	if err != nil {
-		return httperr.Validation("name", "the name is not valid percent-encoding")
+		return nil, err
 	}
-	g := graphRead{org: p.Org, namespace: ns, name: memrow.EntityName(raw), userID: p.ReadUserID, edges: 10, now: s.now()}
-	if g.name == "" {
-		return httperr.Validation("name", "an entity name has a word in it")
-	}
-	if v := c.Query("as_of"); v != "" {
-		at, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return httperr.Validation("as_of", "as_of must be an RFC 3339 time")
-		}
-		g.asOf = &at
-	}
-	if v := c.Query("include_closed"); v != "" {
-		if g.includeClosed, err = strconv.ParseBool(v); err != nil {
-			return httperr.Validation("include_closed", "include_closed must be true or false")
-		}
-	}
-	if v := c.Query("edges"); v != "" {
-		if g.edges, err = strconv.Atoi(v); err != nil || g.edges < 0 || g.edges > maxEdges {
-			return httperr.Validation("edges", fmt.Sprintf("edges must be 0 to %d", maxEdges))
-		}
-	}
-	ctx := c.UserContext()
-	passed, err := s.barrier.Wait(ctx, p.Org, []string{ns})
+	passed, err := s.barrier.Wait(ctx, p.Org, []string{r.namespace})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ans, err := s.readEntity(ctx, g)
 	if err != nil {
-		return chUnavailable("reading the entity graph", err)
+		return nil, chUnavailable("reading the entity graph", err)
 	}
 	if ans == nil {
-		return httperr.NotFound("no such entity in the namespace")
+		return nil, httperr.NotFound("no such entity in the namespace")
 	}
 	ans.Barrier, ans.AsOf = passed, g.asOf
-	return c.JSON(ans)
+	return ans, nil
+}
+
+// graphReadOf checks an entity read's name and options.
+func (s *Service) graphReadOf(p auth.Principal, r entityCall) (graphRead, error) {
+	g := graphRead{org: p.Org, namespace: r.namespace, name: memrow.EntityName(r.name), userID: p.ReadUserID, edges: 10, now: s.now()}
+	if g.name == "" {
+		return g, httperr.Validation("name", "an entity name has a word in it")
+	}
+	if r.asOf != "" {
+		at, err := time.Parse(time.RFC3339Nano, r.asOf)
+		if err != nil {
+			return g, httperr.Validation("as_of", "as_of must be an RFC 3339 time")
+		}
+		g.asOf = &at
+	}
+	var err error
+	if r.includeClosed != "" {
+		if g.includeClosed, err = strconv.ParseBool(r.includeClosed); err != nil {
+			return g, httperr.Validation("include_closed", "include_closed must be true or false")
+		}
+	}
+	if r.edges != "" {
+		if g.edges, err = strconv.Atoi(r.edges); err != nil || g.edges < 0 || g.edges > maxEdges {
+			return g, httperr.Validation("edges", fmt.Sprintf("edges must be 0 to %d", maxEdges))
+		}
+	}
+	return g, nil
 }
 
 // readEntity answers the entity, or nil when the namespace (within the token's read

@@ -14,7 +14,7 @@ import (
 )
 
 // LegGraph is search's graph leg (the request's graph option).
-const LegGraph = "graph"
+const LegGraph Leg = "graph"
 
 // Graph leg scores: a row naming an entity the query names, and a row reached over
 // one open edge from one.

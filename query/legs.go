@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -17,8 +18,20 @@ type filter struct {
 	memoryType               string
 	tags                     []string
 	tagsAny                  bool
-	statuses                 []string
+	statuses                 []memrow.Status
 	asOf                     *time.Time
+}
+
+// scopedUser is a filter's user_id under the token's read scope: a token bound to one
+// user reads that user's rows; another user's rows are absent to it, not forbidden.
+func scopedUser(p auth.Principal, userID string) string {
+	switch {
+	case p.ReadUserID == "":
+		return userID
+	case userID != "" && userID != p.ReadUserID:
+		return "\x00none"
+	}
+	return p.ReadUserID
 }
 
 // where builds the shared predicates of a leg over one namespace: identity columns in
@@ -39,7 +52,11 @@ func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args 
 	}
 	w := []string{"tombstone = 0", "sensitivity != 'high'", "has(?, status)",
 		"(expires_at IS NULL OR expires_at > now())", "(valid_to IS NULL OR valid_to > " + at + ")"}
-	args = append(args, f.statuses)
+	statuses := make([]string, len(f.statuses))
+	for i, st := range f.statuses {
+		statuses[i] = string(st)
+	}
+	args = append(args, statuses)
 	if f.memoryType != "" {
 		w = append(w, "memory_type = ?")
 		args = append(args, f.memoryType)

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
@@ -50,20 +48,37 @@ func parseCursor(token, order string) (listCursor, error) {
 	return c, nil
 }
 
-// listFilter reads a list's filters from the query string.
-func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
-	f := filter{org: p.Org, agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"),
-		memoryType: c.Query("memory_type"), tagsAny: c.Query("tags_mode") == "any", statuses: append([]string(nil), defaultStatuses...)}
-	if t := c.Query("tags"); t != "" {
-		f.tags = strings.Split(t, ",")
+// listQuery is a list's query string, as the request sent it.
+type listQuery struct {
+	agent, userID, sessionID string
+	memoryType               string
+	tags, tagsMode, status   string
+	includeSuperseded        string
+	limit, pageToken         string
+}
+
+// listCall is a memory.list (in order) or a memory.keys (under prefix) of a namespace.
+type listCall struct {
+	namespace string
+	order     string
+	prefix    string
+	q         listQuery
+}
+
+// listFilter checks a list's filters.
+func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
+	f := filter{org: p.Org, agent: q.agent, userID: q.userID, sessionID: q.sessionID,
+		memoryType: q.memoryType, tagsAny: q.tagsMode == "any", statuses: append([]memrow.Status(nil), defaultStatuses...)}
+	if q.tags != "" {
+		f.tags = strings.Split(q.tags, ",")
 		if err := memrow.ValidateTags(f.tags); err != nil {
 			return f, 0, err
 		}
 	}
-	if st := c.Query("status"); st != "" {
+	if q.status != "" {
 		f.statuses = nil
-		for _, s := range strings.Split(st, ",") {
-			switch s {
+		for _, s := range strings.Split(q.status, ",") {
+			switch s := memrow.Status(s); s {
 			case memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded, memrow.StatusDuplicate, memrow.StatusProposed, memrow.StatusRejected:
 				f.statuses = append(f.statuses, s)
 			default:
@@ -71,7 +86,7 @@ func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
 			}
 		}
 	}
-	if c.Query("include_superseded") == "true" {
+	if q.includeSuperseded == "true" {
 		f.statuses = append(f.statuses, memrow.StatusSuperseded)
 	}
 	for _, v := range []struct{ name, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
@@ -81,16 +96,10 @@ func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
 			}
 		}
 	}
-	if p.ReadUserID != "" {
-		if f.userID != "" && f.userID != p.ReadUserID {
-			f.userID = "\x00none"
-		} else {
-			f.userID = p.ReadUserID
-		}
-	}
+	f.userID = scopedUser(p, f.userID)
 	limit := listLimitDefault
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
+	if q.limit != "" {
+		n, err := strconv.Atoi(q.limit)
 		if err != nil || n < 1 || n > listLimitMax {
 			return f, 0, httperr.Validation("limit", fmt.Sprintf("limit must be between 1 and %d", listLimitMax))
 		}
@@ -101,50 +110,54 @@ func listFilter(c *fiber.Ctx, p auth.Principal) (filter, int, error) {
 
 // listRead is a list request settled: checked, filtered, and past the barrier.
 type listRead struct {
-	p      auth.Principal
-	ns     string
 	f      filter
 	limit  int
 	cur    listCursor
 	passed Passed
-	ctx    context.Context
 }
 
 // settleList checks a list request (its namespace, filters and page token of order)
 // and waits at the barrier for the writes committed before it.
-func (s *Service) settleList(c *fiber.Ctx, order string) (*listRead, error) {
-	r := &listRead{p: auth.From(c), ns: c.Params("ns"), ctx: c.UserContext()}
-	if err := r.p.Namespace(r.ns); err != nil {
+func (s *Service) settleList(ctx context.Context, p auth.Principal, r listCall, order string) (*listRead, error) {
+	if err := p.Namespace(r.namespace); err != nil {
 		return nil, err
 	}
+	lr := &listRead{}
 	var err error
-	if r.f, r.limit, err = listFilter(c, r.p); err != nil {
+	if lr.f, lr.limit, err = listFilter(r.q, p); err != nil {
 		return nil, err
 	}
-	if r.cur, err = parseCursor(c.Query("page_token"), order); err != nil {
+	if lr.cur, err = parseCursor(r.q.pageToken, order); err != nil {
 		return nil, err
 	}
-	if r.passed, err = s.barrier.Wait(r.ctx, r.p.Org, []string{r.ns}); err != nil {
+	if lr.passed, err = s.barrier.Wait(ctx, p.Org, []string{r.namespace}); err != nil {
 		return nil, err
 	}
-	return r, nil
+	return lr, nil
 }
 
-// handleList is memory.list: the namespace's memories newest first (order=newest, the
+// listAnswer is what memory.list answers.
+type listAnswer struct {
+	Barrier       Passed       `json:"barrier"`
+	Memories      []memoryView `json:"memories"`
+	NextPageToken string       `json:"next_page_token,omitempty"`
+}
+
+// list is memory.list: the namespace's memories newest first (order=newest, the
 // default) or by key (order=key), filtered and paged, from ClickHouse behind the
 // barrier. A row is served only while it is its key's live head in Postgres at the
 // version listed, so a delete, a rewrite or a redaction ClickHouse has not published
 // yet is not read back.
-func (s *Service) handleList(c *fiber.Ctx) error {
-	order := c.Query("order", "newest")
+func (s *Service) list(ctx context.Context, p auth.Principal, r listCall) (*listAnswer, error) {
+	order := r.order
 	if order != "newest" && order != "key" {
-		return httperr.Validation("order", "order must be newest or key")
+		return nil, httperr.Validation("order", "order must be newest or key")
 	}
-	r, err := s.settleList(c, order)
+	lr, err := s.settleList(ctx, p, r, order)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, ns, f, limit, cur, passed, ctx := r.p, r.ns, r.f, r.limit, r.cur, r.passed, r.ctx
+	ns, f, limit, cur := r.namespace, lr.f, lr.limit, lr.cur
 	pre, where, args := f.where(ns, true)
 	sortKey := "concat(memory_key, '" + sortSep + "', agent, '" + sortSep + "', user_id, '" + sortSep + "', session_id)"
 	orderBy := "version DESC"
@@ -162,7 +175,7 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 		PREWHERE %s WHERE %s ORDER BY %s LIMIT ?`, sortKey, pre, where, orderBy)
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), q, append(args, limit+1)...)
 	if err != nil {
-		return chUnavailable("listing memories", err)
+		return nil, chUnavailable("listing memories", err)
 	}
 	type listed struct {
 		id      memrow.Identity
@@ -174,13 +187,13 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 		l := listed{id: memrow.Identity{Org: p.Org, Namespace: ns}}
 		if err := rows.Scan(&l.id.Agent, &l.id.UserID, &l.id.SessionID, &l.id.MemoryKey, &l.version, &l.sk); err != nil {
 			rows.Close()
-			return chUnavailable("listing memories", err)
+			return nil, chUnavailable("listing memories", err)
 		}
 		found = append(found, l)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return chUnavailable("listing memories", err)
+		return nil, chUnavailable("listing memories", err)
 	}
 	more := len(found) > limit
 	if more {
@@ -193,7 +206,7 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 	current := map[string]*memrow.Row{}
 	if len(ids) > 0 {
 		if current, err = heads.Many(ctx, s.pool, p.Org, ns, ids); err != nil {
-			return httperr.Store("reading the listed rows' heads", err)
+			return nil, httperr.Store("reading the listed rows' heads", err)
 		}
 	}
 	now := s.now()
@@ -205,28 +218,39 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 		}
 		out = append(out, viewOf(h))
 	}
-	ans := fiber.Map{"memories": out, "barrier": passed}
+	ans := &listAnswer{Memories: out, Barrier: lr.passed}
 	if more && len(found) > 0 {
 		last := found[len(found)-1]
-		ans["next_page_token"] = listCursor{Order: order, Version: last.version, Key: last.sk}.token()
+		ans.NextPageToken = listCursor{Order: order, Version: last.version, Key: last.sk}.token()
 	}
-	return c.JSON(ans)
+	return ans, nil
 }
 
-// handleKeys is memory.keys: the namespace's keys held by live rows, by key, with how
-// many identities hold each, from ClickHouse behind the barrier. The seeds read
-// ClickHouse alone here; issue 5 asks for the barrier, so a key written before the
+// keysAnswer is what memory.keys answers: each key with how many identities hold it.
+type keysAnswer struct {
+	Barrier       Passed    `json:"barrier"`
+	Keys          []keyView `json:"keys"`
+	NextPageToken string    `json:"next_page_token,omitempty"`
+}
+
+type keyView struct {
+	MemoryKey string `json:"memory_key"`
+	Rows      uint64 `json:"rows"`
+}
+
+// keys is memory.keys: the namespace's keys held by live rows, by key, with how many
+// identities hold each, from ClickHouse behind the barrier, so a key written before the
 // request is listed. Rows are not checked against the heads: a key is a count, not a
 // served value, and a delete ClickHouse has not published leaves it counted at most
 // until the projector catches up.
-func (s *Service) handleKeys(c *fiber.Ctx) error {
-	r, err := s.settleList(c, "keys")
+func (s *Service) keys(ctx context.Context, p auth.Principal, r listCall) (*keysAnswer, error) {
+	lr, err := s.settleList(ctx, p, r, "keys")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ns, f, limit, cur, passed, ctx := r.ns, r.f, r.limit, r.cur, r.passed, r.ctx
+	ns, f, limit, cur := r.namespace, lr.f, lr.limit, lr.cur
 	pre, where, args := f.where(ns, true)
-	if prefix := c.Query("prefix"); prefix != "" {
+	if prefix := r.prefix; prefix != "" {
 		where += " AND startsWith(memory_key, ?)"
 		args = append(args, prefix)
 	}
@@ -238,29 +262,24 @@ func (s *Service) handleKeys(c *fiber.Ctx) error {
 		GROUP BY memory_key ORDER BY memory_key LIMIT ?`, pre, where)
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), q, append(args, limit+1)...)
 	if err != nil {
-		return chUnavailable("listing keys", err)
+		return nil, chUnavailable("listing keys", err)
 	}
 	defer rows.Close()
-	type keyView struct {
-		MemoryKey string `json:"memory_key"`
-		Rows      uint64 `json:"rows"`
-	}
 	keys := []keyView{}
 	for rows.Next() {
 		var k keyView
 		if err := rows.Scan(&k.MemoryKey, &k.Rows); err != nil {
-			return chUnavailable("listing keys", err)
+			return nil, chUnavailable("listing keys", err)
 		}
 		keys = append(keys, k)
 	}
 	if err := rows.Err(); err != nil {
-		return chUnavailable("listing keys", err)
+		return nil, chUnavailable("listing keys", err)
 	}
-	ans := fiber.Map{"keys": keys, "barrier": passed}
+	ans := &keysAnswer{Keys: keys, Barrier: lr.passed}
 	if len(keys) > limit {
-		keys = keys[:limit]
-		ans["keys"] = keys
-		ans["next_page_token"] = listCursor{Order: "keys", Key: keys[len(keys)-1].MemoryKey}.token()
+		ans.Keys = keys[:limit]
+		ans.NextPageToken = listCursor{Order: "keys", Key: ans.Keys[limit-1].MemoryKey}.token()
 	}
-	return c.JSON(ans)
+	return ans, nil
 }

@@ -20,22 +20,22 @@ const pageTTL = 10 * time.Minute
 
 // parkedCandidate is a pool entry as parked: identities and scores, no text.
 type parkedCandidate struct {
-	Identity  memrow.Identity    `json:"id"`
-	SHA       string             `json:"sha"`
-	Type      string             `json:"type"`
-	Scores    map[string]float64 `json:"scores"`
-	Coverage  float64            `json:"coverage"`
-	Fused     float64            `json:"fused"`
-	Relevance float64            `json:"relevance"`
+	Identity  memrow.Identity `json:"id"`
+	SHA       string          `json:"sha"`
+	Type      string          `json:"type"`
+	Scores    map[Leg]float64 `json:"scores"`
+	Coverage  float64         `json:"coverage"`
+	Fused     float64         `json:"fused"`
+	Relevance float64         `json:"relevance"`
 }
 
 // parkedPlan is what a next page needs of the search that parked it.
 type parkedPlan struct {
-	Request    searchRequest `json:"request"`
-	Statuses   []string      `json:"statuses"`
-	UserID     string        `json:"user_id"`
-	Namespaces []string      `json:"namespaces"`
-	Offset     int           `json:"offset"`
+	Request    searchRequest   `json:"request"`
+	Statuses   []memrow.Status `json:"statuses"`
+	UserID     string          `json:"user_id"`
+	Namespaces []string        `json:"namespaces"`
+	Offset     int             `json:"offset"`
 }
 
 // parkPool stores the ranked pool from next on, for the next page of the same ranking.

@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
@@ -22,21 +20,21 @@ const maxQueryChars = 4000
 
 // searchRequest is the body of POST /v1/namespaces/{ns}/memories:search.
 type searchRequest struct {
-	Query             string     `json:"query"`
-	TopK              int        `json:"top_k"`
-	Namespaces        []string   `json:"namespaces"` // more namespaces beside the path's
-	Agent             string     `json:"agent"`
-	UserID            string     `json:"user_id"`
-	SessionID         string     `json:"session_id"`
-	MemoryType        string     `json:"memory_type"`
-	Tags              []string   `json:"tags"`
-	TagsMode          string     `json:"tags_mode"` // all (default) or any
-	Status            []string   `json:"status"`
-	IncludeSuperseded bool       `json:"include_superseded"`
-	AsOf              *time.Time `json:"as_of"`
-	Mode              string     `json:"mode"` // weighted (default) or rrf
-	Recency           bool       `json:"recency"`
-	PageToken         string     `json:"page_token"`
+	Query             string          `json:"query"`
+	TopK              int             `json:"top_k"`
+	Namespaces        []string        `json:"namespaces"` // more namespaces beside the path's
+	Agent             string          `json:"agent"`
+	UserID            string          `json:"user_id"`
+	SessionID         string          `json:"session_id"`
+	MemoryType        string          `json:"memory_type"`
+	Tags              []string        `json:"tags"`
+	TagsMode          string          `json:"tags_mode"` // all (default) or any
+	Status            []memrow.Status `json:"status"`
+	IncludeSuperseded bool            `json:"include_superseded"`
+	AsOf              *time.Time      `json:"as_of"`
+	Mode              Mode            `json:"mode"` // weighted (default) or rrf
+	Recency           bool            `json:"recency"`
+	PageToken         string          `json:"page_token"`
 	// Graph adds the graph leg: the rows naming the query's entities and their
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
@@ -49,19 +47,22 @@ type hitView struct {
 	Scores map[string]float64 `json:"scores"`
 }
 
-// Verdicts a search answers with: an honest abstain tells "nothing relevant" from
-// "nothing stored".
+// Verdict is what a search answers of its hits: an honest abstain tells "nothing
+// relevant" from "nothing stored".
+type Verdict string
+
+// Verdicts a search answers with.
 const (
-	VerdictOK             = "ok"
-	VerdictNoMatch        = "no_match"
-	VerdictBelowThreshold = "below_threshold"
+	VerdictOK             Verdict = "ok"
+	VerdictNoMatch        Verdict = "no_match"
+	VerdictBelowThreshold Verdict = "below_threshold"
 )
 
 type searchAnswer struct {
 	Hits          []hitView `json:"hits"`
-	Verdict       string    `json:"verdict"`
+	Verdict       Verdict   `json:"verdict"`
 	StaleDropped  int       `json:"stale_dropped"`
-	Mode          string    `json:"mode"`
+	Mode          Mode      `json:"mode"`
 	Barrier       Passed    `json:"barrier"`
 	NextPageToken string    `json:"next_page_token,omitempty"`
 	Namespaces    []string  `json:"namespaces"`
@@ -76,22 +77,7 @@ const (
 )
 
 // served statuses by default; include_superseded adds the retired ones.
-var defaultStatuses = []string{memrow.StatusActive, memrow.StatusConflicted}
-
-func (s *Service) handleSearch(c *fiber.Ctx) error {
-	start := s.now()
-	ans, err := s.search(c)
-	verdict := "error"
-	if ans != nil {
-		verdict = ans.Verdict
-	}
-	s.searches.With(verdict).Inc()
-	s.searchTime.ObserveSince(start)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ans)
-}
+var defaultStatuses = []memrow.Status{memrow.StatusActive, memrow.StatusConflicted}
 
 // searchPlan is a search settled: what it reads and how it ranks.
 type searchPlan struct {
@@ -104,13 +90,12 @@ type searchPlan struct {
 	pool       int
 }
 
-func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
-	p := auth.From(c)
-	plan, err := s.settle(c, p)
+// search is memory.search over the route's namespace ns and the request's others.
+func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchAnswer, error) {
+	plan, err := s.settle(ctx, p, ns, req)
 	if err != nil {
 		return nil, err
 	}
-	ctx := c.UserContext()
 	if plan.req.PageToken != "" {
 		return s.nextPage(ctx, p, plan)
 	}
@@ -155,11 +140,7 @@ func (s *Service) search(c *fiber.Ctx) (*searchAnswer, error) {
 
 // settle checks the request and fixes what the search reads: its namespaces (each one
 // the token reaches), the token's read scope, the filters and the ceiling on top_k.
-func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
-	var req searchRequest
-	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
-		return nil, err
-	}
+func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchPlan, error) {
 	if req.Query == "" {
 		return nil, httperr.Validation("query", "query is required")
 	}
@@ -199,7 +180,7 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 			return nil, err
 		}
 	}
-	statuses := append([]string(nil), defaultStatuses...)
+	statuses := append([]memrow.Status(nil), defaultStatuses...)
 	if len(req.Status) > 0 {
 		statuses = nil
 		for _, st := range req.Status {
@@ -214,7 +195,7 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 	if req.IncludeSuperseded {
 		statuses = append(statuses, memrow.StatusSuperseded)
 	}
-	namespaces := append([]string{c.Params("ns")}, req.Namespaces...)
+	namespaces := append([]string{ns}, req.Namespaces...)
 	seen := map[string]bool{}
 	var list []string
 	for _, ns := range namespaces {
@@ -231,23 +212,16 @@ func (s *Service) settle(c *fiber.Ctx, p auth.Principal) (*searchPlan, error) {
 	}
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
-	if p.ReadUserID != "" {
-		if f.userID != "" && f.userID != p.ReadUserID {
-			// Another user's rows are absent to this token, not forbidden.
-			f.userID = "\x00none"
-		} else {
-			f.userID = p.ReadUserID
-		}
-	}
-	public, err := s.publicNamespaces(c.UserContext(), p.Org, list)
+	f.userID = scopedUser(p, f.userID)
+	public, err := s.publicNamespaces(ctx, p.Org, list)
 	if err != nil {
 		return nil, httperr.Store("reading namespace visibility", err)
 	}
-	return &searchPlan{req: &req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
+	return &searchPlan{req: req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
 		pool: max(legPoolMin, req.TopK*legPoolPerHit)}, nil
 }
 
-func (p *searchPlan) mode() string {
+func (p *searchPlan) mode() Mode {
 	if p.req.Mode == "" {
 		return ModeWeighted
 	}
@@ -272,7 +246,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 		return nil, nil
 	}
 	type job struct {
-		leg string
+		leg Leg
 		run func() ([]legHit, error)
 	}
 	var jobs []job
@@ -288,7 +262,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 			jobs = append(jobs, job{LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }})
 		}
 	}
-	legs := map[string][]legHit{}
+	legs := map[Leg][]legHit{}
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup

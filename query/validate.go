@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/loomplane/loom/internal/heads"
@@ -50,7 +51,7 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
 			if plan.req.Graph {
-				hits[len(hits)-1].Scores[LegGraph] = round6(c.scores[LegGraph])
+				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores[LegGraph])
 			}
 		}
 	}
@@ -73,7 +74,7 @@ func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
 	if p.f.asOf != nil {
 		live = !h.Tombstone && (h.ExpiresAt == nil || now.Before(*h.ExpiresAt))
 	}
-	if !live || !h.Embedded() || !contains(p.f.statuses, h.Status) {
+	if !live || !h.Embedded() || !slices.Contains(p.f.statuses, h.Status) {
 		return false
 	}
 	f := p.f

@@ -2,52 +2,48 @@ package query
 
 import (
 	"encoding/json"
-	"net/url"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
 // memoryView is how a memory row is answered.
 type memoryView struct {
-	MemoryID           string          `json:"memory_id"`
-	Namespace          string          `json:"namespace"`
-	MemoryKey          string          `json:"memory_key"`
-	Agent              string          `json:"agent"`
-	UserID             string          `json:"user_id"`
-	SessionID          string          `json:"session_id"`
-	Version            int64           `json:"version"`
-	VersionText        string          `json:"version_text"`
-	Seq                int64           `json:"seq"`
-	MemoryType         string          `json:"memory_type"`
-	Status             string          `json:"status"`
-	Value              json.RawMessage `json:"value"`
-	ContentSHA256      string          `json:"content_sha256"`
-	Tags               []string        `json:"tags"`
-	Confidence         float64         `json:"confidence"`
-	ReinforcementCount int             `json:"reinforcement_count"`
-	Actor              string          `json:"actor"`
-	SourceClass        string          `json:"source_class"`
-	Pinned             bool            `json:"pinned"`
-	Locked             bool            `json:"locked"`
-	Sensitivity        string          `json:"sensitivity"`
-	ValidAt            *time.Time      `json:"valid_at,omitempty"`
-	ValidTo            *time.Time      `json:"valid_to,omitempty"`
-	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
-	OnExpire           string          `json:"on_expire,omitempty"`
-	SupersededBy       string          `json:"superseded_by,omitempty"`
-	DuplicateOf        string          `json:"duplicate_of,omitempty"`
-	ConflictWith       []string        `json:"conflict_with,omitempty"`
-	VerifiedBy         string          `json:"verified_by,omitempty"`
-	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
-	Redacted           bool            `json:"redacted,omitempty"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
+	MemoryID           string             `json:"memory_id"`
+	Namespace          string             `json:"namespace"`
+	MemoryKey          string             `json:"memory_key"`
+	Agent              string             `json:"agent"`
+	UserID             string             `json:"user_id"`
+	SessionID          string             `json:"session_id"`
+	Version            int64              `json:"version"`
+	VersionText        string             `json:"version_text"`
+	Seq                int64              `json:"seq"`
+	MemoryType         string             `json:"memory_type"`
+	Status             memrow.Status      `json:"status"`
+	Value              json.RawMessage    `json:"value"`
+	ContentSHA256      string             `json:"content_sha256"`
+	Tags               []string           `json:"tags"`
+	Confidence         float64            `json:"confidence"`
+	ReinforcementCount int                `json:"reinforcement_count"`
+	Actor              string             `json:"actor"`
+	SourceClass        string             `json:"source_class"`
+	Pinned             bool               `json:"pinned"`
+	Locked             bool               `json:"locked"`
+	Sensitivity        memrow.Sensitivity `json:"sensitivity"`
+	ValidAt            *time.Time         `json:"valid_at,omitempty"`
+	ValidTo            *time.Time         `json:"valid_to,omitempty"`
+	ExpiresAt          *time.Time         `json:"expires_at,omitempty"`
+	OnExpire           string             `json:"on_expire,omitempty"`
+	SupersededBy       string             `json:"superseded_by,omitempty"`
+	DuplicateOf        string             `json:"duplicate_of,omitempty"`
+	ConflictWith       []string           `json:"conflict_with,omitempty"`
+	VerifiedBy         string             `json:"verified_by,omitempty"`
+	VerifiedAt         *time.Time         `json:"verified_at,omitempty"`
+	Redacted           bool               `json:"redacted,omitempty"`
+	CreatedAt          time.Time          `json:"created_at"`
+	UpdatedAt          time.Time          `json:"updated_at"`
 
 	Entities    []string          `json:"entities"`
 	EntityTypes map[string]string `json:"entity_types,omitempty"`
@@ -74,45 +70,7 @@ func viewOf(r *memrow.Row) memoryView {
 	}
 }
 
-// keyIdentity reads the identity a key route names: the namespace and key from the
-// path, agent/user_id/session_id from the query string (default "-"). A token bound
-// to one user reads that user's rows by default and no other user's.
-func keyIdentity(c *fiber.Ctx, p auth.Principal) (memrow.Identity, error) {
-	ns := c.Params("ns")
-	if err := p.Namespace(ns); err != nil {
-		return memrow.Identity{}, err
-	}
-	key, err := url.PathUnescape(c.Params("key"))
-	if err != nil {
-		return memrow.Identity{}, httperr.Validation("memory_key", "the key is not valid percent-encoding")
-	}
-	if err := memrow.ValidateKey(key); err != nil {
-		return memrow.Identity{}, err
-	}
-	id := memrow.Identity{Org: p.Org, Namespace: ns, MemoryKey: key,
-		Agent: orDash(c.Query("agent")), UserID: orDash(c.Query("user_id")), SessionID: orDash(c.Query("session_id"))}
-	if p.ReadUserID != "" && c.Query("user_id") == "" {
-		id.UserID = p.ReadUserID
-	}
-	for _, f := range []struct{ name, v string }{{"agent", id.Agent}, {"user_id", id.UserID}, {"session_id", id.SessionID}} {
-		if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
-			return memrow.Identity{}, err
-		}
-	}
-	if !inReadScope(p, id.UserID) {
-		return memrow.Identity{}, httperr.NotFound("memory not found")
-	}
-	return id, nil
-}
-
 // inReadScope reports whether a token may see a row of userID.
 func inReadScope(p auth.Principal, userID string) bool {
 	return p.ReadUserID == "" || p.ReadUserID == userID
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return memrow.DefaultIdentity
-	}
-	return s
 }

@@ -51,9 +51,10 @@ func RecordOf(env *events.Envelope, c *events.Content) Record {
 		Row: RowRef{MemoryID: rev.MemoryID, Agent: rev.Agent, UserID: rev.UserID, SessionID: rev.SessionID,
 			MemoryKey: c.MemoryKey, ContentSHA256: rev.ContentSHA256, MemoryType: rev.MemoryType}}
 	live := !rev.Tombstone && !passed(rev.ExpiresAt, at) && !passed(rev.ValidTo, at)
-	high := rev.Sensitivity == memrow.SensitivityHigh
-	r.HoldsEdges = live && rev.Status != memrow.StatusSuperseded
-	r.HoldsFacts = r.HoldsEdges && !high && rev.Status != memrow.StatusProposed
+	status := memrow.Status(rev.Status)
+	high := memrow.Sensitivity(rev.Sensitivity) == memrow.SensitivityHigh
+	r.HoldsEdges = live && status != memrow.StatusSuperseded
+	r.HoldsFacts = r.HoldsEdges && !high && status != memrow.StatusProposed
 	seen := map[string]bool{}
 	add := func(name, typ string) {
 		canon := memrow.EntityName(name)

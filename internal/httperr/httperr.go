@@ -1,8 +1,8 @@
 // Package httperr is the one error envelope every Loom route answers with:
 // {"error": {"code": "PINNED_CONFLICT", "message": "...", "retryable": false, ...}},
-// with the status and code schemas/openapi.yaml documents. A handler returns an
-// *Error; anything else that reaches the error handler is a bug, answered 500
-// INTERNAL and logged.
+// with the status codes schemas/openapi.yaml documents. A handler returns an *Error;
+// anything else that reaches the error handler is a bug, answered 500 INTERNAL and
+// logged.
 package httperr
 
 import (
@@ -54,7 +54,8 @@ func (e *Error) With(key string, v any) *Error {
 	return &c
 }
 
-// The error codes (schemas/openapi.yaml), by the status they travel with.
+// Codes of the envelope (the Error schema's code enum in schemas/openapi.yaml), by the
+// status they travel with.
 const (
 	CodeValidationFailed   = memrow.CodeValidationFailed  // 422
 	CodeCharLimitExceeded  = memrow.CodeCharLimitExceeded // 422

@@ -156,3 +156,16 @@ func checkPlain(field, v string, maxBytes int) error {
 func isControl(r rune) bool {
 	return r < 0x20 || r >= 0x7f && r <= 0x9f
 }
+
+// Validate checks an identity's key, then its agent, user_id and session_id.
+func (id Identity) Validate() error {
+	if err := ValidateKey(id.MemoryKey); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"agent", id.Agent}, {"user_id", id.UserID}, {"session_id", id.SessionID}} {
+		if err := ValidateIdentity(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -8,21 +8,29 @@ import (
 	"github.com/loomplane/loom/events"
 )
 
-// Statuses a row can hold. A tombstone is a flag, not a status: a deleted row keeps
-// the status it had.
+// Status is what a row states: a fact (active, conflicted), or a row kept but not
+// served. A tombstone is a flag, not a status: a deleted row keeps the status it had.
+// On the topic (events.Revision) and on the wire it is the plain string.
+type Status string
+
+// Statuses a row can hold.
 const (
-	StatusActive     = "active"
-	StatusProposed   = "proposed"
-	StatusConflicted = "conflicted"
-	StatusDuplicate  = "duplicate"
-	StatusSuperseded = "superseded"
-	StatusRejected   = "rejected"
+	StatusActive     Status = "active"
+	StatusProposed   Status = "proposed"
+	StatusConflicted Status = "conflicted"
+	StatusDuplicate  Status = "duplicate"
+	StatusSuperseded Status = "superseded"
+	StatusRejected   Status = "rejected"
 )
 
-// Sensitivity tiers. A caller may raise a row's tier, never lower the detector's.
+// Sensitivity is a row's tier. A caller may raise a row's tier, never lower the
+// detector's. On the topic and on the wire it is the plain string.
+type Sensitivity string
+
+// Sensitivity tiers.
 const (
-	SensitivityNormal = "normal"
-	SensitivityHigh   = "high"
+	SensitivityNormal Sensitivity = "normal"
+	SensitivityHigh   Sensitivity = "high"
 )
 
 // Types with special rules.
@@ -53,7 +61,7 @@ type Row struct {
 	Version            int64           `json:"version"`
 	Seq                int64           `json:"seq"`
 	MemoryType         string          `json:"memory_type"`
-	Status             string          `json:"status"`
+	Status             Status          `json:"status"`
 	Tombstone          bool            `json:"tombstone"`
 	Value              json.RawMessage `json:"value"`
 	ContentSHA256      string          `json:"content_sha256"`
@@ -67,7 +75,7 @@ type Row struct {
 	EmbeddingDim       int             `json:"embedding_dim"`
 	Pinned             bool            `json:"pinned"`
 	Locked             bool            `json:"locked"`
-	Sensitivity        string          `json:"sensitivity"`
+	Sensitivity        Sensitivity     `json:"sensitivity"`
 	ValidAt            *time.Time      `json:"valid_at,omitempty"`
 	ValidTo            *time.Time      `json:"valid_to,omitempty"`
 	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`

@@ -91,24 +91,26 @@ func Unavailable(err error) bool {
 	return pgconn.SafeToRetry(err) || isNetErr(err)
 }
 
-// commitError is a COMMIT that sent and did not come back with an answer.
+// ErrOutcomeUnknown is a COMMIT whose answer was lost: the transaction may or may not
+// have committed. That includes a commit whose wait for the synchronous standby
+// outlived the caller's deadline: it may have committed on the primary alone. A commit
+// the server refused (an error it answered) rolled back, and is known.
+var ErrOutcomeUnknown = errors.New("the commit's outcome is unknown")
+
+// commitError is a COMMIT that failed.
 type commitError struct{ err error }
 
 func (e *commitError) Error() string { return "commit: " + e.err.Error() }
 func (e *commitError) Unwrap() error { return e.err }
 
-// OutcomeUnknown reports whether a COMMIT's answer was lost: the transaction may or
-// may not have committed. That includes a commit whose wait for the synchronous
-// standby outlived the caller's deadline: it may have committed on the primary alone.
-// A commit the server refused (an error it answered) rolled back, and is known.
-func OutcomeUnknown(err error) bool {
-	var ce *commitError
-	if !errors.As(err, &ce) {
-		return false
-	}
+// Is makes a COMMIT the server did not answer ErrOutcomeUnknown.
+func (e *commitError) Is(target error) bool {
 	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr)
+	return target == ErrOutcomeUnknown && !errors.As(e.err, &pgErr)
 }
+
+// OutcomeUnknown reports whether err is (or wraps) ErrOutcomeUnknown.
+func OutcomeUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 
 // Conflict reports a serialization failure, deadlock or lock timeout: the
 // transaction changed nothing and may be run again.

@@ -108,7 +108,7 @@ func (s *space) revise(r *Revision) int32 {
 	d, c := &s.docs[slot], &s.cards[slot]
 	sha := parseSHA(r.ContentSHA256)
 	sameContent := found && c.has(flagContent) && d.sha == sha
-	searchable := !r.Tombstone && r.Sensitivity != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
+	searchable := !r.Tombstone && r.Sensitivity != string(memrow.SensitivityHigh) && !memrow.NonSearchableTypes[r.MemoryType]
 	s.setPlain(slot, r, sha)
 	s.dropTerms(slot)
 	if !searchable {

@@ -104,9 +104,9 @@ func (n *interner) lookup(s string) (uint32, bool) {
 // statuses are numbered across the index, so a filter's set is a bit mask.
 var statusIDs = func() map[string]uint8 {
 	m := map[string]uint8{}
-	for i, s := range []string{memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded,
+	for i, s := range []memrow.Status{memrow.StatusActive, memrow.StatusConflicted, memrow.StatusSuperseded,
 		memrow.StatusDuplicate, memrow.StatusProposed, memrow.StatusRejected} {
-		m[s] = uint8(i + 1)
+		m[string(s)] = uint8(i + 1)
 	}
 	return m
 }()

@@ -1,0 +1,307 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/route"
+)
+
+// The write side's HTTP edge, and the only code of the package that sees fiber: each
+// handler reads what its route, query and body name, in the order the checks are
+// documented in schemas/openapi.yaml, and calls its operation with plain values (the
+// layout docs/architecture.md describes: one operation per file, its handler here).
+
+// measured runs a write under its Idempotency-Key and counts its outcome and latency.
+// Every write runs within LOOM_PG_WRITE_DEADLINE_MS: a commit waiting for a synchronous
+// standby that does not answer ends in a retryable 503 (outcome_unknown once its
+// COMMIT was sent), never in a 200 for a commit the standby lacks.
+func (s *Service) measured(c *fiber.Ctx, op string, run func(ctx context.Context, o origin) (any, error)) error {
+	start := s.now()
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
+	defer cancel()
+	outcome := "ok"
+	k := idemKey{key: c.Get("Idempotency-Key"), p: auth.From(c), op: op, request: c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())}
+	r, err := s.idempotent(ctx, k, func(hold *idemHold) (any, error) {
+		ans, err := run(ctx, origin{requestID: c.Get("X-Request-Id"), hold: hold})
+		if wa, ok := ans.(writeAnswer); ok && err == nil {
+			outcome = wa.outcome()
+		}
+		return ans, envelope(err)
+	})
+	if err != nil {
+		outcome = outcomeOf(err)
+	}
+	s.writes.With(op, outcome).Inc()
+	s.latency.With(op).ObserveSince(start)
+	switch {
+	case err != nil:
+		return err
+	case r.body == nil:
+		return c.JSON(r.ans)
+	case r.replay:
+		c.Set("Idempotent-Replay", "true")
+	}
+	return c.Type("json").Send(r.body)
+}
+
+// envelope maps the write side's typed errors to the error envelope; the others are
+// envelopes already.
+func envelope(err error) error {
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return ref.envelope()
+	}
+	return err
+}
+
+// send answers an operation that is not a write under an Idempotency-Key.
+func send(c *fiber.Ctx) func(any, error) error {
+	return func(ans any, err error) error {
+		if err != nil {
+			return envelope(err)
+		}
+		return c.JSON(ans)
+	}
+}
+
+// mayWrite asks a token for a writer's role.
+func mayWrite(p auth.Principal) error { return p.RequireWrite() }
+
+// adminFor asks a token for an admin's role, naming what needs it.
+func adminFor(what string) func(auth.Principal) error {
+	return func(p auth.Principal) error { return requireAdminFor(p, what) }
+}
+
+// writeKey is a key route's prelude for a write: the principal, which reaches the
+// route's namespace and may write, and the route's key.
+func writeKey(c *fiber.Ctx) (auth.Principal, string, string, error) {
+	p, ns, err := route.Namespace(c, mayWrite)
+	if err != nil {
+		return p, ns, "", err
+	}
+	key, err := route.Key(c)
+	return p, ns, key, err
+}
+
+func (s *Service) handleSet(c *fiber.Ctx) error {
+	return s.measured(c, "memory.set", keyWriteOf(c, s.set))
+}
+
+func (s *Service) handleUpdate(c *fiber.Ctx) error {
+	return s.measured(c, "memory.update", keyWriteOf(c, s.update))
+}
+
+// keyWriteOf runs write over the key the route names, with memory.set's body.
+func keyWriteOf(c *fiber.Ctx, write func(context.Context, auth.Principal, keyWrite) (*setAnswer, error)) func(context.Context, origin) (any, error) {
+	return func(ctx context.Context, o origin) (any, error) {
+		p, ns, key, err := writeKey(c)
+		if err != nil {
+			return nil, err
+		}
+		body, err := decodeSet(c.Body())
+		if err != nil {
+			return nil, err
+		}
+		return write(ctx, p, keyWrite{origin: o, namespace: ns, key: key, body: body})
+	}
+}
+
+func (s *Service) handleUpdateByID(c *fiber.Ctx) error {
+	return s.measured(c, "memory.update_by_id", func(ctx context.Context, o origin) (any, error) {
+		p := auth.From(c)
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		memoryID, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return nil, httperr.NotFound("memory not found")
+		}
+		body, err := decodeSet(c.Body())
+		if err != nil {
+			return nil, err
+		}
+		return s.updateByID(ctx, p, idWrite{origin: o, memoryID: memoryID, body: body})
+	})
+}
+
+func (s *Service) handleBulkSet(c *fiber.Ctx) error {
+	return s.measured(c, "memory.bulk_set", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body bulkRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.bulkSet(ctx, p, bulkCall{origin: o, namespace: ns, body: body})
+	})
+}
+
+// keyHandler serves a custom method of a key route that is not a copy writer.
+type keyHandler func(s *Service, c *fiber.Ctx, key string) error
+
+// handleKeyMethod is POST /v1/namespaces/{ns}/memories/{key}:{method}.
+func (s *Service) handleKeyMethod(c *fiber.Ctx) error {
+	key, method, err := splitMethod(c.Params("key"))
+	if err != nil {
+		return err
+	}
+	if h, ok := keyHandlers[method]; ok {
+		return h(s, c, key)
+	}
+	m, ok := keyMethods[method]
+	if !ok {
+		return httperr.NotFound("unknown method :" + method)
+	}
+	var body copyBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	return s.measured(c, m.op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.runCopy(ctx, p, copyCall{origin: o, namespace: ns, key: key, names: body.names(), version: -1, op: m})
+	})
+}
+
+// handleDelete is memory.delete, or with ?version=V memory.delete_version.
+func (s *Service) handleDelete(c *fiber.Ctx) error {
+	key, err := route.Key(c)
+	if err != nil {
+		return err
+	}
+	names := route.Names{Agent: c.Query("agent"), UserID: c.Query("user_id"), SessionID: c.Query("session_id")}
+	version := int64(-1)
+	op := deleteOp
+	if v := c.Query("version"); v != "" {
+		if version, err = strconv.ParseInt(v, 10, 64); err != nil || version <= 0 {
+			return httperr.Validation("version", "version must be the decimal version_text the caller read")
+		}
+		op.op = "memory.delete_version"
+	}
+	return s.measured(c, op.op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.runCopy(ctx, p, copyCall{origin: o, namespace: ns, key: key, names: names, version: version, op: op})
+	})
+}
+
+func (s *Service) handleRedact(c *fiber.Ctx, key string) error {
+	var body redactBody
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	if body.Version == 0 {
+		return httperr.Validation("version", "version is required")
+	}
+	return s.measured(c, "memory.redact", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.redact(ctx, p, redactCall{requestID: o.requestID, namespace: ns, key: key, names: body.names(), version: int64(body.Version)})
+	})
+}
+
+func (s *Service) handleClear(c *fiber.Ctx) error {
+	return s.measured(c, "memory.clear", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var scope clearRequest
+		if len(c.Body()) > 0 {
+			if err := httperr.DecodeBody(c.Body(), &scope); err != nil {
+				return nil, err
+			}
+		}
+		return s.clear(ctx, p, clearCall{origin: o, namespace: ns, scope: scope})
+	})
+}
+
+func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminFor("sweeping expired memories"))
+	if err != nil {
+		return err
+	}
+	return send(c)(s.sweepNamespace(c.UserContext(), p, ns))
+}
+
+func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.getNamespace(c.UserContext(), p, ns))
+}
+
+func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	if err != nil {
+		return err
+	}
+	var cfg NamespaceConfig
+	if err := httperr.DecodeBody(c.Body(), &cfg); err != nil {
+		return err
+	}
+	return send(c)(s.configure(c.UserContext(), p, ns, cfg))
+}
+
+func (s *Service) handleBlacklistAdd(c *fiber.Ctx) error { return s.handleBlacklist(c, addPattern) }
+
+func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
+	return s.handleBlacklist(c, removePattern)
+}
+
+func (s *Service) handleBlacklist(c *fiber.Ctx, change patternChange) error {
+	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	if err != nil {
+		return err
+	}
+	var req blacklistRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(s.changeBlacklist(c.UserContext(), p, ns, req.Pattern, change))
+}
+
+func (s *Service) handleErasure(c *fiber.Ctx) error {
+	p := auth.From(c)
+	if err := requireAdminFor(p, "an erasure"); err != nil {
+		return err
+	}
+	var req erasureRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	view, err := s.requestErasure(c.UserContext(), p, req)
+	if err != nil {
+		return err
+	}
+	if view.Status == sagaRunning {
+		c.Status(fiber.StatusAccepted)
+	}
+	return c.JSON(view)
+}
+
+func (s *Service) handleGetErasure(c *fiber.Ctx) error {
+	p := auth.From(c)
+	if err := requireAdminFor(p, "an erasure"); err != nil {
+		return err
+	}
+	return send(c)(s.getErasure(c.UserContext(), p, c.Params("erasure_id")))
+}

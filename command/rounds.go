@@ -1,0 +1,242 @@
+package command
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
+)
+
+// A write of memory.set, memory.update, memory.update_by_id or memory.bulk_set is
+// admitted in rounds: each reads the policy and the heads as they are now, decides
+// (admit.go), and commits. A gap whose rows may be peers, a head that moved or a
+// policy that moved sends the write to another round, up to LOOM_PG_ADMISSION_ROUNDS
+// rounds within LOOM_PG_ADMISSION_DEADLINE_MS; then it answers 503
+// ADMISSION_CONTENDED (schemas/openapi.yaml, memory.set, "Admission").
+
+// admitRounds runs round until one answers (done or an error). round gets the seq its
+// gap check starts after (-1 at first: its own capture) and returns the next one.
+func (s *Service) admitRounds(round func(gapFrom int64) (done bool, next int64, err error)) error {
+	deadline := s.now().Add(s.cfg.AdmissionDeadline)
+	gapFrom := int64(-1)
+	for r := 0; r < s.cfg.AdmissionRounds; r++ {
+		if r > 0 && s.now().After(deadline) {
+			break
+		}
+		done, next, err := round(gapFrom)
+		if err != nil || done {
+			return err
+		}
+		gapFrom = next
+	}
+	return contended(errHeadMoved)
+}
+
+// roundState is what a round reads of Postgres in one round trip: the namespace's
+// policy, the heads of the round's keys under every identity, the heads that hold one
+// of its exact values, and the capture its peer reads are covered by.
+type roundState struct {
+	policy    *policy
+	keyHeads  map[string][]*memrow.Row // by memory_key
+	bySHA     map[string][]*memrow.Row // by content_sha256
+	watermark int64                    // every revision at or below it is in ClickHouse
+}
+
+func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string) (*roundState, error) {
+	st := &roundState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
+	b := &pgx.Batch{}
+	finish := queuePolicy(b, org, ns)
+	var byKey, bySHA []*memrow.Row
+	queueHeads(b, &byKey, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys)
+	if len(shas) > 0 {
+		queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
+	}
+	s.queueWatermark(b, org, ns, &st.watermark)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	var err error
+	if st.policy, err = finish(); err != nil {
+		return nil, err
+	}
+	for _, h := range byKey {
+		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
+	}
+	for _, h := range bySHA {
+		st.bySHA[h.ContentSHA256] = append(st.bySHA[h.ContentSHA256], h)
+	}
+	return st, nil
+}
+
+// commitRound commits a round's plan (a dry run only checks its gap) and classifies
+// what came back. A gap that may hold peers goes to absorb, which measures it for the
+// next round; a moved head or policy needs no more than a new read. retry reports
+// either, with the seq the next round's gap check starts after. judging names what a
+// gap too large to check stopped the commit from judging.
+func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool, judging string, absorb func(*errGap) error) (retry bool, next int64, err error) {
+	if dryRun {
+		err = s.dryGap(ctx, plan)
+	} else {
+		s.faults.beforeCommit()
+		err = s.commit(ctx, plan)
+	}
+	var gap *errGap
+	switch {
+	case errors.As(err, &gap):
+		if err := absorb(gap); err != nil {
+			return false, 0, err
+		}
+		return true, gap.upTo, nil
+	case errors.Is(err, errHeadMoved), errors.Is(err, errPolicyMoved):
+		return true, plan.gapFrom, nil
+	case errors.Is(err, errGapTooLarge):
+		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
+			"ClickHouse is too far behind the namespace to judge "+judging+"; retry", err)
+	case err != nil:
+		return false, 0, commitError(err)
+	}
+	if !dryRun {
+		if err := s.faults.afterCommit(); err != nil {
+			return false, 0, err
+		}
+	}
+	return false, 0, nil
+}
+
+// embedEntries embeds, in one call, the value, the key's words and a long value's
+// chunks of every embedded entry that has no vector yet (a later round reuses them),
+// and stamps each embedded row with the model. Only an embedded row has a search
+// document.
+func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing string) error {
+	var ws []*setWrite
+	for _, e := range entries {
+		if e.row.Embedded() && e.w.vector == nil {
+			ws = append(ws, e.w)
+		}
+	}
+	if err := s.embedWrites(ctx, ws); err != nil {
+		return embedError(doing, err)
+	}
+	for _, e := range entries {
+		if e.row.Embedded() {
+			e.row.EmbeddingModel, e.row.EmbeddingDim = s.embedder.Model(), len(e.w.vector)
+		}
+	}
+	return nil
+}
+
+// embedWrites embeds the writes' texts in one call and hands each its vectors.
+func (s *Service) embedWrites(ctx context.Context, ws []*setWrite) error {
+	var texts []string
+	var splits []func([][]float32)
+	var sizes []int
+	for _, w := range ws {
+		ts, split := embedTexts(w)
+		texts = append(texts, ts...)
+		splits, sizes = append(splits, split), append(sizes, len(ts))
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	vs, err := s.embedder.Embed(ctx, texts)
+	if err != nil {
+		return err
+	}
+	for i, split := range splits {
+		split(vs[:sizes[i]])
+		vs = vs[sizes[i]:]
+	}
+	return nil
+}
+
+// embedError answers an embedder that failed while doing what: unavailable, it is a
+// retryable 503.
+func embedError(doing string, err error) error {
+	if errors.Is(err, embed.ErrEmbedderUnavailable) {
+		return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
+	}
+	return httperr.Store(doing, err)
+}
+
+// embedTexts lists a write's texts to embed and returns the function that hands the
+// vectors back to it.
+func embedTexts(w *setWrite) ([]string, func([][]float32)) {
+	texts := []string{w.valueText}
+	keyWords := memrow.KeyWords(w.id.MemoryKey)
+	if keyWords != "" {
+		texts = append(texts, keyWords)
+	}
+	chunks := text.Chunks(w.valueText)
+	texts = append(texts, chunks...)
+	return texts, func(vs [][]float32) {
+		w.vector, vs = vs[0], vs[1:]
+		if keyWords != "" {
+			w.keyVector, vs = vs[0], vs[1:]
+		}
+		w.chunkVectors = vs[:len(chunks)]
+	}
+}
+
+// gapVectors gives each gap row its vector: this process's copy of one it committed,
+// else, for a row want keeps, its text embedded again (in one call).
+func (s *Service) gapVectors(ctx context.Context, rows []*memrow.Row, want func(*memrow.Row) bool) ([]peer, error) {
+	out := make([]peer, len(rows))
+	var texts []string
+	var missing []int
+	for i, r := range rows {
+		out[i] = peer{row: r, vector: s.vectorOf(r)}
+		if out[i].vector == nil && want(r) {
+			texts, missing = append(texts, memrow.ValueText(r.Value)), append(missing, i)
+		}
+	}
+	if len(texts) > 0 {
+		vs, err := s.embedder.Embed(ctx, texts)
+		if err != nil {
+			return nil, embedError("measuring the admission gap", err)
+		}
+		for k, i := range missing {
+			out[i].vector = vs[k]
+		}
+	}
+	return out, nil
+}
+
+// measureGap runs outside any transaction: it measures the gap's rows against one
+// write's vector and returns those its verdict must judge. A judged peer that is no
+// longer one has cosine -1: the next verdict must not see it.
+func (s *Service) measureGap(ctx context.Context, q peerQuery, g *errGap) ([]peer, error) {
+	now := s.now()
+	peerOf := func(r *memrow.Row) bool { return isPeer(r, q, now) }
+	ps, err := s.gapVectors(ctx, g.rows, peerOf)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ps {
+		ps[i].cosine = -1
+		if peerOf(ps[i].row) {
+			ps[i].cosine = embed.Dot(ps[i].vector, q.vector)
+		}
+	}
+	return ps, nil
+}
+
+// vectorOf is this process's copy of a committed row's vector, or nil.
+func (s *Service) vectorOf(r *memrow.Row) []float32 {
+	v, _ := s.vectors.Get(vectorKey(r.Org, r.Namespace, r.Seq))
+	return v
+}
+
+// remember keeps the committed entries' vectors, so this process's later gap checks
+// and measures read them instead of embedding the rows again.
+func (s *Service) remember(entries []*entry) {
+	for _, e := range entries {
+		if e.row.Embedded() {
+			s.vectors.Add(vectorKey(e.row.Org, e.row.Namespace, e.row.Seq), e.w.vector)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package query
+
+import (
+	"errors"
+	"net/url"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
+)
+
+// The read side's HTTP edge, and the only code of the package that sees fiber: each
+// handler reads what its route, query and body name, in the order the checks are
+// documented in schemas/openapi.yaml, and calls its operation with plain values (the
+// layout docs/architecture.md describes: one operation per file, its handler here).
+
+// send answers an operation's answer, or its error in the envelope.
+func send(c *fiber.Ctx) func(any, error) error {
+	return func(ans any, err error) error {
+		if err != nil {
+			return envelope(err)
+		}
+		return c.JSON(ans)
+	}
+}
+
+// envelope maps the read side's typed errors to the error envelope; the others are
+// envelopes already.
+func envelope(err error) error {
+	var behind *BehindError
+	if errors.As(err, &behind) {
+		return httperr.Unavailable(httperr.CodeProjectionBehind, behind.Error()+"; retry", nil).
+			With("namespace", behind.Namespace).With("generation", behind.Generation).With("watermark", behind.Watermark)
+	}
+	return err
+}
+
+// readKey is a key route's prelude for a read: the principal, which reaches the
+// route's namespace, and the identity the route and the query string name. A token
+// bound to one user reads that user's rows by default, and no other user's: another
+// user's key is not found.
+func readKey(c *fiber.Ctx) (auth.Principal, memrow.Identity, error) {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return p, memrow.Identity{}, err
+	}
+	key, err := route.Key(c)
+	if err != nil {
+		return p, memrow.Identity{}, err
+	}
+	id, other := route.Identity(p, ns, key, route.Names{Agent: c.Query("agent"), UserID: c.Query("user_id"), SessionID: c.Query("session_id")})
+	if err := id.Validate(); err != nil {
+		return p, id, err
+	}
+	if other {
+		return p, id, httperr.NotFound("memory not found")
+	}
+	return p, id, nil
+}
+
+func (s *Service) handleSearch(c *fiber.Ctx) error {
+	start := s.now()
+	var req searchRequest
+	err := httperr.DecodeBody(c.Body(), &req)
+	var ans *searchAnswer
+	if err == nil {
+		ans, err = s.search(c.UserContext(), auth.From(c), c.Params("ns"), &req)
+	}
+	verdict := "error"
+	if ans != nil {
+		verdict = string(ans.Verdict)
+	}
+	s.searches.With(verdict).Inc()
+	s.searchTime.ObserveSince(start)
+	return send(c)(ans, err)
+}
+
+func (s *Service) handleGet(c *fiber.Ctx) error {
+	p, id, err := readKey(c)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.get(c.UserContext(), p, id, c.Query("as_of")))
+}
+
+func (s *Service) handleGetByID(c *fiber.Ctx) error {
+	memoryID, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return httperr.NotFound("memory not found")
+	}
+	return send(c)(s.getByID(c.UserContext(), auth.From(c), memoryID))
+}
+
+func (s *Service) handleHistory(c *fiber.Ctx) error {
+	p, id, err := readKey(c)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.history(c.UserContext(), p, id))
+}
+
+// listQueryOf reads a list's query string.
+func listQueryOf(c *fiber.Ctx) listQuery {
+	return listQuery{agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"),
+		memoryType: c.Query("memory_type"), tags: c.Query("tags"), tagsMode: c.Query("tags_mode"), status: c.Query("status"),
+		includeSuperseded: c.Query("include_superseded"), limit: c.Query("limit"), pageToken: c.Query("page_token")}
+}
+
+func (s *Service) handleList(c *fiber.Ctx) error {
+	return send(c)(s.list(c.UserContext(), auth.From(c), listCall{namespace: c.Params("ns"), order: c.Query("order", "newest"), q: listQueryOf(c)}))
+}
+
+func (s *Service) handleKeys(c *fiber.Ctx) error {
+	return send(c)(s.keys(c.UserContext(), auth.From(c), listCall{namespace: c.Params("ns"), prefix: c.Query("prefix"), q: listQueryOf(c)}))
+}
+
+func (s *Service) handleEntity(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	name, err := url.PathUnescape(c.Params("name"))
+	if err != nil {
+		return httperr.Validation("name", "the name is not valid percent-encoding")
+	}
+	return send(c)(s.entity(c.UserContext(), p, entityCall{namespace: ns, name: name, asOf: c.Query("as_of"),
+		includeClosed: c.Query("include_closed"), edges: c.Query("edges")}))
+}
