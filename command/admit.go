@@ -33,11 +33,14 @@ type admissionRules struct {
 	sensitiveRetention time.Duration
 	conflictThreshold  float64 // LOOM_CONFLICT_THRESHOLD
 	duplicateThreshold float64
+	// judgementFloor marks a write with a peer at it for the conflict resolver (0: the
+	// resolver is off).
+	judgementFloor float64
 }
 
 func (s *Service) rulesOf(pol *policy) admissionRules {
 	return admissionRules{policy: pol, charLimit: s.cfg.CharLimit, sensitiveRetention: s.cfg.SensitiveRetention,
-		conflictThreshold: s.cfg.ConflictThreshold, duplicateThreshold: s.cfg.DuplicateThreshold}
+		conflictThreshold: s.cfg.ConflictThreshold, duplicateThreshold: s.cfg.DuplicateThreshold, judgementFloor: s.judgementFloor()}
 }
 
 func (r admissionRules) conflictPolicy() string { return r.policy.config.ConflictPolicy }
@@ -377,6 +380,9 @@ func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
 		threshold: e.threshold, duplicateThreshold: r.duplicateThreshold, peers: peers})
 	if v.kind == VerdictPinned {
 		return v, &refusal{kind: refusedPinnedPeer}
+	}
+	if owesJudgement(e.row, v, peers, r.judgementFloor) {
+		e.row.JudgementOwed = true
 	}
 	return v, nil
 }
