@@ -6,6 +6,7 @@ package command
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -71,6 +73,14 @@ type Service struct {
 	faults   *Faults
 	writes   *metrics.CounterVec
 	latency  *metrics.HistogramVec
+
+	// The workers role's (workers.go): its settings, the model provider, and what
+	// wakes each worker's pass in this process.
+	workers         config.Workers
+	llm             *llm.Provider
+	wake            map[string]chan struct{}
+	providerMu      sync.Mutex
+	providerStopped bool
 }
 
 // Option changes how New builds the write side.
