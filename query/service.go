@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
@@ -36,24 +37,44 @@ type Service struct {
 	searches     *metrics.CounterVec
 	searchTime   *metrics.Histogram
 	staleDropped *metrics.Counter
+
+	// model answers memory.ask; nil or unconfigured, ask answers LLM_NOT_CONFIGURED.
+	model            *llm.Provider
+	asks             *metrics.CounterVec
+	citationsDropped *metrics.Counter
 }
+
+// Option changes how New builds the read side.
+type Option func(*Service)
+
+// WithModel gives memory.ask its model provider.
+func WithModel(p *llm.Provider) Option { return func(s *Service) { s.model = p } }
 
 // New returns the read side, configured by its section as it is; barrier must be
 // running its listener.
-func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
-	return &Service{
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger,
+	opts ...Option) *Service {
+	s := &Service{
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
+		asks:         reg.Counter("loom_asks_total", "memory.ask calls by outcome (answered, abstained, error).", "outcome"),
+		citationsDropped: reg.Counter("loom_ask_citations_dropped_total",
+			"Citations of memory.ask answers that named no memory of the pool, dropped.").With(),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Register mounts the read routes; the process authenticates them (cmd/loomd/app).
 func (s *Service) Register(r fiber.Router) {
 	g := r.Group("/v1")
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
+	g.Post("/namespaces/:ns/memories\\:ask", s.handleAsk)
 	g.Get("/namespaces/:ns/memories", s.handleList)
 	g.Get("/namespaces/:ns/keys", s.handleKeys)
 	g.Get("/namespaces/:ns/memories/:key/history", s.handleHistory)
