@@ -50,7 +50,8 @@ type Process struct {
 	LLM      *llm.Provider // model calls; without LOOM_LLM_BASE_URL each answers LLM_NOT_CONFIGURED
 	Tokens   *auth.Store
 	HTTP     *fiber.App
-	// Command is the write side, built when the process runs the command role.
+	// Command is the write side, built when the process runs the command role or the
+	// workers role (whose workers write through it).
 	Command *command.Service
 
 	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
@@ -139,9 +140,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	p.Tokens = auth.NewStore(p.PG)
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
-	if cfg.Roles.Has(config.RoleCommand) {
+	if cfg.Roles.Has(config.RoleCommand) || cfg.Roles.Has(config.RoleWorkers) {
+		// The workers write through the command side's commit: a workers-only process
+		// builds the write side too, and serves none of its routes.
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults))
+			command.WithFaults(p.opts.commandFaults), command.WithWorkers(cfg.Workers, p.LLM))
 	}
 	p.HTTP = p.newHTTP()
 	ok = true
@@ -228,7 +231,7 @@ type work struct {
 // projector.
 func (p *Process) background() []work {
 	var out []work
-	if c := p.Command; c != nil {
+	if c := p.Command; c != nil && p.Cfg.Roles.Has(config.RoleCommand) {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
 		}
@@ -242,7 +245,36 @@ func (p *Process) background() []work {
 	if p.Cfg.Roles.Has(config.RoleProjector) {
 		out = append(out, work{string(config.RoleProjector), p.RunProjector})
 	}
+	if p.Cfg.Roles.Has(config.RoleWorkers) {
+		for _, w := range command.Workers() {
+			if !p.Command.WorkerEnabled(w) {
+				p.Log.Info("worker off: it needs a model provider (LOOM_LLM_BASE_URL) and its switch on; the rows it owes wait in the topic", "worker", w)
+				continue
+			}
+			out = append(out,
+				work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }},
+				work{"worker " + w, func(ctx context.Context) error { p.Command.RunWorker(ctx, w); return nil }})
+		}
+	}
 	return out
+}
+
+// RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
+// revisions the worker owes something (command.Service.RunWorkerFeed).
+func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
+	consumer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic)...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Leave the group at once, so a reset finds it empty and a restart need not
+		// wait out the session.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		consumer.LeaveGroupContext(cctx)
+		cancel()
+		consumer.Close()
+	}()
+	return p.Command.RunWorkerFeed(ctx, worker, consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.

@@ -31,17 +31,18 @@ func (p *Process) newHTTP() *fiber.App {
 	p.registerHealth(app)
 	p.registerAdmin(app)
 	data := app.Group("", p.refuseUntilMigrated)
-	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+	serves := p.Cfg.Roles.Has(config.RoleCommand) || p.Cfg.Roles.Has(config.RoleQuery)
+	if serves {
 		data.Use("/v1", p.Tokens.Middleware())
 	}
-	if p.Command != nil {
+	if p.Cfg.Roles.Has(config.RoleCommand) {
 		p.Command.Register(data)
 	}
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
-		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log).Register(data)
+		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log, query.WithModel(p.LLM)).Register(data)
 	}
-	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+	if serves {
 		p.registerAdapters(app)
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
