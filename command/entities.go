@@ -152,6 +152,7 @@ func (s *Service) extractPass(ctx context.Context) passResult {
 
 // extractItem extracts one row.
 func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
+	soon := s.soon(it.worker)
 	later := func(delay time.Duration, err error) judgeOutcome {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("entity extractor: a row stays owed", "org", it.org, "namespace", it.namespace, "memory_id", it.memoryID, "err", err)
@@ -161,19 +162,19 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 	}
 	head, err := s.headOfID(ctx, it.org, it.namespace, it.memoryID)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	if !needsEntities(head, it.sha, s.now()) {
 		return s.stamp(ctx, it, outcomeSkipped, nil)
 	}
 	pol, err := s.loadPolicy(ctx, s.pool, it.org, it.namespace)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeEntityExtraction}
 	b, err := s.llm.Allowance(ctx, bill)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	if b.Capped() {
 		return later(time.Until(b.ResetsAt), nil)
@@ -183,7 +184,7 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 	switch llm.ClassOf(err) {
 	case 0:
 		if err != nil {
-			return later(time.Minute, err)
+			return later(soon, err)
 		}
 	case llm.ClassStopped:
 		s.noteStopped(err)
@@ -193,12 +194,12 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 		return s.stamp(ctx, it, outcomeErrored, map[string]string{"reason": "refused"})
 	case llm.ClassMalformed:
 		if it.attempts < 2 {
-			s.giveBack(it, time.Minute, true)
+			s.giveBack(it, soon, true)
 			return judgeRetry
 		}
 		return s.stamp(ctx, it, outcomeErrored, map[string]string{"reason": "nothing usable in three answers"})
 	default:
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	s.noteAnswered()
 	found := cleanExtraction(ex, s.workers.Entities.MaxEntities)
@@ -208,11 +209,11 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 	written, err := s.writeEntities(ctx, head, found, pol)
 	switch {
 	case errors.Is(err, errOrgErasing):
-		return later(time.Minute, nil)
+		return later(soon, nil)
 	case errors.Is(err, errNotActable):
 		return s.stamp(ctx, it, outcomeSkipped, nil)
 	case err != nil:
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	return s.stamp(ctx, it, outcomeExtracted, map[string]int{"entities": written})
 }

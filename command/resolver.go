@@ -182,10 +182,10 @@ func (s *Service) stamp(ctx context.Context, it workItem, outcome string, detail
 	switch {
 	case err != nil:
 		s.log.Warn("worker: stamping an item failed; it stays owed", "worker", it.worker, "err", err)
-		s.giveBack(it, time.Minute, false)
+		s.giveBack(it, s.soon(it.worker), false)
 		return judgeDeferred
 	case !ok:
-		s.giveBack(it, time.Minute, false)
+		s.giveBack(it, s.soon(it.worker), false)
 		return judgeDeferred
 	}
 	return judgeDone
@@ -207,7 +207,7 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	cfg := s.workers.Resolver
 	defer func() {
 		if r := recover(); r != nil {
-			s.giveBack(it, time.Minute, false)
+			s.giveBack(it, s.soon(it.worker), false)
 			panic(r)
 		}
 	}()
@@ -218,9 +218,10 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 		s.giveBack(it, delay, false)
 		return judgeDeferred, err
 	}
+	soon := s.soon(it.worker)
 	head, err := s.headOfID(ctx, it.org, it.namespace, it.memoryID)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	now := s.now()
 	switch {
@@ -233,7 +234,7 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	}
 	pol, err := s.loadPolicy(ctx, s.pool, it.org, it.namespace)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	policy := pol.config.ConflictPolicy
 	if policy == PolicyAppendOnly {
@@ -243,14 +244,14 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	// up to this row.
 	mark, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, it.org, it.namespace)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	if mark < it.seq {
 		return later(time.Second, nil)
 	}
 	peers, err := s.cluster(ctx, head)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	peerRows := make([]*memrow.Row, len(peers))
 	for i, p := range peers {
@@ -258,13 +259,13 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	}
 	undone, err := s.undoneBetween(ctx, head, peerRows)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	peers = slicesFilter(peers, func(p clusterPeer) bool { return !undone[p.row.MemoryID] })
 	// The labels are outside the content hash: read the rows again right before the
 	// prompt, and send none that became high, pinned or changed.
 	if head, peers, err = s.recheckCluster(ctx, head, peers); err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	if head == nil {
 		return skip("the row changed before its call")
@@ -274,17 +275,20 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	}
 	judgedAsserted, err := s.assertedAt(ctx, head)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	for i := range peers {
 		if peers[i].asserted, err = s.assertedAt(ctx, peers[i].row); err != nil {
-			return later(time.Minute, err)
+			return later(soon, err)
 		}
+	}
+	if erasing, err := s.orgErasing(ctx, it.org); err != nil || erasing {
+		return later(soon, err) // no call is paid for a row that may not be acted on
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeConflictResolver}
 	b, err := s.llm.Allowance(ctx, bill)
 	if err != nil {
-		return later(time.Minute, err)
+		return later(soon, err)
 	}
 	if b.Capped() {
 		return later(time.Until(b.ResetsAt), nil)
@@ -293,16 +297,16 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	switch llm.ClassOf(err) {
 	case 0:
 		if err != nil {
-			return later(time.Minute, err)
+			return later(soon, err)
 		}
 	case llm.ClassStopped:
 		s.noteStopped(err)
 		s.giveBack(it, 0, false)
 		return judgeStopped, nil
 	case llm.ClassCapped, llm.ClassNotConfigured:
-		return later(time.Minute, nil)
+		return later(soon, nil)
 	case llm.ClassTransient:
-		s.giveBack(it, time.Minute, false)
+		s.giveBack(it, soon, false)
 		return judgeTransient, nil
 	case llm.ClassRefused:
 		return judgeRefused, nil // stamped when the pass ends
@@ -333,14 +337,14 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 			done, err := s.actOn(ctx, head, p.row, jp.Action, judgementID)
 			switch {
 			case errors.Is(err, errOrgErasing):
-				return later(time.Minute, nil)
+				return later(soon, nil)
 			case errors.Is(err, errNotActable):
 				// A row revised meanwhile is left to its new mark.
 			case err != nil && transientStore(err):
 				// The keys are held past the lock's wait: the rest stays owed.
-				return later(time.Minute, err)
+				return later(soon, err)
 			case err != nil:
-				return later(time.Minute, err)
+				return later(soon, err)
 			}
 			jp.Done = done
 		}
@@ -348,7 +352,7 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	}
 	if unjudgedFlag && it.attempts < 2 {
 		// A flag neither answer judged is judged again later, three times at most.
-		s.giveBack(it, time.Minute, true)
+		s.giveBack(it, soon, true)
 		return judgeRetry, nil
 	}
 	outcome := outcomeJudged

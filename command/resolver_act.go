@@ -54,6 +54,16 @@ func refuseUnderErasure(org string) func(context.Context, pgx.Tx) error {
 	}
 }
 
+// orgErasing reports whether an erasure of the org is running.
+func (s *Service) orgErasing(ctx context.Context, org string) (bool, error) {
+	var running bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erasure_ledger WHERE org = $1 AND status = 'running')`, org).Scan(&running)
+	if err != nil {
+		return false, fmt.Errorf("read the org's erasures: %w", err)
+	}
+	return running, nil
+}
+
 // actable reports whether a row may be acted on: live, unexpired, a served fact,
 // neither pinned nor locked, and still holding the value judged.
 func actable(r *memrow.Row, sha string, now time.Time) bool {

@@ -46,6 +46,15 @@ func (s *Service) judgementFloor() float64 {
 // outage stopped: the next passes would pay for the same answers.
 const workerPause = 5 * time.Minute
 
+// soon is when a worker tries again what may clear soon (a store, a lock, an erasure
+// of the org): after its pass's interval, a minute at most.
+func (s *Service) soon(worker string) time.Duration {
+	if worker == workerEntities {
+		return min(s.workers.Entities.Interval, time.Minute)
+	}
+	return min(s.workers.Resolver.Interval, time.Minute)
+}
+
 // workLease is how long a pass holds the items it claimed; a pass that dies leaves
 // them to another after it.
 const workLease = 2 * time.Minute
