@@ -510,15 +510,17 @@ func (e *entry) markVerdict(c *copies) {
 
 // markSameKey judges the key's live established heads in other sessions of the same
 // subject: newest_wins retires them (a locked one stays); under the other policies
-// they stay and the row is marked for later judgement.
+// they stay and the row is marked for later judgement, except the anonymous user's,
+// whose sessions are separate tasks where a verdict could only clear a flag.
 func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
 	if e.restatement || policy == PolicyAppendOnly || e.row.Status == memrow.StatusProposed {
 		return
 	}
 	for _, o := range sameKeyHeads(e.keyHeads, e.w.id, now) {
-		if policy == PolicyNewestWins && !o.Locked {
+		switch {
+		case policy == PolicyNewestWins && !o.Locked:
 			e.retire(c.of(o))
-		} else {
+		case !anonymous(e.w.id.UserID):
 			e.row.JudgementOwed = true
 		}
 	}
@@ -582,7 +584,7 @@ func sameKeyHeads(keyHeads []*memrow.Row, id memrow.Identity, now time.Time) []*
 		if h.Identity == id || h.UserID != id.UserID || h.SessionID == id.SessionID || !h.Established(now) {
 			continue
 		}
-		if id.UserID == memrow.DefaultIdentity && h.Agent != id.Agent {
+		if anonymous(id.UserID) && h.Agent != id.Agent {
 			continue
 		}
 		out = append(out, h)
