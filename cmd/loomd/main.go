@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/internal/boot"
 	"github.com/loomplane/loom/internal/config"
 )
 
@@ -27,7 +28,14 @@ Usage:
                         any subset of roles per process (api = command,query)
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
+                    [--expires-in DURATION]
                         create an API token and print its secret (shown once)
+  loomd token list [--org ORG]
+                        list tokens (never their secrets): reach, expiry, revocation
+  loomd token revoke TOKEN_ID
+                        revoke a token; every process refuses it within LOOM_AUTH_TOKEN_CACHE_MS
+  loomd token rotate TOKEN_ID [--expires-in DURATION]
+                        replace a token with a new secret of the same reach and revoke the old one
   loomd projector reset --group G --to earliest|latest|<RFC3339> [--topic T] [--execute]
                         print (and with --execute apply) a consumer group offset reset;
                         refuses while the group has live members
@@ -88,7 +96,7 @@ func main() {
 	}
 	if err != nil {
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || errors.Is(err, boot.ErrAuthority) {
 			fmt.Fprintf(os.Stderr, "loomd: %v\n", err)
 			os.Exit(2)
 		}

@@ -136,7 +136,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log}); err != nil {
 		return nil, err
 	}
-	p.Tokens = auth.NewStore(p.PG)
+	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
 	if cfg.Roles.Has(config.RoleCommand) {
@@ -184,6 +184,9 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
+	// Every process authenticates (the operator routes at least), so every one
+	// follows revocations.
+	start("listener "+auth.RevocationChannel, func(ctx context.Context) error { p.Tokens.FollowRevocations(ctx, p.Log); return nil })
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		start("listener "+watermarks.Channel, func(ctx context.Context) error { p.watermarkWake.Run(ctx); return nil })
 	}
