@@ -243,3 +243,11 @@ func (p Principal) RequireWrite() error {
 	}
 	return nil
 }
+
+// RequireAdmin is 403 for a token that is not an admin's, naming what needs one.
+func (p Principal) RequireAdmin(what string) error {
+	if p.Role != RoleAdmin {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, what+" needs an admin token")
+	}
+	return nil
+}
