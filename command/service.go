@@ -107,9 +107,12 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)
+	g.Post("/namespaces/:ns\\:restore", s.handleRestore)
+	g.Post("/namespaces/:ns\\:rollback", s.handleRollback)
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
+	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 }

@@ -126,7 +126,10 @@ type Command struct {
 	// RestoreBatchRows is how many rows one commit of namespace.restore, of
 	// namespace.rollback and of a blacklist sweep writes.
 	RestoreBatchRows int // LOOM_PG_RESTORE_BATCH_ROWS
-	Erasure          Erasure
+	// SweepWait is how long a blacklist sweep waits, once its tombstones are
+	// committed, for the serving projection to hold them before it answers.
+	SweepWait time.Duration // LOOM_BLACKLIST_SWEEP_WAIT_MS
+	Erasure   Erasure
 }
 
 // Erasure tunes erasure.request, its saga and erasure_recovery.
@@ -353,6 +356,7 @@ func readCommand(r *reader) Command {
 		BulkConflictCheckMax: r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
 		SweepInterval:        r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
 		RestoreBatchRows:     r.int("LOOM_PG_RESTORE_BATCH_ROWS", 500),
+		SweepWait:            r.ms("LOOM_BLACKLIST_SWEEP_WAIT_MS", 5000),
 		Erasure: Erasure{
 			Evidence:         time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
 			LedgerKeep:       r.days("LOOM_ERASURE_LEDGER_DAYS", 365),
@@ -505,6 +509,9 @@ func (c Command) Validate() error {
 	}
 	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
 		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
+	}
+	if c.SweepWait < 0 {
+		errs = append(errs, errors.New("LOOM_BLACKLIST_SWEEP_WAIT_MS must not be negative"))
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))

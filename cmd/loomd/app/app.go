@@ -34,6 +34,7 @@ import (
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/query"
 )
 
 // Version is loomd's build version.
@@ -52,6 +53,8 @@ type Process struct {
 	HTTP     *fiber.App
 	// Command is the write side, built when the process runs the command role.
 	Command *command.Service
+	// Query is the read side, built when the process runs the query role.
+	Query *query.Service
 
 	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
 	DeploymentID string
@@ -142,6 +145,10 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if cfg.Roles.Has(config.RoleCommand) {
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
 			command.WithFaults(p.opts.commandFaults))
+	}
+	if cfg.Roles.Has(config.RoleQuery) {
+		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
+		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log)
 	}
 	p.HTTP = p.newHTTP()
 	ok = true
