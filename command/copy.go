@@ -160,6 +160,13 @@ func sameState(a, b *memrow.Row) bool {
 	x, y := *a, *b
 	for _, r := range []*memrow.Row{&x, &y} {
 		r.Identity, r.Version, r.Seq, r.UpdatedAt, r.Actor, r.EmbeddingModel, r.EmbeddingDim = memrow.Identity{}, 0, 0, time.Time{}, "", "", 0
+		// A copy may carry an empty list as none.
+		if len(r.Tags) == 0 {
+			r.Tags = nil
+		}
+		if len(r.Entities) == 0 {
+			r.Entities = nil
+		}
 	}
 	jx, _ := json.Marshal(x)
 	jy, _ := json.Marshal(y)
