@@ -9,7 +9,6 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/route"
 )
 
 // memory.proposal_decide settles a proposal (a row written with proposed=true). An
@@ -28,14 +27,8 @@ const (
 
 // decideBody is the body of POST .../memories/{key}:decide.
 type decideBody struct {
-	Decision  string `json:"decision"`
-	Agent     string `json:"agent"`
-	UserID    string `json:"user_id"`
-	SessionID string `json:"session_id"`
-}
-
-func (b decideBody) names() route.Names {
-	return route.Names{Agent: b.Agent, UserID: b.UserID, SessionID: b.SessionID}
+	Decision string `json:"decision"`
+	copyBody
 }
 
 // decideCall is a decision over the key the route and the body name.

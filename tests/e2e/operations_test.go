@@ -34,6 +34,23 @@ func opsClient(t *testing.T, mod func(*config.Config)) (*client.Client, *testenv
 	return c, raw, org
 }
 
+// appendOnly is a fresh namespace that keeps every write as written.
+func appendOnly(t *testing.T, c *client.Client, prefix string) string {
+	t.Helper()
+	ns := testenv.Unique(t, prefix)
+	must[*client.NamespaceAnswer](t, "configure")(c.Configure(context.Background(), ns, client.NamespaceConfig{ConflictPolicy: "append_only"}))
+	return ns
+}
+
+// published waits until the topic holds every revision of the namespace and returns
+// them in seq order.
+func published(t *testing.T, org, ns string) []*events.Envelope {
+	t.Helper()
+	gen := testenv.Generation(t, env.PG(t), org, ns)
+	testenv.Eventually(t, 30*time.Second, "the records of "+ns+" on the topic", func() bool { return len(env.SeqCopies(t, org, ns)) == int(gen) })
+	return testenv.Stream(t, env.TopicRecords(t), org, ns, gen)
+}
+
 func must[T any](t *testing.T, what string) func(T, error) T {
 	t.Helper()
 	return func(v T, err error) T {
@@ -111,8 +128,7 @@ func headsOf(t *testing.T, c *client.Client, ns string, keys []client.BulkGetKey
 func TestSnapshotEraseRestore(t *testing.T) {
 	ctx := context.Background()
 	c, raw, org := opsClient(t, nil)
-	src, dst := testenv.Unique(t, "src"), testenv.Unique(t, "dst")
-	must[*client.NamespaceAnswer](t, "configure")(c.Configure(ctx, src, client.NamespaceConfig{ConflictPolicy: "append_only"}))
+	src, dst := appendOnly(t, c, "src"), testenv.Unique(t, "dst")
 	alice, bob := client.Identity{UserID: "alice"}, client.Identity{UserID: "bob"}
 	write := func(key string, id client.Identity, req client.SetRequest) {
 		req.Identity = id
@@ -178,8 +194,7 @@ func TestSnapshotEraseRestore(t *testing.T) {
 
 	// Every restored row is a revision on the topic.
 	gen := testenv.Generation(t, env.PG(t), org, dst)
-	testenv.Eventually(t, 30*time.Second, "the restore's records on the topic", func() bool { return len(env.SeqCopies(t, org, dst)) == int(gen) })
-	for _, e := range testenv.Stream(t, env.TopicRecords(t), org, dst, gen) {
+	for _, e := range published(t, org, dst) {
 		if e.Revision.Op != "namespace.restore" || e.Type != events.TypeWritten || e.Revision.UserID != "bob" {
 			t.Errorf("record %d: %s %s by %s, want bob's memory.written by namespace.restore", e.Seq, e.Type, e.Revision.Op, e.Revision.UserID)
 		}
@@ -203,8 +218,7 @@ func TestSnapshotEraseRestore(t *testing.T) {
 func TestRollbackDryRunListsWhatTheRunChanges(t *testing.T) {
 	ctx := context.Background()
 	c, _, org := opsClient(t, nil)
-	ns := testenv.Unique(t, "rb")
-	must[*client.NamespaceAnswer](t, "configure")(c.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}))
+	ns := appendOnly(t, c, "rb")
 	set := func(key, value string) *client.SetAnswer {
 		return must[*client.SetAnswer](t, "set "+key)(c.Set(ctx, ns, key, client.SetRequest{Value: value}))
 	}
@@ -271,8 +285,7 @@ func TestRollbackDryRunListsWhatTheRunChanges(t *testing.T) {
 func TestBlacklistSweepRemovesMatchesFromSearch(t *testing.T) {
 	ctx := context.Background()
 	c, _, org := opsClient(t, nil)
-	ns := testenv.Unique(t, "sweep")
-	must[*client.NamespaceAnswer](t, "configure")(c.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}))
+	ns := appendOnly(t, c, "sweep")
 	leaked := map[string]bool{}
 	for i, v := range []string{"the deploy key is sk-live-4f9a2c", "staging uses sk-live-77b1e0 for payments", "the deploy runs on Fridays"} {
 		key := "note-" + string(rune('a'+i))
@@ -303,10 +316,8 @@ func TestBlacklistSweepRemovesMatchesFromSearch(t *testing.T) {
 		t.Errorf("list after the sweep holds %d rows, want the 1 clean one", len(list.Memories))
 	}
 	// The tombstones are on the topic, each naming a leaked memory.
-	gen := testenv.Generation(t, env.PG(t), org, ns)
-	testenv.Eventually(t, 30*time.Second, "the sweep's records on the topic", func() bool { return len(env.SeqCopies(t, org, ns)) == int(gen) })
 	swept := map[string]bool{}
-	for _, e := range testenv.Stream(t, env.TopicRecords(t), org, ns, gen) {
+	for _, e := range published(t, org, ns) {
 		if e.Revision != nil && e.Revision.Op == "blacklist.sweep" {
 			if e.Type != events.TypeTombstoned || !e.Revision.Tombstone {
 				t.Errorf("a sweep record is %s (tombstone %v)", e.Type, e.Revision.Tombstone)
@@ -329,10 +340,7 @@ func TestBlacklistSweepRemovesMatchesFromSearch(t *testing.T) {
 func TestSubjectAccessExport(t *testing.T) {
 	ctx := context.Background()
 	c, raw, org := opsClient(t, nil)
-	ns1, ns2 := testenv.Unique(t, "ex1"), testenv.Unique(t, "ex2")
-	for _, ns := range []string{ns1, ns2} {
-		must[*client.NamespaceAnswer](t, "configure")(c.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}))
-	}
+	ns1, ns2 := appendOnly(t, c, "ex1"), appendOnly(t, c, "ex2")
 	alice, bob := client.Identity{UserID: "alice"}, client.Identity{UserID: "bob"}
 	wrote := map[string][]string{} // alice's values by namespace/key, in order
 	set := func(ns, key, value string, id client.Identity) {
@@ -402,8 +410,7 @@ func TestSubjectAccessExport(t *testing.T) {
 func TestProposalsRecoveryListingAndBulkGet(t *testing.T) {
 	ctx := context.Background()
 	c, _, org := opsClient(t, nil)
-	ns := testenv.Unique(t, "prop")
-	must[*client.NamespaceAnswer](t, "configure")(c.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}))
+	ns := appendOnly(t, c, "prop")
 	agent := client.Identity{Agent: "scout"}
 	p1 := must[*client.SetAnswer](t, "propose")(c.Set(ctx, ns, "standup", client.SetRequest{Value: "standup moves to 9:30", Identity: agent, Proposed: true}))
 	must[*client.SetAnswer](t, "propose")(c.Set(ctx, ns, "lunch", client.SetRequest{Value: "lunch is at noon", Identity: agent, Proposed: true}))
@@ -423,10 +430,8 @@ func TestProposalsRecoveryListingAndBulkGet(t *testing.T) {
 		t.Errorf("accepting a fact: %v, want 409 PRECONDITION_FAILED", err)
 	}
 	// The proposal's writer (agent scout) is told on the topic.
-	gen := testenv.Generation(t, env.PG(t), org, ns)
-	testenv.Eventually(t, 30*time.Second, "the decisions on the topic", func() bool { return len(env.SeqCopies(t, org, ns)) == int(gen) })
 	var decided []string
-	for _, e := range testenv.Stream(t, env.TopicRecords(t), org, ns, gen) {
+	for _, e := range published(t, org, ns) {
 		if e.Revision.Op == "memory.proposal_decide" && e.Revision.Agent == "scout" {
 			decided = append(decided, e.Revision.Status)
 		}
