@@ -1,6 +1,7 @@
 package query
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,20 @@ func (st *Stream) WriteTo(ctx context.Context, w io.Writer) (snapshot.End, error
 		return end, err
 	}
 	return end, nil
+}
+
+// WriteOut writes the payload to w, gzip-compressed when gz is set, and completes the
+// audit row. It does not flush or close w.
+func (st *Stream) WriteOut(ctx context.Context, w io.Writer, gz bool) (snapshot.End, error) {
+	if !gz {
+		return st.WriteTo(ctx, w)
+	}
+	zw := gzip.NewWriter(w)
+	end, err := st.WriteTo(ctx, zw)
+	if err == nil {
+		err = zw.Close()
+	}
+	return end, err
 }
 
 // Close ends the stream's read transaction.

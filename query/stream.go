@@ -2,7 +2,6 @@ package query
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"io"
 	"net"
@@ -34,16 +33,7 @@ func (s *Service) sendStream(c *fiber.Ctx, st *Stream, what string) error {
 		defer st.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), snapshotDeadline)
 		defer cancel()
-		out := io.Writer(&deadlineWriter{w: w, conn: conn})
-		var zw *gzip.Writer
-		if gz {
-			zw = gzip.NewWriter(out)
-			out = zw
-		}
-		end, err := st.WriteTo(ctx, out)
-		if err == nil && zw != nil {
-			err = zw.Close()
-		}
+		end, err := st.WriteOut(ctx, &deadlineWriter{w: w, conn: conn}, gz)
 		if err == nil {
 			err = w.Flush()
 		}

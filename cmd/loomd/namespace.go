@@ -105,16 +105,7 @@ func streamTo(ctx context.Context, path string, gz bool, open func(*query.Servic
 		}
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w := io.Writer(bw)
-	var zw *gzip.Writer
-	if gz {
-		zw = gzip.NewWriter(bw)
-		w = zw
-	}
-	end, err := st.WriteTo(ctx, w)
-	if err == nil && zw != nil {
-		err = zw.Close()
-	}
+	end, err := st.WriteOut(ctx, bw, gz)
 	if err == nil {
 		err = bw.Flush()
 	}
