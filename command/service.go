@@ -34,8 +34,9 @@ type Faults struct {
 	// BeforeCommit runs right before a memory.set or a copy writer commits (a slow
 	// request, or one whose head changes between its read and its commit).
 	BeforeCommit func()
-	// AfterCommit runs once a commit returned; an error stands for the commit's answer
-	// lost on the way back (the connection cut right after COMMIT).
+	// AfterCommit runs once a commit returned (a memory.set, a copy writer, a blacklist
+	// sweep's batch); an error stands for the commit's answer lost on the way back (the
+	// connection cut right after COMMIT).
 	AfterCommit func() error
 	// AfterErasureStep runs once an erasure saga checkpointed a step; an error stops
 	// the run there, as a crash would, leaving the saga to erasure_recovery.

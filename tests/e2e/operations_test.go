@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -334,6 +338,50 @@ func TestBlacklistSweepRemovesMatchesFromSearch(t *testing.T) {
 	}
 	if _, err := c.SweepBlacklist(ctx, ns, "not-listed"); !isCode(err, client.CodeNotFound) {
 		t.Errorf("sweeping a pattern the blacklist does not hold: %v, want 404", err)
+	}
+}
+
+// A sweep cut short after a batch landed answers what landed with its error in
+// sweep_error, keeps the pattern and records the error on it; the next sweep takes the
+// rest and clears it.
+func TestBlacklistSweepStoppedShort(t *testing.T) {
+	ctx := context.Background()
+	var commits atomic.Int32
+	_, raw, _ := env.OrgAPI(t, func(c *config.Config) { c.Command.RestoreBatchRows = 2 },
+		app.WithCommandFaults(command.Faults{AfterCommit: func() error {
+			if commits.Add(-1) == 0 {
+				return errors.New("connection cut after COMMIT")
+			}
+			return nil
+		}}))
+	c := raw.Typed(t)
+	ns := appendOnly(t, c, "sweep-short")
+	for _, key := range []string{"a", "b", "c"} {
+		must[*client.SetAnswer](t, "set")(c.Set(ctx, ns, key, client.SetRequest{Value: "token sk-live-" + key + "00000"}))
+	}
+	commits.Store(2) // the sweep's second batch loses its answer
+	const pattern = `sk-live-[0-9a-f]{6}`
+	added := must[*client.NamespaceAnswer](t, "blacklist add")(c.AddBlacklistPattern(ctx, ns, pattern))
+	if added.SweepError == "" || added.Sweep == nil || added.Sweep.Tombstoned != 2 || !slices.Contains(added.Blacklist, pattern) {
+		t.Fatalf("a sweep cut short: %+v sweep %+v, want 2 tombstoned, sweep_error set and the pattern kept", added, added.Sweep)
+	}
+	recorded := func() string {
+		var e *string
+		if err := env.PG(t).QueryRow(ctx, `SELECT sweep_error FROM loom.blacklist WHERE namespace = $1 AND pattern = $2`, ns, pattern).Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		if e == nil {
+			return ""
+		}
+		return *e
+	}
+	if got := recorded(); got != added.SweepError {
+		t.Errorf("the pattern's recorded sweep_error is %q, want the answer's %q", got, added.SweepError)
+	}
+	// The lost answer's batch landed: nothing is left to match, and the error clears.
+	again := must[*client.SweepReport](t, "sweep")(c.SweepBlacklist(ctx, ns, pattern))
+	if again.Matched != 0 || again.Error != "" || recorded() != "" {
+		t.Errorf("the next sweep: %+v, recorded error %q; want nothing left and no error", again, recorded())
 	}
 }
 
