@@ -103,7 +103,12 @@ func (s *Service) sweepPatterns(ctx context.Context, p auth.Principal, ns string
 		report.Patterns = []string{}
 	}
 	matched := map[string]int64{}
+	audit, err := s.startOp(ctx, p, "blacklist.sweep", ns, "", map[string]any{"patterns": report.Patterns})
+	if err != nil {
+		return nil, httperr.Store("auditing the sweep", err)
+	}
 	lastSeq, err := s.sweepHeads(ctx, p, ns, pol, report, matched)
+	audit.finish(ctx, map[string]int64{"matched": report.Matched, "tombstoned": report.Tombstoned}, report.Batches, err)
 	if err != nil {
 		if report.Tombstoned == 0 {
 			s.recordSweep(ctx, p.Org, ns, patterns, matched, err.Error())

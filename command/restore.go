@@ -114,7 +114,14 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 		return nil, httperr.Store("reading the namespace policy", err)
 	}
 	ans.Counts.Rows = rows
-	if err := s.writeRestore(ctx, p, r, h, pol, ans); err != nil {
+	audit, err := s.startOp(ctx, p, "namespace.restore", r.namespace, r.requestID,
+		map[string]any{"snapshot_id": h.SnapshotID, "source": h.Namespace, "namespace_created": ans.NamespaceCreated})
+	if err != nil {
+		return nil, httperr.Store("auditing the restore", err)
+	}
+	err = s.writeRestore(ctx, p, r, h, pol, ans)
+	audit.finish(ctx, ans.Counts, ans.Batches, err)
+	if err != nil {
 		return nil, err
 	}
 	counts, _ := json.Marshal(ans.Counts)

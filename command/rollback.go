@@ -140,18 +140,34 @@ func (s *Service) rollback(ctx context.Context, p auth.Principal, ns string, req
 	}
 	ans := &rollbackAnswer{Namespace: ns, AsOf: at.UTC(), DryRun: req.DryRun == nil || *req.DryRun,
 		Changes: []rollbackChange{}, Refused: []rollbackChange{}}
+	var audit *opAudit
+	if !ans.DryRun {
+		if audit, err = s.startOp(ctx, p, "namespace.rollback", ns, requestID, map[string]any{"as_of": ans.AsOf}); err != nil {
+			return nil, httperr.Store("auditing the rollback", err)
+		}
+	}
+	err = s.rollbackPages(ctx, p, ns, at, requestID, ans)
+	audit.finish(ctx, ans.Counts, ans.Batches, err)
+	if err != nil {
+		return nil, err
+	}
+	return ans, nil
+}
+
+// rollbackPages plans, and unless it is a dry run commits, every page of heads.
+func (s *Service) rollbackPages(ctx context.Context, p auth.Principal, ns string, at time.Time, requestID string, ans *rollbackAnswer) error {
 	var after memrow.Identity
 	for {
 		page, err := s.headPage(ctx, p.Org, ns, after, s.cfg.RestoreBatchRows, false)
 		if err != nil {
-			return nil, httperr.Store("reading the namespace's heads", err)
+			return httperr.Store("reading the namespace's heads", err)
 		}
 		if len(page) == 0 {
-			return ans, nil
+			return nil
 		}
 		after = page[len(page)-1].Identity
 		if err := s.rollbackPage(ctx, p, ns, page, at, requestID, ans); err != nil {
-			return nil, err
+			return err
 		}
 	}
 }

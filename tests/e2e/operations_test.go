@@ -263,6 +263,12 @@ func TestRollbackDryRunListsWhatTheRunChanges(t *testing.T) {
 	if g := testenv.Generation(t, env.PG(t), org, ns); g != genBefore+3 {
 		t.Errorf("the rollback wrote %d revisions, want one per listed change (3)", g-genBefore)
 	}
+	// The run is on record with what it wrote; the dry runs are not.
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.namespace_operations WHERE org = $1 AND namespace = $2
+		AND op = 'namespace.rollback' AND batches = 1 AND error IS NULL AND completed_at IS NOT NULL
+		AND (counts->>'reinstated')::int = 2 AND (counts->>'tombstoned')::int = 1`, org, ns); n != 1 {
+		t.Errorf("%d audit rows of the rollback run, want 1", n)
+	}
 	value := func(key string) string {
 		m, err := c.Get(ctx, ns, key, client.Identity{}, time.Time{})
 		if err != nil {
@@ -377,6 +383,10 @@ func TestBlacklistSweepStoppedShort(t *testing.T) {
 	}
 	if got := recorded(); got != added.SweepError {
 		t.Errorf("the pattern's recorded sweep_error is %q, want the answer's %q", got, added.SweepError)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.namespace_operations WHERE namespace = $1 AND op = 'blacklist.sweep'
+		AND error = $2 AND batches = 1 AND (counts->>'tombstoned')::int = 2`, ns, added.SweepError); n != 1 {
+		t.Errorf("%d audit rows of the sweep cut short, want 1 with its error and the batch that landed", n)
 	}
 	// The lost answer's batch landed: nothing is left to match, and the error clears.
 	again := must[*client.SweepReport](t, "sweep")(c.SweepBlacklist(ctx, ns, pattern))
