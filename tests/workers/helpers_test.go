@@ -29,7 +29,7 @@ const (
 // workers is one loomd process serving the API and running the named workers against
 // a scripted model, as one org's admin.
 type workers struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *llmtest.Server
 	url   string
 	org   string
@@ -66,7 +66,7 @@ func withModel(srv *llmtest.Server, names []string, mod func(*config.Config)) fu
 
 // startWorkers moves the workers' groups past everything on the topic, then serves a
 // process running them, so a test's workers see only its own writes.
-func startWorkers(t *testing.T, org string, names []string, mod func(*config.Config)) *workers {
+func startWorkers(t testing.TB, org string, names []string, mod func(*config.Config)) *workers {
 	t.Helper()
 	srv := llmtest.New(t)
 	for _, n := range names {
@@ -101,7 +101,7 @@ func (w *workers) replay(target string) {
 
 // resetGroup moves a worker's consumer group, as `loomd projector reset --group` does,
 // creating it when it never committed (kfake describes such a group as not found).
-func resetGroup(t *testing.T, worker, target string) {
+func resetGroup(t testing.TB, worker, target string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -140,7 +140,7 @@ func resetGroup(t *testing.T, worker, target string) {
 
 // drained waits until the org owes the worker nothing and the worker's group has read
 // the whole topic.
-func drained(t *testing.T, pool *pgxpool.Pool, worker, org string) {
+func drained(t testing.TB, pool *pgxpool.Pool, worker, org string) {
 	t.Helper()
 	topic := env.Config(nil).Pipeline.Topic
 	testenv.Eventually(t, 60*time.Second, worker+" to drain org "+org, func() bool {
@@ -243,7 +243,7 @@ func value(m *client.Memory) string {
 	return s
 }
 
-func get(t *testing.T, tc *client.Client, ns, key string, id client.Identity) *client.Memory {
+func get(t testing.TB, tc *client.Client, ns, key string, id client.Identity) *client.Memory {
 	t.Helper()
 	m, err := tc.Get(context.Background(), ns, key, id, time.Time{})
 	if err != nil {
@@ -252,7 +252,7 @@ func get(t *testing.T, tc *client.Client, ns, key string, id client.Identity) *c
 	return m
 }
 
-func set(t *testing.T, tc *client.Client, ns, key, v string, id client.Identity) *client.SetAnswer {
+func set(t testing.TB, tc *client.Client, ns, key, v string, id client.Identity) *client.SetAnswer {
 	t.Helper()
 	a, err := tc.Set(context.Background(), ns, key, client.SetRequest{Value: v, Identity: id})
 	if err != nil {

@@ -271,7 +271,7 @@ type stamp struct {
 	}
 }
 
-func readStamps(t *testing.T, org string) []stamp {
+func readStamps(t testing.TB, org string) []stamp {
 	t.Helper()
 	rows, err := env.PG(t).Query(context.Background(), `SELECT memory_id::text, version, coalesce(detail, 'null'::jsonb)
 		FROM loom.worker_items WHERE worker = 'conflict_resolver' AND org = $1 AND state = 'done' AND outcome = 'judged'`, org)

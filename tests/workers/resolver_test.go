@@ -11,7 +11,7 @@ import (
 )
 
 // journalOps are a memory's revisions' ops, oldest first.
-func journalOps(t *testing.T, org, ns, memoryID string) []string {
+func journalOps(t testing.TB, org, ns, memoryID string) []string {
 	t.Helper()
 	var ops string
 	if err := env.PG(t).QueryRow(context.Background(), `SELECT string_agg(op, ' ' ORDER BY seq) FROM loom.memory_revisions
