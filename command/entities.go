@@ -90,14 +90,10 @@ func entityPrompt(r *memrow.Row) []llm.Message {
 // a later pass, so their order holds.
 func (s *Service) extractPass(ctx context.Context) passResult {
 	cfg := s.workers.Entities
-	items, err := s.claimWork(ctx, workerEntities, cfg.Batch, workLease, cfg.MaxAge, false)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("entity extractor: reading the queue failed", "err", err)
-		}
-		return passResult{errors: 1, stopped: true}
+	items, res, ok := s.claimPass(ctx, workerEntities, cfg.Batch, cfg.MaxAge, false)
+	if !ok {
+		return res
 	}
-	res := passResult{claimed: len(items), full: len(items) == cfg.Batch}
 	byNS := map[[2]string][]workItem{}
 	var order [][2]string
 	for _, it := range items {

@@ -63,15 +63,8 @@ type judgedPair struct {
 // refused three times in a row waits five minutes.
 func (s *Service) resolvePass(ctx context.Context) passResult {
 	cfg := s.workers.Resolver
-	items, err := s.claimWork(ctx, workerResolver, cfg.Batch, workLease, cfg.MaxOwedAge, true)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("conflict resolver: reading the queue failed", "err", err)
-		}
-		return passResult{errors: 1, stopped: true}
-	}
-	res := passResult{claimed: len(items), full: len(items) == cfg.Batch}
-	if len(items) == 0 {
+	items, res, ok := s.claimPass(ctx, workerResolver, cfg.Batch, cfg.MaxOwedAge, true)
+	if !ok || len(items) == 0 {
 		return res
 	}
 	pass := &resolverPass{s: s, refusals: map[string]int{}, refusedNS: map[string]bool{}}

@@ -62,6 +62,19 @@ func (s *Service) enqueue(ctx context.Context, items []workItem) error {
 	return nil
 }
 
+// claimPass claims a pass's batch (claimWork) and starts the pass's account; a queue
+// it cannot read ends the pass (ok false).
+func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAge time.Duration, newest bool) ([]workItem, passResult, bool) {
+	items, err := s.claimWork(ctx, worker, batch, workLease, maxAge, newest)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("worker: reading the queue failed", "worker", worker, "err", err)
+		}
+		return nil, passResult{errors: 1, stopped: true}, false
+	}
+	return items, passResult{claimed: len(items), full: len(items) == batch}, true
+}
+
 // claimWork leases up to limit owed items of worker that are due, in turns across
 // namespaces so one namespace's backlog holds back no other: each namespace's newest
 // rows first (newest), or its oldest (seq order). An org with an erasure running is
