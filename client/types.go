@@ -217,6 +217,8 @@ type ListAnswer struct {
 	Memories      []Memory `json:"memories"`
 	NextPageToken string   `json:"next_page_token,omitempty"`
 	Barrier       Barrier  `json:"barrier"`
+	// PendingExtraction: a deferred extraction of the search's scope is not done yet.
+	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // KeysOptions are memory.keys's filters and paging.

@@ -120,6 +120,7 @@ type Command struct {
 	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES
 	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps (0: none)
 	Erasure              Erasure
+	Extraction           Extraction
 }
 
 // Erasure tunes erasure.request, its saga and erasure_recovery.
@@ -353,6 +354,7 @@ func readCommand(r *reader) Command {
 			RequestWait:      r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
 			RecoveryInterval: r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
 		},
+		Extraction: readExtraction(r),
 	}
 }
 
@@ -494,7 +496,7 @@ func (c Command) Validate() error {
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))
 	}
-	return errors.Join(append(errs, c.Erasure.Validate())...)
+	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate())...)
 }
 
 // Validate checks the erasure settings.
