@@ -169,7 +169,7 @@ type Extraction struct {
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
 	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
-	Result        json.RawMessage `json:"result,omitempty"` // a done request's FromMessagesAnswer
+	Result        json.RawMessage `json:"result,omitempty"` // a done request's FromMessagesAnswer, stored just after the commit that marks it done
 }
 
 // ExtractionList is what the status reads answer, newest first.
