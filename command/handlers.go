@@ -153,7 +153,7 @@ func (s *Service) handleBulkSet(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleFromMessages(c *fiber.Ctx) error {
-	return s.measuredWithin(c, opFromMessages, s.cfg.Extraction.Deadline, func(ctx context.Context, o origin) (any, error) {
+	return s.measuredWithin(c, "memory.set_from_messages", s.cfg.Extraction.Deadline, func(ctx context.Context, o origin) (any, error) {
 		p, ns, err := route.Namespace(c, mayWrite)
 		if err != nil {
 			return nil, err
@@ -167,7 +167,7 @@ func (s *Service) handleFromMessages(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleImport(c *fiber.Ctx) error {
-	return s.measured(c, opImport, func(ctx context.Context, o origin) (any, error) {
+	return s.measured(c, "memory.import", func(ctx context.Context, o origin) (any, error) {
 		p, ns, err := route.Namespace(c, mayWrite)
 		if err != nil {
 			return nil, err
