@@ -677,14 +677,14 @@ func readLLM(r *reader) LLM {
 type Adapters struct {
 	UpstreamURL   string // LOOM_ADAPTER_UPSTREAM_URL: the REST API /mcp and /mem0 call ("" = this process's)
 	Mem0Namespace string // LOOM_MEM0_NAMESPACE: the namespace of mem0 memories without an app_id
-	Mem0Infer     string // LOOM_MEM0_INFER: what a mem0 add with infer=true does: refuse or verbatim
+	Mem0Infer     string // LOOM_MEM0_INFER: what a mem0 add with infer=true does: extract, refuse or verbatim
 }
 
 func readAdapters(r *reader) Adapters {
 	return Adapters{
 		UpstreamURL:   r.str("LOOM_ADAPTER_UPSTREAM_URL", ""),
 		Mem0Namespace: r.str("LOOM_MEM0_NAMESPACE", "mem0"),
-		Mem0Infer:     r.str("LOOM_MEM0_INFER", "refuse"),
+		Mem0Infer:     r.str("LOOM_MEM0_INFER", "extract"),
 	}
 }
 
@@ -695,9 +695,9 @@ func (a Adapters) Validate() error {
 		errs = append(errs, err)
 	}
 	switch a.Mem0Infer {
-	case "refuse", "verbatim":
+	case "extract", "refuse", "verbatim":
 	default:
-		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (refuse, verbatim)", a.Mem0Infer))
+		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (extract, refuse, verbatim)", a.Mem0Infer))
 	}
 	return errors.Join(errs...)
 }

@@ -300,3 +300,38 @@ func TestCostCapRefusesAndResetsTheNextDay(t *testing.T) {
 		t.Fatalf("the next day: %v", err)
 	}
 }
+
+// mem0's add with infer (its default) runs memory.set_from_messages: each fact comes
+// back as mem0's ADD, and a later statement of the same attribute as UPDATE of it.
+func TestMem0AddInfersFacts(t *testing.T) {
+	e := newExtractionEnv(t, nil)
+	e.srv.ReplyWhen(func(r llmtest.ChatRequest) bool { return isExtraction(r) && r.Contains("Lisbon") },
+		extracted([]said{{"user.home_city", "Lives in Lisbon", 0}, {"user.pet", "Has a cat called Miso", 1}}))
+	e.srv.ReplyWhen(func(r llmtest.ChatRequest) bool { return isExtraction(r) && r.Contains("Porto") },
+		extracted([]said{{"user.home_city", "Lives in Porto", 0}}))
+	type result struct{ ID, Event, Memory string }
+	add := func(texts ...string) []result {
+		t.Helper()
+		msgs := []map[string]string{}
+		for _, s := range texts {
+			msgs = append(msgs, map[string]string{"role": "user", "content": s})
+		}
+		body, _ := json.Marshal(map[string]any{"messages": msgs, "user_id": "alice", "app_id": e.ns})
+		r := e.c.Do(t, http.MethodPost, "/mem0/v3/memories/add/", body)
+		var a struct{ Results []result }
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &a) != nil {
+			t.Fatalf("add: %d %s", r.Status, r.Body)
+		}
+		return a.Results
+	}
+	first := add("I live in Lisbon.", "I have a cat called Miso.")
+	if len(first) != 2 || first[0].Event != "ADD" || first[0].Memory != "Lives in Lisbon" || first[0].ID == "" || first[1].Memory != "Has a cat called Miso" {
+		t.Fatalf("the first add: %+v", first)
+	}
+	if moved := add("I moved to Porto."); len(moved) != 1 || moved[0].Event != "UPDATE" || moved[0].Memory != "Lives in Porto" || moved[0].ID != first[0].ID {
+		t.Fatalf("the second add: %+v", moved)
+	}
+	if m, err := e.tc.Get(context.Background(), e.ns, "user.home_city", client.Identity{UserID: "alice"}, time.Time{}); err != nil || string(m.Value) != `"Lives in Porto"` {
+		t.Fatalf("user.home_city: %+v, %v", m, err)
+	}
+}
