@@ -2,6 +2,7 @@ package command
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -114,6 +115,27 @@ func TestPipelineSteps(t *testing.T) {
 	} {
 		if _, err := resolvePipeline(tc.steps, tc.skip); err == nil {
 			t.Errorf("resolvePipeline(%v, %v) accepted", tc.steps, tc.skip)
+		}
+	}
+}
+
+func TestAPipelineIsReorderedOrCutPerRequest(t *testing.T) {
+	got, err := resolvePipeline(nil, []string{stepVerify, stepBulkWrite})
+	if err != nil || slices.Contains(got, stepVerify) || slices.Contains(got, stepBulkWrite) || len(got) != len(defaultPipeline())-2 {
+		t.Fatalf("skipping two steps: %v, %v", got, err)
+	}
+	order := []string{stepExtract, stepHashDedup, stepCategories}
+	if got, err := resolvePipeline(order, nil); err != nil || !slices.Equal(got, order) {
+		t.Fatalf("an order of the request's: %v, %v", got, err)
+	}
+	for _, bad := range []struct{ steps, skip []string }{
+		{skip: []string{stepExtract}},
+		{steps: []string{stepCategories, stepBulkWrite}},
+		{steps: []string{"loom.summarise"}},
+		{skip: []string{stepNarration, stepNarration}},
+	} {
+		if _, err := resolvePipeline(bad.steps, bad.skip); err == nil {
+			t.Errorf("steps %v skip %v: accepted", bad.steps, bad.skip)
 		}
 	}
 }

@@ -283,3 +283,28 @@ func TestErasureReachesAPendingExtraction(t *testing.T) {
 		}
 	}
 }
+
+// An agent listed in LOOM_EXTRACTION_DEFER_AGENTS has its requests deferred without
+// asking; another agent's run inline, and defer=false overrides the list.
+func TestDeferAgentsAreDeferred(t *testing.T) {
+	q := newQueueEnv(t, func(c *config.Config) { c.Command.Extraction.DeferAgents = []string{"nightly"} })
+	q.srv.Script(func(llmtest.ChatRequest) llmtest.Reply {
+		return extracted([]said{{"user.home_city", "Lives in Rome", 0}})
+	})
+	ctx := context.Background()
+	no := false
+	for _, tc := range []struct {
+		agent    string
+		defer_   *bool
+		deferred bool
+	}{{"nightly", nil, true}, {"live", nil, false}, {"nightly", &no, false}} {
+		a, err := q.tc.FromMessages(ctx, q.ns, client.FromMessagesRequest{Identity: client.Identity{Agent: tc.agent, UserID: "alice"},
+			Messages: messages("I live in Rome."), Defer: tc.defer_})
+		if err != nil || a.Deferred != tc.deferred || (a.QueueID != "") != tc.deferred || (len(a.Facts) == 1) == tc.deferred {
+			t.Fatalf("agent %s, defer %v: %+v, %v", tc.agent, tc.defer_, a, err)
+		}
+	}
+	if n := len(q.srv.Chats()); n != 2 {
+		t.Fatalf("%d model calls, want the two inline requests'", n)
+	}
+}
