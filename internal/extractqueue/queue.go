@@ -203,30 +203,9 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, limit int, stale time.Dura
 		if err != nil {
 			return err
 		}
-		var due []Queued
-		for rows.Next() {
-			var q Queued
-			if err := rows.Scan(&q.Org, &q.Namespace, &q.QueueID, &q.Agent, &q.UserID, &q.SessionID, &q.CreatedAt, &q.Records, &q.Payload); err != nil {
-				rows.Close()
-				return err
-			}
-			due = append(due, q)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(due) == 0 {
-			return err
-		}
-		b := &pgx.Batch{}
-		for _, q := range due {
-			rec, err := record(q)
-			if err != nil {
-				return err
-			}
-			outbox.Queue(b, rec)
-		}
-		outbox.QueueNotify(b)
+		due, err := queueRecords(ctx, tx, rows, record)
 		n = len(due)
-		return tx.SendBatch(ctx, b).Close()
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("queue records for due extraction requests: %w", err)
@@ -250,30 +229,11 @@ func Retry(ctx context.Context, pool *pgxpool.Pool, org, tokenID string, ids []s
 		if err != nil {
 			return err
 		}
-		var due []Queued
-		for rows.Next() {
-			var q Queued
-			if err := rows.Scan(&q.Org, &q.Namespace, &q.QueueID, &q.Agent, &q.UserID, &q.SessionID, &q.CreatedAt, &q.Records, &q.Payload); err != nil {
-				rows.Close()
-				return err
-			}
-			due = append(due, q)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(due) == 0 {
-			return err
-		}
-		b := &pgx.Batch{}
+		due, err := queueRecords(ctx, tx, rows, record)
 		for _, q := range due {
-			rec, err := record(q)
-			if err != nil {
-				return err
-			}
-			outbox.Queue(b, rec)
 			accepted = append(accepted, q.QueueID)
 		}
-		outbox.QueueNotify(b)
-		return tx.SendBatch(ctx, b).Close()
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retry extraction requests: %w", err)
@@ -371,4 +331,35 @@ func Record(ctx context.Context, q Querier, c *Claim, result []byte) error {
 	tag, err := q.Exec(ctx, `UPDATE loom.extraction_requests SET result = $4, updated_at = now()
 		WHERE org = $1 AND queue_id = $2 AND claim_token = $3 AND status = 'done'`, c.Org, c.QueueID, c.Token, result)
 	return changed(tag, err, "store the result of extraction request "+c.QueueID)
+}
+
+// queueRecords reads the requests rows returns (the columns of Queued, in order) and
+// queues a record of each in tx's outbox.
+func queueRecords(ctx context.Context, tx pgx.Tx, rows pgx.Rows, record func(Queued) (outbox.Record, error)) ([]Queued, error) {
+	var due []Queued
+	for rows.Next() {
+		var q Queued
+		if err := rows.Scan(&q.Org, &q.Namespace, &q.QueueID, &q.Agent, &q.UserID, &q.SessionID, &q.CreatedAt, &q.Records, &q.Payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		due = append(due, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(due) == 0 {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, q := range due {
+		rec, err := record(q)
+		if err != nil {
+			return nil, err
+		}
+		outbox.Queue(b, rec)
+	}
+	outbox.QueueNotify(b)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return due, nil
 }
