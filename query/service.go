@@ -63,4 +63,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/extractions", s.handleExtractionStatus)
 	g.Get("/extractions", s.handleMyExtractions)
 	g.Get("/extractions/:queue_id", s.handleMyExtractions)
+	g.Post("/namespaces/:ns/memories\\:bulkGet", s.handleBulkGet)
+	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
+	g.Get("/exports", s.handleExport)
 }
