@@ -40,7 +40,9 @@ type AskAnswer struct {
 	Citations        []Citation `json:"citations"`
 	CitationsDropped int        `json:"citations_dropped"`
 	StaleDropped     int        `json:"stale_dropped"`
-	Model            string     `json:"model,omitempty"`
+	// PendingExtraction: a deferred extraction of the scope is not done yet.
+	PendingExtraction bool   `json:"pending_extraction"`
+	Model             string `json:"model,omitempty"`
 	// Search is the search the answer read; its hits are the pool.
 	Search *SearchAnswer `json:"search"`
 }

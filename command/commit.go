@@ -51,6 +51,9 @@ type commitPlan struct {
 	// (an erasure requested meanwhile) and the records that land with the rows or
 	// not at all. Its error rolls the commit back.
 	inTx func(ctx context.Context, tx pgx.Tx) error
+	// inCommit runs in the transaction once the rows are written; its error rolls the
+	// commit back.
+	inCommit func(ctx context.Context, tx pgx.Tx) error
 	// evidence names namespaces whose deletion evidence of any row's memory refuses
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
@@ -176,6 +179,11 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+		}
+		if plan.inCommit != nil {
+			if err := plan.inCommit(ctx, tx); err != nil {
+				return err
+			}
 		}
 		if plan.idem != nil {
 			return markCommitted(ctx, tx, plan.idem, plan.rows)

@@ -168,7 +168,7 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 		return later(soon, err)
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeEntityExtraction}
-	b, err := s.llm.Allowance(ctx, bill)
+	b, err := s.models.Allowance(ctx, bill)
 	if err != nil {
 		return later(soon, err)
 	}
@@ -176,7 +176,7 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 		return later(time.Until(b.ResetsAt), nil)
 	}
 	var ex extraction
-	_, err = s.llm.CompleteJSON(ctx, llm.Request{Bill: bill, Messages: entityPrompt(head), Schema: entitySchema, MaxTokens: 1200}, &ex)
+	_, err = s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Messages: entityPrompt(head), Schema: entitySchema, MaxTokens: 1200}, &ex)
 	switch llm.ClassOf(err) {
 	case 0:
 		if err != nil {

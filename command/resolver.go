@@ -279,7 +279,7 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 		return later(soon, err) // no call is paid for a row that may not be acted on
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeConflictResolver}
-	b, err := s.llm.Allowance(ctx, bill)
+	b, err := s.models.Allowance(ctx, bill)
 	if err != nil {
 		return later(soon, err)
 	}
@@ -365,7 +365,7 @@ func (s *Service) askJudge(ctx context.Context, bill llm.Bill, judged *memrow.Ro
 	var best map[int]peerJudgement
 	calls := 0
 	for try := 0; try < 2; try++ {
-		ans, err := s.llm.Complete(ctx, llm.Request{Bill: bill, Messages: msgs, Schema: judgeSchema, MaxTokens: room, ReasoningEffort: "low"})
+		ans, err := s.models.Complete(ctx, llm.Request{Bill: bill, Messages: msgs, Schema: judgeSchema, MaxTokens: room, ReasoningEffort: "low"})
 		c := llm.ClassOf(err)
 		if err != nil && c != llm.ClassMalformed {
 			if try > 0 && len(best) > 0 {

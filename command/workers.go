@@ -9,7 +9,6 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/revisions"
 )
@@ -24,11 +23,11 @@ import (
 // now (the model down, the namespace's cap spent, an erasure of its org running)
 // stays owed in the queue rather than holding the topic's partition behind it.
 
-// WithWorkers gives the write side the workers' settings and the model provider. The
+// WithWorkers gives the write side the workers' settings (WithModels their provider). The
 // resolver's switch and floor also decide which writes are marked judgement_owed.
-func WithWorkers(w config.Workers, provider *llm.Provider) Option {
+func WithWorkers(w config.Workers) Option {
 	return func(s *Service) {
-		s.workers, s.llm = w, provider
+		s.workers = w
 		s.wake = map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)}
 	}
 }
@@ -76,7 +75,7 @@ func Workers() []string { return []string{workerResolver, workerEntities} }
 // WorkerEnabled reports whether a worker runs: it is switched on and a provider is
 // configured (without one the pass would read nothing and the rows stay owed).
 func (s *Service) WorkerEnabled(worker string) bool {
-	if s.llm == nil || !s.llm.Configured() {
+	if s.models == nil || !s.models.Configured() {
 		return false
 	}
 	switch worker {
@@ -128,7 +127,7 @@ func (s *Service) RunWorkerFeed(ctx context.Context, worker string, consumer *kg
 		err := backoff.Retry(func() error {
 			items, err := s.pickItems(ctx, worker, recs)
 			if err == nil {
-				err = s.enqueue(ctx, items)
+				err = s.queueWork(ctx, items)
 			}
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("worker feed: queueing a batch failed; retrying", "worker", worker, "records", len(recs), "err", err)

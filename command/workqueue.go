@@ -38,9 +38,9 @@ const (
 	outcomeEmpty     = "empty"     // the extractor found no entity in the row
 )
 
-// enqueue queues items; an item queued before (a redelivery, a replay of the group)
+// queueWork queues items; an item queued before (a redelivery, a replay of the group)
 // is left as it is, done or owed.
-func (s *Service) enqueue(ctx context.Context, items []workItem) error {
+func (s *Service) queueWork(ctx context.Context, items []workItem) error {
 	if len(items) == 0 {
 		return nil
 	}

@@ -68,8 +68,11 @@ type askAnswer struct {
 	CitationsDropped int `json:"citations_dropped"`
 	// StaleDropped counts the pool's memories whose head moved between the search and
 	// the prompt: the model never saw them.
-	StaleDropped int    `json:"stale_dropped"`
-	Model        string `json:"model,omitempty"`
+	StaleDropped int `json:"stale_dropped"`
+	// PendingExtraction is the search's: a deferred extraction of the scope is not
+	// done yet, so the pool may lack facts still to come.
+	PendingExtraction bool   `json:"pending_extraction"`
+	Model             string `json:"model,omitempty"`
 	// Search is the search the answer reads: its verdict, barrier and hits (the pool).
 	Search *searchAnswer `json:"search"`
 }
@@ -144,7 +147,7 @@ func (s *Service) askSearch(ctx context.Context, p auth.Principal, ns string, re
 
 // askModel validates the pool and makes the call.
 func (s *Service) askModel(ctx context.Context, st *askState) (*askAnswer, error) {
-	ans := &askAnswer{Citations: []askCitation{}, Search: st.search}
+	ans := &askAnswer{Citations: []askCitation{}, Search: st.search, PendingExtraction: st.search.PendingExtraction}
 	if st.search.Verdict != VerdictOK {
 		ans.Abstained, ans.AbstainCode = true, string(st.search.Verdict)
 		s.asks.With("abstained").Inc()

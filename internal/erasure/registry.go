@@ -78,6 +78,11 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.worker_items", Class: NoMemoryContent,
 			Why: "the workers' queue and stamps: memory ids, versions, content hashes and verdict codes, no text"},
 		{Store: Postgres, Name: "loom.conflict_undos", Class: NoMemoryContent, Why: "undone retirements: memory ids and content hashes"},
+		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
+			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
+			// Requests committed below the fence: the namespace's generation, read under its
+			// row lock, is what a request recorded when it committed.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
