@@ -17,6 +17,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
@@ -288,37 +289,35 @@ func (p *Process) background() []work {
 // RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
 // revisions the worker owes something (command.Service.RunWorkerFeed).
 func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
-	consumer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic)...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Leave the group at once, so a reset finds it empty and a restart need not
-		// wait out the session.
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return p.Command.RunWorkerFeed(ctx, worker, consumer)
+	return runMember(command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Command.RunWorkerFeed(ctx, worker, c)
+	})
 }
 
 // RunExtractionWorker runs this process's extraction worker, a member of the
 // extraction workers' consumer group, until ctx ends. It is the command role's: it
 // writes through the write side's admission and commit, as the requests' tokens.
 func (p *Process) RunExtractionWorker(ctx context.Context) error {
-	consumer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, p.Command.ExtractionConsumerOpts()...)
+	return runMember(p.Command.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Command.RunExtractionWorker(ctx, c)
+	})
+}
+
+// runMember runs a consumer group's member until run returns, then leaves the group
+// at once, committing what was handled, so the partitions move now and a reset finds
+// the group empty.
+func runMember(opts []kgo.Opt, brokers []string, run func(*kgo.Client) error) error {
+	consumer, err := kafka.NewClient(brokers, opts...)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		// Leave at once, committing what was handled, so the partitions move now.
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		consumer.LeaveGroupContext(cctx)
 		cancel()
 		consumer.Close()
 	}()
-	return p.Command.RunExtractionWorker(ctx, consumer)
+	return run(consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.
