@@ -41,8 +41,13 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			"version":         p.CH.Caps.Version,
 			"cosine_distance": p.CH.Caps.CosineDistance,
 		},
-		"projection": p.Cfg.Pipeline.Projection,
-		"topic":      p.Cfg.Pipeline.Topic,
+		"projection":   p.Cfg.Pipeline.Projection,
+		"topic":        p.Cfg.Pipeline.Topic,
+		"search_index": p.Cfg.SearchIndex.Mode,
+	}
+	// The index's warm-up and holdings: until it is warm, searches wait at the barrier.
+	if h, ok := p.IndexHealth(); ok {
+		body["index"] = h
 	}
 	include := strings.Split(c.Query("include"), ",")
 	if slices.Contains(include, "postgres") {
