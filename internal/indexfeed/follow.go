@@ -193,6 +193,9 @@ func (f *Follower) applyWithRetry(ctx context.Context, recs []*kgo.Record) error
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		wait := bo.NextBackOff()
 		f.log.Warn("index follower: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
 		select {
