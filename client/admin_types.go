@@ -203,6 +203,7 @@ type Ready struct {
 	Checks            struct {
 		Postgres   string `json:"postgres"`
 		ClickHouse string `json:"clickhouse"`
+		Index      string `json:"index,omitempty"` // "warm", or the search index's replay so far
 	} `json:"checks"`
 }
 
