@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "search", "coldstart", "bulk", "replay", "parts"}
+var Scenarios = []string{"set", "lag", "get", "search", "coldstart", "bulk", "extract", "replay", "parts"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -117,7 +117,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	defer r.dropScratch()
 	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
 		"set": r.set, "lag": r.lag, "get": r.get, "search": r.search,
-		"bulk": r.bulk, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
+		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)

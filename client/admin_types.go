@@ -11,6 +11,9 @@ type NamespaceConfig struct {
 	OnExpire          string                `json:"on_expire,omitempty"`
 	Types             map[string]TypeConfig `json:"types,omitempty"`
 	Relations         map[string]string     `json:"relations,omitempty"`
+	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day (nil:
+	// the server's LOOM_DEFAULT_DAILY_COST_CAP_USD).
+	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
 }
 
 // TypeConfig is one memory type's configuration within a namespace.
@@ -28,6 +31,10 @@ type NamespaceAnswer struct {
 	Config           NamespaceConfig `json:"config"`
 	Blacklist        []string        `json:"blacklist"`
 	PolicyGeneration int64           `json:"policy_generation"`
+	// Sweep is blacklist.add's sweep of the new pattern; SweepError says why it did
+	// not finish (the pattern is kept).
+	Sweep      *SweepReport `json:"sweep,omitempty"`
+	SweepError string       `json:"sweep_error,omitempty"`
 }
 
 // ErasureRequest is erasure.request's scope: exactly one of a user in a namespace, a

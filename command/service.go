@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/searchindex"
@@ -35,8 +36,9 @@ type Faults struct {
 	// BeforeCommit runs right before a memory.set or a copy writer commits (a slow
 	// request, or one whose head changes between its read and its commit).
 	BeforeCommit func()
-	// AfterCommit runs once a commit returned; an error stands for the commit's answer
-	// lost on the way back (the connection cut right after COMMIT).
+	// AfterCommit runs once a commit returned (a memory.set, a copy writer, a blacklist
+	// sweep's batch); an error stands for the commit's answer lost on the way back (the
+	// connection cut right after COMMIT).
 	AfterCommit func() error
 	// AfterErasureStep runs once an erasure saga checkpointed a step; an error stops
 	// the run there, as a crash would, leaving the saga to erasure_recovery.
@@ -66,6 +68,7 @@ type Service struct {
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	embedder embed.Embedder
+	models   *llm.Provider // model calls: extraction; nil answers LLM_NOT_CONFIGURED
 	log      *slog.Logger
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
@@ -75,10 +78,16 @@ type Service struct {
 	index   *searchindex.Index
 	writes  *metrics.CounterVec
 	latency *metrics.HistogramVec
+	// extractions counts the extraction workers' requests by outcome.
+	extractions *metrics.CounterVec
 }
 
 // Option changes how New builds the write side.
 type Option func(*Service)
+
+// WithModels gives the write side its model provider (memory.set_from_messages and the
+// extraction workers).
+func WithModels(p *llm.Provider) Option { return func(s *Service) { s.models = p } }
 
 // WithFaults breaks the write path where f says (tests).
 func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
@@ -94,6 +103,8 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
+		extractions: reg.Counter("loom_extraction_requests_total",
+			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}
 	for _, o := range opts {
 		o(s)
@@ -112,11 +123,17 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:sweepExpired", s.handleSweepExpired)
 	g.Post("/namespaces/:ns/memories\\:clear", s.handleClear)
 	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)
+	g.Post("/namespaces/:ns/memories\\:fromMessages", s.handleFromMessages)
+	g.Post("/namespaces/:ns/memories\\:import", s.handleImport)
+	g.Post("/extractions\\:retry", s.handleRetryExtractions)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)
+	g.Post("/namespaces/:ns\\:restore", s.handleRestore)
+	g.Post("/namespaces/:ns\\:rollback", s.handleRollback)
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
+	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 }
