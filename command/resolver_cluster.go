@@ -86,7 +86,9 @@ func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPee
 		}
 		add(r, cos[r.MemoryID])
 	}
-	near, err := s.readPeers(ctx, peerQuery{id: judged.Identity, memoryType: judged.MemoryType, vector: vector, readUserID: judged.UserID})
+	// From ClickHouse: the judgement waited for the projection to hold the row's seq,
+	// and no index position was captured for it.
+	near, err := s.readPeers(ctx, peerQuery{id: judged.Identity, memoryType: judged.MemoryType, vector: vector, readUserID: judged.UserID}, false)
 	if err != nil {
 		return nil, fmt.Errorf("read the nearest rows: %w", err)
 	}
