@@ -168,11 +168,13 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		counts["loom.idempotency"] = tag.RowsAffected()
 		return nil
 	})
-	b.Queue(fmt.Sprintf(`%s DELETE FROM loom.search_pages t USING p WHERE %s`, erasure.ScopeParams, scope["loom.search_pages"]), args...).
-		Exec(func(tag pgconn.CommandTag) error {
-			counts["loom.search_pages"] = tag.RowsAffected()
-			return nil
-		})
+	for _, table := range []string{"loom.search_pages", "loom.search_traces"} {
+		b.Queue(fmt.Sprintf(`%s DELETE FROM %s t USING p WHERE %s`, erasure.ScopeParams, table, scope[table]), args...).
+			Exec(func(tag pgconn.CommandTag) error {
+				counts[table] = tag.RowsAffected()
+				return nil
+			})
+	}
 	kind := events.ErasureScopeNamespace
 	if sg.Scope.UserID != "" {
 		kind = events.ErasureScopeUser
