@@ -32,22 +32,44 @@ type Service struct {
 	embedder *cachedEmbedder
 	log      *slog.Logger
 	now      func() time.Time
+	// plannerNow is the clock relative times in queries are read against.
+	plannerNow   func() time.Time
+	reranker     Reranker
+	calibrations *calibrations
 
 	searches     *metrics.CounterVec
 	searchTime   *metrics.Histogram
 	staleDropped *metrics.Counter
+	reranks      *metrics.CounterVec
 }
+
+// Option changes how New builds the read side.
+type Option func(*Service)
+
+// WithReranker reranks searches that ask (or whose settings do) with r.
+func WithReranker(r Reranker) Option { return func(s *Service) { s.reranker = r } }
+
+// WithPlannerClock reads a query's relative times ("last week") against now.
+func WithPlannerClock(now func() time.Time) Option { return func(s *Service) { s.plannerNow = now } }
 
 // New returns the read side, configured by its section as it is; barrier must be
 // running its listener.
-func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
-	return &Service{
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger,
+	opts ...Option) *Service {
+	s := &Service{
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
+		plannerNow:   time.Now,
+		calibrations: newCalibrations(pool),
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
+		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Register mounts the read routes; the process authenticates them (cmd/loomd/app).
@@ -60,4 +82,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)
 	g.Get("/namespaces/:ns/graph/entities/:name", s.handleEntity)
+	g.Get("/search-traces/:id", s.handleSearchTrace)
 }

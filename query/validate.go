@@ -41,17 +41,21 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 			h := current[c.identity.Namespace][heads.IdentityKey(c.identity)]
 			if h == nil || h.ContentSHA256 != c.contentSHA256 || h.MemoryType != c.memoryType || !plan.serves(h, now) {
 				stale++
+				plan.trace.drop(c, dropReason(h, c))
 				continue
 			}
 			p := prior(priorInput{confidence: h.Confidence, reinforcement: h.ReinforcementCount, tagHits: overlap(plan.req.Tags, h.Tags),
-				updatedAt: h.UpdatedAt, recency: plan.req.Recency, now: now}, s.cfg.PriorCap)
+				updatedAt: h.UpdatedAt, recency: plan.recency(), now: now}, s.cfg.PriorCap)
 			score := c.fused * (1 + p)
 			hits = append(hits, hitView{memoryView: viewOf(h), Score: round6(score), Scores: map[string]float64{
 				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
 				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
-			if plan.req.Graph {
+			if plan.settings.keeps(LegGraph) {
 				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores[LegGraph])
+			}
+			if len(plan.query.Dates) > 0 {
+				hits[len(hits)-1].Scores[string(LegDate)] = c.scores[LegDate]
 			}
 		}
 	}
@@ -65,6 +69,19 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 		hits = []hitView{}
 	}
 	return hits, next, stale, nil
+}
+
+// dropReason says why validation dropped a candidate, for the trace.
+func dropReason(h *memrow.Row, c *candidate) string {
+	switch {
+	case h == nil:
+		return "gone"
+	case h.ContentSHA256 != c.contentSHA256:
+		return "content_changed"
+	case h.MemoryType != c.memoryType:
+		return "type_changed"
+	}
+	return "filtered"
 }
 
 // serves applies the search's filters and read scope to a head, the authority.

@@ -34,6 +34,7 @@ import (
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/query"
 )
 
 // Version is loomd's build version.
@@ -59,6 +60,7 @@ type Process struct {
 	opts          options
 	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	watermarkWake *pg.Listener
+	reranker      query.Reranker
 	projector     *projector.Switch
 	migrations    *boot.Migrations
 }
@@ -70,6 +72,12 @@ type options struct {
 	commandFaults   command.Faults
 	relayFaults     relay.Faults
 	projectorFaults projector.Faults
+	queryOptions    []query.Option
+}
+
+// WithQueryOptions builds the read side with these options (a test's planner clock).
+func WithQueryOptions(opts ...query.Option) Option {
+	return func(o *options) { o.queryOptions = append(o.queryOptions, opts...) }
 }
 
 // WithCommandFaults breaks the write path where f says (tests).
@@ -134,6 +142,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		return nil, err
 	}
 	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log}); err != nil {
+		return nil, err
+	}
+	if p.reranker, err = query.NewReranker(cfg.Query.Retrieval, p.LLM, nil); err != nil {
 		return nil, err
 	}
 	p.Tokens = auth.NewStore(p.PG)

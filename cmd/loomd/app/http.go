@@ -39,7 +39,11 @@ func (p *Process) newHTTP() *fiber.App {
 	}
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
-		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log).Register(data)
+		opts := p.opts.queryOptions
+		if p.reranker != nil {
+			opts = append([]query.Option{query.WithReranker(p.reranker)}, opts...)
+		}
+		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log, opts...).Register(data)
 	}
 	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
 		p.registerAdapters(app)
