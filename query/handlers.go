@@ -80,7 +80,7 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleSearchTrace(c *fiber.Ctx) error {
-	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("id")))
+	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("trace_id")))
 }
 
 func (s *Service) handleGet(c *fiber.Ctx) error {

@@ -82,5 +82,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)
 	g.Get("/namespaces/:ns/graph/entities/:name", s.handleEntity)
-	g.Get("/search-traces/:id", s.handleSearchTrace)
+	g.Get("/search-traces/:trace_id", s.handleSearchTrace)
 }
