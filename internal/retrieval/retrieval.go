@@ -123,7 +123,10 @@ func (s Settings) Over(o Settings) Settings {
 		if s.Weights != nil {
 			w = *s.Weights
 		}
-		for _, p := range []struct{ dst **float64; src *float64 }{
+		for _, p := range []struct {
+			dst **float64
+			src *float64
+		}{
 			{&w.Vector, o.Weights.Vector}, {&w.Lexical, o.Weights.Lexical}, {&w.Key, o.Weights.Key}, {&w.Graph, o.Weights.Graph}} {
 			if p.src != nil {
 				*p.dst = p.src
