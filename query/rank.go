@@ -123,19 +123,9 @@ func takeTurns(pools [][]*candidate) []*candidate {
 // pool by the lifted scores.
 func (s *Service) anchorDates(ctx context.Context, plan *searchPlan, pool []*candidate) error {
 	head := pool[:min(len(pool), anchorDepth)]
-	byNS := map[string][]memrow.Identity{}
-	for _, c := range head {
-		id := c.identity
-		id.Org = plan.f.org
-		byNS[id.Namespace] = append(byNS[id.Namespace], id)
-	}
-	rows := map[string]map[string]*memrow.Row{}
-	for ns, ids := range byNS {
-		hs, err := heads.Many(ctx, s.pool, plan.f.org, ns, ids)
-		if err != nil {
-			return httperr.Store("reading the rows the date anchor compares", err)
-		}
-		rows[ns] = hs
+	rows, err := s.headsOf(ctx, plan.f.org, head)
+	if err != nil {
+		return httperr.Store("reading the rows the date anchor compares", err)
 	}
 	for _, c := range head {
 		h := rows[c.identity.Namespace][heads.IdentityKey(c.identity)]

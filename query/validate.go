@@ -9,6 +9,26 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+// headsOf reads the Postgres heads of candidates, by namespace and then
+// heads.IdentityKey.
+func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (map[string]map[string]*memrow.Row, error) {
+	byNS := map[string][]memrow.Identity{}
+	for _, c := range cands {
+		id := c.identity
+		id.Org = org
+		byNS[id.Namespace] = append(byNS[id.Namespace], id)
+	}
+	out := map[string]map[string]*memrow.Row{}
+	for ns, ids := range byNS {
+		hs, err := heads.Many(ctx, s.pool, org, ns, ids)
+		if err != nil {
+			return nil, err
+		}
+		out[ns] = hs
+	}
+	return out, nil
+}
+
 // validate serves the pool from offset on: a candidate is served only while its key's
 // Postgres head is live, searchable, of the candidate's type and content, and matches
 // the filters and the token's read scope; the value served is the head's. The first
@@ -23,19 +43,9 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 	for round := 0; round < 2 && len(hits) < topK && next < len(pool); round++ {
 		window := pool[next:min(next+topK-len(hits), len(pool))]
 		next += len(window)
-		byNS := map[string][]memrow.Identity{}
-		for _, c := range window {
-			id := c.identity
-			id.Org = plan.f.org
-			byNS[id.Namespace] = append(byNS[id.Namespace], id)
-		}
-		current := map[string]map[string]*memrow.Row{}
-		for ns, ids := range byNS {
-			hs, err := heads.Many(ctx, s.pool, plan.f.org, ns, ids)
-			if err != nil {
-				return nil, 0, 0, err
-			}
-			current[ns] = hs
+		current, err := s.headsOf(ctx, plan.f.org, window)
+		if err != nil {
+			return nil, 0, 0, err
 		}
 		for _, c := range window {
 			h := current[c.identity.Namespace][heads.IdentityKey(c.identity)]

@@ -116,6 +116,33 @@ func firstSet(q labelled) bool {
 	return true
 }
 
+// oldSuite reports whether a query is one of the 100 the suite had before this issue:
+// the first 80 answerable ones and the 20 general no-answer ones.
+func oldSuite(q labelled) bool {
+	if q.Category == noAnswer {
+		return q.Kind == "general"
+	}
+	return firstSet(q)
+}
+
+// oldFloor is the fixed LOOM_MEMORY_SEARCH_MIN_SCORE the service abstained under
+// before calibration: below_threshold when the best relevance is under it.
+const oldFloor = 0.3
+
+// abstainsOld re-judges the search by the old gate alone: no hit, or the best hit's
+// relevance (the floor gate's reading) under the fixed floor.
+func (a answer) abstainsOld() bool {
+	if len(a.Hits) == 0 {
+		return true
+	}
+	for _, g := range a.Explain.Gates {
+		if g.Name == "floor" {
+			return g.Value < oldFloor
+		}
+	}
+	return false
+}
+
 type hit struct {
 	MemoryKey string             `json:"memory_key"`
 	Scores    map[string]float64 `json:"scores"`
@@ -438,12 +465,19 @@ type results struct {
 	falseAbst   map[string]map[string]int            // fused system → answerable category → abstentions
 	verdicts    map[string]map[string]int            // weighted: category or kind → verdict → count
 	sweep       []sweepRow
+	oldGate     []gateRow // the old gate beside the new, over the old 100 queries and all
 	weights     []weightRow
 	wholePool   figures // the service's weighted fusion over every candidate: the per-leg search's own order
 	answerable  int
 	noAnswers   int
 	perCatCount map[string]int
 	perKindN    map[string]int
+}
+
+type gateRow struct {
+	gate, queries string
+	a             abstainFigures
+	false         int
 }
 
 type weightRow struct {
@@ -600,6 +634,35 @@ func measure(outcomes []outcome) results {
 			}
 		}
 		r.weights = append(r.weights, weightRow{w, f.mean()})
+	}
+	for _, set := range []struct {
+		name string
+		in   func(labelled) bool
+	}{{"the old 100", oldSuite}, {"all", func(labelled) bool { return true }}} {
+		for _, g := range []struct {
+			name     string
+			abstains func(answer) bool
+		}{{"old: fixed floor 0.3", answer.abstainsOld}, {"new: as served", func(a answer) bool { return a.Verdict != "ok" }}} {
+			row := gateRow{gate: g.name, queries: set.name}
+			for _, o := range outcomes {
+				if !set.in(o.q) {
+					continue
+				}
+				none := o.q.Category == noAnswer
+				if none {
+					row.a.noAnswer++
+				}
+				if g.abstains(o.weighted) {
+					row.a.abstained++
+					if none {
+						row.a.correct++
+					} else {
+						row.false++
+					}
+				}
+			}
+			r.oldGate = append(r.oldGate, row)
+		}
 	}
 	for _, grounding := range []bool{true, false} {
 		for _, th := range sweepThresholds {
@@ -765,6 +828,14 @@ func (r results) markdown(memories, queries int) string {
 	for _, g := range groups {
 		v := r.verdicts[g]
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d |\n", g, v["ok"], v["no_match"], v["below_threshold"], v["low_calibrated_confidence"], v["ungrounded_identifier"])
+	}
+	fmt.Fprintf(&b, "\n### The old gate, re-judged in the same run\n\nThe weighted searches judged by the gate the service had "+
+		"before calibration (below_threshold when the best hit's relevance is under LOOM_MEMORY_SEARCH_MIN_SCORE %.1f; no "+
+		"distinctness, no grounding), beside their verdicts as served, over the 100 queries the suite had then (80 answerable, "+
+		"20 general no-answer) and over all:\n\n| gate | queries | abstained | answerable abstained | precision | recall |\n"+
+		"|---|---|---:|---:|---:|---:|\n", oldFloor)
+	for _, g := range r.oldGate {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %.3f |\n", g.gate, g.queries, g.a.abstained, g.false, pct(g.a.precision()), g.a.recall())
 	}
 	fmt.Fprintf(&b, "\n## The sweep that chose the calibration\n\nThe weighted searches re-judged from their gates at each "+
 		"min_distinctness (how many background spreads the best hit must stand above the pool's tenth row; 0 turns the gate "+
