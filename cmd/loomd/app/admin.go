@@ -20,6 +20,9 @@ import (
 func (p *Process) registerAdmin(app *fiber.App) {
 	g := app.Group("/v1/admin", p.Tokens.Middleware())
 	g.Post("/projections/:name\\:reset", p.handleProjectionReset)
+	g.Post("/tokens", p.handleTokenCreate)
+	g.Get("/tokens", p.handleTokenList)
+	g.Delete("/tokens/:token_id", p.handleTokenRevoke)
 }
 
 // resetRequest is POST /v1/admin/projections/{name}:reset: the projection from the
