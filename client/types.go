@@ -341,6 +341,8 @@ type SearchAnswer struct {
 	Explain *SearchExplain `json:"explain,omitempty"`
 	// TraceID names the kept trace (SearchTrace) when the request asked for one.
 	TraceID string `json:"trace_id,omitempty"`
+	// PendingExtraction: a deferred extraction of the search's scope is not done yet.
+	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // Abstain reports whether the caller should answer "I don't know": no hit, or none

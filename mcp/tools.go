@@ -125,6 +125,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, deleteSummary(in.Namespace, a), nil
 		},
 	})
+	addExtractionTools(s, c)
 }
 
 func idempotency(key string) []client.CallOption {

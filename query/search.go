@@ -83,6 +83,9 @@ type searchAnswer struct {
 	Grounding     grounding     `json:"grounding"`
 	Explain       *explain      `json:"explain,omitempty"`
 	TraceID       string        `json:"trace_id,omitempty"`
+	// PendingExtraction: a deferred extraction of the search's scope is not done yet,
+	// so facts it will write are not among the hits.
+	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // explain is how the search went: its settled settings, the plan, the background and
@@ -176,6 +179,9 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	plan.trace.fusion(pool)
 	ans := &searchAnswer{Barrier: passed, Mode: plan.mode(), Namespaces: plan.namespaces}
 	if err := s.servePage(ctx, plan, pool, 0, ans); err != nil {
+		return nil, err
+	}
+	if ans.PendingExtraction, err = s.pendingExtraction(ctx, p.Org, plan.namespaces, plan.f.userID); err != nil {
 		return nil, err
 	}
 	return ans, nil
