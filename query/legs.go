@@ -27,6 +27,10 @@ type filter struct {
 	withDeleted bool
 }
 
+// noUser is the user filter of a read scope that matches no row: no stored user id
+// holds a NUL.
+const noUser = "\x00none"
+
 // scopedUser is a filter's user_id under the token's read scope: a token bound to one
 // user reads that user's rows; another user's rows are absent to it, not forbidden.
 func scopedUser(p auth.Principal, userID string) string {
@@ -34,7 +38,7 @@ func scopedUser(p auth.Principal, userID string) string {
 	case p.ReadUserID == "":
 		return userID
 	case userID != "" && userID != p.ReadUserID:
-		return "\x00none"
+		return noUser
 	}
 	return p.ReadUserID
 }
