@@ -53,3 +53,13 @@ func commitError(err error) *httperr.Error {
 func chUnavailable(doing string, err error) *httperr.Error {
 	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
 }
+
+// peerReadError maps a peer read's failure: errPeersMoved passes through (the round
+// goes again); ClickHouse that cannot be reached is a retryable 503, and so is Postgres
+// (the heads the peers are checked against).
+func peerReadError(doing string, err error) error {
+	if errors.Is(err, errPeersMoved) {
+		return err
+	}
+	return chUnavailable(doing, err)
+}

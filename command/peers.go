@@ -2,12 +2,14 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // peerQuery is what a write's peer read is narrowed to.
@@ -18,48 +20,38 @@ type peerQuery struct {
 	readUserID string // a token bound to one user: peers are that user's rows, and pinned rows of anyone
 }
 
+// peerDoc is a search document a peer read found, before its head is checked.
+type peerDoc struct {
+	id     memrow.Identity
+	sha    string
+	cosine float64
+}
+
+// errPeersMoved sends a write to another round: the index dropped the namespace (past
+// its memory budget) between the round's capture and its peer read, so the capture
+// does not cover a read the ClickHouse path would now serve.
+var errPeersMoved = errors.New("the namespace's peers moved from the index to ClickHouse since the capture")
+
+// indexed reports whether the process's index serves the namespace's peer reads.
+func (s *Service) indexed(org, ns string) bool {
+	return s.index != nil && s.index.Held(searchindex.Space{Org: org, Namespace: ns})
+}
+
 // readPeers returns the rows of other keys nearest the write's value: read from the
-// search documents in ClickHouse (one statement, identity predicates in PREWHERE), then
-// checked against their Postgres heads, which are what the verdict judges. A document
-// whose head moved on is left out: the admission's gap check covers what moved.
-func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
-	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
-		"memory_key != ?"}
-	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.MemoryKey}
-	if q.readUserID != "" {
-		where = append(where, "(user_id = ? OR pinned = 1)")
-		args = append(args, q.readUserID)
+// process's search index when the round captured its position (fromIndex), else from
+// the search documents in ClickHouse, then checked against their Postgres heads, which
+// are what the verdict judges. A document whose head moved on is left out: the
+// admission's gap check covers what moved.
+func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([]peer, error) {
+	var docs []peerDoc
+	var err error
+	if fromIndex {
+		docs, err = s.indexPeers(q)
+	} else {
+		docs, err = s.clickhousePeers(ctx, q)
 	}
-	args = append(args, s.cfg.PeerLimit)
-	sql := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, content_sha256, %s AS cosine
-		FROM loom.memory_embeddings FINAL
-		PREWHERE org = ? AND namespace = ?
-		WHERE %s
-		ORDER BY cosine DESC
-		LIMIT ?`, s.ch.Caps.Dot("embedding"), strings.Join(where, " AND "))
-	rows, err := s.ch.Query(s.ch.Ctx(ctx), sql, args...)
-	if err != nil {
+	if err != nil || len(docs) == 0 {
 		return nil, err
-	}
-	defer rows.Close()
-	type doc struct {
-		id     memrow.Identity
-		sha    string
-		cosine float64
-	}
-	var docs []doc
-	for rows.Next() {
-		d := doc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
-		if err := rows.Scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
-			return nil, err
-		}
-		docs = append(docs, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(docs) == 0 {
-		return nil, nil
 	}
 	ids := make([]memrow.Identity, len(docs))
 	for i, d := range docs {
@@ -79,6 +71,55 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 		out = append(out, peer{row: h, cosine: d.cosine})
 	}
 	return out, nil
+}
+
+// indexPeers is the peer read from the process's search index.
+func (s *Service) indexPeers(q peerQuery) ([]peerDoc, error) {
+	found, _, err := s.index.Peers(searchindex.Space{Org: q.id.Org, Namespace: q.id.Namespace}, searchindex.PeerQuery{
+		MemoryType: q.memoryType, MemoryKey: q.id.MemoryKey, ReadUserID: q.readUserID, Vector: q.vector,
+		Limit: s.cfg.PeerLimit, Now: s.now()})
+	if errors.Is(err, searchindex.ErrNotHeld) {
+		return nil, errPeersMoved
+	}
+	docs := make([]peerDoc, len(found))
+	for i, p := range found {
+		docs[i] = peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace, Agent: p.Agent, UserID: p.UserID,
+			SessionID: p.SessionID, MemoryKey: p.MemoryKey}, sha: p.ContentSHA256, cosine: p.Cosine}
+	}
+	return docs, err
+}
+
+// clickhousePeers is the peer read from memory_embeddings: one statement, identity
+// predicates in PREWHERE.
+func (s *Service) clickhousePeers(ctx context.Context, q peerQuery) ([]peerDoc, error) {
+	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
+		"memory_key != ?"}
+	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.MemoryKey}
+	if q.readUserID != "" {
+		where = append(where, "(user_id = ? OR pinned = 1)")
+		args = append(args, q.readUserID)
+	}
+	args = append(args, s.cfg.PeerLimit)
+	sql := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, content_sha256, %s AS cosine
+		FROM loom.memory_embeddings FINAL
+		PREWHERE org = ? AND namespace = ?
+		WHERE %s
+		ORDER BY cosine DESC
+		LIMIT ?`, s.ch.Caps.Dot("embedding"), strings.Join(where, " AND "))
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var docs []peerDoc
+	for rows.Next() {
+		d := peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
+		if err := rows.Scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+	return docs, rows.Err()
 }
 
 // isPeer is the peer rule, applied to a head: a served row of the same type under

@@ -27,8 +27,8 @@ type filter struct {
 	withDeleted bool
 }
 
-// noUser is the user filter of a read scope that matches no row: no stored user id
-// holds a NUL.
+// noUser is the user filter of a token bound to one user asking for another: it
+// matches no row (and no text column holds a NUL).
 const noUser = "\x00none"
 
 // scopedUser is a filter's user_id under the token's read scope: a token bound to one

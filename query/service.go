@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // settings is the read side's section of loomd's configuration, its leg weights as
@@ -30,8 +31,11 @@ type Service struct {
 	ch       *ch.Conn
 	barrier  *Barrier
 	embedder *cachedEmbedder
-	log      *slog.Logger
-	now      func() time.Time
+	// index is the process's search index: the vector, chunk, lexical and key legs of a
+	// namespace it holds read it. nil: ClickHouse serves every leg.
+	index *searchindex.Index
+	log   *slog.Logger
+	now   func() time.Time
 	// plannerNow is the clock relative times in queries are read against.
 	plannerNow   func() time.Time
 	reranker     Reranker
@@ -41,10 +45,16 @@ type Service struct {
 	searchTime   *metrics.Histogram
 	staleDropped *metrics.Counter
 	reranks      *metrics.CounterVec
+	legReads     *metrics.CounterVec
 }
 
 // Option changes how New builds the read side.
 type Option func(*Service)
+
+// WithSearchIndex serves search's vector, chunk, lexical and key legs from the
+// process's search index, for the namespaces it holds (nil: from ClickHouse). The
+// barrier must wait on the same index (NewBarrier's WithIndex).
+func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
 
 // WithReranker reranks searches that ask (or whose settings do) with r.
 func WithReranker(r Reranker) Option { return func(s *Service) { s.reranker = r } }
@@ -65,6 +75,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
 		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
+		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
 	}
 	for _, o := range opts {
 		o(s)

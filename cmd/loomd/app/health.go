@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,8 +42,13 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			"version":         p.CH.Caps.Version,
 			"cosine_distance": p.CH.Caps.CosineDistance,
 		},
-		"projection": p.Cfg.Pipeline.Projection,
-		"topic":      p.Cfg.Pipeline.Topic,
+		"projection":   p.Cfg.Pipeline.Projection,
+		"topic":        p.Cfg.Pipeline.Topic,
+		"search_index": p.Cfg.SearchIndex.Mode,
+	}
+	// The index's warm-up and holdings: until it is warm, searches wait at the barrier.
+	if h, ok := p.IndexHealth(); ok {
+		body["index"] = h
 	}
 	include := strings.Split(c.Query("include"), ",")
 	if slices.Contains(include, "postgres") {
@@ -79,8 +85,9 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-// handleReady answers 200 only when both stores answer and every migration this build
-// carries is applied; a load balancer sends no traffic before that.
+// handleReady answers 200 only when both stores answer, every migration this build
+// carries is applied and the search index (when the process holds one) is warm; a load
+// balancer sends no traffic before that.
 func (p *Process) handleReady(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
 	defer cancel()
@@ -95,6 +102,15 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 		checks["clickhouse"], ready = err.Error(), false
 	} else {
 		checks["clickhouse"] = "ok"
+	}
+	// A process warming its index would answer its searches and judge its writes behind:
+	// it takes traffic once it applied the topic as it stood at its start.
+	if h, ok := p.IndexHealth(); ok {
+		if h.Warm {
+			checks["index"] = "warm"
+		} else {
+			checks["index"], ready = fmt.Sprintf("warming: %d of %d records applied", h.Applied, h.Target), false
+		}
 	}
 	pending := p.migrations.Last()
 	if ready {
