@@ -86,6 +86,13 @@ func (c *Client) Restore(ctx context.Context, ns, key string, id Identity, opts 
 	return c.copyWriter(ctx, ns, key, "restore", id, opts)
 }
 
+// Unsupersede undoes a retirement, the conflict resolver's or a write's
+// (memory.unsupersede): the row is restored and the resolver leaves the pair alone
+// while both rows hold the values they hold now.
+func (c *Client) Unsupersede(ctx context.Context, ns, key string, id Identity, opts ...CallOption) (*CopyAnswer, error) {
+	return c.copyWriter(ctx, ns, key, "unsupersede", id, opts)
+}
+
 func (c *Client) copyWriter(ctx context.Context, ns, key, method string, id Identity, opts []CallOption) (*CopyAnswer, error) {
 	k := c.newCall(http.MethodPost, keyPath(ns, key)+":"+method, opts)
 	k.body = id

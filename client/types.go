@@ -195,6 +195,8 @@ type CopyAnswer struct {
 	Restored       string `json:"restored,omitempty"`
 	RestoredStatus string `json:"restored_status,omitempty"`
 	Redacted       bool   `json:"redacted,omitempty"`
+	// UndidRetirementBy names the row whose retirement of this one an Unsupersede undid.
+	UndidRetirementBy string `json:"undid_retirement_by,omitempty"`
 }
 
 // Barrier is what a ClickHouse read waited for at the generation barrier.

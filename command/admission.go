@@ -51,6 +51,11 @@ func (e *errGap) Error() string {
 // (type, liveness, status, scope), or was measured here and is clearly out of reach.
 // A new revision of a peer the verdict judged is never ruled out: the verdict read it.
 func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold float64) func([]gapRevision) error {
+	if floor := s.judgementFloor(); floor > 0 && floor < threshold {
+		// A peer at the resolver's floor marks the write for judgement: the verdict
+		// must see it too.
+		threshold = floor
+	}
 	return func(gap []gapRevision) error {
 		latest := map[string]gapRevision{}
 		var order []string

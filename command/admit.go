@@ -33,11 +33,14 @@ type admissionRules struct {
 	sensitiveRetention time.Duration
 	conflictThreshold  float64 // LOOM_CONFLICT_THRESHOLD
 	duplicateThreshold float64
+	// judgementFloor marks a write with a peer at it for the conflict resolver (0: the
+	// resolver is off).
+	judgementFloor float64
 }
 
 func (s *Service) rulesOf(pol *policy) admissionRules {
 	return admissionRules{policy: pol, charLimit: s.cfg.CharLimit, sensitiveRetention: s.cfg.SensitiveRetention,
-		conflictThreshold: s.cfg.ConflictThreshold, duplicateThreshold: s.cfg.DuplicateThreshold}
+		conflictThreshold: s.cfg.ConflictThreshold, duplicateThreshold: s.cfg.DuplicateThreshold, judgementFloor: s.judgementFloor()}
 }
 
 func (r admissionRules) conflictPolicy() string { return r.policy.config.ConflictPolicy }
@@ -379,6 +382,9 @@ func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
 	if v.kind == VerdictPinned {
 		return v, &refusal{kind: refusedPinnedPeer}
 	}
+	if owesJudgement(e.row, v, peers, r.judgementFloor) {
+		e.row.JudgementOwed = true
+	}
 	return v, nil
 }
 
@@ -507,15 +513,17 @@ func (e *entry) markVerdict(c *copies) {
 
 // markSameKey judges the key's live established heads in other sessions of the same
 // subject: newest_wins retires them (a locked one stays); under the other policies
-// they stay and the row is marked for later judgement.
+// they stay and the row is marked for later judgement, except the anonymous user's,
+// whose sessions are separate tasks where a verdict could only clear a flag.
 func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
 	if e.restatement || policy == PolicyAppendOnly || e.row.Status == memrow.StatusProposed {
 		return
 	}
 	for _, o := range sameKeyHeads(e.keyHeads, e.w.id, now) {
-		if policy == PolicyNewestWins && !o.Locked && !e.noRetire {
+		switch {
+		case policy == PolicyNewestWins && !o.Locked && !e.noRetire:
 			e.retire(c.of(o))
-		} else {
+		case !anonymous(e.w.id.UserID):
 			e.row.JudgementOwed = true
 		}
 	}
@@ -579,7 +587,7 @@ func sameKeyHeads(keyHeads []*memrow.Row, id memrow.Identity, now time.Time) []*
 		if h.Identity == id || h.UserID != id.UserID || h.SessionID == id.SessionID || !h.Established(now) {
 			continue
 		}
-		if id.UserID == memrow.DefaultIdentity && h.Agent != id.Agent {
+		if anonymous(id.UserID) && h.Agent != id.Agent {
 			continue
 		}
 		out = append(out, h)

@@ -300,12 +300,18 @@ func TestWriteRows(t *testing.T) {
 			t.Fatalf("newest_wins: rows %d, superseded %v", len(rows), sup)
 		}
 		e = admitted(t, w, nil, []*memrow.Row{s1}, verdict{kind: VerdictNew})
+		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || e.row.JudgementOwed {
+			t.Fatalf("auto_reinforce, the anonymous user (separate tasks): rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
+		}
+		alice, aw := *s1, *w
+		alice.UserID, aw.id.UserID = "alice", "alice"
+		e = admitted(t, &aw, nil, []*memrow.Row{&alice}, verdict{kind: VerdictNew})
 		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || !e.row.JudgementOwed {
 			t.Fatalf("auto_reinforce: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
 		}
 		locked := headOfValue("plan", "deploy on monday")
-		locked.SessionID, locked.Locked = "s1", true
-		e = admitted(t, w, nil, []*memrow.Row{locked}, verdict{kind: VerdictNew})
+		locked.SessionID, locked.UserID, locked.Locked = "s1", "alice", true
+		e = admitted(t, &aw, nil, []*memrow.Row{locked}, verdict{kind: VerdictNew})
 		if rows, _ := writeRows("memory.set", []*entry{e}, PolicyNewestWins, admitNow); len(rows) != 1 || !e.row.JudgementOwed {
 			t.Fatalf("a locked session's row: rows %d, owed %v", len(rows), e.row.JudgementOwed)
 		}

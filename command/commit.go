@@ -46,6 +46,11 @@ type commitPlan struct {
 	gapCheck func(gap []gapRevision) error
 	// idem is the request's Idempotency-Key hold: the commit marks it committed.
 	idem *idemHold
+	// inTx, when set, runs in the transaction once every head is locked and checked
+	// and the rows have their versions, before anything is written: a last check
+	// (an erasure requested meanwhile) and the records that land with the rows or
+	// not at all. Its error rolls the commit back.
+	inTx func(ctx context.Context, tx pgx.Tx) error
 	// inCommit runs in the transaction once the rows are written; its error rolls the
 	// commit back.
 	inCommit func(ctx context.Context, tx pgx.Tx) error
@@ -157,6 +162,11 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 			r.UpdatedAt = now
 			r.Version = memrow.NextVersion(now, locked[i])
 			r.Seq = firstSeq + int64(i)
+		}
+		if plan.inTx != nil {
+			if err := plan.inTx(ctx, tx); err != nil {
+				return err
+			}
 		}
 		b = &pgx.Batch{}
 		for _, p := range plan.rows {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
@@ -40,6 +42,8 @@ type copyWrite struct {
 	chunkVecs [][]float32
 	extra     map[string]any
 	noWrite   bool // the op answers without writing (a restore of a redacted key)
+	// inTx records what must commit with the row (an Undo's record); see commitPlan.
+	inTx func(ctx context.Context, tx pgx.Tx) error
 }
 
 // keyMethods are the custom methods of POST /v1/namespaces/{ns}/memories/{key}:{method}.
@@ -51,6 +55,8 @@ var keyMethods = map[string]copyOp{
 	"reject":  {op: "memory.reject", event: events.TypeStatusChanged, change: rejectChange},
 	"verify":  {op: "memory.verify", event: events.TypeStatusChanged, change: verifyChange},
 	"restore": {op: "memory.restore", event: events.TypeRestored, deadOK: true, change: restoreChange},
+	// unsupersede is the Undo of a retirement (unsupersede.go).
+	"unsupersede": {op: "memory.unsupersede", event: events.TypeRestored, change: unsupersedeChange},
 }
 
 // keyHandlers are the custom methods of the same route that are not copy writers.
@@ -248,7 +254,7 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 		}
 		return ans, nil
 	}
-	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
+	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, inTx: cw.inTx,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
 	s.faults.beforeCommit()

@@ -15,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 )
 
 // erasure.request removes a user's memories (in one namespace or across the org), a
@@ -173,9 +174,19 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 	if err != nil {
 		return erasureView{}, err
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until)
-		VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval)`, p.Org, id, raw, req.Purge, p.Actor(),
-		s.cfg.Erasure.Lease.String()); err != nil {
+	// Recorded under the org's policy lock held exclusively, which every commit holds
+	// shared: a worker's commit that checks the org for a running erasure (the
+	// conflict resolver's, the entity extractor's) either ended before this record or
+	// sees it.
+	if err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_xact_lock(%s)", policyLockKey), p.Org); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until, requested_at)
+			VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval, clock_timestamp())`, p.Org, id, raw, req.Purge, p.Actor(),
+			s.cfg.Erasure.Lease.String())
+		return err
+	}); err != nil {
 		return erasureView{}, httperr.Store("recording the erasure", err)
 	}
 	// The saga outlives the request: a caller that stops waiting does not stop it.

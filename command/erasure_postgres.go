@@ -140,8 +140,14 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		}
 		counts[table] = int64(len(removed))
 	}
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.entity_aliases t USING p WHERE %s`, erasure.ScopeParams,
+		scope["loom.entity_aliases"]), args...)
+	if err != nil {
+		return nil, fmt.Errorf("erase the entity aliases of %s: %w", ns, err)
+	}
+	counts["loom.entity_aliases"] = tag.RowsAffected()
 	// The keys go after their revisions: a user's keys are those left without one.
-	tag, err := tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.revision_keys t USING p WHERE %s`, erasure.ScopeParams,
+	tag, err = tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.revision_keys t USING p WHERE %s`, erasure.ScopeParams,
 		scope["loom.revision_keys"]), args...)
 	if err != nil {
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)

@@ -175,6 +175,8 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 				id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbedFields)
 		}
 		b.Queue(`DELETE FROM loom.revision_keys WHERE org = $1 AND namespace = $2 AND seq = ANY($3)`, id.Org, id.Namespace, seqs)
+		// The spellings the entity extractor read in this memory's text go with it.
+		queueForgetAliases(b, id.Org, id.Namespace, named.row.MemoryID)
 		if err := s.queueGenerationRecord(b, env); err != nil {
 			return err
 		}

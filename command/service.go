@@ -6,6 +6,7 @@ package command
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -78,6 +79,13 @@ type Service struct {
 	index   *searchindex.Index
 	writes  *metrics.CounterVec
 	latency *metrics.HistogramVec
+
+	// The workers role's (workers.go): its settings (their calls go to models), and
+	// what wakes each worker's pass in this process.
+	workers         config.Workers
+	wake            map[string]chan struct{}
+	providerMu      sync.Mutex
+	providerStopped bool
 	// extractions counts the extraction workers' requests by outcome.
 	extractions *metrics.CounterVec
 }

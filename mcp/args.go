@@ -96,6 +96,19 @@ func (a searchArgs) request() (client.SearchRequest, error) {
 		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces, AsOf: asOf, Graph: a.Graph, PageToken: a.PageToken}, err
 }
 
+type askArgs struct {
+	Namespace string `json:"namespace" jsonschema:"The namespace whose memories answer."`
+	Query     string `json:"query" jsonschema:"The question, in words: 'where does the user live?'."`
+	TopK      int    `json:"top_k,omitempty" jsonschema:"How many memories the answer may read (default 8)."`
+	filterArgs
+	Namespaces []string `json:"namespaces,omitempty" jsonschema:"Further namespaces to read as well (at most 7)."`
+}
+
+func (a askArgs) request() client.AskRequest {
+	return client.AskRequest{Query: a.Query, TopK: a.TopK, Agent: a.Agent, UserID: a.UserID, SessionID: a.SessionID,
+		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces}
+}
+
 type listArgs struct {
 	Namespace string `json:"namespace" jsonschema:"The namespace to list."`
 	Order     string `json:"order,omitempty" jsonschema:"'newest' (the default) or 'key'."`

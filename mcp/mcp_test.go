@@ -47,6 +47,10 @@ func fakeLoom(t *testing.T) *httptest.Server {
 		case strings.HasSuffix(r.URL.Path, "memories:search"):
 			io.WriteString(w, `{"hits":[`+memoryJSON+`,"score":0.61,"scores":{"vector":0.71,"lexical":2.1,"lexical_coverage":0.75,"key":0,"prior":0.0099,"fused":0.6,"relevance":0.75}}],
 			 "verdict":"ok","stale_dropped":0,"mode":"weighted","namespaces":["support"],"barrier":{"generations":null,"waited_ms":3}}`)
+		case strings.HasSuffix(r.URL.Path, "memories:ask"):
+			io.WriteString(w, `{"answer":"the user prefers tea","abstained":false,"citations":[{"memory_id":"0b8e6f3c-4c1e-4d52-9a7e-2f0f3a1f5e11",
+			 "namespace":"support","memory_key":"drink"}],"citations_dropped":1,"stale_dropped":0,"model":"m",
+			 "search":{"hits":[],"verdict":"ok","stale_dropped":0,"mode":"weighted","namespaces":["support"],"barrier":{"generations":null,"waited_ms":3}}}`)
 		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/memories/drink"):
 			io.WriteString(w, memoryJSON+"}")
 		default:
@@ -97,7 +101,7 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	for _, tl := range res.Tools {
 		got[tl.Name] = tl
 	}
-	for _, name := range []string{"memory_set", "memory_search", "memory_get", "memory_list", "memory_history", "memory_delete", "memory_from_messages"} {
+	for _, name := range []string{"memory_set", "memory_search", "memory_ask", "memory_get", "memory_list", "memory_history", "memory_delete", "memory_from_messages"} {
 		tl := got[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -136,6 +140,23 @@ func TestToolAnswersAreStructuredWithASummary(t *testing.T) {
 	remarshal(t, res.StructuredContent, &sa)
 	if sa.Verdict != "ok" || len(sa.Hits) != 1 || sa.Hits[0].Scores.Relevance != 0.75 || string(sa.Hits[0].Value) != `"the user prefers tea"` {
 		t.Errorf("structured content %+v", sa)
+	}
+}
+
+func TestAskAnswersWithItsCitations(t *testing.T) {
+	cs := connect(t, "loom_t_s")
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "memory_ask", Arguments: map[string]any{
+		"namespace": "support", "query": "what does the user drink"}})
+	if err != nil || res.IsError {
+		t.Fatalf("memory_ask: %v %s", err, text(res))
+	}
+	var a client.AskAnswer
+	remarshal(t, res.StructuredContent, &a)
+	if a.Answer != "the user prefers tea" || len(a.Citations) != 1 || a.CitationsDropped != 1 {
+		t.Errorf("structured content %+v", a)
+	}
+	if !strings.Contains(text(res), "the user prefers tea") || !strings.Contains(text(res), "(from drink)") {
+		t.Errorf("summary %q", text(res))
 	}
 }
 

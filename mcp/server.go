@@ -1,6 +1,6 @@
 // Package mcp serves Loom's memory operations to agents over the Model Context
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
-// tools memory_set, memory_search, memory_get, memory_list, memory_history,
+// tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
 // memory_delete and memory_from_messages, and the resource template
 // loom://{namespace}/{key}.
 //
@@ -43,7 +43,8 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`(a namespace, a short stable key, and the value); look things up with memory_search before answering ` +
 	`from memory. When memory_search answers any verdict but "ok" (no_match, below_threshold, ` +
 	`low_calibrated_confidence, ungrounded_identifier), nothing stored is relevant: say you do not know ` +
-	`rather than use its hits. memory_get reads one key, memory_list a ` +
+	`rather than use its hits. memory_ask answers a question from the memories with citations, or abstains. ` +
+	`memory_get reads one key, memory_list a ` +
 	`namespace, memory_history every version of a key, memory_delete forgets a key. ` +
 	`memory_from_messages hands Loom a conversation to extract and write its durable facts.`
 

@@ -75,6 +75,17 @@ func searchSummary(a *client.SearchAnswer) string {
 	return b.String()
 }
 
+func askSummary(a *client.AskAnswer) string {
+	if a.Abstained {
+		return "abstained (" + a.AbstainCode + "): nothing stored answers this. Say you do not know."
+	}
+	keys := make([]string, len(a.Citations))
+	for i, c := range a.Citations {
+		keys[i] = c.MemoryKey
+	}
+	return fmt.Sprintf("%s\n(from %s)", a.Answer, strings.Join(keys, ", "))
+}
+
 func memorySummary(m *client.Memory) string {
 	return fmt.Sprintf("%s/%s (agent %s, user %s, session %s): version %s, status %s: %s",
 		m.Namespace, m.MemoryKey, m.Agent, m.UserID, m.SessionID, m.VersionText, m.Status, clip(string(m.Value), 400))

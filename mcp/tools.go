@@ -69,6 +69,21 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, searchSummary(a), nil
 		},
 	})
+	register(s, c, tool[askArgs]{
+		name: "memory_ask", title: "Ask your memories", readOnly: true,
+		description: "Answer a question from a namespace's memories only: Loom searches them, then a model answers from " +
+			"what the search found and cites the memories it used (`citations`). When `abstained` is true, nothing stored " +
+			"answers the question (`abstain_code` says why: no_match, below_threshold, pool_does_not_answer): say you do " +
+			"not know rather than guess. Costs a model call against the namespace's daily budget.",
+		out: client.AskAnswer{},
+		run: func(ctx context.Context, c *client.Client, in askArgs) (any, string, error) {
+			a, err := c.Ask(ctx, in.Namespace, in.request())
+			if err != nil {
+				return nil, "", err
+			}
+			return a, askSummary(a), nil
+		},
+	})
 	register(s, c, tool[getArgs]{
 		name: "memory_get", title: "Read a memory", readOnly: true,
 		description: "Read the current value of one key (for an agent, user and session), as soon as it was written; " +

@@ -3,8 +3,11 @@ package query
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -136,6 +139,48 @@ func (s *Service) handleEntity(c *fiber.Ctx) error {
 	}
 	return send(c)(s.entity(c.UserContext(), p, entityCall{namespace: ns, name: name, asOf: c.Query("as_of"),
 		includeClosed: c.Query("include_closed"), edges: c.Query("edges")}))
+}
+
+// handleAsk is memory.ask. A client that asks for a stream (stream: true, or Accept:
+// text/event-stream) gets server-sent events: "search" with the search's answer as
+// soon as it is known, then "answer" (or "error", the envelope) and "done". What
+// fails before the search answered (validation, the barrier, the provider's settings,
+// the cap) is an ordinary error answer; one after it is the "error" event: the
+// envelope, with the status it would have had.
+func (s *Service) handleAsk(c *fiber.Ctx) error {
+	var req askRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	ctx, p, ns := c.UserContext(), auth.From(c), c.Params("ns")
+	if !req.Stream && !strings.Contains(c.Get(fiber.HeaderAccept), "text/event-stream") {
+		return send(c)(s.ask(ctx, p, ns, &req))
+	}
+	st, err := s.askSearch(ctx, p, ns, &req)
+	if err != nil {
+		return envelope(err)
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		emit := func(event string, v any) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+			w.Flush()
+		}
+		emit("search", st.search)
+		ans, err := s.askModel(ctx, st)
+		if err != nil {
+			status, body := httperr.Envelope(envelope(err))
+			body["status"] = status
+			emit("error", body)
+		} else {
+			emit("answer", ans)
+		}
+		emit("done", map[string]any{})
+	})
+	return nil
 }
 
 func (s *Service) handleExtractionStatus(c *fiber.Ctx) error {

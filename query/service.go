@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/searchindex"
 )
@@ -46,10 +47,18 @@ type Service struct {
 	staleDropped *metrics.Counter
 	reranks      *metrics.CounterVec
 	legReads     *metrics.CounterVec
+
+	// model answers memory.ask; nil or unconfigured, ask answers LLM_NOT_CONFIGURED.
+	model            *llm.Provider
+	asks             *metrics.CounterVec
+	citationsDropped *metrics.Counter
 }
 
 // Option changes how New builds the read side.
 type Option func(*Service)
+
+// WithModel gives memory.ask its model provider.
+func WithModel(p *llm.Provider) Option { return func(s *Service) { s.model = p } }
 
 // WithSearchIndex serves search's vector, chunk, lexical and key legs from the
 // process's search index, for the namespaces it holds (nil: from ClickHouse). The
@@ -76,6 +85,9 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
 		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
 		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
+		asks:         reg.Counter("loom_asks_total", "memory.ask calls by outcome (answered, abstained, error).", "outcome"),
+		citationsDropped: reg.Counter("loom_ask_citations_dropped_total",
+			"Citations of memory.ask answers that named no memory of the pool, dropped.").With(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -87,6 +99,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 func (s *Service) Register(r fiber.Router) {
 	g := r.Group("/v1")
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
+	g.Post("/namespaces/:ns/memories\\:ask", s.handleAsk)
 	g.Get("/namespaces/:ns/memories", s.handleList)
 	g.Get("/namespaces/:ns/keys", s.handleKeys)
 	g.Get("/namespaces/:ns/memories/:key/history", s.handleHistory)

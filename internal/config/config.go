@@ -21,7 +21,7 @@ import (
 // an in-process search index) is a type with a Validate, a read function and one line
 // in load.
 type Config struct {
-	Roles    Roles  // LOOM_ROLES: command, query, relay, projector (api = command + query)
+	Roles    Roles  // LOOM_ROLES: command, query, relay, projector, workers (api = command + query)
 	LogLevel string // LOOM_LOG_LEVEL
 
 	Boot     Boot
@@ -40,6 +40,7 @@ type Config struct {
 	// SearchIndex is the in-process search index every command and query process holds.
 	SearchIndex SearchIndex
 	LLM         LLM      // LOOM_LLM_*: the model provider
+	Workers     Workers  // the workers role: the conflict resolver and the entity extractor
 	Adapters    Adapters // the MCP server and the mem0 facade
 }
 
@@ -248,13 +249,17 @@ const (
 	RoleQuery     Role = "query"
 	RoleRelay     Role = "relay"
 	RoleProjector Role = "projector"
+	// RoleWorkers runs the background model work: the conflict resolver and the
+	// entity extractor, each a consumer group of the topic writing through the
+	// command side's commit.
+	RoleWorkers Role = "workers"
 )
 
 // Roles is the roles one process runs, in AllRoles order.
 type Roles []Role
 
 // AllRoles is every role, in the order a process starts them.
-func AllRoles() Roles { return Roles{RoleCommand, RoleQuery, RoleRelay, RoleProjector} }
+func AllRoles() Roles { return Roles{RoleCommand, RoleQuery, RoleRelay, RoleProjector, RoleWorkers} }
 
 // Has reports whether r is among the roles.
 func (rs Roles) Has(r Role) bool {
@@ -327,6 +332,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		Adapters:    readAdapters(r),
 		LogLevel:    r.str("LOOM_LOG_LEVEL", "info"),
 	}
+	c.Workers = readWorkers(r, c.LLM)
 	roles, err := ParseRoles(r.str("LOOM_ROLES", AllRoles().String()))
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("LOOM_ROLES: %w", err))
@@ -498,10 +504,10 @@ func ParseRoles(list string) (Roles, error) {
 		case "":
 		case "api":
 			want[RoleCommand], want[RoleQuery] = true, true
-		case RoleCommand, RoleQuery, RoleRelay, RoleProjector:
+		case RoleCommand, RoleQuery, RoleRelay, RoleProjector, RoleWorkers:
 			want[r] = true
 		default:
-			return nil, fmt.Errorf("unknown role %q (command, query, relay, projector; api = command,query)", r)
+			return nil, fmt.Errorf("unknown role %q (command, query, relay, projector, workers; api = command,query)", r)
 		}
 	}
 	var out Roles
@@ -519,7 +525,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Adapters.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate())
 }
 
 // Validate checks the listener.

@@ -79,7 +79,7 @@ func TestRolesParseWithTheAPIAlias(t *testing.T) {
 		}
 	}
 	c, err := Load(env(nil))
-	if err != nil || c.Roles.String() != "command,query,relay,projector" {
+	if err != nil || c.Roles.String() != "command,query,relay,projector,workers" {
 		t.Fatalf("default roles: %v %v", c.Roles, err)
 	}
 	if c.PG.Durability != DurabilitySynchronous {

@@ -144,20 +144,34 @@ func Handler(log *slog.Logger) fiber.ErrorHandler {
 		case e.Status >= 500:
 			log.Error("request failed", "method", c.Method(), "path", c.Path(), "code", e.Code, "err", err)
 		}
-		body := map[string]any{"code": e.Code, "message": e.Message, "retryable": e.Retryable}
-		if e.Field != "" {
-			body["field"] = e.Field
-		}
-		for k, v := range e.Extra {
-			body[k] = v
-		}
-		if e.Retryable && e.RetryAfter > 0 {
-			secs := int(math.Ceil(e.RetryAfter.Seconds()))
+		body := e.body()
+		if secs, ok := body["retry_after_s"].(int); ok {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-			body["retry_after_s"] = secs
 		}
 		return c.Status(e.Status).JSON(fiber.Map{"error": body})
 	}
+}
+
+// Envelope is the answer an error gets, as Handler writes it: its status and the
+// envelope's body ({"error": {...}}). A stream that fails after its headers went out
+// (memory.ask's server-sent events) sends the body as its error event.
+func Envelope(err error) (int, map[string]any) {
+	e := classify(err)
+	return e.Status, map[string]any{"error": e.body()}
+}
+
+func (e *Error) body() map[string]any {
+	body := map[string]any{"code": e.Code, "message": e.Message, "retryable": e.Retryable}
+	if e.Field != "" {
+		body["field"] = e.Field
+	}
+	for k, v := range e.Extra {
+		body[k] = v
+	}
+	if e.Retryable && e.RetryAfter > 0 {
+		body["retry_after_s"] = int(math.Ceil(e.RetryAfter.Seconds()))
+	}
+	return body
 }
 
 func classify(err error) *Error {

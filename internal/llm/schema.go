@@ -38,6 +38,16 @@ func NewSchema(name, description string, doc map[string]any) (*Schema, error) {
 	return &Schema{name: name, description: description, doc: doc, compiled: compiled}, nil
 }
 
+// MustSchema is NewSchema for a schema fixed in the code: one that does not compile
+// is a bug, found when the package loads.
+func MustSchema(name, description string, doc map[string]any) *Schema {
+	s, err := NewSchema(name, description, doc)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
 // Name is the schema's name as sent.
 func (s *Schema) Name() string { return s.name }
 

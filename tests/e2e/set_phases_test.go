@@ -437,17 +437,22 @@ func TestSameKeyInAnotherSession(t *testing.T) {
 			t.Fatalf("s1's row: %d %s", r.Status, r.Body)
 		}
 	})
-	t.Run("auto_reinforce only marks the new row for judgement", func(t *testing.T) {
+	t.Run("auto_reinforce only marks the new row for judgement, never the anonymous user's", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
-		e.ok("plan", map[string]any{"value": "deploy on monday", "session_id": "s1"})
-		e.ok("plan", map[string]any{"value": "deploy on wednesday", "session_id": "s2"})
-		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan?session_id=s1", nil)
-		if r.Status != http.StatusOK || r.JSON(t)["status"] != "active" {
-			t.Fatalf("s1's row: %d %s", r.Status, r.Body)
+		for _, user := range []string{"alice", ""} {
+			e.ok("plan", map[string]any{"value": "deploy on monday", "session_id": "s1", "user_id": user})
+			e.ok("plan", map[string]any{"value": "deploy on wednesday", "session_id": "s2", "user_id": user})
+			r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan?session_id=s1&user_id="+user, nil)
+			if r.Status != http.StatusOK || r.JSON(t)["status"] != "active" {
+				t.Fatalf("s1's row of user %q: %d %s", user, r.Status, r.Body)
+			}
 		}
-		owed := testenv.Int(t, e.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2
+		// The anonymous user's sessions are separate tasks: only alice's row is owed.
+		owed := testenv.PGStrings(t, e.pool, `SELECT user_id FROM loom.memory_current WHERE org = $1 AND namespace = $2
 			AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns)
-		eq(t, "rows owed a judgement", owed, 1)
+		if len(owed) != 1 || owed[0] != "alice" {
+			t.Fatalf("rows owed a judgement, by user: %q; want alice's alone", owed)
+		}
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
@@ -51,7 +52,8 @@ type Process struct {
 	LLM      *llm.Provider // model calls; without LOOM_LLM_BASE_URL each answers LLM_NOT_CONFIGURED
 	Tokens   *auth.Store
 	HTTP     *fiber.App
-	// Command is the write side, built when the process runs the command role.
+	// Command is the write side, built when the process runs the command role or the
+	// workers role (whose workers write through it).
 	Command *command.Service
 	// Query is the read side, built when the process runs the query role.
 	Query *query.Service
@@ -155,9 +157,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
 	p.index = p.openIndex()
-	if cfg.Roles.Has(config.RoleCommand) {
+	if cfg.Roles.Has(config.RoleCommand) || cfg.Roles.Has(config.RoleWorkers) {
+		// The workers write through the command side's commit: a workers-only process
+		// builds the write side too, and serves none of its routes.
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()))
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()), command.WithWorkers(cfg.Workers))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
@@ -169,7 +173,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
 		}
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
-		opts = append([]query.Option{query.WithSearchIndex(p.Index())}, opts...)
+		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM)}, opts...)
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
 	p.HTTP = p.newHTTP()
@@ -267,7 +271,7 @@ func (p *Process) background() []work {
 	if p.index != nil {
 		out = append(out, work{"search index", p.runIndex})
 	}
-	if c := p.Command; c != nil {
+	if c := p.Command; c != nil && p.Cfg.Roles.Has(config.RoleCommand) {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
 		}
@@ -288,25 +292,52 @@ func (p *Process) background() []work {
 	if p.Cfg.Roles.Has(config.RoleProjector) {
 		out = append(out, work{string(config.RoleProjector), p.RunProjector})
 	}
+	if p.Cfg.Roles.Has(config.RoleWorkers) {
+		for _, w := range command.Workers() {
+			if !p.Command.WorkerEnabled(w) {
+				p.Log.Info("worker off: it needs a model provider (LOOM_LLM_BASE_URL) and its switch on; the rows it owes wait in the topic", "worker", w)
+				continue
+			}
+			out = append(out,
+				work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }},
+				work{"worker " + w, func(ctx context.Context) error { p.Command.RunWorker(ctx, w); return nil }})
+		}
+	}
 	return out
+}
+
+// RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
+// revisions the worker owes something (command.Service.RunWorkerFeed).
+func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
+	return runMember(command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Command.RunWorkerFeed(ctx, worker, c)
+	})
 }
 
 // RunExtractionWorker runs this process's extraction worker, a member of the
 // extraction workers' consumer group, until ctx ends. It is the command role's: it
 // writes through the write side's admission and commit, as the requests' tokens.
 func (p *Process) RunExtractionWorker(ctx context.Context) error {
-	consumer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, p.Command.ExtractionConsumerOpts()...)
+	return runMember(p.Command.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Command.RunExtractionWorker(ctx, c)
+	})
+}
+
+// runMember runs a consumer group's member until run returns, then leaves the group
+// at once, committing what was handled, so the partitions move now and a reset finds
+// the group empty.
+func runMember(opts []kgo.Opt, brokers []string, run func(*kgo.Client) error) error {
+	consumer, err := kafka.NewClient(brokers, opts...)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		// Leave at once, committing what was handled, so the partitions move now.
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		consumer.LeaveGroupContext(cctx)
 		cancel()
 		consumer.Close()
 	}()
-	return p.Command.RunExtractionWorker(ctx, consumer)
+	return run(consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.

@@ -30,16 +30,17 @@ func (p *Process) newHTTP() *fiber.App {
 	p.registerHealth(app)
 	p.registerAdmin(app)
 	data := app.Group("", p.refuseUntilMigrated)
-	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+	serves := p.Cfg.Roles.Has(config.RoleCommand) || p.Cfg.Roles.Has(config.RoleQuery)
+	if serves {
 		data.Use("/v1", p.Tokens.Middleware())
 	}
-	if p.Command != nil {
+	if p.Cfg.Roles.Has(config.RoleCommand) {
 		p.Command.Register(data)
 	}
 	if p.Query != nil {
 		p.Query.Register(data)
 	}
-	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
+	if serves {
 		p.registerAdapters(app)
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })

@@ -1,0 +1,44 @@
+package command
+
+import "github.com/loomplane/loom/internal/memrow"
+
+// owesJudgement reports whether a write's row is marked judgement_owed for the
+// conflict resolver by its verdict: a conflict, or, while the resolver is on (floor >
+// 0), a peer of its subject at the resolver's floor (LOOM_MEMORY_CONFLICT_RESOLVER_
+// MIN_SIMILARITY), however far below the conflict threshold. A proposal, a duplicate
+// and a merge are not served facts, and owe nothing. The same key held by another
+// session is markSameKey's (admit.go).
+func owesJudgement(row *memrow.Row, v verdict, peers []peer, floor float64) bool {
+	if row.Status == memrow.StatusProposed {
+		return false
+	}
+	switch v.kind {
+	case VerdictConflict:
+		return true
+	case VerdictNew:
+	default:
+		return false
+	}
+	if floor <= 0 {
+		return false
+	}
+	for _, p := range peers {
+		if p.cosine >= floor && !p.row.Pinned && sameSubject(p.row, row) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameSubject reports whether two rows belong to one subject, the scope of the
+// resolver's cluster and of what it may put in one prompt: the same user, or for the
+// anonymous user (-, or a user_id sent empty) the same agent.
+func sameSubject(a, b *memrow.Row) bool {
+	if a.UserID != b.UserID {
+		return false
+	}
+	return !anonymous(a.UserID) || a.Agent == b.Agent
+}
+
+// anonymous reports whether a user_id is the anonymous user's.
+func anonymous(userID string) bool { return userID == memrow.DefaultIdentity || userID == "" }

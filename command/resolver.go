@@ -1,0 +1,481 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loomplane/loom/internal/llm"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/watermarks"
+)
+
+// The conflict resolver (memory-architecture, "The conflict resolver"). Its consumer
+// group queues every value write its admission marked judgement_owed (a peer at the
+// floor, a conflict verdict, the key held by another session of its user); a pass
+// judges each queued version once: its cluster (resolver_cluster.go), one strict-JSON
+// call (resolver_prompt.go), the fold of each peer's verdict (resolver_fold.go), the
+// actions through the commit (resolver_act.go), then the stamp. The call bills the
+// namespace under PurposeConflictResolver, whose allowance is the resolver's share of
+// the daily cap.
+
+// RunResolver runs the conflict resolver's passes until ctx ends.
+func (s *Service) RunResolver(ctx context.Context) {
+	cfg := s.workers.Resolver
+	s.runPasses(ctx, workerResolver, cfg.Interval, cfg.MaxOwedAge+24*time.Hour, s.resolvePass)
+}
+
+// judgeOutcome is how one row's judgement ended.
+type judgeOutcome int
+
+const (
+	judgeDone      judgeOutcome = iota // stamped (judged, skipped or errored)
+	judgeDeferred                      // stays owed, no attempt counted (cap, erasure, projection behind, locks)
+	judgeRetry                         // stays owed, one attempt counted (a flag neither answer judged)
+	judgeTransient                     // the provider failed transiently: owed, no attempt
+	judgeRefused                       // the provider refused the request: stamped errored when the pass ends
+	judgeStopped                       // the provider refused the key or the model: the pass stops
+)
+
+// judgement is what a judged row's stamp records: no text.
+type judgement struct {
+	Calls  int          `json:"calls"`
+	Pairs  []judgedPair `json:"pairs,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+}
+
+// judgedPair is one peer's verdict and what came of it.
+type judgedPair struct {
+	Peer       string       `json:"peer"`
+	Cosine     float64      `json:"cosine"`
+	Verdict    judgeVerdict `json:"verdict,omitempty"`
+	Confidence float64      `json:"confidence,omitempty"`
+	Action     pairAction   `json:"action"`
+	Done       bool         `json:"done"`
+}
+
+// resolvePass judges one batch of owed rows, LOOM_MEMORY_CONFLICT_RESOLVER_CONCURRENCY
+// at a time. It ends early when the provider refuses the key or the model, or three
+// rows in a row fail transiently (an outage); a namespace whose requests the provider
+// refused three times in a row waits five minutes.
+func (s *Service) resolvePass(ctx context.Context) passResult {
+	cfg := s.workers.Resolver
+	items, res, ok := s.claimPass(ctx, workerResolver, cfg.Batch, cfg.MaxOwedAge, true)
+	if !ok || len(items) == 0 {
+		return res
+	}
+	pass := &resolverPass{s: s, refusals: map[string]int{}, refusedNS: map[string]bool{}}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		if pass.halted() || pctx.Err() != nil {
+			s.giveBack(it, 0, false)
+			continue
+		}
+		if pass.nsRefused(it.namespace) {
+			s.giveBack(it, workerPause, false)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out := s.judgeItem(pctx, it)
+			pass.record(it, out)
+			if pass.halted() {
+				stop()
+			}
+		}()
+	}
+	wg.Wait()
+	// Refused rows are stamped when the pass ends, unless their namespace stopped.
+	for _, it := range pass.refusedItems {
+		if pass.nsRefused(it.namespace) {
+			s.giveBack(it, workerPause, false)
+			continue
+		}
+		if _, err := s.finishWork(context.WithoutCancel(ctx), it, outcomeErrored, marshalDetail(judgement{Calls: 1, Reason: "refused"})); err != nil {
+			s.log.Warn("conflict resolver: stamping a refused row failed", "err", err)
+		}
+	}
+	res.done, res.errors, res.stopped = pass.done, pass.errors, pass.halted()
+	return res
+}
+
+// resolverPass is one pass's running account of its rows.
+type resolverPass struct {
+	s            *Service
+	mu           sync.Mutex
+	done, errors int
+	transients   int // in a row
+	stopped      bool
+	refusals     map[string]int // namespace → refused rows in a row
+	refusedNS    map[string]bool
+	refusedItems []workItem
+}
+
+func (p *resolverPass) record(it workItem, out judgeOutcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if out != judgeTransient {
+		p.transients = 0
+	}
+	if out != judgeRefused {
+		p.refusals[it.namespace] = 0
+	}
+	switch out {
+	case judgeDone:
+		p.done++
+	case judgeTransient:
+		p.errors++
+		if p.transients++; p.transients >= 3 {
+			p.stopped = true
+		}
+	case judgeRefused:
+		p.errors++
+		p.refusedItems = append(p.refusedItems, it)
+		if p.refusals[it.namespace]++; p.refusals[it.namespace] >= 3 {
+			p.refusedNS[it.namespace] = true
+		}
+	case judgeStopped:
+		p.errors++
+		p.stopped = true
+	case judgeRetry, judgeDeferred:
+	}
+}
+
+func (p *resolverPass) halted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
+}
+
+func (p *resolverPass) nsRefused(ns string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusedNS[ns]
+}
+
+// giveBack releases an item after the pass that held it, whatever became of the pass.
+func (s *Service) giveBack(it workItem, delay time.Duration, attempt bool) {
+	if err := s.releaseWork(context.Background(), it, delay, attempt); err != nil {
+		s.log.Warn("worker: giving an item back failed; its lease will lapse", "worker", it.worker, "err", err)
+	}
+}
+
+// stamp finishes an item; an erasure of its org running keeps it owed.
+func (s *Service) stamp(ctx context.Context, it workItem, outcome string, detail any) judgeOutcome {
+	ok, err := s.finishWork(context.WithoutCancel(ctx), it, outcome, marshalDetail(detail))
+	switch {
+	case err != nil:
+		s.log.Warn("worker: stamping an item failed; it stays owed", "worker", it.worker, "err", err)
+		s.giveBack(it, s.soon(it.worker), false)
+		return judgeDeferred
+	case !ok:
+		s.giveBack(it, s.soon(it.worker), false)
+		return judgeDeferred
+	}
+	return judgeDone
+}
+
+// judgeItem judges one owed row.
+func (s *Service) judgeItem(ctx context.Context, it workItem) judgeOutcome {
+	out, err := s.judge(ctx, it)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("conflict resolver: judging a row failed; it stays owed", "org", it.org, "namespace", it.namespace,
+			"memory_id", it.memoryID, "err", err)
+	}
+	return out
+}
+
+// judge is the row's judgement: its checks, cluster, call, fold and actions, then its
+// stamp. What it cannot do now it gives back, owed.
+func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) {
+	cfg := s.workers.Resolver
+	defer func() {
+		if r := recover(); r != nil {
+			s.giveBack(it, s.soon(it.worker), false)
+			panic(r)
+		}
+	}()
+	skip := func(reason string) (judgeOutcome, error) {
+		return s.stamp(ctx, it, outcomeSkipped, judgement{Reason: reason}), nil
+	}
+	later := func(delay time.Duration, err error) (judgeOutcome, error) {
+		s.giveBack(it, delay, false)
+		return judgeDeferred, err
+	}
+	soon := s.soon(it.worker)
+	head, err := s.headOfID(ctx, it.org, it.namespace, it.memoryID)
+	if err != nil {
+		return later(soon, err)
+	}
+	now := s.now()
+	switch {
+	case head == nil || !head.Served(now):
+		return skip("the row is no longer served")
+	case head.ContentSHA256 != it.sha:
+		return skip("the row holds another value: its own write owes its judgement")
+	case head.Pinned:
+		return skip("a pinned row is never judged")
+	}
+	pol, err := s.loadPolicy(ctx, s.pool, it.org, it.namespace)
+	if err != nil {
+		return later(soon, err)
+	}
+	policy := pol.config.ConflictPolicy
+	if policy == PolicyAppendOnly {
+		return skip("append_only judges nothing")
+	}
+	// The nearest rows are read from the projection: it must hold what was committed
+	// up to this row.
+	mark, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, it.org, it.namespace)
+	if err != nil {
+		return later(soon, err)
+	}
+	if mark < it.seq {
+		return later(time.Second, nil)
+	}
+	peers, err := s.cluster(ctx, head)
+	if err != nil {
+		return later(soon, err)
+	}
+	peerRows := make([]*memrow.Row, len(peers))
+	for i, p := range peers {
+		peerRows[i] = p.row
+	}
+	undone, err := s.undoneBetween(ctx, head, peerRows)
+	if err != nil {
+		return later(soon, err)
+	}
+	peers = slicesFilter(peers, func(p clusterPeer) bool { return !undone[p.row.MemoryID] })
+	// The labels are outside the content hash: read the rows again right before the
+	// prompt, and send none that became high, pinned or changed.
+	if head, peers, err = s.recheckCluster(ctx, head, peers); err != nil {
+		return later(soon, err)
+	}
+	if head == nil {
+		return skip("the row changed before its call")
+	}
+	if len(peers) == 0 {
+		return skip("no peer at the floor")
+	}
+	judgedAsserted, err := s.assertedAt(ctx, head)
+	if err != nil {
+		return later(soon, err)
+	}
+	for i := range peers {
+		if peers[i].asserted, err = s.assertedAt(ctx, peers[i].row); err != nil {
+			return later(soon, err)
+		}
+	}
+	if erasing, err := s.orgErasing(ctx, it.org); err != nil || erasing {
+		return later(soon, err) // no call is paid for a row that may not be acted on
+	}
+	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeConflictResolver}
+	b, err := s.models.Allowance(ctx, bill)
+	if err != nil {
+		return later(soon, err)
+	}
+	if b.Capped() {
+		return later(time.Until(b.ResetsAt), nil)
+	}
+	answers, calls, err := s.askJudge(ctx, bill, head, judgedAsserted, peers)
+	switch llm.ClassOf(err) {
+	case 0:
+		if err != nil {
+			return later(soon, err)
+		}
+	case llm.ClassStopped:
+		s.noteStopped(err)
+		s.giveBack(it, 0, false)
+		return judgeStopped, nil
+	case llm.ClassCapped, llm.ClassNotConfigured:
+		return later(soon, nil)
+	case llm.ClassTransient:
+		s.giveBack(it, soon, false)
+		return judgeTransient, nil
+	case llm.ClassRefused:
+		return judgeRefused, nil // stamped when the pass ends
+	case llm.ClassMalformed:
+		return s.stamp(ctx, it, outcomeErrored, judgement{Calls: calls, Reason: "nothing usable in two answers"}), nil
+	}
+	s.noteAnswered()
+	rec := judgement{Calls: calls}
+	unjudgedFlag := false
+	t := thresholds{retire: cfg.RetireConfidence, flag: cfg.FlagConfidence, clear: cfg.ClearConfidence}
+	judgementID := fmt.Sprintf("conflict_resolver:%s/%d", it.memoryID, it.version)
+	for i, p := range peers {
+		var ans *peerJudgement
+		if a, ok := answers[i]; ok {
+			ans = &a
+		}
+		flagged := flaggedBetween(head, p.row)
+		if ans == nil && flagged {
+			unjudgedFlag = true
+		}
+		facts := pairFacts{policy: policy, anonymous: anonymous(head.UserID), otherSession: p.row.SessionID != head.SessionID,
+			peerFirst: p.asserted.Before(judgedAsserted), sameValidDay: sameValidDay(head, p.row), flagged: flagged}
+		jp := judgedPair{Peer: p.row.MemoryID, Cosine: round4(p.cosine), Action: fold(ans, facts, t)}
+		if ans != nil {
+			jp.Verdict, jp.Confidence = ans.Verdict, ans.Confidence
+		}
+		if jp.Action != actNone {
+			done, err := s.actOn(ctx, head, p.row, jp.Action, judgementID)
+			switch {
+			case errors.Is(err, errOrgErasing):
+				return later(soon, nil)
+			case errors.Is(err, errNotActable):
+				// A row revised meanwhile is left to its new mark.
+			case err != nil && transientStore(err):
+				// The keys are held past the lock's wait: the rest stays owed.
+				return later(soon, err)
+			case err != nil:
+				return later(soon, err)
+			}
+			jp.Done = done
+		}
+		rec.Pairs = append(rec.Pairs, jp)
+	}
+	if unjudgedFlag && it.attempts < 2 {
+		// A flag neither answer judged is judged again later, three times at most.
+		s.giveBack(it, soon, true)
+		return judgeRetry, nil
+	}
+	outcome := outcomeJudged
+	if unjudgedFlag {
+		outcome = outcomeErrored
+	}
+	return s.stamp(ctx, it, outcome, rec), nil
+}
+
+// askJudge makes the call: an answer with nothing usable, or with no verdict for some
+// peer, is asked once more with twice the room, and the answer covering more peers is
+// kept. It returns the usable entries by peer index and the calls made; an error of
+// ClassMalformed means neither answer held anything usable.
+func (s *Service) askJudge(ctx context.Context, bill llm.Bill, judged *memrow.Row, asserted time.Time, peers []clusterPeer) (map[int]peerJudgement, int, error) {
+	room := 200 + 160*len(peers)
+	msgs := judgePrompt(judged, asserted, peers)
+	var best map[int]peerJudgement
+	calls := 0
+	for try := 0; try < 2; try++ {
+		ans, err := s.models.Complete(ctx, llm.Request{Bill: bill, Messages: msgs, Schema: judgeSchema, MaxTokens: room, ReasoningEffort: "low"})
+		c := llm.ClassOf(err)
+		if err != nil && c != llm.ClassMalformed {
+			if try > 0 && len(best) > 0 {
+				break // keep the first answer's verdicts
+			}
+			return nil, calls, err
+		}
+		calls++
+		// A malformed answer may still hold usable entries: read it leniently.
+		if got := parseJudgements(ans.Content, peers); len(got) > len(best) {
+			best = got
+		}
+		if len(best) == len(peers) {
+			break
+		}
+		room *= 2
+	}
+	if len(best) == 0 {
+		return nil, calls, &llm.Error{Class: llm.ClassMalformed, Purpose: llm.PurposeConflictResolver, Message: "no usable verdict in either answer"}
+	}
+	return best, calls, nil
+}
+
+// recheckCluster reads the judged row and its peers again, strongly, and keeps those
+// still as judged: served, not pinned, not high, holding the same value. A judged row
+// that changed ends the judgement (nil).
+func (s *Service) recheckCluster(ctx context.Context, head *memrow.Row, peers []clusterPeer) (*memrow.Row, []clusterPeer, error) {
+	ids := []string{head.MemoryID}
+	for _, p := range peers {
+		ids = append(ids, p.row.MemoryID)
+	}
+	rows, err := s.headsByID(ctx, head.Org, head.Namespace, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := s.now()
+	byIdentity := map[memrow.Identity]*memrow.Row{}
+	for _, r := range rows {
+		byIdentity[r.Identity] = r
+	}
+	fresh := byIdentity[head.Identity]
+	if fresh == nil || fresh.ContentSHA256 != head.ContentSHA256 || !fresh.Served(now) || fresh.Pinned {
+		return nil, nil, nil
+	}
+	var kept []clusterPeer
+	for _, p := range peers {
+		r := byIdentity[p.row.Identity]
+		if r == nil || r.ContentSHA256 != p.row.ContentSHA256 || !r.Served(now) || r.Pinned {
+			continue
+		}
+		p.row = r
+		kept = append(kept, p)
+	}
+	return fresh, kept, nil
+}
+
+// flaggedBetween reports whether either row's flags name the other.
+func flaggedBetween(a, b *memrow.Row) bool {
+	return containsString(a.ConflictWith, b.MemoryID) || containsString(b.ConflictWith, a.MemoryID)
+}
+
+// sameValidDay reports whether both writers dated their fact on the same day.
+func sameValidDay(a, b *memrow.Row) bool {
+	if a.ValidAt == nil || b.ValidAt == nil {
+		return false
+	}
+	return a.ValidAt.UTC().Format(time.DateOnly) == b.ValidAt.UTC().Format(time.DateOnly)
+}
+
+func containsString(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesFilter[T any](in []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range in {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// noteStopped warns once per change that the provider refuses the key or the model.
+func (s *Service) noteStopped(err error) {
+	s.providerMu.Lock()
+	defer s.providerMu.Unlock()
+	if !s.providerStopped {
+		s.providerStopped = true
+		s.log.Warn("conflict resolver: the provider refuses the key or the model; rows stay owed until it answers", "err", err)
+	}
+}
+
+// noteAnswered logs once when the provider answers again after refusing.
+func (s *Service) noteAnswered() {
+	s.providerMu.Lock()
+	defer s.providerMu.Unlock()
+	if s.providerStopped {
+		s.providerStopped = false
+		s.log.Info("conflict resolver: the provider answers again")
+	}
+}
+
+// marshalDetail is a stamp's detail as stored.
+func marshalDetail(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,94 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// memory.unsupersede (POST .../memories/{key}:unsupersede) is the Undo of a
+// retirement, the conflict resolver's (memory.auto_supersede) or a write's: the row
+// comes back as memory.restore brings a supersession back, with its search document,
+// and in the same transaction, under the key's lock, a loom.conflict_undos record
+// names the pair and the values both rows hold. While both still hold them, the
+// resolver leaves the pair alone from either side. A record that cannot be written
+// restores nothing: the commit rolls back and the Undo answers 503.
+const opUnsupersede = "memory.unsupersede"
+
+func unsupersedeChange(ctx context.Context, s *Service, c *copyWrite) error {
+	if c.head.Status != memrow.StatusSuperseded || c.head.SupersededBy == "" {
+		return httperr.New(http.StatusConflict, CodePreconditionFailed, "the memory is not superseded: there is no retirement to undo")
+	}
+	winner := c.head.SupersededBy
+	if err := restoreChange(ctx, s, c); err != nil {
+		return err
+	}
+	c.extra["undid_retirement_by"] = winner
+	row := c.row
+	c.inTx = func(ctx context.Context, tx pgx.Tx) error {
+		return recordUndo(ctx, tx, row, winner)
+	}
+	return nil
+}
+
+// recordUndo writes the Undo's record: the restored row (at the version this commit
+// gives it) and its winner, with the values both hold now.
+func recordUndo(ctx context.Context, tx pgx.Tx, loser *memrow.Row, winnerID string) error {
+	var winnerSHA string
+	err := tx.QueryRow(ctx, `SELECT content_sha256 FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
+		loser.Org, loser.Namespace, winnerID).Scan(&winnerSHA)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("read the retirement's winner: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO loom.conflict_undos (org, namespace, loser_id, winner_id, loser_sha, winner_sha, undo_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (org, namespace, loser_id, winner_id) DO UPDATE SET loser_sha = EXCLUDED.loser_sha,
+			winner_sha = EXCLUDED.winner_sha, undo_version = EXCLUDED.undo_version, undone_at = now()`,
+		loser.Org, loser.Namespace, loser.MemoryID, winnerID, loser.ContentSHA256, winnerSHA, loser.Version); err != nil {
+		return fmt.Errorf("record the undo: %w", err)
+	}
+	return nil
+}
+
+// undoneBetween reports, for each of peers, whether an Undo left its pair with row
+// alone: a record of the pair, either way round, while both still hold the values
+// they held at the Undo.
+func (s *Service) undoneBetween(ctx context.Context, row *memrow.Row, peers []*memrow.Row) (map[string]bool, error) {
+	if len(peers) == 0 {
+		return nil, nil
+	}
+	sha := map[string]string{row.MemoryID: row.ContentSHA256}
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		ids[i], sha[p.MemoryID] = p.MemoryID, p.ContentSHA256
+	}
+	rows, err := s.pool.Query(ctx, `SELECT loser_id::text, winner_id::text, loser_sha, winner_sha FROM loom.conflict_undos
+		WHERE org = $1 AND namespace = $2 AND ((loser_id = $3 AND winner_id = ANY($4)) OR (winner_id = $3 AND loser_id = ANY($4)))`,
+		row.Org, row.Namespace, row.MemoryID, parseIDs(ids))
+	if err != nil {
+		return nil, fmt.Errorf("read the undone retirements: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var loser, winner, loserSHA, winnerSHA string
+		if err := rows.Scan(&loser, &winner, &loserSHA, &winnerSHA); err != nil {
+			return nil, fmt.Errorf("read the undone retirements: %w", err)
+		}
+		if sha[loser] != loserSHA || sha[winner] != winnerSHA {
+			continue // a later write of either row is a new statement, judged afresh
+		}
+		other := loser
+		if loser == row.MemoryID {
+			other = winner
+		}
+		out[other] = true
+	}
+	return out, rows.Err()
+}

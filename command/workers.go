@@ -1,0 +1,297 @@
+package command
+
+import (
+	"context"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/revisions"
+)
+
+// The workers role runs the background model work of the write side: the conflict
+// resolver (resolver.go) and the entity extractor (entities.go). Each is a consumer
+// group of the revisions topic that queues, in loom.worker_items (workqueue.go), the
+// written versions it owes something, and commits its offsets once they are queued;
+// its passes drain the queue and write through the commit every write takes. The
+// queue row is the version's stamp, so a replay of the group (its offsets moved
+// back) queues what it had queued and does nothing twice; what the pass cannot do
+// now (the model down, the namespace's cap spent, an erasure of its org running)
+// stays owed in the queue rather than holding the topic's partition behind it.
+
+// WithWorkers gives the write side the workers' settings (WithModels their provider). The
+// resolver's switch and floor also decide which writes are marked judgement_owed.
+func WithWorkers(w config.Workers) Option {
+	return func(s *Service) {
+		s.workers = w
+		s.wake = map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)}
+	}
+}
+
+// judgementFloor is the cosine at which a write's peer marks it for the resolver; 0
+// while the resolver is off.
+func (s *Service) judgementFloor() float64 {
+	if !s.workers.Resolver.Enabled {
+		return 0
+	}
+	return s.workers.Resolver.MinSimilarity
+}
+
+// workerPause is how long a worker waits after a pass the model, the locks or an
+// outage stopped: the next passes would pay for the same answers.
+const workerPause = 5 * time.Minute
+
+// soon is when a worker tries again what may clear soon (a store, a lock, an erasure
+// of the org): after its pass's interval, a minute at most.
+func (s *Service) soon(worker string) time.Duration {
+	if worker == workerEntities {
+		return min(s.workers.Entities.Interval, time.Minute)
+	}
+	return min(s.workers.Resolver.Interval, time.Minute)
+}
+
+// workLease is how long a pass holds the items it claimed; a pass that dies leaves
+// them to another after it.
+const workLease = 2 * time.Minute
+
+// WorkerGroup is the consumer group of a worker (conflict_resolver, entity_extractor).
+func WorkerGroup(worker string) string {
+	switch worker {
+	case workerResolver:
+		return "loom-worker-conflict-resolver"
+	case workerEntities:
+		return "loom-worker-entity-extractor"
+	}
+	return "loom-worker-" + worker
+}
+
+// Workers are the names of the workers, in the order the role starts them.
+func Workers() []string { return []string{workerResolver, workerEntities} }
+
+// WorkerEnabled reports whether a worker runs: it is switched on and a provider is
+// configured (without one the pass would read nothing and the rows stay owed).
+func (s *Service) WorkerEnabled(worker string) bool {
+	if s.models == nil || !s.models.Configured() {
+		return false
+	}
+	switch worker {
+	case workerResolver:
+		return s.workers.Resolver.Enabled
+	case workerEntities:
+		return s.workers.Entities.Enabled
+	}
+	return false
+}
+
+// WorkerConsumerOpts are the kgo options of a worker's consumer: its group, from the
+// topic's start for a group that never committed, offsets committed only once the
+// batch is queued, and no rebalance while a batch is in hand.
+func WorkerConsumerOpts(worker, topic string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumerGroup(WorkerGroup(worker)),
+		kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+	}
+}
+
+// feedRecords is how many records a worker's consumer queues at once at most.
+const feedRecords = 2000
+
+// RunWorkerFeed runs a worker's consumer until ctx ends: each polled batch's
+// revisions that owe the worker something are queued, then the batch's offsets are
+// committed, and this process's pass is woken. A batch that cannot be queued is
+// retried, its offsets uncommitted, until it is.
+func (s *Service) RunWorkerFeed(ctx context.Context, worker string, consumer *kgo.Client) error {
+	for {
+		fetches := consumer.PollRecords(ctx, feedRecords)
+		if ctx.Err() != nil {
+			consumer.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(topic string, part int32, err error) {
+			s.log.Warn("worker feed: fetch failed", "worker", worker, "topic", topic, "partition", part, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			consumer.AllowRebalance()
+			continue
+		}
+		bo := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second)), ctx)
+		err := backoff.Retry(func() error {
+			items, err := s.pickItems(ctx, worker, recs)
+			if err == nil {
+				err = s.queueWork(ctx, items)
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("worker feed: queueing a batch failed; retrying", "worker", worker, "records", len(recs), "err", err)
+			}
+			return err
+		}, bo)
+		if err == nil {
+			if cerr := consumer.CommitRecords(ctx, recs...); cerr != nil && ctx.Err() == nil {
+				// Uncommitted offsets mean redelivery, which the queue takes as it is.
+				s.log.Warn("worker feed: offset commit failed; the batch will be redelivered", "worker", worker, "err", cerr)
+			}
+			s.wakeWorker(worker)
+		}
+		consumer.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// pickItems decodes a batch and returns the items it owes the worker. The entity
+// extractor reads the revisions' content (whether the writer named entities).
+func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Record) ([]workItem, error) {
+	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
+		s.log.Warn("worker feed: a record is not an envelope; skipped", "worker", worker, "partition", r.Partition, "offset", r.Offset, "err", err)
+	})
+	now := s.now()
+	var envs []*events.Envelope
+	for _, d := range decoded {
+		if d.Kind == revisions.Revision && writesValue(d.Env) {
+			envs = append(envs, d.Env)
+		}
+	}
+	var items []workItem
+	switch worker {
+	case workerResolver:
+		for _, env := range envs {
+			if owedJudgement(env, now, s.workers.Resolver.MaxOwedAge) {
+				items = append(items, itemOf(worker, env))
+			}
+		}
+	case workerEntities:
+		if len(envs) == 0 {
+			return nil, nil
+		}
+		keys, err := revisions.FetchKeys(ctx, s.pool, envs)
+		if err != nil {
+			return nil, err
+		}
+		opened, _, _ := revisions.Open(envs, keys)
+		for _, o := range opened {
+			if owesEntities(o.Env, o.Content, now, s.workers.Entities.MaxAge) {
+				items = append(items, itemOf(worker, o.Env))
+			}
+		}
+	}
+	return items, nil
+}
+
+// writesValue reports whether a revision is a write of a value, whose mark (and lack
+// of entities) belong to it; a copy writer's revision (a pin, a flag, a retirement)
+// carries its head's, which the write before it owed already.
+func writesValue(env *events.Envelope) bool {
+	return (env.Type == events.TypeWritten || env.Type == events.TypeRevised) && !env.Revision.Tombstone
+}
+
+// servedRevision reports whether a revision's row is one search serves: a fact (active
+// or conflicted) of a searchable type that is not high, and not expired at its write.
+func servedRevision(rev *events.Revision, at time.Time) bool {
+	status := memrow.Status(rev.Status)
+	return (status == memrow.StatusActive || status == memrow.StatusConflicted) &&
+		memrow.Sensitivity(rev.Sensitivity) != memrow.SensitivityHigh && !memrow.NonSearchableTypes[rev.MemoryType] &&
+		(rev.ExpiresAt == nil || rev.ExpiresAt.After(at))
+}
+
+// owedJudgement is the resolver's pick: a value write its admission marked, recent
+// enough to be judged.
+func owedJudgement(env *events.Envelope, now time.Time, maxAge time.Duration) bool {
+	rev := env.Revision
+	return rev.JudgementOwed && servedRevision(rev, env.CommittedAt) && env.CommittedAt.After(now.Add(-maxAge))
+}
+
+// owesEntities is the extractor's pick: a value write that names no entity and states
+// no relation, recent enough.
+func owesEntities(env *events.Envelope, c *events.Content, now time.Time, maxAge time.Duration) bool {
+	return len(c.Entities) == 0 && len(c.Relations) == 0 && len(c.Value) > 0 &&
+		servedRevision(env.Revision, env.CommittedAt) && env.CommittedAt.After(now.Add(-maxAge))
+}
+
+func itemOf(worker string, env *events.Envelope) workItem {
+	rev := env.Revision
+	return workItem{worker: worker, org: env.Org, namespace: env.Namespace, memoryID: rev.MemoryID, version: rev.Version,
+		seq: env.Seq, userID: rev.UserID, sha: rev.ContentSHA256, writtenAt: env.CommittedAt}
+}
+
+// wakeWorker tells this process's pass of worker that items were queued.
+func (s *Service) wakeWorker(worker string) {
+	select {
+	case s.wake[worker] <- struct{}{}:
+	default:
+	}
+}
+
+// passResult is how a pass ended.
+type passResult struct {
+	claimed, done int
+	full          bool // it claimed a whole batch
+	errors        int
+	stopped       bool // the model, the locks or an outage stopped it: pause
+}
+
+// runPasses runs pass until ctx ends: again at once after a full batch with no
+// errors (for up to five minutes in a row), after workerPause when one stopped, else
+// when an item is queued here or interval passes. Old stamps are swept once an hour.
+func (s *Service) runPasses(ctx context.Context, worker string, interval, keep time.Duration, pass func(context.Context) passResult) {
+	var streak time.Time
+	var swept time.Time
+	for ctx.Err() == nil {
+		if time.Since(swept) > time.Hour {
+			if err := s.sweepDone(ctx, worker, keep); err != nil && ctx.Err() == nil {
+				s.log.Warn("worker: sweeping old stamps failed", "worker", worker, "err", err)
+			}
+			swept = time.Now()
+		}
+		start := time.Now()
+		r := pass(ctx)
+		wait := interval
+		switch {
+		case r.stopped:
+			wait, streak = workerPause, time.Time{}
+		case r.full && r.errors == 0 && r.done > 0:
+			if streak.IsZero() {
+				streak = start
+			}
+			if time.Since(streak) < 5*time.Minute {
+				continue
+			}
+			streak = time.Time{}
+		default:
+			streak = time.Time{}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-s.wake[worker]:
+			if r.stopped {
+				// A pause holds even when more arrives.
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+			}
+		}
+		t.Stop()
+	}
+}
+
+// RunWorker runs a worker's passes until ctx ends.
+func (s *Service) RunWorker(ctx context.Context, worker string) {
+	switch worker {
+	case workerResolver:
+		s.RunResolver(ctx)
+	case workerEntities:
+		s.RunEntityExtractor(ctx)
+	}
+}

@@ -1,0 +1,161 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// loom.worker_items is the workers' queue (workers.go): one row per written version a
+// worker owes something, queued by the worker's consumer group, drained by its passes
+// and kept, done, as the version's stamp. This file holds its SQL.
+
+// Worker names, as the worker column and the consumer group name it.
+const (
+	workerResolver = "conflict_resolver"
+	workerEntities = "entity_extractor"
+)
+
+// workItem is one written version a worker owes something.
+type workItem struct {
+	worker                   string
+	org, namespace, memoryID string
+	version, seq             int64
+	userID, sha              string
+	writtenAt                time.Time
+	attempts                 int
+}
+
+// Outcomes of a done item.
+const (
+	outcomeJudged    = "judged"    // the resolver called the model and acted on its answer
+	outcomeErrored   = "errored"   // the provider refused the request, or answered nothing usable
+	outcomeSkipped   = "skipped"   // nothing left to do: the row moved on, is pinned, has no peer
+	outcomeTooOld    = "too_old"   // owed past the worker's age limit
+	outcomeExtracted = "extracted" // the extractor wrote the row's entities
+	outcomeEmpty     = "empty"     // the extractor found no entity in the row
+)
+
+// queueWork queues items; an item queued before (a redelivery, a replay of the group)
+// is left as it is, done or owed.
+func (s *Service) queueWork(ctx context.Context, items []workItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	n := len(items)
+	workers, orgs, nss, ids, users, shas := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	versions, seqs := make([]int64, n), make([]int64, n)
+	written := make([]time.Time, n)
+	for i, it := range items {
+		workers[i], orgs[i], nss[i], ids[i], users[i], shas[i] = it.worker, it.org, it.namespace, it.memoryID, it.userID, it.sha
+		versions[i], seqs[i], written[i] = it.version, it.seq, it.writtenAt
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
+		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING`,
+		workers, orgs, nss, ids, versions, seqs, users, shas, written)
+	if err != nil {
+		return fmt.Errorf("queue the %s's work: %w", items[0].worker, err)
+	}
+	return nil
+}
+
+// claimPass claims a pass's batch (claimWork) and starts the pass's account; a queue
+// it cannot read ends the pass (ok false).
+func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAge time.Duration, newest bool) ([]workItem, passResult, bool) {
+	items, err := s.claimWork(ctx, worker, batch, workLease, maxAge, newest)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("worker: reading the queue failed", "worker", worker, "err", err)
+		}
+		return nil, passResult{errors: 1, stopped: true}, false
+	}
+	return items, passResult{claimed: len(items), full: len(items) == batch}, true
+}
+
+// claimWork leases up to limit owed items of worker that are due, in turns across
+// namespaces so one namespace's backlog holds back no other: each namespace's newest
+// rows first (newest), or its oldest (seq order). An org with an erasure running is
+// left out: its rows stay owed. Items written before maxAge ago are done first, as
+// too old.
+func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease, maxAge time.Duration, newest bool) ([]workItem, error) {
+	if _, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET state = 'done', outcome = $2, done_at = now(), lease_until = NULL
+		WHERE worker = $1 AND state = 'owed' AND written_at < now() - $3::interval`, worker, outcomeTooOld, maxAge.String()); err != nil {
+		return nil, fmt.Errorf("age the %s's queue: %w", worker, err)
+	}
+	order := "seq ASC"
+	if newest {
+		order = "seq DESC"
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`WITH due AS (
+			SELECT org, namespace, memory_id, version,
+				row_number() OVER (PARTITION BY org, namespace ORDER BY %s) AS turn
+			FROM loom.worker_items w
+			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
+			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
+		), picked AS (
+			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, org, namespace LIMIT $2
+		)
+		UPDATE loom.worker_items w SET lease_until = now() + $3::interval
+		FROM picked p
+		WHERE w.worker = $1 AND w.org = p.org AND w.namespace = p.namespace AND w.memory_id = p.memory_id AND w.version = p.version
+		  AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
+		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, w.user_id, w.content_sha256, w.written_at, w.attempts`, order),
+		worker, limit, lease.String())
+	if err != nil {
+		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (workItem, error) {
+		it := workItem{worker: worker}
+		err := r.Scan(&it.org, &it.namespace, &it.memoryID, &it.version, &it.seq, &it.userID, &it.sha, &it.writtenAt, &it.attempts)
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)
+	}
+	return items, nil
+}
+
+// releaseWork gives an item back, owed, due again after delay; attempt counts one more
+// attempt against it.
+func (s *Service) releaseWork(ctx context.Context, it workItem, delay time.Duration, attempt bool) error {
+	inc := 0
+	if attempt {
+		inc = 1
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET lease_until = NULL, next_at = now() + $6::interval, attempts = attempts + $7
+		WHERE worker = $1 AND org = $2 AND namespace = $3 AND memory_id = $4 AND version = $5 AND state = 'owed'`,
+		it.worker, it.org, it.namespace, it.memoryID, it.version, delay.String(), inc)
+	if err != nil {
+		return fmt.Errorf("give back the %s's item: %w", it.worker, err)
+	}
+	return nil
+}
+
+// finishWork stamps an item done with its outcome, unless an erasure of its org is running
+// (then the item stays owed and finish reports false): nothing is written in an org
+// under erasure, the stamp included.
+func (s *Service) finishWork(ctx context.Context, it workItem, outcome string, detail []byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE loom.worker_items w SET state = 'done', outcome = $6, detail = $7, done_at = now(), lease_until = NULL,
+			attempts = attempts + CASE WHEN $6 = 'errored' THEN 1 ELSE 0 END
+		WHERE worker = $1 AND org = $2 AND namespace = $3 AND memory_id = $4 AND version = $5 AND state = 'owed'
+		  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')`,
+		it.worker, it.org, it.namespace, it.memoryID, it.version, outcome, detail)
+	if err != nil {
+		return false, fmt.Errorf("stamp the %s's item: %w", it.worker, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// sweepDone forgets done items older than keep: a replay no longer queues a write that
+// old (the worker's age limit is below keep), so their stamps are no longer needed.
+func (s *Service) sweepDone(ctx context.Context, worker string, keep time.Duration) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM loom.worker_items WHERE worker = $1 AND state = 'done' AND done_at < now() - $2::interval`,
+		worker, keep.String())
+	if err != nil {
+		return fmt.Errorf("sweep the %s's stamps: %w", worker, err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Workers configures the background model work the workers role runs, each worker a
+// consumer group of the revisions topic: the conflict resolver, which judges the
+// writes marked judgement_owed, and the entity extractor, which fills the graph for
+// rows written without entities.
+type Workers struct {
+	Resolver Resolver
+	Entities EntityExtractor
+}
+
+// Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
+type Resolver struct {
+	// Enabled resolves at load (LOOM_MEMORY_CONFLICT_RESOLVER_ENABLED): auto is on when
+	// a model provider is configured; an explicit value wins. Writes are marked for
+	// judgement (a peer at MinSimilarity) only while it is on.
+	Enabled       bool
+	MinSimilarity float64 // LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY: a peer's floor, and a write's mark
+	MaxPeers      int     // LOOM_MEMORY_CONFLICT_RESOLVER_MAX_PEERS: peers judged with a row in one call
+	// The thresholds, highest first: an update retires at Retire, a contradiction (or an
+	// update below Retire) flags at Flag, a compatible verdict clears at Clear.
+	RetireConfidence float64       // LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE
+	FlagConfidence   float64       // LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE
+	ClearConfidence  float64       // LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE
+	Batch            int           // LOOM_MEMORY_CONFLICT_RESOLVER_BATCH: owed rows a pass takes
+	Concurrency      int           // LOOM_MEMORY_CONFLICT_RESOLVER_CONCURRENCY: rows judged at once
+	MaxOwedAge       time.Duration // LOOM_MEMORY_CONFLICT_RESOLVER_MAX_OWED_AGE_DAYS: an older write is no longer judged
+	Interval         time.Duration // LOOM_MEMORY_CONFLICT_RESOLVER_INTERVAL_MS: the pass's fallback wake-up
+}
+
+// EntityExtractor is the entity extractor (memory-architecture, "Background passes").
+type EntityExtractor struct {
+	Enabled     bool          // LOOM_ENTITY_EXTRACTOR_ENABLED: auto is on when a model provider is configured
+	MaxEntities int           // LOOM_ENTITY_EXTRACTOR_MAX_ENTITIES: entities (and relations) kept of one row
+	Batch       int           // LOOM_ENTITY_EXTRACTOR_BATCH: rows a pass takes
+	Concurrency int           // LOOM_ENTITY_EXTRACTOR_CONCURRENCY: namespaces extracted at once
+	MaxAge      time.Duration // LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS: an older write is not extracted
+	Interval    time.Duration // LOOM_ENTITY_EXTRACTOR_INTERVAL_MS: the pass's fallback wake-up
+}
+
+// readWorkers reads the section; llm is the provider's, which auto resolves against.
+func readWorkers(r *reader, llm LLM) Workers {
+	return Workers{
+		Resolver: Resolver{
+			Enabled:          r.auto("LOOM_MEMORY_CONFLICT_RESOLVER_ENABLED", llm.Configured()),
+			MinSimilarity:    r.float("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY", 0.60),
+			MaxPeers:         r.int("LOOM_MEMORY_CONFLICT_RESOLVER_MAX_PEERS", 8),
+			RetireConfidence: r.float("LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE", 0.98),
+			FlagConfidence:   r.float("LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE", 0.95),
+			ClearConfidence:  r.float("LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE", 0.90),
+			Batch:            r.int("LOOM_MEMORY_CONFLICT_RESOLVER_BATCH", 40),
+			Concurrency:      r.int("LOOM_MEMORY_CONFLICT_RESOLVER_CONCURRENCY", 8),
+			MaxOwedAge:       r.days("LOOM_MEMORY_CONFLICT_RESOLVER_MAX_OWED_AGE_DAYS", 30),
+			Interval:         r.ms("LOOM_MEMORY_CONFLICT_RESOLVER_INTERVAL_MS", 30000),
+		},
+		Entities: EntityExtractor{
+			Enabled:     r.auto("LOOM_ENTITY_EXTRACTOR_ENABLED", llm.Configured()),
+			MaxEntities: r.int("LOOM_ENTITY_EXTRACTOR_MAX_ENTITIES", 16),
+			Batch:       r.int("LOOM_ENTITY_EXTRACTOR_BATCH", 40),
+			Concurrency: r.int("LOOM_ENTITY_EXTRACTOR_CONCURRENCY", 4),
+			MaxAge:      r.days("LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS", 30),
+			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
+		},
+	}
+}
+
+// Validate checks the section.
+func (w Workers) Validate() error {
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate())
+}
+
+// Validate checks the resolver's settings: its thresholds only in their order.
+func (r Resolver) Validate() error {
+	var errs []error
+	if r.MinSimilarity <= 0 || r.MinSimilarity > 1 {
+		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY must be in (0, 1]"))
+	}
+	if !(0 < r.ClearConfidence && r.ClearConfidence <= r.FlagConfidence && r.FlagConfidence <= r.RetireConfidence && r.RetireConfidence <= 1) {
+		errs = append(errs, fmt.Errorf("LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE (%g), _FLAG_CONFIDENCE (%g) and _RETIRE_CONFIDENCE (%g) "+
+			"must satisfy 0 < clear <= flag <= retire <= 1", r.ClearConfidence, r.FlagConfidence, r.RetireConfidence))
+	}
+	if r.MaxPeers < 1 || r.Batch < 1 || r.Concurrency < 1 || r.MaxOwedAge <= 0 || r.Interval <= 0 {
+		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MAX_PEERS, _BATCH, _CONCURRENCY, _MAX_OWED_AGE_DAYS and _INTERVAL_MS must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the entity extractor's settings.
+func (e EntityExtractor) Validate() error {
+	if e.MaxEntities < 1 || e.Batch < 1 || e.Concurrency < 1 || e.MaxAge <= 0 || e.Interval <= 0 {
+		return errors.New("LOOM_ENTITY_EXTRACTOR_MAX_ENTITIES, _BATCH, _CONCURRENCY, _MAX_AGE_DAYS and _INTERVAL_MS must be positive")
+	}
+	return nil
+}
+
+// auto reads a switch that is auto (def decides), or an explicit boolean.
+func (r *reader) auto(name string, def bool) bool {
+	v := r.raw(name, "auto")
+	if v == "" || strings.EqualFold(v, "auto") {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not auto or a boolean", name, v))
+		return def
+	}
+	return b
+}
