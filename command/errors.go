@@ -50,6 +50,12 @@ func commitError(err error) *httperr.Error {
 	return httperr.Store("committing the revision", err)
 }
 
-func chUnavailable(doing string, err error) *httperr.Error {
-	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
+// peersUnavailable answers a peer read that failed. ClickHouse that did not answer in
+// time is the seeds' "ClickHouse unreachable": a semantic admission answers the
+// retryable 503 PROJECTION_BEHIND until it is back (postgres-authority.md, Failure).
+func peersUnavailable(doing string, err error) *httperr.Error {
+	if ch.Unavailable(err) {
+		return httperr.Unavailable(httperr.CodeProjectionBehind, "ClickHouse does not answer: this write cannot be judged against its peers until it does; retry", err)
+	}
+	return httperr.Store(doing, err)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -22,6 +23,10 @@ type peerQuery struct {
 // search documents in ClickHouse (one statement, identity predicates in PREWHERE), then
 // checked against their Postgres heads, which are what the verdict judges. A document
 // whose head moved on is left out: the admission's gap check covers what moved.
+//
+// ClickHouse gets LOOM_CH_READ_DEADLINE_MS to answer; one that does not (down or
+// frozen) is answered as the seeds say of a semantic admission ClickHouse cannot
+// serve: 503 PROJECTION_BEHIND (peersUnavailable).
 func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
 		"memory_key != ?"}
@@ -37,26 +42,9 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 		WHERE %s
 		ORDER BY cosine DESC
 		LIMIT ?`, s.ch.Caps.Dot("embedding"), strings.Join(where, " AND "))
-	rows, err := s.ch.Query(s.ch.Ctx(ctx), sql, args...)
+	docs, err := s.peerDocs(ctx, sql, args, q)
 	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	type doc struct {
-		id     memrow.Identity
-		sha    string
-		cosine float64
-	}
-	var docs []doc
-	for rows.Next() {
-		d := doc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
-		if err := rows.Scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
-			return nil, err
-		}
-		docs = append(docs, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, peersUnavailable("reading the write's peers", err)
 	}
 	if len(docs) == 0 {
 		return nil, nil
@@ -67,7 +55,7 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 	}
 	current, err := heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
 	if err != nil {
-		return nil, err
+		return nil, httperr.Store("checking the write's peers against their heads", err)
 	}
 	now := s.now()
 	var out []peer
@@ -79,6 +67,29 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 		out = append(out, peer{row: h, cosine: d.cosine})
 	}
 	return out, nil
+}
+
+// peerDoc is a search document a peer read found.
+type peerDoc struct {
+	id     memrow.Identity
+	sha    string
+	cosine float64
+}
+
+// peerDocs runs the peer read's statement within LOOM_CH_READ_DEADLINE_MS.
+func (s *Service) peerDocs(ctx context.Context, sql string, args []any, q peerQuery) ([]peerDoc, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PeerReadDeadline)
+	defer cancel()
+	var docs []peerDoc
+	err := s.ch.Each(s.ch.Ctx(ctx), sql, args, func(scan func(...any) error) error {
+		d := peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
+		if err := scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
+			return err
+		}
+		docs = append(docs, d)
+		return nil
+	})
+	return docs, err
 }
 
 // isPeer is the peer rule, applied to a head: a served row of the same type under

@@ -289,7 +289,7 @@ func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules) ([]p
 	if e.seeksPeers(r.conflictPolicy()) {
 		var err error
 		if peers, err = s.readPeers(ctx, e.peerQuery()); err != nil {
-			return nil, chUnavailable("reading the write's peers", err)
+			return nil, err
 		}
 	}
 	return mergePeers(peers, e.w.absorbed), nil

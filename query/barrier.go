@@ -54,22 +54,30 @@ type Passed struct {
 }
 
 // Wait captures the namespaces' generations and waits for the watermark to reach them,
-// within one budget for all of them together; past it, it returns a *BehindError.
+// within one budget for all of them together, the capture included: past it, it
+// returns a *BehindError, or a retryable POSTGRES_UNAVAILABLE when Postgres did not
+// answer the capture or the first look at the watermarks.
 func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Passed, error) {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, b.budget)
+	defer cancel()
 	passed := Passed{Generations: map[string]int64{}}
 	gens, err := generations.ReadMany(ctx, b.pool, org, namespaces)
 	if err != nil {
 		return passed, httperr.Store("capturing namespace generations", err)
 	}
 	passed.Generations = gens
-	deadline := start.Add(b.budget)
+	var marks map[string]int64
 	for {
 		wake := b.wake.C()
-		marks, err := watermarks.ReadMany(ctx, b.pool, b.projection, org, namespaces)
-		if err != nil {
+		read, err := watermarks.ReadMany(ctx, b.pool, b.projection, org, namespaces)
+		switch {
+		case err == nil:
+			marks = read
+		case marks == nil || ctx.Err() == nil:
 			return passed, httperr.Store("reading projection watermarks", err)
 		}
+		// A look cut by the budget leaves the last one standing.
 		behind := ""
 		for ns, gen := range gens {
 			if marks[ns] < gen {
@@ -81,18 +89,15 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 			passed.WaitedMS = time.Since(start).Milliseconds()
 			return passed, nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return passed, &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
-		}
-		timer := time.NewTimer(min(left, b.poll))
+		timer := time.NewTimer(b.poll)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-			return passed, httperr.Store("waiting at the barrier", ctx.Err())
 		case <-wake:
 		case <-timer.C:
 		}
 		timer.Stop()
+		if ctx.Err() != nil {
+			return passed, &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
+		}
 	}
 }
