@@ -226,7 +226,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entry, st *roundState, r admissionRules, now time.Time) ([]*entry, error) {
 	external, err := s.namespacePeers(ctx, admitted, r)
 	if err != nil {
-		return nil, chUnavailable("reading the batch's peers", err)
+		return nil, err
 	}
 	b.ans.Merged = []bulkResult{}
 	var written, earlier []*entry

@@ -54,7 +54,7 @@ func runToken(ctx context.Context, args []string) error {
 	if len(namespaces) > 0 {
 		ns = namespaces
 	}
-	secret, p, err := auth.NewStore(pool).Create(ctx, auth.NewToken{Org: *org, Role: *role, Name: *name, Namespaces: ns, ReadUserID: *readUser})
+	secret, p, err := auth.NewStore(pool, cfg.PG.ReadDeadline).Create(ctx, auth.NewToken{Org: *org, Role: *role, Name: *name, Namespaces: ns, ReadUserID: *readUser})
 	if err != nil {
 		return err
 	}

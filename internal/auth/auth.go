@@ -65,16 +65,19 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 
 // Store creates and checks tokens.
 type Store struct {
-	pool  *pgxpool.Pool
-	cache *expirable.LRU[string, Principal]
+	pool     *pgxpool.Pool
+	cache    *expirable.LRU[string, Principal]
+	deadline time.Duration
 }
 
 // cacheTTL bounds how long a revoked token keeps working on a process that saw it.
 const cacheTTL = 10 * time.Second
 
-// NewStore returns a token store over the pool.
-func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, cache: expirable.NewLRU[string, Principal](10000, nil, cacheTTL)}
+// NewStore returns a token store over the pool; a token's lookup waits at most
+// deadline for Postgres (LOOM_PG_READ_DEADLINE_MS), then the request answers a
+// retryable 503.
+func NewStore(pool *pgxpool.Pool, deadline time.Duration) *Store {
+	return &Store{pool: pool, cache: expirable.NewLRU[string, Principal](10000, nil, cacheTTL), deadline: deadline}
 }
 
 // NewToken describes a token to create.
@@ -134,6 +137,8 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	if p, ok := s.cache.Get(key); ok {
 		return p, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.deadline)
+	defer cancel()
 	var p Principal
 	var readUser *string
 	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name

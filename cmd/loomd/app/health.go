@@ -45,9 +45,11 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		"topic":      p.Cfg.Pipeline.Topic,
 	}
 	include := strings.Split(c.Query("include"), ",")
+	// One wait for everything the details read, so a frozen Postgres holds liveness
+	// back by at most that.
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
 	if slices.Contains(include, "postgres") {
-		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-		defer cancel()
 		ob, err := relay.ReadBacklog(ctx, p.PG)
 		if err != nil {
 			body["postgres"] = fiber.Map{"error": err.Error()}
@@ -70,7 +72,7 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		}
 	}
 	if slices.Contains(include, "lag") {
-		if lag, err := projector.ReadLag(c.UserContext(), p.PG, p.Cfg.Pipeline.Projection); err != nil {
+		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
 			body["lag"] = fiber.Map{"error": err.Error()}
 		} else {
 			body["lag"] = lag
