@@ -23,7 +23,7 @@ func TestEveryCommandsHelpPrintsItsUsageAndFlags(t *testing.T) {
 		{"dev", []string{"dir", "addr", "kafka-port"}},
 		{"serve", []string{"roles", "addr"}},
 		{"migrate", nil},
-		{"token create", []string{"org", "role", "name", "namespace", "read-user"}},
+		{"token create", []string{"org", "operator", "role", "name", "namespace", "read-user"}},
 		{"token", nil},
 		{"projector reset", []string{"group", "topic", "to", "execute"}},
 		{"projector rebuild", []string{"projection", "drop-old", "abandon", "drop-retired", "status"}},

@@ -27,7 +27,10 @@ Usage:
                         any subset of roles per process (api = command,query)
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
-                        create an API token and print its secret (shown once)
+  loomd token create --operator [--name NAME]
+                        create an API token and print its secret (shown once); an
+                        --operator token belongs to no org and only reaches the
+                        deployment-wide controls (/v1/admin, health's details)
   loomd projector reset --group G --to earliest|latest|<RFC3339> [--topic T] [--execute]
                         print (and with --execute apply) a consumer group offset reset;
                         refuses while the group has live members

@@ -26,7 +26,8 @@ func runToken(ctx context.Context, args []string) error {
 		return usageError{errors.New("token: want `loomd token create --org ORG ...`")}
 	}
 	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-	org := fs.String("org", "", "the org the token acts in (required)")
+	org := fs.String("org", "", "the org the token acts in (required, unless --operator)")
+	operator := fs.Bool("operator", false, "the deployment operator's token: no org, no memory; it resets projections and reads health's details")
 	role := fs.String("role", auth.RoleWriter, "admin, writer or reader")
 	name := fs.String("name", "", "a label for the token")
 	readUser := fs.String("read-user", "", "bind the token to one user's rows")
@@ -35,8 +36,13 @@ func runToken(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if *org == "" {
-		return usageError{errors.New("token create: --org is required")}
+	switch {
+	case *operator && (*org != "" || len(namespaces) > 0 || *readUser != ""):
+		return usageError{errors.New("token create: an --operator token belongs to no org: it takes no --org, --namespace or --read-user")}
+	case *operator:
+		*role = auth.RoleOperator
+	case *org == "":
+		return usageError{errors.New("token create: --org is required (or --operator)")}
 	}
 	cfg, err := loadConfig()
 	if err != nil {
@@ -58,7 +64,11 @@ func runToken(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "token %s for org %s (role %s) created; the secret is shown once:\n", p.TokenID, p.Org, p.Role)
+	if p.Operator() {
+		fmt.Fprintf(os.Stderr, "operator token %s created; the secret is shown once:\n", p.TokenID)
+	} else {
+		fmt.Fprintf(os.Stderr, "token %s for org %s (role %s) created; the secret is shown once:\n", p.TokenID, p.Org, p.Role)
+	}
 	fmt.Println(secret)
 	return nil
 }

@@ -90,6 +90,32 @@ func ReadKeys(ctx context.Context, q Querier, projection string, orgs, namespace
 	return out, rows.Err()
 }
 
+// ReadProjection reads every watermark of projection.
+func ReadProjection(ctx context.Context, q Querier, projection string) (map[Key]int64, error) {
+	rows, err := q.Query(ctx, `SELECT org, namespace, seq FROM loom.projection_watermarks WHERE projection = $1`, projection)
+	if err != nil {
+		return nil, fmt.Errorf("read the watermarks of projection %s: %w", projection, err)
+	}
+	defer rows.Close()
+	out := map[Key]int64{}
+	for rows.Next() {
+		var k Key
+		var seq int64
+		if err := rows.Scan(&k.Org, &k.Namespace, &seq); err != nil {
+			return nil, fmt.Errorf("read the watermarks of projection %s: %w", projection, err)
+		}
+		out[k] = seq
+	}
+	return out, rows.Err()
+}
+
+// Exists reports whether projection has ever raised a watermark.
+func Exists(ctx context.Context, q Querier, projection string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.projection_watermarks WHERE projection = $1)`, projection).Scan(&ok)
+	return ok, err
+}
+
 // QueueRaise queues raising the namespaces' watermarks to marks (never lowering one)
 // and the notification of the projection's barriers, on b.
 func QueueRaise(b *pgx.Batch, projection string, orgs, namespaces []string, marks []int64) {

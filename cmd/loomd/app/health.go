@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/projector"
@@ -27,10 +29,24 @@ func (p *Process) registerHealth(app *fiber.App) {
 // handleHealth is liveness plus what the process is: it answers while the process
 // runs, whatever the stores do (pending_migrations is the last known list, not read
 // anew). ?include=postgres adds the outbox's and the synchronous standbys' state and
-// the serving projection's recorded failures, and
-// ?include=lag the namespaces the serving projection is behind on (comma separated
-// for both).
+// the serving projection's recorded failures, and ?include=lag how far the serving
+// projection is behind (comma separated for both). Those are counts: only the
+// operator's token (`loomd token create --operator`) also sees which namespaces of
+// which orgs are behind, and the stores' own error texts. A token that is wrong is
+// 401; one that cannot be checked now gets the anonymous answer.
 func (p *Process) handleHealth(c *fiber.Ctx) error {
+	viewer, _, err := p.Tokens.Optional(c)
+	var he *httperr.Error
+	if errors.As(err, &he) && he.Status == http.StatusUnauthorized {
+		return err
+	}
+	operator := err == nil && viewer.Operator()
+	failed := func(err error) fiber.Map {
+		if operator {
+			return fiber.Map{"error": err.Error()}
+		}
+		return fiber.Map{"error": "unavailable"}
+	}
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
@@ -52,14 +68,14 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	if slices.Contains(include, "postgres") {
 		ob, err := relay.ReadBacklog(ctx, p.PG)
 		if err != nil {
-			body["postgres"] = fiber.Map{"error": err.Error()}
+			body["postgres"] = failed(err)
 		} else {
 			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
 				"durability": p.Cfg.PG.Durability}
 			if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
 				pgState["projection_failures"] = fs
 			} else {
-				pgState["projection_failures"] = fiber.Map{"error": err.Error()}
+				pgState["projection_failures"] = failed(err)
 			}
 			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
 				pgState["replication"] = rep
@@ -72,10 +88,13 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		}
 	}
 	if slices.Contains(include, "lag") {
-		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
-			body["lag"] = fiber.Map{"error": err.Error()}
-		} else {
+		switch lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); {
+		case err != nil:
+			body["lag"] = failed(err)
+		case operator:
 			body["lag"] = lag
+		default:
+			body["lag"] = fiber.Map{"namespaces_behind": lag.NamespacesBehind, "seqs_behind": lag.SeqsBehind}
 		}
 	}
 	return c.JSON(body)
