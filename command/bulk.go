@@ -194,7 +194,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 		return false, 0, err
 	}
 	rows, superseded := writeRows("memory.bulk_set", written, rules.conflictPolicy(), now)
-	b.ans.Written, b.ans.Superseded = []bulkResult{}, superseded
+	b.ans.Written, b.ans.Superseded = []bulkResult{}, append([]string{}, superseded...) // [] rather than null
 	if len(rows) == 0 {
 		return true, 0, nil
 	}

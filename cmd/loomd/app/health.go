@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -101,25 +102,39 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 }
 
 // handleReady answers 200 only when both stores answer and every migration this build
-// carries is applied; a load balancer sends no traffic before that.
+// carries is applied; a load balancer sends no traffic before that. Each store is
+// asked on its own, at once, within its own timeout: one that does not answer is the
+// one reported failing, never the other.
 func (p *Process) handleReady(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
-	defer cancel()
+	var pgErr, chErr error
+	var wg sync.WaitGroup
+	for _, check := range []struct {
+		ping func(context.Context) error
+		err  *error
+	}{{p.PG.Ping, &pgErr}, {p.CH.Ping, &chErr}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+			defer cancel()
+			*check.err = check.ping(ctx)
+		}()
+	}
+	wg.Wait()
 	checks := fiber.Map{}
 	ready := true
-	if err := p.PG.Ping(ctx); err != nil {
-		checks["postgres"], ready = err.Error(), false
-	} else {
-		checks["postgres"] = "ok"
-	}
-	if err := p.CH.Ping(ctx); err != nil {
-		checks["clickhouse"], ready = err.Error(), false
-	} else {
-		checks["clickhouse"] = "ok"
+	for name, err := range map[string]error{"postgres": pgErr, "clickhouse": chErr} {
+		if err != nil {
+			checks[name], ready = err.Error(), false
+		} else {
+			checks[name] = "ok"
+		}
 	}
 	pending := p.migrations.Last()
 	if ready {
+		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
 		pending = p.migrations.Pending(ctx, 0)
+		cancel()
 	}
 	if len(pending) > 0 {
 		ready = false
@@ -130,6 +145,9 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	}
 	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
+
+// readyTimeout bounds each of a readiness probe's checks.
+const readyTimeout = 3 * time.Second
 
 func (p *Process) handleMetrics(c *fiber.Ctx) error {
 	var buf bytes.Buffer
