@@ -320,6 +320,18 @@ func TestMemorySetVerdicts(t *testing.T) {
 		eq(t, "merged into", a["merged_into"].(map[string]any)["memory_id"], first["memory_id"])
 		eq(t, "revisions of k2", e.revisions("k2"), 0)
 	})
+	// The reported case: bob's write was answered merged into alice's row, then his
+	// own key was 404. A verdict relates one subject's statements: his is written.
+	t.Run("another user's same value is written, not merged into hers", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("alice-favorite-color", map[string]any{"value": "blue", "user_id": "alice"})
+		a := e.ok("bob-favorite-color", map[string]any{"value": "blue", "user_id": "bob"})
+		eq(t, "written", a["written"], any(true))
+		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/bob-favorite-color?user_id=bob", nil)
+		if r.Status != http.StatusOK || r.JSON(t)["value"] != "blue" {
+			t.Fatalf("bob reads his key: %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("pinned peer refuses the write", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
 		e.ok("k1", map[string]any{"value": "the standup happens at nine every morning", "pin": true})
