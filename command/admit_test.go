@@ -299,13 +299,23 @@ func TestWriteRows(t *testing.T) {
 		if len(rows) != 2 || !slices.Equal(sup, []string{s1.MemoryID}) || rows[1].row.Status != memrow.StatusSuperseded {
 			t.Fatalf("newest_wins: rows %d, superseded %v", len(rows), sup)
 		}
+		// The anonymous user's sessions are separate tasks: it is never marked owed.
 		e = admitted(t, w, nil, []*memrow.Row{s1}, verdict{kind: VerdictNew})
+		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || e.row.JudgementOwed {
+			t.Fatalf("auto_reinforce, user -: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
+		}
+		// A named user's row is, under a policy that does not retire.
+		aliceS1 := headOfValue("plan", "deploy on monday")
+		aliceS1.SessionID, aliceS1.UserID = "s1", "alice"
+		alice := write("plan", setRequest{Value: value("deploy on wednesday"), SessionID: "s2", UserID: "alice"})
+		alice.id.SessionID, alice.id.UserID = "s2", "alice"
+		e = admitted(t, alice, nil, []*memrow.Row{aliceS1}, verdict{kind: VerdictNew})
 		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || !e.row.JudgementOwed {
-			t.Fatalf("auto_reinforce: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
+			t.Fatalf("auto_reinforce, user alice: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
 		}
 		locked := headOfValue("plan", "deploy on monday")
-		locked.SessionID, locked.Locked = "s1", true
-		e = admitted(t, w, nil, []*memrow.Row{locked}, verdict{kind: VerdictNew})
+		locked.SessionID, locked.UserID, locked.Locked = "s1", "alice", true
+		e = admitted(t, alice, nil, []*memrow.Row{locked}, verdict{kind: VerdictNew})
 		if rows, _ := writeRows("memory.set", []*entry{e}, PolicyNewestWins, admitNow); len(rows) != 1 || !e.row.JudgementOwed {
 			t.Fatalf("a locked session's row: rows %d, owed %v", len(rows), e.row.JudgementOwed)
 		}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -68,9 +67,4 @@ func viewOf(r *memrow.Row) memoryView {
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations,
 	}
-}
-
-// inReadScope reports whether a token may see a row of userID.
-func inReadScope(p auth.Principal, userID string) bool {
-	return p.ReadUserID == "" || p.ReadUserID == userID
 }

@@ -449,17 +449,25 @@ func TestSameKeyInAnotherSession(t *testing.T) {
 			t.Fatalf("s1's row: %d %s", r.Status, r.Body)
 		}
 	})
-	t.Run("auto_reinforce only marks the new row for judgement", func(t *testing.T) {
+	// The seeds' rule: a named user's row is marked owed when another session of that
+	// user holds its key; the anonymous user's never is, since its sessions are
+	// separate tasks. (This test asserted the opposite for "-" before.)
+	t.Run("auto_reinforce only marks a named user's new row for judgement", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
-		e.ok("plan", map[string]any{"value": "deploy on monday", "session_id": "s1"})
-		e.ok("plan", map[string]any{"value": "deploy on wednesday", "session_id": "s2"})
-		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan?session_id=s1", nil)
-		if r.Status != http.StatusOK || r.JSON(t)["status"] != "active" {
-			t.Fatalf("s1's row: %d %s", r.Status, r.Body)
+		for _, user := range []string{"alice", "-"} {
+			e.ok("plan-"+user, map[string]any{"value": "deploy on monday", "session_id": "s1", "user_id": user})
+			e.ok("plan-"+user, map[string]any{"value": "deploy on wednesday", "session_id": "s2", "user_id": user})
+			r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan-"+user+"?session_id=s1&user_id="+user, nil)
+			if r.Status != http.StatusOK || r.JSON(t)["status"] != "active" {
+				t.Fatalf("%s's s1 row: %d %s", user, r.Status, r.Body)
+			}
 		}
-		owed := testenv.Int(t, e.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2
-			AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns)
-		eq(t, "rows owed a judgement", owed, 1)
+		owed := func(user string) int64 {
+			return testenv.Int(t, e.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2
+				AND user_id = $3 AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns, user)
+		}
+		eq(t, "alice's rows owed a judgement", owed("alice"), 1)
+		eq(t, "the anonymous user's rows owed a judgement", owed("-"), 0)
 	})
 }
 
