@@ -80,6 +80,10 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	start := s.now()
 	var req searchRequest
 	err := httperr.DecodeBody(c.Body(), &req)
+	var bad *httperr.Error
+	if errors.As(err, &bad) && bad.Field == "top_k" { // a fraction, or a number no integer holds
+		err = s.topKRefused()
+	}
 	var ans *searchAnswer
 	if err == nil {
 		ctx, cancel := s.barrierRead(c)
@@ -134,7 +138,8 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 func listQueryOf(c *fiber.Ctx) listQuery {
 	return listQuery{agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"),
 		memoryType: c.Query("memory_type"), tags: c.Query("tags"), tagsMode: c.Query("tags_mode"), status: c.Query("status"),
-		includeSuperseded: c.Query("include_superseded"), limit: c.Query("limit"), pageToken: c.Query("page_token")}
+		includeSuperseded: c.Query("include_superseded"), limit: c.Query("limit"), pageToken: c.Query("page_token"),
+		asOf: c.Query("as_of")}
 }
 
 func (s *Service) handleList(c *fiber.Ctx) error {

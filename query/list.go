@@ -55,6 +55,7 @@ type listQuery struct {
 	tags, tagsMode, status   string
 	includeSuperseded        string
 	limit, pageToken         string
+	asOf                     string // refused: a list reads current rows
 }
 
 // listCall is a memory.list (in order) or a memory.keys (under prefix) of a namespace.
@@ -67,6 +68,21 @@ type listCall struct {
 
 // listFilter checks a list's filters.
 func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
+	if q.asOf != "" {
+		return filter{}, 0, httperr.Validation("as_of", "a list reads the current rows and takes no as_of: read a key's past with GET …/memories/{key}?as_of=…, or search with as_of")
+	}
+	switch q.tagsMode {
+	case "", "all", "any":
+	default:
+		return filter{}, 0, httperr.Validation("tags_mode", "tags_mode must be all or any")
+	}
+	includeSuperseded := false
+	if q.includeSuperseded != "" {
+		var err error
+		if includeSuperseded, err = strconv.ParseBool(q.includeSuperseded); err != nil {
+			return filter{}, 0, httperr.Validation("include_superseded", "include_superseded must be true or false")
+		}
+	}
 	f := filter{org: p.Org, agent: q.agent, userID: q.userID, sessionID: q.sessionID,
 		memoryType: q.memoryType, tagsAny: q.tagsMode == "any", statuses: append([]memrow.Status(nil), defaultStatuses...)}
 	if q.tags != "" {
@@ -86,7 +102,7 @@ func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 			}
 		}
 	}
-	if q.includeSuperseded == "true" {
+	if includeSuperseded {
 		f.statuses = append(f.statuses, memrow.StatusSuperseded)
 	}
 	for _, v := range []struct{ name, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {

@@ -237,11 +237,15 @@ func (s *Store) Optional(c *fiber.Ctx) (p Principal, ok bool, err error) {
 	return p, true, nil
 }
 
-// Bearer reads the token of an Authorization header.
+// Bearer reads the token of an Authorization header. The scheme is matched without
+// regard to case (RFC 7235: "bearer" is "Bearer").
 func Bearer(header string) (string, bool) {
-	secret, ok := strings.CutPrefix(header, "Bearer ")
+	scheme, secret, found := strings.Cut(strings.TrimSpace(header), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
 	secret = strings.TrimSpace(secret)
-	return secret, ok && secret != ""
+	return secret, secret != ""
 }
 
 func unauthenticated(msg string) error {
