@@ -150,7 +150,9 @@ func (s *Service) runSaga(ctx context.Context, org, id string, attempt int) erro
 		}
 		step := sg.next()
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.Erasure.StepTimeout)
+		stopRenewing := s.renewLease(sctx, cancel, sg, attempt)
 		err = s.runStep(sctx, sg, step, attempt)
+		stopRenewing()
 		cancel()
 		if err != nil {
 			if !errors.Is(err, errSagaTakenOver) {
@@ -220,6 +222,38 @@ func (s *Service) eraseClickHouse(ctx context.Context, sg *erasureSaga) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// renewLease keeps a run's lease while its step runs (a step may wait longer than the
+// lease, for a projection that is behind), so erasure_recovery takes over only a run
+// that stopped. A renewal that finds the saga taken over cancels the step. The
+// returned func stops renewing.
+func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, sg *erasureSaga, attempt int) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(max(s.cfg.Erasure.Lease/3, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET lease_until = now() + $4::interval
+				WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
+				sg.Org, sg.ID, attempt, s.cfg.Erasure.Lease.String())
+			if err == nil && tag.RowsAffected() == 0 {
+				s.log.Warn("erasure_recovery took the saga over while its step ran; stopping this run", "erasure_id", sg.ID, "attempt", attempt)
+				cancel()
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // checkpoint stores the saga's steps under its attempt, and renews its lease: a run
