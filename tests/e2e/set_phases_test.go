@@ -404,6 +404,34 @@ func TestMemorySetVerdicts(t *testing.T) {
 			t.Fatalf("events %v", ev)
 		}
 	})
+	// memory.restore brings a conflicted row back conflicted only while its peer still
+	// is, listing it; once the peer is gone, it comes back active without the link.
+	t.Run("a restore requalifies a conflicted row against its peer", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k1", map[string]any{"value": "the user lives in Lisbon"})
+		e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
+		restore := func(want string, links int) {
+			t.Helper()
+			if r := e.c.Do(t, http.MethodDelete, "/v1/namespaces/"+e.ns+"/memories/k2", nil); r.Status != http.StatusOK {
+				t.Fatalf("delete k2: %d %s", r.Status, r.Body)
+			}
+			if r := e.method("k2", "restore"); r.Status != http.StatusOK {
+				t.Fatalf("restore k2: %d %s", r.Status, r.Body)
+			}
+			_, h := e.head("k2")
+			if cw, _ := h["conflict_with"].([]any); h["status"] != want || len(cw) != links {
+				t.Fatalf("k2 restored as %v with conflict_with %v, want %s with %d", h["status"], h["conflict_with"], want, links)
+			}
+		}
+		if _, h := e.head("k1"); h["status"] != "conflicted" {
+			t.Fatalf("k1: %v", h)
+		}
+		restore("conflicted", 1)
+		if r := e.c.Do(t, http.MethodDelete, "/v1/namespaces/"+e.ns+"/memories/k1", nil); r.Status != http.StatusOK {
+			t.Fatalf("delete k1: %d %s", r.Status, r.Body)
+		}
+		restore("active", 0)
+	})
 	t.Run("a decision is identified by its key: the same text under another key conflicts", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
 		e.ok("db", map[string]any{"value": "we store sessions in postgres", "memory_type": "decision", "pin": true})
