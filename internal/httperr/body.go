@@ -103,8 +103,8 @@ func checkFields(val any, t reflect.Type, path string) error {
 		}
 	case reflect.Slice, reflect.Array:
 		items, _ := val.([]any)
-		for _, item := range items {
-			if err := checkFields(item, t.Elem(), path); err != nil {
+		for i, item := range items {
+			if err := checkFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}

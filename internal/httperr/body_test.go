@@ -50,7 +50,7 @@ func TestDecodeBodyNamesTheFieldToFix(t *testing.T) {
 		{`{"inner": {"At": "2026-01-01T00:00:00Z"}}`, "inner.At", `did you mean "at"?`},
 		{`{"as_of": "yesterday"}`, "as_of", "as_of must be an RFC 3339 time"},
 		{`{"inner": {"at": "2026-13-01"}}`, "inner.at", "inner.at must be an RFC 3339 time"},
-		{`{"entries": [{"at": "2026-01-01T00:00:00Z"}, {"at": 5}]}`, "entries.at", "entries.at must be an RFC 3339 time"},
+		{`{"entries": [{"at": "2026-01-01T00:00:00Z"}, {"at": 5}]}`, "entries[1].at", "entries[1].at must be an RFC 3339 time"},
 		{`{"types": {"fact": {"at": "soon"}}}`, "types.fact.at", "RFC 3339"},
 		{`{"top_k": 2.5}`, "top_k", "top_k must be a whole number"},
 		{`{"top_k": 1e9}`, "top_k", "top_k must be a whole number"},
