@@ -28,6 +28,10 @@ type NamespaceAnswer struct {
 	Config           NamespaceConfig `json:"config"`
 	Blacklist        []string        `json:"blacklist"`
 	PolicyGeneration int64           `json:"policy_generation"`
+	// Sweep is blacklist.add's sweep of the new pattern; SweepError says why it did
+	// not finish (the pattern is kept).
+	Sweep      *SweepReport `json:"sweep,omitempty"`
+	SweepError string       `json:"sweep_error,omitempty"`
 }
 
 // ErasureRequest is erasure.request's scope: exactly one of a user in a namespace, a

@@ -147,6 +147,12 @@ func (c *Client) List(ctx context.Context, ns string, o ListOptions) (*ListAnswe
 	if o.IncludeSuperseded {
 		q.Set("include_superseded", "true")
 	}
+	if o.IncludeTombstoned {
+		q.Set("include_tombstoned", "true")
+	}
+	if !o.AsOf.IsZero() {
+		q.Set("as_of", o.AsOf.Format(time.RFC3339Nano))
+	}
 	k.query = q
 	var a ListAnswer
 	return &a, c.into(ctx, k, &a)

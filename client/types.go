@@ -7,40 +7,44 @@ import (
 
 // Memory is a memory as point reads, lists and search hits answer it (schema Memory).
 type Memory struct {
-	MemoryID           string            `json:"memory_id"`
-	Namespace          string            `json:"namespace"`
-	MemoryKey          string            `json:"memory_key"`
-	Agent              string            `json:"agent"`
-	UserID             string            `json:"user_id"`
-	SessionID          string            `json:"session_id"`
-	Version            int64             `json:"version"`
-	VersionText        string            `json:"version_text"`
-	Seq                int64             `json:"seq"`
-	MemoryType         string            `json:"memory_type"`
-	Status             string            `json:"status"`
-	Value              json.RawMessage   `json:"value"` // canonical JSON
-	ContentSHA256      string            `json:"content_sha256"`
-	Tags               []string          `json:"tags"`
-	Confidence         float64           `json:"confidence"`
-	ReinforcementCount int               `json:"reinforcement_count"`
-	Actor              string            `json:"actor"`
-	SourceClass        string            `json:"source_class"`
-	Pinned             bool              `json:"pinned"`
-	Locked             bool              `json:"locked"`
-	Sensitivity        string            `json:"sensitivity"`
-	ValidAt            *time.Time        `json:"valid_at,omitempty"`
-	ValidTo            *time.Time        `json:"valid_to,omitempty"`
-	ExpiresAt          *time.Time        `json:"expires_at,omitempty"`
-	OnExpire           string            `json:"on_expire,omitempty"`
-	SupersededBy       string            `json:"superseded_by,omitempty"`
-	DuplicateOf        string            `json:"duplicate_of,omitempty"`
-	ConflictWith       []string          `json:"conflict_with,omitempty"`
-	Redacted           bool              `json:"redacted,omitempty"`
-	CreatedAt          time.Time         `json:"created_at"`
-	UpdatedAt          time.Time         `json:"updated_at"`
-	Entities           []string          `json:"entities,omitempty"`
-	EntityTypes        map[string]string `json:"entity_types,omitempty"`
-	Relations          []Relation        `json:"relations,omitempty"`
+	MemoryID           string          `json:"memory_id"`
+	Namespace          string          `json:"namespace"`
+	MemoryKey          string          `json:"memory_key"`
+	Agent              string          `json:"agent"`
+	UserID             string          `json:"user_id"`
+	SessionID          string          `json:"session_id"`
+	Version            int64           `json:"version"`
+	VersionText        string          `json:"version_text"`
+	Seq                int64           `json:"seq"`
+	MemoryType         string          `json:"memory_type"`
+	Status             string          `json:"status"`
+	Value              json.RawMessage `json:"value"` // canonical JSON
+	ContentSHA256      string          `json:"content_sha256"`
+	Tags               []string        `json:"tags"`
+	Confidence         float64         `json:"confidence"`
+	ReinforcementCount int             `json:"reinforcement_count"`
+	Actor              string          `json:"actor"`
+	SourceClass        string          `json:"source_class"`
+	Pinned             bool            `json:"pinned"`
+	Locked             bool            `json:"locked"`
+	Sensitivity        string          `json:"sensitivity"`
+	ValidAt            *time.Time      `json:"valid_at,omitempty"`
+	ValidTo            *time.Time      `json:"valid_to,omitempty"`
+	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
+	OnExpire           string          `json:"on_expire,omitempty"`
+	SupersededBy       string          `json:"superseded_by,omitempty"`
+	DuplicateOf        string          `json:"duplicate_of,omitempty"`
+	ConflictWith       []string        `json:"conflict_with,omitempty"`
+	Redacted           bool            `json:"redacted,omitempty"`
+	VerifiedBy         string          `json:"verified_by,omitempty"`
+	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
+	// Tombstone marks a deleted memory: only a recovery listing (IncludeTombstoned) lists one.
+	Tombstone   bool              `json:"tombstone,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	Entities    []string          `json:"entities,omitempty"`
+	EntityTypes map[string]string `json:"entity_types,omitempty"`
+	Relations   []Relation        `json:"relations,omitempty"`
 }
 
 // Decode decodes the memory's value into v.
@@ -210,6 +214,10 @@ type ListOptions struct {
 	TagsMode          string
 	Status            []string // instead of active and conflicted
 	IncludeSuperseded bool
+	// IncludeTombstoned lists deleted memories too (a recovery listing); not with AsOf.
+	IncludeTombstoned bool
+	// AsOf lists the namespace as it was at that time, from history (zero: now).
+	AsOf time.Time
 }
 
 // ListAnswer is one page of memory.list.

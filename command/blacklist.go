@@ -40,18 +40,27 @@ func removePattern(ctx context.Context, tx pgx.Tx, p auth.Principal, ns, pattern
 // changeBlacklist checks a pattern and changes the namespace's blacklist with it, as a
 // policy change.
 func (s *Service) changeBlacklist(ctx context.Context, p auth.Principal, ns, pattern string, change patternChange) (namespaceAnswer, error) {
-	if pattern == "" || utf8.RuneCountInString(pattern) > maxPatternChars {
-		return namespaceAnswer{}, httperr.Validation("pattern", "pattern must be 1 to 1000 characters")
-	}
-	if err := memrow.CheckText("pattern", pattern); err != nil {
+	if err := checkPattern(pattern); err != nil {
 		return namespaceAnswer{}, err
-	}
-	if _, err := regexp.Compile(pattern); err != nil {
-		return namespaceAnswer{}, httperr.Validation("pattern", "not a valid RE2 pattern: "+err.Error())
 	}
 	err := s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error { return change(ctx, tx, p, ns, pattern) })
 	if err != nil {
 		return namespaceAnswer{}, httperr.Store("changing the blacklist", err)
 	}
 	return s.getNamespace(ctx, p, ns)
+}
+
+// checkPattern holds a blacklist pattern to its limits: 1 to 1000 characters of text
+// that compile as RE2.
+func checkPattern(pattern string) error {
+	if pattern == "" || utf8.RuneCountInString(pattern) > maxPatternChars {
+		return httperr.Validation("pattern", "pattern must be 1 to 1000 characters")
+	}
+	if err := memrow.CheckText("pattern", pattern); err != nil {
+		return err
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return httperr.Validation("pattern", "not a valid RE2 pattern: "+err.Error())
+	}
+	return nil
 }

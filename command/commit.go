@@ -46,6 +46,10 @@ type commitPlan struct {
 	gapCheck func(gap []gapRevision) error
 	// idem is the request's Idempotency-Key hold: the commit marks it committed.
 	idem *idemHold
+	// evidence names namespaces whose deletion evidence of any row's memory refuses
+	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
+	// what an erasure removed, even one that lands while it runs.
+	evidence []string
 }
 
 // gapRevision is a revision committed between a write's capture and its commit.
@@ -114,6 +118,17 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 				return errHeadMoved
 			}
 		}
+		if len(plan.evidence) > 0 {
+			ids := make([]string, len(plan.rows))
+			for i, p := range plan.rows {
+				ids[i] = p.row.MemoryID
+			}
+			if erased, err := s.erasedIn(ctx, tx, plan.org, plan.evidence, ids); err != nil {
+				return err
+			} else if len(erased) > 0 {
+				return errErased
+			}
+		}
 		for i, p := range plan.rows {
 			if locked[i] != p.readVersion {
 				// Checked after the generation lock an erasure holds while it removes
@@ -162,16 +177,30 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 // erasedAmong reports whether an erasure removed any of the memories from the
 // namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
 func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespace string, ids []string) (bool, error) {
+	erased, err := s.erasedIn(ctx, q, org, []string{namespace}, ids)
+	return len(erased) > 0, err
+}
+
+// erasedIn returns those of the memories an erasure removed from any of the
+// namespaces within the evidence's lifetime.
+func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, namespaces, ids []string) (map[string]bool, error) {
 	uuids := parseIDs(ids)
 	if len(uuids) == 0 {
-		return false, nil
+		return nil, nil
 	}
-	var erased bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories
-		WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3) AND erased_at > now() - $4::interval)`,
-		org, namespace, uuids, s.cfg.Erasure.Evidence.String()).Scan(&erased)
+	rows, err := q.Query(ctx, `SELECT DISTINCT memory_id::text FROM loom.erased_memories
+		WHERE org = $1 AND namespace = ANY($2) AND memory_id = ANY($3) AND erased_at > now() - $4::interval`,
+		org, namespaces, uuids, s.cfg.Erasure.Evidence.String())
 	if err != nil {
-		return false, fmt.Errorf("read the deletion evidence: %w", err)
+		return nil, fmt.Errorf("read the deletion evidence: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the deletion evidence: %w", err)
+	}
+	erased := make(map[string]bool, len(found))
+	for _, id := range found {
+		erased[id] = true
 	}
 	return erased, nil
 }

@@ -57,6 +57,7 @@ var keyMethods = map[string]copyOp{
 // keyHandlers are the custom methods of the same route that are not copy writers.
 var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
+	"decide": (*Service).handleDecide,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -116,15 +117,12 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 		return err
 	}
 	c.extra["restored_status"] = c.row.Status
-	if c.row.Embedded() {
-		// The deleted row's search documents were retired: the restore builds them again.
-		w := &setWrite{id: c.row.Identity}
-		w.setValue(c.row.Value)
-		if err := s.embedWrites(ctx, []*setWrite{w}); err != nil {
-			return embedError("embedding the value", err)
-		}
-		c.vector, c.keyVec, c.chunkVecs = w.vector, w.keyVector, w.chunkVectors
+	// The deleted row's search documents were retired: the restore builds them again.
+	p := &pending{row: c.row}
+	if err := s.embedRows(ctx, []*pending{p}); err != nil {
+		return err
 	}
+	c.vector, c.keyVec, c.chunkVecs = p.vector, p.keyVector, p.chunkVectors
 	return nil
 }
 
@@ -209,12 +207,26 @@ func (a copyAnswer) outcome() string {
 
 // unchanged reports whether a copy states nothing its head does not: same state, same
 // content, whoever asked.
-func unchanged(head, row *memrow.Row) bool {
-	a, b := *head, *row
-	b.Actor = a.Actor
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
+func unchanged(head, row *memrow.Row) bool { return sameState(head, row) }
+
+// sameState reports whether two rows of a key state the same: the same memory, content
+// and state, whatever revision carries them (version, seq, time of the commit, who
+// wrote it, the embedder of its search document).
+func sameState(a, b *memrow.Row) bool {
+	x, y := *a, *b
+	for _, r := range []*memrow.Row{&x, &y} {
+		r.Identity, r.Version, r.Seq, r.UpdatedAt, r.Actor, r.EmbeddingModel, r.EmbeddingDim = memrow.Identity{}, 0, 0, time.Time{}, "", "", 0
+		// A copy may carry an empty list as none.
+		if len(r.Tags) == 0 {
+			r.Tags = nil
+		}
+		if len(r.Entities) == 0 {
+			r.Entities = nil
+		}
+	}
+	jx, _ := json.Marshal(x)
+	jy, _ := json.Marshal(y)
+	return string(jx) == string(jy)
 }
 
 // splitMethod splits a raw path segment "key:method" at its last colon; a colon that

@@ -215,9 +215,4 @@ func (s *Service) getErasure(ctx context.Context, p auth.Principal, id string) (
 	return sg.view(), nil
 }
 
-func requireAdminFor(p auth.Principal, what string) error {
-	if p.Role != auth.RoleAdmin {
-		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, what+" needs an admin token")
-	}
-	return nil
-}
+func requireAdminFor(p auth.Principal, what string) error { return p.RequireAdmin(what) }

@@ -202,23 +202,32 @@ func (s *Service) eraseClickHouse(ctx context.Context, sg *erasureSaga) error {
 	if sg.Reopened[stepClickHouse] > 0 {
 		return erasure.Erase(ctx, s.ch, sg.fences())
 	}
+	if behind, err := s.waitProjected(ctx, sg.Org, sg.Fences); err != nil {
+		return fmt.Errorf("the projection %q has not applied the erasure in %d namespaces: %w", s.cfg.Projection, behind, err)
+	}
+	return nil
+}
+
+// waitProjected waits until the serving projection's watermark of each namespace
+// reaches its seq, polling, until ctx ends; it returns how many were still behind.
+func (s *Service) waitProjected(ctx context.Context, org string, seqs map[string]int64) (behind int, err error) {
 	for {
-		behind := 0
-		for ns, seq := range sg.Fences {
-			wm, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, sg.Org, ns)
+		behind = 0
+		for ns, seq := range seqs {
+			wm, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, org, ns)
 			if err != nil {
-				return fmt.Errorf("read the watermark of %s: %w", ns, err)
+				return len(seqs), fmt.Errorf("read the watermark of %s: %w", ns, err)
 			}
 			if wm < seq {
 				behind++
 			}
 		}
 		if behind == 0 {
-			return nil
+			return 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the projection %q has not applied the erasure in %d namespaces: %w", s.cfg.Projection, behind, ctx.Err())
+			return behind, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -1,9 +1,14 @@
 package command
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -261,22 +266,44 @@ func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
 	return send(c)(s.configure(c.UserContext(), p, ns, cfg))
 }
 
-func (s *Service) handleBlacklistAdd(c *fiber.Ctx) error { return s.handleBlacklist(c, addPattern) }
-
-func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
-	return s.handleBlacklist(c, removePattern)
-}
-
-func (s *Service) handleBlacklist(c *fiber.Ctx, change patternChange) error {
-	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+func (s *Service) handleBlacklistAdd(c *fiber.Ctx) error {
+	p, ns, req, err := blacklistCall(c)
 	if err != nil {
 		return err
 	}
-	var req blacklistRequest
-	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+	return send(c)(s.addAndSweep(c.UserContext(), p, ns, req.Pattern))
+}
+
+func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
+	p, ns, req, err := blacklistCall(c)
+	if err != nil {
 		return err
 	}
-	return send(c)(s.changeBlacklist(c.UserContext(), p, ns, req.Pattern, change))
+	return send(c)(s.changeBlacklist(c.UserContext(), p, ns, req.Pattern, removePattern))
+}
+
+// blacklistCall is a blacklist route's prelude: an admin of the namespace, and the body.
+func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, error) {
+	var req blacklistRequest
+	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	if err == nil {
+		err = httperr.DecodeBody(c.Body(), &req)
+	}
+	return p, ns, req, err
+}
+
+func (s *Service) handleBlacklistSweep(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminFor("a blacklist sweep"))
+	if err != nil {
+		return err
+	}
+	var req sweepRequest
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+			return err
+		}
+	}
+	return send(c)(s.sweep(c.UserContext(), p, ns, req))
 }
 
 func (s *Service) handleErasure(c *fiber.Ctx) error {
@@ -304,4 +331,57 @@ func (s *Service) handleGetErasure(c *fiber.Ctx) error {
 		return err
 	}
 	return send(c)(s.getErasure(c.UserContext(), p, c.Params("erasure_id")))
+}
+
+func (s *Service) handleDecide(c *fiber.Ctx, key string) error {
+	var body decideBody
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	return s.measured(c, "memory.proposal_decide", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.decideProposal(ctx, p, decideCall{origin: o, namespace: ns, key: key, body: body})
+	})
+}
+
+// bulkDeadline bounds a restore or a rollback run over HTTP: each commits a batch at a
+// time, so one cut short leaves whole batches, and a retry goes on from them.
+const bulkDeadline = time.Hour
+
+func (s *Service) handleRestore(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminFor("a namespace restore"))
+	if err != nil {
+		return err
+	}
+	body, gzipped := c.Body(), strings.EqualFold(c.Get(fiber.HeaderContentEncoding), "gzip")
+	open := func() (io.ReadCloser, error) {
+		if !gzipped {
+			return io.NopCloser(bytes.NewReader(body)), nil
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, httperr.Validation("body", "the body is not gzip: "+err.Error())
+		}
+		return zr, nil
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), bulkDeadline)
+	defer cancel()
+	return send(c)(s.restore(ctx, p, restoreCall{requestID: c.Get("X-Request-Id"), namespace: ns, open: open}))
+}
+
+func (s *Service) handleRollback(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminFor("a namespace rollback"))
+	if err != nil {
+		return err
+	}
+	var req rollbackRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), bulkDeadline)
+	defer cancel()
+	return send(c)(s.rollback(ctx, p, ns, req, c.Get("X-Request-Id")))
 }

@@ -137,6 +137,31 @@ func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing stri
 	return nil
 }
 
+// embedRows builds, in one call, the search documents of the rows that have one (live,
+// embedded, not redacted), for a writer that copies rows it did not admit (a restore,
+// a rollback), and stamps each such row with the model.
+func (s *Service) embedRows(ctx context.Context, ps []*pending) error {
+	var ws []*setWrite
+	var embedded []*pending
+	for _, p := range ps {
+		r := p.row
+		if r.Tombstone || r.Redacted || !r.Embedded() {
+			continue
+		}
+		w := &setWrite{id: r.Identity}
+		w.setValue(r.Value)
+		ws, embedded = append(ws, w), append(embedded, p)
+	}
+	if err := s.embedWrites(ctx, ws); err != nil {
+		return embedError("embedding the values", err)
+	}
+	for i, p := range embedded {
+		p.vector, p.keyVector, p.chunkVectors = ws[i].vector, ws[i].keyVector, ws[i].chunkVectors
+		p.row.EmbeddingModel, p.row.EmbeddingDim = s.embedder.Model(), len(ws[i].vector)
+	}
+	return nil
+}
+
 // embedWrites embeds the writes' texts in one call and hands each its vectors.
 func (s *Service) embedWrites(ctx context.Context, ws []*setWrite) error {
 	var texts []string

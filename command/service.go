@@ -34,8 +34,9 @@ type Faults struct {
 	// BeforeCommit runs right before a memory.set or a copy writer commits (a slow
 	// request, or one whose head changes between its read and its commit).
 	BeforeCommit func()
-	// AfterCommit runs once a commit returned; an error stands for the commit's answer
-	// lost on the way back (the connection cut right after COMMIT).
+	// AfterCommit runs once a commit returned (a memory.set, a copy writer, a blacklist
+	// sweep's batch); an error stands for the commit's answer lost on the way back (the
+	// connection cut right after COMMIT).
 	AfterCommit func() error
 	// AfterErasureStep runs once an erasure saga checkpointed a step; an error stops
 	// the run there, as a crash would, leaving the saga to erasure_recovery.
@@ -107,9 +108,12 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)
+	g.Post("/namespaces/:ns\\:restore", s.handleRestore)
+	g.Post("/namespaces/:ns\\:rollback", s.handleRollback)
 	g.Get("/namespaces/:ns/blacklist", s.handleGetNamespace)
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
+	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 }

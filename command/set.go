@@ -115,6 +115,9 @@ type setWrite struct {
 	// keepGraph: entities and relations the request leaves out keep the head's, even
 	// over a new value (memory.update).
 	keepGraph bool
+	// requireProposal: the write accepts the key's live proposal, and nothing else
+	// (memory.proposal_decide).
+	requireProposal bool
 }
 
 // set is memory.set: it writes a new version of the key's value, as the admission

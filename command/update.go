@@ -63,6 +63,9 @@ func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
 	if w.requireHead && (head == nil || !head.Live(now)) {
 		return httperr.NotFound("memory not found")
 	}
+	if w.requireProposal && (head == nil || !head.Live(now) || head.Status != memrow.StatusProposed) {
+		return notAProposal()
+	}
 	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
 		w.setValue(head.Value)
 	}

@@ -138,8 +138,8 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 func listQueryOf(c *fiber.Ctx) listQuery {
 	return listQuery{agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"),
 		memoryType: c.Query("memory_type"), tags: c.Query("tags"), tagsMode: c.Query("tags_mode"), status: c.Query("status"),
-		includeSuperseded: c.Query("include_superseded"), limit: c.Query("limit"), pageToken: c.Query("page_token"),
-		asOf: c.Query("as_of")}
+		includeSuperseded: c.Query("include_superseded"),
+		includeTombstoned: c.Query("include_tombstoned"), asOf: c.Query("as_of"), limit: c.Query("limit"), pageToken: c.Query("page_token")}
 }
 
 func (s *Service) handleList(c *fiber.Ctx) error {
@@ -167,4 +167,32 @@ func (s *Service) handleEntity(c *fiber.Ctx) error {
 	defer cancel()
 	return send(c)(s.entity(ctx, p, entityCall{namespace: ns, name: name, asOf: c.Query("as_of"),
 		includeClosed: c.Query("include_closed"), edges: c.Query("edges")}))
+}
+
+func (s *Service) handleBulkGet(c *fiber.Ctx) error {
+	var req bulkGetRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(s.bulkGet(c.UserContext(), auth.From(c), c.Params("ns"), req))
+}
+
+func (s *Service) handleSnapshot(c *fiber.Ctx) error {
+	st, err := s.Snapshot(c.UserContext(), auth.From(c), c.Params("ns"))
+	if err != nil {
+		return envelope(err)
+	}
+	return s.sendStream(c, st, "namespace.snapshot")
+}
+
+func (s *Service) handleExport(c *fiber.Ctx) error {
+	userID := c.Query("user_id")
+	if userID == "" {
+		return httperr.Validation("user_id", "user_id is required: the user whose memories to export")
+	}
+	st, err := s.Export(c.UserContext(), auth.From(c), userID)
+	if err != nil {
+		return envelope(err)
+	}
+	return s.sendStream(c, st, "erasure.export")
 }

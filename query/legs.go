@@ -20,6 +20,11 @@ type filter struct {
 	tagsAny                  bool
 	statuses                 []memrow.Status
 	asOf                     *time.Time
+	// expiresAt is when expiry is judged (nil: now): a listing of the namespace as it
+	// was at a past time judges it then.
+	expiresAt *time.Time
+	// withDeleted keeps deleted and expired rows: a recovery listing's.
+	withDeleted bool
 }
 
 // scopedUser is a filter's user_id under the token's read scope: a token bound to one
@@ -50,8 +55,15 @@ func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args 
 	if f.asOf != nil {
 		at = fmt.Sprintf("toDateTime(%d)", f.asOf.Unix())
 	}
-	w := []string{"tombstone = 0", "sensitivity != 'high'", "has(?, status)",
-		"(expires_at IS NULL OR expires_at > now())", "(valid_to IS NULL OR valid_to > " + at + ")"}
+	expires := "now()"
+	if f.expiresAt != nil {
+		expires = fmt.Sprintf("toDateTime(%d)", f.expiresAt.Unix())
+	}
+	w := []string{"tombstone = 0", "(expires_at IS NULL OR expires_at > " + expires + ")", "sensitivity != 'high'", "has(?, status)",
+		"(valid_to IS NULL OR valid_to > " + at + ")"}
+	if f.withDeleted {
+		w = w[2:]
+	}
 	statuses := make([]string, len(f.statuses))
 	for i, st := range f.statuses {
 		statuses[i] = string(st)

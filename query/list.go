@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
@@ -54,8 +55,9 @@ type listQuery struct {
 	memoryType               string
 	tags, tagsMode, status   string
 	includeSuperseded        string
+	includeTombstoned        string
+	asOf                     string
 	limit, pageToken         string
-	asOf                     string // refused: a list reads current rows
 }
 
 // listCall is a memory.list (in order) or a memory.keys (under prefix) of a namespace.
@@ -68,9 +70,6 @@ type listCall struct {
 
 // listFilter checks a list's filters.
 func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
-	if q.asOf != "" {
-		return filter{}, 0, httperr.Validation("as_of", "a list reads the current rows and takes no as_of: read a key's past with GET …/memories/{key}?as_of=…, or search with as_of")
-	}
 	switch q.tagsMode {
 	case "", "all", "any":
 	default:
@@ -104,6 +103,16 @@ func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 	}
 	if includeSuperseded {
 		f.statuses = append(f.statuses, memrow.StatusSuperseded)
+	}
+	switch q.includeTombstoned {
+	case "", "false":
+	case "true":
+		if q.asOf != "" {
+			return f, 0, httperr.Validation("include_tombstoned", "a recovery listing reads the current heads: it takes no as_of")
+		}
+		f.withDeleted = true
+	default:
+		return f, 0, httperr.Validation("include_tombstoned", "include_tombstoned must be true or false")
 	}
 	for _, v := range []struct{ name, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
 		if v.v != "" {
@@ -169,26 +178,25 @@ func (s *Service) list(ctx context.Context, p auth.Principal, r listCall) (*list
 	if order != "newest" && order != "key" {
 		return nil, httperr.Validation("order", "order must be newest or key")
 	}
+	var at time.Time
+	if r.q.asOf != "" {
+		var err error
+		if at, err = parseAsOf(r.q.asOf); err != nil {
+			return nil, err
+		}
+	}
 	lr, err := s.settleList(ctx, p, r, order)
 	if err != nil {
 		return nil, err
 	}
+	if r.q.asOf != "" {
+		return s.listAsOf(ctx, r.namespace, lr, order, at)
+	}
 	ns, f, limit, cur := r.namespace, lr.f, lr.limit, lr.cur
 	pre, where, args := f.where(ns, true)
-	sortKey := "concat(memory_key, '" + sortSep + "', agent, '" + sortSep + "', user_id, '" + sortSep + "', session_id)"
-	orderBy := "version DESC"
-	if order == "key" {
-		orderBy = sortKey
-		if cur.Key != "" {
-			where += " AND " + sortKey + " > ?"
-			args = append(args, cur.Key)
-		}
-	} else if cur.Version > 0 {
-		where += " AND version < ?"
-		args = append(args, cur.Version)
-	}
+	where, args, orderBy := pageOf(where, args, order, cur)
 	q := fmt.Sprintf(`SELECT agent, user_id, session_id, memory_key, version, %s AS sk FROM loom.memory FINAL
-		PREWHERE %s WHERE %s ORDER BY %s LIMIT ?`, sortKey, pre, where, orderBy)
+		PREWHERE %s WHERE %s ORDER BY %s LIMIT ?`, listSortKey, pre, where, orderBy)
 	rows, err := s.ch.Query(s.ch.Ctx(ctx), q, append(args, limit+1)...)
 	if err != nil {
 		return nil, chUnavailable("listing memories", err)
@@ -229,7 +237,7 @@ func (s *Service) list(ctx context.Context, p auth.Principal, r listCall) (*list
 	out := []memoryView{}
 	for _, l := range found {
 		h := current[heads.IdentityKey(l.id)]
-		if h == nil || uint64(h.Version) != l.version || !h.Live(now) {
+		if h == nil || !listServes(h, l.version, f.withDeleted, now) {
 			continue
 		}
 		out = append(out, viewOf(h))
@@ -240,6 +248,36 @@ func (s *Service) list(ctx context.Context, p auth.Principal, r listCall) (*list
 		ans.NextPageToken = listCursor{Order: order, Version: last.version, Key: last.sk}.token()
 	}
 	return ans, nil
+}
+
+// listSortKey joins a row's identity into one string that sorts as the tuple does.
+const listSortKey = "concat(memory_key, '" + sortSep + "', agent, '" + sortSep + "', user_id, '" + sortSep + "', session_id)"
+
+// pageOf narrows a list's predicate to the page after cur, and orders it.
+func pageOf(where string, args []any, order string, cur listCursor) (string, []any, string) {
+	if order == "key" {
+		if cur.Key != "" {
+			where += " AND " + listSortKey + " > ?"
+			args = append(args, cur.Key)
+		}
+		return where, args, listSortKey
+	}
+	if cur.Version > 0 {
+		where += " AND version < ?"
+		args = append(args, cur.Version)
+	}
+	return where, args, "version DESC"
+}
+
+// listServes reports whether a listing serves the head h of a row ClickHouse listed at
+// version: while it is that live version; a recovery listing also serves a deleted
+// head at or above it (a delete copies the row it deletes, so the listing's filters
+// held for it).
+func listServes(h *memrow.Row, version uint64, withDeleted bool, now time.Time) bool {
+	if withDeleted && h.Tombstone {
+		return uint64(h.Version) >= version
+	}
+	return uint64(h.Version) == version && h.Live(now)
 }
 
 // keysAnswer is what memory.keys answers: each key with how many identities hold it.
@@ -260,6 +298,7 @@ type keyView struct {
 // served value, and a delete ClickHouse has not published leaves it counted at most
 // until the projector catches up.
 func (s *Service) keys(ctx context.Context, p auth.Principal, r listCall) (*keysAnswer, error) {
+	r.q.includeTombstoned, r.q.asOf = "", "" // a count of live keys, now
 	lr, err := s.settleList(ctx, p, r, "keys")
 	if err != nil {
 		return nil, err

@@ -60,4 +60,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)
 	g.Get("/namespaces/:ns/graph/entities/:name", s.handleEntity)
+	g.Post("/namespaces/:ns/memories\\:bulkGet", s.handleBulkGet)
+	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
+	g.Get("/exports", s.handleExport)
 }

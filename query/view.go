@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -41,8 +42,10 @@ type memoryView struct {
 	VerifiedBy         string             `json:"verified_by,omitempty"`
 	VerifiedAt         *time.Time         `json:"verified_at,omitempty"`
 	Redacted           bool               `json:"redacted,omitempty"`
-	CreatedAt          time.Time          `json:"created_at"`
-	UpdatedAt          time.Time          `json:"updated_at"`
+	// Tombstone marks a deleted row: only a recovery listing serves one.
+	Tombstone bool      `json:"tombstone,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	Entities    []string          `json:"entities"`
 	EntityTypes map[string]string `json:"entity_types,omitempty"`
@@ -63,8 +66,13 @@ func viewOf(r *memrow.Row) memoryView {
 		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
-		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted,
+		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted, Tombstone: r.Tombstone,
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations,
 	}
+}
+
+// inReadScope reports whether a token may see a row of userID.
+func inReadScope(p auth.Principal, userID string) bool {
+	return p.ReadUserID == "" || p.ReadUserID == userID
 }

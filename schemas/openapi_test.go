@@ -50,6 +50,15 @@ var documentedRoutes = map[string][]string{
 	"/v1/admin/projections/{name}:reset":         {"post"},
 	"/v1/erasures":                               {"post"},
 	"/v1/erasures/{erasure_id}":                  {"get"},
+	"/v1/exports":                                {"get"},
+	"/v1/namespaces/{ns}:snapshot":               {"post"},
+	"/v1/namespaces/{ns}:restore":                {"post"},
+	"/v1/namespaces/{ns}:rollback":               {"post"},
+	"/v1/namespaces/{ns}/memories:bulkGet":       {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:decide":  {"post"},
+	"/v1/namespaces/{ns}/blacklist:sweep":        {"post"},
+	"/v1/admin/tokens":                           {"post", "get"},
+	"/v1/admin/tokens/{token_id}":                {"delete"},
 }
 
 // customMethodRoutes are registered routes whose last path segment is
@@ -487,7 +496,9 @@ func TestOperationsNameTheirSeedOps(t *testing.T) {
 		"memory.pin", "memory.unpin", "memory.lock", "memory.unlock", "memory.reject", "memory.verify", "memory.restore",
 		"memory.update", "memory.update_by_id", "memory.delete", "memory.delete_version",
 		"memory.clear", "memory.bulk_set", "memory.sweep_expired",
-		"namespace.get", "namespace.configure", "blacklist.add", "blacklist.remove"}
+		"namespace.get", "namespace.configure", "blacklist.add", "blacklist.remove",
+		"namespace.snapshot", "namespace.restore", "namespace.rollback", "memory.bulk_get", "memory.proposal_decide",
+		"erasure.export", "blacklist.sweep"}
 	// Every op the write side runs under its Idempotency-Key names itself in the code;
 	// a new one fails here until the spec documents it.
 	for _, op := range idempotentOps(t) {

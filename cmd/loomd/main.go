@@ -1,4 +1,5 @@
-// Command loomd is the one Loom binary: serve, dev, migrate, token, projector reset and rebuild, republish, bench.
+// Command loomd is the one Loom binary: serve, dev, migrate, token, namespace snapshot and restore, export,
+// projector reset and rebuild, republish, bench.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/internal/boot"
 	"github.com/loomplane/loom/internal/config"
 )
 
@@ -27,10 +29,26 @@ Usage:
                         any subset of roles per process (api = command,query)
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
-  loomd token create --operator [--name NAME]
+                    [--expires-in DURATION]
+  loomd token create --operator [--name NAME] [--expires-in DURATION]
                         create an API token and print its secret (shown once); an
                         --operator token belongs to no org and only reaches the
-                        deployment-wide controls (/v1/admin, health's details)
+                        deployment-wide controls (a projection's reset, health's details)
+  loomd token list [--org ORG]
+                        list tokens (never their secrets): reach, expiry, revocation
+  loomd token revoke TOKEN_ID
+                        revoke a token; every process refuses it within LOOM_AUTH_TOKEN_CACHE_MS
+  loomd token rotate TOKEN_ID [--expires-in DURATION]
+                        replace a token with a new secret of the same reach and revoke the old one
+  loomd namespace snapshot --org ORG --namespace NS [--out FILE] [--gzip]
+                        write the namespace's memories, read from Postgres at one generation, as a
+                        snapshot (JSON Lines; --out - is stdout)
+  loomd namespace restore --org ORG --namespace NS --in FILE
+                        restore a snapshot (plain or gzip) into a namespace, created when missing;
+                        idempotent per snapshot
+  loomd export --org ORG --user-id USER [--out FILE] [--gzip]
+                        write every memory of one user across the org, with every version
+                        (subject-access export, JSON Lines)
   loomd projector reset --group G --to earliest|latest|<RFC3339> [--topic T] [--execute]
                         print (and with --execute apply) a consumer group offset reset;
                         refuses while the group has live members
@@ -70,6 +88,10 @@ func main() {
 		err = runMigrate(ctx, os.Args[2:])
 	case "token":
 		err = runToken(ctx, os.Args[2:])
+	case "namespace":
+		err = runNamespace(ctx, os.Args[2:])
+	case "export":
+		err = runExport(ctx, os.Args[2:])
 	case "projector":
 		err = runProjector(ctx, os.Args[2:])
 	case "republish":
@@ -91,7 +113,7 @@ func main() {
 	}
 	if err != nil {
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || errors.Is(err, boot.ErrAuthority) {
 			fmt.Fprintf(os.Stderr, "loomd: %v\n", err)
 			os.Exit(2)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/httperr"
@@ -72,19 +73,46 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 // Store creates and checks tokens.
 type Store struct {
 	pool     *pgxpool.Pool
-	cache    *expirable.LRU[string, Principal]
+	cacheTTL time.Duration
+	cache    *expirable.LRU[string, cachedToken]
 	deadline time.Duration
 }
 
-// cacheTTL bounds how long a revoked token keeps working on a process that saw it.
-const cacheTTL = 10 * time.Second
-
-// NewStore returns a token store over the pool; a token's lookup waits at most
-// deadline for Postgres (LOOM_PG_READ_DEADLINE_MS), then the request answers a
-// retryable 503.
-func NewStore(pool *pgxpool.Pool, deadline time.Duration) *Store {
-	return &Store{pool: pool, cache: expirable.NewLRU[string, Principal](10000, nil, cacheTTL), deadline: deadline}
+// cachedToken is a token this process checked, with the expiry it was created with.
+type cachedToken struct {
+	p         Principal
+	expiresAt *time.Time
 }
+
+// DefaultCacheTTL bounds how long a revoked token keeps working on a process that saw
+// it when the revocation's notification does not reach it (LOOM_AUTH_TOKEN_CACHE_MS).
+const DefaultCacheTTL = 10 * time.Second
+
+// StoreOption changes how NewStore builds a token store.
+type StoreOption func(*Store)
+
+// WithCacheTTL bounds how long a checked token is answered from memory.
+func WithCacheTTL(d time.Duration) StoreOption { return func(s *Store) { s.cacheTTL = d } }
+
+// WithLookupDeadline bounds how long a token not in the cache waits for Postgres
+// (LOOM_PG_READ_DEADLINE_MS); then the request answers a retryable 503.
+func WithLookupDeadline(d time.Duration) StoreOption { return func(s *Store) { s.deadline = d } }
+
+// DefaultLookupDeadline is the lookup's bound when none is given.
+const DefaultLookupDeadline = 5 * time.Second
+
+// NewStore returns a token store over the pool.
+func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
+	s := &Store{pool: pool, cacheTTL: DefaultCacheTTL, deadline: DefaultLookupDeadline}
+	for _, o := range opts {
+		o(s)
+	}
+	s.cache = expirable.NewLRU[string, cachedToken](10000, nil, s.cacheTTL)
+	return s
+}
+
+// CacheTTL is the bound within which every process refuses a revoked token.
+func (s *Store) CacheTTL() time.Duration { return s.cacheTTL }
 
 // NewToken describes a token to create: an org's, or (Role RoleOperator, no org,
 // namespace or read user) the deployment operator's.
@@ -94,6 +122,8 @@ type NewToken struct {
 	Name       string
 	Namespaces []string
 	ReadUserID string
+	// ExpiresAt, when set, ends the token: from then on it is refused as revoked.
+	ExpiresAt *time.Time
 }
 
 // Create stores a new token and returns its secret, which is shown once and never stored.
@@ -115,6 +145,16 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 			return "", p, err
 		}
 	}
+	if t.ExpiresAt != nil && !t.ExpiresAt.After(time.Now()) {
+		return "", p, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
+	}
+	return s.insert(ctx, s.pool, t)
+}
+
+// insert stores a token described by t (checked) through q and returns its secret.
+func (s *Store) insert(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, t NewToken) (secret string, p Principal, err error) {
 	idBytes := make([]byte, 6)
 	secretBytes := make([]byte, 32)
 	if _, err := rand.Read(idBytes); err != nil {
@@ -130,8 +170,8 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 	if t.ReadUserID != "" {
 		readUser = &t.ReadUserID
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name)
+	_, err = q.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt)
 	if err != nil {
 		return "", p, fmt.Errorf("store token: %w", err)
 	}
@@ -145,16 +185,21 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	}
 	sum := sha256.Sum256([]byte(secret))
 	key := string(sum[:])
-	if p, ok := s.cache.Get(key); ok {
-		return p, nil
+	if c, ok := s.cache.Get(key); ok {
+		if c.expiresAt == nil || time.Now().Before(*c.expiresAt) {
+			return c.p, nil
+		}
+		s.cache.Remove(key)
+		return Principal{}, ErrUnauthenticated
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deadline)
 	defer cancel()
 	var p Principal
 	var readUser *string
-	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name
-		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL`, sum[:]).
-		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name)
+	var expiresAt *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name, expires_at
+		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, sum[:]).
+		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -164,7 +209,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	if readUser != nil {
 		p.ReadUserID = *readUser
 	}
-	s.cache.Add(key, p)
+	s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt})
 	return p, nil
 }
 
@@ -274,6 +319,14 @@ func (p Principal) Namespace(ns string) error {
 func (p Principal) RequireWrite() error {
 	if !p.CanWrite() {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token may only read")
+	}
+	return nil
+}
+
+// RequireAdmin is 403 for a token that is not an admin's, naming what needs one.
+func (p Principal) RequireAdmin(what string) error {
+	if p.Role != RoleAdmin {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, what+" needs an admin token")
 	}
 	return nil
 }

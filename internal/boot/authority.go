@@ -20,6 +20,10 @@ import (
 // may record, ClickHouse, belongs to builds that keep memory in ClickHouse alone.
 const postgresAuthority = "postgres"
 
+// ErrAuthority wraps every refusal of the recorded authority: the stores record
+// another deployment, another authority, or none. A CLI command exits 2 on it.
+var ErrAuthority = errors.New("recorded authority")
+
 // recorded is what the two stores say about the deployment they serve.
 type recorded struct {
 	pgID        string // loom.authority's deployment id; "" when none is recorded
@@ -85,7 +89,7 @@ func Authority(ctx context.Context, pool *pgxpool.Pool, conn *ch.Conn, configure
 	}
 	plan, err := planAuthority(configured, r, record)
 	if err != nil {
-		return "", fmt.Errorf("recorded authority: %w", err)
+		return "", fmt.Errorf("%w: %w", ErrAuthority, err)
 	}
 	if plan.writePG {
 		if _, err := pool.Exec(ctx, `INSERT INTO loom.authority (authority, deployment_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
@@ -100,6 +104,24 @@ func Authority(ctx context.Context, pool *pgxpool.Pool, conn *ch.Conn, configure
 		}
 	}
 	return plan.id, nil
+}
+
+// PostgresRecord checks, before a command that touches Postgres alone (the token
+// commands, which run while ClickHouse is down), that Postgres records a deployment,
+// and the one configured (LOOM_DEPLOYMENT_ID, "" for any). It returns its id.
+func PostgresRecord(ctx context.Context, pool *pgxpool.Pool, configured string) (string, error) {
+	var id string
+	err := pool.QueryRow(ctx, `SELECT deployment_id FROM loom.authority`).Scan(&id)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
+		return "", fmt.Errorf("%w: Postgres (LOOM_PG_DSN) records no deployment: run `loomd migrate` first", ErrAuthority)
+	case err != nil:
+		return "", fmt.Errorf("read loom.authority: %w", err)
+	case configured != "" && id != configured:
+		return "", fmt.Errorf("%w: LOOM_DEPLOYMENT_ID is %s but Postgres (LOOM_PG_DSN) records deployment %s", ErrAuthority, configured, id)
+	}
+	return id, nil
 }
 
 func readRecords(ctx context.Context, pool *pgxpool.Pool, conn *ch.Conn) (recorded, error) {

@@ -50,6 +50,10 @@ type Boot struct {
 type HTTP struct {
 	Addr           string // LOOM_HTTP_ADDR
 	BodyLimitBytes int    // LOOM_HTTP_BODY_LIMIT_BYTES
+	// TokenCache bounds how long a process keeps answering a token it checked: a
+	// revocation reaches every process at once through Postgres NOTIFY, and within
+	// this bound when the notification is lost.
+	TokenCache time.Duration // LOOM_AUTH_TOKEN_CACHE_MS
 }
 
 // Pipeline is what every role of a deployment agrees on: the topic the journal is
@@ -126,6 +130,12 @@ type Command struct {
 	// against the namespace's peers; every entry is judged against the batch.
 	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES
 	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps (0: none)
+	// RestoreBatchRows is how many rows one commit of namespace.restore, of
+	// namespace.rollback and of a blacklist sweep writes.
+	RestoreBatchRows int // LOOM_PG_RESTORE_BATCH_ROWS
+	// SweepWait is how long a blacklist sweep waits, once its tombstones are
+	// committed, for the serving projection to hold them before it answers.
+	SweepWait time.Duration // LOOM_BLACKLIST_SWEEP_WAIT_MS
 	// PeerReadDeadline bounds a write's peer read from ClickHouse. It is no setting of
 	// its own: the wiring sets it from LOOM_CH_READ_DEADLINE_MS.
 	PeerReadDeadline time.Duration
@@ -291,7 +301,8 @@ func readBoot(r *reader) Boot {
 }
 
 func readHTTP(r *reader) HTTP {
-	return HTTP{Addr: r.str("LOOM_HTTP_ADDR", ":8080"), BodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20)}
+	return HTTP{Addr: r.str("LOOM_HTTP_ADDR", ":8080"), BodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
+		TokenCache: r.ms("LOOM_AUTH_TOKEN_CACHE_MS", 10000)}
 }
 
 func readPipeline(r *reader) Pipeline {
@@ -360,6 +371,8 @@ func readCommand(r *reader) Command {
 		IdempotencyLease:     r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
 		BulkConflictCheckMax: r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
 		SweepInterval:        r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
+		RestoreBatchRows:     r.int("LOOM_PG_RESTORE_BATCH_ROWS", 500),
+		SweepWait:            r.ms("LOOM_BLACKLIST_SWEEP_WAIT_MS", 5000),
 		Erasure: Erasure{
 			Evidence:         time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
 			LedgerKeep:       r.days("LOOM_ERASURE_LEDGER_DAYS", 365),
@@ -449,6 +462,9 @@ func (h HTTP) Validate() error {
 	if h.BodyLimitBytes < 1 {
 		return errors.New("LOOM_HTTP_BODY_LIMIT_BYTES must be positive")
 	}
+	if h.TokenCache <= 0 {
+		return errors.New("LOOM_AUTH_TOKEN_CACHE_MS must be positive")
+	}
 	return nil
 }
 
@@ -512,11 +528,17 @@ func (c Command) Validate() error {
 	if c.AdmissionRounds < 1 || c.AdmissionGapMax < 1 || c.PeerLimit < 1 || c.BulkConflictCheckMax < 1 {
 		errs = append(errs, errors.New("LOOM_PG_ADMISSION_ROUNDS, LOOM_PG_ADMISSION_GAP_MAX, LOOM_MEMORY_PEER_LIMIT and LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES must be positive"))
 	}
+	if c.RestoreBatchRows < 1 || c.RestoreBatchRows > 10000 {
+		errs = append(errs, errors.New("LOOM_PG_RESTORE_BATCH_ROWS must be between 1 and 10000"))
+	}
 	if c.WriteDeadline <= 0 || c.IdempotencyLease <= 0 {
 		errs = append(errs, errors.New("LOOM_PG_WRITE_DEADLINE_MS and LOOM_PG_REQUEST_LEASE_SECONDS must be positive"))
 	}
 	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
 		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
+	}
+	if c.SweepWait < 0 {
+		errs = append(errs, errors.New("LOOM_BLACKLIST_SWEEP_WAIT_MS must not be negative"))
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))

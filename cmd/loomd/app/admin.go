@@ -16,11 +16,16 @@ import (
 	"github.com/loomplane/loom/projector"
 )
 
-// registerAdmin mounts the deployment-wide controls: they act on every org's
-// projection, so they take the operator's token alone, never an org's.
+// registerAdmin mounts the admin routes, each with its own guard (a group's would
+// guard every route under its prefix): a projection's reset acts on every org's
+// projection, so it takes the operator's token alone, never an org's; the token routes
+// are an org admin's, over its org's tokens.
 func (p *Process) registerAdmin(app *fiber.App) {
-	g := app.Group("/v1/admin", p.Tokens.OperatorMiddleware())
-	g.Post("/projections/:name\\:reset", p.handleProjectionReset)
+	app.Post("/v1/admin/projections/:name\\:reset", p.Tokens.OperatorMiddleware(), p.handleProjectionReset)
+	org := p.Tokens.Middleware()
+	app.Post("/v1/admin/tokens", org, p.handleTokenCreate)
+	app.Get("/v1/admin/tokens", org, p.handleTokenList)
+	app.Delete("/v1/admin/tokens/:token_id", org, p.handleTokenRevoke)
 }
 
 // resetRequest is POST /v1/admin/projections/{name}:reset: the projection from the

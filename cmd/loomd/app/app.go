@@ -34,6 +34,7 @@ import (
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/query"
 )
 
 // Version is loomd's build version.
@@ -52,6 +53,8 @@ type Process struct {
 	HTTP     *fiber.App
 	// Command is the write side, built when the process runs the command role.
 	Command *command.Service
+	// Query is the read side, built when the process runs the query role.
+	Query *query.Service
 
 	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
 	DeploymentID string
@@ -141,12 +144,16 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log}); err != nil {
 		return nil, err
 	}
-	p.Tokens = auth.NewStore(p.PG, cfg.PG.ReadDeadline)
+	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
 	if cfg.Roles.Has(config.RoleCommand) {
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
 			command.WithFaults(p.opts.commandFaults))
+	}
+	if cfg.Roles.Has(config.RoleQuery) {
+		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
+		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log)
 	}
 	p.HTTP = p.newHTTP()
 	ok = true
@@ -189,6 +196,9 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
+	// Every process authenticates (the operator routes at least), so every one
+	// follows revocations.
+	start("listener "+auth.RevocationChannel, func(ctx context.Context) error { p.Tokens.FollowRevocations(ctx, p.Log); return nil })
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		start("listener "+watermarks.Channel, func(ctx context.Context) error { p.watermarkWake.Run(ctx); return nil })
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/mcp"
 	"github.com/loomplane/loom/mem0"
-	"github.com/loomplane/loom/query"
 )
 
 // newHTTP mounts the process's routes. Health and metrics come first and end their
@@ -37,9 +36,8 @@ func (p *Process) newHTTP() *fiber.App {
 	if p.Command != nil {
 		p.Command.Register(data)
 	}
-	if p.Cfg.Roles.Has(config.RoleQuery) {
-		barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
-		query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log).Register(data)
+	if p.Query != nil {
+		p.Query.Register(data)
 	}
 	if p.Command != nil || p.Cfg.Roles.Has(config.RoleQuery) {
 		p.registerAdapters(app)

@@ -1,0 +1,153 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/pg"
+)
+
+// A token's lifecycle: listed without its secret, revoked, rotated into a new secret
+// with the same reach. A revocation is honoured by every process: the revoking
+// transaction NOTIFYs RevocationChannel, every process's FollowRevocations empties its
+// cache on it, and a process the notification misses stops answering the token from
+// its cache within CacheTTL.
+
+// RevocationChannel is the NOTIFY channel a revocation or a rotation signals on.
+const RevocationChannel = "loom_token_revoked"
+
+var (
+	// ErrInvalidToken is a token description the store refuses (an expiry in the past).
+	ErrInvalidToken = errors.New("auth: invalid token")
+	// ErrTokenNotFound is a token id the org does not hold (or, for a rotation, one
+	// that is revoked or expired).
+	ErrTokenNotFound = errors.New("auth: token not found")
+)
+
+// TokenInfo is what is known of a token; never its secret.
+type TokenInfo struct {
+	TokenID    string     `json:"token_id"`
+	Org        string     `json:"org"`
+	Role       string     `json:"role"`
+	Name       string     `json:"name"`
+	Namespaces []string   `json:"namespaces"`
+	ReadUserID string     `json:"read_user_id,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	ReplacedBy string     `json:"replaced_by,omitempty"`
+}
+
+const tokenColumns = `token_id, org, role, name, namespaces, coalesce(read_user_id, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, '')`
+
+func scanToken(r pgx.Row) (TokenInfo, error) {
+	var t TokenInfo
+	err := r.Scan(&t.TokenID, &t.Org, &t.Role, &t.Name, &t.Namespaces, &t.ReadUserID, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.ReplacedBy)
+	return t, err
+}
+
+// List returns the tokens of org ("" for every org), newest first.
+func (s *Store) List(ctx context.Context, org string) ([]TokenInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM loom.api_tokens
+		WHERE $1 = '' OR org = $1 ORDER BY created_at DESC, token_id`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TokenInfo, error) { return scanToken(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// Revoke ends a token of org ("" for any org) at once. Revoking a revoked token
+// changes nothing and answers it as it is.
+func (s *Store) Revoke(ctx context.Context, org, id string) (TokenInfo, error) {
+	var t TokenInfo
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		t, err = scanToken(tx.QueryRow(ctx, `UPDATE loom.api_tokens SET revoked_at = coalesce(revoked_at, now())
+			WHERE token_id = $1 AND ($2 = '' OR org = $2) RETURNING `+tokenColumns, id, org))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrTokenNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("revoke the token: %w", err)
+		}
+		return notifyRevoked(ctx, tx, id)
+	})
+	if err == nil {
+		s.cache.Purge()
+	}
+	return t, err
+}
+
+// Rotate replaces a live token of org ("" for any org) with a new secret of the same
+// reach, and revokes the old one in the same transaction. The new token keeps the
+// old one's expiry unless expiresAt sets another.
+func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time) (secret string, info TokenInfo, err error) {
+	if expiresAt != nil && !expiresAt.After(time.Now()) {
+		return "", info, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
+	}
+	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		old, err := scanToken(tx.QueryRow(ctx, `SELECT `+tokenColumns+` FROM loom.api_tokens
+			WHERE token_id = $1 AND ($2 = '' OR org = $2) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+			FOR UPDATE`, id, org))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrTokenNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read the token: %w", err)
+		}
+		if expiresAt == nil {
+			expiresAt = old.ExpiresAt
+		}
+		var p Principal
+		secret, p, err = s.insert(ctx, tx, NewToken{Org: old.Org, Role: old.Role, Name: old.Name, Namespaces: old.Namespaces,
+			ReadUserID: old.ReadUserID, ExpiresAt: expiresAt})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE loom.api_tokens SET revoked_at = now(), replaced_by = $2 WHERE token_id = $1`, id, p.TokenID); err != nil {
+			return fmt.Errorf("revoke the rotated token: %w", err)
+		}
+		if info, err = scanToken(tx.QueryRow(ctx, `SELECT `+tokenColumns+` FROM loom.api_tokens WHERE token_id = $1`, p.TokenID)); err != nil {
+			return fmt.Errorf("read the new token: %w", err)
+		}
+		return notifyRevoked(ctx, tx, id)
+	})
+	if err != nil {
+		return "", TokenInfo{}, err
+	}
+	s.cache.Purge()
+	return secret, info, nil
+}
+
+func notifyRevoked(ctx context.Context, tx pgx.Tx, id string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify('`+RevocationChannel+`', $1)`, id); err != nil {
+		return fmt.Errorf("notify the revocation: %w", err)
+	}
+	return nil
+}
+
+// FollowRevocations empties this process's token cache on every revocation any
+// process commits, until ctx ends. A lost LISTEN connection empties it too: what was
+// revoked meanwhile is read again on the next request.
+func (s *Store) FollowRevocations(ctx context.Context, log *slog.Logger) {
+	l := pg.NewListener(s.pool, RevocationChannel, log)
+	go l.Run(ctx)
+	for {
+		wake := l.C()
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			s.cache.Purge()
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package query
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/snapshot"
+)
+
+// namespace.snapshot is a read of the authority, so the read side serves it: every
+// head of the namespace as Postgres holds it at one generation (a repeatable-read
+// transaction sees a commit's heads and its generation together or not at all),
+// whatever ClickHouse has projected. The heads stream from one query through the
+// connection as they are written out, so memory stays bounded however large the
+// namespace is.
+
+// Stream is a bulk read opened on the authority and ready to be written out: the
+// checks passed, the audit row is written, and what goes out is fixed.
+type Stream struct {
+	s     *Service
+	tx    pgx.Tx
+	audit readAudit
+	write func(ctx context.Context, w io.Writer) (snapshot.End, error)
+}
+
+// WriteTo writes the payload to w and completes the audit row. An error after the
+// first byte leaves the payload without its end line, which a reader refuses.
+func (st *Stream) WriteTo(ctx context.Context, w io.Writer) (snapshot.End, error) {
+	end, err := st.write(ctx, w)
+	if err != nil {
+		return end, err
+	}
+	if err := st.s.completeAudit(ctx, st.audit, end); err != nil {
+		return end, err
+	}
+	return end, nil
+}
+
+// WriteOut writes the payload to w, gzip-compressed when gz is set, and completes the
+// audit row. It does not flush or close w.
+func (st *Stream) WriteOut(ctx context.Context, w io.Writer, gz bool) (snapshot.End, error) {
+	if !gz {
+		return st.WriteTo(ctx, w)
+	}
+	zw := gzip.NewWriter(w)
+	end, err := st.WriteTo(ctx, zw)
+	if err == nil {
+		err = zw.Close()
+	}
+	return end, err
+}
+
+// Close ends the stream's read transaction.
+func (st *Stream) Close() { st.tx.Rollback(context.WithoutCancel(context.Background())) }
+
+// ID is the snapshot's (or the export's) id, as its header and audit row name it.
+func (st *Stream) ID() string { return st.audit.id.String() }
+
+// Snapshot opens namespace.snapshot of ns: an admin token's whole namespace. A token
+// bound to one user cannot take one (403): a snapshot is every user's rows.
+func (s *Service) Snapshot(ctx context.Context, p auth.Principal, ns string) (*Stream, error) {
+	if err := p.Namespace(ns); err != nil {
+		return nil, err
+	}
+	if err := p.RequireAdmin("a namespace snapshot"); err != nil {
+		return nil, err
+	}
+	if p.ReadUserID != "" {
+		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "a snapshot holds every user's memories; this token reads one user's")
+	}
+	tx, err := s.readTx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := snapshot.Header{Kind: snapshot.KindSnapshot, Format: snapshot.Format, SnapshotID: uuid.NewString(), Org: p.Org, Namespace: ns,
+		Blacklist: []string{}}
+	err = func() error {
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&h.TakenAt); err != nil {
+			return err
+		}
+		if h.Generation, err = generations.Read(ctx, tx, p.Org, ns); err != nil {
+			return err
+		}
+		var raw []byte
+		err := tx.QueryRow(ctx, `SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, p.Org, ns).Scan(&raw)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		h.Config = json.RawMessage(raw)
+		rows, err := tx.Query(ctx, `SELECT pattern FROM loom.blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern`, p.Org, ns)
+		if err != nil {
+			return err
+		}
+		patterns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		h.Blacklist = append(h.Blacklist, patterns...)
+		return err
+	}()
+	if err != nil {
+		tx.Rollback(ctx)
+		return nil, httperr.Store("reading the namespace at one generation", err)
+	}
+	h.TakenAt = h.TakenAt.UTC()
+	st := &Stream{s: s, tx: tx, audit: readAudit{org: p.Org, op: "namespace.snapshot", namespace: ns, actor: p.Actor(),
+		id: uuid.MustParse(h.SnapshotID), generation: h.Generation}}
+	st.write = func(ctx context.Context, w io.Writer) (snapshot.End, error) { return s.writeSnapshot(ctx, tx, h, w) }
+	if err := s.startAudit(ctx, st.audit); err != nil {
+		st.Close()
+		return nil, httperr.Store("auditing the snapshot", err)
+	}
+	return st, nil
+}
+
+// readTx begins the repeatable-read transaction a bulk read runs in, with no statement
+// timeout: a large namespace streams for as long as its reader takes it.
+func (s *Service) readTx(ctx context.Context) (pgx.Tx, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, httperr.Store("opening the read", err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+		tx.Rollback(ctx)
+		return nil, httperr.Store("opening the read", err)
+	}
+	return tx, nil
+}
+
+// writeSnapshot streams the namespace's live heads, in identity order.
+func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Header, w io.Writer) (snapshot.End, error) {
+	sw, err := snapshot.NewWriter(w, h)
+	if err != nil {
+		return snapshot.End{}, err
+	}
+	rows, err := tx.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+		AND NOT (row->>'tombstone')::boolean ORDER BY agent, user_id, session_id, memory_key`, h.Org, h.Namespace)
+	if err != nil {
+		return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
+		}
+		row, err := heads.Decode(raw)
+		if err != nil {
+			return snapshot.End{}, err
+		}
+		if !row.Live(h.TakenAt) {
+			continue // expired: reads hide it, and the sweep deletes it
+		}
+		if err := sw.Write(snapshot.Memory{Kind: snapshot.KindMemory, Row: row}); err != nil {
+			return snapshot.End{}, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
+	}
+	return sw.Close()
+}
+
+// snapshotDeadline bounds how long one bulk read may stream.
+const snapshotDeadline = time.Hour
