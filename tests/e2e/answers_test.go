@@ -73,7 +73,7 @@ func TestAnswersAClientCanActOn(t *testing.T) {
 			{"a redaction's version that is no version", http.MethodPost, "/v1/namespaces/" + ns + "/memories/v:redact", `{"version": "first"}`, "version", "version must be the version"},
 			{"list tags_mode", http.MethodGet, list + "?tags_mode=some", "", "tags_mode", "tags_mode must be all or any"},
 			{"list include_superseded", http.MethodGet, list + "?include_superseded=maybe", "", "include_superseded", "include_superseded must be true or false"},
-			{"list as_of", http.MethodGet, list + "?as_of=2026-01-01T00:00:00Z", "", "as_of", "takes no as_of"},
+			{"list as_of that is no time", http.MethodGet, list + "?as_of=yesterday", "", "as_of", "as_of must be an RFC 3339 time"},
 			{"a field name in another case", http.MethodPut, "/v1/namespaces/" + ns + "/memories/k2", `{"Value": "blue"}`, "Value", `did you mean "value"?`},
 			{"an unknown field", http.MethodPut, "/v1/namespaces/" + ns + "/memories/k2", `{"value": 1, "valeu": 2}`, "valeu", `unknown field "valeu"`},
 			{"a namespace with a Unicode letter", http.MethodPut, "/v1/namespaces/caf%C3%A9/memories/k", `{"value": 1}`, "namespace", "only ASCII letters"},
