@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "search", "bulk", "replay", "parts"}
+var Scenarios = []string{"set", "lag", "get", "search", "bulk", "extract", "replay", "parts"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -113,7 +113,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	defer r.dropScratch()
 	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
 		"set": r.set, "lag": r.lag, "get": r.get, "search": r.search,
-		"bulk": r.bulk, "replay": r.replay, "parts": r.parts,
+		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)

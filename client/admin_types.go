@@ -11,6 +11,9 @@ type NamespaceConfig struct {
 	OnExpire          string                `json:"on_expire,omitempty"`
 	Types             map[string]TypeConfig `json:"types,omitempty"`
 	Relations         map[string]string     `json:"relations,omitempty"`
+	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day (nil:
+	// the server's LOOM_DEFAULT_DAILY_COST_CAP_USD).
+	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
 }
 
 // TypeConfig is one memory type's configuration within a namespace.

@@ -315,6 +315,8 @@ type SearchAnswer struct {
 	Namespaces    []string `json:"namespaces"`
 	NextPageToken string   `json:"next_page_token,omitempty"`
 	Barrier       Barrier  `json:"barrier"`
+	// PendingExtraction: a deferred extraction of the search's scope is not done yet.
+	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // Abstain reports whether the caller should answer "I don't know": no hit, or none

@@ -60,6 +60,7 @@ type entry struct {
 	w        *setWrite
 	index    int           // its place in a batch
 	replaced bool          // a later entry of the batch writes the same identity and key
+	noRetire bool          // no verdict retires a live memory on its behalf (memory.import)
 	head     *memrow.Row   // its key's head under its identity; nil when none
 	keyHeads []*memrow.Row // its key's heads under every identity
 	draft
@@ -479,6 +480,8 @@ func (e *entry) markVerdict(c *copies) {
 			e.advise("proposal: a proposal retires nothing until it is accepted")
 		case v.target.Locked:
 			e.advise("peer_locked: the peer this write refines is locked and stays as it is")
+		case e.noRetire:
+			e.advise("detect_updates: the peer this write refines stays as it is")
 		default:
 			e.retire(c.of(v.target))
 		}
@@ -514,7 +517,7 @@ func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
 	anonymous := e.w.id.UserID == memrow.DefaultIdentity || e.w.id.UserID == ""
 	for _, o := range sameKeyHeads(e.keyHeads, e.w.id, now) {
 		switch {
-		case policy == PolicyNewestWins && !o.Locked:
+		case policy == PolicyNewestWins && !o.Locked && !e.noRetire:
 			e.retire(c.of(o))
 		case !anonymous:
 			e.row.JudgementOwed = true

@@ -8,8 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/route"
@@ -75,6 +79,41 @@ type bulkWrite struct {
 	dryRun         bool
 	absorbed       []peer // gap rows measured in earlier rounds, with their vectors
 	ans            *bulkAnswer
+	p              auth.Principal
+	bulkOptions
+	retired []retirement // what the last round made of opts.retire
+}
+
+// bulkOptions are what the writers that go through memory.bulk_set's path
+// (memory.set_from_messages, memory.import) add to it.
+type bulkOptions struct {
+	op string // the revisions' op; "" = memory.bulk_set
+	// retire are heads the same commit tombstones (a transcript's "forget this").
+	retire []memrow.Identity
+	// inCommit runs in the commit's transaction, after the rows are written: an error
+	// rolls the whole batch back (a deferred request no longer its worker's).
+	inCommit func(ctx context.Context, tx pgx.Tx) error
+	// checkAll judges every entry against the namespace's peers, whatever
+	// LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES says.
+	checkAll bool
+	// noRetire: no verdict retires a live memory on the batch's behalf (a refinement
+	// and the key's rows in other sessions are flagged for judgement instead).
+	noRetire bool
+}
+
+// retirement is what a batch did with one head it was asked to retire.
+type retirement struct {
+	id       memrow.Identity
+	memoryID string
+	retired  bool
+	skipped  string // why not: "missing" (no live head), "locked", "written" (the batch writes the key)
+}
+
+func (o bulkOptions) opName() string {
+	if o.op == "" {
+		return "memory.bulk_set"
+	}
+	return o.op
 }
 
 // bulkCall is a memory.bulk_set of the route's namespace.
@@ -94,12 +133,23 @@ func (s *Service) bulkSet(ctx context.Context, p auth.Principal, r bulkCall) (*b
 	if len(r.body.Entries) == 0 || len(r.body.Entries) > MaxBulkEntries {
 		return nil, httperr.Validation("entries", fmt.Sprintf("entries must hold 1 to %d entries", MaxBulkEntries))
 	}
-	b := &bulkWrite{org: p.Org, namespace: r.namespace, requestID: r.requestID, hold: r.hold, dryRun: r.body.DryRun,
+	b, err := s.runBulk(ctx, p, r, bulkOptions{})
+	if b == nil {
+		return nil, err
+	}
+	return b.ans, err
+}
+
+// runBulk runs a batch through memory.bulk_set's admission rounds and commit, with
+// what opts adds, and returns the batch as its last round left it. A batch may hold no
+// entry when it only retires.
+func (s *Service) runBulk(ctx context.Context, p auth.Principal, r bulkCall, opts bulkOptions) (*bulkWrite, error) {
+	b := &bulkWrite{p: p, org: p.Org, namespace: r.namespace, requestID: r.requestID, hold: r.hold, dryRun: r.body.DryRun, bulkOptions: opts,
 		ans: &bulkAnswer{Written: []bulkResult{}, Merged: []bulkResult{}, SkippedPinned: []int{}, SkippedLocked: []int{},
 			SkippedUnchanged: []int{}, Blacklisted: []int{}, Replaced: []int{}, Superseded: []string{}, DryRun: r.body.DryRun}}
 	last := map[memrow.Identity]int{}
 	for i, raw := range r.body.Entries {
-		w, err := parseEntry(p, r.namespace, i, raw, r.requestID)
+		w, err := parseEntry(p, r.namespace, i, raw, r.requestID, opts.opName())
 		if err != nil {
 			return nil, err
 		}
@@ -108,14 +158,14 @@ func (s *Service) bulkSet(ctx context.Context, p auth.Principal, r bulkCall) (*b
 			b.entries[prev].replaced = true
 		}
 		last[w.id] = len(b.entries)
-		b.entries = append(b.entries, &entry{index: i, w: w})
+		b.entries = append(b.entries, &entry{index: i, w: w, noRetire: opts.noRetire})
 	}
 	err := s.admitRounds(func(gapFrom int64) (bool, int64, error) { return s.bulkRound(ctx, b, gapFrom) })
-	return b.ans, err
+	return b, err
 }
 
 // parseEntry checks entry i of a batch, naming it in every refusal.
-func parseEntry(p auth.Principal, ns string, i int, raw json.RawMessage, requestID string) (*setWrite, error) {
+func parseEntry(p auth.Principal, ns string, i int, raw json.RawMessage, requestID, op string) (*setWrite, error) {
 	var e bulkEntry
 	if err := httperr.DecodeBody(raw, &e); err != nil {
 		return nil, entryError(i, err)
@@ -131,7 +181,7 @@ func parseEntry(p auth.Principal, ns string, i int, raw json.RawMessage, request
 		return nil, otherUser()
 	}
 	req := e.setRequest
-	w, err := newSetWrite("memory.bulk_set", p, id, &req, requestID)
+	w, err := newSetWrite(op, p, id, &req, requestID)
 	if err != nil {
 		return nil, entryError(i, err)
 	}
@@ -161,6 +211,9 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	var keys, shas []string
 	for _, e := range b.entries {
 		keys, shas = append(keys, e.w.id.MemoryKey), append(shas, e.w.sha)
+	}
+	for _, id := range b.retire {
+		keys = append(keys, id.MemoryKey)
 	}
 	st, err := s.readRound(ctx, b.org, b.namespace, keys, shas)
 	if err != nil {
@@ -193,13 +246,14 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	if err != nil {
 		return false, 0, err
 	}
-	rows, superseded := writeRows("memory.bulk_set", written, rules.conflictPolicy(), now)
+	rows, superseded := writeRows(b.opName(), written, rules.conflictPolicy(), now)
+	rows = append(rows, b.retirements(st, rows, now)...)
 	b.ans.Written, b.ans.Superseded = []bulkResult{}, append([]string{}, superseded...) // [] rather than null
 	if len(rows) == 0 {
 		return true, 0, nil
 	}
 	plan := &commitPlan{org: b.org, namespace: b.namespace, rows: rows, requestID: b.requestID,
-		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold}
+		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit}
 	if rules.conflictPolicy() != PolicyAppendOnly {
 		plan.gapCheck = s.bulkGapCheck(written)
 	}
@@ -218,13 +272,44 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	return true, 0, nil
 }
 
+// retirements are the tombstones of the heads the batch was asked to retire, each over
+// the head the round read: a live one not locked and not written by the batch itself.
+func (b *bulkWrite) retirements(st *roundState, rows []*pending, now time.Time) []*pending {
+	b.retired = nil
+	writes := map[string]bool{}
+	for _, p := range rows {
+		writes[heads.IdentityKey(p.row.Identity)] = true
+	}
+	var out []*pending
+	for _, id := range b.retire {
+		r := retirement{id: id}
+		head := headOf(st.keyHeads[id.MemoryKey], id)
+		switch {
+		case head == nil || !head.Live(now):
+			r.skipped = "missing"
+		case writes[heads.IdentityKey(id)]:
+			r.memoryID, r.skipped = head.MemoryID, "written"
+		case head.Locked:
+			r.memoryID, r.skipped = head.MemoryID, "locked"
+		default:
+			row := copyOf(head)
+			row.Tombstone, row.Actor = true, b.p.Actor()
+			r.memoryID, r.retired = head.MemoryID, true
+			writes[heads.IdentityKey(id)] = true
+			out = append(out, &pending{own: true, op: b.opName(), event: events.TypeTombstoned, row: row, readVersion: head.Version})
+		}
+		b.retired = append(b.retired, r)
+	}
+	return out
+}
+
 // judgeBatch judges the admitted entries in batch order: the first
 // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES that seek peers against the namespace's rows
 // read from ClickHouse, and every one against the rows holding its exact value, the
 // batch's earlier written entries and the gap rows measured. It returns the entries
 // that write; a merged or pinned one goes on the answer's lists.
 func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entry, st *roundState, r admissionRules, now time.Time) ([]*entry, error) {
-	external, err := s.namespacePeers(ctx, admitted, r)
+	external, err := s.namespacePeers(ctx, admitted, r, b.checkAll)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +341,7 @@ func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entr
 
 // namespacePeers reads the namespace's peers of the first
 // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES entries that seek them, a few at a time.
-func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admissionRules) ([][]peer, error) {
+func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admissionRules, all bool) ([][]peer, error) {
 	out := make([][]peer, len(entries))
 	var mu sync.Mutex
 	var firstErr error
@@ -264,7 +349,7 @@ func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admiss
 	var wg sync.WaitGroup
 	checked := 0
 	for i, e := range entries {
-		if !e.seeksPeers(r.conflictPolicy()) || checked >= s.cfg.BulkConflictCheckMax {
+		if !e.seeksPeers(r.conflictPolicy()) || (checked >= s.cfg.BulkConflictCheckMax && !all) {
 			continue
 		}
 		checked++

@@ -46,6 +46,9 @@ type commitPlan struct {
 	gapCheck func(gap []gapRevision) error
 	// idem is the request's Idempotency-Key hold: the commit marks it committed.
 	idem *idemHold
+	// inCommit runs in the transaction once the rows are written; its error rolls the
+	// commit back.
+	inCommit func(ctx context.Context, tx pgx.Tx) error
 	// evidence names namespaces whose deletion evidence of any row's memory refuses
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
@@ -166,6 +169,11 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+		}
+		if plan.inCommit != nil {
+			if err := plan.inCommit(ctx, tx); err != nil {
+				return err
+			}
 		}
 		if plan.idem != nil {
 			return markCommitted(ctx, tx, plan.idem, plan.rows)

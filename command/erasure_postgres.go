@@ -96,7 +96,8 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 	}
 	if sg.Scope.Kind == scopeUserInOrg {
 		rows, err := tx.Query(ctx, `SELECT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = $2
-			UNION SELECT namespace FROM loom.memory_current WHERE org = $1 AND user_id = $2`, sg.Org, sg.Scope.UserID)
+			UNION SELECT namespace FROM loom.memory_current WHERE org = $1 AND user_id = $2
+			UNION SELECT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = $2`, sg.Org, sg.Scope.UserID)
 		if err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
 		}
@@ -168,11 +169,15 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		counts["loom.idempotency"] = tag.RowsAffected()
 		return nil
 	})
-	b.Queue(fmt.Sprintf(`%s DELETE FROM loom.search_pages t USING p WHERE %s`, erasure.ScopeParams, scope["loom.search_pages"]), args...).
-		Exec(func(tag pgconn.CommandTag) error {
-			counts["loom.search_pages"] = tag.RowsAffected()
-			return nil
-		})
+	// Deferred extractions go with their sealed transcripts and keys: a request not yet
+	// extracted never is, and the topic's copy of it no longer opens.
+	for _, table := range []string{"loom.search_pages", "loom.extraction_requests"} {
+		b.Queue(fmt.Sprintf(`%s DELETE FROM %s t USING p WHERE %s`, erasure.ScopeParams, table, scope[table]), args...).
+			Exec(func(tag pgconn.CommandTag) error {
+				counts[table] = tag.RowsAffected()
+				return nil
+			})
+	}
 	kind := events.ErasureScopeNamespace
 	if sg.Scope.UserID != "" {
 		kind = events.ErasureScopeUser

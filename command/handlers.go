@@ -28,8 +28,14 @@ import (
 // standby that does not answer ends in a retryable 503 (outcome_unknown once its
 // COMMIT was sent), never in a 200 for a commit the standby lacks.
 func (s *Service) measured(c *fiber.Ctx, op string, run func(ctx context.Context, o origin) (any, error)) error {
+	return s.measuredWithin(c, op, s.cfg.WriteDeadline, run)
+}
+
+// measuredWithin is measured for a write whose budget is its own: memory.set_from_messages
+// waits for model calls before its write, which the write deadline still bounds.
+func (s *Service) measuredWithin(c *fiber.Ctx, op string, deadline time.Duration, run func(ctx context.Context, o origin) (any, error)) error {
 	start := s.now()
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.WriteDeadline)
+	ctx, cancel := context.WithTimeout(c.UserContext(), deadline)
 	defer cancel()
 	outcome := "ok"
 	k := idemKey{key: c.Get("Idempotency-Key"), p: auth.From(c), op: op, request: c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())}
@@ -148,6 +154,46 @@ func (s *Service) handleBulkSet(c *fiber.Ctx) error {
 		}
 		return s.bulkSet(ctx, p, bulkCall{origin: o, namespace: ns, body: body})
 	})
+}
+
+func (s *Service) handleFromMessages(c *fiber.Ctx) error {
+	return s.measuredWithin(c, "memory.set_from_messages", s.cfg.Extraction.Deadline, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body fromMessagesRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.fromMessages(ctx, p, fromMessagesCall{origin: o, namespace: ns, body: &body})
+	})
+}
+
+func (s *Service) handleImport(c *fiber.Ctx) error {
+	return s.measured(c, "memory.import", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body importRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.importItems(ctx, p, importCall{origin: o, namespace: ns, body: body})
+	})
+}
+
+func (s *Service) handleRetryExtractions(c *fiber.Ctx) error {
+	p := auth.From(c)
+	if err := p.RequireWrite(); err != nil {
+		return err
+	}
+	var body retryRequest
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	return send(c)(s.retryExtractions(c.UserContext(), p, body))
 }
 
 // keyHandler serves a custom method of a key route that is not a copy writer.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +52,9 @@ type NamespaceConfig struct {
 	// Relations declares each predicate's cardinality, single or multi; a predicate
 	// not declared is multi, so no value of it ever closes another.
 	Relations map[string]string `json:"relations,omitempty"`
+	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day
+	// (extraction, memory.ask, the conflict resolver); unset: LOOM_DEFAULT_DAILY_COST_CAP_USD.
+	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
 }
 
 // DefaultConfig is the configuration of a namespace nobody configured.
@@ -72,6 +76,10 @@ func (c *NamespaceConfig) Validate() error {
 	case "", "private", "public":
 	default:
 		return &memrow.FieldError{Field: "visibility", Code: memrow.CodeValidationFailed, Message: "visibility must be private or public"}
+	}
+	if v := c.DailyCostCapUSD; v != nil && (*v < 0 || math.IsInf(*v, 0) || math.IsNaN(*v)) {
+		return &memrow.FieldError{Field: "daily_cost_cap_usd", Code: memrow.CodeValidationFailed,
+			Message: "daily_cost_cap_usd must be a number of dollars, 0 or more (0: no model calls)"}
 	}
 	if err := checkThreshold("conflict_threshold", c.ConflictThreshold); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -66,16 +67,23 @@ type Service struct {
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	embedder embed.Embedder
+	models   *llm.Provider // model calls: extraction; nil answers LLM_NOT_CONFIGURED
 	log      *slog.Logger
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
 	faults   *Faults
 	writes   *metrics.CounterVec
 	latency  *metrics.HistogramVec
+	// extractions counts the extraction workers' requests by outcome.
+	extractions *metrics.CounterVec
 }
 
 // Option changes how New builds the write side.
 type Option func(*Service)
+
+// WithModels gives the write side its model provider (memory.set_from_messages and the
+// extraction workers).
+func WithModels(p *llm.Provider) Option { return func(s *Service) { s.models = p } }
 
 // WithFaults breaks the write path where f says (tests).
 func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
@@ -88,6 +96,8 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
+		extractions: reg.Counter("loom_extraction_requests_total",
+			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}
 	for _, o := range opts {
 		o(s)
@@ -106,6 +116,9 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:sweepExpired", s.handleSweepExpired)
 	g.Post("/namespaces/:ns/memories\\:clear", s.handleClear)
 	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)
+	g.Post("/namespaces/:ns/memories\\:fromMessages", s.handleFromMessages)
+	g.Post("/namespaces/:ns/memories\\:import", s.handleImport)
+	g.Post("/extractions\\:retry", s.handleRetryExtractions)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)
 	g.Post("/namespaces/:ns\\:restore", s.handleRestore)

@@ -60,11 +60,17 @@ func Seal(dataKey []byte, recordID string, c *Content) (*Sealed, error) {
 	if c == nil {
 		return nil, errors.New("events: seal: nil content")
 	}
-	aead, err := newAEAD(dataKey)
+	plaintext, err := marshalJSON(c)
 	if err != nil {
 		return nil, fmt.Errorf("events: seal: %w", err)
 	}
-	plaintext, err := marshalJSON(c)
+	return sealBytes(dataKey, recordID, plaintext)
+}
+
+// sealBytes encrypts plaintext under dataKey with a fresh random nonce and aad as
+// additional data.
+func sealBytes(dataKey []byte, aad string, plaintext []byte) (*Sealed, error) {
+	aead, err := newAEAD(dataKey)
 	if err != nil {
 		return nil, fmt.Errorf("events: seal: %w", err)
 	}
@@ -72,15 +78,24 @@ func Seal(dataKey []byte, recordID string, c *Content) (*Sealed, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("events: seal: nonce: %w", err)
 	}
-	return &Sealed{
-		Alg:        SealAlg,
-		Nonce:      nonce,
-		Ciphertext: aead.Seal(nil, nonce, plaintext, []byte(recordID)),
-	}, nil
+	return &Sealed{Alg: SealAlg, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, plaintext, []byte(aad))}, nil
 }
 
 // Open decrypts s, sealed for recordID under dataKey. Every failure wraps ErrSealBroken.
 func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
+	plaintext, err := openBytes(dataKey, recordID, s)
+	if err != nil {
+		return nil, err
+	}
+	var c Content
+	if err := json.Unmarshal(plaintext, &c); err != nil {
+		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
+	}
+	return &c, nil
+}
+
+// openBytes decrypts s, sealed with aad under dataKey. Every failure wraps ErrSealBroken.
+func openBytes(dataKey []byte, aad string, s *Sealed) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil sealed", ErrSealBroken)
 	}
@@ -95,15 +110,11 @@ func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSealBroken, err)
 	}
-	plaintext, err := aead.Open(nil, s.Nonce, s.Ciphertext, []byte(recordID))
+	plaintext, err := aead.Open(nil, s.Nonce, s.Ciphertext, []byte(aad))
 	if err != nil {
 		return nil, fmt.Errorf("%w: wrong key, wrong record or tampered data", ErrSealBroken)
 	}
-	var c Content
-	if err := json.Unmarshal(plaintext, &c); err != nil {
-		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
-	}
-	return &c, nil
+	return plaintext, nil
 }
 
 func newAEAD(dataKey []byte) (cipher.AEAD, error) {

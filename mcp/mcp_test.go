@@ -39,6 +39,11 @@ func fakeLoom(t *testing.T) *httptest.Server {
 			io.WriteString(w, `{"memory_id":"0b8e6f3c-4c1e-4d52-9a7e-2f0f3a1f5e11","namespace":"support","memory_key":"drink","agent":"-","user_id":"alice","session_id":"-",
 			 "version":1773480413589793238,"version_text":"1773480413589793238","seq":42,"content_sha256":"9f86","reinforcement_count":0,"event":"memory.written",
 			 "written":true,"verdict":"new","status":"active","memory_type":"fact","sensitivity":"normal","pinned":false,"peers":[]}`)
+		case strings.HasSuffix(r.URL.Path, "memories:fromMessages"):
+			io.WriteString(w, `{"namespace":"support","agent":"-","user_id":"alice","session_id":"-","facts":[
+			 {"key":"user.home_city","value":"Lives in Lisbon","message_index":0,"verdict":"new","memory_id":"0b8e6f3c-4c1e-4d52-9a7e-2f0f3a1f5e11"},
+			 {"key":"user.mood","value":"Is tired today","message_index":1,"verdict":"dropped","dropped_by":"loom.drop_non_durable"}],
+			 "forgotten":[],"superseded":[],"steps":[],"model_calls":1,"model_ms":3,"usage":{"prompt_tokens":10,"completion_tokens":5,"cost_usd":0}}`)
 		case strings.HasSuffix(r.URL.Path, "memories:search"):
 			io.WriteString(w, `{"hits":[`+memoryJSON+`,"score":0.61,"scores":{"vector":0.71,"lexical":2.1,"lexical_coverage":0.75,"key":0,"prior":0.0099,"fused":0.6,"relevance":0.75}}],
 			 "verdict":"ok","stale_dropped":0,"mode":"weighted","namespaces":["support"],"barrier":{"generations":null,"waited_ms":3}}`)
@@ -92,7 +97,7 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	for _, tl := range res.Tools {
 		got[tl.Name] = tl
 	}
-	for _, name := range []string{"memory_set", "memory_search", "memory_get", "memory_list", "memory_history", "memory_delete"} {
+	for _, name := range []string{"memory_set", "memory_search", "memory_get", "memory_list", "memory_history", "memory_delete", "memory_from_messages"} {
 		tl := got[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil {
 			t.Fatalf("tool %s: %+v", name, tl)
@@ -131,6 +136,31 @@ func TestToolAnswersAreStructuredWithASummary(t *testing.T) {
 	remarshal(t, res.StructuredContent, &sa)
 	if sa.Verdict != "ok" || len(sa.Hits) != 1 || sa.Hits[0].Scores.Relevance != 0.75 || string(sa.Hits[0].Value) != `"the user prefers tea"` {
 		t.Errorf("structured content %+v", sa)
+	}
+}
+
+func TestMemoryFromMessagesListsEveryFact(t *testing.T) {
+	cs := connect(t, "loom_t_s")
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "memory_from_messages", Arguments: map[string]any{
+		"namespace": "support", "user_id": "alice", "messages": []any{
+			map[string]any{"role": "user", "content": "I live in Lisbon."}, map[string]any{"role": "user", "content": "I am tired today."}}}})
+	if err != nil || res.IsError {
+		t.Fatalf("memory_from_messages: %v %s", err, text(res))
+	}
+	var a client.FromMessagesAnswer
+	remarshal(t, res.StructuredContent, &a)
+	if len(a.Facts) != 2 || a.Facts[0].Verdict != "new" {
+		t.Errorf("structured content %+v", a)
+	}
+	for _, want := range []string{"user.home_city = Lives in Lisbon: new (message 0)", "dropped by loom.drop_non_durable"} {
+		if !strings.Contains(text(res), want) {
+			t.Errorf("summary %q lacks %q", text(res), want)
+		}
+	}
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "memory_from_messages", Arguments: map[string]any{
+		"namespace": "support", "messages": []any{map[string]any{"role": "user", "content": "hi", "at": "yesterday"}}}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "messages[0].at") {
+		t.Errorf("a bad time: %v %s", err, text(res))
 	}
 }
 

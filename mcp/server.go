@@ -1,7 +1,8 @@
 // Package mcp serves Loom's memory operations to agents over the Model Context
-// Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): six
-// tools (memory_set, memory_search, memory_get, memory_list, memory_history,
-// memory_delete) and the resource template loom://{namespace}/{key}.
+// Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
+// tools memory_set, memory_search, memory_get, memory_list, memory_history,
+// memory_delete and memory_from_messages, and the resource template
+// loom://{namespace}/{key}.
 //
 // The tools call Loom through its REST API with package client, so a token, its
 // scopes and every refusal are exactly REST's. Over stdio (ServeStdio, `loomd mcp`)
@@ -42,7 +43,8 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`(a namespace, a short stable key, and the value); look things up with memory_search before answering ` +
 	`from memory. When memory_search answers verdict "no_match" or "below_threshold", nothing stored is ` +
 	`relevant: say you do not know rather than use its hits. memory_get reads one key, memory_list a ` +
-	`namespace, memory_history every version of a key, memory_delete forgets a key.`
+	`namespace, memory_history every version of a key, memory_delete forgets a key. ` +
+	`memory_from_messages hands Loom a conversation to extract and write its durable facts.`
 
 // NewServer returns an MCP server whose tools call Loom through c. cache may be nil; a
 // process that builds a server per request shares one.

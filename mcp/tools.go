@@ -123,6 +123,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, deleteSummary(in.Namespace, a), nil
 		},
 	})
+	addExtractionTools(s, c)
 }
 
 func idempotency(key string) []client.CallOption {

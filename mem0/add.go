@@ -45,21 +45,23 @@ type addAnswer struct {
 	Results []addResult `json:"results"`
 }
 
-// add stores each message as a memory of its own under a fresh key, in one
-// memory.bulk_set: every message is judged against the namespace's memories and the
-// others, and all commit together or none.
+// add, with infer (mem0's default), has Loom's model extract the conversation's facts
+// (memory.set_from_messages); without, it stores each message as a memory of its own
+// under a fresh key, in one memory.bulk_set: every message is judged against the
+// namespace's memories and the others, and all commit together or none.
 func (f *facade) add(ctx context.Context, c *call) (any, error) {
 	var req addRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if (req.Infer == nil || *req.Infer) && f.Infer != InferVerbatim {
-		return nil, &httpError{http.StatusServiceUnavailable, "INFERENCE_UNAVAILABLE",
-			"infer=true asks for memory extraction by a model, which this Loom does not have: send infer: false to store each message as written, or set LOOM_MEM0_INFER=verbatim on the server to store messages as written whatever infer says"}
-	}
 	msgs, err := messages(req.Messages)
 	if err != nil {
 		return nil, err
+	}
+	if infer := req.Infer == nil || *req.Infer; infer && f.Infer == InferRefuse {
+		return nil, inferenceUnavailable("this Loom's facade is set to refuse it (LOOM_MEM0_INFER=refuse)")
+	} else if infer && f.Infer != InferVerbatim {
+		return f.addInferred(ctx, c, req, msgs)
 	}
 	entry := client.BulkEntry{Identity: req.identity()}
 	if req.Timestamp != "" {
@@ -179,4 +181,58 @@ func (f *facade) result(ctx context.Context, c *call, id, event, text, reason st
 	}
 	r.ID = id
 	return r
+}
+
+func inferenceUnavailable(why string) error {
+	return &httpError{http.StatusServiceUnavailable, "INFERENCE_UNAVAILABLE",
+		"infer=true asks for memory extraction by a model, and " + why + ": send infer: false to store each message as written, " +
+			"or set LOOM_MEM0_INFER=verbatim on the server to store messages as written whatever infer says"}
+}
+
+// addInferred runs memory.set_from_messages over the messages and reports each fact
+// mem0's way: ADD for a new memory, UPDATE for a key revised, NONE for a fact a memory
+// already held (the id is that memory's), DELETE for a memory retired (forgotten or
+// superseded). Facts the pipeline dropped are not reported, as mem0 reports none.
+func (f *facade) addInferred(ctx context.Context, c *call, req addRequest, msgs []textMessage) (any, error) {
+	ns := f.namespaceOf(req.AppID)
+	in := client.FromMessagesRequest{Identity: req.identity()}
+	for _, m := range msgs {
+		in.Messages = append(in.Messages, client.Message{Role: m.role, Content: m.text})
+	}
+	a, err := c.loom.FromMessages(ctx, ns, in)
+	if client.IsCode(err, "LLM_NOT_CONFIGURED") {
+		return nil, inferenceUnavailable("this Loom has no model provider (set LOOM_LLM_BASE_URL and LOOM_LLM_MODEL)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := addAnswer{Message: "Memories extracted", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
+	if a.Deferred {
+		out.Message, out.Status, out.EventID = "Memories queued for extraction", "PENDING", a.QueueID
+		return out, nil
+	}
+	for _, x := range a.Facts {
+		switch {
+		case x.Verdict == "dropped" || x.Verdict == "not_written":
+		case x.MergedInto != "" || x.DuplicateOf != "":
+			out.Results = append(out.Results, f.result(ctx, c, x.MergedInto+x.DuplicateOf, "NONE", x.Value, x.Verdict))
+		case x.MemoryID == "":
+			r := addResult{Event: "NONE", Memory: x.Value, Data: map[string]any{"memory": x.Value, "loom_reason": x.Verdict}}
+			r.Loom.Namespace, r.Loom.Key = ns, x.Key
+			out.Results = append(out.Results, r)
+		case x.Revised:
+			out.Results = append(out.Results, f.result(ctx, c, x.MemoryID, "UPDATE", x.Value, ""))
+		default:
+			out.Results = append(out.Results, f.result(ctx, c, x.MemoryID, "ADD", x.Value, ""))
+		}
+	}
+	for _, g := range a.Forgotten {
+		if g.Retired {
+			out.Results = append(out.Results, f.result(ctx, c, g.MemoryID, "DELETE", "", "forgotten"))
+		}
+	}
+	for _, id := range a.Superseded {
+		out.Results = append(out.Results, f.result(ctx, c, id, "DELETE", "", "superseded"))
+	}
+	return out, nil
 }

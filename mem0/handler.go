@@ -23,7 +23,8 @@ import (
 
 // Inference modes (LOOM_MEM0_INFER): what an add with infer=true does.
 const (
-	InferRefuse   = "refuse"   // answer 503: Loom has no memory extraction
+	InferExtract  = "extract"  // memory.set_from_messages: a model extracts the facts, each judged as any write
+	InferRefuse   = "refuse"   // answer 503
 	InferVerbatim = "verbatim" // store each message as written, as infer=false does
 )
 
@@ -34,7 +35,7 @@ type Options struct {
 	Upstream string
 	// Namespace holds the memories of requests that name no app_id.
 	Namespace string
-	// Infer is InferRefuse (the default) or InferVerbatim.
+	// Infer is InferExtract (the default, ""), InferRefuse or InferVerbatim.
 	Infer string
 	// HTTPClient carries the REST calls (default: a client with a 60 s timeout).
 	HTTPClient *http.Client

@@ -169,6 +169,19 @@ func (s *Service) handleEntity(c *fiber.Ctx) error {
 		includeClosed: c.Query("include_closed"), edges: c.Query("edges")}))
 }
 
+func (s *Service) handleExtractionStatus(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.extractionStatus(c.UserContext(), p, ns, statusQuery{status: c.Query("status"), limit: c.Query("limit")}))
+}
+
+func (s *Service) handleMyExtractions(c *fiber.Ctx) error {
+	return send(c)(s.extractionStatusMine(c.UserContext(), auth.From(c), c.Params("queue_id"),
+		statusQuery{status: c.Query("status"), limit: c.Query("limit")}))
+}
+
 func (s *Service) handleBulkGet(c *fiber.Ctx) error {
 	var req bulkGetRequest
 	if err := httperr.DecodeBody(c.Body(), &req); err != nil {

@@ -66,6 +66,9 @@ type searchAnswer struct {
 	Barrier       Passed    `json:"barrier"`
 	NextPageToken string    `json:"next_page_token,omitempty"`
 	Namespaces    []string  `json:"namespaces"`
+	// PendingExtraction: a deferred extraction of the search's scope is not done yet,
+	// so facts it will write are not among the hits.
+	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // Each leg ranks at least legPoolMin rows, and legPoolPerHit per hit asked for: a row
@@ -133,6 +136,9 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	}
 	ans := &searchAnswer{Barrier: passed, Mode: plan.mode(), Namespaces: plan.namespaces}
 	if err := s.servePage(ctx, plan, pool, 0, ans); err != nil {
+		return nil, err
+	}
+	if ans.PendingExtraction, err = s.pendingExtraction(ctx, p.Org, plan.namespaces, plan.f.userID); err != nil {
 		return nil, err
 	}
 	return ans, nil

@@ -42,6 +42,12 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories:clear":         {"post"},
 	"/v1/namespaces/{ns}/memories:bulkSet":       {"post"},
 	"/v1/namespaces/{ns}/memories:sweepExpired":  {"post"},
+	"/v1/namespaces/{ns}/memories:fromMessages":  {"post"},
+	"/v1/namespaces/{ns}/memories:import":        {"post"},
+	"/v1/namespaces/{ns}/extractions":            {"get"},
+	"/v1/extractions":                            {"get"},
+	"/v1/extractions/{queue_id}":                 {"get"},
+	"/v1/extractions:retry":                      {"post"},
 	"/v1/namespaces/{ns}":                        {"get", "put"},
 	"/v1/namespaces/{ns}/blacklist":              {"get", "post", "delete"},
 	"/v1/health":                                 {"get"},
@@ -618,7 +624,7 @@ func goFiles(t *testing.T, dir string) []string {
 }
 
 // idempotentOps reads out of command/ the seed ops that run under an Idempotency-Key:
-// the literal op of every s.measured(c, "memory.x", ...) call, the op of every copyOp
+// the literal op of every s.measured(c, "memory.x", ...) and s.measuredWithin call, the op of every copyOp
 // literal (handleKeyMethod and handleDelete pass a copyOp's op to measured), and every
 // string assigned to a copyOp's op field (memory.delete_version).
 func idempotentOps(t *testing.T) []string {
@@ -646,7 +652,8 @@ func idempotentOps(t *testing.T) []string {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "measured" && len(n.Args) == 3 {
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "measured" && len(n.Args) == 3 ||
+					sel.Sel.Name == "measuredWithin" && len(n.Args) == 4) {
 					measuredCalls++
 					add(n.Args[1])
 				}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +83,15 @@ func runBench(ctx context.Context, args []string) error {
 		cfg.Boot.Migrate = true
 	}
 	cfg.Roles = config.AllRoles()
+	if slices.Contains(opts.Scenarios, "extract") && !cfg.LLM.Configured() {
+		provider := bench.StartScriptedProvider()
+		defer func() {
+			if err := provider.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "loomd bench:", err)
+			}
+		}()
+		cfg.LLM.BaseURL, cfg.LLM.Model = provider.URL, bench.ScriptedModel
+	}
 	// The process's own info lines would bury the progress; LOOM_LOG_LEVEL still wins.
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"

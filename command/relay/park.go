@@ -17,12 +17,15 @@ import (
 // so a crash in between publishes the placeholder again (consumers dedupe by seq)
 // rather than leaving the seq missing.
 func (r *Relay) park(ctx context.Context, row outboxRow, attempts int, cause error) error {
-	rec, err := placeholder(row, r.pipe.EventSource)
-	if err != nil {
-		return err
-	}
-	if err := r.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("publish the loom.parked placeholder of %s seq %d: %w", row.ns(), row.Seq, err)
+	// A record that takes no seq (an extraction request: seq 0) leaves no gap to fill.
+	if row.Seq > 0 {
+		rec, err := placeholder(row, r.pipe.EventSource)
+		if err != nil {
+			return err
+		}
+		if err := r.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			return fmt.Errorf("publish the loom.parked placeholder of %s seq %d: %w", row.ns(), row.Seq, err)
+		}
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

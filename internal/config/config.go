@@ -140,6 +140,7 @@ type Command struct {
 	// its own: the wiring sets it from LOOM_CH_READ_DEADLINE_MS.
 	PeerReadDeadline time.Duration
 	Erasure          Erasure
+	Extraction       Extraction
 }
 
 // Erasure tunes erasure.request, its saga and erasure_recovery.
@@ -382,6 +383,7 @@ func readCommand(r *reader) Command {
 			RequestWait:      r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
 			RecoveryInterval: r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
 		},
+		Extraction: readExtraction(r),
 	}
 }
 
@@ -543,7 +545,7 @@ func (c Command) Validate() error {
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))
 	}
-	return errors.Join(append(errs, c.Erasure.Validate())...)
+	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate())...)
 }
 
 // Validate checks the erasure settings.
@@ -724,14 +726,14 @@ func readLLM(r *reader) LLM {
 type Adapters struct {
 	UpstreamURL   string // LOOM_ADAPTER_UPSTREAM_URL: the REST API /mcp and /mem0 call ("" = this process's)
 	Mem0Namespace string // LOOM_MEM0_NAMESPACE: the namespace of mem0 memories without an app_id
-	Mem0Infer     string // LOOM_MEM0_INFER: what a mem0 add with infer=true does: refuse or verbatim
+	Mem0Infer     string // LOOM_MEM0_INFER: what a mem0 add with infer=true does: extract, refuse or verbatim
 }
 
 func readAdapters(r *reader) Adapters {
 	return Adapters{
 		UpstreamURL:   r.str("LOOM_ADAPTER_UPSTREAM_URL", ""),
 		Mem0Namespace: r.str("LOOM_MEM0_NAMESPACE", "mem0"),
-		Mem0Infer:     r.str("LOOM_MEM0_INFER", "refuse"),
+		Mem0Infer:     r.str("LOOM_MEM0_INFER", "extract"),
 	}
 }
 
@@ -742,9 +744,9 @@ func (a Adapters) Validate() error {
 		errs = append(errs, err)
 	}
 	switch a.Mem0Infer {
-	case "refuse", "verbatim":
+	case "extract", "refuse", "verbatim":
 	default:
-		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (refuse, verbatim)", a.Mem0Infer))
+		errs = append(errs, fmt.Errorf("LOOM_MEM0_INFER: unknown mode %q (extract, refuse, verbatim)", a.Mem0Infer))
 	}
 	return errors.Join(errs...)
 }

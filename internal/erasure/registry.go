@@ -74,6 +74,11 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
+		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
+			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
+			// Requests committed below the fence: the namespace's generation, read under its
+			// row lock, is what a request recorded when it committed.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,14 +29,24 @@ func NewClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 // EnsureTopic creates the revisions topic when it does not exist. The topic is the
 // replay source of every projection, so it is kept indefinitely.
 func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int32, replication int16) error {
+	return EnsureTopicRetained(ctx, brokers, topic, partitions, replication, 0)
+}
+
+// EnsureTopicRetained creates a topic when it does not exist, its records kept for
+// retention (0: indefinitely).
+func EnsureTopicRetained(ctx context.Context, brokers []string, topic string, partitions int32, replication int16, retention time.Duration) error {
 	cl, err := NewClient(brokers)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	ms := "-1"
+	if retention > 0 {
+		ms = strconv.FormatInt(retention.Milliseconds(), 10)
+	}
 	resp, err := adm.CreateTopic(ctx, partitions, replication, map[string]*string{
-		"retention.ms":    ptr("-1"),
+		"retention.ms":    ptr(ms),
 		"retention.bytes": ptr("-1"),
 		"cleanup.policy":  ptr("delete"),
 	}, topic)

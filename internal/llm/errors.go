@@ -120,6 +120,10 @@ func SettingsToSet() []string {
 	return []string{"LOOM_LLM_BASE_URL", "LOOM_LLM_MODEL", "LOOM_LLM_API_KEY"}
 }
 
+// NotConfigured is the error every call answers without a provider, for a caller that
+// has no provider to ask.
+func NotConfigured(purpose Purpose) *Error { return notConfigured(purpose) }
+
 func notConfigured(purpose Purpose) *Error {
 	return &Error{Class: ClassNotConfigured, Purpose: purpose,
 		Message: "no model provider is configured: set LOOM_LLM_BASE_URL and LOOM_LLM_MODEL, and LOOM_LLM_API_KEY when the provider needs one " +

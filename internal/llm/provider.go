@@ -171,6 +171,14 @@ func New(cfg config.LLM, opts Options) (*Provider, error) {
 // Configured reports whether calls reach a provider.
 func (p *Provider) Configured() bool { return p.client != nil }
 
+// Check reports whether a call billed to bill could be sent now: the not-configured
+// or capped error it would answer, else nil. A request that makes several calls checks
+// first, so it does no work for a call that cannot be made.
+func (p *Provider) Check(ctx context.Context, bill Bill) error {
+	_, err := p.admit(ctx, bill, "")
+	return err
+}
+
 // Model is the model a purpose asks.
 func (p *Provider) Model(purpose Purpose) string {
 	own := map[Purpose]string{

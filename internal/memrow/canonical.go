@@ -279,9 +279,34 @@ func ValueText(canonical []byte) string {
 	return b.String()
 }
 
+// ImportKeyPrefix starts every key memory.import names an item by: the prefix and
+// ImportKeyHexLen hex digits of the SHA-256 of the item's text.
+const (
+	ImportKeyPrefix = "import:"
+	ImportKeyHexLen = 24
+)
+
+// IsImportKey reports whether key has exactly memory.import's shape.
+func IsImportKey(key string) bool {
+	hex, ok := strings.CutPrefix(key, ImportKeyPrefix)
+	if !ok || len(hex) != ImportKeyHexLen {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // KeyWords is the text of a key's words ("user_home-city" → "user home city"), or ""
-// when the key carries no letters (an id, a hash).
+// when the key carries no letters (an id, a hash) or is an import key, whose digest
+// says nothing: such a row is embedded and indexed by its value alone.
 func KeyWords(key string) string {
+	if IsImportKey(key) {
+		return ""
+	}
 	var words []string
 	var cur strings.Builder
 	letters := false

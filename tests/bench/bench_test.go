@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomplane/loom/bench"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 )
 
 // Two scenarios at a tiny size run end to end: each measures Loom and its baseline,
@@ -64,5 +65,29 @@ func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
 	var back bench.Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Scenarios) != 2 || back.Machine.Cores == 0 {
 		t.Fatalf("JSON does not read back (%v): %s", err, js.String())
+	}
+}
+
+// The extract scenario runs memory.set_from_messages against the scripted provider and
+// reports the pipeline's time beside a memory.bulk_set of the same facts, and its
+// round trips to the provider.
+func TestExtractScenarioReportsRoundTrips(t *testing.T) {
+	provider := bench.StartScriptedProvider()
+	t.Cleanup(func() {
+		if err := provider.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = provider.URL, bench.ScriptedModel })
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"extract"}, Duration: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rep.Scenarios[0].Rows
+	if len(rows) != 3 || rows[0].Ratio == nil || rows[1].Loom != 1 {
+		t.Fatalf("rows: %+v", rows)
 	}
 }

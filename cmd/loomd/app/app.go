@@ -73,6 +73,7 @@ type options struct {
 	commandFaults   command.Faults
 	relayFaults     relay.Faults
 	projectorFaults projector.Faults
+	modelClock      func() time.Time
 }
 
 // WithCommandFaults breaks the write path where f says (tests).
@@ -80,6 +81,10 @@ func WithCommandFaults(f command.Faults) Option { return func(o *options) { o.co
 
 // WithRelayFaults stops the relay where f says (tests).
 func WithRelayFaults(f relay.Faults) Option { return func(o *options) { o.relayFaults = f } }
+
+// WithModelClock is the clock the model provider reads its day from, so its daily
+// cost cap resets when now says (tests).
+func WithModelClock(now func() time.Time) Option { return func(o *options) { o.modelClock = now } }
 
 // WithProjectorFaults breaks the projection where f says (tests).
 func WithProjectorFaults(f projector.Faults) Option {
@@ -141,7 +146,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.Embedder, err = embed.New(cfg.Embedder); err != nil {
 		return nil, err
 	}
-	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log}); err != nil {
+	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log, Now: p.opts.modelClock}); err != nil {
 		return nil, err
 	}
 	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline))
@@ -149,7 +154,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	p.projector = projector.NewSwitch()
 	if cfg.Roles.Has(config.RoleCommand) {
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults))
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
@@ -173,7 +178,11 @@ func (p *Process) Migrate(ctx context.Context) error {
 	p.migrations.Pending(ctx, 0)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return kafka.EnsureTopic(tctx, p.Cfg.Kafka.Brokers, p.Cfg.Pipeline.Topic, p.Cfg.Kafka.TopicPartitions, p.Cfg.Kafka.TopicReplication)
+	k, x := p.Cfg.Kafka, p.Cfg.Command.Extraction
+	if err := kafka.EnsureTopic(tctx, k.Brokers, p.Cfg.Pipeline.Topic, k.TopicPartitions, k.TopicReplication); err != nil {
+		return err
+	}
+	return kafka.EnsureTopicRetained(tctx, k.Brokers, x.Topic, k.TopicPartitions, k.TopicReplication, x.TopicRetention)
 }
 
 // Run serves HTTP on ln (health and metrics on every process, the write routes with
@@ -184,7 +193,7 @@ func (p *Process) Migrate(ctx context.Context) error {
 // round and the projector its batch and its offset commit.
 func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 8)
 	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRoles()
 	start := func(name string, fn func(context.Context) error) {
@@ -250,6 +259,13 @@ func (p *Process) background() []work {
 		if every := p.Cfg.Command.Erasure.RecoveryInterval; every > 0 {
 			out = append(out, work{"erasure_recovery", func(ctx context.Context) error { c.RunErasureRecovery(ctx, every); return nil }})
 		}
+		switch {
+		case !p.Cfg.Command.Extraction.QueueEnabled:
+		case !p.LLM.Configured():
+			p.Log.Info("extraction_queue: no model provider is configured; deferred extractions stay pending (set LOOM_LLM_BASE_URL and LOOM_LLM_MODEL)")
+		default:
+			out = append(out, work{"extraction_queue", p.RunExtractionWorker})
+		}
 	}
 	if p.Cfg.Roles.Has(config.RoleRelay) {
 		out = append(out, work{string(config.RoleRelay), p.RunRelay})
@@ -258,6 +274,24 @@ func (p *Process) background() []work {
 		out = append(out, work{string(config.RoleProjector), p.RunProjector})
 	}
 	return out
+}
+
+// RunExtractionWorker runs this process's extraction worker, a member of the
+// extraction workers' consumer group, until ctx ends. It is the command role's: it
+// writes through the write side's admission and commit, as the requests' tokens.
+func (p *Process) RunExtractionWorker(ctx context.Context) error {
+	consumer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, p.Command.ExtractionConsumerOpts()...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Leave at once, committing what was handled, so the partitions move now.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		consumer.LeaveGroupContext(cctx)
+		cancel()
+		consumer.Close()
+	}()
+	return p.Command.RunExtractionWorker(ctx, consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/loomplane/loom/internal/llm"
@@ -136,9 +135,16 @@ type Server struct {
 	seq        int
 }
 
+// Owner is what New needs of a test (testing.TB), so a benchmark outside one can own a
+// server too.
+type Owner interface {
+	Cleanup(func())
+	Errorf(format string, args ...any)
+}
+
 // New starts a server; it stops when the test ends, and a script error (an
 // unscripted request, content that breaks the request's schema) fails the test.
-func New(t testing.TB) *Server {
+func New(t Owner) *Server {
 	s := &Server{embedDim: 16}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"

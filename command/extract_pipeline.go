@@ -1,0 +1,519 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/llm"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// memory.set_from_messages runs the seeds' DEFAULT_PIPELINE: named steps over one
+// state, each reading and narrowing the facts the steps before it left. A request may
+// reorder or skip them (steps, skip); the extraction itself may not be skipped.
+const (
+	stepCategories    = "loom.fetch_namespace_categories"
+	stepExisting      = "loom.fetch_existing_memories"
+	stepExtract       = "loom.llm_extract"
+	stepRecallEchoes  = "loom.drop_recall_echoes"
+	stepSessionEchoes = "loom.drop_session_echoes"
+	stepNarration     = "loom.drop_activity_narration"
+	stepNonDurable    = "loom.drop_non_durable"
+	stepVerify        = "loom.verify_durable"
+	stepHashDedup     = "loom.hash_dedup"
+	stepBulkWrite     = "loom.bulk_write"
+)
+
+// defaultPipeline is the steps and their order when a request names none.
+func defaultPipeline() []string {
+	return []string{stepCategories, stepExisting, stepExtract, stepRecallEchoes, stepSessionEchoes, stepNarration,
+		stepNonDurable, stepVerify, stepHashDedup, stepBulkWrite}
+}
+
+type pipelineStep func(s *Service, ctx context.Context, st *extractState) error
+
+var pipelineSteps = map[string]pipelineStep{
+	stepCategories:    (*Service).fetchCategories,
+	stepExisting:      (*Service).fetchExisting,
+	stepExtract:       (*Service).extractFacts,
+	stepRecallEchoes:  (*Service).dropRecallEchoes,
+	stepSessionEchoes: (*Service).dropSessionEchoes,
+	stepNarration: func(_ *Service, _ context.Context, st *extractState) error {
+		return st.drop(stepNarration, narrationReason)
+	},
+	stepNonDurable: func(_ *Service, _ context.Context, st *extractState) error {
+		return st.drop(stepNonDurable, nonDurableReason)
+	},
+	stepVerify:    (*Service).verifyDurable,
+	stepHashDedup: (*Service).hashDedup,
+	stepBulkWrite: (*Service).writeFacts,
+}
+
+// Session kinds: the non-durable drop and the verifier run on coding sessions only.
+const (
+	sessionChat   = "chat"
+	sessionCoding = "coding"
+)
+
+// resolvePipeline is the steps a request runs: its own list, or the default one, less
+// the ones it skips.
+func resolvePipeline(steps, skip []string) ([]string, error) {
+	for field, list := range map[string][]string{"steps": steps, "skip": skip} {
+		seen := map[string]bool{}
+		for _, name := range list {
+			if pipelineSteps[name] == nil {
+				return nil, httperr.Validation(field, fmt.Sprintf("unknown step %q (the steps: %s)", name, strings.Join(defaultPipeline(), ", ")))
+			}
+			if seen[name] {
+				return nil, httperr.Validation(field, fmt.Sprintf("step %q is named twice", name))
+			}
+			seen[name] = true
+		}
+	}
+	out := defaultPipeline()
+	if len(steps) > 0 {
+		out = slices.Clone(steps)
+	}
+	out = slices.DeleteFunc(out, func(n string) bool { return slices.Contains(skip, n) })
+	if !slices.Contains(out, stepExtract) {
+		return nil, httperr.Validation("skip", stepExtract+" is the extraction itself: a pipeline without it extracts nothing")
+	}
+	return out, nil
+}
+
+// candidate is one extracted fact on its way through the steps.
+type candidate struct {
+	rawKey, key, value string
+	msg                int // the message that states it
+	tags               []string
+	sha                string
+	droppedBy, reason  string
+	duplicateOf        string // hash_dedup: the memory that already holds the value
+}
+
+// forgetting is a key the transcript asks to forget.
+type forgetting struct {
+	key string
+	msg int
+}
+
+// extractState is one request's pipeline state.
+type extractState struct {
+	p        auth.Principal
+	ns       string
+	req      *fromMessagesRequest
+	identity memrow.Identity // the facts' identity, without a key
+	bill     llm.Bill
+	origin   origin
+	inCommit func(ctx context.Context, tx pgx.Tx) error // a deferred request's finish, in the facts' commit
+
+	categories []string
+	existing   []*memrow.Row
+	facts      []*candidate // live, in transcript order
+	dropped    []*candidate
+	forgets    []forgetting
+	written    *bulkWrite
+
+	mu         sync.Mutex // the model calls' counts, which concurrent windows add to
+	modelCalls int
+	modelTime  time.Duration
+	usage      llm.Usage
+	steps      []stepReport
+}
+
+// stepReport is what one step did, for the answer.
+type stepReport struct {
+	Name       string  `json:"name"`
+	Facts      int     `json:"facts"` // facts left after it
+	Dropped    int     `json:"dropped,omitempty"`
+	ModelCalls int     `json:"model_calls,omitempty"`
+	Ms         float64 `json:"ms"`
+}
+
+// run runs the steps in order, each timed.
+func (st *extractState) run(ctx context.Context, s *Service, steps []string) error {
+	for _, name := range steps {
+		start, calls, dropped := time.Now(), st.modelCalls, len(st.dropped)
+		if err := pipelineSteps[name](s, ctx, st); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		st.steps = append(st.steps, stepReport{Name: name, Facts: len(st.facts), Dropped: len(st.dropped) - dropped,
+			ModelCalls: st.modelCalls - calls, Ms: float64(time.Since(start).Microseconds()) / 1000})
+	}
+	return nil
+}
+
+// drop removes the facts rule names a reason for.
+func (st *extractState) drop(step string, rule func(*extractState, *candidate) string) error {
+	kept := st.facts[:0]
+	for _, c := range st.facts {
+		if reason := rule(st, c); reason != "" {
+			c.droppedBy, c.reason = step, reason
+			st.dropped = append(st.dropped, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	st.facts = kept
+	return nil
+}
+
+func narrationReason(_ *extractState, c *candidate) string {
+	if narration(c.value) {
+		return "narrates tool activity with no durable outcome"
+	}
+	return ""
+}
+
+func nonDurableReason(st *extractState, c *candidate) string {
+	if st.req.SessionKind == sessionCoding && nonDurable(c.value) {
+		return "a status snapshot, housekeeping or a plan"
+	}
+	return ""
+}
+
+// complete makes one model call of the request and counts it, its time and its cost;
+// concurrent calls of one request may count at once.
+func (st *extractState) complete(ctx context.Context, s *Service, req llm.Request, out any) error {
+	req.Bill = st.bill
+	start := time.Now()
+	ans, err := s.models.CompleteJSON(ctx, req, out)
+	took := time.Since(start)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.modelTime += took
+	st.modelCalls += max(ans.Attempts, 1)
+	st.usage.PromptTokens += ans.Usage.PromptTokens
+	st.usage.CompletionTokens += ans.Usage.CompletionTokens
+	st.usage.CostUSD += ans.Usage.CostUSD
+	return err
+}
+
+// maxCategories bounds the tags shown to the extractor.
+const maxCategories = 50
+
+// fetchCategories reads the namespace's tags in use, most used first, over a sample of
+// its heads: the taxonomy the extractor tags facts from.
+func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
+	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h, jsonb_array_elements_text(h.row -> 'tags') t
+		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, st.p.Org, st.ns, maxCategories)
+	if err != nil {
+		return httperr.Store("reading the namespace's categories", err)
+	}
+	st.categories, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return httperr.Store("reading the namespace's categories", err)
+	}
+	return nil
+}
+
+// existingText is how much of a transcript the nearest memories are found by.
+const existingText = 4000
+
+// fetchExisting reads the stored facts nearest the transcript (the peers a write of
+// its text would have, of the subject's own rows), so the extractor reuses their keys
+// and does not repeat them.
+func (s *Service) fetchExisting(ctx context.Context, st *extractState) error {
+	var b strings.Builder
+	for _, m := range st.req.Messages {
+		if m.Role == roleUser || m.Role == roleAssistant {
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
+		}
+	}
+	vs, err := s.embedder.Embed(ctx, []string{clip(b.String(), existingText)})
+	if err != nil {
+		return embedError("embedding the transcript", err)
+	}
+	q := peerQuery{id: st.identity, memoryType: st.memoryType(), vector: vs[0], readUserID: st.subjectUser()}
+	peers, err := s.readPeers(ctx, q)
+	if err != nil {
+		return err // readPeers' answer: 503 PROJECTION_BEHIND while ClickHouse does not answer
+	}
+	for _, p := range peers {
+		st.existing = append(st.existing, p.row)
+	}
+	return nil
+}
+
+// subjectUser is the user whose rows the steps read: the facts' user, or for the
+// anonymous user whatever the token reads.
+func (st *extractState) subjectUser() string {
+	if st.identity.UserID != memrow.DefaultIdentity {
+		return st.identity.UserID
+	}
+	return st.p.ReadUserID
+}
+
+func (st *extractState) memoryType() string {
+	if st.req.MemoryType != "" {
+		return st.req.MemoryType
+	}
+	return memrow.DefaultMemoryType
+}
+
+// extractFacts is the extraction call, one per window of the transcript, at most
+// LOOM_LLM_CONCURRENCY at once; the windows' facts are merged in transcript order.
+func (s *Service) extractFacts(ctx context.Context, st *extractState) error {
+	ws := windows(st.req.Messages, s.cfg.Extraction.WindowChars)
+	answers := make([]extractionAnswer, len(ws))
+	errs := make([]error, len(ws))
+	system := extractionPrompt(st.categories, st.existing)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = st.complete(ctx, s, llm.Request{Schema: extractionSchema, Messages: []llm.Message{
+				{Role: llm.RoleSystem, Content: system}, {Role: llm.RoleUser, Content: transcript(st.req.Messages, w)}}}, &answers[i])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	facts, forgets := mergeWindows(ws, answers)
+	st.forgets = forgets
+	for _, c := range facts {
+		if c.key == "" || c.value == "" {
+			c.droppedBy, c.reason = stepExtract, "no key naming a subject and attribute, or no value"
+			st.dropped = append(st.dropped, c)
+			continue
+		}
+		st.facts = append(st.facts, c)
+	}
+	return nil
+}
+
+// dropRecallEchoes drops facts that restate memories the session was served.
+func (s *Service) dropRecallEchoes(ctx context.Context, st *extractState) error {
+	if len(st.req.RecalledKeys) == 0 || len(st.facts) == 0 {
+		return nil
+	}
+	rows, err := s.subjectHeads(ctx, st, `memory_key = ANY($3)`, st.req.RecalledKeys)
+	if err != nil {
+		return httperr.Store("reading the recalled memories", err)
+	}
+	return st.drop(stepRecallEchoes, echoReason(rows, "restates the recalled memory "))
+}
+
+// dropSessionEchoes drops facts that restate what the session's own Loom calls wrote
+// (its heads) or read (session_keys).
+func (s *Service) dropSessionEchoes(ctx context.Context, st *extractState) error {
+	if len(st.facts) == 0 || (st.identity.SessionID == memrow.DefaultIdentity && len(st.req.SessionKeys) == 0) {
+		return nil
+	}
+	session := ""
+	if st.identity.SessionID != memrow.DefaultIdentity {
+		session = st.identity.SessionID
+	}
+	rows, err := s.subjectHeads(ctx, st, `(session_id = $4 OR memory_key = ANY($3))`, st.req.SessionKeys, session)
+	if err != nil {
+		return httperr.Store("reading the session's memories", err)
+	}
+	return st.drop(stepSessionEchoes, echoReason(rows, "restates what the session already holds: "))
+}
+
+func echoReason(rows []*memrow.Row, why string) func(*extractState, *candidate) string {
+	return func(_ *extractState, c *candidate) string {
+		if r := echoOf(c.value, rows); r != nil {
+			return why + r.MemoryKey
+		}
+		return ""
+	}
+}
+
+// maxEchoRows bounds the heads an echo step reads.
+const maxEchoRows = 500
+
+// subjectHeads reads the live heads of the namespace that where selects, among the
+// subject's rows ($1 org, $2 namespace; where's own arguments from $3).
+func (s *Service) subjectHeads(ctx context.Context, st *extractState, where string, args ...any) ([]*memrow.Row, error) {
+	n := len(args) + 3
+	all := append([]any{st.p.Org, st.ns}, args...)
+	all = append(all, st.subjectUser())
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
+		AND ($%d = '' OR user_id = $%d) LIMIT %d`, where, n, n, maxEchoRows), all...)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := heads.Collect(rows)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	return slices.DeleteFunc(hs, func(h *memrow.Row) bool { return !h.Live(now) }), nil
+}
+
+// verifyDurable asks the model which of a coding session's facts are durable and
+// drops the others. It fails open: any failure of the call keeps every fact.
+func (s *Service) verifyDurable(ctx context.Context, st *extractState) error {
+	if st.req.SessionKind != sessionCoding || len(st.facts) == 0 {
+		return nil
+	}
+	var a verificationAnswer
+	err := st.complete(ctx, s, llm.Request{Schema: verificationSchema, Messages: []llm.Message{
+		{Role: llm.RoleSystem, Content: verificationInstructions}, {Role: llm.RoleUser, Content: verificationPrompt(st.facts)}}}, &a)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Info("extraction: the verifier pass failed; keeping every fact", "namespace", st.ns, "err", err)
+		return nil
+	}
+	notDurable := map[int]bool{}
+	for _, v := range a.Verdicts {
+		if !v.Durable {
+			notDurable[v.Index] = true
+		}
+	}
+	index := map[*candidate]int{}
+	for i, c := range st.facts {
+		index[c] = i
+	}
+	return st.drop(stepVerify, func(_ *extractState, c *candidate) string {
+		if notDurable[index[c]] {
+			return "the verifier judged it not durable"
+		}
+		return ""
+	})
+}
+
+// hashDedup drops facts whose canonical value the subject's live rows already hold,
+// and of two facts with one value all but the later.
+func (s *Service) hashDedup(ctx context.Context, st *extractState) error {
+	if len(st.facts) == 0 {
+		return nil
+	}
+	last := map[string]*candidate{}
+	var shas []string
+	for _, c := range st.facts {
+		c.sha = memrow.ContentSHA256(stringValue(c.value))
+		if _, seen := last[c.sha]; !seen {
+			shas = append(shas, c.sha)
+		}
+		last[c.sha] = c
+	}
+	rows, err := s.subjectHeads(ctx, st, `content_sha256 = ANY($3)`, shas)
+	if err != nil {
+		return httperr.Store("reading the stored hashes", err)
+	}
+	stored := map[string]*memrow.Row{}
+	for _, r := range rows {
+		stored[r.ContentSHA256] = r
+	}
+	return st.drop(stepHashDedup, func(_ *extractState, c *candidate) string {
+		if r := stored[c.sha]; r != nil {
+			c.duplicateOf = r.MemoryID
+			return "the memory " + r.MemoryKey + " already holds this value"
+		}
+		if last[c.sha] != c {
+			return "a later fact of the transcript states the same value"
+		}
+		return ""
+	})
+}
+
+// stringValue is a fact's value as the canonical JSON string it is stored as.
+func stringValue(v string) []byte {
+	b, _ := json.Marshal(v)
+	c, err := memrow.Canonical("value", b)
+	if err != nil {
+		return b
+	}
+	return c
+}
+
+// writeFacts writes the facts through memory.bulk_set's path, every fact judged as any
+// write is, and in the same commit retires the rows the transcript asked to forget.
+func (s *Service) writeFacts(ctx context.Context, st *extractState) error {
+	retire, err := s.forgotten(ctx, st)
+	if err != nil {
+		return err
+	}
+	if len(st.facts) == 0 && len(retire) == 0 {
+		return nil
+	}
+	entries := make([]json.RawMessage, len(st.facts))
+	for i, c := range st.facts {
+		entries[i], err = st.entry(c)
+		if err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteDeadline)
+	defer cancel()
+	b, err := s.runBulk(wctx, st.p, bulkCall{origin: st.origin, namespace: st.ns, body: bulkRequest{Entries: entries, DryRun: st.req.DryRun}},
+		bulkOptions{op: opFromMessages, retire: retire, inCommit: st.inCommit})
+	if err != nil {
+		return err
+	}
+	st.written = b
+	return nil
+}
+
+// entry is a fact as a memory.bulk_set entry: a derived fact of the request's identity
+// and type, tagged with the namespace's categories the model chose and the request's tags.
+func (st *extractState) entry(c *candidate) (json.RawMessage, error) {
+	var tags []string
+	for _, t := range c.tags {
+		if slices.Contains(st.categories, t) && !slices.Contains(tags, t) {
+			tags = append(tags, t)
+		}
+	}
+	for _, t := range st.req.Tags {
+		if !slices.Contains(tags, t) {
+			tags = append(tags, t)
+		}
+	}
+	e := map[string]any{"key": c.key, "value": c.value, "agent": st.identity.Agent, "user_id": st.identity.UserID,
+		"session_id": st.identity.SessionID, "source_class": SourceDerived}
+	if len(tags) > 0 && memrow.ValidateTags(tags) == nil {
+		e["tags"] = tags
+	}
+	if st.req.MemoryType != "" {
+		e["memory_type"] = st.req.MemoryType
+	}
+	if at := st.req.Messages[c.msg].At; at != nil {
+		e["valid_at"] = at.UTC()
+	}
+	return json.Marshal(e)
+}
+
+// forgotten are the subject's live rows of the keys the transcript asks to forget.
+func (s *Service) forgotten(ctx context.Context, st *extractState) ([]memrow.Identity, error) {
+	if len(st.forgets) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(st.forgets))
+	for i, f := range st.forgets {
+		keys[i] = f.key
+	}
+	where := `memory_key = ANY($3)`
+	args := []any{keys}
+	if st.identity.UserID == memrow.DefaultIdentity {
+		where, args = `memory_key = ANY($3) AND user_id = '-' AND agent = $4`, append(args, st.identity.Agent)
+	}
+	rows, err := s.subjectHeads(ctx, st, where, args...)
+	if err != nil {
+		return nil, httperr.Store("reading the memories to forget", err)
+	}
+	var out []memrow.Identity
+	for _, r := range rows {
+		out = append(out, r.Identity)
+	}
+	return out, nil
+}

@@ -1,0 +1,265 @@
+package command
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
+)
+
+// memory.import (POST /v1/namespaces/{ns}/memories:import) writes a list of texts
+// through memory.bulk_set's path, each under a key that is a digest of its text, so a
+// re-run of the same import changes nothing. It reads each key's newest version across
+// the sessions of the request's identity first, and writes only the keys that have
+// none or hold other text.
+
+const opImport = "memory.import"
+
+// importItem is one text to import.
+type importItem struct {
+	Text        string             `json:"text"`
+	ValidAt     *time.Time         `json:"valid_at"`
+	MemoryType  string             `json:"memory_type"`
+	Tags        []string           `json:"tags"`
+	Sensitivity memrow.Sensitivity `json:"sensitivity"`
+}
+
+// importRequest is the body of memory.import.
+type importRequest struct {
+	Items     []importItem `json:"items"`
+	Agent     string       `json:"agent"`
+	UserID    string       `json:"user_id"`
+	SessionID string       `json:"session_id"`
+	DryRun    bool         `json:"dry_run"`
+}
+
+// Outcomes of an imported item beyond the write's own lists.
+const (
+	importWritten         = "written"          // a key with no version: a new memory
+	importRevised         = "revised"          // the key's live version held other text
+	importUnchanged       = "unchanged"        // the key's live version holds this text
+	importSensitivityKept = "sensitivity_kept" // unchanged, and the item's other sensitivity is not applied
+	importLeft            = "left"             // the key's newest version is deleted, retired, rejected or a proposal
+	importRepeated        = "repeated"         // an earlier item of the request has the same text
+)
+
+type importOutcome struct {
+	Index       int           `json:"index"`
+	Key         string        `json:"key"`
+	Outcome     string        `json:"outcome"`
+	Verdict     Verdict       `json:"verdict,omitempty"`
+	MemoryID    string        `json:"memory_id,omitempty"`
+	VersionText string        `json:"version_text,omitempty"`
+	Status      memrow.Status `json:"status,omitempty"`
+	MergedInto  string        `json:"merged_into,omitempty"`
+}
+
+type importAnswer struct {
+	Items  []importOutcome `json:"items"`
+	Counts map[string]int  `json:"counts"`
+	DryRun bool            `json:"dry_run,omitempty"`
+
+	wrote bool
+}
+
+func (a *importAnswer) committed() bool { return a.wrote }
+
+func (a *importAnswer) outcome() string {
+	switch {
+	case a.DryRun:
+		return "dry_run"
+	case !a.wrote:
+		return "nothing_written"
+	}
+	return "ok"
+}
+
+type importCall struct {
+	origin
+	namespace string
+	body      importRequest
+}
+
+// importKey is an item's key: ImportKeyPrefix and the first 24 hex digits of the
+// SHA-256 of its text.
+func importKey(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return memrow.ImportKeyPrefix + hex.EncodeToString(sum[:])[:memrow.ImportKeyHexLen]
+}
+
+// importItems is memory.import.
+func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCall) (*importAnswer, error) {
+	req := r.body
+	if len(req.Items) == 0 || len(req.Items) > MaxBulkEntries {
+		return nil, httperr.Validation("items", fmt.Sprintf("items must hold 1 to %d items", MaxBulkEntries))
+	}
+	base, other := route.Identity(p, r.namespace, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	if other {
+		return nil, otherUser()
+	}
+	if err := validIdentity(base); err != nil {
+		return nil, err
+	}
+	ans := &importAnswer{Items: make([]importOutcome, len(req.Items)), Counts: map[string]int{}, DryRun: req.DryRun}
+	keys := make([]string, len(req.Items))
+	first := map[string]int{}
+	for i, it := range req.Items {
+		if it.Text == "" {
+			return nil, httperr.Validation(fmt.Sprintf("items[%d].text", i), "text is required")
+		}
+		keys[i] = importKey(it.Text)
+		ans.Items[i] = importOutcome{Index: i, Key: keys[i]}
+		if _, dup := first[keys[i]]; dup {
+			ans.Items[i].Outcome = importRepeated
+		} else {
+			first[keys[i]] = i
+		}
+	}
+	newest, err := s.newestAcrossSessions(ctx, base, keys)
+	if err != nil {
+		return nil, httperr.Store("reading the items' keys", err)
+	}
+	now := s.now()
+	type pendingItem struct {
+		index int
+		id    memrow.Identity
+		at    time.Time
+	}
+	var writes []pendingItem
+	for i, it := range req.Items {
+		if ans.Items[i].Outcome != "" {
+			continue
+		}
+		id := base
+		id.MemoryKey = keys[i]
+		h := newest[keys[i]]
+		switch {
+		case h == nil:
+		case h.Tombstone || !h.Live(now) || h.Status == memrow.StatusSuperseded || h.Status == memrow.StatusRejected || h.Status == memrow.StatusProposed:
+			ans.Items[i].Outcome, ans.Items[i].MemoryID = importLeft, h.MemoryID
+			continue
+		case memrow.ValueText(h.Value) == it.Text:
+			ans.Items[i].Outcome, ans.Items[i].MemoryID = importUnchanged, h.MemoryID
+			if it.Sensitivity != "" && it.Sensitivity != h.Sensitivity {
+				ans.Items[i].Outcome = importSensitivityKept
+			}
+			continue
+		default:
+			id = h.Identity // revise the version the identity holds, in its own session
+		}
+		at := now
+		if it.ValidAt != nil {
+			at = *it.ValidAt
+		}
+		writes = append(writes, pendingItem{index: i, id: id, at: at})
+	}
+	// Oldest first: under newest_wins the later of two statements of one attribute in a
+	// batch retires the earlier.
+	sort.SliceStable(writes, func(a, b int) bool { return writes[a].at.Before(writes[b].at) })
+	if len(writes) > 0 {
+		entries := make([]json.RawMessage, len(writes))
+		for k, w := range writes {
+			it := req.Items[w.index]
+			e := map[string]any{"key": w.id.MemoryKey, "value": it.Text, "agent": w.id.Agent, "user_id": w.id.UserID,
+				"session_id": w.id.SessionID, "source_class": SourceImported}
+			if it.ValidAt != nil {
+				e["valid_at"] = it.ValidAt.UTC()
+			}
+			if it.MemoryType != "" {
+				e["memory_type"] = it.MemoryType
+			}
+			if it.Tags != nil {
+				e["tags"] = it.Tags
+			}
+			if it.Sensitivity != "" {
+				e["sensitivity"] = it.Sensitivity
+			}
+			if entries[k], err = json.Marshal(e); err != nil {
+				return nil, err
+			}
+		}
+		b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}},
+			bulkOptions{op: opImport, checkAll: true, noRetire: true})
+		if err != nil {
+			return nil, renameEntries(err, func(k int) string { return fmt.Sprintf("items[%d]", writes[k].index) })
+		}
+		ans.wrote = b.committed()
+		for k, f := range b.outcomes(now) {
+			o := &ans.Items[writes[k].index]
+			o.Verdict, o.MemoryID, o.VersionText, o.Status, o.MergedInto = Verdict(f.Verdict), f.MemoryID, f.VersionText, f.Status, f.MergedInto
+			switch {
+			case f.Verdict == string(VerdictMerge):
+				o.Outcome = "merged"
+			case f.Verdict == "skipped_unchanged":
+				o.Outcome, o.Verdict = importUnchanged, ""
+			case f.MemoryID == "":
+				o.Outcome, o.Verdict = f.Verdict, ""
+			case newest[o.Key] != nil:
+				o.Outcome = importRevised
+			default:
+				o.Outcome = importWritten
+			}
+		}
+	}
+	for _, o := range ans.Items {
+		ans.Counts[o.Outcome]++
+	}
+	return ans, nil
+}
+
+// newestAcrossSessions is each key's newest version among the heads of the identity's
+// agent and user, in any session.
+func (s *Service) newestAcrossSessions(ctx context.Context, id memrow.Identity, keys []string) (map[string]*memrow.Row, error) {
+	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
+		AND user_id = $4 AND memory_key = ANY($5)`, id.Org, id.Namespace, id.Agent, id.UserID, keys)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := heads.Collect(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*memrow.Row{}
+	for _, h := range hs {
+		if cur := out[h.MemoryKey]; cur == nil || h.Version > cur.Version {
+			out[h.MemoryKey] = h
+		}
+	}
+	return out, nil
+}
+
+// renameEntries renames the batch entry a refusal names (entries[k].value) as the
+// caller's own list names it (items[i].value).
+func renameEntries(err error, name func(k int) string) error {
+	rename := func(field string) string {
+		var k int
+		if n, _ := fmt.Sscanf(field, "entries[%d]", &k); n == 1 {
+			return name(k) + field[strings.IndexByte(field, ']')+1:]
+		}
+		return field
+	}
+	var fe *memrow.FieldError
+	if errors.As(err, &fe) {
+		c := *fe
+		c.Field = rename(fe.Field)
+		return &c
+	}
+	var he *httperr.Error
+	if errors.As(err, &he) && he.Field != "" {
+		c := *he
+		c.Field = rename(he.Field)
+		return &c
+	}
+	return err
+}
