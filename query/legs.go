@@ -27,6 +27,11 @@ type filter struct {
 	withDeleted bool
 }
 
+// noUser is the user filter that matches no row: a token bound to one user asking
+// for another's. It holds a NUL, which no stored user_id can (and Postgres refuses as
+// a parameter: compare before sending it there).
+const noUser = "\x00none"
+
 // scopedUser is a filter's user_id under the token's read scope: a token bound to one
 // user reads that user's rows; another user's rows are absent to it, not forbidden.
 func scopedUser(p auth.Principal, userID string) string {
@@ -34,7 +39,7 @@ func scopedUser(p auth.Principal, userID string) string {
 	case p.ReadUserID == "":
 		return userID
 	case userID != "" && userID != p.ReadUserID:
-		return "\x00none"
+		return noUser
 	}
 	return p.ReadUserID
 }
