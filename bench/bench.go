@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "search", "bulk", "extract", "replay", "parts"}
+var Scenarios = []string{"set", "lag", "get", "search", "coldstart", "bulk", "extract", "replay", "parts"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -67,6 +67,10 @@ type Target struct {
 	URL     string // base URL of the process's API
 	Token   string // an admin token of Org
 	Org     string
+	// ClickHouseURL, when set, is the API of a second process on the same stores that
+	// serves search from ClickHouse (LOOM_SEARCH_INDEX=clickhouse): the search scenario
+	// measures both paths.
+	ClickHouseURL string
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that
@@ -113,7 +117,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	defer r.dropScratch()
 	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
 		"set": r.set, "lag": r.lag, "get": r.get, "search": r.search,
-		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts,
+		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)

@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/searchindex"
 	"github.com/loomplane/loom/internal/watermarks"
 )
 
@@ -29,6 +30,7 @@ const lagTimeout = time.Minute
 type phases struct {
 	mu                                  sync.Mutex
 	toTopic, topicToCH, toCH, toBarrier []time.Duration
+	toIndex                             []time.Duration // commit→in the process's search index
 }
 
 // add records a sample that was on the topic after onTopic and in ClickHouse after
@@ -66,6 +68,9 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			fmt.Sprintf("the projector starts at most one batch per LOOM_PG_PUBLISH_INTERVAL_MS (%d ms), with a second's worth of batches saved up",
 				n.Cfg.Projector.Interval.Milliseconds()),
 			"the namespace is append_only: writes are not judged against each other",
+			"commit→index is when the process's in-process search index (LOOM_SEARCH_INDEX=memory) has applied the write's seq: " +
+				"a search served by it is then searchable and passes its barrier; its baseline is the bare commit→topic hop " +
+				"(a produce until a tail consumer fetches it), since the index applies records as they are fetched",
 		},
 	}
 	ns := r.namespace("lag")
@@ -117,6 +122,11 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			res.add(name+", "+st.stage, "p50 ms", l.P50MS, b.P50MS)
 			res.add(name+", "+st.stage, "p99 ms", l.P99MS, b.P99MS)
 		}
+		if len(loom.toIndex) > 0 {
+			l, b := summarize(loom.toIndex, 0), summarize(bare.toTopic, 0)
+			res.add(name+", commit→index (searchable, barrier passes)", "p50 ms", l.P50MS, b.P50MS)
+			res.add(name+", commit→index (searchable, barrier passes)", "p99 ms", l.P99MS, b.P99MS)
+		}
 		mark := summarize(loom.toBarrier, 0)
 		res.Rows = append(res.Rows,
 			Row{Case: name + ", commit→barrier passes", Metric: "p50 ms", Loom: mark.P50MS},
@@ -136,9 +146,19 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 	answered := time.Now()
 	id := events.RecordID(r.t.Org, ns, ans.Seq)
 	n := r.t.Process
-	var inCH, underMark time.Time
+	var inCH, underMark, inIndex time.Time
 	ctx, cancel := context.WithTimeout(ctx, lagTimeout)
 	defer cancel()
+	// The index says when it applies a seq: waited for in process, at no poll's resolution.
+	index := n.Index()
+	indexed := make(chan time.Time, 1)
+	if index != nil {
+		go func() {
+			if index.WaitFor(ctx, searchindex.Space{Org: r.t.Org, Namespace: ns}, ans.Seq) == nil {
+				indexed <- time.Now()
+			}
+		}()
+	}
 	for {
 		onTopic, seen := tl.at(id)
 		if inCH.IsZero() {
@@ -161,8 +181,19 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 				underMark = time.Now()
 			}
 		}
-		if seen && !inCH.IsZero() && !underMark.IsZero() {
+		if index != nil && inIndex.IsZero() {
+			select {
+			case inIndex = <-indexed:
+			default:
+			}
+		}
+		if seen && !inCH.IsZero() && !underMark.IsZero() && (index == nil || !inIndex.IsZero()) {
 			into.add(onTopic.Sub(answered), inCH.Sub(answered), underMark.Sub(answered), true)
+			if index != nil {
+				into.mu.Lock()
+				into.toIndex = append(into.toIndex, inIndex.Sub(answered))
+				into.mu.Unlock()
+			}
 			return nil
 		}
 		select {

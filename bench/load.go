@@ -51,24 +51,34 @@ func loadKey(i int) string { return fmt.Sprintf("k%07d", i) }
 // commit, and a loader running ahead of the projector would measure that check's
 // refusal instead of loading.
 func (r *runner) load(ctx context.Context, ns string, n int) error {
+	_, err := r.loadValues(ctx, ns, n)
+	return err
+}
+
+// loadValues is load, returning the values it wrote in key order.
+func (r *runner) loadValues(ctx context.Context, ns string, n int) ([]string, error) {
 	batch := min(r.opts.BulkEntries, 1000)
+	values := make([]string, 0, n)
 	start := time.Now()
 	r.progress("  loading %d memories into %s (memory.bulk_set of %d)", n, ns, batch)
 	said := time.Now()
 	for from := 0; from < n; from += batch {
 		entries := r.bulkEntries(from, min(batch, n-from), loadKey)
+		for _, e := range entries {
+			values = append(values, fmt.Sprint(e.Value))
+		}
 		var ans *client.BulkAnswer
 		if err := r.retrying(ctx, func() (err error) {
 			ans, err = r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}, client.IdempotencyKey(fmt.Sprintf("%s-%d", ns, from)))
 			return err
 		}); err != nil {
-			return fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
+			return nil, fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
 		}
 		if len(ans.Written) != len(entries) {
-			return fmt.Errorf("load %s: bulk_set wrote %d of %d entries", ns, len(ans.Written), len(entries))
+			return nil, fmt.Errorf("load %s: bulk_set wrote %d of %d entries", ns, len(ans.Written), len(entries))
 		}
 		if err := r.waitProjected(ctx, ns); err != nil {
-			return err
+			return nil, err
 		}
 		if time.Since(said) >= 5*time.Second {
 			r.progress("    %d of %d loaded, %s", from+len(entries), n, time.Since(start).Round(time.Second))
@@ -76,7 +86,7 @@ func (r *runner) load(ctx context.Context, ns string, n int) error {
 		}
 	}
 	r.progress("    %d loaded in %s (%.0f/s, projected)", n, time.Since(start).Round(100*time.Millisecond), float64(n)/time.Since(start).Seconds())
-	return nil
+	return values, nil
 }
 
 // loadRetries is how many times a loader sends a write the server refused as

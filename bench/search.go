@@ -15,17 +15,24 @@ const searchTopK = 10
 // from the same ones.
 const queryPool = 200
 
-// search measures memory.search (barrier, query embedding, vector and lexical legs,
-// fusion, validation against the Postgres heads) in namespaces of each size, beside
+// search measures memory.search (barrier, query embedding, the four legs, fusion,
+// validation against the Postgres heads) in namespaces of each size on both paths
+// search can read: the process's in-process index (LOOM_SEARCH_INDEX=memory), beside a
+// bare in-process exact scan of the same vectors (the machine's limit), and, when the
+// target has one, a process reading ClickHouse (LOOM_SEARCH_INDEX=clickhouse), beside
 // the bare ClickHouse vector scan of the same rows.
 func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title: fmt.Sprintf("memory.search latency, top_k %d", searchTopK),
-		Baseline: fmt.Sprintf("the bare ClickHouse vector scan of the same rows: the dot product of every row of the namespace "+
-			"in loom.memory_embeddings with the query vector, top %d, without FINAL, filters or the other legs; "+
-			"query vectors are embedded before the clock starts", searchTopK),
+		Baseline: fmt.Sprintf("index cases: a bare in-process exact scan of the same vectors (float32 dot product of every "+
+			"vector of the namespace with the query, top %d, one goroutine per caller, no filters, no other legs, no HTTP); "+
+			"ClickHouse cases: the bare ClickHouse vector scan of the same rows (the dot product of every row of the namespace "+
+			"in loom.memory_embeddings, top %d, without FINAL, filters or the other legs); query vectors are embedded "+
+			"before the clock starts", searchTopK, searchTopK),
 		Notes: []string{"each namespace is loaded with memory.bulk_set in an append_only namespace (unjudged, which only speeds the load); " +
-			"queries are 4 words of the values' vocabulary, so the lexical legs find matches too"},
+			"queries are 4 words of the values' vocabulary, so the lexical legs find matches too",
+			"index: the process under test, LOOM_SEARCH_INDEX=memory (the default); ClickHouse: a second process on the same " +
+				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API"},
 	}
 	queries := make([]string, queryPool)
 	for i := range queries {
@@ -38,43 +45,122 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 	conn := r.t.Process.CH
 	scan := fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, conn.Caps.Dot("embedding"), searchTopK)
+	paths := []struct {
+		name string
+		api  *client.Client
+	}{{"index", r.api}}
+	if r.t.ClickHouseURL != "" {
+		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, struct {
+			name string
+			api  *client.Client
+		}{"ClickHouse", chAPI})
+	}
 	for _, size := range r.opts.SearchSizes {
 		ns := r.namespace("search", fmt.Sprint(size))
 		if err := r.appendOnly(ctx, ns); err != nil {
 			return nil, err
 		}
-		if err := r.load(ctx, ns, size); err != nil {
+		values, err := r.loadValues(ctx, ns, size)
+		if err != nil {
 			return nil, err
 		}
-		var warm *client.SearchAnswer
-		for _, q := range queries[:3] {
-			var err error
-			if warm, err = r.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK}); err != nil {
-				return nil, fmt.Errorf("warm-up search of %s: %w", ns, err)
-			}
+		bare, err := r.exactScanOf(ctx, values)
+		if err != nil {
+			return nil, err
 		}
-		if len(warm.Hits) == 0 {
-			return nil, fmt.Errorf("a search of %d memories found nothing: the scenario would measure empty answers", size)
+		for _, p := range paths {
+			var warm *client.SearchAnswer
+			for _, q := range queries[:3] {
+				var err error
+				if warm, err = p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK}); err != nil {
+					return nil, fmt.Errorf("warm-up search of %s (%s): %w", ns, p.name, err)
+				}
+			}
+			if len(warm.Hits) == 0 {
+				return nil, fmt.Errorf("a search of %d memories (%s) found nothing: the scenario would measure empty answers", size, p.name)
+			}
 		}
 		for _, conc := range r.levels(5) {
-			name := fmt.Sprintf("%d memories, concurrency=%d", size, conc)
-			rands := r.workerRands(conc)
-			loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-				q := queries[rands[w].IntN(len(queries))]
-				_, err := r.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
-				return err
-			})
-			if err != nil {
-				return nil, err
+			for _, p := range paths {
+				name := fmt.Sprintf("%d memories, concurrency=%d, %s", size, conc, p.name)
+				rands := r.workerRands(conc)
+				loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+					q := queries[rands[w].IntN(len(queries))]
+					_, err := p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
+					return err
+				})
+				if err != nil {
+					return nil, err
+				}
+				var base Sample
+				if p.name == "index" {
+					base, err = r.closedLoop(ctx, "bare in-process exact scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+						bare.top(vectors[rands[w].IntN(len(vectors))], searchTopK)
+						return nil
+					})
+				} else {
+					base, err = r.closedLoop(ctx, "bare ClickHouse vector scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+						return scanAll(ctx, conn, scan, vectors[rands[w].IntN(len(vectors))], r.t.Org, ns)
+					})
+				}
+				if err != nil {
+					return nil, err
+				}
+				res.compare(name, loom, base, "searches/s")
 			}
-			base, err := r.closedLoop(ctx, "bare vector scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-				return scanAll(ctx, conn, scan, vectors[rands[w].IntN(len(vectors))], r.t.Org, ns)
-			})
-			if err != nil {
-				return nil, err
-			}
-			res.compare(name, loom, base, "searches/s")
 		}
 	}
 	return res, nil
+}
+
+// exactScan is a namespace's vectors in one flat array: the bare in-process search.
+type exactScan struct {
+	dim  int
+	flat []float32
+}
+
+// exactScanOf embeds values as the process under test does and lays them out flat.
+func (r *runner) exactScanOf(ctx context.Context, values []string) (*exactScan, error) {
+	s := &exactScan{}
+	for from := 0; from < len(values); from += 1000 {
+		vs, err := r.t.Process.Embedder.Embed(ctx, values[from:min(from+1000, len(values))])
+		if err != nil {
+			return nil, fmt.Errorf("embed the loaded values: %w", err)
+		}
+		for _, v := range vs {
+			s.dim = len(v)
+			s.flat = append(s.flat, v...)
+		}
+	}
+	return s, nil
+}
+
+// top returns the indexes of the k vectors with the highest dot product with q.
+func (s *exactScan) top(q []float32, k int) []int {
+	best := make([]int, 0, k+1)
+	scores := make([]float32, 0, k+1)
+	for i := 0; i*s.dim < len(s.flat); i++ {
+		row := s.flat[i*s.dim : (i+1)*s.dim]
+		var dot float32
+		for j, x := range row {
+			dot += x * q[j]
+		}
+		if len(best) == k && dot <= scores[k-1] {
+			continue
+		}
+		at := len(best)
+		for at > 0 && scores[at-1] < dot {
+			at--
+		}
+		best = append(best[:at], append([]int{i}, best[at:]...)...)
+		scores = append(scores[:at], append([]float32{dot}, scores[at:]...)...)
+		if len(best) > k {
+			best, scores = best[:k], scores[:k]
+		}
+	}
+	return best
 }

@@ -139,10 +139,35 @@ type Health struct {
 		Version        string `json:"version"`
 		CosineDistance bool   `json:"cosine_distance"`
 	} `json:"clickhouse"`
-	Projection string          `json:"projection"`
-	Topic      string          `json:"topic"`
-	Postgres   *HealthPostgres `json:"postgres,omitempty"`
-	Lag        *HealthLag      `json:"lag,omitempty"`
+	Projection  string          `json:"projection"`
+	Topic       string          `json:"topic"`
+	SearchIndex string          `json:"search_index"` // memory or clickhouse (LOOM_SEARCH_INDEX)
+	Index       *HealthIndex    `json:"index,omitempty"`
+	Postgres    *HealthPostgres `json:"postgres,omitempty"`
+	Lag         *HealthLag      `json:"lag,omitempty"`
+}
+
+// HealthIndex is health's `index` object: the process's in-process search index, its
+// warm-up and what it holds.
+type HealthIndex struct {
+	Warm           bool      `json:"warm"`
+	TargetRecords  int64     `json:"target_records"`
+	AppliedRecords int64     `json:"applied_records"`
+	WarmPercent    float64   `json:"warm_percent"`
+	RecordsBehind  int64     `json:"records_behind"`
+	StartedAt      time.Time `json:"started_at"`
+	WarmAt         time.Time `json:"warm_at,omitzero"`
+	WarmSeconds    float64   `json:"warm_seconds,omitempty"`
+	Namespaces     int       `json:"namespaces"`
+	NamespacesHeld int       `json:"namespaces_held"`
+	Entries        int64     `json:"entries"`
+	Vectors        int64     `json:"vectors"`
+	Bytes          int64     `json:"bytes"`
+	BudgetBytes    int64     `json:"budget_bytes"`
+	Evicted        int64     `json:"evicted_namespaces"`
+	Undecodable    int64     `json:"undecodable_records"`
+	Unopenable     int64     `json:"unopenable_records"`
+	LastAppliedAgo float64   `json:"last_applied_seconds_ago,omitempty"`
 }
 
 // HealthPostgres is health's `postgres` object (include=postgres); Error when it could not be read.
@@ -185,6 +210,7 @@ type Ready struct {
 	Checks            struct {
 		Postgres   string `json:"postgres"`
 		ClickHouse string `json:"clickhouse"`
+		Index      string `json:"index,omitempty"` // "warm", or the search index's replay so far
 	} `json:"checks"`
 }
 

@@ -10,10 +10,11 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// A verdict read in ClickHouse can be wrong by the time the write commits: a peer
-// committed meanwhile is not among the rows it read. Admission closes that window
-// with generations. Before its peer read a write captures the namespace's projection
-// watermark (every revision at or below it is in ClickHouse). At its commit, under
+// A verdict read in the search index (or ClickHouse) can be wrong by the time the write
+// commits: a peer committed meanwhile is not among the rows it read. Admission closes
+// that window with generations. Before its peer read a write captures the namespace's
+// position in the process's index, or, when ClickHouse serves the read, the projection
+// watermark (every revision at or below it is in what the read sees). At its commit, under
 // the generation lock, the revisions committed after the capture (the gap) are
 // examined: what cannot be a peer is ruled out on what the commit holds; anything
 // else sends the write back to its verdict with those rows measured and added.
@@ -29,8 +30,11 @@ func newVectorCache() *lru.Cache[string, []float32] {
 func vectorKey(org, ns string, seq int64) string { return fmt.Sprintf("%s/%s/%d", org, ns, seq) }
 
 // vectorMargin is how far below the threshold a locally measured row must be to be
-// ruled out: ClickHouse stores the same vector, so this only absorbs rounding.
-const vectorMargin = 0.001
+// ruled out: a peer read would measure the same row differently by as much. ClickHouse
+// stores the same float32 vector (rounding only); the index stores int8 codes, whose
+// cosines are within 0.004 of the float32 one (internal/searchindex), so a row the gap
+// check rules out is one no peer read could have put over the threshold.
+const vectorMargin = 0.005
 
 // errGap sends a write back to its verdict: revisions in the gap may be peers.
 type errGap struct {

@@ -219,7 +219,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	if err != nil {
 		return false, 0, httperr.Store("reading the batch's heads and policy", err)
 	}
-	gapFrom = max(gapFrom, st.watermark)
+	gapFrom = max(gapFrom, st.capture)
 	rules := s.rulesOf(st.policy)
 	b.ans.SkippedPinned, b.ans.SkippedLocked, b.ans.SkippedUnchanged, b.ans.Blacklisted = []int{}, []int{}, []int{}, []int{}
 	var admitted []*entry
@@ -243,12 +243,15 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 		return false, 0, err
 	}
 	written, err := s.judgeBatch(ctx, b, admitted, st, rules, now)
+	if errors.Is(err, errPeersMoved) {
+		return false, gapFrom, nil
+	}
 	if err != nil {
 		return false, 0, err
 	}
 	rows, superseded := writeRows(b.opName(), written, rules.conflictPolicy(), now)
 	rows = append(rows, b.retirements(st, rows, now)...)
-	b.ans.Written, b.ans.Superseded = []bulkResult{}, append([]string{}, superseded...) // [] rather than null
+	b.ans.Written, b.ans.Superseded = []bulkResult{}, superseded
 	if len(rows) == 0 {
 		return true, 0, nil
 	}
@@ -305,13 +308,13 @@ func (b *bulkWrite) retirements(st *roundState, rows []*pending, now time.Time) 
 
 // judgeBatch judges the admitted entries in batch order: the first
 // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES that seek peers against the namespace's rows
-// read from ClickHouse, and every one against the rows holding its exact value, the
+// read from the index or ClickHouse, and every one against the rows holding its exact value, the
 // batch's earlier written entries and the gap rows measured. It returns the entries
 // that write; a merged or pinned one goes on the answer's lists.
 func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entry, st *roundState, r admissionRules, now time.Time) ([]*entry, error) {
-	external, err := s.namespacePeers(ctx, admitted, r, b.checkAll)
+	external, err := s.namespacePeers(ctx, admitted, r, b.checkAll, st.fromIndex)
 	if err != nil {
-		return nil, err
+		return nil, peerReadError("reading the batch's peers", err)
 	}
 	b.ans.Merged = []bulkResult{}
 	var written, earlier []*entry
@@ -341,7 +344,7 @@ func (s *Service) judgeBatch(ctx context.Context, b *bulkWrite, admitted []*entr
 
 // namespacePeers reads the namespace's peers of the first
 // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES entries that seek them, a few at a time.
-func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admissionRules, all bool) ([][]peer, error) {
+func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admissionRules, all, fromIndex bool) ([][]peer, error) {
 	out := make([][]peer, len(entries))
 	var mu sync.Mutex
 	var firstErr error
@@ -358,7 +361,7 @@ func (s *Service) namespacePeers(ctx context.Context, entries []*entry, r admiss
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ps, err := s.readPeers(ctx, e.peerQuery())
+			ps, err := s.readPeers(ctx, e.peerQuery(), fromIndex)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && firstErr == nil {

@@ -59,3 +59,13 @@ func peersUnavailable(doing string, err error) *httperr.Error {
 	}
 	return httperr.Store(doing, err)
 }
+
+// peerReadError maps a peer read's failure: errPeersMoved passes through (the round
+// goes again); ClickHouse that does not answer is the seeds' 503 PROJECTION_BEHIND
+// (peersUnavailable); a Postgres error reading the heads is the store's answer.
+func peerReadError(doing string, err error) error {
+	if errors.Is(err, errPeersMoved) {
+		return err
+	}
+	return peersUnavailable(doing, err)
+}

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -237,9 +238,13 @@ func (s *Service) fetchExisting(ctx context.Context, st *extractState) error {
 		return embedError("embedding the transcript", err)
 	}
 	q := peerQuery{id: st.identity, memoryType: st.memoryType(), vector: vs[0], readUserID: st.subjectUser()}
-	peers, err := s.readPeers(ctx, q)
+	peers, err := s.readPeers(ctx, q, s.indexed(st.identity.Org, st.identity.Namespace))
+	if errors.Is(err, errPeersMoved) {
+		// The index dropped the namespace since it was asked; no gap check hangs on it.
+		peers, err = s.readPeers(ctx, q, false)
+	}
 	if err != nil {
-		return err // readPeers' answer: 503 PROJECTION_BEHIND while ClickHouse does not answer
+		return peerReadError("reading the nearest memories", err)
 	}
 	for _, p := range peers {
 		st.existing = append(st.existing, p.row)

@@ -2,13 +2,14 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/loomplane/loom/internal/heads"
-	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // peerQuery is what a write's peer read is narrowed to.
@@ -19,15 +20,84 @@ type peerQuery struct {
 	readUserID string // a token bound to one user: peers are that user's rows, and pinned rows of anyone
 }
 
+// peerDoc is a search document a peer read found, before its head is checked.
+type peerDoc struct {
+	id     memrow.Identity
+	sha    string
+	cosine float64
+}
+
+// errPeersMoved sends a write to another round: the index dropped the namespace (past
+// its memory budget) between the round's capture and its peer read, so the capture
+// does not cover a read the ClickHouse path would now serve.
+var errPeersMoved = errors.New("the namespace's peers moved from the index to ClickHouse since the capture")
+
+// indexed reports whether the process's index serves the namespace's peer reads.
+func (s *Service) indexed(org, ns string) bool {
+	return s.index != nil && s.index.Held(searchindex.Space{Org: org, Namespace: ns})
+}
+
 // readPeers returns the rows of other keys nearest the write's value: read from the
-// search documents in ClickHouse (one statement, identity predicates in PREWHERE), then
-// checked against their Postgres heads, which are what the verdict judges. A document
-// whose head moved on is left out: the admission's gap check covers what moved.
-//
-// ClickHouse gets LOOM_CH_READ_DEADLINE_MS to answer; one that does not (down or
-// frozen) is answered as the seeds say of a semantic admission ClickHouse cannot
-// serve: 503 PROJECTION_BEHIND (peersUnavailable).
-func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
+// process's search index when the round captured its position (fromIndex), else from
+// the search documents in ClickHouse, then checked against their Postgres heads, which
+// are what the verdict judges. A document whose head moved on is left out: the
+// admission's gap check covers what moved.
+func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([]peer, error) {
+	var docs []peerDoc
+	var err error
+	if fromIndex {
+		docs, err = s.indexPeers(q)
+	} else {
+		docs, err = s.clickhousePeers(ctx, q)
+	}
+	if err != nil || len(docs) == 0 {
+		return nil, err
+	}
+	ids := make([]memrow.Identity, len(docs))
+	for i, d := range docs {
+		ids[i] = d.id
+	}
+	current, err := heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var out []peer
+	for _, d := range docs {
+		h := current[heads.IdentityKey(d.id)]
+		if h == nil || h.ContentSHA256 != d.sha || !isPeer(h, q, now) {
+			continue
+		}
+		out = append(out, peer{row: h, cosine: d.cosine})
+	}
+	return out, nil
+}
+
+// indexPeers is the peer read from the process's search index.
+func (s *Service) indexPeers(q peerQuery) ([]peerDoc, error) {
+	found, _, err := s.index.Peers(searchindex.Space{Org: q.id.Org, Namespace: q.id.Namespace}, searchindex.PeerQuery{
+		MemoryType: q.memoryType, MemoryKey: q.id.MemoryKey, ReadUserID: q.readUserID, Vector: q.vector,
+		Limit: s.cfg.PeerLimit, Now: s.now()})
+	if errors.Is(err, searchindex.ErrNotHeld) {
+		return nil, errPeersMoved
+	}
+	docs := make([]peerDoc, len(found))
+	for i, p := range found {
+		docs[i] = peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace, Agent: p.Agent, UserID: p.UserID,
+			SessionID: p.SessionID, MemoryKey: p.MemoryKey}, sha: p.ContentSHA256, cosine: p.Cosine}
+	}
+	return docs, err
+}
+
+// clickhousePeers is the peer read from memory_embeddings: one statement, identity
+// predicates in PREWHERE, within LOOM_CH_READ_DEADLINE_MS (one that does not answer
+// is 503 PROJECTION_BEHIND: peerReadError).
+func (s *Service) clickhousePeers(ctx context.Context, q peerQuery) ([]peerDoc, error) {
+	if s.cfg.PeerReadDeadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.PeerReadDeadline)
+		defer cancel()
+	}
 	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
 		"memory_key != ?"}
 	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.MemoryKey}
@@ -42,54 +112,20 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery) ([]peer, error) {
 		WHERE %s
 		ORDER BY cosine DESC
 		LIMIT ?`, s.ch.Caps.Dot("embedding"), strings.Join(where, " AND "))
-	docs, err := s.peerDocs(ctx, sql, args, q)
+	rows, err := s.ch.Query(s.ch.Ctx(ctx), sql, args...)
 	if err != nil {
-		return nil, peersUnavailable("reading the write's peers", err)
+		return nil, err
 	}
-	if len(docs) == 0 {
-		return nil, nil
-	}
-	ids := make([]memrow.Identity, len(docs))
-	for i, d := range docs {
-		ids[i] = d.id
-	}
-	current, err := heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
-	if err != nil {
-		return nil, httperr.Store("checking the write's peers against their heads", err)
-	}
-	now := s.now()
-	var out []peer
-	for _, d := range docs {
-		h := current[heads.IdentityKey(d.id)]
-		if h == nil || h.ContentSHA256 != d.sha || !isPeer(h, q, now) {
-			continue
-		}
-		out = append(out, peer{row: h, cosine: d.cosine})
-	}
-	return out, nil
-}
-
-// peerDoc is a search document a peer read found.
-type peerDoc struct {
-	id     memrow.Identity
-	sha    string
-	cosine float64
-}
-
-// peerDocs runs the peer read's statement within LOOM_CH_READ_DEADLINE_MS.
-func (s *Service) peerDocs(ctx context.Context, sql string, args []any, q peerQuery) ([]peerDoc, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.PeerReadDeadline)
-	defer cancel()
+	defer rows.Close()
 	var docs []peerDoc
-	err := s.ch.Each(s.ch.Ctx(ctx), sql, args, func(scan func(...any) error) error {
+	for rows.Next() {
 		d := peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace}}
-		if err := scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
-			return err
+		if err := rows.Scan(&d.id.Agent, &d.id.UserID, &d.id.SessionID, &d.id.MemoryKey, &d.sha, &d.cosine); err != nil {
+			return nil, err
 		}
 		docs = append(docs, d)
-		return nil
-	})
-	return docs, err
+	}
+	return docs, rows.Err()
 }
 
 // isPeer is the peer rule, applied to a head: a served row of the same type under

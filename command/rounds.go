@@ -10,6 +10,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/searchindex"
 	"github.com/loomplane/loom/internal/text"
 )
 
@@ -48,14 +49,23 @@ func (s *Service) admitRounds(round func(gapFrom int64) (done bool, next int64, 
 // policy, the heads of the round's keys under every identity, the heads that hold one
 // of its exact values, and the capture its peer reads are covered by.
 type roundState struct {
-	policy    *policy
-	keyHeads  map[string][]*memrow.Row // by memory_key
-	bySHA     map[string][]*memrow.Row // by content_sha256
-	watermark int64                    // every revision at or below it is in ClickHouse
+	policy   *policy
+	keyHeads map[string][]*memrow.Row // by memory_key
+	bySHA    map[string][]*memrow.Row // by content_sha256
+	// capture: every revision at or below it is in what the round's peer reads see. It
+	// is the process's index position when the index holds the namespace (fromIndex),
+	// else the serving projection's watermark (every revision at or below it is in
+	// ClickHouse).
+	capture   int64
+	fromIndex bool
 }
 
 func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string) (*roundState, error) {
 	st := &roundState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
+	// Read before the peer reads: the position only moves up, so it covers them.
+	if st.fromIndex = s.indexed(org, ns); st.fromIndex {
+		st.capture = s.index.Position(searchindex.Space{Org: org, Namespace: ns})
+	}
 	b := &pgx.Batch{}
 	finish := queuePolicy(b, org, ns)
 	var byKey, bySHA []*memrow.Row
@@ -63,7 +73,9 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 	if len(shas) > 0 {
 		queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
 	}
-	s.queueWatermark(b, org, ns, &st.watermark)
+	if !st.fromIndex {
+		s.queueWatermark(b, org, ns, &st.capture)
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -103,7 +115,7 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		return true, plan.gapFrom, nil
 	case errors.Is(err, errGapTooLarge):
 		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
-			"ClickHouse is too far behind the namespace to judge "+judging+"; retry", err)
+			"the search index (or ClickHouse) is too far behind the namespace to judge "+judging+"; retry", err)
 	case err != nil:
 		return false, 0, commitError(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // settings is what the write side reads: its section of loomd's configuration and
@@ -72,8 +73,11 @@ type Service struct {
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
 	faults   *Faults
-	writes   *metrics.CounterVec
-	latency  *metrics.HistogramVec
+	// index is the process's search index: the peer read and its capture when it holds
+	// the namespace. nil: ClickHouse.
+	index   *searchindex.Index
+	writes  *metrics.CounterVec
+	latency *metrics.HistogramVec
 	// extractions counts the extraction workers' requests by outcome.
 	extractions *metrics.CounterVec
 }
@@ -87,6 +91,9 @@ func WithModels(p *llm.Provider) Option { return func(s *Service) { s.models = p
 
 // WithFaults breaks the write path where f says (tests).
 func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
+
+// WithSearchIndex reads peers from the process's search index (nil: from ClickHouse).
+func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
 
 // New returns the write side, configured by its section as it is.
 func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,

@@ -232,7 +232,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err != nil {
 		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}
-	gapFrom = max(gapFrom, st.watermark)
+	gapFrom = max(gapFrom, st.capture)
 	e := &entry{w: w, keyHeads: st.keyHeads[w.id.MemoryKey]}
 	e.head = headOf(e.keyHeads, w.id)
 	if err := w.overHead(e.head, now); err != nil {
@@ -247,7 +247,10 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
 		return nil, 0, err
 	}
-	peers, err := s.setPeers(ctx, e, rules)
+	peers, err := s.setPeers(ctx, e, rules, st.fromIndex)
+	if errors.Is(err, errPeersMoved) {
+		return nil, gapFrom, nil
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -283,16 +286,17 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 }
 
 // setPeers are the peers a write's verdict judges: the namespace's rows nearest its
-// value, read from ClickHouse, and the gap rows earlier rounds measured.
-func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules) ([]peer, error) {
+// value, read from the process's index (fromIndex) or ClickHouse, and the gap rows
+// earlier rounds measured.
+func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, fromIndex bool) ([]peer, error) {
 	if e.restatement {
 		return nil, nil
 	}
 	var peers []peer
 	if e.seeksPeers(r.conflictPolicy()) {
 		var err error
-		if peers, err = s.readPeers(ctx, e.peerQuery()); err != nil {
-			return nil, err
+		if peers, err = s.readPeers(ctx, e.peerQuery(), fromIndex); err != nil {
+			return nil, peerReadError("reading the write's peers", err)
 		}
 	}
 	return mergePeers(peers, e.w.absorbed), nil

@@ -10,15 +10,17 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/searchindex"
 	"github.com/loomplane/loom/internal/watermarks"
 )
 
-// Barrier makes a ClickHouse read wait until every revision committed before it began
-// is projected: it captures each namespace's generation, then waits (woken by the
-// projector's NOTIFY, with a bounded poll behind it) until the serving projection's
-// watermark reaches it, or answers 503 PROJECTION_BEHIND once the budget is spent.
-// Writes committed after the capture do not move it: it promises coverage through the
-// capture, not a snapshot across the two stores.
+// Barrier makes a read wait until every revision committed before it began is in the
+// read model it reads: it captures each namespace's generation, then waits until the
+// model has applied it, or answers 503 PROJECTION_BEHIND once the budget is spent. A
+// ClickHouse read waits (woken by the projector's NOTIFY, with a bounded poll behind it)
+// for the serving projection's watermark; a read of the process's search index waits in
+// process for the index's position. Writes committed after the capture do not move it:
+// it promises coverage through the capture, not a snapshot across the two stores.
 type Barrier struct {
 	pool       *pgxpool.Pool
 	projection string
@@ -34,16 +36,20 @@ func NewBarrier(pool *pgxpool.Pool, projection string, budget time.Duration, wak
 }
 
 // BehindError is a barrier whose budget ran out before the serving projection's
-// watermark reached a namespace's captured generation: a retryable 503
-// PROJECTION_BEHIND at the edge.
+// watermark (or the search index's position) reached a namespace's captured
+// generation: a retryable 503 PROJECTION_BEHIND at the edge.
 type BehindError struct {
 	Namespace  string
 	Generation int64 // the namespace's generation the read captured
-	Watermark  int64 // how far the projection had come
+	Watermark  int64 // how far the projection (or the index) had come
 	Budget     time.Duration
+	Index      bool // the read waited for the process's search index
 }
 
 func (e *BehindError) Error() string {
+	if e.Index {
+		return fmt.Sprintf("the search index of this process has not caught up with namespace %s within %s", e.Namespace, e.Budget)
+	}
 	return fmt.Sprintf("ClickHouse has not caught up with namespace %s within %s", e.Namespace, e.Budget)
 }
 
@@ -54,28 +60,78 @@ type Passed struct {
 }
 
 // Wait captures the namespaces' generations and waits for the watermark to reach them,
-// within one budget for all of them together, the capture included: past it, it
-// returns a *BehindError, or a retryable POSTGRES_UNAVAILABLE when Postgres did not
-// answer the capture or the first look at the watermarks.
+// within one budget for all of them together; past it, it returns a *BehindError.
 func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Passed, error) {
+	return b.WaitIndexed(ctx, org, namespaces, nil, nil)
+}
+
+// WaitIndexed is Wait for a read that reads the namespaces indexed names from the
+// process's search index x: those wait in process until the index has applied their
+// generation, the others for the watermark, all within the one budget.
+func (b *Barrier) WaitIndexed(ctx context.Context, org string, namespaces []string, x *searchindex.Index, indexed func(ns string) bool) (Passed, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, b.budget)
-	defer cancel()
+	deadline := start.Add(b.budget)
 	passed := Passed{Generations: map[string]int64{}}
-	gens, err := generations.ReadMany(ctx, b.pool, org, namespaces)
+	// The budget covers the capture too: a Postgres that does not answer it is a
+	// retryable 503 within the budget, not a wait as long as it is frozen.
+	cctx, ccancel := context.WithDeadline(ctx, deadline)
+	gens, err := generations.ReadMany(cctx, b.pool, org, namespaces)
+	ccancel()
 	if err != nil {
 		return passed, httperr.Store("capturing namespace generations", err)
 	}
 	passed.Generations = gens
+	projected := map[string]int64{}
+	for ns, gen := range gens {
+		if x == nil || !indexed(ns) {
+			projected[ns] = gen
+			continue
+		}
+		if err := b.waitIndex(ctx, x, searchindex.Space{Org: org, Namespace: ns}, gen, deadline); err != nil {
+			return passed, err
+		}
+	}
+	if err := b.WaitProjected(ctx, org, projected, deadline); err != nil {
+		return passed, err
+	}
+	passed.WaitedMS = time.Since(start).Milliseconds()
+	return passed, nil
+}
+
+// waitIndex waits until the index's position of sp reaches gen, or deadline passes.
+func (b *Barrier) waitIndex(ctx context.Context, x *searchindex.Index, sp searchindex.Space, gen int64, deadline time.Time) error {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := x.WaitFor(wctx, sp, gen); err != nil {
+		if ctx.Err() != nil {
+			return httperr.Store("waiting at the barrier", ctx.Err())
+		}
+		return &BehindError{Namespace: sp.Namespace, Generation: gen, Watermark: x.Position(sp), Budget: b.budget, Index: true}
+	}
+	return nil
+}
+
+// WaitProjected waits until the serving projection's watermark reaches each
+// namespace's generation in gens, or deadline passes.
+func (b *Barrier) WaitProjected(ctx context.Context, org string, gens map[string]int64, deadline time.Time) error {
+	if len(gens) == 0 {
+		return nil
+	}
+	namespaces := make([]string, 0, len(gens))
+	for ns := range gens {
+		namespaces = append(namespaces, ns)
+	}
 	var marks map[string]int64
 	for {
 		wake := b.wake.C()
-		read, err := watermarks.ReadMany(ctx, b.pool, b.projection, org, namespaces)
+		rctx, rcancel := context.WithDeadline(ctx, deadline)
+		read, err := watermarks.ReadMany(rctx, b.pool, b.projection, org, namespaces)
+		rcancel()
 		switch {
 		case err == nil:
 			marks = read
-		case marks == nil || ctx.Err() == nil:
-			return passed, httperr.Store("reading projection watermarks", err)
+		case marks == nil || time.Now().Before(deadline):
+			return httperr.Store("reading projection watermarks", err)
 		}
 		// A look cut by the budget leaves the last one standing.
 		behind := ""
@@ -86,18 +142,23 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 			}
 		}
 		if behind == "" {
-			passed.WaitedMS = time.Since(start).Milliseconds()
-			return passed, nil
+			return nil
 		}
-		timer := time.NewTimer(b.poll)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
+		}
+		timer := time.NewTimer(min(left, b.poll))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
+			return httperr.Store("waiting at the barrier", ctx.Err())
 		case <-wake:
 		case <-timer.C:
 		}
 		timer.Stop()
-		if ctx.Err() != nil {
-			return passed, &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
-		}
 	}
 }
+
+// Budget is how long a read waits at the barrier.
+func (b *Barrier) Budget() time.Duration { return b.budget }

@@ -100,7 +100,7 @@ func (s *Service) readExtractions(ctx context.Context, f extractqueue.Filter) (*
 // done: its facts are not searchable yet.
 func (s *Service) pendingExtraction(ctx context.Context, org string, namespaces []string, userID string) (bool, error) {
 	if userID == noUser {
-		return false, nil
+		return false, nil // the token reads none of that user's rows, nor their requests
 	}
 	pending, err := extractqueue.Pending(ctx, s.pool, org, namespaces, userID)
 	if err != nil {

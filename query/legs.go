@@ -27,9 +27,8 @@ type filter struct {
 	withDeleted bool
 }
 
-// noUser is the user filter that matches no row: a token bound to one user asking
-// for another's. It holds a NUL, which no stored user_id can (and Postgres refuses as
-// a parameter: compare before sending it there).
+// noUser is the user filter of a token bound to one user asking for another: it
+// matches no row (and no text column holds a NUL).
 const noUser = "\x00none"
 
 // scopedUser is a filter's user_id under the token's read scope: a token bound to one

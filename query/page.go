@@ -56,8 +56,17 @@ func (s *Service) parkPool(ctx context.Context, plan *searchPlan, pool []*candid
 		return "", err
 	}
 	id := uuid.New()
-	_, err = s.pool.Exec(ctx, `INSERT INTO loom.search_pages (id, org, plan, pool, expires_at) VALUES ($1, $2, $3, $4, now() + $5::interval)`,
-		id, plan.f.org, planJSON, poolJSON, pageTTL.String())
+	// A parked pool is not worth a flush to disk (or the standby) on every search: lost
+	// in a crash, its next page answers that the token is unknown and the caller searches
+	// again. Measured: 7 ms of a 10k-memory search's p50 at concurrency 1.
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO loom.search_pages (id, org, plan, pool, expires_at) VALUES ($1, $2, $3, $4, now() + $5::interval)`,
+			id, plan.f.org, planJSON, poolJSON, pageTTL.String())
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("park the pool: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -91,6 +90,10 @@ type searchPlan struct {
 	terms      []string
 	vector     []float32
 	pool       int
+	// indexed are the namespaces whose legs read the process's search index (the others
+	// read ClickHouse); generations what the barrier captured.
+	indexed     map[string]bool
+	generations map[string]int64
 }
 
 // search is memory.search over the route's namespace ns and the request's others.
@@ -102,7 +105,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if plan.req.PageToken != "" {
 		return s.nextPage(ctx, p, plan)
 	}
-	passed, err := s.barrier.Wait(ctx, p.Org, plan.namespaces)
+	passed, err := s.waitForLegs(ctx, p.Org, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -257,46 +260,16 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if len(namespaces) == 0 {
 		return nil, nil
 	}
-	type job struct {
-		leg Leg
-		run func() ([]legHit, error)
-	}
-	var jobs []job
+	var jobs []legJob
 	for _, ns := range namespaces {
-		ns := ns
-		jobs = append(jobs,
-			job{LegVector, func() ([]legHit, error) { return s.vectorLeg(ctx, plan.f, ns, plan.vector, plan.pool) }},
-			job{LegChunk, func() ([]legHit, error) { return s.chunkLeg(ctx, plan.f, ns, plan.vector, plan.pool) }},
-			job{LegLexical, func() ([]legHit, error) { return s.lexicalLeg(ctx, plan.f, ns, plan.terms, plan.pool) }},
-			job{LegKey, func() ([]legHit, error) { return s.keyLeg(ctx, plan.f, ns, plan.req.Query, plan.terms, plan.pool) }},
-		)
+		jobs = append(jobs, s.legJobs(ctx, plan, ns)...)
 		if plan.req.Graph {
-			jobs = append(jobs, job{LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }})
+			jobs = append(jobs, oneLeg(LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }))
 		}
 	}
-	legs := map[Leg][]legHit{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hits, err := j.run()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%s leg: %w", j.leg, err)
-				}
-				return
-			}
-			legs[j.leg] = append(legs[j.leg], hits...)
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, chUnavailable("running the search legs", firstErr)
+	legs, err := runLegJobs(jobs)
+	if err != nil {
+		return nil, err
 	}
 	return fuse(legs, plan.mode(), s.cfg.Weights), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // settings is the read side's section of loomd's configuration, its leg weights as
@@ -30,24 +31,41 @@ type Service struct {
 	ch       *ch.Conn
 	barrier  *Barrier
 	embedder *cachedEmbedder
-	log      *slog.Logger
-	now      func() time.Time
+	// index is the process's search index: the vector, chunk, lexical and key legs of a
+	// namespace it holds read it. nil: ClickHouse serves every leg.
+	index *searchindex.Index
+	log   *slog.Logger
+	now   func() time.Time
 
 	searches     *metrics.CounterVec
 	searchTime   *metrics.Histogram
 	staleDropped *metrics.Counter
+	legReads     *metrics.CounterVec
 }
+
+// Option changes how New builds the read side.
+type Option func(*Service)
+
+// WithSearchIndex serves search's vector, chunk, lexical and key legs from the
+// process's search index, for the namespaces it holds (nil: from ClickHouse). The
+// barrier must wait on the same index (NewBarrier's WithIndex).
+func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
 
 // New returns the read side, configured by its section as it is; barrier must be
 // running its listener.
-func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger) *Service {
-	return &Service{
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
+	s := &Service{
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
+		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Register mounts the read routes; the process authenticates them (cmd/loomd/app).

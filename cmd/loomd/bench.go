@@ -96,31 +96,29 @@ func runBench(ctx context.Context, args []string) error {
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"
 	}
-	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, url, stop, err := serveOnLoopback(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer n.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	defer stop()
+	// The same searches answered from ClickHouse, by a second process on the same
+	// stores: the search scenario compares the two paths in one run.
+	chCfg := cfg
+	chCfg.Roles = config.Roles{config.RoleQuery}
+	chCfg.SearchIndex.Mode = config.SearchIndexClickHouse
+	chCfg.Boot.Migrate = false
+	_, chURL, stopCH, err := serveOnLoopback(ctx, chCfg)
 	if err != nil {
-		return fmt.Errorf("bench: listen on loopback: %w", err)
+		return fmt.Errorf("bench: the LOOM_SEARCH_INDEX=clickhouse process: %w", err)
 	}
-	serveCtx, stopServing := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- n.Run(serveCtx, ln) }()
-	defer func() {
-		stopServing()
-		if err := <-served; err != nil {
-			fmt.Fprintln(os.Stderr, "loomd bench: the process under test:", err)
-		}
-	}()
+	defer stopCH()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	token, _, err := n.Tokens.Create(tctx, auth.NewToken{Org: benchOrg, Role: auth.RoleAdmin, Name: "loomd bench"})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bench: create a token: %w", err)
 	}
-	report, runErr := bench.Run(ctx, bench.Target{Process: n, URL: "http://" + ln.Addr().String(), Token: token, Org: benchOrg}, opts)
+	report, runErr := bench.Run(ctx, bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg}, opts)
 	if report != nil {
 		if err := report.WriteMarkdown(os.Stdout); err != nil {
 			return fmt.Errorf("bench: write the report: %w", err)
@@ -132,6 +130,29 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	return runErr
+}
+
+// serveOnLoopback opens a process of cfg and serves its API on a loopback port until
+// stop is called.
+func serveOnLoopback(ctx context.Context, cfg config.Config) (n *app.Process, url string, stop func(), err error) {
+	if n, err = app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr)); err != nil {
+		return nil, "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		n.Close()
+		return nil, "", nil, fmt.Errorf("bench: listen on loopback: %w", err)
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- n.Run(serveCtx, ln) }()
+	return n, "http://" + ln.Addr().String(), func() {
+		stopServing()
+		if err := <-served; err != nil {
+			fmt.Fprintln(os.Stderr, "loomd bench: the process under test:", err)
+		}
+		n.Close()
+	}, nil
 }
 
 // writeReportJSON writes the report to a temporary file beside path and renames it,

@@ -36,8 +36,10 @@ type Config struct {
 	Query     Query
 	Relay     Relay
 	Projector Projector
-	LLM       LLM      // LOOM_LLM_*: the model provider
-	Adapters  Adapters // the MCP server and the mem0 facade
+	// SearchIndex is the in-process search index every command and query process holds.
+	SearchIndex SearchIndex
+	LLM         LLM      // LOOM_LLM_*: the model provider
+	Adapters    Adapters // the MCP server and the mem0 facade
 }
 
 // Boot is what a process does before it serves.
@@ -199,6 +201,36 @@ type Projector struct {
 	RepairInterval time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded failures are retried (0: never)
 }
 
+// SearchIndex is the in-process search index: one more projection of the topic, held
+// by every process that runs the command or the query role, read by search's vector,
+// chunk, lexical and key legs and by memory.set's peer read.
+type SearchIndex struct {
+	// Mode (LOOM_SEARCH_INDEX) is where those reads go: memory (the index) or
+	// clickhouse (the ClickHouse read models, as before the index).
+	Mode SearchIndexMode
+	// MaxBytes (LOOM_INDEX_MAX_BYTES) is the index's memory budget: past it the coldest
+	// namespaces are dropped from memory and served by the ClickHouse path. 0: none.
+	MaxBytes int64
+	// BatchRecords (LOOM_INDEX_BATCH_RECORDS) is how many records the follower applies
+	// at most per poll.
+	BatchRecords int
+	// FetchMaxWait (LOOM_INDEX_FETCH_MAX_WAIT_MS) is how long an idle fetch is held by
+	// the broker; a fetch answers as soon as a record arrives.
+	FetchMaxWait time.Duration
+	// GraphMin (LOOM_INDEX_GRAPH_MIN) is how many value vectors a namespace holds before
+	// it gets an approximate (HNSW) graph beside the exact scan.
+	GraphMin int
+}
+
+// SearchIndexMode is where search and the peer read find their rows.
+type SearchIndexMode string
+
+// Search index modes.
+const (
+	SearchIndexMemory     SearchIndexMode = "memory"
+	SearchIndexClickHouse SearchIndexMode = "clickhouse"
+)
+
 // Role is a part of Loom a process runs.
 type Role string
 
@@ -271,20 +303,21 @@ func Settings() []Setting {
 func load(env Lookup) (Config, []Setting, error) {
 	r := &reader{env: env}
 	c := Config{
-		Boot:       readBoot(r),
-		HTTP:       readHTTP(r),
-		Pipeline:   readPipeline(r),
-		PG:         readPG(r),
-		ClickHouse: readClickHouse(r),
-		Kafka:      readKafka(r),
-		Embedder:   readEmbedder(r),
-		Command:    readCommand(r),
-		Query:      readQuery(r),
-		Relay:      readRelay(r),
-		Projector:  readProjector(r),
-		LLM:        readLLM(r),
-		Adapters:   readAdapters(r),
-		LogLevel:   r.str("LOOM_LOG_LEVEL", "info"),
+		Boot:        readBoot(r),
+		HTTP:        readHTTP(r),
+		Pipeline:    readPipeline(r),
+		PG:          readPG(r),
+		ClickHouse:  readClickHouse(r),
+		Kafka:       readKafka(r),
+		Embedder:    readEmbedder(r),
+		Command:     readCommand(r),
+		Query:       readQuery(r),
+		Relay:       readRelay(r),
+		Projector:   readProjector(r),
+		SearchIndex: readSearchIndex(r),
+		LLM:         readLLM(r),
+		Adapters:    readAdapters(r),
+		LogLevel:    r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	roles, err := ParseRoles(r.str("LOOM_ROLES", AllRoles().String()))
 	if err != nil {
@@ -426,6 +459,16 @@ func readProjector(r *reader) Projector {
 	}
 }
 
+func readSearchIndex(r *reader) SearchIndex {
+	return SearchIndex{
+		Mode:         SearchIndexMode(r.str("LOOM_SEARCH_INDEX", string(SearchIndexMemory))),
+		MaxBytes:     int64(r.int("LOOM_INDEX_MAX_BYTES", 0)),
+		BatchRecords: r.int("LOOM_INDEX_BATCH_RECORDS", 5000),
+		FetchMaxWait: r.ms("LOOM_INDEX_FETCH_MAX_WAIT_MS", 100),
+		GraphMin:     r.int("LOOM_INDEX_GRAPH_MIN", 20000),
+	}
+}
+
 // ParseRoles reads a comma-separated role list: unknown names are refused, "api"
 // stands for command and query, duplicates collapse, and the result is in AllRoles order.
 func ParseRoles(list string) (Roles, error) {
@@ -456,7 +499,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.LLM.Validate(), c.Adapters.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Adapters.Validate())
 }
 
 // Validate checks the listener.
@@ -596,6 +639,23 @@ func (p Projector) Validate() error {
 	}
 	if p.RepairInterval < 0 {
 		errs = append(errs, errors.New("LOOM_PROJECTOR_REPAIR_INTERVAL_MS must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the search index's settings.
+func (x SearchIndex) Validate() error {
+	var errs []error
+	switch x.Mode {
+	case SearchIndexMemory, SearchIndexClickHouse:
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_SEARCH_INDEX: unknown mode %q (memory, clickhouse)", x.Mode))
+	}
+	if x.MaxBytes < 0 {
+		errs = append(errs, errors.New("LOOM_INDEX_MAX_BYTES must not be negative"))
+	}
+	if x.BatchRecords < 1 || x.FetchMaxWait <= 0 || x.GraphMin < 1 {
+		errs = append(errs, errors.New("LOOM_INDEX_BATCH_RECORDS, LOOM_INDEX_FETCH_MAX_WAIT_MS and LOOM_INDEX_GRAPH_MIN must be positive"))
 	}
 	return errors.Join(errs...)
 }

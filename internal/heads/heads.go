@@ -67,10 +67,15 @@ func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Id
 	for i, id := range ids {
 		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
 	}
-	rows, err := q.Query(ctx, `SELECT m.row FROM loom.memory_current m
-		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
-		  ON m.agent = k.agent AND m.user_id = k.user_id AND m.session_id = k.session_id AND m.memory_key = k.memory_key
-		WHERE m.org = $1 AND m.namespace = $2`, org, namespace, agents, users, sessions, keys)
+	// One primary-key lookup per identity: as a plain join the planner may read the whole
+	// namespace's heads and hash them (measured: 47 ms at 10k heads for 10 identities,
+	// against well under 1 ms); the LIMIT keeps the lateral subquery from being flattened
+	// into that join.
+	rows, err := q.Query(ctx, `SELECT m.row
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+		CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
+			  AND c.session_id = k.session_id AND c.memory_key = k.memory_key LIMIT 1) m`, org, namespace, agents, users, sessions, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read heads: %w", err)
 	}

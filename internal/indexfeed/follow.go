@@ -193,6 +193,9 @@ func (f *Follower) applyWithRetry(ctx context.Context, recs []*kgo.Record) error
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		wait := bo.NextBackOff()
 		f.log.Warn("index follower: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
 		select {
@@ -205,47 +208,21 @@ func (f *Follower) applyWithRetry(ctx context.Context, recs []*kgo.Record) error
 
 // apply decodes a batch, opens its revisions and applies it to the index.
 func (f *Follower) apply(ctx context.Context, recs []*kgo.Record) error {
-	var undecodable int64
-	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
-		undecodable++
+	batch := decodeBatch(recs, func(r *kgo.Record, err error) {
 		f.log.Error("index follower: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
 	})
-	var envs []*events.Envelope
-	for _, d := range decoded {
-		if d.Kind == revisions.Revision {
-			envs = append(envs, d.Env)
-		}
-	}
-	content := map[string]*events.Content{}
-	var keyless, unopenable int64
-	if len(envs) > 0 {
-		keys, err := revisions.FetchKeys(ctx, f.keys, envs)
-		if err != nil {
+	var keys map[string][]byte
+	if len(batch.revisions) > 0 {
+		var err error
+		if keys, err = revisions.FetchKeys(ctx, f.keys, batch.revisions); err != nil {
 			return err
 		}
-		opened, bad, gone := revisions.Open(envs, keys)
-		for _, o := range opened {
-			content[o.Env.ID] = o.Content
-		}
-		for _, u := range bad {
-			// The projector holds the namespace behind such a record until its repair; the
-			// index serves nothing of it instead, so the namespace stays searchable.
-			f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
-		}
-		keyless, unopenable = int64(len(gone)), int64(len(bad))
 	}
-	bySpace := map[searchindex.Space][]searchindex.Record{}
-	var order []searchindex.Space
-	for _, d := range decoded {
-		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
-		if _, ok := bySpace[sp]; !ok {
-			order = append(order, sp)
-		}
-		bySpace[sp] = append(bySpace[sp], recordOf(d, content))
-	}
-	for _, sp := range order {
-		f.index.Apply(sp, bySpace[sp])
-	}
+	done := batch.applyTo(f.index, keys, func(u revisions.Unopened) {
+		// The projector holds the namespace behind such a record until its repair; the
+		// index serves nothing of it instead, so the namespace stays searchable.
+		f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
+	})
 	var evicted []searchindex.Space
 	if f.cfg.MaxBytes > 0 {
 		if evicted = f.index.Enforce(f.cfg.MaxBytes); len(evicted) > 0 {
@@ -253,12 +230,67 @@ func (f *Follower) apply(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	f.mu.Lock()
-	f.progress.Undecodable += undecodable
-	f.progress.Keyless += keyless
-	f.progress.Unopenable += unopenable
+	f.progress.Undecodable += batch.undecodable
+	f.progress.Keyless += done.keyless
+	f.progress.Unopenable += done.unopenable
 	f.progress.Evicted += int64(len(evicted))
 	f.mu.Unlock()
 	return nil
+}
+
+// batch is a poll's records decoded, with the revisions among them whose content the
+// keys open.
+type batch struct {
+	decoded     []revisions.Record
+	revisions   []*events.Envelope
+	undecodable int64
+}
+
+func decodeBatch(recs []*kgo.Record, undecodable func(*kgo.Record, error)) *batch {
+	b := &batch{}
+	b.decoded = revisions.Decode(recs, func(r *kgo.Record, err error) {
+		b.undecodable++
+		undecodable(r, err)
+	})
+	for _, d := range b.decoded {
+		if d.Kind == revisions.Revision {
+			b.revisions = append(b.revisions, d.Env)
+		}
+	}
+	return b
+}
+
+// applied is what applying a batch met: revisions whose key was gone, or did not open them.
+type applied struct{ keyless, unopenable int64 }
+
+// applyTo opens the batch's revisions with keys and applies the batch to the index,
+// namespace by namespace, in stream order.
+func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened func(revisions.Unopened)) applied {
+	content := map[string]*events.Content{}
+	var out applied
+	if len(b.revisions) > 0 {
+		opened, bad, gone := revisions.Open(b.revisions, keys)
+		for _, o := range opened {
+			content[o.Env.ID] = o.Content
+		}
+		for _, u := range bad {
+			unopened(u)
+		}
+		out.keyless, out.unopenable = int64(len(gone)), int64(len(bad))
+	}
+	bySpace := map[searchindex.Space][]searchindex.Record{}
+	var order []searchindex.Space
+	for _, d := range b.decoded {
+		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
+		if _, ok := bySpace[sp]; !ok {
+			order = append(order, sp)
+		}
+		bySpace[sp] = append(bySpace[sp], recordOf(d, content))
+	}
+	for _, sp := range order {
+		x.Apply(sp, bySpace[sp])
+	}
+	return out
 }
 
 // recordOf turns a decoded record into what the index applies; a revision without

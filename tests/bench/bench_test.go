@@ -13,7 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 )
 
-// Two scenarios at a tiny size run end to end: each measures Loom and its baseline,
+// Three scenarios at a tiny size run end to end: each measures Loom and its baseline,
 // reports a ratio, and the report renders as markdown and JSON. The figures are not
 // judged (this machine is shared); that they exist is.
 func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
@@ -23,14 +23,19 @@ func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, target, bench.Options{
-		Scenarios: []string{"lag", "get"}, Duration: 300 * time.Millisecond, Concurrency: []int{2},
+		Scenarios: []string{"lag", "get", "coldstart"}, Duration: 300 * time.Millisecond, Concurrency: []int{2},
 		GetRows: 20, Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
 	}
-	if len(rep.Scenarios) != 2 || rep.Scenarios[0].Name != "lag" || rep.Scenarios[1].Name != "get" {
+	if len(rep.Scenarios) != 3 || rep.Scenarios[0].Name != "lag" || rep.Scenarios[1].Name != "get" || rep.Scenarios[2].Name != "coldstart" {
 		t.Fatalf("scenarios: %+v", rep.Scenarios)
+	}
+	// The lag scenario watches the process's own index; cold start reports what a fresh
+	// one holds per memory.
+	if !hasRow(rep.Scenarios[0], "commit→index", "p99 ms") || !hasRow(rep.Scenarios[2], "fresh index", "bytes/memory (estimate)") {
+		t.Fatalf("the index rows are missing: %+v %+v", rep.Scenarios[0].Rows, rep.Scenarios[2].Rows)
 	}
 	for _, s := range rep.Scenarios {
 		ratios := 0
@@ -63,9 +68,19 @@ func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back bench.Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Scenarios) != 2 || back.Machine.Cores == 0 {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Scenarios) != 3 || back.Machine.Cores == 0 {
 		t.Fatalf("JSON does not read back (%v): %s", err, js.String())
 	}
+}
+
+// hasRow says whether s has a row of metric whose case names what, with a figure.
+func hasRow(s *bench.ScenarioResult, what, metric string) bool {
+	for _, row := range s.Rows {
+		if strings.Contains(row.Case, what) && row.Metric == metric && row.Loom > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // The extract scenario runs memory.set_from_messages against the scripted provider and

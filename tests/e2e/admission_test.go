@@ -20,9 +20,14 @@ import (
 // or duplicate, none lost and none a second live copy. Run 20 times.
 func TestSemanticAdmission(t *testing.T) {
 	// Two API processes: a writer meets the other process's commits in its gap without
-	// their vectors, and measures them by embedding their text again.
+	// their vectors, and measures them by embedding their text again. Each process
+	// reads peers from its own search index (LOOM_SEARCH_INDEX=memory, the default) and
+	// captures the index's position for the gap check.
 	n, url := env.API(t, nil)
-	_, url2 := env.API(t, nil)
+	n2, url2 := env.API(t, nil)
+	if n.Index() == nil || n2.Index() == nil {
+		t.Fatal("the API processes hold no search index: admission would be tested on the ClickHouse path")
+	}
 	token := env.Token(t, n, auth.NewToken{Org: "acme"})
 	clients := []*client.Client{testenv.NewClient(url, token).Typed(t), testenv.NewClient(url2, token).Typed(t)}
 	pool := env.PG(t)

@@ -435,7 +435,8 @@ func TestErasureRaceWithWriters(t *testing.T) {
 	}
 	t.Logf("writers' answers: %v; fence %d", total, fence)
 	completed(t, view)
-	hits(t, c.Search(t, ns, "writer wrote value", 3)) // the barrier: ClickHouse holds every commit
+	hits(t, c.Search(t, ns, "writer wrote value", 3))
+	testenv.WaitProjected(t, pool, "main", org, ns) // ClickHouse holds every commit
 	for table, n := range testenv.ScopeRows(t, pool, conn, org, ns, alice, fence-1) {
 		if n != 0 {
 			t.Errorf("%s holds %d rows of alice's from before the fence %d", table, n, fence)
@@ -474,6 +475,7 @@ func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
 	v3 := c.Put(t, ns, "vault", map[string]any{"value": "the vault code was changed", "pin": true, "tags": []string{}}).JSON(t)
 	// The versions are in ClickHouse before they are redacted: the projector scrubs them there.
 	hits(t, c.Search(t, ns, "vault code", 1))
+	testenv.WaitProjected(t, env.PG(t), "main", org, ns)
 	redact := func(key string, version any) *testenv.Response {
 		return c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/"+key+":redact", []byte(fmt.Sprintf(`{"version": %q}`, version)))
 	}

@@ -85,7 +85,10 @@ func TestMissingOrWrongTokenIs401(t *testing.T) {
 			}
 		})
 	}
-	// Health and metrics need no token.
+	// Health and metrics need no token (readiness waits for the search index to warm).
+	testenv.Eventually(t, 30*time.Second, "the process to be ready", func() bool {
+		return testenv.NewClient(url, "").Do(t, http.MethodGet, "/v1/health/ready", nil).Status == http.StatusOK
+	})
 	for _, path := range []string{"/v1/health", "/v1/health/ready", "/metrics"} {
 		if r := testenv.NewClient(url, "").Do(t, http.MethodGet, path, nil); r.Status != http.StatusOK {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)

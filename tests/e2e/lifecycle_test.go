@@ -14,7 +14,8 @@ import (
 // audit returns the audit_log ops of the namespace by seq, once the barrier covers them.
 func (e *phaseEnv) audit() map[int64]string {
 	e.t.Helper()
-	e.events() // waits at the barrier
+	e.events()
+	testenv.WaitProjected(e.t, env.PG(e.t), "main", e.org, e.ns)
 	conn := env.CH(e.t)
 	rows, err := conn.Query(context.Background(), `SELECT seq, op FROM loom.audit_log FINAL PREWHERE org = ? AND namespace = ?`, e.org, e.ns)
 	if err != nil {

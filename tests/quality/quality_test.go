@@ -123,10 +123,40 @@ var systems = []string{sysVector, sysLexical, sysKey, sysWeighted, sysRRF}
 
 var legOf = map[string]string{sysVector: "vector", sysLexical: "lexical", sysKey: "key"}
 
+// The suite runs on both paths search can read: the in-process index (the default)
+// and ClickHouse (LOOM_SEARCH_INDEX=clickhouse). RESULTS.md is the index path's, with
+// the two paths' figures side by side.
 func TestRetrievalQuality(t *testing.T) {
-	began := time.Now()
 	c := loadCorpus(t)
+	paths := []config.SearchIndexMode{config.SearchIndexMemory, config.SearchIndexClickHouse}
+	got := map[config.SearchIndexMode]results{}
+	for _, mode := range paths {
+		t.Run(string(mode), func(t *testing.T) { got[mode] = retrievalQuality(t, c, mode) })
+	}
+	if t.Failed() || len(got) != len(paths) {
+		return
+	}
+	var b strings.Builder
+	b.WriteString(got[config.SearchIndexMemory].markdown(len(c.Memories), len(c.Queries)))
+	fmt.Fprintf(&b, "\n## Both paths\n\nThe same corpus and queries with search's legs read from the in-process index "+
+		"(LOOM_SEARCH_INDEX=memory, the default; every figure above) and from ClickHouse (LOOM_SEARCH_INDEX=clickhouse):\n\n"+
+		"| system | recall@5 index | recall@5 ClickHouse | MRR@10 index | MRR@10 ClickHouse |\n|---|---:|---:|---:|---:|\n")
+	for _, sys := range systems {
+		m, ch := got[config.SearchIndexMemory].overall[sys], got[config.SearchIndexClickHouse].overall[sys]
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.3f | %.3f |\n", sys, m.recall5, ch.recall5, m.mrr, ch.mrr)
+	}
+	t.Log("\n" + b.String())
+	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
+		if err := os.WriteFile("RESULTS.md", []byte(b.String()), 0o644); err != nil {
+			t.Fatalf("write RESULTS.md: %v", err)
+		}
+	}
+}
+
+func retrievalQuality(t *testing.T, c corpusFile, mode config.SearchIndexMode) results {
+	began := time.Now()
 	n, url := env.API(t, func(cfg *config.Config) {
+		cfg.SearchIndex.Mode = mode
 		cfg.Query.TopKMax = allTopK
 		// The barrier budget covers the projection of the whole corpus on a loaded machine.
 		cfg.Query.ProjectionWait = 60 * time.Second
@@ -227,11 +257,6 @@ func TestRetrievalQuality(t *testing.T) {
 	t.Logf("wrote %d memories in %s, projected by %s, ran %d searches in %s",
 		written, wroteIn.Round(time.Millisecond), projectedIn.Round(time.Millisecond), 3*len(outcomes), searchedIn.Round(time.Millisecond))
 	t.Log("\n" + report)
-	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
-		if err := os.WriteFile("RESULTS.md", []byte(report), 0o644); err != nil {
-			t.Fatalf("write RESULTS.md: %v", err)
-		}
-	}
 
 	// Acceptance: fusion beats every single leg, and stays above the measured floor.
 	for _, fused := range []string{sysWeighted, sysRRF} {
@@ -247,6 +272,7 @@ func TestRetrievalQuality(t *testing.T) {
 	if got := r.overall[sysRRF].recall5; got < floorRRFRecall5 {
 		t.Errorf("fused rrf recall@5 %.3f is under its floor %.2f", got, floorRRFRecall5)
 	}
+	return r
 }
 
 func loadCorpus(t *testing.T) corpusFile {

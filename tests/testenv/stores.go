@@ -80,6 +80,17 @@ func Watermark(t testing.TB, pool *pgxpool.Pool, projection, org, ns string) int
 	return wm
 }
 
+// WaitProjected waits until the projection has written everything committed to the
+// namespace so far: a test that reads ClickHouse directly waits here, since a search
+// waits for the process's search index, not for ClickHouse.
+func WaitProjected(t testing.TB, pool *pgxpool.Pool, projection, org, ns string) {
+	t.Helper()
+	gen := Generation(t, pool, org, ns)
+	Eventually(t, time.Minute, "projection "+projection+" to reach "+org+"/"+ns+"'s generation", func() bool {
+		return Watermark(t, pool, projection, org, ns) >= gen
+	})
+}
+
 // CheckProjection asserts that ClickHouse holds exactly what the Postgres journal says
 // for a namespace, once each: every revision in memory_versions and audit_log, every
 // head in memory and memory_embeddings, and the projection's watermark at the

@@ -40,6 +40,11 @@ type Options struct {
 	SyncStandby bool
 	// Unmigrated leaves both stores empty: the suite's own processes migrate them.
 	Unmigrated bool
+	// ClickHouseSearch runs the suite's processes with LOOM_SEARCH_INDEX=clickhouse:
+	// their searches and peer reads read ClickHouse behind the projection's watermark,
+	// for suites that test the projection through them (a test opts back in to the
+	// index with its config mod).
+	ClickHouseSearch bool
 }
 
 // Start starts the stores and migrates them. A store that cannot start is an error:
@@ -61,6 +66,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	cfg.PG.PoolMax = 20
 	cfg.Projector.Interval = 50 * time.Millisecond
 	cfg.Relay.Poll = 200 * time.Millisecond
+	if opts.ClickHouseSearch {
+		cfg.SearchIndex.Mode = config.SearchIndexClickHouse
+	}
 	level := slog.LevelWarn
 	if os.Getenv("LOOM_TEST_LOG") != "" {
 		level = slog.LevelDebug

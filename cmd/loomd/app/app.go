@@ -64,6 +64,7 @@ type Process struct {
 	watermarkWake *pg.Listener
 	projector     *projector.Switch
 	migrations    *boot.Migrations
+	index         *searchIndex // nil: the process reads ClickHouse for search and peers
 }
 
 // Option changes how Open builds a process's roles.
@@ -152,13 +153,14 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
+	p.index = p.openIndex()
 	if cfg.Roles.Has(config.RoleCommand) {
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM))
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
-		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log)
+		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, query.WithSearchIndex(p.Index()))
 	}
 	p.HTTP = p.newHTTP()
 	ok = true
@@ -247,11 +249,14 @@ type work struct {
 	run  func(context.Context) error
 }
 
-// background lists the loops this process's roles run: the command role's sweeps and
-// erasure recovery (each every its interval, when it is positive), the relay, the
-// projector.
+// background lists the loops this process's roles run: the search index's follower,
+// the command role's sweeps and erasure recovery (each every its interval, when it is
+// positive), the relay, the projector.
 func (p *Process) background() []work {
 	var out []work
+	if p.index != nil {
+		out = append(out, work{"search index", p.runIndex})
+	}
 	if c := p.Command; c != nil {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
@@ -329,8 +334,11 @@ func (p *Process) pauseProjector(ctx context.Context, name string) (resume func(
 	return p.projector.Pause(ctx)
 }
 
-// Close releases the stores.
+// Close stops the index's graph builds and releases the stores.
 func (p *Process) Close() {
+	if p.index != nil {
+		p.index.index.Close()
+	}
 	if p.CH != nil {
 		p.CH.Close()
 	}

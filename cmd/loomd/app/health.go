@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -58,8 +59,13 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			"version":         p.CH.Caps.Version,
 			"cosine_distance": p.CH.Caps.CosineDistance,
 		},
-		"projection": p.Cfg.Pipeline.Projection,
-		"topic":      p.Cfg.Pipeline.Topic,
+		"projection":   p.Cfg.Pipeline.Projection,
+		"topic":        p.Cfg.Pipeline.Topic,
+		"search_index": p.Cfg.SearchIndex.Mode,
+	}
+	// The index's warm-up and holdings: until it is warm, searches wait at the barrier.
+	if h, ok := p.IndexHealth(); ok {
+		body["index"] = h
 	}
 	include := strings.Split(c.Query("include"), ",")
 	// One wait for everything the details read, so a frozen Postgres holds liveness
@@ -101,10 +107,11 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-// handleReady answers 200 only when both stores answer and every migration this build
-// carries is applied; a load balancer sends no traffic before that. Each store is
-// asked on its own, at once, within its own timeout: one that does not answer is the
-// one reported failing, never the other.
+// handleReady answers 200 only when both stores answer, every migration this build
+// carries is applied and the search index (when the process holds one) is warm; a load
+// balancer sends no traffic before that. Each store is asked on its own, at once,
+// within its own timeout: one that does not answer is the one reported failing, never
+// the other.
 func (p *Process) handleReady(c *fiber.Ctx) error {
 	var pgErr, chErr error
 	var wg sync.WaitGroup
@@ -128,6 +135,15 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 			checks[name], ready = err.Error(), false
 		} else {
 			checks[name] = "ok"
+		}
+	}
+	// A process warming its index would answer its searches and judge its writes behind:
+	// it takes traffic once it applied the topic as it stood at its start.
+	if h, ok := p.IndexHealth(); ok {
+		if h.Warm {
+			checks["index"] = "warm"
+		} else {
+			checks["index"], ready = fmt.Sprintf("warming: %d of %d records applied", h.Applied, h.Target), false
 		}
 	}
 	pending := p.migrations.Last()

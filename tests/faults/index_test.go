@@ -1,0 +1,66 @@
+package faults
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	typed "github.com/loomplane/loom/client"
+
+	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// On the index path a search waits for the process's own index, in process: with the
+// relay stopped no record reaches it, and a search of the last write answers a
+// retryable 503 PROJECTION_BEHIND naming the index's position once the wait is spent.
+// Once the relay runs, the write is found, though no projector of the process's
+// projection runs at all: the index needs none (history, which reads ClickHouse,
+// still waits for one).
+func TestIndexSearchWithTheRelayStoppedIsProjectionBehind(t *testing.T) {
+	p := projection(t)
+	const wait = 700 * time.Millisecond
+	c := client(t, func(cfg *config.Config) {
+		cfg.SearchIndex.Mode = config.SearchIndexMemory
+		cfg.Pipeline.Projection = p
+		cfg.Query.ProjectionWait = wait
+	})
+	ns := testenv.Unique(t, "idxbehind")
+	c.Set(t, ns, "k", "a fact the relay has not published")
+	ctx, tc := context.Background(), c.Typed(t)
+	search := typed.SearchRequest{Query: "a fact the relay has not published", TopK: 3}
+	start := time.Now()
+	_, err := tc.Search(ctx, ns, search)
+	waited := time.Since(start)
+	e, _ := typed.AsError(err)
+	if e == nil || e.Status != http.StatusServiceUnavailable || e.Code != typed.CodeProjectionBehind || !e.Retryable {
+		t.Fatalf("search with the relay stopped: %v", err)
+	}
+	if e.Namespace != ns || e.Generation != 1 || !strings.Contains(e.Message, "search index") {
+		t.Fatalf("PROJECTION_BEHIND envelope: %+v", e)
+	}
+	if waited < wait {
+		t.Fatalf("answered after %s, before the configured wait of %s", waited, wait)
+	}
+
+	env.Relay(t, relay.Faults{})
+	var found *typed.SearchAnswer
+	testenv.Eventually(t, 30*time.Second, "the index to apply the write", func() bool {
+		found, err = tc.Search(ctx, ns, search)
+		return !typed.IsCode(err, typed.CodeProjectionBehind)
+	})
+	if err != nil || len(found.Hits) != 1 || found.Hits[0].MemoryKey != "k" {
+		t.Fatalf("search once the relay runs: %v %+v", err, found)
+	}
+	// The same fact under another key is judged against it (peers from the index).
+	again, err := tc.Set(ctx, ns, "k2", typed.SetRequest{Value: "a fact the relay has not published"})
+	if err != nil || (again.Written && again.Verdict == "new") {
+		t.Fatalf("the same fact under another key: %+v %v", again, err)
+	}
+	if _, err := tc.History(ctx, ns, "k", typed.Identity{}); !typed.IsCode(err, typed.CodeProjectionBehind) {
+		t.Fatalf("history without a projector of %s: %v", p, err)
+	}
+}
