@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/url"
@@ -208,4 +209,31 @@ func (s *Service) handleExport(c *fiber.Ctx) error {
 		return envelope(err)
 	}
 	return s.sendStream(c, st, "erasure.export")
+}
+
+// sendStream answers st as the body, then ends it.
+func (s *Service) sendStream(c *fiber.Ctx, st *Stream, what string) error {
+	c.Set(fiber.HeaderContentType, "application/x-ndjson")
+	c.Set("X-Loom-Stream-Id", st.ID())
+	gz := acceptsGzip(c.Get(fiber.HeaderAcceptEncoding))
+	if gz {
+		c.Set(fiber.HeaderContentEncoding, "gzip")
+	}
+	c.Vary(fiber.HeaderAcceptEncoding)
+	conn := c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), snapshotDeadline)
+		defer cancel()
+		end, err := st.WriteOut(ctx, &deadlineWriter{w: w, conn: conn}, gz)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			s.log.Warn("a bulk read stopped before its end line", "what", what, "id", st.ID(), "err", err)
+			return
+		}
+		s.log.Info("bulk read sent", "what", what, "id", st.ID(), "rows", end.Rows)
+	})
+	return nil
 }
