@@ -14,6 +14,31 @@ type NamespaceConfig struct {
 	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day (nil:
 	// the server's LOOM_DEFAULT_DAILY_COST_CAP_USD).
 	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
+	// RetrievalDefaults are the namespace's search settings (schema RetrievalSettings).
+	RetrievalDefaults *RetrievalSettings `json:"retrieval_defaults,omitempty"`
+}
+
+// RetrievalSettings are search settings: a namespace's retrieval_defaults, or the
+// same fields of a SearchRequest over them. An unset field leaves the layer below.
+type RetrievalSettings struct {
+	Recipe          string            `json:"recipe,omitempty"` // default, precise, broad, recent
+	Legs            []string          `json:"legs,omitempty"`   // vector, lexical, key, graph
+	Weights         *RetrievalWeights `json:"weights,omitempty"`
+	Pool            int               `json:"pool,omitempty"`
+	MinScore        *float64          `json:"min_score,omitempty"`
+	MinDistinctness *float64          `json:"min_distinctness,omitempty"`
+	Grounding       string            `json:"grounding,omitempty"` // abstain, annotate, off
+	Rerank          *bool             `json:"rerank,omitempty"`
+	SubQueries      *bool             `json:"sub_queries,omitempty"`
+	Recency         *bool             `json:"recency,omitempty"`
+}
+
+// RetrievalWeights are weighted fusion's leg weights; a nil weight is not set.
+type RetrievalWeights struct {
+	Vector  *float64 `json:"vector,omitempty"`
+	Lexical *float64 `json:"lexical,omitempty"`
+	Key     *float64 `json:"key,omitempty"`
+	Graph   *float64 `json:"graph,omitempty"`
 }
 
 // TypeConfig is one memory type's configuration within a namespace.

@@ -133,6 +133,12 @@ func (c *Client) Search(ctx context.Context, ns string, req SearchRequest) (*Sea
 	return &a, c.into(ctx, k, &a)
 }
 
+// SearchTrace reads a kept search trace (memory.search_trace).
+func (c *Client) SearchTrace(ctx context.Context, traceID string) (*SearchTrace, error) {
+	var a SearchTrace
+	return &a, c.into(ctx, c.newCall(http.MethodGet, "/v1/search-traces/"+url.PathEscape(traceID), nil), &a)
+}
+
 // List reads one page of a namespace's memories (memory.list).
 func (c *Client) List(ctx context.Context, ns string, o ListOptions) (*ListAnswer, error) {
 	k := c.newCall(http.MethodGet, nsPath(ns)+"/memories", nil)

@@ -297,6 +297,18 @@ type SearchRequest struct {
 	Recency           bool      `json:"recency,omitempty"`
 	PageToken         string    `json:"page_token,omitempty"`
 	Graph             bool      `json:"graph,omitempty"`
+	// Retrieval settings over the namespace's retrieval_defaults.
+	Recipe          string            `json:"recipe,omitempty"`
+	Legs            []string          `json:"legs,omitempty"`
+	Weights         *RetrievalWeights `json:"weights,omitempty"`
+	Pool            int               `json:"pool,omitempty"`
+	MinScore        *float64          `json:"min_score,omitempty"`
+	MinDistinctness *float64          `json:"min_distinctness,omitempty"`
+	Grounding       string            `json:"grounding,omitempty"`
+	Rerank          *bool             `json:"rerank,omitempty"`
+	SubQueries      *bool             `json:"sub_queries,omitempty"`
+	// Trace keeps the search's full trace; the answer names it in TraceID.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Search verdicts: whether the hits are worth using.
@@ -304,6 +316,12 @@ const (
 	VerdictOK             = "ok"              // the best hit is relevant
 	VerdictNoMatch        = "no_match"        // no hit at all
 	VerdictBelowThreshold = "below_threshold" // hits, none relevant enough: abstain
+	// VerdictLowConfidence: the best hit does not stand out of the namespace's
+	// background (the near misses every query finds): abstain.
+	VerdictLowConfidence = "low_calibrated_confidence"
+	// VerdictUngrounded: the query names an identifier (a name, a code, a number, a
+	// quoted phrase) no hit holds, or asks about its entity what no hit states: abstain.
+	VerdictUngrounded = "ungrounded_identifier"
 )
 
 // SearchAnswer is what memory.search answers.
@@ -315,13 +333,116 @@ type SearchAnswer struct {
 	Namespaces    []string `json:"namespaces"`
 	NextPageToken string   `json:"next_page_token,omitempty"`
 	Barrier       Barrier  `json:"barrier"`
+	// RetrievalRisk is how likely the hits are not the answer, with its readings.
+	RetrievalRisk RetrievalRisk `json:"retrieval_risk"`
+	// Grounding is what identifier grounding found of the query's identifiers.
+	Grounding Grounding `json:"grounding"`
+	// Explain is how the search went: settings, plan, background, gates, reranker.
+	Explain *SearchExplain `json:"explain,omitempty"`
+	// TraceID names the kept trace (SearchTrace) when the request asked for one.
+	TraceID string `json:"trace_id,omitempty"`
 	// PendingExtraction: a deferred extraction of the search's scope is not done yet.
 	PendingExtraction bool `json:"pending_extraction"`
 }
 
 // Abstain reports whether the caller should answer "I don't know": no hit, or none
-// whose relevance clears the server's threshold.
+// the server's gates judge relevant (every verdict but ok).
 func (a *SearchAnswer) Abstain() bool { return a.Verdict != VerdictOK }
+
+// RetrievalRisk is a search's risk score in [0, 1] (about 0.5 at a gate's threshold),
+// its level (low, medium, high) and its components.
+type RetrievalRisk struct {
+	Score      float64 `json:"score"`
+	Level      string  `json:"level"`
+	Components struct {
+		Relevance          float64  `json:"relevance"`
+		Floor              float64  `json:"floor"`
+		Distinctness       *float64 `json:"distinctness"`
+		Calibration        string   `json:"calibration"` // pool, namespace or fallback
+		MissingIdentifiers []string `json:"missing_identifiers"`
+		AttributeMissing   bool     `json:"attribute_missing"`
+		Margin             float64  `json:"margin"`
+		StaleDropped       int      `json:"stale_dropped"`
+		RerankFailed       bool     `json:"rerank_failed"`
+	} `json:"components"`
+}
+
+// Grounding is what a search found of the identifiers its query names.
+type Grounding struct {
+	Setting     string              `json:"setting"`
+	Identifiers []QueryIdentifier   `json:"identifiers"`
+	Missing     []string            `json:"missing"`
+	Attribute   *AttributeGrounding `json:"attribute,omitempty"`
+}
+
+// QueryIdentifier is something a query names: kind name, code, number or quoted.
+type QueryIdentifier struct {
+	Text string `json:"text"`
+	Kind string `json:"kind"`
+}
+
+// AttributeGrounding is whether a hit naming the query's entity states what it asks.
+type AttributeGrounding struct {
+	Terms []string `json:"terms"`
+	Found bool     `json:"found"`
+}
+
+// SearchExplain is a search's explain block.
+type SearchExplain struct {
+	Settings   json.RawMessage `json:"settings"`
+	Plan       QueryPlan       `json:"plan"`
+	Background struct {
+		Source string  `json:"source"`
+		Rows   int     `json:"rows"`
+		Median float64 `json:"median"`
+		Spread float64 `json:"spread"`
+		Tenth  float64 `json:"tenth"`
+	} `json:"background"`
+	Gates  []Gate `json:"gates"`
+	Rerank struct {
+		Status   string `json:"status"` // off, reordered, kept, failed
+		Reranker string `json:"reranker,omitempty"`
+		Sent     int    `json:"sent"`
+		Pinned   int    `json:"pinned"`
+		Error    string `json:"error,omitempty"`
+		Millis   int64  `json:"ms"`
+	} `json:"rerank"`
+}
+
+// QueryPlan is what the planner read in the query.
+type QueryPlan struct {
+	Identifiers []QueryIdentifier `json:"identifiers"`
+	Entities    []string          `json:"entities"`
+	Dates       []struct {
+		Text     string    `json:"text"`
+		From     time.Time `json:"from"`
+		To       time.Time `json:"to"`
+		Relative bool      `json:"relative"`
+	} `json:"dates"`
+	Recency        bool     `json:"recency"`
+	Preference     bool     `json:"preference"`
+	Attribute      string   `json:"attribute,omitempty"`
+	SubQueries     []string `json:"sub_queries"`
+	AttributeTerms []string `json:"attribute_terms"`
+	DateTerms      []string `json:"date_terms"`
+}
+
+// Gate is one check of a search's verdict.
+type Gate struct {
+	Name      string  `json:"name"` // hits, floor, distinctness, grounding
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Passed    bool    `json:"passed"`
+	Source    string  `json:"source,omitempty"`
+}
+
+// SearchTrace is memory.search_trace's answer: the kept trace of one search.
+type SearchTrace struct {
+	TraceID   string          `json:"trace_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt time.Time       `json:"expires_at"`
+	Trace     json.RawMessage `json:"trace"`
+}
 
 // Hit is a search hit: the key's current head and what ranked it.
 type Hit struct {
@@ -337,6 +458,8 @@ type Scores struct {
 	LexicalCoverage float64  `json:"lexical_coverage"`
 	Key             float64  `json:"key"`
 	Graph           *float64 `json:"graph,omitempty"`
+	Date            *float64 `json:"date,omitempty"`   // 1 when the row states a date the query asks about
+	Rerank          *float64 `json:"rerank,omitempty"` // the reranker's score, when it scored the hit
 	Prior           float64  `json:"prior"`
 	Fused           float64  `json:"fused"`
 	Relevance       float64  `json:"relevance"`

@@ -169,9 +169,10 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		counts["loom.idempotency"] = tag.RowsAffected()
 		return nil
 	})
-	// Deferred extractions go with their sealed transcripts and keys: a request not yet
-	// extracted never is, and the topic's copy of it no longer opens.
-	for _, table := range []string{"loom.search_pages", "loom.extraction_requests"} {
+	// Parked pages and kept search traces name the scope's keys; deferred extractions go
+	// with their sealed transcripts and keys: a request not yet extracted never is, and
+	// the topic's copy of it no longer opens.
+	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests"} {
 		b.Queue(fmt.Sprintf(`%s DELETE FROM %s t USING p WHERE %s`, erasure.ScopeParams, table, scope[table]), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/retrieval"
 )
 
 // Conflict policies: what a namespace does with two statements of one fact.
@@ -52,6 +53,9 @@ type NamespaceConfig struct {
 	// Relations declares each predicate's cardinality, single or multi; a predicate
 	// not declared is multi, so no value of it ever closes another.
 	Relations map[string]string `json:"relations,omitempty"`
+	// RetrievalDefaults are the namespace's search settings (recipe, legs, weights,
+	// pool, floors); a request may override each within the same bounds.
+	RetrievalDefaults *retrieval.Settings `json:"retrieval_defaults,omitempty"`
 	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day
 	// (extraction, memory.ask, the conflict resolver); unset: LOOM_DEFAULT_DAILY_COST_CAP_USD.
 	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
@@ -89,6 +93,11 @@ func (c *NamespaceConfig) Validate() error {
 	}
 	if err := c.validateRelations(); err != nil {
 		return err
+	}
+	if c.RetrievalDefaults != nil {
+		if err := c.RetrievalDefaults.Validate("retrieval_defaults"); err != nil {
+			return err
+		}
 	}
 	for name, t := range c.Types {
 		if err := memrow.ValidateName("types", name); err != nil {

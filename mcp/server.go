@@ -41,8 +41,9 @@ func (i Implementation) sdk() *sdk.Implementation {
 
 const instructions = `Loom is your long-term memory. Write what is worth remembering with memory_set ` +
 	`(a namespace, a short stable key, and the value); look things up with memory_search before answering ` +
-	`from memory. When memory_search answers verdict "no_match" or "below_threshold", nothing stored is ` +
-	`relevant: say you do not know rather than use its hits. memory_get reads one key, memory_list a ` +
+	`from memory. When memory_search answers any verdict but "ok" (no_match, below_threshold, ` +
+	`low_calibrated_confidence, ungrounded_identifier), nothing stored is relevant: say you do not know ` +
+	`rather than use its hits. memory_get reads one key, memory_list a ` +
 	`namespace, memory_history every version of a key, memory_delete forgets a key. ` +
 	`memory_from_messages hands Loom a conversation to extract and write its durable facts.`
 

@@ -47,6 +47,18 @@ func searchSummary(a *client.SearchAnswer) string {
 	case client.VerdictBelowThreshold:
 		return fmt.Sprintf("verdict below_threshold: %d hits, none relevant enough (best relevance %.2f). Abstain: say you do not know.",
 			len(a.Hits), a.Hits[0].Scores.Relevance)
+	case client.VerdictLowConfidence:
+		return fmt.Sprintf("verdict low_calibrated_confidence: %d hits, the best no better than the near misses any query finds. "+
+			"Abstain: say you do not know.", len(a.Hits))
+	case client.VerdictUngrounded:
+		what := strings.Join(a.Grounding.Missing, ", ")
+		if what == "" {
+			what = "what the question asks about it"
+		}
+		return fmt.Sprintf("verdict ungrounded_identifier: no stored memory mentions %s. Abstain: say you do not know.", what)
+	}
+	if a.Abstain() {
+		return fmt.Sprintf("verdict %s: abstain, say you do not know.", a.Verdict)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "verdict ok: %d hits, best first:", len(a.Hits))

@@ -51,8 +51,10 @@ func addTools(s *sdk.Server, c *client.Client) {
 		name: "memory_search", title: "Search memories", readOnly: true,
 		description: "Search a namespace's memories by meaning and words, best first. Every write that answered before " +
 			"the search is searched. Check `verdict` before using the hits: `ok` means the best hit is relevant; " +
-			"`below_threshold` means there are hits but none is relevant enough, and `no_match` that nothing matched: " +
-			"in both cases answer that you do not know rather than use them. Each hit carries `score` and `scores` " +
+			"`no_match` that nothing matched, `below_threshold` that no hit is relevant enough, " +
+			"`low_calibrated_confidence` that the best hit is no better than the near misses, `ungrounded_identifier` " +
+			"that no hit holds a name, code or number the query names: in each case answer that you do not know rather " +
+			"than use them. `retrieval_risk` scores the same from 0 to 1. Each hit carries `score` and `scores` " +
 			"(vector, lexical, key, relevance).",
 		out: client.SearchAnswer{},
 		run: func(ctx context.Context, c *client.Client, in searchArgs) (any, string, error) {

@@ -48,11 +48,11 @@ func queryEntityNames(query string) []string {
 	return out
 }
 
-// graphLeg finds the rows holding facts or edges of the entities the query names and
-// of their neighbours one open edge away, and keeps those search serves under the
-// filter (their current search document holds the value that named them).
-func (s *Service) graphLeg(ctx context.Context, f filter, ns, query string, limit int) ([]legHit, error) {
-	names := queryEntityNames(query)
+// graphLeg finds the rows holding facts or edges of the named entities (the planner's,
+// or every run of the query's words) and of their neighbours one open edge away, and
+// keeps those search serves under the filter (their current search document holds
+// the value that named them).
+func (s *Service) graphLeg(ctx context.Context, f filter, ns string, names []string, limit int) ([]legHit, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}

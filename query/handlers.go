@@ -100,6 +100,10 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	return send(c)(ans, err)
 }
 
+func (s *Service) handleSearchTrace(c *fiber.Ctx) error {
+	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("trace_id")))
+}
+
 func (s *Service) handleGet(c *fiber.Ctx) error {
 	p, id, err := readKey(c)
 	if err != nil {

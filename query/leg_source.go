@@ -63,7 +63,7 @@ func (s *Service) waitForLegs(ctx context.Context, org string, plan *searchPlan)
 		return passed, err
 	}
 	plan.generations = passed.Generations
-	if plan.req.Graph && len(plan.indexed) > 0 {
+	if plan.settings.keeps(LegGraph) && len(plan.indexed) > 0 {
 		gens := map[string]int64{}
 		for ns := range plan.indexed {
 			gens[ns] = passed.Generations[ns]

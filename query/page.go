@@ -31,11 +31,12 @@ type parkedCandidate struct {
 
 // parkedPlan is what a next page needs of the search that parked it.
 type parkedPlan struct {
-	Request    searchRequest   `json:"request"`
-	Statuses   []memrow.Status `json:"statuses"`
-	UserID     string          `json:"user_id"`
-	Namespaces []string        `json:"namespaces"`
-	Offset     int             `json:"offset"`
+	Request    searchRequest     `json:"request"`
+	Statuses   []memrow.Status   `json:"statuses"`
+	UserID     string            `json:"user_id"`
+	Namespaces []string          `json:"namespaces"`
+	Offset     int               `json:"offset"`
+	Settings   retrievalSettings `json:"settings"`
 }
 
 // parkPool stores the ranked pool from next on, for the next page of the same ranking.
@@ -45,7 +46,8 @@ func (s *Service) parkPool(ctx context.Context, plan *searchPlan, pool []*candid
 		parked = append(parked, parkedCandidate{Identity: c.identity, SHA: c.contentSHA256, Type: c.memoryType, Scores: c.scores,
 			Coverage: c.coverage, Fused: c.fused, Relevance: c.relevance})
 	}
-	pp := parkedPlan{Request: *plan.req, Statuses: plan.f.statuses, UserID: plan.f.userID, Namespaces: plan.namespaces, Offset: next}
+	pp := parkedPlan{Request: *plan.req, Statuses: plan.f.statuses, UserID: plan.f.userID, Namespaces: plan.namespaces, Offset: next,
+		Settings: plan.settings}
 	pp.Request.PageToken = ""
 	planJSON, err := json.Marshal(pp)
 	if err != nil {
@@ -108,7 +110,8 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	}
 	req := pp.Request
 	req.TopK = plan.req.TopK
-	plan.req, plan.f.statuses, plan.namespaces = &req, pp.Statuses, pp.Namespaces
+	plan.req, plan.f.statuses, plan.namespaces, plan.settings = &req, pp.Statuses, pp.Namespaces, pp.Settings
+	plan.query, plan.trace = planQuery(req.Query, s.plannerNow()), nil
 	pool := make([]*candidate, len(parked))
 	for i, c := range parked {
 		pool[i] = &candidate{identity: c.Identity, contentSHA256: c.SHA, memoryType: c.Type, scores: c.Scores, coverage: c.Coverage,
@@ -122,27 +125,4 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 		ans.Verdict = VerdictNoMatch
 	}
 	return ans, nil
-}
-
-// publicNamespaces names the namespaces configured public: searched only when no
-// private namespace of the search has a hit above the floor.
-func (s *Service) publicNamespaces(ctx context.Context, org string, namespaces []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	if len(namespaces) < 2 {
-		return out, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT namespace FROM loom.namespaces WHERE org = $1 AND namespace = ANY($2) AND config->>'visibility' = 'public'`,
-		org, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ns string
-		if err := rows.Scan(&ns); err != nil {
-			return nil, err
-		}
-		out[ns] = true
-	}
-	return out, rows.Err()
 }

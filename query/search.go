@@ -2,15 +2,15 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/retrieval"
 	"github.com/loomplane/loom/internal/text"
 )
 
@@ -37,6 +37,19 @@ type searchRequest struct {
 	// Graph adds the graph leg: the rows naming the query's entities and their
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
+
+	// Retrieval settings over the namespace's retrieval_defaults (recipes.go).
+	Recipe          string             `json:"recipe"`
+	Legs            []string           `json:"legs"`
+	Weights         *retrieval.Weights `json:"weights"`
+	Pool            int                `json:"pool"`
+	MinScore        *float64           `json:"min_score"`
+	MinDistinctness *float64           `json:"min_distinctness"`
+	Grounding       string             `json:"grounding"`
+	Rerank          *bool              `json:"rerank"`
+	SubQueries      *bool              `json:"sub_queries"`
+	// Trace keeps the search's full trace for memory.search_trace (trace.go).
+	Trace bool `json:"trace"`
 }
 
 // hitView is one search hit with the scores that ranked it.
@@ -58,25 +71,37 @@ const (
 )
 
 type searchAnswer struct {
-	Hits          []hitView `json:"hits"`
-	Verdict       Verdict   `json:"verdict"`
-	StaleDropped  int       `json:"stale_dropped"`
-	Mode          Mode      `json:"mode"`
-	Barrier       Passed    `json:"barrier"`
-	NextPageToken string    `json:"next_page_token,omitempty"`
-	Namespaces    []string  `json:"namespaces"`
+	Hits          []hitView     `json:"hits"`
+	Verdict       Verdict       `json:"verdict"`
+	StaleDropped  int           `json:"stale_dropped"`
+	Mode          Mode          `json:"mode"`
+	Barrier       Passed        `json:"barrier"`
+	NextPageToken string        `json:"next_page_token,omitempty"`
+	Namespaces    []string      `json:"namespaces"`
+	RetrievalRisk retrievalRisk `json:"retrieval_risk"`
+	Grounding     grounding     `json:"grounding"`
+	Explain       *explain      `json:"explain,omitempty"`
+	TraceID       string        `json:"trace_id,omitempty"`
 	// PendingExtraction: a deferred extraction of the search's scope is not done yet,
 	// so facts it will write are not among the hits.
 	PendingExtraction bool `json:"pending_extraction"`
 }
 
-// Each leg ranks at least legPoolMin rows, and legPoolPerHit per hit asked for: a row
-// outside a leg's pool counts 0 for that leg, so a narrow pool loses rows two legs
-// would agree on (the quality suite measured 0.04 recall@5 lost at 50).
-const (
-	legPoolMin    = 200
-	legPoolPerHit = 10
-)
+// explain is how the search went: its settled settings, the plan, the background and
+// the verdict's gates, and what the reranker did.
+type explain struct {
+	Settings   retrievalSettings `json:"settings"`
+	Plan       queryPlan         `json:"plan"`
+	Background background        `json:"background"`
+	Gates      []gate            `json:"gates"`
+	Rerank     rerankOutcome     `json:"rerank"`
+}
+
+// Each leg ranks at least the settings' pool (LOOM_SEARCH_LEG_POOL), and
+// legPoolPerHit per hit asked for: a row outside a leg's pool counts 0 for that leg,
+// so a narrow pool loses rows two legs would agree on (the quality suite measured
+// 0.04 recall@5 lost at 50).
+const legPoolPerHit = 10
 
 // served statuses by default; include_superseded adds the retired ones.
 var defaultStatuses = []memrow.Status{memrow.StatusActive, memrow.StatusConflicted}
@@ -90,10 +115,29 @@ type searchPlan struct {
 	terms      []string
 	vector     []float32
 	pool       int
+	settings   retrievalSettings
+	query      queryPlan
+	whole      []*candidate // the whole query's pool: the background
+	trace      *searchTrace // nil unless the request keeps a trace
 	// indexed are the namespaces whose legs read the process's search index (the others
 	// read ClickHouse); generations what the barrier captured.
 	indexed     map[string]bool
 	generations map[string]int64
+}
+
+// recency reports whether the recency prior applies: asked, or the query's intent.
+func (p *searchPlan) recency() bool { return p.settings.Recency || p.query.Recency }
+
+// graphNames are the entity names the graph leg starts from: every run of the
+// query's words, and the planner's entities as they read without their possessives.
+func (p *searchPlan) graphNames() []string {
+	out := queryEntityNames(p.req.Query)
+	for _, e := range p.query.Entities {
+		if n := memrow.EntityName(e); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // search is memory.search over the route's namespace ns and the request's others.
@@ -109,12 +153,8 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
-	plan.vector, err = s.embedder.query(ctx, plan.req.Query)
-	if err != nil {
-		if errors.Is(err, embed.ErrEmbedderUnavailable) {
-			return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable; retry", err)
-		}
-		return nil, httperr.Store("embedding the query", err)
+	if plan.vector, err = s.embedQuery(ctx, plan.req.Query); err != nil {
+		return nil, err
 	}
 	// Private namespaces first; public ones only when no private hit clears the floor.
 	var private, public []string
@@ -125,18 +165,21 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 			private = append(private, ns)
 		}
 	}
-	pool, err := s.runLegs(ctx, plan, private)
+	pool, whole, err := s.rankPool(ctx, plan, private)
 	if err != nil {
 		return nil, err
 	}
 	if len(public) > 0 && (len(pool) == 0 || pool[0].relevance < s.cfg.MinScore) {
-		more, err := s.runLegs(ctx, plan, public)
+		more, moreWhole, err := s.rankPool(ctx, plan, public)
 		if err != nil {
 			return nil, err
 		}
 		pool = append(pool, more...)
+		whole = append(whole, moreWhole...)
 		sortPool(pool)
 	}
+	plan.whole = whole
+	plan.trace.fusion(pool)
 	ans := &searchAnswer{Barrier: passed, Mode: plan.mode(), Namespaces: plan.namespaces}
 	if err := s.servePage(ctx, plan, pool, 0, ans); err != nil {
 		return nil, err
@@ -228,12 +271,21 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
 	f.userID = scopedUser(p, f.userID)
-	public, err := s.publicNamespaces(ctx, p.Org, list)
+	public, defaults, err := s.namespaceSettings(ctx, p.Org, list)
 	if err != nil {
-		return nil, httperr.Store("reading namespace visibility", err)
+		return nil, httperr.Store("reading the namespaces' configuration", err)
 	}
-	return &searchPlan{req: req, f: f, namespaces: list, public: public, terms: dedupe(text.Terms(req.Query)),
-		pool: max(legPoolMin, req.TopK*legPoolPerHit)}, nil
+	settings, err := s.settleRetrieval(defaults, req)
+	if err != nil {
+		return nil, err
+	}
+	q := planQuery(req.Query, s.plannerNow())
+	plan := &searchPlan{req: req, f: f, namespaces: list, public: public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
+		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q}
+	if req.Trace {
+		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
+	}
+	return plan, nil
 }
 
 func (p *searchPlan) mode() Mode {
@@ -263,15 +315,21 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	var jobs []legJob
 	for _, ns := range namespaces {
 		jobs = append(jobs, s.legJobs(ctx, plan, ns)...)
-		if plan.req.Graph {
-			jobs = append(jobs, oneLeg(LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.req.Query, plan.pool) }))
+		if plan.settings.keeps(LegGraph) {
+			jobs = append(jobs, oneLeg(LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.graphNames(), plan.pool) }))
 		}
 	}
 	legs, err := runLegJobs(jobs)
 	if err != nil {
 		return nil, err
 	}
-	return fuse(legs, plan.mode(), s.cfg.Weights), nil
+	for leg := range legs {
+		if !plan.settings.keeps(leg) {
+			delete(legs, leg)
+		}
+	}
+	plan.trace.legs(plan.req.Query, legs)
+	return fuse(legs, plan.mode(), plan.settings.weights()), nil
 }
 
 // servePage validates the pool from offset on, one window at a time, until a page is
@@ -284,12 +342,8 @@ func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candi
 	}
 	s.staleDropped.Add(float64(stale))
 	ans.Hits, ans.StaleDropped = hits, stale
-	ans.Verdict = VerdictOK
-	switch {
-	case len(hits) == 0:
-		ans.Verdict = VerdictNoMatch
-	case offset == 0 && bestRelevance(hits) < s.cfg.MinScore:
-		ans.Verdict = VerdictBelowThreshold
+	if err := s.judge(ctx, plan, offset, ans); err != nil {
+		return err
 	}
 	if next < len(pool) && len(hits) > 0 {
 		token, err := s.parkPool(ctx, plan, pool, next)

@@ -36,10 +36,15 @@ type Service struct {
 	index *searchindex.Index
 	log   *slog.Logger
 	now   func() time.Time
+	// plannerNow is the clock relative times in queries are read against.
+	plannerNow   func() time.Time
+	reranker     Reranker
+	calibrations *calibrations
 
 	searches     *metrics.CounterVec
 	searchTime   *metrics.Histogram
 	staleDropped *metrics.Counter
+	reranks      *metrics.CounterVec
 	legReads     *metrics.CounterVec
 }
 
@@ -51,15 +56,25 @@ type Option func(*Service)
 // barrier must wait on the same index (NewBarrier's WithIndex).
 func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
 
+// WithReranker reranks searches that ask (or whose settings do) with r.
+func WithReranker(r Reranker) Option { return func(s *Service) { s.reranker = r } }
+
+// WithPlannerClock reads a query's relative times ("last week") against now.
+func WithPlannerClock(now func() time.Time) Option { return func(s *Service) { s.plannerNow = now } }
+
 // New returns the read side, configured by its section as it is; barrier must be
 // running its listener.
-func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
+func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, embedder embed.Embedder, reg *metrics.Registry, log *slog.Logger,
+	opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
+		plannerNow:   time.Now,
+		calibrations: newCalibrations(pool),
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
+		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
 		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
 	}
 	for _, o := range opts {
@@ -84,4 +99,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:bulkGet", s.handleBulkGet)
 	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
 	g.Get("/exports", s.handleExport)
+	g.Get("/search-traces/:trace_id", s.handleSearchTrace)
 }

@@ -9,6 +9,26 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+// headsOf reads the Postgres heads of candidates, by namespace and then
+// heads.IdentityKey.
+func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (map[string]map[string]*memrow.Row, error) {
+	byNS := map[string][]memrow.Identity{}
+	for _, c := range cands {
+		id := c.identity
+		id.Org = org
+		byNS[id.Namespace] = append(byNS[id.Namespace], id)
+	}
+	out := map[string]map[string]*memrow.Row{}
+	for ns, ids := range byNS {
+		hs, err := heads.Many(ctx, s.pool, org, ns, ids)
+		if err != nil {
+			return nil, err
+		}
+		out[ns] = hs
+	}
+	return out, nil
+}
+
 // validate serves the pool from offset on: a candidate is served only while its key's
 // Postgres head is live, searchable, of the candidate's type and content, and matches
 // the filters and the token's read scope; the value served is the head's. The first
@@ -23,35 +43,29 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 	for round := 0; round < 2 && len(hits) < topK && next < len(pool); round++ {
 		window := pool[next:min(next+topK-len(hits), len(pool))]
 		next += len(window)
-		byNS := map[string][]memrow.Identity{}
-		for _, c := range window {
-			id := c.identity
-			id.Org = plan.f.org
-			byNS[id.Namespace] = append(byNS[id.Namespace], id)
-		}
-		current := map[string]map[string]*memrow.Row{}
-		for ns, ids := range byNS {
-			hs, err := heads.Many(ctx, s.pool, plan.f.org, ns, ids)
-			if err != nil {
-				return nil, 0, 0, err
-			}
-			current[ns] = hs
+		current, err := s.headsOf(ctx, plan.f.org, window)
+		if err != nil {
+			return nil, 0, 0, err
 		}
 		for _, c := range window {
 			h := current[c.identity.Namespace][heads.IdentityKey(c.identity)]
 			if h == nil || h.ContentSHA256 != c.contentSHA256 || h.MemoryType != c.memoryType || !plan.serves(h, now) {
 				stale++
+				plan.trace.drop(c, dropReason(h, c))
 				continue
 			}
 			p := prior(priorInput{confidence: h.Confidence, reinforcement: h.ReinforcementCount, tagHits: overlap(plan.req.Tags, h.Tags),
-				updatedAt: h.UpdatedAt, recency: plan.req.Recency, now: now}, s.cfg.PriorCap)
+				updatedAt: h.UpdatedAt, recency: plan.recency(), now: now}, s.cfg.PriorCap)
 			score := c.fused * (1 + p)
 			hits = append(hits, hitView{memoryView: viewOf(h), Score: round6(score), Scores: map[string]float64{
 				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
 				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
-			if plan.req.Graph {
+			if plan.settings.keeps(LegGraph) {
 				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores[LegGraph])
+			}
+			if len(plan.query.Dates) > 0 {
+				hits[len(hits)-1].Scores[string(LegDate)] = c.scores[LegDate]
 			}
 		}
 	}
@@ -65,6 +79,19 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 		hits = []hitView{}
 	}
 	return hits, next, stale, nil
+}
+
+// dropReason says why validation dropped a candidate, for the trace.
+func dropReason(h *memrow.Row, c *candidate) string {
+	switch {
+	case h == nil:
+		return "gone"
+	case h.ContentSHA256 != c.contentSHA256:
+		return "content_changed"
+	case h.MemoryType != c.memoryType:
+		return "type_changed"
+	}
+	return "filtered"
 }
 
 // serves applies the search's filters and read scope to a head, the authority.

@@ -39,6 +39,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/graph/entities/{name}":  {"get"},
 	"/v1/memories/{memory_id}":                   {"get", "patch"},
 	"/v1/namespaces/{ns}/memories:search":        {"post"},
+	"/v1/search-traces/{trace_id}":               {"get"},
 	"/v1/namespaces/{ns}/memories:clear":         {"post"},
 	"/v1/namespaces/{ns}/memories:bulkSet":       {"post"},
 	"/v1/namespaces/{ns}/memories:sweepExpired":  {"post"},

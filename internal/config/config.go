@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -171,6 +172,27 @@ type Query struct {
 	// what a read does after the barrier's wait). They are no settings of their own:
 	// the wiring sets them from LOOM_PG_READ_DEADLINE_MS and LOOM_CH_READ_DEADLINE_MS.
 	PointReadDeadline, AfterBarrierDeadline time.Duration
+	Retrieval                               Retrieval
+}
+
+// Retrieval is how search plans, calibrates, grounds and reranks (the defaults a
+// namespace's retrieval_defaults and a request override).
+type Retrieval struct {
+	// AdaptiveThresholds (LOOM_ADAPTIVE_THRESHOLDS) judges the best hit against the
+	// background of the search's own pool (or its namespace's) instead of the scalar
+	// LOOM_MEMORY_SEARCH_MIN_SCORE, which stays the fallback.
+	AdaptiveThresholds bool
+	MinDistinctness    float64       // LOOM_SEARCH_MIN_DISTINCTNESS: background spreads the best hit must stand out by
+	Grounding          string        // LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING: abstain, annotate or off
+	SubQueries         bool          // LOOM_SEARCH_SUB_QUERIES: split multi-part questions
+	LegPool            int           // LOOM_SEARCH_LEG_POOL: rows each leg ranks at least
+	TraceTTL           time.Duration // LOOM_SEARCH_TRACE_TTL_S: how long a kept search trace is readable
+	Reranker           string        // LOOM_SEARCH_RERANKER: "" (none), llm or cross_encoder
+	RerankerURL        string        // LOOM_SEARCH_RERANKER_URL: the cross-encoder's rerank endpoint
+	RerankerModel      string        // LOOM_SEARCH_RERANKER_MODEL: the model asked ("" = LOOM_LLM_MODEL for llm)
+	RerankerAPIKey     string        // LOOM_SEARCH_RERANKER_API_KEY: the cross-encoder's bearer token
+	RerankBudget       time.Duration // LOOM_SEARCH_RERANK_BUDGET_MS: the reranker's time; past it the fused order stands
+	RerankDepth        int           // LOOM_SEARCH_RERANK_DEPTH: hits sent to the reranker at most
 }
 
 // Weights are weighted fusion's leg weights (LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL,
@@ -437,6 +459,20 @@ func readQuery(r *reader) Query {
 		},
 		EmbedCacheSize: r.int("LOOM_EMBEDDING_CACHE_SIZE", 4096),
 		EmbedCacheTTL:  r.seconds("LOOM_EMBEDDING_CACHE_TTL_S", 600),
+		Retrieval: Retrieval{
+			AdaptiveThresholds: r.bool("LOOM_ADAPTIVE_THRESHOLDS", true),
+			MinDistinctness:    r.float("LOOM_SEARCH_MIN_DISTINCTNESS", 1.25),
+			Grounding:          r.str("LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING", "abstain"),
+			SubQueries:         r.bool("LOOM_SEARCH_SUB_QUERIES", false),
+			LegPool:            r.int("LOOM_SEARCH_LEG_POOL", 200),
+			TraceTTL:           r.seconds("LOOM_SEARCH_TRACE_TTL_S", 900),
+			Reranker:           r.str("LOOM_SEARCH_RERANKER", ""),
+			RerankerURL:        r.str("LOOM_SEARCH_RERANKER_URL", ""),
+			RerankerModel:      r.str("LOOM_SEARCH_RERANKER_MODEL", ""),
+			RerankerAPIKey:     r.str("LOOM_SEARCH_RERANKER_API_KEY", ""),
+			RerankBudget:       r.ms("LOOM_SEARCH_RERANK_BUDGET_MS", 1500),
+			RerankDepth:        r.int("LOOM_SEARCH_RERANK_DEPTH", 20),
+		},
 	}
 }
 
@@ -616,6 +652,36 @@ func (q Query) Validate() error {
 	w := q.Weights
 	if w.Vector < 0 || w.Lexical < 0 || w.Key < 0 || w.Graph < 0 || w.Vector+w.Lexical+w.Key <= 0 {
 		errs = append(errs, errors.New("LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL and _KEY must be non-negative and not all zero"))
+	}
+	errs = append(errs, q.Retrieval.Validate())
+	return errors.Join(errs...)
+}
+
+// Validate checks the retrieval settings.
+func (r Retrieval) Validate() error {
+	var errs []error
+	if r.MinDistinctness < 0 || r.MinDistinctness > 10 {
+		errs = append(errs, errors.New("LOOM_SEARCH_MIN_DISTINCTNESS must be in [0, 10]"))
+	}
+	switch r.Grounding {
+	case "abstain", "annotate", "off":
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING: %q is not abstain, annotate or off", r.Grounding))
+	}
+	if r.LegPool < 10 || r.LegPool > 2000 {
+		errs = append(errs, errors.New("LOOM_SEARCH_LEG_POOL must be between 10 and 2000"))
+	}
+	if r.TraceTTL <= 0 || r.RerankBudget <= 0 || r.RerankDepth < 1 || r.RerankDepth > 100 {
+		errs = append(errs, errors.New("LOOM_SEARCH_TRACE_TTL_S and LOOM_SEARCH_RERANK_BUDGET_MS must be positive, LOOM_SEARCH_RERANK_DEPTH 1 to 100"))
+	}
+	switch r.Reranker {
+	case "", "llm":
+	case "cross_encoder":
+		if u, err := url.Parse(r.RerankerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("LOOM_SEARCH_RERANKER_URL: %q is not an http:// or https:// URL (required with LOOM_SEARCH_RERANKER=cross_encoder)", r.RerankerURL))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("LOOM_SEARCH_RERANKER: %q is not llm or cross_encoder", r.Reranker))
 	}
 	return errors.Join(errs...)
 }

@@ -74,6 +74,11 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
+		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
+			// A namespace's erasure takes every trace over the namespace, rows or not.
+			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, ''))))))`},
+		{Store: Postgres, Name: "loom.search_calibration", Class: NoMemoryContent, Why: "medians and spreads of search scores: numbers, per namespace and embedder"},
 		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
 			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
 			// Requests committed below the fence: the namespace's generation, read under its

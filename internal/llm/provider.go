@@ -35,10 +35,11 @@ const (
 	PurposeAsk              Purpose = "ask"               // memory.ask
 	PurposeEntityExtraction Purpose = "entity_extraction" // the entity extractor
 	PurposeEmbedding        Purpose = "embedding"         // Provider.Embed
+	PurposeRerank           Purpose = "rerank"            // memory.search's reranker (LOOM_SEARCH_RERANKER=llm)
 )
 
 func purposes() []Purpose {
-	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding}
+	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank}
 }
 
 // Bill names who pays for a call.

@@ -75,6 +75,12 @@ type options struct {
 	relayFaults     relay.Faults
 	projectorFaults projector.Faults
 	modelClock      func() time.Time
+	queryOptions    []query.Option
+}
+
+// WithQueryOptions builds the read side with these options (a test's planner clock).
+func WithQueryOptions(opts ...query.Option) Option {
+	return func(o *options) { o.queryOptions = append(o.queryOptions, opts...) }
 }
 
 // WithCommandFaults breaks the write path where f says (tests).
@@ -159,8 +165,17 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
+		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
+		if err != nil {
+			return nil, err
+		}
+		opts := p.opts.queryOptions
+		if reranker != nil {
+			opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
+		}
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
-		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, query.WithSearchIndex(p.Index()))
+		opts = append([]query.Option{query.WithSearchIndex(p.Index())}, opts...)
+		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
 	p.HTTP = p.newHTTP()
 	ok = true

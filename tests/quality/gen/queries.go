@@ -8,6 +8,10 @@ type q struct {
 	expected []string
 }
 
+// Clock is the time the suite's planner reads relative dates against ("next month"):
+// a temporal query's expected keys are right at this instant.
+const Clock = "2025-04-10T09:00:00Z"
+
 // Paraphrase queries ask for a fact in other words than the memory's own.
 var paraphraseQueries = []q{
 	{"Which colleague is allergic to nuts?", []string{"person.daniel-okafor.allergy"}},
@@ -102,10 +106,41 @@ var multiFactQueries = []q{
 	{"Aurora Seafood's account and the incident that delayed their excursion alerts", []string{"customer.aurora-seafood", "incident.inc-2401"}},
 	{"How should Data Science track its experiments?", []string{"decision.mlflow", "person.mei-lin-chua.experiments"}},
 	{"What is the Rotterdam office address, and can I bring my dog there?", []string{"office.rotterdam.address", "policy.pets-in-office"}},
+	{"Who leads Tundra and what is its next milestone?", []string{"project.tundra.lead", "project.tundra.deadline"}},
+	{"Where is the Porto office and is there parking?", []string{"office.porto.address", "office.porto.parking"}},
+	{"Who leads Mobile and when is their standup?", []string{"team.mobile.lead", "team.mobile.standup"}},
+	{"What does Bramblewood do and who leads it?", []string{"project.bramblewood.goal", "project.bramblewood.lead"}},
+	{"Which office is Wanjiru Kamau in and when did she join?", []string{"person.wanjiru-kamau.office", "person.wanjiru-kamau.start-date"}},
+	{"What is Halcyon's goal and how far along is it?", []string{"project.halcyon.goal", "project.halcyon.status"}},
+	{"Which channel does Finance use and when does the team meet?", []string{"team.finance.channel", "team.finance.standup"}},
+	{"Who leads the Legal team and how do I request a contract review?", []string{"team.legal.lead", "team.legal.channel"}},
+	{"What is Ostara and when is it due?", []string{"project.ostara.goal", "project.ostara.deadline"}},
+	{"Where is the Montréal office and how does parking work there?", []string{"office.montreal.address", "office.montreal.parking"}},
+}
+
+// Temporal queries ask by a date or a span of time, absolute or relative to Clock;
+// the answer states a date in it, in one of the corpus's four date formats.
+var temporalQueries = []q{
+	{"Who joined Tidewell in June 2021?", []string{"person.pieter-jansen.start-date"}},
+	{"Who started at Tidewell in March 2019?", []string{"person.ana-ribeiro.start-date"}},
+	{"Which colleague joined in September 2022?", []string{"person.leila-ahmadi.start-date"}},
+	{"Who joined the company in May 2020?", []string{"person.claire-dubois.start-date"}},
+	{"Who was hired in February 2023?", []string{"person.nadia-haddad.start-date"}},
+	{"Which projects are due in May 2025?", []string{"project.bramblewood.deadline", "project.mistral.deadline"}},
+	{"Which project deadline was in October 2024?", []string{"project.pemberton.deadline"}},
+	{"What is due next month?", []string{"project.bramblewood.deadline", "project.mistral.deadline"}},
+	{"Which project deadlines fall this month?", []string{"project.marigold.deadline", "project.cobblestone.deadline", "project.pelican.deadline"}},
+	{"Which project was due six months ago?", []string{"project.pemberton.deadline"}},
+	{"Which incident happened in September 2024?", []string{"incident.inc-2388"}},
+	{"Which project is due on 14 February 2025?", []string{"project.halcyon.deadline"}},
+	{"Who joined Tidewell in 2023?", []string{"person.musa-otieno.start-date", "person.nadia-haddad.start-date", "person.ingrid-solberg.start-date"}},
+	{"What went wrong in July 2024?", []string{"incident.inc-2356"}},
+	{"Which projects must be finished by the end of June 2025?", []string{"project.ostara.deadline", "project.ember.deadline"}},
 }
 
 // No-answer queries ask about what the corpus never mentions; some are near misses
-// (an office, a project or an incident that does not exist).
+// (an office, a project or an incident that does not exist). The general ones come
+// first; the three near-miss kinds after them have their own tables.
 var noAnswerQueries = []q{
 	{"What is Tidewell's stock ticker symbol?", nil},
 	{"Who won the table tennis tournament at the offsite?", nil},
@@ -129,21 +164,69 @@ var noAnswerQueries = []q{
 	{"How do I book the company ski chalet?", nil},
 }
 
+// Attribute queries ask about a person, team, project or office the corpus knows,
+// for something it never stored about them.
+var attributeQueries = []q{
+	{"What is Pieter Jansen's favourite football club?", nil},
+	{"How tall is Ethan Roy?", nil},
+	{"What car does Priya Natarajan drive?", nil},
+	{"When is Lotte de Vries's birthday?", nil},
+	{"Who is Daniel Okafor's dentist?", nil},
+	{"What is Wanjiru Kamau's salary?", nil},
+	{"What is the headcount of the Legal team?", nil},
+	{"What is Hollowmere's budget?", nil},
+	{"Which vegan restaurants are near the Kraków office?", nil},
+	{"How many desks does the Porto office have?", nil},
+}
+
+// Person queries ask about someone the corpus never mentions, some sharing a first
+// name or most of a surname with someone it does.
+var personQueries = []q{
+	{"Where does Marcus Feldman work?", nil},
+	{"Who does Priya Raman report to?", nil},
+	{"What is Sophie Laurent's role?", nil},
+	{"When did Kenji Watanabe join Tidewell?", nil},
+	{"Which team is Oliver Brandt on?", nil},
+	{"What languages does Lucia Moretti speak?", nil},
+	{"Is Tomasz Kowalski on call this week?", nil},
+	{"Who is Ana Silva's manager?", nil},
+	{"How do I reach Hugo Martins?", nil},
+	{"What does Nkechi Adebayo work on?", nil},
+}
+
+// Place queries ask about an office in a city the company has none in; the same fact
+// is stored for the offices it has.
+var placeQueries = []q{
+	{"What is the wifi password at the Madrid office?", nil},
+	{"Where do I park at the Warsaw office?", nil},
+	{"What is the address of the Toronto office?", nil},
+	{"How do I get a badge for the Dublin office?", nil},
+	{"When is lunch served in the Stockholm office?", nil},
+	{"Which meeting rooms does the Vienna office have?", nil},
+	{"What time does the Lyon office open?", nil},
+	{"Who runs the Zurich office?", nil},
+	{"Is there a canteen in the Prague office?", nil},
+	{"Can I bring my dog to the Oslo office?", nil},
+}
+
 func queries() []Query {
 	var out []Query
 	for _, group := range []struct {
-		category, prefix string
-		qs               []q
+		category, kind, prefix string
+		qs                     []q
 	}{
-		{Paraphrase, "para", paraphraseQueries}, {Keyword, "kw", keywordQueries}, {KeyName, "key", keyNameQueries},
-		{MultiFact, "multi", multiFactQueries}, {NoAnswer, "none", noAnswerQueries},
+		{Paraphrase, "", "para", paraphraseQueries}, {Keyword, "", "kw", keywordQueries}, {KeyName, "", "key", keyNameQueries},
+		{MultiFact, "", "multi", multiFactQueries}, {Temporal, "", "time", temporalQueries},
+		{NoAnswer, KindGeneral, "none", noAnswerQueries}, {NoAnswer, KindAttribute, "attr", attributeQueries},
+		{NoAnswer, KindPerson, "who", personQueries}, {NoAnswer, KindPlace, "where", placeQueries},
 	} {
 		for i, x := range group.qs {
 			exp := x.expected
 			if exp == nil {
 				exp = []string{}
 			}
-			out = append(out, Query{ID: fmt.Sprintf("%s-%02d", group.prefix, i+1), Category: group.category, Query: x.text, Expected: exp})
+			out = append(out, Query{ID: fmt.Sprintf("%s-%02d", group.prefix, i+1), Category: group.category, Kind: group.kind,
+				Query: x.text, Expected: exp})
 		}
 	}
 	return out

@@ -1,0 +1,213 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// searchTrace is memory.search_trace: everything one search did, kept when the
+// request asks (trace: true) and read back by id for LOOM_SEARCH_TRACE_TTL_S. It is
+// kept in Postgres (loom.search_traces), not in the process that ran the search, since
+// any query process may serve the read; it holds identities, scores and the query,
+// never a memory's value, and an erasure deletes the traces naming its scope.
+type searchTrace struct {
+	mu         sync.Mutex
+	Query      string            `json:"query"`
+	Namespaces []string          `json:"namespaces"`
+	Settings   retrievalSettings `json:"settings"`
+	Plan       queryPlan         `json:"plan"`
+	// Legs are each leg's pool, per query searched (the whole query, then each part).
+	Legs []traceLeg `json:"legs"`
+	// Fusion is the fused pool, best first, with every score that ranked it.
+	Fusion     []traceCandidate `json:"fusion"`
+	Background background       `json:"background"`
+	Drops      []traceDrop      `json:"validation_drops"`
+	Served     []traceCandidate `json:"served"`
+	Gates      []gate           `json:"gates"`
+	Grounding  grounding        `json:"grounding"`
+	Rerank     rerankOutcome    `json:"rerank"`
+	Verdict    Verdict          `json:"verdict"`
+}
+
+type traceLeg struct {
+	Query string     `json:"query"`
+	Leg   Leg        `json:"leg"`
+	Hits  []traceHit `json:"hits"`
+}
+
+type traceHit struct {
+	ID    memrow.Identity `json:"id"`
+	Score float64         `json:"score"`
+}
+
+type traceCandidate struct {
+	ID     memrow.Identity    `json:"id"`
+	Fused  float64            `json:"fused"`
+	Score  float64            `json:"score,omitempty"`
+	Scores map[string]float64 `json:"scores"`
+}
+
+type traceDrop struct {
+	ID     memrow.Identity `json:"id"`
+	Reason string          `json:"reason"` // gone, content_changed, type_changed, filtered
+}
+
+// maxTraceFusion bounds the fused pool a trace keeps.
+const maxTraceFusion = 500
+
+// The recording methods do nothing on a nil trace (a search that keeps none).
+
+func (t *searchTrace) legs(query string, legs map[Leg][]legHit) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make([]Leg, 0, len(legs))
+	for l := range legs {
+		names = append(names, l)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	for _, l := range names {
+		tl := traceLeg{Query: query, Leg: l, Hits: []traceHit{}}
+		for _, h := range legs[l] {
+			tl.Hits = append(tl.Hits, traceHit{ID: h.id, Score: round6(h.score)})
+		}
+		sort.SliceStable(tl.Hits, func(i, j int) bool { return tl.Hits[i].Score > tl.Hits[j].Score })
+		t.Legs = append(t.Legs, tl)
+	}
+}
+
+func (t *searchTrace) fusion(pool []*candidate) {
+	if t == nil {
+		return
+	}
+	t.Fusion = []traceCandidate{}
+	for _, c := range pool[:min(len(pool), maxTraceFusion)] {
+		sc := map[string]float64{"relevance": round6(c.relevance), "lexical_coverage": round6(c.coverage)}
+		for l, v := range c.scores {
+			sc[string(l)] = round6(v)
+		}
+		t.Fusion = append(t.Fusion, traceCandidate{ID: c.identity, Fused: round6(c.fused), Scores: sc})
+	}
+}
+
+func (t *searchTrace) drop(c *candidate, reason string) {
+	if t != nil {
+		t.Drops = append(t.Drops, traceDrop{ID: c.identity, Reason: reason})
+	}
+}
+
+func (t *searchTrace) served(hits []hitView) {
+	if t == nil {
+		return
+	}
+	t.Served = []traceCandidate{}
+	for _, h := range hits {
+		t.Served = append(t.Served, traceCandidate{ID: memrow.Identity{Namespace: h.Namespace, Agent: h.Agent, UserID: h.UserID,
+			SessionID: h.SessionID, MemoryKey: h.MemoryKey}, Fused: h.Scores["fused"], Score: h.Score, Scores: h.Scores})
+	}
+}
+
+// identities are the memory identities the trace names, in loom.search_pages's
+// shape, for an erasure's scope.
+func (t *searchTrace) identities() []map[string]memrow.Identity {
+	seen := map[memrow.Identity]bool{}
+	var out []map[string]memrow.Identity
+	add := func(id memrow.Identity) {
+		id.Org = ""
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, map[string]memrow.Identity{"id": id})
+		}
+	}
+	for _, l := range t.Legs {
+		for _, h := range l.Hits {
+			add(h.ID)
+		}
+	}
+	for _, list := range [][]traceCandidate{t.Fusion, t.Served} {
+		for _, c := range list {
+			add(c.ID)
+		}
+	}
+	for _, d := range t.Drops {
+		add(d.ID)
+	}
+	if out == nil {
+		out = []map[string]memrow.Identity{}
+	}
+	return out
+}
+
+// keepTrace stores a search's trace and answers its id; expired traces are deleted
+// in the same round trip.
+func (s *Service) keepTrace(ctx context.Context, org, userID string, t *searchTrace) (string, error) {
+	rows, err := json.Marshal(t.identities())
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	id := uuid.New()
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, rows, trace, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval)`, id, org, t.Namespaces, userID, rows, body, s.cfg.Retrieval.TraceTTL.String())
+	b.Queue(`DELETE FROM loom.search_traces WHERE ctid IN (SELECT ctid FROM loom.search_traces WHERE expires_at < now() LIMIT 100)`)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return "", fmt.Errorf("keep the search trace: %w", err)
+	}
+	return id.String(), nil
+}
+
+// traceAnswer is memory.search_trace's answer.
+type traceAnswer struct {
+	TraceID   string          `json:"trace_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt time.Time       `json:"expires_at"`
+	Trace     json.RawMessage `json:"trace"`
+}
+
+// searchTraceOf is memory.search_trace: a kept trace, to a token of its org that
+// reaches every namespace it searched, under the same read scope.
+func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID string) (*traceAnswer, error) {
+	id, err := uuid.Parse(traceID)
+	if err != nil {
+		return nil, httperr.NotFound("the search trace is unknown or expired")
+	}
+	var a traceAnswer
+	var namespaces []string
+	var userID string
+	err = s.pool.QueryRow(ctx, `SELECT namespaces, user_id, trace, created_at, expires_at FROM loom.search_traces
+		WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).Scan(&namespaces, &userID, &a.Trace, &a.CreatedAt, &a.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, httperr.NotFound("the search trace is unknown or expired")
+	}
+	if err != nil {
+		return nil, httperr.Store("reading the search trace", err)
+	}
+	if scopedUser(p, userID) != userID {
+		return nil, httperr.NotFound("the search trace is unknown or expired")
+	}
+	for _, ns := range namespaces {
+		if p.Namespace(ns) != nil {
+			return nil, httperr.NotFound("the search trace is unknown or expired")
+		}
+	}
+	a.TraceID = id.String()
+	return &a, nil
+}

@@ -1,0 +1,117 @@
+package query
+
+import (
+	"math"
+	"testing"
+
+	"github.com/loomplane/loom/internal/retrieval"
+)
+
+// poolOf builds a fused pool whose candidates have these relevances.
+func poolOf(rel ...float64) []*candidate {
+	out := make([]*candidate, len(rel))
+	for i, r := range rel {
+		out[i] = &candidate{relevance: r}
+	}
+	return out
+}
+
+// background40 is a pool with an answer, nine near misses at 0.3 and a background
+// spread evenly over 0.1..0.29.
+func background40(best float64) []*candidate {
+	rel := []float64{best}
+	for i := 0; i < 9; i++ {
+		rel = append(rel, 0.3)
+	}
+	for i := 0; i < 30; i++ {
+		rel = append(rel, 0.1+0.19*float64(i)/29)
+	}
+	return poolOf(rel...)
+}
+
+func TestPoolBackground(t *testing.T) {
+	bg := poolBackground(background40(0.8))
+	if bg.Source != calibrationPool || bg.Rows != 30 || math.Abs(bg.Tenth-0.29) > 1e-9 || bg.Median < 0.19 || bg.Median > 0.2 {
+		t.Fatalf("background %+v", bg)
+	}
+	d, ok := bg.distinctness(0.8)
+	if !ok || d < 5 {
+		t.Errorf("an answer far above the near misses: distinctness %v %v", d, ok)
+	}
+	if d, _ := bg.distinctness(0.3); d > 0.5 {
+		t.Errorf("a best hit level with the near misses: distinctness %v", d)
+	}
+	if bg := poolBackground(poolOf(0.9, 0.2, 0.1)); bg.Source != calibrationFallback {
+		t.Errorf("a three-row pool has no background: %+v", bg)
+	}
+}
+
+func settingsFor(adaptive bool) retrievalSettings {
+	return retrievalSettings{MinScore: 0.3, MinDistinctness: 1.25, Adaptive: adaptive, Grounding: retrieval.GroundingAbstain}
+}
+
+func TestVerdictGatesInOrder(t *testing.T) {
+	calibrated := poolBackground(background40(0.8))
+	cases := []struct {
+		name string
+		in   verdictInput
+		want Verdict
+	}{
+		{"no hits", verdictInput{hits: 0, settings: settingsFor(true)}, VerdictNoMatch},
+		{"an answer", verdictInput{hits: 5, best: 0.8, bg: calibrated, settings: settingsFor(true)}, VerdictOK},
+		{"a near miss", verdictInput{hits: 5, best: 0.31, bg: calibrated, settings: settingsFor(true)}, VerdictLowConfidence},
+		{"below the background's median", verdictInput{hits: 5, best: 0.15, bg: calibrated, settings: settingsFor(true)}, VerdictBelowThreshold},
+		// Without a background the scalar floor judges, as before calibration.
+		{"fallback, weak", verdictInput{hits: 5, best: 0.25, bg: background{Source: calibrationFallback}, settings: settingsFor(true)}, VerdictBelowThreshold},
+		{"fallback, strong", verdictInput{hits: 5, best: 0.35, bg: background{Source: calibrationFallback}, settings: settingsFor(true)}, VerdictOK},
+		{"adaptive off", verdictInput{hits: 5, best: 0.31, bg: calibrated, settings: settingsFor(false)}, VerdictOK},
+		{"ungrounded", verdictInput{hits: 5, best: 0.8, bg: calibrated, settings: settingsFor(true),
+			grounding: grounding{Setting: retrieval.GroundingAbstain, Missing: []string{"INC-9999"}}}, VerdictUngrounded},
+		{"annotated", verdictInput{hits: 5, best: 0.8, bg: calibrated, settings: settingsFor(true),
+			grounding: grounding{Setting: retrieval.GroundingAnnotate, Missing: []string{"INC-9999"}}}, VerdictOK},
+	}
+	for _, c := range cases {
+		if c.in.grounding.Setting == "" {
+			c.in.grounding.Setting = retrieval.GroundingAbstain
+		}
+		got, gates := decide(c.in)
+		if got != c.want {
+			t.Errorf("%s: %s, want %s (gates %+v)", c.name, got, c.want, gates)
+		}
+	}
+	// A floor a layer set is the floor, background or not; min_distinctness 0 turns the gate off.
+	s := settingsFor(true)
+	s.MinScore, s.MinScoreSet, s.MinDistinctness = 0.5, true, 0
+	if got, _ := decide(verdictInput{hits: 5, best: 0.4, bg: calibrated, settings: s}); got != VerdictBelowThreshold {
+		t.Errorf("a set min_score: %s", got)
+	}
+	if got, _ := decide(verdictInput{hits: 5, best: 0.6, bg: calibrated, settings: s}); got != VerdictOK {
+		t.Errorf("min_distinctness 0: %s", got)
+	}
+}
+
+func TestRetrievalRiskFollowsTheGates(t *testing.T) {
+	calibrated := poolBackground(background40(0.8))
+	hits := []hitView{{Scores: map[string]float64{"fused": 0.9}}, {Scores: map[string]float64{"fused": 0.5}}}
+	risk := func(in verdictInput) retrievalRisk {
+		in.grounding.Setting = retrieval.GroundingAbstain
+		_, gates := decide(in)
+		return riskOf(in, gates, hits, 0, rerankOutcome{})
+	}
+	strong := risk(verdictInput{hits: 2, best: 0.8, bg: calibrated, settings: settingsFor(true)})
+	near := risk(verdictInput{hits: 2, best: 0.31, bg: calibrated, settings: settingsFor(true)})
+	missing := risk(verdictInput{hits: 2, best: 0.8, bg: calibrated, settings: settingsFor(true), grounding: grounding{Missing: []string{"X"}}})
+	if strong.Level != "low" || near.Level != "high" || missing.Score < 0.9 {
+		t.Errorf("risk: strong %+v, near %+v, missing %+v", strong, near, missing)
+	}
+	if strong.Components.Distinctness == nil || strong.Components.Calibration != calibrationPool {
+		t.Errorf("components: %+v", strong.Components)
+	}
+}
+
+func TestCalibrationSummary(t *testing.T) {
+	nc := summarise([][2]float64{{0.1, 0.05}, {0.2, 0.04}, {0.15, 0.06}})
+	if nc.searches != 3 || nc.median != 0.15 || nc.spread != 0.05 {
+		t.Errorf("summary %+v", nc)
+	}
+}
