@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/projector"
 )
@@ -74,8 +75,17 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The reset is the deployment operator's control: no org token reaches it.
+	secret, _, err := n.Tokens.Create(ctx, auth.NewToken{Role: auth.RoleOperator, Name: "loomd bench replay"})
+	if err != nil {
+		return nil, fmt.Errorf("create the operator token the reset takes: %w", err)
+	}
+	operator, err := newClient(r.t.URL, secret)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
-	reset, err := r.api.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
+	reset, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
 	if err != nil {
 		return nil, fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
 	}

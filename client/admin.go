@@ -102,7 +102,7 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 }
 
 // ResetProjection plans, and with Execute carries out, a projection's consumer group
-// offset reset (admin token).
+// offset reset (the deployment operator's token: `loomd token create --operator`).
 func (c *Client) ResetProjection(ctx context.Context, name string, req ResetRequest) (*ResetAnswer, error) {
 	k := c.newCall(http.MethodPost, "/v1/admin/projections/"+url.PathEscape(name)+":reset", nil)
 	k.body = req

@@ -254,6 +254,7 @@ type ResetAnswer struct {
 		Partition int   `json:"partition"`
 		Current   int64 `json:"current"`
 		New       int64 `json:"new"`
+		Target    int64 `json:"target,omitempty"` // set when the move stopped short, at the first unapplied record
 	} `json:"partitions"`
 	Members    []string `json:"members"`
 	Executed   bool     `json:"executed"`

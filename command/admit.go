@@ -513,8 +513,9 @@ func (e *entry) markVerdict(c *copies) {
 
 // markSameKey judges the key's live established heads in other sessions of the same
 // subject: newest_wins retires them (a locked one stays); under the other policies
-// they stay and the row is marked for later judgement, except the anonymous user's,
-// whose sessions are separate tasks where a verdict could only clear a flag.
+// they stay and the row is marked for later judgement, except the anonymous user's:
+// its sessions are separate tasks, where a judgement could only clear a flag
+// (memory-architecture.md, "Same key, another session").
 func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
 	if e.restatement || policy == PolicyAppendOnly || e.row.Status == memrow.StatusProposed {
 		return

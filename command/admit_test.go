@@ -299,6 +299,7 @@ func TestWriteRows(t *testing.T) {
 		if len(rows) != 2 || !slices.Equal(sup, []string{s1.MemoryID}) || rows[1].row.Status != memrow.StatusSuperseded {
 			t.Fatalf("newest_wins: rows %d, superseded %v", len(rows), sup)
 		}
+		// The anonymous user's sessions are separate tasks: it is never marked owed.
 		e = admitted(t, w, nil, []*memrow.Row{s1}, verdict{kind: VerdictNew})
 		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || e.row.JudgementOwed {
 			t.Fatalf("auto_reinforce, the anonymous user (separate tasks): rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
@@ -307,7 +308,7 @@ func TestWriteRows(t *testing.T) {
 		alice.UserID, aw.id.UserID = "alice", "alice"
 		e = admitted(t, &aw, nil, []*memrow.Row{&alice}, verdict{kind: VerdictNew})
 		if rows, sup := writeRows("memory.set", []*entry{e}, PolicyAutoReinforce, admitNow); len(rows) != 1 || sup != nil || !e.row.JudgementOwed {
-			t.Fatalf("auto_reinforce: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
+			t.Fatalf("auto_reinforce, user alice: rows %d, superseded %v, owed %v", len(rows), sup, e.row.JudgementOwed)
 		}
 		locked := headOfValue("plan", "deploy on monday")
 		locked.SessionID, locked.UserID, locked.Locked = "s1", "alice", true

@@ -251,7 +251,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	}
 	rows, superseded := writeRows(b.opName(), written, rules.conflictPolicy(), now)
 	rows = append(rows, b.retirements(st, rows, now)...)
-	b.ans.Written, b.ans.Superseded = []bulkResult{}, superseded
+	b.ans.Written, b.ans.Superseded = []bulkResult{}, append([]string{}, superseded...) // [] rather than null
 	if len(rows) == 0 {
 		return true, 0, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,9 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	default:
 		return httperr.New(http.StatusConflict, CodePreconditionFailed, "the memory is neither deleted, superseded nor rejected: nothing to restore")
 	}
+	if err := s.requalify(ctx, c); err != nil {
+		return err
+	}
 	c.extra["restored_status"] = c.row.Status
 	// The deleted row's search documents were retired: the restore builds them again.
 	p := &pending{row: c.row}
@@ -126,6 +130,58 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	}
 	c.vector, c.keyVec, c.chunkVecs = p.vector, p.keyVector, p.chunkVectors
 	return nil
+}
+
+// requalify checks the status a restore brings back against the peers it names: a row
+// comes back conflicted only while a peer is still conflicted and lists it, and
+// duplicate only while the original it repeats is still served (postgres-authority.md,
+// memory.restore); otherwise it comes back active, without the stale links.
+func (s *Service) requalify(ctx context.Context, c *copyWrite) error {
+	var ids []string
+	switch {
+	case c.row.Status == memrow.StatusConflicted:
+		ids = c.row.ConflictWith
+	case c.row.Status == memrow.StatusDuplicate && c.row.DuplicateOf != "":
+		ids = []string{c.row.DuplicateOf}
+	}
+	var peers []*memrow.Row
+	if len(ids) > 0 {
+		var err error
+		if peers, err = heads.InNamespaceWithIDs(ctx, s.pool, c.row.Org, c.row.Namespace, ids); err != nil {
+			return httperr.Store("reading the peers the restored row names", err)
+		}
+	}
+	requalified(c.row, peers, c.now)
+	return nil
+}
+
+// requalified applies the restore's peer rule to row, given the heads of the peers it
+// names (the rule requalify reads them for).
+func requalified(row *memrow.Row, peers []*memrow.Row, now time.Time) {
+	switch row.Status {
+	case memrow.StatusConflicted:
+		var still []string
+		for _, id := range row.ConflictWith {
+			for _, p := range peers {
+				if p.MemoryID == id && p.Live(now) && p.Status == memrow.StatusConflicted && slices.Contains(p.ConflictWith, row.MemoryID) {
+					still = append(still, id)
+					break
+				}
+			}
+		}
+		row.ConflictWith = still
+		if len(still) == 0 {
+			row.Status = memrow.StatusActive
+		}
+	case memrow.StatusDuplicate:
+		served := false
+		for _, p := range peers {
+			served = served || (p.MemoryID == row.DuplicateOf && p.Served(now))
+		}
+		if !served {
+			row.Status, row.DuplicateOf = memrow.StatusActive, ""
+		}
+	}
 }
 
 // statusBefore is the status of the key's newest earlier revision that is neither

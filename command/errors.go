@@ -50,16 +50,22 @@ func commitError(err error) *httperr.Error {
 	return httperr.Store("committing the revision", err)
 }
 
-func chUnavailable(doing string, err error) *httperr.Error {
-	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
+// peersUnavailable answers a peer read that failed. ClickHouse that did not answer in
+// time is the seeds' "ClickHouse unreachable": a semantic admission answers the
+// retryable 503 PROJECTION_BEHIND until it is back (postgres-authority.md, Failure).
+func peersUnavailable(doing string, err error) *httperr.Error {
+	if ch.Unavailable(err) {
+		return httperr.Unavailable(httperr.CodeProjectionBehind, "ClickHouse does not answer: this write cannot be judged against its peers until it does; retry", err)
+	}
+	return httperr.Store(doing, err)
 }
 
 // peerReadError maps a peer read's failure: errPeersMoved passes through (the round
-// goes again); ClickHouse that cannot be reached is a retryable 503, and so is Postgres
-// (the heads the peers are checked against).
+// goes again); ClickHouse that does not answer is the seeds' 503 PROJECTION_BEHIND
+// (peersUnavailable); a Postgres error reading the heads is the store's answer.
 func peerReadError(doing string, err error) error {
 	if errors.Is(err, errPeersMoved) {
 		return err
 	}
-	return chUnavailable(doing, err)
+	return peersUnavailable(doing, err)
 }

@@ -244,7 +244,7 @@ func (s *Service) fetchExisting(ctx context.Context, st *extractState) error {
 		peers, err = s.readPeers(ctx, q, false)
 	}
 	if err != nil {
-		return chUnavailable("reading the nearest memories", err)
+		return peerReadError("reading the nearest memories", err)
 	}
 	for _, p := range peers {
 		st.existing = append(st.existing, p.row)

@@ -30,15 +30,5 @@ func owesJudgement(row *memrow.Row, v verdict, peers []peer, floor float64) bool
 	return false
 }
 
-// sameSubject reports whether two rows belong to one subject, the scope of the
-// resolver's cluster and of what it may put in one prompt: the same user, or for the
-// anonymous user (-, or a user_id sent empty) the same agent.
-func sameSubject(a, b *memrow.Row) bool {
-	if a.UserID != b.UserID {
-		return false
-	}
-	return !anonymous(a.UserID) || a.Agent == b.Agent
-}
-
 // anonymous reports whether a user_id is the anonymous user's.
 func anonymous(userID string) bool { return userID == memrow.DefaultIdentity || userID == "" }

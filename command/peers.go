@@ -90,8 +90,14 @@ func (s *Service) indexPeers(q peerQuery) ([]peerDoc, error) {
 }
 
 // clickhousePeers is the peer read from memory_embeddings: one statement, identity
-// predicates in PREWHERE.
+// predicates in PREWHERE, within LOOM_CH_READ_DEADLINE_MS (one that does not answer
+// is 503 PROJECTION_BEHIND: peerReadError).
 func (s *Service) clickhousePeers(ctx context.Context, q peerQuery) ([]peerDoc, error) {
+	if s.cfg.PeerReadDeadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.PeerReadDeadline)
+		defer cancel()
+	}
 	where := []string{"tombstone = 0", "embedding_dim > 0", "memory_type = ?", "status IN ('active', 'conflicted')",
 		"memory_key != ?"}
 	args := []any{q.vector, q.id.Org, q.id.Namespace, q.memoryType, q.id.MemoryKey}

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,13 +22,19 @@ import (
 // ADMISSION_CONTENDED (schemas/openapi.yaml, memory.set, "Admission").
 
 // admitRounds runs round until one answers (done or an error). round gets the seq its
-// gap check starts after (-1 at first: its own capture) and returns the next one.
+// gap check starts after (-1 at first: its own capture) and returns the next one. The
+// deadline counts the re-checks, from the end of the first round: a first round slowed
+// by its stores (a peer read while ClickHouse recovers) is not contention, and its
+// write gets its re-checks like any other.
 func (s *Service) admitRounds(round func(gapFrom int64) (done bool, next int64, err error)) error {
-	deadline := s.now().Add(s.cfg.AdmissionDeadline)
+	var deadline time.Time
 	gapFrom := int64(-1)
 	for r := 0; r < s.cfg.AdmissionRounds; r++ {
-		if r > 0 && s.now().After(deadline) {
-			break
+		switch {
+		case r == 1:
+			deadline = s.now().Add(s.cfg.AdmissionDeadline)
+		case r > 1 && s.now().After(deadline):
+			return contended(errHeadMoved)
 		}
 		done, next, err := round(gapFrom)
 		if err != nil || done {

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,25 +72,17 @@ func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
 	return nil
 }
 
-// headByID resolves an org-wide memory id to the one live head the caller reaches.
+// headByID resolves an org-wide memory id to the one live head the caller acts on
+// (heads.OneByID): not found when the caller reaches copies in several namespaces, or
+// its read scope hides one.
 func (s *Service) headByID(ctx context.Context, p auth.Principal, memoryID uuid.UUID) (*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND memory_id = $2`, p.Org, memoryID)
+	withID, err := heads.WithID(ctx, s.pool, p.Org, memoryID.String())
 	if err != nil {
 		return nil, httperr.Store("reading heads by id", err)
 	}
-	all, err := heads.Collect(rows)
-	if err != nil {
-		return nil, httperr.Store("reading heads by id", err)
+	head := heads.OneByID(withID, s.now(), p.Reaches, p.ReadUserID)
+	if head == nil {
+		return nil, httperr.NotFound("memory not found")
 	}
-	now := s.now()
-	var found []*memrow.Row
-	for _, h := range all {
-		if h.Live(now) && p.Reaches(h.Namespace) && (p.ReadUserID == "" || h.UserID == p.ReadUserID) {
-			found = append(found, h)
-		}
-	}
-	if len(found) != 1 {
-		return nil, httperr.New(http.StatusNotFound, httperr.CodeNotFound, "memory not found")
-	}
-	return found[0], nil
+	return head, nil
 }

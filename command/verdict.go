@@ -26,6 +26,8 @@ const (
 	// peer decided.
 	VerdictBelow Verdict = "below_threshold"
 	VerdictClose Verdict = "close"
+	// A close peer of another subject (sameSubject), which only its pin makes count.
+	VerdictOtherSubject Verdict = "other_subject"
 )
 
 // peer is a row another key holds, with its cosine to the write's value.
@@ -80,7 +82,14 @@ func decide(in verdictInput) verdict {
 	for _, p := range in.peers {
 		j := judgedPeer{MemoryID: p.row.MemoryID, MemoryKey: p.row.MemoryKey, Agent: p.row.Agent, UserID: p.row.UserID,
 			SessionID: p.row.SessionID, Cosine: round4(p.cosine), Verdict: VerdictBelow}
-		if p.cosine >= in.threshold || (!keyIdentified && p.row.ContentSHA256 == in.row.ContentSHA256) {
+		sameValue := p.row.ContentSHA256 == in.row.ContentSHA256
+		switch {
+		case p.cosine < in.threshold && (keyIdentified || !sameValue):
+		case !sameSubject(p.row, in.row) && (!p.row.Pinned || sameValue):
+			// Another user's fact is not this one: it neither absorbs the write nor is
+			// flagged or retired by it; only a pin on a different value protects it.
+			j.Verdict = VerdictOtherSubject
+		default:
 			close = append(close, p)
 			j.Verdict = ""
 		}
@@ -145,6 +154,21 @@ func decide(in verdictInput) verdict {
 		}
 	}
 	return conflict()
+}
+
+// sameSubject reports whether two rows state facts of one subject, the seeds'
+// subject of a row (memory-architecture.md, "A row's peers are its subject"): the
+// same user_id, and for the anonymous user ("-", or a user_id sent empty) the same
+// agent too. A merge, a duplicate, a refinement or a conflict relates two statements of
+// one subject's fact; between two subjects it would fold one user's write into
+// another's row (a write answered merged, then 404 at its own key) or flag and retire
+// their facts against each other. It is also the scope of the resolver's cluster and of
+// what one prompt may hold.
+func sameSubject(a, b *memrow.Row) bool {
+	if a.UserID != b.UserID {
+		return false
+	}
+	return !anonymous(a.UserID) || a.Agent == b.Agent
 }
 
 // startsAfter reports whether the peer's fact is dated later than the row's: a newer

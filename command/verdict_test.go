@@ -64,6 +64,44 @@ func TestDecideFollowsTheSeedOrder(t *testing.T) {
 	}
 }
 
+// A verdict relates statements of one subject's fact (the same user_id; for the
+// anonymous user the same agent too): bob's "blue" is not merged into alice's row,
+// duplicates, refines or conflicts with nothing of hers, and is written as new. Only a
+// pin on another value protects her fact from his write.
+func TestVerdictsJudgeOneSubjectsFacts(t *testing.T) {
+	of := func(key, text, agent, user string) *memrow.Row {
+		r := rowOf(key, text)
+		r.Agent, r.UserID = agent, user
+		return r
+	}
+	bob := of("bob-favorite-color", "blue", "-", "bob")
+	for _, c := range []struct {
+		name  string
+		row   *memrow.Row
+		peer  *memrow.Row
+		pin   bool
+		kind  Verdict
+		label Verdict
+	}{
+		{"another user's same value is no merge", bob, of("alice-favorite-color", "blue", "-", "alice"), false, VerdictNew, VerdictOtherSubject},
+		{"the same user's same value merges", bob, of("bob-color", "blue", "-", "bob"), false, VerdictMerge, VerdictMerge},
+		{"another user's close value is no conflict", bob, of("alice-color", "navy blue", "-", "alice"), false, VerdictNew, VerdictOtherSubject},
+		{"another user's pinned same value refuses nothing", bob, of("alice-favorite-color", "blue", "-", "alice"), true, VerdictNew, VerdictOtherSubject},
+		{"another user's pinned other value still refuses", bob, of("alice-color", "navy blue", "-", "alice"), true, VerdictPinned, VerdictPinned},
+		{"the anonymous user: another agent is another subject", of("k1", "blue", "planner", "-"), of("k2", "blue", "coder", "-"), false, VerdictNew, VerdictOtherSubject},
+		{"the anonymous user: the same agent merges", of("k1", "blue", "planner", "-"), of("k2", "blue", "planner", "-"), false, VerdictMerge, VerdictMerge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.peer.Pinned = c.pin
+			v := decide(verdictInput{row: c.row, valueText: memrow.ValueText(c.row.Value), policy: PolicyAutoReinforce, threshold: 0.8,
+				duplicateThreshold: 0.9, peers: []peer{{row: c.peer, cosine: 0.95}}})
+			if v.kind != c.kind || len(v.judged) != 1 || v.judged[0].Verdict != c.label {
+				t.Fatalf("verdict %s, peer judged %+v: want %s, peer %s", v.kind, v.judged, c.kind, c.label)
+			}
+		})
+	}
+}
+
 func TestDecisionsAreIdentifiedByKey(t *testing.T) {
 	row := rowOf("db-choice", "we use postgres")
 	row.MemoryType = "decision"

@@ -11,6 +11,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // ResetTarget is where a reset moves a consumer group: the oldest record, past the
@@ -35,12 +41,25 @@ func ParseResetTarget(s string) (ResetTarget, error) {
 
 func (t ResetTarget) String() string { return t.spec }
 
+// Committed reports whether the plan's group has committed an offset of any partition.
+func (p *ResetPlan) Committed() bool {
+	for _, m := range p.Partitions {
+		if m.Current >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // PartitionMove is one partition of a reset plan. Current is -1 when the group has
 // committed nothing for the partition (its consumer would start at the oldest record).
+// Target is set when the move stops short of the target's offset, at the first record
+// the projection has not applied (HoldUnapplied).
 type PartitionMove struct {
 	Partition int32 `json:"partition"`
 	Current   int64 `json:"current"`
 	New       int64 `json:"new"`
+	Target    int64 `json:"target,omitempty"`
 }
 
 // ResetPlan is what a reset would do, partition by partition, and who is in the way.
@@ -65,7 +84,7 @@ func PlanReset(ctx context.Context, adm *kadm.Client, group, topic string, to Re
 		return nil, fmt.Errorf("describe group %s: %w", group, err)
 	}
 	if g, ok := described[group]; ok {
-		if g.Err != nil {
+		if g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
 			return nil, fmt.Errorf("describe group %s: %w", group, g.Err)
 		}
 		for _, m := range g.Members {
@@ -73,6 +92,9 @@ func PlanReset(ctx context.Context, adm *kadm.Client, group, topic string, to Re
 		}
 	}
 	committed, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		committed, err = kadm.OffsetResponses{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch the offsets of group %s: %w", group, err)
 	}
@@ -106,6 +128,56 @@ func PlanReset(ctx context.Context, adm *kadm.Client, group, topic string, to Re
 	return plan, nil
 }
 
+// HoldUnapplied keeps a plan's forward moves from skipping records projection has not
+// applied. A reset moves where the projection's consumers read, never what it holds: a
+// skipped record above its namespace's watermark would leave that namespace behind for
+// good (a watermark never passes a gap, so its searches would answer PROJECTION_BEHIND
+// until the record was republished). So each forward move stops at the partition's
+// first such record; everything before it is applied already, and what is read again
+// from it on collapses in the tables. It reads the skipped span of each partition and
+// judges it by marks, the projection's watermarks (watermarks.ReadProjection).
+func HoldUnapplied(ctx context.Context, adm *kadm.Client, brokers []string, marks map[watermarks.Key]int64, plan *ResetPlan) error {
+	starts, _, err := kafka.Span(ctx, adm, plan.Topic)
+	if err != nil {
+		return err
+	}
+	from, until := map[int32]int64{}, map[int32]int64{}
+	moves := map[int32]*PartitionMove{}
+	for i := range plan.Partitions {
+		m := &plan.Partitions[i]
+		if at := max(m.Current, starts[m.Partition]); m.New > at {
+			from[m.Partition], until[m.Partition], moves[m.Partition] = at, m.New, m
+		}
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	_, err = kafka.ReadRanges(ctx, brokers, plan.Topic, from, until, func(r *kgo.Record) bool {
+		org, ns, seq, ok := recordSeq(r)
+		if !ok || seq <= marks[watermarks.Key{Org: org, Namespace: ns}] {
+			return true // applied, or never applicable: no projection can take it
+		}
+		m := moves[r.Partition]
+		m.Target, m.New = m.New, r.Offset
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("read the records the reset would skip: %w", err)
+	}
+	return nil
+}
+
+// recordSeq is the namespace and seq a record of the topic carries in its ce_id.
+func recordSeq(r *kgo.Record) (org, namespace string, seq int64, ok bool) {
+	for _, h := range r.Headers {
+		if h.Key == "ce_id" {
+			org, namespace, seq, err := events.ParseRecordID(string(h.Value))
+			return org, namespace, seq, err == nil
+		}
+	}
+	return "", "", 0, false
+}
+
 // ExecuteReset commits the plan's offsets for its group, after checking again that
 // the group has no live member.
 func ExecuteReset(ctx context.Context, adm *kadm.Client, plan *ResetPlan) error {
@@ -137,13 +209,17 @@ func (p *ResetPlan) Write(w io.Writer) error {
 		fmt.Fprintf(w, "live members: %s\n", strings.Join(p.Members, ", "))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tCURRENT\tNEW")
+	fmt.Fprintln(tw, "PARTITION\tCURRENT\tNEW\t")
 	for _, m := range p.Partitions {
 		current := "-"
 		if m.Current >= 0 {
 			current = fmt.Sprint(m.Current)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\n", m.Partition, current, m.New)
+		held := ""
+		if m.Target > 0 {
+			held = fmt.Sprintf("held short of %d: the projection has not applied the record at %d", m.Target, m.New)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", m.Partition, current, m.New, held)
 	}
 	return tw.Flush()
 }

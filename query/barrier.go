@@ -70,13 +70,17 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 // generation, the others for the watermark, all within the one budget.
 func (b *Barrier) WaitIndexed(ctx context.Context, org string, namespaces []string, x *searchindex.Index, indexed func(ns string) bool) (Passed, error) {
 	start := time.Now()
+	deadline := start.Add(b.budget)
 	passed := Passed{Generations: map[string]int64{}}
-	gens, err := generations.ReadMany(ctx, b.pool, org, namespaces)
+	// The budget covers the capture too: a Postgres that does not answer it is a
+	// retryable 503 within the budget, not a wait as long as it is frozen.
+	cctx, ccancel := context.WithDeadline(ctx, deadline)
+	gens, err := generations.ReadMany(cctx, b.pool, org, namespaces)
+	ccancel()
 	if err != nil {
 		return passed, httperr.Store("capturing namespace generations", err)
 	}
 	passed.Generations = gens
-	deadline := start.Add(b.budget)
 	projected := map[string]int64{}
 	for ns, gen := range gens {
 		if x == nil || !indexed(ns) {
@@ -117,12 +121,19 @@ func (b *Barrier) WaitProjected(ctx context.Context, org string, gens map[string
 	for ns := range gens {
 		namespaces = append(namespaces, ns)
 	}
+	var marks map[string]int64
 	for {
 		wake := b.wake.C()
-		marks, err := watermarks.ReadMany(ctx, b.pool, b.projection, org, namespaces)
-		if err != nil {
+		rctx, rcancel := context.WithDeadline(ctx, deadline)
+		read, err := watermarks.ReadMany(rctx, b.pool, b.projection, org, namespaces)
+		rcancel()
+		switch {
+		case err == nil:
+			marks = read
+		case marks == nil || time.Now().Before(deadline):
 			return httperr.Store("reading projection watermarks", err)
 		}
+		// A look cut by the budget leaves the last one standing.
 		behind := ""
 		for ns, gen := range gens {
 			if marks[ns] < gen {

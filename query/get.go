@@ -28,38 +28,17 @@ func (s *Service) get(ctx context.Context, p auth.Principal, id memrow.Identity,
 }
 
 // getByID is memory.get_by_id. A memory id is not unique within an org (a restored
-// namespace keeps its ids), so it answers only when exactly one live head the caller
-// reaches holds it; a row it cannot reach is not found, never forbidden.
+// namespace keeps its ids), so it answers only the one head heads.OneByID picks; a row
+// it cannot reach, or one whose copy the read scope hides, is not found, never
+// forbidden.
 func (s *Service) getByID(ctx context.Context, p auth.Principal, memoryID uuid.UUID) (memoryView, error) {
-	rows, err := s.pool.Query(ctx, `SELECT namespace, user_id, row FROM loom.memory_current
-		WHERE org = $1 AND memory_id = $2`, p.Org, memoryID)
+	withID, err := heads.WithID(ctx, s.pool, p.Org, memoryID.String())
 	if err != nil {
 		return memoryView{}, httperr.Store("reading heads by id", err)
 	}
-	defer rows.Close()
-	var found []*memrow.Row
-	for rows.Next() {
-		var ns, user string
-		var raw []byte
-		if err := rows.Scan(&ns, &user, &raw); err != nil {
-			return memoryView{}, httperr.Store("reading heads by id", err)
-		}
-		if !p.Reaches(ns) || !inReadScope(p, user) {
-			continue
-		}
-		row, err := heads.Decode(raw)
-		if err != nil {
-			return memoryView{}, httperr.Store("decoding a head", err)
-		}
-		if row.Live(s.now()) {
-			found = append(found, row)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return memoryView{}, httperr.Store("reading heads by id", err)
-	}
-	if len(found) != 1 {
+	row := heads.OneByID(withID, s.now(), p.Reaches, p.ReadUserID)
+	if row == nil {
 		return memoryView{}, httperr.NotFound("memory not found")
 	}
-	return viewOf(found[0]), nil
+	return viewOf(row), nil
 }

@@ -44,6 +44,19 @@ func envelope(err error) error {
 	return err
 }
 
+// pointRead bounds a read that answers from Postgres alone by LOOM_PG_READ_DEADLINE_MS:
+// a Postgres that does not answer in time is a retryable 503, not a hung request.
+func (s *Service) pointRead(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.UserContext(), s.cfg.PointReadDeadline)
+}
+
+// barrierRead bounds a read that waits at the barrier: the barrier's own budget
+// (LOOM_PG_PROJECTION_WAIT_MS, its capture included), then LOOM_CH_READ_DEADLINE_MS for
+// the ClickHouse statements and the check of their rows against Postgres.
+func (s *Service) barrierRead(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.UserContext(), s.cfg.ProjectionWait+s.cfg.AfterBarrierDeadline)
+}
+
 // readKey is a key route's prelude for a read: the principal, which reaches the
 // route's namespace, and the identity the route and the query string name. A token
 // bound to one user reads that user's rows by default, and no other user's: another
@@ -71,9 +84,15 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	start := s.now()
 	var req searchRequest
 	err := httperr.DecodeBody(c.Body(), &req)
+	var bad *httperr.Error
+	if errors.As(err, &bad) && bad.Field == "top_k" { // a fraction, or a number no integer holds
+		err = s.topKRefused()
+	}
 	var ans *searchAnswer
 	if err == nil {
-		ans, err = s.search(c.UserContext(), auth.From(c), c.Params("ns"), &req)
+		ctx, cancel := s.barrierRead(c)
+		defer cancel()
+		ans, err = s.search(ctx, auth.From(c), c.Params("ns"), &req)
 	}
 	verdict := "error"
 	if ans != nil {
@@ -93,7 +112,14 @@ func (s *Service) handleGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return send(c)(s.get(c.UserContext(), p, id, c.Query("as_of")))
+	asOf := c.Query("as_of")
+	bound := s.pointRead
+	if asOf != "" {
+		bound = s.barrierRead // an as_of read replays ClickHouse's history
+	}
+	ctx, cancel := bound(c)
+	defer cancel()
+	return send(c)(s.get(ctx, p, id, asOf))
 }
 
 func (s *Service) handleGetByID(c *fiber.Ctx) error {
@@ -101,7 +127,9 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 	if err != nil {
 		return httperr.NotFound("memory not found")
 	}
-	return send(c)(s.getByID(c.UserContext(), auth.From(c), memoryID))
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.getByID(ctx, auth.From(c), memoryID))
 }
 
 func (s *Service) handleHistory(c *fiber.Ctx) error {
@@ -109,7 +137,9 @@ func (s *Service) handleHistory(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return send(c)(s.history(c.UserContext(), p, id))
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.history(ctx, p, id))
 }
 
 // listQueryOf reads a list's query string.
@@ -121,11 +151,15 @@ func listQueryOf(c *fiber.Ctx) listQuery {
 }
 
 func (s *Service) handleList(c *fiber.Ctx) error {
-	return send(c)(s.list(c.UserContext(), auth.From(c), listCall{namespace: c.Params("ns"), order: c.Query("order", "newest"), q: listQueryOf(c)}))
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.list(ctx, auth.From(c), listCall{namespace: c.Params("ns"), order: c.Query("order", "newest"), q: listQueryOf(c)}))
 }
 
 func (s *Service) handleKeys(c *fiber.Ctx) error {
-	return send(c)(s.keys(c.UserContext(), auth.From(c), listCall{namespace: c.Params("ns"), prefix: c.Query("prefix"), q: listQueryOf(c)}))
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.keys(ctx, auth.From(c), listCall{namespace: c.Params("ns"), prefix: c.Query("prefix"), q: listQueryOf(c)}))
 }
 
 func (s *Service) handleEntity(c *fiber.Ctx) error {
@@ -137,7 +171,9 @@ func (s *Service) handleEntity(c *fiber.Ctx) error {
 	if err != nil {
 		return httperr.Validation("name", "the name is not valid percent-encoding")
 	}
-	return send(c)(s.entity(c.UserContext(), p, entityCall{namespace: ns, name: name, asOf: c.Query("as_of"),
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.entity(ctx, p, entityCall{namespace: ns, name: name, asOf: c.Query("as_of"),
 		includeClosed: c.Query("include_closed"), edges: c.Query("edges")}))
 }
 

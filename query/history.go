@@ -82,6 +82,9 @@ func (s *Service) history(ctx context.Context, p auth.Principal, id memrow.Ident
 		}
 		v.Version, v.VersionText, v.Tombstone = int64(version), memrow.VersionText(int64(version)), tomb == 1
 		v.MemoryID, v.Value, v.Redacted, v.Status = memoryID.String(), rawJSON(value), redacted == 1, memrow.Status(status)
+		if v.Tags == nil {
+			v.Tags = []string{}
+		}
 		versions = append(versions, v)
 	}
 	if err := rows.Err(); err != nil {

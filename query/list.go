@@ -70,6 +70,18 @@ type listCall struct {
 
 // listFilter checks a list's filters.
 func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
+	switch q.tagsMode {
+	case "", "all", "any":
+	default:
+		return filter{}, 0, httperr.Validation("tags_mode", "tags_mode must be all or any")
+	}
+	includeSuperseded := false
+	if q.includeSuperseded != "" {
+		var err error
+		if includeSuperseded, err = strconv.ParseBool(q.includeSuperseded); err != nil {
+			return filter{}, 0, httperr.Validation("include_superseded", "include_superseded must be true or false")
+		}
+	}
 	f := filter{org: p.Org, agent: q.agent, userID: q.userID, sessionID: q.sessionID,
 		memoryType: q.memoryType, tagsAny: q.tagsMode == "any", statuses: append([]memrow.Status(nil), defaultStatuses...)}
 	if q.tags != "" {
@@ -89,7 +101,7 @@ func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 			}
 		}
 	}
-	if q.includeSuperseded == "true" {
+	if includeSuperseded {
 		f.statuses = append(f.statuses, memrow.StatusSuperseded)
 	}
 	switch q.includeTombstoned {

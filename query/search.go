@@ -190,6 +190,12 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	return ans, nil
 }
 
+// topKRefused is a top_k that is not an integer from 1 to LOOM_SEARCH_TOP_K_MAX, be it
+// out of range, a fraction (2.5) or a number no integer holds (1e9).
+func (s *Service) topKRefused() *httperr.Error {
+	return httperr.Validation("top_k", fmt.Sprintf("top_k must be an integer from 1 to %d", s.cfg.TopKMax))
+}
+
 // settle checks the request and fixes what the search reads: its namespaces (each one
 // the token reaches), the token's read scope, the filters and the ceiling on top_k.
 func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchPlan, error) {
@@ -203,7 +209,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 		req.TopK = s.cfg.TopKDefault
 	}
 	if req.TopK < 1 || req.TopK > s.cfg.TopKMax {
-		return nil, httperr.Validation("top_k", fmt.Sprintf("top_k must be between 1 and %d", s.cfg.TopKMax))
+		return nil, s.topKRefused()
 	}
 	switch req.Mode {
 	case "", ModeWeighted, ModeRRF:

@@ -37,7 +37,7 @@ func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (
 // It returns the page, the pool index the next page starts at, and the drops.
 func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candidate, offset, topK int) ([]hitView, int, int, error) {
 	now := s.now()
-	var hits []hitView
+	hits := []hitView{} // an empty page answers "hits": [], never null
 	stale := 0
 	next := offset
 	for round := 0; round < 2 && len(hits) < topK && next < len(pool); round++ {

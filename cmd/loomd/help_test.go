@@ -23,7 +23,7 @@ func TestEveryCommandsHelpPrintsItsUsageAndFlags(t *testing.T) {
 		{"dev", []string{"dir", "addr", "kafka-port"}},
 		{"serve", []string{"roles", "addr"}},
 		{"migrate", nil},
-		{"token create", []string{"org", "role", "name", "namespace", "read-user", "expires-in"}},
+		{"token create", []string{"org", "operator", "role", "name", "namespace", "read-user", "expires-in"}},
 		{"token list", []string{"org"}},
 		{"token revoke", nil},
 		{"token rotate", []string{"expires-in"}},

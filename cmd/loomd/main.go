@@ -30,7 +30,10 @@ Usage:
   loomd migrate         apply Postgres and ClickHouse migrations and create the topic
   loomd token create --org ORG [--role admin|writer|reader] [--name NAME] [--namespace NS]... [--read-user USER]
                     [--expires-in DURATION]
-                        create an API token and print its secret (shown once)
+  loomd token create --operator [--name NAME] [--expires-in DURATION]
+                        create an API token and print its secret (shown once); an
+                        --operator token belongs to no org and only reaches the
+                        deployment-wide controls (a projection's reset, health's details)
   loomd token list [--org ORG]
                         list tokens (never their secrets): reach, expiry, revocation
   loomd token revoke TOKEN_ID

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -13,6 +14,8 @@ import (
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 )
 
@@ -149,6 +152,11 @@ func runProjectorReset(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if name, ok := strings.CutPrefix(*group, projector.Group("")); ok {
+		if err := holdUnapplied(ctx, cfg.PG.DSN, adm, cfg.Kafka.Brokers, name, plan); err != nil {
+			return err
+		}
+	}
 	if err := plan.Write(os.Stdout); err != nil {
 		return err
 	}
@@ -161,4 +169,22 @@ func runProjectorReset(ctx context.Context, args []string) error {
 	}
 	fmt.Println("offsets moved; the group's consumers start from them when they next join")
 	return nil
+}
+
+// holdUnapplied keeps a reset of projection name's group from skipping records it has
+// not applied (projector.HoldUnapplied): that needs its watermarks, from Postgres.
+func holdUnapplied(ctx context.Context, dsn string, adm *kadm.Client, brokers []string, name string, plan *projector.ResetPlan) error {
+	if dsn == "" {
+		return errors.New("projector reset: the group is projection " + name + "'s, and a reset must not skip what it has not applied: set LOOM_PG_DSN so its watermarks can be read")
+	}
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	marks, err := watermarks.ReadProjection(ctx, pool, name)
+	if err != nil {
+		return err
+	}
+	return projector.HoldUnapplied(ctx, adm, brokers, marks, plan)
 }

@@ -47,7 +47,8 @@ func runToken(ctx context.Context, args []string) error {
 
 func runTokenCreate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-	org := fs.String("org", "", "the org the token acts in (required)")
+	org := fs.String("org", "", "the org the token acts in (required, unless --operator)")
+	operator := fs.Bool("operator", false, "the deployment operator's token: no org, no memory; it resets projections and reads health's details")
 	role := fs.String("role", auth.RoleWriter, "admin, writer or reader")
 	name := fs.String("name", "", "a label for the token")
 	readUser := fs.String("read-user", "", "bind the token to one user's rows")
@@ -57,8 +58,13 @@ func runTokenCreate(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *org == "" {
-		return usageError{errors.New("token create: --org is required")}
+	switch {
+	case *operator && (*org != "" || len(namespaces) > 0 || *readUser != ""):
+		return usageError{errors.New("token create: an --operator token belongs to no org: it takes no --org, --namespace or --read-user")}
+	case *operator:
+		*role = auth.RoleOperator
+	case *org == "":
+		return usageError{errors.New("token create: --org is required (or --operator)")}
 	}
 	expiresAt, err := expiryOf(*expiresIn)
 	if err != nil {
@@ -73,7 +79,11 @@ func runTokenCreate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "token %s for org %s (role %s) created%s; the secret is shown once:\n", p.TokenID, p.Org, p.Role, expiryNote(expiresAt))
+		if p.Operator() {
+			fmt.Fprintf(os.Stderr, "operator token %s created%s; the secret is shown once:\n", p.TokenID, expiryNote(expiresAt))
+		} else {
+			fmt.Fprintf(os.Stderr, "token %s for org %s (role %s) created%s; the secret is shown once:\n", p.TokenID, p.Org, p.Role, expiryNote(expiresAt))
+		}
 		fmt.Println(secret)
 		return nil
 	})
@@ -97,7 +107,7 @@ func runTokenList(ctx context.Context, args []string) error {
 			if t.Namespaces != nil {
 				ns = strings.Join(t.Namespaces, ",")
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.TokenID, t.Org, t.Role, t.Name, ns, orDash(t.ReadUserID),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.TokenID, orDash(t.Org), t.Role, t.Name, ns, orDash(t.ReadUserID),
 				t.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(t.ExpiresAt), timeOrDash(t.RevokedAt))
 		}
 		return w.Flush()
@@ -177,7 +187,7 @@ func withTokens(ctx context.Context, fn func(*auth.Store) error) error {
 	if err := checkPostgresRecord(ctx, pool, cfg.Boot.DeploymentID); err != nil {
 		return err
 	}
-	err = fn(auth.NewStore(pool, auth.WithCacheTTL(cfg.HTTP.TokenCache)))
+	err = fn(auth.NewStore(pool, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline)))
 	if errors.Is(err, auth.ErrTokenNotFound) {
 		return errors.New("no such live token")
 	}

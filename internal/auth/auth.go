@@ -25,17 +25,20 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// Roles, from most to least able.
+// Roles of an org's tokens, from most to least able, and the deployment operator's.
+// An operator token belongs to no org: it reaches no memory, only the controls that
+// act on the whole deployment (a projection's reset, health's details).
 const (
-	RoleAdmin  = "admin"
-	RoleWriter = "writer"
-	RoleReader = "reader"
+	RoleAdmin    = "admin"
+	RoleWriter   = "writer"
+	RoleReader   = "reader"
+	RoleOperator = "operator"
 )
 
 // Principal is who a request acts as.
 type Principal struct {
 	TokenID    string
-	Org        string
+	Org        string // "" for an operator
 	Role       string
 	Namespaces []string // nil: every namespace of the org
 	ReadUserID string   // "": every user's rows; else only this user's
@@ -44,6 +47,9 @@ type Principal struct {
 
 // Actor is what the server stamps as a revision's actor.
 func (p Principal) Actor() string { return "token:" + p.TokenID }
+
+// Operator reports whether the token is the deployment operator's.
+func (p Principal) Operator() bool { return p.Role == RoleOperator }
 
 // CanWrite reports whether the token may change memory.
 func (p Principal) CanWrite() bool { return p.Role == RoleAdmin || p.Role == RoleWriter }
@@ -69,6 +75,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	cacheTTL time.Duration
 	cache    *expirable.LRU[string, cachedToken]
+	deadline time.Duration
 }
 
 // cachedToken is a token this process checked, with the expiry it was created with.
@@ -87,9 +94,16 @@ type StoreOption func(*Store)
 // WithCacheTTL bounds how long a checked token is answered from memory.
 func WithCacheTTL(d time.Duration) StoreOption { return func(s *Store) { s.cacheTTL = d } }
 
+// WithLookupDeadline bounds how long a token not in the cache waits for Postgres
+// (LOOM_PG_READ_DEADLINE_MS); then the request answers a retryable 503.
+func WithLookupDeadline(d time.Duration) StoreOption { return func(s *Store) { s.deadline = d } }
+
+// DefaultLookupDeadline is the lookup's bound when none is given.
+const DefaultLookupDeadline = 5 * time.Second
+
 // NewStore returns a token store over the pool.
 func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
-	s := &Store{pool: pool, cacheTTL: DefaultCacheTTL}
+	s := &Store{pool: pool, cacheTTL: DefaultCacheTTL, deadline: DefaultLookupDeadline}
 	for _, o := range opts {
 		o(s)
 	}
@@ -100,7 +114,8 @@ func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
 // CacheTTL is the bound within which every process refuses a revoked token.
 func (s *Store) CacheTTL() time.Duration { return s.cacheTTL }
 
-// NewToken describes a token to create.
+// NewToken describes a token to create: an org's, or (Role RoleOperator, no org,
+// namespace or read user) the deployment operator's.
 type NewToken struct {
 	Org        string
 	Role       string
@@ -113,13 +128,17 @@ type NewToken struct {
 
 // Create stores a new token and returns its secret, which is shown once and never stored.
 func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Principal, err error) {
-	if err := memrow.ValidateName("org", t.Org); err != nil {
-		return "", p, err
-	}
 	switch t.Role {
 	case RoleAdmin, RoleWriter, RoleReader:
+		if err := memrow.ValidateName("org", t.Org); err != nil {
+			return "", p, err
+		}
+	case RoleOperator:
+		if t.Org != "" || t.Namespaces != nil || t.ReadUserID != "" {
+			return "", p, errors.New("an operator token belongs to no org: it takes no org, namespace or read user")
+		}
 	default:
-		return "", p, fmt.Errorf("role %q: want admin, writer or reader", t.Role)
+		return "", p, fmt.Errorf("role %q: want admin, writer, reader or operator", t.Role)
 	}
 	for _, ns := range t.Namespaces {
 		if err := memrow.ValidateName("namespace", ns); err != nil {
@@ -173,6 +192,8 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 		s.cache.Remove(key)
 		return Principal{}, ErrUnauthenticated
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.deadline)
+	defer cancel()
 	var p Principal
 	var readUser *string
 	var expiresAt *time.Time
@@ -194,24 +215,82 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 
 const localsKey = "loom.principal"
 
-// Middleware authenticates every request it guards: no token or a wrong one is 401.
+// Middleware authenticates every request to an org's memory it guards: no token or a
+// wrong one is 401, an operator token 403 (it reaches no org).
 func (s *Store) Middleware() fiber.Handler {
+	return s.guard(func(p Principal) error {
+		if p.Operator() {
+			return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+				"an operator token acts on the deployment, not on an org's memory: use an org's token")
+		}
+		return nil
+	})
+}
+
+// OperatorMiddleware authenticates the deployment-wide controls: only an operator
+// token passes (`loomd token create --operator`); an org's token, even an admin's, is 403.
+func (s *Store) OperatorMiddleware() fiber.Handler {
+	return s.guard(func(p Principal) error {
+		if !p.Operator() {
+			return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+				"this control acts on the whole deployment: it needs an operator token (loomd token create --operator), which no org token is")
+		}
+		return nil
+	})
+}
+
+func (s *Store) guard(allow func(Principal) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		h := c.Get(fiber.HeaderAuthorization)
-		secret, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || secret == "" {
+		secret, ok := Bearer(c.Get(fiber.HeaderAuthorization))
+		if !ok {
 			return unauthenticated("missing bearer token: send Authorization: Bearer <token>")
 		}
-		p, err := s.Authenticate(c.UserContext(), strings.TrimSpace(secret))
+		p, err := s.Authenticate(c.UserContext(), secret)
 		if errors.Is(err, ErrUnauthenticated) {
 			return unauthenticated("unknown or revoked token")
 		}
 		if err != nil {
 			return httperr.Store("checking the token", err)
 		}
+		if err := allow(p); err != nil {
+			return err
+		}
 		c.Locals(localsKey, p)
 		return c.Next()
 	}
+}
+
+// Optional is the principal of a request that may carry a token (the health routes):
+// ok is false without an Authorization header, err is a token that is wrong (401) or
+// could not be checked.
+func (s *Store) Optional(c *fiber.Ctx) (p Principal, ok bool, err error) {
+	h := c.Get(fiber.HeaderAuthorization)
+	if h == "" {
+		return p, false, nil
+	}
+	secret, ok := Bearer(h)
+	if !ok {
+		return p, false, unauthenticated("malformed Authorization header: send Authorization: Bearer <token>")
+	}
+	p, err = s.Authenticate(c.UserContext(), secret)
+	if errors.Is(err, ErrUnauthenticated) {
+		return p, false, unauthenticated("unknown or revoked token")
+	}
+	if err != nil {
+		return p, false, httperr.Store("checking the token", err)
+	}
+	return p, true, nil
+}
+
+// Bearer reads the token of an Authorization header. The scheme is matched without
+// regard to case (RFC 7235: "bearer" is "Bearer").
+func Bearer(header string) (string, bool) {
+	scheme, secret, found := strings.Cut(strings.TrimSpace(header), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	secret = strings.TrimSpace(secret)
+	return secret, secret != ""
 }
 
 func unauthenticated(msg string) error {

@@ -49,7 +49,7 @@ func NewMigrations(pool *pgxpool.Pool, conn *ch.Conn) *Migrations {
 // read lists what the stores have not applied, "pg:" and "ch:" prefixed; a ledger
 // that cannot be read is listed as "<ledger unreadable>".
 func (m *Migrations) read(ctx context.Context) []string {
-	var out []string
+	out := []string{} // an empty list, not null, in every answer that carries it
 	if names, err := pg.Pending(ctx, m.pool, pgmigrations.Files); err != nil {
 		out = append(out, "pg:<ledger unreadable>")
 	} else {

@@ -77,6 +77,9 @@ type PG struct {
 	PoolMin          int32         // LOOM_PG_POOL_MIN_SIZE
 	PoolMax          int32         // LOOM_PG_POOL_MAX_SIZE
 	StatementTimeout time.Duration // LOOM_PG_STATEMENT_TIMEOUT_MS
+	// ReadDeadline bounds a request's wait for a Postgres read: the token check, a
+	// point read (memory.get, memory.get_by_id). A frozen Postgres answers 503 then.
+	ReadDeadline time.Duration // LOOM_PG_READ_DEADLINE_MS
 }
 
 // ClickHouse is the read-model store.
@@ -85,6 +88,10 @@ type ClickHouse struct {
 	User, Password string        // LOOM_CH_USER, LOOM_CH_PASSWORD
 	Cluster        string        // LOOM_CH_CLUSTER: replicated tables ON CLUSTER this cluster ("" = one server)
 	ReadTimeout    time.Duration // LOOM_CH_READ_TIMEOUT_MS: how long a statement's answer is awaited
+	// ReadDeadline bounds a request's wait for ClickHouse: a write's peer read, and
+	// what a read does after the barrier (its statements and the check of their rows
+	// against Postgres). A frozen ClickHouse answers 503 then.
+	ReadDeadline time.Duration // LOOM_CH_READ_DEADLINE_MS
 }
 
 // Kafka is the brokers, and the topic's shape when loomd creates it.
@@ -132,9 +139,12 @@ type Command struct {
 	RestoreBatchRows int // LOOM_PG_RESTORE_BATCH_ROWS
 	// SweepWait is how long a blacklist sweep waits, once its tombstones are
 	// committed, for the serving projection to hold them before it answers.
-	SweepWait  time.Duration // LOOM_BLACKLIST_SWEEP_WAIT_MS
-	Erasure    Erasure
-	Extraction Extraction
+	SweepWait time.Duration // LOOM_BLACKLIST_SWEEP_WAIT_MS
+	// PeerReadDeadline bounds a write's peer read from ClickHouse. It is no setting of
+	// its own: the wiring sets it from LOOM_CH_READ_DEADLINE_MS.
+	PeerReadDeadline time.Duration
+	Erasure          Erasure
+	Extraction       Extraction
 }
 
 // Erasure tunes erasure.request, its saga and erasure_recovery.
@@ -159,7 +169,11 @@ type Query struct {
 	Weights        Weights       // weighted fusion's leg weights
 	EmbedCacheSize int           // LOOM_EMBEDDING_CACHE_SIZE
 	EmbedCacheTTL  time.Duration // LOOM_EMBEDDING_CACHE_TTL_S
-	Retrieval      Retrieval
+	// PointReadDeadline and AfterBarrierDeadline bound a read (the point reads, and
+	// what a read does after the barrier's wait). They are no settings of their own:
+	// the wiring sets them from LOOM_PG_READ_DEADLINE_MS and LOOM_CH_READ_DEADLINE_MS.
+	PointReadDeadline, AfterBarrierDeadline time.Duration
+	Retrieval                               Retrieval
 }
 
 // Retrieval is how search plans, calibrates, grounds and reranks (the defaults a
@@ -369,16 +383,18 @@ func readPG(r *reader) PG {
 		PoolMin:          int32(r.int("LOOM_PG_POOL_MIN_SIZE", 2)),
 		PoolMax:          int32(r.int("LOOM_PG_POOL_MAX_SIZE", 40)),
 		StatementTimeout: r.ms("LOOM_PG_STATEMENT_TIMEOUT_MS", 10000),
+		ReadDeadline:     r.ms("LOOM_PG_READ_DEADLINE_MS", 5000),
 	}
 }
 
 func readClickHouse(r *reader) ClickHouse {
 	return ClickHouse{
-		Addr:        r.list("LOOM_CH_ADDR", ""),
-		User:        r.str("LOOM_CH_USER", "default"),
-		Password:    r.str("LOOM_CH_PASSWORD", ""),
-		Cluster:     r.str("LOOM_CH_CLUSTER", ""),
-		ReadTimeout: r.ms("LOOM_CH_READ_TIMEOUT_MS", 60000),
+		Addr:         r.list("LOOM_CH_ADDR", ""),
+		User:         r.str("LOOM_CH_USER", "default"),
+		Password:     r.str("LOOM_CH_PASSWORD", ""),
+		Cluster:      r.str("LOOM_CH_CLUSTER", ""),
+		ReadTimeout:  r.ms("LOOM_CH_READ_TIMEOUT_MS", 60000),
+		ReadDeadline: r.ms("LOOM_CH_READ_DEADLINE_MS", 5000),
 	}
 }
 
@@ -524,7 +540,7 @@ func ParseRoles(list string) (Roles, error) {
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.Embedder.Validate(),
+	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
 		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate())
 }
 
@@ -562,7 +578,18 @@ func (p PG) Validate() error {
 	if p.PoolMax < 1 || p.PoolMin < 0 || p.PoolMin > p.PoolMax {
 		errs = append(errs, errors.New("LOOM_PG_POOL_MIN_SIZE and LOOM_PG_POOL_MAX_SIZE must satisfy 0 <= min <= max, max >= 1"))
 	}
+	if p.ReadDeadline <= 0 {
+		errs = append(errs, errors.New("LOOM_PG_READ_DEADLINE_MS must be positive"))
+	}
 	return errors.Join(errs...)
+}
+
+// Validate checks the ClickHouse settings.
+func (c ClickHouse) Validate() error {
+	if c.ReadDeadline <= 0 {
+		return errors.New("LOOM_CH_READ_DEADLINE_MS must be positive")
+	}
+	return nil
 }
 
 // Validate checks the embedder.

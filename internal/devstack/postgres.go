@@ -35,6 +35,7 @@ type Postgres struct {
 	bin    string
 	as     *runAs
 	exited <-chan struct{} // closed once the server started last has exited
+	pid    int             // the postmaster started last, the leader of its process group
 	Port   int
 }
 
@@ -140,7 +141,7 @@ func (p *Postgres) start(ctx context.Context, extra ...string) error {
 		out.Close()
 		return fmt.Errorf("start Postgres: %w", err)
 	}
-	p.exited = exited
+	p.exited, p.pid = exited, cmd.Process.Pid
 	if err := p.waitReady(ctx, cmd.Process.Pid, 60*time.Second); err != nil {
 		return fmt.Errorf("start Postgres: %w\n%s", err, tail(logFile, 20))
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -101,4 +102,46 @@ func Decode(raw []byte) (*memrow.Row, error) {
 		return nil, fmt.Errorf("decode head row: %w", err)
 	}
 	return &row, nil
+}
+
+// WithID reads every head of an org that holds memoryID. An id is not unique within
+// an org: a namespace restored from another's snapshot keeps the ids.
+func WithID(ctx context.Context, q Querier, org, memoryID string) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND memory_id = $2`, org, memoryID)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// InNamespaceWithIDs reads the heads of one namespace that hold any of memoryIDs.
+func InNamespaceWithIDs(ctx context.Context, q Querier, org, namespace string, memoryIDs []string) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3::uuid[])`,
+		org, namespace, memoryIDs)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// OneByID is the head an operation addressed by a memory id alone acts on, among the
+// heads holding it (postgres-authority.md, "A memory id is not unique within an org"):
+// the live heads in the namespaces the caller reaches must all lie in one namespace,
+// where the newest acts, and none of them may be outside the caller's read scope
+// (readUserID, "" for every user's). Otherwise it is nil, not found: a copy the caller
+// may not see is never acted on in its stead, and tells it nothing.
+func OneByID(withID []*memrow.Row, now time.Time, reaches func(namespace string) bool, readUserID string) *memrow.Row {
+	var one *memrow.Row
+	for _, h := range withID {
+		if !h.Live(now) || !reaches(h.Namespace) {
+			continue
+		}
+		if (readUserID != "" && h.UserID != readUserID) || (one != nil && one.Namespace != h.Namespace) {
+			return nil
+		}
+		if one == nil || h.Version > one.Version {
+			one = h
+		}
+	}
+	return one
 }

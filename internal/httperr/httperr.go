@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
@@ -69,6 +72,8 @@ const (
 	CodeBlacklisted        = "BLACKLISTED"                // 422
 	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"         // 405
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"          // 413
+	CodeHeadersTooLarge    = "HEADERS_TOO_LARGE"          // 431
+	CodeRequestTimeout     = "REQUEST_TIMEOUT"            // 408
 	CodeAdmissionContended = "ADMISSION_CONTENDED"        // 503
 	CodePostgresDown       = "POSTGRES_UNAVAILABLE"       // 503
 	CodeClickHouseDown     = "CLICKHOUSE_UNAVAILABLE"     // 503
@@ -132,6 +137,31 @@ func Store(doing string, err error) *Error {
 		return e
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error while " + doing, Cause: err}
+}
+
+// KnownMethods are the HTTP methods Loom's routes use; AllowKnownMethods answers any
+// other as 405 METHOD_NOT_ALLOWED naming them.
+var KnownMethods = []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPost, http.MethodPut}
+
+// AllowKnownMethods wraps a fiber app's server so a request with a method no route
+// uses gets the envelope (405 METHOD_NOT_ALLOWED with Allow), where fiber would answer
+// a plain-text 400 for a method it does not know. Call it once the app is built.
+func AllowKnownMethods(app *fiber.App, log *slog.Logger) {
+	srv := app.Server()
+	next := srv.Handler
+	allow := strings.Join(KnownMethods, ", ")
+	render := Handler(log)
+	srv.Handler = func(rc *fasthttp.RequestCtx) {
+		if slices.Contains(KnownMethods, string(rc.Method())) {
+			next(rc)
+			return
+		}
+		c := app.AcquireCtx(rc)
+		defer app.ReleaseCtx(c)
+		c.Set(fiber.HeaderAllow, allow)
+		render(c, New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method "+string(rc.Method())+" is not served: use one of "+allow).
+			With("allow", KnownMethods))
+	}
 }
 
 // Handler renders every error a route returns as the envelope.
@@ -200,6 +230,11 @@ func classify(err error) *Error {
 			return New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this route")
 		case http.StatusRequestEntityTooLarge:
 			return New(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "request body too large")
+		case http.StatusRequestHeaderFieldsTooLarge:
+			return New(http.StatusRequestHeaderFieldsTooLarge, CodeHeadersTooLarge, "request headers too large")
+		case http.StatusRequestTimeout:
+			return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Retryable: true, RetryAfter: time.Second,
+				Message: "the request was not received in time; send it again"}
 		case http.StatusBadRequest, http.StatusUnprocessableEntity:
 			return Validation("body", fiberErr.Message)
 		}

@@ -22,7 +22,7 @@ func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo
 	if err != nil {
 		return 0, err
 	}
-	return readRanges(ctx, brokers, topic, starts, ends, fn)
+	return ReadRanges(ctx, brokers, topic, starts, ends, func(r *kgo.Record) bool { fn(r); return true })
 }
 
 // ReadAt reads the records at the given offsets of topic's partitions, without a
@@ -53,20 +53,22 @@ func ReadAt(ctx context.Context, brokers []string, topic string, want map[int32]
 		from[p], until[p] = max(from[p], starts[p]), min(until[p], ends[p])
 	}
 	out := map[int32]map[int64]*kgo.Record{}
-	_, err = readRanges(ctx, brokers, topic, from, until, func(r *kgo.Record) {
+	_, err = ReadRanges(ctx, brokers, topic, from, until, func(r *kgo.Record) bool {
 		if wanted[r.Partition][r.Offset] {
 			if out[r.Partition] == nil {
 				out[r.Partition] = map[int64]*kgo.Record{}
 			}
 			out[r.Partition][r.Offset] = r
 		}
+		return true
 	})
 	return out, err
 }
 
-// readRanges hands fn every record of topic in [from, until) of each partition, in
-// offset order per partition, and returns how many it read.
-func readRanges(ctx context.Context, brokers []string, topic string, from, until map[int32]int64, fn func(*kgo.Record)) (int64, error) {
+// ReadRanges hands fn the records of topic in [from, until) of each partition, in
+// offset order per partition, without a consumer group, until fn returns false for a
+// record (it needs no more of that partition). It returns how many it handed.
+func ReadRanges(ctx context.Context, brokers []string, topic string, from, until map[int32]int64, fn func(*kgo.Record) bool) (int64, error) {
 	start := map[int32]kgo.Offset{}
 	left := map[int32]int64{}
 	for p, end := range until {
@@ -99,9 +101,8 @@ func readRanges(ctx context.Context, brokers []string, topic string, from, until
 			if !ok || r.Offset >= end {
 				return
 			}
-			fn(r)
 			n++
-			if r.Offset+1 >= end {
+			if !fn(r) || r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
 		})

@@ -214,9 +214,14 @@ func ContentSHA256(canonical []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CharCount is the number of characters (runes) of a canonical value, the
-// unit the char limit is stated in.
+// CharCount is the number of characters (runes) of a canonical value, the unit the
+// char limit is stated in: a string value counts its own characters, not the quotes
+// and escapes JSON writes it with; any other value, its canonical JSON.
 func CharCount(canonical []byte) int {
+	var s string
+	if len(canonical) > 0 && canonical[0] == '"' && json.Unmarshal(canonical, &s) == nil {
+		return utf8.RuneCountInString(s)
+	}
 	return utf8.RuneCount(canonical)
 }
 

@@ -95,11 +95,11 @@ func ValidateName(field, v string) error {
 		if alnum || i > 0 && (c == '.' || c == '_' || c == '-') {
 			continue
 		}
-		if i == 0 {
-			return invalid(field, "must start with a letter or digit")
-		}
 		r, _ := utf8.DecodeRuneInString(v[i:])
-		return invalid(field, "has %q at byte %d; only letters, digits, '.', '_' and '-' are allowed", r, i)
+		if i == 0 {
+			return invalid(field, "must start with an ASCII letter (a-z, A-Z) or digit, not %q", r)
+		}
+		return invalid(field, "has %q at byte %d; only ASCII letters (a-z, A-Z), digits, '.', '_' and '-' are allowed", r, i)
 	}
 	return nil
 }

@@ -227,13 +227,21 @@ func TestContentSHA256(t *testing.T) {
 }
 
 func TestCharLimit(t *testing.T) {
-	if n := CharCount([]byte(`"héllo 😀"`)); n != 9 {
-		t.Fatalf("CharCount counts bytes, not characters: %d", n)
+	// A string counts its own characters, not bytes, nor the quotes and escapes JSON
+	// writes it with; another value counts its canonical JSON.
+	for raw, want := range map[string]int{`"héllo 😀"`: 7, `"blue"`: 4, `"say \"hi\""`: 8, `{"a":"b"}`: 9, `42`: 2} {
+		c, err := Canonical("value", []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := CharCount(c); n != want {
+			t.Errorf("CharCount(%s) = %d, want %d", c, n, want)
+		}
 	}
 	mk := func(chars int) []byte {
-		// A JSON string of chars characters in total, quotes included,
-		// using a multi-byte rune so bytes and characters differ.
-		c, err := Canonical("value", []byte(`"`+strings.Repeat("é", chars-2)+`"`))
+		// A JSON string of chars characters, using a multi-byte rune so bytes and
+		// characters differ.
+		c, err := Canonical("value", []byte(`"`+strings.Repeat("é", chars)+`"`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +310,8 @@ func TestValidateName(t *testing.T) {
 		"_x":                                "start",
 		"..":                                "start",
 		"has space":                         "' '",
-		"café":                              "'é' at byte 3",
+		"café":                              "'é' at byte 3; only ASCII letters",
+		"école":                             "start with an ASCII letter (a-z, A-Z) or digit, not 'é'",
 		"a:b":                               "':'",
 	}
 	for v, want := range bad {

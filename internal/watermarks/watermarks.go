@@ -73,9 +73,27 @@ func ReadKeys(ctx context.Context, q Querier, projection string, orgs, namespace
 	if lock {
 		sql += ` FOR UPDATE OF w`
 	}
-	rows, err := q.Query(ctx, sql, projection, orgs, namespaces)
+	out, err := readMarks(ctx, q, sql, projection, orgs, namespaces)
 	if err != nil {
 		return nil, fmt.Errorf("read watermarks: %w", err)
+	}
+	return out, nil
+}
+
+// ReadProjection reads every watermark of projection.
+func ReadProjection(ctx context.Context, q Querier, projection string) (map[Key]int64, error) {
+	out, err := readMarks(ctx, q, `SELECT org, namespace, seq FROM loom.projection_watermarks WHERE projection = $1`, projection)
+	if err != nil {
+		return nil, fmt.Errorf("read the watermarks of projection %s: %w", projection, err)
+	}
+	return out, nil
+}
+
+// readMarks runs a query of (org, namespace, seq) rows into a map.
+func readMarks(ctx context.Context, q Querier, sql string, args ...any) (map[Key]int64, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[Key]int64{}
@@ -83,11 +101,18 @@ func ReadKeys(ctx context.Context, q Querier, projection string, orgs, namespace
 		var k Key
 		var seq int64
 		if err := rows.Scan(&k.Org, &k.Namespace, &seq); err != nil {
-			return nil, fmt.Errorf("read watermarks: %w", err)
+			return nil, err
 		}
 		out[k] = seq
 	}
 	return out, rows.Err()
+}
+
+// Exists reports whether projection has ever raised a watermark.
+func Exists(ctx context.Context, q Querier, projection string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.projection_watermarks WHERE projection = $1)`, projection).Scan(&ok)
+	return ok, err
 }
 
 // QueueRaise queues raising the namespaces' watermarks to marks (never lowering one)

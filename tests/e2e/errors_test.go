@@ -25,7 +25,7 @@ func TestBadInputAnswers422NamingTheField(t *testing.T) {
 		{"trailing data", "k", `{"value": 1} {"value": 2}`, "VALIDATION_FAILED", "body"},
 		{"missing value", "k", `{"tags": ["a"]}`, "VALIDATION_FAILED", "value"},
 		{"empty body", "k", ``, "VALIDATION_FAILED", "body"},
-		{"unknown field", "k", `{"value": 1, "valeu": 2}`, "VALIDATION_FAILED", "body"},
+		{"unknown field", "k", `{"value": 1, "valeu": 2}`, "VALIDATION_FAILED", "valeu"},
 		{"NUL escape in value", "k", `{"value": "a\u0000b"}`, "VALIDATION_FAILED", "body"},
 		{"lone surrogate in value", "k", `{"value": "a\ud800b"}`, "VALIDATION_FAILED", "body"},
 		{"lone surrogate in a tag", "k", `{"value": 1, "tags": ["\udc00"]}`, "VALIDATION_FAILED", "body"},

@@ -363,7 +363,7 @@ func TestGraphInputIsValidated(t *testing.T) {
 		field string
 	}{
 		{`{"value": "x", "relations": [{"subject": "a", "predicate": "p"}]}`, "relations[0].object"},
-		{`{"value": "x", "relations": [{"subject": "a", "predicate": "p", "object": "b", "cardinality": "single"}]}`, "body"},
+		{`{"value": "x", "relations": [{"subject": "a", "predicate": "p", "object": "b", "cardinality": "single"}]}`, "relations[0].cardinality"},
 		{`{"value": "x", "relations": [{"subject": "a", "predicate": "p", "object": "b", "valid_from": "2026-02-01T00:00:00Z", "valid_to": "2026-01-01T00:00:00Z"}]}`, "relations[0].valid_to"},
 		{`{"value": "x", "entities": [{"name": "a", "kind": "b"}]}`, "entities[0]"},
 		{`{"value": "x", "relations": [` + strings.Repeat(`{"subject": "a", "predicate": "p", "object": "b"},`, 8) + `{"subject": "a", "predicate": "p", "object": "b"}]}`, "relations"},

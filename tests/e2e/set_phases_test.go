@@ -320,6 +320,18 @@ func TestMemorySetVerdicts(t *testing.T) {
 		eq(t, "merged into", a["merged_into"].(map[string]any)["memory_id"], first["memory_id"])
 		eq(t, "revisions of k2", e.revisions("k2"), 0)
 	})
+	// The reported case: bob's write was answered merged into alice's row, then his
+	// own key was 404. A verdict relates one subject's statements: his is written.
+	t.Run("another user's same value is written, not merged into hers", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("alice-favorite-color", map[string]any{"value": "blue", "user_id": "alice"})
+		a := e.ok("bob-favorite-color", map[string]any{"value": "blue", "user_id": "bob"})
+		eq(t, "written", a["written"], any(true))
+		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/bob-favorite-color?user_id=bob", nil)
+		if r.Status != http.StatusOK || r.JSON(t)["value"] != "blue" {
+			t.Fatalf("bob reads his key: %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("pinned peer refuses the write", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
 		e.ok("k1", map[string]any{"value": "the standup happens at nine every morning", "pin": true})
@@ -392,6 +404,34 @@ func TestMemorySetVerdicts(t *testing.T) {
 			t.Fatalf("events %v", ev)
 		}
 	})
+	// memory.restore brings a conflicted row back conflicted only while its peer still
+	// is, listing it; once the peer is gone, it comes back active without the link.
+	t.Run("a restore requalifies a conflicted row against its peer", func(t *testing.T) {
+		e := newPhaseEnv(t, nil)
+		e.ok("k1", map[string]any{"value": "the user lives in Lisbon"})
+		e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
+		restore := func(want string, links int) {
+			t.Helper()
+			if r := e.c.Do(t, http.MethodDelete, "/v1/namespaces/"+e.ns+"/memories/k2", nil); r.Status != http.StatusOK {
+				t.Fatalf("delete k2: %d %s", r.Status, r.Body)
+			}
+			if r := e.method("k2", "restore"); r.Status != http.StatusOK {
+				t.Fatalf("restore k2: %d %s", r.Status, r.Body)
+			}
+			_, h := e.head("k2")
+			if cw, _ := h["conflict_with"].([]any); h["status"] != want || len(cw) != links {
+				t.Fatalf("k2 restored as %v with conflict_with %v, want %s with %d", h["status"], h["conflict_with"], want, links)
+			}
+		}
+		if _, h := e.head("k1"); h["status"] != "conflicted" {
+			t.Fatalf("k1: %v", h)
+		}
+		restore("conflicted", 1)
+		if r := e.c.Do(t, http.MethodDelete, "/v1/namespaces/"+e.ns+"/memories/k1", nil); r.Status != http.StatusOK {
+			t.Fatalf("delete k1: %d %s", r.Status, r.Body)
+		}
+		restore("active", 0)
+	})
 	t.Run("a decision is identified by its key: the same text under another key conflicts", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
 		e.ok("db", map[string]any{"value": "we store sessions in postgres", "memory_type": "decision", "pin": true})
@@ -437,22 +477,25 @@ func TestSameKeyInAnotherSession(t *testing.T) {
 			t.Fatalf("s1's row: %d %s", r.Status, r.Body)
 		}
 	})
-	t.Run("auto_reinforce only marks the new row for judgement, never the anonymous user's", func(t *testing.T) {
+	// The seeds' rule: a named user's row is marked owed when another session of that
+	// user holds its key; the anonymous user's never is, since its sessions are
+	// separate tasks. (This test asserted the opposite for "-" before.)
+	t.Run("auto_reinforce only marks a named user's new row for judgement", func(t *testing.T) {
 		e := newPhaseEnv(t, nil)
-		for _, user := range []string{"alice", ""} {
-			e.ok("plan", map[string]any{"value": "deploy on monday", "session_id": "s1", "user_id": user})
-			e.ok("plan", map[string]any{"value": "deploy on wednesday", "session_id": "s2", "user_id": user})
-			r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan?session_id=s1&user_id="+user, nil)
+		for _, user := range []string{"alice", "-"} {
+			e.ok("plan-"+user, map[string]any{"value": "deploy on monday", "session_id": "s1", "user_id": user})
+			e.ok("plan-"+user, map[string]any{"value": "deploy on wednesday", "session_id": "s2", "user_id": user})
+			r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/memories/plan-"+user+"?session_id=s1&user_id="+user, nil)
 			if r.Status != http.StatusOK || r.JSON(t)["status"] != "active" {
-				t.Fatalf("s1's row of user %q: %d %s", user, r.Status, r.Body)
+				t.Fatalf("%s's s1 row: %d %s", user, r.Status, r.Body)
 			}
 		}
-		// The anonymous user's sessions are separate tasks: only alice's row is owed.
-		owed := testenv.PGStrings(t, e.pool, `SELECT user_id FROM loom.memory_current WHERE org = $1 AND namespace = $2
-			AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns)
-		if len(owed) != 1 || owed[0] != "alice" {
-			t.Fatalf("rows owed a judgement, by user: %q; want alice's alone", owed)
+		owed := func(user string) int64 {
+			return testenv.Int(t, e.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2
+				AND user_id = $3 AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns, user)
 		}
+		eq(t, "alice's rows owed a judgement", owed("alice"), 1)
+		eq(t, "the anonymous user's rows owed a judgement", owed("-"), 0)
 	})
 }
 

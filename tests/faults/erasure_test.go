@@ -219,7 +219,8 @@ func TestResetAfterErasureAndRedactionBringsNothingBack(t *testing.T) {
 
 	series := `loom_projector_unopenable_total{projection="` + p + `"}`
 	before := metricValue(t, url, series)
-	if _, err := tc.ResetProjection(ctx, p, typed.ResetRequest{To: "earliest", Execute: true}); err != nil {
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator})).Typed(t)
+	if _, err := operator.ResetProjection(ctx, p, typed.ResetRequest{To: "earliest", Execute: true}); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
 	testenv.Eventually(t, 60*time.Second, "the projection to replay the topic", func() bool { return env.GroupCaughtUp(t, group, topic) })

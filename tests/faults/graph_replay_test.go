@@ -72,7 +72,8 @@ func TestGraphReplaysIntoIdenticalTables(t *testing.T) {
 
 	// A reset to earliest folds every record again over the tables as they are.
 	resetPath := "/v1/admin/projections/" + p1 + ":reset"
-	if r := admin.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest", "execute": true}`)); r.Status != http.StatusOK {
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
+	if r := operator.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest", "execute": true}`)); r.Status != http.StatusOK {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}
 	start = time.Now()

@@ -28,6 +28,7 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 	p := projection(t)
 	n, url, stopNode := env.Serve(t, []string{"api", "projector"}, func(c *config.Config) { c.Pipeline.Projection = p })
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
 	writer := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter}))
 	pool, conn := env.PG(t), env.CH(t)
 	env.Relay(t, relay.Faults{})
@@ -59,13 +60,13 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 		t.Fatalf("reset with a writer token: %d %s", r.Status, r.Body)
 	}
 	for _, body := range []string{`{"to": "yesterday"}`, `{"execute": true}`, `{"to": "earliest", "now": true}`} {
-		if r := admin.Do(t, http.MethodPost, resetPath, []byte(body)); r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "VALIDATION_FAILED" {
+		if r := operator.Do(t, http.MethodPost, resetPath, []byte(body)); r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "VALIDATION_FAILED" {
 			t.Fatalf("reset with %s: %d %s", body, r.Status, r.Body)
 		}
 	}
 
 	// A dry run plans and changes nothing.
-	r := admin.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest"}`))
+	r := operator.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest"}`))
 	var plan struct {
 		projector.ResetPlan
 		Executed   bool `json:"executed"`
@@ -95,7 +96,7 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 
 	dupes := metricValue(t, url, `loom_projector_duplicates_total{projection="`+p+`"}`)
 	start := time.Now()
-	r = admin.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest", "execute": true}`))
+	r = operator.Do(t, http.MethodPost, resetPath, []byte(`{"to": "earliest", "execute": true}`))
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &plan) != nil || !plan.Executed || !plan.PausedHere {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}

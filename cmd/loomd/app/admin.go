@@ -9,20 +9,23 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 )
 
-// registerAdmin mounts the operator routes: admin tokens only.
+// registerAdmin mounts the admin routes, each with its own guard (a group's would
+// guard every route under its prefix): a projection's reset acts on every org's
+// projection, so it takes the operator's token alone, never an org's; the token routes
+// are an org admin's, over its org's tokens.
 func (p *Process) registerAdmin(app *fiber.App) {
-	g := app.Group("/v1/admin", p.Tokens.Middleware())
-	g.Post("/projections/:name\\:reset", p.handleProjectionReset)
-	g.Post("/tokens", p.handleTokenCreate)
-	g.Get("/tokens", p.handleTokenList)
-	g.Delete("/tokens/:token_id", p.handleTokenRevoke)
+	app.Post("/v1/admin/projections/:name\\:reset", p.Tokens.OperatorMiddleware(), p.handleProjectionReset)
+	org := p.Tokens.Middleware()
+	app.Post("/v1/admin/tokens", org, p.handleTokenCreate)
+	app.Get("/v1/admin/tokens", org, p.handleTokenList)
+	app.Delete("/v1/admin/tokens/:token_id", org, p.handleTokenRevoke)
 }
 
 // resetRequest is POST /v1/admin/projections/{name}:reset: the projection from the
@@ -42,11 +45,9 @@ type resetAnswer struct {
 	PausedHere bool `json:"paused_here"`
 }
 
-// handleProjectionReset checks the caller and the path before it reads the body.
+// handleProjectionReset checks the path before it reads the body; the operator's
+// token was checked at the group.
 func (p *Process) handleProjectionReset(c *fiber.Ctx) error {
-	if auth.From(c).Role != auth.RoleAdmin {
-		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "only an admin token may reset a projection")
-	}
 	req := resetRequest{Name: c.Params("name")}
 	if err := memrow.ValidateName("name", req.Name); err != nil {
 		return err
@@ -64,7 +65,9 @@ func (p *Process) handleProjectionReset(c *fiber.Ctx) error {
 // resetProjection moves a projection's consumer group offsets (replay). Without
 // Execute it only answers the plan. With it, it pauses this process's projector of
 // that projection (its consumer leaves the group), resets, and resumes it, so a reset
-// works against `loomd dev`; a group with members in other processes is refused.
+// works against `loomd dev`; a group with members in other processes is refused. A
+// forward move never skips what the projection has not applied (HoldUnapplied). A
+// projection this deployment never ran is 404: a retry would not make it exist.
 func (p *Process) resetProjection(ctx context.Context, req resetRequest) (*resetAnswer, error) {
 	if req.To == "" {
 		return nil, httperr.Validation("to", "to is required: earliest, latest or an RFC 3339 time")
@@ -75,6 +78,12 @@ func (p *Process) resetProjection(ctx context.Context, req resetRequest) (*reset
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	known := req.Name == p.Cfg.Pipeline.Projection
+	if !known {
+		if known, err = watermarks.Exists(ctx, p.PG, req.Name); err != nil {
+			return nil, httperr.Store("looking the projection up", err)
+		}
+	}
 	cl, err := kafka.NewClient(p.Cfg.Kafka.Brokers)
 	if err != nil {
 		return nil, kafkaDown("connecting to Kafka", err)
@@ -82,32 +91,49 @@ func (p *Process) resetProjection(ctx context.Context, req resetRequest) (*reset
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	group := projector.Group(req.Name)
-	if !req.Execute {
+	plan := func() (*projector.ResetPlan, error) {
 		plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
 		if err != nil {
 			return nil, kafkaDown("planning the reset", err)
 		}
-		return &resetAnswer{ResetPlan: plan}, nil
+		if !known && len(plan.Members) == 0 && !plan.Committed() {
+			return nil, httperr.NotFound("no projection " + req.Name + ": it has no watermarks and its consumer group " + group + " has committed nothing")
+		}
+		marks, err := watermarks.ReadProjection(ctx, p.PG, req.Name)
+		if err != nil {
+			return nil, httperr.Store("reading the projection's watermarks", err)
+		}
+		if err := projector.HoldUnapplied(ctx, adm, p.Cfg.Kafka.Brokers, marks, plan); err != nil {
+			return nil, kafkaDown("reading the records the reset would skip", err)
+		}
+		return plan, nil
+	}
+	if !req.Execute {
+		pl, err := plan()
+		if err != nil {
+			return nil, err
+		}
+		return &resetAnswer{ResetPlan: pl}, nil
 	}
 	resume, paused, err := p.pauseProjector(ctx, req.Name)
 	if err != nil {
 		return nil, kafkaDown("pausing this process's projector", err)
 	}
 	defer resume()
-	plan, err := projector.PlanReset(ctx, adm, group, p.Cfg.Pipeline.Topic, target)
+	pl, err := plan()
 	if err != nil {
-		return nil, kafkaDown("planning the reset", err)
+		return nil, err
 	}
-	if len(plan.Members) > 0 {
-		return nil, groupActive(plan)
+	if len(pl.Members) > 0 {
+		return nil, groupActive(pl)
 	}
-	if err := projector.ExecuteReset(ctx, adm, plan); errors.Is(err, projector.ErrGroupActive) {
-		return nil, groupActive(plan)
+	if err := projector.ExecuteReset(ctx, adm, pl); errors.Is(err, projector.ErrGroupActive) {
+		return nil, groupActive(pl)
 	} else if err != nil {
 		return nil, kafkaDown("resetting the offsets", err)
 	}
-	p.Log.Info("projection reset", "projection", req.Name, "group", group, "to", plan.To, "paused_here", paused)
-	return &resetAnswer{ResetPlan: plan, Executed: true, PausedHere: paused}, nil
+	p.Log.Info("projection reset", "projection", req.Name, "group", group, "to", pl.To, "paused_here", paused)
+	return &resetAnswer{ResetPlan: pl, Executed: true, PausedHere: paused}, nil
 }
 
 func kafkaDown(doing string, err error) *httperr.Error {

@@ -110,6 +110,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if err := cfg.RequireStores(); err != nil {
 		return nil, err
 	}
+	// The roles' request deadlines come from the stores' settings.
+	cfg.Command.PeerReadDeadline = cfg.ClickHouse.ReadDeadline
+	cfg.Query.PointReadDeadline, cfg.Query.AfterBarrierDeadline = cfg.PG.ReadDeadline, cfg.ClickHouse.ReadDeadline
 	p := &Process{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
 	for _, o := range opts {
 		o(&p.opts)
@@ -126,8 +129,10 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
+	// A new connection's dial and handshake heed no request's deadline, only the dial
+	// timeout: it is kept within a request's wait for ClickHouse.
 	p.CH, err = ch.Open(ctx, ch.Config{Addr: cfg.ClickHouse.Addr, Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password,
-		Cluster: cfg.ClickHouse.Cluster, ReadTimeout: cfg.ClickHouse.ReadTimeout})
+		Cluster: cfg.ClickHouse.Cluster, ReadTimeout: cfg.ClickHouse.ReadTimeout, DialTimeout: min(5*time.Second, cfg.ClickHouse.ReadDeadline)})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +158,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log, Now: p.opts.modelClock}); err != nil {
 		return nil, err
 	}
-	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache))
+	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
 	p.index = p.openIndex()

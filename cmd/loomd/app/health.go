@@ -3,15 +3,18 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/projector"
@@ -28,10 +31,24 @@ func (p *Process) registerHealth(app *fiber.App) {
 // handleHealth is liveness plus what the process is: it answers while the process
 // runs, whatever the stores do (pending_migrations is the last known list, not read
 // anew). ?include=postgres adds the outbox's and the synchronous standbys' state and
-// the serving projection's recorded failures, and
-// ?include=lag the namespaces the serving projection is behind on (comma separated
-// for both).
+// the serving projection's recorded failures, and ?include=lag how far the serving
+// projection is behind (comma separated for both). Those are counts: only the
+// operator's token (`loomd token create --operator`) also sees which namespaces of
+// which orgs are behind, and the stores' own error texts. A token that is wrong is
+// 401; one that cannot be checked now gets the anonymous answer.
 func (p *Process) handleHealth(c *fiber.Ctx) error {
+	viewer, _, err := p.Tokens.Optional(c)
+	var he *httperr.Error
+	if errors.As(err, &he) && he.Status == http.StatusUnauthorized {
+		return err
+	}
+	operator := err == nil && viewer.Operator()
+	failed := func(err error) fiber.Map {
+		if operator {
+			return fiber.Map{"error": err.Error()}
+		}
+		return fiber.Map{"error": "unavailable"}
+	}
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
@@ -51,19 +68,21 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		body["index"] = h
 	}
 	include := strings.Split(c.Query("include"), ",")
+	// One wait for everything the details read, so a frozen Postgres holds liveness
+	// back by at most that.
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
 	if slices.Contains(include, "postgres") {
-		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-		defer cancel()
 		ob, err := relay.ReadBacklog(ctx, p.PG)
 		if err != nil {
-			body["postgres"] = fiber.Map{"error": err.Error()}
+			body["postgres"] = failed(err)
 		} else {
 			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
 				"durability": p.Cfg.PG.Durability}
 			if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
 				pgState["projection_failures"] = fs
 			} else {
-				pgState["projection_failures"] = fiber.Map{"error": err.Error()}
+				pgState["projection_failures"] = failed(err)
 			}
 			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
 				pgState["replication"] = rep
@@ -76,10 +95,13 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		}
 	}
 	if slices.Contains(include, "lag") {
-		if lag, err := projector.ReadLag(c.UserContext(), p.PG, p.Cfg.Pipeline.Projection); err != nil {
-			body["lag"] = fiber.Map{"error": err.Error()}
-		} else {
+		switch lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); {
+		case err != nil:
+			body["lag"] = failed(err)
+		case operator:
 			body["lag"] = lag
+		default:
+			body["lag"] = fiber.Map{"namespaces_behind": lag.NamespacesBehind, "seqs_behind": lag.SeqsBehind}
 		}
 	}
 	return c.JSON(body)
@@ -87,21 +109,33 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 
 // handleReady answers 200 only when both stores answer, every migration this build
 // carries is applied and the search index (when the process holds one) is warm; a load
-// balancer sends no traffic before that.
+// balancer sends no traffic before that. Each store is asked on its own, at once,
+// within its own timeout: one that does not answer is the one reported failing, never
+// the other.
 func (p *Process) handleReady(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
-	defer cancel()
+	var pgErr, chErr error
+	var wg sync.WaitGroup
+	for _, check := range []struct {
+		ping func(context.Context) error
+		err  *error
+	}{{p.PG.Ping, &pgErr}, {p.CH.Ping, &chErr}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+			defer cancel()
+			*check.err = check.ping(ctx)
+		}()
+	}
+	wg.Wait()
 	checks := fiber.Map{}
 	ready := true
-	if err := p.PG.Ping(ctx); err != nil {
-		checks["postgres"], ready = err.Error(), false
-	} else {
-		checks["postgres"] = "ok"
-	}
-	if err := p.CH.Ping(ctx); err != nil {
-		checks["clickhouse"], ready = err.Error(), false
-	} else {
-		checks["clickhouse"] = "ok"
+	for name, err := range map[string]error{"postgres": pgErr, "clickhouse": chErr} {
+		if err != nil {
+			checks[name], ready = err.Error(), false
+		} else {
+			checks[name] = "ok"
+		}
 	}
 	// A process warming its index would answer its searches and judge its writes behind:
 	// it takes traffic once it applied the topic as it stood at its start.
@@ -114,7 +148,9 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	}
 	pending := p.migrations.Last()
 	if ready {
+		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
 		pending = p.migrations.Pending(ctx, 0)
+		cancel()
 	}
 	if len(pending) > 0 {
 		ready = false
@@ -125,6 +161,9 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	}
 	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
+
+// readyTimeout bounds each of a readiness probe's checks.
+const readyTimeout = 3 * time.Second
 
 func (p *Process) handleMetrics(c *fiber.Ctx) error {
 	var buf bytes.Buffer

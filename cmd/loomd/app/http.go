@@ -44,6 +44,7 @@ func (p *Process) newHTTP() *fiber.App {
 		p.registerAdapters(app)
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	httperr.AllowKnownMethods(app, p.Log)
 	return app
 }
 

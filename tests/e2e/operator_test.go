@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// The controls that act on the whole deployment take the operator's token, which no
+// org token is: an org's admin, even one limited to one namespace, is 403 at a
+// projection's reset, and the operator's token reaches no org's memory. A reset of
+// a projection that never ran is 404, not a retryable 503.
+func TestOperatorControlsNeedTheOperatorsToken(t *testing.T) {
+	n, url := env.API(t, nil)
+	orgAdmin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	narrowAdmin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Namespaces: []string{"dev"}}))
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator, Name: "ops"}))
+	plan := []byte(`{"to": "latest"}`)
+	for name, c := range map[string]*testenv.Client{"an org's admin": orgAdmin, "a namespace's admin": narrowAdmin} {
+		if r := c.Do(t, http.MethodPost, "/v1/admin/projections/main:reset", plan); r.Status != http.StatusForbidden || r.ErrorCode() != "PERMISSION_DENIED" {
+			t.Fatalf("%s resets the shared projection: %d %s", name, r.Status, r.Body)
+		}
+	}
+	r := operator.Do(t, http.MethodPost, "/v1/admin/projections/main:reset", plan)
+	if r.Status != http.StatusOK || r.JSON(t)["executed"] != false || !strings.Contains(string(r.Body), `"partitions"`) {
+		t.Fatalf("the operator's dry run: %d %s", r.Status, r.Body)
+	}
+	if r := operator.Do(t, http.MethodPost, "/v1/admin/projections/nosuch:reset", plan); r.Status != http.StatusNotFound || r.ErrorCode() != "RESOURCE_NOT_FOUND" {
+		t.Fatalf("a reset of a projection that never ran: %d %s", r.Status, r.Body)
+	}
+	for _, call := range testenv.MemoryCalls(testenv.Unique(t, "ops")) {
+		if r := operator.Call(t, call); r.Status != http.StatusForbidden || r.ErrorCode() != "PERMISSION_DENIED" {
+			t.Fatalf("the operator's token at %s %s: %d %s", call.Method, call.Path, r.Status, r.Body)
+		}
+	}
+	if _, _, err := n.Tokens.Create(t.Context(), auth.NewToken{Org: "acme", Role: auth.RoleOperator}); err == nil {
+		t.Fatal("an operator token was created in an org")
+	}
+}
+
+// GET /v1/health?include=... tells an anonymous caller (a load balancer, a status
+// page) and an org's token how far the projection is behind in counts, never which
+// org's namespaces; the operator's token also sees them named.
+func TestHealthNamesNoTenantToAnonymousCallers(t *testing.T) {
+	// A projection nobody builds is behind on every namespace written.
+	n, url := env.API(t, func(c *config.Config) { c.Pipeline.Projection = "health_unbuilt" })
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "secret-org"}))
+	ns := testenv.Unique(t, "secret-ns")
+	c.AppendOnly(t, ns)
+	c.Set(t, ns, "k", "a fact of a tenant")
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
+	const path = "/v1/health?include=postgres,lag"
+	for name, caller := range map[string]*testenv.Client{"anonymous": testenv.NewClient(url, ""), "an org's token": c} {
+		r := caller.Do(t, http.MethodGet, path, nil)
+		lag, _ := r.JSON(t)["lag"].(map[string]any)
+		if r.Status != http.StatusOK || lag["namespaces_behind"] == nil || lag["namespaces_behind"].(float64) < 1 {
+			t.Fatalf("%s: %d %s", name, r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), ns) || strings.Contains(string(r.Body), "secret-org") || lag["behind"] != nil {
+			t.Fatalf("%s learns which tenant is behind: %s", name, r.Body)
+		}
+	}
+	r := operator.Do(t, http.MethodGet, path, nil)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"behind":[`) {
+		t.Fatalf("the operator's health: %d %s", r.Status, r.Body)
+	}
+	if r := testenv.NewClient(url, "loom_000000000000_bm90LWEtcmVhbC10b2tlbg").Do(t, http.MethodGet, path, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token at health: %d %s", r.Status, r.Body)
+	}
+}
