@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/loomplane/loom/internal/ttlcache"
 )
 
 // Calibration. A search's best hit is judged against the background: the scores the
@@ -124,7 +124,7 @@ type namespaceCalibration struct {
 // once per calibrationCacheTTL, and written in batches, off the search's path.
 type calibrations struct {
 	pool  *pgxpool.Pool
-	cache *expirable.LRU[calibrationKey, namespaceCalibration]
+	cache *ttlcache.Cache[calibrationKey, namespaceCalibration]
 
 	mu      sync.Mutex
 	pending map[calibrationKey]*pendingBackgrounds
@@ -137,7 +137,7 @@ type pendingBackgrounds struct {
 }
 
 func newCalibrations(pool *pgxpool.Pool) *calibrations {
-	return &calibrations{pool: pool, cache: expirable.NewLRU[calibrationKey, namespaceCalibration](4096, nil, calibrationCacheTTL),
+	return &calibrations{pool: pool, cache: ttlcache.New[calibrationKey, namespaceCalibration](4096, calibrationCacheTTL),
 		pending: map[calibrationKey]*pendingBackgrounds{}}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/loomplane/loom/internal/ttlcache"
 
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/metrics"
@@ -14,7 +14,7 @@ import (
 // query pays no embed.
 type cachedEmbedder struct {
 	embed.Embedder
-	cache  *expirable.LRU[string, []float32]
+	cache  *ttlcache.Cache[string, []float32]
 	hits   *metrics.Counter
 	misses *metrics.Counter
 }
@@ -24,7 +24,7 @@ func newCachedEmbedder(e embed.Embedder, size int, ttl time.Duration, reg *metri
 		size = 4096
 	}
 	c := reg.Counter("loom_query_embedding_cache_total", "Query embeddings served from the cache or embedded.", "result")
-	return &cachedEmbedder{Embedder: e, cache: expirable.NewLRU[string, []float32](size, nil, ttl),
+	return &cachedEmbedder{Embedder: e, cache: ttlcache.New[string, []float32](size, ttl),
 		hits: c.With("hit"), misses: c.With("miss")}
 }
 

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/loomplane/loom/internal/ttlcache"
 
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -74,7 +74,7 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 type Store struct {
 	pool     *pgxpool.Pool
 	cacheTTL time.Duration
-	cache    *expirable.LRU[string, cachedToken]
+	cache    *ttlcache.Cache[string, cachedToken]
 	deadline time.Duration
 }
 
@@ -107,7 +107,7 @@ func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.cache = expirable.NewLRU[string, cachedToken](10000, nil, s.cacheTTL)
+	s.cache = ttlcache.New[string, cachedToken](10000, s.cacheTTL)
 	return s
 }
 
