@@ -225,7 +225,7 @@ func TestComposeFileHasTheProductionShape(t *testing.T) {
 			}
 		}
 	}
-	for role, want := range map[config.Role]int{config.RoleCommand: 2, config.RoleQuery: 2, config.RoleProjector: 2, config.RoleRelay: 2} {
+	for role, want := range map[config.Role]int{config.RoleCommand: 2, config.RoleQuery: 2, config.RoleProjector: 2, config.RoleRelay: 2, config.RoleWorkers: 2} {
 		if len(roles[role]) != want {
 			t.Errorf("%d services run role %s (%v), want %d", len(roles[role]), role, roles[role], want)
 		}

@@ -21,9 +21,11 @@ import (
 // SIGTERM stops a query process only after the request it is serving has answered:
 // a search waiting at the barrier (no projector runs) keeps the process alive, new
 // connections are refused meanwhile, and once a projector catches up the search
-// answers 200 with the write and the process exits cleanly.
+// answers 200 with the write and the process exits cleanly. The query process reads
+// ClickHouse (LOOM_SEARCH_INDEX=clickhouse): its own index would let the search through
+// at once, and the barrier's wait is what this test holds open.
 func TestSIGTERMDrainsAnInFlightSearch(t *testing.T) {
-	q := newProc(t, "query", "query", map[string]string{"LOOM_PG_PROJECTION_WAIT_MS": "20000"})
+	q := newProc(t, "query", "query", map[string]string{"LOOM_PG_PROJECTION_WAIT_MS": "20000", "LOOM_SEARCH_INDEX": "clickhouse"})
 	w := newProc(t, "command-relay", "command,relay", nil)
 	for _, p := range []*proc{q, w} {
 		p.start(t)
