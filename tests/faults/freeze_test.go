@@ -32,8 +32,9 @@ const (
 // within their budgets, and readiness names Postgres alone; with ClickHouse frozen,
 // point reads still answer 200, searches, lists and history answer 503
 // CLICKHOUSE_UNAVAILABLE, a judged write 503 PROJECTION_BEHIND, and readiness names
-// ClickHouse alone. Each answer comes before the freeze ends; the times are logged
-// against their budgets, not asserted.
+// ClickHouse alone, while a process on the index path goes on searching and judging
+// writes (only its history answers 503). Each answer comes before the freeze ends; the
+// times are logged against their budgets, not asserted.
 func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 	p := projection(t)
 	n, url, _ := env.Serve(t, []string{"api", "relay", "projector"}, func(c *config.Config) {
@@ -42,14 +43,23 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 		c.Query.ProjectionWait, c.Command.WriteDeadline = freezeBarrier, freezeWrite
 	})
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	// A second process on the index path (LOOM_SEARCH_INDEX=memory, the default outside
+	// this suite): its peers and search legs read its own index, not ClickHouse.
+	_, indexURL, _ := env.Serve(t, []string{"api"}, func(c *config.Config) {
+		c.SearchIndex.Mode = config.SearchIndexMemory
+		c.Pipeline.Projection = p
+		c.PG.ReadDeadline, c.ClickHouse.ReadDeadline = freezePGRead, freezeCHRead
+		c.Query.ProjectionWait, c.Command.WriteDeadline = freezeBarrier, freezeWrite
+	})
 	unused := env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader}) // its first check needs Postgres
 	ns, plain := testenv.Unique(t, "frozen"), testenv.Unique(t, "frozen-plain")
 	c.AppendOnly(t, plain)
 	c.Set(t, ns, "color", "the sky is blue")
 	c.Set(t, plain, "color", "the sea is green")
 	key := "/v1/namespaces/" + ns + "/memories/color"
-	testenv.Eventually(t, 30*time.Second, "the projection to serve the namespace", func() bool {
-		return c.Search(t, ns, "sky", 3).Status == http.StatusOK
+	indexed := testenv.NewClient(indexURL, c.Token)
+	testenv.Eventually(t, 30*time.Second, "the projection and the index to serve the namespace", func() bool {
+		return c.Search(t, ns, "sky", 3).Status == http.StatusOK && indexed.Search(t, ns, "sky", 3).Status == http.StatusOK
 	})
 
 	type call struct {
@@ -61,6 +71,7 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 		status       int
 		code         string // the envelope's code ("" for a body that is no envelope)
 		check        func(body map[string]any) error
+		base         string // the process asked, when not the ClickHouse-path one
 	}
 	search := `{"query": "sky"}`
 	run := func(phase string, freeze, thaw func() error, calls []call) {
@@ -94,7 +105,7 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 				if cl.body != "" {
 					body = strings.NewReader(cl.body)
 				}
-				req, _ := http.NewRequest(cl.method, url+cl.path, body)
+				req, _ := http.NewRequest(cl.method, or(cl.base, url)+cl.path, body)
 				if tok := or(cl.token, c.Token); tok != "-" {
 					req.Header.Set("Authorization", "Bearer "+tok)
 				}
@@ -180,10 +191,29 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 		{name: "memory.set, judged", method: http.MethodPut, path: "/v1/namespaces/" + ns + "/memories/weather", body: `{"value": "it rains in the valley"}`, budget: freezeCHRead, status: 503, code: "PROJECTION_BEHIND"},
 		{name: "memory.set, append_only", method: http.MethodPut, path: "/v1/namespaces/" + plain + "/memories/weather", body: `{"value": "it rains in the valley"}`, budget: freezeWrite, status: 200},
 		{name: "health/ready", method: http.MethodGet, path: "/v1/health/ready", token: "-", budget: freezeReadyCheck, status: 503, check: readyNames("clickhouse", "postgres")},
+		// On the index path only what reads ClickHouse itself (history) answers 503:
+		// searches and judged writes go on.
+		{name: "index path: memory.search", base: indexURL, method: http.MethodPost, path: "/v1/namespaces/" + ns + "/memories:search", body: search, budget: freezeBarrier, status: 200, check: hitsKey("color")},
+		{name: "index path: memory.set, judged", base: indexURL, method: http.MethodPut, path: "/v1/namespaces/" + ns + "/memories/wind", body: `{"value": "the wind blows from the west"}`, budget: freezeWrite, status: 200},
+		{name: "index path: memory.history", base: indexURL, method: http.MethodGet, path: key + "/history", budget: afterBarrier, status: 503, code: "CLICKHOUSE_UNAVAILABLE"},
 	})
 	testenv.Eventually(t, 60*time.Second, "searches to answer once ClickHouse thawed", func() bool {
 		return c.Search(t, ns, "sky", 3).Status == http.StatusOK && c.Search(t, plain, "rains", 3).Status == http.StatusOK
 	})
+}
+
+// hitsKey checks that a search answer's first hit is the key's.
+func hitsKey(key string) func(map[string]any) error {
+	return func(m map[string]any) error {
+		hits, _ := m["hits"].([]any)
+		if len(hits) == 0 {
+			return fmt.Errorf("no hits, want %s", key)
+		}
+		if first, _ := hits[0].(map[string]any); first["memory_key"] != key {
+			return fmt.Errorf("first hit %v, want %s", first["memory_key"], key)
+		}
+		return nil
+	}
 }
 
 // or is a when it is set, else b.
