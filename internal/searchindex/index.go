@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -59,8 +60,11 @@ type Index struct {
 
 	builds   sync.WaitGroup
 	buildSem chan struct{} // one graph build at a time: they are CPU-bound
-	closed   chan struct{}
-	close    sync.Once
+	// deferBuilds holds graph builds back while a follower warms: a replay that grows a
+	// namespace past GraphMin would otherwise rebuild its graph at every tenth of growth.
+	deferBuilds atomic.Bool
+	closed      chan struct{}
+	close       sync.Once
 }
 
 // New returns an empty index.
@@ -72,6 +76,35 @@ func New(cfg Config) *Index {
 func (x *Index) Close() {
 	x.close.Do(func() { close(x.closed) })
 	x.builds.Wait()
+}
+
+// DeferBuilds holds graph builds back until ResumeBuilds: a warming follower calls it,
+// so that each namespace gets one build over what the replay left rather than one at
+// every tenth of its growth. Searches scan exactly meanwhile.
+func (x *Index) DeferBuilds() { x.deferBuilds.Store(true) }
+
+// ResumeBuilds lets graph builds run again and starts those now due.
+func (x *Index) ResumeBuilds() {
+	if !x.deferBuilds.Swap(false) {
+		return
+	}
+	for _, s := range x.spaceList() {
+		s.mu.Lock()
+		if s.held {
+			x.maybeBuild(s)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (x *Index) spaceList() []*space {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*space, 0, len(x.spaces))
+	for _, s := range x.spaces {
+		out = append(out, s)
+	}
+	return out
 }
 
 // Settle waits for the graph builds under way; for tests and benchmarks.
@@ -253,14 +286,8 @@ type SpaceStats struct {
 
 // Stats reports what every namespace holds.
 func (x *Index) Stats() Stats {
-	x.mu.RLock()
-	spaces := make([]*space, 0, len(x.spaces))
-	for _, s := range x.spaces {
-		spaces = append(spaces, s)
-	}
-	x.mu.RUnlock()
 	var st Stats
-	for _, s := range spaces {
+	for _, s := range x.spaceList() {
 		s.mu.RLock()
 		ss := SpaceStats{Space: s.id, Held: s.held, Entries: s.entries, Bytes: s.bytes(), Position: s.pos, Last: s.last,
 			LastUsed: time.Unix(0, s.lastUsed.Load())}
