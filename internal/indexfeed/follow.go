@@ -158,7 +158,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	if len(starts) == 0 {
 		return fmt.Errorf("index follower: topic %s has no partitions (is it created?)", f.cfg.Topic)
 	}
-	f.index.DeferBuilds()
+	f.index.Warming()
 	f.mu.Lock()
 	f.target, f.next, f.high = ends, map[int32]int64{}, map[int32]int64{}
 	f.progress.StartedAt = time.Now()
@@ -310,7 +310,7 @@ func (f *Follower) markWarm() {
 	}
 	f.progress.Warm, f.progress.WarmAt = true, time.Now()
 	close(f.warmed)
-	f.index.ResumeBuilds()
+	f.index.Warm()
 }
 
 // applyWithRetry applies a batch, waiting out Postgres (the keys) however long: every

@@ -344,14 +344,14 @@ func readSpace(d *decoder, now int64) *space {
 		if c.has(flagContent) {
 			c.docLen, dc.nTerms = uint32(d.uint()), uint16(d.uint())
 			nTags := d.count(1)
-			words := make([]uint32, nTags, nTags+8)
-			for i := range words {
-				words[i] = name()
+			d.scratch = d.scratch[:0]
+			for i := 0; i < nTags && d.err == nil; i++ {
+				d.scratch = append(d.scratch, name())
 			}
 			for k := d.count(1); k > 0 && d.err == nil; k-- {
-				words = append(words, term())
+				d.scratch = append(d.scratch, term())
 			}
-			dc.words, dc.nTags = slices.Clip(words), uint16(nTags)
+			dc.words, dc.nTags = slices.Clone(d.scratch), uint16(nTags)
 			s.words += int64(cap(dc.words))
 		}
 		if head, ok := s.byKey[dc.key]; ok {
@@ -440,9 +440,10 @@ func (e *encoder) row(a *arena, r int32) {
 // returns zero values; counts past what a file of size bytes can hold are refused, so
 // a damaged length cannot allocate without bound.
 type decoder struct {
-	r    *bufio.Reader
-	size int64
-	err  error
+	r       *bufio.Reader
+	size    int64
+	err     error
+	scratch []uint32
 }
 
 func (d *decoder) fail(why string) {

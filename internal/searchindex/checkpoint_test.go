@@ -242,3 +242,38 @@ func TestCheckpointLoadWakesWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// While an index is Warming no graph is built; Warm drops the dead rows and stale
+// postings the warm-up left, builds the graphs due, and answers as before.
+func TestWarmingDefersGraphBuildsAndWarmTidies(t *testing.T) {
+	x := New(Config{GraphMin: 200})
+	x.Warming()
+	revs := corpus(1500, 4)
+	for i := 0; i < len(revs); i += 100 {
+		x.Apply(ns, records(revs[i:i+100]))
+	}
+	rng := rand.New(rand.NewSource(8))
+	for i, r := range revs[:600] { // revised: their first rows and postings die
+		v := *r
+		v.Seq, v.Version = int64(len(revs)+i+1), r.Version+10_000
+		v.Text = sentence(rng)
+		v.ContentSHA256, v.Vector = shaOf(v.Text), queryVector(v.Text)
+		x.Apply(ns, []Record{{Seq: v.Seq, Revision: &v}})
+	}
+	x.Settle()
+	before := x.Stats()
+	if before.Spaces[0].Graph != 0 {
+		t.Fatalf("a graph was built while warming: %+v", before.Spaces[0])
+	}
+	reference, _ := roundTrip(t, x) // the same answers, from what is served only
+	x.Warm()
+	x.Settle()
+	after := x.Stats()
+	if after.Spaces[0].Graph != 1500 {
+		t.Fatalf("Warm built no graph over the 1500 vectors: %+v", after.Spaces[0])
+	}
+	if graph := x.spaces[ns].arenas[384].graph.bytes(); after.Bytes-graph >= before.Bytes {
+		t.Fatalf("Warm kept what is not served: %d bytes before, %d after (graph included)", before.Bytes, after.Bytes)
+	}
+	sameAnswers(t, reference, x, []Space{ns})
+}

@@ -78,19 +78,21 @@ func (x *Index) Close() {
 	x.builds.Wait()
 }
 
-// DeferBuilds holds graph builds back until ResumeBuilds: a warming follower calls it,
-// so that each namespace gets one build over what the replay left rather than one at
-// every tenth of its growth. Searches scan exactly meanwhile.
-func (x *Index) DeferBuilds() { x.deferBuilds.Store(true) }
+// Warming holds graph builds back until Warm: a warming follower calls it, so that
+// each namespace gets one build over what the warm-up left rather than one at every
+// tenth of its growth. Searches scan exactly meanwhile.
+func (x *Index) Warming() { x.deferBuilds.Store(true) }
 
-// ResumeBuilds lets graph builds run again and starts those now due.
-func (x *Index) ResumeBuilds() {
+// Warm ends Warming: each namespace drops the dead rows and stale postings the warm-up
+// left and the spare capacity of its arrays, and the graph builds now due start.
+func (x *Index) Warm() {
 	if !x.deferBuilds.Swap(false) {
 		return
 	}
 	for _, s := range x.spaceList() {
 		s.mu.Lock()
 		if s.held {
+			s.tidy()
 			x.maybeBuild(s)
 		}
 		s.mu.Unlock()

@@ -3,6 +3,8 @@ package searchindex
 import (
 	"encoding/hex"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -89,6 +91,9 @@ func (n *interner) id(s string) uint32 {
 	if id, ok := n.ids[s]; ok {
 		return id
 	}
+	// A copy: s is often a slice of a larger string (a lower-cased text, a decoded
+	// record), which the name would otherwise keep alive.
+	s = strings.Clone(s)
 	id := uint32(len(n.names))
 	n.ids[s] = id
 	n.names = append(n.names, s)
@@ -324,6 +329,11 @@ func (s *space) addPosting(lists *[][]posting, term uint32, p posting) {
 	}
 	l := (*lists)[term]
 	before := cap(l)
+	if len(l) == before && before >= 256 {
+		// Long lists grow by an eighth, not the runtime's quarter: postings are the
+		// index's second largest part.
+		l = append(make([]posting, 0, before+before/8), l...)
+	}
 	l = append(l, p)
 	s.capPost += int64(cap(l) - before)
 	(*lists)[term] = l
@@ -353,6 +363,37 @@ func (s *space) setTerms(slot int32, r *Revision) {
 	}
 	for _, t := range d.keyTerms() {
 		s.addPosting(&s.keyPost, t, posting{slot: uint32(slot), gen: c.gen})
+	}
+}
+
+// tidy drops what a namespace holds but does not serve (dead arena rows, stale
+// postings) and the spare capacity of its arrays: once, when a warm-up ends, when the
+// arrays hold what a replay's growth left.
+func (s *space) tidy() {
+	for _, a := range s.arenas {
+		if a.graph == nil && (a.dead > 0 || cap(a.scales) > a.rows()+a.rows()/32) {
+			s.compact(a)
+		}
+	}
+	s.capPost = 0
+	for _, lists := range []*[][]posting{&s.post, &s.keyPost} {
+		for t, list := range *lists {
+			kept := make([]posting, 0, len(list))
+			for _, p := range list {
+				if s.current(p) {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) == 0 {
+				kept = nil
+			}
+			(*lists)[t] = kept
+			s.capPost += int64(cap(kept))
+		}
+	}
+	s.stale = 0
+	if n := len(s.docs); cap(s.docs) > n+n/32 {
+		s.docs, s.cards, s.gens = slices.Clone(s.docs), slices.Clone(s.cards), slices.Clone(s.gens)
 	}
 }
 
