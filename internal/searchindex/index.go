@@ -327,9 +327,7 @@ func (s *space) bytes() int64 {
 	b := int64(unsafe.Sizeof(space{}))
 	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + 4*int64(cap(s.gens)) + 4*s.words + s.keyB + 4*int64(cap(s.free))
 	b += int64(len(s.byKey)) * mapEntryBytes
-	for _, n := range []*interner{&s.names, &s.lexicon} {
-		b += n.bytes + int64(len(n.names))*(stringBytes+mapEntryBytes)
-	}
+	b += s.names.size() + s.lexicon.size()
 	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post)+cap(s.keyPost))*24
 	b += int64(len(s.fenceUser)) * mapEntryBytes
 	for _, a := range s.arenas {
