@@ -146,9 +146,12 @@ func (f *Follower) Run(ctx context.Context) error {
 	adm := kadm.NewClient(admin)
 	starts, ends, err := kafka.Span(ctx, adm, f.cfg.Topic)
 	if err == nil && f.cfg.CheckpointDir != "" {
-		var topics kadm.TopicDetails
-		if topics, err = adm.ListTopics(ctx, f.cfg.Topic); err == nil {
+		// The topic's id tells a recreated topic from the one a checkpoint follows; a
+		// broker that does not say it leaves the offsets' checks alone.
+		if topics, lerr := adm.ListTopics(ctx, f.cfg.Topic); lerr == nil {
 			f.topicID = topics[f.cfg.Topic].ID
+		} else {
+			f.log.Warn("index follower: could not read the topic's id", "topic", f.cfg.Topic, "err", lerr)
 		}
 	}
 	admin.Close()
