@@ -171,8 +171,7 @@ func (w warmed) memoryRows(res *ScenarioResult, name string) {
 	per := func(b int64) float64 { return round(float64(b)/float64(w.stats.Entries), 0) }
 	mem := fmt.Sprintf("%s: %d memories in %d namespaces", name, w.stats.Entries, w.stats.Namespaces)
 	res.Rows = append(res.Rows,
-		Row{Case: mem, Metric: "bytes/memory (Go heap added, at warm: graph builds under way)", Loom: per(w.heap),
-			Gate: fmt.Sprintf("≤ %d: %s", bytesPerMemoryGate, passFail(per(w.heap) <= bytesPerMemoryGate))},
+		Row{Case: mem, Metric: "bytes/memory (Go heap added, at warm: its follower's fetches and the graph builds under way included)", Loom: per(w.heap)},
 		Row{Case: mem + fmt.Sprintf(", %d graph nodes", w.graphNodes), Metric: "bytes/memory (Go heap added, graphs built)", Loom: per(w.heapWithGraph),
 			Gate: fmt.Sprintf("≤ %d: %s", bytesPerMemoryGate, passFail(per(w.heapWithGraph) <= bytesPerMemoryGate))},
 		Row{Case: mem + ", graphs built", Metric: "bytes/memory (estimate)", Loom: per(w.stats.Bytes)},

@@ -311,9 +311,9 @@ func (f *Follower) markWarm() {
 			return
 		}
 	}
+	f.index.Warm()
 	f.progress.Warm, f.progress.WarmAt = true, time.Now()
 	close(f.warmed)
-	f.index.Warm()
 }
 
 // applyWithRetry applies a batch, waiting out Postgres (the keys) however long: every

@@ -419,7 +419,17 @@ func (s *space) tidy() {
 	s.capPost = 0
 	for _, lists := range []*[][]posting{&s.post, &s.keyPost} {
 		for t, list := range *lists {
-			kept := make([]posting, 0, len(list))
+			live := 0
+			for _, p := range list {
+				if s.current(p) {
+					live++
+				}
+			}
+			if live == len(list) && cap(list) <= live+live/32+4 {
+				s.capPost += int64(cap(list))
+				continue
+			}
+			kept := make([]posting, 0, live)
 			for _, p := range list {
 				if s.current(p) {
 					kept = append(kept, p)
