@@ -85,5 +85,13 @@ func RegisterGauges(reg *metrics.Registry, f *Follower, x *searchindex.Index) {
 			Of: func(h Health) int64 { return h.Behind }},
 		{Name: "loom_index_evicted_namespaces", Help: "Namespaces dropped from memory to keep within LOOM_INDEX_MAX_BYTES.",
 			Of: func(h Health) int64 { return h.Evicted }},
+		{Name: "loom_index_restored_entries", Help: "Memories the search index loaded from its checkpoint at the start (0: it replayed the topic).",
+			Of: func(h Health) int64 { return h.Restored }},
+		{Name: "loom_index_checkpoints_written", Help: "Checkpoints of the search index written since the process started (LOOM_INDEX_CHECKPOINT_DIR).",
+			Of: func(h Health) int64 { return h.Checkpoints }},
+		{Name: "loom_index_checkpoint_bytes", Help: "The size of the search index's last checkpoint.",
+			Of: func(h Health) int64 { return h.CheckpointBytes }},
+		{Name: "loom_index_checkpoint_failures", Help: "Checkpoints of the search index that could not be written.",
+			Of: func(h Health) int64 { return h.CheckpointFailures }},
 	})
 }
