@@ -133,7 +133,9 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 }
 
 // plainRow is a row without a baseline.
-func plainRow(caseName, metric string, v float64) Row { return Row{Case: caseName, Metric: metric, Loom: v} }
+func plainRow(caseName, metric string, v float64) Row {
+	return Row{Case: caseName, Metric: metric, Loom: v}
+}
 
 // bareRead times a bare kgo read of the whole topic and returns its records/s; with
 // res, the row of its time.
