@@ -47,7 +47,7 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 				"written after it; its records/s counts every record the warm index stands for", coldstartTail),
 			"bytes per memory: the Go heap the index added (after a GC, its graph builds finished, the process under test's own " +
 				"graph builds settled first), and the index's own estimate of its structures, each over the memories it holds; " +
-				"the replayed index holds the dead rows and stale postings a replay leaves until compaction, the loaded one only what it serves"},
+				"a follower tidies its index as it becomes warm (dead rows, stale postings and spare capacity dropped), and a loaded one holds only what it serves"},
 	}
 	cl, err := kafka.NewClient(cfg.Kafka.Brokers)
 	if err != nil {
