@@ -81,7 +81,12 @@ func (x *Index) ReadCheckpoint(r io.Reader, size int64) error {
 		s := x.space(l.id, true)
 		s.mu.Lock()
 		s.adopt(l)
-		if s.pos > 0 {
+		s.mu.Unlock()
+		// An empty Apply: whatever Apply resets when a namespace changes (what searches
+		// keep of it) is reset before the position lets a waiting search through.
+		x.Apply(l.id, nil)
+		s.mu.Lock()
+		if s.pos = l.pos; s.pos > 0 {
 			close(s.changed)
 			s.changed = make(chan struct{})
 		}
@@ -90,9 +95,9 @@ func (x *Index) ReadCheckpoint(r io.Reader, size int64) error {
 	return nil
 }
 
-// adopt takes a loaded namespace's state.
+// adopt takes a loaded namespace's state, its position apart.
 func (s *space) adopt(l *space) {
-	s.held, s.pos, s.last, s.fenceAll, s.fenceUser = l.held, l.pos, l.last, l.fenceAll, l.fenceUser
+	s.held, s.last, s.fenceAll, s.fenceUser = l.held, l.last, l.fenceAll, l.fenceUser
 	s.docs, s.cards, s.gens, s.free, s.entries, s.byKey = l.docs, l.cards, l.gens, nil, l.entries, l.byKey
 	s.names, s.lexicon, s.post, s.keyPost = l.names, l.lexicon, l.post, l.keyPost
 	s.live, s.stale, s.capPost, s.words, s.keyB, s.arenas = l.live, 0, l.capPost, l.words, l.keyB, l.arenas

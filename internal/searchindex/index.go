@@ -93,9 +93,9 @@ func (x *Index) Warm() {
 		s.mu.Lock()
 		if s.held {
 			s.tidy()
-			x.maybeBuild(s)
 		}
 		s.mu.Unlock()
+		x.Apply(s.id, nil) // resets what searches keep of the namespace, and starts its build
 	}
 }
 
