@@ -142,18 +142,18 @@ func (s *space) chunks(q query, limit int, e *eligible) []scored {
 		return nil
 	}
 	top := newTopK(overfetch(limit))
-	e.each(func(slot uint32) {
-		if c := &s.cards[slot]; c.nChunks == 0 || int(c.dim) != len(q.vec) {
-			return
+	for _, slot := range e.chunked {
+		c := &s.cards[slot]
+		if int(c.dim) != len(q.vec) {
+			continue
 		}
 		d := &s.docs[slot]
-		c := &s.cards[slot]
 		best := float32(math.Inf(-1))
 		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
 			best = max(best, q.scale*a.scales[r]*float32(dotCodes(q.codes, a.row(r))))
 		}
 		top.offer(slot, best)
-	})
+	}
 	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
 		d := &s.docs[slot]
 		c := &s.cards[slot]
@@ -380,7 +380,7 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 // search runs every leg of q over one pass of its filter.
 func (s *space) search(q Query, cfg Config) Legs {
 	m := s.compile(q.Filter)
-	e := s.eligible(&m)
+	e := s.eligibleCached(&m)
 	var legs Legs
 	if e.count == 0 {
 		return legs
@@ -388,11 +388,11 @@ func (s *space) search(q Query, cfg Config) Legs {
 	if len(q.Vector) > 0 {
 		qv := newQuery(q.Vector)
 		legs.Vector = s.hits(s.nearest(qv, q.Limit, e.count, e.has, cfg), nil)
-		legs.Chunk = s.hits(s.chunks(qv, q.Limit, &e), nil)
+		legs.Chunk = s.hits(s.chunks(qv, q.Limit, e), nil)
 	}
-	lex, coverage := s.lexical(q.Terms, q.Limit, q.K1, q.B, &e)
+	lex, coverage := s.lexical(q.Terms, q.Limit, q.K1, q.B, e)
 	legs.Lexical = s.hits(lex, coverage)
-	legs.Key = s.hits(s.keys(q.Text, q.Terms, q.Limit, &e), nil)
+	legs.Key = s.hits(s.keys(q.Text, q.Terms, q.Limit, e), nil)
 	return legs
 }
 
