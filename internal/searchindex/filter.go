@@ -123,6 +123,37 @@ type eligible struct {
 	// until is the first second at which a document's expiry (or validity, when it is
 	// judged now) drops it from the set: the set holds for queries from now to until.
 	from, until int64
+
+	// graphNodes is the set as the nodes of an arena's graph: the nodes whose row is
+	// still their document's value and whose document the set takes, so a graph walk
+	// tests one bit a node. Built by the first walk of each graph.
+	nodesMu    sync.Mutex
+	graphNodes []graphNodes
+}
+
+type graphNodes struct {
+	g     *graph
+	epoch int
+	bits  []uint64
+}
+
+// nodesOf returns the set's bits over g's nodes; a is the arena g was built over.
+func (e *eligible) nodesOf(s *space, a *arena, g *graph) []uint64 {
+	e.nodesMu.Lock()
+	defer e.nodesMu.Unlock()
+	for _, gn := range e.graphNodes {
+		if gn.g == g && gn.epoch == a.epoch {
+			return gn.bits
+		}
+	}
+	out := make([]uint64, (g.nodes()+63)/64)
+	for n, row := range g.rows {
+		if slot := a.owner[row]; s.cards[slot].vecRow == row && e.has(slot) {
+			out[n>>6] |= 1 << (uint(n) & 63)
+		}
+	}
+	e.graphNodes = append(e.graphNodes[:0], graphNodes{g: g, epoch: a.epoch, bits: out})
+	return out
 }
 
 func (e *eligible) has(slot uint32) bool { return e.bits[slot>>6]&(1<<(slot&63)) != 0 }
