@@ -48,7 +48,7 @@ func (s *Service) parkPool(ctx context.Context, plan *searchPlan, pool []*candid
 	if err != nil {
 		return "", err
 	}
-	poolJSON, err := appendParkedPool(make([]byte, 0, 320*len(pool)), pool)
+	poolJSON, err := packPool(pool)
 	if err != nil {
 		return "", err
 	}
@@ -84,11 +84,11 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 		return nil, httperr.Store("reading the parked page", err)
 	}
 	var pp parkedPlan
-	var parked []parkedCandidate
 	if err := json.Unmarshal(planJSON, &pp); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(poolJSON, &parked); err != nil {
+	pool, err := unpackPool(poolJSON)
+	if err != nil {
 		return nil, err
 	}
 	// A token reads only what its own search could have: same read scope, every namespace reachable.
@@ -104,11 +104,6 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	req.TopK = plan.req.TopK
 	plan.req, plan.f.statuses, plan.namespaces, plan.settings = &req, pp.Statuses, pp.Namespaces, pp.Settings
 	plan.query, plan.trace = planQuery(req.Query, s.plannerNow()), nil
-	pool := make([]*candidate, len(parked))
-	for i, c := range parked {
-		pool[i] = &candidate{identity: c.Identity, contentSHA256: c.SHA, memoryType: c.Type, scores: c.Scores, coverage: c.Coverage,
-			fused: c.Fused, relevance: c.Relevance}
-	}
 	ans := &searchAnswer{Mode: plan.mode(), Namespaces: plan.namespaces}
 	if err := s.servePage(ctx, plan, pool, pp.Offset, ans); err != nil {
 		return nil, err
