@@ -93,8 +93,15 @@ func unpackPool(raw []byte) ([]*candidate, error) {
 }
 
 func packCandidates(pool []*candidate) ([]byte, error) {
-	strs := map[string]uint64{}
+	strs := make(map[string]uint64, len(pool)+16)
 	var table []string
+	// Most fields repeat the previous candidate's (the org, the namespace, the agent):
+	// each field position remembers its last string and index.
+	var last [7]struct {
+		s  string
+		i  uint64
+		ok bool
+	}
 	ref := func(s string) uint64 {
 		i, ok := strs[s]
 		if !ok {
@@ -102,6 +109,14 @@ func packCandidates(pool []*candidate) ([]byte, error) {
 			strs[s] = i
 			table = append(table, s)
 		}
+		return i
+	}
+	field := func(pos int, s string) uint64 {
+		if l := &last[pos]; l.ok && l.s == s {
+			return l.i
+		}
+		i := ref(s)
+		last[pos].s, last[pos].i, last[pos].ok = s, i, true
 		return i
 	}
 	body := make([]byte, 0, 96*len(pool))
@@ -116,11 +131,15 @@ func packCandidates(pool []*candidate) ([]byte, error) {
 	var legs []Leg
 	for _, c := range pool {
 		id := c.identity
-		for _, s := range []string{id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, c.memoryType} {
-			body = binary.AppendUvarint(body, ref(s))
-		}
-		if sha, err := hex.DecodeString(c.contentSHA256); err == nil && len(sha) == 32 && hex.EncodeToString(sha) == c.contentSHA256 {
-			body = append(append(body, 0), sha...)
+		body = binary.AppendUvarint(body, field(0, id.Org))
+		body = binary.AppendUvarint(body, field(1, id.Namespace))
+		body = binary.AppendUvarint(body, field(2, id.Agent))
+		body = binary.AppendUvarint(body, field(3, id.UserID))
+		body = binary.AppendUvarint(body, field(4, id.SessionID))
+		body = binary.AppendUvarint(body, field(5, id.MemoryKey))
+		body = binary.AppendUvarint(body, field(6, c.memoryType))
+		if sha, ok := lowerHex32(c.contentSHA256); ok {
+			body = append(append(body, 0), sha[:]...)
 		} else {
 			body = binary.AppendUvarint(append(body, 1), ref(c.contentSHA256))
 		}
@@ -151,6 +170,33 @@ func packCandidates(pool []*candidate) ([]byte, error) {
 		out = append(binary.AppendUvarint(out, uint64(len(s))), s...)
 	}
 	return append(out, body...), nil
+}
+
+// lowerHex32 decodes a hash written as 64 lowercase hex digits (as every content
+// hash is); any other string is parked as it is.
+func lowerHex32(s string) (out [32]byte, ok bool) {
+	if len(s) != 64 {
+		return out, false
+	}
+	for i := 0; i < 32; i++ {
+		hi, ok1 := lowerHexDigit(s[2*i])
+		lo, ok2 := lowerHexDigit(s[2*i+1])
+		if !ok1 || !ok2 {
+			return out, false
+		}
+		out[i] = hi<<4 | lo
+	}
+	return out, true
+}
+
+func lowerHexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 var errPacked = errors.New("a packed parked pool is cut short or malformed")
