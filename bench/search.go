@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // searchTopK is the search size the scenario asks for.
@@ -32,7 +35,10 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 		Notes: []string{"each namespace is loaded with memory.bulk_set in an append_only namespace (unjudged, which only speeds the load); " +
 			"queries are 4 words of the values' vocabulary, so the lexical legs find matches too",
 			"index: the process under test, LOOM_SEARCH_INDEX=memory (the default); ClickHouse: a second process on the same " +
-				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API"},
+				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API",
+			"before a namespace is measured, the process's index has applied every revision of it and finished its graph builds " +
+				"(namespaces past LOOM_INDEX_GRAPH_MIN vectors get an HNSW graph, built in the background after the load): " +
+				"the figures are the built graph's, not the exact scan a search falls back to while it builds"},
 	}
 	queries := make([]string, queryPool)
 	for i := range queries {
@@ -66,6 +72,9 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 		}
 		values, err := r.loadValues(ctx, ns, size)
 		if err != nil {
+			return nil, err
+		}
+		if err := r.settleIndex(ctx, ns); err != nil {
 			return nil, err
 		}
 		bare, err := r.exactScanOf(ctx, values)
@@ -115,6 +124,33 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// settleIndex waits until the process's index has applied every revision of ns and
+// its graph builds are done, so a run measures the index as it serves once built.
+func (r *runner) settleIndex(ctx context.Context, ns string) error {
+	x := r.t.Process.Index()
+	if x == nil {
+		return nil
+	}
+	start := time.Now()
+	gen, err := generations.Read(ctx, r.t.Process.PG, r.t.Org, ns)
+	if err != nil {
+		return fmt.Errorf("read the generation of %s: %w", ns, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	sp := searchindex.Space{Org: r.t.Org, Namespace: ns}
+	if err := x.WaitFor(wctx, sp, gen); err != nil {
+		return fmt.Errorf("wait for the index to apply %s through seq %d: %w", ns, gen, err)
+	}
+	x.Settle()
+	for _, st := range x.Stats().Spaces {
+		if st.Space == sp {
+			r.progress("    index settled in %s: %d vectors, %d graph nodes", time.Since(start).Round(100*time.Millisecond), st.Vectors, st.Graph)
+		}
+	}
+	return nil
 }
 
 // exactScan is a namespace's vectors in one flat array: the bare in-process search.

@@ -85,11 +85,15 @@ var (
 // number of rows, which locks it and draws their seqs (so a namespace's outbox rows
 // are in seq order); the gap check; every head locked and checked to be the version
 // its row was built over; then heads, revisions, data keys and outbox records written.
-// Either all of it commits or none.
+// Either all of it commits or none. The namespace's commits queue on its generation
+// lock, so what runs while it is held is kept to two round trips: the first batch
+// (BEGIN, the advance, the head locks and the gap's revisions) and the writes with
+// the COMMIT (pg.InPipelinedTx); the relay is woken after the commit, not by a NOTIFY
+// inside it (outbox.Waker).
 func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 	now := s.now().UTC()
 	n := int64(len(plan.rows))
-	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		var policyGen, lastSeq int64
 		b := &pgx.Batch{}
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
@@ -97,33 +101,35 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		generations.QueueRead(b, plan.org, policyScope, &policyGen)
 		generations.QueueAdvance(b, plan.org, plan.namespace, n, &lastSeq)
 		locked := queueHeadLocks(b, plan.rows)
+		// The gap is read in the same round trip, after the advance: every commit of the
+		// namespace before this one has landed (it held the lock), and none after it can.
+		var gap []gapRevision
+		var linkedErased bool
+		if plan.gapCheck != nil {
+			queueGap(b, plan.org, plan.namespace, plan.gapFrom, s.cfg.AdmissionGapMax+1, &gap)
+			s.queueErasedInGap(b, plan.org, plan.namespace, linkedIDs(plan.rows), plan.gapFrom, &linkedErased)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("advance the generation and lock the heads: %w", err)
+			return nil, fmt.Errorf("advance the generation, lock the heads and read the gap: %w", err)
 		}
 		if plan.policyGeneration >= 0 && policyGen != plan.policyGeneration {
-			return errPolicyMoved
+			return nil, errPolicyMoved
 		}
 		firstSeq := lastSeq - n + 1
 		if plan.gapCheck != nil && firstSeq-1 > plan.gapFrom {
 			if firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
-				return errGapTooLarge
-			}
-			gap, err := readGap(ctx, tx, plan.org, plan.namespace, plan.gapFrom, firstSeq-1)
-			if err != nil {
-				return err
+				return nil, errGapTooLarge
 			}
 			// A gap whose revisions were all erased holds nothing left to be a peer.
 			if len(gap) > 0 {
 				if err := plan.gapCheck(gap); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			// A verdict that links the write to a memory an erasure removed in the gap
 			// is reached again on peers read anew.
-			if linked, err := s.erasedInGap(ctx, tx, plan.org, plan.namespace, linkedIDs(plan.rows), plan.gapFrom); err != nil {
-				return err
-			} else if linked {
-				return errHeadMoved
+			if linkedErased {
+				return nil, errHeadMoved
 			}
 		}
 		if len(plan.evidence) > 0 {
@@ -132,9 +138,9 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 				ids[i] = p.row.MemoryID
 			}
 			if erased, err := s.erasedIn(ctx, tx, plan.org, plan.evidence, ids); err != nil {
-				return err
+				return nil, err
 			} else if len(erased) > 0 {
-				return errErased
+				return nil, errErased
 			}
 		}
 		for i, p := range plan.rows {
@@ -144,13 +150,13 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 				if p.own && p.readVersion != 0 {
 					erased, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, []string{p.row.MemoryID})
 					if err != nil {
-						return err
+						return nil, err
 					}
 					if erased {
-						return errErased
+						return nil, errErased
 					}
 				}
-				return errHeadMoved
+				return nil, errHeadMoved
 			}
 			r := p.row
 			if r.MemoryID == "" {
@@ -165,31 +171,40 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
 		}
 		if plan.inTx != nil {
 			if err := plan.inTx(ctx, tx); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		b = &pgx.Batch{}
 		for _, p := range plan.rows {
 			rec, err := s.encode(p, plan.requestID)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			s.queueInsert(b, p, rec)
 		}
-		outbox.QueueNotify(b)
+		if s.relayWake == nil {
+			outbox.QueueNotify(b)
+		}
+		if plan.inCommit == nil && plan.idem == nil {
+			return b, nil // the COMMIT goes with the writes
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+			return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
 		}
 		if plan.inCommit != nil {
 			if err := plan.inCommit(ctx, tx); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if plan.idem != nil {
-			return markCommitted(ctx, tx, plan.idem, plan.rows)
+			return nil, markCommitted(ctx, tx, plan.idem, plan.rows)
 		}
-		return nil
+		return nil, nil
 	})
+	if err == nil {
+		s.relayWake.Queued()
+	}
+	return err
 }
 
 // erasedAmong reports whether an erasure removed any of the memories from the
@@ -223,24 +238,24 @@ func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, nam
 	return erased, nil
 }
 
-// erasedInGap reports whether an erasure whose fence lies after seq (one the write's
+// queueErasedInGap queues whether an erasure whose fence lies after seq (one the write's
 // verdict did not see) removed any of the memories from the namespace. Links to a
 // memory erased before are left alone: no verdict since could have chosen them, and a
 // copy that carries one was read after it.
-func (s *Service) erasedInGap(ctx context.Context, q heads.Querier, org, namespace string, ids []string, after int64) (bool, error) {
+func (s *Service) queueErasedInGap(b *pgx.Batch, org, namespace string, ids []string, after int64, erased *bool) {
 	uuids := parseIDs(ids)
 	if len(uuids) == 0 {
-		return false, nil
+		return
 	}
-	var erased bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erased_memories e
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.erased_memories e
 		JOIN loom.erasure_ledger l ON l.org = e.org AND l.id = e.erasure_id
 		WHERE e.org = $1 AND e.namespace = $2 AND e.memory_id = ANY($3) AND (l.fences ->> $2)::bigint > $4)`,
-		org, namespace, uuids, after).Scan(&erased)
-	if err != nil {
-		return false, fmt.Errorf("read the deletion evidence of the gap: %w", err)
-	}
-	return erased, nil
+		org, namespace, uuids, after).QueryRow(func(r pgx.Row) error {
+		if err := r.Scan(erased); err != nil {
+			return fmt.Errorf("read the deletion evidence of the gap: %w", err)
+		}
+		return nil
+	})
 }
 
 // parseIDs keeps the ids that are UUIDs.
@@ -308,20 +323,38 @@ func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
 	if gen-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
 		return errGapTooLarge
 	}
-	gap, err := readGap(ctx, s.pool, plan.org, plan.namespace, plan.gapFrom, gen)
+	gap, err := readGap(ctx, s.pool, plan.org, plan.namespace, plan.gapFrom, int(gen-plan.gapFrom))
 	if err != nil || len(gap) == 0 {
 		return err
 	}
 	return plan.gapCheck(gap)
 }
 
-func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo int64) ([]gapRevision, error) {
-	rows, err := q.Query(ctx, `SELECT seq, row FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND seq > $3 AND seq <= $4 ORDER BY seq`, org, ns, after, upTo)
+// gapSQL reads the revisions committed after a seq, in seq order, at most a limit.
+const gapSQL = `SELECT seq, row FROM loom.memory_revisions
+	WHERE org = $1 AND namespace = $2 AND seq > $3 ORDER BY seq LIMIT $4`
+
+// queueGap queues the read of the revisions committed after seq, at most limit, into gap.
+func queueGap(b *pgx.Batch, org, ns string, after int64, limit int, gap *[]gapRevision) {
+	b.Queue(gapSQL, org, ns, after, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		*gap, err = scanGap(rows)
+		return err
+	})
+}
+
+func readGap(ctx context.Context, q heads.Querier, org, ns string, after int64, limit int) ([]gapRevision, error) {
+	rows, err := q.Query(ctx, gapSQL, org, ns, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the admission gap: %w", err)
 	}
 	defer rows.Close()
+	return scanGap(rows)
+}
+
+// scanGap keeps the gap's revisions that can still be peers: neither cleared nor
+// redacted.
+func scanGap(rows pgx.Rows) ([]gapRevision, error) {
 	var gap []gapRevision
 	for rows.Next() {
 		var g gapRevision
@@ -332,6 +365,7 @@ func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo i
 		if raw == nil {
 			continue // cleared: nothing left to be a peer
 		}
+		var err error
 		if g.row, err = heads.Decode(raw); err != nil {
 			return nil, err
 		}
@@ -340,7 +374,10 @@ func readGap(ctx context.Context, q heads.Querier, org, ns string, after, upTo i
 		}
 		gap = append(gap, g)
 	}
-	return gap, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the admission gap: %w", err)
+	}
+	return gap, nil
 }
 
 func vectors(vs [][]float32) []events.Vector {

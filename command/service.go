@@ -20,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/searchindex"
 )
@@ -76,9 +77,12 @@ type Service struct {
 	faults   *Faults
 	// index is the process's search index: the peer read and its capture when it holds
 	// the namespace. nil: ClickHouse.
-	index   *searchindex.Index
-	writes  *metrics.CounterVec
-	latency *metrics.HistogramVec
+	index *searchindex.Index
+	// relayWake wakes the relay after a commit, outside its transaction; nil: the
+	// commit notifies in the transaction.
+	relayWake *outbox.Waker
+	writes    *metrics.CounterVec
+	latency   *metrics.HistogramVec
 
 	// The workers role's (workers.go): its settings (their calls go to models), and
 	// what wakes each worker's pass in this process.
@@ -102,6 +106,10 @@ func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
 
 // WithSearchIndex reads peers from the process's search index (nil: from ClickHouse).
 func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
+
+// WithRelayWaker wakes the relay after each commit through w instead of a NOTIFY in
+// the commit's transaction (outbox.Waker says why).
+func WithRelayWaker(w *outbox.Waker) Option { return func(s *Service) { s.relayWake = w } }
 
 // New returns the write side, configured by its section as it is.
 func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.Conn, embedder embed.Embedder,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/generations"
@@ -65,36 +66,61 @@ func (b *Barrier) Wait(ctx context.Context, org string, namespaces []string) (Pa
 	return b.WaitIndexed(ctx, org, namespaces, nil, nil)
 }
 
+// Capture is a barrier's capture of the namespaces' generations, queued on a batch of
+// the read's own statements so it costs no round trip of its own. The barrier's budget
+// runs from the moment it is queued, and covers the capture.
+type Capture struct {
+	start       time.Time
+	deadline    time.Time
+	generations map[string]int64
+}
+
+// QueueCapture starts a barrier and queues its capture on batch; the caller sends the
+// batch within Deadline (a Postgres that does not answer it is a retryable 503 within
+// the budget, not a wait as long as it is frozen) and then waits with WaitCaptured.
+func (b *Barrier) QueueCapture(batch *pgx.Batch, org string, namespaces []string) *Capture {
+	start := time.Now()
+	c := &Capture{start: start, deadline: start.Add(b.budget), generations: make(map[string]int64, len(namespaces))}
+	generations.QueueReadMany(batch, org, namespaces, c.generations)
+	return c
+}
+
+// Deadline is when the capture's budget ends.
+func (c *Capture) Deadline() time.Time { return c.deadline }
+
 // WaitIndexed is Wait for a read that reads the namespaces indexed names from the
 // process's search index x: those wait in process until the index has applied their
 // generation, the others for the watermark, all within the one budget.
 func (b *Barrier) WaitIndexed(ctx context.Context, org string, namespaces []string, x *searchindex.Index, indexed func(ns string) bool) (Passed, error) {
-	start := time.Now()
-	deadline := start.Add(b.budget)
-	passed := Passed{Generations: map[string]int64{}}
-	// The budget covers the capture too: a Postgres that does not answer it is a
-	// retryable 503 within the budget, not a wait as long as it is frozen.
-	cctx, ccancel := context.WithDeadline(ctx, deadline)
-	gens, err := generations.ReadMany(cctx, b.pool, org, namespaces)
+	batch := &pgx.Batch{}
+	c := b.QueueCapture(batch, org, namespaces)
+	cctx, ccancel := context.WithDeadline(ctx, c.deadline)
+	err := b.pool.SendBatch(cctx, batch).Close()
 	ccancel()
 	if err != nil {
-		return passed, httperr.Store("capturing namespace generations", err)
+		return Passed{Generations: map[string]int64{}}, httperr.Store("capturing namespace generations", err)
 	}
-	passed.Generations = gens
+	return b.WaitCaptured(ctx, org, c, x, indexed)
+}
+
+// WaitCaptured waits for a capture sent with its batch: the namespaces indexed names
+// (when x is set) in process for the index, the others for the watermark.
+func (b *Barrier) WaitCaptured(ctx context.Context, org string, c *Capture, x *searchindex.Index, indexed func(ns string) bool) (Passed, error) {
+	passed := Passed{Generations: c.generations}
 	projected := map[string]int64{}
-	for ns, gen := range gens {
+	for ns, gen := range c.generations {
 		if x == nil || !indexed(ns) {
 			projected[ns] = gen
 			continue
 		}
-		if err := b.waitIndex(ctx, x, searchindex.Space{Org: org, Namespace: ns}, gen, deadline); err != nil {
+		if err := b.waitIndex(ctx, x, searchindex.Space{Org: org, Namespace: ns}, gen, c.deadline); err != nil {
 			return passed, err
 		}
 	}
-	if err := b.WaitProjected(ctx, org, projected, deadline); err != nil {
+	if err := b.WaitProjected(ctx, org, projected, c.deadline); err != nil {
 		return passed, err
 	}
-	passed.WaitedMS = time.Since(start).Milliseconds()
+	passed.WaitedMS = time.Since(c.start).Milliseconds()
 	return passed, nil
 }
 

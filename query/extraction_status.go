@@ -95,16 +95,3 @@ func (s *Service) readExtractions(ctx context.Context, f extractqueue.Filter) (*
 	}
 	return &extractionList{Requests: views}, nil
 }
-
-// pendingExtraction reports whether a search's scope has an extraction request not yet
-// done: its facts are not searchable yet.
-func (s *Service) pendingExtraction(ctx context.Context, org string, namespaces []string, userID string) (bool, error) {
-	if userID == noUser {
-		return false, nil // the token reads none of that user's rows, nor their requests
-	}
-	pending, err := extractqueue.Pending(ctx, s.pool, org, namespaces, userID)
-	if err != nil {
-		return false, httperr.Store("reading the pending extractions", err)
-	}
-	return pending, nil
-}

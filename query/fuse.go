@@ -2,7 +2,9 @@ package query
 
 import (
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/loomplane/loom/internal/heads"
@@ -47,6 +49,16 @@ type candidate struct {
 	coverage      float64
 	fused         float64
 	relevance     float64 // the absolute evidence of a match, for the abstain gate
+	key           string  // heads.IdentityKey(identity), once computed
+}
+
+// identityKey is heads.IdentityKey of the candidate's identity, computed once: a pool's
+// sort compares it for every tie.
+func (c *candidate) identityKey() string {
+	if c.key == "" {
+		c.key = heads.IdentityKey(c.identity)
+	}
+	return c.key
 }
 
 // Weights weigh the legs in weighted mode; lexical is normalised by the pool's best.
@@ -61,10 +73,11 @@ const rrfK = 60
 func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	byID := map[string]*candidate{}
 	get := func(h legHit) *candidate {
-		k := h.id.Namespace + "\x00" + heads.IdentityKey(h.id)
+		key := heads.IdentityKey(h.id)
+		k := h.id.Namespace + "\x00" + key
 		c, ok := byID[k]
 		if !ok {
-			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}}
+			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}, key: key}
 			byID[k] = c
 		}
 		return c
@@ -122,12 +135,16 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	return out
 }
 
+// sortPool ranks a pool by fused score, ties by identity key, stably.
 func sortPool(pool []*candidate) {
-	sort.SliceStable(pool, func(i, j int) bool {
-		if pool[i].fused != pool[j].fused {
-			return pool[i].fused > pool[j].fused
+	slices.SortStableFunc(pool, func(a, b *candidate) int {
+		if a.fused != b.fused {
+			if a.fused > b.fused {
+				return -1
+			}
+			return 1
 		}
-		return heads.IdentityKey(pool[i].identity) < heads.IdentityKey(pool[j].identity)
+		return strings.Compare(a.identityKey(), b.identityKey())
 	})
 }
 

@@ -56,9 +56,9 @@ func (s *Service) indexedNamespaces(org string, namespaces []string) map[string]
 // index, the others for the projection's watermark; a search with the graph leg waits
 // for the watermark of every namespace too, since that leg reads ClickHouse.
 func (s *Service) waitForLegs(ctx context.Context, org string, plan *searchPlan) (Passed, error) {
-	start := time.Now()
+	start := plan.capture.start
 	plan.indexed = s.indexedNamespaces(org, plan.namespaces)
-	passed, err := s.barrier.WaitIndexed(ctx, org, plan.namespaces, s.index, func(ns string) bool { return plan.indexed[ns] })
+	passed, err := s.barrier.WaitCaptured(ctx, org, plan.capture, s.index, func(ns string) bool { return plan.indexed[ns] })
 	if err != nil {
 		return passed, err
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/embed"
-	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/retrieval"
@@ -106,7 +105,7 @@ func takeTurns(pools [][]*candidate) []*candidate {
 				continue
 			}
 			more = true
-			k := p[rank].identity.Namespace + "\x00" + heads.IdentityKey(p[rank].identity)
+			k := p[rank].identity.Namespace + "\x00" + p[rank].identityKey()
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, p[rank])
@@ -128,7 +127,7 @@ func (s *Service) anchorDates(ctx context.Context, plan *searchPlan, pool []*can
 		return httperr.Store("reading the rows the date anchor compares", err)
 	}
 	for _, c := range head {
-		h := rows[c.identity.Namespace][heads.IdentityKey(c.identity)]
+		h := rows[c.identity.Namespace][c.identityKey()]
 		if h == nil || h.ContentSHA256 != c.contentSHA256 {
 			continue
 		}

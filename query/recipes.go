@@ -1,10 +1,11 @@
 package query
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/retrieval"
@@ -117,31 +118,35 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	return out, nil
 }
 
-// namespaceSettings reads what a search needs of its namespaces' configuration: which
-// are public, and the retrieval_defaults of the first (the route's namespace).
-func (s *Service) namespaceSettings(ctx context.Context, org string, namespaces []string) (map[string]bool, retrieval.Settings, error) {
-	public := map[string]bool{}
-	var defaults retrieval.Settings
-	rows, err := s.pool.Query(ctx, `SELECT namespace, coalesce(config->>'visibility', ''), config->'retrieval_defaults'
-		FROM loom.namespaces WHERE org = $1 AND namespace = ANY($2)`, org, namespaces)
-	if err != nil {
-		return nil, defaults, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ns, visibility string
-		var raw []byte
-		if err := rows.Scan(&ns, &visibility, &raw); err != nil {
-			return nil, defaults, err
-		}
-		if visibility == "public" && len(namespaces) > 1 {
-			public[ns] = true
-		}
-		if ns == namespaces[0] && raw != nil {
-			if err := json.Unmarshal(raw, &defaults); err != nil {
-				return nil, defaults, fmt.Errorf("decode the retrieval_defaults of %s: %w", ns, err)
+// namespaceConfig is what a search needs of its namespaces' configuration: which are
+// public, and the retrieval_defaults of the first (the route's namespace).
+type namespaceConfig struct {
+	public   map[string]bool
+	defaults retrieval.Settings
+}
+
+// queueNamespaceSettings queues the read of the namespaces' configuration on b, so a
+// search reads it in the round trip that captures its generations.
+func queueNamespaceSettings(b *pgx.Batch, org string, namespaces []string, into *namespaceConfig) {
+	into.public = map[string]bool{}
+	b.Queue(`SELECT namespace, coalesce(config->>'visibility', ''), config->'retrieval_defaults'
+		FROM loom.namespaces WHERE org = $1 AND namespace = ANY($2)`, org, namespaces).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var ns, visibility string
+			var raw []byte
+			if err := rows.Scan(&ns, &visibility, &raw); err != nil {
+				return err
+			}
+			if visibility == "public" && len(namespaces) > 1 {
+				into.public[ns] = true
+			}
+			if ns == namespaces[0] && raw != nil {
+				if err := json.Unmarshal(raw, &into.defaults); err != nil {
+					return fmt.Errorf("decode the retrieval_defaults of %s: %w", ns, err)
+				}
 			}
 		}
-	}
-	return public, defaults, rows.Err()
+		return rows.Err()
+	})
 }

@@ -7,7 +7,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/retrieval"
@@ -123,6 +126,11 @@ type searchPlan struct {
 	// read ClickHouse); generations what the barrier captured.
 	indexed     map[string]bool
 	generations map[string]int64
+	// capture is the barrier's capture, read with the namespaces' configuration (nil for
+	// a next page); pendingExtraction what the same round trip read of the scope's
+	// extraction requests.
+	capture           *Capture
+	pendingExtraction bool
 }
 
 // recency reports whether the recency prior applies: asked, or the query's intent.
@@ -184,9 +192,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if err := s.servePage(ctx, plan, pool, 0, ans); err != nil {
 		return nil, err
 	}
-	if ans.PendingExtraction, err = s.pendingExtraction(ctx, p.Org, plan.namespaces, plan.f.userID); err != nil {
-		return nil, err
-	}
+	ans.PendingExtraction = plan.pendingExtraction
 	return ans, nil
 }
 
@@ -271,17 +277,34 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
 	f.userID = scopedUser(p, f.userID)
-	public, defaults, err := s.namespaceSettings(ctx, p.Org, list)
-	if err != nil {
-		return nil, httperr.Store("reading the namespaces' configuration", err)
+	// One round trip reads the namespaces' configuration and, for a first page, captures
+	// the barrier's generations and whether an extraction of the scope is pending: one
+	// pending at the capture writes facts the barrier does not cover.
+	batch := &pgx.Batch{}
+	var cfg namespaceConfig
+	queueNamespaceSettings(batch, p.Org, list, &cfg)
+	var capture *Capture
+	pending := false
+	bctx, cancel := ctx, context.CancelFunc(func() {})
+	if req.PageToken == "" {
+		capture = s.barrier.QueueCapture(batch, p.Org, list)
+		if f.userID != noUser { // the token reads none of that user's rows, nor their requests
+			extractqueue.QueuePending(batch, p.Org, list, f.userID, &pending)
+		}
+		bctx, cancel = context.WithDeadline(ctx, capture.Deadline())
 	}
-	settings, err := s.settleRetrieval(defaults, req)
+	err := s.pool.SendBatch(bctx, batch).Close()
+	cancel()
+	if err != nil {
+		return nil, httperr.Store("reading the namespaces' configuration and generations", err)
+	}
+	settings, err := s.settleRetrieval(cfg.defaults, req)
 	if err != nil {
 		return nil, err
 	}
 	q := planQuery(req.Query, s.plannerNow())
-	plan := &searchPlan{req: req, f: f, namespaces: list, public: public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
-		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q}
+	plan := &searchPlan{req: req, f: f, namespaces: list, public: cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
+		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: capture, pendingExtraction: pending}
 	if req.Trace {
 		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
 	}

@@ -48,7 +48,7 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 			return nil, 0, 0, err
 		}
 		for _, c := range window {
-			h := current[c.identity.Namespace][heads.IdentityKey(c.identity)]
+			h := current[c.identity.Namespace][c.identityKey()]
 			if h == nil || h.ContentSHA256 != c.contentSHA256 || h.MemoryType != c.memoryType || !plan.serves(h, now) {
 				stale++
 				plan.trace.drop(c, dropReason(h, c))

@@ -61,6 +61,9 @@ func runBench(ctx context.Context, args []string) error {
 		return usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
 	}
 
+	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
+		return err
+	}
 	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
 	if configured {
 		if err := cfg.RequireStores(); err != nil {

@@ -30,6 +30,9 @@ func runDev(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
+		return err
+	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

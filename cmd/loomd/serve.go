@@ -26,6 +26,9 @@ func runServe(ctx context.Context, args []string) error {
 		return usageError{fmt.Errorf("serve --roles: %w", err)}
 	}
 	cfg.HTTP.Addr = *addr
+	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
+		return err
+	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	n, err := app.Open(ctx, cfg, log)
 	if err != nil {

@@ -58,6 +58,9 @@ type HTTP struct {
 	// revocation reaches every process at once through Postgres NOTIFY, and within
 	// this bound when the notification is lost.
 	TokenCache time.Duration // LOOM_AUTH_TOKEN_CACHE_MS
+	// PprofAddr is where the process serves Go's profiler (net/http/pprof), apart from
+	// the API's listener; empty (the default) serves none.
+	PprofAddr string // LOOM_PPROF_ADDR
 }
 
 // Pipeline is what every role of a deployment agrees on: the topic the journal is
@@ -372,7 +375,7 @@ func readBoot(r *reader) Boot {
 
 func readHTTP(r *reader) HTTP {
 	return HTTP{Addr: r.str("LOOM_HTTP_ADDR", ":8080"), BodyLimitBytes: r.int("LOOM_HTTP_BODY_LIMIT_BYTES", 8<<20),
-		TokenCache: r.ms("LOOM_AUTH_TOKEN_CACHE_MS", 10000)}
+		TokenCache: r.ms("LOOM_AUTH_TOKEN_CACHE_MS", 10000), PprofAddr: r.str("LOOM_PPROF_ADDR", "")}
 }
 
 func readPipeline(r *reader) Pipeline {

@@ -303,17 +303,19 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 	return out, rows.Err()
 }
 
-// Pending reports whether any request of the namespaces (of userID's, when set) is
-// not yet done: what search and memory.ask report as pending_extraction.
-func Pending(ctx context.Context, q Querier, org string, namespaces []string, userID string) (bool, error) {
-	var pending bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.extraction_requests
-		WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = $3))`,
-		org, namespaces, userID).Scan(&pending)
-	if err != nil {
-		return false, fmt.Errorf("read pending extraction requests: %w", err)
-	}
-	return pending, nil
+const pending = `SELECT EXISTS (SELECT 1 FROM loom.extraction_requests
+	WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = $3))`
+
+// QueuePending queues on b the read of whether any request of the namespaces (of
+// userID's, when set) is not yet done, into into: what search and memory.ask report
+// as pending_extraction, read in the round trip of the search's other reads.
+func QueuePending(b *pgx.Batch, org string, namespaces []string, userID string, into *bool) {
+	b.Queue(pending, org, namespaces, userID).QueryRow(func(r pgx.Row) error {
+		if err := r.Scan(into); err != nil {
+			return fmt.Errorf("read pending extraction requests: %w", err)
+		}
+		return nil
+	})
 }
 
 func changed(tag pgconn.CommandTag, err error, doing string) error {

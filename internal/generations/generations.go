@@ -41,26 +41,38 @@ func Read(ctx context.Context, q Querier, org, scope string) (int64, error) {
 	return gen, err
 }
 
+const readMany = `SELECT scope, generation FROM loom.scope_generations WHERE org = $1 AND scope = ANY($2)`
+
 // ReadMany reads the generations of an org's namespaces; a namespace with none reads 0.
 func ReadMany(ctx context.Context, q Querier, org string, namespaces []string) (map[string]int64, error) {
-	rows, err := q.Query(ctx, `SELECT scope, generation FROM loom.scope_generations WHERE org = $1 AND scope = ANY($2)`, org, namespaces)
+	rows, err := q.Query(ctx, readMany, org, namespaces)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := make(map[string]int64, len(namespaces))
+	return out, collectMany(rows, namespaces, out)
+}
+
+// QueueReadMany queues ReadMany's read on b, filling into once the batch is read, so a
+// caller captures generations in the same round trip as its other reads.
+func QueueReadMany(b *pgx.Batch, org string, namespaces []string, into map[string]int64) {
+	b.Queue(readMany, org, namespaces).Query(func(rows pgx.Rows) error { return collectMany(rows, namespaces, into) })
+}
+
+func collectMany(rows pgx.Rows, namespaces []string, into map[string]int64) error {
+	defer rows.Close()
 	for _, ns := range namespaces {
-		out[ns] = 0
+		into[ns] = 0
 	}
 	for rows.Next() {
 		var ns string
 		var g int64
 		if err := rows.Scan(&ns, &g); err != nil {
-			return nil, err
+			return err
 		}
-		out[ns] = g
+		into[ns] = g
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 const advance = `INSERT INTO loom.scope_generations (org, scope, generation) VALUES ($1, $2, $3)

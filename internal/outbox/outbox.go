@@ -12,6 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/pg"
 )
 
 // Channel is the NOTIFY channel that wakes the relay when records are queued.
@@ -78,8 +81,17 @@ func ReadPending(ctx context.Context, q Querier, limit int, skip []string) ([]Ro
 }
 
 // Delete removes published rows.
-func Delete(ctx context.Context, q Querier, ids []int64) error {
-	if _, err := q.Exec(ctx, "DELETE FROM loom.outbox WHERE id = ANY($1)", ids); err != nil {
+func Delete(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
+	err := pg.InPipelinedTx(ctx, pool, func(pgx.Tx) (*pgx.Batch, error) {
+		b := &pgx.Batch{}
+		// Lost in a crash, the delete only publishes its rows again, which the topic's
+		// at-least-once contract allows; waiting for its WAL flush would slow every
+		// commit that shares the flush.
+		b.Queue("SET LOCAL synchronous_commit = off")
+		b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1)", ids)
+		return b, nil
+	})
+	if err != nil {
 		return fmt.Errorf("delete published outbox rows: %w", err)
 	}
 	return nil

@@ -33,6 +33,10 @@ func (l *Listener) C() <-chan struct{} {
 	return l.wake
 }
 
+// Wake wakes every waiter as a notification would: a waker in the same process
+// needs no round trip through Postgres.
+func (l *Listener) Wake() { l.broadcast() }
+
 func (l *Listener) broadcast() {
 	l.mu.Lock()
 	close(l.wake)

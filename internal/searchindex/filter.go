@@ -1,8 +1,10 @@
 package searchindex
 
 import (
-	"math/bits"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // matcher is a Filter (or a peer read) resolved against one namespace's names. ok is
@@ -109,41 +111,148 @@ func (m *matcher) match(s *space, slot int) bool {
 }
 
 // eligible is the set of slots a query's matcher takes, with the lexical statistics of
-// the set (BM25's are computed over the filtered documents).
+// the set (BM25's are computed over the filtered documents) and the slots of it that
+// hold chunk windows. It is shared by the searches that reuse it (filterCache): read
+// only.
 type eligible struct {
+	bits    []uint64
+	count   int
+	n       int // documents with a length
+	sumDL   float64
+	chunked []uint32 // eligible slots with chunk windows, in slot order
+	// until is the first second at which a document's expiry (or validity, when it is
+	// judged now) drops it from the set: the set holds for queries from now to until.
+	from, until int64
+
+	// graphNodes is the set as the nodes of an arena's graph: the nodes whose row is
+	// still their document's value and whose document the set takes, so a graph walk
+	// tests one bit a node. Built by the first walk of each graph.
+	nodesMu    sync.Mutex
+	graphNodes []graphNodes
+}
+
+type graphNodes struct {
+	g     *graph
+	epoch int
 	bits  []uint64
-	count int
-	n     int // documents with a length
-	sumDL float64
+}
+
+// nodesOf returns the set's bits over g's nodes; a is the arena g was built over.
+func (e *eligible) nodesOf(s *space, a *arena, g *graph) []uint64 {
+	e.nodesMu.Lock()
+	defer e.nodesMu.Unlock()
+	for _, gn := range e.graphNodes {
+		if gn.g == g && gn.epoch == a.epoch {
+			return gn.bits
+		}
+	}
+	out := make([]uint64, (g.nodes()+63)/64)
+	for n, row := range g.rows {
+		if slot := a.owner[row]; s.cards[slot].vecRow == row && e.has(slot) {
+			out[n>>6] |= 1 << (uint(n) & 63)
+		}
+	}
+	e.graphNodes = append(e.graphNodes[:0], graphNodes{g: g, epoch: a.epoch, bits: out})
+	return out
 }
 
 func (e *eligible) has(slot uint32) bool { return e.bits[slot>>6]&(1<<(slot&63)) != 0 }
 
-func (s *space) eligible(m *matcher) eligible {
-	e := eligible{bits: make([]uint64, (len(s.docs)+63)/64)}
+func (s *space) eligible(m *matcher) *eligible {
+	e := &eligible{bits: make([]uint64, (len(s.docs)+63)/64), from: m.now, until: never}
 	if !m.ok {
 		return e
 	}
+	byNow := m.validAt == m.now
 	for slot := range s.cards {
 		if m.match(s, slot) {
 			e.bits[slot>>6] |= 1 << (uint(slot) & 63)
 			e.count++
-			if d := &s.cards[slot]; d.docLen > 0 {
+			d := &s.cards[slot]
+			if d.docLen > 0 {
 				e.n++
 				e.sumDL += float64(d.docLen)
+			}
+			if d.nChunks > 0 {
+				e.chunked = append(e.chunked, uint32(slot))
+			}
+			e.until = min(e.until, d.expires)
+			if byNow {
+				e.until = min(e.until, d.validTo)
 			}
 		}
 	}
 	return e
 }
 
-// each calls fn for every eligible slot, in slot order.
-func (e *eligible) each(fn func(slot uint32)) {
-	for w, word := range e.bits {
-		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			fn(uint32(w*64 + b))
-			word &= word - 1
+// filterCache keeps the eligible sets of a namespace's recent filters: a search at 100k
+// documents spends a millisecond matching every card, and most searches of a namespace
+// repeat a few filters. Any change to the namespace (an Apply) drops them all; a set
+// serves a query whose clock is within its [from, until) and whose filter is the same
+// apart from the clock.
+type filterCache struct {
+	mu      sync.Mutex
+	epoch   uint64 // bumped by every change to the namespace, under its write lock
+	entries []filterEntry
+}
+
+type filterEntry struct {
+	key   string
+	epoch uint64
+	set   *eligible
+}
+
+// filterCacheSize is how many filters' sets a namespace keeps.
+const filterCacheSize = 4
+
+// invalidate drops the cached sets; the caller holds the namespace's write lock.
+func (c *filterCache) invalidate() {
+	c.mu.Lock()
+	c.epoch++
+	c.entries = c.entries[:0]
+	c.mu.Unlock()
+}
+
+// cacheKey is the matcher without its clock (and with the validity instant only when
+// it is not the clock: an as_of).
+func (m *matcher) cacheKey() string {
+	var b strings.Builder
+	validAt := int64(0)
+	if m.validAt != m.now {
+		validAt = m.validAt
+	}
+	fmt.Fprintf(&b, "%t|%d|%d|%d|%d|%t|%d|%d|%s|%d|%t|", m.ok, m.agent, m.user, m.session, m.memType, m.tagsAny, m.statuses,
+		validAt, m.notKey, m.peerUser, m.peerScope)
+	for _, t := range m.tags {
+		fmt.Fprintf(&b, "%d,", t)
+	}
+	return b.String()
+}
+
+// eligibleCached is eligible, served from the namespace's filter cache when it holds
+// the set; the caller holds the namespace's read lock.
+func (s *space) eligibleCached(m *matcher) *eligible {
+	key := m.cacheKey()
+	c := &s.filters
+	c.mu.Lock()
+	for _, en := range c.entries {
+		if en.key == key && en.epoch == c.epoch && m.now >= en.set.from && m.now < en.set.until {
+			c.mu.Unlock()
+			return en.set
 		}
 	}
+	epoch := c.epoch
+	c.mu.Unlock()
+	e := s.eligible(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch != epoch {
+		return e
+	}
+	c.entries = slices.DeleteFunc(c.entries, func(en filterEntry) bool { return en.key == key })
+	if len(c.entries) >= filterCacheSize {
+		c.entries = slices.Delete(c.entries, 0, 1)
+	}
+	c.entries = append(c.entries, filterEntry{key: key, epoch: epoch, set: e})
+	return e
 }

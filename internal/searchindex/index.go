@@ -134,6 +134,7 @@ func (x *Index) Apply(sp Space, recs []Record) Applied {
 	s := x.space(sp, true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.filters.invalidate()
 	out := s.apply(recs)
 	if s.held {
 		x.maybeBuild(s)
@@ -230,6 +231,7 @@ func (x *Index) Evict(sp Space) {
 	if !s.held {
 		return
 	}
+	s.filters.invalidate()
 	s.held = false
 	s.docs, s.cards, s.gens, s.free, s.byKey, s.post, s.keyPost, s.arenas = nil, nil, nil, nil, map[string]int32{}, nil, nil, map[int]*arena{}
 	s.names, s.lexicon = newInterner(), newInterner()

@@ -54,7 +54,10 @@ func newQuery(v []float32) query {
 // returns up to limit slots with their rescored similarity, best first. It scans exactly
 // unless the arena has a graph and accept leaves enough of it (eligibleCount) for the
 // graph to find them; the graph's candidates and the tail are rescored together.
-func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint32) bool, cfg Config) []scored {
+//
+// e, when set, is the filter's eligible set, and accept its has: the graph's walk
+// then tests e's bits over the graph's nodes.
+func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint32) bool, e *eligible, cfg Config) []scored {
 	a := s.arenas[len(q.vec)]
 	if a == nil || limit <= 0 {
 		return nil
@@ -74,8 +77,12 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 		if share := float64(eligibleCount) / float64(max(a.values, 1)); share < 1 {
 			ef = min(int(float64(ef)/share), 8*max(cfg.GraphEfSearch, k))
 		}
-		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, ef,
-			func(n uint32) bool { _, ok := live(g.rows[n]); return ok }, 40*ef)
+		acceptNode := func(n uint32) bool { _, ok := live(g.rows[n]); return ok }
+		if e != nil {
+			nodes := e.nodesOf(s, a, g)
+			acceptNode = func(n uint32) bool { return nodes[n>>6]&(1<<(n&63)) != 0 }
+		}
+		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, ef, acceptNode, 40*ef)
 		for _, c := range found {
 			top.offer(a.owner[g.rows[c.node]], c.sim)
 		}
@@ -116,23 +123,38 @@ func (s *space) rescore(slots []uint32, limit int, score func(uint32) float32) [
 	return out[:min(limit, len(out))]
 }
 
+// rank sorts by score, best first, ties by identity (agent, user, session, key). A
+// lexical leg's scores tie by the hundred (one term, the same length), so each item's
+// identity is looked up once rather than in every comparison.
 func (s *space) rank(out []scored) {
-	slices.SortFunc(out, func(a, b scored) int {
+	if len(out) < 2 {
+		return
+	}
+	items := make([]rankItem, len(out))
+	for i, sc := range out {
+		c := &s.cards[sc.slot]
+		n := s.names.names
+		items[i] = rankItem{scored: sc, id: [4]string{n[c.agent], n[c.user], n[c.session], s.docs[sc.slot].key}}
+	}
+	slices.SortFunc(items, func(a, b rankItem) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
-		return s.compareIdentity(a.slot, b.slot)
+		for i := range a.id {
+			if c := strings.Compare(a.id[i], b.id[i]); c != 0 {
+				return c
+			}
+		}
+		return 0
 	})
+	for i := range items {
+		out[i] = items[i].scored
+	}
 }
 
-func (s *space) compareIdentity(a, b uint32) int {
-	x, y := &s.cards[a], &s.cards[b]
-	for _, p := range [][2]uint32{{x.agent, y.agent}, {x.user, y.user}, {x.session, y.session}} {
-		if c := strings.Compare(s.names.names[p[0]], s.names.names[p[1]]); c != 0 {
-			return c
-		}
-	}
-	return strings.Compare(s.docs[a].key, s.docs[b].key)
+type rankItem struct {
+	scored
+	id [4]string
 }
 
 // chunks ranks the documents by their best window's similarity to q.
@@ -142,18 +164,18 @@ func (s *space) chunks(q query, limit int, e *eligible) []scored {
 		return nil
 	}
 	top := newTopK(overfetch(limit))
-	e.each(func(slot uint32) {
-		if c := &s.cards[slot]; c.nChunks == 0 || int(c.dim) != len(q.vec) {
-			return
+	for _, slot := range e.chunked {
+		c := &s.cards[slot]
+		if int(c.dim) != len(q.vec) {
+			continue
 		}
 		d := &s.docs[slot]
-		c := &s.cards[slot]
 		best := float32(math.Inf(-1))
 		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
 			best = max(best, q.scale*a.scales[r]*float32(dotCodes(q.codes, a.row(r))))
 		}
 		top.offer(slot, best)
-	})
+	}
 	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
 		d := &s.docs[slot]
 		c := &s.cards[slot]
@@ -380,19 +402,19 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 // search runs every leg of q over one pass of its filter.
 func (s *space) search(q Query, cfg Config) Legs {
 	m := s.compile(q.Filter)
-	e := s.eligible(&m)
+	e := s.eligibleCached(&m)
 	var legs Legs
 	if e.count == 0 {
 		return legs
 	}
 	if len(q.Vector) > 0 {
 		qv := newQuery(q.Vector)
-		legs.Vector = s.hits(s.nearest(qv, q.Limit, e.count, e.has, cfg), nil)
-		legs.Chunk = s.hits(s.chunks(qv, q.Limit, &e), nil)
+		legs.Vector = s.hits(s.nearest(qv, q.Limit, e.count, e.has, e, cfg), nil)
+		legs.Chunk = s.hits(s.chunks(qv, q.Limit, e), nil)
 	}
-	lex, coverage := s.lexical(q.Terms, q.Limit, q.K1, q.B, &e)
+	lex, coverage := s.lexical(q.Terms, q.Limit, q.K1, q.B, e)
 	legs.Lexical = s.hits(lex, coverage)
-	legs.Key = s.hits(s.keys(q.Text, q.Terms, q.Limit, &e), nil)
+	legs.Key = s.hits(s.keys(q.Text, q.Terms, q.Limit, e), nil)
 	return legs
 }
 
@@ -411,7 +433,7 @@ func (s *space) peers(q PeerQuery, cfg Config) []Peer {
 	if count == 0 {
 		return nil
 	}
-	found := s.nearest(newQuery(q.Vector), q.Limit, count, func(slot uint32) bool { return m.match(s, int(slot)) }, cfg)
+	found := s.nearest(newQuery(q.Vector), q.Limit, count, func(slot uint32) bool { return m.match(s, int(slot)) }, nil, cfg)
 	out := make([]Peer, len(found))
 	for i, f := range found {
 		d := &s.docs[f.slot]

@@ -199,6 +199,7 @@ type space struct {
 	arenas  map[int]*arena
 
 	scratches sync.Pool
+	filters   filterCache // the eligible sets of recent filters (filter.go)
 
 	building bool
 	built    int // graph builds installed, for tests and stats

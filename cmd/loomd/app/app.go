@@ -64,6 +64,7 @@ type Process struct {
 	opts          options
 	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	watermarkWake *pg.Listener
+	relayWake     *outbox.Waker // the command side's commits wake the relays through it
 	projector     *projector.Switch
 	migrations    *boot.Migrations
 	index         *searchIndex // nil: the process reads ClickHouse for search and peers
@@ -165,8 +166,10 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if cfg.Roles.Has(config.RoleCommand) || cfg.Roles.Has(config.RoleWorkers) {
 		// The workers write through the command side's commit: a workers-only process
 		// builds the write side too, and serves none of its routes.
+		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()), command.WithWorkers(cfg.Workers))
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()), command.WithWorkers(cfg.Workers),
+			command.WithRelayWaker(p.relayWake))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
@@ -229,6 +232,9 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 	// Every process authenticates (the operator routes at least), so every one
 	// follows revocations.
 	start("listener "+auth.RevocationChannel, func(ctx context.Context) error { p.Tokens.FollowRevocations(ctx, p.Log); return nil })
+	if p.relayWake != nil {
+		start("relay waker", func(ctx context.Context) error { p.relayWake.Run(ctx); return nil })
+	}
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		start("listener "+watermarks.Channel, func(ctx context.Context) error { p.watermarkWake.Run(ctx); return nil })
 	}
@@ -356,6 +362,9 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
+	if p.relayWake != nil {
+		defer p.relayWake.WakeLocal(wake.Wake)()
+	}
 	rcfg := p.Cfg.Relay
 	rcfg.WaitForStandbys = p.Cfg.PG.Durability == config.DurabilitySynchronous
 	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
