@@ -56,6 +56,9 @@ func runDev(ctx context.Context, args []string) error {
 	stack.Configure(&cfg)
 	cfg.Roles = config.AllRoles()
 	cfg.Boot.Migrate = true
+	if cfg.SearchIndex.CheckpointDir == "" {
+		cfg.SearchIndex.CheckpointDir = filepath.Join(*dir, "index")
+	}
 	n, err := app.Open(ctx, cfg, log)
 	if err != nil {
 		ln.Close()

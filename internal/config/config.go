@@ -246,6 +246,14 @@ type SearchIndex struct {
 	// GraphMin (LOOM_INDEX_GRAPH_MIN) is how many value vectors a namespace holds before
 	// it gets an approximate (HNSW) graph beside the exact scan.
 	GraphMin int
+	// CheckpointDir (LOOM_INDEX_CHECKPOINT_DIR) is where the process keeps a checkpoint
+	// of its index, to warm from it and the topic's tail instead of the whole topic. "":
+	// none (`loomd dev` keeps one under its --dir).
+	CheckpointDir string
+	// CheckpointInterval (LOOM_INDEX_CHECKPOINT_INTERVAL_S) is how often a checkpoint is
+	// written while records arrive; one is also written after an erasure or a redaction
+	// and at shutdown.
+	CheckpointInterval time.Duration
 }
 
 // SearchIndexMode is where search and the peer read find their rows.
@@ -506,11 +514,13 @@ func readProjector(r *reader) Projector {
 
 func readSearchIndex(r *reader) SearchIndex {
 	return SearchIndex{
-		Mode:         SearchIndexMode(r.str("LOOM_SEARCH_INDEX", string(SearchIndexMemory))),
-		MaxBytes:     int64(r.int("LOOM_INDEX_MAX_BYTES", 0)),
-		BatchRecords: r.int("LOOM_INDEX_BATCH_RECORDS", 5000),
-		FetchMaxWait: r.ms("LOOM_INDEX_FETCH_MAX_WAIT_MS", 100),
-		GraphMin:     r.int("LOOM_INDEX_GRAPH_MIN", 20000),
+		Mode:               SearchIndexMode(r.str("LOOM_SEARCH_INDEX", string(SearchIndexMemory))),
+		MaxBytes:           int64(r.int("LOOM_INDEX_MAX_BYTES", 0)),
+		BatchRecords:       r.int("LOOM_INDEX_BATCH_RECORDS", 5000),
+		FetchMaxWait:       r.ms("LOOM_INDEX_FETCH_MAX_WAIT_MS", 100),
+		GraphMin:           r.int("LOOM_INDEX_GRAPH_MIN", 20000),
+		CheckpointDir:      r.str("LOOM_INDEX_CHECKPOINT_DIR", ""),
+		CheckpointInterval: time.Duration(r.int("LOOM_INDEX_CHECKPOINT_INTERVAL_S", 300)) * time.Second,
 	}
 }
 
@@ -729,8 +739,8 @@ func (x SearchIndex) Validate() error {
 	if x.MaxBytes < 0 {
 		errs = append(errs, errors.New("LOOM_INDEX_MAX_BYTES must not be negative"))
 	}
-	if x.BatchRecords < 1 || x.FetchMaxWait <= 0 || x.GraphMin < 1 {
-		errs = append(errs, errors.New("LOOM_INDEX_BATCH_RECORDS, LOOM_INDEX_FETCH_MAX_WAIT_MS and LOOM_INDEX_GRAPH_MIN must be positive"))
+	if x.BatchRecords < 1 || x.FetchMaxWait <= 0 || x.GraphMin < 1 || x.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("LOOM_INDEX_BATCH_RECORDS, LOOM_INDEX_FETCH_MAX_WAIT_MS, LOOM_INDEX_GRAPH_MIN and LOOM_INDEX_CHECKPOINT_INTERVAL_S must be positive"))
 	}
 	return errors.Join(errs...)
 }

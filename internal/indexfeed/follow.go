@@ -7,15 +7,20 @@
 // brings back what they removed.
 //
 // A process warms by replaying the topic from its start: the index is a projection as
-// replayable as ClickHouse's tables and needs no state of its own. Until it is warm the
-// index's positions are behind the namespaces' generations, so a barrier waiting on
-// them answers PROJECTION_BEHIND rather than serve a partial index.
+// replayable as ClickHouse's tables and needs no state of its own. With a checkpoint
+// directory it warms faster: it loads the last checkpoint of the index with the
+// offsets it stands for and tails the topic from them (checkpoint.go). Until it is warm
+// the index's positions are behind the namespaces' generations, so a barrier waiting on
+// them answers PROJECTION_BEHIND rather than serve a partial index. Graph builds wait
+// until it is warm: one build per namespace over what the warm-up left.
 package indexfeed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -42,6 +47,13 @@ type Config struct {
 	// MaxBytes is the index's memory budget: past it, after a batch, the coldest
 	// namespaces are evicted (searchindex.Index.Enforce). 0: no budget.
 	MaxBytes int64
+	// CheckpointDir is where the follower keeps its checkpoint of the index; "" keeps
+	// none (every start replays the topic).
+	CheckpointDir string
+	// CheckpointInterval is how often a checkpoint is written while records arrive
+	// (default 5 minutes). One is also written at once after a batch that erased,
+	// redacted or retired content (once the follower is warm), and when Run ends.
+	CheckpointInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -50,6 +62,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FetchMaxWait <= 0 {
 		c.FetchMaxWait = 100 * time.Millisecond
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 5 * time.Minute
 	}
 	return c
 }
@@ -67,6 +82,13 @@ type Follower struct {
 	next     map[int32]int64 // the next offset to apply, per partition
 	high     map[int32]int64 // high watermarks as of the last fetch
 	warmed   chan struct{}
+
+	// The checkpoint: the topic's id, records applied since the last one, and whether
+	// what they applied removed content the last one holds.
+	topicID       [16]byte
+	sinceWritten  int64
+	removedSince  bool
+	lastWrittenAt time.Time
 }
 
 // New returns a follower that reads data keys through keys (a Postgres pool).
@@ -87,7 +109,17 @@ type Progress struct {
 	// kind's content reaches the index.
 	Undecodable, Keyless, Unopenable int64
 	// Evicted namespaces were dropped to keep within MaxBytes.
-	Evicted       int64
+	Evicted int64
+	// Restored is how many memories the checkpoint the follower started from held, and
+	// Covered how many records of the topic it stood for (0, 0: it replayed the topic);
+	// RestoreRefused says why a checkpoint found was not used.
+	Restored, Covered int64
+	RestoreRefused    string
+	// Checkpoints written, the last one's size and when, and the writes that failed.
+	Checkpoints, CheckpointBytes, CheckpointFailures int64
+	CheckpointAt                                     time.Time
+	// LoadedAt is when the checkpoint was loaded (the tail starts there).
+	LoadedAt      time.Time
 	StartedAt     time.Time
 	WarmAt        time.Time
 	LastAppliedAt time.Time
@@ -103,14 +135,25 @@ func (f *Follower) Progress() Progress {
 // Warmed is closed once the follower is warm.
 func (f *Follower) Warmed() <-chan struct{} { return f.warmed }
 
-// Run replays the topic from its start into the index, then follows it, until ctx ends.
-// Run it once per Follower; a restarted process builds a new index and follower.
+// Run replays the topic into the index (from its checkpoint's offsets when it loads
+// one, else from the start), then follows it, until ctx ends; a checkpoint is written
+// then. Run it once per Follower; a restarted process builds a new index and follower.
 func (f *Follower) Run(ctx context.Context) error {
 	admin, err := kafka.NewClient(f.cfg.Brokers)
 	if err != nil {
 		return err
 	}
-	starts, ends, err := kafka.Span(ctx, kadm.NewClient(admin), f.cfg.Topic)
+	adm := kadm.NewClient(admin)
+	starts, ends, err := kafka.Span(ctx, adm, f.cfg.Topic)
+	if err == nil && f.cfg.CheckpointDir != "" {
+		// The topic's id tells a recreated topic from the one a checkpoint follows; a
+		// broker that does not say it leaves the offsets' checks alone.
+		if topics, lerr := adm.ListTopics(ctx, f.cfg.Topic); lerr == nil {
+			f.topicID = topics[f.cfg.Topic].ID
+		} else {
+			f.log.Warn("index follower: could not read the topic's id", "topic", f.cfg.Topic, "err", lerr)
+		}
+	}
 	admin.Close()
 	if err != nil {
 		return fmt.Errorf("index follower: %w", err)
@@ -118,15 +161,24 @@ func (f *Follower) Run(ctx context.Context) error {
 	if len(starts) == 0 {
 		return fmt.Errorf("index follower: topic %s has no partitions (is it created?)", f.cfg.Topic)
 	}
-	from := map[int32]kgo.Offset{}
+	f.index.Warming()
 	f.mu.Lock()
 	f.target, f.next, f.high = ends, map[int32]int64{}, map[int32]int64{}
 	f.progress.StartedAt = time.Now()
 	for p, start := range starts {
-		from[p] = kgo.NewOffset().At(start)
 		f.next[p], f.high[p] = start, ends[p]
-		f.progress.Target += ends[p] - start
 	}
+	f.mu.Unlock()
+	if f.cfg.CheckpointDir != "" {
+		f.restore(starts, ends)
+	}
+	from := map[int32]kgo.Offset{}
+	f.mu.Lock()
+	for p, next := range f.next {
+		from[p] = kgo.NewOffset().At(next)
+		f.progress.Target += ends[p] - next
+	}
+	f.lastWrittenAt = time.Now()
 	f.markWarm()
 	f.mu.Unlock()
 	cl, err := kafka.NewClient(f.cfg.Brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.cfg.Topic: from}),
@@ -138,6 +190,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	for {
 		fetches := cl.PollRecords(ctx, f.cfg.BatchRecords)
 		if ctx.Err() != nil {
+			f.checkpoint(true)
 			return nil
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
@@ -146,6 +199,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		recs := fetches.Records()
 		if len(recs) > 0 {
 			if err := f.applyWithRetry(ctx, recs); err != nil {
+				f.checkpoint(true)
 				return nil // ctx ended
 			}
 		}
@@ -157,6 +211,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			f.next[r.Partition] = max(f.next[r.Partition], r.Offset+1)
 		}
 		f.progress.Applied += int64(len(recs))
+		f.sinceWritten += int64(len(recs))
 		f.progress.Behind = 0
 		for p, h := range f.high {
 			f.progress.Behind += max(h-f.next[p], 0)
@@ -166,7 +221,84 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		f.markWarm()
 		f.mu.Unlock()
+		f.checkpoint(false)
 	}
+}
+
+// restore loads the checkpoint in the directory, when it can resume on the topic as it
+// stands, and moves the partitions' next offsets to it. A checkpoint that cannot be
+// used is deleted, with the reason logged: it may hold content erased since, and the
+// replay writes a new one.
+func (f *Follower) restore(starts, ends map[int32]int64) {
+	dir := f.cfg.CheckpointDir
+	removeCheckpoints(dir, false)
+	refuse := func(err error) {
+		f.log.Warn("index follower: the index checkpoint is not used; replaying the topic from its start", "dir", dir, "why", err)
+		removeCheckpoints(dir, true)
+		f.mu.Lock()
+		f.progress.RestoreRefused = err.Error()
+		f.mu.Unlock()
+	}
+	file, head, size, err := openCheckpoint(dir)
+	if errors.Is(err, errNoCheckpoint) {
+		return
+	}
+	if err != nil {
+		refuse(err)
+		return
+	}
+	defer file.Close()
+	if err := head.usable(f.cfg.Topic, f.topicID, starts, ends); err != nil {
+		refuse(err)
+		return
+	}
+	if err := f.index.ReadCheckpoint(file, size); err != nil {
+		refuse(err)
+		return
+	}
+	st := f.index.Stats()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p, next := range head.Next {
+		f.progress.Covered += next - starts[p]
+		f.next[p] = next
+	}
+	f.progress.Restored, f.progress.LoadedAt = st.Entries, time.Now()
+	f.log.Info("index follower: loaded the index checkpoint; tailing the topic from its offsets", "dir", dir,
+		"memories", st.Entries, "namespaces", st.Namespaces, "records", f.progress.Covered, "written_at", head.Written)
+}
+
+// checkpoint writes a checkpoint when one is due: the interval passed with records
+// applied, or (once warm) a batch removed content the last one holds, or Run is ending
+// (final) with anything applied since the last. Called between batches, so the index
+// stands exactly at the offsets written.
+func (f *Follower) checkpoint(final bool) {
+	if f.cfg.CheckpointDir == "" {
+		return
+	}
+	f.mu.Lock()
+	due := f.sinceWritten > 0 && (final || time.Since(f.lastWrittenAt) >= f.cfg.CheckpointInterval) ||
+		f.removedSince && (final || f.progress.Warm)
+	if !due {
+		f.mu.Unlock()
+		return
+	}
+	head := checkpointHead{Topic: f.cfg.Topic, TopicID: f.topicID, Next: maps.Clone(f.next), Written: time.Now()}
+	f.mu.Unlock()
+	start := time.Now()
+	size, err := writeCheckpoint(f.cfg.CheckpointDir, head, f.index)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastWrittenAt = time.Now()
+	if err != nil {
+		f.progress.CheckpointFailures++
+		f.log.Error("index follower: writing the index checkpoint failed; the next start replays more of the topic", "dir", f.cfg.CheckpointDir, "err", err)
+		return
+	}
+	f.sinceWritten, f.removedSince = 0, false
+	f.progress.Checkpoints++
+	f.progress.CheckpointBytes, f.progress.CheckpointAt = size, head.Written
+	f.log.Debug("index follower: wrote the index checkpoint", "bytes", size, "took", time.Since(start))
 }
 
 // markWarm closes warmed once every partition reached its target. Holding mu.
@@ -179,6 +311,7 @@ func (f *Follower) markWarm() {
 			return
 		}
 	}
+	f.index.Warm()
 	f.progress.Warm, f.progress.WarmAt = true, time.Now()
 	close(f.warmed)
 }
@@ -234,6 +367,7 @@ func (f *Follower) apply(ctx context.Context, recs []*kgo.Record) error {
 	f.progress.Keyless += done.keyless
 	f.progress.Unopenable += done.unopenable
 	f.progress.Evicted += int64(len(evicted))
+	f.removedSince = f.removedSince || done.removed
 	f.mu.Unlock()
 	return nil
 }
@@ -260,8 +394,13 @@ func decodeBatch(recs []*kgo.Record, undecodable func(*kgo.Record, error)) *batc
 	return b
 }
 
-// applied is what applying a batch met: revisions whose key was gone, or did not open them.
-type applied struct{ keyless, unopenable int64 }
+// applied is what applying a batch met: revisions whose key was gone, or did not open
+// them, and whether it removed content (an erasure, a redaction, a revision whose key
+// is gone).
+type applied struct {
+	keyless, unopenable int64
+	removed             bool
+}
 
 // applyTo opens the batch's revisions with keys and applies the batch to the index,
 // namespace by namespace, in stream order.
@@ -277,11 +416,13 @@ func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened f
 			unopened(u)
 		}
 		out.keyless, out.unopenable = int64(len(gone)), int64(len(bad))
+		out.removed = len(gone) > 0
 	}
 	bySpace := map[searchindex.Space][]searchindex.Record{}
 	var order []searchindex.Space
 	for _, d := range b.decoded {
 		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
+		out.removed = out.removed || d.Kind == revisions.Erasure || d.Kind == revisions.Redaction
 		if _, ok := bySpace[sp]; !ok {
 			order = append(order, sp)
 		}

@@ -30,6 +30,15 @@ type Health struct {
 	Undecodable    int64     `json:"undecodable_records"`
 	Unopenable     int64     `json:"unopenable_records"`
 	LastAppliedAgo float64   `json:"last_applied_seconds_ago,omitempty"`
+	// The checkpoint the process started from (restored memories, the records it stood
+	// for; Target is then the tail), why one found was refused, and the last one written.
+	Restored           int64     `json:"restored_entries,omitempty"`
+	Covered            int64     `json:"restored_records,omitempty"`
+	RestoreRefused     string    `json:"checkpoint_refused,omitempty"`
+	Checkpoints        int64     `json:"checkpoints_written,omitempty"`
+	CheckpointBytes    int64     `json:"checkpoint_bytes,omitempty"`
+	CheckpointAt       time.Time `json:"checkpoint_at,omitzero"`
+	CheckpointFailures int64     `json:"checkpoint_failures,omitempty"`
 }
 
 // HealthOf reports the follower's progress and the index's holdings.
@@ -37,7 +46,9 @@ func HealthOf(f *Follower, x *searchindex.Index) Health {
 	p, st := f.Progress(), x.Stats()
 	h := Health{Warm: p.Warm, Target: p.Target, Applied: min(p.Applied, p.Target), Behind: p.Behind, StartedAt: p.StartedAt,
 		WarmAt: p.WarmAt, Namespaces: st.Namespaces, Held: st.Held, Entries: st.Entries, Vectors: st.Vectors, Bytes: st.Bytes,
-		BudgetBytes: f.cfg.MaxBytes, Evicted: p.Evicted, Undecodable: p.Undecodable, Unopenable: p.Unopenable, WarmPercent: 100}
+		BudgetBytes: f.cfg.MaxBytes, Evicted: p.Evicted, Undecodable: p.Undecodable, Unopenable: p.Unopenable, WarmPercent: 100,
+		Restored: p.Restored, Covered: p.Covered, RestoreRefused: p.RestoreRefused, Checkpoints: p.Checkpoints,
+		CheckpointBytes: p.CheckpointBytes, CheckpointAt: p.CheckpointAt, CheckpointFailures: p.CheckpointFailures}
 	if p.Target > 0 {
 		h.WarmPercent = float64(int(1000*float64(h.Applied)/float64(p.Target))) / 10
 	}
@@ -74,5 +85,13 @@ func RegisterGauges(reg *metrics.Registry, f *Follower, x *searchindex.Index) {
 			Of: func(h Health) int64 { return h.Behind }},
 		{Name: "loom_index_evicted_namespaces", Help: "Namespaces dropped from memory to keep within LOOM_INDEX_MAX_BYTES.",
 			Of: func(h Health) int64 { return h.Evicted }},
+		{Name: "loom_index_restored_entries", Help: "Memories the search index loaded from its checkpoint at the start (0: it replayed the topic).",
+			Of: func(h Health) int64 { return h.Restored }},
+		{Name: "loom_index_checkpoints_written", Help: "Checkpoints of the search index written since the process started (LOOM_INDEX_CHECKPOINT_DIR).",
+			Of: func(h Health) int64 { return h.Checkpoints }},
+		{Name: "loom_index_checkpoint_bytes", Help: "The size of the search index's last checkpoint.",
+			Of: func(h Health) int64 { return h.CheckpointBytes }},
+		{Name: "loom_index_checkpoint_failures", Help: "Checkpoints of the search index that could not be written.",
+			Of: func(h Health) int64 { return h.CheckpointFailures }},
 	})
 }

@@ -25,9 +25,10 @@ func (a *arena) row(r int32) []int8 { return a.codes[int(r)*a.dim : int(r+1)*a.d
 func (a *arena) add(v []float32, slot int32) int32 {
 	r, n := len(a.scales), len(a.codes)
 	if n+a.dim > cap(a.codes) {
-		// Grow by an eighth (at least 256 rows), not the runtime's quarter or double:
-		// the arena is most of the index's memory.
-		rows := r + max(r/8, 256)
+		// Grow by an eighth, not the runtime's quarter or double: the arena is most of
+		// the index's memory. A small arena doubles (from 8 rows, up to 256 at a time), so
+		// that many small namespaces do not each hold hundreds of empty rows.
+		rows := r + max(r/8, min(max(r, 8), 256))
 		a.codes = append(make([]int8, 0, rows*a.dim), a.codes...)
 		a.scales = append(make([]float32, 0, rows), a.scales...)
 		a.owner = append(make([]uint32, 0, rows), a.owner...)

@@ -8,7 +8,7 @@ import "time"
 // a snapshot; searches scan exactly (and the tail beside the old graph) meanwhile.
 // Holding s.mu.
 func (x *Index) maybeBuild(s *space) {
-	if s.building {
+	if s.building || x.deferBuilds.Load() {
 		return
 	}
 	for _, a := range s.arenas {

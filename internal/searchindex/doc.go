@@ -30,6 +30,15 @@
 // walk, the tail written since the build scanned exactly beside it, and exact scanning
 // whenever a filter leaves few documents.
 //
+// # Checkpoint
+//
+// WriteCheckpoint writes what the index serves in a compact binary layout (varints, the
+// int8 rows as they are, only live documents, current postings and the names and terms
+// they use; no graph), and ReadCheckpoint loads it into an index that has applied
+// nothing. The caller (internal/indexfeed) frames it with the topic offsets it stands
+// for and a checksum. Warming/Warm bracket a warm-up: graph builds wait, and Warm drops
+// what the warm-up left unserved before the builds start.
+//
 // # Position
 //
 // Each namespace has a position: the highest seq with nothing missing below it, moved

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -59,8 +60,11 @@ type Index struct {
 
 	builds   sync.WaitGroup
 	buildSem chan struct{} // one graph build at a time: they are CPU-bound
-	closed   chan struct{}
-	close    sync.Once
+	// deferBuilds holds graph builds back while a follower warms: a replay that grows a
+	// namespace past GraphMin would otherwise rebuild its graph at every tenth of growth.
+	deferBuilds atomic.Bool
+	closed      chan struct{}
+	close       sync.Once
 }
 
 // New returns an empty index.
@@ -72,6 +76,37 @@ func New(cfg Config) *Index {
 func (x *Index) Close() {
 	x.close.Do(func() { close(x.closed) })
 	x.builds.Wait()
+}
+
+// Warming holds graph builds back until Warm: a warming follower calls it, so that
+// each namespace gets one build over what the warm-up left rather than one at every
+// tenth of its growth. Searches scan exactly meanwhile.
+func (x *Index) Warming() { x.deferBuilds.Store(true) }
+
+// Warm ends Warming: each namespace drops the dead rows and stale postings the warm-up
+// left and the spare capacity of its arrays, and the graph builds now due start.
+func (x *Index) Warm() {
+	if !x.deferBuilds.Swap(false) {
+		return
+	}
+	for _, s := range x.spaceList() {
+		s.mu.Lock()
+		if s.held {
+			s.tidy()
+		}
+		s.mu.Unlock()
+		x.Apply(s.id, nil) // resets what searches keep of the namespace, and starts its build
+	}
+}
+
+func (x *Index) spaceList() []*space {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*space, 0, len(x.spaces))
+	for _, s := range x.spaces {
+		out = append(out, s)
+	}
+	return out
 }
 
 // Settle waits for the graph builds under way; for tests and benchmarks.
@@ -255,14 +290,8 @@ type SpaceStats struct {
 
 // Stats reports what every namespace holds.
 func (x *Index) Stats() Stats {
-	x.mu.RLock()
-	spaces := make([]*space, 0, len(x.spaces))
-	for _, s := range x.spaces {
-		spaces = append(spaces, s)
-	}
-	x.mu.RUnlock()
 	var st Stats
-	for _, s := range spaces {
+	for _, s := range x.spaceList() {
 		s.mu.RLock()
 		ss := SpaceStats{Space: s.id, Held: s.held, Entries: s.entries, Bytes: s.bytes(), Position: s.pos, Last: s.last,
 			LastUsed: time.Unix(0, s.lastUsed.Load())}
@@ -300,9 +329,7 @@ func (s *space) bytes() int64 {
 	b := int64(unsafe.Sizeof(space{}))
 	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + 4*int64(cap(s.gens)) + 4*s.words + s.keyB + 4*int64(cap(s.free))
 	b += int64(len(s.byKey)) * mapEntryBytes
-	for _, n := range []*interner{&s.names, &s.lexicon} {
-		b += n.bytes + int64(len(n.names))*(stringBytes+mapEntryBytes)
-	}
+	b += s.names.size() + s.lexicon.size()
 	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post)+cap(s.keyPost))*24
 	b += int64(len(s.fenceUser)) * mapEntryBytes
 	for _, a := range s.arenas {
