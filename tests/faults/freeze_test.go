@@ -52,14 +52,19 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 		c.Query.ProjectionWait, c.Command.WriteDeadline = freezeBarrier, freezeWrite
 	})
 	unused := env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader}) // its first check needs Postgres
-	ns, plain := testenv.Unique(t, "frozen"), testenv.Unique(t, "frozen-plain")
+	// judged takes the index path's judged write: one in ns would move ns's generation
+	// past what the frozen projection holds while the ClickHouse-path reads of ns capture
+	// theirs, and they would wait at the barrier instead of reaching ClickHouse.
+	ns, plain, judged := testenv.Unique(t, "frozen"), testenv.Unique(t, "frozen-plain"), testenv.Unique(t, "frozen-judged")
 	c.AppendOnly(t, plain)
 	c.Set(t, ns, "color", "the sky is blue")
 	c.Set(t, plain, "color", "the sea is green")
+	c.Set(t, judged, "color", "the wind is warm")
 	key := "/v1/namespaces/" + ns + "/memories/color"
 	indexed := testenv.NewClient(indexURL, c.Token)
 	testenv.Eventually(t, 30*time.Second, "the projection and the index to serve the namespace", func() bool {
-		return c.Search(t, ns, "sky", 3).Status == http.StatusOK && indexed.Search(t, ns, "sky", 3).Status == http.StatusOK
+		return c.Search(t, ns, "sky", 3).Status == http.StatusOK && indexed.Search(t, ns, "sky", 3).Status == http.StatusOK &&
+			indexed.Search(t, judged, "wind", 3).Status == http.StatusOK
 	})
 
 	type call struct {
@@ -194,7 +199,7 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 		// On the index path only what reads ClickHouse itself (history) answers 503:
 		// searches and judged writes go on.
 		{name: "index path: memory.search", base: indexURL, method: http.MethodPost, path: "/v1/namespaces/" + ns + "/memories:search", body: search, budget: freezeBarrier, status: 200, check: hitsKey("color")},
-		{name: "index path: memory.set, judged", base: indexURL, method: http.MethodPut, path: "/v1/namespaces/" + ns + "/memories/wind", body: `{"value": "the wind blows from the west"}`, budget: freezeWrite, status: 200},
+		{name: "index path: memory.set, judged", base: indexURL, method: http.MethodPut, path: "/v1/namespaces/" + judged + "/memories/wind", body: `{"value": "the wind blows from the west"}`, budget: freezeWrite, status: 200},
 		{name: "index path: memory.history", base: indexURL, method: http.MethodGet, path: key + "/history", budget: afterBarrier, status: 503, code: "CLICKHOUSE_UNAVAILABLE"},
 	})
 	testenv.Eventually(t, 60*time.Second, "searches to answer once ClickHouse thawed", func() bool {
