@@ -43,18 +43,9 @@ func Read(ctx context.Context, q Querier, org, scope string) (int64, error) {
 
 const readMany = `SELECT scope, generation FROM loom.scope_generations WHERE org = $1 AND scope = ANY($2)`
 
-// ReadMany reads the generations of an org's namespaces; a namespace with none reads 0.
-func ReadMany(ctx context.Context, q Querier, org string, namespaces []string) (map[string]int64, error) {
-	rows, err := q.Query(ctx, readMany, org, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(namespaces))
-	return out, collectMany(rows, namespaces, out)
-}
-
-// QueueReadMany queues ReadMany's read on b, filling into once the batch is read, so a
-// caller captures generations in the same round trip as its other reads.
+// QueueReadMany queues the read of an org's namespaces' generations on b, filling into
+// once the batch is read (a namespace with none reads 0), so a caller captures them in
+// the same round trip as its other reads.
 func QueueReadMany(b *pgx.Batch, org string, namespaces []string, into map[string]int64) {
 	b.Queue(readMany, org, namespaces).Query(func(rows pgx.Rows) error { return collectMany(rows, namespaces, into) })
 }
