@@ -102,12 +102,11 @@ func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPee
 
 // headsByID reads the heads of memory ids in one namespace.
 func (s *Service) headsByID(ctx context.Context, org, ns string, ids []string) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3)`,
-		org, ns, parseIDs(ids))
-	if err != nil {
-		return nil, fmt.Errorf("read heads by id: %w", err)
+	valid := make([]string, 0, len(ids))
+	for _, u := range parseIDs(ids) {
+		valid = append(valid, u.String())
 	}
-	out, err := heads.Collect(rows)
+	out, err := heads.InNamespaceWithIDs(ctx, s.pool, org, ns, valid)
 	if err != nil {
 		return nil, fmt.Errorf("read heads by id: %w", err)
 	}

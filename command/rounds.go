@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/searchindex"
@@ -69,9 +70,9 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 	b := &pgx.Batch{}
 	finish := queuePolicy(b, org, ns)
 	var byKey, bySHA []*memrow.Row
-	queueHeads(b, &byKey, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = ANY($3)`, org, ns, keys)
+	queueHeads(b, &byKey, heads.WithKeysSQL, org, ns, keys)
 	if len(shas) > 0 {
-		queueHeads(b, &bySHA, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND content_sha256 = ANY($3)`, org, ns, shas)
+		queueHeads(b, &bySHA, heads.WithContentSQL, org, ns, shas)
 	}
 	if !st.fromIndex {
 		s.queueWatermark(b, org, ns, &st.capture)

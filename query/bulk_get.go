@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -85,15 +87,18 @@ func (s *Service) bulkGet(ctx context.Context, p auth.Principal, ns string, req 
 	}
 	byID := map[string][]*memrow.Row{}
 	if len(memoryIDs) > 0 {
-		rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3)
-			ORDER BY agent, user_id, session_id, memory_key`, p.Org, ns, memoryIDs)
+		idStrings := make([]string, len(memoryIDs))
+		for i, u := range memoryIDs {
+			idStrings[i] = u.String()
+		}
+		found, err := heads.InNamespaceWithIDs(ctx, s.pool, p.Org, ns, idStrings)
 		if err != nil {
 			return nil, httperr.Store("reading the heads by id", err)
 		}
-		found, err := heads.Collect(rows)
-		if err != nil {
-			return nil, httperr.Store("reading the heads by id", err)
-		}
+		// A restored copy shares its id with another head: serve them in key order.
+		slices.SortFunc(found, func(a, b *memrow.Row) int {
+			return strings.Compare(heads.IdentityKey(a.Identity), heads.IdentityKey(b.Identity))
+		})
 		for _, r := range found {
 			byID[r.MemoryID] = append(byID[r.MemoryID], r)
 		}

@@ -57,6 +57,43 @@ func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
 	})
 }
 
+// The lookups below probe an index once per key, whatever the statistics say. A plan
+// made while a namespace's statistics are small (a new deployment, a namespace that
+// grew since the last ANALYZE, a cached generic plan) costs every index on
+// (org, namespace, …) alike and may take one that binds only that prefix, filtering
+// the namespace's every head for each key: measured in the set bench at 3-5 ms a call
+// at a few hundred heads, most of Postgres's CPU per memory.set, and linear in the
+// namespace. So each key is an equality in a lateral subquery, which binds it to an
+// index column (an `= ANY($n)` may be planned as a filter instead), and OFFSET 0 keeps
+// the subquery from being flattened into a join that hashes the whole namespace
+// (measured: 47 ms at 10k heads for 10 identities); a LIMIT 1 also prevented that, but
+// its cheap-first-row costing chose the prefix-only scan. The indexes that lead with
+// a column these lookups do not name are partial (migration 053), so they are not
+// candidates at all.
+const (
+	manySQL = `SELECT m.row
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
+		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
+
+	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
+	// whatever their agent, user and session.
+	WithKeysSQL = `SELECT m.row FROM unnest($3::text[]) AS k(memory_key)
+	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
+
+	// WithContentSQL reads the heads of a namespace ($1, $2) holding any of the
+	// content hashes $3.
+	WithContentSQL = `SELECT m.row FROM unnest($3::text[]) AS k(content_sha256)
+	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
+
+	withIDsSQL = `SELECT m.row FROM unnest($3::uuid[]) AS k(memory_id)
+	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_id = k.memory_id OFFSET 0) m`
+)
+
 // Many returns the heads of several keys of one namespace in one query, by
 // IdentityKey; keys with no head are absent.
 func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Identity) (map[string]*memrow.Row, error) {
@@ -67,15 +104,7 @@ func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Id
 	for i, id := range ids {
 		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
 	}
-	// One primary-key lookup per identity: as a plain join the planner may read the whole
-	// namespace's heads and hash them (measured: 47 ms at 10k heads for 10 identities,
-	// against well under 1 ms); the LIMIT keeps the lateral subquery from being flattened
-	// into that join.
-	rows, err := q.Query(ctx, `SELECT m.row
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
-		CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
-			  AND c.session_id = k.session_id AND c.memory_key = k.memory_key LIMIT 1) m`, org, namespace, agents, users, sessions, keys)
+	rows, err := q.Query(ctx, manySQL, org, namespace, agents, users, sessions, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read heads: %w", err)
 	}
@@ -116,8 +145,7 @@ func WithID(ctx context.Context, q Querier, org, memoryID string) ([]*memrow.Row
 
 // InNamespaceWithIDs reads the heads of one namespace that hold any of memoryIDs.
 func InNamespaceWithIDs(ctx context.Context, q Querier, org, namespace string, memoryIDs []string) ([]*memrow.Row, error) {
-	rows, err := q.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = ANY($3::uuid[])`,
-		org, namespace, memoryIDs)
+	rows, err := q.Query(ctx, withIDsSQL, org, namespace, memoryIDs)
 	if err != nil {
 		return nil, err
 	}
