@@ -127,8 +127,8 @@ func (s *space) writeCheckpoint(e *encoder) {
 
 	// The slots, names and terms in use, renumbered densely in their order.
 	var slots []int32
-	names := make([]uint32, len(s.names.names))
-	terms := make([]uint32, len(s.lexicon.names))
+	names := make([]uint32, s.names.count())
+	terms := make([]uint32, s.lexicon.count())
 	rows := map[int]int{}
 	for slot := range s.docs {
 		c, d := &s.cards[slot], &s.docs[slot]
@@ -179,7 +179,7 @@ func (s *space) writeCheckpoint(e *encoder) {
 		e.uint(uint64(count))
 		for id := 1; id < len(used); id++ {
 			if used[id] != 0 {
-				e.str(n.names[id])
+				e.str(n.name(uint32(id)))
 			}
 		}
 	}
@@ -285,14 +285,14 @@ func readSpace(d *decoder, now int64) *space {
 	for _, n := range []*interner{&s.names, &s.lexicon} {
 		for count := d.count(1); count > 0 && d.err == nil; count-- {
 			name := d.str()
-			if before := len(n.names); n.id(name) != uint32(before) {
+			if before := n.count(); n.id(name) != uint32(before) {
 				d.fail("a name is listed twice")
 			}
 		}
 	}
 	name := func() uint32 {
 		id := d.uint()
-		if id >= uint64(len(s.names.names)) {
+		if id >= uint64(s.names.count()) {
 			d.fail("a name out of range")
 			return 0
 		}
@@ -300,7 +300,7 @@ func readSpace(d *decoder, now int64) *space {
 	}
 	term := func() uint32 {
 		id := d.uint()
-		if id == 0 || id >= uint64(len(s.lexicon.names)) {
+		if id == 0 || id >= uint64(s.lexicon.count()) {
 			d.fail("a term out of range")
 			return 0
 		}
@@ -369,7 +369,7 @@ func readSpace(d *decoder, now int64) *space {
 	}
 
 	for i, lists := range []*[][]posting{&s.post, &s.keyPost} {
-		*lists = make([][]posting, len(s.lexicon.names))
+		*lists = make([][]posting, s.lexicon.count())
 		for count := d.count(2); count > 0 && d.err == nil; count-- {
 			t := term()
 			k := d.count(1)

@@ -133,8 +133,8 @@ func (s *space) rank(out []scored) {
 	items := make([]rankItem, len(out))
 	for i, sc := range out {
 		c := &s.cards[sc.slot]
-		n := s.names.names
-		items[i] = rankItem{scored: sc, id: [4]string{n[c.agent], n[c.user], n[c.session], s.docs[sc.slot].key}}
+		n := &s.names
+		items[i] = rankItem{scored: sc, id: [4]string{n.name(c.agent), n.name(c.user), n.name(c.session), s.docs[sc.slot].key}}
 	}
 	slices.SortFunc(items, func(a, b rankItem) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -381,8 +381,8 @@ func (a *scratch) mark(slot uint32) bool {
 func (s *space) identity(slot uint32) Identity {
 	d := &s.docs[slot]
 	c := &s.cards[slot]
-	n := s.names.names
-	return Identity{Agent: n[c.agent], UserID: n[c.user], SessionID: n[c.session], MemoryKey: d.key}
+	n := &s.names
+	return Identity{Agent: n.name(c.agent), UserID: n.name(c.user), SessionID: n.name(c.session), MemoryKey: d.key}
 }
 
 func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
@@ -394,7 +394,7 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 		d := &s.docs[sc.slot]
 		c := &s.cards[sc.slot]
 		out[i] = Hit{Identity: s.identity(sc.slot), ContentSHA256: hex.EncodeToString(d.sha[:]),
-			MemoryType: s.names.names[c.memType], Score: sc.score, Coverage: coverage[sc.slot]}
+			MemoryType: s.names.name(c.memType), Score: sc.score, Coverage: coverage[sc.slot]}
 	}
 	return out
 }

@@ -5,9 +5,9 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/google/uuid"
 
@@ -82,30 +82,47 @@ type posting struct {
 // interner numbers strings from 1; 0 is "none". Its table is open addressing over the
 // ids (linear probing, at most three quarters full): 4 to 8 bytes a name where a Go map
 // costs some 40, and a namespace's lexicon holds a term for every unique word of its
-// keys and values.
+// keys and values. The names lie end to end in one byte array rather than as a string
+// each (a 16-byte header and an allocation of their own): a small namespace's
+// vocabulary is nearly a term per word it holds, so that was most of what a memory in
+// it cost beyond its vector.
 type interner struct {
-	names []string
+	text  []byte   // the names, end to end; bytes once written never change
+	ends  []uint32 // ends[id]: where name id ends in text; ends[0] = 0 is "none"
 	table []uint32 // 0: empty; else an id, placed by its name's hash
 	seed  maphash.Seed
-	bytes int64
 }
 
-func newInterner() interner { return interner{names: []string{""}, seed: maphash.MakeSeed()} }
+func newInterner() interner { return interner{ends: []uint32{0}, seed: maphash.MakeSeed()} }
+
+// count is the number of ids given, "none" included: ids run from 1 to count-1.
+func (n *interner) count() int { return len(n.ends) }
+
+// name is the string numbered id. It shares the interner's bytes, which are never
+// written again (a growth copies them to a new array and leaves the old one as it
+// was), so it stays valid for as long as it is held.
+func (n *interner) name(id uint32) string {
+	if id == 0 {
+		return ""
+	}
+	start, end := n.ends[id-1], n.ends[id]
+	if start == end {
+		return ""
+	}
+	return unsafe.String(&n.text[start], int(end-start))
+}
 
 func (n *interner) id(s string) uint32 {
 	if id, ok := n.lookup(s); ok {
 		return id
 	}
-	if 4*len(n.names) >= 3*len(n.table) {
+	if 4*len(n.ends) >= 3*len(n.table) {
 		n.grow()
 	}
-	// A copy: s is often a slice of a larger string (a lower-cased text, a decoded
-	// record), which the name would otherwise keep alive.
-	s = strings.Clone(s)
-	id := uint32(len(n.names))
-	n.names = append(n.names, s)
+	id := uint32(len(n.ends))
+	n.text = append(n.text, s...)
+	n.ends = append(n.ends, uint32(len(n.text)))
 	n.place(id)
-	n.bytes += int64(len(s))
 	return id
 }
 
@@ -119,7 +136,7 @@ func (n *interner) lookup(s string) (uint32, bool) {
 		if id == 0 {
 			return 0, false
 		}
-		if n.names[id] == s {
+		if n.name(id) == s {
 			return id, true
 		}
 	}
@@ -128,7 +145,7 @@ func (n *interner) lookup(s string) (uint32, bool) {
 // place puts an id in the first free cell from its name's hash.
 func (n *interner) place(id uint32) {
 	mask := uint64(len(n.table) - 1)
-	i := maphash.String(n.seed, n.names[id]) & mask
+	i := maphash.String(n.seed, n.name(id)) & mask
 	for n.table[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -137,14 +154,14 @@ func (n *interner) place(id uint32) {
 
 func (n *interner) grow() {
 	n.table = make([]uint32, max(16, 2*len(n.table)))
-	for id := 1; id < len(n.names); id++ {
+	for id := 1; id < len(n.ends); id++ {
 		n.place(uint32(id))
 	}
 }
 
 // size is what the interner's arrays hold.
 func (n *interner) size() int64 {
-	return n.bytes + int64(cap(n.names))*stringBytes + 4*int64(cap(n.table))
+	return int64(cap(n.text)) + 4*int64(cap(n.ends)) + 4*int64(cap(n.table))
 }
 
 // statuses are numbered across the index, so a filter's set is a bit mask.
@@ -447,6 +464,25 @@ func (s *space) tidy() {
 	if n := len(s.docs); cap(s.docs) > n+n/32 {
 		s.docs, s.cards, s.gens = slices.Clone(s.docs), slices.Clone(s.cards), slices.Clone(s.gens)
 	}
+	// A term's list header is 24 bytes, and the lists of a small namespace are nearly
+	// one a word it holds: their growth's spare third was a tenth of its memory.
+	s.post, s.keyPost = clipped(s.post), clipped(s.keyPost)
+	s.names.trim()
+	s.lexicon.trim()
+}
+
+// clipped is l without more than a thirty-second of spare capacity.
+func clipped[T any](l []T) []T {
+	if n := len(l); cap(l) > n+n/32 {
+		return slices.Clone(l)
+	}
+	return l
+}
+
+// trim drops the spare capacity of the interner's names. Strings name gave out keep
+// the old bytes, which do not change.
+func (n *interner) trim() {
+	n.text, n.ends = clipped(n.text), clipped(n.ends)
 }
 
 // maybeCompactPostings keeps stale postings below the live ones.

@@ -33,7 +33,7 @@ func TestInternerNumbersEachNameOnce(t *testing.T) {
 	if id := n.id(""); id != 5001 {
 		t.Fatalf(`"" numbered %d: it is a name like any other once given`, id)
 	}
-	if len(n.table) > 4*len(n.names) || 4*len(n.names) > 3*len(n.table)+4 {
-		t.Fatalf("table of %d cells for %d names", len(n.table), len(n.names))
+	if len(n.table) > 4*n.count() || 4*n.count() > 3*len(n.table)+4 {
+		t.Fatalf("table of %d cells for %d names", len(n.table), n.count())
 	}
 }
