@@ -268,9 +268,6 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	if err != nil || retry {
 		return false, next, err
 	}
-	if !b.dryRun {
-		s.remember(written)
-	}
 	b.ans.listWritten(written, b.dryRun)
 	return true, 0, nil
 }
@@ -419,7 +416,7 @@ func (s *Service) bulkGapCheck(written []*entry) func([]gapRevision) error {
 					continue
 				}
 				if g.row.ContentSHA256 != e.w.sha {
-					if v, ok := s.vectors.Get(vectorKey(g.row.Org, g.row.Namespace, g.seq)); ok && embed.Dot(v, e.w.vector) < e.threshold-vectorMargin {
+					if v, ok := s.vectors.Get(rowVectorKey(g.row)); ok && embed.Dot(v, e.w.vector) < e.threshold-vectorMargin {
 						continue
 					}
 				}

@@ -108,11 +108,16 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 	var gap *errGap
 	switch {
 	case errors.As(err, &gap):
+		s.commits.With("gap").Inc()
 		if err := absorb(gap); err != nil {
 			return false, 0, err
 		}
 		return true, gap.upTo, nil
-	case errors.Is(err, errHeadMoved), errors.Is(err, errPolicyMoved):
+	case errors.Is(err, errHeadMoved):
+		s.commits.With("head_moved").Inc()
+		return true, plan.gapFrom, nil
+	case errors.Is(err, errPolicyMoved):
+		s.commits.With("policy_moved").Inc()
 		return true, plan.gapFrom, nil
 	case errors.Is(err, errGapTooLarge):
 		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
@@ -121,6 +126,7 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		return false, 0, commitError(err)
 	}
 	if !dryRun {
+		s.commits.With("committed").Inc()
 		if err := s.faults.afterCommit(); err != nil {
 			return false, 0, err
 		}
@@ -147,6 +153,7 @@ func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing stri
 			e.row.EmbeddingModel, e.row.EmbeddingDim = s.embedder.Model(), len(e.w.vector)
 		}
 	}
+	s.remember(entries)
 	return nil
 }
 
@@ -272,16 +279,16 @@ func (s *Service) measureGap(ctx context.Context, q peerQuery, g *errGap) ([]pee
 
 // vectorOf is this process's copy of a committed row's vector, or nil.
 func (s *Service) vectorOf(r *memrow.Row) []float32 {
-	v, _ := s.vectors.Get(vectorKey(r.Org, r.Namespace, r.Seq))
+	v, _ := s.vectors.Get(rowVectorKey(r))
 	return v
 }
 
-// remember keeps the committed entries' vectors, so this process's later gap checks
-// and measures read them instead of embedding the rows again.
+// remember keeps the embedded entries' value vectors, before they commit, so this
+// process's gap checks and measures read them instead of embedding the rows again.
 func (s *Service) remember(entries []*entry) {
 	for _, e := range entries {
-		if e.row.Embedded() {
-			s.vectors.Add(vectorKey(e.row.Org, e.row.Namespace, e.row.Seq), e.w.vector)
+		if e.row.Embedded() && e.w.vector != nil {
+			s.vectors.Add(vectorKey(e.row.EmbeddingModel, len(e.w.vector), e.w.sha), e.w.vector)
 		}
 	}
 }

@@ -83,6 +83,9 @@ type Service struct {
 	relayWake *outbox.Waker
 	writes    *metrics.CounterVec
 	latency   *metrics.HistogramVec
+	// commits counts the commits of judged writes by outcome: committed, or sent back
+	// to a new round (commitRound).
+	commits *metrics.CounterVec
 
 	// The workers role's (workers.go): its settings (their calls go to models), and
 	// what wakes each worker's pass in this process.
@@ -119,6 +122,9 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		vectors: newVectorCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
+		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+
+			"or sent back to a new round because rows committed since the peer read may be peers (gap), "+
+			"a head moved (head_moved) or the namespace's policy changed (policy_moved).", "outcome"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}

@@ -279,7 +279,6 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 		ans.DryRun = true
 		return ans, 0, nil
 	}
-	s.remember([]*entry{e})
 	ans.Written, ans.Event = true, string(rows[0].event)
 	ans.Version, ans.VersionText, ans.Seq = e.row.Version, memrow.VersionText(e.row.Version), e.row.Seq
 	return ans, 0, nil
