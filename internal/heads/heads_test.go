@@ -1,6 +1,7 @@
 package heads
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -45,5 +46,45 @@ func TestOneByIDActsOnOneHeadOrNone(t *testing.T) {
 				t.Fatalf("acted on %+v, want version %d", got, c.want)
 			}
 		})
+	}
+}
+
+// Decode reads back every field of a stored head as encoding/json wrote it.
+func TestDecodeReadsBackEveryField(t *testing.T) {
+	at := time.Date(2026, 12, 1, 21, 55, 43, 967722076, time.UTC)
+	later := at.Add(time.Hour)
+	want := memrow.Row{Identity: memrow.Identity{Org: "acme", Namespace: "notes", Agent: "planner", UserID: "alice", SessionID: "s1", MemoryKey: "offsite.city"},
+		MemoryID: "2dd69439-cfc7-4795-9ef8-dea2cb73d2a7", Version: 1796162143967722076, Seq: 1234, MemoryType: "fact",
+		Status: memrow.StatusConflicted, Tombstone: false, Value: []byte(`{"city":"Porto","note":"<b>\u00e9t\u00e9</b>","n":[1,2.5e-3]}`),
+		ContentSHA256: "4f2c6a0e8c1b9f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899a", Tags: []string{"travel", "q4"}, Entities: []string{"porto"},
+		Confidence: 0.875, ReinforcementCount: 3, Actor: "token:898acc17d882", SourceClass: "derived", EmbeddingModel: "hash-v1-384", EmbeddingDim: 384,
+		Pinned: true, Locked: true, Sensitivity: memrow.SensitivityHigh, ValidAt: &at, ValidTo: &later, ExpiresAt: &later, OnExpire: "archive",
+		SupersededBy: "m9", DuplicateOf: "m8", ConflictWith: []string{"m7", "m6"}, VerifiedBy: "bob", VerifiedAt: &at, JudgementOwed: true, Redacted: true,
+		CreatedAt: at, UpdatedAt: later, EntityTypes: map[string]string{"porto": "city"}}
+	raw, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(raw) {
+		t.Fatalf("decoded and written again:\n%s\nwant:\n%s", again, raw)
+	}
+	// The row owns its bytes: the buffer it was read from is the driver's to reuse.
+	value := string(got.Value)
+	for i := range raw {
+		raw[i] = ' '
+	}
+	if string(got.Value) != value || got.MemoryKey != "offsite.city" {
+		t.Fatalf("the row changed with the buffer it was decoded from: %s %q", got.Value, got.MemoryKey)
+	}
+	if _, err := Decode([]byte(`{"org": "acme", "version": "one"}`)); err == nil {
+		t.Fatal("a version that is not a number decoded")
 	}
 }
