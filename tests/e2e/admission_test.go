@@ -157,17 +157,7 @@ func TestPolicyChangeSendsAWriteBack(t *testing.T) {
 // /metrics.
 func admissionCommits(t *testing.T, tc *client.Client, outcome string) float64 {
 	t.Helper()
-	text, err := tc.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, `loom_admission_commits_total{outcome="`+outcome+`"} `); ok {
-			fmt.Sscan(rest, &v)
-		}
-	}
-	return v
+	return metric(t, tc, `loom_admission_commits_total{outcome="`+outcome+`"}`)
 }
 
 // Eight writers of unrelated facts into one namespace through one process: each

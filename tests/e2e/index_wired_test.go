@@ -20,9 +20,9 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// namespaceReads is how many namespaces the process's searches read from source
-// (index or clickhouse), by its /metrics.
-func namespaceReads(t *testing.T, tc *client.Client, source string) float64 {
+// metric is the value of one series of a process's /metrics ("name{labels}"), 0 when
+// it is absent.
+func metric(t *testing.T, tc *client.Client, series string) float64 {
 	t.Helper()
 	text, err := tc.Metrics(context.Background())
 	if err != nil {
@@ -30,11 +30,18 @@ func namespaceReads(t *testing.T, tc *client.Client, source string) float64 {
 	}
 	var v float64
 	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, `loom_search_namespace_reads_total{source="`+source+`"} `); ok {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
 			fmt.Sscan(rest, &v)
 		}
 	}
 	return v
+}
+
+// namespaceReads is how many namespaces the process's searches read from source
+// (index or clickhouse), by its /metrics.
+func namespaceReads(t *testing.T, tc *client.Client, source string) float64 {
+	t.Helper()
+	return metric(t, tc, `loom_search_namespace_reads_total{source="`+source+`"}`)
 }
 
 // Read-your-writes across processes: every write answered by one process is found by
