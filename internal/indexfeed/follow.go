@@ -220,14 +220,14 @@ func (f *Follower) Run(ctx context.Context) error {
 	return nil
 }
 
-// prepared is a poll's records made ready to apply: decoded, with their revisions'
-// content opened, and the partitions' high watermarks the poll saw.
+// prepared is a poll's records made ready to apply (decoded, their revisions' content
+// opened, turned into the index's records), and the partitions' high watermarks the
+// poll saw.
 type prepared struct {
-	recs    []*kgo.Record
-	high    map[int32]int64
-	batch   *batch
-	content map[string]*events.Content
-	opened  applied
+	recs        []*kgo.Record
+	high        map[int32]int64
+	undecodable int64
+	spaces      *spaceRecords
 }
 
 // prepareBatches polls the topic and prepares each poll's records, in order, until ctx
@@ -247,18 +247,19 @@ func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<
 			p.high[fp.Partition] = max(p.high[fp.Partition], fp.HighWatermark)
 		})
 		if len(p.recs) > 0 {
-			p.batch = decodeBatch(p.recs, func(r *kgo.Record, err error) {
+			b := decodeBatch(p.recs, func(r *kgo.Record, err error) {
 				f.log.Error("index follower: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
 			})
-			keys, err := f.keysWithRetry(ctx, p.batch)
+			keys, err := f.keysWithRetry(ctx, b)
 			if err != nil {
 				return // ctx ended
 			}
-			p.content, p.opened = p.batch.open(keys, func(u revisions.Unopened) {
+			content, opened := b.open(keys, func(u revisions.Unopened) {
 				// The projector holds the namespace behind such a record until its repair; the
 				// index serves nothing of it instead, so the namespace stays searchable.
 				f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
 			})
+			p.undecodable, p.spaces = b.undecodable, b.records(content, opened)
 		}
 		select {
 		case out <- p:
@@ -387,7 +388,7 @@ func (f *Follower) keysWithRetry(ctx context.Context, b *batch) (map[string][]by
 
 // apply applies a prepared batch to the index and keeps within the memory budget.
 func (f *Follower) apply(p *prepared) {
-	done := p.batch.applyOpened(f.index, p.content, p.opened)
+	done := p.spaces.applyTo(f.index)
 	var evicted []searchindex.Space
 	if f.cfg.MaxBytes > 0 {
 		if evicted = f.index.Enforce(f.cfg.MaxBytes); len(evicted) > 0 {
@@ -395,7 +396,7 @@ func (f *Follower) apply(p *prepared) {
 		}
 	}
 	f.mu.Lock()
-	f.progress.Undecodable += p.batch.undecodable
+	f.progress.Undecodable += p.undecodable
 	f.progress.Keyless += done.keyless
 	f.progress.Unopenable += done.unopenable
 	f.progress.Evicted += int64(len(evicted))
@@ -437,7 +438,7 @@ type applied struct {
 // namespace by namespace, in stream order.
 func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened func(revisions.Unopened)) applied {
 	content, out := b.open(keys, unopened)
-	return b.applyOpened(x, content, out)
+	return b.records(content, out).applyTo(x)
 }
 
 // open opens the batch's revisions with keys, by record id; what it met is in applied.
@@ -458,23 +459,36 @@ func (b *batch) open(keys map[string][]byte, unopened func(revisions.Unopened)) 
 	return content, out
 }
 
-// applyOpened applies the batch, its revisions' content opened, to the index,
-// namespace by namespace, in stream order; out is what opening it met.
-func (b *batch) applyOpened(x *searchindex.Index, content map[string]*events.Content, out applied) applied {
-	bySpace := map[searchindex.Space][]searchindex.Record{}
-	var order []searchindex.Space
+// spaceRecords are a batch's records as the index applies them, by namespace in the
+// order the batch first names each, with what opening and reading them met.
+type spaceRecords struct {
+	order   []searchindex.Space
+	records map[searchindex.Space][]searchindex.Record
+	met     applied
+}
+
+// records turns the batch, its revisions' content opened, into what the index applies;
+// out is what opening it met.
+func (b *batch) records(content map[string]*events.Content, out applied) *spaceRecords {
+	sr := &spaceRecords{records: map[searchindex.Space][]searchindex.Record{}, met: out}
 	for _, d := range b.decoded {
 		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
-		out.removed = out.removed || d.Kind == revisions.Erasure || d.Kind == revisions.Redaction
-		if _, ok := bySpace[sp]; !ok {
-			order = append(order, sp)
+		sr.met.removed = sr.met.removed || d.Kind == revisions.Erasure || d.Kind == revisions.Redaction
+		if _, ok := sr.records[sp]; !ok {
+			sr.order = append(sr.order, sp)
 		}
-		bySpace[sp] = append(bySpace[sp], recordOf(d, content))
+		sr.records[sp] = append(sr.records[sp], recordOf(d, content))
 	}
-	for _, sp := range order {
-		x.Apply(sp, bySpace[sp])
+	return sr
+}
+
+// applyTo applies the records to the index, namespace by namespace, in stream order,
+// and returns what opening and reading them met.
+func (sr *spaceRecords) applyTo(x *searchindex.Index) applied {
+	for _, sp := range sr.order {
+		x.Apply(sp, sr.records[sp])
 	}
-	return out
+	return sr.met
 }
 
 // recordOf turns a decoded record into what the index applies; a revision without
