@@ -67,6 +67,9 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+		return nil, err
+	}
 	if own := n.Index(); own != nil {
 		own.Settle()
 	}
@@ -130,6 +133,27 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 		Baseline: &Sample{Calls: int(records), PerSecond: rawRate}})
 	loaded.memoryRows(res, name)
 	return res, nil
+}
+
+// settleOwnIndex waits until the process under test's own index is warm: a process
+// started on a full topic replays it, and that replay and its graph builds would share
+// the cores with the fresh indexes measured.
+func settleOwnIndex(ctx context.Context, health func() (indexfeed.Health, bool)) error {
+	deadline := time.Now().Add(coldstartTimeout)
+	for {
+		h, ok := health()
+		if !ok || h.Warm {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the process's own index was not warm after %s: %+v", coldstartTimeout, h)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // plainRow is a row without a baseline.

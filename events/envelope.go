@@ -115,11 +115,11 @@ func Encode(e *Envelope) ([]byte, error) {
 // Decode parses and validates a record value. Unknown fields are ignored because the
 // topic evolves additively within v1.
 func Decode(b []byte) (*Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
+	e, err := unmarshal[Envelope](b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
 	}
-	out := normalised(&e)
+	out := normalised(e)
 	if err := validate(out); err != nil {
 		return nil, err
 	}

@@ -87,11 +87,11 @@ func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c Content
-	if err := json.Unmarshal(plaintext, &c); err != nil {
+	c, err := unmarshal[Content](plaintext)
+	if err != nil {
 		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // openBytes decrypts s, sealed with aad under dataKey. Every failure wraps ErrSealBroken.

@@ -33,23 +33,60 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 	}
 	// A vector is a plain base64 string: no escapes to undo, so it is decoded as it
 	// lies, without a second JSON scan of its kilobytes (replays decode millions).
-	var raw []byte
 	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b[1:n-1], '\\') < 0 {
-		raw = make([]byte, base64.StdEncoding.DecodedLen(n-2))
-		m, err := base64.StdEncoding.Decode(raw, b[1:n-1])
-		if err != nil {
-			return fmt.Errorf("events: vector: %w", err)
+		if out, ok := decodePlainVector(b[1 : n-1]); ok {
+			*v = out
+			return nil
 		}
-		raw = raw[:m]
-	} else {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return fmt.Errorf("events: vector: %w", err)
+	}
+	return v.unmarshalJSONString(b)
+}
+
+// vectorChunk is how many base64 characters decodePlainVector decodes at a time: 192
+// float32s, a whole number of both base64 quanta and floats.
+const vectorChunk = 1024
+
+// decodePlainVector decodes the base64 src straight into the vector's floats, a chunk
+// at a time through a buffer on the stack. It reports false for anything but a well
+// formed vector, which unmarshalJSONString then refuses with the error it gives.
+func decodePlainVector(src []byte) (Vector, bool) {
+	if len(src) == 0 || len(src)%4 != 0 {
+		return nil, false
+	}
+	size := len(src) / 4 * 3
+	for i := len(src) - 1; i >= len(src)-2 && src[i] == '='; i-- {
+		size--
+	}
+	if size%4 != 0 {
+		return nil, false
+	}
+	out := make(Vector, size/4)
+	var buf [vectorChunk / 4 * 3]byte
+	at := 0
+	for off := 0; off < len(src); off += vectorChunk {
+		chunk := src[off:min(off+vectorChunk, len(src))]
+		want := min(len(buf), size-4*at)
+		m, err := base64.StdEncoding.Decode(buf[:], chunk)
+		if err != nil || m != want {
+			return nil, false // a padding inside, or not base64
 		}
-		var err error
-		if raw, err = base64.StdEncoding.DecodeString(s); err != nil {
-			return fmt.Errorf("events: vector: %w", err)
+		for i := 0; i < m; i += 4 {
+			out[at] = math.Float32frombits(binary.LittleEndian.Uint32(buf[i:]))
+			at++
 		}
+	}
+	return out, true
+}
+
+// unmarshalJSONString decodes any JSON string of base64, escapes and all.
+func (v *Vector) unmarshalJSONString(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("events: vector: %w", err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("events: vector: %w", err)
 	}
 	if len(raw)%4 != 0 {
 		return fmt.Errorf("events: vector: %d bytes is not a whole number of float32s", len(raw))

@@ -187,41 +187,85 @@ func (f *Follower) Run(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	for {
-		fetches := cl.PollRecords(ctx, f.cfg.BatchRecords)
-		if ctx.Err() != nil {
-			f.checkpoint(true)
-			return nil
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			f.log.Warn("index follower: fetch failed; retrying", "topic", topic, "partition", p, "err", err)
-		})
-		recs := fetches.Records()
-		if len(recs) > 0 {
-			if err := f.applyWithRetry(ctx, recs); err != nil {
-				f.checkpoint(true)
-				return nil // ctx ended
-			}
+	// A batch is decoded and opened while the one before it is applied: the index
+	// applies on one goroutine, and decoding is most of a replay's work.
+	batches := make(chan *prepared, 1)
+	go f.prepareBatches(ctx, cl, batches)
+	for p := range batches {
+		if len(p.recs) > 0 {
+			f.apply(p)
 		}
 		f.mu.Lock()
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			f.high[p.Partition] = max(f.high[p.Partition], p.HighWatermark)
-		})
-		for _, r := range recs {
+		for part, h := range p.high {
+			f.high[part] = max(f.high[part], h)
+		}
+		for _, r := range p.recs {
 			f.next[r.Partition] = max(f.next[r.Partition], r.Offset+1)
 		}
-		f.progress.Applied += int64(len(recs))
-		f.sinceWritten += int64(len(recs))
+		f.progress.Applied += int64(len(p.recs))
+		f.sinceWritten += int64(len(p.recs))
 		f.progress.Behind = 0
-		for p, h := range f.high {
-			f.progress.Behind += max(h-f.next[p], 0)
+		for part, h := range f.high {
+			f.progress.Behind += max(h-f.next[part], 0)
 		}
-		if len(recs) > 0 {
+		if len(p.recs) > 0 {
 			f.progress.LastAppliedAt = time.Now()
 		}
 		f.markWarm()
 		f.mu.Unlock()
 		f.checkpoint(false)
+	}
+	// ctx ended: the index stands at the offsets of the batches handed over, all applied.
+	f.checkpoint(true)
+	return nil
+}
+
+// prepared is a poll's records made ready to apply (decoded, their revisions' content
+// opened, turned into the index's records), and the partitions' high watermarks the
+// poll saw.
+type prepared struct {
+	recs        []*kgo.Record
+	high        map[int32]int64
+	undecodable int64
+	spaces      *spaceRecords
+}
+
+// prepareBatches polls the topic and prepares each poll's records, in order, until ctx
+// ends; then it closes out.
+func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<- *prepared) {
+	defer close(out)
+	for {
+		fetches := cl.PollRecords(ctx, f.cfg.BatchRecords)
+		if ctx.Err() != nil {
+			return
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			f.log.Warn("index follower: fetch failed; retrying", "topic", topic, "partition", p, "err", err)
+		})
+		p := &prepared{recs: fetches.Records(), high: map[int32]int64{}}
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			p.high[fp.Partition] = max(p.high[fp.Partition], fp.HighWatermark)
+		})
+		if len(p.recs) > 0 {
+			b := decodeBatch(p.recs, func(r *kgo.Record, err error) {
+				f.log.Error("index follower: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
+			})
+			keys, err := f.keysWithRetry(ctx, b)
+			if err != nil {
+				return // ctx ended
+			}
+			content, opened := b.open(keys, func(u revisions.Unopened) {
+				// The projector holds the namespace behind such a record until its repair; the
+				// index serves nothing of it instead, so the namespace stays searchable.
+				f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
+			})
+			p.undecodable, p.spaces = b.undecodable, b.records(content, opened)
+		}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -316,46 +360,35 @@ func (f *Follower) markWarm() {
 	close(f.warmed)
 }
 
-// applyWithRetry applies a batch, waiting out Postgres (the keys) however long: every
-// namespace needs it, and the index must not skip a record.
-func (f *Follower) applyWithRetry(ctx context.Context, recs []*kgo.Record) error {
+// keysWithRetry reads the data keys of a batch's revisions, waiting out Postgres
+// however long: every namespace needs it, and the index must not skip a record.
+func (f *Follower) keysWithRetry(ctx context.Context, b *batch) (map[string][]byte, error) {
+	if len(b.revisions) == 0 {
+		return nil, nil
+	}
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
 	for {
-		err := f.apply(ctx, recs)
+		keys, err := revisions.FetchKeys(ctx, f.keys, b.revisions)
 		if err == nil {
-			return nil
+			return keys, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		wait := bo.NextBackOff()
-		f.log.Warn("index follower: batch failed; retrying", "records", len(recs), "err", err, "retry_in", wait)
+		f.log.Warn("index follower: batch failed; retrying", "records", len(b.decoded), "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
 }
 
-// apply decodes a batch, opens its revisions and applies it to the index.
-func (f *Follower) apply(ctx context.Context, recs []*kgo.Record) error {
-	batch := decodeBatch(recs, func(r *kgo.Record, err error) {
-		f.log.Error("index follower: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
-	})
-	var keys map[string][]byte
-	if len(batch.revisions) > 0 {
-		var err error
-		if keys, err = revisions.FetchKeys(ctx, f.keys, batch.revisions); err != nil {
-			return err
-		}
-	}
-	done := batch.applyTo(f.index, keys, func(u revisions.Unopened) {
-		// The projector holds the namespace behind such a record until its repair; the
-		// index serves nothing of it instead, so the namespace stays searchable.
-		f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
-	})
+// apply applies a prepared batch to the index and keeps within the memory budget.
+func (f *Follower) apply(p *prepared) {
+	done := p.spaces.applyTo(f.index)
 	var evicted []searchindex.Space
 	if f.cfg.MaxBytes > 0 {
 		if evicted = f.index.Enforce(f.cfg.MaxBytes); len(evicted) > 0 {
@@ -363,13 +396,12 @@ func (f *Follower) apply(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	f.mu.Lock()
-	f.progress.Undecodable += batch.undecodable
+	f.progress.Undecodable += p.undecodable
 	f.progress.Keyless += done.keyless
 	f.progress.Unopenable += done.unopenable
 	f.progress.Evicted += int64(len(evicted))
 	f.removedSince = f.removedSince || done.removed
 	f.mu.Unlock()
-	return nil
 }
 
 // batch is a poll's records decoded, with the revisions among them whose content the
@@ -405,6 +437,12 @@ type applied struct {
 // applyTo opens the batch's revisions with keys and applies the batch to the index,
 // namespace by namespace, in stream order.
 func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened func(revisions.Unopened)) applied {
+	content, out := b.open(keys, unopened)
+	return b.records(content, out).applyTo(x)
+}
+
+// open opens the batch's revisions with keys, by record id; what it met is in applied.
+func (b *batch) open(keys map[string][]byte, unopened func(revisions.Unopened)) (map[string]*events.Content, applied) {
 	content := map[string]*events.Content{}
 	var out applied
 	if len(b.revisions) > 0 {
@@ -418,20 +456,39 @@ func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened f
 		out.keyless, out.unopenable = int64(len(gone)), int64(len(bad))
 		out.removed = len(gone) > 0
 	}
-	bySpace := map[searchindex.Space][]searchindex.Record{}
-	var order []searchindex.Space
+	return content, out
+}
+
+// spaceRecords are a batch's records as the index applies them, by namespace in the
+// order the batch first names each, with what opening and reading them met.
+type spaceRecords struct {
+	order   []searchindex.Space
+	records map[searchindex.Space][]searchindex.Record
+	met     applied
+}
+
+// records turns the batch, its revisions' content opened, into what the index applies;
+// out is what opening it met.
+func (b *batch) records(content map[string]*events.Content, out applied) *spaceRecords {
+	sr := &spaceRecords{records: map[searchindex.Space][]searchindex.Record{}, met: out}
 	for _, d := range b.decoded {
 		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
-		out.removed = out.removed || d.Kind == revisions.Erasure || d.Kind == revisions.Redaction
-		if _, ok := bySpace[sp]; !ok {
-			order = append(order, sp)
+		sr.met.removed = sr.met.removed || d.Kind == revisions.Erasure || d.Kind == revisions.Redaction
+		if _, ok := sr.records[sp]; !ok {
+			sr.order = append(sr.order, sp)
 		}
-		bySpace[sp] = append(bySpace[sp], recordOf(d, content))
+		sr.records[sp] = append(sr.records[sp], recordOf(d, content))
 	}
-	for _, sp := range order {
-		x.Apply(sp, bySpace[sp])
+	return sr
+}
+
+// applyTo applies the records to the index, namespace by namespace, in stream order,
+// and returns what opening and reading them met.
+func (sr *spaceRecords) applyTo(x *searchindex.Index) applied {
+	for _, sp := range sr.order {
+		x.Apply(sp, sr.records[sp])
 	}
-	return out
+	return sr.met
 }
 
 // recordOf turns a decoded record into what the index applies; a revision without
