@@ -249,6 +249,22 @@ func (p *Postgres) DSNForDatabase(db string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", User, p.Port, db)
 }
 
+// FreshDatabase drops the database name if it exists, creates it empty and returns its
+// DSN: a test's own database on the shared cluster.
+func (p *Postgres) FreshDatabase(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		return "", fmt.Errorf("connect to Postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + name, "CREATE DATABASE " + name} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return "", fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return p.DSNForDatabase(name), nil
+}
+
 func (p *Postgres) running() bool {
 	cmd := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "status")
 	return cmd.Run() == nil

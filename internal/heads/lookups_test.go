@@ -20,7 +20,7 @@ import (
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 )
 
-var dsn string
+var postgres *devstack.Postgres
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Stderr.WriteString("start Postgres: " + err.Error() + "\n")
 		os.Exit(1)
 	}
-	dsn = s.Postgres.DSN()
+	postgres = s.Postgres
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)
@@ -42,18 +42,12 @@ func TestMain(m *testing.M) {
 func migratedDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, dsn)
+	name := "t_" + strings.ToLower(t.Name())
+	dsn, err := postgres.FreshDatabase(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	name := "t_" + strings.ToLower(t.Name())
-	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + name, "CREATE DATABASE " + name} {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: strings.Replace(dsn, "/loom?", "/"+name+"?", 1), MaxConns: 4})
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

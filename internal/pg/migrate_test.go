@@ -17,7 +17,7 @@ import (
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 )
 
-var dsn string
+var postgres *devstack.Postgres
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Stderr.WriteString("start Postgres: " + err.Error() + "\n")
 		os.Exit(1)
 	}
-	dsn = s.Postgres.DSN()
+	postgres = s.Postgres
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)
@@ -37,19 +37,12 @@ func TestMain(m *testing.M) {
 func freshDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, dsn)
+	name := "t_" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	dsn, err := postgres.FreshDatabase(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	name := "t_" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: strings.Replace(dsn, "/loom?", "/"+name+"?", 1)})
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn})
 	if err != nil {
 		t.Fatal(err)
 	}

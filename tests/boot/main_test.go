@@ -67,10 +67,10 @@ func freshDatabase(t *testing.T, migrate bool) (string, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	name := strings.ReplaceAll(testenv.Unique(t, "db"), "-", "_")
-	if _, err := env.PG(t).Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	dsn, err := env.Stack.Postgres.FreshDatabase(ctx, name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	dsn := env.Stack.Postgres.DSNForDatabase(name)
 	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
