@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,15 +10,40 @@ import (
 	"strings"
 )
 
-// freePort asks the kernel for an unused loopback port. Another process may take
-// it before the server binds it; the servers then fail to start and say so.
-func freePort() (int, error) {
+// FreePort returns a loopback port that nothing listens on, for a server that is
+// about to bind it. Between this check and the bind another process may take the
+// port; to make that unlikely the port is drawn at random from below the kernel's
+// ephemeral range, which the kernel never hands to an outgoing connection (a test
+// suite opens thousands of those while its servers start).
+func FreePort() (int, error) {
+	lo, hi := listenRange()
+	for i := 0; i < 64 && hi-lo >= 1000; i++ {
+		p := lo + rand.IntN(hi-lo)
+		if portFree(p) {
+			return p, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free loopback port: %w", err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// listenRange is where FreePort draws from: the ports between 10000 and the start
+// of the ephemeral range (32768 on Linux unless an operator moved it). A range of
+// fewer than 1000 leaves the choice to the kernel.
+func listenRange() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				hi = n
+			}
+		}
+	}
+	return lo, hi
 }
 
 func portFree(port int) bool {
@@ -48,7 +74,7 @@ func stickyPorts(file string, n int) ([]int, error) {
 		ports = ports[:0]
 		seen := map[int]bool{}
 		for len(ports) < n {
-			p, err := freePort()
+			p, err := FreePort()
 			if err != nil {
 				return nil, err
 			}

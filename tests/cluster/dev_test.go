@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -21,7 +22,7 @@ import (
 // down without anyone stopping them.
 func TestKilledDevTakesItsStoresWithIt(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "loom")
-	port, err := freePort()
+	port, err := devstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -66,6 +66,7 @@ type proc struct {
 	extra map[string]string
 
 	cmd    *exec.Cmd
+	starts int // how many times start has launched it
 	exited chan struct{}
 	err    error // Wait's result, once exited is closed
 	log    string
@@ -96,7 +97,7 @@ func baseEnv() map[string]string {
 
 func newProc(t *testing.T, name, roles string, extra map[string]string) *proc {
 	t.Helper()
-	port, err := freePort()
+	port, err := devstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,17 +140,29 @@ func (p *proc) start(t *testing.T) {
 		t.Fatalf("start %s: %v", p.name, err)
 	}
 	p.cmd, p.exited = cmd, make(chan struct{})
+	p.starts++
 	go func() { p.err = cmd.Wait(); out.Close(); close(p.exited) }()
 }
 
-// waitReady waits until the process answers /v1/health/ready with 200.
+// waitReady waits until the process answers /v1/health/ready with 200. A first
+// start whose port another process took meanwhile moves to a new port; a restart
+// keeps its port, which clients already know.
 func (p *proc) waitReady(t *testing.T) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	for moves := 0; ; {
 		select {
 		case <-p.exited:
+			if moves < 3 && p.starts == 1 && p.lostPort() {
+				port, err := devstack.FreePort()
+				if err != nil {
+					t.Fatal(err)
+				}
+				moves, p.port, p.starts = moves+1, port, 0
+				p.start(t)
+				continue
+			}
 			t.Fatalf("%s exited while starting (%v):\n%s", p.name, p.err, tailFile(p.log, 20))
 		default:
 		}
@@ -164,6 +177,16 @@ func (p *proc) waitReady(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lostPort tells whether the latest start failed to bind its port.
+func (p *proc) lostPort() bool {
+	b, _ := os.ReadFile(p.log)
+	last := string(b)
+	if i := strings.LastIndex(last, "--- start "); i >= 0 {
+		last = last[i:]
+	}
+	return strings.Contains(last, "address already in use")
 }
 
 func (p *proc) running() bool {
@@ -220,16 +243,6 @@ func loomdCLI(t *testing.T, args ...string) string {
 		t.Fatalf("loomd %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// freePort asks the kernel for a free loopback port for a process to listen on.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tailFile(path string, n int) string {

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -101,12 +101,11 @@ type relayProcess struct {
 
 func startRelayProcess(t *testing.T, bin string) *relayProcess {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := devstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := &relayProcess{url: "http://" + addr}
 	p.cmd = exec.Command(bin, "serve", "--roles", "api,relay", "--addr", addr)
 	p.cmd.Env = env.LoomdEnv("LOOM_OUTBOX_POLL_MS=200", "LOOM_LOG_LEVEL=warn")
