@@ -383,7 +383,13 @@ func readSpace(d *decoder, now int64) *space {
 				list[j] = posting{slot: uint32(slot)}
 				if i == 0 {
 					list[j].tf = uint16(d.uint())
+				} else {
+					list[j].tf = keyLen(&s.docs[slot])
 				}
+			}
+			// A checkpoint of a build before lists were kept in slot order.
+			if !slices.IsSortedFunc(list, postingOrder) {
+				slices.SortStableFunc(list, postingOrder)
 			}
 			(*lists)[t] = list
 			s.capPost += int64(k)

@@ -190,103 +190,134 @@ func (s *space) chunks(q query, limit int, e *eligible) []scored {
 // lexical scores the eligible documents with Okapi BM25 over their terms, the document
 // statistics taken over the eligible set, and each hit's coverage: the share of the
 // query's total idf its terms hold.
+//
+// Its lists lie in slot order, so it scores a window of slots at a time, term by term
+// into an array the size of the window: what a posting updates stays in the cache
+// however large the namespace, and a document's score is summed in term order.
 func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) ([]scored, map[uint32]float64) {
 	if len(terms) == 0 || e.n == 0 || limit <= 0 {
 		return nil, nil
 	}
 	n := float64(e.n)
 	avgdl := math.Max(e.sumDL/n, 1)
-	lists := make([][]posting, len(terms))
-	idfs := make([]float64, len(terms))
-	total := 0.0
-	for i, t := range terms {
+	var (
+		curs  []cursor
+		idfs  []float64
+		total float64
+	)
+	for _, t := range terms {
+		var list []posting
 		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
-			lists[i] = s.post[id]
+			list = s.post[id]
 		}
 		df := 0.0
-		for _, p := range lists[i] {
+		for _, p := range list {
 			if e.has(p.slot) && s.current(p) {
 				df++
 			}
 		}
-		idfs[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
-		total += idfs[i]
-	}
-	acc := s.scratch()
-	defer s.release(acc)
-	for i, list := range lists {
-		share := idfs[i] / total
-		for _, p := range list {
-			if !e.has(p.slot) || !s.current(p) {
-				continue
-			}
-			tf := float64(p.tf)
-			dl := float64(s.cards[p.slot].docLen)
-			if acc.mark(p.slot) {
-				acc.score[p.slot], acc.cov[p.slot] = 0, 0
-			}
-			acc.score[p.slot] += idfs[i] * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avgdl))
-			acc.cov[p.slot] += share
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		total += idf
+		if df > 0 {
+			curs, idfs = append(curs, cursor{list: list}), append(idfs, idf)
 		}
 	}
+	const window = 4096
+	var acc [window]float64 // a score is 0 until a posting adds to it
+	touched := make([]uint16, 0, window)
 	top := newBest(limit)
-	for _, slot := range acc.touched {
-		top.offer(scored{slot, acc.score[slot]})
+	for {
+		base := uint32(endSlot)
+		for i := range curs {
+			base = min(base, curs[i].slot())
+		}
+		if base == endSlot {
+			break
+		}
+		base &^= window - 1
+		for i := range curs {
+			c, idf := &curs[i], idfs[i]
+			for ; c.at < len(c.list) && c.list[c.at].slot < base+window; c.at++ {
+				p := c.list[c.at]
+				if !e.has(p.slot) || !s.current(p) {
+					continue
+				}
+				tf, dl := float64(p.tf), float64(s.cards[p.slot].docLen)
+				at := p.slot - base
+				if acc[at] == 0 {
+					touched = append(touched, uint16(at))
+				}
+				acc[at] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avgdl))
+			}
+		}
+		for _, at := range touched {
+			top.offer(scored{base + uint32(at), acc[at]})
+			acc[at] = 0
+		}
+		touched = touched[:0]
 	}
 	out := top.list(s)
 	coverage := make(map[uint32]float64, len(out))
 	for _, sc := range out {
-		coverage[sc.slot] = acc.cov[sc.slot]
+		for i := range curs {
+			if _, ok := find(s, curs[i].list, sc.slot); ok {
+				coverage[sc.slot] += idfs[i] / total
+			}
+		}
 	}
 	return out, coverage
 }
 
 // keys finds documents whose key the query names: the key verbatim (1), else the share
-// of the key's terms the query holds.
+// of the key's terms the query holds, read from the query terms' key lists together.
 func (s *space) keys(text string, terms []string, limit int, e *eligible) []scored {
 	verbatim := strings.TrimSpace(text)
 	if len(terms) == 0 {
 		terms = []string{verbatim}
 	}
-	var want []uint32
+	var want []cursor
+	var seen []uint32
 	for _, t := range terms {
-		if id, ok := s.lexicon.lookup(t); ok {
-			want = append(want, id)
-		}
-	}
-	acc := s.scratch()
-	defer s.release(acc)
-	top := newBest(limit)
-	consider := func(slot uint32) {
-		if !e.has(slot) || !acc.mark(slot) {
-			return
-		}
-		d := &s.docs[slot]
-		score := 1.0
-		if d.key != verbatim {
-			held := 0
-			for _, t := range d.keyTerms() {
-				if slices.Contains(want, t) {
-					held++
-				}
+		if id, ok := s.lexicon.lookup(t); ok && !slices.Contains(seen, id) {
+			seen = append(seen, id)
+			if int(id) < len(s.keyPost) {
+				want = append(want, cursor{list: s.keyPost[id]})
 			}
-			score = float64(held) / float64(max(len(d.keyTerms()), 1))
 		}
-		top.offer(scored{slot, score})
 	}
+	top := newBest(limit)
+	var named []uint32 // the slots holding the key verbatim, in order
 	if head, ok := s.byKey[verbatim]; ok {
 		for slot := head; slot >= 0; slot = s.docs[slot].next {
-			consider(uint32(slot))
-		}
-	}
-	for _, id := range want {
-		if int(id) < len(s.keyPost) {
-			for _, p := range s.keyPost[id] {
-				if s.current(p) {
-					consider(p.slot)
-				}
+			if e.has(uint32(slot)) {
+				named = append(named, uint32(slot))
+				top.offer(scored{uint32(slot), 1})
 			}
 		}
+		slices.Sort(named)
+	}
+	for {
+		slot := uint32(endSlot)
+		for i := range want {
+			slot = min(slot, want[i].slot())
+		}
+		if slot == endSlot {
+			break
+		}
+		held, of := 0, 0
+		for i := range want {
+			p, n := want[i].take(s, slot)
+			if n > 0 {
+				held, of = held+n, int(p.tf)
+			}
+		}
+		if held == 0 || !e.has(slot) {
+			continue
+		}
+		if _, ok := slices.BinarySearch(named, slot); ok {
+			continue
+		}
+		top.offer(scored{slot, float64(held) / float64(max(of, 1))})
 	}
 	return top.list(s)
 }
@@ -339,43 +370,6 @@ func (b *best) offer(sc scored) {
 func (b *best) list(s *space) []scored {
 	s.rank(b.items)
 	return b.items
-}
-
-// scratch is a query's per-document working space, reused across queries.
-type scratch struct {
-	score, cov []float64
-	marks      []uint32
-	epoch      uint32
-	touched    []uint32
-}
-
-func (s *space) scratch() *scratch {
-	a, _ := s.scratches.Get().(*scratch)
-	if a == nil {
-		a = &scratch{}
-	}
-	if n := len(s.docs); len(a.marks) < n {
-		a.score, a.cov, a.marks, a.epoch = make([]float64, n), make([]float64, n), make([]uint32, n), 0
-	}
-	a.epoch++
-	if a.epoch == 0 {
-		clear(a.marks)
-		a.epoch = 1
-	}
-	a.touched = a.touched[:0]
-	return a
-}
-
-func (s *space) release(a *scratch) { s.scratches.Put(a) }
-
-// mark reports whether slot is seen for the first time in this query.
-func (a *scratch) mark(slot uint32) bool {
-	if a.marks[slot] == a.epoch {
-		return false
-	}
-	a.marks[slot] = a.epoch
-	a.touched = append(a.touched, slot)
-	return true
 }
 
 func (s *space) identity(slot uint32) Identity {

@@ -1,10 +1,12 @@
 package searchindex
 
 import (
+	"cmp"
 	"encoding/hex"
 	"hash/maphash"
 	"math"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -46,6 +48,11 @@ type doc struct {
 func (d *doc) tags() []uint32     { return d.words[:d.nTags] }
 func (d *doc) keyTerms() []uint32 { return d.words[d.nTags:] }
 
+func postingOrder(a, b posting) int { return cmp.Compare(a.slot, b.slot) }
+
+// keyLen is what a key posting carries: how many terms the document's key has.
+func keyLen(d *doc) uint16 { return uint16(min(len(d.keyTerms()), math.MaxUint16)) }
+
 // card is a copy of what every scan reads of a document (its filter columns, vector
 // row, generation): kept apart from the rest so that a scan of a large namespace reads
 // 48 bytes a document rather than the whole document. sync refreshes it after every
@@ -72,7 +79,11 @@ func (s *space) setGen(slot int32) {
 	s.gens[slot] = live
 }
 
-// posting is one document's entry in a term's list; tf is unused for key terms.
+// posting is one document's entry in a term's list. A list lies in slot order (a
+// slot's stale postings before its current one), so that a leg walks its lists
+// together, document by document, rather than scoring into an array the size of the
+// namespace. tf is a value term's count in the text; in a key term's list it is how
+// many terms the key has.
 type posting struct {
 	slot uint32
 	gen  uint16
@@ -215,8 +226,7 @@ type space struct {
 	keyB    int64 // bytes of the docs' keys
 	arenas  map[int]*arena
 
-	scratches sync.Pool
-	filters   filterCache // the eligible sets of recent filters (filter.go)
+	filters filterCache // the eligible sets of recent filters (filter.go)
 
 	building bool
 	built    int // graph builds installed, for tests and stats
@@ -387,16 +397,41 @@ func (s *space) addPosting(lists *[][]posting, term uint32, p posting) {
 		*lists = append(*lists, nil)
 	}
 	l := (*lists)[term]
-	before := cap(l)
-	if len(l) == before && before >= 256 {
-		// Long lists grow by an eighth, not the runtime's quarter: postings are the
-		// index's second largest part.
-		l = append(make([]posting, 0, before+before/8), l...)
-	}
-	l = append(l, p)
-	s.capPost += int64(cap(l) - before)
-	(*lists)[term] = l
 	s.live++
+	if n := len(l); n > 0 && l[n-1].slot >= p.slot {
+		// A revision of an older document, or a freed slot taken again, goes to its
+		// place in slot order: over the slot's stale posting when it has one (a
+		// revision keeps most of its terms), else in between.
+		i := sort.Search(n, func(i int) bool { return l[i].slot > p.slot })
+		if i > 0 && l[i-1].slot == p.slot && !s.current(l[i-1]) {
+			l[i-1] = p
+			s.stale = max(s.stale-1, 0)
+			return
+		}
+		l = s.grown(l)
+		l = l[:n+1]
+		copy(l[i+1:], l[i:n])
+		l[i] = p
+	} else {
+		l = append(s.grown(l), p)
+	}
+	(*lists)[term] = l
+}
+
+// grown is l with room for one more posting. Long lists grow by an eighth, not the
+// runtime's quarter: postings are the index's second largest part.
+func (s *space) grown(l []posting) []posting {
+	if len(l) < cap(l) {
+		return l
+	}
+	before := cap(l)
+	if before >= 256 {
+		l = append(make([]posting, 0, before+before/8), l...)
+	} else {
+		l = slices.Grow(l, 1)
+	}
+	s.capPost += int64(cap(l) - before)
+	return l
 }
 
 // setTerms indexes a searchable revision's text, key and tags.
@@ -421,7 +456,7 @@ func (s *space) setTerms(slot int32, r *Revision) {
 		s.addPosting(&s.post, s.lexicon.id(t), posting{slot: uint32(slot), gen: c.gen, tf: tfs[i]})
 	}
 	for _, t := range d.keyTerms() {
-		s.addPosting(&s.keyPost, t, posting{slot: uint32(slot), gen: c.gen})
+		s.addPosting(&s.keyPost, t, posting{slot: uint32(slot), gen: c.gen, tf: keyLen(d)})
 	}
 }
 
