@@ -139,8 +139,14 @@ func (v *visitSet) visit(n uint32) bool {
 
 // searcher walks a graph: sim scores a node against what is searched.
 type searcher struct {
-	g      *graph
-	sim    func(node uint32) float32
+	g   *graph
+	sim func(node uint32) float32
+	// warm, when set, is given the nodes about to be scored, so that it can load what
+	// sim will read of all of them at once: the rows of a large graph are in memory,
+	// not in the cache, and a node scored after the other is a miss after the other.
+	warm   func(nodes []uint32) int8
+	warmed int8 // what warm read, kept so that its loads are not dropped
+	next   []uint32
 	visits *visitSet
 	cands  candHeap
 	found  candHeap
@@ -190,10 +196,17 @@ func (s *searcher) layer(ep cand, ef, level int, accept func(uint32) bool, maxVi
 		if maxVisits > 0 && visits >= maxVisits {
 			break
 		}
+		next := s.next[:0]
 		for _, n := range s.g.links(c.node, level) {
-			if !s.visits.visit(n) {
-				continue
+			if s.visits.visit(n) {
+				next = append(next, n)
 			}
+		}
+		s.next = next
+		if s.warm != nil {
+			s.warmed += s.warm(next)
+		}
+		for _, n := range next {
 			visits++
 			sim := s.sim(n)
 			if s.found.len() < ef || sim > s.found.peek().sim {
@@ -214,12 +227,30 @@ func (s *searcher) layer(ep cand, ef, level int, accept func(uint32) bool, maxVi
 	return out
 }
 
-// search returns up to ef nodes nearest what sim scores, that accept takes.
-func (g *graph) search(sim func(uint32) float32, ef int, accept func(uint32) bool, maxVisits int) []cand {
+// rowWarmer is a searcher's warm for nodes whose rows (node → row, dim codes a row)
+// lie in codes: it reads a byte of every cache line of the nodes' rows, loads that do
+// not wait for each other, before the walk scores the nodes one after the other.
+func rowWarmer(codes []int8, dim int, rows []int32) func([]uint32) int8 {
+	return func(nodes []uint32) int8 {
+		var sum int8
+		for _, n := range nodes {
+			row := codes[int(rows[n])*dim : int(rows[n]+1)*dim]
+			for i := 0; i < len(row); i += 64 {
+				sum += row[i]
+			}
+		}
+		return sum
+	}
+}
+
+// search returns up to ef nodes nearest what sim scores, that accept takes; warm, if
+// set, is the searcher's.
+func (g *graph) search(sim func(uint32) float32, warm func([]uint32) int8, ef int, accept func(uint32) bool, maxVisits int) []cand {
 	if g.nodes() == 0 {
 		return nil
 	}
 	s := g.searcher(sim)
+	s.warm = warm
 	defer s.release()
 	ep := cand{g.entry, sim(g.entry)}
 	for level := g.top; level > 0; level-- {
@@ -249,6 +280,7 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 	}
 	scale := func(node uint32) float32 { return src.scales[src.rows[node]] }
 	between := func(a, b uint32) float32 { return scale(a) * scale(b) * float32(dotCodes(row(a), row(b))) }
+	warm := rowWarmer(src.codes, src.dim, src.rows)
 	rng := rand.New(rand.NewSource(p.seed))
 	ml := 1 / math.Log(float64(p.m))
 	g.top = 0
@@ -268,6 +300,7 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 		q := row(node)
 		qs := scale(node)
 		s := g.searcher(func(o uint32) float32 { return qs * scale(o) * float32(dotCodes(q, row(o))) })
+		s.warm = warm
 		ep := cand{g.entry, s.sim(g.entry)}
 		for l := g.top; l > level; l-- {
 			ep = s.greedy(ep, l)

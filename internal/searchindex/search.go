@@ -82,7 +82,7 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 			nodes := e.nodesOf(s, a, g)
 			acceptNode = func(n uint32) bool { return nodes[n>>6]&(1<<(n&63)) != 0 }
 		}
-		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, ef, acceptNode, 40*ef)
+		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, rowWarmer(a.codes, a.dim, g.rows), ef, acceptNode, 40*ef)
 		for _, c := range found {
 			top.offer(a.owner[g.rows[c.node]], c.sim)
 		}
