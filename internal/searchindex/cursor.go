@@ -19,6 +19,15 @@ func (c *cursor) slot() uint32 {
 	return endSlot
 }
 
+// least is the least slot the cursors are at, endSlot when all are past their ends.
+func least(curs []cursor) uint32 {
+	slot := uint32(endSlot)
+	for i := range curs {
+		slot = min(slot, curs[i].slot())
+	}
+	return slot
+}
+
 // seek moves to the first posting at or past slot. It gallops: a leg that skips a
 // long list's documents jumps over most of them.
 func (c *cursor) seek(slot uint32) {

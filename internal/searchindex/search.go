@@ -227,10 +227,7 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 	touched := make([]uint16, 0, window)
 	top := newBest(limit)
 	for {
-		base := uint32(endSlot)
-		for i := range curs {
-			base = min(base, curs[i].slot())
-		}
+		base := least(curs)
 		if base == endSlot {
 			break
 		}
@@ -297,10 +294,7 @@ func (s *space) keys(text string, terms []string, limit int, e *eligible) []scor
 		slices.Sort(named)
 	}
 	for {
-		slot := uint32(endSlot)
-		for i := range want {
-			slot = min(slot, want[i].slot())
-		}
+		slot := least(want)
 		if slot == endSlot {
 			break
 		}
