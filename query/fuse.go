@@ -71,14 +71,14 @@ const rrfK = 60
 // fuse merges the legs' hits into one ranked pool. A chunk hit folds onto its row as
 // its vector score when it is the better one.
 func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
-	byID := map[string]*candidate{}
+	// Keyed by the identity itself: a string key built for each of a search's hits was
+	// a third of fusing them.
+	byID := map[memrow.Identity]*candidate{}
 	get := func(h legHit) *candidate {
-		key := heads.IdentityKey(h.id)
-		k := h.id.Namespace + "\x00" + key
-		c, ok := byID[k]
+		c, ok := byID[h.id]
 		if !ok {
-			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}, key: key}
-			byID[k] = c
+			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}}
+			byID[h.id] = c
 		}
 		return c
 	}

@@ -279,3 +279,22 @@ func keysByTerm(s *space, text string, terms []string, limit int, e *eligible) [
 	}
 	return top.list(s)
 }
+
+// Hits of equal score are ranked by identity, whatever order they were written in;
+// a better score comes first.
+func TestTiedHitsRankByIdentity(t *testing.T) {
+	x := New(Config{})
+	keys := []string{"m", "c", "x", "a", "q", "f"}
+	for i, k := range keys {
+		r := rev(int64(i+1), k, "tea in the morning", int64(i+1))
+		r.MemoryID = uuid.NewString()
+		apply(x, revRec(r))
+	}
+	best := rev(7, "z", "tea tea in the morning", 7)
+	best.MemoryID = uuid.NewString()
+	apply(x, revRec(best))
+	got := keysOf(search(t, x, served(), "tea morning").Lexical)
+	if want := "[z a c f m q x]"; fmt.Sprint(got) != want {
+		t.Fatalf("lexical hits %v, want %s", got, want)
+	}
+}

@@ -123,23 +123,36 @@ func (s *space) rescore(slots []uint32, limit int, score func(uint32) float32) [
 	return out[:min(limit, len(out))]
 }
 
-// rank sorts by score, best first, ties by identity (agent, user, session, key). A
-// lexical leg's scores tie by the hundred (one term, the same length), so each item's
-// identity is looked up once rather than in every comparison.
+// rank sorts by score, best first, ties by identity (agent, user, session, key). It
+// sorts by score alone and looks identities up only within a run of tied scores: a
+// vector leg's scores hardly ever tie, a lexical leg's tie by the hundred (one term,
+// the same length).
 func (s *space) rank(out []scored) {
 	if len(out) < 2 {
 		return
 	}
-	items := make([]rankItem, len(out))
-	for i, sc := range out {
+	slices.SortFunc(out, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].score == out[i].score {
+			j++
+		}
+		if j-i > 1 {
+			s.rankTies(out[i:j])
+		}
+		i = j
+	}
+}
+
+// rankTies orders tied hits by identity, each looked up once.
+func (s *space) rankTies(tied []scored) {
+	items := make([]rankItem, len(tied))
+	for i, sc := range tied {
 		c := &s.cards[sc.slot]
 		n := &s.names
 		items[i] = rankItem{scored: sc, id: [4]string{n.name(c.agent), n.name(c.user), n.name(c.session), s.docs[sc.slot].key}}
 	}
 	slices.SortFunc(items, func(a, b rankItem) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
 		for i := range a.id {
 			if c := strings.Compare(a.id[i], b.id[i]); c != 0 {
 				return c
@@ -148,7 +161,7 @@ func (s *space) rank(out []scored) {
 		return 0
 	})
 	for i := range items {
-		out[i] = items[i].scored
+		tied[i] = items[i].scored
 	}
 }
 
