@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
@@ -80,131 +81,279 @@ var (
 	errErased = errors.New("the memory was erased since its head was read")
 )
 
-// commit is the one transaction every revision commits through. In order: the org's
-// policy lock (shared) and generation check; the namespace generation advanced by the
-// number of rows, which locks it and draws their seqs (so a namespace's outbox rows
-// are in seq order); the gap check; every head locked and checked to be the version
-// its row was built over; then heads, revisions, data keys and outbox records written.
-// Either all of it commits or none. The namespace's commits queue on its generation
-// lock, so what runs while it is held is kept to two round trips: the first batch
-// (BEGIN, the advance, the head locks and the gap's revisions) and the writes with
-// the COMMIT (pg.InPipelinedTx); the relay is woken after the commit, not by a NOTIFY
-// inside it (outbox.Waker).
+// commit commits a plan through commitPlans. Plans of one namespace that arrive while
+// one of its commits is in flight wait and go in the next transaction together
+// (internal/groupcommit): eight writers of one namespace take its generation lock
+// once a transaction instead of once each. A plan with steps of its own (inTx,
+// inCommit, evidence, an Idempotency-Key) commits alone.
 func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
+	if !plan.groupable() || s.grouped == nil {
+		return s.commitPlans(ctx, []*commitPlan{plan})[0]
+	}
+	return s.grouped.Do(ctx, plan.org+"/"+plan.namespace, plan)
+}
+
+func (p *commitPlan) groupable() bool {
+	return p.inTx == nil && p.inCommit == nil && p.idem == nil && len(p.evidence) == 0
+}
+
+// Bounds of one grouped transaction.
+const (
+	maxGroupPlans = 64
+	maxGroupRows  = 256
+)
+
+func newCommitGroup(s *Service) *groupcommit.Group[*commitPlan] {
+	return groupcommit.New(maxGroupPlans, func(batch []*commitPlan, next *commitPlan) bool {
+		rows := len(next.rows)
+		for _, p := range batch {
+			rows += len(p.rows)
+		}
+		return rows <= maxGroupRows
+	}, s.commitPlans)
+}
+
+// errNoneAdmitted rolls back a grouped transaction none of whose plans passed its
+// checks; each plan answers its own reason.
+var errNoneAdmitted = errors.New("no plan of the group passed its checks")
+
+// commitPlans is the one transaction every revision commits through, for one plan or
+// a group of one namespace's plans in arrival order. In order: the org's policy lock
+// (shared) and generation read; the namespace generation advanced by the number of
+// rows, which locks it and draws their seqs (so a namespace's outbox rows are in seq
+// order); every head locked; the gap's revisions read. Then each plan is checked as if
+// it committed alone after the plans before it (checkPlan: its policy generation, its
+// gap with the rows of the plans before, its heads): a plan that fails is left out and
+// answers its reason, and the rest take consecutive seqs. Heads, revisions, data keys
+// and outbox records are written, and either all of it commits or none. What runs
+// while the generation lock is held is kept to two round trips: the first batch and
+// the writes with the COMMIT (pg.InPipelinedTx); the relay is woken after the commit,
+// not by a NOTIFY inside it (outbox.Waker).
+func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error {
+	errs := make([]error, len(plans))
+	lead, alone := plans[0], len(plans) == 1
 	now := s.now().UTC()
-	n := int64(len(plan.rows))
+	var n int64
+	var all []*pending
+	for _, p := range plans {
+		n += int64(len(p.rows))
+		all = append(all, p.rows...)
+	}
 	err := pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		var policyGen, lastSeq int64
 		b := &pgx.Batch{}
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
-		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), plan.org)
-		generations.QueueRead(b, plan.org, policyScope, &policyGen)
-		generations.QueueAdvance(b, plan.org, plan.namespace, n, &lastSeq)
-		locked := queueHeadLocks(b, plan.rows)
+		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), lead.org)
+		generations.QueueRead(b, lead.org, policyScope, &policyGen)
+		generations.QueueAdvance(b, lead.org, lead.namespace, n, &lastSeq)
+		locked := queueHeadLocks(b, all)
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
-		var gap []gapRevision
-		var linkedErased bool
-		if plan.gapCheck != nil {
-			queueGap(b, plan.org, plan.namespace, plan.gapFrom, s.cfg.AdmissionGapMax+1, &gap)
-			s.queueErasedInGap(b, plan.org, plan.namespace, linkedIDs(plan.rows), plan.gapFrom, &linkedErased)
-		}
+		gap := s.queueGroupGap(b, plans)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("advance the generation, lock the heads and read the gap: %w", err)
 		}
-		if plan.policyGeneration >= 0 && policyGen != plan.policyGeneration {
-			return nil, errPolicyMoved
-		}
-		firstSeq := lastSeq - n + 1
-		if plan.gapCheck != nil && firstSeq-1 > plan.gapFrom {
-			if firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
-				return nil, errGapTooLarge
-			}
-			// A gap whose revisions were all erased holds nothing left to be a peer.
-			if len(gap) > 0 {
-				if err := plan.gapCheck(gap); err != nil {
+		next := lastSeq - n + 1 // the seq the next admitted row takes
+		var before []gapRevision
+		written := map[string]bool{}
+		var admitted []*commitPlan
+		off := 0
+		for i, p := range plans {
+			st := planState{policyGen: policyGen, firstSeq: next, gap: gap.of(p.gapFrom, before),
+				linkedErased: gap.linkedErased[i], locked: locked[off : off+len(p.rows)], written: written}
+			off += len(p.rows)
+			if err := s.checkPlan(ctx, tx, p, st); err != nil {
+				if alone {
 					return nil, err
 				}
+				errs[i] = err
+				continue
 			}
-			// A verdict that links the write to a memory an erasure removed in the gap
-			// is reached again on peers read anew.
-			if linkedErased {
-				return nil, errHeadMoved
-			}
-		}
-		if len(plan.evidence) > 0 {
-			ids := make([]string, len(plan.rows))
-			for i, p := range plan.rows {
-				ids[i] = p.row.MemoryID
-			}
-			if erased, err := s.erasedIn(ctx, tx, plan.org, plan.evidence, ids); err != nil {
-				return nil, err
-			} else if len(erased) > 0 {
-				return nil, errErased
-			}
-		}
-		for i, p := range plan.rows {
-			if locked[i] != p.readVersion {
-				// Checked after the generation lock an erasure holds while it removes
-				// heads: a head that is gone because it was erased is not written back.
-				if p.own && p.readVersion != 0 {
-					erased, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, []string{p.row.MemoryID})
-					if err != nil {
-						return nil, err
-					}
-					if erased {
-						return nil, errErased
-					}
+			for j, pr := range p.rows {
+				r := pr.row
+				if r.MemoryID == "" {
+					r.MemoryID = uuid.NewString()
 				}
-				return nil, errHeadMoved
+				if r.CreatedAt.IsZero() {
+					r.CreatedAt = now
+				}
+				r.UpdatedAt = now
+				r.Version = memrow.NextVersion(now, st.locked[j])
+				r.Seq = next
+				next++
+				written[heads.IdentityKey(r.Identity)] = true
+				before = append(before, gapRevision{seq: r.Seq, row: r})
 			}
-			r := p.row
-			if r.MemoryID == "" {
-				r.MemoryID = uuid.NewString()
-			}
-			if r.CreatedAt.IsZero() {
-				r.CreatedAt = now
-			}
-			r.UpdatedAt = now
-			r.Version = memrow.NextVersion(now, locked[i])
-			r.Seq = firstSeq + int64(i)
+			admitted = append(admitted, p)
 		}
-		if plan.inTx != nil {
-			if err := plan.inTx(ctx, tx); err != nil {
+		if len(admitted) == 0 {
+			return nil, errNoneAdmitted
+		}
+		if lead.inTx != nil {
+			if err := lead.inTx(ctx, tx); err != nil {
 				return nil, err
 			}
 		}
 		b = &pgx.Batch{}
-		for _, p := range plan.rows {
-			rec, err := s.encode(p, plan.requestID)
-			if err != nil {
-				return nil, err
+		if unused := lastSeq - (next - 1); unused > 0 {
+			// The seqs of the plans left out go back: a namespace's seqs have no holes.
+			generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
+		}
+		for _, p := range admitted {
+			for _, pr := range p.rows {
+				rec, err := s.encode(pr, p.requestID)
+				if err != nil {
+					return nil, err
+				}
+				s.queueInsert(b, pr, rec)
 			}
-			s.queueInsert(b, p, rec)
 		}
 		if s.relayWake == nil {
 			outbox.QueueNotify(b)
 		}
-		if plan.inCommit == nil && plan.idem == nil {
+		if lead.inCommit == nil && lead.idem == nil {
 			return b, nil // the COMMIT goes with the writes
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
 		}
-		if plan.inCommit != nil {
-			if err := plan.inCommit(ctx, tx); err != nil {
+		if lead.inCommit != nil {
+			if err := lead.inCommit(ctx, tx); err != nil {
 				return nil, err
 			}
 		}
-		if plan.idem != nil {
-			return nil, markCommitted(ctx, tx, plan.idem, plan.rows)
+		if lead.idem != nil {
+			return nil, markCommitted(ctx, tx, lead.idem, lead.rows)
 		}
 		return nil, nil
 	})
 	if err == nil {
 		s.relayWake.Queued()
 	}
-	return err
+	switch {
+	case alone:
+		errs[0] = err
+	case err != nil && !errors.Is(err, errNoneAdmitted):
+		// Nothing committed. A plan left out may have been left out for a row of the
+		// group that did not commit: every plan answers the failure.
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// planState is what a plan of a commit is checked against: what the transaction read,
+// and what the plans before it in the group write.
+type planState struct {
+	policyGen    int64
+	firstSeq     int64 // the seq the plan's first row would take
+	gap          []gapRevision
+	linkedErased bool
+	locked       []int64         // the versions of the plan's rows' heads, as locked
+	written      map[string]bool // identities the plans before it write
+}
+
+// checkPlan checks a plan as its own commit would: its policy generation, its gap
+// (with the rows of the plans before it), the erasures linked to its verdict, and its
+// heads, which must be the versions its rows were built over.
+func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st planState) error {
+	if plan.policyGeneration >= 0 && st.policyGen != plan.policyGeneration {
+		return errPolicyMoved
+	}
+	if plan.gapCheck != nil && st.firstSeq-1 > plan.gapFrom {
+		if st.firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
+			return errGapTooLarge
+		}
+		// A gap whose revisions were all erased holds nothing left to be a peer.
+		if len(st.gap) > 0 {
+			if err := plan.gapCheck(st.gap); err != nil {
+				return err
+			}
+		}
+		// A verdict that links the write to a memory an erasure removed in the gap
+		// is reached again on peers read anew.
+		if st.linkedErased {
+			return errHeadMoved
+		}
+	}
+	if len(plan.evidence) > 0 {
+		ids := make([]string, len(plan.rows))
+		for i, p := range plan.rows {
+			ids[i] = p.row.MemoryID
+		}
+		if erased, err := s.erasedIn(ctx, tx, plan.org, plan.evidence, ids); err != nil {
+			return err
+		} else if len(erased) > 0 {
+			return errErased
+		}
+	}
+	for i, p := range plan.rows {
+		if st.written[heads.IdentityKey(p.row.Identity)] {
+			return errHeadMoved // a plan before it in the group revises the same head
+		}
+		if st.locked[i] != p.readVersion {
+			// Checked after the generation lock an erasure holds while it removes
+			// heads: a head that is gone because it was erased is not written back.
+			if p.own && p.readVersion != 0 {
+				erased, err := s.erasedAmong(ctx, tx, plan.org, plan.namespace, []string{p.row.MemoryID})
+				if err != nil {
+					return err
+				}
+				if erased {
+					return errErased
+				}
+			}
+			return errHeadMoved
+		}
+	}
+	return nil
+}
+
+// groupGap is what a commit read of its plans' gaps: the revisions committed after the
+// earliest capture a plan can still be checked from, in seq order, and for each plan
+// whether an erasure in its gap removed a memory its verdict links to.
+type groupGap struct {
+	rows         []gapRevision
+	linkedErased []bool
+}
+
+// queueGroupGap queues the reads of the plans' gaps. A plan whose capture is more
+// than LOOM_PG_ADMISSION_GAP_MAX below the latest one's has a gap too large to check
+// whatever the read holds, so the read starts no lower than that.
+func (s *Service) queueGroupGap(b *pgx.Batch, plans []*commitPlan) *groupGap {
+	g := &groupGap{linkedErased: make([]bool, len(plans))}
+	lo, hi, checked := int64(0), int64(0), false
+	for i, p := range plans {
+		if p.gapCheck == nil {
+			continue
+		}
+		if !checked || p.gapFrom < lo {
+			lo = p.gapFrom
+		}
+		if !checked || p.gapFrom > hi {
+			hi = p.gapFrom
+		}
+		checked = true
+		s.queueErasedInGap(b, p.org, p.namespace, linkedIDs(p.rows), p.gapFrom, &g.linkedErased[i])
+	}
+	if !checked {
+		return g
+	}
+	gapMax := int64(s.cfg.AdmissionGapMax)
+	lo = max(lo, hi-gapMax)
+	queueGap(b, plans[0].org, plans[0].namespace, lo, int(hi-lo+gapMax+1), &g.rows)
+	return g
+}
+
+// of is plan i's gap: the revisions read after its capture, then the rows of the
+// plans before it in the group.
+func (g *groupGap) of(from int64, before []gapRevision) []gapRevision {
+	start := sort.Search(len(g.rows), func(k int) bool { return g.rows[k].seq > from })
+	if len(before) == 0 {
+		return g.rows[start:]
+	}
+	return append(append([]gapRevision(nil), g.rows[start:]...), before...)
 }
 
 // erasedAmong reports whether an erasure removed any of the memories from the

@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
@@ -81,8 +82,11 @@ type Service struct {
 	// relayWake wakes the relay after a commit, outside its transaction; nil: the
 	// commit notifies in the transaction.
 	relayWake *outbox.Waker
-	writes    *metrics.CounterVec
-	latency   *metrics.HistogramVec
+	// grouped puts the commits of one namespace that wait for each other in one
+	// transaction (commit.go).
+	grouped *groupcommit.Group[*commitPlan]
+	writes  *metrics.CounterVec
+	latency *metrics.HistogramVec
 	// commits counts the commits of judged writes by outcome: committed, or sent back
 	// to a new round (commitRound).
 	commits *metrics.CounterVec
@@ -131,6 +135,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	for _, o := range opts {
 		o(s)
 	}
+	s.grouped = newCommitGroup(s)
 	return s
 }
 

@@ -77,6 +77,13 @@ func QueueAdvance(b *pgx.Batch, org, scope string, n int64, into *int64) {
 	b.Queue(advance, org, scope, n).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }
 
+// QueueGiveBack queues giving back the last n of the seqs an advance in the same
+// transaction drew (a group commit's plans that were left out), under the row lock
+// the advance holds.
+func QueueGiveBack(b *pgx.Batch, org, scope string, n int64) {
+	b.Queue(`UPDATE loom.scope_generations SET generation = generation - $3 WHERE org = $1 AND scope = $2`, org, scope, n)
+}
+
 // Advance advances a scope's generation by n (a new scope starts at n), in tx, and
 // returns the new generation.
 func Advance(ctx context.Context, tx pgx.Tx, org, scope string, n int64) (int64, error) {
