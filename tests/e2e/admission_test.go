@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,5 +201,62 @@ func TestWritersOfOneNamespaceRuleOutEachOthersCommits(t *testing.T) {
 	}
 	if again := admissionCommits(t, c, "gap"); again != 0 {
 		t.Fatalf("%v commits went back to their verdict over rows this process had measured", again)
+	}
+}
+
+// Writers of one key queue behind each other's commits and go in one transaction
+// together (command/commit.go); all but the first of a transaction's writes of the key
+// were built over a head the first replaces, so they go back to read it. Every write
+// still lands as its own version, and the namespace's seqs have no holes: the seqs a
+// transaction drew for the writes it left out go back. A write that loses every round
+// answers the retryable ADMISSION_CONTENDED, which the client retries.
+func TestWritersOfOneKeyLandEveryVersionWithGaplessSeqs(t *testing.T) {
+	n, url := env.API(t, nil)
+	c, err := client.New(url, env.Token(t, n, auth.NewToken{Org: "acme"}),
+		client.WithRetry(client.Retry{InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.Unique(t, "onekey")
+	const writers, each = 8, 5
+	var mu sync.Mutex
+	var seqs []int64
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each && errs[w] == nil; i++ {
+				a, err := c.Set(context.Background(), ns, "shared", client.SetRequest{Value: fmt.Sprintf("writer %d says %d", w, i)})
+				if err == nil && !a.Written {
+					err = fmt.Errorf("answered %+v", a)
+				}
+				if errs[w] = err; err == nil {
+					mu.Lock()
+					seqs = append(seqs, a.Seq)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", w, err)
+		}
+	}
+	slices.Sort(seqs)
+	for i, s := range seqs {
+		if s != seqs[0]+int64(i) {
+			t.Fatalf("seqs %v: a hole or a repeat at %d", seqs, i)
+		}
+	}
+	hist, err := c.History(context.Background(), ns, "shared", client.Identity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Versions) != writers*each {
+		t.Fatalf("%d versions in the history, want the %d writes", len(hist.Versions), writers*each)
 	}
 }
