@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -57,6 +58,9 @@ type Relay struct {
 	heldRows  *metrics.GaugeVec
 
 	hold holdState
+	// holding is set while this relay holds the relay lock: this process's commits need
+	// not NOTIFY another process's relay (outbox.Waker).
+	holding atomic.Bool
 
 	// retryAt holds a namespace back until its refused head's backoff has passed.
 	// Only Run's goroutine touches it; a restart forgets it and retries at once.
@@ -109,7 +113,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		r.active.Set(1)
+		r.holding.Store(true)
 		err = r.publishWhileHeld(ctx, release)
+		r.holding.Store(false)
 		r.active.Set(0)
 		r.resetHold() // what is held is the next holder's to read again
 		release.unlock()
@@ -123,6 +129,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Holding reports whether this relay holds the relay lock: it is the one publishing.
+func (r *Relay) Holding() bool { return r.holding.Load() }
 
 type faultStop struct{ err error }
 

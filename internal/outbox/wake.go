@@ -14,28 +14,30 @@ import (
 // serialises notifying commits and signals every listener while the committing
 // session waits), and memory.set's commits hold the namespace's generation lock until
 // they end. So commits only poke the waker; it wakes the relays of this process at
-// once and sends one NOTIFY for every burst of pokes, which wakes a relay that runs
-// elsewhere. A poke lost to a crash delays the relay by its poll, no more: the wake-up
-// is a latency optimisation only, as the Listener's is.
+// once and, unless one of them holds the relay lock (it is the relay that publishes),
+// sends one NOTIFY for every burst of pokes, which wakes a relay that runs elsewhere. A
+// poke lost to a crash, or to a lock that moved to another process meanwhile, delays
+// the relay by its poll, no more: the wake-up is a latency optimisation only, as the
+// Listener's is.
 type Waker struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	poke chan struct{}
 
 	mu    sync.Mutex
-	local map[int]func()
+	local map[int]func() bool
 	next  int
 }
 
 // NewWaker returns a waker that notifies through pool; Run must be running for it to
 // send anything.
 func NewWaker(pool *pgxpool.Pool, log *slog.Logger) *Waker {
-	return &Waker{pool: pool, log: log, poke: make(chan struct{}, 1), local: map[int]func(){}}
+	return &Waker{pool: pool, log: log, poke: make(chan struct{}, 1), local: map[int]func() bool{}}
 }
 
 // WakeLocal adds a relay of this process to wake on every poke, until the returned
-// function removes it.
-func (w *Waker) WakeLocal(wake func()) (remove func()) {
+// function removes it. wake reports whether that relay holds the relay lock.
+func (w *Waker) WakeLocal(wake func() (holding bool)) (remove func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id := w.next
@@ -55,10 +57,16 @@ func (w *Waker) Queued() {
 		return
 	}
 	w.mu.Lock()
+	holding := false
 	for _, wake := range w.local {
-		wake()
+		if wake() {
+			holding = true
+		}
 	}
 	w.mu.Unlock()
+	if holding {
+		return
+	}
 	select {
 	case w.poke <- struct{}{}:
 	default:

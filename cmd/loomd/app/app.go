@@ -362,13 +362,13 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go wake.Run(lctx)
-	if p.relayWake != nil {
-		defer p.relayWake.WakeLocal(wake.Wake)()
-	}
 	rcfg := p.Cfg.Relay
 	rcfg.WaitForStandbys = p.Cfg.PG.Durability == config.DurabilitySynchronous
 	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
 	p.relay.Store(r)
+	if p.relayWake != nil {
+		defer p.relayWake.WakeLocal(func() bool { wake.Wake(); return r.Holding() })()
+	}
 	return r.Run(ctx)
 }
 
