@@ -215,7 +215,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	for _, id := range b.retire {
 		keys = append(keys, id.MemoryKey)
 	}
-	st, err := s.readRound(ctx, b.org, b.namespace, keys, shas)
+	st, err := s.readRound(ctx, b.org, b.namespace, keys, shas, false)
 	if err != nil {
 		return false, 0, httperr.Store("reading the batch's heads and policy", err)
 	}

@@ -63,6 +63,9 @@ func (s *Service) configure(ctx context.Context, p auth.Principal, ns string, cf
 // changePolicy runs a policy change under the org's policy lock, held exclusively,
 // and advances the policy generation in the same transaction.
 func (s *Service) changePolicy(ctx context.Context, org string, change func(pgx.Tx) error) error {
+	// Policies cached before the change are refused at their commits anyway; this
+	// process's writes need not find that out.
+	defer s.policies.purge()
 	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_xact_lock(%s)", policyLockKey), org); err != nil {
 			return fmt.Errorf("take the policy lock: %w", err)

@@ -8,10 +8,12 @@ import (
 	"math"
 	"regexp"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/retrieval"
 )
@@ -203,6 +205,43 @@ const policyLockKey = `hashtextextended('loom.policy/' || $1, 0)`
 
 // policyScope is the scope of an org's policy generation.
 const policyScope = generations.PolicyScope
+
+// policyCache keeps the policy memory.set last read of each namespace, so a write
+// reads only its heads. A policy is used with the generation it was read at: a commit
+// under a newer one is refused (errPolicyMoved) and drops it, and an answer that
+// commits nothing (a refusal, a merge, a dry run) stands only once the generation is
+// read and found unmoved (policyStands).
+type policyCache struct{ c *lru.Cache[string, *policy] }
+
+const policyCacheSize = 4096
+
+func newPolicyCache() policyCache {
+	c, _ := lru.New[string, *policy](policyCacheSize)
+	return policyCache{c}
+}
+
+func (c policyCache) get(org, ns string) (*policy, bool) { return c.c.Get(org + "/" + ns) }
+func (c policyCache) put(org, ns string, p *policy)      { c.c.Add(org+"/"+ns, p) }
+func (c policyCache) drop(org, ns string)                { c.c.Remove(org + "/" + ns) }
+func (c policyCache) purge()                             { c.c.Purge() }
+
+// policyStands reports whether a round's policy is the namespace's as it is now:
+// always for one the round read; for a cached one, when the org's policy generation
+// has not moved since (else it is dropped, for the next round to read anew).
+func (s *Service) policyStands(ctx context.Context, org, ns string, st *roundState) (bool, error) {
+	if !st.policyCached {
+		return true, nil
+	}
+	gen, err := generations.Read(ctx, s.pool, org, policyScope)
+	if err != nil {
+		return false, httperr.Store("reading the policy generation", err)
+	}
+	if gen == st.policy.generation {
+		return true, nil
+	}
+	s.policies.drop(org, ns)
+	return false, nil
+}
 
 func (s *Service) loadPolicy(ctx context.Context, q interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults

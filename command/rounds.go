@@ -59,16 +59,27 @@ type roundState struct {
 	// ClickHouse).
 	capture   int64
 	fromIndex bool
+	// policyCached: the policy is the one this process read last (policyCache), not
+	// read in this round.
+	policyCached bool
 }
 
-func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string) (*roundState, error) {
+// readRound reads a round's state. cachedPolicy lets it take the namespace's policy
+// from the process's cache (policyCache) instead of reading it.
+func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string, cachedPolicy bool) (*roundState, error) {
 	st := &roundState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
 	// Read before the peer reads: the position only moves up, so it covers them.
 	if st.fromIndex = s.indexed(org, ns); st.fromIndex {
 		st.capture = s.index.Position(searchindex.Space{Org: org, Namespace: ns})
 	}
 	b := &pgx.Batch{}
-	finish := queuePolicy(b, org, ns)
+	var finish func() (*policy, error)
+	if cachedPolicy {
+		st.policy, st.policyCached = s.policies.get(org, ns)
+	}
+	if !st.policyCached {
+		finish = queuePolicy(b, org, ns)
+	}
 	var byKey, bySHA []*memrow.Row
 	queueHeads(b, &byKey, heads.WithKeysSQL, org, ns, keys)
 	if len(shas) > 0 {
@@ -80,9 +91,12 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
-	var err error
-	if st.policy, err = finish(); err != nil {
-		return nil, err
+	if finish != nil {
+		var err error
+		if st.policy, err = finish(); err != nil {
+			return nil, err
+		}
+		s.policies.put(org, ns, st.policy)
 	}
 	for _, h := range byKey {
 		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
@@ -118,6 +132,7 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		return true, plan.gapFrom, nil
 	case errors.Is(err, errPolicyMoved):
 		s.commits.With("policy_moved").Inc()
+		s.policies.drop(plan.org, plan.namespace)
 		return true, plan.gapFrom, nil
 	case errors.Is(err, errGapTooLarge):
 		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,

@@ -75,6 +75,7 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
+	policies policyCache
 	faults   *Faults
 	// index is the process's search index: the peer read and its capture when it holds
 	// the namespace. nil: ClickHouse.
@@ -123,7 +124,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(),
+		vectors: newVectorCache(), policies: newPolicyCache(),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+

@@ -228,11 +228,19 @@ func validateSetFields(req *setRequest) error {
 // gap check starts after.
 func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
 	now := s.now()
-	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil)
+	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, true)
 	if err != nil {
 		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}
 	gapFrom = max(gapFrom, st.capture)
+	// An answer that commits nothing stands on the namespace's current policy only;
+	// else another round reads it.
+	uncommitted := func(ans *setAnswer, err error) (*setAnswer, int64, error) {
+		if ok, serr := s.policyStands(ctx, w.id.Org, w.id.Namespace, st); serr != nil || !ok {
+			return nil, gapFrom, serr
+		}
+		return ans, 0, err
+	}
 	e := &entry{w: w, keyHeads: st.keyHeads[w.id.MemoryKey]}
 	e.head = headOf(e.keyHeads, w.id)
 	if err := w.overHead(e.head, now); err != nil {
@@ -241,7 +249,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	rules := s.rulesOf(st.policy)
 	d, ref := admit(e, now, rules)
 	if ref != nil {
-		return nil, 0, ref
+		return uncommitted(nil, ref)
 	}
 	e.draft = d
 	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
@@ -255,10 +263,10 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 		return nil, 0, err
 	}
 	if e.v, ref = judge(e, peers, rules); ref != nil {
-		return nil, 0, ref
+		return uncommitted(nil, ref)
 	}
 	if e.v.kind == VerdictMerge {
-		return setAnswerOf(e, nil), 0, nil
+		return uncommitted(setAnswerOf(e, nil), nil)
 	}
 	rows, superseded := writeRows(w.op, []*entry{e}, rules.conflictPolicy(), now)
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
@@ -277,7 +285,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	ans := setAnswerOf(e, superseded)
 	if w.req.DryRun {
 		ans.DryRun = true
-		return ans, 0, nil
+		return uncommitted(ans, nil)
 	}
 	ans.Written, ans.Event = true, string(rows[0].event)
 	ans.Version, ans.VersionText, ans.Seq = e.row.Version, memrow.VersionText(e.row.Version), e.row.Seq

@@ -154,6 +154,47 @@ func TestPolicyChangeSendsAWriteBack(t *testing.T) {
 	}
 }
 
+// A process keeps each namespace's policy between writes. A refusal it reached on a
+// policy another process has since changed does not stand: a pattern removed
+// elsewhere no longer refuses the value here, and one added elsewhere refuses it.
+func TestAPolicyChangedByAnotherProcessJudgesTheNextWrite(t *testing.T) {
+	ns := testenv.Unique(t, "policy2")
+	writerN, writerURL := env.API(t, nil)
+	_, adminURL := env.API(t, nil)
+	writer := testenv.NewClient(writerURL, env.Token(t, writerN, auth.NewToken{Org: "acme"})).Typed(t)
+	admin := testenv.NewClient(adminURL, env.Token(t, writerN, auth.NewToken{Org: "acme"})).Typed(t)
+	ctx := context.Background()
+	blacklisted := func(key string) bool {
+		t.Helper()
+		_, err := writer.Set(ctx, ns, key, client.SetRequest{Value: "the launch codes are in the safe"})
+		if e, ok := client.AsError(err); ok && e.Code == client.CodeBlacklisted {
+			return true
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if _, err := admin.AddBlacklistPattern(ctx, ns, "launch codes"); err != nil {
+		t.Fatal(err)
+	}
+	if !blacklisted("a") {
+		t.Fatal("a blacklisted value was written")
+	}
+	if _, err := admin.RemoveBlacklistPattern(ctx, ns, "launch codes"); err != nil {
+		t.Fatal(err)
+	}
+	if blacklisted("b") {
+		t.Fatal("a pattern another process removed still refused the value")
+	}
+	if _, err := admin.AddBlacklistPattern(ctx, ns, "launch codes"); err != nil {
+		t.Fatal(err)
+	}
+	if !blacklisted("c") {
+		t.Fatal("a pattern another process added did not refuse the value")
+	}
+}
+
 // admissionCommits is a process's count of judged writes' commits with outcome, by its
 // /metrics.
 func admissionCommits(t *testing.T, tc *client.Client, outcome string) float64 {
