@@ -18,13 +18,24 @@ type peerQuery struct {
 	memoryType string
 	vector     []float32
 	readUserID string // a token bound to one user: peers are that user's rows, and pinned rows of anyone
+	// headsFrom: a row the index finds below this cosine, of another value than sha,
+	// decides nothing, so the verdict names it as the index has it and its head is
+	// not read (0: every row's head is read).
+	headsFrom float64
+	sha       string
 }
 
 // peerDoc is a search document a peer read found, before its head is checked.
 type peerDoc struct {
-	id     memrow.Identity
-	sha    string
-	cosine float64
+	id       memrow.Identity
+	memoryID string // set by the index's read
+	sha      string
+	cosine   float64
+}
+
+// far reports whether a doc of the index's read is out of the verdict's reach.
+func (q peerQuery) far(d peerDoc) bool {
+	return q.headsFrom > 0 && d.memoryID != "" && d.cosine < q.headsFrom && d.sha != q.sha
 }
 
 // errPeersMoved sends a write to another round: the index dropped the namespace (past
@@ -41,7 +52,9 @@ func (s *Service) indexed(org, ns string) bool {
 // process's search index when the round captured its position (fromIndex), else from
 // the search documents in ClickHouse, then checked against their Postgres heads, which
 // are what the verdict judges. A document whose head moved on is left out: the
-// admission's gap check covers what moved.
+// admission's gap check covers what moved. A row of the index's read out of the
+// verdict's reach (q.far) is named as the index has it, without its head: it decides
+// nothing, and most writes have no peer in reach, so most skip the heads' round trip.
 func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([]peer, error) {
 	var docs []peerDoc
 	var err error
@@ -53,17 +66,26 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([
 	if err != nil || len(docs) == 0 {
 		return nil, err
 	}
-	ids := make([]memrow.Identity, len(docs))
-	for i, d := range docs {
-		ids[i] = d.id
+	var ids []memrow.Identity
+	for _, d := range docs {
+		if !q.far(d) {
+			ids = append(ids, d.id)
+		}
 	}
-	current, err := heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
-	if err != nil {
-		return nil, err
+	current := map[string]*memrow.Row{}
+	if len(ids) > 0 {
+		if current, err = heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids); err != nil {
+			return nil, err
+		}
 	}
 	now := s.now()
 	var out []peer
 	for _, d := range docs {
+		if q.far(d) {
+			out = append(out, peer{row: &memrow.Row{Identity: d.id, MemoryID: d.memoryID, MemoryType: q.memoryType,
+				ContentSHA256: d.sha}, cosine: d.cosine})
+			continue
+		}
 		h := current[heads.IdentityKey(d.id)]
 		if h == nil || h.ContentSHA256 != d.sha || !isPeer(h, q, now) {
 			continue
@@ -84,7 +106,7 @@ func (s *Service) indexPeers(q peerQuery) ([]peerDoc, error) {
 	docs := make([]peerDoc, len(found))
 	for i, p := range found {
 		docs[i] = peerDoc{id: memrow.Identity{Org: q.id.Org, Namespace: q.id.Namespace, Agent: p.Agent, UserID: p.UserID,
-			SessionID: p.SessionID, MemoryKey: p.MemoryKey}, sha: p.ContentSHA256, cosine: p.Cosine}
+			SessionID: p.SessionID, MemoryKey: p.MemoryKey}, memoryID: p.MemoryID, sha: p.ContentSHA256, cosine: p.Cosine}
 	}
 	return docs, err
 }

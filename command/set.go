@@ -301,8 +301,14 @@ func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, from
 	}
 	var peers []peer
 	if e.seeksPeers(r.conflictPolicy()) {
+		q := e.peerQuery()
+		// Within vectorMargin of the threshold an int8 cosine may be a float32 one over it.
+		q.headsFrom, q.sha = e.threshold-vectorMargin, e.w.sha
+		if r.judgementFloor > 0 {
+			q.headsFrom = min(q.headsFrom, r.judgementFloor-vectorMargin)
+		}
 		var err error
-		if peers, err = s.readPeers(ctx, e.peerQuery(), fromIndex); err != nil {
+		if peers, err = s.readPeers(ctx, q, fromIndex); err != nil {
 			return nil, peerReadError("reading the write's peers", err)
 		}
 	}

@@ -139,16 +139,17 @@ func TestCheckpointRoundTripAnswersAsTheLiveIndex(t *testing.T) {
 	y, _ := roundTrip(t, x)
 	sameAnswers(t, x, y, spaces)
 
+	more := corpus(300, 5) // the same revisions, memory ids included, for both
 	for _, idx := range []*Index{x, y} {
-		more := corpus(300, 5)
-		for i, r := range more {
+		for i, orig := range more {
+			r := *orig
 			sp := spaces[i%3]
 			r.Seq = idx.Position(sp) + 1
 			r.MemoryKey = fmt.Sprintf("later.%d", i)
 			if i%10 == 0 { // a late revision of an erased user, below the fence: not applied
 				r.UserID, r.Seq = "u3", 2
 			}
-			idx.Apply(sp, []Record{{Seq: r.Seq, Revision: r}})
+			idx.Apply(sp, []Record{{Seq: r.Seq, Revision: &r}})
 		}
 		idx.Apply(spaces[1], []Record{{Seq: idx.Position(spaces[1]) + 1, Erasure: &Fence{UserID: "u5", Seq: idx.Position(spaces[1]) + 1}, Jump: true}})
 	}

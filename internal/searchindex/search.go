@@ -3,6 +3,7 @@ package searchindex
 import (
 	"cmp"
 	"encoding/hex"
+	"github.com/google/uuid"
 	"math"
 	"slices"
 	"strings"
@@ -438,7 +439,8 @@ func (s *space) peers(q PeerQuery, cfg Config) []Peer {
 	out := make([]Peer, len(found))
 	for i, f := range found {
 		d := &s.docs[f.slot]
-		out[i] = Peer{Identity: s.identity(f.slot), ContentSHA256: hex.EncodeToString(d.sha[:]), Cosine: f.score}
+		out[i] = Peer{Identity: s.identity(f.slot), MemoryID: uuid.UUID(d.memoryID).String(),
+			ContentSHA256: hex.EncodeToString(d.sha[:]), Cosine: f.score}
 	}
 	return out
 }

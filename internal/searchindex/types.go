@@ -117,6 +117,7 @@ type PeerQuery struct {
 // Peer is a row the peer read found.
 type Peer struct {
 	Identity
+	MemoryID      string
 	ContentSHA256 string
 	Cosine        float64
 }

@@ -301,3 +301,39 @@ func TestWritersOfOneKeyLandEveryVersionWithGaplessSeqs(t *testing.T) {
 		t.Fatalf("%d versions in the history, want the %d writes", len(hist.Versions), writers*each)
 	}
 }
+
+// A write's answer names every peer its verdict looked at. A peer out of reach is named
+// as the search index has it, without a read of its head; one in reach is the head
+// the verdict judged. Both carry the memory's id.
+func TestAWritesAnswerNamesItsPeersNearAndFar(t *testing.T) {
+	n, url := env.API(t, nil)
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
+	ctx := context.Background()
+	ns := testenv.Unique(t, "peers")
+	far, err := c.Set(ctx, ns, "garden", client.SetRequest{Value: "the garden gate squeaks when it rains"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near, err := c.Set(ctx, ns, "office", client.SetRequest{Value: "the office is on the fourth floor of the tower"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A search passes the barrier once the index holds both: the write's peer read sees them.
+	if _, err := c.Search(ctx, ns, client.SearchRequest{Query: "office"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Set(ctx, ns, "office-2", client.SetRequest{Value: "the office is on the fifth floor of the tower"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]client.JudgedPeer{}
+	for _, p := range a.Peers {
+		byKey[p.MemoryKey] = p
+	}
+	if p := byKey["garden"]; p.MemoryID != far.MemoryID || p.Verdict != "below_threshold" || p.Cosine >= 0.5 {
+		t.Errorf("the far peer: %+v, want memory %s below the threshold", p, far.MemoryID)
+	}
+	if p := byKey["office"]; p.MemoryID != near.MemoryID || p.Verdict == "below_threshold" {
+		t.Errorf("the near peer: %+v, want memory %s judged in reach; answer %+v", p, near.MemoryID, a)
+	}
+}
