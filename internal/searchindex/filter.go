@@ -16,7 +16,7 @@ type matcher struct {
 	tagsAny                       bool
 	statuses                      uint64
 	now, validAt                  int64
-	notKey                        string // peers: no row under the write's key
+	notSlots                      []int32 // peers: the rows under the write's key, none of them a peer
 	peerUser                      uint32 // peers: that user's rows and pinned rows
 	peerScope                     bool
 }
@@ -67,7 +67,9 @@ func (s *space) compile(f Filter) matcher {
 // the writer's read scope unless pinned.
 func (s *space) compilePeers(q PeerQuery) matcher {
 	m := s.compile(Filter{MemoryType: q.MemoryType, Statuses: []string{"active", "conflicted"}, Now: q.Now})
-	m.notKey = q.MemoryKey
+	for slot, ok := s.byKey[q.MemoryKey]; ok && slot >= 0; slot = s.docs[slot].next {
+		m.notSlots = append(m.notSlots, slot)
+	}
 	if q.ReadUserID != "" {
 		m.peerScope = true
 		m.peerUser, _ = s.names.lookup(q.ReadUserID) // an unknown user still reaches pinned rows
@@ -77,7 +79,7 @@ func (s *space) compilePeers(q PeerQuery) matcher {
 
 // match reports whether a document is served under the matcher. Only documents holding
 // searchable content are: not deleted, not high, of a searchable type. It reads the
-// document's card, and the document itself only for tags and keys.
+// document's card, and the document itself only for tags.
 func (m *matcher) match(s *space, slot int) bool {
 	d := &s.cards[slot]
 	if !d.has(flagContent) || m.statuses&(1<<d.status) == 0 || d.expires <= m.now || d.validTo <= m.validAt {
@@ -101,7 +103,7 @@ func (m *matcher) match(s *space, slot int) bool {
 			}
 		}
 	}
-	if m.notKey != "" && s.docs[slot].key == m.notKey {
+	if len(m.notSlots) > 0 && slices.Contains(m.notSlots, int32(slot)) {
 		return false
 	}
 	if m.peerScope && !d.has(flagPinned) && (m.peerUser == 0 || d.user != m.peerUser) {
@@ -221,8 +223,8 @@ func (m *matcher) cacheKey() string {
 	if m.validAt != m.now {
 		validAt = m.validAt
 	}
-	fmt.Fprintf(&b, "%t|%d|%d|%d|%d|%t|%d|%d|%s|%d|%t|", m.ok, m.agent, m.user, m.session, m.memType, m.tagsAny, m.statuses,
-		validAt, m.notKey, m.peerUser, m.peerScope)
+	fmt.Fprintf(&b, "%t|%d|%d|%d|%d|%t|%d|%d|%v|%d|%t|", m.ok, m.agent, m.user, m.session, m.memType, m.tagsAny, m.statuses,
+		validAt, m.notSlots, m.peerUser, m.peerScope)
 	for _, t := range m.tags {
 		fmt.Fprintf(&b, "%d,", t)
 	}

@@ -426,14 +426,18 @@ func (s *space) peers(q PeerQuery, cfg Config) []Peer {
 	if !m.ok || len(q.Vector) == 0 {
 		return nil
 	}
+	// Only a graph's walk needs to know how many rows the read takes; an exact scan
+	// tests each row once as it goes.
 	count := 0
-	for slot := range s.cards {
-		if m.match(s, slot) {
-			count++
+	if a := s.arenas[len(q.Vector)]; a != nil && a.graph != nil {
+		for slot := range s.cards {
+			if m.match(s, slot) {
+				count++
+			}
 		}
-	}
-	if count == 0 {
-		return nil
+		if count == 0 {
+			return nil
+		}
 	}
 	found := s.nearest(newQuery(q.Vector), q.Limit, count, func(slot uint32) bool { return m.match(s, int(slot)) }, nil, cfg)
 	out := make([]Peer, len(found))
