@@ -22,7 +22,11 @@ func (v Vector) MarshalJSON() ([]byte, error) {
 	for i, f := range v {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
 	}
-	return json.Marshal(base64.StdEncoding.EncodeToString(raw))
+	// base64 needs no JSON escapes: the string is quoted as it is.
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw))+2)
+	out[0], out[len(out)-1] = '"', '"'
+	base64.StdEncoding.Encode(out[1:len(out)-1], raw)
+	return out, nil
 }
 
 // UnmarshalJSON decodes a base64 string; null and "" decode to a nil vector.
