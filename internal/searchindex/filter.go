@@ -17,7 +17,7 @@ type matcher struct {
 	statuses                      uint64
 	now, validAt                  int64
 	notSlots                      []int32 // peers: the rows under the write's key, none of them a peer
-	peerUser                      uint32 // peers: that user's rows and pinned rows
+	peerUser                      uint32  // peers: that user's rows and pinned rows
 	peerScope                     bool
 }
 
