@@ -49,6 +49,16 @@ func rowVectorKey(r *memrow.Row) string {
 // check rules out is one no peer read could have put over the threshold.
 const vectorMargin = 0.005
 
+// reach is the lowest cosine at which a peer can change a write's verdict: the conflict
+// threshold, or the resolver's floor when it is on and lower (a peer at the floor marks
+// the write for judgement, so the verdict must see it too).
+func reach(threshold, judgementFloor float64) float64 {
+	if judgementFloor > 0 && judgementFloor < threshold {
+		return judgementFloor
+	}
+	return threshold
+}
+
 // errGap sends a write back to its verdict: revisions in the gap may be peers.
 type errGap struct {
 	rows []*memrow.Row
@@ -64,11 +74,7 @@ func (e *errGap) Error() string {
 // (type, liveness, status, scope), or was measured here and is clearly out of reach.
 // A new revision of a peer the verdict judged is never ruled out: the verdict read it.
 func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold float64) func([]gapRevision) error {
-	if floor := s.judgementFloor(); floor > 0 && floor < threshold {
-		// A peer at the resolver's floor marks the write for judgement: the verdict
-		// must see it too.
-		threshold = floor
-	}
+	threshold = reach(threshold, s.judgementFloor())
 	return func(gap []gapRevision) error {
 		latest := map[string]gapRevision{}
 		var order []string

@@ -87,7 +87,7 @@ var (
 // once a transaction instead of once each. A plan with steps of its own (inTx,
 // inCommit, evidence, an Idempotency-Key) commits alone.
 func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
-	if !plan.groupable() || s.grouped == nil {
+	if !plan.groupable() {
 		return s.commitPlans(ctx, []*commitPlan{plan})[0]
 	}
 	return s.grouped.Do(ctx, plan.org+"/"+plan.namespace, plan)

@@ -303,10 +303,7 @@ func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, from
 	if e.seeksPeers(r.conflictPolicy()) {
 		q := e.peerQuery()
 		// Within vectorMargin of the threshold an int8 cosine may be a float32 one over it.
-		q.headsFrom, q.sha = e.threshold-vectorMargin, e.w.sha
-		if r.judgementFloor > 0 {
-			q.headsFrom = min(q.headsFrom, r.judgementFloor-vectorMargin)
-		}
+		q.headsFrom, q.sha = reach(e.threshold, r.judgementFloor)-vectorMargin, e.w.sha
 		var err error
 		if peers, err = s.readPeers(ctx, q, fromIndex); err != nil {
 			return nil, peerReadError("reading the write's peers", err)
