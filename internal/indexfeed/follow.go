@@ -228,11 +228,41 @@ type prepared struct {
 	high        map[int32]int64
 	undecodable int64
 	spaces      *spaceRecords
+	// Between the stages: the decoded batch and its data keys.
+	batch *batch
+	keys  map[string][]byte
 }
 
 // prepareBatches polls the topic and prepares each poll's records, in order, until ctx
-// ends; then it closes out.
+// ends; then it closes out. Two stages, each on its own goroutine: one polls, decodes
+// and reads the data keys (a Postgres round trip), the other opens the content; so the
+// round trip of one poll overlaps the opening of the one before, and both overlap the
+// apply of the one before that.
 func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<- *prepared) {
+	keyed := make(chan *prepared, 1)
+	go f.fetchBatches(ctx, cl, keyed)
+	defer close(out)
+	for p := range keyed {
+		if p.batch != nil {
+			content, opened := p.batch.open(p.keys, func(u revisions.Unopened) {
+				// The projector holds the namespace behind such a record until its repair; the
+				// index serves nothing of it instead, so the namespace stays searchable.
+				f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
+			})
+			p.undecodable, p.spaces = p.batch.undecodable, p.batch.records(content, opened)
+			p.batch, p.keys = nil, nil
+		}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// fetchBatches polls the topic, decodes each poll's records and reads their data keys,
+// in order, until ctx ends; then it closes out.
+func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- *prepared) {
 	defer close(out)
 	for {
 		fetches := cl.PollRecords(ctx, f.cfg.BatchRecords)
@@ -247,19 +277,14 @@ func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<
 			p.high[fp.Partition] = max(p.high[fp.Partition], fp.HighWatermark)
 		})
 		if len(p.recs) > 0 {
-			b := decodeBatch(p.recs, func(r *kgo.Record, err error) {
+			p.batch = decodeBatch(p.recs, func(r *kgo.Record, err error) {
 				f.log.Error("index follower: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
 			})
-			keys, err := f.keysWithRetry(ctx, b)
+			keys, err := f.keysWithRetry(ctx, p.batch)
 			if err != nil {
 				return // ctx ended
 			}
-			content, opened := b.open(keys, func(u revisions.Unopened) {
-				// The projector holds the namespace behind such a record until its repair; the
-				// index serves nothing of it instead, so the namespace stays searchable.
-				f.log.Error("index follower: a revision's data key does not open it; its content is not indexed", "record", u.Env.ID, "err", u.Err)
-			})
-			p.undecodable, p.spaces = b.undecodable, b.records(content, opened)
+			p.keys = keys
 		}
 		select {
 		case out <- p:
