@@ -2,11 +2,14 @@ package events
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+
+	// A replay decodes millions of vectors; the AVX2 decoder is about 7x the standard
+	// library's on a 384-dim vector's 2 KiB.
+	"github.com/segmentio/asm/base64"
 )
 
 // Vector is an embedding. It marshals as the standard base64 of its little-endian
