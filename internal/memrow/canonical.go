@@ -257,6 +257,17 @@ func EmbedText(key string, canonical []byte) string {
 // or array contributes its object keys and its string, number and bool leaves,
 // joined by spaces in canonical order; null contributes nothing.
 func ValueText(canonical []byte) string {
+	// Most values are a plain string: without escapes, its text is what lies between
+	// the quotes (a replay reads this for every revision).
+	if n := len(canonical); n >= 2 && canonical[0] == '"' && canonical[n-1] == '"' &&
+		bytes.IndexByte(canonical[1:n-1], '\\') < 0 && bytes.IndexByte(canonical[1:n-1], '"') < 0 {
+		return string(canonical[1 : n-1])
+	}
+	return parsedValueText(canonical)
+}
+
+// parsedValueText is ValueText for any canonical value.
+func parsedValueText(canonical []byte) string {
 	var words []string
 	v, err := parse("value", canonical)
 	if err != nil {

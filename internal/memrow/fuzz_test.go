@@ -39,6 +39,9 @@ func FuzzCanonical(f *testing.F) {
 		if !reflect.DeepEqual(decodeAny(t, raw), decodeAny(t, c1)) {
 			t.Fatalf("meaning changed: %q -> %q", raw, c1)
 		}
+		if got, want := ValueText(c1), parsedValueText(c1); got != want {
+			t.Fatalf("ValueText(%q) = %q, parsed %q", c1, got, want)
+		}
 	})
 }
 

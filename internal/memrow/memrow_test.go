@@ -378,3 +378,22 @@ func TestEmbedText(t *testing.T) {
 		})
 	}
 }
+
+func TestValueTextOfAPlainString(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"prefers aisle seats"`:  "prefers aisle seats",
+		`"café ☕ 東京"`:            "café ☕ 東京",
+		`""`:                     "",
+		`"say \"hi\"\n"`:         "say \"hi\"\n",
+		`{"seat":"aisle","n":2}`: "n 2 seat aisle",
+		`["a","b"]`:              "a b",
+	} {
+		c, err := Canonical("value", []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ValueText(c); got != want {
+			t.Errorf("ValueText(%s) = %q, want %q", c, got, want)
+		}
+	}
+}
