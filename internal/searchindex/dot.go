@@ -9,20 +9,27 @@ import "math"
 
 // quantise returns the int8 codes of v and the scale that restores it.
 func quantise(v []float32, codes []int8) float32 {
-	peak := float32(0)
+	var peak uint32 // the largest |x|: a non-negative float's bits order as it does
 	for _, x := range v {
-		peak = max(peak, float32(math.Abs(float64(x))))
+		peak = max(peak, math.Float32bits(x)&^(1<<31))
 	}
 	if peak == 0 {
 		clear(codes)
 		return 0
 	}
-	scale := peak / 127
+	scale := math.Float32frombits(peak) / 127
 	inv := 1 / scale
 	for i, x := range v {
-		codes[i] = int8(math.Round(float64(x * inv)))
+		codes[i] = roundCode(float64(x * inv))
 	}
 	return scale
+}
+
+// roundCode is math.Round(y) as an int8, for |y| <= 127, without its bit handling: y
+// comes from a float32, so y ± 0.5 is exact in a float64 and truncating it rounds half
+// away from zero as math.Round does.
+func roundCode(y float64) int8 {
+	return int8(y + math.Copysign(0.5, y)) // no branch: the signs of a vector are random
 }
 
 // dotCodes is the integer dot product of two code vectors of the same length.

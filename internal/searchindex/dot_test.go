@@ -1,9 +1,30 @@
 package searchindex
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 )
+
+// A code rounds as math.Round does, halves and the extremes included: a checkpoint
+// holds codes, and a query must be quantised as the rows were.
+func TestCodesRoundAsMathRound(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	check := func(x, inv float32) {
+		y := float64(x * inv)
+		if got, want := roundCode(y), int8(math.Round(y)); got != want {
+			t.Fatalf("roundCode(%v) = %d, math.Round %d", y, got, want)
+		}
+	}
+	for i := -254; i <= 254; i++ {
+		check(float32(i)/2, 1) // every half between -127 and 127
+		check(math.Nextafter32(float32(i)/2, 0), 1)
+	}
+	for range 1_000_000 {
+		v := rng.Float32()*2 - 1
+		check(v, 127/max(float32(math.Abs(float64(v))), rng.Float32()))
+	}
+}
 
 // The SIMD kernel agrees with the portable one at every length, extremes included.
 func TestDotKernelsAgree(t *testing.T) {
@@ -56,4 +77,15 @@ func randomUnit(rng *rand.Rand, dim int) []float32 {
 		v[i] /= float32(sqrt(n))
 	}
 	return v
+}
+
+func BenchmarkQuantise(b *testing.B) {
+	v := make([]float32, 384)
+	for i := range v {
+		v[i] = float32(math.Sin(float64(i)))
+	}
+	codes := make([]int8, len(v))
+	for b.Loop() {
+		quantise(v, codes)
+	}
 }
