@@ -3,7 +3,7 @@
 package text
 
 import (
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -44,22 +44,25 @@ func Terms(s string) []string {
 // its count (capped at 65535) and the text's length in terms. The lexical leg scores
 // these, wherever it reads them from.
 func TermFreqs(s string) ([]string, []uint16, uint32) {
-	counts := map[string]int{}
-	n := 0
-	for _, t := range Terms(s) {
-		counts[t]++
-		n++
+	// Sorted, a text's few terms count as runs: no map to build.
+	terms := Terms(s)
+	n := len(terms)
+	if n == 0 {
+		return []string{}, []uint16{}, 0
 	}
-	terms := make([]string, 0, len(counts))
-	for t := range counts {
-		terms = append(terms, t)
+	slices.Sort(terms)
+	tfs := make([]uint16, 0, n)
+	distinct := terms[:0]
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && terms[j] == terms[i] {
+			j++
+		}
+		distinct = append(distinct, terms[i])
+		tfs = append(tfs, uint16(min(j-i, 65535)))
+		i = j
 	}
-	sort.Strings(terms)
-	tfs := make([]uint16, len(terms))
-	for i, t := range terms {
-		tfs[i] = uint16(min(counts[t], 65535))
-	}
-	return terms, tfs, uint32(n)
+	return slices.Clip(distinct), tfs, uint32(n)
 }
 
 // Stem strips common English inflections, conservatively: a light stemmer that

@@ -36,6 +36,22 @@ func TestTermsDropStopwords(t *testing.T) {
 	}
 }
 
+func TestTermFreqsCountEachTermOnceInOrder(t *testing.T) {
+	terms, tfs, n := TermFreqs("Editors prefer the dark editor; the user prefers dark mode, dark")
+	if want := []string{"dark", "editor", "mode", "prefer", "user"}; !reflect.DeepEqual(terms, want) {
+		t.Fatalf("terms = %v, want %v", terms, want)
+	}
+	if want := []uint16{3, 2, 1, 2, 1}; !reflect.DeepEqual(tfs, want) {
+		t.Fatalf("counts = %v, want %v", tfs, want)
+	}
+	if n != 9 {
+		t.Fatalf("length = %d terms, want 9", n)
+	}
+	if terms, tfs, n := TermFreqs("the and of"); terms == nil || tfs == nil || len(terms)+len(tfs)+int(n) != 0 {
+		t.Fatalf("a text of stopwords: %#v %#v %d, want empty, not nil", terms, tfs, n)
+	}
+}
+
 func TestChunksCoverALongTextInOverlappingWindows(t *testing.T) {
 	if Chunks("short") != nil {
 		t.Fatal("a short text has no chunks")
