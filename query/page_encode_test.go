@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"reflect"
@@ -23,19 +24,23 @@ func parkedPoolFixture() []*candidate {
 }
 
 // A parked pool reads back as it was parked, score for score; a pool parked by an older
-// process (candidate objects) is still read.
+// process (its blob inside the pool column, or candidate objects) is still read.
 func TestParkedPoolRoundTrips(t *testing.T) {
 	pool := parkedPoolFixture()
-	raw, err := packPool(pool)
+	scopes, packed, err := packPool(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := unpackPool(raw)
+	got, err := unpackPool(scopes, packed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, pool) {
 		t.Fatalf("unpacked pool differs:\n got %+v\nwant %+v", got, pool)
+	}
+	inColumn := []byte(strings.TrimSuffix(string(scopes), "]") + `,{"packed":"` + base64.StdEncoding.EncodeToString(packed) + `"}]`)
+	if got, err = unpackPool(inColumn, nil); err != nil || !reflect.DeepEqual(got, pool) {
+		t.Fatalf("a blob in the pool column: %v\n got %+v\nwant %+v", err, got, pool)
 	}
 
 	// JSON holds valid UTF-8 only: the older shape is read back from a pool without the odd byte.
@@ -49,11 +54,11 @@ func TestParkedPoolRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = unpackPool(oldRaw); err != nil || !reflect.DeepEqual(got, pool) {
+	if got, err = unpackPool(oldRaw, nil); err != nil || !reflect.DeepEqual(got, pool) {
 		t.Fatalf("an older pool: %v\n got %+v\nwant %+v", err, got, pool)
 	}
 
-	if _, err := packPool([]*candidate{{fused: math.NaN()}}); err == nil {
+	if _, _, err := packPool([]*candidate{{fused: math.NaN()}}); err == nil {
 		t.Fatal("a NaN score was parked")
 	}
 	for cut := 1; cut < 40; cut++ {
@@ -64,10 +69,10 @@ func TestParkedPoolRoundTrips(t *testing.T) {
 	}
 }
 
-// The packed column still holds, for each scope its candidates are in, the element an
-// erasure's containment test looks for: {"id": {"namespace": ns, "user_id": user}}.
+// The pool column holds, for each scope its candidates are in, the element an erasure's
+// containment test looks for: {"id": {"namespace": ns, "user_id": user}}.
 func TestPackedPoolNamesItsScopesForErasure(t *testing.T) {
-	raw, err := packPool(parkedPoolFixture())
+	raw, _, err := packPool(parkedPoolFixture())
 	if err != nil {
 		t.Fatal(err)
 	}
