@@ -73,7 +73,11 @@ const rrfK = 60
 func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	// Keyed by the identity itself: a string key built for each of a search's hits was
 	// a third of fusing them.
-	byID := map[memrow.Identity]*candidate{}
+	hits := 0
+	for _, l := range legs {
+		hits += len(l)
+	}
+	byID := make(map[memrow.Identity]*candidate, hits) // no growth while it fills
 	get := func(h legHit) *candidate {
 		c, ok := byID[h.id]
 		if !ok {

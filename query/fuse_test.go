@@ -1,6 +1,7 @@
 package query
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -57,5 +58,19 @@ func TestPriorIsCappedAndOnlyReordersNearTies(t *testing.T) {
 	}
 	if 0.50*(1+strong) >= 0.60*(1+weak) {
 		t.Fatal("a prior lifted a weak match over a clearly stronger one")
+	}
+}
+
+// BenchmarkFuse fuses four legs of a 100k-memory search's pools (266 hits each, half
+// of them found by more than one leg).
+func BenchmarkFuse(b *testing.B) {
+	legs := map[Leg][]legHit{}
+	for i, leg := range []Leg{LegVector, LegChunk, LegLexical, LegKey} {
+		for j := range 266 {
+			legs[leg] = append(legs[leg], hit(fmt.Sprintf("memory.%d", j+i*133), 1/float64(j+1), 0.5))
+		}
+	}
+	for b.Loop() {
+		fuse(legs, ModeWeighted, Weights{Vector: 0.6, Lexical: 0.25, Key: 0.15})
 	}
 }
