@@ -193,6 +193,15 @@ type HealthIndex struct {
 	Undecodable    int64     `json:"undecodable_records"`
 	Unopenable     int64     `json:"unopenable_records"`
 	LastAppliedAgo float64   `json:"last_applied_seconds_ago,omitempty"`
+	// The checkpoint the process started from (memories restored, the records they stood
+	// for), why one found was refused, and the checkpoints written since.
+	RestoredEntries    int64     `json:"restored_entries,omitempty"`
+	RestoredRecords    int64     `json:"restored_records,omitempty"`
+	CheckpointRefused  string    `json:"checkpoint_refused,omitempty"`
+	CheckpointsWritten int64     `json:"checkpoints_written,omitempty"`
+	CheckpointBytes    int64     `json:"checkpoint_bytes,omitempty"`
+	CheckpointAt       time.Time `json:"checkpoint_at,omitzero"`
+	CheckpointFailures int64     `json:"checkpoint_failures,omitempty"`
 }
 
 // HealthPostgres is health's `postgres` object (include=postgres); Error when it could not be read.

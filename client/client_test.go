@@ -261,3 +261,22 @@ func TestErrorOfReadsARawAnswer(t *testing.T) {
 		t.Errorf("ErrorOf answered %+v", e)
 	}
 }
+
+// A process that warmed from a checkpoint reports it in health's index object; a
+// strict client reads every field of it.
+func TestHealthOfAnIndexWarmedFromACheckpointDecodesStrictly(t *testing.T) {
+	_, url := serve(t, fakeAnswer{status: 200, body: `{"status":"ok","roles":["query"],"index":{"warm":true,
+		"target_records":10,"applied_records":10,"warm_percent":100,"records_behind":0,"started_at":"2026-12-02T06:00:00Z",
+		"warm_at":"2026-12-02T06:00:01Z","warm_seconds":1,"namespaces":1,"namespaces_held":1,"entries":3,"vectors":3,
+		"bytes":2048,"budget_bytes":0,"evicted_namespaces":0,"undecodable_records":0,"unopenable_records":0,
+		"last_applied_seconds_ago":2,"restored_entries":3,"restored_records":7,"checkpoint_refused":"",
+		"checkpoints_written":2,"checkpoint_bytes":1700,"checkpoint_at":"2026-12-02T06:00:02Z","checkpoint_failures":1}}`})
+	h, err := newClient(t, url, client.WithStrictDecoding()).Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := h.Index; x == nil || x.RestoredEntries != 3 || x.RestoredRecords != 7 || x.CheckpointsWritten != 2 ||
+		x.CheckpointBytes != 1700 || x.CheckpointAt.IsZero() || x.CheckpointFailures != 1 {
+		t.Fatalf("index decoded as %+v", h.Index)
+	}
+}
