@@ -74,8 +74,15 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.settleIndex(ctx, ns); err != nil {
+		st, err := r.settleIndex(ctx, ns)
+		if err != nil {
 			return nil, err
+		}
+		if st.Vectors > 0 {
+			// A graph is rebuilt once the rows past it reach a tenth of it; until then a
+			// search scans them exactly, so a run's figure depends on where the load left it.
+			res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
+				plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
 		}
 		bare, err := r.exactScanOf(ctx, values)
 		if err != nil {
@@ -127,30 +134,32 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 }
 
 // settleIndex waits until the process's index has applied every revision of ns and
-// its graph builds are done, so a run measures the index as it serves once built.
-func (r *runner) settleIndex(ctx context.Context, ns string) error {
+// its graph builds are done, so a run measures the index as it serves once built, and
+// returns the namespace's holdings then.
+func (r *runner) settleIndex(ctx context.Context, ns string) (searchindex.SpaceStats, error) {
 	x := r.t.Process.Index()
 	if x == nil {
-		return nil
+		return searchindex.SpaceStats{}, nil
 	}
 	start := time.Now()
 	gen, err := generations.Read(ctx, r.t.Process.PG, r.t.Org, ns)
 	if err != nil {
-		return fmt.Errorf("read the generation of %s: %w", ns, err)
+		return searchindex.SpaceStats{}, fmt.Errorf("read the generation of %s: %w", ns, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	sp := searchindex.Space{Org: r.t.Org, Namespace: ns}
 	if err := x.WaitFor(wctx, sp, gen); err != nil {
-		return fmt.Errorf("wait for the index to apply %s through seq %d: %w", ns, gen, err)
+		return searchindex.SpaceStats{}, fmt.Errorf("wait for the index to apply %s through seq %d: %w", ns, gen, err)
 	}
 	x.Settle()
 	for _, st := range x.Stats().Spaces {
 		if st.Space == sp {
 			r.progress("    index settled in %s: %d vectors, %d graph nodes", time.Since(start).Round(100*time.Millisecond), st.Vectors, st.Graph)
+			return st, nil
 		}
 	}
-	return nil
+	return searchindex.SpaceStats{}, nil
 }
 
 // exactScan is a namespace's vectors in one flat array: the bare in-process search.
