@@ -2,11 +2,15 @@ package searchindex
 
 import "time"
 
+// extendShare: a graph is extended once the rows past it reach 1/extendShare of its
+// nodes (at least 1,000), so a search scans at most about that share exactly beside it.
+const extendShare = 50
+
 // maybeBuild starts a graph build for an arena of s that needs one: a namespace past
-// GraphMin value vectors without a graph, or whose graph lags (a tail past a tenth of
-// it) or has rotted (a quarter of its nodes dead). The build runs off the lock, over
-// a snapshot; searches scan exactly (and the tail beside the old graph) meanwhile.
-// Holding s.mu.
+// GraphMin value vectors without a graph, or one whose graph has rotted (a quarter of
+// its nodes dead), gets one built over its live rows; a graph the rows past it outgrew
+// (its tail) is extended by them. The build runs off the lock, over a snapshot;
+// searches scan exactly (and the tail beside the old graph) meanwhile. Holding s.mu.
 func (x *Index) maybeBuild(s *space) {
 	if s.building || x.deferBuilds.Load() {
 		return
@@ -15,19 +19,24 @@ func (x *Index) maybeBuild(s *space) {
 		if a.values < x.cfg.GraphMin {
 			continue
 		}
-		if g := a.graph; g != nil {
-			tail := a.rows() - g.limit
-			if tail < max(1000, g.nodes()/10) && a.graphDead < g.nodes()/4 {
-				continue
-			}
+		g := a.graph
+		rebuild := g == nil || a.graphDead >= g.nodes()/4
+		if !rebuild && a.rows()-g.limit < max(1000, g.nodes()/extendShare) {
+			continue
 		}
-		if a.graph != nil && a.dead > a.rows()/4 {
+		if g != nil && rebuild && a.dead > a.rows()/4 {
 			s.compact(a) // renumbers the rows: the new graph is built over the compacted arena
 		}
 		src := graphSource{dim: a.dim, codes: a.codes, scales: a.scales, limit: a.rows(), epoch: a.epoch}
 		src.rows = make([]int32, 0, a.values)
+		if !rebuild {
+			// Few of its nodes died: the graph is extended by the rows past it, a cost of
+			// the tail's size, not rebuilt, a cost of the namespace's.
+			src.base = g
+			src.rows = append(src.rows, g.rows...)
+		}
 		for slot := range s.docs {
-			if c := &s.cards[slot]; c.vecRow >= 0 && int(c.dim) == a.dim {
+			if c := &s.cards[slot]; c.vecRow >= 0 && int(c.dim) == a.dim && (rebuild || int(c.vecRow) >= g.limit) {
 				src.rows = append(src.rows, c.vecRow)
 			}
 		}
@@ -76,5 +85,8 @@ func (x *Index) finishBuild(s *space, a *arena, src graphSource, g *graph) {
 	}
 	a.graph, a.graphDead = g, dead
 	s.built++
+	if src.base != nil {
+		s.extended++
+	}
 	x.maybeBuild(s)
 }

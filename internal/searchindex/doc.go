@@ -27,8 +27,9 @@
 // 1,536), scanned with an AVX2 integer dot product and rescored against the float32
 // query; namespaces past Config.GraphMin value vectors also get an HNSW graph over the
 // same codes, built in the background (graph.go), with the filter applied during the
-// walk, the tail written since the build scanned exactly beside it, and exact scanning
-// whenever a filter leaves few documents.
+// walk, the tail written since the build scanned exactly beside it (and added to a copy
+// of the graph once it reaches a fiftieth of it), and exact scanning whenever a filter
+// leaves few documents.
 //
 // # Checkpoint
 //

@@ -3,6 +3,7 @@ package searchindex
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"sync"
 )
 
@@ -10,8 +11,9 @@ import (
 // arena's value rows, as they were when it was built: nodes are numbered 0..n-1 and
 // name their rows. Links are flat arrays of node numbers and similarities are int8 dot
 // products, so a node costs its links, not a second copy of its vector. It is immutable
-// once built; rows written after it (the tail) are scanned exactly beside it, and rows
-// that died since are walked through but never returned.
+// once built; rows written after it (the tail) are scanned exactly beside it until an
+// extension (a copy with them inserted) replaces it, and rows that died since are walked
+// through but never returned.
 type graph struct {
 	m, m0  int
 	rows   []int32 // node → arena row
@@ -33,6 +35,9 @@ type graphSource struct {
 	rows   []int32
 	limit  int
 	epoch  int
+	// base, when set, is the installed graph the build extends: rows begins with its
+	// rows, and only the rest are inserted, into a copy of its links.
+	base *graph
 }
 
 func (g *graph) nodes() int { return len(g.rows) }
@@ -274,6 +279,22 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 	if n == 0 {
 		return g
 	}
+	from := 0
+	if b := src.base; b != nil {
+		// Searches read the installed graph while this one is built: its links are
+		// copied, never changed in place.
+		from = b.nodes()
+		copy(g.links0, b.links0)
+		copy(g.deg0, b.deg0)
+		for node, levels := range b.upper {
+			cp := make([][]uint32, len(levels))
+			for l, links := range levels {
+				cp[l] = slices.Clone(links)
+			}
+			g.upper[node] = cp
+		}
+		g.entry, g.top = b.entry, b.top
+	}
 	row := func(node uint32) []int8 {
 		r := int(src.rows[node])
 		return src.codes[r*src.dim : (r+1)*src.dim]
@@ -283,9 +304,8 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 	warm := rowWarmer(src.codes, src.dim, src.rows)
 	rng := rand.New(rand.NewSource(p.seed))
 	ml := 1 / math.Log(float64(p.m))
-	g.top = 0
-	for i := 0; i < n; i++ {
-		if i%1024 == 0 && stop() {
+	for i := from; i < n; i++ {
+		if (i-from)%1024 == 0 && stop() {
 			return nil
 		}
 		node := uint32(i)

@@ -2,6 +2,7 @@ package searchindex
 
 import (
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -136,4 +137,64 @@ func sortedCands(cs []cand) []cand {
 		}
 	}
 	return out
+}
+
+// A graph the rows written past it outgrew is extended by them, not rebuilt: its nodes
+// keep their numbers, the new rows join it, and it finds what the exact scan finds as
+// a graph built in one go does.
+func TestAnExtendedGraphAgreesWithTheExactScan(t *testing.T) {
+	const n = 20000
+	revs := corpus(n, 11)
+	graphed := New(Config{GraphMin: n / 2, ExactMax: 1})
+	exact := New(Config{GraphMin: 1 << 30})
+	apply := func(revs []*Revision) {
+		for i := 0; i < len(revs); i += 1000 {
+			batch := records(revs[i:min(i+1000, len(revs))])
+			graphed.Apply(ns, batch)
+			exact.Apply(ns, batch)
+		}
+	}
+	graphOf := func() *graph {
+		s := graphed.space(ns, false)
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		for _, a := range s.arenas {
+			return a.graph
+		}
+		return nil
+	}
+	apply(revs[:n/2])
+	graphed.Settle()
+	first := graphOf()
+	if first == nil || first.nodes() != n/2 {
+		t.Fatalf("the first build: %v", first)
+	}
+	apply(revs[n/2:])
+	graphed.Settle()
+	g := graphOf()
+	if g == first || g.nodes() < n-1000 {
+		t.Fatalf("after the second half the graph holds %d nodes, want at least %d", g.nodes(), n-1000)
+	}
+	s := graphed.space(ns, false)
+	s.mu.RLock()
+	extended, built := s.extended, s.built
+	s.mu.RUnlock()
+	if extended == 0 || extended != built-1 || !slices.Equal(g.rows[:first.nodes()], first.rows) {
+		t.Fatalf("%d builds after the first, %d of them extensions: the graph was rebuilt, not extended", built-1, extended)
+	}
+	rng := rand.New(rand.NewSource(5))
+	var r10, r200 float64
+	const queries = 100
+	for i := 0; i < queries; i++ {
+		q := Query{Filter: served(), Vector: queryVector(sentence(rng)), Limit: 200}
+		gl, _, _ := graphed.Search(ns, q)
+		el, _, _ := exact.Search(ns, q)
+		r10 += recallAt(el.Vector, gl.Vector, 10)
+		r200 += recallAt(el.Vector, gl.Vector, 200)
+	}
+	r10, r200 = r10/queries, r200/queries
+	t.Logf("extended from %d to %d nodes: recall@10 %.3f, recall@200 %.3f", first.nodes(), g.nodes(), r10, r200)
+	if r10 < 0.85 || r200 < 0.75 {
+		t.Errorf("recall@10 %.3f, recall@200 %.3f below the floors 0.85 and 0.75", r10, r200)
+	}
 }

@@ -230,6 +230,7 @@ type space struct {
 
 	building bool
 	built    int // graph builds installed, for tests and stats
+	extended int // of them, extensions of the graph before
 }
 
 func newSpace(id Space, now int64) *space {
