@@ -79,8 +79,8 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 			return nil, err
 		}
 		if st.Vectors > 0 {
-			// A graph is rebuilt once the rows past it reach a tenth of it; until then a
-			// search scans them exactly, so a run's figure depends on where the load left it.
+			// A graph is extended once the rows past it reach a fiftieth of it; until then
+			// a search scans them exactly, so a run's figure depends on where the load left it.
 			res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
 				plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
 		}
