@@ -21,15 +21,18 @@ import (
 // fiber's Ctx.Body would inflate the whole body, however large, on every read. The
 // decoded body replaces the raw one and the header is removed, so every reader (the
 // REST handlers, a restore, the adapters mounted as net/http handlers) sees one plain
-// body, decoded once. gzip, deflate (zlib) and br are the codings fiber decoded;
+// body, decoded once. Repeated Content-Encoding headers are one list, as RFC 9110
+// reads them. gzip, deflate (zlib) and br are the codings fiber decoded;
 // another is refused rather than passed on as if it were plain.
 func DecodeContent(limit int) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		header := strings.TrimSpace(c.Get(fiber.HeaderContentEncoding))
-		if header == "" {
+		var codings []string
+		for _, v := range c.Request().Header.PeekAll(fiber.HeaderContentEncoding) {
+			codings = append(codings, strings.Split(string(v), ",")...)
+		}
+		if len(codings) == 0 {
 			return c.Next()
 		}
-		codings := strings.Split(header, ",")
 		body := c.Request().Body()
 		// The codings are listed in the order they were applied: undo the last first.
 		for i := len(codings) - 1; i >= 0; i-- {

@@ -77,4 +77,14 @@ func TestDecodeContent(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", c.name, resp.StatusCode, got, c.status, c.want)
 		}
 	}
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(br(gz(plain))))
+	req.Header.Add("Content-Encoding", "gzip")
+	req.Header.Add("Content-Encoding", "br")
+	resp, err := app.Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(got) != "|"+string(plain) {
+		t.Errorf("two Content-Encoding headers, gzip then br: %d %q", resp.StatusCode, got)
+	}
 }
