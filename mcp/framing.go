@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -138,4 +139,66 @@ func writeRefusal(w http.ResponseWriter, r *rpcRefusal) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": r.code, "message": r.msg}})
+}
+
+// checkedMessages hands the SDK the JSON values read from in, each on a line of its
+// own, except those checkFraming refuses: their refusal is written to out, as over
+// HTTP, and the session goes on. A stream that stops being JSON cannot be read past,
+// so it gets -32700 and ends, as the SDK ended it.
+func checkedMessages(in io.ReadCloser, out io.Writer) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		dec := json.NewDecoder(in)
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				if errors.Is(err, io.EOF) {
+					pw.Close()
+					return
+				}
+				writeRefusalLine(out, &rpcRefusal{codeParseError, "Parse error: the stream is not JSON: " + err.Error()})
+				pw.CloseWithError(err)
+				return
+			}
+			if r := checkFraming(raw); r != nil {
+				writeRefusalLine(out, r)
+				continue
+			}
+			if _, err := pw.Write(append(raw, '\n')); err != nil {
+				return // the session ended
+			}
+		}
+	}()
+	return pipeReader{pr, in}
+}
+
+// pipeReader closes the source with the pipe, so the reading goroutine ends.
+type pipeReader struct {
+	*io.PipeReader
+	src io.Closer
+}
+
+func (p pipeReader) Close() error {
+	p.PipeReader.Close()
+	return p.src.Close()
+}
+
+// lockedWriter keeps a refusal from interleaving with the SDK's messages: each is one
+// Write.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) Close() error { return l.w.Close() }
+
+func writeRefusalLine(w io.Writer, r *rpcRefusal) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": r.code, "message": r.msg}})
+	w.Write(append(b, '\n'))
 }

@@ -59,9 +59,13 @@ func NewServer(c *client.Client, impl Implementation, cache *sdk.SchemaCache) *s
 }
 
 // ServeStdio serves MCP on in and out (a desktop agent's stdin and stdout) until ctx
-// ends or the peer closes the stream.
+// ends or the peer closes the stream. Each message is checked as over HTTP before the
+// SDK reads it (checkedMessages).
 func ServeStdio(ctx context.Context, c *client.Client, impl Implementation, in io.ReadCloser, out io.WriteCloser) error {
-	err := NewServer(c, impl, nil).Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	w := &lockedWriter{w: out}
+	msgs := checkedMessages(in, w)
+	defer msgs.Close()
+	err := NewServer(c, impl, nil).Run(ctx, &sdk.IOTransport{Reader: msgs, Writer: w})
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -232,6 +237,35 @@ func TestMCPFraming(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 and a JSON-RPC error %d with a null id", tc.name, r.Status, r.Body, tc.code)
 		}
 	}
+
+	t.Run("stdio", func(t *testing.T) {
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		os.WriteFile(tokenFile, []byte(token), 0o600)
+		cmd := exec.Command(testenv.Build(t, "github.com/loomplane/loom/cmd/loomd"), "mcp", "--url", url, "--token-file", tokenFile)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+		io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`+"\n")
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		if !lines.Scan() || !strings.Contains(lines.Text(), `"id":1,`) {
+			t.Fatalf("initialize over stdio: %q %v", lines.Text(), lines.Err())
+		}
+		io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		for _, tc := range []struct{ send, want string }{
+			{`{"jsonrpc":"2.0","id":99999999999999999999999999,"method":"ping"}`, `"code":-32600`},
+			{`{"jsonrpc":"2.0","id":0.5,"method":"ping"}`, `"code":-32600`},
+			{`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, `"id":9007199254740992,"result":{}`},
+		} {
+			io.WriteString(stdin, tc.send+"\n")
+			if !lines.Scan() || !strings.Contains(lines.Text(), tc.want) {
+				t.Errorf("%s over stdio answered %q, want %s", tc.send, lines.Text(), tc.want)
+			}
+		}
+	})
 
 	ns := testenv.Unique(t, "mcp-key")
 	cs := goSDKSession(t, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}})
