@@ -33,6 +33,7 @@ func (e *rpcRefusal) Error() string { return e.msg }
 // decodes an id as a float64 and answers it as int64(f), so an id past 2^53 comes back
 // another number (99999999999999999999999999 as -9223372036854775808) and 0.5 as 0.
 // An id the SDK would not echo exactly is refused rather than answered under another.
+// (go-sdk pull request #1253, open, would keep ids exact in the SDK itself.)
 const maxExactID = 1 << 53
 
 // integerID is an integer id as the SDK writes it back: no sign on zero, no fraction,
