@@ -2,12 +2,10 @@ package command
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -402,17 +400,10 @@ func (s *Service) handleRestore(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	body, gzipped := c.Body(), strings.EqualFold(c.Get(fiber.HeaderContentEncoding), "gzip")
-	open := func() (io.ReadCloser, error) {
-		if !gzipped {
-			return io.NopCloser(bytes.NewReader(body)), nil
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, httperr.Validation("body", "the body is not gzip: "+err.Error())
-		}
-		return zr, nil
-	}
+	// A gzip snapshot (Content-Encoding: gzip) was decoded, within the body limit, by
+	// the server's httperr.DecodeContent before this handler: the body is plain here.
+	body := c.Body()
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	ctx, cancel := context.WithTimeout(c.UserContext(), bulkDeadline)
 	defer cancel()
 	return send(c)(s.restore(ctx, p, restoreCall{requestID: c.Get("X-Request-Id"), namespace: ns, open: open}))
