@@ -115,6 +115,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	cfg.Command.PeerReadDeadline = cfg.ClickHouse.ReadDeadline
 	cfg.Query.PointReadDeadline, cfg.Query.AfterBarrierDeadline = cfg.PG.ReadDeadline, cfg.ClickHouse.ReadDeadline
 	p := &Process{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
+	p.Metrics.RegisterRuntime()
 	for _, o := range opts {
 		o(&p.opts)
 	}
