@@ -27,6 +27,9 @@ func (p *Process) newHTTP() *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 	})
+	if p.Cfg.Tracing.On() {
+		app.Use(traceRequests(p.tracer()))
+	}
 	p.registerHealth(app)
 	p.registerAdmin(app)
 	data := app.Group("", p.refuseUntilMigrated)
