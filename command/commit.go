@@ -97,17 +97,20 @@ var (
 // span's context to the relay and the consumers (tracing.Context), whichever plan's
 // transaction they commit in.
 func (s *Service) commit(ctx context.Context, plan *commitPlan) (err error) {
-	ctx, span := s.tracer.Start(ctx, "loom.commit", trace.WithAttributes(attribute.Int("loom.rows", len(plan.rows))))
-	defer func() {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "commit failed")
-		} else if len(plan.rows) > 0 {
-			span.SetAttributes(attribute.Int64("loom.seq", plan.rows[0].row.Seq))
-		}
-		span.End()
-	}()
-	plan.traceparent, plan.tracestate = tracing.Context(ctx)
+	if tracing.On(s.tracer) {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "loom.commit", trace.WithAttributes(attribute.Int("loom.rows", len(plan.rows))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "commit failed")
+			} else if len(plan.rows) > 0 {
+				span.SetAttributes(attribute.Int64("loom.seq", plan.rows[0].row.Seq))
+			}
+			span.End()
+		}()
+		plan.traceparent, plan.tracestate = tracing.Context(ctx)
+	}
 	if !plan.groupable() {
 		return s.commitPlans(ctx, []*commitPlan{plan})[0]
 	}

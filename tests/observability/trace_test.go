@@ -38,7 +38,7 @@ type otlpReceiver struct {
 	spans []receivedSpan
 }
 
-func startReceiver(t *testing.T) *otlpReceiver {
+func startReceiver(t testing.TB) *otlpReceiver {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
