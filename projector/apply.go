@@ -24,10 +24,20 @@ import (
 // however long: every namespace needs it.
 //
 // Each record a traced write queued has a span in that write's trace, from the batch's
-// first attempt until it is applied (or recorded as a failure).
+// first attempt until it is applied (or recorded as a failure): each record produced
+// since Run started, so a replay of the topic (a reset, a new group) does not add
+// spans to old traces.
 func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) (err error) {
-	spans := tracing.StartProcess(ctx, p.tracer, "projector:"+p.cfg.Name, recs)
-	defer func() { spans.EndAll(err) }()
+	if tracing.On(p.tracer) {
+		var fresh []*kgo.Record
+		for _, r := range recs {
+			if !r.Timestamp.Before(p.runStart) {
+				fresh = append(fresh, r)
+			}
+		}
+		spans := tracing.StartProcess(ctx, p.tracer, "projector:"+p.cfg.Name, fresh)
+		defer func() { spans.EndAll(err) }()
+	}
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second

@@ -88,8 +88,10 @@ type Projector struct {
 	batchRecs *metrics.Histogram
 	lag       *metrics.GaugeVec
 
-	// tracer traces the processing of each record a traced write queued.
-	tracer trace.Tracer
+	// tracer traces the processing of each record a traced write queued, produced
+	// since runStart (when Run last started).
+	tracer   trace.Tracer
+	runStart time.Time
 }
 
 // New returns a projector of pipe's projection writing tables (the serving set, or a
@@ -129,6 +131,7 @@ func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
 // meanwhile; one that keeps failing for some namespaces' records is split, and
 // those records are recorded as failures (applyWithRetry).
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
+	p.runStart = time.Now()
 	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and

@@ -280,7 +280,9 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 			f.log.Warn("index follower: fetch failed; retrying", "topic", topic, "partition", p, "err", err)
 		})
 		p := &prepared{recs: fetches.Records(), high: map[int32]int64{}}
-		p.spans = tracing.StartProcess(ctx, f.cfg.Tracer, "index", p.recs)
+		if tracing.On(f.cfg.Tracer) {
+			p.spans = tracing.StartProcess(ctx, f.cfg.Tracer, "index", f.sinceStart(p.recs))
+		}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			p.high[fp.Partition] = max(p.high[fp.Partition], fp.HighWatermark)
 		})
@@ -300,6 +302,19 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 			return
 		}
 	}
+}
+
+// sinceStart returns the records that reached the topic after Run started: the
+// warm-up's (the topic's history, replayed at every start) do not join their old
+// traces again.
+func (f *Follower) sinceStart(recs []*kgo.Record) []*kgo.Record {
+	var out []*kgo.Record
+	for _, r := range recs {
+		if r.Offset >= f.target[r.Partition] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // restore loads the checkpoint in the directory, when it can resume on the topic as it

@@ -70,6 +70,14 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	return p.sdk.Shutdown(ctx)
 }
 
+// Flush exports the spans ended so far.
+func (p *Provider) Flush(ctx context.Context) error {
+	if p == nil || p.sdk == nil {
+		return nil
+	}
+	return p.sdk.ForceFlush(ctx)
+}
+
 func sampler(cfg config.Tracing) sdktrace.Sampler {
 	var s sdktrace.Sampler
 	switch strings.TrimPrefix(cfg.Sampler, "parentbased_") {

@@ -2,6 +2,7 @@ package observability
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"io"
 	"net"
@@ -172,6 +173,28 @@ func TestWriteIsOneTraceAcrossThePipeline(t *testing.T) {
 	}
 	if m := missing(); len(m) > 0 {
 		t.Fatalf("trace %s lacks %s; it has %+v", traceID, strings.Join(m, ", "), recv.of(traceID))
+	}
+
+	// Another process warms its index by replaying the topic, the traced record too:
+	// the replay adds no span to the write's trace.
+	countIndex := func() (n int) {
+		for _, s := range recv.of(traceID) {
+			if s.attrs["loom.consumer"] == "index" {
+				n++
+			}
+		}
+		return n
+	}
+	n2, _, _ := env.Serve(t, []string{"api"}, func(c *config.Config) { c.Tracing = cfg.Tracing })
+	testenv.Eventually(t, 30*time.Second, "the second process's index to warm", func() bool {
+		h, ok := n2.IndexHealth()
+		return ok && h.Warm
+	})
+	if err := n2.Tracing.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := countIndex(); got != 1 {
+		t.Fatalf("the trace has %d index spans after another process's warm-up, want the one of the write's own apply", got)
 	}
 
 	var carried []string
