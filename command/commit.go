@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
@@ -17,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // pending is one row on its way to the commit, built over the head version it read
@@ -38,6 +42,8 @@ type commitPlan struct {
 	org, namespace string
 	rows           []*pending
 	requestID      string
+	// The trace context of the commit's span, which its records carry.
+	traceparent, tracestate string
 	// policyGeneration is the policy generation the write read; the commit refuses
 	// (errPolicyMoved) when a policy change landed since. Negative: not checked.
 	policyGeneration int64
@@ -86,7 +92,25 @@ var (
 // (internal/groupcommit): eight writers of one namespace take its generation lock
 // once a transaction instead of once each. A plan with steps of its own (inTx,
 // inCommit, evidence, an Idempotency-Key) commits alone.
-func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
+//
+// The commit is a span of the caller's trace (loom.commit), and its records carry that
+// span's context to the relay and the consumers (tracing.Context), whichever plan's
+// transaction they commit in.
+func (s *Service) commit(ctx context.Context, plan *commitPlan) (err error) {
+	if tracing.On(s.tracer) {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "loom.commit", trace.WithAttributes(attribute.Int("loom.rows", len(plan.rows))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "commit failed")
+			} else if len(plan.rows) > 0 {
+				span.SetAttributes(attribute.Int64("loom.seq", plan.rows[0].row.Seq))
+			}
+			span.End()
+		}()
+		plan.traceparent, plan.tracestate = tracing.Context(ctx)
+	}
 	if !plan.groupable() {
 		return s.commitPlans(ctx, []*commitPlan{plan})[0]
 	}
@@ -201,7 +225,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		}
 		for _, p := range admitted {
 			for _, pr := range p.rows {
-				rec, err := s.encode(pr, p.requestID)
+				rec, err := s.encode(pr, p)
 				if err != nil {
 					return nil, err
 				}
@@ -552,14 +576,16 @@ type record struct {
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(p *pending, requestID string) (*record, error) {
+func (s *Service) encode(p *pending, plan *commitPlan) (*record, error) {
+	requestID := plan.requestID
 	row := p.row
 	dataKey, err := events.NewDataKey()
 	if err != nil {
 		return nil, err
 	}
 	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: p.readVersion,
-		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors}, dataKey, s.cfg.EventSource)
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors,
+		traceparent: plan.traceparent, tracestate: plan.tracestate}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}

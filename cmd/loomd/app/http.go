@@ -28,6 +28,9 @@ func (p *Process) newHTTP() *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 	})
+	if p.Cfg.Tracing.On() {
+		app.Use(traceRequests(p.tracer()))
+	}
 	app.Use(httperr.DecodeContent(p.Cfg.HTTP.BodyLimitBytes))
 	p.registerHealth(app)
 	p.registerAdmin(app)
