@@ -330,3 +330,31 @@ func (p Principal) RequireAdmin(what string) error {
 	}
 	return nil
 }
+
+// A token bound to one user (ReadUserID) acts on that user's rows alone, whatever its
+// role: it reads, writes and erases them and no other user's. What necessarily acts
+// on every user's rows of a namespace (its policy, a blacklist and its sweep, a
+// restore, a rollback, a snapshot, a namespace's erasure) is refused to it.
+
+// ActsOn reports whether the token may read or change userID's rows.
+func (p Principal) ActsOn(userID string) bool { return p.ReadUserID == "" || p.ReadUserID == userID }
+
+// RequireUser is 403 for a token bound to a user other than userID, naming what it
+// tried.
+func (p Principal) RequireUser(userID, what string) error {
+	if !p.ActsOn(userID) {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			what+": this token acts on one user's memories, not on "+userID+"'s")
+	}
+	return nil
+}
+
+// RequireEveryUser is 403 for a token bound to one user, naming what acts on every
+// user's memories.
+func (p Principal) RequireEveryUser(what string) error {
+	if p.ReadUserID != "" {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			what+" acts on every user's memories; this token acts on one user's")
+	}
+	return nil
+}
