@@ -44,7 +44,7 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 	}
 	if p.ReadUserID != "" {
 		if req.UserID != "" && req.UserID != p.ReadUserID {
-			return nil, otherUser()
+			return nil, otherUserNotFound("namespace")
 		}
 		req.UserID = p.ReadUserID
 	}

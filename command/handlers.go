@@ -88,6 +88,17 @@ func adminFor(what string) func(auth.Principal) error {
 	return func(p auth.Principal) error { return requireAdminFor(p, what) }
 }
 
+// adminOfEveryUser asks a token for an admin's role over every user's rows: what it
+// guards acts on the whole namespace, so a token bound to one user may not run it.
+func adminOfEveryUser(what string) func(auth.Principal) error {
+	return func(p auth.Principal) error {
+		if err := requireAdminFor(p, what); err != nil {
+			return err
+		}
+		return p.RequireEveryUser(what)
+	}
+}
+
 // writeKey is a key route's prelude for a write: the principal, which reaches the
 // route's namespace and may write, and the route's key.
 func writeKey(c *fiber.Ctx) (auth.Principal, string, string, error) {
@@ -299,7 +310,7 @@ func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
 }
 
 func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("changing a namespace's policy"))
 	if err != nil {
 		return err
 	}
@@ -326,10 +337,11 @@ func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
 	return send(c)(s.changeBlacklist(c.UserContext(), p, ns, req.Pattern, removePattern))
 }
 
-// blacklistCall is a blacklist route's prelude: an admin of the namespace, and the body.
+// blacklistCall is a blacklist route's prelude: an admin of the namespace's every
+// user (a pattern refuses and sweeps every user's rows), and the body.
 func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, error) {
 	var req blacklistRequest
-	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("changing a namespace's blacklist"))
 	if err == nil {
 		err = httperr.DecodeBody(c.Body(), &req)
 	}
@@ -337,7 +349,7 @@ func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, erro
 }
 
 func (s *Service) handleBlacklistSweep(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a blacklist sweep"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a blacklist sweep"))
 	if err != nil {
 		return err
 	}
@@ -396,7 +408,7 @@ func (s *Service) handleDecide(c *fiber.Ctx, key string) error {
 const bulkDeadline = time.Hour
 
 func (s *Service) handleRestore(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a namespace restore"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a namespace restore"))
 	if err != nil {
 		return err
 	}
@@ -410,7 +422,7 @@ func (s *Service) handleRestore(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleRollback(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a namespace rollback"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a namespace rollback"))
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/loomplane/loom/events"
@@ -128,8 +127,8 @@ func planKey(head, then *memrow.Row, at time.Time) keyPlan {
 
 // rollback is namespace.rollback (an admin's call).
 func (s *Service) rollback(ctx context.Context, p auth.Principal, ns string, req rollbackRequest, requestID string) (*rollbackAnswer, error) {
-	if p.ReadUserID != "" {
-		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "a rollback changes every user's memories; this token reaches one user's")
+	if err := p.RequireEveryUser("a namespace rollback"); err != nil {
+		return nil, err
 	}
 	at, err := time.Parse(time.RFC3339Nano, req.AsOf)
 	if err != nil {
