@@ -565,7 +565,7 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 // status change reaches the search documents through the projection of its revision.
 func copyOf(h *memrow.Row) *memrow.Row {
 	c := *h
-	c.Tags = append([]string(nil), h.Tags...)
+	c.Tags = slices.Clone(h.Tags) // an empty list stays a list: a head's tags are never null
 	c.ConflictWith = append([]string(nil), h.ConflictWith...)
 	c.Entities = slices.Clone(h.Entities)
 	c.EntityTypes = maps.Clone(h.EntityTypes)

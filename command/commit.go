@@ -554,6 +554,11 @@ type record struct {
 // CloudEvents headers and hash-only audit row.
 func (s *Service) encode(p *pending, requestID string) (*record, error) {
 	row := p.row
+	if row.Tags == nil {
+		// A row's tags are a list, in the head, the journal and the topic: readers
+		// that unnest them (the extractor's categories) fail on a JSON null.
+		row.Tags = []string{}
+	}
 	dataKey, err := events.NewDataKey()
 	if err != nil {
 		return nil, err
