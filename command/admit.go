@@ -457,7 +457,7 @@ func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pe
 func (e *entry) own(op string, now time.Time) *pending {
 	p := &pending{own: true, op: op, event: events.TypeWritten, row: e.row}
 	if e.head != nil {
-		p.readVersion = e.head.Version
+		p.readVersion, p.readSeq = e.head.Version, e.head.Seq
 		if e.head.Live(now) {
 			p.event = events.TypeRevised
 		}
@@ -554,7 +554,7 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 	if p, ok := c.byKey[k]; ok {
 		return p.row
 	}
-	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version}
+	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version, readSeq: h.Seq}
 	c.byKey[k] = p
 	c.order = append(c.order, k)
 	return p.row
