@@ -121,8 +121,9 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 
 // The entity extractor's revision amends the version a writer was answered: the head
 // keeps that version (and gains the entities), so the writer's next read, its
-// memory.delete_version of that version and the key's history all name it; the journal
-// holds both revisions of it, and the search documents and the graph fold the entities.
+// memory.delete_version of that version and the key's history all name it, and a write
+// under if_match_sha256 of the acknowledged value lands; the journal holds both
+// revisions of the version, and ClickHouse's row and the graph hold the entities.
 func TestEntityExtractionKeepsTheAnsweredVersion(t *testing.T) {
 	const org = "amended-version"
 	w := startWorkers(t, org, []string{entitiesWorker}, noExtractionQueue)
@@ -132,6 +133,7 @@ func TestEntityExtractionKeepsTheAnsweredVersion(t *testing.T) {
 	ns := testenv.Unique(t, "version")
 	anon := client.Identity{}
 	ack := set(t, w.tc, ns, "home", "Alice moved to Lisbon", anon)
+	work := set(t, w.tc, ns, "work", "Alice works at Acme", anon)
 	drained(t, pool, entitiesWorker, org)
 
 	m := get(t, w.tc, ns, "home", anon)
@@ -160,6 +162,10 @@ func TestEntityExtractionKeepsTheAnsweredVersion(t *testing.T) {
 		e, err := w.tc.Entity(ctx, ns, "Alice", client.EntityOptions{})
 		return err == nil && len(e.Facts) == 1
 	})
+	// A conditional write from the acknowledgement lands over the amended head.
+	if a, err := w.tc.Set(ctx, ns, "work", client.SetRequest{Value: "Alice works at Initech", IfMatchSHA256: work.ContentSHA256}); err != nil || a.Version <= work.Version {
+		t.Fatalf("a write under if_match_sha256 of the acknowledged value: %+v, %v", a, err)
+	}
 	d, err := w.tc.Delete(ctx, ns, "home", anon, strconv.FormatInt(ack.Version, 10))
 	if err != nil || !d.Deleted || d.VersionChanged {
 		t.Fatalf("memory.delete_version of the answered version: %+v, %v", d, err)
