@@ -81,7 +81,9 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 
 	body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": "I live in Lisbon."}},
 		"user_id": "alice", "app_id": ns})
-	if r := w.c.Do(t, http.MethodPost, "/mem0/v3/memories/add/", body); r.Status != http.StatusOK {
+	r := w.c.Do(t, http.MethodPost, "/mem0/v3/memories/add/", body)
+	var added struct{ Results []struct{ Event string } }
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &added) != nil || len(added.Results) != 1 {
 		t.Fatalf("mem0 add with inference: %d %s", r.Status, r.Body)
 	}
 
