@@ -392,7 +392,7 @@ func (s *Service) restorePlan(ctx context.Context, p auth.Principal, r restoreCa
 		head := current[heads.IdentityKey(row.Identity)]
 		pd := &pending{own: true, op: "namespace.restore", event: events.TypeWritten, row: copyOf(row)}
 		if head != nil {
-			pd.readVersion = head.Version
+			pd.readVersion, pd.readSeq = head.Version, head.Seq
 			switch {
 			case !head.Tombstone && sameState(head, row):
 				c.Unchanged++

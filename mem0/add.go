@@ -144,12 +144,16 @@ func expiration(s string) (time.Time, error) {
 }
 
 // addAnswer reports each message: ADD for a memory written, NONE for one a memory
-// already held (the id is that memory's) or that was skipped, and DELETE for each
-// memory a refinement retired.
+// already held (the id is that memory's: a merge, or a row Loom kept as its duplicate)
+// or that was skipped, and DELETE for each memory a refinement retired.
 func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textMessage, a *client.BulkAnswer) (any, error) {
 	out := addAnswer{Message: "Memories stored", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
 	byIndex := map[int]addResult{}
 	for _, w := range a.Written {
+		if w.Verdict == "duplicate" {
+			byIndex[w.Index] = f.duplicateResult(ctx, c, w.MemoryID, msgs[w.Index].text)
+			continue
+		}
 		byIndex[w.Index] = f.result(ctx, c, w.MemoryID, "ADD", msgs[w.Index].text, "")
 	}
 	for _, m := range a.Merged {
@@ -187,6 +191,19 @@ func (f *facade) result(ctx context.Context, c *call, id, event, text, reason st
 		}
 	}
 	r.ID = id
+	return r
+}
+
+// duplicateResult reports a message Loom stored as a duplicate (status duplicate,
+// hidden from search) as mem0 reports a fact it already holds: NONE, with the id of
+// the memory holding it, and the stored row's id as data.loom_duplicate_id.
+func (f *facade) duplicateResult(ctx context.Context, c *call, id, text string) addResult {
+	holder := id
+	if m, err := c.loom.GetByID(ctx, id); err == nil && m.DuplicateOf != "" {
+		holder = m.DuplicateOf
+	}
+	r := f.result(ctx, c, holder, "NONE", text, "duplicate")
+	r.Data["loom_duplicate_id"] = id
 	return r
 }
 
