@@ -206,8 +206,10 @@ const maxCategories = 50
 // fetchCategories reads the namespace's tags in use, most used first, over a sample of
 // its heads: the taxonomy the extractor tags facts from.
 func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
+	// A row written without tags holds "tags": null, which has no elements to extract.
 	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
-			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h, jsonb_array_elements_text(h.row -> 'tags') t
+			AND NOT (row ->> 'tombstone')::boolean AND jsonb_typeof(row -> 'tags') = 'array' LIMIT 2000) h,
+			jsonb_array_elements_text(h.row -> 'tags') t
 		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, st.p.Org, st.ns, maxCategories)
 	if err != nil {
 		return httperr.Store("reading the namespace's categories", err)
