@@ -244,6 +244,8 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The deployment's controls, and health's operator-only fields, answer an operator.
+	operator := c.WithToken(env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
 	ctx := context.Background()
 	ns, restored := testenv.Unique(t, "spec"), testenv.Unique(t, "spec-restored")
 	alice := client.Identity{UserID: "alice"}
@@ -367,11 +369,20 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"Erasure", func() error { _, err := c.Erasure(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
-		{"Health", func() error { _, err := c.Health(ctx, "postgres", "lag", "index"); return err }},
+		{"Health", func() error {
+			if _, err := operator.Health(ctx, "postgres", "lag", "index"); err != nil {
+				return err
+			}
+			_, err := c.Health(ctx, "postgres", "lag", "index")
+			return err
+		}},
 		{"Ready", func() error { _, err := c.Ready(ctx); return err }},
 		{"Metrics", func() error { _, err := c.Metrics(ctx); return err }},
 		{"ResetProjection", func() error {
-			_, err := c.ResetProjection(ctx, "no_such_projection", client.ResetRequest{To: "earliest"})
+			if _, err := c.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest"}); err == nil {
+				return fmt.Errorf("an org token reset the projection")
+			}
+			_, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest"}) // a dry run
 			return err
 		}},
 	}
