@@ -18,13 +18,14 @@ type Version struct {
 	Row   *memrow.Row
 }
 
-// keyVersionsSQL reads a key's revisions through memory_revisions_by_key, oldest first.
-// One row per version, the last committed when two share one, as ClickHouse's
-// memory_versions (a ReplacingMergeTree ordered by the key and version) keeps them.
-const keyVersionsSQL = `SELECT DISTINCT ON (version) event_type, row FROM loom.memory_revisions
+// keyVersionsSQL reads a key's revisions in version order, which is the order of
+// memory_revisions_by_key: the index that binds every column named is also the one
+// that needs no sort, so no plan (a generic one, or one made on stale statistics)
+// prefers an index that binds only the namespace and filters its every revision.
+const keyVersionsSQL = `SELECT event_type, seq, row FROM loom.memory_revisions
 	WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
 	  AND row IS NOT NULL
-	ORDER BY version, seq DESC`
+	ORDER BY version`
 
 // QueueKeyVersions queues the read of every version of one key on b, filling into once
 // the batch is read, so a caller reads them in the same round trip as its other reads.
@@ -46,18 +47,34 @@ func KeyVersions(ctx context.Context, q Querier, id memrow.Identity) ([]Version,
 	return collectVersions(rows)
 }
 
+// collectVersions keeps one row per version, the last committed when two share one,
+// as ClickHouse's memory_versions (a ReplacingMergeTree ordered by the key and version)
+// keeps them.
 func collectVersions(rows pgx.Rows) ([]Version, error) {
-	vs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Version, error) {
+	defer rows.Close()
+	var vs []Version
+	var lastSeq int64
+	for rows.Next() {
 		var v Version
+		var seq int64
 		var raw []byte
-		if err := r.Scan(&v.Event, &raw); err != nil {
-			return v, err
+		if err := rows.Scan(&v.Event, &seq, &raw); err != nil {
+			return nil, fmt.Errorf("read the key's versions: %w", err)
 		}
 		row, err := heads.Decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("read the key's versions: %w", err)
+		}
 		v.Row = row
-		return v, err
-	})
-	if err != nil {
+		if n := len(vs); n > 0 && vs[n-1].Row.Version == row.Version {
+			if seq > lastSeq {
+				vs[n-1], lastSeq = v, seq
+			}
+			continue
+		}
+		vs, lastSeq = append(vs, v), seq
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the key's versions: %w", err)
 	}
 	return vs, nil
