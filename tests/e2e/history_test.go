@@ -74,6 +74,25 @@ func TestHistoryFromTheJournalIsClickHousesHistory(t *testing.T) {
 		t.Fatalf("history serves the redacted text: %s", s)
 	}
 
+	// A namespace restored from a snapshot: its history is its own revisions, as
+	// ClickHouse holds them.
+	snap := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+":snapshot", nil)
+	if snap.Status != http.StatusOK {
+		t.Fatalf("snapshot: %d %s", snap.Status, snap.Body)
+	}
+	restored := testenv.Unique(t, "history-restored")
+	if r := c.DoHeaders(t, http.MethodPost, "/v1/namespaces/"+restored+":restore", snap.Body, map[string]string{"Content-Type": "application/x-ndjson"}); r.Status != http.StatusOK {
+		t.Fatalf("restore: %d %s", r.Status, r.Body)
+	}
+	testenv.WaitProjected(t, env.PG(t), "main", org, restored)
+	r := c.Do(t, http.MethodGet, "/v1/namespaces/"+restored+"/memories/tea/history?user_id=alice", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("history in the restored namespace: %d %s", r.Status, r.Body)
+	}
+	if got, want := versionsOf(t, r.Body), clickHouseVersions(t, org, restored, "alice", "tea"); len(got) != 1 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("history in the restored namespace:\n%v\nClickHouse's memory_versions:\n%v", got, want)
+	}
+
 	// Erasure: alice's versions are gone, bob's stay.
 	c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
 	if r := c.Do(t, http.MethodGet, path+"/history?user_id=alice", nil); r.Status != http.StatusNotFound {
