@@ -205,7 +205,7 @@ const maxCategories = 50
 
 // fetchCategories reads the namespace's tags in use, most used first, over a sample of
 // its heads: the taxonomy the extractor tags facts from. A head stored with no tags
-// list (a JSON null, written by builds before 055) counts as none.
+// list (a JSON null, written before migration 058 repaired them) counts as none.
 func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
 	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
 			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h,
