@@ -78,6 +78,8 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	roles := []string{string(config.RoleCommand), string(config.RoleQuery), string(config.RoleRelay)}
 	n, url, stopOld := env.Serve(t, roles, func(c *config.Config) { c.Command.WriteDeadline = deadline })
 	token := env.Token(t, n, auth.NewToken{Org: org})
+	// Created while the standby is attached: once it is cut, a token's insert waits for it.
+	health := env.Operator(t, url)
 	c := testenv.NewClient(url, token)
 	nss := []string{testenv.Unique(t, "fo-a"), testenv.Unique(t, "fo-b")}
 	c.AppendOnly(t, nss...)
@@ -128,7 +130,6 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	t.Logf("%d writes timed out waiting for the standby; all are committed and visible on the primary alone", len(timedOut))
 
 	// The relay reads them and holds them back, saying why.
-	health := env.Operator(t, url)
 	var held map[string]any
 	testenv.Eventually(t, 30*time.Second, "the relay to report the rows it holds back", func() bool {
 		pgState, _ := health.Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)["postgres"].(map[string]any)
