@@ -199,9 +199,13 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 			// The seqs of the plans left out go back: a namespace's seqs have no holes.
 			generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
 		}
+		refKey, err := s.userRefs.Key(ctx, lead.org)
+		if err != nil {
+			return nil, err
+		}
 		for _, p := range admitted {
 			for _, pr := range p.rows {
-				rec, err := s.encode(pr, p.requestID)
+				rec, err := s.encode(pr, p.requestID, refKey)
 				if err != nil {
 					return nil, err
 				}
@@ -552,14 +556,15 @@ type record struct {
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(p *pending, requestID string) (*record, error) {
+func (s *Service) encode(p *pending, requestID string, userRefKey []byte) (*record, error) {
 	row := p.row
 	dataKey, err := events.NewDataKey()
 	if err != nil {
 		return nil, err
 	}
 	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: p.readVersion,
-		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors}, dataKey, s.cfg.EventSource)
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey},
+		dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}

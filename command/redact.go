@@ -160,7 +160,11 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev); err != nil {
 			return fmt.Errorf("read the version before the redacted one: %w", err)
 		}
-		env, err := redactionRecord(named.row, prev, redacted, p.Actor(), requestID, seq, now)
+		refKey, err := s.userRefs.Key(ctx, id.Org)
+		if err != nil {
+			return err
+		}
+		env, err := redactionRecord(named.row, refKey, prev, redacted, p.Actor(), requestID, seq, now)
 		if err != nil {
 			return err
 		}
@@ -225,7 +229,7 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 // redactionRecord is the memory.redacted record: the named version's plain fields,
 // the versions scrubbed, and no content (an empty body sealed under a key nobody
 // keeps, as the envelope requires a sealed body on a revision type).
-func redactionRecord(named *memrow.Row, prev int64, versions []int64, actor, requestID string, seq int64, now time.Time) (*events.Envelope, error) {
+func redactionRecord(named *memrow.Row, userRefKey []byte, prev int64, versions []int64, actor, requestID string, seq int64, now time.Time) (*events.Envelope, error) {
 	recordID := events.RecordID(named.Org, named.Namespace, seq)
 	key, err := events.NewDataKey()
 	if err != nil {
@@ -235,7 +239,11 @@ func redactionRecord(named *memrow.Row, prev int64, versions []int64, actor, req
 	if err != nil {
 		return nil, fmt.Errorf("seal the redaction record: %w", err)
 	}
-	rev := revisionOf(named, "memory.redact", prev, requestID)
+	userRef, err := events.UserRef(userRefKey, named.UserID)
+	if err != nil {
+		return nil, fmt.Errorf("name the redaction's user: %w", err)
+	}
+	rev := revisionOf(named, userRef, "memory.redact", prev, requestID)
 	rev.Actor = actor
 	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeRedacted,
 		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,

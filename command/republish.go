@@ -219,10 +219,15 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if err != nil {
 		return nil, err
 	}
+	refKey, err := s.userRefs.Key(ctx, org)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]outboxEntry, 0, len(revs))
 	for i, j := range revs {
 		key := j.dataKey
-		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID}
+		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
+			userRefKey: refKey}
 		if w := embedded[i]; w != nil {
 			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors
 		}

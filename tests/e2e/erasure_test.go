@@ -136,12 +136,16 @@ func (w *erasureWorld) erased(t *testing.T, view map[string]any, i int, user str
 	}
 	// The scope's records are still on the topic, and no data key opens them.
 	var seqs []int64
+	var ref string
+	if user != "" {
+		ref = testenv.UserRef(t, pool, w.org, user)
+	}
 	for _, r := range env.NamespaceRecords(t, w.org, ns) {
 		e, err := events.Decode(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Revision != nil && (user == "" || e.Revision.UserID == user) {
+		if e.Revision != nil && (user == "" || e.Revision.UserRef == ref) {
 			seqs = append(seqs, e.Seq)
 		}
 	}
