@@ -170,11 +170,11 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		}
 		b := &pgx.Batch{}
 		// The named version takes this redaction's time; a copy keeps its first.
-		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb,
+		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
 			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbedFields, seqs, named.seq)
 		if lineage[len(lineage)-1].version == head.Version {
-			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, updated_at = now()
+			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
 				id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbedFields)
 		}
@@ -208,7 +208,7 @@ const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": 
 
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, row FROM loom.memory_revisions
+	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {

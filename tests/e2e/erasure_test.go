@@ -557,11 +557,11 @@ func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
 func redactedEverywhere(t *testing.T, org, ns, word string) {
 	t.Helper()
 	pool, conn := env.PG(t), env.CH(t)
-	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND row::text LIKE '%' || $3 || '%'`,
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND loom.opened_row(row, sealed, org, namespace, seq)::text LIKE '%' || $3 || '%'`,
 		org, ns, word); n != 0 {
 		t.Errorf("%d journal rows still hold the redacted text", n)
 	}
-	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND row::text LIKE '%' || $3 || '%'`,
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND loom.opened_row(row, sealed, org, namespace, seq)::text LIKE '%' || $3 || '%'`,
 		org, ns, word); n != 0 {
 		t.Errorf("%d heads still hold the redacted text", n)
 	}
