@@ -21,7 +21,7 @@ func TestEraseMutation(t *testing.T) {
 		t.Fatalf("memory: %+v", m)
 	}
 	audit := eraseMutation(tableset.Serving(), "audit_log", fences, false)
-	if audit.Set != "memory_key = ''" || !strings.HasSuffix(audit.Where, " AND memory_key != ''") {
+	if audit.Set != "memory_key = '', content_sha256 = ''" || !strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '')") {
 		t.Fatalf("audit_log without a purge: %+v", audit)
 	}
 	if g := eraseMutation(tableset.Of(4), "audit_log", fences, false); g.Table != "audit_log__g4" || g.Set != audit.Set || g.Where != audit.Where {
