@@ -551,7 +551,7 @@ type record struct {
 	value   []byte
 	headers []byte
 	payload []byte // the head row as JSON, without its text
-	sealed  []byte // the row's text sealed at rest (rowAtRest)
+	sealed  []byte // the row's text sealed at rest (heads.AtRest)
 	audit   []byte
 }
 
@@ -569,7 +569,7 @@ func (s *Service) encode(p *pending, requestID string, userRefKey []byte) (*reco
 	if err != nil {
 		return nil, err
 	}
-	payload, sealed, err := rowAtRest(row, dataKey)
+	payload, sealed, err := heads.AtRest(row, dataKey)
 	if err != nil {
 		return nil, err
 	}

@@ -149,6 +149,19 @@ func Decode(raw []byte) (*memrow.Row, error) {
 	return &row, nil
 }
 
+// KeyRevisions reads the revisions of one key from loom.memory_revisions, oldest
+// first, each row opened (Row): a revision whose key was destroyed (redacted) has no
+// text.
+func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
 // WithID reads every head of an org that holds memoryID. An id is not unique within
 // an org: a namespace restored from another's snapshot keeps the ids.
 func WithID(ctx context.Context, q Querier, org, memoryID string) ([]*memrow.Row, error) {

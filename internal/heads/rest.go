@@ -1,4 +1,4 @@
-package command
+package heads
 
 import (
 	"bytes"
@@ -22,13 +22,14 @@ type rowText struct {
 	Relations   []events.Relation `json:"relations,omitempty"`
 }
 
-// rowAtRest is how memory_current and memory_revisions keep row: its JSON without the
+// AtRest is how memory_current and memory_revisions keep a row (the commit writes
+// both columns with it): its JSON without the
 // text, and the text sealed under a key derived from the revision's data key, as
 // loom.opened_row (migration 056) opens it in Postgres: AES-256-CBC with PKCS#7 padding
 // and a zero IV (pgcrypto's encrypt(..., 'aes')) under HMAC-SHA256(dataKey, "loom.row").
 // The derived key seals this one plaintext only, so the fixed IV is never reused, and
 // it is never the key that seals the topic's content (AES-GCM).
-func rowAtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error) {
+func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error) {
 	text, err := json.Marshal(rowText{Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations})
 	if err != nil {
