@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "search", "coldstart", "bulk", "extract", "replay", "parts"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "coldstart", "bulk", "extract", "replay", "parts"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -30,13 +30,13 @@ type Options struct {
 	Scenarios []string
 	// Duration is how long each measured run (one case, Loom or its baseline) lasts.
 	Duration time.Duration
-	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; get and
-	// search: 5, the qualification profile of docs/architecture.md; lag: 1; parts: 8).
+	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; get, history
+	// and search: 5, the qualification profile of docs/architecture.md; lag: 1; parts: 8).
 	// Parts runs one load, at the first level; bulk and replay have no concurrency.
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
 	SearchSizes []int
-	// GetRows is how many memories the get scenario reads among.
+	// GetRows is how many memories the get and history scenarios read among.
 	GetRows int
 	// BulkEntries is the size of one memory.bulk_set in the bulk scenario.
 	BulkEntries int
@@ -116,7 +116,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	defer r.dropScratch()
 	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
-		"set": r.set, "lag": r.lag, "get": r.get, "search": r.search,
+		"set": r.set, "lag": r.lag, "get": r.get, "history": r.history, "search": r.search,
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 	}
 	for _, name := range names {

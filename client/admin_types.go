@@ -153,7 +153,7 @@ type GraphEdge struct {
 	Open      bool       `json:"open"`
 }
 
-// Health is what /v1/health answers.
+// Health is what /v1/health answers: Status to anyone, the rest to the operator's token.
 type Health struct {
 	Status            string   `json:"status"`
 	Version           string   `json:"version"`

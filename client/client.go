@@ -83,7 +83,8 @@ func RequestID(id string) CallOption { return func(c *call) { c.requestID = id }
 type call struct {
 	method, path string
 	query        url.Values
-	body         any // nil: no body; []byte: sent as is; else JSON-encoded
+	body         any    // nil: no body; []byte: sent as is; else JSON-encoded
+	contentType  string // the body's; "" is application/json
 	write        bool
 	idemKey      string
 	requestID    string
@@ -144,7 +145,11 @@ func (c *Client) send(ctx context.Context, k *call, body []byte) (*answer, error
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		contentType := k.contentType
+		if contentType == "" {
+			contentType = "application/json"
+		}
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
 	if k.idemKey != "" {

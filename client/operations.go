@@ -87,7 +87,7 @@ func ReadLines(r io.Reader, fn func(kind string, line json.RawMessage) error) er
 // (namespace.restore, admin token). Idempotent per snapshot: a retry answers Replayed.
 func (c *Client) RestoreNamespace(ctx context.Context, ns string, payload []byte) (*RestoreAnswer, error) {
 	k := c.newCall(http.MethodPost, nsPath(ns)+":restore", nil)
-	k.body = payload
+	k.body, k.contentType = payload, "application/x-ndjson" // the snapshot's JSON Lines, as the spec names them
 	var a RestoreAnswer
 	return &a, c.into(ctx, k, &a)
 }

@@ -457,7 +457,7 @@ func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pe
 func (e *entry) own(op string, now time.Time) *pending {
 	p := &pending{own: true, op: op, event: events.TypeWritten, row: e.row}
 	if e.head != nil {
-		p.readVersion = e.head.Version
+		p.readVersion, p.readSeq = e.head.Version, e.head.Seq
 		if e.head.Live(now) {
 			p.event = events.TypeRevised
 		}
@@ -554,7 +554,7 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 	if p, ok := c.byKey[k]; ok {
 		return p.row
 	}
-	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version}
+	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version, readSeq: h.Seq}
 	c.byKey[k] = p
 	c.order = append(c.order, k)
 	return p.row
@@ -565,7 +565,7 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 // status change reaches the search documents through the projection of its revision.
 func copyOf(h *memrow.Row) *memrow.Row {
 	c := *h
-	c.Tags = append([]string(nil), h.Tags...)
+	c.Tags = slices.Clone(h.Tags) // an empty list stays a list: a head's tags are never null
 	c.ConflictWith = append([]string(nil), h.ConflictWith...)
 	c.Entities = slices.Clone(h.Entities)
 	c.EntityTypes = maps.Clone(h.EntityTypes)

@@ -184,7 +184,7 @@ func (s *Service) tombstoneMatches(ctx context.Context, p auth.Principal, ns str
 		for _, h := range hits {
 			row := copyOf(h)
 			row.Tombstone, row.Actor = true, p.Actor()
-			plan.rows = append(plan.rows, &pending{own: true, op: "blacklist.sweep", event: events.TypeTombstoned, row: row, readVersion: h.Version})
+			plan.rows = append(plan.rows, &pending{own: true, op: "blacklist.sweep", event: events.TypeTombstoned, row: row, readVersion: h.Version, readSeq: h.Seq})
 		}
 		err := s.commit(ctx, plan)
 		if err == nil {

@@ -296,7 +296,7 @@ func (b *bulkWrite) retirements(st *roundState, rows []*pending, now time.Time) 
 			row.Tombstone, row.Actor = true, b.p.Actor()
 			r.memoryID, r.retired = head.MemoryID, true
 			writes[heads.IdentityKey(id)] = true
-			out = append(out, &pending{own: true, op: b.opName(), event: events.TypeTombstoned, row: row, readVersion: head.Version})
+			out = append(out, &pending{own: true, op: b.opName(), event: events.TypeTombstoned, row: row, readVersion: head.Version, readSeq: head.Seq})
 		}
 		b.retired = append(b.retired, r)
 	}

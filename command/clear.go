@@ -44,7 +44,7 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 	}
 	if p.ReadUserID != "" {
 		if req.UserID != "" && req.UserID != p.ReadUserID {
-			return nil, otherUser()
+			return nil, otherUserNotFound("namespace")
 		}
 		req.UserID = p.ReadUserID
 	}
@@ -64,7 +64,7 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 		for _, h := range batch {
 			row := copyOf(h)
 			row.Tombstone, row.Actor = true, p.Actor()
-			plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: row, readVersion: h.Version})
+			plan.rows = append(plan.rows, &pending{own: true, op: "memory.clear", event: events.TypeTombstoned, row: row, readVersion: h.Version, readSeq: h.Seq})
 		}
 		err = s.commit(ctx, plan)
 		if errors.Is(err, errHeadMoved) || errors.Is(err, errErased) {

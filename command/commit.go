@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
@@ -17,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // pending is one row on its way to the commit, built over the head version it read
@@ -30,6 +34,17 @@ type pending struct {
 	vector       []float32 // the value's vector, sealed with the content; nil: no search document
 	keyVector    []float32
 	chunkVectors [][]float32
+
+	// amends marks derived metadata of the head it read (the entity extractor's): the
+	// revision takes a seq and keeps the head's version and updated_at, so the version a
+	// client was answered stays the head's and its preconditions hold. Its record's
+	// prev_version is the version before that one (prevVersion), so a consumer sees
+	// that revision again, amended; of one version, the later seq wins.
+	amends      bool
+	prevVersion int64
+	// readSeq is the seq of the head it read (0: none, or not checked): an amendment
+	// keeps the head's version, so the version alone does not show it landed.
+	readSeq int64
 }
 
 // commitPlan is one transaction's worth of rows: a write's own row first, then the
@@ -38,6 +53,8 @@ type commitPlan struct {
 	org, namespace string
 	rows           []*pending
 	requestID      string
+	// The trace context of the commit's span, which its records carry.
+	traceparent, tracestate string
 	// policyGeneration is the policy generation the write read; the commit refuses
 	// (errPolicyMoved) when a policy change landed since. Negative: not checked.
 	policyGeneration int64
@@ -86,7 +103,25 @@ var (
 // (internal/groupcommit): eight writers of one namespace take its generation lock
 // once a transaction instead of once each. A plan with steps of its own (inTx,
 // inCommit, evidence, an Idempotency-Key) commits alone.
-func (s *Service) commit(ctx context.Context, plan *commitPlan) error {
+//
+// The commit is a span of the caller's trace (loom.commit), and its records carry that
+// span's context to the relay and the consumers (tracing.Context), whichever plan's
+// transaction they commit in.
+func (s *Service) commit(ctx context.Context, plan *commitPlan) (err error) {
+	if tracing.On(s.tracer) {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "loom.commit", trace.WithAttributes(attribute.Int("loom.rows", len(plan.rows))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "commit failed")
+			} else if len(plan.rows) > 0 {
+				span.SetAttributes(attribute.Int64("loom.seq", plan.rows[0].row.Seq))
+			}
+			span.End()
+		}()
+		plan.traceparent, plan.tracestate = tracing.Context(ctx)
+	}
 	if !plan.groupable() {
 		return s.commitPlans(ctx, []*commitPlan{plan})[0]
 	}
@@ -146,7 +181,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), lead.org)
 		generations.QueueRead(b, lead.org, policyScope, &policyGen)
 		generations.QueueAdvance(b, lead.org, lead.namespace, n, &lastSeq)
-		locked := queueHeadLocks(b, all)
+		locked, lockedSeqs := queueHeadLocks(b, all)
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
@@ -160,7 +195,8 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		off := 0
 		for i, p := range plans {
 			st := planState{policyGen: policyGen, firstSeq: next, gap: gap.of(p.gapFrom, before),
-				linkedErased: gap.linkedErased[i], locked: locked[off : off+len(p.rows)], written: written}
+				linkedErased: gap.linkedErased[i], locked: locked[off : off+len(p.rows)], lockedSeqs: lockedSeqs[off : off+len(p.rows)],
+				written: written}
 			off += len(p.rows)
 			if err := s.checkPlan(ctx, tx, p, st); err != nil {
 				if alone {
@@ -177,8 +213,12 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 				if r.CreatedAt.IsZero() {
 					r.CreatedAt = now
 				}
-				r.UpdatedAt = now
-				r.Version = memrow.NextVersion(now, st.locked[j])
+				if pr.amends {
+					r.Version = st.locked[j] // checkPlan: the version it read
+				} else {
+					r.UpdatedAt = now
+					r.Version = memrow.NextVersion(now, st.locked[j])
+				}
 				r.Seq = next
 				next++
 				written[heads.IdentityKey(r.Identity)] = true
@@ -205,7 +245,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		}
 		for _, p := range admitted {
 			for _, pr := range p.rows {
-				rec, err := s.encode(pr, p.requestID, refKey)
+				rec, err := s.encode(pr, p, refKey)
 				if err != nil {
 					return nil, err
 				}
@@ -255,6 +295,7 @@ type planState struct {
 	gap          []gapRevision
 	linkedErased bool
 	locked       []int64         // the versions of the plan's rows' heads, as locked
+	lockedSeqs   []int64         // and their seqs
 	written      map[string]bool // identities the plans before it write
 }
 
@@ -296,7 +337,7 @@ func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st
 		if st.written[heads.IdentityKey(p.row.Identity)] {
 			return errHeadMoved // a plan before it in the group revises the same head
 		}
-		if st.locked[i] != p.readVersion {
+		if st.locked[i] != p.readVersion || (p.readSeq != 0 && st.lockedSeqs[i] != p.readSeq) {
 			// Checked after the generation lock an erasure holds while it removes
 			// heads: a head that is gone because it was erased is not written back.
 			if p.own && p.readVersion != 0 {
@@ -441,7 +482,7 @@ func linkedIDs(rows []*pending) []string {
 // the versions they read (0 when the key has none), filled when the batch is sent.
 // They run after the generation advance, so every commit of the namespace is already
 // serialised and no two take head locks in another order.
-func queueHeadLocks(b *pgx.Batch, rows []*pending) []int64 {
+func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 	order := make([]int, len(rows))
 	for i := range order {
 		order[i] = i
@@ -449,15 +490,15 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) []int64 {
 	sort.Slice(order, func(a, b int) bool {
 		return heads.IdentityKey(rows[order[a]].row.Identity) < heads.IdentityKey(rows[order[b]].row.Identity)
 	})
-	out := make([]int64, len(rows))
+	versions, seqs = make([]int64, len(rows)), make([]int64, len(rows))
 	for _, i := range order {
 		id := rows[i].row.Identity
-		b.Queue(`SELECT coalesce(max(version), 0) FROM (SELECT version FROM loom.memory_current
+		b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
 			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
 			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&out[i]) })
+			QueryRow(func(r pgx.Row) error { return r.Scan(&versions[i], &seqs[i]) })
 	}
-	return out
+	return versions, seqs
 }
 
 // dryGap runs a plan's gap check without committing: a dry run's verdict covers what
@@ -557,15 +598,25 @@ type record struct {
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(p *pending, requestID string, userRefKey []byte) (*record, error) {
+func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*record, error) {
+	requestID := plan.requestID
 	row := p.row
+	if row.Tags == nil {
+		// A row's tags are a list, in the head, the journal and the topic: readers
+		// that unnest them (the extractor's categories) fail on a JSON null.
+		row.Tags = []string{}
+	}
 	dataKey, err := events.NewDataKey()
 	if err != nil {
 		return nil, err
 	}
-	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: p.readVersion,
-		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey},
-		dataKey, s.cfg.EventSource)
+	prev := p.readVersion
+	if p.amends {
+		prev = p.prevVersion
+	}
+	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
+		traceparent: plan.traceparent, tracestate: plan.tracestate}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}

@@ -311,7 +311,7 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 		return ans, nil
 	}
 	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, inTx: cw.inTx,
-		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version,
+		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version, readSeq: head.Seq,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
 	s.faults.beforeCommit()
 	if err := s.commit(ctx, plan); err != nil {

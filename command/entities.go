@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
@@ -20,9 +21,11 @@ import (
 // The entity extractor (memory-architecture, "Background passes", entity_extractor):
 // its consumer group queues every value write that names no entity and states no
 // relation; a pass asks the model for the row's entities and relations and writes
-// them as a revision of the row's metadata (memory.extract_entities), through the
-// commit at the version it read, so the graph plane folds them as it folds declared
+// them as an amendment of the row's metadata (memory.extract_entities), through the
+// commit over the version it read, so the graph plane folds them as it folds declared
 // ones and a redaction or an erasure of the row reaches them as it reaches the row.
+// The amendment takes a seq and keeps the row's version (pending.amends): the version
+// the writer was answered stays the head's, for its reads and its preconditions.
 // Names resolve through the namespace's aliases (loom.entity_aliases): "NYC" and "New
 // York City" are one entity. The aliases are read and written in the commit's
 // transaction, under the namespace's generation lock, and a namespace's rows are
@@ -280,13 +283,18 @@ func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found ext
 		if !needsEntities(h, head.ContentSHA256, s.now()) || h.MemoryID != head.MemoryID {
 			return 0, errNotActable
 		}
+		prev, event, err := amendedRevision(ctx, s.pool, h.Identity, h.Version)
+		if err != nil {
+			return 0, err
+		}
 		row := copyOf(h)
 		row.JudgementOwed = false
 		row.Actor = "worker:entity-extractor"
 		guard := refuseUnderErasure(h.Org)
 		err = s.commit(ctx, &commitPlan{org: h.Org, namespace: h.Namespace, policyGeneration: -1,
 			requestID: fmt.Sprintf("entity_extractor:%s/%d", h.MemoryID, h.Version),
-			rows:      []*pending{{op: opExtractEntities, event: events.TypeRevised, row: row, readVersion: h.Version}},
+			rows: []*pending{{op: opExtractEntities, event: event, row: row, readVersion: h.Version, readSeq: h.Seq,
+				amends: true, prevVersion: prev}},
 			inTx: func(ctx context.Context, tx pgx.Tx) error {
 				if err := guard(ctx, tx); err != nil {
 					return err
@@ -302,6 +310,24 @@ func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found ext
 		return len(row.Entities), nil
 	}
 	return 0, errNotActable
+}
+
+// amendedRevision reads what the amendment of a key's version repeats of its revision:
+// the version before it (its prev_version) and its event type.
+func amendedRevision(ctx context.Context, pool *pgxpool.Pool, id memrow.Identity, version int64) (int64, events.Type, error) {
+	var prev int64
+	var event string
+	err := pool.QueryRow(ctx, `SELECT
+			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7),
+			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version = $7
+				ORDER BY seq LIMIT 1), $8)`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
+	if err != nil {
+		return 0, "", fmt.Errorf("read the revision of version %d: %w", version, err)
+	}
+	return prev, events.Type(event), nil
 }
 
 // resolveInto resolves the extraction's names through the namespace's aliases and

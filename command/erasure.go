@@ -169,6 +169,16 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 	if err != nil {
 		return erasureView{}, err
 	}
+	// A token bound to one user erases that user alone: never another user, never a
+	// namespace (every user's rows).
+	if scope.UserID == "" {
+		err = p.RequireEveryUser("erasing a namespace")
+	} else {
+		err = p.RequireUser(scope.UserID, "an erasure")
+	}
+	if err != nil {
+		return erasureView{}, err
+	}
 	id := uuid.NewString()
 	raw, err := json.Marshal(scope)
 	if err != nil {
@@ -222,6 +232,10 @@ func (s *Service) getErasure(ctx context.Context, p auth.Principal, id string) (
 	}
 	if err != nil {
 		return erasureView{}, httperr.Store("reading the erasure", err)
+	}
+	// A token bound to one user learns nothing of an erasure of anyone else's rows.
+	if p.ReadUserID != "" && sg.Scope.UserID != p.ReadUserID {
+		return erasureView{}, httperr.NotFound("erasure not found")
 	}
 	return sg.view(), nil
 }

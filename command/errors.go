@@ -26,6 +26,11 @@ func otherUser() *httperr.Error {
 	return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token writes only its own user's memories")
 }
 
+// otherUserNotFound answers a user-bound token that names another user's existing
+// rows (memory.update, memory.clear): as if they were absent, so it learns nothing of
+// them (schemas/openapi.yaml).
+func otherUserNotFound(what string) *httperr.Error { return httperr.NotFound(what + " not found") }
+
 func pinnedConflict(msg string) *httperr.Error {
 	return httperr.New(http.StatusConflict, httperr.CodePinnedConflict, msg)
 }

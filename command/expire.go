@@ -60,7 +60,7 @@ func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int)
 func expireRevision(h *memrow.Row, now time.Time) *pending {
 	r := copyOf(h)
 	r.Actor = "process:loom"
-	p := &pending{own: true, op: graph.OpExpire, row: r, readVersion: h.Version}
+	p := &pending{own: true, op: graph.OpExpire, row: r, readVersion: h.Version, readSeq: h.Seq}
 	switch h.OnExpire {
 	case ExpireDemote:
 		// The row stays, less trusted, and no longer expires.

@@ -204,10 +204,12 @@ func (st *extractState) complete(ctx context.Context, s *Service, req llm.Reques
 const maxCategories = 50
 
 // fetchCategories reads the namespace's tags in use, most used first, over a sample of
-// its heads: the taxonomy the extractor tags facts from.
+// its heads: the taxonomy the extractor tags facts from. A head stored with no tags
+// list (a JSON null, written before migration 058 repaired them) counts as none.
 func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
 	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT `+heads.Row+` AS row FROM loom.memory_current WHERE org = $1 AND namespace = $2
-			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h, jsonb_array_elements_text(h.row -> 'tags') t
+			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h,
+			jsonb_array_elements_text(CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END) t
 		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, st.p.Org, st.ns, maxCategories)
 	if err != nil {
 		return httperr.Store("reading the namespace's categories", err)

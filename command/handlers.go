@@ -2,12 +2,10 @@ package command
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -88,6 +86,17 @@ func mayWrite(p auth.Principal) error { return p.RequireWrite() }
 // adminFor asks a token for an admin's role, naming what needs it.
 func adminFor(what string) func(auth.Principal) error {
 	return func(p auth.Principal) error { return requireAdminFor(p, what) }
+}
+
+// adminOfEveryUser asks a token for an admin's role over every user's rows: what it
+// guards acts on the whole namespace, so a token bound to one user may not run it.
+func adminOfEveryUser(what string) func(auth.Principal) error {
+	return func(p auth.Principal) error {
+		if err := requireAdminFor(p, what); err != nil {
+			return err
+		}
+		return p.RequireEveryUser(what)
+	}
 }
 
 // writeKey is a key route's prelude for a write: the principal, which reaches the
@@ -301,7 +310,7 @@ func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
 }
 
 func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("changing a namespace's policy"))
 	if err != nil {
 		return err
 	}
@@ -328,10 +337,11 @@ func (s *Service) handleBlacklistRemove(c *fiber.Ctx) error {
 	return send(c)(s.changeBlacklist(c.UserContext(), p, ns, req.Pattern, removePattern))
 }
 
-// blacklistCall is a blacklist route's prelude: an admin of the namespace, and the body.
+// blacklistCall is a blacklist route's prelude: an admin of the namespace's every
+// user (a pattern refuses and sweeps every user's rows), and the body.
 func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, error) {
 	var req blacklistRequest
-	p, ns, err := route.Namespace(c, adminFor("changing a namespace's policy"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("changing a namespace's blacklist"))
 	if err == nil {
 		err = httperr.DecodeBody(c.Body(), &req)
 	}
@@ -339,7 +349,7 @@ func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, erro
 }
 
 func (s *Service) handleBlacklistSweep(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a blacklist sweep"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a blacklist sweep"))
 	if err != nil {
 		return err
 	}
@@ -398,28 +408,21 @@ func (s *Service) handleDecide(c *fiber.Ctx, key string) error {
 const bulkDeadline = time.Hour
 
 func (s *Service) handleRestore(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a namespace restore"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a namespace restore"))
 	if err != nil {
 		return err
 	}
-	body, gzipped := c.Body(), strings.EqualFold(c.Get(fiber.HeaderContentEncoding), "gzip")
-	open := func() (io.ReadCloser, error) {
-		if !gzipped {
-			return io.NopCloser(bytes.NewReader(body)), nil
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, httperr.Validation("body", "the body is not gzip: "+err.Error())
-		}
-		return zr, nil
-	}
+	// A gzip snapshot (Content-Encoding: gzip) was decoded, within the body limit, by
+	// the server's httperr.DecodeContent before this handler: the body is plain here.
+	body := c.Body()
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	ctx, cancel := context.WithTimeout(c.UserContext(), bulkDeadline)
 	defer cancel()
 	return send(c)(s.restore(ctx, p, restoreCall{requestID: c.Get("X-Request-Id"), namespace: ns, open: open}))
 }
 
 func (s *Service) handleRollback(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("a namespace rollback"))
+	p, ns, err := route.Namespace(c, adminOfEveryUser("a namespace rollback"))
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,9 @@ type revisionRecord struct {
 	chunkVectors [][]float32
 	// userRefKey is the org's user reference key (events.UserRef).
 	userRefKey []byte
+	// The trace context of the request that wrote it (tracing.Context): the record's
+	// ce_traceparent and ce_tracestate. "": none.
+	traceparent, tracestate string
 }
 
 // encodeRecord seals the revision's content under dataKey and returns the record value
@@ -51,7 +54,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	headers, err = json.Marshal(headerPairs(events.CloudEventHeaders(env, source)))
+	headers, err = json.Marshal(headerPairs(append(events.CloudEventHeaders(env, source), events.TraceHeaders(r.traceparent, r.tracestate)...)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -154,6 +155,8 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		for i, v := range lineage {
 			seqs[i], texts[i], redacted[i] = v.seq, memrow.VersionText(v.version), v.version
 		}
+		// A version the entity extractor amended is two revisions of one version.
+		texts, redacted = slices.Compact(texts), slices.Compact(redacted)
 		var prev int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
 			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7`,
@@ -210,7 +213,7 @@ const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": 
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
 	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
-		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
+		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {
 		return nil, fmt.Errorf("read the key's versions: %w", err)
 	}

@@ -138,7 +138,7 @@ func pairRows(a pairAction, j, p *memrow.Row) []*pending {
 		if unchanged(c.head, c.row) {
 			continue
 		}
-		out = append(out, &pending{op: op, event: events.TypeStatusChanged, row: c.row, readVersion: c.head.Version})
+		out = append(out, &pending{op: op, event: events.TypeStatusChanged, row: c.row, readVersion: c.head.Version, readSeq: c.head.Seq})
 	}
 	// A copy that only drops the judged row's mark is no action of its own.
 	if len(out) == 1 && out[0].row == jc && onlyMarkDropped(j, jc) {

@@ -154,7 +154,7 @@ func sortRowsBy(rs []*memrow.Row, cos map[string]float64) {
 func (s *Service) assertedAt(ctx context.Context, r *memrow.Row) (time.Time, error) {
 	rows, err := s.pool.Query(ctx, `SELECT version, content_sha256, status, op FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND memory_id = $7
-		ORDER BY version DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
+		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the row's journal: %w", err)
 	}

@@ -91,8 +91,8 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 	if err := p.RequireAdmin("a namespace restore"); err != nil {
 		return nil, err
 	}
-	if p.ReadUserID != "" {
-		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "a restore writes every user's memories; this token reaches one user's")
+	if err := p.RequireEveryUser("a namespace restore"); err != nil {
+		return nil, err
 	}
 	h, rows, err := checkSnapshot(r.open)
 	if err != nil {
@@ -392,7 +392,7 @@ func (s *Service) restorePlan(ctx context.Context, p auth.Principal, r restoreCa
 		head := current[heads.IdentityKey(row.Identity)]
 		pd := &pending{own: true, op: "namespace.restore", event: events.TypeWritten, row: copyOf(row)}
 		if head != nil {
-			pd.readVersion = head.Version
+			pd.readVersion, pd.readSeq = head.Version, head.Seq
 			switch {
 			case !head.Tombstone && sameState(head, row):
 				c.Unchanged++

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/loomplane/loom/events"
@@ -128,8 +127,8 @@ func planKey(head, then *memrow.Row, at time.Time) keyPlan {
 
 // rollback is namespace.rollback (an admin's call).
 func (s *Service) rollback(ctx context.Context, p auth.Principal, ns string, req rollbackRequest, requestID string) (*rollbackAnswer, error) {
-	if p.ReadUserID != "" {
-		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "a rollback changes every user's memories; this token reaches one user's")
+	if err := p.RequireEveryUser("a namespace rollback"); err != nil {
+		return nil, err
 	}
 	at, err := time.Parse(time.RFC3339Nano, req.AsOf)
 	if err != nil {
@@ -209,7 +208,7 @@ func (s *Service) rollbackPage(ctx context.Context, p auth.Principal, ns string,
 			continue
 		}
 		kp.row.Actor = p.Actor()
-		plan.rows = append(plan.rows, &pending{own: true, op: "namespace.rollback", event: kp.event, row: kp.row, readVersion: h.Version})
+		plan.rows = append(plan.rows, &pending{own: true, op: "namespace.rollback", event: kp.event, row: kp.row, readVersion: h.Version, readSeq: h.Seq})
 		changes = append(changes, ch)
 	}
 	if len(plan.rows) > 0 && !ans.DryRun {
@@ -257,7 +256,7 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
 		  ON r.agent = k.agent AND r.user_id = k.user_id AND r.session_id = k.session_id AND r.memory_key = k.memory_key
 		WHERE r.org = $1 AND r.namespace = $2 AND r.version <= $7
-		ORDER BY r.agent, r.user_id, r.session_id, r.memory_key, r.version DESC`,
+		ORDER BY r.agent, r.user_id, r.session_id, r.memory_key, r.version DESC, r.seq DESC`,
 		org, ns, agents, users, sessions, keys, at.UnixNano())
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
@@ -24,6 +25,7 @@ import (
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/searchindex"
+	"github.com/loomplane/loom/internal/tracing"
 	"github.com/loomplane/loom/internal/userref"
 )
 
@@ -103,6 +105,8 @@ type Service struct {
 	providerStopped bool
 	// extractions counts the extraction workers' requests by outcome.
 	extractions *metrics.CounterVec
+	// tracer traces the commits (loom.commit); a no-op without WithTracer.
+	tracer trace.Tracer
 }
 
 // Option changes how New builds the write side.
@@ -118,6 +122,9 @@ func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
 // WithSearchIndex reads peers from the process's search index (nil: from ClickHouse).
 func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }
 
+// WithTracer traces the write side's commits with t (nil: not traced).
+func WithTracer(t trace.Tracer) Option { return func(s *Service) { s.tracer = tracing.Tracer(t) } }
+
 // WithRelayWaker wakes the relay after each commit through w instead of a NOTIFY in
 // the commit's transaction (outbox.Waker says why).
 func WithRelayWaker(w *outbox.Waker) Option { return func(s *Service) { s.relayWake = w } }
@@ -127,7 +134,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool),
+		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool), tracer: tracing.Tracer(nil),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+

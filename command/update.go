@@ -26,7 +26,7 @@ type idWrite struct {
 func (s *Service) update(ctx context.Context, p auth.Principal, r keyWrite) (*setAnswer, error) {
 	id, other := route.Identity(p, r.namespace, r.key, r.body.names())
 	if other {
-		return nil, otherUser()
+		return nil, otherUserNotFound("memory")
 	}
 	return s.runUpdate(ctx, "memory.update", p, id, r.origin, r.body)
 }

@@ -25,6 +25,27 @@ func CloudEventHeaders(e *Envelope, source string) []Header {
 	return append(hs, Header{Key: "content-type", Value: []byte(ContentType)})
 }
 
+// The CloudEvents distributed-tracing extension's attributes as Kafka headers in the
+// binary content mode: the W3C Trace Context of the request that wrote the record, so
+// a consumer's span can join its trace. A record written without tracing has neither.
+const (
+	HeaderTraceParent = "ce_traceparent"
+	HeaderTraceState  = "ce_tracestate"
+)
+
+// TraceHeaders returns the distributed-tracing headers for a W3C traceparent and
+// tracestate; none when traceparent is empty, and no ce_tracestate when it is.
+func TraceHeaders(traceparent, tracestate string) []Header {
+	if traceparent == "" {
+		return nil
+	}
+	hs := []Header{{Key: HeaderTraceParent, Value: []byte(traceparent)}}
+	if tracestate != "" {
+		hs = append(hs, Header{Key: HeaderTraceState, Value: []byte(tracestate)})
+	}
+	return hs
+}
+
 // HeaderValue returns the value of the first header named key.
 func HeaderValue(hs []Header, key string) (string, bool) {
 	for _, h := range hs {

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/memrow"
 )
 
 // The tools' arguments. Their jsonschema tags are the descriptions a model reads.
@@ -23,6 +25,21 @@ type keyArgs struct {
 	Namespace string `json:"namespace" jsonschema:"The namespace, a name such as 'support' or 'alice-notes' (letters, digits, '.', '_', '-')."`
 	Key       string `json:"key" jsonschema:"The memory's key: a short stable name for what it is about, such as 'editor-theme' or 'home-city'."`
 	identityArgs
+}
+
+// check refuses a key the REST API would refuse, before it is sent: the key travels
+// in the REST call's path, and fasthttp reads the request line with the headers into
+// one 4 KB buffer, so a key of a few KB was answered 431 HEADERS_TOO_LARGE instead of
+// naming the key as REST does a key under that size.
+func (a keyArgs) check() error {
+	if err := memrow.ValidateKey(a.Key); err != nil {
+		var fe *memrow.FieldError
+		if errors.As(err, &fe) {
+			return &argError{fe.Field, fe.Message}
+		}
+		return err
+	}
+	return nil
 }
 
 type setArgs struct {

@@ -51,5 +51,8 @@ func parseMemoryURI(uri string) (ns, key string, err error) {
 	if key, err = url.PathUnescape(rawKey); err != nil {
 		return "", "", fmt.Errorf("%q: the key is not percent-encoded: %w", uri, err)
 	}
+	if err := (keyArgs{Key: key}).check(); err != nil {
+		return "", "", fmt.Errorf("%q: %w", uri, err)
+	}
 	return ns, key, nil
 }

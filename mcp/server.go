@@ -12,6 +12,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +59,13 @@ func NewServer(c *client.Client, impl Implementation, cache *sdk.SchemaCache) *s
 }
 
 // ServeStdio serves MCP on in and out (a desktop agent's stdin and stdout) until ctx
-// ends or the peer closes the stream.
+// ends or the peer closes the stream. Each message is checked as over HTTP before the
+// SDK reads it (checkedMessages).
 func ServeStdio(ctx context.Context, c *client.Client, impl Implementation, in io.ReadCloser, out io.WriteCloser) error {
-	err := NewServer(c, impl, nil).Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	w := &lockedWriter{w: out}
+	msgs := checkedMessages(in, w)
+	defer msgs.Close()
+	err := NewServer(c, impl, nil).Run(ctx, &sdk.IOTransport{Reader: msgs, Writer: w})
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -86,7 +91,9 @@ var httpRetry = client.Retry{MaxElapsed: 10 * time.Second}
 // NewHTTPHandler serves MCP's streamable HTTP transport, stateless and with JSON
 // answers (no server-to-client stream: the tools need none, and a proxy that buffers
 // answers does not break them). Each request's server calls Loom as the request's
-// bearer token; a request without one is answered 401 before any MCP is read.
+// bearer token; a request without one is answered 401 before any MCP is read. A body
+// JSON-RPC or the REST API would refuse is answered a JSON-RPC error (-32700, -32600)
+// before the SDK reads it (checkFraming).
 func NewHTTPHandler(o HTTPOptions) http.Handler {
 	cache := sdk.NewSchemaCache()
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
@@ -102,6 +109,18 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		if !ok || strings.TrimSpace(token) == "" {
 			writeUnauthenticated(w)
 			return
+		}
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if refusal := checkFraming(body); refusal != nil {
+				writeRefusal(w, refusal)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		c, err := client.New(loopback.BaseURL(o.Upstream, r), strings.TrimSpace(token), client.WithHTTPClient(hc), client.WithRetry(httpRetry))
 		if err != nil {

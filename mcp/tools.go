@@ -160,6 +160,11 @@ func register[In any](s *sdk.Server, c *client.Client, t tool[In]) {
 		Annotations: &sdk.ToolAnnotations{Title: t.title, ReadOnlyHint: t.readOnly, DestructiveHint: &t.destructive,
 			IdempotentHint: t.readOnly, OpenWorldHint: new(bool)}}
 	sdk.AddTool(s, def, func(ctx context.Context, _ *sdk.CallToolRequest, in In) (*sdk.CallToolResult, any, error) {
+		if ch, ok := any(in).(interface{ check() error }); ok {
+			if err := ch.check(); err != nil {
+				return toolError(t.name, err), nil, nil
+			}
+		}
 		answer, summary, err := t.run(ctx, c, in)
 		if err != nil {
 			return toolError(t.name, err), nil, nil

@@ -20,6 +20,7 @@ type addRequest struct {
 	Infer          *bool          `json:"infer"`
 	Timestamp      json.Number    `json:"timestamp"`
 	ExpirationDate string         `json:"expiration_date"`
+	addIgnored
 }
 
 type message struct {
@@ -58,10 +59,17 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEntities(req.entities); err != nil {
+		return nil, err
+	}
+	ns, err := f.namespaceOf(req.AppID)
+	if err != nil {
+		return nil, err
+	}
 	if infer := req.Infer == nil || *req.Infer; infer && f.Infer == InferRefuse {
 		return nil, inferenceUnavailable("this Loom's facade is set to refuse it (LOOM_MEM0_INFER=refuse)")
 	} else if infer && f.Infer != InferVerbatim {
-		return f.addInferred(ctx, c, req, msgs)
+		return f.addInferred(ctx, c, ns, req, msgs)
 	}
 	entry := client.BulkEntry{Identity: req.identity()}
 	if req.Timestamp != "" {
@@ -78,7 +86,6 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 		}
 		entry.ValidTo = t
 	}
-	ns := f.namespaceOf(req.AppID)
 	entries := make([]client.BulkEntry, len(msgs))
 	for i, m := range msgs {
 		e := entry
@@ -137,12 +144,16 @@ func expiration(s string) (time.Time, error) {
 }
 
 // addAnswer reports each message: ADD for a memory written, NONE for one a memory
-// already held (the id is that memory's) or that was skipped, and DELETE for each
-// memory a refinement retired.
+// already held (the id is that memory's: a merge, or a row Loom kept as its duplicate)
+// or that was skipped, and DELETE for each memory a refinement retired.
 func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textMessage, a *client.BulkAnswer) (any, error) {
 	out := addAnswer{Message: "Memories stored", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
 	byIndex := map[int]addResult{}
 	for _, w := range a.Written {
+		if w.Verdict == "duplicate" {
+			byIndex[w.Index] = f.duplicateResult(ctx, c, w.MemoryID, msgs[w.Index].text)
+			continue
+		}
 		byIndex[w.Index] = f.result(ctx, c, w.MemoryID, "ADD", msgs[w.Index].text, "")
 	}
 	for _, m := range a.Merged {
@@ -183,9 +194,22 @@ func (f *facade) result(ctx context.Context, c *call, id, event, text, reason st
 	return r
 }
 
+// duplicateResult reports a message Loom stored as a duplicate (status duplicate,
+// hidden from search) as mem0 reports a fact it already holds: NONE, with the id of
+// the memory holding it, and the stored row's id as data.loom_duplicate_id.
+func (f *facade) duplicateResult(ctx context.Context, c *call, id, text string) addResult {
+	holder := id
+	if m, err := c.loom.GetByID(ctx, id); err == nil && m.DuplicateOf != "" {
+		holder = m.DuplicateOf
+	}
+	r := f.result(ctx, c, holder, "NONE", text, "duplicate")
+	r.Data["loom_duplicate_id"] = id
+	return r
+}
+
 func inferenceUnavailable(why string) error {
-	return &httpError{http.StatusServiceUnavailable, "INFERENCE_UNAVAILABLE",
-		"infer=true asks for memory extraction by a model, and " + why + ": send infer: false to store each message as written, " +
+	return &httpError{status: http.StatusServiceUnavailable, code: "INFERENCE_UNAVAILABLE",
+		msg: "infer=true asks for memory extraction by a model, and " + why + ": send infer: false to store each message as written, " +
 			"or set LOOM_MEM0_INFER=verbatim on the server to store messages as written whatever infer says"}
 }
 
@@ -193,8 +217,7 @@ func inferenceUnavailable(why string) error {
 // mem0's way: ADD for a new memory, UPDATE for a key revised, NONE for a fact a memory
 // already held (the id is that memory's), DELETE for a memory retired (forgotten or
 // superseded). Facts the pipeline dropped are not reported, as mem0 reports none.
-func (f *facade) addInferred(ctx context.Context, c *call, req addRequest, msgs []textMessage) (any, error) {
-	ns := f.namespaceOf(req.AppID)
+func (f *facade) addInferred(ctx context.Context, c *call, ns string, req addRequest, msgs []textMessage) (any, error) {
 	in := client.FromMessagesRequest{Identity: req.identity()}
 	for _, m := range msgs {
 		in.Messages = append(in.Messages, client.Message{Role: m.role, Content: m.text})

@@ -8,17 +8,21 @@
 package mem0
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/loopback"
+	"github.com/loomplane/loom/internal/memrow"
 )
 
 // Inference modes (LOOM_MEM0_INFER): what an add with infer=true does.
@@ -91,12 +95,26 @@ type call struct {
 	body []byte
 }
 
-// decode reads the JSON body into v; an empty body leaves v as it is.
+// decode reads the JSON body into v as strictly as the REST API reads its own
+// (httperr.DecodeBody: one JSON object of storable text, nothing after it, no unknown
+// or misspelt field), then again keeping numbers as sent; an empty body leaves v as it
+// is. A refusal names mem0's field, with the facade's 400.
 func (c *call) decode(v any) error {
-	if len(strings.TrimSpace(string(c.body))) == 0 {
+	if len(bytes.TrimSpace(c.body)) == 0 {
 		return nil
 	}
-	d := json.NewDecoder(strings.NewReader(string(c.body)))
+	if err := httperr.DecodeBody(c.body, reflect.New(reflect.TypeOf(v).Elem()).Interface()); err != nil {
+		var he *httperr.Error
+		var fe *memrow.FieldError
+		switch {
+		case errors.As(err, &he):
+			return &httpError{http.StatusBadRequest, he.Code, he.Message, he.Field}
+		case errors.As(err, &fe):
+			return &httpError{http.StatusBadRequest, fe.Code, fe.Message, fe.Field}
+		}
+		return badRequest("the body is not the JSON object this endpoint takes: %v", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(c.body))
 	d.UseNumber()
 	if err := d.Decode(v); err != nil {
 		return badRequest("the body is not the JSON object this endpoint takes: %v", err)
@@ -104,16 +122,17 @@ func (c *call) decode(v any) error {
 	return nil
 }
 
-// httpError is an answer the facade makes itself (not Loom's).
+// httpError is an answer the facade makes itself (not Loom's); field, when set, is the
+// mem0 field it is about.
 type httpError struct {
-	status    int
-	code, msg string
+	status           int
+	code, msg, field string
 }
 
 func (e *httpError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) error {
-	return &httpError{http.StatusBadRequest, "VALIDATION_FAILED", fmt.Sprintf(format, args...)}
+	return &httpError{http.StatusBadRequest, "VALIDATION_FAILED", fmt.Sprintf(format, args...), ""}
 }
 
 func (f *facade) serve(h func(context.Context, *call) (any, error)) http.HandlerFunc {
@@ -169,7 +188,7 @@ func writeFailure(w http.ResponseWriter, err error) {
 	}
 	switch {
 	case errors.As(err, &he):
-		writeError(w, he.status, he.code, he.msg)
+		writeFieldError(w, he.status, he.code, he.msg, he.field)
 	case errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, "VALIDATION_FAILED", fe.msg)
 	default:
@@ -178,9 +197,17 @@ func writeFailure(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeFieldError(w, status, code, msg, "")
+}
+
+func writeFieldError(w http.ResponseWriter, status int, code, msg, field string) {
+	body := map[string]any{"code": code, "message": msg, "retryable": false}
+	if field != "" {
+		body["field"] = field
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg, "retryable": false}})
+	json.NewEncoder(w).Encode(map[string]any{"error": body})
 }
 
 // ping is what MemoryClient calls first: any valid key answers ok.
@@ -193,10 +220,36 @@ func (f *facade) ping(ctx context.Context, c *call) (any, error) {
 	return map[string]any{"status": "ok", "message": "Loom's mem0 facade", "loom": map[string]any{"namespace": f.namespace}}, nil
 }
 
-// namespaceOf is the Loom namespace of an app_id.
-func (f *facade) namespaceOf(appID string) string {
+// namespaceOf is the Loom namespace of an app_id: checked here, by mem0's name, since
+// Loom would name its own field (and see the client's percent-encoding of a '/').
+func (f *facade) namespaceOf(appID string) (string, error) {
 	if appID == "" {
-		return f.namespace
+		return f.namespace, nil
 	}
-	return appID
+	if err := memrow.ValidateName("app_id", appID); err != nil {
+		return "", entityError(err, appID)
+	}
+	return appID, nil
+}
+
+// checkEntities checks the entity ids a request names, by mem0's names, as Loom checks
+// the identity fields they become.
+func checkEntities(e entities) error {
+	for _, id := range []struct{ field, v string }{{"user_id", e.UserID}, {"agent_id", e.AgentID}, {"run_id", e.RunID}} {
+		if id.v == "" {
+			continue
+		}
+		if err := memrow.ValidateIdentity(id.field, id.v); err != nil {
+			return entityError(err, id.v)
+		}
+	}
+	return nil
+}
+
+func entityError(err error, v string) error {
+	var fe *memrow.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return &httpError{http.StatusBadRequest, "VALIDATION_FAILED", fmt.Sprintf("%s %q %s", fe.Field, v, fe.Message), fe.Field}
 }

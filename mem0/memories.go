@@ -140,7 +140,14 @@ func (f *facade) deleteAll(ctx context.Context, c *call) (any, error) {
 	if e.none() {
 		return nil, badRequest("name at least one of user_id, agent_id, app_id, run_id: the facade does not delete a whole project")
 	}
-	a, err := c.loom.Clear(ctx, f.namespaceOf(e.AppID), client.ClearRequest{Agent: e.AgentID, UserID: e.UserID, SessionID: e.RunID})
+	if err := checkEntities(e); err != nil {
+		return nil, err
+	}
+	ns, err := f.namespaceOf(e.AppID)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.loom.Clear(ctx, ns, client.ClearRequest{Agent: e.AgentID, UserID: e.UserID, SessionID: e.RunID})
 	if err != nil {
 		return nil, err
 	}

@@ -101,3 +101,43 @@ func (e entities) identity() client.Identity {
 }
 
 func (e entities) none() bool { return e == entities{} }
+
+// The fields mem0's clients send that the facade takes and ignores (docs/mem0.md, "Left
+// out"), declared so that any other field is refused as unknown, as the REST API
+// refuses one.
+type (
+	clientIgnored struct {
+		OrgID        json.RawMessage `json:"org_id"`
+		ProjectID    json.RawMessage `json:"project_id"`
+		OutputFormat json.RawMessage `json:"output_format"`
+		Version      json.RawMessage `json:"version"`
+	}
+	addIgnored struct {
+		clientIgnored
+		CustomCategories        json.RawMessage `json:"custom_categories"`
+		CustomInstructions      json.RawMessage `json:"custom_instructions"`
+		AgentCustomInstructions json.RawMessage `json:"agent_custom_instructions"`
+		StructuredDataSchema    json.RawMessage `json:"structured_data_schema"`
+		Includes                json.RawMessage `json:"includes"`
+		Excludes                json.RawMessage `json:"excludes"`
+		AsyncMode               json.RawMessage `json:"async_mode"`
+		EnableGraph             json.RawMessage `json:"enable_graph"`
+	}
+	searchIgnored struct {
+		clientIgnored
+		Rerank        json.RawMessage `json:"rerank"`
+		KeywordSearch json.RawMessage `json:"keyword_search"`
+		Fields        json.RawMessage `json:"fields"`
+		LatestOnly    json.RawMessage `json:"latest_only"`
+		ShowExpired   json.RawMessage `json:"show_expired"`
+		ReferenceDate json.RawMessage `json:"reference_date"`
+		Source        json.RawMessage `json:"source"`
+		EnableGraph   json.RawMessage `json:"enable_graph"`
+	}
+	listIgnored struct {
+		clientIgnored
+		LatestOnly  json.RawMessage `json:"latest_only"`
+		ShowExpired json.RawMessage `json:"show_expired"`
+		EnableGraph json.RawMessage `json:"enable_graph"`
+	}
+)

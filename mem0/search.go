@@ -19,6 +19,7 @@ type searchRequest struct {
 	Threshold  json.Number    `json:"threshold"`
 	Metadata   map[string]any `json:"metadata"`
 	Categories []string       `json:"categories"`
+	searchIgnored
 }
 
 // filters is the request's filters with its top-level entity ids, metadata and
@@ -85,11 +86,18 @@ func (f *facade) search(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEntities(p.entities); err != nil {
+		return nil, err
+	}
+	ns, err := f.namespaceOf(p.AppID)
+	if err != nil {
+		return nil, err
+	}
 	ask := topK
 	if p.narrowsBeyondIdentity() {
 		ask = min(100, topK*4)
 	}
-	a, err := c.loom.Search(ctx, f.namespaceOf(p.AppID), client.SearchRequest{Query: req.Query, TopK: min(ask, 100),
+	a, err := c.loom.Search(ctx, ns, client.SearchRequest{Query: req.Query, TopK: min(ask, 100),
 		Agent: p.AgentID, UserID: p.UserID, SessionID: p.RunID})
 	if err != nil {
 		return nil, err
@@ -165,6 +173,7 @@ type listRequest struct {
 	StartDate  string   `json:"start_date"`
 	EndDate    string   `json:"end_date"`
 	Categories []string `json:"categories"`
+	listIgnored
 }
 
 // listAnswer is mem0's paginated envelope.
@@ -204,10 +213,17 @@ func (f *facade) list(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEntities(p.entities); err != nil {
+		return nil, err
+	}
+	ns, err := f.namespaceOf(p.AppID)
+	if err != nil {
+		return nil, err
+	}
 	var matched []record
 	o := client.ListOptions{Limit: 500, Identity: p.identity()}
 	for scanned := 0; ; {
-		a, err := c.loom.List(ctx, f.namespaceOf(p.AppID), o)
+		a, err := c.loom.List(ctx, ns, o)
 		if err != nil {
 			return nil, err
 		}

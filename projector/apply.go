@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/revisions"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // applyWithRetry applies a batch, retrying with backoff. A batch that has failed
@@ -21,7 +22,22 @@ import (
 // (isolate): the namespaces whose share applies are applied, the others' records are
 // recorded as failures, and the batch is done. An unreachable store is waited out,
 // however long: every namespace needs it.
-func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) error {
+//
+// Each record a traced write queued has a span in that write's trace, from the batch's
+// first attempt until it is applied (or recorded as a failure): each record produced
+// since Run started, so a replay of the topic (a reset, a new group) does not add
+// spans to old traces.
+func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) (err error) {
+	if tracing.On(p.tracer) {
+		var fresh []*kgo.Record
+		for _, r := range recs {
+			if !r.Timestamp.Before(p.runStart) {
+				fresh = append(fresh, r)
+			}
+		}
+		spans := tracing.StartProcess(ctx, p.tracer, "projector:"+p.cfg.Name, fresh)
+		defer func() { spans.EndAll(err) }()
+	}
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second

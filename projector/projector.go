@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
@@ -19,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // settings is what one projector runs with: the projector's section, the projection
@@ -85,6 +87,11 @@ type Projector struct {
 	batchTime *metrics.Histogram
 	batchRecs *metrics.Histogram
 	lag       *metrics.GaugeVec
+
+	// tracer traces the processing of each record a traced write queued, produced
+	// since runStart (when Run last started).
+	tracer   trace.Tracer
+	runStart time.Time
 }
 
 // New returns a projector of pipe's projection writing tables (the serving set, or a
@@ -95,7 +102,7 @@ func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, po
 	cfg := settings{Projector: section, Name: pipe.Projection, Topic: pipe.Topic, Tables: tables, Grace: pipe.ShutdownGrace,
 		FillWait: fillWaitFor(section.Interval)}
 	l := cfg.Name
-	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name), faults: faults,
+	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name), faults: faults, tracer: tracing.Tracer(nil),
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
 		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),
@@ -115,11 +122,16 @@ func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, po
 	}
 }
 
+// SetTracer traces the processing of each record that carries a trace context with t,
+// in that record's trace (nil: not traced). Call it before Run.
+func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
+
 // Run consumes with consumer, built with consumerOpts(cfg), until ctx ends. A batch
 // that cannot be written is retried with backoff and its offsets are not committed
 // meanwhile; one that keeps failing for some namespaces' records is split, and
 // those records are recorded as failures (applyWithRetry).
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
+	p.runStart = time.Now()
 	pace := newPacer(p.cfg.Interval, time.Now())
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and

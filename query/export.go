@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,8 +63,8 @@ func (s *Service) Export(ctx context.Context, p auth.Principal, userID string) (
 	if err := memrow.ValidateIdentity("user_id", userID); err != nil {
 		return nil, err
 	}
-	if p.ReadUserID != "" && p.ReadUserID != userID {
-		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "this token reads one user's memories; it exports only that user")
+	if err := p.RequireUser(userID, "a subject-access export"); err != nil {
+		return nil, err
 	}
 	tx, err := s.readTx(ctx)
 	if err != nil {

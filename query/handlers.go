@@ -133,13 +133,13 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleHistory(c *fiber.Ctx) error {
-	p, id, err := readKey(c)
+	_, id, err := readKey(c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.barrierRead(c)
+	ctx, cancel := s.pointRead(c)
 	defer cancel()
-	return send(c)(s.history(ctx, p, id))
+	return send(c)(s.history(ctx, id))
 }
 
 // listQueryOf reads a list's query string.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/revisions"
 )
 
 // versionView is one entry of a key's history.
@@ -53,48 +54,42 @@ type historyAnswer struct {
 	Versions  []versionView `json:"versions"`
 }
 
-// history is memory.history: every version of one key, oldest first, from ClickHouse
-// behind the barrier, so a write that answered is in it.
-func (s *Service) history(ctx context.Context, p auth.Principal, id memrow.Identity) (*historyAnswer, error) {
-	passed, err := s.barrier.Wait(ctx, p.Org, []string{id.Namespace})
-	if err != nil {
-		return nil, err
+// history is memory.history: every version of one key, oldest first, from the
+// journal on the authority (loom.memory_revisions), so a write that answered is in it
+// at once, with no wait for the projection. A redacted version is its scrubbed row; an
+// erased one is gone. The barrier reports the namespace's generation read in the same
+// round trip, and no wait.
+func (s *Service) history(ctx context.Context, id memrow.Identity) (*historyAnswer, error) {
+	var gen int64
+	var journal []revisions.Version
+	b := &pgx.Batch{}
+	generations.QueueRead(b, id.Org, id.Namespace, &gen)
+	revisions.QueueKeyVersions(b, id, &journal)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, httperr.Store("reading history", err)
 	}
-	rows, err := s.ch.Query(s.ch.Ctx(ctx), `SELECT version, seq, event_type, memory_id, memory_type, status, tombstone,
-			value, content_sha256, tags, reinforcement_count, actor, updated_at, redacted
-		FROM loom.memory_versions FINAL
-		PREWHERE org = ? AND namespace = ? AND agent = ? AND user_id = ? AND session_id = ? AND memory_key = ?
-		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
-	if err != nil {
-		return nil, chUnavailable("reading history", err)
-	}
-	defer rows.Close()
-	versions := []versionView{}
-	for rows.Next() {
-		var v versionView
-		var version uint64
-		var tomb, redacted uint8
-		var memoryID uuid.UUID
-		var value, status string
-		if err := rows.Scan(&version, &v.Seq, &v.Event, &memoryID, &v.MemoryType, &status, &tomb, &value,
-			&v.ContentSHA256, &v.Tags, &v.ReinforcementCount, &v.Actor, &v.UpdatedAt, &redacted); err != nil {
-			return nil, chUnavailable("reading history", err)
-		}
-		v.Version, v.VersionText, v.Tombstone = int64(version), memrow.VersionText(int64(version)), tomb == 1
-		v.MemoryID, v.Value, v.Redacted, v.Status = memoryID.String(), rawJSON(value), redacted == 1, memrow.Status(status)
-		if v.Tags == nil {
-			v.Tags = []string{}
-		}
-		versions = append(versions, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, chUnavailable("reading history", err)
-	}
-	if len(versions) == 0 {
+	if len(journal) == 0 {
 		return nil, httperr.NotFound("memory not found")
 	}
+	versions := make([]versionView, len(journal))
+	for i, j := range journal {
+		versions[i] = versionOf(j)
+	}
 	return &historyAnswer{MemoryKey: id.MemoryKey, Namespace: id.Namespace, Agent: id.Agent, UserID: id.UserID,
-		SessionID: id.SessionID, Versions: versions, Barrier: passed}, nil
+		SessionID: id.SessionID, Versions: versions, Barrier: Passed{Generations: map[string]int64{id.Namespace: gen}}}, nil
+}
+
+// versionOf is a journal version as history answers it.
+func versionOf(j revisions.Version) versionView {
+	r := j.Row
+	tags := r.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return versionView{Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: uint64(r.Seq), Event: j.Event,
+		MemoryID: r.MemoryID, MemoryType: r.MemoryType, Status: r.Status, Tombstone: r.Tombstone, Value: rawJSON(r.Value),
+		ContentSHA256: r.ContentSHA256, Tags: tags, ReinforcementCount: uint32(r.ReinforcementCount), Actor: r.Actor,
+		UpdatedAt: r.UpdatedAt, Redacted: r.Redacted}
 }
 
 // chUnavailable answers a ClickHouse that cannot be reached as a retryable 503, and a

@@ -1,6 +1,7 @@
-// Package query is Loom's read side: point reads answer from the Postgres heads
-// (read-your-writes at the commit); history and search read ClickHouse behind the
-// generation barrier, and every search hit is checked against its Postgres head.
+// Package query is Loom's read side: point reads answer from the Postgres heads and
+// history from the Postgres journal (read-your-writes at the commit); search and the
+// other reads of ClickHouse wait behind the generation barrier, and every search hit is
+// checked against its Postgres head.
 package query
 
 import (

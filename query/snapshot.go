@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,8 +77,8 @@ func (s *Service) Snapshot(ctx context.Context, p auth.Principal, ns string) (*S
 	if err := p.RequireAdmin("a namespace snapshot"); err != nil {
 		return nil, err
 	}
-	if p.ReadUserID != "" {
-		return nil, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, "a snapshot holds every user's memories; this token reads one user's")
+	if err := p.RequireEveryUser("a namespace snapshot"); err != nil {
+		return nil, err
 	}
 	tx, err := s.readTx(ctx)
 	if err != nil {

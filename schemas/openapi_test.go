@@ -15,7 +15,7 @@ import (
 	"testing"
 )
 
-// The spec is checked textually, so the module needs no YAML dependency: the layout
+// These tests read the spec as text (openapi_valid_test.go parses it): the layout
 // it relies on is two-space indentation, path keys at column 2 under a top-level
 // `paths:`, and operations at column 4 under their path.
 

@@ -59,7 +59,7 @@ Usage:
   loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
                         re-create topic records from the Postgres journal (a lost or
                         truncated topic) and queue them for the relay
-  loomd bench [--scenario set,lag,get,search,bulk,replay,parts|all] [--duration 5s] [--concurrency C,...]
+  loomd bench [--scenario set,lag,get,history,search,...|all] [--duration 5s] [--concurrency C,...]
               [--out results.json] [--search-sizes 10000,...] [--dir DIR]
                         measure Loom against same-run baselines (embedded stores in a temporary
                         directory, or the configured ones); markdown on stdout, JSON to --out

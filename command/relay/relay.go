@@ -24,11 +24,13 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // standbyRetry is how often a standby relay tries for the relay lock.
@@ -65,6 +67,9 @@ type Relay struct {
 	// retryAt holds a namespace back until its refused head's backoff has passed.
 	// Only Run's goroutine touches it; a restart forgets it and retries at once.
 	retryAt map[string]time.Time
+
+	// tracer traces the produce of each record a traced write queued.
+	tracer trace.Tracer
 }
 
 // New returns a relay; producer must be an idempotent kgo client (the kgo default)
@@ -79,11 +84,15 @@ func New(cfg config.Relay, pipe config.Pipeline, pool *pgxpool.Pool, producer *k
 		active:    reg.Gauge("loom_relay_active", "1 while this process holds the relay lock.").With(),
 		heldRows: reg.Gauge("loom_relay_held_rows",
 			"Outbox rows read but held back from the topic until the synchronous standbys flush them, by reason.", "reason"),
-		retryAt: map[string]time.Time{},
+		retryAt: map[string]time.Time{}, tracer: tracing.Tracer(nil),
 	}
 	r.resetHold()
 	return r
 }
+
+// SetTracer traces each produce of a record that carries a trace context with t, in
+// that record's trace (nil: not traced). Call it before Run.
+func (r *Relay) SetTracer(t trace.Tracer) { r.tracer = tracing.Tracer(t) }
 
 // ProducerOpts are the kgo options a relay's producer needs.
 func ProducerOpts() []kgo.Opt {

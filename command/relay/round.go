@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // outboxRow is a record waiting in the outbox.
@@ -92,7 +93,9 @@ func (r *Relay) retryRefused(ctx context.Context, rows []outboxRow) ([]outboxRow
 func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
 	rec, err := toRecord(row)
 	if err == nil {
+		spans := tracing.StartSend(ctx, r.tracer, []*kgo.Record{rec})
 		err = r.producer.ProduceSync(ctx, rec).FirstErr()
+		spans.End(rec, err)
 	}
 	if err == nil {
 		if err := r.deletePublished(ctx, []int64{row.ID}); err != nil {
@@ -152,10 +155,12 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 		rowOf[rec] = i
 	}
 	start := time.Now()
+	spans := tracing.StartSend(ctx, r.tracer, records)
 	// ProduceSync answers in the order the partitions answered, not in the order of
 	// its arguments: match each result to its row by the record it carries.
 	for _, res := range r.producer.ProduceSync(ctx, records...) {
 		errs[rowOf[res.Record]] = res.Err
+		spans.End(res.Record, res.Err)
 	}
 	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
 

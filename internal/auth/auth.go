@@ -126,6 +126,30 @@ type NewToken struct {
 	ExpiresAt *time.Time
 }
 
+// MaxNamespaces bounds the namespaces a token names: a wider token names none, which
+// reaches every namespace of its org.
+const MaxNamespaces = 100
+
+// MaxLifetime bounds how far ahead a token's expiry may lie: a token that should not
+// end is created without one.
+const MaxLifetime = 10 * 365 * 24 * time.Hour
+
+// Distinct is namespaces without repeats, in their first order (nil stays nil).
+func Distinct(namespaces []string) []string {
+	if namespaces == nil {
+		return nil
+	}
+	seen := make(map[string]bool, len(namespaces))
+	out := make([]string, 0, len(namespaces))
+	for _, ns := range namespaces {
+		if !seen[ns] {
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
 // Create stores a new token and returns its secret, which is shown once and never stored.
 func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Principal, err error) {
 	switch t.Role {
@@ -144,6 +168,10 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 		if err := memrow.ValidateName("namespace", ns); err != nil {
 			return "", p, err
 		}
+	}
+	t.Namespaces = Distinct(t.Namespaces)
+	if len(t.Namespaces) > MaxNamespaces {
+		return "", p, fmt.Errorf("a token names at most %d namespaces (leave them out for all of them)", MaxNamespaces)
 	}
 	if t.ExpiresAt != nil && !t.ExpiresAt.After(time.Now()) {
 		return "", p, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
@@ -327,6 +355,34 @@ func (p Principal) RequireWrite() error {
 func (p Principal) RequireAdmin(what string) error {
 	if p.Role != RoleAdmin {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied, what+" needs an admin token")
+	}
+	return nil
+}
+
+// A token bound to one user (ReadUserID) acts on that user's rows alone, whatever its
+// role: it reads, writes and erases them and no other user's. What necessarily acts
+// on every user's rows of a namespace (its policy, a blacklist and its sweep, a
+// restore, a rollback, a snapshot, a namespace's erasure) is refused to it.
+
+// ActsOn reports whether the token may read or change userID's rows.
+func (p Principal) ActsOn(userID string) bool { return p.ReadUserID == "" || p.ReadUserID == userID }
+
+// RequireUser is 403 for a token bound to a user other than userID, naming what it
+// tried.
+func (p Principal) RequireUser(userID, what string) error {
+	if !p.ActsOn(userID) {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			what+": this token acts on one user's memories, not on "+userID+"'s")
+	}
+	return nil
+}
+
+// RequireEveryUser is 403 for a token bound to one user, naming what acts on every
+// user's memories.
+func (p Principal) RequireEveryUser(what string) error {
+	if p.ReadUserID != "" {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			what+" acts on every user's memories; this token acts on one user's")
 	}
 	return nil
 }

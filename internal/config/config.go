@@ -42,6 +42,7 @@ type Config struct {
 	LLM         LLM      // LOOM_LLM_*: the model provider
 	Workers     Workers  // the workers role: the conflict resolver and the entity extractor
 	Adapters    Adapters // the MCP server and the mem0 facade
+	Tracing     Tracing  // OTEL_*: where every role's spans go (off without an endpoint)
 }
 
 // Boot is what a process does before it serves.
@@ -355,6 +356,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		SearchIndex: readSearchIndex(r),
 		LLM:         readLLM(r),
 		Adapters:    readAdapters(r),
+		Tracing:     readTracing(r),
 		LogLevel:    r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	c.Workers = readWorkers(r, c.LLM)
@@ -554,7 +556,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate())
 }
 
 // Validate checks the listener.

@@ -88,7 +88,7 @@ func TestRolesParseWithTheAPIAlias(t *testing.T) {
 }
 
 var (
-	configRow  = regexp.MustCompile("^\\| `(LOOM_[A-Z0-9_]+)` \\| ([^|]*) \\| [^|]+ \\|$")
+	configRow  = regexp.MustCompile("^\\| `((?:LOOM|OTEL)_[A-Z0-9_]+)` \\| ([^|]*) \\| [^|]+ \\|$")
 	loomString = regexp.MustCompile(`"(LOOM_[A-Z0-9_]+)"`)
 )
 
@@ -107,7 +107,7 @@ func TestConfigReferenceMatchesTheCode(t *testing.T) {
 		if strings.HasPrefix(line, "## ") {
 			inDev = strings.Contains(line, "Development")
 		}
-		if !strings.HasPrefix(line, "| `LOOM_") {
+		if !strings.HasPrefix(line, "| `LOOM_") && !strings.HasPrefix(line, "| `OTEL_") {
 			continue
 		}
 		m := configRow.FindStringSubmatch(line)

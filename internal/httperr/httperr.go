@@ -231,7 +231,8 @@ func classify(err error) *Error {
 		case http.StatusRequestEntityTooLarge:
 			return New(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "request body too large")
 		case http.StatusRequestHeaderFieldsTooLarge:
-			return New(http.StatusRequestHeaderFieldsTooLarge, CodeHeadersTooLarge, "request headers too large")
+			return New(http.StatusRequestHeaderFieldsTooLarge, CodeHeadersTooLarge,
+				"the request line and headers are too large (4 KB together): a long path is refused here too; a memory key is at most 256 bytes")
 		case http.StatusRequestTimeout:
 			return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Retryable: true, RetryAfter: time.Second,
 				Message: "the request was not received in time; send it again"}

@@ -27,12 +27,14 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/searchindex"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // Config tunes a follower.
@@ -54,6 +56,9 @@ type Config struct {
 	// (default 5 minutes). One is also written at once after a batch that erased,
 	// redacted or retired content (once the follower is warm), and when Run ends.
 	CheckpointInterval time.Duration
+	// Tracer traces the apply of each record a traced write queued, in that write's
+	// trace (nil: not traced).
+	Tracer trace.Tracer
 }
 
 func (c Config) withDefaults() Config {
@@ -66,6 +71,7 @@ func (c Config) withDefaults() Config {
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 5 * time.Minute
 	}
+	c.Tracer = tracing.Tracer(c.Tracer)
 	return c
 }
 
@@ -225,6 +231,7 @@ func (f *Follower) Run(ctx context.Context) error {
 // poll saw.
 type prepared struct {
 	recs        []*kgo.Record
+	spans       tracing.RecordSpans // from the poll until the apply
 	high        map[int32]int64
 	undecodable int64
 	spaces      *spaceRecords
@@ -273,6 +280,9 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 			f.log.Warn("index follower: fetch failed; retrying", "topic", topic, "partition", p, "err", err)
 		})
 		p := &prepared{recs: fetches.Records(), high: map[int32]int64{}}
+		if tracing.On(f.cfg.Tracer) {
+			p.spans = tracing.StartProcess(ctx, f.cfg.Tracer, "index", f.sinceStart(p.recs))
+		}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			p.high[fp.Partition] = max(p.high[fp.Partition], fp.HighWatermark)
 		})
@@ -292,6 +302,19 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 			return
 		}
 	}
+}
+
+// sinceStart returns the records that reached the topic after Run started: the
+// warm-up's (the topic's history, replayed at every start) do not join their old
+// traces again.
+func (f *Follower) sinceStart(recs []*kgo.Record) []*kgo.Record {
+	var out []*kgo.Record
+	for _, r := range recs {
+		if r.Offset >= f.target[r.Partition] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // restore loads the checkpoint in the directory, when it can resume on the topic as it
@@ -416,6 +439,7 @@ func (f *Follower) keysWithRetry(ctx context.Context, b *batch) (map[string][]by
 // apply applies a prepared batch to the index and keeps within the memory budget.
 func (f *Follower) apply(p *prepared) {
 	done := p.spaces.applyTo(f.index)
+	p.spans.EndAll(nil)
 	var evicted []searchindex.Space
 	if f.cfg.MaxBytes > 0 {
 		if evicted = f.index.Enforce(f.cfg.MaxBytes); len(evicted) > 0 {

@@ -465,10 +465,10 @@ func TestMetricsShowSpendWithoutTenantLabels(t *testing.T) {
 	}
 	text := b.String()
 	for _, want := range []string{
-		`loom_llm_cost_usd_total{purpose="extraction",model="model-extract"} 0.002`,
-		`loom_llm_tokens_total{purpose="extraction",model="model-extract",kind="prompt"} 1000`,
-		`loom_llm_attempts_total{purpose="extraction",model="other",outcome="transient"} 1`,
-		`loom_llm_attempts_total{purpose="extraction",model="other",outcome="ok"} 1`,
+		`loom_llm_cost_usd_total{model="model-extract",purpose="extraction"} 0.002`,
+		`loom_llm_tokens_total{kind="prompt",model="model-extract",purpose="extraction"} 1000`,
+		`loom_llm_attempts_total{model="other",outcome="transient",purpose="extraction"} 1`,
+		`loom_llm_attempts_total{model="other",outcome="ok",purpose="extraction"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, text)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -52,9 +53,9 @@ func TestCounterText(t *testing.T) {
 loom_events_total 3.5
 # HELP loom_http_requests_total HTTP requests.
 # TYPE loom_http_requests_total counter
-loom_http_requests_total{method="GET",code="200"} 3
-loom_http_requests_total{method="GET",code="404"} 1
-loom_http_requests_total{method="POST",code="500"} 1
+loom_http_requests_total{code="200",method="GET"} 3
+loom_http_requests_total{code="404",method="GET"} 1
+loom_http_requests_total{code="500",method="POST"} 1
 # HELP loom_idle_total Registered, never incremented.
 # TYPE loom_idle_total counter
 loom_idle_total 0
@@ -76,8 +77,10 @@ func TestCounterLargeAndFractional(t *testing.T) {
 	c2 := r.Counter("c2_total", "").With()
 	c2.Add(1234567)
 	c2.Add(math.Inf(1))
-	checkText(t, r, `# TYPE c2_total counter
+	checkText(t, r, `# HELP c2_total 
+# TYPE c2_total counter
 c2_total +Inf
+# HELP c_total 
 # TYPE c_total counter
 c_total 1.152921504607847e+18
 `)
@@ -152,8 +155,10 @@ func TestGaugeFuncMayUseRegistry(t *testing.T) {
 	c := r.Counter("a_total", "")
 	c.With().Add(3)
 	r.GaugeFunc("b", "", func() float64 { return c.With().Value() * 2 })
-	checkText(t, r, `# TYPE a_total counter
+	checkText(t, r, `# HELP a_total 
+# TYPE a_total counter
 a_total 3
+# HELP b 
 # TYPE b gauge
 b 6
 `)
@@ -221,7 +226,8 @@ func TestHistogramBuckets(t *testing.T) {
 	h.Observe(1)
 	h.Observe(math.Inf(1))
 	h.Observe(-3)
-	checkText(t, r, `# TYPE h histogram
+	checkText(t, r, `# HELP h 
+# TYPE h histogram
 h_bucket{le="1"} 2
 h_bucket{le="2"} 2
 h_bucket{le="+Inf"} 3
@@ -229,10 +235,10 @@ h_sum +Inf
 h_count 3
 `)
 
-	empty := r.Histogram("only_inf", "", []float64{}).With()
+	empty := r.Histogram("no_bounds", "", []float64{math.Inf(1)}).With()
 	empty.Observe(3)
-	if !strings.Contains(render(t, r), "only_inf_bucket{le=\"+Inf\"} 1\nonly_inf_sum 3\nonly_inf_count 1\n") {
-		t.Errorf("empty bucket list: want only +Inf bucket, got\n%s", render(t, r))
+	if !strings.Contains(render(t, r), "no_bounds_bucket{le=\"0.001\"} 0\n") {
+		t.Errorf("no bounds: want DefaultBuckets, got\n%s", render(t, r))
 	}
 
 	for name, bad := range map[string][]float64{
@@ -248,13 +254,15 @@ h_count 3
 
 func TestObserveSince(t *testing.T) {
 	r := NewRegistry()
-	h := r.Histogram("s", "", []float64{3600}).With()
+	h := r.Histogram("s", "", []float64{1, 3600}).With()
 	h.ObserveSince(time.Now().Add(-2 * time.Second))
-	if got := h.counts[0].Load(); got != 1 {
-		t.Fatalf("le=3600 count = %d, want 1", got)
+	out := render(t, r)
+	if !strings.Contains(out, "s_bucket{le=\"1\"} 0\ns_bucket{le=\"3600\"} 1\n") {
+		t.Fatalf("want the observation in le=3600 only, got\n%s", out)
 	}
-	if sum := math.Float64frombits(h.sum.Load()); sum < 2 || sum > 60 {
-		t.Errorf("sum = %v seconds, want about 2", sum)
+	var sum float64
+	if _, err := fmt.Sscanf(out[strings.Index(out, "s_sum ")+len("s_sum "):], "%g", &sum); err != nil || sum < 2 || sum > 60 {
+		t.Errorf("sum = %v seconds (%v), want about 2", sum, err)
 	}
 }
 
@@ -285,7 +293,8 @@ func TestSeriesKeyUnambiguous(t *testing.T) {
 	vals := []string{"p", "q"}
 	c.With(vals...).Inc()
 	vals[0] = "mutated" // the registry must not alias the caller's slice
-	checkText(t, r, `# TYPE k_total counter
+	checkText(t, r, `# HELP k_total 
+# TYPE k_total counter
 k_total{a="p",b="q"} 1
 k_total{a="x",b="y"} 1
 k_total{a="x",b="`+"\uFFFD"+`y"} 1
@@ -296,7 +305,7 @@ k_total{a="x`+"\uFFFD"+`",b="y"} 1
 func TestSortedOutput(t *testing.T) {
 	r := NewRegistry()
 	// Registered out of order; output is by family name, then by label
-	// values in label order (not by label name).
+	// values in label name order, label pairs by name (as the client sorts).
 	z := r.Gauge("zeta", "", "b", "a")
 	r.Counter("alpha_total", "").With().Inc()
 	r.GaugeFunc("mid", "", func() float64 { return 1 })
@@ -304,15 +313,18 @@ func TestSortedOutput(t *testing.T) {
 	z.With("1", "9").Set(2)
 	z.With("1", "10").Set(3)
 	z.With("10", "0").Set(4)
-	checkText(t, r, `# TYPE alpha_total counter
+	checkText(t, r, `# HELP alpha_total 
+# TYPE alpha_total counter
 alpha_total 1
+# HELP mid 
 # TYPE mid gauge
 mid 1
+# HELP zeta 
 # TYPE zeta gauge
-zeta{b="1",a="10"} 3
-zeta{b="1",a="9"} 2
-zeta{b="10",a="0"} 4
-zeta{b="2",a="1"} 1
+zeta{a="0",b="10"} 4
+zeta{a="1",b="2"} 1
+zeta{a="10",b="1"} 3
+zeta{a="9",b="1"} 2
 `)
 }
 
@@ -436,20 +448,6 @@ func TestWriteTextError(t *testing.T) {
 	r.Counter("a_total", "")
 	if err := r.WriteText(failWriter{}); err == nil || err.Error() != "boom" {
 		t.Errorf("err = %v, want boom", err)
-	}
-}
-
-func TestFormatFloat(t *testing.T) {
-	for f, want := range map[float64]string{
-		0: "0", 1: "1", -1: "-1", 0.1: "0.1", 2.5: "2.5", 1e6: "1e+06", 123456: "123456",
-		1e-5: "1e-05", math.Inf(1): "+Inf", math.Inf(-1): "-Inf", math.MaxFloat64: "1.7976931348623157e+308",
-	} {
-		if got := formatFloat(f); got != want {
-			t.Errorf("formatFloat(%v) = %q, want %q", f, got, want)
-		}
-	}
-	if got := formatFloat(math.NaN()); got != "NaN" {
-		t.Errorf("formatFloat(NaN) = %q", got)
 	}
 }
 

@@ -1,8 +1,9 @@
-// Package metrics is a small metrics registry that renders the Prometheus
-// text exposition format (version 0.0.4). It exists because the service may
-// not depend on the Prometheus client library; it covers only what Loom
-// needs: counters, gauges, gauge functions and histograms, each optionally
-// labelled.
+// Package metrics is Loom's metrics registry over the Prometheus client library
+// (github.com/prometheus/client_golang): counters, gauges, gauge functions and
+// histograms, each optionally labelled, rendered in the Prometheus text exposition
+// format (version 0.0.4). Call sites keep a small API of their own (With returns a
+// series they may keep; no client type leaks into a role), while the samples, their
+// exposition and the Go runtime and process collectors are the client's.
 //
 // There is no default registry: callers construct one with NewRegistry and
 // pass it around, so tests and embedded servers never share state.
@@ -14,11 +15,14 @@ package metrics
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
 )
 
 // ContentType is the Content-Type of the text WriteText renders.
@@ -27,53 +31,49 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // Registry holds metric families and renders them for a scrape. It is safe
 // for concurrent use.
 type Registry struct {
-	mu       sync.Mutex
-	families map[string]*family
+	prom *prometheus.Registry
+
+	mu sync.Mutex
 	// claimed maps every sample name a family emits (a histogram emits
 	// name_bucket, name_sum and name_count) to the family that owns it, so
-	// that two families can never produce the same series name.
+	// that two families can never produce the same series name: the client
+	// only finds such a clash at scrape time.
 	claimed map[string]string
-}
-
-// family is one registered metric: its header and a function that appends
-// its samples. The function reads the metric's current values, so a scrape
-// always sees live data.
-type family struct {
-	name, help, typ string
-	write           func(b *bytes.Buffer)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{
-		families: make(map[string]*family),
-		claimed:  make(map[string]string),
-	}
+	return &Registry{prom: prometheus.NewRegistry(), claimed: make(map[string]string)}
+}
+
+// RegisterRuntime adds the client's Go runtime collector (go_*: goroutines, GC,
+// memory) and process collector (process_*: CPU, resident memory, open file
+// descriptors).
+func (r *Registry) RegisterRuntime() {
+	r.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
 // Counter registers a counter family with the given label names. A counter
 // without labels is created at once, so it is exported as 0 before its
 // first increment rather than missing.
 func (r *Registry) Counter(name, help string, labels ...string) *CounterVec {
-	v := newVec(name, labels, newCounter)
-	r.register(name, help, "counter", labels, nil, func(b *bytes.Buffer) {
-		for _, s := range v.snapshot() {
-			writeSample(b, name, v.labels, s.values, "", s.m.Value())
-		}
-	})
-	return &CounterVec{v: v}
+	r.claim(name, labels, nil)
+	pv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	r.prom.MustRegister(pv)
+	return &CounterVec{v: newVec(name, labels, func(values []string) *Counter {
+		return &Counter{c: pv.WithLabelValues(values...)}
+	})}
 }
 
 // Gauge registers a gauge family with the given label names. Like Counter,
 // an unlabelled gauge is exported from the start.
 func (r *Registry) Gauge(name, help string, labels ...string) *GaugeVec {
-	v := newVec(name, labels, newGauge)
-	r.register(name, help, "gauge", labels, nil, func(b *bytes.Buffer) {
-		for _, s := range v.snapshot() {
-			writeSample(b, name, v.labels, s.values, "", s.m.Value())
-		}
-	})
-	return &GaugeVec{v: v}
+	r.claim(name, labels, nil)
+	pv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	r.prom.MustRegister(pv)
+	return &GaugeVec{v: newVec(name, labels, func(values []string) *Gauge {
+		return &Gauge{g: pv.WithLabelValues(values...)}
+	})}
 }
 
 // GaugeFunc registers an unlabelled gauge whose value is fn's result at
@@ -84,38 +84,31 @@ func (r *Registry) GaugeFunc(name, help string, fn func() float64) {
 	if fn == nil {
 		panic(fmt.Sprintf("metrics: GaugeFunc %q: nil function", name))
 	}
-	r.register(name, help, "gauge", nil, nil, func(b *bytes.Buffer) {
-		writeSample(b, name, nil, nil, "", fn())
-	})
+	r.claim(name, nil, nil)
+	r.prom.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 }
 
 // Histogram registers a histogram family. buckets are the inclusive upper
 // bounds, strictly ascending; the +Inf bucket is implicit (a trailing +Inf
-// is accepted and dropped). nil buckets mean DefaultBuckets. The label name
-// "le" is reserved for the bucket bound.
+// is accepted and dropped). nil or empty buckets mean DefaultBuckets. The
+// label name "le" is reserved for the bucket bound.
 func (r *Registry) Histogram(name, help string, buckets []float64, labels ...string) *HistogramVec {
 	bounds := checkBuckets(name, buckets)
-	les := make([]string, len(bounds)+1)
-	for i, ub := range bounds {
-		les[i] = formatFloat(ub)
-	}
-	les[len(bounds)] = "+Inf"
 	if slices.Contains(labels, "le") {
 		panic(fmt.Sprintf("metrics: histogram %q: label name \"le\" is reserved", name))
 	}
-	v := newVec(name, labels, func() *Histogram { return newHistogram(bounds) })
-	suffixes := []string{name + "_bucket", name + "_sum", name + "_count"}
-	r.register(name, help, "histogram", labels, suffixes, func(b *bytes.Buffer) {
-		for _, s := range v.snapshot() {
-			s.m.write(b, name, v.labels, s.values, les)
-		}
-	})
-	return &HistogramVec{v: v}
+	r.claim(name, labels, []string{name + "_bucket", name + "_sum", name + "_count"})
+	pv := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds}, labels)
+	r.prom.MustRegister(pv)
+	return &HistogramVec{v: newVec(name, labels, func(values []string) *Histogram {
+		return &Histogram{h: pv.WithLabelValues(values...)}
+	})}
 }
 
-// register validates the names and adds the family, panicking if it or any
-// sample name it emits is already taken.
-func (r *Registry) register(name, help, typ string, labels, extra []string, write func(*bytes.Buffer)) {
+// claim validates the names and claims name and the sample names in extra,
+// panicking if any is taken already. Names are held to the classic
+// Prometheus character sets, which every scraper and query language accepts.
+func (r *Registry) claim(name string, labels, extra []string) {
 	if !validMetricName(name) {
 		panic(fmt.Sprintf("metrics: invalid metric name %q", name))
 	}
@@ -139,47 +132,25 @@ func (r *Registry) register(name, help, typ string, labels, extra []string, writ
 	for _, n := range names {
 		r.claimed[n] = name
 	}
-	r.families[name] = &family{name: name, help: help, typ: typ, write: write}
 }
 
-// WriteText renders every family in the text exposition format: families
-// sorted by name, series sorted by label values. Families with labels but no
-// series yet are left out, as the Prometheus client does. The whole output
-// is built before anything is written, so w sees either a complete scrape or
+// WriteText renders every family in the text exposition format, as the
+// client gathers them: families sorted by name, series by their labels.
+// Families with labels but no series yet are left out. The whole output is
+// built before anything is written, so w sees either a complete scrape or
 // nothing.
 func (r *Registry) WriteText(w io.Writer) error {
-	// Copy the family list and release the lock before rendering: gauge
-	// functions may be slow and must not block registration or each other.
-	r.mu.Lock()
-	fams := make([]*family, 0, len(r.families))
-	for _, f := range r.families {
-		fams = append(fams, f)
+	families, err := r.prom.Gather()
+	if err != nil {
+		return fmt.Errorf("gather metrics: %w", err)
 	}
-	r.mu.Unlock()
-	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
-
-	var buf, samples bytes.Buffer
-	for _, f := range fams {
-		samples.Reset()
-		f.write(&samples)
-		if samples.Len() == 0 {
-			continue
+	var buf bytes.Buffer
+	for _, f := range families {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			return fmt.Errorf("render metric family %s: %w", f.GetName(), err)
 		}
-		if f.help != "" {
-			buf.WriteString("# HELP ")
-			buf.WriteString(f.name)
-			buf.WriteByte(' ')
-			helpEscaper.WriteString(&buf, f.help)
-			buf.WriteByte('\n')
-		}
-		buf.WriteString("# TYPE ")
-		buf.WriteString(f.name)
-		buf.WriteByte(' ')
-		buf.WriteString(f.typ)
-		buf.WriteByte('\n')
-		buf.Write(samples.Bytes())
 	}
-	_, err := w.Write(buf.Bytes())
+	_, err = w.Write(buf.Bytes())
 	return err
 }
 

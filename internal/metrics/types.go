@@ -1,17 +1,18 @@
 package metrics
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// DefaultBuckets are the histogram bounds used when none are given, the same
-// as the Prometheus client's: request latencies in seconds from 1ms to 10s.
+// DefaultBuckets are the histogram bounds used when none are given: request
+// latencies in seconds from 1ms to 10s (the client's own start at 5ms; these
+// keep the buckets Loom has always exported).
 var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // CounterVec is a counter family; With selects one series.
@@ -22,17 +23,10 @@ type CounterVec struct{ v *vec[Counter] }
 func (v *CounterVec) With(labelValues ...string) *Counter { return v.v.with(labelValues) }
 
 // Counter is a value that only goes up.
-type Counter struct {
-	// Whole-number increments go to n so that Inc is a single atomic add;
-	// anything else is added to the float64 bits in f with a CAS loop.
-	n atomic.Uint64
-	f atomic.Uint64
-}
-
-func newCounter() *Counter { return new(Counter) }
+type Counter struct{ c prometheus.Counter }
 
 // Inc adds 1.
-func (c *Counter) Inc() { c.n.Add(1) }
+func (c *Counter) Inc() { c.c.Inc() }
 
 // Add adds n, which must not be negative (or NaN): a counter that goes down
 // would be read by Prometheus as a reset.
@@ -40,18 +34,11 @@ func (c *Counter) Add(n float64) {
 	if !(n >= 0) {
 		panic(fmt.Sprintf("metrics: counter decreased by %v", -n))
 	}
-	// Below 2^53 every whole float64 converts to uint64 exactly.
-	if n < 1<<53 && n == math.Trunc(n) {
-		c.n.Add(uint64(n))
-		return
-	}
-	addFloat(&c.f, n)
+	c.c.Add(n)
 }
 
 // Value returns the current total.
-func (c *Counter) Value() float64 {
-	return float64(c.n.Load()) + math.Float64frombits(c.f.Load())
-}
+func (c *Counter) Value() float64 { return read(c.c).GetCounter().GetValue() }
 
 // GaugeVec is a gauge family; With selects one series.
 type GaugeVec struct{ v *vec[Gauge] }
@@ -61,28 +48,16 @@ type GaugeVec struct{ v *vec[Gauge] }
 func (v *GaugeVec) With(labelValues ...string) *Gauge { return v.v.with(labelValues) }
 
 // Gauge is a value that can go up and down.
-type Gauge struct{ bits atomic.Uint64 }
-
-func newGauge() *Gauge { return new(Gauge) }
+type Gauge struct{ g prometheus.Gauge }
 
 // Set sets the gauge to v.
-func (g *Gauge) Set(v float64) { g.bits.Store(math.Float64bits(v)) }
+func (g *Gauge) Set(v float64) { g.g.Set(v) }
 
 // Add adds v, which may be negative.
-func (g *Gauge) Add(v float64) { addFloat(&g.bits, v) }
+func (g *Gauge) Add(v float64) { g.g.Add(v) }
 
 // Value returns the current value.
-func (g *Gauge) Value() float64 { return math.Float64frombits(g.bits.Load()) }
-
-// addFloat atomically adds v to the float64 whose bits are in p.
-func addFloat(p *atomic.Uint64, v float64) {
-	for {
-		old := p.Load()
-		if p.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
+func (g *Gauge) Value() float64 { return read(g.g).GetGauge().GetValue() }
 
 // HistogramVec is a histogram family; With selects one series.
 type HistogramVec struct{ v *vec[Histogram] }
@@ -92,53 +67,38 @@ type HistogramVec struct{ v *vec[Histogram] }
 func (v *HistogramVec) With(labelValues ...string) *Histogram { return v.v.with(labelValues) }
 
 // Histogram counts observations into buckets.
-type Histogram struct {
-	bounds []float64 // shared by the family; never modified
-	// counts[i] counts observations in (bounds[i-1], bounds[i]]; the last
-	// element is the +Inf bucket. They are stored per bucket, not
-	// cumulatively, so Observe touches a single counter.
-	counts []atomic.Uint64
-	sum    atomic.Uint64 // float64 bits
-}
-
-func newHistogram(bounds []float64) *Histogram {
-	return &Histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
-}
+type Histogram struct{ h prometheus.Observer }
 
 // Observe records v. Bounds are inclusive: v equal to a bound counts in that
-// bound's bucket. NaN lands only in +Inf, as with the Prometheus client.
-func (h *Histogram) Observe(v float64) {
-	h.counts[sort.SearchFloat64s(h.bounds, v)].Add(1)
-	addFloat(&h.sum, v)
-}
+// bound's bucket. NaN lands only in +Inf.
+func (h *Histogram) Observe(v float64) { h.h.Observe(v) }
 
 // ObserveSince records the seconds elapsed since start.
-func (h *Histogram) ObserveSince(start time.Time) { h.Observe(time.Since(start).Seconds()) }
+func (h *Histogram) ObserveSince(start time.Time) { h.h.Observe(time.Since(start).Seconds()) }
 
-// write appends the series' _bucket, _sum and _count samples. _count is the
-// sum of the buckets read here, so it always equals the +Inf bucket even
-// while observations race with the scrape; _sum may lag or lead them by the
-// observations in flight.
-func (h *Histogram) write(b *bytes.Buffer, name string, labels, values, les []string) {
-	var cum uint64
-	for i := range h.counts {
-		cum += h.counts[i].Load()
-		writeCount(b, name+"_bucket", labels, values, les[i], cum)
+// read reads a series' current sample, for Value.
+func read(m prometheus.Metric) *dto.Metric {
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		panic(fmt.Sprintf("metrics: read %s: %v", m.Desc(), err))
 	}
-	writeSample(b, name+"_sum", labels, values, "", math.Float64frombits(h.sum.Load()))
-	writeCount(b, name+"_count", labels, values, "", cum)
+	return &out
 }
 
 // checkBuckets validates bucket bounds and returns a private copy, so that
 // later changes to the caller's slice (or to DefaultBuckets) cannot corrupt
 // the histogram.
 func checkBuckets(name string, buckets []float64) []float64 {
-	if buckets == nil {
+	if len(buckets) == 0 {
 		buckets = DefaultBuckets
 	}
 	b := slices.Clone(buckets)
 	if n := len(b); n > 0 && math.IsInf(b[n-1], +1) {
 		b = b[:n-1]
+	}
+	if len(b) == 0 {
+		// The client reads no bounds as its own defaults: say so with ours.
+		b = slices.Clone(DefaultBuckets)
 	}
 	for i, ub := range b {
 		if math.IsNaN(ub) || math.IsInf(ub, +1) || (i > 0 && !(b[i-1] < ub)) {

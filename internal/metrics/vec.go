@@ -12,7 +12,7 @@ import (
 type vec[T any] struct {
 	name   string
 	labels []string
-	newT   func() *T
+	newT   func(values []string) *T
 
 	mu     sync.RWMutex
 	series map[string]*series[T]
@@ -23,7 +23,9 @@ type series[T any] struct {
 	m      *T
 }
 
-func newVec[T any](name string, labels []string, newT func() *T) *vec[T] {
+// newVec returns a family's series; newT makes the series of the given label
+// values (the client's child for them) the first time they are used.
+func newVec[T any](name string, labels []string, newT func(values []string) *T) *vec[T] {
 	v := &vec[T]{
 		name:   name,
 		labels: slices.Clone(labels),
@@ -32,7 +34,7 @@ func newVec[T any](name string, labels []string, newT func() *T) *vec[T] {
 	}
 	if len(labels) == 0 {
 		// The single series of an unlabelled family exists from the start.
-		v.series[""] = &series[T]{m: newT()}
+		v.series[""] = &series[T]{m: newT(nil)}
 	}
 	return v
 }
@@ -55,8 +57,10 @@ func (v *vec[T]) with(values []string) *T {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if s = v.series[key]; s == nil {
-		// Copy: With's variadic slice may be the caller's own.
-		s = &series[T]{values: slices.Clone(clean), m: v.newT()}
+		// Copy: With's variadic slice may be the caller's own. The client keeps
+		// the copy too, so With's own argument never escapes (no allocation per call).
+		s = &series[T]{values: slices.Clone(clean)}
+		s.m = v.newT(s.values)
 		v.series[key] = s
 	}
 	return s.m
@@ -86,19 +90,4 @@ func seriesKey(values []string) (string, []string) {
 		return clean[0], clean
 	}
 	return strings.Join(clean, "\xff"), clean
-}
-
-// snapshot returns the current series sorted by label values. Values are
-// read by the caller after the lock is released; they are atomics.
-func (v *vec[T]) snapshot() []*series[T] {
-	v.mu.RLock()
-	out := make([]*series[T], 0, len(v.series))
-	for _, s := range v.series {
-		out = append(out, s)
-	}
-	v.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *series[T]) int {
-		return slices.Compare(a.values, b.values)
-	})
-	return out
 }

@@ -20,7 +20,8 @@ type Applied struct {
 // gapless rule. A record at or below the position was applied before (or withdrawn by an
 // erasure that jumped over it) and is skipped. Documents are ordered by version per
 // identity, so a record seen twice, or an older revision after a newer one, changes
-// nothing: what ReplacingMergeTree(version) keeps is what the index keeps.
+// nothing: what ReplacingMergeTree(version) keeps is what the index keeps (of one
+// version, the later seq: an amendment).
 func (s *space) apply(recs []Record) Applied {
 	seqs := make([]int64, 0, len(recs))
 	var jumps map[int64]bool
@@ -97,7 +98,7 @@ func (s *space) revise(r *Revision) int32 {
 		return -1
 	}
 	slot, found := s.find(r.Agent, r.UserID, r.SessionID, r.MemoryKey)
-	if found && s.docs[slot].version >= r.Version {
+	if found && !s.docs[slot].olderThan(r.Version, r.Seq) {
 		return -1
 	}
 	if !found {
@@ -181,7 +182,7 @@ func (s *space) retire(r *Revision, byID map[[16]byte]int32) {
 		return
 	}
 	slot, ok := byID[parseUUID(r.MemoryID)]
-	if !ok || s.docs[slot].version >= r.Version {
+	if !ok || !s.docs[slot].olderThan(r.Version, r.Seq) {
 		return
 	}
 	s.dropContent(slot)
@@ -218,4 +219,11 @@ func (s *space) erase(f Fence) {
 			s.remove(int32(slot))
 		}
 	}
+}
+
+// olderThan reports whether a revision at version and seq is newer than the document:
+// a higher version, or the same version at a later seq (the entity extractor amends a
+// version's metadata under a seq of its own, keeping the version).
+func (d *doc) olderThan(version, seq int64) bool {
+	return d.version < version || (d.version == version && d.seq < seq)
 }

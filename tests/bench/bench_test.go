@@ -83,6 +83,26 @@ func hasRow(s *bench.ScenarioResult, what, metric string) bool {
 	return false
 }
 
+// The history scenario reports memory.history beside a point read of the same keys in
+// the same run, judged against its gate (p50 ≤ 5× memory.get's).
+func TestHistoryScenarioReportsItBesideAPointRead(t *testing.T) {
+	n, url := env.API(t, nil)
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"history"}, Duration: 300 * time.Millisecond,
+		Concurrency: []int{2}, GetRows: 20, Progress: &progress})
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	rows := rep.Scenarios[0].Rows
+	if len(rows) != 4 || rows[0].Metric != "p50 ms" || rows[0].Baseline == nil || rows[0].Ratio == nil ||
+		!strings.HasPrefix(rows[0].Gate, "p50 ≤ 5× memory.get's: ") {
+		t.Fatalf("rows: %+v", rows)
+	}
+}
+
 // The extract scenario runs memory.set_from_messages against the scripted provider and
 // reports the pipeline's time beside a memory.bulk_set of the same facts, and its
 // round trips to the provider.

@@ -90,7 +90,8 @@ func TestBootMigrateOffWaitsForMigrations(t *testing.T) {
 	anon := testenv.NewClient(env.ServeURL(t, n), "")
 	c := testenv.NewClient(anon.URL, env.Token(t, n, auth.NewToken{Org: org}))
 	want := "pg:" + file
-	health := anon.Do(t, http.MethodGet, "/v1/health", nil).JSON(t)
+	operator := testenv.NewClient(anon.URL, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
+	health := operator.Do(t, http.MethodGet, "/v1/health", nil).JSON(t)
 	if p, _ := health["pending_migrations"].([]any); len(p) != 1 || p[0] != want {
 		t.Fatalf("health lists pending %v, want [%s]", health["pending_migrations"], want)
 	}

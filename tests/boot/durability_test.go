@@ -24,7 +24,7 @@ func TestSynchronousBootsWithItsStandbyAttached(t *testing.T) {
 	if logged.Contains("standby") {
 		t.Fatalf("boot with the standby attached warned:\n%s", logged)
 	}
-	c := testenv.NewClient(env.ServeURL(t, n), "")
+	c := env.Operator(t, env.ServeURL(t, n))
 	body := c.Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)
 	pgState := body["postgres"].(map[string]any)
 	rep, _ := pgState["replication"].(map[string]any)

@@ -21,7 +21,7 @@ func TestRelayHoldsATimedOutWriteUntilTheStandbyHoldsIt(t *testing.T) {
 	n, url := env.API(t, func(c *config.Config) { c.Command.WriteDeadline = 1500 * time.Millisecond })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	_, relayURL, _ := env.Serve(t, []string{string(config.RoleRelay)}, nil)
-	health := testenv.NewClient(relayURL, "")
+	health := env.Operator(t, relayURL)
 	ns := testenv.Unique(t, "held")
 	c.AppendOnly(t, ns)
 	published := func(seq int64) bool {

@@ -57,7 +57,8 @@ func TestQueryReplicaKilledMidLoadAnswersNothingStale(t *testing.T) {
 	if writes.counts["ok"] < 20 || before < 5 || searches.counts["ok"]-before < 5 {
 		t.Fatalf("too little load got through: writes %v, searches %v (%d ok before the restart was ready)", writes.counts, searches.counts, before)
 	}
-	h, err := c.at(replica.URL()).Health(context.Background())
+	operator := newCaller(loomdCLI(t, "token", "create", "--operator", "--name", "index test operator"))
+	h, err := operator.at(replica.URL()).Health(context.Background())
 	if err != nil || h.Index == nil || !h.Index.Warm || h.Index.Entries == 0 || h.Index.Namespaces < len(namespaces) {
 		t.Fatalf("the restarted replica's index: %+v %v", h.Index, err)
 	}

@@ -212,7 +212,7 @@ func TestIndexBudgetOverflowIsServedByClickHouse(t *testing.T) {
 	if namespaceReads(t, tc, "clickhouse") == 0 {
 		t.Fatal("the search did not read ClickHouse")
 	}
-	h, err := tc.Health(ctx)
+	h, err := env.Operator(t, url).Typed(t).Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

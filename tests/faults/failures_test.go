@@ -72,7 +72,7 @@ func TestAFailingNamespaceIsRecordedRepairedAndStopsNoOther(t *testing.T) {
 	}
 
 	// Counted where an operator looks.
-	health, err := testenv.NewClient(url, "").Typed(t).Health(context.Background(), "postgres")
+	health, err := env.Operator(t, url).Typed(t).Health(context.Background(), "postgres")
 	if err != nil || health.Postgres == nil || health.Postgres.ProjectionFailures == nil {
 		t.Fatalf("health: %v %+v", err, health)
 	}

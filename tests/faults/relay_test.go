@@ -162,7 +162,7 @@ func TestKafkaDownWritesCommitAndTheRelayDrainsInOrder(t *testing.T) {
 // seqsBehind is how many seqs the serving projection lacks, per /v1/health?include=lag.
 func seqsBehind(t *testing.T, c *testenv.Client) int64 {
 	t.Helper()
-	h, err := c.Typed(t).Health(context.Background(), "lag")
+	h, err := env.Operator(t, c.URL).Typed(t).Health(context.Background(), "lag")
 	if err != nil || h.Lag == nil || h.Lag.Error != "" {
 		t.Fatalf("health without lag: %v %+v", err, h)
 	}
@@ -172,7 +172,7 @@ func seqsBehind(t *testing.T, c *testenv.Client) int64 {
 // postgresHealth is /v1/health?include=postgres's postgres object.
 func postgresHealth(t *testing.T, c *testenv.Client) *typed.HealthPostgres {
 	t.Helper()
-	h, err := c.Typed(t).Health(context.Background(), "postgres")
+	h, err := env.Operator(t, c.URL).Typed(t).Health(context.Background(), "postgres")
 	if err != nil || h.Postgres == nil || h.Postgres.Error != "" {
 		t.Fatalf("health without postgres: %v %+v", err, h)
 	}

@@ -115,7 +115,7 @@ func TestResetToEarliestReplaysIntoIdenticalTables(t *testing.T) {
 		t.Fatalf("tables changed over the replay:\n before %v\n after  %v", before, after)
 	}
 	for _, m := range plan.Partitions {
-		series := fmt.Sprintf(`loom_projector_lag_records{projection="%s",partition="%d"}`, p, m.Partition)
+		series := fmt.Sprintf(`loom_projector_lag_records{partition="%d",projection="%s"}`, m.Partition, p)
 		if m.Current > 0 && !strings.Contains(metricsText(t, url), "\n"+series+" 0\n") {
 			t.Fatalf("/metrics lacks %s 0 once the replay caught up", series)
 		}

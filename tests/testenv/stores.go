@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/watermarks"
@@ -193,4 +194,15 @@ func TableSums(t testing.TB, conn *ch.Conn, org string, namespaces []string) map
 		out[table] = fmt.Sprintf("%d rows, sum %x", count, sum)
 	}
 	return out
+}
+
+// Operator returns a client of url acting as a new operator token: health's details
+// (?include=postgres,lag) are the operator's alone.
+func (e *Env) Operator(t testing.TB, url string) *Client {
+	t.Helper()
+	secret, _, err := auth.NewStore(e.PG(t)).Create(context.Background(), auth.NewToken{Role: auth.RoleOperator, Name: "test operator"})
+	if err != nil {
+		t.Fatalf("create an operator token: %v", err)
+	}
+	return NewClient(url, secret)
 }

@@ -25,8 +25,8 @@ type scriptedRelation struct {
 	Object    string `json:"object"`
 }
 
-// Rows written without entities get the model's entities and relations as a metadata
-// revision; "NYC" and "New York City" resolve to one entity of the namespace, named by
+// Rows written without entities get the model's entities and relations as an amendment
+// of the version written; "NYC" and "New York City" resolve to one entity of the namespace, named by
 // the row that stated it first; a row that declares its entities is never sent. The
 // graph folds the extracted facts like declared ones, and a second projection folding
 // the topic from earliest leaves the graph's tables identical; a replay of the

@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
@@ -33,6 +34,7 @@ import (
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/tracing"
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
@@ -57,6 +59,9 @@ type Process struct {
 	Command *command.Service
 	// Query is the read side, built when the process runs the query role.
 	Query *query.Service
+	// Tracing is the process's tracer provider: OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+	// names a collector, a no-op otherwise.
+	Tracing *tracing.Provider
 
 	// DeploymentID is the deployment both stores record (loom.authority, loom.storage_authority).
 	DeploymentID string
@@ -115,6 +120,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	cfg.Command.PeerReadDeadline = cfg.ClickHouse.ReadDeadline
 	cfg.Query.PointReadDeadline, cfg.Query.AfterBarrierDeadline = cfg.PG.ReadDeadline, cfg.ClickHouse.ReadDeadline
 	p := &Process{Cfg: cfg, Log: log, Metrics: metrics.NewRegistry()}
+	p.Metrics.RegisterRuntime()
 	for _, o := range opts {
 		o(&p.opts)
 	}
@@ -125,6 +131,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		}
 	}()
 	var err error
+	if p.Tracing, err = tracing.New(ctx, cfg.Tracing); err != nil {
+		return nil, err
+	}
 	p.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MinConns: cfg.PG.PoolMin, MaxConns: cfg.PG.PoolMax,
 		StatementTimeout: cfg.PG.StatementTimeout})
 	if err != nil {
@@ -169,7 +178,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
 			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()), command.WithWorkers(cfg.Workers),
-			command.WithRelayWaker(p.relayWake))
+			command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()))
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
@@ -365,6 +374,7 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	rcfg := p.Cfg.Relay
 	rcfg.WaitForStandbys = p.Cfg.PG.Durability == config.DurabilitySynchronous
 	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
+	r.SetTracer(p.tracer())
 	p.relay.Store(r)
 	if p.relayWake != nil {
 		defer p.relayWake.WakeLocal(func() bool { wake.Wake(); return r.Holding() })()
@@ -377,6 +387,7 @@ func (p *Process) RunRelay(ctx context.Context) error {
 // paused, and its repair pass every LOOM_PROJECTOR_REPAIR_INTERVAL_MS.
 func (p *Process) RunProjector(ctx context.Context) error {
 	pr := projector.New(p.Cfg.Projector, p.Cfg.Pipeline, tableset.Serving(), p.PG, p.CH, p.Metrics, p.Log, p.opts.projectorFaults)
+	pr.SetTracer(p.tracer())
 	return p.projector.Run(ctx, pr, p.Cfg.Kafka.Brokers)
 }
 
@@ -389,8 +400,19 @@ func (p *Process) pauseProjector(ctx context.Context, name string) (resume func(
 	return p.projector.Pause(ctx)
 }
 
-// Close stops the index's graph builds and releases the stores.
+// tracer is the tracer every role of the process traces with.
+func (p *Process) tracer() trace.Tracer { return p.Tracing.Tracer("github.com/loomplane/loom") }
+
+// Close flushes the spans, stops the index's graph builds and releases the stores.
 func (p *Process) Close() {
+	if p.Tracing != nil {
+		// The spans still buffered go out before the process ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.Tracing.Shutdown(ctx); err != nil {
+			p.Log.Warn("cannot export the last spans", "err", err)
+		}
+		cancel()
+	}
 	if p.index != nil {
 		p.index.index.Close()
 	}

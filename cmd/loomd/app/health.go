@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -28,27 +27,26 @@ func (p *Process) registerHealth(app *fiber.App) {
 	projector.RegisterHealthGauges(p.Metrics, p.PG, p.Cfg.Pipeline.Projection)
 }
 
-// handleHealth is liveness plus what the process is: it answers while the process
-// runs, whatever the stores do (pending_migrations is the last known list, not read
-// anew). ?include=postgres adds the outbox's and the synchronous standbys' state and
-// the serving projection's recorded failures, and ?include=lag how far the serving
-// projection is behind (comma separated for both). Those are counts: only the
-// operator's token (`loomd token create --operator`) also sees which namespaces of
-// which orgs are behind, and the stores' own error texts. A token that is wrong is
-// 401; one that cannot be checked now gets the anonymous answer.
+// handleHealth is liveness: it answers while the process runs, whatever the stores
+// do. To anyone but the deployment's operator it answers {"status": "ok"} and nothing
+// else, ?include or not: what the process is and how its stores fare (its deployment,
+// versions, index, outbox, replication, lag) is the operator's to read. The operator's
+// token (`loomd token create --operator`) gets what the process is, pending_migrations
+// (the last known list, not read anew), and with ?include=postgres the outbox's and
+// the synchronous standbys' state and the serving projection's recorded failures, with
+// ?include=lag how far the serving projection is behind and where (comma separated for
+// both). A token that is wrong is 401; one that cannot be checked now gets the
+// anonymous answer.
 func (p *Process) handleHealth(c *fiber.Ctx) error {
 	viewer, _, err := p.Tokens.Optional(c)
 	var he *httperr.Error
 	if errors.As(err, &he) && he.Status == http.StatusUnauthorized {
 		return err
 	}
-	operator := err == nil && viewer.Operator()
-	failed := func(err error) fiber.Map {
-		if operator {
-			return fiber.Map{"error": err.Error()}
-		}
-		return fiber.Map{"error": "unavailable"}
+	if err != nil || !viewer.Operator() {
+		return c.JSON(fiber.Map{"status": "ok"})
 	}
+	failed := func(err error) fiber.Map { return fiber.Map{"error": err.Error()} }
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
@@ -95,13 +93,10 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		}
 	}
 	if slices.Contains(include, "lag") {
-		switch lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); {
-		case err != nil:
+		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
 			body["lag"] = failed(err)
-		case operator:
+		} else {
 			body["lag"] = lag
-		default:
-			body["lag"] = fiber.Map{"namespaces_behind": lag.NamespacesBehind, "seqs_behind": lag.SeqsBehind}
 		}
 	}
 	return c.JSON(body)
@@ -111,7 +106,9 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 // carries is applied and the search index (when the process holds one) is warm; a load
 // balancer sends no traffic before that. Each store is asked on its own, at once,
 // within its own timeout: one that does not answer is the one reported failing, never
-// the other.
+// the other. A failing check answers a stable code (POSTGRES_UNAVAILABLE,
+// CLICKHOUSE_UNAVAILABLE, INDEX_WARMING), never the driver's text, which names
+// addresses: that goes to the log.
 func (p *Process) handleReady(c *fiber.Ctx) error {
 	var pgErr, chErr error
 	var wg sync.WaitGroup
@@ -130,11 +127,15 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	wg.Wait()
 	checks := fiber.Map{}
 	ready := true
-	for name, err := range map[string]error{"postgres": pgErr, "clickhouse": chErr} {
-		if err != nil {
-			checks[name], ready = err.Error(), false
+	for _, st := range []struct {
+		name, code string
+		err        error
+	}{{"postgres", httperr.CodePostgresDown, pgErr}, {"clickhouse", httperr.CodeClickHouseDown, chErr}} {
+		if st.err != nil {
+			checks[st.name], ready = st.code, false
+			p.Log.Warn("readiness: a store does not answer", "store", st.name, "err", st.err)
 		} else {
-			checks[name] = "ok"
+			checks[st.name] = "ok"
 		}
 	}
 	// A process warming its index would answer its searches and judge its writes behind:
@@ -143,7 +144,7 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 		if h.Warm {
 			checks["index"] = "warm"
 		} else {
-			checks["index"], ready = fmt.Sprintf("warming: %d of %d records applied", h.Applied, h.Target), false
+			checks["index"], ready = codeIndexWarming, false
 		}
 	}
 	pending := p.migrations.Last()
@@ -161,6 +162,10 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	}
 	return c.Status(status).JSON(fiber.Map{"ready": ready, "checks": checks, "pending_migrations": pending})
 }
+
+// codeIndexWarming is readiness's check of an index that has not yet applied the topic
+// as it stood at the process's start.
+const codeIndexWarming = "INDEX_WARMING"
 
 // readyTimeout bounds each of a readiness probe's checks.
 const readyTimeout = 3 * time.Second

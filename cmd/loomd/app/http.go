@@ -13,7 +13,8 @@ import (
 	"github.com/loomplane/loom/mem0"
 )
 
-// newHTTP mounts the process's routes. Health and metrics come first and end their
+// newHTTP mounts the process's routes. A compressed body is decoded first, within the
+// body limit, for every route (the adapters' too). Health and metrics come first and end their
 // chain, so the migration gate never holds them back: every process answers them,
 // whatever its roles. The operator routes authenticate on their own; the memory
 // routes of both sides share one /v1 group and one authentication.
@@ -27,6 +28,10 @@ func (p *Process) newHTTP() *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 	})
+	if p.Cfg.Tracing.On() {
+		app.Use(traceRequests(p.tracer()))
+	}
+	app.Use(httperr.DecodeContent(p.Cfg.HTTP.BodyLimitBytes))
 	p.registerHealth(app)
 	p.registerAdmin(app)
 	data := app.Group("", p.refuseUntilMigrated)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -90,6 +91,11 @@ func newTokenOf(org string, req tokenRequest, now time.Time) (auth.NewToken, err
 	if req.Namespaces != nil && len(req.Namespaces) == 0 {
 		return t, httperr.Validation("namespaces", "namespaces must name at least one namespace, or be left out for all of them")
 	}
+	// A repeat adds no reach: stored once. A list past the bound is refused, not cut.
+	t.Namespaces = auth.Distinct(req.Namespaces)
+	if len(t.Namespaces) > auth.MaxNamespaces {
+		return t, httperr.Validation("namespaces", fmt.Sprintf("namespaces names at most %d distinct namespaces; leave it out for all of them", auth.MaxNamespaces))
+	}
 	if req.ReadUserID != "" {
 		if err := memrow.ValidateIdentity("read_user_id", req.ReadUserID); err != nil {
 			return t, err
@@ -99,13 +105,17 @@ func newTokenOf(org string, req tokenRequest, now time.Time) (auth.NewToken, err
 	case req.ExpiresAt != nil && req.TTLSeconds != nil:
 		return t, httperr.Validation("ttl_seconds", "send expires_at or ttl_seconds, not both")
 	case req.TTLSeconds != nil:
-		if *req.TTLSeconds <= 0 {
-			return t, httperr.Validation("ttl_seconds", "ttl_seconds must be positive")
+		// Checked before it is a duration, which a huge one overflows into the past.
+		if *req.TTLSeconds <= 0 || *req.TTLSeconds > int64(auth.MaxLifetime/time.Second) {
+			return t, httperr.Validation("ttl_seconds", fmt.Sprintf("ttl_seconds must be 1 to %d (ten years); leave it out for a token that does not expire",
+				int64(auth.MaxLifetime/time.Second)))
 		}
 		at := now.Add(time.Duration(*req.TTLSeconds) * time.Second).UTC()
 		t.ExpiresAt = &at
 	case req.ExpiresAt != nil && !req.ExpiresAt.After(now):
 		return t, httperr.Validation("expires_at", "expires_at must lie in the future")
+	case req.ExpiresAt != nil && req.ExpiresAt.After(now.Add(auth.MaxLifetime)):
+		return t, httperr.Validation("expires_at", "expires_at must lie within ten years; leave it out for a token that does not expire")
 	}
 	return t, nil
 }

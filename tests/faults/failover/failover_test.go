@@ -128,7 +128,7 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	t.Logf("%d writes timed out waiting for the standby; all are committed and visible on the primary alone", len(timedOut))
 
 	// The relay reads them and holds them back, saying why.
-	health := testenv.NewClient(url, "")
+	health := env.Operator(t, url)
 	var held map[string]any
 	testenv.Eventually(t, 30*time.Second, "the relay to report the rows it holds back", func() bool {
 		pgState, _ := health.Do(t, http.MethodGet, "/v1/health?include=postgres", nil).JSON(t)["postgres"].(map[string]any)
