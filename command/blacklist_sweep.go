@@ -219,7 +219,7 @@ func (s *Service) tombstoneMatches(ctx context.Context, p auth.Principal, ns str
 // headPage reads up to n heads of the namespace after the identity after, in key
 // order; liveOnly leaves out deleted heads.
 func (s *Service) headPage(ctx context.Context, org, ns string, after memrow.Identity, n int, liveOnly bool) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT row FROM loom.memory_current
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current
 		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, $4, $5, $6)
 		  AND (NOT $7 OR NOT (row->>'tombstone')::boolean)
 		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, n),

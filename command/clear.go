@@ -102,7 +102,7 @@ const clearScope = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND 
 	AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean`
 
 func (s *Service) clearHeads(ctx context.Context, org, ns string, req clearRequest) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT row FROM loom.memory_current WHERE %s AND NOT (row->>'locked')::boolean
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current WHERE %s AND NOT (row->>'locked')::boolean
 		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, clearScope, clearBatch), org, ns, req.Agent, req.UserID, req.SessionID)
 	if err != nil {
 		return nil, err

@@ -239,9 +239,13 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 			// The seqs of the plans left out go back: a namespace's seqs have no holes.
 			generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
 		}
+		refKey, err := s.userRefs.Key(ctx, lead.org)
+		if err != nil {
+			return nil, err
+		}
 		for _, p := range admitted {
 			for _, pr := range p.rows {
-				rec, err := s.encode(pr, p)
+				rec, err := s.encode(pr, p, refKey)
 				if err != nil {
 					return nil, err
 				}
@@ -521,7 +525,7 @@ func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
 }
 
 // gapSQL reads the revisions committed after a seq, in seq order, at most a limit.
-const gapSQL = `SELECT seq, row FROM loom.memory_revisions
+const gapSQL = `SELECT seq, ` + heads.Row + ` FROM loom.memory_revisions
 	WHERE org = $1 AND namespace = $2 AND seq > $3 ORDER BY seq LIMIT $4`
 
 // queueGap queues the read of the revisions committed after seq, at most limit, into gap.
@@ -587,13 +591,14 @@ type record struct {
 	dataKey []byte
 	value   []byte
 	headers []byte
-	payload []byte // the head row as JSON
+	payload []byte // the head row as JSON, without its text
+	sealed  []byte // the row's text sealed at rest (heads.AtRest)
 	audit   []byte
 }
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(p *pending, plan *commitPlan) (*record, error) {
+func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*record, error) {
 	requestID := plan.requestID
 	row := p.row
 	if row.Tags == nil {
@@ -610,12 +615,12 @@ func (s *Service) encode(p *pending, plan *commitPlan) (*record, error) {
 		prev = p.prevVersion
 	}
 	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
-		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors,
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
 		traceparent: plan.traceparent, tracestate: plan.tracestate}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}
-	payload, err := json.Marshal(row)
+	payload, sealed, err := heads.AtRest(row, dataKey)
 	if err != nil {
 		return nil, err
 	}
@@ -629,24 +634,25 @@ func (s *Service) encode(p *pending, plan *commitPlan) (*record, error) {
 		return nil, err
 	}
 	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
-		headers: headers, payload: payload, audit: audit}, nil
+		headers: headers, payload: payload, sealed: sealed, audit: audit}, nil
 }
 
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
-			content_sha256, row, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			content_sha256, row, sealed, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $12)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
 			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, expires_at = EXCLUDED.expires_at, updated_at = now()`,
+			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
+			expires_at = EXCLUDED.expires_at, updated_at = now()`,
 		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
-		row.ContentSHA256, rec.payload, row.ExpiresAt)
+		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
-			memory_id, version, content_sha256, status, row, audit)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+			memory_id, version, content_sha256, status, row, audit, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit)
+		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
 	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
 		row.Org, row.Namespace, row.Seq, rec.dataKey)
 	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,

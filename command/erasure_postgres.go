@@ -185,13 +185,16 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 				return nil
 			})
 	}
-	kind := events.ErasureScopeNamespace
+	kind, userRef := events.ErasureScopeNamespace, ""
 	if sg.Scope.UserID != "" {
 		kind = events.ErasureScopeUser
+		if userRef, err = s.userRefs.Ref(ctx, sg.Org, sg.Scope.UserID); err != nil {
+			return nil, err
+		}
 	}
 	env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(sg.Org, ns, fence), Type: events.TypeErased,
 		Org: sg.Org, Namespace: ns, Seq: fence, CommittedAt: s.now().UTC(),
-		Erasure: &events.Erasure{ID: sg.ID, Scope: kind, UserID: sg.Scope.UserID, Purge: sg.Purge, Generation: fence, Withdrawn: withdrawn}}
+		Erasure: &events.Erasure{ID: sg.ID, Scope: kind, UserRef: userRef, Purge: sg.Purge, Generation: fence, Withdrawn: withdrawn}}
 	if err := s.queueGenerationRecord(b, env); err != nil {
 		return nil, err
 	}

@@ -207,7 +207,7 @@ const maxCategories = 50
 // its heads: the taxonomy the extractor tags facts from. A head stored with no tags
 // list (a JSON null, written before migration 058 repaired them) counts as none.
 func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
-	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT `+heads.Row+` AS row FROM loom.memory_current WHERE org = $1 AND namespace = $2
 			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h,
 			jsonb_array_elements_text(CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END) t
 		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, st.p.Org, st.ns, maxCategories)
@@ -352,7 +352,7 @@ func (s *Service) subjectHeads(ctx context.Context, st *extractState, where stri
 	n := len(args) + 3
 	all := append([]any{st.p.Org, st.ns}, args...)
 	all = append(all, st.subjectUser())
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
 		AND ($%d = '' OR user_id = $%d) LIMIT %d`, where, n, n, maxEchoRows), all...)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (s *Service) requestRecord(q extractqueue.Queued) (outbox.Record, error) {
 	if err := json.Unmarshal(q.Payload, &sealed); err != nil {
 		return outbox.Record{}, fmt.Errorf("decode the sealed request %s: %w", q.QueueID, err)
 	}
-	r := &events.ExtractionRequest{Version: events.EnvelopeVersion, Type: events.TypeExtractionRequested, Org: q.Org,
+	r := &events.ExtractionRequest{Version: events.ExtractionEnvelopeVersion, Type: events.TypeExtractionRequested, Org: q.Org,
 		Namespace: q.Namespace, QueueID: q.QueueID, Agent: q.Agent, UserID: q.UserID, SessionID: q.SessionID,
 		RequestedAt: q.CreatedAt, Attempt: q.Records, Sealed: &sealed}
 	value, err := events.EncodeExtraction(r)

@@ -18,6 +18,8 @@ type revisionRecord struct {
 	vector       []float32
 	keyVector    []float32
 	chunkVectors [][]float32
+	// userRefKey is the org's user reference key (events.UserRef).
+	userRefKey []byte
 	// The trace context of the request that wrote it (tracing.Context): the record's
 	// ce_traceparent and ce_tracestate. "": none.
 	traceparent, tracestate string
@@ -29,10 +31,15 @@ type revisionRecord struct {
 func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, headers []byte, err error) {
 	row := r.row
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
+	userRef, err := events.UserRef(r.userRefKey, row.UserID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("name the revision's user: %w", err)
+	}
 	sealed, err := events.Seal(dataKey, recordID, &events.Content{
 		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations,
 		Embedding: r.vector, KeyEmbedding: r.keyVector, ChunkEmbeddings: vectors(r.chunkVectors),
+		UserID: row.UserID, ContentSHA256: row.ContentSHA256,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("seal revision content: %w", err)
@@ -40,7 +47,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	env := &events.Envelope{
 		Version: events.EnvelopeVersion, ID: recordID, Type: r.event,
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: revisionOf(row, r.op, r.prevVersion, r.requestID),
+		Revision: revisionOf(row, userRef, r.op, r.prevVersion, r.requestID),
 		Sealed:   sealed,
 	}
 	value, err = events.Encode(env)
@@ -54,13 +61,14 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	return value, headers, nil
 }
 
-// revisionOf is the plain fields of a revision's row as the topic carries them.
-func revisionOf(row *memrow.Row, op string, prevVersion int64, requestID string) *events.Revision {
+// revisionOf is the plain fields of a revision's row as the topic carries them: the
+// user by userRef, the content digest only sealed.
+func revisionOf(row *memrow.Row, userRef, op string, prevVersion int64, requestID string) *events.Revision {
 	return &events.Revision{
 		Op: op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
-		Agent: row.Agent, UserID: row.UserID, SessionID: row.SessionID,
+		Agent: row.Agent, UserRef: userRef, SessionID: row.SessionID,
 		MemoryType: row.MemoryType, Status: string(row.Status), Tombstone: row.Tombstone,
-		ContentSHA256: row.ContentSHA256, Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
+		Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount,
 		Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
 		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
 		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: string(row.Sensitivity), ValidAt: row.ValidAt, ValidTo: row.ValidTo,

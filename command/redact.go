@@ -163,17 +163,21 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev); err != nil {
 			return fmt.Errorf("read the version before the redacted one: %w", err)
 		}
-		env, err := redactionRecord(named.row, prev, redacted, p.Actor(), requestID, seq, now)
+		refKey, err := s.userRefs.Key(ctx, id.Org)
+		if err != nil {
+			return err
+		}
+		env, err := redactionRecord(named.row, refKey, prev, redacted, p.Actor(), requestID, seq, now)
 		if err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
 		// The named version takes this redaction's time; a copy keeps its first.
-		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb,
+		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
 			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbedFields, seqs, named.seq)
 		if lineage[len(lineage)-1].version == head.Version {
-			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, updated_at = now()
+			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
 				id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbedFields)
 		}
@@ -207,7 +211,7 @@ const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": 
 
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, row FROM loom.memory_revisions
+	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
 		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {
@@ -228,7 +232,7 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 // redactionRecord is the memory.redacted record: the named version's plain fields,
 // the versions scrubbed, and no content (an empty body sealed under a key nobody
 // keeps, as the envelope requires a sealed body on a revision type).
-func redactionRecord(named *memrow.Row, prev int64, versions []int64, actor, requestID string, seq int64, now time.Time) (*events.Envelope, error) {
+func redactionRecord(named *memrow.Row, userRefKey []byte, prev int64, versions []int64, actor, requestID string, seq int64, now time.Time) (*events.Envelope, error) {
 	recordID := events.RecordID(named.Org, named.Namespace, seq)
 	key, err := events.NewDataKey()
 	if err != nil {
@@ -238,7 +242,11 @@ func redactionRecord(named *memrow.Row, prev int64, versions []int64, actor, req
 	if err != nil {
 		return nil, fmt.Errorf("seal the redaction record: %w", err)
 	}
-	rev := revisionOf(named, "memory.redact", prev, requestID)
+	userRef, err := events.UserRef(userRefKey, named.UserID)
+	if err != nil {
+		return nil, fmt.Errorf("name the redaction's user: %w", err)
+	}
+	rev := revisionOf(named, userRef, "memory.redact", prev, requestID)
 	rev.Actor = actor
 	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeRedacted,
 		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,

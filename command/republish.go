@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -172,7 +173,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if from > to {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT r.row, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
+	rows, err := q.Query(ctx, `SELECT `+heads.RowOf("r")+`, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
 			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
 				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
 				  AND p.session_id = r.session_id AND p.memory_key = r.memory_key AND p.version < r.version), 0)
@@ -219,10 +220,15 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if err != nil {
 		return nil, err
 	}
+	refKey, err := s.userRefs.Key(ctx, org)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]outboxEntry, 0, len(revs))
 	for i, j := range revs {
 		key := j.dataKey
-		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID}
+		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
+			userRefKey: refKey}
 		if w := embedded[i]; w != nil {
 			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors
 		}

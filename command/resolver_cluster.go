@@ -124,7 +124,7 @@ func (s *Service) headOfID(ctx context.Context, org, ns, id string) (*memrow.Row
 
 // keyElsewhere reads the judged row's key held by other sessions of its user.
 func (s *Service) keyElsewhere(ctx context.Context, judged *memrow.Row) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT row FROM loom.memory_current
+	rows, err := s.pool.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current
 		WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND user_id = $4 AND session_id <> $5`,
 		judged.Org, judged.Namespace, judged.MemoryKey, judged.UserID, judged.SessionID)
 	if err != nil {

@@ -251,7 +251,7 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
 	}
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (r.agent, r.user_id, r.session_id, r.memory_key)
-			r.agent, r.user_id, r.session_id, r.memory_key, r.row
+			r.agent, r.user_id, r.session_id, r.memory_key, `+heads.RowOf("r")+`
 		FROM loom.memory_revisions r
 		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
 		  ON r.agent = k.agent AND r.user_id = k.user_id AND r.session_id = k.session_id AND r.memory_key = k.memory_key

@@ -26,6 +26,7 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/searchindex"
 	"github.com/loomplane/loom/internal/tracing"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 // settings is what the write side reads: its section of loomd's configuration and
@@ -78,6 +79,8 @@ type Service struct {
 	now      func() time.Time
 	vectors  *lru.Cache[string, []float32]
 	policies policyCache
+	// userRefs are the orgs' keys the topic names users by (events.UserRef).
+	userRefs *userref.Keys
 	faults   *Faults
 	// index is the process's search index: the peer read and its capture when it holds
 	// the namespace. nil: ClickHouse.
@@ -131,7 +134,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(), policies: newPolicyCache(), tracer: tracing.Tracer(nil),
+		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool), tracer: tracing.Tracer(nil),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+

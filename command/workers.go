@@ -148,8 +148,8 @@ func (s *Service) RunWorkerFeed(ctx context.Context, worker string, consumer *kg
 	}
 }
 
-// pickItems decodes a batch and returns the items it owes the worker. The entity
-// extractor reads the revisions' content (whether the writer named entities).
+// pickItems decodes a batch and returns the items it owes the worker, from the
+// revisions' opened content.
 func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Record) ([]workItem, error) {
 	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
 		s.log.Warn("worker feed: a record is not an envelope; skipped", "worker", worker, "partition", r.Partition, "offset", r.Offset, "err", err)
@@ -161,27 +161,29 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 			envs = append(envs, d.Env)
 		}
 	}
-	var items []workItem
-	switch worker {
-	case workerResolver:
+	if worker == workerResolver {
+		owed := envs[:0]
 		for _, env := range envs {
 			if owedJudgement(env, now, s.workers.Resolver.MaxOwedAge) {
-				items = append(items, itemOf(worker, env))
+				owed = append(owed, env)
 			}
 		}
-	case workerEntities:
-		if len(envs) == 0 {
-			return nil, nil
-		}
-		keys, err := revisions.FetchKeys(ctx, s.pool, envs)
-		if err != nil {
-			return nil, err
-		}
-		opened, _, _ := revisions.Open(envs, keys)
-		for _, o := range opened {
-			if owesEntities(o.Env, o.Content, now, s.workers.Entities.MaxAge) {
-				items = append(items, itemOf(worker, o.Env))
-			}
+		envs = owed
+	}
+	if len(envs) == 0 {
+		return nil, nil
+	}
+	// Both read the opened content: the item's user id and digest are sealed (envelope
+	// version 2), and the extractor reads whether the writer named entities.
+	keys, err := revisions.FetchKeys(ctx, s.pool, envs)
+	if err != nil {
+		return nil, err
+	}
+	opened, _, _ := revisions.Open(envs, keys)
+	var items []workItem
+	for _, o := range opened {
+		if worker == workerResolver || owesEntities(o.Env, o.Content, now, s.workers.Entities.MaxAge) {
+			items = append(items, itemOf(worker, o.Env))
 		}
 	}
 	return items, nil

@@ -15,7 +15,7 @@ var ErrInvalidEnvelope = errors.New("events: invalid envelope")
 
 // Envelope is the JSON value of one record.
 type Envelope struct {
-	Version     int       `json:"envelope_version"` // EnvelopeVersion
+	Version     int       `json:"envelope_version"` // EnvelopeVersion; Decode reads MinEnvelopeVersion on
 	ID          string    `json:"id"`               // RecordID(org, namespace, seq)
 	Type        Type      `json:"type"`
 	Org         string    `json:"org"`
@@ -35,10 +35,14 @@ type Envelope struct {
 // withdrawn, so their seqs never arrive. A consumer treats every seq below this
 // record's that it has not seen as handled.
 type Erasure struct {
-	ID     string `json:"id"`                // the erasure request (GET /v1/erasures/{id})
-	Scope  string `json:"scope"`             // ErasureScopeUser or ErasureScopeNamespace
-	UserID string `json:"user_id,omitempty"` // the user whose memories were erased (scope user)
-	Purge  bool   `json:"purge"`             // the scope's audit trail was deleted too, not only scrubbed
+	ID    string `json:"id"`    // the erasure request (GET /v1/erasures/{id})
+	Scope string `json:"scope"` // ErasureScopeUser or ErasureScopeNamespace
+	// UserRef is the keyed digest (UserRef) of the user whose memories were erased
+	// (scope user), as the user's revisions carry it; version 2 on.
+	UserRef string `json:"user_ref,omitempty"`
+	// UserID is that user's id in the clear: only on a record written before version 2.
+	UserID string `json:"user_id,omitempty"`
+	Purge  bool   `json:"purge"` // the scope's audit trail was deleted too, not only scrubbed
 	// Generation is the namespace generation the erasure advanced to: this record's seq.
 	Generation int64 `json:"generation"`
 	// Withdrawn counts the scope's records taken out of the outbox before they were
@@ -61,18 +65,24 @@ type Redaction struct {
 }
 
 // Revision holds the plain (unsealed) fields of a committed memory revision.
+//
+// From version 2 on, the user id and the content digest are sealed (Content.UserID,
+// Content.ContentSHA256) and UserRef stands for the user in the clear; UserID and
+// ContentSHA256 here are set only on a record written before (version 1), or by a
+// follower that opened the content (revisions.Open lifts them in).
 type Revision struct {
 	Op                 string    `json:"op"` // e.g. "memory.set"
 	MemoryID           string    `json:"memory_id"`
 	Version            int64     `json:"version"`      // wall-clock ns, strictly above PrevVersion
 	PrevVersion        int64     `json:"prev_version"` // 0 for a key's first revision
 	Agent              string    `json:"agent"`
-	UserID             string    `json:"user_id"`
+	UserRef            string    `json:"user_ref,omitempty"` // version 2 on: UserRef of the user id
+	UserID             string    `json:"user_id,omitempty"`  // version 1 only
 	SessionID          string    `json:"session_id"`
 	MemoryType         string    `json:"memory_type"`
 	Status             string    `json:"status"`
 	Tombstone          bool      `json:"tombstone"`
-	ContentSHA256      string    `json:"content_sha256"` // 64 lowercase hex
+	ContentSHA256      string    `json:"content_sha256,omitempty"` // version 1 only: 64 lowercase hex
 	Confidence         float64   `json:"confidence"`
 	ReinforcementCount int       `json:"reinforcement_count"`
 	Actor              string    `json:"actor"`
@@ -157,8 +167,8 @@ func validate(e *Envelope) error {
 
 func validateEnvelope(e *Envelope) error {
 	switch {
-	case e.Version != EnvelopeVersion:
-		return fmt.Errorf("envelope_version %d, want %d", e.Version, EnvelopeVersion)
+	case e.Version < MinEnvelopeVersion || e.Version > EnvelopeVersion:
+		return fmt.Errorf("envelope_version %d, want %d to %d", e.Version, MinEnvelopeVersion, EnvelopeVersion)
 	case !validSegment(e.Org):
 		return fmt.Errorf("org %q is empty or contains '/'", e.Org)
 	case !validSegment(e.Namespace):
@@ -187,7 +197,7 @@ func validateEnvelope(e *Envelope) error {
 	if e.Sealed == nil {
 		return fmt.Errorf("type %q needs sealed content", e.Type)
 	}
-	if err := validateRevision(e.Revision); err != nil {
+	if err := validateRevision(e.Version, e.Revision); err != nil {
 		return fmt.Errorf("revision: %v", err)
 	}
 	if err := validateSealed(e.Sealed); err != nil {
@@ -212,8 +222,16 @@ func validateAttachments(e *Envelope) error {
 			return errors.New("erasure: id is empty")
 		case x.Scope != ErasureScopeUser && x.Scope != ErasureScopeNamespace:
 			return fmt.Errorf("erasure: scope %q, want %q or %q", x.Scope, ErasureScopeUser, ErasureScopeNamespace)
-		case (x.Scope == ErasureScopeUser) != (x.UserID != ""):
+		case e.Version == 1 && x.UserRef != "":
+			return errors.New("erasure: envelope_version 1 carries no user_ref")
+		case e.Version == 1 && (x.Scope == ErasureScopeUser) != (x.UserID != ""):
 			return fmt.Errorf("erasure: scope %q with user_id %q", x.Scope, x.UserID)
+		case e.Version >= 2 && x.UserID != "":
+			return fmt.Errorf("erasure: envelope_version %d carries no user_id in the clear", e.Version)
+		case e.Version >= 2 && (x.Scope == ErasureScopeUser) != (x.UserRef != ""):
+			return fmt.Errorf("erasure: scope %q with user_ref %q", x.Scope, x.UserRef)
+		case x.UserRef != "" && !isSHA256Hex(x.UserRef):
+			return fmt.Errorf("erasure: user_ref %q is not 64 lowercase hex digits", x.UserRef)
 		case x.Generation != e.Seq:
 			return fmt.Errorf("erasure: generation %d is not the record's seq %d", x.Generation, e.Seq)
 		case x.Withdrawn < 0:
@@ -233,7 +251,22 @@ func validateAttachments(e *Envelope) error {
 	return nil
 }
 
-func validateRevision(r *Revision) error {
+func validateRevision(version int, r *Revision) error {
+	if version == 1 {
+		switch {
+		case !isSHA256Hex(r.ContentSHA256):
+			return fmt.Errorf("content_sha256 %q is not 64 lowercase hex digits", r.ContentSHA256)
+		case r.UserRef != "":
+			return errors.New("envelope_version 1 carries no user_ref")
+		}
+	} else {
+		switch {
+		case r.UserID != "" || r.ContentSHA256 != "":
+			return fmt.Errorf("envelope_version %d carries no user_id or content_sha256 in the clear", version)
+		case !isSHA256Hex(r.UserRef):
+			return fmt.Errorf("user_ref %q is not 64 lowercase hex digits", r.UserRef)
+		}
+	}
 	switch {
 	case r.Op == "":
 		return errors.New("op is empty")
@@ -243,8 +276,6 @@ func validateRevision(r *Revision) error {
 		return fmt.Errorf("prev_version %d is negative", r.PrevVersion)
 	case r.Version <= r.PrevVersion:
 		return fmt.Errorf("version %d is not above prev_version %d", r.Version, r.PrevVersion)
-	case !isSHA256Hex(r.ContentSHA256):
-		return fmt.Errorf("content_sha256 %q is not 64 lowercase hex digits", r.ContentSHA256)
 	case r.ReinforcementCount < 0:
 		return fmt.Errorf("reinforcement_count %d is negative", r.ReinforcementCount)
 	case r.EmbeddingDim < 0:

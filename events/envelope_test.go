@@ -109,7 +109,13 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		mutate func(*Envelope)
 	}{
 		{"version 0", validRevised, func(e *Envelope) { e.Version = 0 }},
-		{"version 2", validRevised, func(e *Envelope) { e.Version = 2 }},
+		{"version 3", validRevised, func(e *Envelope) { e.Version = 3 }},
+		{"version 2 with user_id in the clear", validRevised, func(e *Envelope) { e.Revision.UserID = "u-42" }},
+		{"version 2 with content_sha256 in the clear", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("a", 64) }},
+		{"version 2 without user_ref", validRevised, func(e *Envelope) { e.Revision.UserRef = "" }},
+		{"user_ref not hex", validRevised, func(e *Envelope) { e.Revision.UserRef = strings.Repeat("g", 64) }},
+		{"version 1 without content_sha256", validRevised, func(e *Envelope) { e.Version = 1; e.Revision.UserRef = "" }},
+		{"version 2 erasure with user_id in the clear", validErased, func(e *Envelope) { e.Erasure.UserID = "u-42" }},
 		{"id of another seq", validRevised, func(e *Envelope) { e.ID = "acme/support/99" }},
 		{"id of another namespace", validRevised, func(e *Envelope) { e.ID = "acme/sales/1" }},
 		{"empty id", validRevised, func(e *Envelope) { e.ID = "" }},
@@ -130,16 +136,18 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"redaction without versions", validRedacted, func(e *Envelope) { e.Redaction.Versions = nil }},
 		{"erasure of another generation", validErased, func(e *Envelope) { e.Erasure.Generation = e.Seq + 1 }},
 		{"erasure of an unknown scope", validErased, func(e *Envelope) { e.Erasure.Scope = "org" }},
-		{"user erasure without user_id", validErased, func(e *Envelope) { e.Erasure.UserID = "" }},
-		{"namespace erasure with user_id", validErased, func(e *Envelope) { e.Erasure.Scope = ErasureScopeNamespace }},
+		{"user erasure without user_ref", validErased, func(e *Envelope) { e.Erasure.UserRef = "" }},
+		{"namespace erasure with user_ref", validErased, func(e *Envelope) { e.Erasure.Scope = ErasureScopeNamespace }},
+		{"version 1 user erasure without user_id", validErased, func(e *Envelope) { e.Version = 1; e.Erasure.UserRef = "" }},
 		{"parked with sealed only", validParked, func(e *Envelope) {
 			e.Sealed = &Sealed{Alg: SealAlg, Nonce: make([]byte, 12), Ciphertext: make([]byte, 16)}
 		}},
 		{"parked with revision only", validParked, func(e *Envelope) { e.Revision = &Revision{} }},
-		{"content_sha256 empty", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = "" }},
-		{"content_sha256 uppercase", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.ToUpper(e.Revision.ContentSHA256) }},
-		{"content_sha256 short", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = e.Revision.ContentSHA256[:63] }},
-		{"content_sha256 not hex", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("g", 64) }},
+		{"v1 content_sha256 empty", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = "" }},
+		{"v1 content_sha256 uppercase", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.ToUpper(e.Revision.ContentSHA256) }},
+		{"v1 content_sha256 short", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = e.Revision.ContentSHA256[:63] }},
+		{"v1 content_sha256 not hex", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("g", 64) }},
+		{"v1 with user_ref", validV1Revised, func(e *Envelope) { e.Revision.UserRef = strings.Repeat("a", 64) }},
 		{"empty op", validRevised, func(e *Envelope) { e.Revision.Op = "" }},
 		{"empty memory_id", validRevised, func(e *Envelope) { e.Revision.MemoryID = "" }},
 		{"version equals prev_version", validRevised, func(e *Envelope) { e.Revision.Version = e.Revision.PrevVersion }},
@@ -194,3 +202,76 @@ func validRevised(t *testing.T) *Envelope  { return revisionEnvelope(t, TypeRevi
 func validParked(_ *testing.T) *Envelope   { return plainEnvelope(TypeParked, 1) }
 func validErased(_ *testing.T) *Envelope   { return plainEnvelope(TypeErased, 1) }
 func validRedacted(t *testing.T) *Envelope { return revisionEnvelope(t, TypeRedacted, 1, true) }
+
+// validV1Revised is a revision as Loom wrote it before envelope version 2: the user id
+// and the content digest in the clear.
+func validV1Revised(t *testing.T) *Envelope {
+	e := revisionEnvelope(t, TypeRevised, 1, false)
+	e.Version, e.Revision.UserRef = 1, ""
+	e.Revision.UserID, e.Revision.ContentSHA256 = "u-42", strings.Repeat("0a", 32)
+	return e
+}
+
+// Records written before version 2 stay readable: the topic is kept for ever.
+func TestDecodeReadsVersion1(t *testing.T) {
+	in := `{"envelope_version":1,"id":"acme/support/3","type":"memory.erased","org":"acme",
+		"namespace":"support","seq":3,"committed_at":"2026-03-14T09:26:53Z",
+		"erasure":{"id":"e1","scope":"user","user_id":"u-42","purge":false,"generation":3,"withdrawn":0}}`
+	e, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Version != 1 || e.Erasure.UserID != "u-42" {
+		t.Fatalf("decoded %+v", e.Erasure)
+	}
+	b, err := Encode(validV1Revised(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(b); err != nil {
+		t.Fatalf("a version 1 revision does not decode: %v", err)
+	}
+}
+
+// Version 2 carries neither the user id nor the content digest in the clear: both are
+// sealed, and Opened fills them in for a follower that opened the content.
+func TestVersion2SealsTheUserAndTheDigest(t *testing.T) {
+	key, err := NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := revisionEnvelope(t, TypeWritten, 1, false)
+	e.Sealed, err = Seal(key, e.ID, &Content{MemoryKey: "k", Value: json.RawMessage(`"v"`), UserID: "u-42",
+		ContentSHA256: strings.Repeat("0b", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{`"u-42"`, `"user_id"`, `"content_sha256"`} {
+		if strings.Contains(string(b), leak) {
+			t.Errorf("the record's plain JSON holds %s: %s", leak, b)
+		}
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(key, got.ID, got.Sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Opened(got.Revision, c)
+	if got.Revision.UserID != "u-42" || got.Revision.ContentSHA256 != strings.Repeat("0b", 32) {
+		t.Fatalf("opened revision: user %q, sha %q", got.Revision.UserID, got.Revision.ContentSHA256)
+	}
+	if got.Revision.UserRef != testUserRef(t, "u-42") {
+		t.Fatal("user_ref changed")
+	}
+	other, _ := UserRef([]byte("another org's key, 32 bytes long"), "u-42")
+	if other == got.Revision.UserRef {
+		t.Fatal("the same user under another key has the same user_ref")
+	}
+}

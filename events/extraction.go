@@ -13,6 +13,10 @@ import (
 // revisions of the facts it holds.
 const DefaultExtractionTopic = "loom.extraction.requests.v1"
 
+// ExtractionEnvelopeVersion is the version of the extraction topic's records, which
+// moves apart from the revisions topic's EnvelopeVersion.
+const ExtractionEnvelopeVersion = 1
+
 // TypeExtractionRequested is the type of every record on the extraction topic.
 const TypeExtractionRequested = "loom.extraction.requested"
 
@@ -24,7 +28,7 @@ const TypeExtractionRequested = "loom.extraction.requested"
 // backoff, a request taken over from a worker that stopped): a worker dedupes by
 // queue_id against the authority.
 type ExtractionRequest struct {
-	Version     int       `json:"envelope_version"` // EnvelopeVersion
+	Version     int       `json:"envelope_version"` // ExtractionEnvelopeVersion
 	Type        string    `json:"type"`             // TypeExtractionRequested
 	Org         string    `json:"org"`
 	Namespace   string    `json:"namespace"`
@@ -96,8 +100,8 @@ func ExtractionHeaders(r *ExtractionRequest, source string) []Header {
 
 func validateExtraction(r *ExtractionRequest) error {
 	switch {
-	case r.Version != EnvelopeVersion:
-		return fmt.Errorf("envelope_version %d, want %d", r.Version, EnvelopeVersion)
+	case r.Version != ExtractionEnvelopeVersion:
+		return fmt.Errorf("envelope_version %d, want %d", r.Version, ExtractionEnvelopeVersion)
 	case r.Type != TypeExtractionRequested:
 		return fmt.Errorf("type %q, want %q", r.Type, TypeExtractionRequested)
 	case !validSegment(r.Org):

@@ -16,7 +16,7 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ExtractionRequest{Version: EnvelopeVersion, Type: TypeExtractionRequested, Org: "acme", Namespace: "support",
+	r := &ExtractionRequest{Version: ExtractionEnvelopeVersion, Type: TypeExtractionRequested, Org: "acme", Namespace: "support",
 		QueueID: "q1", Agent: "bot", UserID: "alice", SessionID: "-", RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
 	b, err := EncodeExtraction(r)
 	if err != nil {

@@ -10,6 +10,18 @@ import (
 
 var committedAt = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
 
+// testUserRefKey is an org's user reference key in the fixtures.
+var testUserRefKey = []byte("0123456789abcdef0123456789abcdef")
+
+func testUserRef(t *testing.T, userID string) string {
+	t.Helper()
+	ref, err := UserRef(testUserRefKey, userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // revisionEnvelope builds a valid, sealed envelope of a revision type, as the relay would.
 func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelope {
 	t.Helper()
@@ -19,7 +31,10 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 		Value:     json.RawMessage(`{"tier":"gold","since":2021}`),
 		Tags:      []string{"billing"},
 		Embedding: Vector{0.25, -1.5, 3},
+		UserID:    "u-42",
 	}
+	sum := sha256.Sum256(content.Value)
+	content.ContentSHA256 = hex.EncodeToString(sum[:])
 	key, err := NewDataKey()
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +43,6 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(content.Value)
 	var redaction *Redaction
 	if typ == TypeRedacted {
 		redaction = &Redaction{Versions: []int64{committedAt.UnixNano() - 1000, committedAt.UnixNano() - 500}}
@@ -48,12 +62,11 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 			Version:            committedAt.UnixNano(),
 			PrevVersion:        committedAt.UnixNano() - 1000,
 			Agent:              "triage-bot",
-			UserID:             "u-42",
+			UserRef:            testUserRef(t, "u-42"),
 			SessionID:          "",
 			MemoryType:         "fact",
 			Status:             "active",
 			Tombstone:          tombstone,
-			ContentSHA256:      hex.EncodeToString(sum[:]),
 			Confidence:         0.87,
 			ReinforcementCount: 2,
 			Actor:              "agent:triage-bot",
@@ -72,7 +85,8 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 func plainEnvelope(typ Type, seq int64) *Envelope {
 	var erasure *Erasure
 	if typ == TypeErased {
-		erasure = &Erasure{ID: "0b6f1c9e-4d1a-4c4e-9a59-3f2f2a7d9b10", Scope: ErasureScopeUser, UserID: "u-42", Generation: seq, Withdrawn: 2}
+		ref, _ := UserRef(testUserRefKey, "u-42")
+		erasure = &Erasure{ID: "0b6f1c9e-4d1a-4c4e-9a59-3f2f2a7d9b10", Scope: ErasureScopeUser, UserRef: ref, Generation: seq, Withdrawn: 2}
 	}
 	return &Envelope{
 		Erasure:     erasure,

@@ -61,6 +61,8 @@ func TestSchemaAcceptsEncodedEnvelopes(t *testing.T) {
 		"status_changed":          revisionEnvelope(t, TypeStatusChanged, 7, false),
 		"erased":                  plainEnvelope(TypeErased, 8),
 		"parked":                  plainEnvelope(TypeParked, 9),
+		"version 1 revised":       validV1Revised(t),
+		"version 1 erased":        v1Erased(),
 	}
 	for name, e := range envelopes {
 		t.Run(name, func(t *testing.T) {
@@ -104,6 +106,14 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v1, err := Encode(validV1Revised(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1erased, err := Encode(v1Erased())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		base   []byte
@@ -119,16 +129,24 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 		{"parked with an erasure", parked, func(m map[string]any) {
 			m["erasure"] = map[string]any{"id": "x", "scope": "namespace", "purge": false, "generation": 3, "withdrawn": 0}
 		}},
-		{"user erasure without user_id", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "user_id") }},
+		{"user erasure without user_ref", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "user_ref") }},
+		{"version 2 erasure with user_id", erased, func(m map[string]any) { m["erasure"].(map[string]any)["user_id"] = "u-42" }},
+		{"version 1 user erasure without user_id", v1erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "user_id") }},
+		{"version 2 revision with user_id", revised, func(m map[string]any) { m["revision"].(map[string]any)["user_id"] = "u-42" }},
+		{"version 2 revision with content_sha256", revised, func(m map[string]any) {
+			m["revision"].(map[string]any)["content_sha256"] = "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+		}},
+		{"version 2 revision without user_ref", revised, func(m map[string]any) { delete(m["revision"].(map[string]any), "user_ref") }},
+		{"version 1 revision without content_sha256", v1, func(m map[string]any) { delete(m["revision"].(map[string]any), "content_sha256") }},
 		{"erasure without generation", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "generation") }},
 		{"revised with a redaction", revised, func(m map[string]any) { m["redaction"] = map[string]any{"versions": []int{1}} }},
-		{"envelope_version 2", revised, func(m map[string]any) { m["envelope_version"] = 2 }},
+		{"envelope_version 3", revised, func(m map[string]any) { m["envelope_version"] = 3 }},
 		{"id with leading zero seq", revised, func(m map[string]any) { m["id"] = "acme/support/02" }},
 		{"id with extra segment", revised, func(m map[string]any) { m["id"] = "acme/sup/port/2" }},
 		{"org with slash", revised, func(m map[string]any) { m["org"] = "a/b" }},
 		{"committed_at not UTC", revised, func(m map[string]any) { m["committed_at"] = "2026-03-14T10:26:53+01:00" }},
 		{"committed_at not a time", revised, func(m map[string]any) { m["committed_at"] = "yesterdayZ" }},
-		{"content_sha256 uppercase", revised, func(m map[string]any) {
+		{"content_sha256 uppercase", v1, func(m map[string]any) {
 			m["revision"].(map[string]any)["content_sha256"] = "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"
 		}},
 		{"revision missing memory_id", revised, func(m map[string]any) { delete(m["revision"].(map[string]any), "memory_id") }},
@@ -159,4 +177,11 @@ func withField(t *testing.T, b []byte, mutate func(m map[string]any)) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// v1Erased is a user's erasure record as Loom wrote it before envelope version 2.
+func v1Erased() *Envelope {
+	e := plainEnvelope(TypeErased, 8)
+	e.Version, e.Erasure.UserRef, e.Erasure.UserID = 1, "", "u-42"
+	return e
 }

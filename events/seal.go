@@ -19,7 +19,8 @@ const (
 	tagSize     = 16 // the GCM tag appended to the ciphertext
 )
 
-// Content is what a revision seals: everything that is memory text.
+// Content is what a revision seals: everything that is memory text, and from envelope
+// version 2 on what identifies its user and its text.
 type Content struct {
 	MemoryKey string          `json:"memory_key"`
 	Value     json.RawMessage `json:"value"`
@@ -36,6 +37,11 @@ type Content struct {
 	EntityTypes map[string]string `json:"entity_types,omitempty"`
 	// Relations are the facts the writer named, at most eight.
 	Relations []Relation `json:"relations,omitempty"`
+
+	// Added in version 2: the revision's user id and the SHA-256 of its value (64
+	// lowercase hex), sealed so that destroying the data key leaves neither readable.
+	UserID        string `json:"user_id,omitempty"`
+	ContentSHA256 string `json:"content_sha256,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

@@ -16,9 +16,16 @@ package events
 // DefaultTopic is the topic records are published to unless configured otherwise.
 const DefaultTopic = "loom.memory.revisions.v1"
 
-// EnvelopeVersion is the only envelope version this package reads or writes; a
-// breaking change gets a new topic, additive changes stay within v1.
-const EnvelopeVersion = 1
+// EnvelopeVersion is the envelope version this package writes. Additive changes stay
+// within a version. Version 2 took the user id and the content digest out of the plain
+// fields (user_ref, a keyed digest, replaced them; both moved into the sealed content),
+// so an erasure's key destruction leaves neither readable; the topic is kept, because
+// it is the replay source, and Decode reads every version from MinEnvelopeVersion on.
+const EnvelopeVersion = 2
+
+// MinEnvelopeVersion is the oldest envelope version Decode reads: records written
+// before version 2 carry user_id and content_sha256 in the plain fields.
+const MinEnvelopeVersion = 1
 
 // ContentType is the media type of a record value.
 const ContentType = "application/json"

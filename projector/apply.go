@@ -258,6 +258,13 @@ func (p *Projector) scrubAndErase(ctx context.Context, b batch) error {
 		return err
 	}
 	if len(b.fences) > 0 {
+		fs := make([]*erasure.Fence, len(b.fences))
+		for i := range b.fences {
+			fs[i] = &b.fences[i]
+		}
+		if err := revisions.ResolveFences(ctx, p.pool, fs); err != nil {
+			return err
+		}
 		if err := erasure.Erase(p.ch.Ctx(ctx), p.ch, b.fences); err != nil {
 			return err
 		}

@@ -91,7 +91,7 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 	if err != nil {
 		return snapshot.End{}, err
 	}
-	rows, err := tx.Query(ctx, `SELECT namespace, agent, session_id, memory_key, seq, event_type, op, committed_at, row
+	rows, err := tx.Query(ctx, `SELECT namespace, agent, session_id, memory_key, seq, event_type, op, committed_at, `+heads.Row+`
 		FROM loom.memory_revisions WHERE org = $1 AND user_id = $2 AND ($3::text[] IS NULL OR namespace = ANY($3))
 		ORDER BY namespace, agent, session_id, memory_key, seq`, h.Org, h.UserID, h.Namespaces)
 	if err != nil {

@@ -142,7 +142,7 @@ func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Heade
 	if err != nil {
 		return snapshot.End{}, err
 	}
-	rows, err := tx.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+	rows, err := tx.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2
 		AND NOT (row->>'tombstone')::boolean ORDER BY agent, user_id, session_id, memory_key`, h.Org, h.Namespace)
 	if err != nil {
 		return snapshot.End{}, fmt.Errorf("read the heads: %w", err)

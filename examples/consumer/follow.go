@@ -168,18 +168,28 @@ func (h *handler) settled(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// describe prints an event's plain fields: what every consumer may read.
+// describe prints an event's plain fields: what every consumer may read. The user is
+// named by user_ref, a keyed digest (envelope version 2 on); a record written before
+// named them by user_id.
 func describe(e *events.Envelope) string {
 	s := fmt.Sprintf("%s %s committed_at=%s", e.ID, e.Type, e.CommittedAt.Format(time.RFC3339Nano))
 	if r := e.Revision; r != nil {
-		s += fmt.Sprintf(" memory_id=%s version=%d status=%s tombstone=%t sha256=%s",
-			r.MemoryID, r.Version, r.Status, r.Tombstone, r.ContentSHA256[:12])
+		s += fmt.Sprintf(" memory_id=%s version=%d status=%s tombstone=%t user=%s",
+			r.MemoryID, r.Version, r.Status, r.Tombstone, userOf(r.UserRef, r.UserID))
 	}
 	if x := e.Redaction; x != nil {
 		s += fmt.Sprintf(" redacted_versions=%v", x.Versions)
 	}
 	if x := e.Erasure; x != nil {
-		s += fmt.Sprintf(" erasure=%s scope=%s user_id=%q withdrawn=%d", x.ID, x.Scope, x.UserID, x.Withdrawn)
+		s += fmt.Sprintf(" erasure=%s scope=%s user=%s withdrawn=%d", x.ID, x.Scope, userOf(x.UserRef, x.UserID), x.Withdrawn)
 	}
 	return s
+}
+
+// userOf shows a user: the first 12 digits of its reference, or a version 1 record's id.
+func userOf(ref, id string) string {
+	if len(ref) >= 12 {
+		return "ref:" + ref[:12]
+	}
+	return fmt.Sprintf("id:%q", id)
 }

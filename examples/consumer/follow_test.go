@@ -16,7 +16,7 @@ func record(t *testing.T, typ events.Type, seq int64, offset int64) *kgo.Record 
 	e := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID("acme", "support", seq), Type: typ,
 		Org: "acme", Namespace: "support", Seq: seq, CommittedAt: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
 	if typ == events.TypeErased {
-		e.Erasure = &events.Erasure{ID: "e1", Scope: events.ErasureScopeUser, UserID: "alice", Generation: seq, Withdrawn: 1}
+		e.Erasure = &events.Erasure{ID: "e1", Scope: events.ErasureScopeUser, UserRef: strings.Repeat("ab", 32), Generation: seq, Withdrawn: 1}
 	}
 	b, err := events.Encode(e)
 	if err != nil {

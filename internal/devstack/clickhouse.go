@@ -31,6 +31,10 @@ type ClickHouse struct {
 // Addr is the native-protocol address.
 func (c *ClickHouse) Addr() string { return fmt.Sprintf("127.0.0.1:%d", c.TCPPort) }
 
+// DataDir is the server's data path (<path>): every table's parts, metadata and
+// mutation files.
+func (c *ClickHouse) DataDir() string { return filepath.Join(c.dir, "data") }
+
 // Client returns a clickhouse-client command line for the server.
 func (c *ClickHouse) Client() string {
 	return fmt.Sprintf("clickhouse-client --host 127.0.0.1 --port %d", c.TCPPort)
@@ -76,6 +80,14 @@ var chConfig = template.Must(template.New("config").Parse(`<?xml version="1.0"?>
   <timezone>UTC</timezone>
   <mark_cache_size>268435456</mark_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
+  <!-- An erasure's mutations rewrite the parts that held the scope; the old parts stay
+       on disk until old_parts_lifetime (480 s by default) after nothing reads them, and
+       are removed on the next cleanup (cleanup_delay_period). docs/architecture.md,
+       "Erasure at rest", says what a production server sets. -->
+  <merge_tree>
+    <old_parts_lifetime>1</old_parts_lifetime>
+    <cleanup_delay_period>1</cleanup_delay_period>
+  </merge_tree>
 </yandex>
 `))
 

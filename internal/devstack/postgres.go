@@ -68,6 +68,9 @@ func pgMajor(binDir string) int {
 
 func (p *Postgres) data() string { return filepath.Join(p.dir, "data") }
 
+// DataDir is the server's data directory (its table files, pg_wal, its logs).
+func (p *Postgres) DataDir() string { return p.data() }
+
 // Start initialises the cluster on first use and starts it on a free port.
 func (p *Postgres) Start(ctx context.Context) error { return p.start(ctx) }
 

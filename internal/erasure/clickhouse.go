@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-faster/city"
+
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/tableset"
@@ -19,7 +21,14 @@ type Fence struct {
 	UserID         string // "" for the whole namespace
 	Seq            int64
 	Purge          bool // the audit trail goes too, rather than being scrubbed
+	// ErasureID and UserRef are what a version 2 record names the user by: the
+	// erasure request and the user's keyed digest. Until a follower resolves UserID
+	// from the request (Unresolved), such a fence takes nothing.
+	ErasureID, UserRef string
 }
+
+// Unresolved reports whether the fence names its user only by reference.
+func (f Fence) Unresolved() bool { return f.UserID == "" && f.UserRef != "" }
 
 // FenceOf reads the fence a memory.erased record carries; false when it carries no
 // erasure (a record older than the field).
@@ -28,15 +37,20 @@ func FenceOf(env *events.Envelope) (Fence, bool) {
 	if env.Type != events.TypeErased || x == nil {
 		return Fence{}, false
 	}
-	return Fence{Org: env.Org, Namespace: env.Namespace, UserID: x.UserID, Seq: env.Seq, Purge: x.Purge}, true
+	return Fence{Org: env.Org, Namespace: env.Namespace, UserID: x.UserID, Seq: env.Seq, Purge: x.Purge,
+		ErasureID: x.ID, UserRef: x.UserRef}, true
 }
 
 // where is the fence's ClickHouse predicate; every projection table has these columns.
+// The user is bound as cityHash64 of the id, computed here: a mutation's command is
+// kept in the table's directory (mutation_N.txt) and in system.mutations after it is
+// done, so binding the id itself would leave the erased user's id on disk.
 func (f Fence) where() (string, []any) {
 	if f.UserID == "" {
 		return "(org = ? AND namespace = ? AND seq < ?)", []any{f.Org, f.Namespace, uint64(f.Seq)}
 	}
-	return "(org = ? AND namespace = ? AND user_id = ? AND seq < ?)", []any{f.Org, f.Namespace, f.UserID, uint64(f.Seq)}
+	return "(org = ? AND namespace = ? AND cityHash64(user_id) = ? AND seq < ?)",
+		[]any{f.Org, f.Namespace, city.CH64([]byte(f.UserID)), uint64(f.Seq)}
 }
 
 // chCounted are the ClickHouse tables an erasure clears, without the database.
@@ -52,7 +66,7 @@ func chCounted() []string {
 
 // eraseMutation is what an erasure does to one table of a set for fences of the same
 // purge flag: delete the scope's rows, except the audit trail outside a purge, which
-// keeps its rows and loses its keys.
+// keeps its rows and loses their keys and content hashes.
 func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) ch.Mutation {
 	var preds []string
 	var args []any
@@ -62,7 +76,9 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 	}
 	m := ch.Mutation{Table: set.Name(table), Where: "(" + strings.Join(preds, " OR ") + ")", Args: args}
 	if table == "audit_log" && !purge {
-		m.Set, m.Where = "memory_key = ''", m.Where+" AND memory_key != ''"
+		// The content hash goes with the key: an unkeyed SHA-256 of a short value lets
+		// a dictionary of guesses confirm what was erased.
+		m.Set, m.Where = "memory_key = '', content_sha256 = ''", m.Where+" AND (memory_key != '' OR content_sha256 != '')"
 	}
 	return m
 }
@@ -73,6 +89,10 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 // part of the shared graph tables goes first, found through the link rows that go
 // after it.
 func Erase(ctx context.Context, conn *ch.Conn, fences []Fence) error {
+	fences = resolved(fences)
+	if len(fences) == 0 {
+		return nil
+	}
 	sets, err := tableset.Existing(ctx, conn)
 	if err != nil {
 		return err
@@ -112,6 +132,18 @@ func eraseSet(ctx context.Context, conn *ch.Conn, set tableset.Present, fences [
 		}
 	}
 	return nil
+}
+
+// resolved leaves out the fences that name their user only by reference: without the
+// user id such a fence would read as the whole namespace's.
+func resolved(fs []Fence) []Fence {
+	out := make([]Fence, 0, len(fs))
+	for _, f := range fs {
+		if !f.Unresolved() {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // namespaceFences are the fences of whole namespaces among fs.

@@ -14,12 +14,14 @@ import (
 func TestEraseMutation(t *testing.T) {
 	fences := []Fence{{Org: "acme", Namespace: "support", UserID: "alice", Seq: 42}, {Org: "acme", Namespace: "sales", Seq: 7}}
 	m := eraseMutation(tableset.Serving(), "memory", fences, false)
-	if m.Set != "" || m.Where != "((org = ? AND namespace = ? AND user_id = ? AND seq < ?) OR (org = ? AND namespace = ? AND seq < ?))" ||
-		fmt.Sprint(m.Args) != "[acme support alice 42 acme sales 7]" {
+	// The user is bound as ClickHouse's cityHash64('alice'), so the command kept with
+	// the mutation does not name them.
+	if m.Set != "" || m.Where != "((org = ? AND namespace = ? AND cityHash64(user_id) = ? AND seq < ?) OR (org = ? AND namespace = ? AND seq < ?))" ||
+		fmt.Sprint(m.Args) != "[acme support 12274877210530265870 42 acme sales 7]" {
 		t.Fatalf("memory: %+v", m)
 	}
 	audit := eraseMutation(tableset.Serving(), "audit_log", fences, false)
-	if audit.Set != "memory_key = ''" || !strings.HasSuffix(audit.Where, " AND memory_key != ''") {
+	if audit.Set != "memory_key = '', content_sha256 = ''" || !strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '')") {
 		t.Fatalf("audit_log without a purge: %+v", audit)
 	}
 	if g := eraseMutation(tableset.Of(4), "audit_log", fences, false); g.Table != "audit_log__g4" || g.Set != audit.Set || g.Where != audit.Where {
@@ -33,7 +35,14 @@ func TestEraseMutation(t *testing.T) {
 func TestFenceOf(t *testing.T) {
 	env := &events.Envelope{Type: events.TypeErased, Org: "acme", Namespace: "support", Seq: 9,
 		Erasure: &events.Erasure{ID: "e", Scope: events.ErasureScopeUser, UserID: "alice", Purge: true, Generation: 9}}
-	if f, ok := FenceOf(env); !ok || f != (Fence{Org: "acme", Namespace: "support", UserID: "alice", Seq: 9, Purge: true}) {
+	if f, ok := FenceOf(env); !ok || f != (Fence{Org: "acme", Namespace: "support", UserID: "alice", Seq: 9, Purge: true, ErasureID: "e"}) {
+		t.Fatalf("FenceOf = %+v, %t", f, ok)
+	}
+	// Version 2 names the user by reference: the fence takes nothing until resolved.
+	ref := strings.Repeat("ab", 32)
+	env.Erasure = &events.Erasure{ID: "e", Scope: events.ErasureScopeUser, UserRef: ref, Generation: 9}
+	f, ok := FenceOf(env)
+	if !ok || !f.Unresolved() || f.UserRef != ref || len(resolved([]Fence{f})) != 0 {
 		t.Fatalf("FenceOf = %+v, %t", f, ok)
 	}
 	env.Erasure = nil

@@ -60,10 +60,15 @@ func Tables() []Table {
 				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.seq = t.seq))`},
 		{Store: Postgres, Name: "loom.outbox", Class: Counted, Why: "revision records not yet published (sealed, but the scope's own)",
 			// Only records that carry a revision: another erasure's record is not the scope's.
-			// The CASE reads a value only once the row is known to be the namespace's.
+			// The CASE reads a value only once the row is known to be the namespace's. A
+			// record names its user by user_ref (envelope version 2: HMAC-SHA256 of the id
+			// under the org's key, as events.UserRef computes it) or, written before, by
+			// user_id.
 			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
 				THEN (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
-					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id)
+					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id
+						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = (SELECT
+							encode(hmac(convert_to(p.user_id, 'UTF8'), k.key, 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org))
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
 			// The answers that name a memory this erasure removed (its evidence).
@@ -103,6 +108,8 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},
 		{Store: Postgres, Name: "loom.read_audit", Class: NoMemoryContent, Why: "hash-only audit of snapshots and exports: ids, counts and digests"},
 		{Store: Postgres, Name: "loom.namespace_operations", Class: NoMemoryContent, Why: "audit of restores, rollbacks and blacklist sweeps: ids, parameters, counts and errors"},
+		{Store: Postgres, Name: "loom.user_ref_keys", Class: NoMemoryContent,
+			Why: "each org's key the topic names users by (user_ref); kept, so a user's later records keep their reference"},
 		{Store: Postgres, Name: "loom.authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: Postgres, Name: "loom.pg_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
 

@@ -31,9 +31,19 @@ func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, erro
 	return read(ctx, tx, id, " FOR UPDATE")
 }
 
+// Row is what a read selects of loom.memory_current or loom.memory_revisions in place
+// of their row column: the row with its text opened under the revision's data key
+// (migration 056). A row whose key was destroyed (erased, redacted) has no text.
+const Row = "loom.opened_row(row, sealed, org, namespace, seq)"
+
+// RowOf is Row of the table aliased alias.
+func RowOf(alias string) string {
+	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq)", alias)
+}
+
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
-	err := q.QueryRow(ctx, `SELECT row FROM loom.memory_current
+	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -70,27 +80,30 @@ func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
 // its cheap-first-row costing chose the prefix-only scan. The indexes that lead with
 // a column these lookups do not name are partial (migration 053), so they are not
 // candidates at all.
+// openedC is Row of the lookups' table, aliased c.
+const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq)"
+
 const (
 	manySQL = `SELECT m.row
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
-	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
 		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
 
 	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
 	// whatever their agent, user and session.
 	WithKeysSQL = `SELECT m.row FROM unnest($3::text[]) AS k(memory_key)
-	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
 
 	// WithContentSQL reads the heads of a namespace ($1, $2) holding any of the
 	// content hashes $3.
 	WithContentSQL = `SELECT m.row FROM unnest($3::text[]) AS k(content_sha256)
-	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
 
 	withIDsSQL = `SELECT m.row FROM unnest($3::uuid[]) AS k(memory_id)
-	CROSS JOIN LATERAL (SELECT c.row FROM loom.memory_current c
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_id = k.memory_id OFFSET 0) m`
 )
 
@@ -136,10 +149,23 @@ func Decode(raw []byte) (*memrow.Row, error) {
 	return &row, nil
 }
 
+// KeyRevisions reads the revisions of one key from loom.memory_revisions, oldest
+// first, each row opened (Row): a revision whose key was destroyed (redacted) has no
+// text.
+func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
 // WithID reads every head of an org that holds memoryID. An id is not unique within
 // an org: a namespace restored from another's snapshot keeps the ids.
 func WithID(ctx context.Context, q Querier, org, memoryID string) ([]*memrow.Row, error) {
-	rows, err := q.Query(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND memory_id = $2`, org, memoryID)
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND memory_id = $2`, org, memoryID)
 	if err != nil {
 		return nil, err
 	}

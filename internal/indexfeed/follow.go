@@ -408,16 +408,18 @@ func (f *Follower) markWarm() {
 	close(f.warmed)
 }
 
-// keysWithRetry reads the data keys of a batch's revisions, waiting out Postgres
+// keysWithRetry reads the data keys of a batch's revisions and the users of its
+// erasures (revisions.ResolveRecordFences), waiting out Postgres
 // however long: every namespace needs it, and the index must not skip a record.
 func (f *Follower) keysWithRetry(ctx context.Context, b *batch) (map[string][]byte, error) {
-	if len(b.revisions) == 0 {
-		return nil, nil
-	}
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
 	for {
-		keys, err := revisions.FetchKeys(ctx, f.keys, b.revisions)
+		err := revisions.ResolveRecordFences(ctx, f.keys, b.decoded)
+		var keys map[string][]byte
+		if err == nil && len(b.revisions) > 0 {
+			keys, err = revisions.FetchKeys(ctx, f.keys, b.revisions)
+		}
 		if err == nil {
 			return keys, nil
 		}
@@ -547,7 +549,7 @@ func recordOf(d revisions.Record, content map[string]*events.Content) searchinde
 	switch d.Kind {
 	case revisions.Erasure:
 		rec.Jump = true
-		if d.Fence != nil {
+		if d.Fence != nil && !d.Fence.Unresolved() {
 			rec.Erasure = &searchindex.Fence{UserID: d.Fence.UserID, Seq: d.Fence.Seq}
 		}
 	case revisions.Redaction:

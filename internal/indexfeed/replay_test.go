@@ -29,6 +29,7 @@ func sealedTopic(tb testing.TB, n int) ([]*kgo.Record, map[string][]byte) {
 	recs := make([]*kgo.Record, n)
 	keys := map[string][]byte{}
 	seqs := map[string]int64{}
+	dashRef, _ := events.UserRef(make([]byte, events.UserRefKeySize), "-")
 	now := time.Now()
 	for i := range recs {
 		ns := fmt.Sprintf("ns%d", i%8)
@@ -36,13 +37,13 @@ func sealedTopic(tb testing.TB, n int) ([]*kgo.Record, map[string][]byte) {
 		value := []byte(strconv.Quote(texts[i%len(texts)]))
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID("acme", ns, seqs[ns]), Type: events.TypeWritten,
 			Org: "acme", Namespace: ns, Seq: seqs[ns], CommittedAt: now, Revision: &events.Revision{Op: "memory.set",
-				MemoryID: uuid.NewString(), Version: int64(i + 1), Agent: "-", UserID: "-", SessionID: "-", MemoryType: "fact",
-				Status: "active", ContentSHA256: memrow.ContentSHA256(value), Actor: "bench", SourceClass: "direct",
+				MemoryID: uuid.NewString(), Version: int64(i + 1), Agent: "-", UserRef: dashRef, SessionID: "-", MemoryType: "fact",
+				Status: "active", Actor: "bench", SourceClass: "direct",
 				EmbeddingModel: "hash-v1-384", EmbeddingDim: 384, CreatedAt: now, UpdatedAt: now}}
 		key, _ := events.NewDataKey()
 		var err error
 		env.Sealed, err = events.Seal(key, env.ID, &events.Content{MemoryKey: fmt.Sprintf("k%d", i), Value: value,
-			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)]})
+			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value)})
 		if err != nil {
 			tb.Fatal(err)
 		}

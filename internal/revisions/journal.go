@@ -22,7 +22,8 @@ type Version struct {
 // memory_revisions_by_key: the index that binds every column named is also the one
 // that needs no sort, so no plan (a generic one, or one made on stale statistics)
 // prefers an index that binds only the namespace and filters its every revision.
-const keyVersionsSQL = `SELECT event_type, seq, row FROM loom.memory_revisions
+// The row is read opened (heads.Row): its text is sealed at rest under its data key.
+const keyVersionsSQL = `SELECT event_type, seq, ` + heads.Row + ` FROM loom.memory_revisions
 	WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
 	  AND row IS NOT NULL
 	ORDER BY version`

@@ -130,7 +130,8 @@ type Unopened struct {
 	Err error
 }
 
-// Open opens each revision's content with its key. A revision whose key is gone
+// Open opens each revision's content with its key, and fills in the user id and the
+// content digest a version 2 revision carries sealed (events.Opened). A revision whose key is gone
 // (keyless: redacted or erased) yields nothing of its content, so a replay never brings
 // it back; one whose key does not open it is returned apart.
 func Open(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad []Unopened, keyless []*events.Envelope) {
@@ -152,6 +153,7 @@ func Open(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad
 			bad = append(bad, Unopened{Env: env, Err: fmt.Errorf("open the content of %s with its data key: %w", env.ID, err)})
 			continue
 		}
+		events.Opened(env.Revision, content)
 		opened = append(opened, Opened{Env: env, Content: content})
 	}
 	return opened, bad, keyless
@@ -178,4 +180,55 @@ func parallel(n int, fn func(i int)) {
 		}(w*share, min((w+1)*share, n))
 	}
 	wg.Wait()
+}
+
+// ResolveFences fills in the user id of each fence that names its user only by
+// reference (a version 2 memory.erased record), from the erasure's request in
+// loom.erasure_ledger, in one query. A fence whose request was swept is left
+// unresolved: its scope's records were keyless long before, so no follower holds them.
+func ResolveFences(ctx context.Context, q Querier, fences []*erasure.Fence) error {
+	var orgs, ids []string
+	for _, f := range fences {
+		if f.Unresolved() {
+			orgs, ids = append(orgs, f.Org), append(ids, f.ErasureID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT l.org, l.id::text, coalesce(l.scope->>'user_id', '')
+		FROM loom.erasure_ledger l
+		JOIN unnest($1::text[], $2::text[]) AS b(org, id) ON l.org = b.org AND l.id::text = b.id`, orgs, ids)
+	if err != nil {
+		return fmt.Errorf("read the users of erasures: %w", err)
+	}
+	defer rows.Close()
+	users := map[[2]string]string{}
+	for rows.Next() {
+		var org, id, user string
+		if err := rows.Scan(&org, &id, &user); err != nil {
+			return fmt.Errorf("read the users of erasures: %w", err)
+		}
+		users[[2]string{org, id}] = user
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the users of erasures: %w", err)
+	}
+	for _, f := range fences {
+		if f.Unresolved() {
+			f.UserID = users[[2]string{f.Org, f.ErasureID}]
+		}
+	}
+	return nil
+}
+
+// ResolveRecordFences is ResolveFences over the fences of decoded records.
+func ResolveRecordFences(ctx context.Context, q Querier, recs []Record) error {
+	var fs []*erasure.Fence
+	for i := range recs {
+		if recs[i].Fence != nil {
+			fs = append(fs, recs[i].Fence)
+		}
+	}
+	return ResolveFences(ctx, q, fs)
 }

@@ -136,12 +136,16 @@ func (w *erasureWorld) erased(t *testing.T, view map[string]any, i int, user str
 	}
 	// The scope's records are still on the topic, and no data key opens them.
 	var seqs []int64
+	var ref string
+	if user != "" {
+		ref = testenv.UserRef(t, pool, w.org, user)
+	}
 	for _, r := range env.NamespaceRecords(t, w.org, ns) {
 		e, err := events.Decode(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Revision != nil && (user == "" || e.Revision.UserID == user) {
+		if e.Revision != nil && (user == "" || e.Revision.UserRef == ref) {
 			seqs = append(seqs, e.Seq)
 		}
 	}
@@ -556,11 +560,11 @@ func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
 func redactedEverywhere(t *testing.T, org, ns, word string) {
 	t.Helper()
 	pool, conn := env.PG(t), env.CH(t)
-	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND row::text LIKE '%' || $3 || '%'`,
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND loom.opened_row(row, sealed, org, namespace, seq)::text LIKE '%' || $3 || '%'`,
 		org, ns, word); n != 0 {
 		t.Errorf("%d journal rows still hold the redacted text", n)
 	}
-	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND row::text LIKE '%' || $3 || '%'`,
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND loom.opened_row(row, sealed, org, namespace, seq)::text LIKE '%' || $3 || '%'`,
 		org, ns, word); n != 0 {
 		t.Errorf("%d heads still hold the redacted text", n)
 	}

@@ -198,9 +198,10 @@ func TestSnapshotEraseRestore(t *testing.T) {
 
 	// Every restored row is a revision on the topic.
 	gen := testenv.Generation(t, env.PG(t), org, dst)
+	bobRef := testenv.UserRef(t, env.PG(t), org, "bob")
 	for _, e := range published(t, org, dst) {
-		if e.Revision.Op != "namespace.restore" || e.Type != events.TypeWritten || e.Revision.UserID != "bob" {
-			t.Errorf("record %d: %s %s by %s, want bob's memory.written by namespace.restore", e.Seq, e.Type, e.Revision.Op, e.Revision.UserID)
+		if e.Revision.Op != "namespace.restore" || e.Type != events.TypeWritten || e.Revision.UserRef != bobRef {
+			t.Errorf("record %d: %s %s by %s, want bob's memory.written by namespace.restore", e.Seq, e.Type, e.Revision.Op, e.Revision.UserRef)
 		}
 	}
 

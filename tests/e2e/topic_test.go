@@ -90,7 +90,7 @@ func TestReadmeToolsReadTheStores(t *testing.T) {
 	if !strings.Contains(out, "acme/"+ns+" ") || !strings.Contains(out, "ce_type=memory.written") {
 		t.Fatalf("kcat did not show the namespace's record:\n%s", out)
 	}
-	out = run("psql", env.Stack.Postgres.DSN(), "-At", "-c", "SELECT row->'value' FROM loom.memory_current WHERE namespace = '"+ns+"'")
+	out = run("psql", env.Stack.Postgres.DSN(), "-At", "-c", "SELECT loom.opened_row(row, sealed, org, namespace, seq)->'value' FROM loom.memory_current WHERE namespace = '"+ns+"'")
 	if strings.TrimSpace(out) != `"seen by the command-line tools"` {
 		t.Fatalf("psql read %q", out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
@@ -179,4 +180,18 @@ func TextRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int6
 		out[table] = int64(n)
 	}
 	return out
+}
+
+// UserRef is how the topic names userID in org (events.UserRef under the org's key).
+func UserRef(t testing.TB, pool *pgxpool.Pool, org, userID string) string {
+	t.Helper()
+	var key []byte
+	if err := pool.QueryRow(context.Background(), `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
+		t.Fatalf("read the user reference key of %s: %v", org, err)
+	}
+	ref, err := events.UserRef(key, userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }

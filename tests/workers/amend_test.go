@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	pgmigrations "github.com/loomplane/loom/pg_migrations"
 	"github.com/loomplane/loom/tests/testenv"
@@ -67,7 +68,7 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 		t.Fatalf("the untagged row's entities %v; want the extractor's Alice", m.Entities)
 	}
 	tagsOf := func() string {
-		return strings.Join(testenv.PGStrings(t, pool, `SELECT coalesce(jsonb_typeof(row -> 'tags'), 'absent') FROM loom.memory_current
+		return strings.Join(testenv.PGStrings(t, pool, `SELECT coalesce(jsonb_typeof(`+heads.Row+` -> 'tags'), 'absent') FROM loom.memory_current
 			WHERE org = $1 AND namespace = $2 AND memory_key = 'untagged'`, org, ns), ",")
 	}
 	fromMessages := func(what string) {
@@ -103,8 +104,8 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 		t.Fatalf("the amended untagged head stores tags as %s; want an array", got)
 	}
 
-	// A head an earlier build stored with "tags": null.
-	if _, err := pool.Exec(ctx, `UPDATE loom.memory_current SET row = jsonb_set(row, '{tags}', 'null')
+	// A head an earlier build stored with "tags": null (and its text unsealed).
+	if _, err := pool.Exec(ctx, `UPDATE loom.memory_current SET row = jsonb_set(`+heads.Row+`, '{tags}', 'null'), sealed = NULL
 		WHERE org = $1 AND namespace = $2 AND memory_key = 'untagged'`, org, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +120,9 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 	if got := tagsOf(); got != "array" {
 		t.Fatalf("after migration 058 the head stores tags as %s; want an array", got)
 	}
+	// The rows written here are extracted before the next test's workers start: they
+	// share the extractor's group and queue, and would call that test's model.
+	drained(t, pool, entitiesWorker, org)
 }
 
 // The entity extractor's revision amends the version a writer was answered: the head
@@ -172,4 +176,5 @@ func TestEntityExtractionKeepsTheAnsweredVersion(t *testing.T) {
 	if err != nil || !d.Deleted || d.VersionChanged {
 		t.Fatalf("memory.delete_version of the answered version: %+v, %v", d, err)
 	}
+	drained(t, env.PG(t), entitiesWorker, org)
 }

@@ -303,7 +303,7 @@ func readStamps(t testing.TB, org string) []stamp {
 func journalValue(t *testing.T, org, id string, version int64) string {
 	t.Helper()
 	var v string
-	if err := env.PG(t).QueryRow(context.Background(), `SELECT coalesce(row->>'value', '') FROM loom.memory_revisions
+	if err := env.PG(t).QueryRow(context.Background(), `SELECT coalesce(loom.opened_row(row, sealed, org, namespace, seq)->>'value', '') FROM loom.memory_revisions
 		WHERE org = $1 AND memory_id = $2::uuid AND version = $3`, org, id, version).Scan(&v); err != nil {
 		t.Fatalf("the journal's value of %s at %d: %v", id, version, err)
 	}
@@ -313,7 +313,7 @@ func journalValue(t *testing.T, org, id string, version int64) string {
 // journalValues are every value a memory ever held.
 func journalValues(t *testing.T, org, id string) []string {
 	t.Helper()
-	return testenv.PGStrings(t, env.PG(t), `SELECT DISTINCT coalesce(row->>'value', '') FROM loom.memory_revisions WHERE org = $1 AND memory_id = $2::uuid`, org, id)
+	return testenv.PGStrings(t, env.PG(t), `SELECT DISTINCT coalesce(loom.opened_row(row, sealed, org, namespace, seq)->>'value', '') FROM loom.memory_revisions WHERE org = $1 AND memory_id = $2::uuid`, org, id)
 }
 
 func judgedWith(j *scriptedJudge, newValue string, peerValues []string) (judgeCall, bool) {

@@ -246,8 +246,8 @@ type seqID struct {
 
 // revision is what the topic and the journal both say about a seq.
 type revision struct {
-	eventType, memoryID, status, sha string
-	version                          int64
+	eventType, memoryID, status, userRef string
+	version                              int64
 }
 
 // journalRow is a revision of the journal and its key.
@@ -258,7 +258,7 @@ type journalRow struct {
 
 // line is the example consumer's line for the revision (its plain fields).
 func (r revision) line() string {
-	return fmt.Sprintf("%s memory_id=%s version=%d status=%s tombstone=false sha256=%s", r.eventType, r.memoryID, r.version, r.status, r.sha[:12])
+	return fmt.Sprintf("%s memory_id=%s version=%d status=%s tombstone=false user=ref:%s", r.eventType, r.memoryID, r.version, r.status, r.userRef[:12])
 }
 
 // seqsOnTopic reads every copy of every seq of the org on the topic.
@@ -275,25 +275,32 @@ func seqsOnTopic(t *testing.T) map[seqID][]revision {
 		}
 		id := seqID{e.Namespace, e.Seq}
 		out[id] = append(out[id], revision{eventType: string(e.Type), memoryID: e.Revision.MemoryID,
-			status: e.Revision.Status, sha: e.Revision.ContentSHA256, version: e.Revision.Version})
+			status: e.Revision.Status, userRef: e.Revision.UserRef, version: e.Revision.Version})
 	}
 	return out
 }
 
 func readJournal(t *testing.T, pool *pgxpool.Pool, nss []string) map[seqID]journalRow {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT namespace, seq, event_type, memory_key, memory_id::text, status, content_sha256, version
+	rows, err := pool.Query(context.Background(), `SELECT namespace, seq, event_type, memory_key, memory_id::text, status, user_id, version
 		FROM loom.memory_revisions WHERE org = $1 AND namespace = ANY($2)`, org, nss)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	out := map[seqID]journalRow{}
+	refs := map[string]string{}
 	for rows.Next() {
 		var id seqID
 		var r journalRow
-		if err := rows.Scan(&id.ns, &id.seq, &r.eventType, &r.key, &r.memoryID, &r.status, &r.sha, &r.version); err != nil {
+		var user string
+		if err := rows.Scan(&id.ns, &id.seq, &r.eventType, &r.key, &r.memoryID, &r.status, &user, &r.version); err != nil {
 			t.Fatal(err)
+		}
+		r.userRef = refs[user]
+		if r.userRef == "" {
+			r.userRef = testenv.UserRef(t, pool, org, user)
+			refs[user] = r.userRef
 		}
 		out[id] = r
 	}

@@ -1,0 +1,54 @@
+package heads
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// rowText is the part of a row sealed at rest: the memory's text.
+type rowText struct {
+	Value       json.RawMessage   `json:"value"`
+	Tags        []string          `json:"tags"`
+	Entities    []string          `json:"entities"`
+	EntityTypes map[string]string `json:"entity_types,omitempty"`
+	Relations   []events.Relation `json:"relations,omitempty"`
+}
+
+// AtRest is how memory_current and memory_revisions keep a row (the commit writes
+// both columns with it): its JSON without the
+// text, and the text sealed under a key derived from the revision's data key, as
+// loom.opened_row (migration 056) opens it in Postgres: AES-256-CBC with PKCS#7 padding
+// and a zero IV (pgcrypto's encrypt(..., 'aes')) under HMAC-SHA256(dataKey, "loom.row").
+// The derived key seals this one plaintext only, so the fixed IV is never reused, and
+// it is never the key that seals the topic's content (AES-GCM).
+func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error) {
+	text, err := json.Marshal(rowText{Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		EntityTypes: row.EntityTypes, Relations: row.Relations})
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the row's text: %w", err)
+	}
+	bare := *row
+	bare.Value, bare.Tags, bare.Entities, bare.EntityTypes, bare.Relations = nil, nil, nil, nil, nil
+	if payload, err = json.Marshal(&bare); err != nil {
+		return nil, nil, fmt.Errorf("encode the row: %w", err)
+	}
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte("loom.row"))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, nil, fmt.Errorf("seal the row's text: %w", err)
+	}
+	pad := aes.BlockSize - len(text)%aes.BlockSize
+	plain := append(text, bytes.Repeat([]byte{byte(pad)}, pad)...)
+	sealed = make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(sealed, plain)
+	return payload, sealed, nil
+}

@@ -1,0 +1,64 @@
+// Package userref holds each org's user reference key: the HMAC key under which the
+// topic's plain fields name a user (events.UserRef) instead of carrying the user id.
+// The key is made on an org's first write and kept in loom.user_ref_keys; it never
+// changes, so a process caches it.
+package userref
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/events"
+)
+
+// Keys reads and makes the orgs' user reference keys.
+type Keys struct {
+	pool *pgxpool.Pool
+	mu   sync.Mutex
+	keys map[string][]byte
+}
+
+// New returns the keys kept in pool's database.
+func New(pool *pgxpool.Pool) *Keys {
+	return &Keys{pool: pool, keys: map[string][]byte{}}
+}
+
+// Key returns org's key, making it on the org's first call in the deployment.
+func (k *Keys) Key(ctx context.Context, org string) ([]byte, error) {
+	k.mu.Lock()
+	key, ok := k.keys[org]
+	k.mu.Unlock()
+	if ok {
+		return key, nil
+	}
+	fresh := make([]byte, events.UserRefKeySize)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
+	}
+	// Whichever process inserts first wins; every one reads the key that won (a second
+	// read when the winner committed after this statement's snapshot).
+	if _, err := k.pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING`,
+		org, fresh); err != nil {
+		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
+	}
+	if err := k.pool.QueryRow(ctx, `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
+		return nil, fmt.Errorf("read the user reference key of %s: %w", org, err)
+	}
+	k.mu.Lock()
+	k.keys[org] = key
+	k.mu.Unlock()
+	return key, nil
+}
+
+// Ref is userID's reference in org (events.UserRef).
+func (k *Keys) Ref(ctx context.Context, org, userID string) (string, error) {
+	key, err := k.Key(ctx, org)
+	if err != nil {
+		return "", err
+	}
+	return events.UserRef(key, userID)
+}

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// After an erasure, nothing Loom wrote still holds what was erased in the clear: not
+// the topic (raw keys, headers and values), not Postgres's files (table files and WAL,
+// after a VACUUM and a CHECKPOINT), not ClickHouse's data path (parts and the mutation
+// files kept beside them, once the replaced parts are cleaned up). Each needle is a
+// marker no other test writes: one in the value, one in the key, one in the user id,
+// and the value's unsalted SHA-256, which a dictionary of guesses would confirm.
+//
+// Postgres is checked for the value only: the key and the user id are plain columns of
+// loom.memory_current and loom.memory_revisions (their unique keys and filters), the
+// content hash a plain column too, and the erasure's own ledger names the user it
+// erased (docs/architecture.md, "Erasure at rest").
+func TestErasureLeavesNothingAtRest(t *testing.T) {
+	n, url := env.API(t, nil)
+	org := testenv.Unique(t, "org")
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	ns := testenv.Unique(t, "rest")
+	stamp := time.Now().UnixNano()
+	valueMark := fmt.Sprintf("vmark%dq", stamp)
+	keyMark := fmt.Sprintf("kmark%dq", stamp)
+	user := fmt.Sprintf("umark%dq", stamp)
+	key := "vault-" + keyMark
+	for _, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
+		if r := c.Put(t, ns, key, map[string]any{"value": fmt.Sprintf(v, valueMark), "user_id": user, "tags": []string{"vault"}}); r.Status != http.StatusOK {
+			t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
+	if head.Status != http.StatusOK {
+		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
+	}
+	sha, _ := head.JSON(t)["content_sha256"].(string)
+	if len(sha) != 64 {
+		t.Fatalf("the head answers content_sha256 %q", sha)
+	}
+	conn := env.CH(t)
+	testenv.Eventually(t, time.Minute, "the projection to hold the memory", func() bool {
+		for _, n := range testenv.TextRows(t, conn, org, ns, valueMark) {
+			if n > 0 {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The scans below see what they scan: before the erasure, the projection's parts
+	// hold the value and Postgres's files the key (a plain column).
+	if found := filesHolding(t, env.Stack.ClickHouse.DataDir(), valueMark); len(found) == 0 {
+		t.Fatal("before the erasure, no file of ClickHouse's data path holds the value")
+	}
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyMark); len(found) == 0 {
+		t.Fatal("before the erasure, no file of Postgres's data directory holds the key")
+	}
+	if leaks := testenv.Leaks(env.TopicRecords(t), ns); len(leaks) == 0 {
+		t.Fatal("before the erasure, the topic holds no record of the namespace")
+	}
+
+	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
+
+	// The topic: every record, raw.
+	if leaks := testenv.Leaks(env.TopicRecords(t), valueMark, keyMark, user, sha); len(leaks) > 0 {
+		t.Errorf("the topic still holds the erased memory in the clear: %v", leaks)
+	}
+
+	// Postgres: dead tuples vacuumed, dirty pages written, then every file read.
+	pool := env.PG(t)
+	ctx := context.Background()
+	for _, stmt := range []string{"VACUUM", "CHECKPOINT"} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), valueMark); len(found) > 0 {
+		t.Errorf("Postgres files still hold the erased value: %v", found)
+	}
+
+	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
+	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
+	dir := env.Stack.ClickHouse.DataDir()
+	var found []string
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		found = filesHolding(t, dir, valueMark, keyMark, sha)
+		if len(found) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(found) > 0 {
+		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
+	}
+}
+
+// filesHolding lists, for each needle some file under dir holds, the needle and the
+// first such file. Files that vanish while it reads (a part the server removes, a WAL
+// segment recycled) are skipped.
+func filesHolding(t *testing.T, dir string, needles ...string) []string {
+	t.Helper()
+	first := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		for _, n := range needles {
+			if _, ok := first[n]; !ok && bytes.Contains(b, []byte(n)) {
+				first[n] = path
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var out []string
+	for _, n := range needles {
+		if p, ok := first[n]; ok {
+			out = append(out, fmt.Sprintf("%q in %s", n, p))
+		}
+	}
+	return out
+}
