@@ -103,7 +103,10 @@ func TestErasureResumesAfterAStopAtEveryStep(t *testing.T) {
 	env.Projector(t, p)
 	saga := func(c *config.Config) {
 		c.Pipeline.Projection = p
-		c.Command.Erasure.Lease = 2 * time.Second
+		// A saga's first run lasts one lease: long enough for the projector to apply the
+		// erasure's mutations while other suites load the machine, short enough that
+		// erasure_recovery soon takes over a stopped one.
+		c.Command.Erasure.Lease = 5 * time.Second
 		c.Command.Erasure.RecoveryInterval = 0 // this process runs the saga and stops it; it recovers nothing
 	}
 	// The faults each subtest stops the saga with, nil for none.
