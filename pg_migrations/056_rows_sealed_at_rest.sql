@@ -13,9 +13,21 @@ CREATE EXTENSION IF NOT EXISTS pgcrypto;
 ALTER TABLE loom.memory_current ADD COLUMN sealed bytea;
 ALTER TABLE loom.memory_revisions ADD COLUMN sealed bytea;
 
+-- PL/pgSQL, not SQL: a SQL function with a subquery is not inlined, and Postgres plans
+-- its body again at every execution of the statement calling it (0.6 ms a memory.get);
+-- PL/pgSQL keeps the key lookup's plan for the session.
 CREATE FUNCTION loom.opened_row(r jsonb, sealed bytea, o text, ns text, s bigint) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN sealed IS NULL THEN r ELSE r || coalesce((
-        SELECT convert_from(decrypt(sealed, hmac('loom.row'::bytea, k.data_key, 'sha256'), 'aes'), 'UTF8')::jsonb
-        FROM loom.revision_keys k WHERE k.org = o AND k.namespace = ns AND k.seq = s), '{}'::jsonb) END
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+DECLARE
+    key bytea;
+BEGIN
+    IF sealed IS NULL THEN
+        RETURN r;
+    END IF;
+    SELECT k.data_key INTO key FROM loom.revision_keys k WHERE k.org = o AND k.namespace = ns AND k.seq = s;
+    IF key IS NULL THEN
+        RETURN r;
+    END IF;
+    RETURN r || convert_from(decrypt(sealed, hmac('loom.row'::bytea, key, 'sha256'), 'aes'), 'UTF8')::jsonb;
+END
 $$;
