@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -174,7 +175,13 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		n += int64(len(p.rows))
 		all = append(all, p.rows...)
 	}
-	err := pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
+	// Read before the transaction: an org's first write makes its key, which must not
+	// take round trips while the namespace's generation lock is held.
+	refKey, err := s.userRefs.Key(ctx, lead.org)
+	if err != nil {
+		return failAll(errs, err)
+	}
+	err = pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		var policyGen, lastSeq int64
 		b := &pgx.Batch{}
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
@@ -205,25 +212,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 				errs[i] = err
 				continue
 			}
-			for j, pr := range p.rows {
-				r := pr.row
-				if r.MemoryID == "" {
-					r.MemoryID = uuid.NewString()
-				}
-				if r.CreatedAt.IsZero() {
-					r.CreatedAt = now
-				}
-				if pr.amends {
-					r.Version = st.locked[j] // checkPlan: the version it read
-				} else {
-					r.UpdatedAt = now
-					r.Version = memrow.NextVersion(now, st.locked[j])
-				}
-				r.Seq = next
-				next++
-				written[heads.IdentityKey(r.Identity)] = true
-				before = append(before, gapRevision{seq: r.Seq, row: r})
-			}
+			next = stampRows(p, st, now, next, &before)
 			admitted = append(admitted, p)
 		}
 		if len(admitted) == 0 {
@@ -239,18 +228,8 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 			// The seqs of the plans left out go back: a namespace's seqs have no holes.
 			generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
 		}
-		refKey, err := s.userRefs.Key(ctx, lead.org)
-		if err != nil {
+		if err := s.queueWrites(b, admitted, refKey); err != nil {
 			return nil, err
-		}
-		for _, p := range admitted {
-			for _, pr := range p.rows {
-				rec, err := s.encode(pr, p, refKey)
-				if err != nil {
-					return nil, err
-				}
-				s.queueInsert(b, pr, rec)
-			}
 		}
 		if s.relayWake == nil {
 			outbox.QueueNotify(b)
@@ -280,11 +259,57 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	case err != nil && !errors.Is(err, errNoneAdmitted):
 		// Nothing committed. A plan left out may have been left out for a row of the
 		// group that did not commit: every plan answers the failure.
-		for i := range errs {
-			errs[i] = err
-		}
+		return failAll(errs, err)
 	}
 	return errs
+}
+
+// failAll answers err for every plan of a commit that committed nothing.
+func failAll(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// stampRows gives an admitted plan's rows their ids, times, versions and seqs, from
+// next on, and returns the seq after them; st.written and before learn the rows, so the
+// plans after it in the group are checked against them.
+func stampRows(p *commitPlan, st planState, now time.Time, next int64, before *[]gapRevision) int64 {
+	for j, pr := range p.rows {
+		r := pr.row
+		if r.MemoryID == "" {
+			r.MemoryID = uuid.NewString()
+		}
+		if r.CreatedAt.IsZero() {
+			r.CreatedAt = now
+		}
+		if pr.amends {
+			r.Version = st.locked[j] // checkPlan: the version it read
+		} else {
+			r.UpdatedAt = now
+			r.Version = memrow.NextVersion(now, st.locked[j])
+		}
+		r.Seq = next
+		next++
+		st.written[heads.IdentityKey(r.Identity)] = true
+		*before = append(*before, gapRevision{seq: r.Seq, row: r})
+	}
+	return next
+}
+
+// queueWrites queues the admitted plans' heads, revisions, data keys and outbox records.
+func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey []byte) error {
+	for _, p := range admitted {
+		for _, pr := range p.rows {
+			rec, err := s.encode(pr, p, userRefKey)
+			if err != nil {
+				return err
+			}
+			s.queueInsert(b, pr, rec)
+		}
+	}
+	return nil
 }
 
 // planState is what a plan of a commit is checked against: what the transaction read,
