@@ -6,7 +6,6 @@ package command
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -97,14 +96,9 @@ type Service struct {
 	// to a new round (commitRound).
 	commits *metrics.CounterVec
 
-	// The workers role's (workers.go): its settings (their calls go to models), and
-	// what wakes each worker's pass in this process.
-	workers         config.Workers
-	wake            map[string]chan struct{}
-	providerMu      sync.Mutex
-	providerStopped bool
-	// extractions counts the extraction workers' requests by outcome.
-	extractions *metrics.CounterVec
+	// judgement is the cosine at which a write's peer marks it for the conflict
+	// resolver (WithJudgementFloor); 0: the resolver is off.
+	judgement float64
 	// tracer traces the commits (loom.commit); a no-op without WithTracer.
 	tracer trace.Tracer
 }
@@ -112,8 +106,7 @@ type Service struct {
 // Option changes how New builds the write side.
 type Option func(*Service)
 
-// WithModels gives the write side its model provider (memory.set_from_messages and the
-// extraction workers).
+// WithModels gives the write side its model provider (memory.set_from_messages).
 func WithModels(p *llm.Provider) Option { return func(s *Service) { s.models = p } }
 
 // WithFaults breaks the write path where f says (tests).
@@ -140,8 +133,6 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+
 			"or sent back to a new round because rows committed since the peer read may be peers (gap), "+
 			"a head moved (head_moved) or the namespace's policy changed (policy_moved).", "outcome"),
-		extractions: reg.Counter("loom_extraction_requests_total",
-			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}
 	for _, o := range opts {
 		o(s)

@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
+	"github.com/loomplane/loom/workers"
 )
 
 // queueEnv is a Loom whose deferred extractions go to a topic of the test's own; its
@@ -150,7 +151,7 @@ func TestDeferredExtractionIsTakenOverAndWrittenOnce(t *testing.T) {
 	stopD := q.worker()
 	defer stopD()
 	testenv.Eventually(t, 30*time.Second, "worker D to be handed every record", func() bool {
-		return env.GroupCaughtUp(t, command.ExtractionGroup, q.topic)
+		return env.GroupCaughtUp(t, workers.ExtractionGroup, q.topic)
 	})
 	if x := q.status(second); x.Status != "done" {
 		t.Fatalf("the second request: %+v", x)
@@ -236,7 +237,7 @@ func TestDeferredExtractionStopsOnARejectedKey(t *testing.T) {
 		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	env.ServeProcess(t, n)
 	testenv.Eventually(t, 30*time.Second, "the worker to be handed both records", func() bool {
-		return env.GroupCaughtUp(t, command.ExtractionGroup, q.topic)
+		return env.GroupCaughtUp(t, workers.ExtractionGroup, q.topic)
 	})
 	if c := len(q.srv.Chats()); c != 1 {
 		t.Fatalf("%d calls, want 1: a refused key stops the worker", c)
@@ -271,7 +272,7 @@ func TestErasureReachesAPendingExtraction(t *testing.T) {
 	defer q.worker()()
 	q.await(bob, "done")
 	testenv.Eventually(t, 30*time.Second, "the worker to be handed every record", func() bool {
-		return env.GroupCaughtUp(t, command.ExtractionGroup, q.topic)
+		return env.GroupCaughtUp(t, workers.ExtractionGroup, q.topic)
 	})
 	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND user_id = 'alice'`,
 		q.org, q.ns); n != 0 {

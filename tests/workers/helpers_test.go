@@ -13,11 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
+	loomworkers "github.com/loomplane/loom/workers"
 )
 
 // Worker names, as command names them.
@@ -106,7 +106,7 @@ func resetGroup(t testing.TB, worker, target string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := env.Admin(t)
-	group := command.WorkerGroup(worker)
+	group := loomworkers.Group(worker)
 	topic := env.Config(nil).Pipeline.Topic
 	var listed kadm.ListedOffsets
 	var err error
@@ -147,7 +147,7 @@ func drained(t testing.TB, pool *pgxpool.Pool, worker, org string) {
 		// The org's records on the topic first (the outbox empty), then the group past
 		// them, then nothing owed.
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.outbox WHERE org = $1`, org) == 0 &&
-			env.GroupCaughtUp(t, command.WorkerGroup(worker), topic) &&
+			env.GroupCaughtUp(t, loomworkers.Group(worker), topic) &&
 			testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND org = $2 AND state = 'owed'`, worker, org) == 0
 	})
 }

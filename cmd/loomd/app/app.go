@@ -38,6 +38,7 @@ import (
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
+	"github.com/loomplane/loom/workers"
 )
 
 // Version is loomd's build version.
@@ -57,6 +58,9 @@ type Process struct {
 	// Command is the write side, built when the process runs the command role or the
 	// workers role (whose workers write through it).
 	Command *command.Service
+	// Workers is the workers role (the conflict resolver, the entity extractor) and
+	// the extraction workers, built with the write side they write through.
+	Workers *workers.Service
 	// Query is the read side, built when the process runs the query role.
 	Query *query.Service
 	// Tracing is the process's tracer provider: OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -177,8 +181,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		// builds the write side too, and serves none of its routes.
 		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()), command.WithWorkers(cfg.Workers),
-			command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()))
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()),
+			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()))
+		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
@@ -313,24 +318,24 @@ func (p *Process) background() []work {
 		out = append(out, work{string(config.RoleProjector), p.RunProjector})
 	}
 	if p.Cfg.Roles.Has(config.RoleWorkers) {
-		for _, w := range command.Workers() {
-			if !p.Command.WorkerEnabled(w) {
+		for _, w := range workers.Names() {
+			if !p.Workers.Enabled(w) {
 				p.Log.Info("worker off: it needs a model provider (LOOM_LLM_BASE_URL) and its switch on; the rows it owes wait in the topic", "worker", w)
 				continue
 			}
 			out = append(out,
 				work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }},
-				work{"worker " + w, func(ctx context.Context) error { p.Command.RunWorker(ctx, w); return nil }})
+				work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
 		}
 	}
 	return out
 }
 
 // RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
-// revisions the worker owes something (command.Service.RunWorkerFeed).
+// revisions the worker owes something (workers.Service.RunFeed).
 func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
-	return runMember(command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
-		return p.Command.RunWorkerFeed(ctx, worker, c)
+	return runMember(workers.ConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Workers.RunFeed(ctx, worker, c)
 	})
 }
 
@@ -338,8 +343,8 @@ func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
 // extraction workers' consumer group, until ctx ends. It is the command role's: it
 // writes through the write side's admission and commit, as the requests' tokens.
 func (p *Process) RunExtractionWorker(ctx context.Context) error {
-	return runMember(p.Command.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
-		return p.Command.RunExtractionWorker(ctx, c)
+	return runMember(p.Workers.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+		return p.Workers.RunExtractionWorker(ctx, c)
 	})
 }
 

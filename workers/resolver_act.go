@@ -1,4 +1,4 @@
-package command
+package workers
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
@@ -89,10 +90,10 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAct
 		if len(rows) == 0 {
 			return false, nil // acting twice changes nothing
 		}
-		err = s.commit(ctx, &commitPlan{org: j.Org, namespace: j.Namespace, rows: rows, requestID: judgementID,
-			policyGeneration: -1, inTx: refuseUnderErasure(j.Org)})
+		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: j.Org, Namespace: j.Namespace, Rows: rows, RequestID: judgementID,
+			InTx: refuseUnderErasure(j.Org)})
 		switch {
-		case errors.Is(err, errHeadMoved):
+		case errors.Is(err, command.ErrHeadMoved):
 			continue
 		case err != nil:
 			return false, err
@@ -104,8 +105,8 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAct
 
 // pairRows are the copies an action writes: only the rows it changes. The judged
 // row's copy no longer owes a judgement: this one is its.
-func pairRows(a pairAction, j, p *memrow.Row) []*pending {
-	jc, pc := copyOf(j), copyOf(p)
+func pairRows(a pairAction, j, p *memrow.Row) []command.WorkerRow {
+	jc, pc := command.CopyOf(j), command.CopyOf(p)
 	var op string
 	switch a {
 	case actRetire:
@@ -121,7 +122,7 @@ func pairRows(a pairAction, j, p *memrow.Row) []*pending {
 			other string
 		}{{jc, p.MemoryID}, {pc, j.MemoryID}} {
 			c.row.Status = memrow.StatusConflicted
-			c.row.ConflictWith = appendOnce(c.row.ConflictWith, c.other)
+			c.row.ConflictWith = command.AppendOnce(c.row.ConflictWith, c.other)
 		}
 	case actClear:
 		op = opConflictClear
@@ -130,18 +131,18 @@ func pairRows(a pairAction, j, p *memrow.Row) []*pending {
 	default:
 		return nil
 	}
-	var out []*pending
+	var out []command.WorkerRow
 	for _, c := range []struct{ head, row *memrow.Row }{{j, jc}, {p, pc}} {
 		if c.row == jc {
 			jc.JudgementOwed = false
 		}
-		if unchanged(c.head, c.row) {
+		if command.Unchanged(c.head, c.row) {
 			continue
 		}
-		out = append(out, &pending{op: op, event: events.TypeStatusChanged, row: c.row, readVersion: c.head.Version, readSeq: c.head.Seq})
+		out = append(out, command.WorkerRow{Op: op, Event: events.TypeStatusChanged, Row: c.row, ReadVersion: c.head.Version, ReadSeq: c.head.Seq})
 	}
 	// A copy that only drops the judged row's mark is no action of its own.
-	if len(out) == 1 && out[0].row == jc && onlyMarkDropped(j, jc) {
+	if len(out) == 1 && out[0].Row == jc && onlyMarkDropped(j, jc) {
 		return nil
 	}
 	return out
@@ -164,7 +165,7 @@ func without(list []string, v string) []string {
 func onlyMarkDropped(head, c *memrow.Row) bool {
 	h := *head
 	h.JudgementOwed = false
-	return unchanged(&h, c)
+	return command.Unchanged(&h, c)
 }
 
 // transientStore reports whether a write failed for a reason asking later may cure:

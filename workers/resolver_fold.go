@@ -1,4 +1,6 @@
-package command
+package workers
+
+import "github.com/loomplane/loom/command"
 
 // The fold is the conflict resolver's rule (memory-architecture, "The fold"): what one
 // verdict of the model on a pair (the judged row, NEW, and one peer) does, precision
@@ -75,7 +77,7 @@ func fold(j *peerJudgement, f pairFacts, t thresholds) pairAction {
 		return actNone
 	case stale && j.Confidence < t.flag:
 		return actNone
-	case j.Verdict == verdictUpdate && j.Confidence >= t.retire && (f.policy == PolicyAutoReinforce || f.policy == PolicyNewestWins) &&
+	case j.Verdict == verdictUpdate && j.Confidence >= t.retire && (f.policy == command.PolicyAutoReinforce || f.policy == command.PolicyNewestWins) &&
 		f.peerFirst && !f.sameValidDay:
 		return actRetire
 	case stale:

@@ -1,8 +1,9 @@
-package command
+package workers
 
 import (
 	"testing"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -15,7 +16,7 @@ func TestFoldActsOnlyAtItsThresholds(t *testing.T) {
 	verdict := func(v judgeVerdict, conf float64) *peerJudgement {
 		return &peerJudgement{Verdict: v, SameEntity: true, SameAttribute: true, Confidence: conf}
 	}
-	first := pairFacts{policy: PolicyAutoReinforce, peerFirst: true}
+	first := pairFacts{policy: command.PolicyAutoReinforce, peerFirst: true}
 	for _, tc := range []struct {
 		name  string
 		j     *peerJudgement
@@ -24,21 +25,21 @@ func TestFoldActsOnlyAtItsThresholds(t *testing.T) {
 	}{
 		{"left out of the answer", nil, first, actNone},
 		{"an update at the retire threshold retires the older peer", upd(0.98), first, actRetire},
-		{"newest_wins retires too", upd(0.99), pairFacts{policy: PolicyNewestWins, peerFirst: true}, actRetire},
-		{"manual_review only flags", upd(0.99), pairFacts{policy: PolicyManualReview, peerFirst: true}, actFlag},
+		{"newest_wins retires too", upd(0.99), pairFacts{policy: command.PolicyNewestWins, peerFirst: true}, actRetire},
+		{"manual_review only flags", upd(0.99), pairFacts{policy: command.PolicyManualReview, peerFirst: true}, actFlag},
 		{"an update just below retire flags", upd(0.979), first, actFlag},
 		{"an update below flag does nothing", upd(0.949), first, actNone},
-		{"a peer asserted later is flagged, never retired", upd(0.99), pairFacts{policy: PolicyAutoReinforce}, actFlag},
-		{"both dated the same day: review", upd(0.99), pairFacts{policy: PolicyAutoReinforce, peerFirst: true, sameValidDay: true}, actFlag},
+		{"a peer asserted later is flagged, never retired", upd(0.99), pairFacts{policy: command.PolicyAutoReinforce}, actFlag},
+		{"both dated the same day: review", upd(0.99), pairFacts{policy: command.PolicyAutoReinforce, peerFirst: true, sameValidDay: true}, actFlag},
 		{"a contradiction flags at 0.95", verdict(verdictContradiction, 0.95), first, actFlag},
 		{"a contradiction below does nothing", verdict(verdictContradiction, 0.94), first, actNone},
 		{"an update of another entity contradicts itself", &peerJudgement{Verdict: verdictUpdate, SameAttribute: true, Confidence: 0.99}, first, actNone},
 		{"another attribute too", &peerJudgement{Verdict: verdictContradiction, SameEntity: true, Confidence: 0.99}, first, actNone},
-		{"the anonymous user's other session: nothing", upd(0.99), pairFacts{policy: PolicyAutoReinforce, peerFirst: true, anonymous: true, otherSession: true}, actNone},
-		{"the anonymous user's own session: retires", upd(0.99), pairFacts{policy: PolicyAutoReinforce, peerFirst: true, anonymous: true}, actRetire},
-		{"a restatement clears a flag at 0.90", verdict(verdictRestatement, 0.90), pairFacts{policy: PolicyAutoReinforce, flagged: true}, actClear},
-		{"unrelated clears a flag", verdict(verdictUnrelated, 0.97), pairFacts{policy: PolicyManualReview, flagged: true}, actClear},
-		{"below clear leaves the flag", verdict(verdictElaboration, 0.89), pairFacts{policy: PolicyAutoReinforce, flagged: true}, actNone},
+		{"the anonymous user's other session: nothing", upd(0.99), pairFacts{policy: command.PolicyAutoReinforce, peerFirst: true, anonymous: true, otherSession: true}, actNone},
+		{"the anonymous user's own session: retires", upd(0.99), pairFacts{policy: command.PolicyAutoReinforce, peerFirst: true, anonymous: true}, actRetire},
+		{"a restatement clears a flag at 0.90", verdict(verdictRestatement, 0.90), pairFacts{policy: command.PolicyAutoReinforce, flagged: true}, actClear},
+		{"unrelated clears a flag", verdict(verdictUnrelated, 0.97), pairFacts{policy: command.PolicyManualReview, flagged: true}, actClear},
+		{"below clear leaves the flag", verdict(verdictElaboration, 0.89), pairFacts{policy: command.PolicyAutoReinforce, flagged: true}, actNone},
 		{"no flag, nothing to clear", verdict(verdictRelated, 0.99), first, actNone},
 	} {
 		if got := fold(tc.j, tc.facts, defaultThresholds); got != tc.want {
@@ -80,51 +81,15 @@ func TestAnswersNameTheirPeersEveryWay(t *testing.T) {
 	}
 }
 
-func TestWritesOweAJudgementForAConflictOrAPeerAtTheFloor(t *testing.T) {
-	row := &memrow.Row{Identity: memrow.Identity{Agent: "a", UserID: "alice", SessionID: "s1"}, Status: memrow.StatusActive}
-	peerOf := func(user, agent string, cos float64, pinned bool) peer {
-		return peer{row: &memrow.Row{Identity: memrow.Identity{Agent: agent, UserID: user}, Pinned: pinned}, cosine: cos}
-	}
-	newV := verdict{kind: VerdictNew}
-	for _, tc := range []struct {
-		name  string
-		row   *memrow.Row
-		v     verdict
-		peers []peer
-		floor float64
-		want  bool
-	}{
-		{"a conflict always owes", row, verdict{kind: VerdictConflict}, nil, 0, true},
-		{"a peer of the same user at the floor", row, newV, []peer{peerOf("alice", "b", 0.61, false)}, 0.6, true},
-		{"below the floor", row, newV, []peer{peerOf("alice", "a", 0.59, false)}, 0.6, false},
-		{"the resolver off", row, newV, []peer{peerOf("alice", "a", 0.9, false)}, 0, false},
-		{"another user's row is not the subject", row, newV, []peer{peerOf("bob", "a", 0.9, false)}, 0.6, false},
-		{"a pinned row is no peer", row, newV, []peer{peerOf("alice", "a", 0.9, true)}, 0.6, false},
-		{"a duplicate owes nothing", row, verdict{kind: VerdictDuplicate}, []peer{peerOf("alice", "a", 0.99, false)}, 0.6, false},
-		{"a proposal owes nothing", &memrow.Row{Status: memrow.StatusProposed}, verdict{kind: VerdictConflict}, nil, 0.6, false},
-	} {
-		if got := owesJudgement(tc.row, tc.v, tc.peers, tc.floor); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	anon := &memrow.Row{Identity: memrow.Identity{Agent: "a", UserID: "-"}}
-	if owesJudgement(anon, newV, []peer{peerOf("-", "b", 0.9, false)}, 0.6) {
-		t.Error("the anonymous user's subject is one agent: another agent's row is no peer")
-	}
-	if !owesJudgement(anon, newV, []peer{peerOf("-", "a", 0.9, false)}, 0.6) {
-		t.Error("the anonymous user's row of the same agent is a peer")
-	}
-}
-
 func TestActionsWriteOnlyWhatChanges(t *testing.T) {
 	j := &memrow.Row{MemoryID: "j", Status: memrow.StatusConflicted, ConflictWith: []string{"p"}, JudgementOwed: true, Version: 5}
 	p := &memrow.Row{MemoryID: "p", Status: memrow.StatusConflicted, ConflictWith: []string{"j"}, Version: 3,
 		Identity: memrow.Identity{MemoryKey: "pk"}}
 	rows := pairRows(actRetire, j, p)
-	if len(rows) != 2 || rows[0].row.Status != memrow.StatusActive || len(rows[0].row.ConflictWith) != 0 || rows[0].row.JudgementOwed ||
-		rows[1].row.Status != memrow.StatusSuperseded || rows[1].row.SupersededBy != "j" || rows[1].op != opAutoSupersede ||
-		rows[0].readVersion != 5 || rows[1].readVersion != 3 {
-		t.Fatalf("a retirement supersedes the peer behind the winner and clears the winner's flag: %+v %+v", rows[0].row, rows[1].row)
+	if len(rows) != 2 || rows[0].Row.Status != memrow.StatusActive || len(rows[0].Row.ConflictWith) != 0 || rows[0].Row.JudgementOwed ||
+		rows[1].Row.Status != memrow.StatusSuperseded || rows[1].Row.SupersededBy != "j" || rows[1].Op != opAutoSupersede ||
+		rows[0].ReadVersion != 5 || rows[1].ReadVersion != 3 {
+		t.Fatalf("a retirement supersedes the peer behind the winner and clears the winner's flag: %+v %+v", rows[0].Row, rows[1].Row)
 	}
 	if j.Status != memrow.StatusConflicted || p.Status != memrow.StatusConflicted {
 		t.Fatal("the heads read are not changed in place")
@@ -132,7 +97,7 @@ func TestActionsWriteOnlyWhatChanges(t *testing.T) {
 	if rows := pairRows(actFlag, j, p); len(rows) != 0 {
 		t.Fatalf("flagging a flagged pair again writes nothing: %+v", rows)
 	}
-	if rows := pairRows(actClear, j, p); len(rows) != 2 || rows[0].row.Status != memrow.StatusActive || rows[1].row.Status != memrow.StatusActive {
+	if rows := pairRows(actClear, j, p); len(rows) != 2 || rows[0].Row.Status != memrow.StatusActive || rows[1].Row.Status != memrow.StatusActive {
 		t.Fatalf("a clear leaves both rows without flags active: %+v", rows)
 	}
 	clean := &memrow.Row{MemoryID: "j", Status: memrow.StatusActive, JudgementOwed: true}

@@ -1,15 +1,25 @@
-package command
+// Package workers is the workers role: the background model work over what the write
+// side committed (the conflict resolver, the entity extractor), its queue, and the
+// extraction workers that run deferred memory.set_from_messages requests. It writes
+// only through the write side's worker API (command/workerapi.go).
+package workers
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/revisions"
 )
 
@@ -23,22 +33,47 @@ import (
 // now (the model down, the namespace's cap spent, an erasure of its org running)
 // stays owed in the queue rather than holding the topic's partition behind it.
 
-// WithWorkers gives the write side the workers' settings (WithModels their provider). The
-// resolver's switch and floor also decide which writes are marked judgement_owed.
-func WithWorkers(w config.Workers) Option {
-	return func(s *Service) {
-		s.workers = w
-		s.wake = map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)}
+// Service is the workers role: its settings, the write side it writes through, and
+// what wakes each worker's pass in this process.
+type Service struct {
+	cmd      *command.Service
+	pool     *pgxpool.Pool
+	embedder embed.Embedder
+	models   *llm.Provider // nil or unconfigured: no worker runs
+	log      *slog.Logger
+	now      func() time.Time
+	// cfg is the workers' settings; pipe what every role shares (the projection the
+	// resolver waits for, the shutdown grace); extraction the extraction workers'.
+	cfg        config.Workers
+	pipe       config.Pipeline
+	extraction config.Extraction
+	wake       map[string]chan struct{}
+	// outage notes when the provider refuses the key or the model, and when it
+	// answers again, once each.
+	outage *llm.Outage
+	// extractions counts the extraction workers' requests by outcome.
+	extractions *metrics.CounterVec
+}
+
+// New returns the workers role over the write side cmd.
+func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extraction config.Extraction, pool *pgxpool.Pool,
+	embedder embed.Embedder, models *llm.Provider, reg *metrics.Registry, log *slog.Logger) *Service {
+	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
+		cfg: cfg, pipe: pipe, extraction: extraction,
+		wake:   map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)},
+		outage: llm.NewOutage(log, "conflict resolver"),
+		extractions: reg.Counter("loom_extraction_requests_total",
+			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}
 }
 
-// judgementFloor is the cosine at which a write's peer marks it for the resolver; 0
-// while the resolver is off.
-func (s *Service) judgementFloor() float64 {
-	if !s.workers.Resolver.Enabled {
+// JudgementFloor is the cosine at which a write's peer marks it for the resolver
+// (command.WithJudgementFloor); 0 while the resolver is off.
+func JudgementFloor(cfg config.Workers) float64 {
+	if !cfg.Resolver.Enabled {
 		return 0
 	}
-	return s.workers.Resolver.MinSimilarity
+	return cfg.Resolver.MinSimilarity
 }
 
 // workerPause is how long a worker waits after a pass the model, the locks or an
@@ -49,17 +84,17 @@ const workerPause = 5 * time.Minute
 // of the org): after its pass's interval, a minute at most.
 func (s *Service) soon(worker string) time.Duration {
 	if worker == workerEntities {
-		return min(s.workers.Entities.Interval, time.Minute)
+		return min(s.cfg.Entities.Interval, time.Minute)
 	}
-	return min(s.workers.Resolver.Interval, time.Minute)
+	return min(s.cfg.Resolver.Interval, time.Minute)
 }
 
 // workLease is how long a pass holds the items it claimed; a pass that dies leaves
 // them to another after it.
 const workLease = 2 * time.Minute
 
-// WorkerGroup is the consumer group of a worker (conflict_resolver, entity_extractor).
-func WorkerGroup(worker string) string {
+// Group is the consumer group of a worker (conflict_resolver, entity_extractor).
+func Group(worker string) string {
 	switch worker {
 	case workerResolver:
 		return "loom-worker-conflict-resolver"
@@ -69,30 +104,30 @@ func WorkerGroup(worker string) string {
 	return "loom-worker-" + worker
 }
 
-// Workers are the names of the workers, in the order the role starts them.
-func Workers() []string { return []string{workerResolver, workerEntities} }
+// Names are the names of the workers, in the order the role starts them.
+func Names() []string { return []string{workerResolver, workerEntities} }
 
-// WorkerEnabled reports whether a worker runs: it is switched on and a provider is
+// Enabled reports whether a worker runs: it is switched on and a provider is
 // configured (without one the pass would read nothing and the rows stay owed).
-func (s *Service) WorkerEnabled(worker string) bool {
+func (s *Service) Enabled(worker string) bool {
 	if s.models == nil || !s.models.Configured() {
 		return false
 	}
 	switch worker {
 	case workerResolver:
-		return s.workers.Resolver.Enabled
+		return s.cfg.Resolver.Enabled
 	case workerEntities:
-		return s.workers.Entities.Enabled
+		return s.cfg.Entities.Enabled
 	}
 	return false
 }
 
-// WorkerConsumerOpts are the kgo options of a worker's consumer: its group, from the
+// ConsumerOpts are the kgo options of a worker's consumer: its group, from the
 // topic's start for a group that never committed, offsets committed only once the
 // batch is queued, and no rebalance while a batch is in hand.
-func WorkerConsumerOpts(worker, topic string) []kgo.Opt {
+func ConsumerOpts(worker, topic string) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.ConsumerGroup(WorkerGroup(worker)),
+		kgo.ConsumerGroup(Group(worker)),
 		kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -104,11 +139,11 @@ func WorkerConsumerOpts(worker, topic string) []kgo.Opt {
 // feedRecords is how many records a worker's consumer queues at once at most.
 const feedRecords = 2000
 
-// RunWorkerFeed runs a worker's consumer until ctx ends: each polled batch's
+// RunFeed runs a worker's consumer until ctx ends: each polled batch's
 // revisions that owe the worker something are queued, then the batch's offsets are
 // committed, and this process's pass is woken. A batch that cannot be queued is
 // retried, its offsets uncommitted, until it is.
-func (s *Service) RunWorkerFeed(ctx context.Context, worker string, consumer *kgo.Client) error {
+func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Client) error {
 	for {
 		fetches := consumer.PollRecords(ctx, feedRecords)
 		if ctx.Err() != nil {
@@ -164,7 +199,7 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	if worker == workerResolver {
 		owed := envs[:0]
 		for _, env := range envs {
-			if owedJudgement(env, now, s.workers.Resolver.MaxOwedAge) {
+			if owedJudgement(env, now, s.cfg.Resolver.MaxOwedAge) {
 				owed = append(owed, env)
 			}
 		}
@@ -182,7 +217,7 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	opened, _, _ := revisions.Open(envs, keys)
 	var items []workItem
 	for _, o := range opened {
-		if worker == workerResolver || owesEntities(o.Env, o.Content, now, s.workers.Entities.MaxAge) {
+		if worker == workerResolver || owesEntities(o.Env, o.Content, now, s.cfg.Entities.MaxAge) {
 			items = append(items, itemOf(worker, o.Env))
 		}
 	}
@@ -288,12 +323,26 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 	}
 }
 
-// RunWorker runs a worker's passes until ctx ends.
-func (s *Service) RunWorker(ctx context.Context, worker string) {
+// Run runs a worker's passes until ctx ends.
+func (s *Service) Run(ctx context.Context, worker string) {
 	switch worker {
 	case workerResolver:
 		s.RunResolver(ctx)
 	case workerEntities:
 		s.RunEntityExtractor(ctx)
+	}
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }

@@ -1,10 +1,13 @@
-package command
+package workers
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
@@ -20,13 +23,13 @@ import (
 
 // cluster reads the judged row's peers.
 func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPeer, error) {
-	cfg := s.workers.Resolver
+	cfg := s.cfg.Resolver
 	now := s.now()
 	isPeer := func(r *memrow.Row) bool {
-		return r.MemoryID != judged.MemoryID && r.Identity != judged.Identity && sameSubject(r, judged) &&
+		return r.MemoryID != judged.MemoryID && r.Identity != judged.Identity && command.SameSubject(r, judged) &&
 			r.MemoryType == judged.MemoryType && r.Served(now) && !r.Pinned
 	}
-	vector := s.vectorOf(judged)
+	vector := s.cmd.VectorOf(judged)
 	var flags, sameKey []*memrow.Row
 	var err error
 	if len(judged.ConflictWith) > 0 {
@@ -34,7 +37,7 @@ func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPee
 			return nil, err
 		}
 	}
-	if !anonymous(judged.UserID) {
+	if !command.Anonymous(judged.UserID) {
 		if sameKey, err = s.keyElsewhere(ctx, judged); err != nil {
 			return nil, err
 		}
@@ -88,13 +91,13 @@ func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPee
 	}
 	// From ClickHouse: the judgement waited for the projection to hold the row's seq,
 	// and no index position was captured for it.
-	near, err := s.readPeers(ctx, peerQuery{id: judged.Identity, memoryType: judged.MemoryType, vector: vector, readUserID: judged.UserID}, false)
+	near, err := s.cmd.NearestPeers(ctx, judged.Identity, judged.MemoryType, judged.UserID, vector)
 	if err != nil {
 		return nil, fmt.Errorf("read the nearest rows: %w", err)
 	}
 	for _, p := range near {
-		if p.cosine >= cfg.MinSimilarity {
-			add(p.row, p.cosine)
+		if p.Cosine >= cfg.MinSimilarity {
+			add(p.Row, p.Cosine)
 		}
 	}
 	return out, nil
@@ -103,8 +106,10 @@ func (s *Service) cluster(ctx context.Context, judged *memrow.Row) ([]clusterPee
 // headsByID reads the heads of memory ids in one namespace.
 func (s *Service) headsByID(ctx context.Context, org, ns string, ids []string) ([]*memrow.Row, error) {
 	valid := make([]string, 0, len(ids))
-	for _, u := range parseIDs(ids) {
-		valid = append(valid, u.String())
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			valid = append(valid, u.String())
+		}
 	}
 	out, err := heads.InNamespaceWithIDs(ctx, s.pool, org, ns, valid)
 	if err != nil {
@@ -124,13 +129,7 @@ func (s *Service) headOfID(ctx context.Context, org, ns, id string) (*memrow.Row
 
 // keyElsewhere reads the judged row's key held by other sessions of its user.
 func (s *Service) keyElsewhere(ctx context.Context, judged *memrow.Row) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND user_id = $4 AND session_id <> $5`,
-		judged.Org, judged.Namespace, judged.MemoryKey, judged.UserID, judged.SessionID)
-	if err != nil {
-		return nil, fmt.Errorf("read the key in other sessions: %w", err)
-	}
-	out, err := heads.Collect(rows)
+	out, err := heads.InOtherSessions(ctx, s.pool, judged.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("read the key in other sessions: %w", err)
 	}
@@ -171,7 +170,7 @@ func (s *Service) assertedAt(ctx context.Context, r *memrow.Row) (time.Time, err
 		if sha != r.ContentSHA256 {
 			break
 		}
-		if started && status == string(memrow.StatusSuperseded) && prevStatus != string(memrow.StatusSuperseded) && prevOp != opUnsupersede {
+		if started && status == string(memrow.StatusSuperseded) && prevStatus != string(memrow.StatusSuperseded) && prevOp != command.OpUnsupersede {
 			break // the newer version restated a retired value: a statement of its own
 		}
 		first, prevStatus, prevOp, started = version, status, op, true

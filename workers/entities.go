@@ -1,6 +1,7 @@
-package command
+package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/llm"
@@ -40,7 +42,7 @@ const entityValueChars = 4000
 
 // RunEntityExtractor runs the entity extractor's passes until ctx ends.
 func (s *Service) RunEntityExtractor(ctx context.Context) {
-	cfg := s.workers.Entities
+	cfg := s.cfg.Entities
 	s.runPasses(ctx, workerEntities, cfg.Interval, cfg.MaxAge+24*time.Hour, s.extractPass)
 }
 
@@ -92,7 +94,7 @@ func entityPrompt(r *memrow.Row) []llm.Message {
 // rows in seq order. A namespace whose row must wait leaves the rest of its rows for
 // a later pass, so their order holds.
 func (s *Service) extractPass(ctx context.Context) passResult {
-	cfg := s.workers.Entities
+	cfg := s.cfg.Entities
 	items, res, ok := s.claimPass(ctx, workerEntities, cfg.Batch, cfg.MaxAge, false)
 	if !ok {
 		return res
@@ -166,27 +168,22 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 	if !needsEntities(head, it.sha, s.now()) {
 		return s.stamp(ctx, it, outcomeSkipped, nil)
 	}
-	pol, err := s.loadPolicy(ctx, s.pool, it.org, it.namespace)
+	pol, err := s.cmd.NamespacePolicy(ctx, it.org, it.namespace)
 	if err != nil {
 		return later(soon, err)
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeEntityExtraction}
-	b, err := s.models.Allowance(ctx, bill)
-	if err != nil {
-		return later(soon, err)
-	}
-	if b.Capped() {
-		return later(time.Until(b.ResetsAt), nil)
-	}
 	var ex extraction
-	_, err = s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Messages: entityPrompt(head), Schema: entitySchema, MaxTokens: 1200}, &ex)
-	switch llm.ClassOf(err) {
+	o := s.models.Step(ctx, bill, s.outage, func(ctx context.Context) error {
+		_, err := s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Messages: entityPrompt(head), Schema: entitySchema, MaxTokens: 1200}, &ex)
+		return err
+	})
+	switch o.Class {
 	case 0:
-		if err != nil {
-			return later(soon, err)
+		if o.Err != nil {
+			return later(soon, o.Err)
 		}
 	case llm.ClassStopped:
-		s.noteStopped(err)
 		s.giveBack(it, 0, false)
 		return judgeStopped
 	case llm.ClassRefused:
@@ -198,10 +195,10 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 		}
 		return s.stamp(ctx, it, outcomeErrored, map[string]string{"reason": "nothing usable in three answers"})
 	default:
-		return later(soon, err)
+		// Capped before the call: until the cap resets.
+		return later(cmp.Or(o.After, soon), o.Err)
 	}
-	s.noteAnswered()
-	found := cleanExtraction(ex, s.workers.Entities.MaxEntities)
+	found := cleanExtraction(ex, s.cfg.Entities.MaxEntities)
 	if len(found.entities) == 0 {
 		return s.stamp(ctx, it, outcomeEmpty, nil)
 	}
@@ -274,7 +271,7 @@ func cleanExtraction(ex extraction, maxEntities int) extracted {
 // metadata over the head it reads, resolving every name through the namespace's
 // aliases in the commit's transaction. A head that moved is read again; one that no
 // longer wants entities ends it (errNotActable). It returns the entities written.
-func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found extracted, pol *policy) (int, error) {
+func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found extracted, pol command.Policy) (int, error) {
 	for try := 0; try < 3; try++ {
 		h, err := heads.Read(ctx, s.pool, head.Identity)
 		if err != nil {
@@ -287,21 +284,21 @@ func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found ext
 		if err != nil {
 			return 0, err
 		}
-		row := copyOf(h)
+		row := command.CopyOf(h)
 		row.JudgementOwed = false
 		row.Actor = "worker:entity-extractor"
 		guard := refuseUnderErasure(h.Org)
-		err = s.commit(ctx, &commitPlan{org: h.Org, namespace: h.Namespace, policyGeneration: -1,
-			requestID: fmt.Sprintf("entity_extractor:%s/%d", h.MemoryID, h.Version),
-			rows: []*pending{{op: opExtractEntities, event: event, row: row, readVersion: h.Version, readSeq: h.Seq,
-				amends: true, prevVersion: prev}},
-			inTx: func(ctx context.Context, tx pgx.Tx) error {
+		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: h.Org, Namespace: h.Namespace,
+			RequestID: fmt.Sprintf("entity_extractor:%s/%d", h.MemoryID, h.Version),
+			Rows: []command.WorkerRow{{Op: opExtractEntities, Event: event, Row: row, ReadVersion: h.Version, ReadSeq: h.Seq,
+				Amends: true, PrevVersion: prev}},
+			InTx: func(ctx context.Context, tx pgx.Tx) error {
 				if err := guard(ctx, tx); err != nil {
 					return err
 				}
-				return resolveInto(ctx, tx, row, found, pol.config.cardinality)
+				return resolveInto(ctx, tx, row, found, pol.Cardinality)
 			}})
-		if errors.Is(err, errHeadMoved) {
+		if errors.Is(err, command.ErrHeadMoved) {
 			continue
 		}
 		if err != nil {
@@ -418,8 +415,9 @@ func earliest(known map[string]aliasRow, spellings []string) (aliasRow, bool) {
 	return best, found
 }
 
-// loom.entity_aliases is the command side's: these are its statements, the erasure's
-// (erasure_postgres.go) and the redaction's (queueForgetAliases) aside.
+// loom.entity_aliases is the entity extractor's: these are its statements; the write
+// side's erasure (command/erasure_postgres.go) and redaction (queueForgetAliases)
+// delete from it.
 
 func readAliases(ctx context.Context, tx pgx.Tx, org, ns string, spellings []string) (map[string]aliasRow, error) {
 	out := map[string]aliasRow{}
@@ -459,10 +457,4 @@ func recordAliases(ctx context.Context, tx pgx.Tx, row *memrow.Row, as []aliasRo
 		return fmt.Errorf("record the entity aliases: %w", err)
 	}
 	return nil
-}
-
-// queueForgetAliases queues the deletion of the aliases a memory introduced (its
-// redaction: they were read in its text).
-func queueForgetAliases(b *pgx.Batch, org, ns, memoryID string) {
-	b.Queue(`DELETE FROM loom.entity_aliases WHERE org = $1 AND namespace = $2 AND memory_id = $3`, org, ns, memoryID)
 }

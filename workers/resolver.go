@@ -1,6 +1,7 @@
-package command
+package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/watermarks"
@@ -24,7 +26,7 @@ import (
 
 // RunResolver runs the conflict resolver's passes until ctx ends.
 func (s *Service) RunResolver(ctx context.Context) {
-	cfg := s.workers.Resolver
+	cfg := s.cfg.Resolver
 	s.runPasses(ctx, workerResolver, cfg.Interval, cfg.MaxOwedAge+24*time.Hour, s.resolvePass)
 }
 
@@ -62,7 +64,7 @@ type judgedPair struct {
 // rows in a row fail transiently (an outage); a namespace whose requests the provider
 // refused three times in a row waits five minutes.
 func (s *Service) resolvePass(ctx context.Context) passResult {
-	cfg := s.workers.Resolver
+	cfg := s.cfg.Resolver
 	items, res, ok := s.claimPass(ctx, workerResolver, cfg.Batch, cfg.MaxOwedAge, true)
 	if !ok || len(items) == 0 {
 		return res
@@ -194,27 +196,83 @@ func (s *Service) judgeItem(ctx context.Context, it workItem) judgeOutcome {
 	return out
 }
 
-// judge is the row's judgement: its checks, cluster, call, fold and actions, then its
-// stamp. What it cannot do now it gives back, owed.
+// judge is the row's judgement: its checks and cluster (prepareJudgement), the call,
+// then the fold and actions (actOnAnswers) and its stamp. What it cannot do now it
+// gives back, owed.
 func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) {
-	cfg := s.workers.Resolver
 	defer func() {
 		if r := recover(); r != nil {
 			s.giveBack(it, s.soon(it.worker), false)
 			panic(r)
 		}
 	}()
-	skip := func(reason string) (judgeOutcome, error) {
-		return s.stamp(ctx, it, outcomeSkipped, judgement{Reason: reason}), nil
-	}
+	soon := s.soon(it.worker)
 	later := func(delay time.Duration, err error) (judgeOutcome, error) {
 		s.giveBack(it, delay, false)
 		return judgeDeferred, err
 	}
-	soon := s.soon(it.worker)
+	c, h := s.prepareJudgement(ctx, it)
+	switch {
+	case h.skip != "":
+		return s.stamp(ctx, it, outcomeSkipped, judgement{Reason: h.skip}), nil
+	case c == nil:
+		return later(cmp.Or(h.delay, soon), h.err)
+	}
+	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeConflictResolver}
+	var answers map[int]peerJudgement
+	calls := 0
+	o := s.models.Step(ctx, bill, s.outage, func(ctx context.Context) error {
+		var err error
+		answers, calls, err = s.askJudge(ctx, bill, c.head, c.asserted, c.peers)
+		return err
+	})
+	switch o.Class {
+	case 0:
+		if o.Err != nil {
+			return later(soon, o.Err)
+		}
+	case llm.ClassStopped:
+		s.giveBack(it, 0, false)
+		return judgeStopped, nil
+	case llm.ClassCapped, llm.ClassNotConfigured:
+		// Capped before the call: until the cap resets.
+		return later(cmp.Or(o.After, soon), nil)
+	case llm.ClassTransient:
+		s.giveBack(it, soon, false)
+		return judgeTransient, nil
+	case llm.ClassRefused:
+		return judgeRefused, nil // stamped when the pass ends
+	case llm.ClassMalformed:
+		return s.stamp(ctx, it, outcomeErrored, judgement{Calls: calls, Reason: "nothing usable in two answers"}), nil
+	}
+	return s.actOnAnswers(ctx, it, c, answers, calls)
+}
+
+// judgeCase is what a row's call judges: the row, its namespace's conflict policy, its
+// cluster, and when its value was first asserted.
+type judgeCase struct {
+	head     *memrow.Row
+	policy   string
+	peers    []clusterPeer
+	asserted time.Time
+}
+
+// judgeHalt is why a judgement ends before its call: skip stamps the row skipped for
+// that reason; otherwise the row is given back, owed, after delay (0: soon).
+type judgeHalt struct {
+	skip  string
+	delay time.Duration
+	err   error
+}
+
+// prepareJudgement checks the row, waits for the projection to hold it, and reads its
+// cluster, rechecked right before the call. A nil case says why not.
+func (s *Service) prepareJudgement(ctx context.Context, it workItem) (*judgeCase, judgeHalt) {
+	skip := func(reason string) (*judgeCase, judgeHalt) { return nil, judgeHalt{skip: reason} }
+	fail := func(err error) (*judgeCase, judgeHalt) { return nil, judgeHalt{err: err} }
 	head, err := s.headOfID(ctx, it.org, it.namespace, it.memoryID)
 	if err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
 	now := s.now()
 	switch {
@@ -225,40 +283,39 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	case head.Pinned:
 		return skip("a pinned row is never judged")
 	}
-	pol, err := s.loadPolicy(ctx, s.pool, it.org, it.namespace)
+	pol, err := s.cmd.NamespacePolicy(ctx, it.org, it.namespace)
 	if err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
-	policy := pol.config.ConflictPolicy
-	if policy == PolicyAppendOnly {
+	if pol.Conflict == command.PolicyAppendOnly {
 		return skip("append_only judges nothing")
 	}
 	// The nearest rows are read from the projection: it must hold what was committed
 	// up to this row.
-	mark, err := watermarks.Read(ctx, s.pool, s.cfg.Projection, it.org, it.namespace)
+	mark, err := watermarks.Read(ctx, s.pool, s.pipe.Projection, it.org, it.namespace)
 	if err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
 	if mark < it.seq {
-		return later(time.Second, nil)
+		return nil, judgeHalt{delay: time.Second}
 	}
 	peers, err := s.cluster(ctx, head)
 	if err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
 	peerRows := make([]*memrow.Row, len(peers))
 	for i, p := range peers {
 		peerRows[i] = p.row
 	}
-	undone, err := s.undoneBetween(ctx, head, peerRows)
+	undone, err := s.cmd.UndoneBetween(ctx, head, peerRows)
 	if err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
 	peers = slicesFilter(peers, func(p clusterPeer) bool { return !undone[p.row.MemoryID] })
 	// The labels are outside the content hash: read the rows again right before the
 	// prompt, and send none that became high, pinned or changed.
 	if head, peers, err = s.recheckCluster(ctx, head, peers); err != nil {
-		return later(soon, err)
+		return fail(err)
 	}
 	if head == nil {
 		return skip("the row changed before its call")
@@ -266,52 +323,37 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 	if len(peers) == 0 {
 		return skip("no peer at the floor")
 	}
-	judgedAsserted, err := s.assertedAt(ctx, head)
-	if err != nil {
-		return later(soon, err)
+	c := &judgeCase{head: head, policy: pol.Conflict, peers: peers}
+	if c.asserted, err = s.assertedAt(ctx, head); err != nil {
+		return fail(err)
 	}
-	for i := range peers {
-		if peers[i].asserted, err = s.assertedAt(ctx, peers[i].row); err != nil {
-			return later(soon, err)
+	for i := range c.peers {
+		if c.peers[i].asserted, err = s.assertedAt(ctx, c.peers[i].row); err != nil {
+			return fail(err)
 		}
 	}
 	if erasing, err := s.orgErasing(ctx, it.org); err != nil || erasing {
-		return later(soon, err) // no call is paid for a row that may not be acted on
+		return fail(err) // no call is paid for a row that may not be acted on
 	}
-	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeConflictResolver}
-	b, err := s.models.Allowance(ctx, bill)
-	if err != nil {
-		return later(soon, err)
-	}
-	if b.Capped() {
-		return later(time.Until(b.ResetsAt), nil)
-	}
-	answers, calls, err := s.askJudge(ctx, bill, head, judgedAsserted, peers)
-	switch llm.ClassOf(err) {
-	case 0:
-		if err != nil {
-			return later(soon, err)
-		}
-	case llm.ClassStopped:
-		s.noteStopped(err)
-		s.giveBack(it, 0, false)
-		return judgeStopped, nil
-	case llm.ClassCapped, llm.ClassNotConfigured:
-		return later(soon, nil)
-	case llm.ClassTransient:
+	return c, judgeHalt{}
+}
+
+// actOnAnswers folds each peer's verdict into an action, acts on it through the
+// commit, and stamps the row with what came of each pair. A flag neither answer
+// judged sends the row back, three times at most.
+func (s *Service) actOnAnswers(ctx context.Context, it workItem, c *judgeCase, answers map[int]peerJudgement, calls int) (judgeOutcome, error) {
+	cfg := s.cfg.Resolver
+	soon := s.soon(it.worker)
+	later := func(err error) (judgeOutcome, error) {
 		s.giveBack(it, soon, false)
-		return judgeTransient, nil
-	case llm.ClassRefused:
-		return judgeRefused, nil // stamped when the pass ends
-	case llm.ClassMalformed:
-		return s.stamp(ctx, it, outcomeErrored, judgement{Calls: calls, Reason: "nothing usable in two answers"}), nil
+		return judgeDeferred, err
 	}
-	s.noteAnswered()
+	head := c.head
 	rec := judgement{Calls: calls}
 	unjudgedFlag := false
 	t := thresholds{retire: cfg.RetireConfidence, flag: cfg.FlagConfidence, clear: cfg.ClearConfidence}
 	judgementID := fmt.Sprintf("conflict_resolver:%s/%d", it.memoryID, it.version)
-	for i, p := range peers {
+	for i, p := range c.peers {
 		var ans *peerJudgement
 		if a, ok := answers[i]; ok {
 			ans = &a
@@ -320,9 +362,9 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 		if ans == nil && flagged {
 			unjudgedFlag = true
 		}
-		facts := pairFacts{policy: policy, anonymous: anonymous(head.UserID), otherSession: p.row.SessionID != head.SessionID,
-			peerFirst: p.asserted.Before(judgedAsserted), sameValidDay: sameValidDay(head, p.row), flagged: flagged}
-		jp := judgedPair{Peer: p.row.MemoryID, Cosine: round4(p.cosine), Action: fold(ans, facts, t)}
+		facts := pairFacts{policy: c.policy, anonymous: command.Anonymous(head.UserID), otherSession: p.row.SessionID != head.SessionID,
+			peerFirst: p.asserted.Before(c.asserted), sameValidDay: sameValidDay(head, p.row), flagged: flagged}
+		jp := judgedPair{Peer: p.row.MemoryID, Cosine: command.Round4(p.cosine), Action: fold(ans, facts, t)}
 		if ans != nil {
 			jp.Verdict, jp.Confidence = ans.Verdict, ans.Confidence
 		}
@@ -330,14 +372,14 @@ func (s *Service) judge(ctx context.Context, it workItem) (judgeOutcome, error) 
 			done, err := s.actOn(ctx, head, p.row, jp.Action, judgementID)
 			switch {
 			case errors.Is(err, errOrgErasing):
-				return later(soon, nil)
+				return later(nil)
 			case errors.Is(err, errNotActable):
 				// A row revised meanwhile is left to its new mark.
 			case err != nil && transientStore(err):
 				// The keys are held past the lock's wait: the rest stays owed.
-				return later(soon, err)
+				return later(err)
 			case err != nil:
-				return later(soon, err)
+				return later(err)
 			}
 			jp.Done = done
 		}
@@ -452,26 +494,6 @@ func slicesFilter[T any](in []T, keep func(T) bool) []T {
 		}
 	}
 	return out
-}
-
-// noteStopped warns once per change that the provider refuses the key or the model.
-func (s *Service) noteStopped(err error) {
-	s.providerMu.Lock()
-	defer s.providerMu.Unlock()
-	if !s.providerStopped {
-		s.providerStopped = true
-		s.log.Warn("conflict resolver: the provider refuses the key or the model; rows stay owed until it answers", "err", err)
-	}
-}
-
-// noteAnswered logs once when the provider answers again after refusing.
-func (s *Service) noteAnswered() {
-	s.providerMu.Lock()
-	defer s.providerMu.Unlock()
-	if s.providerStopped {
-		s.providerStopped = false
-		s.log.Info("conflict resolver: the provider answers again")
-	}
 }
 
 // marshalDetail is a stamp's detail as stored.

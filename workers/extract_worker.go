@@ -1,8 +1,7 @@
-package command
+package workers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/extractqueue"
@@ -40,7 +40,7 @@ const ExtractionGroup = "loom-extraction"
 // commits a record's offset once the record is handled (its request done, released or
 // not claimable), and a rebalance commits what was handled.
 func (s *Service) ExtractionConsumerOpts() []kgo.Opt {
-	x := s.cfg.Extraction
+	x := s.extraction
 	return []kgo.Opt{
 		kgo.ConsumerGroup(ExtractionGroup),
 		kgo.ConsumeTopics(x.Topic),
@@ -77,7 +77,7 @@ func (s *Service) RunExtractionWorker(ctx context.Context, consumer *kgo.Client)
 	hctx, stopHousekeeping := context.WithCancel(ctx)
 	defer stopHousekeeping()
 	go w.housekeep(hctx)
-	sem := make(chan struct{}, s.cfg.Extraction.Concurrency)
+	sem := make(chan struct{}, s.extraction.Concurrency)
 	for {
 		fetches := consumer.PollRecords(ctx, 500)
 		if ctx.Err() != nil {
@@ -126,7 +126,7 @@ func (w *extractionWorker) handle(ctx context.Context, rec *kgo.Record) bool {
 	}
 	var claim *extractqueue.Claim
 	if !w.retryStore(ctx, "claim", func(ctx context.Context) (err error) {
-		claim, err = extractqueue.TryClaim(ctx, s.pool, r.Org, r.QueueID, s.cfg.Extraction.Lease)
+		claim, err = extractqueue.TryClaim(ctx, s.pool, r.Org, r.QueueID, s.extraction.Lease)
 		return err
 	}) {
 		return false
@@ -137,9 +137,9 @@ func (w *extractionWorker) handle(ctx context.Context, rec *kgo.Record) bool {
 	}
 	// The request under way finishes within the shutdown grace; its lease is renewed
 	// while it runs, and a lost lease cuts it.
-	rctx, done := shutdown.Outlive(ctx, s.cfg.ShutdownGrace)
+	rctx, done := shutdown.Outlive(ctx, s.pipe.ShutdownGrace)
 	defer done()
-	rctx, cancel := context.WithTimeout(rctx, s.cfg.Extraction.Deadline)
+	rctx, cancel := context.WithTimeout(rctx, s.extraction.Deadline)
 	defer cancel()
 	var lost atomic.Bool
 	go w.renew(rctx, func() { lost.Store(true); cancel() }, claim)
@@ -157,30 +157,15 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 	if err != nil {
 		return fmt.Errorf("open the request: %w", err)
 	}
-	var req fromMessagesRequest
-	if err := json.Unmarshal(payload, &req); err != nil {
-		return fmt.Errorf("decode the request: %w", err)
-	}
 	id := memrow.Identity{Org: c.Org, Namespace: c.Namespace, Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID}
-	steps, err := s.checkTranscript(&req, id)
-	if err != nil {
-		return err
-	}
 	p := auth.Principal{TokenID: c.TokenID, Org: c.Org, Role: c.TokenRole, ReadUserID: c.ReadUser}
-	st := &extractState{p: p, ns: c.Namespace, req: &req, identity: id,
-		bill:   llm.Bill{Org: c.Org, Namespace: c.Namespace, Purpose: llm.PurposeExtraction},
-		origin: origin{requestID: "extraction:" + c.QueueID}}
 	finished := false
-	st.inCommit = func(ctx context.Context, tx pgx.Tx) error {
-		err := extractqueue.Finish(ctx, tx, c, nil)
-		finished = err == nil
-		return err
-	}
-	ans, err := s.extract(ctx, st, steps)
-	if err != nil {
-		return err
-	}
-	result, err := json.Marshal(ans)
+	result, err := s.cmd.RunDeferredExtraction(ctx, command.DeferredExtraction{Principal: p, Identity: id, QueueID: c.QueueID,
+		Payload: payload, InCommit: func(ctx context.Context, tx pgx.Tx) error {
+			err := extractqueue.Finish(ctx, tx, c, nil)
+			finished = err == nil
+			return err
+		}})
 	if err != nil {
 		return err
 	}
@@ -198,7 +183,7 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 // record is handled. A run the worker's stop cut leaves the request to its lease.
 func (w *extractionWorker) settle(ctx context.Context, c *extractqueue.Claim, err error) bool {
 	s := w.s
-	x := s.cfg.Extraction
+	x := s.extraction
 	var le *llm.Error
 	var he *httperr.Error
 	release := extractqueue.Release{Status: extractqueue.StatusPending, MaxAttempts: x.MaxAttempts}
@@ -270,7 +255,7 @@ func retryDelayAfter(base time.Duration, n int) time.Duration {
 // renew extends a claim's lease every third of it until ctx ends; a claim no longer
 // the row's cuts the run.
 func (w *extractionWorker) renew(ctx context.Context, cut context.CancelFunc, c *extractqueue.Claim) {
-	lease := w.s.cfg.Extraction.Lease
+	lease := w.s.extraction.Lease
 	t := time.NewTicker(lease / 3)
 	defer t.Stop()
 	for {
@@ -312,12 +297,12 @@ func (w *extractionWorker) retryStore(ctx context.Context, what string, fn func(
 // housekeep queues, every LOOM_EXTRACTION_POLL_MS, a record for each request due one.
 func (w *extractionWorker) housekeep(ctx context.Context) {
 	s := w.s
-	stale := s.cfg.Extraction.TopicRetention / 2
-	every(ctx, s.cfg.Extraction.Poll, func() {
+	stale := s.extraction.TopicRetention / 2
+	every(ctx, s.extraction.Poll, func() {
 		if _, paused := w.paused(); paused {
 			return
 		}
-		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.requestRecord); err != nil && ctx.Err() == nil {
+		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.cmd.RequestRecord); err != nil && ctx.Err() == nil {
 			s.log.Warn("extraction_queue: cannot queue records for due requests", "err", err)
 		}
 	})
@@ -334,12 +319,12 @@ func (w *extractionWorker) paused() (time.Time, bool) {
 func (w *extractionWorker) stop(e *llm.Error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pausedUntil = time.Now().Add(w.s.cfg.Extraction.Pause)
+	w.pausedUntil = time.Now().Add(w.s.extraction.Pause)
 	if !w.stopped {
 		w.stopped = true
 		w.s.log.Warn("extraction_queue: the model provider refused the key or the model; no extraction runs until an operator fixes "+
 			"LOOM_LLM_API_KEY or LOOM_EXTRACTION_MODEL (the worker tries again every LOOM_EXTRACTION_PAUSE_MS)",
-			"provider_status", e.Status, "model", e.Model, "pause", w.s.cfg.Extraction.Pause)
+			"provider_status", e.Status, "model", e.Model, "pause", w.s.extraction.Pause)
 	}
 }
 
@@ -359,5 +344,5 @@ func (w *extractionWorker) backoff() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.transient++
-	return min(retryDelayAfter(time.Second, w.transient), w.s.cfg.Extraction.Pause)
+	return min(retryDelayAfter(time.Second, w.transient), w.s.extraction.Pause)
 }

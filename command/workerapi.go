@@ -1,0 +1,178 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/extractqueue"
+	"github.com/loomplane/loom/internal/llm"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
+)
+
+// The write API of the workers role (workers/): the conflict resolver, the entity
+// extractor and the extraction workers write through the write side's commit and read
+// what a write reads, and nothing else of it. Each is a thin wrapper over the write
+// path's own method, so the workers see the write side as a write sees it; the write
+// side knows nothing of the workers but the floor at which its admission marks a write
+// for the resolver.
+
+// WithJudgementFloor gives the write side the cosine at which a write's peer marks it
+// judgement_owed for the conflict resolver (0: the resolver is off, nothing is marked).
+func WithJudgementFloor(floor float64) Option { return func(s *Service) { s.judgement = floor } }
+
+// judgementFloor is the cosine at which a write's peer marks it for the resolver; 0
+// while the resolver is off.
+func (s *Service) judgementFloor() float64 { return s.judgement }
+
+// ErrHeadMoved: a head a worker's plan builds over moved since it was read; read it
+// again.
+var ErrHeadMoved = errHeadMoved
+
+// OpUnsupersede is the op of an Undo of a resolver's retirement.
+const OpUnsupersede = opUnsupersede
+
+// WorkerRow is one row of a worker's commit: a new revision of the head it read.
+type WorkerRow struct {
+	Op    string
+	Event events.Type
+	Row   *memrow.Row
+	// ReadVersion and ReadSeq are the head's the row was built over: the commit
+	// refuses (ErrHeadMoved) when it moved since.
+	ReadVersion, ReadSeq int64
+	// Amends marks derived metadata of the head it read (pending.amends): the
+	// revision keeps the head's version; PrevVersion is the version before it.
+	Amends      bool
+	PrevVersion int64
+}
+
+// WorkerPlan is one commit of a worker's rows, in one namespace. InTx runs in the
+// transaction once the heads are locked and checked, before anything is written; its
+// error rolls the commit back.
+type WorkerPlan struct {
+	Org, Namespace string
+	RequestID      string
+	Rows           []WorkerRow
+	InTx           func(ctx context.Context, tx pgx.Tx) error
+}
+
+// CommitWorkerPlan commits a worker's rows through the one commit, whatever the
+// namespace's policy generation (a worker's write is no admission).
+func (s *Service) CommitWorkerPlan(ctx context.Context, p WorkerPlan) error {
+	rows := make([]*pending, len(p.Rows))
+	for i, r := range p.Rows {
+		rows[i] = &pending{op: r.Op, event: r.Event, row: r.Row, readVersion: r.ReadVersion, readSeq: r.ReadSeq,
+			amends: r.Amends, prevVersion: r.PrevVersion}
+	}
+	return s.commit(ctx, &commitPlan{org: p.Org, namespace: p.Namespace, rows: rows, requestID: p.RequestID,
+		policyGeneration: -1, inTx: p.InTx})
+}
+
+// Policy is what a worker reads of a namespace's policy.
+type Policy struct {
+	// Conflict is the namespace's conflict_policy.
+	Conflict string
+	// Cardinality is a relation predicate's declared cardinality.
+	Cardinality func(predicate string) string
+}
+
+// NamespacePolicy reads a namespace's policy as a write reads it.
+func (s *Service) NamespacePolicy(ctx context.Context, org, ns string) (Policy, error) {
+	pol, err := s.loadPolicy(ctx, s.pool, org, ns)
+	if err != nil {
+		return Policy{}, err
+	}
+	return Policy{Conflict: pol.config.ConflictPolicy, Cardinality: pol.config.cardinality}, nil
+}
+
+// Peer is a stored row near another, with its cosine.
+type Peer struct {
+	Row    *memrow.Row
+	Cosine float64
+}
+
+// NearestPeers reads the rows of other keys nearest a row's value vector, as a
+// write's peer read does, from ClickHouse's search documents (a worker captured no
+// index position), checked against their Postgres heads.
+func (s *Service) NearestPeers(ctx context.Context, id memrow.Identity, memoryType, readUserID string, vector []float32) ([]Peer, error) {
+	ps, err := s.readPeers(ctx, peerQuery{id: id, memoryType: memoryType, vector: vector, readUserID: readUserID}, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Peer, len(ps))
+	for i, p := range ps {
+		out[i] = Peer{Row: p.row, Cosine: p.cosine}
+	}
+	return out, nil
+}
+
+// VectorOf is this process's copy of a committed row's value vector, or nil.
+func (s *Service) VectorOf(r *memrow.Row) []float32 { return s.vectorOf(r) }
+
+// UndoneBetween reports, for each of peers, whether an Undo (memory.unsupersede) left
+// its pair with row alone.
+func (s *Service) UndoneBetween(ctx context.Context, row *memrow.Row, peers []*memrow.Row) (map[string]bool, error) {
+	return s.undoneBetween(ctx, row, peers)
+}
+
+// CopyOf is a new version of a head with its content unchanged: a copy writer's row.
+func CopyOf(h *memrow.Row) *memrow.Row { return copyOf(h) }
+
+// Unchanged reports whether a copy states nothing its head does not.
+func Unchanged(head, row *memrow.Row) bool { return unchanged(head, row) }
+
+// AppendOnce appends v to list unless it holds it.
+func AppendOnce(list []string, v string) []string { return appendOnce(list, v) }
+
+// SameSubject reports whether two rows are of one subject (a row's peers are its
+// subject's).
+func SameSubject(a, b *memrow.Row) bool { return sameSubject(a, b) }
+
+// Anonymous reports whether a user_id is the anonymous user's.
+func Anonymous(userID string) bool { return anonymous(userID) }
+
+// Round4 is a cosine as answers show it.
+func Round4(f float64) float64 { return round4(f) }
+
+// RequestRecord is the extraction topic record of a queued request (extract_queue.go).
+func (s *Service) RequestRecord(q extractqueue.Queued) (outbox.Record, error) {
+	return s.requestRecord(q)
+}
+
+// DeferredExtraction is a deferred memory.set_from_messages an extraction worker runs:
+// the request's opened payload and the token that enqueued it.
+type DeferredExtraction struct {
+	Principal auth.Principal
+	Identity  memrow.Identity // without a key
+	QueueID   string
+	Payload   []byte
+	// InCommit runs in the transaction that commits the facts (the request's done
+	// mark); its error rolls them back.
+	InCommit func(ctx context.Context, tx pgx.Tx) error
+}
+
+// RunDeferredExtraction runs a deferred request's pipeline as its token and returns
+// its answer as JSON.
+func (s *Service) RunDeferredExtraction(ctx context.Context, d DeferredExtraction) ([]byte, error) {
+	var req fromMessagesRequest
+	if err := json.Unmarshal(d.Payload, &req); err != nil {
+		return nil, fmt.Errorf("decode the request: %w", err)
+	}
+	steps, err := s.checkTranscript(&req, d.Identity)
+	if err != nil {
+		return nil, err
+	}
+	st := &extractState{p: d.Principal, ns: d.Identity.Namespace, req: &req, identity: d.Identity,
+		bill:   llm.Bill{Org: d.Identity.Org, Namespace: d.Identity.Namespace, Purpose: llm.PurposeExtraction},
+		origin: origin{requestID: "extraction:" + d.QueueID}, inCommit: d.InCommit}
+	ans, err := s.extract(ctx, st, steps)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(ans)
+}

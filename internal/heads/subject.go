@@ -1,0 +1,54 @@
+package heads
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The reads of a subject's heads the background work and memory.set_from_messages
+// make: a key in the other sessions of its user, the tags a namespace uses, the heads
+// of one user that a filter selects.
+
+// InOtherSessions reads the heads of id's key held by other sessions of its user.
+func InOtherSessions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND user_id = $4 AND session_id <> $5`,
+		id.Org, id.Namespace, id.MemoryKey, id.UserID, id.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// Tags reads the tags a namespace's heads use, most used first, over a sample of
+// sample live heads, at most limit. A head stored with no tags list (a JSON null,
+// written before migration 058 repaired them) counts as none.
+func Tags(ctx context.Context, q Querier, org, namespace string, sample, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT t FROM (SELECT `+Row+` AS row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+			AND NOT (row ->> 'tombstone')::boolean LIMIT $4) h,
+			jsonb_array_elements_text(CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END) t
+		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, org, namespace, limit, sample)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// OfUser reads at most limit heads of a namespace that where selects, of user ("":
+// any user's). where is a condition over loom.memory_current's columns whose own
+// arguments (args) are numbered from $3.
+func OfUser(ctx context.Context, q Querier, org, namespace, user string, limit int, where string, args ...any) ([]*memrow.Row, error) {
+	n := len(args) + 3
+	all := append([]any{org, namespace}, args...)
+	all = append(all, user)
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
+		AND ($%d = '' OR user_id = $%d) LIMIT %d`, where, n, n, limit), all...)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
