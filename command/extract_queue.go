@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/extractqueue"
@@ -32,7 +33,7 @@ import (
 const maxRequestRecordBytes = 900 << 10
 
 // enqueue commits a deferred request and answers its queue_id.
-func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id memrow.Identity, req *fromMessagesRequest) (*fromMessagesAnswer, error) {
+func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id memrow.Identity, req *extraction.Request) (*fromMessagesAnswer, error) {
 	run := *req
 	run.Defer = nil
 	payload, err := json.Marshal(&run)
@@ -71,9 +72,9 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 	if err != nil {
 		return nil, httperr.Store("committing the extraction request", err)
 	}
-	return &fromMessagesAnswer{Namespace: ns, Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID, Deferred: true,
-		QueueID: queueID, Status: extractqueue.StatusPending, Facts: []extractedFact{}, Forgotten: []forgottenRow{},
-		Superseded: []string{}, Steps: []stepReport{}}, nil
+	return &fromMessagesAnswer{&extraction.Answer{Namespace: ns, Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID, Deferred: true,
+		QueueID: queueID, Status: extractqueue.StatusPending, Facts: []extraction.Fact{}, Forgotten: []extraction.Forgotten{},
+		Superseded: []string{}, Steps: []extraction.StepReport{}}}, nil
 }
 
 // requestRecord is the extraction topic record of a request: its plain fields and the

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/route"
@@ -171,7 +172,7 @@ func (s *Service) handleFromMessages(c *fiber.Ctx) error {
 		if err != nil {
 			return nil, err
 		}
-		var body fromMessagesRequest
+		var body extraction.Request
 		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,7 @@
 package command
 
 import (
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/text"
@@ -191,18 +189,7 @@ func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
 // contentWords are a text's words that carry meaning (no stopwords), split into the
 // values (words with a digit: numbers, dates, versions) and the rest.
-func contentWords(s string) (plain, values map[string]bool) {
-	plain, values = map[string]bool{}, map[string]bool{}
-	for _, w := range text.Words(s) {
-		switch {
-		case strings.IndexFunc(w, unicode.IsDigit) >= 0:
-			values[w] = true
-		case !text.Stopword(w):
-			plain[text.Stem(w)] = true
-		}
-	}
-	return plain, values
-}
+func contentWords(s string) (plain, values map[string]bool) { return text.ContentWords(s) }
 
 // sameContentWords: one statement's meaningful words are all in the other's.
 func sameContentWords(a, b string) bool {
@@ -219,14 +206,7 @@ func valuesDiffer(a, b string) bool {
 	return !subset(va, vb) && !subset(vb, va)
 }
 
-func subset(a, b map[string]bool) bool {
-	for w := range a {
-		if !b[w] {
-			return false
-		}
-	}
-	return true
-}
+func subset(a, b map[string]bool) bool { return text.Subset(a, b) }
 
 // templatedSubstitution reports whether two statements share a template and differ
 // in one short slot: the same subject and predicate, another object ("the user

@@ -2,15 +2,12 @@ package command
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/extractqueue"
-	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 )
@@ -144,35 +141,11 @@ func (s *Service) RequestRecord(q extractqueue.Queued) (outbox.Record, error) {
 	return s.requestRecord(q)
 }
 
-// DeferredExtraction is a deferred memory.set_from_messages an extraction worker runs:
-// the request's opened payload and the token that enqueued it.
-type DeferredExtraction struct {
-	Principal auth.Principal
-	Identity  memrow.Identity // without a key
-	QueueID   string
-	Payload   []byte
-	// InCommit runs in the transaction that commits the facts (the request's done
-	// mark); its error rolls them back.
-	InCommit func(ctx context.Context, tx pgx.Tx) error
-}
-
-// RunDeferredExtraction runs a deferred request's pipeline as its token and returns
-// its answer as JSON.
-func (s *Service) RunDeferredExtraction(ctx context.Context, d DeferredExtraction) ([]byte, error) {
-	var req fromMessagesRequest
-	if err := json.Unmarshal(d.Payload, &req); err != nil {
-		return nil, fmt.Errorf("decode the request: %w", err)
-	}
-	steps, err := s.checkTranscript(&req, d.Identity)
-	if err != nil {
-		return nil, err
-	}
-	st := &extractState{p: d.Principal, ns: d.Identity.Namespace, req: &req, identity: d.Identity,
-		bill:   llm.Bill{Org: d.Identity.Org, Namespace: d.Identity.Namespace, Purpose: llm.PurposeExtraction},
-		origin: origin{requestID: "extraction:" + d.QueueID}, inCommit: d.InCommit}
-	ans, err := s.extract(ctx, st, steps)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(ans)
+// FactWriter is the writer of a deferred memory.set_from_messages' facts (the
+// extraction workers run its pipeline, command/extraction): the write side's peer read
+// and memory.bulk_set's path, under the request's id ("extraction:" and its queue
+// id). inCommit runs in the transaction that commits the facts (the request's done
+// mark); its error rolls them back.
+func (s *Service) FactWriter(queueID string, inCommit func(ctx context.Context, tx pgx.Tx) error) extraction.Writer {
+	return &factWriter{s: s, origin: origin{requestID: "extraction:" + queueID}, inCommit: inCommit}
 }

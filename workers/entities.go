@@ -46,8 +46,8 @@ func (s *Service) RunEntityExtractor(ctx context.Context) {
 	s.runPasses(ctx, workerEntities, cfg.Interval, cfg.MaxAge+24*time.Hour, s.extractPass)
 }
 
-// extraction is the model's answer.
-type extraction struct {
+// entityAnswer is the model's answer.
+type entityAnswer struct {
 	Entities []struct {
 		Name    string   `json:"name"`
 		Type    string   `json:"type"`
@@ -173,7 +173,7 @@ func (s *Service) extractItem(ctx context.Context, it workItem) judgeOutcome {
 		return later(soon, err)
 	}
 	bill := llm.Bill{Org: it.org, Namespace: it.namespace, Purpose: llm.PurposeEntityExtraction}
-	var ex extraction
+	var ex entityAnswer
 	o := s.models.Step(ctx, bill, s.outage, func(ctx context.Context) error {
 		_, err := s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Messages: entityPrompt(head), Schema: entitySchema, MaxTokens: 1200}, &ex)
 		return err
@@ -234,7 +234,7 @@ type extractedEntity struct {
 // cleanExtraction keeps the answer's valid entities (a name within the graph's
 // limits, once per canonical name) and the relations between names it gave, up to
 // the limits a writer has.
-func cleanExtraction(ex extraction, maxEntities int) extracted {
+func cleanExtraction(ex entityAnswer, maxEntities int) extracted {
 	var out extracted
 	known := map[string]bool{}
 	limit := min(maxEntities, memrow.MaxEntities)

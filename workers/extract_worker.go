@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/loomplane/loom/command"
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/extractqueue"
@@ -157,15 +158,28 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 	if err != nil {
 		return fmt.Errorf("open the request: %w", err)
 	}
+	var req extraction.Request
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return fmt.Errorf("decode the request: %w", err)
+	}
 	id := memrow.Identity{Org: c.Org, Namespace: c.Namespace, Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID}
+	pl := &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.extraction}
+	steps, err := pl.Check(&req, id)
+	if err != nil {
+		return err
+	}
 	p := auth.Principal{TokenID: c.TokenID, Org: c.Org, Role: c.TokenRole, ReadUserID: c.ReadUser}
 	finished := false
-	result, err := s.cmd.RunDeferredExtraction(ctx, command.DeferredExtraction{Principal: p, Identity: id, QueueID: c.QueueID,
-		Payload: payload, InCommit: func(ctx context.Context, tx pgx.Tx) error {
-			err := extractqueue.Finish(ctx, tx, c, nil)
-			finished = err == nil
-			return err
-		}})
+	writer := s.cmd.FactWriter(c.QueueID, func(ctx context.Context, tx pgx.Tx) error {
+		err := extractqueue.Finish(ctx, tx, c, nil)
+		finished = err == nil
+		return err
+	})
+	ans, err := pl.Run(ctx, extraction.Run{Principal: p, Namespace: c.Namespace, Identity: id, Request: &req, Writer: writer}, steps)
+	if err != nil {
+		return err
+	}
+	result, err := json.Marshal(ans)
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func TestActionsWriteOnlyWhatChanges(t *testing.T) {
 }
 
 func TestExtractionsKeepValidNamesOnce(t *testing.T) {
-	var ex extraction
+	var ex entityAnswer
 	ex.Entities = append(ex.Entities,
 		struct {
 			Name    string   `json:"name"`

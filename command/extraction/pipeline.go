@@ -1,18 +1,19 @@
-package command
+package extraction
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
@@ -41,24 +42,27 @@ func defaultPipeline() []string {
 		stepNonDurable, stepVerify, stepHashDedup, stepBulkWrite}
 }
 
-type pipelineStep func(s *Service, ctx context.Context, st *extractState) error
+type pipelineStep func(pl *Pipeline, ctx context.Context, st *state) error
 
 var pipelineSteps = map[string]pipelineStep{
-	stepCategories:    (*Service).fetchCategories,
-	stepExisting:      (*Service).fetchExisting,
-	stepExtract:       (*Service).extractFacts,
-	stepRecallEchoes:  (*Service).dropRecallEchoes,
-	stepSessionEchoes: (*Service).dropSessionEchoes,
-	stepNarration: func(_ *Service, _ context.Context, st *extractState) error {
+	stepCategories:    (*Pipeline).fetchCategories,
+	stepExisting:      (*Pipeline).fetchExisting,
+	stepExtract:       (*Pipeline).extractFacts,
+	stepRecallEchoes:  (*Pipeline).dropRecallEchoes,
+	stepSessionEchoes: (*Pipeline).dropSessionEchoes,
+	stepNarration: func(_ *Pipeline, _ context.Context, st *state) error {
 		return st.drop(stepNarration, narrationReason)
 	},
-	stepNonDurable: func(_ *Service, _ context.Context, st *extractState) error {
+	stepNonDurable: func(_ *Pipeline, _ context.Context, st *state) error {
 		return st.drop(stepNonDurable, nonDurableReason)
 	},
-	stepVerify:    (*Service).verifyDurable,
-	stepHashDedup: (*Service).hashDedup,
-	stepBulkWrite: (*Service).writeFacts,
+	stepVerify:    (*Pipeline).verifyDurable,
+	stepHashDedup: (*Pipeline).hashDedup,
+	stepBulkWrite: (*Pipeline).writeFacts,
 }
+
+// sourceDerived is the facts' source_class: derived by a model from a conversation.
+const sourceDerived = "derived"
 
 // Session kinds: the non-durable drop and the verifier run on coding sessions only.
 const (
@@ -108,32 +112,31 @@ type forgetting struct {
 	msg int
 }
 
-// extractState is one request's pipeline state.
-type extractState struct {
+// state is one request's pipeline state.
+type state struct {
 	p        auth.Principal
 	ns       string
-	req      *fromMessagesRequest
+	req      *Request
 	identity memrow.Identity // the facts' identity, without a key
 	bill     llm.Bill
-	origin   origin
-	inCommit func(ctx context.Context, tx pgx.Tx) error // a deferred request's finish, in the facts' commit
+	writer   Writer
 
 	categories []string
 	existing   []*memrow.Row
 	facts      []*candidate // live, in transcript order
 	dropped    []*candidate
 	forgets    []forgetting
-	written    *bulkWrite
+	written    *Written
 
 	mu         sync.Mutex // the model calls' counts, which concurrent windows add to
 	modelCalls int
 	modelTime  time.Duration
 	usage      llm.Usage
-	steps      []stepReport
+	steps      []StepReport
 }
 
-// stepReport is what one step did, for the answer.
-type stepReport struct {
+// StepReport is what one step did, for the answer.
+type StepReport struct {
 	Name       string  `json:"name"`
 	Facts      int     `json:"facts"` // facts left after it
 	Dropped    int     `json:"dropped,omitempty"`
@@ -142,20 +145,20 @@ type stepReport struct {
 }
 
 // run runs the steps in order, each timed.
-func (st *extractState) run(ctx context.Context, s *Service, steps []string) error {
+func (st *state) run(ctx context.Context, pl *Pipeline, steps []string) error {
 	for _, name := range steps {
 		start, calls, dropped := time.Now(), st.modelCalls, len(st.dropped)
-		if err := pipelineSteps[name](s, ctx, st); err != nil {
+		if err := pipelineSteps[name](pl, ctx, st); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		st.steps = append(st.steps, stepReport{Name: name, Facts: len(st.facts), Dropped: len(st.dropped) - dropped,
+		st.steps = append(st.steps, StepReport{Name: name, Facts: len(st.facts), Dropped: len(st.dropped) - dropped,
 			ModelCalls: st.modelCalls - calls, Ms: float64(time.Since(start).Microseconds()) / 1000})
 	}
 	return nil
 }
 
 // drop removes the facts rule names a reason for.
-func (st *extractState) drop(step string, rule func(*extractState, *candidate) string) error {
+func (st *state) drop(step string, rule func(*state, *candidate) string) error {
 	kept := st.facts[:0]
 	for _, c := range st.facts {
 		if reason := rule(st, c); reason != "" {
@@ -169,14 +172,14 @@ func (st *extractState) drop(step string, rule func(*extractState, *candidate) s
 	return nil
 }
 
-func narrationReason(_ *extractState, c *candidate) string {
+func narrationReason(_ *state, c *candidate) string {
 	if narration(c.value) {
 		return "narrates tool activity with no durable outcome"
 	}
 	return ""
 }
 
-func nonDurableReason(st *extractState, c *candidate) string {
+func nonDurableReason(st *state, c *candidate) string {
 	if st.req.SessionKind == sessionCoding && nonDurable(c.value) {
 		return "a status snapshot, housekeeping or a plan"
 	}
@@ -185,10 +188,10 @@ func nonDurableReason(st *extractState, c *candidate) string {
 
 // complete makes one model call of the request and counts it, its time and its cost;
 // concurrent calls of one request may count at once.
-func (st *extractState) complete(ctx context.Context, s *Service, req llm.Request, out any) error {
+func (st *state) complete(ctx context.Context, pl *Pipeline, req llm.Request, out any) error {
 	req.Bill = st.bill
 	start := time.Now()
-	ans, err := s.models.CompleteJSON(ctx, req, out)
+	ans, err := pl.Models.CompleteJSON(ctx, req, out)
 	took := time.Since(start)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -206,15 +209,9 @@ const maxCategories = 50
 // fetchCategories reads the namespace's tags in use, most used first, over a sample of
 // its heads: the taxonomy the extractor tags facts from. A head stored with no tags
 // list (a JSON null, written before migration 058 repaired them) counts as none.
-func (s *Service) fetchCategories(ctx context.Context, st *extractState) error {
-	rows, err := s.pool.Query(ctx, `SELECT t FROM (SELECT `+heads.Row+` AS row FROM loom.memory_current WHERE org = $1 AND namespace = $2
-			AND NOT (row ->> 'tombstone')::boolean LIMIT 2000) h,
-			jsonb_array_elements_text(CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END) t
-		GROUP BY t ORDER BY count(*) DESC, t LIMIT $3`, st.p.Org, st.ns, maxCategories)
-	if err != nil {
-		return httperr.Store("reading the namespace's categories", err)
-	}
-	st.categories, err = pgx.CollectRows(rows, pgx.RowTo[string])
+func (pl *Pipeline) fetchCategories(ctx context.Context, st *state) error {
+	var err error
+	st.categories, err = heads.Tags(ctx, pl.Pool, st.p.Org, st.ns, 2000, maxCategories)
 	if err != nil {
 		return httperr.Store("reading the namespace's categories", err)
 	}
@@ -227,7 +224,7 @@ const existingText = 4000
 // fetchExisting reads the stored facts nearest the transcript (the peers a write of
 // its text would have, of the subject's own rows), so the extractor reuses their keys
 // and does not repeat them.
-func (s *Service) fetchExisting(ctx context.Context, st *extractState) error {
+func (pl *Pipeline) fetchExisting(ctx context.Context, st *state) error {
 	var b strings.Builder
 	for _, m := range st.req.Messages {
 		if m.Role == roleUser || m.Role == roleAssistant {
@@ -235,35 +232,24 @@ func (s *Service) fetchExisting(ctx context.Context, st *extractState) error {
 			b.WriteByte('\n')
 		}
 	}
-	vs, err := s.embedder.Embed(ctx, []string{clip(b.String(), existingText)})
+	rows, err := st.writer.Nearest(ctx, st.identity, st.memoryType(), st.subjectUser(), clip(b.String(), existingText))
 	if err != nil {
-		return embedError("embedding the transcript", err)
+		return err
 	}
-	q := peerQuery{id: st.identity, memoryType: st.memoryType(), vector: vs[0], readUserID: st.subjectUser()}
-	peers, err := s.readPeers(ctx, q, s.indexed(st.identity.Org, st.identity.Namespace))
-	if errors.Is(err, errPeersMoved) {
-		// The index dropped the namespace since it was asked; no gap check hangs on it.
-		peers, err = s.readPeers(ctx, q, false)
-	}
-	if err != nil {
-		return peerReadError("reading the nearest memories", err)
-	}
-	for _, p := range peers {
-		st.existing = append(st.existing, p.row)
-	}
+	st.existing = append(st.existing, rows...)
 	return nil
 }
 
 // subjectUser is the user whose rows the steps read: the facts' user, or for the
 // anonymous user whatever the token reads.
-func (st *extractState) subjectUser() string {
+func (st *state) subjectUser() string {
 	if st.identity.UserID != memrow.DefaultIdentity {
 		return st.identity.UserID
 	}
 	return st.p.ReadUserID
 }
 
-func (st *extractState) memoryType() string {
+func (st *state) memoryType() string {
 	if st.req.MemoryType != "" {
 		return st.req.MemoryType
 	}
@@ -272,8 +258,8 @@ func (st *extractState) memoryType() string {
 
 // extractFacts is the extraction call, one per window of the transcript, at most
 // LOOM_LLM_CONCURRENCY at once; the windows' facts are merged in transcript order.
-func (s *Service) extractFacts(ctx context.Context, st *extractState) error {
-	ws := windows(st.req.Messages, s.cfg.Extraction.WindowChars)
+func (pl *Pipeline) extractFacts(ctx context.Context, st *state) error {
+	ws := windows(st.req.Messages, pl.Config.WindowChars)
 	answers := make([]extractionAnswer, len(ws))
 	errs := make([]error, len(ws))
 	system := extractionPrompt(st.categories, st.existing)
@@ -282,7 +268,7 @@ func (s *Service) extractFacts(ctx context.Context, st *extractState) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = st.complete(ctx, s, llm.Request{Schema: extractionSchema, Messages: []llm.Message{
+			errs[i] = st.complete(ctx, pl, llm.Request{Schema: extractionSchema, Messages: []llm.Message{
 				{Role: llm.RoleSystem, Content: system}, {Role: llm.RoleUser, Content: transcript(st.req.Messages, w)}}}, &answers[i])
 		}()
 	}
@@ -306,11 +292,11 @@ func (s *Service) extractFacts(ctx context.Context, st *extractState) error {
 }
 
 // dropRecallEchoes drops facts that restate memories the session was served.
-func (s *Service) dropRecallEchoes(ctx context.Context, st *extractState) error {
+func (pl *Pipeline) dropRecallEchoes(ctx context.Context, st *state) error {
 	if len(st.req.RecalledKeys) == 0 || len(st.facts) == 0 {
 		return nil
 	}
-	rows, err := s.subjectHeads(ctx, st, `memory_key = ANY($3)`, st.req.RecalledKeys)
+	rows, err := pl.subjectHeads(ctx, st, `memory_key = ANY($3)`, st.req.RecalledKeys)
 	if err != nil {
 		return httperr.Store("reading the recalled memories", err)
 	}
@@ -319,7 +305,7 @@ func (s *Service) dropRecallEchoes(ctx context.Context, st *extractState) error 
 
 // dropSessionEchoes drops facts that restate what the session's own Loom calls wrote
 // (its heads) or read (session_keys).
-func (s *Service) dropSessionEchoes(ctx context.Context, st *extractState) error {
+func (pl *Pipeline) dropSessionEchoes(ctx context.Context, st *state) error {
 	if len(st.facts) == 0 || (st.identity.SessionID == memrow.DefaultIdentity && len(st.req.SessionKeys) == 0) {
 		return nil
 	}
@@ -327,15 +313,15 @@ func (s *Service) dropSessionEchoes(ctx context.Context, st *extractState) error
 	if st.identity.SessionID != memrow.DefaultIdentity {
 		session = st.identity.SessionID
 	}
-	rows, err := s.subjectHeads(ctx, st, `(session_id = $4 OR memory_key = ANY($3))`, st.req.SessionKeys, session)
+	rows, err := pl.subjectHeads(ctx, st, `(session_id = $4 OR memory_key = ANY($3))`, st.req.SessionKeys, session)
 	if err != nil {
 		return httperr.Store("reading the session's memories", err)
 	}
 	return st.drop(stepSessionEchoes, echoReason(rows, "restates what the session already holds: "))
 }
 
-func echoReason(rows []*memrow.Row, why string) func(*extractState, *candidate) string {
-	return func(_ *extractState, c *candidate) string {
+func echoReason(rows []*memrow.Row, why string) func(*state, *candidate) string {
+	return func(_ *state, c *candidate) string {
 		if r := echoOf(c.value, rows); r != nil {
 			return why + r.MemoryKey
 		}
@@ -348,37 +334,28 @@ const maxEchoRows = 500
 
 // subjectHeads reads the live heads of the namespace that where selects, among the
 // subject's rows ($1 org, $2 namespace; where's own arguments from $3).
-func (s *Service) subjectHeads(ctx context.Context, st *extractState, where string, args ...any) ([]*memrow.Row, error) {
-	n := len(args) + 3
-	all := append([]any{st.p.Org, st.ns}, args...)
-	all = append(all, st.subjectUser())
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
-		AND ($%d = '' OR user_id = $%d) LIMIT %d`, where, n, n, maxEchoRows), all...)
+func (pl *Pipeline) subjectHeads(ctx context.Context, st *state, where string, args ...any) ([]*memrow.Row, error) {
+	hs, err := heads.OfUser(ctx, pl.Pool, st.p.Org, st.ns, st.subjectUser(), maxEchoRows, where, args...)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := heads.Collect(rows)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	return slices.DeleteFunc(hs, func(h *memrow.Row) bool { return !h.Live(now) }), nil
+	return slices.DeleteFunc(hs, func(h *memrow.Row) bool { return !live(h) }), nil
 }
 
 // verifyDurable asks the model which of a coding session's facts are durable and
 // drops the others. It fails open: any failure of the call keeps every fact.
-func (s *Service) verifyDurable(ctx context.Context, st *extractState) error {
+func (pl *Pipeline) verifyDurable(ctx context.Context, st *state) error {
 	if st.req.SessionKind != sessionCoding || len(st.facts) == 0 {
 		return nil
 	}
 	var a verificationAnswer
-	err := st.complete(ctx, s, llm.Request{Schema: verificationSchema, Messages: []llm.Message{
+	err := st.complete(ctx, pl, llm.Request{Schema: verificationSchema, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: verificationInstructions}, {Role: llm.RoleUser, Content: verificationPrompt(st.facts)}}}, &a)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Info("extraction: the verifier pass failed; keeping every fact", "namespace", st.ns, "err", err)
+		pl.Log.Info("extraction: the verifier pass failed; keeping every fact", "namespace", st.ns, "err", err)
 		return nil
 	}
 	notDurable := map[int]bool{}
@@ -391,7 +368,7 @@ func (s *Service) verifyDurable(ctx context.Context, st *extractState) error {
 	for i, c := range st.facts {
 		index[c] = i
 	}
-	return st.drop(stepVerify, func(_ *extractState, c *candidate) string {
+	return st.drop(stepVerify, func(_ *state, c *candidate) string {
 		if notDurable[index[c]] {
 			return "the verifier judged it not durable"
 		}
@@ -401,7 +378,7 @@ func (s *Service) verifyDurable(ctx context.Context, st *extractState) error {
 
 // hashDedup drops facts whose canonical value the subject's live rows already hold,
 // and of two facts with one value all but the later.
-func (s *Service) hashDedup(ctx context.Context, st *extractState) error {
+func (pl *Pipeline) hashDedup(ctx context.Context, st *state) error {
 	if len(st.facts) == 0 {
 		return nil
 	}
@@ -414,7 +391,7 @@ func (s *Service) hashDedup(ctx context.Context, st *extractState) error {
 		}
 		last[c.sha] = c
 	}
-	rows, err := s.subjectHeads(ctx, st, `content_sha256 = ANY($3)`, shas)
+	rows, err := pl.subjectHeads(ctx, st, `content_sha256 = ANY($3)`, shas)
 	if err != nil {
 		return httperr.Store("reading the stored hashes", err)
 	}
@@ -422,7 +399,7 @@ func (s *Service) hashDedup(ctx context.Context, st *extractState) error {
 	for _, r := range rows {
 		stored[r.ContentSHA256] = r
 	}
-	return st.drop(stepHashDedup, func(_ *extractState, c *candidate) string {
+	return st.drop(stepHashDedup, func(_ *state, c *candidate) string {
 		if r := stored[c.sha]; r != nil {
 			c.duplicateOf = r.MemoryID
 			return "the memory " + r.MemoryKey + " already holds this value"
@@ -446,8 +423,8 @@ func stringValue(v string) []byte {
 
 // writeFacts writes the facts through memory.bulk_set's path, every fact judged as any
 // write is, and in the same commit retires the rows the transcript asked to forget.
-func (s *Service) writeFacts(ctx context.Context, st *extractState) error {
-	retire, err := s.forgotten(ctx, st)
+func (pl *Pipeline) writeFacts(ctx context.Context, st *state) error {
+	retire, err := pl.forgotten(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -461,10 +438,7 @@ func (s *Service) writeFacts(ctx context.Context, st *extractState) error {
 			return err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteDeadline)
-	defer cancel()
-	b, err := s.runBulk(wctx, st.p, bulkCall{origin: st.origin, namespace: st.ns, body: bulkRequest{Entries: entries, DryRun: st.req.DryRun}},
-		bulkOptions{op: opFromMessages, retire: retire, inCommit: st.inCommit})
+	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire})
 	if err != nil {
 		return err
 	}
@@ -474,7 +448,7 @@ func (s *Service) writeFacts(ctx context.Context, st *extractState) error {
 
 // entry is a fact as a memory.bulk_set entry: a derived fact of the request's identity
 // and type, tagged with the namespace's categories the model chose and the request's tags.
-func (st *extractState) entry(c *candidate) (json.RawMessage, error) {
+func (st *state) entry(c *candidate) (json.RawMessage, error) {
 	var tags []string
 	for _, t := range c.tags {
 		if slices.Contains(st.categories, t) && !slices.Contains(tags, t) {
@@ -487,7 +461,7 @@ func (st *extractState) entry(c *candidate) (json.RawMessage, error) {
 		}
 	}
 	e := map[string]any{"key": c.key, "value": c.value, "agent": st.identity.Agent, "user_id": st.identity.UserID,
-		"session_id": st.identity.SessionID, "source_class": SourceDerived}
+		"session_id": st.identity.SessionID, "source_class": sourceDerived}
 	if len(tags) > 0 && memrow.ValidateTags(tags) == nil {
 		e["tags"] = tags
 	}
@@ -501,7 +475,7 @@ func (st *extractState) entry(c *candidate) (json.RawMessage, error) {
 }
 
 // forgotten are the subject's live rows of the keys the transcript asks to forget.
-func (s *Service) forgotten(ctx context.Context, st *extractState) ([]memrow.Identity, error) {
+func (pl *Pipeline) forgotten(ctx context.Context, st *state) ([]memrow.Identity, error) {
 	if len(st.forgets) == 0 {
 		return nil, nil
 	}
@@ -514,7 +488,7 @@ func (s *Service) forgotten(ctx context.Context, st *extractState) ([]memrow.Ide
 	if st.identity.UserID == memrow.DefaultIdentity {
 		where, args = `memory_key = ANY($3) AND user_id = '-' AND agent = $4`, append(args, st.identity.Agent)
 	}
-	rows, err := s.subjectHeads(ctx, st, where, args...)
+	rows, err := pl.subjectHeads(ctx, st, where, args...)
 	if err != nil {
 		return nil, httperr.Store("reading the memories to forget", err)
 	}
@@ -523,4 +497,37 @@ func (s *Service) forgotten(ctx context.Context, st *extractState) ([]memrow.Ide
 		out = append(out, r.Identity)
 	}
 	return out, nil
+}
+
+// Pipeline runs memory.set_from_messages' steps: its model calls go to Models, its
+// reads of the heads to Pool, its writes to the run's Writer.
+type Pipeline struct {
+	Pool   *pgxpool.Pool
+	Models *llm.Provider
+	Log    *slog.Logger
+	Config config.Extraction // the windows' size and the transcript's limit
+}
+
+// Check validates a request before anything runs and resolves its steps.
+func (pl *Pipeline) Check(req *Request, id memrow.Identity) ([]string, error) {
+	return Check(req, id, pl.Config.MaxChars)
+}
+
+// Run is one request's run: as whom, into which identity, and the writer of its facts.
+type Run struct {
+	Principal auth.Principal
+	Namespace string
+	Identity  memrow.Identity // the facts' identity, without a key
+	Request   *Request
+	Writer    Writer
+}
+
+// Run runs steps over a request, checked (Check), and answers what it did.
+func (pl *Pipeline) Run(ctx context.Context, r Run, steps []string) (*Answer, error) {
+	st := &state{p: r.Principal, ns: r.Namespace, req: r.Request, identity: r.Identity, writer: r.Writer,
+		bill: llm.Bill{Org: r.Principal.Org, Namespace: r.Namespace, Purpose: llm.PurposeExtraction}}
+	if err := st.run(ctx, pl, steps); err != nil {
+		return nil, err
+	}
+	return st.answer(slices.Contains(steps, stepBulkWrite)), nil
 }

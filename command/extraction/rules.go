@@ -1,4 +1,4 @@
-package command
+package extraction
 
 import (
 	"regexp"
@@ -47,14 +47,14 @@ func normalizeKey(key, value string) string {
 // out the subjects extraction names every fact by ("User lives in Lisbon" restates
 // "lives in Lisbon").
 func restates(fact, stored string) bool {
-	a, av := contentWords(fact)
+	a, av := text.ContentWords(fact)
 	delete(a, "user")
 	delete(a, "assistant")
 	if len(a)+len(av) == 0 {
 		return false
 	}
-	b, bv := contentWords(stored)
-	return subset(a, b) && subset(av, bv)
+	b, bv := text.ContentWords(stored)
+	return text.Subset(a, b) && text.Subset(av, bv)
 }
 
 // echoOf is the stored row a fact restates, nil when none: a fact that says again what

@@ -1,4 +1,4 @@
-package command
+package extraction
 
 import (
 	"encoding/json"
@@ -66,7 +66,7 @@ func TestEchoesAndDrops(t *testing.T) {
 }
 
 func TestLongTranscriptsAreSplitAtMessagesAndMerged(t *testing.T) {
-	msgs := []transcriptMessage{{Role: "user", Content: strings.Repeat("a", 600)}, {Role: "assistant", Content: strings.Repeat("b", 600)},
+	msgs := []Message{{Role: "user", Content: strings.Repeat("a", 600)}, {Role: "assistant", Content: strings.Repeat("b", 600)},
 		{Role: "user", Content: strings.Repeat("c", 300)}, {Role: "user", Content: strings.Repeat("d", 2000)}}
 	ws := windows(msgs, 1000)
 	if len(ws) != 3 || ws[0] != (window{0, 0}) || ws[1] != (window{1, 2}) || ws[2] != (window{3, 3}) {

@@ -1,4 +1,4 @@
-package command
+package extraction
 
 import (
 	"fmt"
@@ -132,7 +132,7 @@ type window struct{ first, last int }
 
 // windows splits a transcript into runs of whole messages of at most limit
 // characters each (a message longer than limit is a window of its own).
-func windows(msgs []transcriptMessage, limit int) []window {
+func windows(msgs []Message, limit int) []window {
 	var out []window
 	start, size := 0, 0
 	for i, m := range msgs {
@@ -151,7 +151,7 @@ func windows(msgs []transcriptMessage, limit int) []window {
 
 // transcript is the user message of one window's call: each message numbered by its
 // place in the whole request.
-func transcript(msgs []transcriptMessage, w window) string {
+func transcript(msgs []Message, w window) string {
 	var b strings.Builder
 	for i := w.first; i <= w.last; i++ {
 		fmt.Fprintf(&b, "[%d] %s: %s\n", i, msgs[i].Role, msgs[i].Content)
