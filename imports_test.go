@@ -29,10 +29,12 @@ type boundary struct {
 }
 
 var boundaries = []boundary{
-	{from: "command", banned: []string{"query"}, why: "the write side and the read side never import each other"},
-	{from: "query", banned: []string{"command"}, why: "the write side and the read side never import each other"},
-	{from: "projector", banned: []string{"command", "query"}, why: "the projector builds the read models from the topic alone"},
-	{from: "internal", banned: []string{"command", "query", "projector", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
+	{from: "command", banned: []string{"query", "workers"}, why: "the write side and the read side never import each other, and the write side knows nothing of the workers that write through it"},
+	{from: "query", banned: []string{"command", "workers"}, why: "the write side and the read side never import each other, and the read side knows nothing of the workers"},
+	{from: "workers", banned: []string{"query", "projector"}, why: "the workers write through the write side's worker API (command/workerapi.go) and read no read model of the query side"},
+	{from: "command/extraction", only: []string{"command/extraction", "internal", "events"}, why: "the extraction pipeline imports no role: the write side hands it the writer of its facts, and both the write side and the workers run it"},
+	{from: "projector", banned: []string{"command", "query", "workers"}, why: "the projector builds the read models from the topic alone"},
+	{from: "internal", banned: []string{"command", "query", "projector", "workers", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
 	{from: "events", only: []string{"events"}, why: "events is the public topic contract: downstream modules import it, so it imports nothing of Loom's"},
 	{from: "client", only: []string{"client", "events"}, why: "client is public: it imports no package of Loom's but the public ones", optional: true},
 	{from: "examples", only: []string{"events", "client"}, why: "the examples are downstream programs: they use the public packages only"},
