@@ -12,7 +12,7 @@ import (
 
 // What memory.set_from_messages asks the model, and how it reads the answers: the
 // extraction prompt and its strict schema, the transcript's windows, and the merge of
-// the windows' facts. Pure: extract_pipeline.go makes the calls.
+// the windows' facts. Pure: pipeline.go makes the calls.
 
 // extractionAnswer is the extraction call's answer.
 type extractionAnswer struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // The text rules of memory.set_from_messages' drop steps and its keys. They read no
-// store and call no model; extract_pipeline.go runs them over the extracted facts.
+// store and call no model; pipeline.go runs them over the extracted facts.
 
 // normalizeKey makes an extracted key the one Loom stores: lower case, words joined by
 // "_", segments by "."; a trailing segment that spells the value's object (the words
