@@ -221,12 +221,7 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 // newestAcrossSessions is each key's newest version among the heads of the identity's
 // agent and user, in any session.
 func (s *Service) newestAcrossSessions(ctx context.Context, id memrow.Identity, keys []string) (map[string]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
-		AND user_id = $4 AND memory_key = ANY($5)`, id.Org, id.Namespace, id.Agent, id.UserID, keys)
-	if err != nil {
-		return nil, err
-	}
-	hs, err := heads.Collect(rows)
+	hs, err := heads.OfSubject(ctx, s.pool, id.Org, id.Namespace, id.Agent, id.UserID, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,12 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -40,10 +40,8 @@ func unsupersedeChange(ctx context.Context, s *Service, c *copyWrite) error {
 // recordUndo writes the Undo's record: the restored row (at the version this commit
 // gives it) and its winner, with the values both hold now.
 func recordUndo(ctx context.Context, tx pgx.Tx, loser *memrow.Row, winnerID string) error {
-	var winnerSHA string
-	err := tx.QueryRow(ctx, `SELECT content_sha256 FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
-		loser.Org, loser.Namespace, winnerID).Scan(&winnerSHA)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	winnerSHA, err := heads.ContentSHA256(ctx, tx, loser.Org, loser.Namespace, winnerID)
+	if err != nil {
 		return fmt.Errorf("read the retirement's winner: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.conflict_undos (org, namespace, loser_id, winner_id, loser_sha, winner_sha, undo_version)
