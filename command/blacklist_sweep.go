@@ -229,8 +229,7 @@ func (s *Service) recordSweep(ctx context.Context, org, ns string, patterns []st
 		if sweepErr != "" {
 			e = &sweepErr
 		}
-		if _, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE loom.blacklist SET swept_at = now(), sweep_matched = $4, sweep_error = $5
-			WHERE org = $1 AND namespace = $2 AND pattern = $3`, org, ns, pat, matched[pat], e); err != nil {
+		if err := s.recordPatternSweep(context.WithoutCancel(ctx), org, ns, pat, matched[pat], e); err != nil {
 			s.log.Warn("recording a blacklist sweep failed", "namespace", ns, "err", err)
 			return
 		}

@@ -490,24 +490,13 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		headers: headers, payload: payload, sealed: sealed, audit: audit}, nil
 }
 
+// queueInsert queues the writes of one row: its head, its revision, its data key and
+// its outbox record.
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
-	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
-			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $12)
-		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
-			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
-			expires_at = EXCLUDED.expires_at, updated_at = now()`,
-		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
-		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
-	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
-			memory_id, version, content_sha256, status, row, audit, sealed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
-	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
-		row.Org, row.Namespace, row.Seq, rec.dataKey)
+	queueHeadWrite(b, row, rec)
+	queueRevision(b, p, rec)
+	queueRevisionKey(b, row, rec.dataKey)
 	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
 		Key: rec.key, Headers: rec.headers, Value: rec.value})
 }
