@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/loomplane/loom/internal/auth"
-
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"

@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
 )

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/searchindex"

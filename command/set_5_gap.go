@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"

@@ -10,6 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/groupcommit"
@@ -19,9 +23,6 @@ import (
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/tracing"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Stage 6, the commit (set.go lists the stages): one transaction, grouped with the
