@@ -110,3 +110,8 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 func (s *Service) queueWatermark(b *pgx.Batch, org, ns string, into *int64) {
 	watermarks.QueueRead(b, s.cfg.Projection, org, ns, into)
 }
+
+// indexed reports whether the process's index serves the namespace's peer reads.
+func (s *Service) indexed(org, ns string) bool {
+	return s.index != nil && s.index.Held(searchindex.Space{Org: org, Namespace: ns})
+}

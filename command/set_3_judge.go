@@ -249,11 +249,6 @@ func (q peerQuery) far(d peerDoc) bool {
 // does not cover a read the ClickHouse path would now serve.
 var errPeersMoved = errors.New("the namespace's peers moved from the index to ClickHouse since the capture")
 
-// indexed reports whether the process's index serves the namespace's peer reads.
-func (s *Service) indexed(org, ns string) bool {
-	return s.index != nil && s.index.Held(searchindex.Space{Org: org, Namespace: ns})
-}
-
 // readPeers returns the rows of other keys nearest the write's value: read from the
 // process's search index when the round captured its position (fromIndex), else from
 // the search documents in ClickHouse, then checked against their Postgres heads, which
