@@ -17,8 +17,8 @@ import (
 // Stage 2, admit (set.go lists the stages). The admission rules decide one write
 // against what a round read: its head, its key's heads under every identity and the
 // namespace's policy. memory.set, memory.update, memory.update_by_id and
-// memory.bulk_set all run them; they read no store (set.go and bulk.go are the reads
-// and the commit around them). They run in memory.set's order (schemas/openapi.yaml):
+// memory.bulk_set all run them; they read no store (the round reads, set_1_round.go,
+// and the commit writes, set_6_commit.go). They run in memory.set's order (schemas/openapi.yaml):
 // type, guards, value, expiry, proposals and preconditions, the row; the verdict
 // (set_3_judge.go) and the rows it writes (set_4_rows.go) follow. The first refusal
 // answers.

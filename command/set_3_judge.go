@@ -18,7 +18,7 @@ import (
 
 // Stage 3, judge (set.go lists the stages): embed the admitted value, read its peers
 // (the namespace's rows nearest it, from the process's index or ClickHouse, checked
-// against their Postgres heads) and reach the verdict. No verdict calls a model.
+// against their Postgres heads) and reach the verdict.
 
 // Verdict is what a write's admission made of it against its peers, and what the
 // answer says of each peer it judged. No verdict calls a model.
