@@ -93,6 +93,21 @@ func headOf(keyHeads []*memrow.Row, id memrow.Identity) *memrow.Row {
 	return head
 }
 
+// overHead fits an update to the head a round read: it needs a live head (404), and
+// one that sends no value keeps the head's.
+func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
+	if w.requireHead && (head == nil || !head.Live(now)) {
+		return httperr.NotFound("memory not found")
+	}
+	if w.requireProposal && (head == nil || !head.Live(now) || head.Status != memrow.StatusProposed) {
+		return notAProposal()
+	}
+	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
+		w.setValue(head.Value)
+	}
+	return nil
+}
+
 // refusal is why the rules write nothing for an entry. memory.set returns it as its
 // error, which the edge answers with envelope; memory.bulk_set lists the entry under
 // the skip it names.
