@@ -23,20 +23,6 @@ type blacklistRequest struct {
 // patternChange is what a blacklist change does to the namespace's patterns.
 type patternChange func(ctx context.Context, tx pgx.Tx, p auth.Principal, ns, pattern string) error
 
-// addPattern is blacklist.add: an RE2 pattern no value of the namespace may match from
-// the next admission on (422 BLACKLISTED).
-func addPattern(ctx context.Context, tx pgx.Tx, p auth.Principal, ns, pattern string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO loom.blacklist (org, namespace, pattern, created_by) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, p.Org, ns, pattern, p.Actor())
-	return err
-}
-
-// removePattern is blacklist.remove.
-func removePattern(ctx context.Context, tx pgx.Tx, p auth.Principal, ns, pattern string) error {
-	_, err := tx.Exec(ctx, `DELETE FROM loom.blacklist WHERE org = $1 AND namespace = $2 AND pattern = $3`, p.Org, ns, pattern)
-	return err
-}
-
 // changeBlacklist checks a pattern and changes the namespace's blacklist with it, as a
 // policy change.
 func (s *Service) changeBlacklist(ctx context.Context, p auth.Principal, ns, pattern string, change patternChange) (namespaceAnswer, error) {

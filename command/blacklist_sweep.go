@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/loomplane/loom/events"
@@ -219,15 +218,7 @@ func (s *Service) tombstoneMatches(ctx context.Context, p auth.Principal, ns str
 // headPage reads up to n heads of the namespace after the identity after, in key
 // order; liveOnly leaves out deleted heads.
 func (s *Service) headPage(ctx context.Context, org, ns string, after memrow.Identity, n int, liveOnly bool) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, $4, $5, $6)
-		  AND (NOT $7 OR NOT (row->>'tombstone')::boolean)
-		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, n),
-		org, ns, after.Agent, after.UserID, after.SessionID, after.MemoryKey, liveOnly)
-	if err != nil {
-		return nil, err
-	}
-	return heads.Collect(rows)
+	return heads.Page(ctx, s.pool, org, ns, after, n, liveOnly)
 }
 
 // recordSweep keeps each pattern's last sweep on its row: when, what it matched, and
@@ -238,8 +229,7 @@ func (s *Service) recordSweep(ctx context.Context, org, ns string, patterns []st
 		if sweepErr != "" {
 			e = &sweepErr
 		}
-		if _, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE loom.blacklist SET swept_at = now(), sweep_matched = $4, sweep_error = $5
-			WHERE org = $1 AND namespace = $2 AND pattern = $3`, org, ns, pat, matched[pat], e); err != nil {
+		if err := s.recordPatternSweep(context.WithoutCancel(ctx), org, ns, pat, matched[pat], e); err != nil {
 			s.log.Warn("recording a blacklist sweep failed", "namespace", ns, "err", err)
 			return
 		}

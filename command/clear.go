@@ -3,11 +3,9 @@ package command
 import (
 	"context"
 	"errors"
-	"fmt"
-
-	"github.com/loomplane/loom/internal/auth"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -98,21 +96,15 @@ func (a *clearAnswer) outcome() string {
 	return "nothing_written"
 }
 
-const clearScope = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = $4)
-	AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean`
+// clearScope is the heads a memory.clear of the namespace narrowed to req reaches.
+func clearScope(org, ns string, req clearRequest) heads.Scope {
+	return heads.Scope{Org: org, Namespace: ns, Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID}
+}
 
 func (s *Service) clearHeads(ctx context.Context, org, ns string, req clearRequest) ([]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heads.Row+` FROM loom.memory_current WHERE %s AND NOT (row->>'locked')::boolean
-		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, clearScope, clearBatch), org, ns, req.Agent, req.UserID, req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	return heads.Collect(rows)
+	return heads.Unlocked(ctx, s.pool, clearScope(org, ns, req), clearBatch)
 }
 
 func (s *Service) countLocked(ctx context.Context, org, ns string, req clearRequest) (int64, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM loom.memory_current WHERE %s AND (row->>'locked')::boolean`, clearScope),
-		org, ns, req.Agent, req.UserID, req.SessionID).Scan(&n)
-	return n, err
+	return heads.CountLocked(ctx, s.pool, clearScope(org, ns, req))
 }

@@ -184,18 +184,6 @@ func requalified(row *memrow.Row, peers []*memrow.Row, now time.Time) {
 	}
 }
 
-// statusBefore is the status of the key's newest earlier revision that is neither
-// superseded nor rejected, from the authority's journal; active when none.
-func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Status, error) {
-	var status string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
-		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
-		ORDER BY seq DESC LIMIT 1), 'active')`,
-		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
-	return memrow.Status(status), err
-}
-
 // copyAnswer is a copy writer's answer: the row's new state, or why nothing was written.
 type copyAnswer map[string]any
 

@@ -30,14 +30,7 @@ func (s *Service) SweepExpired(ctx context.Context, limit int) (int, error) {
 }
 
 func (s *Service) sweepExpired(ctx context.Context, scope sweepScope, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current
-		WHERE expires_at <= now() AND NOT (row->>'tombstone')::boolean
-		  AND ($1 = '' OR org = $1) AND ($2 = '' OR namespace = $2) AND ($3 = '' OR user_id = $3)
-		ORDER BY expires_at LIMIT $4`, scope.org, scope.namespace, scope.userID, limit)
-	if err != nil {
-		return 0, fmt.Errorf("find expired heads: %w", err)
-	}
-	expired, err := heads.Collect(rows)
+	expired, err := heads.Expired(ctx, s.pool, scope.org, scope.namespace, scope.userID, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find expired heads: %w", err)
 	}

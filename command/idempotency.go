@@ -145,9 +145,7 @@ func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op stri
 	var replay []byte
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var token int64
-		err := tx.QueryRow(ctx, `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at)
-			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval)
-			ON CONFLICT DO NOTHING RETURNING token`, org, keyHash, op, digest, lease.String(), idemKeep.String()).Scan(&token)
+		err := tx.QueryRow(ctx, idemInsertSQL, org, keyHash, op, digest, lease.String(), idemKeep.String()).Scan(&token)
 		if err == nil {
 			hold = &idemHold{org: org, keyHash: keyHash, token: token}
 			return nil
@@ -158,18 +156,13 @@ func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op stri
 		var storedDigest, answer, revisions []byte
 		var state string
 		var leaseLive, expired bool
-		err = tx.QueryRow(ctx, `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, answer, revisions
-			FROM loom.idempotency WHERE org = $1 AND key_hash = $2 FOR UPDATE`, org, keyHash).
+		err = tx.QueryRow(ctx, idemLockSQL, org, keyHash).
 			Scan(&storedDigest, &state, &leaseLive, &expired, &token, &answer, &revisions)
 		if err != nil {
 			return err
 		}
 		takeOver := func() error {
-			err := tx.QueryRow(ctx, `UPDATE loom.idempotency SET state = 'running', token = token + 1, op = $3, request_digest = $4,
-				lease_until = now() + $5::interval, revisions = NULL, answer = NULL,
-				created_at = CASE WHEN $6 THEN now() ELSE created_at END,
-				expires_at = CASE WHEN $6 THEN now() + $7::interval ELSE expires_at END
-				WHERE org = $1 AND key_hash = $2 RETURNING token`, org, keyHash, op, digest, lease.String(), expired, idemKeep.String()).Scan(&token)
+			err := tx.QueryRow(ctx, idemTakeOverSQL, org, keyHash, op, digest, lease.String(), expired, idemKeep.String()).Scan(&token)
 			hold = &idemHold{org: org, keyHash: keyHash, token: token}
 			return err
 		}
@@ -235,8 +228,7 @@ func markCommitted(ctx context.Context, tx pgx.Tx, hold *idemHold, rows []*pendi
 	if err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE loom.idempotency SET state = 'committed', revisions = $4
-		WHERE org = $1 AND key_hash = $2 AND token = $3`, hold.org, hold.keyHash, hold.token, raw)
+	tag, err := tx.Exec(ctx, idemCommittedSQL, hold.org, hold.keyHash, hold.token, raw)
 	if err != nil {
 		return fmt.Errorf("mark the Idempotency-Key committed: %w", err)
 	}
@@ -244,33 +236,4 @@ func markCommitted(ctx context.Context, tx pgx.Tx, hold *idemHold, rows []*pendi
 		return errTakenOver
 	}
 	return nil
-}
-
-func (s *Service) storeAnswer(ctx context.Context, hold *idemHold, answer []byte) error {
-	if hold == nil {
-		return nil
-	}
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE loom.idempotency SET state = 'done', answer = $4
-		WHERE org = $1 AND key_hash = $2 AND token = $3`, hold.org, hold.keyHash, hold.token, answer)
-	return err
-}
-
-func (s *Service) release(ctx context.Context, hold *idemHold) {
-	if hold == nil {
-		return
-	}
-	if _, err := s.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3`,
-		hold.org, hold.keyHash, hold.token); err != nil {
-		s.log.Warn("idempotency: cannot release a claim; it lapses with its lease", "err", err)
-	}
-}
-
-// sweepIdempotency deletes keys past their 24 hours.
-func (s *Service) sweepIdempotency(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM loom.idempotency WHERE ctid IN (
-		SELECT ctid FROM loom.idempotency WHERE expires_at < now() LIMIT 5000)`)
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
 }

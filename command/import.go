@@ -98,7 +98,8 @@ func importKey(text string) string {
 	return memrow.ImportKeyPrefix + hex.EncodeToString(sum[:])[:memrow.ImportKeyHexLen]
 }
 
-// importItems is memory.import.
+// importItems is memory.import: it names each item's key, reads the keys' newest
+// versions, and writes the items that change them through memory.bulk_set's path.
 func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCall) (*importAnswer, error) {
 	req := r.body
 	if len(req.Items) == 0 || len(req.Items) > MaxBulkEntries {
@@ -111,12 +112,39 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 	if err := validIdentity(base); err != nil {
 		return nil, err
 	}
+	ans, keys, err := newImportAnswer(req)
+	if err != nil {
+		return nil, err
+	}
+	newest, err := s.newestAcrossSessions(ctx, base, keys)
+	if err != nil {
+		return nil, httperr.Store("reading the items' keys", err)
+	}
+	now := s.now()
+	writes := importWrites(req.Items, base, keys, newest, now, ans)
+	// Oldest first: under newest_wins the later of two statements of one attribute in a
+	// batch retires the earlier.
+	sort.SliceStable(writes, func(a, b int) bool { return writes[a].at.Before(writes[b].at) })
+	if len(writes) > 0 {
+		if err := s.writeImports(ctx, p, r, writes, newest, now, ans); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range ans.Items {
+		ans.Counts[o.Outcome]++
+	}
+	return ans, nil
+}
+
+// newImportAnswer names each item's key and marks an item whose text an earlier item
+// holds as repeated.
+func newImportAnswer(req importRequest) (*importAnswer, []string, error) {
 	ans := &importAnswer{Items: make([]importOutcome, len(req.Items)), Counts: map[string]int{}, DryRun: req.DryRun}
 	keys := make([]string, len(req.Items))
 	first := map[string]int{}
 	for i, it := range req.Items {
 		if it.Text == "" {
-			return nil, httperr.Validation(fmt.Sprintf("items[%d].text", i), "text is required")
+			return nil, nil, httperr.Validation(fmt.Sprintf("items[%d].text", i), "text is required")
 		}
 		keys[i] = importKey(it.Text)
 		ans.Items[i] = importOutcome{Index: i, Key: keys[i]}
@@ -126,18 +154,23 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 			first[keys[i]] = i
 		}
 	}
-	newest, err := s.newestAcrossSessions(ctx, base, keys)
-	if err != nil {
-		return nil, httperr.Store("reading the items' keys", err)
-	}
-	now := s.now()
-	type pendingItem struct {
-		index int
-		id    memrow.Identity
-		at    time.Time
-	}
-	var writes []pendingItem
-	for i, it := range req.Items {
+	return ans, keys, nil
+}
+
+// importWrite is an item to write: its place in the request, the identity it writes
+// and when its statement holds from.
+type importWrite struct {
+	index int
+	id    memrow.Identity
+	at    time.Time
+}
+
+// importWrites answers the items whose key's newest version leaves nothing to write
+// (left, unchanged) and returns the others, each under the identity it writes: a new
+// key's is the request's, a revision's the version's own, in its own session.
+func importWrites(items []importItem, base memrow.Identity, keys []string, newest map[string]*memrow.Row, now time.Time, ans *importAnswer) []importWrite {
+	var writes []importWrite
+	for i, it := range items {
 		if ans.Items[i].Outcome != "" {
 			continue
 		}
@@ -162,71 +195,70 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 		if it.ValidAt != nil {
 			at = *it.ValidAt
 		}
-		writes = append(writes, pendingItem{index: i, id: id, at: at})
+		writes = append(writes, importWrite{index: i, id: id, at: at})
 	}
-	// Oldest first: under newest_wins the later of two statements of one attribute in a
-	// batch retires the earlier.
-	sort.SliceStable(writes, func(a, b int) bool { return writes[a].at.Before(writes[b].at) })
-	if len(writes) > 0 {
-		entries := make([]json.RawMessage, len(writes))
-		for k, w := range writes {
-			it := req.Items[w.index]
-			e := map[string]any{"key": w.id.MemoryKey, "value": it.Text, "agent": w.id.Agent, "user_id": w.id.UserID,
-				"session_id": w.id.SessionID, "source_class": SourceImported}
-			if it.ValidAt != nil {
-				e["valid_at"] = it.ValidAt.UTC()
-			}
-			if it.MemoryType != "" {
-				e["memory_type"] = it.MemoryType
-			}
-			if it.Tags != nil {
-				e["tags"] = it.Tags
-			}
-			if it.Sensitivity != "" {
-				e["sensitivity"] = it.Sensitivity
-			}
-			if entries[k], err = json.Marshal(e); err != nil {
-				return nil, err
-			}
-		}
-		b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}},
-			bulkOptions{op: opImport, checkAll: true, noRetire: true})
-		if err != nil {
-			return nil, renameEntries(err, func(k int) string { return fmt.Sprintf("items[%d]", writes[k].index) })
-		}
-		ans.wrote = b.committed()
-		for k, f := range b.outcomes(now) {
-			o := &ans.Items[writes[k].index]
-			o.Verdict, o.MemoryID, o.VersionText, o.Status, o.MergedInto = Verdict(f.Verdict), f.MemoryID, f.VersionText, f.Status, f.MergedInto
-			switch {
-			case f.Verdict == string(VerdictMerge):
-				o.Outcome = "merged"
-			case f.Verdict == "skipped_unchanged":
-				o.Outcome, o.Verdict = importUnchanged, ""
-			case f.MemoryID == "":
-				o.Outcome, o.Verdict = f.Verdict, ""
-			case newest[o.Key] != nil:
-				o.Outcome = importRevised
-			default:
-				o.Outcome = importWritten
-			}
+	return writes
+}
+
+// writeImports writes the items through memory.bulk_set's path, in the order given,
+// and answers each with what the write made of it.
+func (s *Service) writeImports(ctx context.Context, p auth.Principal, r importCall, writes []importWrite, newest map[string]*memrow.Row, now time.Time, ans *importAnswer) error {
+	req := r.body
+	entries := make([]json.RawMessage, len(writes))
+	for k, w := range writes {
+		var err error
+		if entries[k], err = importEntry(req.Items[w.index], w.id); err != nil {
+			return err
 		}
 	}
-	for _, o := range ans.Items {
-		ans.Counts[o.Outcome]++
+	b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}},
+		bulkOptions{op: opImport, checkAll: true, noRetire: true})
+	if err != nil {
+		return renameEntries(err, func(k int) string { return fmt.Sprintf("items[%d]", writes[k].index) })
 	}
-	return ans, nil
+	ans.wrote = b.committed()
+	for k, f := range b.outcomes(now) {
+		o := &ans.Items[writes[k].index]
+		o.Verdict, o.MemoryID, o.VersionText, o.Status, o.MergedInto = Verdict(f.Verdict), f.MemoryID, f.VersionText, f.Status, f.MergedInto
+		switch {
+		case f.Verdict == string(VerdictMerge):
+			o.Outcome = "merged"
+		case f.Verdict == "skipped_unchanged":
+			o.Outcome, o.Verdict = importUnchanged, ""
+		case f.MemoryID == "":
+			o.Outcome, o.Verdict = f.Verdict, ""
+		case newest[o.Key] != nil:
+			o.Outcome = importRevised
+		default:
+			o.Outcome = importWritten
+		}
+	}
+	return nil
+}
+
+// importEntry is an item as a memory.bulk_set entry under id.
+func importEntry(it importItem, id memrow.Identity) (json.RawMessage, error) {
+	e := map[string]any{"key": id.MemoryKey, "value": it.Text, "agent": id.Agent, "user_id": id.UserID,
+		"session_id": id.SessionID, "source_class": SourceImported}
+	if it.ValidAt != nil {
+		e["valid_at"] = it.ValidAt.UTC()
+	}
+	if it.MemoryType != "" {
+		e["memory_type"] = it.MemoryType
+	}
+	if it.Tags != nil {
+		e["tags"] = it.Tags
+	}
+	if it.Sensitivity != "" {
+		e["sensitivity"] = it.Sensitivity
+	}
+	return json.Marshal(e)
 }
 
 // newestAcrossSessions is each key's newest version among the heads of the identity's
 // agent and user, in any session.
 func (s *Service) newestAcrossSessions(ctx context.Context, id memrow.Identity, keys []string) (map[string]*memrow.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
-		AND user_id = $4 AND memory_key = ANY($5)`, id.Org, id.Namespace, id.Agent, id.UserID, keys)
-	if err != nil {
-		return nil, err
-	}
-	hs, err := heads.Collect(rows)
+	hs, err := heads.OfSubject(ctx, s.pool, id.Org, id.Namespace, id.Agent, id.UserID, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -49,10 +49,7 @@ func (s *Service) configure(ctx context.Context, p auth.Principal, ns string, cf
 		return namespaceAnswer{}, err
 	}
 	err = s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO loom.namespaces (org, namespace, config, updated_by) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (org, namespace) DO UPDATE SET config = EXCLUDED.config, updated_at = now(), updated_by = EXCLUDED.updated_by`,
-			p.Org, ns, raw, p.Actor())
-		return err
+		return storeConfig(ctx, tx, p.Org, ns, raw, p.Actor())
 	})
 	if err != nil {
 		return namespaceAnswer{}, httperr.Store("storing the namespace config", err)

@@ -2,8 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -252,50 +250,6 @@ func (s *Service) loadPolicy(ctx context.Context, q interface {
 		return nil, fmt.Errorf("read the namespace policy: %w", err)
 	}
 	return finish()
-}
-
-// queuePolicy queues the reads of a namespace's policy on a batch, so a write reads
-// it in the same round trip as its head; finish decodes what the batch read.
-func queuePolicy(b *pgx.Batch, org, ns string) (finish func() (*policy, error)) {
-	p := &policy{config: DefaultConfig()}
-	var raw []byte
-	var compileErr error
-	generations.QueueRead(b, org, policyScope, &p.generation)
-	b.Queue(`SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
-		QueryRow(func(r pgx.Row) error {
-			if err := r.Scan(&raw); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return nil
-		})
-	b.Queue(`SELECT pattern FROM loom.blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern`, org, ns).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var pat string
-				if err := rows.Scan(&pat); err != nil {
-					return err
-				}
-				re, err := regexp.Compile(pat)
-				if err != nil && compileErr == nil {
-					// Stored patterns were compiled when added; a build whose regexp
-					// refuses one must not silently let the value through.
-					compileErr = fmt.Errorf("blacklist pattern %q no longer compiles: %w", pat, err)
-				}
-				p.blacklist = append(p.blacklist, blacklistEntry{pattern: pat, re: re})
-			}
-			return rows.Err()
-		})
-	return func() (*policy, error) {
-		if compileErr != nil {
-			return nil, compileErr
-		}
-		if raw != nil {
-			if err := json.Unmarshal(raw, &p.config); err != nil {
-				return nil, fmt.Errorf("decode the namespace config: %w", err)
-			}
-		}
-		return p, nil
-	}
 }
 
 // blacklisted returns the first pattern text matches.

@@ -157,10 +157,8 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		}
 		// A version the entity extractor amended is two revisions of one version.
 		texts, redacted = slices.Compact(texts), slices.Compact(redacted)
-		var prev int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7`,
-			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev); err != nil {
+		prev, err := versionBefore(ctx, tx, id, version)
+		if err != nil {
 			return fmt.Errorf("read the version before the redacted one: %w", err)
 		}
 		refKey, err := s.userRefs.Key(ctx, id.Org)
@@ -173,15 +171,11 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		}
 		b := &pgx.Batch{}
 		// The named version takes this redaction's time; a copy keeps its first.
-		b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
-				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
-			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbedFields, seqs, named.seq)
+		queueScrubRevisions(b, id, scrubbedFields, seqs, named.seq)
 		if lineage[len(lineage)-1].version == head.Version {
-			b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
-				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
-				id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbedFields)
+			queueScrubHead(b, id, scrubbedFields)
 		}
-		b.Queue(`DELETE FROM loom.revision_keys WHERE org = $1 AND namespace = $2 AND seq = ANY($3)`, id.Org, id.Namespace, seqs)
+		queueDestroyKeys(b, id.Org, id.Namespace, seqs)
 		// The spellings the entity extractor read in this memory's text go with it.
 		queueForgetAliases(b, id.Org, id.Namespace, named.row.MemoryID)
 		if err := s.queueGenerationRecord(b, env); err != nil {
@@ -208,26 +202,6 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 
 // scrubbedFields replace a redacted row's text: no value, tags or entities.
 const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": true}`
-
-// keyVersionsFrom reads a key's revisions from version on, in version order.
-func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
-		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
-	if err != nil {
-		return nil, fmt.Errorf("read the key's versions: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (journalVersion, error) {
-		var v journalVersion
-		var raw []byte
-		if err := r.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
-			return v, fmt.Errorf("read the key's versions: %w", err)
-		}
-		row, err := heads.Decode(raw)
-		v.row = row
-		return v, err
-	})
-}
 
 // redactionRecord is the memory.redacted record: the named version's plain fields,
 // the versions scrubbed, and no content (an empty body sealed under a key nobody

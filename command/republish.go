@@ -10,7 +10,6 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/generations"
-	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -173,14 +172,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if from > to {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT `+heads.RowOf("r")+`, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
-			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
-				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
-				  AND p.session_id = r.session_id AND p.memory_key = r.memory_key AND p.version < r.version), 0)
-		FROM loom.memory_revisions r
-		LEFT JOIN loom.revision_keys k USING (org, namespace, seq)
-		WHERE r.org = $1 AND r.namespace = $2 AND r.seq BETWEEN $3 AND $4
-		ORDER BY r.seq`, org, namespace, from, to)
+	rows, err := q.Query(ctx, journalSQL, org, namespace, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
 	}
@@ -250,25 +242,6 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	out = append(out, others...)
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out, nil
-}
-
-// generationRecords reads the kept records of seqs from..to that carry no revision.
-func generationRecords(ctx context.Context, q queryer, org, namespace string, from, to int64, topic string) ([]outboxEntry, error) {
-	rows, err := q.Query(ctx, `SELECT seq, record_key, headers, value FROM loom.generation_records
-		WHERE org = $1 AND namespace = $2 AND seq BETWEEN $3 AND $4 ORDER BY seq`, org, namespace, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("read the erasure and redaction records of %s/%s: %w", org, namespace, err)
-	}
-	defer rows.Close()
-	var out []outboxEntry
-	for rows.Next() {
-		e := outboxEntry{topic: topic}
-		if err := rows.Scan(&e.seq, &e.key, &e.headers, &e.value); err != nil {
-			return nil, fmt.Errorf("read the erasure and redaction records of %s/%s: %w", org, namespace, err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // embedJournal embeds again, as the write did (the value, the key's words, a long

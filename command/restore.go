@@ -125,8 +125,7 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 		return nil, err
 	}
 	counts, _ := json.Marshal(ans.Counts)
-	if _, err := s.pool.Exec(ctx, `INSERT INTO loom.namespace_restores (org, namespace, snapshot_id, source, counts, actor)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, p.Org, r.namespace, snapID, h.Namespace, counts, p.Actor()); err != nil {
+	if err := s.recordRestore(ctx, p.Org, r.namespace, snapID, h.Namespace, counts, p.Actor()); err != nil {
 		return nil, httperr.Store("recording the restore", err)
 	}
 	return ans, nil
@@ -225,22 +224,6 @@ func checkRestoredRow(r *memrow.Row) error {
 	return memrow.ValidateConfidence(r.Confidence)
 }
 
-// restoredBefore fills ans with the answer of a completed restore of the snapshot into
-// the namespace, if there is one.
-func (s *Service) restoredBefore(ctx context.Context, org, ns string, snapID uuid.UUID, ans *RestoreAnswer) (bool, error) {
-	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT counts FROM loom.namespace_restores WHERE org = $1 AND namespace = $2 AND snapshot_id = $3`,
-		org, ns, snapID).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, httperr.Store("reading earlier restores", err)
-	}
-	ans.Replayed = true
-	return true, json.Unmarshal(raw, &ans.Counts)
-}
-
 // createRestored gives a namespace with no policy of its own the snapshot's: its
 // configuration and blacklist, as a policy change.
 func (s *Service) createRestored(ctx context.Context, p auth.Principal, ns string, h snapshot.Header) (bool, error) {
@@ -261,9 +244,8 @@ func (s *Service) createRestored(ctx context.Context, p auth.Principal, ns strin
 	raw, _ := json.Marshal(cfg)
 	created := false
 	err := s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO loom.namespaces (org, namespace, config, updated_by) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, p.Org, ns, raw, p.Actor())
-		if err != nil || tag.RowsAffected() == 0 {
+		made, err := createNamespace(ctx, tx, p.Org, ns, raw, p.Actor())
+		if err != nil || !made {
 			return err
 		}
 		created = true

@@ -1,6 +1,6 @@
 // Package command is Loom's write side: the HTTP routes that change memory, one file
 // per operation, and the one Postgres transaction every revision commits through
-// (commit.go). A revision is durable and on its way to the topic when the write answers.
+// (set_6_commit.go). A revision is durable and on its way to the topic when the write answers.
 package command
 
 import (
@@ -88,7 +88,7 @@ type Service struct {
 	// commit notifies in the transaction.
 	relayWake *outbox.Waker
 	// grouped puts the commits of one namespace that wait for each other in one
-	// transaction (commit.go).
+	// transaction (set_6_commit.go).
 	grouped *groupcommit.Group[*commitPlan]
 	writes  *metrics.CounterVec
 	latency *metrics.HistogramVec

@@ -12,6 +12,27 @@ import (
 	"github.com/loomplane/loom/internal/route"
 )
 
+// memory.set, top to bottom. set parses the request (newSetWrite) and runs the write in
+// admission rounds (runSet); each round (setRound) runs the stages in order, a file
+// each, in the order of the documented steps (docs/architecture.md, "The steps of
+// memory.set"):
+//
+//  1. set_1_round.go   the round: the namespace's policy and the key's heads, read in
+//     one round trip (step 2), and the loop that runs another round;
+//  2. set_2_admit.go   admit: type, guards, value, expiry, proposals and preconditions,
+//     the row (steps 1, 3-7);
+//  3. set_3_judge.go   judge: embed the value, read its peers, the verdict (steps 8-10);
+//  4. set_4_rows.go    rows: the write's own row and the copies of the heads its verdict
+//     changes;
+//  5. set_5_gap.go     the gap check: the revisions committed since the round's capture,
+//     checked under the commit's lock (a dry run checks them and stops: step 11);
+//  6. set_6_commit.go  commit: one transaction, grouped with the namespace's other
+//     writes in flight, and what came back (step 12).
+//
+// memory.update, memory.update_by_id (update.go), memory.bulk_set (bulk.go) and
+// memory.import (import.go) run the same stages; every other writer commits through
+// stage 6.
+
 // setRequest is the body of PUT /v1/namespaces/{ns}/memories/{key} (memory.set).
 // Absent optional fields carry the head's values forward on a revision.
 type setRequest struct {
@@ -121,7 +142,7 @@ type setWrite struct {
 }
 
 // set is memory.set: it writes a new version of the key's value, as the admission
-// rules judge it (admit.go).
+// rules judge it (the stages above).
 func (s *Service) set(ctx context.Context, p auth.Principal, r keyWrite) (*setAnswer, error) {
 	if len(r.body.Value) == 0 {
 		return nil, httperr.Validation("value", "value is required (any JSON value)")
@@ -147,6 +168,75 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 		return a != nil, next, err
 	})
 	return ans, err
+}
+
+// setRound reads the policy and the key's heads as they are now, runs the admission
+// rules over them and commits. It answers, fails, or returns the seq the next round's
+// gap check starts after.
+func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
+	now := s.now()
+	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, true)
+	if err != nil {
+		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
+	}
+	gapFrom = max(gapFrom, st.capture)
+	// An answer that commits nothing stands on the namespace's current policy only;
+	// else another round reads it.
+	uncommitted := func(ans *setAnswer, err error) (*setAnswer, int64, error) {
+		if ok, serr := s.policyStands(ctx, w.id.Org, w.id.Namespace, st); serr != nil || !ok {
+			return nil, gapFrom, serr
+		}
+		return ans, 0, err
+	}
+	e := &entry{w: w, keyHeads: st.keyHeads[w.id.MemoryKey]}
+	e.head = headOf(e.keyHeads, w.id)
+	if err := w.overHead(e.head, now); err != nil {
+		return nil, 0, err
+	}
+	rules := s.rulesOf(st.policy)
+	d, ref := admit(e, now, rules)
+	if ref != nil {
+		return uncommitted(nil, ref)
+	}
+	e.draft = d
+	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
+		return nil, 0, err
+	}
+	peers, err := s.setPeers(ctx, e, rules, st.fromIndex)
+	if errors.Is(err, errPeersMoved) {
+		return nil, gapFrom, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if e.v, ref = judge(e, peers, rules); ref != nil {
+		return uncommitted(nil, ref)
+	}
+	if e.v.kind == VerdictMerge {
+		return uncommitted(setAnswerOf(e, nil), nil)
+	}
+	rows, superseded := writeRows(w.op, []*entry{e}, rules.conflictPolicy(), now)
+	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
+		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: w.hold}
+	if e.seeksPeers(rules.conflictPolicy()) {
+		plan.gapCheck = s.gapCheck(e.peerQuery(), w.sha, e.v.peersJudged(), e.threshold)
+	}
+	retry, next, err := s.commitRound(ctx, plan, w.req.DryRun, "this write against its peers", func(g *errGap) error {
+		measured, err := s.measureGap(ctx, e.peerQuery(), g)
+		w.absorbed = mergePeers(w.absorbed, measured)
+		return err
+	})
+	if err != nil || retry {
+		return nil, next, err
+	}
+	ans := setAnswerOf(e, superseded)
+	if w.req.DryRun {
+		ans.DryRun = true
+		return uncommitted(ans, nil)
+	}
+	ans.Written, ans.Event = true, string(rows[0].event)
+	ans.Version, ans.VersionText, ans.Seq = e.row.Version, memrow.VersionText(e.row.Version), e.row.Seq
+	return ans, 0, nil
 }
 
 // newSetWrite validates a write of one key and prepares its value, when it has one.
@@ -223,93 +313,16 @@ func validateSetFields(req *setRequest) error {
 	return memrow.ValidateRelations(req.Relations)
 }
 
-// setRound reads the policy and the key's heads as they are now, runs the admission
-// rules over them and commits. It answers, fails, or returns the seq the next round's
-// gap check starts after.
-func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
-	now := s.now()
-	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, true)
-	if err != nil {
-		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
-	}
-	gapFrom = max(gapFrom, st.capture)
-	// An answer that commits nothing stands on the namespace's current policy only;
-	// else another round reads it.
-	uncommitted := func(ans *setAnswer, err error) (*setAnswer, int64, error) {
-		if ok, serr := s.policyStands(ctx, w.id.Org, w.id.Namespace, st); serr != nil || !ok {
-			return nil, gapFrom, serr
-		}
-		return ans, 0, err
-	}
-	e := &entry{w: w, keyHeads: st.keyHeads[w.id.MemoryKey]}
-	e.head = headOf(e.keyHeads, w.id)
-	if err := w.overHead(e.head, now); err != nil {
-		return nil, 0, err
-	}
-	rules := s.rulesOf(st.policy)
-	d, ref := admit(e, now, rules)
-	if ref != nil {
-		return uncommitted(nil, ref)
-	}
-	e.draft = d
-	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
-		return nil, 0, err
-	}
-	peers, err := s.setPeers(ctx, e, rules, st.fromIndex)
-	if errors.Is(err, errPeersMoved) {
-		return nil, gapFrom, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	if e.v, ref = judge(e, peers, rules); ref != nil {
-		return uncommitted(nil, ref)
-	}
-	if e.v.kind == VerdictMerge {
-		return uncommitted(setAnswerOf(e, nil), nil)
-	}
-	rows, superseded := writeRows(w.op, []*entry{e}, rules.conflictPolicy(), now)
-	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
-		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: w.hold}
-	if e.seeksPeers(rules.conflictPolicy()) {
-		plan.gapCheck = s.gapCheck(e.peerQuery(), w.sha, e.v.peersJudged(), e.threshold)
-	}
-	retry, next, err := s.commitRound(ctx, plan, w.req.DryRun, "this write against its peers", func(g *errGap) error {
-		measured, err := s.measureGap(ctx, e.peerQuery(), g)
-		w.absorbed = mergePeers(w.absorbed, measured)
-		return err
-	})
-	if err != nil || retry {
-		return nil, next, err
-	}
-	ans := setAnswerOf(e, superseded)
-	if w.req.DryRun {
-		ans.DryRun = true
-		return uncommitted(ans, nil)
-	}
-	ans.Written, ans.Event = true, string(rows[0].event)
-	ans.Version, ans.VersionText, ans.Seq = e.row.Version, memrow.VersionText(e.row.Version), e.row.Seq
-	return ans, 0, nil
+func (r *setRequest) names() route.Names {
+	return route.Names{Agent: r.Agent, UserID: r.UserID, SessionID: r.SessionID}
 }
 
-// setPeers are the peers a write's verdict judges: the namespace's rows nearest its
-// value, read from the process's index (fromIndex) or ClickHouse, and the gap rows
-// earlier rounds measured.
-func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, fromIndex bool) ([]peer, error) {
-	if e.restatement {
-		return nil, nil
+func decodeSet(body []byte) (*setRequest, error) {
+	var req setRequest
+	if err := httperr.DecodeBody(body, &req); err != nil {
+		return nil, err
 	}
-	var peers []peer
-	if e.seeksPeers(r.conflictPolicy()) {
-		q := e.peerQuery()
-		// Within vectorMargin of the threshold an int8 cosine may be a float32 one over it.
-		q.headsFrom, q.sha = reach(e.threshold, r.judgementFloor)-vectorMargin, e.w.sha
-		var err error
-		if peers, err = s.readPeers(ctx, q, fromIndex); err != nil {
-			return nil, peerReadError("reading the write's peers", err)
-		}
-	}
-	return mergePeers(peers, e.w.absorbed), nil
+	return &req, nil
 }
 
 // setAnswerOf is what memory.set answers of an entry it judged, before any commit: its
@@ -349,17 +362,6 @@ func (a *setAnswer) outcome() string {
 	return "ok"
 }
 
-func (v verdict) peersJudged() []peer {
-	var out []peer
-	for _, r := range v.conflicts {
-		out = append(out, peer{row: r})
-	}
-	if v.target != nil {
-		out = append(out, peer{row: v.target})
-	}
-	return out
-}
-
 func judgedOf(r *memrow.Row) *judgedPeer {
 	return &judgedPeer{MemoryID: r.MemoryID, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID, SessionID: r.SessionID, Cosine: 1, Verdict: VerdictMerge}
 }
@@ -369,18 +371,6 @@ func nonNilJudged(j []judgedPeer) []judgedPeer {
 		return []judgedPeer{}
 	}
 	return j
-}
-
-func (r *setRequest) names() route.Names {
-	return route.Names{Agent: r.Agent, UserID: r.UserID, SessionID: r.SessionID}
-}
-
-func decodeSet(body []byte) (*setRequest, error) {
-	var req setRequest
-	if err := httperr.DecodeBody(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
 }
 
 func outcomeOf(err error) string {

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -55,21 +54,6 @@ func (s *Service) runUpdate(ctx context.Context, op string, p auth.Principal, id
 	}
 	w.requireHead, w.valueFromHead, w.keepGraph, w.hold = true, len(req.Value) == 0, true, o.hold
 	return s.runSet(ctx, w)
-}
-
-// overHead fits an update to the head a round read: it needs a live head (404), and
-// one that sends no value keeps the head's.
-func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
-	if w.requireHead && (head == nil || !head.Live(now)) {
-		return httperr.NotFound("memory not found")
-	}
-	if w.requireProposal && (head == nil || !head.Live(now) || head.Status != memrow.StatusProposed) {
-		return notAProposal()
-	}
-	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
-		w.setValue(head.Value)
-	}
-	return nil
 }
 
 // headByID resolves an org-wide memory id to the one live head the caller acts on

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/snapshot"
 )
 
@@ -142,30 +142,14 @@ func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Heade
 	if err != nil {
 		return snapshot.End{}, err
 	}
-	rows, err := tx.Query(ctx, `SELECT `+heads.Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2
-		AND NOT (row->>'tombstone')::boolean ORDER BY agent, user_id, session_id, memory_key`, h.Org, h.Namespace)
-	if err != nil {
-		return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
-		}
-		row, err := heads.Decode(raw)
-		if err != nil {
-			return snapshot.End{}, err
-		}
+	err = heads.EachLive(ctx, tx, h.Org, h.Namespace, func(row *memrow.Row) error {
 		if !row.Live(h.TakenAt) {
-			continue // expired: reads hide it, and the sweep deletes it
+			return nil // expired: reads hide it, and the sweep deletes it
 		}
-		if err := sw.Write(snapshot.Memory{Kind: snapshot.KindMemory, Row: row}); err != nil {
-			return snapshot.End{}, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return snapshot.End{}, fmt.Errorf("read the heads: %w", err)
+		return sw.Write(snapshot.Memory{Kind: snapshot.KindMemory, Row: row})
+	})
+	if err != nil {
+		return snapshot.End{}, err
 	}
 	return sw.Close()
 }

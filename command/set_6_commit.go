@@ -18,11 +18,57 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/tracing"
 )
+
+// Stage 6, the commit (set.go lists the stages): one transaction, grouped with the
+// namespace's other plans in flight, and what came back classified for the round.
+
+// commitRound commits a round's plan (a dry run only checks its gap) and classifies
+// what came back. A gap that may hold peers goes to absorb, which measures it for the
+// next round; a moved head or policy needs no more than a new read. retry reports
+// either, with the seq the next round's gap check starts after. judging names what a
+// gap too large to check stopped the commit from judging.
+func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool, judging string, absorb func(*errGap) error) (retry bool, next int64, err error) {
+	if dryRun {
+		err = s.dryGap(ctx, plan)
+	} else {
+		s.faults.beforeCommit()
+		err = s.commit(ctx, plan)
+	}
+	var gap *errGap
+	switch {
+	case errors.As(err, &gap):
+		s.commits.With("gap").Inc()
+		if err := absorb(gap); err != nil {
+			return false, 0, err
+		}
+		return true, gap.upTo, nil
+	case errors.Is(err, errHeadMoved):
+		s.commits.With("head_moved").Inc()
+		return true, plan.gapFrom, nil
+	case errors.Is(err, errPolicyMoved):
+		s.commits.With("policy_moved").Inc()
+		s.policies.drop(plan.org, plan.namespace)
+		return true, plan.gapFrom, nil
+	case errors.Is(err, errGapTooLarge):
+		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
+			"the search index (or ClickHouse) is too far behind the namespace to judge "+judging+"; retry", err)
+	case err != nil:
+		return false, 0, commitError(err)
+	}
+	if !dryRun {
+		s.commits.With("committed").Inc()
+		if err := s.faults.afterCommit(); err != nil {
+			return false, 0, err
+		}
+	}
+	return false, 0, nil
+}
 
 // pending is one row on its way to the commit, built over the head version it read
 // (0: the key had no head).
@@ -77,12 +123,6 @@ type commitPlan struct {
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
 	evidence []string
-}
-
-// gapRevision is a revision committed between a write's capture and its commit.
-type gapRevision struct {
-	seq int64
-	row *memrow.Row
 }
 
 var (
@@ -380,129 +420,6 @@ func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st
 	return nil
 }
 
-// groupGap is what a commit read of its plans' gaps: the revisions committed after the
-// earliest capture a plan can still be checked from, in seq order, and for each plan
-// whether an erasure in its gap removed a memory its verdict links to.
-type groupGap struct {
-	rows         []gapRevision
-	linkedErased []bool
-}
-
-// queueGroupGap queues the reads of the plans' gaps. A plan whose capture is more
-// than LOOM_PG_ADMISSION_GAP_MAX below the latest one's has a gap too large to check
-// whatever the read holds, so the read starts no lower than that.
-func (s *Service) queueGroupGap(b *pgx.Batch, plans []*commitPlan) *groupGap {
-	g := &groupGap{linkedErased: make([]bool, len(plans))}
-	lo, hi, checked := int64(0), int64(0), false
-	for i, p := range plans {
-		if p.gapCheck == nil {
-			continue
-		}
-		if !checked || p.gapFrom < lo {
-			lo = p.gapFrom
-		}
-		if !checked || p.gapFrom > hi {
-			hi = p.gapFrom
-		}
-		checked = true
-		s.queueErasedInGap(b, p.org, p.namespace, linkedIDs(p.rows), p.gapFrom, &g.linkedErased[i])
-	}
-	if !checked {
-		return g
-	}
-	gapMax := int64(s.cfg.AdmissionGapMax)
-	lo = max(lo, hi-gapMax)
-	queueGap(b, plans[0].org, plans[0].namespace, lo, int(hi-lo+gapMax+1), &g.rows)
-	return g
-}
-
-// of is plan i's gap: the revisions read after its capture, then the rows of the
-// plans before it in the group.
-func (g *groupGap) of(from int64, before []gapRevision) []gapRevision {
-	start := sort.Search(len(g.rows), func(k int) bool { return g.rows[k].seq > from })
-	if len(before) == 0 {
-		return g.rows[start:]
-	}
-	return append(append([]gapRevision(nil), g.rows[start:]...), before...)
-}
-
-// erasedAmong reports whether an erasure removed any of the memories from the
-// namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
-func (s *Service) erasedAmong(ctx context.Context, q heads.Querier, org, namespace string, ids []string) (bool, error) {
-	erased, err := s.erasedIn(ctx, q, org, []string{namespace}, ids)
-	return len(erased) > 0, err
-}
-
-// erasedIn returns those of the memories an erasure removed from any of the
-// namespaces within the evidence's lifetime.
-func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, namespaces, ids []string) (map[string]bool, error) {
-	uuids := parseIDs(ids)
-	if len(uuids) == 0 {
-		return nil, nil
-	}
-	rows, err := q.Query(ctx, `SELECT DISTINCT memory_id::text FROM loom.erased_memories
-		WHERE org = $1 AND namespace = ANY($2) AND memory_id = ANY($3) AND erased_at > now() - $4::interval`,
-		org, namespaces, uuids, s.cfg.Erasure.Evidence.String())
-	if err != nil {
-		return nil, fmt.Errorf("read the deletion evidence: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read the deletion evidence: %w", err)
-	}
-	erased := make(map[string]bool, len(found))
-	for _, id := range found {
-		erased[id] = true
-	}
-	return erased, nil
-}
-
-// queueErasedInGap queues whether an erasure whose fence lies after seq (one the write's
-// verdict did not see) removed any of the memories from the namespace. Links to a
-// memory erased before are left alone: no verdict since could have chosen them, and a
-// copy that carries one was read after it.
-func (s *Service) queueErasedInGap(b *pgx.Batch, org, namespace string, ids []string, after int64, erased *bool) {
-	uuids := parseIDs(ids)
-	if len(uuids) == 0 {
-		return
-	}
-	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.erased_memories e
-		JOIN loom.erasure_ledger l ON l.org = e.org AND l.id = e.erasure_id
-		WHERE e.org = $1 AND e.namespace = $2 AND e.memory_id = ANY($3) AND (l.fences ->> $2)::bigint > $4)`,
-		org, namespace, uuids, after).QueryRow(func(r pgx.Row) error {
-		if err := r.Scan(erased); err != nil {
-			return fmt.Errorf("read the deletion evidence of the gap: %w", err)
-		}
-		return nil
-	})
-}
-
-// parseIDs keeps the ids that are UUIDs.
-func parseIDs(ids []string) []uuid.UUID {
-	var out []uuid.UUID
-	for _, id := range ids {
-		if u, err := uuid.Parse(id); err == nil {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// linkedIDs are the memories the rows' verdict links them to.
-func linkedIDs(rows []*pending) []string {
-	var ids []string
-	for _, p := range rows {
-		r := p.row
-		ids = append(ids, r.ConflictWith...)
-		for _, id := range []string{r.SupersededBy, r.DuplicateOf} {
-			if id != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
-	return ids
-}
-
 // queueHeadLocks queues a lock of every row's head, in identity order, and returns
 // the versions they read (0 when the key has none), filled when the batch is sent.
 // They run after the generation advance, so every commit of the namespace is already
@@ -517,97 +434,9 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 	})
 	versions, seqs = make([]int64, len(rows)), make([]int64, len(rows))
 	for _, i := range order {
-		id := rows[i].row.Identity
-		b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
-			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&versions[i], &seqs[i]) })
+		heads.QueueLock(b, rows[i].row.Identity, &versions[i], &seqs[i])
 	}
 	return versions, seqs
-}
-
-// dryGap runs a plan's gap check without committing: a dry run's verdict covers what
-// was committed up to now, as a write's would.
-func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
-	if plan.gapCheck == nil {
-		return nil
-	}
-	gen, err := generations.Read(ctx, s.pool, plan.org, plan.namespace)
-	if err != nil {
-		return fmt.Errorf("read the generation: %w", err)
-	}
-	if gen <= plan.gapFrom {
-		return nil
-	}
-	if gen-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
-		return errGapTooLarge
-	}
-	gap, err := readGap(ctx, s.pool, plan.org, plan.namespace, plan.gapFrom, int(gen-plan.gapFrom))
-	if err != nil || len(gap) == 0 {
-		return err
-	}
-	return plan.gapCheck(gap)
-}
-
-// gapSQL reads the revisions committed after a seq, in seq order, at most a limit.
-const gapSQL = `SELECT seq, ` + heads.Row + ` FROM loom.memory_revisions
-	WHERE org = $1 AND namespace = $2 AND seq > $3 ORDER BY seq LIMIT $4`
-
-// queueGap queues the read of the revisions committed after seq, at most limit, into gap.
-func queueGap(b *pgx.Batch, org, ns string, after int64, limit int, gap *[]gapRevision) {
-	b.Queue(gapSQL, org, ns, after, limit).Query(func(rows pgx.Rows) error {
-		var err error
-		*gap, err = scanGap(rows)
-		return err
-	})
-}
-
-func readGap(ctx context.Context, q heads.Querier, org, ns string, after int64, limit int) ([]gapRevision, error) {
-	rows, err := q.Query(ctx, gapSQL, org, ns, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read the admission gap: %w", err)
-	}
-	defer rows.Close()
-	return scanGap(rows)
-}
-
-// scanGap keeps the gap's revisions that can still be peers: neither cleared nor
-// redacted.
-func scanGap(rows pgx.Rows) ([]gapRevision, error) {
-	var gap []gapRevision
-	for rows.Next() {
-		var g gapRevision
-		var raw []byte
-		if err := rows.Scan(&g.seq, &raw); err != nil {
-			return nil, fmt.Errorf("read the admission gap: %w", err)
-		}
-		if raw == nil {
-			continue // cleared: nothing left to be a peer
-		}
-		var err error
-		if g.row, err = heads.Decode(raw); err != nil {
-			return nil, err
-		}
-		if g.row.Redacted {
-			continue // scrubbed: nothing left to be a peer
-		}
-		gap = append(gap, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the admission gap: %w", err)
-	}
-	return gap, nil
-}
-
-func vectors(vs [][]float32) []events.Vector {
-	if len(vs) == 0 {
-		return nil
-	}
-	out := make([]events.Vector, len(vs))
-	for i, v := range vs {
-		out[i] = v
-	}
-	return out
 }
 
 // record is a revision encoded for the topic and the journal.
@@ -662,24 +491,24 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		headers: headers, payload: payload, sealed: sealed, audit: audit}, nil
 }
 
+// queueInsert queues the writes of one row: its head, its revision, its data key and
+// its outbox record.
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
-	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
-			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $12)
-		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
-			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
-			expires_at = EXCLUDED.expires_at, updated_at = now()`,
-		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
-		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
-	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
-			memory_id, version, content_sha256, status, row, audit, sealed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
-	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
-		row.Org, row.Namespace, row.Seq, rec.dataKey)
+	queueHeadWrite(b, row, rec)
+	queueRevision(b, p, rec)
+	queueRevisionKey(b, row, rec.dataKey)
 	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
 		Key: rec.key, Headers: rec.headers, Value: rec.value})
+}
+
+func vectors(vs [][]float32) []events.Vector {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]events.Vector, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
 }

@@ -10,20 +10,18 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/embed"
-	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
-// The admission rules decide one write against what a round read: its head, its
-// key's heads under every identity, the namespace's policy and, for the verdict, its
-// peers. memory.set, memory.update, memory.update_by_id and memory.bulk_set all run
-// them; they read no store (set.go and bulk.go are the reads and the commit around
-// them). They run in memory.set's order (schemas/openapi.yaml): type, guards, value,
-// expiry, proposals and preconditions, the row, then the verdict and the rows it
-// writes. The first refusal answers.
+// Stage 2, admit (set.go lists the stages). The admission rules decide one write
+// against what a round read: its head, its key's heads under every identity and the
+// namespace's policy. memory.set, memory.update, memory.update_by_id and
+// memory.bulk_set all run them; they read no store (the round reads, set_1_round.go,
+// and the commit writes, set_6_commit.go). They run in memory.set's order (schemas/openapi.yaml):
+// type, guards, value, expiry, proposals and preconditions, the row; the verdict
+// (set_3_judge.go) and the rows it writes (set_4_rows.go) follow. The first refusal
+// answers.
 
 // admissionRules is what a round's entries are admitted under: the namespace's
 // policy as the round read it, and the server's limits.
@@ -84,14 +82,30 @@ type draft struct {
 
 func (e *entry) advise(a string) { e.advisories = append(e.advisories, a) }
 
-// seeksPeers reports whether the entry is judged against the namespace's rows: an
-// embedded row, not a restatement, under a policy that judges.
-func (e *entry) seeksPeers(policy string) bool {
-	return e.row.Embedded() && !e.restatement && policy != PolicyAppendOnly
+// headOf is the head among a key's heads held under id, nil when none.
+func headOf(keyHeads []*memrow.Row, id memrow.Identity) *memrow.Row {
+	var head *memrow.Row
+	for _, h := range keyHeads {
+		if h.Identity == id {
+			head = h
+		}
+	}
+	return head
 }
 
-func (e *entry) peerQuery() peerQuery {
-	return peerQuery{id: e.w.id, memoryType: e.row.MemoryType, vector: e.w.vector, readUserID: e.w.p.ReadUserID}
+// overHead fits an update to the head a round read: it needs a live head (404), and
+// one that sends no value keeps the head's.
+func (w *setWrite) overHead(head *memrow.Row, now time.Time) error {
+	if w.requireHead && (head == nil || !head.Live(now)) {
+		return httperr.NotFound("memory not found")
+	}
+	if w.requireProposal && (head == nil || !head.Live(now) || head.Status != memrow.StatusProposed) {
+		return notAProposal()
+	}
+	if w.valueFromHead && (w.value == nil || w.sha != head.ContentSHA256) {
+		w.setValue(head.Value)
+	}
+	return nil
 }
 
 // refusal is why the rules write nothing for an entry. memory.set returns it as its
@@ -369,242 +383,6 @@ func (w *setWrite) setGraph(row, head *memrow.Row, now time.Time, cfg *Namespace
 	case keep:
 		row.Relations = head.Relations
 	}
-}
-
-// judge reaches an admitted entry's verdict against its peers, nearest first (verdict.go
-// holds the rules). A restatement is not judged; a close pinned peer refuses the entry.
-func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
-	if e.restatement {
-		return verdict{kind: VerdictRestatement}, nil
-	}
-	v := decide(verdictInput{row: e.row, valueText: e.w.valueText, policy: r.conflictPolicy(),
-		threshold: e.threshold, duplicateThreshold: r.duplicateThreshold, peers: peers})
-	if v.kind == VerdictPinned {
-		return v, &refusal{kind: refusedPinnedPeer}
-	}
-	if owesJudgement(e.row, v, peers, r.judgementFloor) {
-		e.row.JudgementOwed = true
-	}
-	return v, nil
-}
-
-// batchPeers are what a batch entry is judged against beside the namespace's peers it
-// read (external): the namespace's heads that hold its exact value (sameValue), the
-// batch's earlier written entries of its type under other keys, and the gap rows
-// earlier rounds measured.
-func (e *entry) batchPeers(external []peer, sameValue []*memrow.Row, earlier []*entry, absorbed []peer, now time.Time) []peer {
-	q := e.peerQuery()
-	peers := external
-	for _, h := range sameValue {
-		if isPeer(h, q, now) {
-			peers = append(peers, peer{row: h, cosine: 1})
-		}
-	}
-	if e.row.Embedded() {
-		for _, b := range earlier {
-			if b.row.MemoryType == e.row.MemoryType && b.row.MemoryKey != e.row.MemoryKey &&
-				(q.readUserID == "" || b.row.UserID == q.readUserID || b.row.Pinned) {
-				peers = append(peers, peer{row: b.row, cosine: embed.Dot(b.w.vector, e.w.vector)})
-			}
-		}
-	}
-	var gap []peer
-	for _, a := range absorbed {
-		if isPeer(a.row, q, now) {
-			gap = append(gap, peer{row: a.row, cosine: embed.Dot(a.vector, e.w.vector)})
-		}
-	}
-	return mergePeers(peers, gap)
-}
-
-// writeRows turns the written entries into the rows one commit writes: each entry's
-// own row, marked as its verdict says, then one copy of every other head the verdicts
-// change (a peer refined or in conflict, the key in another session of the same
-// subject), each over the head it read and with every change to it applied once. A
-// peer inside the batch is changed in place, a locked peer is left as it is, and a
-// head the batch writes anew needs no copy. It returns the heads retired, once each.
-func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pending, []string) {
-	c := &copies{op: op, inBatch: map[*memrow.Row]bool{}, byKey: map[string]*pending{}}
-	var rows []*pending
-	for _, e := range entries {
-		rows = append(rows, e.own(op, now))
-		c.inBatch[e.row] = true
-	}
-	var superseded []string
-	for _, e := range entries {
-		e.superseded = nil
-		e.markVerdict(c)
-		e.markSameKey(c, policy, now)
-		for _, id := range e.superseded {
-			if !slices.Contains(superseded, id) {
-				superseded = append(superseded, id)
-			}
-		}
-	}
-	written := map[string]bool{}
-	for _, p := range rows {
-		written[heads.IdentityKey(p.row.Identity)] = true
-	}
-	for _, k := range c.order {
-		if !written[k] {
-			rows = append(rows, c.byKey[k])
-		}
-	}
-	return rows, superseded
-}
-
-// own is the entry's own row on its way to the commit, over the head it read.
-func (e *entry) own(op string, now time.Time) *pending {
-	p := &pending{own: true, op: op, event: events.TypeWritten, row: e.row}
-	if e.head != nil {
-		p.readVersion, p.readSeq = e.head.Version, e.head.Seq
-		if e.head.Live(now) {
-			p.event = events.TypeRevised
-		}
-	}
-	if e.row.Embedded() {
-		p.vector, p.keyVector, p.chunkVectors = e.w.vector, e.w.keyVector, e.w.chunkVectors
-	}
-	return p
-}
-
-// markVerdict marks the entry's row and the peers its verdict changes. A proposal
-// stays a proposal whatever its verdict: the verdict links it, and an owner's decision
-// makes it a fact, so it retires and flags nothing.
-func (e *entry) markVerdict(c *copies) {
-	row, v := e.row, e.v
-	proposed := row.Status == memrow.StatusProposed
-	switch v.kind {
-	case VerdictDuplicate:
-		row.DuplicateOf = v.target.MemoryID
-		if !proposed {
-			row.Status = memrow.StatusDuplicate
-		}
-	case VerdictRefines:
-		switch {
-		case proposed:
-			e.advise("proposal: a proposal retires nothing until it is accepted")
-		case v.target.Locked:
-			e.advise("peer_locked: the peer this write refines is locked and stays as it is")
-		case e.noRetire:
-			e.advise("detect_updates: the peer this write refines stays as it is")
-		default:
-			e.retire(c.of(v.target))
-		}
-	case VerdictConflict:
-		if !proposed {
-			row.Status = memrow.StatusConflicted
-		}
-		for _, peer := range v.conflicts {
-			row.ConflictWith = appendOnce(row.ConflictWith, peer.MemoryID)
-			if proposed {
-				continue
-			}
-			if peer.Locked {
-				e.advise("peer_locked: a conflicting peer is locked and is not marked")
-				continue
-			}
-			mark := c.of(peer)
-			mark.Status = memrow.StatusConflicted
-			mark.ConflictWith = appendOnce(mark.ConflictWith, row.MemoryID)
-		}
-	}
-}
-
-// markSameKey judges the key's live established heads in other sessions of the same
-// subject: newest_wins retires them (a locked one stays); under the other policies
-// they stay and the row is marked for later judgement, except the anonymous user's:
-// its sessions are separate tasks, where a judgement could only clear a flag
-// (memory-architecture.md, "Same key, another session").
-func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
-	if e.restatement || policy == PolicyAppendOnly || e.row.Status == memrow.StatusProposed {
-		return
-	}
-	for _, o := range sameKeyHeads(e.keyHeads, e.w.id, now) {
-		switch {
-		case policy == PolicyNewestWins && !o.Locked && !e.noRetire:
-			e.retire(c.of(o))
-		case !anonymous(e.w.id.UserID):
-			e.row.JudgementOwed = true
-		}
-	}
-}
-
-// retire supersedes a head's copy by the entry's row.
-func (e *entry) retire(copy *memrow.Row) {
-	copy.Status, copy.SupersededBy = memrow.StatusSuperseded, e.row.MemoryID
-	e.superseded = append(e.superseded, copy.MemoryID)
-}
-
-// copies are the copies of other heads one commit writes, one per head, in the order
-// the verdicts first changed them.
-type copies struct {
-	op      string
-	inBatch map[*memrow.Row]bool
-	byKey   map[string]*pending
-	order   []string
-}
-
-// of is the row to change for head h: h itself when the batch writes it, else its copy.
-func (c *copies) of(h *memrow.Row) *memrow.Row {
-	if c.inBatch[h] {
-		return h
-	}
-	k := heads.IdentityKey(h.Identity)
-	if p, ok := c.byKey[k]; ok {
-		return p.row
-	}
-	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version, readSeq: h.Seq}
-	c.byKey[k] = p
-	c.order = append(c.order, k)
-	return p.row
-}
-
-// copyOf is a new version of a head with its content unchanged: a copy writer's row.
-// A copy keeps the head's text, so it has no search document of its own to add; its
-// status change reaches the search documents through the projection of its revision.
-func copyOf(h *memrow.Row) *memrow.Row {
-	c := *h
-	c.Tags = slices.Clone(h.Tags) // an empty list stays a list: a head's tags are never null
-	c.ConflictWith = append([]string(nil), h.ConflictWith...)
-	c.Entities = slices.Clone(h.Entities)
-	c.EntityTypes = maps.Clone(h.EntityTypes)
-	c.Relations = slices.Clone(h.Relations)
-	return &c
-}
-
-func appendOnce(list []string, v string) []string {
-	if slices.Contains(list, v) {
-		return list
-	}
-	return append(list, v)
-}
-
-// sameKeyHeads are the live established heads of the key in other sessions of the
-// same subject: the same user, or for the anonymous user the same agent.
-func sameKeyHeads(keyHeads []*memrow.Row, id memrow.Identity, now time.Time) []*memrow.Row {
-	var out []*memrow.Row
-	for _, h := range keyHeads {
-		if h.Identity == id || h.UserID != id.UserID || h.SessionID == id.SessionID || !h.Established(now) {
-			continue
-		}
-		if anonymous(id.UserID) && h.Agent != id.Agent {
-			continue
-		}
-		out = append(out, h)
-	}
-	return out
-}
-
-// headOf is the head among a key's heads held under id, nil when none.
-func headOf(keyHeads []*memrow.Row, id memrow.Identity) *memrow.Row {
-	var head *memrow.Row
-	for _, h := range keyHeads {
-		if h.Identity == id {
-			head = h
-		}
-	}
-	return head
 }
 
 func sameTime(a, b *time.Time) bool {

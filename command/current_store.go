@@ -1,0 +1,31 @@
+package command
+
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The write side's statements of loom.memory_current: the commit's write of a head and
+// a redaction's scrub. Every read of the table is internal/heads'.
+
+// queueHeadWrite queues the write of a row's head, sealed at rest (rec).
+func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
+	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $12)
+		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
+			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
+			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
+			expires_at = EXCLUDED.expires_at, updated_at = now()`,
+		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
+		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
+}
+
+// queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed and
+// its sealed text dropped.
+func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
+	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
+}

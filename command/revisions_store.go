@@ -1,0 +1,186 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The write side's statements of loom.memory_revisions and loom.revision_keys (the
+// journal reads shared with the query side are internal/revisions').
+
+// gapSQL reads the revisions committed after a seq, in seq order, at most a limit.
+const gapSQL = `SELECT seq, ` + heads.Row + ` FROM loom.memory_revisions
+	WHERE org = $1 AND namespace = $2 AND seq > $3 ORDER BY seq LIMIT $4`
+
+// queueGap queues the read of the revisions committed after seq, at most limit, into gap.
+func queueGap(b *pgx.Batch, org, ns string, after int64, limit int, gap *[]gapRevision) {
+	b.Queue(gapSQL, org, ns, after, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		*gap, err = scanGap(rows)
+		return err
+	})
+}
+
+func readGap(ctx context.Context, q heads.Querier, org, ns string, after int64, limit int) ([]gapRevision, error) {
+	rows, err := q.Query(ctx, gapSQL, org, ns, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the admission gap: %w", err)
+	}
+	defer rows.Close()
+	return scanGap(rows)
+}
+
+// scanGap keeps the gap's revisions that can still be peers: neither cleared nor
+// redacted.
+func scanGap(rows pgx.Rows) ([]gapRevision, error) {
+	var gap []gapRevision
+	for rows.Next() {
+		var g gapRevision
+		var raw []byte
+		if err := rows.Scan(&g.seq, &raw); err != nil {
+			return nil, fmt.Errorf("read the admission gap: %w", err)
+		}
+		if raw == nil {
+			continue // cleared: nothing left to be a peer
+		}
+		var err error
+		if g.row, err = heads.Decode(raw); err != nil {
+			return nil, err
+		}
+		if g.row.Redacted {
+			continue // scrubbed: nothing left to be a peer
+		}
+		gap = append(gap, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the admission gap: %w", err)
+	}
+	return gap, nil
+}
+
+// queueRevision queues the journal's row of a revision, sealed at rest (rec).
+func queueRevision(b *pgx.Batch, p *pending, rec *record) {
+	row := p.row
+	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+			memory_id, version, content_sha256, status, row, audit, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
+		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
+}
+
+// queueRevisionKey queues the data key that seals a revision on the topic.
+func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
+	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
+		row.Org, row.Namespace, row.Seq, dataKey)
+}
+
+// versionBefore is the newest version of a key's journal below version, 0 when none.
+func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) (int64, error) {
+	var prev int64
+	err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev)
+	return prev, err
+}
+
+// queueScrubRevisions queues the scrub of a key's revisions seqs: their text replaced
+// by scrubbed and their sealed text dropped. The named version (namedSeq) takes this
+// redaction's time; a copy keeps its first.
+func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64) {
+	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
+				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
+			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq)
+}
+
+// queueDestroyKeys queues the deletion of the data keys of a namespace's revisions seqs.
+func queueDestroyKeys(b *pgx.Batch, org, ns string, seqs []int64) {
+	b.Queue(`DELETE FROM loom.revision_keys WHERE org = $1 AND namespace = $2 AND seq = ANY($3)`, org, ns, seqs)
+}
+
+// journalSQL reads the revisions of seqs $3..$4 of a namespace with what a record of
+// each needs: its row (opened), event, op, request id, data key (NULL when destroyed)
+// and the version before it.
+var journalSQL = `SELECT ` + heads.RowOf("r") + `, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
+			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
+				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
+				  AND p.session_id = r.session_id AND p.memory_key = r.memory_key AND p.version < r.version), 0)
+		FROM loom.memory_revisions r
+		LEFT JOIN loom.revision_keys k USING (org, namespace, seq)
+		WHERE r.org = $1 AND r.namespace = $2 AND r.seq BETWEEN $3 AND $4
+		ORDER BY r.seq`
+
+// statusBefore is the status of the key's newest earlier revision that is neither
+// superseded nor rejected, from the authority's journal; active when none.
+func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Status, error) {
+	var status string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
+		ORDER BY seq DESC LIMIT 1), 'active')`,
+		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
+	return memrow.Status(status), err
+}
+
+// versionsAt reads, for each key, its newest revision at or before at from the
+// journal, by IdentityKey. A key with none is absent; one whose revision no longer
+// holds its row is present with a nil row.
+func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.Identity, at time.Time) (map[string]*memrow.Row, error) {
+	agents, users, sessions, keys := make([]string, len(ids)), make([]string, len(ids)), make([]string, len(ids)), make([]string, len(ids))
+	for i, id := range ids {
+		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (r.agent, r.user_id, r.session_id, r.memory_key)
+			r.agent, r.user_id, r.session_id, r.memory_key, `+heads.RowOf("r")+`
+		FROM loom.memory_revisions r
+		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+		  ON r.agent = k.agent AND r.user_id = k.user_id AND r.session_id = k.session_id AND r.memory_key = k.memory_key
+		WHERE r.org = $1 AND r.namespace = $2 AND r.version <= $7
+		ORDER BY r.agent, r.user_id, r.session_id, r.memory_key, r.version DESC, r.seq DESC`,
+		org, ns, agents, users, sessions, keys, at.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]*memrow.Row{}
+	for rows.Next() {
+		id := memrow.Identity{Org: org, Namespace: ns}
+		var raw []byte
+		if err := rows.Scan(&id.Agent, &id.UserID, &id.SessionID, &id.MemoryKey, &raw); err != nil {
+			return nil, err
+		}
+		var row *memrow.Row
+		if raw != nil {
+			if row, err = heads.Decode(raw); err != nil {
+				return nil, err
+			}
+		}
+		out[heads.IdentityKey(id)] = row
+	}
+	return out, rows.Err()
+}
+
+// keyVersionsFrom reads a key's revisions from version on, in version order.
+func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
+		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
+	if err != nil {
+		return nil, fmt.Errorf("read the key's versions: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (journalVersion, error) {
+		var v journalVersion
+		var raw []byte
+		if err := r.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
+			return v, fmt.Errorf("read the key's versions: %w", err)
+		}
+		row, err := heads.Decode(raw)
+		v.row = row
+		return v, err
+	})
+}

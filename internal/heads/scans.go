@@ -1,0 +1,150 @@
+package heads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The reads below serve one caller each beyond the lookups in heads.go: the write
+// side's rounds and commit, its sweeps and memory.clear, memory.import and the Undo of
+// a retirement, and the query side's snapshot. Every one selects Row, so a sealed row
+// is opened as the lookups open it.
+
+// QueueWithKeys queues WithKeysSQL on b; into holds the heads, decoded, once the
+// batch is sent.
+func QueueWithKeys(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, keys []string) {
+	queueCollect(b, into, WithKeysSQL, org, namespace, keys)
+}
+
+// QueueWithContent queues WithContentSQL on b; into holds the heads, decoded, once
+// the batch is sent.
+func QueueWithContent(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, shas []string) {
+	queueCollect(b, into, WithContentSQL, org, namespace, shas)
+}
+
+func queueCollect(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = Collect(rows)
+		return err
+	})
+}
+
+// QueueLock queues a lock of one key's head on b (in a transaction) and a read of its
+// version and seq into version and seq (0 when the key has none).
+func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
+	b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
+		QueryRow(func(r pgx.Row) error { return r.Scan(version, seq) })
+}
+
+// Page reads up to n heads of a namespace after the identity after, in key order;
+// liveOnly leaves out deleted heads.
+func Page(ctx context.Context, q Querier, org, namespace string, after memrow.Identity, n int, liveOnly bool) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, $4, $5, $6)
+		  AND (NOT $7 OR NOT (row->>'tombstone')::boolean)
+		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, n),
+		org, namespace, after.Agent, after.UserID, after.SessionID, after.MemoryKey, liveOnly)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// Expired reads up to limit heads whose expiry has passed and that are not deleted,
+// soonest expired first; an empty org, namespace or userID does not narrow.
+func Expired(ctx context.Context, q Querier, org, namespace, userID string, limit int) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current
+		WHERE expires_at <= now() AND NOT (row->>'tombstone')::boolean
+		  AND ($1 = '' OR org = $1) AND ($2 = '' OR namespace = $2) AND ($3 = '' OR user_id = $3)
+		ORDER BY expires_at LIMIT $4`, org, namespace, userID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// Scope is a namespace's heads narrowed by identity: an empty field does not narrow.
+type Scope struct {
+	Org, Namespace, Agent, UserID, SessionID string
+}
+
+// scopeSQL is Scope's predicate over the heads that are not deleted.
+const scopeSQL = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = $4)
+	AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean`
+
+// Unlocked reads up to n of the scope's live heads that are not locked, in key order.
+func Unlocked(ctx context.Context, q Querier, sc Scope, n int) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current WHERE %s AND NOT (row->>'locked')::boolean
+		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, scopeSQL, n), sc.Org, sc.Namespace, sc.Agent, sc.UserID, sc.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// CountLocked counts the scope's live heads that are locked.
+func CountLocked(ctx context.Context, q Querier, sc Scope) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM loom.memory_current WHERE %s AND (row->>'locked')::boolean`, scopeSQL),
+		sc.Org, sc.Namespace, sc.Agent, sc.UserID, sc.SessionID).Scan(&n)
+	return n, err
+}
+
+// OfSubject reads the heads of a namespace under any of keys held by one agent and
+// user, in any session.
+func OfSubject(ctx context.Context, q Querier, org, namespace, agent, userID string, keys []string) ([]*memrow.Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
+		AND user_id = $4 AND memory_key = ANY($5)`, org, namespace, agent, userID, keys)
+	if err != nil {
+		return nil, err
+	}
+	return Collect(rows)
+}
+
+// ContentSHA256 is the content hash of a head of the namespace holding memoryID, ""
+// when none does.
+func ContentSHA256(ctx context.Context, q Querier, org, namespace, memoryID string) (string, error) {
+	var sha string
+	err := q.QueryRow(ctx, `SELECT content_sha256 FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
+		org, namespace, memoryID).Scan(&sha)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return sha, err
+}
+
+// EachLive hands each head of a namespace that is not deleted to fn, in identity
+// order, as it streams them; fn's error stops the read and is returned as it is.
+func EachLive(ctx context.Context, q Querier, org, namespace string, fn func(*memrow.Row) error) error {
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2
+		AND NOT (row->>'tombstone')::boolean ORDER BY agent, user_id, session_id, memory_key`, org, namespace)
+	if err != nil {
+		return fmt.Errorf("read the heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return fmt.Errorf("read the heads: %w", err)
+		}
+		row, err := Decode(raw)
+		if err != nil {
+			return err
+		}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the heads: %w", err)
+	}
+	return nil
+}
