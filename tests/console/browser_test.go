@@ -1,0 +1,274 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// screenshotDir is where the test leaves a PNG of each view: LOOM_CONSOLE_SCREENSHOTS,
+// else tests/console/screenshots (ignored by git; CI keeps it as an artifact).
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("LOOM_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		dir = "screenshots"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("screenshot folder: %v", err)
+	}
+	return dir
+}
+
+// browser is one headless Chromium tab on the console of a loomd.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string // loomd's URL
+	shots string
+}
+
+// newBrowser starts Debian's chromium (make deps-test installs it) headless, with a
+// laptop-sized window, for the test's life. The deadline bounds a hung browser; no
+// assertion reads the clock.
+func newBrowser(t *testing.T, base string) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("the console tests drive Debian's chromium, which is not installed: run `make deps-test` (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.Headless,
+		chromedp.NoSandbox, // the suite may run as root, where Chromium's sandbox refuses to start
+		chromedp.DisableGPU, chromedp.WindowSize(1366, 860))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	b := &browser{t: t, ctx: bctx, base: base, shots: screenshotDir(t)}
+	b.do(chromedp.Navigate(base + "/console/"))
+	return b
+}
+
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.shot("failure")
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+// eval runs a script in the page and decodes its value into out.
+func (b *browser) eval(script string, out any) {
+	b.t.Helper()
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]byte](script))
+	if err != nil {
+		b.t.Fatalf("browser: %s: %v", script, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		b.t.Fatalf("browser: %s answered %s: %v", script, raw, err)
+	}
+}
+
+// open moves the single-page console to a view (a hash route), without a reload.
+func (b *browser) open(hash string) {
+	b.t.Helper()
+	h, _ := json.Marshal(hash)
+	b.do(chromedp.Evaluate[chromedp.Void]("location.hash = " + string(h)))
+}
+
+// wait waits until an element matching the CSS selector is visible.
+func (b *browser) wait(sel string) {
+	b.t.Helper()
+	b.do(chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+func (b *browser) shot(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
+
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	if b.present("#signout") {
+		b.do(chromedp.Click(chromedp.CSS("#signout")))
+	}
+	b.wait("#token")
+	b.do(chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin button[type=submit]")))
+	b.wait("#who-role")
+}
+
+func (b *browser) present(sel string) bool {
+	b.t.Helper()
+	var ok bool
+	s, _ := json.Marshal(sel)
+	b.eval("document.querySelector("+string(s)+") !== null", &ok)
+	return ok
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	var s string
+	q, _ := json.Marshal(sel)
+	b.eval("document.querySelector("+string(q)+").textContent", &s)
+	return s
+}
+
+// The console's tour, as a writer and a reader of one org: sign in, see a memory
+// written through the API listed, its history after a revision, pin it from its page,
+// read a search's leg bars (the same scores the API answers), and check that a
+// reader has no write buttons and that another org's namespace shows nothing.
+func TestConsoleInABrowser(t *testing.T) {
+	n, url := env.API(t, nil)
+	org, other := testenv.Unique(t, "org"), testenv.Unique(t, "other")
+	ns, otherNS := testenv.Unique(t, "ns"), testenv.Unique(t, "private")
+	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	reader := env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, Namespaces: []string{ns}})
+	outsider := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: other}))
+
+	const secret = "the other org's launch code is 7421"
+	if r := outsider.Put(t, otherNS, "launch", map[string]any{"value": secret}); r.Status != http.StatusOK {
+		t.Fatalf("write in the other org: %d %s", r.Status, r.Body)
+	}
+	if r := admin.Put(t, ns, "drink", map[string]any{"value": "Alice drinks green tea every morning", "user_id": "alice", "tags": []string{"preference"}}); r.Status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.Status, r.Body)
+	}
+	admin.Put(t, ns, "editor", map[string]any{"value": "Alice writes code in Emacs", "user_id": "alice"})
+
+	b := newBrowser(t, url)
+	b.wait("#token")
+	b.shot("01-sign-in")
+	b.signIn(admin.Token)
+	if got := b.text("#who-org"); !strings.Contains(got, org) {
+		t.Errorf("signed in as %q; want org %s", got, org)
+	}
+
+	// The list: the write is there, with its filters.
+	b.open("#/ns/" + ns + "?user_id=alice")
+	b.wait(`#memories tr[data-key="drink"]`)
+	b.shot("02-memories")
+	if row := b.text(`#memories tr[data-key="drink"]`); !strings.Contains(row, "green tea") || !strings.Contains(row, "preference") {
+		t.Errorf("the listed row reads %q; want its value and tag", row)
+	}
+	b.open("#/ns/" + ns + "?user_id=alice&tags=nothing-has-this")
+	b.wait("#empty")
+
+	// A revision, then the memory's page: the history holds both versions.
+	if r := admin.Put(t, ns, "drink", map[string]any{"value": "Alice drinks oolong tea every morning", "user_id": "alice"}); r.Status != http.StatusOK {
+		t.Fatalf("revise: %d %s", r.Status, r.Body)
+	}
+	b.open("#/ns/" + ns + "/m/drink?user_id=alice")
+	b.wait("#history li:nth-child(2)")
+	var events []string
+	b.eval(`[...document.querySelectorAll('#history li')].map(li => li.dataset.event)`, &events)
+	if len(events) != 2 {
+		t.Errorf("history shows %v; want the write and the revision", events)
+	}
+	if v := b.text("#value"); !strings.Contains(v, "oolong") {
+		t.Errorf("the page shows the value %q; want the revision's", v)
+	}
+	b.shot("03-memory-history")
+
+	// Pin it from the page, through the confirmation dialog: a third version, and the
+	// button turns to Unpin.
+	b.do(chromedp.Click(chromedp.CSS(`button[data-action="pin"]`)))
+	b.wait("#confirm[open] #confirm-ok")
+	b.shot("04-confirm-pin")
+	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	b.wait(`button[data-action="unpin"]`)
+	b.wait("#history li:nth-child(3)")
+	if got := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink?user_id=alice", nil).JSON(t)["pinned"]; got != true {
+		t.Errorf("after Pin in the console the API reads pinned %v", got)
+	}
+
+	// The search playground: each hit's leg bars carry the scores the API answers.
+	b.open("#/ns/" + ns + "/search?q=" + "what+tea+does+alice+drink" + "&top_k=5&user_id=alice")
+	b.wait(`.hit[data-key="drink"] .bar[data-leg="vector"]`)
+	b.wait(`#verdict [data-verdict]`)
+	b.shot("05-search")
+	var bars []struct {
+		Key  string             `json:"key"`
+		Legs map[string]float64 `json:"legs"`
+	}
+	b.eval(`[...document.querySelectorAll('.hit')].map(h => ({key: h.dataset.key,
+		legs: Object.fromEntries([...h.querySelectorAll('.bar')].map(b => [b.dataset.leg, Number(b.dataset.score)]))}))`, &bars)
+	api := admin.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", []byte(`{"query": "what tea does alice drink", "top_k": 5, "user_id": "alice", "mode": "weighted"}`))
+	var answer struct {
+		Hits []struct {
+			Key    string             `json:"memory_key"`
+			Scores map[string]float64 `json:"scores"`
+		} `json:"hits"`
+		Explain struct {
+			Gates []struct{ Name string } `json:"gates"`
+		} `json:"explain"`
+	}
+	if err := json.Unmarshal(api.Body, &answer); err != nil || api.Status != http.StatusOK {
+		t.Fatalf("search through the API: %d %s", api.Status, api.Body)
+	}
+	if len(bars) == 0 || len(bars) != len(answer.Hits) {
+		t.Fatalf("the console shows %d hits, the API answers %d", len(bars), len(answer.Hits))
+	}
+	for i, hit := range answer.Hits {
+		if bars[i].Key != hit.Key {
+			t.Errorf("hit %d: the console shows %s, the API ranks %s", i+1, bars[i].Key, hit.Key)
+			continue
+		}
+		for _, leg := range []string{"vector", "lexical", "key", "fused"} {
+			if got, want := bars[i].Legs[leg], hit.Scores[leg]; math.Abs(got-want) > 1e-9 {
+				t.Errorf("hit %s: the %s bar reads %v; the API scores %v", hit.Key, leg, got, want)
+			}
+		}
+	}
+	if bars[0].Legs["vector"] <= 0 || bars[0].Legs["lexical"] <= 0 {
+		t.Errorf("the best hit's bars read %v; want vector and lexical evidence", bars[0].Legs)
+	}
+	var gates []string
+	b.eval(`[...document.querySelectorAll('tr[data-gate]')].map(r => r.dataset.gate)`, &gates)
+	if len(gates) != len(answer.Explain.Gates) || len(gates) == 0 {
+		t.Errorf("the console shows the gates %v; the API answered %v", gates, answer.Explain.Gates)
+	}
+	// Compared side by side with rrf.
+	b.open("#/ns/" + ns + "/search?q=what+tea+does+alice+drink&top_k=5&user_id=alice&compare=mode%3Arrf")
+	b.wait(`section.result[data-mode="rrf"] .hit .bar`)
+	b.shot("06-search-compare")
+
+	// Another org's namespace is not reachable by URL: the same name in this org
+	// holds nothing, and the other org's key is not found.
+	b.open("#/ns/" + otherNS + "/m/launch")
+	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
+	b.open("#/ns/" + otherNS)
+	b.wait("#empty")
+	if html := b.text("main"); strings.Contains(html, "7421") {
+		t.Errorf("the console showed the other org's memory: %s", html)
+	}
+
+	// A reader: the page without a single write button, and no namespace beyond its own.
+	b.signIn(reader)
+	b.wait(`#namespaces a`)
+	b.open("#/ns/" + ns + "/m/drink?user_id=alice")
+	b.wait("#history li:nth-child(3)")
+	if b.present("#actions") || b.present("button[data-action]") {
+		t.Errorf("a reader token's page offers write actions")
+	}
+	b.shot("07-reader-memory")
+	b.open("#/ns/" + otherNS)
+	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
+	b.shot("08-reader-other-namespace")
+}
