@@ -232,11 +232,14 @@ async function viewMemories(ns, query, seq) {
   const status = h('div', { id: 'list-status' });
   const params = Object.fromEntries(query.entries());
 
+  // The first page's error is the view's (a namespace out of reach is Not found); a
+  // later page's is shown under the rows already listed.
   async function page(token) {
     let ans;
     try {
       ans = await api('GET', nsPath(ns) + '/memories', { query: { ...params, limit: 50, page_token: token } });
     } catch (err) {
+      if (!token) throw err;
       status.replaceChildren(errorBox(err));
       return;
     }
