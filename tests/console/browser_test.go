@@ -147,8 +147,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	if r := outsider.Put(t, otherNS, "launch", map[string]any{"value": secret}); r.Status != http.StatusOK {
 		t.Fatalf("write in the other org: %d %s", r.Status, r.Body)
 	}
-	if r := admin.Put(t, ns, "drink", map[string]any{"value": "Alice drinks green tea every morning", "user_id": "alice", "tags": []string{"preference"}}); r.Status != http.StatusOK {
-		t.Fatalf("write: %d %s", r.Status, r.Body)
+	first := admin.Put(t, ns, "drink", map[string]any{"value": "Alice drinks green tea every morning", "user_id": "alice", "tags": []string{"preference"}})
+	if first.Status != http.StatusOK {
+		t.Fatalf("write: %d %s", first.Status, first.Body)
 	}
 	admin.Put(t, ns, "editor", map[string]any{"value": "Alice writes code in Emacs", "user_id": "alice"})
 
@@ -198,11 +199,49 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("after Pin in the console the API reads pinned %v", got)
 	}
 
+	// Delete, then Restore, each confirmed.
+	b.do(chromedp.Click(chromedp.CSS(`button[data-action="delete"]`)))
+	b.wait("#confirm[open] #confirm-ok")
+	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	b.wait("#no-head")
+	b.wait(`button[data-action="restore"]`)
+	b.shot("05-memory-deleted")
+	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink?user_id=alice", nil); r.Status != http.StatusNotFound {
+		t.Errorf("after Delete in the console the API reads the key: %d %s", r.Status, r.Body)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`button[data-action="restore"]`)))
+	b.wait("#confirm[open] #confirm-ok")
+	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	b.wait(`button[data-action="delete"]`)
+	b.wait("#value")
+
+	// A redaction of the first version: the timeline marks it and shows no value.
+	redact, _ := json.Marshal(map[string]any{"version": first.JSON(t)["version_text"], "user_id": "alice"})
+	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/drink:redact", redact); r.Status != http.StatusOK {
+		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	}
+	b.open("#/ns/" + ns + "/m/drink?user_id=alice&after=redaction")
+	b.wait("#history li.redacted")
+	var marks []string
+	b.eval(`[...document.querySelectorAll('#history li')].map(li => li.className)`, &marks)
+	if len(marks) == 0 || marks[0] != "redacted" {
+		t.Errorf("the timeline's versions are marked %v; want the first redacted", marks)
+	}
+	if text := b.text("#history"); strings.Contains(text, "green tea") {
+		t.Errorf("the timeline still shows the redacted value: %s", text)
+	}
+	b.shot("06-memory-redacted")
+
 	// The search playground: each hit's leg bars carry the scores the API answers.
 	b.open("#/ns/" + ns + "/search?q=" + "what+tea+does+alice+drink" + "&top_k=5&user_id=alice")
 	b.wait(`.hit[data-key="drink"] .bar[data-leg="vector"]`)
 	b.wait(`#verdict [data-verdict]`)
-	b.shot("05-search")
+	b.shot("07-search")
+	var drawn bool // the bars' widths are set through the CSSOM, which the page's CSP allows
+	b.eval(`document.querySelector('.hit .bar[data-leg="vector"] > span').getBoundingClientRect().width > 0`, &drawn)
+	if !drawn {
+		t.Errorf("the vector bar of the best hit is not drawn")
+	}
 	var bars []struct {
 		Key  string             `json:"key"`
 		Legs map[string]float64 `json:"legs"`
@@ -247,7 +286,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Compared side by side with rrf.
 	b.open("#/ns/" + ns + "/search?q=what+tea+does+alice+drink&top_k=5&user_id=alice&compare=mode%3Arrf")
 	b.wait(`section.result[data-mode="rrf"] .hit .bar`)
-	b.shot("06-search-compare")
+	b.shot("08-search-compare")
 
 	// Another org's namespace is not reachable by URL: the same name in this org
 	// holds nothing, and the other org's key is not found.
@@ -263,12 +302,46 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.signIn(reader)
 	b.wait(`#namespaces a`)
 	b.open("#/ns/" + ns + "/m/drink?user_id=alice")
-	b.wait("#history li:nth-child(3)")
+	b.wait("#history li:nth-child(5)")
 	if b.present("#actions") || b.present("button[data-action]") {
 		t.Errorf("a reader token's page offers write actions")
 	}
-	b.shot("07-reader-memory")
+	b.shot("09-reader-memory")
 	b.open("#/ns/" + otherNS)
 	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
-	b.shot("08-reader-other-namespace")
+	b.shot("10-reader-other-namespace")
+}
+
+// The pages are public and strict: /console leads to /console/, which answers the page
+// with a Content-Security-Policy that loads nothing from elsewhere; a write method
+// is no route of the console's.
+func TestConsoleServesItsPagesUnderAStrictPolicy(t *testing.T) {
+	_, url := env.API(t, nil)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	r, err := noRedirect.Get(url + "/console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusMovedPermanently || r.Header.Get("Location") != "/console/" {
+		t.Errorf("GET /console: %d to %q; want a redirect to /console/", r.StatusCode, r.Header.Get("Location"))
+	}
+	for path, typ := range map[string]string{"/console/": "text/html", "/console/app.js": "javascript", "/console/app.css": "text/css"} {
+		r, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		csp := r.Header.Get("Content-Security-Policy")
+		if r.StatusCode != http.StatusOK || !strings.Contains(r.Header.Get("Content-Type"), typ) {
+			t.Errorf("GET %s: %d %s; want 200 %s", path, r.StatusCode, r.Header.Get("Content-Type"), typ)
+		}
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/console/", nil)
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusNotFound {
+		t.Errorf("POST /console/: %v %v; want 404", r, err)
+	}
 }
