@@ -141,7 +141,8 @@ function renderChrome(ns) {
   nav.append(h('a', { href: '#/' }, 'Namespaces'));
   if (ns) {
     nav.append(h('a', { href: href(['ns', ns]), 'data-nav': 'memories' }, 'Memories'),
-      h('a', { href: href(['ns', ns, 'search']), 'data-nav': 'search' }, 'Search'));
+      h('a', { href: href(['ns', ns, 'search']), 'data-nav': 'search' }, 'Search'),
+      h('a', { href: href(['ns', ns, 'graph']), 'data-nav': 'graph' }, 'Graph'));
   }
   who.append(...[
     h('span', { id: 'who-org' }, 'org ', h('strong', {}, self.org)),
@@ -483,6 +484,95 @@ function viewSearch(ns, query) {
   return out;
 }
 
+// ---- the entity graph ----
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...kids) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v != null && v !== false) el.setAttribute(k, String(v));
+  for (const kid of kids.flat(Infinity)) if (kid != null && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+}
+
+// graphDrawing puts the entity in the middle and its facts' objects and its neighbours
+// on a circle around it: a fact's line is labelled with its predicate, a neighbour's is
+// as thick as its weight (a neighbour that is a fact's object is drawn once, as the
+// fact), and what has ended is dashed and grey. Each outer node links to that entity's
+// own graph.
+function graphDrawing(ns, ans, query) {
+  const W = 960, H = 440, cx = W / 2, cy = H / 2, R = 170;
+  const nodes = [
+    ...ans.facts.map((f) => ({ kind: 'fact', name: f.object, label: f.object, edge: f.predicate, open: f.open, fact: f })),
+    ...ans.edges.filter((e) => !ans.facts.some((f) => f.object === e.entity)).map((e) => ({ kind: 'edge', name: e.entity, label: e.entity, edge: '', open: e.open, weight: e.weight })),
+  ];
+  const drawing = svg('svg', { class: 'graph', viewBox: `0 0 ${W} ${H}`, role: 'img',
+    'aria-label': `${ans.name}: ${ans.facts.length} facts, ${ans.edges.length} neighbours (listed in the tables below)` });
+  const keep = Object.fromEntries(['include_closed', 'as_of'].filter((k) => query.get(k)).map((k) => [k, query.get(k)]));
+  nodes.forEach((n, i) => {
+    const a = (2 * Math.PI * i) / Math.max(nodes.length, 1); // from the right, clockwise
+    const x = cx + R * 1.6 * Math.cos(a), y = cy + R * Math.sin(a);
+    const cls = 'g-' + n.kind + (n.open ? '' : ' closed');
+    drawing.append(svg('line', { x1: cx, y1: cy, x2: x, y2: y, class: cls, 'stroke-width': n.weight ? Math.min(1 + n.weight, 8) : 2 }));
+    if (n.edge) drawing.append(svg('text', { x: (cx + x) / 2, y: (cy + y) / 2 - 4, class: 'g-predicate' + (n.open ? '' : ' closed'), 'text-anchor': 'middle' }, n.edge));
+    drawing.append(svg('a', { href: href(['ns', ns, 'graph', n.name], keep), 'data-node': n.name, 'data-kind': n.kind, 'data-open': String(n.open) },
+      svg('circle', { cx: x, cy: y, r: 9, class: cls }),
+      svg('text', { x, y: y + 24, 'text-anchor': 'middle', class: 'g-label' }, n.label + (n.open ? '' : ' (ended)'))));
+  });
+  drawing.append(svg('circle', { cx, cy, r: 14, class: 'g-center' }),
+    svg('text', { x: cx, y: cy - 22, 'text-anchor': 'middle', class: 'g-title' }, ans.name + (ans.type ? ` (${ans.type})` : '')));
+  return drawing;
+}
+
+// spanBar draws a fact's or an edge's valid time on the page's time axis.
+function spanBar(from, to, lo, hi) {
+  const bar = h('div', { class: 'span' });
+  const fill = h('span', {});
+  const a = Date.parse(from), b = to ? Date.parse(to) : hi;
+  fill.style.left = ((a - lo) / Math.max(hi - lo, 1)) * 100 + '%';
+  fill.style.width = Math.max(((b - a) / Math.max(hi - lo, 1)) * 100, 1) + '%';
+  if (!to) fill.className = 'open';
+  bar.append(fill);
+  return bar;
+}
+
+async function viewGraph(ns, name, query, seq) {
+  document.title = (name ? name + ' · ' : '') + 'Graph · ' + ns + ' · Loom console';
+  remember(ns);
+  const input = h('input', { id: 'g-name', name: 'entity', required: true, value: name });
+  const closed = h('input', { id: 'g-closed', type: 'checkbox', checked: query.get('include_closed') === 'true' });
+  const asOf = h('input', { id: 'g-asof', placeholder: '2026-03-14T09:30:00Z', value: query.get('as_of') || '' });
+  const form = h('form', {
+    class: 'filters', id: 'graph-form', onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = href(['ns', ns, 'graph', input.value.trim()], { include_closed: closed.checked ? 'true' : '', as_of: asOf.value.trim() });
+    },
+  }, h('label', { for: 'g-name' }, 'Entity', input), h('label', { for: 'g-asof' }, 'As of (RFC 3339)', asOf),
+  h('label', { class: 'check', for: 'g-closed' }, closed, 'Ended facts too'), h('button', { type: 'submit', class: 'primary' }, 'Show'));
+  const out = [h('h1', {}, 'Entity graph of ', h('code', {}, ns)), form];
+  if (!name) return out;
+  const ans = await api('GET', nsPath(ns) + '/graph/entities/' + enc(name), { query: { include_closed: query.get('include_closed'), as_of: query.get('as_of'), edges: 30 } });
+  if (seq !== renderSeq) return [];
+  out.push(h('p', { class: 'muted' }, 'Aliases: ', (ans.aliases || []).join(', ') || '—', ans.as_of ? ' · as of ' + ans.as_of : ''), graphDrawing(ns, ans, query));
+  const spans = [...ans.facts, ...ans.edges];
+  const lo = Math.min(...spans.map((x) => Date.parse(x.valid_from)), Date.now());
+  const hi = Math.max(Date.now(), ...spans.map((x) => (x.valid_to ? Date.parse(x.valid_to) : 0)));
+  const when = (f) => `${f.valid_from.slice(0, 19).replace('T', ' ')} – ${f.valid_to ? f.valid_to.slice(0, 19).replace('T', ' ') : 'now'}`;
+  out.push(h('h2', {}, 'Facts'), h('table', { id: 'facts' },
+    h('thead', {}, h('tr', {}, ['Predicate', 'Object', 'State', 'Valid', 'Over time', 'Rows'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, [...ans.facts].sort((a, b) => a.valid_from.localeCompare(b.valid_from)).map((f) => h('tr', { 'data-object': f.object, 'data-open': String(f.open) },
+      h('td', {}, f.predicate, ' ', h('span', { class: 'muted' }, f.cardinality)),
+      h('td', {}, h('a', { href: href(['ns', ns, 'graph', f.object], { include_closed: query.get('include_closed') }) }, f.object)),
+      h('td', {}, f.open ? badge('open', 'ok') : badge('ended', 'warn'), f.restored ? badge('restored') : null, f.fallback ? badge('fallback') : null),
+      h('td', {}, when(f)), h('td', {}, spanBar(f.valid_from, f.valid_to, lo, hi)),
+      h('td', {}, (f.rows || []).map((r) => [h('a', { href: memoryHref(ns, r) }, r.memory_key), r.holds ? '' : ' (no longer)', ' '])))))),
+  h('h2', {}, 'Neighbours'), h('table', { id: 'edges' },
+    h('thead', {}, h('tr', {}, ['Entity', 'Weight', 'State', 'Valid', 'Over time'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, ans.edges.map((e) => h('tr', { 'data-entity': e.entity },
+      h('td', {}, h('a', { href: href(['ns', ns, 'graph', e.entity]) }, e.entity)), h('td', {}, e.weight),
+      h('td', {}, e.open ? badge('open', 'ok') : badge('ended', 'warn')), h('td', {}, when(e)), h('td', {}, spanBar(e.valid_from, e.valid_to, lo, hi)))))));
+  return out;
+}
+
 // ---- router ----
 
 async function render() {
@@ -502,6 +592,7 @@ async function render() {
     else if (parts[0] === 'id' && parts[1]) content = await viewMemoryByID(parts[1]);
     else if (ns && parts[2] === 'm' && parts[3] !== undefined) content = await viewMemory(ns, parts[3], query, seq);
     else if (ns && parts[2] === 'search') content = await viewSearch(ns, query);
+    else if (ns && parts[2] === 'graph') content = await viewGraph(ns, parts[3] || '', query, seq);
     else if (ns) content = await viewMemories(ns, query, seq);
     else content = viewNamespaces();
   } catch (err) {

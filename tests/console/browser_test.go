@@ -132,9 +132,10 @@ func (b *browser) text(sel string) string {
 }
 
 // The console's tour, as a writer and a reader of one org: sign in, see a memory
-// written through the API listed, its history after a revision, pin it from its page,
-// read a search's leg bars (the same scores the API answers), and check that a
-// reader has no write buttons and that another org's namespace shows nothing.
+// written through the API listed, its history after a revision, pin, delete and restore
+// it from its page, see a redaction marked, read a search's leg bars (the same scores
+// the API answers), open the graph of a declared entity, and check that a reader has no
+// write buttons and that another org's namespace shows nothing.
 func TestConsoleInABrowser(t *testing.T) {
 	n, url := env.API(t, nil)
 	org, other := testenv.Unique(t, "org"), testenv.Unique(t, "other")
@@ -288,6 +289,30 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.wait(`section.result[data-mode="rrf"] .hit .bar`)
 	b.shot("08-search-compare")
 
+	// The entity graph of a declared entity: the user lived in Paris, now in Lisbon (a
+	// single-valued relation: the newer value ends the older).
+	admin.Configure(t, ns, map[string]any{"relations": map[string]any{"lives_in": "single"}})
+	for _, city := range []string{"Paris", "Lisbon"} {
+		if r := admin.Put(t, ns, "home-"+strings.ToLower(city), map[string]any{"value": "I live in " + city,
+			"entities":  []map[string]any{{"name": city, "type": "city"}},
+			"relations": []map[string]any{{"subject": "user", "predicate": "lives_in", "object": city}}}); r.Status != http.StatusOK {
+			t.Fatalf("declare %s: %d %s", city, r.Status, r.Body)
+		}
+	}
+	b.open("#/ns/" + ns + "/graph/user?include_closed=true")
+	b.wait(`svg.graph a[data-node="lisbon"]`)
+	b.shot("09-graph")
+	var facts map[string]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll('#facts tr[data-object]')].map(r => [r.dataset.object, r.dataset.open]))`, &facts)
+	if facts["lisbon"] != "true" || facts["paris"] != "false" {
+		t.Errorf("the graph's facts read %v; want lisbon open and paris ended", facts)
+	}
+	var nodes map[string]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll('svg.graph a[data-kind=fact]')].map(a => [a.dataset.node, a.dataset.open]))`, &nodes)
+	if nodes["lisbon"] != "true" || nodes["paris"] != "false" {
+		t.Errorf("the drawing's nodes read %v; want lisbon open and paris ended", nodes)
+	}
+
 	// Another org's namespace is not reachable by URL: the same name in this org
 	// holds nothing, and the other org's key is not found.
 	b.open("#/ns/" + otherNS + "/m/launch")
@@ -306,10 +331,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	if b.present("#actions") || b.present("button[data-action]") {
 		t.Errorf("a reader token's page offers write actions")
 	}
-	b.shot("09-reader-memory")
+	b.shot("10-reader-memory")
 	b.open("#/ns/" + otherNS)
 	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
-	b.shot("10-reader-other-namespace")
+	b.shot("11-reader-other-namespace")
 }
 
 // The pages are public and strict: /console leads to /console/, which answers the page
