@@ -118,6 +118,19 @@ function confirmAction(text) {
   });
 }
 
+// whoAmI reads the token's reach (token.self). The operator's token reaches no org (403
+// there) and is recognised by health's details, which only it reads.
+async function whoAmI() {
+  try {
+    return await api('GET', '/v1/token');
+  } catch (err) {
+    if (err.status !== 403) throw err;
+    const health = await api('GET', '/v1/health');
+    if (!health.deployment_id) throw err;
+    return { role: 'operator', operator: true, org: '', can_write: false, namespaces: [] };
+  }
+}
+
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   self = null;
@@ -138,14 +151,18 @@ function renderChrome(ns) {
   nav.replaceChildren();
   who.replaceChildren();
   if (!self) return;
-  nav.append(h('a', { href: '#/' }, 'Namespaces'));
+  if (self.operator) {
+    nav.append(h('a', { href: '#/ops', 'data-nav': 'ops' }, 'Operations'));
+  } else {
+    nav.append(h('a', { href: '#/' }, 'Namespaces'));
+  }
   if (ns) {
     nav.append(h('a', { href: href(['ns', ns]), 'data-nav': 'memories' }, 'Memories'),
       h('a', { href: href(['ns', ns, 'search']), 'data-nav': 'search' }, 'Search'),
       h('a', { href: href(['ns', ns, 'graph']), 'data-nav': 'graph' }, 'Graph'));
   }
   who.append(...[
-    h('span', { id: 'who-org' }, 'org ', h('strong', {}, self.org)),
+    self.operator ? null : h('span', { id: 'who-org' }, 'org ', h('strong', {}, self.org)),
     h('span', { id: 'who-role' }, 'role ', h('strong', {}, self.role)),
     self.read_user_id ? h('span', {}, 'user ', h('strong', {}, self.read_user_id)) : null,
     h('button', { type: 'button', id: 'signout', onclick: () => signOut() }, 'Sign out')].filter(Boolean));
@@ -165,7 +182,7 @@ function viewSignIn() {
       e.preventDefault();
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
       try {
-        self = await api('GET', '/v1/token');
+        self = await whoAmI();
         if (location.hash === '#/') render(); else location.hash = '#/';
       } catch (err) {
         sessionStorage.removeItem(TOKEN_KEY);
@@ -573,6 +590,62 @@ async function viewGraph(ns, name, query, seq) {
   return out;
 }
 
+// ---- operations (the operator's token) ----
+
+// sparkline draws the samples of one gauge, oldest left; the last value is written beside.
+function sparkline(id, label, values) {
+  const W = 260, H = 48, max = Math.max(1, ...values);
+  const drawn = values.length === 1 ? [values[0], values[0]] : values; // one reading: a flat line
+  const pts = drawn.map((v, i) => `${(i / (drawn.length - 1)) * W},${H - (v / max) * (H - 4) - 2}`).join(' ');
+  return h('figure', { class: 'spark', id },
+    h('figcaption', {}, label, ' ', h('strong', { 'data-value': values[values.length - 1] }, String(values[values.length - 1] ?? '—'))),
+    svg('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': `${label}: ${values.join(', ')} (oldest first, largest ${max})` },
+      svg('polyline', { points: pts, class: 'spark-line' })));
+}
+
+const opsSamples = [];
+
+// viewOperations reads health's details (include=postgres,lag) and reads them again every
+// five seconds while the view is open, drawing each gauge's last samples.
+async function viewOperations(seq) {
+  document.title = 'Operations · Loom console';
+  const read = () => api('GET', '/v1/health', { query: { include: 'postgres,lag' } });
+  const body = h('div', { id: 'ops' });
+  const draw = (hl) => {
+    const pg = hl.postgres || {}, lag = hl.lag || {}, idx = hl.index || {};
+    opsSamples.push({ outbox: pg.outbox_depth ?? 0, parked: pg.parked_deliveries ?? 0, seqs: lag.seqs_behind ?? 0, index: idx.records_behind ?? 0 });
+    while (opsSamples.length > 60) opsSamples.shift();
+    const series = (k) => opsSamples.map((x) => x[k]);
+    body.replaceChildren(
+      h('dl', { class: 'fields', id: 'deployment' },
+        h('dt', {}, 'Deployment'), h('dd', { id: 'ops-deployment' }, h('code', {}, hl.deployment_id)),
+        h('dt', {}, 'Version'), h('dd', {}, hl.version), h('dt', {}, 'Roles'), h('dd', {}, (hl.roles || []).join(', ')),
+        h('dt', {}, 'Projection'), h('dd', {}, hl.projection), h('dt', {}, 'Topic'), h('dd', {}, hl.topic),
+        h('dt', {}, 'Search index'), h('dd', {}, hl.search_index, idx.warm !== undefined ? [' · ', idx.warm ? badge('warm', 'ok') : badge(`warming ${fmtNum(idx.warm_percent)}%`, 'warn'), ` · ${idx.entries ?? 0} entries in ${idx.namespaces_held ?? 0} namespaces`] : ''),
+        h('dt', {}, 'Durability'), h('dd', {}, pg.durability || pg.error || ''),
+        h('dt', {}, 'Pending migrations'), h('dd', {}, (hl.pending_migrations || []).join(', ') || 'none')),
+      h('div', { class: 'sparks' },
+        sparkline('ops-outbox', 'Outbox depth', series('outbox')),
+        sparkline('ops-parked', 'Parked deliveries', series('parked')),
+        sparkline('ops-lag', 'Projection seqs behind', series('seqs')),
+        sparkline('ops-index', 'Index records behind', series('index'))),
+      h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
+      h('h2', {}, 'Namespaces behind the projection'),
+      (lag.behind || []).length
+        ? h('table', { id: 'behind' }, h('thead', {}, h('tr', {}, ['Org', 'Namespace', 'Generation', 'Watermark', 'Seqs behind'].map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, lag.behind.map((b) => h('tr', {}, h('td', {}, b.org), h('td', {}, b.namespace), h('td', {}, b.generation), h('td', {}, b.watermark), h('td', {}, b.generation - b.watermark)))))
+        : h('p', { class: 'muted', id: 'none-behind' }, 'None: the projection holds every committed seq.'));
+  };
+  draw(await read());
+  const tick = async () => {
+    if (seq !== renderSeq || !self) return; // the view was left
+    try { draw(await read()); } catch (err) { body.prepend(errorBox(err)); }
+    setTimeout(tick, 5000);
+  };
+  setTimeout(tick, 5000);
+  return [h('h1', {}, 'Operations'), h('p', { class: 'muted' }, 'The deployment as health reports it to the operator\'s token. Org tokens see their org\'s memory instead.'), body];
+}
+
 // ---- router ----
 
 async function render() {
@@ -585,10 +658,11 @@ async function render() {
   }
   let content;
   try {
-    if (!self) self = await api('GET', '/v1/token');
+    if (!self) self = await whoAmI();
     const ns = parts[0] === 'ns' ? parts[1] : '';
     renderChrome(ns);
     if (parts[0] === 'signin') content = viewSignIn();
+    else if (self.operator) content = await viewOperations(seq);
     else if (parts[0] === 'id' && parts[1]) content = await viewMemoryByID(parts[1]);
     else if (ns && parts[2] === 'm' && parts[3] !== undefined) content = await viewMemory(ns, parts[3], query, seq);
     else if (ns && parts[2] === 'search') content = await viewSearch(ns, query);
@@ -602,7 +676,7 @@ async function render() {
   }
   if (seq !== renderSeq) return;
   main.replaceChildren(...content);
-  main.dataset.view = parts[0] === 'ns' ? (parts[2] || 'memories') : (parts[0] || 'namespaces');
+  main.dataset.view = self && self.operator ? 'ops' : parts[0] === 'ns' ? (parts[2] || 'memories') : (parts[0] || 'namespaces');
   main.dataset.ready = String(seq);
   main.focus({ preventScroll: true });
 }

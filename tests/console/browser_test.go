@@ -370,3 +370,31 @@ func TestConsoleServesItsPagesUnderAStrictPolicy(t *testing.T) {
 		t.Errorf("POST /console/: %v %v; want 404", r, err)
 	}
 }
+
+// The operator's token reaches no org's memory: the console shows it the deployment as
+// health reports it to the operator (the outbox, the projection's lag, the search
+// index), read again while the view is open, and no namespace.
+func TestConsoleShowsTheOperatorTheDeployment(t *testing.T) {
+	n, url := env.API(t, nil)
+	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
+	health := operator.Do(t, http.MethodGet, "/v1/health", nil).JSON(t)
+
+	b := newBrowser(t, url)
+	b.signIn(operator.Token)
+	b.wait("#ops-deployment")
+	b.wait("#ops-outbox svg polyline")
+	b.wait("#ops-lag svg polyline")
+	b.shot("12-operations")
+	if got := b.text("#ops-deployment"); got != health["deployment_id"] {
+		t.Errorf("the console shows deployment %q; health answers %v", got, health["deployment_id"])
+	}
+	if b.present(`#nav a[href="#/"]`) {
+		t.Errorf("the operator is offered the namespaces of an org")
+	}
+	// An org's token is not offered the operations.
+	b.signIn(env.Token(t, n, auth.NewToken{Org: testenv.Unique(t, "org")}))
+	b.wait("#open-namespace")
+	if b.present(`#nav a[data-nav="ops"]`) {
+		t.Errorf("an org's admin is offered the deployment's operations")
+	}
+}
