@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
@@ -111,7 +112,7 @@ func (b *browser) signIn(token string) {
 		b.do(chromedp.Click(chromedp.CSS("#signout")))
 	}
 	b.wait("#token")
-	b.do(chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin button[type=submit]")))
+	b.do(chromedp.SendKeys(chromedp.CSS("#token"), token+kb.Enter)) // the keyboard alone signs in
 	b.wait("#who-role")
 }
 
@@ -198,6 +199,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.wait("#history li:nth-child(3)")
 	if got := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink?user_id=alice", nil).JSON(t)["pinned"]; got != true {
 		t.Errorf("after Pin in the console the API reads pinned %v", got)
+	}
+
+	// Delete, cancelled from the keyboard: nothing happens.
+	b.do(chromedp.Click(chromedp.CSS(`button[data-action="delete"]`)))
+	b.wait("#confirm[open] #confirm-cancel")
+	b.do(chromedp.KeyEvent(kb.Escape), chromedp.WaitNotVisible(chromedp.CSS("#confirm")))
+	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/drink?user_id=alice", nil); r.Status != http.StatusOK {
+		t.Errorf("after a cancelled Delete the API reads the key: %d %s", r.Status, r.Body)
 	}
 
 	// Delete, then Restore, each confirmed.
