@@ -3,14 +3,15 @@
 GO ?= go
 TEST_TIMEOUT ?= 20m
 
-.PHONY: dev test bench deps build vet clean
+.PHONY: dev test bench deps deps-test build vet clean console
 
 ## dev: install missing server packages, build loomd and run it with embedded stores on :8080
 dev: deps build
 	./bin/loomd dev
 
-## test: install missing server packages and run the whole suite against real servers
-test: deps
+## test: install missing server packages (and chromium, for the console's browser tests) and
+## run the whole suite against real servers
+test: deps-test
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## bench: run every `loomd bench` scenario at the default size (under 10 minutes on 2 cores) on
@@ -23,6 +24,9 @@ bench: deps build
 
 deps:
 	./scripts/install-deps.sh
+
+deps-test:
+	./scripts/install-deps.sh --browser
 
 build:
 	$(GO) build -o bin/loomd ./cmd/loomd

@@ -38,6 +38,7 @@ var boundaries = []boundary{
 	{from: "events", only: []string{"events"}, why: "events is the public topic contract: downstream modules import it, so it imports nothing of Loom's"},
 	{from: "client", only: []string{"client", "events"}, why: "client is public: it imports no package of Loom's but the public ones", optional: true},
 	{from: "examples", only: []string{"events", "client"}, why: "the examples are downstream programs: they use the public packages only"},
+	{from: "console", only: []string{"console"}, why: "the console is static pages over the REST API: it imports nothing of Loom's"},
 }
 
 type listed struct {

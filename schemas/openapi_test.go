@@ -66,6 +66,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/blacklist:sweep":            {"post"},
 	"/v1/admin/tokens":                               {"post", "get"},
 	"/v1/admin/tokens/{token_id}":                    {"delete"},
+	"/v1/token":                                      {"get"},
 	"/v1/namespaces/{ns}/memories/{key}:unsupersede": {"post"},
 	"/v1/namespaces/{ns}/memories:ask":               {"post"},
 }

@@ -2,13 +2,18 @@
 # Installs the Debian packages Loom's embedded stack and its README tools need, when
 # they are missing: the Postgres and ClickHouse servers `loomd dev` and the tests run
 # privately, clickhouse-client and kcat, and nodejs and npm, which run the MCP and mem0
-# clients of tests/e2e. Works as root and through sudo.
+# clients of tests/e2e. With --browser, also chromium, which the console's browser tests
+# (tests/console) drive headless; `make test` passes it, `make dev` does not. Works as
+# root and through sudo.
 #
 # Another apt (unattended-upgrades, a second `make deps`) holding the package locks is
 # waited for, up to LOOM_APT_LOCK_TIMEOUT seconds (default 600), instead of failing.
 set -euo pipefail
 
 packages=(postgresql clickhouse-server clickhouse-client kcat)
+if [ "${1:-}" = "--browser" ]; then
+  packages+=(chromium)
+fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

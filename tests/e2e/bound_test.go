@@ -265,6 +265,13 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, "/v1/admin/projections/main:reset", `{"to": "earliest"}`, anyRole(403), nil}),
 		"POST /v1/admin/tokens": probes(probe{http.MethodPost, "/v1/admin/tokens", `{"role": "admin"}`, anyRole(403), nil}),
 		"GET /v1/admin/tokens":  probes(probe{http.MethodGet, "/v1/admin/tokens", "", anyRole(403), nil}),
+		"GET /v1/token": probes(probe{http.MethodGet, "/v1/token", "", anyRole(200), func(b []byte) error {
+			if !strings.Contains(string(b), `"read_user_id":"alice"`) {
+				return fmt.Errorf("token.self does not name the token's user")
+			}
+			return nil
+		}}),
+		"USE /console": probes(probe{http.MethodGet, "/console/", "", anyRole(200), nil}),
 		"DELETE /v1/admin/tokens/:token_id": probes(
 			probe{http.MethodDelete, "/v1/admin/tokens/" + w.adminToken, "", anyRole(403), nil}),
 		"GET /v1/health": probes(

@@ -363,6 +363,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"Tokens", func() error { _, err := c.Tokens(ctx); return err }},
+		{"TokenSelf", func() error { _, err := c.TokenSelf(ctx); return err }},
 		{"RevokeToken", func() error { _, err := c.RevokeToken(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
 		{"RequestErasure", func() error {
 			_, err := c.RequestErasure(ctx, client.ErasureRequest{UserID: "bob", Namespace: ns})

@@ -26,6 +26,7 @@ func (p *Process) registerAdmin(app *fiber.App) {
 	app.Post("/v1/admin/tokens", org, p.handleTokenCreate)
 	app.Get("/v1/admin/tokens", org, p.handleTokenList)
 	app.Delete("/v1/admin/tokens/:token_id", org, p.handleTokenRevoke)
+	app.Get("/v1/token", org, p.handleTokenSelf)
 }
 
 // resetRequest is POST /v1/admin/projections/{name}:reset: the projection from the

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/loomplane/loom/console"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/mcp"
@@ -47,6 +48,7 @@ func (p *Process) newHTTP() *fiber.App {
 	}
 	if serves {
 		p.registerAdapters(app)
+		app.Use(console.Prefix, console.Handler()) // static pages that call the routes above with the user's token
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	httperr.AllowKnownMethods(app, p.Log)
