@@ -15,9 +15,9 @@ import (
 // grounding is what identifier grounding found of the query's identifiers in the
 // served hits (LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING, or the search's grounding
 // setting): an identifier no hit holds is missing. When the query names entities and
-// asks something of them, the hits naming an entity must also hold a word of what
-// is asked, or the attribute is missing (a question about a person the namespace
-// knows, on a subject it never stored).
+// asks something of them, a hit naming an entity must also state what is asked, by
+// meaning (attribute.go), or the attribute is missing (a question about a person the
+// namespace knows, on a subject it never stored).
 type grounding struct {
 	Setting     string       `json:"setting"`
 	Identifiers []identifier `json:"identifiers"`
@@ -26,15 +26,9 @@ type grounding struct {
 	Attribute *attributeGrounding `json:"attribute,omitempty"`
 }
 
-type attributeGrounding struct {
-	Terms []string `json:"terms"`
-	// Found is whether a hit naming one of the query's entities holds one of Terms.
-	Found bool `json:"found"`
-}
-
 // ungrounded reports whether grounding abstains the search.
 func (g grounding) ungrounded() bool {
-	return g.Setting == retrieval.GroundingAbstain && (len(g.Missing) > 0 || (g.Attribute != nil && !g.Attribute.Found))
+	return g.Setting == retrieval.GroundingAbstain && (len(g.Missing) > 0 || g.Attribute.abstains())
 }
 
 // fold lower-cases and strips diacritics, so "Krakow" finds "Kraków".
@@ -113,22 +107,7 @@ func ground(setting string, plan queryPlan, hits []hitView) grounding {
 	// The attribute is judged for a single question: the parts of a multi-part one
 	// spread its terms over several answers.
 	if len(plan.Entities) > 0 && len(plan.AttributeTerms) > 0 && len(g.Missing) == 0 && len(plan.SubQueries) < 2 {
-		a := &attributeGrounding{Terms: plan.AttributeTerms}
-		for _, t := range texts {
-			if !namesEntity(t, plan.Entities) {
-				continue
-			}
-			terms := text.Terms(strings.Join(t, " "))
-			for _, want := range plan.AttributeTerms {
-				if slices.Contains(terms, want) || prefixMatch(terms, want) {
-					a.Found = true
-				}
-			}
-			if a.Found {
-				break
-			}
-		}
-		g.Attribute = a
+		g.Attribute = judgeAttributeTerms(plan, texts)
 	}
 	return g
 }

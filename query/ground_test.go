@@ -55,14 +55,19 @@ func TestGroundingJudgesTheAttributeOfANamedEntity(t *testing.T) {
 		hitOf("person.ana-ribeiro.languages", "Ana speaks Portuguese, English and some German."),
 		hitOf("person.mei-lin-chua.birthday", "Mei Lin's birthday is on 17 August."),
 	}
-	for q, found := range map[string]bool{
-		"What languages does Ana Ribeiro speak?": true,  // a row calling her Ana holds it
-		"What is Ana Ribeiro's shoe size?":       false, // no row about her does
-		"When is Ana Ribeiro's birthday?":        false, // another person's row does not count
+	for _, c := range []struct {
+		query           string
+		found, abstains bool
+	}{
+		{"What languages does Ana Ribeiro speak?", true, false}, // a row calling her Ana holds it
+		// No row about her says it; an asked word of no known kind is wording alone
+		// under the hash embedder: a risk, not an abstain.
+		{"What is Ana Ribeiro's shoe size?", false, false},
+		{"When is Ana Ribeiro's birthday?", false, true}, // another person's row does not count
 	} {
-		g := ground(retrieval.GroundingAbstain, planQuery(q, planNow), hits)
-		if g.Attribute == nil || g.Attribute.Found != found || g.ungrounded() == found {
-			t.Errorf("%q: attribute %+v, want found %v", q, g.Attribute, found)
+		g := ground(retrieval.GroundingAbstain, planQuery(c.query, planNow), hits)
+		if g.Attribute == nil || g.Attribute.Found != c.found || g.ungrounded() != c.abstains {
+			t.Errorf("%q: attribute %+v, want found %v, abstains %v", c.query, g.Attribute, c.found, c.abstains)
 		}
 	}
 	// The parts of a multi-part question spread their terms: no attribute judged.
@@ -76,5 +81,30 @@ func TestPinnedHitsHoldAnExactIdentifier(t *testing.T) {
 	got := pinned(planQuery("What did Lotte de Vries decide about TW-1042?", planNow), hits)
 	if !slices.Equal(got, []bool{true, false, true}) {
 		t.Errorf("pinned %v: a code pins, a name does not", got)
+	}
+}
+
+func TestGroundingReadsAParaphrasedAttributeByMeaning(t *testing.T) {
+	hits := []hitView{
+		hitOf("fact-001", "Priya's partner is called Rafael."),
+		hitOf("fact-002", "Priya works as a pediatric nurse."),
+		hitOf("fact-003", "Tomasz lives in Nairobi these days."),
+		hitOf("fact-004", "Lars is learning to knit."),
+	}
+	for _, c := range []struct{ query, basis string }{
+		{"What is the name of Priya's spouse?", basisRelated},
+		{"Which city is Tomasz based in?", basisRelated},
+		{"What is Lars studying?", basisRelated},
+		{"What does Priya do for work?", basisTerms},
+	} {
+		g := ground(retrieval.GroundingAbstain, planQuery(c.query, planNow), hits)
+		if g.ungrounded() || g.Attribute == nil || !g.Attribute.Found || g.Attribute.Basis != c.basis {
+			t.Errorf("%q: attribute %+v, want found by %s", c.query, g.Attribute, c.basis)
+		}
+	}
+	// A kind of fact no row about Priya states abstains: her rows were read for
+	// every way of saying it.
+	if g := ground(retrieval.GroundingAbstain, planQuery("Which car does Priya drive?", planNow), hits); !g.ungrounded() || g.Attribute.Effect != effectAbstain {
+		t.Errorf("an absent kind of fact: %+v", g.Attribute)
 	}
 }

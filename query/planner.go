@@ -79,7 +79,7 @@ var (
 func init() {
 	for _, w := range strings.Fields(`get got tell know need want please like happen happened happens go went goes use used thing things
 		something anything kind sort much many lot lots one ones way ways find look say said know think make made
-		take took give gave let us see show also ever still yet already really actually exactly`) {
+		take took give gave let us see show also ever still yet already really actually exactly name named call called`) {
 		fillerWords[text.Stem(w)] = true
 	}
 	for _, w := range append(append([]string{"day", "days", "week", "weeks", "month", "months", "year", "years", "ago", "last", "next",
@@ -390,7 +390,7 @@ func subQueries(query string, ids []identifier) []string {
 			out[i] += " " + strings.Join(anchors, " ")
 		} else if len(attributeTerms(out[i], ids, nil)) == 0 && len(first) > 0 {
 			// "and where is the 2025 one": the part asks about the first part's subject.
-			out[i] += " " + strings.Join(first, " ")
+			out[i] += " " + strings.Join(wordsOf(out[0], first), " ")
 		}
 	}
 	if len(out) > maxSubQueries {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/loomplane/loom/internal/text"
 )
 
 // The planner's clock: Thursday 10 April 2025.
@@ -83,7 +85,7 @@ func TestPlanFindsIdentifiersAndEntities(t *testing.T) {
 	if !slices.Equal(p.Entities, []string{"Pieter Jansen"}) || !p.Preference || p.Attribute != "football club" {
 		t.Errorf("entities %v, preference %v %q", p.Entities, p.Preference, p.Attribute)
 	}
-	if !slices.Equal(p.AttributeTerms, []string{"football", "club"}) {
+	if !slices.Equal(p.AttributeTerms, []string{text.Stem("football"), "club"}) {
 		t.Errorf("attribute terms %v: the name, the trigger and the possessive are not what is asked", p.AttributeTerms)
 	}
 	if p := planQuery("What is the headcount of the Legal team?", planNow); !slices.Equal(p.AttributeTerms, []string{"headcount"}) {

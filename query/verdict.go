@@ -74,11 +74,17 @@ func decide(in verdictInput) (Verdict, []gate) {
 	}
 	if in.grounding.Setting != "off" {
 		missing := float64(len(in.grounding.Missing))
-		if a := in.grounding.Attribute; a != nil && !a.Found {
-			missing++
-		}
 		g := gate{Name: "grounding", Value: missing, Threshold: 0, Passed: missing == 0, Source: in.grounding.Setting}
 		gates = append(gates, g)
+		// The attribute's gate reads 1 when it is missing; its source is its effect
+		// (abstain, or risk: the gate passes and the risk says it).
+		if a := in.grounding.Attribute; a != nil {
+			g := gate{Name: "attribute", Threshold: 0, Passed: !a.abstains(), Source: a.Effect}
+			if a.missing() {
+				g.Value = 1
+			}
+			gates = append(gates, g)
+		}
 		if in.grounding.ungrounded() {
 			fail(VerdictUngrounded)
 		}
@@ -103,7 +109,10 @@ type riskComponents struct {
 	Distinctness       *float64 `json:"distinctness"`
 	Calibration        string   `json:"calibration"` // pool, namespace or fallback
 	MissingIdentifiers []string `json:"missing_identifiers"`
-	AttributeMissing   bool     `json:"attribute_missing"`
+	// AttributeMissing: no hit naming the query's entity states what it asks (by
+	// the reading grounding.attribute.basis names); it raises the risk to 0.9 whether
+	// or not its effect abstains the verdict.
+	AttributeMissing bool `json:"attribute_missing"`
 	// Margin is the best hit's fused score over the second's, as a share of the
 	// first's: a near tie is a coin toss between two answers.
 	Margin       float64 `json:"margin"`
@@ -120,7 +129,7 @@ func riskOf(in verdictInput, gates []gate, hits []hitView, stale int, rr rerankO
 	if c.MissingIdentifiers == nil {
 		c.MissingIdentifiers = []string{}
 	}
-	c.AttributeMissing = in.grounding.Attribute != nil && !in.grounding.Attribute.Found
+	c.AttributeMissing = in.grounding.Attribute.missing()
 	var floor, dist *gate
 	for i := range gates {
 		switch gates[i].Name {
@@ -176,6 +185,13 @@ func (s *Service) judge(ctx context.Context, plan *searchPlan, offset int, ans *
 	if offset == 0 {
 		in.bg = s.settleBackground(ctx, calibrationKey{plan.f.org, plan.namespaces[0], s.embedder.Model()}, plan.whole)
 	}
+	// The attribute's similarity must stand a spread above the background's median
+	// (the calibrated floor): a typical unrelated row reaches the median itself.
+	floor := plan.settings.MinScore
+	if in.bg.Source != calibrationFallback && !plan.settings.MinScoreSet {
+		floor = in.bg.Median + in.bg.Spread
+	}
+	s.judgeAttributeSimilarity(ctx, g.Attribute, plan.req.Query, plan.query, hits, floor)
 	verdict, gates := decide(in)
 	if offset > 0 && verdict != VerdictNoMatch {
 		verdict = VerdictOK

@@ -459,9 +459,9 @@ func TestBudgetEvictsTheColdestNamespaces(t *testing.T) {
 		x.Apply(sp, records(revs[:100]))
 	}
 	// b and c are searched, c last: a is the coldest, then b.
-	x.Search(spaces[1], Query{Filter: served(), Terms: []string{"alice"}, Limit: 5})
+	x.Search(spaces[1], Query{Filter: served(), Terms: text.Terms("alice"), Limit: 5})
 	time.Sleep(time.Millisecond)
-	x.Search(spaces[2], Query{Filter: served(), Terms: []string{"alice"}, Limit: 5})
+	x.Search(spaces[2], Query{Filter: served(), Terms: text.Terms("alice"), Limit: 5})
 	st := x.Stats()
 	per := st.Bytes / 3
 	if got := x.Enforce(st.Bytes + 1); got != nil {
@@ -477,7 +477,7 @@ func TestBudgetEvictsTheColdestNamespaces(t *testing.T) {
 	if _, _, err := x.Peers(spaces[0], PeerQuery{Vector: revs[0].Vector, Limit: 5}); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("peers of an evicted namespace: %v", err)
 	}
-	if legs, _, err := x.Search(spaces[1], Query{Filter: served(), Terms: []string{"alice"}, Limit: 5}); err != nil || len(legs.Lexical) == 0 {
+	if legs, _, err := x.Search(spaces[1], Query{Filter: served(), Terms: text.Terms("alice"), Limit: 5}); err != nil || len(legs.Lexical) == 0 {
 		t.Fatalf("a held namespace: %v %+v", err, legs)
 	}
 	if a := x.Apply(spaces[0], records(revs[100:120])); a.Position != 120 {

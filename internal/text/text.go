@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // Words splits text into lower-cased runs of letters and digits.
@@ -65,44 +67,22 @@ func TermFreqs(s string) ([]string, []uint16, uint32) {
 	return slices.Clip(distinct), tfs, uint32(n)
 }
 
-// Stem strips common English inflections, conservatively: a light stemmer that
-// merges plurals and verb forms ("prefers", "preferred", "preferring" → "prefer")
-// and leaves short words and numbers alone.
+// Stem is a word's English Snowball (Porter2) stem, so inflections and derivations
+// share a term ("researched", "researching" and "research" are "research"; "cities"
+// and "city" are "citi"). It is the index's and the query's stemmer alike, and the
+// ClickHouse projector's: a change to it needs a projection replay. A word with a
+// digit, a non-ASCII letter or fewer than three letters is left as it is (codes,
+// numbers and other scripts are matched as written).
 func Stem(w string) string {
-	if len(w) <= 3 || strings.IndexFunc(w, unicode.IsDigit) >= 0 {
+	if len(w) < 3 {
 		return w
 	}
-	// Plurals and third persons first, then verb and adverb endings.
-	switch {
-	case strings.HasSuffix(w, "ies") && len(w) > 4:
-		w = w[:len(w)-3] + "y"
-	case strings.HasSuffix(w, "sses"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "es") && len(w) > 4 && strings.ContainsAny(w[len(w)-3:len(w)-2], "sxz"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		w = w[:len(w)-1]
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c < 'a' || c > 'z' {
+			return w
+		}
 	}
-	switch {
-	case strings.HasSuffix(w, "ness") && len(w) > 6:
-		return w[:len(w)-4]
-	case strings.HasSuffix(w, "ing") && len(w) > 5:
-		return undouble(w[:len(w)-3])
-	case strings.HasSuffix(w, "ed") && len(w) > 4:
-		return undouble(w[:len(w)-2])
-	case strings.HasSuffix(w, "ly") && len(w) > 5:
-		return w[:len(w)-2]
-	}
-	return w
-}
-
-// undouble turns "stopp" (from "stopped") back into "stop".
-func undouble(w string) string {
-	n := len(w)
-	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
-		return w[:n-1]
-	}
-	return w
+	return english.Stem(w, true)
 }
 
 // Chunking: a value longer than ChunkThreshold runes is also searched by windows of

@@ -12,6 +12,9 @@ func TestStemMergesInflections(t *testing.T) {
 		{"cities", "city"},
 		{"boxes", "box"},
 		{"meetings", "meeting"},
+		{"researched", "researching", "researches", "research"},
+		{"studying", "studies", "studied", "study"},
+		{"based", "bases", "base"},
 	}
 	for _, g := range groups {
 		want := Stem(g[len(g)-1])
@@ -21,7 +24,7 @@ func TestStemMergesInflections(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"bus", "analysis", "class", "2026", "gas"} {
+	for _, w := range []string{"bus", "class", "2026", "gas", "bg95", "kraków", "an"} {
 		if got := Stem(w); got != w {
 			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
 		}

@@ -183,6 +183,11 @@ func (a answer) abstains(minDistinctness float64, grounding bool) bool {
 			if grounding && g.Value > 0 {
 				return true
 			}
+		case "attribute":
+			// A missing attribute abstains when its effect is abstain (the gate fails).
+			if grounding && !g.Passed {
+				return true
+			}
 		}
 	}
 	return false

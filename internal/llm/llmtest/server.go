@@ -130,6 +130,7 @@ type Server struct {
 	script     func(ChatRequest) Reply
 	embedQueue []Reply
 	embedDim   int
+	embedWith  func(text string, dim int) []float64
 	requests   []Recorded
 	problems   []string
 	seq        int
@@ -201,6 +202,14 @@ func (s *Server) EmbedDim(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.embedDim = n
+}
+
+// EmbedWith scripts the vectors: fn embeds each input (Vector when unset), so a
+// test can give the server a score distribution of its own (a semantic model's).
+func (s *Server) EmbedWith(fn func(text string, dim int) []float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.embedWith = fn
 }
 
 // Requests is every request answered so far.
@@ -348,8 +357,11 @@ func (s *Server) answerEmbed(w http.ResponseWriter, r *http.Request, req EmbedRe
 	if len(s.embedQueue) > 0 {
 		reply, s.embedQueue = s.embedQueue[0], s.embedQueue[1:]
 	}
-	dim := s.embedDim
+	dim, embedWith := s.embedDim, s.embedWith
 	s.mu.Unlock()
+	if embedWith == nil {
+		embedWith = Vector
+	}
 	if !wait(r, reply.Delay) {
 		return 499
 	}
@@ -362,7 +374,7 @@ func (s *Server) answerEmbed(w http.ResponseWriter, r *http.Request, req EmbedRe
 	data := make([]any, len(req.Input))
 	var used int64
 	for i, text := range req.Input {
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": Vector(text, dim)}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embedWith(text, dim)}
 		used += tokens(text)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "model": req.Model, "data": data,

@@ -1,0 +1,58 @@
+package query
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/internal/text"
+)
+
+// What the planner reads of a question: the attribute asked of a named entity (as
+// index terms: the question's filler, the name and the dates left out) and the
+// spans of time it asks about, on the planner's clock (Thursday 10 April 2025).
+func TestPlanReadsAttributesAndDates(t *testing.T) {
+	d := func(y int, m time.Month, dd int) time.Time { return time.Date(y, m, dd, 0, 0, 0, 0, time.UTC) }
+	cases := []struct {
+		query    string
+		attr     string      // the asked words; "" when none
+		from, to []time.Time // the spans, most specific first
+	}{
+		{"What is the name of Priya's spouse?", "spouse", nil, nil},
+		{"Which city is Tomasz based in?", "based", nil, nil},
+		{"What is Lars studying?", "studying", nil, nil},
+		{"What is Mei's husband called?", "husband", nil, nil},
+		{"What did Omar research in 2024?", "research", []time.Time{d(2024, 1, 1)}, []time.Time{d(2025, 1, 1)}},
+		{"Where was Priya on 14 June 2021?", "", []time.Time{d(2021, 6, 14)}, []time.Time{d(2021, 6, 15)}},
+		{"What did Lars bake last week?", "bake", []time.Time{d(2025, 3, 31)}, []time.Time{d(2025, 4, 7)}},
+		{"Who did Sofia meet yesterday?", "meet", []time.Time{d(2025, 4, 9)}, []time.Time{d(2025, 4, 10)}},
+		{"What did Amara run in March 2025?", "run", []time.Time{d(2025, 3, 1)}, []time.Time{d(2025, 4, 1)}},
+		{"What happened to Hiroshi two weeks ago?", "", []time.Time{d(2025, 3, 24)}, []time.Time{d(2025, 3, 31)}},
+		{"What is Declan planning for next month?", "planning", []time.Time{d(2025, 5, 1)}, []time.Time{d(2025, 6, 1)}},
+		{"Which books did Greta read in the past 3 days?", "books read", []time.Time{d(2025, 4, 7)}, []time.Time{d(2025, 4, 11)}},
+	}
+	for _, c := range cases {
+		p := planQuery(c.query, planNow)
+		want := []string{}
+		for _, w := range strings.Fields(c.attr) {
+			want = append(want, text.Stem(w))
+		}
+		if len(p.Entities) == 0 {
+			t.Errorf("%q: no entity read", c.query)
+		}
+		if !slices.Equal(p.AttributeTerms, want) {
+			t.Errorf("%q: attribute terms %v, want %v", c.query, p.AttributeTerms, want)
+		}
+		if len(p.Dates) != len(c.from) {
+			t.Errorf("%q: dates %+v, want %d spans", c.query, p.Dates, len(c.from))
+			continue
+		}
+		for i, dr := range p.Dates {
+			if !dr.From.Equal(c.from[i]) || !dr.To.Equal(c.to[i]) {
+				t.Errorf("%q: span %d is [%s, %s), want [%s, %s)", c.query, i, dr.From.Format(time.DateOnly), dr.To.Format(time.DateOnly),
+					c.from[i].Format(time.DateOnly), c.to[i].Format(time.DateOnly))
+			}
+		}
+	}
+}

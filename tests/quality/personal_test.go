@@ -1,0 +1,193 @@
+package quality
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// The personal-facts corpus (personal.json) is everyday language nobody tuned the
+// rest of the suite on: 100 short facts about 25 people, written by hand, under keys
+// that carry none of their words (fact-001...), and 56 questions that paraphrase
+// them ("What is the name of Priya's spouse?" of "Priya's partner is called Rafael")
+// or ask what none of them says (an attribute of a person the corpus knows, or a
+// person it does not). The questions come in two halves of the same make: tuning
+// and held_out. Any threshold, weight or word list the search reads may be chosen
+// by looking at the tuning half's figures; the held-out half is only measured, and
+// its targets are the acceptance: answerable questions that abstain at most 5%,
+// no-answer questions that abstain at least 75%, recall@5 at least 0.90. The
+// corpus was written before the attribute grounding's word list (query/attribute.go,
+// factKinds) was extended from the tuning queries; no word was added for a held-out
+// question (held_out-25, "shoe size", stays a risk-flagged ok for that reason, though
+// the quality corpus's none-11 asks the same).
+const (
+	personalMaxFalseAbstain = 0.05
+	personalMinAbstain      = 0.75
+	personalMinRecall5      = 0.90
+)
+
+type personalCorpus struct {
+	Clock    string `json:"clock"`
+	Memories []struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"memories"`
+	Queries []struct {
+		ID       string   `json:"id"`
+		Half     string   `json:"half"`
+		Kind     string   `json:"kind"` // answerable, attribute, person
+		Query    string   `json:"query"`
+		Expected []string `json:"expected"`
+	} `json:"queries"`
+}
+
+// halfFigures are one half's figures for the weighted search at top_k 10.
+type halfFigures struct {
+	answerable, noAnswer       int
+	recall5, mrr               float64
+	falseAbstain, trueAbstain  int
+	verdicts                   map[string]int
+	attributeFound, attrJudged int
+}
+
+func (h halfFigures) precision() float64 { return ratio(h.trueAbstain, h.trueAbstain+h.falseAbstain) }
+func (h halfFigures) recall() float64    { return ratio(h.trueAbstain, h.noAnswer) }
+
+func TestPersonalFacts(t *testing.T) {
+	b, err := os.ReadFile("personal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c personalCorpus
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("personal.json: %v", err)
+	}
+	n, url := env.API(t, func(cfg *config.Config) {
+		cfg.SearchIndex.Mode = config.SearchIndexMemory
+		cfg.Query.ProjectionWait = 60 * time.Second
+	}, apiOptions(t, c.Clock)...)
+	client := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "personal"}))
+	ns := testenv.Unique(t, "personal")
+	client.AppendOnly(t, ns)
+	body, _ := json.Marshal(map[string]any{"entries": c.Memories})
+	if r := client.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", body); r.Status != http.StatusOK {
+		t.Fatalf("bulk_set: %d %s", r.Status, r.Body)
+	}
+	ctx := context.Background()
+	answers := make([]answer, len(c.Queries))
+	var wg sync.WaitGroup
+	errs := make(chan error, len(c.Queries))
+	jobs := make(chan int)
+	// The first search waits at the barrier for the projection.
+	if _, err := search(ctx, client, ns, c.Queries[0].Query, fusedTopK, "weighted", nil); err != nil {
+		t.Fatalf("first search: %v", err)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				a, err := search(ctx, client, ns, c.Queries[i].Query, fusedTopK, "weighted", nil)
+				if err != nil {
+					errs <- fmt.Errorf("%s %q: %w", c.Queries[i].ID, c.Queries[i].Query, err)
+					continue
+				}
+				answers[i] = a
+			}
+		}()
+	}
+	for i := range c.Queries {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	halves := map[string]*halfFigures{"tuning": {verdicts: map[string]int{}}, "held_out": {verdicts: map[string]int{}}}
+	var log strings.Builder
+	for i, q := range c.Queries {
+		h := halves[q.Half]
+		a := answers[i]
+		h.verdicts[a.Verdict]++
+		abstained := a.Verdict != "ok"
+		relevant := map[string]bool{}
+		for _, k := range q.Expected {
+			relevant[k] = true
+		}
+		rank := 0
+		for j, hit := range a.Hits {
+			if relevant[hit.MemoryKey] {
+				rank = j + 1
+				break
+			}
+		}
+		fmt.Fprintf(&log, "%s %-10s %-48q verdict=%-26s rank=%d risk=%.2f gates=%v\n", q.ID, q.Kind, q.Query, a.Verdict, rank,
+			a.RetrievalRisk.Score, a.Explain.Gates)
+		if len(q.Expected) == 0 {
+			h.noAnswer++
+			if abstained {
+				h.trueAbstain++
+			}
+			continue
+		}
+		h.answerable++
+		rec, rr := servedMetrics(a.Hits, relevant)
+		h.recall5 += rec
+		h.mrr += rr
+		if abstained {
+			h.falseAbstain++
+		}
+	}
+	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
+		t.Log("\n" + log.String())
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Personal facts: paraphrased questions\n\nWritten by `LOOM_QUALITY_WRITE=1 go test -count=1 -run TestPersonalFacts ./tests/quality/`. "+
+		"Corpus: tests/quality/personal.json, %d hand-written facts about 25 people under keys without their words; %d questions in two halves "+
+		"(the held-out half is measured, never tuned on). The weighted search at top_k 10, default configuration (the hash embedder). "+
+		"A search abstains when its verdict is not ok; precision is the share of abstentions that fell on no-answer questions, recall the share "+
+		"of no-answer questions that abstained.\n\n", len(c.Memories), len(c.Queries))
+	fmt.Fprintf(&md, "| half | answerable | recall@5 | MRR@10 | answerable abstained | no-answer | no-answer abstained | abstain precision | abstain recall | verdicts |\n"+
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, name := range []string{"tuning", "held_out"} {
+		h := halves[name]
+		var vs []string
+		for _, v := range []string{"ok", "no_match", "below_threshold", "low_calibrated_confidence", "ungrounded_identifier"} {
+			if h.verdicts[v] > 0 {
+				vs = append(vs, fmt.Sprintf("%s %d", v, h.verdicts[v]))
+			}
+		}
+		fmt.Fprintf(&md, "| %s | %d | %.3f | %.3f | %d (%.1f%%) | %d | %d (%.1f%%) | %s | %s | %s |\n", name, h.answerable,
+			h.recall5/float64(h.answerable), h.mrr/float64(h.answerable), h.falseAbstain, 100*float64(h.falseAbstain)/float64(h.answerable),
+			h.noAnswer, h.trueAbstain, 100*float64(h.trueAbstain)/float64(h.noAnswer), pct(h.precision()), pct(h.recall()), strings.Join(vs, ", "))
+	}
+	t.Log("\n" + md.String())
+	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
+		if err := os.WriteFile("RESULTS-personal.md", []byte(md.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := halves["held_out"]
+	if got := float64(h.falseAbstain) / float64(h.answerable); got > personalMaxFalseAbstain {
+		t.Errorf("held out: %d of %d answerable questions abstain (%.1f%%), the target is at most %.0f%%", h.falseAbstain, h.answerable, 100*got, 100*personalMaxFalseAbstain)
+	}
+	if got := float64(h.trueAbstain) / float64(h.noAnswer); got < personalMinAbstain {
+		t.Errorf("held out: %d of %d no-answer questions abstain (%.1f%%), the target is at least %.0f%%", h.trueAbstain, h.noAnswer, 100*got, 100*personalMinAbstain)
+	}
+	if got := h.recall5 / float64(h.answerable); got < personalMinRecall5 {
+		t.Errorf("held out: recall@5 %.3f, the target is at least %.2f", got, personalMinRecall5)
+	}
+}
