@@ -173,7 +173,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if from > to {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT `+heads.RowOf("r")+`, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), k.data_key,
+	rows, err := q.Query(ctx, `SELECT `+heads.RowOf("r")+`, r.event_type, r.op, coalesce(r.audit->>'request_id', ''), loom.unwrapped_key(k.data_key),
 			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
 				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
 				  AND p.session_id = r.session_id AND p.memory_key = r.memory_key AND p.version < r.version), 0)
