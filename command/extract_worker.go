@@ -317,7 +317,7 @@ func (w *extractionWorker) housekeep(ctx context.Context) {
 		if _, paused := w.paused(); paused {
 			return
 		}
-		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.requestRecord); err != nil && ctx.Err() == nil {
+		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.requestRecordIn(ctx)); err != nil && ctx.Err() == nil {
 			s.log.Warn("extraction_queue: cannot queue records for due requests", "err", err)
 		}
 	})
