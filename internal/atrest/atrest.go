@@ -194,12 +194,24 @@ func wrapKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table, co
 // gone (redacted) holds no text and is left. A row a commit replaced meanwhile is
 // sealed already and no longer matches.
 func sealRows(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s t SET row = t.row - $3::text[],
+	// The range's unsealed rows first, in the range alone: once every row is sealed
+	// this is all a batch reads (a join to the keys here would be planned as a scan
+	// of all of loom.revision_keys at each batch).
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid FROM %s WHERE ctid >= $1 AND ctid < $2 AND sealed IS NULL AND row ?| $3::text[]`, table),
+		from, to, heads.TextFields)
+	if err != nil {
+		return 0, err
+	}
+	tids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+	if err != nil || len(tids) == 0 {
+		return 0, err
+	}
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s t SET row = t.row - $2::text[],
 			sealed = encrypt(convert_to((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(t.row) e
-				WHERE e.key = ANY($3::text[]))::text, 'UTF8'), hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256'), 'aes')
-		FROM loom.revision_keys k
-		WHERE t.ctid >= $1 AND t.ctid < $2 AND t.sealed IS NULL AND t.row ?| $3::text[]
-		  AND k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq`, table), from, to, heads.TextFields)
+				WHERE e.key = ANY($2::text[]))::text, 'UTF8'), hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256'), 'aes')
+		FROM unnest($1::tid[]) AS b(tid), loom.revision_keys k
+		WHERE t.ctid = b.tid AND t.sealed IS NULL AND t.row ?| $2::text[]
+		  AND k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq`, table), tids, heads.TextFields)
 	if err != nil {
 		return 0, err
 	}
