@@ -55,7 +55,7 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 	}
 	q := extractqueue.Queued{Org: p.Org, Namespace: ns, QueueID: queueID, Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID,
 		CreatedAt: s.now(), Records: 1, Payload: stored}
-	rec, err := s.requestRecord(q)
+	rec, err := s.requestRecord(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +64,14 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 			fmt.Sprintf("the sealed request is %d bytes; a deferred request holds at most %d: send a shorter transcript, or run it inline",
 				len(rec.Value), maxRequestRecordBytes))
 	}
+	storedKey, err := s.storedKey(dataKey)
+	if err != nil {
+		return nil, err
+	}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		return extractqueue.Enqueue(ctx, tx, extractqueue.NewRequest{Org: p.Org, Namespace: ns, QueueID: queueID,
 			Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID, TokenID: p.TokenID, TokenRole: p.Role, ReadUser: p.ReadUserID,
-			DataKey: dataKey, Payload: stored, Messages: len(req.Messages)}, rec)
+			DataKey: storedKey, Payload: stored, Messages: len(req.Messages)}, rec)
 	})
 	if err != nil {
 		return nil, httperr.Store("committing the extraction request", err)
@@ -77,15 +81,19 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 		Superseded: []string{}, Steps: []extraction.StepReport{}}}, nil
 }
 
-// requestRecord is the extraction topic record of a request: its plain fields and the
-// sealed payload as its row keeps it.
-func (s *Service) requestRecord(q extractqueue.Queued) (outbox.Record, error) {
+// requestRecord is the extraction topic record of a request: its plain fields, the
+// user by reference (events.UserRef), and the sealed payload as its row keeps it.
+func (s *Service) requestRecord(ctx context.Context, q extractqueue.Queued) (outbox.Record, error) {
+	userRef, err := s.userRefs.Ref(ctx, q.Org, q.UserID)
+	if err != nil {
+		return outbox.Record{}, err
+	}
 	var sealed events.Sealed
 	if err := json.Unmarshal(q.Payload, &sealed); err != nil {
 		return outbox.Record{}, fmt.Errorf("decode the sealed request %s: %w", q.QueueID, err)
 	}
 	r := &events.ExtractionRequest{Version: events.ExtractionEnvelopeVersion, Type: events.TypeExtractionRequested, Org: q.Org,
-		Namespace: q.Namespace, QueueID: q.QueueID, Agent: q.Agent, UserID: q.UserID, SessionID: q.SessionID,
+		Namespace: q.Namespace, QueueID: q.QueueID, Agent: q.Agent, UserRef: userRef, SessionID: q.SessionID,
 		RequestedAt: q.CreatedAt, Attempt: q.Records, Sealed: &sealed}
 	value, err := events.EncodeExtraction(r)
 	if err != nil {
@@ -122,7 +130,7 @@ func (s *Service) retryExtractions(ctx context.Context, p auth.Principal, req re
 			return nil, httperr.Validation("queue_ids", "a queue_id is a UUID")
 		}
 	}
-	accepted, err := extractqueue.Retry(ctx, s.pool, p.Org, p.TokenID, req.QueueIDs, s.cfg.Extraction.MaxAttempts, s.requestRecord)
+	accepted, err := extractqueue.Retry(ctx, s.pool, p.Org, p.TokenID, req.QueueIDs, s.cfg.Extraction.MaxAttempts, s.requestRecordIn(ctx))
 	if err != nil {
 		return nil, httperr.Store("retrying the extraction requests", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/outbox"
@@ -80,6 +81,7 @@ type Service struct {
 	policies policyCache
 	// userRefs are the orgs' keys the topic names users by (events.UserRef).
 	userRefs *userref.Keys
+	kek      *kek.Ring // what stored data keys are wrapped under (WithKeys)
 	faults   *Faults
 	// index is the process's search index: the peer read and its capture when it holds
 	// the namespace. nil: ClickHouse.
@@ -127,7 +129,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool), tracer: tracing.Tracer(nil),
+		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool, nil), tracer: tracing.Tracer(nil),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+

@@ -442,7 +442,7 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 // record is a revision encoded for the topic and the journal.
 type record struct {
 	key     []byte
-	dataKey []byte
+	dataKey []byte // as stored: wrapped under the KEK
 	value   []byte
 	headers []byte
 	payload []byte // the head row as JSON, without its text
@@ -478,6 +478,10 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	if err != nil {
 		return nil, err
 	}
+	storedKey, err := s.storedKey(dataKey)
+	if err != nil {
+		return nil, err
+	}
 	audit, err := json.Marshal(map[string]any{
 		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
 		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
@@ -487,7 +491,7 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	if err != nil {
 		return nil, err
 	}
-	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: dataKey, value: value,
+	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: storedKey, value: value,
 		headers: headers, payload: payload, sealed: sealed, audit: audit}, nil
 }
 

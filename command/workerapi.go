@@ -136,9 +136,10 @@ func Anonymous(userID string) bool { return anonymous(userID) }
 // Round4 is a cosine as answers show it.
 func Round4(f float64) float64 { return round4(f) }
 
-// RequestRecord is the extraction topic record of a queued request (extract_queue.go).
-func (s *Service) RequestRecord(q extractqueue.Queued) (outbox.Record, error) {
-	return s.requestRecord(q)
+// RequestRecords makes the extraction topic records of queued requests under ctx
+// (extract_queue.go): a record names its user by reference, which may read the org's key.
+func (s *Service) RequestRecords(ctx context.Context) func(extractqueue.Queued) (outbox.Record, error) {
+	return s.requestRecordIn(ctx)
 }
 
 // FactWriter is the writer of a deferred memory.set_from_messages' facts (the

@@ -14,15 +14,18 @@ import (
 const DefaultExtractionTopic = "loom.extraction.requests.v1"
 
 // ExtractionEnvelopeVersion is the version of the extraction topic's records, which
-// moves apart from the revisions topic's EnvelopeVersion.
-const ExtractionEnvelopeVersion = 1
+// moves apart from the revisions topic's EnvelopeVersion. Version 2 names the user by
+// user_ref (UserRef under the org's key, as the revisions topic does from its version
+// 2), not by user_id; a version 1 record, which carries user_id, still decodes.
+const ExtractionEnvelopeVersion = 2
 
 // TypeExtractionRequested is the type of every record on the extraction topic.
 const TypeExtractionRequested = "loom.extraction.requested"
 
 // ExtractionRequest is the JSON value of one extraction topic record: a deferred
-// memory.set_from_messages. Who asked and for which identity are plain; the request
-// itself (the transcript and its options) is sealed under the request's own data key,
+// memory.set_from_messages. Who asked and for which agent and session are plain, the
+// user by reference only; the request itself (the transcript and its options, the
+// user id when the request named one) is sealed under the request's own data key,
 // which Loom destroys once the request is done or erased, so the kept topic never
 // yields the transcript again. Several records may carry one request (a retry after a
 // backoff, a request taken over from a worker that stopped): a worker dedupes by
@@ -34,7 +37,8 @@ type ExtractionRequest struct {
 	Namespace   string    `json:"namespace"`
 	QueueID     string    `json:"queue_id"`
 	Agent       string    `json:"agent"`
-	UserID      string    `json:"user_id"`
+	UserRef     string    `json:"user_ref,omitempty"` // version 2 on: UserRef of the user id
+	UserID      string    `json:"user_id,omitempty"`  // version 1 only: the user id in the clear
 	SessionID   string    `json:"session_id"`
 	RequestedAt time.Time `json:"requested_at"`
 	// Attempt counts the records of the request: 1 for the one queued with it.
@@ -100,8 +104,14 @@ func ExtractionHeaders(r *ExtractionRequest, source string) []Header {
 
 func validateExtraction(r *ExtractionRequest) error {
 	switch {
-	case r.Version != ExtractionEnvelopeVersion:
-		return fmt.Errorf("envelope_version %d, want %d", r.Version, ExtractionEnvelopeVersion)
+	case r.Version < 1 || r.Version > ExtractionEnvelopeVersion:
+		return fmt.Errorf("envelope_version %d, want 1 to %d", r.Version, ExtractionEnvelopeVersion)
+	case r.Version == 1 && r.UserRef != "":
+		return fmt.Errorf("envelope_version 1 carries no user_ref")
+	case r.Version >= 2 && r.UserID != "":
+		return fmt.Errorf("envelope_version %d carries no user_id in the clear", r.Version)
+	case r.Version >= 2 && !isSHA256Hex(r.UserRef):
+		return fmt.Errorf("user_ref %q is not 64 lowercase hex digits", r.UserRef)
 	case r.Type != TypeExtractionRequested:
 		return fmt.Errorf("type %q, want %q", r.Type, TypeExtractionRequested)
 	case !validSegment(r.Org):

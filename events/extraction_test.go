@@ -1,6 +1,8 @@
 package events
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -16,8 +18,10 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	refKey := make([]byte, UserRefKeySize)
+	ref, _ := UserRef(refKey, "alice")
 	r := &ExtractionRequest{Version: ExtractionEnvelopeVersion, Type: TypeExtractionRequested, Org: "acme", Namespace: "support",
-		QueueID: "q1", Agent: "bot", UserID: "alice", SessionID: "-", RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
+		QueueID: "q1", Agent: "bot", UserRef: ref, SessionID: "-", RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
 	b, err := EncodeExtraction(r)
 	if err != nil {
 		t.Fatal(err)
@@ -26,8 +30,11 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.QueueID != "q1" || got.UserID != "alice" || !got.RequestedAt.Equal(r.RequestedAt) {
+	if got.QueueID != "q1" || got.UserRef != ref || got.UserID != "" || !got.RequestedAt.Equal(r.RequestedAt) {
 		t.Fatalf("decoded %+v", got)
+	}
+	if bytes.Contains(b, []byte("alice")) {
+		t.Fatalf("the record names the user in the clear: %s", b)
 	}
 	plain, err := OpenExtraction(key, "acme", "q1", got.Sealed)
 	if err != nil || string(plain) != string(payload) {
@@ -45,4 +52,42 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	if _, err := EncodeExtraction(r); !errors.Is(err, ErrInvalidEnvelope) {
 		t.Fatalf("a request without its payload encoded: %v", err)
 	}
+}
+
+// A version 2 request names its user by user_ref only; a version 1 record, which named
+// it by user_id, still decodes.
+func TestExtractionRequestUserInTheClearOnlyInVersion1(t *testing.T) {
+	key, _ := NewDataKey()
+	sealed, err := SealExtraction(key, "acme", "q1", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := UserRef(make([]byte, UserRefKeySize), "alice")
+	base := ExtractionRequest{Version: 2, Type: TypeExtractionRequested, Org: "acme", Namespace: "support", QueueID: "q1",
+		Agent: "bot", SessionID: "-", RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
+	for name, r := range map[string]ExtractionRequest{
+		"version 2 with user_id":     func() ExtractionRequest { r := base; r.UserRef, r.UserID = ref, "alice"; return r }(),
+		"version 2 without user_ref": base,
+		"version 1 with user_ref":    func() ExtractionRequest { r := base; r.Version, r.UserRef = 1, ref; return r }(),
+		"version 3":                  func() ExtractionRequest { r := base; r.Version, r.UserRef = 3, ref; return r }(),
+	} {
+		if _, err := EncodeExtraction(&r); !errors.Is(err, ErrInvalidEnvelope) {
+			t.Errorf("%s: encoded (%v)", name, err)
+		}
+	}
+	v1 := []byte(`{"envelope_version":1,"type":"loom.extraction.requested","org":"acme","namespace":"support","queue_id":"q1",` +
+		`"agent":"bot","user_id":"alice","session_id":"-","requested_at":"2023-11-14T22:13:20Z","attempt":1,"sealed":` + string(mustJSON(t, sealed)) + `}`)
+	got, err := DecodeExtraction(v1)
+	if err != nil || got.UserID != "alice" || got.Version != 1 {
+		t.Fatalf("a version 1 record: %+v, %v", got, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -316,7 +316,7 @@ func (w *extractionWorker) housekeep(ctx context.Context) {
 		if _, paused := w.paused(); paused {
 			return
 		}
-		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.cmd.RequestRecord); err != nil && ctx.Err() == nil {
+		if _, err := extractqueue.Requeue(ctx, s.pool, 100, stale, s.cmd.RequestRecords(ctx)); err != nil && ctx.Err() == nil {
 			s.log.Warn("extraction_queue: cannot queue records for due requests", "err", err)
 		}
 	})

@@ -104,14 +104,14 @@ func devToken(ctx context.Context, tokens *auth.Store, file string) (string, err
 	return secret, nil
 }
 
-// writeDevEnv keeps the embedded stores' addresses and the dev token, for the
+// writeDevEnv keeps the embedded stores' addresses, their KEK and the dev token, for the
 // operator commands (loomd projector, republish, token) and the README's tour run
 // against this stack from another shell; the stores' ports on their own, for psql
 // and clickhouse-client.
 func writeDevEnv(file string, cfg config.Config, stack *devstack.Stack, token string) error {
 	var env strings.Builder
 	for _, kv := range [][2]string{{"LOOM_PG_DSN", cfg.PG.DSN}, {"LOOM_CH_ADDR", strings.Join(cfg.ClickHouse.Addr, ",")},
-		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.Kafka.Brokers, ",")}, {"LOOM_PG_DURABILITY", string(cfg.PG.Durability)}, {"LOOM_TOKEN", token},
+		{"LOOM_KAFKA_BROKERS", strings.Join(cfg.Kafka.Brokers, ",")}, {"LOOM_PG_DURABILITY", string(cfg.PG.Durability)}, {"LOOM_KEK", cfg.Keys.KEK}, {"LOOM_TOKEN", token},
 		{"LOOM_DEV_PG_PORT", strconv.Itoa(stack.Postgres.Port)}, {"LOOM_DEV_CH_PORT", strconv.Itoa(stack.ClickHouse.TCPPort)}} {
 		fmt.Fprintf(&env, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
 	}

@@ -43,6 +43,7 @@ type Config struct {
 	Workers     Workers  // the workers role: the conflict resolver and the entity extractor
 	Adapters    Adapters // the MCP server and the mem0 facade
 	Tracing     Tracing  // OTEL_*: where every role's spans go (off without an endpoint)
+	Keys        Keys     // LOOM_KEK: what the stored data keys are wrapped under
 }
 
 // Boot is what a process does before it serves.
@@ -357,6 +358,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		LLM:         readLLM(r),
 		Adapters:    readAdapters(r),
 		Tracing:     readTracing(r),
+		Keys:        readKeys(r),
 		LogLevel:    r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	c.Workers = readWorkers(r, c.LLM)
@@ -556,7 +558,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate(), c.Keys.Validate())
 }
 
 // Validate checks the listener.
@@ -747,7 +749,8 @@ func (x SearchIndex) Validate() error {
 	return errors.Join(errs...)
 }
 
-// RequireStores refuses to start without the stores: only `loomd dev` starts embedded ones.
+// RequireStores refuses to start without the stores and the key-encryption key: only
+// `loomd dev` starts embedded ones (and makes a KEK).
 func (c Config) RequireStores() error {
 	var missing []string
 	if c.PG.DSN == "" {
@@ -758,6 +761,9 @@ func (c Config) RequireStores() error {
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		missing = append(missing, "LOOM_KAFKA_BROKERS")
+	}
+	if c.Keys.KEK == "" {
+		missing = append(missing, "LOOM_KEK")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("loomd serve needs %s (use `loomd dev` to run with embedded stores)", strings.Join(missing, ", "))

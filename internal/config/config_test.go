@@ -21,12 +21,13 @@ func TestDefaultsRunAndServeNeedsTheStores(t *testing.T) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	err = c.RequireStores()
-	for _, v := range []string{"LOOM_PG_DSN", "LOOM_CH_ADDR", "LOOM_KAFKA_BROKERS"} {
+	for _, v := range []string{"LOOM_PG_DSN", "LOOM_CH_ADDR", "LOOM_KAFKA_BROKERS", "LOOM_KEK"} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Fatalf("serve without stores: %v, want it to name %s", err, v)
 		}
 	}
-	c, err = Load(env(map[string]string{"LOOM_PG_DSN": "postgres://x", "LOOM_CH_ADDR": "a:9000, b:9000", "LOOM_KAFKA_BROKERS": "k:9092"}))
+	c, err = Load(env(map[string]string{"LOOM_PG_DSN": "postgres://x", "LOOM_CH_ADDR": "a:9000, b:9000", "LOOM_KAFKA_BROKERS": "k:9092",
+		"LOOM_KEK": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}))
 	if err != nil || c.RequireStores() != nil || len(c.ClickHouse.Addr) != 2 || c.ClickHouse.Addr[1] != "b:9000" {
 		t.Fatalf("stores: %+v %v", c, err)
 	}
@@ -38,6 +39,7 @@ func TestMalformedSettingsAreNamed(t *testing.T) {
 		"LOOM_BOOT_MIGRATE":          "perhaps",
 		"LOOM_ROLES":                 "api,cron",
 		"LOOM_PG_DURABILITY":         "async",
+		"LOOM_KEK":                   "c2hvcnQ=",
 		"LOOM_EMBEDDER":              "magic",
 		"LOOM_SEARCH_TOP_K_MAX":      "0",
 		"LOOM_PROJECTION":            "has/slash",

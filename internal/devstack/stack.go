@@ -12,8 +12,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kek"
 )
 
 // Options says which stores to start and where they keep their data.
@@ -46,6 +48,9 @@ type Stack struct {
 	Standby    *Postgres // with Options.SyncStandby
 	ClickHouse *ClickHouse
 	Kafka      *Kafka
+	// KEK is the stack's key-encryption key (LOOM_KEK), kept in Dir beside the data it
+	// opens, so a second start over the same Dir reads the keys the first one wrapped.
+	KEK string
 }
 
 // Start brings up every store Options asks for, or none: on failure the stores
@@ -75,6 +80,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, fmt.Errorf("devstack: create %s: %w", dir, err)
 	}
 	s := &Stack{opts: opts, tempDir: tempDir}
+	if s.KEK, err = keptKEK(filepath.Join(dir, "kek")); err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -139,8 +147,9 @@ func logf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "devstack: "+format+"\n", args...)
 }
 
-// Configure points cfg at the stack's stores. One Postgres without a standby has none
-// to wait for, so it runs with local durability; with Options.SyncStandby, synchronous.
+// Configure points cfg at the stack's stores, and gives it the stack's KEK unless it
+// has one. One Postgres without a standby has none to wait for, so it runs with local
+// durability; with Options.SyncStandby, synchronous.
 func (s *Stack) Configure(cfg *config.Config) {
 	if s.Postgres != nil {
 		cfg.PG.DSN = s.Postgres.DSN()
@@ -155,4 +164,24 @@ func (s *Stack) Configure(cfg *config.Config) {
 	if s.Kafka != nil {
 		cfg.Kafka.Brokers = s.Kafka.Brokers()
 	}
+	if cfg.Keys.KEK == "" {
+		cfg.Keys.KEK = s.KEK
+	}
+}
+
+// keptKEK reads the KEK kept in file, or makes one and keeps it there.
+func keptKEK(file string) (string, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !os.IsNotExist(err) {
+		return "", fmt.Errorf("devstack: read the KEK: %w", err)
+	}
+	k, err := kek.Generate()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(file, []byte(k+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("devstack: keep the KEK: %w", err)
+	}
+	return k, nil
 }

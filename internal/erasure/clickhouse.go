@@ -66,7 +66,7 @@ func chCounted() []string {
 
 // eraseMutation is what an erasure does to one table of a set for fences of the same
 // purge flag: delete the scope's rows, except the audit trail outside a purge, which
-// keeps its rows and loses their keys and content hashes.
+// keeps its rows and loses their keys, content hashes and user ids.
 func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) ch.Mutation {
 	var preds []string
 	var args []any
@@ -77,8 +77,10 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 	m := ch.Mutation{Table: set.Name(table), Where: "(" + strings.Join(preds, " OR ") + ")", Args: args}
 	if table == "audit_log" && !purge {
 		// The content hash goes with the key: an unkeyed SHA-256 of a short value lets
-		// a dictionary of guesses confirm what was erased.
-		m.Set, m.Where = "memory_key = '', content_sha256 = ''", m.Where+" AND (memory_key != '' OR content_sha256 != '')"
+		// a dictionary of guesses confirm what was erased. The user id goes too: the
+		// trail keeps who acted (actor, agent) and what happened, not whom it was about.
+		m.Set = "memory_key = '', content_sha256 = '', user_id = ''"
+		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '')"
 	}
 	return m
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // An erasure deletes the scope's rows below each fence; the audit trail keeps its rows
-// and loses its keys, unless the erasure purges.
+// and loses their keys, content hashes and user ids, unless the erasure purges.
 func TestEraseMutation(t *testing.T) {
 	fences := []Fence{{Org: "acme", Namespace: "support", UserID: "alice", Seq: 42}, {Org: "acme", Namespace: "sales", Seq: 7}}
 	m := eraseMutation(tableset.Serving(), "memory", fences, false)
@@ -21,7 +21,8 @@ func TestEraseMutation(t *testing.T) {
 		t.Fatalf("memory: %+v", m)
 	}
 	audit := eraseMutation(tableset.Serving(), "audit_log", fences, false)
-	if audit.Set != "memory_key = '', content_sha256 = ''" || !strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '')") {
+	if audit.Set != "memory_key = '', content_sha256 = '', user_id = ''" ||
+		!strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '' OR user_id != '')") {
 		t.Fatalf("audit_log without a purge: %+v", audit)
 	}
 	if g := eraseMutation(tableset.Of(4), "audit_log", fences, false); g.Table != "audit_log__g4" || g.Set != audit.Set || g.Where != audit.Where {

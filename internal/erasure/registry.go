@@ -68,7 +68,7 @@ func Tables() []Table {
 				THEN (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
 					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id
 						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = (SELECT
-							encode(hmac(convert_to(p.user_id, 'UTF8'), k.key, 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org))
+							encode(hmac(convert_to(p.user_id, 'UTF8'), loom.unwrapped_key(k.key), 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org))
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
 			// The answers that name a memory this erasure removed (its evidence).
@@ -118,7 +118,7 @@ func Tables() []Table {
 		{Store: ClickHouse, Name: "loom.memory_embeddings", Class: Counted, Why: "search documents: vectors and tags"},
 		{Store: ClickHouse, Name: "loom.memory_lexical", Class: Counted, Why: "index terms of values and keys"},
 		{Store: ClickHouse, Name: "loom.memory_chunks", Class: Counted, Why: "windows of long values and their vectors"},
-		{Store: ClickHouse, Name: "loom.audit_log", Class: Counted, Why: "the audit trail outlives the memory but not its key: scrubbed, or deleted by a purge"},
+		{Store: ClickHouse, Name: "loom.audit_log", Class: Counted, Why: "the audit trail outlives the memory but not its key, content hash or user id: scrubbed, or deleted by a purge"},
 		{Store: ClickHouse, Name: "loom.entities", Class: Counted, Why: "entity names and aliases the scope's rows declared"},
 		{Store: ClickHouse, Name: "loom.entity_triple_rows", Class: Counted, Why: "which of the scope's rows state which fact: keys and entity names"},
 		{Store: ClickHouse, Name: "loom.entity_edge_rows", Class: Counted, Why: "which of the scope's rows name which pair of entities"},

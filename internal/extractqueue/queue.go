@@ -53,7 +53,7 @@ type NewRequest struct {
 	Org, Namespace, QueueID      string
 	Agent, UserID, SessionID     string
 	TokenID, TokenRole, ReadUser string
-	DataKey, Payload             []byte // the sealed request and the key that opens it
+	DataKey, Payload             []byte // the sealed request and the key that opens it, as stored (wrapped under the KEK)
 	Messages                     int
 }
 
@@ -98,7 +98,7 @@ func TryClaim(ctx context.Context, q Querier, org, queueID string, lease time.Du
 			lease_until = now() + $3::interval, updated_at = now()
 		WHERE org = $1 AND queue_id = $2 AND data_key IS NOT NULL AND (
 			(status IN ('pending', 'held') AND next_attempt_at <= now()) OR (status = 'running' AND lease_until < now()))
-		RETURNING namespace, agent, user_id, session_id, token_id, token_role, read_user_id, claim_token, attempts, data_key`,
+		RETURNING namespace, agent, user_id, session_id, token_id, token_role, read_user_id, claim_token, attempts, loom.unwrapped_key(data_key)`,
 		org, queueID, lease.String()).
 		Scan(&c.Namespace, &c.Agent, &c.UserID, &c.SessionID, &c.TokenID, &c.TokenRole, &c.ReadUser, &c.Token, &c.Attempts, &c.DataKey)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -13,6 +13,10 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+// TextFields are the fields of rowText, as a row's JSON names them: what the at-rest
+// pass moves from a row stored before migration 056 into its sealed column.
+var TextFields = []string{"value", "tags", "entities", "entity_types", "relations"}
+
 // rowText is the part of a row sealed at rest: the memory's text.
 type rowText struct {
 	Value       json.RawMessage   `json:"value"`

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/kek"
 )
 
 // PoolConfig sizes the pool.
@@ -22,6 +24,10 @@ type PoolConfig struct {
 	MaxConns         int32
 	StatementTimeout time.Duration
 	ConnectTimeout   time.Duration
+	// KEK is what each session is given to open the stored data keys in SQL
+	// (kek.Ring.SessionValue, as the setting kek.SessionParam): in the startup packet,
+	// which no statement log records. Empty: none.
+	KEK string
 }
 
 // Open connects a pool in which every session runs with synchronous_commit = on: a
@@ -49,6 +55,9 @@ func Open(ctx context.Context, c PoolConfig) (*pgxpool.Pool, error) {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "loomd"
+	if c.KEK != "" {
+		cfg.ConnConfig.RuntimeParams[kek.SessionParam] = c.KEK
+	}
 	if c.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
 	}

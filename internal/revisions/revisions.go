@@ -87,8 +87,9 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// FetchKeys reads the data keys of revisions in one query, by record id. A revision
-// whose key is missing was redacted or erased.
+// FetchKeys reads the data keys of revisions in one query, by record id, unwrapped by
+// the session's KEKs (loom.unwrapped_key). A revision whose key is missing was
+// redacted or erased.
 func FetchKeys(ctx context.Context, q Querier, revs []*events.Envelope) (map[string][]byte, error) {
 	orgs := make([]string, len(revs))
 	nss := make([]string, len(revs))
@@ -96,7 +97,7 @@ func FetchKeys(ctx context.Context, q Querier, revs []*events.Envelope) (map[str
 	for i, e := range revs {
 		orgs[i], nss[i], seqs[i] = e.Org, e.Namespace, e.Seq
 	}
-	rows, err := q.Query(ctx, `SELECT k.org, k.namespace, k.seq, k.data_key
+	rows, err := q.Query(ctx, `SELECT k.org, k.namespace, k.seq, loom.unwrapped_key(k.data_key)
 		FROM loom.revision_keys k
 		JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS b(org, namespace, seq)
 		  ON k.org = b.org AND k.namespace = b.namespace AND k.seq = b.seq`, orgs, nss, seqs)

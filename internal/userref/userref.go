@@ -1,7 +1,8 @@
 // Package userref holds each org's user reference key: the HMAC key under which the
 // topic's plain fields name a user (events.UserRef) instead of carrying the user id.
-// The key is made on an org's first write and kept in loom.user_ref_keys; it never
-// changes, so a process caches it.
+// The key is made on an org's first write and kept in loom.user_ref_keys, wrapped under
+// the deployment's KEK (internal/kek); it never changes, so a process caches it
+// unwrapped.
 package userref
 
 import (
@@ -13,18 +14,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/kek"
 )
 
 // Keys reads and makes the orgs' user reference keys.
 type Keys struct {
 	pool *pgxpool.Pool
+	ring *kek.Ring // nil: kept unwrapped
 	mu   sync.Mutex
 	keys map[string][]byte
 }
 
-// New returns the keys kept in pool's database.
-func New(pool *pgxpool.Pool) *Keys {
-	return &Keys{pool: pool, keys: map[string][]byte{}}
+// New returns the keys kept in pool's database, wrapped under ring.
+func New(pool *pgxpool.Pool, ring *kek.Ring) *Keys {
+	return &Keys{pool: pool, ring: ring, keys: map[string][]byte{}}
 }
 
 // Key returns org's key, making it on the org's first call in the deployment.
@@ -36,17 +39,27 @@ func (k *Keys) Key(ctx context.Context, org string) ([]byte, error) {
 		return key, nil
 	}
 	fresh := make([]byte, events.UserRefKeySize)
-	if _, err := rand.Read(fresh); err != nil {
+	var err error
+	if _, err = rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
+	}
+	stored := fresh
+	if k.ring != nil {
+		if stored, err = k.ring.Wrap(fresh); err != nil {
+			return nil, err
+		}
 	}
 	// Whichever process inserts first wins; every one reads the key that won (a second
 	// read when the winner committed after this statement's snapshot).
 	if _, err := k.pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING`,
-		org, fresh); err != nil {
+		org, stored); err != nil {
 		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
 	}
-	if err := k.pool.QueryRow(ctx, `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
+	if err := k.pool.QueryRow(ctx, `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&stored); err != nil {
 		return nil, fmt.Errorf("read the user reference key of %s: %w", org, err)
+	}
+	if key, err = k.unwrap(stored); err != nil {
+		return nil, fmt.Errorf("open the user reference key of %s: %w", org, err)
 	}
 	k.mu.Lock()
 	k.keys[org] = key
@@ -61,4 +74,15 @@ func (k *Keys) Ref(ctx context.Context, org, userID string) (string, error) {
 		return "", err
 	}
 	return events.UserRef(key, userID)
+}
+
+// unwrap opens a stored key; one stored before LOOM_KEK is used as it is.
+func (k *Keys) unwrap(stored []byte) ([]byte, error) {
+	if k.ring == nil {
+		if !kek.Raw(stored) {
+			return nil, kek.ErrNotOpened
+		}
+		return stored, nil
+	}
+	return k.ring.Unwrap(stored)
 }

@@ -11,23 +11,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
 // After an erasure, nothing Loom wrote still holds what was erased in the clear: not
-// the topic (raw keys, headers and values), not Postgres's files (table files and WAL,
-// after a VACUUM and a CHECKPOINT), not ClickHouse's data path (parts and the mutation
-// files kept beside them, once the replaced parts are cleaned up). Each needle is a
-// marker no other test writes: one in the value, one in the key, one in the user id,
-// and the value's unsalted SHA-256, which a dictionary of guesses would confirm.
+// the topics (the change topic and the extraction topic: raw keys, headers and
+// values), not Postgres's files (table files and WAL, after a VACUUM and a
+// CHECKPOINT), not ClickHouse's data path (parts, the audit log's among them, and the
+// mutation files kept beside them, once the replaced parts are cleaned up). Each
+// needle is a marker no other test writes: one in the value, one in the key, one in
+// the user id, and the value's unsalted SHA-256, which a dictionary of guesses would
+// confirm. And the data keys that seal it are stored wrapped: no file of Postgres
+// holds one as it opens anything.
 //
 // Postgres is checked for the value only: the key and the user id are plain columns of
 // loom.memory_current and loom.memory_revisions (their unique keys and filters), the
 // content hash a plain column too, and the erasure's own ledger names the user it
 // erased (docs/architecture.md, "Erasure at rest").
 func TestErasureLeavesNothingAtRest(t *testing.T) {
-	n, url := env.API(t, nil)
+	srv := llmtest.New(t)
+	requests := env.CreateTopic(t, nil)
+	// The API defers extractions to a topic of the test's own and runs no worker, so
+	// the request stays queued until the erasure.
+	n, url := env.API(t, func(c *config.Config) {
+		withProvider(srv)(c)
+		c.Command.Extraction.Topic, c.Command.Extraction.QueueEnabled = requests, false
+	})
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "rest")
@@ -49,6 +65,14 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if len(sha) != 64 {
 		t.Fatalf("the head answers content_sha256 %q", sha)
 	}
+	yes := true
+	if _, err := c.Typed(t).FromMessages(context.Background(), ns, client.FromMessagesRequest{Identity: client.Identity{UserID: user},
+		Messages: messages("remember the vault code " + valueMark), Defer: &yes}); err != nil {
+		t.Fatalf("defer an extraction: %v", err)
+	}
+	pool := env.PG(t)
+	ctx := context.Background()
+	rawKeys := storedKeysAreWrapped(t, pool, org, ns)
 	conn := env.CH(t)
 	testenv.Eventually(t, time.Minute, "the projection to hold the memory", func() bool {
 		for _, n := range testenv.TextRows(t, conn, org, ns, valueMark) {
@@ -70,17 +94,29 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if leaks := testenv.Leaks(env.TopicRecords(t), ns); len(leaks) == 0 {
 		t.Fatal("before the erasure, the topic holds no record of the namespace")
 	}
+	if leaks := testenv.Leaks(env.Records(t, requests), ns); len(leaks) == 0 {
+		t.Fatal("before the erasure, the extraction topic holds no request of the namespace")
+	}
+	// The keys as they open things are in no file of Postgres: not the table files,
+	// not the WAL.
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), rawKeys...); len(found) > 0 {
+		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), found)
+	}
 
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 
-	// The topic: every record, raw.
+	// The topics: every record, raw.
 	if leaks := testenv.Leaks(env.TopicRecords(t), valueMark, keyMark, user, sha); len(leaks) > 0 {
 		t.Errorf("the topic still holds the erased memory in the clear: %v", leaks)
 	}
+	if leaks := testenv.Leaks(env.Records(t, requests), valueMark, user); len(leaks) > 0 {
+		t.Errorf("the extraction topic still holds the erased request in the clear: %v", leaks)
+	}
 
 	// Postgres: dead tuples vacuumed, dirty pages written, then every file read.
-	pool := env.PG(t)
-	ctx := context.Background()
 	for _, stmt := range []string{"VACUUM", "CHECKPOINT"} {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -96,7 +132,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	var found []string
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		found = filesHolding(t, dir, valueMark, keyMark, sha)
+		found = filesHolding(t, dir, valueMark, keyMark, user, sha)
 		if len(found) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -105,6 +141,37 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if len(found) > 0 {
 		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
 	}
+}
+
+// storedKeysAreWrapped checks that the namespace's data keys and the org's user
+// reference key are stored wrapped (none is the key it opens to, nor holds it) and
+// returns the unwrapped keys, for a scan of the files.
+func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT data_key, loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1 AND namespace = $2
+		UNION ALL SELECT key, loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1
+		UNION ALL SELECT data_key, loom.unwrapped_key(data_key) FROM loom.extraction_requests WHERE org = $1 AND namespace = $2`, org, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []string
+	for rows.Next() {
+		var stored, opened []byte
+		if err := rows.Scan(&stored, &opened); err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != kek.WrappedSize || len(opened) != kek.KeySize || bytes.Contains(stored, opened[:8]) {
+			t.Errorf("a stored key of %d bytes opens to %d bytes: %x", len(stored), len(opened), stored)
+		}
+		raw = append(raw, string(opened))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < 4 { // two revisions, the org's user reference key, the deferred request's
+		t.Fatalf("%d stored keys, want at least 4", len(raw))
+	}
+	return raw
 }
 
 // filesHolding lists, for each needle some file under dir holds, the needle and the

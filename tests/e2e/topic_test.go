@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -80,7 +82,10 @@ func TestReadmeToolsReadTheStores(t *testing.T) {
 	}
 	run := func(name string, args ...string) string {
 		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
+		cmd := exec.Command(name, args...)
+		// psql's session opens the rows as loomd's do: with the KEK's session setting.
+		cmd.Env = append(os.Environ(), "PGOPTIONS=-c "+kek.SessionParam+"="+env.KEKSession(t))
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}

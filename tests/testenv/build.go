@@ -30,6 +30,7 @@ func (e *Env) LoomdEnv(extra ...string) []string {
 		"LOOM_CH_ADDR="+e.Stack.ClickHouse.Addr(),
 		"LOOM_KAFKA_BROKERS="+strings.Join(e.Stack.Kafka.Brokers(), ","),
 		"LOOM_BOOT_MIGRATE=false",
+		"LOOM_KEK="+e.base.Keys.KEK,
 		// The test stores are one Postgres without a standby.
 		"LOOM_PG_DURABILITY=local",
 	), extra...)

@@ -186,7 +186,7 @@ func TextRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int6
 func UserRef(t testing.TB, pool *pgxpool.Pool, org, userID string) string {
 	t.Helper()
 	var key []byte
-	if err := pool.QueryRow(context.Background(), `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
 		t.Fatalf("read the user reference key of %s: %v", org, err)
 	}
 	ref, err := events.UserRef(key, userID)

@@ -13,18 +13,35 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/watermarks"
 )
 
-// PG opens a pool on the test Postgres for the test's own checks.
+// PG opens a pool on the test Postgres for the test's own checks; its sessions open
+// the stored data keys as loomd's do (loom.opened_row, loom.unwrapped_key).
 func (e *Env) PG(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), e.Stack.Postgres.DSN())
+	cfg, err := pgxpool.ParseConfig(e.Stack.Postgres.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams[kek.SessionParam] = e.KEKSession(t)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// KEKSession is the value loomd's sessions are given as kek.SessionParam.
+func (e *Env) KEKSession(t testing.TB) string {
+	t.Helper()
+	ring, err := e.base.Keys.Ring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring.SessionValue()
 }
 
 // CH opens a connection on the test ClickHouse for the test's own checks.

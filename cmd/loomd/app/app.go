@@ -22,12 +22,14 @@ import (
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/relay"
+	"github.com/loomplane/loom/internal/atrest"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/boot"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/llm/spend"
 	"github.com/loomplane/loom/internal/metrics"
@@ -63,6 +65,8 @@ type Process struct {
 	Workers *workers.Service
 	// Query is the read side, built when the process runs the query role.
 	Query *query.Service
+	// Keys are the key-encryption keys the stored data keys are wrapped under (LOOM_KEK).
+	Keys *kek.Ring
 	// Tracing is the process's tracer provider: OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
 	// names a collector, a no-op otherwise.
 	Tracing *tracing.Provider
@@ -138,8 +142,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.Tracing, err = tracing.New(ctx, cfg.Tracing); err != nil {
 		return nil, err
 	}
+	if p.Keys, err = cfg.Keys.Ring(); err != nil {
+		return nil, err
+	}
 	p.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MinConns: cfg.PG.PoolMin, MaxConns: cfg.PG.PoolMax,
-		StatementTimeout: cfg.PG.StatementTimeout})
+		StatementTimeout: cfg.PG.StatementTimeout, KEK: p.Keys.SessionValue()})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +189,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
 			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()),
-			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()))
+			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys))
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
@@ -300,6 +307,7 @@ func (p *Process) background() []work {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
 		}
+		out = append(out, work{"at_rest", func(ctx context.Context) error { return atrest.Run(ctx, p.PG, p.Keys, p.Log) }})
 		if every := p.Cfg.Command.Erasure.RecoveryInterval; every > 0 {
 			out = append(out, work{"erasure_recovery", func(ctx context.Context) error { c.RunErasureRecovery(ctx, every); return nil }})
 		}

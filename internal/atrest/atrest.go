@@ -1,0 +1,219 @@
+// Package atrest brings what Postgres kept from before the at-rest protections up to
+// them, in the background, a few pages of a table at a time: every stored data key
+// (loom.revision_keys, loom.user_ref_keys, loom.extraction_requests) wrapped under the
+// ring's first KEK, whether it was stored raw (before LOOM_KEK) or under a KEK a
+// rotation retired; and every row of loom.memory_current and loom.memory_revisions
+// stored before migration 056, its text still in `row`, sealed as a commit seals it.
+//
+// The pass walks each table by physical page ranges (a TID range scan), so each batch
+// reads a bounded slice whatever the table holds, and every change is a
+// compare-and-set (a key still holding the value read, a row still unsealed), so
+// passes of several processes, commits and erasures may run beside it. Rows and keys
+// written while it runs are written protected already. It runs again at each start
+// of a command process; on a table already done it only reads.
+package atrest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/kek"
+)
+
+// PagesPerBatch is how many heap pages a batch covers (8 KiB each).
+const PagesPerBatch = 64
+
+// pause is the rest between batches, so the pass yields to the requests.
+const pause = 5 * time.Millisecond
+
+// keyTables are the tables that store data keys, and the column holding each.
+var keyTables = []struct{ table, column string }{
+	{"loom.revision_keys", "data_key"},
+	{"loom.user_ref_keys", "key"},
+	{"loom.extraction_requests", "data_key"},
+}
+
+// rowTables are the tables whose rows seal their text under their revision's key.
+var rowTables = []string{"loom.memory_current", "loom.memory_revisions"}
+
+// Counts is what a pass changed.
+type Counts struct {
+	Wrapped    map[string]int64 // keys wrapped again, by table
+	Unopenable map[string]int64 // keys no KEK of the ring opens, by table: left as they are
+	Sealed     map[string]int64 // rows whose text was sealed, by table
+}
+
+// Run runs the pass to its end (or until ctx ends) and logs what it changed. A batch
+// that fails is tried again after a pause: the pass is what leaves the stores
+// protected, and a store outage ends.
+func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logger) error {
+	for {
+		c, err := Pass(ctx, pool, ring)
+		if err == nil {
+			if total(c.Wrapped)+total(c.Sealed)+total(c.Unopenable) > 0 {
+				log.Info("at-rest pass done", "keys_wrapped", c.Wrapped, "rows_sealed", c.Sealed, "keys_unopenable", c.Unopenable)
+			}
+			for t, n := range c.Unopenable {
+				if n > 0 {
+					log.Warn("at-rest pass: stored data keys no configured LOOM_KEK opens; what they seal does not open either",
+						"table", t, "keys", n)
+				}
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("at-rest pass: a batch failed; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func total(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Pass walks every table once.
+func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, error) {
+	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}}
+	for _, t := range keyTables {
+		err := walk(ctx, pool, t.table, func(from, to pgtype.TID) error {
+			w, u, err := wrapKeys(ctx, pool, ring, t.table, t.column, from, to)
+			c.Wrapped[t.table] += w
+			c.Unopenable[t.table] += u
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("wrap the keys of %s: %w", t.table, err)
+		}
+	}
+	for _, table := range rowTables {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := sealRows(ctx, pool, table, from, to)
+			c.Sealed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("seal the rows of %s: %w", table, err)
+		}
+	}
+	return c, nil
+}
+
+// walk calls batch for each range of PagesPerBatch pages of table, up to its size
+// read again at each range (a table that grows is walked to its new end).
+func walk(ctx context.Context, pool *pgxpool.Pool, table string, batch func(from, to pgtype.TID) error) error {
+	for block := int64(0); ; block += PagesPerBatch {
+		var blocks int64
+		if err := pool.QueryRow(ctx, `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::bigint`, table).
+			Scan(&blocks); err != nil {
+			return err
+		}
+		if block >= blocks {
+			return nil
+		}
+		from := pgtype.TID{BlockNumber: uint32(block), Valid: true}
+		to := pgtype.TID{BlockNumber: uint32(block + PagesPerBatch), Valid: true}
+		if err := batch(from, to); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// wrapKeys wraps under the ring's first KEK the keys of a page range that are raw or
+// under another KEK; a key none opens is counted and left.
+func wrapKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table, column string, from, to pgtype.TID) (wrapped, unopenable int64, err error) {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid, %[2]s FROM %[1]s
+		WHERE ctid >= $1 AND ctid < $2 AND %[2]s IS NOT NULL
+		  AND NOT (octet_length(%[2]s) = %[3]d AND substring(%[2]s FROM 2 FOR 8) = $3)`, table, column, kek.WrappedSize),
+		from, to, ring.CurrentID())
+	if err != nil {
+		return 0, 0, err
+	}
+	type found struct {
+		tid pgtype.TID
+		key []byte
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
+		var f found
+		return f, r.Scan(&f.tid, &f.key)
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, 0, err
+	}
+	var tids []pgtype.TID
+	var olds, news [][]byte
+	for _, f := range keys {
+		plain, err := ring.Unwrap(f.key)
+		if err != nil {
+			unopenable++
+			continue
+		}
+		w, err := ring.Wrap(plain)
+		if err != nil {
+			return 0, unopenable, err
+		}
+		tids, olds, news = append(tids, f.tid), append(olds, f.key), append(news, w)
+	}
+	if len(tids) == 0 {
+		return 0, unopenable, nil
+	}
+	// Only a key that still holds what was read: another process's pass may have
+	// wrapped it meanwhile, an erasure deleted it.
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s t SET %[2]s = v.new
+		FROM unnest($1::tid[], $2::bytea[], $3::bytea[]) AS v(tid, old, new)
+		WHERE t.ctid = v.tid AND t.%[2]s = v.old`, table, column), tids, olds, news)
+	if err != nil {
+		return 0, unopenable, err
+	}
+	return tag.RowsAffected(), unopenable, nil
+}
+
+// sealRows seals the text of the rows of a page range stored before migration 056, as
+// heads.AtRest does (pgcrypto's AES-256-CBC under HMAC-SHA256(data key, "loom.row"),
+// as loom.opened_row opens it), in Postgres, where the row is. A row whose key is
+// gone (redacted) holds no text and is left. A row a commit replaced meanwhile is
+// sealed already and no longer matches.
+func sealRows(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error) {
+	// The range's unsealed rows first, in the range alone: once every row is sealed
+	// this is all a batch reads (a join to the keys here would be planned as a scan
+	// of all of loom.revision_keys at each batch).
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid FROM %s WHERE ctid >= $1 AND ctid < $2 AND sealed IS NULL AND row ?| $3::text[]`, table),
+		from, to, heads.TextFields)
+	if err != nil {
+		return 0, err
+	}
+	tids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+	if err != nil || len(tids) == 0 {
+		return 0, err
+	}
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s t SET row = t.row - $2::text[],
+			sealed = encrypt(convert_to((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(t.row) e
+				WHERE e.key = ANY($2::text[]))::text, 'UTF8'), hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256'), 'aes')
+		FROM unnest($1::tid[]) AS b(tid), loom.revision_keys k
+		WHERE t.ctid = b.tid AND t.sealed IS NULL AND t.row ?| $2::text[]
+		  AND k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq`, table), tids, heads.TextFields)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
