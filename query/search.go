@@ -122,9 +122,9 @@ type searchPlan struct {
 	query      queryPlan
 	whole      []*candidate // the whole query's pool: the background
 	trace      *searchTrace // nil unless the request keeps a trace
-	// indexed are the namespaces whose legs read the process's search index (the others
-	// read ClickHouse); generations what the barrier captured.
-	indexed     map[string]bool
+	// sources are where each namespace's legs read, chosen at the barrier; generations
+	// what the barrier captured.
+	sources     map[string]legSource
 	generations map[string]int64
 	// capture is the barrier's capture, read with the namespaces' configuration (nil for
 	// a next page); pendingExtraction what the same round trip read of the scope's
@@ -335,14 +335,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if len(namespaces) == 0 {
 		return nil, nil
 	}
-	var jobs []legJob
-	for _, ns := range namespaces {
-		jobs = append(jobs, s.legJobs(ctx, plan, ns)...)
-		if plan.settings.keeps(LegGraph) {
-			jobs = append(jobs, oneLeg(LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.graphNames(), plan.pool) }))
-		}
-	}
-	legs, err := runLegJobs(jobs)
+	legs, err := s.readLegs(ctx, plan, namespaces)
 	if err != nil {
 		return nil, err
 	}
