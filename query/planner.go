@@ -450,112 +450,168 @@ func day(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0,
 // a span a more specific one already covers (the year of "14 June 2021") is not
 // listed again.
 func parseDates(query string, now time.Time) []dateRange {
+	r := newDateReader(query, now)
+	// Each span's text is claimed by the first reading that takes it, the most specific
+	// first.
+	r.fullDates()
+	r.monthsAndQuarters()
+	r.daysOfThisYear()
+	r.relativeSpans()
+	r.monthWords()
+	r.years()
+	if r.out == nil {
+		return []dateRange{}
+	}
+	return r.out
+}
+
+// dateReader is parseDates' state: the query, the clock, the bytes of the query a
+// date already took, and the dates found.
+type dateReader struct {
+	query, lower string
+	now, today   time.Time
+	taken        []bool
+	out          []dateRange
+}
+
+func newDateReader(query string, now time.Time) *dateReader {
 	lower := strings.ToLower(query)
 	now = now.UTC()
-	today := day(now.Year(), now.Month(), now.Day())
-	var out []dateRange
-	taken := make([]bool, len(lower))
-	claim := func(loc []int) bool {
-		for i := loc[0]; i < loc[1]; i++ {
-			if taken[i] {
-				return false
-			}
-		}
-		for i := loc[0]; i < loc[1]; i++ {
-			taken[i] = true
-		}
-		return true
-	}
-	addDay := func(loc []int, y int, m time.Month, d int, rel bool) {
-		if m == 0 || d < 1 || d > 31 || !claim(loc) {
-			return
-		}
-		from := day(y, m, d)
-		out = append(out, dateRange{Text: query[loc[0]:loc[1]], From: from, To: from.AddDate(0, 0, 1), Relative: rel})
-	}
-	addSpan := func(loc []int, from, to time.Time, rel bool) {
-		if !claim(loc) {
-			return
-		}
-		out = append(out, dateRange{Text: query[loc[0]:loc[1]], From: from, To: to, Relative: rel})
-	}
-	for _, m := range isoDateRE.FindAllStringSubmatchIndex(lower, -1) {
-		mo, _ := strconv.Atoi(lower[m[4]:m[5]])
-		addDay(m[:2], atoi(lower[m[2]:m[3]]), time.Month(mo), atoi(lower[m[6]:m[7]]), false)
-	}
-	for _, m := range dayMonthYear.FindAllStringSubmatchIndex(lower, -1) {
-		addDay(m[:2], atoi(lower[m[6]:m[7]]), monthOf(lower[m[4]:m[5]]), atoi(lower[m[2]:m[3]]), false)
-	}
-	for _, m := range monthDayYear.FindAllStringSubmatchIndex(lower, -1) {
-		addDay(m[:2], atoi(lower[m[6]:m[7]]), monthOf(lower[m[2]:m[3]]), atoi(lower[m[4]:m[5]]), false)
-	}
-	for _, m := range monthYear.FindAllStringSubmatchIndex(lower, -1) {
-		if mo := monthOf(lower[m[2]:m[3]]); mo != 0 {
-			from := day(atoi(lower[m[4]:m[5]]), mo, 1)
-			addSpan(m[:2], from, from.AddDate(0, 1, 0), false)
+	return &dateReader{query: query, lower: lower, now: now, today: day(now.Year(), now.Month(), now.Day()), taken: make([]bool, len(lower))}
+}
+
+// claim takes the query's bytes at loc, unless a date took one of them already.
+func (r *dateReader) claim(loc []int) bool {
+	for i := loc[0]; i < loc[1]; i++ {
+		if r.taken[i] {
+			return false
 		}
 	}
-	for _, m := range quarterRE.FindAllStringSubmatchIndex(lower, -1) {
-		q := atoi(lower[m[2]:m[3]])
-		from := day(atoi(lower[m[4]:m[5]]), time.Month(3*q-2), 1)
-		addSpan(m[:2], from, from.AddDate(0, 3, 0), false)
+	for i := loc[0]; i < loc[1]; i++ {
+		r.taken[i] = true
 	}
-	for _, m := range dayMonth.FindAllStringSubmatchIndex(lower, -1) {
-		addDay(m[:2], now.Year(), monthOf(lower[m[4]:m[5]]), atoi(lower[m[2]:m[3]]), true)
+	return true
+}
+
+func (r *dateReader) addDay(loc []int, y int, m time.Month, d int, rel bool) {
+	if m == 0 || d < 1 || d > 31 || !r.claim(loc) {
+		return
 	}
-	for _, m := range monthDay.FindAllStringSubmatchIndex(lower, -1) {
+	from := day(y, m, d)
+	r.out = append(r.out, dateRange{Text: r.query[loc[0]:loc[1]], From: from, To: from.AddDate(0, 0, 1), Relative: rel})
+}
+
+func (r *dateReader) addSpan(loc []int, from, to time.Time, rel bool) {
+	if !r.claim(loc) {
+		return
+	}
+	r.out = append(r.out, dateRange{Text: r.query[loc[0]:loc[1]], From: from, To: to, Relative: rel})
+}
+
+// part is the query's lowercased text at submatch i of m.
+func (r *dateReader) part(m []int, i int) string { return r.lower[m[2*i]:m[2*i+1]] }
+
+// fullDates are the days written with their year: 2024-03-05, 5 march 2024, march 5 2024.
+func (r *dateReader) fullDates() {
+	for _, m := range isoDateRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		mo, _ := strconv.Atoi(r.part(m, 2))
+		r.addDay(m[:2], atoi(r.part(m, 1)), time.Month(mo), atoi(r.part(m, 3)), false)
+	}
+	for _, m := range dayMonthYear.FindAllStringSubmatchIndex(r.lower, -1) {
+		r.addDay(m[:2], atoi(r.part(m, 3)), monthOf(r.part(m, 2)), atoi(r.part(m, 1)), false)
+	}
+	for _, m := range monthDayYear.FindAllStringSubmatchIndex(r.lower, -1) {
+		r.addDay(m[:2], atoi(r.part(m, 3)), monthOf(r.part(m, 1)), atoi(r.part(m, 2)), false)
+	}
+}
+
+// monthsAndQuarters are a month or a quarter of a year: march 2024, q1 2024.
+func (r *dateReader) monthsAndQuarters() {
+	for _, m := range monthYear.FindAllStringSubmatchIndex(r.lower, -1) {
+		if mo := monthOf(r.part(m, 1)); mo != 0 {
+			from := day(atoi(r.part(m, 2)), mo, 1)
+			r.addSpan(m[:2], from, from.AddDate(0, 1, 0), false)
+		}
+	}
+	for _, m := range quarterRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		q := atoi(r.part(m, 1))
+		from := day(atoi(r.part(m, 2)), time.Month(3*q-2), 1)
+		r.addSpan(m[:2], from, from.AddDate(0, 3, 0), false)
+	}
+}
+
+// daysOfThisYear are days written without a year: 5 march, march 5.
+func (r *dateReader) daysOfThisYear() {
+	for _, m := range dayMonth.FindAllStringSubmatchIndex(r.lower, -1) {
+		r.addDay(m[:2], r.now.Year(), monthOf(r.part(m, 2)), atoi(r.part(m, 1)), true)
+	}
+	for _, m := range monthDay.FindAllStringSubmatchIndex(r.lower, -1) {
 		// "may 5" is a date; "march 2" could be a count, but a month word before a
 		// day number reads as a date.
-		addDay(m[:2], now.Year(), monthOf(lower[m[2]:m[3]]), atoi(lower[m[4]:m[5]]), true)
+		r.addDay(m[:2], r.now.Year(), monthOf(r.part(m, 1)), atoi(r.part(m, 2)), true)
 	}
-	for _, m := range relativeRE.FindAllStringSubmatchIndex(lower, -1) {
-		from, to := relativeSpan(lower[m[2]:m[3]], today)
-		addSpan(m[:2], from, to, true)
+}
+
+// relativeSpans are spans relative to today: yesterday, last week, 3 days ago, the
+// last 2 months.
+func (r *dateReader) relativeSpans() {
+	for _, m := range relativeRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		from, to := relativeSpan(r.part(m, 1), r.today)
+		r.addSpan(m[:2], from, to, true)
 	}
-	for _, m := range agoRE.FindAllStringSubmatchIndex(lower, -1) {
-		n, unit := atoi(lower[m[2]:m[3]]), lower[m[4]:m[5]]
-		at := shift(today, unit, -n)
-		from, to := at, at.AddDate(0, 0, 1)
-		switch unit {
-		case "week":
-			from, to = at.AddDate(0, 0, -3), at.AddDate(0, 0, 4)
-		case "month":
-			from = day(at.Year(), at.Month(), 1)
-			to = from.AddDate(0, 1, 0)
-		case "year":
-			from = day(at.Year(), 1, 1)
-			to = from.AddDate(1, 0, 0)
-		}
-		addSpan(m[:2], from, to, true)
+	for _, m := range agoRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		from, to := agoSpan(r.today, atoi(r.part(m, 1)), r.part(m, 2))
+		r.addSpan(m[:2], from, to, true)
 	}
-	for _, m := range lastNRE.FindAllStringSubmatchIndex(lower, -1) {
-		n, unit := atoi(lower[m[2]:m[3]]), lower[m[4]:m[5]]
-		addSpan(m[:2], shift(today, unit, -n), today.AddDate(0, 0, 1), true)
+	for _, m := range lastNRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		n, unit := atoi(r.part(m, 1)), r.part(m, 2)
+		r.addSpan(m[:2], shift(r.today, unit, -n), r.today.AddDate(0, 0, 1), true)
 	}
-	for _, m := range monthAlone.FindAllStringSubmatchIndex(lower, -1) {
-		mo := monthOf(lower[m[2]:m[3]])
+}
+
+// agoSpan is "n units ago": the day then, or the week around it, or its month or year.
+func agoSpan(today time.Time, n int, unit string) (from, to time.Time) {
+	at := shift(today, unit, -n)
+	switch unit {
+	case "week":
+		return at.AddDate(0, 0, -3), at.AddDate(0, 0, 4)
+	case "month":
+		from = day(at.Year(), at.Month(), 1)
+		return from, from.AddDate(0, 1, 0)
+	case "year":
+		from = day(at.Year(), 1, 1)
+		return from, from.AddDate(1, 0, 0)
+	}
+	return at, at.AddDate(0, 0, 1)
+}
+
+// monthWords are a month named after a word that makes it a time (in march, since may):
+// this year's, or the last or next of its name.
+func (r *dateReader) monthWords() {
+	for _, m := range monthAlone.FindAllStringSubmatchIndex(r.lower, -1) {
+		mo := monthOf(r.part(m, 1))
 		if mo == 0 {
 			continue
 		}
-		y := now.Year()
-		word := strings.Fields(lower[m[0]:m[1]])[0]
+		y := r.now.Year()
+		word := strings.Fields(r.lower[m[0]:m[1]])[0]
 		switch {
-		case word == "last" && mo >= now.Month():
+		case word == "last" && mo >= r.now.Month():
 			y--
-		case word == "next" && mo <= now.Month():
+		case word == "next" && mo <= r.now.Month():
 			y++
 		}
 		from := day(y, mo, 1)
-		addSpan([]int{m[2], m[3]}, from, from.AddDate(0, 1, 0), true)
+		r.addSpan([]int{m[2], m[3]}, from, from.AddDate(0, 1, 0), true)
 	}
-	for _, m := range yearRE.FindAllStringSubmatchIndex(lower, -1) {
-		from := day(atoi(lower[m[2]:m[3]]), 1, 1)
-		addSpan(m[:2], from, from.AddDate(1, 0, 0), false)
+}
+
+// years are a year named alone.
+func (r *dateReader) years() {
+	for _, m := range yearRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		from := day(atoi(r.part(m, 1)), 1, 1)
+		r.addSpan(m[:2], from, from.AddDate(1, 0, 0), false)
 	}
-	if out == nil {
-		out = []dateRange{}
-	}
-	return out
 }
 
 func shift(t time.Time, unit string, n int) time.Time {

@@ -122,9 +122,9 @@ type searchPlan struct {
 	query      queryPlan
 	whole      []*candidate // the whole query's pool: the background
 	trace      *searchTrace // nil unless the request keeps a trace
-	// indexed are the namespaces whose legs read the process's search index (the others
-	// read ClickHouse); generations what the barrier captured.
-	indexed     map[string]bool
+	// sources are where each namespace's legs read, chosen at the barrier; generations
+	// what the barrier captured.
+	sources     map[string]legSource
 	generations map[string]int64
 	// capture is the barrier's capture, read with the namespaces' configuration (nil for
 	// a next page); pendingExtraction what the same round trip read of the scope's
@@ -205,45 +205,83 @@ func (s *Service) topKRefused() *httperr.Error {
 // settle checks the request and fixes what the search reads: its namespaces (each one
 // the token reaches), the token's read scope, the filters and the ceiling on top_k.
 func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *searchRequest) (*searchPlan, error) {
+	if err := s.checkSearchRequest(req); err != nil {
+		return nil, err
+	}
+	statuses, err := searchStatuses(req)
+	if err != nil {
+		return nil, err
+	}
+	list, err := searchNamespaces(p, ns, req.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
+		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
+	f.userID = scopedUser(p, f.userID)
+	read, err := s.readSearchState(ctx, p.Org, list, f.userID, req.PageToken == "")
+	if err != nil {
+		return nil, err
+	}
+	settings, err := s.settleRetrieval(read.cfg.defaults, req)
+	if err != nil {
+		return nil, err
+	}
+	q := planQuery(req.Query, s.plannerNow())
+	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
+		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending}
+	if req.Trace {
+		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
+	}
+	return plan, nil
+}
+
+// checkSearchRequest checks the query, top_k (defaulted), the modes and the filters'
+// names and tags.
+func (s *Service) checkSearchRequest(req *searchRequest) error {
 	if req.Query == "" {
-		return nil, httperr.Validation("query", "query is required")
+		return httperr.Validation("query", "query is required")
 	}
 	if n := utf8.RuneCountInString(req.Query); n > maxQueryChars {
-		return nil, httperr.Validation("query", fmt.Sprintf("query has %d characters; at most %d", n, maxQueryChars))
+		return httperr.Validation("query", fmt.Sprintf("query has %d characters; at most %d", n, maxQueryChars))
 	}
 	if req.TopK == 0 {
 		req.TopK = s.cfg.TopKDefault
 	}
 	if req.TopK < 1 || req.TopK > s.cfg.TopKMax {
-		return nil, s.topKRefused()
+		return s.topKRefused()
 	}
 	switch req.Mode {
 	case "", ModeWeighted, ModeRRF:
 	default:
-		return nil, httperr.Validation("mode", "mode must be weighted or rrf")
+		return httperr.Validation("mode", "mode must be weighted or rrf")
 	}
 	switch req.TagsMode {
 	case "", "all", "any":
 	default:
-		return nil, httperr.Validation("tags_mode", "tags_mode must be all or any")
+		return httperr.Validation("tags_mode", "tags_mode must be all or any")
 	}
 	for _, f := range []struct{ name, v string }{{"agent", req.Agent}, {"user_id", req.UserID}, {"session_id", req.SessionID}} {
 		if f.v != "" {
 			if err := memrow.ValidateIdentity(f.name, f.v); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	if req.MemoryType != "" {
 		if err := memrow.ValidateName("memory_type", req.MemoryType); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if len(req.Tags) > 0 {
-		if err := memrow.ValidateTags(req.Tags); err != nil {
-			return nil, err
-		}
+		return memrow.ValidateTags(req.Tags)
 	}
+	return nil
+}
+
+// searchStatuses are the statuses a search serves: those asked (active and
+// conflicted by default), and superseded when include_superseded asks.
+func searchStatuses(req *searchRequest) ([]memrow.Status, error) {
 	statuses := append([]memrow.Status(nil), defaultStatuses...)
 	if len(req.Status) > 0 {
 		statuses = nil
@@ -259,10 +297,15 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	if req.IncludeSuperseded {
 		statuses = append(statuses, memrow.StatusSuperseded)
 	}
-	namespaces := append([]string{ns}, req.Namespaces...)
+	return statuses, nil
+}
+
+// searchNamespaces are the route's namespace and the request's others, once each, every
+// one the token reaches; at most 8.
+func searchNamespaces(p auth.Principal, ns string, more []string) ([]string, error) {
 	seen := map[string]bool{}
 	var list []string
-	for _, ns := range namespaces {
+	for _, ns := range append([]string{ns}, more...) {
 		if err := p.Namespace(ns); err != nil {
 			return nil, err
 		}
@@ -274,41 +317,38 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	if len(list) > 8 {
 		return nil, httperr.Validation("namespaces", "a search reads at most 8 namespaces")
 	}
-	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
-		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
-	f.userID = scopedUser(p, f.userID)
-	// One round trip reads the namespaces' configuration and, for a first page, captures
-	// the barrier's generations and whether an extraction of the scope is pending: one
-	// pending at the capture writes facts the barrier does not cover.
+	return list, nil
+}
+
+// searchState is what a search reads of Postgres before its legs: the namespaces'
+// configuration and, for a first page, the barrier's capture and whether an extraction
+// of the scope is pending.
+type searchState struct {
+	cfg     namespaceConfig
+	capture *Capture
+	pending bool
+}
+
+// readSearchState reads the search's state in one round trip. An extraction pending at
+// the capture writes facts the barrier does not cover.
+func (s *Service) readSearchState(ctx context.Context, org string, namespaces []string, userID string, firstPage bool) (*searchState, error) {
 	batch := &pgx.Batch{}
-	var cfg namespaceConfig
-	queueNamespaceSettings(batch, p.Org, list, &cfg)
-	var capture *Capture
-	pending := false
+	var st searchState
+	queueNamespaceSettings(batch, org, namespaces, &st.cfg)
 	bctx, cancel := ctx, context.CancelFunc(func() {})
-	if req.PageToken == "" {
-		capture = s.barrier.QueueCapture(batch, p.Org, list)
-		if f.userID != noUser { // the token reads none of that user's rows, nor their requests
-			extractqueue.QueuePending(batch, p.Org, list, f.userID, &pending)
+	if firstPage {
+		st.capture = s.barrier.QueueCapture(batch, org, namespaces)
+		if userID != noUser { // the token reads none of that user's rows, nor their requests
+			extractqueue.QueuePending(batch, org, namespaces, userID, &st.pending)
 		}
-		bctx, cancel = context.WithDeadline(ctx, capture.Deadline())
+		bctx, cancel = context.WithDeadline(ctx, st.capture.Deadline())
 	}
 	err := s.pool.SendBatch(bctx, batch).Close()
 	cancel()
 	if err != nil {
 		return nil, httperr.Store("reading the namespaces' configuration and generations", err)
 	}
-	settings, err := s.settleRetrieval(cfg.defaults, req)
-	if err != nil {
-		return nil, err
-	}
-	q := planQuery(req.Query, s.plannerNow())
-	plan := &searchPlan{req: req, f: f, namespaces: list, public: cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
-		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: capture, pendingExtraction: pending}
-	if req.Trace {
-		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
-	}
-	return plan, nil
+	return &st, nil
 }
 
 func (p *searchPlan) mode() Mode {
@@ -335,14 +375,7 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if len(namespaces) == 0 {
 		return nil, nil
 	}
-	var jobs []legJob
-	for _, ns := range namespaces {
-		jobs = append(jobs, s.legJobs(ctx, plan, ns)...)
-		if plan.settings.keeps(LegGraph) {
-			jobs = append(jobs, oneLeg(LegGraph, func() ([]legHit, error) { return s.graphLeg(ctx, plan.f, ns, plan.graphNames(), plan.pool) }))
-		}
-	}
-	legs, err := runLegJobs(jobs)
+	legs, err := s.readLegs(ctx, plan, namespaces)
 	if err != nil {
 		return nil, err
 	}

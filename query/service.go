@@ -36,8 +36,12 @@ type Service struct {
 	// index is the process's search index: the vector, chunk, lexical and key legs of a
 	// namespace it holds read it. nil: ClickHouse serves every leg.
 	index *searchindex.Index
-	log   *slog.Logger
-	now   func() time.Time
+	// indexLegs and clickhouseLegs are the two sources a namespace's legs read
+	// (leg_source.go); indexLegs is nil without an index.
+	indexLegs      legSource
+	clickhouseLegs legSource
+	log            *slog.Logger
+	now            func() time.Time
 	// plannerNow is the clock relative times in queries are read against.
 	plannerNow   func() time.Time
 	reranker     Reranker
@@ -92,6 +96,10 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	s.clickhouseLegs = clickhouseLegs{ch: conn, k1: cfg.BM25K1, b: cfg.BM25B}
+	if s.index != nil {
+		s.indexLegs = indexLegs{index: s.index, k1: cfg.BM25K1, b: cfg.BM25B, now: s.now}
 	}
 	return s
 }

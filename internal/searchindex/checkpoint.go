@@ -105,6 +105,24 @@ func (s *space) adopt(l *space) {
 
 // writeCheckpoint writes one namespace. Holding s.mu (read).
 func (s *space) writeCheckpoint(e *encoder) {
+	s.writeHeader(e)
+	if !s.held {
+		return
+	}
+	u := s.inUse()
+	writeRenumbered(e, u.names, &s.names)
+	writeRenumbered(e, u.terms, &s.lexicon)
+	writeRows(e, u.rows)
+	e.uint(uint64(len(u.slots)))
+	for _, slot := range u.slots {
+		s.writeDoc(e, slot, u)
+	}
+	s.writePostings(e, u)
+}
+
+// writeHeader writes the namespace's name, whether it is held, its position and its
+// erasures' fences.
+func (s *space) writeHeader(e *encoder) {
 	e.str(s.id.Org)
 	e.str(s.id.Namespace)
 	e.bool(s.held)
@@ -121,71 +139,83 @@ func (s *space) writeCheckpoint(e *encoder) {
 		e.str(u)
 		e.int(s.fenceUser[u])
 	}
-	if !s.held {
-		return
-	}
+}
 
-	// The slots, names and terms in use, renumbered densely in their order.
-	var slots []int32
-	names := make([]uint32, s.names.count())
-	terms := make([]uint32, s.lexicon.count())
-	rows := map[int]int{}
+// checkpointUse is what a checkpoint writes of a namespace: the live slots, and the
+// names and terms they use, each renumbered densely in their order.
+type checkpointUse struct {
+	slots   []int32
+	newSlot []uint32 // slot → its number in the checkpoint
+	names   []uint32 // name id → its number in the checkpoint, 0 unused
+	terms   []uint32 // term id → its number in the checkpoint, 0 unused
+	rows    map[int]int
+}
+
+// inUse marks the live slots, the names and terms they use, the terms with a current
+// posting, and each dimension's arena rows.
+func (s *space) inUse() *checkpointUse {
+	u := &checkpointUse{names: make([]uint32, s.names.count()), terms: make([]uint32, s.lexicon.count()), rows: map[int]int{}}
 	for slot := range s.docs {
 		c, d := &s.cards[slot], &s.docs[slot]
 		if !c.has(flagLive) {
 			continue
 		}
-		slots = append(slots, int32(slot))
+		u.slots = append(u.slots, int32(slot))
 		for _, id := range []uint32{c.agent, c.user, c.session, c.memType, d.sensitivity} {
-			names[id] = 1
+			u.names[id] = 1
 		}
 		for _, id := range d.tags() {
-			names[id] = 1
+			u.names[id] = 1
 		}
 		for _, id := range d.keyTerms() {
-			terms[id] = 1
+			u.terms[id] = 1
 		}
 		n := int(c.nChunks)
 		if c.vecRow >= 0 {
 			n++
 		}
 		if n > 0 {
-			rows[int(c.dim)] += n
+			u.rows[int(c.dim)] += n
 		}
 	}
-	newSlot := make([]uint32, len(s.docs))
-	for i, slot := range slots {
-		newSlot[slot] = uint32(i)
+	u.newSlot = make([]uint32, len(s.docs))
+	for i, slot := range u.slots {
+		u.newSlot[slot] = uint32(i)
 	}
 	for _, lists := range [][][]posting{s.post, s.keyPost} {
 		for t, list := range lists {
 			for _, p := range list {
 				if s.current(p) {
-					terms[t] = 1
+					u.terms[t] = 1
 					break
 				}
 			}
 		}
 	}
-	renumber := func(used []uint32, n *interner) {
-		used[0] = 0
-		count := 0
-		for id := 1; id < len(used); id++ {
-			if used[id] != 0 {
-				count++
-				used[id] = uint32(count)
-			}
-		}
-		e.uint(uint64(count))
-		for id := 1; id < len(used); id++ {
-			if used[id] != 0 {
-				e.str(n.name(uint32(id)))
-			}
+	return u
+}
+
+// writeRenumbered numbers the used ids of n densely (0 stays the empty name) and
+// writes their names in that order.
+func writeRenumbered(e *encoder, used []uint32, n *interner) {
+	used[0] = 0
+	count := 0
+	for id := 1; id < len(used); id++ {
+		if used[id] != 0 {
+			count++
+			used[id] = uint32(count)
 		}
 	}
-	renumber(names, &s.names)
-	renumber(terms, &s.lexicon)
+	e.uint(uint64(count))
+	for id := 1; id < len(used); id++ {
+		if used[id] != 0 {
+			e.str(n.name(uint32(id)))
+		}
+	}
+}
 
+// writeRows writes each dimension's count of arena rows, so the reader sizes them once.
+func writeRows(e *encoder, rows map[int]int) {
 	dims := make([]int, 0, len(rows))
 	for dim := range rows {
 		dims = append(dims, dim)
@@ -196,58 +226,63 @@ func (s *space) writeCheckpoint(e *encoder) {
 		e.uint(uint64(dim))
 		e.uint(uint64(rows[dim]))
 	}
+}
 
-	e.uint(uint64(len(slots)))
-	for _, slot := range slots {
-		d, c := &s.docs[slot], &s.cards[slot]
-		e.str(d.key)
-		for _, id := range []uint32{c.agent, c.user, c.session, c.memType, d.sensitivity} {
-			e.uint(uint64(names[id]))
-		}
-		e.uint(uint64(c.status))
-		e.uint(uint64(c.flags))
-		e.raw(d.memoryID[:])
-		e.raw(d.sha[:])
-		e.int(d.version)
-		e.int(d.seq)
-		e.int(d.updated)
-		e.int(c.expires)
-		e.int(c.validTo)
-		e.uint(uint64(c.dim))
-		a := s.arenas[int(c.dim)]
-		e.bool(c.vecRow >= 0)
-		if c.vecRow >= 0 {
-			e.row(a, c.vecRow)
-		}
-		e.uint(uint64(c.nChunks))
-		for i := int32(0); i < int32(c.nChunks); i++ {
-			e.row(a, d.chunkRow+i)
-		}
-		if !c.has(flagContent) {
-			continue
-		}
-		e.uint(uint64(c.docLen))
-		e.uint(uint64(d.nTerms))
-		e.uint(uint64(d.nTags))
-		for _, id := range d.tags() {
-			e.uint(uint64(names[id]))
-		}
-		e.uint(uint64(len(d.keyTerms())))
-		for _, id := range d.keyTerms() {
-			e.uint(uint64(terms[id]))
-		}
+// writeDoc writes one live document: its fields, its vector and chunk rows and, when it
+// holds content, its length, tags and key terms.
+func (s *space) writeDoc(e *encoder, slot int32, u *checkpointUse) {
+	d, c := &s.docs[slot], &s.cards[slot]
+	e.str(d.key)
+	for _, id := range []uint32{c.agent, c.user, c.session, c.memType, d.sensitivity} {
+		e.uint(uint64(u.names[id]))
 	}
+	e.uint(uint64(c.status))
+	e.uint(uint64(c.flags))
+	e.raw(d.memoryID[:])
+	e.raw(d.sha[:])
+	e.int(d.version)
+	e.int(d.seq)
+	e.int(d.updated)
+	e.int(c.expires)
+	e.int(c.validTo)
+	e.uint(uint64(c.dim))
+	a := s.arenas[int(c.dim)]
+	e.bool(c.vecRow >= 0)
+	if c.vecRow >= 0 {
+		e.row(a, c.vecRow)
+	}
+	e.uint(uint64(c.nChunks))
+	for i := int32(0); i < int32(c.nChunks); i++ {
+		e.row(a, d.chunkRow+i)
+	}
+	if !c.has(flagContent) {
+		return
+	}
+	e.uint(uint64(c.docLen))
+	e.uint(uint64(d.nTerms))
+	e.uint(uint64(d.nTags))
+	for _, id := range d.tags() {
+		e.uint(uint64(u.names[id]))
+	}
+	e.uint(uint64(len(d.keyTerms())))
+	for _, id := range d.keyTerms() {
+		e.uint(uint64(u.terms[id]))
+	}
+}
 
+// writePostings writes the current postings of the used terms, the lexical lists (with
+// their term frequencies) then the key lists.
+func (s *space) writePostings(e *encoder, u *checkpointUse) {
 	for i, lists := range [][][]posting{s.post, s.keyPost} {
 		n := 0
 		for t := range lists {
-			if terms[t] != 0 {
+			if u.terms[t] != 0 {
 				n++
 			}
 		}
 		e.uint(uint64(n))
 		for t, list := range lists {
-			if terms[t] == 0 {
+			if u.terms[t] == 0 {
 				continue
 			}
 			live := 0
@@ -256,11 +291,11 @@ func (s *space) writeCheckpoint(e *encoder) {
 					live++
 				}
 			}
-			e.uint(uint64(terms[t]))
+			e.uint(uint64(u.terms[t]))
 			e.uint(uint64(live))
 			for _, p := range list {
 				if s.current(p) {
-					e.uint(uint64(newSlot[p.slot]))
+					e.uint(uint64(u.newSlot[p.slot]))
 					if i == 0 {
 						e.uint(uint64(p.tf))
 					}
@@ -270,8 +305,31 @@ func (s *space) writeCheckpoint(e *encoder) {
 	}
 }
 
-// readSpace reads one namespace written by writeCheckpoint.
+// readSpace reads one namespace written by writeCheckpoint. On a decoding error it
+// stops and answers what it read; the caller discards it.
 func readSpace(d *decoder, now int64) *space {
+	r := spaceReader{d: d, s: readHeader(d, now)}
+	s := r.s
+	if !s.held || d.err != nil {
+		return s
+	}
+	r.names()
+	if !r.arenas() {
+		return s
+	}
+	n := d.count(16)
+	s.docs, s.cards, s.gens = make([]doc, n), make([]card, n), make([]uint32, n)
+	for slot := int32(0); int(slot) < n && d.err == nil; slot++ {
+		if !r.doc(slot) {
+			return s
+		}
+	}
+	r.postings(n)
+	return s
+}
+
+// readHeader reads what writeHeader wrote into a new space.
+func readHeader(d *decoder, now int64) *space {
 	s := newSpace(Space{Org: d.str(), Namespace: d.str()}, now)
 	s.held = d.bool()
 	s.pos, s.last, s.fenceAll = d.int(), d.int(), d.int()
@@ -279,106 +337,143 @@ func readSpace(d *decoder, now int64) *space {
 		u := d.str()
 		s.fenceUser[u] = d.int()
 	}
-	if !s.held || d.err != nil {
-		return s
-	}
-	for _, n := range []*interner{&s.names, &s.lexicon} {
-		for count := d.count(1); count > 0 && d.err == nil; count-- {
-			name := d.str()
+	return s
+}
+
+// spaceReader reads a held namespace's content into s.
+type spaceReader struct {
+	d *decoder
+	s *space
+}
+
+// names reads the names and the terms, each numbered as written.
+func (r spaceReader) names() {
+	for _, n := range []*interner{&r.s.names, &r.s.lexicon} {
+		for count := r.d.count(1); count > 0 && r.d.err == nil; count-- {
+			name := r.d.str()
 			if before := n.count(); n.id(name) != uint32(before) {
-				d.fail("a name is listed twice")
+				r.d.fail("a name is listed twice")
 			}
 		}
 	}
-	name := func() uint32 {
-		id := d.uint()
-		if id >= uint64(s.names.count()) {
-			d.fail("a name out of range")
-			return 0
-		}
-		return uint32(id)
+}
+
+// name reads a name's number.
+func (r spaceReader) name() uint32 {
+	id := r.d.uint()
+	if id >= uint64(r.s.names.count()) {
+		r.d.fail("a name out of range")
+		return 0
 	}
-	term := func() uint32 {
-		id := d.uint()
-		if id == 0 || id >= uint64(s.lexicon.count()) {
-			d.fail("a term out of range")
-			return 0
-		}
-		return uint32(id)
+	return uint32(id)
+}
+
+// term reads a term's number.
+func (r spaceReader) term() uint32 {
+	id := r.d.uint()
+	if id == 0 || id >= uint64(r.s.lexicon.count()) {
+		r.d.fail("a term out of range")
+		return 0
 	}
-	for dims := d.count(2); dims > 0 && d.err == nil; dims-- {
-		dim, rows := d.count(1), d.count(1)
+	return uint32(id)
+}
+
+// arenas reads each dimension's row count and makes its arena that size.
+func (r spaceReader) arenas() bool {
+	for dims := r.d.count(2); dims > 0 && r.d.err == nil; dims-- {
+		dim, rows := r.d.count(1), r.d.count(1)
 		if dim == 0 || dim > math.MaxUint16 {
-			d.fail("a vector dimension out of range")
-			return s
+			r.d.fail("a vector dimension out of range")
+			return false
 		}
-		s.arenas[dim] = &arena{dim: dim, codes: make([]int8, 0, rows*dim), scales: make([]float32, 0, rows), owner: make([]uint32, 0, rows)}
+		r.s.arenas[dim] = &arena{dim: dim, codes: make([]int8, 0, rows*dim), scales: make([]float32, 0, rows), owner: make([]uint32, 0, rows)}
 	}
+	return true
+}
 
-	n := d.count(16)
-	s.docs, s.cards, s.gens = make([]doc, n), make([]card, n), make([]uint32, n)
-	for slot := int32(0); int(slot) < n && d.err == nil; slot++ {
-		dc, c := &s.docs[slot], &s.cards[slot]
-		*dc = doc{key: d.str(), next: -1, chunkRow: -1}
-		c.agent, c.user, c.session, c.memType, dc.sensitivity = name(), name(), name(), name(), name()
-		c.status, c.flags = uint8(d.uint()), uint8(d.uint())|flagLive
-		d.raw(dc.memoryID[:])
-		d.raw(dc.sha[:])
-		dc.version, dc.seq, dc.updated = d.int(), d.int(), d.int()
-		c.expires, c.validTo = d.int(), d.int()
-		c.dim, c.vecRow = uint16(d.uint()), -1
-		a := s.arenas[int(c.dim)]
-		if d.bool() {
-			if a == nil {
-				d.fail("a vector of an undeclared dimension")
-				return s
-			}
-			c.vecRow = d.row(a, slot)
-			a.values++
-		}
-		c.nChunks = uint8(d.uint())
-		if c.nChunks > 0 && a == nil {
-			d.fail("a chunk of an undeclared dimension")
-			return s
-		}
-		for i := 0; i < int(c.nChunks); i++ {
-			if row := d.row(a, slot); i == 0 {
-				dc.chunkRow = row
-			}
-		}
-		if c.has(flagContent) {
-			c.docLen, dc.nTerms = uint32(d.uint()), uint16(d.uint())
-			nTags := d.count(1)
-			d.scratch = d.scratch[:0]
-			for i := 0; i < nTags && d.err == nil; i++ {
-				d.scratch = append(d.scratch, name())
-			}
-			for k := d.count(1); k > 0 && d.err == nil; k-- {
-				d.scratch = append(d.scratch, term())
-			}
-			dc.words, dc.nTags = slices.Clone(d.scratch), uint16(nTags)
-			s.words += int64(cap(dc.words))
-		}
-		if head, ok := s.byKey[dc.key]; ok {
-			dc.next = head
-		}
-		s.byKey[dc.key] = slot
-		s.entries++
-		s.keyB += int64(len(dc.key))
-		s.setGen(slot)
+// doc reads the document at slot (what writeDoc wrote) and files it under its key.
+func (r spaceReader) doc(slot int32) bool {
+	d, s := r.d, r.s
+	dc, c := &s.docs[slot], &s.cards[slot]
+	*dc = doc{key: d.str(), next: -1, chunkRow: -1}
+	c.agent, c.user, c.session, c.memType, dc.sensitivity = r.name(), r.name(), r.name(), r.name(), r.name()
+	c.status, c.flags = uint8(d.uint()), uint8(d.uint())|flagLive
+	d.raw(dc.memoryID[:])
+	d.raw(dc.sha[:])
+	dc.version, dc.seq, dc.updated = d.int(), d.int(), d.int()
+	c.expires, c.validTo = d.int(), d.int()
+	if !r.vectors(slot) {
+		return false
 	}
+	if c.has(flagContent) {
+		r.content(slot)
+	}
+	if head, ok := s.byKey[dc.key]; ok {
+		dc.next = head
+	}
+	s.byKey[dc.key] = slot
+	s.entries++
+	s.keyB += int64(len(dc.key))
+	s.setGen(slot)
+	return true
+}
 
+// vectors reads a document's dimension, its vector and its chunks into their arena.
+func (r spaceReader) vectors(slot int32) bool {
+	d, dc, c := r.d, &r.s.docs[slot], &r.s.cards[slot]
+	c.dim, c.vecRow = uint16(d.uint()), -1
+	a := r.s.arenas[int(c.dim)]
+	if d.bool() {
+		if a == nil {
+			d.fail("a vector of an undeclared dimension")
+			return false
+		}
+		c.vecRow = d.row(a, slot)
+		a.values++
+	}
+	c.nChunks = uint8(d.uint())
+	if c.nChunks > 0 && a == nil {
+		d.fail("a chunk of an undeclared dimension")
+		return false
+	}
+	for i := 0; i < int(c.nChunks); i++ {
+		if row := d.row(a, slot); i == 0 {
+			dc.chunkRow = row
+		}
+	}
+	return true
+}
+
+// content reads a document's length, tags and key terms.
+func (r spaceReader) content(slot int32) {
+	d, dc, c := r.d, &r.s.docs[slot], &r.s.cards[slot]
+	c.docLen, dc.nTerms = uint32(d.uint()), uint16(d.uint())
+	nTags := d.count(1)
+	d.scratch = d.scratch[:0]
+	for i := 0; i < nTags && d.err == nil; i++ {
+		d.scratch = append(d.scratch, r.name())
+	}
+	for k := d.count(1); k > 0 && d.err == nil; k-- {
+		d.scratch = append(d.scratch, r.term())
+	}
+	dc.words, dc.nTags = slices.Clone(d.scratch), uint16(nTags)
+	r.s.words += int64(cap(dc.words))
+}
+
+// postings reads the lexical lists, then the key lists, over the n documents.
+func (r spaceReader) postings(n int) {
+	d, s := r.d, r.s
 	for i, lists := range []*[][]posting{&s.post, &s.keyPost} {
 		*lists = make([][]posting, s.lexicon.count())
 		for count := d.count(2); count > 0 && d.err == nil; count-- {
-			t := term()
+			t := r.term()
 			k := d.count(1)
 			list := make([]posting, k)
 			for j := range list {
 				slot := d.uint()
 				if slot >= uint64(n) {
 					d.fail("a posting out of range")
-					return s
+					return
 				}
 				list[j] = posting{slot: uint32(slot)}
 				if i == 0 {
@@ -396,7 +491,6 @@ func readSpace(d *decoder, now int64) *space {
 			s.live += int64(k)
 		}
 	}
-	return s
 }
 
 // encoder writes a checkpoint's fields: unsigned varints, zigzag varints, strings with
