@@ -151,6 +151,9 @@ func (w *extractionWorker) handle(ctx context.Context, rec *kgo.Record) bool {
 	return w.settle(ctx, claim, err)
 }
 
+// recordBudget bounds storing a finished request's answer.
+const recordBudget = 10 * time.Second
+
 // run opens the request and runs its pipeline as the token that enqueued it.
 func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *events.ExtractionRequest) error {
 	s := w.s
@@ -185,7 +188,11 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 	}
 	if finished {
 		// The facts and the done mark committed together; the answer is only a record.
-		if err := extractqueue.Record(ctx, s.pool, c, result); err != nil {
+		// The done mark ended the lease, so the renewer may cut ctx now: the record is
+		// stored under a context of its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
+		defer cancel()
+		if err := extractqueue.Record(rctx, s.pool, c, result); err != nil {
 			s.log.Warn("extraction_queue: the request is done but its result was not stored", "queue_id", c.QueueID, "err", err)
 		}
 		return nil
