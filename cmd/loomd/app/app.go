@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/command"
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/boot"
 	"github.com/loomplane/loom/internal/ch"
@@ -38,6 +37,7 @@ import (
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
+	"github.com/loomplane/loom/relay"
 )
 
 // Version is loomd's build version.
