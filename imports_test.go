@@ -109,3 +109,19 @@ func TestImportsKeepTheirBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// cmd/ is the top of the map: it wires the roles, so no package below it (tests
+// aside) depends on any of it. bench/ once imported cmd/loomd/app while cmd/loomd
+// imported bench/: the one arrow that ran back up.
+func TestNothingDependsOnTheWiring(t *testing.T) {
+	for _, p := range modulePackages(t) {
+		if under(p.ImportPath, "cmd") || under(p.ImportPath, "tests") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if under(dep, "cmd") {
+				t.Errorf("%s depends on %s: cmd/ wires the roles, nothing below it may import it", strings.TrimPrefix(p.ImportPath, module+"/"), strings.TrimPrefix(dep, module+"/"))
+			}
+		}
+	}
+}

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomplane/loom/bench"
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
