@@ -329,7 +329,7 @@ func (p *Process) background() []work {
 // RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
 // revisions the worker owes something (command.Service.RunWorkerFeed).
 func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
-	return runMember(command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+	return kafka.RunMember(p.Cfg.Kafka.Brokers, command.WorkerConsumerOpts(worker, p.Cfg.Pipeline.Topic), func(c *kgo.Client) error {
 		return p.Command.RunWorkerFeed(ctx, worker, c)
 	})
 }
@@ -338,26 +338,9 @@ func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
 // extraction workers' consumer group, until ctx ends. It is the command role's: it
 // writes through the write side's admission and commit, as the requests' tokens.
 func (p *Process) RunExtractionWorker(ctx context.Context) error {
-	return runMember(p.Command.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+	return kafka.RunMember(p.Cfg.Kafka.Brokers, p.Command.ExtractionConsumerOpts(), func(c *kgo.Client) error {
 		return p.Command.RunExtractionWorker(ctx, c)
 	})
-}
-
-// runMember runs a consumer group's member until run returns, then leaves the group
-// at once, committing what was handled, so the partitions move now and a reset finds
-// the group empty.
-func runMember(opts []kgo.Opt, brokers []string, run func(*kgo.Client) error) error {
-	consumer, err := kafka.NewClient(brokers, opts...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return run(consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.
