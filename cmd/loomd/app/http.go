@@ -7,10 +7,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/loomplane/loom/adapters/mcp"
+	"github.com/loomplane/loom/adapters/mem0"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/httperr"
-	"github.com/loomplane/loom/mcp"
-	"github.com/loomplane/loom/mem0"
 )
 
 // newHTTP mounts the process's routes. A compressed body is decoded first, within the

@@ -11,8 +11,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomplane/loom/adapters/mcp"
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/mcp"
 )
 
 const memoryJSON = `{"memory_id":"0b8e6f3c-4c1e-4d52-9a7e-2f0f3a1f5e11","namespace":"support","memory_key":"drink","agent":"-","user_id":"alice","session_id":"-",
