@@ -33,10 +33,14 @@ var boundaries = []boundary{
 	{from: "query", banned: []string{"command"}, why: "the write side and the read side never import each other"},
 	{from: "projector", banned: []string{"command", "query", "relay"}, why: "the projector builds the read models from the topic alone"},
 	{from: "relay", banned: []string{"command", "query", "projector"}, why: "the relay publishes the outbox's rows as they are: it knows no other role"},
-	{from: "internal", banned: []string{"command", "query", "projector", "relay", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
+	{from: "internal", banned: []string{"command", "query", "projector", "relay", "adapters", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
 	{from: "events", only: []string{"events"}, why: "events is the public topic contract: downstream modules import it, so it imports nothing of Loom's"},
 	{from: "client", only: []string{"client", "events"}, why: "client is public: it imports no package of Loom's but the public ones", optional: true},
 	{from: "examples", only: []string{"events", "client"}, why: "the examples are downstream programs: they use the public packages only"},
+	{from: "adapters", only: []string{"adapters", "client", "events", "internal/memrow", "internal/jsonbody"},
+		why: "the adapters reach Loom only through the public client (cmd/loomd/app hands them one); besides it they read " +
+			"input by the REST API's own rules, so they refuse what REST would by their own field names before a call: " +
+			"internal/memrow (a key, a name, an identity; pure code) and internal/jsonbody (a body read strictly; pure code over memrow)"},
 }
 
 type listed struct {

@@ -232,7 +232,11 @@ func TestMemoriesAreResources(t *testing.T) {
 }
 
 func TestHTTPHandlerWantsABearerToken(t *testing.T) {
-	s := httptest.NewServer(mcp.NewHTTPHandler(mcp.HTTPOptions{Upstream: "http://127.0.0.1:1"}))
+	loom, err := client.New("http://127.0.0.1:1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(mcp.NewHTTPHandler(mcp.HTTPOptions{Loom: loom}))
 	defer s.Close()
 	resp, err := http.Post(s.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 	"github.com/loomplane/loom/client"
 )
 
-const defaultTimeout = 60 * time.Second
-
 // tool is one tool: its definition and what it does with its arguments.
 type tool[In any] struct {
 	name, title, description string

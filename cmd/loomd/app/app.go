@@ -193,7 +193,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM)}, opts...)
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
-	p.HTTP = p.newHTTP()
+	if p.HTTP, err = p.newHTTP(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return p, nil
 }
