@@ -15,12 +15,12 @@ test: deps-test
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## bench: run every `loomd bench` scenario at the default size (under 10 minutes on 2 cores) on
-## fresh embedded stores; writes bench/results.json and bench/RESULTS.md. BENCH_FLAGS adds flags.
+## fresh embedded stores; writes docs/bench/results.json and docs/bench/RESULTS.md. BENCH_FLAGS adds flags.
 BENCH_FLAGS ?=
 bench: deps build
-	./bin/loomd bench --out bench/results.json $(BENCH_FLAGS) > bench/RESULTS.md.tmp
-	mv bench/RESULTS.md.tmp bench/RESULTS.md
-	@cat bench/RESULTS.md
+	./bin/loomd bench --out docs/bench/results.json $(BENCH_FLAGS) > docs/bench/RESULTS.md.tmp
+	mv docs/bench/RESULTS.md.tmp docs/bench/RESULTS.md
+	@cat docs/bench/RESULTS.md
 
 deps:
 	./scripts/install-deps.sh

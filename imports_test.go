@@ -31,14 +31,19 @@ type boundary struct {
 var boundaries = []boundary{
 	{from: "command", banned: []string{"query", "workers"}, why: "the write side and the read side never import each other, and the write side knows nothing of the workers that write through it"},
 	{from: "query", banned: []string{"command", "workers"}, why: "the write side and the read side never import each other, and the read side knows nothing of the workers"},
-	{from: "workers", banned: []string{"query", "projector"}, why: "the workers write through the write side's worker API (command/workerapi.go) and read no read model of the query side"},
+	{from: "workers", banned: []string{"query", "projector", "relay"}, why: "the workers write through the write side's worker API (command/workerapi.go) and read no read model of the query side"},
 	{from: "command/extraction", only: []string{"command/extraction", "internal", "events"}, why: "the extraction pipeline imports no role: the write side hands it the writer of its facts, and both the write side and the workers run it"},
-	{from: "projector", banned: []string{"command", "query", "workers"}, why: "the projector builds the read models from the topic alone"},
-	{from: "internal", banned: []string{"command", "query", "projector", "workers", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
+	{from: "projector", banned: []string{"command", "query", "workers", "relay"}, why: "the projector builds the read models from the topic alone"},
+	{from: "relay", banned: []string{"command", "query", "projector", "workers"}, why: "the relay publishes the outbox's rows as they are: it knows no other role"},
+	{from: "internal", banned: []string{"command", "query", "projector", "relay", "workers", "adapters", "console", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
 	{from: "events", only: []string{"events"}, why: "events is the public topic contract: downstream modules import it, so it imports nothing of Loom's"},
 	{from: "client", only: []string{"client", "events"}, why: "client is public: it imports no package of Loom's but the public ones", optional: true},
 	{from: "examples", only: []string{"events", "client"}, why: "the examples are downstream programs: they use the public packages only"},
 	{from: "console", only: []string{"console"}, why: "the console is static pages over the REST API: it imports nothing of Loom's"},
+	{from: "adapters", only: []string{"adapters", "client", "events", "internal/memrow", "internal/jsonbody"},
+		why: "the adapters reach Loom only through the public client (cmd/loomd/app hands them one); besides it they read " +
+			"input by the REST API's own rules, so they refuse what REST would by their own field names before a call: " +
+			"internal/memrow (a key, a name, an identity; pure code) and internal/jsonbody (a body read strictly; pure code over memrow)"},
 }
 
 type listed struct {
@@ -108,6 +113,22 @@ func TestImportsKeepTheirBoundaries(t *testing.T) {
 		}
 		if !found && !b.optional {
 			t.Errorf("no package under %s/: the rule %q checks nothing (did the package map change? update docs/architecture.md and this test)", b.from, b.why)
+		}
+	}
+}
+
+// cmd/ is the top of the map: it wires the roles, so no package below it (tests
+// aside) depends on any of it. bench/ once imported cmd/loomd/app while cmd/loomd
+// imported bench/: the one arrow that ran back up.
+func TestNothingDependsOnTheWiring(t *testing.T) {
+	for _, p := range modulePackages(t) {
+		if under(p.ImportPath, "cmd") || under(p.ImportPath, "tests") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if under(dep, "cmd") {
+				t.Errorf("%s depends on %s: cmd/ wires the roles, nothing below it may import it", strings.TrimPrefix(p.ImportPath, module+"/"), strings.TrimPrefix(dep, module+"/"))
+			}
 		}
 	}
 }

@@ -69,6 +69,16 @@ func (c *Client) WithToken(token string) *Client {
 	return &cc
 }
 
+// With returns a client of the same server and token with opts applied over c's own
+// (for example a retry policy of its own for one use of a shared client).
+func (c *Client) With(opts ...Option) *Client {
+	cc := *c
+	for _, o := range opts {
+		o(&cc)
+	}
+	return &cc
+}
+
 // CallOption sets something on one call.
 type CallOption func(*call)
 

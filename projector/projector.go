@@ -187,17 +187,5 @@ func (p *Projector) recordLag(lag map[int32]int64) {
 
 // RunMember runs the projection as a fresh member of its group until ctx ends.
 func (p *Projector) RunMember(ctx context.Context, brokers []string) error {
-	consumer, err := kafka.NewClient(brokers, consumerOpts(p.cfg)...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Leave the group at once, so a restarted projector need not wait out the
-		// session and a reset finds the group empty.
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return p.Run(ctx, consumer)
+	return kafka.RunMember(brokers, consumerOpts(p.cfg), func(consumer *kgo.Client) error { return p.Run(ctx, consumer) })
 }

@@ -19,7 +19,7 @@ import (
 // candidates as JSON objects cost Postgres some 6 ms of CPU a search (the jsonb parse
 // and its compression); the blob as a base64 string in the jsonb column still cost
 // 0.9 ms (pglz compressing 40 KB); as bytea it is 0.07 ms alone, 0.2 ms under a
-// search load (bench/RESULTS-index.md, "Wave 7").
+// search load (docs/bench/RESULTS-index.md, "Wave 7").
 //
 // The pool column keeps one {"id": {"namespace", "user_id"}} element per scope the
 // pool names, the shape erasure's containment test finds a parked page by

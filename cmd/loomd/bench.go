@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomplane/loom/bench"
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
@@ -33,60 +33,20 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	def := bench.DefaultOptions()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scenarios := fs.String("scenario", "all", "scenarios to run, comma separated: "+strings.Join(bench.Scenarios, ", ")+", or all")
-	duration := fs.Duration("duration", def.Duration, "how long each measured run (one case, Loom or its baseline) lasts")
-	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; get, history and search 5; lag 1; parts 8)")
-	out := fs.String("out", "", "also write the report as JSON to this file")
-	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
-	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")
-	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
-	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
-	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
-	if err := parseFlags(fs, args); err != nil {
+	f, err := parseBenchFlags(args)
+	if err != nil {
 		return err
 	}
-	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions, Progress: os.Stderr}
-	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
-		return usageError{fmt.Errorf("bench --scenario: %w", err)}
-	}
-	if opts.Concurrency, err = parseInts(*concurrency); err != nil {
-		return usageError{fmt.Errorf("bench --concurrency: %w", err)}
-	}
-	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
-		return usageError{fmt.Errorf("bench --search-sizes: %w", err)}
-	}
-	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 {
-		return usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
-	}
-
 	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
 		return err
 	}
-	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
-	if configured {
-		if err := cfg.RequireStores(); err != nil {
-			return fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
-		}
-	} else {
-		fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
-		stack, err := devstack.Start(ctx, devstack.Options{
-			Dir: *dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
-		})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := stack.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "loomd bench: stopping the embedded stores:", err)
-			}
-		}()
-		stack.Configure(&cfg)
-		cfg.Boot.Migrate = true
+	stopStores, err := benchStores(ctx, &cfg, f.dir)
+	if err != nil {
+		return err
 	}
+	defer stopStores()
 	cfg.Roles = config.AllRoles()
-	if slices.Contains(opts.Scenarios, "extract") && !cfg.LLM.Configured() {
+	if slices.Contains(f.opts.Scenarios, "extract") && !cfg.LLM.Configured() {
 		provider := bench.StartScriptedProvider()
 		defer func() {
 			if err := provider.Close(); err != nil {
@@ -99,40 +59,117 @@ func runBench(ctx context.Context, args []string) error {
 	if os.Getenv("LOOM_LOG_LEVEL") == "" {
 		cfg.LogLevel = "warn"
 	}
-	n, url, stop, err := serveOnLoopback(ctx, cfg)
+	target, stop, err := benchTarget(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	// The same searches answered from ClickHouse, by a second process on the same
-	// stores: the search scenario compares the two paths in one run.
+	report, runErr := bench.Run(ctx, target, f.opts)
+	if report != nil {
+		if err := report.WriteMarkdown(os.Stdout); err != nil {
+			return fmt.Errorf("bench: write the report: %w", err)
+		}
+		if f.out != "" {
+			if err := writeReportJSON(f.out, report); err != nil {
+				return err
+			}
+		}
+	}
+	return runErr
+}
+
+// benchFlags are `loomd bench`'s flags, read.
+type benchFlags struct {
+	opts bench.Options
+	out  string // --out: the JSON report's path
+	dir  string // --dir: the embedded stores' data
+}
+
+func parseBenchFlags(args []string) (benchFlags, error) {
+	def := bench.DefaultOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	scenarios := fs.String("scenario", "all", "scenarios to run, comma separated: "+strings.Join(bench.Scenarios, ", ")+", or all")
+	duration := fs.Duration("duration", def.Duration, "how long each measured run (one case, Loom or its baseline) lasts")
+	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; get, history and search 5; lag 1; parts 8)")
+	out := fs.String("out", "", "also write the report as JSON to this file")
+	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
+	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")
+	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
+	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
+	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
+	if err := parseFlags(fs, args); err != nil {
+		return benchFlags{}, err
+	}
+	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions, Progress: os.Stderr}
+	var err error
+	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
+		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}
+	}
+	if opts.Concurrency, err = parseInts(*concurrency); err != nil {
+		return benchFlags{}, usageError{fmt.Errorf("bench --concurrency: %w", err)}
+	}
+	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
+		return benchFlags{}, usageError{fmt.Errorf("bench --search-sizes: %w", err)}
+	}
+	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 {
+		return benchFlags{}, usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
+	}
+	return benchFlags{opts: opts, out: *out, dir: *dir}, nil
+}
+
+// benchStores points cfg at the stores the bench runs on: the configured ones when any
+// is set (then all three must be), else embedded ones started in dir, which the
+// returned function stops.
+func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func(), err error) {
+	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
+	if configured {
+		if err := cfg.RequireStores(); err != nil {
+			return nil, fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
+		}
+		return func() {}, nil
+	}
+	fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Dir: dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stack.Configure(cfg)
+	cfg.Boot.Migrate = true
+	return func() {
+		if err := stack.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "loomd bench: stopping the embedded stores:", err)
+		}
+	}, nil
+}
+
+// benchTarget serves the process under test (every role) and, on the same stores, a
+// second one that answers the same searches from ClickHouse, so the search scenario
+// compares the two paths in one run; it makes the bench's token. stop stops both.
+func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, stop func(), err error) {
+	n, url, stopN, err := serveOnLoopback(ctx, cfg)
+	if err != nil {
+		return bench.Target{}, nil, err
+	}
 	chCfg := cfg
 	chCfg.Roles = config.Roles{config.RoleQuery}
 	chCfg.SearchIndex.Mode = config.SearchIndexClickHouse
 	chCfg.Boot.Migrate = false
 	_, chURL, stopCH, err := serveOnLoopback(ctx, chCfg)
 	if err != nil {
-		return fmt.Errorf("bench: the LOOM_SEARCH_INDEX=clickhouse process: %w", err)
+		stopN()
+		return bench.Target{}, nil, fmt.Errorf("bench: the LOOM_SEARCH_INDEX=clickhouse process: %w", err)
 	}
-	defer stopCH()
+	stop = func() { stopCH(); stopN() }
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	token, _, err := n.Tokens.Create(tctx, auth.NewToken{Org: benchOrg, Role: auth.RoleAdmin, Name: "loomd bench"})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("bench: create a token: %w", err)
+		stop()
+		return bench.Target{}, nil, fmt.Errorf("bench: create a token: %w", err)
 	}
-	report, runErr := bench.Run(ctx, bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg}, opts)
-	if report != nil {
-		if err := report.WriteMarkdown(os.Stdout); err != nil {
-			return fmt.Errorf("bench: write the report: %w", err)
-		}
-		if *out != "" {
-			if err := writeReportJSON(*out, report); err != nil {
-				return err
-			}
-		}
-	}
-	return runErr
+	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until

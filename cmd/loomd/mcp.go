@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomplane/loom/adapters/mcp"
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
-	"github.com/loomplane/loom/mcp"
 )
 
 // runMCP serves MCP over stdin and stdout for a desktop agent, calling the Loom server

@@ -11,8 +11,8 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
 	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // Migrate applies both stores' migrations this build carries, the ClickHouse ones

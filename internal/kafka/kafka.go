@@ -1,5 +1,6 @@
-// Package kafka is Loom's Kafka plumbing: client options every role shares and the
-// creation of the revisions topic.
+// Package kafka is Loom's Kafka plumbing: client options every role shares, the
+// creation of the revisions topic, a consumer group member's life (RunMember) and the
+// bare reads of a topic.
 package kafka
 
 import (

@@ -14,7 +14,7 @@ import (
 
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 var postgres *devstack.Postgres

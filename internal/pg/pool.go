@@ -145,7 +145,7 @@ func Conflict(err error) bool {
 // standby may lack. Cut, the caller hears an error (outcome unknown). pgx still sends
 // a cancel request as it closes the cut connection, so the server ends the wait all
 // the same: the commit stands on the primary alone and is visible there at once.
-// Nothing publishes it before the standbys hold it (command/relay/durable.go).
+// Nothing publishes it before the standbys hold it (relay/durable.go).
 func InTx(ctx context.Context, pool interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, fn func(pgx.Tx) error) error {

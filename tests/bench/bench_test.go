@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomplane/loom/bench"
+	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 )

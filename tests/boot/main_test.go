@@ -18,7 +18,7 @@ import (
 
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

@@ -16,10 +16,10 @@ import (
 
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	typed "github.com/loomplane/loom/client"
 
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	typed "github.com/loomplane/loom/client"
 
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	typed "github.com/loomplane/loom/client"
 
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

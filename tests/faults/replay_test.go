@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

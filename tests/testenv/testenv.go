@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/cmd/loomd/app"
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/relay"
 )
 
 // Env is one set of running stores, migrated.

@@ -16,7 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/llm/llmtest"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 	"github.com/loomplane/loom/tests/testenv"
 )
 

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/command"
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/atrest"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/boot"
@@ -40,6 +39,7 @@ import (
 	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
+	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/workers"
 )
 
@@ -205,7 +205,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM)}, opts...)
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
-	p.HTTP = p.newHTTP()
+	if p.HTTP, err = p.newHTTP(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return p, nil
 }
@@ -342,7 +344,7 @@ func (p *Process) background() []work {
 // RunWorkerFeed runs a worker's consumer group until ctx ends: it queues the
 // revisions the worker owes something (workers.Service.RunFeed).
 func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
-	return runMember(workers.ConsumerOpts(worker, p.Cfg.Pipeline.Topic), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+	return kafka.RunMember(p.Cfg.Kafka.Brokers, workers.ConsumerOpts(worker, p.Cfg.Pipeline.Topic), func(c *kgo.Client) error {
 		return p.Workers.RunFeed(ctx, worker, c)
 	})
 }
@@ -351,26 +353,9 @@ func (p *Process) RunWorkerFeed(ctx context.Context, worker string) error {
 // extraction workers' consumer group, until ctx ends. It is the command role's: it
 // writes through the write side's admission and commit, as the requests' tokens.
 func (p *Process) RunExtractionWorker(ctx context.Context) error {
-	return runMember(p.Workers.ExtractionConsumerOpts(), p.Cfg.Kafka.Brokers, func(c *kgo.Client) error {
+	return kafka.RunMember(p.Cfg.Kafka.Brokers, p.Workers.ExtractionConsumerOpts(), func(c *kgo.Client) error {
 		return p.Workers.RunExtractionWorker(ctx, c)
 	})
-}
-
-// runMember runs a consumer group's member until run returns, then leaves the group
-// at once, committing what was handled, so the partitions move now and a reset finds
-// the group empty.
-func runMember(opts []kgo.Opt, brokers []string, run func(*kgo.Client) error) error {
-	consumer, err := kafka.NewClient(brokers, opts...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		consumer.LeaveGroupContext(cctx)
-		cancel()
-		consumer.Close()
-	}()
-	return run(consumer)
 }
 
 // RunRelay runs the relay role until ctx ends.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/projector"
+	"github.com/loomplane/loom/relay"
 )
 
 func (p *Process) registerHealth(app *fiber.App) {

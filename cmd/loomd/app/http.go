@@ -7,11 +7,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/loomplane/loom/adapters/mcp"
+	"github.com/loomplane/loom/adapters/mem0"
 	"github.com/loomplane/loom/console"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/httperr"
-	"github.com/loomplane/loom/mcp"
-	"github.com/loomplane/loom/mem0"
 )
 
 // newHTTP mounts the process's routes. A compressed body is decoded first, within the
@@ -19,7 +19,7 @@ import (
 // chain, so the migration gate never holds them back: every process answers them,
 // whatever its roles. The operator routes authenticate on their own; the memory
 // routes of both sides share one /v1 group and one authentication.
-func (p *Process) newHTTP() *fiber.App {
+func (p *Process) newHTTP() (*fiber.App, error) {
 	app := fiber.New(fiber.Config{
 		AppName:               "loomd",
 		DisableStartupMessage: true,
@@ -47,24 +47,32 @@ func (p *Process) newHTTP() *fiber.App {
 		p.Query.Register(data)
 	}
 	if serves {
-		p.registerAdapters(app)
+		if err := p.registerAdapters(app); err != nil {
+			return nil, err
+		}
 		app.Use(console.Prefix, console.Handler()) // static pages that call the routes above with the user's token
 	}
 	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	httperr.AllowKnownMethods(app, p.Log)
-	return app
+	return app, nil
 }
 
-// registerAdapters mounts the agent-facing facades, which call this process's REST API
-// (or LOOM_ADAPTER_UPSTREAM_URL) with the caller's token. /mcp checks the token at the
-// door, since initialize and tools/list call no REST route; /mem0 takes mem0's
-// "Token <key>" header and forwards it, so it sits behind no Bearer check of its own.
-func (p *Process) registerAdapters(app *fiber.App) {
+// registerAdapters mounts the agent-facing facades, which call Loom through a client
+// (adapterClient: this process's own API in process, or LOOM_ADAPTER_UPSTREAM_URL) with
+// the caller's token. /mcp checks the token at the door, since initialize and
+// tools/list call no REST route; /mem0 takes mem0's "Token <key>" header and forwards
+// it, so it sits behind no Bearer check of its own.
+func (p *Process) registerAdapters(app *fiber.App) error {
+	loom, err := p.adapterClient()
+	if err != nil {
+		return err
+	}
 	a := p.Cfg.Adapters
 	app.Use("/mcp", p.Tokens.Middleware(), adaptor.HTTPHandler(mcp.NewHTTPHandler(mcp.HTTPOptions{
-		Implementation: mcp.Implementation{Name: "loomd", Version: Version}, Upstream: a.UpstreamURL})))
+		Implementation: mcp.Implementation{Name: "loomd", Version: Version}, Loom: loom})))
 	app.Use("/mem0", adaptor.HTTPHandler(http.StripPrefix("/mem0", mem0.NewHandler(mem0.Options{
-		Upstream: a.UpstreamURL, Namespace: a.Mem0Namespace, Infer: a.Mem0Infer}))))
+		Loom: loom, Namespace: a.Mem0Namespace, Infer: a.Mem0Infer}))))
+	return nil
 }
 
 // refuseUntilMigrated answers 503 MIGRATIONS_PENDING on every data route while a

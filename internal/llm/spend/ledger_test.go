@@ -19,7 +19,7 @@ import (
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/pg_migrations"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 var pool *pgxpool.Pool

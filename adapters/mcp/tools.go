@@ -15,8 +15,6 @@ import (
 	"github.com/loomplane/loom/client"
 )
 
-const defaultTimeout = 60 * time.Second
-
 // tool is one tool: its definition and what it does with its arguments.
 type tool[In any] struct {
 	name, title, description string
@@ -25,7 +23,16 @@ type tool[In any] struct {
 	run                      func(ctx context.Context, c *client.Client, in In) (answer any, summary string, err error)
 }
 
+// addTools registers every tool on s, each calling Loom through c.
 func addTools(s *sdk.Server, c *client.Client) {
+	addWriteTools(s, c)
+	addSearchTools(s, c)
+	addReadTools(s, c)
+	addExtractionTools(s, c)
+}
+
+// addWriteTools registers the tools that write one key: memory_set and memory_delete.
+func addWriteTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[setArgs]{
 		name: "memory_set", title: "Remember something",
 		description: "Write a memory: a value under a key in a namespace, for an agent, user and session. " +
@@ -47,6 +54,25 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, setSummary(in.Namespace, a), nil
 		},
 	})
+	register(s, c, tool[deleteArgs]{
+		name: "memory_delete", title: "Forget a memory", destructive: true,
+		description: "Delete one key's memory (for an agent, user and session). Its history is kept and it can be " +
+			"restored. With `version`, only while the key still holds the version you read: when it has moved on " +
+			"nothing is deleted and the answer says `version_changed`.",
+		out: client.CopyAnswer{},
+		run: func(ctx context.Context, c *client.Client, in deleteArgs) (any, string, error) {
+			a, err := c.Delete(ctx, in.Namespace, in.Key, in.identity(), in.Version, idempotency(in.IdempotencyKey)...)
+			if err != nil {
+				return nil, "", err
+			}
+			return a, deleteSummary(in.Namespace, a), nil
+		},
+	})
+}
+
+// addSearchTools registers the tools that look through a namespace: memory_search and
+// memory_ask.
+func addSearchTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[searchArgs]{
 		name: "memory_search", title: "Search memories", readOnly: true,
 		description: "Search a namespace's memories by meaning and words, best first. Every write that answered before " +
@@ -84,6 +110,11 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, askSummary(a), nil
 		},
 	})
+}
+
+// addReadTools registers the tools that read keys: memory_get, memory_list and
+// memory_history.
+func addReadTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[getArgs]{
 		name: "memory_get", title: "Read a memory", readOnly: true,
 		description: "Read the current value of one key (for an agent, user and session), as soon as it was written; " +
@@ -126,21 +157,6 @@ func addTools(s *sdk.Server, c *client.Client) {
 			return a, historySummary(a), nil
 		},
 	})
-	register(s, c, tool[deleteArgs]{
-		name: "memory_delete", title: "Forget a memory", destructive: true,
-		description: "Delete one key's memory (for an agent, user and session). Its history is kept and it can be " +
-			"restored. With `version`, only while the key still holds the version you read: when it has moved on " +
-			"nothing is deleted and the answer says `version_changed`.",
-		out: client.CopyAnswer{},
-		run: func(ctx context.Context, c *client.Client, in deleteArgs) (any, string, error) {
-			a, err := c.Delete(ctx, in.Namespace, in.Key, in.identity(), in.Version, idempotency(in.IdempotencyKey)...)
-			if err != nil {
-				return nil, "", err
-			}
-			return a, deleteSummary(in.Namespace, a), nil
-		},
-	})
-	addExtractionTools(s, c)
 }
 
 func idempotency(key string) []client.CallOption {

@@ -7,8 +7,9 @@
 // The tools call Loom through its REST API with package client, so a token, its
 // scopes and every refusal are exactly REST's. Over stdio (ServeStdio, `loomd mcp`)
 // the client is one token against a remote server; over streamable HTTP
-// (NewHTTPHandler, mounted at /mcp) each request's bearer token is forwarded to this
-// process's own API, or to an upstream URL in a split deployment.
+// (NewHTTPHandler, mounted at /mcp) each request's bearer token is forwarded through
+// the client the handler is given (loomd's reaches its own API in process, or an
+// upstream URL in a split deployment).
 package mcp
 
 import (
@@ -24,7 +25,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/internal/loopback"
 )
 
 // Implementation names the server in the MCP handshake.
@@ -75,11 +75,9 @@ func ServeStdio(ctx context.Context, c *client.Client, impl Implementation, in i
 // HTTPOptions configure the streamable HTTP transport.
 type HTTPOptions struct {
 	Implementation
-	// Upstream is the Loom REST base URL the tools call. Empty: the address the request
-	// arrived on, i.e. this process's own API.
-	Upstream string
-	// HTTPClient carries the tools' REST calls (default: a client with a 60 s timeout).
-	HTTPClient *http.Client
+	// Loom is the client the tools call Loom with; each request's calls act as the
+	// request's bearer token (Loom.WithToken), whatever token Loom holds.
+	Loom *client.Client
 }
 
 type serverKey struct{}
@@ -100,10 +98,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		s, _ := r.Context().Value(serverKey{}).(*sdk.Server)
 		return s
 	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: defaultTimeout}
-	}
+	loom := o.Loom.With(client.WithRetry(httpRetry))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
@@ -122,12 +117,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		c, err := client.New(loopback.BaseURL(o.Upstream, r), strings.TrimSpace(token), client.WithHTTPClient(hc), client.WithRetry(httpRetry))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		s := NewServer(c, o.Implementation, cache)
+		s := NewServer(loom.WithToken(strings.TrimSpace(token)), o.Implementation, cache)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, s)))
 	})
 }

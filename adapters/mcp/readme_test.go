@@ -10,7 +10,7 @@ import (
 // The README's MCP paragraph names every tool a client is offered: a user reads the
 // list there to learn what an agent can call.
 func TestReadmeNamesEveryTool(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // machine, and reports the ratio. Absolute times on a shared machine mean little; a
 // ratio to a baseline measured a moment before or after means more. `loomd bench`
 // runs it against the embedded stores or configured ones; `make bench` writes
-// bench/results.json and bench/RESULTS.md.
+// docs/bench/results.json and docs/bench/RESULTS.md.
 package bench
 
 import (

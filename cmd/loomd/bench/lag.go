@@ -11,11 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/command/relay"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/searchindex"
 	"github.com/loomplane/loom/internal/watermarks"
+	"github.com/loomplane/loom/relay"
 )
 
 // lagPoll is how often a lag sample looks for its row in ClickHouse and its

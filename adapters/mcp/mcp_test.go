@@ -11,8 +11,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomplane/loom/adapters/mcp"
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/mcp"
 )
 
 const memoryJSON = `{"memory_id":"0b8e6f3c-4c1e-4d52-9a7e-2f0f3a1f5e11","namespace":"support","memory_key":"drink","agent":"-","user_id":"alice","session_id":"-",
@@ -232,7 +232,11 @@ func TestMemoriesAreResources(t *testing.T) {
 }
 
 func TestHTTPHandlerWantsABearerToken(t *testing.T) {
-	s := httptest.NewServer(mcp.NewHTTPHandler(mcp.HTTPOptions{Upstream: "http://127.0.0.1:1"}))
+	loom, err := client.New("http://127.0.0.1:1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(mcp.NewHTTPHandler(mcp.HTTPOptions{Loom: loom}))
 	defer s.Close()
 	resp, err := http.Post(s.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {

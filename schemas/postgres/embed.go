@@ -1,6 +1,6 @@
-// Package pgmigrations carries the Postgres migrations inside the loomd binary.
+// Package postgres carries the Postgres migrations inside the loomd binary.
 // Files are numbered, applied in order, and never edited once merged.
-package pgmigrations
+package postgres
 
 import "embed"
 

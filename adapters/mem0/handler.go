@@ -17,11 +17,9 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/internal/httperr"
-	"github.com/loomplane/loom/internal/loopback"
+	"github.com/loomplane/loom/internal/jsonbody"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -34,32 +32,26 @@ const (
 
 // Options configure the facade.
 type Options struct {
-	// Upstream is the Loom REST base URL the facade calls; empty: the address the request
-	// arrived on (this process's own API).
-	Upstream string
+	// Loom is the client the facade calls Loom with; each request's calls act as the
+	// request's API key (Loom.WithToken), whatever token Loom holds.
+	Loom *client.Client
 	// Namespace holds the memories of requests that name no app_id.
 	Namespace string
 	// Infer is InferExtract (the default, ""), InferRefuse or InferVerbatim.
 	Infer string
-	// HTTPClient carries the REST calls (default: a client with a 60 s timeout).
-	HTTPClient *http.Client
 }
 
 type facade struct {
 	Options
 	namespace string
-	http      *http.Client
 }
 
 // NewHandler returns the facade. It expects the paths mem0's client sends
 // (/v1/ping/, /v3/memories/add/, ...): mount it under a prefix with http.StripPrefix.
 func NewHandler(o Options) http.Handler {
-	f := &facade{Options: o, namespace: o.Namespace, http: o.HTTPClient}
+	f := &facade{Options: o, namespace: o.Namespace}
 	if f.namespace == "" {
 		f.namespace = "mem0"
-	}
-	if f.http == nil {
-		f.http = &http.Client{Timeout: 60 * time.Second}
 	}
 	mux := http.NewServeMux()
 	route := func(method, path string, h func(context.Context, *call) (any, error)) {
@@ -96,19 +88,19 @@ type call struct {
 }
 
 // decode reads the JSON body into v as strictly as the REST API reads its own
-// (httperr.DecodeBody: one JSON object of storable text, nothing after it, no unknown
+// (jsonbody.Decode: one JSON object of storable text, nothing after it, no unknown
 // or misspelt field), then again keeping numbers as sent; an empty body leaves v as it
 // is. A refusal names mem0's field, with the facade's 400.
 func (c *call) decode(v any) error {
 	if len(bytes.TrimSpace(c.body)) == 0 {
 		return nil
 	}
-	if err := httperr.DecodeBody(c.body, reflect.New(reflect.TypeOf(v).Elem()).Interface()); err != nil {
-		var he *httperr.Error
+	if err := jsonbody.Decode(c.body, reflect.New(reflect.TypeOf(v).Elem()).Interface()); err != nil {
+		var r *jsonbody.Refusal
 		var fe *memrow.FieldError
 		switch {
-		case errors.As(err, &he):
-			return &httpError{http.StatusBadRequest, he.Code, he.Message, he.Field}
+		case errors.As(err, &r):
+			return &httpError{http.StatusBadRequest, memrow.CodeValidationFailed, r.Message, r.Field}
 		case errors.As(err, &fe):
 			return &httpError{http.StatusBadRequest, fe.Code, fe.Message, fe.Field}
 		}
@@ -142,11 +134,7 @@ func (f *facade) serve(h func(context.Context, *call) (any, error)) http.Handler
 			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "missing API key: send Authorization: Token <a Loom token>")
 			return
 		}
-		loom, err := client.New(loopback.BaseURL(f.Upstream, r), key, client.WithHTTPClient(f.http))
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, "INTERNAL", err.Error())
-			return
-		}
+		loom := f.Loom.WithToken(key)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "VALIDATION_FAILED", "reading the body: "+err.Error())

@@ -25,7 +25,23 @@ const queryPool = 200
 // target has one, a process reading ClickHouse (LOOM_SEARCH_INDEX=clickhouse), beside
 // the bare ClickHouse vector scan of the same rows.
 func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
-	res := &ScenarioResult{
+	res := searchResult()
+	run, err := r.newSearchRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, size := range r.opts.SearchSizes {
+		if err := r.searchSize(ctx, res, run, size); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// searchResult is the search scenario's result before any row: what it measures and
+// against what.
+func searchResult() *ScenarioResult {
+	return &ScenarioResult{
 		Title: fmt.Sprintf("memory.search latency, top_k %d", searchTopK),
 		Baseline: fmt.Sprintf("index cases: a bare in-process exact scan of the same vectors (float32 dot product of every "+
 			"vector of the namespace with the query, top %d, one goroutine per caller, no filters, no other legs, no HTTP); "+
@@ -40,97 +56,133 @@ func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 				"(namespaces past LOOM_INDEX_GRAPH_MIN vectors get an HNSW graph, built in the background after the load): " +
 				"the figures are the built graph's, not the exact scan a search falls back to while it builds"},
 	}
-	queries := make([]string, queryPool)
-	for i := range queries {
-		queries[i] = strings.Join(strings.Fields(sentence(r.rng))[:4], " ")
+}
+
+// searchPath is an API search reads through: the process under test (its index) or
+// the process that reads ClickHouse.
+type searchPath struct {
+	name string
+	api  *client.Client
+}
+
+// searchRun is what every size of the search scenario shares: the queries, their
+// vectors (embedded before any clock starts), the paths and the bare ClickHouse scan.
+type searchRun struct {
+	queries []string
+	vectors [][]float32
+	paths   []searchPath
+	scan    string
+}
+
+func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
+	run := &searchRun{queries: make([]string, queryPool), paths: []searchPath{{"index", r.api}}}
+	for i := range run.queries {
+		run.queries[i] = strings.Join(strings.Fields(sentence(r.rng))[:4], " ")
 	}
-	vectors, err := r.t.Process.Embedder.Embed(ctx, queries)
-	if err != nil {
+	var err error
+	if run.vectors, err = r.t.Process.Embedder.Embed(ctx, run.queries); err != nil {
 		return nil, fmt.Errorf("embed the queries: %w", err)
 	}
-	conn := r.t.Process.CH
-	scan := fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
-		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, conn.Caps.Dot("embedding"), searchTopK)
-	paths := []struct {
-		name string
-		api  *client.Client
-	}{{"index", r.api}}
+	run.scan = fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
+		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, r.t.Process.CH.Caps.Dot("embedding"), searchTopK)
 	if r.t.ClickHouseURL != "" {
 		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
 		if err != nil {
 			return nil, err
 		}
-		paths = append(paths, struct {
-			name string
-			api  *client.Client
-		}{"ClickHouse", chAPI})
+		run.paths = append(run.paths, searchPath{"ClickHouse", chAPI})
 	}
-	for _, size := range r.opts.SearchSizes {
-		ns := r.namespace("search", fmt.Sprint(size))
-		if err := r.appendOnly(ctx, ns); err != nil {
-			return nil, err
-		}
-		values, err := r.loadValues(ctx, ns, size)
-		if err != nil {
-			return nil, err
-		}
-		st, err := r.settleIndex(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		if st.Vectors > 0 {
-			// A graph is extended once the rows past it reach a fiftieth of it; until then
-			// a search scans them exactly, so a run's figure depends on where the load left it.
-			res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
-				plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
-		}
-		bare, err := r.exactScanOf(ctx, values)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range paths {
-			var warm *client.SearchAnswer
-			for _, q := range queries[:3] {
-				var err error
-				if warm, err = p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK}); err != nil {
-					return nil, fmt.Errorf("warm-up search of %s (%s): %w", ns, p.name, err)
-				}
-			}
-			if len(warm.Hits) == 0 {
-				return nil, fmt.Errorf("a search of %d memories (%s) found nothing: the scenario would measure empty answers", size, p.name)
-			}
-		}
-		for _, conc := range r.levels(5) {
-			for _, p := range paths {
-				name := fmt.Sprintf("%d memories, concurrency=%d, %s", size, conc, p.name)
-				rands := r.workerRands(conc)
-				loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-					q := queries[rands[w].IntN(len(queries))]
-					_, err := p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
-					return err
-				})
-				if err != nil {
-					return nil, err
-				}
-				var base Sample
-				if p.name == "index" {
-					base, err = r.closedLoop(ctx, "bare in-process exact scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-						bare.top(vectors[rands[w].IntN(len(vectors))], searchTopK)
-						return nil
-					})
-				} else {
-					base, err = r.closedLoop(ctx, "bare ClickHouse vector scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
-						return scanAll(ctx, conn, scan, vectors[rands[w].IntN(len(vectors))], r.t.Org, ns)
-					})
-				}
-				if err != nil {
-					return nil, err
-				}
-				res.compare(name, loom, base, "searches/s")
+	return run, nil
+}
+
+// searchSize loads a namespace of size memories, waits for the index to hold it, warms
+// each path up and measures each at every concurrency level.
+func (r *runner) searchSize(ctx context.Context, res *ScenarioResult, run *searchRun, size int) error {
+	ns := r.namespace("search", fmt.Sprint(size))
+	if err := r.appendOnly(ctx, ns); err != nil {
+		return err
+	}
+	values, err := r.loadValues(ctx, ns, size)
+	if err != nil {
+		return err
+	}
+	st, err := r.settleIndex(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if st.Vectors > 0 {
+		// A graph is extended once the rows past it reach a fiftieth of it; until then
+		// a search scans them exactly, so a run's figure depends on where the load left it.
+		res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
+			plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
+	}
+	bare, err := r.exactScanOf(ctx, values)
+	if err != nil {
+		return err
+	}
+	if err := warmSearch(ctx, run, ns, size); err != nil {
+		return err
+	}
+	for _, conc := range r.levels(5) {
+		for _, p := range run.paths {
+			if err := r.measureSearch(ctx, res, run, p, bare, ns, size, conc); err != nil {
+				return err
 			}
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// warmSearch sends each path a few searches of ns, and refuses a namespace whose
+// searches find nothing: the scenario would measure empty answers.
+func warmSearch(ctx context.Context, run *searchRun, ns string, size int) error {
+	for _, p := range run.paths {
+		var warm *client.SearchAnswer
+		for _, q := range run.queries[:3] {
+			var err error
+			if warm, err = p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK}); err != nil {
+				return fmt.Errorf("warm-up search of %s (%s): %w", ns, p.name, err)
+			}
+		}
+		if len(warm.Hits) == 0 {
+			return fmt.Errorf("a search of %d memories (%s) found nothing: the scenario would measure empty answers", size, p.name)
+		}
+	}
+	return nil
+}
+
+// measureSearch runs path p's searches of ns at concurrency conc, then its baseline
+// (the bare exact scan for the index, the bare ClickHouse scan for ClickHouse), and
+// adds the pair to res.
+func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *searchRun, p searchPath, bare *exactScan, ns string, size, conc int) error {
+	name := fmt.Sprintf("%d memories, concurrency=%d, %s", size, conc, p.name)
+	rands := r.workerRands(conc)
+	queries, vectors := run.queries, run.vectors
+	loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+		q := queries[rands[w].IntN(len(queries))]
+		_, err := p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var base Sample
+	if p.name == "index" {
+		base, err = r.closedLoop(ctx, "bare in-process exact scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+			bare.top(vectors[rands[w].IntN(len(vectors))], searchTopK)
+			return nil
+		})
+	} else {
+		conn := r.t.Process.CH
+		base, err = r.closedLoop(ctx, "bare ClickHouse vector scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+			return scanAll(ctx, conn, run.scan, vectors[rands[w].IntN(len(vectors))], r.t.Org, ns)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	res.compare(name, loom, base, "searches/s")
+	return nil
 }
 
 // settleIndex waits until the process's index has applied every revision of ns and

@@ -34,8 +34,44 @@ const coldstartTail = 2000
 // index holds per memory.
 func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 	n := r.t.Process
-	cfg := n.Cfg
-	res := &ScenarioResult{
+	topic := n.Cfg.Pipeline.Topic
+	res := coldstartResult()
+	cl, err := kafka.NewClient(n.Cfg.Kafka.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	defer cl.Close()
+	records, _, err := topicSpan(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	if records == 0 {
+		return nil, fmt.Errorf("the topic %s is empty: run a scenario that writes first", topic)
+	}
+	dir, err := os.MkdirTemp("", "loom-bench-index-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+		return nil, err
+	}
+	if own := n.Index(); own != nil {
+		own.Settle()
+	}
+	if err := r.coldstartReplay(ctx, res, dir, records); err != nil {
+		return nil, err
+	}
+	if err := r.coldstartFromCheckpoint(ctx, res, adm, dir); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// coldstartResult is the cold-start scenario's result before any row.
+func coldstartResult() *ScenarioResult {
+	return &ScenarioResult{
 		Title: "search index cold start: records/s into a fresh index (a replay of the topic; a checkpoint and the tail), and its bytes per memory",
 		Baseline: "a bare kgo read of the same topic from start to end: no decoding, no data keys, no index " +
 			"(internal/kafka.ReadTopic)",
@@ -50,40 +86,19 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 				"is not the index's), and the index's own estimate of its structures, each over the memories it holds; " +
 				"a follower tidies its index as it becomes warm (dead rows, stale postings and spare capacity dropped), and a loaded one holds only what it serves"},
 	}
-	cl, err := kafka.NewClient(cfg.Kafka.Brokers)
-	if err != nil {
-		return nil, err
-	}
-	adm := kadm.NewClient(cl)
-	defer cl.Close()
-	records, _, err := topicSpan(ctx, adm, cfg.Pipeline.Topic)
-	if err != nil {
-		return nil, err
-	}
-	if records == 0 {
-		return nil, fmt.Errorf("the topic %s is empty: run a scenario that writes first", cfg.Pipeline.Topic)
-	}
-	dir, err := os.MkdirTemp("", "loom-bench-index-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
-		return nil, err
-	}
-	if own := n.Index(); own != nil {
-		own.Settle()
-	}
+}
 
+// coldstartReplay warms a fresh index from the whole topic of records records, beside
+// the bare read of it, and leaves its checkpoint in dir.
+func (r *runner) coldstartReplay(ctx context.Context, res *ScenarioResult, dir string, records int64) error {
 	rawRate, err := r.bareRead(ctx, res, records)
 	if err != nil {
-		return nil, err
+		return err
 	}
-
 	r.progress("  replay: warm a fresh index from %d records", records)
 	replayed, err := r.warm(ctx, dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	name := fmt.Sprintf("replay of %d records", records)
 	res.add(name, "records/s", round(replayed.rate(), 1), rawRate)
@@ -97,30 +112,37 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 	res.Rows = append(res.Rows, plainRow(name, "checkpoint written at the stop, s", round(replayed.stopTook.Seconds(), 2)))
 	res.Rows = append(res.Rows, plainRow(name, "checkpoint bytes/memory", round(float64(replayed.progress.CheckpointBytes)/float64(max(replayed.stats.Entries, 1)), 0)))
 	replayed.memoryRows(res, name)
+	return nil
+}
 
+// coldstartFromCheckpoint writes a tail of memories past the checkpoint in dir, then
+// warms a second fresh index from that checkpoint and the topic's tail, beside the
+// bare read of the whole topic.
+func (r *runner) coldstartFromCheckpoint(ctx context.Context, res *ScenarioResult, adm *kadm.Client, dir string) error {
 	ns := r.namespace("coldstart-tail")
 	if err := r.appendOnly(ctx, ns); err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.load(ctx, ns, coldstartTail); err != nil {
-		return nil, err
+		return err
 	}
-	records, _, err = topicSpan(ctx, adm, cfg.Pipeline.Topic)
+	records, _, err := topicSpan(ctx, adm, r.t.Process.Cfg.Pipeline.Topic)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if rawRate, err = r.bareRead(ctx, nil, records); err != nil {
-		return nil, err
+	rawRate, err := r.bareRead(ctx, nil, records)
+	if err != nil {
+		return err
 	}
 	r.progress("  checkpoint + tail: warm a fresh index from its checkpoint and the topic's tail (%d records in all)", records)
 	loaded, err := r.warm(ctx, dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if loaded.progress.Restored == 0 {
-		return nil, fmt.Errorf("the second index did not load the checkpoint: %+v", loaded.progress)
+		return fmt.Errorf("the second index did not load the checkpoint: %+v", loaded.progress)
 	}
-	name = fmt.Sprintf("checkpoint of %d records + a tail of %d", loaded.progress.Covered, loaded.progress.Applied)
+	name := fmt.Sprintf("checkpoint of %d records + a tail of %d", loaded.progress.Covered, loaded.progress.Applied)
 	covered := loaded.progress.Covered + loaded.progress.Applied
 	rate := float64(covered) / loaded.took.Seconds()
 	res.add(name, "records/s", round(rate, 1), rawRate)
@@ -133,7 +155,7 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 		Loom:     Sample{Calls: int(covered), Seconds: round(loaded.took.Seconds(), 2), PerSecond: round(rate, 1)},
 		Baseline: &Sample{Calls: int(records), PerSecond: rawRate}})
 	loaded.memoryRows(res, name)
-	return res, nil
+	return nil
 }
 
 // settleOwnIndex waits until the process under test's own index is warm: a process
