@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/periodic"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/watermarks"
 )
@@ -379,7 +380,7 @@ func stepsFrom(step string) []string {
 // LOOM_ERASURE_MAX_ATTEMPTS times. Every process with the command role runs it; a
 // saga is taken by one of them at a time (SKIP LOCKED, then its attempt number).
 func (s *Service) RunErasureRecovery(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() {
+	periodic.Every(ctx, interval, func() {
 		if err := s.recoverErasures(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("erasure_recovery: pass failed", "err", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/loomplane/loom/internal/graph"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/periodic"
 )
 
 // Expiry is the writer's choice (ttl_seconds, valid_to, retention). Reads hide an
@@ -93,7 +94,7 @@ func (s *Service) sweepNamespace(ctx context.Context, p auth.Principal, ns strin
 // Every process with the command role runs them: each change commits over the head it
 // read, so two sweepers never apply one expiry twice.
 func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() {
+	periodic.Every(ctx, interval, func() {
 		if n, err := s.SweepExpired(ctx, 1000); err != nil && ctx.Err() == nil {
 			s.log.Warn("expiry sweep failed", "err", err)
 		} else if n > 0 {
@@ -106,18 +107,4 @@ func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
 			s.log.Warn("erasure sweep failed", "err", err)
 		}
 	})
-}
-
-// every runs fn every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fn()
-	}
 }

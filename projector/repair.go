@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/internal/kafka"
+	"github.com/loomplane/loom/internal/periodic"
 )
 
 // RepairResult is what one repair pass did.
@@ -109,14 +110,7 @@ func (p *Projector) RunRepair(ctx context.Context, brokers []string) {
 	if every <= 0 {
 		return
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, every, func() {
 		pctx, cancel := context.WithTimeout(ctx, max(every, time.Minute))
 		res, err := p.Repair(pctx, brokers)
 		cancel()
@@ -126,5 +120,5 @@ func (p *Projector) RunRepair(ctx context.Context, brokers []string) {
 		case res.Repaired > 0 || res.Failing > 0:
 			p.log.Info("projector: repair pass", "repaired", res.Repaired, "failing", res.Failing)
 		}
-	}
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/periodic"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
 )
@@ -319,7 +320,7 @@ func (w *extractionWorker) retryStore(ctx context.Context, what string, fn func(
 func (w *extractionWorker) housekeep(ctx context.Context) {
 	s := w.s
 	stale := s.extraction.TopicRetention / 2
-	every(ctx, s.extraction.Poll, func() {
+	periodic.Every(ctx, s.extraction.Poll, func() {
 		if _, paused := w.paused(); paused {
 			return
 		}

@@ -332,17 +332,3 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEntityExtractor(ctx)
 	}
 }
-
-// every runs fn every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fn()
-	}
-}
