@@ -80,6 +80,7 @@ func baseEnv() map[string]string {
 		"LOOM_PG_DSN":                       c.PG.DSN,
 		"LOOM_CH_ADDR":                      strings.Join(c.ClickHouse.Addr, ","),
 		"LOOM_KAFKA_BROKERS":                strings.Join(c.Kafka.Brokers, ","),
+		"LOOM_KEK":                          c.Keys.KEK,
 		"LOOM_TOPIC":                        c.Pipeline.Topic,
 		"LOOM_TOPIC_PARTITIONS":             "4",
 		"LOOM_PG_DURABILITY":                string(config.DurabilityLocal),
