@@ -395,7 +395,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}
 	}
 	// Every method of the client that calls the server is in the table.
-	notCalls := []string{"BaseURL", "WithToken", "Raw"}
+	notCalls := []string{"BaseURL", "WithToken", "With", "Raw"} // a client over the same server, no call
 	ty := reflect.TypeOf(c)
 	for i := range ty.NumMethod() {
 		if m := ty.Method(i).Name; !called[m] && !slices.Contains(notCalls, m) {

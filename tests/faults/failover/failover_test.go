@@ -24,6 +24,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -183,7 +184,12 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 			t.Fatalf("write on the new primary: %d %s", w.status, w.code)
 		}
 	}
-	newPrimary, err := pgxpool.New(ctx, newDSN)
+	newCfg, err := pgxpool.ParseConfig(newDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCfg.ConnConfig.RuntimeParams[kek.SessionParam] = env.KEKSession(t) // the journal's keys open as loomd's do
+	newPrimary, err := pgxpool.NewWithConfig(ctx, newCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
