@@ -126,3 +126,15 @@ func (c *Client) Raw(ctx context.Context, method, path string, body any, opts ..
 	}
 	return a.status, a.body, nil
 }
+
+// ListNamespaces reads one page of the org's namespaces the token reaches, by name
+// (namespace.list).
+func (c *Client) ListNamespaces(ctx context.Context, o NamespacesOptions) (*NamespacesAnswer, error) {
+	k := c.newCall(http.MethodGet, "/v1/namespaces", nil)
+	q := url.Values{}
+	setPositive(q, "limit", o.Limit)
+	setNonEmpty(q, "page_token", o.PageToken)
+	k.query = q
+	var a NamespacesAnswer
+	return &a, c.into(ctx, k, &a)
+}

@@ -269,3 +269,33 @@ type ResetAnswer struct {
 	Executed   bool     `json:"executed"`
 	PausedHere bool     `json:"paused_here"`
 }
+
+// NamespacesOptions page namespace.list.
+type NamespacesOptions struct {
+	Limit     int // 1..500, default 50
+	PageToken string
+}
+
+// NamespacesAnswer is one page of namespace.list.
+type NamespacesAnswer struct {
+	Namespaces    []NamespaceSummary `json:"namespaces"`
+	NextPageToken string             `json:"next_page_token,omitempty"`
+}
+
+// NamespaceSummary is one namespace of namespace.list: its name, how many live
+// memories a default memory.list of the token serves there (at most 1000;
+// MemoriesMore when it holds more) and, when its policy was set, a summary of it.
+type NamespaceSummary struct {
+	Namespace    string         `json:"namespace"`
+	Memories     int            `json:"memories"`
+	MemoriesMore bool           `json:"memories_more,omitempty"`
+	Policy       *PolicySummary `json:"policy,omitempty"`
+}
+
+// PolicySummary is what namespace.list shows of a namespace's policy.
+type PolicySummary struct {
+	ConflictPolicy string    `json:"conflict_policy"`
+	Visibility     string    `json:"visibility"`
+	RetentionDays  int       `json:"retention_days,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}

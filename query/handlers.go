@@ -162,6 +162,12 @@ func (s *Service) handleKeys(c *fiber.Ctx) error {
 	return send(c)(s.keys(ctx, auth.From(c), listCall{namespace: c.Params("ns"), prefix: c.Query("prefix"), q: listQueryOf(c)}))
 }
 
+func (s *Service) handleNamespaces(c *fiber.Ctx) error {
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.listNamespaces(ctx, auth.From(c), namespaceList{limit: c.Query("limit"), pageToken: c.Query("page_token")}))
+}
+
 func (s *Service) handleEntity(c *fiber.Ctx) error {
 	p, ns, err := route.Namespace(c, nil)
 	if err != nil {

@@ -142,3 +142,20 @@ func List(ctx context.Context, q Querier, org, namespace string, from int64) ([]
 	}
 	return out, nil
 }
+
+// Names lists up to n names of org's namespaces that have a generation (a revision
+// was committed in them) after the name after, in order; only, when not nil, narrows
+// them to its names.
+func Names(ctx context.Context, q Querier, org, after string, only []string, n int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT scope FROM loom.scope_generations
+		WHERE org = $1 AND scope <> $2 AND scope > $3 AND ($4::text[] IS NULL OR scope = ANY($4))
+		ORDER BY scope LIMIT $5`, org, PolicyScope, after, only, n)
+	if err != nil {
+		return nil, fmt.Errorf("list namespace names: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list namespace names: %w", err)
+	}
+	return names, nil
+}

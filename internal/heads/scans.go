@@ -148,3 +148,33 @@ func EachLive(ctx context.Context, q Querier, org, namespace string, fn func(*me
 	}
 	return nil
 }
+
+// countLiveSQL counts, per namespace of $2, the heads a default memory.list serves
+// (not deleted, not past expires_at or valid_to, not of high sensitivity, active or
+// conflicted), of user $3 alone unless it is empty, stopping at $4 rows: each
+// namespace's count is a walk of its heads, and the cap bounds it.
+const countLiveSQL = `SELECT n.namespace, (SELECT count(*) FROM (SELECT 1 FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = n.namespace AND ($3 = '' OR c.user_id = $3)
+		  AND NOT (c.row->>'tombstone')::boolean AND c.row->>'status' IN ('active', 'conflicted')
+		  AND c.row->>'sensitivity' IS DISTINCT FROM 'high'
+		  AND (c.expires_at IS NULL OR c.expires_at > now())
+		  AND (c.row->>'valid_to' IS NULL OR (c.row->>'valid_to')::timestamptz > now())
+		LIMIT $4) live)
+	FROM unnest($2::text[]) AS n(namespace)`
+
+// CountLive counts the live heads of each of org's namespaces (of userID's rows
+// alone unless it is empty), up to most: a namespace holding more reads most.
+func CountLive(ctx context.Context, q Querier, org string, namespaces []string, userID string, most int) (map[string]int, error) {
+	rows, err := q.Query(ctx, countLiveSQL, org, namespaces, userID, most)
+	if err != nil {
+		return nil, fmt.Errorf("count the live heads: %w", err)
+	}
+	out := map[string]int{}
+	var ns string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&ns, &n}, func() error { out[ns] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("count the live heads: %w", err)
+	}
+	return out, nil
+}

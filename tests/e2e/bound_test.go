@@ -229,6 +229,30 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, bobNS + "/memories:search", `{"query": "what notes does bob keep"}`, anyRole(200), nil}),
 		"POST /v1/namespaces/:ns/memories:ask": probes(
 			probe{http.MethodPost, ns + "/memories:ask", `{"query": "what does bob drink?", "user_id": "bob"}`, anyRole(200, 503), nil}),
+		// The org's namespaces, bob's alone among them (a name is not a row), each
+		// counting alice's rows only.
+		"GET /v1/namespaces": probes(probe{http.MethodGet, "/v1/namespaces?limit=500", "", anyRole(200), func(b []byte) error {
+			var a struct {
+				Namespaces []struct {
+					Namespace string `json:"namespace"`
+					Memories  int    `json:"memories"`
+				} `json:"namespaces"`
+			}
+			if err := json.Unmarshal(b, &a); err != nil {
+				return err
+			}
+			counts := map[string]int{}
+			for _, n := range a.Namespaces {
+				counts[n.Namespace] = n.Memories
+			}
+			if c, ok := counts[w.bobNS]; !ok || c != 0 {
+				return fmt.Errorf("bob's namespace listed %v (%d memories); want listed with none of alice's", ok, c)
+			}
+			if c, ok := counts[w.ns]; !ok || c > 2 {
+				return fmt.Errorf("the shared namespace listed %v with %d memories; want alice's two at most", ok, c)
+			}
+			return nil
+		}}),
 		"GET /v1/namespaces/:ns/memories": probes(
 			probe{http.MethodGet, ns + "/memories?user_id=bob", "", anyRole(200), nil},
 			probe{http.MethodGet, ns + "/memories?include_tombstoned=true", "", anyRole(200), nil},

@@ -274,6 +274,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"Namespace", func() error { _, err := c.Namespace(ctx, ns); return err }},
+		{"ListNamespaces", func() error { _, err := c.ListNamespaces(ctx, client.NamespacesOptions{Limit: 5}); return err }},
 		{"AddBlacklistPattern", func() error { _, err := c.AddBlacklistPattern(ctx, ns, `(?i)falcon`); return err }},
 		{"Blacklist", func() error { _, err := c.Blacklist(ctx, ns); return err }},
 		{"SweepBlacklist", func() error { _, err := c.SweepBlacklist(ctx, ns, `(?i)falcon`); return err }},
