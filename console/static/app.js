@@ -5,7 +5,6 @@
 // nodes, never as HTML.
 
 const TOKEN_KEY = 'loom.console.token';
-const RECENT_KEY = 'loom.console.recent';
 const LEGS = ['vector', 'lexical', 'lexical_coverage', 'key', 'graph', 'date', 'rerank', 'prior', 'fused', 'relevance'];
 
 const main = document.getElementById('main');
@@ -139,12 +138,6 @@ function signOut(message) {
   render();
 }
 
-function remember(ns) {
-  const recent = JSON.parse(sessionStorage.getItem(RECENT_KEY) || '[]').filter((n) => n !== ns);
-  recent.unshift(ns);
-  sessionStorage.setItem(RECENT_KEY, JSON.stringify(recent.slice(0, 12)));
-}
-
 // ---- chrome ----
 
 function renderChrome(ns) {
@@ -197,11 +190,40 @@ function viewSignIn() {
     form, out];
 }
 
-function viewNamespaces() {
+// viewNamespaces lists the org's namespaces the token reaches (namespace.list), by
+// name, with their live memories (a token bound to a user counts its own) and policy.
+async function viewNamespaces(seq) {
   document.title = 'Namespaces · Loom console';
-  const list = h('ul', { class: 'plain', id: 'namespaces' });
-  const names = self.namespaces || JSON.parse(sessionStorage.getItem(RECENT_KEY) || '[]');
-  for (const ns of names) list.append(h('li', {}, h('a', { href: href(['ns', ns]) }, ns)));
+  const tbody = h('tbody', {});
+  const table = h('table', { id: 'namespaces' },
+    h('caption', { class: 'muted' }, 'By name'),
+    h('thead', {}, h('tr', {}, ['Namespace', 'Memories', 'Conflict policy', 'Visibility'].map((c) => h('th', { scope: 'col' }, c)))),
+    tbody);
+  const more = h('div', {});
+  const status = h('div', { id: 'ns-status' });
+  async function page(token) {
+    let ans;
+    try {
+      ans = await api('GET', '/v1/namespaces', { query: { limit: 50, page_token: token } });
+    } catch (err) {
+      if (!token) throw err;
+      status.replaceChildren(errorBox(err));
+      return;
+    }
+    if (seq !== renderSeq) return;
+    for (const n of ans.namespaces) {
+      tbody.append(h('tr', { 'data-ns': n.namespace, 'data-memories': n.memories },
+        h('td', {}, h('a', { href: href(['ns', n.namespace]) }, n.namespace)),
+        h('td', {}, n.memories_more ? n.memories + '+' : String(n.memories)),
+        h('td', {}, n.policy ? n.policy.conflict_policy : h('span', { class: 'muted' }, 'default')),
+        h('td', {}, n.policy ? n.policy.visibility : h('span', { class: 'muted' }, 'private'))));
+    }
+    status.replaceChildren(tbody.children.length ? '' : h('p', { class: 'muted', id: 'no-namespaces' }, 'No namespace holds a memory or a policy yet.'));
+    more.replaceChildren(ans.next_page_token
+      ? h('button', { type: 'button', onclick: () => page(ans.next_page_token) }, 'More')
+      : '');
+  }
+  await page('');
   const input = h('input', { id: 'open-ns', name: 'namespace', required: true });
   const open = h('form', {
     class: 'inline', id: 'open-namespace', onsubmit: (e) => {
@@ -209,11 +231,12 @@ function viewNamespaces() {
       location.hash = href(['ns', input.value.trim()]);
     },
   }, h('label', { for: 'open-ns' }, 'Namespace', input), h('button', { type: 'submit', class: 'primary' }, 'Open'));
+  const scope = self.namespaces ? 'the namespaces this token is limited to' : 'every namespace';
   return [h('h1', {}, 'Namespaces'),
-    self.namespaces
-      ? h('p', { class: 'muted' }, 'This token reaches these namespaces of org ' + self.org + '.')
-      : h('p', { class: 'muted' }, 'This token reaches every namespace of org ' + self.org + '. Open one by name; the ones you opened in this tab are listed.'),
-    list, self.namespaces ? null : open];
+    h('p', { class: 'muted' }, `Org ${self.org}: ${scope} that holds a memory or a policy.` +
+      (self.read_user_id ? ` Memories counted are user ${self.read_user_id}'s.` : '') +
+      (self.namespaces ? '' : ' Open another (a new one) by name.')),
+    table, status, more, self.namespaces ? null : open];
 }
 
 const FILTERS = [['memory_type', 'Type'], ['tags', 'Tags (comma-separated)'], ['status', 'Status (comma-separated)'],
@@ -221,7 +244,6 @@ const FILTERS = [['memory_type', 'Type'], ['tags', 'Tags (comma-separated)'], ['
 
 async function viewMemories(ns, query, seq) {
   document.title = ns + ' · Loom console';
-  remember(ns);
   const inputs = {};
   const form = h('form', {
     class: 'filters', id: 'filters', 'aria-label': 'Filters', onsubmit: (e) => {
@@ -300,7 +322,6 @@ const ACTIONS = [
 
 async function viewMemory(ns, key, query, seq) {
   document.title = key + ' · ' + ns + ' · Loom console';
-  remember(ns);
   const ident = Object.fromEntries(['agent', 'user_id', 'session_id'].filter((f) => query.get(f)).map((f) => [f, query.get(f)]));
   const [head, history] = await Promise.all([
     api('GET', keyPath(ns, key), { query: ident }).catch((err) => (err.status === 404 ? null : Promise.reject(err))),
@@ -448,7 +469,6 @@ function searchResult(ns, ans, label) {
 
 function viewSearch(ns, query) {
   document.title = 'Search · ' + ns + ' · Loom console';
-  remember(ns);
   const q = h('input', { id: 's-query', name: 'query', class: 'wide', required: true, value: query.get('q') || '' });
   const topK = h('input', { id: 's-topk', type: 'number', min: 1, max: 100, value: query.get('top_k') || 10 });
   const select = (id, opts, value) => h('select', { id }, opts.map(([v, l]) => h('option', { value: v, selected: v === value }, l)));
@@ -554,7 +574,6 @@ function spanBar(from, to, lo, hi) {
 
 async function viewGraph(ns, name, query, seq) {
   document.title = (name ? name + ' · ' : '') + 'Graph · ' + ns + ' · Loom console';
-  remember(ns);
   const input = h('input', { id: 'g-name', name: 'entity', required: true, value: name });
   const closed = h('input', { id: 'g-closed', type: 'checkbox', checked: query.get('include_closed') === 'true' });
   const asOf = h('input', { id: 'g-asof', placeholder: '2026-03-14T09:30:00Z', value: query.get('as_of') || '' });
@@ -668,7 +687,7 @@ async function render() {
     else if (ns && parts[2] === 'search') content = await viewSearch(ns, query);
     else if (ns && parts[2] === 'graph') content = await viewGraph(ns, parts[3] || '', query, seq);
     else if (ns) content = await viewMemories(ns, query, seq);
-    else content = viewNamespaces();
+    else content = await viewNamespaces(seq);
   } catch (err) {
     if (!sessionStorage.getItem(TOKEN_KEY)) return; // signed out by a 401
     content = [h('h1', {}, err.status === 404 ? 'Not found' : 'Error'), errorBox(err),

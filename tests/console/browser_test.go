@@ -132,8 +132,8 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
-// The console's tour, as a writer and a reader of one org: sign in, see a memory
-// written through the API listed, its history after a revision, pin, delete and restore
+// The console's tour, as a writer and a reader of one org: sign in, see the namespace
+// and a memory written through the API listed, its history after a revision, pin, delete and restore
 // it from its page, see a redaction marked, read a search's leg bars (the same scores
 // the API answers), open the graph of a declared entity, and check that a reader has no
 // write buttons and that another org's namespace shows nothing.
@@ -161,6 +161,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.signIn(admin.Token)
 	if got := b.text("#who-org"); !strings.Contains(got, org) {
 		t.Errorf("signed in as %q; want org %s", got, org)
+	}
+
+	// The namespaces: the one written through the API, with its two memories, and
+	// not the other org's.
+	b.wait(`#namespaces tr[data-ns="` + ns + `"] a`)
+	b.shot("01b-namespaces")
+	if got := b.text(`#namespaces tr[data-ns="` + ns + `"] td:nth-child(2)`); got != "2" {
+		t.Errorf("the namespaces view counts %q memories in %s; want 2", got, ns)
+	}
+	if b.present(`#namespaces tr[data-ns="` + otherNS + `"]`) {
+		t.Errorf("the namespaces view lists the other org's namespace %s", otherNS)
 	}
 
 	// The list: the write is there, with its filters.
@@ -335,6 +346,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	// A reader: the page without a single write button, and no namespace beyond its own.
 	b.signIn(reader)
 	b.wait(`#namespaces a`)
+	var listed []string
+	b.eval(`[...document.querySelectorAll('#namespaces tr[data-ns]')].map(r => r.dataset.ns)`, &listed)
+	if len(listed) != 1 || listed[0] != ns {
+		t.Errorf("a reader limited to %s is shown the namespaces %v", ns, listed)
+	}
 	b.open("#/ns/" + ns + "/m/drink?user_id=alice")
 	b.wait("#history li:nth-child(5)")
 	if b.present("#actions") || b.present("button[data-action]") {
