@@ -53,8 +53,9 @@ type namespaceList struct{ limit, pageToken string }
 // it (it has a generation) or its policy was set. A token bound to one user lists the
 // same namespaces (a name is not a row: memory.list, memory.keys and namespace.get
 // answer it in any namespace of the org, with its own rows), and counts its own rows
-// alone, as memory.keys does. It reads Postgres only, so a write that answered is
-// counted.
+// alone, as memory.keys does (no index leads with user_id, so its count walks the
+// namespace's heads to the end; an unbound token's stops at the cap). It reads
+// Postgres only, so a write that answered is counted.
 func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namespaceList) (*namespacesAnswer, error) {
 	limit := listLimitDefault
 	if r.limit != "" {
