@@ -50,12 +50,13 @@ type namespaceList struct{ limit, pageToken string }
 
 // listNamespaces is namespace.list: the org's namespaces the token reaches, by name,
 // paged as memory.list is. A namespace is the org's once a revision was committed in
-// it (it has a generation) or its policy was set. A token bound to one user lists the
-// same namespaces (a name is not a row: memory.list, memory.keys and namespace.get
-// answer it in any namespace of the org, with its own rows), and counts its own rows
-// alone, as memory.keys does (no index leads with user_id, so its count walks the
-// namespace's heads to the end; an unbound token's stops at the cap). It reads
-// Postgres only, so a write that answered is counted.
+// it (it has a generation) or its policy was set. A token bound to one user lists only
+// the namespaces holding its own live rows, and counts those alone: a namespace's name
+// can name another user ("notes-bob"), and the binding bounds what the token learns
+// (no index leads with user_id, so its count walks the namespace's heads to the end;
+// an unbound token's stops at the cap). A bound token's page may so hold fewer than
+// limit namespaces while a next_page_token follows. It reads Postgres only, so a write
+// that answered is counted.
 func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namespaceList) (*namespacesAnswer, error) {
 	limit := listLimitDefault
 	if r.limit != "" {
@@ -98,6 +99,9 @@ func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namesp
 	}
 	for _, ns := range names {
 		v := namespaceView{Namespace: ns, Memories: counts[ns], Policy: policies[ns]}
+		if p.ReadUserID != "" && v.Memories == 0 {
+			continue
+		}
 		if v.Memories > namespaceCountCap {
 			v.Memories, v.MemoriesMore = namespaceCountCap, true
 		}
