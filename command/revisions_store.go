@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -183,4 +184,34 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 		v.row = row
 		return v, err
 	})
+}
+
+// revisionsTable names loom.memory_revisions where an erasure counts what it removed.
+const revisionsTable = "loom.memory_revisions"
+
+// eraseRevisions deletes the revisions in an erasure's scope below its fence (args as
+// erasure.ScopeParams names them), returning the memory ids they held.
+func eraseRevisions(ctx context.Context, tx pgx.Tx, args []any) ([]string, error) {
+	return collectStrings(tx.Query(ctx, erasure.ScopeParams+` DELETE FROM loom.memory_revisions t USING p WHERE `+pgScope(revisionsTable)+
+		` RETURNING t.memory_id::text`, args...))
+}
+
+// destroyScopeKeys deletes the data keys of an erasure's scope (args as
+// erasure.ScopeParams names them), after its revisions: a user's keys are those left
+// without one. It returns how many.
+func destroyScopeKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
+	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.revision_keys t USING p WHERE `+pgScope("loom.revision_keys"), args...)
+	return tag.RowsAffected(), err
+}
+
+// queueNamespacesOfUser queues on b the read of the namespaces of org where user holds
+// a revision, into into: the journal's part of the namespaces an erasure of the user
+// fences.
+func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
+	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = $2`, org, user).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
 }
