@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/heads"
 )
 
 // The statements of loom.erasure_ledger, one row per erasure saga: its record
@@ -165,4 +167,11 @@ func (s *Service) sweepSagas(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM loom.erasure_ledger WHERE status <> 'running' AND requested_at < now() - $1::interval`,
 		s.cfg.Erasure.LedgerKeep.String())
 	return err
+}
+
+// erasureRunning reports whether an erasure of the org is running.
+func erasureRunning(ctx context.Context, q heads.Querier, org string) (bool, error) {
+	var running bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erasure_ledger WHERE org = $1 AND status = 'running')`, org).Scan(&running)
+	return running, err
 }

@@ -1,6 +1,8 @@
 package command
 
 import (
+	"context"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -12,6 +14,8 @@ import (
 // and internal/extractqueue's deferred requests. They sit in one file because they are
 // one step of the saga: the same scope predicate (internal/erasure's registry) over
 // each table, in the one transaction that fences the namespace (erasure_postgres.go).
+// The residue census's count is here too: one statement over every counted table of
+// the registry (erasure_census.go).
 // The saga's deletes of the tables that have a store file are in it: current_store.go,
 // revisions_store.go, entity_aliases_store.go, idempotency_store.go (the fence of the
 // answers), erased_store.go and erasure_ledger_store.go.
@@ -28,6 +32,14 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 				return nil
 			})
 	}
+}
+
+// countResidue counts the rows of table in an erasure's scope (scope its predicate,
+// args as erasure.ScopeParams names them).
+func (s *Service) countResidue(ctx context.Context, table, scope string, args []any) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, erasure.ScopeParams+` SELECT count(*) FROM `+table+` t, p WHERE `+scope, args...).Scan(&n)
+	return n, err
 }
 
 // pgScopes maps each counted Postgres table to its scope predicate.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
@@ -214,4 +215,34 @@ func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
 		})
+}
+
+// amendedRevision reads what the amendment of a key's version repeats of its revision:
+// the version before it (its prev_version) and its event type (revised when the
+// journal holds no revision of the version).
+func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (prev int64, event string, err error) {
+	err = q.QueryRow(ctx, `SELECT
+			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7),
+			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version = $7
+				ORDER BY seq LIMIT 1), $8)`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
+	return prev, event, err
+}
+
+// memoryJournal reads the newest 256 revisions of a row's memory (its key and memory
+// id), newest first: what the conflict resolver reads to date a value's assertion.
+func memoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
+	rows, err := q.Query(ctx, `SELECT version, content_sha256, status, op FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND memory_id = $7
+		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (JournalStep, error) {
+		var j JournalStep
+		err := row.Scan(&j.Version, &j.ContentSHA256, &j.Status, &j.Op)
+		return j, err
+	})
 }
