@@ -1,13 +1,16 @@
 package command
 
 import (
+	"context"
+
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
 // The write side's statements of loom.memory_current: the commit's write of a head and
-// a redaction's scrub. Every read of the table is internal/heads'.
+// a redaction's scrub, an erasure's delete. Every read of the table is internal/heads'.
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec).
 func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
@@ -28,4 +31,14 @@ func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
 	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
+}
+
+// headsTable names loom.memory_current where an erasure counts what it removed.
+const headsTable = "loom.memory_current"
+
+// eraseHeads deletes the heads in an erasure's scope below its fence (args as
+// erasure.ScopeParams names them), returning the memory ids they held.
+func eraseHeads(ctx context.Context, tx pgx.Tx, args []any) ([]string, error) {
+	return collectStrings(tx.Query(ctx, erasure.ScopeParams+` DELETE FROM loom.memory_current t USING p WHERE `+pgScope(headsTable)+
+		` RETURNING t.memory_id::text`, args...))
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 )
 
-// The write side's reads of the deletion evidence (loom.erased_memories and
-// loom.erasure_ledger) around a commit; the erasure saga writes it (erasure_postgres.go).
+// The statements of the deletion evidence, loom.erased_memories: the commit's reads
+// (with the ledger's fences, loom.erasure_ledger), and the erasure saga's record of it,
+// its quiet mark and its sweep.
 
 // erasedAmong reports whether an erasure removed any of the memories from the
 // namespace within the evidence's lifetime (LOOM_PG_ERASURE_EVIDENCE_HOURS).
@@ -62,6 +63,29 @@ func (s *Service) queueErasedInGap(b *pgx.Batch, org, namespace string, ids []st
 		}
 		return nil
 	})
+}
+
+// queueRecordErased queues the evidence that erasure erasureID removed the memories ids
+// from the namespace.
+func queueRecordErased(b *pgx.Batch, org, ns string, ids []string, erasureID string) {
+	b.Queue(`INSERT INTO loom.erased_memories (org, namespace, memory_id, erasure_id)
+		SELECT $1, $2, id::uuid, $4 FROM unnest($3::text[]) AS id
+		ON CONFLICT (org, namespace, memory_id) DO UPDATE SET erasure_id = EXCLUDED.erasure_id, erased_at = now(), quiet_at = NULL`,
+		org, ns, ids, erasureID)
+}
+
+// markErasedQuiet records when an erasure's publishers were quiet on its evidence.
+func (s *Service) markErasedQuiet(ctx context.Context, erasureID string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE loom.erased_memories SET quiet_at = now() WHERE erasure_id = $1 AND quiet_at IS NULL`, erasureID)
+	return err
+}
+
+// sweepErasedEvidence deletes deletion evidence past LOOM_PG_ERASURE_EVIDENCE_HOURS, a
+// few thousand rows a pass.
+func (s *Service) sweepErasedEvidence(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM loom.erased_memories WHERE ctid IN (
+		SELECT ctid FROM loom.erased_memories WHERE erased_at < now() - $1::interval LIMIT 5000)`, s.cfg.Erasure.Evidence.String())
+	return err
 }
 
 // parseIDs keeps the ids that are UUIDs.

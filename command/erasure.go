@@ -192,10 +192,7 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_xact_lock(%s)", policyLockKey), p.Org); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until, requested_at)
-			VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval, clock_timestamp())`, p.Org, id, raw, req.Purge, p.Actor(),
-			s.cfg.Erasure.Lease.String())
-		return err
+		return s.insertSaga(ctx, tx, p.Org, id, raw, req.Purge, p.Actor())
 	}); err != nil {
 		return erasureView{}, httperr.Store("recording the erasure", err)
 	}

@@ -27,9 +27,8 @@ func (s *Service) census(ctx context.Context, sg *erasureSaga) (map[string]int64
 	for _, f := range sg.fences() {
 		args := []any{f.Org, f.Namespace, f.UserID, f.Seq, sg.ID}
 		for _, table := range tables {
-			var n int64
-			q := fmt.Sprintf(`%s SELECT count(*) FROM %s t, p WHERE %s`, erasure.ScopeParams, table, scopes[table])
-			if err := s.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+			n, err := s.countResidue(ctx, table, scopes[table], args)
+			if err != nil {
 				return nil, fmt.Errorf("count the erasure's residue in %s: %w", table, err)
 			}
 			out[erasure.Table{Store: erasure.Postgres, Name: table}.Key()] += n

@@ -8,11 +8,12 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -24,10 +25,8 @@ import (
 // ledger row is locked first, so a step that committed never runs twice.
 func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt int) error {
 	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var raw []byte
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT steps, attempts FROM loom.erasure_ledger WHERE org = $1 AND id = $2 FOR UPDATE`,
-			sg.Org, sg.ID).Scan(&raw, &current); err != nil {
+		raw, current, err := lockSagaSteps(ctx, tx, sg)
+		if err != nil {
 			return fmt.Errorf("lock the erasure: %w", err)
 		}
 		var st sagaState
@@ -72,9 +71,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		rawFences, _ := json.Marshal(fences)
 		rawRemoved, _ := json.Marshal(removed)
 		b := &pgx.Batch{}
-		b.Queue(`UPDATE loom.erasure_ledger SET steps = $3, fences = $4, removed = $5, last_error = NULL,
-			lease_until = now() + $6::interval, updated_at = now() WHERE org = $1 AND id = $2`,
-			sg.Org, sg.ID, rawState, rawFences, rawRemoved, s.cfg.Erasure.Lease.String())
+		s.queueStorePostgresStep(b, sg, rawState, rawFences, rawRemoved)
 		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("checkpoint the Postgres step: %w", err)
@@ -95,18 +92,19 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 		set[ns] = true
 	}
 	if sg.Scope.Kind == scopeUserInOrg {
-		rows, err := tx.Query(ctx, `SELECT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = $2
-			UNION SELECT namespace FROM loom.memory_current WHERE org = $1 AND user_id = $2
-			UNION SELECT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = $2`, sg.Org, sg.Scope.UserID)
-		if err != nil {
+		// Each table's owner reads its part, in one round trip; the set is their union.
+		var journal, current, requests []string
+		b := &pgx.Batch{}
+		queueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &journal)
+		heads.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &current)
+		extractqueue.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &requests)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
 		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, fmt.Errorf("find the user's namespaces: %w", err)
-		}
-		for _, ns := range found {
-			set[ns] = true
+		for _, found := range [][]string{journal, current, requests} {
+			for _, ns := range found {
+				set[ns] = true
+			}
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -122,16 +120,14 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 // removed, by kind.
 func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga, ns string, fence int64) (map[string]int64, error) {
 	args := []any{sg.Org, ns, sg.Scope.UserID, fence, sg.ID}
-	scope := pgScopes()
 	counts := map[string]int64{}
 	ids := map[string]bool{}
-	for _, table := range []string{"loom.memory_current", "loom.memory_revisions"} {
-		rows, err := tx.Query(ctx, fmt.Sprintf(`%s DELETE FROM %s t USING p WHERE %s RETURNING t.memory_id::text`,
-			erasure.ScopeParams, table, scope[table]), args...)
-		if err != nil {
-			return nil, fmt.Errorf("erase %s of %s: %w", table, ns, err)
-		}
-		removed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, step := range []struct {
+		table string
+		erase func(context.Context, pgx.Tx, []any) ([]string, error)
+	}{{headsTable, eraseHeads}, {revisionsTable, eraseRevisions}} {
+		table := step.table
+		removed, err := step.erase(ctx, tx, args)
 		if err != nil {
 			return nil, fmt.Errorf("erase %s of %s: %w", table, ns, err)
 		}
@@ -140,21 +136,18 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		}
 		counts[table] = int64(len(removed))
 	}
-	tag, err := tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.entity_aliases t USING p WHERE %s`, erasure.ScopeParams,
-		scope["loom.entity_aliases"]), args...)
+	n, err := eraseEntityAliases(ctx, tx, args)
 	if err != nil {
 		return nil, fmt.Errorf("erase the entity aliases of %s: %w", ns, err)
 	}
-	counts["loom.entity_aliases"] = tag.RowsAffected()
+	counts["loom.entity_aliases"] = n
 	// The keys go after their revisions: a user's keys are those left without one.
-	tag, err = tx.Exec(ctx, fmt.Sprintf(`%s DELETE FROM loom.revision_keys t USING p WHERE %s`, erasure.ScopeParams,
-		scope["loom.revision_keys"]), args...)
-	if err != nil {
+	if n, err = destroyScopeKeys(ctx, tx, args); err != nil {
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)
 	}
-	counts["loom.revision_keys"] = tag.RowsAffected()
+	counts["loom.revision_keys"] = n
 	// A parked row's seq was published as a placeholder already: it is not withdrawn.
-	deleted, withdrawn, err := outbox.Withdraw(ctx, tx, erasure.ScopeParams, scope["loom.outbox"], args...)
+	deleted, withdrawn, err := outbox.Withdraw(ctx, tx, erasure.ScopeParams, pgScope("loom.outbox"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("withdraw the unpublished records of %s: %w", ns, err)
 	}
@@ -164,27 +157,14 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		list = append(list, id)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO loom.erased_memories (org, namespace, memory_id, erasure_id)
-		SELECT $1, $2, id::uuid, $4 FROM unnest($3::text[]) AS id
-		ON CONFLICT (org, namespace, memory_id) DO UPDATE SET erasure_id = EXCLUDED.erasure_id, erased_at = now(), quiet_at = NULL`,
-		sg.Org, ns, list, sg.ID)
+	queueRecordErased(b, sg.Org, ns, list, sg.ID)
 	// The answers naming an erased memory are fenced: a new token, so a request still
 	// holding the key stores no answer, and a retry answers 404 for the whole request.
-	b.Queue(fmt.Sprintf(`%s UPDATE loom.idempotency t SET state = 'erased', revisions = NULL, answer = NULL, token = t.token + 1
-		FROM p WHERE %s`, erasure.ScopeParams, scope["loom.idempotency"]), args...).Exec(func(tag pgconn.CommandTag) error {
-		counts["loom.idempotency"] = tag.RowsAffected()
-		return nil
-	})
+	var fenced int64
+	queueFenceErasedAnswers(b, args, &fenced)
 	// Parked pages and kept search traces name the scope's keys; deferred extractions go
-	// with their sealed transcripts and keys: a request not yet extracted never is, and
-	// the topic's copy of it no longer opens.
-	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests"} {
-		b.Queue(fmt.Sprintf(`%s DELETE FROM %s t USING p WHERE %s`, erasure.ScopeParams, table, scope[table]), args...).
-			Exec(func(tag pgconn.CommandTag) error {
-				counts[table] = tag.RowsAffected()
-				return nil
-			})
-	}
+	// with their sealed transcripts and keys.
+	queueEraseDerived(b, args, counts)
 	kind, userRef := events.ErasureScopeNamespace, ""
 	if sg.Scope.UserID != "" {
 		kind = events.ErasureScopeUser
@@ -201,6 +181,7 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("record the erasure of %s: %w", ns, err)
 	}
+	counts["loom.idempotency"] = fenced
 	counts["memories"] = int64(len(list))
 	counts["withdrawn"] = withdrawn
 	return counts, nil
@@ -220,18 +201,6 @@ func (s *Service) queueGenerationRecord(b *pgx.Batch, env *events.Envelope) erro
 	key := events.RecordKey(env.Org, env.Namespace)
 	outbox.Queue(b, outbox.Record{Org: env.Org, Namespace: env.Namespace, Seq: env.Seq, Topic: s.cfg.Topic,
 		Key: key, Headers: headers, Value: value})
-	b.Queue(`INSERT INTO loom.generation_records (org, namespace, seq, event_type, record_key, headers, value)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, env.Org, env.Namespace, env.Seq, string(env.Type), key, headers, value)
+	queueKeepGenerationRecord(b, env.Org, env.Namespace, env.Seq, string(env.Type), key, headers, value)
 	return nil
-}
-
-// pgScopes maps each counted Postgres table to its scope predicate.
-func pgScopes() map[string]string {
-	out := map[string]string{}
-	for _, t := range erasure.Tables() {
-		if t.Store == erasure.Postgres && t.Class == erasure.Counted {
-			out[t.Name] = t.Scope
-		}
-	}
-	return out
 }

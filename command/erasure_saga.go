@@ -77,42 +77,6 @@ type sagaState struct {
 	Reopened map[string]int       `json:"reopened,omitempty"`
 }
 
-func (s *Service) loadSaga(ctx context.Context, org, id string) (*erasureSaga, error) {
-	sg := &erasureSaga{Org: org, ID: id}
-	var scope, steps, fences, removed, residue, census []byte
-	var lastError *string
-	err := s.pool.QueryRow(ctx, `SELECT scope, purge, actor, status, steps, fences, removed, attempts, last_error,
-			residue, residue_count, census, requested_at, verified_at, finished_at
-		FROM loom.erasure_ledger WHERE org = $1 AND id = $2`, org, id).
-		Scan(&scope, &sg.Purge, &sg.Actor, &sg.Status, &steps, &fences, &removed, &sg.Attempts, &lastError,
-			&residue, &sg.ResidueCount, &census, &sg.RequestedAt, &sg.VerifiedAt, &sg.FinishedAt)
-	if err != nil {
-		return nil, err
-	}
-	if lastError != nil {
-		sg.LastError = *lastError
-	}
-	var st sagaState
-	for _, f := range []struct {
-		raw []byte
-		to  any
-	}{{scope, &sg.Scope}, {steps, &st}, {fences, &sg.Fences}, {removed, &sg.Removed}, {residue, &sg.Residue}, {census, &sg.Census}} {
-		if len(f.raw) > 0 {
-			if err := json.Unmarshal(f.raw, f.to); err != nil {
-				return nil, fmt.Errorf("decode erasure %s: %w", id, err)
-			}
-		}
-	}
-	sg.Steps, sg.Reopened = st.Done, st.Reopened
-	if sg.Steps == nil {
-		sg.Steps = map[string]time.Time{}
-	}
-	if sg.Reopened == nil {
-		sg.Reopened = map[string]int{}
-	}
-	return sg, nil
-}
-
 func (sg *erasureSaga) state() sagaState { return sagaState{Done: sg.Steps, Reopened: sg.Reopened} }
 
 // next is the first step not done.
@@ -178,7 +142,7 @@ func (s *Service) runStep(ctx context.Context, sg *erasureSaga, step string, att
 		if err := pg.WaitOut(ctx, s.pool, pg.LockPublishers); err != nil {
 			return fmt.Errorf("wait out the publishers: %w", err)
 		}
-		if _, err := s.pool.Exec(ctx, `UPDATE loom.erased_memories SET quiet_at = now() WHERE erasure_id = $1 AND quiet_at IS NULL`, sg.ID); err != nil {
+		if err := s.markErasedQuiet(ctx, sg.ID); err != nil {
 			return fmt.Errorf("record when the erasure's publishers were quiet: %w", err)
 		}
 	case stepClickHouse:
@@ -253,10 +217,8 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, sg 
 				return
 			case <-tick.C:
 			}
-			tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET lease_until = now() + $4::interval
-				WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
-				sg.Org, sg.ID, attempt, s.cfg.Erasure.Lease.String())
-			if err == nil && tag.RowsAffected() == 0 {
+			held, err := s.renewSagaLease(ctx, sg, attempt)
+			if err == nil && !held {
 				s.log.Warn("erasure_recovery took the saga over while its step ran; stopping this run", "erasure_id", sg.ID, "attempt", attempt)
 				cancel()
 				return
@@ -273,14 +235,11 @@ func (s *Service) checkpoint(ctx context.Context, sg *erasureSaga, attempt int) 
 	if err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, last_error = NULL,
-			lease_until = now() + $5::interval, updated_at = now()
-		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
-		sg.Org, sg.ID, attempt, raw, s.cfg.Erasure.Lease.String())
+	held, err := s.storeSagaSteps(ctx, sg, attempt, raw)
 	if err != nil {
 		return fmt.Errorf("checkpoint erasure %s: %w", sg.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !held {
 		return errSagaTakenOver
 	}
 	return nil
@@ -290,8 +249,7 @@ func (s *Service) checkpoint(ctx context.Context, sg *erasureSaga, attempt int) 
 func (s *Service) noteSagaError(ctx context.Context, sg *erasureSaga, attempt int, step string, cause error) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := s.pool.Exec(nctx, `UPDATE loom.erasure_ledger SET last_error = $4, updated_at = now()
-		WHERE org = $1 AND id = $2 AND attempts = $3`, sg.Org, sg.ID, attempt, step+": "+cause.Error()); err != nil {
+	if err := s.storeSagaError(nctx, sg, attempt, step+": "+cause.Error()); err != nil {
 		s.log.Warn("erasure: cannot record a step's failure", "erasure", sg.ID, "err", err)
 	}
 }
@@ -339,15 +297,12 @@ func (s *Service) verifyErasure(ctx context.Context, sg *erasureSaga, attempt in
 	if reopen == "" {
 		status = sagaCompleted
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, census = $5, residue = $6, residue_count = $7,
-			status = $8, verified_at = now(), finished_at = CASE WHEN $8 = 'running' THEN NULL ELSE now() END,
-			last_error = NULL, lease_until = now() + $9::interval, updated_at = now()
-		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
-		sg.Org, sg.ID, attempt, rawState, rawCensus, rawResidue, total, status, s.cfg.Erasure.Lease.String())
+	held, err := s.storeSagaCensus(ctx, sg, attempt, sagaCensus{state: rawState, census: rawCensus, residue: rawResidue,
+		total: total, status: status})
 	if err != nil {
 		return fmt.Errorf("record the census of erasure %s: %w", sg.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !held {
 		return errSagaTakenOver
 	}
 	if reopen != "" {
@@ -389,36 +344,12 @@ func (s *Service) RunErasureRecovery(ctx context.Context, interval time.Duration
 
 // recoverErasures is one pass of erasure_recovery.
 func (s *Service) recoverErasures(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET status = 'failed', finished_at = now(), updated_at = now(),
-			last_error = coalesce(last_error, 'abandoned') || ' (abandoned after ' || attempts || ' runs)'
-		WHERE status = 'running' AND lease_until < now() AND attempts >= $1`, s.cfg.Erasure.MaxAttempts); err != nil {
+	if err := s.failAbandonedSagas(ctx); err != nil {
 		return fmt.Errorf("mark abandoned erasures failed: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE loom.erasure_ledger l SET attempts = l.attempts + 1,
-			lease_until = now() + $1::interval, updated_at = now()
-		FROM (SELECT org, id FROM loom.erasure_ledger WHERE status = 'running' AND lease_until < now()
-			ORDER BY lease_until LIMIT 10 FOR UPDATE SKIP LOCKED) due
-		WHERE l.org = due.org AND l.id = due.id
-		RETURNING l.org, l.id::text, l.attempts`, s.cfg.Erasure.Lease.String())
+	claims, err := s.claimStoppedSagas(ctx)
 	if err != nil {
 		return fmt.Errorf("take over stopped erasures: %w", err)
-	}
-	type claim struct {
-		org, id string
-		attempt int
-	}
-	var claims []claim
-	for rows.Next() {
-		var c claim
-		if err := rows.Scan(&c.org, &c.id, &c.attempt); err != nil {
-			rows.Close()
-			return err
-		}
-		claims = append(claims, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, c := range claims {
 		s.log.Info("erasure_recovery: resuming a saga", "erasure", c.id, "org", c.org, "attempt", c.attempt)
@@ -436,12 +367,10 @@ func (s *Service) recoverErasures(ctx context.Context) error {
 // refusal judges its age itself and never waits for this) and finished sagas past
 // LOOM_ERASURE_LEDGER_DAYS.
 func (s *Service) sweepErasures(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM loom.erased_memories WHERE ctid IN (
-		SELECT ctid FROM loom.erased_memories WHERE erased_at < now() - $1::interval LIMIT 5000)`, s.cfg.Erasure.Evidence.String()); err != nil {
+	if err := s.sweepErasedEvidence(ctx); err != nil {
 		return fmt.Errorf("sweep deletion evidence: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM loom.erasure_ledger WHERE status <> 'running' AND requested_at < now() - $1::interval`,
-		s.cfg.Erasure.LedgerKeep.String()); err != nil {
+	if err := s.sweepSagas(ctx); err != nil {
 		return fmt.Errorf("sweep the erasure ledger: %w", err)
 	}
 	return nil

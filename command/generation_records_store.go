@@ -3,10 +3,13 @@ package command
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// The write side's read of loom.generation_records (the erasure and redaction
-// records, written by queueGenerationRecord in erasure_postgres.go).
+// The write side's statements of loom.generation_records: the erasure and redaction
+// records, kept as queueGenerationRecord (erasure_postgres.go) queues them for the relay,
+// and republish's read.
 
 // generationRecords reads the kept records of seqs from..to that carry no revision.
 func generationRecords(ctx context.Context, q queryer, org, namespace string, from, to int64, topic string) ([]outboxEntry, error) {
@@ -25,4 +28,10 @@ func generationRecords(ctx context.Context, q queryer, org, namespace string, fr
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// queueKeepGenerationRecord queues the kept copy of a record that carries no revision.
+func queueKeepGenerationRecord(b *pgx.Batch, org, namespace string, seq int64, eventType string, key, headers, value []byte) {
+	b.Queue(`INSERT INTO loom.generation_records (org, namespace, seq, event_type, record_key, headers, value)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, org, namespace, seq, eventType, key, headers, value)
 }

@@ -2,6 +2,11 @@ package command
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loomplane/loom/internal/erasure"
 )
 
 // The statements of loom.idempotency: claim (idempotency.go) takes, reads and takes
@@ -24,6 +29,18 @@ func (s *Service) release(ctx context.Context, hold *idemHold) {
 		hold.org, hold.keyHash, hold.token); err != nil {
 		s.log.Warn("idempotency: cannot release a claim; it lapses with its lease", "err", err)
 	}
+}
+
+// queueFenceErasedAnswers queues the fence of the answers naming a memory an erasure
+// removed (args as erasure.ScopeParams names them): a new token, so a request still
+// holding the key stores no answer, and a retry answers 404 for the whole request.
+// fenced holds how many once the batch is sent.
+func queueFenceErasedAnswers(b *pgx.Batch, args []any, fenced *int64) {
+	b.Queue(erasure.ScopeParams+` UPDATE loom.idempotency t SET state = 'erased', revisions = NULL, answer = NULL, token = t.token + 1
+		FROM p WHERE `+pgScope("loom.idempotency"), args...).Exec(func(tag pgconn.CommandTag) error {
+		*fenced = tag.RowsAffected()
+		return nil
+	})
 }
 
 // sweepIdempotency deletes keys past their 24 hours.

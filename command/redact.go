@@ -226,9 +226,3 @@ func redactionRecord(named *memrow.Row, userRefKey []byte, prev int64, versions 
 		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,
 		Revision: rev, Sealed: sealed, Redaction: &events.Redaction{Versions: versions}}, nil
 }
-
-// queueForgetAliases queues the deletion of the entity aliases a memory introduced (its
-// redaction: they were read in its text); the entity extractor (workers/) records them.
-func queueForgetAliases(b *pgx.Batch, org, ns, memoryID string) {
-	b.Queue(`DELETE FROM loom.entity_aliases WHERE org = $1 AND namespace = $2 AND memory_id = $3`, org, ns, memoryID)
-}

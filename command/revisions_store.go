@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -182,5 +184,65 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 		row, err := heads.Decode(raw)
 		v.row = row
 		return v, err
+	})
+}
+
+// revisionsTable names loom.memory_revisions where an erasure counts what it removed.
+const revisionsTable = "loom.memory_revisions"
+
+// eraseRevisions deletes the revisions in an erasure's scope below its fence (args as
+// erasure.ScopeParams names them), returning the memory ids they held.
+func eraseRevisions(ctx context.Context, tx pgx.Tx, args []any) ([]string, error) {
+	return collectStrings(tx.Query(ctx, erasure.ScopeParams+` DELETE FROM loom.memory_revisions t USING p WHERE `+pgScope(revisionsTable)+
+		` RETURNING t.memory_id::text`, args...))
+}
+
+// destroyScopeKeys deletes the data keys of an erasure's scope (args as
+// erasure.ScopeParams names them), after its revisions: a user's keys are those left
+// without one. It returns how many.
+func destroyScopeKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
+	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.revision_keys t USING p WHERE `+pgScope("loom.revision_keys"), args...)
+	return tag.RowsAffected(), err
+}
+
+// queueNamespacesOfUser queues on b the read of the namespaces of org where user holds
+// a revision, into into: the journal's part of the namespaces an erasure of the user
+// fences.
+func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
+	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = $2`, org, user).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+}
+
+// amendedRevision reads what the amendment of a key's version repeats of its revision:
+// the version before it (its prev_version) and its event type (revised when the
+// journal holds no revision of the version).
+func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (prev int64, event string, err error) {
+	err = q.QueryRow(ctx, `SELECT
+			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7),
+			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version = $7
+				ORDER BY seq LIMIT 1), $8)`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
+	return prev, event, err
+}
+
+// memoryJournal reads the newest 256 revisions of a row's memory (its key and memory
+// id), newest first: what the conflict resolver reads to date a value's assertion.
+func memoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
+	rows, err := q.Query(ctx, `SELECT version, content_sha256, status, op FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND memory_id = $7
+		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (JournalStep, error) {
+		var j JournalStep
+		err := row.Scan(&j.Version, &j.ContentSHA256, &j.Status, &j.Op)
+		return j, err
 	})
 }

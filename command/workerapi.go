@@ -8,6 +8,7 @@ import (
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/extractqueue"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 )
@@ -115,6 +116,31 @@ func (s *Service) VectorOf(r *memrow.Row) []float32 { return s.vectorOf(r) }
 // its pair with row alone.
 func (s *Service) UndoneBetween(ctx context.Context, row *memrow.Row, peers []*memrow.Row) (map[string]bool, error) {
 	return s.undoneBetween(ctx, row, peers)
+}
+
+// AmendedRevision reads, from the journal, what the amendment of a key's version
+// repeats of its revision: the version before it and its event type.
+func AmendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (int64, events.Type, error) {
+	prev, event, err := amendedRevision(ctx, q, id, version)
+	return prev, events.Type(event), err
+}
+
+// JournalStep is one revision of a memory as the conflict resolver reads it.
+type JournalStep struct {
+	Version       int64
+	ContentSHA256 string
+	Status, Op    string
+}
+
+// MemoryJournal reads the newest 256 revisions of a row's memory, newest first.
+func MemoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
+	return memoryJournal(ctx, q, r)
+}
+
+// ErasureRunning reports whether an erasure of the org is running (in a commit's
+// transaction, q is it: the erasure is recorded under the org's policy lock).
+func ErasureRunning(ctx context.Context, q heads.Querier, org string) (bool, error) {
+	return erasureRunning(ctx, q, org)
 }
 
 // CopyOf is a new version of a head with its content unchanged: a copy writer's row.

@@ -20,6 +20,11 @@ import (
 	"github.com/loomplane/loom/internal/memrow"
 )
 
+// This file owns loom.entity_aliases: its reads and writes are here (readAliases,
+// recordAliases), beside the extractor that resolves names through it; command's
+// erasure and redaction delete its rows (command/entity_aliases_store.go). The
+// journal's reads go through command's worker API (AmendedRevision).
+//
 // The entity extractor (memory-architecture, "Background passes", entity_extractor):
 // its consumer group queues every value write that names no entity and states no
 // relation; a pass asks the model for the row's entities and relations and writes
@@ -312,19 +317,11 @@ func (s *Service) writeEntities(ctx context.Context, head *memrow.Row, found ext
 // amendedRevision reads what the amendment of a key's version repeats of its revision:
 // the version before it (its prev_version) and its event type.
 func amendedRevision(ctx context.Context, pool *pgxpool.Pool, id memrow.Identity, version int64) (int64, events.Type, error) {
-	var prev int64
-	var event string
-	err := pool.QueryRow(ctx, `SELECT
-			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version < $7),
-			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version = $7
-				ORDER BY seq LIMIT 1), $8)`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
+	prev, event, err := command.AmendedRevision(ctx, pool, id, version)
 	if err != nil {
 		return 0, "", fmt.Errorf("read the revision of version %d: %w", version, err)
 	}
-	return prev, events.Type(event), nil
+	return prev, event, nil
 }
 
 // resolveInto resolves the extraction's names through the namespace's aliases and
@@ -416,8 +413,7 @@ func earliest(known map[string]aliasRow, spellings []string) (aliasRow, bool) {
 }
 
 // loom.entity_aliases is the entity extractor's: these are its statements; the write
-// side's erasure (command/erasure_postgres.go) and redaction (queueForgetAliases)
-// delete from it.
+// side's erasure and redaction delete from it (command/entity_aliases_store.go).
 
 func readAliases(ctx context.Context, tx pgx.Tx, org, ns string, spellings []string) (map[string]aliasRow, error) {
 	out := map[string]aliasRow{}

@@ -43,9 +43,8 @@ var errNotActable = errors.New("the pair changed since it was judged")
 // recorded or sees it here.
 func refuseUnderErasure(org string) func(context.Context, pgx.Tx) error {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		var running bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erasure_ledger WHERE org = $1 AND status = 'running')`, org).
-			Scan(&running); err != nil {
+		running, err := command.ErasureRunning(ctx, tx, org)
+		if err != nil {
 			return fmt.Errorf("read the org's erasures: %w", err)
 		}
 		if running {
@@ -57,8 +56,7 @@ func refuseUnderErasure(org string) func(context.Context, pgx.Tx) error {
 
 // orgErasing reports whether an erasure of the org is running.
 func (s *Service) orgErasing(ctx context.Context, org string) (bool, error) {
-	var running bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.erasure_ledger WHERE org = $1 AND status = 'running')`, org).Scan(&running)
+	running, err := command.ErasureRunning(ctx, s.pool, org)
 	if err != nil {
 		return false, fmt.Errorf("read the org's erasures: %w", err)
 	}

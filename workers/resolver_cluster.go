@@ -151,32 +151,21 @@ func sortRowsBy(rs []*memrow.Row, cos map[string]float64) {
 // valid_at earlier than that moves it back: the fact held then. A row the journal
 // does not hold counts from its current version.
 func (s *Service) assertedAt(ctx context.Context, r *memrow.Row) (time.Time, error) {
-	rows, err := s.pool.Query(ctx, `SELECT version, content_sha256, status, op FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND memory_id = $7
-		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
+	journal, err := command.MemoryJournal(ctx, s.pool, r)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the row's journal: %w", err)
 	}
-	defer rows.Close()
 	first := r.Version
 	prevStatus, prevOp := "", ""
 	started := false
-	for rows.Next() {
-		var version int64
-		var sha, status, op string
-		if err := rows.Scan(&version, &sha, &status, &op); err != nil {
-			return time.Time{}, fmt.Errorf("read the row's journal: %w", err)
-		}
-		if sha != r.ContentSHA256 {
+	for _, j := range journal {
+		if j.ContentSHA256 != r.ContentSHA256 {
 			break
 		}
-		if started && status == string(memrow.StatusSuperseded) && prevStatus != string(memrow.StatusSuperseded) && prevOp != command.OpUnsupersede {
+		if started && j.Status == string(memrow.StatusSuperseded) && prevStatus != string(memrow.StatusSuperseded) && prevOp != command.OpUnsupersede {
 			break // the newer version restated a retired value: a statement of its own
 		}
-		first, prevStatus, prevOp, started = version, status, op, true
-	}
-	if err := rows.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("read the row's journal: %w", err)
+		first, prevStatus, prevOp, started = j.Version, j.Status, j.Op, true
 	}
 	at := time.Unix(0, first).UTC()
 	if r.ValidAt != nil && r.ValidAt.Before(at) {

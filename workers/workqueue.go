@@ -10,7 +10,11 @@ import (
 
 // loom.worker_items is the workers' queue (workers.go): one row per written version a
 // worker owes something, queued by the worker's consumer group, drained by its passes
-// and kept, done, as the version's stamp. This file holds its SQL.
+// and kept, done, as the version's stamp. This file owns the table: every statement of
+// it is here, and no other package reads or writes it. Its claims leave out an org
+// whose erasure runs by a NOT EXISTS over loom.erasure_ledger in the same statement (a
+// claim and that check are one snapshot); the ledger's other statements are command's
+// (command/erasure_ledger_store.go).
 
 // Worker names, as the worker column and the consumer group name it.
 const (

@@ -318,6 +318,17 @@ func QueuePending(b *pgx.Batch, org string, namespaces []string, userID string, 
 	})
 }
 
+// QueueNamespacesOfUser queues on b the read of the namespaces of org where user has a
+// request, into into: the requests' part of the namespaces an erasure of the user fences.
+func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
+	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = $2`, org, user).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+}
+
 func changed(tag pgconn.CommandTag, err error, doing string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", doing, err)

@@ -52,3 +52,17 @@ func OfUser(ctx context.Context, q Querier, org, namespace, user string, limit i
 	}
 	return Collect(rows)
 }
+
+// QueueNamespacesOfUser queues on b the read of the namespaces of org where user holds
+// a head, into into: the heads' part of the namespaces an erasure of the user fences.
+func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
+	queueStrings(b, into, `SELECT DISTINCT namespace FROM loom.memory_current WHERE org = $1 AND user_id = $2`, org, user)
+}
+
+func queueStrings(b *pgx.Batch, into *[]string, query string, args ...any) {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+}

@@ -1,0 +1,65 @@
+package command
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loomplane/loom/internal/erasure"
+)
+
+// The erasure's deletes of the tables command holds no store file of: the query
+// side's parked pages and kept traces (query owns them; command does not import query)
+// and internal/extractqueue's deferred requests. They sit in one file because they are
+// one step of the saga: the same scope predicate (internal/erasure's registry) over
+// each table, in the one transaction that fences the namespace (erasure_postgres.go).
+// The residue census's count is here too: one statement over every counted table of
+// the registry (erasure_census.go).
+// The saga's deletes of the tables that have a store file are in it: current_store.go,
+// revisions_store.go, entity_aliases_store.go, idempotency_store.go (the fence of the
+// answers), erased_store.go and erasure_ledger_store.go.
+
+// queueEraseDerived queues the deletes of the parked pages and kept search traces that
+// name the scope's keys, and of the deferred extractions with their sealed transcripts
+// and keys: a request not yet extracted never is, and the topic's copy of it no longer
+// opens. counts holds each table's count once the batch is sent.
+func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
+	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests"} {
+		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
+			Exec(func(tag pgconn.CommandTag) error {
+				counts[table] = tag.RowsAffected()
+				return nil
+			})
+	}
+}
+
+// countResidue counts the rows of table in an erasure's scope (scope its predicate,
+// args as erasure.ScopeParams names them).
+func (s *Service) countResidue(ctx context.Context, table, scope string, args []any) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, erasure.ScopeParams+` SELECT count(*) FROM `+table+` t, p WHERE `+scope, args...).Scan(&n)
+	return n, err
+}
+
+// pgScopes maps each counted Postgres table to its scope predicate.
+func pgScopes() map[string]string {
+	out := map[string]string{}
+	for _, t := range erasure.Tables() {
+		if t.Store == erasure.Postgres && t.Class == erasure.Counted {
+			out[t.Name] = t.Scope
+		}
+	}
+	return out
+}
+
+// pgScope is a counted Postgres table's scope predicate.
+func pgScope(table string) string { return pgScopes()[table] }
+
+// collectStrings reads a result whose one column is text.
+func collectStrings(rows pgx.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
