@@ -295,10 +295,14 @@ type SearchRequest struct {
 	Status            []string  `json:"status,omitempty"`
 	IncludeSuperseded bool      `json:"include_superseded,omitempty"`
 	AsOf              time.Time `json:"as_of,omitzero"`
-	Mode              string    `json:"mode,omitempty"`
-	Recency           bool      `json:"recency,omitempty"`
-	PageToken         string    `json:"page_token,omitempty"`
-	Graph             bool      `json:"graph,omitempty"`
+	// ReferenceTime is when the question is asked (the conversation's date): the
+	// query's relative dates ("yesterday", "last week") are read against its calendar
+	// day instead of the server's clock (zero: the server's clock).
+	ReferenceTime time.Time `json:"reference_time,omitzero"`
+	Mode          string    `json:"mode,omitempty"`
+	Recency       bool      `json:"recency,omitempty"`
+	PageToken     string    `json:"page_token,omitempty"`
+	Graph         bool      `json:"graph,omitempty"`
 	// Retrieval settings over the namespace's retrieval_defaults.
 	Recipe          string            `json:"recipe,omitempty"`
 	Legs            []string          `json:"legs,omitempty"`

@@ -103,7 +103,7 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	req := pp.Request
 	req.TopK = plan.req.TopK
 	plan.req, plan.f.statuses, plan.namespaces, plan.settings = &req, pp.Statuses, pp.Namespaces, pp.Settings
-	plan.query, plan.trace = planQuery(req.Query, s.plannerNow()), nil
+	plan.query, plan.trace = planQuery(req.Query, s.referenceTime(&req)), nil
 	ans := &searchAnswer{Mode: plan.mode(), Namespaces: plan.namespaces}
 	if err := s.servePage(ctx, plan, pool, pp.Offset, ans); err != nil {
 		return nil, err

@@ -93,8 +93,9 @@ func init() {
 	dateWords["sept"] = true
 }
 
-// planQuery plans a query against the clock now (the planner's clock, which a test
-// injects).
+// planQuery plans a query against the time now: the request's reference_time, else
+// the planner's clock (which a test injects). Relative dates are read on now's own
+// calendar day, in its own offset.
 func planQuery(query string, now time.Time) queryPlan {
 	p := queryPlan{Identifiers: []identifier{}, Entities: []string{}, Dates: []dateRange{}, SubQueries: []string{},
 		AttributeTerms: []string{}, DateTerms: []string{}}
@@ -476,7 +477,8 @@ type dateReader struct {
 
 func newDateReader(query string, now time.Time) *dateReader {
 	lower := strings.ToLower(query)
-	now = now.UTC()
+	// now's own calendar day: a reference time of 23:30-05:00 asks about that evening's
+	// day, not the next one UTC reads.
 	return &dateReader{query: query, lower: lower, now: now, today: day(now.Year(), now.Month(), now.Day()), taken: make([]bool, len(lower))}
 }
 

@@ -56,3 +56,41 @@ func TestPlanReadsAttributesAndDates(t *testing.T) {
 		}
 	}
 }
+
+// Relative dates are read against the reference time a search carries (the
+// conversation's date), on that time's own calendar day, not against the server's
+// clock: the same question asked in different sessions asks about different days.
+func TestPlanReadsRelativeDatesAgainstTheReferenceTime(t *testing.T) {
+	d := func(y int, m time.Month, dd int) time.Time { return time.Date(y, m, dd, 0, 0, 0, 0, time.UTC) }
+	newYork := time.FixedZone("-05:00", -5*3600)
+	cases := []struct {
+		query    string
+		ref      time.Time
+		from, to time.Time
+	}{
+		{"what did I do yesterday?", time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC), d(2023, 5, 7), d(2023, 5, 8)},
+		{"what did I do today?", time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC), d(2023, 5, 8), d(2023, 5, 9)},
+		// 23:30 in New York is already the next day UTC; the session's own day counts.
+		{"what did I do yesterday?", time.Date(2023, 5, 8, 23, 30, 0, 0, newYork), d(2023, 5, 7), d(2023, 5, 8)},
+		{"who did I meet last week?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 1), d(2023, 5, 8)},
+		{"what happened three days ago?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 7), d(2023, 5, 8)},
+		{"where did we go in March?", time.Date(2022, 8, 1, 0, 0, 0, 0, time.UTC), d(2022, 3, 1), d(2022, 4, 1)},
+		{"what is planned for next month?", time.Date(2022, 12, 20, 0, 0, 0, 0, time.UTC), d(2023, 1, 1), d(2023, 2, 1)},
+		{"what did we do last March?", time.Date(2022, 3, 15, 0, 0, 0, 0, time.UTC), d(2021, 3, 1), d(2021, 4, 1)},
+		{"what was on 5 May?", time.Date(2019, 6, 1, 0, 0, 0, 0, time.UTC), d(2019, 5, 5), d(2019, 5, 6)},
+		{"what did I read in the past 2 days?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 8), d(2023, 5, 11)},
+		// A written date does not move with the reference time.
+		{"what happened on 14 June 2021?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2021, 6, 14), d(2021, 6, 15)},
+	}
+	for _, c := range cases {
+		p := planQuery(c.query, c.ref)
+		if len(p.Dates) != 1 {
+			t.Errorf("%q at %s: dates %+v, want one span", c.query, c.ref.Format(time.RFC3339), p.Dates)
+			continue
+		}
+		if got := p.Dates[0]; !got.From.Equal(c.from) || !got.To.Equal(c.to) {
+			t.Errorf("%q at %s: span [%s, %s), want [%s, %s)", c.query, c.ref.Format(time.RFC3339), got.From.Format(time.DateOnly),
+				got.To.Format(time.DateOnly), c.from.Format(time.DateOnly), c.to.Format(time.DateOnly))
+		}
+	}
+}

@@ -34,9 +34,13 @@ type searchRequest struct {
 	Status            []memrow.Status `json:"status"`
 	IncludeSuperseded bool            `json:"include_superseded"`
 	AsOf              *time.Time      `json:"as_of"`
-	Mode              Mode            `json:"mode"` // weighted (default) or rrf
-	Recency           bool            `json:"recency"`
-	PageToken         string          `json:"page_token"`
+	// ReferenceTime is when the question is asked (the conversation's or session's
+	// date): relative dates in the query ("yesterday", "last week", "in March") are
+	// read against its calendar day, in its own offset, instead of the server's clock.
+	ReferenceTime *time.Time `json:"reference_time"`
+	Mode          Mode       `json:"mode"` // weighted (default) or rrf
+	Recency       bool       `json:"recency"`
+	PageToken     string     `json:"page_token"`
 	// Graph adds the graph leg: the rows naming the query's entities and their
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
@@ -227,13 +231,23 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
-	q := planQuery(req.Query, s.plannerNow())
+	q := planQuery(req.Query, s.referenceTime(req))
 	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending}
 	if req.Trace {
 		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
 	}
 	return plan, nil
+}
+
+// referenceTime is what the query's relative dates are read against: the request's
+// reference_time as written (its offset says which calendar day it is), else the
+// planner's clock in UTC.
+func (s *Service) referenceTime(req *searchRequest) time.Time {
+	if req.ReferenceTime != nil {
+		return *req.ReferenceTime
+	}
+	return s.plannerNow().UTC()
 }
 
 // checkSearchRequest checks the query, top_k (defaulted), the modes and the filters'

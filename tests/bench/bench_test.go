@@ -126,3 +126,37 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 		t.Fatalf("rows: %+v", rows)
 	}
 }
+
+// The search scenario reports its verdicts as abstain precision and recall apart, for
+// each path and size, beside the latencies.
+func TestSearchScenarioReportsAbstainPrecisionAndRecall(t *testing.T) {
+	n, url := env.API(t, nil)
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, target, bench.Options{
+		Scenarios: []string{"search"}, Duration: 200 * time.Millisecond, Concurrency: []int{1}, SearchSizes: []int{200}, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	s := rep.Scenarios[0]
+	for _, metric := range []string{"abstain precision", "abstain recall", "answerable abstained", "no-answer abstained"} {
+		found := false
+		for _, row := range s.Rows {
+			if strings.Contains(row.Case, "200 memories, index") && row.Metric == metric {
+				found = true
+				if strings.HasPrefix(metric, "abstain") && (row.Loom < 0 || row.Loom > 1) {
+					t.Errorf("%s is %v, not a share", metric, row.Loom)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %q row: %+v", metric, s.Rows)
+		}
+	}
+	for _, row := range s.Rows {
+		t.Logf("%s | %s | %v", row.Case, row.Metric, row.Loom)
+	}
+}

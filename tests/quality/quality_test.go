@@ -850,7 +850,10 @@ func (r results) markdown(memories, queries int) string {
 		}
 		fmt.Fprintf(&b, " %s |\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(&b, "\nThe per-kind columns are each no-answer kind's recall: the share of its queries that abstained.\n")
+	fmt.Fprintf(&b, "\nPrecision is the share of the abstentions that fell on no-answer queries, recall the share of the "+
+		"no-answer queries that abstained; they are reported apart because either alone hides the other's failure (abstaining "+
+		"on everything has recall 1, on almost nothing precision 1). The per-kind columns are each no-answer kind's recall: "+
+		"the share of its queries that abstained.\n")
 	fmt.Fprintf(&b, "\n### Verdicts of the weighted search\n\n| queries | ok | no_match | below_threshold | low_calibrated_confidence | ungrounded_identifier |\n|---|---:|---:|---:|---:|---:|\n")
 	groups := append([]string(nil), categories...)
 	for _, k := range noAnswerKinds {

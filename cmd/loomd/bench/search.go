@@ -54,7 +54,11 @@ func searchResult() *ScenarioResult {
 				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API",
 			"before a namespace is measured, the process's index has applied every revision of it and finished its graph builds " +
 				"(namespaces past LOOM_INDEX_GRAPH_MIN vectors get an HNSW graph, built in the background after the load): " +
-				"the figures are the built graph's, not the exact scan a search falls back to while it builds"},
+				"the figures are the built graph's, not the exact scan a search falls back to while it builds",
+			fmt.Sprintf("verdicts, outside the clock: %d answerable questions (four words of a loaded value) and %d no-answer ones "+
+				"(four English words, which no value uses) per path; a search abstains when its verdict is not ok. Abstain precision is "+
+				"the share of abstentions that fell on no-answer questions, abstain recall the share of no-answer questions that "+
+				"abstained; both are reported, since either alone hides the other's failure", verdictQueries, verdictQueries)},
 	}
 }
 
@@ -122,6 +126,11 @@ func (r *runner) searchSize(ctx context.Context, res *ScenarioResult, run *searc
 	}
 	if err := warmSearch(ctx, run, ns, size); err != nil {
 		return err
+	}
+	for _, p := range run.paths {
+		if err := r.countVerdicts(ctx, res, p, ns, size, values); err != nil {
+			return err
+		}
 	}
 	for _, conc := range r.levels(5) {
 		for _, p := range run.paths {
