@@ -130,7 +130,7 @@ func (s *Service) retryExtractions(ctx context.Context, p auth.Principal, req re
 			return nil, httperr.Validation("queue_ids", "a queue_id is a UUID")
 		}
 	}
-	accepted, err := extractqueue.Retry(ctx, s.pool, p.Org, p.TokenID, req.QueueIDs, s.cfg.Extraction.MaxAttempts, s.requestRecordIn(ctx))
+	accepted, err := extractqueue.Retry(ctx, s.pool, p.Org, p.TokenID, req.QueueIDs, s.cfg.Extraction.MaxAttempts, s.RequestRecords(ctx))
 	if err != nil {
 		return nil, httperr.Store("retrying the extraction requests", err)
 	}

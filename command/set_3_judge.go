@@ -564,26 +564,20 @@ func startsAfter(peerRow, row *memrow.Row) bool {
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
-// contentWords are a text's words that carry meaning (no stopwords), split into the
-// values (words with a digit: numbers, dates, versions) and the rest.
-func contentWords(s string) (plain, values map[string]bool) { return text.ContentWords(s) }
-
 // sameContentWords: one statement's meaningful words are all in the other's.
 func sameContentWords(a, b string) bool {
-	pa, _ := contentWords(a)
-	pb, _ := contentWords(b)
-	return subset(pa, pb) || subset(pb, pa)
+	pa, _ := text.ContentWords(a)
+	pb, _ := text.ContentWords(b)
+	return text.Subset(pa, pb) || text.Subset(pb, pa)
 }
 
 // valuesDiffer: each side states a value the other lacks ("due on the 3rd" and "due
 // on the 5th" are not duplicates, however close their vectors).
 func valuesDiffer(a, b string) bool {
-	_, va := contentWords(a)
-	_, vb := contentWords(b)
-	return !subset(va, vb) && !subset(vb, va)
+	_, va := text.ContentWords(a)
+	_, vb := text.ContentWords(b)
+	return !text.Subset(va, vb) && !text.Subset(vb, va)
 }
-
-func subset(a, b map[string]bool) bool { return text.Subset(a, b) }
 
 // templatedSubstitution reports whether two statements share a template and differ
 // in one short slot: the same subject and predicate, another object ("the user

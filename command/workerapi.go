@@ -165,7 +165,7 @@ func Round4(f float64) float64 { return round4(f) }
 // RequestRecords makes the extraction topic records of queued requests under ctx
 // (extract_queue.go): a record names its user by reference, which may read the org's key.
 func (s *Service) RequestRecords(ctx context.Context) func(extractqueue.Queued) (outbox.Record, error) {
-	return s.requestRecordIn(ctx)
+	return func(q extractqueue.Queued) (outbox.Record, error) { return s.requestRecord(ctx, q) }
 }
 
 // FactWriter is the writer of a deferred memory.set_from_messages' facts (the
