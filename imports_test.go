@@ -33,6 +33,8 @@ var boundaries = []boundary{
 	{from: "query", banned: []string{"command", "workers"}, why: "the write side and the read side never import each other, and the read side knows nothing of the workers"},
 	{from: "workers", banned: []string{"query", "projector", "relay"}, why: "the workers write through the write side's worker API (command/workerapi.go) and read no read model of the query side"},
 	{from: "command/extraction", only: []string{"command/extraction", "internal", "events"}, why: "the extraction pipeline imports no role: the write side hands it the writer of its facts, and both the write side and the workers run it"},
+	{from: "knowledge/parse", only: []string{"knowledge/parse"}, why: "the document parser is pure code the knowledge plane calls: it imports no role, no store, nothing of Loom's"},
+	{from: "knowledge/dataset", only: []string{"knowledge/dataset", "knowledge/parse"}, why: "the dataset grammar is pure code over parse's tables: it imports no role, no store, nothing else of Loom's"},
 	{from: "projector", banned: []string{"command", "query", "workers", "relay"}, why: "the projector builds the read models from the topic alone"},
 	{from: "relay", banned: []string{"command", "query", "projector", "workers"}, why: "the relay publishes the outbox's rows as they are: it knows no other role"},
 	{from: "internal", banned: []string{"command", "query", "projector", "relay", "workers", "adapters", "console", "cmd"}, why: "internal/ is plumbing that knows no role; cmd/ wires the roles"},
