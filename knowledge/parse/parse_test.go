@@ -378,3 +378,56 @@ func TestLongMarkdownKeepsItsBlocks(t *testing.T) {
 		}
 	}
 }
+
+// A PDF 2.0 file (its header says so) reads as its 1.x twin does.
+func TestPDF20HeaderReads(t *testing.T) {
+	body := makePDF(t, "two", []string{"version two"})
+	if !bytes.HasPrefix(body, []byte("%PDF-1.")) {
+		t.Fatalf("fpdf wrote %q", body[:8])
+	}
+	copy(body, "%PDF-2.0")
+	checkBlocks(t, "a PDF 2.0", mustParse(t, "v2.pdf", "", body), []block{{"paragraph", "page 1", "version two"}})
+}
+
+// countdown is a context that ends after its Err was asked n times: a parse that
+// never asks again mid-document runs to its end and fails the test.
+type countdown struct {
+	context.Context
+	n int
+}
+
+func (c *countdown) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Every format asks the context again while it reads, not only before it starts.
+func TestParseStopsMidDocumentWhenTheContextEnds(t *testing.T) {
+	var pages [][]string
+	var rows [][]any
+	for i := 0; i < 40; i++ {
+		pages = append(pages, []string{words(10, "p")})
+	}
+	for i := 0; i < 5000; i++ {
+		rows = append(rows, []any{i, "x"})
+	}
+	para := words(20, "w") + "\n\n"
+	bodies := map[string][]byte{
+		"a.txt":  []byte(strings.Repeat(para, 5000)),
+		"a.md":   []byte(strings.Repeat(para, 5000)),
+		"a.html": []byte(strings.Repeat("<p>"+para+"</p>", 5000)),
+		"a.csv":  []byte("a,b\n" + strings.Repeat("1,x\n", 5000)),
+		"a.pdf":  makePDF(t, "a", pages...),
+		"a.xlsx": makeXLSX(t, []string{"S"}, map[string][][]any{"S": rows}),
+	}
+	for name, body := range bodies {
+		if _, err := parse.Parse(context.Background(), name, "", body, parse.DefaultLimits()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := parse.Parse(&countdown{Context: context.Background(), n: 2}, name, "", body, parse.DefaultLimits()); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want context.Canceled mid-document", name, err)
+		}
+	}
+}

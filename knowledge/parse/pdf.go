@@ -17,7 +17,7 @@ import (
 // rather than interpreted; the page tree is walked here, bounded, rather than by
 // the reader's Page (which follows a cyclic tree forever).
 func (p *parser) pdf(body []byte) (*Document, error) {
-	r, err := pdf.NewReader(bytes.NewReader(body), int64(len(body)))
+	r, err := pdf.NewReader(pdfHeader17{bytes.NewReader(body)}, int64(len(body)))
 	if err != nil {
 		return nil, malformed("the PDF could not be read: %v", err)
 	}
@@ -131,4 +131,16 @@ func (p *parser) inflatedSize(contents pdf.Value, room int64) (int64, error) {
 		rd.Close()
 	}
 	return total, nil
+}
+
+// pdfHeader17 shows a PDF 2.0 file's header as 1.7's: the reader refuses any
+// header but %PDF-1.0 to 1.7, and reads 2.0's syntax, a superset for text, as is.
+type pdfHeader17 struct{ r *bytes.Reader }
+
+func (h pdfHeader17) ReadAt(p []byte, off int64) (int, error) {
+	n, err := h.r.ReadAt(p, off)
+	if off < 8 && bytes.HasPrefix(p[:n], []byte("%PDF-2.0")[off:min(8, off+int64(n))]) {
+		copy(p, []byte("%PDF-1.7")[off:min(8, off+int64(n))])
+	}
+	return n, err
 }
