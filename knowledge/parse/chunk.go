@@ -41,7 +41,8 @@ const KindMixed = "mixed"
 //     overlap by OverlapTokens;
 //   - a table's rows are chunked apart from the prose, whole rows under the table's
 //     header line (its columns joined by " | "), with no overlap: each chunk reads as
-//     a table on its own.
+//     a table on its own; headings with no text of their own above a table title its
+//     first chunk.
 //
 // Texts are slices of the blocks' own text: nothing is rewritten. A zero MaxTokens
 // takes DefaultChunkOptions; OverlapTokens is held under half of MaxTokens.
@@ -63,12 +64,13 @@ func Chunks(doc *Document, opt ChunkOptions) []Chunk {
 		for j < len(blocks) && blocks[j].Kind == KindRow && blocks[j].Level == b.Level {
 			j++
 		}
+		title := c.takeHeadings(b.HeadingPath)
 		c.flush(false)
 		header := ""
 		if b.Level >= 1 && b.Level <= len(doc.Tables) {
 			header = strings.Join(doc.Tables[b.Level-1].Columns, rowSeparator)
 		}
-		c.rows(header, blocks[i:j])
+		c.rows(title, header, blocks[i:j])
 		i = j
 	}
 	c.flush(false)
@@ -129,10 +131,24 @@ func (c *chunker) prose(b Block) {
 	}
 }
 
-// rows chunks a run of one table's rows under its header line.
-func (c *chunker) rows(header string, rows []Block) {
+// takeHeadings takes the chunk being filled when it holds headings alone, the ones
+// a table's rows sit under: they title the table's first chunk instead of making
+// a chunk of their own.
+func (c *chunker) takeHeadings(rowPath []string) string {
+	if !c.fresh || len(c.kinds) > 0 || len(rowPath) < len(c.path) || !slices.Equal(rowPath[:len(c.path)], c.path) {
+		return ""
+	}
+	title := strings.Join(c.parts, "\n\n")
+	c.parts, c.tokens, c.heads, c.fresh = c.parts[:0], 0, false, false
+	return title
+}
+
+// rows chunks a run of one table's rows under its header line, the first chunk
+// titled by the headings above the table when they hold no text of their own.
+func (c *chunker) rows(title, header string, rows []Block) {
 	headerTokens := Tokens(header)
-	room := max(c.opt.MaxTokens-headerTokens, c.opt.MaxTokens/2, 1)
+	titleTokens := Tokens(title)
+	room := max(c.opt.MaxTokens-headerTokens-titleTokens, c.opt.MaxTokens/2, 1)
 	var lines []string
 	tokens := 0
 	path := rows[0].HeadingPath
@@ -144,8 +160,14 @@ func (c *chunker) rows(header string, rows []Block) {
 		if header != "" {
 			text = header + "\n" + text
 		}
+		if title != "" {
+			text = title + "\n\n" + text
+		}
 		c.out = append(c.out, Chunk{Ordinal: len(c.out), HeadingPath: slices.Clone(path), Kind: KindRow, Text: text})
 		lines, tokens = lines[:0], 0
+		if title != "" {
+			title, room = "", max(c.opt.MaxTokens-headerTokens, c.opt.MaxTokens/2, 1)
+		}
 	}
 	for _, r := range rows {
 		spans := tokenSpans(r.Text)
@@ -157,10 +179,11 @@ func (c *chunker) rows(header string, rows []Block) {
 			tokens += len(spans)
 			continue
 		}
-		for start := 0; start < len(spans); start += room {
+		for start := 0; start < len(spans); {
 			end := min(len(spans), start+room)
 			lines = append(lines, r.Text[spans[start][0]:spans[end-1][1]])
 			emit()
+			start = end
 		}
 	}
 	emit()

@@ -172,6 +172,13 @@ func TestEachFormatRoundTripsToItsChunks(t *testing.T) {
 			{"paragraph", "page 2", "page two text"},
 		}},
 		{"t.csv", []byte("a,b\n1,2\n3,4\n"), parse.DefaultChunkOptions(), []chunk{{"row", "t", "a | b\n1 | 2\n3 | 4"}}},
+		{"titled.md", []byte("# Prices\n\n## 2024\n\n| item | eur |\n|---|---|\n| tea | 3 |\n| cake | 4 |\n| a row too long for one chunk | 5 |\n"),
+			parse.ChunkOptions{MaxTokens: 10, OverlapTokens: 2}, []chunk{
+				{"row", "Prices > 2024", "Prices\n\n2024\n\nitem | eur\ntea | 3"},
+				{"row", "Prices > 2024", "item | eur\ncake | 4"},
+				{"row", "Prices > 2024", "item | eur\na row too long for one chunk"},
+				{"row", "Prices > 2024", "item | eur\n| 5"},
+			}},
 		{"w.xlsx", makeXLSX(t, []string{"S"}, map[string][][]any{"S": {{"a", "b"}, {1, 2}}}), parse.DefaultChunkOptions(), []chunk{{"row", "S", "a | b\n1 | 2"}}},
 		{"p.html", []byte("<h1>H</h1><p>x y</p><ul><li>l</li></ul><h2>S</h2><pre>code</pre>"), parse.DefaultChunkOptions(), []chunk{
 			{"mixed", "H", "H\n\nx y\n\n- l"},
