@@ -110,15 +110,16 @@ func (c *chunker) prose(b Block) {
 	spans := tokenSpans(b.Text)
 	if c.tokens+len(spans) > c.opt.MaxTokens && len(c.kinds) > 0 {
 		c.flush(true)
-		if c.tokens+len(spans) > c.opt.MaxTokens {
-			c.dropCarry()
-		}
+	}
+	if c.tokens+len(spans) > c.opt.MaxTokens && len(spans) <= c.opt.MaxTokens && !c.fresh {
+		c.dropCarry() // it fits alone, not after the overlap
 	}
 	if c.tokens+len(spans) <= c.opt.MaxTokens {
 		c.append(b.Kind, b.Text, len(spans))
 		return
 	}
-	// Longer than a chunk: windows, the first filling what room is left.
+	// Longer than a chunk: windows, the first filling what room the overlap or the
+	// headings before it left.
 	for start := 0; ; {
 		room := max(c.opt.MaxTokens-c.tokens, c.opt.MaxTokens/2, c.opt.OverlapTokens+1)
 		end := min(len(spans), start+room)

@@ -88,7 +88,11 @@ func (p *parser) markdownBlocks(doc *Document, heads *headingStack, root ast.Nod
 const (
 	// markdownSegmentBytes is the size past which a segment ends at the next blank
 	// line; past twice it, at the next line.
-	markdownSegmentBytes = 16 << 10
+	markdownSegmentBytes = 8 << 10
+	// markdownLineBytes is the longest line parsed whole: goldmark scans the rest
+	// of the line for each link opener's destination, so a line's cost grows with
+	// its square.
+	markdownLineBytes = 4 << 10
 	// maxMarkdownNesting bounds the block quote and list markers opening one line.
 	maxMarkdownNesting = 32
 	// markdownCellCost is what a table cell is charged against MaxExpandedBytes.
@@ -97,8 +101,9 @@ const (
 
 // markdownSegments cuts the source into segments of about markdownSegmentBytes: at a
 // blank line, or at any line past twice that size, never inside a fenced
-// code block or a table; a line longer than a segment is cut at a space (or a
-// character boundary) of its own. It refuses a line nesting more than
+// code block or a table; a line longer than markdownLineBytes is cut at a space
+// (or a character boundary) into pieces parsed on their own (a paragraph written as
+// one long line comes back as several paragraphs). It refuses a line nesting more than
 // maxMarkdownNesting block quotes and lists, and charges each table's cells
 // (rows × header width) against MaxExpandedBytes.
 func (p *parser) markdownSegments(s string) ([]string, error) {
@@ -144,12 +149,12 @@ func (p *parser) markdownSegments(s string) ([]string, error) {
 				return nil, err
 			}
 		}
-		if len(line) > markdownSegmentBytes && fence == "" {
+		if len(line) > markdownLineBytes && fence == "" {
 			// A line too long to parse in one piece: cut it on its own.
 			if pos > start {
 				segments = append(segments, s[start:pos])
 			}
-			segments = append(segments, cutLine(s[pos:next], markdownSegmentBytes)...)
+			segments = append(segments, cutLine(s[pos:next], markdownLineBytes)...)
 			start = next
 		} else if fence == "" && tableWidth == 0 && (blank && next-start >= markdownSegmentBytes || next-start >= 2*markdownSegmentBytes) {
 			segments = append(segments, s[start:next])
