@@ -15,7 +15,7 @@ import (
 // head. upsert is knowledge.upsert: the same, but a source whose head already holds
 // this content and description answers its head, unchanged, and commits nothing.
 func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *DocumentInput, upsert bool) (*Written, error) {
-	if err := p.RequireWrite(); err != nil {
+	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
 	d, err := s.prepare(ctx, "", in)

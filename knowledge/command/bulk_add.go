@@ -24,7 +24,7 @@ type BulkAddAnswer struct {
 // commit. A request naming a source twice, or holding a document the parser refuses,
 // is refused before anything is written; a head that moved refuses the whole commit.
 func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req *BulkAddRequest) (*BulkAddAnswer, error) {
-	if err := p.RequireWrite(); err != nil {
+	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
 	switch {

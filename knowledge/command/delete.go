@@ -28,7 +28,7 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, ns string, req 
 }
 
 func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req HeadRequest, op string, event events.Type) (*Written, error) {
-	if err := p.RequireWrite(); err != nil {
+	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
 	if err := checkSourceURI("source_uri", req.SourceURI); err != nil {

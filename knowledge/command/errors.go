@@ -2,7 +2,9 @@ package command
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/loomplane/loom/internal/auth"
 	"net/http"
 
 	"github.com/loomplane/loom/internal/httperr"
@@ -39,4 +41,13 @@ func parseRefusal(field string, err error) error {
 		status = http.StatusRequestEntityTooLarge
 	}
 	return &httperr.Error{Status: status, Code: pe.Code, Message: pe.Message, Field: field}
+}
+
+// mayWrite is 403 for a read-only token, and for a token bound to one user: a
+// namespace's documents are every user's, as its policy is.
+func mayWrite(p auth.Principal) error {
+	if err := p.RequireWrite(); err != nil {
+		return err
+	}
+	return p.RequireEveryUser("a knowledge document write")
 }
