@@ -22,7 +22,7 @@ type Service struct {
 	index    *index.Index
 	embedder embed.Embedder
 	// wait bounds a search's wait for the index to apply what was committed before it
-	// (LOOM_QUERY_PROJECTION_WAIT_MS, as memory's barrier).
+	// (LOOM_PG_PROJECTION_WAIT_MS, as memory's barrier).
 	wait time.Duration
 	log  *slog.Logger
 }
