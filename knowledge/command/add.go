@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -34,7 +35,7 @@ func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *Docu
 	if head != nil {
 		pl.read = head.Version
 		if upsert && !head.Deleted && sameDocument(head.Text, &d.text) && (d.expected == nil || *d.expected == head.Version) {
-			return &Written{SourceURI: head.SourceURI, DocID: head.DocID, Version: head.Version, Revision: head.Seq,
+			return &Written{SourceURI: head.SourceURI, DocID: head.DocID, Version: head.Version, VersionText: strconv.FormatInt(head.Version, 10), Revision: head.Seq,
 				Format: head.Format, ChunkCount: head.ChunkCount, Bytes: head.Bytes, Unchanged: true}, nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,9 +33,11 @@ type plan struct {
 
 // Written is what a commit did to one source.
 type Written struct {
-	SourceURI   string `json:"source_uri"`
-	DocID       string `json:"doc_id"`
-	Version     int64  `json:"version"`
+	SourceURI string `json:"source_uri"`
+	DocID     string `json:"doc_id"`
+	Version   int64  `json:"version"`
+	// VersionText is Version in decimal, for clients whose numbers are doubles.
+	VersionText string `json:"version_text"`
 	PrevVersion int64  `json:"prev_version"`
 	Revision    int64  `json:"revision"` // the record's seq in its namespace
 	Event       string `json:"event"`
@@ -161,7 +164,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	}
 	outbox.Queue(b, outbox.Record{Org: p.Org, Namespace: ns, Seq: seq, Topic: s.cfg.Topic,
 		Key: events.RecordKey(p.Org, ns), Headers: headers, Value: value})
-	return Written{SourceURI: pl.uri, DocID: h.DocID, Version: h.Version, PrevVersion: prev, Revision: seq, Event: string(pl.event),
+	return Written{SourceURI: pl.uri, DocID: h.DocID, Version: h.Version, VersionText: strconv.FormatInt(h.Version, 10), PrevVersion: prev, Revision: seq, Event: string(pl.event),
 		Format: h.Format, Deleted: h.Deleted, ChunkCount: h.ChunkCount, Bytes: h.Bytes}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ type Document struct {
 	SourceURI   string            `json:"source_uri"`
 	DocID       string            `json:"doc_id"`
 	Version     int64             `json:"version"`
+	VersionText string            `json:"version_text"`
 	Revision    int64             `json:"revision"`
 	Format      string            `json:"format"`
 	Deleted     bool              `json:"deleted"`
@@ -36,7 +38,7 @@ type Document struct {
 }
 
 func documentOf(h *store.Head, withContent bool) Document {
-	d := Document{SourceURI: h.SourceURI, DocID: h.DocID, Version: h.Version, Revision: h.Seq, Format: h.Format, Deleted: h.Deleted,
+	d := Document{SourceURI: h.SourceURI, DocID: h.DocID, Version: h.Version, VersionText: strconv.FormatInt(h.Version, 10), Revision: h.Seq, Format: h.Format, Deleted: h.Deleted,
 		Bytes: h.Bytes, ChunkCount: h.ChunkCount, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Tags: []string{}}
 	if t := h.Text; t != nil {
 		d.Title, d.ContentType, d.Metadata = t.Title, t.ContentType, t.Metadata
