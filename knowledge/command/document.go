@@ -99,7 +99,7 @@ func (s *Service) prepare(ctx context.Context, field string, in *DocumentInput) 
 		return nil, err
 	}
 	if len(body) > MaxDocumentBytes {
-		return nil, parseRefusal(field+"content", &parse.ParseError{Code: parse.CodeTooLarge,
+		return nil, parseRefusal(field+"content", &parse.ParseError{Code: CodeTooLarge,
 			Message: fmt.Sprintf("the document is %d bytes, over the limit of %d", len(body), MaxDocumentBytes)})
 	}
 	name := in.Name

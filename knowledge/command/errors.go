@@ -19,11 +19,12 @@ func headMoved(uri string, read, now int64) *httperr.Error {
 		With("source_uri", uri).With("head_version", now)
 }
 
-// Codes of a document the parser refuses, by the status they travel with.
+// Codes of a document the parser refuses (parse.ParseError's), by the status they
+// travel with.
 const (
-	CodeUnsupportedFormat = parse.CodeUnsupportedFormat // 415
-	CodeMalformed         = parse.CodeMalformed         // 422
-	CodeTooLarge          = parse.CodeTooLarge          // 413
+	CodeUnsupportedFormat = "UNSUPPORTED_FORMAT" // 415
+	CodeMalformed         = "MALFORMED_DOCUMENT" // 422
+	CodeTooLarge          = "DOCUMENT_TOO_LARGE" // 413
 )
 
 // parseRefusal maps a parser's refusal to its answer: 415, 422 or 413, naming the
@@ -35,9 +36,9 @@ func parseRefusal(field string, err error) error {
 	}
 	status := http.StatusUnprocessableEntity
 	switch pe.Code {
-	case parse.CodeUnsupportedFormat:
+	case CodeUnsupportedFormat:
 		status = http.StatusUnsupportedMediaType
-	case parse.CodeTooLarge:
+	case CodeTooLarge:
 		status = http.StatusRequestEntityTooLarge
 	}
 	return &httperr.Error{Status: status, Code: pe.Code, Message: pe.Message, Field: field}
