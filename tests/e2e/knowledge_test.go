@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	kindex "github.com/loomplane/loom/knowledge/index"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -301,6 +304,10 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the documents to reach ClickHouse", func() bool {
 		return len(testenv.CHStrings(t, conn, `SELECT source_uri FROM loom.documents WHERE org = ? AND namespace = ?`, org, ns)) == 4
 	})
+	// The topic carries the documents sealed: no plaintext of them in any record.
+	if leaks := testenv.Leaks(env.TopicRecords(t), "platypus", "secret.txt"); len(leaks) != 0 {
+		t.Fatalf("the topic carries a document in the clear: %v", leaks)
+	}
 	view := c.Erase(t, map[string]any{"namespace": ns})
 	census := view["census"].(map[string]any)
 	for _, table := range []string{"pg:loom.knowledge_heads", "pg:loom.knowledge_revisions", "ch:loom.documents", "ch:loom.chunks"} {
@@ -325,6 +332,21 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "platypus launch"})); len(uris) != 0 {
 		t.Fatalf("search after the erasure: %v", uris)
 	}
+	// A replay of the topic into a fresh chunk index brings nothing back: the erased
+	// records' keys are gone.
+	fresh := kindex.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go kindex.NewFollower(env.Stack.Kafka.Brokers(), env.Config(nil).Pipeline.Topic, pool, fresh, slog.New(slog.DiscardHandler)).Run(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := fresh.WaitFor(wctx, org, ns, testenv.Generation(t, pool, org, ns)); err != nil {
+		t.Fatalf("the replay did not reach the namespace's generation: %v", err)
+	}
+	if got := fresh.Search(org, ns, "platypus launch code", nil, kindex.Filter{}, 10); len(got) != 0 {
+		t.Fatalf("a replay brought erased chunks back: %+v", got)
+	}
+
 	// The namespace takes documents again.
 	kadd(t, c, ns, map[string]any{"source_uri": "after.txt", "content": "platypus again"})
 	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "platypus"})); len(uris) != 1 || uris[0] != "after.txt" {
