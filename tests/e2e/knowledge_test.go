@@ -353,3 +353,25 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 		t.Fatalf("search after a new write: %v", uris)
 	}
 }
+
+// A page is checked against the heads before it is answered: a chunk whose source's
+// head serves another revision (here a head moved past what the index holds, as when
+// a commit's record has not reached it) is dropped and counted, never answered.
+func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
+	_, c, org := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "kn")
+	kadd(t, c, ns, map[string]any{"source_uri": "served.txt", "content": "The narwhal tusk is a tooth."})
+	kadd(t, c, ns, map[string]any{"source_uri": "moved.txt", "content": "The narwhal dives deep."})
+	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "narwhal"})); len(uris) != 2 {
+		t.Fatalf("before: %v", uris)
+	}
+	pool := env.PG(t)
+	if _, err := pool.Exec(context.Background(), `UPDATE loom.knowledge_heads SET chunks_seq = chunks_seq + 1000
+		WHERE org = $1 AND namespace = $2 AND source_uri = 'moved.txt'`, org, ns); err != nil {
+		t.Fatal(err)
+	}
+	ans := ksearch(t, c, ns, map[string]any{"query": "narwhal"})
+	if uris := hitURIs(ans); len(uris) != 1 || uris[0] != "served.txt" || ans["stale_dropped"] != float64(1) {
+		t.Fatalf("after the head moved: %v", ans)
+	}
+}
