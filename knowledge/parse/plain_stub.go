@@ -54,8 +54,8 @@ type Chunk struct {
 // Error codes of a ParseError.
 const (
 	CodeUnsupportedFormat = "UNSUPPORTED_FORMAT"
-	CodeMalformed         = "MALFORMED_DOCUMENT"
-	CodeTooLarge          = "DOCUMENT_TOO_LARGE"
+	CodeMalformedDocument = "MALFORMED_DOCUMENT"
+	CodeDocumentTooLarge  = "DOCUMENT_TOO_LARGE"
 )
 
 // ParseError is a document the parser refuses.
@@ -72,7 +72,7 @@ func Parse(ctx context.Context, name, contentType string, body []byte, lim Limit
 		return nil, err
 	}
 	if lim.MaxBytes > 0 && int64(len(body)) > lim.MaxBytes {
-		return nil, &ParseError{Code: CodeTooLarge, Message: fmt.Sprintf("the document is %d bytes, over the limit of %d", len(body), lim.MaxBytes)}
+		return nil, &ParseError{Code: CodeDocumentTooLarge, Message: fmt.Sprintf("the document is %d bytes, over the limit of %d", len(body), lim.MaxBytes)}
 	}
 	ct := strings.ToLower(strings.TrimSpace(strings.SplitN(contentType, ";", 2)[0]))
 	if ct != "" && ct != "text/plain" {
@@ -82,7 +82,7 @@ func Parse(ctx context.Context, name, contentType string, body []byte, lim Limit
 		return nil, &ParseError{Code: CodeUnsupportedFormat, Message: fmt.Sprintf("the format of %q is not known", name)}
 	}
 	if !utf8.Valid(body) {
-		return nil, &ParseError{Code: CodeMalformed, Message: "the text is not UTF-8"}
+		return nil, &ParseError{Code: CodeMalformedDocument, Message: "the text is not UTF-8"}
 	}
 	doc := &Document{Format: "text"}
 	for _, p := range strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n\n") {

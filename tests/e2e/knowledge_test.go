@@ -275,7 +275,7 @@ func TestKnowledgeUnsupportedFormatWritesNothing(t *testing.T) {
 		t.Fatalf("an unknown format: %d %s", r.Status, r.Body)
 	}
 	r = c.Do(t, http.MethodPost, kpath(ns, ":bulkAdd"), kjson(t, map[string]any{"documents": []map[string]any{
-		{"source_uri": "good.txt", "content": "good"}, {"source_uri": "bad.bin", "content_base64": "AAEC", "name": "bad.weird"}}}))
+		{"source_uri": "good.txt", "content": "good"}, {"source_uri": "bad.bin", "content_base64": "AAEC", "content_type": "application/x-loom-unknown"}}}))
 	if r.Status != http.StatusUnsupportedMediaType {
 		t.Fatalf("a bulk add with an unknown format: %d %s", r.Status, r.Body)
 	}
