@@ -25,7 +25,11 @@ import (
 // and keys: a request not yet extracted never is, and the topic's copy of it no longer
 // opens. counts holds each table's count once the batch is sent.
 func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
-	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests"} {
+	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests",
+		// A namespace's knowledge documents: the heads with their sealed text, and the
+		// revisions' keys, so the topic's copies no longer open (knowledge/command owns
+		// the writes; the scope comes from internal/erasure's registry).
+		"loom.knowledge_heads", "loom.knowledge_revisions"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

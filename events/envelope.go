@@ -27,6 +27,9 @@ type Envelope struct {
 	// Added within v1 (additive): what an erasure or a redaction did.
 	Erasure   *Erasure   `json:"erasure,omitempty"`   // only on TypeErased; Loom always sets it there
 	Redaction *Redaction `json:"redaction,omitempty"` // only on TypeRedacted; Loom always sets it there
+	// Added within v2 (additive): a knowledge document revision's plain fields; present
+	// iff Type.IsDocument(), with Sealed holding its DocumentContent.
+	Document *Document `json:"document,omitempty"`
 }
 
 // Erasure is what a memory.erased record carries: the erasure request, its scope in
@@ -155,6 +158,11 @@ func normalised(e *Envelope) *Envelope {
 		r.ValidAt, r.ValidTo, r.ExpiresAt = utcPtr(r.ValidAt), utcPtr(r.ValidTo), utcPtr(r.ExpiresAt)
 		out.Revision = &r
 	}
+	if e.Document != nil {
+		d := *e.Document
+		d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+		out.Document = &d
+	}
 	return &out
 }
 
@@ -184,6 +192,24 @@ func validateEnvelope(e *Envelope) error {
 	}
 	if err := validateAttachments(e); err != nil {
 		return err
+	}
+	if e.Type.IsDocument() {
+		switch {
+		case e.Revision != nil:
+			return fmt.Errorf("type %q carries no memory revision", e.Type)
+		case e.Document == nil || e.Sealed == nil:
+			return fmt.Errorf("type %q needs a document and sealed content", e.Type)
+		}
+		if err := validateDocument(e.Document); err != nil {
+			return fmt.Errorf("document: %v", err)
+		}
+		if err := validateSealed(e.Sealed); err != nil {
+			return fmt.Errorf("sealed: %v", err)
+		}
+		return nil
+	}
+	if e.Document != nil {
+		return fmt.Errorf("type %q carries no document", e.Type)
 	}
 	if !e.Type.IsRevision() {
 		if e.Revision != nil || e.Sealed != nil {

@@ -52,7 +52,7 @@ const (
 
 // Valid reports whether t is one of the known event types.
 func (t Type) Valid() bool {
-	return t.IsRevision() || t == TypeErased || t == TypeParked
+	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked
 }
 
 // IsRevision reports whether records of type t carry a memory revision.

@@ -167,7 +167,7 @@ func (p *Projector) noteFailures(fs []failure) {
 // open is taken out of the batch as failures (setAside); the batch it returns is what
 // it wrote.
 func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64) (batch, []failure, error) {
-	if len(b.revisions) == 0 && len(b.redactions) == 0 {
+	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 {
 		return b, nil, nil
 	}
 	conn, err := p.pool.Acquire(ctx)
@@ -208,6 +208,9 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 			return err
 		}
 		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, audits, graphRows); err != nil {
+			return err
+		}
+		if err := p.writeDocuments(ctx, conn, b.documents); err != nil {
 			return err
 		}
 		p.graphRows.Add(float64(graphRowCount(graphRows)))

@@ -28,6 +28,8 @@ type batch struct {
 	// redactions are the batch's memory.redacted records: no row of their own but an
 	// audit row, and their versions' text scrubbed.
 	redactions []*events.Envelope
+	// documents are the batch's knowledge document revisions (documents.go).
+	documents []*events.Envelope
 }
 
 // namespaces lists the batch's namespaces.
@@ -54,7 +56,7 @@ func (b batch) without(drop map[nsKey]bool) (batch, map[nsKey][]recordRef) {
 		return b, nil
 	}
 	keep := func(env *events.Envelope) bool { return !drop[nsKey{env.Org, env.Namespace}] }
-	out := batch{revisions: filter(b.revisions, keep), redactions: filter(b.redactions, keep),
+	out := batch{revisions: filter(b.revisions, keep), redactions: filter(b.redactions, keep), documents: filter(b.documents, keep),
 		seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
 	for _, f := range b.fences {
 		if !drop[nsKey{f.Org, f.Namespace}] {
@@ -111,6 +113,10 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 			b.redactions = append(b.redactions, env)
 		case revisions.Revision:
 			b.revisions = append(b.revisions, env)
+		default:
+			if env.Type.IsDocument() {
+				b.documents = append(b.documents, env)
+			}
 		}
 	}
 	return b

@@ -38,6 +38,7 @@ var keyTables = []struct{ table, column string }{
 	{"loom.revision_keys", "data_key"},
 	{"loom.user_ref_keys", "key"},
 	{"loom.extraction_requests", "data_key"},
+	{"loom.knowledge_revisions", "data_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.

@@ -64,11 +64,14 @@ func Tables() []Table {
 			// record names its user by user_ref (envelope version 2: HMAC-SHA256 of the id
 			// under the org's key, as events.UserRef computes it) or, written before, by
 			// user_id.
+			// A knowledge document's record is the namespace's, not a user's: a namespace's
+			// erasure withdraws it.
 			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
-				THEN (convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
+				THEN ((convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
 					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id
 						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = (SELECT
-							encode(hmac(convert_to(p.user_id, 'UTF8'), loom.unwrapped_key(k.key), 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org))
+							encode(hmac(convert_to(p.user_id, 'UTF8'), loom.unwrapped_key(k.key), 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org)))
+					OR (p.user_id = '' AND (convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL)
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
 			// The answers that name a memory this erasure removed (its evidence).
@@ -93,6 +96,10 @@ func Tables() []Table {
 			// Requests committed below the fence: the namespace's generation, read under its
 			// row lock, is what a request recorded when it committed.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
+		{Store: Postgres, Name: "loom.knowledge_heads", Class: Counted,
+			Why: "the head of every knowledge source: its sealed text, title and outline (a namespace's documents; a user's erasure leaves them)", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
+			Why: "the data keys that open a namespace's knowledge records on the topic and seal its heads", Scope: documentScope},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
@@ -125,6 +132,8 @@ func Tables() []Table {
 		{Store: ClickHouse, Name: "loom.entity_triples", Class: Counted, Why: "facts (entity names and objects) the scope's records opened or closed; " +
 			"a user's part is found, and counted, through its link rows, which are erased after it"},
 		{Store: ClickHouse, Name: "loom.entity_edges", Class: Counted, Why: "entity pairs the scope's records opened or closed; a user's part as for entity_triples"},
+		{Store: ClickHouse, Name: "loom.documents", Class: Counted, Why: "knowledge document revisions: source URIs, titles and tags"},
+		{Store: ClickHouse, Name: "loom.chunks", Class: Counted, Why: "knowledge chunks: text and vectors"},
 		{Store: ClickHouse, Name: "loom.storage_authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: ClickHouse, Name: "loom.ch_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
 	}
@@ -151,6 +160,10 @@ func Classify(key string) (Table, bool) {
 
 // rowScope is the scope of the tables keyed by a memory row's identity and seq.
 const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
+
+// documentScope is the scope of the knowledge tables: a namespace's documents, which
+// no user owns, go with the namespace (or its org).
+const documentScope = `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
 // namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id.

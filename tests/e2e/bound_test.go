@@ -303,6 +303,26 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"GET /v1/health/ready": probes(probe{http.MethodGet, "/v1/health/ready", "", anyRole(200), nil}),
 		"GET /metrics":         probes(probe{http.MethodGet, "/metrics", "", anyRole(200), nil}),
 
+		// The knowledge plane: a namespace's documents are every user's, so a token bound
+		// to one user reads and searches them but writes none.
+		"POST /v1/namespaces/:ns/knowledge": probes(
+			probe{http.MethodPost, ns + "/knowledge", `{"source_uri": "a.txt", "content": "x"}`, anyRole(403), nil}),
+		"PUT /v1/namespaces/:ns/knowledge": probes(
+			probe{http.MethodPut, ns + "/knowledge", `{"source_uri": "a.txt", "content": "x"}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/knowledge:bulkAdd": probes(
+			probe{http.MethodPost, ns + "/knowledge:bulkAdd", `{"documents": [{"source_uri": "a.txt", "content": "x"}]}`, anyRole(403), nil}),
+		"DELETE /v1/namespaces/:ns/knowledge/document": probes(
+			probe{http.MethodDelete, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/knowledge/document:restore": probes(
+			probe{http.MethodPost, ns + "/knowledge/document:restore", `{"source_uri": "a.txt"}`, anyRole(403), nil}),
+		"GET /v1/namespaces/:ns/knowledge": probes(probe{http.MethodGet, ns + "/knowledge", "", anyRole(200), nil}),
+		"GET /v1/namespaces/:ns/knowledge/document": probes(
+			probe{http.MethodGet, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(404), nil}),
+		"GET /v1/namespaces/:ns/knowledge/outline": probes(
+			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=a.txt", "", anyRole(404), nil}),
+		"POST /v1/namespaces/:ns/knowledge:search": probes(
+			probe{http.MethodPost, ns + "/knowledge:search", `{"query": "who drinks tea"}`, anyRole(200), nil}),
+
 		// The adapters call the REST routes with the caller's token.
 		"USE /mem0": func(t *testing.T, as *testenv.Client, role string) {
 			q := "?user_id=bob&app_id=" + w.ns
@@ -323,6 +343,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_set", map[string]any{"namespace": w.ns, "key": "drink", "value": "overwritten", "user_id": "bob"}, true},
 				{"memory_list", map[string]any{"namespace": w.bobNS}, false},
 				{"memory_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
+				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "a.txt", "content": "x"}, true},
+				{"knowledge_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)

@@ -378,6 +378,31 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			_, err := c.Health(ctx, "postgres", "lag", "index")
 			return err
 		}},
+		{"AddDocument", func() error {
+			_, err := c.AddDocument(ctx, ns, client.DocumentInput{SourceURI: "spec/a.txt", Content: client.Text("the quokka handbook"), Tags: []string{"t"}})
+			return err
+		}},
+		{"UpsertDocument", func() error {
+			_, err := c.UpsertDocument(ctx, ns, client.DocumentInput{SourceURI: "spec/a.txt", Content: client.Text("the quokka handbook, revised")})
+			return err
+		}},
+		{"BulkAddDocuments", func() error {
+			_, err := c.BulkAddDocuments(ctx, ns, []client.DocumentInput{{SourceURI: "spec/b.txt", Content: client.Text("b")},
+				{SourceURI: "spec/c.bin", ContentBase64: "AAEC", ContentType: "application/x-unknown"}}) // 415
+			return err
+		}},
+		{"GetDocument", func() error { _, err := c.GetDocument(ctx, ns, "spec/a.txt"); return err }},
+		{"ListDocuments", func() error {
+			_, err := c.ListDocuments(ctx, ns, client.DocumentListOptions{Prefix: "spec/", Limit: 5})
+			return err
+		}},
+		{"SearchKnowledge", func() error {
+			_, err := c.SearchKnowledge(ctx, ns, client.KnowledgeSearchRequest{Query: "quokka", Tags: []string{"t"}})
+			return err
+		}},
+		{"OutlineDocument", func() error { _, err := c.OutlineDocument(ctx, ns, "spec/a.txt"); return err }},
+		{"DeleteDocument", func() error { _, err := c.DeleteDocument(ctx, ns, "spec/a.txt", nil); return err }},
+		{"RestoreDocument", func() error { _, err := c.RestoreDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"Ready", func() error { _, err := c.Ready(ctx); return err }},
 		{"Metrics", func() error { _, err := c.Metrics(ctx); return err }},
 		{"ResetProjection", func() error {

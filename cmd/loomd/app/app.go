@@ -37,6 +37,9 @@ import (
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/tracing"
 	"github.com/loomplane/loom/internal/watermarks"
+	kcommand "github.com/loomplane/loom/knowledge/command"
+	kindex "github.com/loomplane/loom/knowledge/index"
+	kquery "github.com/loomplane/loom/knowledge/query"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/query"
 	"github.com/loomplane/loom/relay"
@@ -65,6 +68,12 @@ type Process struct {
 	Workers *workers.Service
 	// Query is the read side, built when the process runs the query role.
 	Query *query.Service
+	// Knowledge and KnowledgeQuery are the knowledge plane's write and read sides, built
+	// with the command and the query role; KnowledgeIndex is the read side's chunk
+	// index, fed by its own follower of the topic.
+	Knowledge      *kcommand.Service
+	KnowledgeQuery *kquery.Service
+	KnowledgeIndex *kindex.Index
 	// Keys are the key-encryption keys the stored data keys are wrapped under (LOOM_KEK).
 	Keys *kek.Ring
 	// Tracing is the process's tracer provider: OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -191,6 +200,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()),
 			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys))
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
+		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource},
+			p.PG, p.Embedder, p.Keys, p.relayWake, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
 		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
@@ -204,6 +215,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM)}, opts...)
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
+		p.KnowledgeIndex = kindex.New()
+		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
 	}
 	if p.HTTP, err = p.newHTTP(); err != nil {
 		return nil, err
@@ -304,6 +317,10 @@ func (p *Process) background() []work {
 	var out []work
 	if p.index != nil {
 		out = append(out, work{"search index", p.runIndex})
+	}
+	if p.KnowledgeIndex != nil {
+		follower := kindex.NewFollower(p.Cfg.Kafka.Brokers, p.Cfg.Pipeline.Topic, p.PG, p.KnowledgeIndex, p.Log)
+		out = append(out, work{"knowledge index", follower.Run})
 	}
 	if c := p.Command; c != nil && p.Cfg.Roles.Has(config.RoleCommand) {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {

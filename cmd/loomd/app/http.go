@@ -42,9 +42,11 @@ func (p *Process) newHTTP() (*fiber.App, error) {
 	}
 	if p.Cfg.Roles.Has(config.RoleCommand) {
 		p.Command.Register(data)
+		p.Knowledge.Register(data)
 	}
 	if p.Query != nil {
 		p.Query.Register(data)
+		p.KnowledgeQuery.Register(data)
 	}
 	if serves {
 		if err := p.registerAdapters(app); err != nil {

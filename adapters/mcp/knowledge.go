@@ -1,0 +1,66 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/loomplane/loom/client"
+)
+
+type knowledgeSearchArgs struct {
+	Namespace    string   `json:"namespace" jsonschema:"The namespace whose documents to search."`
+	Query        string   `json:"query" jsonschema:"What you want to find in the team's documents, in words."`
+	Limit        int      `json:"limit,omitempty" jsonschema:"How many chunks at most (default 10, up to 100)."`
+	SourcePrefix string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
+	Formats      []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
+	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+}
+
+type knowledgeAddArgs struct {
+	Namespace   string            `json:"namespace" jsonschema:"The namespace the document belongs to."`
+	SourceURI   string            `json:"source_uri" jsonschema:"Where the document comes from; one source holds one document, versioned: 'handbook/expenses.md'."`
+	Content     string            `json:"content" jsonschema:"The document's text."`
+	ContentType string            `json:"content_type,omitempty" jsonschema:"Its format: text/plain (the default), text/markdown, text/html, text/csv."`
+	Title       string            `json:"title,omitempty" jsonschema:"Its title (default: what the document says)."`
+	Tags        []string          `json:"tags,omitempty" jsonschema:"Tags a search can filter on."`
+	Metadata    map[string]string `json:"metadata,omitempty" jsonschema:"Anything else to keep with it."`
+}
+
+// addKnowledgeTools registers knowledge_search and knowledge_add: the team's documents
+// beside the memories.
+func addKnowledgeTools(s *sdk.Server, c *client.Client) {
+	register(s, c, tool[knowledgeSearchArgs]{
+		name: "knowledge_search", title: "Search documents", readOnly: true,
+		description: "Search a namespace's documents (handbooks, specs, tickets: what the team wrote down, not what " +
+			"was said) by meaning and words, best first. Each hit is a chunk of a document: its `source_uri`, `title`, " +
+			"`heading_path` and `text`. Every document written before the search is searched; a deleted one never is.",
+		out: client.KnowledgeSearchAnswer{},
+		run: func(ctx context.Context, c *client.Client, in knowledgeSearchArgs) (any, string, error) {
+			a, err := c.SearchKnowledge(ctx, in.Namespace, client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit,
+				SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags})
+			if err != nil {
+				return nil, "", err
+			}
+			if len(a.Hits) == 0 {
+				return a, "no document matched", nil
+			}
+			return a, fmt.Sprintf("%d chunk(s); best from %s", len(a.Hits), a.Hits[0].SourceURI), nil
+		},
+	})
+	register(s, c, tool[knowledgeAddArgs]{
+		name: "knowledge_add", title: "Add a document",
+		description: "Add a document to a namespace's knowledge: a new version of its source (the first, or the next). " +
+			"It is chunked along its structure, embedded, and searchable by knowledge_search once the answer comes back.",
+		out: client.DocumentWritten{},
+		run: func(ctx context.Context, c *client.Client, in knowledgeAddArgs) (any, string, error) {
+			a, err := c.AddDocument(ctx, in.Namespace, client.DocumentInput{SourceURI: in.SourceURI, Content: client.Text(in.Content),
+				ContentType: in.ContentType, Title: in.Title, Tags: in.Tags, Metadata: in.Metadata})
+			if err != nil {
+				return nil, "", err
+			}
+			return a, fmt.Sprintf("%s version %s: %d chunk(s)", a.SourceURI, a.VersionText, a.ChunkCount), nil
+		},
+	})
+}

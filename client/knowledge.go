@@ -1,0 +1,228 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// The knowledge plane: documents per (namespace, source URI), versioned, and the
+// search over their chunks (knowledge.*).
+
+// DocumentInput is one document to write: its text in Content, or any bytes in
+// ContentBase64, with ContentType or Name saying its format.
+type DocumentInput struct {
+	SourceURI     string            `json:"source_uri"`
+	Content       *string           `json:"content,omitempty"`
+	ContentBase64 string            `json:"content_base64,omitempty"`
+	ContentType   string            `json:"content_type,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Title         string            `json:"title,omitempty"`
+	Tags          []string          `json:"tags,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	// ExpectedVersion is the head version the writer read (0: none); a head that moved
+	// answers 409 PRECONDITION_FAILED.
+	ExpectedVersion *int64 `json:"expected_version,omitempty"`
+}
+
+// Text returns a pointer to s, for DocumentInput.Content.
+func Text(s string) *string { return &s }
+
+// DocumentWritten is what a knowledge write did to one source.
+type DocumentWritten struct {
+	SourceURI   string `json:"source_uri"`
+	DocID       string `json:"doc_id"`
+	Version     int64  `json:"version"`
+	VersionText string `json:"version_text"`
+	PrevVersion int64  `json:"prev_version"`
+	Revision    int64  `json:"revision"`
+	Event       string `json:"event"`
+	Format      string `json:"format"`
+	Deleted     bool   `json:"deleted"`
+	ChunkCount  int    `json:"chunk_count"`
+	Bytes       int64  `json:"bytes"`
+	Unchanged   bool   `json:"unchanged,omitempty"`
+}
+
+// Document is a source's head (knowledge.get; knowledge.list leaves the content out).
+type Document struct {
+	SourceURI     string            `json:"source_uri"`
+	DocID         string            `json:"doc_id"`
+	Version       int64             `json:"version"`
+	VersionText   string            `json:"version_text"`
+	Revision      int64             `json:"revision"`
+	Format        string            `json:"format"`
+	Deleted       bool              `json:"deleted"`
+	Title         string            `json:"title"`
+	ContentType   string            `json:"content_type,omitempty"`
+	Tags          []string          `json:"tags"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Content       *string           `json:"content,omitempty"`
+	ContentBase64 string            `json:"content_base64,omitempty"`
+	Bytes         int64             `json:"bytes"`
+	ChunkCount    int               `json:"chunk_count"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+}
+
+// DocumentList is a page of knowledge.list.
+type DocumentList struct {
+	Documents []Document `json:"documents"`
+	NextAfter string     `json:"next_after,omitempty"`
+}
+
+// DocumentListOptions narrow knowledge.list.
+type DocumentListOptions struct {
+	Prefix, After  string
+	Limit          int
+	IncludeDeleted bool
+}
+
+// KnowledgeSearchRequest is knowledge.search's body.
+type KnowledgeSearchRequest struct {
+	Query        string   `json:"query"`
+	Limit        int      `json:"limit,omitempty"`
+	SourcePrefix string   `json:"source_prefix,omitempty"`
+	Formats      []string `json:"formats,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
+}
+
+// KnowledgeHit is one chunk knowledge.search answers.
+type KnowledgeHit struct {
+	SourceURI   string   `json:"source_uri"`
+	DocID       string   `json:"doc_id"`
+	Version     int64    `json:"version"`
+	Ordinal     int      `json:"ordinal"`
+	HeadingPath []string `json:"heading_path,omitempty"`
+	Kind        string   `json:"kind"`
+	Text        string   `json:"text"`
+	Title       string   `json:"title"`
+	Format      string   `json:"format"`
+	Tags        []string `json:"tags"`
+	Score       float64  `json:"score"`
+	Lexical     float64  `json:"lexical"`
+	Vector      float64  `json:"vector"`
+}
+
+// KnowledgeSearchAnswer is a page of knowledge.search.
+type KnowledgeSearchAnswer struct {
+	Hits         []KnowledgeHit `json:"hits"`
+	StaleDropped int            `json:"stale_dropped"`
+}
+
+// DocumentHeading is one heading of an outline.
+type DocumentHeading struct {
+	Level int      `json:"level"`
+	Title string   `json:"title"`
+	Path  []string `json:"path,omitempty"`
+}
+
+// DocumentOutline is knowledge.outline's answer.
+type DocumentOutline struct {
+	SourceURI  string            `json:"source_uri"`
+	DocID      string            `json:"doc_id"`
+	Version    int64             `json:"version"`
+	Title      string            `json:"title"`
+	Format     string            `json:"format"`
+	Headings   []DocumentHeading `json:"headings"`
+	Blocks     int               `json:"blocks"`
+	ChunkCount int               `json:"chunk_count"`
+}
+
+func knowledgePath(ns, rest string) string { return nsPath(ns) + "/knowledge" + rest }
+
+// AddDocument writes a new version of a source (knowledge.add).
+func (c *Client) AddDocument(ctx context.Context, ns string, in DocumentInput) (*DocumentWritten, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, ""), nil)
+	k.body = in
+	var a DocumentWritten
+	return &a, c.into(ctx, k, &a)
+}
+
+// UpsertDocument writes a new version of a source unless its head holds this content
+// already (knowledge.upsert: Unchanged then).
+func (c *Client) UpsertDocument(ctx context.Context, ns string, in DocumentInput) (*DocumentWritten, error) {
+	k := c.newCall(http.MethodPut, knowledgePath(ns, ""), nil)
+	k.body = in
+	var a DocumentWritten
+	return &a, c.into(ctx, k, &a)
+}
+
+// BulkAddDocuments writes documents in one commit (knowledge.bulk_add).
+func (c *Client) BulkAddDocuments(ctx context.Context, ns string, docs []DocumentInput) ([]DocumentWritten, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, ":bulkAdd"), nil)
+	k.body = map[string]any{"documents": docs}
+	var a struct {
+		Documents []DocumentWritten `json:"documents"`
+	}
+	return a.Documents, c.into(ctx, k, &a)
+}
+
+// DeleteDocument deletes a source (knowledge.delete); expected, when not nil, is the
+// head version read.
+func (c *Client) DeleteDocument(ctx context.Context, ns, sourceURI string, expected *int64) (*DocumentWritten, error) {
+	k := c.newCall(http.MethodDelete, knowledgePath(ns, "/document"), nil)
+	k.query = url.Values{"source_uri": {sourceURI}}
+	if expected != nil {
+		k.query.Set("expected_version", strconv.FormatInt(*expected, 10))
+	}
+	var a DocumentWritten
+	return &a, c.into(ctx, k, &a)
+}
+
+// RestoreDocument brings a deleted source back (knowledge.restore).
+func (c *Client) RestoreDocument(ctx context.Context, ns, sourceURI string, expected *int64) (*DocumentWritten, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, "/document:restore"), nil)
+	k.body = struct {
+		SourceURI       string `json:"source_uri"`
+		ExpectedVersion *int64 `json:"expected_version,omitempty"`
+	}{sourceURI, expected}
+	var a DocumentWritten
+	return &a, c.into(ctx, k, &a)
+}
+
+// GetDocument reads a source's head with its content (knowledge.get).
+func (c *Client) GetDocument(ctx context.Context, ns, sourceURI string) (*Document, error) {
+	k := c.newCall(http.MethodGet, knowledgePath(ns, "/document"), nil)
+	k.query = url.Values{"source_uri": {sourceURI}}
+	var d Document
+	return &d, c.into(ctx, k, &d)
+}
+
+// ListDocuments lists a namespace's documents by source URI (knowledge.list).
+func (c *Client) ListDocuments(ctx context.Context, ns string, o DocumentListOptions) (*DocumentList, error) {
+	k := c.newCall(http.MethodGet, knowledgePath(ns, ""), nil)
+	k.query = url.Values{}
+	if o.Prefix != "" {
+		k.query.Set("prefix", o.Prefix)
+	}
+	if o.After != "" {
+		k.query.Set("after", o.After)
+	}
+	if o.Limit > 0 {
+		k.query.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.IncludeDeleted {
+		k.query.Set("include_deleted", "true")
+	}
+	var l DocumentList
+	return &l, c.into(ctx, k, &l)
+}
+
+// SearchKnowledge searches a namespace's document chunks (knowledge.search).
+func (c *Client) SearchKnowledge(ctx context.Context, ns string, req KnowledgeSearchRequest) (*KnowledgeSearchAnswer, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, ":search"), nil)
+	k.body = req
+	var a KnowledgeSearchAnswer
+	return &a, c.into(ctx, k, &a)
+}
+
+// OutlineDocument reads a document's heading structure (knowledge.outline).
+func (c *Client) OutlineDocument(ctx context.Context, ns, sourceURI string) (*DocumentOutline, error) {
+	k := c.newCall(http.MethodGet, knowledgePath(ns, "/outline"), nil)
+	k.query = url.Values{"source_uri": {sourceURI}}
+	var o DocumentOutline
+	return &o, c.into(ctx, k, &o)
+}

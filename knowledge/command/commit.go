@@ -1,0 +1,196 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/knowledge/store"
+)
+
+// plan is one source's revision in a commit: a new version's content (doc), or a
+// delete or restore of the head read (from).
+type plan struct {
+	op    string
+	event events.Type
+	uri   string
+	read  int64 // the head version the writer read; 0: it read none
+	doc   *prepared
+	from  *store.Head // a delete's or a restore's head, with its text
+}
+
+// Written is what a commit did to one source.
+type Written struct {
+	SourceURI string `json:"source_uri"`
+	DocID     string `json:"doc_id"`
+	Version   int64  `json:"version"`
+	// VersionText is Version in decimal, for clients whose numbers are doubles.
+	VersionText string `json:"version_text"`
+	PrevVersion int64  `json:"prev_version"`
+	Revision    int64  `json:"revision"` // the record's seq in its namespace
+	Event       string `json:"event"`
+	Format      string `json:"format"`
+	Deleted     bool   `json:"deleted"`
+	ChunkCount  int    `json:"chunk_count"`
+	Bytes       int64  `json:"bytes"`
+	// Unchanged is an upsert whose content and description were the head's already:
+	// nothing was committed, and the head is answered.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// commit commits plans in one transaction: the namespace's generation advanced (its
+// row lock orders the namespace's records and holds an erasure off), the sources'
+// heads locked in key order and each checked against the version its writer read,
+// then every head, revision key and topic record written. A head that moved refuses
+// the whole commit (409 PRECONDITION_FAILED) and nothing is written.
+func (s *Service) commit(ctx context.Context, p auth.Principal, ns string, plans []*plan) ([]Written, error) {
+	uris := make([]string, len(plans))
+	for i, pl := range plans {
+		uris[i] = pl.uri
+	}
+	var out []Written
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		n := int64(len(plans))
+		gen, err := generations.Advance(ctx, tx, p.Org, ns, n)
+		if err != nil {
+			return fmt.Errorf("advance the namespace's generation: %w", err)
+		}
+		heads, err := store.Lock(ctx, tx, p.Org, ns, uris)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		now := time.Now().UTC()
+		for i, pl := range plans {
+			cur := heads[pl.uri]
+			var curVersion int64
+			if cur != nil {
+				curVersion = cur.Version
+			}
+			if curVersion != pl.read {
+				return headMoved(pl.uri, pl.read, curVersion)
+			}
+			w, err := s.queueRevision(b, p, ns, pl, cur, gen-n+1+int64(i), now)
+			if err != nil {
+				return err
+			}
+			out = append(out, w)
+		}
+		outbox.QueueNotify(b)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, httperr.Store("committing the documents", err)
+	}
+	if s.wake != nil {
+		s.wake.Queued()
+	}
+	return out, nil
+}
+
+// queueRevision queues one plan's head, key and record at seq over cur (nil: none).
+func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *plan, cur *store.Head, seq int64, now time.Time) (Written, error) {
+	var prev int64
+	h := &store.Head{Org: p.Org, Namespace: ns, SourceURI: pl.uri, Seq: seq, Actor: p.Actor(), CreatedAt: now, UpdatedAt: now}
+	if cur != nil {
+		prev, h.CreatedAt = cur.Version, cur.CreatedAt
+	}
+	// Every writer stamps its version past the head's, so a host whose clock runs
+	// behind still writes above it.
+	h.Version = max(now.UnixNano(), prev+1)
+	var text *store.Text
+	content := &events.DocumentContent{SourceURI: pl.uri}
+	var model string
+	var dim int
+	if d := pl.doc; d != nil {
+		// A new version takes a fresh id: an id names one version's content.
+		h.DocID, h.Format, h.ChunkCount, h.Bytes = uuid.NewString(), d.format, len(d.chunks), int64(len(d.text.Body))
+		h.ChunksSeq, h.ChunksVersion = seq, h.Version
+		text, content.Chunks, model, dim = &d.text, d.chunks, d.model, d.dim
+	} else {
+		// A delete or a restore keeps the content and the chunks the head serves.
+		f := pl.from
+		h.DocID, h.Format, h.ChunkCount, h.Bytes = f.DocID, f.Format, f.ChunkCount, f.Bytes
+		h.ChunksSeq, h.ChunksVersion = f.ChunksSeq, f.ChunksVersion
+		h.Deleted = pl.event == events.TypeDocumentDeleted
+		text = f.Text
+	}
+	content.Title, content.ContentType, content.Tags, content.Metadata = text.Title, text.ContentType, nonNil(text.Tags), text.Metadata
+	dataKey, err := events.NewDataKey()
+	if err != nil {
+		return Written{}, err
+	}
+	stored := dataKey
+	if s.keys != nil {
+		if stored, err = s.keys.Wrap(dataKey); err != nil {
+			return Written{}, fmt.Errorf("wrap the revision's key: %w", err)
+		}
+	}
+	sealed, err := store.Seal(text, dataKey)
+	if err != nil {
+		return Written{}, err
+	}
+	store.QueueWrite(b, h, pl.event, stored, sealed)
+	recordID := events.RecordID(p.Org, ns, seq)
+	sealedContent, err := events.SealDocument(dataKey, recordID, content)
+	if err != nil {
+		return Written{}, err
+	}
+	env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: pl.event, Org: p.Org, Namespace: ns, Seq: seq,
+		CommittedAt: now, Sealed: sealedContent, Document: &events.Document{
+			Op: pl.op, DocID: h.DocID, Version: h.Version, PrevVersion: prev, Format: h.Format, Deleted: h.Deleted,
+			ChunkCount: len(content.Chunks), Actor: h.Actor, Bytes: h.Bytes, CreatedAt: h.CreatedAt, UpdatedAt: now,
+			EmbeddingModel: model, EmbeddingDim: dim}}
+	value, err := events.Encode(env)
+	if err != nil {
+		return Written{}, fmt.Errorf("encode the document record: %w", err)
+	}
+	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+	if err != nil {
+		return Written{}, err
+	}
+	outbox.Queue(b, outbox.Record{Org: p.Org, Namespace: ns, Seq: seq, Topic: s.cfg.Topic,
+		Key: events.RecordKey(p.Org, ns), Headers: headers, Value: value})
+	return Written{SourceURI: pl.uri, DocID: h.DocID, Version: h.Version, VersionText: strconv.FormatInt(h.Version, 10), PrevVersion: prev, Revision: seq, Event: string(pl.event),
+		Format: h.Format, Deleted: h.Deleted, ChunkCount: h.ChunkCount, Bytes: h.Bytes}, nil
+}
+
+// headerPairs is how the outbox stores headers: an ordered list of [key, value].
+func headerPairs(hs []events.Header) [][2]string {
+	out := make([][2]string, len(hs))
+	for i, h := range hs {
+		out[i] = [2]string{h.Key, string(h.Value)}
+	}
+	return out
+}
+
+// readHead reads a source's head with its text (nil when it has none).
+func (s *Service) readHead(ctx context.Context, org, ns, uri string) (*store.Head, error) {
+	h, err := store.Read(ctx, s.pool, org, ns, uri)
+	if err == store.ErrNoHead {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, httperr.Store("reading the document's head", err)
+	}
+	return h, nil
+}
+
+// notFound is a source with no live head to act on.
+func notFound(uri, why string) *httperr.Error {
+	return (&httperr.Error{Status: http.StatusNotFound, Code: httperr.CodeNotFound, Message: fmt.Sprintf("%q %s", uri, why)}).
+		With("source_uri", uri)
+}

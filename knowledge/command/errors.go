@@ -1,0 +1,54 @@
+package command
+
+import (
+	"errors"
+
+	"fmt"
+	"github.com/loomplane/loom/internal/auth"
+	"net/http"
+
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/knowledge/parse"
+)
+
+// headMoved is the refusal of a commit one of whose sources' heads is not at the
+// version its writer read: nothing of the commit is written.
+func headMoved(uri string, read, now int64) *httperr.Error {
+	return (&httperr.Error{Status: http.StatusConflict, Code: httperr.CodePreconditionFailed,
+		Message: fmt.Sprintf("the head of %q moved: the write read version %d, the head is at %d; read it again and retry", uri, read, now)}).
+		With("source_uri", uri).With("head_version", now)
+}
+
+// Codes of a document the parser refuses (parse.ParseError's), by the status they
+// travel with.
+const (
+	CodeUnsupportedFormat = "UNSUPPORTED_FORMAT" // 415
+	CodeMalformed         = "MALFORMED_DOCUMENT" // 422
+	CodeTooLarge          = "DOCUMENT_TOO_LARGE" // 413
+)
+
+// parseRefusal maps a parser's refusal to its answer: 415, 422 or 413, naming the
+// document (field) it refused.
+func parseRefusal(field string, err error) error {
+	var pe *parse.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	status := http.StatusUnprocessableEntity
+	switch pe.Code {
+	case CodeUnsupportedFormat:
+		status = http.StatusUnsupportedMediaType
+	case CodeTooLarge:
+		status = http.StatusRequestEntityTooLarge
+	}
+	return &httperr.Error{Status: status, Code: pe.Code, Message: pe.Message, Field: field}
+}
+
+// mayWrite is 403 for a read-only token, and for a token bound to one user: a
+// namespace's documents are every user's, as its policy is.
+func mayWrite(p auth.Principal) error {
+	if err := p.RequireWrite(); err != nil {
+		return err
+	}
+	return p.RequireEveryUser("a knowledge document write")
+}

@@ -1,0 +1,76 @@
+// Package command is the knowledge plane's write side: knowledge.add, upsert,
+// bulk_add, delete and restore. Every operation ends in the one commit (commit.go),
+// which locks the sources' heads, refuses the whole commit when one moved past the
+// version its writer read, and writes each revision's head, its data key and its
+// topic record (knowledge.document.*) to the outbox in one transaction, as memory's
+// commit does. It imports no query package (docs/architecture.md).
+package command
+
+import (
+	"log/slog"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/knowledge/parse"
+)
+
+// Limits bound a document write.
+const (
+	// MaxDocumentBytes is the largest document a write takes (413 DOCUMENT_TOO_LARGE).
+	MaxDocumentBytes = 10 << 20
+	// MaxExpandedBytes bounds what a compressed format may expand to.
+	MaxExpandedBytes = 100 << 20
+	// MaxPages bounds a paged format (PDF).
+	MaxPages = 2000
+	// MaxBulk is how many documents one bulk add takes.
+	MaxBulk = 100
+	// MaxSourceURIBytes bounds a source URI.
+	MaxSourceURIBytes = 2048
+	// MaxTags bounds a document's tags.
+	MaxTags = 32
+)
+
+// Chunking follows the document's blocks (headings, paragraphs, table rows): a chunk
+// holds at most ChunkTokens words and repeats the last ChunkOverlap of the one before.
+const (
+	ChunkTokens  = 256
+	ChunkOverlap = 32
+)
+
+// Config is what the write side takes from the process's configuration.
+type Config struct {
+	Topic       string // LOOM_TOPIC: the records' topic
+	EventSource string // LOOM_EVENT_SOURCE: their ce_source
+}
+
+// Service is the knowledge plane's write side.
+type Service struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	embedder embed.Embedder
+	keys     *kek.Ring
+	wake     *outbox.Waker // nil: no relay in process to wake
+	log      *slog.Logger
+	limits   parse.Limits
+}
+
+// New builds the write side: it commits to pool, embeds chunks with embedder (the
+// memory plane's), wraps data keys under keys and wakes the relays through wake.
+func New(cfg Config, pool *pgxpool.Pool, embedder embed.Embedder, keys *kek.Ring, wake *outbox.Waker, log *slog.Logger) *Service {
+	return &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, wake: wake, log: log,
+		limits: parse.Limits{MaxBytes: MaxDocumentBytes, MaxExpandedBytes: MaxExpandedBytes, MaxPages: MaxPages}}
+}
+
+// Register mounts the write routes; the process authenticates them (cmd/loomd/app).
+func (s *Service) Register(r fiber.Router) {
+	g := r.Group("/v1")
+	g.Post("/namespaces/:ns/knowledge", s.handleAdd)
+	g.Put("/namespaces/:ns/knowledge", s.handleUpsert)
+	g.Post("/namespaces/:ns/knowledge\\:bulkAdd", s.handleBulkAdd)
+	g.Delete("/namespaces/:ns/knowledge/document", s.handleDelete)
+	g.Post("/namespaces/:ns/knowledge/document\\:restore", s.handleRestore)
+}

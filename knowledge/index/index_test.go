@@ -1,0 +1,104 @@
+package index
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/events"
+)
+
+func written(seq, version int64, uri, format string, tags []string, texts ...string) op {
+	c := &events.DocumentContent{SourceURI: uri, Title: uri, Tags: tags}
+	for i, t := range texts {
+		c.Chunks = append(c.Chunks, events.DocumentChunk{Ordinal: i, Kind: "paragraph", Text: t})
+	}
+	env := &events.Envelope{Type: events.TypeDocumentWritten, Seq: seq,
+		Document: &events.Document{DocID: uri, Version: version, Format: format}}
+	return op{org: "o", ns: "n", seq: seq, env: env, content: c}
+}
+
+func flip(seq int64, uri string, typ events.Type) op {
+	return op{org: "o", ns: "n", seq: seq, env: &events.Envelope{Type: typ, Seq: seq, Document: &events.Document{}},
+		content: &events.DocumentContent{SourceURI: uri}}
+}
+
+func uris(cs []Candidate) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.SourceURI)
+	}
+	return out
+}
+
+func TestSearchRanksLexicallyAndFilters(t *testing.T) {
+	x := New()
+	x.apply([]op{
+		written(1, 10, "handbook/travel.txt", "text", []string{"policy"}, "Book travel through the portal.", "Receipts within thirty days."),
+		written(2, 20, "tickets/1.txt", "text", nil, "The printer jams on duplex jobs."),
+		written(3, 30, "handbook/printer.md", "markdown", []string{"policy"}, "Printer paper is in the cupboard."),
+	})
+	if got := uris(x.Search("o", "n", "printer jams", nil, Filter{}, 10)); len(got) != 2 || got[0] != "tickets/1.txt" {
+		t.Fatalf("printer jams: %v", got)
+	}
+	if got := uris(x.Search("o", "n", "printer", nil, Filter{SourcePrefix: "handbook/"}, 10)); len(got) != 1 || got[0] != "handbook/printer.md" {
+		t.Fatalf("by prefix: %v", got)
+	}
+	if got := uris(x.Search("o", "n", "printer", nil, Filter{Formats: []string{"text"}}, 10)); len(got) != 1 || got[0] != "tickets/1.txt" {
+		t.Fatalf("by format: %v", got)
+	}
+	if got := uris(x.Search("o", "n", "printer receipts", nil, Filter{Tags: []string{"policy"}}, 10)); len(got) != 2 {
+		t.Fatalf("by tag: %v", got)
+	}
+	if got := x.Search("o", "other", "printer", nil, Filter{}, 10); len(got) != 0 {
+		t.Fatalf("another namespace: %v", got)
+	}
+}
+
+func TestANewVersionReplacesItsChunksAndAnOlderOneIsIgnored(t *testing.T) {
+	x := New()
+	x.apply([]op{written(1, 10, "a.txt", "text", nil, "alpha wombat"), written(2, 20, "a.txt", "text", nil, "beta")})
+	if got := x.Search("o", "n", "wombat", nil, Filter{}, 10); len(got) != 0 {
+		t.Fatalf("the old version's chunk is still served: %v", got)
+	}
+	x.apply([]op{written(3, 15, "a.txt", "text", nil, "gamma")}) // a replay of an older version
+	if got := x.Search("o", "n", "beta", nil, Filter{}, 10); len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("after an older version: %+v", got)
+	}
+}
+
+func TestDeleteRestoreAndAnErasureFence(t *testing.T) {
+	x := New()
+	x.apply([]op{written(1, 10, "a.txt", "text", nil, "okapi"), written(2, 20, "b.txt", "text", nil, "okapi too")})
+	x.apply([]op{flip(3, "a.txt", events.TypeDocumentDeleted)})
+	if got := uris(x.Search("o", "n", "okapi", nil, Filter{}, 10)); len(got) != 1 || got[0] != "b.txt" {
+		t.Fatalf("after a delete: %v", got)
+	}
+	x.apply([]op{flip(4, "a.txt", events.TypeDocumentRestored)})
+	if got := x.Search("o", "n", "okapi", nil, Filter{}, 10); len(got) != 2 {
+		t.Fatalf("after a restore: %v", uris(got))
+	}
+	x.apply([]op{{org: "o", ns: "n", seq: 5, fence: true}, written(6, 30, "c.txt", "text", nil, "okapi after")})
+	if got := uris(x.Search("o", "n", "okapi", nil, Filter{}, 10)); len(got) != 1 || got[0] != "c.txt" {
+		t.Fatalf("after an erasure: %v", got)
+	}
+	if x.Position("o", "n") != 6 {
+		t.Fatalf("position %d", x.Position("o", "n"))
+	}
+}
+
+func TestWaitForReturnsOnceThePositionArrives(t *testing.T) {
+	x := New()
+	done := make(chan error, 1)
+	go func() { done <- x.WaitFor(context.Background(), "o", "n", 2) }()
+	x.apply([]op{{org: "o", ns: "n", seq: 1}})
+	x.apply([]op{{org: "o", ns: "n", seq: 2}})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if err := x.WaitFor(ctx, "o", "n", 3); err == nil {
+		t.Fatal("WaitFor returned before the position arrived")
+	}
+}
