@@ -435,3 +435,16 @@ func (s *Service) handleRollback(c *fiber.Ctx) error {
 	defer cancel()
 	return send(c)(s.rollback(ctx, p, ns, req, c.Get("X-Request-Id")))
 }
+
+// profile_schema.set (profile_schema.go).
+func (s *Service) handleSetProfileSchema(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminOfEveryUser("setting a namespace's profile schema"))
+	if err != nil {
+		return err
+	}
+	var req ProfileSchemaRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(s.setProfileSchema(c.UserContext(), p, ns, req))
+}

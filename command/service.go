@@ -167,4 +167,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
+	// Structured profiles and consolidation (profile_schema.go, consolidate.go).
+	g.Put("/namespaces/:ns/profile-schema", s.handleSetProfileSchema)
 }
