@@ -105,10 +105,16 @@ func (s *Service) pickProfileItems(ctx context.Context, recs []*kgo.Record) ([]w
 	return items, nil
 }
 
-// profilePass builds the users behind one batch, each once.
+// profilePass builds every user of a namespace whose schema was set since the last
+// pass (scanSchemas), then the users behind one batch of queued revisions, each once.
 func (s *Service) profilePass(ctx context.Context) passResult {
 	cfg := s.cfg.Profiles
+	scanned := s.scanSchemas(ctx)
+	if scanned.stopped {
+		return scanned
+	}
 	items, res, ok := s.claimPass(ctx, workerProfile, cfg.Batch, cfg.MaxAge, false)
+	res.done, res.errors = res.done+scanned.done, res.errors+scanned.errors
 	if !ok {
 		return res
 	}
@@ -155,6 +161,50 @@ func (s *Service) profilePass(ctx context.Context) passResult {
 				}
 			}
 		}
+	}
+	return res
+}
+
+// scanSchemas builds every user of each namespace whose schema was set after the last
+// one this process scanned: a new or changed schema reaches the users whose facts were
+// written before it, which queued nothing. A user already current costs a read and no
+// model call, so a new process scanning every schema again builds nothing twice. A
+// namespace that fails is scanned again on the next pass.
+func (s *Service) scanSchemas(ctx context.Context) passResult {
+	var res passResult
+	changed, err := profiles.SchemasSince(ctx, s.pool, s.profileScan, 100)
+	if err != nil {
+		s.log.Warn("structured_profile: reading the changed schemas failed", "err", err)
+		return passResult{errors: 1}
+	}
+	for _, c := range changed {
+		if erasing, err := command.ErasureRunning(ctx, s.pool, c.Org); err != nil || erasing {
+			return res // the org's rows wait for its erasure
+		}
+		users, err := heads.UsersOf(ctx, s.pool, c.Org, c.Namespace, 100000)
+		if err != nil {
+			res.errors++
+			return res
+		}
+		for _, u := range users {
+			if ctx.Err() != nil {
+				return res
+			}
+			outcome, _, err := s.buildProfile(ctx, c.Org, c.Namespace, u)
+			s.profiles.With(outcomeLabel(outcome, err)).Inc()
+			switch {
+			case errors.Is(err, errStopped):
+				res.stopped, res.errors = true, res.errors+1
+				return res
+			case err != nil:
+				s.log.Warn("structured_profile: a user's profile stays owed", "org", c.Org, "namespace", c.Namespace, "err", err)
+				res.errors++
+				return res
+			case outcome == outcomeBuilt || outcome == outcomeRetired:
+				res.done++
+			}
+		}
+		s.profileScan = c.UpdatedAt
 	}
 	return res
 }

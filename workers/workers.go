@@ -55,6 +55,9 @@ type Service struct {
 	extractions *metrics.CounterVec
 	// profiles counts the structured_profile pass's user builds by outcome.
 	profiles *metrics.CounterVec
+	// profileScan is when the newest profile schema this process's pass has built
+	// every user of was set (structured_profile.go); only the pass reads it.
+	profileScan time.Time
 }
 
 // New returns the workers role over the write side cmd.

@@ -213,3 +213,23 @@ func WithSchema(ctx context.Context, q heads.Querier, orgs, namespaces []string)
 	}
 	return out, rows.Err()
 }
+
+// Changed is a namespace whose schema was set at UpdatedAt.
+type Changed struct {
+	Org, Namespace string
+	UpdatedAt      time.Time
+}
+
+// SchemasSince reads the namespaces whose schema was set after since, oldest first.
+func SchemasSince(ctx context.Context, q heads.Querier, since time.Time, limit int) ([]Changed, error) {
+	rows, err := q.Query(ctx, `SELECT org, namespace, updated_at FROM loom.profile_schemas WHERE updated_at > $1
+		ORDER BY updated_at LIMIT $2`, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the changed profile schemas: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Changed, error) {
+		var c Changed
+		err := r.Scan(&c.Org, &c.Namespace, &c.UpdatedAt)
+		return c, err
+	})
+}
