@@ -387,7 +387,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"Erasure", func() error { _, err := c.Erasure(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
 		{"Health", func() error {
-			if _, err := operator.Health(ctx, "postgres", "lag", "index"); err != nil {
+			if _, err := operator.Health(ctx, "postgres", "lag", "index", "workers"); err != nil {
 				return err
 			}
 			_, err := c.Health(ctx, "postgres", "lag", "index")

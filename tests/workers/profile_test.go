@@ -150,6 +150,17 @@ func TestStructuredProfileFollowsSchemaAndFactsAndVanishesWithErasure(t *testing
 		t.Fatalf("profile after the move %v; want a new version with city Porto", moved)
 	}
 
+	// The pass is counted in /metrics and its queue in /v1/health.
+	op := env.Operator(t, w.url)
+	health := op.Do(t, http.MethodGet, "/v1/health?include=workers", nil).JSON(t)
+	queue, _ := health["workers"].(map[string]any)[profileWorker].(map[string]any)
+	if queue == nil || queue["done"].(float64) < 1 || queue["owed"] != float64(0) {
+		t.Fatalf("health's structured_profile queue %v; want items done and none owed", health["workers"])
+	}
+	if m := op.Do(t, http.MethodGet, "/metrics", nil); !strings.Contains(string(m.Body), `loom_structured_profile_builds_total{outcome="built"}`) {
+		t.Fatalf("/metrics does not count the pass's builds")
+	}
+
 	// A profile is the user's row: their erasure takes it.
 	w.c.Erase(t, map[string]any{"user_id": "ana", "namespace": ns})
 	drained(t, pool, profileWorker, org)
