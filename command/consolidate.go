@@ -282,17 +282,27 @@ func (s *Service) mergeCluster(ctx context.Context, p auth.Principal, bill llm.B
 		readVersion, readSeq = head.Version, head.Seq
 	}
 	summary.Version = memrow.NextVersion(now, readVersion)
+	// The lineage tags first, then the union of the sources' tags, within a row's tag
+	// limits (a src: tag of a key too long for a tag is left out; derived_from names
+	// every source).
 	for _, m := range c {
-		for _, t := range m.row.Tags {
-			summary.Tags = appendOnce(summary.Tags, t)
+		if src := "src:" + m.row.MemoryKey; len(src) <= memrow.MaxTagBytes && len(summary.Tags) < memrow.MaxTags {
+			summary.Tags = appendOnce(summary.Tags, src)
 		}
-		summary.Tags = appendOnce(summary.Tags, "src:"+m.row.MemoryKey)
 		for _, e := range m.row.Entities {
-			summary.Entities = appendOnce(summary.Entities, e)
+			if len(summary.Entities) < memrow.MaxEntities {
+				summary.Entities = appendOnce(summary.Entities, e)
+			}
 		}
 		summary.Confidence = max(summary.Confidence, m.row.Confidence)
 	}
-	summary.Tags = slices.DeleteFunc(summary.Tags, func(t string) bool { return t == "suppression" && !suppression(first) })
+	for _, m := range c {
+		for _, t := range m.row.Tags {
+			if len(summary.Tags) < memrow.MaxTags {
+				summary.Tags = appendOnce(summary.Tags, t)
+			}
+		}
+	}
 	valueText := memrow.ValueText(value)
 	texts := []string{valueText}
 	keyWords := memrow.KeyWords(key)
