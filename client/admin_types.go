@@ -170,6 +170,16 @@ type Health struct {
 	Index       *HealthIndex    `json:"index,omitempty"`
 	Postgres    *HealthPostgres `json:"postgres,omitempty"`
 	Lag         *HealthLag      `json:"lag,omitempty"`
+	// Workers is each background worker's queue, with include "workers".
+	Workers map[string]WorkerQueue `json:"workers,omitempty"`
+}
+
+// WorkerQueue is one background worker's queue in /v1/health.
+type WorkerQueue struct {
+	Owed       int64      `json:"owed"`
+	Done       int64      `json:"done"`
+	Failures   int64      `json:"failures"`
+	LastDoneAt *time.Time `json:"last_done_at"`
 }
 
 // HealthIndex is health's `index` object: the process's in-process search index, its

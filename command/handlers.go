@@ -435,3 +435,41 @@ func (s *Service) handleRollback(c *fiber.Ctx) error {
 	defer cancel()
 	return send(c)(s.rollback(ctx, p, ns, req, c.Get("X-Request-Id")))
 }
+
+// profile_schema.set (profile_schema.go).
+func (s *Service) handleSetProfileSchema(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminOfEveryUser("setting a namespace's profile schema"))
+	if err != nil {
+		return err
+	}
+	var req ProfileSchemaRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(s.setProfileSchema(c.UserContext(), p, ns, req))
+}
+
+// memory.consolidate and its undo (consolidate.go, consolidate_undo.go): an admin's.
+func (s *Service) handleConsolidate(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, func(p auth.Principal) error { return requireAdminFor(p, "consolidating memories") })
+	if err != nil {
+		return err
+	}
+	var req ConsolidateRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(s.consolidate(c.UserContext(), p, ns, req))
+}
+
+func (s *Service) handleConsolidationUndo(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, func(p auth.Principal) error { return requireAdminFor(p, "undoing a consolidation") })
+	if err != nil {
+		return err
+	}
+	runID, err := uuid.Parse(c.Params("run_id"))
+	if err != nil {
+		return httperr.NotFound("consolidation run not found")
+	}
+	return send(c)(s.undoConsolidation(c.UserContext(), p, ns, runID.String()))
+}

@@ -97,6 +97,9 @@ type Service struct {
 	// commits counts the commits of judged writes by outcome: committed, or sent back
 	// to a new round (commitRound).
 	commits *metrics.CounterVec
+	// consolidation counts memory.consolidate's model calls and merged rows
+	// (consolidate.go).
+	consolidation *metrics.CounterVec
 
 	// judgement is the cosine at which a write's peer marks it for the conflict
 	// resolver (WithJudgementFloor); 0: the resolver is off.
@@ -135,6 +138,8 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+
 			"or sent back to a new round because rows committed since the peer read may be peers (gap), "+
 			"a head moved (head_moved) or the namespace's policy changed (policy_moved).", "outcome"),
+		consolidation: reg.Counter("loom_consolidation_total",
+			"memory.consolidate's work: model_calls, merged_rows, summaries, failed_clusters, undone_runs.", "what"),
 	}
 	for _, o := range opts {
 		o(s)
@@ -167,4 +172,8 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
+	// Structured profiles and consolidation (profile_schema.go, consolidate.go).
+	g.Put("/namespaces/:ns/profile-schema", s.handleSetProfileSchema)
+	g.Post("/namespaces/:ns/memories\\:consolidate", s.handleConsolidate)
+	g.Post("/namespaces/:ns/consolidations/:run_id\\:undo", s.handleConsolidationUndo)
 }

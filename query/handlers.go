@@ -292,3 +292,41 @@ func (s *Service) sendStream(c *fiber.Ctx, st *Stream, what string) error {
 	})
 	return nil
 }
+
+// profileRoute is the prelude of profile.structured and profile.render (profile.go,
+// profile_render.go): the principal, the namespace and the
+// route's user (a token bound to another user finds nothing).
+func profileRoute(c *fiber.Ctx) (auth.Principal, string, string, error) {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return p, ns, "", err
+	}
+	userID, err := route.DecodeKey(c.Params("user_id"))
+	if err != nil || userID == "" {
+		return p, ns, "", httperr.Validation("user_id", "the user id is not valid percent-encoding")
+	}
+	if !p.ActsOn(userID) {
+		return p, ns, "", httperr.NotFound("no profile of this user has been built")
+	}
+	return p, ns, userID, nil
+}
+
+func (s *Service) handleProfile(c *fiber.Ctx) error {
+	p, ns, userID, err := profileRoute(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.structuredProfile(ctx, p, ns, userID))
+}
+
+func (s *Service) handleProfileRender(c *fiber.Ctx) error {
+	p, ns, userID, err := profileRoute(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.profileRender(ctx, p, ns, userID, c.Query("format")))
+}

@@ -123,4 +123,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
 	g.Get("/exports", s.handleExport)
 	g.Get("/search-traces/:trace_id", s.handleSearchTrace)
+	// Structured profiles (profile.go, profile_render.go).
+	g.Get("/namespaces/:ns/profiles/:user_id", s.handleProfile)
+	g.Get("/namespaces/:ns/profiles/:user_id/render", s.handleProfileRender)
 }

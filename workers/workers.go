@@ -53,6 +53,11 @@ type Service struct {
 	outage *llm.Outage
 	// extractions counts the extraction workers' requests by outcome.
 	extractions *metrics.CounterVec
+	// profiles counts the structured_profile pass's user builds by outcome.
+	profiles *metrics.CounterVec
+	// profileScan is when the newest profile schema this process's pass has built
+	// every user of was set (structured_profile.go); only the pass reads it.
+	profileScan time.Time
 }
 
 // New returns the workers role over the write side cmd.
@@ -60,10 +65,13 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 	embedder embed.Embedder, models *llm.Provider, reg *metrics.Registry, log *slog.Logger) *Service {
 	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
 		cfg: cfg, pipe: pipe, extraction: extraction,
-		wake:   map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)},
+		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
+			workerProfile: make(chan struct{}, 1)},
 		outage: llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
+		profiles: reg.Counter("loom_structured_profile_builds_total",
+			"Users the structured_profile pass brought up to date, by outcome (built, current, retired, skipped, out_of_schema, deferred).", "outcome"),
 	}
 }
 
@@ -83,8 +91,11 @@ const workerPause = 5 * time.Minute
 // soon is when a worker tries again what may clear soon (a store, a lock, an erasure
 // of the org): after its pass's interval, a minute at most.
 func (s *Service) soon(worker string) time.Duration {
-	if worker == workerEntities {
+	switch worker {
+	case workerEntities:
 		return min(s.cfg.Entities.Interval, time.Minute)
+	case workerProfile:
+		return min(s.cfg.Profiles.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -100,12 +111,14 @@ func Group(worker string) string {
 		return "loom-worker-conflict-resolver"
 	case workerEntities:
 		return "loom-worker-entity-extractor"
+	case workerProfile:
+		return "loom-worker-structured-profile"
 	}
 	return "loom-worker-" + worker
 }
 
 // Names are the names of the workers, in the order the role starts them.
-func Names() []string { return []string{workerResolver, workerEntities} }
+func Names() []string { return []string{workerResolver, workerEntities, workerProfile} }
 
 // Enabled reports whether a worker runs: it is switched on and a provider is
 // configured (without one the pass would read nothing and the rows stay owed).
@@ -118,6 +131,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.Resolver.Enabled
 	case workerEntities:
 		return s.cfg.Entities.Enabled
+	case workerProfile:
+		return s.cfg.Profiles.Enabled
 	}
 	return false
 }
@@ -186,6 +201,9 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 // pickItems decodes a batch and returns the items it owes the worker, from the
 // revisions' opened content.
 func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Record) ([]workItem, error) {
+	if worker == workerProfile {
+		return s.pickProfileItems(ctx, recs)
+	}
 	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
 		s.log.Warn("worker feed: a record is not an envelope; skipped", "worker", worker, "partition", r.Partition, "offset", r.Offset, "err", err)
 	})
@@ -330,5 +348,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunResolver(ctx)
 	case workerEntities:
 		s.RunEntityExtractor(ctx)
+	case workerProfile:
+		s.RunStructuredProfile(ctx)
 	}
 }

@@ -163,3 +163,39 @@ func (s *Service) sweepDone(ctx context.Context, worker string, keep time.Durati
 	}
 	return nil
 }
+
+// QueueHealth is one worker's queue as /v1/health?include=workers reports it: what it
+// owes, what it did, its failures (items done as errored), and when it last did one.
+type QueueHealth struct {
+	Owed       int64      `json:"owed"`
+	Done       int64      `json:"done"`
+	Failures   int64      `json:"failures"`
+	LastDoneAt *time.Time `json:"last_done_at"`
+}
+
+// ReadQueueHealth reads every worker's queue (the stamps kept: LOOM_*_MAX_AGE_DAYS
+// past a day), by worker name.
+func ReadQueueHealth(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}) (map[string]QueueHealth, error) {
+	rows, err := q.Query(ctx, `SELECT worker, count(*) FILTER (WHERE state = 'owed'), count(*) FILTER (WHERE state = 'done'),
+			count(*) FILTER (WHERE outcome = 'errored'), max(done_at)
+		FROM loom.worker_items GROUP BY worker`)
+	if err != nil {
+		return nil, fmt.Errorf("read the workers' queues: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]QueueHealth{}
+	for _, w := range Names() {
+		out[w] = QueueHealth{}
+	}
+	for rows.Next() {
+		var name string
+		var h QueueHealth
+		if err := rows.Scan(&name, &h.Owed, &h.Done, &h.Failures, &h.LastDoneAt); err != nil {
+			return nil, fmt.Errorf("read the workers' queues: %w", err)
+		}
+		out[name] = h
+	}
+	return out, rows.Err()
+}

@@ -30,6 +30,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addReadTools(s, c)
 	addExtractionTools(s, c)
 	addKnowledgeTools(s, c)
+	addProfileTools(s, c) // profile.go
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

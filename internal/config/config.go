@@ -150,6 +150,7 @@ type Command struct {
 	PeerReadDeadline time.Duration
 	Erasure          Erasure
 	Extraction       Extraction
+	Consolidate      Consolidate // memory.consolidate (profiles.go)
 }
 
 // Erasure tunes erasure.request, its saga and erasure_recovery.
@@ -459,7 +460,8 @@ func readCommand(r *reader) Command {
 			RequestWait:      r.ms("LOOM_ERASURE_REQUEST_WAIT_MS", 20000),
 			RecoveryInterval: r.ms("LOOM_ERASURE_RECOVERY_INTERVAL_MS", 10000),
 		},
-		Extraction: readExtraction(r),
+		Extraction:  readExtraction(r),
+		Consolidate: readConsolidate(r),
 	}
 }
 
@@ -647,7 +649,7 @@ func (c Command) Validate() error {
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))
 	}
-	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate())...)
+	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate(), c.Consolidate.Validate())...)
 }
 
 // Validate checks the erasure settings.

@@ -15,6 +15,7 @@ import (
 type Workers struct {
 	Resolver Resolver
 	Entities EntityExtractor
+	Profiles StructuredProfile // the structured_profile pass (profiles.go)
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -69,12 +70,13 @@ func readWorkers(r *reader, llm LLM) Workers {
 			MaxAge:      r.days("LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS", 30),
 			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
 		},
+		Profiles: readStructuredProfile(r, llm),
 	}
 }
 
 // Validate checks the section.
 func (w Workers) Validate() error {
-	return errors.Join(w.Resolver.Validate(), w.Entities.Validate())
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate())
 }
 
 // Validate checks the resolver's settings: its thresholds only in their order.

@@ -86,6 +86,9 @@ func Tables() []Table {
 		{Store: Postgres, Name: "loom.worker_items", Class: NoMemoryContent,
 			Why: "the workers' queue and stamps: memory ids, versions, content hashes and verdict codes, no text"},
 		{Store: Postgres, Name: "loom.conflict_undos", Class: NoMemoryContent, Why: "undone retirements: memory ids and content hashes"},
+		{Store: Postgres, Name: "loom.profile_schemas", Class: NoMemoryContent, Why: "a namespace's profile schema an admin wrote (the profiles are memory rows)"},
+		{Store: Postgres, Name: "loom.consolidation_runs", Class: NoMemoryContent,
+			Why: "consolidation runs: memory ids, versions, counts and failure codes, no text (an undo reads the journal)"},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not.
 			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',

@@ -66,3 +66,15 @@ func queueStrings(b *pgx.Batch, into *[]string, query string, args ...any) {
 		return err
 	})
 }
+
+// UsersOf reads the users (other than the anonymous "-") that hold a live head in a
+// namespace, at most limit, in order: the users a namespace's new profile schema
+// builds a profile for.
+func UsersOf(ctx context.Context, q Querier, org, namespace string, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT user_id FROM loom.memory_current WHERE org = $1 AND namespace = $2
+		AND user_id <> '-' AND NOT (row->>'tombstone')::boolean ORDER BY user_id LIMIT $3`, org, namespace, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

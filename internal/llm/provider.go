@@ -38,8 +38,15 @@ const (
 	PurposeRerank           Purpose = "rerank"            // memory.search's reranker (LOOM_SEARCH_RERANKER=llm)
 )
 
+// The purposes of issue 32's passes and operations.
+const (
+	PurposeStructuredProfile Purpose = "structured_profile" // the structured_profile pass
+	PurposeConsolidation     Purpose = "consolidation"      // memory.consolidate's summaries
+)
+
 func purposes() []Purpose {
-	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank}
+	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank,
+		PurposeStructuredProfile, PurposeConsolidation}
 }
 
 // Bill names who pays for a call.

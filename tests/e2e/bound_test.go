@@ -215,6 +215,15 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"DELETE /v1/namespaces/:ns/blacklist": probes(probe{http.MethodDelete, ns + "/blacklist", `{"pattern": "tea"}`, anyRole(403), nil}),
 		"POST /v1/namespaces/:ns/blacklist:sweep": probes(
 			probe{http.MethodPost, ns + "/blacklist:sweep", `{}`, anyRole(403), nil}),
+		// Profiles and consolidation: an admin's of every user (a bound admin may
+		// consolidate its own user's rows, never bob's or every user's).
+		"PUT /v1/namespaces/:ns/profile-schema": probes(
+			probe{http.MethodPut, ns + "/profile-schema", `{"schema": {"type": "object", "additionalProperties": false, "properties": {}, "required": []}}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/memories:consolidate": probes(
+			probe{http.MethodPost, ns + "/memories:consolidate", `{"user_id": "bob", "dry_run": true}`, anyRole(403), nil},
+			probe{http.MethodPost, ns + "/memories:consolidate", `{"dry_run": true}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/consolidations/:run_id:undo": probes(
+			probe{http.MethodPost, ns + "/consolidations/00000000-0000-4000-8000-000000000001:undo", "", admins(404), nil}),
 		"POST /v1/erasures": probes(
 			probe{http.MethodPost, "/v1/erasures", `{"user_id": "bob", "namespace": "` + w.ns + `"}`, anyRole(403), nil},
 			probe{http.MethodPost, "/v1/erasures", `{"user_id": "bob"}`, anyRole(403), nil},
@@ -253,6 +262,10 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			}
 			return nil
 		}}),
+		"GET /v1/namespaces/:ns/profiles/:user_id": probes(
+			probe{http.MethodGet, ns + "/profiles/bob", "", anyRole(404), nil}),
+		"GET /v1/namespaces/:ns/profiles/:user_id/render": probes(
+			probe{http.MethodGet, ns + "/profiles/bob/render", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/memories": probes(
 			probe{http.MethodGet, ns + "/memories?user_id=bob", "", anyRole(200), nil},
 			probe{http.MethodGet, ns + "/memories?include_tombstoned=true", "", anyRole(200), nil},

@@ -356,6 +356,21 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			_, err := c.RollbackNamespace(ctx, ns, client.RollbackRequest{AsOf: time.Now().Add(-time.Hour)})
 			return err
 		}},
+		{"SetProfileSchema", func() error {
+			_, err := c.SetProfileSchema(ctx, ns, map[string]any{"type": "object", "additionalProperties": false,
+				"required": []string{"drink"}, "properties": map[string]any{"drink": map[string]any{"type": []string{"string", "null"}}}})
+			return err
+		}},
+		{"Profile", func() error { _, err := c.Profile(ctx, ns, "alice"); return err }},
+		{"RenderProfile", func() error { _, err := c.RenderProfile(ctx, ns, "alice", "text"); return err }},
+		{"Consolidate", func() error {
+			_, err := c.Consolidate(ctx, ns, client.ConsolidateRequest{UserID: "alice", DryRun: true})
+			return err
+		}},
+		{"UndoConsolidation", func() error {
+			_, err := c.UndoConsolidation(ctx, ns, "00000000-0000-4000-8000-000000000001")
+			return err
+		}},
 		{"Export", func() error { _, err := drain(c.Export(ctx, "alice")); return err }},
 		{"Clear", func() error { _, err := c.Clear(ctx, ns, client.ClearRequest{UserID: "-"}); return err }},
 		{"SweepExpired", func() error { _, err := c.SweepExpired(ctx, ns); return err }},
@@ -372,7 +387,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"Erasure", func() error { _, err := c.Erasure(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
 		{"Health", func() error {
-			if _, err := operator.Health(ctx, "postgres", "lag", "index"); err != nil {
+			if _, err := operator.Health(ctx, "postgres", "lag", "index", "workers"); err != nil {
 				return err
 			}
 			_, err := c.Health(ctx, "postgres", "lag", "index")

@@ -24,6 +24,7 @@ import (
 const (
 	resolverWorker = "conflict_resolver"
 	entitiesWorker = "entity_extractor"
+	profileWorker  = "structured_profile"
 )
 
 // workers is one loomd process serving the API and running the named workers against
@@ -48,16 +49,19 @@ func withModel(srv *llmtest.Server, names []string, mod func(*config.Config)) fu
 		c.LLM.BaseURL, c.LLM.Model = srv.URL, "m"
 		c.LLM.DefaultPrice = config.Price{}
 		c.LLM.RetryBase = 10 * time.Millisecond
-		c.Workers.Resolver.Enabled, c.Workers.Entities.Enabled = false, false
+		c.Workers.Resolver.Enabled, c.Workers.Entities.Enabled, c.Workers.Profiles.Enabled = false, false, false
 		for _, n := range names {
 			switch n {
 			case resolverWorker:
 				c.Workers.Resolver.Enabled = true
 			case entitiesWorker:
 				c.Workers.Entities.Enabled = true
+			case profileWorker:
+				c.Workers.Profiles.Enabled = true
 			}
 		}
 		c.Workers.Resolver.Interval, c.Workers.Entities.Interval = 100*time.Millisecond, 100*time.Millisecond
+		c.Workers.Profiles.Interval = 100 * time.Millisecond
 		if mod != nil {
 			mod(c)
 		}

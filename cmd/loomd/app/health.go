@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/relay"
+	"github.com/loomplane/loom/workers"
 )
 
 func (p *Process) registerHealth(app *fiber.App) {
@@ -90,6 +91,14 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 				pgState["relay"] = r.Held()
 			}
 			body["postgres"] = pgState
+		}
+	}
+	// The workers' queues: owed, done, failures and the last item done, per worker.
+	if slices.Contains(include, "workers") {
+		if q, err := workers.ReadQueueHealth(ctx, p.PG); err != nil {
+			body["workers"] = failed(err)
+		} else {
+			body["workers"] = q
 		}
 	}
 	if slices.Contains(include, "lag") {
