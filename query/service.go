@@ -57,6 +57,12 @@ type Service struct {
 	model            *llm.Provider
 	asks             *metrics.CounterVec
 	citationsDropped *metrics.Counter
+
+	// The layers context.pack reads from other planes (context_sources.go); nil: the
+	// layer is empty and said to be unavailable.
+	sessions  SessionSource
+	profiles  ProfileSource
+	knowledge KnowledgeSource
 }
 
 // Option changes how New builds the read side.
