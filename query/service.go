@@ -129,4 +129,12 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
 	g.Get("/exports", s.handleExport)
 	g.Get("/search-traces/:trace_id", s.handleSearchTrace)
+	// What an agent reads before it answers (context_pack.go, stack.go, timeline.go,
+	// related.go, aggregate.go, statuses.go).
+	g.Post("/namespaces/:ns/context\\:pack", s.handleContextPack)
+	g.Post("/namespaces/:ns/context\\:stack", s.handleStack)
+	g.Get("/namespaces/:ns/timeline", s.handleTimeline)
+	g.Get("/namespaces/:ns/memories/:key/related", s.handleRelated)
+	g.Get("/namespaces/:ns/memories\\:aggregate", s.handleAggregate)
+	g.Post("/namespaces/:ns/memories\\:statuses", s.handleStatuses)
 }
