@@ -56,6 +56,7 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 	if strings.Contains(a.Block, bobMarker) {
 		t.Fatalf("alice's pack holds bob's row:\n%s", a.Block)
 	}
+	t.Logf("the pack (%d of %d tokens):\n%s", a.Tokens, budget, a.Block)
 	if a.Tokenizer.Encoding != "o200k_base" || a.Tokenizer.Approximate {
 		t.Errorf("gpt-4o counted with %+v", a.Tokenizer)
 	}
