@@ -93,7 +93,7 @@ func (s *Service) contextPack(ctx context.Context, p auth.Principal, ns string, 
 		cuts = []packCut{}
 	}
 	return &packAnswer{Namespace: ns, Format: plan.format, Block: block, Tokens: tokens, Budget: plan.lim.Budget, Tokenizer: plan.tok,
-		Priority: plan.sections, Sections: kept, Cut: cuts, Barrier: passed}, nil
+		Priority: plan.sections, Sections: kept, Cut: cuts, Barrier: stateOf(passed)}, nil
 }
 
 // settlePack checks a pack's request, field by field, and fills its defaults.
@@ -169,6 +169,13 @@ func settlePack(p auth.Principal, ns string, req *packRequest) (*packPlan, error
 	}
 	plan.lim.Budget = int(budget)
 	return plan, nil
+}
+
+// stateOf is the barrier as a pack answers it: the generations its facts were read at,
+// and no wait (waited_ms 0), which differs from call to call of the same state; the
+// wait is in loom_search_seconds.
+func stateOf(p Passed) Passed {
+	return Passed{Generations: p.Generations}
 }
 
 // budgetRefused is a budget out of range, or no integer.

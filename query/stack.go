@@ -49,7 +49,7 @@ func (s *Service) memoryStack(ctx context.Context, p auth.Principal, ns string, 
 	if cuts == nil {
 		cuts = []packCut{}
 	}
-	ans := &stackAnswer{Namespace: ns, Tokens: tokens, Budget: plan.lim.Budget, Tokenizer: plan.tok, Priority: plan.sections, Cut: cuts, Barrier: passed}
+	ans := &stackAnswer{Namespace: ns, Tokens: tokens, Budget: plan.lim.Budget, Tokenizer: plan.tok, Priority: plan.sections, Cut: cuts, Barrier: stateOf(passed)}
 	for _, sec := range kept {
 		out := stackSection{Name: sec.Name, Available: sec.Available, Note: sec.Note, Lines: []stackLine{}}
 		for _, l := range sec.Lines {

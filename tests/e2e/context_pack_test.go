@@ -84,15 +84,14 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 			t.Errorf("%s: %s holds no version %d", m[0], head.MemoryKey, v)
 		}
 	}
-	// The same state, the same bytes: the block and its account of itself.
-	again, err := c.Pack(ctx, ns, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := json.Marshal([]any{a.Block, a.Sections, a.Cut})
-	second, _ := json.Marshal([]any{again.Block, again.Sections, again.Cut})
-	if string(first) != string(second) {
-		t.Fatalf("the same state packed differently:\n%s\n%s", first, second)
+	// The same state, the same bytes: the whole answer, in either rendering.
+	for _, format := range []string{"markdown", "json"} {
+		body, _ := json.Marshal(map[string]any{"query": req.Query, "user_id": "alice", "budget_tokens": budget, "model": "gpt-4o", "format": format})
+		first := raw.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", body)
+		second := raw.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", body)
+		if first.Status != http.StatusOK || string(first.Body) != string(second.Body) {
+			t.Fatalf("the same state packed differently (%s):\n%s\n%s", format, first.Body, second.Body)
+		}
 	}
 	// A small budget cuts, and says what and why; the block still fits.
 	small := 40
