@@ -351,6 +351,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_set", map[string]any{"namespace": w.ns, "key": "drink", "value": "overwritten", "user_id": "bob"}, true},
 				{"memory_list", map[string]any{"namespace": w.bobNS}, false},
 				{"memory_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
+				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},
+				{"memory_timeline", map[string]any{"namespace": w.ns, "key": "drink", "user_id": "bob"}, true},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)
