@@ -80,7 +80,7 @@ type packPlan struct {
 
 // contextPack is context.pack: the layers read, cut to the budget and rendered.
 func (s *Service) contextPack(ctx context.Context, p auth.Principal, ns string, req *packRequest) (*packAnswer, error) {
-	plan, err := settlePack(p, ns, req)
+	plan, err := settlePack(p, ns, req, s.tokenizers)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (s *Service) contextPack(ctx context.Context, p auth.Principal, ns string, 
 }
 
 // settlePack checks a pack's request, field by field, and fills its defaults.
-func settlePack(p auth.Principal, ns string, req *packRequest) (*packPlan, error) {
+func settlePack(p auth.Principal, ns string, req *packRequest, tz *tokenizers) (*packPlan, error) {
 	if err := p.Namespace(ns); err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func settlePack(p auth.Principal, ns string, req *packRequest) (*packPlan, error
 	if budget < minPackBudget || budget > maxPackBudget {
 		return nil, budgetRefused()
 	}
-	tok, err := tokenizerFor(req.Tokenizer, req.Model)
+	tok, err := tz.For(req.Tokenizer, req.Model)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func randomText(r *rand.Rand, n int) string {
 // bytes.
 func TestPackNeverExceedsBudget(t *testing.T) {
 	for _, enc := range []string{"o200k_base", "cl100k_base"} {
-		tok, err := tokenizerFor(enc, "")
+		tok, err := newTokenizers(0).For(enc, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestPackNeverExceedsBudget(t *testing.T) {
 
 // The caps cut what they name, and say so.
 func TestPackCaps(t *testing.T) {
-	tok, _ := tokenizerFor("", "")
+	tok, _ := newTokenizers(0).For("", "")
 	facts := packSection{Name: sectionFacts, Available: true, Lines: []packLine{
 		{Cite: "m:a@1", Text: "one", key: "k", session: "s"},
 		{Cite: "m:a@1", Text: "one again", key: "k2", session: "s2"},
@@ -104,8 +104,8 @@ func TestPackTokenizerReference(t *testing.T) {
 		"2 + 2 = 4":                    {7, 7},
 		"お誕生日おめでとう":                    {9, 8},
 	}
-	cl, _ := tokenizerFor("cl100k_base", "")
-	o2, _ := tokenizerFor("", "gpt-4o")
+	cl, _ := newTokenizers(0).For("cl100k_base", "")
+	o2, _ := newTokenizers(0).For("", "gpt-4o")
 	for s, w := range want {
 		if got := [2]int{cl.Count(s), o2.Count(s)}; got != w {
 			t.Errorf("%q: %v tokens, want %v", s, got, w)
@@ -114,13 +114,13 @@ func TestPackTokenizerReference(t *testing.T) {
 	if o2.Encoding != "o200k_base" || o2.Approximate {
 		t.Errorf("gpt-4o counts with %+v", o2)
 	}
-	if c, err := tokenizerFor("", "claude-sonnet-4"); err != nil || !c.Approximate {
+	if c, err := newTokenizers(0).For("", "claude-sonnet-4"); err != nil || !c.Approximate {
 		t.Errorf("claude: %+v %v", c, err)
 	}
-	if _, err := tokenizerFor("", "babbage-002x"); err == nil {
+	if _, err := newTokenizers(0).For("", "babbage-002x"); err == nil {
 		t.Error("an unknown model family was taken")
 	}
-	if _, err := tokenizerFor("p50k_base", ""); err == nil {
+	if _, err := newTokenizers(0).For("p50k_base", ""); err == nil {
 		t.Error("an encoding a pack does not count was taken")
 	}
 }

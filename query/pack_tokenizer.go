@@ -1,10 +1,12 @@
 package query
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/loomplane/loom/internal/httperr"
@@ -22,40 +24,69 @@ type packTokenizer struct {
 	Encoding    string `json:"encoding"`
 	Approximate bool   `json:"approximate"`
 	codec       tokenizer.Codec
+	counts      *lru.Cache[countKey, int]
 }
 
-// Count is the number of tokens text encodes to.
+// countKey is a counted text, by its SHA-256, under its encoding.
+type countKey struct {
+	encoding string
+	sum      [sha256.Size]byte
+}
+
+// Count is the number of tokens text encodes to. The same text counts the same, so
+// the count of a line is kept (a fact, a change, a turn recur from pack to pack), and
+// so is a block's (the same state packs the same block).
 func (t packTokenizer) Count(text string) int {
+	k := countKey{t.Encoding, sha256.Sum256([]byte(text))}
+	if t.counts != nil {
+		if n, ok := t.counts.Get(k); ok {
+			return n
+		}
+	}
 	n, err := t.codec.Count(text)
 	if err != nil { // only ErrorModeStrict refuses input; a count never fails otherwise
-		return len(text)
+		n = len(text)
+	}
+	if t.counts != nil {
+		t.counts.Add(k, n)
 	}
 	return n
 }
 
-// codecs holds each encoding's codec, built once: building one decodes its vocabulary.
-var codecs sync.Map // tokenizer.Encoding -> *codecOnce
-
-type codecOnce struct {
-	once  sync.Once
-	codec tokenizer.Codec
-	err   error
+// tokenizers holds the read side's codecs, each built once (building one decodes its
+// vocabulary), and the counts of recent lines: counting is a regexp split and a BPE
+// merge per piece, the larger part of a pack's own time.
+type tokenizers struct {
+	mu     sync.Mutex
+	codecs map[tokenizer.Encoding]tokenizer.Codec
+	counts *lru.Cache[countKey, int]
 }
 
-func codecOf(enc tokenizer.Encoding) (tokenizer.Codec, error) {
-	v, _ := codecs.LoadOrStore(enc, &codecOnce{})
-	c := v.(*codecOnce)
-	c.once.Do(func() { c.codec, c.err = tokenizer.Get(enc) })
-	return c.codec, c.err
+func newTokenizers(counts int) *tokenizers {
+	c, _ := lru.New[countKey, int](max(counts, 1))
+	return &tokenizers{codecs: map[tokenizer.Encoding]tokenizer.Codec{}, counts: c}
+}
+
+func (t *tokenizers) codec(enc tokenizer.Encoding) (tokenizer.Codec, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.codecs[enc]; ok {
+		return c, nil
+	}
+	c, err := tokenizer.Get(enc)
+	if err == nil {
+		t.codecs[enc] = c
+	}
+	return c, err
 }
 
 // approximateFamilies are model name prefixes counted with o200k_base, approximately.
 var approximateFamilies = []string{"claude", "anthropic", "llama", "meta-llama", "gemini", "gemma", "mistral", "mixtral", "qwen", "deepseek"}
 
-// tokenizerFor settles a request's encoding and model: an encoding by name
+// For settles a request's encoding and model: an encoding by name
 // (o200k_base, cl100k_base), else the model's (an OpenAI model's own, another
 // family's approximately), else o200k_base.
-func tokenizerFor(encoding, model string) (packTokenizer, error) {
+func (t *tokenizers) For(encoding, model string) (packTokenizer, error) {
 	var enc tokenizer.Encoding
 	approximate := false
 	switch {
@@ -86,9 +117,12 @@ func tokenizerFor(encoding, model string) (packTokenizer, error) {
 	default:
 		enc = tokenizer.O200kBase
 	}
-	c, err := codecOf(enc)
+	c, err := t.codec(enc)
 	if err != nil {
 		return packTokenizer{}, fmt.Errorf("load the %s encoding: %w", enc, err)
 	}
-	return packTokenizer{Encoding: string(enc), Approximate: approximate, codec: c}, nil
+	return packTokenizer{Encoding: string(enc), Approximate: approximate, codec: c, counts: t.counts}, nil
 }
+
+// packCountCache is how many counts the read side keeps (about 64 bytes each).
+const packCountCache = 65536

@@ -63,6 +63,8 @@ type Service struct {
 	sessions  SessionSource
 	profiles  ProfileSource
 	knowledge KnowledgeSource
+	// tokenizers count context.pack's budgets (pack_tokenizer.go).
+	tokenizers *tokenizers
 }
 
 // Option changes how New builds the read side.
@@ -90,6 +92,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		plannerNow:   time.Now,
 		calibrations: newCalibrations(pool),
+		tokenizers:   newTokenizers(packCountCache),
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),

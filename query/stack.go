@@ -37,7 +37,7 @@ type stackAnswer struct {
 
 // memoryStack is memory.stack: context.pack's layers, unrendered.
 func (s *Service) memoryStack(ctx context.Context, p auth.Principal, ns string, req *packRequest) (*stackAnswer, error) {
-	plan, err := settlePack(p, ns, req)
+	plan, err := settlePack(p, ns, req, s.tokenizers)
 	if err != nil {
 		return nil, err
 	}
