@@ -243,7 +243,8 @@ func (s *Service) factsLayer(ctx context.Context, p auth.Principal, plan *packPl
 		sec.Note = "top_k is 0"
 		return Passed{}, nil
 	}
-	ans, err := s.search(ctx, p, plan.ns, &searchRequest{Query: plan.req.Query, TopK: plan.topK, Agent: plan.req.Agent, UserID: plan.req.UserID})
+	ans, err := s.search(ctx, p, plan.ns, &searchRequest{Query: plan.req.Query, TopK: plan.topK, Agent: plan.req.Agent, UserID: plan.req.UserID,
+		onePage: true})
 	if err != nil {
 		return Passed{}, err
 	}
