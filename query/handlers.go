@@ -330,3 +330,70 @@ func (s *Service) handleProfileRender(c *fiber.Ctx) error {
 	defer cancel()
 	return send(c)(s.profileRender(ctx, p, ns, userID, c.Query("format")))
 }
+
+// handleContextPack is context.pack; handleStack is memory.stack, its layers unrendered.
+// A budget that is no integer (a fraction, or one no integer holds) is the budget's
+// 422, as one out of range is.
+func (s *Service) handleContextPack(c *fiber.Ctx) error {
+	req, err := decodePack(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.contextPack(ctx, auth.From(c), c.Params("ns"), req))
+}
+
+func (s *Service) handleStack(c *fiber.Ctx) error {
+	req, err := decodePack(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.memoryStack(ctx, auth.From(c), c.Params("ns"), req))
+}
+
+func decodePack(c *fiber.Ctx) (*packRequest, error) {
+	var req packRequest
+	err := httperr.DecodeBody(c.Body(), &req)
+	var bad *httperr.Error
+	if errors.As(err, &bad) && bad.Field == "budget_tokens" {
+		return nil, budgetRefused()
+	}
+	return &req, err
+}
+
+func (s *Service) handleTimeline(c *fiber.Ctx) error {
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.timeline(ctx, auth.From(c), timelineCall{namespace: c.Params("ns"), key: c.Query("key"), entity: c.Query("entity"),
+		agent: c.Query("agent"), userID: c.Query("user_id"), sessionID: c.Query("session_id"), limit: c.Query("limit")}))
+}
+
+func (s *Service) handleRelated(c *fiber.Ctx) error {
+	p, id, err := readKey(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.barrierRead(c) // the vector neighbours are a search's
+	defer cancel()
+	return send(c)(s.related(ctx, p, id, c.Query("limit")))
+}
+
+func (s *Service) handleAggregate(c *fiber.Ctx) error {
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.aggregate(ctx, auth.From(c), aggregateCall{namespace: c.Params("ns"), by: c.Query("by"), agent: c.Query("agent"),
+		userID: c.Query("user_id"), sessionID: c.Query("session_id"), limit: c.Query("limit")}))
+}
+
+func (s *Service) handleStatuses(c *fiber.Ctx) error {
+	var req statusesRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.statuses(ctx, auth.From(c), c.Params("ns"), req))
+}

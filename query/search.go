@@ -57,6 +57,10 @@ type searchRequest struct {
 	SubQueries      *bool              `json:"sub_queries"`
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
+
+	// onePage: the caller reads no next page (context.pack, memory.related), so the
+	// rest of the pool is not parked.
+	onePage bool
 }
 
 // hitView is one search hit with the scores that ranked it.
@@ -415,7 +419,7 @@ func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candi
 	if err := s.judge(ctx, plan, offset, ans); err != nil {
 		return err
 	}
-	if next < len(pool) && len(hits) > 0 {
+	if next < len(pool) && len(hits) > 0 && !plan.req.onePage {
 		token, err := s.parkPool(ctx, plan, pool, next)
 		if err != nil {
 			return httperr.Store("parking the next page", err)

@@ -57,6 +57,14 @@ type Service struct {
 	model            *llm.Provider
 	asks             *metrics.CounterVec
 	citationsDropped *metrics.Counter
+
+	// The layers context.pack reads from other planes (context_sources.go); nil: the
+	// layer is empty and said to be unavailable.
+	sessions  SessionSource
+	profiles  ProfileSource
+	knowledge KnowledgeSource
+	// tokenizers count context.pack's budgets (pack_tokenizer.go).
+	tokenizers *tokenizers
 }
 
 // Option changes how New builds the read side.
@@ -84,6 +92,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		cfg: settings{Query: cfg, Weights: Weights(cfg.Weights)}, pool: pool, ch: conn, barrier: barrier, log: log, now: time.Now,
 		plannerNow:   time.Now,
 		calibrations: newCalibrations(pool),
+		tokenizers:   newTokenizers(packCountCache),
 		embedder:     newCachedEmbedder(embedder, cfg.EmbedCacheSize, cfg.EmbedCacheTTL, reg),
 		searches:     reg.Counter("loom_searches_total", "Searches by verdict.", "verdict"),
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
@@ -126,4 +135,12 @@ func (s *Service) Register(r fiber.Router) {
 	// Structured profiles (profile.go, profile_render.go).
 	g.Get("/namespaces/:ns/profiles/:user_id", s.handleProfile)
 	g.Get("/namespaces/:ns/profiles/:user_id/render", s.handleProfileRender)
+	// What an agent reads before it answers (context_pack.go, stack.go, timeline.go,
+	// related.go, aggregate.go, statuses.go).
+	g.Post("/namespaces/:ns/context\\:pack", s.handleContextPack)
+	g.Post("/namespaces/:ns/context\\:stack", s.handleStack)
+	g.Get("/namespaces/:ns/timeline", s.handleTimeline)
+	g.Get("/namespaces/:ns/memories/:key/related", s.handleRelated)
+	g.Get("/namespaces/:ns/memories\\:aggregate", s.handleAggregate)
+	g.Post("/namespaces/:ns/memories\\:statuses", s.handleStatuses)
 }

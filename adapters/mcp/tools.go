@@ -31,6 +31,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addExtractionTools(s, c)
 	addKnowledgeTools(s, c)
 	addProfileTools(s, c) // profile.go
+	addContextTools(s, c)
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

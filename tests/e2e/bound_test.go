@@ -236,6 +236,34 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, ns + "/memories:search", `{"query": "who drinks tea", "user_id": "bob"}`, anyRole(200), nil},
 			probe{http.MethodPost, ns + "/memories:search", `{"query": "who drinks tea"}`, anyRole(200), nil},
 			probe{http.MethodPost, bobNS + "/memories:search", `{"query": "what notes does bob keep"}`, anyRole(200), nil}),
+		// What an agent reads before it answers: alice's rows alone, whichever user the
+		// request names (bob's marker would show in a fact, a change, a count or an entity).
+		"POST /v1/namespaces/:ns/context:pack": probes(
+			probe{http.MethodPost, ns + "/context:pack", `{"query": "who drinks tea", "user_id": "bob"}`, anyRole(200), nil},
+			probe{http.MethodPost, ns + "/context:pack", `{"query": "who drinks tea", "format": "json"}`, anyRole(200), nil},
+			probe{http.MethodPost, bobNS + "/context:pack", `{"query": "what notes does bob keep"}`, anyRole(200), nil}),
+		"POST /v1/namespaces/:ns/context:stack": probes(
+			probe{http.MethodPost, ns + "/context:stack", `{"query": "who drinks tea", "user_id": "bob"}`, anyRole(200), nil},
+			probe{http.MethodPost, ns + "/context:stack", `{"query": "who drinks tea"}`, anyRole(200), nil}),
+		"GET /v1/namespaces/:ns/timeline": probes(
+			probe{http.MethodGet, ns + "/timeline?key=drink&user_id=bob", "", anyRole(404), nil},
+			probe{http.MethodGet, ns + "/timeline?user_id=bob", "", anyRole(200), nil},
+			probe{http.MethodGet, ns + "/timeline", "", anyRole(200), nil}),
+		"GET /v1/namespaces/:ns/memories/:key/related": probes(
+			probe{http.MethodGet, ns + "/memories/drink/related?user_id=bob", "", anyRole(404), nil},
+			probe{http.MethodGet, ns + "/memories/drink/related", "", anyRole(200, 404), nil}),
+		"GET /v1/namespaces/:ns/memories:aggregate": probes(
+			probe{http.MethodGet, ns + "/memories:aggregate?user_id=bob", "", anyRole(200), nil},
+			probe{http.MethodGet, ns + "/memories:aggregate", "", anyRole(200), nil},
+			probe{http.MethodGet, bobNS + "/memories:aggregate?by=entity,tag", "", anyRole(200), nil}),
+		"POST /v1/namespaces/:ns/memories:statuses": probes(
+			probe{http.MethodPost, ns + "/memories:statuses", `{"keys": [{"memory_key": "drink", "user_id": "bob"}, {"memory_key": "plan"}]}`, anyRole(200),
+				func(b []byte) error {
+					if strings.Contains(string(b), `"live"`) {
+						return fmt.Errorf("a status of bob's key answered")
+					}
+					return nil
+				}}),
 		"POST /v1/namespaces/:ns/memories:ask": probes(
 			probe{http.MethodPost, ns + "/memories:ask", `{"query": "what does bob drink?", "user_id": "bob"}`, anyRole(200, 503), nil}),
 		// The org's namespaces, bob's alone among them (a name is not a row), each
@@ -358,6 +386,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "a.txt", "content": "x"}, true},
 				{"knowledge_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
+				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},
+				{"memory_timeline", map[string]any{"namespace": w.ns, "key": "drink", "user_id": "bob"}, true},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)

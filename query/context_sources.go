@@ -1,0 +1,62 @@
+package query
+
+import (
+	"context"
+	"time"
+
+	"github.com/loomplane/loom/internal/auth"
+)
+
+// The layers of context.pack that other planes fill. Each is an interface the read
+// side holds; nil (the default) leaves its section empty and says it is unavailable,
+// so a pack answers whatever has landed.
+
+// Turn is one turn of a conversation as the pack cites it (t:<ID>).
+type Turn struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	Index     int       `json:"index"`
+	Role      string    `json:"role"`
+	Speaker   string    `json:"speaker,omitempty"`
+	At        time.Time `json:"at"`
+	Text      string    `json:"text"`
+}
+
+// SessionSource reads a session's record: its last turns (oldest first, at most last)
+// and its digest (false when it has none). It reads only what p may read.
+type SessionSource interface {
+	SessionTurns(ctx context.Context, p auth.Principal, ns, session string, last int) ([]Turn, error)
+	SessionDigest(ctx context.Context, p auth.Principal, ns, session string) (string, bool, error)
+}
+
+// ProfileLine is one line of a user's profile section, with the citation of the
+// memory version it renders.
+type ProfileLine struct {
+	Cite string `json:"cite"`
+	Text string `json:"text"`
+}
+
+// ProfileSource renders a user's profile section (false: the user has none).
+type ProfileSource interface {
+	Profile(ctx context.Context, p auth.Principal, ns, userID string) ([]ProfileLine, bool, error)
+}
+
+// KnowledgeChunk is one chunk of the knowledge plane, with its citation.
+type KnowledgeChunk struct {
+	Cite string `json:"cite"`
+	Text string `json:"text"`
+}
+
+// KnowledgeSource finds the k knowledge chunks that answer query.
+type KnowledgeSource interface {
+	Knowledge(ctx context.Context, p auth.Principal, ns, query string, k int) ([]KnowledgeChunk, error)
+}
+
+// WithSessionSource gives context.pack and memory.stack their session layer.
+func WithSessionSource(src SessionSource) Option { return func(s *Service) { s.sessions = src } }
+
+// WithProfileSource gives context.pack and memory.stack their profile layer.
+func WithProfileSource(src ProfileSource) Option { return func(s *Service) { s.profiles = src } }
+
+// WithKnowledgeSource gives context.pack and memory.stack their knowledge layer.
+func WithKnowledgeSource(src KnowledgeSource) Option { return func(s *Service) { s.knowledge = src } }
