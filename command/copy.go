@@ -125,7 +125,7 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	c.extra["restored_status"] = c.row.Status
 	// The deleted row's search documents were retired: the restore builds them again.
 	p := &pending{row: c.row}
-	if err := s.embedRows(ctx, []*pending{p}); err != nil {
+	if _, err := s.embedRowsOrStub(ctx, []*pending{p}); err != nil {
 		return err
 	}
 	c.vector, c.keyVec, c.chunkVecs = p.vector, p.keyVector, p.chunkVectors

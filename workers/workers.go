@@ -53,6 +53,9 @@ type Service struct {
 	outage *llm.Outage
 	// extractions counts the extraction workers' requests by outcome.
 	extractions *metrics.CounterVec
+	// stats and passMetrics are each worker's account (passes.go).
+	stats       map[string]*passStats
+	passMetrics passMetrics
 }
 
 // New returns the workers role over the write side cmd.
@@ -60,7 +63,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 	embedder embed.Embedder, models *llm.Provider, reg *metrics.Registry, log *slog.Logger) *Service {
 	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
 		cfg: cfg, pipe: pipe, extraction: extraction,
-		wake:   map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1)},
+		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
+			workerEmbedding: make(chan struct{}, 1)},
+		stats:       map[string]*passStats{workerResolver: {}, workerEntities: {}, workerEmbedding: {}},
+		passMetrics: newPassMetrics(reg),
 		outage: llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
@@ -83,8 +89,11 @@ const workerPause = 5 * time.Minute
 // soon is when a worker tries again what may clear soon (a store, a lock, an erasure
 // of the org): after its pass's interval, a minute at most.
 func (s *Service) soon(worker string) time.Duration {
-	if worker == workerEntities {
+	switch worker {
+	case workerEntities:
 		return min(s.cfg.Entities.Interval, time.Minute)
+	case workerEmbedding:
+		return min(s.cfg.Embedding.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -100,16 +109,22 @@ func Group(worker string) string {
 		return "loom-worker-conflict-resolver"
 	case workerEntities:
 		return "loom-worker-entity-extractor"
+	case workerEmbedding:
+		return "loom-worker-embedding-worker"
 	}
 	return "loom-worker-" + worker
 }
 
 // Names are the names of the workers, in the order the role starts them.
-func Names() []string { return []string{workerResolver, workerEntities} }
+func Names() []string { return []string{workerResolver, workerEntities, workerEmbedding} }
 
-// Enabled reports whether a worker runs: it is switched on and a provider is
-// configured (without one the pass would read nothing and the rows stay owed).
+// Enabled reports whether a worker runs: it is switched on and, for a worker that
+// calls a model, a provider is configured (without one the pass would read nothing and
+// the rows stay owed).
 func (s *Service) Enabled(worker string) bool {
+	if worker == workerEmbedding {
+		return s.cfg.Embedding.Enabled
+	}
 	if s.models == nil || !s.models.Configured() {
 		return false
 	}
@@ -192,7 +207,7 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	now := s.now()
 	var envs []*events.Envelope
 	for _, d := range decoded {
-		if d.Kind == revisions.Revision && writesValue(d.Env) {
+		if d.Kind == revisions.Revision && (worker == workerEmbedding && stubRevision(d.Env) || worker != workerEmbedding && writesValue(d.Env)) {
 			envs = append(envs, d.Env)
 		}
 	}
@@ -207,6 +222,9 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	}
 	if len(envs) == 0 {
 		return nil, nil
+	}
+	if worker == workerEmbedding {
+		return s.pickStubs(ctx, envs)
 	}
 	// Both read the opened content: the item's user id and digest are sealed (envelope
 	// version 2), and the extractor reads whether the writer named entities.
@@ -291,6 +309,7 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 		}
 		start := time.Now()
 		r := pass(ctx)
+		s.account(ctx, worker, r)
 		wait := interval
 		switch {
 		case r.stopped:
@@ -330,5 +349,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunResolver(ctx)
 	case workerEntities:
 		s.RunEntityExtractor(ctx)
+	case workerEmbedding:
+		s.RunEmbeddingWorker(ctx)
 	}
 }

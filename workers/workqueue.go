@@ -20,6 +20,8 @@ import (
 const (
 	workerResolver = "conflict_resolver"
 	workerEntities = "entity_extractor"
+	// workerEmbedding fills embedding stubs (embedding_worker.go).
+	workerEmbedding = "embedding_worker"
 )
 
 // workItem is one written version a worker owes something.
@@ -40,6 +42,7 @@ const (
 	outcomeTooOld    = "too_old"   // owed past the worker's age limit
 	outcomeExtracted = "extracted" // the extractor wrote the row's entities
 	outcomeEmpty     = "empty"     // the extractor found no entity in the row
+	outcomeEmbedded  = "embedded"  // the embedding worker committed the stub's vectors
 )
 
 // queueWork queues items; an item queued before (a redelivery, a replay of the group)

@@ -15,6 +15,9 @@ import (
 type Workers struct {
 	Resolver Resolver
 	Entities EntityExtractor
+	// Embedding is the embedding worker (LOOM_EMBEDDING_WORKER_*): it fills the
+	// vectors of the rows committed as stubs while the embedder was down.
+	Embedding Pass
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -69,12 +72,13 @@ func readWorkers(r *reader, llm LLM) Workers {
 			MaxAge:      r.days("LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS", 30),
 			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
 		},
+		Embedding: readPass(r, "LOOM_EMBEDDING_WORKER", true, 64, 30*time.Second),
 	}
 }
 
 // Validate checks the section.
 func (w Workers) Validate() error {
-	return errors.Join(w.Resolver.Validate(), w.Entities.Validate())
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"))
 }
 
 // Validate checks the resolver's settings: its thresholds only in their order.
