@@ -64,6 +64,7 @@ var keyMethods = map[string]copyOp{
 var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
 	"decide": (*Service).handleDecide,
+	"touch":  (*Service).handleTouch,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text

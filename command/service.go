@@ -167,4 +167,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
+	g.Get("/orgs/self/model-calls", s.handleGetModelCalls)
+	g.Put("/orgs/self/model-calls", s.handlePutModelCalls)
 }

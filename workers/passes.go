@@ -75,6 +75,9 @@ func (s *Service) account(ctx context.Context, worker string, r passResult) {
 
 // owedCount counts the rows a worker owes.
 func (s *Service) owedCount(ctx context.Context, worker string) (int64, error) {
+	if worker == workerUsageFold {
+		return s.cmd.OwedTouches(ctx)
+	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND state = 'owed'`, worker).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the %s's owed rows: %w", worker, err)

@@ -64,10 +64,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
 		cfg: cfg, pipe: pipe, extraction: extraction,
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
-			workerEmbedding: make(chan struct{}, 1)},
-		stats:       map[string]*passStats{workerResolver: {}, workerEntities: {}, workerEmbedding: {}},
+			workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1)},
+		stats:       map[string]*passStats{workerResolver: {}, workerEntities: {}, workerEmbedding: {}, workerUsageFold: {}},
 		passMetrics: newPassMetrics(reg),
-		outage: llm.NewOutage(log, "conflict resolver"),
+		outage:      llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 	}
@@ -94,6 +94,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.Entities.Interval, time.Minute)
 	case workerEmbedding:
 		return min(s.cfg.Embedding.Interval, time.Minute)
+	case workerUsageFold:
+		return min(s.cfg.UsageFold.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -116,14 +118,23 @@ func Group(worker string) string {
 }
 
 // Names are the names of the workers, in the order the role starts them.
-func Names() []string { return []string{workerResolver, workerEntities, workerEmbedding} }
+func Names() []string {
+	return []string{workerResolver, workerEntities, workerEmbedding, workerUsageFold}
+}
+
+// Fed reports whether a worker is a consumer of the topic (its feed queues its work);
+// the usage fold is a paced loop over its own table.
+func Fed(worker string) bool { return worker != workerUsageFold }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
 // calls a model, a provider is configured (without one the pass would read nothing and
 // the rows stay owed).
 func (s *Service) Enabled(worker string) bool {
-	if worker == workerEmbedding {
+	switch worker {
+	case workerEmbedding:
 		return s.cfg.Embedding.Enabled
+	case workerUsageFold:
+		return s.cfg.UsageFold.Enabled
 	}
 	if s.models == nil || !s.models.Configured() {
 		return false
@@ -301,7 +312,7 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 	var streak time.Time
 	var swept time.Time
 	for ctx.Err() == nil {
-		if time.Since(swept) > time.Hour {
+		if keep > 0 && time.Since(swept) > time.Hour {
 			if err := s.sweepDone(ctx, worker, keep); err != nil && ctx.Err() == nil {
 				s.log.Warn("worker: sweeping old stamps failed", "worker", worker, "err", err)
 			}
@@ -351,5 +362,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEntityExtractor(ctx)
 	case workerEmbedding:
 		s.RunEmbeddingWorker(ctx)
+	case workerUsageFold:
+		s.RunUsageFold(ctx)
 	}
 }

@@ -18,6 +18,9 @@ type Workers struct {
 	// Embedding is the embedding worker (LOOM_EMBEDDING_WORKER_*): it fills the
 	// vectors of the rows committed as stubs while the embedder was down.
 	Embedding Pass
+	// UsageFold is the usage fold (LOOM_USAGE_FOLD_*): memory.touch's touches folded
+	// into the rows' reinforcement_count.
+	UsageFold Pass
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -51,7 +54,7 @@ type EntityExtractor struct {
 
 // readWorkers reads the section; llm is the provider's, which auto resolves against.
 func readWorkers(r *reader, llm LLM) Workers {
-	return Workers{
+	w := Workers{
 		Resolver: Resolver{
 			Enabled:          r.auto("LOOM_MEMORY_CONFLICT_RESOLVER_ENABLED", llm.Configured()),
 			MinSimilarity:    r.float("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY", 0.60),
@@ -73,12 +76,16 @@ func readWorkers(r *reader, llm LLM) Workers {
 			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
 		},
 		Embedding: readPass(r, "LOOM_EMBEDDING_WORKER", true, 64, 30*time.Second),
+		UsageFold: readPass(r, "LOOM_USAGE_FOLD", true, 200, 10*time.Second),
 	}
+	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
+	return w
 }
 
 // Validate checks the section.
 func (w Workers) Validate() error {
-	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"))
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
+		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"))
 }
 
 // Validate checks the resolver's settings: its thresholds only in their order.
