@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -123,6 +124,14 @@ func TestRestoreAndRollbackCommitStubsTheEmbeddingWorkerFills(t *testing.T) {
 	embedded := testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND org = $2 AND outcome = 'embedded'`, embeddingWorker, org)
 	if embedded != 3 {
 		t.Fatalf("%d stubs embedded, want 3", embedded)
+	}
+	// The operator's health names the pass and what it did here.
+	h, err := w.tc.WithToken(env.Token(t, w.n, auth.NewToken{Role: auth.RoleOperator})).Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := h.Passes[embeddingWorker]; !ok || !p.Enabled || p.RowsDone < 3 || p.LastRun == nil || p.RowsOwed != 0 {
+		t.Fatalf("health's embedding_worker: %+v (present %t), want enabled, 3 rows done or more, none owed", p, ok)
 	}
 	revisions := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1`, org)
 
