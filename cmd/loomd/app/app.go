@@ -330,7 +330,7 @@ func (p *Process) background() []work {
 	if p.Cfg.Roles.Has(config.RoleWorkers) {
 		for _, w := range workers.Names() {
 			if !p.Workers.Enabled(w) {
-				p.Log.Info("worker off: it needs a model provider (LOOM_LLM_BASE_URL) and its switch on; the rows it owes wait in the topic", "worker", w)
+				p.Log.Info("worker off: its switch is off, or it calls a model and no provider (LOOM_LLM_BASE_URL) is set; the rows it owes wait", "worker", w)
 				continue
 			}
 			if workers.Fed(w) {
