@@ -40,12 +40,21 @@ type passMetrics struct {
 }
 
 func newPassMetrics(reg *metrics.Registry) passMetrics {
-	return passMetrics{
+	m := passMetrics{
 		done:     reg.Counter("loom_worker_pass_rows_total", "Rows a background pass finished (stamped done), by pass.", "worker"),
 		failures: reg.Counter("loom_worker_pass_failures_total", "Rows a background pass failed on and left owed, by pass.", "worker"),
 		lastRun:  reg.Gauge("loom_worker_pass_last_run_timestamp_seconds", "When a background pass of this process last ended (Unix seconds), by pass.", "worker"),
 		owed:     reg.Gauge("loom_worker_pass_rows_owed", "Rows a background pass owes (loom.worker_items owed), read at the end of its last pass, by pass.", "worker"),
 	}
+	// Every pass's series exist from the start (0: nothing done, never run here), so a
+	// dashboard reads them whatever this process runs.
+	for _, w := range Names() {
+		m.done.With(w).Add(0)
+		m.failures.With(w).Add(0)
+		m.lastRun.With(w).Set(0)
+		m.owed.With(w).Set(0)
+	}
+	return m
 }
 
 // account records a pass's end: its result, and the queue it leaves.
