@@ -180,6 +180,17 @@ type WorkerQueue struct {
 	Done       int64      `json:"done"`
 	Failures   int64      `json:"failures"`
 	LastDoneAt *time.Time `json:"last_done_at"`
+	// Passes are the workers role's background passes, in a process running it.
+	Passes map[string]HealthPass `json:"passes,omitempty"`
+}
+
+// HealthPass is one background pass in health's `passes`.
+type HealthPass struct {
+	Enabled  bool       `json:"enabled"`
+	LastRun  *time.Time `json:"last_run,omitempty"`
+	RowsDone int64      `json:"rows_done"`
+	RowsOwed int64      `json:"rows_owed"`
+	Failures int64      `json:"failures"`
 }
 
 // HealthIndex is health's `index` object: the process's in-process search index, its

@@ -64,6 +64,7 @@ var keyMethods = map[string]copyOp{
 var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
 	"decide": (*Service).handleDecide,
+	"touch":  (*Service).handleTouch,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -125,7 +126,7 @@ func restoreChange(ctx context.Context, s *Service, c *copyWrite) error {
 	c.extra["restored_status"] = c.row.Status
 	// The deleted row's search documents were retired: the restore builds them again.
 	p := &pending{row: c.row}
-	if err := s.embedRows(ctx, []*pending{p}); err != nil {
+	if _, err := s.embedRowsOrStub(ctx, []*pending{p}); err != nil {
 		return err
 	}
 	c.vector, c.keyVec, c.chunkVecs = p.vector, p.keyVector, p.chunkVectors

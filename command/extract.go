@@ -54,12 +54,14 @@ func (s *Service) fromMessages(ctx context.Context, p auth.Principal, r fromMess
 		return nil, err
 	}
 	bill := llm.Bill{Org: p.Org, Namespace: r.namespace, Purpose: llm.PurposeExtraction}
-	if err := s.checkModels(ctx, bill); err != nil {
-		return nil, err
-	}
 	deferred := req.Defer != nil && *req.Defer
 	if req.Defer == nil && !req.DryRun {
 		deferred = s.cfg.Extraction.Defers(id.Agent)
+	}
+	// A deferred request of an org whose model calls are held is queued all the same:
+	// it waits, held, until they are released.
+	if err := s.checkModels(ctx, bill); err != nil && !(deferred && llm.IsHeld(err)) {
+		return nil, err
 	}
 	if deferred {
 		return s.enqueue(ctx, p, r.namespace, id, req)

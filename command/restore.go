@@ -325,7 +325,7 @@ func (s *Service) restoreBatch(ctx context.Context, p auth.Principal, r restoreC
 		}
 		plan.evidence = evidence
 		if len(plan.rows) > 0 {
-			if err := s.embedRows(ctx, plan.rows); err != nil {
+			if _, err := s.embedRowsOrStub(ctx, plan.rows); err != nil {
 				return err
 			}
 			err = s.commit(ctx, plan)

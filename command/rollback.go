@@ -212,7 +212,7 @@ func (s *Service) rollbackPage(ctx context.Context, p auth.Principal, ns string,
 		changes = append(changes, ch)
 	}
 	if len(plan.rows) > 0 && !ans.DryRun {
-		if err := s.embedRows(ctx, plan.rows); err != nil {
+		if _, err := s.embedRowsOrStub(ctx, plan.rows); err != nil {
 			return err
 		}
 		err := s.commit(ctx, plan)

@@ -176,4 +176,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Put("/namespaces/:ns/profile-schema", s.handleSetProfileSchema)
 	g.Post("/namespaces/:ns/memories\\:consolidate", s.handleConsolidate)
 	g.Post("/namespaces/:ns/consolidations/:run_id\\:undo", s.handleConsolidationUndo)
+	g.Get("/orgs/self/model-calls", s.handleGetModelCalls)
+	g.Put("/orgs/self/model-calls", s.handlePutModelCalls)
 }

@@ -47,6 +47,10 @@ type WorkerRow struct {
 	// revision keeps the head's version; PrevVersion is the version before it.
 	Amends      bool
 	PrevVersion int64
+	// Vector, KeyVector and ChunkVectors are the row's search vectors, sealed with its
+	// content (EmbedWorkerRow sets them); none: the row's vectors stay as they were.
+	Vector, KeyVector []float32
+	ChunkVectors      [][]float32
 }
 
 // WorkerPlan is one commit of a worker's rows, in one namespace. InTx runs in the
@@ -65,7 +69,7 @@ func (s *Service) CommitWorkerPlan(ctx context.Context, p WorkerPlan) error {
 	rows := make([]*pending, len(p.Rows))
 	for i, r := range p.Rows {
 		rows[i] = &pending{op: r.Op, event: r.Event, row: r.Row, readVersion: r.ReadVersion, readSeq: r.ReadSeq,
-			amends: r.Amends, prevVersion: r.PrevVersion}
+			amends: r.Amends, prevVersion: r.PrevVersion, vector: r.Vector, keyVector: r.KeyVector, chunkVectors: r.ChunkVectors}
 	}
 	return s.commit(ctx, &commitPlan{org: p.Org, namespace: p.Namespace, rows: rows, requestID: p.RequestID,
 		policyGeneration: -1, inTx: p.InTx})
@@ -175,4 +179,16 @@ func (s *Service) RequestRecords(ctx context.Context) func(extractqueue.Queued) 
 // mark); its error rolls them back.
 func (s *Service) FactWriter(queueID string, inCommit func(ctx context.Context, tx pgx.Tx) error) extraction.Writer {
 	return &factWriter{s: s, origin: origin{requestID: "extraction:" + queueID}, inCommit: inCommit}
+}
+
+// EmbedWorkerRow embeds a worker row's value as a write embeds it (the value, the
+// key's words, a long value's windows) and sets its vectors and its row's embedder; an
+// unavailable embedder is embed.ErrEmbedderUnavailable (through the error's chain).
+func (s *Service) EmbedWorkerRow(ctx context.Context, r *WorkerRow) error {
+	p := &pending{row: r.Row}
+	if err := s.embedRows(ctx, []*pending{p}); err != nil {
+		return err
+	}
+	r.Vector, r.KeyVector, r.ChunkVectors = p.vector, p.keyVector, p.chunkVectors
+	return nil
 }

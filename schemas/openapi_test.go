@@ -56,6 +56,8 @@ var documentedRoutes = map[string][]string{
 	"/v1/extractions":                                {"get"},
 	"/v1/extractions/{queue_id}":                     {"get"},
 	"/v1/extractions:retry":                          {"post"},
+	"/v1/orgs/self/model-calls":                      {"get", "put"},
+	"/v1/namespaces/{ns}/memories/{key}:touch":       {"post"},
 	"/v1/namespaces/{ns}":                            {"get", "put"},
 	"/v1/namespaces/{ns}/blacklist":                  {"get", "post", "delete"},
 	"/v1/health":                                     {"get"},

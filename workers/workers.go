@@ -58,6 +58,9 @@ type Service struct {
 	// profileScan is when the newest profile schema this process's pass has built
 	// every user of was set (structured_profile.go); only the pass reads it.
 	profileScan time.Time
+	// stats and passMetrics are each worker's account (passes.go).
+	stats       map[string]*passStats
+	passMetrics passMetrics
 }
 
 // New returns the workers role over the write side cmd.
@@ -66,8 +69,11 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
 		cfg: cfg, pipe: pipe, extraction: extraction,
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
-			workerProfile: make(chan struct{}, 1)},
-		outage: llm.NewOutage(log, "conflict resolver"),
+			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1)},
+		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
+			workerUsageFold: {}},
+		passMetrics: newPassMetrics(reg),
+		outage:      llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 		profiles: reg.Counter("loom_structured_profile_builds_total",
@@ -96,6 +102,10 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.Entities.Interval, time.Minute)
 	case workerProfile:
 		return min(s.cfg.Profiles.Interval, time.Minute)
+	case workerEmbedding:
+		return min(s.cfg.Embedding.Interval, time.Minute)
+	case workerUsageFold:
+		return min(s.cfg.UsageFold.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -113,16 +123,31 @@ func Group(worker string) string {
 		return "loom-worker-entity-extractor"
 	case workerProfile:
 		return "loom-worker-structured-profile"
+	case workerEmbedding:
+		return "loom-worker-embedding-worker"
 	}
 	return "loom-worker-" + worker
 }
 
 // Names are the names of the workers, in the order the role starts them.
-func Names() []string { return []string{workerResolver, workerEntities, workerProfile} }
+func Names() []string {
+	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold}
+}
 
-// Enabled reports whether a worker runs: it is switched on and a provider is
-// configured (without one the pass would read nothing and the rows stay owed).
+// Fed reports whether a worker is a consumer of the topic (its feed queues its work);
+// the usage fold is a paced loop over its own table.
+func Fed(worker string) bool { return worker != workerUsageFold }
+
+// Enabled reports whether a worker runs: it is switched on and, for a worker that
+// calls a model, a provider is configured (without one the pass would read nothing and
+// the rows stay owed).
 func (s *Service) Enabled(worker string) bool {
+	switch worker {
+	case workerEmbedding:
+		return s.cfg.Embedding.Enabled
+	case workerUsageFold:
+		return s.cfg.UsageFold.Enabled
+	}
 	if s.models == nil || !s.models.Configured() {
 		return false
 	}
@@ -210,7 +235,7 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	now := s.now()
 	var envs []*events.Envelope
 	for _, d := range decoded {
-		if d.Kind == revisions.Revision && writesValue(d.Env) {
+		if d.Kind == revisions.Revision && (worker == workerEmbedding && stubRevision(d.Env) || worker != workerEmbedding && writesValue(d.Env)) {
 			envs = append(envs, d.Env)
 		}
 	}
@@ -225,6 +250,9 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	}
 	if len(envs) == 0 {
 		return nil, nil
+	}
+	if worker == workerEmbedding {
+		return s.pickStubs(ctx, envs)
 	}
 	// Both read the opened content: the item's user id and digest are sealed (envelope
 	// version 2), and the extractor reads whether the writer named entities.
@@ -301,7 +329,7 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 	var streak time.Time
 	var swept time.Time
 	for ctx.Err() == nil {
-		if time.Since(swept) > time.Hour {
+		if keep > 0 && time.Since(swept) > time.Hour {
 			if err := s.sweepDone(ctx, worker, keep); err != nil && ctx.Err() == nil {
 				s.log.Warn("worker: sweeping old stamps failed", "worker", worker, "err", err)
 			}
@@ -309,6 +337,7 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 		}
 		start := time.Now()
 		r := pass(ctx)
+		s.account(ctx, worker, r)
 		wait := interval
 		switch {
 		case r.stopped:
@@ -350,5 +379,9 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEntityExtractor(ctx)
 	case workerProfile:
 		s.RunStructuredProfile(ctx)
+	case workerEmbedding:
+		s.RunEmbeddingWorker(ctx)
+	case workerUsageFold:
+		s.RunUsageFold(ctx)
 	}
 }

@@ -20,6 +20,11 @@ import (
 const (
 	workerResolver = "conflict_resolver"
 	workerEntities = "entity_extractor"
+	// workerEmbedding fills embedding stubs (embedding_worker.go).
+	workerEmbedding = "embedding_worker"
+	// workerUsageFold folds memory.touch's touches (usage_fold.go): a paced loop
+	// with no consumer group, its stamp the touch count itself.
+	workerUsageFold = "usage_fold"
 )
 
 // workItem is one written version a worker owes something.
@@ -40,6 +45,7 @@ const (
 	outcomeTooOld    = "too_old"   // owed past the worker's age limit
 	outcomeExtracted = "extracted" // the extractor wrote the row's entities
 	outcomeEmpty     = "empty"     // the extractor found no entity in the row
+	outcomeEmbedded  = "embedded"  // the embedding worker committed the stub's vectors
 )
 
 // queueWork queues items; an item queued before (a redelivery, a replay of the group)
@@ -82,7 +88,8 @@ func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAg
 // claimWork leases up to limit owed items of worker that are due, in turns across
 // namespaces so one namespace's backlog holds back no other: each namespace's newest
 // rows first (newest), or its oldest (seq order). An org with an erasure running is
-// left out: its rows stay owed. Items written before maxAge ago are done first, as
+// left out: its rows stay owed; so is an org whose model calls are held
+// (loom.model_call_holds, internal/llm/spend) for a worker that calls a model. Items written before maxAge ago are done first, as
 // too old.
 func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease, maxAge time.Duration, newest bool) ([]workItem, error) {
 	if _, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET state = 'done', outcome = $2, done_at = now(), lease_until = NULL
@@ -99,6 +106,7 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 			FROM loom.worker_items w
 			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
 			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
+			  AND NOT ($4 AND EXISTS (SELECT 1 FROM loom.model_call_holds h WHERE h.org = w.org))
 		), picked AS (
 			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, org, namespace LIMIT $2
 		)
@@ -107,7 +115,7 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 		WHERE w.worker = $1 AND w.org = p.org AND w.namespace = p.namespace AND w.memory_id = p.memory_id AND w.version = p.version
 		  AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
 		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, w.user_id, w.content_sha256, w.written_at, w.attempts`, order),
-		worker, limit, lease.String())
+		worker, limit, lease.String(), callsModel(worker))
 	if err != nil {
 		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)
 	}
@@ -198,4 +206,8 @@ func ReadQueueHealth(ctx context.Context, q interface {
 		out[name] = h
 	}
 	return out, rows.Err()
+}
+// callsModel reports whether a worker calls a model: a held org's rows wait for it.
+func callsModel(worker string) bool {
+	return worker == workerResolver || worker == workerEntities || worker == workerProfile
 }

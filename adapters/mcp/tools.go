@@ -71,6 +71,20 @@ func addWriteTools(s *sdk.Server, c *client.Client) {
 			return a, deleteSummary(in.Namespace, a), nil
 		},
 	})
+	register(s, c, tool[keyArgs]{
+		name: "memory_touch", title: "Mark a memory as used",
+		description: "Record that you used a memory (you acted on it, or the user confirmed it). Nothing is rewritten: " +
+			"each touch adds one to the memory's reinforcement within seconds, which ranks it above equally relevant " +
+			"memories in later searches.",
+		out: client.TouchAnswer{},
+		run: func(ctx context.Context, c *client.Client, in keyArgs) (any, string, error) {
+			a, err := c.Touch(ctx, in.Namespace, in.Key, in.identity())
+			if err != nil {
+				return nil, "", err
+			}
+			return a, fmt.Sprintf("Marked %s/%s as used.", in.Namespace, in.Key), nil
+		},
+	})
 }
 
 // addSearchTools registers the tools that look through a namespace: memory_search and

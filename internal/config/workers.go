@@ -16,6 +16,12 @@ type Workers struct {
 	Resolver Resolver
 	Entities EntityExtractor
 	Profiles StructuredProfile // the structured_profile pass (profiles.go)
+	// Embedding is the embedding worker (LOOM_EMBEDDING_WORKER_*): it fills the
+	// vectors of the rows committed as stubs while the embedder was down.
+	Embedding Pass
+	// UsageFold is the usage fold (LOOM_USAGE_FOLD_*): memory.touch's touches folded
+	// into the rows' reinforcement_count.
+	UsageFold Pass
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -49,7 +55,7 @@ type EntityExtractor struct {
 
 // readWorkers reads the section; llm is the provider's, which auto resolves against.
 func readWorkers(r *reader, llm LLM) Workers {
-	return Workers{
+	w := Workers{
 		Resolver: Resolver{
 			Enabled:          r.auto("LOOM_MEMORY_CONFLICT_RESOLVER_ENABLED", llm.Configured()),
 			MinSimilarity:    r.float("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY", 0.60),
@@ -70,13 +76,18 @@ func readWorkers(r *reader, llm LLM) Workers {
 			MaxAge:      r.days("LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS", 30),
 			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
 		},
-		Profiles: readStructuredProfile(r, llm),
+		Profiles:  readStructuredProfile(r, llm),
+		Embedding: readPass(r, "LOOM_EMBEDDING_WORKER", true, 64, 30*time.Second),
+		UsageFold: readPass(r, "LOOM_USAGE_FOLD", true, 200, 10*time.Second),
 	}
+	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
+	return w
 }
 
 // Validate checks the section.
 func (w Workers) Validate() error {
-	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate())
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
+		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"))
 }
 
 // Validate checks the resolver's settings: its thresholds only in their order.

@@ -220,7 +220,10 @@ func Retry(ctx context.Context, pool *pgxpool.Pool, org, tokenID string, ids []s
 	record func(Queued) (outbox.Record, error)) ([]string, error) {
 	var accepted []string
 	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE loom.extraction_requests SET status = 'pending', attempts = least(attempts, $4 - 1),
+		// An org whose model calls are held gets its requests back held, not pending:
+		// they run once the hold is released (ResumeHeld).
+		rows, err := tx.Query(ctx, `UPDATE loom.extraction_requests SET attempts = least(attempts, $4 - 1),
+				status = CASE WHEN EXISTS (SELECT 1 FROM loom.model_call_holds h WHERE h.org = $1) THEN 'held' ELSE 'pending' END,
 				next_attempt_at = now(), queued_at = now(), records = records + 1, last_error = NULL, finished_at = NULL,
 				updated_at = now()
 			WHERE org = $1 AND token_id = $2 AND queue_id::text = ANY($3) AND status = 'failed' AND payload IS NOT NULL
@@ -375,4 +378,15 @@ func queueRecords(ctx context.Context, tx pgx.Tx, rows pgx.Rows, record func(Que
 		return nil, err
 	}
 	return due, nil
+}
+
+// ResumeHeld makes an org's held requests due now, once its model calls are released:
+// the housekeeping queues a record for each at its next round.
+func ResumeHeld(ctx context.Context, q Querier, org string) (int64, error) {
+	tag, err := q.Exec(ctx, `UPDATE loom.extraction_requests SET next_attempt_at = now(), updated_at = now()
+		WHERE org = $1 AND status = 'held'`, org)
+	if err != nil {
+		return 0, fmt.Errorf("resume the org's held extraction requests: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

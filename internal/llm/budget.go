@@ -24,7 +24,14 @@ type Spent struct {
 	PurposeUSD float64 // the purpose asked about
 	// NamespaceCapUSD is the namespace's own daily_cost_cap_usd (nil: none set).
 	NamespaceCapUSD *float64
+	// OrgHeld: the org's model calls are held (PUT /v1/orgs/self/model-calls): no call
+	// is made until the hold is released, and what waits for one is held, not failed.
+	OrgHeld bool
 }
+
+// HoldRecheck is how soon a caller held by its org's switch asks again: the hold has
+// no end time, so the wait is short and the release is seen within it.
+const HoldRecheck = 15 * time.Second
 
 // Ledger keeps what each namespace spends a day. It is shared by every process, so
 // the cap holds across them; a call in flight is counted when it ends, so the cap is
@@ -43,12 +50,21 @@ type Budget struct {
 	// for any other purpose the whole cap over the whole spend.
 	PurposeCapUSD, PurposeSpentUSD float64
 	ResetsAt                       time.Time
+	// Held: the org's model calls are held; ResetsAt is then when to look again.
+	Held bool
 }
 
-// Capped reports whether no call may be made.
-func (b Budget) Capped() bool { return b.SpentUSD >= b.CapUSD || b.PurposeSpentUSD >= b.PurposeCapUSD }
+// Capped reports whether no call may be made: the cap is spent, or the org's calls are
+// held.
+func (b Budget) Capped() bool {
+	return b.Held || b.SpentUSD >= b.CapUSD || b.PurposeSpentUSD >= b.PurposeCapUSD
+}
 
 func (b Budget) capped(bill Bill, model string, now time.Time) *Error {
+	if b.Held {
+		return &Error{Class: ClassCapped, Held: true, Purpose: bill.Purpose, Model: model, ResetsAt: b.ResetsAt, RetryAfter: b.ResetsAt.Sub(now),
+			Message: "the org's model calls are held (PUT /v1/orgs/self/model-calls); the call waits until they are released"}
+	}
 	capUSD, spent := b.CapUSD, b.SpentUSD
 	what := "the namespace's daily cost cap"
 	if b.SpentUSD < b.CapUSD {
@@ -73,6 +89,9 @@ func (p *Provider) Allowance(ctx context.Context, bill Bill) (Budget, error) {
 		return Budget{}, fmt.Errorf("read the spend of namespace %s: %w", bill.Namespace, err)
 	}
 	b := Budget{CapUSD: p.cfg.DailyCostCapUSD, SpentUSD: s.TotalUSD, ResetsAt: day.Add(24 * time.Hour)}
+	if s.OrgHeld {
+		b.Held, b.ResetsAt = true, p.now().Add(HoldRecheck)
+	}
 	if s.NamespaceCapUSD != nil {
 		b.CapUSD = *s.NamespaceCapUSD
 	}

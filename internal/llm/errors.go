@@ -61,7 +61,10 @@ type Error struct {
 	// day (UTC, from the provider's clock) ends.
 	CapUSD, SpentUSD float64
 	ResetsAt         time.Time
-	Cause            error
+	// Held marks a capped call refused because its org's model calls are held
+	// (loom.model_call_holds): it waits for a release, not for the day's end.
+	Held  bool
+	Cause error
 
 	sentinel bool
 }
@@ -140,4 +143,10 @@ func classByStatus(status int) Class {
 		return ClassTransient
 	}
 	return ClassRefused
+}
+
+// IsHeld reports whether err is a call refused because its org's model calls are held.
+func IsHeld(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Held
 }

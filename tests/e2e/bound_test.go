@@ -168,7 +168,9 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 	keyMethods = append(keyMethods,
 		probe{http.MethodPost, ns + "/memories/drink:redact", `{"version": 1, "user_id": "bob"}`, writes(404), nil},
 		probe{http.MethodPost, ns + "/memories/plan:decide", `{"decision": "accept", "user_id": "bob"}`, writes(404), nil},
-		probe{http.MethodPost, ns + "/memories/plan:decide", `{"decision": "reject", "user_id": "bob"}`, writes(404), nil})
+		probe{http.MethodPost, ns + "/memories/plan:decide", `{"decision": "reject", "user_id": "bob"}`, writes(404), nil},
+		// memory.touch: another user's memory is not found, as a copy writer's.
+		probe{http.MethodPost, ns + "/memories/drink:touch", `{"user_id": "bob"}`, writes(404), nil})
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	minimalHealth := func(b []byte) error {
 		if strings.TrimSpace(string(b)) != `{"status":"ok"}` {
@@ -230,6 +232,9 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, "/v1/erasures", `{"namespace": "` + w.bobNS + `"}`, anyRole(403), nil},
 			probe{http.MethodPost, "/v1/erasures", `{"namespaces": ["` + w.ns + `", "` + w.bobNS + `"]}`, anyRole(403), nil}),
 		"GET /v1/erasures/:erasure_id": probes(probe{http.MethodGet, "/v1/erasures/" + w.erasureID, "", admins(404), nil}),
+		// The org's model-call switch acts on the whole org: a token bound to a user is refused.
+		"GET /v1/orgs/self/model-calls": probes(probe{http.MethodGet, "/v1/orgs/self/model-calls", "", anyRole(403), nil}),
+		"PUT /v1/orgs/self/model-calls": probes(probe{http.MethodPut, "/v1/orgs/self/model-calls", `{"held": true}`, anyRole(403), nil}),
 
 		// The read side.
 		"POST /v1/namespaces/:ns/memories:search": probes(

@@ -299,6 +299,15 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		{"Lock", func() error { _, err := c.Lock(ctx, ns, "tea", alice); return err }},
 		{"Unlock", func() error { _, err := c.Unlock(ctx, ns, "tea", alice); return err }},
 		{"Verify", func() error { _, err := c.Verify(ctx, ns, "tea", alice); return err }},
+		{"Touch", func() error { _, err := c.Touch(ctx, ns, "tea", alice); return err }},
+		{"ModelCalls", func() error { _, err := c.ModelCalls(ctx); return err }},
+		{"SetModelCalls", func() error {
+			if _, err := c.SetModelCalls(ctx, true); err != nil {
+				return err
+			}
+			_, err := c.SetModelCalls(ctx, false)
+			return err
+		}},
 		{"Unsupersede", func() error { _, err := c.Unsupersede(ctx, ns, "tea", alice); return err }},
 		{"AcceptProposal", func() error { _, err := c.AcceptProposal(ctx, ns, "no-proposal", alice); return err }},
 		{"RejectProposal", func() error { _, err := c.RejectProposal(ctx, ns, "no-proposal", alice); return err }},

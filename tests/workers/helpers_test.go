@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
@@ -38,6 +39,7 @@ type workers struct {
 	c     *testenv.Client
 	tc    *client.Client
 	stop  func()
+	n     *app.Process
 	names []string
 	mod   func(*config.Config)
 }
@@ -84,6 +86,7 @@ func startWorkers(t testing.TB, org string, names []string, mod func(*config.Con
 func (w *workers) serve() {
 	w.t.Helper()
 	n, url, stop := env.Serve(w.t, []string{"api", "workers"}, withModel(w.srv, w.names, w.mod))
+	w.n = n
 	if w.token == "" {
 		w.token = env.Token(w.t, n, auth.NewToken{Org: w.org})
 	}

@@ -347,12 +347,13 @@ func (p *Process) background() []work {
 	if p.Cfg.Roles.Has(config.RoleWorkers) {
 		for _, w := range workers.Names() {
 			if !p.Workers.Enabled(w) {
-				p.Log.Info("worker off: it needs a model provider (LOOM_LLM_BASE_URL) and its switch on; the rows it owes wait in the topic", "worker", w)
+				p.Log.Info("worker off: its switch is off, or it calls a model and no provider (LOOM_LLM_BASE_URL) is set; the rows it owes wait", "worker", w)
 				continue
 			}
-			out = append(out,
-				work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }},
-				work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
+			if workers.Fed(w) {
+				out = append(out, work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }})
+			}
+			out = append(out, work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
 		}
 	}
 	return out

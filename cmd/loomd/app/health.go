@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
@@ -65,6 +66,10 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	// The index's warm-up and holdings: until it is warm, searches wait at the barrier.
 	if h, ok := p.IndexHealth(); ok {
 		body["index"] = h
+	}
+	// The workers' passes in this process: last run, rows done, rows owed, failures.
+	if p.Cfg.Roles.Has(config.RoleWorkers) && p.Workers != nil {
+		body["passes"] = p.Workers.Health()
 	}
 	include := strings.Split(c.Query("include"), ",")
 	// One wait for everything the details read, so a frozen Postgres holds liveness

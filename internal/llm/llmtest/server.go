@@ -131,6 +131,7 @@ type Server struct {
 	embedQueue []Reply
 	embedDim   int
 	embedWith  func(text string, dim int) []float64
+	embedDown  bool // every embeddings request answers 503 until it is back
 	requests   []Recorded
 	problems   []string
 	seq        int
@@ -195,6 +196,14 @@ func (s *Server) ReplyEmbeddings(replies ...Reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.embedQueue = append(s.embedQueue, replies...)
+}
+
+// EmbedDown takes the embeddings endpoint down (every request answers 503) or brings it
+// back: an embedder outage of a length the test decides.
+func (s *Server) EmbedDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.embedDown = down
 }
 
 // EmbedDim sets the dimension of vectors for requests that name none (16).
@@ -354,7 +363,9 @@ func (s *Server) next(req ChatRequest) (Reply, bool) {
 func (s *Server) answerEmbed(w http.ResponseWriter, r *http.Request, req EmbedRequest) int {
 	s.mu.Lock()
 	var reply Reply
-	if len(s.embedQueue) > 0 {
+	if s.embedDown {
+		reply = Status(http.StatusServiceUnavailable, "the embedder is down")
+	} else if len(s.embedQueue) > 0 {
 		reply, s.embedQueue = s.embedQueue[0], s.embedQueue[1:]
 	}
 	dim, embedWith := s.embedDim, s.embedWith

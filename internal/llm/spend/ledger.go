@@ -62,8 +62,9 @@ func (l *Ledger) Spent(ctx context.Context, org, namespace string, day time.Time
 		(SELECT coalesce(sum(cost_usd), 0)::float8 FROM loom.llm_spend WHERE org = $1 AND namespace = $2 AND day = $3),
 		(SELECT coalesce(sum(cost_usd), 0)::float8 FROM loom.llm_spend WHERE org = $1 AND namespace = $2 AND day = $3 AND purpose = $4),
 		(SELECT CASE WHEN jsonb_typeof(config -> 'daily_cost_cap_usd') = 'number' THEN (config ->> 'daily_cost_cap_usd')::float8 END
-		   FROM loom.namespaces WHERE org = $1 AND namespace = $2)`,
-		org, namespace, day, string(purpose)).Scan(&s.TotalUSD, &s.PurposeUSD, &s.NamespaceCapUSD)
+		   FROM loom.namespaces WHERE org = $1 AND namespace = $2),
+		EXISTS (SELECT 1 FROM loom.model_call_holds WHERE org = $1)`,
+		org, namespace, day, string(purpose)).Scan(&s.TotalUSD, &s.PurposeUSD, &s.NamespaceCapUSD, &s.OrgHeld)
 	if err != nil {
 		return llm.Spent{}, fmt.Errorf("read loom.llm_spend: %w", err)
 	}

@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
+)
+
+// An org whose model calls are held makes none: its deferred extraction waits in
+// status held (not failed), a retry of a failed one comes back held, and released, both
+// run and write their facts. Only an admin token of the whole org flips the switch.
+func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
+	q := newQueueEnv(t, func(c *config.Config) { c.Command.Extraction.MaxAttempts = 1 })
+	ctx := context.Background()
+	q.srv.ReplyWhen(saying("Lisbon"), extracted([]said{{"user.home_city", "Lives in Lisbon", 0}}))
+	q.srv.ReplyWhen(saying("Oslo"), llmtest.Raw("not json"), extracted([]said{{"user.work_city", "Works in Oslo", 0}}))
+	defer q.worker()()
+
+	broken := q.enqueue("bob", "I work in Oslo.")
+	q.await(broken, "failed")
+	calls := len(q.srv.Chats())
+
+	writer := q.c.Typed(t).WithToken(env.Token(t, q.api, auth.NewToken{Org: q.org, Role: auth.RoleWriter}))
+	if _, err := writer.SetModelCalls(ctx, true); !client.IsCode(err, client.CodePermissionDenied) {
+		t.Fatalf("a writer token holds the org's model calls: %v, want 403", err)
+	}
+	held, err := q.tc.SetModelCalls(ctx, true)
+	if err != nil || !held.Held || held.HeldAt == nil {
+		t.Fatalf("hold: %+v, %v", held, err)
+	}
+	if got, err := q.tc.ModelCalls(ctx); err != nil || !got.Held {
+		t.Fatalf("the switch reads %+v, %v; want held", got, err)
+	}
+	waiting := q.enqueue("alice", "I live in Lisbon.")
+	q.await(waiting, "held")
+	if r, err := q.tc.RetryMyExtractions(ctx, []string{broken}); err != nil || len(r.Accepted) != 1 {
+		t.Fatalf("retry while held: %+v, %v", r, err)
+	}
+	q.await(broken, "held")
+	// The worker had both in hand and asked the model nothing.
+	time.Sleep(300 * time.Millisecond)
+	if x := q.status(waiting); x.Status != "held" || x.Attempts != 0 {
+		t.Fatalf("a held org's request: %+v, want held with no attempt spent", x)
+	}
+	if n := len(q.srv.Chats()); n != calls {
+		t.Fatalf("%d model calls while held, want none", n-calls)
+	}
+
+	released, err := q.tc.SetModelCalls(ctx, false)
+	if err != nil || released.Held || released.Resumed != 2 {
+		t.Fatalf("release: %+v, %v; want both held requests resumed", released, err)
+	}
+	q.await(waiting, "done")
+	q.await(broken, "done")
+	if m, err := q.tc.Get(ctx, q.ns, "user.home_city", client.Identity{UserID: "alice"}, time.Time{}); err != nil || string(m.Value) != `"Lives in Lisbon"` {
+		t.Fatalf("alice's fact after the release: %+v, %v", m, err)
+	}
+}

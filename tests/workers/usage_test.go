@@ -1,0 +1,82 @@
+package workers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// memory.touch records a use; the usage fold adds it to the row's reinforcement_count
+// (as an amendment: the version a writer read stays the head's), and search's prior
+// lifts the touched row above an equally relevant one. A touch is folded once: three
+// touches, whatever passes fold them, make a reinforcement of three.
+func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
+	const org = "usagefold"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "usage")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	const value = "the team lunch is on friday at noon"
+	var versions = map[string]string{}
+	for _, key := range []string{"n1", "n2"} {
+		a, err := w.tc.Set(ctx, ns, key, client.SetRequest{Value: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[key] = a.VersionText
+	}
+	order := func() []string {
+		t.Helper()
+		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, h := range ans.Hits {
+			keys = append(keys, h.MemoryKey)
+		}
+		return keys
+	}
+	before := order()
+	if len(before) != 2 {
+		t.Fatalf("before any touch: %v, want both memories", before)
+	}
+	// Equal scores: the identity breaks the tie. Touch the one that came second.
+	touched := before[1]
+	for i := 0; i < 3; i++ {
+		if a, err := w.tc.Touch(ctx, ns, touched, client.Identity{}); err != nil || !a.Touched {
+			t.Fatalf("touch: %+v, %v", a, err)
+		}
+	}
+	if _, err := w.tc.Touch(ctx, ns, "absent", client.Identity{}); !isCode(err, client.CodeNotFound) {
+		t.Fatalf("touching a key with no memory: %v, want 404", err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the touches folded", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1`, org) == 0
+	})
+	m, err := w.tc.Get(ctx, ns, touched, client.Identity{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ReinforcementCount != 3 || m.VersionText != versions[touched] {
+		t.Fatalf("%s after three touches: reinforcement %d, version %s; want 3 and its version %s kept", touched, m.ReinforcementCount, m.VersionText, versions[touched])
+	}
+	testenv.Eventually(t, 30*time.Second, "the touched memory first", func() bool {
+		got := order()
+		return len(got) == 2 && got[0] == touched
+	})
+	// The fold wrote as itself, and the touch count it folded is gone.
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'
+		AND audit->>'actor' = 'worker:usage_fold'`, org, ns); n < 1 {
+		t.Fatal("no memory.usage_fold revision written as worker:usage_fold")
+	}
+}
