@@ -138,7 +138,7 @@ type Answer struct {
 	// TurnIDs are the transcript's turns as kept in the conversation's record, in
 	// message order (memory.recall reads them); none for a dry run.
 	TurnIDs []string `json:"turn_ids,omitempty"`
-	DryRun  bool    `json:"dry_run,omitempty"`
+	DryRun  bool     `json:"dry_run,omitempty"`
 
 	// Wrote: the run committed facts or retirements.
 	Wrote bool `json:"-"`

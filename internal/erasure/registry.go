@@ -94,7 +94,7 @@ func Tables() []Table {
 			// row lock, is what a request recorded when it committed.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
 		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
-			Why: "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
+			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
