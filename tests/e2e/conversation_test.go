@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// conversationEnv is a Loom with a scripted model provider, an org's admin client, and
+// a client bound to alice.
+type conversationEnv struct {
+	*extractionEnv
+	org   string
+	alice *client.Client
+}
+
+func newConversationEnv(t *testing.T) *conversationEnv {
+	t.Helper()
+	srv := llmtest.New(t)
+	n, url := env.API(t, func(c *config.Config) {
+		withProvider(srv)(c)
+		c.Command.Extraction.QueueEnabled = false
+	})
+	org := testenv.Unique(t, "org")
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	alice := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: "alice"}))
+	e := &extractionEnv{t: t, srv: srv, n: n, url: url, c: c, tc: c.Typed(t), ns: testenv.Unique(t, "conv")}
+	return &conversationEnv{extractionEnv: e, org: org, alice: alice.Typed(t)}
+}
+
+func at(day, hour int) *time.Time {
+	t := time.Date(2026, 3, day, hour, 0, 0, 0, time.UTC)
+	return &t
+}
+
+func intp(n int) *int { return &n }
+
+func texts(ts []client.Turn) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Text)
+	}
+	return out
+}
+
+// aliceConversation keeps three sessions of alice's: s1 and s3 through
+// memory.set_from_messages (the scripted model extracts a fact from each), s2 through
+// memory.observe; and one session of bob's.
+func (e *conversationEnv) aliceConversation() (s1, s3 *client.FromMessagesAnswer) {
+	t := e.t
+	ctx := context.Background()
+	e.srv.ReplyWhen(isExtraction,
+		extracted([]said{{"user.job", "Works as a nurse at Santa Maria hospital", 2}}),
+		extracted([]said{{"user.sister_city", "The user's sister Ana lives in Porto", 1}}))
+	alice := client.Identity{UserID: "alice", SessionID: "s1"}
+	s1, err := e.tc.FromMessages(ctx, e.ns, client.FromMessagesRequest{Identity: alice, Messages: []client.Message{
+		{Role: "user", Content: "Morning! Long night shift again.", At: at(2, 8)},
+		{Role: "assistant", Content: "Sounds tiring. Where do you work?", At: at(2, 8)},
+		{Role: "user", Content: "I work as a nurse at Santa Maria hospital.", At: at(2, 8), Speaker: "Alice"},
+		{Role: "assistant", Content: "That is demanding work.", At: at(2, 8)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tc.Observe(ctx, e.ns, client.ObserveRequest{Identity: client.Identity{UserID: "alice", SessionID: "s2"}, Turns: []client.ObservedTurn{
+		{Role: "user", Content: "We adopted a greyhound called Pixel yesterday.", At: at(5, 19)},
+		{Role: "assistant", Content: "Congratulations on the new family member!", At: at(5, 19)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The session goes on in a second call: its turns are numbered after the first's.
+	if _, err := e.tc.Observe(ctx, e.ns, client.ObserveRequest{Identity: client.Identity{UserID: "alice", SessionID: "s2"}, Turns: []client.ObservedTurn{
+		{Role: "user", Content: "Pixel loves the beach at Cascais.", At: at(5, 20)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	s3, err = e.tc.FromMessages(ctx, e.ns, client.FromMessagesRequest{Identity: client.Identity{UserID: "alice", SessionID: "s3"},
+		Messages: []client.Message{
+			{Role: "user", Content: "Planning a trip north next month.", At: at(9, 10)},
+			{Role: "user", Content: "My sister Ana lives in Porto, so I'll stay with her.", At: at(9, 10)},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tc.Observe(ctx, e.ns, client.ObserveRequest{Identity: client.Identity{UserID: "bob", SessionID: "b1"}, Turns: []client.ObservedTurn{
+		{Role: "user", Content: "My greyhound Rocket hates the beach."},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return s1, s3
+}
+
+// A multi-session conversation kept through memory.set_from_messages and
+// memory.observe is recalled by the fact drawn from it (by key and by id: the turn it
+// came from, with its session, time and neighbours) and by a question (the verbatim
+// turn that answers it, with its window).
+func TestRecallByFactAndByQuestion(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	s1, s3 := e.aliceConversation()
+	if len(s1.TurnIDs) != 4 || len(s3.TurnIDs) != 2 {
+		t.Fatalf("turn ids: %v, %v", s1.TurnIDs, s3.TurnIDs)
+	}
+	job := byKey(s1)["user.job"]
+	if job.MemoryID == "" {
+		t.Fatalf("the fact: %+v", job)
+	}
+
+	byFact, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Key: "user.job", Identity: client.Identity{UserID: "alice", SessionID: "s1"}, Window: intp(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byFact.Hits) != 1 || byFact.MemoryID != job.MemoryID {
+		t.Fatalf("recall by key: %+v", byFact)
+	}
+	h := byFact.Hits[0]
+	if h.Text != "I work as a nurse at Santa Maria hospital." || h.SessionID != "s1" || h.Speaker != "Alice" || h.MessageIndex != 2 ||
+		!h.OccurredAt.Equal(*at(2, 8)) || h.TurnID != s1.TurnIDs[2] || h.Role != "user" {
+		t.Errorf("the fact's turn: %+v", h.Turn)
+	}
+	if got := strings.Join(texts(h.Window), " | "); got != "Sounds tiring. Where do you work? | I work as a nurse at Santa Maria hospital. | That is demanding work." {
+		t.Errorf("the window: %s", got)
+	}
+	byID, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{MemoryID: job.MemoryID, Window: intp(0)})
+	if err != nil || len(byID.Hits) != 1 || byID.Hits[0].TurnID != h.TurnID || len(byID.Hits[0].Window) != 1 {
+		t.Errorf("recall by id: %+v, %v", byID, err)
+	}
+
+	asked, err := e.alice.Recall(ctx, e.ns, client.RecallRequest{Query: "what is the name of the greyhound?", Window: intp(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked.Hits) == 0 || asked.Hits[0].Text != "We adopted a greyhound called Pixel yesterday." || asked.Hits[0].SessionID != "s2" {
+		t.Fatalf("recall by question: %+v", asked)
+	}
+	if got := strings.Join(texts(asked.Hits[0].Window), " | "); got != "We adopted a greyhound called Pixel yesterday. | Congratulations on the new family member!" {
+		t.Errorf("the question's window: %s", got)
+	}
+	for _, hit := range asked.Hits {
+		if hit.UserID != "alice" || strings.Contains(hit.Text, "Rocket") {
+			t.Errorf("a token bound to alice recalled %+v", hit.Turn)
+		}
+	}
+	// The session that went on in a second call: its turns in arrival order.
+	beach, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "Cascais beach", Identity: client.Identity{UserID: "alice"}, Window: intp(5)})
+	if err != nil || len(beach.Hits) == 0 || beach.Hits[0].MessageIndex != 2 || len(beach.Hits[0].Window) != 3 {
+		t.Fatalf("recall of the second call's turn: %+v, %v", beach, err)
+	}
+	// Unbound, a question reaches every user's turns; bound to alice, never bob's.
+	all, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "greyhound beach", TopK: intp(10)})
+	if err != nil || !strings.Contains(strings.Join(texts(hitTurns(all)), " "), "Rocket") {
+		t.Errorf("an unbound recall: %+v, %v", all, err)
+	}
+	var ce *client.Error
+	if _, err := e.alice.Recall(ctx, e.ns, client.RecallRequest{Query: "greyhound", Identity: client.Identity{UserID: "bob"}}); !errors.As(err, &ce) || ce.Status != http.StatusForbidden {
+		t.Errorf("alice's token recalling bob's turns: %v", err)
+	}
+}
+
+func hitTurns(a *client.RecallAnswer) []client.Turn {
+	var out []client.Turn
+	for _, h := range a.Hits {
+		out = append(out, h.Turn)
+	}
+	return out
+}
+
+// An erasure of a user takes their turns and the links to them: recall finds nothing,
+// and the saga's census counts zero in both tables.
+func TestErasureRemovesTheConversationRecord(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	e.aliceConversation()
+	pool := env.PG(t)
+	count := func(table, user string) string {
+		return strings.Join(testenv.PGStrings(t, pool, `SELECT count(*)::text FROM loom.`+table+` WHERE org = $1 AND namespace = $2 AND user_id = $3`,
+			e.org, e.ns, user), "")
+	}
+	if count("memory_evidence", "alice") != "9" || count("memory_belief_sources", "alice") != "2" {
+		t.Fatalf("before the erasure: %s turns, %s links", count("memory_evidence", "alice"), count("memory_belief_sources", "alice"))
+	}
+	view := e.c.Erase(t, map[string]any{"user_id": "alice", "namespace": e.ns})
+	completed(t, view)
+	if count("memory_evidence", "alice") != "0" || count("memory_belief_sources", "alice") != "0" || count("memory_evidence", "bob") != "1" {
+		t.Errorf("after the erasure: alice %s turns, %s links; bob %s turns", count("memory_evidence", "alice"),
+			count("memory_belief_sources", "alice"), count("memory_evidence", "bob"))
+	}
+	removed, _ := view["removed"].(map[string]any)
+	if removed["loom.memory_evidence"] != float64(9) || removed["loom.memory_belief_sources"] != float64(2) {
+		t.Errorf("the saga's account of what it removed: %v", view["removed"])
+	}
+	a, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "greyhound nurse Porto", TopK: intp(50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range a.Hits {
+		if h.UserID == "alice" {
+			t.Errorf("an erased turn recalled: %+v", h.Turn)
+		}
+	}
+	var ce *client.Error
+	if _, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Key: "user.job", Identity: client.Identity{UserID: "alice", SessionID: "s1"}}); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Errorf("recall of an erased fact: %v", err)
+	}
+}
+
+// Bad input is a 422 naming the field, never a 500.
+func TestConversationRecordRefusesBadInput(t *testing.T) {
+	e := newConversationEnv(t)
+	for _, c := range []struct {
+		path, body, field string
+	}{
+		{"/turns", `{"turns": []}`, "turns"},
+		{"/turns", `{"user_id": "alice"}`, "turns"},
+		{"/turns", `{"turns": [{"role": "user", "content": "hi"}, {"role": "robot", "content": "beep"}]}`, "turns[1].role"},
+		{"/turns", `{"turns": [{"role": "user", "content": "  "}]}`, "turns[0].content"},
+		{"/turns", `{"turns": [{"role": "user", "content": "` + strings.Repeat("a", 32001) + `"}]}`, "turns[0].content"},
+		{"/memories:recall", `{}`, "query"},
+		{"/memories:recall", `{"query": "x", "key": "k"}`, "query"},
+		{"/memories:recall", `{"query": "the greyhound", "window": 1000}`, "window"},
+		{"/memories:recall", `{"query": "the greyhound", "window": -1}`, "window"},
+		{"/memories:recall", `{"query": "the greyhound", "top_k": 0}`, "top_k"},
+		{"/memories:recall", `{"memory_id": "not-a-uuid"}`, "memory_id"},
+		{"/memories:recall", `{"query": "the of a"}`, "query"},
+		{"/memories:fromMessages", `{"messages": [{"role": "robot", "content": "beep"}]}`, "messages[0].role"},
+	} {
+		r := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+c.path, []byte(c.body))
+		if r.Status != http.StatusUnprocessableEntity {
+			t.Errorf("%s %s: %d %s", c.path, clipped(c.body), r.Status, r.Body)
+			continue
+		}
+		if f := errorField(r.JSON(t)); f != c.field {
+			t.Errorf("%s %s: field %q, want %q", c.path, clipped(c.body), f, c.field)
+		}
+	}
+}
+
+func clipped(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+func errorField(m map[string]any) string {
+	if e, ok := m["error"].(map[string]any); ok {
+		f, _ := e["field"].(string)
+		return f
+	}
+	return ""
+}
