@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
@@ -154,6 +155,36 @@ func TestRecallByFactAndByQuestion(t *testing.T) {
 	beach, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "Cascais beach", Identity: client.Identity{UserID: "alice"}, Window: intp(5)})
 	if err != nil || len(beach.Hits) == 0 || beach.Hits[0].MessageIndex != 2 || len(beach.Hits[0].Window) != 3 {
 		t.Fatalf("recall of the second call's turn: %+v, %v", beach, err)
+	}
+	// The turns' records take the namespace's seqs: every follower passes over them (a
+	// search and a history wait until the index and ClickHouse hold the namespace's
+	// generation), the topic holds seqs 1..generation with no gap, and no text of a turn
+	// is on it in the clear.
+	e.projected()
+	if _, err := e.tc.History(ctx, e.ns, "user.job", client.Identity{UserID: "alice", SessionID: "s1"}); err != nil {
+		t.Fatalf("history behind the barrier: %v", err)
+	}
+	pool := env.PG(t)
+	gen := testenv.Int(t, pool, `SELECT generation FROM loom.scope_generations WHERE org = $1 AND scope = $2`, e.org, e.ns)
+	var stream []*events.Envelope
+	testenv.Eventually(t, 30*time.Second, "the relay to publish the namespace", func() bool {
+		return int64(len(env.NamespaceRecords(t, e.org, e.ns))) >= gen
+	})
+	stream = testenv.Stream(t, env.TopicRecords(t), e.org, e.ns, gen)
+	observed := 0
+	for _, r := range stream {
+		if r.Type == events.TypeTurnsObserved {
+			observed++
+			if r.Turns == nil || len(r.Turns.Items) == 0 || r.Revision != nil {
+				t.Errorf("a turns record: %+v", r)
+			}
+		}
+	}
+	if observed != 5 {
+		t.Errorf("%d memory.turns_observed records, want 5 (two fromMessages, three observes)", observed)
+	}
+	if leaks := testenv.Leaks(env.TopicRecords(t), "Santa Maria", "greyhound called Pixel", "Rocket"); len(leaks) > 0 {
+		t.Errorf("turn text on the topic in the clear: %v", leaks)
 	}
 	// Unbound, a question reaches every user's turns; bound to alice, never bob's.
 	all, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "greyhound beach", TopK: intp(10)})
