@@ -176,3 +176,10 @@ func (s *Service) RequestRecords(ctx context.Context) func(extractqueue.Queued) 
 func (s *Service) FactWriter(queueID string, inCommit func(ctx context.Context, tx pgx.Tx) error) extraction.Writer {
 	return &factWriter{s: s, origin: origin{requestID: "extraction:" + queueID}, inCommit: inCommit}
 }
+
+// KeepInputs keeps a deferred request's transcript in the conversation's record, its
+// facts linked to their turns, once its pipeline ran (extract.go's keepInputs): the
+// turns' ids, or none when they could not be kept (logged; the facts stand).
+func (s *Service) KeepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
+	return s.keepInputs(ctx, id, msgs, facts)
+}

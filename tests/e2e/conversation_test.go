@@ -289,3 +289,23 @@ func errorField(m map[string]any) string {
 	}
 	return ""
 }
+
+// A deferred memory.set_from_messages keeps its transcript too, once a worker ran it:
+// the fact it wrote is recalled by its key, back to the turn it was drawn from.
+func TestDeferredExtractionKeepsItsTurns(t *testing.T) {
+	q := newQueueEnv(t, nil)
+	q.srv.Script(func(llmtest.ChatRequest) llmtest.Reply {
+		return extracted([]said{{"user.home_city", "Lives in Rome", 1}})
+	})
+	id := q.enqueue("alice", "Hello there.", "I live in Rome these days.")
+	defer q.worker()()
+	q.await(id, "done")
+	a, err := q.tc.Recall(context.Background(), q.ns, client.RecallRequest{Key: "user.home_city", Identity: client.Identity{UserID: "alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Hits) != 1 || a.Hits[0].Text != "I live in Rome these days." || a.Hits[0].MessageIndex != 1 ||
+		strings.Join(texts(a.Hits[0].Window), " | ") != "Hello there. | I live in Rome these days." {
+		t.Errorf("recall of a deferred request's fact: %+v", a)
+	}
+}
