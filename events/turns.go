@@ -16,8 +16,8 @@ type Turns struct {
 	Agent     string `json:"agent"`
 	UserRef   string `json:"user_ref"` // UserRef of the user id
 	SessionID string `json:"session_id"`
-	// Source is what kept them: "observe" (memory.observe) or "extraction"
-	// (memory.set_from_messages' inputs).
+	// Source is what kept them: "observe" (memory.observe), "extraction"
+	// (memory.set_from_messages' inputs) or "import" (memory.import's items).
 	Source string     `json:"source"`
 	Items  []TurnMeta `json:"items"`
 	Sealed *Sealed    `json:"sealed"` // TurnTexts, in Items' order

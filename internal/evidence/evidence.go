@@ -26,6 +26,7 @@ import (
 const (
 	SourceObserve    = "observe"
 	SourceExtraction = "extraction"
+	SourceImport     = "import"
 )
 
 // Querier is a pool, a connection or a transaction.

@@ -1,6 +1,6 @@
--- The conversation's record (internal/evidence): the turns memory.observe appended and
--- memory.set_from_messages read, and which turns each extracted fact was drawn from.
--- memory.recall reads both. A turn's text and speaker are kept only sealed (sealed:
+-- The conversation's record (internal/evidence): the turns memory.observe appended,
+-- memory.set_from_messages read and memory.import wrote, and which turns each memory
+-- version was drawn from. memory.recall reads both. A turn's text and speaker are kept only sealed (sealed:
 -- AES-256-CBC under HMAC-SHA256(data key, 'loom.turn'), as a memory row's text is
 -- under 'loom.row'), under the data key of the memory.turns_observed record that
 -- carried them, kept wrapped under the KEK on the row itself: an erasure deletes the
@@ -18,7 +18,7 @@ CREATE TABLE loom.memory_evidence (
     message_index integer     NOT NULL CHECK (message_index >= 0),
     occurred_at   timestamptz NOT NULL,
     seq           bigint      NOT NULL,
-    source        text        NOT NULL CHECK (source IN ('observe', 'extraction')),
+    source        text        NOT NULL CHECK (source IN ('observe', 'extraction', 'import')),
     data_key      bytea       NOT NULL,
     sealed        bytea       NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),

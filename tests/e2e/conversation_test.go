@@ -309,3 +309,31 @@ func TestDeferredExtractionKeepsItsTurns(t *testing.T) {
 		t.Errorf("recall of a deferred request's fact: %+v", a)
 	}
 }
+
+// memory.import keeps the items it wrote as turns, each linked to its memory: recall by
+// an imported key reads the text it came from, and a re-run of the same import keeps
+// nothing twice.
+func TestImportKeepsItsItems(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	req := client.ImportRequest{Identity: client.Identity{UserID: "alice"}, Items: []client.ImportItem{
+		{Text: "Alice's passport number ends in 4417", ValidAt: at(1, 9)}, {Text: "Alice is allergic to penicillin", ValidAt: at(1, 10)}}}
+	a, err := e.tc.Import(ctx, e.ns, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tc.Import(ctx, e.ns, req); err != nil {
+		t.Fatal(err)
+	}
+	key := a.Items[1].Key
+	r, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Key: key, Identity: client.Identity{UserID: "alice"}, Window: intp(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Hits) != 1 || r.Hits[0].Text != "Alice is allergic to penicillin" || !r.Hits[0].OccurredAt.Equal(*at(1, 10)) || len(r.Hits[0].Window) != 2 {
+		t.Errorf("recall of an imported key: %+v", r)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_evidence WHERE org = $1 AND namespace = $2`, e.org, e.ns); n != 2 {
+		t.Errorf("%d turns kept after the import and its re-run, want 2", n)
+	}
+}
