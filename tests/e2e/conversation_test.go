@@ -337,3 +337,24 @@ func TestImportKeepsItsItems(t *testing.T) {
 		t.Errorf("%d turns kept after the import and its re-run, want 2", n)
 	}
 }
+
+// SessionTurns (what context.pack reads) answers a session's last turns oldest first,
+// across the calls that kept them; a principal bound to another user reads none.
+func TestSessionTurnsReadsASessionsLastTurns(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	e.aliceConversation()
+	admin := auth.Principal{Org: e.org, Role: auth.RoleAdmin}
+	got, err := e.n.Query.SessionTurns(ctx, admin, e.ns, "s2", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Text != "Congratulations on the new family member!" || got[1].Text != "Pixel loves the beach at Cascais." ||
+		got[0].Index != 1 || got[1].Index != 2 || got[1].SessionID != "s2" || got[0].Role != "assistant" {
+		t.Errorf("the session's last two turns: %+v", got)
+	}
+	bob := auth.Principal{Org: e.org, Role: auth.RoleAdmin, ReadUserID: "bob"}
+	if got, err := e.n.Query.SessionTurns(ctx, bob, e.ns, "s2", 10); err != nil || len(got) != 0 {
+		t.Errorf("bob's principal read alice's session: %+v, %v", got, err)
+	}
+}
