@@ -128,10 +128,11 @@ func checkTurns(turns []observedTurn) error {
 
 // keepTurns commits turns of one conversation as evidence: one transaction that
 // advances the namespace's generation by one (the record's seq), numbers the turns
-// after the session's last, writes their rows sealed under a fresh data key (stored
-// wrapped on each row), and queues their memory.turns_observed record, sealed under
-// the same key, for the relay; the record is kept for a republish too. An erasure
-// deletes the rows, and with them every copy of the key. links, when set, names the
+// after the session's last, writes their rows, each sealed under a fresh data key of
+// its own (stored wrapped on its row alone), and queues their memory.turns_observed
+// record, each turn sealed under the same key as its row, for the relay; the record is
+// kept for a republish too. Deleting a row (an erasure, a redaction of a memory drawn
+// from it) destroys the only copy of its key. links, when set, names the
 // belief sources that commit with the turns.
 func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string,
 	links func([]evidence.Turn) []evidence.Link) ([]keptTurn, int64, error) {
@@ -139,29 +140,29 @@ func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []obs
 	if err != nil {
 		return nil, 0, httperr.Store("reading the org's user reference key", err)
 	}
-	dataKey, err := events.NewDataKey()
-	if err != nil {
-		return nil, 0, err
-	}
-	storedKey, err := s.storedKey(dataKey)
-	if err != nil {
-		return nil, 0, err
-	}
+	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
+	// memory drawn from it) without its neighbours.
 	now := s.now().UTC()
 	rows := make([]evidence.Turn, len(turns))
-	texts := make([]events.TurnText, len(turns))
+	keys := make([][]byte, len(turns))
 	for i, t := range turns {
 		at := now
 		if t.At != nil {
 			at = t.At.UTC()
 		}
-		sealed, err := evidence.Seal(dataKey, t.Content, t.Speaker)
+		if keys[i], err = events.NewDataKey(); err != nil {
+			return nil, 0, err
+		}
+		storedKey, err := s.storedKey(keys[i])
+		if err != nil {
+			return nil, 0, err
+		}
+		sealed, err := evidence.Seal(keys[i], t.Content, t.Speaker)
 		if err != nil {
 			return nil, 0, err
 		}
 		rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
 			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
-		texts[i] = events.TurnText{Text: t.Content, Speaker: t.Speaker}
 	}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
@@ -172,17 +173,20 @@ func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []obs
 		if err != nil {
 			return err
 		}
+		recordID := events.RecordID(id.Org, id.Namespace, seq)
 		items := make([]events.TurnMeta, len(rows))
 		for i := range rows {
 			rows[i].Seq, rows[i].MessageIndex = seq, next+i
-			items[i] = events.TurnMeta{TurnID: rows[i].TurnID, Role: rows[i].Role, MessageIndex: rows[i].MessageIndex, OccurredAt: rows[i].OccurredAt}
+			sealed, err := events.SealTurn(keys[i], recordID, rows[i].TurnID, events.TurnText{Text: turns[i].Content, Speaker: turns[i].Speaker})
+			if err != nil {
+				return err
+			}
+			items[i] = events.TurnMeta{TurnID: rows[i].TurnID, Role: rows[i].Role, MessageIndex: rows[i].MessageIndex,
+				OccurredAt: rows[i].OccurredAt, Sealed: sealed}
 		}
-		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(id.Org, id.Namespace, seq), Type: events.TypeTurnsObserved,
+		env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
 			Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: now,
 			Turns: &events.Turns{Agent: id.Agent, UserRef: userRef, SessionID: id.SessionID, Source: source, Items: items}}
-		if env.Turns.Sealed, err = events.SealTurns(dataKey, env.ID, texts); err != nil {
-			return err
-		}
 		b := &pgx.Batch{}
 		evidence.QueueInsert(b, rows)
 		if err := s.queueTurnsRecord(b, env); err != nil {

@@ -131,3 +131,20 @@ func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
 			return err
 		})
 }
+
+// QueueForgetSourcesOf queues, for a redaction of a memory's versions, the delete of
+// the turns they were drawn from (and of the turns that restated the memory, linked
+// with no version), with every link to those turns: a turn holds the text the
+// redaction scrubs, and its row holds the only copy of its data key. into receives the
+// number of turns deleted.
+func QueueForgetSourcesOf(b *pgx.Batch, org, ns, memoryID string, versions []int64, into *int64) {
+	b.Queue(`WITH turns AS (
+			DELETE FROM loom.memory_evidence e USING loom.memory_belief_sources l
+			WHERE l.org = $1 AND l.namespace = $2 AND l.memory_id = $3 AND (l.version = ANY($4) OR l.version = 0)
+			  AND e.org = l.org AND e.namespace = l.namespace AND e.turn_id = l.turn_id
+			RETURNING e.turn_id),
+		links AS (
+			DELETE FROM loom.memory_belief_sources l USING turns
+			WHERE l.org = $1 AND l.namespace = $2 AND l.turn_id = turns.turn_id)
+		SELECT count(*) FROM turns`, org, ns, memoryID, versions).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+}

@@ -358,3 +358,44 @@ func TestSessionTurnsReadsASessionsLastTurns(t *testing.T) {
 		t.Errorf("bob's principal read alice's session: %+v, %v", got, err)
 	}
 }
+
+// A redaction of a memory forgets the turn it was drawn from (the turn holds the text
+// the redaction scrubs), with its data key, and leaves the session's other turns.
+func TestRedactionForgetsTheTurnsBehindAMemory(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	s1, _ := e.aliceConversation()
+	job := byKey(s1)["user.job"]
+	alice := client.Identity{UserID: "alice", SessionID: "s1"}
+	// A live head's text is deleted before its version is redacted.
+	if _, err := e.tc.Delete(ctx, e.ns, "user.job", alice, ""); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.tc.Redact(ctx, e.ns, "user.job", client.RedactRequest{Version: job.VersionText, Identity: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ForgottenTurns != 1 {
+		t.Errorf("the redaction forgot %d turns, want 1", a.ForgottenTurns)
+	}
+	r, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Query: "nurse Santa Maria hospital work", TopK: intp(50), Window: intp(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, h := range r.Hits {
+		for _, w := range h.Window {
+			if strings.Contains(w.Text, "Santa Maria") {
+				t.Errorf("the redacted memory's turn is still recalled: %+v", w)
+			}
+			kept = kept || w.Text == "Sounds tiring. Where do you work?"
+		}
+	}
+	if !kept {
+		t.Errorf("the session's other turns went too: %+v", r)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_belief_sources WHERE org = $1 AND namespace = $2 AND turn_id = $3`,
+		e.org, e.ns, s1.TurnIDs[2]); n != 0 {
+		t.Errorf("%d links to the forgotten turn remain", n)
+	}
+}
