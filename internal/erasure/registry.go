@@ -100,7 +100,8 @@ func Tables() []Table {
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
-		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure and redaction records: plain fields, nothing sealed under a kept key"},
+		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
+			"which live on the loom.memory_evidence rows the erasure deletes"},
 		{Store: Postgres, Name: "loom.scope_generations", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_watermarks", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_tables", Class: NoMemoryContent, Why: "generation numbers of the projection tables"},
