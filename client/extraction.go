@@ -13,7 +13,8 @@ import (
 type Message struct {
 	Role    string     `json:"role"` // user, assistant, system or tool
 	Content string     `json:"content"`
-	At      *time.Time `json:"at,omitempty"` // when it was said: the facts it states are valid from then
+	At      *time.Time `json:"at,omitempty"`      // when it was said: the facts it states are valid from then
+	Speaker string     `json:"speaker,omitempty"` // who said it, kept with the turn
 }
 
 // FromMessagesRequest is the body of memory.set_from_messages.
@@ -96,6 +97,9 @@ type FromMessagesAnswer struct {
 	ModelMs    float64         `json:"model_ms"`
 	Usage      ModelUsage      `json:"usage"`
 	DryRun     bool            `json:"dry_run,omitempty"`
+	// TurnIDs are the transcript's turns as kept in the conversation's record, in
+	// message order (Recall finds them).
+	TurnIDs []string `json:"turn_ids,omitempty"`
 }
 
 // FromMessages extracts a conversation's durable facts and writes them, each judged as

@@ -562,4 +562,7 @@ type RedactAnswer struct {
 	Seq              int64     `json:"seq"`
 	Event            string    `json:"event"`
 	RedactedAt       time.Time `json:"redacted_at"`
+	// ForgottenTurns counts the conversation's turns the redacted versions were drawn
+	// from, deleted with their data keys.
+	ForgottenTurns int64 `json:"forgotten_turns"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
@@ -93,15 +94,16 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 	}
 	if sg.Scope.Kind == scopeUserInOrg {
 		// Each table's owner reads its part, in one round trip; the set is their union.
-		var journal, current, requests []string
+		var journal, current, requests, turns []string
 		b := &pgx.Batch{}
 		queueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &journal)
 		heads.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &current)
 		extractqueue.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &requests)
+		evidence.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &turns)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
 		}
-		for _, found := range [][]string{journal, current, requests} {
+		for _, found := range [][]string{journal, current, requests, turns} {
 			for _, ns := range found {
 				set[ns] = true
 			}

@@ -11,7 +11,8 @@ import (
 
 // The erasure's deletes of the tables command holds no store file of: the query
 // side's parked pages and kept traces (query owns them; command does not import query)
-// and internal/extractqueue's deferred requests. They sit in one file because they are
+// internal/extractqueue's deferred requests, and internal/evidence's turns and belief
+// sources. They sit in one file because they are
 // one step of the saga: the same scope predicate (internal/erasure's registry) over
 // each table, in the one transaction that fences the namespace (erasure_postgres.go).
 // The residue census's count is here too: one statement over every counted table of
@@ -21,15 +22,17 @@ import (
 // answers), erased_store.go and erasure_ledger_store.go.
 
 // queueEraseDerived queues the deletes of the parked pages and kept search traces that
-// name the scope's keys, and of the deferred extractions with their sealed transcripts
-// and keys: a request not yet extracted never is, and the topic's copy of it no longer
-// opens. counts holds each table's count once the batch is sent.
+// name the scope's keys, of the deferred extractions with their sealed transcripts
+// and keys (a request not yet extracted never is, and the topic's copy of it no longer
+// opens), and of the conversation's record (internal/evidence's tables): the turns
+// with the only copies of their data keys, and the links to them. counts holds each table's count once the batch is sent.
 func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 	for _, table := range []string{"loom.search_pages", "loom.search_traces", "loom.extraction_requests",
 		// A namespace's knowledge documents: the heads with their sealed text, and the
 		// revisions' keys, so the topic's copies no longer open (knowledge/command owns
 		// the writes; the scope comes from internal/erasure's registry).
-		"loom.knowledge_heads", "loom.knowledge_revisions"} {
+		"loom.knowledge_heads", "loom.knowledge_revisions",
+		"loom.memory_belief_sources", "loom.memory_evidence"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -3,12 +3,14 @@ package command
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/route"
@@ -71,7 +73,59 @@ func (s *Service) fromMessages(ctx context.Context, p auth.Principal, r fromMess
 	if err != nil {
 		return nil, err
 	}
+	if !ans.DryRun {
+		ans.TurnIDs = s.keepInputs(ctx, id, req.Messages, ans.Facts)
+	}
 	return &fromMessagesAnswer{ans}, nil
+}
+
+// keepInputs keeps a transcript the pipeline ran over as evidence, with the facts it
+// wrote linked to the turns they were drawn from, in one commit (keepTurns) after the
+// facts': a request that failed keeps nothing, so its retry keeps its turns once. The
+// facts are committed and answered whatever becomes of their evidence: a failure to
+// keep it is logged, and the answer names no turns.
+func (s *Service) keepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
+	turns := make([]observedTurn, len(msgs))
+	for i, m := range msgs {
+		turns[i] = observedTurn{Role: m.Role, Content: m.Content, Speaker: m.Speaker, At: m.At}
+	}
+	kept, _, err := s.keepTurns(ctx, id, turns, evidence.SourceExtraction, func(rows []evidence.Turn) []evidence.Link {
+		return factLinks(rows, facts)
+	})
+	if err != nil {
+		s.log.Warn("memory.set_from_messages: the facts are written; their transcript is not kept as evidence",
+			"org", id.Org, "namespace", id.Namespace, "err", err)
+		return nil
+	}
+	ids := make([]string, len(kept))
+	for i, k := range kept {
+		ids[i] = k.TurnID
+	}
+	return ids
+}
+
+// factLinks links each fact the write kept (a version written, or a memory it merged
+// into) to the turn it was drawn from.
+func factLinks(rows []evidence.Turn, facts []extraction.Fact) []evidence.Link {
+	var out []evidence.Link
+	for _, f := range facts {
+		if f.MessageIndex < 0 || f.MessageIndex >= len(rows) {
+			continue
+		}
+		t := rows[f.MessageIndex]
+		memoryID, version := f.MemoryID, int64(0)
+		if f.MergedInto != "" {
+			memoryID = f.MergedInto
+		} else if v, err := strconv.ParseInt(f.VersionText, 10, 64); err == nil {
+			version = v
+		}
+		if memoryID == "" || f.DroppedBy != "" && f.MergedInto == "" {
+			continue
+		}
+		out = append(out, evidence.Link{Org: t.Org, Namespace: t.Namespace, MemoryID: memoryID, Version: version,
+			TurnID: t.TurnID, UserID: t.UserID, Seq: t.Seq})
+	}
+	return out
 }
 
 // checkModels refuses a request no model call can be made for: no provider, or a

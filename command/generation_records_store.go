@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The write side's statements of loom.generation_records: the erasure and redaction
-// records, kept as queueGenerationRecord (erasure_postgres.go) queues them for the relay,
-// and republish's read.
+// The write side's statements of loom.generation_records: the erasure, redaction and
+// turns records, kept as queueGenerationRecord (erasure_postgres.go) and
+// queueTurnsRecord (observe.go) queue them for the relay, and republish's read.
 
 // generationRecords reads the kept records of seqs from..to that carry no revision.
 func generationRecords(ctx context.Context, q queryer, org, namespace string, from, to int64, topic string) ([]outboxEntry, error) {

@@ -194,6 +194,20 @@ func (s *Service) handleImport(c *fiber.Ctx) error {
 	})
 }
 
+func (s *Service) handleObserve(c *fiber.Ctx) error {
+	return s.measured(c, "memory.observe", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body observeRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.observe(ctx, p, ns, body)
+	})
+}
+
 func (s *Service) handleRetryExtractions(c *fiber.Ctx) error {
 	p := auth.From(c)
 	if err := p.RequireWrite(); err != nil {

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -128,6 +130,9 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 	if len(writes) > 0 {
 		if err := s.writeImports(ctx, p, r, writes, newest, now, ans); err != nil {
 			return nil, err
+		}
+		if !req.DryRun {
+			s.keepImported(ctx, base, req.Items, ans)
 		}
 	}
 	for _, o := range ans.Items {
@@ -294,4 +299,31 @@ func renameEntries(err error, name func(k int) string) error {
 		return &c
 	}
 	return err
+}
+
+// keepImported keeps the items the import wrote or merged in the conversation's record
+// (source import), each linked to its memory, in one commit after theirs: recall by an
+// imported key reads the text it came from. An item left as it was is not kept again,
+// so a re-run keeps nothing twice. A failure is logged; the memories stand.
+func (s *Service) keepImported(ctx context.Context, base memrow.Identity, items []importItem, ans *importAnswer) {
+	var turns []observedTurn
+	var facts []extraction.Fact
+	for i, o := range ans.Items {
+		if o.Outcome != importWritten && o.Outcome != importRevised && o.MergedInto == "" {
+			continue
+		}
+		facts = append(facts, extraction.Fact{MessageIndex: len(turns), MemoryID: o.MemoryID, VersionText: o.VersionText, MergedInto: o.MergedInto})
+		turns = append(turns, observedTurn{Role: "user", Content: items[i].Text, At: items[i].ValidAt})
+	}
+	if len(turns) == 0 {
+		return
+	}
+	base.MemoryKey = ""
+	_, _, err := s.keepTurns(ctx, base, turns, evidence.SourceImport, func(rows []evidence.Turn) []evidence.Link {
+		return factLinks(rows, facts)
+	})
+	if err != nil {
+		s.log.Warn("memory.import: the items are written; their texts are not kept as evidence",
+			"org", base.Org, "namespace", base.Namespace, "err", err)
+	}
 }

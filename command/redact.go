@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
@@ -106,6 +107,9 @@ type redactAnswer struct {
 	Seq              int64     `json:"seq"`
 	Event            string    `json:"event"`
 	RedactedAt       time.Time `json:"redacted_at"`
+	// ForgottenTurns counts the conversation's turns the redacted versions were drawn
+	// from, deleted with their data keys.
+	ForgottenTurns int64 `json:"forgotten_turns"`
 }
 
 // redact is memory.redact.
@@ -178,6 +182,9 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		queueDestroyKeys(b, id.Org, id.Namespace, seqs)
 		// The spellings the entity extractor read in this memory's text go with it.
 		queueForgetAliases(b, id.Org, id.Namespace, named.row.MemoryID)
+		// So do the conversation's turns it was drawn from (internal/evidence).
+		var forgotTurns int64
+		evidence.QueueForgetSourcesOf(b, id.Org, id.Namespace, named.row.MemoryID, redacted, &forgotTurns)
 		if err := s.queueGenerationRecord(b, env); err != nil {
 			return err
 		}
@@ -187,7 +194,7 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		}
 		ans = &redactAnswer{MemoryID: named.row.MemoryID, MemoryKey: id.MemoryKey, Agent: id.Agent, UserID: id.UserID,
 			SessionID: id.SessionID, Version: version, VersionText: memrow.VersionText(version), RedactedVersions: texts,
-			Seq: seq, Event: string(events.TypeRedacted), RedactedAt: now}
+			Seq: seq, Event: string(events.TypeRedacted), RedactedAt: now, ForgottenTurns: forgotTurns}
 		return nil
 	})
 	if err != nil {

@@ -192,3 +192,10 @@ func (s *Service) EmbedWorkerRow(ctx context.Context, r *WorkerRow) error {
 	r.Vector, r.KeyVector, r.ChunkVectors = p.vector, p.keyVector, p.chunkVectors
 	return nil
 }
+
+// KeepInputs keeps a deferred request's transcript in the conversation's record, its
+// facts linked to their turns, once its pipeline ran (extract.go's keepInputs): the
+// turns' ids, or none when they could not be kept (logged; the facts stand).
+func (s *Service) KeepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
+	return s.keepInputs(ctx, id, msgs, facts)
+}

@@ -30,6 +30,7 @@ type Envelope struct {
 	// Added within v2 (additive): a knowledge document revision's plain fields; present
 	// iff Type.IsDocument(), with Sealed holding its DocumentContent.
 	Document *Document `json:"document,omitempty"`
+	Turns     *Turns     `json:"turns,omitempty"`     // only on TypeTurnsObserved; Loom always sets it there
 }
 
 // Erasure is what a memory.erased record carries: the erasure request, its scope in
@@ -241,6 +242,15 @@ func validateAttachments(e *Envelope) error {
 		return fmt.Errorf("type %q carries no erasure", e.Type)
 	case e.Redaction != nil && e.Type != TypeRedacted:
 		return fmt.Errorf("type %q carries no redaction", e.Type)
+	case e.Turns != nil && e.Type != TypeTurnsObserved:
+		return fmt.Errorf("type %q carries no turns", e.Type)
+	case e.Type == TypeTurnsObserved && e.Turns == nil:
+		return fmt.Errorf("type %q needs turns", e.Type)
+	}
+	if x := e.Turns; x != nil {
+		if err := validateTurns(x); err != nil {
+			return fmt.Errorf("turns: %v", err)
+		}
 	}
 	if x := e.Erasure; x != nil {
 		switch {

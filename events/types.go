@@ -48,11 +48,15 @@ const (
 	TypeStatusChanged Type = "memory.status_changed" // pin, lock, supersede, conflict, reject, verify
 	TypeErased        Type = "memory.erased"         // an erasure's own generation
 	TypeParked        Type = "loom.parked"           // placeholder for a record Kafka refused; keeps the stream gapless
+	// TypeTurnsObserved records turns of a conversation kept as evidence (memory.observe,
+	// and the inputs of memory.set_from_messages): no revision of any key; it takes its
+	// seq so the namespace's stream stays gapless, and the projections pass over it.
+	TypeTurnsObserved Type = "memory.turns_observed"
 )
 
 // Valid reports whether t is one of the known event types.
 func (t Type) Valid() bool {
-	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked
+	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked || t == TypeTurnsObserved
 }
 
 // IsRevision reports whether records of type t carry a memory revision.

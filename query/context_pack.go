@@ -321,7 +321,7 @@ func (s *Service) sessionLayer(ctx context.Context, p auth.Principal, plan *pack
 		if t.Speaker != "" {
 			who += " " + t.Speaker
 		}
-		sec.Lines = append(sec.Lines, packLine{Cite: "t:" + t.ID, Text: who + " (" + t.At.UTC().Format(time.RFC3339) + "): " + t.Text,
+		sec.Lines = append(sec.Lines, packLine{Cite: "t:" + t.ID, Text: who + " (" + t.OccurredAt.UTC().Format(time.RFC3339) + "): " + t.Text,
 			session: t.SessionID, detail: t})
 	}
 	return nil

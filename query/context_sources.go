@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"time"
 
 	"github.com/loomplane/loom/internal/auth"
 )
@@ -10,17 +9,6 @@ import (
 // The layers of context.pack that other planes fill. Each is an interface the read
 // side holds; nil (the default) leaves its section empty and says it is unavailable,
 // so a pack answers whatever has landed.
-
-// Turn is one turn of a conversation as the pack cites it (t:<ID>).
-type Turn struct {
-	ID        string    `json:"id"`
-	SessionID string    `json:"session_id"`
-	Index     int       `json:"index"`
-	Role      string    `json:"role"`
-	Speaker   string    `json:"speaker,omitempty"`
-	At        time.Time `json:"at"`
-	Text      string    `json:"text"`
-}
 
 // SessionSource reads a session's record: its last turns (oldest first, at most last)
 // and its digest (false when it has none). It reads only what p may read.

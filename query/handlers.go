@@ -103,6 +103,14 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	return send(c)(ans, err)
 }
 
+func (s *Service) handleRecall(c *fiber.Ctx) error {
+	var req recallRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return envelope(err)
+	}
+	return send(c)(s.recall(c.UserContext(), auth.From(c), c.Params("ns"), &req))
+}
+
 func (s *Service) handleSearchTrace(c *fiber.Ctx) error {
 	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("trace_id")))
 }

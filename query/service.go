@@ -118,6 +118,7 @@ func (s *Service) Register(r fiber.Router) {
 	g := r.Group("/v1")
 	g.Post("/namespaces/:ns/memories\\:search", s.handleSearch)
 	g.Post("/namespaces/:ns/memories\\:ask", s.handleAsk)
+	g.Post("/namespaces/:ns/memories\\:recall", s.handleRecall)
 	g.Get("/namespaces", s.handleNamespaces)
 	g.Get("/namespaces/:ns/memories", s.handleList)
 	g.Get("/namespaces/:ns/keys", s.handleKeys)

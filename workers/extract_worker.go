@@ -183,6 +183,9 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 	if err != nil {
 		return err
 	}
+	if !ans.DryRun {
+		ans.TurnIDs = s.cmd.KeepInputs(ctx, id, req.Messages, ans.Facts)
+	}
 	result, err := json.Marshal(ans)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addKnowledgeTools(s, c)
 	addProfileTools(s, c) // profile.go
 	addContextTools(s, c)
+	addConversationTools(s, c)
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

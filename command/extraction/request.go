@@ -38,6 +38,8 @@ type Message struct {
 	Role    string     `json:"role"`
 	Content string     `json:"content"`
 	At      *time.Time `json:"at,omitempty"` // when it was said: the facts it states are valid from then
+	// Speaker names who said it (kept with the turn as evidence; the model is not shown it).
+	Speaker string `json:"speaker,omitempty"`
 }
 
 // Request is the body of memory.set_from_messages; a deferred request is committed as
@@ -133,7 +135,10 @@ type Answer struct {
 	// ModelMs is the time the request spent waiting for the provider.
 	ModelMs float64 `json:"model_ms"`
 	Usage   Usage   `json:"usage"`
-	DryRun  bool    `json:"dry_run,omitempty"`
+	// TurnIDs are the transcript's turns as kept in the conversation's record, in
+	// message order (memory.recall reads them); none for a dry run.
+	TurnIDs []string `json:"turn_ids,omitempty"`
+	DryRun  bool     `json:"dry_run,omitempty"`
 
 	// Wrote: the run committed facts or retirements.
 	Wrote bool `json:"-"`

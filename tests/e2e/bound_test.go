@@ -68,8 +68,14 @@ func newBoundWorld(t *testing.T, n *app.Process, url string) (*boundWorld, *test
 	put(w.ns, "plan", map[string]any{"value": "bob plans the " + bobMarker + " launch", "user_id": "bob", "proposed": true})
 	put(w.bobNS, "note", map[string]any{"value": "bob keeps " + bobMarker + " notes", "user_id": "bob"})
 	put(w.ns, "carol", map[string]any{"value": "carol likes chess", "user_id": "carol"})
+	// Bob's conversation, kept as evidence: no recall of alice's tokens may carry it.
+	b, _ := json.Marshal(map[string]any{"user_id": "bob", "session_id": "s1", "turns": []map[string]any{
+		{"role": "user", "content": "I only drink " + bobMarker + " tea"}, {"role": "assistant", "content": "Noted, tea it is."}}})
+	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+w.ns+"/turns", b); r.Status != http.StatusOK {
+		t.Fatalf("bob's turns: %d %s", r.Status, r.Body)
+	}
 	w.erasureID = admin.Erase(t, map[string]any{"user_id": "carol", "namespace": w.ns})["id"].(string)
-	b, _ := json.Marshal(map[string]any{"query": bobMarker + " tea", "trace": true})
+	b, _ = json.Marshal(map[string]any{"query": bobMarker + " tea", "trace": true})
 	r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+w.ns+"/memories:search", b)
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), bobMarker) {
 		t.Fatalf("the unbound admin's search: %d %s", r.Status, r.Body)
@@ -87,6 +93,7 @@ func (w *boundWorld) state(t *testing.T) string {
 		SELECT 'row '||namespace||'/'||memory_key||' v'||version||' '||content_sha256 FROM loom.memory_current WHERE org = $1 AND user_id = 'bob'
 		UNION ALL SELECT 'policy '||namespace||' '||config::text||' '||updated_at::text FROM loom.namespaces WHERE org = $1
 		UNION ALL SELECT 'blacklist '||namespace||' '||pattern FROM loom.blacklist WHERE org = $1
+		UNION ALL SELECT 'turn '||namespace||' '||turn_id::text FROM loom.memory_evidence WHERE org = $1 AND user_id = 'bob'
 		UNION ALL SELECT 'erasure '||id FROM loom.erasure_ledger WHERE org = $1 AND scope->>'user_id' IS DISTINCT FROM 'alice'`, w.org), "\n")
 }
 
@@ -203,6 +210,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, ns + "/memories:fromMessages", `{"messages": [{"role": "user", "content": "I drink coffee"}], "user_id": "bob"}`, writes(403), nil}),
 		"POST /v1/namespaces/:ns/memories:import": probes(
 			probe{http.MethodPost, ns + "/memories:import", `{"items": [{"text": "bob drinks coffee"}], "user_id": "bob"}`, writes(403), nil}),
+		"POST /v1/namespaces/:ns/turns": probes(
+			probe{http.MethodPost, ns + "/turns", `{"turns": [{"role": "user", "content": "I drink coffee"}], "user_id": "bob"}`, writes(403), nil}),
 		"POST /v1/extractions:retry": probes(
 			probe{http.MethodPost, "/v1/extractions:retry", `{"queue_ids": ["00000000-0000-4000-8000-000000000001"]}`, writes(200), nil}),
 		"GET /v1/namespaces/:ns": probes(probe{http.MethodGet, ns, "", anyRole(200), nil}),
@@ -269,6 +278,11 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 					}
 					return nil
 				}}),
+		"POST /v1/namespaces/:ns/memories:recall": probes(
+			probe{http.MethodPost, ns + "/memories:recall", `{"query": "what tea does bob drink?", "user_id": "bob"}`, anyRole(403), nil},
+			probe{http.MethodPost, ns + "/memories:recall", `{"query": "what tea does bob drink?"}`, anyRole(200), nil},
+			probe{http.MethodPost, ns + "/memories:recall", `{"memory_id": "` + w.bobID + `"}`, anyRole(404), nil},
+			probe{http.MethodPost, ns + "/memories:recall", `{"key": "drink", "user_id": "bob"}`, anyRole(403), nil}),
 		"POST /v1/namespaces/:ns/memories:ask": probes(
 			probe{http.MethodPost, ns + "/memories:ask", `{"query": "what does bob drink?", "user_id": "bob"}`, anyRole(200, 503), nil}),
 		// The org's namespaces, bob's alone among them (a name is not a row), each

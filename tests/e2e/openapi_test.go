@@ -352,6 +352,14 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			_, err := c.Import(ctx, ns, client.ImportRequest{Items: []client.ImportItem{{Text: "alice likes jazz"}}, Identity: alice})
 			return err
 		}},
+		{"Observe", func() error {
+			_, err := c.Observe(ctx, ns, client.ObserveRequest{Turns: []client.ObservedTurn{{Role: "user", Content: "I drink green tea.", Speaker: "Alice"}}, Identity: alice})
+			return err
+		}},
+		{"Recall", func() error {
+			_, err := c.Recall(ctx, ns, client.RecallRequest{Query: "which tea?", Identity: alice})
+			return err
+		}},
 		{"ExtractionStatus", func() error { _, err := c.ExtractionStatus(ctx, ns, client.ExtractionOptions{}); return err }},
 		{"MyExtractions", func() error { _, err := c.MyExtractions(ctx, client.ExtractionOptions{}); return err }},
 		{"MyExtraction", func() error { _, err := c.MyExtraction(ctx, "00000000-0000-0000-0000-000000000000"); return err }},

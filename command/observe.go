@@ -1,0 +1,242 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/route"
+)
+
+// memory.observe (POST /v1/namespaces/{ns}/turns) appends turns of a conversation to
+// its record without extracting anything: an agent that writes its facts itself logs
+// the conversation as it happens, and memory.recall finds the turns. The turns are
+// kept as memory.set_from_messages keeps its inputs (keepTurns): evidence rows sealed
+// under one data key, and one memory.turns_observed record on the change topic, in one
+// transaction that takes the namespace's next seq.
+
+// Limits of one call.
+const (
+	maxObservedTurns = 1000
+	maxTurnChars     = 32000
+	maxSpeakerChars  = 200
+)
+
+// Turn roles, as memory.set_from_messages' transcript has them.
+var turnRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true}
+
+// observedTurn is one turn of memory.observe's body.
+type observedTurn struct {
+	Role    string     `json:"role"`
+	Content string     `json:"content"`
+	Speaker string     `json:"speaker,omitempty"`
+	At      *time.Time `json:"at,omitempty"` // when it was said; default: now
+}
+
+// observeRequest is memory.observe's body.
+type observeRequest struct {
+	Turns     []observedTurn `json:"turns"`
+	Agent     string         `json:"agent,omitempty"`
+	UserID    string         `json:"user_id,omitempty"`
+	SessionID string         `json:"session_id,omitempty"`
+}
+
+// keptTurn is a turn as it was kept.
+type keptTurn struct {
+	TurnID       string    `json:"turn_id"`
+	Role         string    `json:"role"`
+	MessageIndex int       `json:"message_index"`
+	OccurredAt   time.Time `json:"occurred_at"`
+}
+
+// observeAnswer is memory.observe's answer.
+type observeAnswer struct {
+	Namespace string     `json:"namespace"`
+	Agent     string     `json:"agent"`
+	UserID    string     `json:"user_id"`
+	SessionID string     `json:"session_id"`
+	Seq       int64      `json:"seq"`
+	Turns     []keptTurn `json:"turns"`
+}
+
+func (a *observeAnswer) committed() bool { return true }
+func (a *observeAnswer) outcome() string { return "ok" }
+
+// observe is memory.observe.
+func (s *Service) observe(ctx context.Context, p auth.Principal, ns string, req observeRequest) (*observeAnswer, error) {
+	id, other := route.Identity(p, ns, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	if other {
+		return nil, otherUser()
+	}
+	if err := validIdentity(id); err != nil {
+		return nil, err
+	}
+	if err := checkTurns(req.Turns); err != nil {
+		return nil, err
+	}
+	kept, seq, err := s.keepTurns(ctx, id, req.Turns, evidence.SourceObserve, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &observeAnswer{Namespace: ns, Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID, Seq: seq, Turns: kept}, nil
+}
+
+// checkTurns validates the turns of a call, naming the field of the first bad one.
+func checkTurns(turns []observedTurn) error {
+	if len(turns) == 0 || len(turns) > maxObservedTurns {
+		return httperr.Validation("turns", fmt.Sprintf("turns must hold 1 to %d turns", maxObservedTurns))
+	}
+	for i, t := range turns {
+		if !turnRoles[t.Role] {
+			return httperr.Validation(fmt.Sprintf("turns[%d].role", i), "role must be user, assistant, system or tool")
+		}
+		field := fmt.Sprintf("turns[%d].content", i)
+		if strings.TrimSpace(t.Content) == "" {
+			return httperr.Validation(field, "content must be non-empty text")
+		}
+		if n := utf8.RuneCountInString(t.Content); n > maxTurnChars {
+			return httperr.Validation(field, fmt.Sprintf("a turn holds at most %d characters, not %d", maxTurnChars, n))
+		}
+		if err := memrow.CheckText(field, t.Content); err != nil {
+			return err
+		}
+		if utf8.RuneCountInString(t.Speaker) > maxSpeakerChars {
+			return httperr.Validation(fmt.Sprintf("turns[%d].speaker", i), fmt.Sprintf("a speaker holds at most %d characters", maxSpeakerChars))
+		}
+		if err := memrow.CheckText(fmt.Sprintf("turns[%d].speaker", i), t.Speaker); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepTurns commits turns of one conversation as evidence: one transaction that
+// advances the namespace's generation by one (the record's seq), numbers the turns
+// after the session's last, writes their rows, each sealed under a fresh data key of
+// its own (stored wrapped on its row alone), and queues their memory.turns_observed
+// record, each turn sealed under the same key as its row, for the relay; the record is
+// kept for a republish too. Deleting a row (an erasure, a redaction of a memory drawn
+// from it) destroys the only copy of its key. links, when set, names the
+// belief sources that commit with the turns.
+func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string,
+	links func([]evidence.Turn) []evidence.Link) ([]keptTurn, int64, error) {
+	userRef, err := s.userRefs.Ref(ctx, id.Org, id.UserID)
+	if err != nil {
+		return nil, 0, httperr.Store("reading the org's user reference key", err)
+	}
+	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
+	// memory drawn from it) without its neighbours.
+	now := s.now().UTC()
+	rows := make([]evidence.Turn, len(turns))
+	keys := make([][]byte, len(turns))
+	for i, t := range turns {
+		at := now
+		if t.At != nil {
+			at = t.At.UTC()
+		}
+		if keys[i], err = events.NewDataKey(); err != nil {
+			return nil, 0, err
+		}
+		storedKey, err := s.storedKey(keys[i])
+		if err != nil {
+			return nil, 0, err
+		}
+		sealed, err := evidence.Seal(keys[i], t.Content, t.Speaker)
+		if err != nil {
+			return nil, 0, err
+		}
+		rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
+			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
+	}
+	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
+		if err != nil {
+			return fmt.Errorf("advance the generation: %w", err)
+		}
+		next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
+		if err != nil {
+			return err
+		}
+		recordID := events.RecordID(id.Org, id.Namespace, seq)
+		items := make([]events.TurnMeta, len(rows))
+		for i := range rows {
+			rows[i].Seq, rows[i].MessageIndex = seq, next+i
+			sealed, err := events.SealTurn(keys[i], recordID, rows[i].TurnID, events.TurnText{Text: turns[i].Content, Speaker: turns[i].Speaker})
+			if err != nil {
+				return err
+			}
+			items[i] = events.TurnMeta{TurnID: rows[i].TurnID, Role: rows[i].Role, MessageIndex: rows[i].MessageIndex,
+				OccurredAt: rows[i].OccurredAt, Sealed: sealed}
+		}
+		env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
+			Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: now,
+			Turns: &events.Turns{Agent: id.Agent, UserRef: userRef, SessionID: id.SessionID, Source: source, Items: items}}
+		b := &pgx.Batch{}
+		evidence.QueueInsert(b, rows)
+		if err := s.queueTurnsRecord(b, env); err != nil {
+			return err
+		}
+		if s.relayWake == nil {
+			outbox.QueueNotify(b)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write the turns and their record: %w", err)
+		}
+		if links == nil {
+			return nil
+		}
+		return evidence.InsertLinks(ctx, tx, links(rows))
+	})
+	if err != nil {
+		var he *httperr.Error
+		if errors.As(err, &he) {
+			return nil, 0, he
+		}
+		return nil, 0, httperr.Store("keeping the turns", err)
+	}
+	s.relayWake.Queued()
+	out := make([]keptTurn, len(rows))
+	for i, r := range rows {
+		out[i] = keptTurn{TurnID: r.TurnID, Role: r.Role, MessageIndex: r.MessageIndex, OccurredAt: r.OccurredAt}
+	}
+	return out, rows[0].Seq, nil
+}
+
+// queueTurnsRecord queues a memory.turns_observed record for the relay and keeps it
+// for a republish, as an erasure's record is (queueGenerationRecord), refusing one
+// too large for the broker.
+func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope) error {
+	value, err := events.Encode(env)
+	if err != nil {
+		return fmt.Errorf("encode the %s record: %w", env.Type, err)
+	}
+	if len(value) > maxRequestRecordBytes {
+		return httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
+			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
+	}
+	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+	if err != nil {
+		return err
+	}
+	key := events.RecordKey(env.Org, env.Namespace)
+	outbox.Queue(b, outbox.Record{Org: env.Org, Namespace: env.Namespace, Seq: env.Seq, Topic: s.cfg.Topic,
+		Key: key, Headers: headers, Value: value})
+	queueKeepGenerationRecord(b, env.Org, env.Namespace, env.Seq, string(env.Type), key, headers, value)
+	return nil
+}

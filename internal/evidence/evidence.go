@@ -1,0 +1,150 @@
+// Package evidence owns the statements over the conversation's record:
+// loom.memory_evidence (the turns memory.observe appended and memory.set_from_messages
+// read) and loom.memory_belief_sources (which turns a memory version was drawn from).
+// The write side queues the rows in the transaction that commits their
+// memory.turns_observed record; the read side opens them for memory.recall; an
+// erasure deletes them through internal/erasure's scope predicates. A turn's text and
+// speaker are sealed as a memory row's text is (AES-256-CBC under HMAC-SHA256(data
+// key, "loom.turn"), opened in SQL with the key unwrapped by loom.unwrapped_key).
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Sources of kept turns.
+const (
+	SourceObserve    = "observe"
+	SourceExtraction = "extraction"
+	SourceImport     = "import"
+)
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Turn is one kept turn as the write side queues it: the data key as stored (wrapped
+// under the KEK) and the text sealed under it (Seal).
+type Turn struct {
+	Org, Namespace, TurnID         string
+	Agent, UserID, SessionID, Role string
+	MessageIndex                   int
+	OccurredAt                     time.Time
+	Seq                            int64
+	Source                         string
+	DataKey, Sealed                []byte
+}
+
+// sealedText is what a row seals.
+type sealedText struct {
+	Text    string `json:"text"`
+	Speaker string `json:"speaker,omitempty"`
+}
+
+// Seal seals a turn's text and speaker under its data key (unwrapped), as the row
+// keeps them.
+func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
+	plain, err := json.Marshal(sealedText{Text: text, Speaker: speaker})
+	if err != nil {
+		return nil, fmt.Errorf("encode the turn's text: %w", err)
+	}
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte("loom.turn"))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("seal the turn's text: %w", err)
+	}
+	// pgcrypto's decrypt(…, 'aes') is CBC with a zero IV and PKCS#7 padding.
+	pad := aes.BlockSize - len(plain)%aes.BlockSize
+	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, plain)
+	return out, nil
+}
+
+// NextIndex reads, under the namespace's generation lock the caller holds, the index
+// the session's next turn takes: the session's turns are numbered in arrival order.
+func NextIndex(ctx context.Context, q Querier, org, ns, userID, sessionID string) (int, error) {
+	var next int
+	err := q.QueryRow(ctx, `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
+		WHERE org = $1 AND namespace = $2 AND user_id = $3 AND session_id = $4`, org, ns, userID, sessionID).Scan(&next)
+	if err != nil {
+		return 0, fmt.Errorf("read the session's next turn index: %w", err)
+	}
+	return next, nil
+}
+
+// QueueInsert queues the insert of turns.
+func QueueInsert(b *pgx.Batch, turns []Turn) {
+	for _, t := range turns {
+		b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
+			occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			t.Org, t.Namespace, t.TurnID, t.Agent, t.UserID, t.SessionID, t.Role, t.MessageIndex, t.OccurredAt, t.Seq,
+			t.Source, t.DataKey, t.Sealed)
+	}
+}
+
+// Link is one belief source: a memory version drawn from a turn.
+type Link struct {
+	Org, Namespace, MemoryID string
+	Version                  int64
+	TurnID, UserID           string
+	Seq                      int64 // the turn's record's seq
+}
+
+// InsertLinks writes belief sources; a link already kept is left as it is.
+func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
+	if len(links) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, l := range links {
+		b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+			l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write the belief sources: %w", err)
+	}
+	return nil
+}
+
+// QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
+// for an erasure of the user.
+func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
+	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2`, org, userID).
+		Query(func(rows pgx.Rows) error {
+			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			*into = ns
+			return err
+		})
+}
+
+// QueueForgetSourcesOf queues, for a redaction of a memory's versions, the delete of
+// the turns they were drawn from (and of the turns that restated the memory, linked
+// with no version), with every link to those turns: a turn holds the text the
+// redaction scrubs, and its row holds the only copy of its data key. into receives the
+// number of turns deleted.
+func QueueForgetSourcesOf(b *pgx.Batch, org, ns, memoryID string, versions []int64, into *int64) {
+	b.Queue(`WITH turns AS (
+			DELETE FROM loom.memory_evidence e USING loom.memory_belief_sources l
+			WHERE l.org = $1 AND l.namespace = $2 AND l.memory_id = $3 AND (l.version = ANY($4) OR l.version = 0)
+			  AND e.org = l.org AND e.namespace = l.namespace AND e.turn_id = l.turn_id
+			RETURNING e.turn_id),
+		links AS (
+			DELETE FROM loom.memory_belief_sources l USING turns
+			WHERE l.org = $1 AND l.namespace = $2 AND l.turn_id = turns.turn_id)
+		SELECT count(*) FROM turns`, org, ns, memoryID, versions).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+}
