@@ -30,7 +30,7 @@ type Envelope struct {
 	// Added within v2 (additive): a knowledge document revision's plain fields; present
 	// iff Type.IsDocument(), with Sealed holding its DocumentContent.
 	Document *Document `json:"document,omitempty"`
-	Turns     *Turns     `json:"turns,omitempty"`     // only on TypeTurnsObserved; Loom always sets it there
+	Turns    *Turns    `json:"turns,omitempty"` // only on TypeTurnsObserved; Loom always sets it there
 }
 
 // Erasure is what a memory.erased record carries: the erasure request, its scope in
