@@ -77,15 +77,17 @@ func (w Workers) Validate() error {
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate())
 }
 
-// Validate checks the resolver's settings: its thresholds only in their order.
+// Validate checks the resolver's settings: its thresholds only strictly in their order
+// (memory-architecture, "The conflict resolver": "in that order (the settings refuse
+// any other)"); an equal pair would leave a verdict band empty.
 func (r Resolver) Validate() error {
 	var errs []error
 	if r.MinSimilarity <= 0 || r.MinSimilarity > 1 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY must be in (0, 1]"))
 	}
-	if !(0 < r.ClearConfidence && r.ClearConfidence <= r.FlagConfidence && r.FlagConfidence <= r.RetireConfidence && r.RetireConfidence <= 1) {
+	if !(0 < r.ClearConfidence && r.ClearConfidence < r.FlagConfidence && r.FlagConfidence < r.RetireConfidence && r.RetireConfidence <= 1) {
 		errs = append(errs, fmt.Errorf("LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE (%g), _FLAG_CONFIDENCE (%g) and _RETIRE_CONFIDENCE (%g) "+
-			"must satisfy 0 < clear <= flag <= retire <= 1", r.ClearConfidence, r.FlagConfidence, r.RetireConfidence))
+			"must satisfy 0 < clear < flag < retire <= 1", r.ClearConfidence, r.FlagConfidence, r.RetireConfidence))
 	}
 	if r.MaxPeers < 1 || r.Batch < 1 || r.Concurrency < 1 || r.MaxOwedAge <= 0 || r.Interval <= 0 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MAX_PEERS, _BATCH, _CONCURRENCY, _MAX_OWED_AGE_DAYS and _INTERVAL_MS must be positive"))
