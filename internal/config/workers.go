@@ -15,6 +15,15 @@ import (
 type Workers struct {
 	Resolver Resolver
 	Entities EntityExtractor
+	Audit    AuditCheckpoints
+}
+
+// AuditCheckpoints is the paced pass that verifies each namespace's audit chain in
+// ClickHouse past its last checkpoint and records a new one in Postgres
+// (internal/auditchain, workers/audit_checkpoints.go).
+type AuditCheckpoints struct {
+	Interval time.Duration // LOOM_AUDIT_CHECKPOINT_INTERVAL_MS: between passes; 0 turns the pass off
+	MaxRows  int           // LOOM_AUDIT_CHECKPOINT_MAX_ROWS: audit rows one pass verifies of a namespace
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -69,12 +78,20 @@ func readWorkers(r *reader, llm LLM) Workers {
 			MaxAge:      r.days("LOOM_ENTITY_EXTRACTOR_MAX_AGE_DAYS", 30),
 			Interval:    r.ms("LOOM_ENTITY_EXTRACTOR_INTERVAL_MS", 30000),
 		},
+		Audit: AuditCheckpoints{
+			Interval: r.ms("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS", 60000),
+			MaxRows:  r.int("LOOM_AUDIT_CHECKPOINT_MAX_ROWS", 100000),
+		},
 	}
 }
 
 // Validate checks the section.
 func (w Workers) Validate() error {
-	return errors.Join(w.Resolver.Validate(), w.Entities.Validate())
+	var audit error
+	if w.Audit.Interval < 0 || w.Audit.MaxRows < 1 {
+		audit = errors.New("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS must not be negative and LOOM_AUDIT_CHECKPOINT_MAX_ROWS must be positive")
+	}
+	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), audit)
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order
