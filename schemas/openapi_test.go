@@ -38,6 +38,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories/{key}:redact":      {"post"},
 	"/v1/namespaces/{ns}/memories/{key}/history":     {"get"},
 	"/v1/namespaces/{ns}/graph/entities/{name}":      {"get"},
+	"/v1/namespaces/{ns}/audit":                      {"get"},
 	"/v1/memories/{memory_id}":                       {"get", "patch"},
 	"/v1/namespaces/{ns}/memories:search":            {"post"},
 	"/v1/search-traces/{trace_id}":                   {"get"},

@@ -95,8 +95,8 @@ func Checkpoints(ctx context.Context, pool *pgxpool.Pool, n Namespace) ([]Checkp
 	return out, nil
 }
 
-// lastCheckpoint is the namespace's latest checkpoint; ok is false when it has none.
-func lastCheckpoint(ctx context.Context, pool *pgxpool.Pool, n Namespace) (c Checkpoint, ok bool, err error) {
+// LastCheckpoint is the namespace's latest checkpoint; ok is false when it has none.
+func LastCheckpoint(ctx context.Context, pool *pgxpool.Pool, n Namespace) (c Checkpoint, ok bool, err error) {
 	err = pool.QueryRow(ctx, `SELECT org, namespace, seq, row_hash, rows_verified, prev_checkpoint, checkpoint_hash
 		FROM loom.audit_checkpoints WHERE org = $1 AND namespace = $2 ORDER BY seq DESC LIMIT 1`, n.Org, n.Namespace).
 		Scan(&c.Org, &c.Namespace, &c.Seq, &c.RowHash, &c.RowsVerified, &c.Prev, &c.Hash)
@@ -193,7 +193,7 @@ func CheckpointPass(ctx context.Context, conn *ch.Conn, pool *pgxpool.Pool, maxR
 // rows) and records a checkpoint at the last row verified; false when there was
 // nothing new to checkpoint. A broken link is returned as a *Break.
 func CheckpointNamespace(ctx context.Context, conn *ch.Conn, pool *pgxpool.Pool, n Namespace, maxRows int) (bool, error) {
-	last, has, err := lastCheckpoint(ctx, pool, n)
+	last, has, err := LastCheckpoint(ctx, pool, n)
 	if err != nil {
 		return false, err
 	}

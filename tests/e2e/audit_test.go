@@ -51,6 +51,21 @@ func TestTheAuditChainVerifiesAndNamesATamperedRow(t *testing.T) {
 		t.Fatalf("the checkpointed chain: %+v %v, want 4 rows and 1 checkpoint met", rep, err)
 	}
 
+	// namespace.audit pages the rows with their hashes and the latest checkpoint.
+	first, err := tc.NamespaceAudit(ctx, ns, client.AuditOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Rows) != 3 || first.NextAfterSeq == nil || *first.NextAfterSeq != 3 || first.Checkpoint == nil || first.Checkpoint.Seq != 4 ||
+		first.Rows[0].PrevHash != "" || first.Rows[1].PrevHash != first.Rows[0].RowHash || first.Rows[0].MemoryKey != "fact-0" {
+		t.Fatalf("namespace.audit's first page: %+v", first)
+	}
+	rest, err := tc.NamespaceAudit(ctx, ns, client.AuditOptions{AfterSeq: *first.NextAfterSeq})
+	if err != nil || len(rest.Rows) != 1 || rest.NextAfterSeq != nil || rest.Rows[0].PrevHash != first.Rows[2].RowHash ||
+		rest.Rows[0].RowHash != first.Checkpoint.RowHash {
+		t.Fatalf("namespace.audit's last page: %+v %v", rest, err)
+	}
+
 	// An erasure scrubs the rows' keys, hashes and user ids and adds its own row: the
 	// chain stays whole.
 	c.Erasure(t, client.ErasureRequest{Namespace: ns})

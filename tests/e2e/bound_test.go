@@ -273,6 +273,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"GET /v1/memories/:id": probes(probe{http.MethodGet, "/v1/memories/" + w.bobID, "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/graph/entities/:name": probes(
 			probe{http.MethodGet, ns + "/graph/entities/" + url.PathEscape("Zebrafinch Works"), "", anyRole(200, 404), nil}),
+		// namespace.audit names every writer of the namespace: refused to a bound token.
+		"GET /v1/namespaces/:ns/audit":       probes(probe{http.MethodGet, ns + "/audit", "", anyRole(403), nil}),
 		"GET /v1/namespaces/:ns/extractions": probes(probe{http.MethodGet, ns + "/extractions", "", admins(200), nil}),
 		"GET /v1/extractions":                probes(probe{http.MethodGet, "/v1/extractions", "", anyRole(200), nil}),
 		"GET /v1/extractions/:queue_id": probes(
