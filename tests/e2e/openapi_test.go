@@ -335,6 +335,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		{"List", func() error { _, err := c.List(ctx, ns, client.ListOptions{Order: "key"}); return err }},
 		{"Keys", func() error { _, err := c.Keys(ctx, ns, client.KeysOptions{}); return err }},
 		{"Entity", func() error { _, err := c.Entity(ctx, ns, "tea", client.EntityOptions{}); return err }},
+		{"NamespaceAudit", func() error { _, err := c.NamespaceAudit(ctx, ns, client.AuditOptions{Limit: 5}); return err }},
 		{"FromMessages", func() error {
 			_, err := c.FromMessages(ctx, ns, client.FromMessagesRequest{Messages: []client.Message{{Role: "user", Content: "I moved to Lisbon."}}, Identity: alice})
 			return err
