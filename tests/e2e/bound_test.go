@@ -187,6 +187,10 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodDelete, ns + "/memories/drink?user_id=bob&version=1", "", writes(404), nil}),
 		"PATCH /v1/namespaces/:ns/memories/:key": probes(
 			probe{http.MethodPatch, ns + "/memories/drink", `{"value": "revised", "user_id": "bob"}`, writes(404), nil}),
+		// The by-id forms of verify and redact: bob's id is not found by alice's tokens.
+		"POST /v1/memories/:id": probes(
+			probe{http.MethodPost, "/v1/memories/" + w.bobID + ":verify", "", writes(404), nil},
+			probe{http.MethodPost, "/v1/memories/" + w.bobID + ":redact", `{"version": 1}`, writes(404), nil}),
 		"PATCH /v1/memories/:id": probes(
 			probe{http.MethodPatch, "/v1/memories/" + w.bobID, `{"value": "revised"}`, writes(404), nil}),
 		"POST /v1/namespaces/:ns/memories:sweepExpired": probes(
