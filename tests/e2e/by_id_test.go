@@ -58,3 +58,40 @@ func isNotFound(err error) bool {
 	e, ok := client.AsError(err)
 	return ok && e.Status == 404 && e.Code == client.CodeNotFound
 }
+
+// A copy a write's verdict writes of another head (here newest_wins retiring the key
+// in another session of the same user) carries the request's principal as its actor,
+// never the earlier writer (postgres-authority.md, Audit).
+func TestAVerdictsCopyCarriesTheRequestsActor(t *testing.T) {
+	ctx := context.Background()
+	n, c, org := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "copyactor")
+	c.Configure(t, ns, map[string]any{"conflict_policy": "newest_wins"})
+	first := c.Typed(t)
+	second := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org})).Typed(t)
+	morning := client.Identity{UserID: "alice", SessionID: "morning"}
+	evening := client.Identity{UserID: "alice", SessionID: "evening"}
+	if _, err := first.Set(ctx, ns, "desk", client.SetRequest{Value: "alice sits at desk 12", Identity: morning}); err != nil {
+		t.Fatal(err)
+	}
+	actor := func(id client.Identity) (string, string) {
+		t.Helper()
+		m, err := first.Get(ctx, ns, "desk", id, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Actor, m.Status
+	}
+	earlyActor, _ := actor(morning)
+	if _, err := second.Set(ctx, ns, "desk", client.SetRequest{Value: "alice sits at desk 40", Identity: evening}); err != nil {
+		t.Fatal(err)
+	}
+	lateActor, _ := actor(evening)
+	retiredActor, status := actor(morning)
+	if status != "superseded" {
+		t.Fatalf("newest_wins did not retire the other session's key: %s", status)
+	}
+	if retiredActor == earlyActor || retiredActor != lateActor {
+		t.Fatalf("the retired copy's actor is %q; want the retiring request's %q, not the earlier writer's %q", retiredActor, lateActor, earlyActor)
+	}
+}

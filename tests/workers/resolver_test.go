@@ -140,6 +140,10 @@ func TestRestoringAResolverRetirementRecordsItsUndo(t *testing.T) {
 	if old.Status != "superseded" || old.SupersededBy != upd.MemoryID {
 		t.Fatalf("the resolver did not retire the older row: %+v", old)
 	}
+	// The retirement is the resolver's act, not the earlier writer's (issue 33 #2).
+	if old.Actor != "worker:conflict-resolver" {
+		t.Fatalf("the retired copy's actor is %q; want worker:conflict-resolver", old.Actor)
+	}
 	restored, err := w.tc.Restore(context.Background(), ns, "home", alice)
 	if err != nil || !restored.Written || restored.Status != "active" || restored.UndidRetirementBy != upd.MemoryID {
 		t.Fatalf("restore of a resolver retirement: %+v %v", restored, err)
