@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Namespace reads a namespace's write policy and blacklist (namespace.get).
@@ -136,5 +138,65 @@ func (c *Client) ListNamespaces(ctx context.Context, o NamespacesOptions) (*Name
 	setNonEmpty(q, "page_token", o.PageToken)
 	k.query = q
 	var a NamespacesAnswer
+	return &a, c.into(ctx, k, &a)
+}
+
+// AuditOptions pages namespace.audit: rows after AfterSeq (0: from the first), at most
+// Limit (0: the server's default, 100).
+type AuditOptions struct {
+	AfterSeq uint64
+	Limit    int
+}
+
+// AuditRow is one hash-only audit row and the hashes that chain it: RowHash is SHA-256
+// over PrevHash and the row's canonical fields. An erasure's scrub empties UserID,
+// MemoryKey and ContentSHA256; an erasure's own row has Op "erasure.request".
+type AuditRow struct {
+	Seq           uint64    `json:"seq"`
+	Op            string    `json:"op"`
+	EventType     string    `json:"event_type"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	Actor         string    `json:"actor"`
+	Agent         string    `json:"agent"`
+	UserID        string    `json:"user_id"`
+	SessionID     string    `json:"session_id"`
+	MemoryKey     string    `json:"memory_key"`
+	MemoryID      string    `json:"memory_id"`
+	Version       uint64    `json:"version"`
+	ContentSHA256 string    `json:"content_sha256"`
+	SourceClass   string    `json:"source_class"`
+	Status        string    `json:"status"`
+	RequestID     string    `json:"request_id"`
+	PrevHash      string    `json:"prev_hash"`
+	RowHash       string    `json:"row_hash"`
+}
+
+// AuditCheckpoint is a namespace's latest checkpoint of its audit chain.
+type AuditCheckpoint struct {
+	Seq            int64  `json:"seq"`
+	RowHash        string `json:"row_hash"`
+	CheckpointHash string `json:"checkpoint_hash"`
+}
+
+// AuditPage is what namespace.audit answers.
+type AuditPage struct {
+	Namespace    string           `json:"namespace"`
+	Rows         []AuditRow       `json:"rows"`
+	NextAfterSeq *uint64          `json:"next_after_seq"`
+	Checkpoint   *AuditCheckpoint `json:"checkpoint"`
+	Barrier      Barrier          `json:"barrier"`
+}
+
+// NamespaceAudit reads a page of the namespace's audit rows with their hashes
+// (namespace.audit; an admin token that reaches every user's rows).
+func (c *Client) NamespaceAudit(ctx context.Context, ns string, o AuditOptions) (*AuditPage, error) {
+	k := c.newCall(http.MethodGet, nsPath(ns)+"/audit", nil)
+	q := url.Values{}
+	if o.AfterSeq > 0 {
+		q.Set("after_seq", strconv.FormatUint(o.AfterSeq, 10))
+	}
+	setPositive(q, "limit", o.Limit)
+	k.query = q
+	var a AuditPage
 	return &a, c.into(ctx, k, &a)
 }

@@ -108,6 +108,23 @@ func (c *Client) Redact(ctx context.Context, ns, key string, req RedactRequest, 
 	return &a, c.write(ctx, k, &a)
 }
 
+// VerifyByID records that the memory with this id was verified (memory.verify by
+// id): the one live head of the org the token reaches, else 404.
+func (c *Client) VerifyByID(ctx context.Context, id string, opts ...CallOption) (*CopyAnswer, error) {
+	k := c.newCall(http.MethodPost, "/v1/memories/"+url.PathEscape(id)+":verify", opts)
+	var a CopyAnswer
+	return &a, c.write(ctx, k, &a)
+}
+
+// RedactByID scrubs one version of the memory with this id (memory.redact by id);
+// version is the version_text. The identity is the id's.
+func (c *Client) RedactByID(ctx context.Context, id, version string, opts ...CallOption) (*RedactAnswer, error) {
+	k := c.newCall(http.MethodPost, "/v1/memories/"+url.PathEscape(id)+":redact", opts)
+	k.body = map[string]string{"version": version}
+	var a RedactAnswer
+	return &a, c.write(ctx, k, &a)
+}
+
 // History reads every version of a key, oldest first (memory.history).
 func (c *Client) History(ctx context.Context, ns, key string, id Identity) (*HistoryAnswer, error) {
 	k := c.newCall(http.MethodGet, keyPath(ns, key)+"/history", nil)

@@ -55,7 +55,7 @@ var keyMethods = map[string]copyOp{
 	"unlock":  {op: "memory.unlock", event: events.TypeStatusChanged, change: func(_ context.Context, _ *Service, c *copyWrite) error { c.row.Locked = false; return nil }},
 	"reject":  {op: "memory.reject", event: events.TypeStatusChanged, change: rejectChange},
 	"verify":  {op: "memory.verify", event: events.TypeStatusChanged, change: verifyChange},
-	"restore": {op: "memory.restore", event: events.TypeRestored, deadOK: true, change: restoreChange},
+	"restore": {op: "memory.restore", event: events.TypeRestored, deadOK: true, change: restoreOrUndoChange},
 	// unsupersede is the Undo of a retirement (unsupersede.go).
 	"unsupersede": {op: "memory.unsupersede", event: events.TypeRestored, change: unsupersedeChange},
 }

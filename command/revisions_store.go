@@ -129,6 +129,21 @@ func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Statu
 	return memrow.Status(status), err
 }
 
+// retiredBy is the op of the revision that began the head's current supersession: the
+// first superseded revision of the row after its last one that was not.
+func (s *Service) retiredBy(ctx context.Context, h *memrow.Row) (string, error) {
+	var op string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT op FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		  AND memory_id = $7 AND status = 'superseded'
+		  AND seq > coalesce((SELECT max(seq) FROM loom.memory_revisions
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+			  AND memory_id = $7 AND status <> 'superseded'), 0)
+		ORDER BY seq LIMIT 1), '')`,
+		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&op)
+	return op, err
+}
+
 // versionsAt reads, for each key, its newest revision at or before at from the
 // journal, by IdentityKey. A key with none is absent; one whose revision no longer
 // holds its row is present with a nil row.

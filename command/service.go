@@ -156,6 +156,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Delete("/namespaces/:ns/memories/:key", s.handleDelete)
 	g.Patch("/namespaces/:ns/memories/:key", s.handleUpdate)
 	g.Patch("/memories/:id", s.handleUpdateByID)
+	g.Post("/memories/:id", s.handleIDMethod)
 	g.Post("/namespaces/:ns/memories\\:sweepExpired", s.handleSweepExpired)
 	g.Post("/namespaces/:ns/memories\\:clear", s.handleClear)
 	g.Post("/namespaces/:ns/memories\\:bulkSet", s.handleBulkSet)

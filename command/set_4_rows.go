@@ -21,6 +21,11 @@ import (
 // head the batch writes anew needs no copy. It returns the heads retired, once each.
 func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pending, []string) {
 	c := &copies{op: op, inBatch: map[*memrow.Row]bool{}, byKey: map[string]*pending{}}
+	if len(entries) > 0 {
+		// A copy a verdict writes is this request's act, never the earlier writer's
+		// (postgres-authority.md, Audit: "never the earlier writer a copy carries").
+		c.actor = entries[0].row.Actor
+	}
 	var rows []*pending
 	for _, e := range entries {
 		rows = append(rows, e.own(op, now))
@@ -136,6 +141,7 @@ func (e *entry) retire(copy *memrow.Row) {
 // the verdicts first changed them.
 type copies struct {
 	op      string
+	actor   string // the request's principal
 	inBatch map[*memrow.Row]bool
 	byKey   map[string]*pending
 	order   []string
@@ -151,6 +157,9 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 		return p.row
 	}
 	p := &pending{op: c.op, event: events.TypeStatusChanged, row: copyOf(h), readVersion: h.Version, readSeq: h.Seq}
+	if c.actor != "" {
+		p.row.Actor = c.actor
+	}
 	c.byKey[k] = p
 	c.order = append(c.order, k)
 	return p.row

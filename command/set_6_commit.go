@@ -56,8 +56,10 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		s.policies.drop(plan.org, plan.namespace)
 		return true, plan.gapFrom, nil
 	case errors.Is(err, errGapTooLarge):
-		return false, 0, httperr.Unavailable(httperr.CodeProjectionBehind,
-			"the search index (or ClickHouse) is too far behind the namespace to judge "+judging+"; retry", err)
+		// The seeds refuse excess admission work with ADMISSION_CONTENDED alone
+		// (postgres-authority.md, Admission under concurrency).
+		return false, 0, httperr.Unavailable(httperr.CodeAdmissionContended,
+			"the namespace took more revisions than a commit examines (LOOM_PG_ADMISSION_GAP_MAX) while judging "+judging+"; retry", err)
 	case err != nil:
 		return false, 0, commitError(err)
 	}
@@ -131,8 +133,8 @@ var (
 	errHeadMoved = errors.New("a head moved since it was read")
 	// errPolicyMoved sends a write back to read its namespace's policy again.
 	errPolicyMoved = errors.New("the policy changed since it was read")
-	// errGapTooLarge: ClickHouse is so far behind the namespace that checking the
-	// gap would cost more than waiting for it.
+	// errGapTooLarge: more revisions landed since the write's read than a commit
+	// examines; the write answers ADMISSION_CONTENDED.
 	errGapTooLarge = errors.New("the admission gap is larger than LOOM_PG_ADMISSION_GAP_MAX")
 	// errErased: the write was built from the head of a memory an erasure removed
 	// since; committing it would bring the memory back (404).

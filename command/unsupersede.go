@@ -34,3 +34,24 @@ func unsupersedeChange(ctx context.Context, s *Service, c *copyWrite) error {
 	}
 	return nil
 }
+
+// restoreOrUndoChange is memory.restore: a row the conflict resolver retired
+// (memory.auto_supersede) comes back as its Undo brings it back, with the
+// loom.conflict_undos record, so the resolver does not judge the pair again
+// (memory-architecture, "The conflict resolver": an Undo writes that record); any
+// other deletion, supersession or rejection is restored as before.
+func restoreOrUndoChange(ctx context.Context, s *Service, c *copyWrite) error {
+	if c.head.Status == memrow.StatusSuperseded && c.head.SupersededBy != "" {
+		op, err := s.retiredBy(ctx, c.head)
+		if err != nil {
+			return httperr.Store("reading which op retired the memory", err)
+		}
+		if op == opAutoSupersede {
+			return unsupersedeChange(ctx, s, c)
+		}
+	}
+	return restoreChange(ctx, s, c)
+}
+
+// opAutoSupersede is the conflict resolver's retirement (workers/resolver_act.go).
+const opAutoSupersede = "memory.auto_supersede"

@@ -167,7 +167,7 @@ func (p *Projector) noteFailures(fs []failure) {
 // open is taken out of the batch as failures (setAside); the batch it returns is what
 // it wrote.
 func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64) (batch, []failure, error) {
-	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 {
+	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 {
 		return b, nil, nil
 	}
 	conn, err := p.pool.Acquire(ctx)
@@ -179,6 +179,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 	err = pg.HoldShared(ctx, conn, pg.LockPublishers, func() error {
 		var rows []opened
 		var graphRows []nsGraph
+		var keyless []*events.Envelope
 		if len(b.revisions) > 0 {
 			keys, err := revisions.FetchKeys(ctx, conn, b.revisions)
 			if err != nil {
@@ -186,8 +187,9 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 			}
 			var bad []unopened
 			var skipped int
-			rows, bad = openAll(b.revisions, keys, p.sealed)
+			rows, bad, keyless = openAll(b.revisions, keys, p.sealed)
 			b, rows, failed, skipped = setAside(b, rows, bad, marks)
+			keyless = inBatch(b, keyless)
 			p.sealed.Add(float64(skipped))
 			missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows)
 			if err != nil {
@@ -207,7 +209,11 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		if err := p.faults.beforeInsert(audits); err != nil {
 			return err
 		}
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, audits, graphRows); err != nil {
+		chained, err := chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures)
+		if err != nil {
+			return err
+		}
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, chained, graphRows); err != nil {
 			return err
 		}
 		if err := p.writeDocuments(ctx, conn, b.documents); err != nil {

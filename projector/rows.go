@@ -30,6 +30,9 @@ type batch struct {
 	redactions []*events.Envelope
 	// documents are the batch's knowledge document revisions (documents.go).
 	documents []*events.Envelope
+	// erasures are the batch's memory.erased records that carry their erasure: each
+	// leaves an audit row (the erasure.request row of the audit chain).
+	erasures []*events.Envelope
 }
 
 // namespaces lists the batch's namespaces.
@@ -57,7 +60,8 @@ func (b batch) without(drop map[nsKey]bool) (batch, map[nsKey][]recordRef) {
 	}
 	keep := func(env *events.Envelope) bool { return !drop[nsKey{env.Org, env.Namespace}] }
 	out := batch{revisions: filter(b.revisions, keep), redactions: filter(b.redactions, keep), documents: filter(b.documents, keep),
-		seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
+		erasures: filter(b.erasures, keep),
+		seqs:     map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
 	for _, f := range b.fences {
 		if !drop[nsKey{f.Org, f.Namespace}] {
 			out.fences = append(out.fences, f)
@@ -101,6 +105,7 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 		case revisions.Erasure:
 			if d.Fence != nil {
 				b.fences = append(b.fences, *d.Fence)
+				b.erasures = append(b.erasures, env)
 			}
 			// Every seq below an erasure's arrived before it or was withdrawn: the
 			// relay publishes a namespace's outbox in seq order and the erasure's
@@ -135,8 +140,10 @@ type unopened struct {
 	err error
 }
 
-// openAll opens each revision's content (revisions.Open); the keyless are counted.
-func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.Counter) ([]opened, []unopened) {
+// openAll opens each revision's content (revisions.Open); the keyless (redacted or
+// erased) are counted and returned: they still leave their audit row, scrubbed, so a
+// replay chains the audit trail as the first projection did.
+func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.Counter) ([]opened, []unopened, []*events.Envelope) {
 	ok, failed, gone := revisions.Open(revs, keys)
 	keyless.Add(float64(len(gone)))
 	out := make([]opened, len(ok))
@@ -147,7 +154,7 @@ func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.C
 	for _, u := range failed {
 		bad = append(bad, unopened{env: u.Env, err: u.Err})
 	}
-	return out, bad
+	return out, bad, gone
 }
 
 // seconds truncates to the DateTime precision both ClickHouse versions store.

@@ -31,7 +31,8 @@ const (
 		memory_id, version, seq, memory_type, status, tombstone, content_sha256, tags, source_class, embedding_model,
 		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding`
 	columnsAudit = `org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
-		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id`
+		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id,
+		prev_hash, row_hash`
 )
 
 // insertInto is the insert statement of table in set with its column list.
@@ -44,7 +45,7 @@ func insertInto(set tableset.Set, table, columns string) string {
 // written again. audits are the rows' audit rows and those of records that project
 // nothing else (a redaction); graphRows the batch's folded graph rows. Every insert
 // goes to the tables of set.
-func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows, audits []opened, graphRows []nsGraph) error {
+func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, audits []*auditRow, graphRows []nsGraph) error {
 	var inserts []func() error
 	insert := func(table, columns string, fill func(driver.Batch) error) {
 		inserts = append(inserts, func() error { return send(ctx, conn, set.Qualified(table), insertInto(set, table, columns), fill) })
@@ -134,13 +135,13 @@ func embeddingsFill(rows []opened) func(driver.Batch) error {
 	}
 }
 
-func auditFill(rows []opened) func(driver.Batch) error {
+func auditFill(rows []*auditRow) func(driver.Batch) error {
 	return func(b driver.Batch) error {
 		for _, r := range rows {
-			v := r.env.Revision
-			if err := b.Append(r.env.Org, r.env.Namespace, uint64(r.env.Seq), v.Op, string(r.env.Type), seconds(r.env.CommittedAt),
-				v.Actor, v.Agent, v.UserID, v.SessionID, r.content.MemoryKey, mustUUID(v.MemoryID), uint64(v.Version), v.ContentSHA256,
-				v.SourceClass, v.Status, v.RequestID); err != nil {
+			c := r.Row
+			if err := b.Append(c.Org, c.Namespace, c.Seq, c.Op, c.EventType, c.OccurredAt, c.Actor, c.Agent, r.userID,
+				c.SessionID, r.memoryKey, mustUUID(c.MemoryID), c.Version, r.contentSHA256, c.SourceClass, c.Status, c.RequestID,
+				c.PrevHash, c.RowHash); err != nil {
 				return err
 			}
 		}

@@ -176,6 +176,16 @@ func (s *Service) handleNamespaces(c *fiber.Ctx) error {
 	return send(c)(s.listNamespaces(ctx, auth.From(c), namespaceList{limit: c.Query("limit"), pageToken: c.Query("page_token")}))
 }
 
+func (s *Service) handleNamespaceAudit(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.namespaceAudit(ctx, p, auditCall{namespace: ns, afterSeq: c.Query("after_seq"), limit: c.Query("limit")}))
+}
+
 func (s *Service) handleEntity(c *fiber.Ctx) error {
 	p, ns, err := route.Namespace(c, nil)
 	if err != nil {

@@ -92,8 +92,13 @@ func versionOf(j revisions.Version) versionView {
 		UpdatedAt: r.UpdatedAt, Redacted: r.Redacted}
 }
 
-// chUnavailable answers a ClickHouse that cannot be reached as a retryable 503, and a
-// statement it refused as the bug it is.
+// chUnavailable answers a ClickHouse that cannot be reached, read past the barrier, as
+// the seeds' retryable 503 PROJECTION_BEHIND (postgres-authority.md, Failure: "the
+// reads that wait at the barrier in the namespace answer 503 PROJECTION_BEHIND until
+// then"), and a statement it refused as the bug it is.
 func chUnavailable(doing string, err error) error {
-	return httperr.ClickHouse(doing, err, ch.Unavailable(err))
+	if ch.Unavailable(err) {
+		return httperr.Unavailable(httperr.CodeProjectionBehind, "ClickHouse does not answer while "+doing+": the read cannot be served past the barrier until it does; retry", err)
+	}
+	return httperr.Store(doing, err)
 }

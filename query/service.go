@@ -126,6 +126,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key", s.handleGet)
 	g.Get("/memories/:id", s.handleGetByID)
 	g.Get("/namespaces/:ns/graph/entities/:name", s.handleEntity)
+	g.Get("/namespaces/:ns/audit", s.handleNamespaceAudit)
 	g.Get("/namespaces/:ns/extractions", s.handleExtractionStatus)
 	g.Get("/extractions", s.handleMyExtractions)
 	g.Get("/extractions/:queue_id", s.handleMyExtractions)

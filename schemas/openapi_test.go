@@ -44,6 +44,9 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories/{key}:redact":      {"post"},
 	"/v1/namespaces/{ns}/memories/{key}/history":     {"get"},
 	"/v1/namespaces/{ns}/graph/entities/{name}":      {"get"},
+	"/v1/namespaces/{ns}/audit":                      {"get"},
+	"/v1/memories/{memory_id}:verify":                {"post"},
+	"/v1/memories/{memory_id}:redact":                {"post"},
 	"/v1/memories/{memory_id}":                       {"get", "patch"},
 	"/v1/namespaces/{ns}/memories:search":            {"post"},
 	"/v1/search-traces/{trace_id}":                   {"get"},
@@ -91,6 +94,7 @@ var customMethodRoutes = map[string]struct {
 	methods      []string
 }{
 	"/v1/namespaces/{ns}/memories/{key}": {method: "post", file: "../command/copy.go", methods: []string{"keyMethods", "keyHandlers"}},
+	"/v1/memories/{memory_id}":           {method: "post", file: "../command/by_id.go", methods: []string{"idMethods"}},
 }
 
 // paramNames maps a Fiber route parameter to the name the spec gives it.

@@ -27,6 +27,8 @@ import (
 // of what it did. A retirement is memory.auto_supersede; memory.unsupersede undoes it.
 const (
 	opAutoSupersede = "memory.auto_supersede"
+	// resolverActor is the pipeline actor the resolver's copies carry (worker:<name>).
+	resolverActor   = "worker:conflict-resolver"
 	opConflictFlag  = "memory.conflict_flag"
 	opConflictClear = "memory.conflict_clear"
 )
@@ -105,6 +107,8 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAct
 // row's copy no longer owes a judgement: this one is its.
 func pairRows(a pairAction, j, p *memrow.Row) []command.WorkerRow {
 	jc, pc := command.CopyOf(j), command.CopyOf(p)
+	// The copies are the resolver's act, never the earlier writers' (postgres-authority.md, Audit).
+	jc.Actor, pc.Actor = resolverActor, resolverActor
 	var op string
 	switch a {
 	case actRetire:

@@ -36,6 +36,7 @@ func TestEveryCommandsHelpPrintsItsUsageAndFlags(t *testing.T) {
 		{"projector rebuild", []string{"projection", "drop-old", "abandon", "drop-retired", "status"}},
 		{"projector", nil},
 		{"republish", []string{"from-seq", "namespace", "org", "topic"}},
+		{"audit verify", []string{"org", "namespace"}},
 		{"bench", []string{"scenario", "duration", "concurrency", "out", "search-sizes", "get-rows", "bulk-entries", "replay-revisions", "dir"}},
 	} {
 		for _, help := range []string{"--help", "-h"} {

@@ -59,6 +59,9 @@ Usage:
   loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
                         re-create topic records from the Postgres journal (a lost or
                         truncated topic) and queue them for the relay
+  loomd audit verify [--org ORG [--namespace NS]]
+                        walk each namespace's audit chain in ClickHouse against its checkpoints in
+                        Postgres and name the first broken link (exit status 1)
   loomd bench [--scenario set,lag,get,history,search,...|all] [--duration 5s] [--concurrency C,...]
               [--out results.json] [--search-sizes 10000,...] [--dir DIR]
                         measure Loom against same-run baselines (embedded stores in a temporary
@@ -96,6 +99,8 @@ func main() {
 		err = runProjector(ctx, os.Args[2:])
 	case "republish":
 		err = runRepublish(ctx, os.Args[2:])
+	case "audit":
+		err = runAudit(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
 	case "mcp":

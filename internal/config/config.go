@@ -125,7 +125,7 @@ type Command struct {
 	CharLimit         int           // LOOM_MEMORY_CHAR_LIMIT
 	AdmissionRounds   int           // LOOM_PG_ADMISSION_ROUNDS
 	AdmissionDeadline time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
-	AdmissionGapMax   int           // LOOM_PG_ADMISSION_GAP_MAX: revisions a commit examines before PROJECTION_BEHIND
+	AdmissionGapMax   int           // LOOM_PG_ADMISSION_GAP_MAX: revisions a commit examines before ADMISSION_CONTENDED
 	CommitLockTimeout time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
 	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
 	// synchronous standby included (statement_timeout does not cover that wait).
@@ -368,10 +368,26 @@ func load(env Lookup) (Config, []Setting, error) {
 		r.errs = append(r.errs, fmt.Errorf("LOOM_ROLES: %w", err))
 	}
 	c.Roles = roles
+	refuseTableRetention(r)
 	if len(r.errs) > 0 {
 		return c, r.settings, errors.Join(r.errs...)
 	}
 	return c, r.settings, c.Validate()
+}
+
+// refuseTableRetention refuses the ClickHouse table-retention settings of the memory
+// tables at boot (postgres-authority.md, "Retention"): a table TTL on loom.memory or
+// loom.memory_embeddings would delete ClickHouse's copies alone while Postgres, the
+// authority, keeps the rows, so search and the heads would disagree for ever. A row's
+// lifetime is its expires_at (a namespace's or type's retention_days, ttl_seconds),
+// which the expiry sweep turns into revisions every store applies.
+func refuseTableRetention(r *reader) {
+	for _, name := range []string{"LOOM_RETENTION_MEMORY_DAYS", "LOOM_RETENTION_MEMORY_EMBEDDINGS_DAYS"} {
+		if r.raw(name, "") != "" {
+			r.errs = append(r.errs, fmt.Errorf("%s is refused: a ClickHouse table TTL would delete the read model's copies "+
+				"while Postgres keeps the rows; unset it and give the namespace (or its memory types) a retention_days instead", name))
+		}
+	}
 }
 
 func readBoot(r *reader) Boot {

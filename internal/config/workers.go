@@ -22,6 +22,15 @@ type Workers struct {
 	// UsageFold is the usage fold (LOOM_USAGE_FOLD_*): memory.touch's touches folded
 	// into the rows' reinforcement_count.
 	UsageFold Pass
+	Audit     AuditCheckpoints
+}
+
+// AuditCheckpoints is the paced pass that verifies each namespace's audit chain in
+// ClickHouse past its last checkpoint and records a new one in Postgres
+// (internal/auditchain, workers/audit_checkpoints.go).
+type AuditCheckpoints struct {
+	Interval time.Duration // LOOM_AUDIT_CHECKPOINT_INTERVAL_MS: between passes; 0 turns the pass off
+	MaxRows  int           // LOOM_AUDIT_CHECKPOINT_MAX_ROWS: audit rows one pass verifies of a namespace
 }
 
 // Resolver is the conflict resolver (memory-architecture, "The conflict resolver").
@@ -79,6 +88,10 @@ func readWorkers(r *reader, llm LLM) Workers {
 		Profiles:  readStructuredProfile(r, llm),
 		Embedding: readPass(r, "LOOM_EMBEDDING_WORKER", true, 64, 30*time.Second),
 		UsageFold: readPass(r, "LOOM_USAGE_FOLD", true, 200, 10*time.Second),
+		Audit: AuditCheckpoints{
+			Interval: r.ms("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS", 60000),
+			MaxRows:  r.int("LOOM_AUDIT_CHECKPOINT_MAX_ROWS", 100000),
+		},
 	}
 	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
 	return w
@@ -86,19 +99,25 @@ func readWorkers(r *reader, llm LLM) Workers {
 
 // Validate checks the section.
 func (w Workers) Validate() error {
+	var audit error
+	if w.Audit.Interval < 0 || w.Audit.MaxRows < 1 {
+		audit = errors.New("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS must not be negative and LOOM_AUDIT_CHECKPOINT_MAX_ROWS must be positive")
+	}
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
-		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"))
+		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit)
 }
 
-// Validate checks the resolver's settings: its thresholds only in their order.
+// Validate checks the resolver's settings: its thresholds only strictly in their order
+// (memory-architecture, "The conflict resolver": "in that order (the settings refuse
+// any other)"); an equal pair would leave a verdict band empty.
 func (r Resolver) Validate() error {
 	var errs []error
 	if r.MinSimilarity <= 0 || r.MinSimilarity > 1 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MIN_SIMILARITY must be in (0, 1]"))
 	}
-	if !(0 < r.ClearConfidence && r.ClearConfidence <= r.FlagConfidence && r.FlagConfidence <= r.RetireConfidence && r.RetireConfidence <= 1) {
+	if !(0 < r.ClearConfidence && r.ClearConfidence < r.FlagConfidence && r.FlagConfidence < r.RetireConfidence && r.RetireConfidence <= 1) {
 		errs = append(errs, fmt.Errorf("LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE (%g), _FLAG_CONFIDENCE (%g) and _RETIRE_CONFIDENCE (%g) "+
-			"must satisfy 0 < clear <= flag <= retire <= 1", r.ClearConfidence, r.FlagConfidence, r.RetireConfidence))
+			"must satisfy 0 < clear < flag < retire <= 1", r.ClearConfidence, r.FlagConfidence, r.RetireConfidence))
 	}
 	if r.MaxPeers < 1 || r.Batch < 1 || r.Concurrency < 1 || r.MaxOwedAge <= 0 || r.Interval <= 0 {
 		errs = append(errs, errors.New("LOOM_MEMORY_CONFLICT_RESOLVER_MAX_PEERS, _BATCH, _CONCURRENCY, _MAX_OWED_AGE_DAYS and _INTERVAL_MS must be positive"))

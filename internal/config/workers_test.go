@@ -36,9 +36,14 @@ func TestResolverThresholdsAreRefusedOutOfOrder(t *testing.T) {
 		{"LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE": "0.99"},
 		{"LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE": "1.2"},
 		{"LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE": "0"},
+		// The seed refuses all but clear < flag < retire: an equal pair too.
+		{"LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE": "0.95"},
+		{"LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE": "0.98"},
+		{"LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE": "0.95", "LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE": "0.95",
+			"LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE": "0.95"},
 	} {
 		_, err := Load(env(set))
-		if err == nil || !strings.Contains(err.Error(), "clear <= flag <= retire") {
+		if err == nil || !strings.Contains(err.Error(), "clear < flag < retire") {
 			t.Errorf("%v: %v, want the thresholds' order refused", set, err)
 		}
 	}
@@ -46,8 +51,22 @@ func TestResolverThresholdsAreRefusedOutOfOrder(t *testing.T) {
 		!strings.Contains(err.Error(), "LOOM_MEMORY_CONFLICT_RESOLVER_ENABLED") {
 		t.Errorf("a malformed switch: %v", err)
 	}
-	if _, err := Load(env(map[string]string{"LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE": "0.95",
-		"LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE": "0.95", "LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE": "0.95"})); err != nil {
-		t.Errorf("equal thresholds are in order: %v", err)
+	if _, err := Load(env(map[string]string{"LOOM_MEMORY_CONFLICT_RESOLVER_RETIRE_CONFIDENCE": "0.97",
+		"LOOM_MEMORY_CONFLICT_RESOLVER_FLAG_CONFIDENCE": "0.96", "LOOM_MEMORY_CONFLICT_RESOLVER_CLEAR_CONFIDENCE": "0.95"})); err != nil {
+		t.Errorf("thresholds strictly in order: %v", err)
+	}
+}
+
+// The seed refuses the memory tables' ClickHouse retention at boot (postgres-authority.md,
+// "Retention"): it is never ignored silently.
+func TestTableRetentionOfTheMemoryTablesIsRefusedAtBoot(t *testing.T) {
+	for _, name := range []string{"LOOM_RETENTION_MEMORY_DAYS", "LOOM_RETENTION_MEMORY_EMBEDDINGS_DAYS"} {
+		_, err := Load(env(map[string]string{name: "30"}))
+		if err == nil || !strings.Contains(err.Error(), name+" is refused") || !strings.Contains(err.Error(), "retention_days") {
+			t.Errorf("%s=30: %v, want it refused naming retention_days", name, err)
+		}
+	}
+	if _, err := Load(env(map[string]string{})); err != nil {
+		t.Fatalf("unset, the boot goes on: %v", err)
 	}
 }

@@ -125,6 +125,7 @@ func Tables() []Table {
 			Why: "memory.touch's counts not yet folded: memory ids and counts, no text (the fold drops the counts of a row gone)"},
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent, Why: "credential hashes; a token bound to a user is revoked by an operator"},
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},
+		{Store: Postgres, Name: "loom.audit_checkpoints", Class: NoMemoryContent, Why: "the audit chain's checkpoints: seqs and hashes, no keys, values or user ids"},
 		{Store: Postgres, Name: "loom.read_audit", Class: NoMemoryContent, Why: "hash-only audit of snapshots and exports: ids, counts and digests"},
 		{Store: Postgres, Name: "loom.namespace_operations", Class: NoMemoryContent, Why: "audit of restores, rollbacks and blacklist sweeps: ids, parameters, counts and errors"},
 		{Store: Postgres, Name: "loom.user_ref_keys", Class: NoMemoryContent,

@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -335,5 +336,34 @@ func TestAWritesAnswerNamesItsPeersNearAndFar(t *testing.T) {
 	}
 	if p := byKey["office"]; p.MemoryID != near.MemoryID || p.Verdict == "below_threshold" {
 		t.Errorf("the near peer: %+v, want memory %s judged in reach; answer %+v", p, near.MemoryID, a)
+	}
+}
+
+// A write whose gap holds more revisions than a commit examines
+// (LOOM_PG_ADMISSION_GAP_MAX) is refused with the seeds' one code for excess
+// admission work, a retryable 503 ADMISSION_CONTENDED, and commits nothing.
+func TestAGapPastTheMaximumAnswersAdmissionContended(t *testing.T) {
+	ns := testenv.Unique(t, "gapmax")
+	var c *client.Client
+	once := true
+	n, url := env.API(t, func(cfg *config.Config) { cfg.Command.AdmissionGapMax = 1 },
+		app.WithCommandFaults(command.Faults{BeforeCommit: func() {
+			if !once {
+				return
+			}
+			once = false
+			for _, k := range []string{"gap-a", "gap-b"} {
+				if _, err := c.Set(context.Background(), ns, k, client.SetRequest{Value: "an unrelated fact about " + k}); err != nil {
+					t.Errorf("write %s inside the gap: %v", k, err)
+				}
+			}
+		}}))
+	c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
+	_, err := c.Set(context.Background(), ns, "late", client.SetRequest{Value: "the office moved to the harbour"})
+	if !testenv.Retryable503(err, client.CodeAdmissionContended) {
+		t.Fatalf("a write behind a gap past LOOM_PG_ADMISSION_GAP_MAX: %v, want a retryable 503 ADMISSION_CONTENDED", err)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1 AND memory_key = 'late'`, ns); n != 0 {
+		t.Fatalf("%d revisions of the refused write committed", n)
 	}
 }

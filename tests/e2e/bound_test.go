@@ -196,6 +196,10 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodDelete, ns + "/memories/drink?user_id=bob&version=1", "", writes(404), nil}),
 		"PATCH /v1/namespaces/:ns/memories/:key": probes(
 			probe{http.MethodPatch, ns + "/memories/drink", `{"value": "revised", "user_id": "bob"}`, writes(404), nil}),
+		// The by-id forms of verify and redact: bob's id is not found by alice's tokens.
+		"POST /v1/memories/:id": probes(
+			probe{http.MethodPost, "/v1/memories/" + w.bobID + ":verify", "", writes(404), nil},
+			probe{http.MethodPost, "/v1/memories/" + w.bobID + ":redact", `{"version": 1}`, writes(404), nil}),
 		"PATCH /v1/memories/:id": probes(
 			probe{http.MethodPatch, "/v1/memories/" + w.bobID, `{"value": "revised"}`, writes(404), nil}),
 		"POST /v1/namespaces/:ns/memories:sweepExpired": probes(
@@ -333,6 +337,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"GET /v1/memories/:id": probes(probe{http.MethodGet, "/v1/memories/" + w.bobID, "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/graph/entities/:name": probes(
 			probe{http.MethodGet, ns + "/graph/entities/" + url.PathEscape("Zebrafinch Works"), "", anyRole(200, 404), nil}),
+		// namespace.audit names every writer of the namespace: refused to a bound token.
+		"GET /v1/namespaces/:ns/audit":       probes(probe{http.MethodGet, ns + "/audit", "", anyRole(403), nil}),
 		"GET /v1/namespaces/:ns/extractions": probes(probe{http.MethodGet, ns + "/extractions", "", admins(200), nil}),
 		"GET /v1/extractions":                probes(probe{http.MethodGet, "/v1/extractions", "", anyRole(200), nil}),
 		"GET /v1/extractions/:queue_id": probes(

@@ -30,8 +30,9 @@ const (
 // request hang: with Postgres frozen, point reads, lists, searches, history, writes
 // and a token's check answer the retryable 503 POSTGRES_UNAVAILABLE with Retry-After
 // within their budgets, and readiness names Postgres alone; with ClickHouse frozen,
-// point reads still answer 200, searches, lists and history answer 503
-// CLICKHOUSE_UNAVAILABLE, a judged write 503 PROJECTION_BEHIND, and readiness names
+// point reads still answer 200, searches and lists answer the seeds' 503
+// PROJECTION_BEHIND (a read past the barrier ClickHouse does not answer), a judged
+// write 503 PROJECTION_BEHIND, and readiness names
 // ClickHouse alone, while a process on the index path goes on searching and judging
 // writes (only its history answers 503). Each answer comes before the freeze ends; the
 // times are logged against their budgets, not asserted.
@@ -204,9 +205,9 @@ func TestFrozenStoresAnswerWithinTheirBudgets(t *testing.T) {
 
 	run("ClickHouse", env.Stack.ClickHouse.Freeze, env.Stack.ClickHouse.Thaw, []call{
 		{name: "memory.get", method: http.MethodGet, path: key, budget: freezePGRead, status: 200},
-		{name: "memory.search", method: http.MethodPost, path: "/v1/namespaces/" + ns + "/memories:search", body: search, budget: afterBarrier, status: 503, code: "CLICKHOUSE_UNAVAILABLE"},
+		{name: "memory.search", method: http.MethodPost, path: "/v1/namespaces/" + ns + "/memories:search", body: search, budget: afterBarrier, status: 503, code: "PROJECTION_BEHIND"},
 		{name: "memory.history", method: http.MethodGet, path: key + "/history", budget: freezePGRead, status: 200}, // the journal's
-		{name: "memory.list", method: http.MethodGet, path: "/v1/namespaces/" + ns + "/memories", budget: afterBarrier, status: 503, code: "CLICKHOUSE_UNAVAILABLE"},
+		{name: "memory.list", method: http.MethodGet, path: "/v1/namespaces/" + ns + "/memories", budget: afterBarrier, status: 503, code: "PROJECTION_BEHIND"},
 		// The peer read is ClickHouse's (the seeds' answer: PROJECTION_BEHIND); an
 		// append_only write reads no peers and commits.
 		{name: "memory.set, judged", method: http.MethodPut, path: "/v1/namespaces/" + ns + "/memories/weather", body: `{"value": "it rains in the valley"}`, budget: freezeCHRead, status: 503, code: "PROJECTION_BEHIND"},

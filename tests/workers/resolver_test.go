@@ -115,3 +115,41 @@ func isCode(err error, code client.Code) bool {
 	e, ok := client.AsError(err)
 	return ok && e.Code == code
 }
+
+// memory.restore (:restore) of a row the resolver retired is an Undo, as the seed has
+// it (memory-architecture, "The conflict resolver"): it writes the loom.conflict_undos
+// record, so the pair is not judged again, and names the winner it undid.
+func TestRestoringAResolverRetirementRecordsItsUndo(t *testing.T) {
+	const org = "judge-restore"
+	w := startWorkers(t, org, []string{resolverWorker}, nil)
+	newScriptedJudge(w.srv, func(newValue, peer string) (string, float64) {
+		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
+			return "update", 0.99
+		}
+		return "unrelated", 0.97
+	}, nil)
+	pool := env.PG(t)
+	alice := client.Identity{UserID: "alice"}
+	ns := testenv.Unique(t, "restore-undo")
+	w.c.Configure(t, ns, map[string]any{"conflict_policy": "auto_reinforce"})
+	set(t, w.tc, ns, "home", "alice's home city is Lisbon", alice)
+	set(t, w.tc, ns, "drink", "alice drinks green tea every morning", alice)
+	set(t, w.tc, ns, "residence", "alice's home city is Berlin", alice)
+	drained(t, pool, resolverWorker, org)
+	old, upd := get(t, w.tc, ns, "home", alice), get(t, w.tc, ns, "residence", alice)
+	if old.Status != "superseded" || old.SupersededBy != upd.MemoryID {
+		t.Fatalf("the resolver did not retire the older row: %+v", old)
+	}
+	// The retirement is the resolver's act, not the earlier writer's (issue 33 #2).
+	if old.Actor != "worker:conflict-resolver" {
+		t.Fatalf("the retired copy's actor is %q; want worker:conflict-resolver", old.Actor)
+	}
+	restored, err := w.tc.Restore(context.Background(), ns, "home", alice)
+	if err != nil || !restored.Written || restored.Status != "active" || restored.UndidRetirementBy != upd.MemoryID {
+		t.Fatalf("restore of a resolver retirement: %+v %v", restored, err)
+	}
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.conflict_undos WHERE org = $1 AND namespace = $2
+		AND loser_id = $3::uuid AND winner_id = $4::uuid`, org, ns, old.MemoryID, upd.MemoryID); n != 1 {
+		t.Fatalf("%d Undo records of the pair after :restore; want 1, so the resolver leaves it alone", n)
+	}
+}

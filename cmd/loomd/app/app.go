@@ -355,6 +355,12 @@ func (p *Process) background() []work {
 			}
 			out = append(out, work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
 		}
+		if a := p.Cfg.Workers.Audit; a.Interval > 0 {
+			out = append(out, work{"audit_checkpoints", func(ctx context.Context) error {
+				workers.RunAuditCheckpoints(ctx, p.CH, p.PG, a, p.Metrics, p.Log)
+				return nil
+			}})
+		}
 	}
 	return out
 }

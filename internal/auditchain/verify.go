@@ -1,0 +1,142 @@
+package auditchain
+
+import "fmt"
+
+// Checkpoint is one row of loom.audit_checkpoints: the audit row a verified walk
+// reached, chained after the checkpoint before.
+type Checkpoint struct {
+	Org, Namespace string
+	Seq            int64
+	RowHash        string
+	RowsVerified   int64
+	Prev           string
+	Hash           string
+}
+
+// Break is the first broken link of a namespace's chain.
+type Break struct {
+	Org, Namespace string
+	Seq            uint64 // the audit row (or checkpoint) where the chain breaks
+	Reason         string
+}
+
+func (b *Break) Error() string {
+	return fmt.Sprintf("audit chain of %s/%s broken at seq %d: %s", b.Org, b.Namespace, b.Seq, b.Reason)
+}
+
+// Walker walks one namespace's audit rows in seq order against its checkpoints. A link
+// may be missing only below an erasure that purged the scope's audit rows (MaxPurge):
+// its deleted rows leave the next row's prev_hash naming a row that is gone.
+type Walker struct {
+	org, namespace string
+	maxPurge       uint64 // the highest seq of a purge's own audit row; 0 when none
+	checkpoints    []Checkpoint
+	next           int // the first checkpoint not yet met
+	prevCheckpoint string
+
+	lastSeq  uint64
+	lastHash string
+	chained  bool // a hashed row was seen: every later row must be hashed
+
+	Rows, Legacy, CheckpointsMet int64
+}
+
+// NewWalker starts a walk of the namespace from its first row; checkpoints are the
+// namespace's, in seq order.
+func NewWalker(org, namespace string, maxPurge uint64, checkpoints []Checkpoint) *Walker {
+	return &Walker{org: org, namespace: namespace, maxPurge: maxPurge, checkpoints: checkpoints}
+}
+
+// From starts the walk after a verified checkpoint (the pass's): the rows after it must
+// link to its row hash.
+func (w *Walker) From(c Checkpoint) {
+	w.lastSeq, w.lastHash, w.chained, w.prevCheckpoint = uint64(c.Seq), c.RowHash, true, c.Hash
+}
+
+// LastRow is the seq and hash of the last row walked.
+func (w *Walker) LastRow() (uint64, string) { return w.lastSeq, w.lastHash }
+
+func (w *Walker) broken(seq uint64, format string, args ...any) *Break {
+	return &Break{Org: w.org, Namespace: w.namespace, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+}
+
+// purged reports whether rows below seq may have been deleted by a purge.
+func (w *Walker) purged(seq uint64) bool { return w.maxPurge > seq }
+
+// Step walks one row.
+func (w *Walker) Step(r Row) *Break {
+	if b := w.checkpointsBefore(r.Seq); b != nil {
+		return b
+	}
+	w.Rows++
+	if r.RowHash == "" {
+		if w.chained {
+			return w.broken(r.Seq, "the row carries no hash, after rows that do")
+		}
+		w.Legacy++
+		w.lastSeq = r.Seq
+		return nil
+	}
+	if got := Hash(r.PrevHash, r); got != r.RowHash {
+		return w.broken(r.Seq, "the row's fields do not hash to its row_hash (stored %s, computed %s): the row was changed", short(r.RowHash), short(got))
+	}
+	if r.PrevHash != w.lastHash && !w.purged(w.lastSeq+1) {
+		if w.lastHash == "" && !w.chained {
+			return w.broken(r.Seq, "the first chained row names a previous row (%s) the namespace does not hold", short(r.PrevHash))
+		}
+		return w.broken(r.Seq, "prev_hash %s does not name the row before it (seq %d, row_hash %s): a row between was changed, removed or inserted",
+			short(r.PrevHash), w.lastSeq, short(w.lastHash))
+	}
+	w.chained, w.lastSeq, w.lastHash = true, r.Seq, r.RowHash
+	if w.next < len(w.checkpoints) && uint64(w.checkpoints[w.next].Seq) == r.Seq {
+		c := w.checkpoints[w.next]
+		if c.RowHash != r.RowHash {
+			return w.broken(r.Seq, "the row's hash %s is not the one checkpointed at this seq (%s): the chain was rewritten", short(r.RowHash), short(c.RowHash))
+		}
+		if b := w.meet(c); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// Finish checks the checkpoints past the last row: each names a row that must exist.
+func (w *Walker) Finish() *Break {
+	return w.checkpointsBefore(^uint64(0))
+}
+
+// checkpointsBefore meets the checkpoints below seq, whose rows the walk passed
+// without finding: they must have been purged.
+func (w *Walker) checkpointsBefore(seq uint64) *Break {
+	for w.next < len(w.checkpoints) && uint64(w.checkpoints[w.next].Seq) < seq {
+		c := w.checkpoints[w.next]
+		if uint64(c.Seq) > w.lastSeq && !w.purged(uint64(c.Seq)) {
+			return w.broken(uint64(c.Seq), "the row checkpointed at this seq (%s) is missing from ClickHouse", short(c.RowHash))
+		}
+		if b := w.meet(c); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// meet checks a checkpoint's own link in the checkpoint chain.
+func (w *Walker) meet(c Checkpoint) *Break {
+	w.next++
+	if c.Prev != w.prevCheckpoint || CheckpointHash(c.Prev, c.Org, c.Namespace, c.Seq, c.RowHash) != c.Hash {
+		return w.broken(uint64(c.Seq), "the checkpoint at this seq does not chain after the one before it in loom.audit_checkpoints")
+	}
+	w.prevCheckpoint = c.Hash
+	w.CheckpointsMet++
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	if h == "" {
+		return "''"
+	}
+	return h
+}

@@ -1,0 +1,68 @@
+package auditchain
+
+import (
+	"testing"
+	"time"
+)
+
+func chain(n int) []Row {
+	rows := make([]*Row, n)
+	for i := range rows {
+		rows[i] = &Row{Org: "o", Namespace: "n", Seq: uint64(i + 1), Op: "memory.set", EventType: "memory.written",
+			OccurredAt: time.Unix(int64(1000+i), 0), Actor: "token:a", MemoryID: "00000000-0000-0000-0000-000000000001", Version: uint64(i + 1)}
+	}
+	Link("", rows)
+	out := make([]Row, n)
+	for i, r := range rows {
+		out[i] = *r
+	}
+	return out
+}
+
+func walk(rows []Row, maxPurge uint64, cps []Checkpoint) *Break {
+	w := NewWalker("o", "n", maxPurge, cps)
+	for _, r := range rows {
+		if b := w.Step(r); b != nil {
+			return b
+		}
+	}
+	return w.Finish()
+}
+
+func TestTheWalkNamesTheFirstBrokenLink(t *testing.T) {
+	rows := chain(5)
+	cp := Checkpoint{Org: "o", Namespace: "n", Seq: 4, RowHash: rows[3].RowHash}
+	cp.Hash = CheckpointHash("", "o", "n", 4, cp.RowHash)
+	if b := walk(rows, 0, []Checkpoint{cp}); b != nil {
+		t.Fatalf("an untouched chain: %v", b)
+	}
+	changed := append([]Row(nil), rows...)
+	changed[2].Actor = "mallory"
+	if b := walk(changed, 0, nil); b == nil || b.Seq != 3 {
+		t.Fatalf("a changed row: %v, want seq 3", b)
+	}
+	// A row rehashed after its change breaks the link of the next one.
+	changed[2].RowHash = Hash(changed[2].PrevHash, changed[2])
+	if b := walk(changed, 0, nil); b == nil || b.Seq != 4 {
+		t.Fatalf("a rehashed row: %v, want seq 4", b)
+	}
+	// The whole chain rewritten after the change still misses its checkpoint.
+	rewritten := append([]Row(nil), changed...)
+	prev := rewritten[2].RowHash
+	for i := 3; i < 5; i++ {
+		rewritten[i].PrevHash = prev
+		rewritten[i].RowHash = Hash(prev, rewritten[i])
+		prev = rewritten[i].RowHash
+	}
+	if b := walk(rewritten, 0, []Checkpoint{cp}); b == nil || b.Seq != 4 {
+		t.Fatalf("a rewritten chain: %v, want the checkpoint at seq 4", b)
+	}
+	// A removed row is a break, unless a purge above it explains the gap.
+	gap := append(append([]Row(nil), rows[:1]...), rows[2:]...)
+	if b := walk(gap, 0, nil); b == nil || b.Seq != 3 {
+		t.Fatalf("a removed row: %v, want seq 3", b)
+	}
+	if b := walk(gap, 5, nil); b != nil {
+		t.Fatalf("a row a purge removed: %v", b)
+	}
+}

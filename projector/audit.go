@@ -1,0 +1,135 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auditchain"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/internal/tableset"
+)
+
+// auditRow is one row of audit_log: its chained fields (auditchain.Row, hashes
+// included) and the fields an erasure scrubs, which the chain leaves out.
+type auditRow struct {
+	auditchain.Row
+	memoryKey, userID, contentSHA256 string
+}
+
+// chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
+// its redactions and its erasures) and links each namespace's in seq order after the
+// last row the table holds below them. The hashes depend only on the records and
+// their order, so a redelivery or a replay writes the same ones.
+func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope) ([]*auditRow, error) {
+	var out []*auditRow
+	for _, o := range rows {
+		out = append(out, revisionAudit(o.env, o.content))
+	}
+	for _, env := range keyless {
+		out = append(out, revisionAudit(env, &events.Content{}))
+	}
+	for _, env := range redactions {
+		out = append(out, revisionAudit(env, &events.Content{}))
+	}
+	for _, env := range erasures {
+		out = append(out, erasureAudit(env))
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Org != b.Org {
+			return a.Org < b.Org
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Seq < b.Seq
+	})
+	prevs, err := lastAuditHashes(ctx, conn, set, out)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(out); {
+		j := i
+		k := nsKey{out[i].Org, out[i].Namespace}
+		chain := []*auditchain.Row{}
+		for ; j < len(out) && out[j].Org == k.org && out[j].Namespace == k.namespace; j++ {
+			chain = append(chain, &out[j].Row)
+		}
+		auditchain.Link(prevs[k], chain)
+		i = j
+	}
+	return out, nil
+}
+
+// revisionAudit is a revision's audit row; content is empty for a redaction's record
+// and a keyless revision, whose row keeps no key, content hash or user id.
+func revisionAudit(env *events.Envelope, c *events.Content) *auditRow {
+	v := env.Revision
+	r := &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: v.Op,
+		EventType: string(env.Type), OccurredAt: seconds(env.CommittedAt), Actor: v.Actor, Agent: v.Agent, SessionID: v.SessionID,
+		MemoryID: mustUUID(v.MemoryID).String(), Version: uint64(v.Version), SourceClass: v.SourceClass, Status: v.Status,
+		RequestID: v.RequestID}, memoryKey: c.MemoryKey}
+	if c.MemoryKey != "" {
+		// Opened: revisions.Open lifted the sealed user id and content digest in.
+		r.userID, r.contentSHA256 = v.UserID, v.ContentSHA256
+	}
+	return r
+}
+
+// erasureAudit is the audit row a memory.erased record leaves: the erasure request,
+// and whether it purged the scope's audit rows or scrubbed them. It names no user.
+func erasureAudit(env *events.Envelope) *auditRow {
+	status := auditchain.StatusScrubbed
+	if env.Erasure.Purge {
+		status = auditchain.StatusPurged
+	}
+	return &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: auditchain.OpErasure,
+		EventType: auditchain.EventErased, OccurredAt: seconds(env.CommittedAt), Actor: "-", Agent: "", SessionID: "",
+		MemoryID: mustUUID("").String(), Status: status, RequestID: env.Erasure.ID}}
+}
+
+// lastAuditHashes reads, for each namespace of rows (sorted), the hash of the last audit
+// row the table holds below the namespace's first row here, in one statement.
+func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []*auditRow) (map[nsKey]string, error) {
+	var preds []string
+	var args []any
+	seen := map[nsKey]bool{}
+	for _, r := range rows {
+		k := nsKey{r.Org, r.Namespace}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		preds = append(preds, "(org = ? AND namespace = ? AND seq < ?)")
+		args = append(args, r.Org, r.Namespace, r.Seq)
+	}
+	out := map[nsKey]string{}
+	q := "SELECT org, namespace, argMax(row_hash, seq) FROM " + set.Qualified("audit_log") + " WHERE " + strings.Join(preds, " OR ") + " GROUP BY org, namespace"
+	err := conn.Each(conn.Ctx(ctx), q, args, func(scan func(...any) error) error {
+		var k nsKey
+		var h string
+		if err := scan(&k.org, &k.namespace, &h); err != nil {
+			return err
+		}
+		out[k] = h
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the audit chains' last hashes: %w", err)
+	}
+	return out, nil
+}
+
+// inBatch keeps the envelopes of the namespaces b still holds.
+func inBatch(b batch, envs []*events.Envelope) []*events.Envelope {
+	return filter(envs, func(e *events.Envelope) bool {
+		_, ok := b.seqs[nsKey{e.Org, e.Namespace}]
+		return ok
+	})
+}
