@@ -64,6 +64,10 @@ var keyMethods = map[string]copyOp{
 var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
 	"decide": (*Service).handleDecide,
+	// Shared scope (promote.go, demote.go).
+	"promote":       (*Service).handlePromote,
+	"cross_promote": (*Service).handleCrossPromote,
+	"demote":        (*Service).handleDemote,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -73,6 +77,11 @@ var deleteOp = copyOp{op: "memory.delete", event: events.TypeTombstoned, change:
 		return locked("delete")
 	}
 	c.row.Tombstone = true
+	if c.head.MemoryType == decisionMemoryType {
+		// A deleted decision retires its record, in the delete's transaction.
+		id, actor := c.head.Identity, c.p.Actor()
+		c.inTx = func(ctx context.Context, tx pgx.Tx) error { return retireDecisionRecord(ctx, tx, id, actor) }
+	}
 	return nil
 }}
 

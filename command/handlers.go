@@ -435,3 +435,60 @@ func (s *Service) handleRollback(c *fiber.Ctx) error {
 	defer cancel()
 	return send(c)(s.rollback(ctx, p, ns, req, c.Get("X-Request-Id")))
 }
+
+func (s *Service) handlePromote(c *fiber.Ctx, key string) error {
+	return s.handlePromotion(c, key, opPromote)
+}
+
+func (s *Service) handleCrossPromote(c *fiber.Ctx, key string) error {
+	return s.handlePromotion(c, key, opCrossPromote)
+}
+
+// handlePromotion is :promote (into the route's namespace) and :cross_promote (into
+// the body's target_namespace).
+func (s *Service) handlePromotion(c *fiber.Ctx, key, op string) error {
+	var body promoteBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	if op == opCrossPromote && body.TargetNamespace == "" {
+		return httperr.Validation("target_namespace", "target_namespace is required: the namespace the memory is promoted into")
+	}
+	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		target := ns
+		if op == opCrossPromote {
+			target = body.TargetNamespace
+		}
+		return s.promote(ctx, p, promoteCall{origin: o, op: op, namespace: ns, key: key, names: body.names(), target: target})
+	})
+}
+
+func (s *Service) handleDemote(c *fiber.Ctx, key string) error {
+	return s.measured(c, "memory.demote", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.demote(ctx, p, demoteCall{origin: o, namespace: ns, key: key})
+	})
+}
+
+func (s *Service) handleDecisionRecord(c *fiber.Ctx) error {
+	return s.measured(c, "decision.record", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body decisionRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.recordDecision(ctx, p, decisionCall{origin: o, namespace: ns, body: body})
+	})
+}

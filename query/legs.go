@@ -23,6 +23,20 @@ type filter struct {
 	expiresAt *time.Time
 	// withDeleted keeps deleted and expired rows: a recovery listing's.
 	withDeleted bool
+	// shared adds the promoted rows (memrow.SharedUser) to a filter on one user: they
+	// are in every user's read scope (search's shared scope).
+	shared bool
+}
+
+// withShared is f with the promoted rows beside its user's, when it names one.
+func (f filter) withShared() filter {
+	f.shared = f.userID != "" && f.userID != noUser
+	return f
+}
+
+// userMatches reports whether a row of userID passes the filter's user.
+func (f filter) userMatches(userID string) bool {
+	return f.userID == "" || userID == f.userID || (f.shared && userID == memrow.SharedUser)
 }
 
 // noUser is the user filter of a token bound to one user asking for another: it
@@ -48,7 +62,12 @@ func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args 
 	pre := []string{"org = ?", "namespace = ?"}
 	args = []any{f.org, ns}
 	for _, p := range []struct{ col, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
-		if p.v != "" {
+		switch {
+		case p.v == "":
+		case p.col == "user_id" && f.shared:
+			pre = append(pre, "user_id IN (?, ?)")
+			args = append(args, p.v, memrow.SharedUser)
+		default:
 			pre = append(pre, p.col+" = ?")
 			args = append(args, p.v)
 		}
