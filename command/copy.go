@@ -68,6 +68,9 @@ var keyHandlers = map[string]keyHandler{
 	"promote":       (*Service).handlePromote,
 	"cross_promote": (*Service).handleCrossPromote,
 	"demote":        (*Service).handleDemote,
+	// memory.copy and memory.move (move.go).
+	"copy": (*Service).handleCopyMemory,
+	"move": (*Service).handleMoveMemory,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -285,7 +288,7 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 		return nil, httperr.Store("reading the head", err)
 	}
 	now := s.now()
-	if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) || (!op.deadOK && !head.Live(now)) {
+	if head == nil || !p.Sees(head.UserID, head.SessionID) || (!op.deadOK && !head.Live(now)) {
 		return nil, httperr.NotFound("memory not found")
 	}
 	if r.version >= 0 && head.Version != r.version {

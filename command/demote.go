@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,11 +47,8 @@ func (s *Service) demote(ctx context.Context, p auth.Principal, r demoteCall) (c
 	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
 		rows:     []*pending{{own: true, op: "memory.demote", event: events.TypeTombstoned, row: row, readVersion: head.Version, readSeq: head.Seq}},
 		inCommit: func(ctx context.Context, tx pgx.Tx) error { return recordDemotion(ctx, tx, id, p.Actor()) }}
-	if err := s.commit(ctx, plan); err != nil {
-		if errors.Is(err, errHeadMoved) {
-			return nil, contended(err)
-		}
-		return nil, commitError(err)
+	if err := s.commitOrContend(ctx, plan); err != nil {
+		return nil, err
 	}
 	return sharedAnswer(row, true), nil
 }

@@ -492,3 +492,30 @@ func (s *Service) handleDecisionRecord(c *fiber.Ctx) error {
 		return s.recordDecision(ctx, p, decisionCall{origin: o, namespace: ns, body: body})
 	})
 }
+
+func (s *Service) handleCopyMemory(c *fiber.Ctx, key string) error {
+	return s.handleMove(c, key, false)
+}
+
+func (s *Service) handleMoveMemory(c *fiber.Ctx, key string) error { return s.handleMove(c, key, true) }
+
+// handleMove is :copy and :move.
+func (s *Service) handleMove(c *fiber.Ctx, key string, move bool) error {
+	var body moveBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	op := "memory.copy"
+	if move {
+		op = "memory.move"
+	}
+	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.copyMemory(ctx, p, moveCall{origin: o, namespace: ns, key: key, body: body, move: move})
+	})
+}

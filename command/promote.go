@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -46,18 +45,11 @@ func (s *Service) promote(ctx context.Context, p auth.Principal, r promoteCall) 
 	if err := p.Namespace(r.target); err != nil {
 		return nil, err
 	}
-	id, err := keyIdentity(p, r.namespace, r.key, r.names)
+	src, err := s.liveSource(ctx, p, r.namespace, r.key, r.names)
 	if err != nil {
 		return nil, err
 	}
-	src, err := heads.Read(ctx, s.pool, id)
-	if err != nil {
-		return nil, httperr.Store("reading the memory to promote", err)
-	}
 	now := s.now()
-	if src == nil || !src.Live(now) || (!p.ActsOn(src.UserID) && !src.IsShared()) {
-		return nil, httperr.NotFound("memory not found")
-	}
 	if src.IsShared() && r.target == r.namespace {
 		return nil, httperr.New(http.StatusConflict, CodePreconditionFailed, "the memory is the namespace's shared row already")
 	}
@@ -88,11 +80,8 @@ func (s *Service) promote(ctx context.Context, p auth.Principal, r promoteCall) 
 	}
 	plan := &commitPlan{org: p.Org, namespace: r.target, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
 		rows: []*pending{pr}, inCommit: func(ctx context.Context, tx pgx.Tx) error { return recordPromotion(ctx, tx, row) }}
-	if err := s.commit(ctx, plan); err != nil {
-		if errors.Is(err, errHeadMoved) {
-			return nil, contended(err)
-		}
-		return nil, commitError(err)
+	if err := s.commitOrContend(ctx, plan); err != nil {
+		return nil, err
 	}
 	return sharedAnswer(row, true), nil
 }

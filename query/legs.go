@@ -55,6 +55,18 @@ func scopedUser(p auth.Principal, userID string) string {
 	return p.ReadUserID
 }
 
+// scopedSession is a filter's session_id under the token's read scope: a token bound
+// to one session (own_session) reads that session's rows alone.
+func scopedSession(p auth.Principal, sessionID string) string {
+	switch {
+	case p.ReadSessionID == "":
+		return sessionID
+	case sessionID != "" && sessionID != p.ReadSessionID:
+		return noUser
+	}
+	return p.ReadSessionID
+}
+
 // where builds the shared predicates of a leg over one namespace: identity columns in
 // PREWHERE, so only the namespace's granules are read, and the row state search never
 // serves in WHERE. validate checks all of it again on the Postgres head.
