@@ -519,3 +519,11 @@ func (s *Service) handleMove(c *fiber.Ctx, key string, move bool) error {
 		return s.copyMemory(ctx, p, moveCall{origin: o, namespace: ns, key: key, body: body, move: move})
 	})
 }
+
+func (s *Service) handleDeleteNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminOfEveryUser("deleting a namespace"))
+	if err != nil {
+		return err
+	}
+	return send(c)(s.deleteNamespace(c.UserContext(), p, ns))
+}

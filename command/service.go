@@ -168,4 +168,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 	g.Post("/namespaces/:ns/decisions", s.handleDecisionRecord)
+	g.Delete("/namespaces/:ns", s.handleDeleteNamespace)
 }

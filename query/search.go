@@ -229,6 +229,9 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
+	if read.cfg.deleted != "" {
+		return nil, deletedNamespace(read.cfg.deleted)
+	}
 	settings, err := s.settleRetrieval(read.cfg.defaults, req)
 	if err != nil {
 		return nil, err

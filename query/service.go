@@ -123,4 +123,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns\\:snapshot", s.handleSnapshot)
 	g.Get("/exports", s.handleExport)
 	g.Get("/search-traces/:trace_id", s.handleSearchTrace)
+	g.Get("/namespaces/:ns/inventory", s.handleInventory)
+	g.Get("/namespaces/:ns/memories/:key/inspect", s.handleInspect)
 }

@@ -82,7 +82,7 @@ func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAg
 // claimWork leases up to limit owed items of worker that are due, in turns across
 // namespaces so one namespace's backlog holds back no other: each namespace's newest
 // rows first (newest), or its oldest (seq order). An org with an erasure running is
-// left out: its rows stay owed. Items written before maxAge ago are done first, as
+// left out: its rows stay owed, and so are a soft-deleted namespace's. Items written before maxAge ago are done first, as
 // too old.
 func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease, maxAge time.Duration, newest bool) ([]workItem, error) {
 	if _, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET state = 'done', outcome = $2, done_at = now(), lease_until = NULL
@@ -99,6 +99,8 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 			FROM loom.worker_items w
 			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
 			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
+			  -- a namespace namespace.delete soft-deleted is not judged: its items stay owed
+			  AND NOT EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = w.org AND n.namespace = w.namespace AND n.deleted_at IS NOT NULL)
 		), picked AS (
 			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, org, namespace LIMIT $2
 		)
