@@ -1,7 +1,8 @@
 // Package mcp serves Loom's memory operations to agents over the Model Context
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
 // tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
-// memory_delete and memory_from_messages, and the resource template
+// memory_delete, memory_from_messages, memory_promote and decision_record, and the
+// resource template
 // loom://{namespace}/{key}.
 //
 // The tools call Loom through its REST API with package client, so a token, its
@@ -47,7 +48,9 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`rather than use its hits. memory_ask answers a question from the memories with citations, or abstains. ` +
 	`memory_get reads one key, memory_list a ` +
 	`namespace, memory_history every version of a key, memory_delete forgets a key. ` +
-	`memory_from_messages hands Loom a conversation to extract and write its durable facts.`
+	`memory_from_messages hands Loom a conversation to extract and write its durable facts. ` +
+	`memory_promote shares one of your memories with every user of the namespace; decision_record records ` +
+	`a decision, why and by whom.`
 
 // NewServer returns an MCP server whose tools call Loom through c. cache may be nil; a
 // process that builds a server per request shares one.

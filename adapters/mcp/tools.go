@@ -29,6 +29,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addSearchTools(s, c)
 	addReadTools(s, c)
 	addExtractionTools(s, c)
+	addSharedTools(s, c)
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

@@ -18,7 +18,8 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-var mcpTools = []string{"memory_ask", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_list", "memory_search", "memory_set"}
+var mcpTools = []string{"decision_record", "memory_ask", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_list",
+	"memory_promote", "memory_search", "memory_set"}
 
 // tsRun is what js/mcp_client.mjs printed: each step's answer as the TypeScript SDK
 // handed it over.
