@@ -226,3 +226,36 @@ func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
 		t.Fatalf("the record recorded again: %q", s)
 	}
 }
+
+// memory.copy writes the value under another identity and leaves the source; memory.move
+// across namespaces leaves it only at the target.
+func TestCopyAndMoveAMemory(t *testing.T) {
+	_, admin, _ := env.OrgAPI(t, nil)
+	ns, other := testenv.Unique(t, "from"), testenv.Unique(t, "to")
+	if r := admin.Put(t, ns, "theme", map[string]any{"value": "alice uses the solarized theme", "user_id": "alice"}); r.Status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.Status, r.Body)
+	}
+	cp := post(t, admin, "/v1/namespaces/"+ns+"/memories/theme:copy", map[string]any{"user_id": "alice", "target_user_id": "bob"})
+	if cp.Status != http.StatusOK || cp.JSON(t)["user_id"] != "bob" {
+		t.Fatalf("copy: %d %s", cp.Status, cp.Body)
+	}
+	if r := post(t, admin, "/v1/namespaces/"+ns+"/memories/theme:copy", map[string]any{"user_id": "alice", "target_user_id": "bob"}); r.Status != http.StatusConflict {
+		t.Fatalf("a copy onto a live memory: %d %s; want 409", r.Status, r.Body)
+	}
+	mv := post(t, admin, "/v1/namespaces/"+ns+"/memories/theme:move", map[string]any{"user_id": "alice", "target_namespace": other})
+	if mv.Status != http.StatusOK || mv.JSON(t)["moved"] != true {
+		t.Fatalf("move: %d %s", mv.Status, mv.Body)
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/v1/namespaces/" + ns + "/memories/theme?user_id=alice", http.StatusNotFound},
+		{"/v1/namespaces/" + ns + "/memories/theme?user_id=bob", http.StatusOK},
+		{"/v1/namespaces/" + other + "/memories/theme?user_id=alice", http.StatusOK},
+	} {
+		if r := admin.Do(t, http.MethodGet, c.path, nil); r.Status != c.want || (c.want == http.StatusOK && !strings.Contains(string(r.Body), "solarized")) {
+			t.Fatalf("GET %s after the copy and the move: %d %s; want %d", c.path, r.Status, r.Body, c.want)
+		}
+	}
+}
