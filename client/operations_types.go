@@ -195,26 +195,30 @@ type SweepReport struct {
 
 // TokenRequest describes a token to create; Namespaces nil reaches every namespace.
 type TokenRequest struct {
-	Role       string     `json:"role"`
-	Name       string     `json:"name,omitempty"`
-	Namespaces []string   `json:"namespaces,omitempty"`
-	ReadUserID string     `json:"read_user_id,omitempty"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	TTLSeconds int64      `json:"ttl_seconds,omitempty"`
+	Role       string   `json:"role"`
+	Name       string   `json:"name,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	ReadUserID string   `json:"read_user_id,omitempty"`
+	// ReadSessionID binds the token to one session (the own_session scope).
+	ReadSessionID string     `json:"read_session_id,omitempty"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	TTLSeconds    int64      `json:"ttl_seconds,omitempty"`
 }
 
 // TokenInfo is a token, never its secret.
 type TokenInfo struct {
-	TokenID    string     `json:"token_id"`
-	Org        string     `json:"org"`
-	Role       string     `json:"role"`
-	Name       string     `json:"name"`
-	Namespaces []string   `json:"namespaces"`
-	ReadUserID string     `json:"read_user_id,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
-	ReplacedBy string     `json:"replaced_by,omitempty"`
+	TokenID    string   `json:"token_id"`
+	Org        string   `json:"org"`
+	Role       string   `json:"role"`
+	Name       string   `json:"name"`
+	Namespaces []string `json:"namespaces"`
+	ReadUserID string   `json:"read_user_id,omitempty"`
+	// ReadSessionID is the one session an own_session token reaches.
+	ReadSessionID string     `json:"read_session_id,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
+	ReplacedBy    string     `json:"replaced_by,omitempty"`
 }
 
 // CreatedToken is a new token and its secret.

@@ -13,7 +13,9 @@ type TokenSelf struct {
 	Name       string   `json:"name"`
 	Namespaces []string `json:"namespaces"` // nil: every namespace of the org
 	ReadUserID string   `json:"read_user_id,omitempty"`
-	CanWrite   bool     `json:"can_write"`
+	// ReadSessionID is the one session an own_session token reaches.
+	ReadSessionID string `json:"read_session_id,omitempty"`
+	CanWrite      bool   `json:"can_write"`
 }
 
 // TokenSelf reads what the client's token reaches (token.self): its org, role,

@@ -45,6 +45,8 @@ type Memory struct {
 	Entities    []string          `json:"entities,omitempty"`
 	EntityTypes map[string]string `json:"entity_types,omitempty"`
 	Relations   []Relation        `json:"relations,omitempty"`
+	// Shared is a promoted row's provenance (its user is SharedUser).
+	Shared *Provenance `json:"shared,omitempty"`
 }
 
 // Decode decodes the memory's value into v.

@@ -46,6 +46,12 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 		}
 		req.UserID = p.ReadUserID
 	}
+	if p.ReadSessionID != "" {
+		if req.SessionID != "" && req.SessionID != p.ReadSessionID {
+			return nil, otherUserNotFound("namespace")
+		}
+		req.SessionID = p.ReadSessionID
+	}
 	tombstoned, batches := 0, 0
 	for round := 0; ; round++ {
 		if round > 1000 {

@@ -65,6 +65,13 @@ var keyHandlers = map[string]keyHandler{
 	"redact": (*Service).handleRedact,
 	"decide": (*Service).handleDecide,
 	"touch":  (*Service).handleTouch,
+	// Shared scope (promote.go, demote.go).
+	"promote":       (*Service).handlePromote,
+	"cross_promote": (*Service).handleCrossPromote,
+	"demote":        (*Service).handleDemote,
+	// memory.copy and memory.move (move.go).
+	"copy": (*Service).handleCopyMemory,
+	"move": (*Service).handleMoveMemory,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text
@@ -74,6 +81,11 @@ var deleteOp = copyOp{op: "memory.delete", event: events.TypeTombstoned, change:
 		return locked("delete")
 	}
 	c.row.Tombstone = true
+	if c.head.MemoryType == decisionMemoryType {
+		// A deleted decision retires its record, in the delete's transaction.
+		id, actor := c.head.Identity, c.p.Actor()
+		c.inTx = func(ctx context.Context, tx pgx.Tx) error { return retireDecisionRecord(ctx, tx, id, actor) }
+	}
 	return nil
 }}
 
@@ -277,7 +289,7 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 		return nil, httperr.Store("reading the head", err)
 	}
 	now := s.now()
-	if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) || (!op.deadOK && !head.Live(now)) {
+	if head == nil || !p.Sees(head.UserID, head.SessionID) || (!op.deadOK && !head.Live(now)) {
 		return nil, httperr.NotFound("memory not found")
 	}
 	if r.version >= 0 && head.Version != r.version {

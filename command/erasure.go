@@ -179,6 +179,13 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 	if err != nil {
 		return erasureView{}, err
 	}
+	if scope.UserID == "" {
+		// The shared rows promoted from these namespaces into others go first
+		// (cross_promote.go): the saga erases within its namespaces alone.
+		if err := s.withdrawCopies(ctx, p, scope.Namespaces, ""); err != nil {
+			return erasureView{}, httperr.Store("withdrawing the copies promoted from the namespaces", err)
+		}
+	}
 	id := uuid.NewString()
 	raw, err := json.Marshal(scope)
 	if err != nil {

@@ -143,6 +143,14 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("erase the entity aliases of %s: %w", ns, err)
 	}
 	counts["loom.entity_aliases"] = n
+	if n, err = eraseShared(ctx, tx, args); err != nil {
+		return nil, fmt.Errorf("erase the promotions of %s: %w", ns, err)
+	}
+	counts[sharedTable] = n
+	if n, err = eraseDecisionRecords(ctx, tx, args); err != nil {
+		return nil, fmt.Errorf("erase the decision records of %s: %w", ns, err)
+	}
+	counts[decisionRecordsTable] = n
 	// The keys go after their revisions: a user's keys are those left without one.
 	if n, err = destroyScopeKeys(ctx, tx, args); err != nil {
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)

@@ -487,3 +487,95 @@ func (s *Service) handleConsolidationUndo(c *fiber.Ctx) error {
 	}
 	return send(c)(s.undoConsolidation(c.UserContext(), p, ns, runID.String()))
 }
+
+func (s *Service) handlePromote(c *fiber.Ctx, key string) error {
+	return s.handlePromotion(c, key, opPromote)
+}
+
+func (s *Service) handleCrossPromote(c *fiber.Ctx, key string) error {
+	return s.handlePromotion(c, key, opCrossPromote)
+}
+
+// handlePromotion is :promote (into the route's namespace) and :cross_promote (into
+// the body's target_namespace).
+func (s *Service) handlePromotion(c *fiber.Ctx, key, op string) error {
+	var body promoteBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	if op == opCrossPromote && body.TargetNamespace == "" {
+		return httperr.Validation("target_namespace", "target_namespace is required: the namespace the memory is promoted into")
+	}
+	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		target := ns
+		if op == opCrossPromote {
+			target = body.TargetNamespace
+		}
+		return s.promote(ctx, p, promoteCall{origin: o, op: op, namespace: ns, key: key, names: body.names(), target: target})
+	})
+}
+
+func (s *Service) handleDemote(c *fiber.Ctx, key string) error {
+	return s.measured(c, "memory.demote", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.demote(ctx, p, demoteCall{origin: o, namespace: ns, key: key})
+	})
+}
+
+func (s *Service) handleDecisionRecord(c *fiber.Ctx) error {
+	return s.measured(c, "decision.record", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body decisionRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.recordDecision(ctx, p, decisionCall{origin: o, namespace: ns, body: body})
+	})
+}
+
+func (s *Service) handleCopyMemory(c *fiber.Ctx, key string) error {
+	return s.handleMove(c, key, false)
+}
+
+func (s *Service) handleMoveMemory(c *fiber.Ctx, key string) error { return s.handleMove(c, key, true) }
+
+// handleMove is :copy and :move.
+func (s *Service) handleMove(c *fiber.Ctx, key string, move bool) error {
+	var body moveBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	op := "memory.copy"
+	if move {
+		op = "memory.move"
+	}
+	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.copyMemory(ctx, p, moveCall{origin: o, namespace: ns, key: key, body: body, move: move})
+	})
+}
+
+func (s *Service) handleDeleteNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, adminOfEveryUser("deleting a namespace"))
+	if err != nil {
+		return err
+	}
+	return send(c)(s.deleteNamespace(c.UserContext(), p, ns))
+}

@@ -190,6 +190,9 @@ type policy struct {
 	config     NamespaceConfig
 	blacklist  []blacklistEntry
 	generation int64
+	// deleted: namespace.delete soft-deleted the namespace; it takes no write until a
+	// PUT registers it again.
+	deleted bool
 }
 
 type blacklistEntry struct {

@@ -23,9 +23,9 @@ func queuePolicy(b *pgx.Batch, org, ns string) (finish func() (*policy, error)) 
 	var raw []byte
 	var compileErr error
 	generations.QueueRead(b, org, policyScope, &p.generation)
-	b.Queue(`SELECT config FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
+	b.Queue(`SELECT config, deleted_at IS NOT NULL FROM loom.namespaces WHERE org = $1 AND namespace = $2`, org, ns).
 		QueryRow(func(r pgx.Row) error {
-			if err := r.Scan(&raw); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if err := r.Scan(&raw, &p.deleted); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil
@@ -77,9 +77,22 @@ func removePattern(ctx context.Context, tx pgx.Tx, p auth.Principal, ns, pattern
 // storeConfig replaces a namespace's configuration.
 func storeConfig(ctx context.Context, tx pgx.Tx, org, ns string, config []byte, actor string) error {
 	_, err := tx.Exec(ctx, `INSERT INTO loom.namespaces (org, namespace, config, updated_by) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (org, namespace) DO UPDATE SET config = EXCLUDED.config, updated_at = now(), updated_by = EXCLUDED.updated_by`,
+			ON CONFLICT (org, namespace) DO UPDATE SET config = EXCLUDED.config, updated_at = now(), updated_by = EXCLUDED.updated_by,
+				deleted_at = NULL, deleted_by = NULL`,
 		org, ns, config, actor)
 	return err
+}
+
+// softDeleteNamespace marks a namespace deleted (namespace.delete), registering it with
+// config when it had no configuration of its own; it reports whether it was live.
+func softDeleteNamespace(ctx context.Context, tx pgx.Tx, org, ns string, config []byte, actor string) (bool, error) {
+	var wasLive bool
+	err := tx.QueryRow(ctx, `WITH before AS (SELECT deleted_at FROM loom.namespaces WHERE org = $1 AND namespace = $2)
+		INSERT INTO loom.namespaces (org, namespace, config, updated_by, deleted_at, deleted_by) VALUES ($1, $2, $3, $4, now(), $4)
+			ON CONFLICT (org, namespace) DO UPDATE SET deleted_at = coalesce(loom.namespaces.deleted_at, now()),
+				deleted_by = coalesce(loom.namespaces.deleted_by, EXCLUDED.deleted_by)
+		RETURNING NOT EXISTS (SELECT 1 FROM before WHERE deleted_at IS NOT NULL)`, org, ns, config, actor).Scan(&wasLive)
+	return wasLive, err
 }
 
 // createNamespace gives a namespace with no configuration of its own config; it

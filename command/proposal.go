@@ -61,7 +61,7 @@ func (s *Service) decideProposal(ctx context.Context, p auth.Principal, r decide
 	if err != nil {
 		return nil, httperr.Store("reading the head", err)
 	}
-	if head == nil || !head.Live(s.now()) || (p.ReadUserID != "" && head.UserID != p.ReadUserID) {
+	if head == nil || !head.Live(s.now()) || !p.Sees(head.UserID, head.SessionID) {
 		return nil, httperr.NotFound("memory not found")
 	}
 	if head.Status != memrow.StatusProposed {

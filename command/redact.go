@@ -141,7 +141,7 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		if err != nil {
 			return fmt.Errorf("lock the head: %w", err)
 		}
-		if head == nil || (p.ReadUserID != "" && head.UserID != p.ReadUserID) {
+		if head == nil || !p.Sees(head.UserID, head.SessionID) {
 			return httperr.NotFound("memory not found")
 		}
 		versions, err := keyVersionsFrom(ctx, tx, id, version)

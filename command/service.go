@@ -180,4 +180,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/consolidations/:run_id\\:undo", s.handleConsolidationUndo)
 	g.Get("/orgs/self/model-calls", s.handleGetModelCalls)
 	g.Put("/orgs/self/model-calls", s.handlePutModelCalls)
+	g.Post("/namespaces/:ns/decisions", s.handleDecisionRecord)
+	g.Delete("/namespaces/:ns", s.handleDeleteNamespace)
 }

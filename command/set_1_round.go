@@ -96,6 +96,9 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 		}
 		s.policies.put(org, ns, st.policy)
 	}
+	if st.policy.deleted {
+		return nil, namespaceDeleted(ns)
+	}
 	for _, h := range byKey {
 		st.keyHeads[h.MemoryKey] = append(st.keyHeads[h.MemoryKey], h)
 	}

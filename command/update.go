@@ -65,6 +65,9 @@ func (s *Service) headByID(ctx context.Context, p auth.Principal, memoryID uuid.
 		return nil, httperr.Store("reading heads by id", err)
 	}
 	head := heads.OneByID(withID, s.now(), p.Reaches, p.ReadUserID)
+	if head != nil && !p.InSession(head.SessionID) {
+		head = nil
+	}
 	if head == nil {
 		return nil, httperr.NotFound("memory not found")
 	}

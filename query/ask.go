@@ -217,7 +217,7 @@ func (s *Service) recheckPool(ctx context.Context, p auth.Principal, hits []hitV
 	for _, h := range hits {
 		id := memrow.Identity{Agent: h.Agent, UserID: h.UserID, SessionID: h.SessionID, MemoryKey: h.MemoryKey}
 		r := current[h.Namespace][heads.IdentityKey(id)]
-		if r == nil || r.ContentSHA256 != h.ContentSHA256 || r.MemoryID != h.MemoryID || !r.Served(now) || !inReadScope(p, r.UserID) {
+		if r == nil || r.ContentSHA256 != h.ContentSHA256 || r.MemoryID != h.MemoryID || !r.Served(now) || !inReadScope(p, r) {
 			stale++
 			continue
 		}

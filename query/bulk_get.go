@@ -107,7 +107,7 @@ func (s *Service) bulkGet(ctx context.Context, p auth.Principal, ns string, req 
 	ans := &bulkGetAnswer{Memories: []memoryView{}, Missing: bulkMissing{Keys: []bulkGetKey{}, IDs: []string{}}}
 	served := map[string]bool{}
 	serve := func(r *memrow.Row) bool {
-		if r == nil || !r.Live(now) || !inReadScope(p, r.UserID) {
+		if r == nil || !r.Live(now) || !inReadScope(p, r) {
 			return false
 		}
 		if k := heads.IdentityKey(r.Identity); !served[k] {

@@ -74,7 +74,7 @@ func readKey(c *fiber.Ctx) (auth.Principal, memrow.Identity, error) {
 	if err := id.Validate(); err != nil {
 		return p, id, err
 	}
-	if other {
+	if other && !(id.UserID == memrow.SharedUser && p.InSession(id.SessionID)) { // a promoted row is every user's
 		return p, id, httperr.NotFound("memory not found")
 	}
 	return p, id, nil
@@ -127,6 +127,9 @@ func (s *Service) handleGet(c *fiber.Ctx) error {
 	}
 	ctx, cancel := bound(c)
 	defer cancel()
+	if err := s.refuseDeleted(ctx, p.Org, id.Namespace); err != nil {
+		return err
+	}
 	return send(c)(s.get(ctx, p, id, asOf))
 }
 
@@ -141,12 +144,15 @@ func (s *Service) handleGetByID(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleHistory(c *fiber.Ctx) error {
-	_, id, err := readKey(c)
+	p, id, err := readKey(c)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := s.pointRead(c)
 	defer cancel()
+	if err := s.refuseDeleted(ctx, p.Org, id.Namespace); err != nil {
+		return err
+	}
 	return send(c)(s.history(ctx, id))
 }
 
@@ -161,12 +167,18 @@ func listQueryOf(c *fiber.Ctx) listQuery {
 func (s *Service) handleList(c *fiber.Ctx) error {
 	ctx, cancel := s.barrierRead(c)
 	defer cancel()
+	if err := s.refuseDeleted(ctx, auth.From(c).Org, c.Params("ns")); err != nil {
+		return err
+	}
 	return send(c)(s.list(ctx, auth.From(c), listCall{namespace: c.Params("ns"), order: c.Query("order", "newest"), q: listQueryOf(c)}))
 }
 
 func (s *Service) handleKeys(c *fiber.Ctx) error {
 	ctx, cancel := s.barrierRead(c)
 	defer cancel()
+	if err := s.refuseDeleted(ctx, auth.From(c).Org, c.Params("ns")); err != nil {
+		return err
+	}
 	return send(c)(s.keys(ctx, auth.From(c), listCall{namespace: c.Params("ns"), prefix: c.Query("prefix"), q: listQueryOf(c)}))
 }
 
@@ -259,6 +271,9 @@ func (s *Service) handleMyExtractions(c *fiber.Ctx) error {
 func (s *Service) handleBulkGet(c *fiber.Ctx) error {
 	var req bulkGetRequest
 	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	if err := s.refuseDeleted(c.UserContext(), auth.From(c).Org, c.Params("ns")); err != nil {
 		return err
 	}
 	return send(c)(s.bulkGet(c.UserContext(), auth.From(c), c.Params("ns"), req))
@@ -414,4 +429,24 @@ func (s *Service) handleStatuses(c *fiber.Ctx) error {
 	ctx, cancel := s.pointRead(c)
 	defer cancel()
 	return send(c)(s.statuses(ctx, auth.From(c), c.Params("ns"), req))
+}
+
+func (s *Service) handleInventory(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.inventory(ctx, p, ns))
+}
+
+func (s *Service) handleInspect(c *fiber.Ctx) error {
+	p, id, err := readKey(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.barrierRead(c)
+	defer cancel()
+	return send(c)(s.inspect(ctx, p, id))
 }

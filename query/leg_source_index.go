@@ -40,6 +40,9 @@ func (x indexLegs) query(q legQuery) searchindex.Query {
 	}
 	filter := searchindex.Filter{Agent: f.agent, UserID: f.userID, SessionID: f.sessionID, MemoryType: f.memoryType,
 		Tags: f.tags, TagsAny: f.tagsAny, Statuses: statuses, Now: x.now()}
+	if f.shared {
+		filter.OrUserID = memrow.SharedUser
+	}
 	if f.asOf != nil {
 		filter.ValidAt = *f.asOf
 	}

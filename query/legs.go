@@ -23,6 +23,20 @@ type filter struct {
 	expiresAt *time.Time
 	// withDeleted keeps deleted and expired rows: a recovery listing's.
 	withDeleted bool
+	// shared adds the promoted rows (memrow.SharedUser) to a filter on one user: they
+	// are in every user's read scope (search's shared scope).
+	shared bool
+}
+
+// withShared is f with the promoted rows beside its user's, when it names one.
+func (f filter) withShared() filter {
+	f.shared = f.userID != "" && f.userID != noUser
+	return f
+}
+
+// userMatches reports whether a row of userID passes the filter's user.
+func (f filter) userMatches(userID string) bool {
+	return f.userID == "" || userID == f.userID || (f.shared && userID == memrow.SharedUser)
 }
 
 // noUser is the user filter of a token bound to one user asking for another: it
@@ -41,6 +55,18 @@ func scopedUser(p auth.Principal, userID string) string {
 	return p.ReadUserID
 }
 
+// scopedSession is a filter's session_id under the token's read scope: a token bound
+// to one session (own_session) reads that session's rows alone.
+func scopedSession(p auth.Principal, sessionID string) string {
+	switch {
+	case p.ReadSessionID == "":
+		return sessionID
+	case sessionID != "" && sessionID != p.ReadSessionID:
+		return noUser
+	}
+	return p.ReadSessionID
+}
+
 // where builds the shared predicates of a leg over one namespace: identity columns in
 // PREWHERE, so only the namespace's granules are read, and the row state search never
 // serves in WHERE. validate checks all of it again on the Postgres head.
@@ -48,7 +74,12 @@ func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args 
 	pre := []string{"org = ?", "namespace = ?"}
 	args = []any{f.org, ns}
 	for _, p := range []struct{ col, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
-		if p.v != "" {
+		switch {
+		case p.v == "":
+		case p.col == "user_id" && f.shared:
+			pre = append(pre, "user_id IN (?, ?)")
+			args = append(args, p.v, memrow.SharedUser)
+		default:
 			pre = append(pre, p.col+" = ?")
 			args = append(args, p.v)
 		}

@@ -122,6 +122,7 @@ func listFilter(q listQuery, p auth.Principal) (filter, int, error) {
 		}
 	}
 	f.userID = scopedUser(p, f.userID)
+	f.sessionID = scopedSession(p, f.sessionID)
 	limit := listLimitDefault
 	if q.limit != "" {
 		n, err := strconv.Atoi(q.limit)

@@ -148,3 +148,22 @@ func policyNames(policies map[string]*policySummary) []string {
 	}
 	return out
 }
+
+// refuseDeleted answers 404 for a namespace namespace.delete soft-deleted: it is not
+// read until a PUT registers it again. One primary-key read of loom.namespaces.
+func (s *Service) refuseDeleted(ctx context.Context, org string, namespaces ...string) error {
+	var deleted []string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(namespace ORDER BY namespace), '{}') FROM loom.namespaces
+		WHERE org = $1 AND namespace = ANY($2) AND deleted_at IS NOT NULL`, org, namespaces).Scan(&deleted)
+	if err != nil {
+		return httperr.Store("reading whether the namespace was deleted", err)
+	}
+	if len(deleted) > 0 {
+		return deletedNamespace(deleted[0])
+	}
+	return nil
+}
+
+func deletedNamespace(ns string) *httperr.Error {
+	return httperr.NotFound("namespace " + ns + " was deleted; PUT /v1/namespaces/" + ns + " registers it again")
+}

@@ -123,20 +123,26 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 type namespaceConfig struct {
 	public   map[string]bool
 	defaults retrieval.Settings
+	// deleted is a namespace of the search that namespace.delete soft-deleted ("": none).
+	deleted string
 }
 
 // queueNamespaceSettings queues the read of the namespaces' configuration on b, so a
 // search reads it in the round trip that captures its generations.
 func queueNamespaceSettings(b *pgx.Batch, org string, namespaces []string, into *namespaceConfig) {
 	into.public = map[string]bool{}
-	b.Queue(`SELECT namespace, coalesce(config->>'visibility', ''), config->'retrieval_defaults'
+	b.Queue(`SELECT namespace, coalesce(config->>'visibility', ''), config->'retrieval_defaults', deleted_at IS NOT NULL
 		FROM loom.namespaces WHERE org = $1 AND namespace = ANY($2)`, org, namespaces).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		for rows.Next() {
 			var ns, visibility string
 			var raw []byte
-			if err := rows.Scan(&ns, &visibility, &raw); err != nil {
+			var deleted bool
+			if err := rows.Scan(&ns, &visibility, &raw, &deleted); err != nil {
 				return err
+			}
+			if deleted && into.deleted == "" {
+				into.deleted = ns
 			}
 			if visibility == "public" && len(namespaces) > 1 {
 				into.public[ns] = true

@@ -60,7 +60,7 @@ func (s *Service) related(ctx context.Context, p auth.Principal, id memrow.Ident
 		return nil, httperr.Store("reading the head", err)
 	}
 	now := s.now()
-	if head == nil || !head.Live(now) || !inReadScope(p, head.UserID) {
+	if head == nil || !head.Live(now) || !inReadScope(p, head) {
 		return nil, httperr.NotFound("memory not found")
 	}
 	ans := &relatedAnswer{Memory: viewOf(head), Neighbors: []relatedMemory{}}

@@ -227,9 +227,14 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
 	f.userID = scopedUser(p, f.userID)
+	f.sessionID = scopedSession(p, f.sessionID)
+	f = f.withShared()
 	read, err := s.readSearchState(ctx, p.Org, list, f.userID, req.PageToken == "")
 	if err != nil {
 		return nil, err
+	}
+	if read.cfg.deleted != "" {
+		return nil, deletedNamespace(read.cfg.deleted)
 	}
 	settings, err := s.settleRetrieval(read.cfg.defaults, req)
 	if err != nil {

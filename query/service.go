@@ -145,4 +145,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key/related", s.handleRelated)
 	g.Get("/namespaces/:ns/memories\\:aggregate", s.handleAggregate)
 	g.Post("/namespaces/:ns/memories\\:statuses", s.handleStatuses)
+	g.Get("/namespaces/:ns/inventory", s.handleInventory)
+	g.Get("/namespaces/:ns/memories/:key/inspect", s.handleInspect)
 }

@@ -77,7 +77,7 @@ func (s *Service) statuses(ctx context.Context, p auth.Principal, ns string, req
 	for i, id := range ids {
 		st := keyStatus{bulkGetKey: bulkGetKey{MemoryKey: id.MemoryKey, Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID}, State: keyMissing}
 		r := byKey[heads.IdentityKey(id)]
-		if !other[i] && r != nil && inReadScope(p, r.UserID) {
+		if !other[i] && r != nil && inReadScope(p, r) {
 			st.State = keyLive
 			switch {
 			case r.Tombstone:

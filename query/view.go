@@ -43,9 +43,11 @@ type memoryView struct {
 	VerifiedAt         *time.Time         `json:"verified_at,omitempty"`
 	Redacted           bool               `json:"redacted,omitempty"`
 	// Tombstone marks a deleted row: only a recovery listing serves one.
-	Tombstone bool      `json:"tombstone,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Tombstone bool `json:"tombstone,omitempty"`
+	// Shared is a promoted row's provenance: who promoted it, from which key and version.
+	Shared    *memrow.Provenance `json:"shared,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
 
 	Entities    []string          `json:"entities"`
 	EntityTypes map[string]string `json:"entity_types,omitempty"`
@@ -68,11 +70,13 @@ func viewOf(r *memrow.Row) memoryView {
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
 		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted, Tombstone: r.Tombstone,
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations,
+		Entities: entities, EntityTypes: r.EntityTypes, Relations: r.Relations, Shared: r.Shared,
 	}
 }
 
-// inReadScope reports whether a token may see a row of userID.
-func inReadScope(p auth.Principal, userID string) bool {
-	return p.ReadUserID == "" || p.ReadUserID == userID
+// inReadScope reports whether a token may see a row r. A promoted row
+// (memrow.SharedUser) is in every user's read scope; a token bound to one session
+// (own_session) sees that session's rows alone.
+func inReadScope(p auth.Principal, r *memrow.Row) bool {
+	return (p.ReadUserID == "" || p.ReadUserID == r.UserID || r.UserID == memrow.SharedUser) && p.InSession(r.SessionID)
 }

@@ -89,7 +89,8 @@ func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAg
 // namespaces so one namespace's backlog holds back no other: each namespace's newest
 // rows first (newest), or its oldest (seq order). An org with an erasure running is
 // left out: its rows stay owed; so is an org whose model calls are held
-// (loom.model_call_holds, internal/llm/spend) for a worker that calls a model. Items written before maxAge ago are done first, as
+// (loom.model_call_holds, internal/llm/spend) for a worker that calls a model, and a
+// soft-deleted namespace. Items written before maxAge ago are done first, as
 // too old.
 func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease, maxAge time.Duration, newest bool) ([]workItem, error) {
 	if _, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET state = 'done', outcome = $2, done_at = now(), lease_until = NULL
@@ -107,6 +108,8 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
 			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
 			  AND NOT ($4 AND EXISTS (SELECT 1 FROM loom.model_call_holds h WHERE h.org = w.org))
+			  -- a namespace namespace.delete soft-deleted is not judged: its items stay owed
+			  AND NOT EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = w.org AND n.namespace = w.namespace AND n.deleted_at IS NOT NULL)
 		), picked AS (
 			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, org, namespace LIMIT $2
 		)
@@ -207,6 +210,7 @@ func ReadQueueHealth(ctx context.Context, q interface {
 	}
 	return out, rows.Err()
 }
+
 // callsModel reports whether a worker calls a model: a held org's rows wait for it.
 func callsModel(worker string) bool {
 	return worker == workerResolver || worker == workerEntities || worker == workerProfile

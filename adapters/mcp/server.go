@@ -2,8 +2,8 @@
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
 // tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
 // memory_delete, memory_from_messages, memory_log_turns, memory_recall, memory_profile,
-// memory_context and memory_timeline, knowledge_search and knowledge_add, and the
-// resource template loom://{namespace}/{key}.
+// memory_context, memory_timeline, memory_promote, decision_record, knowledge_search and
+// knowledge_add, and the resource template loom://{namespace}/{key}.
 //
 // The tools call Loom through its REST API with package client, so a token, its
 // scopes and every refusal are exactly REST's. Over stdio (ServeStdio, `loomd mcp`)
@@ -52,7 +52,9 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`memory_profile reads what Loom knows about a user as one profile; ` +
 	`memory_context answers, in one call, a cited block for your prompt cut to a token budget; ` +
 	`memory_timeline how a key's or a subject's facts changed over time; ` +
-	`memory_log_turns keeps the conversation's turns as they happen; memory_recall reads back what was said.`
+	`memory_log_turns keeps the conversation's turns as they happen; memory_recall reads back what was said; ` +
+	`memory_promote shares one of your memories with every user of the namespace; decision_record records ` +
+	`a decision, why and by whom.`
 
 // NewServer returns an MCP server whose tools call Loom through c. cache may be nil; a
 // process that builds a server per request shares one.

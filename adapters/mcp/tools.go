@@ -33,6 +33,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addProfileTools(s, c) // profile.go
 	addContextTools(s, c)
 	addConversationTools(s, c)
+	addSharedTools(s, c)
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

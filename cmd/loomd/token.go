@@ -52,6 +52,7 @@ func runTokenCreate(ctx context.Context, args []string) error {
 	role := fs.String("role", auth.RoleWriter, "admin, writer or reader")
 	name := fs.String("name", "", "a label for the token")
 	readUser := fs.String("read-user", "", "bind the token to one user's rows")
+	ownSession := fs.String("own-session", "", "bind the token to one session's rows (the own_session scope)")
 	expiresIn := fs.Duration("expires-in", 0, "end the token after this long (e.g. 720h; default: never)")
 	var namespaces multiFlag
 	fs.Var(&namespaces, "namespace", "a namespace the token reaches (repeat; default: all)")
@@ -59,8 +60,8 @@ func runTokenCreate(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
-	case *operator && (*org != "" || len(namespaces) > 0 || *readUser != ""):
-		return usageError{errors.New("token create: an --operator token belongs to no org: it takes no --org, --namespace or --read-user")}
+	case *operator && (*org != "" || len(namespaces) > 0 || *readUser != "" || *ownSession != ""):
+		return usageError{errors.New("token create: an --operator token belongs to no org: it takes no --org, --namespace, --read-user or --own-session")}
 	case *operator:
 		*role = auth.RoleOperator
 	case *org == "":
@@ -75,7 +76,8 @@ func runTokenCreate(ctx context.Context, args []string) error {
 		if len(namespaces) > 0 {
 			ns = namespaces
 		}
-		secret, p, err := tokens.Create(ctx, auth.NewToken{Org: *org, Role: *role, Name: *name, Namespaces: ns, ReadUserID: *readUser, ExpiresAt: expiresAt})
+		secret, p, err := tokens.Create(ctx, auth.NewToken{Org: *org, Role: *role, Name: *name, Namespaces: ns, ReadUserID: *readUser,
+			ReadSessionID: *ownSession, ExpiresAt: expiresAt})
 		if err != nil {
 			return err
 		}

@@ -42,7 +42,10 @@ type Principal struct {
 	Role       string
 	Namespaces []string // nil: every namespace of the org
 	ReadUserID string   // "": every user's rows; else only this user's
-	Name       string
+	// ReadSessionID is the own_session scope: "" every session's rows; else only this
+	// session's.
+	ReadSessionID string
+	Name          string
 }
 
 // Actor is what the server stamps as a revision's actor.
@@ -122,6 +125,8 @@ type NewToken struct {
 	Name       string
 	Namespaces []string
 	ReadUserID string
+	// ReadSessionID binds the token to one session (own_session).
+	ReadSessionID string
 	// ExpiresAt, when set, ends the token: from then on it is refused as revoked.
 	ExpiresAt *time.Time
 }
@@ -158,7 +163,7 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 			return "", p, err
 		}
 	case RoleOperator:
-		if t.Org != "" || t.Namespaces != nil || t.ReadUserID != "" {
+		if t.Org != "" || t.Namespaces != nil || t.ReadUserID != "" || t.ReadSessionID != "" {
 			return "", p, errors.New("an operator token belongs to no org: it takes no org, namespace or read user")
 		}
 	default:
@@ -166,6 +171,11 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 	}
 	for _, ns := range t.Namespaces {
 		if err := memrow.ValidateName("namespace", ns); err != nil {
+			return "", p, err
+		}
+	}
+	if t.ReadSessionID != "" {
+		if err := memrow.ValidateIdentity("read_session_id", t.ReadSessionID); err != nil {
 			return "", p, err
 		}
 	}
@@ -194,16 +204,20 @@ func (s *Store) insert(ctx context.Context, q interface {
 	id := hex.EncodeToString(idBytes)
 	secret = "loom_" + id + "_" + base64.RawURLEncoding.EncodeToString(secretBytes)
 	sum := sha256.Sum256([]byte(secret))
-	var readUser *string
+	var readUser, readSession *string
 	if t.ReadUserID != "" {
 		readUser = &t.ReadUserID
 	}
-	_, err = q.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt)
+	if t.ReadSessionID != "" {
+		readSession = &t.ReadSessionID
+	}
+	_, err = q.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at, read_session_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt, readSession)
 	if err != nil {
 		return "", p, fmt.Errorf("store token: %w", err)
 	}
-	return secret, Principal{TokenID: id, Org: t.Org, Role: t.Role, Namespaces: t.Namespaces, ReadUserID: t.ReadUserID, Name: t.Name}, nil
+	return secret, Principal{TokenID: id, Org: t.Org, Role: t.Role, Namespaces: t.Namespaces, ReadUserID: t.ReadUserID,
+		ReadSessionID: t.ReadSessionID, Name: t.Name}, nil
 }
 
 // Authenticate resolves a secret to its principal.
@@ -223,11 +237,11 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	ctx, cancel := context.WithTimeout(ctx, s.deadline)
 	defer cancel()
 	var p Principal
-	var readUser *string
+	var readUser, readSession *string
 	var expiresAt *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name, expires_at
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name, expires_at, read_session_id
 		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, sum[:]).
-		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt)
+		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt, &readSession)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -236,6 +250,9 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	}
 	if readUser != nil {
 		p.ReadUserID = *readUser
+	}
+	if readSession != nil {
+		p.ReadSessionID = *readSession
 	}
 	s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt})
 	return p, nil
@@ -367,9 +384,24 @@ func (p Principal) RequireAdmin(what string) error {
 // ActsOn reports whether the token may read or change userID's rows.
 func (p Principal) ActsOn(userID string) bool { return p.ReadUserID == "" || p.ReadUserID == userID }
 
+// InSession reports whether the token may read or change sessionID's rows: a token
+// bound to one session (own_session) reaches that session's alone.
+func (p Principal) InSession(sessionID string) bool {
+	return p.ReadSessionID == "" || p.ReadSessionID == sessionID
+}
+
+// Sees reports whether the token may read or change a row of userID and sessionID.
+func (p Principal) Sees(userID, sessionID string) bool {
+	return p.ActsOn(userID) && p.InSession(sessionID)
+}
+
 // RequireUser is 403 for a token bound to a user other than userID, naming what it
-// tried.
+// tried, and for a token bound to one session (a user's rows span sessions).
 func (p Principal) RequireUser(userID, what string) error {
+	if p.ReadSessionID != "" {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			what+": this token acts on one session's memories, not on every session of "+userID)
+	}
 	if !p.ActsOn(userID) {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
 			what+": this token acts on one user's memories, not on "+userID+"'s")
@@ -380,7 +412,7 @@ func (p Principal) RequireUser(userID, what string) error {
 // RequireEveryUser is 403 for a token bound to one user, naming what acts on every
 // user's memories.
 func (p Principal) RequireEveryUser(what string) error {
-	if p.ReadUserID != "" {
+	if p.ReadUserID != "" || p.ReadSessionID != "" {
 		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
 			what+" acts on every user's memories; this token acts on one user's")
 	}

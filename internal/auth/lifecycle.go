@@ -31,23 +31,25 @@ var (
 
 // TokenInfo is what is known of a token; never its secret.
 type TokenInfo struct {
-	TokenID    string     `json:"token_id"`
-	Org        string     `json:"org"`
-	Role       string     `json:"role"`
-	Name       string     `json:"name"`
-	Namespaces []string   `json:"namespaces"`
-	ReadUserID string     `json:"read_user_id,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
-	ReplacedBy string     `json:"replaced_by,omitempty"`
+	TokenID    string   `json:"token_id"`
+	Org        string   `json:"org"`
+	Role       string   `json:"role"`
+	Name       string   `json:"name"`
+	Namespaces []string `json:"namespaces"`
+	ReadUserID string   `json:"read_user_id,omitempty"`
+	// ReadSessionID is the own_session scope: the one session the token reaches.
+	ReadSessionID string     `json:"read_session_id,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
+	ReplacedBy    string     `json:"replaced_by,omitempty"`
 }
 
-const tokenColumns = `token_id, org, role, name, namespaces, coalesce(read_user_id, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, '')`
+const tokenColumns = `token_id, org, role, name, namespaces, coalesce(read_user_id, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, ''), coalesce(read_session_id, '')`
 
 func scanToken(r pgx.Row) (TokenInfo, error) {
 	var t TokenInfo
-	err := r.Scan(&t.TokenID, &t.Org, &t.Role, &t.Name, &t.Namespaces, &t.ReadUserID, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.ReplacedBy)
+	err := r.Scan(&t.TokenID, &t.Org, &t.Role, &t.Name, &t.Namespaces, &t.ReadUserID, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.ReplacedBy, &t.ReadSessionID)
 	return t, err
 }
 
@@ -109,7 +111,7 @@ func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time
 		}
 		var p Principal
 		secret, p, err = s.insert(ctx, tx, NewToken{Org: old.Org, Role: old.Role, Name: old.Name, Namespaces: old.Namespaces,
-			ReadUserID: old.ReadUserID, ExpiresAt: expiresAt})
+			ReadUserID: old.ReadUserID, ReadSessionID: old.ReadSessionID, ExpiresAt: expiresAt})
 		if err != nil {
 			return err
 		}

@@ -90,9 +90,11 @@ type Row struct {
 	JudgementOwed bool `json:"judgement_owed,omitempty"`
 	// Redacted marks a row memory.redact scrubbed: its value, tags and entities are
 	// gone, its content hash stays.
-	Redacted  bool      `json:"redacted,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Redacted bool `json:"redacted,omitempty"`
+	// Shared is a promoted row's provenance (memory.promote, memory.cross_promote).
+	Shared    *Provenance `json:"shared,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
 
 	// EntityTypes and Relations are what the writer declared for the graph beside
 	// Entities; they describe the value, and a copy of the row carries them with it.

@@ -53,13 +53,21 @@ type Names struct{ Agent, UserID, SessionID string }
 func Identity(p auth.Principal, ns, key string, n Names) (id memrow.Identity, otherUser bool) {
 	id = memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDefault(n.Agent), UserID: orDefault(n.UserID),
 		SessionID: orDefault(n.SessionID), MemoryKey: key}
+	if p.ReadSessionID != "" {
+		// A token bound to one session (own_session) addresses that session's rows; a
+		// request naming another is out of its scope, as another user is.
+		if n.SessionID == "" {
+			id.SessionID = p.ReadSessionID
+		}
+		otherUser = id.SessionID != p.ReadSessionID
+	}
 	if p.ReadUserID == "" {
-		return id, false
+		return id, otherUser
 	}
 	if n.UserID == "" {
 		id.UserID = p.ReadUserID
 	}
-	return id, id.UserID != p.ReadUserID
+	return id, otherUser || id.UserID != p.ReadUserID
 }
 
 func orDefault(s string) string {

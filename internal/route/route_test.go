@@ -10,6 +10,7 @@ import (
 func TestIdentity(t *testing.T) {
 	anyone := auth.Principal{Org: "acme"}
 	alice := auth.Principal{Org: "acme", ReadUserID: "alice"}
+	s1 := auth.Principal{Org: "acme", ReadSessionID: "s1"}
 	cases := []struct {
 		name  string
 		p     auth.Principal
@@ -22,6 +23,8 @@ func TestIdentity(t *testing.T) {
 		{"a user-bound token addresses its user", alice, Names{Agent: "bot"}, memrow.Identity{Org: "acme", Namespace: "ns", Agent: "bot", UserID: "alice", SessionID: "-", MemoryKey: "k"}, false},
 		{"its own user named", alice, Names{UserID: "alice"}, memrow.Identity{Org: "acme", Namespace: "ns", Agent: "-", UserID: "alice", SessionID: "-", MemoryKey: "k"}, false},
 		{"another user named", alice, Names{UserID: "bob"}, memrow.Identity{Org: "acme", Namespace: "ns", Agent: "-", UserID: "bob", SessionID: "-", MemoryKey: "k"}, true},
+		{"a session-bound token addresses its session", s1, Names{UserID: "alice"}, memrow.Identity{Org: "acme", Namespace: "ns", Agent: "-", UserID: "alice", SessionID: "s1", MemoryKey: "k"}, false},
+		{"another session named", s1, Names{SessionID: "s2"}, memrow.Identity{Org: "acme", Namespace: "ns", Agent: "-", UserID: "-", SessionID: "s2", MemoryKey: "k"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

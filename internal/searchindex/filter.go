@@ -7,11 +7,15 @@ import (
 	"sync"
 )
 
+// noName is a name id no row holds.
+const noName = ^uint32(0)
+
 // matcher is a Filter (or a peer read) resolved against one namespace's names. ok is
 // false when it names something the namespace never held: nothing matches.
 type matcher struct {
 	ok                            bool
 	agent, user, session, memType uint32 // 0: any
+	orUser                        uint32 // a second user whose rows pass too (0: none)
 	tags                          []uint32
 	tagsAny                       bool
 	statuses                      uint64
@@ -38,9 +42,21 @@ func (s *space) compile(f Filter) matcher {
 	for _, n := range []struct {
 		v   string
 		out *uint32
-	}{{f.Agent, &m.agent}, {f.UserID, &m.user}, {f.SessionID, &m.session}, {f.MemoryType, &m.memType}} {
+	}{{f.Agent, &m.agent}, {f.SessionID, &m.session}, {f.MemoryType, &m.memType}} {
 		if !s.named(n.v, n.out) {
 			m.ok = false
+		}
+	}
+	if !s.named(f.UserID, &m.user) {
+		m.user = noName // the filter's user has no rows here; OrUserID's may
+		if f.OrUserID == "" {
+			m.ok = false
+		}
+	}
+	if f.UserID != "" && f.OrUserID != "" {
+		if !s.named(f.OrUserID, &m.orUser) {
+			m.orUser = 0
+			m.ok = m.ok && m.user != noName
 		}
 	}
 	for _, st := range f.Statuses {
@@ -85,7 +101,7 @@ func (m *matcher) match(s *space, slot int) bool {
 	if !d.has(flagContent) || m.statuses&(1<<d.status) == 0 || d.expires <= m.now || d.validTo <= m.validAt {
 		return false
 	}
-	if (m.agent != 0 && d.agent != m.agent) || (m.user != 0 && d.user != m.user) ||
+	if (m.agent != 0 && d.agent != m.agent) || (m.user != 0 && d.user != m.user && (m.orUser == 0 || d.user != m.orUser)) ||
 		(m.session != 0 && d.session != m.session) || (m.memType != 0 && d.memType != m.memType) {
 		return false
 	}
@@ -223,7 +239,7 @@ func (m *matcher) cacheKey() string {
 	if m.validAt != m.now {
 		validAt = m.validAt
 	}
-	fmt.Fprintf(&b, "%t|%d|%d|%d|%d|%t|%d|%d|%v|%d|%t|", m.ok, m.agent, m.user, m.session, m.memType, m.tagsAny, m.statuses,
+	fmt.Fprintf(&b, "%t|%d|%d|%d|%d|%d|%t|%d|%d|%v|%d|%t|", m.ok, m.agent, m.user, m.orUser, m.session, m.memType, m.tagsAny, m.statuses,
 		validAt, m.notSlots, m.peerUser, m.peerScope)
 	for _, t := range m.tags {
 		fmt.Fprintf(&b, "%d,", t)

@@ -274,12 +274,17 @@ func TestFiltersNarrowEveryLeg(t *testing.T) {
 	mk(7, "expired", func(r *Revision) { r.ExpiresAt = &past })
 	mk(8, "expiring", func(r *Revision) { r.ExpiresAt = &future })
 	mk(9, "invalid", func(r *Revision) { r.ValidTo = &past })
+	mk(10, "shared", func(r *Revision) { r.UserID = "_shared" })
 	for _, c := range []struct {
 		name string
 		f    func(*Filter)
 		want string
 	}{
-		{"served", func(*Filter) {}, "[agent decision expiring plain session user]"},
+		{"served", func(*Filter) {}, "[agent decision expiring plain session shared user]"},
+		{"user or the shared rows", func(f *Filter) { f.UserID, f.OrUserID = "ann", "_shared" }, "[shared user]"},
+		{"a user with no rows, or the shared rows", func(f *Filter) { f.UserID, f.OrUserID = "zed", "_shared" }, "[shared]"},
+		{"a user, and no shared rows", func(f *Filter) { f.UserID, f.OrUserID = "ann", "_nobody" }, "[user]"},
+		{"neither", func(f *Filter) { f.UserID, f.OrUserID = "zed", "_nobody" }, "[]"},
 		{"agent", func(f *Filter) { f.Agent = "planner" }, "[agent]"},
 		{"user", func(f *Filter) { f.UserID = "ann" }, "[user]"},
 		{"unknown user", func(f *Filter) { f.UserID = "\x00none" }, "[]"},
@@ -289,8 +294,8 @@ func TestFiltersNarrowEveryLeg(t *testing.T) {
 		{"tags any", func(f *Filter) { f.Tags, f.TagsAny = []string{"team", "nope"}, true }, "[plain]"},
 		{"tags all unknown", func(f *Filter) { f.Tags = []string{"travel", "nope"} }, "[]"},
 		{"statuses", func(f *Filter) { f.Statuses = []string{"superseded"} }, "[superseded]"},
-		{"later", func(f *Filter) { f.Now = now.Add(2 * time.Hour) }, "[agent decision plain session user]"},
-		{"valid at", func(f *Filter) { f.ValidAt = past.Add(-time.Minute) }, "[agent decision expiring invalid plain session user]"},
+		{"later", func(f *Filter) { f.Now = now.Add(2 * time.Hour) }, "[agent decision plain session shared user]"},
+		{"valid at", func(f *Filter) { f.ValidAt = past.Add(-time.Minute) }, "[agent decision expiring invalid plain session shared user]"},
 	} {
 		f := served()
 		c.f(&f)

@@ -73,10 +73,13 @@ type Record struct {
 // not narrow; Statuses must list what is served.
 type Filter struct {
 	Agent, UserID, SessionID string
-	MemoryType               string
-	Tags                     []string
-	TagsAny                  bool
-	Statuses                 []string
+	// OrUserID, with UserID, lets that user's rows pass too (the promoted rows, which
+	// are in every user's read scope).
+	OrUserID   string
+	MemoryType string
+	Tags       []string
+	TagsAny    bool
+	Statuses   []string
 	// Now judges expiry; ValidAt judges validity (zero: Now), as a search's as_of does.
 	Now, ValidAt time.Time
 }

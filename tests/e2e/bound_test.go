@@ -178,6 +178,15 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		probe{http.MethodPost, ns + "/memories/plan:decide", `{"decision": "reject", "user_id": "bob"}`, writes(404), nil},
 		// memory.touch: another user's memory is not found, as a copy writer's.
 		probe{http.MethodPost, ns + "/memories/drink:touch", `{"user_id": "bob"}`, writes(404), nil})
+	// Shared scope, copy and move: bob's row is not alice's to promote, copy or move,
+	// and no promotion of hers is there to demote.
+	keyMethods = append(keyMethods,
+		probe{http.MethodPost, ns + "/memories/drink:promote", `{"user_id": "bob"}`, writes(404), nil},
+		probe{http.MethodPost, ns + "/memories/drink:cross_promote", `{"user_id": "bob", "target_namespace": "` + w.bobNS + `"}`, writes(404), nil},
+		probe{http.MethodPost, ns + "/memories/drink:demote", "", writes(404), nil},
+		probe{http.MethodPost, ns + "/memories/drink:copy", `{"user_id": "bob", "target_user_id": "alice", "target_key": "stolen"}`, writes(404), nil},
+		probe{http.MethodPost, ns + "/memories/drink:move", `{"user_id": "bob", "target_user_id": "alice", "target_key": "stolen"}`, writes(404), nil},
+		probe{http.MethodPost, ns + "/memories/city:copy", `{"target_user_id": "bob"}`, writes(403, 404), nil}) // 404 once a clear probe took city
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	minimalHealth := func(b []byte) error {
 		if strings.TrimSpace(string(b)) != `{"status":"ok"}` {
@@ -248,6 +257,9 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		// The org's model-call switch acts on the whole org: a token bound to a user is refused.
 		"GET /v1/orgs/self/model-calls": probes(probe{http.MethodGet, "/v1/orgs/self/model-calls", "", anyRole(403), nil}),
 		"PUT /v1/orgs/self/model-calls": probes(probe{http.MethodPut, "/v1/orgs/self/model-calls", `{"held": true}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/decisions": probes(
+			probe{http.MethodPost, ns + "/decisions", `{"key": "drink", "decision": "bob drinks water", "decided_by": "alice", "user_id": "bob"}`, writes(403), nil}),
+		"DELETE /v1/namespaces/:ns": probes(probe{http.MethodDelete, ns, "", anyRole(403), nil}),
 
 		// The read side.
 		"POST /v1/namespaces/:ns/memories:search": probes(
@@ -335,6 +347,15 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodGet, ns + "/memories/drink?user_id=bob", "", anyRole(404), nil},
 			probe{http.MethodGet, bobNS + "/memories/note?user_id=bob", "", anyRole(404), nil}),
 		"GET /v1/memories/:id": probes(probe{http.MethodGet, "/v1/memories/" + w.bobID, "", anyRole(404), nil}),
+		"GET /v1/namespaces/:ns/memories/:key/inspect": probes(
+			probe{http.MethodGet, ns + "/memories/drink/inspect?user_id=bob", "", anyRole(404), nil}),
+		// alice's rows alone are counted.
+		"GET /v1/namespaces/:ns/inventory": probes(probe{http.MethodGet, ns + "/inventory", "", anyRole(200), func(b []byte) error {
+			if strings.Contains(string(b), `"bob"`) {
+				return fmt.Errorf("counted bob's rows")
+			}
+			return nil
+		}}),
 		"GET /v1/namespaces/:ns/graph/entities/:name": probes(
 			probe{http.MethodGet, ns + "/graph/entities/" + url.PathEscape("Zebrafinch Works"), "", anyRole(200, 404), nil}),
 		// namespace.audit names every writer of the namespace: refused to a bound token.

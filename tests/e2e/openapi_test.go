@@ -330,6 +330,26 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"RedactByID", func() error { _, err := c.RedactByID(ctx, set.MemoryID, set.VersionText); return err }},
 		{"History", func() error { _, err := c.History(ctx, ns, "tea", alice); return err }},
+		// Shared scope, copy and move, decisions and the namespace tools.
+		{"Promote", func() error { _, err := c.Promote(ctx, ns, "tea", alice); return err }},
+		{"CrossPromote", func() error { _, err := c.CrossPromote(ctx, ns, "tea", alice, ns+"-other"); return err }},
+		{"Demote", func() error { _, err := c.Demote(ctx, ns, "tea"); return err }},
+		{"CopyMemory", func() error {
+			_, err := c.CopyMemory(ctx, ns, "tea", client.MoveRequest{Identity: alice, TargetKey: "tea-copy"})
+			return err
+		}},
+		{"MoveMemory", func() error {
+			_, err := c.MoveMemory(ctx, ns, "tea-copy", client.MoveRequest{Identity: alice, TargetKey: "tea-moved"})
+			return err
+		}},
+		{"RecordDecision", func() error {
+			_, err := c.RecordDecision(ctx, ns, client.DecisionRequest{Key: "tea-policy", Decision: "serve tea at nine", Rationale: "people asked",
+				DecidedBy: "the office", Supersedes: []string{"tea-policy-old"}, UserID: "alice"})
+			return err
+		}},
+		{"Inspect", func() error { _, err := c.Inspect(ctx, ns, "tea", alice); return err }},
+		{"Inventory", func() error { _, err := c.Inventory(ctx, ns); return err }},
+		{"DeleteNamespace", func() error { _, err := c.DeleteNamespace(ctx, ns+"-other"); return err }},
 		{"Search", func() (err error) {
 			found, err = c.Search(ctx, ns, client.SearchRequest{Query: "which tea does alice drink", UserID: "alice", Trace: true})
 			must("search", err)

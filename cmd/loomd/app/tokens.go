@@ -19,12 +19,14 @@ import (
 
 // tokenRequest is POST /v1/admin/tokens.
 type tokenRequest struct {
-	Role       string     `json:"role"`
-	Name       string     `json:"name"`
-	Namespaces []string   `json:"namespaces"`
-	ReadUserID string     `json:"read_user_id"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	TTLSeconds *int64     `json:"ttl_seconds"`
+	Role       string   `json:"role"`
+	Name       string   `json:"name"`
+	Namespaces []string `json:"namespaces"`
+	ReadUserID string   `json:"read_user_id"`
+	// ReadSessionID binds the token to one session (the own_session scope).
+	ReadSessionID string     `json:"read_session_id"`
+	ExpiresAt     *time.Time `json:"expires_at"`
+	TTLSeconds    *int64     `json:"ttl_seconds"`
 }
 
 // tokenCreated is the answer: the secret, shown this once, and the token.
@@ -36,7 +38,7 @@ type tokenCreated struct {
 // tokenAdmin checks the caller may manage its org's tokens.
 func tokenAdmin(c *fiber.Ctx) (auth.Principal, error) {
 	p := auth.From(c)
-	if p.Role != auth.RoleAdmin || p.Namespaces != nil || p.ReadUserID != "" {
+	if p.Role != auth.RoleAdmin || p.Namespaces != nil || p.ReadUserID != "" || p.ReadSessionID != "" {
 		return p, httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
 			"only an admin token that reaches every namespace and user of the org may manage its tokens")
 	}
@@ -64,14 +66,15 @@ func (p *Process) handleTokenCreate(c *fiber.Ctx) error {
 		return httperr.Store("creating the token", err)
 	}
 	info := auth.TokenInfo{TokenID: created.TokenID, Org: created.Org, Role: created.Role, Name: created.Name,
-		Namespaces: created.Namespaces, ReadUserID: created.ReadUserID, CreatedAt: time.Now().UTC(), ExpiresAt: t.ExpiresAt}
+		Namespaces: created.Namespaces, ReadUserID: created.ReadUserID, ReadSessionID: created.ReadSessionID, CreatedAt: time.Now().UTC(), ExpiresAt: t.ExpiresAt}
 	p.Log.Info("token created", "token_id", info.TokenID, "org", info.Org, "role", info.Role, "by", caller.Actor())
 	return c.Status(http.StatusCreated).JSON(tokenCreated{Token: secret, TokenInfo: info})
 }
 
 // newTokenOf checks a create request and describes the token it asks for.
 func newTokenOf(org string, req tokenRequest, now time.Time) (auth.NewToken, error) {
-	t := auth.NewToken{Org: org, Role: req.Role, Name: req.Name, Namespaces: req.Namespaces, ReadUserID: req.ReadUserID, ExpiresAt: req.ExpiresAt}
+	t := auth.NewToken{Org: org, Role: req.Role, Name: req.Name, Namespaces: req.Namespaces, ReadUserID: req.ReadUserID,
+		ReadSessionID: req.ReadSessionID, ExpiresAt: req.ExpiresAt}
 	switch req.Role {
 	case auth.RoleAdmin, auth.RoleWriter, auth.RoleReader:
 	default:
@@ -98,6 +101,11 @@ func newTokenOf(org string, req tokenRequest, now time.Time) (auth.NewToken, err
 	}
 	if req.ReadUserID != "" {
 		if err := memrow.ValidateIdentity("read_user_id", req.ReadUserID); err != nil {
+			return t, err
+		}
+	}
+	if req.ReadSessionID != "" {
+		if err := memrow.ValidateIdentity("read_session_id", req.ReadSessionID); err != nil {
 			return t, err
 		}
 	}

@@ -15,11 +15,13 @@ type tokenSelf struct {
 	Name       string   `json:"name"`
 	Namespaces []string `json:"namespaces"` // null: every namespace of the org
 	ReadUserID string   `json:"read_user_id,omitempty"`
-	CanWrite   bool     `json:"can_write"`
+	// ReadSessionID: the one session an own_session token reaches.
+	ReadSessionID string `json:"read_session_id,omitempty"`
+	CanWrite      bool   `json:"can_write"`
 }
 
 func (p *Process) handleTokenSelf(c *fiber.Ctx) error {
 	caller := auth.From(c)
 	return c.JSON(tokenSelf{TokenID: caller.TokenID, Org: caller.Org, Role: caller.Role, Name: caller.Name,
-		Namespaces: caller.Namespaces, ReadUserID: caller.ReadUserID, CanWrite: caller.CanWrite()})
+		Namespaces: caller.Namespaces, ReadUserID: caller.ReadUserID, ReadSessionID: caller.ReadSessionID, CanWrite: caller.CanWrite()})
 }

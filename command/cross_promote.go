@@ -1,0 +1,69 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// memory.cross_promote is memory.promote (promote.go) into another namespace the token
+// reaches: the source, a user's row or a namespace's shared row, becomes the shared row
+// of its key in target_namespace, its provenance naming the namespace it came from. A
+// promotion back the other way is one more cross_promote. The two commits are the
+// target namespace's alone: a cross-namespace promotion is not atomic with anything
+// in the source namespace.
+//
+// The copies follow their source's namespace out: an erasure of a namespace first
+// withdraws the shared rows promoted from it into other namespaces (withdrawCopies),
+// each deleted and every version of it redacted, which destroys their text in both
+// stores and on the topic as memory.redact does.
+
+// withdrawCopies removes the shared rows other namespaces hold that were promoted from
+// any of namespaces (an erasure's, which takes their own rows itself).
+func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespaces []string, requestID string) error {
+	for _, ns := range namespaces {
+		copies, err := s.copiesPromotedFrom(ctx, p.Org, ns)
+		if err != nil {
+			return err
+		}
+		for _, c := range copies {
+			if slices.Contains(namespaces, c.namespace) {
+				continue
+			}
+			if err := s.withdrawCopy(ctx, p, memrow.SharedIdentity(p.Org, c.namespace, c.key), requestID); err != nil {
+				return fmt.Errorf("withdraw the copy %s/%s promoted from %s: %w", c.namespace, c.key, ns, err)
+			}
+		}
+	}
+	return nil
+}
+
+// withdrawCopy deletes a shared row and redacts each of its values: the first version
+// of every run of one content (a redaction scrubs the run that copies it).
+func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, id memrow.Identity, requestID string) error {
+	if _, err := s.demote(ctx, p, demoteCall{origin: origin{requestID: requestID}, namespace: id.Namespace, key: id.MemoryKey}); err != nil {
+		return err
+	}
+	versions, err := heads.KeyRevisions(ctx, s.pool, id)
+	if err != nil {
+		return fmt.Errorf("read the copy's versions: %w", err)
+	}
+	prev := ""
+	for _, v := range versions {
+		if v.ContentSHA256 == prev {
+			continue
+		}
+		prev = v.ContentSHA256
+		if v.Redacted {
+			continue
+		}
+		if _, err := s.redactVersion(ctx, p, id, v.Version, requestID); err != nil {
+			return err
+		}
+	}
+	return forgetPromotion(ctx, s.pool, id)
+}

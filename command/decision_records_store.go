@@ -1,0 +1,60 @@
+package command
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The statements of loom.decision_records (migration 091): who decided a key, and what
+// the decision supersedes, beside the decision memory.
+
+// decisionRecord is one record as decision.record writes it and memory.inspect reads it.
+type decisionRecord struct {
+	DecidedBy  string   `json:"decided_by"`
+	Supersedes []string `json:"supersedes"`
+	RecordedBy string   `json:"recorded_by"`
+	MemoryID   string   `json:"memory_id"`
+	Version    int64    `json:"version"`
+}
+
+// writeDecisionRecord records the decision whose head row is (just written, in tx),
+// bringing back a record a delete retired.
+func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec decisionRecord) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO loom.decision_records (org, namespace, agent, user_id, session_id, memory_key,
+			memory_id, version, seq, decided_by, supersedes, recorded_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET memory_id = EXCLUDED.memory_id,
+			version = EXCLUDED.version, seq = EXCLUDED.seq, decided_by = EXCLUDED.decided_by, supersedes = EXCLUDED.supersedes,
+			recorded_by = EXCLUDED.recorded_by, recorded_at = now(), retired_at = NULL, retired_by = NULL`,
+		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
+		rec.DecidedBy, rec.Supersedes, rec.RecordedBy); err != nil {
+		return fmt.Errorf("record the decision: %w", err)
+	}
+	return nil
+}
+
+// retireDecisionRecord retires the record of a decision a delete tombstones, in the
+// delete's transaction.
+func retireDecisionRecord(ctx context.Context, tx pgx.Tx, id memrow.Identity, actor string) error {
+	if _, err := tx.Exec(ctx, `UPDATE loom.decision_records SET retired_at = now(), retired_by = $7
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, actor); err != nil {
+		return fmt.Errorf("retire the decision's record: %w", err)
+	}
+	return nil
+}
+
+// decisionRecordsTable names loom.decision_records where an erasure counts what it removed.
+const decisionRecordsTable = "loom.decision_records"
+
+// eraseDecisionRecords deletes the records of an erasure's scope (args as
+// erasure.ScopeParams names them).
+func eraseDecisionRecords(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
+	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.decision_records t USING p WHERE `+pgScope(decisionRecordsTable), args...)
+	return tag.RowsAffected(), err
+}

@@ -1,0 +1,88 @@
+package command
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/memrow"
+)
+
+// The statements of loom.shared: where each promoted row came from (migration 090).
+// The promoted row itself is a head like any other; these rows index it by source.
+
+// recordPromotion writes the promotion of row (stamped: its id and seq are the
+// commit's) in the promotion's own transaction.
+func recordPromotion(ctx context.Context, tx pgx.Tx, row *memrow.Row) error {
+	pv := row.Shared
+	if _, err := tx.Exec(ctx, `INSERT INTO loom.shared (org, namespace, memory_key, memory_id, seq, source_namespace, source_agent,
+			source_user_id, source_session_id, source_key, source_memory_id, source_version, promoted_by, promoted_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		ON CONFLICT (org, namespace, memory_key) DO UPDATE SET memory_id = EXCLUDED.memory_id, seq = EXCLUDED.seq,
+			source_namespace = EXCLUDED.source_namespace, source_agent = EXCLUDED.source_agent, source_user_id = EXCLUDED.source_user_id,
+			source_session_id = EXCLUDED.source_session_id, source_key = EXCLUDED.source_key, source_memory_id = EXCLUDED.source_memory_id,
+			source_version = EXCLUDED.source_version, promoted_by = EXCLUDED.promoted_by, promoted_at = EXCLUDED.promoted_at,
+			demoted_at = NULL, demoted_by = NULL`,
+		row.Org, row.Namespace, row.MemoryKey, row.MemoryID, row.Seq, pv.SourceNamespace, pv.SourceAgent, pv.SourceUserID,
+		pv.SourceSessionID, pv.SourceKey, pv.SourceMemoryID, pv.SourceVersion, pv.PromotedBy, pv.PromotedAt); err != nil {
+		return fmt.Errorf("record the promotion: %w", err)
+	}
+	return nil
+}
+
+// recordDemotion marks the promotion of a key demoted, in the demote's transaction.
+func recordDemotion(ctx context.Context, tx pgx.Tx, id memrow.Identity, actor string) error {
+	if _, err := tx.Exec(ctx, `UPDATE loom.shared SET demoted_at = now(), demoted_by = $4
+		WHERE org = $1 AND namespace = $2 AND memory_key = $3`, id.Org, id.Namespace, id.MemoryKey, actor); err != nil {
+		return fmt.Errorf("record the demotion: %w", err)
+	}
+	return nil
+}
+
+// sharedCopy is a promoted row of another namespace whose source is in this one.
+type sharedCopy struct{ namespace, key string }
+
+// copiesPromotedFrom lists the live promotions into other namespaces whose source is
+// namespace ns: what an erasure of ns takes with it.
+func (s *Service) copiesPromotedFrom(ctx context.Context, org, ns string) ([]sharedCopy, error) {
+	rows, err := s.pool.Query(ctx, `SELECT namespace, memory_key FROM loom.shared
+		WHERE org = $1 AND source_namespace = $2 AND namespace <> $2 ORDER BY namespace, memory_key`, org, ns)
+	if err != nil {
+		return nil, fmt.Errorf("read the copies promoted from %s: %w", ns, err)
+	}
+	defer rows.Close()
+	var out []sharedCopy
+	for rows.Next() {
+		var c sharedCopy
+		if err := rows.Scan(&c.namespace, &c.key); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// sharedTable names loom.shared where an erasure counts what it removed.
+const sharedTable = "loom.shared"
+
+// eraseShared deletes the promotions of an erasure's scope (args as
+// erasure.ScopeParams names them).
+func eraseShared(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
+	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.shared t USING p WHERE `+pgScope(sharedTable), args...)
+	return tag.RowsAffected(), err
+}
+
+// forgetPromotion deletes the record of a key's promotion (a copy an erasure of its
+// source withdrew).
+func forgetPromotion(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, id memrow.Identity) error {
+	if _, err := q.Exec(ctx, `DELETE FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+		id.Org, id.Namespace, id.MemoryKey); err != nil {
+		return fmt.Errorf("forget the promotion: %w", err)
+	}
+	return nil
+}
