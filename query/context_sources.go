@@ -2,8 +2,11 @@ package query
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/profiles"
 )
 
 // The layers of context.pack that other planes fill. Each is an interface the read
@@ -48,3 +51,34 @@ func WithProfileSource(src ProfileSource) Option { return func(s *Service) { s.p
 
 // WithKnowledgeSource gives context.pack and memory.stack their knowledge layer.
 func WithKnowledgeSource(src KnowledgeSource) Option { return func(s *Service) { s.knowledge = src } }
+
+// SessionDigest is the session layer's digest: none is kept yet (the pass that writes
+// session digests has not landed), so a pack says the session has no digest.
+func (s *Service) SessionDigest(ctx context.Context, p auth.Principal, namespace, sessionID string) (string, bool, error) {
+	return "", false, nil
+}
+
+// profileRows is the profile layer over the structured profiles (profile.go): the
+// user's profile rendered as text, a line per rendered line, each citing the profile
+// row's version, so the citation resolves as a fact's does.
+type profileRows struct{ s *Service }
+
+func (r profileRows) Profile(ctx context.Context, p auth.Principal, ns, userID string) ([]ProfileLine, bool, error) {
+	row, err := r.s.servedProfile(ctx, p, ns, userID)
+	if err != nil || row == nil {
+		return nil, false, err
+	}
+	text, err := profiles.Render(userID, row.Value, profiles.FormatText)
+	if err != nil {
+		return nil, false, fmt.Errorf("rendering the profile: %w", err)
+	}
+	cite := memoryCite(row.MemoryID, row.Version)
+	var out []ProfileLine
+	for i, line := range strings.Split(text, "\n") {
+		if i == 0 || strings.TrimSpace(line) == "" { // the first is the "Profile of <user>:" title
+			continue
+		}
+		out = append(out, ProfileLine{Cite: cite, Text: strings.TrimSpace(line)})
+	}
+	return out, true, nil
+}

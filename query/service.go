@@ -106,6 +106,14 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 	for _, o := range opts {
 		o(s)
 	}
+	// The conversation's record and the structured profiles are the read side's own;
+	// knowledge comes from the plane through WithKnowledgeSource.
+	if s.sessions == nil {
+		s.sessions = s
+	}
+	if s.profiles == nil {
+		s.profiles = profileRows{s}
+	}
 	s.clickhouseLegs = clickhouseLegs{ch: conn, k1: cfg.BM25K1, b: cfg.BM25B}
 	if s.index != nil {
 		s.indexLegs = indexLegs{index: s.index, k1: cfg.BM25K1, b: cfg.BM25B, now: s.now}

@@ -163,3 +163,10 @@ func hitOf(c index.Candidate) Hit {
 	return Hit{SourceURI: c.SourceURI, DocID: c.DocID, Version: c.Version, Ordinal: c.Ordinal, HeadingPath: c.HeadingPath,
 		Kind: c.Kind, Text: c.Text, Title: c.Title, Format: c.Format, Tags: tags, Score: c.Score, Lexical: c.Lexical, Vector: c.Vector}
 }
+
+// Search is knowledge.search for a caller in process: context.pack's knowledge layer
+// (wired in cmd/loomd/app) reads the plane through it, with the same barrier and heads
+// check as the route.
+func (s *Service) Search(ctx context.Context, p auth.Principal, ns string, req SearchRequest) (*SearchAnswer, error) {
+	return s.search(ctx, p, ns, &req)
+}

@@ -61,7 +61,7 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 		t.Errorf("gpt-4o counted with %+v", a.Tokenizer)
 	}
 	for _, s := range a.Sections {
-		if s.Name == "profile" && (s.Available || s.Note != "profiles not available") {
+		if s.Name == "profile" && (!s.Available || s.Note != "the user has no profile" || len(s.Lines) != 0) {
 			t.Errorf("profile section: %+v", s)
 		}
 	}

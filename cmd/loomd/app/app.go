@@ -213,10 +213,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
 		}
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
-		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM)}, opts...)
-		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 		p.KnowledgeIndex = kindex.New()
 		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
+		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
+			query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
+		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
 	if p.HTTP, err = p.newHTTP(); err != nil {
 		return nil, err
