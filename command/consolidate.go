@@ -19,7 +19,6 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/text"
 )
 
 // memory.consolidate (memory-architecture, "Background passes"): an admin's operation,
@@ -241,33 +240,20 @@ func membersOf(c []consolidationCandidate) []MemberView {
 // key concerned, and the model calls made.
 func (s *Service) mergeCluster(ctx context.Context, p auth.Principal, bill llm.Bill, runID string, c []consolidationCandidate,
 	taken map[string]bool) (*SummaryView, string, string, int) {
-	var b strings.Builder
-	b.WriteString("Memories, newest first:\n")
-	for _, m := range c {
-		fmt.Fprintf(&b, "- key %q: %s\n", m.row.MemoryKey, cut(memrow.ValueText(m.row.Value), consolidationValueChars))
-	}
-	var out struct {
-		Key     string `json:"key"`
-		Summary string `json:"summary"`
-	}
-	_, err := s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Schema: consolidationSchema, MaxTokens: 1500,
-		Messages: []llm.Message{{Role: llm.RoleSystem, Content: consolidationRubric}, {Role: llm.RoleUser, Content: b.String()}}}, &out)
-	if err != nil || strings.TrimSpace(out.Summary) == "" {
-		if err != nil {
-			s.log.Warn("memory.consolidate: the model's summary failed", "namespace", bill.Namespace, "err", err)
-		}
+	modelKey, summaryText, ok := s.askSummary(ctx, bill, c)
+	if !ok {
 		return nil, "model_failed", "", 1
 	}
 	now := s.now()
 	first := c[0].row
 	id := memrow.Identity{Org: first.Org, Namespace: first.Namespace, Agent: first.Agent, UserID: first.UserID,
 		SessionID: memrow.DefaultIdentity}
-	key, head, reason := s.summaryKey(ctx, id, strings.TrimSpace(out.Key), c, taken)
+	key, head, reason := s.summaryKey(ctx, id, modelKey, c, taken)
 	if reason != "" {
 		return nil, reason, key, 1
 	}
 	id.MemoryKey = key
-	value, err := json.Marshal(strings.TrimSpace(out.Summary))
+	value, err := json.Marshal(summaryText)
 	if err == nil {
 		value, err = memrow.Canonical("value", value)
 	}
@@ -282,46 +268,11 @@ func (s *Service) mergeCluster(ctx context.Context, p auth.Principal, bill llm.B
 		readVersion, readSeq = head.Version, head.Seq
 	}
 	summary.Version = memrow.NextVersion(now, readVersion)
-	// The lineage tags first, then the union of the sources' tags, within a row's tag
-	// limits (a src: tag of a key too long for a tag is left out; derived_from names
-	// every source).
-	for _, m := range c {
-		if src := "src:" + m.row.MemoryKey; len(src) <= memrow.MaxTagBytes && len(summary.Tags) < memrow.MaxTags {
-			summary.Tags = appendOnce(summary.Tags, src)
-		}
-		for _, e := range m.row.Entities {
-			if len(summary.Entities) < memrow.MaxEntities {
-				summary.Entities = appendOnce(summary.Entities, e)
-			}
-		}
-		summary.Confidence = max(summary.Confidence, m.row.Confidence)
-	}
-	for _, m := range c {
-		for _, t := range m.row.Tags {
-			if len(summary.Tags) < memrow.MaxTags {
-				summary.Tags = appendOnce(summary.Tags, t)
-			}
-		}
-	}
-	valueText := memrow.ValueText(value)
-	texts := []string{valueText}
-	keyWords := memrow.KeyWords(key)
-	if keyWords != "" {
-		texts = append(texts, keyWords)
-	}
-	chunks := text.Chunks(valueText)
-	texts = append(texts, chunks...)
-	vs, err := s.embedder.Embed(ctx, texts)
-	if err != nil {
+	inheritLineage(summary, c)
+	own := &pending{own: true, op: opConsolidate, event: events.TypeWritten, row: summary, readVersion: readVersion, readSeq: readSeq}
+	if err := s.embedRows(ctx, []*pending{own}); err != nil {
 		return nil, "embed_failed", key, 1
 	}
-	own := &pending{own: true, op: opConsolidate, event: events.TypeWritten, row: summary, readVersion: readVersion, readSeq: readSeq}
-	own.vector, vs = vs[0], vs[1:]
-	if keyWords != "" {
-		own.keyVector, vs = vs[0], vs[1:]
-	}
-	own.chunkVectors = vs[:len(chunks)]
-	summary.EmbeddingModel, summary.EmbeddingDim = s.embedder.Model(), len(own.vector)
 	rows := []*pending{own}
 	for _, m := range c {
 		t := copyOf(m.row)
@@ -356,6 +307,53 @@ func (s *Service) mergeCluster(ctx context.Context, p auth.Principal, bill llm.B
 	}
 	return &SummaryView{MemoryID: summary.MemoryID, MemoryKey: key, Version: summary.Version,
 		VersionText: memrow.VersionText(summary.Version), DerivedFrom: derived}, "", "", 1
+}
+
+// askSummary asks the model once for the cluster's summary and a key for it; false
+// when the call fails or answers no summary.
+func (s *Service) askSummary(ctx context.Context, bill llm.Bill, c []consolidationCandidate) (key, summary string, ok bool) {
+	var b strings.Builder
+	b.WriteString("Memories, newest first:\n")
+	for _, m := range c {
+		fmt.Fprintf(&b, "- key %q: %s\n", m.row.MemoryKey, cut(memrow.ValueText(m.row.Value), consolidationValueChars))
+	}
+	var out struct {
+		Key     string `json:"key"`
+		Summary string `json:"summary"`
+	}
+	_, err := s.models.CompleteJSON(ctx, llm.Request{Bill: bill, Schema: consolidationSchema, MaxTokens: 1500,
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: consolidationRubric}, {Role: llm.RoleUser, Content: b.String()}}}, &out)
+	if err != nil {
+		s.log.Warn("memory.consolidate: the model's summary failed", "namespace", bill.Namespace, "err", err)
+		return "", "", false
+	}
+	summary = strings.TrimSpace(out.Summary)
+	return strings.TrimSpace(out.Key), summary, summary != ""
+}
+
+// inheritLineage gives the summary its sources' lineage: the src: tags first, then the
+// union of the sources' tags and entities, within a row's limits (a src: tag of a key
+// too long for a tag is left out; derived_from names every source), and their highest
+// confidence.
+func inheritLineage(summary *memrow.Row, c []consolidationCandidate) {
+	for _, m := range c {
+		if src := "src:" + m.row.MemoryKey; len(src) <= memrow.MaxTagBytes && len(summary.Tags) < memrow.MaxTags {
+			summary.Tags = appendOnce(summary.Tags, src)
+		}
+		for _, e := range m.row.Entities {
+			if len(summary.Entities) < memrow.MaxEntities {
+				summary.Entities = appendOnce(summary.Entities, e)
+			}
+		}
+		summary.Confidence = max(summary.Confidence, m.row.Confidence)
+	}
+	for _, m := range c {
+		for _, t := range m.row.Tags {
+			if len(summary.Tags) < memrow.MaxTags {
+				summary.Tags = appendOnce(summary.Tags, t)
+			}
+		}
+	}
 }
 
 // summaryKey picks the summary's key: the model's, unless it is not a valid key, is

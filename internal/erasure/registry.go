@@ -50,6 +50,12 @@ func (t Table) Key() string { return t.Store + ":" + t.Name }
 // Tables is the registry: every table of both stores, each classified. A test fails
 // on a table either store holds that is not listed here.
 func Tables() []Table {
+	return append(append(postgresContent(), postgresNoContent()...), clickhouseTables()...)
+}
+
+// postgresContent are the Postgres tables that hold a scope's memory content or name
+// its memories: an erasure deletes the scope's rows and the census counts them.
+func postgresContent() []Table {
 	return []Table{
 		{Store: Postgres, Name: "loom.memory_current", Class: Counted, Why: "the heads: complete memory rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_revisions", Class: Counted, Why: "the journal: every committed row", Scope: rowScope},
@@ -88,17 +94,10 @@ func Tables() []Table {
 			// promoted rows, whose user is memrow.SharedUser): see docs/shared.md.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.decision_records", Class: Counted, Why: "decision records: who decided a key and what it superseded", Scope: rowScope},
-		{Store: Postgres, Name: "loom.worker_items", Class: NoMemoryContent,
-			Why: "the workers' queue and stamps: memory ids, versions, content hashes and verdict codes, no text"},
-		{Store: Postgres, Name: "loom.conflict_undos", Class: NoMemoryContent, Why: "undone retirements: memory ids and content hashes"},
-		{Store: Postgres, Name: "loom.profile_schemas", Class: NoMemoryContent, Why: "a namespace's profile schema an admin wrote (the profiles are memory rows)"},
-		{Store: Postgres, Name: "loom.consolidation_runs", Class: NoMemoryContent,
-			Why: "consolidation runs: memory ids, versions, counts and failure codes, no text (an undo reads the journal)"},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not.
 			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, ''))))))`},
-		{Store: Postgres, Name: "loom.search_calibration", Class: NoMemoryContent, Why: "medians and spreads of search scores: numbers, per namespace and embedder"},
 		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
 			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
 			// Requests committed below the fence: the namespace's generation, read under its
@@ -113,6 +112,20 @@ func Tables() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
+	}
+}
+
+// postgresNoContent are the Postgres tables that hold no memory content: ids,
+// counters, settings and ledgers; the census says why each is left.
+func postgresNoContent() []Table {
+	return []Table{
+		{Store: Postgres, Name: "loom.worker_items", Class: NoMemoryContent,
+			Why: "the workers' queue and stamps: memory ids, versions, content hashes and verdict codes, no text"},
+		{Store: Postgres, Name: "loom.conflict_undos", Class: NoMemoryContent, Why: "undone retirements: memory ids and content hashes"},
+		{Store: Postgres, Name: "loom.profile_schemas", Class: NoMemoryContent, Why: "a namespace's profile schema an admin wrote (the profiles are memory rows)"},
+		{Store: Postgres, Name: "loom.consolidation_runs", Class: NoMemoryContent,
+			Why: "consolidation runs: memory ids, versions, counts and failure codes, no text (an undo reads the journal)"},
+		{Store: Postgres, Name: "loom.search_calibration", Class: NoMemoryContent, Why: "medians and spreads of search scores: numbers, per namespace and embedder"},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
@@ -137,7 +150,12 @@ func Tables() []Table {
 			Why: "each org's key the topic names users by (user_ref); kept, so a user's later records keep their reference"},
 		{Store: Postgres, Name: "loom.authority", Class: NoMemoryContent, Why: "the deployment record"},
 		{Store: Postgres, Name: "loom.pg_migrations", Class: NoMemoryContent, Why: "the migration ledger"},
+	}
+}
 
+// clickhouseTables are the projection's tables and ClickHouse's own records.
+func clickhouseTables() []Table {
+	return []Table{
 		{Store: ClickHouse, Name: "loom.memory", Class: Counted, Why: "current rows"},
 		{Store: ClickHouse, Name: "loom.memory_versions", Class: Counted, Why: "history rows"},
 		{Store: ClickHouse, Name: "loom.memory_embeddings", Class: Counted, Why: "search documents: vectors and tags"},

@@ -294,41 +294,9 @@ func compile(cols map[string]column, q Query, lim Limits) (*plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ops[f.Op] {
-			return nil, refuse(field+".op", "%q is not an op (eq, ne, lt, le, gt, ge, contains, in)", f.Op)
-		}
-		fl := filter{col: c, op: f.Op}
-		switch f.Op {
-		case "contains":
-			if c.typ != TypeString {
-				return nil, refuse(field+".op", "contains applies to string columns; %q is %s", c.name, c.typ)
-			}
-			v, err := operand(f.Value, c, field+".value")
-			if err != nil {
-				return nil, err
-			}
-			fl.values = []value{v}
-		case "in":
-			var list []json.RawMessage
-			if err := json.Unmarshal(f.Value, &list); err != nil || len(list) == 0 {
-				return nil, refuse(field+".value", "in takes a non-empty array of values")
-			}
-			if len(list) > lim.MaxInValues {
-				return nil, refuse(field+".value", "in takes at most %d values", lim.MaxInValues)
-			}
-			for j, raw := range list {
-				v, err := operand(raw, c, fmt.Sprintf("%s.value[%d]", field, j))
-				if err != nil {
-					return nil, err
-				}
-				fl.values = append(fl.values, v)
-			}
-		default:
-			v, err := operand(f.Value, c, field+".value")
-			if err != nil {
-				return nil, err
-			}
-			fl.values = []value{v}
+		fl, err := compileFilter(f, c, field, lim)
+		if err != nil {
+			return nil, err
 		}
 		p.filters = append(p.filters, fl)
 	}
@@ -386,6 +354,47 @@ func compile(cols map[string]column, q Query, lim Limits) (*plan, error) {
 		p.limit = min(defaultLimit, lim.MaxRows)
 	}
 	return p, nil
+}
+
+// compileFilter checks one filter against its column and reads its operands.
+func compileFilter(f Filter, c column, field string, lim Limits) (filter, error) {
+	if !ops[f.Op] {
+		return filter{}, refuse(field+".op", "%q is not an op (eq, ne, lt, le, gt, ge, contains, in)", f.Op)
+	}
+	fl := filter{col: c, op: f.Op}
+	switch f.Op {
+	case "contains":
+		if c.typ != TypeString {
+			return filter{}, refuse(field+".op", "contains applies to string columns; %q is %s", c.name, c.typ)
+		}
+		v, err := operand(f.Value, c, field+".value")
+		if err != nil {
+			return filter{}, err
+		}
+		fl.values = []value{v}
+	case "in":
+		var list []json.RawMessage
+		if err := json.Unmarshal(f.Value, &list); err != nil || len(list) == 0 {
+			return filter{}, refuse(field+".value", "in takes a non-empty array of values")
+		}
+		if len(list) > lim.MaxInValues {
+			return filter{}, refuse(field+".value", "in takes at most %d values", lim.MaxInValues)
+		}
+		for j, raw := range list {
+			v, err := operand(raw, c, fmt.Sprintf("%s.value[%d]", field, j))
+			if err != nil {
+				return filter{}, err
+			}
+			fl.values = append(fl.values, v)
+		}
+	default:
+		v, err := operand(f.Value, c, field+".value")
+		if err != nil {
+			return filter{}, err
+		}
+		fl.values = []value{v}
+	}
+	return fl, nil
 }
 
 type row []value
