@@ -488,27 +488,39 @@ func (s *Service) handleConsolidationUndo(c *fiber.Ctx) error {
 	return send(c)(s.undoConsolidation(c.UserContext(), p, ns, runID.String()))
 }
 
+// :promote (into the route's namespace) and :cross_promote (into the body's
+// target_namespace); each op named where it is measured, so its Idempotency-Key is seen.
 func (s *Service) handlePromote(c *fiber.Ctx, key string) error {
-	return s.handlePromotion(c, key, opPromote)
+	body, err := promotionBody(c, opPromote)
+	if err != nil {
+		return err
+	}
+	return s.measured(c, "memory.promote", s.promotion(c, key, opPromote, body))
 }
 
 func (s *Service) handleCrossPromote(c *fiber.Ctx, key string) error {
-	return s.handlePromotion(c, key, opCrossPromote)
+	body, err := promotionBody(c, opCrossPromote)
+	if err != nil {
+		return err
+	}
+	return s.measured(c, "memory.cross_promote", s.promotion(c, key, opCrossPromote, body))
 }
 
-// handlePromotion is :promote (into the route's namespace) and :cross_promote (into
-// the body's target_namespace).
-func (s *Service) handlePromotion(c *fiber.Ctx, key, op string) error {
+func promotionBody(c *fiber.Ctx, op string) (promoteBody, error) {
 	var body promoteBody
 	if len(c.Body()) > 0 {
 		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-			return err
+			return body, err
 		}
 	}
 	if op == opCrossPromote && body.TargetNamespace == "" {
-		return httperr.Validation("target_namespace", "target_namespace is required: the namespace the memory is promoted into")
+		return body, httperr.Validation("target_namespace", "target_namespace is required: the namespace the memory is promoted into")
 	}
-	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+	return body, nil
+}
+
+func (s *Service) promotion(c *fiber.Ctx, key, op string, body promoteBody) func(ctx context.Context, o origin) (any, error) {
+	return func(ctx context.Context, o origin) (any, error) {
 		p, ns, err := route.Namespace(c, mayWrite)
 		if err != nil {
 			return nil, err
@@ -518,7 +530,7 @@ func (s *Service) handlePromotion(c *fiber.Ctx, key, op string) error {
 			target = body.TargetNamespace
 		}
 		return s.promote(ctx, p, promoteCall{origin: o, op: op, namespace: ns, key: key, names: body.names(), target: target})
-	})
+	}
 }
 
 func (s *Service) handleDemote(c *fiber.Ctx, key string) error {
@@ -545,31 +557,41 @@ func (s *Service) handleDecisionRecord(c *fiber.Ctx) error {
 	})
 }
 
+// :copy and :move, each op named where it is measured.
 func (s *Service) handleCopyMemory(c *fiber.Ctx, key string) error {
-	return s.handleMove(c, key, false)
+	body, err := moveBodyOf(c)
+	if err != nil {
+		return err
+	}
+	return s.measured(c, "memory.copy", s.relocation(c, key, body, false))
 }
 
-func (s *Service) handleMoveMemory(c *fiber.Ctx, key string) error { return s.handleMove(c, key, true) }
+func (s *Service) handleMoveMemory(c *fiber.Ctx, key string) error {
+	body, err := moveBodyOf(c)
+	if err != nil {
+		return err
+	}
+	return s.measured(c, "memory.move", s.relocation(c, key, body, true))
+}
 
-// handleMove is :copy and :move.
-func (s *Service) handleMove(c *fiber.Ctx, key string, move bool) error {
+func moveBodyOf(c *fiber.Ctx) (moveBody, error) {
 	var body moveBody
 	if len(c.Body()) > 0 {
 		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-			return err
+			return body, err
 		}
 	}
-	op := "memory.copy"
-	if move {
-		op = "memory.move"
-	}
-	return s.measured(c, op, func(ctx context.Context, o origin) (any, error) {
+	return body, nil
+}
+
+func (s *Service) relocation(c *fiber.Ctx, key string, body moveBody, move bool) func(ctx context.Context, o origin) (any, error) {
+	return func(ctx context.Context, o origin) (any, error) {
 		p, ns, err := route.Namespace(c, mayWrite)
 		if err != nil {
 			return nil, err
 		}
 		return s.copyMemory(ctx, p, moveCall{origin: o, namespace: ns, key: key, body: body, move: move})
-	})
+	}
 }
 
 func (s *Service) handleDeleteNamespace(c *fiber.Ctx) error {
@@ -578,4 +600,97 @@ func (s *Service) handleDeleteNamespace(c *fiber.Ctx) error {
 		return err
 	}
 	return send(c)(s.deleteNamespace(c.UserContext(), p, ns))
+}
+
+// idHandler handles one custom method of POST /v1/memories/{id}:{method}.
+type idHandler func(s *Service, c *fiber.Ctx, memoryID uuid.UUID) error
+
+// idMethods are the custom methods of POST /v1/memories/{id}:{method}.
+var idMethods = map[string]idHandler{
+	"verify": (*Service).handleVerifyByID,
+	"redact": (*Service).handleRedactByID,
+}
+
+func (s *Service) handleIDMethod(c *fiber.Ctx) error {
+	raw, method, err := splitMethod(c.Params("id"))
+	if err != nil {
+		return err
+	}
+	h, ok := idMethods[method]
+	if !ok {
+		return httperr.NotFound("unknown method :" + method)
+	}
+	memoryID, err := uuid.Parse(raw)
+	if err != nil {
+		return httperr.NotFound("memory not found")
+	}
+	return h(s, c, memoryID)
+}
+
+func (s *Service) handleVerifyByID(c *fiber.Ctx, memoryID uuid.UUID) error {
+	return s.measured(c, "memory.verify", func(ctx context.Context, o origin) (any, error) {
+		p := auth.From(c)
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		head, err := s.headByID(ctx, p, memoryID)
+		if err != nil {
+			return nil, err
+		}
+		return s.runCopy(ctx, p, copyCall{origin: o, namespace: head.Namespace, key: head.MemoryKey, names: keyOf(head),
+			version: -1, op: keyMethods["verify"]})
+	})
+}
+
+func (s *Service) handleRedactByID(c *fiber.Ctx, memoryID uuid.UUID) error {
+	var body redactBody
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	if body.Agent != "" || body.UserID != "" || body.SessionID != "" {
+		return httperr.Validation("body", "a redact by id takes its identity from the id")
+	}
+	if body.Version == 0 {
+		return httperr.Validation("version", "version is required")
+	}
+	return s.measured(c, "memory.redact", func(ctx context.Context, o origin) (any, error) {
+		p := auth.From(c)
+		if err := p.RequireWrite(); err != nil {
+			return nil, err
+		}
+		head, err := s.headByID(ctx, p, memoryID)
+		if err != nil {
+			return nil, err
+		}
+		return s.redact(ctx, p, redactCall{requestID: o.requestID, namespace: head.Namespace, key: head.MemoryKey,
+			names: keyOf(head), version: int64(body.Version)})
+	})
+}
+
+func (s *Service) handleGetModelCalls(c *fiber.Ctx) error {
+	return send(c)(s.modelCalls(c.UserContext(), auth.From(c)))
+}
+
+func (s *Service) handlePutModelCalls(c *fiber.Ctx) error {
+	var body modelCallsRequest
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	return send(c)(s.setModelCalls(c.UserContext(), auth.From(c), body))
+}
+
+func (s *Service) handleTouch(c *fiber.Ctx, key string) error {
+	var body copyBody
+	if len(c.Body()) > 0 {
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return err
+		}
+	}
+	return s.measured(c, opTouch, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.touch(ctx, p, ns, key, body.names())
+	})
 }

@@ -2,9 +2,8 @@ package command
 
 import (
 	"context"
+	"net/http"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/loomplane/loom/internal/auth"
@@ -57,7 +56,7 @@ func requireOrgAdmin(p auth.Principal) error {
 		return err
 	}
 	if len(p.Namespaces) > 0 {
-		return httperr.New(fiber.StatusForbidden, httperr.CodePermissionDenied,
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
 			"the org's model-call switch acts on every namespace; this token names some")
 	}
 	return nil
@@ -103,16 +102,4 @@ func (s *Service) setModelCalls(ctx context.Context, p auth.Principal, req model
 	}
 	s.log.Info("org model calls switched", "org", p.Org, "held", *req.Held, "actor", p.Actor(), "op", opModelCalls)
 	return ans, nil
-}
-
-func (s *Service) handleGetModelCalls(c *fiber.Ctx) error {
-	return send(c)(s.modelCalls(c.UserContext(), auth.From(c)))
-}
-
-func (s *Service) handlePutModelCalls(c *fiber.Ctx) error {
-	var body modelCallsRequest
-	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-		return err
-	}
-	return send(c)(s.setModelCalls(c.UserContext(), auth.From(c), body))
 }

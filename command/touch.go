@@ -3,8 +3,6 @@ package command
 import (
 	"context"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
@@ -46,20 +44,4 @@ func (s *Service) touch(ctx context.Context, p auth.Principal, ns, key string, n
 		return nil, httperr.Store("recording the touch", err)
 	}
 	return &touchAnswer{MemoryID: head.MemoryID, MemoryKey: key, Touched: true}, nil
-}
-
-func (s *Service) handleTouch(c *fiber.Ctx, key string) error {
-	var body copyBody
-	if len(c.Body()) > 0 {
-		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-			return err
-		}
-	}
-	return s.measured(c, opTouch, func(ctx context.Context, o origin) (any, error) {
-		p, ns, err := route.Namespace(c, mayWrite)
-		if err != nil {
-			return nil, err
-		}
-		return s.touch(ctx, p, ns, key, body.names())
-	})
 }
