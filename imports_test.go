@@ -37,7 +37,7 @@ var boundaries = []boundary{
 		why: "the knowledge plane's write side imports no read side (its own or memory's) and no other role; it shares the plumbing (internal/outbox, internal/generations) and the plane's table owner (knowledge/store)"},
 	{from: "knowledge/query", banned: []string{"knowledge/command", "command", "query", "workers", "projector", "relay"},
 		why: "the knowledge plane's read side imports no write side (its own or memory's) and no other role"},
-	{from: "knowledge/store", only: []string{"knowledge/store", "events"}, why: "the knowledge tables' owner holds statements only: every role of the plane, the projector and the index follower import it"},
+	{from: "knowledge/store", only: []string{"knowledge/store", "events", "internal/rowseal"}, why: "the knowledge tables' owner holds statements only (and seals their text at rest as memory rows are, internal/rowseal): every role of the plane, the projector and the index follower import it"},
 	{from: "workers", banned: []string{"query", "projector", "relay"}, why: "the workers write through the write side's worker API (command/workerapi.go) and read no read model of the query side"},
 	{from: "command/extraction", only: []string{"command/extraction", "internal", "events"}, why: "the extraction pipeline imports no role: the write side hands it the writer of its facts, and both the write side and the workers run it"},
 	{from: "knowledge/parse", only: []string{"knowledge/parse"}, why: "the document parser is pure code the knowledge plane calls: it imports no role, no store, nothing of Loom's"},

@@ -9,17 +9,13 @@
 package evidence
 
 import (
-	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // Sources of kept turns.
@@ -60,17 +56,10 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the turn's text: %w", err)
 	}
-	mac := hmac.New(sha256.New, dataKey)
-	mac.Write([]byte("loom.turn"))
-	block, err := aes.NewCipher(mac.Sum(nil))
+	out, err := rowseal.Seal(dataKey, rowseal.LabelTurn, plain)
 	if err != nil {
 		return nil, fmt.Errorf("seal the turn's text: %w", err)
 	}
-	// pgcrypto's decrypt(…, 'aes') is CBC with a zero IV and PKCS#7 padding.
-	pad := aes.BlockSize - len(plain)%aes.BlockSize
-	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
-	out := make([]byte, len(plain))
-	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, plain)
 	return out, nil
 }
 

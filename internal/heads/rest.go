@@ -1,16 +1,12 @@
 package heads
 
 import (
-	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // TextFields are the fields of rowText, as a row's JSON names them: what the at-rest
@@ -44,15 +40,8 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	if payload, err = json.Marshal(&bare); err != nil {
 		return nil, nil, fmt.Errorf("encode the row: %w", err)
 	}
-	mac := hmac.New(sha256.New, dataKey)
-	mac.Write([]byte("loom.row"))
-	block, err := aes.NewCipher(mac.Sum(nil))
-	if err != nil {
+	if sealed, err = rowseal.Seal(dataKey, rowseal.LabelRow, text); err != nil {
 		return nil, nil, fmt.Errorf("seal the row's text: %w", err)
 	}
-	pad := aes.BlockSize - len(text)%aes.BlockSize
-	plain := append(text, bytes.Repeat([]byte{byte(pad)}, pad)...)
-	sealed = make([]byte, len(plain))
-	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(sealed, plain)
 	return payload, sealed, nil
 }

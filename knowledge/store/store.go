@@ -7,12 +7,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // Querier is a pool, a connection or a transaction.
@@ -242,15 +238,9 @@ func Seal(t *Text, dataKey []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the head's text: %w", err)
 	}
-	mac := hmac.New(sha256.New, dataKey)
-	mac.Write([]byte("loom.row"))
-	block, err := aes.NewCipher(mac.Sum(nil))
+	sealed, err := rowseal.Seal(dataKey, rowseal.LabelRow, plain)
 	if err != nil {
 		return nil, fmt.Errorf("seal the head's text: %w", err)
 	}
-	pad := aes.BlockSize - len(plain)%aes.BlockSize
-	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
-	sealed := make([]byte, len(plain))
-	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(sealed, plain)
 	return sealed, nil
 }

@@ -1,0 +1,36 @@
+// Package rowseal seals text kept at rest in Postgres the way the database opens it:
+// AES-256-CBC with PKCS#7 padding and a zero IV (pgcrypto's decrypt(..., 'aes')) under
+// HMAC-SHA256(dataKey, label). Each label derives its own key from a revision's or a
+// turn's data key, and that key seals one plaintext only, so the fixed IV is never
+// reused; it is never the key that seals the topic's content (AES-GCM, events).
+package rowseal
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+)
+
+// Labels of the sealed columns; the SQL that opens each names the same label.
+const (
+	LabelRow  = "loom.row"  // memory rows' and knowledge heads' text (loom.opened_row)
+	LabelTurn = "loom.turn" // the conversation's turns (loom.memory_evidence)
+)
+
+// Seal seals plain under the key label derives from dataKey.
+func Seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte(label))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("seal under %s: %w", label, err)
+	}
+	pad := aes.BlockSize - len(plain)%aes.BlockSize
+	padded := append(append(make([]byte, 0, len(plain)+pad), plain...), bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(padded))
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, padded)
+	return out, nil
+}
