@@ -204,6 +204,12 @@ func (s *Service) queueGenerationRecord(b *pgx.Batch, env *events.Envelope) erro
 	if err != nil {
 		return fmt.Errorf("encode the %s record: %w", env.Type, err)
 	}
+	return s.queueEncodedRecord(b, env, value)
+}
+
+// queueEncodedRecord queues an encoded record that carries no revision for the relay
+// and keeps it in generation_records for a republish.
+func (s *Service) queueEncodedRecord(b *pgx.Batch, env *events.Envelope, value []byte) error {
 	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -230,13 +229,5 @@ func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope) error {
 		return httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
 			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
 	}
-	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
-	if err != nil {
-		return err
-	}
-	key := events.RecordKey(env.Org, env.Namespace)
-	outbox.Queue(b, outbox.Record{Org: env.Org, Namespace: env.Namespace, Seq: env.Seq, Topic: s.cfg.Topic,
-		Key: key, Headers: headers, Value: value})
-	queueKeepGenerationRecord(b, env.Org, env.Namespace, env.Seq, string(env.Type), key, headers, value)
-	return nil
+	return s.queueEncodedRecord(b, env, value)
 }

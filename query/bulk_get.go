@@ -58,17 +58,9 @@ func (s *Service) bulkGet(ctx context.Context, p auth.Principal, ns string, req 
 	if n := len(req.Keys) + len(req.IDs); n == 0 || n > bulkGetMax {
 		return nil, httperr.Validation("keys", fmt.Sprintf("ask for 1 to %d keys and ids in all", bulkGetMax))
 	}
-	ids := make([]memrow.Identity, len(req.Keys))
-	other := make([]bool, len(req.Keys))
-	for i, k := range req.Keys {
-		ids[i], other[i] = route.Identity(p, ns, k.MemoryKey, route.Names{Agent: k.Agent, UserID: k.UserID, SessionID: k.SessionID})
-		if err := ids[i].Validate(); err != nil {
-			var fe *memrow.FieldError
-			if errors.As(err, &fe) {
-				fe.Field = fmt.Sprintf("keys[%d].%s", i, fe.Field)
-			}
-			return nil, err
-		}
+	ids, other, err := keyIdentities(p, ns, req.Keys)
+	if err != nil {
+		return nil, err
 	}
 	memoryIDs := make([]uuid.UUID, len(req.IDs))
 	for i, id := range req.IDs {
@@ -131,4 +123,22 @@ func (s *Service) bulkGet(ctx context.Context, p auth.Principal, ns string, req 
 		}
 	}
 	return ans, nil
+}
+
+// keyIdentities resolves a bulk read's keys to identities the token may name, and
+// which of them name another user's row (other); a bad key is the 422 naming keys[i].
+func keyIdentities(p auth.Principal, ns string, keys []bulkGetKey) ([]memrow.Identity, []bool, error) {
+	ids := make([]memrow.Identity, len(keys))
+	other := make([]bool, len(keys))
+	for i, k := range keys {
+		ids[i], other[i] = route.Identity(p, ns, k.MemoryKey, route.Names{Agent: k.Agent, UserID: k.UserID, SessionID: k.SessionID})
+		if err := ids[i].Validate(); err != nil {
+			var fe *memrow.FieldError
+			if errors.As(err, &fe) {
+				fe.Field = fmt.Sprintf("keys[%d].%s", i, fe.Field)
+			}
+			return nil, nil, err
+		}
+	}
+	return ids, other, nil
 }

@@ -2,14 +2,12 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/route"
 )
 
 // statusesRequest is POST /v1/namespaces/{ns}/memories:statuses: the keys, named as
@@ -56,17 +54,9 @@ func (s *Service) statuses(ctx context.Context, p auth.Principal, ns string, req
 	if n := len(req.Keys); n == 0 || n > bulkGetMax {
 		return nil, httperr.Validation("keys", fmt.Sprintf("ask for 1 to %d keys", bulkGetMax))
 	}
-	ids := make([]memrow.Identity, len(req.Keys))
-	other := make([]bool, len(req.Keys))
-	for i, k := range req.Keys {
-		ids[i], other[i] = route.Identity(p, ns, k.MemoryKey, route.Names{Agent: k.Agent, UserID: k.UserID, SessionID: k.SessionID})
-		if err := ids[i].Validate(); err != nil {
-			var fe *memrow.FieldError
-			if errors.As(err, &fe) {
-				fe.Field = fmt.Sprintf("keys[%d].%s", i, fe.Field)
-			}
-			return nil, err
-		}
+	ids, other, err := keyIdentities(p, ns, req.Keys)
+	if err != nil {
+		return nil, err
 	}
 	byKey, err := heads.Many(ctx, s.pool, p.Org, ns, ids)
 	if err != nil {
