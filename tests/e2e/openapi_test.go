@@ -384,6 +384,27 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			_, err := c.Recall(ctx, ns, client.RecallRequest{Query: "which tea?", Identity: alice})
 			return err
 		}},
+		{"Pack", func() error {
+			_, err := c.Pack(ctx, ns, client.PackRequest{Query: "which tea?", UserID: "alice", SessionID: alice.SessionID})
+			return err
+		}},
+		{"Stack", func() error {
+			_, err := c.Stack(ctx, ns, client.PackRequest{Query: "which tea?", UserID: "alice"})
+			return err
+		}},
+		{"Timeline", func() error {
+			_, err := c.Timeline(ctx, ns, client.TimelineQuery{Identity: alice, Key: "tea"})
+			return err
+		}},
+		{"Related", func() error { _, err := c.Related(ctx, ns, "tea", alice, 5); return err }},
+		{"Aggregate", func() error {
+			_, err := c.Aggregate(ctx, ns, client.AggregateQuery{By: []string{"type", "tag"}})
+			return err
+		}},
+		{"Statuses", func() error {
+			_, err := c.Statuses(ctx, ns, []client.BulkGetKey{{MemoryKey: "tea", Identity: alice}, {MemoryKey: "none", Identity: alice}})
+			return err
+		}},
 		{"ExtractionStatus", func() error { _, err := c.ExtractionStatus(ctx, ns, client.ExtractionOptions{}); return err }},
 		{"MyExtractions", func() error { _, err := c.MyExtractions(ctx, client.ExtractionOptions{}); return err }},
 		{"MyExtraction", func() error { _, err := c.MyExtraction(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
