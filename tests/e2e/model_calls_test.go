@@ -23,7 +23,6 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 
 	broken := q.enqueue("bob", "I work in Oslo.")
 	q.await(broken, "failed")
-	calls := len(q.srv.Chats())
 
 	writer := q.c.Typed(t).WithToken(env.Token(t, q.api, auth.NewToken{Org: q.org, Role: auth.RoleWriter}))
 	if _, err := writer.SetModelCalls(ctx, true); !client.IsCode(err, client.CodePermissionDenied) {
@@ -47,8 +46,19 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 	if x := q.status(waiting); x.Status != "held" || x.Attempts != 0 {
 		t.Fatalf("a held org's request: %+v, want held with no attempt spent", x)
 	}
-	if n := len(q.srv.Chats()); n != calls {
-		t.Fatalf("%d model calls while held, want none", n-calls)
+	// Counted by what they carry: the failed attempt's call may still be landing on a
+	// loaded machine, but nothing asks about Lisbon until the release.
+	lisbon := 0
+	for _, c := range q.srv.Chats() {
+		if saying("Lisbon")(c) {
+			lisbon++
+		}
+	}
+	if lisbon != 0 {
+		t.Fatalf("%d model calls for the request made while held, want none", lisbon)
+	}
+	if x := q.status(broken); x.Status != "held" || x.Attempts != 0 {
+		t.Fatalf("the retried request while held: %+v, want held with a fresh attempt unspent", x)
 	}
 
 	released, err := q.tc.SetModelCalls(ctx, false)
