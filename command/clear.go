@@ -64,7 +64,7 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 		if len(batch) == 0 {
 			break
 		}
-		plan := &commitPlan{org: p.Org, namespace: ns, requestID: r.requestID, policyGeneration: -1}
+		plan := &commitPlan{org: p.Org, namespace: ns, requestID: r.requestID, policyGeneration: -1, liveNamespace: true}
 		for _, h := range batch {
 			row := copyOf(h)
 			row.Tombstone, row.Actor = true, p.Actor()
