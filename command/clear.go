@@ -9,6 +9,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // clearBatch is how many heads one commit of memory.clear tombstones.
@@ -39,6 +40,10 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 				return nil, err
 			}
 		}
+	}
+	// Shared rows leave by memory.demote, which keeps loom.shared true.
+	if err := route.RefuseShared(req.UserID); err != nil {
+		return nil, err
 	}
 	if p.ReadUserID != "" {
 		if req.UserID != "" && req.UserID != p.ReadUserID {

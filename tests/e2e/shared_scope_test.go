@@ -57,6 +57,7 @@ func TestNoWriterForgesASharedRow(t *testing.T) {
 		refusedNaming(t, ":"+m, post(t, writer, base+"/memories/payroll:"+m, map[string]any{"user_id": "_shared"}), "user_id")
 	}
 	refusedNaming(t, "memory.delete", writer.Do(t, http.MethodDelete, base+"/memories/payroll?user_id=_shared", nil), "user_id")
+	refusedNaming(t, "memory.clear", writer.Do(t, http.MethodPost, base+"/memories:clear", []byte(`{"user_id": "_shared"}`)), "user_id")
 
 	// What every user reads is the promoted value, unlocked, with its provenance.
 	got := writer.Do(t, http.MethodGet, base+"/memories/payroll?user_id=_shared", nil)
