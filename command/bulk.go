@@ -176,7 +176,10 @@ func parseEntry(p auth.Principal, ns string, i int, raw json.RawMessage, request
 	if e.Proposed || e.IfMatchSHA256 != "" || e.DryRun {
 		return nil, httperr.Validation(fmt.Sprintf("entries[%d]", i), "proposed, if_match_sha256 and dry_run are memory.set's; a batch entry takes neither")
 	}
-	id, other := route.Identity(p, ns, e.Key, e.names())
+	id, other, err := route.WriteIdentity(p, ns, e.Key, e.names())
+	if err != nil {
+		return nil, entryError(i, err)
+	}
 	if other {
 		return nil, otherUser()
 	}

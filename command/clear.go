@@ -9,6 +9,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/route"
 )
 
 // clearBatch is how many heads one commit of memory.clear tombstones.
@@ -40,6 +41,10 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 			}
 		}
 	}
+	// Shared rows leave by memory.demote, which keeps loom.shared true.
+	if err := route.RefuseShared(req.UserID); err != nil {
+		return nil, err
+	}
 	if p.ReadUserID != "" {
 		if req.UserID != "" && req.UserID != p.ReadUserID {
 			return nil, otherUserNotFound("namespace")
@@ -64,7 +69,7 @@ func (s *Service) clear(ctx context.Context, p auth.Principal, r clearCall) (*cl
 		if len(batch) == 0 {
 			break
 		}
-		plan := &commitPlan{org: p.Org, namespace: ns, requestID: r.requestID, policyGeneration: -1}
+		plan := &commitPlan{org: p.Org, namespace: ns, requestID: r.requestID, policyGeneration: -1, liveNamespace: true}
 		for _, h := range batch {
 			row := copyOf(h)
 			row.Tombstone, row.Actor = true, p.Actor()

@@ -283,6 +283,12 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 	if err != nil {
 		return nil, err
 	}
+	// A shared row changes only by promote, demote and redact: a pin, a lock or a
+	// delete of it would leave loom.shared saying otherwise, and a lock would block
+	// its demotion.
+	if err := route.RefuseShared(id.UserID); err != nil {
+		return nil, err
+	}
 	op := r.op
 	head, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
@@ -311,7 +317,7 @@ func (s *Service) runCopy(ctx context.Context, p auth.Principal, r copyCall) (co
 		}
 		return ans, nil
 	}
-	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, inTx: cw.inTx,
+	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, inTx: cw.inTx, liveNamespace: true,
 		rows: []*pending{{own: true, op: op.op, event: op.event, row: cw.row, readVersion: head.Version, readSeq: head.Seq,
 			vector: cw.vector, keyVector: cw.keyVec, chunkVectors: cw.chunkVecs}}}
 	s.faults.beforeCommit()

@@ -2,11 +2,14 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -42,11 +45,34 @@ func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespac
 	return nil
 }
 
+// withdrawUserPromotions removes the shared rows promoted from a user's memories (in
+// namespaces, or across the org when namespaces is nil) and the copies made of them:
+// a user erasure's first step, as the seed matches them by provenance
+// (memory-architecture.md, "a user erasure matches them by provenance"). The saga
+// erases by user_id, which a shared row (memrow.SharedUser) never holds.
+func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, userID string, namespaces []string, requestID string) error {
+	promoted, err := s.promotedFromUser(ctx, p.Org, userID, namespaces)
+	if err != nil {
+		return err
+	}
+	for _, c := range promoted {
+		if err := s.withdrawCopy(ctx, p, memrow.SharedIdentity(p.Org, c.namespace, c.key), requestID); err != nil {
+			return fmt.Errorf("withdraw the shared row %s/%s promoted from %s: %w", c.namespace, c.key, userID, err)
+		}
+	}
+	return nil
+}
+
 // withdrawCopy deletes a shared row and redacts each of its values: the first version
 // of every run of one content (a redaction scrubs the run that copies it).
 func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, id memrow.Identity, requestID string) error {
-	if _, err := s.demote(ctx, p, demoteCall{origin: origin{requestID: requestID}, namespace: id.Namespace, key: id.MemoryKey}); err != nil {
-		return err
+	if _, err := s.demote(ctx, p, demoteCall{origin: origin{requestID: requestID}, namespace: id.Namespace, key: id.MemoryKey, withdraw: true}); err != nil {
+		var he *httperr.Error
+		if !errors.As(err, &he) || he.Status != http.StatusNotFound {
+			return err
+		}
+		// No head is left (an erasure took it): only the record of the promotion is.
+		return forgetPromotion(ctx, s.pool, id)
 	}
 	versions, err := heads.KeyRevisions(ctx, s.pool, id)
 	if err != nil {

@@ -122,7 +122,10 @@ func (s *Service) recordDecision(ctx context.Context, p auth.Principal, r decisi
 	if err != nil {
 		return nil, err
 	}
-	id, other := route.Identity(p, r.namespace, body.Key, route.Names{Agent: body.Agent, UserID: body.UserID, SessionID: body.SessionID})
+	id, other, err := route.WriteIdentity(p, r.namespace, body.Key, route.Names{Agent: body.Agent, UserID: body.UserID, SessionID: body.SessionID})
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUser()
 	}

@@ -21,6 +21,9 @@ import (
 type demoteCall struct {
 	origin
 	namespace, key string
+	// withdraw: an erasure's withdrawal (withdrawCopy), which reaches a soft-deleted
+	// namespace too.
+	withdraw bool
 }
 
 // demote is memory.demote.
@@ -33,7 +36,8 @@ func (s *Service) demote(ctx context.Context, p auth.Principal, r demoteCall) (c
 	if err != nil {
 		return nil, httperr.Store("reading the shared row", err)
 	}
-	if head == nil || (head.Shared != nil && !p.ActsOn(head.Shared.SourceUserID)) || (head.Shared == nil && p.ReadUserID != "") {
+	if head == nil || (head.Shared != nil && !p.Sees(head.Shared.SourceUserID, head.Shared.SourceSessionID)) ||
+		(head.Shared == nil && (p.ReadUserID != "" || p.ReadSessionID != "")) {
 		return nil, httperr.NotFound("no shared memory under the key")
 	}
 	if !head.Live(s.now()) {
@@ -44,7 +48,7 @@ func (s *Service) demote(ctx context.Context, p auth.Principal, r demoteCall) (c
 	}
 	row := copyOf(head)
 	row.Tombstone, row.Actor = true, p.Actor()
-	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
+	plan := &commitPlan{org: p.Org, namespace: r.namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, liveNamespace: !r.withdraw,
 		rows:     []*pending{{own: true, op: "memory.demote", event: events.TypeTombstoned, row: row, readVersion: head.Version, readSeq: head.Seq}},
 		inCommit: func(ctx context.Context, tx pgx.Tx) error { return recordDemotion(ctx, tx, id, p.Actor()) }}
 	if err := s.commitOrContend(ctx, plan); err != nil {

@@ -185,6 +185,16 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 		if err := s.withdrawCopies(ctx, p, scope.Namespaces, ""); err != nil {
 			return erasureView{}, httperr.Store("withdrawing the copies promoted from the namespaces", err)
 		}
+	} else {
+		// The shared rows promoted from the user's memories go first too: the saga
+		// erases by user_id, which no shared row holds.
+		var within []string
+		if scope.Kind == scopeUserInNamespace {
+			within = scope.Namespaces
+		}
+		if err := s.withdrawUserPromotions(ctx, p, scope.UserID, within, ""); err != nil {
+			return erasureView{}, httperr.Store("withdrawing the rows promoted from the user's memories", err)
+		}
 	}
 	id := uuid.NewString()
 	raw, err := json.Marshal(scope)

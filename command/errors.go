@@ -44,7 +44,10 @@ func contended(cause error) *httperr.Error {
 // commitError answers a commit that failed: a lock it waited for too long is
 // contention; a Postgres that went away is a retryable 503.
 func commitError(err error) *httperr.Error {
+	var refused *httperr.Error
 	switch {
+	case errors.As(err, &refused):
+		return refused // the commit's own refusal (a soft-deleted namespace)
 	case errors.Is(err, errErased):
 		return httperr.NotFound("memory not found: it was erased since it was read")
 	case errors.Is(err, errTakenOver):

@@ -46,7 +46,10 @@ func (s *Service) extraction() *extraction.Pipeline {
 // fromMessages is memory.set_from_messages.
 func (s *Service) fromMessages(ctx context.Context, p auth.Principal, r fromMessagesCall) (*fromMessagesAnswer, error) {
 	req := r.body
-	id, other := route.Identity(p, r.namespace, "", req.Names())
+	id, other, err := route.WriteIdentity(p, r.namespace, "", req.Names())
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUser()
 	}

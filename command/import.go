@@ -107,7 +107,10 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 	if len(req.Items) == 0 || len(req.Items) > MaxBulkEntries {
 		return nil, httperr.Validation("items", fmt.Sprintf("items must hold 1 to %d items", MaxBulkEntries))
 	}
-	base, other := route.Identity(p, r.namespace, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	base, other, err := route.WriteIdentity(p, r.namespace, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUser()
 	}

@@ -61,6 +61,11 @@ func (s *Service) copyMemory(ctx context.Context, p auth.Principal, r moveCall) 
 	if err := p.Namespace(targetNS); err != nil {
 		return nil, err
 	}
+	if targetNS != src.Namespace {
+		if err := s.refuseDeletedNamespace(ctx, p.Org, targetNS); err != nil {
+			return nil, err
+		}
+	}
 	tid, other := route.Identity(p, targetNS, orSame(b.TargetKey, src.MemoryKey), route.Names{Agent: orSame(b.TargetAgent, src.Agent),
 		UserID: orSame(b.TargetUserID, src.UserID), SessionID: orSame(b.TargetSessionID, src.SessionID)})
 	if other {
@@ -97,7 +102,8 @@ func (s *Service) copyMemory(ctx context.Context, p auth.Principal, r moveCall) 
 	if err := s.embedRows(ctx, []*pending{copied}); err != nil {
 		return nil, err
 	}
-	plan := &commitPlan{org: p.Org, namespace: tid.Namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, rows: []*pending{copied}}
+	plan := &commitPlan{org: p.Org, namespace: tid.Namespace, requestID: r.requestID, policyGeneration: -1, idem: r.hold, rows: []*pending{copied},
+		liveNamespace: true}
 	var gone *pending
 	if r.move {
 		if src.Locked {
@@ -115,7 +121,7 @@ func (s *Service) copyMemory(ctx context.Context, p auth.Principal, r moveCall) 
 		return nil, err
 	}
 	if gone != nil {
-		if err := s.commitOrContend(ctx, &commitPlan{org: p.Org, namespace: src.Namespace, requestID: r.requestID, policyGeneration: -1,
+		if err := s.commitOrContend(ctx, &commitPlan{org: p.Org, namespace: src.Namespace, requestID: r.requestID, policyGeneration: -1, liveNamespace: true,
 			rows: []*pending{gone}}); err != nil {
 			return nil, err
 		}
@@ -131,6 +137,9 @@ func (s *Service) copyMemory(ctx context.Context, p auth.Principal, r moveCall) 
 func (s *Service) liveSource(ctx context.Context, p auth.Principal, ns, key string, names route.Names) (*memrow.Row, error) {
 	id, err := keyIdentity(p, ns, key, names)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.refuseDeletedNamespace(ctx, p.Org, ns); err != nil {
 		return nil, err
 	}
 	src, err := heads.Read(ctx, s.pool, id)

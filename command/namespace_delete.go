@@ -43,6 +43,23 @@ func (s *Service) deleteNamespace(ctx context.Context, p auth.Principal, ns stri
 	return &namespaceDeleteAnswer{Namespace: ns, Deleted: true, WasLive: wasLive, DeletedAt: s.now().UTC()}, nil
 }
 
+// refuseDeletedNamespace answers 404 (namespaceDeleted) for a soft-deleted namespace:
+// the check of a write that commits nothing through the one commit (a touch, a
+// redaction) or reads its source in another namespace than it commits to (promote,
+// copy, move). The copy writers' commits check again under the policy lock
+// (commitPlan.liveNamespace).
+func (s *Service) refuseDeletedNamespace(ctx context.Context, org, ns string) error {
+	var deleted bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.namespaces WHERE org = $1 AND namespace = $2 AND deleted_at IS NOT NULL)`,
+		org, ns).Scan(&deleted); err != nil {
+		return httperr.Store("reading whether the namespace was deleted", err)
+	}
+	if deleted {
+		return namespaceDeleted(ns)
+	}
+	return nil
+}
+
 // namespaceDeleted is the refusal of a read or write of a soft-deleted namespace.
 func namespaceDeleted(ns string) *httperr.Error {
 	return httperr.NotFound("namespace " + ns + " was deleted; PUT /v1/namespaces/" + ns + " registers it again")

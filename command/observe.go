@@ -79,7 +79,10 @@ func (a *observeAnswer) outcome() string { return "ok" }
 
 // observe is memory.observe.
 func (s *Service) observe(ctx context.Context, p auth.Principal, ns string, req observeRequest) (*observeAnswer, error) {
-	id, other := route.Identity(p, ns, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	id, other, err := route.WriteIdentity(p, ns, "", route.Names{Agent: req.Agent, UserID: req.UserID, SessionID: req.SessionID})
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUser()
 	}

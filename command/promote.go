@@ -78,7 +78,7 @@ func (s *Service) promote(ctx context.Context, p auth.Principal, r promoteCall) 
 	if err := s.embedRows(ctx, []*pending{pr}); err != nil {
 		return nil, err
 	}
-	plan := &commitPlan{org: p.Org, namespace: r.target, requestID: r.requestID, policyGeneration: -1, idem: r.hold,
+	plan := &commitPlan{org: p.Org, namespace: r.target, requestID: r.requestID, policyGeneration: -1, idem: r.hold, liveNamespace: true,
 		rows: []*pending{pr}, inCommit: func(ctx context.Context, tx pgx.Tx) error { return recordPromotion(ctx, tx, row) }}
 	if err := s.commitOrContend(ctx, plan); err != nil {
 		return nil, err

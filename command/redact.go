@@ -118,6 +118,9 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, r redactCall) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := s.refuseDeletedNamespace(ctx, p.Org, r.namespace); err != nil {
+		return nil, err
+	}
 	return s.redactVersion(ctx, p, id, r.version, r.requestID)
 }
 

@@ -147,7 +147,10 @@ func (s *Service) set(ctx context.Context, p auth.Principal, r keyWrite) (*setAn
 	if len(r.body.Value) == 0 {
 		return nil, httperr.Validation("value", "value is required (any JSON value)")
 	}
-	id, other := route.Identity(p, r.namespace, r.key, r.body.names())
+	id, other, err := route.WriteIdentity(p, r.namespace, r.key, r.body.names())
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUser()
 	}

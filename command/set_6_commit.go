@@ -125,6 +125,10 @@ type commitPlan struct {
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
 	evidence []string
+	// liveNamespace: the commit refuses a namespace namespace.delete soft-deleted (404),
+	// read under the policy lock, so a delete lands before the commit or after it. A
+	// judged write checks its policy generation instead; the copy writers set this.
+	liveNamespace bool
 }
 
 var (
@@ -229,6 +233,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.CommitLockTimeout.Milliseconds()))
 		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), lead.org)
 		generations.QueueRead(b, lead.org, policyScope, &policyGen)
+		deleted := queueNamespaceDeleted(b, plans)
 		generations.QueueAdvance(b, lead.org, lead.namespace, n, &lastSeq)
 		locked, lockedSeqs := queueHeadLocks(b, all)
 		// The gap is read in the same round trip, after the advance: every commit of the
@@ -243,7 +248,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		var admitted []*commitPlan
 		off := 0
 		for i, p := range plans {
-			st := planState{policyGen: policyGen, firstSeq: next, gap: gap.of(p.gapFrom, before),
+			st := planState{policyGen: policyGen, namespaceDeleted: *deleted, firstSeq: next, gap: gap.of(p.gapFrom, before),
 				linkedErased: gap.linkedErased[i], locked: locked[off : off+len(p.rows)], lockedSeqs: lockedSeqs[off : off+len(p.rows)],
 				written: written}
 			off += len(p.rows)
@@ -357,13 +362,16 @@ func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey [
 // planState is what a plan of a commit is checked against: what the transaction read,
 // and what the plans before it in the group write.
 type planState struct {
-	policyGen    int64
-	firstSeq     int64 // the seq the plan's first row would take
-	gap          []gapRevision
-	linkedErased bool
-	locked       []int64         // the versions of the plan's rows' heads, as locked
-	lockedSeqs   []int64         // and their seqs
-	written      map[string]bool // identities the plans before it write
+	policyGen int64
+	// namespaceDeleted: the namespace is soft-deleted (read only for a plan that
+	// asks, liveNamespace).
+	namespaceDeleted bool
+	firstSeq         int64 // the seq the plan's first row would take
+	gap              []gapRevision
+	linkedErased     bool
+	locked           []int64         // the versions of the plan's rows' heads, as locked
+	lockedSeqs       []int64         // and their seqs
+	written          map[string]bool // identities the plans before it write
 }
 
 // checkPlan checks a plan as its own commit would: its policy generation, its gap
@@ -372,6 +380,9 @@ type planState struct {
 func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st planState) error {
 	if plan.policyGeneration >= 0 && st.policyGen != plan.policyGeneration {
 		return errPolicyMoved
+	}
+	if plan.liveNamespace && st.namespaceDeleted {
+		return namespaceDeleted(plan.namespace)
 	}
 	if plan.gapCheck != nil && st.firstSeq-1 > plan.gapFrom {
 		if st.firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
@@ -517,4 +528,18 @@ func vectors(vs [][]float32) []events.Vector {
 		out[i] = v
 	}
 	return out
+}
+
+// queueNamespaceDeleted queues, when a plan asks (liveNamespace), the read of whether
+// the plans' namespace is soft-deleted; the answer is false otherwise.
+func queueNamespaceDeleted(b *pgx.Batch, plans []*commitPlan) *bool {
+	deleted := new(bool)
+	for _, p := range plans {
+		if p.liveNamespace {
+			b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.namespaces WHERE org = $1 AND namespace = $2 AND deleted_at IS NOT NULL)`,
+				p.org, p.namespace).QueryRow(func(r pgx.Row) error { return r.Scan(deleted) })
+			break
+		}
+	}
+	return deleted
 }

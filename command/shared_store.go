@@ -65,6 +65,34 @@ func (s *Service) copiesPromotedFrom(ctx context.Context, org, ns string) ([]sha
 	return out, rows.Err()
 }
 
+// promotedFromUser lists the promotions whose provenance names user userID as the
+// source's writer (in one of namespaces, or anywhere in the org when namespaces is
+// nil), and every promotion made on from one of them (cross_promote of a shared row):
+// what an erasure of the user takes with it. Demoted ones are listed too: their
+// versions still hold the text.
+func (s *Service) promotedFromUser(ctx context.Context, org, userID string, namespaces []string) ([]sharedCopy, error) {
+	rows, err := s.pool.Query(ctx, `WITH RECURSIVE taken AS (
+			SELECT namespace, memory_key, memory_id FROM loom.shared
+			WHERE org = $1 AND source_user_id = $2 AND ($3::text[] IS NULL OR source_namespace = ANY($3))
+		UNION
+			SELECT s.namespace, s.memory_key, s.memory_id FROM loom.shared s JOIN taken t ON s.source_memory_id = t.memory_id
+			WHERE s.org = $1)
+		SELECT DISTINCT namespace, memory_key FROM taken ORDER BY namespace, memory_key`, org, userID, namespaces)
+	if err != nil {
+		return nil, fmt.Errorf("read the rows promoted from %s's memories: %w", userID, err)
+	}
+	defer rows.Close()
+	var out []sharedCopy
+	for rows.Next() {
+		var c sharedCopy
+		if err := rows.Scan(&c.namespace, &c.key); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
 // sharedTable names loom.shared where an erasure counts what it removed.
 const sharedTable = "loom.shared"
 

@@ -32,6 +32,9 @@ func (s *Service) touch(ctx context.Context, p auth.Principal, ns, key string, n
 	if err != nil {
 		return nil, err
 	}
+	if err := s.refuseDeletedNamespace(ctx, p.Org, ns); err != nil {
+		return nil, err
+	}
 	head, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
 		return nil, httperr.Store("reading the head", err)

@@ -23,7 +23,10 @@ type idWrite struct {
 // memory id); fields the request leaves out, the value included, keep the head's. A
 // changed value meets every rule memory.set's does.
 func (s *Service) update(ctx context.Context, p auth.Principal, r keyWrite) (*setAnswer, error) {
-	id, other := route.Identity(p, r.namespace, r.key, r.body.names())
+	id, other, err := route.WriteIdentity(p, r.namespace, r.key, r.body.names())
+	if err != nil {
+		return nil, err
+	}
 	if other {
 		return nil, otherUserNotFound("memory")
 	}
@@ -47,6 +50,9 @@ func (s *Service) updateByID(ctx context.Context, p auth.Principal, r idWrite) (
 func (s *Service) runUpdate(ctx context.Context, op string, p auth.Principal, id memrow.Identity, o origin, req *setRequest) (*setAnswer, error) {
 	if req.Proposed {
 		return nil, httperr.Validation("proposed", "an update revises an established row; write a proposal with memory.set")
+	}
+	if err := route.RefuseShared(id.UserID); err != nil {
+		return nil, err // a shared row, named by its id
 	}
 	w, err := newSetWrite(op, p, id, req, o.requestID)
 	if err != nil {

@@ -37,7 +37,7 @@ func (s *Service) getByID(ctx context.Context, p auth.Principal, memoryID uuid.U
 		return memoryView{}, httperr.Store("reading heads by id", err)
 	}
 	row := heads.OneByID(withID, s.now(), p.Reaches, p.ReadUserID)
-	if row == nil || !p.InSession(row.SessionID) {
+	if row == nil || !(p.InSession(row.SessionID) || row.IsShared()) {
 		return memoryView{}, httperr.NotFound("memory not found")
 	}
 	return viewOf(row), nil

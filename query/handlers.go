@@ -74,7 +74,7 @@ func readKey(c *fiber.Ctx) (auth.Principal, memrow.Identity, error) {
 	if err := id.Validate(); err != nil {
 		return p, id, err
 	}
-	if other && !(id.UserID == memrow.SharedUser && p.InSession(id.SessionID)) { // a promoted row is every user's
+	if other { // a promoted row is every user's and every session's (route.Identity)
 		return p, id, httperr.NotFound("memory not found")
 	}
 	return p, id, nil

@@ -23,20 +23,26 @@ type filter struct {
 	expiresAt *time.Time
 	// withDeleted keeps deleted and expired rows: a recovery listing's.
 	withDeleted bool
-	// shared adds the promoted rows (memrow.SharedUser) to a filter on one user: they
-	// are in every user's read scope (search's shared scope).
+	// shared adds the promoted rows (memrow.SharedUser) to a filter on one user or one
+	// session: they are in every user's and every session's read scope (search's
+	// shared scope), so they pass the user and session the filter names.
 	shared bool
 }
 
-// withShared is f with the promoted rows beside its user's, when it names one.
+// withShared is f with the promoted rows beside its user's or session's rows, when it
+// names either (and neither is out of the token's scope).
 func (f filter) withShared() filter {
-	f.shared = f.userID != "" && f.userID != noUser
+	f.shared = (f.userID != "" || f.sessionID != "") && f.userID != noUser && f.sessionID != noUser
 	return f
 }
 
-// userMatches reports whether a row of userID passes the filter's user.
-func (f filter) userMatches(userID string) bool {
-	return f.userID == "" || userID == f.userID || (f.shared && userID == memrow.SharedUser)
+// identityMatches reports whether a row of userID and sessionID passes the filter's
+// user and session.
+func (f filter) identityMatches(userID, sessionID string) bool {
+	if f.shared && userID == memrow.SharedUser {
+		return true
+	}
+	return (f.userID == "" || userID == f.userID) && (f.sessionID == "" || sessionID == f.sessionID)
 }
 
 // noUser is the user filter of a token bound to one user asking for another: it
@@ -73,16 +79,23 @@ func scopedSession(p auth.Principal, sessionID string) string {
 func (f filter) where(ns string, tagsColumn bool) (prewhere, where string, args []any) {
 	pre := []string{"org = ?", "namespace = ?"}
 	args = []any{f.org, ns}
-	for _, p := range []struct{ col, v string }{{"agent", f.agent}, {"user_id", f.userID}, {"session_id", f.sessionID}} {
-		switch {
-		case p.v == "":
-		case p.col == "user_id" && f.shared:
-			pre = append(pre, "user_id IN (?, ?)")
-			args = append(args, p.v, memrow.SharedUser)
-		default:
-			pre = append(pre, p.col+" = ?")
+	if f.agent != "" {
+		pre = append(pre, "agent = ?")
+		args = append(args, f.agent)
+	}
+	var who []string
+	for _, p := range []struct{ col, v string }{{"user_id", f.userID}, {"session_id", f.sessionID}} {
+		if p.v != "" {
+			who = append(who, p.col+" = ?")
 			args = append(args, p.v)
 		}
+	}
+	switch {
+	case len(who) > 0 && f.shared:
+		pre = append(pre, "(("+strings.Join(who, " AND ")+") OR user_id = ?)")
+		args = append(args, memrow.SharedUser)
+	case len(who) > 0:
+		pre = append(pre, who...)
 	}
 	at := "now()"
 	if f.asOf != nil {

@@ -43,6 +43,8 @@ type policySummary struct {
 	Visibility     string    `json:"visibility"`
 	RetentionDays  int       `json:"retention_days,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
+	// deleted: namespace.delete soft-deleted the namespace; the list leaves it out.
+	deleted bool
 }
 
 // namespaceList is namespace.list's query string, as the request sent it.
@@ -55,8 +57,10 @@ type namespaceList struct{ limit, pageToken string }
 // can name another user ("notes-bob"), and the binding bounds what the token learns
 // (no index leads with user_id, so its count walks the namespace's heads to the end;
 // an unbound token's stops at the cap). A bound token's page may so hold fewer than
-// limit namespaces while a next_page_token follows. It reads Postgres only, so a write
-// that answered is counted.
+// limit namespaces while a next_page_token follows. A namespace namespace.delete
+// soft-deleted is left out (as a bound token's empty ones are: a page may hold fewer)
+// until a PUT registers it again. It reads Postgres only, so a write that answered is
+// counted.
 func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namespaceList) (*namespacesAnswer, error) {
 	limit := listLimitDefault
 	if r.limit != "" {
@@ -99,7 +103,7 @@ func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namesp
 	}
 	for _, ns := range names {
 		v := namespaceView{Namespace: ns, Memories: counts[ns], Policy: policies[ns]}
-		if p.ReadUserID != "" && v.Memories == 0 {
+		if (p.ReadUserID != "" && v.Memories == 0) || (v.Policy != nil && v.Policy.deleted) {
 			continue
 		}
 		if v.Memories > namespaceCountCap {
@@ -113,7 +117,7 @@ func (s *Service) listNamespaces(ctx context.Context, p auth.Principal, r namesp
 // configuredNamespaces reads up to n of org's namespaces with a policy after the name
 // after (narrowed to only when it is not nil), with their policy's summary.
 func (s *Service) configuredNamespaces(ctx context.Context, org, after string, only []string, n int) (map[string]*policySummary, error) {
-	rows, err := s.pool.Query(ctx, `SELECT namespace, config, updated_at FROM loom.namespaces
+	rows, err := s.pool.Query(ctx, `SELECT namespace, config, updated_at, deleted_at IS NOT NULL FROM loom.namespaces
 		WHERE org = $1 AND namespace > $2 AND ($3::text[] IS NULL OR namespace = ANY($3))
 		ORDER BY namespace LIMIT $4`, org, after, only, n)
 	if err != nil {
@@ -123,7 +127,8 @@ func (s *Service) configuredNamespaces(ctx context.Context, org, after string, o
 	var ns string
 	var raw []byte
 	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&ns, &raw, &at}, func() error {
+	var deleted bool
+	_, err = pgx.ForEachRow(rows, []any{&ns, &raw, &at, &deleted}, func() error {
 		var cfg struct {
 			ConflictPolicy string `json:"conflict_policy"`
 			Visibility     string `json:"visibility"`
@@ -135,7 +140,7 @@ func (s *Service) configuredNamespaces(ctx context.Context, org, after string, o
 		if cfg.Visibility == "" {
 			cfg.Visibility = "private"
 		}
-		out[ns] = &policySummary{ConflictPolicy: cfg.ConflictPolicy, Visibility: cfg.Visibility, RetentionDays: cfg.RetentionDays, UpdatedAt: at}
+		out[ns] = &policySummary{ConflictPolicy: cfg.ConflictPolicy, Visibility: cfg.Visibility, RetentionDays: cfg.RetentionDays, UpdatedAt: at, deleted: deleted}
 		return nil
 	})
 	return out, err

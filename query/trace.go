@@ -154,7 +154,7 @@ func (t *searchTrace) identities() []map[string]memrow.Identity {
 
 // keepTrace stores a search's trace and answers its id; expired traces are deleted
 // in the same round trip.
-func (s *Service) keepTrace(ctx context.Context, org, userID string, t *searchTrace) (string, error) {
+func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, t *searchTrace) (string, error) {
 	rows, err := json.Marshal(t.identities())
 	if err != nil {
 		return "", err
@@ -165,8 +165,8 @@ func (s *Service) keepTrace(ctx context.Context, org, userID string, t *searchTr
 	}
 	id := uuid.New()
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, rows, trace, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval)`, id, org, t.Namespaces, userID, rows, body, s.cfg.Retrieval.TraceTTL.String())
+	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)`, id, org, t.Namespaces, userID, sessionID, rows, body, s.cfg.Retrieval.TraceTTL.String())
 	b.Queue(`DELETE FROM loom.search_traces WHERE ctid IN (SELECT ctid FROM loom.search_traces WHERE expires_at < now() LIMIT 100)`)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("keep the search trace: %w", err)
@@ -183,7 +183,8 @@ type traceAnswer struct {
 }
 
 // searchTraceOf is memory.search_trace: a kept trace, to a token of its org that
-// reaches every namespace it searched, under the same read scope.
+// reaches every namespace it searched, under the same read scope: a token bound to a
+// user or a session reads the traces of searches narrowed to it alone.
 func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID string) (*traceAnswer, error) {
 	id, err := uuid.Parse(traceID)
 	if err != nil {
@@ -191,16 +192,16 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 	}
 	var a traceAnswer
 	var namespaces []string
-	var userID string
-	err = s.pool.QueryRow(ctx, `SELECT namespaces, user_id, trace, created_at, expires_at FROM loom.search_traces
-		WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).Scan(&namespaces, &userID, &a.Trace, &a.CreatedAt, &a.ExpiresAt)
+	var userID, sessionID string
+	err = s.pool.QueryRow(ctx, `SELECT namespaces, user_id, session_id, trace, created_at, expires_at FROM loom.search_traces
+		WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).Scan(&namespaces, &userID, &sessionID, &a.Trace, &a.CreatedAt, &a.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, httperr.NotFound("the search trace is unknown or expired")
 	}
 	if err != nil {
 		return nil, httperr.Store("reading the search trace", err)
 	}
-	if scopedUser(p, userID) != userID {
+	if scopedUser(p, userID) != userID || scopedSession(p, sessionID) != sessionID {
 		return nil, httperr.NotFound("the search trace is unknown or expired")
 	}
 	for _, ns := range namespaces {

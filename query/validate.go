@@ -105,7 +105,7 @@ func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
 		return false
 	}
 	f := p.f
-	if (f.agent != "" && h.Agent != f.agent) || !f.userMatches(h.UserID) || (f.sessionID != "" && h.SessionID != f.sessionID) {
+	if (f.agent != "" && h.Agent != f.agent) || !f.identityMatches(h.UserID, h.SessionID) {
 		return false
 	}
 	if f.memoryType != "" && h.MemoryType != f.memoryType {

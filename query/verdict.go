@@ -209,7 +209,7 @@ func (s *Service) judge(ctx context.Context, plan *searchPlan, offset int, ans *
 	if t := plan.trace; t != nil {
 		t.Background, t.Gates, t.Grounding, t.Rerank, t.Verdict = in.bg, gates, g, rr, verdict
 		t.served(hits)
-		id, err := s.keepTrace(ctx, plan.f.org, plan.f.userID, t)
+		id, err := s.keepTrace(ctx, plan.f.org, plan.f.userID, plan.f.sessionID, t)
 		if err != nil {
 			return httperr.Store("keeping the search trace", err)
 		}

@@ -75,8 +75,8 @@ func viewOf(r *memrow.Row) memoryView {
 }
 
 // inReadScope reports whether a token may see a row r. A promoted row
-// (memrow.SharedUser) is in every user's read scope; a token bound to one session
-// (own_session) sees that session's rows alone.
+// (memrow.SharedUser) is in every user's and every session's read scope; a token
+// bound to one session (own_session) otherwise sees that session's rows alone.
 func inReadScope(p auth.Principal, r *memrow.Row) bool {
-	return (p.ReadUserID == "" || p.ReadUserID == r.UserID || r.UserID == memrow.SharedUser) && p.InSession(r.SessionID)
+	return r.IsShared() || p.Sees(r.UserID, r.SessionID)
 }

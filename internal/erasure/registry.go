@@ -90,9 +90,11 @@ func postgresContent() []Table {
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.shared", Class: Counted, Why: "promotions: the keys, identities and versions promoted rows came from",
-			// A namespace's promotions go with it. A user erasure leaves them (and the
-			// promoted rows, whose user is memrow.SharedUser): see docs/shared.md.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`},
+			// A namespace's promotions go with it; a user's, matched by provenance, too.
+			// A user erasure withdraws the promoted rows (whose user is
+			// memrow.SharedUser) before its saga, and their records with them
+			// (command/cross_promote.go): the census finds any left.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.source_user_id = p.user_id) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.decision_records", Class: Counted, Why: "decision records: who decided a key and what it superseded", Scope: rowScope},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not.

@@ -53,7 +53,10 @@ type Names struct{ Agent, UserID, SessionID string }
 func Identity(p auth.Principal, ns, key string, n Names) (id memrow.Identity, otherUser bool) {
 	id = memrow.Identity{Org: p.Org, Namespace: ns, Agent: orDefault(n.Agent), UserID: orDefault(n.UserID),
 		SessionID: orDefault(n.SessionID), MemoryKey: key}
-	if p.ReadSessionID != "" {
+	// A promoted row (memrow.SharedUser, session "-") is in every user's and every
+	// session's read scope: naming it is never naming another user or session.
+	shared := n.UserID == memrow.SharedUser
+	if p.ReadSessionID != "" && !shared {
 		// A token bound to one session (own_session) addresses that session's rows; a
 		// request naming another is out of its scope, as another user is.
 		if n.SessionID == "" {
@@ -61,13 +64,36 @@ func Identity(p auth.Principal, ns, key string, n Names) (id memrow.Identity, ot
 		}
 		otherUser = id.SessionID != p.ReadSessionID
 	}
-	if p.ReadUserID == "" {
+	if p.ReadUserID == "" || shared {
 		return id, otherUser
 	}
 	if n.UserID == "" {
 		id.UserID = p.ReadUserID
 	}
 	return id, otherUser || id.UserID != p.ReadUserID
+}
+
+// WriteIdentity is Identity for a write that states a row (memory.set, update,
+// bulk_set, import, set_from_messages, observe, decision.record): the shared scope
+// (memrow.SharedUser) is refused, 422 naming user_id. Only memory.promote and
+// memory.cross_promote write a shared row, with its provenance; a row stated there
+// directly would be read by every user of the namespace as if it were promoted.
+func WriteIdentity(p auth.Principal, ns, key string, n Names) (memrow.Identity, bool, error) {
+	id, otherUser := Identity(p, ns, key, n)
+	if err := RefuseShared(id.UserID); err != nil {
+		return id, otherUser, err
+	}
+	return id, otherUser, nil
+}
+
+// RefuseShared is the refusal of a write that would state a row of the shared scope
+// itself: nil for any other user.
+func RefuseShared(userID string) error {
+	if userID == memrow.SharedUser {
+		return httperr.Validation("user_id", "user_id "+memrow.SharedUser+" is the namespace's shared scope: "+
+			"memory.promote and memory.cross_promote write it, memory.demote removes from it")
+	}
+	return nil
 }
 
 func orDefault(s string) string {

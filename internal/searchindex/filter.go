@@ -42,21 +42,23 @@ func (s *space) compile(f Filter) matcher {
 	for _, n := range []struct {
 		v   string
 		out *uint32
-	}{{f.Agent, &m.agent}, {f.SessionID, &m.session}, {f.MemoryType, &m.memType}} {
+	}{{f.Agent, &m.agent}, {f.MemoryType, &m.memType}} {
 		if !s.named(n.v, n.out) {
 			m.ok = false
 		}
 	}
-	if !s.named(f.UserID, &m.user) {
-		m.user = noName // the filter's user has no rows here; OrUserID's may
-		if f.OrUserID == "" {
-			m.ok = false
-		}
+	// OrUserID's rows pass the filter's user and session, when it names either.
+	or := f.OrUserID != "" && (f.UserID != "" || f.SessionID != "")
+	if or && !s.named(f.OrUserID, &m.orUser) {
+		m.orUser, or = 0, false // no such rows here
 	}
-	if f.UserID != "" && f.OrUserID != "" {
-		if !s.named(f.OrUserID, &m.orUser) {
-			m.orUser = 0
-			m.ok = m.ok && m.user != noName
+	for _, n := range []struct {
+		v   string
+		out *uint32
+	}{{f.UserID, &m.user}, {f.SessionID, &m.session}} {
+		if !s.named(n.v, n.out) {
+			*n.out = noName // the filter's user (session) has no rows here; OrUserID's may
+			m.ok = m.ok && or
 		}
 	}
 	for _, st := range f.Statuses {
@@ -101,8 +103,9 @@ func (m *matcher) match(s *space, slot int) bool {
 	if !d.has(flagContent) || m.statuses&(1<<d.status) == 0 || d.expires <= m.now || d.validTo <= m.validAt {
 		return false
 	}
-	if (m.agent != 0 && d.agent != m.agent) || (m.user != 0 && d.user != m.user && (m.orUser == 0 || d.user != m.orUser)) ||
-		(m.session != 0 && d.session != m.session) || (m.memType != 0 && d.memType != m.memType) {
+	or := m.orUser != 0 && d.user == m.orUser
+	if (m.agent != 0 && d.agent != m.agent) || (!or && ((m.user != 0 && d.user != m.user) || (m.session != 0 && d.session != m.session))) ||
+		(m.memType != 0 && d.memType != m.memType) {
 		return false
 	}
 	if len(m.tags) > 0 {

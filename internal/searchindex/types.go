@@ -73,8 +73,8 @@ type Record struct {
 // not narrow; Statuses must list what is served.
 type Filter struct {
 	Agent, UserID, SessionID string
-	// OrUserID, with UserID, lets that user's rows pass too (the promoted rows, which
-	// are in every user's read scope).
+	// OrUserID, with UserID or SessionID, lets that user's rows pass them too (the
+	// promoted rows, which are in every user's and every session's read scope).
 	OrUserID   string
 	MemoryType string
 	Tags       []string
