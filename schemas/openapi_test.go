@@ -118,7 +118,7 @@ var customMethodRoutes = map[string]struct {
 	methods      []string
 }{
 	"/v1/namespaces/{ns}/memories/{key}": {method: "post", file: "../command/copy.go", methods: []string{"keyMethods", "keyHandlers"}},
-	"/v1/memories/{memory_id}":           {method: "post", file: "../command/by_id.go", methods: []string{"idMethods"}},
+	"/v1/memories/{memory_id}":           {method: "post", file: "../command/handlers.go", methods: []string{"idMethods"}},
 }
 
 // paramNames maps a Fiber route parameter to the name the spec gives it.
