@@ -172,6 +172,8 @@ type Health struct {
 	Lag         *HealthLag      `json:"lag,omitempty"`
 	// Workers is each background worker's queue, with include "workers".
 	Workers map[string]WorkerQueue `json:"workers,omitempty"`
+	// Passes are the workers role's background passes, in a process running it.
+	Passes map[string]HealthPass `json:"passes,omitempty"`
 }
 
 // WorkerQueue is one background worker's queue in /v1/health.
@@ -180,8 +182,6 @@ type WorkerQueue struct {
 	Done       int64      `json:"done"`
 	Failures   int64      `json:"failures"`
 	LastDoneAt *time.Time `json:"last_done_at"`
-	// Passes are the workers role's background passes, in a process running it.
-	Passes map[string]HealthPass `json:"passes,omitempty"`
 }
 
 // HealthPass is one background pass in health's `passes`.
