@@ -113,6 +113,8 @@ func Tables() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
+		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
+			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
