@@ -83,6 +83,8 @@ func Tables() []Table {
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
+		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
+			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
 		{Store: Postgres, Name: "loom.shared", Class: Counted, Why: "promotions: the keys, identities and versions promoted rows came from",
 			// A namespace's promotions go with it. A user erasure leaves them (and the
 			// promoted rows, whose user is memrow.SharedUser): see docs/shared.md.
@@ -113,8 +115,6 @@ func Tables() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
-		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
-			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +

@@ -1,7 +1,14 @@
 package evidence
 
+// This file owns loom.session_summaries (migration 061) for the conversation's record.
+
 import (
+	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -26,9 +33,22 @@ type Digest struct {
 	DataKey, Sealed                   []byte
 }
 
-// SealDigest seals a digest's text under its data key (unwrapped).
+// SealDigest seals a digest's text under its data key (unwrapped), as pgcrypto's
+// decrypt(…, hmac('loom.digest', key, 'sha256'), 'aes') opens it: AES-256-CBC, zero
+// IV, PKCS#7 padding, as a turn is sealed under 'loom.turn'.
 func SealDigest(dataKey []byte, text string) ([]byte, error) {
-	return seal(dataKey, "loom.digest", []byte(text))
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte("loom.digest"))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("seal the session's digest: %w", err)
+	}
+	plain := []byte(text)
+	pad := aes.BlockSize - len(plain)%aes.BlockSize
+	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, plain)
+	return out, nil
 }
 
 // InsertDigest writes a digest and deletes the session's digests it supersedes, in

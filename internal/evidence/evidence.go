@@ -1,8 +1,6 @@
 // Package evidence owns the statements over the conversation's record:
 // loom.memory_evidence (the turns memory.observe appended and memory.set_from_messages
-// read), loom.memory_belief_sources (which turns a memory version was drawn from) and
-// loom.session_summaries (the session digests the workers' session_digest pass
-// writes through the write side's worker API; digests.go).
+// read) and loom.memory_belief_sources (which turns a memory version was drawn from).
 // The write side queues the rows in the transaction that commits their
 // memory.turns_observed record; the read side opens them for memory.recall; an
 // erasure deletes them through internal/erasure's scope predicates. A turn's text and
@@ -62,17 +60,11 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the turn's text: %w", err)
 	}
-	return seal(dataKey, "loom.turn", plain)
-}
-
-// seal encrypts plain as pgcrypto's decrypt(…, hmac(label, key, 'sha256'), 'aes')
-// opens it.
-func seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
 	mac := hmac.New(sha256.New, dataKey)
-	mac.Write([]byte(label))
+	mac.Write([]byte("loom.turn"))
 	block, err := aes.NewCipher(mac.Sum(nil))
 	if err != nil {
-		return nil, fmt.Errorf("seal under %s: %w", label, err)
+		return nil, fmt.Errorf("seal the turn's text: %w", err)
 	}
 	// pgcrypto's decrypt(…, 'aes') is CBC with a zero IV and PKCS#7 padding.
 	pad := aes.BlockSize - len(plain)%aes.BlockSize
