@@ -81,9 +81,6 @@ var documentedRoutes = map[string][]string{
 	"/v1/token":                                      {"get"},
 	"/v1/namespaces/{ns}/memories/{key}:unsupersede": {"post"},
 	"/v1/namespaces/{ns}/memories:ask":               {"post"},
-
-	// A session's newest digest (query/session_digest.go).
-	"/v1/namespaces/{ns}/sessions/{session_id}/digest": {"get"},
 }
 
 // customMethodRoutes are registered routes whose last path segment is
