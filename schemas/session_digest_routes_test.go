@@ -1,4 +1,4 @@
-package schemas
+package schemas_test
 
 // A session's newest digest (query/session_digest.go), in documentedRoutes: added
 // here so the route list's own file is left as it is.
