@@ -32,7 +32,10 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		// revisions' keys, so the topic's copies no longer open (knowledge/command owns
 		// the writes; the scope comes from internal/erasure's registry).
 		"loom.knowledge_heads", "loom.knowledge_revisions",
-		"loom.memory_belief_sources", "loom.memory_evidence"} {
+		"loom.memory_belief_sources", "loom.memory_evidence",
+		// The session digests of the scope's conversations (internal/evidence), with the
+		// only copies of their data keys.
+		"loom.session_summaries"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
@@ -198,4 +199,22 @@ func (s *Service) EmbedWorkerRow(ctx context.Context, r *WorkerRow) error {
 // turns' ids, or none when they could not be kept (logged; the facts stand).
 func (s *Service) KeepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
 	return s.keepInputs(ctx, id, msgs, facts)
+}
+
+// KeepSessionDigest writes a session digest the session_digest pass made (text is
+// its digest of d's session up to d.WindowEnd): sealed under a fresh data key kept
+// wrapped on its row alone, superseding the session's digests before it. False: the
+// last turn it read is gone (an erasure or a redaction took it), and nothing is kept.
+func (s *Service) KeepSessionDigest(ctx context.Context, d evidence.Digest, text string) (bool, error) {
+	key, err := events.NewDataKey()
+	if err != nil {
+		return false, err
+	}
+	if d.DataKey, err = s.storedKey(key); err != nil {
+		return false, err
+	}
+	if d.Sealed, err = evidence.SealDigest(key, text); err != nil {
+		return false, err
+	}
+	return evidence.InsertDigest(ctx, s.pool, d)
 }

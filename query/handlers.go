@@ -111,6 +111,12 @@ func (s *Service) handleRecall(c *fiber.Ctx) error {
 	return send(c)(s.recall(c.UserContext(), auth.From(c), c.Params("ns"), &req))
 }
 
+func (s *Service) handleSessionDigest(c *fiber.Ctx) error {
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.sessionDigest(ctx, auth.From(c), c.Params("ns"), c.Params("session_id")))
+}
+
 func (s *Service) handleSearchTrace(c *fiber.Ctx) error {
 	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("trace_id")))
 }

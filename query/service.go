@@ -155,4 +155,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:statuses", s.handleStatuses)
 	g.Get("/namespaces/:ns/inventory", s.handleInventory)
 	g.Get("/namespaces/:ns/memories/:key/inspect", s.handleInspect)
+	// A session's newest digest (session_digest.go).
+	g.Get("/namespaces/:ns/sessions/:session_id/digest", s.handleSessionDigest)
 }

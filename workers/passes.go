@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/metrics"
 )
 
@@ -86,6 +87,9 @@ func (s *Service) account(ctx context.Context, worker string, r passResult) {
 func (s *Service) owedCount(ctx context.Context, worker string) (int64, error) {
 	if worker == workerUsageFold {
 		return s.cmd.OwedTouches(ctx)
+	}
+	if worker == workerSessionDigest {
+		return evidence.CountOwedSessions(ctx, s.pool, s.digestOwing())
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND state = 'owed'`, worker).Scan(&n); err != nil {

@@ -58,6 +58,9 @@ type Service struct {
 	// profileScan is when the newest profile schema this process's pass has built
 	// every user of was set (structured_profile.go); only the pass reads it.
 	profileScan time.Time
+	// digestWait is, per session, when this process's session_digest pass asks again
+	// after an unusable answer (session_digests.go); only the pass reads it.
+	digestWait map[string]time.Time
 	// stats and passMetrics are each worker's account (passes.go).
 	stats       map[string]*passStats
 	passMetrics passMetrics
@@ -69,9 +72,11 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 	return &Service{cmd: cmd, pool: pool, embedder: embedder, models: models, log: log, now: time.Now,
 		cfg: cfg, pipe: pipe, extraction: extraction,
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
-			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1)},
+			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
+			workerSessionDigest: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
-			workerUsageFold: {}},
+			workerUsageFold: {}, workerSessionDigest: {}},
+		digestWait:  map[string]time.Time{},
 		passMetrics: newPassMetrics(reg),
 		outage:      llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
@@ -106,6 +111,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.Embedding.Interval, time.Minute)
 	case workerUsageFold:
 		return min(s.cfg.UsageFold.Interval, time.Minute)
+	case workerSessionDigest:
+		return min(s.cfg.SessionDigest.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -131,12 +138,12 @@ func Group(worker string) string {
 
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
-	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold}
+	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
-// the usage fold is a paced loop over its own table.
-func Fed(worker string) bool { return worker != workerUsageFold }
+// the usage fold and the session digests are paced loops over their own tables.
+func Fed(worker string) bool { return worker != workerUsageFold && worker != workerSessionDigest }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
 // calls a model, a provider is configured (without one the pass would read nothing and
@@ -158,6 +165,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.Entities.Enabled
 	case workerProfile:
 		return s.cfg.Profiles.Enabled
+	case workerSessionDigest:
+		return s.cfg.SessionDigest.Enabled
 	}
 	return false
 }
@@ -383,5 +392,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEmbeddingWorker(ctx)
 	case workerUsageFold:
 		s.RunUsageFold(ctx)
+	case workerSessionDigest:
+		s.RunSessionDigests(ctx)
 	}
 }

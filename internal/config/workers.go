@@ -23,6 +23,31 @@ type Workers struct {
 	// into the rows' reinforcement_count.
 	UsageFold Pass
 	Audit     AuditCheckpoints
+	// SessionDigest is the session_digest pass (LOOM_SESSION_DIGEST_*): a digest of each
+	// user's session, one model call per window of new turns.
+	SessionDigest SessionDigest
+}
+
+// SessionDigest is the session_digest pass (workers/session_digests.go): a session
+// owes a digest once MinTurns turns are not digested, or once it has turns not
+// digested and none new for Idle; a pass digests up to Batch sessions, each with one
+// model call over the digest before and at most MaxTurns turns after it.
+type SessionDigest struct {
+	Enabled  bool          // LOOM_SESSION_DIGEST_ENABLED: auto is on when a model provider is configured
+	MinTurns int           // LOOM_SESSION_DIGEST_MIN_TURNS: new turns that make a session owe a digest at once
+	Idle     time.Duration // LOOM_SESSION_DIGEST_IDLE_SECONDS: a session quiet this long owes a digest of any new turn
+	MaxTurns int           // LOOM_SESSION_DIGEST_MAX_TURNS: turns one model call reads (a longer backlog takes several windows)
+	Batch    int           // LOOM_SESSION_DIGEST_BATCH: sessions one pass digests
+	MaxAge   time.Duration // LOOM_SESSION_DIGEST_MAX_AGE_DAYS: a session with no turn this recent is not digested
+	Interval time.Duration // LOOM_SESSION_DIGEST_INTERVAL_MS: between passes
+}
+
+// Validate checks the pass's settings.
+func (d SessionDigest) Validate() error {
+	if d.MinTurns < 1 || d.Idle <= 0 || d.MaxTurns < 1 || d.Batch < 1 || d.MaxAge <= 0 || d.Interval <= 0 {
+		return errors.New("LOOM_SESSION_DIGEST_MIN_TURNS, _IDLE_SECONDS, _MAX_TURNS, _BATCH, _MAX_AGE_DAYS and _INTERVAL_MS must be positive")
+	}
+	return nil
 }
 
 // AuditCheckpoints is the paced pass that verifies each namespace's audit chain in
@@ -94,6 +119,15 @@ func readWorkers(r *reader, llm LLM) Workers {
 		},
 	}
 	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
+	w.SessionDigest = SessionDigest{
+		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
+		MinTurns: r.int("LOOM_SESSION_DIGEST_MIN_TURNS", 20),
+		Idle:     r.seconds("LOOM_SESSION_DIGEST_IDLE_SECONDS", 600),
+		MaxTurns: r.int("LOOM_SESSION_DIGEST_MAX_TURNS", 200),
+		Batch:    r.int("LOOM_SESSION_DIGEST_BATCH", 20),
+		MaxAge:   r.days("LOOM_SESSION_DIGEST_MAX_AGE_DAYS", 7),
+		Interval: r.ms("LOOM_SESSION_DIGEST_INTERVAL_MS", 30000),
+	}
 	return w
 }
 
@@ -104,7 +138,7 @@ func (w Workers) Validate() error {
 		audit = errors.New("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS must not be negative and LOOM_AUDIT_CHECKPOINT_MAX_ROWS must be positive")
 	}
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
-		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit)
+		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate())
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

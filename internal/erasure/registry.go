@@ -89,6 +89,8 @@ func postgresContent() []Table {
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
+		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
+			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
 		{Store: Postgres, Name: "loom.shared", Class: Counted, Why: "promotions: the keys, identities and versions promoted rows came from",
 			// A namespace's promotions go with it; a user's, matched by provenance, too.
 			// A user erasure withdraws the promoted rows (whose user is

@@ -110,10 +110,11 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 	return nil
 }
 
-// QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
-// for an erasure of the user.
+// QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns
+// or session digests, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2`, org, userID).
+	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns
@@ -124,16 +125,21 @@ func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
 // QueueForgetSourcesOf queues, for a redaction of a memory's versions, the delete of
 // the turns they were drawn from (and of the turns that restated the memory, linked
 // with no version), with every link to those turns: a turn holds the text the
-// redaction scrubs, and its row holds the only copy of its data key. into receives the
-// number of turns deleted.
+// redaction scrubs, and its row holds the only copy of its data key. The digests of
+// those turns' sessions go too: a digest may restate what the redaction scrubs, and
+// the session_digest pass writes the session's digest again from the turns left.
+// into receives the number of turns deleted.
 func QueueForgetSourcesOf(b *pgx.Batch, org, ns, memoryID string, versions []int64, into *int64) {
 	b.Queue(`WITH turns AS (
 			DELETE FROM loom.memory_evidence e USING loom.memory_belief_sources l
 			WHERE l.org = $1 AND l.namespace = $2 AND l.memory_id = $3 AND (l.version = ANY($4) OR l.version = 0)
 			  AND e.org = l.org AND e.namespace = l.namespace AND e.turn_id = l.turn_id
-			RETURNING e.turn_id),
+			RETURNING e.turn_id, e.user_id, e.session_id),
 		links AS (
 			DELETE FROM loom.memory_belief_sources l USING turns
-			WHERE l.org = $1 AND l.namespace = $2 AND l.turn_id = turns.turn_id)
+			WHERE l.org = $1 AND l.namespace = $2 AND l.turn_id = turns.turn_id),
+		digests AS (
+			DELETE FROM loom.session_summaries d USING turns
+			WHERE d.org = $1 AND d.namespace = $2 AND d.user_id = turns.user_id AND d.session_id = turns.session_id)
 		SELECT count(*) FROM turns`, org, ns, memoryID, versions).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }

@@ -42,11 +42,12 @@ const (
 const (
 	PurposeStructuredProfile Purpose = "structured_profile" // the structured_profile pass
 	PurposeConsolidation     Purpose = "consolidation"      // memory.consolidate's summaries
+	PurposeSessionDigest     Purpose = "session_digest"     // the session_digest pass
 )
 
 func purposes() []Purpose {
 	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank,
-		PurposeStructuredProfile, PurposeConsolidation}
+		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest}
 }
 
 // Bill names who pays for a call.

@@ -329,6 +329,9 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodGet, ns + "/profiles/bob", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/profiles/:user_id/render": probes(
 			probe{http.MethodGet, ns + "/profiles/bob/render", "", anyRole(404), nil}),
+		// A session's digest: bob's session has none alice's tokens may read.
+		"GET /v1/namespaces/:ns/sessions/:session_id/digest": probes(
+			probe{http.MethodGet, ns + "/sessions/s1/digest", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/memories": probes(
 			probe{http.MethodGet, ns + "/memories?user_id=bob", "", anyRole(200), nil},
 			probe{http.MethodGet, ns + "/memories?include_tombstoned=true", "", anyRole(200), nil},

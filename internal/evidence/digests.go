@@ -1,0 +1,161 @@
+package evidence
+
+// This file owns loom.session_summaries (migration 061) for the conversation's record.
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A session digest (loom.session_summaries) is a digest of one user's session up to
+// the turn at WindowEnd: the session_digest pass writes it with one model call over
+// the digest before it and the turns since, so the newest digest covers the whole
+// session and supersedes the ones before it (deleted as it is written). Its text is
+// sealed under a data key of its own, kept wrapped on its row alone.
+
+// Digest is a digest as the write side keeps it: the data key as stored (wrapped
+// under the KEK) and the text sealed under it (SealDigest).
+type Digest struct {
+	Org, Namespace, UserID, SessionID string
+	WindowEnd                         int   // the message index of the last turn it read
+	Turns                             int   // how many turns of the session it covers
+	Seq                               int64 // the seq of that turn's record
+	Model                             string
+	DataKey, Sealed                   []byte
+}
+
+// SealDigest seals a digest's text under its data key (unwrapped), as pgcrypto's
+// decrypt(…, hmac('loom.digest', key, 'sha256'), 'aes') opens it: AES-256-CBC, zero
+// IV, PKCS#7 padding, as a turn is sealed under 'loom.turn'.
+func SealDigest(dataKey []byte, text string) ([]byte, error) {
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte("loom.digest"))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("seal the session's digest: %w", err)
+	}
+	plain := []byte(text)
+	pad := aes.BlockSize - len(plain)%aes.BlockSize
+	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, plain)
+	return out, nil
+}
+
+// InsertDigest writes a digest and deletes the session's digests it supersedes, in
+// one statement, but only while the last turn it read is still kept: a digest of
+// turns an erasure or a redaction removed meanwhile is not written (false).
+func InsertDigest(ctx context.Context, q Querier, d Digest) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO loom.session_summaries (org, namespace, user_id, session_id, window_end, turns, seq, model, data_key, sealed)
+			SELECT $1, $2, $3, $4, $5, $6, e.seq, $7, $8, $9 FROM loom.memory_evidence e
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = $3 AND e.session_id = $4 AND e.message_index = $5
+			LIMIT 1
+			ON CONFLICT DO NOTHING RETURNING 1),
+		old AS (
+			DELETE FROM loom.session_summaries s
+			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = $3 AND s.session_id = $4 AND s.window_end < $5
+			  AND EXISTS (SELECT 1 FROM ins))
+		SELECT count(*) FROM ins`,
+		d.Org, d.Namespace, d.UserID, d.SessionID, d.WindowEnd, d.Turns, d.Model, d.DataKey, d.Sealed).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("write the session's digest: %w", err)
+	}
+	return n == 1, nil
+}
+
+// OpenedDigest is a kept digest, its text opened.
+type OpenedDigest struct {
+	UserID, SessionID string
+	WindowEnd, Turns  int
+	Model             string
+	CreatedAt         time.Time
+	Text              string
+}
+
+// NewestDigest reads the newest digest of a session in scope (every user's of it
+// when s.UserID is ""); false when it has none.
+func NewestDigest(ctx context.Context, q Querier, s Scope, sessionID string) (OpenedDigest, bool, error) {
+	var d OpenedDigest
+	err := q.QueryRow(ctx, `SELECT d.user_id, d.session_id, d.window_end, d.turns, d.model, d.created_at,
+			convert_from(decrypt(d.sealed, hmac('loom.digest'::bytea, loom.unwrapped_key(d.data_key), 'sha256'), 'aes'), 'UTF8')
+		FROM loom.session_summaries d
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3) AND d.session_id = $4
+		ORDER BY d.created_at DESC, d.window_end DESC LIMIT 1`, s.Org, s.Namespace, s.UserID, sessionID).
+		Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &d.Text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return OpenedDigest{}, false, nil
+	}
+	if err != nil {
+		return OpenedDigest{}, false, fmt.Errorf("read the session's digest: %w", err)
+	}
+	return d, true, nil
+}
+
+// OwedSession is a user's session that owes a digest: its turns From..LastIndex are
+// not digested yet.
+type OwedSession struct {
+	Org, Namespace, UserID, SessionID string
+	From, LastIndex                   int
+}
+
+// Owing is when a session owes a digest: it has turns written since Since, and either
+// MinTurns turns not digested or its last turn written before IdleBefore.
+type Owing struct {
+	Since, IdleBefore time.Time
+	MinTurns          int
+}
+
+// owedSessions is the select of the owed sessions; an org whose erasure runs is left
+// out (its turns are being deleted).
+const owedSessions = `WITH recent AS (
+		SELECT DISTINCT org, namespace, user_id, session_id FROM loom.memory_evidence WHERE created_at >= $1),
+	sessions AS (
+		SELECT r.org, r.namespace, r.user_id, r.session_id, t.message_index AS last_index, t.created_at AS last_at,
+			coalesce((SELECT max(d.window_end) FROM loom.session_summaries d WHERE d.org = r.org AND d.namespace = r.namespace
+				AND d.user_id = r.user_id AND d.session_id = r.session_id), -1) AS digested
+		FROM recent r
+		CROSS JOIN LATERAL (SELECT e.message_index, e.created_at FROM loom.memory_evidence e
+			WHERE e.org = r.org AND e.namespace = r.namespace AND e.user_id = r.user_id AND e.session_id = r.session_id
+			ORDER BY e.message_index DESC, e.occurred_at DESC LIMIT 1) t
+		WHERE NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = r.org AND l.status = 'running'))
+	SELECT org, namespace, user_id, session_id, digested + 1, last_index, last_at FROM sessions
+	WHERE last_index > digested AND (last_index - digested >= $3 OR last_at < $2)`
+
+// OwedSessions reads up to limit sessions that owe a digest, the longest waiting first.
+func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]OwedSession, error) {
+	rows, err := q.Query(ctx, owedSessions+` ORDER BY last_at LIMIT $4`, o.Since, o.IdleBefore, o.MinTurns, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the sessions owing a digest: %w", err)
+	}
+	defer rows.Close()
+	var out []OwedSession
+	for rows.Next() {
+		var s OwedSession
+		var at time.Time
+		if err := rows.Scan(&s.Org, &s.Namespace, &s.UserID, &s.SessionID, &s.From, &s.LastIndex, &at); err != nil {
+			return nil, fmt.Errorf("read the sessions owing a digest: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// CountOwedSessions counts the sessions that owe a digest.
+func CountOwedSessions(ctx context.Context, q Querier, o Owing) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM (`+owedSessions+`) o`, o.Since, o.IdleBefore, o.MinTurns).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the sessions owing a digest: %w", err)
+	}
+	return n, nil
+}
