@@ -52,10 +52,10 @@ func WithProfileSource(src ProfileSource) Option { return func(s *Service) { s.p
 // WithKnowledgeSource gives context.pack and memory.stack their knowledge layer.
 func WithKnowledgeSource(src KnowledgeSource) Option { return func(s *Service) { s.knowledge = src } }
 
-// SessionDigest is the session layer's digest: none is kept yet (the pass that writes
-// session digests has not landed), so a pack says the session has no digest.
+// SessionDigest is the session layer's digest: the session's newest digest the
+// session_digest pass wrote (session_digest.go), within the token's scope.
 func (s *Service) SessionDigest(ctx context.Context, p auth.Principal, namespace, sessionID string) (string, bool, error) {
-	return "", false, nil
+	return s.sessionDigestOf(ctx, p, namespace, sessionID)
 }
 
 // profileRows is the profile layer over the structured profiles (profile.go): the

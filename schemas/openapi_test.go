@@ -25,14 +25,15 @@ const specFile = "openapi.yaml"
 // spell it. TestRoutesInCodeMatchTheList keeps this list honest against the code.
 var documentedRoutes = map[string][]string{
 	// The conversation's record and what an agent reads before it answers (issue 30).
-	"/v1/namespaces/{ns}/turns":                  {"post"},
-	"/v1/namespaces/{ns}/memories:recall":        {"post"},
-	"/v1/namespaces/{ns}/context:pack":           {"post"},
-	"/v1/namespaces/{ns}/context:stack":          {"post"},
-	"/v1/namespaces/{ns}/timeline":               {"get"},
-	"/v1/namespaces/{ns}/memories/{key}/related": {"get"},
-	"/v1/namespaces/{ns}/memories:aggregate":     {"get"},
-	"/v1/namespaces/{ns}/memories:statuses":      {"post"},
+	"/v1/namespaces/{ns}/turns":                        {"post"},
+	"/v1/namespaces/{ns}/memories:recall":              {"post"},
+	"/v1/namespaces/{ns}/context:pack":                 {"post"},
+	"/v1/namespaces/{ns}/context:stack":                {"post"},
+	"/v1/namespaces/{ns}/timeline":                     {"get"},
+	"/v1/namespaces/{ns}/memories/{key}/related":       {"get"},
+	"/v1/namespaces/{ns}/memories:aggregate":           {"get"},
+	"/v1/namespaces/{ns}/memories:statuses":            {"post"},
+	"/v1/namespaces/{ns}/sessions/{session_id}/digest": {"get"},
 	// Profiles and consolidation (issue 32).
 	"/v1/namespaces/{ns}/profile-schema":               {"put"},
 	"/v1/namespaces/{ns}/profiles/{user_id}":           {"get"},

@@ -3,17 +3,13 @@ package evidence
 // This file owns loom.session_summaries (migration 061) for the conversation's record.
 
 import (
-	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // A session digest (loom.session_summaries) is a digest of one user's session up to
@@ -37,17 +33,10 @@ type Digest struct {
 // decrypt(…, hmac('loom.digest', key, 'sha256'), 'aes') opens it: AES-256-CBC, zero
 // IV, PKCS#7 padding, as a turn is sealed under 'loom.turn'.
 func SealDigest(dataKey []byte, text string) ([]byte, error) {
-	mac := hmac.New(sha256.New, dataKey)
-	mac.Write([]byte("loom.digest"))
-	block, err := aes.NewCipher(mac.Sum(nil))
+	out, err := rowseal.Seal(dataKey, rowseal.LabelDigest, []byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("seal the session's digest: %w", err)
 	}
-	plain := []byte(text)
-	pad := aes.BlockSize - len(plain)%aes.BlockSize
-	plain = append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
-	out := make([]byte, len(plain))
-	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, plain)
 	return out, nil
 }
 

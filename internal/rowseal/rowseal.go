@@ -16,8 +16,9 @@ import (
 
 // Labels of the sealed columns; the SQL that opens each names the same label.
 const (
-	LabelRow  = "loom.row"  // memory rows' and knowledge heads' text (loom.opened_row)
-	LabelTurn = "loom.turn" // the conversation's turns (loom.memory_evidence)
+	LabelRow    = "loom.row"    // memory rows' and knowledge heads' text (loom.opened_row)
+	LabelTurn   = "loom.turn"   // the conversation's turns (loom.memory_evidence)
+	LabelDigest = "loom.digest" // session digests (loom.session_summaries)
 )
 
 // Seal seals plain under the key label derives from dataKey.

@@ -120,6 +120,11 @@ func TestSessionDigestOfObservedTurns(t *testing.T) {
 	if len(calls) != 1 || !calls[0].Contains("Next month, for a week") || !calls[0].Contains("(none)") {
 		t.Fatalf("the first window took %d answered calls, want one reading its turns: %+v", len(calls), calls)
 	}
+	// context.pack's session layer carries the digest, cited s:<session>.
+	if r := w.c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", []byte(`{"session_id": "s1", "user_id": "alice", "query": "trip"}`)); r.Status != http.StatusOK ||
+		!strings.Contains(string(r.Body), "s:s1") || !strings.Contains(string(r.Body), "Ana plans a trip to Lisbon") {
+		t.Fatalf("context.pack of the session: %d %s", r.Status, r.Body)
+	}
 	// Sealed at rest: the row holds neither the text nor its data key in the clear.
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.session_summaries WHERE org = $1 AND namespace = $2
 		AND position(convert_to('Lisbon', 'UTF8') in sealed) = 0 AND length(data_key) > 32`, org, ns); n != 1 {
