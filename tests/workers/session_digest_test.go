@@ -41,6 +41,11 @@ func (d *scriptedDigester) reply(r llmtest.ChatRequest) llmtest.Reply {
 	if d.down {
 		return llmtest.Status(503, "the provider is down")
 	}
+	// The pass digests every owed session of the deployment, other tests' too: only
+	// this conversation's windows are counted.
+	if !r.Contains("trip to Lisbon") {
+		return llmtest.JSON(map[string]any{"digest": "another conversation"})
+	}
 	d.answered = append(d.answered, r)
 	digest := "Ana plans a trip to Lisbon"
 	if r.Contains("arrives on Tuesday") {
