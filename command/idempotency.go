@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
@@ -145,7 +146,20 @@ func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op stri
 	var replay []byte
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var token int64
-		err := tx.QueryRow(ctx, idemInsertSQL, org, keyHash, op, digest, lease.String(), idemKeep.String()).Scan(&token)
+		// A key's row locked past idemLockWait is held by a request that is still
+		// deciding, or by an erasure's fence (idempotency_store.go): the seeds answer
+		// 503 IDEMPOTENT_IN_PROGRESS, which the client retries, rather than wait.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", idemLockWait.Milliseconds()))
+		b.Queue(idemInsertSQL, org, keyHash, op, digest, lease.String(), idemKeep.String())
+		br := tx.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&token)
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 		if err == nil {
 			hold = &idemHold{org: org, keyHash: keyHash, token: token}
 			return nil
@@ -190,9 +204,20 @@ func (s *Service) claim(ctx context.Context, org string, keyHash []byte, op stri
 		if errors.As(err, &he) {
 			return nil, nil, he
 		}
+		if lockTimedOut(err) {
+			return nil, nil, inProgress()
+		}
 		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
 	}
 	return hold, replay, nil
+}
+
+// idemLockWait bounds how long a claim waits for its key's row lock.
+const idemLockWait = 250 * time.Millisecond
+
+func lockTimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 func inProgress() *httperr.Error {

@@ -238,3 +238,38 @@ func TestIdempotencyTakeOver(t *testing.T) {
 	revs := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns)
 	eq(t, "revisions", revs, 1)
 }
+
+// While an erasure's fence holds the org's Idempotency-Key rows (one transaction locks
+// and re-tokens them), a keyed request answers 503 IDEMPOTENT_IN_PROGRESS, retryable,
+// instead of waiting out the erasure; once the lock is gone it replays its answer.
+func TestKeyedRequestDuringAnErasureFenceAnswersInProgress(t *testing.T) {
+	e := newPhaseEnv(t, nil)
+	tc := e.c.Typed(t)
+	ctx := context.Background()
+	set := func() (*client.SetAnswer, error) {
+		return tc.Set(ctx, e.ns, "k", client.SetRequest{Value: "fenced"}, client.IdempotencyKey("fence-key"))
+	}
+	first, err := set()
+	if err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	fence, err := env.PG(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fence.Rollback(ctx)
+	if _, err := fence.Exec(ctx, `SELECT 1 FROM loom.idempotency WHERE org = 'acme' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set(); !testenv.Retryable503(err, client.CodeIdempotentInProgress) {
+		t.Fatalf("a keyed retry while the fence holds the key: %v", err)
+	}
+	if err := fence.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := set()
+	if err != nil || again.VersionText != first.VersionText {
+		t.Fatalf("after the fence: %+v %v, want the first answer %+v", again, err, first)
+	}
+	eq(t, "revisions", e.revisions("k"), 1)
+}
