@@ -14,7 +14,7 @@ dev: deps build
 test: deps-test
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## bench: run every `loomd bench` scenario at the default size (under 10 minutes on 2 cores) on
+## bench: run every `loomd bench` scenario at the default size (under 20 minutes on 2 cores) on
 ## fresh embedded stores; writes docs/bench/results.json and docs/bench/RESULTS.md. BENCH_FLAGS adds flags.
 BENCH_FLAGS ?=
 bench: deps build

@@ -96,6 +96,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")
 	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
+	peerSizes := fs.String("peer-sizes", joinInts(def.PeerSizes), "memories at which the peers scenario searches Loom, mem0 and chromem-go, comma separated (it adds up to the largest)")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
@@ -107,6 +108,9 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	}
 	if opts.Concurrency, err = parseInts(*concurrency); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --concurrency: %w", err)}
+	}
+	if opts.PeerSizes, err = parseInts(*peerSizes); err != nil {
+		return benchFlags{}, usageError{fmt.Errorf("bench --peer-sizes: %w", err)}
 	}
 	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --search-sizes: %w", err)}
@@ -169,7 +173,11 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		stop()
 		return bench.Target{}, nil, fmt.Errorf("bench: create a token: %w", err)
 	}
-	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg}, stop, nil
+	openPeer := func(ctx context.Context, cfg config.Config) (string, func(), error) {
+		_, url, stop, err := serveOnLoopback(ctx, cfg)
+		return url, stop, err
+	}
+	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until

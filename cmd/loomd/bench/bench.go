@@ -19,10 +19,11 @@ import (
 
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/internal/config"
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes", "peers"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -43,6 +44,9 @@ type Options struct {
 	// ReplayRevisions is the fewest revisions the replay scenario replays: it writes
 	// the shortfall first when the topic holds fewer.
 	ReplayRevisions int
+	// PeerSizes are the memory counts at which the peers scenario searches each system
+	// (it adds up to the largest, one at a time).
+	PeerSizes []int
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
 }
@@ -56,6 +60,7 @@ func DefaultOptions() Options {
 		GetRows:         1000,
 		BulkEntries:     1000,
 		ReplayRevisions: 10_000,
+		PeerSizes:       []int{1000, 10_000, 20_000},
 	}
 }
 
@@ -71,6 +76,9 @@ type Target struct {
 	// serves search from ClickHouse (LOOM_SEARCH_INDEX=clickhouse): the search scenario
 	// measures both paths.
 	ClickHouseURL string
+	// OpenPeer serves another process of cfg on the same stores (the peers scenario's
+	// Loom, whose embedder is a scripted HTTP server) until stop is called.
+	OpenPeer func(ctx context.Context, cfg config.Config) (url string, stop func(), err error)
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that
@@ -91,6 +99,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if opts.ReplayRevisions <= 0 {
 		opts.ReplayRevisions = def.ReplayRevisions
+	}
+	if len(opts.PeerSizes) == 0 {
+		opts.PeerSizes = def.PeerSizes
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -120,6 +131,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 		"pack":   r.pack,
 		"passes": r.passes,
+		"peers":  r.peers,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)
