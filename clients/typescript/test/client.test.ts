@@ -148,3 +148,30 @@ test("the operator's token reads the deployment's health and no org's memory", a
   await assert.rejects(ok(operator.GET("/v1/namespaces/{ns}/memories/{key}", memory("drink"))),
     (err: unknown) => err instanceof LoomError && err.status === 403);
 });
+
+// The console's Operations view is health's details: the client reads them as typed as
+// the rest. The namespace this file wrote is listed with its generation, and its write
+// reaches the change topic as an envelope whose content stays sealed.
+test("the operator reads each namespace's lag, the erasures, the extraction queue and the topic's envelopes", async () => {
+  type Envelope = Extract<NonNullable<Schemas["Health"]["topic_latest"]>, unknown[]>[number];
+  let found: Envelope[] | undefined;
+  for (let attempt = 0; attempt < 120 && !found; attempt++) {
+    const health = await ok(operator.GET("/v1/health", { params: { query: { include: "namespaces,erasures,extractions,topic" } } }));
+    assert.ok(health.namespaces && "listed" in health.namespaces, `namespaces: ${JSON.stringify(health.namespaces)}`);
+    assert.ok(health.erasures && "by_status" in health.erasures, `erasures: ${JSON.stringify(health.erasures)}`);
+    assert.ok(health.extractions && "by_status" in health.extractions, `extractions: ${JSON.stringify(health.extractions)}`);
+    const mine = health.namespaces.listed.find((n) => n.namespace === ns);
+    assert.ok(mine, `the namespace written is listed among ${health.namespaces.total}`);
+    assert.ok(mine.generation >= 1);
+    const topic = health.topic_latest;
+    assert.ok(Array.isArray(topic), `topic_latest: ${JSON.stringify(topic)}`);
+    if (topic.some((r) => r.namespace === ns)) found = topic;
+    else await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  assert.ok(found, "the namespace's records reached the topic's latest");
+  for (const r of found.filter((r) => r.namespace === ns)) {
+    assert.ok(r.type?.startsWith("memory."), r.type);
+    if (r.type === "memory.written" || r.type === "memory.revised") assert.equal(r.sealed, true);
+    assert.ok(!JSON.stringify(r).includes("Lisbon") && !JSON.stringify(r).includes("tea"), "no content in an envelope shown");
+  }
+});
