@@ -679,7 +679,7 @@ async function viewOperations(seq) {
         sparkline('ops-index', 'Index records behind', series('index'))),
       h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · held for the standbys: ${relay.held ?? relay.rows ?? 0} · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
       h('h2', {}, 'Lag per namespace'),
-      detailTable('ns-lag', `Every namespace by org and name (${listed.length} of ${hl.namespaces?.total ?? 0}); seqs behind its generation, the last readings drawn`,
+      detailTable('ns-lag', `${listed.length} of ${hl.namespaces?.total ?? 0} namespaces: those behind first, then the most recently written; seqs behind the generation, the last readings drawn`,
         ['Org', 'Namespace', 'Generation', 'Projection', 'Behind', 'Index', 'Behind', 'Over time'],
         hl.namespaces && hl.namespaces.error ? hl.namespaces : listed.map((n) => {
           const xs = nsSamples.get(n.org + '/' + n.namespace) || [];

@@ -214,14 +214,15 @@ type Standing struct {
 }
 
 // ReadStandings reads every namespace's generation and projection's watermark of it,
-// by org and name, at most limit of them, and how many namespaces there are: the
-// operator's per-namespace view of the lag (ReadLag names only those behind).
+// at most limit of them (those behind first, the furthest first, then the most recently
+// written), and how many namespaces there are: the operator's per-namespace view of the
+// lag (ReadLag names only those behind).
 func ReadStandings(ctx context.Context, q Querier, projection string, limit int) ([]Standing, int64, error) {
 	rows, err := q.Query(ctx, `SELECT g.org, g.scope, g.generation, coalesce(w.seq, 0), count(*) OVER ()
 		FROM loom.scope_generations g
 		LEFT JOIN loom.projection_watermarks w ON w.projection = $1 AND w.org = g.org AND w.namespace = g.scope
 		WHERE g.scope <> $3
-		ORDER BY g.org, g.scope LIMIT $2`, projection, limit, generations.PolicyScope)
+		ORDER BY g.generation - coalesce(w.seq, 0) DESC, g.updated_at DESC, g.org, g.scope LIMIT $2`, projection, limit, generations.PolicyScope)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the namespaces' standing: %w", err)
 	}
