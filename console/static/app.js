@@ -677,7 +677,7 @@ async function viewOperations(seq) {
         sparkline('ops-parked', 'Parked deliveries', series('parked')),
         sparkline('ops-lag', 'Projection seqs behind', series('seqs')),
         sparkline('ops-index', 'Index records behind', series('index'))),
-      h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · held for the standbys: ${relay.held ?? relay.rows ?? 0} · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
+      h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · held for the standbys: ${relay.held_rows ?? 0}${relay.reason ? ' (' + relay.reason + ')' : ''} · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
       h('h2', {}, 'Lag per namespace'),
       detailTable('ns-lag', `${listed.length} of ${hl.namespaces?.total ?? 0} namespaces: those behind first, then the most recently written; seqs behind the generation, the last readings drawn`,
         ['Org', 'Namespace', 'Generation', 'Projection', 'Behind', 'Index', 'Behind', 'Over time'],
