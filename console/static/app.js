@@ -152,7 +152,8 @@ function renderChrome(ns) {
   if (ns) {
     nav.append(h('a', { href: href(['ns', ns]), 'data-nav': 'memories' }, 'Memories'),
       h('a', { href: href(['ns', ns, 'search']), 'data-nav': 'search' }, 'Search'),
-      h('a', { href: href(['ns', ns, 'graph']), 'data-nav': 'graph' }, 'Graph'));
+      h('a', { href: href(['ns', ns, 'graph']), 'data-nav': 'graph' }, 'Graph'),
+      h('a', { href: href(['ns', ns, 'context']), 'data-nav': 'context' }, 'Context'));
   }
   who.append(...[
     self.operator ? null : h('span', { id: 'who-org' }, 'org ', h('strong', {}, self.org)),
@@ -623,18 +624,45 @@ function sparkline(id, label, values) {
 }
 
 const opsSamples = [];
+const nsSamples = new Map(); // org/namespace → the last readings of its projection and index lag
 
-// viewOperations reads health's details (include=postgres,lag) and reads them again every
-// five seconds while the view is open, drawing each gauge's last samples.
+const OPS_INCLUDE = 'postgres,lag,workers,namespaces,erasures,extractions,topic';
+const when = (t) => (t ? String(t).replace('T', ' ').slice(0, 19) : '—');
+
+// detailTable draws rows under a caption, or says none; a section health could not
+// read (its { error }) shows the error.
+function detailTable(id, caption, heads, rows, empty) {
+  if (rows && rows.error) return h('div', { class: 'error', role: 'alert', id }, rows.error);
+  if (!rows || !rows.length) return h('p', { class: 'muted', id }, empty);
+  return h('table', { id }, h('caption', { class: 'muted' }, caption),
+    h('thead', {}, h('tr', {}, heads.map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows));
+}
+
+function countsList(id, counts) {
+  return h('dl', { class: 'counts', id }, Object.entries(counts || {}).map(([k, v]) => [h('dt', {}, k), h('dd', { 'data-count': k }, String(v))]));
+}
+
+// viewOperations reads health's details (every include the operator has) and reads
+// them again every five seconds while the view is open, drawing each gauge's last
+// samples and each namespace's lag.
 async function viewOperations(seq) {
   document.title = 'Operations · Loom console';
-  const read = () => api('GET', '/v1/health', { query: { include: 'postgres,lag' } });
+  const read = () => api('GET', '/v1/health', { query: { include: OPS_INCLUDE } });
   const body = h('div', { id: 'ops' });
   const draw = (hl) => {
     const pg = hl.postgres || {}, lag = hl.lag || {}, idx = hl.index || {};
     opsSamples.push({ outbox: pg.outbox_depth ?? 0, parked: pg.parked_deliveries ?? 0, seqs: lag.seqs_behind ?? 0, index: idx.records_behind ?? 0 });
     while (opsSamples.length > 60) opsSamples.shift();
     const series = (k) => opsSamples.map((x) => x[k]);
+    const listed = (hl.namespaces && hl.namespaces.listed) || [];
+    for (const n of listed) {
+      const k = n.org + '/' + n.namespace;
+      const xs = nsSamples.get(k) || [];
+      xs.push({ p: n.projection_behind, i: n.index_behind ?? 0 });
+      while (xs.length > 60) xs.shift();
+      nsSamples.set(k, xs);
+    }
+    const relay = pg.relay || {};
     body.replaceChildren(
       h('dl', { class: 'fields', id: 'deployment' },
         h('dt', {}, 'Deployment'), h('dd', { id: 'ops-deployment' }, h('code', {}, hl.deployment_id)),
@@ -643,17 +671,60 @@ async function viewOperations(seq) {
         h('dt', {}, 'Search index'), h('dd', {}, hl.search_index, idx.warm !== undefined ? [' · ', idx.warm ? badge('warm', 'ok') : badge(`warming ${fmtNum(idx.warm_percent)}%`, 'warn'), ` · ${idx.entries ?? 0} entries in ${idx.namespaces_held ?? 0} namespaces`] : ''),
         h('dt', {}, 'Durability'), h('dd', {}, pg.durability || pg.error || ''),
         h('dt', {}, 'Pending migrations'), h('dd', {}, (hl.pending_migrations || []).join(', ') || 'none')),
+      h('h2', {}, 'Relay and outbox'),
       h('div', { class: 'sparks' },
         sparkline('ops-outbox', 'Outbox depth', series('outbox')),
         sparkline('ops-parked', 'Parked deliveries', series('parked')),
         sparkline('ops-lag', 'Projection seqs behind', series('seqs')),
         sparkline('ops-index', 'Index records behind', series('index'))),
-      h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
-      h('h2', {}, 'Namespaces behind the projection'),
-      (lag.behind || []).length
-        ? h('table', { id: 'behind' }, h('thead', {}, h('tr', {}, ['Org', 'Namespace', 'Generation', 'Watermark', 'Seqs behind'].map((c) => h('th', { scope: 'col' }, c)))),
-          h('tbody', {}, lag.behind.map((b) => h('tr', {}, h('td', {}, b.org), h('td', {}, b.namespace), h('td', {}, b.generation), h('td', {}, b.watermark), h('td', {}, b.generation - b.watermark)))))
-        : h('p', { class: 'muted', id: 'none-behind' }, 'None: the projection holds every committed seq.'));
+      h('p', { class: 'muted' }, `Oldest unpublished: ${fmtNum(pg.oldest_unpublished_age_s ?? 0)} s · held for the standbys: ${relay.held_rows ?? 0}${relay.reason ? ' (' + relay.reason + ')' : ''} · namespaces behind: ${lag.namespaces_behind ?? 0} · read every 5 s, the last ${opsSamples.length} readings drawn.`),
+      h('h2', {}, 'Lag per namespace'),
+      detailTable('ns-lag', `${listed.length} of ${hl.namespaces?.total ?? 0} namespaces: those behind first, then the most recently written; seqs behind the generation, the last readings drawn`,
+        ['Org', 'Namespace', 'Generation', 'Projection', 'Behind', 'Index', 'Behind', 'Over time'],
+        hl.namespaces && hl.namespaces.error ? hl.namespaces : listed.map((n) => {
+          const xs = nsSamples.get(n.org + '/' + n.namespace) || [];
+          return h('tr', { 'data-ns': n.namespace, 'data-org': n.org, 'data-projection-behind': n.projection_behind, 'data-index-behind': n.index_behind ?? '' },
+            h('td', {}, n.org), h('td', {}, n.namespace), h('td', {}, n.generation), h('td', {}, n.watermark),
+            h('td', {}, n.projection_behind ? badge(String(n.projection_behind), 'warn') : '0'),
+            h('td', {}, n.index_position ?? '—', n.index_held === false ? [' ', badge('evicted', 'warn')] : ''),
+            h('td', {}, n.index_behind ? badge(String(n.index_behind), 'warn') : (n.index_behind ?? '—')),
+            h('td', {}, miniSpark(`${n.org}/${n.namespace} seqs behind`, xs.map((x) => x.p + x.i))));
+        }), 'No namespace yet.'),
+      h('h2', {}, 'Worker passes and queues'),
+      detailTable('passes', 'Background passes of this process', ['Pass', 'Enabled', 'Last run', 'Rows done', 'Rows owed', 'Failures'],
+        Object.entries(hl.passes || {}).map(([name, ps]) => h('tr', { 'data-pass': name },
+          h('td', {}, name), h('td', {}, ps.enabled ? badge('on', 'ok') : badge('off')), h('td', {}, when(ps.last_run)),
+          h('td', {}, ps.rows_done), h('td', {}, ps.rows_owed), h('td', {}, ps.failures ? badge(String(ps.failures), 'bad') : '0'))),
+        'This process runs no worker pass.'),
+      detailTable('queues', 'Work queues of the deployment', ['Worker', 'Owed', 'Done', 'Failures', 'Last done'],
+        hl.workers && hl.workers.error ? hl.workers : Object.entries(hl.workers || {}).map(([name, q]) => h('tr', { 'data-worker': name },
+          h('td', {}, name), h('td', {}, q.owed), h('td', {}, q.done), h('td', {}, q.failures ? badge(String(q.failures), 'bad') : '0'), h('td', {}, when(q.last_done_at)))),
+        'No worker queue.'),
+      h('h2', {}, 'Extraction queue'),
+      hl.extractions && hl.extractions.error ? h('div', { class: 'error', role: 'alert' }, hl.extractions.error)
+        : h('div', { id: 'extractions' }, countsList('extractions-by-status', hl.extractions?.by_status),
+          h('p', { class: 'muted' }, `Oldest owed: ${hl.extractions?.oldest_owed_at ? when(hl.extractions.oldest_owed_at) + ` (${fmtNum(hl.extractions.oldest_owed_age_s)} s)` : 'none'} · orgs owing: ${hl.extractions?.orgs_owing ?? 0}`)),
+      h('h2', {}, 'Erasures'),
+      hl.erasures && hl.erasures.error ? h('div', { class: 'error', role: 'alert' }, hl.erasures.error) : countsList('erasures-by-status', hl.erasures?.by_status),
+      detailTable('erasures', 'The latest, newest first: the census counts every counted table over the scope (a residue re-opens its step)',
+        ['Requested', 'Org', 'Kind', 'Namespaces', 'Status', 'Runs', 'Residue', 'Census', 'Finished'],
+        (hl.erasures?.latest || []).map((e) => h('tr', { 'data-erasure': e.id, 'data-status': e.status },
+          h('td', {}, when(e.requested_at)), h('td', {}, e.org), h('td', {}, e.kind, e.purge ? ' (purge)' : ''), h('td', {}, e.namespaces),
+          h('td', {}, badge(e.status, { completed: 'ok', running: 'warn', failed: 'bad' }[e.status]), e.errored ? [' ', badge('errored', 'bad')] : ''),
+          h('td', {}, e.attempts),
+          h('td', { 'data-residue': e.residue_count ?? '' }, e.residue_count == null ? '—' : e.residue_count ? badge(String(e.residue_count), 'bad') : badge('0', 'ok')),
+          h('td', {}, e.census ? h('details', {}, h('summary', {}, `${Object.keys(e.census).length} tables`),
+            countsList('', e.census)) : '—'),
+          h('td', {}, when(e.finished_at)))),
+        'No erasure yet.'),
+      h('h2', {}, 'The change topic\'s latest records'),
+      detailTable('topic', 'Newest first: each record\'s envelope; its content stays sealed and is not opened here',
+        ['Committed', 'Type', 'Org', 'Namespace', 'Seq', 'Partition/offset', 'Bytes', 'Content'],
+        Array.isArray(hl.topic_latest) ? hl.topic_latest.map((r) => h('tr', { 'data-type': r.type || '', 'data-ns': r.namespace || '', 'data-sealed': String(r.sealed) },
+          h('td', {}, when(r.committed_at || r.timestamp)), h('td', {}, r.undecodable ? badge('undecodable', 'bad') : h('code', {}, r.type)),
+          h('td', {}, r.org), h('td', {}, r.namespace), h('td', {}, r.seq), h('td', {}, `${r.partition}/${r.offset}`), h('td', {}, r.bytes),
+          h('td', {}, r.sealed ? badge('sealed') : h('span', { class: 'muted' }, 'none')))) : hl.topic_latest,
+        'The topic holds no record yet.'));
   };
   draw(await read());
   const tick = async () => {
@@ -662,7 +733,87 @@ async function viewOperations(seq) {
     setTimeout(tick, 5000);
   };
   setTimeout(tick, 5000);
-  return [h('h1', {}, 'Operations'), h('p', { class: 'muted' }, 'The deployment as health reports it to the operator\'s token. Org tokens see their org\'s memory instead.'), body];
+  return [h('h1', {}, 'Operations'), h('p', { class: 'muted' }, 'The deployment as health reports it to the operator\'s token (GET /v1/health?include=' + OPS_INCLUDE + '). Org tokens see their org\'s memory instead.'), body];
+}
+
+// miniSpark is a namespace's lag over the readings kept, in its table row.
+function miniSpark(label, values) {
+  const W = 120, H = 20, max = Math.max(1, ...values);
+  const drawn = values.length < 2 ? [values[0] ?? 0, values[0] ?? 0] : values;
+  const pts = drawn.map((v, i) => `${(i / (drawn.length - 1)) * W},${H - (v / max) * (H - 2) - 1}`).join(' ');
+  return svg('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'mini', role: 'img', 'aria-label': `${label}: ${values.join(', ')}` },
+    svg('polyline', { points: pts, class: 'spark-line' }));
+}
+
+// ---- agent context: a context.pack preview ----
+
+// fillTo sets a bar's fill through the CSSOM (the CSP allows no style attribute).
+function fillTo(el, share) { el.style.width = Math.min(Math.max(share, 0), 1) * 100 + '%'; return el; }
+
+const PACK_SECTIONS = ['profile', 'facts', 'recent', 'session', 'knowledge'];
+
+// citeLink links a line's citation to what it cites: a memory's version (its page,
+// by id), a session's or a turn's citation as text.
+function citeLink(cite) {
+  const m = /^m:([0-9a-f-]+)@(\d+)$/.exec(cite);
+  return m ? h('a', { href: href(['id', m[1]]), 'data-cite': cite }, h('code', {}, cite)) : h('code', { 'data-cite': cite }, cite);
+}
+
+async function viewContext(ns, query) {
+  document.title = 'Context · ' + ns + ' · Loom console';
+  const q = h('input', { id: 'c-query', name: 'q', value: query.get('q') || '', size: 40 });
+  const user = h('input', { id: 'c-user', value: query.get('user_id') || '' });
+  const session = h('input', { id: 'c-session', value: query.get('session_id') || '' });
+  const budget = h('input', { id: 'c-budget', type: 'number', min: 16, max: 200000, value: query.get('budget') || '500' });
+  const model = h('input', { id: 'c-model', placeholder: 'gpt-4o', value: query.get('model') || '' });
+  const chosen = (query.get('sections') || '').split(',').filter(Boolean);
+  const boxes = PACK_SECTIONS.map((name) => h('input', { id: 'c-sec-' + name, type: 'checkbox', value: name, checked: chosen.includes(name) }));
+  const form = h('form', {
+    class: 'filters', id: 'context-form', onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = href(['ns', ns, 'context'], {
+        q: q.value, user_id: user.value.trim(), session_id: session.value.trim(), budget: budget.value, model: model.value.trim(),
+        sections: boxes.filter((b) => b.checked).map((b) => b.value).join(','), run: '1',
+      });
+    },
+  },
+  h('label', { for: 'c-query' }, 'Query', q), h('label', { for: 'c-user' }, 'User', user), h('label', { for: 'c-session' }, 'Session', session),
+  h('label', { for: 'c-budget' }, 'Budget (tokens)', budget), h('label', { for: 'c-model' }, 'Model', model),
+  h('fieldset', { class: 'sections' }, h('legend', {}, 'Sections (none: the default)'),
+    PACK_SECTIONS.map((name, i) => h('label', { class: 'check', for: 'c-sec-' + name }, boxes[i], name))),
+  h('button', { type: 'submit', class: 'primary' }, 'Pack'));
+  const out = [h('h1', {}, 'Agent context of ', h('code', {}, ns)),
+    h('p', { class: 'muted' }, 'The block context.pack answers for a system prompt (POST …/context:pack), cut to the budget, every line cited.'), form];
+  if (!query.get('run')) return out;
+  const reqBody = { budget_tokens: Number(query.get('budget') || 500) };
+  for (const [k, f] of [['query', 'q'], ['user_id', 'user_id'], ['session_id', 'session_id'], ['model', 'model']]) if (query.get(f)) reqBody[k] = query.get(f);
+  if (chosen.length) reqBody.sections = chosen;
+  let ans;
+  try {
+    ans = await api('POST', nsPath(ns) + '/context:pack', { body: reqBody });
+  } catch (err) {
+    out.push(errorBox(err));
+    return out;
+  }
+  const share = ans.tokens / Math.max(ans.budget_tokens, 1);
+  out.push(h('section', { id: 'pack', 'aria-label': 'The pack' },
+    h('div', { class: 'summary' },
+      h('div', {}, h('span', { class: 'muted' }, 'Tokens'), h('strong', { id: 'pack-tokens', 'data-tokens': ans.tokens, 'data-budget': ans.budget_tokens }, `${ans.tokens} of ${ans.budget_tokens}`)),
+      h('div', {}, h('span', { class: 'muted' }, 'Tokenizer'), h('strong', {}, ans.tokenizer.encoding + (ans.tokenizer.approximate ? ' (approximate)' : ''))),
+      h('div', {}, h('span', { class: 'muted' }, 'Priority'), h('strong', {}, ans.priority.join(' › '))),
+      h('div', {}, h('span', { class: 'muted' }, 'Cut'), h('strong', { 'data-cut': ans.cut.length }, String(ans.cut.length)))),
+    h('div', { class: 'bar budget', role: 'meter', 'aria-label': 'Budget used', 'aria-valuemin': 0, 'aria-valuemax': ans.budget_tokens, 'aria-valuenow': ans.tokens },
+      fillTo(h('span', {}), share)),
+    ans.sections.map((sec) => h('div', { class: 'pack-section', 'data-section': sec.name },
+      h('h2', {}, sec.name, ' ', sec.available ? null : badge('unavailable', 'warn'), h('span', { class: 'muted' }, ` ${sec.lines.length} lines`)),
+      sec.note ? h('p', { class: 'muted' }, sec.note) : null,
+      sec.lines.length ? h('table', {}, h('thead', {}, h('tr', {}, ['Citation', 'Line', 'Tokens'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, sec.lines.map((l) => h('tr', { 'data-cite': l.cite }, h('td', {}, citeLink(l.cite)), h('td', {}, l.text), h('td', {}, l.tokens))))) : null)),
+    ans.cut.length ? [h('h2', {}, 'Cut'), h('table', { id: 'pack-cut' },
+      h('thead', {}, h('tr', {}, ['Section', 'Citation', 'Reason', 'Tokens'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, ans.cut.map((c) => h('tr', { 'data-reason': c.reason }, h('td', {}, c.section), h('td', {}, citeLink(c.cite)), h('td', {}, c.reason), h('td', {}, c.tokens)))))] : null,
+    h('h2', {}, 'The block'), h('pre', { id: 'pack-block' }, ans.block)));
+  return out;
 }
 
 // ---- router ----
@@ -686,6 +837,7 @@ async function render() {
     else if (ns && parts[2] === 'm' && parts[3] !== undefined) content = await viewMemory(ns, parts[3], query, seq);
     else if (ns && parts[2] === 'search') content = await viewSearch(ns, query);
     else if (ns && parts[2] === 'graph') content = await viewGraph(ns, parts[3] || '', query, seq);
+    else if (ns && parts[2] === 'context') content = await viewContext(ns, query);
     else if (ns) content = await viewMemories(ns, query, seq);
     else content = await viewNamespaces(seq);
   } catch (err) {

@@ -390,3 +390,40 @@ func ResumeHeld(ctx context.Context, q Querier, org string) (int64, error) {
 	}
 	return tag.RowsAffected(), nil
 }
+
+// Census is the deployment's extraction queue as the operator reads it: requests by
+// status, and the oldest still owed (pending, running or held).
+type Census struct {
+	ByStatus      map[string]int64 `json:"by_status"`
+	OldestOwedAt  *time.Time       `json:"oldest_owed_at"`
+	OldestOwedAge float64          `json:"oldest_owed_age_s"`
+	Orgs          int64            `json:"orgs_owing"`
+}
+
+// ReadCensus counts every org's requests by status: numbers only, nothing of a
+// request's content or identity.
+func ReadCensus(ctx context.Context, q Querier) (Census, error) {
+	c := Census{ByStatus: map[string]int64{StatusPending: 0, StatusRunning: 0, StatusHeld: 0, StatusDone: 0, StatusFailed: 0}}
+	rows, err := q.Query(ctx, `SELECT status, count(*) FROM loom.extraction_requests GROUP BY status`)
+	if err != nil {
+		return c, fmt.Errorf("count extraction requests: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return c, fmt.Errorf("count extraction requests: %w", err)
+		}
+		c.ByStatus[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return c, fmt.Errorf("count extraction requests: %w", err)
+	}
+	err = q.QueryRow(ctx, `SELECT min(queued_at), coalesce(extract(epoch FROM now() - min(queued_at)), 0)::float8, count(DISTINCT org)
+		FROM loom.extraction_requests WHERE status IN ('pending', 'running', 'held')`).Scan(&c.OldestOwedAt, &c.OldestOwedAge, &c.Orgs)
+	if err != nil {
+		return c, fmt.Errorf("read the oldest owed extraction: %w", err)
+	}
+	return c, nil
+}

@@ -128,3 +128,24 @@ func Span(ctx context.Context, adm *kadm.Client, topic string) (starts, ends map
 	listed[1].Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
 	return starts, ends, nil
 }
+
+// Tail reads the last n records of each of topic's partitions, without a consumer
+// group, in offset order per partition.
+func Tail(ctx context.Context, brokers []string, topic string, n int64) ([]*kgo.Record, error) {
+	admin, err := NewClient(brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	if err != nil {
+		return nil, err
+	}
+	from := map[int32]int64{}
+	for p, end := range ends {
+		from[p] = max(starts[p], end-n)
+	}
+	var out []*kgo.Record
+	_, err = ReadRanges(ctx, brokers, topic, from, ends, func(r *kgo.Record) bool { out = append(out, r); return true })
+	return out, err
+}

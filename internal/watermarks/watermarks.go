@@ -204,3 +204,37 @@ func ReadLag(ctx context.Context, q Querier, projection string, limit int) (Lag,
 	}
 	return lag, rows.Err()
 }
+
+// Standing is one namespace's generation and the projection's watermark of it.
+type Standing struct {
+	Org        string `json:"org"`
+	Namespace  string `json:"namespace"`
+	Generation int64  `json:"generation"`
+	Watermark  int64  `json:"watermark"`
+}
+
+// ReadStandings reads every namespace's generation and projection's watermark of it,
+// at most limit of them (those behind first, the furthest first, then the most recently
+// written), and how many namespaces there are: the operator's per-namespace view of the
+// lag (ReadLag names only those behind).
+func ReadStandings(ctx context.Context, q Querier, projection string, limit int) ([]Standing, int64, error) {
+	rows, err := q.Query(ctx, `SELECT g.org, g.scope, g.generation, coalesce(w.seq, 0), count(*) OVER ()
+		FROM loom.scope_generations g
+		LEFT JOIN loom.projection_watermarks w ON w.projection = $1 AND w.org = g.org AND w.namespace = g.scope
+		WHERE g.scope <> $3
+		ORDER BY g.generation - coalesce(w.seq, 0) DESC, g.updated_at DESC, g.org, g.scope LIMIT $2`, projection, limit, generations.PolicyScope)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the namespaces' standing: %w", err)
+	}
+	defer rows.Close()
+	out := []Standing{}
+	var total int64
+	for rows.Next() {
+		var s Standing
+		if err := rows.Scan(&s.Org, &s.Namespace, &s.Generation, &s.Watermark, &total); err != nil {
+			return nil, 0, fmt.Errorf("read the namespaces' standing: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, total, rows.Err()
+}

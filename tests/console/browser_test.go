@@ -397,21 +397,52 @@ func TestConsoleServesItsPagesUnderAStrictPolicy(t *testing.T) {
 }
 
 // The operator's token reaches no org's memory: the console shows it the deployment as
-// health reports it to the operator (the outbox, the projection's lag, the search
-// index), read again while the view is open, and no namespace.
+// health reports it to the operator (the outbox, the projection's and the index's lag
+// per namespace, the worker passes and queues, the extraction queue, the erasures with
+// their census, the topic's latest envelopes with their content sealed), read again
+// while the view is open, and no namespace's content.
 func TestConsoleShowsTheOperatorTheDeployment(t *testing.T) {
 	n, url := env.API(t, nil)
 	operator := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Role: auth.RoleOperator}))
 	health := operator.Do(t, http.MethodGet, "/v1/health", nil).JSON(t)
+	org, ns, erased := testenv.Unique(t, "org"), testenv.Unique(t, "ops"), testenv.Unique(t, "erased")
+	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	const secret = "Alice's locker code is 5150"
+	if r := admin.Put(t, ns, "locker", map[string]any{"value": secret, "user_id": "alice"}); r.Status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.Status, r.Body)
+	}
+	if r := admin.Put(t, erased, "note", map[string]any{"value": "to be erased"}); r.Status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.Status, r.Body)
+	}
+	erasure := admin.Erase(t, map[string]any{"namespace": erased})
 
 	b := newBrowser(t, url)
 	b.signIn(operator.Token)
 	b.wait("#ops-deployment")
 	b.wait("#ops-outbox svg polyline")
 	b.wait("#ops-lag svg polyline")
+	// The namespace written, with its generation; the index and projection reach it (the
+	// view reads health again every 5 s until they do).
+	row := `#ns-lag tr[data-org="` + org + `"][data-ns="` + ns + `"]`
+	b.wait(row + `[data-projection-behind="0"] svg.mini`)
+	if health["index"] != nil { // a process holding a search index: its position too
+		b.wait(row + `[data-index-behind="0"]`)
+	}
+	// The erasure, completed with a census of no residue; the topic's latest records
+	// include the namespace's write, sealed, and the erasure's record.
+	b.wait(`#erasures tr[data-erasure="` + erasure["id"].(string) + `"][data-status="completed"] td[data-residue="0"]`)
+	b.wait(`#topic tr[data-ns="` + ns + `"][data-type="memory.written"][data-sealed="true"]`)
+	b.wait(`#topic tr[data-ns="` + erased + `"][data-type="memory.erased"]`)
+	b.wait("#queues tbody tr")
+	b.wait(`#extractions-by-status dd[data-count="pending"]`)
 	b.shot("12-operations")
+	b.do(chromedp.ScrollIntoView(chromedp.CSS("#erasures")))
+	b.shot("12b-operations-erasures-topic")
 	if got := b.text("#ops-deployment"); got != health["deployment_id"] {
 		t.Errorf("the console shows deployment %q; health answers %v", got, health["deployment_id"])
+	}
+	if body := b.text("main"); strings.Contains(body, secret) || strings.Contains(body, "locker") || strings.Contains(body, "alice") {
+		t.Errorf("the operator's view shows a memory's content, key or user:\n%s", body)
 	}
 	if b.present(`#nav a[href="#/"]`) {
 		t.Errorf("the operator is offered the namespaces of an org")
@@ -421,5 +452,58 @@ func TestConsoleShowsTheOperatorTheDeployment(t *testing.T) {
 	b.wait("#open-namespace")
 	if b.present(`#nav a[data-nav="ops"]`) {
 		t.Errorf("an org's admin is offered the deployment's operations")
+	}
+}
+
+// The agent context view packs a context as context.pack answers it: the budget and the
+// tokens used (the API's own figures for the same request), each section's lines with
+// their citations, which lead to the memory cited.
+func TestConsolePreviewsAContextPack(t *testing.T) {
+	n, url := env.API(t, nil)
+	org, ns := testenv.Unique(t, "org"), testenv.Unique(t, "ctx")
+	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	for key, value := range map[string]string{"drink": "Alice drinks oolong tea every morning", "city": "Alice lives in Lisbon", "editor": "Alice writes code in Emacs"} {
+		if r := admin.Put(t, ns, key, map[string]any{"value": value, "user_id": "alice"}); r.Status != http.StatusOK {
+			t.Fatalf("write %s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	req, _ := json.Marshal(map[string]any{"query": "what does alice drink", "user_id": "alice", "budget_tokens": 120, "sections": []string{"facts", "recent"}})
+	r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", req)
+	if r.Status != http.StatusOK {
+		t.Fatalf("context.pack: %d %s", r.Status, r.Body)
+	}
+	want := r.JSON(t)
+
+	b := newBrowser(t, url)
+	b.signIn(admin.Token)
+	b.open("#/ns/" + ns + "/context")
+	b.wait("#context-form")
+	b.wait(`#nav a[data-nav="context"]`)
+	b.open("#/ns/" + ns + "/context?q=what+does+alice+drink&user_id=alice&budget=120&sections=facts,recent&run=1")
+	b.wait("#pack-tokens")
+	b.wait(`#pack [data-section="facts"] tr[data-cite] a`)
+	b.shot("13-context-pack")
+	var shown struct{ Tokens, Budget, Cut, Lines int }
+	b.eval(`({tokens: +document.querySelector('#pack-tokens').dataset.tokens, budget: +document.querySelector('#pack-tokens').dataset.budget,
+		cut: +document.querySelector('[data-cut]').dataset.cut, lines: document.querySelectorAll('#pack tr[data-cite]').length})`, &shown)
+	lines := 0
+	for _, sec := range want["sections"].([]any) {
+		lines += len(sec.(map[string]any)["lines"].([]any))
+	}
+	if float64(shown.Tokens) != want["tokens"] || float64(shown.Budget) != want["budget_tokens"] || shown.Cut != len(want["cut"].([]any)) || shown.Lines != lines {
+		t.Errorf("the console shows %+v; context.pack answers tokens %v of %v, %d cut, %d lines", shown, want["tokens"], want["budget_tokens"], len(want["cut"].([]any)), lines)
+	}
+	if shown.Tokens > shown.Budget {
+		t.Errorf("the pack holds %d tokens over its budget %d", shown.Tokens, shown.Budget)
+	}
+	if !strings.Contains(b.text("#pack-block"), "oolong") {
+		t.Errorf("the block shown does not hold the fact searched for:\n%s", b.text("#pack-block"))
+	}
+	// A citation leads to the memory it cites.
+	b.do(chromedp.Click(chromedp.CSS(`#pack [data-section="facts"] tr[data-cite] a`)))
+	b.wait("#history")
+	b.shot("14-context-cited-memory")
+	if got := b.text("#value"); !strings.Contains(got, "Alice") {
+		t.Errorf("the cited memory's page shows %q", got)
 	}
 }

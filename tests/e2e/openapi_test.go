@@ -449,7 +449,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"Erasure", func() error { _, err := c.Erasure(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
 		{"Health", func() error {
-			if _, err := operator.Health(ctx, "postgres", "lag", "index", "workers"); err != nil {
+			if _, err := operator.Health(ctx, "postgres", "lag", "index", "workers", "namespaces", "erasures", "extractions", "topic"); err != nil {
 				return err
 			}
 			_, err := c.Health(ctx, "postgres", "lag", "index")

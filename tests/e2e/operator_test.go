@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,7 +59,8 @@ func TestHealthTellsOnlyTheOperatorItsDetails(t *testing.T) {
 		"an org's token":           c,
 		"a user-bound admin token": testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "secret-org", ReadUserID: "alice"})),
 	}
-	for _, path := range []string{"/v1/health", "/v1/health?include=postgres,lag", "/v1/health?include=postgres", "/v1/health?include=lag"} {
+	for _, path := range []string{"/v1/health", "/v1/health?include=postgres,lag", "/v1/health?include=postgres", "/v1/health?include=lag",
+		"/v1/health?include=namespaces,erasures,extractions,topic,workers"} {
 		for name, caller := range callers {
 			r := caller.Do(t, http.MethodGet, path, nil)
 			if r.Status != http.StatusOK || strings.TrimSpace(string(r.Body)) != `{"status":"ok"}` {
@@ -70,6 +72,36 @@ func TestHealthTellsOnlyTheOperatorItsDetails(t *testing.T) {
 	body := r.JSON(t)
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"behind":[`) || body["deployment_id"] == nil || body["postgres"] == nil {
 		t.Fatalf("the operator's health: %d %s", r.Status, r.Body)
+	}
+	// Every namespace's standing names this one, behind the unbuilt projection by its one
+	// write; the topic's envelopes carry no content, key or value.
+	r = operator.Do(t, http.MethodGet, "/v1/health?include=namespaces,topic", nil)
+	var standing struct {
+		Namespaces struct {
+			Listed []struct {
+				Org, Namespace   string
+				Generation       int64
+				ProjectionBehind int64 `json:"projection_behind"`
+			}
+		}
+	}
+	if err := json.Unmarshal(r.Body, &standing); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("the operator's namespaces: %d %s", r.Status, r.Body)
+	}
+	listed := false
+	for _, s := range standing.Namespaces.Listed {
+		if s.Org == "secret-org" && s.Namespace == ns {
+			listed = true
+			if s.Generation < 1 || s.ProjectionBehind != s.Generation {
+				t.Errorf("the namespace's standing %+v; want it behind the unbuilt projection by its generation", s)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("the operator's namespaces do not list %s: %s", ns, r.Body)
+	}
+	if strings.Contains(string(r.Body), "a fact of a tenant") {
+		t.Errorf("the operator's health shows a memory's value: %s", r.Body)
 	}
 	if r := testenv.NewClient(url, "loom_000000000000_bm90LWEtcmVhbC10b2tlbg").Do(t, http.MethodGet, "/v1/health?include=lag", nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("a wrong token at health: %d %s", r.Status, r.Body)

@@ -12,10 +12,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/searchindex"
+	"github.com/loomplane/loom/internal/watermarks"
 	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/workers"
@@ -36,8 +40,11 @@ func (p *Process) registerHealth(app *fiber.App) {
 // token (`loomd token create --operator`) gets what the process is, pending_migrations
 // (the last known list, not read anew), and with ?include=postgres the outbox's and
 // the synchronous standbys' state and the serving projection's recorded failures, with
-// ?include=lag how far the serving projection is behind and where (comma separated for
-// both). A token that is wrong is 401; one that cannot be checked now gets the
+// ?include=lag how far the serving projection is behind and where, with ?include=workers
+// the workers' queues, with ?include=namespaces every namespace's projection and index
+// standing, with ?include=erasures the erasure sagas and their census, with
+// ?include=extractions the extraction queue by status and with ?include=topic the change
+// topic's latest envelopes (comma separated for several): the console's Operations view. A token that is wrong is 401; one that cannot be checked now gets the
 // anonymous answer.
 func (p *Process) handleHealth(c *fiber.Ctx) error {
 	viewer, _, err := p.Tokens.Optional(c)
@@ -106,6 +113,35 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			body["workers"] = q
 		}
 	}
+	// Every namespace's standing: the projection's and this process's index's distance
+	// from its generation (lag names only the projection's furthest behind).
+	if slices.Contains(include, "namespaces") {
+		body["namespaces"] = p.namespaceStandings(ctx)
+	}
+	// The erasure sagas: how many run, completed or failed, and the latest with their census.
+	if slices.Contains(include, "erasures") {
+		if o, err := command.ReadErasureOverview(ctx, p.PG, erasuresListed); err != nil {
+			body["erasures"] = failed(err)
+		} else {
+			body["erasures"] = o
+		}
+	}
+	// The deferred extractions of every org, by status, and the oldest still owed.
+	if slices.Contains(include, "extractions") {
+		if c, err := extractqueue.ReadCensus(ctx, p.PG); err != nil {
+			body["extractions"] = failed(err)
+		} else {
+			body["extractions"] = c
+		}
+	}
+	// The change topic's latest records: where each sits and its envelope, content sealed.
+	if slices.Contains(include, "topic") {
+		if recs, err := p.topicTail(ctx); err != nil {
+			body["topic_latest"] = failed(err)
+		} else {
+			body["topic_latest"] = recs
+		}
+	}
 	if slices.Contains(include, "lag") {
 		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
 			body["lag"] = failed(err)
@@ -114,6 +150,43 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 		}
 	}
 	return c.JSON(body)
+}
+
+// How many namespaces health's namespaces lists, and erasures its latest.
+const (
+	namespacesListed = 200
+	erasuresListed   = 20
+)
+
+// namespaceStanding is one namespace as health's namespaces lists it: its generation,
+// the serving projection's watermark and this process's index's position, and the
+// seqs each is behind.
+type namespaceStanding struct {
+	watermarks.Standing
+	ProjectionBehind int64  `json:"projection_behind"`
+	IndexPosition    *int64 `json:"index_position,omitempty"`
+	IndexBehind      *int64 `json:"index_behind,omitempty"`
+	IndexHeld        *bool  `json:"index_held,omitempty"`
+}
+
+func (p *Process) namespaceStandings(ctx context.Context) fiber.Map {
+	standings, total, err := watermarks.ReadStandings(ctx, p.PG, p.Cfg.Pipeline.Projection, namespacesListed)
+	if err != nil {
+		return fiber.Map{"error": err.Error()}
+	}
+	index := p.Index()
+	out := make([]namespaceStanding, 0, len(standings))
+	for _, s := range standings {
+		ns := namespaceStanding{Standing: s, ProjectionBehind: max(s.Generation-s.Watermark, 0)}
+		if index != nil {
+			sp := searchindex.Space{Org: s.Org, Namespace: s.Namespace}
+			pos, held := index.Position(sp), index.Held(sp)
+			behind := max(s.Generation-pos, 0)
+			ns.IndexPosition, ns.IndexBehind, ns.IndexHeld = &pos, &behind, &held
+		}
+		out = append(out, ns)
+	}
+	return fiber.Map{"total": total, "listed": out}
 }
 
 // handleReady answers 200 only when both stores answer, every migration this build
