@@ -40,10 +40,11 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
 }
 
-// queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed and
-// its sealed text dropped.
+// queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its
+// sealed text (and plain content hash) dropped, and its keyed content hash too: the
+// scope's key outlives a redaction, and would confirm a guess of the text.
 func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
-	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, updated_at = now()
+	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, content_sha256 = '', updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
 }

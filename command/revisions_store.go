@@ -94,10 +94,12 @@ func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version i
 }
 
 // queueScrubRevisions queues the scrub of a key's revisions seqs: their text replaced
-// by scrubbed and their sealed text dropped. The named version (namedSeq) takes this
-// redaction's time; a copy keeps its first.
+// by scrubbed, their sealed text (and plain content hash) dropped, and their keyed
+// content hash, in the column and the audit, too (as queueScrubHead). The named
+// version (namedSeq) takes this redaction's time; a copy keeps its first.
 func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64) {
-	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
+	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL, content_sha256 = '',
+				audit = audit || '{"content_sha256": ""}',
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
 			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq)
 }
