@@ -175,14 +175,15 @@ func marker(t *testing.T) string {
 	return "m" + string(b)
 }
 
-// storedKeysAreWrapped checks that the namespace's data keys and the org's user
-// reference key are stored wrapped (none is the key it opens to, nor holds it) and
-// returns the unwrapped keys, for a scan of the files.
+// storedKeysAreWrapped checks that the namespace's data keys (its content hash keys
+// among them) and the org's user reference key are stored wrapped (none is the key it
+// opens to, nor holds it) and returns the unwrapped keys, for a scan of the files.
 func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT data_key, loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1 AND namespace = $2
 		UNION ALL SELECT key, loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1
-		UNION ALL SELECT data_key, loom.unwrapped_key(data_key) FROM loom.extraction_requests WHERE org = $1 AND namespace = $2`, org, ns)
+		UNION ALL SELECT data_key, loom.unwrapped_key(data_key) FROM loom.extraction_requests WHERE org = $1 AND namespace = $2
+		UNION ALL SELECT key, loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,8 @@ func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []st
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) < 4 { // two revisions, the org's user reference key, the deferred request's
-		t.Fatalf("%d stored keys, want at least 4", len(raw))
+	if len(raw) < 5 { // two revisions, the org's user reference key, the deferred request's, the user's content hash key
+		t.Fatalf("%d stored keys, want at least 5", len(raw))
 	}
 	return raw
 }
