@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -211,14 +212,22 @@ func entryError(i int, err error) error {
 // done once the answer is filled, else the seq the next round's gap check starts after.
 func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (bool, int64, error) {
 	now := s.now()
+	// The same-value heads are looked up in the entries' users' scopes and in the
+	// rows of no user: a head keeps its content hash keyed under its scope's key
+	// (migration 101). Another user's head holding the value (a peer of a token bound
+	// to no user, or a pinned one) is found by the peer search, not by its hash.
 	var keys, shas []string
+	users := []string{""}
 	for _, e := range b.entries {
 		keys, shas = append(keys, e.w.id.MemoryKey), append(shas, e.w.sha)
+		if !slices.Contains(users, e.w.id.UserID) {
+			users = append(users, e.w.id.UserID)
+		}
 	}
 	for _, id := range b.retire {
 		keys = append(keys, id.MemoryKey)
 	}
-	st, err := s.readRound(ctx, b.org, b.namespace, keys, shas, false)
+	st, err := s.readRound(ctx, b.org, b.namespace, keys, users, shas, false)
 	if err != nil {
 		return false, 0, httperr.Store("reading the batch's heads and policy", err)
 	}

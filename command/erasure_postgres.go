@@ -156,6 +156,10 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)
 	}
 	counts["loom.revision_keys"] = n
+	if n, err = destroyContentKeys(ctx, tx, args); err != nil {
+		return nil, fmt.Errorf("destroy the content hash keys of %s: %w", ns, err)
+	}
+	counts[contentKeysTable] = n
 	// A parked row's seq was published as a placeholder already: it is not withdrawn.
 	deleted, withdrawn, err := outbox.Withdraw(ctx, tx, erasure.ScopeParams, pgScope("loom.outbox"), args...)
 	if err != nil {

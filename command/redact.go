@@ -210,8 +210,9 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 	return ans, nil
 }
 
-// scrubbedFields replace a redacted row's text: no value, tags or entities.
-const scrubbedFields = `{"value": null, "tags": [], "entities": [], "redacted": true}`
+// scrubbedFields replace a redacted row's text: no value, tags, entities or content
+// hash (a row written before migration 101 holds its plain hash in its JSON).
+const scrubbedFields = `{"value": null, "tags": [], "entities": [], "content_sha256": "", "redacted": true}`
 
 // redactionRecord is the memory.redacted record: the named version's plain fields,
 // the versions scrubbed, and no content (an empty body sealed under a key nobody

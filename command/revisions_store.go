@@ -66,12 +66,14 @@ func scanGap(rows pgx.Rows) ([]gapRevision, error) {
 	return gap, nil
 }
 
-// queueRevision queues the journal's row of a revision, sealed at rest (rec).
+// queueRevision queues the journal's row of a revision, sealed at rest (rec); its
+// content hash, and its audit's, keyed under its scope's key.
 func queueRevision(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit, sealed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, h.sha, $13, $14, $15::jsonb || jsonb_build_object('content_sha256', h.sha), $16
+		FROM (SELECT loom.content_hash($1, $2, $7, $12) AS sha) h`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
 		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
 }
@@ -92,10 +94,12 @@ func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version i
 }
 
 // queueScrubRevisions queues the scrub of a key's revisions seqs: their text replaced
-// by scrubbed and their sealed text dropped. The named version (namedSeq) takes this
-// redaction's time; a copy keeps its first.
+// by scrubbed, their sealed text (and plain content hash) dropped, and their keyed
+// content hash, in the column and the audit, too (as queueScrubHead). The named
+// version (namedSeq) takes this redaction's time; a copy keeps its first.
 func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64) {
-	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL,
+	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb, sealed = NULL, content_sha256 = '',
+				audit = audit || '{"content_sha256": ""}',
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
 			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq)
 }
@@ -184,7 +188,7 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, version, content_sha256, `+heads.Row+` FROM loom.memory_revisions
+	rows, err := tx.Query(ctx, `SELECT seq, version, `+heads.Row+` FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND version >= $7
 		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {
@@ -193,10 +197,13 @@ func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (journalVersion, error) {
 		var v journalVersion
 		var raw []byte
-		if err := r.Scan(&v.seq, &v.version, &v.sha, &raw); err != nil {
+		if err := r.Scan(&v.seq, &v.version, &raw); err != nil {
 			return v, fmt.Errorf("read the key's versions: %w", err)
 		}
 		row, err := heads.Decode(raw)
+		if row != nil {
+			v.sha = row.ContentSHA256 // plain, as the row holds it opened; the column's is keyed
+		}
 		v.row = row
 		return v, err
 	})
@@ -217,6 +224,17 @@ func eraseRevisions(ctx context.Context, tx pgx.Tx, args []any) ([]string, error
 // without one. It returns how many.
 func destroyScopeKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
 	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.revision_keys t USING p WHERE `+pgScope("loom.revision_keys"), args...)
+	return tag.RowsAffected(), err
+}
+
+// contentKeysTable names loom.content_keys where an erasure counts what it removed.
+const contentKeysTable = "loom.content_keys"
+
+// destroyContentKeys deletes the keys that key the content hashes of an erasure's
+// scope (args as erasure.ScopeParams names them), after its revisions: the stored
+// hashes of its rows, in dead tuples, the WAL and backups, then link to no value.
+func destroyContentKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
+	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.content_keys t USING p WHERE `+pgScope(contentKeysTable), args...)
 	return tag.RowsAffected(), err
 }
 
@@ -249,7 +267,8 @@ func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, v
 // memoryJournal reads the newest 256 revisions of a row's memory (its key and memory
 // id), newest first: what the conflict resolver reads to date a value's assertion.
 func memoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
-	rows, err := q.Query(ctx, `SELECT version, content_sha256, status, op FROM loom.memory_revisions
+	// The hash as the row holds it opened (plain): the column's is keyed (migration 101).
+	rows, err := q.Query(ctx, `SELECT version, coalesce(`+heads.Row+`->>'content_sha256', ''), status, op FROM loom.memory_revisions
 		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND memory_id = $7
 		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
 	if err != nil {

@@ -178,7 +178,7 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 // gap check starts after.
 func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
 	now := s.now()
-	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, true)
+	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, nil, true)
 	if err != nil {
 		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}

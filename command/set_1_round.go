@@ -64,7 +64,7 @@ type roundState struct {
 
 // readRound reads a round's state. cachedPolicy lets it take the namespace's policy
 // from the process's cache (policyCache) instead of reading it.
-func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []string, cachedPolicy bool) (*roundState, error) {
+func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, shas []string, cachedPolicy bool) (*roundState, error) {
 	st := &roundState{keyHeads: map[string][]*memrow.Row{}, bySHA: map[string][]*memrow.Row{}}
 	// Read before the peer reads: the position only moves up, so it covers them.
 	if st.fromIndex = s.indexed(org, ns); st.fromIndex {
@@ -81,7 +81,7 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, shas []st
 	var byKey, bySHA []*memrow.Row
 	heads.QueueWithKeys(b, &byKey, org, ns, keys)
 	if len(shas) > 0 {
-		heads.QueueWithContent(b, &bySHA, org, ns, shas)
+		heads.QueueWithContent(b, &bySHA, org, ns, users, shas)
 	}
 	if !st.fromIndex {
 		s.queueWatermark(b, org, ns, &st.capture)

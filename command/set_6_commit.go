@@ -461,6 +461,9 @@ type record struct {
 	payload []byte // the head row as JSON, without its text
 	sealed  []byte // the row's text sealed at rest (heads.AtRest)
 	audit   []byte
+	// contentKey is a fresh key for the row's scope (org, namespace, user), as stored:
+	// the scope's key if it has none yet (loom.content_keys, migration 101).
+	contentKey []byte
 }
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
@@ -495,23 +498,33 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	if err != nil {
 		return nil, err
 	}
+	// The audit's content_sha256 is the keyed one, set where the journal row is written
+	// (queueRevision).
 	audit, err := json.Marshal(map[string]any{
 		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
 		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
-		"content_sha256": row.ContentSHA256, "source_class": row.SourceClass, "status": row.Status,
+		"source_class": row.SourceClass, "status": row.Status,
 		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
 	})
 	if err != nil {
 		return nil, err
 	}
+	contentKey, err := events.NewDataKey()
+	if err != nil {
+		return nil, err
+	}
+	if contentKey, err = s.storedKey(contentKey); err != nil {
+		return nil, err
+	}
 	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: storedKey, value: value,
-		headers: headers, payload: payload, sealed: sealed, audit: audit}, nil
+		headers: headers, payload: payload, sealed: sealed, audit: audit, contentKey: contentKey}, nil
 }
 
 // queueInsert queues the writes of one row: its head, its revision, its data key and
 // its outbox record.
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
+	queueContentKey(b, row, rec.contentKey)
 	queueHeadWrite(b, row, rec)
 	queueRevision(b, p, rec)
 	queueRevisionKey(b, row, rec.dataKey)

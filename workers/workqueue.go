@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/heads"
 )
 
 // loom.worker_items is the workers' queue (workers.go): one row per written version a
@@ -62,8 +64,13 @@ func (s *Service) queueWork(ctx context.Context, items []workItem) error {
 		workers[i], orgs[i], nss[i], ids[i], users[i], shas[i] = it.worker, it.org, it.namespace, it.memoryID, it.userID, it.sha
 		versions[i], seqs[i], written[i] = it.version, it.seq, it.writtenAt
 	}
+	// The content hash as the heads keep it: keyed under the scope's key (migration
+	// 101; '' once an erasure destroyed it). A claim reads the plain one from the
+	// journal (claimWork).
 	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
+		SELECT w, o, ns, id, v, sq, u, coalesce(loom.content_hash(o, ns, u, sha), ''), at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
+			AS i(w, o, ns, id, v, sq, u, sha, at)
 		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING`,
 		workers, orgs, nss, ids, versions, seqs, users, shas, written)
 	if err != nil {
@@ -117,7 +124,12 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 		FROM picked p
 		WHERE w.worker = $1 AND w.org = p.org AND w.namespace = p.namespace AND w.memory_id = p.memory_id AND w.version = p.version
 		  AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
-		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, w.user_id, w.content_sha256, w.written_at, w.attempts`, order),
+		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, w.user_id,
+			-- the version's plain content hash, from its journal row opened ('' once
+			-- redacted or erased): the queue keeps it keyed only (migration 101)
+			coalesce((SELECT `+heads.RowOf("r")+`->>'content_sha256' FROM loom.memory_revisions r
+				WHERE r.org = w.org AND r.namespace = w.namespace AND r.seq = w.seq), ''),
+			w.written_at, w.attempts`, order),
 		worker, limit, lease.String(), callsModel(worker))
 	if err != nil {
 		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)

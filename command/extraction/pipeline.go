@@ -391,7 +391,12 @@ func (pl *Pipeline) hashDedup(ctx context.Context, st *state) error {
 		}
 		last[c.sha] = c
 	}
-	rows, err := pl.subjectHeads(ctx, st, `content_sha256 = ANY($3)`, shas)
+	// A head stores its hash keyed under its scope's key (migration 101): the values
+	// are hashed under the keys of the subject's scopes (every user's when the
+	// subject is none); a head not yet rehashed by the at-rest pass holds the plain one.
+	rows, err := pl.subjectHeads(ctx, st, `content_sha256 IN (SELECT s FROM unnest($3::text[]) s
+		UNION SELECT loom.content_hash(k.org, k.namespace, k.user_id, s) FROM loom.content_keys k, unnest($3::text[]) s
+		WHERE k.org = $1 AND k.namespace = $2 AND ($4 = '' OR k.user_id = $4))`, shas, st.subjectUser())
 	if err != nil {
 		return httperr.Store("reading the stored hashes", err)
 	}

@@ -3,7 +3,10 @@
 // (loom.revision_keys, loom.user_ref_keys, loom.extraction_requests) wrapped under the
 // ring's first KEK, whether it was stored raw (before LOOM_KEK) or under a KEK a
 // rotation retired; and every row of loom.memory_current and loom.memory_revisions
-// stored before migration 056, its text still in `row`, sealed as a commit seals it.
+// stored before migration 056, its text still in `row`, sealed as a commit seals it;
+// and every row of those tables stored before migration 101, its content hash still
+// plain, rehashed as a commit hashes it (keyed under its scope's key in
+// loom.content_keys, the plain hash moved into its sealed text).
 //
 // The pass walks each table by physical page ranges (a TID range scan), so each batch
 // reads a bounded slice whatever the table holds, and every change is a
@@ -15,6 +18,7 @@ package atrest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"time"
@@ -39,6 +43,7 @@ var keyTables = []struct{ table, column string }{
 	{"loom.user_ref_keys", "key"},
 	{"loom.extraction_requests", "data_key"},
 	{"loom.knowledge_revisions", "data_key"},
+	{"loom.content_keys", "key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.
@@ -49,6 +54,7 @@ type Counts struct {
 	Wrapped    map[string]int64 // keys wrapped again, by table
 	Unopenable map[string]int64 // keys no KEK of the ring opens, by table: left as they are
 	Sealed     map[string]int64 // rows whose text was sealed, by table
+	Rehashed   map[string]int64 // rows whose content hash was keyed, by table
 }
 
 // Run runs the pass to its end (or until ctx ends) and logs what it changed. A batch
@@ -58,8 +64,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logg
 	for {
 		c, err := Pass(ctx, pool, ring)
 		if err == nil {
-			if total(c.Wrapped)+total(c.Sealed)+total(c.Unopenable) > 0 {
-				log.Info("at-rest pass done", "keys_wrapped", c.Wrapped, "rows_sealed", c.Sealed, "keys_unopenable", c.Unopenable)
+			if total(c.Wrapped)+total(c.Sealed)+total(c.Rehashed)+total(c.Unopenable) > 0 {
+				log.Info("at-rest pass done", "keys_wrapped", c.Wrapped, "rows_sealed", c.Sealed, "rows_rehashed", c.Rehashed,
+					"keys_unopenable", c.Unopenable)
 			}
 			for t, n := range c.Unopenable {
 				if n > 0 {
@@ -90,7 +97,7 @@ func total(m map[string]int64) (n int64) {
 
 // Pass walks every table once.
 func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, error) {
-	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}}
+	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}, Rehashed: map[string]int64{}}
 	for _, t := range keyTables {
 		err := walk(ctx, pool, t.table, func(from, to pgtype.TID) error {
 			w, u, err := wrapKeys(ctx, pool, ring, t.table, t.column, from, to)
@@ -110,6 +117,17 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 		})
 		if err != nil {
 			return c, fmt.Errorf("seal the rows of %s: %w", table, err)
+		}
+	}
+	// After the sealing: a row's plain hash moves into its sealed text.
+	for _, table := range rowTables {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := rehashRows(ctx, pool, ring, table, from, to)
+			c.Rehashed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("rehash the rows of %s: %w", table, err)
 		}
 	}
 	return c, nil
@@ -217,4 +235,79 @@ func sealRows(ctx context.Context, pool *pgxpool.Pool, table string, from, to pg
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// rehashRows keys the content hash of the rows of a page range stored before migration
+// 101 (their row's JSON holds the plain hash) as a commit keys it: the column takes
+// HMAC-SHA256 of the plain hash under the scope's key (loom.content_hash), made here if
+// the scope has none, and the plain hash moves from the row's JSON into its sealed text
+// (sealed again under the same derived key, AES-256-CBC with its zero IV: what the old
+// ciphertext, left in a dead tuple, and the new one show together is which leading
+// 16-byte blocks their plaintexts share, the row's text with and without its hash). A
+// row whose data key is gone (redacted) keeps no hash. A row a commit replaced
+// meanwhile no longer matches.
+func rehashRows(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table string, from, to pgtype.TID) (int64, error) {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid FROM %s WHERE ctid >= $1 AND ctid < $2 AND row->>'content_sha256' <> ''`, table),
+		from, to)
+	if err != nil {
+		return 0, err
+	}
+	tids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+	if err != nil || len(tids) == 0 {
+		return 0, err
+	}
+	if err := makeContentKeys(ctx, pool, ring, table, tids); err != nil {
+		return 0, err
+	}
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`WITH src AS (
+			SELECT t.ctid AS tid, t.row->>'content_sha256' AS sha,
+				loom.content_hash(t.org, t.namespace, t.user_id, t.row->>'content_sha256') AS keyed,
+				(SELECT hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256') FROM loom.revision_keys k
+					WHERE k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq) AS row_key
+			FROM %[1]s t WHERE t.ctid = ANY($1::tid[]) AND t.row->>'content_sha256' <> '')
+		UPDATE %[1]s t SET content_sha256 = src.keyed, row = jsonb_set(t.row, '{content_sha256}', '""'),
+			sealed = CASE WHEN t.sealed IS NULL OR src.row_key IS NULL THEN t.sealed
+				ELSE encrypt(convert_to((convert_from(decrypt(t.sealed, src.row_key, 'aes'), 'UTF8')::jsonb
+					|| jsonb_build_object('content_sha256', src.sha))::text, 'UTF8'), src.row_key, 'aes') END
+		FROM src WHERE t.ctid = src.tid AND t.row->>'content_sha256' = src.sha AND src.keyed IS NOT NULL`, table), tids)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// makeContentKeys makes the content hash key of each scope (org, namespace, user) of
+// the rows tids of table that has none, wrapped under the ring's first KEK, as a
+// commit makes it.
+func makeContentKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table string, tids []pgtype.TID) error {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT DISTINCT t.org, t.namespace, t.user_id FROM %s t
+		WHERE t.ctid = ANY($1::tid[]) AND NOT EXISTS (SELECT 1 FROM loom.content_keys k
+			WHERE k.org = t.org AND k.namespace = t.namespace AND k.user_id = t.user_id)`, table), tids)
+	if err != nil {
+		return err
+	}
+	type scope struct{ org, namespace, user string }
+	scopes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scope, error) {
+		var s scope
+		return s, r.Scan(&s.org, &s.namespace, &s.user)
+	})
+	if err != nil || len(scopes) == 0 {
+		return err
+	}
+	var orgs, nss, users []string
+	var keys [][]byte
+	for _, s := range scopes {
+		plain := make([]byte, kek.KeySize)
+		if _, err := rand.Read(plain); err != nil {
+			return fmt.Errorf("make a content hash key: %w", err)
+		}
+		w, err := ring.Wrap(plain)
+		if err != nil {
+			return err
+		}
+		orgs, nss, users, keys = append(orgs, s.org), append(nss, s.namespace), append(users, s.user), append(keys, w)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO loom.content_keys (org, namespace, user_id, key)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) ON CONFLICT DO NOTHING`, orgs, nss, users, keys)
+	return err
 }

@@ -219,10 +219,13 @@ func RedactionOf(env *events.Envelope) (Redaction, bool) {
 // place (a row of the key replaces them by version) with no text, vector or tags.
 func scrubs() []struct{ table, set, holds string } {
 	return []struct{ table, set, holds string }{
-		{"memory_versions", "value = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
-			"(redacted = 0 OR value != '' OR notEmpty(tags) OR notEmpty(entities))"},
-		{"memory", "value = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
-			"(redacted = 0 OR value != '' OR notEmpty(tags) OR notEmpty(entities))"},
+		// The content hash goes too: it would confirm a guess of the text, and Postgres
+		// keeps none for a redacted row (its plain hash was sealed under the data key
+		// the redaction destroyed; a replay of its record opens nothing either).
+		{"memory_versions", "value = '', content_sha256 = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
+			"(redacted = 0 OR value != '' OR content_sha256 != '' OR notEmpty(tags) OR notEmpty(entities))"},
+		{"memory", "value = '', content_sha256 = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
+			"(redacted = 0 OR value != '' OR content_sha256 != '' OR notEmpty(tags) OR notEmpty(entities))"},
 		{"memory_embeddings", "embedding = emptyArrayFloat32(), key_embedding = emptyArrayFloat32(), embedding_dim = 0, tags = emptyArrayString()",
 			"(notEmpty(embedding) OR notEmpty(key_embedding) OR notEmpty(tags))"},
 		{"memory_lexical", "terms = emptyArrayString(), tfs = emptyArrayUInt16(), doc_len = 0, tags = emptyArrayString()",

@@ -64,6 +64,11 @@ func postgresContent() []Table {
 			// fence with no revision left.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence AND (p.user_id = '' OR NOT EXISTS (
 				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.seq = t.seq))`},
+		{Store: Postgres, Name: "loom.content_keys", Class: Counted, Why: "the keys the scope's stored content hashes are keyed under (migration 101)",
+			// A scope's key goes once the step removed its revisions; a key whose scope
+			// still holds a revision (written at or after the fence) keys that row's hash.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND NOT EXISTS (
+				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.user_id = t.user_id)`},
 		{Store: Postgres, Name: "loom.outbox", Class: Counted, Why: "revision records not yet published (sealed, but the scope's own)",
 			// Only records that carry a revision: another erasure's record is not the scope's.
 			// The CASE reads a value only once the row is known to be the namespace's. A

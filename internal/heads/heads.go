@@ -96,9 +96,13 @@ const (
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
 
-	// WithContentSQL reads the heads of a namespace ($1, $2) holding any of the
-	// content hashes $3.
-	WithContentSQL = `SELECT m.row FROM unnest($3::text[]) AS k(content_sha256)
+	// WithContentSQL reads the heads of a namespace ($1, $2) of the users $3 holding
+	// any of the values whose plain content hashes are $4. A head stores its hash
+	// keyed under its scope's key (migration 101), so the lookup hashes each value
+	// under each user's; a head written before and not yet rehashed by the at-rest
+	// pass matches the plain hash.
+	WithContentSQL = `SELECT m.row FROM (SELECT s.sha AS content_sha256 FROM unnest($4::text[]) AS s(sha)
+		UNION SELECT loom.content_hash($1, $2, u.user_id, s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
 

@@ -23,8 +23,8 @@ func QueueWithKeys(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, key
 
 // QueueWithContent queues WithContentSQL on b; into holds the heads, decoded, once
 // the batch is sent.
-func QueueWithContent(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, shas []string) {
-	queueCollect(b, into, WithContentSQL, org, namespace, shas)
+func QueueWithContent(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, users, shas []string) {
+	queueCollect(b, into, WithContentSQL, org, namespace, users, shas)
 }
 
 func queueCollect(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {
@@ -109,11 +109,11 @@ func OfSubject(ctx context.Context, q Querier, org, namespace, agent, userID str
 	return Collect(rows)
 }
 
-// ContentSHA256 is the content hash of a head of the namespace holding memoryID, ""
-// when none does.
+// ContentSHA256 is the content hash (plain, as the row holds it opened) of a head of
+// the namespace holding memoryID, "" when none does.
 func ContentSHA256(ctx context.Context, q Querier, org, namespace, memoryID string) (string, error) {
 	var sha string
-	err := q.QueryRow(ctx, `SELECT content_sha256 FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
+	err := q.QueryRow(ctx, `SELECT coalesce(`+Row+`->>'content_sha256', '') FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
 		org, namespace, memoryID).Scan(&sha)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil

@@ -70,7 +70,7 @@ func TestEveryHeadReadOpensSealedRows(t *testing.T) {
 	defer tx.Rollback(ctx)
 	b := &pgx.Batch{}
 	QueueWithKeys(b, &byKey, id.Org, id.Namespace, []string{"vault"})
-	QueueWithContent(b, &bySHA, id.Org, id.Namespace, []string{"sha-vault"})
+	QueueWithContent(b, &bySHA, id.Org, id.Namespace, []string{"alice"}, []string{"sha-vault"})
 	QueueLock(b, id, &version, &seq)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)

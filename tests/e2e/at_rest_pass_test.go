@@ -21,7 +21,10 @@ import (
 // is, and the at-rest pass brings it up to them: every row sealed, every key wrapped,
 // each read answering as before. A KEK rotation is the same pass: configured
 // "new,old", it wraps every key again under the new KEK, and the old one can go.
-// An erasure takes a row the pass has not reached yet, text and all.
+// Rows written before migration 101 hold their value's plain SHA-256 (in the column
+// and the row): the pass keys it under the scope's key, and reads answer the plain one
+// as before. An erasure takes a row the pass has not reached yet, text and all, and
+// the user's content hash key.
 func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	// Each command process runs the pass at start-up: the writes are made by one that
 	// stops before the rows are taken back to their old form, the reads served by a
@@ -32,13 +35,15 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	c := testenv.NewClient(url, token)
 	ns := testenv.Unique(t, "legacy")
 	stamp := time.Now().UnixNano()
-	values := map[string]string{}
+	values, plain := map[string]string{}, map[string]string{}
 	for i, user := range []string{"ann", "ben"} {
 		key := fmt.Sprintf("k%d", i)
 		values[key] = fmt.Sprintf("legacy text %d %d", i, stamp)
-		if r := c.Put(t, ns, key, map[string]any{"value": values[key], "user_id": user, "tags": []string{"t"}}); r.Status != http.StatusOK {
+		r := c.Put(t, ns, key, map[string]any{"value": values[key], "user_id": user, "tags": []string{"t"}})
+		if r.Status != http.StatusOK {
 			t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
 		}
+		plain[key], _ = r.JSON(t)["content_sha256"].(string)
 	}
 	stop()
 	_, queryURL, _ := env.Serve(t, []string{"query"}, nil)
@@ -48,6 +53,9 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 		r := reader.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
 		if r.Status != http.StatusOK {
 			t.Fatalf("get %s: %d %s", key, r.Status, r.Body)
+		}
+		if sha, _ := r.JSON(t)["content_sha256"].(string); sha != plain[key] {
+			t.Fatalf("get %s answers content_sha256 %q, want the value's SHA-256 %q", key, sha, plain[key])
 		}
 		v, _ := r.JSON(t)["value"].(string)
 		return v
@@ -60,9 +68,25 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	// Back to how an older Loom stored them: text in `row`, keys raw.
+	// The stored hashes are keyed: no column holds a value's plain hash.
+	plainStored := func(p *pgxpool.Pool) int64 {
+		t.Helper()
+		return testenv.Int(t, p, `SELECT count(*) FROM (SELECT content_sha256, row FROM loom.memory_current WHERE org = $1 AND namespace = $2
+			UNION ALL SELECT content_sha256, row FROM loom.memory_revisions WHERE org = $1 AND namespace = $2) r
+			WHERE r.content_sha256 = ANY($3) OR r.row->>'content_sha256' = ANY($3)`, org, ns, []string{plain["k0"], plain["k1"]})
+	}
+	if n := plainStored(pool); n != 0 {
+		t.Fatalf("%d rows store a plain content hash", n)
+	}
+	// Back to how an older Loom stored them: text and plain hash in `row`, the plain
+	// hash in the column, keys raw, no content hash keys.
 	for _, table := range []string{"loom.memory_current", "loom.memory_revisions"} {
-		exec(`UPDATE `+table+` SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2`, org, ns)
+		exec(`UPDATE `+table+` SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL,
+			content_sha256 = loom.opened_row(row, sealed, org, namespace, seq)->>'content_sha256' WHERE org = $1 AND namespace = $2`, org, ns)
+	}
+	exec(`DELETE FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns)
+	if n := plainStored(pool); n != 4 {
+		t.Fatalf("%d rows store a plain content hash as an older Loom did, want 4", n)
 	}
 	exec(`UPDATE loom.revision_keys SET data_key = loom.unwrapped_key(data_key) WHERE org = $1 AND namespace = $2`, org, ns)
 	var refKey []byte
@@ -93,8 +117,16 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	if counts.Sealed["loom.memory_current"] < 2 || counts.Sealed["loom.memory_revisions"] < 2 ||
-		counts.Wrapped["loom.revision_keys"] < 2 || counts.Wrapped["loom.user_ref_keys"] < 1 {
+		counts.Wrapped["loom.revision_keys"] < 2 || counts.Wrapped["loom.user_ref_keys"] < 1 ||
+		counts.Rehashed["loom.memory_current"] < 2 || counts.Rehashed["loom.memory_revisions"] < 2 {
 		t.Fatalf("the pass did %+v", counts)
+	}
+	if n := plainStored(pool); n != 0 {
+		t.Fatalf("after the pass %d rows store a plain content hash", n)
+	}
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.content_keys WHERE org = $1 AND namespace = $2 AND octet_length(key) = $3`,
+		org, ns, kek.WrappedSize); n != 2 {
+		t.Fatalf("after the pass %d wrapped content hash keys, want one for each user", n)
 	}
 	if unsealed, raw, _ := state(pool); unsealed != 0 || raw != 0 {
 		t.Fatalf("after the pass: %d rows hold their text, %d keys raw", unsealed, raw)
@@ -157,6 +189,9 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	}
 	if got := read("k1", "ben"); got != values["k1"] {
 		t.Fatalf("another user's row reads %q after the erasure", got)
+	}
+	if users := testenv.PGStrings(t, pool, `SELECT user_id FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns); fmt.Sprint(users) != "[ben]" {
+		t.Fatalf("after ann's erasure the namespace's content hash keys are %v, want ben's", users)
 	}
 }
 

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/llm/llmtest"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -27,14 +30,15 @@ import (
 // CHECKPOINT), not ClickHouse's data path (parts, the audit log's among them, and the
 // mutation files kept beside them, once the replaced parts are cleaned up). Each
 // needle is a marker no other test writes: one in the value, one in the key, one in
-// the user id, and the value's unsalted SHA-256, which a dictionary of guesses would
-// confirm. And the data keys that seal it are stored wrapped: no file of Postgres
-// holds one as it opens anything.
+// the user id, and the plain SHA-256 of each value the key held, which a dictionary of
+// guesses would confirm. And the data keys that seal it are stored wrapped: no file of
+// Postgres holds one as it opens anything.
 //
-// Postgres is checked for the value only: the key and the user id are plain columns of
-// loom.memory_current and loom.memory_revisions (their unique keys and filters), the
-// content hash a plain column too, and the erasure's own ledger names the user it
-// erased (docs/architecture.md, "Erasure at rest").
+// Postgres is checked for the value and its plain hashes: the key and the user id are
+// plain columns of loom.memory_current and loom.memory_revisions (their unique keys and
+// filters), and the erasure's own ledger names the user it erased (docs/architecture.md,
+// "Erasure at rest" and "What erasure leaves"); the stored content hashes are keyed
+// under the scope's key, which the erasure destroys.
 func TestErasureLeavesNothingAtRest(t *testing.T) {
 	srv := llmtest.New(t)
 	requests := env.CreateTopic(t, nil)
@@ -47,23 +51,30 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "rest")
-	stamp := time.Now().UnixNano()
-	valueMark := fmt.Sprintf("vmark%dq", stamp)
-	keyMark := fmt.Sprintf("kmark%dq", stamp)
-	user := fmt.Sprintf("umark%dq", stamp)
+	valueMark, keyMark, user := marker(t), marker(t), marker(t)
 	key := "vault-" + keyMark
+	// The plain SHA-256 of each value the key held (as memory.set hashes a canonical
+	// value): Postgres keeps a keyed hash only, so none of its files may hold these.
+	var plainSHAs []string
 	for _, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
-		if r := c.Put(t, ns, key, map[string]any{"value": fmt.Sprintf(v, valueMark), "user_id": user, "tags": []string{"vault"}}); r.Status != http.StatusOK {
+		value := fmt.Sprintf(v, valueMark)
+		if r := c.Put(t, ns, key, map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}}); r.Status != http.StatusOK {
 			t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
 		}
+		quoted, _ := json.Marshal(value)
+		canonical, err := memrow.Canonical("value", quoted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plainSHAs = append(plainSHAs, memrow.ContentSHA256(canonical))
 	}
 	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
 	if head.Status != http.StatusOK {
 		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
 	}
 	sha, _ := head.JSON(t)["content_sha256"].(string)
-	if len(sha) != 64 {
-		t.Fatalf("the head answers content_sha256 %q", sha)
+	if sha != plainSHAs[1] {
+		t.Fatalf("the head answers content_sha256 %q, want the value's SHA-256 %s", sha, plainSHAs[1])
 	}
 	yes := true
 	if _, err := c.Typed(t).FromMessages(context.Background(), ns, client.FromMessagesRequest{Identity: client.Identity{UserID: user},
@@ -84,10 +95,13 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	})
 
 	// The scans below see what they scan: before the erasure, the projection's parts
-	// hold the value and Postgres's files the key (a plain column).
-	if found := filesHolding(t, env.Stack.ClickHouse.DataDir(), valueMark); len(found) == 0 {
-		t.Fatal("before the erasure, no file of ClickHouse's data path holds the value")
-	}
+	// hold the memory and Postgres's files the key (a plain column). A part the
+	// projection wrote is read back once the server has it on disk, which a query
+	// seeing its rows does not promise: poll, to a deadline. Any of the markers will
+	// do (a part's columns are compressed apart).
+	testenv.Eventually(t, 2*time.Minute, "a file of ClickHouse's data path to hold the memory", func() bool {
+		return len(filesHolding(t, env.Stack.ClickHouse.DataDir(), valueMark, keyMark, user)) > 0
+	})
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyMark); len(found) == 0 {
 		t.Fatal("before the erasure, no file of Postgres's data directory holds the key")
 	}
@@ -109,7 +123,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 
 	// The topics: every record, raw.
-	if leaks := testenv.Leaks(env.TopicRecords(t), valueMark, keyMark, user, sha); len(leaks) > 0 {
+	if leaks := testenv.Leaks(env.TopicRecords(t), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(leaks) > 0 {
 		t.Errorf("the topic still holds the erased memory in the clear: %v", leaks)
 	}
 	if leaks := testenv.Leaks(env.Records(t, requests), valueMark, user); len(leaks) > 0 {
@@ -122,8 +136,8 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	if found := filesHolding(t, env.Stack.Postgres.DataDir(), valueMark); len(found) > 0 {
-		t.Errorf("Postgres files still hold the erased value: %v", found)
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
+		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", found)
 	}
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
@@ -132,7 +146,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	var found []string
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		found = filesHolding(t, dir, valueMark, keyMark, user, sha)
+		found = filesHolding(t, dir, append([]string{valueMark, keyMark, user}, plainSHAs...)...)
 		if len(found) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -143,14 +157,33 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 }
 
-// storedKeysAreWrapped checks that the namespace's data keys and the org's user
-// reference key are stored wrapped (none is the key it opens to, nor holds it) and
-// returns the unwrapped keys, for a scan of the files.
+// marker is a word no other test writes, for a scan of raw files to find: random
+// letters and digits, so that the LZ4 blocks of ClickHouse's parts, which replace a
+// run of four bytes or more seen earlier in the block by a reference to it, keep it
+// whole (a marker sharing a prefix with other tests' markers, as a time stamp does,
+// is stored split).
+func marker(t *testing.T) string {
+	t.Helper()
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "m" + string(b)
+}
+
+// storedKeysAreWrapped checks that the namespace's data keys (its content hash keys
+// among them) and the org's user reference key are stored wrapped (none is the key it
+// opens to, nor holds it) and returns the unwrapped keys, for a scan of the files.
 func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT data_key, loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1 AND namespace = $2
 		UNION ALL SELECT key, loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1
-		UNION ALL SELECT data_key, loom.unwrapped_key(data_key) FROM loom.extraction_requests WHERE org = $1 AND namespace = $2`, org, ns)
+		UNION ALL SELECT data_key, loom.unwrapped_key(data_key) FROM loom.extraction_requests WHERE org = $1 AND namespace = $2
+		UNION ALL SELECT key, loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +201,8 @@ func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []st
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) < 4 { // two revisions, the org's user reference key, the deferred request's
-		t.Fatalf("%d stored keys, want at least 4", len(raw))
+	if len(raw) < 5 { // two revisions, the org's user reference key, the deferred request's, the user's content hash key
+		t.Fatalf("%d stored keys, want at least 5", len(raw))
 	}
 	return raw
 }
