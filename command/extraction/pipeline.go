@@ -432,13 +432,16 @@ func (pl *Pipeline) writeFacts(ctx context.Context, st *state) error {
 		return nil
 	}
 	entries := make([]json.RawMessage, len(st.facts))
+	msgs := make([]int, len(st.facts))
 	for i, c := range st.facts {
 		entries[i], err = st.entry(c)
 		if err != nil {
 			return err
 		}
+		msgs[i] = c.msg
 	}
-	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire})
+	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire,
+		MessageIndex: msgs})
 	if err != nil {
 		return err
 	}
