@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/evidence"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
@@ -90,13 +92,45 @@ func (s *Service) fromMessages(ctx context.Context, p auth.Principal, r fromMess
 }
 
 // Inputs is a transcript sealed for keeping in the conversation's record with the
-// facts drawn from it. The facts' commit writes the turns and their links too
-// (factWriter), so a crash between two commits can leave no fact without the turns it
-// was drawn from; a run that commits nothing keeps them after (KeepInputs).
+// facts drawn from it, or turns the record already holds that a crystallization
+// reads (observe.crystallize). The facts' commit writes the turns (or marks the held
+// ones crystallized) and links the facts to them too (factWriter), so a crash between
+// two commits can leave no fact without the turns it was drawn from; a run that
+// commits nothing finishes after (KeepInputs).
 type Inputs struct {
 	turns *turnBatch
-	// kept: the turns committed with the facts.
+	// held are turns already kept (memory.observe's) that a crystallization reads.
+	held []evidence.Turn
+	// kept: the facts' commit kept the turns (or marked the held ones).
 	kept bool
+}
+
+// rows are the inputs' turns in message order.
+func (in *Inputs) rows() []evidence.Turn {
+	if in.turns != nil {
+		return in.turns.rows
+	}
+	return in.held
+}
+
+// write writes the inputs in tx with links to the facts: the new turns, or the held
+// ones' crystallized mark.
+func (s *Service) writeInputs(ctx context.Context, tx pgx.Tx, in *Inputs, facts func() []extraction.Fact) error {
+	if in.turns != nil {
+		return s.writeTurns(ctx, tx, in.turns, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts()) })
+	}
+	ids := make([]string, len(in.held))
+	for i, t := range in.held {
+		ids[i] = t.TurnID
+	}
+	if err := evidence.MarkCrystallized(ctx, tx, in.held[0].Org, in.held[0].Namespace, ids); err != nil {
+		if errors.Is(err, evidence.ErrCrystallizedMeanwhile) {
+			return httperr.New(http.StatusConflict, httperr.CodePreconditionFailed,
+				"another crystallization of this session read some of its turns first: nothing was written; call again for the turns left")
+		}
+		return err
+	}
+	return evidence.InsertLinks(ctx, tx, factLinks(in.held, facts()))
 }
 
 // SealInputs seals a transcript for keeping (sealTurns): a transcript whose record
@@ -120,33 +154,38 @@ func (s *Service) SealInputs(ctx context.Context, id memrow.Identity, msgs []ext
 // kept now with their links. Either failure is logged, and the answer names no turns:
 // what the run committed stands.
 func (s *Service) KeepInputs(ctx context.Context, in *Inputs, facts []extraction.Fact) []string {
-	if in == nil {
+	if in == nil || len(in.rows()) == 0 {
 		return nil
 	}
-	tb := in.turns
+	rows := in.rows()
 	var err error
-	if in.kept {
+	switch {
+	case in.kept:
 		var merged []extraction.Fact
 		for _, f := range facts {
 			if f.DroppedBy != "" && f.MergedInto != "" {
 				merged = append(merged, f)
 			}
 		}
-		if links := factLinks(tb.rows, merged); len(links) > 0 {
+		if links := factLinks(rows, merged); len(links) > 0 {
 			err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error { return evidence.InsertLinks(ctx, tx, links) })
 		}
-	} else {
-		err = s.commitTurns(ctx, tb, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts) })
+	case in.turns != nil:
+		err = s.commitTurns(ctx, in.turns, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts) })
+	default:
+		err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return facts })
+		})
 	}
 	if err != nil {
-		s.log.Warn("memory.set_from_messages: the conversation's record is not complete: its turns or their links to merged memories are not kept",
-			"org", tb.id.Org, "namespace", tb.id.Namespace, "turns_kept", in.kept, "err", err)
-		if !in.kept {
+		s.log.Warn("memory.set_from_messages: the conversation's record is not complete: its turns, their crystallized mark or their links to merged memories are not kept",
+			"org", rows[0].Org, "namespace", rows[0].Namespace, "turns_kept", in.kept, "err", err)
+		if !in.kept && in.turns != nil {
 			return nil
 		}
 	}
-	ids := make([]string, len(tb.rows))
-	for i, r := range tb.rows {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
 		ids[i] = r.TurnID
 	}
 	return ids
@@ -237,9 +276,7 @@ func (w *factWriter) Write(ctx context.Context, fw extraction.Write) (*extractio
 	opts := bulkOptions{op: opFromMessages, retire: fw.Retire, inCommit: w.inCommit}
 	if in := w.inputs; in != nil && !fw.DryRun {
 		opts.inWritten = func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error {
-			return s.writeTurns(ctx, tx, in.turns, func(rows []evidence.Turn) []evidence.Link {
-				return factLinks(rows, writtenFacts(fw.MessageIndex, written, merged))
-			})
+			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return writtenFacts(fw.MessageIndex, written, merged) })
 		}
 	}
 	b, err := s.runBulk(wctx, fw.Principal, bulkCall{origin: w.origin, namespace: fw.Namespace, body: bulkRequest{Entries: fw.Entries, DryRun: fw.DryRun}},

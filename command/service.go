@@ -163,6 +163,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:fromMessages", s.handleFromMessages)
 	g.Post("/namespaces/:ns/memories\\:import", s.handleImport)
 	g.Post("/namespaces/:ns/turns", s.handleObserve)
+	g.Post("/namespaces/:ns/turns\\:crystallize", s.handleCrystallize)
 	g.Post("/extractions\\:retry", s.handleRetryExtractions)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)

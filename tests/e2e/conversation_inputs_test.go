@@ -93,3 +93,67 @@ func TestFromMessagesKeepsNoFactWithoutItsTurns(t *testing.T) {
 		t.Errorf("%d turns kept, want the transcript's 2, once", n)
 	}
 }
+
+// observe.crystallize turns a session's observed turns into facts through the
+// extraction: the facts are linked to the very turns memory.observe kept (recall by a
+// fact's key finds its turn; no turn is kept twice), a second call reads only the
+// turns observed since (no model call when there are none), and a token bound to one
+// user cannot crystallize another's session.
+func TestCrystallizeObservedTurns(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	alice := client.Identity{UserID: "alice", SessionID: "walk"}
+	observed, err := e.tc.Observe(ctx, e.ns, client.ObserveRequest{Identity: alice, Turns: []client.ObservedTurn{
+		{Role: "user", Content: "Out walking the dog before work.", At: at(4, 7)},
+		{Role: "assistant", Content: "What is your dog called?", At: at(4, 7)},
+		{Role: "user", Content: "She is a beagle called Miso.", At: at(4, 7), Speaker: "Alice"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ReplyWhen(isExtraction,
+		extracted([]said{{"user.dog", "Has a beagle called Miso", 2}}),
+		extracted(nil))
+
+	first, err := e.alice.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dog := byKey(&first.FromMessagesAnswer)["user.dog"]
+	if first.Crystallized != 3 || first.More || dog.MemoryID == "" || dog.MessageIndex != 2 {
+		t.Fatalf("crystallize: %+v", first)
+	}
+	if len(first.TurnIDs) != 3 || first.TurnIDs[2] != observed.Turns[2].TurnID {
+		t.Errorf("the turns read: %v, want the observed %+v", first.TurnIDs, observed.Turns)
+	}
+	rec, err := e.tc.Recall(ctx, e.ns, client.RecallRequest{Key: "user.dog", Identity: alice, Window: intp(0)})
+	if err != nil || len(rec.Hits) != 1 || rec.Hits[0].TurnID != observed.Turns[2].TurnID || rec.Hits[0].Speaker != "Alice" {
+		t.Fatalf("recall by the crystallized fact's key: %+v, %v", rec, err)
+	}
+	pool := env.PG(t)
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_evidence WHERE org = $1 AND namespace = $2`, e.org, e.ns); n != 3 {
+		t.Errorf("%d turns in the record, want the 3 observed (none kept twice)", n)
+	}
+
+	chats := len(e.srv.Chats())
+	again, err := e.alice.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: alice})
+	if err != nil || again.Crystallized != 0 || len(again.Facts) != 0 || len(e.srv.Chats()) != chats {
+		t.Errorf("a second crystallize with nothing observed since: %+v, %v (%d model calls)", again, err, len(e.srv.Chats())-chats)
+	}
+	if _, err := e.tc.Observe(ctx, e.ns, client.ObserveRequest{Identity: alice, Turns: []client.ObservedTurn{
+		{Role: "user", Content: "Back home now."}}}); err != nil {
+		t.Fatal(err)
+	}
+	later, err := e.alice.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: alice})
+	if err != nil || later.Crystallized != 1 || len(later.TurnIDs) != 1 {
+		t.Errorf("crystallize after one more turn: %+v, %v", later, err)
+	}
+
+	var ce *client.Error
+	if _, err := e.alice.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: client.Identity{UserID: "bob", SessionID: "walk"}}); !errors.As(err, &ce) || ce.Status != 403 {
+		t.Errorf("alice's token crystallizing bob's session: %v", err)
+	}
+	if _, err := e.tc.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: alice, Steps: []string{"loom.nope"}}); !errors.As(err, &ce) || ce.Status != 422 || ce.Field != "steps" {
+		t.Errorf("an unknown step: %v", err)
+	}
+}
