@@ -43,7 +43,7 @@ type fromMessagesCall struct {
 
 // extraction is the pipeline, over this write side's stores and models.
 func (s *Service) extraction() *extraction.Pipeline {
-	return &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.cfg.Extraction}
+	return &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.cfg.Extraction, Registered: s.extractionSteps}
 }
 
 // fromMessages is memory.set_from_messages.

@@ -168,7 +168,7 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 		return fmt.Errorf("decode the request: %w", err)
 	}
 	id := memrow.Identity{Org: c.Org, Namespace: c.Namespace, Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID}
-	pl := &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.extraction}
+	pl := &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.extraction, Registered: s.cmd.ExtractionSteps()}
 	steps, err := pl.Check(&req, id)
 	if err != nil {
 		return err
