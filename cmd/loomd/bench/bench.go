@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -119,6 +119,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		"set": r.set, "lag": r.lag, "get": r.get, "history": r.history, "search": r.search,
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 		"pack":   r.pack,
+		"recall": r.recall,
 		"passes": r.passes,
 	}
 	for _, name := range names {
