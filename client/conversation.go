@@ -95,3 +95,34 @@ func (c *Client) Recall(ctx context.Context, ns string, req RecallRequest) (*Rec
 	var a RecallAnswer
 	return &a, c.into(ctx, k, &a)
 }
+
+// CrystallizeRequest is the body of observe.crystallize: the session whose observed
+// turns become facts, and the extraction's options as FromMessages takes them.
+type CrystallizeRequest struct {
+	Identity
+	MemoryType   string   `json:"memory_type,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
+	SessionKind  string   `json:"session_kind,omitempty"`
+	RecalledKeys []string `json:"recalled_keys,omitempty"`
+	Steps        []string `json:"steps,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+}
+
+// CrystallizeAnswer is FromMessages' answer over the turns read (TurnIDs), how many
+// were read, and whether observed turns of the session are left for another call.
+type CrystallizeAnswer struct {
+	FromMessagesAnswer
+	Crystallized int  `json:"crystallized"`
+	More         bool `json:"more"`
+}
+
+// Crystallize turns a session's observed turns that no crystallization read yet into
+// facts through the extraction pipeline, each fact linked to the turn it came from
+// (observe.crystallize: POST /v1/namespaces/{ns}/turns:crystallize).
+func (c *Client) Crystallize(ctx context.Context, ns string, req CrystallizeRequest, opts ...CallOption) (*CrystallizeAnswer, error) {
+	k := c.newCall(http.MethodPost, nsPath(ns)+"/turns:crystallize", opts)
+	k.body = req
+	var a CrystallizeAnswer
+	return &a, c.into(ctx, k, &a)
+}

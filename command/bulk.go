@@ -94,6 +94,10 @@ type bulkOptions struct {
 	// inCommit runs in the commit's transaction, after the rows are written: an error
 	// rolls the whole batch back (a deferred request no longer its worker's).
 	inCommit func(ctx context.Context, tx pgx.Tx) error
+	// inWritten runs in the commit's transaction after inCommit, with what the commit
+	// writes (the entries written, their versions stamped) and merges: the evidence the
+	// facts are drawn from commits with them.
+	inWritten func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error
 	// checkAll judges every entry against the namespace's peers, whatever
 	// LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES says.
 	checkAll bool
@@ -269,6 +273,18 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	}
 	plan := &commitPlan{org: b.org, namespace: b.namespace, rows: rows, requestID: b.requestID,
 		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit}
+	if b.inWritten != nil {
+		plan.inCommit = func(ctx context.Context, tx pgx.Tx) error {
+			if b.inCommit != nil {
+				if err := b.inCommit(ctx, tx); err != nil {
+					return err
+				}
+			}
+			var stamped bulkAnswer
+			stamped.listWritten(written, false)
+			return b.inWritten(ctx, tx, stamped.Written, b.ans.Merged)
+		}
+	}
 	if rules.conflictPolicy() != PolicyAppendOnly {
 		plan.gapCheck = s.bulkGapCheck(written)
 	}

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/evidence"
+	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/route"
 )
 
@@ -40,7 +43,7 @@ type fromMessagesCall struct {
 
 // extraction is the pipeline, over this write side's stores and models.
 func (s *Service) extraction() *extraction.Pipeline {
-	return &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.cfg.Extraction}
+	return &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.cfg.Extraction, Registered: s.extractionSteps}
 }
 
 // fromMessages is memory.set_from_messages.
@@ -71,38 +74,119 @@ func (s *Service) fromMessages(ctx context.Context, p auth.Principal, r fromMess
 	if deferred {
 		return s.enqueue(ctx, p, r.namespace, id, req)
 	}
+	var in *Inputs
+	if !req.DryRun {
+		if in, err = s.SealInputs(ctx, id, req.Messages); err != nil {
+			return nil, err
+		}
+	}
 	ans, err := pl.Run(ctx, extraction.Run{Principal: p, Namespace: r.namespace, Identity: id, Request: req,
-		Writer: &factWriter{s: s, origin: r.origin}}, steps)
+		Writer: &factWriter{s: s, origin: r.origin, inputs: in}}, steps)
 	if err != nil {
 		return nil, err
 	}
 	if !ans.DryRun {
-		ans.TurnIDs = s.keepInputs(ctx, id, req.Messages, ans.Facts)
+		ans.TurnIDs = s.KeepInputs(ctx, in, ans.Facts)
 	}
 	return &fromMessagesAnswer{ans}, nil
 }
 
-// keepInputs keeps a transcript the pipeline ran over as evidence, with the facts it
-// wrote linked to the turns they were drawn from, in one commit (keepTurns) after the
-// facts': a request that failed keeps nothing, so its retry keeps its turns once. The
-// facts are committed and answered whatever becomes of their evidence: a failure to
-// keep it is logged, and the answer names no turns.
-func (s *Service) keepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
+// Inputs is a transcript sealed for keeping in the conversation's record with the
+// facts drawn from it, or turns the record already holds that a crystallization
+// reads (observe.crystallize). The facts' commit writes the turns (or marks the held
+// ones crystallized) and links the facts to them too (factWriter), so a crash between
+// two commits can leave no fact without the turns it was drawn from; a run that
+// commits nothing finishes after (KeepInputs).
+type Inputs struct {
+	turns *turnBatch
+	// held are turns already kept (memory.observe's) that a crystallization reads.
+	held []evidence.Turn
+	// kept: the facts' commit kept the turns (or marked the held ones).
+	kept bool
+}
+
+// rows are the inputs' turns in message order.
+func (in *Inputs) rows() []evidence.Turn {
+	if in.turns != nil {
+		return in.turns.rows
+	}
+	return in.held
+}
+
+// write writes the inputs in tx with links to the facts: the new turns, or the held
+// ones' crystallized mark.
+func (s *Service) writeInputs(ctx context.Context, tx pgx.Tx, in *Inputs, facts func() []extraction.Fact) error {
+	if in.turns != nil {
+		return s.writeTurns(ctx, tx, in.turns, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts()) })
+	}
+	ids := make([]string, len(in.held))
+	for i, t := range in.held {
+		ids[i] = t.TurnID
+	}
+	if err := evidence.MarkCrystallized(ctx, tx, in.held[0].Org, in.held[0].Namespace, ids); err != nil {
+		if errors.Is(err, evidence.ErrCrystallizedMeanwhile) {
+			return httperr.New(http.StatusConflict, httperr.CodePreconditionFailed,
+				"another crystallization of this session read some of its turns first: nothing was written; call again for the turns left")
+		}
+		return err
+	}
+	return evidence.InsertLinks(ctx, tx, factLinks(in.held, facts()))
+}
+
+// SealInputs seals a transcript for keeping (sealTurns): a transcript whose record
+// would be too large for the broker is refused (413) before any model call.
+func (s *Service) SealInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message) (*Inputs, error) {
 	turns := make([]observedTurn, len(msgs))
 	for i, m := range msgs {
 		turns[i] = observedTurn{Role: m.Role, Content: m.Content, Speaker: m.Speaker, At: m.At}
 	}
-	kept, _, err := s.keepTurns(ctx, id, turns, evidence.SourceExtraction, func(rows []evidence.Turn) []evidence.Link {
-		return factLinks(rows, facts)
-	})
+	tb, err := s.sealTurns(ctx, id, turns, evidence.SourceExtraction)
 	if err != nil {
-		s.log.Warn("memory.set_from_messages: the facts are written; their transcript is not kept as evidence",
-			"org", id.Org, "namespace", id.Namespace, "err", err)
+		return nil, err
+	}
+	return &Inputs{turns: tb}, nil
+}
+
+// KeepInputs finishes keeping a transcript once its pipeline ran, and answers its
+// turns' ids in message order. Turns the facts' commit kept are linked now to the
+// memories a step before the write merged facts into (already stored, so they never
+// lack evidence of their own writes). Turns no commit kept (the run wrote nothing) are
+// kept now with their links. Either failure is logged, and the answer names no turns:
+// what the run committed stands.
+func (s *Service) KeepInputs(ctx context.Context, in *Inputs, facts []extraction.Fact) []string {
+	if in == nil || len(in.rows()) == 0 {
 		return nil
 	}
-	ids := make([]string, len(kept))
-	for i, k := range kept {
-		ids[i] = k.TurnID
+	rows := in.rows()
+	var err error
+	switch {
+	case in.kept:
+		var merged []extraction.Fact
+		for _, f := range facts {
+			if f.DroppedBy != "" && f.MergedInto != "" {
+				merged = append(merged, f)
+			}
+		}
+		if links := factLinks(rows, merged); len(links) > 0 {
+			err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error { return evidence.InsertLinks(ctx, tx, links) })
+		}
+	case in.turns != nil:
+		err = s.commitTurns(ctx, in.turns, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts) })
+	default:
+		err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return facts })
+		})
+	}
+	if err != nil {
+		s.log.Warn("memory.set_from_messages: the conversation's record is not complete: its turns, their crystallized mark or their links to merged memories are not kept",
+			"org", rows[0].Org, "namespace", rows[0].Namespace, "turns_kept", in.kept, "err", err)
+		if !in.kept && in.turns != nil {
+			return nil
+		}
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.TurnID
 	}
 	return ids
 }
@@ -154,6 +238,9 @@ type factWriter struct {
 	origin origin
 	// inCommit runs in the facts' commit: a deferred request's done mark.
 	inCommit func(ctx context.Context, tx pgx.Tx) error
+	// inputs, when set, is the transcript the facts are drawn from: their commit keeps
+	// its turns and links each fact written or merged to its turn.
+	inputs *Inputs
 }
 
 // Nearest reads the stored facts nearest a transcript's text (the peers a write of it
@@ -186,10 +273,19 @@ func (w *factWriter) Write(ctx context.Context, fw extraction.Write) (*extractio
 	s := w.s
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteDeadline)
 	defer cancel()
+	opts := bulkOptions{op: opFromMessages, retire: fw.Retire, inCommit: w.inCommit}
+	if in := w.inputs; in != nil && !fw.DryRun {
+		opts.inWritten = func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error {
+			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return writtenFacts(fw.MessageIndex, written, merged) })
+		}
+	}
 	b, err := s.runBulk(wctx, fw.Principal, bulkCall{origin: w.origin, namespace: fw.Namespace, body: bulkRequest{Entries: fw.Entries, DryRun: fw.DryRun}},
-		bulkOptions{op: opFromMessages, retire: fw.Retire, inCommit: w.inCommit})
+		opts)
 	if err != nil {
 		return nil, err
+	}
+	if w.inputs != nil && !fw.DryRun && b.committed() {
+		w.inputs.kept = true
 	}
 	out := &extraction.Written{Outcomes: b.outcomes(s.now()), Superseded: b.ans.Superseded, DryRun: b.dryRun, Committed: b.committed()}
 	for _, r := range b.retired {
@@ -239,4 +335,21 @@ func (b *bulkWrite) committed() bool {
 		}
 	}
 	return false
+}
+
+// writtenFacts are a commit's written and merged entries as the facts factLinks links,
+// each at the message its entry was drawn from.
+func writtenFacts(msgs []int, written, merged []bulkResult) []extraction.Fact {
+	var out []extraction.Fact
+	for _, r := range written {
+		if r.Index < len(msgs) {
+			out = append(out, extraction.Fact{MessageIndex: msgs[r.Index], MemoryID: r.MemoryID, VersionText: r.VersionText})
+		}
+	}
+	for _, r := range merged {
+		if r.Index < len(msgs) {
+			out = append(out, extraction.Fact{MessageIndex: msgs[r.Index], MergedInto: r.MergedInto})
+		}
+	}
+	return out
 }

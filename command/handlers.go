@@ -208,6 +208,20 @@ func (s *Service) handleObserve(c *fiber.Ctx) error {
 	})
 }
 
+func (s *Service) handleCrystallize(c *fiber.Ctx) error {
+	return s.measuredWithin(c, "observe.crystallize", s.cfg.Extraction.Deadline, func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		var body crystallizeRequest
+		if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+			return nil, err
+		}
+		return s.crystallize(ctx, p, ns, body, o)
+	})
+}
+
 func (s *Service) handleRetryExtractions(c *fiber.Ctx) error {
 	p := auth.From(c)
 	if err := p.RequireWrite(); err != nil {

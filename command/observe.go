@@ -128,109 +128,178 @@ func checkTurns(turns []observedTurn) error {
 	return nil
 }
 
-// keepTurns commits turns of one conversation as evidence: one transaction that
-// advances the namespace's generation by one (the record's seq), numbers the turns
-// after the session's last, writes their rows, each sealed under a fresh data key of
-// its own (stored wrapped on its row alone), and queues their memory.turns_observed
-// record, each turn sealed under the same key as its row, for the relay; the record is
-// kept for a republish too. Deleting a row (an erasure, a redaction of a memory drawn
-// from it) destroys the only copy of its key. links, when set, names the
-// belief sources that commit with the turns.
-func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string,
-	links func([]evidence.Turn) []evidence.Link) ([]keptTurn, int64, error) {
+// turnBatch is turns of one conversation sealed for keeping, each under a fresh data
+// key of its own (stored wrapped on its row alone), ready to be written in a
+// transaction (writeTurns): by itself (keepTurns), or in the commit of the facts drawn
+// from them (factWriter), so no fact is ever committed without its evidence.
+type turnBatch struct {
+	id      memrow.Identity
+	source  string
+	turns   []observedTurn
+	rows    []evidence.Turn
+	keys    [][]byte
+	userRef string
+	now     time.Time
+}
+
+// sealTurns seals turns for keeping and checks that their record fits the broker
+// before anything is written or any model is asked.
+func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string) (*turnBatch, error) {
 	userRef, err := s.userRefs.Ref(ctx, id.Org, id.UserID)
 	if err != nil {
-		return nil, 0, httperr.Store("reading the org's user reference key", err)
+		return nil, httperr.Store("reading the org's user reference key", err)
 	}
 	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
 	// memory drawn from it) without its neighbours.
-	now := s.now().UTC()
-	rows := make([]evidence.Turn, len(turns))
-	keys := make([][]byte, len(turns))
+	tb := &turnBatch{id: id, source: source, turns: turns, userRef: userRef, now: s.now().UTC(),
+		rows: make([]evidence.Turn, len(turns)), keys: make([][]byte, len(turns))}
 	for i, t := range turns {
-		at := now
+		at := tb.now
 		if t.At != nil {
 			at = t.At.UTC()
 		}
-		if keys[i], err = events.NewDataKey(); err != nil {
-			return nil, 0, err
+		if tb.keys[i], err = events.NewDataKey(); err != nil {
+			return nil, err
 		}
-		storedKey, err := s.storedKey(keys[i])
+		storedKey, err := s.storedKey(tb.keys[i])
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		sealed, err := evidence.Seal(keys[i], t.Content, t.Speaker)
+		sealed, err := evidence.Seal(tb.keys[i], t.Content, t.Speaker)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
+		tb.rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
 			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
 	}
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
+	// The record's size hardly depends on its seq and indexes: measured now, a record too
+	// large is refused before the facts' model calls are spent.
+	env, err := tb.record(1, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := turnsRecordValue(env); err != nil {
+		return nil, err
+	}
+	return tb, nil
+}
+
+// record numbers the batch's rows (seq, and message indexes from next) and makes
+// their memory.turns_observed record, each turn sealed under its row's key.
+func (tb *turnBatch) record(seq int64, next int) (*events.Envelope, error) {
+	id := tb.id
+	recordID := events.RecordID(id.Org, id.Namespace, seq)
+	items := make([]events.TurnMeta, len(tb.rows))
+	for i := range tb.rows {
+		tb.rows[i].Seq, tb.rows[i].MessageIndex = seq, next+i
+		sealed, err := events.SealTurn(tb.keys[i], recordID, tb.rows[i].TurnID, events.TurnText{Text: tb.turns[i].Content, Speaker: tb.turns[i].Speaker})
 		if err != nil {
-			return fmt.Errorf("advance the generation: %w", err)
+			return nil, err
 		}
-		next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
-		if err != nil {
-			return err
-		}
-		recordID := events.RecordID(id.Org, id.Namespace, seq)
-		items := make([]events.TurnMeta, len(rows))
-		for i := range rows {
-			rows[i].Seq, rows[i].MessageIndex = seq, next+i
-			sealed, err := events.SealTurn(keys[i], recordID, rows[i].TurnID, events.TurnText{Text: turns[i].Content, Speaker: turns[i].Speaker})
-			if err != nil {
-				return err
-			}
-			items[i] = events.TurnMeta{TurnID: rows[i].TurnID, Role: rows[i].Role, MessageIndex: rows[i].MessageIndex,
-				OccurredAt: rows[i].OccurredAt, Sealed: sealed}
-		}
-		env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
-			Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: now,
-			Turns: &events.Turns{Agent: id.Agent, UserRef: userRef, SessionID: id.SessionID, Source: source, Items: items}}
-		b := &pgx.Batch{}
-		evidence.QueueInsert(b, rows)
-		if err := s.queueTurnsRecord(b, env); err != nil {
-			return err
-		}
-		if s.relayWake == nil {
-			outbox.QueueNotify(b)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write the turns and their record: %w", err)
-		}
-		if links == nil {
-			return nil
-		}
-		return evidence.InsertLinks(ctx, tx, links(rows))
-	})
+		items[i] = events.TurnMeta{TurnID: tb.rows[i].TurnID, Role: tb.rows[i].Role, MessageIndex: tb.rows[i].MessageIndex,
+			OccurredAt: tb.rows[i].OccurredAt, Sealed: sealed}
+	}
+	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
+		Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: tb.now,
+		Turns: &events.Turns{Agent: id.Agent, UserRef: tb.userRef, SessionID: id.SessionID, Source: tb.source, Items: items}}, nil
+}
+
+// writeTurns writes a batch in tx: it advances the namespace's generation by one (the
+// record's seq), numbers the turns after the session's last, writes their rows and
+// queues their record for the relay (kept for a republish too). links, when set,
+// names the belief sources written with them. Run again in a new transaction (a
+// commit's retry), it numbers the turns afresh. The caller wakes the relay after the
+// commit.
+func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, links func([]evidence.Turn) []evidence.Link) error {
+	id := tb.id
+	seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
+	if err != nil {
+		return fmt.Errorf("advance the generation: %w", err)
+	}
+	next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
+	if err != nil {
+		return err
+	}
+	env, err := tb.record(seq, next)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	evidence.QueueInsert(b, tb.rows)
+	if err := s.queueTurnsRecord(b, env); err != nil {
+		return err
+	}
+	if s.relayWake == nil {
+		outbox.QueueNotify(b)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write the turns and their record: %w", err)
+	}
+	if links == nil {
+		return nil
+	}
+	return evidence.InsertLinks(ctx, tx, links(tb.rows))
+}
+
+// kept is the batch's turns as they were kept.
+func (tb *turnBatch) kept() []keptTurn {
+	out := make([]keptTurn, len(tb.rows))
+	for i, r := range tb.rows {
+		out[i] = keptTurn{TurnID: r.TurnID, Role: r.Role, MessageIndex: r.MessageIndex, OccurredAt: r.OccurredAt}
+	}
+	return out
+}
+
+// keepTurns commits turns of one conversation as evidence in a transaction of their
+// own (writeTurns). Deleting a row (an erasure, a redaction of a memory drawn from it)
+// destroys the only copy of its key. links, when set, names the belief sources that
+// commit with the turns.
+func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string,
+	links func([]evidence.Turn) []evidence.Link) ([]keptTurn, int64, error) {
+	tb, err := s.sealTurns(ctx, id, turns, source)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.commitTurns(ctx, tb, links); err != nil {
+		return nil, 0, err
+	}
+	return tb.kept(), tb.rows[0].Seq, nil
+}
+
+// commitTurns writes a sealed batch in a transaction of its own.
+func (s *Service) commitTurns(ctx context.Context, tb *turnBatch, links func([]evidence.Turn) []evidence.Link) error {
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error { return s.writeTurns(ctx, tx, tb, links) })
 	if err != nil {
 		var he *httperr.Error
 		if errors.As(err, &he) {
-			return nil, 0, he
+			return he
 		}
-		return nil, 0, httperr.Store("keeping the turns", err)
+		return httperr.Store("keeping the turns", err)
 	}
 	s.relayWake.Queued()
-	out := make([]keptTurn, len(rows))
-	for i, r := range rows {
-		out[i] = keptTurn{TurnID: r.TurnID, Role: r.Role, MessageIndex: r.MessageIndex, OccurredAt: r.OccurredAt}
-	}
-	return out, rows[0].Seq, nil
+	return nil
 }
 
 // queueTurnsRecord queues a memory.turns_observed record for the relay and keeps it
-// for a republish, as an erasure's record is (queueGenerationRecord), refusing one
-// too large for the broker.
+// for a republish, as an erasure's record is (queueGenerationRecord).
 func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope) error {
-	value, err := events.Encode(env)
+	value, err := turnsRecordValue(env)
 	if err != nil {
-		return fmt.Errorf("encode the %s record: %w", env.Type, err)
-	}
-	if len(value) > maxRequestRecordBytes {
-		return httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
-			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
+		return err
 	}
 	return s.queueEncodedRecord(b, env, value)
+}
+
+// turnsRecordValue encodes a memory.turns_observed record, refusing one too large for
+// the broker.
+func turnsRecordValue(env *events.Envelope) ([]byte, error) {
+	value, err := events.Encode(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode the %s record: %w", env.Type, err)
+	}
+	if len(value) > maxRequestRecordBytes {
+		return nil, httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
+			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
+	}
+	return value, nil
 }

@@ -14,6 +14,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
@@ -70,15 +71,16 @@ func (f *Faults) afterCommit() error {
 
 // Service holds the write side's dependencies.
 type Service struct {
-	cfg      settings
-	pool     *pgxpool.Pool
-	ch       *ch.Conn
-	embedder embed.Embedder
-	models   *llm.Provider // model calls: extraction; nil answers LLM_NOT_CONFIGURED
-	log      *slog.Logger
-	now      func() time.Time
-	vectors  *lru.Cache[string, []float32]
-	policies policyCache
+	extractionSteps *extraction.Steps // register_step's; nil: none
+	cfg             settings
+	pool            *pgxpool.Pool
+	ch              *ch.Conn
+	embedder        embed.Embedder
+	models          *llm.Provider // model calls: extraction; nil answers LLM_NOT_CONFIGURED
+	log             *slog.Logger
+	now             func() time.Time
+	vectors         *lru.Cache[string, []float32]
+	policies        policyCache
 	// userRefs are the orgs' keys the topic names users by (events.UserRef).
 	userRefs *userref.Keys
 	kek      *kek.Ring // what stored data keys are wrapped under (WithKeys)
@@ -113,6 +115,16 @@ type Option func(*Service)
 
 // WithModels gives the write side its model provider (memory.set_from_messages).
 func WithModels(p *llm.Provider) Option { return func(s *Service) { s.models = p } }
+
+// WithExtractionSteps hands memory.set_from_messages the steps an operator registered
+// (register_step): a request may name them in its pipeline.
+func WithExtractionSteps(steps *extraction.Steps) Option {
+	return func(s *Service) { s.extractionSteps = steps }
+}
+
+// ExtractionSteps are the steps an operator registered (the extraction workers run
+// deferred requests' pipelines with them).
+func (s *Service) ExtractionSteps() *extraction.Steps { return s.extractionSteps }
 
 // WithFaults breaks the write path where f says (tests).
 func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
@@ -163,6 +175,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/memories\\:fromMessages", s.handleFromMessages)
 	g.Post("/namespaces/:ns/memories\\:import", s.handleImport)
 	g.Post("/namespaces/:ns/turns", s.handleObserve)
+	g.Post("/namespaces/:ns/turns\\:crystallize", s.handleCrystallize)
 	g.Post("/extractions\\:retry", s.handleRetryExtractions)
 	g.Get("/namespaces/:ns", s.handleGetNamespace)
 	g.Put("/namespaces/:ns", s.handlePutNamespace)

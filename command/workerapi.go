@@ -177,9 +177,10 @@ func (s *Service) RequestRecords(ctx context.Context) func(extractqueue.Queued) 
 // extraction workers run its pipeline, command/extraction): the write side's peer read
 // and memory.bulk_set's path, under the request's id ("extraction:" and its queue
 // id). inCommit runs in the transaction that commits the facts (the request's done
-// mark); its error rolls them back.
-func (s *Service) FactWriter(queueID string, inCommit func(ctx context.Context, tx pgx.Tx) error) extraction.Writer {
-	return &factWriter{s: s, origin: origin{requestID: "extraction:" + queueID}, inCommit: inCommit}
+// mark); its error rolls them back. in (SealInputs), when set, is the transcript: the
+// same commit keeps its turns, linked to the facts (KeepInputs finishes it).
+func (s *Service) FactWriter(queueID string, in *Inputs, inCommit func(ctx context.Context, tx pgx.Tx) error) extraction.Writer {
+	return &factWriter{s: s, origin: origin{requestID: "extraction:" + queueID}, inCommit: inCommit, inputs: in}
 }
 
 // EmbedWorkerRow embeds a worker row's value as a write embeds it (the value, the
@@ -192,13 +193,6 @@ func (s *Service) EmbedWorkerRow(ctx context.Context, r *WorkerRow) error {
 	}
 	r.Vector, r.KeyVector, r.ChunkVectors = p.vector, p.keyVector, p.chunkVectors
 	return nil
-}
-
-// KeepInputs keeps a deferred request's transcript in the conversation's record, its
-// facts linked to their turns, once its pipeline ran (extract.go's keepInputs): the
-// turns' ids, or none when they could not be kept (logged; the facts stand).
-func (s *Service) KeepInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message, facts []extraction.Fact) []string {
-	return s.keepInputs(ctx, id, msgs, facts)
 }
 
 // KeepSessionDigest writes a session digest the session_digest pass made (text is

@@ -26,6 +26,7 @@ const specFile = "openapi.yaml"
 var documentedRoutes = map[string][]string{
 	// The conversation's record and what an agent reads before it answers (issue 30).
 	"/v1/namespaces/{ns}/turns":                        {"post"},
+	"/v1/namespaces/{ns}/turns:crystallize":            {"post"},
 	"/v1/namespaces/{ns}/memories:recall":              {"post"},
 	"/v1/namespaces/{ns}/context:pack":                 {"post"},
 	"/v1/namespaces/{ns}/context:stack":                {"post"},

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
@@ -167,14 +168,21 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 		return fmt.Errorf("decode the request: %w", err)
 	}
 	id := memrow.Identity{Org: c.Org, Namespace: c.Namespace, Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID}
-	pl := &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.extraction}
+	pl := &extraction.Pipeline{Pool: s.pool, Models: s.models, Log: s.log, Config: s.extraction, Registered: s.cmd.ExtractionSteps()}
 	steps, err := pl.Check(&req, id)
 	if err != nil {
 		return err
 	}
 	p := auth.Principal{TokenID: c.TokenID, Org: c.Org, Role: c.TokenRole, ReadUserID: c.ReadUser}
+	// The transcript's turns commit with the facts drawn from them (command.Inputs).
+	var in *command.Inputs
+	if !req.DryRun {
+		if in, err = s.cmd.SealInputs(ctx, id, req.Messages); err != nil {
+			return err
+		}
+	}
 	finished := false
-	writer := s.cmd.FactWriter(c.QueueID, func(ctx context.Context, tx pgx.Tx) error {
+	writer := s.cmd.FactWriter(c.QueueID, in, func(ctx context.Context, tx pgx.Tx) error {
 		err := extractqueue.Finish(ctx, tx, c, nil)
 		finished = err == nil
 		return err
@@ -184,7 +192,7 @@ func (w *extractionWorker) run(ctx context.Context, c *extractqueue.Claim, r *ev
 		return err
 	}
 	if !ans.DryRun {
-		ans.TurnIDs = s.cmd.KeepInputs(ctx, id, req.Messages, ans.Facts)
+		ans.TurnIDs = s.cmd.KeepInputs(ctx, in, ans.Facts)
 	}
 	result, err := json.Marshal(ans)
 	if err != nil {

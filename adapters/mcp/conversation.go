@@ -49,7 +49,7 @@ type recallArgs struct {
 	TopK   *int `json:"top_k,omitempty" jsonschema:"How many turns a query recalls (default 5, at most 50)."`
 }
 
-// addConversationTools adds memory_log_turns and memory_recall.
+// addConversationTools adds memory_log_turns, memory_recall and memory_crystallize.
 func addConversationTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[logTurnsArgs]{
 		name: "memory_log_turns", title: "Log conversation turns",
@@ -83,6 +83,7 @@ func addConversationTools(s *sdk.Server, c *client.Client) {
 			return a, recallSummary(in.Namespace, a), nil
 		},
 	})
+	addCrystallizeTool(s, c)
 }
 
 func recallSummary(ns string, a *client.RecallAnswer) string {

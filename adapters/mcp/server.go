@@ -1,7 +1,7 @@
 // Package mcp serves Loom's memory operations to agents over the Model Context
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
 // tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
-// memory_delete, memory_from_messages, memory_log_turns, memory_recall, memory_profile,
+// memory_delete, memory_from_messages, memory_log_turns, memory_recall, memory_crystallize, memory_profile,
 // memory_context, memory_timeline, memory_promote, decision_record, knowledge_search and
 // knowledge_add, and the resource template loom://{namespace}/{key}.
 //
@@ -53,6 +53,7 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`memory_context answers, in one call, a cited block for your prompt cut to a token budget; ` +
 	`memory_timeline how a key's or a subject's facts changed over time; ` +
 	`memory_log_turns keeps the conversation's turns as they happen; memory_recall reads back what was said; ` +
+	`memory_crystallize turns a session's logged turns into facts; ` +
 	`memory_promote shares one of your memories with every user of the namespace; decision_record records ` +
 	`a decision, why and by whom.`
 

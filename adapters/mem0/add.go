@@ -97,7 +97,54 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.addAnswer(ctx, c, ns, msgs, a)
+	ans, err := f.addAnswer(ctx, c, ns, msgs, a)
+	if err != nil {
+		return nil, err
+	}
+	keepTurns(ctx, c, ns, req, msgs, entry.ValidAt, ans)
+	return ans, nil
+}
+
+// keepTurns keeps the messages of a verbatim add in the conversation's record
+// (memory.observe), as an inferred add's memory.set_from_messages keeps its
+// transcript, so memory.recall and context.pack find what was said, with its
+// neighbours; each result names its message's turn as data.loom_turn_id. It runs after
+// the memories' commit, which a failed add leaves with nothing kept to retry over; a
+// failure here leaves the memories, each of which holds its message verbatim, and the
+// results name no turn. Messages of a role the record does not take are not kept.
+func keepTurns(ctx context.Context, c *call, ns string, req addRequest, msgs []textMessage, at time.Time, ans *addAnswer) {
+	in := client.ObserveRequest{Identity: req.identity()}
+	var kept []int
+	for i, m := range msgs {
+		switch m.role {
+		case "user", "assistant", "system", "tool":
+		default:
+			continue
+		}
+		t := client.ObservedTurn{Role: m.role, Content: m.text}
+		if !at.IsZero() {
+			t.At = &at
+		}
+		in.Turns = append(in.Turns, t)
+		kept = append(kept, i)
+	}
+	if len(in.Turns) == 0 {
+		return
+	}
+	o, err := c.loom.Observe(ctx, ns, in)
+	if err != nil || len(o.Turns) != len(kept) {
+		return
+	}
+	turnOf := map[string]string{}
+	for j, i := range kept {
+		turnOf[msgs[i].text] = o.Turns[j].TurnID
+	}
+	for i := range ans.Results {
+		r := &ans.Results[i]
+		if id, ok := turnOf[r.Memory]; ok && r.Event != "DELETE" {
+			r.Data["loom_turn_id"] = id
+		}
+	}
 }
 
 type textMessage struct{ role, text string }
@@ -146,7 +193,7 @@ func expiration(s string) (time.Time, error) {
 // addAnswer reports each message: ADD for a memory written, NONE for one a memory
 // already held (the id is that memory's: a merge, or a row Loom kept as its duplicate)
 // or that was skipped, and DELETE for each memory a refinement retired.
-func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textMessage, a *client.BulkAnswer) (any, error) {
+func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textMessage, a *client.BulkAnswer) (*addAnswer, error) {
 	out := addAnswer{Message: "Memories stored", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
 	byIndex := map[int]addResult{}
 	for _, w := range a.Written {
@@ -175,7 +222,7 @@ func (f *facade) addAnswer(ctx context.Context, c *call, ns string, msgs []textM
 	for _, id := range a.Superseded {
 		out.Results = append(out.Results, f.result(ctx, c, id, "DELETE", "", "superseded"))
 	}
-	return out, nil
+	return &out, nil
 }
 
 // result reads the memory id names (it is committed: a point read sees it at once).

@@ -29,6 +29,8 @@ type Write struct {
 	Entries   []json.RawMessage
 	DryRun    bool
 	Retire    []memrow.Identity
+	// MessageIndex is the message each entry was drawn from, by entry.
+	MessageIndex []int
 }
 
 // Written is what a batch made of its entries, as its last round left them.

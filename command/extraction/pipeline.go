@@ -72,12 +72,16 @@ const (
 
 // resolvePipeline is the steps a request runs: its own list, or the default one, less
 // the ones it skips.
-func resolvePipeline(steps, skip []string) ([]string, error) {
+func resolvePipeline(steps, skip []string) ([]string, error) { return resolveSteps(steps, skip, nil) }
+
+// resolveSteps is resolvePipeline with the steps an operator registered.
+func resolveSteps(steps, skip []string, registered *Steps) ([]string, error) {
 	for field, list := range map[string][]string{"steps": steps, "skip": skip} {
 		seen := map[string]bool{}
 		for _, name := range list {
-			if pipelineSteps[name] == nil {
-				return nil, httperr.Validation(field, fmt.Sprintf("unknown step %q (the steps: %s)", name, strings.Join(defaultPipeline(), ", ")))
+			if pipelineSteps[name] == nil && registered.lookup(name) == nil {
+				known := append(defaultPipeline(), registered.names()...)
+				return nil, httperr.Validation(field, fmt.Sprintf("unknown step %q (the steps: %s)", name, strings.Join(known, ", ")))
 			}
 			if seen[name] {
 				return nil, httperr.Validation(field, fmt.Sprintf("step %q is named twice", name))
@@ -148,7 +152,11 @@ type StepReport struct {
 func (st *state) run(ctx context.Context, pl *Pipeline, steps []string) error {
 	for _, name := range steps {
 		start, calls, dropped := time.Now(), st.modelCalls, len(st.dropped)
-		if err := pipelineSteps[name](pl, ctx, st); err != nil {
+		step := pipelineSteps[name]
+		if step == nil {
+			step = registeredStep(name, pl.Registered.lookup(name))
+		}
+		if err := step(pl, ctx, st); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		st.steps = append(st.steps, StepReport{Name: name, Facts: len(st.facts), Dropped: len(st.dropped) - dropped,
@@ -437,13 +445,16 @@ func (pl *Pipeline) writeFacts(ctx context.Context, st *state) error {
 		return nil
 	}
 	entries := make([]json.RawMessage, len(st.facts))
+	msgs := make([]int, len(st.facts))
 	for i, c := range st.facts {
 		entries[i], err = st.entry(c)
 		if err != nil {
 			return err
 		}
+		msgs[i] = c.msg
 	}
-	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire})
+	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire,
+		MessageIndex: msgs})
 	if err != nil {
 		return err
 	}
@@ -511,11 +522,13 @@ type Pipeline struct {
 	Models *llm.Provider
 	Log    *slog.Logger
 	Config config.Extraction // the windows' size and the transcript's limit
+	// Registered are the steps an operator registered (register_step); nil: none.
+	Registered *Steps
 }
 
 // Check validates a request before anything runs and resolves its steps.
 func (pl *Pipeline) Check(req *Request, id memrow.Identity) ([]string, error) {
-	return Check(req, id, pl.Config.MaxChars)
+	return check(req, id, pl.Config.MaxChars, pl.Registered)
 }
 
 // Run is one request's run: as whom, into which identity, and the writer of its facts.

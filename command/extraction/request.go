@@ -163,6 +163,11 @@ func (a *Answer) Outcome() string {
 // Check validates a request before anything runs and resolves its steps; maxChars is
 // the transcript's limit (LOOM_EXTRACTION_MAX_CHARS).
 func Check(req *Request, id memrow.Identity, maxChars int) ([]string, error) {
+	return check(req, id, maxChars, nil)
+}
+
+// check is Check with the steps an operator registered.
+func check(req *Request, id memrow.Identity, maxChars int, registered *Steps) ([]string, error) {
 	agentUserSession := id
 	agentUserSession.MemoryKey = "k"
 	if err := agentUserSession.Validate(); err != nil {
@@ -193,7 +198,7 @@ func Check(req *Request, id memrow.Identity, maxChars int) ([]string, error) {
 	if err := checkOptions(req); err != nil {
 		return nil, err
 	}
-	return resolvePipeline(req.Steps, req.Skip)
+	return resolveSteps(req.Steps, req.Skip, registered)
 }
 
 // checkOptions checks what a request asks besides its transcript.

@@ -38,14 +38,22 @@ func collect(rows pgx.Rows, err error) ([]Opened, error) {
 		if err := rows.Scan(&o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt, &text); err != nil {
 			return nil, err
 		}
-		var st sealedText
-		if err := json.Unmarshal([]byte(text), &st); err != nil {
-			return nil, fmt.Errorf("decode turn %s: %w", o.TurnID, err)
+		if err := o.open(text); err != nil {
+			return nil, err
 		}
-		o.Text, o.Speaker = st.Text, st.Speaker
 		out = append(out, o)
 	}
 	return out, rows.Err()
+}
+
+// open decodes a row's opened text and speaker.
+func (o *Opened) open(text string) error {
+	var st sealedText
+	if err := json.Unmarshal([]byte(text), &st); err != nil {
+		return fmt.Errorf("decode turn %s: %w", o.TurnID, err)
+	}
+	o.Text, o.Speaker = st.Text, st.Speaker
+	return nil
 }
 
 // Scope is what a read reaches: one namespace, and one user's turns or every user's

@@ -225,6 +225,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodPost, ns + "/memories:import", `{"items": [{"text": "bob drinks coffee"}], "user_id": "bob"}`, writes(403), nil}),
 		"POST /v1/namespaces/:ns/turns": probes(
 			probe{http.MethodPost, ns + "/turns", `{"turns": [{"role": "user", "content": "I drink coffee"}], "user_id": "bob"}`, writes(403), nil}),
+		"POST /v1/namespaces/:ns/turns:crystallize": probes(
+			probe{http.MethodPost, ns + "/turns:crystallize", `{"user_id": "bob", "session_id": "s1"}`, writes(403), nil}),
 		"POST /v1/extractions:retry": probes(
 			probe{http.MethodPost, "/v1/extractions:retry", `{"queue_ids": ["00000000-0000-4000-8000-000000000001"]}`, writes(200), nil}),
 		"GET /v1/namespaces/:ns": probes(probe{http.MethodGet, ns, "", anyRole(200), nil}),

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -137,6 +139,19 @@ func TestMem0Client(t *testing.T) {
 	}
 	if run.BadFilter.Error.Name != "ValidationError" || !strings.Contains(run.BadFilter.Error.Message, "keywords") {
 		t.Errorf("an unsupported filter: %+v, want a ValidationError naming it", run.BadFilter.Error)
+	}
+
+	// The add kept its messages in the conversation's record too, as fromMessages keeps
+	// its transcript: recall by a question finds what alice said, with the reply after it,
+	// though her memories were deleted since.
+	recalled, err := testenv.NewClient(url, token).Typed(t).Recall(context.Background(), "mem0",
+		client.RecallRequest{Query: "does alice walk to work in Lisbon?", Identity: client.Identity{UserID: alice, Agent: "helper"}, Window: intp(1)})
+	if err != nil || len(recalled.Hits) == 0 {
+		t.Fatalf("recall of the add's messages: %+v, %v", recalled, err)
+	}
+	if h := recalled.Hits[0]; h.Text != "I live in Lisbon and I walk to work." || h.Role != "user" ||
+		strings.Join(texts(h.Window), " | ") != "I live in Lisbon and I walk to work. | Noted: you commute on foot in Lisbon." {
+		t.Errorf("the add's turn: %+v, window %v", h.Turn, texts(h.Window))
 	}
 }
 

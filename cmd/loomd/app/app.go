@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/command"
+	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/atrest"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/boot"
@@ -101,11 +102,19 @@ type options struct {
 	projectorFaults projector.Faults
 	modelClock      func() time.Time
 	queryOptions    []query.Option
+	extractionSteps *extraction.Steps
 }
 
 // WithQueryOptions builds the read side with these options (a test's planner clock).
 func WithQueryOptions(opts ...query.Option) Option {
 	return func(o *options) { o.queryOptions = append(o.queryOptions, opts...) }
+}
+
+// WithExtractionSteps hands the extraction the steps an operator registered
+// (register_step): a build of loomd that registers its own passes them here, and a
+// memory.set_from_messages request may name them.
+func WithExtractionSteps(steps *extraction.Steps) Option {
+	return func(o *options) { o.extractionSteps = steps }
 }
 
 // WithCommandFaults breaks the write path where f says (tests).
@@ -197,7 +206,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		// builds the write side too, and serves none of its routes.
 		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
-			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithSearchIndex(p.Index()),
+			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithExtractionSteps(p.opts.extractionSteps), command.WithSearchIndex(p.Index()),
 			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys))
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource},

@@ -23,7 +23,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes", "peers"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "peers"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -130,6 +130,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		"set": r.set, "lag": r.lag, "get": r.get, "history": r.history, "search": r.search,
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 		"pack":   r.pack,
+		"recall": r.recall,
 		"passes": r.passes,
 		"peers":  r.peers,
 	}
