@@ -133,7 +133,8 @@ func checkTurns(turns []observedTurn) error {
 // after the session's last, writes their rows, each sealed under a fresh data key of
 // its own (stored wrapped on its row alone), and queues their memory.turns_observed
 // record, each turn sealed under the same key as its row, for the relay; the record is
-// kept for a republish too. Deleting a row (an erasure, a redaction of a memory drawn
+// kept for a republish too. The verbatim chunks cut from the turns (cutChunks) commit
+// with them. Deleting a row (an erasure, a redaction of a memory drawn
 // from it) destroys the only copy of its key. links, when set, names the
 // belief sources that commit with the turns.
 func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string,
@@ -166,6 +167,10 @@ func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []obs
 		rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
 			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
 	}
+	chunks, err := s.cutChunks(id, rows, turns, source)
+	if err != nil {
+		return nil, 0, err
+	}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
 		if err != nil {
@@ -189,8 +194,12 @@ func (s *Service) keepTurns(ctx context.Context, id memrow.Identity, turns []obs
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
 			Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: now,
 			Turns: &events.Turns{Agent: id.Agent, UserRef: userRef, SessionID: id.SessionID, Source: source, Items: items}}
+		for i := range chunks {
+			chunks[i].Seq, chunks[i].FirstIndex, chunks[i].LastIndex = seq, next+chunks[i].FirstIndex, next+chunks[i].LastIndex
+		}
 		b := &pgx.Batch{}
 		evidence.QueueInsert(b, rows)
+		evidence.QueueInsertChunks(b, chunks)
 		if err := s.queueTurnsRecord(b, env); err != nil {
 			return err
 		}
@@ -233,4 +242,36 @@ func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope) error {
 			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
 	}
 	return s.queueEncodedRecord(b, env, value)
+}
+
+// cutChunks cuts a call's turns into verbatim chunks (internal/evidence's chunker), each
+// sealed under a fresh data key of its own stored wrapped on its row alone, with the
+// turns it was cut from. Message indexes are the call's own (0 for its first turn):
+// keepTurns adds the session's next index, read under the generation lock.
+func (s *Service) cutChunks(id memrow.Identity, rows []evidence.Turn, turns []observedTurn, source string) ([]evidence.Chunk, error) {
+	in := make([]evidence.ChunkTurn, len(rows))
+	for i, r := range rows {
+		in[i] = evidence.ChunkTurn{TurnID: r.TurnID, Role: r.Role, Speaker: turns[i].Speaker, Text: turns[i].Content,
+			MessageIndex: i, OccurredAt: r.OccurredAt}
+	}
+	cuts := evidence.CutChunks(in, evidence.ChunkMaxWords)
+	out := make([]evidence.Chunk, len(cuts))
+	for i, c := range cuts {
+		key, err := events.NewDataKey()
+		if err != nil {
+			return nil, err
+		}
+		storedKey, err := s.storedKey(key)
+		if err != nil {
+			return nil, err
+		}
+		sealed, err := evidence.SealChunk(key, c.Text)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = evidence.Chunk{Org: id.Org, Namespace: id.Namespace, ChunkID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
+			SessionID: id.SessionID, FirstIndex: c.FirstIndex, LastIndex: c.LastIndex, Part: c.Part, OccurredAt: c.OccurredAt,
+			Source: source, DataKey: storedKey, Sealed: sealed, TurnIDs: c.TurnIDs}
+	}
+	return out, nil
 }

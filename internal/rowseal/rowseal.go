@@ -19,6 +19,7 @@ const (
 	LabelRow    = "loom.row"    // memory rows' and knowledge heads' text (loom.opened_row)
 	LabelTurn   = "loom.turn"   // the conversation's turns (loom.memory_evidence)
 	LabelDigest = "loom.digest" // session digests (loom.session_summaries)
+	LabelChunk  = "loom.chunk"  // verbatim chunks of the conversation (loom.memory_chunks)
 )
 
 // Seal seals plain under the key label derives from dataKey.
