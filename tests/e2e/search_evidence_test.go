@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -238,6 +241,78 @@ func TestErasureRemovesTheChunks(t *testing.T) {
 	for _, h := range after.Evidence.Hits {
 		if h.UserID == "alice" {
 			t.Errorf("an erased chunk found: %+v", h)
+		}
+	}
+}
+
+// The digest leg finds a session's digest and cites the session; a redaction of a
+// memory drawn from a turn forgets the chunk cut from that turn with the turn, so the
+// turns leg no longer finds it.
+func TestSearchFindsTheDigestAndARedactionForgetsTheChunk(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	s1, _ := e.aliceConversation()
+	e.srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
+		if r.SchemaName != "session_digest" {
+			return llmtest.Status(500, "unscripted")
+		}
+		if r.Contains("Santa Maria") {
+			return llmtest.JSON(map[string]any{"digest": "Alice works night shifts as a nurse at Santa Maria hospital"})
+		}
+		return llmtest.JSON(map[string]any{"digest": "Alice talked about her week"})
+	})
+	_, _, stop := env.Serve(t, []string{"workers"}, func(c *config.Config) {
+		withProvider(e.srv)(c)
+		c.Workers.Resolver.Enabled, c.Workers.Entities.Enabled, c.Workers.Profiles.Enabled = false, false, false
+		c.Workers.SessionDigest.Enabled, c.Workers.SessionDigest.MinTurns = true, 2
+		c.Workers.SessionDigest.Idle, c.Workers.SessionDigest.Interval = time.Hour, 100*time.Millisecond
+	})
+	defer stop()
+	testenv.Eventually(t, 30*time.Second, "the digest of alice's first session", func() bool {
+		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/sessions/s1/digest", nil)
+		return r.Status == http.StatusOK && strings.Contains(string(r.Body), "Santa Maria")
+	})
+	a, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "night shifts hospital", TopK: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digest, chunk *client.EvidenceHit
+	for i, h := range a.Evidence.Hits {
+		switch {
+		case h.Kind == "digest" && h.SessionID == "s1" && digest == nil:
+			digest = &a.Evidence.Hits[i]
+		case h.Kind == "chunk" && h.SessionID == "s1" && chunk == nil:
+			chunk = &a.Evidence.Hits[i]
+		}
+	}
+	if digest == nil || digest.Cite != "s:s1" || !strings.Contains(digest.Text, "Santa Maria") || digest.Scores["digests"] <= 0 {
+		t.Fatalf("the digest hit: %+v in %+v", digest, a.Evidence.Hits)
+	}
+	if chunk == nil || len(chunk.TurnIDs) != 4 || !strings.Contains(chunk.Text, "Alice: I work as a nurse at Santa Maria hospital.") {
+		t.Fatalf("the chunk hit: %+v", chunk)
+	}
+	if d := evidenceLeg(t, a, "digests"); !d.Ran || d.Served == 0 {
+		t.Errorf("the digest leg's account: %+v", d)
+	}
+
+	alice := client.Identity{UserID: "alice", SessionID: "s1"}
+	if _, err := e.tc.Delete(ctx, e.ns, "user.job", alice, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.tc.Redact(ctx, e.ns, "user.job", client.RedactRequest{Version: byKey(s1)["user.job"].VersionText, Identity: alice}); err != nil || r.ForgottenTurns != 1 {
+		t.Fatalf("the redaction: %+v, %v", r, err)
+	}
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_chunks WHERE org = $1 AND namespace = $2 AND chunk_id = $3`,
+		e.org, e.ns, chunk.ChunkID); n != 0 {
+		t.Errorf("the chunk of the redacted turn is kept")
+	}
+	after, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "nurse Santa Maria hospital", TopK: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range after.Evidence.Hits {
+		if strings.Contains(h.Text, "Santa Maria") {
+			t.Errorf("the redacted turn's text found after the redaction: %+v", h)
 		}
 	}
 }
