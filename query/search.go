@@ -209,12 +209,11 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	// The evidence legs read Postgres alone, beside the memory legs.
 	var evidenceDone chan struct{}
 	var ev *evidenceRun
-	var evErr error
 	if plan.wantsEvidence() {
 		evidenceDone = make(chan struct{})
 		go func() {
 			defer close(evidenceDone)
-			ev, evErr = s.runEvidence(ctx, plan, plan.hasTurns)
+			ev = s.runEvidence(ctx, plan, plan.hasTurns)
 		}()
 		defer func() { <-evidenceDone }()
 	}
@@ -252,9 +251,6 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	ans.PendingExtraction = plan.pendingExtraction
 	if evidenceDone != nil {
 		<-evidenceDone
-		if evErr != nil {
-			return nil, evErr
-		}
 		ans.Evidence = &evidenceSection{Hits: ev.hits}
 		if ans.Explain != nil {
 			ans.Explain.EvidenceLegs = ev.legs

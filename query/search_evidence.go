@@ -2,12 +2,14 @@ package query
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"time"
 
 	"github.com/loomplane/loom/internal/evidence"
-	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/text"
 )
@@ -38,12 +40,16 @@ const (
 const (
 	// evidenceScanChunks and evidenceScanDigests are how many of a namespace's most
 	// recent chunks and session digests a query is matched against.
-	evidenceScanChunks  = 2000
+	evidenceScanChunks  = 1000
 	evidenceScanDigests = 500
 	// evidenceWindow is how many turns either side of a chunk its window holds.
 	evidenceWindow = 2
 	// evidenceRRFK is reciprocal rank fusion's k.
 	evidenceRRFK = 60
+	// evidenceBudget bounds the evidence legs: past it, or on a failed read, the page
+	// is served without evidence and the explain block says why (fail-open, as the
+	// seeds' side legs are: the memory hits never wait on or fail for them).
+	evidenceBudget = time.Second
 )
 
 // evidenceHit is one hit of the evidence section: a verbatim chunk of a conversation
@@ -87,12 +93,40 @@ func evidenceOff(note string) []evidenceLeg {
 	return []evidenceLeg{{Leg: legTurns, Note: note}, {Leg: legDigests, Note: note}}
 }
 
-// runEvidence runs the evidence legs over the plan's namespaces and fuses them, at
-// most topK hits. hasTurns is what the search's first round trip read.
-func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bool) (*evidenceRun, error) {
+// runEvidence runs the evidence legs over the plan's namespaces within
+// evidenceBudget and fuses them, at most topK hits. hasTurns is what the search's first
+// round trip read. A failed or late read serves no evidence and says so.
+func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bool) *evidenceRun {
 	if !hasTurns {
-		return &evidenceRun{hits: []evidenceHit{}, legs: evidenceOff("the scope keeps no turns")}, nil
+		return &evidenceRun{hits: []evidenceHit{}, legs: evidenceOff("the scope keeps no turns")}
 	}
+	ctx, cancel := context.WithTimeout(ctx, evidenceBudget)
+	defer cancel()
+	run, err := s.evidenceLegs(ctx, plan)
+	if err != nil {
+		note := "failed, no evidence served: " + err.Error()
+		if ctx.Err() != nil {
+			note = fmt.Sprintf("not done within %v, no evidence served", evidenceBudget)
+		}
+		s.log.Warn("the search's evidence legs failed", "err", err)
+		return &evidenceRun{hits: []evidenceHit{}, legs: []evidenceLeg{{Leg: legTurns, Note: note}, {Leg: legDigests, Note: note}}}
+	}
+	return run
+}
+
+// unwrapKey opens a stored data key: a raw one as it is, a wrapped one with the ring.
+func (s *Service) unwrapKey(stored []byte) ([]byte, error) {
+	if kek.Raw(stored) {
+		return stored, nil
+	}
+	if s.kek == nil {
+		return nil, errors.New("a data key is wrapped and the read side holds no KEK")
+	}
+	return s.kek.Unwrap(stored)
+}
+
+// evidenceLegs runs the evidence legs.
+func (s *Service) evidenceLegs(ctx context.Context, plan *searchPlan) (*evidenceRun, error) {
 	terms := map[string]bool{}
 	for _, t := range text.Terms(plan.req.Query) {
 		terms[t] = true
@@ -102,9 +136,9 @@ func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bo
 	var chunkHits, digestHits []evidenceHit
 	for _, ns := range plan.namespaces {
 		scope := evidence.Scope{Org: plan.f.org, Namespace: ns, UserID: plan.f.userID}
-		chunks, err := evidence.RecentChunks(ctx, s.pool, scope, evidenceScanChunks)
+		chunks, err := evidence.RecentChunks(ctx, s.pool, scope, evidenceScanChunks, s.unwrapKey)
 		if err != nil {
-			return nil, httperr.Store("reading the conversation's chunks", err)
+			return nil, err
 		}
 		docs := make([]string, 0, len(chunks))
 		kept := chunks[:0]
@@ -121,12 +155,12 @@ func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bo
 			}
 			c := kept[i]
 			chunkHits = append(chunkHits, evidenceHit{Kind: "chunk", Cite: "c:" + c.ChunkID, Namespace: ns, ChunkID: c.ChunkID,
-				TurnIDs: c.TurnIDs, Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID, FirstIndex: c.FirstIndex,
+				Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID, FirstIndex: c.FirstIndex,
 				LastIndex: c.LastIndex, OccurredAt: c.OccurredAt.UTC(), Text: c.Text, Scores: map[string]float64{legTurns: round6(sc)}})
 		}
-		ds, err := evidence.NewestDigests(ctx, s.pool, scope, evidenceScanDigests)
+		ds, err := evidence.NewestDigests(ctx, s.pool, scope, evidenceScanDigests, s.unwrapKey)
 		if err != nil {
-			return nil, httperr.Store("reading the sessions' digests", err)
+			return nil, err
 		}
 		docs = docs[:0]
 		keptDigests := ds[:0]
@@ -152,14 +186,32 @@ func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bo
 		digests.Note = "no session of the scope has a digest yet"
 	}
 	hits := fuseEvidence(map[string][]evidenceHit{legTurns: chunkHits, legDigests: digestHits}, plan.req.TopK)
+	// Stage 2, keyed by the served chunks: their lineage and their neighbour windows.
+	served := map[string][]string{}
+	for _, h := range hits {
+		if h.Kind == "chunk" {
+			served[h.Namespace] = append(served[h.Namespace], h.ChunkID)
+		}
+	}
+	lineage := map[string][]string{}
+	for ns, ids := range served {
+		by, err := evidence.ChunkTurns(ctx, s.pool, plan.f.org, ns, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id, turns := range by {
+			lineage[id] = turns
+		}
+	}
 	for i := range hits {
 		h := &hits[i]
 		if h.Kind == "chunk" {
 			turns.Served++
+			h.TurnIDs = lineage[h.ChunkID]
 			near, err := evidence.Window(ctx, s.pool, evidence.Scope{Org: plan.f.org, Namespace: h.Namespace, UserID: h.UserID},
 				h.SessionID, h.FirstIndex-evidenceWindow, h.LastIndex+evidenceWindow)
 			if err != nil {
-				return nil, httperr.Store("reading the turns around a chunk", err)
+				return nil, err
 			}
 			h.Window = make([]Turn, len(near))
 			for j, o := range near {
@@ -187,14 +239,24 @@ func (p *searchPlan) evidenceReaches(agent, session string) bool {
 
 // lexicalScores scores docs against a query's terms by the terms each shares with
 // it, each weighted by its rarity among docs (BM25's idf), as memory.recall scores
-// turns; 0 shares none.
+// turns; 0 shares none. A word is stemmed once a call (text.Terms' rule, its stems
+// kept by word): stemming every word of a thousand chunks is most of the leg's time,
+// and a conversation repeats its words.
 func lexicalScores(terms map[string]bool, docs []string) []float64 {
 	has := make([]map[string]bool, len(docs))
 	df := map[string]int{}
+	stems := map[string]string{}
 	for i, d := range docs {
 		has[i] = map[string]bool{}
-		for _, t := range text.Terms(d) {
-			if terms[t] && !has[i][t] {
+		for _, w := range text.Words(d) {
+			t, ok := stems[w]
+			if !ok {
+				if !text.Stopword(w) {
+					t = text.Stem(w)
+				}
+				stems[w] = t
+			}
+			if t != "" && terms[t] && !has[i][t] {
 				has[i][t] = true
 				df[t]++
 			}

@@ -157,17 +157,18 @@ type OpenedChunk struct {
 	Part                  int
 	OccurredAt            time.Time
 	Text                  string
-	TurnIDs               []string
 }
 
-// RecentChunks reads the scope's most recent chunks, at most limit, newest first,
-// with the turns each was cut from: the chunks a search's turns leg matches against.
-func RecentChunks(ctx context.Context, q Querier, s Scope, limit int) ([]OpenedChunk, error) {
+// RecentChunks reads the scope's most recent chunks, at most limit, newest first: the
+// chunks a search's turns leg matches against (its stage 1; ChunkTurns reads the
+// lineage of the few it serves).
+// The rows come sealed, and unwrap opens each data key in Go (kek.Ring.Unwrap): a
+// search opens hundreds of chunks, and loom.unwrapped_key, run once a row in SQL, cost
+// seconds for 2,000 of them where Go's AES takes milliseconds. A chunk whose key does
+// not open is an error.
+func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedChunk, error) {
 	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
-			c.occurred_at,
-			convert_from(decrypt(c.sealed, hmac('loom.chunk'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
-			coalesce((SELECT array_agg(l.turn_id::text ORDER BY l.position) FROM loom.memory_chunk_sources l
-				WHERE l.org = c.org AND l.namespace = c.namespace AND l.chunk_id = c.chunk_id), '{}')
+			c.occurred_at, c.data_key, c.sealed
 		FROM loom.memory_chunks c
 		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = $3)
 		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit)
@@ -178,22 +179,51 @@ func RecentChunks(ctx context.Context, q Querier, s Scope, limit int) ([]OpenedC
 	var out []OpenedChunk
 	for rows.Next() {
 		var c OpenedChunk
+		var stored, sealed []byte
 		if err := rows.Scan(&c.ChunkID, &c.Agent, &c.UserID, &c.SessionID, &c.FirstIndex, &c.LastIndex, &c.Part,
-			&c.OccurredAt, &c.Text, &c.TurnIDs); err != nil {
+			&c.OccurredAt, &stored, &sealed); err != nil {
 			return nil, fmt.Errorf("read the recent chunks: %w", err)
 		}
+		key, err := unwrap(stored)
+		if err != nil {
+			return nil, fmt.Errorf("open chunk %s's key: %w", c.ChunkID, err)
+		}
+		text, err := rowseal.Open(key, rowseal.LabelChunk, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open chunk %s: %w", c.ChunkID, err)
+		}
+		c.Text = string(text)
 		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ChunkTurns reads the turns chunks were cut from, in order: chunk id → turn ids.
+func ChunkTurns(ctx context.Context, q Querier, org, ns string, chunkIDs []string) (map[string][]string, error) {
+	rows, err := q.Query(ctx, `SELECT chunk_id::text, array_agg(turn_id::text ORDER BY position) FROM loom.memory_chunk_sources
+		WHERE org = $1 AND namespace = $2 AND chunk_id = ANY($3::uuid[]) GROUP BY chunk_id`, org, ns, chunkIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read the chunks' turns: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var id string
+		var turns []string
+		if err := rows.Scan(&id, &turns); err != nil {
+			return nil, fmt.Errorf("read the chunks' turns: %w", err)
+		}
+		out[id] = turns
 	}
 	return out, rows.Err()
 }
 
 // NewestDigests reads the newest digest of each of the scope's sessions, at most
 // limit sessions, the most recently digested first: the digests a search's digest leg
-// matches against.
-func NewestDigests(ctx context.Context, q Querier, s Scope, limit int) ([]OpenedDigest, error) {
+// matches against. Each is opened in Go with unwrap, as RecentChunks' chunks are.
+func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedDigest, error) {
 	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) d.user_id, d.session_id, d.window_end,
-			d.turns, d.model, d.created_at,
-			convert_from(decrypt(d.sealed, hmac('loom.digest'::bytea, loom.unwrapped_key(d.data_key), 'sha256'), 'aes'), 'UTF8')
+			d.turns, d.model, d.created_at, d.data_key, d.sealed
 		FROM loom.session_summaries d
 		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3)
 		ORDER BY d.user_id, d.session_id, d.window_end DESC) n ORDER BY created_at DESC LIMIT $4`,
@@ -205,9 +235,19 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int) ([]Opened
 	var out []OpenedDigest
 	for rows.Next() {
 		var d OpenedDigest
-		if err := rows.Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &d.Text); err != nil {
+		var stored, sealed []byte
+		if err := rows.Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed); err != nil {
 			return nil, fmt.Errorf("read the sessions' digests: %w", err)
 		}
+		key, err := unwrap(stored)
+		if err != nil {
+			return nil, fmt.Errorf("open the key of session %s's digest: %w", d.SessionID, err)
+		}
+		text, err := rowseal.Open(key, rowseal.LabelDigest, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open session %s's digest: %w", d.SessionID, err)
+		}
+		d.Text = string(text)
 		out = append(out, d)
 	}
 	return out, rows.Err()

@@ -26,8 +26,9 @@ CREATE TABLE loom.memory_chunks (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (org, namespace, chunk_id)
 );
--- The scope's recent chunks (the turns leg's candidate read).
-CREATE INDEX memory_chunks_recent ON loom.memory_chunks (org, namespace, occurred_at DESC);
+-- The scope's recent chunks in the turns leg's order (its candidate read stops at
+-- its limit, no sort).
+CREATE INDEX memory_chunks_recent ON loom.memory_chunks (org, namespace, occurred_at DESC, first_index DESC, part DESC);
 -- A user's chunks across namespaces (an erasure of a user finds its namespaces).
 CREATE INDEX memory_chunks_user ON loom.memory_chunks (org, user_id);
 
