@@ -317,6 +317,15 @@ type SearchRequest struct {
 	SubQueries      *bool             `json:"sub_queries,omitempty"`
 	// Trace keeps the search's full trace; the answer names it in TraceID.
 	Trace bool `json:"trace,omitempty"`
+	// Evidence runs the evidence legs (verbatim chunks, session digests) when the scope
+	// keeps turns; nil: on. Their hits are in SearchAnswer.Evidence.
+	Evidence *bool `json:"evidence,omitempty"`
+	// The page assembler's caps (0: none); SearchAnswer.Budget reports what they cut.
+	MaxTokens  int    `json:"max_tokens,omitempty"`
+	PerKey     int    `json:"per_key,omitempty"`
+	PerSession int    `json:"per_session,omitempty"`
+	Tokenizer  string `json:"tokenizer,omitempty"`
+	Model      string `json:"model,omitempty"`
 }
 
 // Search verdicts: whether the hits are worth using.
@@ -351,6 +360,11 @@ type SearchAnswer struct {
 	TraceID string `json:"trace_id,omitempty"`
 	// PendingExtraction: a deferred extraction of the search's scope is not done yet.
 	PendingExtraction bool `json:"pending_extraction"`
+	// Evidence holds the evidence legs' hits: verbatim chunks and session digests, apart
+	// from the memory hits (nil when the legs did not run).
+	Evidence *SearchEvidence `json:"evidence,omitempty"`
+	// Budget is what the caps kept and cut (nil when the request set none).
+	Budget *PageBudget `json:"budget,omitempty"`
 }
 
 // Abstain reports whether the caller should answer "I don't know": no hit, or none
@@ -415,6 +429,8 @@ type SearchExplain struct {
 		Error    string `json:"error,omitempty"`
 		Millis   int64  `json:"ms"`
 	} `json:"rerank"`
+	// EvidenceLegs are what the evidence legs did on a first page.
+	EvidenceLegs []EvidenceLeg `json:"evidence_legs,omitempty"`
 }
 
 // QueryPlan is what the planner read in the query.

@@ -35,7 +35,10 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.memory_belief_sources", "loom.memory_evidence",
 		// The session digests of the scope's conversations (internal/evidence), with the
 		// only copies of their data keys.
-		"loom.session_summaries"} {
+		"loom.session_summaries",
+		// The verbatim chunks cut from the scope's turns, with the only copies of their
+		// data keys, and their lineage.
+		"loom.memory_chunk_sources", "loom.memory_chunks"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -133,11 +134,14 @@ func checkTurns(turns []observedTurn) error {
 // transaction (writeTurns): by itself (keepTurns), or in the commit of the facts drawn
 // from them (factWriter), so no fact is ever committed without its evidence.
 type turnBatch struct {
-	id      memrow.Identity
-	source  string
-	turns   []observedTurn
-	rows    []evidence.Turn
-	keys    [][]byte
+	id     memrow.Identity
+	source string
+	turns  []observedTurn
+	rows   []evidence.Turn
+	keys   [][]byte
+	// chunks are the verbatim chunks cut from the turns (cutChunks), their message
+	// indexes the call's own: writeTurns numbers a copy after the session's last.
+	chunks  []evidence.Chunk
 	userRef string
 	now     time.Time
 }
@@ -172,6 +176,9 @@ func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []obs
 		tb.rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
 			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
 	}
+	if tb.chunks, err = s.cutChunks(id, tb.rows, turns, source); err != nil {
+		return nil, err
+	}
 	// The record's size hardly depends on its seq and indexes: measured now, a record too
 	// large is refused before the facts' model calls are spent.
 	env, err := tb.record(1, 0)
@@ -205,7 +212,7 @@ func (tb *turnBatch) record(seq int64, next int) (*events.Envelope, error) {
 }
 
 // writeTurns writes a batch in tx: it advances the namespace's generation by one (the
-// record's seq), numbers the turns after the session's last, writes their rows and
+// record's seq), numbers the turns after the session's last, writes their rows and chunks and
 // queues their record for the relay (kept for a republish too). links, when set,
 // names the belief sources written with them. Run again in a new transaction (a
 // commit's retry), it numbers the turns afresh. The caller wakes the relay after the
@@ -224,8 +231,13 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 	if err != nil {
 		return err
 	}
+	chunks := slices.Clone(tb.chunks)
+	for i := range chunks {
+		chunks[i].Seq, chunks[i].FirstIndex, chunks[i].LastIndex = seq, next+chunks[i].FirstIndex, next+chunks[i].LastIndex
+	}
 	b := &pgx.Batch{}
 	evidence.QueueInsert(b, tb.rows)
+	evidence.QueueInsertChunks(b, chunks)
 	if err := s.queueTurnsRecord(b, env); err != nil {
 		return err
 	}
@@ -302,4 +314,36 @@ func turnsRecordValue(env *events.Envelope) ([]byte, error) {
 			fmt.Sprintf("the turns' record is %d bytes; one call keeps at most %d: send fewer turns at a time", len(value), maxRequestRecordBytes))
 	}
 	return value, nil
+}
+
+// cutChunks cuts a call's turns into verbatim chunks (internal/evidence's chunker), each
+// sealed under a fresh data key of its own stored wrapped on its row alone, with the
+// turns it was cut from. Message indexes are the call's own (0 for its first turn):
+// writeTurns adds the session's next index, read under the generation lock.
+func (s *Service) cutChunks(id memrow.Identity, rows []evidence.Turn, turns []observedTurn, source string) ([]evidence.Chunk, error) {
+	in := make([]evidence.ChunkTurn, len(rows))
+	for i, r := range rows {
+		in[i] = evidence.ChunkTurn{TurnID: r.TurnID, Role: r.Role, Speaker: turns[i].Speaker, Text: turns[i].Content,
+			MessageIndex: i, OccurredAt: r.OccurredAt}
+	}
+	cuts := evidence.CutChunks(in, evidence.ChunkMaxWords)
+	out := make([]evidence.Chunk, len(cuts))
+	for i, c := range cuts {
+		key, err := events.NewDataKey()
+		if err != nil {
+			return nil, err
+		}
+		storedKey, err := s.storedKey(key)
+		if err != nil {
+			return nil, err
+		}
+		sealed, err := evidence.SealChunk(key, c.Text)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = evidence.Chunk{Org: id.Org, Namespace: id.Namespace, ChunkID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
+			SessionID: id.SessionID, FirstIndex: c.FirstIndex, LastIndex: c.LastIndex, Part: c.Part, OccurredAt: c.OccurredAt,
+			Source: source, DataKey: storedKey, Sealed: sealed, TurnIDs: c.TurnIDs}
+	}
+	return out, nil
 }

@@ -92,6 +92,7 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	if err == nil {
 		ctx, cancel := s.barrierRead(c)
 		defer cancel()
+		req.fromRoute = true
 		ans, err = s.search(ctx, auth.From(c), c.Params("ns"), &req)
 	}
 	verdict := "error"

@@ -111,5 +111,13 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	if len(ans.Hits) == 0 {
 		ans.Verdict = VerdictNoMatch
 	}
+	// A next page keeps its search's caps unless its own request sets some.
+	caps := plan.caps
+	if caps == nil {
+		if caps, err = s.settleCaps(&req); err != nil {
+			return nil, err
+		}
+	}
+	capPage(caps, ans)
 	return ans, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -57,10 +58,23 @@ type searchRequest struct {
 	SubQueries      *bool              `json:"sub_queries"`
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
+	// Evidence runs the evidence legs (search_evidence.go) when the scope keeps turns;
+	// default true on the search route. false leaves them off.
+	Evidence *bool `json:"evidence,omitempty"`
+	// The page assembler's caps (search_caps.go): the page's tokens, counted with
+	// tokenizer (or model's), and how many hits one memory key and one session hold.
+	MaxTokens  *int64 `json:"max_tokens,omitempty"`
+	PerKey     *int   `json:"per_key,omitempty"`
+	PerSession *int   `json:"per_session,omitempty"`
+	Tokenizer  string `json:"tokenizer,omitempty"`
+	Model      string `json:"model,omitempty"`
 
 	// onePage: the caller reads no next page (context.pack, memory.related), so the
 	// rest of the pool is not parked.
 	onePage bool
+	// fromRoute: the search route asked (the evidence legs default on); a search
+	// another read runs (context.pack, memory.related, memory.ask) reads no evidence.
+	fromRoute bool
 }
 
 // hitView is one search hit with the scores that ranked it.
@@ -96,6 +110,18 @@ type searchAnswer struct {
 	// PendingExtraction: a deferred extraction of the search's scope is not done yet,
 	// so facts it will write are not among the hits.
 	PendingExtraction bool `json:"pending_extraction"`
+	// Evidence is the evidence legs' section: verbatim chunks and session digests that
+	// answer the query, each citing its source (search_evidence.go); absent when the
+	// legs were not asked for (a next page, evidence: false).
+	Evidence *evidenceSection `json:"evidence,omitempty"`
+	// Budget is what the page assembler's caps kept and cut (search_caps.go); absent
+	// when the request set no cap.
+	Budget *pageBudget `json:"budget,omitempty"`
+}
+
+// evidenceSection is the search answer's evidence: hits that are not memories.
+type evidenceSection struct {
+	Hits []evidenceHit `json:"hits"`
 }
 
 // explain is how the search went: its settled settings, the plan, the background and
@@ -106,6 +132,9 @@ type explain struct {
 	Background background        `json:"background"`
 	Gates      []gate            `json:"gates"`
 	Rerank     rerankOutcome     `json:"rerank"`
+	// EvidenceLegs are the evidence legs of a first page: whether each ran, and what it
+	// scanned, matched and served.
+	EvidenceLegs []evidenceLeg `json:"evidence_legs,omitempty"`
 }
 
 // Each leg ranks at least the settings' pool (LOOM_SEARCH_LEG_POOL), and
@@ -136,9 +165,17 @@ type searchPlan struct {
 	generations map[string]int64
 	// capture is the barrier's capture, read with the namespaces' configuration (nil for
 	// a next page); pendingExtraction what the same round trip read of the scope's
-	// extraction requests.
+	// extraction requests, hasTurns whether the scope keeps any turn.
 	capture           *Capture
 	pendingExtraction bool
+	hasTurns          bool
+	// caps are the page assembler's caps (nil: none asked).
+	caps *pageCaps
+}
+
+// wantsEvidence is whether the search runs its evidence legs.
+func (p *searchPlan) wantsEvidence() bool {
+	return p.req.fromRoute && (p.req.Evidence == nil || *p.req.Evidence)
 }
 
 // recency reports whether the recency prior applies: asked, or the query's intent.
@@ -168,6 +205,17 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	passed, err := s.waitForLegs(ctx, p.Org, plan)
 	if err != nil {
 		return nil, err
+	}
+	// The evidence legs read Postgres alone, beside the memory legs.
+	var evidenceDone chan struct{}
+	var ev *evidenceRun
+	if plan.wantsEvidence() {
+		evidenceDone = make(chan struct{})
+		go func() {
+			defer close(evidenceDone)
+			ev = s.runEvidence(ctx, plan, plan.hasTurns)
+		}()
+		defer func() { <-evidenceDone }()
 	}
 	if plan.vector, err = s.embedQuery(ctx, plan.req.Query); err != nil {
 		return nil, err
@@ -201,6 +249,14 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 		return nil, err
 	}
 	ans.PendingExtraction = plan.pendingExtraction
+	if evidenceDone != nil {
+		<-evidenceDone
+		ans.Evidence = &evidenceSection{Hits: ev.hits}
+		if ans.Explain != nil {
+			ans.Explain.EvidenceLegs = ev.legs
+		}
+	}
+	capPage(plan.caps, ans)
 	return ans, nil
 }
 
@@ -220,6 +276,10 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
+	caps, err := s.settleCaps(req)
+	if err != nil {
+		return nil, err
+	}
 	list, err := searchNamespaces(p, ns, req.Namespaces)
 	if err != nil {
 		return nil, err
@@ -229,7 +289,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	f.userID = scopedUser(p, f.userID)
 	f.sessionID = scopedSession(p, f.sessionID)
 	f = f.withShared()
-	read, err := s.readSearchState(ctx, p.Org, list, f.userID, req.PageToken == "")
+	read, err := s.readSearchState(ctx, p.Org, list, f.userID, req.PageToken == "", req.PageToken == "" && req.fromRoute && (req.Evidence == nil || *req.Evidence))
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +302,8 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	}
 	q := planQuery(req.Query, s.referenceTime(req))
 	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
-		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending}
+		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending,
+		hasTurns: read.hasTurns, caps: caps}
 	if req.Trace {
 		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
 	}
@@ -347,14 +408,15 @@ func searchNamespaces(p auth.Principal, ns string, more []string) ([]string, err
 // configuration and, for a first page, the barrier's capture and whether an extraction
 // of the scope is pending.
 type searchState struct {
-	cfg     namespaceConfig
-	capture *Capture
-	pending bool
+	cfg      namespaceConfig
+	capture  *Capture
+	pending  bool
+	hasTurns bool // the scope keeps a turn (read only when the evidence legs may run)
 }
 
 // readSearchState reads the search's state in one round trip. An extraction pending at
 // the capture writes facts the barrier does not cover.
-func (s *Service) readSearchState(ctx context.Context, org string, namespaces []string, userID string, firstPage bool) (*searchState, error) {
+func (s *Service) readSearchState(ctx context.Context, org string, namespaces []string, userID string, firstPage, evidenceLegs bool) (*searchState, error) {
 	batch := &pgx.Batch{}
 	var st searchState
 	queueNamespaceSettings(batch, org, namespaces, &st.cfg)
@@ -363,6 +425,9 @@ func (s *Service) readSearchState(ctx context.Context, org string, namespaces []
 		st.capture = s.barrier.QueueCapture(batch, org, namespaces)
 		if userID != noUser { // the token reads none of that user's rows, nor their requests
 			extractqueue.QueuePending(batch, org, namespaces, userID, &st.pending)
+			if evidenceLegs {
+				evidence.QueueHasTurns(batch, org, namespaces, userID, &st.hasTurns)
+			}
 		}
 		bctx, cancel = context.WithDeadline(ctx, st.capture.Deadline())
 	}

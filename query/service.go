@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/searchindex"
@@ -65,6 +66,8 @@ type Service struct {
 	knowledge KnowledgeSource
 	// tokenizers count context.pack's budgets (pack_tokenizer.go).
 	tokenizers *tokenizers
+	// keys opens stored data keys (nil: none wrapped).
+	kek *kek.Ring
 }
 
 // Option changes how New builds the read side.
@@ -83,6 +86,10 @@ func WithReranker(r Reranker) Option { return func(s *Service) { s.reranker = r 
 
 // WithPlannerClock reads a query's relative times ("last week") against now.
 func WithPlannerClock(now func() time.Time) Option { return func(s *Service) { s.plannerNow = now } }
+
+// WithKeys is the ring the stored data keys are wrapped under: the evidence legs open
+// the chunks they match in Go (search_evidence.go). Without it only raw keys open.
+func WithKeys(r *kek.Ring) Option { return func(s *Service) { s.kek = r } }
 
 // New returns the read side, configured by its section as it is; barrier must be
 // running its listener.

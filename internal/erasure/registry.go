@@ -121,6 +121,11 @@ func postgresContent() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
 			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_chunks", Class: Counted,
+			Why:   "verbatim chunks cut from the conversation's turns: sealed text and the data key that opens it",
+			Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
+			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
 	}
 }
 

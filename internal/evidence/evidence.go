@@ -1,6 +1,8 @@
 // Package evidence owns the statements over the conversation's record:
 // loom.memory_evidence (the turns memory.observe appended and memory.set_from_messages
-// read) and loom.memory_belief_sources (which turns a memory version was drawn from).
+// read), loom.memory_belief_sources (which turns a memory version was drawn from), the
+// verbatim chunks cut from the turns with their lineage (chunks.go) and the session
+// digests (digests.go).
 // The write side queues the rows in the transaction that commits their
 // memory.turns_observed record; the read side opens them for memory.recall; an
 // erasure deletes them through internal/erasure's scope predicates. A turn's text and
@@ -110,11 +112,12 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 	return nil
 }
 
-// QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns
-// or session digests, for an erasure of the user.
+// QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
+// chunks or session digests, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
 	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2`, org, userID).
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = $2`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns
@@ -127,7 +130,8 @@ func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
 // with no version), with every link to those turns: a turn holds the text the
 // redaction scrubs, and its row holds the only copy of its data key. The digests of
 // those turns' sessions go too: a digest may restate what the redaction scrubs, and
-// the session_digest pass writes the session's digest again from the turns left.
+// the session_digest pass writes the session's digest again from the turns left; so do
+// the verbatim chunks cut from those turns, with their lineage.
 // into receives the number of turns deleted.
 func QueueForgetSourcesOf(b *pgx.Batch, org, ns, memoryID string, versions []int64, into *int64) {
 	b.Queue(`WITH turns AS (
@@ -140,6 +144,14 @@ func QueueForgetSourcesOf(b *pgx.Batch, org, ns, memoryID string, versions []int
 			WHERE l.org = $1 AND l.namespace = $2 AND l.turn_id = turns.turn_id),
 		digests AS (
 			DELETE FROM loom.session_summaries d USING turns
-			WHERE d.org = $1 AND d.namespace = $2 AND d.user_id = turns.user_id AND d.session_id = turns.session_id)
+			WHERE d.org = $1 AND d.namespace = $2 AND d.user_id = turns.user_id AND d.session_id = turns.session_id),
+		chunks AS (
+			DELETE FROM loom.memory_chunks c USING loom.memory_chunk_sources cs, turns
+			WHERE cs.org = $1 AND cs.namespace = $2 AND cs.turn_id = turns.turn_id
+			  AND c.org = cs.org AND c.namespace = cs.namespace AND c.chunk_id = cs.chunk_id
+			RETURNING c.chunk_id),
+		chunk_links AS (
+			DELETE FROM loom.memory_chunk_sources cs USING chunks
+			WHERE cs.org = $1 AND cs.namespace = $2 AND cs.chunk_id = chunks.chunk_id)
 		SELECT count(*) FROM turns`, org, ns, memoryID, versions).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }

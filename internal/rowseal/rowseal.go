@@ -19,6 +19,7 @@ const (
 	LabelRow    = "loom.row"    // memory rows' and knowledge heads' text (loom.opened_row)
 	LabelTurn   = "loom.turn"   // the conversation's turns (loom.memory_evidence)
 	LabelDigest = "loom.digest" // session digests (loom.session_summaries)
+	LabelChunk  = "loom.chunk"  // verbatim chunks of the conversation (loom.memory_chunks)
 )
 
 // Seal seals plain under the key label derives from dataKey.
@@ -34,4 +35,25 @@ func Seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
 	out := make([]byte, len(padded))
 	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, padded)
 	return out, nil
+}
+
+// Open opens what Seal sealed under dataKey and label, as pgcrypto's decrypt does in
+// SQL: for a read that opens many rows in Go rather than once a row in the database.
+func Open(dataKey []byte, label string, sealed []byte) ([]byte, error) {
+	if len(sealed) == 0 || len(sealed)%aes.BlockSize != 0 {
+		return nil, fmt.Errorf("open under %s: %d bytes is no sealed text", label, len(sealed))
+	}
+	mac := hmac.New(sha256.New, dataKey)
+	mac.Write([]byte(label))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("open under %s: %w", label, err)
+	}
+	out := make([]byte, len(sealed))
+	cipher.NewCBCDecrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, sealed)
+	pad := int(out[len(out)-1])
+	if pad == 0 || pad > aes.BlockSize || pad > len(out) || !bytes.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
+		return nil, fmt.Errorf("open under %s: the key does not open it", label)
+	}
+	return out[:len(out)-pad], nil
 }

@@ -226,6 +226,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
 			query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
+		// The evidence legs open the conversation's chunks with the KEK ring in Go.
+		opts = append(opts, query.WithKeys(p.Keys))
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
 	if p.HTTP, err = p.newHTTP(); err != nil {

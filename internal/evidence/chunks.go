@@ -1,0 +1,261 @@
+package evidence
+
+// This file owns loom.memory_chunks and loom.memory_chunk_sources (migration 104): the
+// verbatim chunks of the conversation's record and the turns each was cut from.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/rowseal"
+)
+
+// ChunkMaxWords is how many words a chunk holds at most. Consecutive turns of one call
+// share a chunk while they fit; a turn longer than that is cut into parts at word
+// boundaries, each a chunk of its own. The size is a passage a reader takes in at once
+// (about what a knowledge chunk holds), so a hit's text shows what matched without the
+// whole conversation.
+const ChunkMaxWords = 200
+
+// ChunkTurn is a turn as the chunker reads it.
+type ChunkTurn struct {
+	TurnID       string
+	Role         string
+	Speaker      string
+	Text         string
+	MessageIndex int
+	OccurredAt   time.Time
+}
+
+// ChunkCut is one chunk the chunker cut: its verbatim text, each turn led by who said
+// it, and the turns it was cut from, in order.
+type ChunkCut struct {
+	Text                  string
+	TurnIDs               []string
+	FirstIndex, LastIndex int
+	Part                  int // the part of a long turn (0 for whole turns)
+	OccurredAt            time.Time
+}
+
+// who leads a turn's line: its speaker, else its role.
+func who(t ChunkTurn) string {
+	if strings.TrimSpace(t.Speaker) != "" {
+		return t.Speaker
+	}
+	return t.Role
+}
+
+// wordStarts are the byte offsets where text's words begin.
+func wordStarts(text string) []int {
+	var out []int
+	inWord := false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if !space && !inWord {
+			out = append(out, i)
+		}
+		inWord = !space
+	}
+	return out
+}
+
+// CutChunks cuts one session's turns, in order, into chunks of at most maxWords words:
+// whole consecutive turns while they fit, and a longer turn in parts cut at the start
+// of a word, its text kept as it was written.
+func CutChunks(turns []ChunkTurn, maxWords int) []ChunkCut {
+	var out []ChunkCut
+	var cur *ChunkCut
+	words := 0
+	var lines []string
+	flush := func() {
+		if cur != nil {
+			cur.Text = strings.Join(lines, "\n")
+			out = append(out, *cur)
+		}
+		cur, words, lines = nil, 0, nil
+	}
+	for _, t := range turns {
+		starts := wordStarts(t.Text)
+		n := len(starts)
+		if n > maxWords {
+			flush()
+			for part, from := 0, 0; from < n; part, from = part+1, from+maxWords {
+				end := len(t.Text)
+				if from+maxWords < n {
+					end = starts[from+maxWords]
+				}
+				piece := strings.TrimRightFunc(t.Text[starts[from]:end], unicode.IsSpace)
+				out = append(out, ChunkCut{Text: who(t) + ": " + piece, TurnIDs: []string{t.TurnID},
+					FirstIndex: t.MessageIndex, LastIndex: t.MessageIndex, Part: part, OccurredAt: t.OccurredAt})
+			}
+			continue
+		}
+		if cur != nil && words+n > maxWords {
+			flush()
+		}
+		if cur == nil {
+			cur = &ChunkCut{FirstIndex: t.MessageIndex, OccurredAt: t.OccurredAt}
+		}
+		cur.TurnIDs = append(cur.TurnIDs, t.TurnID)
+		cur.LastIndex = t.MessageIndex
+		words += n
+		lines = append(lines, who(t)+": "+t.Text)
+	}
+	flush()
+	return out
+}
+
+// SealChunk seals a chunk's text under its data key (unwrapped), as pgcrypto's
+// decrypt(…, hmac('loom.chunk', key, 'sha256'), 'aes') opens it.
+func SealChunk(dataKey []byte, text string) ([]byte, error) {
+	out, err := rowseal.Seal(dataKey, rowseal.LabelChunk, []byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("seal the chunk's text: %w", err)
+	}
+	return out, nil
+}
+
+// Chunk is one chunk as the write side queues it: the data key as stored (wrapped
+// under the KEK) and the text sealed under it (SealChunk).
+type Chunk struct {
+	Org, Namespace, ChunkID  string
+	Agent, UserID, SessionID string
+	FirstIndex, LastIndex    int
+	Part                     int
+	OccurredAt               time.Time
+	Seq                      int64
+	Source                   string
+	DataKey, Sealed          []byte
+	TurnIDs                  []string
+}
+
+// QueueInsertChunks queues the insert of chunks and of their lineage.
+func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
+	for _, c := range chunks {
+		b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
+			part, occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			c.Org, c.Namespace, c.ChunkID, c.Agent, c.UserID, c.SessionID, c.FirstIndex, c.LastIndex, c.Part, c.OccurredAt,
+			c.Seq, c.Source, c.DataKey, c.Sealed)
+		b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
+			SELECT $1, $2, $3, t.turn_id, t.position - 1, $5, $6 FROM unnest($4::uuid[]) WITH ORDINALITY AS t(turn_id, position)`,
+			c.Org, c.Namespace, c.ChunkID, c.TurnIDs, c.UserID, c.Seq)
+	}
+}
+
+// OpenedChunk is a kept chunk, its text opened.
+type OpenedChunk struct {
+	ChunkID               string
+	Agent                 string
+	UserID                string
+	SessionID             string
+	FirstIndex, LastIndex int
+	Part                  int
+	OccurredAt            time.Time
+	Text                  string
+}
+
+// RecentChunks reads the scope's most recent chunks, at most limit, newest first: the
+// chunks a search's turns leg matches against (its stage 1; ChunkTurns reads the
+// lineage of the few it serves).
+// The rows come sealed, and unwrap opens each data key in Go (kek.Ring.Unwrap): a
+// search opens hundreds of chunks, and loom.unwrapped_key, run once a row in SQL, cost
+// seconds for 2,000 of them where Go's AES takes milliseconds. A chunk whose key does
+// not open is an error.
+func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedChunk, error) {
+	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
+			c.occurred_at, c.data_key, c.sealed
+		FROM loom.memory_chunks c
+		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = $3)
+		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the recent chunks: %w", err)
+	}
+	defer rows.Close()
+	var out []OpenedChunk
+	for rows.Next() {
+		var c OpenedChunk
+		var stored, sealed []byte
+		if err := rows.Scan(&c.ChunkID, &c.Agent, &c.UserID, &c.SessionID, &c.FirstIndex, &c.LastIndex, &c.Part,
+			&c.OccurredAt, &stored, &sealed); err != nil {
+			return nil, fmt.Errorf("read the recent chunks: %w", err)
+		}
+		key, err := unwrap(stored)
+		if err != nil {
+			return nil, fmt.Errorf("open chunk %s's key: %w", c.ChunkID, err)
+		}
+		text, err := rowseal.Open(key, rowseal.LabelChunk, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open chunk %s: %w", c.ChunkID, err)
+		}
+		c.Text = string(text)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ChunkTurns reads the turns chunks were cut from, in order: chunk id → turn ids.
+func ChunkTurns(ctx context.Context, q Querier, org, ns string, chunkIDs []string) (map[string][]string, error) {
+	rows, err := q.Query(ctx, `SELECT chunk_id::text, array_agg(turn_id::text ORDER BY position) FROM loom.memory_chunk_sources
+		WHERE org = $1 AND namespace = $2 AND chunk_id = ANY($3::uuid[]) GROUP BY chunk_id`, org, ns, chunkIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read the chunks' turns: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var id string
+		var turns []string
+		if err := rows.Scan(&id, &turns); err != nil {
+			return nil, fmt.Errorf("read the chunks' turns: %w", err)
+		}
+		out[id] = turns
+	}
+	return out, rows.Err()
+}
+
+// NewestDigests reads the newest digest of each of the scope's sessions, at most
+// limit sessions, the most recently digested first: the digests a search's digest leg
+// matches against. Each is opened in Go with unwrap, as RecentChunks' chunks are.
+func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedDigest, error) {
+	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) d.user_id, d.session_id, d.window_end,
+			d.turns, d.model, d.created_at, d.data_key, d.sealed
+		FROM loom.session_summaries d
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3)
+		ORDER BY d.user_id, d.session_id, d.window_end DESC) n ORDER BY created_at DESC LIMIT $4`,
+		s.Org, s.Namespace, s.UserID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the sessions' digests: %w", err)
+	}
+	defer rows.Close()
+	var out []OpenedDigest
+	for rows.Next() {
+		var d OpenedDigest
+		var stored, sealed []byte
+		if err := rows.Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed); err != nil {
+			return nil, fmt.Errorf("read the sessions' digests: %w", err)
+		}
+		key, err := unwrap(stored)
+		if err != nil {
+			return nil, fmt.Errorf("open the key of session %s's digest: %w", d.SessionID, err)
+		}
+		text, err := rowseal.Open(key, rowseal.LabelDigest, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open session %s's digest: %w", d.SessionID, err)
+		}
+		d.Text = string(text)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// QueueHasTurns queues the read of whether any of the namespaces holds a kept turn in
+// scope: a search runs its turns and digest legs only then.
+func QueueHasTurns(b *pgx.Batch, org string, namespaces []string, userID string, into *bool) {
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.memory_evidence WHERE org = $1 AND namespace = ANY($2)
+		AND ($3 = '' OR user_id = $3))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+}

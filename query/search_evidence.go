@@ -1,0 +1,302 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/loomplane/loom/internal/evidence"
+	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/text"
+)
+
+// memory.search's evidence legs (seeds, memory.search step 5: the verbatim-chunks leg
+// with neighbour windows, and the summary legs over session_summaries). They read the
+// conversation's record from the authority (internal/evidence), not the projections:
+//   - turns: the query's words matched against the scope's recent verbatim chunks
+//     (loom.memory_chunks), each hit answered with its neighbour window of turns;
+//   - digests: the query's words matched against the newest digest of each of the
+//     scope's sessions (loom.session_summaries).
+//
+// Their hits are not memories: a chunk or a digest has no key, version or status, and
+// the memory hits' verdict, gates and ranking read memory rows alone. The seeds name
+// the legs but not how their hits are served, so they are served apart, in the
+// answer's evidence section, each citing what it shows (c:<chunk>, with its turn ids,
+// or s:<session>), fused with each other by reciprocal rank; the memory hits are
+// ranked as before. Both legs are off when the scope keeps no turn (a digest is cut
+// from turns), and the explain block says which ran and what each found.
+
+// Legs of the evidence section.
+const (
+	legTurns   = "turns"
+	legDigests = "digests"
+)
+
+// Bounds of the evidence legs.
+const (
+	// evidenceScanChunks and evidenceScanDigests are how many of a namespace's most
+	// recent chunks and session digests a query is matched against.
+	evidenceScanChunks  = 1000
+	evidenceScanDigests = 500
+	// evidenceWindow is how many turns either side of a chunk its window holds.
+	evidenceWindow = 2
+	// evidenceRRFK is reciprocal rank fusion's k.
+	evidenceRRFK = 60
+	// evidenceBudget bounds the evidence legs: past it, or on a failed read, the page
+	// is served without evidence and the explain block says why (fail-open, as the
+	// seeds' side legs are: the memory hits never wait on or fail for them).
+	evidenceBudget = time.Second
+)
+
+// evidenceHit is one hit of the evidence section: a verbatim chunk of a conversation
+// with its neighbour window, or a session's digest.
+type evidenceHit struct {
+	Kind       string             `json:"kind"` // chunk or digest
+	Cite       string             `json:"cite"` // c:<chunk id> or s:<session id>
+	Namespace  string             `json:"namespace"`
+	ChunkID    string             `json:"chunk_id,omitempty"`
+	TurnIDs    []string           `json:"turn_ids,omitempty"` // the turns the chunk was cut from, in order
+	Agent      string             `json:"agent,omitempty"`
+	UserID     string             `json:"user_id"`
+	SessionID  string             `json:"session_id"`
+	FirstIndex int                `json:"first_index"` // the message indexes the hit covers
+	LastIndex  int                `json:"last_index"`
+	OccurredAt time.Time          `json:"occurred_at"`
+	Text       string             `json:"text"`
+	Score      float64            `json:"score"`
+	Scores     map[string]float64 `json:"scores"`
+	Window     []Turn             `json:"window,omitempty"` // the session's turns around a chunk, its own included, oldest first
+}
+
+// evidenceLeg is what one evidence leg did, for the explain block.
+type evidenceLeg struct {
+	Leg     string `json:"leg"`
+	Ran     bool   `json:"ran"`
+	Note    string `json:"note,omitempty"`
+	Scanned int    `json:"scanned"` // candidates matched against the query
+	Matched int    `json:"matched"` // candidates sharing a word with it
+	Served  int    `json:"served"`  // hits served on the page
+}
+
+// evidenceRun is the evidence legs' result.
+type evidenceRun struct {
+	hits []evidenceHit
+	legs []evidenceLeg
+}
+
+// evidenceOff is the explain block of evidence legs that did not run.
+func evidenceOff(note string) []evidenceLeg {
+	return []evidenceLeg{{Leg: legTurns, Note: note}, {Leg: legDigests, Note: note}}
+}
+
+// runEvidence runs the evidence legs over the plan's namespaces within
+// evidenceBudget and fuses them, at most topK hits. hasTurns is what the search's first
+// round trip read. A failed or late read serves no evidence and says so.
+func (s *Service) runEvidence(ctx context.Context, plan *searchPlan, hasTurns bool) *evidenceRun {
+	if !hasTurns {
+		return &evidenceRun{hits: []evidenceHit{}, legs: evidenceOff("the scope keeps no turns")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, evidenceBudget)
+	defer cancel()
+	run, err := s.evidenceLegs(ctx, plan)
+	if err != nil {
+		note := "failed, no evidence served: " + err.Error()
+		if ctx.Err() != nil {
+			note = fmt.Sprintf("not done within %v, no evidence served", evidenceBudget)
+		}
+		s.log.Warn("the search's evidence legs failed", "err", err)
+		return &evidenceRun{hits: []evidenceHit{}, legs: []evidenceLeg{{Leg: legTurns, Note: note}, {Leg: legDigests, Note: note}}}
+	}
+	return run
+}
+
+// unwrapKey opens a stored data key: a raw one as it is, a wrapped one with the ring.
+func (s *Service) unwrapKey(stored []byte) ([]byte, error) {
+	if kek.Raw(stored) {
+		return stored, nil
+	}
+	if s.kek == nil {
+		return nil, errors.New("a data key is wrapped and the read side holds no KEK")
+	}
+	return s.kek.Unwrap(stored)
+}
+
+// evidenceLegs runs the evidence legs.
+func (s *Service) evidenceLegs(ctx context.Context, plan *searchPlan) (*evidenceRun, error) {
+	terms := map[string]bool{}
+	for _, t := range text.Terms(plan.req.Query) {
+		terms[t] = true
+	}
+	turns := evidenceLeg{Leg: legTurns, Ran: true}
+	digests := evidenceLeg{Leg: legDigests, Ran: true}
+	var chunkHits, digestHits []evidenceHit
+	for _, ns := range plan.namespaces {
+		scope := evidence.Scope{Org: plan.f.org, Namespace: ns, UserID: plan.f.userID}
+		chunks, err := evidence.RecentChunks(ctx, s.pool, scope, evidenceScanChunks, s.unwrapKey)
+		if err != nil {
+			return nil, err
+		}
+		docs := make([]string, 0, len(chunks))
+		kept := chunks[:0]
+		for _, c := range chunks {
+			if plan.evidenceReaches(c.Agent, c.SessionID) {
+				kept = append(kept, c)
+				docs = append(docs, c.Text)
+			}
+		}
+		turns.Scanned += len(kept)
+		for i, sc := range lexicalScores(terms, docs) {
+			if sc <= 0 {
+				continue
+			}
+			c := kept[i]
+			chunkHits = append(chunkHits, evidenceHit{Kind: "chunk", Cite: "c:" + c.ChunkID, Namespace: ns, ChunkID: c.ChunkID,
+				Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID, FirstIndex: c.FirstIndex,
+				LastIndex: c.LastIndex, OccurredAt: c.OccurredAt.UTC(), Text: c.Text, Scores: map[string]float64{legTurns: round6(sc)}})
+		}
+		ds, err := evidence.NewestDigests(ctx, s.pool, scope, evidenceScanDigests, s.unwrapKey)
+		if err != nil {
+			return nil, err
+		}
+		docs = docs[:0]
+		keptDigests := ds[:0]
+		for _, d := range ds {
+			if plan.evidenceReaches("", d.SessionID) {
+				keptDigests = append(keptDigests, d)
+				docs = append(docs, d.Text)
+			}
+		}
+		digests.Scanned += len(keptDigests)
+		for i, sc := range lexicalScores(terms, docs) {
+			if sc <= 0 {
+				continue
+			}
+			d := keptDigests[i]
+			digestHits = append(digestHits, evidenceHit{Kind: "digest", Cite: "s:" + d.SessionID, Namespace: ns, UserID: d.UserID,
+				SessionID: d.SessionID, LastIndex: d.WindowEnd, OccurredAt: d.CreatedAt.UTC(), Text: d.Text,
+				Scores: map[string]float64{legDigests: round6(sc)}})
+		}
+	}
+	turns.Matched, digests.Matched = len(chunkHits), len(digestHits)
+	if digests.Scanned == 0 {
+		digests.Note = "no session of the scope has a digest yet"
+	}
+	hits := fuseEvidence(map[string][]evidenceHit{legTurns: chunkHits, legDigests: digestHits}, plan.req.TopK)
+	// Stage 2, keyed by the served chunks: their lineage and their neighbour windows.
+	served := map[string][]string{}
+	for _, h := range hits {
+		if h.Kind == "chunk" {
+			served[h.Namespace] = append(served[h.Namespace], h.ChunkID)
+		}
+	}
+	lineage := map[string][]string{}
+	for ns, ids := range served {
+		by, err := evidence.ChunkTurns(ctx, s.pool, plan.f.org, ns, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id, turns := range by {
+			lineage[id] = turns
+		}
+	}
+	for i := range hits {
+		h := &hits[i]
+		if h.Kind == "chunk" {
+			turns.Served++
+			h.TurnIDs = lineage[h.ChunkID]
+			near, err := evidence.Window(ctx, s.pool, evidence.Scope{Org: plan.f.org, Namespace: h.Namespace, UserID: h.UserID},
+				h.SessionID, h.FirstIndex-evidenceWindow, h.LastIndex+evidenceWindow)
+			if err != nil {
+				return nil, err
+			}
+			h.Window = make([]Turn, len(near))
+			for j, o := range near {
+				h.Window[j] = turnOf(o)
+			}
+		} else {
+			digests.Served++
+		}
+	}
+	return &evidenceRun{hits: hits, legs: []evidenceLeg{turns, digests}}, nil
+}
+
+// evidenceReaches is whether a chunk or digest of agent and session is in the
+// search's filter: its agent and session when it names them (a token bound to one
+// session names it).
+func (p *searchPlan) evidenceReaches(agent, session string) bool {
+	if p.f.sessionID == noUser {
+		return false
+	}
+	if p.f.sessionID != "" && p.f.sessionID != memrow.DefaultIdentity && session != p.f.sessionID {
+		return false
+	}
+	return agent == "" || p.f.agent == "" || agent == p.f.agent
+}
+
+// lexicalScores scores docs against a query's terms by the terms each shares with
+// it, each weighted by its rarity among docs (BM25's idf), as memory.recall scores
+// turns; 0 shares none. A word is stemmed once a call (text.Terms' rule, its stems
+// kept by word): stemming every word of a thousand chunks is most of the leg's time,
+// and a conversation repeats its words.
+func lexicalScores(terms map[string]bool, docs []string) []float64 {
+	has := make([]map[string]bool, len(docs))
+	df := map[string]int{}
+	stems := map[string]string{}
+	for i, d := range docs {
+		has[i] = map[string]bool{}
+		for _, w := range text.Words(d) {
+			t, ok := stems[w]
+			if !ok {
+				if !text.Stopword(w) {
+					t = text.Stem(w)
+				}
+				stems[w] = t
+			}
+			if t != "" && terms[t] && !has[i][t] {
+				has[i][t] = true
+				df[t]++
+			}
+		}
+	}
+	n := float64(len(docs))
+	out := make([]float64, len(docs))
+	for i := range docs {
+		for t := range has[i] {
+			out[i] += math.Log(1 + (n-float64(df[t])+0.5)/(float64(df[t])+0.5))
+		}
+	}
+	return out
+}
+
+// fuseEvidence ranks each leg's hits by score (newest first on a tie), fuses the legs
+// by reciprocal rank and answers the best topK; a hit's score is its fused score.
+func fuseEvidence(legs map[string][]evidenceHit, topK int) []evidenceHit {
+	var all []evidenceHit
+	for _, leg := range []string{legTurns, legDigests} {
+		hits := legs[leg]
+		sort.SliceStable(hits, func(a, b int) bool {
+			if hits[a].Scores[leg] != hits[b].Scores[leg] {
+				return hits[a].Scores[leg] > hits[b].Scores[leg]
+			}
+			return hits[a].OccurredAt.After(hits[b].OccurredAt)
+		})
+		for rank := range hits {
+			h := hits[rank]
+			h.Score = round6(1 / float64(evidenceRRFK+rank+1))
+			h.Scores["fused"] = h.Score
+			all = append(all, h)
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].Score > all[b].Score })
+	if len(all) > topK {
+		all = all[:topK]
+	}
+	if all == nil {
+		all = []evidenceHit{}
+	}
+	return all
+}
