@@ -71,3 +71,15 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	}
 	return c.JSON(ans)
 }
+
+func (s *Service) handleIngestStatus(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	st, err := s.ingestStatus(c.UserContext(), p, ns, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}

@@ -356,6 +356,10 @@ func (p *Process) background() []work {
 			}
 			out = append(out, work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
 		}
+		if p.Knowledge != nil {
+			// knowledge.ingest's jobs, run through the knowledge plane's write side.
+			out = append(out, work{"worker knowledge_ingest", workers.NewIngester(p.Knowledge, p.Log).Run})
+		}
 		if a := p.Cfg.Workers.Audit; a.Interval > 0 {
 			out = append(out, work{"audit_checkpoints", func(ctx context.Context) error {
 				workers.RunAuditCheckpoints(ctx, p.CH, p.PG, a, p.Metrics, p.Log)
