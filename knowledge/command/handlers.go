@@ -61,13 +61,11 @@ func (s *Service) handleWrite(c *fiber.Ctx, upsert bool) error {
 	if err := decode(c.Body(), &in); err != nil {
 		return err
 	}
-	op := "knowledge.add"
+	run := func(ctx context.Context, hold *idemHold) (any, error) { return s.add(ctx, p, ns, &in, upsert, hold) }
 	if upsert {
-		op = "knowledge.upsert"
+		return s.idempotent(c, p, "knowledge.upsert", run)
 	}
-	return s.idempotent(c, p, op, func(ctx context.Context, hold *idemHold) (any, error) {
-		return s.add(ctx, p, ns, &in, upsert, hold)
-	})
+	return s.idempotent(c, p, "knowledge.add", run)
 }
 
 func (s *Service) handleBulkAdd(c *fiber.Ctx) error {
@@ -162,7 +160,7 @@ func (s *Service) handleIngestCancel(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id := c.Params("id")
+	id := c.Params("ingestion_id")
 	return s.idempotent(c, p, "knowledge.ingest_cancel", func(ctx context.Context, hold *idemHold) (any, error) {
 		return s.ingestCancel(ctx, p, ns, id, hold)
 	})

@@ -51,7 +51,12 @@ func (r *IngestRun) Job() store.Job { return *r.job }
 // ClaimIngest takes the oldest job due for owner under a lease of lease; nil when none
 // is due.
 func (s *Service) ClaimIngest(ctx context.Context, owner string, lease time.Duration) (*IngestRun, error) {
-	j, err := store.ClaimJob(ctx, s.pool, owner, lease)
+	return s.ClaimIngestOf(ctx, "", owner, lease)
+}
+
+// ClaimIngestOf is ClaimIngest over one org's jobs ("": every org's).
+func (s *Service) ClaimIngestOf(ctx context.Context, org, owner string, lease time.Duration) (*IngestRun, error) {
+	j, err := store.ClaimJob(ctx, s.pool, org, owner, lease)
 	if err != nil || j == nil {
 		return nil, err
 	}

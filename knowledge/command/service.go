@@ -77,5 +77,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Delete("/namespaces/:ns/knowledge/document", s.handleDelete)
 	g.Post("/namespaces/:ns/knowledge/document\\:restore", s.handleRestore)
 	g.Post("/namespaces/:ns/knowledge/ingestions", s.handleIngest)
-	g.Post("/namespaces/:ns/knowledge/ingestions/:id\\:cancel", s.handleIngestCancel)
+	g.Post("/namespaces/:ns/knowledge/ingestions/:ingestion_id\\:cancel", s.handleIngestCancel)
 }

@@ -77,7 +77,7 @@ func (s *Service) handleIngestStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.ingestStatus(c.UserContext(), p, ns, c.Params("id"))
+	st, err := s.ingestStatus(c.UserContext(), p, ns, c.Params("ingestion_id"))
 	if err != nil {
 		return err
 	}

@@ -40,5 +40,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/knowledge/document", s.handleGet)
 	g.Get("/namespaces/:ns/knowledge/outline", s.handleOutline)
 	g.Post("/namespaces/:ns/knowledge\\:search", s.handleSearch)
-	g.Get("/namespaces/:ns/knowledge/ingestions/:id", s.handleIngestStatus)
+	g.Get("/namespaces/:ns/knowledge/ingestions/:ingestion_id", s.handleIngestStatus)
 }

@@ -155,14 +155,15 @@ func ReadJobFiles(ctx context.Context, q Querier, k JobKey) ([]JobFile, error) {
 
 // ClaimJob takes the oldest job due (pending, or processing under a lapsed lease) for
 // owner under a lease of lease, raising its token; nil when none is due. A job with a
-// cancel asked for is taken too, so its run ends it.
-func ClaimJob(ctx context.Context, q Querier, owner string, lease time.Duration) (*Job, error) {
+// cancel asked for is taken too, so its run ends it. org, when not empty, takes only
+// that org's jobs.
+func ClaimJob(ctx context.Context, q Querier, org, owner string, lease time.Duration) (*Job, error) {
 	j, err := scanJob(q.QueryRow(ctx, `UPDATE loom.knowledge_jobs j SET state = 'processing', lease_owner = $1,
 			lease_until = now() + $2::interval, lease_token = j.lease_token + 1, runs = j.runs + 1, updated_at = now()
 		WHERE (j.org, j.namespace, j.ingestion_id) = (SELECT org, namespace, ingestion_id FROM loom.knowledge_jobs
-			WHERE state IN ('pending', 'processing') AND (state = 'pending' OR lease_until < now())
+			WHERE state IN ('pending', 'processing') AND (state = 'pending' OR lease_until < now()) AND ($3 = '' OR org = $3)
 			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+jobColumns, owner, lease.String()))
+		RETURNING `+jobColumns, owner, lease.String(), org))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
