@@ -116,7 +116,7 @@ func postgresContent() []Table {
 			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j
 				WHERE j.org = t.org AND j.namespace = t.namespace AND j.ingestion_id = t.ingestion_id AND j.gen < p.fence)`},
 		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
-			Why: "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a namespace's, as its documents)",
+			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a namespace's, as its documents)",
 			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.gen < p.fence`},
 		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
 			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
