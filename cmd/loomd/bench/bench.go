@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -120,6 +120,8 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 		"pack":   r.pack,
 		"passes": r.passes,
+		// knowledge.ingest MB/s vs the bare parse, knowledge.search vs memory.search.
+		"knowledge": r.knowledge,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)
