@@ -403,3 +403,40 @@ func TestAskReadsKnowledge(t *testing.T) {
 		t.Fatalf("memory.ask of a namespace with documents only: %v", a)
 	}
 }
+
+// A namespace's erasure removes its ingestion jobs and their sealed files: the census
+// counts none left, the status answers 404, and a run that held the job before the
+// erasure stops at its next save (JobGone) with nothing written.
+func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
+	ctx := context.Background()
+	n, c, org := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "ki")
+	kadd(t, c, ns, map[string]any{"source_uri": "seed.txt", "content": "a document so the namespace has a generation"})
+	id := ingestJob(t, c, ns, []map[string]any{{"source_uri": "held.txt", "content": "the secret tapir plan"}})
+	run, err := n.Knowledge.ClaimIngestOf(ctx, org, "worker-e", time.Minute)
+	if err != nil || run == nil || run.Job().ID != id {
+		t.Fatalf("claim: %v %v", run, err)
+	}
+	view := c.Erase(t, map[string]any{"namespace": ns})
+	census := view["census"].(map[string]any)
+	for _, table := range []string{"pg:loom.knowledge_jobs", "pg:loom.knowledge_job_files"} {
+		if n, ok := census[table]; !ok || n != float64(0) {
+			t.Errorf("census of %s: %v (present %t)", table, n, ok)
+		}
+	}
+	pool := env.PG(t)
+	for _, table := range []string{"knowledge_jobs", "knowledge_job_files"} {
+		if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.`+table+` WHERE org = $1 AND namespace = $2`, org, ns); n != 0 {
+			t.Errorf("%d rows of loom.%s left", n, table)
+		}
+	}
+	if r := c.Do(t, http.MethodGet, kpath(ns, "/ingestions/"+id), nil); r.Status != http.StatusNotFound {
+		t.Fatalf("status after the erasure: %d %s", r.Status, r.Body)
+	}
+	if _, err := run.Step(ctx); !errors.Is(err, kcommand.ErrJobGone) {
+		t.Fatalf("the run after the erasure: %v, want JobGone", err)
+	}
+	if r := kget(t, c, ns, "held.txt"); r.Status != http.StatusNotFound {
+		t.Fatalf("the erased job's file was written: %d %s", r.Status, r.Body)
+	}
+}
