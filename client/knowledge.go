@@ -300,3 +300,34 @@ func (c *Client) CancelIngest(ctx context.Context, ns, id string, opts ...CallOp
 	var a IngestionJob
 	return &a, c.into(ctx, k, &a)
 }
+
+// KnowledgeCitation is a document chunk an answer cites: k:<doc_id>@<version>#<ordinal>.
+type KnowledgeCitation struct {
+	Cite      string `json:"cite"`
+	SourceURI string `json:"source_uri"`
+	DocID     string `json:"doc_id"`
+	Version   int64  `json:"version"`
+	Ordinal   int    `json:"ordinal"`
+}
+
+// Synthesis is knowledge.synthesize's answer.
+type Synthesis struct {
+	Answer           string              `json:"answer"`
+	Abstained        bool                `json:"abstained"`
+	AbstainCode      string              `json:"abstain_code,omitempty"`
+	Citations        []KnowledgeCitation `json:"citations"`
+	CitationsDropped int                 `json:"citations_dropped"`
+	StaleDropped     int                 `json:"stale_dropped"`
+	PassagesRead     int                 `json:"passages_read"`
+	Model            string              `json:"model,omitempty"`
+}
+
+// Synthesize answers a question across the namespace's documents, citing the
+// passages it used, in one model call (knowledge.synthesize); it abstains when they
+// do not answer.
+func (c *Client) Synthesize(ctx context.Context, ns string, req KnowledgeSearchRequest) (*Synthesis, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, ":synthesize"), nil)
+	k.body = req
+	var a Synthesis
+	return &a, c.into(ctx, k, &a)
+}

@@ -57,6 +57,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/knowledge/outline":            {"get"},
 	// knowledge.ingest, ingest_status and ingest_cancel.
 	"/v1/namespaces/{ns}/knowledge/ingestions":                       {"post"},
+	"/v1/namespaces/{ns}/knowledge:synthesize":                       {"post"},
 	"/v1/namespaces/{ns}/knowledge/ingestions/{ingestion_id}":        {"get"},
 	"/v1/namespaces/{ns}/knowledge/ingestions/{ingestion_id}:cancel": {"post"},
 	"/v1/namespaces":                                 {"get"},
@@ -555,7 +556,8 @@ func TestOperationsNameTheirSeedOps(t *testing.T) {
 		"namespace.snapshot", "namespace.restore", "namespace.rollback", "memory.bulk_get", "memory.proposal_decide",
 		"erasure.export", "blacklist.sweep",
 		"knowledge.add", "knowledge.upsert", "knowledge.bulk_add", "knowledge.delete", "knowledge.restore", "knowledge.get",
-		"knowledge.list", "knowledge.search", "knowledge.outline"}
+		"knowledge.list", "knowledge.search", "knowledge.outline", "knowledge.ingest", "knowledge.ingest_status", "knowledge.ingest_cancel",
+		"knowledge.synthesize"}
 	// Every op the write side runs under its Idempotency-Key names itself in the code;
 	// a new one fails here until the spec documents it.
 	for _, op := range idempotentOps(t) {

@@ -83,3 +83,21 @@ func (s *Service) handleIngestStatus(c *fiber.Ctx) error {
 	}
 	return c.JSON(st)
 }
+
+func (s *Service) handleSynthesize(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	var req SynthesizeRequest
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return httperr.Validation("body", "the body must be a JSON object of knowledge.synthesize's fields: "+err.Error())
+	}
+	ans, err := s.synthesize(c.UserContext(), p, ns, &req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(ans)
+}

@@ -440,3 +440,41 @@ func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
 		t.Fatalf("the erased job's file was written: %d %s", r.Status, r.Body)
 	}
 }
+
+// knowledge.synthesize answers from the passages knowledge.search finds, citing each
+// it used by its chunk; it abstains without a call when nothing is found, and when the
+// model says the passages do not answer.
+func TestKnowledgeSynthesize(t *testing.T) {
+	srv := llmtest.New(t)
+	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = srv.URL, "m" })
+	org := testenv.Unique(t, "org")
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	ns := testenv.Unique(t, "syn")
+	kadd(t, c, ns, map[string]any{"source_uri": "handbook/travel.md", "content": "# Travel\n\nFlights over six hours are booked in premium economy."})
+	kadd(t, c, ns, map[string]any{"source_uri": "handbook/food.md", "content": "# Food\n\nThe canteen serves lunch from noon."})
+	synth := func(body map[string]any) map[string]any {
+		t.Helper()
+		r := c.Do(t, http.MethodPost, kpath(ns, ":synthesize"), kjson(t, body))
+		if r.Status != http.StatusOK {
+			t.Fatalf("knowledge.synthesize: %d %s", r.Status, r.Body)
+		}
+		return r.JSON(t)
+	}
+	srv.ReplyWhen(func(r llmtest.ChatRequest) bool { return r.Contains("premium economy") },
+		llmtest.JSON(map[string]any{"answerable": true, "answer": "Premium economy.", "citations": []string{"k1", "k9"}}))
+	a := synth(map[string]any{"query": "premium economy flights booked", "limit": 1})
+	cites, _ := a["citations"].([]any)
+	if a["abstained"] != false || a["answer"] != "Premium economy." || len(cites) != 1 || a["citations_dropped"] != float64(1) ||
+		cites[0].(map[string]any)["source_uri"] != "handbook/travel.md" || !strings.HasPrefix(cites[0].(map[string]any)["cite"].(string), "k:") {
+		t.Fatalf("knowledge.synthesize: %v", a)
+	}
+	srv.Reply(llmtest.JSON(map[string]any{"answerable": false, "answer": "", "citations": []string{}}))
+	if a := synth(map[string]any{"query": "canteen parking rules", "source_prefix": "handbook/food"}); a["abstained"] != true || a["abstain_code"] != "pool_does_not_answer" {
+		t.Fatalf("an unanswerable synthesis: %v", a)
+	}
+	calls := len(srv.Chats())
+	if a := synth(map[string]any{"query": "parking rules", "source_prefix": "nowhere/"}); a["abstained"] != true || a["abstain_code"] != "no_passages" ||
+		len(srv.Chats()) != calls {
+		t.Fatalf("a synthesis with no passages: %v (calls %d → %d)", a, calls, len(srv.Chats()))
+	}
+}

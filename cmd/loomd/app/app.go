@@ -215,6 +215,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
 		p.KnowledgeIndex = kindex.New()
 		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
+		p.KnowledgeQuery.UseModel(p.LLM)
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
 			query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
 		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
