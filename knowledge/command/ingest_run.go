@@ -43,6 +43,7 @@ type IngestRun struct {
 	s     *Service
 	job   *store.Job
 	lease time.Duration
+	batch int
 }
 
 // Job is the job as the run took it.
@@ -60,7 +61,7 @@ func (s *Service) ClaimIngestOf(ctx context.Context, org, owner string, lease ti
 	if err != nil || j == nil {
 		return nil, err
 	}
-	return &IngestRun{s: s, job: j, lease: lease}, nil
+	return &IngestRun{s: s, job: j, lease: lease, batch: IngestBatch}, nil
 }
 
 // Run steps the job to its end: nil once it ended (completed or cancelled), or the
@@ -74,52 +75,77 @@ func (r *IngestRun) Run(ctx context.Context) error {
 	}
 }
 
-// Step writes the job's next pending file as a knowledge.upsert under the job's fence
-// and saves its outcome; with none left, or a cancel asked for, it ends the job
-// (done). A file the parser refuses is saved failed with its code; the job goes on.
+// IngestBatch is how many files a step writes in one commit.
+const IngestBatch = 16
+
+// SetBatch sets how many files each step of this run writes in one commit (at least 1).
+func (r *IngestRun) SetBatch(n int) { r.batch = max(n, 1) }
+
+// Step writes the job's next pending files (up to the run's batch) as
+// knowledge.upserts in one commit under the job's fence, with each file's outcome;
+// with none left, or a cancel asked for, it ends the job (done). A file the parser
+// refuses is saved failed with its code, and one whose head holds its content
+// unchanged; the job goes on.
 func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 	k := r.job.JobKey
-	f, err := store.NextFile(ctx, r.s.pool, k)
+	files, err := store.NextFiles(ctx, r.s.pool, k, r.batch)
 	if err != nil {
 		return false, err
 	}
-	if f == nil {
+	if len(files) == 0 {
 		return true, r.end(ctx, store.JobCompleted)
 	}
-	var spec jobFile
-	if err := json.Unmarshal(f.Opened, &spec); err != nil {
-		return false, fmt.Errorf("decode the ingestion file %d: %w", f.Ordinal, err)
-	}
-	in := &DocumentInput{SourceURI: f.SourceURI, Name: spec.Name, ContentType: spec.ContentType, Title: spec.Title,
-		Tags: spec.Tags, Metadata: spec.Metadata}
-	out := store.FileOutcome{Ordinal: f.Ordinal, Bytes: int64(len(spec.Body))}
 	// The documents are the submitter's writes: their heads name its token.
 	p := auth.Principal{Org: k.Org, TokenID: strings.TrimPrefix(r.job.Actor, "token:")}
-	d, perr := r.s.prepareBody(ctx, "", in, spec.Body)
-	if perr != nil {
-		var he *httperr.Error
-		if !errors.As(perr, &he) || he.Status >= http.StatusInternalServerError {
-			return false, perr // the embedder down, say: the file stays owed
-		}
-		out.State, out.ErrorCode, out.ErrorMessage = store.FileFailed, he.Code, he.Message
-		return r.saveOnly(ctx, out)
+	type item struct {
+		out store.FileOutcome
+		doc *prepared
 	}
-	// A head another writer moves between the read and the commit refuses the commit;
-	// the step reads it again.
-	for attempt := 0; ; attempt++ {
-		head, err := r.s.readHead(ctx, k.Org, k.Namespace, f.SourceURI)
-		if err != nil {
-			return false, err
+	items := make([]*item, len(files))
+	for i, f := range files {
+		var spec jobFile
+		if err := json.Unmarshal(f.Opened, &spec); err != nil {
+			return false, fmt.Errorf("decode the ingestion file %d: %w", f.Ordinal, err)
 		}
-		pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: d.uri, doc: d}
-		if head != nil {
-			pl.read = head.Version
-			if !head.Deleted && sameDocument(head.Text, &d.text) {
-				out.State, out.Version, out.ChunkCount = store.FileUnchanged, head.Version, head.ChunkCount
-				return r.saveOnly(ctx, out)
+		in := &DocumentInput{SourceURI: f.SourceURI, Name: spec.Name, ContentType: spec.ContentType, Title: spec.Title,
+			Tags: spec.Tags, Metadata: spec.Metadata}
+		it := &item{out: store.FileOutcome{Ordinal: f.Ordinal, Bytes: int64(len(spec.Body))}}
+		d, perr := r.s.prepareBody(ctx, "", in, spec.Body)
+		if perr != nil {
+			var he *httperr.Error
+			if !errors.As(perr, &he) || he.Status >= http.StatusInternalServerError {
+				return false, perr // the embedder down, say: the files stay owed
 			}
+			it.out.State, it.out.ErrorCode, it.out.ErrorMessage = store.FileFailed, he.Code, he.Message
 		}
-		_, err = r.s.commitWith(ctx, p, k.Namespace, []*plan{pl}, func(ctx context.Context, tx pgx.Tx, w []Written) error {
+		it.doc = d
+		items[i] = it
+	}
+	// A head another writer moves between the reads and the commit refuses the commit;
+	// the step reads the heads again.
+	for attempt := 0; ; attempt++ {
+		var plans []*plan
+		var planned []*item
+		for _, it := range items {
+			if it.doc == nil {
+				continue
+			}
+			head, err := r.s.readHead(ctx, k.Org, k.Namespace, it.doc.uri)
+			if err != nil {
+				return false, err
+			}
+			pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: it.doc.uri, doc: it.doc}
+			it.out.State = ""
+			if head != nil {
+				pl.read = head.Version
+				if !head.Deleted && sameDocument(head.Text, &it.doc.text) {
+					it.out.State, it.out.Version, it.out.ChunkCount = store.FileUnchanged, head.Version, head.ChunkCount
+					continue
+				}
+			}
+			plans, planned = append(plans, pl), append(planned, it)
+		}
+		save := func(ctx context.Context, tx pgx.Tx, w []Written) error {
 			cancel, err := store.Fence(ctx, tx, k, r.job.LeaseToken, r.lease)
 			if err != nil {
 				return err
@@ -127,9 +153,21 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 			if cancel {
 				return errCancelled
 			}
-			out.State, out.Version, out.ChunkCount = store.FileWritten, w[0].Version, w[0].ChunkCount
-			return store.SaveFile(ctx, tx, k, out)
-		})
+			for i, it := range planned {
+				it.out.State, it.out.Version, it.out.ChunkCount = store.FileWritten, w[i].Version, w[i].ChunkCount
+			}
+			for _, it := range items {
+				if err := store.SaveFile(ctx, tx, k, it.out); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(plans) == 0 {
+			err = pg.InTx(ctx, r.s.pool, func(tx pgx.Tx) error { return save(ctx, tx, nil) })
+		} else {
+			_, err = r.s.commitWith(ctx, p, k.Namespace, plans, save)
+		}
 		var he *httperr.Error
 		switch {
 		case errors.Is(err, errCancelled):
@@ -139,24 +177,6 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 		}
 		return false, err
 	}
-}
-
-// saveOnly saves a file's outcome that commits no document, under the fence.
-func (r *IngestRun) saveOnly(ctx context.Context, out store.FileOutcome) (bool, error) {
-	k := r.job.JobKey
-	cancelled := false
-	err := pg.InTx(ctx, r.s.pool, func(tx pgx.Tx) error {
-		cancel, err := store.Fence(ctx, tx, k, r.job.LeaseToken, r.lease)
-		if err != nil {
-			return err
-		}
-		if cancel {
-			cancelled = true
-			return store.EndJob(ctx, tx, k, store.JobCancelled)
-		}
-		return store.SaveFile(ctx, tx, k, out)
-	})
-	return cancelled, err
 }
 
 // end ends the job as state under the fence; a job whose cancel was asked for ends

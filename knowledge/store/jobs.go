@@ -202,22 +202,26 @@ type PendingFile struct {
 	Opened    []byte // the sealed description and body, opened
 }
 
-// NextFile reads a job's first pending file with its body opened under the job's key
-// (unwrapped by the session's KEKs); nil when none is pending.
-func NextFile(ctx context.Context, q Querier, k JobKey) (*PendingFile, error) {
-	f := &PendingFile{}
-	err := q.QueryRow(ctx, `SELECT f.ordinal, f.source_uri,
+// NextFiles reads a job's first n pending files, in order, with their bodies opened
+// under the job's key (unwrapped by the session's KEKs); none when none is pending.
+func NextFiles(ctx context.Context, q Querier, k JobKey, n int) ([]PendingFile, error) {
+	rows, err := q.Query(ctx, `SELECT f.ordinal, f.source_uri,
 			decrypt(f.sealed, hmac('`+LabelIngest+`'::bytea, loom.unwrapped_key(j.data_key), 'sha256'), 'aes')
 		FROM loom.knowledge_job_files f JOIN loom.knowledge_jobs j USING (org, namespace, ingestion_id)
 		WHERE f.org = $1 AND f.namespace = $2 AND f.ingestion_id = $3::uuid AND f.state = 'pending'
-		ORDER BY f.ordinal LIMIT 1`, k.Org, k.Namespace, k.ID).Scan(&f.Ordinal, &f.SourceURI, &f.Opened)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+		ORDER BY f.ordinal LIMIT $4`, k.Org, k.Namespace, k.ID, n)
 	if err != nil {
-		return nil, fmt.Errorf("read the ingestion job's next file: %w", err)
+		return nil, fmt.Errorf("read the ingestion job's next files: %w", err)
 	}
-	return f, nil
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingFile, error) {
+		var f PendingFile
+		err := r.Scan(&f.Ordinal, &f.SourceURI, &f.Opened)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job's next files: %w", err)
+	}
+	return out, nil
 }
 
 // FileOutcome is what a run did with one file.

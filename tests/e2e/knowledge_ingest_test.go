@@ -231,6 +231,7 @@ func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 	if err != nil || run == nil || run.Job().ID != id {
 		t.Fatalf("claim: %v %v", run, err)
 	}
+	run.SetBatch(1) // one file a commit, so the cancel lands between two
 	if done, err := run.Step(ctx); done || err != nil {
 		t.Fatalf("the first step: %v %v", done, err)
 	}
