@@ -226,3 +226,108 @@ func (c *Client) OutlineDocument(ctx context.Context, ns, sourceURI string) (*Do
 	var o DocumentOutline
 	return &o, c.into(ctx, k, &o)
 }
+
+// IngestionJob is what knowledge.ingest and knowledge.ingest_cancel answer.
+type IngestionJob struct {
+	IngestionID     string `json:"ingestion_id"`
+	State           string `json:"state"` // pending, processing, completed, failed, cancelled
+	Total           int    `json:"total"`
+	Bytes           int64  `json:"bytes,omitempty"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+}
+
+// IngestionFile is one file of an ingestion job and what its run did with it.
+type IngestionFile struct {
+	Ordinal      int    `json:"ordinal"`
+	SourceURI    string `json:"source_uri"`
+	State        string `json:"state"` // pending, written, unchanged, failed, cancelled
+	Bytes        int64  `json:"bytes"`
+	Version      *int64 `json:"version,omitempty"`
+	ChunkCount   int    `json:"chunk_count"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// IngestionStatus is knowledge.ingest_status's answer.
+type IngestionStatus struct {
+	IngestionID       string          `json:"ingestion_id"`
+	State             string          `json:"state"`
+	Total             int             `json:"total"`
+	Processed         int             `json:"processed"`
+	Written           int             `json:"written"`
+	Unchanged         int             `json:"unchanged"`
+	Failed            int             `json:"failed"`
+	Chunks            int             `json:"chunks"`
+	Bytes             int64           `json:"bytes"`
+	Runs              int             `json:"runs"`
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	CancelledBy       string          `json:"cancelled_by,omitempty"`
+	LeaseUntil        *time.Time      `json:"lease_until,omitempty"`
+	Actor             string          `json:"actor"`
+	CreatedAt         time.Time       `json:"created_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	Files             []IngestionFile `json:"files"`
+}
+
+// Ended reports whether the job ended (completed, failed or cancelled).
+func (s *IngestionStatus) Ended() bool {
+	return s.State == "completed" || s.State == "failed" || s.State == "cancelled"
+}
+
+// Ingest submits an ingestion job of docs (knowledge.ingest); the workers role writes
+// them, each as a knowledge.upsert. Follow it with IngestStatus.
+func (c *Client) Ingest(ctx context.Context, ns string, docs []DocumentInput, opts ...CallOption) (*IngestionJob, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, "/ingestions"), opts)
+	k.body = map[string]any{"documents": docs}
+	k.write = true
+	var a IngestionJob
+	return &a, c.into(ctx, k, &a)
+}
+
+// IngestStatus reads an ingestion job (knowledge.ingest_status).
+func (c *Client) IngestStatus(ctx context.Context, ns, id string) (*IngestionStatus, error) {
+	k := c.newCall(http.MethodGet, knowledgePath(ns, "/ingestions/"+url.PathEscape(id)), nil)
+	var s IngestionStatus
+	return &s, c.into(ctx, k, &s)
+}
+
+// CancelIngest asks for an ingestion job's cancel (knowledge.ingest_cancel): a pending
+// job ends at once, a running one at its run's next save.
+func (c *Client) CancelIngest(ctx context.Context, ns, id string, opts ...CallOption) (*IngestionJob, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, "/ingestions/"+url.PathEscape(id)+":cancel"), opts)
+	k.write = true
+	var a IngestionJob
+	return &a, c.into(ctx, k, &a)
+}
+
+// KnowledgeCitation is a document chunk an answer cites: k:<doc_id>@<version>#<ordinal>.
+type KnowledgeCitation struct {
+	Cite      string `json:"cite"`
+	SourceURI string `json:"source_uri"`
+	DocID     string `json:"doc_id"`
+	Version   int64  `json:"version"`
+	Ordinal   int    `json:"ordinal"`
+}
+
+// Synthesis is knowledge.synthesize's answer.
+type Synthesis struct {
+	Answer           string              `json:"answer"`
+	Abstained        bool                `json:"abstained"`
+	AbstainCode      string              `json:"abstain_code,omitempty"`
+	Citations        []KnowledgeCitation `json:"citations"`
+	CitationsDropped int                 `json:"citations_dropped"`
+	StaleDropped     int                 `json:"stale_dropped"`
+	PassagesRead     int                 `json:"passages_read"`
+	Model            string              `json:"model,omitempty"`
+}
+
+// Synthesize answers a question across the namespace's documents, citing the
+// passages it used, in one model call (knowledge.synthesize); it abstains when they
+// do not answer.
+func (c *Client) Synthesize(ctx context.Context, ns string, req KnowledgeSearchRequest) (*Synthesis, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, ":synthesize"), nil)
+	k.body = req
+	var a Synthesis
+	return &a, c.into(ctx, k, &a)
+}

@@ -32,6 +32,9 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		// revisions' keys, so the topic's copies no longer open (knowledge/command owns
 		// the writes; the scope comes from internal/erasure's registry).
 		"loom.knowledge_heads", "loom.knowledge_revisions",
+		// knowledge.ingest's jobs submitted before the fence, files first (their scope
+		// reads the jobs).
+		"loom.knowledge_job_files", "loom.knowledge_jobs",
 		"loom.memory_belief_sources", "loom.memory_evidence",
 		// The session digests of the scope's conversations (internal/evidence), with the
 		// only copies of their data keys.

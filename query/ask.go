@@ -36,6 +36,9 @@ type askRequest struct {
 	// Stream answers with server-sent events (as Accept: text/event-stream does): the
 	// search's answer as soon as it is known, then the answer.
 	Stream bool `json:"stream"`
+	// Knowledge reads the namespace's documents too (knowledge.search), beside the
+	// memories; false leaves them out. Absent: true.
+	Knowledge *bool `json:"knowledge"`
 }
 
 // Abstain codes of memory.ask besides the search's own verdicts.
@@ -47,6 +50,9 @@ const (
 // askDefaultTopK is the pool an ask reads when the request names none.
 const askDefaultTopK = 8
 
+// askKnowledgeK is how many document chunks an ask reads beside its memories.
+const askKnowledgeK = 5
+
 // askValueChars is how much of a memory's value the prompt shows.
 const askValueChars = 1500
 
@@ -57,6 +63,17 @@ type askCitation struct {
 	MemoryKey string `json:"memory_key"`
 }
 
+// askKnowledgeCitation is a document chunk an answer used: its citation
+// (k:<doc_id>@<version>#<ordinal>, as context.pack's knowledge layer cites) and its
+// source.
+type askKnowledgeCitation struct {
+	Cite      string `json:"cite"`
+	SourceURI string `json:"source_uri"`
+	DocID     string `json:"doc_id"`
+	Version   int64  `json:"version"`
+	Ordinal   int    `json:"ordinal"`
+}
+
 // askAnswer is what memory.ask answers.
 type askAnswer struct {
 	Answer      string `json:"answer"`
@@ -64,7 +81,12 @@ type askAnswer struct {
 	AbstainCode string `json:"abstain_code,omitempty"`
 	// Citations are the pool's memories the answer used, in the order it cited them.
 	Citations []askCitation `json:"citations"`
-	// CitationsDropped counts the citations that named no memory of the pool.
+	// KnowledgeCitations are the document chunks the answer used (knowledge.search's,
+	// read beside the memories), in the order it cited them.
+	KnowledgeCitations []askKnowledgeCitation `json:"knowledge_citations"`
+	// KnowledgeRead counts the document chunks the prompt showed.
+	KnowledgeRead int `json:"knowledge_read"`
+	// CitationsDropped counts the citations that named nothing of the pool.
 	CitationsDropped int `json:"citations_dropped"`
 	// StaleDropped counts the pool's memories whose head moved between the search and
 	// the prompt: the model never saw them.
@@ -83,6 +105,9 @@ type askState struct {
 	ns     string
 	req    *askRequest
 	search *searchAnswer
+	// knowledge is what knowledge.search found for the question (checked against the
+	// documents' heads in its own Postgres read).
+	knowledge []KnowledgeChunk
 }
 
 var askSchema = llm.MustSchema("grounded_answer", "An answer from the given memories only, citing them.", map[string]any{
@@ -91,13 +116,13 @@ var askSchema = llm.MustSchema("grounded_answer", "An answer from the given memo
 		"answerable": map[string]any{"type": "boolean", "description": "whether the memories answer the question"},
 		"answer":     map[string]any{"type": "string", "description": "the answer, from the memories only; empty when not answerable"},
 		"citations": map[string]any{"type": "array", "items": map[string]any{"type": "string"},
-			"description": "the labels (m1, m2, ...) of the memories the answer uses"},
+			"description": "the labels (m1, m2, ... and k1, k2, ...) of the memories and passages the answer uses"},
 	},
 })
 
-const askRubric = `You answer a question from an agent's stored memories, and from nothing else.
-Use only the memories given. Cite every memory your answer uses by its label (m1, m2, ...).
-If the memories do not answer the question, set answerable to false, leave the answer empty and cite nothing. Do not guess.`
+const askRubric = `You answer a question from an agent's stored memories and the team's documents, and from nothing else.
+Use only the memories (labelled m1, m2, ...) and document passages (labelled k1, k2, ...) given. Cite every one your answer uses by its label.
+If they do not answer the question, set answerable to false, leave the answer empty and cite nothing. Do not guess.`
 
 // ask is memory.ask.
 func (s *Service) ask(ctx context.Context, p auth.Principal, ns string, req *askRequest) (*askAnswer, error) {
@@ -142,23 +167,38 @@ func (s *Service) askSearch(ctx context.Context, p auth.Principal, ns string, re
 	if err != nil {
 		return nil, err
 	}
-	return &askState{p: p, ns: ns, req: req, search: ans}, nil
+	st := &askState{p: p, ns: ns, req: req, search: ans}
+	if s.knowledge != nil && (req.Knowledge == nil || *req.Knowledge) {
+		// Read through knowledge.search, which fails closed (503 POSTGRES_UNAVAILABLE)
+		// rather than serve a chunk it could not check against its head.
+		if st.knowledge, err = s.knowledge.Knowledge(ctx, p, ns, req.Query, askKnowledgeK); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // askModel validates the pool and makes the call.
 func (s *Service) askModel(ctx context.Context, st *askState) (*askAnswer, error) {
-	ans := &askAnswer{Citations: []askCitation{}, Search: st.search, PendingExtraction: st.search.PendingExtraction}
-	if st.search.Verdict != VerdictOK {
+	ans := &askAnswer{Citations: []askCitation{}, KnowledgeCitations: []askKnowledgeCitation{}, Search: st.search,
+		PendingExtraction: st.search.PendingExtraction}
+	// The memories' verdict abstains only when no document answers either.
+	if st.search.Verdict != VerdictOK && len(st.knowledge) == 0 {
 		ans.Abstained, ans.AbstainCode = true, string(st.search.Verdict)
 		s.asks.With("abstained").Inc()
 		return ans, nil
 	}
-	pool, stale, err := s.recheckPool(ctx, st.p, st.search.Hits)
-	if err != nil {
-		return nil, httperr.Store("checking the pool against its heads", err)
+	var pool []hitView
+	if st.search.Verdict == VerdictOK {
+		var stale int
+		var err error
+		if pool, stale, err = s.recheckPool(ctx, st.p, st.search.Hits); err != nil {
+			return nil, httperr.Store("checking the pool against its heads", err)
+		}
+		ans.StaleDropped = stale
 	}
-	ans.StaleDropped = stale
-	if len(pool) == 0 {
+	ans.KnowledgeRead = len(st.knowledge)
+	if len(pool) == 0 && len(st.knowledge) == 0 {
 		ans.Abstained, ans.AbstainCode = true, string(VerdictNoMatch)
 		s.asks.With("abstained").Inc()
 		return ans, nil
@@ -169,22 +209,22 @@ func (s *Service) askModel(ctx context.Context, st *askState) (*askAnswer, error
 		Citations  []string `json:"citations"`
 	}
 	called, err := s.model.CompleteJSON(ctx, llm.Request{Bill: llm.Bill{Org: st.p.Org, Namespace: st.ns, Purpose: llm.PurposeAsk},
-		Messages: askPrompt(st.req.Query, pool), Schema: askSchema, MaxTokens: 1200}, &out)
+		Messages: askPrompt(st.req.Query, pool, st.knowledge), Schema: askSchema, MaxTokens: 1200}, &out)
 	if err != nil {
 		s.asks.With("error").Inc()
 		return nil, err
 	}
 	ans.Model = called.Model
-	cited, dropped := citationsOf(out.Citations, pool)
+	cited, kcited, dropped := citationsOf(out.Citations, pool, st.knowledge)
 	ans.CitationsDropped = dropped
 	s.citationsDropped.Add(float64(dropped))
 	switch {
 	case !out.Answerable:
 		ans.Abstained, ans.AbstainCode = true, AbstainNotAnswered
-	case len(cited) == 0:
+	case len(cited) == 0 && len(kcited) == 0:
 		ans.Abstained, ans.AbstainCode = true, AbstainUncited
 	default:
-		ans.Answer, ans.Citations = out.Answer, cited
+		ans.Answer, ans.Citations, ans.KnowledgeCitations = out.Answer, cited, kcited
 	}
 	outcome := "answered"
 	if ans.Abstained {
@@ -227,24 +267,40 @@ func (s *Service) recheckPool(ctx context.Context, p auth.Principal, hits []hitV
 	return kept, stale, nil
 }
 
-// askPrompt names each pool member m1..mN with its key and when it was written.
-func askPrompt(query string, pool []hitView) []llm.Message {
+// askPrompt names each pool member m1..mN with its key and when it was written, and
+// each document passage k1..kK with its source.
+func askPrompt(query string, pool []hitView, knowledge []KnowledgeChunk) []llm.Message {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Question: %s\n\nMemories:\n", query)
 	for i, h := range pool {
 		fmt.Fprintf(&b, "[m%d] (key %q, written %s)\n%s\n\n", i+1, h.MemoryKey, h.UpdatedAt.UTC().Format(time.RFC3339),
 			cutRunes(memrow.ValueText(h.Value), askValueChars))
 	}
+	if len(knowledge) > 0 {
+		b.WriteString("Document passages:\n")
+		for i, k := range knowledge {
+			fmt.Fprintf(&b, "[k%d] (document %q)\n%s\n\n", i+1, k.SourceURI, cutRunes(k.Text, askValueChars))
+		}
+	}
 	return []llm.Message{{Role: llm.RoleSystem, Content: askRubric}, {Role: llm.RoleUser, Content: b.String()}}
 }
 
-// citationsOf maps an answer's citations (m2, [m2], or a memory id) to the pool's
-// memories, once each, and counts those that name none.
-func citationsOf(refs []string, pool []hitView) ([]askCitation, int) {
+// citationsOf maps an answer's citations (m2, [m2], or a memory id; k1, [k1]) to the
+// pool's memories and document passages, once each, and counts those that name none.
+func citationsOf(refs []string, pool []hitView, knowledge []KnowledgeChunk) ([]askCitation, []askKnowledgeCitation, int) {
 	out := []askCitation{}
+	kout := []askKnowledgeCitation{}
 	seen := map[string]bool{}
 	dropped := 0
 	for _, ref := range refs {
+		if j := knowledgeIndex(strings.TrimSpace(ref), knowledge); j >= 0 {
+			k := knowledge[j]
+			if !seen[k.Cite] {
+				seen[k.Cite] = true
+				kout = append(kout, askKnowledgeCitation{Cite: k.Cite, SourceURI: k.SourceURI, DocID: k.DocID, Version: k.Version, Ordinal: k.Ordinal})
+			}
+			continue
+		}
 		i := poolIndex(strings.TrimSpace(ref), pool)
 		if i < 0 {
 			dropped++
@@ -257,7 +313,24 @@ func citationsOf(refs []string, pool []hitView) ([]askCitation, int) {
 		seen[h.MemoryID] = true
 		out = append(out, askCitation{MemoryID: h.MemoryID, Namespace: h.Namespace, MemoryKey: h.MemoryKey})
 	}
-	return out, dropped
+	return out, kout, dropped
+}
+
+// knowledgeIndex is the passage a label (k2, [k2]) or a citation names, or -1.
+func knowledgeIndex(ref string, knowledge []KnowledgeChunk) int {
+	label := strings.Trim(strings.ToLower(ref), "[]")
+	if n, ok := strings.CutPrefix(label, "k"); ok {
+		var i int
+		if _, err := fmt.Sscanf(n, "%d", &i); err == nil && fmt.Sprint(i) == n && i >= 1 && i <= len(knowledge) {
+			return i - 1
+		}
+	}
+	for i, k := range knowledge {
+		if k.Cite == ref {
+			return i
+		}
+	}
+	return -1
 }
 
 func poolIndex(ref string, pool []hitView) int {

@@ -36,6 +36,11 @@ type ProfileSource interface {
 type KnowledgeChunk struct {
 	Cite string `json:"cite"`
 	Text string `json:"text"`
+	// What memory.ask names of a chunk it cites (its own answer carries them).
+	SourceURI string `json:"-"`
+	DocID     string `json:"-"`
+	Version   int64  `json:"-"`
+	Ordinal   int    `json:"-"`
 }
 
 // KnowledgeSource finds the k knowledge chunks that answer query.

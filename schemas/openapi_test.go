@@ -56,57 +56,62 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/knowledge/document":           {"get", "delete"},
 	"/v1/namespaces/{ns}/knowledge/document:restore":   {"post"},
 	"/v1/namespaces/{ns}/knowledge/outline":            {"get"},
-	"/v1/namespaces":                                   {"get"},
-	"/v1/namespaces/{ns}/memories":                     {"get"},
-	"/v1/namespaces/{ns}/keys":                         {"get"},
-	"/v1/namespaces/{ns}/memories/{key}":               {"get", "put", "patch", "delete"},
-	"/v1/namespaces/{ns}/memories/{key}:pin":           {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:unpin":         {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:lock":          {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:unlock":        {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:reject":        {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:verify":        {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:restore":       {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:redact":        {"post"},
-	"/v1/namespaces/{ns}/memories/{key}/history":       {"get"},
-	"/v1/namespaces/{ns}/graph/entities/{name}":        {"get"},
-	"/v1/namespaces/{ns}/audit":                        {"get"},
-	"/v1/memories/{memory_id}:verify":                  {"post"},
-	"/v1/memories/{memory_id}:redact":                  {"post"},
-	"/v1/memories/{memory_id}":                         {"get", "patch"},
-	"/v1/namespaces/{ns}/memories:search":              {"post"},
-	"/v1/search-traces/{trace_id}":                     {"get"},
-	"/v1/namespaces/{ns}/memories:clear":               {"post"},
-	"/v1/namespaces/{ns}/memories:bulkSet":             {"post"},
-	"/v1/namespaces/{ns}/memories:sweepExpired":        {"post"},
-	"/v1/namespaces/{ns}/memories:fromMessages":        {"post"},
-	"/v1/namespaces/{ns}/memories:import":              {"post"},
-	"/v1/namespaces/{ns}/extractions":                  {"get"},
-	"/v1/extractions":                                  {"get"},
-	"/v1/extractions/{queue_id}":                       {"get"},
-	"/v1/extractions:retry":                            {"post"},
-	"/v1/orgs/self/model-calls":                        {"get", "put"},
-	"/v1/namespaces/{ns}/memories/{key}:touch":         {"post"},
-	"/v1/namespaces/{ns}":                              {"get", "put", "delete"},
-	"/v1/namespaces/{ns}/blacklist":                    {"get", "post", "delete"},
-	"/v1/health":                                       {"get"},
-	"/v1/health/ready":                                 {"get"},
-	"/metrics":                                         {"get"},
-	"/v1/admin/projections/{name}:reset":               {"post"},
-	"/v1/erasures":                                     {"post"},
-	"/v1/erasures/{erasure_id}":                        {"get"},
-	"/v1/exports":                                      {"get"},
-	"/v1/namespaces/{ns}:snapshot":                     {"post"},
-	"/v1/namespaces/{ns}:restore":                      {"post"},
-	"/v1/namespaces/{ns}:rollback":                     {"post"},
-	"/v1/namespaces/{ns}/memories:bulkGet":             {"post"},
-	"/v1/namespaces/{ns}/memories/{key}:decide":        {"post"},
-	"/v1/namespaces/{ns}/blacklist:sweep":              {"post"},
-	"/v1/admin/tokens":                                 {"post", "get"},
-	"/v1/admin/tokens/{token_id}":                      {"delete"},
-	"/v1/token":                                        {"get"},
-	"/v1/namespaces/{ns}/memories/{key}:unsupersede":   {"post"},
-	"/v1/namespaces/{ns}/memories:ask":                 {"post"},
+	// knowledge.ingest, ingest_status and ingest_cancel.
+	"/v1/namespaces/{ns}/knowledge/ingestions":                       {"post"},
+	"/v1/namespaces/{ns}/knowledge:synthesize":                       {"post"},
+	"/v1/namespaces/{ns}/knowledge/ingestions/{ingestion_id}":        {"get"},
+	"/v1/namespaces/{ns}/knowledge/ingestions/{ingestion_id}:cancel": {"post"},
+	"/v1/namespaces":                                 {"get"},
+	"/v1/namespaces/{ns}/memories":                   {"get"},
+	"/v1/namespaces/{ns}/keys":                       {"get"},
+	"/v1/namespaces/{ns}/memories/{key}":             {"get", "put", "patch", "delete"},
+	"/v1/namespaces/{ns}/memories/{key}:pin":         {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:unpin":       {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:lock":        {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:unlock":      {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:reject":      {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:verify":      {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:restore":     {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:redact":      {"post"},
+	"/v1/namespaces/{ns}/memories/{key}/history":     {"get"},
+	"/v1/namespaces/{ns}/graph/entities/{name}":      {"get"},
+	"/v1/namespaces/{ns}/audit":                      {"get"},
+	"/v1/memories/{memory_id}:verify":                {"post"},
+	"/v1/memories/{memory_id}:redact":                {"post"},
+	"/v1/memories/{memory_id}":                       {"get", "patch"},
+	"/v1/namespaces/{ns}/memories:search":            {"post"},
+	"/v1/search-traces/{trace_id}":                   {"get"},
+	"/v1/namespaces/{ns}/memories:clear":             {"post"},
+	"/v1/namespaces/{ns}/memories:bulkSet":           {"post"},
+	"/v1/namespaces/{ns}/memories:sweepExpired":      {"post"},
+	"/v1/namespaces/{ns}/memories:fromMessages":      {"post"},
+	"/v1/namespaces/{ns}/memories:import":            {"post"},
+	"/v1/namespaces/{ns}/extractions":                {"get"},
+	"/v1/extractions":                                {"get"},
+	"/v1/extractions/{queue_id}":                     {"get"},
+	"/v1/extractions:retry":                          {"post"},
+	"/v1/orgs/self/model-calls":                      {"get", "put"},
+	"/v1/namespaces/{ns}/memories/{key}:touch":       {"post"},
+	"/v1/namespaces/{ns}":                            {"get", "put", "delete"},
+	"/v1/namespaces/{ns}/blacklist":                  {"get", "post", "delete"},
+	"/v1/health":                                     {"get"},
+	"/v1/health/ready":                               {"get"},
+	"/metrics":                                       {"get"},
+	"/v1/admin/projections/{name}:reset":             {"post"},
+	"/v1/erasures":                                   {"post"},
+	"/v1/erasures/{erasure_id}":                      {"get"},
+	"/v1/exports":                                    {"get"},
+	"/v1/namespaces/{ns}:snapshot":                   {"post"},
+	"/v1/namespaces/{ns}:restore":                    {"post"},
+	"/v1/namespaces/{ns}:rollback":                   {"post"},
+	"/v1/namespaces/{ns}/memories:bulkGet":           {"post"},
+	"/v1/namespaces/{ns}/memories/{key}:decide":      {"post"},
+	"/v1/namespaces/{ns}/blacklist:sweep":            {"post"},
+	"/v1/admin/tokens":                               {"post", "get"},
+	"/v1/admin/tokens/{token_id}":                    {"delete"},
+	"/v1/token":                                      {"get"},
+	"/v1/namespaces/{ns}/memories/{key}:unsupersede": {"post"},
+	"/v1/namespaces/{ns}/memories:ask":               {"post"},
 }
 
 // customMethodRoutes are registered routes whose last path segment is
@@ -552,7 +557,8 @@ func TestOperationsNameTheirSeedOps(t *testing.T) {
 		"namespace.snapshot", "namespace.restore", "namespace.rollback", "memory.bulk_get", "memory.proposal_decide",
 		"erasure.export", "blacklist.sweep",
 		"knowledge.add", "knowledge.upsert", "knowledge.bulk_add", "knowledge.delete", "knowledge.restore", "knowledge.get",
-		"knowledge.list", "knowledge.search", "knowledge.outline"}
+		"knowledge.list", "knowledge.search", "knowledge.outline", "knowledge.ingest", "knowledge.ingest_status", "knowledge.ingest_cancel",
+		"knowledge.synthesize"}
 	// Every op the write side runs under its Idempotency-Key names itself in the code;
 	// a new one fails here until the spec documents it.
 	for _, op := range idempotentOps(t) {
@@ -740,6 +746,26 @@ func idempotentOps(t *testing.T) []string {
 	}
 	if measuredCalls == 0 || len(ops) == 0 {
 		t.Fatal("found no s.measured calls or copyOp literals in command/: has the write path moved?")
+	}
+	// The knowledge plane's writes run under their key through s.idempotent(c, p, "knowledge.x", run).
+	knowledgeCalls := 0
+	for _, file := range goFiles(t, filepath.Join("..", "knowledge", "command")) {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "idempotent" && len(call.Args) == 4 {
+					knowledgeCalls++
+					add(call.Args[2])
+				}
+			}
+			return true
+		})
+	}
+	if knowledgeCalls == 0 {
+		t.Fatal("found no s.idempotent calls in knowledge/command/: has the knowledge write path moved?")
 	}
 	sort.Strings(ops)
 	return ops

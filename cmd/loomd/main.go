@@ -66,6 +66,11 @@ Usage:
               [--out results.json] [--search-sizes 10000,...] [--dir DIR]
                         measure Loom against same-run baselines (embedded stores in a temporary
                         directory, or the configured ones); markdown on stdout, JSON to --out
+  loomd knowledge ingest --namespace NS [--url http://localhost:8080] [--token-file F] [--prefix P]
+                         [--tags a,b] [--no-wait] PATH...
+                        submit the files under each PATH (a folder: each file by its path in it)
+                        as knowledge.ingest jobs and follow them with a progress bar; exit 1
+                        when a file failed
   loomd mcp [--url http://localhost:8080] [--token-file F]
                         serve MCP over stdin/stdout (what a desktop agent launches), calling the
                         Loom server at --url as the token in F (default: LOOM_TOKEN)
@@ -105,6 +110,8 @@ func main() {
 		err = runBench(ctx, os.Args[2:])
 	case "mcp":
 		err = runMCP(ctx, os.Args[2:])
+	case "knowledge":
+		err = runKnowledge(ctx, os.Args[2:])
 	case "version":
 		fmt.Println("loomd", app.Version)
 	case "help", "-h", "--help":

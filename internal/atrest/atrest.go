@@ -44,6 +44,7 @@ var keyTables = []struct{ table, column string }{
 	{"loom.extraction_requests", "data_key"},
 	{"loom.knowledge_revisions", "data_key"},
 	{"loom.content_keys", "key"},
+	{"loom.knowledge_jobs", "data_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.

@@ -116,6 +116,13 @@ func postgresContent() []Table {
 			Why: "the head of every knowledge source: its sealed text, title and outline (a namespace's documents; a user's erasure leaves them)", Scope: documentScope},
 		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
 			Why: "the data keys that open a namespace's knowledge records on the topic and seal its heads", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_job_files", Class: Counted,
+			Why: "knowledge.ingest's files: source URIs and, until each is written, its body sealed under the job's key",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j
+				WHERE j.org = t.org AND j.namespace = t.namespace AND j.ingestion_id = t.ingestion_id AND j.gen < p.fence)`},
+		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
+			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a namespace's, as its documents)",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.gen < p.fence`},
 		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
 			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
 			Scope: rowScope},

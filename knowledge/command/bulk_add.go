@@ -23,7 +23,7 @@ type BulkAddAnswer struct {
 // bulkAdd is knowledge.bulk_add: every document a new version of its source, in one
 // commit. A request naming a source twice, or holding a document the parser refuses,
 // is refused before anything is written; a head that moved refuses the whole commit.
-func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req *BulkAddRequest) (*BulkAddAnswer, error) {
+func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req *BulkAddRequest, hold *idemHold) (*BulkAddAnswer, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req 
 			pl.read = *pl.doc.expected
 		}
 	}
-	w, err := s.commit(ctx, p, ns, plans)
+	w, err := s.commitWith(ctx, p, ns, plans, hold.guardOf(func(w []Written) any { return &BulkAddAnswer{Documents: w} }))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -56,6 +57,16 @@ type Written struct {
 // then every head, revision key and topic record written. A head that moved refuses
 // the whole commit (409 PRECONDITION_FAILED) and nothing is written.
 func (s *Service) commit(ctx context.Context, p auth.Principal, ns string, plans []*plan) ([]Written, error) {
+	return s.commitWith(ctx, p, ns, plans, nil)
+}
+
+// guard is what a commit runs in its transaction once its revisions are queued, with
+// what it is about to write: an ingestion run's fence and progress, an
+// Idempotency-Key's mark. An error refuses the whole commit.
+type guard func(ctx context.Context, tx pgx.Tx, written []Written) error
+
+// commitWith is commit with guard run in its transaction (nil: none).
+func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, plans []*plan, g guard) ([]Written, error) {
 	uris := make([]string, len(plans))
 	for i, pl := range plans {
 		uris[i] = pl.uri
@@ -89,10 +100,21 @@ func (s *Service) commit(ctx context.Context, p auth.Principal, ns string, plans
 			}
 			out = append(out, w)
 		}
+		if g != nil {
+			if err := g(ctx, tx, out); err != nil {
+				return err
+			}
+		}
 		outbox.QueueNotify(b)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
+		if errors.Is(err, errIdemTakenOver) {
+			return nil, takenOver()
+		}
+		if fenced(err) {
+			return nil, err
+		}
 		return nil, httperr.Store("committing the documents", err)
 	}
 	if s.wake != nil {

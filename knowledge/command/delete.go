@@ -17,17 +17,17 @@ type HeadRequest struct {
 
 // delete is knowledge.delete: a new version of the source marked deleted, keeping its
 // content for a restore; its chunks leave search.
-func (s *Service) delete(ctx context.Context, p auth.Principal, ns string, req HeadRequest) (*Written, error) {
-	return s.flip(ctx, p, ns, req, "knowledge.delete", events.TypeDocumentDeleted)
+func (s *Service) delete(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idemHold) (*Written, error) {
+	return s.flip(ctx, p, ns, req, "knowledge.delete", events.TypeDocumentDeleted, hold)
 }
 
 // restore is knowledge.restore: a deleted source comes back with the content and the
 // chunks it had.
-func (s *Service) restore(ctx context.Context, p auth.Principal, ns string, req HeadRequest) (*Written, error) {
-	return s.flip(ctx, p, ns, req, "knowledge.restore", events.TypeDocumentRestored)
+func (s *Service) restore(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idemHold) (*Written, error) {
+	return s.flip(ctx, p, ns, req, "knowledge.restore", events.TypeDocumentRestored, hold)
 }
 
-func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req HeadRequest, op string, event events.Type) (*Written, error) {
+func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req HeadRequest, op string, event events.Type, hold *idemHold) (*Written, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,8 @@ func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req Hea
 	if req.ExpectedVersion != nil {
 		read = *req.ExpectedVersion
 	}
-	w, err := s.commit(ctx, p, ns, []*plan{{op: op, event: event, uri: req.SourceURI, read: read, from: head}})
+	w, err := s.commitWith(ctx, p, ns, []*plan{{op: op, event: event, uri: req.SourceURI, read: read, from: head}},
+		hold.guardOf(func(w []Written) any { return &w[0] }))
 	if err != nil {
 		return nil, err
 	}

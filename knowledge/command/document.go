@@ -98,6 +98,11 @@ func (s *Service) prepare(ctx context.Context, field string, in *DocumentInput) 
 	if err != nil {
 		return nil, err
 	}
+	return s.prepareBody(ctx, field, in, body)
+}
+
+// prepareBody is prepare over the document's bytes, read already.
+func (s *Service) prepareBody(ctx context.Context, field string, in *DocumentInput, body []byte) (*prepared, error) {
 	if len(body) > MaxDocumentBytes {
 		return nil, parseRefusal(field+"content", &parse.ParseError{Code: CodeTooLarge,
 			Message: fmt.Sprintf("the document is %d bytes, over the limit of %d", len(body), MaxDocumentBytes)})

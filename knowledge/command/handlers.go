@@ -2,11 +2,18 @@ package command
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/route"
 )
@@ -26,6 +33,22 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
+// idempotent answers a write run under the request's Idempotency-Key (memory's
+// writes' mechanism, idempotency.go): a replay answers the stored answer with
+// Idempotent-Replay: true.
+func (s *Service) idempotent(c *fiber.Ctx, p auth.Principal, op string, run func(ctx context.Context, hold *idemHold) (any, error)) error {
+	k := IdemKey{Key: c.Get("Idempotency-Key"), P: p, Op: op, Request: c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())}
+	ctx := c.UserContext()
+	r, err := s.Idempotent(ctx, k, func(hold *idemHold) (any, error) { return run(ctx, hold) })
+	if err != nil {
+		return err
+	}
+	if r.Replay {
+		c.Set("Idempotent-Replay", "true")
+	}
+	return c.Type("json").Send(r.Body)
+}
+
 func (s *Service) handleAdd(c *fiber.Ctx) error    { return s.handleWrite(c, false) }
 func (s *Service) handleUpsert(c *fiber.Ctx) error { return s.handleWrite(c, true) }
 
@@ -38,11 +61,11 @@ func (s *Service) handleWrite(c *fiber.Ctx, upsert bool) error {
 	if err := decode(c.Body(), &in); err != nil {
 		return err
 	}
-	w, err := s.add(c.UserContext(), p, ns, &in, upsert)
-	if err != nil {
-		return err
+	run := func(ctx context.Context, hold *idemHold) (any, error) { return s.add(ctx, p, ns, &in, upsert, hold) }
+	if upsert {
+		return s.idempotent(c, p, "knowledge.upsert", run)
 	}
-	return c.JSON(w)
+	return s.idempotent(c, p, "knowledge.add", run)
 }
 
 func (s *Service) handleBulkAdd(c *fiber.Ctx) error {
@@ -54,11 +77,9 @@ func (s *Service) handleBulkAdd(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	ans, err := s.bulkAdd(c.UserContext(), p, ns, &req)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ans)
+	return s.idempotent(c, p, "knowledge.bulk_add", func(ctx context.Context, hold *idemHold) (any, error) {
+		return s.bulkAdd(ctx, p, ns, &req, hold)
+	})
 }
 
 func (s *Service) handleDelete(c *fiber.Ctx) error {
@@ -74,11 +95,9 @@ func (s *Service) handleDelete(c *fiber.Ctx) error {
 		}
 		req.ExpectedVersion = &n
 	}
-	w, err := s.delete(c.UserContext(), p, ns, req)
-	if err != nil {
-		return err
-	}
-	return c.JSON(w)
+	return s.idempotent(c, p, "knowledge.delete", func(ctx context.Context, hold *idemHold) (any, error) {
+		return s.delete(ctx, p, ns, req, hold)
+	})
 }
 
 func (s *Service) handleRestore(c *fiber.Ctx) error {
@@ -90,9 +109,102 @@ func (s *Service) handleRestore(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	w, err := s.restore(c.UserContext(), p, ns, req)
+	return s.idempotent(c, p, "knowledge.restore", func(ctx context.Context, hold *idemHold) (any, error) {
+		return s.restore(ctx, p, ns, req, hold)
+	})
+}
+
+// handleIngest is knowledge.ingest: the documents as JSON ({"documents": [...]}), as
+// a multipart/form-data upload (every file part a document named by its file name)
+// or as a tar archive (application/x-tar: every regular file a document named by its
+// path), the last two under the source_prefix and tags of the query or the form.
+func (s *Service) handleIngest(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
 	if err != nil {
 		return err
 	}
-	return c.JSON(w)
+	var req IngestRequest
+	prefix, tags := c.Query("source_prefix"), splitTags(c.Query("tags"))
+	mediaType, _, _ := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
+	switch mediaType {
+	case fiber.MIMEMultipartForm:
+		form, err := c.MultipartForm()
+		if err != nil {
+			return httperr.Validation("body", "the multipart body does not parse: "+err.Error())
+		}
+		if v := form.Value["source_prefix"]; len(v) > 0 {
+			prefix = v[0]
+		}
+		if v := form.Value["tags"]; len(v) > 0 {
+			tags = splitTags(strings.Join(v, ","))
+		}
+		if req.Documents, err = documentsFromForm(form, prefix, tags); err != nil {
+			return err
+		}
+	case "application/x-tar", "application/tar":
+		if req.Documents, err = documentsFromTar(bytes.NewReader(c.Body()), prefix, tags); err != nil {
+			return err
+		}
+	default:
+		if err := decode(c.Body(), &req); err != nil {
+			return err
+		}
+	}
+	return s.idempotent(c, p, "knowledge.ingest", func(ctx context.Context, hold *idemHold) (any, error) {
+		return s.ingest(ctx, p, ns, &req, hold)
+	})
+}
+
+func (s *Service) handleIngestCancel(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	id := c.Params("ingestion_id")
+	return s.idempotent(c, p, "knowledge.ingest_cancel", func(ctx context.Context, hold *idemHold) (any, error) {
+		return s.ingestCancel(ctx, p, ns, id, hold)
+	})
+}
+
+// documentsFromForm reads a multipart form's file parts, in field order then part
+// order, each a document named prefix + its file name.
+func documentsFromForm(form *multipart.Form, prefix string, tags []string) ([]DocumentInput, error) {
+	fields := make([]string, 0, len(form.File))
+	for f := range form.File {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	var out []DocumentInput
+	for _, f := range fields {
+		for _, fh := range form.File[f] {
+			file, err := fh.Open()
+			if err != nil {
+				return nil, httperr.Validation("body", "a file part does not open: "+err.Error())
+			}
+			body, err := io.ReadAll(io.LimitReader(file, MaxDocumentBytes+1))
+			file.Close()
+			if err != nil {
+				return nil, httperr.Validation("body", "a file part does not read: "+err.Error())
+			}
+			ct, _, _ := mime.ParseMediaType(fh.Header.Get(fiber.HeaderContentType))
+			if ct == "application/octet-stream" {
+				ct = ""
+			}
+			out = append(out, bodyInput(prefix+fh.Filename, fh.Filename, ct, tags, body))
+		}
+	}
+	if len(out) == 0 {
+		return nil, httperr.Validation("body", "the multipart body holds no file part")
+	}
+	return out, nil
+}
+
+func splitTags(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }

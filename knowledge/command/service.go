@@ -56,13 +56,16 @@ type Service struct {
 	wake     *outbox.Waker // nil: no relay in process to wake
 	log      *slog.Logger
 	limits   parse.Limits
+	// ingestWake wakes this process's ingest workers when a job is submitted.
+	ingestWake chan struct{}
 }
 
 // New builds the write side: it commits to pool, embeds chunks with embedder (the
 // memory plane's), wraps data keys under keys and wakes the relays through wake.
 func New(cfg Config, pool *pgxpool.Pool, embedder embed.Embedder, keys *kek.Ring, wake *outbox.Waker, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, wake: wake, log: log,
-		limits: parse.Limits{MaxBytes: MaxDocumentBytes, MaxExpandedBytes: MaxExpandedBytes, MaxPages: MaxPages}}
+		limits:     parse.Limits{MaxBytes: MaxDocumentBytes, MaxExpandedBytes: MaxExpandedBytes, MaxPages: MaxPages},
+		ingestWake: make(chan struct{}, 1)}
 }
 
 // Register mounts the write routes; the process authenticates them (cmd/loomd/app).
@@ -73,4 +76,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/knowledge\\:bulkAdd", s.handleBulkAdd)
 	g.Delete("/namespaces/:ns/knowledge/document", s.handleDelete)
 	g.Post("/namespaces/:ns/knowledge/document\\:restore", s.handleRestore)
+	g.Post("/namespaces/:ns/knowledge/ingestions", s.handleIngest)
+	g.Post("/namespaces/:ns/knowledge/ingestions/:ingestion_id\\:cancel", s.handleIngestCancel)
 }

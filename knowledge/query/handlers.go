@@ -71,3 +71,33 @@ func (s *Service) handleSearch(c *fiber.Ctx) error {
 	}
 	return c.JSON(ans)
 }
+
+func (s *Service) handleIngestStatus(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	st, err := s.ingestStatus(c.UserContext(), p, ns, c.Params("ingestion_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+func (s *Service) handleSynthesize(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	var req SynthesizeRequest
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return httperr.Validation("body", "the body must be a JSON object of knowledge.synthesize's fields: "+err.Error())
+	}
+	ans, err := s.synthesize(c.UserContext(), p, ns, &req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(ans)
+}

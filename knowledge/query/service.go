@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/knowledge/index"
 )
 
@@ -25,6 +26,8 @@ type Service struct {
 	// (LOOM_PG_PROJECTION_WAIT_MS, as memory's barrier).
 	wait time.Duration
 	log  *slog.Logger
+	// model answers knowledge.synthesize (nil: it answers 503 as unconfigured).
+	model *llm.Provider
 }
 
 // New builds the read side over pool, the process's chunk index and the embedder the
@@ -33,6 +36,9 @@ func New(pool *pgxpool.Pool, idx *index.Index, embedder embed.Embedder, wait tim
 	return &Service{pool: pool, index: idx, embedder: embedder, wait: wait, log: log}
 }
 
+// UseModel gives knowledge.synthesize its model provider (the process's).
+func (s *Service) UseModel(m *llm.Provider) { s.model = m }
+
 // Register mounts the read routes; the process authenticates them (cmd/loomd/app).
 func (s *Service) Register(r fiber.Router) {
 	g := r.Group("/v1")
@@ -40,4 +46,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/knowledge/document", s.handleGet)
 	g.Get("/namespaces/:ns/knowledge/outline", s.handleOutline)
 	g.Post("/namespaces/:ns/knowledge\\:search", s.handleSearch)
+	g.Get("/namespaces/:ns/knowledge/ingestions/:ingestion_id", s.handleIngestStatus)
+	g.Post("/namespaces/:ns/knowledge\\:synthesize", s.handleSynthesize)
 }

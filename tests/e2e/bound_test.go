@@ -412,6 +412,14 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodGet, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/outline": probes(
 			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=a.txt", "", anyRole(404), nil}),
+		"POST /v1/namespaces/:ns/knowledge:synthesize": probes(
+			probe{http.MethodPost, ns + "/knowledge:synthesize", `{"query": "who drinks tea"}`, anyRole(200, 503), nil}),
+		"POST /v1/namespaces/:ns/knowledge/ingestions": probes(
+			probe{http.MethodPost, ns + "/knowledge/ingestions", `{"documents": [{"source_uri": "a.txt", "content": "x"}]}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/knowledge/ingestions/:ingestion_id:cancel": probes(
+			probe{http.MethodPost, ns + "/knowledge/ingestions/00000000-0000-0000-0000-000000000000:cancel", "", anyRole(403), nil}),
+		"GET /v1/namespaces/:ns/knowledge/ingestions/:ingestion_id": probes(
+			probe{http.MethodGet, ns + "/knowledge/ingestions/00000000-0000-0000-0000-000000000000", "", anyRole(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge:search": probes(
 			probe{http.MethodPost, ns + "/knowledge:search", `{"query": "who drinks tea"}`, anyRole(200), nil}),
 

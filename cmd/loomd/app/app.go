@@ -224,6 +224,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
 		p.KnowledgeIndex = kindex.New()
 		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
+		p.KnowledgeQuery.UseModel(p.LLM)
 		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
 			query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
 		// The evidence legs open the conversation's chunks with the KEK ring in Go.
@@ -366,6 +367,10 @@ func (p *Process) background() []work {
 				out = append(out, work{"worker feed " + w, func(ctx context.Context) error { return p.RunWorkerFeed(ctx, w) }})
 			}
 			out = append(out, work{"worker " + w, func(ctx context.Context) error { p.Workers.Run(ctx, w); return nil }})
+		}
+		if p.Knowledge != nil {
+			// knowledge.ingest's jobs, run through the knowledge plane's write side.
+			out = append(out, work{"worker knowledge_ingest", workers.NewIngester(p.Knowledge, p.Log).Run})
 		}
 		if a := p.Cfg.Workers.Audit; a.Interval > 0 {
 			out = append(out, work{"audit_checkpoints", func(ctx context.Context) error {

@@ -29,7 +29,7 @@ func (l knowledgeLayer) Knowledge(ctx context.Context, p auth.Principal, ns, q s
 			text = strings.Join(h.HeadingPath, " › ") + ": " + text
 		}
 		out = append(out, query.KnowledgeChunk{Cite: fmt.Sprintf("k:%s@%d#%d", h.DocID, h.Version, h.Ordinal),
-			Text: h.SourceURI + " — " + text})
+			Text: h.SourceURI + " — " + text, SourceURI: h.SourceURI, DocID: h.DocID, Version: h.Version, Ordinal: h.Ordinal})
 	}
 	return out, nil
 }

@@ -23,7 +23,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "peers"}
+var Scenarios = []string{"set", "lag", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge", "peers"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -132,7 +132,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		"pack":   r.pack,
 		"recall": r.recall,
 		"passes": r.passes,
-		"peers":  r.peers,
+		// knowledge.ingest MB/s vs the bare parse, knowledge.search vs memory.search.
+		"knowledge": r.knowledge,
+		"peers":     r.peers,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)

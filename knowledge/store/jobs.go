@@ -1,0 +1,307 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements of knowledge.ingest's jobs, loom.knowledge_jobs and
+// loom.knowledge_job_files (migration 110). A run holds its job by its lease token:
+// every save locks the job's row and names the token (Fence), so a run whose lease
+// another took saves nothing more.
+
+// Job states.
+const (
+	JobPending    = "pending"
+	JobProcessing = "processing"
+	JobCompleted  = "completed"
+	JobFailed     = "failed"
+	JobCancelled  = "cancelled"
+)
+
+// File states.
+const (
+	FilePending   = "pending"
+	FileWritten   = "written"
+	FileUnchanged = "unchanged"
+	FileFailed    = "failed"
+	FileCancelled = "cancelled"
+)
+
+// LabelIngest derives the key that seals a job's files from its data key.
+const LabelIngest = "loom.ingest"
+
+// JobKey names a job.
+type JobKey struct {
+	Org, Namespace, ID string
+}
+
+// Job is a job's row, its data key left out.
+type Job struct {
+	JobKey
+	State                                        string
+	Actor                                        string
+	Total, Processed, Written, Unchanged, Failed int
+	Chunks                                       int
+	Bytes                                        int64
+	LeaseOwner                                   string
+	LeaseUntil                                   *time.Time
+	LeaseToken                                   int64
+	Runs                                         int
+	CancelRequestedAt                            *time.Time
+	CancelledBy                                  string
+	CreatedAt, UpdatedAt                         time.Time
+	FinishedAt                                   *time.Time
+}
+
+// JobFile is one file of a job as its status shows it.
+type JobFile struct {
+	Ordinal      int    `json:"ordinal"`
+	SourceURI    string `json:"source_uri"`
+	State        string `json:"state"`
+	Bytes        int64  `json:"bytes"`
+	Version      *int64 `json:"version,omitempty"`
+	ChunkCount   int    `json:"chunk_count"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// NewFile is a file a submission commits: its body sealed under the job's key.
+type NewFile struct {
+	SourceURI string
+	Bytes     int64
+	Sealed    []byte
+}
+
+// Errors of a run's save.
+var (
+	// ErrLeaseLost: another run took the job; this one saves nothing more.
+	ErrLeaseLost = errors.New("knowledge ingest: the job's lease was taken by another run")
+	// ErrJobGone: the job has no row (an erasure removed it, or it expired).
+	ErrJobGone = errors.New("knowledge ingest: the job is gone")
+	// ErrNoJob: a read found no such job.
+	ErrNoJob = errors.New("knowledge ingest: no such job")
+)
+
+const jobColumns = `org, namespace, ingestion_id::text, state, actor, total, processed, written, unchanged, failed, chunks, bytes,
+	lease_owner, lease_until, lease_token, runs, cancel_requested_at, cancelled_by, created_at, updated_at, finished_at`
+
+func scanJob(r pgx.Row) (*Job, error) {
+	j := &Job{}
+	err := r.Scan(&j.Org, &j.Namespace, &j.ID, &j.State, &j.Actor, &j.Total, &j.Processed, &j.Written, &j.Unchanged, &j.Failed,
+		&j.Chunks, &j.Bytes, &j.LeaseOwner, &j.LeaseUntil, &j.LeaseToken, &j.Runs, &j.CancelRequestedAt, &j.CancelledBy,
+		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
+	return j, err
+}
+
+// InsertJob commits a job and its files in tx; gen is the namespace's generation read
+// at the submission, wrappedKey the job's data key wrapped under the KEK.
+func InsertJob(ctx context.Context, tx pgx.Tx, k JobKey, gen int64, actor string, wrappedKey []byte, files []NewFile) error {
+	var total int64
+	for _, f := range files {
+		total += f.Bytes
+	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO loom.knowledge_jobs (org, namespace, ingestion_id, gen, state, actor, total, data_key)
+		VALUES ($1, $2, $3::uuid, $4, 'pending', $5, $6, $7)`, k.Org, k.Namespace, k.ID, gen, actor, len(files), wrappedKey)
+	uris, sizes, sealed, ords := make([]string, len(files)), make([]int64, len(files)), make([][]byte, len(files)), make([]int32, len(files))
+	for i, f := range files {
+		uris[i], sizes[i], sealed[i], ords[i] = f.SourceURI, f.Bytes, f.Sealed, int32(i)
+	}
+	b.Queue(`INSERT INTO loom.knowledge_job_files (org, namespace, ingestion_id, ordinal, source_uri, state, bytes, sealed)
+		SELECT $1, $2, $3::uuid, o, u, 'pending', n, s FROM unnest($4::int[], $5::text[], $6::bigint[], $7::bytea[]) AS f(o, u, n, s)`,
+		k.Org, k.Namespace, k.ID, ords, uris, sizes, sealed)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("insert the ingestion job: %w", err)
+	}
+	return nil
+}
+
+// ReadJob reads a job; ErrNoJob when there is none.
+func ReadJob(ctx context.Context, q Querier, k JobKey) (*Job, error) {
+	j, err := scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM loom.knowledge_jobs
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNoJob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job: %w", err)
+	}
+	return j, nil
+}
+
+// ReadJobFiles reads a job's files in order, without their bodies.
+func ReadJobFiles(ctx context.Context, q Querier, k JobKey) ([]JobFile, error) {
+	rows, err := q.Query(ctx, `SELECT ordinal, source_uri, state, bytes, version, chunk_count, error_code, error_message
+		FROM loom.knowledge_job_files WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid ORDER BY ordinal`,
+		k.Org, k.Namespace, k.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job's files: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobFile, error) {
+		var f JobFile
+		err := r.Scan(&f.Ordinal, &f.SourceURI, &f.State, &f.Bytes, &f.Version, &f.ChunkCount, &f.ErrorCode, &f.ErrorMessage)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job's files: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimJob takes the oldest job due (pending, or processing under a lapsed lease) for
+// owner under a lease of lease, raising its token; nil when none is due. A job with a
+// cancel asked for is taken too, so its run ends it. org, when not empty, takes only
+// that org's jobs.
+func ClaimJob(ctx context.Context, q Querier, org, owner string, lease time.Duration) (*Job, error) {
+	j, err := scanJob(q.QueryRow(ctx, `UPDATE loom.knowledge_jobs j SET state = 'processing', lease_owner = $1,
+			lease_until = now() + $2::interval, lease_token = j.lease_token + 1, runs = j.runs + 1, updated_at = now()
+		WHERE (j.org, j.namespace, j.ingestion_id) = (SELECT org, namespace, ingestion_id FROM loom.knowledge_jobs
+			WHERE state IN ('pending', 'processing') AND (state = 'pending' OR lease_until < now()) AND ($3 = '' OR org = $3)
+			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+jobColumns, owner, lease.String(), org))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim an ingestion job: %w", err)
+	}
+	return j, nil
+}
+
+// Fence locks a job's row in tx and checks that token still holds it, renewing its
+// lease by lease: ErrJobGone when it has no row, ErrLeaseLost when another run took
+// it. It answers whether a cancel was asked for.
+func Fence(ctx context.Context, tx pgx.Tx, k JobKey, token int64, lease time.Duration) (cancel bool, err error) {
+	var held int64
+	err = tx.QueryRow(ctx, `SELECT lease_token, cancel_requested_at IS NOT NULL FROM loom.knowledge_jobs
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid FOR UPDATE`, k.Org, k.Namespace, k.ID).Scan(&held, &cancel)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, ErrJobGone
+	case err != nil:
+		return false, fmt.Errorf("fence the ingestion job: %w", err)
+	case held != token:
+		return false, ErrLeaseLost
+	}
+	if _, err := tx.Exec(ctx, `UPDATE loom.knowledge_jobs SET lease_until = now() + $4::interval, updated_at = now()
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, lease.String()); err != nil {
+		return false, fmt.Errorf("renew the ingestion job's lease: %w", err)
+	}
+	return cancel, nil
+}
+
+// PendingFile is the next file a run owes, its body opened.
+type PendingFile struct {
+	Ordinal   int
+	SourceURI string
+	Opened    []byte // the sealed description and body, opened
+}
+
+// NextFiles reads a job's first n pending files, in order, with their bodies opened
+// under the job's key (unwrapped by the session's KEKs); none when none is pending.
+func NextFiles(ctx context.Context, q Querier, k JobKey, n int) ([]PendingFile, error) {
+	rows, err := q.Query(ctx, `SELECT f.ordinal, f.source_uri,
+			decrypt(f.sealed, hmac('`+LabelIngest+`'::bytea, loom.unwrapped_key(j.data_key), 'sha256'), 'aes')
+		FROM loom.knowledge_job_files f JOIN loom.knowledge_jobs j USING (org, namespace, ingestion_id)
+		WHERE f.org = $1 AND f.namespace = $2 AND f.ingestion_id = $3::uuid AND f.state = 'pending'
+		ORDER BY f.ordinal LIMIT $4`, k.Org, k.Namespace, k.ID, n)
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job's next files: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingFile, error) {
+		var f PendingFile
+		err := r.Scan(&f.Ordinal, &f.SourceURI, &f.Opened)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the ingestion job's next files: %w", err)
+	}
+	return out, nil
+}
+
+// FileOutcome is what a run did with one file.
+type FileOutcome struct {
+	Ordinal      int
+	State        string // FileWritten, FileUnchanged or FileFailed
+	Version      int64
+	ChunkCount   int
+	Bytes        int64
+	ErrorCode    string
+	ErrorMessage string
+}
+
+// SaveFile records a file's outcome and the job's progress in tx (which holds the
+// job's fence); the file's body goes.
+func SaveFile(ctx context.Context, tx pgx.Tx, k JobKey, o FileOutcome) error {
+	var version *int64
+	if o.State != FileFailed {
+		version = &o.Version
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE loom.knowledge_job_files SET state = $5, version = $6, chunk_count = $7, error_code = $8, error_message = $9, sealed = NULL
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid AND ordinal = $4`,
+		k.Org, k.Namespace, k.ID, o.Ordinal, o.State, version, o.ChunkCount, o.ErrorCode, o.ErrorMessage)
+	b.Queue(`UPDATE loom.knowledge_jobs SET processed = processed + 1,
+			written = written + ($4 = 'written')::int, unchanged = unchanged + ($4 = 'unchanged')::int,
+			failed = failed + ($4 = 'failed')::int, chunks = chunks + $5, bytes = bytes + $6, updated_at = now()
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, o.State, o.ChunkCount, o.Bytes)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("save the ingestion job's progress: %w", err)
+	}
+	return nil
+}
+
+// EndJob ends a job in tx (which holds its fence) as state: its lease is released,
+// the files still pending are cancelled and every body goes.
+func EndJob(ctx context.Context, tx pgx.Tx, k JobKey, state string) error {
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE loom.knowledge_job_files SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END, sealed = NULL
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid AND sealed IS NOT NULL`, k.Org, k.Namespace, k.ID)
+	b.Queue(`UPDATE loom.knowledge_jobs SET state = $4, lease_owner = '', lease_until = NULL, updated_at = now(), finished_at = now()
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, state)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("end the ingestion job: %w", err)
+	}
+	return nil
+}
+
+// CancelJob asks for a job's cancel for actor: a pending job ends cancelled at once
+// (its files' bodies go); a processing one keeps running until its run's next save
+// reads the cancel. It answers the job as it is after; ErrNoJob when there is none.
+func CancelJob(ctx context.Context, tx pgx.Tx, k JobKey, actor string) (*Job, error) {
+	j, err := scanJob(tx.QueryRow(ctx, `UPDATE loom.knowledge_jobs SET
+			cancel_requested_at = CASE WHEN state IN ('pending', 'processing') THEN coalesce(cancel_requested_at, now()) ELSE cancel_requested_at END,
+			cancelled_by = CASE WHEN state IN ('pending', 'processing') AND cancel_requested_at IS NULL THEN $4 ELSE cancelled_by END,
+			finished_at = CASE WHEN state = 'pending' THEN now() ELSE finished_at END,
+			updated_at = now(),
+			state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid RETURNING `+jobColumns, k.Org, k.Namespace, k.ID, actor))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNoJob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel the ingestion job: %w", err)
+	}
+	if j.State == JobCancelled {
+		if _, err := tx.Exec(ctx, `UPDATE loom.knowledge_job_files SET state = 'cancelled', sealed = NULL
+			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid AND state = 'pending'`, k.Org, k.Namespace, k.ID); err != nil {
+			return nil, fmt.Errorf("cancel the ingestion job's files: %w", err)
+		}
+	}
+	return j, nil
+}
+
+// SweepJobs deletes the jobs no run saved for keep (30 days), files and all.
+func SweepJobs(ctx context.Context, q Querier, keep time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM loom.knowledge_jobs WHERE ctid IN (
+		SELECT ctid FROM loom.knowledge_jobs WHERE updated_at < now() - $1::interval LIMIT 1000)`, keep.String())
+	if err != nil {
+		return 0, fmt.Errorf("sweep the expired ingestion jobs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
