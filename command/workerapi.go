@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -217,4 +218,30 @@ func (s *Service) KeepSessionDigest(ctx context.Context, d evidence.Digest, text
 		return false, err
 	}
 	return evidence.InsertDigest(ctx, s.pool, d)
+}
+
+// SensitivityRelabel is the sensitivity sweep's copy of a head written by a path that
+// skips detection (workers/sensitivity_sweep.go): when the write path's detector finds
+// secret or personal data in its value or key, a copy labelled high that keeps only the
+// sensitive retention (LOOM_MEMORY_SENSITIVE_RETENTION_DAYS), as memory.set would have
+// labelled it, and the kinds found; nil when it finds nothing or the head is high.
+func (s *Service) SensitivityRelabel(h *memrow.Row, now time.Time) (*memrow.Row, []string) {
+	if h.Sensitivity == memrow.SensitivityHigh || len(h.Value) == 0 {
+		return nil, nil
+	}
+	kinds := detectSensitive(memrow.ValueText(h.Value) + " " + h.MemoryKey)
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	row := copyOf(h)
+	row.Sensitivity = memrow.SensitivityHigh
+	if s.cfg.SensitiveRetention > 0 {
+		if at := now.Add(s.cfg.SensitiveRetention).UTC(); row.ExpiresAt == nil || at.Before(*row.ExpiresAt) {
+			row.ExpiresAt = &at
+			if row.OnExpire == "" {
+				row.OnExpire = ExpireTombstone
+			}
+		}
+	}
+	return row, kinds
 }
