@@ -86,6 +86,24 @@ func TestSensitivitySweepRelabelsAModelWrittenSummaryHoldingAnEmail(t *testing.T
 		return len(tea) == 1 && tea[0] == "tea" && len(coffee) == 0
 	})
 
+	// One view of the pass in /v1/health: this process's account and, with
+	// include=workers, the deployment's queue inside it; /metrics counts it too.
+	op := env.Operator(t, w.url)
+	health := op.Do(t, http.MethodGet, "/v1/health?include=workers", nil).JSON(t)
+	pass, _ := health["passes"].(map[string]any)[sensitivityWorker].(map[string]any)
+	if pass == nil || pass["enabled"] != true || pass["rows_done"].(float64) < 2 || pass["last_run"] == nil {
+		t.Fatalf("health's sensitivity_sweep pass %v; want it enabled, run, with both summaries done", pass)
+	}
+	if queue, _ := pass["queue"].(map[string]any); queue == nil || queue["done"].(float64) < 2 || queue["owed"] != float64(0) {
+		t.Fatalf("health's sensitivity_sweep queue %v; want both summaries done and none owed", pass["queue"])
+	}
+	if plain := op.Do(t, http.MethodGet, "/v1/health", nil).JSON(t)["passes"].(map[string]any)[sensitivityWorker].(map[string]any); plain["queue"] != nil {
+		t.Fatalf("health without include=workers shows a queue: %v", plain)
+	}
+	if m := op.Do(t, http.MethodGet, "/metrics", nil); !strings.Contains(string(m.Body), `loom_worker_pass_rows_total{worker="sensitivity_sweep"}`) {
+		t.Fatal("/metrics has no loom_worker_pass_rows_total for the sensitivity sweep")
+	}
+
 	// A replay from the test's start queues both summaries again: nothing is relabelled twice.
 	w.replay(start.Format(time.RFC3339Nano))
 	drained(t, pool, sensitivityWorker, org)
