@@ -25,10 +25,10 @@ func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 		return "unrelated", 0.97
 	}, nil)
 	// The resolver's queue is the deployment's: count only this test's prompts.
-	carolsCalls := func() int {
+	berlinCalls := func() int {
 		n := 0
 		for _, p := range judge.calls() {
-			if strings.HasPrefix(p.newValue, "carol's") {
+			if p.newValue == "alice's home city is Berlin" {
 				n++
 			}
 		}
@@ -39,12 +39,15 @@ func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 		t.Fatalf("hold: %+v, %v", h, err)
 	}
 	t.Cleanup(func() { w.tc.SetModelCalls(context.Background(), false) })
-	carol := client.Identity{UserID: "carol"}
+	alice := client.Identity{UserID: "alice"}
 	ns := testenv.Unique(t, "held-judge")
 	w.c.Configure(t, ns, map[string]any{"conflict_policy": "auto_reinforce"})
-	set(t, w.tc, ns, "home", "carol's home city is Lisbon", carol)
-	set(t, w.tc, ns, "drink", "carol drinks green tea every morning", carol)
-	set(t, w.tc, ns, "residence", "carol's home city is Berlin", carol)
+	set(t, w.tc, ns, "home", "alice's home city is Lisbon", alice)
+	set(t, w.tc, ns, "drink", "alice drinks green tea every morning", alice)
+	if a := set(t, w.tc, ns, "residence", "alice's home city is Berlin", alice); a.Verdict != "new" {
+		// Below the conflict threshold: only the resolver's floor marks it.
+		t.Fatalf("the update's verdict is %s; the test needs its peer under LOOM_CONFLICT_THRESHOLD", a.Verdict)
+	}
 
 	pool := env.PG(t)
 	owed := func() int64 {
@@ -63,13 +66,13 @@ func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 		mark := time.Now()
 		testenv.Eventually(t, 60*time.Second, "a resolver pass to end", func() bool { return lastRun().After(mark) })
 	}
-	if n := carolsCalls(); n != 0 {
+	if n := berlinCalls(); n != 0 {
 		t.Fatalf("%d model calls for the held org's rows; want none", n)
 	}
 	if n := owed(); n < 1 {
 		t.Fatal("the held org's update is no longer owed with no attempt spent")
 	}
-	if home := get(t, w.tc, ns, "home", carol); home.Status != "active" {
+	if home := get(t, w.tc, ns, "home", alice); home.Status != "active" {
 		t.Fatalf("while held the older row is %s; want it left active, unjudged", home.Status)
 	}
 
@@ -77,11 +80,11 @@ func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 		t.Fatalf("release: %+v, %v", h, err)
 	}
 	drained(t, pool, resolverWorker, org)
-	home, residence := get(t, w.tc, ns, "home", carol), get(t, w.tc, ns, "residence", carol)
+	home, residence := get(t, w.tc, ns, "home", alice), get(t, w.tc, ns, "residence", alice)
 	if home.Status != "superseded" || home.SupersededBy != residence.MemoryID {
 		t.Fatalf("after the release the older row is %s behind %q; want superseded behind %s", home.Status, home.SupersededBy, residence.MemoryID)
 	}
-	if n := carolsCalls(); n != 1 {
+	if n := berlinCalls(); n != 1 {
 		t.Fatalf("%d model calls after the release; want the update's one", n)
 	}
 }
