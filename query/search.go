@@ -201,6 +201,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 		return nil, err
 	}
 	ans.PendingExtraction = plan.pendingExtraction
+	s.recordRecalls(ctx, p.Org, ans.Hits)
 	return ans, nil
 }
 
