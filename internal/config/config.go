@@ -171,9 +171,7 @@ type Query struct {
 	TopKMax        int           // LOOM_SEARCH_TOP_K_MAX
 	MinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
 	PriorCap       float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
-	// RecordRecalls counts each memory a search serves, for the usage fold's recall_count
-	// (LOOM_SEARCH_RECALLS_ENABLED).
-	RecordRecalls bool
+	RecordRecalls  bool          // LOOM_SEARCH_RECALLS_ENABLED: count each memory a search serves, for recall_count
 	BM25K1, BM25B  float64       // LOOM_BM25_K1, LOOM_BM25_B
 	Weights        Weights       // weighted fusion's leg weights
 	EmbedCacheSize int           // LOOM_EMBEDDING_CACHE_SIZE
