@@ -35,7 +35,10 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.memory_belief_sources", "loom.memory_evidence",
 		// The session digests of the scope's conversations (internal/evidence), with the
 		// only copies of their data keys.
-		"loom.session_summaries"} {
+		"loom.session_summaries",
+		// The entity communities of the namespace (internal/communities): every one goes,
+		// the next pass recomputes them from the graph that is left.
+		"loom.entity_communities"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/communities"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/heads"
@@ -244,4 +245,24 @@ func (s *Service) SensitivityRelabel(h *memrow.Row, now time.Time) (*memrow.Row,
 		}
 	}
 	return row, kinds
+}
+
+// KeepEntityCommunities replaces a namespace's entity communities with labels (entity
+// → community) the entity_communities pass found (internal/communities), unless an
+// erasure of the org runs (then it keeps nothing and reports false: the pass asks
+// again later).
+func (s *Service) KeepEntityCommunities(ctx context.Context, org, ns string, labels map[string]string, at time.Time) (bool, error) {
+	kept := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		running, err := erasureRunning(ctx, tx, org)
+		if err != nil || running {
+			return err
+		}
+		kept = true
+		return communities.Replace(ctx, tx, org, ns, labels, at)
+	})
+	if err != nil {
+		return false, err
+	}
+	return kept, nil
 }
