@@ -90,7 +90,7 @@ func postgresContent() []Table {
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.entity_communities", Class: Counted,
-			Why: "the entity_communities pass's clusters name the namespace's entities; any erasure in the namespace drops them all, and the next pass recomputes them from what is left",
+			Why:   "the entity_communities pass's clusters name the namespace's entities; any erasure in the namespace drops them all, and the next pass recomputes them from what is left",
 			Scope: `t.org = p.org AND t.namespace = p.ns`},
 		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
 			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
