@@ -41,7 +41,10 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.session_summaries",
 		// The verbatim chunks cut from the scope's turns, with the only copies of their
 		// data keys, and their lineage.
-		"loom.memory_chunk_sources", "loom.memory_chunks"} {
+		"loom.memory_chunk_sources", "loom.memory_chunks",
+		// The entity communities of the namespace (internal/communities): every one goes,
+		// the next pass recomputes them from the graph that is left.
+		"loom.entity_communities"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -325,7 +325,8 @@ func buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType string
 		Pinned:        req.Pin,
 	}
 	if head != nil {
-		row.MemoryID, row.CreatedAt = head.MemoryID, head.CreatedAt
+		// The memory's recall count is the memory's, whatever version search served.
+		row.MemoryID, row.CreatedAt, row.RecallCount = head.MemoryID, head.CreatedAt, head.RecallCount
 		if head.Live(now) {
 			row.Tags, row.Confidence = head.Tags, head.Confidence
 			row.Pinned = head.Pinned || req.Pin

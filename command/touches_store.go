@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// loom.memory_touches: memory.touch's counts (touch.go) and the usage fold's reads and
-// subtractions (workers/usage_fold.go through the worker API). Every statement of the
-// table is here.
+// loom.memory_touches: memory.touch's counts (touch.go), search's served hits (the
+// recalls column: query/recalls_store.go, the one statement of the table outside this
+// file) and the usage fold's reads and subtractions (workers/usage_fold.go through the
+// worker API).
 
 // recordTouch counts one touch of a memory.
 func (s *Service) recordTouch(ctx context.Context, org, ns, memoryID string) error {
@@ -27,6 +28,7 @@ func (s *Service) recordTouch(ctx context.Context, org, ns, memoryID string) err
 type TouchedMemory struct {
 	Org, Namespace, MemoryID string
 	Touches                  int
+	Recalls                  int // hits search served
 }
 
 // ClaimTouches leases up to limit memories with touches to fold, oldest first, for
@@ -34,27 +36,27 @@ type TouchedMemory struct {
 func (s *Service) ClaimTouches(ctx context.Context, limit int, lease time.Duration) ([]TouchedMemory, error) {
 	rows, err := s.pool.Query(ctx, `UPDATE loom.memory_touches t SET lease_until = now() + $2::interval
 		FROM (SELECT org, namespace, memory_id FROM loom.memory_touches
-			WHERE touches > 0 AND (lease_until IS NULL OR lease_until < now())
+			WHERE (touches > 0 OR recalls > 0) AND (lease_until IS NULL OR lease_until < now())
 			ORDER BY first_at LIMIT $1 FOR UPDATE SKIP LOCKED) p
 		WHERE t.org = p.org AND t.namespace = p.namespace AND t.memory_id = p.memory_id
-		RETURNING t.org, t.namespace, t.memory_id::text, t.touches`, limit, lease.String())
+		RETURNING t.org, t.namespace, t.memory_id::text, t.touches, t.recalls`, limit, lease.String())
 	if err != nil {
 		return nil, fmt.Errorf("claim the touches to fold: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TouchedMemory, error) {
 		var m TouchedMemory
-		return m, r.Scan(&m.Org, &m.Namespace, &m.MemoryID, &m.Touches)
+		return m, r.Scan(&m.Org, &m.Namespace, &m.MemoryID, &m.Touches, &m.Recalls)
 	})
 }
 
-// FoldTouches takes n folded touches off a memory's count, in the transaction that
-// commits them (tx), and forgets a count folded whole.
+// FoldTouches takes n folded touches and m's recalls off a memory's counts, in the
+// transaction that commits them (tx), and forgets counts folded whole.
 func FoldTouches(ctx context.Context, tx pgx.Tx, m TouchedMemory, n int) error {
-	if _, err := tx.Exec(ctx, `UPDATE loom.memory_touches SET touches = greatest(touches - $4, 0), lease_until = NULL
-		WHERE org = $1 AND namespace = $2 AND memory_id = $3`, m.Org, m.Namespace, m.MemoryID, n); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE loom.memory_touches SET touches = greatest(touches - $4, 0), recalls = greatest(recalls - $5, 0), lease_until = NULL
+		WHERE org = $1 AND namespace = $2 AND memory_id = $3`, m.Org, m.Namespace, m.MemoryID, n, m.Recalls); err != nil {
 		return fmt.Errorf("take the folded touches off: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM loom.memory_touches WHERE org = $1 AND namespace = $2 AND memory_id = $3 AND touches = 0`,
+	if _, err := tx.Exec(ctx, `DELETE FROM loom.memory_touches WHERE org = $1 AND namespace = $2 AND memory_id = $3 AND touches = 0 AND recalls = 0`,
 		m.Org, m.Namespace, m.MemoryID); err != nil {
 		return fmt.Errorf("forget the folded touches: %w", err)
 	}
@@ -84,7 +86,7 @@ func (s *Service) ReleaseTouches(ctx context.Context, m TouchedMemory, delay tim
 // OwedTouches counts the memories whose touches wait to be folded.
 func (s *Service) OwedTouches(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.memory_touches WHERE touches > 0`).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.memory_touches WHERE touches > 0 OR recalls > 0`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the touches owed: %w", err)
 	}
 	return n, nil

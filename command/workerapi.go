@@ -2,11 +2,13 @@ package command
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/communities"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/heads"
@@ -211,4 +213,50 @@ func (s *Service) KeepSessionDigest(ctx context.Context, d evidence.Digest, text
 		return false, err
 	}
 	return evidence.InsertDigest(ctx, s.pool, d)
+}
+
+// SensitivityRelabel is the sensitivity sweep's copy of a head written by a path that
+// skips detection (workers/sensitivity_sweep.go): when the write path's detector finds
+// secret or personal data in its value or key, a copy labelled high that keeps only the
+// sensitive retention (LOOM_MEMORY_SENSITIVE_RETENTION_DAYS), as memory.set would have
+// labelled it, and the kinds found; nil when it finds nothing or the head is high.
+func (s *Service) SensitivityRelabel(h *memrow.Row, now time.Time) (*memrow.Row, []string) {
+	if h.Sensitivity == memrow.SensitivityHigh || len(h.Value) == 0 {
+		return nil, nil
+	}
+	kinds := detectSensitive(memrow.ValueText(h.Value) + " " + h.MemoryKey)
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	row := copyOf(h)
+	row.Sensitivity = memrow.SensitivityHigh
+	if s.cfg.SensitiveRetention > 0 {
+		if at := now.Add(s.cfg.SensitiveRetention).UTC(); row.ExpiresAt == nil || at.Before(*row.ExpiresAt) {
+			row.ExpiresAt = &at
+			if row.OnExpire == "" {
+				row.OnExpire = ExpireTombstone
+			}
+		}
+	}
+	return row, kinds
+}
+
+// KeepEntityCommunities replaces a namespace's entity communities with labels (entity
+// → community) the entity_communities pass found (internal/communities), unless an
+// erasure of the org runs (then it keeps nothing and reports false: the pass asks
+// again later).
+func (s *Service) KeepEntityCommunities(ctx context.Context, org, ns string, labels map[string]string, at time.Time) (bool, error) {
+	kept := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		running, err := erasureRunning(ctx, tx, org)
+		if err != nil || running {
+			return err
+		}
+		kept = true
+		return communities.Replace(ctx, tx, org, ns, labels, at)
+	})
+	if err != nil {
+		return false, err
+	}
+	return kept, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/communities"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -65,7 +66,14 @@ type entityAnswer struct {
 	Edges     []edgeView `json:"edges"`
 	AsOf      *time.Time `json:"as_of,omitempty"`
 	Barrier   Passed     `json:"barrier"`
+	// Community is the entity's community as the entity_communities pass last found it
+	// (omitted before it has, for a read as_of a past time, and for a token bound to one
+	// user: the namespace's whole graph names other users' entities).
+	Community *communities.Community `json:"community,omitempty"`
 }
+
+// maxCommunityMembers bounds the members an entity read lists of its community.
+const maxCommunityMembers = 50
 
 // graphRead is what one entity read asks for.
 type graphRead struct {
@@ -197,6 +205,11 @@ func (s *Service) readEntity(ctx context.Context, g graphRead) (*entityAnswer, e
 	}
 	if ans.Edges, err = s.entityEdges(ctx, g); err != nil {
 		return nil, err
+	}
+	if g.userID == "" && g.asOf == nil {
+		if ans.Community, err = communities.Read(ctx, s.pool, g.org, g.namespace, g.name, maxCommunityMembers); err != nil {
+			return nil, err
+		}
 	}
 	return ans, nil
 }

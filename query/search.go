@@ -257,6 +257,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 		}
 	}
 	capPage(plan.caps, ans)
+	s.recordRecalls(ctx, p.Org, ans.Hits)
 	return ans, nil
 }
 

@@ -25,13 +25,36 @@ type passStats struct {
 	owed     int64
 }
 
-// PassHealth is what /v1/health shows of a pass.
+// PassHealth is what /v1/health's `passes` shows of a pass: this process's account of
+// it (enabled here, its last run, rows done and failures here, and the rows the
+// deployment owes it as its last pass read them) and, with include=workers, its queue
+// as the deployment's loom.worker_items holds it (WithQueues).
 type PassHealth struct {
-	Enabled  bool       `json:"enabled"`
-	LastRun  *time.Time `json:"last_run,omitempty"`
-	RowsDone int64      `json:"rows_done"`
-	RowsOwed int64      `json:"rows_owed"`
-	Failures int64      `json:"failures"`
+	Enabled  bool         `json:"enabled"`
+	LastRun  *time.Time   `json:"last_run,omitempty"`
+	RowsDone int64        `json:"rows_done"`
+	RowsOwed int64        `json:"rows_owed"`
+	Failures int64        `json:"failures"`
+	Queue    *QueueHealth `json:"queue,omitempty"`
+}
+
+// WithQueues is one view of the passes: each pass's account in this process (passes;
+// nil: this process runs no workers role, so every pass is off here) with its queue
+// from queues joined in as `queue`.
+func WithQueues(passes map[string]PassHealth, queues map[string]QueueHealth) map[string]PassHealth {
+	out := map[string]PassHealth{}
+	for _, w := range Names() {
+		h, ok := passes[w]
+		if !ok && queues == nil {
+			continue
+		}
+		// The paced loops (usage_fold, session_digest) keep no worker_items: rows_owed is theirs.
+		if q, ok := queues[w]; ok && Fed(w) {
+			h.Queue = &q
+		}
+		out[w] = h
+	}
+	return out
 }
 
 // passMetrics are the passes' series.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/llm"
@@ -64,6 +65,8 @@ type Service struct {
 	// stats and passMetrics are each worker's account (passes.go).
 	stats       map[string]*passStats
 	passMetrics passMetrics
+	// ch is ClickHouse, for the passes that read a projection (UseClickHouse).
+	ch *ch.Conn
 }
 
 // New returns the workers role over the write side cmd.
@@ -73,9 +76,9 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		cfg: cfg, pipe: pipe, extraction: extraction,
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
 			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
-			workerSessionDigest: make(chan struct{}, 1)},
+			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
-			workerUsageFold: {}, workerSessionDigest: {}},
+			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}},
 		digestWait:  map[string]time.Time{},
 		passMetrics: newPassMetrics(reg),
 		outage:      llm.NewOutage(log, "conflict resolver"),
@@ -113,6 +116,10 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.UsageFold.Interval, time.Minute)
 	case workerSessionDigest:
 		return min(s.cfg.SessionDigest.Interval, time.Minute)
+	case workerSensitivity:
+		return min(s.cfg.SensitivitySweep.Interval, time.Minute)
+	case workerCommunities:
+		return min(s.cfg.Communities.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -138,12 +145,14 @@ func Group(worker string) string {
 
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
-	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest}
+	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
 // the usage fold and the session digests are paced loops over their own tables.
-func Fed(worker string) bool { return worker != workerUsageFold && worker != workerSessionDigest }
+func Fed(worker string) bool {
+	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities
+}
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
 // calls a model, a provider is configured (without one the pass would read nothing and
@@ -154,6 +163,10 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.Embedding.Enabled
 	case workerUsageFold:
 		return s.cfg.UsageFold.Enabled
+	case workerSensitivity:
+		return s.cfg.SensitivitySweep.Enabled
+	case workerCommunities:
+		return s.cfg.Communities.Enabled
 	}
 	if s.models == nil || !s.models.Configured() {
 		return false
@@ -247,6 +260,16 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 		if d.Kind == revisions.Revision && (worker == workerEmbedding && stubRevision(d.Env) || worker != workerEmbedding && writesValue(d.Env)) {
 			envs = append(envs, d.Env)
 		}
+	}
+	if worker == workerSensitivity {
+		// The pass reads the head strong; nothing of the content is needed here.
+		var items []workItem
+		for _, env := range envs {
+			if owesSweep(env, now, s.cfg.SensitivitySweep.MaxAge) {
+				items = append(items, itemOf(worker, env))
+			}
+		}
+		return items, nil
 	}
 	if worker == workerResolver {
 		owed := envs[:0]
@@ -394,5 +417,9 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunUsageFold(ctx)
 	case workerSessionDigest:
 		s.RunSessionDigests(ctx)
+	case workerSensitivity:
+		s.RunSensitivitySweep(ctx)
+	case workerCommunities:
+		s.RunEntityCommunities(ctx)
 	}
 }

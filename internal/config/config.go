@@ -171,6 +171,7 @@ type Query struct {
 	TopKMax        int           // LOOM_SEARCH_TOP_K_MAX
 	MinScore       float64       // LOOM_MEMORY_SEARCH_MIN_SCORE: below it a search abstains (below_threshold)
 	PriorCap       float64       // LOOM_MEMORY_PRIOR_CAP: the most the prior group moves a hit's score (fraction)
+	RecordRecalls  bool          // LOOM_SEARCH_RECALLS_ENABLED: count each memory a search serves, for recall_count
 	BM25K1, BM25B  float64       // LOOM_BM25_K1, LOOM_BM25_B
 	Weights        Weights       // weighted fusion's leg weights
 	EmbedCacheSize int           // LOOM_EMBEDDING_CACHE_SIZE
@@ -488,6 +489,7 @@ func readQuery(r *reader) Query {
 		TopKMax:        r.int("LOOM_SEARCH_TOP_K_MAX", 100),
 		MinScore:       r.float("LOOM_MEMORY_SEARCH_MIN_SCORE", 0.3),
 		PriorCap:       r.float("LOOM_MEMORY_PRIOR_CAP", 0.05),
+		RecordRecalls:  r.bool("LOOM_SEARCH_RECALLS_ENABLED", true),
 		BM25K1:         r.float("LOOM_BM25_K1", 1.2),
 		BM25B:          r.float("LOOM_BM25_B", 0.75),
 		Weights: Weights{

@@ -26,6 +26,12 @@ type Workers struct {
 	// SessionDigest is the session_digest pass (LOOM_SESSION_DIGEST_*): a digest of each
 	// user's session, one model call per window of new turns.
 	SessionDigest SessionDigest
+	// SensitivitySweep is the sensitivity sweep (LOOM_SENSITIVITY_SWEEP_*): the rule-based
+	// detector run over the rows written by paths that skip it, high ones relabelled.
+	SensitivitySweep Pass
+	// Communities is the entity_communities pass (LOOM_ENTITY_COMMUNITIES_*, off by
+	// default): label propagation over each namespace's co-occurrence graph.
+	Communities Pass
 }
 
 // SessionDigest is the session_digest pass (workers/session_digests.go): a session
@@ -119,6 +125,9 @@ func readWorkers(r *reader, llm LLM) Workers {
 		},
 	}
 	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
+	w.SensitivitySweep = readPass(r, "LOOM_SENSITIVITY_SWEEP", true, 100, 30*time.Second)
+	w.SensitivitySweep.MaxAge = r.days("LOOM_SENSITIVITY_SWEEP_MAX_AGE_DAYS", 30)
+	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)
 	w.SessionDigest = SessionDigest{
 		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
 		MinTurns: r.int("LOOM_SESSION_DIGEST_MIN_TURNS", 20),
@@ -138,7 +147,8 @@ func (w Workers) Validate() error {
 		audit = errors.New("LOOM_AUDIT_CHECKPOINT_INTERVAL_MS must not be negative and LOOM_AUDIT_CHECKPOINT_MAX_ROWS must be positive")
 	}
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
-		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate())
+		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate(),
+		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"))
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

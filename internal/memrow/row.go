@@ -69,6 +69,7 @@ type Row struct {
 	Entities           []string        `json:"entities"`
 	Confidence         float64         `json:"confidence"`
 	ReinforcementCount int             `json:"reinforcement_count"`
+	RecallCount        int             `json:"recall_count,omitempty"` // times search served the memory, folded by workers/usage_fold.go
 	Actor              string          `json:"actor"`
 	SourceClass        string          `json:"source_class"`
 	EmbeddingModel     string          `json:"embedding_model"`

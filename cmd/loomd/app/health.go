@@ -74,9 +74,12 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	if h, ok := p.IndexHealth(); ok {
 		body["index"] = h
 	}
-	// The workers' passes in this process: last run, rows done, rows owed, failures.
+	// The workers' passes in this process: last run, rows done, rows owed, failures;
+	// with include=workers, each joined by its queue below.
+	var passes map[string]workers.PassHealth
 	if p.Cfg.Roles.Has(config.RoleWorkers) && p.Workers != nil {
-		body["passes"] = p.Workers.Health()
+		passes = p.Workers.Health()
+		body["passes"] = passes
 	}
 	include := strings.Split(c.Query("include"), ",")
 	// One wait for everything the details read, so a frozen Postgres holds liveness
@@ -105,11 +108,14 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 			body["postgres"] = pgState
 		}
 	}
-	// The workers' queues: owed, done, failures and the last item done, per worker.
+	// The workers' queues: owed, done, failures and the last item done, per worker, in
+	// each pass's `queue`. `workers` repeats them by name, as before `passes` held them
+	// (deprecated: read `passes`).
 	if slices.Contains(include, "workers") {
 		if q, err := workers.ReadQueueHealth(ctx, p.PG); err != nil {
 			body["workers"] = failed(err)
 		} else {
+			body["passes"] = workers.WithQueues(passes, q)
 			body["workers"] = q
 		}
 	}

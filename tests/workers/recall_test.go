@@ -1,0 +1,62 @@
+package workers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// Every memory a search serves counts one recall, and the usage fold folds the count
+// into the memory's recall_count, which memory.get and later hits show: a memory three
+// searches served reads recall_count 3 with its version kept, one no search served
+// reads 0, and the counts folded are gone from the table.
+func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
+	const org = "recalls"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "recall")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	served, err := w.tc.Set(ctx, ns, "lunch", client.SetRequest{Value: "the team lunch is on friday at noon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.tc.Set(ctx, ns, "parking", client.SetRequest{Value: "visitor parking is behind building C"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ans.Hits) != 1 || ans.Hits[0].MemoryKey != "lunch" {
+			t.Fatalf("search %d: %+v; want the lunch memory alone", i, ans.Hits)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the recalls counted and folded", func() bool {
+		m, err := w.tc.Get(ctx, ns, "lunch", client.Identity{}, time.Time{})
+		return err == nil && m.RecallCount == 3 &&
+			testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1 AND namespace = $2`, org, ns) == 0
+	})
+	lunch, parking := get(t, w.tc, ns, "lunch", client.Identity{}), get(t, w.tc, ns, "parking", client.Identity{})
+	if lunch.VersionText != served.VersionText || lunch.ReinforcementCount != 0 {
+		t.Fatalf("lunch after three searches: version %s, reinforcement %d; want its version %s kept and no reinforcement",
+			lunch.VersionText, lunch.ReinforcementCount, served.VersionText)
+	}
+	if parking.RecallCount != 0 {
+		t.Fatalf("parking, which no search served: recall_count %d", parking.RecallCount)
+	}
+	// The search index learns the folded count from the topic: a hit shows it.
+	testenv.Eventually(t, 30*time.Second, "a hit showing the folded recalls", func() bool {
+		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})
+		return err == nil && len(ans.Hits) == 1 && ans.Hits[0].RecallCount >= 3
+	})
+}
