@@ -244,7 +244,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending}
 	if req.Trace {
-		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
+		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q, AsOf: req.AsOf}
 	}
 	return plan, nil
 }
