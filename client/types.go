@@ -467,6 +467,9 @@ type SearchTrace struct {
 	CreatedAt time.Time       `json:"created_at"`
 	ExpiresAt time.Time       `json:"expires_at"`
 	Trace     json.RawMessage `json:"trace"`
+	// StaleDropped counts the memories the trace named that are no longer served,
+	// left out of it.
+	StaleDropped int `json:"stale_dropped"`
 }
 
 // Hit is a search hit: the key's current head and what ranked it.

@@ -72,6 +72,8 @@ var keyHandlers = map[string]keyHandler{
 	// memory.copy and memory.move (move.go).
 	"copy": (*Service).handleCopyMemory,
 	"move": (*Service).handleMoveMemory,
+	// memory.assign_category (assign_category.go).
+	"assign_category": (*Service).handleAssignCategory,
 }
 
 // deleteOp is memory.delete: a tombstone over the head, which keeps the head's text

@@ -151,6 +151,10 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("erase the decision records of %s: %w", ns, err)
 	}
 	counts[decisionRecordsTable] = n
+	if n, err = eraseCategoryLinks(ctx, tx, args); err != nil {
+		return nil, fmt.Errorf("erase the category links of %s: %w", ns, err)
+	}
+	counts[categoryLinksTable] = n
 	// The keys go after their revisions: a user's keys are those left without one.
 	if n, err = destroyScopeKeys(ctx, tx, args); err != nil {
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)

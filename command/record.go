@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auditchain"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -35,11 +36,12 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 	if err != nil {
 		return nil, nil, fmt.Errorf("name the revision's user: %w", err)
 	}
+	salt := auditchain.SubjectSalt(dataKey, recordID)
 	sealed, err := events.Seal(dataKey, recordID, &events.Content{
 		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations,
 		Embedding: r.vector, KeyEmbedding: r.keyVector, ChunkEmbeddings: vectors(r.chunkVectors),
-		UserID: row.UserID, ContentSHA256: row.ContentSHA256,
+		UserID: row.UserID, ContentSHA256: row.ContentSHA256, SubjectSalt: salt,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("seal revision content: %w", err)
@@ -50,6 +52,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 		Revision: revisionOf(row, userRef, r.op, r.prevVersion, r.requestID),
 		Sealed:   sealed,
 	}
+	env.Revision.SubjectCommitment = auditchain.SubjectCommitment(salt, row.MemoryKey, row.ContentSHA256, row.UserID)
 	value, err = events.Encode(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)

@@ -195,4 +195,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Put("/orgs/self/model-calls", s.handlePutModelCalls)
 	g.Post("/namespaces/:ns/decisions", s.handleDecisionRecord)
 	g.Delete("/namespaces/:ns", s.handleDeleteNamespace)
+	// Diagnostic reports (namespace_validate.go, namespace_tune.go).
+	g.Get("/namespaces/:ns/validate", s.handleValidateNamespace)
+	g.Get("/namespaces/:ns/tune", s.handleTuneNamespace)
 }

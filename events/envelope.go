@@ -109,6 +109,10 @@ type Revision struct {
 	DuplicateOf   string     `json:"duplicate_of,omitempty"`
 	ConflictWith  []string   `json:"conflict_with,omitempty"`
 	JudgementOwed bool       `json:"judgement_owed,omitempty"`
+	// SubjectCommitment commits to the revision's key, content hash and user id under
+	// the sealed Content.SubjectSalt (internal/auditchain, subject.go): the audit chain
+	// hashes it, so an erasure that scrubs the three leaves the chain whole.
+	SubjectCommitment string `json:"subject_commitment,omitempty"`
 }
 
 // Encode validates e and returns its JSON, with every time in UTC. e is not modified.

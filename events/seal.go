@@ -42,6 +42,9 @@ type Content struct {
 	// lowercase hex), sealed so that destroying the data key leaves neither readable.
 	UserID        string `json:"user_id,omitempty"`
 	ContentSHA256 string `json:"content_sha256,omitempty"`
+	// SubjectSalt is the salt of Revision.SubjectCommitment: the audit row keeps it
+	// beside the fields it commits, and an erasure scrubs it with them.
+	SubjectSalt string `json:"subject_salt,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

@@ -16,7 +16,7 @@ import (
 // included) and the fields an erasure scrubs, which the chain leaves out.
 type auditRow struct {
 	auditchain.Row
-	memoryKey, userID, contentSHA256 string
+	memoryKey, userID, contentSHA256, subjectSalt string
 }
 
 // chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
@@ -74,10 +74,10 @@ func revisionAudit(env *events.Envelope, c *events.Content) *auditRow {
 	r := &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: v.Op,
 		EventType: string(env.Type), OccurredAt: seconds(env.CommittedAt), Actor: v.Actor, Agent: v.Agent, SessionID: v.SessionID,
 		MemoryID: mustUUID(v.MemoryID).String(), Version: uint64(v.Version), SourceClass: v.SourceClass, Status: v.Status,
-		RequestID: v.RequestID}, memoryKey: c.MemoryKey}
+		RequestID: v.RequestID, SubjectCommitment: v.SubjectCommitment}, memoryKey: c.MemoryKey}
 	if c.MemoryKey != "" {
 		// Opened: revisions.Open lifted the sealed user id and content digest in.
-		r.userID, r.contentSHA256 = v.UserID, v.ContentSHA256
+		r.userID, r.contentSHA256, r.subjectSalt = v.UserID, v.ContentSHA256, c.SubjectSalt
 	}
 	return r
 }

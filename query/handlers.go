@@ -448,6 +448,17 @@ func (s *Service) handleInventory(c *fiber.Ctx) error {
 	return send(c)(s.inventory(ctx, p, ns))
 }
 
+// The categories read (categories.go).
+func (s *Service) handleCategories(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.categories(ctx, p, ns))
+}
+
 func (s *Service) handleInspect(c *fiber.Ctx) error {
 	p, id, err := readKey(c)
 	if err != nil {

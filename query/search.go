@@ -306,7 +306,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending,
 		hasTurns: read.hasTurns, caps: caps}
 	if req.Trace {
-		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q}
+		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q, AsOf: req.AsOf}
 	}
 	return plan, nil
 }

@@ -161,6 +161,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories\\:aggregate", s.handleAggregate)
 	g.Post("/namespaces/:ns/memories\\:statuses", s.handleStatuses)
 	g.Get("/namespaces/:ns/inventory", s.handleInventory)
+	g.Get("/namespaces/:ns/categories", s.handleCategories)
 	g.Get("/namespaces/:ns/memories/:key/inspect", s.handleInspect)
 	// A session's newest digest (session_digest.go).
 	g.Get("/namespaces/:ns/sessions/:session_id/digest", s.handleSessionDigest)

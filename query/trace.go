@@ -39,6 +39,8 @@ type searchTrace struct {
 	Grounding  grounding        `json:"grounding"`
 	Rerank     rerankOutcome    `json:"rerank"`
 	Verdict    Verdict          `json:"verdict"`
+	// AsOf is an as_of replay's time: its trace is read back as kept (trace_recheck.go).
+	AsOf *time.Time `json:"as_of,omitempty"`
 }
 
 type traceLeg struct {
@@ -180,6 +182,9 @@ type traceAnswer struct {
 	CreatedAt time.Time       `json:"created_at"`
 	ExpiresAt time.Time       `json:"expires_at"`
 	Trace     json.RawMessage `json:"trace"`
+	// StaleDropped counts the memories the trace named that the authority no longer
+	// serves, left out of it (trace_recheck.go).
+	StaleDropped int `json:"stale_dropped"`
 }
 
 // searchTraceOf is memory.search_trace: a kept trace, to a token of its org that
@@ -210,5 +215,8 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 		}
 	}
 	a.TraceID = id.String()
+	if a.Trace, a.StaleDropped, err = s.recheckTrace(ctx, p.Org, namespaces, a.Trace); err != nil {
+		return nil, err
+	}
 	return &a, nil
 }

@@ -112,6 +112,11 @@ var documentedRoutes = map[string][]string{
 	"/v1/token":                                      {"get"},
 	"/v1/namespaces/{ns}/memories/{key}:unsupersede": {"post"},
 	"/v1/namespaces/{ns}/memories:ask":               {"post"},
+	// Categories and the namespace's diagnostic reports (issue 33's remainder).
+	"/v1/namespaces/{ns}/memories/{key}:assign_category": {"post"},
+	"/v1/namespaces/{ns}/categories":                     {"get"},
+	"/v1/namespaces/{ns}/validate":                       {"get"},
+	"/v1/namespaces/{ns}/tune":                           {"get"},
 }
 
 // customMethodRoutes are registered routes whose last path segment is

@@ -6,6 +6,8 @@
 // A row's hash covers the fields an erasure leaves: an erasure scrubs an audit row's
 // key, content hash and user id in place, and a replay of the topic after it cannot
 // open those at all, so they are outside the hash and a replay writes the same hashes.
+// The hash covers instead a salted commitment to them that the erasure leaves
+// (subject.go), which a walk checks the fields against while they are there.
 // The projector computes the hashes from the records, so the write path pays nothing.
 package auditchain
 
@@ -45,6 +47,12 @@ type Row struct {
 	SourceClass    string
 	Status         string
 	RequestID      string
+	// SubjectCommitment commits to the scrubbable fields (subject.go); "" on a row
+	// written before commitments, which hashes as it did.
+	SubjectCommitment string
+	// Subject is the scrubbable fields as stored: checked against the commitment by a
+	// walk, never hashed.
+	Subject Subject
 
 	PrevHash string
 	RowHash  string
@@ -78,6 +86,10 @@ func Hash(prev string, r Row) string {
 	put(r.SourceClass)
 	put(r.Status)
 	put(r.RequestID)
+	if r.SubjectCommitment != "" {
+		put("subject")
+		put(r.SubjectCommitment)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -80,6 +80,9 @@ func (w *Walker) Step(r Row) *Break {
 	if got := Hash(r.PrevHash, r); got != r.RowHash {
 		return w.broken(r.Seq, "the row's fields do not hash to its row_hash (stored %s, computed %s): the row was changed", short(r.RowHash), short(got))
 	}
+	if why := checkSubject(r.SubjectCommitment, r.Subject); why != "" {
+		return w.broken(r.Seq, "%s", why)
+	}
 	if r.PrevHash != w.lastHash && !w.purged(w.lastSeq+1) {
 		if w.lastHash == "" && !w.chained {
 			return w.broken(r.Seq, "the first chained row names a previous row (%s) the namespace does not hold", short(r.PrevHash))

@@ -79,8 +79,10 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 		// The content hash goes with the key: an unkeyed SHA-256 of a short value lets
 		// a dictionary of guesses confirm what was erased. The user id goes too: the
 		// trail keeps who acted (actor, agent) and what happened, not whom it was about.
-		m.Set = "memory_key = '', content_sha256 = '', user_id = ''"
-		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '')"
+		// The salt of the row's subject commitment goes with them (internal/auditchain):
+		// kept, it would let the same dictionary test guesses against the commitment.
+		m.Set = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = ''"
+		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '')"
 	}
 	return m
 }

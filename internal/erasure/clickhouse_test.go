@@ -21,8 +21,8 @@ func TestEraseMutation(t *testing.T) {
 		t.Fatalf("memory: %+v", m)
 	}
 	audit := eraseMutation(tableset.Serving(), "audit_log", fences, false)
-	if audit.Set != "memory_key = '', content_sha256 = '', user_id = ''" ||
-		!strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '' OR user_id != '')") {
+	if audit.Set != "memory_key = '', content_sha256 = '', user_id = '', subject_salt = ''" ||
+		!strings.HasSuffix(audit.Where, " AND (memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '')") {
 		t.Fatalf("audit_log without a purge: %+v", audit)
 	}
 	if g := eraseMutation(tableset.Of(4), "audit_log", fences, false); g.Table != "audit_log__g4" || g.Set != audit.Set || g.Where != audit.Where {

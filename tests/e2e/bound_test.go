@@ -187,6 +187,9 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		probe{http.MethodPost, ns + "/memories/drink:copy", `{"user_id": "bob", "target_user_id": "alice", "target_key": "stolen"}`, writes(404), nil},
 		probe{http.MethodPost, ns + "/memories/drink:move", `{"user_id": "bob", "target_user_id": "alice", "target_key": "stolen"}`, writes(404), nil},
 		probe{http.MethodPost, ns + "/memories/city:copy", `{"target_user_id": "bob"}`, writes(403, 404), nil}) // 404 once a clear probe took city
+	// memory.assign_category: bob's memory is not found, as a copy writer's.
+	keyMethods = append(keyMethods,
+		probe{http.MethodPost, ns + "/memories/drink:assign_category", `{"user_id": "bob", "categories": ["stolen"]}`, writes(404), nil})
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	minimalHealth := func(b []byte) error {
 		if strings.TrimSpace(string(b)) != `{"status":"ok"}` {
@@ -363,6 +366,11 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		}}),
 		"GET /v1/namespaces/:ns/graph/entities/:name": probes(
 			probe{http.MethodGet, ns + "/graph/entities/" + url.PathEscape("Zebrafinch Works"), "", anyRole(200, 404), nil}),
+		// The categories read counts alice's rows and the shared scope's; validate and
+		// tune name or read every user's rows: refused to a bound token.
+		"GET /v1/namespaces/:ns/categories": probes(probe{http.MethodGet, ns + "/categories", "", anyRole(200), nil}),
+		"GET /v1/namespaces/:ns/validate":   probes(probe{http.MethodGet, ns + "/validate", "", anyRole(403), nil}),
+		"GET /v1/namespaces/:ns/tune":       probes(probe{http.MethodGet, ns + "/tune", "", anyRole(403), nil}),
 		// namespace.audit names every writer of the namespace: refused to a bound token.
 		"GET /v1/namespaces/:ns/audit":       probes(probe{http.MethodGet, ns + "/audit", "", anyRole(403), nil}),
 		"GET /v1/namespaces/:ns/extractions": probes(probe{http.MethodGet, ns + "/extractions", "", admins(200), nil}),

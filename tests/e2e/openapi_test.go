@@ -349,6 +349,13 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"Inspect", func() error { _, err := c.Inspect(ctx, ns, "tea", alice); return err }},
 		{"Inventory", func() error { _, err := c.Inventory(ctx, ns); return err }},
+		{"AssignCategory", func() error {
+			_, err := c.AssignCategory(ctx, ns, "tea", client.AssignCategoryRequest{Identity: alice, Categories: []string{"drinks"}})
+			return err
+		}},
+		{"Categories", func() error { _, err := c.Categories(ctx, ns); return err }},
+		{"ValidateNamespace", func() error { _, err := c.ValidateNamespace(ctx, ns); return err }},
+		{"TuneNamespace", func() error { _, err := c.TuneNamespace(ctx, ns); return err }},
 		{"DeleteNamespace", func() error { _, err := c.DeleteNamespace(ctx, ns+"-other"); return err }},
 		{"Search", func() (err error) {
 			found, err = c.Search(ctx, ns, client.SearchRequest{Query: "which tea does alice drink", UserID: "alice", Trace: true})

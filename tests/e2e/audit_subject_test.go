@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auditchain"
+	"github.com/loomplane/loom/internal/ch"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// The audit chain covers each row's key, content hash and user id through a salted
+// commitment the erasure leaves: changing any of the three in ClickHouse (or dropping
+// the salt they were committed under) breaks the verification at that row, and an
+// erasure that scrubs them and their salt leaves the chain whole.
+func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
+	ctx := context.Background()
+	_, c, org := env.OrgAPI(t, nil)
+	tc := c.Typed(t)
+	ns := testenv.Unique(t, "auditsub")
+	pool, conn := env.PG(t), env.CH(t)
+	for _, w := range []struct{ key, value, user string }{
+		{"office", "the office is in Leeds", "alice"}, {"standup", "the standup is at nine", "bob"},
+	} {
+		if _, err := tc.Set(ctx, ns, w.key, client.SetRequest{Value: w.value, Identity: client.Identity{UserID: w.user}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitProjected(t, pool, "main", org, ns)
+	verify := func() error {
+		t.Helper()
+		_, err := auditchain.Verify(ctx, conn, pool, org, ns)
+		return err
+	}
+	if err := verify(); err != nil {
+		t.Fatalf("an untampered chain: %v", err)
+	}
+	var commitment, salt string
+	if err := conn.QueryRow(ctx, "SELECT subject_commitment, subject_salt FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = 1",
+		org, ns).Scan(&commitment, &salt); err != nil || len(commitment) != 64 || salt == "" {
+		t.Fatalf("the first row's subject commitment %q and salt %q (%v)", commitment, salt, err)
+	}
+	set := func(seq int, assign string) {
+		t.Helper()
+		if _, err := conn.Mutate(ctx, ch.Mutation{Table: "audit_log", Set: assign, Where: "org = ? AND namespace = ? AND seq = ?",
+			Args: []any{org, ns, uint64(seq)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tamper := range []struct {
+		seq          int
+		change, undo string
+	}{
+		{1, "memory_key = 'forged'", "memory_key = 'office'"},
+		{2, "user_id = 'mallory'", "user_id = 'bob'"},
+		{1, "content_sha256 = '" + strings.Repeat("0", 64) + "'", ""},
+		{2, "subject_salt = ''", "subject_salt = '" + saltOf(t, conn, org, ns, 2) + "'"},
+	} {
+		undo := tamper.undo
+		if undo == "" {
+			var sha string
+			if err := conn.QueryRow(ctx, "SELECT content_sha256 FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = ?",
+				org, ns, uint64(tamper.seq)).Scan(&sha); err != nil {
+				t.Fatal(err)
+			}
+			undo = "content_sha256 = '" + sha + "'"
+		}
+		set(tamper.seq, tamper.change)
+		err := verify()
+		if brk, ok := err.(*auditchain.Break); !ok || brk.Seq != uint64(tamper.seq) {
+			t.Fatalf("%s at seq %d: %v, want the chain broken at that row", tamper.change, tamper.seq, err)
+		}
+		t.Logf("%s: %v", tamper.change, err)
+		set(tamper.seq, undo)
+		if err := verify(); err != nil {
+			t.Fatalf("after undoing %s: %v", tamper.change, err)
+		}
+	}
+
+	// An erasure of alice scrubs her row's fields and salt: the chain stays whole.
+	c.Erasure(t, client.ErasureRequest{Namespace: ns, UserID: "alice"})
+	testenv.WaitProjected(t, pool, "main", org, ns)
+	var key, user, left string
+	if err := conn.QueryRow(ctx, "SELECT memory_key, user_id, subject_salt, subject_commitment FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = 1",
+		org, ns).Scan(&key, &user, &left, &commitment); err != nil || key != "" || user != "" || left != "" || len(commitment) != 64 {
+		t.Fatalf("alice's audit row after the erasure: key %q user %q salt %q commitment %q (%v)", key, user, left, commitment, err)
+	}
+	if err := verify(); err != nil {
+		t.Fatalf("the chain after the erasure: %v", err)
+	}
+}
+
+func saltOf(t *testing.T, conn *ch.Conn, org, ns string, seq int) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), "SELECT subject_salt FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = ?",
+		org, ns, uint64(seq)).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
