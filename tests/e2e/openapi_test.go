@@ -266,6 +266,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		defer s.Close()
 		return io.ReadAll(s)
 	}
+	var ingestionID string // the Ingest call's job, which IngestStatus and CancelIngest read
 	calls := []struct {
 		method string
 		call   func() error
@@ -391,6 +392,10 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			_, err := c.Recall(ctx, ns, client.RecallRequest{Query: "which tea?", Identity: alice})
 			return err
 		}},
+		{"Crystallize", func() error {
+			_, err := c.Crystallize(ctx, ns, client.CrystallizeRequest{Identity: alice}) // no provider: a refusal, checked as any answer
+			return err
+		}},
 		{"Pack", func() error {
 			_, err := c.Pack(ctx, ns, client.PackRequest{Query: "which tea?", UserID: "alice", SessionID: alice.SessionID})
 			return err
@@ -487,6 +492,21 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		{"OutlineDocument", func() error { _, err := c.OutlineDocument(ctx, ns, "spec/a.txt"); return err }},
 		{"DeleteDocument", func() error { _, err := c.DeleteDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"RestoreDocument", func() error { _, err := c.RestoreDocument(ctx, ns, "spec/a.txt", nil); return err }},
+		{"Ingest", func() error {
+			text := "a spec ingestion of quokkas"
+			job, err := c.Ingest(ctx, ns, []client.DocumentInput{{SourceURI: "spec/ingested.txt", Content: &text}})
+			if err != nil {
+				return err
+			}
+			ingestionID = job.IngestionID
+			return nil
+		}},
+		{"IngestStatus", func() error { _, err := c.IngestStatus(ctx, ns, ingestionID); return err }},
+		{"CancelIngest", func() error { _, err := c.CancelIngest(ctx, ns, ingestionID); return err }},
+		{"Synthesize", func() error {
+			_, err := c.Synthesize(ctx, ns, client.KnowledgeSearchRequest{Query: "quokka"}) // no provider: a refusal
+			return err
+		}},
 		{"Ready", func() error { _, err := c.Ready(ctx); return err }},
 		{"Metrics", func() error { _, err := c.Metrics(ctx); return err }},
 		{"ResetProjection", func() error {
