@@ -55,6 +55,7 @@ type searchRequest struct {
 	Grounding       string             `json:"grounding"`
 	Rerank          *bool              `json:"rerank"`
 	SubQueries      *bool              `json:"sub_queries"`
+	SetExpansion    *bool              `json:"set_expansion"`
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
 
