@@ -187,6 +187,11 @@ func (s *Service) expandSet(ctx context.Context, plan *searchPlan, namespaces []
 	for _, w := range text.Words(strings.ToLower(plan.req.Query)) {
 		asked[w] = true
 	}
+	// A best row that holds every word the question asks of its entity answers it:
+	// there is no second hop to take.
+	if h := rows[whole[0].identity.Namespace][whole[0].identityKey()]; h != nil && holdsAll(text.Terms(memrow.ValueText(h.Value)), plan.query.AttributeTerms) {
+		return nil, nil, nil
+	}
 	var names []string
 	for _, c := range seeds {
 		h := rows[c.identity.Namespace][c.identityKey()]
