@@ -30,6 +30,7 @@ type RetrievalSettings struct {
 	Grounding       string            `json:"grounding,omitempty"` // abstain, annotate, off
 	Rerank          *bool             `json:"rerank,omitempty"`
 	SubQueries      *bool             `json:"sub_queries,omitempty"`
+	SetExpansion    *bool             `json:"set_expansion,omitempty"`
 	Recency         *bool             `json:"recency,omitempty"`
 }
 

@@ -316,6 +316,14 @@ type SearchRequest struct {
 	Grounding       string            `json:"grounding,omitempty"`
 	Rerank          *bool             `json:"rerank,omitempty"`
 	SubQueries      *bool             `json:"sub_queries,omitempty"`
+	// SetExpansion searches the names the best hits hold beside the query's words
+	// (nil: the server's default, on).
+	SetExpansion *bool `json:"set_expansion,omitempty"`
+	// Entities, SourceClass and Verified narrow the hits to rows naming every entity,
+	// of one of the source classes, or verified (true) or not (false).
+	Entities    []string `json:"entities,omitempty"`
+	SourceClass []string `json:"source_class,omitempty"`
+	Verified    *bool    `json:"verified,omitempty"`
 	// Trace keeps the search's full trace; the answer names it in TraceID.
 	Trace bool `json:"trace,omitempty"`
 	// Evidence runs the evidence legs (verbatim chunks, session digests) when the scope
@@ -450,6 +458,7 @@ type QueryPlan struct {
 	SubQueries     []string `json:"sub_queries"`
 	AttributeTerms []string `json:"attribute_terms"`
 	DateTerms      []string `json:"date_terms"`
+	Expansion      string   `json:"expansion,omitempty"` // what set expansion searched
 }
 
 // Gate is one check of a search's verdict.
@@ -489,6 +498,7 @@ type Scores struct {
 	Date            *float64 `json:"date,omitempty"`   // 1 when the row states a date the query asks about
 	Rerank          *float64 `json:"rerank,omitempty"` // the reranker's score, when it scored the hit
 	Prior           float64  `json:"prior"`
+	Trust           *float64 `json:"trust,omitempty"` // the provenance tail inside the prior, when not 0
 	Fused           float64  `json:"fused"`
 	Relevance       float64  `json:"relevance"`
 }

@@ -160,13 +160,14 @@ type priorInput struct {
 	updatedAt     time.Time
 	recency       bool
 	now           time.Time
+	trust         float64 // trustOf the head: verification, source class, conflict
 }
 
-// prior is the capped prior group: confidence, reinforcement, the query's tags and,
-// when asked, recency. It multiplies the fused score by at most 1+cap, so a prior
+// prior is the capped prior group: confidence, reinforcement, the query's tags, the
+// provenance tail (trust) and, when asked, recency. It multiplies the fused score by at most 1+cap, so a prior
 // reorders near-ties and never lifts a weak match over a strong one.
 func prior(in priorInput, limit float64) float64 {
-	p := 0.4*(in.confidence-0.5) + 0.2*math.Log1p(float64(in.reinforcement)) + 0.3*float64(in.tagHits)
+	p := 0.4*(in.confidence-0.5) + 0.2*math.Log1p(float64(in.reinforcement)) + 0.3*float64(in.tagHits) + in.trust
 	if in.recency {
 		age := in.now.Sub(in.updatedAt).Hours() / 24
 		p += 0.5 * math.Exp(-age/30)

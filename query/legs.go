@@ -27,6 +27,9 @@ type filter struct {
 	// session: they are in every user's and every session's read scope (search's
 	// shared scope), so they pass the user and session the filter names.
 	shared bool
+	// provenance narrows a search to rows naming entities, of source classes, or
+	// verified (search_provenance.go); the legs do not read it, the heads do.
+	provenance provenanceFilter
 }
 
 // withShared is f with the promoted rows beside its user's or session's rows, when it

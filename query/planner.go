@@ -31,6 +31,9 @@ type queryPlan struct {
 	// DateTerms are index terms of the asked dates the lexical leg also reads (month
 	// names and years), so rows stating such a date in any format enter the pool.
 	DateTerms []string `json:"date_terms"`
+	// Expansion is what set expansion searched (rank.go), filled once the legs ran:
+	// the names the best rows hold beside the question's attribute words.
+	Expansion string `json:"expansion,omitempty"`
 }
 
 // Identifier kinds.
@@ -84,7 +87,7 @@ func init() {
 	}
 	for _, w := range append(append([]string{"day", "days", "week", "weeks", "month", "months", "year", "years", "ago", "last", "next",
 		"past", "this", "coming", "since", "before", "after", "until", "today", "yesterday", "tomorrow", "quarter", "q1", "q2", "q3", "q4",
-		"few", "couple"}, monthNames...), dayNames...) {
+		"few", "couple", "weekend", "weekends"}, monthNames...), dayNames...) {
 		dateWords[text.Stem(w)] = true
 	}
 	for _, m := range monthNames {
@@ -422,6 +425,8 @@ var (
 	yearRE      = regexp.MustCompile(`\b(19\d{2}|20\d{2})\b`)
 	relativeRE  = regexp.MustCompile(`\b(today|yesterday|tomorrow|(?:this|last|next|past|coming|previous)\s+(?:week|month|year|quarter))\b`)
 	agoRE       = regexp.MustCompile(`\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)\s+(day|week|month|year)s?\s+ago\b`)
+	weekendRE   = regexp.MustCompile(`\b(last|this|next|this past|the)\s+weekend\b`)
+	weekdayRE   = regexp.MustCompile(`\b(last|on|this past|next|this)\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b`)
 	lastNRE     = regexp.MustCompile(`\b(?:in\s+)?(?:the\s+)?(?:last|past|previous)\s+(\d+|two|three|four|five|six|seven|eight|nine|ten|few|couple of)\s+(day|week|month|year)s?\b`)
 	numberWords = map[string]int{"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
 		"nine": 9, "ten": 10, "few": 3, "a few": 3, "couple of": 2, "a couple of": 2}
@@ -565,10 +570,68 @@ func (r *dateReader) relativeSpans() {
 		from, to := agoSpan(r.today, atoi(r.part(m, 1)), r.part(m, 2))
 		r.addSpan(m[:2], from, to, true)
 	}
+	for _, m := range weekendRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		from := weekendOf(r.today, r.part(m, 1))
+		r.addSpan(m[:2], from, from.AddDate(0, 0, 2), true)
+	}
+	for _, m := range weekdayRE.FindAllStringSubmatchIndex(r.lower, -1) {
+		at := weekdayOf(r.today, r.part(m, 1), r.part(m, 2))
+		r.addSpan(m[:2], at, at.AddDate(0, 0, 1), true)
+	}
 	for _, m := range lastNRE.FindAllStringSubmatchIndex(r.lower, -1) {
 		n, unit := atoi(r.part(m, 1)), r.part(m, 2)
 		r.addSpan(m[:2], shift(r.today, unit, -n), r.today.AddDate(0, 0, 1), true)
 	}
+}
+
+// weekendOf is the Saturday a weekend starts on: "last weekend" the one before
+// today's week (weeks start on Monday), "this" or "the" weekend today's week's, "next"
+// the one after.
+func weekendOf(today time.Time, which string) time.Time {
+	saturday := today.AddDate(0, 0, -((int(today.Weekday())+6)%7)+5)
+	switch which {
+	case "last", "this past":
+		return saturday.AddDate(0, 0, -7)
+	case "next":
+		return saturday.AddDate(0, 0, 7)
+	}
+	return saturday
+}
+
+// weekdayOf is the day a weekday names: "on", "last" or "this past" Saturday is the
+// latest Saturday before today, "next" the first after it, "this" the one in today's
+// week.
+func weekdayOf(today time.Time, which, name string) time.Time {
+	want := time.Weekday((slices.Index(dayNames, name) + 1) % 7) // dayNames start on Monday
+	switch which {
+	case "next":
+		d := (int(want) - int(today.Weekday()) + 7) % 7
+		if d == 0 {
+			d = 7
+		}
+		return today.AddDate(0, 0, d)
+	case "this":
+		return today.AddDate(0, 0, (int(want)+6)%7-(int(today.Weekday())+6)%7)
+	}
+	d := (int(today.Weekday()) - int(want) + 7) % 7
+	if d == 0 {
+		d = 7
+	}
+	return today.AddDate(0, 0, -d)
+}
+
+// statedSpans are the spans of time a row's text states, its relative ones ("yesterday",
+// "last weekend", "two weeks ago", "on Saturday") read against the day it was said
+// (its valid_at), a span of a week at most: what the date anchor compares with the
+// query's spans.
+func statedSpans(s string, said time.Time) []dateRange {
+	var out []dateRange
+	for _, d := range parseDates(s, said) {
+		if d.Relative && d.To.Sub(d.From) <= 7*24*time.Hour {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // agoSpan is "n units ago": the day then, or the week around it, or its month or year.

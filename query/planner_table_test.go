@@ -79,6 +79,13 @@ func TestPlanReadsRelativeDatesAgainstTheReferenceTime(t *testing.T) {
 		{"what did we do last March?", time.Date(2022, 3, 15, 0, 0, 0, 0, time.UTC), d(2021, 3, 1), d(2021, 4, 1)},
 		{"what was on 5 May?", time.Date(2019, 6, 1, 0, 0, 0, 0, time.UTC), d(2019, 5, 5), d(2019, 5, 6)},
 		{"what did I read in the past 2 days?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 8), d(2023, 5, 11)},
+		// Wednesday 10 May 2023: weeks start on Monday.
+		{"what did we do last weekend?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 6), d(2023, 5, 8)},
+		{"any plans this weekend?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 13), d(2023, 5, 15)},
+		{"what did I cook on Sunday?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 7), d(2023, 5, 8)},
+		{"who called last Wednesday?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 3), d(2023, 5, 4)},
+		{"what is on next Monday?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 15), d(2023, 5, 16)},
+		{"what is due this Friday?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2023, 5, 12), d(2023, 5, 13)},
 		// A written date does not move with the reference time.
 		{"what happened on 14 June 2021?", time.Date(2023, 5, 10, 9, 0, 0, 0, time.UTC), d(2021, 6, 14), d(2021, 6, 15)},
 	}
@@ -91,6 +98,38 @@ func TestPlanReadsRelativeDatesAgainstTheReferenceTime(t *testing.T) {
 		if got := p.Dates[0]; !got.From.Equal(c.from) || !got.To.Equal(c.to) {
 			t.Errorf("%q at %s: span [%s, %s), want [%s, %s)", c.query, c.ref.Format(time.RFC3339), got.From.Format(time.DateOnly),
 				got.To.Format(time.DateOnly), c.from.Format(time.DateOnly), c.to.Format(time.DateOnly))
+		}
+	}
+}
+
+// A turn's relative times are read against when it was said (its valid_at), so a
+// question naming the day in full finds "I got back yesterday" said the day after.
+func TestStatedSpansReadRelativeTimesAgainstWhenTheyWereSaid(t *testing.T) {
+	d := func(y int, m time.Month, dd int) time.Time { return time.Date(y, m, dd, 0, 0, 0, 0, time.UTC) }
+	said := time.Date(2023, 4, 20, 19, 16, 0, 0, time.UTC) // a Thursday
+	cases := []struct {
+		text     string
+		from, to []time.Time
+	}{
+		{"Maria: I just got back from Lisbon yesterday!", []time.Time{d(2023, 4, 19)}, []time.Time{d(2023, 4, 20)}},
+		{"Jonas: I ran the Porto half marathon two weeks ago.", []time.Time{d(2023, 4, 3)}, []time.Time{d(2023, 4, 10)}},
+		{"Aiko: We adopted a beagle last weekend.", []time.Time{d(2023, 4, 15)}, []time.Time{d(2023, 4, 17)}},
+		{"Omar: Did you watch the match on Saturday?", []time.Time{d(2023, 4, 15)}, []time.Time{d(2023, 4, 16)}},
+		// A month or a year is too wide to date a turn by; a written day is mentionedDates'.
+		{"Greta: I stopped eating meat back in March.", nil, nil},
+		{"Ravi: It happened on 3 May 2021.", nil, nil},
+	}
+	for _, c := range cases {
+		got := statedSpans(c.text, said)
+		if len(got) != len(c.from) {
+			t.Errorf("%q: spans %+v, want %d", c.text, got, len(c.from))
+			continue
+		}
+		for i, s := range got {
+			if !s.From.Equal(c.from[i]) || !s.To.Equal(c.to[i]) {
+				t.Errorf("%q: span [%s, %s), want [%s, %s)", c.text, s.From.Format(time.DateOnly), s.To.Format(time.DateOnly),
+					c.from[i].Format(time.DateOnly), c.to[i].Format(time.DateOnly))
+			}
 		}
 	}
 }

@@ -34,6 +34,7 @@ type retrievalSettings struct {
 	Grounding       string  `json:"grounding"`
 	Rerank          bool    `json:"rerank"`
 	SubQueries      bool    `json:"sub_queries"`
+	SetExpansion    bool    `json:"set_expansion"`
 	Recency         bool    `json:"recency"`
 }
 
@@ -46,7 +47,8 @@ func (r retrievalSettings) runs(leg string) bool { return slices.Contains(r.Legs
 // overrides are the request's retrieval fields as one layer.
 func (req *searchRequest) overrides() retrieval.Settings {
 	o := retrieval.Settings{Recipe: req.Recipe, Legs: req.Legs, Weights: req.Weights, Pool: req.Pool, MinScore: req.MinScore,
-		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries}
+		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries,
+		SetExpansion: req.SetExpansion}
 	if req.Recency {
 		o.Recency = &req.Recency
 	}
@@ -62,7 +64,8 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	c := s.cfg.Retrieval
 	out := retrievalSettings{Recipe: retrieval.RecipeDefault, Legs: []string{retrieval.LegVector, retrieval.LegLexical, retrieval.LegKey},
 		Pool: c.LegPool, MinScore: s.cfg.MinScore, MinDistinctness: c.MinDistinctness, Adaptive: c.AdaptiveThresholds,
-		Grounding: c.Grounding, Rerank: s.reranker != nil, SubQueries: c.SubQueries}
+		Grounding: c.Grounding, Rerank: s.reranker != nil, SubQueries: c.SubQueries,
+		SetExpansion: c.SetExpansion}
 	w := s.cfg.Weights
 	out.Weights.Vector, out.Weights.Lexical, out.Weights.Key, out.Weights.Graph = w.Vector, w.Lexical, w.Key, w.Graph
 	recipe := namespace.Recipe
@@ -108,6 +111,9 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	}
 	if layered.SubQueries != nil {
 		out.SubQueries = *layered.SubQueries
+	}
+	if layered.SetExpansion != nil {
+		out.SetExpansion = *layered.SetExpansion
 	}
 	if layered.Recency != nil {
 		out.Recency = *layered.Recency

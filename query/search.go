@@ -46,6 +46,13 @@ type searchRequest struct {
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
 
+	// Entities keeps the rows naming every one of these entities (memory.set's
+	// entities, compared as canonical names); SourceClass the rows of one of these
+	// source classes; Verified the rows memory.verify marked (true) or not (false).
+	Entities    []string `json:"entities"`
+	SourceClass []string `json:"source_class"`
+	Verified    *bool    `json:"verified"`
+
 	// Retrieval settings over the namespace's retrieval_defaults (recipes.go).
 	Recipe          string             `json:"recipe"`
 	Legs            []string           `json:"legs"`
@@ -56,6 +63,7 @@ type searchRequest struct {
 	Grounding       string             `json:"grounding"`
 	Rerank          *bool              `json:"rerank"`
 	SubQueries      *bool              `json:"sub_queries"`
+	SetExpansion    *bool              `json:"set_expansion"`
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
 	// Evidence runs the evidence legs (search_evidence.go) when the scope keeps turns;
@@ -233,9 +241,15 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
+	if pool, err = s.narrowPool(ctx, plan, pool); err != nil {
+		return nil, err
+	}
 	if len(public) > 0 && (len(pool) == 0 || pool[0].relevance < s.cfg.MinScore) {
 		more, moreWhole, err := s.rankPool(ctx, plan, public)
 		if err != nil {
+			return nil, err
+		}
+		if more, err = s.narrowPool(ctx, plan, more); err != nil {
 			return nil, err
 		}
 		pool = append(pool, more...)
@@ -287,6 +301,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	}
 	f := filter{org: p.Org, agent: req.Agent, userID: req.UserID, sessionID: req.SessionID, memoryType: req.MemoryType,
 		tags: req.Tags, tagsAny: req.TagsMode == "any", statuses: statuses, asOf: req.AsOf}
+	f.provenance = provenanceOf(req)
 	f.userID = scopedUser(p, f.userID)
 	f.sessionID = scopedSession(p, f.sessionID)
 	f = f.withShared()
@@ -357,6 +372,9 @@ func (s *Service) checkSearchRequest(req *searchRequest) error {
 		if err := memrow.ValidateName("memory_type", req.MemoryType); err != nil {
 			return err
 		}
+	}
+	if err := checkProvenanceFilter(req); err != nil {
+		return err
 	}
 	if len(req.Tags) > 0 {
 		return memrow.ValidateTags(req.Tags)

@@ -55,12 +55,15 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 				continue
 			}
 			p := prior(priorInput{confidence: h.Confidence, reinforcement: h.ReinforcementCount, tagHits: overlap(plan.req.Tags, h.Tags),
-				updatedAt: h.UpdatedAt, recency: plan.recency(), now: now}, s.cfg.PriorCap)
+				updatedAt: h.UpdatedAt, recency: plan.recency(), now: now, trust: trustOf(h)}, s.cfg.PriorCap)
 			score := c.fused * (1 + p)
 			hits = append(hits, hitView{memoryView: viewOf(h), Score: round6(score), Scores: map[string]float64{
 				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
 				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
+			if t := trustOf(h); t != 0 {
+				hits[len(hits)-1].Scores["trust"] = round6(t)
+			}
 			if plan.settings.keeps(LegGraph) {
 				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores[LegGraph])
 			}
@@ -109,6 +112,9 @@ func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
 		return false
 	}
 	if f.memoryType != "" && h.MemoryType != f.memoryType {
+		return false
+	}
+	if !f.provenance.matches(h) {
 		return false
 	}
 	if len(f.tags) > 0 {

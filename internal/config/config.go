@@ -193,6 +193,7 @@ type Retrieval struct {
 	MinDistinctness    float64       // LOOM_SEARCH_MIN_DISTINCTNESS: background spreads the best hit must stand out by
 	Grounding          string        // LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING: abstain, annotate or off
 	SubQueries         bool          // LOOM_SEARCH_SUB_QUERIES: split multi-part questions
+	SetExpansion       bool          // LOOM_SEARCH_SET_EXPANSION: search again for the names the best hits hold
 	LegPool            int           // LOOM_SEARCH_LEG_POOL: rows each leg ranks at least
 	TraceTTL           time.Duration // LOOM_SEARCH_TRACE_TTL_S: how long a kept search trace is readable
 	Reranker           string        // LOOM_SEARCH_RERANKER: "" (none), llm or cross_encoder
@@ -505,6 +506,7 @@ func readQuery(r *reader) Query {
 			MinDistinctness:    r.float("LOOM_SEARCH_MIN_DISTINCTNESS", 1.25),
 			Grounding:          r.str("LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING", "abstain"),
 			SubQueries:         r.bool("LOOM_SEARCH_SUB_QUERIES", false),
+			SetExpansion:       r.bool("LOOM_SEARCH_SET_EXPANSION", true),
 			LegPool:            r.int("LOOM_SEARCH_LEG_POOL", 200),
 			TraceTTL:           r.seconds("LOOM_SEARCH_TRACE_TTL_S", 900),
 			Reranker:           r.str("LOOM_SEARCH_RERANKER", ""),

@@ -88,6 +88,9 @@ type Settings struct {
 	Rerank *bool `json:"rerank,omitempty"`
 	// SubQueries splits a multi-part question and gives each part its own slots.
 	SubQueries *bool `json:"sub_queries,omitempty"`
+	// SetExpansion searches once more for the names the best hits hold that the query
+	// does not (the bridge of a multi-hop question) and gives those rows slots too.
+	SetExpansion *bool `json:"set_expansion,omitempty"`
 	// Recency adds the recency prior.
 	Recency *bool `json:"recency,omitempty"`
 }
@@ -151,6 +154,9 @@ func (s Settings) Over(o Settings) Settings {
 	}
 	if o.SubQueries != nil {
 		out.SubQueries = o.SubQueries
+	}
+	if o.SetExpansion != nil {
+		out.SetExpansion = o.SetExpansion
 	}
 	if o.Recency != nil {
 		out.Recency = o.Recency
