@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/route"
 )
 
 // memory.assign_category links a memory to categories, or rescinds links: a category
@@ -89,24 +87,6 @@ func nonNil(s []string) []string {
 }
 
 const opAssignCategory = "memory.assign_category"
-
-// handleAssignCategory is POST …/memories/{key}:assign_category.
-func (s *Service) handleAssignCategory(c *fiber.Ctx, key string) error {
-	var body assignCategoryBody
-	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
-		return err
-	}
-	if err := checkCategories(&body); err != nil {
-		return err
-	}
-	return s.measured(c, "memory.assign_category", func(ctx context.Context, o origin) (any, error) {
-		p, ns, err := route.Namespace(c, mayWrite)
-		if err != nil {
-			return nil, err
-		}
-		return s.assignCategory(ctx, p, copyCall{origin: o, namespace: ns, key: key, names: body.names(), version: -1}, body)
-	})
-}
 
 // assignCategory is memory.assign_category: a copy writer of the key's head.
 func (s *Service) assignCategory(ctx context.Context, p auth.Principal, r copyCall, body assignCategoryBody) (copyAnswer, error) {

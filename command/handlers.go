@@ -708,3 +708,37 @@ func (s *Service) handleTouch(c *fiber.Ctx, key string) error {
 		return s.touch(ctx, p, ns, key, body.names())
 	})
 }
+
+// handleAssignCategory is POST …/memories/{key}:assign_category.
+func (s *Service) handleAssignCategory(c *fiber.Ctx, key string) error {
+	var body assignCategoryBody
+	if err := httperr.DecodeBody(c.Body(), &body); err != nil {
+		return err
+	}
+	if err := checkCategories(&body); err != nil {
+		return err
+	}
+	return s.measured(c, "memory.assign_category", func(ctx context.Context, o origin) (any, error) {
+		p, ns, err := route.Namespace(c, mayWrite)
+		if err != nil {
+			return nil, err
+		}
+		return s.assignCategory(ctx, p, copyCall{origin: o, namespace: ns, key: key, names: body.names(), version: -1}, body)
+	})
+}
+
+func (s *Service) handleTuneNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.tuneNamespace(c.UserContext(), p, ns))
+}
+
+func (s *Service) handleValidateNamespace(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	return send(c)(s.validateNamespace(c.UserContext(), p, ns))
+}

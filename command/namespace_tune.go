@@ -6,12 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/httperr"
-	"github.com/loomplane/loom/internal/route"
 )
 
 // namespace.tune reports the calibration the namespace's own vectors suggest for its
@@ -213,12 +210,4 @@ func dot(a, b []float32) float64 {
 func quantile(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-func (s *Service) handleTuneNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, nil)
-	if err != nil {
-		return err
-	}
-	return send(c)(s.tuneNamespace(c.UserContext(), p, ns))
 }

@@ -8,13 +8,11 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/route"
 )
 
 // namespace.validate is a dry run of the namespace's policy over its contents: it
@@ -259,12 +257,4 @@ func headFindings(h *memrow.Row, cfg NamespaceConfig, pol *policy) []finding {
 		out = append(out, at(findingJudgementOwed, severityWarning, "the conflict resolver has not judged the memory yet"))
 	}
 	return out
-}
-
-func (s *Service) handleValidateNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, nil)
-	if err != nil {
-		return err
-	}
-	return send(c)(s.validateNamespace(c.UserContext(), p, ns))
 }
