@@ -55,7 +55,6 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	if err != nil || !viewer.Operator() {
 		return c.JSON(fiber.Map{"status": "ok"})
 	}
-	failed := func(err error) fiber.Map { return fiber.Map{"error": err.Error()} }
 	body := fiber.Map{
 		"status":             "ok",
 		"version":            Version,
@@ -86,75 +85,7 @@ func (p *Process) handleHealth(c *fiber.Ctx) error {
 	// back by at most that.
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
-	if slices.Contains(include, "postgres") {
-		ob, err := relay.ReadBacklog(ctx, p.PG)
-		if err != nil {
-			body["postgres"] = failed(err)
-		} else {
-			pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
-				"durability": p.Cfg.PG.Durability}
-			if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
-				pgState["projection_failures"] = fs
-			} else {
-				pgState["projection_failures"] = failed(err)
-			}
-			if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
-				pgState["replication"] = rep
-			}
-			// Rows the relay holds back until the synchronous standbys flush them.
-			if r := p.relay.Load(); r != nil {
-				pgState["relay"] = r.Held()
-			}
-			body["postgres"] = pgState
-		}
-	}
-	// The workers' queues: owed, done, failures and the last item done, per worker, in
-	// each pass's `queue`. `workers` repeats them by name, as before `passes` held them
-	// (deprecated: read `passes`).
-	if slices.Contains(include, "workers") {
-		if q, err := workers.ReadQueueHealth(ctx, p.PG); err != nil {
-			body["workers"] = failed(err)
-		} else {
-			body["passes"] = workers.WithQueues(passes, q)
-			body["workers"] = q
-		}
-	}
-	// Every namespace's standing: the projection's and this process's index's distance
-	// from its generation (lag names only the projection's furthest behind).
-	if slices.Contains(include, "namespaces") {
-		body["namespaces"] = p.namespaceStandings(ctx)
-	}
-	// The erasure sagas: how many run, completed or failed, and the latest with their census.
-	if slices.Contains(include, "erasures") {
-		if o, err := command.ReadErasureOverview(ctx, p.PG, erasuresListed); err != nil {
-			body["erasures"] = failed(err)
-		} else {
-			body["erasures"] = o
-		}
-	}
-	// The deferred extractions of every org, by status, and the oldest still owed.
-	if slices.Contains(include, "extractions") {
-		if c, err := extractqueue.ReadCensus(ctx, p.PG); err != nil {
-			body["extractions"] = failed(err)
-		} else {
-			body["extractions"] = c
-		}
-	}
-	// The change topic's latest records: where each sits and its envelope, content sealed.
-	if slices.Contains(include, "topic") {
-		if recs, err := p.topicTail(ctx); err != nil {
-			body["topic_latest"] = failed(err)
-		} else {
-			body["topic_latest"] = recs
-		}
-	}
-	if slices.Contains(include, "lag") {
-		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
-			body["lag"] = failed(err)
-		} else {
-			body["lag"] = lag
-		}
-	}
+	p.addHealthDetails(ctx, body, include, passes)
 	return c.JSON(body)
 }
 
@@ -271,3 +202,88 @@ func (p *Process) handleMetrics(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, metrics.ContentType)
 	return c.Send(buf.Bytes())
 }
+
+// addHealthDetails adds what ?include asks for to an operator's health answer.
+func (p *Process) addHealthDetails(ctx context.Context, body fiber.Map, include []string, passes map[string]workers.PassHealth) {
+	if slices.Contains(include, "postgres") {
+		body["postgres"] = p.postgresHealth(ctx)
+	}
+	p.addQueueDetails(ctx, body, include, passes)
+}
+
+// postgresHealth is ?include=postgres: the outbox, the projection's failures, the
+// replication and the relay's hold.
+func (p *Process) postgresHealth(ctx context.Context) any {
+	ob, err := relay.ReadBacklog(ctx, p.PG)
+	if err != nil {
+		return healthFailed(err)
+	}
+	pgState := fiber.Map{"outbox_depth": ob.Depth, "oldest_unpublished_age_s": ob.OldestAgeS, "parked_deliveries": ob.Parked,
+		"durability": p.Cfg.PG.Durability}
+	if fs, err := projector.ReadFailureCounts(ctx, p.PG, p.Cfg.Pipeline.Projection); err == nil {
+		pgState["projection_failures"] = fs
+	} else {
+		pgState["projection_failures"] = healthFailed(err)
+	}
+	if rep, err := pg.ReadReplication(ctx, p.PG); err == nil {
+		pgState["replication"] = rep
+	}
+	// Rows the relay holds back until the synchronous standbys flush them.
+	if r := p.relay.Load(); r != nil {
+		pgState["relay"] = r.Held()
+	}
+	return pgState
+}
+
+// addQueueDetails adds the includes that read the queues, sagas and streams.
+func (p *Process) addQueueDetails(ctx context.Context, body fiber.Map, include []string, passes map[string]workers.PassHealth) {
+	// The workers' queues: owed, done, failures and the last item done, per worker, in
+	// each pass's `queue`. `workers` repeats them by name, as before `passes` held them
+	// (deprecated: read `passes`).
+	if slices.Contains(include, "workers") {
+		if q, err := workers.ReadQueueHealth(ctx, p.PG); err != nil {
+			body["workers"] = healthFailed(err)
+		} else {
+			body["passes"] = workers.WithQueues(passes, q)
+			body["workers"] = q
+		}
+	}
+	// Every namespace's standing: the projection's and this process's index's distance
+	// from its generation (lag names only the projection's furthest behind).
+	if slices.Contains(include, "namespaces") {
+		body["namespaces"] = p.namespaceStandings(ctx)
+	}
+	// The erasure sagas: how many run, completed or failed, and the latest with their census.
+	if slices.Contains(include, "erasures") {
+		if o, err := command.ReadErasureOverview(ctx, p.PG, erasuresListed); err != nil {
+			body["erasures"] = healthFailed(err)
+		} else {
+			body["erasures"] = o
+		}
+	}
+	// The deferred extractions of every org, by status, and the oldest still owed.
+	if slices.Contains(include, "extractions") {
+		if c, err := extractqueue.ReadCensus(ctx, p.PG); err != nil {
+			body["extractions"] = healthFailed(err)
+		} else {
+			body["extractions"] = c
+		}
+	}
+	// The change topic's latest records: where each sits and its envelope, content sealed.
+	if slices.Contains(include, "topic") {
+		if recs, err := p.topicTail(ctx); err != nil {
+			body["topic_latest"] = healthFailed(err)
+		} else {
+			body["topic_latest"] = recs
+		}
+	}
+	if slices.Contains(include, "lag") {
+		if lag, err := projector.ReadLag(ctx, p.PG, p.Cfg.Pipeline.Projection); err != nil {
+			body["lag"] = healthFailed(err)
+		} else {
+			body["lag"] = lag
+		}
+	}
+}
+
+func healthFailed(err error) fiber.Map { return fiber.Map{"error": err.Error()} }

@@ -89,23 +89,32 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 	res.add(fmt.Sprintf("%d documents, %d chunks", len(files), ingested), "chunks/s", round(float64(ingested)/ingestSecs, 1),
 		round(float64(chunks)/parseSecs, 1))
 
+	if err := r.knowledgeSearch(ctx, res, ns, ingested); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// knowledgeSearch measures knowledge.search over the ingested namespace beside
+// memory.search over as many memories as it holds chunks.
+func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns string, ingested int) error {
 	// knowledge.search vs memory.search at the same size.
 	mns := r.namespace("knowledge", "memories")
 	if err := r.appendOnly(ctx, mns); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := r.loadValues(ctx, mns, ingested); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := r.settleIndex(ctx, mns); err != nil {
-		return nil, err
+		return err
 	}
 	queries := make([]string, queryPool)
 	for i := range queries {
 		queries[i] = strings.Join(strings.Fields(sentence(r.rng))[:4], " ")
 	}
 	if a, err := r.api.SearchKnowledge(ctx, ns, client.KnowledgeSearchRequest{Query: queries[0], Limit: 10}); err != nil || len(a.Hits) == 0 {
-		return nil, fmt.Errorf("a warm-up knowledge.search found nothing (%v): the scenario would measure empty answers", err)
+		return fmt.Errorf("a warm-up knowledge.search found nothing (%v): the scenario would measure empty answers", err)
 	}
 	for _, conc := range r.levels(1, 5) {
 		name := fmt.Sprintf("%d chunks, concurrency=%d", ingested, conc)
@@ -115,18 +124,18 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		base, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			_, err := r.api.Search(ctx, mns, client.SearchRequest{Query: queries[rands[w].IntN(len(queries))], TopK: 10})
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.compare(name, loom, base, "calls/s")
 	}
-	return res, nil
+	return nil
 }
 
 // knowledgeFile is the corpus's i-th document: its name says its format.
