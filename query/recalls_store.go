@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -9,41 +10,79 @@ import (
 // memory a search serves (memory.search, and the reads built on it: memory.ask,
 // context.pack, memory.related) counts one recall in loom.memory_touches' recalls
 // column, which the usage fold folds into the row's recall_count as it folds touches
-// (command/touches_store.go owns the table's other statements). The insert is fired
-// and forgotten, as the seed's exposure rows are: a search never waits for it nor fails
-// on it, and a count lost to a failure is logged. A later page of the same search
+// (command/touches_store.go owns the table's other statements). The counts gather in
+// the process and one insert a second writes them, as the seed's exposure rows are fired
+// and forgotten: a search never waits for them nor fails on them, and a count lost to a
+// failure (or to the process stopping within the second) is logged or gone. A later page of the same search
 // counts nothing (its hits were the first page's pool).
 
-// recallWait bounds the exposure's insert.
-const recallWait = 5 * time.Second
+// recallWait bounds the exposures' insert; recallFlush is how long counts gather before
+// one insert writes them all: a hot memory served by a hundred searches a second is one
+// row update a second, not a hundred contending for its row lock.
+const (
+	recallWait  = 5 * time.Second
+	recallFlush = time.Second
+)
 
-// recordRecalls counts one recall of each memory among hits, in the background.
+// recallKey is one memory's exposures' row.
+type recallKey struct{ org, namespace, memoryID string }
+
+// recallCounts gathers the served hits' recalls until the next flush.
+type recallCounts struct {
+	mu        sync.Mutex
+	pending   map[recallKey]int64
+	scheduled bool
+}
+
+// recordRecalls counts one recall of each memory among hits; a flush within recallFlush
+// writes them.
 func (s *Service) recordRecalls(ctx context.Context, org string, hits []hitView) {
 	if !s.cfg.RecordRecalls || len(hits) == 0 {
 		return
 	}
-	seen := map[[2]string]bool{}
-	var nss, ids []string
+	rc := &s.recalls
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.pending == nil {
+		rc.pending = map[recallKey]int64{}
+	}
+	seen := map[recallKey]bool{}
 	for _, h := range hits {
-		k := [2]string{h.Namespace, h.MemoryID}
+		k := recallKey{org, h.Namespace, h.MemoryID}
 		if h.MemoryID == "" || seen[k] {
 			continue
 		}
 		seen[k] = true
-		nss, ids = append(nss, h.Namespace), append(ids, h.MemoryID)
+		rc.pending[k]++
 	}
-	if len(ids) == 0 {
+	if !rc.scheduled && len(rc.pending) > 0 {
+		rc.scheduled = true
+		time.AfterFunc(recallFlush, s.flushRecalls)
+	}
+}
+
+// flushRecalls writes the gathered counts in one statement; a failure loses them, and
+// says so.
+func (s *Service) flushRecalls() {
+	rc := &s.recalls
+	rc.mu.Lock()
+	pending := rc.pending
+	rc.pending, rc.scheduled = nil, false
+	rc.mu.Unlock()
+	if len(pending) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recallWait)
-	go func() {
-		defer cancel()
-		_, err := s.pool.Exec(ctx, `INSERT INTO loom.memory_touches (org, namespace, memory_id, touches, recalls)
-			SELECT $1, ns, id, 0, 1 FROM unnest($2::text[], $3::uuid[]) AS h(ns, id)
-			ON CONFLICT (org, namespace, memory_id) DO UPDATE SET recalls = loom.memory_touches.recalls + 1, last_at = now()`,
-			org, nss, ids)
-		if err != nil {
-			s.log.Warn("search: counting the served hits' recalls failed; they are not counted", "org", org, "hits", len(ids), "err", err)
-		}
-	}()
+	orgs, nss, ids, counts := make([]string, 0, len(pending)), make([]string, 0, len(pending)), make([]string, 0, len(pending)), make([]int64, 0, len(pending))
+	for k, n := range pending {
+		orgs, nss, ids, counts = append(orgs, k.org), append(nss, k.namespace), append(ids, k.memoryID), append(counts, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recallWait)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `INSERT INTO loom.memory_touches (org, namespace, memory_id, touches, recalls)
+		SELECT org, ns, id, 0, n FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[]) AS h(org, ns, id, n)
+		ON CONFLICT (org, namespace, memory_id) DO UPDATE SET recalls = loom.memory_touches.recalls + excluded.recalls, last_at = now()`,
+		orgs, nss, ids, counts)
+	if err != nil {
+		s.log.Warn("search: counting the served hits' recalls failed; they are not counted", "memories", len(ids), "err", err)
+	}
 }

@@ -30,6 +30,7 @@ type settings struct {
 // Service holds the read side's dependencies.
 type Service struct {
 	cfg      settings
+	recalls  recallCounts // served hits gathered for the next exposures insert
 	pool     *pgxpool.Pool
 	ch       *ch.Conn
 	barrier  *Barrier
