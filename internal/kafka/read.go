@@ -13,12 +13,7 @@ import (
 // group (nothing is committed), and returns how many records it read. It is a bare
 // read of the log: what a consumer costs before it does anything with the records.
 func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo.Record)) (int64, error) {
-	admin, err := NewClient(brokers)
-	if err != nil {
-		return 0, err
-	}
-	defer admin.Close()
-	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	starts, ends, err := spanOf(ctx, brokers, topic)
 	if err != nil {
 		return 0, err
 	}
@@ -30,12 +25,7 @@ func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(*kgo
 // its end when the log ends before. It returns the records it found, by partition and
 // offset; an offset the log no longer (or never) held is missing from the answer.
 func ReadAt(ctx context.Context, brokers []string, topic string, want map[int32][]int64) (map[int32]map[int64]*kgo.Record, error) {
-	admin, err := NewClient(brokers)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close()
-	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	starts, ends, err := spanOf(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +122,7 @@ func Span(ctx context.Context, adm *kadm.Client, topic string) (starts, ends map
 // Tail reads the last n records of each of topic's partitions, without a consumer
 // group, in offset order per partition.
 func Tail(ctx context.Context, brokers []string, topic string, n int64) ([]*kgo.Record, error) {
-	admin, err := NewClient(brokers)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close()
-	starts, ends, err := Span(ctx, kadm.NewClient(admin), topic)
+	starts, ends, err := spanOf(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -148,4 +133,14 @@ func Tail(ctx context.Context, brokers []string, topic string, n int64) ([]*kgo.
 	var out []*kgo.Record
 	_, err = ReadRanges(ctx, brokers, topic, from, ends, func(r *kgo.Record) bool { out = append(out, r); return true })
 	return out, err
+}
+
+// spanOf is Span through a client of its own.
+func spanOf(ctx context.Context, brokers []string, topic string) (starts, ends map[int32]int64, err error) {
+	admin, err := NewClient(brokers)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer admin.Close()
+	return Span(ctx, kadm.NewClient(admin), topic)
 }
