@@ -19,16 +19,18 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 	ctx := context.Background()
 	// Answers to spare: on a loaded machine an attempt can time out after its call took
 	// a reply, and the next attempt asks again.
-	lisbon := extracted([]said{{"user.home_city", "Lives in Lisbon", 0}})
-	oslo := extracted([]said{{"user.work_city", "Works in Oslo", 0}})
-	q.srv.ReplyWhen(saying("Lisbon"), lisbon, lisbon, lisbon)
-	q.srv.ReplyWhen(saying("Oslo"), llmtest.Raw("not json"), oslo, oslo, oslo)
+	coimbra := extracted([]said{{"user.home_city", "Lives in Coimbra", 0}})
+	trondheim := extracted([]said{{"user.work_city", "Works in Trondheim", 0}})
+	q.srv.ReplyWhen(saying("Coimbra"), coimbra, coimbra, coimbra)
+	q.srv.ReplyWhen(saying("Trondheim"), llmtest.Raw("not json"), trondheim, trondheim, trondheim)
 	// The queue is the deployment's: a worker may claim another test's request that came
-	// due. It gets no facts; this test's own requests are counted by what they say.
+	// due. It gets no facts; this test's own requests are counted by what they say, in
+	// cities no other test's transcript names (another test's "I work in Oslo." took
+	// this test's scripted failure once).
 	q.srv.Script(func(llmtest.ChatRequest) llmtest.Reply { return extracted(nil) })
 	defer q.worker()()
 
-	broken := q.enqueue("bob", "I work in Oslo.")
+	broken := q.enqueue("bob", "I work in Trondheim.")
 	q.await(broken, "failed")
 
 	writer := q.c.Typed(t).WithToken(env.Token(t, q.api, auth.NewToken{Org: q.org, Role: auth.RoleWriter}))
@@ -42,7 +44,7 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 	if got, err := q.tc.ModelCalls(ctx); err != nil || !got.Held {
 		t.Fatalf("the switch reads %+v, %v; want held", got, err)
 	}
-	waiting := q.enqueue("alice", "I live in Lisbon.")
+	waiting := q.enqueue("alice", "I live in Coimbra.")
 	q.await(waiting, "held")
 	if r, err := q.tc.RetryMyExtractions(ctx, []string{broken}); err != nil || len(r.Accepted) != 1 {
 		t.Fatalf("retry while held: %+v, %v", r, err)
@@ -54,10 +56,10 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 		t.Fatalf("a held org's request: %+v, want held with no attempt spent", x)
 	}
 	// Counted by what they carry: the failed attempt's call may still be landing on a
-	// loaded machine, but nothing asks about Lisbon until the release.
+	// loaded machine, but nothing asks about Coimbra until the release.
 	asked := 0
 	for _, c := range q.srv.Chats() {
-		if saying("Lisbon")(c) {
+		if saying("Coimbra")(c) {
 			asked++
 		}
 	}
@@ -74,7 +76,7 @@ func TestHeldOrgsExtractionWaitsAndResumesOnRelease(t *testing.T) {
 	}
 	q.await(waiting, "done")
 	q.await(broken, "done")
-	if m, err := q.tc.Get(ctx, q.ns, "user.home_city", client.Identity{UserID: "alice"}, time.Time{}); err != nil || string(m.Value) != `"Lives in Lisbon"` {
+	if m, err := q.tc.Get(ctx, q.ns, "user.home_city", client.Identity{UserID: "alice"}, time.Time{}); err != nil || string(m.Value) != `"Lives in Coimbra"` {
 		t.Fatalf("alice's fact after the release: %+v, %v", m, err)
 	}
 }

@@ -81,10 +81,15 @@ func TestEntitiesExtractedResolvedAcrossAliasesAndIdenticalAfterAReplay(t *testi
 	if tea := get(t, w.tc, ns, "tea", anon); len(tea.Entities) != 0 {
 		t.Fatalf("a row the model found nothing in: %v", tea.Entities)
 	}
-	calls := len(w.srv.Chats())
+	// The extractor is the deployment's: it may also ask about another test's rows left
+	// owed, so only the calls about this test's rows are counted.
+	calls := 0
 	for _, c := range w.srv.Chats() {
 		if c.Contains("Carol") {
 			t.Fatalf("a row that declared its entities was sent to the model")
+		}
+		if c.Contains("Alice moved to NYC") || c.Contains("Bob works in New York City") || c.Contains("Alice drinks green tea") {
+			calls++
 		}
 	}
 	if calls != 3 {
