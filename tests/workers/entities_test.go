@@ -83,15 +83,19 @@ func TestEntitiesExtractedResolvedAcrossAliasesAndIdenticalAfterAReplay(t *testi
 	}
 	// The extractor is the deployment's: it may also ask about another test's rows left
 	// owed, so only the calls about this test's rows are counted.
-	calls := 0
-	for _, c := range w.srv.Chats() {
-		if c.Contains("Carol") {
-			t.Fatalf("a row that declared its entities was sent to the model")
+	ownCalls := func() int {
+		n := 0
+		for _, c := range w.srv.Chats() {
+			if c.Contains("Carol") {
+				t.Fatalf("a row that declared its entities was sent to the model")
+			}
+			if c.Contains("Alice moved to NYC") || c.Contains("Bob works in New York City") || c.Contains("Alice drinks green tea") {
+				n++
+			}
 		}
-		if c.Contains("Alice moved to NYC") || c.Contains("Bob works in New York City") || c.Contains("Alice drinks green tea") {
-			calls++
-		}
+		return n
 	}
+	calls := ownCalls()
 	if calls != 3 {
 		t.Fatalf("%d calls; want one per row written without entities, 3", calls)
 	}
@@ -136,7 +140,7 @@ func TestEntitiesExtractedResolvedAcrossAliasesAndIdenticalAfterAReplay(t *testi
 	// A replay of the extractor's group queues every row again: nothing is extracted twice.
 	w.replay(start.Format(time.RFC3339Nano))
 	drained(t, pool, entitiesWorker, org)
-	if n := len(w.srv.Chats()); n != calls {
+	if n := ownCalls(); n != calls {
 		t.Fatalf("the replay made %d calls; want none", n-calls)
 	}
 
