@@ -72,6 +72,16 @@ func envelope(err error) error {
 }
 
 // send answers an operation that is not a write under an Idempotency-Key.
+// onNamespace answers a route that runs op on the request's namespace once the token
+// passes need (nil: any token with reach into the namespace).
+func onNamespace[T any](c *fiber.Ctx, need func(auth.Principal) error, op func(context.Context, auth.Principal, string) (T, error)) error {
+	p, ns, err := route.Namespace(c, need)
+	if err != nil {
+		return err
+	}
+	return send(c)(op(c.UserContext(), p, ns))
+}
+
 func send(c *fiber.Ctx) func(any, error) error {
 	return func(ans any, err error) error {
 		if err != nil {
@@ -323,19 +333,11 @@ func (s *Service) handleClear(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleSweepExpired(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminFor("sweeping expired memories"))
-	if err != nil {
-		return err
-	}
-	return send(c)(s.sweepNamespace(c.UserContext(), p, ns))
+	return onNamespace(c, adminFor("sweeping expired memories"), s.sweepNamespace)
 }
 
 func (s *Service) handleGetNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, nil)
-	if err != nil {
-		return err
-	}
-	return send(c)(s.getNamespace(c.UserContext(), p, ns))
+	return onNamespace(c, nil, s.getNamespace)
 }
 
 func (s *Service) handlePutNamespace(c *fiber.Ctx) error {
@@ -609,11 +611,7 @@ func (s *Service) relocation(c *fiber.Ctx, key string, body moveBody, move bool)
 }
 
 func (s *Service) handleDeleteNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, adminOfEveryUser("deleting a namespace"))
-	if err != nil {
-		return err
-	}
-	return send(c)(s.deleteNamespace(c.UserContext(), p, ns))
+	return onNamespace(c, adminOfEveryUser("deleting a namespace"), s.deleteNamespace)
 }
 
 // idHandler handles one custom method of POST /v1/memories/{id}:{method}.
@@ -728,17 +726,9 @@ func (s *Service) handleAssignCategory(c *fiber.Ctx, key string) error {
 }
 
 func (s *Service) handleTuneNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, nil)
-	if err != nil {
-		return err
-	}
-	return send(c)(s.tuneNamespace(c.UserContext(), p, ns))
+	return onNamespace(c, nil, s.tuneNamespace)
 }
 
 func (s *Service) handleValidateNamespace(c *fiber.Ctx) error {
-	p, ns, err := route.Namespace(c, nil)
-	if err != nil {
-		return err
-	}
-	return send(c)(s.validateNamespace(c.UserContext(), p, ns))
+	return onNamespace(c, nil, s.validateNamespace)
 }
