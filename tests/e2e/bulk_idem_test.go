@@ -122,7 +122,7 @@ func TestIdempotencyKey(t *testing.T) {
 // committed revision. No second revision exists.
 func TestCommitAnswerLostThenRetried(t *testing.T) {
 	lose := true
-	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 700 * time.Millisecond },
+	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 2 * time.Second },
 		app.WithCommandFaults(command.Faults{AfterCommit: func() error {
 			if lose {
 				lose = false

@@ -371,7 +371,10 @@ func TestAskReadsKnowledge(t *testing.T) {
 		}
 		return llmtest.JSON(map[string]any{"answerable": true, "answer": "Oolong, from the kitchen.", "citations": cites})
 	})
-	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = srv.URL, "m" })
+	n, url := env.API(t, func(c *config.Config) {
+		// Not an extraction worker: another test's deferred request would reach this script.
+		c.LLM.BaseURL, c.LLM.Model, c.Command.Extraction.QueueEnabled = srv.URL, "m", false
+	})
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "ask")
@@ -447,7 +450,10 @@ func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
 // model says the passages do not answer.
 func TestKnowledgeSynthesize(t *testing.T) {
 	srv := llmtest.New(t)
-	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = srv.URL, "m" })
+	n, url := env.API(t, func(c *config.Config) {
+		// Not an extraction worker: another test's deferred request would reach this script.
+		c.LLM.BaseURL, c.LLM.Model, c.Command.Extraction.QueueEnabled = srv.URL, "m", false
+	})
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns := testenv.Unique(t, "syn")

@@ -114,6 +114,7 @@ func TestSearchTraceAndReranker(t *testing.T) {
 	srv := llmtest.New(t)
 	n, url := env.API(t, func(c *config.Config) {
 		c.LLM.BaseURL, c.LLM.Model = srv.URL, "m"
+		c.Command.Extraction.QueueEnabled = false // another test's deferred request would reach this script
 		c.Query.Retrieval.Reranker = "llm"
 	})
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
