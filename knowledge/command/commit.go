@@ -16,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/knowledge/store"
@@ -109,8 +110,8 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		if errors.Is(err, errIdemTakenOver) {
-			return nil, takenOver()
+		if errors.Is(err, idempotency.ErrTakenOver) {
+			return nil, idempotency.TakenOver(err)
 		}
 		if fenced(err) {
 			return nil, err

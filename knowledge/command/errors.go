@@ -4,8 +4,9 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/loomplane/loom/internal/auth"
 	"net/http"
+
+	"github.com/loomplane/loom/internal/auth"
 
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/knowledge/parse"
