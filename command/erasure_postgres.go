@@ -177,6 +177,7 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	}
 	b := &pgx.Batch{}
 	queueRecordErased(b, sg.Org, ns, list, sg.ID)
+	queueRecordErasedDocuments(b, args)
 	// The answers naming an erased memory are fenced: a new token, so a request still
 	// holding the key stores no answer, and a retry answers 404 for the whole request.
 	var fenced int64
