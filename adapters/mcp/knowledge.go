@@ -18,6 +18,11 @@ type knowledgeSearchArgs struct {
 	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
 }
 
+// request is the search the arguments ask for.
+func (in knowledgeSearchArgs) request() client.KnowledgeSearchRequest {
+	return client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags}
+}
+
 type knowledgeAddArgs struct {
 	Namespace   string            `json:"namespace" jsonschema:"The namespace the document belongs to."`
 	SourceURI   string            `json:"source_uri" jsonschema:"Where the document comes from; one source holds one document, versioned: 'handbook/expenses.md'."`
@@ -28,6 +33,8 @@ type knowledgeAddArgs struct {
 	Metadata    map[string]string `json:"metadata,omitempty" jsonschema:"Anything else to keep with it."`
 }
 
+// knowledgeSynthesizeArgs are a search's arguments (the same fields, so the one
+// converts to the other), described for a question.
 type knowledgeSynthesizeArgs struct {
 	Namespace    string   `json:"namespace" jsonschema:"The namespace whose documents answer."`
 	Query        string   `json:"query" jsonschema:"The question, in words: 'how are long flights booked?'."`
@@ -47,8 +54,7 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 			"`heading_path` and `text`. Every document written before the search is searched; a deleted one never is.",
 		out: client.KnowledgeSearchAnswer{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeSearchArgs) (any, string, error) {
-			a, err := c.SearchKnowledge(ctx, in.Namespace, client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit,
-				SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags})
+			a, err := c.SearchKnowledge(ctx, in.Namespace, in.request())
 			if err != nil {
 				return nil, "", err
 			}
@@ -79,8 +85,7 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 			"do not answer, `abstained` is true with an `abstain_code`, and there is no answer to use.",
 		out: client.Synthesis{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeSynthesizeArgs) (any, string, error) {
-			a, err := c.Synthesize(ctx, in.Namespace, client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit,
-				SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags})
+			a, err := c.Synthesize(ctx, in.Namespace, knowledgeSearchArgs(in).request())
 			if err != nil {
 				return nil, "", err
 			}
