@@ -16,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/route"
 )
@@ -76,7 +77,7 @@ type bulkWrite struct {
 	org, namespace string
 	entries        []*entry // in batch order, the replaced ones included
 	requestID      string
-	hold           *idemHold
+	hold           *idempotency.Hold
 	dryRun         bool
 	absorbed       []peer // gap rows measured in earlier rounds, with their vectors
 	ans            *bulkAnswer

@@ -7,10 +7,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/heads"
 )
 
-// The statements of the deletion evidence, loom.erased_memories: the commit's reads
+// The statements of the deletion evidence, loom.erased_memories (and the knowledge
+// plane's loom.erased_documents, which knowledge/store reads): the commit's reads
 // (with the ledger's fences, loom.erasure_ledger), and the erasure saga's record of it,
 // its quiet mark and its sweep.
 
@@ -74,6 +76,18 @@ func queueRecordErased(b *pgx.Batch, org, ns string, ids []string, erasureID str
 		org, ns, ids, erasureID)
 }
 
+// queueRecordErasedDocuments queues the evidence of every version of the knowledge
+// documents in an erasure's scope (args as erasure.ScopeParams names them), read from
+// the revisions before the step deletes them: a knowledge commit built from one is
+// refused (404), and the answers naming one are fenced (internal/idempotency).
+func queueRecordErasedDocuments(b *pgx.Batch, args []any) {
+	b.Queue(erasure.ScopeParams+` INSERT INTO loom.erased_documents (org, namespace, source_uri, version, doc_id, erasure_id)
+		SELECT t.org, t.namespace, t.source_uri, t.version, t.doc_id, p.erasure FROM loom.knowledge_revisions t, p
+		WHERE `+pgScope("loom.knowledge_revisions")+`
+		ON CONFLICT (org, namespace, source_uri, version) DO UPDATE SET doc_id = coalesce(EXCLUDED.doc_id, erased_documents.doc_id),
+			erasure_id = EXCLUDED.erasure_id, erased_at = now()`, args...)
+}
+
 // markErasedQuiet records when an erasure's publishers were quiet on its evidence.
 func (s *Service) markErasedQuiet(ctx context.Context, erasureID string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE loom.erased_memories SET quiet_at = now() WHERE erasure_id = $1 AND quiet_at IS NULL`, erasureID)
@@ -83,9 +97,13 @@ func (s *Service) markErasedQuiet(ctx context.Context, erasureID string) error {
 // sweepErasedEvidence deletes deletion evidence past LOOM_PG_ERASURE_EVIDENCE_HOURS, a
 // few thousand rows a pass.
 func (s *Service) sweepErasedEvidence(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM loom.erased_memories WHERE ctid IN (
-		SELECT ctid FROM loom.erased_memories WHERE erased_at < now() - $1::interval LIMIT 5000)`, s.cfg.Erasure.Evidence.String())
-	return err
+	for _, table := range []string{"loom.erased_memories", "loom.erased_documents"} {
+		if _, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (
+			SELECT ctid FROM `+table+` WHERE erased_at < now() - $1::interval LIMIT 5000)`, s.cfg.Erasure.Evidence.String()); err != nil {
+			return fmt.Errorf("sweep %s: %w", table, err)
+		}
+	}
+	return nil
 }
 
 // parseIDs keeps the ids that are UUIDs.

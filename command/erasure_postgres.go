@@ -15,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 )
@@ -176,10 +177,11 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	}
 	b := &pgx.Batch{}
 	queueRecordErased(b, sg.Org, ns, list, sg.ID)
+	queueRecordErasedDocuments(b, args)
 	// The answers naming an erased memory are fenced: a new token, so a request still
 	// holding the key stores no answer, and a retry answers 404 for the whole request.
 	var fenced int64
-	queueFenceErasedAnswers(b, args, &fenced)
+	idempotency.QueueFenceErased(b, args, &fenced)
 	// Parked pages and kept search traces name the scope's keys; deferred extractions go
 	// with their sealed transcripts and keys.
 	queueEraseDerived(b, args, counts)

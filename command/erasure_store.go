@@ -18,7 +18,7 @@ import (
 // The residue census's count is here too: one statement over every counted table of
 // the registry (erasure_census.go).
 // The saga's deletes of the tables that have a store file are in it: current_store.go,
-// revisions_store.go, entity_aliases_store.go, idempotency_store.go (the fence of the
+// revisions_store.go, entity_aliases_store.go, internal/idempotency (the fence of the
 // answers), erased_store.go and erasure_ledger_store.go.
 
 // queueEraseDerived queues the deletes of the parked pages and kept search traces that

@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/pg"
 )
 
@@ -50,8 +51,8 @@ func commitError(err error) *httperr.Error {
 		return refused // the commit's own refusal (a soft-deleted namespace)
 	case errors.Is(err, errErased):
 		return httperr.NotFound("memory not found: it was erased since it was read")
-	case errors.Is(err, errTakenOver):
-		return httperr.Unavailable(CodeIdempotentTakenOver, "a retry with the same Idempotency-Key took this request over; nothing was committed", err)
+	case errors.Is(err, idempotency.ErrTakenOver):
+		return idempotency.TakenOver(err)
 	case pg.Conflict(err):
 		return contended(err)
 	}

@@ -100,7 +100,7 @@ func (s *Service) RunSweeps(ctx context.Context, interval time.Duration) {
 		} else if n > 0 {
 			s.log.Info("expiry sweep applied on_expire", "rows", n)
 		}
-		if _, err := s.sweepIdempotency(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.idem.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("idempotency sweep failed", "err", err)
 		}
 		if err := s.sweepErasures(ctx); err != nil && ctx.Err() == nil {

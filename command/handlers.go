@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/route"
 )
 
@@ -37,8 +38,7 @@ func (s *Service) measuredWithin(c *fiber.Ctx, op string, deadline time.Duration
 	ctx, cancel := context.WithTimeout(c.UserContext(), deadline)
 	defer cancel()
 	outcome := "ok"
-	k := idemKey{key: c.Get("Idempotency-Key"), p: auth.From(c), op: op, request: c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())}
-	r, err := s.idempotent(ctx, k, func(hold *idemHold) (any, error) {
+	r, err := s.idempotent(ctx, idempotency.KeyOf(c, auth.From(c), op), func(hold *idempotency.Hold) (any, error) {
 		ans, err := run(ctx, origin{requestID: c.Get("X-Request-Id"), hold: hold})
 		if wa, ok := ans.(writeAnswer); ok && err == nil {
 			outcome = wa.outcome()
@@ -53,12 +53,12 @@ func (s *Service) measuredWithin(c *fiber.Ctx, op string, deadline time.Duration
 	switch {
 	case err != nil:
 		return err
-	case r.body == nil:
-		return c.JSON(r.ans)
-	case r.replay:
+	case r.Body == nil:
+		return c.JSON(r.Answer)
+	case r.Replay:
 		c.Set("Idempotent-Replay", "true")
 	}
-	return c.Type("json").Send(r.body)
+	return c.Type("json").Send(r.Body)
 }
 
 // envelope maps the write side's typed errors to the error envelope; the others are

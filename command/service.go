@@ -20,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
@@ -71,7 +72,8 @@ func (f *Faults) afterCommit() error {
 
 // Service holds the write side's dependencies.
 type Service struct {
-	extractionSteps *extraction.Steps // register_step's; nil: none
+	idem            *idempotency.Store // the Idempotency-Keys of memory's writes
+	extractionSteps *extraction.Steps  // register_step's; nil: none
 	cfg             settings
 	pool            *pgxpool.Pool
 	ch              *ch.Conn
@@ -157,6 +159,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 		o(s)
 	}
 	s.grouped = newCommitGroup(s)
+	s.idem = s.newIdempotency()
 	return s
 }
 

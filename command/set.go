@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/route"
 )
@@ -125,7 +126,7 @@ type setWrite struct {
 	chunkVectors  [][]float32
 	requestID     string
 	absorbed      []peer // gap rows measured in earlier rounds
-	hold          *idemHold
+	hold          *idempotency.Hold
 	// skipUnchanged: an entry that repeats its head's stored row is refused
 	// (memory.bulk_set's skipped_unchanged) rather than restated.
 	skipUnchanged bool

@@ -19,6 +19,7 @@ import (
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -112,7 +113,7 @@ type commitPlan struct {
 	gapFrom  int64
 	gapCheck func(gap []gapRevision) error
 	// idem is the request's Idempotency-Key hold: the commit marks it committed.
-	idem *idemHold
+	idem *idempotency.Hold
 	// inTx, when set, runs in the transaction once every head is locked and checked
 	// and the rows have their versions, before anything is written: a last check
 	// (an erasure requested meanwhile) and the records that land with the rows or

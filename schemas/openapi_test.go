@@ -516,22 +516,25 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 	if len(httperr) < 10 {
 		t.Fatalf("found only %d Code constants in httperr.go: %v", len(httperr), httperr)
 	}
-	// The write side declares codes of its own (the idempotency table's) beside
-	// aliases of httperr's: every non-test file of command/ is read.
+	// The idempotency table's codes are internal/idempotency's, which both write sides
+	// alias.
+	idem := errorCodes(t, filepath.Join("..", "internal", "idempotency", "idempotency.go"), nil)
+	for _, want := range []string{"IDEMPOTENT_CONFLICT", "IDEMPOTENT_IN_PROGRESS", "IDEMPOTENT_TAKEN_OVER"} {
+		if !slices.Contains(slices.Collect(maps.Values(idem)), want) {
+			t.Errorf("internal/idempotency no longer declares %s: has the idempotency table moved?", want)
+		}
+	}
+	// The write side declares codes of its own beside aliases of httperr's and
+	// idempotency's: every non-test file of command/ is read.
 	command := map[string]string{}
 	// So does the knowledge plane's write side (a document the parser refuses).
 	for _, f := range append(goFiles(t, filepath.Join("..", "command")), goFiles(t, filepath.Join("..", "knowledge", "command"))...) {
-		for name, v := range errorCodes(t, f, map[string]map[string]string{"httperr": httperr, "memrow": memrow}) {
+		for name, v := range errorCodes(t, f, map[string]map[string]string{"httperr": httperr, "memrow": memrow, "idempotency": idem}) {
 			command[name] = v
 		}
 	}
-	for _, want := range []string{"IDEMPOTENT_CONFLICT", "IDEMPOTENT_IN_PROGRESS", "IDEMPOTENT_TAKEN_OVER"} {
-		if !slices.Contains(slices.Collect(maps.Values(command)), want) {
-			t.Errorf("command/ no longer declares %s: has the idempotency table moved?", want)
-		}
-	}
 	want := map[string]bool{}
-	for _, set := range []map[string]string{httperr, memrow, command} {
+	for _, set := range []map[string]string{httperr, memrow, idem, command} {
 		for _, v := range set {
 			want[v] = true
 		}

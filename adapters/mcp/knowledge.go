@@ -18,6 +18,11 @@ type knowledgeSearchArgs struct {
 	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
 }
 
+// request is the search the arguments ask for.
+func (in knowledgeSearchArgs) request() client.KnowledgeSearchRequest {
+	return client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags}
+}
+
 type knowledgeAddArgs struct {
 	Namespace   string            `json:"namespace" jsonschema:"The namespace the document belongs to."`
 	SourceURI   string            `json:"source_uri" jsonschema:"Where the document comes from; one source holds one document, versioned: 'handbook/expenses.md'."`
@@ -28,8 +33,19 @@ type knowledgeAddArgs struct {
 	Metadata    map[string]string `json:"metadata,omitempty" jsonschema:"Anything else to keep with it."`
 }
 
-// addKnowledgeTools registers knowledge_search and knowledge_add: the team's documents
-// beside the memories.
+// knowledgeSynthesizeArgs are a search's arguments (the same fields, so the one
+// converts to the other), described for a question.
+type knowledgeSynthesizeArgs struct {
+	Namespace    string   `json:"namespace" jsonschema:"The namespace whose documents answer."`
+	Query        string   `json:"query" jsonschema:"The question, in words: 'how are long flights booked?'."`
+	Limit        int      `json:"limit,omitempty" jsonschema:"How many passages the answer may read at most (default 8)."`
+	SourcePrefix string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
+	Formats      []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
+	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+}
+
+// addKnowledgeTools registers knowledge_search, knowledge_add and knowledge_synthesize:
+// the team's documents beside the memories.
 func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[knowledgeSearchArgs]{
 		name: "knowledge_search", title: "Search documents", readOnly: true,
@@ -38,8 +54,7 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 			"`heading_path` and `text`. Every document written before the search is searched; a deleted one never is.",
 		out: client.KnowledgeSearchAnswer{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeSearchArgs) (any, string, error) {
-			a, err := c.SearchKnowledge(ctx, in.Namespace, client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit,
-				SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags})
+			a, err := c.SearchKnowledge(ctx, in.Namespace, in.request())
 			if err != nil {
 				return nil, "", err
 			}
@@ -61,6 +76,23 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 				return nil, "", err
 			}
 			return a, fmt.Sprintf("%s version %s: %d chunk(s)", a.SourceURI, a.VersionText, a.ChunkCount), nil
+		},
+	})
+	register(s, c, tool[knowledgeSynthesizeArgs]{
+		name: "knowledge_synthesize", title: "Answer from documents", readOnly: true,
+		description: "Answer a question from a namespace's documents alone, in one model call: the `answer`, and the " +
+			"`citations` (`k:<doc_id>@<version>#<chunk>`, with each passage's `source_uri`) it used. When the documents " +
+			"do not answer, `abstained` is true with an `abstain_code`, and there is no answer to use.",
+		out: client.Synthesis{},
+		run: func(ctx context.Context, c *client.Client, in knowledgeSynthesizeArgs) (any, string, error) {
+			a, err := c.Synthesize(ctx, in.Namespace, knowledgeSearchArgs(in).request())
+			if err != nil {
+				return nil, "", err
+			}
+			if a.Abstained {
+				return a, "abstained (" + a.AbstainCode + "): the documents do not answer", nil
+			}
+			return a, fmt.Sprintf("%s (%d citation(s))", a.Answer, len(a.Citations)), nil
 		},
 	})
 }

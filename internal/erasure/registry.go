@@ -84,12 +84,16 @@ func postgresContent() []Table {
 							encode(hmac(convert_to(p.user_id, 'UTF8'), loom.unwrapped_key(k.key), 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org)))
 					OR (p.user_id = '' AND (convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL)
 				ELSE false END`},
-		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories",
-			// The answers that name a memory this erasure removed (its evidence).
-			Scope: `t.org = p.org AND t.state <> 'erased' AND EXISTS (SELECT 1 FROM loom.erased_memories e
+		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories and documents",
+			// The answers that name a memory or a knowledge document this erasure removed
+			// (its evidence).
+			Scope: `t.org = p.org AND t.state <> 'erased' AND (EXISTS (SELECT 1 FROM loom.erased_memories e
 				WHERE e.org = p.org AND e.namespace = p.ns AND e.erasure_id = p.erasure
 				  AND (t.revisions @> jsonb_build_array(jsonb_build_object('memory_id', e.memory_id::text))
-				       OR strpos(t.answer::text, e.memory_id::text) > 0))`},
+				       OR strpos(t.answer::text, e.memory_id::text) > 0))
+				OR EXISTS (SELECT 1 FROM loom.erased_documents d
+				WHERE d.org = p.org AND d.namespace = p.ns AND d.erasure_id = p.erasure AND d.doc_id IS NOT NULL
+				  AND strpos(t.answer::text, d.doc_id::text) > 0))`},
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
@@ -152,6 +156,7 @@ func postgresNoContent() []Table {
 			Why: "consolidation runs: memory ids, versions, counts and failure codes, no text (an undo reads the journal)"},
 		{Store: Postgres, Name: "loom.search_calibration", Class: NoMemoryContent, Why: "medians and spreads of search scores: numbers, per namespace and embedder"},
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
+		{Store: Postgres, Name: "loom.erased_documents", Class: NoMemoryContent, Why: "deletion evidence: namespaces, source URIs, versions and doc ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
 		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
 			"which live on the loom.memory_evidence rows the erasure deletes"},

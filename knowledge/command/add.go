@@ -9,13 +9,14 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/knowledge/store"
 )
 
 // add is knowledge.add: a new version of the source, its first or the next over its
 // head. upsert is knowledge.upsert: the same, but a source whose head already holds
 // this content and description answers its head, unchanged, and commits nothing.
-func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *DocumentInput, upsert bool, hold *idemHold) (*Written, error) {
+func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *DocumentInput, upsert bool, hold *idempotency.Hold) (*Written, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *Docu
 	if d.expected != nil {
 		pl.read = *d.expected
 	}
-	w, err := s.commitWith(ctx, p, ns, []*plan{pl}, hold.guardOf(func(w []Written) any { return &w[0] }))
+	w, err := s.commitWith(ctx, p, ns, []*plan{pl}, guardOf(hold, func(w []Written) any { return &w[0] }))
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/knowledge/store"
 )
 
@@ -23,7 +24,7 @@ type BulkAddAnswer struct {
 // bulkAdd is knowledge.bulk_add: every document a new version of its source, in one
 // commit. A request naming a source twice, or holding a document the parser refuses,
 // is refused before anything is written; a head that moved refuses the whole commit.
-func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req *BulkAddRequest, hold *idemHold) (*BulkAddAnswer, error) {
+func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req *BulkAddRequest, hold *idempotency.Hold) (*BulkAddAnswer, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req 
 			pl.read = *pl.doc.expected
 		}
 	}
-	w, err := s.commitWith(ctx, p, ns, plans, hold.guardOf(func(w []Written) any { return &BulkAddAnswer{Documents: w} }))
+	w, err := s.commitWith(ctx, p, ns, plans, guardOf(hold, func(w []Written) any { return &BulkAddAnswer{Documents: w} }))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/knowledge/store"
@@ -92,7 +93,7 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 				curVersion = cur.Version
 			}
 			if curVersion != pl.read {
-				return headMoved(pl.uri, pl.read, curVersion)
+				return s.moved(ctx, tx, p.Org, ns, pl, curVersion)
 			}
 			w, err := s.queueRevision(b, p, ns, pl, cur, gen-n+1+int64(i), now)
 			if err != nil {
@@ -109,8 +110,8 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		if errors.Is(err, errIdemTakenOver) {
-			return nil, takenOver()
+		if errors.Is(err, idempotency.ErrTakenOver) {
+			return nil, idempotency.TakenOver(err)
 		}
 		if fenced(err) {
 			return nil, err
@@ -121,6 +122,26 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 		s.wake.Queued()
 	}
 	return out, nil
+}
+
+// moved is the refusal of a plan whose head is not at the version its writer read:
+// 404 when an erasure removed that version (or the document a delete or a restore
+// read), so a write built from an erased document never lands; 409 otherwise.
+func (s *Service) moved(ctx context.Context, tx pgx.Tx, org, ns string, pl *plan, now int64) error {
+	var docID string
+	if pl.from != nil {
+		docID = pl.from.DocID
+	}
+	if pl.read != 0 || docID != "" {
+		erased, err := store.Erased(ctx, tx, org, ns, pl.uri, pl.read, docID)
+		if err != nil {
+			return err
+		}
+		if erased {
+			return documentErased(pl.uri)
+		}
+	}
+	return headMoved(pl.uri, pl.read, now)
 }
 
 // queueRevision queues one plan's head, key and record at seq over cur (nil: none).

@@ -7,6 +7,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 )
 
 // HeadRequest names a source and, optionally, the head version its writer read.
@@ -17,17 +18,17 @@ type HeadRequest struct {
 
 // delete is knowledge.delete: a new version of the source marked deleted, keeping its
 // content for a restore; its chunks leave search.
-func (s *Service) delete(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idemHold) (*Written, error) {
+func (s *Service) delete(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idempotency.Hold) (*Written, error) {
 	return s.flip(ctx, p, ns, req, "knowledge.delete", events.TypeDocumentDeleted, hold)
 }
 
 // restore is knowledge.restore: a deleted source comes back with the content and the
 // chunks it had.
-func (s *Service) restore(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idemHold) (*Written, error) {
+func (s *Service) restore(ctx context.Context, p auth.Principal, ns string, req HeadRequest, hold *idempotency.Hold) (*Written, error) {
 	return s.flip(ctx, p, ns, req, "knowledge.restore", events.TypeDocumentRestored, hold)
 }
 
-func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req HeadRequest, op string, event events.Type, hold *idemHold) (*Written, error) {
+func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req HeadRequest, op string, event events.Type, hold *idempotency.Hold) (*Written, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req Hea
 		read = *req.ExpectedVersion
 	}
 	w, err := s.commitWith(ctx, p, ns, []*plan{{op: op, event: event, uri: req.SourceURI, read: read, from: head}},
-		hold.guardOf(func(w []Written) any { return &w[0] }))
+		guardOf(hold, func(w []Written) any { return &w[0] }))
 	if err != nil {
 		return nil, err
 	}

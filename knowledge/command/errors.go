@@ -4,8 +4,9 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/loomplane/loom/internal/auth"
 	"net/http"
+
+	"github.com/loomplane/loom/internal/auth"
 
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/knowledge/parse"
@@ -17,6 +18,14 @@ func headMoved(uri string, read, now int64) *httperr.Error {
 	return (&httperr.Error{Status: http.StatusConflict, Code: httperr.CodePreconditionFailed,
 		Message: fmt.Sprintf("the head of %q moved: the write read version %d, the head is at %d; read it again and retry", uri, read, now)}).
 		With("source_uri", uri).With("head_version", now)
+}
+
+// documentErased is the refusal of a commit built from a document version an erasure
+// removed (the seed's DocumentErased): nothing of the commit is written.
+func documentErased(uri string) *httperr.Error {
+	return (&httperr.Error{Status: http.StatusNotFound, Code: httperr.CodeNotFound,
+		Message: fmt.Sprintf("the version of %q this write was built from was erased; read the source again", uri)}).
+		With("source_uri", uri)
 }
 
 // Codes of a document the parser refuses (parse.ParseError's), by the status they

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/route"
 )
 
@@ -33,22 +33,6 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
-// idempotent answers a write run under the request's Idempotency-Key (memory's
-// writes' mechanism, idempotency.go): a replay answers the stored answer with
-// Idempotent-Replay: true.
-func (s *Service) idempotent(c *fiber.Ctx, p auth.Principal, op string, run func(ctx context.Context, hold *idemHold) (any, error)) error {
-	k := IdemKey{Key: c.Get("Idempotency-Key"), P: p, Op: op, Request: c.Method() + " " + c.OriginalURL() + "\x00" + string(c.Body())}
-	ctx := c.UserContext()
-	r, err := s.Idempotent(ctx, k, func(hold *idemHold) (any, error) { return run(ctx, hold) })
-	if err != nil {
-		return err
-	}
-	if r.Replay {
-		c.Set("Idempotent-Replay", "true")
-	}
-	return c.Type("json").Send(r.Body)
-}
-
 func (s *Service) handleAdd(c *fiber.Ctx) error    { return s.handleWrite(c, false) }
 func (s *Service) handleUpsert(c *fiber.Ctx) error { return s.handleWrite(c, true) }
 
@@ -61,7 +45,9 @@ func (s *Service) handleWrite(c *fiber.Ctx, upsert bool) error {
 	if err := decode(c.Body(), &in); err != nil {
 		return err
 	}
-	run := func(ctx context.Context, hold *idemHold) (any, error) { return s.add(ctx, p, ns, &in, upsert, hold) }
+	run := func(ctx context.Context, hold *idempotency.Hold) (any, error) {
+		return s.add(ctx, p, ns, &in, upsert, hold)
+	}
 	if upsert {
 		return s.idempotent(c, p, "knowledge.upsert", run)
 	}
@@ -77,7 +63,7 @@ func (s *Service) handleBulkAdd(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	return s.idempotent(c, p, "knowledge.bulk_add", func(ctx context.Context, hold *idemHold) (any, error) {
+	return s.idempotent(c, p, "knowledge.bulk_add", func(ctx context.Context, hold *idempotency.Hold) (any, error) {
 		return s.bulkAdd(ctx, p, ns, &req, hold)
 	})
 }
@@ -95,7 +81,7 @@ func (s *Service) handleDelete(c *fiber.Ctx) error {
 		}
 		req.ExpectedVersion = &n
 	}
-	return s.idempotent(c, p, "knowledge.delete", func(ctx context.Context, hold *idemHold) (any, error) {
+	return s.idempotent(c, p, "knowledge.delete", func(ctx context.Context, hold *idempotency.Hold) (any, error) {
 		return s.delete(ctx, p, ns, req, hold)
 	})
 }
@@ -109,7 +95,7 @@ func (s *Service) handleRestore(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	return s.idempotent(c, p, "knowledge.restore", func(ctx context.Context, hold *idemHold) (any, error) {
+	return s.idempotent(c, p, "knowledge.restore", func(ctx context.Context, hold *idempotency.Hold) (any, error) {
 		return s.restore(ctx, p, ns, req, hold)
 	})
 }
@@ -150,7 +136,7 @@ func (s *Service) handleIngest(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	return s.idempotent(c, p, "knowledge.ingest", func(ctx context.Context, hold *idemHold) (any, error) {
+	return s.idempotent(c, p, "knowledge.ingest", func(ctx context.Context, hold *idempotency.Hold) (any, error) {
 		return s.ingest(ctx, p, ns, &req, hold)
 	})
 }
@@ -161,7 +147,7 @@ func (s *Service) handleIngestCancel(c *fiber.Ctx) error {
 		return err
 	}
 	id := c.Params("ingestion_id")
-	return s.idempotent(c, p, "knowledge.ingest_cancel", func(ctx context.Context, hold *idemHold) (any, error) {
+	return s.idempotent(c, p, "knowledge.ingest_cancel", func(ctx context.Context, hold *idempotency.Hold) (any, error) {
 		return s.ingestCancel(ctx, p, ns, id, hold)
 	})
 }

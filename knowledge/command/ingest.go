@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/rowseal"
 	"github.com/loomplane/loom/knowledge/parse"
@@ -62,7 +63,7 @@ type jobFile struct {
 // sealed under the job's data key, and wakes the ingest workers. The documents are
 // parsed, embedded and committed by the workers role (workers/knowledge_ingest.go),
 // one at a time, each as a knowledge.upsert.
-func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *IngestRequest, hold *idemHold) (*IngestAnswer, error) {
+func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *IngestRequest, hold *idempotency.Hold) (*IngestAnswer, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -141,10 +142,10 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 		if err := store.InsertJob(ctx, tx, store.JobKey{Org: p.Org, Namespace: ns, ID: ans.IngestionID}, gen, p.Actor(), wrapped, files); err != nil {
 			return err
 		}
-		return hold.mark(ctx, tx, ans)
+		return idempotency.MarkDone(ctx, tx, hold, ans)
 	})
-	if errors.Is(err, errIdemTakenOver) {
-		return nil, takenOver()
+	if errors.Is(err, idempotency.ErrTakenOver) {
+		return nil, idempotency.TakenOver(err)
 	}
 	if err != nil {
 		return nil, httperr.Store("committing the ingestion job", err)
@@ -156,7 +157,7 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 // ingestCancel is knowledge.ingest_cancel: a pending job ends cancelled at once; a
 // running one at its run's next save, which writes nothing more. An ended job is
 // answered as it is.
-func (s *Service) ingestCancel(ctx context.Context, p auth.Principal, ns, id string, hold *idemHold) (*IngestAnswer, error) {
+func (s *Service) ingestCancel(ctx context.Context, p auth.Principal, ns, id string, hold *idempotency.Hold) (*IngestAnswer, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
@@ -170,13 +171,13 @@ func (s *Service) ingestCancel(ctx context.Context, p auth.Principal, ns, id str
 			return err
 		}
 		ans = &IngestAnswer{IngestionID: j.ID, State: j.State, Total: j.Total, CancelRequested: j.CancelRequestedAt != nil}
-		return hold.mark(ctx, tx, ans)
+		return idempotency.MarkDone(ctx, tx, hold, ans)
 	})
 	switch {
 	case errors.Is(err, store.ErrNoJob):
 		return nil, noJob(id)
-	case errors.Is(err, errIdemTakenOver):
-		return nil, takenOver()
+	case errors.Is(err, idempotency.ErrTakenOver):
+		return nil, idempotency.TakenOver(err)
 	case err != nil:
 		return nil, httperr.Store("cancelling the ingestion job", err)
 	}

@@ -172,7 +172,9 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 		switch {
 		case errors.Is(err, errCancelled):
 			return true, r.end(ctx, store.JobCancelled)
-		case errors.As(err, &he) && he.Code == httperr.CodePreconditionFailed && attempt < 3:
+		// A head that moved, or a version an erasure removed since the batch read it:
+		// read the heads again (a run whose job the erasure took then stops at its fence).
+		case errors.As(err, &he) && (he.Code == httperr.CodePreconditionFailed || he.Code == httperr.CodeNotFound) && attempt < 3:
 			continue
 		}
 		return false, err

@@ -8,11 +8,13 @@ package command
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/knowledge/parse"
@@ -45,6 +47,9 @@ const (
 type Config struct {
 	Topic       string // LOOM_TOPIC: the records' topic
 	EventSource string // LOOM_EVENT_SOURCE: their ce_source
+	// IdempotencyLease is how long a write holds its Idempotency-Key
+	// (LOOM_PG_REQUEST_LEASE_SECONDS; 0: a minute).
+	IdempotencyLease time.Duration
 }
 
 // Service is the knowledge plane's write side.
@@ -55,6 +60,7 @@ type Service struct {
 	keys     *kek.Ring
 	wake     *outbox.Waker // nil: no relay in process to wake
 	log      *slog.Logger
+	idem     *idempotency.Store // the Idempotency-Keys of the writes
 	limits   parse.Limits
 	// ingestWake wakes this process's ingest workers when a job is submitted.
 	ingestWake chan struct{}
@@ -63,9 +69,11 @@ type Service struct {
 // New builds the write side: it commits to pool, embeds chunks with embedder (the
 // memory plane's), wraps data keys under keys and wakes the relays through wake.
 func New(cfg Config, pool *pgxpool.Pool, embedder embed.Embedder, keys *kek.Ring, wake *outbox.Waker, log *slog.Logger) *Service {
-	return &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, wake: wake, log: log,
+	s := &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, wake: wake, log: log,
 		limits:     parse.Limits{MaxBytes: MaxDocumentBytes, MaxExpandedBytes: MaxExpandedBytes, MaxPages: MaxPages},
 		ingestWake: make(chan struct{}, 1)}
+	s.idem = newIdempotency(s)
+	return s
 }
 
 // Register mounts the write routes; the process authenticates them (cmd/loomd/app).

@@ -152,8 +152,8 @@ func Lock(ctx context.Context, tx pgx.Tx, org, ns string, uris []string) (map[st
 // QueueWrite queues, on b, a revision's key row and its head (sealed is the head's
 // text sealed under the revision's key, wrappedKey that key wrapped under the KEK).
 func QueueWrite(b *pgx.Batch, h *Head, event events.Type, wrappedKey, sealed []byte) {
-	b.Queue(`INSERT INTO loom.knowledge_revisions (org, namespace, seq, source_uri, version, event_type, data_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, h.Org, h.Namespace, h.Seq, h.SourceURI, h.Version, string(event), wrappedKey)
+	b.Queue(`INSERT INTO loom.knowledge_revisions (org, namespace, seq, source_uri, version, event_type, data_key, doc_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid)`, h.Org, h.Namespace, h.Seq, h.SourceURI, h.Version, string(event), wrappedKey, h.DocID)
 	b.Queue(`INSERT INTO loom.knowledge_heads (org, namespace, source_uri, doc_id, version, seq, format, deleted,
 			chunk_count, bytes, chunks_seq, chunks_version, actor, sealed, created_at, updated_at)
 		VALUES ($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"mime/multipart"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	kcommand "github.com/loomplane/loom/knowledge/command"
 	"github.com/loomplane/loom/tests/testenv"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // knowledge.ingest end to end over the real stores: jobs committed in Postgres, run by
@@ -455,7 +457,8 @@ func TestKnowledgeSynthesize(t *testing.T) {
 		c.LLM.BaseURL, c.LLM.Model, c.Command.Extraction.QueueEnabled = srv.URL, "m", false
 	})
 	org := testenv.Unique(t, "org")
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	token := env.Token(t, n, auth.NewToken{Org: org})
+	c := testenv.NewClient(url, token)
 	ns := testenv.Unique(t, "syn")
 	kadd(t, c, ns, map[string]any{"source_uri": "handbook/travel.md", "content": "# Travel\n\nFlights over six hours are booked in premium economy."})
 	kadd(t, c, ns, map[string]any{"source_uri": "handbook/food.md", "content": "# Food\n\nThe canteen serves lunch from noon."})
@@ -483,5 +486,23 @@ func TestKnowledgeSynthesize(t *testing.T) {
 	if a := synth(map[string]any{"query": "parking rules", "source_prefix": "nowhere/"}); a["abstained"] != true || a["abstain_code"] != "no_passages" ||
 		len(srv.Chats()) != calls {
 		t.Fatalf("a synthesis with no passages: %v (calls %d → %d)", a, calls, len(srv.Chats()))
+	}
+
+	// An agent asks the same through MCP's knowledge_synthesize, over the public client.
+	cs := goSDKSession(t, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}})
+	srv.ReplyWhen(func(r llmtest.ChatRequest) bool { return r.Contains("premium economy") },
+		llmtest.JSON(map[string]any{"answerable": true, "answer": "Premium economy.", "citations": []string{"k1"}}))
+	res := callTool(t, cs, "knowledge_synthesize", map[string]any{"namespace": ns, "query": "premium economy flights booked", "limit": 1})
+	var syn client.Synthesis
+	if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &syn) != nil || res.IsError {
+		t.Fatalf("mcp knowledge_synthesize: %v %s", err, resultText(res))
+	}
+	if syn.Abstained || syn.Answer != "Premium economy." || len(syn.Citations) != 1 || syn.Citations[0].SourceURI != "handbook/travel.md" ||
+		!strings.Contains(resultText(res), "Premium economy.") {
+		t.Fatalf("mcp knowledge_synthesize answered %+v (%q)", syn, resultText(res))
+	}
+	res = callTool(t, cs, "knowledge_synthesize", map[string]any{"namespace": ns, "query": "parking rules", "source_prefix": "nowhere/"})
+	if res.IsError || !strings.Contains(resultText(res), "abstained (no_passages)") {
+		t.Fatalf("mcp knowledge_synthesize with no passages: %s", resultText(res))
 	}
 }

@@ -210,7 +210,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys))
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 		p.Workers.UseClickHouse(p.CH)
-		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource},
+		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource,
+			IdempotencyLease: cfg.Command.IdempotencyLease},
 			p.PG, p.Embedder, p.Keys, p.relayWake, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {

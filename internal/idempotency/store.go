@@ -1,0 +1,129 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loomplane/loom/internal/erasure"
+)
+
+// The statements of loom.idempotency: claim (idempotency.go) takes, reads and takes
+// over a key in one transaction with the first three; a writer's commit marks its key
+// in its own transaction; the erasure saga fences the answers naming what it removed;
+// the expiry pass sweeps.
+
+const (
+	// insertSQL takes a key no row holds ($1 org, $2 key hash, $3 op, $4 request
+	// digest, $5 lease, $6 how long it is kept), returning its token.
+	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at)
+			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval)
+			ON CONFLICT DO NOTHING RETURNING token`
+	// lockSQL locks and reads a key's row.
+	lockSQL = `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, answer, revisions
+			FROM loom.idempotency WHERE org = $1 AND key_hash = $2 FOR UPDATE`
+	// takeOverSQL runs a key's row under the next token ($6: it expired, and starts
+	// afresh), returning the token.
+	takeOverSQL = `UPDATE loom.idempotency SET state = 'running', token = token + 1, op = $3, request_digest = $4,
+				lease_until = now() + $5::interval, revisions = NULL, answer = NULL,
+				created_at = CASE WHEN $6 THEN now() ELSE created_at END,
+				expires_at = CASE WHEN $6 THEN now() + $7::interval ELSE expires_at END
+				WHERE org = $1 AND key_hash = $2 RETURNING token`
+	// doneSQL stores a key's answer ($4) under its request's token ($3) only.
+	doneSQL = `UPDATE loom.idempotency SET state = 'done', answer = $4
+		WHERE org = $1 AND key_hash = $2 AND token = $3`
+	// committedSQL marks a key committed with its revisions ($4), under its request's
+	// token ($3) only.
+	committedSQL = `UPDATE loom.idempotency SET state = 'committed', revisions = $4
+		WHERE org = $1 AND key_hash = $2 AND token = $3`
+)
+
+// MarkCommitted marks the key committed in the commit's transaction tx, with the
+// revisions (JSON) a replay answers until the answer is stored, under the request's
+// token only: ErrTakenOver when a retry took the key over. A nil hold marks nothing.
+func MarkCommitted(ctx context.Context, tx pgx.Tx, hold *Hold, revisions any) error {
+	return hold.mark(ctx, tx, committedSQL, revisions)
+}
+
+// MarkDone stores the answer in the commit's transaction tx, under the request's token
+// only: ErrTakenOver when a retry took the key over. Run then stores nothing more. A
+// nil hold marks nothing.
+func MarkDone(ctx context.Context, tx pgx.Tx, hold *Hold, answer any) error {
+	if err := hold.mark(ctx, tx, doneSQL, answer); err != nil || hold == nil {
+		return err
+	}
+	hold.stored = true
+	return nil
+}
+
+func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql string, value any) error {
+	if h == nil {
+		return nil
+	}
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, sql, h.org, h.keyHash, h.token, raw)
+	if err != nil {
+		return fmt.Errorf("mark the Idempotency-Key: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrTakenOver
+	}
+	return nil
+}
+
+func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) error {
+	if hold == nil {
+		return nil
+	}
+	_, err := s.pool.Exec(context.WithoutCancel(ctx), doneSQL, hold.org, hold.keyHash, hold.token, answer)
+	return err
+}
+
+func (s *Store) release(ctx context.Context, hold *Hold) {
+	if hold == nil {
+		return
+	}
+	if _, err := s.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3`,
+		hold.org, hold.keyHash, hold.token); err != nil {
+		s.log.Warn("idempotency: cannot release a claim; it lapses with its lease", "err", err)
+	}
+}
+
+// QueueFenceErased queues, in an erasure's transaction, the fence of the answers
+// naming what the erasure removed (its evidence; internal/erasure's registry holds the
+// scope, args as erasure.ScopeParams names them): a new token, so a request still
+// holding the key stores no answer, and a retry answers 404 for the whole request.
+// fenced holds how many once the batch is sent.
+func QueueFenceErased(b *pgx.Batch, args []any, fenced *int64) {
+	b.Queue(erasure.ScopeParams+` UPDATE loom.idempotency t SET state = 'erased', revisions = NULL, answer = NULL, token = t.token + 1
+		FROM p WHERE `+scope(), args...).Exec(func(tag pgconn.CommandTag) error {
+		*fenced = tag.RowsAffected()
+		return nil
+	})
+}
+
+// scope is loom.idempotency's erasure scope predicate.
+func scope() string {
+	for _, t := range erasure.Tables() {
+		if t.Store == erasure.Postgres && t.Name == "loom.idempotency" {
+			return t.Scope
+		}
+	}
+	panic("internal/erasure's registry has no loom.idempotency")
+}
+
+// Sweep deletes keys past their 24 hours, a few thousand a pass.
+func (s *Store) Sweep(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM loom.idempotency WHERE ctid IN (
+		SELECT ctid FROM loom.idempotency WHERE expires_at < now() LIMIT 5000)`)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
