@@ -678,7 +678,8 @@ function renderChrome(ns) {
       h("a", { href: href(["ns", ns]), "data-nav": "memories" }, "Memories"),
       h("a", { href: href(["ns", ns, "search"]), "data-nav": "search" }, "Search"),
       h("a", { href: href(["ns", ns, "graph"]), "data-nav": "graph" }, "Graph"),
-      h("a", { href: href(["ns", ns, "context"]), "data-nav": "context" }, "Context")
+      h("a", { href: href(["ns", ns, "context"]), "data-nav": "context" }, "Context"),
+      self.role === "admin" ? h("a", { href: href(["ns", ns, "work"]), "data-nav": "work" }, "Work") : null
     );
   }
   who.append(...[
@@ -1446,6 +1447,85 @@ function miniSpark(label, values) {
     svg("polyline", { points: pts, class: "spark-line" })
   );
 }
+var AUDIT_PAGES = 5;
+var ERASURES_READ = 20;
+async function erasureIDs(ns) {
+  const ids = [];
+  let after = 0;
+  for (let page = 0; page < AUDIT_PAGES; page++) {
+    const ans = await api("GET", "/v1/namespaces/{ns}/audit", { params: { ns }, query: { after_seq: after, limit: 1e3 } });
+    for (const r of ans.rows) if (r.op === "erasure.request" && r.request_id && !ids.includes(r.request_id)) ids.push(r.request_id);
+    if (ans.next_after_seq == null) return { ids, complete: true };
+    after = ans.next_after_seq;
+  }
+  return { ids, complete: false };
+}
+var sagaKind = { completed: "ok", running: "warn", failed: "bad" };
+var extractionKind = { done: "ok", pending: "warn", running: "warn", held: "warn", failed: "bad" };
+async function viewWork(ns) {
+  document.title = "Work · " + ns + " · Loom console";
+  const settle = (p) => p.then((v) => ({ v }), (err) => ({ err }));
+  const [ext, found] = await Promise.all([
+    settle(api("GET", "/v1/namespaces/{ns}/extractions", { params: { ns }, query: { limit: 100 } })),
+    settle(erasureIDs(ns))
+  ]);
+  const newest = found.v ? found.v.ids.slice(-ERASURES_READ).reverse() : [];
+  const sagas = await Promise.all(newest.map((id) => settle(api("GET", "/v1/erasures/{erasure_id}", { params: { erasure_id: id } }))));
+  const requests = ext.v ? ext.v.requests || [] : [];
+  const byStatus = { pending: 0, running: 0, held: 0, done: 0, failed: 0 };
+  for (const r of requests) byStatus[r.status] = (byStatus[r.status] || 0) + 1;
+  const extractions = ext.err ? h("div", { id: "work-extractions" }, errorBox(ext.err)) : h(
+    "div",
+    { id: "work-extractions" },
+    countsList("work-extractions-by-status", byStatus),
+    detailTable(
+      "work-extraction-list",
+      "Newest first: each deferred memory.set_from_messages request of the namespace",
+      ["Created", "Status", "User", "Session", "Agent", "Messages", "Attempts", "Finished", "Last error"],
+      requests.map((r) => h(
+        "tr",
+        { "data-queue-id": r.queue_id, "data-status": r.status },
+        h("td", {}, when(r.created_at)),
+        h("td", {}, badge(r.status, extractionKind[r.status])),
+        h("td", {}, r.user_id || ""),
+        h("td", {}, r.session_id || ""),
+        h("td", {}, r.agent || ""),
+        h("td", {}, r.messages ?? ""),
+        h("td", {}, r.attempts ?? 0),
+        h("td", {}, when(r.finished_at)),
+        h("td", { class: "value", title: r.last_error || "" }, r.last_error || "")
+      )),
+      "No deferred extraction in this namespace."
+    )
+  );
+  const erasures = found.err ? h("div", { id: "work-erasures" }, errorBox(found.err)) : detailTable(
+    "work-erasures",
+    `The latest ${newest.length} of ${found.v.ids.length} erasures the audit trail names` + (found.v.complete ? "" : ` in its first ${AUDIT_PAGES * 1e3} rows`) + ", newest first; the census counts every counted table over the scope",
+    ["Requested", "Kind", "User", "Status", "Steps", "Runs", "Residue", "Census", "Finished"],
+    sagas.map((s, i) => s.err ? h("tr", { "data-erasure": newest[i] }, h("td", { colspan: 9 }, errorBox(s.err))) : h(
+      "tr",
+      { "data-erasure": s.v.id, "data-status": s.v.status },
+      h("td", {}, when(s.v.requested_at)),
+      h("td", {}, s.v.scope.kind, s.v.purge ? " (purge)" : ""),
+      h("td", {}, s.v.scope.user_id || ""),
+      h("td", {}, badge(s.v.status, sagaKind[s.v.status]), s.v.last_error ? [" ", badge("errored", "bad")] : ""),
+      h("td", {}, `${(s.v.steps || []).filter((st) => st.completed_at).length} of ${(s.v.steps || []).length}`),
+      h("td", {}, s.v.attempts),
+      h("td", { "data-residue": s.v.residue_count ?? "" }, s.v.residue_count == null ? "—" : s.v.residue_count ? badge(String(s.v.residue_count), "bad") : badge("0", "ok")),
+      h("td", {}, s.v.census ? h("details", {}, h("summary", {}, `${Object.keys(s.v.census).length} tables`), countsList("", s.v.census)) : "—"),
+      h("td", {}, when(s.v.finished_at))
+    )),
+    "No erasure in this namespace."
+  );
+  return [
+    h("h1", {}, "Work in ", h("code", {}, ns)),
+    h("p", { class: "muted" }, `Org ${self.org}'s background work in this namespace, as its admin reads it: the deferred extractions (GET …/extractions) and the erasures (the audit trail's, each by GET /v1/erasures/{id}). The operator's token sees the whole deployment's.`),
+    h("h2", {}, "Extraction queue"),
+    extractions,
+    h("h2", {}, "Erasures"),
+    erasures
+  ];
+}
 function fillTo(el, share) {
   el.style.width = Math.min(Math.max(share, 0), 1) * 100 + "%";
   return el;
@@ -1571,6 +1651,7 @@ async function render() {
     else if (ns && parts[2] === "search") content = await viewSearch(ns, query);
     else if (ns && parts[2] === "graph") content = await viewGraph(ns, parts[3] || "", query, seq);
     else if (ns && parts[2] === "context") content = await viewContext(ns, query);
+    else if (ns && parts[2] === "work") content = await viewWork(ns);
     else if (ns) content = await viewMemories(ns, query, seq);
     else content = await viewNamespaces(seq);
   } catch (err) {
