@@ -35,5 +35,12 @@ vet:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
 
+## console: bundle the web console's script, console/src with the TypeScript client's
+## clients/typescript/src, into console/static/app.js with the esbuild that
+## console/package-lock.json pins (node 20+). The bundle is committed, so `go build` and
+## `make dev` need no node; the suite rebuilds it and fails when the committed one is stale.
+console:
+	cd console && npm ci --ignore-scripts --no-audit --no-fund && npm run --silent build
+
 clean:
 	rm -rf bin

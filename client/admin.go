@@ -69,8 +69,9 @@ func (c *Client) Erasure(ctx context.Context, id string) (*Erasure, error) {
 	return &e, c.into(ctx, c.newCall(http.MethodGet, "/v1/erasures/"+url.PathEscape(id), nil), &e)
 }
 
-// Health reads /v1/health; include names the extra objects (postgres, lag). Only the
-// operator's token gets anything beyond Status.
+// Health reads /v1/health; include names the extra objects (postgres, lag, workers,
+// namespaces, erasures, extractions, topic). Only the operator's token gets anything
+// beyond Status.
 func (c *Client) Health(ctx context.Context, include ...string) (*Health, error) {
 	k := c.newCall(http.MethodGet, "/v1/health", nil)
 	if len(include) > 0 {

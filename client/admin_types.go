@@ -173,8 +173,14 @@ type Health struct {
 	Lag         *HealthLag      `json:"lag,omitempty"`
 	// Workers is each background worker's queue, with include "workers".
 	Workers map[string]WorkerQueue `json:"workers,omitempty"`
-	// Passes are the workers role's background passes, in a process running it.
+	// Passes are the workers role's background passes, in a process running it; with
+	// include "workers", every pass with its queue.
 	Passes map[string]HealthPass `json:"passes,omitempty"`
+	// With include "namespaces", "erasures", "extractions" and "topic" (health_types.go).
+	Namespaces  *HealthNamespaces  `json:"namespaces,omitempty"`
+	Erasures    *HealthErasures    `json:"erasures,omitempty"`
+	Extractions *HealthExtractions `json:"extractions,omitempty"`
+	TopicLatest *HealthTopic       `json:"topic_latest,omitempty"`
 }
 
 // WorkerQueue is one background worker's queue in /v1/health.
@@ -192,6 +198,8 @@ type HealthPass struct {
 	RowsDone int64      `json:"rows_done"`
 	RowsOwed int64      `json:"rows_owed"`
 	Failures int64      `json:"failures"`
+	// Queue is the pass's worker queue (include "workers"), for a pass fed by one.
+	Queue *WorkerQueue `json:"queue,omitempty"`
 }
 
 // HealthIndex is health's `index` object: the process's in-process search index, its

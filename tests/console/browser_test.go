@@ -444,6 +444,8 @@ func TestConsoleShowsTheOperatorTheDeployment(t *testing.T) {
 	if body := b.text("main"); strings.Contains(body, secret) || strings.Contains(body, "locker") || strings.Contains(body, "alice") {
 		t.Errorf("the operator's view shows a memory's content, key or user:\n%s", body)
 	}
+	// The typed client reads what the view shows.
+	typedHealthShows(t, operator, org, ns, erased, erasure["id"].(string))
 	if b.present(`#nav a[href="#/"]`) {
 		t.Errorf("the operator is offered the namespaces of an org")
 	}
@@ -505,5 +507,54 @@ func TestConsolePreviewsAContextPack(t *testing.T) {
 	b.shot("14-context-cited-memory")
 	if got := b.text("#value"); !strings.Contains(got, "Alice") {
 		t.Errorf("the cited memory's page shows %q", got)
+	}
+}
+
+// typedHealthShows reads the operator's health through the Go client with every include
+// the Operations view asks for, and checks it holds what the view showed: the namespace
+// caught up, the erasure completed with no residue, the namespace's write sealed on the
+// topic and the erasure's record there, the extraction queue's counts, and the passes
+// with their queues.
+func typedHealthShows(t *testing.T, operator *testenv.Client, org, ns, erased, erasureID string) {
+	t.Helper()
+	h, err := operator.Typed(t).Health(context.Background(), "postgres", "lag", "workers", "namespaces", "erasures", "extractions", "topic")
+	if err != nil {
+		t.Fatalf("typed health: %v", err)
+	}
+	if h.Namespaces == nil || h.Erasures == nil || h.Extractions == nil || h.TopicLatest == nil {
+		t.Fatalf("typed health lacks an include: namespaces %v, erasures %v, extractions %v, topic %v",
+			h.Namespaces, h.Erasures, h.Extractions, h.TopicLatest)
+	}
+	listed := false
+	for _, s := range h.Namespaces.Listed {
+		listed = listed || (s.Org == org && s.Namespace == ns && s.Generation > 0 && s.ProjectionBehind == 0)
+	}
+	if !listed || h.Namespaces.Total < int64(len(h.Namespaces.Listed)) {
+		t.Errorf("typed health's namespaces (total %d) do not list %s/%s caught up", h.Namespaces.Total, org, ns)
+	}
+	completed := false
+	for _, e := range h.Erasures.Latest {
+		completed = completed || (e.ID == erasureID && e.Org == org && e.Status == "completed" && e.ResidueCount != nil && *e.ResidueCount == 0 && len(e.Census) > 0)
+	}
+	if !completed || h.Erasures.ByStatus["completed"] < 1 {
+		t.Errorf("typed health's erasures do not hold %s completed with a census and no residue: %+v", erasureID, h.Erasures)
+	}
+	if _, ok := h.Extractions.ByStatus["pending"]; !ok || h.Extractions.Error != "" {
+		t.Errorf("typed health's extractions count no status: %+v", h.Extractions)
+	}
+	written, erasedRec := false, false
+	for _, r := range h.TopicLatest.Records {
+		written = written || (r.Namespace == ns && r.Type == "memory.written" && r.Sealed)
+		erasedRec = erasedRec || (r.Namespace == erased && r.Type == "memory.erased")
+	}
+	if !written || !erasedRec || h.TopicLatest.Error != "" {
+		t.Errorf("typed health's topic_latest lacks %s's sealed write (%v) or %s's erasure (%v): %s", ns, written, erased, erasedRec, h.TopicLatest.Error)
+	}
+	queued := false
+	for _, p := range h.Passes {
+		queued = queued || p.Queue != nil
+	}
+	if !queued {
+		t.Errorf("typed health's passes carry no queue with include workers: %+v", h.Passes)
 	}
 }

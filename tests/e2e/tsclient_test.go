@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,53 +52,12 @@ func TestTypeScriptClient(t *testing.T) {
 
 // tsClient copies clients/typescript and the spec into a fresh folder laid out as the
 // repository is (the client's generate script reads ../../schemas/openapi.yaml), with
-// its packages installed from its lock into a cache folder outside the tree (keyed by
-// the lock, as the js/ clients are). Without npm the suite installs node
-// (scripts/install-deps.sh); an install that fails fails the test.
+// its packages installed from its lock into a cache folder outside the tree
+// (testenv.NodeModules; the test builds the client, its prepare script does not run).
 func tsClient(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		if out, err := exec.Command("../../scripts/install-deps.sh").CombinedOutput(); err != nil {
-			t.Fatalf("node and npm are missing and scripts/install-deps.sh could not install them: %v\n%s", err, out)
-		}
-	}
 	const src = "../../clients/typescript"
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	modules := filepath.Join(cache, "loom", "ts-client-"+hex.EncodeToString(sum[:6]))
-	if _, err := os.Stat(filepath.Join(modules, "node_modules", ".installed")); err != nil {
-		if err := os.MkdirAll(filepath.Dir(modules), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(modules), "install-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{"package.json", "package-lock.json", ".npmrc"} {
-			if err := copyFile(filepath.Join(src, f), filepath.Join(tmp, f)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// The client's own prepare script builds it: here the test builds it, after.
-		install := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		install.Dir = tmp
-		if out, err := install.CombinedOutput(); err != nil {
-			os.RemoveAll(tmp)
-			t.Fatalf("npm ci of clients/typescript failed: %v\n%s", err, out)
-		}
-		os.WriteFile(filepath.Join(tmp, "node_modules", ".installed"), nil, 0o644)
-		os.RemoveAll(modules)
-		if err := os.Rename(tmp, modules); err != nil {
-			t.Fatal(err)
-		}
-	}
+	modules := testenv.NodeModules(t, "ts-client", src)
 
 	root := t.TempDir()
 	dir := filepath.Join(root, "clients", "typescript")
@@ -117,7 +74,7 @@ func tsClient(t *testing.T) string {
 		}
 	}
 	copyInto(t, "../../schemas/openapi.yaml", filepath.Join(root, "schemas", "openapi.yaml"))
-	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -78,7 +78,7 @@ export function createLoomClient(opts: LoomClientOptions): LoomClient {
     let request = input;
     if (WRITE_METHODS.has(request.method) && !request.headers.has("Idempotency-Key")) {
       const headers = new Headers(request.headers);
-      headers.set("Idempotency-Key", crypto.randomUUID());
+      headers.set("Idempotency-Key", newIdempotencyKey());
       request = new Request(request, { headers });
     }
     for (let attempt = 1; ; attempt++) {
@@ -99,6 +99,18 @@ export function createLoomClient(opts: LoomClientOptions): LoomClient {
     headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : {},
   });
   return Object.assign(client, { baseUrl: opts.baseUrl });
+}
+
+// newIdempotencyKey is a random UUID. A browser has crypto.randomUUID only in a secure
+// context (https, localhost); the console served over plain http elsewhere has
+// getRandomValues, from which the same v4 UUID is made.
+function newIdempotencyKey(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6]! & 0x0f) | 0x40;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 async function readEnvelope(response: Response): Promise<ErrorBody | undefined> {
