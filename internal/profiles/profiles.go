@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -104,22 +103,7 @@ func Facts(ctx context.Context, q heads.Querier, org, namespace, userID string, 
 	if err != nil {
 		return nil, fmt.Errorf("read the user's facts: %w", err)
 	}
-	out := rows[:0]
-	for _, r := range rows {
-		if Source(r, now) {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].UpdatedAt.Equal(out[j].UpdatedAt) {
-			return out[i].UpdatedAt.After(out[j].UpdatedAt)
-		}
-		return out[i].MemoryID < out[j].MemoryID
-	})
-	if len(out) > MaxSources {
-		out = out[:MaxSources]
-	}
-	return out, nil
+	return newestSources(rows, now), nil
 }
 
 // Digest is the digest of a profile's sources: the XOR of a hash of each one's id,
