@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/profiles"
@@ -21,15 +20,9 @@ import (
 // the caller may read or the namespace no longer opts in (the pass stopped keeping it
 // current).
 func (s *Service) servedSection(ctx context.Context, p auth.Principal, ns, userID string) (*memrow.Row, error) {
-	if !p.Reaches(ns) || !p.ActsOn(userID) {
-		return nil, nil
-	}
-	row, err := heads.Read(ctx, s.pool, profiles.SectionIdentity(p.Org, ns, userID))
-	if err != nil {
-		return nil, httperr.Store("reading the profile section", err)
-	}
-	if !profiles.SectionTrusted(row, s.now()) {
-		return nil, nil
+	row, err := s.servedRow(ctx, p, ns, userID, profiles.SectionIdentity(p.Org, ns, userID), profiles.SectionTrusted, "reading the profile section")
+	if err != nil || row == nil {
+		return nil, err
 	}
 	on, err := profiles.ConsolidationOn(ctx, s.pool, p.Org, ns)
 	if err != nil {

@@ -104,37 +104,16 @@ func ConsolidationOn(ctx context.Context, q heads.Querier, org, namespace string
 
 // ConsolidationOf reports which of the namespaces named (orgs[i], namespaces[i]) opt in.
 func ConsolidationOf(ctx context.Context, q heads.Querier, orgs, namespaces []string) (map[[2]string]bool, error) {
-	rows, err := q.Query(ctx, `SELECT s.org, s.namespace FROM loom.namespaces s
+	return namespaceSet(ctx, q, `SELECT s.org, s.namespace FROM loom.namespaces s
 		JOIN unnest($1::text[], $2::text[]) AS n(org, namespace) ON n.org = s.org AND n.namespace = s.namespace
-		WHERE s.`+optedIn, orgs, namespaces)
-	if err != nil {
-		return nil, fmt.Errorf("read which namespaces keep profile sections: %w", err)
-	}
-	defer rows.Close()
-	out := map[[2]string]bool{}
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return nil, err
-		}
-		out[k] = true
-	}
-	return out, rows.Err()
+		WHERE s.`+optedIn, "keep profile sections", orgs, namespaces)
 }
 
 // OptedInSince reads the namespaces that opt in whose configuration was stored after
 // since, oldest first (the partial index of migration 122 serves it).
 func OptedInSince(ctx context.Context, q heads.Querier, since time.Time, limit int) ([]Changed, error) {
-	rows, err := q.Query(ctx, `SELECT org, namespace, updated_at FROM loom.namespaces WHERE `+optedIn+` AND updated_at > $1
-		ORDER BY updated_at LIMIT $2`, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read the namespaces that opted in to profile sections: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Changed, error) {
-		var c Changed
-		err := r.Scan(&c.Org, &c.Namespace, &c.UpdatedAt)
-		return c, err
-	})
+	return changedSince(ctx, q, `SELECT org, namespace, updated_at FROM loom.namespaces WHERE `+optedIn+` AND updated_at > $1
+		ORDER BY updated_at LIMIT $2`, "the namespaces that opted in to profile sections", since, limit)
 }
 
 // SectionOf reads a section's value.
