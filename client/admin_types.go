@@ -16,6 +16,9 @@ type NamespaceConfig struct {
 	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
 	// RetrievalDefaults are the namespace's search settings (schema RetrievalSettings).
 	RetrievalDefaults *RetrievalSettings `json:"retrieval_defaults,omitempty"`
+	// ProfileConsolidation opts the namespace in to the profile_consolidation pass (a
+	// profile section of each user's preferences and decisions, served by RenderProfile).
+	ProfileConsolidation bool `json:"profile_consolidation,omitempty"`
 }
 
 // RetrievalSettings are search settings: a namespace's retrieval_defaults, or the

@@ -42,6 +42,9 @@ type RenderedProfile struct {
 	Format    string `json:"format"`
 	Text      string `json:"text"`
 	Citation  string `json:"citation"`
+	// Citations names every row rendered, in the text's order: the structured profile,
+	// then the profile section of preferences and decisions.
+	Citations []string `json:"citations"`
 }
 
 // ConsolidateRequest is memory.consolidate's body.

@@ -59,6 +59,9 @@ type NamespaceConfig struct {
 	// DailyCostCapUSD is what the namespace may spend on model calls a UTC day
 	// (extraction, memory.ask, the conflict resolver); unset: LOOM_DEFAULT_DAILY_COST_CAP_USD.
 	DailyCostCapUSD *float64 `json:"daily_cost_cap_usd,omitempty"`
+	// ProfileConsolidation opts the namespace in to the profile_consolidation pass: a
+	// profile section of each user's preferences and decisions (internal/profiles).
+	ProfileConsolidation bool `json:"profile_consolidation,omitempty"`
 }
 
 // DefaultConfig is the configuration of a namespace nobody configured.

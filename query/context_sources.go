@@ -65,25 +65,32 @@ func (s *Service) SessionDigest(ctx context.Context, p auth.Principal, namespace
 
 // profileRows is the profile layer over the structured profiles (profile.go): the
 // user's profile rendered as text, a line per rendered line, each citing the profile
-// row's version, so the citation resolves as a fact's does.
+// row's version, so the citation resolves as a fact's does; then the statements of the
+// user's profile section (profile_section.go), each citing the section's version.
 type profileRows struct{ s *Service }
 
 func (r profileRows) Profile(ctx context.Context, p auth.Principal, ns, userID string) ([]ProfileLine, bool, error) {
 	row, err := r.s.servedProfile(ctx, p, ns, userID)
-	if err != nil || row == nil {
+	if err != nil {
 		return nil, false, err
 	}
-	text, err := profiles.Render(userID, row.Value, profiles.FormatText)
-	if err != nil {
-		return nil, false, fmt.Errorf("rendering the profile: %w", err)
-	}
-	cite := memoryCite(row.MemoryID, row.Version)
 	var out []ProfileLine
-	for i, line := range strings.Split(text, "\n") {
-		if i == 0 || strings.TrimSpace(line) == "" { // the first is the "Profile of <user>:" title
-			continue
+	if row != nil {
+		text, err := profiles.Render(userID, row.Value, profiles.FormatText)
+		if err != nil {
+			return nil, false, fmt.Errorf("rendering the profile: %w", err)
 		}
-		out = append(out, ProfileLine{Cite: cite, Text: strings.TrimSpace(line)})
+		cite := memoryCite(row.MemoryID, row.Version)
+		for i, line := range strings.Split(text, "\n") {
+			if i == 0 || strings.TrimSpace(line) == "" { // the first is the "Profile of <user>:" title
+				continue
+			}
+			out = append(out, ProfileLine{Cite: cite, Text: strings.TrimSpace(line)})
+		}
 	}
-	return out, true, nil
+	lines, ok, err := r.s.sectionLines(ctx, p, ns, userID)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, lines...), row != nil || ok, nil
 }

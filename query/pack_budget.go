@@ -166,8 +166,14 @@ func fitPack(sections []packSection, lim packLimits, format string, count func(s
 				cost += heading
 			}
 			l.Tokens = cost
+			// A profile's lines are the fields of one row, all citing its version: they
+			// are parts of it, not copies of one another.
+			dup := l.Cite
+			if s.Name == sectionProfile {
+				dup += "\x00" + l.Text
+			}
 			switch {
-			case seen[l.Cite]:
+			case seen[dup]:
 				cuts = append(cuts, packCut{Section: s.Name, Cite: l.Cite, Reason: cutDuplicate, Tokens: cost})
 				continue
 			case lim.PerKey > 0 && l.key != "" && perKey[l.key] >= lim.PerKey:
@@ -180,7 +186,7 @@ func fitPack(sections []packSection, lim packLimits, format string, count func(s
 				cuts = append(cuts, packCut{Section: s.Name, Cite: l.Cite, Reason: cutBudget, Tokens: cost})
 				continue
 			}
-			seen[l.Cite] = true
+			seen[dup], seen[l.Cite] = true, true
 			if l.key != "" {
 				perKey[l.key]++
 			}

@@ -95,6 +95,22 @@ func TestPackCaps(t *testing.T) {
 	}
 }
 
+// A profile's lines all cite its row's version, one line per field or statement: the
+// pack keeps each of them, where two lines of another layer citing one version are a
+// duplicate.
+func TestPackKeepsEveryLineOfAProfile(t *testing.T) {
+	tok, _ := newTokenizers(0).For("", "")
+	profile := packSection{Name: sectionProfile, Available: true, Lines: []packLine{
+		{Cite: "m:p@1", Text: "city: Lisbon"}, {Cite: "m:p@1", Text: "likes: espresso"},
+		{Cite: "m:s@1", Text: "preference: Prefers window seats"}, {Cite: "m:s@1", Text: "decision: Flies with TAP"},
+	}}
+	facts := packSection{Name: sectionFacts, Available: true, Lines: []packLine{{Cite: "m:p@1", Text: "city: Lisbon"}}}
+	kept, cuts, block, _ := fitPack([]packSection{profile, facts}, packLimits{Budget: 500}, formatMarkdown, tok.Count)
+	if len(kept[0].Lines) != 4 || len(kept[1].Lines) != 0 || len(cuts) != 1 || cuts[0].Reason != cutDuplicate {
+		t.Fatalf("kept %v, cut %v:\n%s", kept, cuts, block)
+	}
+}
+
 // The tokenizer counts as tiktoken does: OpenAI's published counts for fixed strings.
 func TestPackTokenizerReference(t *testing.T) {
 	want := map[string][2]int{ // cl100k_base, o200k_base

@@ -41,14 +41,21 @@ type profileAnswer struct {
 // servedProfile reads the profile the pass wrote for a user, nil when there is none
 // the caller may read.
 func (s *Service) servedProfile(ctx context.Context, p auth.Principal, ns, userID string) (*memrow.Row, error) {
+	return s.servedRow(ctx, p, ns, userID, profiles.Identity(p.Org, ns, userID), profiles.Trusted, "reading the profile")
+}
+
+// servedRow reads a user's row a pass wrote at id, nil when the caller may not read it
+// or trusted does not take it for the pass's; doing names the read in an error.
+func (s *Service) servedRow(ctx context.Context, p auth.Principal, ns, userID string, id memrow.Identity,
+	trusted func(*memrow.Row, time.Time) bool, doing string) (*memrow.Row, error) {
 	if !p.Reaches(ns) || !p.ActsOn(userID) {
 		return nil, nil
 	}
-	row, err := heads.Read(ctx, s.pool, profiles.Identity(p.Org, ns, userID))
+	row, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
-		return nil, httperr.Store("reading the profile", err)
+		return nil, httperr.Store(doing, err)
 	}
-	if !profiles.Trusted(row, s.now()) {
+	if !trusted(row, s.now()) {
 		return nil, nil
 	}
 	return row, nil

@@ -39,7 +39,7 @@ const (
 
 // sweptOps are the ops that write a value without the write path's detector. A new
 // writer of model or imported text that skips it belongs here.
-var sweptOps = map[string]bool{"memory.consolidate": true, "profile.build": true}
+var sweptOps = map[string]bool{"memory.consolidate": true, "profile.build": true, opConsolidateProfile: true}
 
 // owesSweep is the sweep's pick from a revision's plain fields: a value write of a
 // path that skips detection, not already high, recent enough.

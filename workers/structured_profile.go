@@ -16,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/profiles"
 	"github.com/loomplane/loom/internal/revisions"
 )
@@ -85,35 +86,41 @@ func (s *Service) pickProfileItems(ctx context.Context, recs []*kgo.Record) ([]w
 			kept = append(kept, env)
 		}
 	}
-	if len(kept) == 0 {
-		return nil, nil
-	}
-	// The user id is sealed (envelope version 2): the item reads it from the opened
-	// content.
-	keys, err := revisions.FetchKeys(ctx, s.pool, kept)
-	if err != nil {
-		return nil, err
-	}
-	opened, _, _ := revisions.Open(kept, keys)
-	items := make([]workItem, 0, len(opened))
-	for _, o := range opened {
-		if o.Env.Revision.UserID == "" || command.Anonymous(o.Env.Revision.UserID) {
-			continue // a profile is a user's
-		}
-		items = append(items, itemOf(workerProfile, o.Env))
-	}
-	return items, nil
+	return s.userItems(ctx, workerProfile, kept)
 }
 
 // profilePass builds every user of a namespace whose schema was set since the last
 // pass (scanSchemas), then the users behind one batch of queued revisions, each once.
 func (s *Service) profilePass(ctx context.Context) passResult {
 	cfg := s.cfg.Profiles
-	scanned := s.scanSchemas(ctx)
+	return s.userPass(ctx, structuredKind, cfg.Batch, cfg.MaxAge, s.scanSchemas, s.buildProfile)
+}
+
+// profileKind is one of the two profile rows a pass keeps per user: the structured
+// profile, or the profile section (profile_consolidation.go).
+type profileKind struct {
+	worker, actor string
+	build, retire string // the ops of a build and of a retirement
+	trusted       func(*memrow.Row, time.Time) bool
+	builds        func(s *Service) *metrics.CounterVec // the pass's builds, by outcome
+	logName       string
+}
+
+var structuredKind = profileKind{worker: workerProfile, actor: profiles.WorkerActor, build: opBuildProfile, retire: opRetireProfile,
+	trusted: profiles.Trusted, builds: func(s *Service) *metrics.CounterVec { return s.profiles }, logName: workerProfile}
+
+// buildUser brings one user's row of a profile kind up to date.
+type buildUser func(ctx context.Context, org, ns, userID string) (string, any, error)
+
+// userPass runs scan (the users of namespaces that newly owe every user a build),
+// then builds the users behind one batch of the kind's queued revisions, each once.
+func (s *Service) userPass(ctx context.Context, k profileKind, batch int, maxAge time.Duration,
+	scan func(context.Context) passResult, build buildUser) passResult {
+	scanned := scan(ctx)
 	if scanned.stopped {
 		return scanned
 	}
-	items, res, ok := s.claimPass(ctx, workerProfile, cfg.Batch, cfg.MaxAge, false)
+	items, res, ok := s.claimPass(ctx, k.worker, batch, maxAge, false)
 	res.done, res.errors = res.done+scanned.done, res.errors+scanned.errors
 	if !ok {
 		return res
@@ -138,8 +145,8 @@ func (s *Service) profilePass(ctx context.Context) passResult {
 			}
 			break
 		}
-		outcome, detail, err := s.buildProfile(ctx, u.org, u.ns, u.id)
-		s.profiles.With(outcomeLabel(outcome, err)).Inc()
+		outcome, detail, err := build(ctx, u.org, u.ns, u.id)
+		k.builds(s).With(outcomeLabel(outcome, err)).Inc()
 		switch {
 		case errors.Is(err, errStopped):
 			res.stopped, res.errors = true, res.errors+1
@@ -149,10 +156,10 @@ func (s *Service) profilePass(ctx context.Context) passResult {
 		case err != nil:
 			res.errors++
 			if ctx.Err() == nil {
-				s.log.Warn("structured_profile: a user's profile stays owed", "org", u.org, "namespace", u.ns, "err", err)
+				s.log.Warn(k.logName+": a user's row stays owed", "org", u.org, "namespace", u.ns, "err", err)
 			}
 			for _, it := range its {
-				s.giveBack(it, s.soon(workerProfile), errors.Is(err, errOutOfSchema))
+				s.giveBack(it, s.soon(k.worker), errors.Is(err, errOutOfSchema))
 			}
 		default:
 			for _, it := range its {
@@ -171,12 +178,19 @@ func (s *Service) profilePass(ctx context.Context) passResult {
 // model call, so a new process scanning every schema again builds nothing twice. A
 // namespace that fails is scanned again on the next pass.
 func (s *Service) scanSchemas(ctx context.Context) passResult {
-	var res passResult
 	changed, err := profiles.SchemasSince(ctx, s.pool, s.profileScan, 100)
 	if err != nil {
 		s.log.Warn("structured_profile: reading the changed schemas failed", "err", err)
 		return passResult{errors: 1}
 	}
+	return s.scanUsers(ctx, structuredKind, changed, &s.profileScan, s.buildProfile)
+}
+
+// scanUsers builds every user of each changed namespace, in order, and moves cursor
+// past each namespace it finished; it stops at the first failure (that namespace is
+// scanned again on the next pass).
+func (s *Service) scanUsers(ctx context.Context, k profileKind, changed []profiles.Changed, cursor *time.Time, build buildUser) passResult {
+	var res passResult
 	for _, c := range changed {
 		if erasing, err := command.ErasureRunning(ctx, s.pool, c.Org); err != nil || erasing {
 			return res // the org's rows wait for its erasure
@@ -190,21 +204,21 @@ func (s *Service) scanSchemas(ctx context.Context) passResult {
 			if ctx.Err() != nil {
 				return res
 			}
-			outcome, _, err := s.buildProfile(ctx, c.Org, c.Namespace, u)
-			s.profiles.With(outcomeLabel(outcome, err)).Inc()
+			outcome, _, err := build(ctx, c.Org, c.Namespace, u)
+			k.builds(s).With(outcomeLabel(outcome, err)).Inc()
 			switch {
 			case errors.Is(err, errStopped):
 				res.stopped, res.errors = true, res.errors+1
 				return res
 			case err != nil:
-				s.log.Warn("structured_profile: a user's profile stays owed", "org", c.Org, "namespace", c.Namespace, "err", err)
+				s.log.Warn(k.logName+": a user's row stays owed", "org", c.Org, "namespace", c.Namespace, "err", err)
 				res.errors++
 				return res
 			case outcome == outcomeBuilt || outcome == outcomeRetired:
 				res.done++
 			}
 		}
-		s.profileScan = c.UpdatedAt
+		*cursor = c.UpdatedAt
 	}
 	return res
 }
@@ -234,18 +248,27 @@ func (s *Service) buildProfile(ctx context.Context, org, ns, userID string) (str
 	if err != nil || schema == nil {
 		return outcomeSkipped, nil, err
 	}
-	now := s.now()
-	facts, err := profiles.Facts(ctx, s.pool, org, ns, userID, now)
+	facts, err := profiles.Facts(ctx, s.pool, org, ns, userID, s.now())
 	if err != nil {
 		return "", nil, err
 	}
 	stamp := profiles.Stamp{SchemaHash: schema.Hash, Digest: profiles.Digest(facts), Sources: len(facts)}
-	id := profiles.Identity(org, ns, userID)
+	return s.rebuild(ctx, structuredKind, profiles.Identity(org, ns, userID), facts, stamp,
+		func(ctx context.Context) (json.RawMessage, int, error) {
+			return s.askProfile(ctx, org, ns, userID, schema, facts)
+		})
+}
+
+// rebuild writes a new version of a user's row of kind k at id when its stamp differs
+// from stamp (ask gives its value, and the model calls it made), deletes it when the
+// user has no source left, and leaves it alone otherwise.
+func (s *Service) rebuild(ctx context.Context, k profileKind, id memrow.Identity, facts []*memrow.Row, stamp profiles.Stamp,
+	ask func(context.Context) (json.RawMessage, int, error)) (string, any, error) {
 	head, err := heads.Read(ctx, s.pool, id)
 	if err != nil {
-		return "", nil, fmt.Errorf("read the profile: %w", err)
+		return "", nil, fmt.Errorf("read the %s row: %w", k.worker, err)
 	}
-	trusted := profiles.Trusted(head, now)
+	trusted := k.trusted(head, s.now())
 	if trusted && profiles.StampOf(head) == stamp {
 		return outcomeCurrent, nil, nil
 	}
@@ -253,13 +276,13 @@ func (s *Service) buildProfile(ctx context.Context, org, ns, userID string) (str
 		if !trusted {
 			return outcomeSkipped, nil, nil
 		}
-		return outcomeRetired, nil, s.commitProfile(ctx, id, head, nil, stamp)
+		return outcomeRetired, nil, s.commitProfile(ctx, k, id, head, nil, stamp)
 	}
-	value, calls, err := s.askProfile(ctx, org, ns, userID, schema, facts)
+	value, calls, err := ask(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := s.commitProfile(ctx, id, head, value, stamp); err != nil {
+	if err := s.commitProfile(ctx, k, id, head, value, stamp); err != nil {
 		return "", nil, err
 	}
 	return outcomeBuilt, map[string]int{"sources": len(facts), "model_calls": calls}, nil
@@ -282,11 +305,17 @@ func (s *Service) askProfile(ctx context.Context, org, ns, userID string, schema
 	bill := llm.Bill{Org: org, Namespace: ns, Purpose: llm.PurposeStructuredProfile}
 	req := llm.Request{Bill: bill, Schema: sch, MaxTokens: 2000,
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: profileRubric}, {Role: llm.RoleUser, Content: b.String()}}}
+	return s.askHeld(ctx, req, sch, s.cfg.Profiles.Attempts)
+}
+
+// askHeld asks the model req up to attempts times while its answers are outside sch;
+// it returns the first answer held to it, as canonical JSON, and the calls made.
+func (s *Service) askHeld(ctx context.Context, req llm.Request, sch *llm.Schema, attempts int) (json.RawMessage, int, error) {
 	calls := 0
-	for calls < s.cfg.Profiles.Attempts {
+	for calls < attempts {
 		calls++
 		var ans llm.Answer
-		o := s.models.Step(ctx, bill, s.outage, func(ctx context.Context) error {
+		o := s.models.Step(ctx, req.Bill, s.outage, func(ctx context.Context) error {
 			var err error
 			ans, err = s.models.Complete(ctx, req)
 			return err
@@ -317,14 +346,14 @@ func (s *Service) askProfile(ctx context.Context, org, ns, userID string, schema
 	return nil, calls, errOutOfSchema
 }
 
-// commitProfile writes the profile's new version over the head read (value nil: a
-// tombstone of it), as the pass's actor, through the one commit.
-func (s *Service) commitProfile(ctx context.Context, id memrow.Identity, head *memrow.Row, value json.RawMessage, stamp profiles.Stamp) error {
+// commitProfile writes the new version of a user's row of kind k over the head read
+// (value nil: a tombstone of it), as the pass's actor, through the one commit.
+func (s *Service) commitProfile(ctx context.Context, k profileKind, id memrow.Identity, head *memrow.Row, value json.RawMessage, stamp profiles.Stamp) error {
 	now := s.now()
 	var row *memrow.Row
 	var readVersion, readSeq int64
 	event := events.TypeWritten
-	op := opBuildProfile
+	op := k.build
 	if head != nil {
 		readVersion, readSeq = head.Version, head.Seq
 	}
@@ -332,7 +361,7 @@ func (s *Service) commitProfile(ctx context.Context, id memrow.Identity, head *m
 	case value == nil:
 		row = command.CopyOf(head)
 		row.Tombstone = true
-		event, op = events.TypeTombstoned, opRetireProfile
+		event, op = events.TypeTombstoned, k.retire
 	default:
 		row = &memrow.Row{Identity: id, MemoryID: uuid.NewString(), MemoryType: profiles.MemoryType, Status: memrow.StatusActive,
 			Entities: []string{}, Confidence: 1, SourceClass: command.SourceDerived, Sensitivity: memrow.SensitivityNormal, CreatedAt: now}
@@ -342,11 +371,11 @@ func (s *Service) commitProfile(ctx context.Context, id memrow.Identity, head *m
 		row.Value, row.ContentSHA256 = value, memrow.ContentSHA256(value)
 	}
 	row.Tags = stamp.Tags()
-	row.Actor = profiles.WorkerActor
+	row.Actor = k.actor
 	row.Version = memrow.NextVersion(now, readVersion)
 	row.UpdatedAt = now
 	return s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: row.Org, Namespace: row.Namespace,
-		RequestID: fmt.Sprintf("structured_profile:%s/%s", row.Namespace, row.UserID),
+		RequestID: fmt.Sprintf("%s:%s/%s", k.worker, row.Namespace, row.UserID),
 		Rows:      []command.WorkerRow{{Op: op, Event: event, Row: row, ReadVersion: readVersion, ReadSeq: readSeq}},
 		InTx:      refuseUnderErasure(row.Org)})
 }

@@ -59,6 +59,11 @@ type Service struct {
 	// profileScan is when the newest profile schema this process's pass has built
 	// every user of was set (structured_profile.go); only the pass reads it.
 	profileScan time.Time
+	// sections counts the profile_consolidation pass's user builds by outcome;
+	// sectionScan is when the newest opt-in its pass has built every user of was
+	// stored (profile_consolidation.go).
+	sections    *metrics.CounterVec
+	sectionScan time.Time
 	// digestWait is, per session, when this process's session_digest pass asks again
 	// after an unusable answer (session_digests.go); only the pass reads it.
 	digestWait map[string]time.Time
@@ -76,9 +81,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		cfg: cfg, pipe: pipe, extraction: extraction,
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
 			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
-			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1)},
+			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1),
+			workerConsolidation: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
-			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}},
+			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {}},
 		digestWait:  map[string]time.Time{},
 		passMetrics: newPassMetrics(reg),
 		outage:      llm.NewOutage(log, "conflict resolver"),
@@ -86,6 +92,7 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 		profiles: reg.Counter("loom_structured_profile_builds_total",
 			"Users the structured_profile pass brought up to date, by outcome (built, current, retired, skipped, out_of_schema, deferred).", "outcome"),
+		sections: newSectionBuilds(reg),
 	}
 }
 
@@ -120,6 +127,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.SensitivitySweep.Interval, time.Minute)
 	case workerCommunities:
 		return min(s.cfg.Communities.Interval, time.Minute)
+	case workerConsolidation:
+		return min(s.cfg.ProfileConsolidation.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -145,7 +154,8 @@ func Group(worker string) string {
 
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
-	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities}
+	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities,
+		workerConsolidation}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
@@ -180,6 +190,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.Profiles.Enabled
 	case workerSessionDigest:
 		return s.cfg.SessionDigest.Enabled
+	case workerConsolidation:
+		return s.cfg.ProfileConsolidation.Enabled
 	}
 	return false
 }
@@ -250,6 +262,9 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Record) ([]workItem, error) {
 	if worker == workerProfile {
 		return s.pickProfileItems(ctx, recs)
+	}
+	if worker == workerConsolidation {
+		return s.pickSectionItems(ctx, recs)
 	}
 	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
 		s.log.Warn("worker feed: a record is not an envelope; skipped", "worker", worker, "partition", r.Partition, "offset", r.Offset, "err", err)
@@ -421,5 +436,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunSensitivitySweep(ctx)
 	case workerCommunities:
 		s.RunEntityCommunities(ctx)
+	case workerConsolidation:
+		s.RunProfileConsolidation(ctx)
 	}
 }

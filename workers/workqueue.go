@@ -225,5 +225,5 @@ func ReadQueueHealth(ctx context.Context, q interface {
 
 // callsModel reports whether a worker calls a model: a held org's rows wait for it.
 func callsModel(worker string) bool {
-	return worker == workerResolver || worker == workerEntities || worker == workerProfile
+	return worker == workerResolver || worker == workerEntities || worker == workerProfile || worker == workerConsolidation
 }

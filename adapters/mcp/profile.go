@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -33,15 +34,19 @@ func addProfileTools(s *sdk.Server, c *client.Client) {
 	register(s, c, tool[profileArgs]{
 		name: "memory_profile", title: "A user's profile", readOnly: true,
 		description: "Read what Loom knows about a user as one profile, built from their stored facts and held to the " +
-			"namespace's profile schema, rendered for a prompt. RESOURCE_NOT_FOUND when the namespace has no profile " +
-			"schema or no profile of the user was built yet.",
+			"namespace's profile schema, rendered for a prompt, followed (in a namespace that opts in to profile sections) by " +
+			"the user's standing preferences and decisions. RESOURCE_NOT_FOUND when neither was built for the user yet.",
 		out: client.RenderedProfile{},
 		run: func(ctx context.Context, c *client.Client, in profileArgs) (any, string, error) {
 			a, err := c.RenderProfile(ctx, in.Namespace, in.UserID, in.Format)
 			if err != nil {
 				return nil, "", err
 			}
-			return a, a.Text + "\n(" + a.Citation + ")", nil
+			cites := a.Citation
+			if len(a.Citations) > 0 {
+				cites = strings.Join(a.Citations, ", ")
+			}
+			return a, a.Text + "\n(" + cites + ")", nil
 		},
 	})
 }

@@ -30,3 +30,26 @@ func validatePass(p Pass, prefix string) error {
 	}
 	return nil
 }
+
+// ModelPass is a background pass of the topic that calls a model: a pass's settings,
+// its age limit, and how many answers one build asks for while they are unusable.
+type ModelPass struct {
+	Pass
+	Attempts int // LOOM_<PASS>_ATTEMPTS: model answers one build asks for before it waits for a later pass
+}
+
+// readModelPass reads a model pass's settings under prefix; maxAgeDays and attempts
+// are its defaults.
+func readModelPass(r *reader, prefix string, enabled bool, batch int, interval time.Duration, maxAgeDays, attempts int) ModelPass {
+	p := ModelPass{Pass: readPass(r, prefix, enabled, batch, interval), Attempts: r.int(prefix+"_ATTEMPTS", attempts)}
+	p.MaxAge = r.days(prefix+"_MAX_AGE_DAYS", maxAgeDays)
+	return p
+}
+
+// validateModelPass checks a model pass's settings.
+func validateModelPass(p ModelPass, prefix string) error {
+	if p.Batch < 1 || p.Interval <= 0 || p.MaxAge <= 0 || p.Attempts < 1 {
+		return errors.New(prefix + "_BATCH, _INTERVAL_MS, _MAX_AGE_DAYS and _ATTEMPTS must be positive")
+	}
+	return nil
+}

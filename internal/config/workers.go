@@ -32,6 +32,10 @@ type Workers struct {
 	// Communities is the entity_communities pass (LOOM_ENTITY_COMMUNITIES_*, off by
 	// default): label propagation over each namespace's co-occurrence graph.
 	Communities Pass
+	// ProfileConsolidation is the profile_consolidation pass (LOOM_PROFILE_CONSOLIDATION_*,
+	// off by default, and per namespace opt-in): one profile section of a user's
+	// preferences and decisions, one model call per rebuild.
+	ProfileConsolidation ModelPass
 }
 
 // SessionDigest is the session_digest pass (workers/session_digests.go): a session
@@ -128,6 +132,7 @@ func readWorkers(r *reader, llm LLM) Workers {
 	w.SensitivitySweep = readPass(r, "LOOM_SENSITIVITY_SWEEP", true, 100, 30*time.Second)
 	w.SensitivitySweep.MaxAge = r.days("LOOM_SENSITIVITY_SWEEP_MAX_AGE_DAYS", 30)
 	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)
+	w.ProfileConsolidation = readModelPass(r, "LOOM_PROFILE_CONSOLIDATION", false, 40, 30*time.Second, 30, 3)
 	w.SessionDigest = SessionDigest{
 		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
 		MinTurns: r.int("LOOM_SESSION_DIGEST_MIN_TURNS", 20),
@@ -148,7 +153,8 @@ func (w Workers) Validate() error {
 	}
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
 		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate(),
-		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"))
+		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"),
+		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"))
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

@@ -43,11 +43,13 @@ const (
 	PurposeStructuredProfile Purpose = "structured_profile" // the structured_profile pass
 	PurposeConsolidation     Purpose = "consolidation"      // memory.consolidate's summaries
 	PurposeSessionDigest     Purpose = "session_digest"     // the session_digest pass
+	// PurposeProfileConsolidation is the profile_consolidation pass's sections.
+	PurposeProfileConsolidation Purpose = "profile_consolidation"
 )
 
 func purposes() []Purpose {
 	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank,
-		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest}
+		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest, PurposeProfileConsolidation}
 }
 
 // Bill names who pays for a call.

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -104,22 +103,7 @@ func Facts(ctx context.Context, q heads.Querier, org, namespace, userID string, 
 	if err != nil {
 		return nil, fmt.Errorf("read the user's facts: %w", err)
 	}
-	out := rows[:0]
-	for _, r := range rows {
-		if Source(r, now) {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].UpdatedAt.Equal(out[j].UpdatedAt) {
-			return out[i].UpdatedAt.After(out[j].UpdatedAt)
-		}
-		return out[i].MemoryID < out[j].MemoryID
-	})
-	if len(out) > MaxSources {
-		out = out[:MaxSources]
-	}
-	return out, nil
+	return newestSources(rows, now), nil
 }
 
 // Digest is the digest of a profile's sources: the XOR of a hash of each one's id,
@@ -197,10 +181,17 @@ func WriteSchema(ctx context.Context, q Execer, org, namespace string, canonical
 
 // WithSchema reports which of org's namespaces have a profile schema.
 func WithSchema(ctx context.Context, q heads.Querier, orgs, namespaces []string) (map[[2]string]bool, error) {
-	rows, err := q.Query(ctx, `SELECT s.org, s.namespace FROM loom.profile_schemas s
-		JOIN unnest($1::text[], $2::text[]) AS n(org, namespace) ON n.org = s.org AND n.namespace = s.namespace`, orgs, namespaces)
+	return namespaceSet(ctx, q, `SELECT s.org, s.namespace FROM loom.profile_schemas s
+		JOIN unnest($1::text[], $2::text[]) AS n(org, namespace) ON n.org = s.org AND n.namespace = s.namespace`,
+		"have a profile schema", orgs, namespaces)
+}
+
+// namespaceSet runs query over the namespaces named (orgs[i], namespaces[i]) and
+// returns the (org, namespace) pairs it answers; what names them in an error.
+func namespaceSet(ctx context.Context, q heads.Querier, query, what string, orgs, namespaces []string) (map[[2]string]bool, error) {
+	rows, err := q.Query(ctx, query, orgs, namespaces)
 	if err != nil {
-		return nil, fmt.Errorf("read which namespaces have a profile schema: %w", err)
+		return nil, fmt.Errorf("read which namespaces %s: %w", what, err)
 	}
 	defer rows.Close()
 	out := map[[2]string]bool{}
@@ -222,10 +213,16 @@ type Changed struct {
 
 // SchemasSince reads the namespaces whose schema was set after since, oldest first.
 func SchemasSince(ctx context.Context, q heads.Querier, since time.Time, limit int) ([]Changed, error) {
-	rows, err := q.Query(ctx, `SELECT org, namespace, updated_at FROM loom.profile_schemas WHERE updated_at > $1
-		ORDER BY updated_at LIMIT $2`, since, limit)
+	return changedSince(ctx, q, `SELECT org, namespace, updated_at FROM loom.profile_schemas WHERE updated_at > $1
+		ORDER BY updated_at LIMIT $2`, "the changed profile schemas", since, limit)
+}
+
+// changedSince runs query (since, limit) and reads the namespaces it answers, with when
+// each changed; what names them in an error.
+func changedSince(ctx context.Context, q heads.Querier, query, what string, since time.Time, limit int) ([]Changed, error) {
+	rows, err := q.Query(ctx, query, since, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read the changed profile schemas: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Changed, error) {
 		var c Changed

@@ -50,3 +50,25 @@ func TestRenderWritesTheFieldsThatHoldSomething(t *testing.T) {
 		t.Fatalf("text:\n%s", text)
 	}
 }
+
+func TestRenderSectionListsPreferencesThenDecisions(t *testing.T) {
+	v := json.RawMessage(`{"preferences":["Prefers window seats"," "],"decisions":["Flies with TAP"]}`)
+	md, err := RenderSection("ana", v, FormatMarkdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "## Preferences and decisions of ana\n### Preferences\n- Prefers window seats\n### Decisions\n- Flies with TAP\n"; md != want {
+		t.Fatalf("markdown:\n%s\nwant:\n%s", md, want)
+	}
+	text, _ := RenderSection("ana", json.RawMessage(`{"preferences":[],"decisions":["Flies with TAP"]}`), FormatText)
+	if text != "Preferences and decisions of ana:\n  Decisions:\n    - Flies with TAP\n" {
+		t.Fatalf("text:\n%s", text)
+	}
+	s, _ := SectionOf(v)
+	if got := SectionLines(s); len(got) != 2 || got[0] != "preference: Prefers window seats" || got[1] != "decision: Flies with TAP" {
+		t.Fatalf("lines %q", got)
+	}
+	if _, err := SectionOf(json.RawMessage(`{"preferences":[],"decisions":[],"other":1}`)); err == nil {
+		t.Fatal("a section with a field of another shape was read")
+	}
+}
