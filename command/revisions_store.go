@@ -67,15 +67,19 @@ func scanGap(rows pgx.Rows) ([]gapRevision, error) {
 }
 
 // queueRevision queues the journal's row of a revision, sealed at rest (rec); its
-// content hash, and its audit's, keyed under its scope's key.
+// content hash, and its audit's, keyed under its scope's key. It is queued after the
+// write of the row's head (queueInsert), whose keyed hash it takes: the same digest in
+// the same scope, computed once per row rather than twice (loom.content_hash opens the
+// scope's key and runs two HMACs in plpgsql).
 func queueRevision(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit, sealed)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, h.sha, $13, $14, $15::jsonb || jsonb_build_object('content_sha256', h.sha), $16
-		FROM (SELECT loom.content_hash($1, $2, $7, $12) AS sha) h`,
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
+		FROM (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = $6 AND c.user_id = $7 AND c.session_id = $8 AND c.memory_key = $9) AS sha) h`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
-		row.MemoryID, row.Version, row.ContentSHA256, string(row.Status), rec.payload, rec.audit, rec.sealed)
+		row.MemoryID, row.Version, string(row.Status), rec.payload, rec.audit, rec.sealed)
 }
 
 // queueRevisionKey queues the data key that seals a revision on the topic.
