@@ -49,7 +49,8 @@ func (s *Service) newConversationRestore(p auth.Principal, target, source string
 // checkRestoredRecord holds a snapshot's turn or digest to what keeping it needs.
 func checkRestoredRecord(line snapshot.Line) error {
 	if d := line.Digest; d != nil {
-		if err := validIdentity(memrow.Identity{Org: "o", Namespace: "n", UserID: d.UserID, SessionID: d.SessionID}); err != nil {
+		// A digest names no agent: its session is one user's.
+		if err := validIdentity(memrow.Identity{Org: "o", Namespace: "n", Agent: memrow.DefaultIdentity, UserID: d.UserID, SessionID: d.SessionID}); err != nil {
 			return err
 		}
 		if d.WindowEnd < 0 || d.Turns < 1 || d.Text == "" {
