@@ -120,6 +120,12 @@ type RestoreAnswer struct {
 		ErasedSkipped      int64 `json:"erased_skipped"`
 		LockedSkipped      int64 `json:"locked_skipped"`
 		BlacklistedSkipped int64 `json:"blacklisted_skipped"`
+		// The conversation's record: kept turns written, held already, left out for an
+		// erasure since; session digests written.
+		Turns              int64 `json:"turns"`
+		TurnsUnchanged     int64 `json:"turns_unchanged"`
+		TurnsErasedSkipped int64 `json:"turns_erased_skipped"`
+		Digests            int64 `json:"digests"`
 	} `json:"counts"`
 	Batches int `json:"batches"`
 }

@@ -47,6 +47,34 @@ func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, nam
 	return erased, nil
 }
 
+// erasedSince reads the users an erasure removed from any of the namespaces (or from
+// the whole org) within the evidence's lifetime, and whether one erased any of the
+// namespaces whole: the restore of a conversation's record leaves their turns out.
+func (s *Service) erasedSince(ctx context.Context, org string, namespaces []string) (map[string]bool, bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT scope->>'kind', coalesce(scope->>'user_id', '') FROM loom.erasure_ledger
+		WHERE org = $1 AND requested_at > now() - $2::interval
+		  AND (scope->>'kind' = $3 OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(scope->'namespaces', '[]')) n
+			WHERE n = ANY($4)))`, org, s.cfg.Erasure.Evidence.String(), scopeUserInOrg, namespaces)
+	if err != nil {
+		return nil, false, fmt.Errorf("read the erasures: %w", err)
+	}
+	defer rows.Close()
+	users := map[string]bool{}
+	whole := false
+	for rows.Next() {
+		var kind, user string
+		if err := rows.Scan(&kind, &user); err != nil {
+			return nil, false, fmt.Errorf("read the erasures: %w", err)
+		}
+		if kind == scopeNamespaces {
+			whole = true
+		} else if user != "" {
+			users[user] = true
+		}
+	}
+	return users, whole, rows.Err()
+}
+
 // queueErasedInGap queues whether an erasure whose fence lies after seq (one the write's
 // verdict did not see) removed any of the memories from the namespace. Links to a
 // memory erased before are left alone: no verdict since could have chosen them, and a

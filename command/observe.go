@@ -47,6 +47,9 @@ type observedTurn struct {
 	Content string     `json:"content"`
 	Speaker string     `json:"speaker,omitempty"`
 	At      *time.Time `json:"at,omitempty"` // when it was said; default: now
+	// keepID is the turn id a restore keeps (restore_turns.go); a call's turns get
+	// fresh ones.
+	keepID string
 }
 
 // observeRequest is memory.observe's body.
@@ -153,6 +156,11 @@ func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []obs
 	if err != nil {
 		return nil, httperr.Store("reading the org's user reference key", err)
 	}
+	orgKey, err := s.userRefs.Key(ctx, id.Org)
+	if err != nil {
+		return nil, httperr.Store("reading the org's user reference key", err)
+	}
+	termKey := evidence.TermKey(orgKey)
 	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
 	// memory drawn from it) without its neighbours.
 	tb := &turnBatch{id: id, source: source, turns: turns, userRef: userRef, now: s.now().UTC(),
@@ -173,8 +181,13 @@ func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []obs
 		if err != nil {
 			return nil, err
 		}
-		tb.rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: uuid.NewString(), Agent: id.Agent, UserID: id.UserID,
-			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed}
+		turnID := t.keepID
+		if turnID == "" {
+			turnID = uuid.NewString()
+		}
+		tb.rows[i] = evidence.Turn{Org: id.Org, Namespace: id.Namespace, TurnID: turnID, Agent: id.Agent, UserID: id.UserID,
+			SessionID: id.SessionID, Role: t.Role, OccurredAt: at, Source: source, DataKey: storedKey, Sealed: sealed,
+			Terms: evidence.TermHashes(termKey, t.Content)}
 	}
 	if tb.chunks, err = s.cutChunks(id, tb.rows, turns, source); err != nil {
 		return nil, err

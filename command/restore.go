@@ -55,9 +55,18 @@ type RestoreCounts struct {
 	LockedSkipped int64 `json:"locked_skipped"`
 	// BlacklistedSkipped: the value matches a blacklist pattern of the namespace.
 	BlacklistedSkipped int64 `json:"blacklisted_skipped"`
+	// The conversation's record (restore_turns.go). Turns: kept turns written;
+	// TurnsUnchanged: the namespace held them already (by turn id); TurnsErasedSkipped:
+	// an erasure removed their user since; Digests: session digests written.
+	Turns              int64 `json:"turns"`
+	TurnsUnchanged     int64 `json:"turns_unchanged"`
+	TurnsErasedSkipped int64 `json:"turns_erased_skipped"`
+	Digests            int64 `json:"digests"`
 }
 
-func (a *RestoreAnswer) committed() bool { return a.Counts.Restored > 0 }
+func (a *RestoreAnswer) committed() bool {
+	return a.Counts.Restored > 0 || a.Counts.Turns > 0 || a.Counts.Digests > 0
+}
 
 func (a *RestoreAnswer) outcome() string {
 	switch {
@@ -132,27 +141,33 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 }
 
 // checkSnapshot reads the whole payload once and checks it: its framing (the end line
-// counts and digests what came before), and every memory as a restore would write it.
+// counts and digests what came before), every memory as a restore would write it, and
+// every turn and digest of the conversation's record.
 func checkSnapshot(open Opener) (snapshot.Header, int64, error) {
 	var h snapshot.Header
-	var n int64
-	err := eachSnapshotRow(open, func(hd snapshot.Header, row *memrow.Row) error {
+	var n, records int64
+	err := eachSnapshotLine(open, func(hd snapshot.Header, line snapshot.Line) error {
 		h = hd
-		if row == nil {
-			return nil
-		}
-		n++
-		if err := checkRestoredRow(row); err != nil {
-			return fmt.Errorf("%w: memory %d: %w", snapshot.ErrMalformed, n, err)
+		switch {
+		case line.Memory != nil:
+			n++
+			if err := checkRestoredRow(line.Memory); err != nil {
+				return fmt.Errorf("%w: memory %d: %w", snapshot.ErrMalformed, n, err)
+			}
+		case line.Turn != nil, line.Digest != nil:
+			records++
+			if err := checkRestoredRecord(line); err != nil {
+				return fmt.Errorf("%w: turn or digest %d: %w", snapshot.ErrMalformed, records, err)
+			}
 		}
 		return nil
 	})
 	return h, n, err
 }
 
-// eachSnapshotRow reads a payload and calls fn with its header (row nil) and then each
-// memory.
-func eachSnapshotRow(open Opener, fn func(snapshot.Header, *memrow.Row) error) error {
+// eachSnapshotLine reads a payload and calls fn with its header (an empty line) and
+// then each line.
+func eachSnapshotLine(open Opener, fn func(snapshot.Header, snapshot.Line) error) error {
 	rc, err := open()
 	if err != nil {
 		return err
@@ -165,16 +180,16 @@ func eachSnapshotRow(open Opener, fn func(snapshot.Header, *memrow.Row) error) e
 	if _, err := uuid.Parse(rd.Header.SnapshotID); err != nil {
 		return snapshotError(fmt.Errorf("%w: snapshot_id is not a UUID", snapshot.ErrMalformed))
 	}
-	if err := fn(rd.Header, nil); err != nil {
+	if err := fn(rd.Header, snapshot.Line{}); err != nil {
 		return snapshotError(err)
 	}
 	for {
-		row, err := rd.Next()
+		line, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err == nil {
-			err = fn(rd.Header, row)
+			err = fn(rd.Header, line)
 		}
 		if err != nil {
 			return snapshotError(err)
@@ -262,7 +277,8 @@ func (s *Service) createRestored(ctx context.Context, p auth.Principal, ns strin
 	return created, nil
 }
 
-// writeRestore reads the payload again and commits its memories a batch at a time.
+// writeRestore reads the payload again and commits its memories a batch at a time,
+// then its conversation's record (restore_turns.go).
 func (s *Service) writeRestore(ctx context.Context, p auth.Principal, r restoreCall, h snapshot.Header, pol *policy, ans *RestoreAnswer) error {
 	batch := make([]*memrow.Row, 0, s.cfg.RestoreBatchRows)
 	flush := func() error {
@@ -273,20 +289,30 @@ func (s *Service) writeRestore(ctx context.Context, p auth.Principal, r restoreC
 		batch = batch[:0]
 		return err
 	}
-	err := eachSnapshotRow(r.open, func(_ snapshot.Header, row *memrow.Row) error {
-		if row == nil {
-			return nil
-		}
-		batch = append(batch, row)
-		if len(batch) == cap(batch) {
-			return flush()
+	conv := s.newConversationRestore(p, r.namespace, h.Namespace, ans)
+	err := eachSnapshotLine(r.open, func(_ snapshot.Header, line snapshot.Line) error {
+		switch {
+		case line.Memory != nil:
+			batch = append(batch, line.Memory)
+			if len(batch) == cap(batch) {
+				return flush()
+			}
+		case line.Turn != nil, line.Digest != nil:
+			// A payload writes its memories first: they are in before their turns link them.
+			if err := flush(); err != nil {
+				return err
+			}
+			return conv.add(ctx, line)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = flush()
 	}
-	return flush()
+	if err == nil {
+		err = conv.flush(ctx)
+	}
+	return err
 }
 
 // restoreBatch commits one batch over the heads it reads of the namespace, reading

@@ -137,7 +137,7 @@ func (s *Service) recall(ctx context.Context, p auth.Principal, ns string, req *
 		scope.UserID = req.UserID
 	}
 	ans := &recallAnswer{Namespace: ns, Key: req.Key, Query: req.Query, Hits: []recallHit{}}
-	var found []evidence.Opened
+	var found []evidence.Candidate
 	var scores map[string]float64
 	switch {
 	case req.Query != "":
@@ -147,27 +147,46 @@ func (s *Service) recall(ctx context.Context, p auth.Principal, ns string, req *
 		if err == nil {
 			var by map[string][]evidence.Opened
 			by, err = evidence.SourcesOf(ctx, s.pool, scope, []string{ans.MemoryID})
-			found = by[ans.MemoryID]
-			sort.Slice(found, func(i, j int) bool {
-				if !found[i].OccurredAt.Equal(found[j].OccurredAt) {
-					return found[i].OccurredAt.Before(found[j].OccurredAt)
+			sources := by[ans.MemoryID]
+			sort.Slice(sources, func(i, j int) bool {
+				if !sources[i].OccurredAt.Equal(sources[j].OccurredAt) {
+					return sources[i].OccurredAt.Before(sources[j].OccurredAt)
 				}
-				return found[i].MessageIndex < found[j].MessageIndex
+				return sources[i].MessageIndex < sources[j].MessageIndex
 			})
+			for i := range sources {
+				o := &sources[i]
+				found = append(found, evidence.Candidate{TurnID: o.TurnID, UserID: o.UserID, SessionID: o.SessionID,
+					MessageIndex: o.MessageIndex, OccurredAt: o.OccurredAt, Opened: o})
+			}
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range found {
-		h := recallHit{Turn: turnOf(o), Score: scores[o.TurnID], Window: []Turn{}}
-		near, err := evidence.Window(ctx, s.pool, evidence.Scope{Org: p.Org, Namespace: ns, UserID: o.UserID}, o.SessionID,
-			o.MessageIndex-window, o.MessageIndex+window)
-		if err != nil {
-			return nil, httperr.Store("reading the turns around a recalled one", err)
+	// One read opens every hit's window, the hit among it: a question's hits are opened
+	// there and nowhere else.
+	spans := make([]evidence.Span, len(found))
+	for i, c := range found {
+		spans[i] = evidence.Span{UserID: c.UserID, SessionID: c.SessionID, From: c.MessageIndex - window, To: c.MessageIndex + window}
+	}
+	windows, err := evidence.Spans(ctx, s.pool, p.Org, ns, spans, s.unwrapKey)
+	if err != nil {
+		return nil, httperr.Store("reading the turns around the recalled ones", err)
+	}
+	for i, c := range found {
+		h := recallHit{Score: scores[c.TurnID], Window: make([]Turn, len(windows[i]))}
+		for j, n := range windows[i] {
+			h.Window[j] = turnOf(n)
+			if n.TurnID == c.TurnID {
+				h.Turn = h.Window[j]
+			}
 		}
-		for _, n := range near {
-			h.Window = append(h.Window, turnOf(n))
+		if c.Opened != nil {
+			h.Turn = turnOf(*c.Opened)
+		}
+		if h.Turn.ID == "" {
+			continue // gone since it matched: an erasure or a redaction took it
 		}
 		ans.Hits = append(ans.Hits, h)
 	}
@@ -203,27 +222,40 @@ func (s *Service) recalledMemory(ctx context.Context, p auth.Principal, ns strin
 }
 
 // matchTurns scores the scope's recent turns against a query by the words they
-// share, each weighted by its rarity among them (idf), and answers the best topK.
-func (s *Service) matchTurns(ctx context.Context, scope evidence.Scope, query string, topK int) ([]evidence.Opened, map[string]float64, error) {
-	terms := map[string]bool{}
-	for _, t := range text.Terms(query) {
-		terms[t] = true
-	}
-	if len(terms) == 0 {
+// share, each weighted by its rarity among them (BM25's idf), and answers the best
+// topK, newest first on a tie. It opens none of them: Postgres reads the turns whose
+// blind index of terms (evidence.TermHashes) overlaps the query's, and they are scored
+// by their hashes; the served turns are opened with their windows. A turn kept before
+// the index comes opened and is matched by its text.
+func (s *Service) matchTurns(ctx context.Context, scope evidence.Scope, query string, topK int) ([]evidence.Candidate, map[string]float64, error) {
+	if len(text.Terms(query)) == 0 {
 		return nil, nil, httperr.Validation("query", "the query has no words to match")
 	}
-	recent, err := evidence.Recent(ctx, s.pool, scope, recallScanTurns)
+	orgKey, err := s.termKeys.Key(ctx, scope.Org)
+	if err != nil {
+		return nil, nil, httperr.Store("reading the org's term key", err)
+	}
+	termKey := evidence.TermKey(orgKey)
+	want := evidence.TermHashes(termKey, query)
+	found, scanned, err := evidence.Candidates(ctx, s.pool, scope, recallScanTurns, want, s.unwrapKey)
 	if err != nil {
 		return nil, nil, httperr.Store("reading the conversation's turns", err)
 	}
-	has := make([]map[string]bool, len(recent))
-	df := map[string]int{}
-	for i, o := range recent {
-		has[i] = map[string]bool{}
-		for _, t := range text.Terms(o.Text) {
-			if terms[t] && !has[i][t] {
-				has[i][t] = true
-				df[t]++
+	asked := make(map[int64]bool, len(want))
+	for _, h := range want {
+		asked[h] = true
+	}
+	has := make([][]int64, len(found))
+	df := map[int64]int{}
+	for i, c := range found {
+		terms := c.Terms
+		if c.Opened != nil {
+			terms = evidence.TermHashes(termKey, c.Opened.Text)
+		}
+		for _, h := range terms {
+			if asked[h] {
+				has[i] = append(has[i], h)
+				df[h]++
 			}
 		}
 	}
@@ -232,11 +264,11 @@ func (s *Service) matchTurns(ctx context.Context, scope evidence.Scope, query st
 		score float64
 	}
 	var hits []scored
-	n := float64(len(recent))
-	for i := range recent {
+	n := float64(scanned)
+	for i := range found {
 		var sc float64
-		for t := range has[i] {
-			sc += math.Log(1 + (n-float64(df[t])+0.5)/(float64(df[t])+0.5))
+		for _, h := range has[i] {
+			sc += math.Log(1 + (n-float64(df[h])+0.5)/(float64(df[h])+0.5))
 		}
 		if sc > 0 {
 			hits = append(hits, scored{i, sc})
@@ -246,11 +278,11 @@ func (s *Service) matchTurns(ctx context.Context, scope evidence.Scope, query st
 	if len(hits) > topK {
 		hits = hits[:topK]
 	}
-	out := make([]evidence.Opened, len(hits))
+	out := make([]evidence.Candidate, len(hits))
 	scores := make(map[string]float64, len(hits))
 	for j, h := range hits {
-		out[j] = recent[h.i]
-		scores[recent[h.i].TurnID] = math.Round(h.score*1000) / 1000
+		out[j] = found[h.i]
+		scores[found[h.i].TurnID] = math.Round(h.score*1000) / 1000
 	}
 	return out, scores, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/searchindex"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 // settings is the read side's section of loomd's configuration, its leg weights as
@@ -69,6 +70,9 @@ type Service struct {
 	tokenizers *tokenizers
 	// keys opens stored data keys (nil: none wrapped).
 	kek *kek.Ring
+	// termKeys are the orgs' keys memory.recall hashes a question's terms under
+	// (evidence.TermKey), as the write side hashed the turns'.
+	termKeys *userref.Keys
 }
 
 // Option changes how New builds the read side.
@@ -114,6 +118,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 	for _, o := range opts {
 		o(s)
 	}
+	s.termKeys = userref.New(pool, s.kek)
 	// The conversation's record and the structured profiles are the read side's own;
 	// knowledge comes from the plane through WithKnowledgeSource.
 	if s.sessions == nil {

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
@@ -151,7 +153,37 @@ func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Heade
 	if err != nil {
 		return snapshot.End{}, err
 	}
+	if err := s.writeConversation(ctx, tx, h, sw); err != nil {
+		return snapshot.End{}, err
+	}
 	return sw.Close()
+}
+
+// writeConversation streams the namespace's conversation record after its memories:
+// every kept turn, with the memories drawn from it, then each session's newest
+// digest, read in the snapshot's transaction. The verbatim chunks are not written: a
+// restore cuts them again from the turns, as their write cut them.
+func (s *Service) writeConversation(ctx context.Context, tx pgx.Tx, h snapshot.Header, sw *snapshot.Writer) error {
+	err := evidence.EachTurn(ctx, tx, h.Org, h.Namespace, s.unwrapKey, func(o evidence.Opened, source string, memoryIDs []string) error {
+		return sw.WriteRecord(snapshot.Turn{Kind: snapshot.KindTurn, TurnID: o.TurnID, Agent: o.Agent, UserID: o.UserID,
+			SessionID: o.SessionID, Role: o.Role, Speaker: o.Speaker, MessageIndex: o.MessageIndex, OccurredAt: o.OccurredAt.UTC(),
+			Source: source, Text: o.Text, MemoryIDs: memoryIDs})
+	})
+	if err != nil {
+		return err
+	}
+	digests, err := evidence.NewestDigests(ctx, tx, evidence.Scope{Org: h.Org, Namespace: h.Namespace}, math.MaxInt32, s.unwrapKey)
+	if err != nil {
+		return err
+	}
+	for _, d := range digests {
+		err := sw.WriteRecord(snapshot.Digest{Kind: snapshot.KindDigest, UserID: d.UserID, SessionID: d.SessionID, WindowEnd: d.WindowEnd,
+			Turns: d.Turns, Model: d.Model, CreatedAt: d.CreatedAt.UTC(), Text: d.Text})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // snapshotDeadline bounds how long one bulk read may stream.

@@ -43,6 +43,7 @@ type Turn struct {
 	Seq                            int64
 	Source                         string
 	DataKey, Sealed                []byte
+	Terms                          []int64 // TermHashes of its text
 }
 
 // sealedText is what a row seals.
@@ -81,9 +82,9 @@ func NextIndex(ctx context.Context, q Querier, org, ns, userID, sessionID string
 func QueueInsert(b *pgx.Batch, turns []Turn) {
 	for _, t := range turns {
 		b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
-			occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			occurred_at, seq, source, data_key, sealed, terms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			t.Org, t.Namespace, t.TurnID, t.Agent, t.UserID, t.SessionID, t.Role, t.MessageIndex, t.OccurredAt, t.Seq,
-			t.Source, t.DataKey, t.Sealed)
+			t.Source, t.DataKey, t.Sealed, t.Terms)
 	}
 }
 

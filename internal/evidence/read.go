@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // Opened is a kept turn, its text opened.
@@ -62,14 +65,81 @@ type Scope struct {
 	Org, Namespace, UserID string
 }
 
-// Recent reads the scope's most recent turns, at most limit, newest first: the turns a
-// query's lexical match runs over.
-func Recent(ctx context.Context, q Querier, s Scope, limit int) ([]Opened, error) {
-	out, err := collect(q.Query(ctx, `SELECT `+opened+` FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND ($3 = '' OR e.user_id = $3)
-		ORDER BY e.occurred_at DESC, e.message_index DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit))
+// sealedCols selects a row's columns with its data key as stored and its text sealed
+// (alias e), for openRows.
+const sealedCols = `e.turn_id::text, e.agent, e.user_id, e.session_id, e.role, e.message_index, e.occurred_at,
+	e.data_key, e.sealed`
+
+// openRows reads rows of sealedCols after lead, the columns a statement selects
+// before them, opens each in Go and hands it to add (lead holds the row's own leading
+// columns then). unwrap opens a data key (kek.Ring.Unwrap), as RecentChunks opens
+// chunks: a read that opens thousands of turns pays microseconds a row so, where
+// loom.unwrapped_key in SQL costs about a millisecond a row.
+func openRows(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any, add func(Opened)) error {
+	defer rows.Close()
+	for rows.Next() {
+		var o Opened
+		var stored, sealed []byte
+		dest := append(slices.Clone(lead), &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt,
+			&stored, &sealed)
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		if err := openRow(&o, stored, sealed, unwrap); err != nil {
+			return err
+		}
+		add(o)
+	}
+	return rows.Err()
+}
+
+// openRow opens a row's sealed text and speaker in Go, its data key opened by unwrap.
+func openRow(o *Opened, stored, sealed []byte, unwrap func([]byte) ([]byte, error)) error {
+	key, err := unwrap(stored)
 	if err != nil {
-		return nil, fmt.Errorf("read the recent turns: %w", err)
+		return fmt.Errorf("open turn %s's key: %w", o.TurnID, err)
+	}
+	plain, err := rowseal.Open(key, rowseal.LabelTurn, sealed)
+	if err != nil {
+		return fmt.Errorf("open turn %s: %w", o.TurnID, err)
+	}
+	return o.open(string(plain))
+}
+
+// Span is a run of one user's session's turns: message indexes From to To.
+type Span struct {
+	UserID, SessionID string
+	From, To          int
+}
+
+// Spans reads the turns of spans of one namespace in one statement, each span's
+// oldest first, opened in Go with unwrap: spans[i]'s turns are out[i].
+func Spans(ctx context.Context, q Querier, org, ns string, spans []Span, unwrap func([]byte) ([]byte, error)) ([][]Opened, error) {
+	out := make([][]Opened, len(spans))
+	if len(spans) == 0 {
+		return out, nil
+	}
+	users, sessions := make([]string, len(spans)), make([]string, len(spans))
+	froms, tos := make([]int32, len(spans)), make([]int32, len(spans))
+	for i, sp := range spans {
+		users[i], sessions[i], froms[i], tos[i] = sp.UserID, sp.SessionID, int32(max(sp.From, 0)), int32(sp.To)
+	}
+	// Each span is its own lookup of the session index (LATERAL), whatever the
+	// planner's statistics say of the table: a join planned on a table's stale
+	// row count scanned every turn of the namespace once a span.
+	rows, err := q.Query(ctx, `SELECT w.i, e.*
+		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS w(user_id, session_id, lo, hi, i)
+		CROSS JOIN LATERAL (SELECT `+sealedCols+` FROM loom.memory_evidence e
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = w.user_id AND e.session_id = w.session_id
+			  AND e.message_index BETWEEN w.lo AND w.hi
+			ORDER BY e.message_index, e.occurred_at) e
+		ORDER BY w.i, e.message_index, e.occurred_at`, org, ns, users, sessions, froms, tos)
+	if err != nil {
+		return nil, fmt.Errorf("read the turns' windows: %w", err)
+	}
+	var i int64 // the span's ordinality, from 1
+	if err := openRows(rows, unwrap, []any{&i}, func(o Opened) { out[i-1] = append(out[i-1], o) }); err != nil {
+		return nil, fmt.Errorf("read the turns' windows: %w", err)
 	}
 	return out, nil
 }
@@ -126,4 +196,54 @@ func SourcesOf(ctx context.Context, q Querier, s Scope, memoryIDs []string) (map
 		out[id] = append(out[id], o)
 	}
 	return out, rows.Err()
+}
+
+// EachTurn calls fn with every turn of a namespace, by agent, user, session and
+// message index, opened in Go with unwrap, with its source and the memories drawn
+// from it: a snapshot's read, streamed row by row.
+func EachTurn(ctx context.Context, q Querier, org, ns string, unwrap func([]byte) ([]byte, error),
+	fn func(o Opened, source string, memoryIDs []string) error) error {
+	rows, err := q.Query(ctx, `SELECT e.source, ARRAY(SELECT DISTINCT l.memory_id::text FROM loom.memory_belief_sources l
+			WHERE l.org = e.org AND l.namespace = e.namespace AND l.turn_id = e.turn_id ORDER BY 1), `+sealedCols+`
+		FROM loom.memory_evidence e WHERE e.org = $1 AND e.namespace = $2
+		ORDER BY e.agent, e.user_id, e.session_id, e.message_index, e.occurred_at`, org, ns)
+	if err != nil {
+		return fmt.Errorf("read the namespace's turns: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o Opened
+		var source string
+		var memoryIDs []string
+		var stored, sealed []byte
+		if err := rows.Scan(&source, &memoryIDs, &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex,
+			&o.OccurredAt, &stored, &sealed); err != nil {
+			return fmt.Errorf("read the namespace's turns: %w", err)
+		}
+		if err := openRow(&o, stored, sealed, unwrap); err != nil {
+			return err
+		}
+		if err := fn(o, source, memoryIDs); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Held reads which of turn ids a namespace holds.
+func Held(ctx context.Context, q Querier, org, ns string, turnIDs []string) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `SELECT turn_id::text FROM loom.memory_evidence WHERE org = $1 AND namespace = $2 AND turn_id = ANY($3::uuid[])`,
+		org, ns, turnIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read the held turns: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the held turns: %w", err)
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }

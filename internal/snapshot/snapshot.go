@@ -30,6 +30,10 @@ const (
 	KindExport   = "export"   // a subject-access export's header
 	KindMemory   = "memory"   // one memory
 	KindEnd      = "end"      // the last line
+	// The conversation's record: a namespace's kept turns and its sessions' newest
+	// digests, after its memories.
+	KindTurn   = "turn"
+	KindDigest = "digest"
 )
 
 // MaxLine bounds one line a Reader takes: a memory's value is bounded by the char
@@ -57,19 +61,57 @@ type Memory struct {
 	Row  *memrow.Row `json:"row"`
 }
 
+// Turn is one kept turn of a snapshot, its text open as a memory's value is, and the
+// memories drawn from it (their belief sources).
+type Turn struct {
+	Kind         string    `json:"kind"`
+	TurnID       string    `json:"turn_id"`
+	Agent        string    `json:"agent"`
+	UserID       string    `json:"user_id"`
+	SessionID    string    `json:"session_id"`
+	Role         string    `json:"role"`
+	Speaker      string    `json:"speaker,omitempty"`
+	MessageIndex int       `json:"message_index"`
+	OccurredAt   time.Time `json:"occurred_at"`
+	Source       string    `json:"source"`
+	Text         string    `json:"text"`
+	MemoryIDs    []string  `json:"memory_ids,omitempty"`
+}
+
+// Digest is a session's newest digest: up to the turn at WindowEnd, over Turns turns.
+type Digest struct {
+	Kind      string    `json:"kind"`
+	UserID    string    `json:"user_id"`
+	SessionID string    `json:"session_id"`
+	WindowEnd int       `json:"window_end"`
+	Turns     int       `json:"turns"`
+	Model     string    `json:"model"`
+	CreatedAt time.Time `json:"created_at"`
+	Text      string    `json:"text"`
+}
+
+// Line is one line a Reader read: exactly one field is set.
+type Line struct {
+	Memory *memrow.Row
+	Turn   *Turn
+	Digest *Digest
+}
+
 // End is the last line of a payload.
 type End struct {
-	Kind   string `json:"kind"`
-	Rows   int64  `json:"rows"`   // the memory lines before it
-	SHA256 string `json:"sha256"` // of every byte before this line, newlines included
+	Kind    string `json:"kind"`
+	Rows    int64  `json:"rows"`              // the memory lines before it
+	Records int64  `json:"records,omitempty"` // the turn and digest lines before it
+	SHA256  string `json:"sha256"`            // of every byte before this line, newlines included
 }
 
 // Writer writes a payload: the header, the lines, then Close writes the end line.
 type Writer struct {
-	w    io.Writer
-	h    hash.Hash
-	rows int64
-	buf  bytes.Buffer
+	w       io.Writer
+	h       hash.Hash
+	rows    int64
+	records int64
+	buf     bytes.Buffer
 }
 
 // NewWriter writes header as the first line of a payload on w.
@@ -80,6 +122,16 @@ func NewWriter(w io.Writer, header any) (*Writer, error) {
 
 // Write writes one memory line (any JSON object whose kind is KindMemory).
 func (sw *Writer) Write(v any) error { return sw.line(v, true) }
+
+// WriteRecord writes a line of the conversation's record (a Turn or a Digest), which
+// the end line counts apart from the memories.
+func (sw *Writer) WriteRecord(v any) error {
+	if err := sw.line(v, false); err != nil {
+		return err
+	}
+	sw.records++
+	return nil
+}
 
 func (sw *Writer) line(v any, counted bool) error {
 	sw.buf.Reset()
@@ -100,7 +152,7 @@ func (sw *Writer) line(v any, counted bool) error {
 
 // Close writes the end line and returns it. It does not close the underlying writer.
 func (sw *Writer) Close() (End, error) {
-	end := End{Kind: KindEnd, Rows: sw.rows, SHA256: hex.EncodeToString(sw.h.Sum(nil))}
+	end := End{Kind: KindEnd, Rows: sw.rows, Records: sw.records, SHA256: hex.EncodeToString(sw.h.Sum(nil))}
 	sw.buf.Reset()
 	enc := json.NewEncoder(&sw.buf)
 	if err := enc.Encode(end); err != nil {
@@ -116,12 +168,13 @@ var ErrMalformed = errors.New("snapshot: malformed payload")
 
 // Reader reads a namespace snapshot, line by line, checking as it goes.
 type Reader struct {
-	sc     *bufio.Scanner
-	h      hash.Hash
-	line   int
-	rows   int64
-	Header Header
-	End    *End // set once the end line was read and matched
+	sc      *bufio.Scanner
+	h       hash.Hash
+	line    int
+	rows    int64
+	records int64
+	Header  Header
+	End     *End // set once the end line was read and matched
 }
 
 // NewReader reads and checks a snapshot's header.
@@ -146,50 +199,67 @@ func NewReader(r io.Reader) (*Reader, error) {
 	return rd, nil
 }
 
-// Next returns the next memory; io.EOF once the end line was read and it matches the
+// Next returns the next line; io.EOF once the end line was read and it matches the
 // lines before it. A payload that ends without that line is malformed.
-func (rd *Reader) Next() (*memrow.Row, error) {
+func (rd *Reader) Next() (Line, error) {
 	if rd.End != nil {
-		return nil, io.EOF
+		return Line{}, io.EOF
 	}
 	raw, err := rd.next()
 	if errors.Is(err, io.EOF) {
-		return nil, rd.malformed("the payload ends before its end line: it was cut short")
+		return Line{}, rd.malformed("the payload ends before its end line: it was cut short")
 	}
 	if err != nil {
-		return nil, err
+		return Line{}, err
 	}
 	var kind struct {
 		Kind string `json:"kind"`
 	}
 	if err := json.Unmarshal(raw, &kind); err != nil {
-		return nil, rd.malformed("not a JSON object")
+		return Line{}, rd.malformed("not a JSON object")
 	}
 	switch kind.Kind {
 	case KindMemory:
 		// A row a newer build wrote may carry fields this one does not know.
 		var m Memory
 		if err := json.Unmarshal(raw, &m); err != nil || m.Row == nil {
-			return nil, rd.malformed("not a memory line")
+			return Line{}, rd.malformed("not a memory line")
 		}
 		rd.hashLine(raw)
 		rd.rows++
-		return m.Row, nil
+		return Line{Memory: m.Row}, nil
+	case KindTurn:
+		var t Turn
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return Line{}, rd.malformed("not a turn line")
+		}
+		rd.hashLine(raw)
+		rd.records++
+		return Line{Turn: &t}, nil
+	case KindDigest:
+		var d Digest
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return Line{}, rd.malformed("not a digest line")
+		}
+		rd.hashLine(raw)
+		rd.records++
+		return Line{Digest: &d}, nil
 	case KindEnd:
 		var end End
 		if err := strictDecode(raw, &end); err != nil {
-			return nil, rd.malformed("not an end line")
+			return Line{}, rd.malformed("not an end line")
 		}
-		if end.Rows != rd.rows || end.SHA256 != hex.EncodeToString(rd.h.Sum(nil)) {
-			return nil, rd.malformed(fmt.Sprintf("the end line counts %d memories and a digest the %d lines before it do not match: the payload was edited", end.Rows, rd.rows))
+		if end.Rows != rd.rows || end.Records != rd.records || end.SHA256 != hex.EncodeToString(rd.h.Sum(nil)) {
+			return Line{}, rd.malformed(fmt.Sprintf("the end line counts %d memories and %d turns and digests, and a digest the %d and %d lines before it do not match: the payload was edited",
+				end.Rows, end.Records, rd.rows, rd.records))
 		}
 		if rd.sc.Scan() {
-			return nil, rd.malformed("data after the end line")
+			return Line{}, rd.malformed("data after the end line")
 		}
 		rd.End = &end
-		return nil, io.EOF
+		return Line{}, io.EOF
 	}
-	return nil, rd.malformed(fmt.Sprintf("unknown line kind %q", kind.Kind))
+	return Line{}, rd.malformed(fmt.Sprintf("unknown line kind %q", kind.Kind))
 }
 
 func (rd *Reader) next() ([]byte, error) {

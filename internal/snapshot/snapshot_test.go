@@ -44,7 +44,7 @@ func readAll(raw []byte) ([]*memrow.Row, error) {
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, r)
+		rows = append(rows, r.Memory)
 	}
 }
 

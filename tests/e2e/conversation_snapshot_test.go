@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// A namespace snapshot carries the conversation's record: restored elsewhere, a
+// session keeps its digest, the facts are recalled to the same turns (ids, speakers, times, indexes and windows
+// kept) and a question finds its turn; a restore into a namespace that holds the turns
+// writes none twice; and a user erased since the snapshot gets no turn back.
+func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	s1, _ := e.aliceConversation()
+	job := byKey(s1)["user.job"]
+	// The session_digest pass digests alice's first session before the snapshot.
+	e.srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
+		if r.SchemaName != "session_digest" {
+			return llmtest.Status(500, "unscripted")
+		}
+		if r.Contains("Santa Maria") {
+			return llmtest.JSON(map[string]any{"digest": "Alice works night shifts as a nurse at Santa Maria hospital"})
+		}
+		return llmtest.JSON(map[string]any{"digest": "Alice talked about her week"})
+	})
+	_, _, stop := env.Serve(t, []string{"workers"}, func(c *config.Config) {
+		withProvider(e.srv)(c)
+		c.Workers.Resolver.Enabled, c.Workers.Entities.Enabled, c.Workers.Profiles.Enabled = false, false, false
+		c.Workers.SessionDigest.Enabled, c.Workers.SessionDigest.MinTurns = true, 2
+		c.Workers.SessionDigest.Idle, c.Workers.SessionDigest.Interval = time.Hour, 100*time.Millisecond
+	})
+	digestOf := func(ns string) string {
+		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/sessions/s1/digest", nil)
+		if r.Status != http.StatusOK {
+			return ""
+		}
+		return string(r.Body)
+	}
+	testenv.Eventually(t, 30*time.Second, "the digest of alice's first session", func() bool {
+		return strings.Contains(digestOf(e.ns), "Santa Maria")
+	})
+	stop() // so no digest of the restored namespaces is the pass's own
+
+	payload := readAll(t, must[*client.Stream](t, "snapshot")(e.tc.SnapshotNamespace(ctx, e.ns)))
+	turns, digests := 0, 0
+	var end struct {
+		Rows    int64 `json:"rows"`
+		Records int64 `json:"records"`
+	}
+	err := client.ReadLines(bytes.NewReader(payload), func(kind string, line json.RawMessage) error {
+		switch kind {
+		case "turn":
+			turns++
+		case "digest":
+			digests++
+		case "end":
+			return json.Unmarshal(line, &end)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alice's s1 (4 turns), s2 (3), s3 (2) and bob's b1 (1).
+	if turns != 10 || digests == 0 || end.Records != int64(10+digests) || end.Rows != 2 {
+		t.Fatalf("the snapshot holds %d turn and %d digest lines, its end line %+v; want 10 turns and s1's digest after 2 memories",
+			turns, digests, end)
+	}
+
+	dst := testenv.Unique(t, "conv-restored")
+	ans := must[*client.RestoreAnswer](t, "restore")(e.tc.RestoreNamespace(ctx, dst, payload))
+	if ans.Counts.Restored != 2 || ans.Counts.Turns != 10 || ans.Counts.TurnsUnchanged != 0 || ans.Counts.Digests != int64(digests) {
+		t.Fatalf("restore: %+v, want 2 memories, 10 turns and %d digests written", ans.Counts, digests)
+	}
+	if d := digestOf(dst); !strings.Contains(d, "Santa Maria") {
+		t.Errorf("s1's digest in the restored namespace: %q", d)
+	}
+	byFact := must[*client.RecallAnswer](t, "recall by key")(e.tc.Recall(ctx, dst, client.RecallRequest{Key: "user.job",
+		Identity: client.Identity{UserID: "alice", SessionID: "s1"}, Window: intp(1)}))
+	if len(byFact.Hits) != 1 || byFact.MemoryID != job.MemoryID {
+		t.Fatalf("recall by key in the restored namespace: %+v", byFact)
+	}
+	h := byFact.Hits[0]
+	if h.TurnID != s1.TurnIDs[2] || h.Text != "I work as a nurse at Santa Maria hospital." || h.Speaker != "Alice" ||
+		h.MessageIndex != 2 || !h.OccurredAt.Equal(*at(2, 8)) {
+		t.Errorf("the restored fact's turn: %+v", h.Turn)
+	}
+	if got := strings.Join(texts(h.Window), " | "); got != "Sounds tiring. Where do you work? | I work as a nurse at Santa Maria hospital. | That is demanding work." {
+		t.Errorf("the restored window: %s", got)
+	}
+	beach := must[*client.RecallAnswer](t, "recall by question")(e.tc.Recall(ctx, dst, client.RecallRequest{Query: "Cascais beach",
+		Identity: client.Identity{UserID: "alice"}, Window: intp(5)}))
+	if len(beach.Hits) == 0 || beach.Hits[0].Text != "Pixel loves the beach at Cascais." || beach.Hits[0].MessageIndex != 2 ||
+		len(beach.Hits[0].Window) != 3 {
+		t.Fatalf("recall by question in the restored namespace: %+v", beach)
+	}
+
+	// Into the namespace the snapshot was taken of: every turn is held already.
+	back := must[*client.RestoreAnswer](t, "restore into the source")(e.tc.RestoreNamespace(ctx, e.ns, payload))
+	if back.Counts.Turns != 0 || back.Counts.TurnsUnchanged != 10 {
+		t.Errorf("restore into the source: %+v, want its 10 turns unchanged", back.Counts)
+	}
+
+	// bob is erased from the source: a restore of the snapshot taken before leaves his
+	// turn out.
+	e.c.Erasure(t, client.ErasureRequest{UserID: "bob", Namespace: e.ns})
+	later := testenv.Unique(t, "conv-after-erasure")
+	after := must[*client.RestoreAnswer](t, "restore after the erasure")(e.tc.RestoreNamespace(ctx, later, payload))
+	if after.Counts.Turns != 9 || after.Counts.TurnsErasedSkipped != 1 {
+		t.Errorf("restore after bob's erasure: %+v, want alice's 9 turns and bob's 1 left out", after.Counts)
+	}
+	rocket := must[*client.RecallAnswer](t, "recall bob's turn")(e.tc.Recall(ctx, later, client.RecallRequest{Query: "greyhound Rocket"}))
+	for _, hit := range rocket.Hits {
+		if hit.UserID == "bob" {
+			t.Errorf("an erased user's turn came back: %+v", hit.Turn)
+		}
+	}
+}
