@@ -54,6 +54,7 @@ type Service struct {
 	staleDropped *metrics.Counter
 	reranks      *metrics.CounterVec
 	legReads     *metrics.CounterVec
+	hydes        *metrics.CounterVec // HyDE's calls by outcome (hyde.go)
 
 	// model answers memory.ask; nil or unconfigured, ask answers LLM_NOT_CONFIGURED.
 	model            *llm.Provider
@@ -106,6 +107,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
 		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
+		hydes:        reg.Counter("loom_search_hyde_total", "Searches whose vector leg HyDE asked a model for, by outcome (used, failed).", "outcome"),
 		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
 		asks:         reg.Counter("loom_asks_total", "memory.ask calls by outcome (answered, abstained, error).", "outcome"),
 		citationsDropped: reg.Counter("loom_ask_citations_dropped_total",
