@@ -125,6 +125,9 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		s.profiles = profileRows{s}
 	}
 	s.clickhouseLegs = clickhouseLegs{ch: conn, k1: cfg.BM25K1, b: cfg.BM25B}
+	for _, outcome := range []string{"used", "failed"} { // exported at 0 from the start (deploy/CONFIG.md names it)
+		s.hydes.With(outcome)
+	}
 	if s.index != nil {
 		s.indexLegs = indexLegs{index: s.index, k1: cfg.BM25K1, b: cfg.BM25B, now: s.now}
 	}
