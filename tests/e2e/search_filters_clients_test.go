@@ -31,6 +31,17 @@ type filteredRun map[string]struct {
 	Error json.RawMessage
 }
 
+// runFiltered runs a script of js/ against the API's path with provenanceScope's rows.
+func runFiltered(t *testing.T, prefix, script, path string) filteredRun {
+	t.Helper()
+	url, token, ns := provenanceScope(t, prefix)
+	var run filteredRun
+	if err := json.Unmarshal(runNode(t, script, nil, url+path, token, ns, provenanceQuery), &run); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func (run filteredRun) check(t *testing.T, want map[string][]string) {
 	t.Helper()
 	for name, keys := range want {
@@ -55,11 +66,7 @@ func (run filteredRun) refused(t *testing.T, name string, words ...string) {
 // TypeScript SDK's calls narrow to rows naming entities, of a source class, or
 // verified, and a source class no row holds is a tool error naming the field.
 func TestMCPSearchFiltersOnProvenance(t *testing.T) {
-	url, token, ns := provenanceScope(t, "pf-mcp")
-	var run filteredRun
-	if err := json.Unmarshal(runNode(t, "mcp_filters.mjs", nil, url+"/mcp", token, ns, provenanceQuery), &run); err != nil {
-		t.Fatal(err)
-	}
+	run := runFiltered(t, "pf-mcp", "mcp_filters.mjs", "/mcp")
 	run.check(t, map[string][]string{
 		"all":          {"survey.checked", "survey.direct", "survey.imported"},
 		"bothEntities": {"survey.imported"},
@@ -74,11 +81,7 @@ func TestMCPSearchFiltersOnProvenance(t *testing.T) {
 // written in mem0's grammar (AND, OR, in, icontains); an operator they do not take,
 // or a value Loom would refuse, is mem0's ValidationError naming the field.
 func TestMem0SearchFiltersOnProvenance(t *testing.T) {
-	url, token, ns := provenanceScope(t, "pf-mem0")
-	var run filteredRun
-	if err := json.Unmarshal(runNode(t, "mem0_filters.mjs", nil, url+"/mem0", token, ns, provenanceQuery), &run); err != nil {
-		t.Fatal(err)
-	}
+	run := runFiltered(t, "pf-mem0", "mem0_filters.mjs", "/mem0")
 	run.check(t, map[string][]string{
 		"all":                {"survey.checked", "survey.direct", "survey.imported"},
 		"bothEntities":       {"survey.imported"},
