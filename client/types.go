@@ -438,6 +438,14 @@ type SearchExplain struct {
 		Error    string `json:"error,omitempty"`
 		Millis   int64  `json:"ms"`
 	} `json:"rerank"`
+	// HyDE is what the hypothetical answer did for the vector leg.
+	HyDE struct {
+		Status  string `json:"status"` // off, used, failed
+		Model   string `json:"model,omitempty"`
+		Passage string `json:"passage,omitempty"`
+		Error   string `json:"error,omitempty"`
+		Millis  int64  `json:"ms"`
+	} `json:"hyde"`
 	// EvidenceLegs are what the evidence legs did on a first page.
 	EvidenceLegs []EvidenceLeg `json:"evidence_legs,omitempty"`
 }

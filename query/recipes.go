@@ -36,6 +36,9 @@ type retrievalSettings struct {
 	SubQueries      bool    `json:"sub_queries"`
 	SetExpansion    bool    `json:"set_expansion"`
 	Recency         bool    `json:"recency"`
+	// HyDE: a model's hypothetical answer joins the vector leg (hyde.go); the
+	// deployment's setting, on only with a model provider.
+	HyDE bool `json:"hyde"`
 }
 
 func (r retrievalSettings) weights() Weights {
@@ -65,7 +68,7 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	out := retrievalSettings{Recipe: retrieval.RecipeDefault, Legs: []string{retrieval.LegVector, retrieval.LegLexical, retrieval.LegKey},
 		Pool: c.LegPool, MinScore: s.cfg.MinScore, MinDistinctness: c.MinDistinctness, Adaptive: c.AdaptiveThresholds,
 		Grounding: c.Grounding, Rerank: s.reranker != nil, SubQueries: c.SubQueries,
-		SetExpansion: c.SetExpansion}
+		SetExpansion: c.SetExpansion, HyDE: s.hydeOn()}
 	w := s.cfg.Weights
 	out.Weights.Vector, out.Weights.Lexical, out.Weights.Key, out.Weights.Graph = w.Vector, w.Lexical, w.Key, w.Graph
 	recipe := namespace.Recipe

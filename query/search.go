@@ -140,6 +140,7 @@ type explain struct {
 	Background background        `json:"background"`
 	Gates      []gate            `json:"gates"`
 	Rerank     rerankOutcome     `json:"rerank"`
+	HyDE       hydeOutcome       `json:"hyde"`
 	// EvidenceLegs are the evidence legs of a first page: whether each ran, and what it
 	// scanned, matched and served.
 	EvidenceLegs []evidenceLeg `json:"evidence_legs,omitempty"`
@@ -179,6 +180,8 @@ type searchPlan struct {
 	hasTurns          bool
 	// caps are the page assembler's caps (nil: none asked).
 	caps *pageCaps
+	// hyde is what HyDE did for the vector leg (hyde.go).
+	hyde hydeOutcome
 }
 
 // wantsEvidence is whether the search runs its evidence legs.
@@ -228,6 +231,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if plan.vector, err = s.embedQuery(ctx, plan.req.Query); err != nil {
 		return nil, err
 	}
+	plan.vector, plan.hyde = s.hyde(ctx, p.Org, plan, plan.vector)
 	// Private namespaces first; public ones only when no private hit clears the floor.
 	var private, public []string
 	for _, ns := range plan.namespaces {

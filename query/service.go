@@ -55,6 +55,7 @@ type Service struct {
 	staleDropped *metrics.Counter
 	reranks      *metrics.CounterVec
 	legReads     *metrics.CounterVec
+	hydes        *metrics.CounterVec // HyDE's calls by outcome (hyde.go)
 
 	// model answers memory.ask; nil or unconfigured, ask answers LLM_NOT_CONFIGURED.
 	model            *llm.Provider
@@ -110,6 +111,7 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		searchTime:   reg.Histogram("loom_search_seconds", "Search latency, barrier included.", nil).With(),
 		staleDropped: reg.Counter("loom_search_stale_dropped_total", "Search hits dropped because their Postgres head moved on.").With(),
 		reranks:      reg.Counter("loom_search_reranks_total", "Reranked search pages by outcome (reordered, kept, failed).", "outcome"),
+		hydes:        reg.Counter("loom_search_hyde_total", "Searches whose vector leg HyDE asked a model for, by outcome (used, failed).", "outcome"),
 		legReads:     reg.Counter("loom_search_namespace_reads_total", "Namespaces a search's legs read, by where they read them: index or clickhouse.", "source"),
 		asks:         reg.Counter("loom_asks_total", "memory.ask calls by outcome (answered, abstained, error).", "outcome"),
 		citationsDropped: reg.Counter("loom_ask_citations_dropped_total",
@@ -128,6 +130,9 @@ func New(cfg config.Query, pool *pgxpool.Pool, conn *ch.Conn, barrier *Barrier, 
 		s.profiles = profileRows{s}
 	}
 	s.clickhouseLegs = clickhouseLegs{ch: conn, k1: cfg.BM25K1, b: cfg.BM25B}
+	for _, outcome := range []string{"used", "failed"} { // exported at 0 from the start (deploy/CONFIG.md names it)
+		s.hydes.With(outcome)
+	}
 	if s.index != nil {
 		s.indexLegs = indexLegs{index: s.index, k1: cfg.BM25K1, b: cfg.BM25B, now: s.now}
 	}

@@ -205,7 +205,7 @@ func (s *Service) judge(ctx context.Context, plan *searchPlan, offset int, ans *
 		}
 	}
 	ans.Verdict, ans.Grounding, ans.RetrievalRisk = verdict, g, risk
-	ans.Explain = &explain{Settings: plan.settings, Plan: plan.query, Background: in.bg, Gates: gates, Rerank: rr}
+	ans.Explain = &explain{Settings: plan.settings, Plan: plan.query, Background: in.bg, Gates: gates, Rerank: rr, HyDE: plan.hyde}
 	if t := plan.trace; t != nil {
 		t.Background, t.Gates, t.Grounding, t.Rerank, t.Verdict = in.bg, gates, g, rr, verdict
 		t.served(hits)

@@ -105,12 +105,21 @@ type searchArgs struct {
 	AsOf       string   `json:"as_of,omitempty" jsonschema:"Only memories valid at this time, RFC 3339."`
 	Graph      bool     `json:"graph,omitempty" jsonschema:"Also follow the entities the query names through the entity graph."`
 	PageToken  string   `json:"page_token,omitempty" jsonschema:"next_page_token of an earlier answer, for more of the same ranking."`
+	provenanceArgs
+}
+
+// provenanceArgs narrow a search by what a memory names and where it came from.
+type provenanceArgs struct {
+	Entities    []string `json:"entities,omitempty" jsonschema:"Only memories naming every one of these entities (case and spacing ignored)."`
+	SourceClass []string `json:"source_class,omitempty" jsonschema:"Only memories of one of these source classes: direct, derived, external, imported."`
+	Verified    *bool    `json:"verified,omitempty" jsonschema:"true: only memories someone verified; false: only those nobody did."`
 }
 
 func (a searchArgs) request() (client.SearchRequest, error) {
 	asOf, err := parseTime("as_of", a.AsOf)
 	return client.SearchRequest{Query: a.Query, TopK: a.TopK, Agent: a.Agent, UserID: a.UserID, SessionID: a.SessionID,
-		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces, AsOf: asOf, Graph: a.Graph, PageToken: a.PageToken}, err
+		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces, AsOf: asOf, Graph: a.Graph, PageToken: a.PageToken,
+		Entities: a.Entities, SourceClass: a.SourceClass, Verified: a.Verified}, err
 }
 
 type askArgs struct {

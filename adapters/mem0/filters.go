@@ -64,8 +64,9 @@ func badFilter(format string, args ...any) error { return &filterError{fmt.Sprin
 
 // plan is a compiled filter: what Loom narrows by, and what the facade checks after.
 type plan struct {
-	entities       // equalities of the top-level conjunction, pushed down
-	check    allOf // the whole filter, checked on every record
+	entities              // equalities of the top-level conjunction, pushed down
+	provenance provenance // Loom's own filters of the top-level conjunction, pushed down
+	check      allOf      // the whole filter, checked on every record
 }
 
 func compile(filters map[string]any) (plan, error) {
@@ -94,6 +95,9 @@ func (p *plan) pushDown(filters map[string]any) {
 			case "app_id":
 				p.AppID = s
 			}
+		}
+		if _, ok := provenanceOps[k]; ok {
+			p.pushProvenance(k, v)
 		}
 		if k == "AND" {
 			if list, ok := v.([]any); ok {
@@ -154,10 +158,16 @@ func compileObject(m map[string]any) (predicate, error) {
 				}
 				all = append(all, p)
 			}
+		case "entities", "source_class", "verified":
+			p, err := provenanceConds(k, v)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, p)
 		default:
 			get, ok := fieldGetters[k]
 			if !ok {
-				return nil, badFilter("filters: field %q is not supported (user_id, agent_id, app_id, run_id, created_at, updated_at, categories, metadata)", k)
+				return nil, badFilter("filters: field %q is not supported (user_id, agent_id, app_id, run_id, created_at, updated_at, categories, metadata, entities, source_class, verified)", k)
 			}
 			p, err := fieldConds(k, v, get)
 			if err != nil {

@@ -2,6 +2,7 @@ package mem0
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,67 @@ func TestBadFiltersNameWhatIsWrong(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", filter, err, want)
 		}
 	}
+}
+
+// Loom's provenance filters read as mem0's grammar reads any field; those the whole
+// filter holds go to Loom's search, the rest are checked on the records.
+func TestProvenanceFiltersMatchPushDownAndRefuse(t *testing.T) {
+	r := record{Loom: loomFields{Entities: []string{"Harbour Survey", "Lotte"}, SourceClass: "imported", Verified: true}}
+	for _, tc := range []struct {
+		filter string
+		want   bool
+	}{
+		{`{"entities": "harbour  SURVEY"}`, true},
+		{`{"entities": {"contains": "lotte"}}`, true},
+		{`{"entities": {"in": ["Nobody", "Lotte"]}}`, true},
+		{`{"entities": {"ne": "Lotte"}}`, false},
+		{`{"AND": [{"entities": "Lotte"}, {"entities": "Nobody"}]}`, false},
+		{`{"source_class": "imported"}`, true},
+		{`{"source_class": {"in": ["direct", "derived"]}}`, false},
+		{`{"verified": true}`, true},
+		{`{"verified": {"ne": true}}`, false},
+		{`{"OR": [{"verified": false}, {"source_class": "imported"}]}`, true},
+	} {
+		p, err := compile(filterOf(t, tc.filter))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.filter, err)
+		}
+		if got := p.check.match(&r); got != tc.want {
+			t.Errorf("%s matched %v, want %v", tc.filter, got, tc.want)
+		}
+	}
+
+	p, err := compile(filterOf(t, `{"user_id": "alice", "entities": "Harbour Survey", "AND": [{"entities": {"contains": "LOTTE"}}, {"source_class": {"in": ["imported", "external"]}}], "verified": false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.provenance; !slices.Equal(sorted(got.Entities), []string{"harbour survey", "lotte"}) ||
+		!slices.Equal(got.SourceClass, []string{"imported", "external"}) || got.Verified == nil || *got.Verified {
+		t.Errorf("pushed down %+v", got)
+	}
+	if p.narrowsBeyondIdentity() {
+		t.Error("a filter of pushed-down conditions alone needs no check beyond Loom's")
+	}
+	if p, _ := compile(filterOf(t, `{"OR": [{"verified": true}, {"entities": "Lotte"}]}`)); p.provenance.Verified != nil || p.provenance.Entities != nil || !p.narrowsBeyondIdentity() {
+		t.Errorf("an OR is not pushed down: %+v", p.provenance)
+	}
+
+	for filter, want := range map[string]string{
+		`{"source_class": "gossip"}`:         "source_class takes",
+		`{"verified": "yes"}`:                "verified takes true or false",
+		`{"verified": {"gt": false}}`:        `verified: operator "gt"`,
+		`{"entities": {"gte": "a"}}`:         `entities: operator "gte"`,
+		`{"entities": "  "}`:                 "entities takes an entity name",
+		`{"source_class": {"in": "direct"}}`: "in takes a list",
+	} {
+		if _, err := compile(filterOf(t, filter)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error naming %s", filter, err, want)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

@@ -57,6 +57,10 @@ type loomFields struct {
 	MemoryType  string   `json:"memory_type"`
 	Role        string   `json:"role,omitempty"`
 	Relevance   *float64 `json:"relevance,omitempty"`
+	// What Loom's provenance filters read (provenance.go).
+	Entities    []string `json:"entities"`
+	SourceClass string   `json:"source_class"`
+	Verified    bool     `json:"verified"`
 }
 
 // entity is an identity field as mem0 spells it: Loom's default "-" is null.
@@ -71,7 +75,8 @@ func (f *facade) record(m *client.Memory) record {
 	s := readStored(m.Value)
 	r := record{ID: m.MemoryID, Memory: s.Memory, UserID: entity(m.UserID), AgentID: entity(m.Agent), RunID: entity(m.SessionID),
 		Hash: m.ContentSHA256, Metadata: s.Metadata, Categories: m.Tags, Immutable: m.Locked, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
-		Loom: loomFields{Namespace: m.Namespace, Key: m.MemoryKey, VersionText: m.VersionText, Status: m.Status, MemoryType: m.MemoryType, Role: s.Role}}
+		Loom: loomFields{Namespace: m.Namespace, Key: m.MemoryKey, VersionText: m.VersionText, Status: m.Status, MemoryType: m.MemoryType, Role: s.Role,
+			Entities: m.Entities, SourceClass: m.SourceClass, Verified: m.VerifiedBy != ""}}
 	if m.Namespace != f.namespace {
 		r.AppID = entity(m.Namespace)
 	}
@@ -80,6 +85,9 @@ func (f *facade) record(m *client.Memory) record {
 	}
 	if r.Categories == nil {
 		r.Categories = []string{}
+	}
+	if r.Loom.Entities == nil {
+		r.Loom.Entities = []string{}
 	}
 	if m.ExpiresAt != nil {
 		d := m.ExpiresAt.UTC().Format(time.DateOnly)

@@ -97,8 +97,9 @@ func (f *facade) search(ctx context.Context, c *call) (any, error) {
 	if p.narrowsBeyondIdentity() {
 		ask = min(100, topK*4)
 	}
-	a, err := c.loom.Search(ctx, ns, client.SearchRequest{Query: req.Query, TopK: min(ask, 100),
-		Agent: p.AgentID, UserID: p.UserID, SessionID: p.RunID})
+	sr := client.SearchRequest{Query: req.Query, TopK: min(ask, 100), Agent: p.AgentID, UserID: p.UserID, SessionID: p.RunID}
+	p.provenance.narrow(&sr)
+	a, err := c.loom.Search(ctx, ns, sr)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +136,9 @@ func (p plan) narrowsBeyondIdentity() bool {
 	pushed := map[string]string{"user_id": p.UserID, "agent_id": p.AgentID, "app_id": p.AppID, "run_id": p.RunID}
 	for _, c := range flatten(p.check) {
 		cd, ok := c.(cond)
+		if ok && p.provenance.pushed(cd) {
+			continue
+		}
 		if !ok || cd.op != "eq" || pushed[cd.field] == "" || cd.arg != pushed[cd.field] {
 			return true
 		}

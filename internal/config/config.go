@@ -202,6 +202,11 @@ type Retrieval struct {
 	RerankerAPIKey     string        // LOOM_SEARCH_RERANKER_API_KEY: the cross-encoder's bearer token
 	RerankBudget       time.Duration // LOOM_SEARCH_RERANK_BUDGET_MS: the reranker's time; past it the fused order stands
 	RerankDepth        int           // LOOM_SEARCH_RERANK_DEPTH: hits sent to the reranker at most
+	// HyDE (LOOM_SEARCH_HYDE) has the model provider, when one is configured, write a
+	// hypothetical answer whose embedding joins the query's in the vector leg; past
+	// HyDEBudget (LOOM_SEARCH_HYDE_BUDGET_MS) or on any error the query's alone ranks.
+	HyDE       bool
+	HyDEBudget time.Duration
 }
 
 // Weights are weighted fusion's leg weights (LOOM_SEARCH_WEIGHT_VECTOR, _LEXICAL,
@@ -515,6 +520,8 @@ func readQuery(r *reader) Query {
 			RerankerAPIKey:     r.str("LOOM_SEARCH_RERANKER_API_KEY", ""),
 			RerankBudget:       r.ms("LOOM_SEARCH_RERANK_BUDGET_MS", 1500),
 			RerankDepth:        r.int("LOOM_SEARCH_RERANK_DEPTH", 20),
+			HyDE:               r.bool("LOOM_SEARCH_HYDE", false),
+			HyDEBudget:         r.ms("LOOM_SEARCH_HYDE_BUDGET_MS", 1500),
 		},
 	}
 }

@@ -36,6 +36,7 @@ const (
 	PurposeEntityExtraction Purpose = "entity_extraction" // the entity extractor
 	PurposeEmbedding        Purpose = "embedding"         // Provider.Embed
 	PurposeRerank           Purpose = "rerank"            // memory.search's reranker (LOOM_SEARCH_RERANKER=llm)
+	PurposeHyDE             Purpose = "hyde"              // memory.search's hypothetical answer (LOOM_SEARCH_HYDE)
 )
 
 // The purposes of issue 32's passes and operations.
@@ -48,7 +49,7 @@ const (
 )
 
 func purposes() []Purpose {
-	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank,
+	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank, PurposeHyDE,
 		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest, PurposeProfileConsolidation}
 }
 

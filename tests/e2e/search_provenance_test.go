@@ -7,21 +7,32 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/tests/testenv"
 )
+
+// provenanceQuery finds the three rows writeProvenanceRows writes.
+const provenanceQuery = "harbour survey report"
+
+// writeProvenanceRows writes three rows the provenance filters tell apart: one naming
+// Harbour Survey, one imported naming it and Lotte, one verified naming nothing.
+func writeProvenanceRows(t *testing.T, c *testenv.Client, ns string) {
+	t.Helper()
+	typedSet(t, c, ns, "survey.direct", client.SetRequest{Value: "the harbour survey report goes out on Friday",
+		Entities: []client.Entity{{Name: "Harbour Survey"}}})
+	typedSet(t, c, ns, "survey.imported", client.SetRequest{Value: "harbour survey report: Lotte signs it off before it goes out",
+		Entities: []client.Entity{{Name: "Harbour Survey"}, {Name: "Lotte"}}, SourceClass: "imported"})
+	typedSet(t, c, ns, "survey.checked", client.SetRequest{Value: "the harbour survey report needs the tide tables in an appendix"})
+	if r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/survey.checked:verify", []byte(`{}`)); r.Status != http.StatusOK {
+		t.Fatalf("verify: %d %s", r.Status, r.Body)
+	}
+}
 
 // memory.search narrows its hits to rows naming entities, of source classes, or
 // verified, judged on the rows' heads; a bad filter is a 422 naming its field.
 func TestSearchFiltersOnEntitiesSourceClassAndVerified(t *testing.T) {
 	e := newPhaseEnv(t, map[string]any{"conflict_policy": "append_only"})
-	typedSet(t, e.c, e.ns, "survey.direct", client.SetRequest{Value: "the harbour survey report goes out on Friday",
-		Entities: []client.Entity{{Name: "Harbour Survey"}}})
-	typedSet(t, e.c, e.ns, "survey.imported", client.SetRequest{Value: "harbour survey report: Lotte signs it off before it goes out",
-		Entities: []client.Entity{{Name: "Harbour Survey"}, {Name: "Lotte"}}, SourceClass: "imported"})
-	typedSet(t, e.c, e.ns, "survey.checked", client.SetRequest{Value: "the harbour survey report needs the tide tables in an appendix"})
-	if r := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/memories/survey.checked:verify", []byte(`{}`)); r.Status != http.StatusOK {
-		t.Fatalf("verify: %d %s", r.Status, r.Body)
-	}
-	q := "harbour survey report"
+	writeProvenanceRows(t, e.c, e.ns)
+	q := provenanceQuery
 	all := answerKeys(e.search(e.c, q, client.SearchRequest{}))
 	for _, k := range []string{"survey.direct", "survey.imported", "survey.checked"} {
 		if !slices.Contains(all, k) {

@@ -90,25 +90,6 @@ type convOutcome struct {
 	bm25, exact              []hit  // ranked by the baselines' own score (Scores["score"])
 }
 
-type convFigures struct {
-	recall5, recall10, mrr float64
-	n                      int
-}
-
-func (f *convFigures) add(r5, r10, rr float64) {
-	f.recall5 += r5
-	f.recall10 += r10
-	f.mrr += rr
-	f.n++
-}
-
-func (f convFigures) mean() convFigures {
-	if f.n == 0 {
-		return f
-	}
-	return convFigures{f.recall5 / float64(f.n), f.recall10 / float64(f.n), f.mrr / float64(f.n), f.n}
-}
-
 func TestConversations(t *testing.T) {
 	b, err := os.ReadFile("conversations.json")
 	if err != nil {
@@ -360,21 +341,21 @@ func cosine(a, b []float32) float64 {
 }
 
 type convReport struct {
-	overall  map[string]map[string]convFigures            // half → system
-	perKind  map[string]map[string]map[string]convFigures // half → kind → system
-	abstain  map[string]map[string]abstainFigures         // half → fused system
-	falseAbs map[string]map[string]map[string]int         // half → fused system → kind → answerable abstained
-	count    map[string]map[string]int                    // half → kind → questions
+	overall  map[string]map[string]figures            // half → system
+	perKind  map[string]map[string]map[string]figures // half → kind → system
+	abstain  map[string]map[string]abstainFigures     // half → fused system
+	falseAbs map[string]map[string]map[string]int     // half → fused system → kind → answerable abstained
+	count    map[string]map[string]int                // half → kind → questions
 }
 
 func convMeasure(outcomes []convOutcome) convReport {
-	r := convReport{overall: map[string]map[string]convFigures{}, perKind: map[string]map[string]map[string]convFigures{},
+	r := convReport{overall: map[string]map[string]figures{}, perKind: map[string]map[string]map[string]figures{},
 		abstain: map[string]map[string]abstainFigures{}, falseAbs: map[string]map[string]map[string]int{}, count: map[string]map[string]int{}}
 	for _, h := range convHalves {
-		r.overall[h] = map[string]convFigures{}
-		r.perKind[h] = map[string]map[string]convFigures{}
+		r.overall[h] = map[string]figures{}
+		r.perKind[h] = map[string]map[string]figures{}
 		for _, k := range convKinds {
-			r.perKind[h][k] = map[string]convFigures{}
+			r.perKind[h][k] = map[string]figures{}
 		}
 		r.abstain[h] = map[string]abstainFigures{}
 		r.falseAbs[h] = map[string]map[string]int{}
@@ -389,26 +370,16 @@ func convMeasure(outcomes []convOutcome) convReport {
 		none := len(o.q.Expected) == 0
 		for sys, a := range map[string]answer{sysWeighted: o.weighted, sysRRF: o.rrf, sysSubQ: o.subq} {
 			ab := r.abstain[h][sys]
-			if none {
-				ab.noAnswer++
-			}
-			if a.Verdict != "ok" {
-				ab.abstained++
-				if none {
-					ab.correct++
-				} else {
-					r.falseAbs[h][sys][o.q.Kind]++
-				}
-			}
+			ab.count(none, a.Verdict != "ok")
 			r.abstain[h][sys] = ab
+			if !none && a.Verdict != "ok" {
+				r.falseAbs[h][sys][o.q.Kind]++
+			}
 		}
 		if none {
 			continue
 		}
-		relevant := map[string]bool{}
-		for _, k := range o.q.Expected {
-			relevant[k] = true
-		}
+		relevant := relevantSet(o.q.Expected)
 		for _, sys := range convSystems {
 			var r5, r10, rr float64
 			switch sys {
@@ -446,50 +417,6 @@ func convMeasure(outcomes []convOutcome) convReport {
 		}
 	}
 	return r
-}
-
-// servedAt scores a ranking as served: recall@5, recall@10 and the reciprocal rank of
-// the first relevant hit within the top ten.
-func servedAt(hits []hit, relevant map[string]bool) (r5, r10, rr float64) {
-	r5, rr = servedMetrics(hits, relevant)
-	found := 0
-	for i, h := range hits {
-		if i < 10 && relevant[h.MemoryKey] {
-			found++
-		}
-	}
-	return r5, float64(found) / float64(len(relevant)), rr
-}
-
-// tiedAt scores one ranking of the rows with a non-zero score under name, as the
-// expected value over a random order of each tie group (legMetrics at 5 and at 10).
-func tiedAt(hits []hit, name string, relevant map[string]bool) (r5, r10, rr float64) {
-	r5, rr = legMetrics(hits, name, relevant)
-	type row struct {
-		score    float64
-		relevant bool
-	}
-	var rows []row
-	for _, h := range hits {
-		if s := h.Scores[name]; s != 0 {
-			rows = append(rows, row{s, relevant[h.MemoryKey]})
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].score > rows[j].score })
-	above := 0
-	for i := 0; i < len(rows); {
-		j, rel := i, 0
-		for j < len(rows) && rows[j].score == rows[i].score {
-			if rows[j].relevant {
-				rel++
-			}
-			j++
-		}
-		r10 += float64(rel) * math.Max(0, math.Min(1, float64(10-above)/float64(j-i)))
-		above += j - i
-		i = j
-	}
-	return r5, r10 / float64(len(relevant)), rr
 }
 
 func (r convReport) markdown(c conversationCorpus, questions int) string {

@@ -53,15 +53,17 @@ type personalCorpus struct {
 
 // halfFigures are one half's figures for the weighted search at top_k 10.
 type halfFigures struct {
-	answerable, noAnswer       int
-	recall5, mrr               float64
-	falseAbstain, trueAbstain  int
+	ranked                     figures // the answerable questions' sums
+	abstain                    abstainFigures
 	verdicts                   map[string]int
 	attributeFound, attrJudged int
 }
 
-func (h halfFigures) precision() float64 { return ratio(h.trueAbstain, h.trueAbstain+h.falseAbstain) }
-func (h halfFigures) recall() float64    { return ratio(h.trueAbstain, h.noAnswer) }
+// answerable, noAnswer, falseAbstain and trueAbstain count the half's questions.
+func (h halfFigures) answerable() int   { return h.ranked.n }
+func (h halfFigures) noAnswer() int     { return h.abstain.noAnswer }
+func (h halfFigures) falseAbstain() int { return h.abstain.abstained - h.abstain.correct }
+func (h halfFigures) trueAbstain() int  { return h.abstain.correct }
 
 func TestPersonalFacts(t *testing.T) {
 	b, err := os.ReadFile("personal.json")
@@ -123,10 +125,7 @@ func TestPersonalFacts(t *testing.T) {
 		a := answers[i]
 		h.verdicts[a.Verdict]++
 		abstained := a.Verdict != "ok"
-		relevant := map[string]bool{}
-		for _, k := range q.Expected {
-			relevant[k] = true
-		}
+		relevant := relevantSet(q.Expected)
 		rank := 0
 		for j, hit := range a.Hits {
 			if relevant[hit.MemoryKey] {
@@ -136,19 +135,9 @@ func TestPersonalFacts(t *testing.T) {
 		}
 		fmt.Fprintf(&log, "%s %-10s %-48q verdict=%-26s rank=%d risk=%.2f gates=%v\n", q.ID, q.Kind, q.Query, a.Verdict, rank,
 			a.RetrievalRisk.Score, a.Explain.Gates)
-		if len(q.Expected) == 0 {
-			h.noAnswer++
-			if abstained {
-				h.trueAbstain++
-			}
-			continue
-		}
-		h.answerable++
-		rec, rr := servedMetrics(a.Hits, relevant)
-		h.recall5 += rec
-		h.mrr += rr
-		if abstained {
-			h.falseAbstain++
+		h.abstain.count(len(q.Expected) == 0, abstained)
+		if len(q.Expected) > 0 {
+			h.ranked.add(servedAt(a.Hits, relevant))
 		}
 	}
 	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
@@ -170,9 +159,9 @@ func TestPersonalFacts(t *testing.T) {
 				vs = append(vs, fmt.Sprintf("%s %d", v, h.verdicts[v]))
 			}
 		}
-		fmt.Fprintf(&md, "| %s | %d | %.3f | %.3f | %d (%.1f%%) | %d | %d (%.1f%%) | %s | %s | %s |\n", name, h.answerable,
-			h.recall5/float64(h.answerable), h.mrr/float64(h.answerable), h.falseAbstain, 100*float64(h.falseAbstain)/float64(h.answerable),
-			h.noAnswer, h.trueAbstain, 100*float64(h.trueAbstain)/float64(h.noAnswer), pct(h.precision()), pct(h.recall()), strings.Join(vs, ", "))
+		fmt.Fprintf(&md, "| %s | %d | %.3f | %.3f | %d (%.1f%%) | %d | %d (%.1f%%) | %s | %s | %s |\n", name, h.answerable(),
+			h.ranked.recall5/float64(h.answerable()), h.ranked.mrr/float64(h.answerable()), h.falseAbstain(), 100*float64(h.falseAbstain())/float64(h.answerable()),
+			h.noAnswer(), h.trueAbstain(), 100*float64(h.trueAbstain())/float64(h.noAnswer()), pct(h.abstain.precision()), pct(h.abstain.recall()), strings.Join(vs, ", "))
 	}
 	t.Log("\n" + md.String())
 	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
@@ -181,13 +170,13 @@ func TestPersonalFacts(t *testing.T) {
 		}
 	}
 	h := halves["held_out"]
-	if got := float64(h.falseAbstain) / float64(h.answerable); got > personalMaxFalseAbstain {
-		t.Errorf("held out: %d of %d answerable questions abstain (%.1f%%), the target is at most %.0f%%", h.falseAbstain, h.answerable, 100*got, 100*personalMaxFalseAbstain)
+	if got := float64(h.falseAbstain()) / float64(h.answerable()); got > personalMaxFalseAbstain {
+		t.Errorf("held out: %d of %d answerable questions abstain (%.1f%%), the target is at most %.0f%%", h.falseAbstain(), h.answerable(), 100*got, 100*personalMaxFalseAbstain)
 	}
-	if got := float64(h.trueAbstain) / float64(h.noAnswer); got < personalMinAbstain {
-		t.Errorf("held out: %d of %d no-answer questions abstain (%.1f%%), the target is at least %.0f%%", h.trueAbstain, h.noAnswer, 100*got, 100*personalMinAbstain)
+	if got := float64(h.trueAbstain()) / float64(h.noAnswer()); got < personalMinAbstain {
+		t.Errorf("held out: %d of %d no-answer questions abstain (%.1f%%), the target is at least %.0f%%", h.trueAbstain(), h.noAnswer(), 100*got, 100*personalMinAbstain)
 	}
-	if got := h.recall5 / float64(h.answerable); got < personalMinRecall5 {
+	if got := h.ranked.recall5 / float64(h.answerable()); got < personalMinRecall5 {
 		t.Errorf("held out: recall@5 %.3f, the target is at least %.2f", got, personalMinRecall5)
 	}
 }

@@ -454,39 +454,6 @@ func search(ctx context.Context, c *testenv.Client, ns, query string, topK int, 
 	return a, nil
 }
 
-// figures are one system's scores over a set of queries.
-type figures struct {
-	recall5, mrr float64
-	n            int
-}
-
-func (f *figures) add(recall5, rr float64) {
-	f.recall5 += recall5
-	f.mrr += rr
-	f.n++
-}
-
-func (f figures) mean() figures {
-	if f.n == 0 {
-		return f
-	}
-	return figures{f.recall5 / float64(f.n), f.mrr / float64(f.n), f.n}
-}
-
-type abstainFigures struct {
-	abstained, correct, noAnswer int
-}
-
-func (a abstainFigures) precision() float64 { return ratio(a.correct, a.abstained) }
-func (a abstainFigures) recall() float64    { return ratio(a.correct, a.noAnswer) }
-
-func ratio(a, b int) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return float64(a) / float64(b)
-}
-
 type results struct {
 	overall     map[string]figures
 	first       map[string]figures // the first 80 answerable queries
@@ -569,13 +536,7 @@ func measure(outcomes []outcome) results {
 		r.perKind[sys] = map[string]abstainFigures{}
 		r.falseAbst[sys] = map[string]int{}
 	}
-	relevantOf := func(o outcome) map[string]bool {
-		relevant := map[string]bool{}
-		for _, k := range o.q.Expected {
-			relevant[k] = true
-		}
-		return relevant
-	}
+	relevantOf := func(o outcome) map[string]bool { return relevantSet(o.q.Expected) }
 	for _, o := range outcomes {
 		none := o.q.Category == noAnswer
 		group := o.q.Category
@@ -589,23 +550,14 @@ func measure(outcomes []outcome) results {
 		r.verdicts[group][o.weighted.Verdict]++
 		for sys, a := range map[string]answer{sysWeighted: o.weighted, sysRRF: o.rrf, sysSubQ: o.subq} {
 			ab := r.abstain[sys]
-			pk := r.perKind[sys][o.q.Kind]
-			if none {
-				ab.noAnswer++
-				pk.noAnswer++
-			}
-			if a.Verdict != "ok" {
-				ab.abstained++
-				if none {
-					ab.correct++
-					pk.correct++
-				} else {
-					r.falseAbst[sys][o.q.Category]++
-				}
-			}
+			ab.count(none, a.Verdict != "ok")
 			r.abstain[sys] = ab
 			if none {
+				pk := r.perKind[sys][o.q.Kind]
+				pk.count(none, a.Verdict != "ok")
 				r.perKind[sys][o.q.Kind] = pk
+			} else if a.Verdict != "ok" {
+				r.falseAbst[sys][o.q.Category]++
 			}
 		}
 		if none {
@@ -616,27 +568,27 @@ func measure(outcomes []outcome) results {
 		r.perCatCount[o.q.Category]++
 		relevant := relevantOf(o)
 		for _, sys := range systems {
-			var rec, rr float64
+			var r5, r10, rr float64
 			switch sys {
 			case sysWeighted:
-				rec, rr = servedMetrics(o.weighted.Hits, relevant)
+				r5, r10, rr = servedAt(o.weighted.Hits, relevant)
 			case sysRRF:
-				rec, rr = servedMetrics(o.rrf.Hits, relevant)
+				r5, r10, rr = servedAt(o.rrf.Hits, relevant)
 			case sysSubQ:
-				rec, rr = servedMetrics(o.subq.Hits, relevant)
+				r5, r10, rr = servedAt(o.subq.Hits, relevant)
 			default:
-				rec, rr = legMetrics(o.all.Hits, legOf[sys], relevant)
+				r5, r10, rr = tiedAt(o.all.Hits, legOf[sys], relevant)
 			}
 			f := r.overall[sys]
-			f.add(rec, rr)
+			f.add(r5, r10, rr)
 			r.overall[sys] = f
 			if firstSet(o.q) {
 				f := r.first[sys]
-				f.add(rec, rr)
+				f.add(r5, r10, rr)
 				r.first[sys] = f
 			}
 			pc := r.perCategory[o.q.Category][sys]
-			pc.add(rec, rr)
+			pc.add(r5, r10, rr)
 			r.perCategory[o.q.Category][sys] = pc
 		}
 	}
@@ -653,7 +605,7 @@ func measure(outcomes []outcome) results {
 	}
 	for _, o := range outcomes {
 		if o.q.Category != noAnswer {
-			r.wholePool.add(servedMetrics(o.all.Hits, relevantOf(o)))
+			r.wholePool.add(servedAt(o.all.Hits, relevantOf(o)))
 		}
 	}
 	r.wholePool = r.wholePool.mean()
@@ -661,7 +613,7 @@ func measure(outcomes []outcome) results {
 		var f figures
 		for _, o := range outcomes {
 			if o.q.Category != noAnswer {
-				f.add(servedMetrics(refuse(o.all.Hits, w), relevantOf(o)))
+				f.add(servedAt(refuse(o.all.Hits, w), relevantOf(o)))
 			}
 		}
 		r.weights = append(r.weights, weightRow{w, f.mean()})
@@ -719,77 +671,6 @@ func measure(outcomes []outcome) results {
 		}
 	}
 	return r
-}
-
-// servedMetrics scores a ranking as served: recall@5 and the reciprocal rank of the
-// first relevant hit within the top ten.
-func servedMetrics(hits []hit, relevant map[string]bool) (recall5, rr float64) {
-	found := 0
-	for i, h := range hits {
-		if !relevant[h.MemoryKey] {
-			continue
-		}
-		if i < 5 {
-			found++
-		}
-		if rr == 0 && i < 10 {
-			rr = 1 / float64(i+1)
-		}
-	}
-	return float64(found) / float64(len(relevant)), rr
-}
-
-// legMetrics scores one leg's ranking of the rows it found (a non-zero score), as the
-// expected value over a random order within each group of equal scores.
-func legMetrics(hits []hit, leg string, relevant map[string]bool) (recall5, rr float64) {
-	type row struct {
-		score    float64
-		relevant bool
-	}
-	var rows []row
-	for _, h := range hits {
-		if s := h.Scores[leg]; s != 0 {
-			rows = append(rows, row{s, relevant[h.MemoryKey]})
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].score > rows[j].score })
-	above := 0 // rows ranked strictly above the current tie group
-	rrDone := false
-	for i := 0; i < len(rows); {
-		j := i
-		rel := 0
-		for j < len(rows) && rows[j].score == rows[i].score {
-			if rows[j].relevant {
-				rel++
-			}
-			j++
-		}
-		size := j - i
-		if rel > 0 {
-			// Each relevant row of the group lands in the top five with probability
-			// (slots left)/(group size).
-			recall5 += float64(rel) * math.Max(0, math.Min(1, float64(5-above)/float64(size)))
-			if !rrDone {
-				// The first relevant row's position in the group is j with
-				// P = C(size-j, rel-1) / C(size, rel).
-				for pos := 1; pos <= size-rel+1 && above+pos <= 10; pos++ {
-					p := math.Exp(logChoose(size-pos, rel-1) - logChoose(size, rel))
-					rr += p / float64(above+pos)
-				}
-				rrDone = true
-			}
-		}
-		above += size
-		i = j
-	}
-	return recall5 / float64(len(relevant)), rr
-}
-
-func logChoose(n, k int) float64 {
-	a, _ := math.Lgamma(float64(n + 1))
-	b, _ := math.Lgamma(float64(k + 1))
-	c, _ := math.Lgamma(float64(n - k + 1))
-	return a - b - c
 }
 
 func (r results) markdown(memories, queries int) string {

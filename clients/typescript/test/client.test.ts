@@ -53,6 +53,28 @@ test("a memory written, read, revised and searched answers the spec's types", as
   assert.ok(found.hits.some((hit) => hit.memory_key === "drink"), `search found ${JSON.stringify(found.hits.map((hit) => hit.memory_key))}`);
 });
 
+test("search's provenance filters narrow the hits to entities, a source class or verified rows", async () => {
+  await ok(loom.PUT("/v1/namespaces/{ns}/memories/{key}", {
+    ...memory("ferry.imported"),
+    body: { value: "the island ferry timetable lists a late boat on Fridays", entities: ["Island Ferry"], source_class: "imported" },
+  }));
+  await ok(loom.PUT("/v1/namespaces/{ns}/memories/{key}", {
+    ...memory("ferry.checked"), body: { value: "the island ferry timetable was checked against the harbour office" },
+  }));
+  await ok(loom.POST("/v1/namespaces/{ns}/memories/{key}:verify", { ...memory("ferry.checked"), body: {} }));
+  const keys = async (filters: Partial<Schemas["SearchRequest"]>) => {
+    const found = await ok(loom.POST("/v1/namespaces/{ns}/memories:search", {
+      params: { path: { ns } }, body: { query: "island ferry timetable", top_k: 10, ...filters },
+    }));
+    return found.hits.map((hit) => hit.memory_key).filter((k) => k.startsWith("ferry.")).sort();
+  };
+  assert.deepEqual(await keys({}), ["ferry.checked", "ferry.imported"]);
+  assert.deepEqual(await keys({ entities: ["island  FERRY"] }), ["ferry.imported"]);
+  assert.deepEqual(await keys({ source_class: ["direct"] }), ["ferry.checked"]);
+  assert.deepEqual(await keys({ verified: true }), ["ferry.checked"]);
+  assert.deepEqual(await keys({ verified: false, source_class: ["imported", "external"] }), ["ferry.imported"]);
+});
+
 test("a key holding ':' travels percent-encoded", async () => {
   const key = "pref:color";
   await ok(loom.PUT("/v1/namespaces/{ns}/memories/{key}", { ...memory(key), body: { value: "blue" } }));
