@@ -272,7 +272,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 		return true, 0, nil
 	}
 	plan := &commitPlan{org: b.org, namespace: b.namespace, rows: rows, requestID: b.requestID,
-		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit}
+		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit, note: b.batchNote(written)}
 	if b.inWritten != nil {
 		plan.inCommit = func(ctx context.Context, tx pgx.Tx) error {
 			if b.inCommit != nil {
