@@ -104,6 +104,8 @@ type bulkOptions struct {
 	// noRetire: no verdict retires a live memory on the batch's behalf (a refinement
 	// and the key's rows in other sessions are flagged for judgement instead).
 	noRetire bool
+	// noteCounts adds the writer's own counts to the batch's audit row (batchNote).
+	noteCounts func(written []*entry) map[string]int
 }
 
 // retirement is what a batch did with one head it was asked to retire.

@@ -25,6 +25,13 @@ func (b *bulkWrite) batchNote(written []*entry) *events.AuditNote {
 			counts[name] = n
 		}
 	}
+	if b.noteCounts != nil {
+		for name, n := range b.noteCounts(written) {
+			if n > 0 {
+				counts[name] = n
+			}
+		}
+	}
 	return &events.AuditNote{Kind: events.AuditBatch, Op: b.opName(), Actor: b.p.Actor(), Verdicts: counts}
 }
 
