@@ -38,35 +38,18 @@ func wordSet(s string) map[string]bool {
 	return out
 }
 
-// substWords are a statement's words as the rule reads them: lower-cased runs of
-// letters, digits and combining marks (a vowel sign or virama stays in its word), an
-// apostrophe inside a word kept (a curly one read as straight), and any symbol (an
-// emoji, a sign) a word of its own. Other punctuation separates; a comma or dot inside
-// a name ("Austin, Texas", "1,000") is no word of either statement.
+// substWords are a statement's words as the rule reads them (rtokens): lower-cased
+// runs of letters, digits and combining marks (a vowel sign or virama stays in its
+// word), an apostrophe inside a word kept (a curly one read as straight), and any
+// symbol (an emoji, a sign) a word of its own. Other punctuation separates; a comma or
+// dot inside a name ("Austin, Texas", "1,000") is no word of either statement.
 func substWords(s string) []string {
 	var out []string
-	var cur []rune
-	flush := func() {
-		w := strings.Trim(string(cur), "'")
-		if w != "" {
-			out = append(out, w)
-		}
-		cur = cur[:0]
-	}
-	for _, r := range strings.ToLower(s) {
-		switch {
-		case r == '\u2019' || r == '\u2018' || r == '\'':
-			cur = append(cur, '\'')
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
-			cur = append(cur, r)
-		case unicode.IsSymbol(r):
-			flush()
-			out = append(out, string(r))
-		default:
-			flush()
+	for _, t := range rtokens(s) {
+		if t.brk == 0 || t.word == "and" || t.word == "but" {
+			out = append(out, t.word)
 		}
 	}
-	flush()
 	return out
 }
 
