@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/loomplane/loom/client"
@@ -100,6 +101,22 @@ func TestABulkWriteLeavesOneChainedBatchAuditRow(t *testing.T) {
 	if len(page.Rows) != 4 || page.Rows[3].Op != "memory.bulk_set.batch" || len(page.Rows[3].Detail) == 0 || len(page.Rows[2].Detail) != 0 ||
 		page.NextAfterSeq == nil || *page.NextAfterSeq != 3 {
 		t.Fatalf("a page of 3 over seq 3's two rows: %+v", page)
+	}
+
+	// A replay of the topic by a fresh projection writes the same rows and hashes: the
+	// note rides on the record.
+	before := hashes(t, conn, org, ns)
+	if _, err := conn.Mutate(ctx, ch.Mutation{Table: "audit_log", Where: "org = ? AND namespace = ?", Args: []any{org, ns}}); err != nil {
+		t.Fatal(err)
+	}
+	replay := strings.ReplaceAll(testenv.Unique(t, "replay"), "-", "_")
+	env.Projector(t, replay)
+	testenv.WaitProjected(t, pool, replay, org, ns)
+	if after := hashes(t, conn, org, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a replay wrote other rows:\n before %v\n after  %v", before, after)
+	}
+	if _, err := auditchain.Verify(ctx, conn, pool, org, ns); err != nil {
+		t.Fatalf("the replayed chain: %v", err)
 	}
 
 	// Tampering with the batch row's account (an UPDATE of detail) breaks the chain at
