@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -170,6 +171,10 @@ type AuditRow struct {
 	RequestID     string    `json:"request_id"`
 	PrevHash      string    `json:"prev_hash"`
 	RowHash       string    `json:"row_hash"`
+	// Detail is the account of a write's own row (Op "memory.bulk_set.batch" and the
+	// like, or "memory.conflict_resolver"): its members, verdict counts or judged
+	// pairs, as JSON; absent on a revision's row.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // AuditCheckpoint is a namespace's latest checkpoint of its audit chain.

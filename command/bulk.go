@@ -105,6 +105,8 @@ type bulkOptions struct {
 	// noRetire: no verdict retires a live memory on the batch's behalf (a refinement
 	// and the key's rows in other sessions are flagged for judgement instead).
 	noRetire bool
+	// noteCounts adds the writer's own counts to the batch's audit row (batchNote).
+	noteCounts func(written []*entry) map[string]int
 }
 
 // retirement is what a batch did with one head it was asked to retire.
@@ -273,7 +275,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 		return true, 0, nil
 	}
 	plan := &commitPlan{org: b.org, namespace: b.namespace, rows: rows, requestID: b.requestID,
-		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit}
+		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: b.hold, inCommit: b.inCommit, note: b.batchNote(written)}
 	if b.inWritten != nil {
 		plan.inCommit = func(ctx context.Context, tx pgx.Tx) error {
 			if b.inCommit != nil {

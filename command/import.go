@@ -131,7 +131,11 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 	// batch retires the earlier.
 	sort.SliceStable(writes, func(a, b int) bool { return writes[a].at.Before(writes[b].at) })
 	if len(writes) > 0 {
-		if err := s.writeImports(ctx, p, r, writes, newest, now, ans); err != nil {
+		links, err := s.importCategoryLinks(ctx, base, req.Items, writes)
+		if err != nil {
+			return nil, httperr.Store("reading the items' category links", err)
+		}
+		if err := s.writeImports(ctx, p, r, writes, links, newest, now, ans); err != nil {
 			return nil, err
 		}
 		if !req.DryRun {
@@ -210,17 +214,23 @@ func importWrites(items []importItem, base memrow.Identity, keys []string, newes
 
 // writeImports writes the items through memory.bulk_set's path, in the order given,
 // and answers each with what the write made of it.
-func (s *Service) writeImports(ctx context.Context, p auth.Principal, r importCall, writes []importWrite, newest map[string]*memrow.Row, now time.Time, ans *importAnswer) error {
+func (s *Service) writeImports(ctx context.Context, p auth.Principal, r importCall, writes []importWrite, links *importLinks,
+	newest map[string]*memrow.Row, now time.Time, ans *importAnswer) error {
 	req := r.body
 	entries := make([]json.RawMessage, len(writes))
 	for k, w := range writes {
+		it := req.Items[w.index]
+		it.Tags = links.itemTags(w.index, it)
 		var err error
-		if entries[k], err = importEntry(req.Items[w.index], w.id); err != nil {
+		if entries[k], err = importEntry(it, w.id); err != nil {
 			return err
 		}
 	}
-	b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}},
-		bulkOptions{op: opImport, checkAll: true, noRetire: true})
+	opts := bulkOptions{op: opImport, checkAll: true, noRetire: true, noteCounts: links.counts}
+	if len(links.added) > 0 {
+		opts.inWritten = links.record(p.Actor())
+	}
+	b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}}, opts)
 	if err != nil {
 		return renameEntries(err, func(k int) string { return fmt.Sprintf("items[%d]", writes[k].index) })
 	}

@@ -24,6 +24,8 @@ type revisionRecord struct {
 	// The trace context of the request that wrote it (tracing.Context): the record's
 	// ce_traceparent and ce_tracestate. "": none.
 	traceparent, tracestate string
+	// audit is the write's own audit row, on the last record of its commit (nil: none).
+	audit *events.AuditNote
 }
 
 // encodeRecord seals the revision's content under dataKey and returns the record value
@@ -51,6 +53,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
 		Revision: revisionOf(row, userRef, r.op, r.prevVersion, r.requestID),
 		Sealed:   sealed,
+		Audit:    r.audit,
 	}
 	env.Revision.SubjectCommitment = auditchain.SubjectCommitment(salt, row.MemoryKey, row.ContentSHA256, row.UserID)
 	value, err = events.Encode(env)

@@ -165,6 +165,7 @@ type journalRevision struct {
 	requestID   string
 	prevVersion int64
 	dataKey     []byte // nil when destroyed
+	note        *events.AuditNote
 }
 
 // rebuild re-creates the records of seqs from..to of a namespace from the journal.
@@ -181,7 +182,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 		var j journalRevision
 		var raw []byte
 		var event string
-		if err := rows.Scan(&raw, &event, &j.op, &j.requestID, &j.dataKey, &j.prevVersion); err != nil {
+		if err := rows.Scan(&raw, &event, &j.op, &j.requestID, &j.note, &j.dataKey, &j.prevVersion); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
 		}
@@ -220,7 +221,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	for i, j := range revs {
 		key := j.dataKey
 		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
-			userRefKey: refKey}
+			userRefKey: refKey, audit: j.note}
 		if w := embedded[i]; w != nil {
 			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors
 		}

@@ -381,6 +381,10 @@ func (w *setWrite) setGraph(row, head *memrow.Row, now time.Time, cfg *Namespace
 	switch {
 	case w.req.Relations != nil:
 		row.Relations = memrow.Relations(w.req.Relations, cfg.cardinality)
+	case keep && head.ContentSHA256 != row.ContentSHA256:
+		// Over a new value, a fact stated for the old one holds only while the new
+		// value restates it (restatement.go).
+		row.Relations = restated(head.Relations, memrow.ValueText(head.Value), memrow.ValueText(row.Value))
 	case keep:
 		row.Relations = head.Relations
 	}

@@ -578,20 +578,3 @@ func valuesDiffer(a, b string) bool {
 	_, vb := text.ContentWords(b)
 	return !text.Subset(va, vb) && !text.Subset(vb, va)
 }
-
-// templatedSubstitution reports whether two statements share a template and differ
-// in one short slot: the same subject and predicate, another object ("the user
-// lives in Lisbon" / "the user lives in Berlin").
-func templatedSubstitution(a, b string) bool {
-	wa, wb := text.Words(a), text.Words(b)
-	p := 0
-	for p < len(wa) && p < len(wb) && wa[p] == wb[p] {
-		p++
-	}
-	q := 0
-	for q < len(wa)-p && q < len(wb)-p && wa[len(wa)-1-q] == wb[len(wb)-1-q] {
-		q++
-	}
-	ma, mb := len(wa)-p-q, len(wb)-p-q
-	return p >= 2 && ma >= 1 && mb >= 1 && ma <= 4 && mb <= 4
-}

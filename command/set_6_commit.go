@@ -126,6 +126,9 @@ type commitPlan struct {
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
 	evidence []string
+	// note, when set, is the write's own audit row (a bulk write's batch): its last
+	// record carries it, with the seqs and memory ids of the plan's rows (notedOn).
+	note *events.AuditNote
 	// liveNamespace: the commit refuses a namespace namespace.delete soft-deleted (404),
 	// read under the policy lock, so a delete lands before the commit or after it. A
 	// judged write checks its policy generation instead; the copy writers set this.
@@ -485,9 +488,10 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	if p.amends {
 		prev = p.prevVersion
 	}
+	note := plan.notedOn(p)
 	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
 		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
-		traceparent: plan.traceparent, tracestate: plan.tracestate}, dataKey, s.cfg.EventSource)
+		traceparent: plan.traceparent, tracestate: plan.tracestate, audit: note}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}
@@ -501,12 +505,16 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	}
 	// The audit's content_sha256 is the keyed one, set where the journal row is written
 	// (queueRevision).
-	audit, err := json.Marshal(map[string]any{
+	journalAudit := map[string]any{
 		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
 		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
 		"source_class": row.SourceClass, "status": row.Status,
 		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
-	})
+	}
+	if note != nil {
+		journalAudit["note"] = note // a republish of the record carries it again
+	}
+	audit, err := json.Marshal(journalAudit)
 	if err != nil {
 		return nil, err
 	}
@@ -519,6 +527,21 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	}
 	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: storedKey, value: value,
 		headers: headers, payload: payload, sealed: sealed, audit: audit, contentKey: contentKey}, nil
+}
+
+// notedOn is the plan's audit note as row p's record carries it: on the plan's last
+// row only, once the rows are stamped, naming their seqs and memory ids.
+func (plan *commitPlan) notedOn(p *pending) *events.AuditNote {
+	if plan.note == nil || p != plan.rows[len(plan.rows)-1] {
+		return nil
+	}
+	n := *plan.note
+	n.FirstSeq, n.LastSeq = plan.rows[0].row.Seq, p.row.Seq
+	n.Members = make([]string, len(plan.rows))
+	for i, r := range plan.rows {
+		n.Members[i] = r.row.MemoryID
+	}
+	return &n
 }
 
 // queueInsert queues the writes of one row: its head, its revision, its data key and

@@ -64,6 +64,10 @@ type WorkerPlan struct {
 	RequestID      string
 	Rows           []WorkerRow
 	InTx           func(ctx context.Context, tx pgx.Tx) error
+	// Note, when set, is the worker's own audit row of the commit (the conflict
+	// resolver's decision): the commit's last record carries it with the rows' seqs
+	// and memory ids.
+	Note *events.AuditNote
 }
 
 // CommitWorkerPlan commits a worker's rows through the one commit, whatever the
@@ -75,7 +79,7 @@ func (s *Service) CommitWorkerPlan(ctx context.Context, p WorkerPlan) error {
 			amends: r.Amends, prevVersion: r.PrevVersion, vector: r.Vector, keyVector: r.KeyVector, chunkVectors: r.ChunkVectors}
 	}
 	return s.commit(ctx, &commitPlan{org: p.Org, namespace: p.Namespace, rows: rows, requestID: p.RequestID,
-		policyGeneration: -1, inTx: p.InTx})
+		policyGeneration: -1, inTx: p.InTx, note: p.Note})
 }
 
 // Policy is what a worker reads of a namespace's policy.

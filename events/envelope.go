@@ -31,6 +31,9 @@ type Envelope struct {
 	// iff Type.IsDocument(), with Sealed holding its DocumentContent.
 	Document *Document `json:"document,omitempty"`
 	Turns    *Turns    `json:"turns,omitempty"` // only on TypeTurnsObserved; Loom always sets it there
+	// Added within v2 (additive): the audit row of the write whose last record this is
+	// (a bulk write's batch, a conflict resolver's decision); only on a revision.
+	Audit *AuditNote `json:"audit,omitempty"`
 }
 
 // Erasure is what a memory.erased record carries: the erasure request, its scope in
@@ -251,6 +254,11 @@ func validateAttachments(e *Envelope) error {
 		return fmt.Errorf("type %q carries no turns", e.Type)
 	case e.Type == TypeTurnsObserved && e.Turns == nil:
 		return fmt.Errorf("type %q needs turns", e.Type)
+	}
+	if e.Audit != nil {
+		if err := validateAudit(e); err != nil {
+			return err
+		}
 	}
 	if x := e.Turns; x != nil {
 		if err := validateTurns(x); err != nil {

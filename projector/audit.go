@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,16 +21,24 @@ type auditRow struct {
 }
 
 // chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
-// its redactions and its erasures) and links each namespace's in seq order after the
+// the writes' own rows their records note, its redactions and its erasures) and links each namespace's in seq order after the
 // last row the table holds below them. The hashes depend only on the records and
 // their order, so a redelivery or a replay writes the same ones.
-func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope) ([]*auditRow, error) {
-	var out []*auditRow
+func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope) (out []*auditRow, err error) {
 	for _, o := range rows {
 		out = append(out, revisionAudit(o.env, o.content))
 	}
 	for _, env := range keyless {
 		out = append(out, revisionAudit(env, &events.Content{}))
+	}
+	noted := append([]*events.Envelope(nil), keyless...)
+	for _, o := range rows {
+		noted = append(noted, o.env) // a note's row needs no content
+	}
+	for _, env := range noted {
+		if out, err = appendNote(out, env); err != nil {
+			return nil, err
+		}
 	}
 	for _, env := range redactions {
 		out = append(out, revisionAudit(env, &events.Content{}))
@@ -48,7 +57,10 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 		if a.Namespace != b.Namespace {
 			return a.Namespace < b.Namespace
 		}
-		return a.Seq < b.Seq
+		if a.Seq != b.Seq {
+			return a.Seq < b.Seq
+		}
+		return a.Op < b.Op // as a walk reads them
 	})
 	prevs, err := lastAuditHashes(ctx, conn, set, out)
 	if err != nil {
@@ -82,6 +94,35 @@ func revisionAudit(env *events.Envelope, c *events.Content) *auditRow {
 	return r
 }
 
+// noteOpSuffix names a bulk write's batch row apart from its revisions' rows, which
+// share its op and may share its seq (the table's key is org, namespace, seq, op).
+const noteOpSuffix = ".batch"
+
+// appendNote adds the audit row of the write a record's note describes
+// (events.AuditNote), at the record's seq: hash-only, its account in detail.
+func appendNote(out []*auditRow, env *events.Envelope) ([]*auditRow, error) {
+	n := env.Audit
+	if n == nil {
+		return out, nil
+	}
+	detail, err := json.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("encode the audit note of %s: %w", env.ID, err)
+	}
+	op := n.Op
+	if n.Kind == events.AuditBatch {
+		op += noteOpSuffix
+	}
+	status := "committed"
+	if len(n.Pairs) == 1 {
+		status = n.Pairs[0].Action
+	}
+	v := env.Revision
+	return append(out, &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: op,
+		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: v.Agent, SessionID: v.SessionID,
+		MemoryID: mustUUID("").String(), Status: status, RequestID: v.RequestID, Detail: string(detail)}}), nil
+}
+
 // erasureAudit is the audit row a memory.erased record leaves: the erasure request,
 // and whether it purged the scope's audit rows or scrubbed them. It names no user.
 func erasureAudit(env *events.Envelope) *auditRow {
@@ -95,7 +136,8 @@ func erasureAudit(env *events.Envelope) *auditRow {
 }
 
 // lastAuditHashes reads, for each namespace of rows (sorted), the hash of the last audit
-// row the table holds below the namespace's first row here, in one statement.
+// row (in seq, op order) the table holds below the namespace's first row here, in one
+// statement.
 func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []*auditRow) (map[nsKey]string, error) {
 	var preds []string
 	var args []any
@@ -110,7 +152,7 @@ func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows 
 		args = append(args, r.Org, r.Namespace, r.Seq)
 	}
 	out := map[nsKey]string{}
-	q := "SELECT org, namespace, argMax(row_hash, seq) FROM " + set.Qualified("audit_log") + " WHERE " + strings.Join(preds, " OR ") + " GROUP BY org, namespace"
+	q := "SELECT org, namespace, argMax(row_hash, (seq, op)) FROM " + set.Qualified("audit_log") + " WHERE " + strings.Join(preds, " OR ") + " GROUP BY org, namespace"
 	err := conn.Each(conn.Ctx(ctx), q, args, func(scan func(...any) error) error {
 		var k nsKey
 		var h string

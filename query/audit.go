@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 const (
 	auditPageDefault = 100
 	auditPageMax     = 1000
+	// auditRowsPerSeq is the most rows a seq holds: its record's revision and the write
+	// the record's note describes (events.AuditNote).
+	auditRowsPerSeq = 2
 )
 
 // auditRowView is one audit row as namespace.audit answers it.
@@ -41,6 +45,8 @@ type auditRowView struct {
 	RequestID     string    `json:"request_id"`
 	PrevHash      string    `json:"prev_hash"`
 	RowHash       string    `json:"row_hash"`
+	// Detail is a write's own row's account (events.AuditNote); absent on a revision's.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // auditCheckpointView is the namespace's latest checkpoint.
@@ -91,13 +97,17 @@ func (s *Service) namespaceAudit(ctx context.Context, p auth.Principal, r auditC
 	}
 	ans := &auditAnswer{Namespace: r.namespace, Rows: []auditRowView{}, Barrier: passed}
 	err = s.ch.Each(s.ch.Ctx(ctx), `SELECT seq, op, event_type, occurred_at, actor, agent, user_id, session_id, memory_key,
-		toString(memory_id), version, content_sha256, source_class, status, request_id, prev_hash, row_hash
+		toString(memory_id), version, content_sha256, source_class, status, request_id, prev_hash, row_hash, detail
 		FROM `+ch.Database+`.audit_log FINAL WHERE org = ? AND namespace = ? AND seq > ? ORDER BY seq, op LIMIT ?`,
-		[]any{p.Org, r.namespace, after, uint64(limit + 1)}, func(scan func(...any) error) error {
+		[]any{p.Org, r.namespace, after, uint64(limit + auditRowsPerSeq)}, func(scan func(...any) error) error {
 			var v auditRowView
+			var detail string
 			if err := scan(&v.Seq, &v.Op, &v.EventType, &v.OccurredAt, &v.Actor, &v.Agent, &v.UserID, &v.SessionID, &v.MemoryKey,
-				&v.MemoryID, &v.Version, &v.ContentSHA256, &v.SourceClass, &v.Status, &v.RequestID, &v.PrevHash, &v.RowHash); err != nil {
+				&v.MemoryID, &v.Version, &v.ContentSHA256, &v.SourceClass, &v.Status, &v.RequestID, &v.PrevHash, &v.RowHash, &detail); err != nil {
 				return err
+			}
+			if detail != "" {
+				v.Detail = json.RawMessage(detail)
 			}
 			ans.Rows = append(ans.Rows, v)
 			return nil
@@ -106,9 +116,16 @@ func (s *Service) namespaceAudit(ctx context.Context, p auth.Principal, r auditC
 		return nil, chUnavailable("reading the namespace's audit rows", err)
 	}
 	if len(ans.Rows) > limit {
-		ans.Rows = ans.Rows[:limit]
-		next := ans.Rows[limit-1].Seq
-		ans.NextAfterSeq = &next
+		// A page ends with the whole of its last seq, so after_seq never skips a row.
+		end := limit
+		for end < len(ans.Rows) && ans.Rows[end].Seq == ans.Rows[limit-1].Seq {
+			end++
+		}
+		if end < len(ans.Rows) {
+			ans.Rows = ans.Rows[:end]
+			next := ans.Rows[end-1].Seq
+			ans.NextAfterSeq = &next
+		}
 	}
 	c, ok, err := auditchain.LastCheckpoint(ctx, s.pool, auditchain.Namespace{Org: p.Org, Namespace: r.namespace})
 	if err != nil {

@@ -369,7 +369,7 @@ func (s *Service) actOnAnswers(ctx context.Context, it workItem, c *judgeCase, a
 			jp.Verdict, jp.Confidence = ans.Verdict, ans.Confidence
 		}
 		if jp.Action != actNone {
-			done, err := s.actOn(ctx, head, p.row, jp.Action, judgementID)
+			done, err := s.actOn(ctx, head, p.row, jp, judgementID)
 			switch {
 			case errors.Is(err, errOrgErasing):
 				return later(nil)

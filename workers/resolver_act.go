@@ -31,6 +31,8 @@ const (
 	resolverActor   = "worker:conflict-resolver"
 	opConflictFlag  = "memory.conflict_flag"
 	opConflictClear = "memory.conflict_clear"
+	// opConflictResolver is the op of the resolver's own audit row of a decision.
+	opConflictResolver = "memory.conflict_resolver"
 )
 
 // errOrgErasing stops a worker's write: an erasure of the org is running.
@@ -74,7 +76,8 @@ func actable(r *memrow.Row, sha string, now time.Time) bool {
 // actOn applies an action to a pair: it re-reads both heads, checks them, builds the
 // copies and commits them over the versions read; a head that moved meanwhile is read
 // again, twice at most. It reports whether anything was written.
-func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAction, judgementID string) (bool, error) {
+func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, jp judgedPair, judgementID string) (bool, error) {
+	a := jp.Action
 	for try := 0; try < 3; try++ {
 		hs, err := heads.Many(ctx, s.pool, judged.Org, judged.Namespace, []memrow.Identity{judged.Identity, peer.Identity})
 		if err != nil {
@@ -91,7 +94,7 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAct
 			return false, nil // acting twice changes nothing
 		}
 		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: j.Org, Namespace: j.Namespace, Rows: rows, RequestID: judgementID,
-			InTx: refuseUnderErasure(j.Org)})
+			InTx: refuseUnderErasure(j.Org), Note: decisionNote(j, jp)})
 		switch {
 		case errors.Is(err, command.ErrHeadMoved):
 			continue
@@ -101,6 +104,16 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, a pairAct
 		return true, nil
 	}
 	return false, errNotActable
+}
+
+// decisionNote is the resolver's audit row of the action on a pair (memory-architecture,
+// "Acting": a hash-only memory.conflict_resolver row of the pairs, actions, verdicts and
+// confidences, never the text). Each pair's action is its own commit, so each carries
+// its own row.
+func decisionNote(judged *memrow.Row, jp judgedPair) *events.AuditNote {
+	return &events.AuditNote{Kind: events.AuditDecision, Op: opConflictResolver, Actor: resolverActor,
+		Pairs: []events.AuditPair{{MemoryID: judged.MemoryID, PeerID: jp.Peer, Action: string(jp.Action), Verdict: string(jp.Verdict),
+			Confidence: jp.Confidence, Cosine: jp.Cosine}}}
 }
 
 // pairRows are the copies an action writes: only the rows it changes. The judged

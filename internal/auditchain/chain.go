@@ -53,6 +53,10 @@ type Row struct {
 	// Subject is the scrubbable fields as stored: checked against the commitment by a
 	// walk, never hashed.
 	Subject Subject
+	// Detail is a write's own row's account of itself (a bulk write's members and
+	// verdict counts, a resolver's decision: events.AuditNote as JSON); "" on a
+	// revision's row, which hashes as it did.
+	Detail string
 
 	PrevHash string
 	RowHash  string
@@ -90,11 +94,16 @@ func Hash(prev string, r Row) string {
 		put("subject")
 		put(r.SubjectCommitment)
 	}
+	if r.Detail != "" {
+		put("detail")
+		put(r.Detail)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Link sets each row's PrevHash and RowHash, after prev, in the order given: the rows
-// of one namespace in seq order.
+// of one namespace in (seq, op) order. A seq holds one row, or two when its record
+// carries a write's own row (events.AuditNote) beside its revision's.
 func Link(prev string, rows []*Row) string {
 	for _, r := range rows {
 		r.PrevHash = prev

@@ -17,7 +17,7 @@ type Namespace struct{ Org, Namespace string }
 // rowColumns are what a walk reads of an audit row.
 const rowColumns = `org, namespace, seq, op, event_type, occurred_at, actor, agent, session_id,
 	toString(memory_id), version, source_class, status, request_id, prev_hash, row_hash,
-	subject_commitment, memory_key, content_sha256, user_id, subject_salt`
+	subject_commitment, memory_key, content_sha256, user_id, subject_salt, detail`
 
 // Namespaces lists the chains in ClickHouse's serving audit_log, optionally of one org
 // (and one namespace of it).
@@ -68,7 +68,7 @@ func EachRow(ctx context.Context, conn *ch.Conn, n Namespace, after uint64, limi
 		var r Row
 		if err := scan(&r.Org, &r.Namespace, &r.Seq, &r.Op, &r.EventType, &r.OccurredAt, &r.Actor, &r.Agent, &r.SessionID,
 			&r.MemoryID, &r.Version, &r.SourceClass, &r.Status, &r.RequestID, &r.PrevHash, &r.RowHash,
-			&r.SubjectCommitment, &r.Subject.MemoryKey, &r.Subject.ContentSHA256, &r.Subject.UserID, &r.Subject.Salt); err != nil {
+			&r.SubjectCommitment, &r.Subject.MemoryKey, &r.Subject.ContentSHA256, &r.Subject.UserID, &r.Subject.Salt, &r.Detail); err != nil {
 			return err
 		}
 		return fn(r)
@@ -211,13 +211,24 @@ func CheckpointNamespace(ctx context.Context, conn *ch.Conn, pool *pgxpool.Pool,
 		from = uint64(last.Seq) - 1
 	}
 	var brk *Break
+	// found: the checkpointed row was read again. Its seq may hold a row before it (in
+	// op order), which the pass that checkpointed verified.
+	found := !has
+	lost := func() *Break {
+		return w.broken(uint64(last.Seq), "the checkpointed row no longer holds its hash %s", short(last.RowHash))
+	}
 	err = EachRow(ctx, conn, n, from, maxRows, func(r Row) error {
 		switch {
 		case brk != nil:
-		case has && r.Seq == uint64(last.Seq):
-			if r.RowHash != last.RowHash || Hash(r.PrevHash, r) != r.RowHash {
-				brk = w.broken(r.Seq, "the checkpointed row no longer holds its hash %s", short(last.RowHash))
+		case !found && r.Seq == uint64(last.Seq):
+			if r.RowHash == last.RowHash {
+				found = true
+				if Hash(r.PrevHash, r) != r.RowHash {
+					brk = lost()
+				}
 			}
+		case !found:
+			brk = lost()
 		default:
 			brk = w.Step(r)
 		}
@@ -225,6 +236,9 @@ func CheckpointNamespace(ctx context.Context, conn *ch.Conn, pool *pgxpool.Pool,
 	})
 	if err != nil {
 		return false, err
+	}
+	if brk == nil && !found {
+		brk = lost()
 	}
 	if brk != nil {
 		return false, brk

@@ -91,12 +91,10 @@ func (w *Walker) Step(r Row) *Break {
 			short(r.PrevHash), w.lastSeq, short(w.lastHash))
 	}
 	w.chained, w.lastSeq, w.lastHash = true, r.Seq, r.RowHash
-	if w.next < len(w.checkpoints) && uint64(w.checkpoints[w.next].Seq) == r.Seq {
-		c := w.checkpoints[w.next]
-		if c.RowHash != r.RowHash {
-			return w.broken(r.Seq, "the row's hash %s is not the one checkpointed at this seq (%s): the chain was rewritten", short(r.RowHash), short(c.RowHash))
-		}
-		if b := w.meet(c); b != nil {
+	// A checkpoint names the last row of its seq; a seq's other row, before it in op
+	// order, passes it by (checkpointsBefore finds a checkpoint no row of its seq met).
+	if w.next < len(w.checkpoints) && uint64(w.checkpoints[w.next].Seq) == r.Seq && w.checkpoints[w.next].RowHash == r.RowHash {
+		if b := w.meet(w.checkpoints[w.next]); b != nil {
 			return b
 		}
 	}
@@ -109,11 +107,17 @@ func (w *Walker) Finish() *Break {
 }
 
 // checkpointsBefore meets the checkpoints below seq, whose rows the walk passed
-// without finding: they must have been purged.
+// without finding: they must have been purged. One at the last seq walked was not
+// met by any row of it: its row was changed.
 func (w *Walker) checkpointsBefore(seq uint64) *Break {
 	for w.next < len(w.checkpoints) && uint64(w.checkpoints[w.next].Seq) < seq {
 		c := w.checkpoints[w.next]
-		if uint64(c.Seq) > w.lastSeq && !w.purged(uint64(c.Seq)) {
+		switch {
+		case w.purged(uint64(c.Seq)):
+		case uint64(c.Seq) == w.lastSeq && w.lastHash != "":
+			return w.broken(uint64(c.Seq), "no row of this seq holds the hash checkpointed at it (%s; the last holds %s): the chain was rewritten",
+				short(c.RowHash), short(w.lastHash))
+		case uint64(c.Seq) >= w.lastSeq:
 			return w.broken(uint64(c.Seq), "the row checkpointed at this seq (%s) is missing from ClickHouse", short(c.RowHash))
 		}
 		if b := w.meet(c); b != nil {

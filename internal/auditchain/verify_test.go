@@ -66,3 +66,41 @@ func TestTheWalkNamesTheFirstBrokenLink(t *testing.T) {
 		t.Fatalf("a row a purge removed: %v", b)
 	}
 }
+
+// A record that carries a write's own audit row (a bulk write's batch) leaves two rows
+// at its seq, chained in op order; a checkpoint names the second.
+func TestASeqOfTwoRowsChainsAndCheckpoints(t *testing.T) {
+	base := chain(3)
+	rows := make([]*Row, 0, 4)
+	for i := range base {
+		r := base[i]
+		rows = append(rows, &r)
+	}
+	batch := *rows[2]
+	batch.Op, batch.EventType, batch.Detail = "memory.bulk_set.batch", "audit.batch", `{"members":["a","b"]}`
+	rows = append(rows, &batch)
+	Link("", rows)
+	walked := make([]Row, len(rows))
+	for i, r := range rows {
+		walked[i] = *r
+	}
+	cp := Checkpoint{Org: "o", Namespace: "n", Seq: 3, RowHash: walked[3].RowHash}
+	cp.Hash = CheckpointHash("", "o", "n", 3, cp.RowHash)
+	if b := walk(walked, 0, []Checkpoint{cp}); b != nil {
+		t.Fatalf("an untouched chain: %v", b)
+	}
+	changed := append([]Row(nil), walked...)
+	changed[3].Detail = `{"members":["a"]}`
+	if b := walk(changed, 0, []Checkpoint{cp}); b == nil || b.Seq != 3 {
+		t.Fatalf("a changed detail: %v, want seq 3", b)
+	}
+	// The batch row rehashed after its change misses the checkpoint at its seq.
+	changed[3].RowHash = Hash(changed[3].PrevHash, changed[3])
+	if b := walk(changed, 0, []Checkpoint{cp}); b == nil || b.Seq != 3 {
+		t.Fatalf("a rehashed batch row: %v, want the checkpoint at seq 3", b)
+	}
+	// The batch row removed: the checkpoint's row is missing.
+	if b := walk(walked[:3], 0, []Checkpoint{cp}); b == nil || b.Seq != 3 {
+		t.Fatalf("a removed batch row: %v, want seq 3", b)
+	}
+}

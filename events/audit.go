@@ -1,0 +1,62 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+)
+
+// AuditNote is a write's own audit row (memory-architecture, "Audit rows"), carried by
+// the last record of the commit it describes: a bulk write's batch row, naming the
+// revisions it committed and counting its entries' verdicts, or the conflict
+// resolver's decision over a pair. Each revision still has its own audit row; the note
+// adds the row of the write as a whole. Hash-only: memory ids, seqs, counts and
+// verdicts, never a key, a value or a user id. Added within v2 (additive).
+type AuditNote struct {
+	Kind  string `json:"kind"`  // AuditBatch or AuditDecision
+	Op    string `json:"op"`    // the write's op: memory.bulk_set, memory.import, memory.conflict_resolver…
+	Actor string `json:"actor"` // the request's principal, or worker:<name>
+	// FirstSeq and LastSeq bound the commit's revisions (this record's seq is LastSeq):
+	// a commit's revisions take consecutive seqs.
+	FirstSeq int64 `json:"first_seq"`
+	LastSeq  int64 `json:"last_seq"`
+	// Members are the memory ids of the revisions, in seq order.
+	Members []string `json:"members"`
+	// Verdicts counts a batch's entries by what came of them (new, duplicate, merge,
+	// skipped_unchanged, …); zero counts are left out.
+	Verdicts map[string]int `json:"verdicts,omitempty"`
+	// Pairs are a decision's judged pairs.
+	Pairs []AuditPair `json:"pairs,omitempty"`
+}
+
+// AuditPair is one pair a conflict resolver's decision acted on.
+type AuditPair struct {
+	MemoryID   string  `json:"memory_id"` // the judged row
+	PeerID     string  `json:"peer_id"`
+	Action     string  `json:"action"`            // retire, flag, clear
+	Verdict    string  `json:"verdict,omitempty"` // the judge's verdict; "" when the fold acted without one
+	Confidence float64 `json:"confidence"`
+	Cosine     float64 `json:"cosine"`
+}
+
+// Kinds of audit note.
+const (
+	AuditBatch    = "batch"
+	AuditDecision = "decision"
+)
+
+func validateAudit(e *Envelope) error {
+	a := e.Audit
+	switch {
+	case !e.Type.IsRevision():
+		return fmt.Errorf("type %q carries no audit note", e.Type)
+	case a.Kind != AuditBatch && a.Kind != AuditDecision:
+		return fmt.Errorf("audit: kind %q, want %q or %q", a.Kind, AuditBatch, AuditDecision)
+	case a.Op == "" || a.Actor == "":
+		return errors.New("audit: op and actor are required")
+	case a.LastSeq != e.Seq || a.FirstSeq < 1 || a.FirstSeq > a.LastSeq:
+		return fmt.Errorf("audit: seqs %d..%d, want a range ending at the record's seq %d", a.FirstSeq, a.LastSeq, e.Seq)
+	case int64(len(a.Members)) != a.LastSeq-a.FirstSeq+1:
+		return fmt.Errorf("audit: %d members for seqs %d..%d", len(a.Members), a.FirstSeq, a.LastSeq)
+	}
+	return nil
+}
