@@ -215,29 +215,37 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 			p.PG, p.Embedder, p.Keys, p.relayWake, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
-		reranker, err := query.NewReranker(cfg.Query.Retrieval, p.LLM, nil)
-		if err != nil {
+		if err := p.openQuery(); err != nil {
 			return nil, err
 		}
-		opts := p.opts.queryOptions
-		if reranker != nil {
-			opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
-		}
-		barrier := query.NewBarrier(p.PG, cfg.Pipeline.Projection, cfg.Query.ProjectionWait, p.watermarkWake)
-		p.KnowledgeIndex = kindex.New()
-		p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, cfg.Query.ProjectionWait, log)
-		p.KnowledgeQuery.UseModel(p.LLM)
-		opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
-			query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
-		// The evidence legs open the conversation's chunks with the KEK ring in Go.
-		opts = append(opts, query.WithKeys(p.Keys))
-		p.Query = query.New(cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, log, opts...)
 	}
 	if p.HTTP, err = p.newHTTP(); err != nil {
 		return nil, err
 	}
 	ok = true
 	return p, nil
+}
+
+// openQuery builds the read side: search, its reranker and barrier, and knowledge's reads.
+func (p *Process) openQuery() error {
+	reranker, err := query.NewReranker(p.Cfg.Query.Retrieval, p.LLM, nil)
+	if err != nil {
+		return err
+	}
+	opts := p.opts.queryOptions
+	if reranker != nil {
+		opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
+	}
+	barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
+	p.KnowledgeIndex = kindex.New()
+	p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, p.Cfg.Query.ProjectionWait, p.Log)
+	p.KnowledgeQuery.UseModel(p.LLM)
+	opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
+		query.WithKnowledgeSource(knowledgeLayer{p.KnowledgeQuery})}, opts...)
+	// The evidence legs open the conversation's chunks with the KEK ring in Go.
+	opts = append(opts, query.WithKeys(p.Keys))
+	p.Query = query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log, opts...)
+	return nil
 }
 
 // Migrate applies both stores' migrations, records the deployment in each and makes
