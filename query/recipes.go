@@ -36,6 +36,7 @@ type retrievalSettings struct {
 	SubQueries      bool    `json:"sub_queries"`
 	SetExpansion    bool    `json:"set_expansion"`
 	Recency         bool    `json:"recency"`
+	Evidence        bool    `json:"evidence"`
 }
 
 func (r retrievalSettings) weights() Weights {
@@ -48,7 +49,7 @@ func (r retrievalSettings) runs(leg string) bool { return slices.Contains(r.Legs
 func (req *searchRequest) overrides() retrieval.Settings {
 	o := retrieval.Settings{Recipe: req.Recipe, Legs: req.Legs, Weights: req.Weights, Pool: req.Pool, MinScore: req.MinScore,
 		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries,
-		SetExpansion: req.SetExpansion}
+		SetExpansion: req.SetExpansion, Evidence: req.Evidence}
 	if req.Recency {
 		o.Recency = &req.Recency
 	}
@@ -114,6 +115,9 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	}
 	if layered.SetExpansion != nil {
 		out.SetExpansion = *layered.SetExpansion
+	}
+	if layered.Evidence != nil {
+		out.Evidence = *layered.Evidence
 	}
 	if layered.Recency != nil {
 		out.Recency = *layered.Recency
