@@ -134,10 +134,13 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			var mu sync.Mutex
 			_, err := r.closedLoop(ctx, "write until indexed "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
 				d, err := r.indexSample(ctx, ns, index, i)
+				if err != nil {
+					return err
+				}
 				mu.Lock()
 				toIndex = append(toIndex, d)
 				mu.Unlock()
-				return err
+				return nil
 			})
 			if err != nil {
 				return nil, err
