@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -67,7 +69,17 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // parked pool were a round trip each.
 func TestASearchTakesTwoPostgresRoundTrips(t *testing.T) {
 	trips := &roundTrips{}
-	n, url := env.API(t, nil, app.WithPGTracer(trips))
+	// A request's context carries its trace only with tracing on: an OTLP sink that
+	// keeps nothing takes the spans.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(sink.Close)
+	traced, err := config.Load(func(name string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sink.URL + "/v1/traces"}[name]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, url := env.API(t, func(c *config.Config) { c.Tracing = traced.Tracing }, app.WithPGTracer(trips))
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns, other := testenv.Unique(t, "trips"), testenv.Unique(t, "trips2")
