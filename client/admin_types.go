@@ -35,6 +35,8 @@ type RetrievalSettings struct {
 	SubQueries      *bool             `json:"sub_queries,omitempty"`
 	SetExpansion    *bool             `json:"set_expansion,omitempty"`
 	Recency         *bool             `json:"recency,omitempty"`
+	// Evidence runs the search route's evidence legs unless a request says false.
+	Evidence *bool `json:"evidence,omitempty"`
 }
 
 // RetrievalWeights are weighted fusion's leg weights; a nil weight is not set.

@@ -327,7 +327,8 @@ type SearchRequest struct {
 	// Trace keeps the search's full trace; the answer names it in TraceID.
 	Trace bool `json:"trace,omitempty"`
 	// Evidence runs the evidence legs (verbatim chunks, session digests) when the scope
-	// keeps turns; nil: on. Their hits are in SearchAnswer.Evidence.
+	// keeps turns; nil: as the namespace's retrieval_defaults say (off by default).
+	// Their hits are in SearchAnswer.Evidence.
 	Evidence *bool `json:"evidence,omitempty"`
 	// The page assembler's caps (0: none); SearchAnswer.Budget reports what they cut.
 	MaxTokens  int    `json:"max_tokens,omitempty"`

@@ -3,12 +3,15 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/loomplane/loom/internal/ttlcache"
 )
 
@@ -148,8 +151,31 @@ func (c *calibrations) of(ctx context.Context, k calibrationKey) (namespaceCalib
 		return nc, nc.searches >= calibrationMinSearches
 	}
 	var raw []byte
-	err := c.pool.QueryRow(ctx, `SELECT samples FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3`,
-		k.org, k.namespace, k.embedder).Scan(&raw)
+	err := c.pool.QueryRow(ctx, calibrationSQL, k.org, k.namespace, k.embedder).Scan(&raw)
+	nc := c.keep(k, raw, err)
+	return nc, nc.searches >= calibrationMinSearches
+}
+
+const calibrationSQL = `SELECT samples FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3`
+
+// queueOf queues the read of a namespace's calibration on b when the cache does not
+// hold it, so a search's first round trip brings it and the verdict reads it from the
+// cache, as of would have read it.
+func (c *calibrations) queueOf(b *pgx.Batch, k calibrationKey) {
+	if _, ok := c.cache.Get(k); ok {
+		return
+	}
+	b.Queue(calibrationSQL, k.org, k.namespace, k.embedder).QueryRow(func(r pgx.Row) error {
+		var raw []byte
+		if err := r.Scan(&raw); err == nil || errors.Is(err, pgx.ErrNoRows) {
+			c.keep(k, raw, err)
+		}
+		return nil
+	})
+}
+
+// keep caches what a read of k's samples found (none when it failed).
+func (c *calibrations) keep(k calibrationKey, raw []byte, err error) namespaceCalibration {
 	nc := namespaceCalibration{}
 	if err == nil {
 		var samples [][2]float64
@@ -158,7 +184,7 @@ func (c *calibrations) of(ctx context.Context, k calibrationKey) (namespaceCalib
 		}
 	}
 	c.cache.Add(k, nc)
-	return nc, nc.searches >= calibrationMinSearches
+	return nc
 }
 
 // summarise takes the medians of the recorded medians and spreads.

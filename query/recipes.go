@@ -38,7 +38,8 @@ type retrievalSettings struct {
 	Recency         bool    `json:"recency"`
 	// HyDE: a model's hypothetical answer joins the vector leg (hyde.go); the
 	// deployment's setting, on only with a model provider.
-	HyDE bool `json:"hyde"`
+	HyDE     bool `json:"hyde"`
+	Evidence bool `json:"evidence"`
 }
 
 func (r retrievalSettings) weights() Weights {
@@ -51,7 +52,7 @@ func (r retrievalSettings) runs(leg string) bool { return slices.Contains(r.Legs
 func (req *searchRequest) overrides() retrieval.Settings {
 	o := retrieval.Settings{Recipe: req.Recipe, Legs: req.Legs, Weights: req.Weights, Pool: req.Pool, MinScore: req.MinScore,
 		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries,
-		SetExpansion: req.SetExpansion}
+		SetExpansion: req.SetExpansion, Evidence: req.Evidence}
 	if req.Recency {
 		o.Recency = &req.Recency
 	}
@@ -117,6 +118,9 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	}
 	if layered.SetExpansion != nil {
 		out.SetExpansion = *layered.SetExpansion
+	}
+	if layered.Evidence != nil {
+		out.Evidence = *layered.Evidence
 	}
 	if layered.Recency != nil {
 		out.Recency = *layered.Recency

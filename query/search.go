@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
@@ -67,7 +68,8 @@ type searchRequest struct {
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
 	// Evidence runs the evidence legs (search_evidence.go) when the scope keeps turns;
-	// default true on the search route. false leaves them off.
+	// off unless the namespace's retrieval_defaults turn them on (they cost a search
+	// several round trips and the scan of its scope's recent chunks).
 	Evidence *bool `json:"evidence,omitempty"`
 	// The page assembler's caps (search_caps.go): the page's tokens, counted with
 	// tokenizer (or model's), and how many hits one memory key and one session hold.
@@ -80,8 +82,8 @@ type searchRequest struct {
 	// onePage: the caller reads no next page (context.pack, memory.related), so the
 	// rest of the pool is not parked.
 	onePage bool
-	// fromRoute: the search route asked (the evidence legs default on); a search
-	// another read runs (context.pack, memory.related, memory.ask) reads no evidence.
+	// fromRoute: the search route asked (the evidence legs may run); a search another
+	// read runs (context.pack, memory.related, memory.ask) reads no evidence.
 	fromRoute bool
 }
 
@@ -182,11 +184,15 @@ type searchPlan struct {
 	caps *pageCaps
 	// hyde is what HyDE did for the vector leg (hyde.go).
 	hyde hydeOutcome
+	// parked is a next page's parked pool, read with the namespaces' configuration (nil:
+	// a first page, or a token unknown or expired).
+	parked *parkedPage
 }
 
-// wantsEvidence is whether the search runs its evidence legs.
+// wantsEvidence is whether the search runs its evidence legs: a first page of the
+// search route whose settings (the request's evidence over the namespace's) ask.
 func (p *searchPlan) wantsEvidence() bool {
-	return p.req.fromRoute && (p.req.Evidence == nil || *p.req.Evidence)
+	return p.req.fromRoute && p.settings.Evidence
 }
 
 // recency reports whether the recency prior applies: asked, or the query's intent.
@@ -309,7 +315,13 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	f.userID = scopedUser(p, f.userID)
 	f.sessionID = scopedSession(p, f.sessionID)
 	f = f.withShared()
-	read, err := s.readSearchState(ctx, p.Org, list, f.userID, req.PageToken == "", req.PageToken == "" && req.fromRoute && (req.Evidence == nil || *req.Evidence))
+	page := uuid.Nil
+	if req.PageToken != "" {
+		if page, err = uuid.Parse(req.PageToken); err != nil {
+			return nil, httperr.Validation("page_token", "not a page token")
+		}
+	}
+	read, err := s.readSearchState(ctx, p.Org, list, f.userID, page, req.PageToken == "" && req.fromRoute && (req.Evidence == nil || *req.Evidence))
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +335,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 	q := planQuery(req.Query, s.referenceTime(req))
 	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending,
-		hasTurns: read.hasTurns, caps: caps}
+		hasTurns: read.hasTurns, caps: caps, parked: read.parked}
 	if req.Trace {
 		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q, AsOf: req.AsOf}
 	}
@@ -428,24 +440,30 @@ func searchNamespaces(p auth.Principal, ns string, more []string) ([]string, err
 }
 
 // searchState is what a search reads of Postgres before its legs: the namespaces'
-// configuration and, for a first page, the barrier's capture and whether an extraction
-// of the scope is pending.
+// configuration and, for a first page, the barrier's capture, the namespace's
+// calibration when not cached and whether an extraction of the scope is pending; for a
+// next page, its parked pool.
 type searchState struct {
 	cfg      namespaceConfig
 	capture  *Capture
 	pending  bool
-	hasTurns bool // the scope keeps a turn (read only when the evidence legs may run)
+	hasTurns bool        // the scope keeps a turn (read only when the evidence legs may run)
+	parked   *parkedPage // a next page's pool (nil: unknown or expired)
 }
 
-// readSearchState reads the search's state in one round trip. An extraction pending at
-// the capture writes facts the barrier does not cover.
-func (s *Service) readSearchState(ctx context.Context, org string, namespaces []string, userID string, firstPage, evidenceLegs bool) (*searchState, error) {
+// readSearchState reads the search's state in one round trip: a first page's when page
+// is uuid.Nil, else the next page's parked under page. An extraction pending at the
+// capture writes facts the barrier does not cover.
+func (s *Service) readSearchState(ctx context.Context, org string, namespaces []string, userID string, page uuid.UUID, evidenceLegs bool) (*searchState, error) {
 	batch := &pgx.Batch{}
 	var st searchState
 	queueNamespaceSettings(batch, org, namespaces, &st.cfg)
 	bctx, cancel := ctx, context.CancelFunc(func() {})
-	if firstPage {
+	if page != uuid.Nil {
+		queueParkedPage(batch, org, page, &st.parked)
+	} else {
 		st.capture = s.barrier.QueueCapture(batch, org, namespaces)
+		s.calibrations.queueOf(batch, calibrationKey{org, namespaces[0], s.embedder.Model()})
 		if userID != noUser { // the token reads none of that user's rows, nor their requests
 			extractqueue.QueuePending(batch, org, namespaces, userID, &st.pending)
 			if evidenceLegs {
@@ -502,23 +520,23 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 // servePage validates the pool from offset on, one window at a time, until a page is
 // full or one refill found nothing more; it parks the rest for the next page.
 func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candidate, offset int, ans *searchAnswer) error {
-	topK := plan.req.TopK
-	hits, next, stale, err := s.validate(ctx, plan, pool, offset, topK)
+	// The rest of the pool is parked in the round trip that reads the page's heads.
+	var park *pagePark
+	var also func(*pgx.Batch, int) error
+	if !plan.req.onePage {
+		park = &pagePark{plan: plan, pool: pool}
+		also = park.queue
+	}
+	hits, next, stale, err := s.validate(ctx, plan, pool, offset, plan.req.TopK, also)
 	if err != nil {
-		return httperr.Store("validating hits against their heads", err)
+		return httperr.Store("validating hits against their heads and parking the next page", err)
 	}
 	s.staleDropped.Add(float64(stale))
 	ans.Hits, ans.StaleDropped = hits, stale
 	if err := s.judge(ctx, plan, offset, ans); err != nil {
 		return err
 	}
-	if next < len(pool) && len(hits) > 0 && !plan.req.onePage {
-		token, err := s.parkPool(ctx, plan, pool, next)
-		if err != nil {
-			return httperr.Store("parking the next page", err)
-		}
-		ans.NextPageToken = token
-	}
+	ans.NextPageToken = park.token(len(hits), next)
 	return nil
 }
 

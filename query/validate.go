@@ -5,28 +5,41 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
 // headsOf reads the Postgres heads of candidates, by namespace and then
-// heads.IdentityKey.
+// heads.IdentityKey, in one round trip.
 func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (map[string]map[string]*memrow.Row, error) {
+	b := &pgx.Batch{}
+	out := queueHeads(b, org, cands)
+	if b.Len() == 0 {
+		return out, nil
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// queueHeads queues the reads of candidates' heads on b, one statement per namespace;
+// the answer holds them, by namespace and then heads.IdentityKey, once b is sent.
+func queueHeads(b *pgx.Batch, org string, cands []*candidate) map[string]map[string]*memrow.Row {
 	byNS := map[string][]memrow.Identity{}
 	for _, c := range cands {
 		id := c.identity
 		id.Org = org
 		byNS[id.Namespace] = append(byNS[id.Namespace], id)
 	}
-	out := map[string]map[string]*memrow.Row{}
+	out := make(map[string]map[string]*memrow.Row, len(byNS))
 	for ns, ids := range byNS {
-		hs, err := heads.Many(ctx, s.pool, org, ns, ids)
-		if err != nil {
-			return nil, err
-		}
-		out[ns] = hs
+		out[ns] = make(map[string]*memrow.Row, len(ids))
+		heads.QueueMany(b, out[ns], org, ns, ids)
 	}
-	return out, nil
+	return out
 }
 
 // validate serves the pool from offset on: a candidate is served only while its key's
@@ -34,8 +47,11 @@ func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (
 // the filters and the token's read scope; the value served is the head's. The first
 // window is topK candidates; what it drops is refilled once from the ranked remainder,
 // and every drop counts in stale_dropped. Priors then reorder the page's near-ties.
-// It returns the page, the pool index the next page starts at, and the drops.
-func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candidate, offset, topK int) ([]hitView, int, int, error) {
+// It returns the page, the pool index the next page starts at, and the drops. Each
+// window's heads are read in one round trip, with whatever also(b, next) queues on the
+// same batch (the parking of the pool from the window's end on).
+func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candidate, offset, topK int,
+	also func(b *pgx.Batch, next int) error) ([]hitView, int, int, error) {
 	now := s.now()
 	hits := []hitView{} // an empty page answers "hits": [], never null
 	stale := 0
@@ -43,8 +59,14 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 	for round := 0; round < 2 && len(hits) < topK && next < len(pool); round++ {
 		window := pool[next:min(next+topK-len(hits), len(pool))]
 		next += len(window)
-		current, err := s.headsOf(ctx, plan.f.org, window)
-		if err != nil {
+		b := &pgx.Batch{}
+		current := queueHeads(b, plan.f.org, window)
+		if also != nil {
+			if err := also(b, next); err != nil {
+				return nil, 0, 0, err
+			}
+		}
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return nil, 0, 0, err
 		}
 		for _, c := range window {

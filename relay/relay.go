@@ -22,12 +22,14 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tracing"
@@ -187,10 +189,15 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second
 	bo.MaxElapsedTime = 0
+	// The lock is only as good as the session holding it. A round runs on that session,
+	// so a round that succeeded proved it alive: it is pinged only before the first
+	// round and after a failed one, not on every round's path from commit to topic.
+	check := true
 	for ctx.Err() == nil {
-		// The lock is only as good as the session holding it.
-		if err := h.alive(ctx); err != nil {
-			return fmt.Errorf("relay lock session: %w", err)
+		if check {
+			if err := h.alive(ctx); err != nil {
+				return fmt.Errorf("relay lock session: %w", err)
+			}
 		}
 		wake := r.wake.C()
 		// A round under way when the relay is stopped finishes: what Kafka acknowledged
@@ -198,10 +205,14 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 		// The round holds the publishers lock shared, so an erasure that removed rows
 		// it may have read waits until its produce and delete are over (pg.WaitOut).
 		rctx, roundDone := shutdown.Outlive(ctx, r.pipe.ShutdownGrace)
+		// The round's read of the outbox rides in the lock's round trip.
 		var n int
-		err := pg.HoldShared(rctx, h.conn, pg.LockPublishers, func() error {
+		var pending []outbox.Row
+		read := &pgx.Batch{}
+		outbox.QueueReadPending(read, r.cfg.BatchRows, r.waiting(time.Now()), &pending)
+		err := pg.HoldSharedWith(rctx, h.conn, pg.LockPublishers, read, func() error {
 			var err error
-			n, err = r.round(rctx, h.conn)
+			n, err = r.round(rctx, h.conn, pending)
 			return err
 		})
 		roundDone()
@@ -214,6 +225,7 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 		if errors.As(err, &held) {
 			err, n = nil, 0 // not a failure: the standbys are behind or away; read again after the poll
 		}
+		check = err != nil
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

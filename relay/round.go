@@ -25,12 +25,16 @@ func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 // whose oldest row Kafka refused before sends that row alone first (a broker refuses
 // a whole partition batch, so only alone does a refusal name its record); a
 // namespace waiting out a refusal's backoff is left out of the round altogether.
-// conn is the relay's lock session: the batch and, with WaitForStandbys, the check
-// that the standbys hold it are read there, from one server.
-func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn) (int, error) {
-	rows, err := r.read(ctx, conn, r.waiting(time.Now()))
-	if err != nil || len(rows) == 0 {
-		return 0, err
+// conn is the relay's lock session: pending (the oldest rows, read in the lock's round
+// trip) and, with WaitForStandbys, the check that the standbys hold them are read
+// there, from one server.
+func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) (int, error) {
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	rows := make([]outboxRow, len(pending))
+	for i, p := range pending {
+		rows[i] = outboxRow{p}
 	}
 	if r.cfg.WaitForStandbys {
 		if err := r.awaitDurable(ctx, conn, len(rows)); err != nil {
@@ -248,18 +252,6 @@ func refused(err error) bool {
 		return true
 	}
 	return false
-}
-
-func (r *Relay) read(ctx context.Context, conn *pgxpool.Conn, skip []string) ([]outboxRow, error) {
-	pending, err := outbox.ReadPending(ctx, conn, r.cfg.BatchRows, skip)
-	if err != nil {
-		return nil, err
-	}
-	rows := make([]outboxRow, len(pending))
-	for i, p := range pending {
-		rows[i] = outboxRow{p}
-	}
-	return rows, nil
 }
 
 func toRecord(o outboxRow) (*kgo.Record, error) {

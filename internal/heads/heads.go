@@ -114,6 +114,29 @@ const (
 // Many returns the heads of several keys of one namespace in one query, by
 // IdentityKey; keys with no head are absent.
 func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Identity) (map[string]*memrow.Row, error) {
+	rows, err := q.Query(ctx, manySQL, manyArgs(org, namespace, ids)...)
+	if err != nil {
+		return nil, fmt.Errorf("read heads: %w", err)
+	}
+	out := map[string]*memrow.Row{}
+	if err := collectByKey(rows, out); err != nil {
+		return nil, fmt.Errorf("read heads: %w", err)
+	}
+	return out, nil
+}
+
+// QueueMany queues Many's read on b; into holds the heads, by IdentityKey, once the
+// batch is sent.
+func QueueMany(b *pgx.Batch, into map[string]*memrow.Row, org, namespace string, ids []memrow.Identity) {
+	b.Queue(manySQL, manyArgs(org, namespace, ids)...).Query(func(rows pgx.Rows) error {
+		if err := collectByKey(rows, into); err != nil {
+			return fmt.Errorf("read heads: %w", err)
+		}
+		return nil
+	})
+}
+
+func manyArgs(org, namespace string, ids []memrow.Identity) []any {
 	agents := make([]string, len(ids))
 	users := make([]string, len(ids))
 	sessions := make([]string, len(ids))
@@ -121,19 +144,18 @@ func Many(ctx context.Context, q Querier, org, namespace string, ids []memrow.Id
 	for i, id := range ids {
 		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
 	}
-	rows, err := q.Query(ctx, manySQL, org, namespace, agents, users, sessions, keys)
-	if err != nil {
-		return nil, fmt.Errorf("read heads: %w", err)
-	}
+	return []any{org, namespace, agents, users, sessions, keys}
+}
+
+func collectByKey(rows pgx.Rows, into map[string]*memrow.Row) error {
 	found, err := Collect(rows)
 	if err != nil {
-		return nil, fmt.Errorf("read heads: %w", err)
+		return err
 	}
-	out := make(map[string]*memrow.Row, len(found))
 	for _, r := range found {
-		out[IdentityKey(r.Identity)] = r
+		into[IdentityKey(r.Identity)] = r
 	}
-	return out, nil
+	return nil
 }
 
 // IdentityKey is a map key for a key's identity within a namespace.

@@ -59,15 +59,34 @@ func QueueNotify(b *pgx.Batch) {
 // ReadPending reads the oldest unparked rows, at most limit, leaving out the
 // namespaces (org/namespace) in skip.
 func ReadPending(ctx context.Context, q Querier, limit int, skip []string) ([]Row, error) {
-	if skip == nil {
-		skip = []string{}
-	}
-	rows, err := q.Query(ctx, `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
-		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
-		ORDER BY id LIMIT $1`, limit, skip)
+	rows, err := q.Query(ctx, readPendingSQL, limit, skipList(skip))
 	if err != nil {
 		return nil, fmt.Errorf("read outbox: %w", err)
 	}
+	return collectPending(rows)
+}
+
+// QueueReadPending queues ReadPending's read on b; into holds the rows once b is sent.
+func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
+	b.Queue(readPendingSQL, limit, skipList(skip)).Query(func(rows pgx.Rows) error {
+		var err error
+		*into, err = collectPending(rows)
+		return err
+	})
+}
+
+const readPendingSQL = `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
+		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
+		ORDER BY id LIMIT $1`
+
+func skipList(skip []string) []string {
+	if skip == nil {
+		return []string{}
+	}
+	return skip
+}
+
+func collectPending(rows pgx.Rows) ([]Row, error) {
 	defer rows.Close()
 	var out []Row
 	for rows.Next() {
@@ -77,7 +96,10 @@ func ReadPending(ctx context.Context, q Querier, limit int, skip []string) ([]Ro
 		}
 		out = append(out, o)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	return out, nil
 }
 
 // Delete removes published rows.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -33,8 +34,18 @@ const (
 // fn returns, even when ctx was cancelled meanwhile; a session that cannot release it
 // is closed, which releases it.
 func HoldShared(ctx context.Context, conn *pgxpool.Conn, key int64, fn func() error) error {
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", key); err != nil {
-		return fmt.Errorf("take advisory lock %x shared: %w", key, err)
+	return HoldSharedWith(ctx, conn, key, nil, fn)
+}
+
+// HoldSharedWith is HoldShared with first's statements sent in the lock's own round
+// trip, run once the lock is taken (a relay round's read of the outbox). A session
+// advisory lock outlives the batch's implicit transaction, failed or not, so it is
+// released in every case.
+func HoldSharedWith(ctx context.Context, conn *pgxpool.Conn, key int64, first *pgx.Batch, fn func() error) error {
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_lock_shared($1)", key)
+	if first != nil {
+		b.QueuedQueries = append(b.QueuedQueries, first.QueuedQueries...)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -43,6 +54,9 @@ func HoldShared(ctx context.Context, conn *pgxpool.Conn, key int64, fn func() er
 			conn.Conn().Close(uctx)
 		}
 	}()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("take advisory lock %x shared: %w", key, err)
+	}
 	return fn()
 }
 

@@ -28,6 +28,9 @@ type PoolConfig struct {
 	// (kek.Ring.SessionValue, as the setting kek.SessionParam): in the startup packet,
 	// which no statement log records. Empty: none.
 	KEK string
+	// Tracer sees every statement and batch the pool's sessions send (tests count a
+	// request's round trips with it); nil: none.
+	Tracer pgx.QueryTracer
 }
 
 // Open connects a pool in which every session runs with synchronous_commit = on: a
@@ -61,6 +64,7 @@ func Open(ctx context.Context, c PoolConfig) (*pgxpool.Pool, error) {
 	if c.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
 	}
+	cfg.ConnConfig.Tracer = c.Tracer
 	cfg.HealthCheckPeriod = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

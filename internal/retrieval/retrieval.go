@@ -93,6 +93,9 @@ type Settings struct {
 	SetExpansion *bool `json:"set_expansion,omitempty"`
 	// Recency adds the recency prior.
 	Recency *bool `json:"recency,omitempty"`
+	// Evidence runs the search route's evidence legs (verbatim chunks, session digests)
+	// when the scope keeps turns; off unless a layer turns it on.
+	Evidence *bool `json:"evidence,omitempty"`
 }
 
 // Preset is a recipe's settings (the default recipe sets nothing).
@@ -160,6 +163,9 @@ func (s Settings) Over(o Settings) Settings {
 	}
 	if o.Recency != nil {
 		out.Recency = o.Recency
+	}
+	if o.Evidence != nil {
+		out.Evidence = o.Evidence
 	}
 	return out
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
+// evidenceOn asks a search for its evidence legs.
+var evidenceOn = true
+
 // evidenceLeg is the explain block's account of one evidence leg.
 func evidenceLeg(t *testing.T, a *client.SearchAnswer, leg string) client.EvidenceLeg {
 	t.Helper()
@@ -56,6 +59,13 @@ func TestSearchFindsTheVerbatimChunkWithItsWindow(t *testing.T) {
 		t.Fatalf("%d chunks and %d lineage links kept, want 4 (one a call) and 6 (one a turn)", chunks, links)
 	}
 
+	// The legs are opt-in: a search that does not ask runs none; the namespace's
+	// retrieval_defaults turn them on for every search of it.
+	plain, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "what is the greyhound called"})
+	if err != nil || plain.Evidence != nil || len(plain.Explain.EvidenceLegs) != 0 {
+		t.Fatalf("a search that did not ask ran the evidence legs: %+v, %v", plain.Evidence, err)
+	}
+	e.c.Configure(t, e.ns, map[string]any{"retrieval_defaults": map[string]any{"evidence": true}})
 	a, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "what is the greyhound called"})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +140,7 @@ func TestSearchCapsCutThePageAndReportIt(t *testing.T) {
 	} {
 		typedSet(t, e.c, e.ns, r.key, client.SetRequest{Value: r.value, Identity: client.Identity{UserID: "alice", SessionID: r.session}})
 	}
-	all := typedSearch(t, e.c, e.ns, client.SearchRequest{Query: "hamster", TopK: 10})
+	all := typedSearch(t, e.c, e.ns, client.SearchRequest{Query: "hamster", TopK: 10, Evidence: &evidenceOn})
 	if len(all.Hits) != 5 || all.Budget != nil {
 		t.Fatalf("the uncapped page: %d hits, budget %+v", len(all.Hits), all.Budget)
 	}
@@ -220,7 +230,7 @@ func TestErasureRemovesTheChunks(t *testing.T) {
 	if chunks == 0 || links != 9 {
 		t.Fatalf("before the erasure: %d chunks, %d links (want one a turn: 9)", chunks, links)
 	}
-	before, err := e.tc.Search(ctx, e.ns, client.SearchRequest{Query: "greyhound nurse Porto", TopK: 20})
+	before, err := e.tc.Search(ctx, e.ns, client.SearchRequest{Query: "greyhound nurse Porto", TopK: 20, Evidence: &evidenceOn})
 	if err != nil || before.Evidence == nil || len(before.Evidence.Hits) < 2 {
 		t.Fatalf("the evidence before the erasure: %+v, %v", before.Evidence, err)
 	}
@@ -234,7 +244,7 @@ func TestErasureRemovesTheChunks(t *testing.T) {
 	if removed["loom.memory_chunks"] != float64(chunks) || removed["loom.memory_chunk_sources"] != float64(links) {
 		t.Errorf("the saga's account of what it removed: %v", view["removed"])
 	}
-	after, err := e.tc.Search(ctx, e.ns, client.SearchRequest{Query: "greyhound nurse Porto", TopK: 20})
+	after, err := e.tc.Search(ctx, e.ns, client.SearchRequest{Query: "greyhound nurse Porto", TopK: 20, Evidence: &evidenceOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +282,7 @@ func TestSearchFindsTheDigestAndARedactionForgetsTheChunk(t *testing.T) {
 		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+e.ns+"/sessions/s1/digest", nil)
 		return r.Status == http.StatusOK && strings.Contains(string(r.Body), "Santa Maria")
 	})
-	a, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "night shifts hospital", TopK: 10})
+	a, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "night shifts hospital", TopK: 10, Evidence: &evidenceOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +316,7 @@ func TestSearchFindsTheDigestAndARedactionForgetsTheChunk(t *testing.T) {
 		e.org, e.ns, chunk.ChunkID); n != 0 {
 		t.Errorf("the chunk of the redacted turn is kept")
 	}
-	after, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "nurse Santa Maria hospital", TopK: 10})
+	after, err := e.alice.Search(ctx, e.ns, client.SearchRequest{Query: "nurse Santa Maria hospital", TopK: 10, Evidence: &evidenceOn})
 	if err != nil {
 		t.Fatal(err)
 	}

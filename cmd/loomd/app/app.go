@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
@@ -103,6 +104,7 @@ type options struct {
 	modelClock      func() time.Time
 	queryOptions    []query.Option
 	extractionSteps *extraction.Steps
+	pgTracer        pgx.QueryTracer
 }
 
 // WithQueryOptions builds the read side with these options (a test's planner clock).
@@ -116,6 +118,10 @@ func WithQueryOptions(opts ...query.Option) Option {
 func WithExtractionSteps(steps *extraction.Steps) Option {
 	return func(o *options) { o.extractionSteps = steps }
 }
+
+// WithPGTracer hands every statement and batch the process sends Postgres to t (a
+// test counting a request's round trips).
+func WithPGTracer(t pgx.QueryTracer) Option { return func(o *options) { o.pgTracer = t } }
 
 // WithCommandFaults breaks the write path where f says (tests).
 func WithCommandFaults(f command.Faults) Option { return func(o *options) { o.commandFaults = f } }
@@ -164,7 +170,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		return nil, err
 	}
 	p.PG, err = pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MinConns: cfg.PG.PoolMin, MaxConns: cfg.PG.PoolMax,
-		StatementTimeout: cfg.PG.StatementTimeout, KEK: p.Keys.SessionValue()})
+		StatementTimeout: cfg.PG.StatementTimeout, KEK: p.Keys.SessionValue(), Tracer: p.opts.pgTracer})
 	if err != nil {
 		return nil, err
 	}

@@ -127,6 +127,29 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			res.add(name+", commit→index (searchable, barrier passes)", "p50 ms", l.P50MS, b.P50MS)
 			res.add(name+", commit→index (searchable, barrier passes)", "p99 ms", l.P99MS, b.P99MS)
 		}
+		if index := r.t.Process.Index(); index != nil {
+			// Each write above waits for ClickHouse too, so it samples the index a few times
+			// a second at most; this loop waits for the index alone, for a tail worth reading.
+			var toIndex []time.Duration
+			var mu sync.Mutex
+			_, err := r.closedLoop(ctx, "write until indexed "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
+				d, err := r.indexSample(ctx, ns, index, i)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				toIndex = append(toIndex, d)
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			l, b := summarize(toIndex, 0), summarize(bare.toTopic, 0)
+			res.add(name+", commit→index, index alone watched", "p50 ms", l.P50MS, b.P50MS)
+			res.add(name+", commit→index, index alone watched", "p99 ms", l.P99MS, b.P99MS)
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %d writes watched by the index alone", name, len(toIndex)))
+		}
 		mark := summarize(loom.toBarrier, 0)
 		res.Rows = append(res.Rows,
 			Row{Case: name + ", commit→barrier passes", Metric: "p50 ms", Loom: mark.P50MS},
@@ -203,6 +226,22 @@ func (r *runner) lagSample(ctx context.Context, ns string, i int, tl *tail, into
 		case <-time.After(lagPoll):
 		}
 	}
+}
+
+// indexSample writes a key and returns how long after its answer the process's index
+// applied it.
+func (r *runner) indexSample(ctx context.Context, ns string, index *searchindex.Index, i int) (time.Duration, error) {
+	ans, err := r.api.Set(ctx, ns, fmt.Sprintf("x%d", i), client.SetRequest{Value: fmt.Sprintf("lag probe %d", i)})
+	if err != nil {
+		return 0, err
+	}
+	answered := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, lagTimeout)
+	defer cancel()
+	if err := index.WaitFor(wctx, searchindex.Space{Org: r.t.Org, Namespace: ns}, ans.Seq); err != nil {
+		return 0, fmt.Errorf("wait for the index to apply %s seq %d: %w", ns, ans.Seq, err)
+	}
+	return time.Since(answered), nil
 }
 
 // hop is the lag baseline's scratch topic, its producer and tail, and a scratch
