@@ -97,11 +97,13 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
 	peerSizes := fs.String("peer-sizes", joinInts(def.PeerSizes), "memories at which the peers scenario searches Loom, mem0 and chromem-go, comma separated (it adds up to the largest)")
+	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
 	}
-	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions, Progress: os.Stderr}
+	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
+		KnowledgeDocs: *knowledgeDocs, Progress: os.Stderr}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}
@@ -115,8 +117,8 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --search-sizes: %w", err)}
 	}
-	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 {
-		return benchFlags{}, usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000) and --replay-revisions must be positive")}
+	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 || *knowledgeDocs < 1 {
+		return benchFlags{}, usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000), --replay-revisions and --knowledge-docs must be positive")}
 	}
 	return benchFlags{opts: opts, out: *out, dir: *dir}, nil
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// PeerSizes are the memory counts at which the peers scenario searches each system
 	// (it adds up to the largest, one at a time).
 	PeerSizes []int
+	// KnowledgeDocs is how many documents the knowledge scenario ingests and searches
+	// (a fifth each of text, Markdown, HTML, CSV and PDF; about 3.6 chunks each).
+	KnowledgeDocs int
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
 }
@@ -61,6 +64,7 @@ func DefaultOptions() Options {
 		BulkEntries:     1000,
 		ReplayRevisions: 10_000,
 		PeerSizes:       []int{1000, 10_000, 20_000},
+		KnowledgeDocs:   160,
 	}
 }
 
@@ -102,6 +106,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if len(opts.PeerSizes) == 0 {
 		opts.PeerSizes = def.PeerSizes
+	}
+	if opts.KnowledgeDocs <= 0 {
+		opts.KnowledgeDocs = def.KnowledgeDocs
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard

@@ -1,20 +1,19 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
 
+	"codeberg.org/go-pdf/fpdf"
+
 	"github.com/loomplane/loom/client"
 	kcommand "github.com/loomplane/loom/knowledge/command"
 	"github.com/loomplane/loom/knowledge/parse"
 )
-
-// knowledgeDocs is how many documents the knowledge scenario's corpus holds, a
-// quarter each of text, Markdown, HTML and CSV.
-const knowledgeDocs = 160
 
 // knowledgeJobFiles is how many documents one ingestion job of the scenario carries
 // (its JSON stays under the server's default body limit).
@@ -27,10 +26,9 @@ const knowledgeJobFiles = 40
 // memory.search over a namespace of as many memories as the corpus has chunks.
 func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
-		Title:    fmt.Sprintf("knowledge.ingest throughput and knowledge.search latency, %d documents", knowledgeDocs),
+		Title:    fmt.Sprintf("knowledge.ingest throughput and knowledge.search latency, %d documents", r.opts.KnowledgeDocs),
 		Baseline: "ingest: the bare parse and chunking of the same files in this process (knowledge/parse), same run; search: memory.search of the same queries over as many memories as the corpus has chunks",
-		Notes: []string{"the corpus is generated: text, Markdown, HTML and CSV in equal parts, a few KiB each; no PDF (the " +
-			"bench writes none), whose parse is the slowest of the formats",
+		Notes: []string{"the corpus is generated: text, Markdown, HTML, CSV and PDF (written with fpdf, two pages each) in equal parts, a few KiB each",
 			fmt.Sprintf("ingest is timed from the first submission to the last job's completed status, %d documents a job, "+
 				"jobs submitted one after another; it includes the embedding of every chunk", knowledgeJobFiles)},
 	}
@@ -38,10 +36,13 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 		name string
 		body []byte
 	}
-	files := make([]file, knowledgeDocs)
+	files := make([]file, r.opts.KnowledgeDocs)
 	var total int64
 	for i := range files {
-		files[i] = r.knowledgeFile(i)
+		var err error
+		if files[i], err = r.knowledgeFile(i); err != nil {
+			return nil, err
+		}
 		total += int64(len(files[i].body))
 	}
 	// The baseline: parse and chunk every file here, as the write side does.
@@ -142,9 +143,9 @@ func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns st
 func (r *runner) knowledgeFile(i int) (f struct {
 	name string
 	body []byte
-}) {
+}, err error) {
 	var b strings.Builder
-	switch i % 4 {
+	switch i % 5 {
 	case 0:
 		f.name = fmt.Sprintf("corpus/notes-%03d.txt", i)
 		for p := 0; p < 12; p++ {
@@ -164,6 +165,10 @@ func (r *runner) knowledgeFile(i int) (f struct {
 				sentence(r.rng), sentence(r.rng), sentence(r.rng))
 		}
 		b.WriteString("</body></html>")
+	case 4:
+		f.name = fmt.Sprintf("corpus/report-%03d.pdf", i)
+		f.body, err = r.knowledgePDF()
+		return f, err
 	default:
 		f.name = fmt.Sprintf("corpus/table-%03d.csv", i)
 		b.WriteString("id,name,notes\n")
@@ -173,5 +178,25 @@ func (r *runner) knowledgeFile(i int) (f struct {
 		}
 	}
 	f.body = []byte(b.String())
-	return f
+	return f, nil
+}
+
+// knowledgePDF is a two-page PDF of generated sentences, written with fpdf (the
+// library the parser's tests write theirs with).
+func (r *runner) knowledgePDF() ([]byte, error) {
+	pdf := fpdf.New("P", "mm", "A4", "")
+	pdf.SetTitle("report", true)
+	pdf.SetFont("Helvetica", "", 11)
+	for page := 0; page < 2; page++ {
+		pdf.AddPage()
+		for l := 0; l < 12; l++ {
+			pdf.Cell(0, 6, sentence(r.rng))
+			pdf.Ln(6)
+		}
+	}
+	var buf bytes.Buffer
+	if err := pdf.Output(&buf); err != nil {
+		return nil, fmt.Errorf("write the corpus's PDF: %w", err)
+	}
+	return buf.Bytes(), nil
 }
