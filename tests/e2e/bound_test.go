@@ -453,6 +453,7 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "a.txt", "content": "x"}, true},
 				{"knowledge_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
+				{"knowledge_synthesize", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},
 				{"memory_timeline", map[string]any{"namespace": w.ns, "key": "drink", "user_id": "bob"}, true},
 			} {
