@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,59 +145,41 @@ func TestConversations(t *testing.T) {
 	}
 
 	outcomes := make([]convOutcome, len(c.Questions))
-	jobs := make(chan int)
-	errs := make(chan error, len(c.Questions))
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				q := c.Questions[i]
-				ns := nsOf[q.Dialogue]
-				more := map[string]any{}
-				if q.ReferenceTime != "" {
-					more["reference_time"] = q.ReferenceTime
-				}
-				with := func(extra map[string]any) map[string]any {
-					m := map[string]any{}
-					for k, v := range more {
-						m[k] = v
-					}
-					for k, v := range extra {
-						m[k] = v
-					}
-					return m
-				}
-				o := convOutcome{q: q}
-				var err error
-				if o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more); err == nil {
-					if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", more); err == nil {
-						if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
-							if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
-								o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
-							}
-						}
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("%s %q: %w", q.ID, q.Query, err)
-					continue
-				}
-				o.bm25, o.exact = baselines[q.Dialogue].rank(ctx, hash, q.Query)
-				outcomes[i] = o
+	eachInParallel(t, len(c.Questions), workers, func(i int) error {
+		q := c.Questions[i]
+		ns := nsOf[q.Dialogue]
+		more := map[string]any{}
+		if q.ReferenceTime != "" {
+			more["reference_time"] = q.ReferenceTime
+		}
+		with := func(extra map[string]any) map[string]any {
+			m := map[string]any{}
+			for k, v := range more {
+				m[k] = v
 			}
-		}()
-	}
-	for i := range c.Questions {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
+		}
+		o := convOutcome{q: q}
+		var err error
+		if o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more); err == nil {
+			if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", more); err == nil {
+				if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
+					if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
+						o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
+					}
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", q.ID, q.Query, err)
+		}
+		o.bm25, o.exact = baselines[q.Dialogue].rank(ctx, hash, q.Query)
+		outcomes[i] = o
+		return nil
+	})
 
 	report := convMeasure(outcomes)
 	md := report.markdown(c, len(c.Questions))

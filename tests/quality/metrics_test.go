@@ -3,6 +3,8 @@ package quality
 import (
 	"math"
 	"sort"
+	"sync"
+	"testing"
 )
 
 // The figures every quality suite reports: recall@5, recall@10 and MRR@10 of a ranking,
@@ -141,4 +143,33 @@ func logChoose(n, k int) float64 {
 	b, _ := math.Lgamma(float64(k + 1))
 	c, _ := math.Lgamma(float64(n - k + 1))
 	return a - b - c
+}
+
+// eachInParallel runs do(0) … do(n-1) on workers goroutines and fails the test with
+// every error any returned, once all have run.
+func eachInParallel(t *testing.T, n, workers int, do func(i int) error) {
+	t.Helper()
+	jobs := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := do(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

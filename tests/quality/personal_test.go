@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,36 +86,18 @@ func TestPersonalFacts(t *testing.T) {
 	}
 	ctx := context.Background()
 	answers := make([]answer, len(c.Queries))
-	var wg sync.WaitGroup
-	errs := make(chan error, len(c.Queries))
-	jobs := make(chan int)
 	// The first search waits at the barrier for the projection.
 	if _, err := search(ctx, client, ns, c.Queries[0].Query, fusedTopK, "weighted", nil); err != nil {
 		t.Fatalf("first search: %v", err)
 	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				a, err := search(ctx, client, ns, c.Queries[i].Query, fusedTopK, "weighted", nil)
-				if err != nil {
-					errs <- fmt.Errorf("%s %q: %w", c.Queries[i].ID, c.Queries[i].Query, err)
-					continue
-				}
-				answers[i] = a
-			}
-		}()
-	}
-	for i := range c.Queries {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	eachInParallel(t, len(c.Queries), workers, func(i int) error {
+		a, err := search(ctx, client, ns, c.Queries[i].Query, fusedTopK, "weighted", nil)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", c.Queries[i].ID, c.Queries[i].Query, err)
+		}
+		answers[i] = a
+		return nil
+	})
 
 	halves := map[string]*halfFigures{"tuning": {verdicts: map[string]int{}}, "held_out": {verdicts: map[string]int{}}}
 	var log strings.Builder

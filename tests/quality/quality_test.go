@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -290,41 +289,23 @@ func retrievalQuality(t *testing.T, c corpusFile, mode config.SearchIndexMode) r
 	projectedIn := time.Since(began)
 
 	outcomes := make([]outcome, len(c.Queries))
-	jobs := make(chan int)
-	errs := make(chan error, len(c.Queries))
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				q := c.Queries[i]
-				o := outcome{q: q}
-				var err error
-				if o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", nil); err == nil {
-					if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", nil); err == nil {
-						if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", map[string]any{"sub_queries": true}); err == nil {
-							o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", nil)
-						}
-					}
+	eachInParallel(t, len(c.Queries), workers, func(i int) error {
+		q := c.Queries[i]
+		o := outcome{q: q}
+		var err error
+		if o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", nil); err == nil {
+			if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", nil); err == nil {
+				if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", map[string]any{"sub_queries": true}); err == nil {
+					o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", nil)
 				}
-				if err != nil {
-					errs <- fmt.Errorf("query %s %q: %w", q.ID, q.Query, err)
-					continue
-				}
-				outcomes[i] = o
 			}
-		}()
-	}
-	for i := range c.Queries {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		if err != nil {
+			return fmt.Errorf("query %s %q: %w", q.ID, q.Query, err)
+		}
+		outcomes[i] = o
+		return nil
+	})
 	searchedIn := time.Since(began) - projectedIn
 
 	// Every candidate must have been served, or the per-leg figures would be partial;

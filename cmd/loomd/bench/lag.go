@@ -128,27 +128,9 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			res.add(name+", commit→index (searchable, barrier passes)", "p99 ms", l.P99MS, b.P99MS)
 		}
 		if index := r.t.Process.Index(); index != nil {
-			// Each write above waits for ClickHouse too, so it samples the index a few times
-			// a second at most; this loop waits for the index alone, for a tail worth reading.
-			var toIndex []time.Duration
-			var mu sync.Mutex
-			_, err := r.closedLoop(ctx, "write until indexed "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
-				d, err := r.indexSample(ctx, ns, index, i)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				toIndex = append(toIndex, d)
-				mu.Unlock()
-				return nil
-			})
-			if err != nil {
+			if err := r.lagIndexAlone(ctx, res, ns, name, conc, index, bare.toTopic); err != nil {
 				return nil, err
 			}
-			l, b := summarize(toIndex, 0), summarize(bare.toTopic, 0)
-			res.add(name+", commit→index, index alone watched", "p50 ms", l.P50MS, b.P50MS)
-			res.add(name+", commit→index, index alone watched", "p99 ms", l.P99MS, b.P99MS)
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: %d writes watched by the index alone", name, len(toIndex)))
 		}
 		mark := summarize(loom.toBarrier, 0)
 		res.Rows = append(res.Rows,
@@ -157,6 +139,32 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: %d writes watched, %d bare hops", name, len(loom.toCH), len(bare.toCH)))
 	}
 	return res, nil
+}
+
+// lagIndexAlone measures commit→index with a loop that waits for the in-process index
+// alone: each write of the main loop waits for ClickHouse too, so it samples the index
+// a few times a second at most, too few for a tail worth reading.
+func (r *runner) lagIndexAlone(ctx context.Context, res *ScenarioResult, ns, name string, conc int, index *searchindex.Index, bareToTopic []time.Duration) error {
+	var toIndex []time.Duration
+	var mu sync.Mutex
+	_, err := r.closedLoop(ctx, "write until indexed "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
+		d, err := r.indexSample(ctx, ns, index, i)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		toIndex = append(toIndex, d)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l, b := summarize(toIndex, 0), summarize(bareToTopic, 0)
+	res.add(name+", commit→index, index alone watched", "p50 ms", l.P50MS, b.P50MS)
+	res.add(name+", commit→index, index alone watched", "p99 ms", l.P99MS, b.P99MS)
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d writes watched by the index alone", name, len(toIndex)))
+	return nil
 }
 
 // lagSample writes key i and waits until it is on the topic, in ClickHouse and under
