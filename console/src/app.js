@@ -119,12 +119,13 @@ async function whoAmI() {
   }
 }
 
+// signOut draws the sign-in form once: a changed hash draws it (hashchange), else it is
+// drawn here. Drawing it twice would replace a form the user already types into.
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   self = null;
-  location.hash = '#/signin';
   if (message) sessionStorage.setItem('loom.console.message', message);
-  render();
+  if (location.hash === '#/signin') render(); else location.hash = '#/signin';
 }
 
 // ---- chrome ----
@@ -888,6 +889,8 @@ async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) {
     renderChrome();
     main.replaceChildren(...viewSignIn());
+    main.dataset.view = 'signin';
+    main.dataset.ready = String(seq);
     return;
   }
   let content;

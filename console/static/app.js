@@ -660,9 +660,9 @@ async function whoAmI() {
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   self = null;
-  location.hash = "#/signin";
   if (message) sessionStorage.setItem("loom.console.message", message);
-  render();
+  if (location.hash === "#/signin") render();
+  else location.hash = "#/signin";
 }
 function renderChrome(ns) {
   nav.replaceChildren();
@@ -1637,6 +1637,8 @@ async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) {
     renderChrome();
     main.replaceChildren(...viewSignIn());
+    main.dataset.view = "signin";
+    main.dataset.ready = String(seq);
     return;
   }
   let content;

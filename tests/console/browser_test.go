@@ -58,23 +58,48 @@ func newBrowser(t *testing.T, base string) *browser {
 	t.Cleanup(acancel)
 	bctx, bcancel := chromedp.NewContext(actx)
 	t.Cleanup(bcancel)
+	// The first run starts the browser and ties it to the context it is given: the
+	// tab's own, not a step's (whose deadline would close it).
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("browser: start chromium: %v", err)
+	}
 	b := &browser{t: t, ctx: bctx, base: base, shots: screenshotDir(t)}
 	b.do(chromedp.Navigate(base + "/console/"))
 	return b
 }
 
+// stepDeadline bounds one browser step, so a step that never completes fails the test
+// with the page it saw rather than hanging to the browser's 10-minute deadline.
+const stepDeadline = time.Minute
+
 func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, stepDeadline)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.shot("failure")
-		b.t.Fatalf("browser: %v", err)
+		b.t.Fatalf("browser: %v\n%s", err, b.page())
 	}
+}
+
+// page describes what the tab shows, for a failure: its address, the view drawn and
+// the text of the page.
+func (b *browser) page() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](`JSON.stringify({hash: location.hash, view: document.querySelector('main')?.dataset.view, ready: document.querySelector('main')?.dataset.ready, text: document.body.innerText.slice(0, 2000)})`))
+	if err != nil {
+		return "(the page could not be read: " + err.Error() + ")"
+	}
+	return string(raw)
 }
 
 // eval runs a script in the page and decodes its value into out.
 func (b *browser) eval(script string, out any) {
 	b.t.Helper()
-	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]byte](script))
+	ctx, cancel := context.WithTimeout(b.ctx, stepDeadline)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](script))
 	if err != nil {
 		b.t.Fatalf("browser: %s: %v", script, err)
 	}
