@@ -128,8 +128,9 @@ func (c *NamespaceConfig) Validate() error {
 	return nil
 }
 
-// validateRelations checks the declared cardinalities and stores each predicate in its
-// canonical form, the form a write's relations are matched in.
+// validateRelations checks the declared cardinalities and stores each predicate as the
+// relation it names (its tense folded: lived_in declares lives_in), the form a
+// write's relations are matched in.
 func (c *NamespaceConfig) validateRelations() error {
 	if len(c.Relations) == 0 {
 		c.Relations = nil
@@ -145,7 +146,7 @@ func (c *NamespaceConfig) validateRelations() error {
 		if card != events.CardinalitySingle && card != events.CardinalityMulti {
 			return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed, Message: "a relation's cardinality is single or multi"}
 		}
-		k := memrow.Predicate(p)
+		k := memrow.RelationKey(p)
 		if prev, dup := canonical[k]; dup && prev != card {
 			return &memrow.FieldError{Field: field, Code: memrow.CodeValidationFailed,
 				Message: "two spellings of predicate " + k + " declare different cardinalities"}
@@ -156,9 +157,10 @@ func (c *NamespaceConfig) validateRelations() error {
 	return nil
 }
 
-// cardinality is a predicate's declared cardinality; an undeclared one is multi.
+// cardinality is a predicate's declared cardinality, read for the relation it names
+// (lived_in is lives_in); an undeclared one is multi.
 func (c *NamespaceConfig) cardinality(predicate string) string {
-	if c.Relations[predicate] == events.CardinalitySingle {
+	if c.Relations[memrow.RelationKey(predicate)] == events.CardinalitySingle {
 		return events.CardinalitySingle
 	}
 	return events.CardinalityMulti

@@ -224,7 +224,7 @@ func (s *State) applyFacts(r Record, rr *recordRows) {
 		}
 		o := s.observationFor(st)
 		if o == nil {
-			o = s.open(st, r, i)
+			o = s.open(st, r, r.seenUS(i))
 			rr.obs[o.ObsKey] = *o
 			if st.Cardinality == events.CardinalitySingle {
 				repair[st.group()] = true
@@ -264,12 +264,37 @@ func (s *State) observationFor(st Statement) *Observation {
 	return best
 }
 
-// open starts an observation of a statement, seen at the record's commit plus one
-// microsecond per statement before it in the write. Undated, it starts when seen. An
-// Undo's marker starts at the restore (or at a later stated start), and keeps a
-// stated end still to come.
-func (s *State) open(st Statement, r Record, index int) *Observation {
-	seenUS := r.At.UnixMicro() + int64(index)
+// seenUS is when the record's i-th statement is seen, in microseconds: the commit plus
+// one microsecond per statement before it in the write. An undated statement whose
+// own verb is a past form of a state ("lived_in") is older than another value of its
+// relation in the write, whichever is stated first: it is seen a microsecond before
+// the earliest start of such a value, when that start is earlier. Another undated
+// past value keeps the statement order, which alone moves nothing.
+func (r *Record) seenUS(i int) int64 {
+	at := r.At.UnixMicro()
+	st, seen := r.Statements[i], at+int64(i)
+	if !st.Past || st.From != nil {
+		return seen
+	}
+	for j, other := range r.Statements {
+		if other.group() != st.group() || other.Object == st.Object || other.Past && other.From == nil {
+			continue
+		}
+		start := at + int64(j)
+		if other.From != nil {
+			start = other.From.UnixMicro()
+		}
+		if start <= seen {
+			seen = start - 1
+		}
+	}
+	return seen
+}
+
+// open starts an observation of a statement, seen at seenUS. Undated, it starts when
+// seen. An Undo's marker starts at the restore (or at a later stated start), and
+// keeps a stated end still to come.
+func (s *State) open(st Statement, r Record, seenUS int64) *Observation {
 	start := time.UnixMicro(seenUS).UTC().Truncate(time.Second)
 	if st.From != nil {
 		start = *st.From
@@ -318,7 +343,7 @@ func (s *State) fallback(g group, r Record, rr *recordRows) {
 	if best == nil {
 		return
 	}
-	o := s.open(Statement{Fact: best.Fact, Cardinality: best.Cardinality, To: best.StatedTo}, Record{Seq: r.Seq, At: r.At}, len(r.Statements))
+	o := s.open(Statement{Fact: best.Fact, Cardinality: best.Cardinality, To: best.StatedTo}, Record{Seq: r.Seq, At: r.At}, r.At.UnixMicro()+int64(len(r.Statements)))
 	o.ValidFrom, o.Fallback = rr.at, true
 	rr.obs[o.ObsKey] = *o
 	for _, id := range sortedKeys(s.holders[best.ObsKey], func(a, b string) bool { return a < b }) {

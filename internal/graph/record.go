@@ -11,11 +11,14 @@ import (
 // ends its facts, where a delete leaves them.
 const OpExpire = "memory.expire"
 
-// Statement is a row's statement of a fact, with the interval its writer gave.
+// Statement is a row's statement of a fact, with the interval its writer gave. Its
+// predicate is the relation it names, its tense folded (memrow.Relation); Past says
+// its own verb was a past form of a state ("lived_in").
 type Statement struct {
 	Fact
 	Cardinality string
 	From, To    *time.Time
+	Past        bool
 }
 
 // Entity is an entity named on a row: its canonical name, the spelling used and the
@@ -72,7 +75,8 @@ func RecordOf(env *events.Envelope, c *events.Content) Record {
 	}
 	stated := map[Fact]bool{}
 	for _, rel := range c.Relations {
-		f := Fact{memrow.EntityName(rel.Subject), memrow.Predicate(rel.Predicate), memrow.EntityName(rel.Object)}
+		predicate, past := memrow.Relation(memrow.Predicate(rel.Predicate))
+		f := Fact{memrow.EntityName(rel.Subject), predicate, memrow.EntityName(rel.Object)}
 		if f.Subject == "" || f.Predicate == "" || f.Object == "" || stated[f] {
 			continue
 		}
@@ -94,7 +98,7 @@ func RecordOf(env *events.Envelope, c *events.Content) Record {
 		if card != events.CardinalitySingle {
 			card = events.CardinalityMulti
 		}
-		r.Statements = append(r.Statements, Statement{Fact: f, Cardinality: card, From: from, To: to})
+		r.Statements = append(r.Statements, Statement{Fact: f, Cardinality: card, From: from, To: to, Past: past})
 	}
 	return r
 }
