@@ -530,17 +530,19 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 }
 
 // notedOn is the plan's audit note as row p's record carries it: on the plan's last
-// row only, once the rows are stamped, naming their seqs and memory ids.
+// row only, once the rows are stamped, naming their seqs and memory ids (listed up to
+// events.MaxNoteMembers, else by count and digest).
 func (plan *commitPlan) notedOn(p *pending) *events.AuditNote {
 	if plan.note == nil || p != plan.rows[len(plan.rows)-1] {
 		return nil
 	}
 	n := *plan.note
 	n.FirstSeq, n.LastSeq = plan.rows[0].row.Seq, p.row.Seq
-	n.Members = make([]string, len(plan.rows))
+	ids := make([]string, len(plan.rows))
 	for i, r := range plan.rows {
-		n.Members[i] = r.row.MemoryID
+		ids[i] = r.row.MemoryID
 	}
+	n.SetMembers(ids)
 	return &n
 }
 

@@ -1,6 +1,8 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -19,8 +21,15 @@ type AuditNote struct {
 	// a commit's revisions take consecutive seqs.
 	FirstSeq int64 `json:"first_seq"`
 	LastSeq  int64 `json:"last_seq"`
-	// Members are the memory ids of the revisions, in seq order.
-	Members []string `json:"members"`
+	// Members are the memory ids of the revisions, in seq order, listed only up to
+	// MaxNoteMembers. MemberCount and MembersSHA256 (SetMembers) name them whatever
+	// their number: a larger batch's row references them by its seq range, each
+	// revision's own audit row naming its memory id, and the digest binds the row to
+	// them. So the note stays a few KiB whatever the batch, far under the broker's
+	// message size. A note committed before the count carries Members alone.
+	Members       []string `json:"members,omitempty"`
+	MemberCount   int64    `json:"member_count,omitempty"`
+	MembersSHA256 string   `json:"members_sha256,omitempty"`
 	// Verdicts counts a batch's entries by what came of them (new, duplicate, merge,
 	// skipped_unchanged, …); zero counts are left out.
 	Verdicts map[string]int `json:"verdicts,omitempty"`
@@ -36,6 +45,30 @@ type AuditPair struct {
 	Verdict    string  `json:"verdict,omitempty"` // the judge's verdict; "" when the fold acted without one
 	Confidence float64 `json:"confidence"`
 	Cosine     float64 `json:"cosine"`
+}
+
+// MaxNoteMembers is the most memory ids a note lists (about 10 KiB of them): a
+// 1,000-entry batch's list (some 40 KiB, beside the record's own value and vector)
+// is left to its count, digest and seq range.
+const MaxNoteMembers = 256
+
+// SetMembers names the revisions' memory ids (in seq order) on the note: their
+// count and digest, and the ids themselves up to MaxNoteMembers.
+func (a *AuditNote) SetMembers(ids []string) {
+	a.MemberCount, a.MembersSHA256, a.Members = int64(len(ids)), MembersDigest(ids), nil
+	if len(ids) <= MaxNoteMembers {
+		a.Members = ids
+	}
+}
+
+// MembersDigest is the hex SHA-256 of memory ids, each followed by a newline.
+func MembersDigest(ids []string) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Kinds of audit note.
@@ -55,8 +88,12 @@ func validateAudit(e *Envelope) error {
 		return errors.New("audit: op and actor are required")
 	case a.LastSeq != e.Seq || a.FirstSeq < 1 || a.FirstSeq > a.LastSeq:
 		return fmt.Errorf("audit: seqs %d..%d, want a range ending at the record's seq %d", a.FirstSeq, a.LastSeq, e.Seq)
-	case int64(len(a.Members)) != a.LastSeq-a.FirstSeq+1:
+	case a.MemberCount == 0 && int64(len(a.Members)) != a.LastSeq-a.FirstSeq+1:
 		return fmt.Errorf("audit: %d members for seqs %d..%d", len(a.Members), a.FirstSeq, a.LastSeq)
+	case a.MemberCount != 0 && a.MemberCount != a.LastSeq-a.FirstSeq+1:
+		return fmt.Errorf("audit: a count of %d members for seqs %d..%d", a.MemberCount, a.FirstSeq, a.LastSeq)
+	case a.MemberCount != 0 && (len(a.MembersSHA256) != sha256.Size*2 || a.Members != nil && int64(len(a.Members)) != a.MemberCount):
+		return fmt.Errorf("audit: %d members listed of %d, digest %q", len(a.Members), a.MemberCount, a.MembersSHA256)
 	}
 	return nil
 }
