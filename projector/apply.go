@@ -209,7 +209,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		if err := p.faults.beforeInsert(audits); err != nil {
 			return err
 		}
-		chained, err := chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures)
+		chained, err := chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures, p.unchained == nil || !p.unchained())
 		if err != nil {
 			return err
 		}

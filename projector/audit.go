@@ -23,8 +23,9 @@ type auditRow struct {
 // chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
 // the writes' own rows their records note, its redactions and its erasures) and links each namespace's in seq order after the
 // last row the table holds below them. The hashes depend only on the records and
-// their order, so a redelivery or a replay writes the same ones.
-func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope) (out []*auditRow, err error) {
+// their order, so a redelivery or a replay writes the same ones. With link false the
+// rows keep empty hashes (Projector.SetAuditChainOff).
+func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope, link bool) (out []*auditRow, err error) {
 	for _, o := range rows {
 		out = append(out, revisionAudit(o.env, o.content))
 	}
@@ -46,8 +47,8 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 	for _, env := range erasures {
 		out = append(out, erasureAudit(env))
 	}
-	if len(out) == 0 {
-		return nil, nil
+	if len(out) == 0 || !link {
+		return out, nil
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]

@@ -88,6 +88,11 @@ type Projector struct {
 	batchRecs *metrics.Histogram
 	lag       *metrics.GaugeVec
 
+	// unchained, when set and true, writes a batch's audit rows without linking them
+	// (empty hashes, as rows from before the chain): `loomd bench chain` measures the
+	// chain's cost with it, nothing else sets it.
+	unchained func() bool
+
 	// tracer traces the processing of each record a traced write queued, produced
 	// since runStart (when Run last started).
 	tracer   trace.Tracer
@@ -121,6 +126,11 @@ func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, po
 		lag: reg.Gauge("loom_projector_lag_records", "Records on the partition past the last one this projection applied, as of its last fetch.", "projection", "partition"),
 	}
 }
+
+// SetAuditChainOff makes the projector write audit rows unlinked while off reports
+// true: a measuring switch for `loomd bench chain`, never a deployment's setting (a
+// verification of the rows it wrote fails at the first of them).
+func (p *Projector) SetAuditChainOff(off func() bool) { p.unchained = off }
 
 // SetTracer traces the processing of each record that carries a trace context with t,
 // in that record's trace (nil: not traced). Call it before Run.

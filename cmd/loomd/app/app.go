@@ -90,6 +90,7 @@ type Process struct {
 	watermarkWake *pg.Listener
 	relayWake     *outbox.Waker // the command side's commits wake the relays through it
 	projector     *projector.Switch
+	auditChainOff atomic.Bool // SetAuditChain: `loomd bench chain`'s switch
 	migrations    *boot.Migrations
 	index         *searchIndex // nil: the process reads ClickHouse for search and peers
 }
@@ -443,8 +444,14 @@ func (p *Process) RunRelay(ctx context.Context) error {
 func (p *Process) RunProjector(ctx context.Context) error {
 	pr := projector.New(p.Cfg.Projector, p.Cfg.Pipeline, tableset.Serving(), p.PG, p.CH, p.Metrics, p.Log, p.opts.projectorFaults)
 	pr.SetTracer(p.tracer())
+	pr.SetAuditChainOff(p.auditChainOff.Load)
 	return p.projector.Run(ctx, pr, p.Cfg.Kafka.Brokers)
 }
+
+// SetAuditChain turns the linking of the audit rows this process's projector writes on
+// or off (on by default): `loomd bench chain` measures memory.set with the chain on
+// and off in one run. Rows written while off carry empty hashes and break a verify.
+func (p *Process) SetAuditChain(on bool) { p.auditChainOff.Store(!on) }
 
 // pauseProjector stops this process's projector when it runs projection name, and
 // returns the function that starts it again (a no-op when nothing was paused).
