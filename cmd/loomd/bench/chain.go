@@ -22,21 +22,26 @@ func (r *runner) chain(ctx context.Context) (*ScenarioResult, error) {
 	p := r.t.Process
 	defer p.SetAuditChain(true)
 	for _, conc := range r.levels(1, 8) {
-		name := fmt.Sprintf("concurrency=%d", conc)
-		var on, off Sample
-		for _, side := range []struct {
-			chain bool
-			out   *Sample
-		}{{true, &on}, {false, &off}} {
-			p.SetAuditChain(side.chain)
-			s, err := r.setLoad(ctx, fmt.Sprintf("memory.set chain=%v %s", side.chain, name),
-				r.namespace("chain", fmt.Sprint(side.chain), fmt.Sprint(conc)), 1, conc, r.opts.Duration)
-			if err != nil {
-				return nil, err
+		// Each level runs twice, on first and then off first, so a drift in the
+		// machine's load over the run weighs on both sides.
+		for _, onFirst := range []bool{true, false} {
+			name := fmt.Sprintf("concurrency=%d, %s first", conc, map[bool]string{true: "on", false: "off"}[onFirst])
+			var on, off Sample
+			for _, chain := range []bool{onFirst, !onFirst} {
+				p.SetAuditChain(chain)
+				s, err := r.setLoad(ctx, fmt.Sprintf("memory.set chain=%v %s", chain, name),
+					r.namespace("chain", fmt.Sprint(chain), fmt.Sprint(conc), fmt.Sprint(onFirst)), 1, conc, r.opts.Duration)
+				if err != nil {
+					return nil, err
+				}
+				if chain {
+					on = s
+				} else {
+					off = s
+				}
 			}
-			*side.out = s
+			res.compare(name, on, off, "writes/s")
 		}
-		res.compare(name, on, off, "writes/s")
 	}
 	return res, nil
 }
