@@ -7,24 +7,25 @@ import (
 	"testing"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auditchain"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// A batch of the most entries a bulk write takes leaves a batch audit row that names
-// its 1,000 members by count, digest and seq range rather than listing them (some
-// 40 KiB of ids on one record): the record carrying the note is no larger than its
-// neighbours beyond a few hundred bytes, the digest is the one the revisions' own rows
-// give, and the chain verifies.
-func TestAThousandEntryBatchNamesItsMembersByCountAndDigest(t *testing.T) {
+// A batch one entry past the members a note lists (events.MaxNoteMembers; a
+// 1,000-entry batch's list would be some 40 KiB of ids on one record) leaves a batch
+// audit row that names its members by count, digest and seq range: the record
+// carrying the note is no larger than its neighbours beyond a few hundred bytes, the
+// digest is the one the revisions' own rows give, and the chain verifies.
+// events.TestABatchNoteListsItsMembersOnlyUpToTheLimit covers 256 and 1,000.
+func TestABatchPastTheListedMembersNamesThemByCountAndDigest(t *testing.T) {
 	ctx := context.Background()
 	_, c, org := env.OrgAPI(t, nil)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "audit-batch-size")
 	pool, conn := env.PG(t), env.CH(t)
-	entries := make([]client.BulkEntry, command.MaxBulkEntries)
+	const n = events.MaxNoteMembers + 1
+	entries := make([]client.BulkEntry, n)
 	for i := range entries {
 		entries[i] = client.BulkEntry{Key: fmt.Sprintf("fact-%04d", i), Value: fmt.Sprintf("fact number %04d of the batch", i)}
 	}
@@ -32,7 +33,7 @@ func TestAThousandEntryBatchNamesItsMembersByCountAndDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ans.Written) != command.MaxBulkEntries {
+	if len(ans.Written) != n {
 		t.Fatalf("the batch wrote %d entries", len(ans.Written))
 	}
 	testenv.WaitProjected(t, pool, "main", org, ns)
@@ -49,7 +50,7 @@ func TestAThousandEntryBatchNamesItsMembersByCountAndDigest(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if batch == nil || len(revisions) != command.MaxBulkEntries {
+	if batch == nil || len(revisions) != n {
 		t.Fatalf("%d revision rows and batch row %+v", len(revisions), batch)
 	}
 	var detail struct {
@@ -62,23 +63,23 @@ func TestAThousandEntryBatchNamesItsMembersByCountAndDigest(t *testing.T) {
 	if err := json.Unmarshal([]byte(batch.Detail), &detail); err != nil {
 		t.Fatal(err)
 	}
-	if detail.FirstSeq != 1 || detail.LastSeq != command.MaxBulkEntries || detail.Members != nil ||
-		detail.MemberCount != command.MaxBulkEntries || detail.MembersSHA256 != events.MembersDigest(revisions) {
-		t.Fatalf("the batch row's account (%d bytes): %s; want seqs 1..1000, count 1000 and the revisions' digest %s",
-			len(batch.Detail), batch.Detail, events.MembersDigest(revisions))
+	if detail.FirstSeq != 1 || detail.LastSeq != n || detail.Members != nil ||
+		detail.MemberCount != n || detail.MembersSHA256 != events.MembersDigest(revisions) {
+		t.Fatalf("the batch row's account (%d bytes): %s; want seqs 1..%d, count %d and the revisions' digest %s",
+			len(batch.Detail), batch.Detail, n, n, events.MembersDigest(revisions))
 	}
 	if len(batch.Detail) > 1024 {
 		t.Fatalf("the batch row's account is %d bytes", len(batch.Detail))
 	}
 	if _, err := auditchain.Verify(ctx, conn, pool, org, ns); err != nil {
-		t.Fatalf("the chain with a 1,000-entry batch row: %v", err)
+		t.Fatalf("the chain with the batch row: %v", err)
 	}
 
 	// On the topic, the record that carries the note is its neighbours' size.
 	recs := env.NamespaceRecords(t, org, ns)
 	largest, last := 0, 0
 	for _, r := range recs {
-		if r.Seq == command.MaxBulkEntries {
+		if r.Seq == n {
 			last = len(r.Value)
 		} else {
 			largest = max(largest, len(r.Value))
