@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +17,7 @@ import (
 func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 	const org = "heldjudge"
 	w := startWorkers(t, org, []string{resolverWorker}, nil)
-	judge := newScriptedJudge(w.srv, func(newValue, peer string) (string, float64) {
-		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
-			return "update", 0.99
-		}
-		return "unrelated", 0.97
-	}, nil)
+	judge := newMoveJudge(w.srv)
 	// The resolver's queue is the deployment's: count only this test's prompts.
 	berlinCalls := func() int {
 		n := 0

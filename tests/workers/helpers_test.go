@@ -187,6 +187,17 @@ func readJudgePrompt(r llmtest.ChatRequest) (judgePrompt, bool) {
 	return p, p.newValue != ""
 }
 
+// newMoveJudge is a scripted judge for which a home city moving from Lisbon to Berlin
+// is an update, and every other pair unrelated.
+func newMoveJudge(srv *llmtest.Server) *scriptedJudge {
+	return newScriptedJudge(srv, func(newValue, peer string) (string, float64) {
+		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
+			return "update", 0.99
+		}
+		return "unrelated", 0.97
+	}, nil)
+}
+
 // verdictFor is a scripted judge's verdict of NEW against one peer.
 type verdictFor func(newValue, peer string) (verdict string, confidence float64)
 

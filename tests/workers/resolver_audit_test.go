@@ -21,12 +21,7 @@ func TestAResolverDecisionLeavesAChainedAuditRow(t *testing.T) {
 	ctx := context.Background()
 	const org = "judge-audit"
 	w := startWorkers(t, org, []string{resolverWorker}, nil)
-	newScriptedJudge(w.srv, func(newValue, peer string) (string, float64) {
-		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
-			return "update", 0.99
-		}
-		return "unrelated", 0.97
-	}, nil)
+	newMoveJudge(w.srv)
 	pool, conn := env.PG(t), env.CH(t)
 	alice := client.Identity{UserID: "alice"}
 	ns := testenv.Unique(t, "resolver-audit")

@@ -31,12 +31,7 @@ func TestResolverRetiresAnUpdateTwoWritesApartAndOnlyFlagsUnderManualReview(t *t
 	const org = "judge"
 	start := time.Now().UTC()
 	w := startWorkers(t, org, []string{resolverWorker}, nil)
-	judge := newScriptedJudge(w.srv, func(newValue, peer string) (string, float64) {
-		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
-			return "update", 0.99
-		}
-		return "unrelated", 0.97
-	}, nil)
+	judge := newMoveJudge(w.srv)
 	pool := env.PG(t)
 	alice := client.Identity{UserID: "alice"}
 	namespaces := map[string]string{}
@@ -122,12 +117,7 @@ func isCode(err error, code client.Code) bool {
 func TestRestoringAResolverRetirementRecordsItsUndo(t *testing.T) {
 	const org = "judge-restore"
 	w := startWorkers(t, org, []string{resolverWorker}, nil)
-	newScriptedJudge(w.srv, func(newValue, peer string) (string, float64) {
-		if strings.Contains(peer, "Lisbon") && strings.Contains(newValue, "Berlin") {
-			return "update", 0.99
-		}
-		return "unrelated", 0.97
-	}, nil)
+	newMoveJudge(w.srv)
 	pool := env.PG(t)
 	alice := client.Identity{UserID: "alice"}
 	ns := testenv.Unique(t, "restore-undo")
