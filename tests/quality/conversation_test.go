@@ -182,7 +182,7 @@ func TestConversations(t *testing.T) {
 	})
 
 	report := convMeasure(outcomes)
-	md := report.markdown(c, len(c.Questions))
+	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(convAnchor(outcomes))
 	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
 		var log strings.Builder
 		for _, o := range outcomes {
