@@ -2,7 +2,9 @@ package quality
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 )
 
 // The date anchor pool on the conversation corpus's temporal questions, per half: how
@@ -76,4 +78,21 @@ func anchorMarkdown(figs map[string]*anchorFigures) string {
 			w.recall5, wo.recall5, w.mrr, wo.mrr, f.dated, f.expected, f.poolOnlyTop5)
 	}
 	return b.String()
+}
+
+// latencyMarkdown reports the weighted search's round trips as the suite's client saw
+// them (four at a time, on a loaded machine): a reading, not a benchmark, and asserted
+// nowhere; `loomd bench` measures latency.
+func latencyMarkdown(outcomes []convOutcome) string {
+	took := make([]time.Duration, 0, len(outcomes))
+	for _, o := range outcomes {
+		took = append(took, o.took)
+	}
+	slices.Sort(took)
+	if len(took) == 0 {
+		return ""
+	}
+	at := func(p float64) time.Duration { return took[min(len(took)-1, int(p*float64(len(took))))] }
+	return fmt.Sprintf("\nThe weighted search's round trip in this run (%d searches, %d at a time, through HTTP): p50 %.1f ms, p95 %.1f ms.\n",
+		len(took), workers, float64(at(0.5).Microseconds())/1000, float64(at(0.95).Microseconds())/1000)
 }
