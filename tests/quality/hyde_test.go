@@ -169,6 +169,8 @@ type hydeFigures struct {
 	ranked  figures
 	abstain abstainFigures
 	used    int // searches whose explain said HyDE was used
+	// falseVerdicts are the answerable questions' abstentions, by verdict.
+	falseVerdicts map[string]int
 }
 
 func TestHyDEWithASemanticEmbedder(t *testing.T) {
@@ -276,6 +278,12 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 				f.used++
 			}
 			f.abstain.count(len(q.expected) == 0, a.Verdict != "ok")
+			if len(q.expected) > 0 && a.Verdict != "ok" {
+				if f.falseVerdicts == nil {
+					f.falseVerdicts = map[string]int{}
+				}
+				f.falseVerdicts[a.Verdict]++
+			}
 			if len(q.expected) > 0 {
 				f.ranked.add(servedAt(a.Hits, relevantSet(q.expected)))
 			}
@@ -286,16 +294,23 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 		"Both corpora's questions, the weighted search at top_k 10, against a scripted OpenAI-compatible server: its embedder spreads similarities "+
 		"as a semantic model does and its model writes a hypothetical answer by a fixed rule (see hyde_test.go). The same rows, the same run, "+
 		"LOOM_SEARCH_HYDE off and on. A search abstains when its verdict is not ok.\n\n"+
-		"| corpus | half | HyDE | answerable | recall@5 | MRR@10 | answerable abstained | no-answer abstained | abstain precision | abstain recall | HyDE used |\n"+
-		"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"| corpus | half | HyDE | answerable | recall@5 | MRR@10 | answerable abstained | no-answer abstained | abstain precision | abstain recall | HyDE used | answerable abstained by verdict |\n"+
+		"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, corpus := range []string{"personal", "conversations"} {
 		for _, half := range convHalves {
 			pair := figs[corpus+"/"+half]
 			for j, setting := range []string{"off", "on"} {
 				f := pair[j]
 				m := f.ranked.mean()
-				fmt.Fprintf(&md, "| %s | %s | %s | %d | %.3f | %.3f | %d | %d of %d | %s | %s | %d |\n", corpus, half, setting, m.n, m.recall5, m.mrr,
-					f.abstain.abstained-f.abstain.correct, f.abstain.correct, f.abstain.noAnswer, pct(f.abstain.precision()), pct(f.abstain.recall()), f.used)
+				var vs []string
+				for _, v := range []string{"no_match", "below_threshold", "low_calibrated_confidence", "ungrounded_identifier"} {
+					if n := f.falseVerdicts[v]; n > 0 {
+						vs = append(vs, fmt.Sprintf("%s %d", v, n))
+					}
+				}
+				fmt.Fprintf(&md, "| %s | %s | %s | %d | %.3f | %.3f | %d | %d of %d | %s | %s | %d | %s |\n", corpus, half, setting, m.n, m.recall5, m.mrr,
+					f.abstain.abstained-f.abstain.correct, f.abstain.correct, f.abstain.noAnswer, pct(f.abstain.precision()), pct(f.abstain.recall()), f.used,
+					strings.Join(vs, ", "))
 			}
 		}
 	}
