@@ -87,6 +87,7 @@ type convOutcome struct {
 	weighted, rrf, subq, all answer
 	noExp                    answer        // weighted with set_expansion off
 	took                     time.Duration // the weighted search's round trip, as the client saw it
+	lexical                  answer        // a temporal question's per-leg search with the lexical and key legs alone
 	bm25, exact              []hit         // ranked by the baselines' own score (Scores["score"])
 }
 
@@ -173,6 +174,9 @@ func TestConversations(t *testing.T) {
 				if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
 					if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
 						o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
+						if err == nil && q.Kind == "temporal" {
+							o.lexical, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false, "legs": []string{"lexical", "key"}}))
+						}
 					}
 				}
 			}
@@ -186,7 +190,7 @@ func TestConversations(t *testing.T) {
 	})
 
 	report := convMeasure(outcomes)
-	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(convAnchor(outcomes)) + latencyMarkdown(outcomes)
+	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(outcomes) + latencyMarkdown(outcomes)
 	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
 		var log strings.Builder
 		for _, o := range outcomes {
