@@ -447,6 +447,17 @@ type SearchExplain struct {
 		Error   string `json:"error,omitempty"`
 		Millis  int64  `json:"ms"`
 	} `json:"hyde"`
+	// Anchor is what the date anchor pool read and added.
+	Anchor struct {
+		Status string `json:"status"` // off, ran
+		Spans  []struct {
+			Text string    `json:"text"`
+			From time.Time `json:"from"`
+			To   time.Time `json:"to"`
+		} `json:"spans,omitempty"`
+		Read  int `json:"read"`
+		Added int `json:"added"`
+	} `json:"anchor"`
 	// EvidenceLegs are what the evidence legs did on a first page.
 	EvidenceLegs []EvidenceLeg `json:"evidence_legs,omitempty"`
 }

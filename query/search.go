@@ -143,6 +143,8 @@ type explain struct {
 	Gates      []gate            `json:"gates"`
 	Rerank     rerankOutcome     `json:"rerank"`
 	HyDE       hydeOutcome       `json:"hyde"`
+	// Anchor is what the date anchor pool read and added (anchor_pool.go).
+	Anchor anchorOutcome `json:"anchor"`
 	// EvidenceLegs are the evidence legs of a first page: whether each ran, and what it
 	// scanned, matched and served.
 	EvidenceLegs []evidenceLeg `json:"evidence_legs,omitempty"`
@@ -184,6 +186,8 @@ type searchPlan struct {
 	caps *pageCaps
 	// hyde is what HyDE did for the vector leg (hyde.go).
 	hyde hydeOutcome
+	// anchor is what the date anchor pool did (anchor_pool.go).
+	anchor anchorOutcome
 	// parked is a next page's parked pool, read with the namespaces' configuration (nil:
 	// a first page, or a token unknown or expired).
 	parked *parkedPage
@@ -333,6 +337,11 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 		return nil, err
 	}
 	q := planQuery(req.Query, s.referenceTime(req))
+	if at, ok, err := s.sessionDate(ctx, p.Org, list, f, req, q); err != nil {
+		return nil, err
+	} else if ok {
+		q = planQuery(req.Query, at)
+	}
 	plan := &searchPlan{req: req, f: f, namespaces: list, public: read.cfg.public, terms: dedupe(append(text.Terms(req.Query), q.DateTerms...)),
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending,
 		hasTurns: read.hasTurns, caps: caps, parked: read.parked}
@@ -344,7 +353,8 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 
 // referenceTime is what the query's relative dates are read against: the request's
 // reference_time as written (its offset says which calendar day it is), else the
-// planner's clock in UTC.
+// planner's clock in UTC; a search of one session reads them against the session's
+// date instead (sessionDate, anchor_pool.go).
 func (s *Service) referenceTime(req *searchRequest) time.Time {
 	if req.ReferenceTime != nil {
 		return *req.ReferenceTime

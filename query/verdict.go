@@ -205,7 +205,8 @@ func (s *Service) judge(ctx context.Context, plan *searchPlan, offset int, ans *
 		}
 	}
 	ans.Verdict, ans.Grounding, ans.RetrievalRisk = verdict, g, risk
-	ans.Explain = &explain{Settings: plan.settings, Plan: plan.query, Background: in.bg, Gates: gates, Rerank: rr, HyDE: plan.hyde}
+	ans.Explain = &explain{Settings: plan.settings, Plan: plan.query, Background: in.bg, Gates: gates, Rerank: rr, HyDE: plan.hyde,
+		Anchor: plan.anchor.reported()}
 	if t := plan.trace; t != nil {
 		t.Background, t.Gates, t.Grounding, t.Rerank, t.Verdict = in.bg, gates, g, rr, verdict
 		t.served(hits)

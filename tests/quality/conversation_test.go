@@ -85,8 +85,10 @@ var (
 type convOutcome struct {
 	q                        convQuestion
 	weighted, rrf, subq, all answer
-	noExp                    answer // weighted with set_expansion off
-	bm25, exact              []hit  // ranked by the baselines' own score (Scores["score"])
+	noExp                    answer        // weighted with set_expansion off
+	took                     time.Duration // the weighted search's round trip, as the client saw it
+	lexical                  answer        // a temporal question's per-leg search with the lexical and key legs alone
+	bm25, exact              []hit         // ranked by the baselines' own score (Scores["score"])
 }
 
 func TestConversations(t *testing.T) {
@@ -164,11 +166,17 @@ func TestConversations(t *testing.T) {
 		}
 		o := convOutcome{q: q}
 		var err error
-		if o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more); err == nil {
+		start := time.Now()
+		o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more)
+		o.took = time.Since(start)
+		if err == nil {
 			if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", more); err == nil {
 				if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
 					if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
 						o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
+						if err == nil && q.Kind == "temporal" {
+							o.lexical, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false, "legs": []string{"lexical", "key"}}))
+						}
 					}
 				}
 			}
@@ -182,7 +190,7 @@ func TestConversations(t *testing.T) {
 	})
 
 	report := convMeasure(outcomes)
-	md := report.markdown(c, len(c.Questions))
+	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(outcomes) + latencyMarkdown(outcomes)
 	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
 		var log strings.Builder
 		for _, o := range outcomes {

@@ -156,6 +156,13 @@ type answer struct {
 			Value  float64 `json:"value"`
 			Passed bool    `json:"passed"`
 		} `json:"gates"`
+		Anchor struct {
+			Status string `json:"status"`
+			Added  int    `json:"added"`
+		} `json:"anchor"`
+		HyDE struct {
+			Status string `json:"status"`
+		} `json:"hyde"`
 	} `json:"explain"`
 	RetrievalRisk struct {
 		Score float64 `json:"score"`
