@@ -7,6 +7,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auditchain"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/outbox"
 )
 
 // revisionRecord is what the topic carries for one committed revision.
@@ -29,22 +30,44 @@ type revisionRecord struct {
 }
 
 // encodeRecord seals the revision's content under dataKey and returns the record value
-// (the envelope) and its CloudEvents headers as the outbox stores them. The commit and
-// a republish from the journal build records with it alike.
+// (the envelope) and its CloudEvents headers as the outbox stores them: what a
+// republish from the journal queues.
 func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, headers []byte, err error) {
+	return encodeEnvelope(r, dataKey, source, func(c *events.Content) (*events.Sealed, error) {
+		return events.Seal(dataKey, events.RecordID(r.row.Org, r.row.Namespace, r.row.Seq), c)
+	})
+}
+
+// encodeReference is encodeRecord for a revision the commit journals in the same
+// transaction: the envelope with outbox.StubSealed for its content, and its vectors
+// sealed under dataKey, which the relay seals with the journal's text when it
+// publishes (outbox.Complete), into the bytes encodeRecord gives.
+func encodeReference(r revisionRecord, dataKey []byte, source string) (value, headers, vectors []byte, err error) {
+	value, headers, err = encodeEnvelope(r, dataKey, source, func(*events.Content) (*events.Sealed, error) {
+		return outbox.StubSealed(), nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vectors, err = outbox.SealVectors(dataKey, r.vectors())
+	return value, headers, vectors, err
+}
+
+func (r revisionRecord) vectors() outbox.Vectors {
+	return outbox.Vectors{Embedding: r.vector, KeyEmbedding: r.keyVector, Chunks: r.chunkVectors}
+}
+
+// encodeEnvelope builds the revision's envelope, its content sealed by seal, and its
+// headers.
+func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*events.Content) (*events.Sealed, error)) (value, headers []byte, err error) {
 	row := r.row
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
 	userRef, err := events.UserRef(r.userRefKey, row.UserID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("name the revision's user: %w", err)
 	}
-	salt := auditchain.SubjectSalt(dataKey, recordID)
-	sealed, err := events.Seal(dataKey, recordID, &events.Content{
-		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
-		EntityTypes: row.EntityTypes, Relations: row.Relations,
-		Embedding: r.vector, KeyEmbedding: r.keyVector, ChunkEmbeddings: vectors(r.chunkVectors),
-		UserID: row.UserID, ContentSHA256: row.ContentSHA256, SubjectSalt: salt,
-	})
+	content := outbox.RevisionContent(row, r.vectors(), dataKey)
+	sealed, err := seal(content)
 	if err != nil {
 		return nil, nil, fmt.Errorf("seal revision content: %w", err)
 	}
@@ -55,7 +78,7 @@ func encodeRecord(r revisionRecord, dataKey []byte, source string) (value, heade
 		Sealed:   sealed,
 		Audit:    r.audit,
 	}
-	env.Revision.SubjectCommitment = auditchain.SubjectCommitment(salt, row.MemoryKey, row.ContentSHA256, row.UserID)
+	env.Revision.SubjectCommitment = auditchain.SubjectCommitment(content.SubjectSalt, row.MemoryKey, row.ContentSHA256, row.UserID)
 	value, err = events.Encode(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)

@@ -85,6 +85,7 @@ type outboxEntry struct {
 	key     []byte
 	headers []byte
 	value   []byte
+	vectors []byte // a waiting row queued by reference (outbox.Record)
 }
 
 func (s *Service) republishNamespace(ctx context.Context, ns nsGeneration, opts RepublishOptions) (int, error) {
@@ -115,12 +116,13 @@ func (s *Service) republishNamespace(ctx context.Context, ns nsGeneration, opts 
 		}
 		var waiting []outboxEntry
 		for _, e := range taken {
-			waiting = append(waiting, outboxEntry{seq: e.Seq, topic: e.Topic, key: e.Key, headers: e.Headers, value: e.Value})
+			waiting = append(waiting, outboxEntry{seq: e.Seq, topic: e.Topic, key: e.Key, headers: e.Headers, value: e.Value, vectors: e.Vectors})
 		}
 		queue := mergeBySeq(waiting, built, opts.Topic)
 		b := &pgx.Batch{}
 		for _, e := range queue {
-			outbox.Queue(b, outbox.Record{Org: ns.org, Namespace: ns.namespace, Seq: e.seq, Topic: e.topic, Key: e.key, Headers: e.headers, Value: e.value})
+			outbox.Queue(b, outbox.Record{Org: ns.org, Namespace: ns.namespace, Seq: e.seq, Topic: e.topic, Key: e.key, Headers: e.headers,
+				Value: e.value, Vectors: e.vectors})
 		}
 		outbox.QueueNotify(b)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

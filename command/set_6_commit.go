@@ -460,7 +460,8 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 type record struct {
 	key     []byte
 	dataKey []byte // as stored: wrapped under the KEK
-	value   []byte
+	value   []byte // the envelope, its content to be sealed by the relay (encodeReference)
+	vectors []byte // what the relay seals with the journal's text
 	headers []byte
 	payload []byte // the head row as JSON, without its text
 	sealed  []byte // the row's text sealed at rest (heads.AtRest)
@@ -489,7 +490,7 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		prev = p.prevVersion
 	}
 	note := plan.notedOn(p)
-	value, headers, err := encodeRecord(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
+	value, headers, vectors, err := encodeReference(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
 		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
 		traceparent: plan.traceparent, tracestate: plan.tracestate, audit: note}, dataKey, s.cfg.EventSource)
 	if err != nil {
@@ -525,7 +526,7 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	if contentKey, err = s.storedKey(contentKey); err != nil {
 		return nil, err
 	}
-	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: storedKey, value: value,
+	return &record{key: events.RecordKey(row.Org, row.Namespace), dataKey: storedKey, value: value, vectors: vectors,
 		headers: headers, payload: payload, sealed: sealed, audit: audit, contentKey: contentKey}, nil
 }
 
@@ -547,7 +548,7 @@ func (plan *commitPlan) notedOn(p *pending) *events.AuditNote {
 }
 
 // queueInsert queues the writes of one row: its head, its revision, its data key and
-// its outbox record.
+// its outbox record, which references the revision (encodeReference).
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	queueContentKey(b, row, rec.contentKey)
@@ -555,18 +556,7 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	queueRevision(b, p, rec)
 	queueRevisionKey(b, row, rec.dataKey)
 	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
-		Key: rec.key, Headers: rec.headers, Value: rec.value})
-}
-
-func vectors(vs [][]float32) []events.Vector {
-	if len(vs) == 0 {
-		return nil
-	}
-	out := make([]events.Vector, len(vs))
-	for i, v := range vs {
-		out[i] = v
-	}
-	return out
+		Key: rec.key, Headers: rec.headers, Value: rec.value, Vectors: rec.vectors})
 }
 
 // queueNamespaceDeleted queues, when a plan asks (liveNamespace), the read of whether

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -72,6 +73,9 @@ type Relay struct {
 
 	// tracer traces the produce of each record a traced write queued.
 	tracer trace.Tracer
+
+	// keys open the data keys of the revisions whose records it seals (SetKeys).
+	keys *kek.Ring
 }
 
 // New returns a relay; producer must be an idempotent kgo client (the kgo default)
@@ -95,6 +99,21 @@ func New(cfg config.Relay, pipe config.Pipeline, pool *pgxpool.Pool, producer *k
 // SetTracer traces each produce of a record that carries a trace context with t, in
 // that record's trace (nil: not traced). Call it before Run.
 func (r *Relay) SetTracer(t trace.Tracer) { r.tracer = tracing.Tracer(t) }
+
+// SetKeys opens the stored data keys of the revisions whose records were queued by
+// reference (outbox.Complete) with r. Without it only raw keys open. Call it before Run.
+func (r *Relay) SetKeys(ring *kek.Ring) { r.keys = ring }
+
+// unwrap opens a stored data key.
+func (r *Relay) unwrap(stored []byte) ([]byte, error) {
+	if r.keys == nil {
+		if kek.Raw(stored) {
+			return stored, nil
+		}
+		return nil, kek.ErrNotOpened
+	}
+	return r.keys.Unwrap(stored)
+}
 
 // ProducerOpts are the kgo options a relay's producer needs.
 func ProducerOpts() []kgo.Opt {

@@ -95,7 +95,7 @@ func (r *Relay) retryRefused(ctx context.Context, rows []outboxRow) ([]outboxRow
 // publishAlone produces one refused row by itself. It reports whether the namespace
 // may go on: the row was published, or refused once too often and parked.
 func (r *Relay) publishAlone(ctx context.Context, row outboxRow) (bool, error) {
-	rec, err := toRecord(row)
+	rec, err := r.toRecord(row)
 	if err == nil {
 		spans := tracing.StartSend(ctx, r.tracer, []*kgo.Record{rec})
 		err = r.producer.ProduceSync(ctx, rec).FirstErr()
@@ -150,7 +150,7 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 	var records []*kgo.Record
 	rowOf := map[*kgo.Record]int{}
 	for i, row := range rows {
-		rec, err := toRecord(row)
+		rec, err := r.toRecord(row)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -254,12 +254,18 @@ func refused(err error) bool {
 	return false
 }
 
-func toRecord(o outboxRow) (*kgo.Record, error) {
+// toRecord is the Kafka record of a row: a revision's queued by reference has its
+// content sealed now, from its journal row (outbox.Complete).
+func (r *Relay) toRecord(o outboxRow) (*kgo.Record, error) {
 	var pairs [][2]string
 	if err := json.Unmarshal(o.Headers, &pairs); err != nil {
 		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.ID, err)
 	}
-	rec := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
+	value, err := outbox.Complete(o.Row, r.unwrap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: row %d: %v", errMalformed, o.ID, err)
+	}
+	rec := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: value}
 	for _, p := range pairs {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: p[0], Value: []byte(p[1])})
 	}

@@ -1,6 +1,7 @@
 package heads
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -32,11 +33,17 @@ type rowText struct {
 // The derived key seals this one plaintext only, so the fixed IV is never reused, and
 // it is never the key that seals the topic's content (AES-GCM).
 func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error) {
-	text, err := json.Marshal(rowText{Value: row.Value, Tags: row.Tags, Entities: row.Entities,
-		EntityTypes: row.EntityTypes, Relations: row.Relations, ContentSHA256: row.ContentSHA256})
-	if err != nil {
+	// Without HTML escaping, as the topic's records encode it: the relay seals a
+	// record's content from this text (internal/outbox), and the value's bytes must be
+	// the ones the commit would have sealed.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rowText{Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		EntityTypes: row.EntityTypes, Relations: row.Relations, ContentSHA256: row.ContentSHA256}); err != nil {
 		return nil, nil, fmt.Errorf("encode the row's text: %w", err)
 	}
+	text := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	bare := *row
 	bare.Value, bare.Tags, bare.Entities, bare.EntityTypes, bare.Relations = nil, nil, nil, nil, nil
 	bare.ContentSHA256 = ""
@@ -47,4 +54,21 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 		return nil, nil, fmt.Errorf("seal the row's text: %w", err)
 	}
 	return payload, sealed, nil
+}
+
+// OpenText fills row's text from the sealed column AtRest wrote, opened in Go under
+// dataKey as loom.opened_row opens it in SQL: for a reader that holds the key already
+// (the relay) rather than one row's key unwrapped in the database.
+func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
+	plain, err := rowseal.Open(dataKey, rowseal.LabelRow, sealed)
+	if err != nil {
+		return err
+	}
+	var t rowText
+	if err := json.Unmarshal(plain, &t); err != nil {
+		return fmt.Errorf("decode the row's text: %w", err)
+	}
+	row.Value, row.Tags, row.Entities, row.EntityTypes, row.Relations = t.Value, t.Tags, t.Entities, t.EntityTypes, t.Relations
+	row.ContentSHA256 = t.ContentSHA256
+	return nil
 }

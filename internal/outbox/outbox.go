@@ -1,8 +1,9 @@
 // Package outbox owns the statements over loom.outbox: the encoded Kafka records a
 // commit queued in its own transaction and the relay has not published yet. Commits,
 // erasures, redactions and republish queue records; the relay reads, deletes, counts
-// refusals and parks them; health reads the backlog. docs/architecture.md describes
-// the flow.
+// refusals and parks them; health reads the backlog. A revision's record is queued by
+// reference to its journal row and sealed as the relay publishes it (revision.go).
+// docs/architecture.md describes the flow.
 package outbox
 
 import (
@@ -35,6 +36,9 @@ type Record struct {
 	Key            []byte
 	Headers        []byte // JSON [[name, value], …]
 	Value          []byte
+	// Vectors, set, queue a revision's record by reference (revision.go): Value is its
+	// envelope with StubSealed for its content, and these its vectors sealed.
+	Vectors []byte
 }
 
 // Row is a queued record as the relay reads it.
@@ -43,12 +47,14 @@ type Row struct {
 	ID        int64
 	Attempts  int // refusals so far
 	CreatedAt time.Time
+	// Journal is the referenced revision's, read with a row queued by reference.
+	Journal Journal
 }
 
 // Queue queues the insert of rec on b, inside the transaction that commits its seq.
 func Queue(b *pgx.Batch, rec Record) {
-	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		rec.Org, rec.Namespace, rec.Seq, rec.Topic, rec.Key, rec.Headers, rec.Value)
+	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value, vectors) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		rec.Org, rec.Namespace, rec.Seq, rec.Topic, rec.Key, rec.Headers, rec.Value, rec.Vectors)
 }
 
 // QueueNotify queues the NOTIFY that wakes the relay once the transaction commits.
@@ -75,9 +81,15 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 	})
 }
 
-const readPendingSQL = `SELECT id, org, namespace, seq, topic, record_key, headers, value, attempts, created_at
-		FROM loom.outbox WHERE parked_at IS NULL AND org || '/' || namespace <> ALL($2::text[])
-		ORDER BY id LIMIT $1`
+// readPendingSQL reads a row queued by reference with its revision's journal row and
+// data key (Journal), by their primary keys.
+const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
+			o.vectors, r.memory_key, r.user_id, r.sealed, k.data_key
+		FROM loom.outbox o
+		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
+		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
+		WHERE o.parked_at IS NULL AND o.org || '/' || o.namespace <> ALL($2::text[])
+		ORDER BY o.id LIMIT $1`
 
 func skipList(skip []string) []string {
 	if skip == nil {
@@ -91,8 +103,13 @@ func collectPending(rows pgx.Rows) ([]Row, error) {
 	var out []Row
 	for rows.Next() {
 		var o Row
-		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt); err != nil {
+		var memoryKey, userID *string
+		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt,
+			&o.Vectors, &memoryKey, &userID, &o.Journal.Sealed, &o.Journal.DataKey); err != nil {
 			return nil, fmt.Errorf("read outbox: %w", err)
+		}
+		if memoryKey != nil {
+			o.Journal.MemoryKey, o.Journal.UserID = *memoryKey, *userID
 		}
 		out = append(out, o)
 	}
@@ -162,10 +179,11 @@ func ReadBacklog(ctx context.Context, q Querier) (Backlog, error) {
 // TakeWaiting deletes a namespace's rows from fromSeq on that a republish for topic
 // replaces, in tx, and returns those not parked, in seq order: every unparked row,
 // and a parked row only of topic (the relay parks it again if Kafka still refuses it).
+// A row queued by reference comes back with its vectors, to be queued again as it was.
 func TakeWaiting(ctx context.Context, tx pgx.Tx, org, namespace string, fromSeq int64, topic string) ([]Record, error) {
 	rows, err := tx.Query(ctx, `DELETE FROM loom.outbox
 		WHERE org = $1 AND namespace = $2 AND seq >= $3 AND (parked_at IS NULL OR topic = $4)
-		RETURNING seq, topic, record_key, headers, value, parked_at IS NOT NULL`, org, namespace, fromSeq, topic)
+		RETURNING seq, topic, record_key, headers, value, vectors, parked_at IS NOT NULL`, org, namespace, fromSeq, topic)
 	if err != nil {
 		return nil, fmt.Errorf("take out the waiting outbox rows of %s/%s: %w", org, namespace, err)
 	}
@@ -174,7 +192,7 @@ func TakeWaiting(ctx context.Context, tx pgx.Tx, org, namespace string, fromSeq 
 	for rows.Next() {
 		e := Record{Org: org, Namespace: namespace}
 		var parked bool
-		if err := rows.Scan(&e.Seq, &e.Topic, &e.Key, &e.Headers, &e.Value, &parked); err != nil {
+		if err := rows.Scan(&e.Seq, &e.Topic, &e.Key, &e.Headers, &e.Value, &e.Vectors, &parked); err != nil {
 			return nil, fmt.Errorf("take out the waiting outbox rows: %w", err)
 		}
 		if !parked {

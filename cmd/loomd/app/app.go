@@ -431,6 +431,7 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	rcfg.WaitForStandbys = p.Cfg.PG.Durability == config.DurabilitySynchronous
 	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
 	r.SetTracer(p.tracer())
+	r.SetKeys(p.Keys)
 	p.relay.Store(r)
 	if p.relayWake != nil {
 		defer p.relayWake.WakeLocal(func() bool { wake.Wake(); return r.Holding() })()

@@ -23,7 +23,9 @@ func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
 			"data key, outbox row, NOTIFY), issued directly with pgx into copies of the tables, at the same concurrency " +
 			"and over as many namespaces",
 		Notes: []string{"namespaces use the default conflict policy: each write is judged against its peers; " +
-			"values are drawn from a made-up vocabulary, so they are not each other's peers"},
+			"values are drawn from a made-up vocabulary, so they are not each other's peers",
+			"WAL bytes/write: what Postgres wrote to its WAL during the run (Loom's until the relay deleted what the run queued), " +
+				"divided by the writes answered"},
 	}
 	raw, err := r.rawCommitter(ctx)
 	if err != nil {
@@ -33,10 +35,14 @@ func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
 	for _, spaces := range []int{1, 32} {
 		for _, conc := range r.levels(1, 8, 32) {
 			name := fmt.Sprintf("namespaces=%d concurrency=%d", spaces, conc)
+			wal := walMeter{pool: raw.pool}
+			wal.mark(ctx)
 			loom, err := r.setLoad(ctx, "memory.set "+name, r.namespace("set", fmt.Sprint(spaces), fmt.Sprint(conc)), spaces, conc, r.opts.Duration)
 			if err != nil {
 				return nil, err
 			}
+			wal.drainOutbox(ctx)
+			loomWAL := wal.mark(ctx)
 			prefix := r.namespace("raw", fmt.Sprint(spaces), fmt.Sprint(conc))
 			base, err := r.closedLoop(ctx, "raw commit "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
 				return raw.commit(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i))
@@ -44,10 +50,45 @@ func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
 			if err != nil {
 				return nil, err
 			}
+			rawWAL := wal.mark(ctx)
 			res.compare(name, loom, base, "writes/s")
+			if wal.err == nil && loom.Calls > 0 && base.Calls > 0 {
+				res.add(name, "WAL bytes/write", round(loomWAL/float64(loom.Calls), 0), round(rawWAL/float64(base.Calls), 0))
+			}
 		}
 	}
 	return res, nil
+}
+
+// walMeter reads how much Postgres wrote to its WAL between two marks: what a run
+// cost the WAL, which load on the machine does not distort as it does a latency.
+type walMeter struct {
+	pool *pgxpool.Pool
+	at   float64
+	err  error
+}
+
+// mark returns the WAL bytes written since the last mark.
+func (w *walMeter) mark(ctx context.Context) float64 {
+	var at float64
+	if err := w.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::float8`).Scan(&at); err != nil {
+		w.err = err
+		return 0
+	}
+	d := at - w.at
+	w.at = at
+	return d
+}
+
+// drainOutbox waits, at most ten seconds, for the relay to publish and delete what the
+// run queued, so the run's WAL includes the deletes.
+func (w *walMeter) drainOutbox(ctx context.Context) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var n int64
+		if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM loom.outbox WHERE parked_at IS NULL`).Scan(&n); err != nil || n == 0 {
+			return
+		}
+	}
 }
 
 // setLoad writes new keys with memory.set into namespaces prefix-0..spaces-1 from conc

@@ -1,0 +1,194 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auditchain"
+	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
+)
+
+// A revision's record is queued without its sealed content (migration 127): the
+// journal's row of the same seq holds the memory's text sealed already, and copying it
+// sealed again into the outbox (with the vectors, about 6.5 kB at 384 dimensions) made
+// every commit flush it to the WAL and the relay delete it. The row keeps the envelope
+// encoded with StubSealed in the content's place, so its plain fields read as any
+// record's (an erasure's scope reads them), and in `vectors` what the journal lacks:
+// the vectors, sealed under the revision's data key. The relay seals the content when
+// it publishes (Complete), from the journal's text and these vectors, into the same
+// envelope bytes the commit would have queued.
+
+// Vectors are a revision's vectors as its record's sealed content carries them.
+type Vectors struct {
+	Embedding    []float32   // the value's; nil: none
+	KeyEmbedding []float32   // the key's words'; nil: none
+	Chunks       [][]float32 // a long value's windows', in order
+}
+
+// RevisionContent is the content a revision's record seals: row's key, text, user
+// and digest, the vectors, and the salt of the commitment its plain fields carry
+// (auditchain.SubjectSalt, derived from dataKey).
+func RevisionContent(row *memrow.Row, v Vectors, dataKey []byte) *events.Content {
+	var chunks []events.Vector
+	for _, c := range v.Chunks {
+		chunks = append(chunks, c)
+	}
+	return &events.Content{
+		MemoryKey: row.MemoryKey, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+		EntityTypes: row.EntityTypes, Relations: row.Relations,
+		Embedding: v.Embedding, KeyEmbedding: v.KeyEmbedding, ChunkEmbeddings: chunks,
+		UserID: row.UserID, ContentSHA256: row.ContentSHA256,
+		SubjectSalt: auditchain.SubjectSalt(dataKey, events.RecordID(row.Org, row.Namespace, row.Seq)),
+	}
+}
+
+// StubSealed stands in for the sealed content of an envelope queued by reference: it
+// has sealed content's form, so the envelope encodes and decodes, and opens under no
+// key. Complete puts the content in its place.
+func StubSealed() *events.Sealed {
+	return &events.Sealed{Alg: events.SealAlg, Nonce: make([]byte, 12), Ciphertext: make([]byte, 16)}
+}
+
+// stubField is StubSealed as an encoded envelope carries it. The key and its quotes
+// cannot occur inside an encoded string (a quote is escaped there), and the envelope
+// has one sealed field.
+var stubField = func() []byte {
+	b, err := json.Marshal(StubSealed())
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(`"sealed":`), b...)
+}()
+
+// SealVectors seals v, raw, under a revision's data key, for its outbox row.
+func SealVectors(dataKey []byte, v Vectors) ([]byte, error) {
+	all := append([][]float32{v.Embedding, v.KeyEmbedding}, v.Chunks...)
+	n := 4
+	for _, vec := range all {
+		n += 4 + 4*len(vec)
+	}
+	raw := make([]byte, 0, n)
+	raw = binary.LittleEndian.AppendUint32(raw, uint32(len(all)))
+	for _, vec := range all {
+		raw = binary.LittleEndian.AppendUint32(raw, uint32(len(vec)))
+		for _, f := range vec {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+		}
+	}
+	sealed, err := rowseal.Seal(dataKey, rowseal.LabelVectors, raw)
+	if err != nil {
+		return nil, fmt.Errorf("seal the revision's vectors: %w", err)
+	}
+	return sealed, nil
+}
+
+// openVectors opens what SealVectors sealed.
+func openVectors(dataKey, sealed []byte) (Vectors, error) {
+	raw, err := rowseal.Open(dataKey, rowseal.LabelVectors, sealed)
+	if err != nil {
+		return Vectors{}, err
+	}
+	next := func() (uint32, bool) {
+		if len(raw) < 4 {
+			return 0, false
+		}
+		u := binary.LittleEndian.Uint32(raw)
+		raw = raw[4:]
+		return u, true
+	}
+	count, ok := next()
+	if !ok || count < 2 {
+		return Vectors{}, errors.New("the sealed vectors are truncated")
+	}
+	all := make([][]float32, count)
+	for i := range all {
+		dim, ok := next()
+		if !ok || uint64(len(raw)) < 4*uint64(dim) {
+			return Vectors{}, errors.New("the sealed vectors are truncated")
+		}
+		if dim == 0 {
+			continue
+		}
+		vec := make([]float32, dim)
+		for j := range vec {
+			vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
+		}
+		raw = raw[4*dim:]
+		all[i] = vec
+	}
+	return Vectors{Embedding: all[0], KeyEmbedding: all[1], Chunks: all[2:]}, nil
+}
+
+// Journal is what the relay reads of the revision a row references, in the same read
+// as the row: the key and user the journal keeps in columns, the text sealed at rest
+// and the data key as stored (wrapped). Sealed or DataKey nil: the revision was
+// redacted or erased since it was queued.
+type Journal struct {
+	MemoryKey, UserID string
+	Sealed            []byte
+	DataKey           []byte
+}
+
+// ErrUnopened is a referenced revision whose data key, which exists, does not open
+// its text or vectors: a damaged row.
+var ErrUnopened = errors.New("the revision's data key does not open it")
+
+// Complete is the record value of a row as it goes to the topic: the row's value as it
+// is, or, for a row queued by reference (Vectors set), its envelope with the content
+// sealed in the stub's place under the revision's data key (unwrap opens the key as
+// stored). A revision redacted or erased since carries nothing: its content is sealed
+// empty under a key nobody keeps, as a republish seals it, so the record takes its seq
+// and, like the one it stands for, opens under no stored key.
+func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) ([]byte, error) {
+	if row.Vectors == nil {
+		return row.Value, nil
+	}
+	at := bytes.Index(row.Value, stubField)
+	if at < 0 {
+		return nil, errors.New("the record queued by reference has no stand-in for its sealed content")
+	}
+	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
+	var content *events.Content
+	var key []byte
+	if row.Journal.Sealed == nil || row.Journal.DataKey == nil {
+		var err error
+		if key, err = events.NewDataKey(); err != nil {
+			return nil, err
+		}
+		content = &events.Content{}
+	} else {
+		var err error
+		if key, err = unwrap(row.Journal.DataKey); err != nil {
+			return nil, fmt.Errorf("open the data key of %s: %w", recordID, err)
+		}
+		rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, UserID: row.Journal.UserID,
+			MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
+		if err := heads.OpenText(key, row.Journal.Sealed, rev); err != nil {
+			return nil, fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)
+		}
+		v, err := openVectors(key, row.Vectors)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s vectors: %v", ErrUnopened, recordID, err)
+		}
+		content = RevisionContent(rev, v, key)
+	}
+	sealed, err := events.Seal(key, recordID, content)
+	if err != nil {
+		return nil, err
+	}
+	field, err := json.Marshal(sealed)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(row.Value)+len(field))
+	out = append(out, row.Value[:at+len(`"sealed":`)]...)
+	out = append(out, field...)
+	return append(out, row.Value[at+len(stubField):]...), nil
+}
