@@ -70,7 +70,9 @@ type PackAnswer struct {
 	Priority  []string      `json:"priority"`
 	Sections  []PackSection `json:"sections"`
 	Cut       []PackCut     `json:"cut"`
-	Barrier   Barrier       `json:"barrier"`
+	// Citations are every citation the block holds, each once, in the block's order.
+	Citations []string `json:"citations"`
+	Barrier   Barrier  `json:"barrier"`
 }
 
 // StackAnswer is memory.stack's answer: the layers, no block.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/internal/scorebg"
 	"github.com/loomplane/loom/internal/ttlcache"
 )
 
@@ -31,14 +32,12 @@ import (
 // A pool too small to hold a background (a narrow filter, a small namespace) borrows
 // the namespace's: every search records its background's median and spread in
 // loom.search_calibration, per (org, namespace, embedder), the last calibrationKeep
-// of them. A namespace with neither falls back to the scalar floor
+// of them, which the recalibration pass (workers/recalibration.go) rewrites from the
+// namespace's vectors. A namespace with neither falls back to the scalar floor
 // (LOOM_MEMORY_SEARCH_MIN_SCORE) and no distinctness gate.
 
 const (
-	backgroundFrom = 10  // the pool's rows from here on are background
-	backgroundTo   = 200 // and up to here
-	// backgroundMin is the fewest background rows a pool's own calibration needs.
-	backgroundMin = 20
+	backgroundFrom = scorebg.From // the pool's rows from here on are background (up to scorebg.To)
 	// calibrationKeep is how many searches' backgrounds a namespace keeps.
 	calibrationKeep = 128
 	// calibrationMinSearches is how many a namespace's calibration needs to serve.
@@ -70,38 +69,22 @@ type background struct {
 }
 
 // poolBackground reads the background of a fused pool: its candidates' relevance,
-// best first, from backgroundFrom on.
+// best first, from backgroundFrom on (internal/scorebg, which the recalibration pass
+// reads the namespace's vectors with too).
 func poolBackground(pool []*candidate) background {
 	rel := make([]float64, len(pool))
 	for i, c := range pool {
 		rel[i] = c.relevance
 	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(rel)))
 	bg := background{Source: calibrationFallback}
 	if len(rel) > backgroundFrom {
+		sort.Sort(sort.Reverse(sort.Float64Slice(rel)))
 		bg.Tenth = rel[backgroundFrom]
 	}
-	if len(rel) < backgroundFrom+backgroundMin {
-		return bg
+	if median, spread, rows, ok := scorebg.Of(rel); ok {
+		bg.Source, bg.Rows, bg.Median, bg.Spread = calibrationPool, rows, median, spread
 	}
-	tail := rel[backgroundFrom:min(len(rel), backgroundTo)]
-	bg.Source, bg.Rows = calibrationPool, len(tail)
-	bg.Median = tail[len(tail)/2]
-	bg.Spread = stddev(tail)
 	return bg
-}
-
-func stddev(xs []float64) float64 {
-	mean := 0.0
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	v := 0.0
-	for _, x := range xs {
-		v += (x - mean) * (x - mean)
-	}
-	return math.Sqrt(v / float64(len(xs)))
 }
 
 // distinctness is how many background spreads the best hit stands above the
@@ -269,4 +252,12 @@ func (s *Service) settleBackground(ctx context.Context, k calibrationKey, pool [
 		}
 	}
 	return bg
+}
+
+// ForgetCalibration drops this process's cached calibration of a namespace and
+// embedder, so its next search reads the recorded one: the recalibration pass of a
+// process that serves search too calls it after rewriting the row (another process
+// reads the new row within calibrationCacheTTL).
+func (s *Service) ForgetCalibration(org, namespace, embedder string) {
+	s.calibrations.cache.Remove(calibrationKey{org, namespace, embedder})
 }

@@ -61,7 +61,9 @@ type packAnswer struct {
 	Priority  []string      `json:"priority"`
 	Sections  []packSection `json:"sections"`
 	Cut       []packCut     `json:"cut"`
-	Barrier   Passed        `json:"barrier"`
+	// Citations are every citation the block holds, each once, in the block's order.
+	Citations []string `json:"citations"`
+	Barrier   Passed   `json:"barrier"`
 }
 
 // packPlan is a pack's request settled.
@@ -93,7 +95,22 @@ func (s *Service) contextPack(ctx context.Context, p auth.Principal, ns string, 
 		cuts = []packCut{}
 	}
 	return &packAnswer{Namespace: ns, Format: plan.format, Block: block, Tokens: tokens, Budget: plan.lim.Budget, Tokenizer: plan.tok,
-		Priority: plan.sections, Sections: kept, Cut: cuts, Barrier: stateOf(passed)}, nil
+		Priority: plan.sections, Sections: kept, Cut: cuts, Citations: packCitations(kept), Barrier: stateOf(passed)}, nil
+}
+
+// packCitations are the kept lines' citations, each once, in order.
+func packCitations(sections []packSection) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, sec := range sections {
+		for _, l := range sec.Lines {
+			if !seen[l.Cite] {
+				seen[l.Cite] = true
+				out = append(out, l.Cite)
+			}
+		}
+	}
+	return out
 }
 
 // settlePack checks a pack's request, field by field, and fills its defaults.

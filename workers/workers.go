@@ -72,6 +72,8 @@ type Service struct {
 	passMetrics passMetrics
 	// ch is ClickHouse, for the passes that read a projection (UseClickHouse).
 	ch *ch.Conn
+	// recalibrated is told of each namespace the recalibration pass rewrote (OnRecalibrated).
+	recalibrated func(org, namespace, embedder string)
 }
 
 // New returns the workers role over the write side cmd.
@@ -82,9 +84,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
 			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
 			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1),
-			workerConsolidation: make(chan struct{}, 1)},
+			workerConsolidation: make(chan struct{}, 1), workerRecalibration: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
-			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {}},
+			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {},
+			workerRecalibration: {}},
 		digestWait:  map[string]time.Time{},
 		passMetrics: newPassMetrics(reg),
 		outage:      llm.NewOutage(log, "conflict resolver"),
@@ -129,6 +132,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.Communities.Interval, time.Minute)
 	case workerConsolidation:
 		return min(s.cfg.ProfileConsolidation.Interval, time.Minute)
+	case workerRecalibration:
+		return min(s.cfg.Recalibration.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -155,13 +160,13 @@ func Group(worker string) string {
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
 	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities,
-		workerConsolidation}
+		workerConsolidation, workerRecalibration}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
 // the usage fold and the session digests are paced loops over their own tables.
 func Fed(worker string) bool {
-	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities
+	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities && worker != workerRecalibration
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -177,6 +182,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.SensitivitySweep.Enabled
 	case workerCommunities:
 		return s.cfg.Communities.Enabled
+	case workerRecalibration:
+		return s.cfg.Recalibration.Enabled
 	}
 	if s.models == nil || !s.models.Configured() {
 		return false
@@ -438,5 +445,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEntityCommunities(ctx)
 	case workerConsolidation:
 		s.RunProfileConsolidation(ctx)
+	case workerRecalibration:
+		s.RunRecalibration(ctx)
 	}
 }

@@ -1592,6 +1592,7 @@ async function viewContext(ns, query) {
     return out;
   }
   const share = ans.tokens / Math.max(ans.budget_tokens, 1);
+  const profile = reqBody.user_id ? await userProfile(ns, reqBody.user_id) : null;
   out.push(h(
     "section",
     { id: "pack", "aria-label": "The pack" },
@@ -1626,10 +1627,40 @@ async function viewContext(ns, query) {
       h("thead", {}, h("tr", {}, ["Section", "Citation", "Reason", "Tokens"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ans.cut.map((c) => h("tr", { "data-reason": c.reason }, h("td", {}, c.section), h("td", {}, citeLink(c.cite)), h("td", {}, c.reason), h("td", {}, c.tokens))))
     )] : null,
+    h("h2", {}, "Citations"),
+    h("ol", { id: "pack-citations", "data-count": ans.citations.length }, ans.citations.map((c) => h("li", {}, citeLink(c)))),
     h("h2", {}, "The block"),
     h("pre", { id: "pack-block" }, ans.block)
   ));
+  if (profile) out.push(profile);
   return out;
+}
+async function userProfile(ns, userID) {
+  let r;
+  try {
+    r = await api("GET", "/v1/namespaces/{ns}/profiles/{user_id}/render", { params: { ns, user_id: userID }, query: { format: "markdown" } });
+  } catch (err) {
+    if (err.status !== 404) return h("section", { id: "profile", "aria-label": "Profile" }, h("h2", {}, "Profile of ", h("code", {}, userID)), errorBox(err));
+    return h(
+      "section",
+      { id: "profile", "aria-label": "Profile", "data-citations": 0 },
+      h("h2", {}, "Profile of ", h("code", {}, userID)),
+      h("p", { class: "muted" }, "This user has no profile: no structured profile, and no profile section (the namespace does not opt in to profile_consolidation, or its pass has not built one).")
+    );
+  }
+  return h(
+    "section",
+    { id: "profile", "aria-label": "Profile", "data-citations": r.citations.length },
+    h(
+      "h2",
+      {},
+      "Profile of ",
+      h("code", {}, userID),
+      r.citations.some((c) => c.includes("/profile_section:")) ? [" ", badge("profile section", "ok")] : null
+    ),
+    h("pre", { id: "profile-text" }, r.text),
+    h("ol", { id: "profile-citations" }, r.citations.map((c) => h("li", {}, h("code", { "data-cite": c }, c))))
+  );
 }
 async function render() {
   const seq = ++renderSeq;

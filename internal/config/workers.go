@@ -36,6 +36,9 @@ type Workers struct {
 	// off by default, and per namespace opt-in): one profile section of a user's
 	// preferences and decisions, one model call per rebuild.
 	ProfileConsolidation ModelPass
+	// Recalibration is the recalibration pass (LOOM_RECALIBRATION_*, on by default): each
+	// namespace's search backgrounds rewritten from its vectors and its usage.
+	Recalibration Pass
 }
 
 // SessionDigest is the session_digest pass (workers/session_digests.go): a session
@@ -132,6 +135,7 @@ func readWorkers(r *reader, llm LLM) Workers {
 	w.SensitivitySweep = readPass(r, "LOOM_SENSITIVITY_SWEEP", true, 100, 30*time.Second)
 	w.SensitivitySweep.MaxAge = r.days("LOOM_SENSITIVITY_SWEEP_MAX_AGE_DAYS", 30)
 	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)
+	w.Recalibration = readPass(r, "LOOM_RECALIBRATION", true, 20, time.Hour)
 	w.ProfileConsolidation = readModelPass(r, "LOOM_PROFILE_CONSOLIDATION", false, 40, 30*time.Second, 30, 3)
 	w.SessionDigest = SessionDigest{
 		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
@@ -154,7 +158,7 @@ func (w Workers) Validate() error {
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
 		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate(),
 		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"),
-		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"))
+		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"), validatePass(w.Recalibration, "LOOM_RECALIBRATION"))
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

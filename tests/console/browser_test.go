@@ -523,6 +523,17 @@ func TestConsolePreviewsAContextPack(t *testing.T) {
 	if shown.Tokens > shown.Budget {
 		t.Errorf("the pack holds %d tokens over its budget %d", shown.Tokens, shown.Budget)
 	}
+	// The pack's citations, each once, as the answer lists them; and the user's
+	// profile as profile.render answers it (alice has none here).
+	var cites []string
+	b.eval(`[...document.querySelectorAll('#pack-citations [data-cite]')].map((e) => e.dataset.cite)`, &cites)
+	if wantCites := want["citations"].([]any); len(cites) != len(wantCites) || len(cites) == 0 || cites[0] != wantCites[0] {
+		t.Errorf("the console lists citations %v; context.pack answers %v", cites, wantCites)
+	}
+	b.wait(`#profile[data-citations="0"]`)
+	if got := b.text("#profile"); !strings.Contains(got, "no profile") {
+		t.Errorf("alice, with no profile, is shown %q", got)
+	}
 	if !strings.Contains(b.text("#pack-block"), "oolong") {
 		t.Errorf("the block shown does not hold the fact searched for:\n%s", b.text("#pack-block"))
 	}

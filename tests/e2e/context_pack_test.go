@@ -70,6 +70,16 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 	if len(cites) < 2 {
 		t.Fatalf("want the fact and the change cited:\n%s", a.Block)
 	}
+	// citations lists the block's citations, each once, in the block's order.
+	var inBlock []string
+	for _, m := range cites {
+		if cite := "m:" + m[1] + "@" + m[2]; !slices.Contains(inBlock, cite) {
+			inBlock = append(inBlock, cite)
+		}
+	}
+	if !slices.Equal(a.Citations, inBlock) {
+		t.Errorf("citations %v; the block cites %v", a.Citations, inBlock)
+	}
 	for _, m := range cites {
 		head, err := c.GetByID(ctx, m[1])
 		if err != nil {

@@ -22,12 +22,13 @@ func TestTypeScriptClient(t *testing.T) {
 	writer := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	reader := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader})
 	operator := env.Token(t, n, auth.NewToken{Role: auth.RoleOperator})
+	admin := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleAdmin})
 	dir := tsClient(t)
 
 	cmd := exec.Command("npm", "test")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LOOM_URL="+url, "LOOM_TOKEN="+writer, "LOOM_READER_TOKEN="+reader,
-		"LOOM_OPERATOR_TOKEN="+operator, "LOOM_NS="+testenv.Unique(t, "ts-client"), "HOME="+t.TempDir(), "NO_COLOR=1")
+		"LOOM_OPERATOR_TOKEN="+operator, "LOOM_ADMIN_TOKEN="+admin, "LOOM_NS="+testenv.Unique(t, "ts-client"), "HOME="+t.TempDir(), "NO_COLOR=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

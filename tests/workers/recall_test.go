@@ -54,6 +54,15 @@ func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
 	if parking.RecallCount != 0 {
 		t.Fatalf("parking, which no search served: recall_count %d", parking.RecallCount)
 	}
+	// The projection carries the folded count: the history read behind the barrier
+	// (memory.get ?as_of, ClickHouse's memory_versions) answers it as the head does.
+	past, err := w.tc.Get(ctx, ns, "lunch", client.Identity{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if past.RecallCount != 3 || past.VersionText != served.VersionText {
+		t.Fatalf("lunch as of now: recall_count %d at version %s; want 3 at %s", past.RecallCount, past.VersionText, served.VersionText)
+	}
 	// The search index learns the folded count from the topic: a hit shows it.
 	testenv.Eventually(t, 30*time.Second, "a hit showing the folded recalls", func() bool {
 		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})

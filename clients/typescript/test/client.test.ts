@@ -1,6 +1,6 @@
 // The client against a real loomd: tests/e2e/tsclient_test.go starts one on real stores
 // and runs `npm test` with LOOM_URL, LOOM_TOKEN (an org's writer), LOOM_READER_TOKEN (a
-// reader of the same org), LOOM_OPERATOR_TOKEN and LOOM_NS (a fresh namespace).
+// reader of the same org), LOOM_ADMIN_TOKEN (its admin), LOOM_OPERATOR_TOKEN and LOOM_NS (a fresh namespace).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -96,6 +96,24 @@ test("context.pack answers a block within its budget, every line cited", async (
   const lines = pack.sections.flatMap((s) => s.lines);
   assert.ok(lines.length > 0);
   for (const line of lines) assert.match(line.cite, /^m:[0-9a-f-]+@\d+$/, `a line's citation: ${line.cite}`);
+  assert.deepEqual(pack.citations, [...new Set(lines.map((line) => line.cite))], "citations: every line's, each once, in order");
+});
+
+test("a namespace opts in to profile_consolidation; profile.render answers every row it renders", async () => {
+  const admin = createLoomClient({ baseUrl, token: need("LOOM_ADMIN_TOKEN") });
+  const pns = `${ns}-profiles`;
+  const put = await ok(admin.PUT("/v1/namespaces/{ns}", { params: { path: { ns: pns } }, body: { profile_consolidation: true } }));
+  assert.equal(put.config.profile_consolidation, true);
+  const got = await ok(reader.GET("/v1/namespaces/{ns}", { params: { path: { ns: pns } } }));
+  assert.equal(got.config.profile_consolidation, true);
+  // No pass has built a profile or a section here (this loomd has no model): 404.
+  await assert.rejects(ok(loom.GET("/v1/namespaces/{ns}/profiles/{user_id}/render", { params: { path: { ns: pns, user_id: "alice" } } })),
+    (err: unknown) => err instanceof LoomError && err.status === 404 && err.code === "RESOURCE_NOT_FOUND");
+  // The rendered profile's type names the section's citation beside the profile's.
+  const rendered: Pick<Schemas["RenderedProfile"], "citation" | "citations"> = {
+    citation: `${pns}/profile_section:alice@1`, citations: [`${pns}/profile_section:alice@1`],
+  };
+  assert.equal(rendered.citations[0], rendered.citation);
 });
 
 test("an error answer is a LoomError with the envelope's fields", async () => {

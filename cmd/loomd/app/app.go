@@ -252,6 +252,10 @@ func (p *Process) openQuery() error {
 	// The evidence legs open the conversation's chunks with the KEK ring in Go.
 	opts = append(opts, query.WithKeys(p.Keys))
 	p.Query = query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log, opts...)
+	if p.Workers != nil {
+		// The recalibration pass's rewrite reaches this process's searches at once.
+		p.Workers.OnRecalibrated(p.Query.ForgetCalibration)
+	}
 	return nil
 }
 
