@@ -147,6 +147,10 @@ type turnBatch struct {
 	chunks  []evidence.Chunk
 	userRef string
 	now     time.Time
+	// fence, when set, runs in writeTurns' transaction once the namespace's generation
+	// lock is held (an erasure holds it while it removes rows): a restore refuses turns
+	// of a user an erasure removed meanwhile (restore_turns.go).
+	fence func(context.Context, pgx.Tx) error
 }
 
 // sealTurns seals turns for keeping and checks that their record fits the broker
@@ -235,6 +239,11 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 	seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
 	if err != nil {
 		return fmt.Errorf("advance the generation: %w", err)
+	}
+	if tb.fence != nil {
+		if err := tb.fence(ctx, tx); err != nil {
+			return err
+		}
 	}
 	next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
 	if err != nil {
