@@ -79,6 +79,50 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 			turns, digests, end)
 	}
 
+	// alice's subject-access export holds her turns, opened, and her session digests,
+	// and nothing of bob's.
+	var exported []client.ExportTurn
+	var exportedDigests []client.ExportDigest
+	var exportEnd client.End
+	exportPayload := readAll(t, must[*client.Stream](t, "export")(e.tc.Export(ctx, "alice")))
+	err = client.ReadLines(bytes.NewReader(exportPayload), func(kind string, line json.RawMessage) error {
+		switch kind {
+		case "turn":
+			var x client.ExportTurn
+			err := json.Unmarshal(line, &x)
+			exported = append(exported, x)
+			return err
+		case "digest":
+			var x client.ExportDigest
+			err := json.Unmarshal(line, &x)
+			exportedDigests = append(exportedDigests, x)
+			return err
+		case "end":
+			return json.Unmarshal(line, &exportEnd)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobTurn *client.ExportTurn
+	for i, x := range exported {
+		if x.UserID != "alice" || x.Namespace != e.ns {
+			t.Errorf("alice's export holds a turn of %s in %s", x.UserID, x.Namespace)
+		}
+		if x.TurnID == s1.TurnIDs[2] {
+			jobTurn = &exported[i]
+		}
+	}
+	if len(exported) != 9 || jobTurn == nil || jobTurn.Text != "I work as a nurse at Santa Maria hospital." ||
+		jobTurn.Speaker != "Alice" || len(jobTurn.MemoryIDs) != 1 || jobTurn.MemoryIDs[0] != job.MemoryID {
+		t.Errorf("alice's export: %d turns, the job's turn %+v; want her 9 turns, the job's opened and linked to its fact", len(exported), jobTurn)
+	}
+	if len(exportedDigests) == 0 || !strings.Contains(exportedDigests[0].Text, "Santa Maria") ||
+		exportEnd.Records != int64(len(exported)+len(exportedDigests)) {
+		t.Errorf("alice's export: digests %+v, end %+v", exportedDigests, exportEnd)
+	}
+
 	dst := testenv.Unique(t, "conv-restored")
 	ans := must[*client.RestoreAnswer](t, "restore")(e.tc.RestoreNamespace(ctx, dst, payload))
 	if ans.Counts.Restored != 2 || ans.Counts.Turns != 10 || ans.Counts.TurnsUnchanged != 0 || ans.Counts.Digests != int64(digests) {
