@@ -275,6 +275,19 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 	return evidence.InsertLinks(ctx, tx, links(tb.rows))
 }
 
+// pickTurns is a sealed batch of the turns at picks (in order) alone, their chunks cut
+// again.
+func (s *Service) pickTurns(tb *turnBatch, picks []int) (*turnBatch, error) {
+	out := *tb
+	out.turns, out.rows, out.keys = make([]observedTurn, len(picks)), make([]evidence.Turn, len(picks)), make([][]byte, len(picks))
+	for i, k := range picks {
+		out.turns[i], out.rows[i], out.keys[i] = tb.turns[k], tb.rows[k], tb.keys[k]
+	}
+	var err error
+	out.chunks, err = s.cutChunks(tb.id, out.rows, out.turns, tb.source)
+	return &out, err
+}
+
 // kept is the batch's turns as they were kept.
 func (tb *turnBatch) kept() []keptTurn {
 	out := make([]keptTurn, len(tb.rows))
