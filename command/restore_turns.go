@@ -231,7 +231,9 @@ func (c *conversationRestore) keepDigest(ctx context.Context, d *snapshot.Digest
 	}
 	kept := false
 	err := pg.InTx(ctx, c.s.pool, func(tx pgx.Tx) error {
-		if _, err := generations.Lock(ctx, tx, c.p.Org, c.target); err != nil {
+		if _, err := generations.Lock(ctx, tx, c.p.Org, c.target); errors.Is(err, generations.ErrUnwritten) {
+			return nil // no turn of it is held: nothing to digest
+		} else if err != nil {
 			return fmt.Errorf("lock the namespace's generation: %w", err)
 		}
 		if err := c.fence(d.UserID)(ctx, tx); err != nil {
