@@ -26,9 +26,10 @@ type SnapshotMemory struct {
 
 // End is the last line of a snapshot or an export.
 type End struct {
-	Kind   string `json:"kind"` // end
-	Rows   int64  `json:"rows"`
-	SHA256 string `json:"sha256"`
+	Kind    string `json:"kind"`              // end
+	Rows    int64  `json:"rows"`              // the memory lines
+	Records int64  `json:"records,omitempty"` // the turn and digest lines
+	SHA256  string `json:"sha256"`
 }
 
 // Row is a memory row as a snapshot or an export carries it: every field of it.
@@ -104,6 +105,37 @@ type ExportVersion struct {
 	Op          string    `json:"op"`
 	CommittedAt time.Time `json:"committed_at"`
 	Row         *Row      `json:"row"`
+}
+
+// ExportTurn is one kept conversation turn of the user in an export (after the
+// memories), its text opened, with the memories drawn from it.
+type ExportTurn struct {
+	Kind         string    `json:"kind"` // turn
+	Namespace    string    `json:"namespace"`
+	TurnID       string    `json:"turn_id"`
+	Agent        string    `json:"agent"`
+	UserID       string    `json:"user_id"`
+	SessionID    string    `json:"session_id"`
+	Role         string    `json:"role"`
+	Speaker      string    `json:"speaker,omitempty"`
+	MessageIndex int       `json:"message_index"`
+	OccurredAt   time.Time `json:"occurred_at"`
+	Source       string    `json:"source"`
+	Text         string    `json:"text"`
+	MemoryIDs    []string  `json:"memory_ids,omitempty"`
+}
+
+// ExportDigest is one session digest of the user in an export (after the turns).
+type ExportDigest struct {
+	Kind      string    `json:"kind"` // digest
+	Namespace string    `json:"namespace"`
+	UserID    string    `json:"user_id"`
+	SessionID string    `json:"session_id"`
+	WindowEnd int       `json:"window_end"`
+	Turns     int       `json:"turns"`
+	Model     string    `json:"model"`
+	CreatedAt time.Time `json:"created_at"`
+	Text      string    `json:"text"`
 }
 
 // RestoreAnswer is what namespace.restore answers.

@@ -50,8 +50,8 @@ func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, nam
 // erasedSince reads the users an erasure removed from any of the namespaces (or from
 // the whole org) within the evidence's lifetime, and whether one erased any of the
 // namespaces whole: the restore of a conversation's record leaves their turns out.
-func (s *Service) erasedSince(ctx context.Context, org string, namespaces []string) (map[string]bool, bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT scope->>'kind', coalesce(scope->>'user_id', '') FROM loom.erasure_ledger
+func (s *Service) erasedSince(ctx context.Context, q heads.Querier, org string, namespaces []string) (map[string]bool, bool, error) {
+	rows, err := q.Query(ctx, `SELECT scope->>'kind', coalesce(scope->>'user_id', '') FROM loom.erasure_ledger
 		WHERE org = $1 AND requested_at > now() - $2::interval
 		  AND (scope->>'kind' = $3 OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(scope->'namespaces', '[]')) n
 			WHERE n = ANY($4)))`, org, s.cfg.Erasure.Evidence.String(), scopeUserInOrg, namespaces)

@@ -11,12 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/command/extraction"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/route"
 )
 
@@ -24,7 +27,11 @@ import (
 // through memory.bulk_set's path, each under a key that is a digest of its text, so a
 // re-run of the same import changes nothing. It reads each key's newest version across
 // the sessions of the request's identity first, and writes only the keys that have
-// none or hold other text.
+// none or hold other text. The texts it writes or merges are kept in the
+// conversation's record (source import), each linked to its memory, in the memories'
+// own commit: a crash leaves no imported memory without the text it came from, and no
+// text without its memory. Only an import that merges and writes nothing keeps its
+// texts in a commit of their own, after (their memories stood before it).
 
 const opImport = "memory.import"
 
@@ -135,11 +142,14 @@ func (s *Service) importItems(ctx context.Context, p auth.Principal, r importCal
 		if err != nil {
 			return nil, httperr.Store("reading the items' category links", err)
 		}
-		if err := s.writeImports(ctx, p, r, writes, links, newest, now, ans); err != nil {
-			return nil, err
-		}
+		var texts *turnBatch
 		if !req.DryRun {
-			s.keepImported(ctx, base, req.Items, ans)
+			if texts, err = s.sealImported(ctx, base, req.Items, writes); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.writeImports(ctx, p, r, writes, links, texts, newest, now, ans); err != nil {
+			return nil, err
 		}
 	}
 	for _, o := range ans.Items {
@@ -213,9 +223,10 @@ func importWrites(items []importItem, base memrow.Identity, keys []string, newes
 }
 
 // writeImports writes the items through memory.bulk_set's path, in the order given,
-// and answers each with what the write made of it.
+// with the texts it writes or merges (texts, nil on a dry run), and answers each with
+// what the write made of it.
 func (s *Service) writeImports(ctx context.Context, p auth.Principal, r importCall, writes []importWrite, links *importLinks,
-	newest map[string]*memrow.Row, now time.Time, ans *importAnswer) error {
+	texts *turnBatch, newest map[string]*memrow.Row, now time.Time, ans *importAnswer) error {
 	req := r.body
 	entries := make([]json.RawMessage, len(writes))
 	for k, w := range writes {
@@ -227,14 +238,36 @@ func (s *Service) writeImports(ctx context.Context, p auth.Principal, r importCa
 		}
 	}
 	opts := bulkOptions{op: opImport, checkAll: true, noRetire: true, noteCounts: links.counts}
+	var record func(context.Context, pgx.Tx, []bulkResult, []bulkResult) error
 	if len(links.added) > 0 {
-		opts.inWritten = links.record(p.Actor())
+		record = links.record(p.Actor())
+	}
+	opts.inWritten = func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error {
+		if record != nil {
+			if err := record(ctx, tx, written, merged); err != nil {
+				return err
+			}
+		}
+		if texts == nil {
+			return nil
+		}
+		return s.writeImported(ctx, tx, texts, written, merged)
 	}
 	b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: entries, DryRun: req.DryRun}}, opts)
 	if err != nil {
 		return renameEntries(err, func(k int) string { return fmt.Sprintf("items[%d]", writes[k].index) })
 	}
 	ans.wrote = b.committed()
+	if texts != nil && !ans.wrote && len(b.ans.Merged) > 0 {
+		// Merges alone commit nothing: their texts are kept now, linked to the memories
+		// they merged into.
+		if err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error { return s.writeImported(ctx, tx, texts, nil, b.ans.Merged) }); err != nil {
+			s.log.Warn("memory.import: the items merged; their texts are not kept as evidence",
+				"org", p.Org, "namespace", r.namespace, "err", err)
+		} else {
+			s.relayWake.Queued()
+		}
+	}
 	for k, f := range b.outcomes(now) {
 		o := &ans.Items[writes[k].index]
 		o.Verdict, o.MemoryID, o.VersionText, o.Status, o.MergedInto = Verdict(f.Verdict), f.MemoryID, f.VersionText, f.Status, f.MergedInto
@@ -314,29 +347,46 @@ func renameEntries(err error, name func(k int) string) error {
 	return err
 }
 
-// keepImported keeps the items the import wrote or merged in the conversation's record
-// (source import), each linked to its memory, in one commit after theirs: recall by an
-// imported key reads the text it came from. An item left as it was is not kept again,
-// so a re-run keeps nothing twice. A failure is logged; the memories stand.
-func (s *Service) keepImported(ctx context.Context, base memrow.Identity, items []importItem, ans *importAnswer) {
-	var turns []observedTurn
-	var facts []extraction.Fact
-	for i, o := range ans.Items {
-		if o.Outcome != importWritten && o.Outcome != importRevised && o.MergedInto == "" {
-			continue
-		}
-		facts = append(facts, extraction.Fact{MessageIndex: len(turns), MemoryID: o.MemoryID, VersionText: o.VersionText, MergedInto: o.MergedInto})
-		turns = append(turns, observedTurn{Role: "user", Content: items[i].Text, At: items[i].ValidAt})
-	}
-	if len(turns) == 0 {
-		return
+// sealImported seals the texts of the items an import means to write as turns of the
+// request's session, in the order they are written (a record too large for the broker
+// is refused before anything is written).
+func (s *Service) sealImported(ctx context.Context, base memrow.Identity, items []importItem, writes []importWrite) (*turnBatch, error) {
+	turns := make([]observedTurn, len(writes))
+	for k, w := range writes {
+		turns[k] = observedTurn{Role: "user", Content: items[w.index].Text, At: items[w.index].ValidAt}
 	}
 	base.MemoryKey = ""
-	_, _, err := s.keepTurns(ctx, base, turns, evidence.SourceImport, func(rows []evidence.Turn) []evidence.Link {
-		return factLinks(rows, facts)
-	})
-	if err != nil {
-		s.log.Warn("memory.import: the items are written; their texts are not kept as evidence",
-			"org", base.Org, "namespace", base.Namespace, "err", err)
+	return s.sealTurns(ctx, base, turns, evidence.SourceImport)
+}
+
+// writeImported writes, in tx, the sealed texts of the batch entries written or merged,
+// each linked to its memory; an entry the batch skipped keeps no text, so a re-run
+// keeps nothing twice.
+func (s *Service) writeImported(ctx context.Context, tx pgx.Tx, texts *turnBatch, written, merged []bulkResult) error {
+	fact := map[int]extraction.Fact{}
+	for _, r := range written {
+		fact[r.Index] = extraction.Fact{MemoryID: r.MemoryID, VersionText: r.VersionText}
 	}
+	for _, r := range merged {
+		fact[r.Index] = extraction.Fact{MergedInto: r.MergedInto}
+	}
+	var picked []int
+	for k := range texts.rows {
+		if _, ok := fact[k]; ok {
+			picked = append(picked, k)
+		}
+	}
+	if len(picked) == 0 {
+		return nil
+	}
+	facts := make([]extraction.Fact, len(picked))
+	for i, k := range picked {
+		facts[i] = fact[k]
+		facts[i].MessageIndex = i
+	}
+	kept, err := s.pickTurns(texts, picked)
+	if err != nil {
+		return err
+	}
+	return s.writeTurns(ctx, tx, kept, func(rows []evidence.Turn) []evidence.Link { return factLinks(rows, facts) })
 }

@@ -147,6 +147,10 @@ type turnBatch struct {
 	chunks  []evidence.Chunk
 	userRef string
 	now     time.Time
+	// fence, when set, runs in writeTurns' transaction once the namespace's generation
+	// lock is held (an erasure holds it while it removes rows): a restore refuses turns
+	// of a user an erasure removed meanwhile (restore_turns.go).
+	fence func(context.Context, pgx.Tx) error
 }
 
 // sealTurns seals turns for keeping and checks that their record fits the broker
@@ -236,6 +240,11 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 	if err != nil {
 		return fmt.Errorf("advance the generation: %w", err)
 	}
+	if tb.fence != nil {
+		if err := tb.fence(ctx, tx); err != nil {
+			return err
+		}
+	}
 	next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
 	if err != nil {
 		return err
@@ -264,6 +273,19 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 		return nil
 	}
 	return evidence.InsertLinks(ctx, tx, links(tb.rows))
+}
+
+// pickTurns is a sealed batch of the turns at picks (in order) alone, their chunks cut
+// again.
+func (s *Service) pickTurns(tb *turnBatch, picks []int) (*turnBatch, error) {
+	out := *tb
+	out.turns, out.rows, out.keys = make([]observedTurn, len(picks)), make([]evidence.Turn, len(picks)), make([][]byte, len(picks))
+	for i, k := range picks {
+		out.turns[i], out.rows[i], out.keys[i] = tb.turns[k], tb.rows[k], tb.keys[k]
+	}
+	var err error
+	out.chunks, err = s.cutChunks(tb.id, out.rows, out.turns, tb.source)
+	return &out, err
 }
 
 // kept is the batch's turns as they were kept.

@@ -360,9 +360,7 @@ func (s *Service) restoreBatch(ctx context.Context, p auth.Principal, r restoreC
 		case errors.Is(err, errHeadMoved):
 			continue
 		case errors.Is(err, errErased):
-			return httperr.New(http.StatusConflict, CodePreconditionFailed,
-				"an erasure removed memories of this snapshot while it was restored; retry: the restore leaves them out").
-				With("batches_written", ans.Batches)
+			return erasedWhileRestoring(ans.Batches)
 		case err != nil:
 			return commitError(err)
 		}
@@ -423,4 +421,12 @@ func (s *Service) restorePlan(ctx context.Context, p auth.Principal, r restoreCa
 func blacklistedRow(pol *policy, row *memrow.Row) bool {
 	_, hit := pol.blacklisted(memrow.ValueText(row.Value))
 	return hit
+}
+
+// erasedWhileRestoring answers a restore an erasure overtook: what it wrote stands, and
+// a retry leaves out what the erasure removed.
+func erasedWhileRestoring(batches int) error {
+	return httperr.New(http.StatusConflict, CodePreconditionFailed,
+		"an erasure removed memories or turns of this snapshot while it was restored; retry: the restore leaves them out").
+		With("batches_written", batches)
 }

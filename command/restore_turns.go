@@ -6,11 +6,14 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/evidence"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/snapshot"
 )
 
@@ -24,6 +27,14 @@ import (
 // removed from the snapshot's namespace or this one since are left out, as the
 // erased memories are. Restored turns are kept as imported: a later
 // observe.crystallize does not extract them again.
+//
+// The fence against an erasure is the memory restore's: the read of the erasures is
+// made again inside each write's transaction, once it holds the namespace's generation
+// lock (the lock an erasure's step 1 holds while it removes rows), and an erasure of
+// the user found there refuses the restore with the memory restore's 409 (a retry
+// leaves the user out). A restored turn may be numbered after turns the session held
+// already, so a digest is kept ending at the restored turn its window ended at (by
+// turn id), not at the snapshot's index.
 
 // restoreTurnBytes bounds the text of one conversation's turns kept in one record, far
 // under the broker's record limit (maxRequestRecordBytes) once sealed and encoded.
@@ -40,10 +51,19 @@ type conversationRestore struct {
 	bytes          int
 	erased         map[string]bool // users erased since; nil until read
 	namespaceGone  bool            // the source or the target namespace was erased since
+	// turnAt names the turn each snapshot position (user, session, message index) is
+	// now in the namespace, for the digests that follow the turns.
+	turnAt map[turnPosition]string
+}
+
+// turnPosition is a turn's place in the snapshot's numbering.
+type turnPosition struct {
+	userID, sessionID string
+	index             int
 }
 
 func (s *Service) newConversationRestore(p auth.Principal, target, source string, ans *RestoreAnswer) *conversationRestore {
-	return &conversationRestore{s: s, p: p, target: target, source: source, ans: ans}
+	return &conversationRestore{s: s, p: p, target: target, source: source, ans: ans, turnAt: map[turnPosition]string{}}
 }
 
 // checkRestoredRecord holds a snapshot's turn or digest to what keeping it needs.
@@ -99,7 +119,7 @@ func (c *conversationRestore) add(ctx context.Context, line snapshot.Line) error
 // skipped reports whether an erasure since removed the user's record.
 func (c *conversationRestore) skipped(ctx context.Context, userID string) (bool, error) {
 	if c.erased == nil {
-		users, gone, err := c.s.erasedSince(ctx, c.p.Org, []string{c.source, c.target})
+		users, gone, err := c.s.erasedSince(ctx, c.s.pool, c.p.Org, []string{c.source, c.target})
 		if err != nil {
 			return false, httperr.Store("reading the erasures", err)
 		}
@@ -139,6 +159,7 @@ func (c *conversationRestore) flush(ctx context.Context) error {
 	var turns []observedTurn
 	drawn := map[string][]string{}
 	for _, t := range group {
+		c.turnAt[turnPosition{t.UserID, t.SessionID, t.MessageIndex}] = t.TurnID
 		if held[t.TurnID] {
 			c.ans.Counts.TurnsUnchanged++
 			continue
@@ -164,22 +185,69 @@ func (c *conversationRestore) flush(ctx context.Context) error {
 		}
 		return out
 	}
-	if _, _, err := c.s.keepTurns(ctx, id, turns, evidence.SourceImport, links); err != nil {
+	tb, err := c.s.sealTurns(ctx, id, turns, evidence.SourceImport)
+	if err != nil {
+		return err
+	}
+	tb.fence = c.fence(first.UserID)
+	if err := c.s.commitTurns(ctx, tb, links); err != nil {
 		return err
 	}
 	c.ans.Counts.Turns += int64(len(turns))
 	return nil
 }
 
-// keepDigest keeps a session's digest over the restored turns; one whose last turn the
-// namespace does not hold is not kept.
+// fence refuses a write of userID's record, in its transaction under the namespace's
+// generation lock, when an erasure of the user or of either namespace was requested
+// since (the ledger read again, not the one read before the write).
+func (c *conversationRestore) fence(userID string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		users, gone, err := c.s.erasedSince(ctx, tx, c.p.Org, []string{c.source, c.target})
+		if err != nil {
+			return err
+		}
+		if gone || users[userID] {
+			return erasedWhileRestoring(c.ans.Batches)
+		}
+		return nil
+	}
+}
+
+// keepDigest keeps a session's digest over the restored turns, ending at the turn
+// its window ended at in the snapshot; one whose last turn the namespace does not hold
+// is not kept.
 func (c *conversationRestore) keepDigest(ctx context.Context, d *snapshot.Digest) error {
 	if skip, err := c.skipped(ctx, d.UserID); err != nil || skip {
 		return err
 	}
-	kept, err := c.s.KeepSessionDigest(ctx, evidence.Digest{Org: c.p.Org, Namespace: c.target, UserID: d.UserID, SessionID: d.SessionID,
-		WindowEnd: d.WindowEnd, Turns: d.Turns, Model: d.Model}, d.Text)
-	if err != nil {
+	last, ok := c.turnAt[turnPosition{d.UserID, d.SessionID, d.WindowEnd}]
+	if !ok {
+		return nil // its last turn is not in the snapshot
+	}
+	dg := evidence.Digest{Org: c.p.Org, Namespace: c.target, UserID: d.UserID, SessionID: d.SessionID,
+		LastTurnID: last, Turns: d.Turns, Model: d.Model}
+	if err := c.s.sealDigest(&dg, d.Text); err != nil {
+		return err
+	}
+	kept := false
+	err := pg.InTx(ctx, c.s.pool, func(tx pgx.Tx) error {
+		if _, err := generations.Lock(ctx, tx, c.p.Org, c.target); errors.Is(err, generations.ErrUnwritten) {
+			return nil // no turn of it is held: nothing to digest
+		} else if err != nil {
+			return fmt.Errorf("lock the namespace's generation: %w", err)
+		}
+		if err := c.fence(d.UserID)(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		kept, err = evidence.InsertDigest(ctx, tx, dg)
+		return err
+	})
+	var he *httperr.Error
+	switch {
+	case errors.As(err, &he):
+		return he
+	case err != nil:
 		return httperr.Store("keeping a session's digest", fmt.Errorf("session %s: %w", d.SessionID, err))
 	}
 	if kept {

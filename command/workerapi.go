@@ -206,17 +206,23 @@ func (s *Service) EmbedWorkerRow(ctx context.Context, r *WorkerRow) error {
 // wrapped on its row alone, superseding the session's digests before it. False: the
 // last turn it read is gone (an erasure or a redaction took it), and nothing is kept.
 func (s *Service) KeepSessionDigest(ctx context.Context, d evidence.Digest, text string) (bool, error) {
-	key, err := events.NewDataKey()
-	if err != nil {
-		return false, err
-	}
-	if d.DataKey, err = s.storedKey(key); err != nil {
-		return false, err
-	}
-	if d.Sealed, err = evidence.SealDigest(key, text); err != nil {
+	if err := s.sealDigest(&d, text); err != nil {
 		return false, err
 	}
 	return evidence.InsertDigest(ctx, s.pool, d)
+}
+
+// sealDigest seals a digest's text under a fresh data key, kept wrapped on its row.
+func (s *Service) sealDigest(d *evidence.Digest, text string) error {
+	key, err := events.NewDataKey()
+	if err != nil {
+		return err
+	}
+	if d.DataKey, err = s.storedKey(key); err != nil {
+		return err
+	}
+	d.Sealed, err = evidence.SealDigest(key, text)
+	return err
 }
 
 // SensitivityRelabel is the sensitivity sweep's copy of a head written by a path that

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -18,8 +19,10 @@ import (
 
 // erasure.export is the subject-access export: every memory of one user across the
 // org's namespaces the token reaches, each with every version of it the journal holds,
-// read from the authority in one repeatable-read transaction and streamed as JSON
-// Lines in the snapshot framing (internal/snapshot). An admin's call, on record in
+// then the user's conversation record there (every kept turn, opened, with the
+// memories drawn from it, and every session digest), read from the authority in one
+// repeatable-read transaction and streamed as JSON Lines in the snapshot framing
+// (internal/snapshot). An admin's call, on record in
 // loom.read_audit. It is a read, so the read side serves it; it holds only the rows
 // whose identity names the user, so nothing of another user's is in it.
 
@@ -53,6 +56,18 @@ type exportVersion struct {
 	Op        string      `json:"op"`
 	Committed time.Time   `json:"committed_at"`
 	Row       *memrow.Row `json:"row"`
+}
+
+// exportTurn is one kept turn of the user, as a snapshot's turn line with its namespace.
+type exportTurn struct {
+	Namespace string `json:"namespace"`
+	snapshot.Turn
+}
+
+// exportDigest is one session digest of the user, with its namespace.
+type exportDigest struct {
+	Namespace string `json:"namespace"`
+	snapshot.Digest
 }
 
 // Export opens erasure.export of userID.
@@ -133,5 +148,22 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 	if err := flush(); err != nil {
 		return snapshot.End{}, err
 	}
+	if err := s.writeExportedConversation(ctx, tx, h, sw); err != nil {
+		return snapshot.End{}, err
+	}
 	return sw.Close()
+}
+
+// writeExportedConversation streams the user's turns, then their session digests.
+func (s *Service) writeExportedConversation(ctx context.Context, tx pgx.Tx, h exportHeader, sw *snapshot.Writer) error {
+	err := evidence.EachTurnOf(ctx, tx, h.Org, h.UserID, h.Namespaces, s.unwrapKey,
+		func(ns string, o evidence.Opened, source string, memoryIDs []string) error {
+			return sw.WriteRecord(exportTurn{Namespace: ns, Turn: snapshotTurn(o, source, memoryIDs)})
+		})
+	if err != nil {
+		return err
+	}
+	return evidence.EachDigestOf(ctx, tx, h.Org, h.UserID, h.Namespaces, s.unwrapKey, func(ns string, d evidence.OpenedDigest) error {
+		return sw.WriteRecord(exportDigest{Namespace: ns, Digest: snapshotDigest(d)})
+	})
 }

@@ -165,9 +165,7 @@ func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Heade
 // restore cuts them again from the turns, as their write cut them.
 func (s *Service) writeConversation(ctx context.Context, tx pgx.Tx, h snapshot.Header, sw *snapshot.Writer) error {
 	err := evidence.EachTurn(ctx, tx, h.Org, h.Namespace, s.unwrapKey, func(o evidence.Opened, source string, memoryIDs []string) error {
-		return sw.WriteRecord(snapshot.Turn{Kind: snapshot.KindTurn, TurnID: o.TurnID, Agent: o.Agent, UserID: o.UserID,
-			SessionID: o.SessionID, Role: o.Role, Speaker: o.Speaker, MessageIndex: o.MessageIndex, OccurredAt: o.OccurredAt.UTC(),
-			Source: source, Text: o.Text, MemoryIDs: memoryIDs})
+		return sw.WriteRecord(snapshotTurn(o, source, memoryIDs))
 	})
 	if err != nil {
 		return err
@@ -177,13 +175,24 @@ func (s *Service) writeConversation(ctx context.Context, tx pgx.Tx, h snapshot.H
 		return err
 	}
 	for _, d := range digests {
-		err := sw.WriteRecord(snapshot.Digest{Kind: snapshot.KindDigest, UserID: d.UserID, SessionID: d.SessionID, WindowEnd: d.WindowEnd,
-			Turns: d.Turns, Model: d.Model, CreatedAt: d.CreatedAt.UTC(), Text: d.Text})
-		if err != nil {
+		if err := sw.WriteRecord(snapshotDigest(d)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// snapshotTurn is a kept turn's line, as a snapshot and an export carry it.
+func snapshotTurn(o evidence.Opened, source string, memoryIDs []string) snapshot.Turn {
+	return snapshot.Turn{Kind: snapshot.KindTurn, TurnID: o.TurnID, Agent: o.Agent, UserID: o.UserID,
+		SessionID: o.SessionID, Role: o.Role, Speaker: o.Speaker, MessageIndex: o.MessageIndex, OccurredAt: o.OccurredAt.UTC(),
+		Source: source, Text: o.Text, MemoryIDs: memoryIDs}
+}
+
+// snapshotDigest is a session digest's line, as a snapshot and an export carry it.
+func snapshotDigest(d evidence.OpenedDigest) snapshot.Digest {
+	return snapshot.Digest{Kind: snapshot.KindDigest, UserID: d.UserID, SessionID: d.SessionID, WindowEnd: d.WindowEnd,
+		Turns: d.Turns, Model: d.Model, CreatedAt: d.CreatedAt.UTC(), Text: d.Text}
 }
 
 // snapshotDeadline bounds how long one bulk read may stream.

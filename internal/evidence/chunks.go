@@ -6,6 +6,7 @@ package evidence
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -231,26 +232,53 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 	if err != nil {
 		return nil, fmt.Errorf("read the sessions' digests: %w", err)
 	}
-	defer rows.Close()
 	var out []OpenedDigest
+	err = openDigests(rows, unwrap, nil, func(d OpenedDigest) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// EachDigestOf calls fn with every kept digest of one user in the org's namespaces
+// (nil: every one), by namespace, session and window: a subject-access export's read.
+func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
+	fn func(ns string, d OpenedDigest) error) error {
+	rows, err := q.Query(ctx, `SELECT d.namespace, d.user_id, d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
+		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = $2 AND ($3::text[] IS NULL OR d.namespace = ANY($3))
+		ORDER BY d.namespace, d.session_id, d.window_end`, org, userID, namespaces)
+	if err != nil {
+		return fmt.Errorf("read the user's digests: %w", err)
+	}
+	var ns string
+	return openDigests(rows, unwrap, []any{&ns}, func(d OpenedDigest) error { return fn(ns, d) })
+}
+
+// openDigests reads rows of a digest's columns after lead, opens each digest in Go
+// with unwrap and hands it to add.
+func openDigests(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any, add func(OpenedDigest) error) error {
+	defer rows.Close()
 	for rows.Next() {
 		var d OpenedDigest
 		var stored, sealed []byte
-		if err := rows.Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed); err != nil {
-			return nil, fmt.Errorf("read the sessions' digests: %w", err)
+		dest := append(slices.Clone(lead), &d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed)
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("read the sessions' digests: %w", err)
 		}
 		key, err := unwrap(stored)
 		if err != nil {
-			return nil, fmt.Errorf("open the key of session %s's digest: %w", d.SessionID, err)
+			return fmt.Errorf("open the key of session %s's digest: %w", d.SessionID, err)
 		}
 		text, err := rowseal.Open(key, rowseal.LabelDigest, sealed)
 		if err != nil {
-			return nil, fmt.Errorf("open session %s's digest: %w", d.SessionID, err)
+			return fmt.Errorf("open session %s's digest: %w", d.SessionID, err)
 		}
 		d.Text = string(text)
-		out = append(out, d)
+		if err := add(d); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // QueueHasTurns queues the read of whether any of the namespaces holds a kept turn in

@@ -22,9 +22,10 @@ import (
 // under the KEK) and the text sealed under it (SealDigest).
 type Digest struct {
 	Org, Namespace, UserID, SessionID string
-	WindowEnd                         int   // the message index of the last turn it read
-	Turns                             int   // how many turns of the session it covers
-	Seq                               int64 // the seq of that turn's record
+	WindowEnd                         int    // the message index of the last turn it read
+	LastTurnID                        string // when set, that turn's index is WindowEnd (InsertDigest)
+	Turns                             int    // how many turns of the session it covers
+	Seq                               int64  // the seq of that turn's record
 	Model                             string
 	DataKey, Sealed                   []byte
 }
@@ -42,21 +43,30 @@ func SealDigest(dataKey []byte, text string) ([]byte, error) {
 
 // InsertDigest writes a digest and deletes the session's digests it supersedes, in
 // one statement, but only while the last turn it read is still kept: a digest of
-// turns an erasure or a redaction removed meanwhile is not written (false).
+// turns an erasure or a redaction removed meanwhile is not written (false). A digest
+// naming its last turn by id (LastTurnID: a restore's, whose turns may be numbered
+// after turns the session held already) ends at that turn's index, wherever it is.
 func InsertDigest(ctx context.Context, q Querier, d Digest) (bool, error) {
+	var lastTurn *string
+	if d.LastTurnID != "" {
+		lastTurn = &d.LastTurnID
+	}
 	var n int
-	err := q.QueryRow(ctx, `WITH ins AS (
+	err := q.QueryRow(ctx, `WITH last AS (
+			SELECT e.seq, e.message_index FROM loom.memory_evidence e
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = $3 AND e.session_id = $4
+			  AND CASE WHEN $10::uuid IS NULL THEN e.message_index = $5 ELSE e.turn_id = $10::uuid END
+			LIMIT 1),
+		ins AS (
 			INSERT INTO loom.session_summaries (org, namespace, user_id, session_id, window_end, turns, seq, model, data_key, sealed)
-			SELECT $1, $2, $3, $4, $5, $6, e.seq, $7, $8, $9 FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = $3 AND e.session_id = $4 AND e.message_index = $5
-			LIMIT 1
+			SELECT $1, $2, $3, $4, l.message_index, $6, l.seq, $7, $8, $9 FROM last l
 			ON CONFLICT DO NOTHING RETURNING 1),
 		old AS (
 			DELETE FROM loom.session_summaries s
-			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = $3 AND s.session_id = $4 AND s.window_end < $5
-			  AND EXISTS (SELECT 1 FROM ins))
+			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = $3 AND s.session_id = $4
+			  AND s.window_end < (SELECT message_index FROM last) AND EXISTS (SELECT 1 FROM ins))
 		SELECT count(*) FROM ins`,
-		d.Org, d.Namespace, d.UserID, d.SessionID, d.WindowEnd, d.Turns, d.Model, d.DataKey, d.Sealed).Scan(&n)
+		d.Org, d.Namespace, d.UserID, d.SessionID, d.WindowEnd, d.Turns, d.Model, d.DataKey, d.Sealed, lastTurn).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("write the session's digest: %w", err)
 	}

@@ -203,27 +203,42 @@ func SourcesOf(ctx context.Context, q Querier, s Scope, memoryIDs []string) (map
 // from it: a snapshot's read, streamed row by row.
 func EachTurn(ctx context.Context, q Querier, org, ns string, unwrap func([]byte) ([]byte, error),
 	fn func(o Opened, source string, memoryIDs []string) error) error {
-	rows, err := q.Query(ctx, `SELECT e.source, ARRAY(SELECT DISTINCT l.memory_id::text FROM loom.memory_belief_sources l
+	return eachTurn(ctx, q, `e.org = $1 AND e.namespace = $2`, []any{org, ns}, unwrap,
+		func(_ string, o Opened, source string, memoryIDs []string) error { return fn(o, source, memoryIDs) })
+}
+
+// EachTurnOf calls fn with every turn of one user in the org's namespaces (nil: every
+// one), by namespace, agent, session and message index, as EachTurn does: a
+// subject-access export's read.
+func EachTurnOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
+	fn func(ns string, o Opened, source string, memoryIDs []string) error) error {
+	return eachTurn(ctx, q, `e.org = $1 AND e.user_id = $2 AND ($3::text[] IS NULL OR e.namespace = ANY($3))`,
+		[]any{org, userID, namespaces}, unwrap, fn)
+}
+
+func eachTurn(ctx context.Context, q Querier, where string, args []any, unwrap func([]byte) ([]byte, error),
+	fn func(ns string, o Opened, source string, memoryIDs []string) error) error {
+	rows, err := q.Query(ctx, `SELECT e.namespace, e.source, ARRAY(SELECT DISTINCT l.memory_id::text FROM loom.memory_belief_sources l
 			WHERE l.org = e.org AND l.namespace = e.namespace AND l.turn_id = e.turn_id ORDER BY 1), `+sealedCols+`
-		FROM loom.memory_evidence e WHERE e.org = $1 AND e.namespace = $2
-		ORDER BY e.agent, e.user_id, e.session_id, e.message_index, e.occurred_at`, org, ns)
+		FROM loom.memory_evidence e WHERE `+where+`
+		ORDER BY e.namespace, e.agent, e.user_id, e.session_id, e.message_index, e.occurred_at`, args...)
 	if err != nil {
-		return fmt.Errorf("read the namespace's turns: %w", err)
+		return fmt.Errorf("read the turns: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var o Opened
-		var source string
+		var ns, source string
 		var memoryIDs []string
 		var stored, sealed []byte
-		if err := rows.Scan(&source, &memoryIDs, &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex,
+		if err := rows.Scan(&ns, &source, &memoryIDs, &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex,
 			&o.OccurredAt, &stored, &sealed); err != nil {
-			return fmt.Errorf("read the namespace's turns: %w", err)
+			return fmt.Errorf("read the turns: %w", err)
 		}
 		if err := openRow(&o, stored, sealed, unwrap); err != nil {
 			return err
 		}
-		if err := fn(o, source, memoryIDs); err != nil {
+		if err := fn(ns, o, source, memoryIDs); err != nil {
 			return err
 		}
 	}

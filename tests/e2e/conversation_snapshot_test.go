@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,6 +79,50 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 			turns, digests, end)
 	}
 
+	// alice's subject-access export holds her turns, opened, and her session digests,
+	// and nothing of bob's.
+	var exported []client.ExportTurn
+	var exportedDigests []client.ExportDigest
+	var exportEnd client.End
+	exportPayload := readAll(t, must[*client.Stream](t, "export")(e.tc.Export(ctx, "alice")))
+	err = client.ReadLines(bytes.NewReader(exportPayload), func(kind string, line json.RawMessage) error {
+		switch kind {
+		case "turn":
+			var x client.ExportTurn
+			err := json.Unmarshal(line, &x)
+			exported = append(exported, x)
+			return err
+		case "digest":
+			var x client.ExportDigest
+			err := json.Unmarshal(line, &x)
+			exportedDigests = append(exportedDigests, x)
+			return err
+		case "end":
+			return json.Unmarshal(line, &exportEnd)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobTurn *client.ExportTurn
+	for i, x := range exported {
+		if x.UserID != "alice" || x.Namespace != e.ns {
+			t.Errorf("alice's export holds a turn of %s in %s", x.UserID, x.Namespace)
+		}
+		if x.TurnID == s1.TurnIDs[2] {
+			jobTurn = &exported[i]
+		}
+	}
+	if len(exported) != 9 || jobTurn == nil || jobTurn.Text != "I work as a nurse at Santa Maria hospital." ||
+		jobTurn.Speaker != "Alice" || len(jobTurn.MemoryIDs) != 1 || jobTurn.MemoryIDs[0] != job.MemoryID {
+		t.Errorf("alice's export: %d turns, the job's turn %+v; want her 9 turns, the job's opened and linked to its fact", len(exported), jobTurn)
+	}
+	if len(exportedDigests) == 0 || !strings.Contains(exportedDigests[0].Text, "Santa Maria") ||
+		exportEnd.Records != int64(len(exported)+len(exportedDigests)) {
+		t.Errorf("alice's export: digests %+v, end %+v", exportedDigests, exportEnd)
+	}
+
 	dst := testenv.Unique(t, "conv-restored")
 	ans := must[*client.RestoreAnswer](t, "restore")(e.tc.RestoreNamespace(ctx, dst, payload))
 	if ans.Counts.Restored != 2 || ans.Counts.Turns != 10 || ans.Counts.TurnsUnchanged != 0 || ans.Counts.Digests != int64(digests) {
@@ -85,6 +130,26 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 	}
 	if d := digestOf(dst); !strings.Contains(d, "Santa Maria") {
 		t.Errorf("s1's digest in the restored namespace: %q", d)
+	}
+	// Into a namespace where alice's s1 holds two turns already: the restored turns are
+	// numbered after them, and s1's digest ends at its last restored turn, not at the
+	// index the snapshot gave it.
+	busy := testenv.Unique(t, "conv-busy")
+	must[*client.ObserveAnswer](t, "observe into s1")(e.tc.Observe(ctx, busy, client.ObserveRequest{
+		Identity: client.Identity{UserID: "alice", SessionID: "s1"}, Turns: []client.ObservedTurn{
+			{Role: "user", Content: "Hello again."}, {Role: "assistant", Content: "Welcome back."}}}))
+	must[*client.RestoreAnswer](t, "restore into a busy session")(e.tc.RestoreNamespace(ctx, busy, payload))
+	windowEnd := func(ns string) int {
+		var d struct {
+			WindowEnd int `json:"window_end"`
+		}
+		if err := json.Unmarshal([]byte(digestOf(ns)), &d); err != nil {
+			t.Fatalf("s1's digest in %s: %v", ns, err)
+		}
+		return d.WindowEnd
+	}
+	if got, src := windowEnd(busy), windowEnd(e.ns); got != src+2 {
+		t.Errorf("s1's digest restored after two held turns ends at index %d; want %d (the snapshot's %d after the two)", got, src+2, src)
 	}
 	byFact := must[*client.RecallAnswer](t, "recall by key")(e.tc.Recall(ctx, dst, client.RecallRequest{Key: "user.job",
 		Identity: client.Identity{UserID: "alice", SessionID: "s1"}, Window: intp(1)}))
@@ -125,5 +190,83 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		if hit.UserID == "bob" {
 			t.Errorf("an erased user's turn came back: %+v", hit.Turn)
 		}
+	}
+}
+
+// A restore of a snapshot's turns that races an erasure of their user is fenced as its
+// memories are: the restore blocks on the namespace's generation lock while bob is
+// erased across the org, then answers 409 instead of writing bob's turns back, and a
+// retry leaves them out.
+func TestTurnRestoreRacingAnErasureIsFenced(t *testing.T) {
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	observe := func(ns, user, text string) {
+		must[*client.ObserveAnswer](t, "observe")(e.tc.Observe(ctx, ns, client.ObserveRequest{
+			Identity: client.Identity{UserID: user, SessionID: user + "-s"}, Turns: []client.ObservedTurn{{Role: "user", Content: text}}}))
+	}
+	observe(e.ns, "alice", "Alice keeps bees on her roof.")
+	observe(e.ns, "bob", "Bob's greyhound Rocket hates the beach.")
+	payload := readAll(t, must[*client.Stream](t, "snapshot")(e.tc.SnapshotNamespace(ctx, e.ns)))
+	dst := testenv.Unique(t, "conv-race")
+	observe(dst, "carol", "Carol is already here.") // so dst has a generation to lock
+
+	// Hold dst's generation lock, as an erasure's step 1 or a commit does.
+	pool := env.PG(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM loom.scope_generations WHERE org = $1 AND scope = $2 FOR UPDATE`,
+		e.org, dst).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ans *client.RestoreAnswer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ans, err := e.tc.RestoreNamespace(ctx, dst, payload)
+		done <- result{ans, err}
+	}()
+	testenv.Eventually(t, 60*time.Second, "the restore to wait on dst's generation lock", func() bool {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`,
+			holder).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	// bob is erased while the restore, past its read of the erasures, waits.
+	e.c.Erasure(t, client.ErasureRequest{UserID: "bob"})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	var ce *client.Error
+	if !errors.As(r.err, &ce) || ce.Status != http.StatusConflict || ce.Code != client.CodePreconditionFailed {
+		t.Fatalf("a restore overtaken by bob's erasure answered %+v, %v; want 409 PRECONDITION_FAILED", r.ans, r.err)
+	}
+	bobsTurns := func() int {
+		ans := must[*client.RecallAnswer](t, "recall bob's turn")(e.tc.Recall(ctx, dst, client.RecallRequest{Query: "greyhound Rocket beach",
+			Identity: client.Identity{UserID: "bob"}}))
+		return len(ans.Hits)
+	}
+	if n := bobsTurns(); n != 0 {
+		t.Fatalf("bob's turn came back into %s after his erasure: %d hits", dst, n)
+	}
+	again := must[*client.RestoreAnswer](t, "restore again")(e.tc.RestoreNamespace(ctx, dst, payload))
+	if again.Counts.TurnsErasedSkipped != 1 || again.Counts.Turns+again.Counts.TurnsUnchanged != 1 {
+		t.Errorf("the retry: %+v; want alice's turn kept and bob's left out", again.Counts)
+	}
+	if n := bobsTurns(); n != 0 {
+		t.Errorf("bob's turn came back with the retry: %d hits", n)
 	}
 }

@@ -2,13 +2,18 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -335,6 +340,43 @@ func TestImportKeepsItsItems(t *testing.T) {
 	}
 	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_evidence WHERE org = $1 AND namespace = $2`, e.org, e.ns); n != 2 {
 		t.Errorf("%d turns kept after the import and its re-run, want 2", n)
+	}
+}
+
+// memory.import's texts commit with its memories: when the process loses the import's
+// commit on the way back (a crash right after COMMIT), the memory it wrote already has
+// the text it came from, and nothing is kept twice.
+func TestAnImportsTextsCommitWithItsMemories(t *testing.T) {
+	ctx := context.Background()
+	var cut atomic.Bool
+	_, raw, org := env.OrgAPI(t, nil, app.WithCommandFaults(command.Faults{AfterCommit: func() error {
+		if cut.CompareAndSwap(true, false) {
+			return errors.New("the process died after COMMIT")
+		}
+		return nil
+	}}))
+	ns := testenv.Unique(t, "import-one-commit")
+	const text = "Alice is allergic to penicillin"
+	cut.Store(true)
+	r := raw.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:import",
+		[]byte(`{"user_id": "alice", "items": [{"text": "`+text+`"}]}`))
+	if r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("an import whose commit answer was lost: %d %s", r.Status, r.Body)
+	}
+	sum := sha256.Sum256([]byte(text))
+	key := "import:" + hex.EncodeToString(sum[:])[:24]
+	tc := raw.Typed(t)
+	if _, err := tc.Get(ctx, ns, key, client.Identity{UserID: "alice"}, time.Time{}); err != nil {
+		t.Fatalf("the imported memory: %v", err)
+	}
+	rec := must[*client.RecallAnswer](t, "recall")(tc.Recall(ctx, ns, client.RecallRequest{Key: key, Identity: client.Identity{UserID: "alice"}}))
+	if len(rec.Hits) != 1 || rec.Hits[0].Text != text {
+		t.Fatalf("the imported memory's text after the lost commit: %+v; want the text it came from", rec)
+	}
+	must[*client.ImportAnswer](t, "import again")(tc.Import(ctx, ns, client.ImportRequest{Identity: client.Identity{UserID: "alice"},
+		Items: []client.ImportItem{{Text: text}}}))
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_evidence WHERE org = $1 AND namespace = $2`, org, ns); n != 1 {
+		t.Errorf("%d texts kept after the import and its retry, want 1", n)
 	}
 }
 
