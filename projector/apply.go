@@ -213,7 +213,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		if err != nil {
 			return err
 		}
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, chained, graphRows); err != nil {
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, chained, graphRows, p.stems); err != nil {
 			return err
 		}
 		if err := p.writeDocuments(ctx, conn, b.documents); err != nil {
