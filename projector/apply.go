@@ -191,14 +191,6 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 			b, rows, failed, skipped = setAside(b, rows, bad, marks)
 			keyless = inBatch(b, keyless)
 			p.sealed.Add(float64(skipped))
-			missing, err := carryVectors(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows)
-			if err != nil {
-				return err
-			}
-			p.uncarried.Add(float64(missing))
-			if graphRows, err = foldGraph(ctx, p.ch, p.cfg.Tables, b, rows, marks); err != nil {
-				return err
-			}
 		}
 		// A redaction's record seals nothing: its audit row names the memory and the
 		// version, not the key.
@@ -209,11 +201,36 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		if err := p.faults.beforeInsert(audits); err != nil {
 			return err
 		}
-		chained, err := chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures, p.unchained == nil || !p.unchained())
+		// The batch's three reads of ClickHouse (the copies' vectors, the graph's state,
+		// the audit chains' last hashes) depend on nothing but the opened rows, which
+		// none changes: they run at once, and the copies take their vectors after.
+		var carried map[int]*events.Content
+		var missing int
+		var chained []*auditRow
+		err := all(
+			func() (err error) {
+				carried, missing, err = carryVectors(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows)
+				return err
+			},
+			func() (err error) {
+				if len(b.revisions) > 0 {
+					graphRows, err = foldGraph(ctx, p.ch, p.cfg.Tables, b, rows, marks)
+				}
+				return err
+			},
+			func() (err error) {
+				chained, err = chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures, p.unchained == nil || !p.unchained())
+				return err
+			},
+		)
 		if err != nil {
 			return err
 		}
-		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, chained, graphRows); err != nil {
+		for i, c := range carried {
+			rows[i].content = c
+		}
+		p.uncarried.Add(float64(missing))
+		if err := writeRows(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows, chained, graphRows, p.stems); err != nil {
 			return err
 		}
 		if err := p.writeDocuments(ctx, conn, b.documents); err != nil {

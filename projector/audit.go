@@ -136,23 +136,64 @@ func erasureAudit(env *events.Envelope) *auditRow {
 		MemoryID: mustUUID("").String(), Status: status, RequestID: env.Erasure.ID}}
 }
 
+// auditWindow is how far below a namespace's first seq in a batch the chain's last
+// hash is looked for first. A namespace's seqs run on without gaps, bar the ones an
+// erasure withdrew, so its last row is nearly always just below: reading only the
+// window keeps a batch's read to a few rows however long the chain is (a replay of a
+// namespace of a million rows would otherwise scan all that lie below each batch).
+const auditWindow = 4096
+
 // lastAuditHashes reads, for each namespace of rows (sorted), the hash of the last audit
-// row (in seq, op order) the table holds below the namespace's first row here, in one
-// statement.
+// row (in seq, op order) the table holds below the namespace's first row here: within
+// the window below it in one statement, and, for a namespace with no row there, below
+// it at all in a second. Either answer is the same: a row in the window outranks every
+// row under it.
 func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []*auditRow) (map[nsKey]string, error) {
-	var preds []string
-	var args []any
-	seen := map[nsKey]bool{}
+	firsts := map[nsKey]uint64{}
+	var order []nsKey
 	for _, r := range rows {
 		k := nsKey{r.Org, r.Namespace}
-		if seen[k] {
+		if _, seen := firsts[k]; seen {
 			continue
 		}
-		seen[k] = true
-		preds = append(preds, "(org = ? AND namespace = ? AND seq < ?)")
-		args = append(args, r.Org, r.Namespace, r.Seq)
+		firsts[k] = r.Seq
+		order = append(order, k)
 	}
 	out := map[nsKey]string{}
+	if err := readLastAuditHashes(ctx, conn, set, order, firsts, auditWindow, out); err != nil {
+		return nil, err
+	}
+	var rest []nsKey
+	for _, k := range order {
+		if _, ok := out[k]; !ok && firsts[k] > auditWindow {
+			rest = append(rest, k)
+		}
+	}
+	if err := readLastAuditHashes(ctx, conn, set, rest, firsts, 0, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readLastAuditHashes reads into out the last audit hash below firsts[k] of each
+// namespace in keys, within window seqs of it (0: no bound), in one statement.
+func readLastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, keys []nsKey, firsts map[nsKey]uint64, window uint64,
+	out map[nsKey]string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var preds []string
+	var args []any
+	for _, k := range keys {
+		first := firsts[k]
+		if window > 0 && first > window {
+			preds = append(preds, "(org = ? AND namespace = ? AND seq < ? AND seq >= ?)")
+			args = append(args, k.org, k.namespace, first, first-window)
+			continue
+		}
+		preds = append(preds, "(org = ? AND namespace = ? AND seq < ?)")
+		args = append(args, k.org, k.namespace, first)
+	}
 	q := "SELECT org, namespace, argMax(row_hash, (seq, op)) FROM " + set.Qualified("audit_log") + " WHERE " + strings.Join(preds, " OR ") + " GROUP BY org, namespace"
 	err := conn.Each(conn.Ctx(ctx), q, args, func(scan func(...any) error) error {
 		var k nsKey
@@ -164,9 +205,9 @@ func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the audit chains' last hashes: %w", err)
+		return fmt.Errorf("read the audit chains' last hashes: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // inBatch keeps the envelopes of the namespaces b still holds.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/tableset"
 )
@@ -27,9 +28,10 @@ func needsCarry(o opened) bool {
 	return len(o.content.Embedding) == 0 && o.env.Revision.EmbeddingDim > 0 && !o.env.Revision.Tombstone
 }
 
-// carryVectors fills the vectors of the batch's copies in place, from the documents of
-// set, and returns how many it could not find.
-func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened) (int, error) {
+// carryVectors finds the vectors of the batch's copies, from the documents of set: the
+// content each copy of rows (by index) takes, and how many it could not find. rows is
+// only read, so the batch's other reads may run beside it.
+func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened) (map[int]*events.Content, int, error) {
 	type doc = storedDoc
 	latest := map[identity]doc{}
 	want := map[identity]bool{}
@@ -46,8 +48,9 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 	}
 	stored, err := readDocs(ctx, conn, set, want)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
+	carried := map[int]*events.Content{}
 	missing := 0
 	for i, o := range rows {
 		id := identityOf(o)
@@ -68,9 +71,9 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 		}
 		c := *o.content
 		c.Embedding, c.KeyEmbedding = d.vector, d.keyVe
-		rows[i].content = &c
+		carried[i] = &c
 	}
-	return missing, nil
+	return carried, missing, nil
 }
 
 type storedDoc = struct {

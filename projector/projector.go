@@ -20,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/text"
 	"github.com/loomplane/loom/internal/tracing"
 )
 
@@ -44,6 +45,9 @@ type Faults struct {
 	// them; an error fails the inserts, as ClickHouse refusing the rows would.
 	BeforeInsert func(org, namespace string) error
 }
+
+// stemMemo is how many words a projector's stem memo holds before it starts again.
+const stemMemo = 1 << 16
 
 // Group is the consumer group of a projection.
 func Group(name string) string { return "loom-projection-" + name }
@@ -92,6 +96,8 @@ type Projector struct {
 	// (empty hashes, as rows from before the chain): `loomd bench chain` measures the
 	// chain's cost with it, nothing else sets it.
 	unchained func() bool
+	// stems memoises the lexical rows' stemming: a replay stems the same words over and over.
+	stems *text.Stems
 
 	// tracer traces the processing of each record a traced write queued, produced
 	// since runStart (when Run last started).
@@ -108,6 +114,7 @@ func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, po
 		FillWait: fillWaitFor(section.Interval)}
 	l := cfg.Name
 	return &Projector{cfg: cfg, pool: pool, ch: conn, log: log.With("projection", cfg.Name), faults: faults, tracer: tracing.Tracer(nil),
+		stems:     text.NewStems(stemMemo),
 		applied:   reg.Counter("loom_projector_records_total", "Records a projection applied.", "projection").With(l),
 		dupes:     reg.Counter("loom_projector_duplicates_total", "Records at or below the watermark (redelivered).", "projection").With(l),
 		undecoded: reg.Counter("loom_projector_undecodable_total", "Records that are not a valid envelope, skipped.", "projection").With(l),

@@ -23,15 +23,15 @@ func searchable(o opened) bool {
 	return !r.Tombstone && memrow.Sensitivity(r.Sensitivity) != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
 }
 
-func lexicalFill(rows []opened) func(driver.Batch) error {
+func lexicalFill(rows []opened, stems *text.Stems) func(driver.Batch) error {
 	return func(b driver.Batch) error {
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			terms, tfs, docLen := []string{}, []uint16{}, uint32(0)
 			keyTerms := []string{}
 			if searchable(r) {
-				terms, tfs, docLen = text.TermFreqs(memrow.ValueText(c.Value))
-				keyTerms = text.Terms(memrow.KeyWords(c.MemoryKey))
+				terms, tfs, docLen = stems.TermFreqs(memrow.ValueText(c.Value))
+				keyTerms = stems.Terms(memrow.KeyWords(c.MemoryKey))
 				if keyTerms == nil {
 					keyTerms = []string{}
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/tableset"
+	"github.com/loomplane/loom/internal/text"
 )
 
 // The column lists are explicit: ClickHouse 18.16 needs them, and they keep an insert
@@ -44,8 +45,8 @@ func insertInto(set tableset.Set, table, columns string) string {
 // and each collapses a row it sees twice, so a batch that fails part-way is simply
 // written again. audits are the rows' audit rows and those of records that project
 // nothing else (a redaction); graphRows the batch's folded graph rows. Every insert
-// goes to the tables of set.
-func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, audits []*auditRow, graphRows []nsGraph) error {
+// goes to the tables of set; the lexical rows' terms are stemmed through stems.
+func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, audits []*auditRow, graphRows []nsGraph, stems *text.Stems) error {
 	var inserts []func() error
 	insert := func(table, columns string, fill func(driver.Batch) error) {
 		inserts = append(inserts, func() error { return send(ctx, conn, set.Qualified(table), insertInto(set, table, columns), fill) })
@@ -54,7 +55,7 @@ func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []open
 		insert("memory", columnsMemory, memoryFill(rows))
 		insert("memory_versions", columnsVersions, versionsFill(rows))
 		insert("memory_embeddings", columnsEmbeddings, embeddingsFill(rows))
-		insert("memory_lexical", columnsLexical, lexicalFill(rows))
+		insert("memory_lexical", columnsLexical, lexicalFill(rows, stems))
 	}
 	if len(audits) > 0 {
 		insert("audit_log", columnsAudit, auditFill(audits))

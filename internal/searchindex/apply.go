@@ -22,7 +22,7 @@ type Applied struct {
 // identity, so a record seen twice, or an older revision after a newer one, changes
 // nothing: what ReplacingMergeTree(version) keeps is what the index keeps (of one
 // version, the later seq: an amendment).
-func (s *space) apply(recs []Record) Applied {
+func (s *space) apply(recs []Record, stems *text.Stems) Applied {
 	seqs := make([]int64, 0, len(recs))
 	var jumps map[int64]bool
 	var byID map[[16]byte]int32 // memory_id → slot, built on the first sealed revision or redaction
@@ -64,7 +64,7 @@ func (s *space) apply(recs []Record) Applied {
 			}
 		default:
 			if s.held {
-				if slot := s.revise(rec.Revision); slot >= 0 && byID != nil {
+				if slot := s.revise(rec.Revision, stems); slot >= 0 && byID != nil {
 					byID[s.docs[slot].memoryID] = slot
 				}
 			}
@@ -93,7 +93,7 @@ func (s *space) fenced(user string, seq int64) bool {
 
 // revise applies an opened revision to its identity's document and returns the slot it
 // wrote, or -1.
-func (s *space) revise(r *Revision) int32 {
+func (s *space) revise(r *Revision, stems *text.Stems) int32 {
 	if s.fenced(r.UserID, r.Seq) {
 		return -1
 	}
@@ -117,7 +117,7 @@ func (s *space) revise(r *Revision) int32 {
 		s.dropChunks(slot)
 		return slot
 	}
-	s.setTerms(slot, r)
+	s.setTerms(slot, r, stems)
 	switch {
 	case len(r.Vector) > 0:
 		s.dropVector(slot)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/loomplane/loom/internal/text"
 )
 
 // Config tunes the index. Zero fields take the defaults.
@@ -65,11 +67,17 @@ type Index struct {
 	deferBuilds atomic.Bool
 	closed      chan struct{}
 	close       sync.Once
+	// stems is every namespace's stemmer: a replay stems the same words over and over.
+	stems *text.Stems
 }
+
+// stemMemo is how many words the index's stem memo holds before it starts again.
+const stemMemo = 1 << 16
 
 // New returns an empty index.
 func New(cfg Config) *Index {
-	return &Index{cfg: cfg.withDefaults(), spaces: map[Space]*space{}, buildSem: make(chan struct{}, 1), closed: make(chan struct{})}
+	return &Index{cfg: cfg.withDefaults(), spaces: map[Space]*space{}, buildSem: make(chan struct{}, 1), closed: make(chan struct{}),
+		stems: text.NewStems(stemMemo)}
 }
 
 // Close stops graph builds under way and waits for them.
@@ -135,7 +143,7 @@ func (x *Index) Apply(sp Space, recs []Record) Applied {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.filters.invalidate()
-	out := s.apply(recs)
+	out := s.apply(recs, x.stems)
 	if s.held {
 		x.maybeBuild(s)
 	}

@@ -436,9 +436,9 @@ func (s *space) grown(l []posting) []posting {
 }
 
 // setTerms indexes a searchable revision's text, key and tags.
-func (s *space) setTerms(slot int32, r *Revision) {
-	terms, tfs, docLen := text.TermFreqs(r.Text)
-	keyTerms := text.Terms(memrow.KeyWords(r.MemoryKey))
+func (s *space) setTerms(slot int32, r *Revision, stems *text.Stems) {
+	terms, tfs, docLen := stems.TermFreqs(r.Text)
+	keyTerms := stems.Terms(memrow.KeyWords(r.MemoryKey))
 	d := &s.docs[slot]
 	c := &s.cards[slot]
 	words := make([]uint32, 0, len(r.Tags)+len(keyTerms))

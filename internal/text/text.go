@@ -31,13 +31,15 @@ func init() {
 func Stopword(w string) bool { return stopwords[w] }
 
 // Terms are the index terms of a text: its words, stopwords dropped, each stemmed.
-func Terms(s string) []string {
+func Terms(s string) []string { return terms(s, Stem) }
+
+func terms(s string, stem func(string) string) []string {
 	var out []string
 	for _, w := range Words(s) {
 		if stopwords[w] {
 			continue
 		}
-		out = append(out, Stem(w))
+		out = append(out, stem(w))
 	}
 	return out
 }
@@ -45,9 +47,10 @@ func Terms(s string) []string {
 // TermFreqs counts a text's index terms: each distinct term once, in term order, with
 // its count (capped at 65535) and the text's length in terms. The lexical leg scores
 // these, wherever it reads them from.
-func TermFreqs(s string) ([]string, []uint16, uint32) {
+func TermFreqs(s string) ([]string, []uint16, uint32) { return termFreqs(terms(s, Stem)) }
+
+func termFreqs(terms []string) ([]string, []uint16, uint32) {
 	// Sorted, a text's few terms count as runs: no map to build.
-	terms := Terms(s)
 	n := len(terms)
 	if n == 0 {
 		return []string{}, []uint16{}, 0

@@ -2,6 +2,7 @@ package text
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -94,4 +95,23 @@ func contains(s, w string) bool {
 		}
 	}
 	return false
+}
+
+func TestStemsMemoAgreesWithStem(t *testing.T) {
+	m := NewStems(3)
+	for _, s := range []string{"Researchers researched the cities", "the researching city", "Editors prefer dark editors", "café 2024 ok"} {
+		for range 2 {
+			if got, want := m.Terms(s), Terms(s); !slices.Equal(got, want) {
+				t.Fatalf("Stems.Terms(%q) = %v, want %v", s, got, want)
+			}
+			gt, gf, gn := m.TermFreqs(s)
+			wt, wf, wn := TermFreqs(s)
+			if !slices.Equal(gt, wt) || !slices.Equal(gf, wf) || gn != wn {
+				t.Fatalf("Stems.TermFreqs(%q) = %v %v %d, want %v %v %d", s, gt, gf, gn, wt, wf, wn)
+			}
+		}
+	}
+	if len(m.stems) > 3 {
+		t.Fatalf("the memo holds %d words, past its limit of 3", len(m.stems))
+	}
 }
