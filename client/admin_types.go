@@ -37,6 +37,8 @@ type RetrievalSettings struct {
 	Recency         *bool             `json:"recency,omitempty"`
 	// Evidence runs the search route's evidence legs unless a request says false.
 	Evidence *bool `json:"evidence,omitempty"`
+	// EvidenceLegs names the evidence legs that run (turns, digests, entities).
+	EvidenceLegs []string `json:"evidence_legs,omitempty"`
 }
 
 // RetrievalWeights are weighted fusion's leg weights; a nil weight is not set.
