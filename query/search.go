@@ -511,10 +511,12 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if err != nil {
 		return nil, err
 	}
-	for leg := range legs {
+	for leg, hits := range legs {
 		if !plan.settings.keeps(leg) {
 			delete(legs, leg)
+			continue
 		}
+		legs[leg] = slices.DeleteFunc(hits, func(h legHit) bool { return plan.f.hides(h.memoryType) })
 	}
 	plan.trace.legs(plan.req.Query, legs)
 	return fuse(legs, plan.mode(), plan.settings.weights()), nil

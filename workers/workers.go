@@ -82,9 +82,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
 			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
 			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1),
-			workerConsolidation: make(chan struct{}, 1)},
+			workerConsolidation: make(chan struct{}, 1), workerReflections: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
-			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {}},
+			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {},
+			workerReflections: {}},
 		digestWait:  map[string]time.Time{},
 		passMetrics: newPassMetrics(reg),
 		outage:      llm.NewOutage(log, "conflict resolver"),
@@ -129,6 +130,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.Communities.Interval, time.Minute)
 	case workerConsolidation:
 		return min(s.cfg.ProfileConsolidation.Interval, time.Minute)
+	case workerReflections:
+		return min(s.cfg.ReflectionDistill.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -155,13 +158,13 @@ func Group(worker string) string {
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
 	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities,
-		workerConsolidation}
+		workerConsolidation, workerReflections}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
 // the usage fold and the session digests are paced loops over their own tables.
 func Fed(worker string) bool {
-	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities
+	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities && worker != workerReflections
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -192,6 +195,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.SessionDigest.Enabled
 	case workerConsolidation:
 		return s.cfg.ProfileConsolidation.Enabled
+	case workerReflections:
+		return s.cfg.ReflectionDistill.Enabled
 	}
 	return false
 }
@@ -438,5 +443,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunEntityCommunities(ctx)
 	case workerConsolidation:
 		s.RunProfileConsolidation(ctx)
+	case workerReflections:
+		s.RunReflectionDistill(ctx)
 	}
 }
