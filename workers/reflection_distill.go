@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -88,6 +89,10 @@ func (s *Service) reflectionPass(ctx context.Context) passResult {
 		if ctx.Err() != nil {
 			break
 		}
+		key := o.Org + "/" + o.Namespace + "/" + o.UserID + "/" + o.SessionID
+		if s.reflectionWait[key].After(s.now()) {
+			continue
+		}
 		err := s.distillSession(ctx, o)
 		switch {
 		case err == nil:
@@ -99,6 +104,9 @@ func (s *Service) reflectionPass(ctx context.Context) passResult {
 		default:
 			if ctx.Err() == nil && !errors.Is(err, command.ErrOutcomeNotKept) {
 				s.log.Warn("reflection_distill: a session stays owed", "org", o.Org, "namespace", o.Namespace, "err", err)
+				// A provider's outage, a spent cap or answers outside the schema: later,
+				// not every pass (ten passes, ten minutes at most).
+				s.reflectionWait[key] = s.now().Add(min(10*s.cfg.ReflectionDistill.Interval, 10*time.Minute))
 			}
 			res.errors++
 		}

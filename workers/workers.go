@@ -67,6 +67,9 @@ type Service struct {
 	// digestWait is, per session, when this process's session_digest pass asks again
 	// after an unusable answer (session_digests.go); only the pass reads it.
 	digestWait map[string]time.Time
+	// reflectionWait is, per session, when this process's reflection_distill pass asks
+	// again after a failed call (reflection_distill.go); only the pass reads it.
+	reflectionWait map[string]time.Time
 	// stats and passMetrics are each worker's account (passes.go).
 	stats       map[string]*passStats
 	passMetrics passMetrics
@@ -86,9 +89,10 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
 			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {},
 			workerReflections: {}},
-		digestWait:  map[string]time.Time{},
-		passMetrics: newPassMetrics(reg),
-		outage:      llm.NewOutage(log, "conflict resolver"),
+		digestWait:     map[string]time.Time{},
+		reflectionWait: map[string]time.Time{},
+		passMetrics:    newPassMetrics(reg),
+		outage:         llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 		profiles: reg.Counter("loom_structured_profile_builds_total",
