@@ -236,6 +236,27 @@ func (s *Service) evidenceLegs(ctx context.Context, plan *searchPlan, off map[st
 // legOfKind is the evidence leg that finds each kind of hit.
 var legOfKind = map[string]string{"chunk": legTurns, "digest": legDigests, "entity_summary": legEntities}
 
+// matchedHits keeps the items in reach, scores their text against the query's terms,
+// and makes a hit of each that shares a word with it: the hits, and how many items were
+// matched.
+func matchedHits[T any](items []T, terms map[string]bool, reaches func(T) bool, text func(T) string, hit func(T, float64) evidenceHit) ([]evidenceHit, int) {
+	var kept []T
+	var docs []string
+	for _, it := range items {
+		if reaches(it) {
+			kept = append(kept, it)
+			docs = append(docs, text(it))
+		}
+	}
+	var hits []evidenceHit
+	for i, sc := range lexicalScores(terms, docs) {
+		if sc > 0 {
+			hits = append(hits, hit(kept[i], round6(sc)))
+		}
+	}
+	return hits, len(kept)
+}
+
 // chunkHits matches the query's terms against the scope's recent chunks in the plan's
 // filter: the hits, and how many chunks were matched.
 func (s *Service) chunkHits(ctx context.Context, plan *searchPlan, scope evidence.Scope, terms map[string]bool) ([]evidenceHit, int, error) {
@@ -243,25 +264,14 @@ func (s *Service) chunkHits(ctx context.Context, plan *searchPlan, scope evidenc
 	if err != nil {
 		return nil, 0, err
 	}
-	docs := make([]string, 0, len(chunks))
-	kept := chunks[:0]
-	for _, c := range chunks {
-		if plan.evidenceReaches(c.Agent, c.SessionID) {
-			kept = append(kept, c)
-			docs = append(docs, c.Text)
-		}
-	}
-	var hits []evidenceHit
-	for i, sc := range lexicalScores(terms, docs) {
-		if sc <= 0 {
-			continue
-		}
-		c := kept[i]
-		hits = append(hits, evidenceHit{Kind: "chunk", Cite: "c:" + c.ChunkID, Namespace: scope.Namespace, ChunkID: c.ChunkID,
-			Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID, FirstIndex: c.FirstIndex,
-			LastIndex: c.LastIndex, OccurredAt: c.OccurredAt.UTC(), Text: c.Text, Scores: map[string]float64{legTurns: round6(sc)}})
-	}
-	return hits, len(kept), nil
+	hits, n := matchedHits(chunks, terms, func(c evidence.OpenedChunk) bool { return plan.evidenceReaches(c.Agent, c.SessionID) },
+		func(c evidence.OpenedChunk) string { return c.Text },
+		func(c evidence.OpenedChunk, sc float64) evidenceHit {
+			return evidenceHit{Kind: "chunk", Cite: "c:" + c.ChunkID, Namespace: scope.Namespace, ChunkID: c.ChunkID,
+				Agent: c.Agent, UserID: c.UserID, SessionID: c.SessionID, FirstIndex: c.FirstIndex,
+				LastIndex: c.LastIndex, OccurredAt: c.OccurredAt.UTC(), Text: c.Text, Scores: map[string]float64{legTurns: sc}}
+		})
+	return hits, n, nil
 }
 
 // digestHits matches the query's terms against the newest digest of each of the
@@ -271,25 +281,14 @@ func (s *Service) digestHits(ctx context.Context, plan *searchPlan, scope eviden
 	if err != nil {
 		return nil, 0, err
 	}
-	var docs []string
-	kept := ds[:0]
-	for _, d := range ds {
-		if plan.evidenceReaches("", d.SessionID) {
-			kept = append(kept, d)
-			docs = append(docs, d.Text)
-		}
-	}
-	var hits []evidenceHit
-	for i, sc := range lexicalScores(terms, docs) {
-		if sc <= 0 {
-			continue
-		}
-		d := kept[i]
-		hits = append(hits, evidenceHit{Kind: "digest", Cite: "s:" + d.SessionID, Namespace: scope.Namespace, UserID: d.UserID,
-			SessionID: d.SessionID, LastIndex: d.WindowEnd, OccurredAt: d.CreatedAt.UTC(), Text: d.Text,
-			Scores: map[string]float64{legDigests: round6(sc)}})
-	}
-	return hits, len(kept), nil
+	hits, n := matchedHits(ds, terms, func(d evidence.OpenedDigest) bool { return plan.evidenceReaches("", d.SessionID) },
+		func(d evidence.OpenedDigest) string { return d.Text },
+		func(d evidence.OpenedDigest, sc float64) evidenceHit {
+			return evidenceHit{Kind: "digest", Cite: "s:" + d.SessionID, Namespace: scope.Namespace, UserID: d.UserID,
+				SessionID: d.SessionID, LastIndex: d.WindowEnd, OccurredAt: d.CreatedAt.UTC(), Text: d.Text,
+				Scores: map[string]float64{legDigests: sc}}
+		})
+	return hits, n, nil
 }
 
 // entitySummaryHits reads the communities of namespace ns holding an entity the query
@@ -300,21 +299,13 @@ func (s *Service) entitySummaryHits(ctx context.Context, org, ns string, names [
 	if err != nil {
 		return nil, 0, err
 	}
-	docs := make([]string, len(sums))
-	for i, c := range sums {
-		docs[i] = entitySummaryText(c)
-	}
-	var hits []evidenceHit
-	for i, sc := range lexicalScores(terms, docs) {
-		if sc <= 0 {
-			continue
-		}
-		c := sums[i]
-		hits = append(hits, evidenceHit{Kind: "entity_summary", Cite: "e:" + c.ID, Namespace: ns, OccurredAt: c.ComputedAt,
-			Text: docs[i], Community: c.ID, Size: c.Size, Members: c.Members, Named: c.Named,
-			Scores: map[string]float64{legEntities: round6(sc)}})
-	}
-	return hits, len(sums), nil
+	hits, n := matchedHits(sums, terms, func(communities.Summary) bool { return true }, entitySummaryText,
+		func(c communities.Summary, sc float64) evidenceHit {
+			return evidenceHit{Kind: "entity_summary", Cite: "e:" + c.ID, Namespace: ns, OccurredAt: c.ComputedAt,
+				Text: entitySummaryText(c), Community: c.ID, Size: c.Size, Members: c.Members, Named: c.Named,
+				Scores: map[string]float64{legEntities: sc}}
+		})
+	return hits, n, nil
 }
 
 // entitySummaryText is a community's summary: the entities named together, and how
