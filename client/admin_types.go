@@ -19,6 +19,10 @@ type NamespaceConfig struct {
 	// ProfileConsolidation opts the namespace in to the profile_consolidation pass (a
 	// profile section of each user's preferences and decisions, served by RenderProfile).
 	ProfileConsolidation bool `json:"profile_consolidation,omitempty"`
+	// ReflectionDistill opts the namespace in to the reflection_distill pass (an outcome
+	// label of each quiet session and reflections, type reflection, that a search
+	// serves only when its memory_type asks for them).
+	ReflectionDistill bool `json:"reflection_distill,omitempty"`
 }
 
 // RetrievalSettings are search settings: a namespace's retrieval_defaults, or the
@@ -37,6 +41,8 @@ type RetrievalSettings struct {
 	Recency         *bool             `json:"recency,omitempty"`
 	// Evidence runs the search route's evidence legs unless a request says false.
 	Evidence *bool `json:"evidence,omitempty"`
+	// EvidenceLegs names the evidence legs that run (turns, digests, entities).
+	EvidenceLegs []string `json:"evidence_legs,omitempty"`
 }
 
 // RetrievalWeights are weighted fusion's leg weights; a nil weight is not set.

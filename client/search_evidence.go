@@ -8,8 +8,9 @@ type SearchEvidence struct {
 }
 
 // EvidenceHit is a verbatim chunk of a conversation (Kind "chunk", with its neighbour
-// window of turns) or a session's digest (Kind "digest"); Cite resolves it
-// (c:<chunk id> or s:<session id>).
+// window of turns), a session's digest (Kind "digest") or an entity summary (Kind
+// "entity_summary": a community of entities named together); Cite resolves it
+// (c:<chunk id>, s:<session id> or e:<community>).
 type EvidenceHit struct {
 	Kind       string             `json:"kind"`
 	Cite       string             `json:"cite"`
@@ -26,9 +27,15 @@ type EvidenceHit struct {
 	Score      float64            `json:"score"`
 	Scores     map[string]float64 `json:"scores"`
 	Window     []Turn             `json:"window,omitempty"`
+	// An entity summary's community: its label, size, members by name (at most 50)
+	// and which of them the query named.
+	Community string   `json:"community,omitempty"`
+	Size      int      `json:"size,omitempty"`
+	Members   []string `json:"members,omitempty"`
+	Named     []string `json:"named,omitempty"`
 }
 
-// EvidenceLeg is what one evidence leg (turns, digests) did.
+// EvidenceLeg is what one evidence leg (turns, digests, entities) did.
 type EvidenceLeg struct {
 	Leg     string `json:"leg"`
 	Ran     bool   `json:"ran"`
@@ -53,7 +60,7 @@ type PageBudget struct {
 
 // PageCut is a hit the caps cut: per_key, per_session or budget.
 type PageCut struct {
-	Kind      string `json:"kind"` // memory, chunk or digest
+	Kind      string `json:"kind"` // memory, chunk, digest or entity_summary
 	Cite      string `json:"cite"`
 	MemoryKey string `json:"memory_key,omitempty"`
 	SessionID string `json:"session_id,omitempty"`

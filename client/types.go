@@ -326,10 +326,13 @@ type SearchRequest struct {
 	Verified    *bool    `json:"verified,omitempty"`
 	// Trace keeps the search's full trace; the answer names it in TraceID.
 	Trace bool `json:"trace,omitempty"`
-	// Evidence runs the evidence legs (verbatim chunks, session digests) when the scope
-	// keeps turns; nil: as the namespace's retrieval_defaults say (off by default).
-	// Their hits are in SearchAnswer.Evidence.
+	// Evidence runs the evidence legs (verbatim chunks and session digests when the
+	// scope keeps turns, entity summaries); nil: as the namespace's retrieval_defaults
+	// say (off by default). Their hits are in SearchAnswer.Evidence.
 	Evidence *bool `json:"evidence,omitempty"`
+	// EvidenceLegs names the evidence legs that run (turns, digests, entities); nil: the
+	// namespace's retrieval_defaults, else all.
+	EvidenceLegs []string `json:"evidence_legs,omitempty"`
 	// The page assembler's caps (0: none); SearchAnswer.Budget reports what they cut.
 	MaxTokens  int    `json:"max_tokens,omitempty"`
 	PerKey     int    `json:"per_key,omitempty"`

@@ -39,6 +39,8 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		// The session digests of the scope's conversations (internal/evidence), with the
 		// only copies of their data keys.
 		"loom.session_summaries",
+		// The reflection_distill pass's outcome labels of the scope's sessions.
+		"loom.session_outcomes",
 		// The verbatim chunks cut from the scope's turns, with the only copies of their
 		// data keys, and their lineage.
 		"loom.memory_chunk_sources", "loom.memory_chunks",

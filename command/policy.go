@@ -62,6 +62,10 @@ type NamespaceConfig struct {
 	// ProfileConsolidation opts the namespace in to the profile_consolidation pass: a
 	// profile section of each user's preferences and decisions (internal/profiles).
 	ProfileConsolidation bool `json:"profile_consolidation,omitempty"`
+	// ReflectionDistill opts the namespace in to the reflection_distill pass: an outcome
+	// label of each user's quiet session and reflections hidden from unfiltered search
+	// (internal/reflections).
+	ReflectionDistill bool `json:"reflection_distill,omitempty"`
 }
 
 // DefaultConfig is the configuration of a namespace nobody configured.

@@ -2,6 +2,8 @@ package command
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/reflections"
 )
 
 // The write API of the workers role (workers/): the conflict resolver, the entity
@@ -269,4 +272,36 @@ func (s *Service) KeepEntityCommunities(ctx context.Context, org, ns string, lab
 		return false, err
 	}
 	return kept, nil
+}
+
+// ErrOutcomeNotKept: a session's outcome label was not kept (the last turn it read is
+// gone, an erasure of the org runs, or the namespace no longer opts in), and nothing of
+// its commit was.
+var ErrOutcomeNotKept = errors.New("the session's outcome was not kept")
+
+// KeepReflection keeps the reflection_distill pass's outcome label of a session
+// (internal/reflections) and, when row is not nil, its reflection row, in one commit:
+// both or neither.
+func (s *Service) KeepReflection(ctx context.Context, o reflections.Outcome, row *WorkerRow, requestID string) error {
+	keep := func(ctx context.Context, tx pgx.Tx) error {
+		running, err := ErasureRunning(ctx, tx, o.Org)
+		if err != nil {
+			return fmt.Errorf("read the org's erasures: %w", err)
+		}
+		if running {
+			return ErrOutcomeNotKept
+		}
+		kept, err := reflections.KeepOutcome(ctx, tx, o)
+		if err != nil {
+			return err
+		}
+		if !kept {
+			return ErrOutcomeNotKept
+		}
+		return nil
+	}
+	if row == nil {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return keep(ctx, tx) })
+	}
+	return s.CommitWorkerPlan(ctx, WorkerPlan{Org: o.Org, Namespace: o.Namespace, RequestID: requestID, Rows: []WorkerRow{*row}, InTx: keep})
 }

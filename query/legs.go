@@ -32,6 +32,12 @@ type filter struct {
 	provenance provenanceFilter
 }
 
+// hides reports whether f leaves out rows of memoryType: a hidden type (a reflection)
+// is served only to a filter that names it.
+func (f filter) hides(memoryType string) bool {
+	return memrow.HiddenTypes[memoryType] && f.memoryType != memoryType
+}
+
 // withShared is f with the promoted rows beside its user's or session's rows, when it
 // names either (and neither is out of the token's scope).
 func (f filter) withShared() filter {

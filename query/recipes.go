@@ -40,6 +40,8 @@ type retrievalSettings struct {
 	// deployment's setting, on only with a model provider.
 	HyDE     bool `json:"hyde"`
 	Evidence bool `json:"evidence"`
+	// EvidenceLegs are the evidence legs that run when Evidence is on.
+	EvidenceLegs []string `json:"evidence_legs"`
 }
 
 func (r retrievalSettings) weights() Weights {
@@ -52,7 +54,7 @@ func (r retrievalSettings) runs(leg string) bool { return slices.Contains(r.Legs
 func (req *searchRequest) overrides() retrieval.Settings {
 	o := retrieval.Settings{Recipe: req.Recipe, Legs: req.Legs, Weights: req.Weights, Pool: req.Pool, MinScore: req.MinScore,
 		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries,
-		SetExpansion: req.SetExpansion, Evidence: req.Evidence}
+		SetExpansion: req.SetExpansion, Evidence: req.Evidence, EvidenceLegs: req.EvidenceLegs}
 	if req.Recency {
 		o.Recency = &req.Recency
 	}
@@ -69,7 +71,7 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	out := retrievalSettings{Recipe: retrieval.RecipeDefault, Legs: []string{retrieval.LegVector, retrieval.LegLexical, retrieval.LegKey},
 		Pool: c.LegPool, MinScore: s.cfg.MinScore, MinDistinctness: c.MinDistinctness, Adaptive: c.AdaptiveThresholds,
 		Grounding: c.Grounding, Rerank: s.reranker != nil, SubQueries: c.SubQueries,
-		SetExpansion: c.SetExpansion, HyDE: s.hydeOn()}
+		SetExpansion: c.SetExpansion, HyDE: s.hydeOn(), EvidenceLegs: retrieval.EvidenceLegs()}
 	w := s.cfg.Weights
 	out.Weights.Vector, out.Weights.Lexical, out.Weights.Key, out.Weights.Graph = w.Vector, w.Lexical, w.Key, w.Graph
 	recipe := namespace.Recipe
@@ -121,6 +123,9 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	}
 	if layered.Evidence != nil {
 		out.Evidence = *layered.Evidence
+	}
+	if len(layered.EvidenceLegs) > 0 {
+		out.EvidenceLegs = append([]string(nil), layered.EvidenceLegs...)
 	}
 	if layered.Recency != nil {
 		out.Recency = *layered.Recency

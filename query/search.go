@@ -71,6 +71,9 @@ type searchRequest struct {
 	// off unless the namespace's retrieval_defaults turn them on (they cost a search
 	// several round trips and the scan of its scope's recent chunks).
 	Evidence *bool `json:"evidence,omitempty"`
+	// EvidenceLegs names the evidence legs that run (turns, digests, entities); unset,
+	// the namespace's, else all.
+	EvidenceLegs []string `json:"evidence_legs,omitempty"`
 	// The page assembler's caps (search_caps.go): the page's tokens, counted with
 	// tokenizer (or model's), and how many hits one memory key and one session hold.
 	MaxTokens  *int64 `json:"max_tokens,omitempty"`
@@ -234,7 +237,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 		evidenceDone = make(chan struct{})
 		go func() {
 			defer close(evidenceDone)
-			ev = s.runEvidence(ctx, plan, plan.hasTurns)
+			ev = s.runEvidence(ctx, plan)
 		}()
 		defer func() { <-evidenceDone }()
 	}
@@ -518,10 +521,12 @@ func (s *Service) runLegs(ctx context.Context, plan *searchPlan, namespaces []st
 	if err != nil {
 		return nil, err
 	}
-	for leg := range legs {
+	for leg, hits := range legs {
 		if !plan.settings.keeps(leg) {
 			delete(legs, leg)
+			continue
 		}
+		legs[leg] = slices.DeleteFunc(hits, func(h legHit) bool { return plan.f.hides(h.memoryType) })
 	}
 	plan.trace.legs(plan.req.Query, legs)
 	return fuse(legs, plan.mode(), plan.settings.weights()), nil

@@ -26,7 +26,7 @@ type pageCaps struct {
 
 // pageCut is a hit the caps cut, and why (per_key, per_session or budget).
 type pageCut struct {
-	Kind      string `json:"kind"` // memory, chunk or digest
+	Kind      string `json:"kind"` // memory, chunk, digest or entity_summary
 	Cite      string `json:"cite"` // m:<memory id>@<version>, c:<chunk id> or s:<session id>
 	MemoryKey string `json:"memory_key,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
@@ -134,8 +134,11 @@ func capPage(c *pageCaps, ans *searchAnswer) {
 		evHits = ans.Evidence.Hits
 	}
 	for _, h := range evHits {
-		items = append(items, capItem{kind: h.Kind, cite: h.Cite, session: h.Namespace + "\x00" + h.UserID + "\x00" + h.SessionID,
-			sessionID: h.SessionID, text: evidenceHitText(h)})
+		session := "" // an entity summary is of no session
+		if h.SessionID != "" {
+			session = h.Namespace + "\x00" + h.UserID + "\x00" + h.SessionID
+		}
+		items = append(items, capItem{kind: h.Kind, cite: h.Cite, session: session, sessionID: h.SessionID, text: evidenceHitText(h)})
 	}
 	kept, cuts, tokens := fitPage(items, c, c.tok.Count)
 	b := &pageBudget{MaxTokens: c.maxTokens, PerKey: c.perKey, PerSession: c.perSession, Tokens: tokens, Tokenizer: c.tok, Cut: cuts}

@@ -133,7 +133,7 @@ func (p *searchPlan) serves(h *memrow.Row, now time.Time) bool {
 	if (f.agent != "" && h.Agent != f.agent) || !f.identityMatches(h.UserID, h.SessionID) {
 		return false
 	}
-	if f.memoryType != "" && h.MemoryType != f.memoryType {
+	if (f.memoryType != "" && h.MemoryType != f.memoryType) || f.hides(h.MemoryType) {
 		return false
 	}
 	if !f.provenance.matches(h) {

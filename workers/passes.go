@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/reflections"
 )
 
 // The passes' account (memory-architecture, "Background passes"): for each pass this
@@ -113,6 +114,9 @@ func (s *Service) owedCount(ctx context.Context, worker string) (int64, error) {
 	}
 	if worker == workerSessionDigest {
 		return evidence.CountOwedSessions(ctx, s.pool, s.digestOwing())
+	}
+	if worker == workerReflections {
+		return reflections.CountOwed(ctx, s.pool, s.reflectionOwing())
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND state = 'owed'`, worker).Scan(&n); err != nil {

@@ -67,6 +67,9 @@ type Service struct {
 	// digestWait is, per session, when this process's session_digest pass asks again
 	// after an unusable answer (session_digests.go); only the pass reads it.
 	digestWait map[string]time.Time
+	// reflectionWait is, per session, when this process's reflection_distill pass asks
+	// again after a failed call (reflection_distill.go); only the pass reads it.
+	reflectionWait map[string]time.Time
 	// stats and passMetrics are each worker's account (passes.go).
 	stats       map[string]*passStats
 	passMetrics passMetrics
@@ -84,13 +87,14 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		wake: map[string]chan struct{}{workerResolver: make(chan struct{}, 1), workerEntities: make(chan struct{}, 1),
 			workerProfile: make(chan struct{}, 1), workerEmbedding: make(chan struct{}, 1), workerUsageFold: make(chan struct{}, 1),
 			workerSessionDigest: make(chan struct{}, 1), workerSensitivity: make(chan struct{}, 1), workerCommunities: make(chan struct{}, 1),
-			workerConsolidation: make(chan struct{}, 1), workerRecalibration: make(chan struct{}, 1)},
+			workerConsolidation: make(chan struct{}, 1), workerRecalibration: make(chan struct{}, 1), workerReflections: make(chan struct{}, 1)},
 		stats: map[string]*passStats{workerResolver: {}, workerEntities: {}, workerProfile: {}, workerEmbedding: {},
 			workerUsageFold: {}, workerSessionDigest: {}, workerSensitivity: {}, workerCommunities: {}, workerConsolidation: {},
-			workerRecalibration: {}},
-		digestWait:  map[string]time.Time{},
-		passMetrics: newPassMetrics(reg),
-		outage:      llm.NewOutage(log, "conflict resolver"),
+			workerRecalibration: {}, workerReflections: {}},
+		digestWait:     map[string]time.Time{},
+		reflectionWait: map[string]time.Time{},
+		passMetrics:    newPassMetrics(reg),
+		outage:         llm.NewOutage(log, "conflict resolver"),
 		extractions: reg.Counter("loom_extraction_requests_total",
 			"Deferred extraction requests an extraction worker handled, by outcome (done, pending, held, failed, not_claimable, lost, cut, ...).", "outcome"),
 		profiles: reg.Counter("loom_structured_profile_builds_total",
@@ -134,6 +138,8 @@ func (s *Service) soon(worker string) time.Duration {
 		return min(s.cfg.ProfileConsolidation.Interval, time.Minute)
 	case workerRecalibration:
 		return min(s.cfg.Recalibration.Interval, time.Minute)
+	case workerReflections:
+		return min(s.cfg.ReflectionDistill.Interval, time.Minute)
 	}
 	return min(s.cfg.Resolver.Interval, time.Minute)
 }
@@ -160,13 +166,14 @@ func Group(worker string) string {
 // Names are the names of the workers, in the order the role starts them.
 func Names() []string {
 	return []string{workerResolver, workerEntities, workerProfile, workerEmbedding, workerUsageFold, workerSessionDigest, workerSensitivity, workerCommunities,
-		workerConsolidation, workerRecalibration}
+		workerConsolidation, workerRecalibration, workerReflections}
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
 // the usage fold and the session digests are paced loops over their own tables.
 func Fed(worker string) bool {
-	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities && worker != workerRecalibration
+	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities && worker != workerRecalibration &&
+		worker != workerReflections
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -199,6 +206,8 @@ func (s *Service) Enabled(worker string) bool {
 		return s.cfg.SessionDigest.Enabled
 	case workerConsolidation:
 		return s.cfg.ProfileConsolidation.Enabled
+	case workerReflections:
+		return s.cfg.ReflectionDistill.Enabled
 	}
 	return false
 }
@@ -447,5 +456,7 @@ func (s *Service) Run(ctx context.Context, worker string) {
 		s.RunProfileConsolidation(ctx)
 	case workerRecalibration:
 		s.RunRecalibration(ctx)
+	case workerReflections:
+		s.RunReflectionDistill(ctx)
 	}
 }

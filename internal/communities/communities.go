@@ -162,3 +162,37 @@ func Computed(ctx context.Context, q Querier) (map[[2]string]time.Time, error) {
 	}
 	return out, rows.Err()
 }
+
+// Summary is a community as search's entity-summary leg serves it: its members (at
+// most the read's limit, by name) and which of the names asked for it holds.
+type Summary struct {
+	Community
+	Named []string
+}
+
+// Summaries reads the communities of a namespace that hold any of names (canonical
+// entity names), each with up to limit members by name.
+func Summaries(ctx context.Context, q Querier, org, ns string, names []string, limit int) ([]Summary, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `WITH named AS (
+			SELECT community, array_agg(entity ORDER BY entity) AS named FROM loom.entity_communities
+			WHERE org = $1 AND namespace = $2 AND entity = ANY($3) GROUP BY community)
+		SELECT n.community, n.named, c.size, max(c.computed_at), (array_agg(c.entity ORDER BY c.entity))[1:$4]
+		FROM named n JOIN loom.entity_communities c ON c.org = $1 AND c.namespace = $2 AND c.community = n.community
+		GROUP BY n.community, n.named, c.size ORDER BY n.community`, org, ns, names, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the communities of the named entities: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+		var s Summary
+		err := r.Scan(&s.ID, &s.Named, &s.Size, &s.ComputedAt, &s.Members)
+		s.ComputedAt = s.ComputedAt.UTC()
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the communities of the named entities: %w", err)
+	}
+	return out, nil
+}

@@ -39,6 +39,19 @@ type Workers struct {
 	// Recalibration is the recalibration pass (LOOM_RECALIBRATION_*, on by default): each
 	// namespace's search backgrounds rewritten from its vectors and its usage.
 	Recalibration Pass
+	// ReflectionDistill is the reflection_distill pass (LOOM_REFLECTION_DISTILL_*, off by
+	// default, and per namespace opt-in): an outcome label of each quiet session and
+	// reflections from its turns, one model call a session.
+	ReflectionDistill ReflectionDistill
+}
+
+// ReflectionDistill is the reflection_distill pass (workers/reflection_distill.go): a
+// session whose last turn is Idle old and not labelled owes an outcome; a pass labels
+// up to Batch sessions, each with one model call over its last MaxTurns turns.
+type ReflectionDistill struct {
+	ModelPass
+	Idle     time.Duration // LOOM_REFLECTION_DISTILL_IDLE_SECONDS: a session quiet this long is over for now
+	MaxTurns int           // LOOM_REFLECTION_DISTILL_MAX_TURNS: the session's last turns one model call reads
 }
 
 // SessionDigest is the session_digest pass (workers/session_digests.go): a session
@@ -61,6 +74,14 @@ func (d SessionDigest) Validate() error {
 		return errors.New("LOOM_SESSION_DIGEST_MIN_TURNS, _IDLE_SECONDS, _MAX_TURNS, _BATCH, _MAX_AGE_DAYS and _INTERVAL_MS must be positive")
 	}
 	return nil
+}
+
+func (d ReflectionDistill) validate() error {
+	if d.Idle <= 0 || d.MaxTurns < 1 {
+		return errors.Join(validateModelPass(d.ModelPass, "LOOM_REFLECTION_DISTILL"),
+			errors.New("LOOM_REFLECTION_DISTILL_IDLE_SECONDS and _MAX_TURNS must be positive"))
+	}
+	return validateModelPass(d.ModelPass, "LOOM_REFLECTION_DISTILL")
 }
 
 // AuditCheckpoints is the paced pass that verifies each namespace's audit chain in
@@ -137,6 +158,8 @@ func readWorkers(r *reader, llm LLM) Workers {
 	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)
 	w.Recalibration = readPass(r, "LOOM_RECALIBRATION", true, 20, time.Hour)
 	w.ProfileConsolidation = readModelPass(r, "LOOM_PROFILE_CONSOLIDATION", false, 40, 30*time.Second, 30, 3)
+	w.ReflectionDistill = ReflectionDistill{ModelPass: readModelPass(r, "LOOM_REFLECTION_DISTILL", false, 20, 60*time.Second, 7, 3),
+		Idle: r.seconds("LOOM_REFLECTION_DISTILL_IDLE_SECONDS", 1800), MaxTurns: r.int("LOOM_REFLECTION_DISTILL_MAX_TURNS", 100)}
 	w.SessionDigest = SessionDigest{
 		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
 		MinTurns: r.int("LOOM_SESSION_DIGEST_MIN_TURNS", 20),
@@ -158,7 +181,8 @@ func (w Workers) Validate() error {
 	return errors.Join(w.Resolver.Validate(), w.Entities.Validate(), w.Profiles.Validate(), validatePass(w.Embedding, "LOOM_EMBEDDING_WORKER"),
 		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate(),
 		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"),
-		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"), validatePass(w.Recalibration, "LOOM_RECALIBRATION"))
+		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"), validatePass(w.Recalibration, "LOOM_RECALIBRATION"),
+		w.ReflectionDistill.validate())
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

@@ -103,6 +103,8 @@ func postgresContent() []Table {
 			Scope: `t.org = p.org AND t.namespace = p.ns`},
 		{Store: Postgres, Name: "loom.session_summaries", Class: Counted,
 			Why: "session digests: a model's digest of a user's session (sealed) and the data key that opens it", Scope: rowScope},
+		{Store: Postgres, Name: "loom.session_outcomes", Class: Counted,
+			Why: "the reflection_distill pass's outcome label of a user's session (no text; the reflections are memory rows)", Scope: rowScope},
 		{Store: Postgres, Name: "loom.shared", Class: Counted, Why: "promotions: the keys, identities and versions promoted rows came from",
 			// A namespace's promotions go with it; a user's, matched by provenance, too.
 			// A user erasure withdraws the promoted rows (whose user is

@@ -46,11 +46,14 @@ const (
 	PurposeSessionDigest     Purpose = "session_digest"     // the session_digest pass
 	// PurposeProfileConsolidation is the profile_consolidation pass's sections.
 	PurposeProfileConsolidation Purpose = "profile_consolidation"
+	// PurposeReflectionDistill is the reflection_distill pass's labels and reflections.
+	PurposeReflectionDistill Purpose = "reflection_distill"
 )
 
 func purposes() []Purpose {
 	return []Purpose{PurposeExtraction, PurposeConflictResolver, PurposeAsk, PurposeEntityExtraction, PurposeEmbedding, PurposeRerank, PurposeHyDE,
-		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest, PurposeProfileConsolidation}
+		PurposeStructuredProfile, PurposeConsolidation, PurposeSessionDigest, PurposeProfileConsolidation,
+		PurposeReflectionDistill}
 }
 
 // Bill names who pays for a call.

@@ -40,6 +40,9 @@ var (
 	// KeyIdentifiedTypes are identified by their key: a close peer under another key
 	// is a conflict, never the same fact.
 	KeyIdentifiedTypes = map[string]bool{"decision": true}
+	// HiddenTypes are searchable only by a search that asks for them by memory_type
+	// (the reflection_distill pass's reflections: "hidden from unfiltered recall").
+	HiddenTypes = map[string]bool{"reflection": true}
 )
 
 // Identity names one key: a memory is identified by its namespace, its writer's

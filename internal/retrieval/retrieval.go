@@ -38,6 +38,17 @@ const (
 // Legs lists the leg names.
 func Legs() []string { return []string{LegVector, LegLexical, LegKey, LegGraph} }
 
+// Evidence legs a setting may name (evidence_legs): the search route's legs over what is
+// not a memory row, served in the answer's evidence section.
+const (
+	EvidenceTurns    = "turns"    // verbatim chunks of the conversation's turns
+	EvidenceDigests  = "digests"  // session digests (loom.session_summaries)
+	EvidenceEntities = "entities" // entity summaries (loom.entity_communities)
+)
+
+// EvidenceLegs lists the evidence legs' names, the order their explain block keeps.
+func EvidenceLegs() []string { return []string{EvidenceTurns, EvidenceDigests, EvidenceEntities} }
+
 // Identifier grounding: what a search does when the query names an identifier (a
 // name, a code, a number, a quoted phrase) no hit holds.
 const (
@@ -96,6 +107,9 @@ type Settings struct {
 	// Evidence runs the search route's evidence legs (verbatim chunks, session digests)
 	// when the scope keeps turns; off unless a layer turns it on.
 	Evidence *bool `json:"evidence,omitempty"`
+	// EvidenceLegs are the evidence legs that run when Evidence is on (turns, digests,
+	// entities); unset, all of them.
+	EvidenceLegs []string `json:"evidence_legs,omitempty"`
 }
 
 // Preset is a recipe's settings (the default recipe sets nothing).
@@ -167,6 +181,9 @@ func (s Settings) Over(o Settings) Settings {
 	if o.Evidence != nil {
 		out.Evidence = o.Evidence
 	}
+	if len(o.EvidenceLegs) > 0 {
+		out.EvidenceLegs = o.EvidenceLegs
+	}
 	return out
 }
 
@@ -221,6 +238,14 @@ func (s Settings) Validate(field string) error {
 	case "", GroundingAbstain, GroundingAnnotate, GroundingOff:
 	default:
 		return bad("grounding", "must be abstain, annotate or off")
+	}
+	if len(s.EvidenceLegs) > len(EvidenceLegs()) {
+		return bad("evidence_legs", "names at most %d legs", len(EvidenceLegs()))
+	}
+	for _, l := range s.EvidenceLegs {
+		if !slices.Contains(EvidenceLegs(), l) {
+			return bad("evidence_legs", "may name %v", EvidenceLegs())
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -59,5 +60,44 @@ func TestEntityCommunitiesClusterTheGraph(t *testing.T) {
 	bound := testenv.NewClient(w.url, env.Token(t, w.n, auth.NewToken{Org: org, ReadUserID: "u1"}))
 	if c := community(bound, "alice"); c != nil {
 		t.Fatalf("a token bound to one user was shown the namespace's community %v", c)
+	}
+
+	// Search's entity-summary leg serves the community of an entity the query names,
+	// citing it; not when evidence_legs leaves it out, nor to the bound token.
+	search := func(c *testenv.Client, body string) (hits []any, legs map[string]map[string]any) {
+		t.Helper()
+		r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", []byte(body))
+		if r.Status != http.StatusOK {
+			t.Fatalf("search %s: %d %s", body, r.Status, r.Body)
+		}
+		a := r.JSON(t)
+		ev, _ := a["evidence"].(map[string]any)
+		hits, _ = ev["hits"].([]any)
+		legs = map[string]map[string]any{}
+		explain, _ := a["explain"].(map[string]any)
+		for _, l := range explain["evidence_legs"].([]any) {
+			m := l.(map[string]any)
+			legs[m["leg"].(string)] = m
+		}
+		return hits, legs
+	}
+	hits, legs := search(w.c, `{"query": "what goes with globex?", "evidence": true}`)
+	if len(hits) != 1 {
+		t.Fatalf("the entity summaries for globex: %v (legs %v)", hits, legs)
+	}
+	h := hits[0].(map[string]any)
+	if h["kind"] != "entity_summary" || h["cite"] != "e:"+bob["id"].(string) || h["text"] != "Named together: bob, globex, paris." ||
+		h["size"] != float64(3) || fmt.Sprint(h["named"]) != "[globex]" {
+		t.Fatalf("the entity summary hit: %v", h)
+	}
+	if l := legs["entities"]; l["ran"] != true || l["served"] != float64(1) {
+		t.Errorf("the entities leg's account: %v", l)
+	}
+	if hits, legs := search(w.c, `{"query": "what goes with globex?", "evidence": true, "evidence_legs": ["turns", "digests"]}`); len(hits) != 0 ||
+		legs["entities"]["ran"] != false {
+		t.Errorf("evidence_legs without entities: %v, %v", hits, legs["entities"])
+	}
+	if hits, legs := search(bound, `{"query": "what goes with globex?", "evidence": true}`); len(hits) != 0 || legs["entities"]["ran"] != false {
+		t.Errorf("a token bound to one user was served the namespace's community: %v, %v", hits, legs["entities"])
 	}
 }
