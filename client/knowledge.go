@@ -227,6 +227,42 @@ func (c *Client) OutlineDocument(ctx context.Context, ns, sourceURI string) (*Do
 	return &o, c.into(ctx, k, &o)
 }
 
+// KnowledgeInspection is knowledge.inspect's answer: a namespace's documents by
+// format, their chunks, its open ingestion jobs, and how far the answering process's
+// chunk index has applied the namespace's revisions.
+type KnowledgeInspection struct {
+	Documents  int64                  `json:"documents"`
+	Deleted    int64                  `json:"deleted"`
+	Bytes      int64                  `json:"bytes"`
+	Chunks     int64                  `json:"chunks"`
+	ByFormat   []KnowledgeFormatCount `json:"by_format"`
+	Ingestions struct {
+		Pending      int64 `json:"pending"`
+		Processing   int64 `json:"processing"`
+		FilesPending int64 `json:"files_pending"`
+	} `json:"ingestions"`
+	Index struct {
+		Generation int64 `json:"generation"`
+		Position   int64 `json:"position"`
+		Behind     int64 `json:"behind"`
+	} `json:"index"`
+}
+
+// KnowledgeFormatCount is a namespace's documents of one format.
+type KnowledgeFormatCount struct {
+	Format  string `json:"format"`
+	Live    int64  `json:"live"`
+	Deleted int64  `json:"deleted"`
+	Bytes   int64  `json:"bytes"`
+	Chunks  int64  `json:"chunks"`
+}
+
+// InspectKnowledge counts a namespace's documents, chunks and owed work (knowledge.inspect).
+func (c *Client) InspectKnowledge(ctx context.Context, ns string) (*KnowledgeInspection, error) {
+	var in KnowledgeInspection
+	return &in, c.into(ctx, c.newCall(http.MethodGet, knowledgePath(ns, "/inspect"), nil), &in)
+}
+
 // IngestionJob is what knowledge.ingest and knowledge.ingest_cancel answer.
 type IngestionJob struct {
 	IngestionID     string `json:"ingestion_id"`

@@ -101,3 +101,15 @@ func (s *Service) handleSynthesize(c *fiber.Ctx) error {
 	}
 	return c.JSON(ans)
 }
+
+func (s *Service) handleInspect(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	in, err := s.inspect(c.UserContext(), p, ns)
+	if err != nil {
+		return err
+	}
+	return c.JSON(in)
+}

@@ -420,6 +420,7 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodGet, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/outline": probes(
 			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=a.txt", "", anyRole(404), nil}),
+		"GET /v1/namespaces/:ns/knowledge/inspect": probes(probe{http.MethodGet, ns + "/knowledge/inspect", "", anyRole(200), nil}),
 		"POST /v1/namespaces/:ns/knowledge:synthesize": probes(
 			probe{http.MethodPost, ns + "/knowledge:synthesize", `{"query": "who drinks tea"}`, anyRole(200, 503), nil}),
 		"POST /v1/namespaces/:ns/knowledge/ingestions": probes(

@@ -490,6 +490,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"OutlineDocument", func() error { _, err := c.OutlineDocument(ctx, ns, "spec/a.txt"); return err }},
+		{"InspectKnowledge", func() error { _, err := c.InspectKnowledge(ctx, ns); return err }},
 		{"DeleteDocument", func() error { _, err := c.DeleteDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"RestoreDocument", func() error { _, err := c.RestoreDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"Ingest", func() error {
