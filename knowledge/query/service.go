@@ -49,4 +49,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/knowledge/ingestions/:ingestion_id", s.handleIngestStatus)
 	g.Post("/namespaces/:ns/knowledge\\:synthesize", s.handleSynthesize)
 	g.Get("/namespaces/:ns/knowledge/inspect", s.handleInspect)
+	g.Get("/namespaces/:ns/knowledge/datasets", s.handleDatasetGet)
+	g.Post("/namespaces/:ns/knowledge/datasets\\:query", s.handleQuery)
 }
