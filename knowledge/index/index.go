@@ -218,6 +218,9 @@ type Filter struct {
 	Tags         []string // every one of them
 }
 
+// all reports whether f lets every chunk through.
+func (f Filter) all() bool { return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 }
+
 func (f Filter) match(c *Chunk) bool {
 	if !strings.HasPrefix(c.SourceURI, f.SourcePrefix) {
 		return false

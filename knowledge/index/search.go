@@ -187,8 +187,9 @@ func (sc *scorer) vector(c *Chunk) (float64, bool) {
 		return 0, false
 	}
 	var dot float32
-	for i := range sc.vec {
-		dot += sc.vec[i] * c.vec[i]
+	cv := c.vec[:len(sc.vec)] // one bounds check, not one an entry
+	for i, q := range sc.vec {
+		dot += q * cv[i] // in order: the scores stay those of the full sort
 	}
 	return float64(dot), true
 }
@@ -220,12 +221,13 @@ func (sc *scorer) lexicalLeg(s *space, f Filter, into []scored) []scored {
 
 // vectorLeg appends every chunk with a positive cosine to the query's vector to into.
 func (sc *scorer) vectorLeg(s *space, f Filter, into []scored) []scored {
+	all := f.all()
 	for _, src := range s.sources {
 		if src.deleted {
 			continue
 		}
 		for _, c := range src.chunks {
-			if !f.match(c) {
+			if !all && !f.match(c) {
 				continue
 			}
 			if v, ok := sc.vector(c); ok && v > 0 {
