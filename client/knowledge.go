@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -225,6 +226,115 @@ func (c *Client) OutlineDocument(ctx context.Context, ns, sourceURI string) (*Do
 	k.query = url.Values{"source_uri": {sourceURI}}
 	var o DocumentOutline
 	return &o, c.into(ctx, k, &o)
+}
+
+// KnowledgeInspection is knowledge.inspect's answer: a namespace's documents by
+// format, their chunks, its open ingestion jobs, and how far the answering process's
+// chunk index has applied the namespace's revisions.
+type KnowledgeInspection struct {
+	Documents  int64                  `json:"documents"`
+	Deleted    int64                  `json:"deleted"`
+	Bytes      int64                  `json:"bytes"`
+	Chunks     int64                  `json:"chunks"`
+	ByFormat   []KnowledgeFormatCount `json:"by_format"`
+	Ingestions struct {
+		Pending      int64 `json:"pending"`
+		Processing   int64 `json:"processing"`
+		FilesPending int64 `json:"files_pending"`
+	} `json:"ingestions"`
+	Index struct {
+		Generation int64 `json:"generation"`
+		Position   int64 `json:"position"`
+		Behind     int64 `json:"behind"`
+	} `json:"index"`
+}
+
+// KnowledgeFormatCount is a namespace's documents of one format.
+type KnowledgeFormatCount struct {
+	Format  string `json:"format"`
+	Live    int64  `json:"live"`
+	Deleted int64  `json:"deleted"`
+	Bytes   int64  `json:"bytes"`
+	Chunks  int64  `json:"chunks"`
+}
+
+// InspectKnowledge counts a namespace's documents, chunks and owed work (knowledge.inspect).
+func (c *Client) InspectKnowledge(ctx context.Context, ns string) (*KnowledgeInspection, error) {
+	var in KnowledgeInspection
+	return &in, c.into(ctx, c.newCall(http.MethodGet, knowledgePath(ns, "/inspect"), nil), &in)
+}
+
+// DatasetSchema is a dataset's columns with their types (int, float, date, string).
+type DatasetSchema struct {
+	Columns []struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	} `json:"columns"`
+}
+
+// DatasetApproval is a dataset's catalog row at a document version.
+type DatasetApproval struct {
+	SourceURI  string        `json:"source_uri,omitempty"`
+	DocVersion int64         `json:"doc_version"`
+	DatasetID  string        `json:"dataset_id"`
+	Schema     DatasetSchema `json:"schema"`
+	ApprovedBy string        `json:"approved_by"`
+	ApprovedAt time.Time     `json:"approved_at"`
+}
+
+// KnowledgeDatasets is knowledge.dataset_get's answer: the tables of a source's head.
+type KnowledgeDatasets struct {
+	SourceURI   string `json:"source_uri"`
+	DocID       string `json:"doc_id"`
+	Version     int64  `json:"version"`
+	VersionText string `json:"version_text"`
+	Format      string `json:"format"`
+	Datasets    []struct {
+		DatasetID string           `json:"dataset_id"`
+		Name      string           `json:"name"`
+		Rows      int              `json:"rows"`
+		Schema    DatasetSchema    `json:"schema"`
+		Approval  *DatasetApproval `json:"approval"`
+	} `json:"datasets"`
+}
+
+// DatasetQuery is knowledge.query's grammar (filters, group_by, aggregates, order_by,
+// limit), as JSON: see the OpenAPI description.
+type DatasetQuery = json.RawMessage
+
+// DatasetResult is knowledge.query's answer.
+type DatasetResult struct {
+	SourceURI string   `json:"source_uri"`
+	DatasetID string   `json:"dataset_id"`
+	Version   int64    `json:"version"`
+	Columns   []string `json:"columns"`
+	Rows      [][]any  `json:"rows"`
+	Truncated bool     `json:"truncated"`
+}
+
+// GetDatasets reads the tables of a source's head as datasets (knowledge.dataset_get).
+func (c *Client) GetDatasets(ctx context.Context, ns, sourceURI string) (*KnowledgeDatasets, error) {
+	k := c.newCall(http.MethodGet, knowledgePath(ns, "/datasets"), nil)
+	k.query = url.Values{"source_uri": {sourceURI}}
+	var d KnowledgeDatasets
+	return &d, c.into(ctx, k, &d)
+}
+
+// ApproveDataset approves a dataset's schema at the document version reviewed
+// (knowledge.dataset_approve); a head that moved past it answers 409.
+func (c *Client) ApproveDataset(ctx context.Context, ns, sourceURI, datasetID string, version int64) (*DatasetApproval, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, "/datasets:approve"), nil)
+	k.body = map[string]any{"source_uri": sourceURI, "dataset_id": datasetID, "version": version}
+	var a DatasetApproval
+	return &a, c.into(ctx, k, &a)
+}
+
+// QueryDataset evaluates q over an approved dataset at the source's head (knowledge.query).
+func (c *Client) QueryDataset(ctx context.Context, ns, sourceURI, datasetID string, q DatasetQuery) (*DatasetResult, error) {
+	k := c.newCall(http.MethodPost, knowledgePath(ns, "/datasets:query"), nil)
+	k.body = map[string]any{"source_uri": sourceURI, "dataset_id": datasetID, "query": q}
+	var r DatasetResult
+	return &r, c.into(ctx, k, &r)
 }
 
 // IngestionJob is what knowledge.ingest and knowledge.ingest_cancel answer.

@@ -31,6 +31,8 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		// A namespace's knowledge documents: the heads with their sealed text, and the
 		// revisions' keys, so the topic's copies no longer open (knowledge/command owns
 		// the writes; the scope comes from internal/erasure's registry).
+		// The dataset catalog's approvals of those documents (migration 132).
+		"loom.knowledge_datasets",
 		"loom.knowledge_heads", "loom.knowledge_revisions",
 		// knowledge.ingest's jobs submitted before the fence, files first (their scope
 		// reads the jobs).

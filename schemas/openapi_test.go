@@ -56,6 +56,10 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/knowledge/document":           {"get", "delete"},
 	"/v1/namespaces/{ns}/knowledge/document:restore":   {"post"},
 	"/v1/namespaces/{ns}/knowledge/outline":            {"get"},
+	"/v1/namespaces/{ns}/knowledge/inspect":            {"get"},
+	"/v1/namespaces/{ns}/knowledge/datasets":           {"get"},
+	"/v1/namespaces/{ns}/knowledge/datasets:approve":   {"post"},
+	"/v1/namespaces/{ns}/knowledge/datasets:query":     {"post"},
 	// knowledge.ingest, ingest_status and ingest_cancel.
 	"/v1/namespaces/{ns}/knowledge/ingestions":                       {"post"},
 	"/v1/namespaces/{ns}/knowledge:synthesize":                       {"post"},

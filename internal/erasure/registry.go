@@ -126,6 +126,8 @@ func postgresContent() []Table {
 			Why: "the head of every knowledge source: its sealed text, title and outline (a namespace's documents; a user's erasure leaves them)", Scope: documentScope},
 		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
 			Why: "the data keys that open a namespace's knowledge records on the topic and seal its heads", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_datasets", Class: Counted,
+			Why: "the dataset catalog: which tables of a namespace's documents were approved, at which version, by whom, with their column names", Scope: documentScope},
 		{Store: Postgres, Name: "loom.knowledge_job_files", Class: Counted,
 			Why: "knowledge.ingest's files: source URIs and, until each is written, its body sealed under the job's key",
 			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j

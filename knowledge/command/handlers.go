@@ -194,3 +194,19 @@ func splitTags(s string) []string {
 	}
 	return out
 }
+
+func (s *Service) handleApproveDataset(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	var req ApproveRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return err
+	}
+	a, err := s.approveDataset(c.UserContext(), p, ns, &req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(a)
+}

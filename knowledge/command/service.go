@@ -86,4 +86,5 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/knowledge/document\\:restore", s.handleRestore)
 	g.Post("/namespaces/:ns/knowledge/ingestions", s.handleIngest)
 	g.Post("/namespaces/:ns/knowledge/ingestions/:ingestion_id\\:cancel", s.handleIngestCancel)
+	g.Post("/namespaces/:ns/knowledge/datasets\\:approve", s.handleApproveDataset)
 }

@@ -8,9 +8,7 @@ package index
 
 import (
 	"context"
-	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -33,6 +31,8 @@ type Chunk struct {
 	vec         []float32
 	tfs         map[string]uint16
 	length      int
+	src         *source
+	gone        bool // dropped: still in postings until they are compacted
 }
 
 type source struct {
@@ -42,19 +42,37 @@ type source struct {
 
 type space struct {
 	sources  map[string]*source
-	df       map[string]int // chunks holding each term
+	df       map[string]int      // chunks holding each term
+	post     map[string]*posting // the chunks holding each term
 	chunks   int
 	totalLen int
 	pos      int64 // the highest seq of the namespace applied
 }
 
-func newSpace() *space { return &space{sources: map[string]*source{}, df: map[string]int{}} }
+// posting is the chunks holding a term, dropped ones included until they are more
+// than half of it, so dropping a chunk does not scan every posting it is in.
+type posting struct {
+	chunks []*Chunk
+	gone   int
+}
+
+func newSpace() *space {
+	return &space{sources: map[string]*source{}, df: map[string]int{}, post: map[string]*posting{}}
+}
 
 func (s *space) drop(src *source) {
 	for _, c := range src.chunks {
+		c.gone = true
 		for t := range c.tfs {
 			if s.df[t]--; s.df[t] <= 0 {
 				delete(s.df, t)
+				delete(s.post, t)
+				continue
+			}
+			p := s.post[t]
+			if p.gone++; 2*p.gone > len(p.chunks) {
+				p.chunks = slices.DeleteFunc(p.chunks, func(c *Chunk) bool { return c.gone })
+				p.gone = 0
 			}
 		}
 		s.chunks--
@@ -68,6 +86,8 @@ type Index struct {
 	mu     sync.RWMutex
 	spaces map[[2]string]*space
 	moved  chan struct{} // closed when a position moves
+	// scratch holds searches' leg buffers (*legs) between searches
+	scratch sync.Pool
 }
 
 // New returns an empty index.
@@ -142,10 +162,16 @@ func applyDocument(s *space, env *events.Envelope, c *events.DocumentContent) {
 		terms, tfs, n := text.TermFreqs(ch.Text)
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
-			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n)}
+			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src}
 		for i, t := range terms {
 			k.tfs[t] = tfs[i]
 			s.df[t]++
+			p := s.post[t]
+			if p == nil {
+				p = &posting{}
+				s.post[t] = p
+			}
+			p.chunks = append(p.chunks, k)
 		}
 		s.chunks++
 		s.totalLen += k.length
@@ -192,6 +218,9 @@ type Filter struct {
 	Tags         []string // every one of them
 }
 
+// all reports whether f lets every chunk through.
+func (f Filter) all() bool { return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 }
+
 func (f Filter) match(c *Chunk) bool {
 	if !strings.HasPrefix(c.SourceURI, f.SourcePrefix) {
 		return false
@@ -205,97 +234,4 @@ func (f Filter) match(c *Chunk) bool {
 		}
 	}
 	return true
-}
-
-// Candidate is a chunk a search found, with its legs' scores and its fused score.
-type Candidate struct {
-	*Chunk
-	Score   float64 // reciprocal rank fusion of the legs
-	Lexical float64 // BM25; 0 when the lexical leg missed it
-	Vector  float64 // cosine; 0 when no vector
-}
-
-// rrfK is the reciprocal rank fusion constant.
-const rrfK = 60
-
-// Search answers up to depth candidates of a namespace: the lexical leg (BM25 over the
-// query's terms) and the vector leg (cosine to vec, when given), fused by reciprocal
-// rank. Deleted sources' chunks are left out here too; the heads are the authority.
-func (x *Index) Search(org, ns, query string, vec []float32, f Filter, depth int) []Candidate {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	s := x.spaces[[2]string{org, ns}]
-	if s == nil || s.chunks == 0 {
-		return nil
-	}
-	terms := text.Terms(query)
-	avg := float64(s.totalLen) / float64(max(s.chunks, 1))
-	var all []*Candidate
-	for _, src := range s.sources {
-		if src.deleted {
-			continue
-		}
-		for _, c := range src.chunks {
-			if !f.match(c) {
-				continue
-			}
-			cand := &Candidate{Chunk: c}
-			for _, t := range terms {
-				tf := float64(c.tfs[t])
-				if tf == 0 {
-					continue
-				}
-				df := float64(s.df[t])
-				idf := math.Log(1 + (float64(s.chunks)-df+0.5)/(df+0.5))
-				const k1, b = 1.2, 0.75
-				cand.Lexical += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(c.length)/max(avg, 1)))
-			}
-			if len(vec) > 0 && len(vec) == len(c.vec) {
-				var dot float32
-				for i := range vec {
-					dot += vec[i] * c.vec[i]
-				}
-				cand.Vector = float64(dot)
-			}
-			all = append(all, cand)
-		}
-	}
-	fuse(all, func(c *Candidate) float64 { return c.Lexical })
-	if len(vec) > 0 {
-		fuse(all, func(c *Candidate) float64 { return c.Vector })
-	}
-	var out []Candidate
-	for _, c := range all {
-		if c.Score > 0 {
-			out = append(out, *c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Score != out[j].Score {
-			return out[i].Score > out[j].Score
-		}
-		if out[i].SourceURI != out[j].SourceURI {
-			return out[i].SourceURI < out[j].SourceURI
-		}
-		return out[i].Ordinal < out[j].Ordinal
-	})
-	if len(out) > depth {
-		out = out[:depth]
-	}
-	return out
-}
-
-// fuse adds each candidate's reciprocal rank under score to its fused score;
-// a candidate scoring 0 or less has no rank in that leg.
-func fuse(all []*Candidate, score func(*Candidate) float64) {
-	ranked := make([]*Candidate, 0, len(all))
-	for _, c := range all {
-		if score(c) > 0 {
-			ranked = append(ranked, c)
-		}
-	}
-	sort.SliceStable(ranked, func(i, j int) bool { return score(ranked[i]) > score(ranked[j]) })
-	for r, c := range ranked {
-		c.Score += 1 / float64(rrfK+r+1)
-	}
 }

@@ -111,3 +111,23 @@ func isWorkbook(body []byte) bool {
 	}
 	return false
 }
+
+// MediaType is the media type Parse reads as format: a stored body parsed again with
+// it is read as the format it was written as, whatever its name.
+func MediaType(format string) string {
+	switch format {
+	case FormatText:
+		return "text/plain"
+	case FormatMarkdown:
+		return "text/markdown"
+	case FormatHTML:
+		return "text/html"
+	case FormatPDF:
+		return "application/pdf"
+	case FormatCSV:
+		return "text/csv"
+	case FormatXLSX:
+		return "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+	}
+	return ""
+}

@@ -101,3 +101,45 @@ func (s *Service) handleSynthesize(c *fiber.Ctx) error {
 	}
 	return c.JSON(ans)
 }
+
+func (s *Service) handleInspect(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	in, err := s.inspect(c.UserContext(), p, ns)
+	if err != nil {
+		return err
+	}
+	return c.JSON(in)
+}
+
+func (s *Service) handleDatasetGet(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	d, err := s.datasetGet(c.UserContext(), p, ns, c.Query("source_uri"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(d)
+}
+
+func (s *Service) handleQuery(c *fiber.Ctx) error {
+	p, ns, err := route.Namespace(c, nil)
+	if err != nil {
+		return err
+	}
+	var req QueryRequest
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return httperr.Validation("body", "the body must be a JSON object of knowledge.query's fields: "+err.Error())
+	}
+	ans, err := s.query(c.UserContext(), p, ns, &req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(ans)
+}

@@ -48,4 +48,7 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/knowledge\\:search", s.handleSearch)
 	g.Get("/namespaces/:ns/knowledge/ingestions/:ingestion_id", s.handleIngestStatus)
 	g.Post("/namespaces/:ns/knowledge\\:synthesize", s.handleSynthesize)
+	g.Get("/namespaces/:ns/knowledge/inspect", s.handleInspect)
+	g.Get("/namespaces/:ns/knowledge/datasets", s.handleDatasetGet)
+	g.Post("/namespaces/:ns/knowledge/datasets\\:query", s.handleQuery)
 }

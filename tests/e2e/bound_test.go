@@ -420,6 +420,13 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 			probe{http.MethodGet, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/outline": probes(
 			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=a.txt", "", anyRole(404), nil}),
+		"GET /v1/namespaces/:ns/knowledge/inspect": probes(probe{http.MethodGet, ns + "/knowledge/inspect", "", anyRole(200), nil}),
+		"GET /v1/namespaces/:ns/knowledge/datasets": probes(
+			probe{http.MethodGet, ns + "/knowledge/datasets?source_uri=a.csv", "", anyRole(404), nil}),
+		"POST /v1/namespaces/:ns/knowledge/datasets:approve": probes(
+			probe{http.MethodPost, ns + "/knowledge/datasets:approve", `{"source_uri": "a.csv", "dataset_id": "table-1", "version": 1}`, anyRole(403), nil}),
+		"POST /v1/namespaces/:ns/knowledge/datasets:query": probes(
+			probe{http.MethodPost, ns + "/knowledge/datasets:query", `{"source_uri": "a.csv", "dataset_id": "table-1", "query": {}}`, anyRole(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge:synthesize": probes(
 			probe{http.MethodPost, ns + "/knowledge:synthesize", `{"query": "who drinks tea"}`, anyRole(200, 503), nil}),
 		"POST /v1/namespaces/:ns/knowledge/ingestions": probes(

@@ -490,6 +490,13 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"OutlineDocument", func() error { _, err := c.OutlineDocument(ctx, ns, "spec/a.txt"); return err }},
+		{"InspectKnowledge", func() error { _, err := c.InspectKnowledge(ctx, ns); return err }},
+		{"GetDatasets", func() error { _, err := c.GetDatasets(ctx, ns, "spec/a.txt"); return err }},
+		{"ApproveDataset", func() error { _, err := c.ApproveDataset(ctx, ns, "spec/a.txt", "table-1", 1); return err }},
+		{"QueryDataset", func() error {
+			_, err := c.QueryDataset(ctx, ns, "spec/a.txt", "table-1", client.DatasetQuery(`{"limit":1}`))
+			return err
+		}},
 		{"DeleteDocument", func() error { _, err := c.DeleteDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"RestoreDocument", func() error { _, err := c.RestoreDocument(ctx, ns, "spec/a.txt", nil); return err }},
 		{"Ingest", func() error {

@@ -50,6 +50,11 @@ func TestKnowledgeFailsClosedWithPostgresDown(t *testing.T) {
 		{http.MethodGet, base, nil},
 		{http.MethodPost, base, body(map[string]any{"source_uri": "new.txt", "content": "written in the outage"})},
 		{http.MethodDelete, base + "/document?source_uri=guide.txt", nil},
+		// The dataset ops and inspect read the heads and the catalog too.
+		{http.MethodGet, base + "/datasets?source_uri=guide.txt", nil},
+		{http.MethodPost, base + "/datasets:approve", body(map[string]any{"source_uri": "guide.txt", "dataset_id": "table-1", "version": 1})},
+		{http.MethodPost, base + "/datasets:query", body(map[string]any{"source_uri": "guide.txt", "dataset_id": "table-1", "query": map[string]any{}})},
+		{http.MethodGet, base + "/inspect", nil},
 	} {
 		if r := c.Do(t, call.method, call.path, call.body); !r.Retryable503(t, "POSTGRES_UNAVAILABLE") {
 			t.Fatalf("%s %s with Postgres down: %d %s", call.method, call.path, r.Status, r.Body)

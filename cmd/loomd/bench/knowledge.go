@@ -23,11 +23,13 @@ const knowledgeJobFiles = 40
 // workers role: each file parsed, chunked, embedded and committed as an upsert under
 // the job's fence) in MB/s and chunks/s against the bare parse and chunking of the
 // same files in this process, same run; then knowledge.search over the corpus against
-// memory.search over a namespace of as many memories as the corpus has chunks.
+// memory.search over a namespace of as many memories as the corpus has chunks, and a
+// document's commit→searchable against a memory's.
 func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
-		Title:    fmt.Sprintf("knowledge.ingest throughput and knowledge.search latency, %d documents", r.opts.KnowledgeDocs),
-		Baseline: "ingest: the bare parse and chunking of the same files in this process (knowledge/parse), same run; search: memory.search of the same queries over as many memories as the corpus has chunks",
+		Title: fmt.Sprintf("knowledge.ingest throughput, knowledge.search latency and commit→searchable, %d documents", r.opts.KnowledgeDocs),
+		Baseline: "ingest: the bare parse and chunking of the same files in this process (knowledge/parse), same run; search: memory.search of the same queries over as many memories as the corpus has chunks; " +
+			"commit→searchable: a memory's (memory.set until memory.search finds it) in that namespace",
 		Notes: []string{"the corpus is generated: text, Markdown, HTML, CSV and PDF (written with fpdf, two pages each) in equal parts, a few KiB each",
 			fmt.Sprintf("ingest is timed from the first submission to the last job's completed status, %d documents a job, "+
 				"jobs submitted one after another; it includes the embedding of every chunk", knowledgeJobFiles)},
@@ -97,7 +99,8 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 }
 
 // knowledgeSearch measures knowledge.search over the ingested namespace beside
-// memory.search over as many memories as it holds chunks.
+// memory.search over as many memories as it holds chunks, then commit→searchable in
+// each.
 func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns string, ingested int) error {
 	// knowledge.search vs memory.search at the same size.
 	mns := r.namespace("knowledge", "memories")
@@ -136,7 +139,7 @@ func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns st
 		}
 		res.compare(name, loom, base, "calls/s")
 	}
-	return nil
+	return r.knowledgeLag(ctx, res, ns, mns, ingested)
 }
 
 // knowledgeFile is the corpus's i-th document: its name says its format.
