@@ -20,6 +20,9 @@ const (
 	LabelTurn   = "loom.turn"   // the conversation's turns (loom.memory_evidence)
 	LabelDigest = "loom.digest" // session digests (loom.session_summaries)
 	LabelChunk  = "loom.chunk"  // verbatim chunks of the conversation (loom.memory_chunks)
+	// LabelLearning seals rules about the agent and their quotes (loom.learnings_queue,
+	// loom.learnings_supporters).
+	LabelLearning = "loom.learning"
 )
 
 // Seal seals plain under the key label derives from dataKey.
