@@ -27,7 +27,7 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	tc := admin.Typed(t)
 	const rule, quote = "Answer in French", "From now on, always answer me in French please."
-	srv.ReplyWhen(isExtraction, llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
+	srv.ReplyWhen(saying("vegetarian"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
 		map[string]any{"key": "user.diet", "value": "Is vegetarian", "message_index": 0, "tags": []any{}, "about": "user"},
 		map[string]any{"key": "assistant.reply_language", "value": rule, "message_index": 2, "tags": []any{}, "about": "agent"},
 	}}))
@@ -98,6 +98,25 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 		}
 	}
 
+	// bob says a rule of his own; an erasure of alice takes her supporter and the rule
+	// it alone supported, and leaves bob's.
+	srv.ReplyWhen(saying("metric"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
+		map[string]any{"key": "assistant.units", "value": "Use metric units", "message_index": 0, "tags": []any{}, "about": "agent"},
+	}}))
+	if _, err := tc.FromMessages(ctx, ns, client.FromMessagesRequest{Identity: client.Identity{UserID: "bob"},
+		Messages: messages("Please use metric units with me.")}); err != nil {
+		t.Fatal(err)
+	}
+	view := admin.Erase(t, map[string]any{"namespace": ns, "user_id": "alice"})
+	census, _ := view["census"].(map[string]any)
+	for _, k := range []string{"pg:loom.learnings_queue", "pg:loom.learnings_supporters"} {
+		if v, ok := census[k]; !ok || v != float64(0) {
+			t.Errorf("the erasure's census of %s: %v (present %t)", k, v, ok)
+		}
+	}
+	if ls, err := tc.Learnings(ctx, ns, client.LearningsOptions{}); err != nil || len(ls.Learnings) != 1 || ls.Learnings[0].Rule != "Use metric units" {
+		t.Errorf("after alice's erasure: %+v, %v; want bob's rule alone", ls, err)
+	}
 	admin.Erase(t, map[string]any{"namespace": ns})
 	if ls, err := tc.Learnings(ctx, ns, client.LearningsOptions{}); err != nil || len(ls.Learnings) != 0 {
 		t.Errorf("after the namespace's erasure: %+v, %v; want no learnings", ls, err)
