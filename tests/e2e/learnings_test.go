@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +97,23 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 		ls, err := bound.Learnings(ctx, ns, client.LearningsOptions{})
 		if err != nil || len(ls.Learnings) != want {
 			t.Errorf("%s's token lists %+v (%v), want %d", user, ls, err, want)
+		}
+	}
+
+	// Bad input and a reader's token are refused.
+	reader := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader}))
+	for _, c := range []struct {
+		c      *testenv.Client
+		path   string
+		status int
+		says   string
+	}{
+		{admin, "/learnings?limit=0", http.StatusUnprocessableEntity, `"limit"`},
+		{admin, "/learnings?limit=501", http.StatusUnprocessableEntity, `"limit"`},
+		{reader, "/learnings", http.StatusForbidden, "PERMISSION_DENIED"},
+	} {
+		if r := c.c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+c.path, nil); r.Status != c.status || !strings.Contains(string(r.Body), c.says) {
+			t.Errorf("GET %s: %d %s, want %d naming %s", c.path, r.Status, r.Body, c.status, c.says)
 		}
 	}
 
