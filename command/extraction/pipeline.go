@@ -415,7 +415,8 @@ func (pl *Pipeline) hashDedup(ctx context.Context, st *state) error {
 		stored[r.ContentSHA256] = r
 	}
 	return st.drop(stepHashDedup, func(_ *state, c *candidate) string {
-		if r := stored[c.sha]; r != nil {
+		// A rule about the agent is no memory's value, whatever memory holds its words.
+		if r := stored[c.sha]; r != nil && !c.aboutAgent {
 			c.duplicateOf = r.MemoryID
 			return "the memory " + r.MemoryKey + " already holds this value"
 		}

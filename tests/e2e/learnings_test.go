@@ -117,8 +117,12 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 		}
 	}
 
-	// bob says a rule of his own; an erasure of alice takes her supporter and the rule
-	// it alone supported, and leaves bob's.
+	// bob says a rule of his own, in the words of a memory of his (the hash dedup merges
+	// a fact into the memory holding its value, never a rule); an erasure of alice takes
+	// her supporter and the rule it alone supported, and leaves bob's.
+	if r := admin.Put(t, ns, "note", map[string]any{"value": "Use metric units", "user_id": "bob"}); r.Status != http.StatusOK {
+		t.Fatalf("bob's note: %d %s", r.Status, r.Body)
+	}
 	srv.ReplyWhen(saying("metric"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
 		map[string]any{"key": "assistant.units", "value": "Use metric units", "message_index": 0, "tags": []any{}, "about": "agent"},
 	}}))
