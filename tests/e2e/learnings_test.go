@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -147,5 +148,29 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	if left := testenv.Int(t, pool, `SELECT (SELECT count(*) FROM loom.learnings_queue WHERE org = $1 AND namespace = $2)
 		+ (SELECT count(*) FROM loom.learnings_supporters WHERE org = $1 AND namespace = $2)`, org, ns); left != 0 {
 		t.Errorf("%d learnings rows left after the erasure", left)
+	}
+}
+
+// A deferred extraction whose only fact is a rule about the agent files it, and the
+// commit that files it marks the request done.
+func TestDeferredExtractionFilesALearning(t *testing.T) {
+	q := newQueueEnv(t, nil)
+	q.srv.ReplyWhen(saying("bullet points"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
+		map[string]any{"key": "assistant.format", "value": "Answer in bullet points", "message_index": 0, "tags": []any{}, "about": "agent"},
+	}}))
+	id := q.enqueue("carol", "Always answer me in bullet points.")
+	defer q.worker()()
+	x := q.await(id, "done")
+	var a client.FromMessagesAnswer
+	if err := json.Unmarshal(x.Result, &a); err != nil || len(a.Facts) != 1 || a.Facts[0].Verdict != "learning" || a.Facts[0].LearningID == "" {
+		t.Fatalf("the done request's answer: %s (%v)", x.Result, err)
+	}
+	ls, err := q.tc.Learnings(context.Background(), q.ns, client.LearningsOptions{})
+	if err != nil || len(ls.Learnings) != 1 || ls.Learnings[0].CandidateID != a.Facts[0].LearningID ||
+		ls.Learnings[0].Supporters[0].UserID != "carol" {
+		t.Fatalf("learnings %+v, %v; want carol's rule", ls, err)
+	}
+	if n := q.revisions("assistant.format"); n != 0 {
+		t.Errorf("%d revisions of the rule's key, want none", n)
 	}
 }
