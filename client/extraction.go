@@ -52,6 +52,8 @@ type ExtractedFact struct {
 	ConflictWith []string `json:"conflict_with,omitempty"`
 	DroppedBy    string   `json:"dropped_by,omitempty"`
 	Reason       string   `json:"reason,omitempty"`
+	About        string   `json:"about,omitempty"`       // "agent": a rule about the agent itself, filed as a learning (Verdict "learning")
+	LearningID   string   `json:"learning_id,omitempty"` // the learnings queue's candidate it was filed as
 }
 
 // ForgottenRow is a stored memory the conversation asked to forget.

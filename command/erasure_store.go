@@ -48,7 +48,10 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.memory_chunk_sources", "loom.memory_chunks",
 		// The entity communities of the namespace (internal/communities): every one goes,
 		// the next pass recomputes them from the graph that is left.
-		"loom.entity_communities"} {
+		"loom.entity_communities",
+		// The learnings queue (internal/learnings): the scope's supporters, then the
+		// candidates left with none (a namespace's: all of them).
+		"loom.learnings_supporters", "loom.learnings_queue"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/learnings"
 	"github.com/loomplane/loom/internal/llm"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
@@ -273,7 +274,24 @@ func (w *factWriter) Write(ctx context.Context, fw extraction.Write) (*extractio
 	s := w.s
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteDeadline)
 	defer cancel()
+	filed, err := s.sealLearnings(fw)
+	if err != nil {
+		return nil, err
+	}
+	if len(fw.Entries) == 0 && len(fw.Retire) == 0 {
+		return s.fileLearningsAlone(wctx, w, filed)
+	}
 	opts := bulkOptions{op: opFromMessages, retire: fw.Retire, inCommit: w.inCommit}
+	if len(filed) > 0 {
+		opts.inCommit = func(ctx context.Context, tx pgx.Tx) error {
+			if w.inCommit != nil {
+				if err := w.inCommit(ctx, tx); err != nil {
+					return err
+				}
+			}
+			return learnings.Insert(ctx, tx, filed)
+		}
+	}
 	if in := w.inputs; in != nil && !fw.DryRun {
 		opts.inWritten = func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error {
 			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return writtenFacts(fw.MessageIndex, written, merged) })
@@ -288,6 +306,13 @@ func (w *factWriter) Write(ctx context.Context, fw extraction.Write) (*extractio
 		w.inputs.kept = true
 	}
 	out := &extraction.Written{Outcomes: b.outcomes(s.now()), Superseded: b.ans.Superseded, DryRun: b.dryRun, Committed: b.committed()}
+	if len(filed) > 0 && !b.committed() {
+		// Nothing committed, so the commit that carries the learnings never ran.
+		if err := s.commitLearnings(wctx, w, filed); err != nil {
+			return nil, err
+		}
+	}
+	out.LearningIDs, out.Committed = candidateIDs(filed), out.Committed || len(filed) > 0
 	for _, r := range b.retired {
 		out.Retired = append(out.Retired, extraction.Retired{Identity: r.id, MemoryID: r.memoryID, Retired: r.retired, Skipped: r.skipped})
 	}

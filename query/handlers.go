@@ -118,6 +118,12 @@ func (s *Service) handleSessionDigest(c *fiber.Ctx) error {
 	return send(c)(s.sessionDigest(ctx, auth.From(c), c.Params("ns"), c.Params("session_id")))
 }
 
+func (s *Service) handleLearnings(c *fiber.Ctx) error {
+	ctx, cancel := s.pointRead(c)
+	defer cancel()
+	return send(c)(s.listLearnings(ctx, auth.From(c), learningsCall{namespace: c.Params("ns"), agent: c.Query("agent"), limit: c.Query("limit")}))
+}
+
 func (s *Service) handleSearchTrace(c *fiber.Ctx) error {
 	return send(c)(s.searchTraceOf(c.UserContext(), auth.From(c), c.Params("trace_id")))
 }

@@ -176,4 +176,6 @@ func (s *Service) Register(r fiber.Router) {
 	g.Get("/namespaces/:ns/memories/:key/inspect", s.handleInspect)
 	// A session's newest digest (session_digest.go).
 	g.Get("/namespaces/:ns/sessions/:session_id/digest", s.handleSessionDigest)
+	// The learnings queue: rules about the agent itself (learnings.go).
+	g.Get("/namespaces/:ns/learnings", s.handleLearnings)
 }

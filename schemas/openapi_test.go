@@ -35,6 +35,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories:aggregate":           {"get"},
 	"/v1/namespaces/{ns}/memories:statuses":            {"post"},
 	"/v1/namespaces/{ns}/sessions/{session_id}/digest": {"get"},
+	"/v1/namespaces/{ns}/learnings":                    {"get"},
 	// Profiles and consolidation (issue 32).
 	"/v1/namespaces/{ns}/profile-schema":               {"put"},
 	"/v1/namespaces/{ns}/profiles/{user_id}":           {"get"},

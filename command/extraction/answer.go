@@ -31,6 +31,18 @@ type Write struct {
 	Retire    []memrow.Identity
 	// MessageIndex is the message each entry was drawn from, by entry.
 	MessageIndex []int
+	// Learnings are rules about the agent itself, filed to the learnings queue in the
+	// same commit (or alone when no fact commits).
+	Learnings []Learning
+	// Identity is the facts' identity, without a key: the learnings' supporter.
+	Identity memrow.Identity
+}
+
+// Learning is a rule about the agent itself, the message that states it and that
+// message's text (the supporter's quote).
+type Learning struct {
+	Rule, Quote  string
+	MessageIndex int
 }
 
 // Written is what a batch made of its entries, as its last round left them.
@@ -42,8 +54,11 @@ type Written struct {
 	Retired    []Retired
 	Superseded []string
 	DryRun     bool
-	// Committed: the batch committed a fact or a retirement.
+	// Committed: the batch committed a fact, a retirement or a learning.
 	Committed bool
+	// LearningIDs are the learnings' candidate ids, by Write.Learnings' index (none on a
+	// dry run).
+	LearningIDs []string
 }
 
 // Retired is what a batch did with one head it was asked to retire.
@@ -89,6 +104,13 @@ func (st *state) answer(writes bool) *Answer {
 			f = Fact{Verdict: factNotWritten}
 		}
 		f.Key, f.Value, f.MessageIndex = c.key, c.value, c.msg
+		all = append(all, placed{f, c.msg})
+	}
+	for i, c := range st.learnings {
+		f := Fact{Key: c.key, Value: c.value, MessageIndex: c.msg, About: aboutAgent, Verdict: VerdictLearning}
+		if b := st.written; b != nil && i < len(b.LearningIDs) {
+			f.LearningID = b.LearningIDs[i]
+		}
 		all = append(all, placed{f, c.msg})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].msg < all[j].msg })

@@ -21,6 +21,7 @@ type extractionAnswer struct {
 		Value        string   `json:"value"`
 		MessageIndex int      `json:"message_index"`
 		Tags         []string `json:"tags"`
+		About        string   `json:"about"` // "agent": a rule about the agent itself; "" or "user": a fact
 	} `json:"facts"`
 	Forget []struct {
 		Key          string `json:"key"`
@@ -35,12 +36,20 @@ var extractionSchema = mustSchema("extracted_facts", "The durable facts a conver
 			"value":         map[string]any{"type": "string", "description": "the fact, one short sentence"},
 			"message_index": map[string]any{"type": "integer", "description": "the [n] of the message that states it"},
 			"tags":          array(map[string]any{"type": "string"}),
+			"about": map[string]any{"type": "string", "enum": []any{aboutUser, aboutAgent},
+				"description": "user: a fact about the user or their world; agent: a rule about how the assistant should work"},
 		})),
 		"forget": array(object(map[string]any{
 			"key":           map[string]any{"type": "string", "description": "the key of a stored memory the user asks to forget"},
 			"message_index": map[string]any{"type": "integer"},
 		})),
 	}))
+
+// What an extracted fact is about (the seeds' about): the user, or the agent itself.
+const (
+	aboutUser  = "user"
+	aboutAgent = "agent"
+)
 
 // verificationAnswer is the verifier's answer: one verdict per fact it was shown.
 type verificationAnswer struct {
@@ -92,6 +101,7 @@ Rules:
 - value states the fact in one short sentence, in the conversation's language.
 - message_index is the [n] of the message that states the fact.
 - tags: the namespace's categories below that fit the fact, or none.
+- about: "user" for a fact about the user or their world; "agent" for a rule the user gives the assistant about how it should work ("answer in French", "never suggest pork recipes"): such rules are filed for review, not stored as memories.
 - forget: when the user asks to forget or delete something, the key of each stored memory it names, with the message_index of the request.`
 
 // extractionPrompt is the system message of one extraction call.
@@ -177,7 +187,8 @@ func mergeWindows(ws []window, answers []extractionAnswer) (facts []*candidate, 
 			return n
 		}
 		for _, f := range a.Facts {
-			c := &candidate{rawKey: f.Key, value: strings.TrimSpace(f.Value), msg: at(f.MessageIndex), tags: f.Tags}
+			c := &candidate{rawKey: f.Key, value: strings.TrimSpace(f.Value), msg: at(f.MessageIndex), tags: f.Tags,
+				aboutAgent: f.About == aboutAgent}
 			c.key = normalizeKey(f.Key, c.value)
 			if prev, ok := byKey[c.key]; ok && c.key != "" && prev.msg > c.msg {
 				continue

@@ -108,6 +108,7 @@ type candidate struct {
 	sha                string
 	droppedBy, reason  string
 	duplicateOf        string // hash_dedup: the memory that already holds the value
+	aboutAgent         bool   // a rule about the agent itself: filed to the learnings queue, never a memory
 }
 
 // forgetting is a key the transcript asks to forget.
@@ -131,6 +132,7 @@ type state struct {
 	dropped    []*candidate
 	forgets    []forgetting
 	written    *Written
+	learnings  []*candidate // the rules loom.bulk_write filed to the learnings queue
 
 	mu         sync.Mutex // the model calls' counts, which concurrent windows add to
 	modelCalls int
@@ -413,7 +415,8 @@ func (pl *Pipeline) hashDedup(ctx context.Context, st *state) error {
 		stored[r.ContentSHA256] = r
 	}
 	return st.drop(stepHashDedup, func(_ *state, c *candidate) string {
-		if r := stored[c.sha]; r != nil {
+		// A rule about the agent is no memory's value, whatever memory holds its words.
+		if r := stored[c.sha]; r != nil && !c.aboutAgent {
 			c.duplicateOf = r.MemoryID
 			return "the memory " + r.MemoryKey + " already holds this value"
 		}
@@ -436,12 +439,23 @@ func stringValue(v string) []byte {
 
 // writeFacts writes the facts through memory.bulk_set's path, every fact judged as any
 // write is, and in the same commit retires the rows the transcript asked to forget.
+//
+// A rule about the agent itself (about="agent") is never written as a memory: it is
+// filed to the learnings queue with the message that supports it, in the same commit.
 func (pl *Pipeline) writeFacts(ctx context.Context, st *state) error {
 	retire, err := pl.forgotten(ctx, st)
 	if err != nil {
 		return err
 	}
-	if len(st.facts) == 0 && len(retire) == 0 {
+	var learnings []Learning
+	st.facts = slices.DeleteFunc(st.facts, func(c *candidate) bool {
+		if c.aboutAgent {
+			st.learnings = append(st.learnings, c)
+			learnings = append(learnings, Learning{Rule: c.value, MessageIndex: c.msg, Quote: st.req.Messages[c.msg].Content})
+		}
+		return c.aboutAgent
+	})
+	if len(st.facts) == 0 && len(retire) == 0 && len(learnings) == 0 {
 		return nil
 	}
 	entries := make([]json.RawMessage, len(st.facts))
@@ -454,7 +468,7 @@ func (pl *Pipeline) writeFacts(ctx context.Context, st *state) error {
 		msgs[i] = c.msg
 	}
 	b, err := st.writer.Write(ctx, Write{Principal: st.p, Namespace: st.ns, Entries: entries, DryRun: st.req.DryRun, Retire: retire,
-		MessageIndex: msgs})
+		MessageIndex: msgs, Learnings: learnings, Identity: st.identity})
 	if err != nil {
 		return err
 	}

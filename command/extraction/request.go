@@ -87,6 +87,8 @@ type Fact struct {
 	ConflictWith []string      `json:"conflict_with,omitempty"`
 	DroppedBy    string        `json:"dropped_by,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
+	About        string        `json:"about,omitempty"`       // "agent": a rule about the agent itself
+	LearningID   string        `json:"learning_id,omitempty"` // the learnings queue's candidate it was filed as
 }
 
 // Verdicts of a fact beyond the write's own (Verdict).
@@ -96,6 +98,9 @@ const (
 	// VerdictMerge is the write's verdict of a value already stored, which merges into
 	// the memory that holds it.
 	VerdictMerge = "merge"
+	// VerdictLearning: a rule about the agent itself, filed to the learnings queue
+	// (learnings.list) instead of the memories.
+	VerdictLearning = "learning"
 )
 
 // Forgotten is a row the transcript asked to forget.

@@ -56,7 +56,7 @@ func Tables() []Table {
 // postgresContent are the Postgres tables that hold a scope's memory content or name
 // its memories: an erasure deletes the scope's rows and the census counts them.
 func postgresContent() []Table {
-	return []Table{
+	return append([]Table{
 		{Store: Postgres, Name: "loom.memory_current", Class: Counted, Why: "the heads: complete memory rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_revisions", Class: Counted, Why: "the journal: every committed row", Scope: rowScope},
 		{Store: Postgres, Name: "loom.revision_keys", Class: Counted, Why: "the data keys that open the scope's records on the topic",
@@ -145,6 +145,24 @@ func postgresContent() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
 			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
+	}, learningsTables()...)
+}
+
+// learningsTables are the learnings queue's tables (internal/learnings, migration
+// 130): rules about the agent and the users' quotes that support them, each sealed
+// under a data key kept on its row alone. A user's erasure deletes the user's
+// supporters, then every candidate left with no supporter; the census counts every
+// unsupported candidate of the namespace, whichever erasure left it (the seeds'
+// learnings_queue.delete step).
+func learningsTables() []Table {
+	return []Table{
+		{Store: Postgres, Name: "loom.learnings_supporters", Class: Counted,
+			Why:   "the users' quotes (sealed) that support rules about the agent, with their identities",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
+		{Store: Postgres, Name: "loom.learnings_queue", Class: Counted,
+			Why: "rules about the agent (sealed) drawn from the users' conversations",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND ((p.user_id = '' AND t.generation < p.fence) OR (p.user_id <> '' AND NOT EXISTS (
+				SELECT 1 FROM loom.learnings_supporters s WHERE s.org = t.org AND s.namespace = t.namespace AND s.candidate_id = t.candidate_id)))`},
 	}
 }
 

@@ -114,11 +114,12 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 }
 
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
-// chunks or session digests, for an erasure of the user.
+// chunks, session digests or learnings' supporters, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
 	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2
 		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = $2`, org, userID).
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = $2
+		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = $2`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns

@@ -23,6 +23,9 @@ const (
 	// LabelVectors seals a revision's vectors in its outbox row until the relay
 	// publishes its record (internal/outbox); never opened in SQL.
 	LabelVectors = "loom.vectors"
+	// LabelLearning seals rules about the agent and their quotes (loom.learnings_queue,
+	// loom.learnings_supporters).
+	LabelLearning = "loom.learning"
 )
 
 // Seal seals plain under the key label derives from dataKey.

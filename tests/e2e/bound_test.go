@@ -337,6 +337,14 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		// A session's digest: bob's session has none alice's tokens may read.
 		"GET /v1/namespaces/:ns/sessions/:session_id/digest": probes(
 			probe{http.MethodGet, ns + "/sessions/s1/digest", "", anyRole(404), nil}),
+		// The learnings queue: alice's token lists only what alice supports, never bob's quotes.
+		"GET /v1/namespaces/:ns/learnings": probes(
+			probe{http.MethodGet, ns + "/learnings", "", writes(200), func(b []byte) error {
+				if strings.Contains(string(b), `"bob"`) {
+					return fmt.Errorf("listed a learning bob supports")
+				}
+				return nil
+			}}),
 		"GET /v1/namespaces/:ns/memories": probes(
 			probe{http.MethodGet, ns + "/memories?user_id=bob", "", anyRole(200), nil},
 			probe{http.MethodGet, ns + "/memories?include_tombstoned=true", "", anyRole(200), nil},

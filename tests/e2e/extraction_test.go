@@ -61,7 +61,7 @@ type said struct {
 func extracted(facts []said, forget ...string) llmtest.Reply {
 	fs := []any{}
 	for _, f := range facts {
-		fs = append(fs, map[string]any{"key": f.Key, "value": f.Value, "message_index": f.Msg, "tags": []any{}})
+		fs = append(fs, map[string]any{"key": f.Key, "value": f.Value, "message_index": f.Msg, "tags": []any{}, "about": "user"})
 	}
 	gs := []any{}
 	for _, k := range forget {

@@ -418,6 +418,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"ExtractionStatus", func() error { _, err := c.ExtractionStatus(ctx, ns, client.ExtractionOptions{}); return err }},
+		{"Learnings", func() error { _, err := c.Learnings(ctx, ns, client.LearningsOptions{}); return err }},
 		{"MyExtractions", func() error { _, err := c.MyExtractions(ctx, client.ExtractionOptions{}); return err }},
 		{"MyExtraction", func() error { _, err := c.MyExtraction(ctx, "00000000-0000-0000-0000-000000000000"); return err }},
 		{"RetryMyExtractions", func() error {

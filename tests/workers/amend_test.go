@@ -30,7 +30,7 @@ func scriptExtraction(srv *llmtest.Server) {
 				"relations": []scriptedRelation{{"Alice", "lives_in", "Lisbon"}}})
 		case "extracted_facts":
 			return llmtest.JSON(map[string]any{"facts": []any{map[string]any{"key": "user.home_city", "value": "Alice lives in Lisbon",
-				"message_index": 0, "tags": []any{}}}, "forget": []any{}})
+				"message_index": 0, "tags": []any{}, "about": "user"}}, "forget": []any{}})
 		}
 		return llmtest.Status(500, "unscripted")
 	})

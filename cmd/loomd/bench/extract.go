@@ -36,7 +36,7 @@ func StartScriptedProvider() *ScriptedProvider {
 		facts := []any{}
 		for _, m := range stated.FindAllStringSubmatch(r.Text(), -1) {
 			i, _ := strconv.Atoi(m[1])
-			facts = append(facts, map[string]any{"key": "user.likes_" + m[2], "value": "Likes " + m[2], "message_index": i, "tags": []any{}})
+			facts = append(facts, map[string]any{"key": "user.likes_" + m[2], "value": "Likes " + m[2], "message_index": i, "tags": []any{}, "about": "user"})
 		}
 		return llmtest.JSON(map[string]any{"facts": facts, "forget": []any{}})
 	})

@@ -1,0 +1,143 @@
+// Package learnings owns the statements over the learnings queue: rules about the
+// agent itself (an extracted fact with about="agent") that memory.set_from_messages'
+// loom.bulk_write step files as pending candidates (loom.learnings_queue) with the
+// user's quote that supports each (loom.learnings_supporters), never as memories. The
+// write side inserts them in the facts' transaction; the read side lists them
+// (learnings.list); an erasure deletes them through internal/erasure's scope
+// predicates. Texts are sealed as a turn's are (AES-256-CBC under HMAC-SHA256(data
+// key, "loom.learning"), opened in SQL with the key unwrapped by loom.unwrapped_key).
+package learnings
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/internal/generations"
+	"github.com/loomplane/loom/internal/rowseal"
+)
+
+// SourceAssistantTurn: a rule the user said to the bot in a conversation.
+const SourceAssistantTurn = "assistant_turn"
+
+// Sealed is a text sealed under a data key of its own: the key as stored (wrapped
+// under the KEK) and the text sealed under the unwrapped key.
+type Sealed struct {
+	DataKey, Text []byte
+}
+
+// Seal seals text under dataKey (unwrapped); storedKey is the same key as the row
+// keeps it.
+func Seal(dataKey, storedKey []byte, text string) (Sealed, error) {
+	out, err := rowseal.Seal(dataKey, rowseal.LabelLearning, []byte(text))
+	if err != nil {
+		return Sealed{}, fmt.Errorf("seal the learning: %w", err)
+	}
+	return Sealed{DataKey: storedKey, Text: out}, nil
+}
+
+// Candidate is a rule filed to the queue with its one supporter: the identity it was
+// said under and the message that says it.
+type Candidate struct {
+	Org, Namespace, CandidateID string
+	Agent, UserID, SessionID    string
+	MessageIndex                int
+	Rule, Quote                 Sealed
+}
+
+// Insert files candidates with their supporters, in tx. It reads the namespace's
+// generation under its row lock, so an erasure of the scope either sees the rows or
+// fences them out.
+func Insert(ctx context.Context, tx pgx.Tx, cs []Candidate) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	gen, err := generations.Advance(ctx, tx, cs[0].Org, cs[0].Namespace, 0)
+	if err != nil {
+		return fmt.Errorf("lock the generation of %s: %w", cs[0].Namespace, err)
+	}
+	b := &pgx.Batch{}
+	for _, c := range cs {
+		b.Queue(`INSERT INTO loom.learnings_queue (org, namespace, candidate_id, agent, source, generation, data_key, sealed)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			c.Org, c.Namespace, c.CandidateID, c.Agent, SourceAssistantTurn, gen, c.Rule.DataKey, c.Rule.Text)
+		b.Queue(`INSERT INTO loom.learnings_supporters (org, namespace, candidate_id, agent, user_id, session_id, message_index,
+				generation, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			c.Org, c.Namespace, c.CandidateID, c.Agent, c.UserID, c.SessionID, c.MessageIndex, gen, c.Quote.DataKey, c.Quote.Text)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("file the learnings: %w", err)
+	}
+	return nil
+}
+
+// Opened is a candidate as learnings.list reads it, its texts opened.
+type Opened struct {
+	CandidateID string      `json:"candidate_id"`
+	Agent       string      `json:"agent"`
+	Rule        string      `json:"rule"`
+	Status      string      `json:"status"`
+	Source      string      `json:"source"`
+	CreatedAt   time.Time   `json:"created_at"`
+	Supporters  []Supporter `json:"supporters"`
+}
+
+// Supporter is a user's quote that supports a candidate.
+type Supporter struct {
+	UserID       string    `json:"user_id"`
+	SessionID    string    `json:"session_id"`
+	MessageIndex int       `json:"message_index"`
+	Quote        string    `json:"quote"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// List reads a namespace's newest candidates, up to limit, of agent ("" every agent's).
+// With userID set, only the candidates that user supports, each with that user's
+// supporters alone.
+func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit int) ([]Opened, error) {
+	rows, err := q.Query(ctx, `WITH c AS (
+			SELECT q.* FROM loom.learnings_queue q
+			WHERE q.org = $1 AND q.namespace = $2 AND ($3 = '' OR q.agent = $3)
+			  AND ($4 = '' OR EXISTS (SELECT 1 FROM loom.learnings_supporters s
+				WHERE s.org = q.org AND s.namespace = q.namespace AND s.candidate_id = q.candidate_id AND s.user_id = $4))
+			ORDER BY q.created_at DESC, q.candidate_id LIMIT $5)
+		SELECT c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
+			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
+			s.user_id, s.session_id, s.message_index, s.created_at,
+			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
+		FROM c JOIN loom.learnings_supporters s ON s.org = c.org AND s.namespace = c.namespace AND s.candidate_id = c.candidate_id
+		WHERE $4 = '' OR s.user_id = $4
+		ORDER BY c.created_at DESC, c.candidate_id, s.created_at, s.user_id, s.session_id, s.message_index`,
+		org, ns, agent, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the learnings: %w", err)
+	}
+	defer rows.Close()
+	out := []Opened{}
+	for rows.Next() {
+		var o Opened
+		var s Supporter
+		if err := rows.Scan(&o.CandidateID, &o.Agent, &o.Status, &o.Source, &o.CreatedAt, &o.Rule,
+			&s.UserID, &s.SessionID, &s.MessageIndex, &s.CreatedAt, &s.Quote); err != nil {
+			return nil, fmt.Errorf("read the learnings: %w", err)
+		}
+		s.CreatedAt = s.CreatedAt.UTC()
+		if n := len(out); n > 0 && out[n-1].CandidateID == o.CandidateID {
+			out[n-1].Supporters = append(out[n-1].Supporters, s)
+			continue
+		}
+		o.CreatedAt, o.Supporters = o.CreatedAt.UTC(), []Supporter{s}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the learnings: %w", err)
+	}
+	return out, nil
+}
