@@ -660,7 +660,7 @@ func (r results) markdown(memories, queries int) string {
 	fmt.Fprintf(&b, "Written by `LOOM_QUALITY_WRITE=1 go test -count=1 -run TestRetrievalQuality ./tests/quality/`.\n")
 	fmt.Fprintf(&b, "Corpus: %d memories of the fictional Tidewell Systems (tests/quality/corpus.json); %d queries, "+
 		"%d answerable and %d with no answer in the corpus. Default configuration: the hash embedder, "+
-		"LOOM_ADAPTIVE_THRESHOLDS on, LOOM_SEARCH_MIN_DISTINCTNESS 1.25, LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING abstain, "+
+		"LOOM_ADAPTIVE_THRESHOLDS on, LOOM_SEARCH_MIN_DISTINCTNESS 1.62, LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING abstain, "+
 		"LOOM_MEMORY_SEARCH_MIN_SCORE 0.3 (the fallback floor), BM25 k1 1.2, b 0.75. Method: see the comment atop quality_test.go.\n\n",
 		memories, queries, r.answerable, r.noAnswers)
 	fmt.Fprintf(&b, "## Answerable queries\n\n| system | recall@5 | MRR@10 | recall@5, first 80 | MRR@10, first 80 |\n|---|---:|---:|---:|---:|\n")
@@ -734,7 +734,8 @@ func (r results) markdown(memories, queries int) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %.3f |\n", g.gate, g.queries, g.a.abstained, g.false, pct(g.a.precision()), g.a.recall())
 	}
 	fmt.Fprintf(&b, "\n## The sweep that chose the calibration\n\nThe weighted searches re-judged from their gates at each "+
-		"min_distinctness (how many background spreads the best hit must stand above the pool's tenth row; 0 turns the gate "+
+		"min_distinctness (how many background spreads the best hit must stand above the pool's tenth row, per unit of the headroom "+
+		"that row leaves; 0 turns the gate "+
 		"off), with identifier grounding abstaining and off. The floor (the background's median) applies in every row.\n\n"+
 		"| grounding | min_distinctness | abstained | answerable abstained | precision | recall |")
 	for _, k := range noAnswerKinds {
