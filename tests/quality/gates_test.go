@@ -1,7 +1,6 @@
 package quality
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,32 +75,9 @@ func (a gateAnswer) abstainedBefore() (bool, string) {
 }
 
 func gateSearch(ctx context.Context, c *testenv.Client, ns, query string, more map[string]any) (gateAnswer, error) {
-	fields := map[string]any{"query": query, "top_k": fusedTopK, "mode": "weighted"}
-	for k, v := range more {
-		fields[k] = v
-	}
-	body, _ := json.Marshal(fields)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/namespaces/"+ns+"/memories:search", bytes.NewReader(body))
-	if err != nil {
-		return gateAnswer{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return gateAnswer{}, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	buf.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return gateAnswer{}, fmt.Errorf("%d %s", resp.StatusCode, buf.Bytes())
-	}
 	var a gateAnswer
-	if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
-		return gateAnswer{}, err
-	}
-	return a, nil
+	err := searchInto(ctx, c, ns, query, fusedTopK, "weighted", more, &a)
+	return a, err
 }
 
 // gateQuestion is one question of either corpus.

@@ -407,6 +407,13 @@ func loadCorpus(t *testing.T) corpusFile {
 // search runs memory.search with the request's fields beside query, top_k and mode;
 // it uses its own HTTP call, as it runs off the test's goroutine.
 func search(ctx context.Context, c *testenv.Client, ns, query string, topK int, mode string, more map[string]any) (answer, error) {
+	var a answer
+	err := searchInto(ctx, c, ns, query, topK, mode, more, &a)
+	return a, err
+}
+
+// searchInto is search decoding the answer into a.
+func searchInto(ctx context.Context, c *testenv.Client, ns, query string, topK int, mode string, more map[string]any, a any) error {
 	fields := map[string]any{"query": query, "top_k": topK, "mode": mode}
 	for k, v := range more {
 		fields[k] = v
@@ -414,25 +421,21 @@ func search(ctx context.Context, c *testenv.Client, ns, query string, topK int, 
 	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/namespaces/"+ns+"/memories:search", bytes.NewReader(body))
 	if err != nil {
-		return answer{}, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return answer{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	buf.ReadFrom(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return answer{}, fmt.Errorf("%d %s", resp.StatusCode, buf.Bytes())
+		return fmt.Errorf("%d %s", resp.StatusCode, buf.Bytes())
 	}
-	var a answer
-	if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
-		return answer{}, err
-	}
-	return a, nil
+	return json.Unmarshal(buf.Bytes(), a)
 }
 
 type results struct {
