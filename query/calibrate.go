@@ -27,7 +27,8 @@ import (
 // (below_threshold: the best hit scores no better than the background's median, a
 // typical unrelated document) and distinctness (low_calibrated_confidence: the best
 // hit stands fewer than min_distinctness background spreads above the pool's tenth
-// row, so it is one more of the near misses).
+// row, counted per unit of the headroom that row leaves, so it is one more of the near
+// misses).
 //
 // A pool too small to hold a background (a narrow filter, a small namespace) borrows
 // the namespace's: every search records its background's median and spread in
@@ -88,13 +89,26 @@ func poolBackground(pool []*candidate) background {
 }
 
 // distinctness is how many background spreads the best hit stands above the
-// background's best; ok is false when there is no background to judge by.
+// background's best, per unit of the room that best leaves below 1 (raised to
+// headroomExponent); ok is false when there is no background to judge by. The headroom
+// is what makes the gate hold under another embedder: a semantic model scores
+// unrelated text near 0.3 and a topic's near misses close under the answer, so its
+// answers stand fewer spreads out than the hash embedder's (whose background sits near
+// 0); dividing by the headroom moves the threshold with where the namespace's
+// background sits instead of fixing it to one embedder's scale. The exponent and the
+// default min_distinctness were fitted together on the quality corpora's tuning halves
+// under both embedders (tests/quality/RESULTS-gates.md).
 func (bg background) distinctness(best float64) (float64, bool) {
 	if bg.Source == calibrationFallback || bg.Spread <= 0 {
 		return 0, false
 	}
-	return (best - bg.Tenth) / math.Max(bg.Spread, 1e-3), true
+	headroom := math.Pow(math.Max(1-bg.Tenth, 0.05), headroomExponent)
+	return (best - bg.Tenth) / math.Max(bg.Spread, 1e-3) / headroom, true
 }
+
+// headroomExponent is how strongly the background's height moves the distinctness
+// gate (see distinctness).
+const headroomExponent = 0.75
 
 // calibrationKey names a namespace's calibration: per embedder, since another model
 // scores on another scale.

@@ -46,6 +46,27 @@ func TestPoolBackground(t *testing.T) {
 	}
 }
 
+// A best hit the same number of spreads above the near misses is more distinct over a
+// background that sits high (a semantic model's, unrelated text near 0.3) than over one
+// near 0 (the hash embedder's): the threshold moves with where the namespace's
+// background sits, so the gate is not fitted to one embedder's scale.
+func TestDistinctnessMovesWithTheBackground(t *testing.T) {
+	low := background{Source: calibrationPool, Rows: 100, Median: 0.05, Spread: 0.07, Tenth: 0.19}
+	high := background{Source: calibrationPool, Rows: 100, Median: 0.35, Spread: 0.07, Tenth: 0.47}
+	// A spread and a quarter above the tenth row on each.
+	in := func(bg background) verdictInput {
+		s := settingsFor(true)
+		s.MinDistinctness = 1.62
+		return verdictInput{hits: 5, best: bg.Tenth + 1.25*bg.Spread, bg: bg, settings: s}
+	}
+	if got, gates := decide(in(low)); got != VerdictLowConfidence {
+		t.Errorf("over a background near 0: %s, want %s (gates %+v)", got, VerdictLowConfidence, gates)
+	}
+	if got, gates := decide(in(high)); got != VerdictOK {
+		t.Errorf("over a background near 0.35: %s, want ok (gates %+v)", got, gates)
+	}
+}
+
 func settingsFor(adaptive bool) retrievalSettings {
 	return retrievalSettings{MinScore: 0.3, MinDistinctness: 1.25, Adaptive: adaptive, Grounding: retrieval.GroundingAbstain}
 }

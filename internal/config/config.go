@@ -508,7 +508,7 @@ func readQuery(r *reader) Query {
 		EmbedCacheTTL:  r.seconds("LOOM_EMBEDDING_CACHE_TTL_S", 600),
 		Retrieval: Retrieval{
 			AdaptiveThresholds: r.bool("LOOM_ADAPTIVE_THRESHOLDS", true),
-			MinDistinctness:    r.float("LOOM_SEARCH_MIN_DISTINCTNESS", 1.25),
+			MinDistinctness:    r.float("LOOM_SEARCH_MIN_DISTINCTNESS", 1.62),
 			Grounding:          r.str("LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING", "abstain"),
 			SubQueries:         r.bool("LOOM_SEARCH_SUB_QUERIES", false),
 			SetExpansion:       r.bool("LOOM_SEARCH_SET_EXPANSION", true),

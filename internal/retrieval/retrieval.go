@@ -91,7 +91,8 @@ type Settings struct {
 	// no calibration, or always when set here.
 	MinScore *float64 `json:"min_score,omitempty"`
 	// MinDistinctness is the calibrated gate: how many background spreads the best
-	// hit must stand above the pool's tenth (low_calibrated_confidence below it).
+	// hit must stand above the pool's tenth, per unit of the headroom the tenth leaves
+	// (low_calibrated_confidence below it; query/calibrate.go).
 	MinDistinctness *float64 `json:"min_distinctness,omitempty"`
 	// Grounding is abstain, annotate or off.
 	Grounding string `json:"grounding,omitempty"`

@@ -414,6 +414,13 @@ func loadCorpus(t *testing.T) corpusFile {
 // search runs memory.search with the request's fields beside query, top_k and mode;
 // it uses its own HTTP call, as it runs off the test's goroutine.
 func search(ctx context.Context, c *testenv.Client, ns, query string, topK int, mode string, more map[string]any) (answer, error) {
+	var a answer
+	err := searchInto(ctx, c, ns, query, topK, mode, more, &a)
+	return a, err
+}
+
+// searchInto is search decoding the answer into a.
+func searchInto(ctx context.Context, c *testenv.Client, ns, query string, topK int, mode string, more map[string]any, a any) error {
 	fields := map[string]any{"query": query, "top_k": topK, "mode": mode}
 	for k, v := range more {
 		fields[k] = v
@@ -421,25 +428,21 @@ func search(ctx context.Context, c *testenv.Client, ns, query string, topK int, 
 	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/namespaces/"+ns+"/memories:search", bytes.NewReader(body))
 	if err != nil {
-		return answer{}, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return answer{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	buf.ReadFrom(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return answer{}, fmt.Errorf("%d %s", resp.StatusCode, buf.Bytes())
+		return fmt.Errorf("%d %s", resp.StatusCode, buf.Bytes())
 	}
-	var a answer
-	if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
-		return answer{}, err
-	}
-	return a, nil
+	return json.Unmarshal(buf.Bytes(), a)
 }
 
 type results struct {
@@ -667,7 +670,7 @@ func (r results) markdown(memories, queries int) string {
 	fmt.Fprintf(&b, "Written by `LOOM_QUALITY_WRITE=1 go test -count=1 -run TestRetrievalQuality ./tests/quality/`.\n")
 	fmt.Fprintf(&b, "Corpus: %d memories of the fictional Tidewell Systems (tests/quality/corpus.json); %d queries, "+
 		"%d answerable and %d with no answer in the corpus. Default configuration: the hash embedder, "+
-		"LOOM_ADAPTIVE_THRESHOLDS on, LOOM_SEARCH_MIN_DISTINCTNESS 1.25, LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING abstain, "+
+		"LOOM_ADAPTIVE_THRESHOLDS on, LOOM_SEARCH_MIN_DISTINCTNESS 1.62, LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING abstain, "+
 		"LOOM_MEMORY_SEARCH_MIN_SCORE 0.3 (the fallback floor), BM25 k1 1.2, b 0.75. Method: see the comment atop quality_test.go.\n\n",
 		memories, queries, r.answerable, r.noAnswers)
 	fmt.Fprintf(&b, "## Answerable queries\n\n| system | recall@5 | MRR@10 | recall@5, first 80 | MRR@10, first 80 |\n|---|---:|---:|---:|---:|\n")
@@ -741,7 +744,8 @@ func (r results) markdown(memories, queries int) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %.3f |\n", g.gate, g.queries, g.a.abstained, g.false, pct(g.a.precision()), g.a.recall())
 	}
 	fmt.Fprintf(&b, "\n## The sweep that chose the calibration\n\nThe weighted searches re-judged from their gates at each "+
-		"min_distinctness (how many background spreads the best hit must stand above the pool's tenth row; 0 turns the gate "+
+		"min_distinctness (how many background spreads the best hit must stand above the pool's tenth row, per unit of the headroom "+
+		"that row leaves; 0 turns the gate "+
 		"off), with identifier grounding abstaining and off. The floor (the background's median) applies in every row.\n\n"+
 		"| grounding | min_distinctness | abstained | answerable abstained | precision | recall |")
 	for _, k := range noAnswerKinds {
