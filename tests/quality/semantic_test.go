@@ -10,8 +10,8 @@ import (
 	"github.com/loomplane/loom/internal/text"
 )
 
-// The semantic-style scripted embedder (copied from branch h34-anchor's hyde_test.go,
-// where HyDE is measured with it; on merging both, keep one copy). It spreads its
+// The semantic-style scripted embedder, shared by HyDE's measurement (hyde_test.go)
+// and the abstain gates' (gates_test.go). It spreads its
 // similarities as a semantic model does, not as the built-in hash embedder: a word is
 // the sum of its concept's vector and its own (semanticConcepts groups words of one
 // meaning: spouse, partner, wife...), so paraphrases score high without sharing a word;
