@@ -92,6 +92,46 @@ type convOutcome struct {
 }
 
 func TestConversations(t *testing.T) {
+	c := readConversations(t)
+	client := startConversationsAPI(t)
+	nsOf, docs := writeConversations(t, client, c)
+	ctx := context.Background()
+	hash := embed.NewHash(embed.DefaultHashDim)
+	baselines := map[string]*convBaselines{}
+	for id, ds := range docs {
+		baselines[id] = newConvBaselines(ctx, t, hash, ds)
+	}
+	// The first search of each namespace waits at the barrier for its projection.
+	waitForProjections(ctx, t, client, mapValues(nsOf))
+
+	outcomes := make([]convOutcome, len(c.Questions))
+	eachInParallel(t, len(c.Questions), workers, func(i int) error {
+		q := c.Questions[i]
+		o, err := askConversation(ctx, client, nsOf[q.Dialogue], q)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", q.ID, q.Query, err)
+		}
+		o.bm25, o.exact = baselines[q.Dialogue].rank(ctx, hash, q.Query)
+		outcomes[i] = o
+		return nil
+	})
+
+	report := convMeasure(outcomes)
+	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(outcomes) + latencyMarkdown(outcomes)
+	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
+		var log strings.Builder
+		for _, o := range outcomes {
+			fmt.Fprintf(&log, "%s %-10s %-60q verdict=%s ranks weighted=%v no-expansion=%v bm25=%v\n", o.q.ID, o.q.Kind, o.q.Query, o.weighted.Verdict,
+				ranksOf(o.weighted.Hits, o.q.Expected), ranksOf(o.noExp.Hits, o.q.Expected), ranksOf(o.bm25, o.q.Expected))
+		}
+		t.Log("\n" + log.String())
+	}
+	logAndWriteResults(t, "RESULTS-conversations.md", md)
+	assertConversationsBeatBaselines(t, report)
+}
+
+// readConversations reads the conversation corpus the measurement runs.
+func readConversations(t *testing.T) conversationCorpus {
 	b, err := os.ReadFile("conversations.json")
 	if err != nil {
 		t.Fatal(err)
@@ -100,12 +140,24 @@ func TestConversations(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatalf("conversations.json: %v", err)
 	}
+	return c
+}
+
+// startConversationsAPI starts the API process with top_k raised to allTopK, so the
+// per-leg re-ranking can read every row of a dialogue.
+func startConversationsAPI(t *testing.T) *testenv.Client {
 	n, url := env.API(t, func(cfg *config.Config) {
 		cfg.SearchIndex.Mode = config.SearchIndexMemory
 		cfg.Query.TopKMax = allTopK
 		cfg.Query.ProjectionWait = 60 * time.Second
 	})
-	client := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "conversations"}))
+	return testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "conversations"}))
+}
+
+// writeConversations writes each dialogue's turns to a namespace of its own, checking
+// every turn was written, and keeps the turns as the baselines read them; it returns
+// the namespaces and the baselines' documents by dialogue.
+func writeConversations(t *testing.T, client *testenv.Client, c conversationCorpus) (map[string]string, map[string][]convDoc) {
 	nsOf := map[string]string{}
 	docs := map[string][]convDoc{}
 	for _, d := range c.Dialogues {
@@ -133,80 +185,49 @@ func TestConversations(t *testing.T) {
 			t.Fatalf("bulk_set %s wrote %d of %d turns: %s", d.ID, len(a.Written), len(entries), r.Body)
 		}
 	}
-	ctx := context.Background()
-	hash := embed.NewHash(embed.DefaultHashDim)
-	baselines := map[string]*convBaselines{}
-	for id, ds := range docs {
-		baselines[id] = newConvBaselines(ctx, t, hash, ds)
-	}
-	// The first search of each namespace waits at the barrier for its projection.
-	for _, ns := range nsOf {
-		if _, err := search(ctx, client, ns, "hello", fusedTopK, "weighted", nil); err != nil {
-			t.Fatalf("first search: %v", err)
-		}
-	}
+	return nsOf, docs
+}
 
-	outcomes := make([]convOutcome, len(c.Questions))
-	eachInParallel(t, len(c.Questions), workers, func(i int) error {
-		q := c.Questions[i]
-		ns := nsOf[q.Dialogue]
-		more := map[string]any{}
-		if q.ReferenceTime != "" {
-			more["reference_time"] = q.ReferenceTime
+// askConversation runs one question's served searches in ns, in order, stopping at the
+// first error; the baselines' rankings are left to the caller.
+func askConversation(ctx context.Context, client *testenv.Client, ns string, q convQuestion) (convOutcome, error) {
+	more := map[string]any{}
+	if q.ReferenceTime != "" {
+		more["reference_time"] = q.ReferenceTime
+	}
+	with := func(extra map[string]any) map[string]any {
+		m := map[string]any{}
+		for k, v := range more {
+			m[k] = v
 		}
-		with := func(extra map[string]any) map[string]any {
-			m := map[string]any{}
-			for k, v := range more {
-				m[k] = v
-			}
-			for k, v := range extra {
-				m[k] = v
-			}
-			return m
+		for k, v := range extra {
+			m[k] = v
 		}
-		o := convOutcome{q: q}
-		var err error
-		start := time.Now()
-		o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more)
-		o.took = time.Since(start)
-		if err == nil {
-			if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", more); err == nil {
-				if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
-					if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
-						o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
-						if err == nil && q.Kind == "temporal" {
-							o.lexical, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false, "legs": []string{"lexical", "key"}}))
-						}
+		return m
+	}
+	o := convOutcome{q: q}
+	var err error
+	start := time.Now()
+	o.weighted, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", more)
+	o.took = time.Since(start)
+	if err == nil {
+		if o.rrf, err = search(ctx, client, ns, q.Query, fusedTopK, "rrf", more); err == nil {
+			if o.subq, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"sub_queries": true})); err == nil {
+				if o.all, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false})); err == nil {
+					o.noExp, err = search(ctx, client, ns, q.Query, fusedTopK, "weighted", with(map[string]any{"set_expansion": false}))
+					if err == nil && q.Kind == "temporal" {
+						o.lexical, err = search(ctx, client, ns, q.Query, allTopK, "weighted", with(map[string]any{"set_expansion": false, "legs": []string{"lexical", "key"}}))
 					}
 				}
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", q.ID, q.Query, err)
-		}
-		o.bm25, o.exact = baselines[q.Dialogue].rank(ctx, hash, q.Query)
-		outcomes[i] = o
-		return nil
-	})
+	}
+	return o, err
+}
 
-	report := convMeasure(outcomes)
-	md := report.markdown(c, len(c.Questions)) + anchorMarkdown(outcomes) + latencyMarkdown(outcomes)
-	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
-		var log strings.Builder
-		for _, o := range outcomes {
-			fmt.Fprintf(&log, "%s %-10s %-60q verdict=%s ranks weighted=%v no-expansion=%v bm25=%v\n", o.q.ID, o.q.Kind, o.q.Query, o.weighted.Verdict,
-				ranksOf(o.weighted.Hits, o.q.Expected), ranksOf(o.noExp.Hits, o.q.Expected), ranksOf(o.bm25, o.q.Expected))
-		}
-		t.Log("\n" + log.String())
-	}
-	t.Log("\n" + md)
-	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
-		if err := os.WriteFile("RESULTS-conversations.md", []byte(md), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Acceptance: the served search beats plain BM25 on both halves (what the issue's
-	// public benchmark measured first), and every leg alone.
+// assertConversationsBeatBaselines checks the acceptance: the served search beats plain
+// BM25 on both halves (what the public benchmark measured first), and every leg alone.
+func assertConversationsBeatBaselines(t *testing.T, report convReport) {
 	for _, half := range convHalves {
 		w := report.overall[half][sysWeighted]
 		for _, other := range []string{convBM25, sysVector, sysLexical, sysKey} {

@@ -2,9 +2,7 @@ package quality
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -108,20 +106,35 @@ func (f *gateFigures) add(q gateQuestion, hits []hit, abstained bool, verdict st
 }
 
 func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
-	srv := llmtest.New(t)
-	srv.EmbedDim(semanticDim)
-	srv.EmbedWith(semanticVector)
-	var personal personalCorpus
-	var conv conversationCorpus
-	for file, into := range map[string]any{"personal.json": &personal, "conversations.json": &conv} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
+	srv := newSemanticEmbedderServer(t)
+	personal, conv := readBothCorpora(t)
+	questions := gateQuestions(personal, conv)
+	embedders := []string{"hash", "semantic"}
+	answers := make([][2]gateAnswer, len(questions))
+	ctx := context.Background()
+	for e, embedder := range embedders {
+		client := startGateAPI(t, srv, embedder, personal.Clock)
+		nsOf := writeGateCorpus(t, client, embedder, personal, conv)
+		// The first search of each namespace waits for its projection.
+		for _, ns := range nsOf {
+			if _, err := gateSearch(ctx, client, ns, "hello", nil); err != nil {
+				t.Fatalf("first search: %v", err)
+			}
 		}
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		runGateQuestions(ctx, t, client, embedder, nsOf, questions, answers, e)
 	}
+
+	figs, log := gateMeasure(questions, answers, embedders)
+	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
+		t.Log("\n" + log)
+	}
+	md := gateMarkdown(figs, embedders)
+	assertGates(t, figs, embedders)
+	logAndWriteResults(t, "RESULTS-gates.md", md)
+}
+
+// gateQuestions lists both corpora's questions in one order, so answers line up by index.
+func gateQuestions(personal personalCorpus, conv conversationCorpus) []gateQuestion {
 	var questions []gateQuestion
 	for _, q := range personal.Queries {
 		questions = append(questions, gateQuestion{corpus: "personal", half: q.Half, dialogue: "personal", query: q.Query, expected: q.Expected})
@@ -130,66 +143,61 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 		questions = append(questions, gateQuestion{corpus: "conversations", half: q.Half, dialogue: q.Dialogue, query: q.Query,
 			referenceTime: q.ReferenceTime, expected: q.Expected})
 	}
-	embedders := []string{"hash", "semantic"}
-	answers := make([][2]gateAnswer, len(questions))
-	ctx := context.Background()
-	for e, embedder := range embedders {
-		n, url := env.API(t, func(c *config.Config) {
-			c.SearchIndex.Mode = config.SearchIndexMemory
-			c.Query.ProjectionWait = 60 * time.Second
-			if embedder == "semantic" {
-				c.Embedder.Kind, c.Embedder.OpenAI.BaseURL, c.Embedder.OpenAI.Model, c.Embedder.Dim = "openai", srv.URL, "scripted-semantic", semanticDim
-			}
-		}, apiOptions(t, personal.Clock)...)
-		client := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "gates-" + embedder}))
-		nsOf := map[string]string{}
-		bulk := func(id string, entries []map[string]any) {
-			ns := testenv.Unique(t, "gates-"+embedder+"-"+id)
-			nsOf[id] = ns
-			client.AppendOnly(t, ns)
-			body, _ := json.Marshal(map[string]any{"entries": entries})
-			if r := client.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", body); r.Status != http.StatusOK {
-				t.Fatalf("bulk_set %s: %d %s", ns, r.Status, r.Body)
-			}
-		}
-		var entries []map[string]any
-		for _, m := range personal.Memories {
-			entries = append(entries, map[string]any{"key": m.Key, "value": m.Value})
-		}
-		bulk("personal", entries)
-		for _, d := range conv.Dialogues {
-			var entries []map[string]any
-			for _, s := range d.Sessions {
-				for _, turn := range s.Turns {
-					entries = append(entries, map[string]any{"key": turn.Key, "value": turn.Value, "valid_at": turn.ValidAt})
-				}
-			}
-			bulk(d.ID, entries)
-		}
-		// The first search of each namespace waits for its projection.
-		for _, ns := range nsOf {
-			if _, err := gateSearch(ctx, client, ns, "hello", nil); err != nil {
-				t.Fatalf("first search: %v", err)
-			}
-		}
-		eachInParallel(t, len(questions), workers, func(i int) error {
-			q := questions[i]
-			more := map[string]any{}
-			if q.referenceTime != "" {
-				more["reference_time"] = q.referenceTime
-			}
-			a, err := gateSearch(ctx, client, nsOf[q.dialogue], q.query, more)
-			if err != nil {
-				return fmt.Errorf("%s %q: %w", embedder, q.query, err)
-			}
-			answers[i][e] = a
-			return nil
-		})
-	}
+	return questions
+}
 
-	type row struct{ corpus, half, embedder, rule string }
-	figs := map[row]*gateFigures{}
-	at := func(r row) *gateFigures {
+// startGateAPI starts one API process per embedder, so both score distributions are measured over the same rows.
+func startGateAPI(t *testing.T, srv *llmtest.Server, embedder, clock string) *testenv.Client {
+	n, url := env.API(t, func(c *config.Config) {
+		c.SearchIndex.Mode = config.SearchIndexMemory
+		c.Query.ProjectionWait = 60 * time.Second
+		if embedder == "semantic" {
+			c.Embedder.Kind, c.Embedder.OpenAI.BaseURL, c.Embedder.OpenAI.Model, c.Embedder.Dim = "openai", srv.URL, "scripted-semantic", semanticDim
+		}
+	}, apiOptions(t, clock)...)
+	return testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "gates-" + embedder}))
+}
+
+// writeGateCorpus writes the personal facts and every dialogue, each to a namespace of its own; it returns the namespaces by dialogue.
+func writeGateCorpus(t *testing.T, client *testenv.Client, embedder string, personal personalCorpus, conv conversationCorpus) map[string]string {
+	nsOf := map[string]string{}
+	bulk := func(id string, entries []map[string]any) {
+		ns := testenv.Unique(t, "gates-"+embedder+"-"+id)
+		nsOf[id] = ns
+		bulkSetOrFatal(t, client, ns, entries)
+	}
+	bulk("personal", personalEntries(personal))
+	for i, d := range conv.Dialogues {
+		bulk(d.ID, dialogueEntries(conv, i))
+	}
+	return nsOf
+}
+
+// runGateQuestions runs every question under one embedder, filling column e of answers.
+func runGateQuestions(ctx context.Context, t *testing.T, client *testenv.Client, embedder string, nsOf map[string]string,
+	questions []gateQuestion, answers [][2]gateAnswer, e int) {
+	eachInParallel(t, len(questions), workers, func(i int) error {
+		q := questions[i]
+		more := map[string]any{}
+		if q.referenceTime != "" {
+			more["reference_time"] = q.referenceTime
+		}
+		a, err := gateSearch(ctx, client, nsOf[q.dialogue], q.query, more)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", embedder, q.query, err)
+		}
+		answers[i][e] = a
+		return nil
+	})
+}
+
+// gateFigRow names one row of the gates report.
+type gateFigRow struct{ corpus, half, embedder, rule string }
+
+// gateMeasure judges every answer by both rules into the report's rows, and logs each answer's gate values.
+func gateMeasure(questions []gateQuestion, answers [][2]gateAnswer, embedders []string) (map[gateFigRow]*gateFigures, string) {
+	figs := map[gateFigRow]*gateFigures{}
+	at := func(r gateFigRow) *gateFigures {
 		if figs[r] == nil {
 			figs[r] = &gateFigures{}
 		}
@@ -200,8 +208,8 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 		for e, embedder := range embedders {
 			a := answers[i][e]
 			before, bv := a.abstainedBefore()
-			at(row{q.corpus, q.half, embedder, "before"}).add(q, a.Hits, before, bv)
-			at(row{q.corpus, q.half, embedder, "after"}).add(q, a.Hits, a.Verdict != "ok", a.Verdict)
+			at(gateFigRow{q.corpus, q.half, embedder, "before"}).add(q, a.Hits, before, bv)
+			at(gateFigRow{q.corpus, q.half, embedder, "after"}).add(q, a.Hits, a.Verdict != "ok", a.Verdict)
 			bg := a.Explain.Background
 			var best, dist float64
 			for _, g := range a.Explain.Gates {
@@ -217,9 +225,11 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 				ranksOf(a.Hits, q.expected), q.query)
 		}
 	}
-	if os.Getenv("LOOM_QUALITY_VERBOSE") == "1" {
-		t.Log("\n" + log.String())
-	}
+	return figs, log.String()
+}
+
+// gateMarkdown writes the report RESULTS-gates.md holds.
+func gateMarkdown(figs map[gateFigRow]*gateFigures, embedders []string) string {
 	var md strings.Builder
 	fmt.Fprintf(&md, "# The abstain gates under two score distributions\n\nWritten by `LOOM_QUALITY_WRITE=1 go test -count=1 -p 1 -run TestAbstainGatesUnderTwoEmbedders ./tests/quality/`. "+
 		"Both corpora's questions, the weighted search at top_k 10, with the built-in hash embedder and with a scripted OpenAI-compatible embedder whose "+
@@ -232,31 +242,29 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 		for _, half := range convHalves {
 			for _, embedder := range embedders {
 				for _, rule := range []string{"before", "after"} {
-					f := figs[row{corpus, half, embedder, rule}]
+					f := figs[gateFigRow{corpus, half, embedder, rule}]
 					if f == nil {
 						continue
 					}
 					m := f.ranked.mean()
-					var vs []string
-					for _, v := range []string{"no_match", "below_threshold", "low_calibrated_confidence", "ungrounded_identifier"} {
-						if n := f.falseVerdicts[v]; n > 0 {
-							vs = append(vs, fmt.Sprintf("%s %d", v, n))
-						}
-					}
 					fmt.Fprintf(&md, "| %s | %s | %s | %s | %d | %.3f | %d | %d of %d | %s | %s | %s |\n", corpus, half, embedder, rule, m.n, m.recall5,
 						f.abstain.abstained-f.abstain.correct, f.abstain.correct, f.abstain.noAnswer, pct(f.abstain.precision()), pct(f.abstain.recall()),
-						strings.Join(vs, ", "))
+						verdictCounts(f.falseVerdicts))
 				}
 			}
 		}
 	}
-	// Acceptance: under the semantic embedder the gate abstains fewer answerable
-	// conversation questions than the former rule on both halves; under the hash
-	// embedder it abstains on exactly the questions the former rule did, in number.
+	return md.String()
+}
+
+// assertGates checks the acceptance: under the semantic embedder the gate abstains
+// fewer answerable conversation questions than the former rule on both halves; under
+// the hash embedder it abstains on exactly the questions the former rule did, in number.
+func assertGates(t *testing.T, figs map[gateFigRow]*gateFigures, embedders []string) {
 	for _, half := range convHalves {
 		for _, corpus := range []string{"personal", "conversations"} {
 			for _, embedder := range embedders {
-				b, a := figs[row{corpus, half, embedder, "before"}], figs[row{corpus, half, embedder, "after"}]
+				b, a := figs[gateFigRow{corpus, half, embedder, "before"}], figs[gateFigRow{corpus, half, embedder, "after"}]
 				fb, fa := b.abstain.abstained-b.abstain.correct, a.abstain.abstained-a.abstain.correct
 				switch {
 				case embedder == "hash" && (fa != fb || a.abstain.correct != b.abstain.correct):
@@ -265,12 +273,6 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 					t.Errorf("%s %s semantic: %d answerable abstain, the former rule %d", corpus, half, fa, fb)
 				}
 			}
-		}
-	}
-	t.Log("\n" + md.String())
-	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
-		if err := os.WriteFile("RESULTS-gates.md", []byte(md.String()), 0o644); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -2,10 +2,7 @@ package quality
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,24 +78,28 @@ type hydeFigures struct {
 }
 
 func TestHyDEWithASemanticEmbedder(t *testing.T) {
-	srv := llmtest.New(t)
-	srv.EmbedDim(semanticDim)
-	srv.EmbedWith(semanticVector)
+	srv := newSemanticEmbedderServer(t)
 	srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
 		q := r.Messages[len(r.Messages)-1].Content
 		return llmtest.Text(hypotheticalAnswer(q))
 	})
-	var personal personalCorpus
-	var conv conversationCorpus
-	for file, into := range map[string]any{"personal.json": &personal, "conversations.json": &conv} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+	personal, conv := readBothCorpora(t)
+	off, on := startHyDEAPIs(t, srv, personal.Clock)
+	questions, pns, convNS := writeHyDECorpus(t, off, personal, conv)
+	ctx := context.Background()
+	// The first search of each namespace on each process waits for its projection.
+	for _, c := range []*testenv.Client{off, on} {
+		waitForProjections(ctx, t, c, append([]string{pns}, mapValues(convNS)...))
 	}
+	answers := runHyDEQuestions(ctx, t, off, on, questions)
+	figs := hydeMeasure(questions, answers)
+	logAndWriteResults(t, "RESULTS-hyde.md", hydeMarkdown(figs))
+	assertHyDEUsed(t, figs)
+}
+
+// startHyDEAPIs starts two API processes over the same store, HyDE off and on, so the
+// setting is the only difference between the columns.
+func startHyDEAPIs(t *testing.T, srv *llmtest.Server, clock string) (off, on *testenv.Client) {
 	mod := func(hyde bool) func(*config.Config) {
 		return func(c *config.Config) {
 			c.SearchIndex.Mode = config.SearchIndexMemory
@@ -108,53 +109,38 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 			c.Query.Retrieval.HyDE, c.Query.Retrieval.HyDEBudget = hyde, 10*time.Second
 		}
 	}
-	nOff, urlOff := env.API(t, mod(false), apiOptions(t, personal.Clock)...)
-	_, urlOn := env.API(t, mod(true), apiOptions(t, personal.Clock)...)
+	nOff, urlOff := env.API(t, mod(false), apiOptions(t, clock)...)
+	_, urlOn := env.API(t, mod(true), apiOptions(t, clock)...)
 	token := env.Token(t, nOff, auth.NewToken{Org: "hyde"})
-	off, on := testenv.NewClient(urlOff, token), testenv.NewClient(urlOn, token)
+	return testenv.NewClient(urlOff, token), testenv.NewClient(urlOn, token)
+}
 
+// writeHyDECorpus writes the personal facts and every dialogue through off (both
+// processes read the same rows) and lists the questions with their namespaces; it
+// returns the personal namespace and the dialogues' namespaces by dialogue.
+func writeHyDECorpus(t *testing.T, off *testenv.Client, personal personalCorpus, conv conversationCorpus) ([]hydeQuestion, string, map[string]string) {
 	var questions []hydeQuestion
-	bulk := func(ns string, entries []map[string]any) {
-		off.AppendOnly(t, ns)
-		body, _ := json.Marshal(map[string]any{"entries": entries})
-		if r := off.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:bulkSet", body); r.Status != http.StatusOK {
-			t.Fatalf("bulk_set %s: %d %s", ns, r.Status, r.Body)
-		}
-	}
 	pns := testenv.Unique(t, "hyde-personal")
-	var entries []map[string]any
-	for _, m := range personal.Memories {
-		entries = append(entries, map[string]any{"key": m.Key, "value": m.Value})
-	}
-	bulk(pns, entries)
+	bulkSetOrFatal(t, off, pns, personalEntries(personal))
 	for _, q := range personal.Queries {
 		questions = append(questions, hydeQuestion{corpus: "personal", half: q.Half, ns: pns, query: q.Query, expected: q.Expected})
 	}
 	convNS := map[string]string{}
-	for _, d := range conv.Dialogues {
+	for i, d := range conv.Dialogues {
 		ns := testenv.Unique(t, "hyde-conv-"+d.ID)
 		convNS[d.ID] = ns
-		var entries []map[string]any
-		for _, s := range d.Sessions {
-			for _, turn := range s.Turns {
-				entries = append(entries, map[string]any{"key": turn.Key, "value": turn.Value, "valid_at": turn.ValidAt})
-			}
-		}
-		bulk(ns, entries)
+		bulkSetOrFatal(t, off, ns, dialogueEntries(conv, i))
 	}
 	for _, q := range conv.Questions {
 		questions = append(questions, hydeQuestion{corpus: "conversations", half: q.Half, ns: convNS[q.Dialogue], query: q.Query,
 			referenceTime: q.ReferenceTime, expected: q.Expected})
 	}
-	ctx := context.Background()
-	// The first search of each namespace on each process waits for its projection.
-	for _, c := range []*testenv.Client{off, on} {
-		for _, ns := range append([]string{pns}, mapValues(convNS)...) {
-			if _, err := search(ctx, c, ns, "hello", fusedTopK, "weighted", nil); err != nil {
-				t.Fatalf("first search: %v", err)
-			}
-		}
-	}
+	return questions, pns, convNS
+}
+
+// runHyDEQuestions runs every question on both processes; answers[i] is question i's
+// answer with HyDE off, then on.
+func runHyDEQuestions(ctx context.Context, t *testing.T, off, on *testenv.Client, questions []hydeQuestion) [][2]answer {
 	answers := make([][2]answer, len(questions))
 	eachInParallel(t, len(questions), workers, func(i int) error {
 		q := questions[i]
@@ -171,7 +157,11 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 		}
 		return nil
 	})
+	return answers
+}
 
+// hydeMeasure sums the answers into figures by corpus/half, HyDE off then on.
+func hydeMeasure(questions []hydeQuestion, answers [][2]answer) map[string]*[2]hydeFigures {
 	figs := map[string]*[2]hydeFigures{} // corpus/half → off, on
 	for i, q := range questions {
 		k := q.corpus + "/" + q.half
@@ -196,6 +186,11 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 			}
 		}
 	}
+	return figs
+}
+
+// hydeMarkdown writes the report RESULTS-hyde.md holds.
+func hydeMarkdown(figs map[string]*[2]hydeFigures) string {
 	var md strings.Builder
 	fmt.Fprintf(&md, "# HyDE with a semantic embedder\n\nWritten by `LOOM_QUALITY_WRITE=1 go test -count=1 -p 1 -run TestHyDEWithASemanticEmbedder ./tests/quality/`. "+
 		"Both corpora's questions, the weighted search at top_k 10, against a scripted OpenAI-compatible server: its embedder spreads similarities "+
@@ -209,26 +204,18 @@ func TestHyDEWithASemanticEmbedder(t *testing.T) {
 			for j, setting := range []string{"off", "on"} {
 				f := pair[j]
 				m := f.ranked.mean()
-				var vs []string
-				for _, v := range []string{"no_match", "below_threshold", "low_calibrated_confidence", "ungrounded_identifier"} {
-					if n := f.falseVerdicts[v]; n > 0 {
-						vs = append(vs, fmt.Sprintf("%s %d", v, n))
-					}
-				}
 				fmt.Fprintf(&md, "| %s | %s | %s | %d | %.3f | %.3f | %d | %d of %d | %s | %s | %d | %s |\n", corpus, half, setting, m.n, m.recall5, m.mrr,
 					f.abstain.abstained-f.abstain.correct, f.abstain.correct, f.abstain.noAnswer, pct(f.abstain.precision()), pct(f.abstain.recall()), f.used,
-					strings.Join(vs, ", "))
+					verdictCounts(f.falseVerdicts))
 			}
 		}
 	}
-	t.Log("\n" + md.String())
-	if os.Getenv("LOOM_QUALITY_WRITE") == "1" {
-		if err := os.WriteFile("RESULTS-hyde.md", []byte(md.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The measurement is of HyDE: every search with it on used the model's passage,
-	// none with it off did.
+	return md.String()
+}
+
+// assertHyDEUsed checks the measurement is of HyDE: every search with it on used the
+// model's passage, none with it off did.
+func assertHyDEUsed(t *testing.T, figs map[string]*[2]hydeFigures) {
 	for k, pair := range figs {
 		n := pair[0].ranked.n + pair[0].abstain.noAnswer
 		if pair[0].used != 0 || pair[1].used != n {
