@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -46,6 +47,18 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 
 	budget := 120
 	req := client.PackRequest{Query: "what does alice drink", UserID: "alice", BudgetTokens: &budget, Model: "gpt-4o"}
+	a := packAlicesFactsWithinBudget(t, ctx, c, ns, req, budget)
+	packCitationsResolve(t, ctx, c, ns, a)
+	packSameStateSameBytes(t, raw, ns, req.Query, budget)
+	packSmallBudgetCuts(t, ctx, c, ns, req)
+	packStackMatchesPack(t, ctx, c, ns, req, a)
+	packBoundToAliceLeavesBobOut(t, n, raw, org, ns)
+	packBadInputNamesItsField(t, raw, ns)
+}
+
+// packAlicesFactsWithinBudget packs alice's facts at the budget: the block holds them
+// and none of bob's, counted with gpt-4o's tokenizer. The later steps check its answer.
+func packAlicesFactsWithinBudget(t *testing.T, ctx context.Context, c *client.Client, ns string, req client.PackRequest, budget int) *client.PackAnswer {
 	a, err := c.Pack(ctx, ns, req)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +78,12 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 			t.Errorf("profile section: %+v", s)
 		}
 	}
+	return a
+}
+
+// packCitationsResolve checks the pack's citations are listed once each in the
+// block's order, and each resolves through memory.get_by_id and memory.history.
+func packCitationsResolve(t *testing.T, ctx context.Context, c *client.Client, ns string, a *client.PackAnswer) {
 	// Every citation resolves: the id names the key, whose history holds the version.
 	cites := citeRE.FindAllStringSubmatch(a.Block, -1)
 	if len(cites) < 2 {
@@ -94,15 +113,25 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 			t.Errorf("%s: %s holds no version %d", m[0], head.MemoryKey, v)
 		}
 	}
+}
+
+// packSameStateSameBytes packs the same state twice in each rendering: the answers
+// must be byte for byte the same.
+func packSameStateSameBytes(t *testing.T, raw *testenv.Client, ns, query string, budget int) {
 	// The same state, the same bytes: the whole answer, in either rendering.
 	for _, format := range []string{"markdown", "json"} {
-		body, _ := json.Marshal(map[string]any{"query": req.Query, "user_id": "alice", "budget_tokens": budget, "model": "gpt-4o", "format": format})
+		body, _ := json.Marshal(map[string]any{"query": query, "user_id": "alice", "budget_tokens": budget, "model": "gpt-4o", "format": format})
 		first := raw.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", body)
 		second := raw.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/context:pack", body)
 		if first.Status != http.StatusOK || string(first.Body) != string(second.Body) {
 			t.Fatalf("the same state packed differently (%s):\n%s\n%s", format, first.Body, second.Body)
 		}
 	}
+}
+
+// packSmallBudgetCuts packs the same request at 40 tokens: the block still fits and
+// the answer says what it cut and why.
+func packSmallBudgetCuts(t *testing.T, ctx context.Context, c *client.Client, ns string, req client.PackRequest) {
 	// A small budget cuts, and says what and why; the block still fits.
 	small := 40
 	req.BudgetTokens = &small
@@ -113,8 +142,12 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 	if cut.Tokens > small || len(cut.Cut) == 0 || cut.Cut[0].Reason == "" {
 		t.Fatalf("a 40-token pack: %d tokens, cut %+v:\n%s", cut.Tokens, cut.Cut, cut.Block)
 	}
+}
+
+// packStackMatchesPack asks memory.stack for the request at the full budget: the same
+// layers as the pack, each line with its source.
+func packStackMatchesPack(t *testing.T, ctx context.Context, c *client.Client, ns string, req client.PackRequest, a *client.PackAnswer) {
 	// memory.stack: the same layers, each line with its source.
-	req.BudgetTokens = &budget
 	st, err := c.Stack(ctx, ns, req)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +155,11 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 	if st.Tokens != a.Tokens || len(st.Sections) != len(a.Sections) || len(st.Sections[1].Lines) == 0 || len(st.Sections[1].Lines[0].Source) == 0 {
 		t.Fatalf("stack %+v against pack %+v", st, a)
 	}
+}
 
+// packBoundToAliceLeavesBobOut packs with a token bound to alice, naming bob or no
+// one: bob's row is never in the answer.
+func packBoundToAliceLeavesBobOut(t *testing.T, n *app.Process, raw *testenv.Client, org, ns string) {
 	// A token bound to alice packs alice's rows, whichever user it names.
 	bound := testenv.NewClient(raw.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "alice"}))
 	for _, body := range []string{`{"query": "who drinks coffee", "user_id": "bob"}`, `{"query": "who drinks coffee"}`, `{"query": "who drinks coffee", "format": "json"}`} {
@@ -131,7 +168,10 @@ func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
 			t.Fatalf("a token bound to alice: %s: %d %s", body, r.Status, r.Body)
 		}
 	}
+}
 
+// packBadInputNamesItsField sends bad requests: each is a 422 naming its field.
+func packBadInputNamesItsField(t *testing.T, raw *testenv.Client, ns string) {
 	// Bad input names its field.
 	for _, cs := range []struct{ body, field string }{
 		{`{"budget_tokens": 0}`, "budget_tokens"},

@@ -25,6 +25,30 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 	ctx := context.Background()
 	s1, _ := e.aliceConversation()
 	job := byKey(s1)["user.job"]
+	snapshotDigestAlicesFirstSession(t, e)
+	payload, digests := snapshotCountsTheConversation(t, ctx, e)
+	snapshotExportHoldsAlicesTurns(t, ctx, e, s1, job)
+	dst := snapshotRestoreIntoAFreshNamespace(t, ctx, e, payload, digests)
+	snapshotRestoreIntoABusySession(t, ctx, e, payload)
+	snapshotRecallInTheRestoredNamespace(t, ctx, e, dst, s1, job)
+	snapshotRestoreIntoItsSource(t, ctx, e, payload)
+	snapshotRestoreAfterBobsErasure(t, ctx, e, payload)
+}
+
+// snapshotS1Digest reads alice's s1 digest in ns, "" when it has none: the snapshot's
+// steps compare it before the snapshot and after each restore.
+func snapshotS1Digest(t *testing.T, e *conversationEnv, ns string) string {
+	r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/sessions/s1/digest", nil)
+	if r.Status != http.StatusOK {
+		return ""
+	}
+	return string(r.Body)
+}
+
+// snapshotDigestAlicesFirstSession runs the session_digest pass until alice's first
+// session is digested, then stops it, so the snapshot carries a digest and no digest of
+// the restored namespaces is the pass's own.
+func snapshotDigestAlicesFirstSession(t *testing.T, e *conversationEnv) {
 	// The session_digest pass digests alice's first session before the snapshot.
 	e.srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
 		if r.SchemaName != "session_digest" {
@@ -41,20 +65,17 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		c.Workers.SessionDigest.Enabled, c.Workers.SessionDigest.MinTurns = true, 2
 		c.Workers.SessionDigest.Idle, c.Workers.SessionDigest.Interval = time.Hour, 100*time.Millisecond
 	})
-	digestOf := func(ns string) string {
-		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/sessions/s1/digest", nil)
-		if r.Status != http.StatusOK {
-			return ""
-		}
-		return string(r.Body)
-	}
 	testenv.Eventually(t, 30*time.Second, "the digest of alice's first session", func() bool {
-		return strings.Contains(digestOf(e.ns), "Santa Maria")
+		return strings.Contains(snapshotS1Digest(t, e, e.ns), "Santa Maria")
 	})
 	stop() // so no digest of the restored namespaces is the pass's own
+}
 
-	payload := readAll(t, must[*client.Stream](t, "snapshot")(e.tc.SnapshotNamespace(ctx, e.ns)))
-	turns, digests := 0, 0
+// snapshotCountsTheConversation takes the namespace's snapshot and checks it holds
+// every turn and the digest; the later restores replay its payload.
+func snapshotCountsTheConversation(t *testing.T, ctx context.Context, e *conversationEnv) (payload []byte, digests int) {
+	payload = readAll(t, must[*client.Stream](t, "snapshot")(e.tc.SnapshotNamespace(ctx, e.ns)))
+	turns := 0
 	var end struct {
 		Rows    int64 `json:"rows"`
 		Records int64 `json:"records"`
@@ -78,14 +99,19 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		t.Fatalf("the snapshot holds %d turn and %d digest lines, its end line %+v; want 10 turns and s1's digest after 2 memories",
 			turns, digests, end)
 	}
+	return payload, digests
+}
 
+// snapshotExportHoldsAlicesTurns checks alice's subject-access export against the
+// same conversation the snapshot carries: her turns and digests, none of bob's.
+func snapshotExportHoldsAlicesTurns(t *testing.T, ctx context.Context, e *conversationEnv, s1 *client.FromMessagesAnswer, job client.ExtractedFact) {
 	// alice's subject-access export holds her turns, opened, and her session digests,
 	// and nothing of bob's.
 	var exported []client.ExportTurn
 	var exportedDigests []client.ExportDigest
 	var exportEnd client.End
 	exportPayload := readAll(t, must[*client.Stream](t, "export")(e.tc.Export(ctx, "alice")))
-	err = client.ReadLines(bytes.NewReader(exportPayload), func(kind string, line json.RawMessage) error {
+	err := client.ReadLines(bytes.NewReader(exportPayload), func(kind string, line json.RawMessage) error {
 		switch kind {
 		case "turn":
 			var x client.ExportTurn
@@ -122,15 +148,25 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		exportEnd.Records != int64(len(exported)+len(exportedDigests)) {
 		t.Errorf("alice's export: digests %+v, end %+v", exportedDigests, exportEnd)
 	}
+}
 
+// snapshotRestoreIntoAFreshNamespace restores the snapshot into a new namespace and
+// checks everything is written and s1 keeps its digest; the recall step reads it.
+func snapshotRestoreIntoAFreshNamespace(t *testing.T, ctx context.Context, e *conversationEnv, payload []byte, digests int) string {
 	dst := testenv.Unique(t, "conv-restored")
 	ans := must[*client.RestoreAnswer](t, "restore")(e.tc.RestoreNamespace(ctx, dst, payload))
 	if ans.Counts.Restored != 2 || ans.Counts.Turns != 10 || ans.Counts.TurnsUnchanged != 0 || ans.Counts.Digests != int64(digests) {
 		t.Fatalf("restore: %+v, want 2 memories, 10 turns and %d digests written", ans.Counts, digests)
 	}
-	if d := digestOf(dst); !strings.Contains(d, "Santa Maria") {
+	if d := snapshotS1Digest(t, e, dst); !strings.Contains(d, "Santa Maria") {
 		t.Errorf("s1's digest in the restored namespace: %q", d)
 	}
+	return dst
+}
+
+// snapshotRestoreIntoABusySession restores into a namespace whose s1 already has
+// turns, so the restored turns and s1's digest window are numbered after them.
+func snapshotRestoreIntoABusySession(t *testing.T, ctx context.Context, e *conversationEnv, payload []byte) {
 	// Into a namespace where alice's s1 holds two turns already: the restored turns are
 	// numbered after them, and s1's digest ends at its last restored turn, not at the
 	// index the snapshot gave it.
@@ -143,7 +179,7 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		var d struct {
 			WindowEnd int `json:"window_end"`
 		}
-		if err := json.Unmarshal([]byte(digestOf(ns)), &d); err != nil {
+		if err := json.Unmarshal([]byte(snapshotS1Digest(t, e, ns)), &d); err != nil {
 			t.Fatalf("s1's digest in %s: %v", ns, err)
 		}
 		return d.WindowEnd
@@ -151,6 +187,11 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 	if got, src := windowEnd(busy), windowEnd(e.ns); got != src+2 {
 		t.Errorf("s1's digest restored after two held turns ends at index %d; want %d (the snapshot's %d after the two)", got, src+2, src)
 	}
+}
+
+// snapshotRecallInTheRestoredNamespace recalls the fact and a question in the fresh
+// restore: they find the same turns, with their ids, speakers, times and windows.
+func snapshotRecallInTheRestoredNamespace(t *testing.T, ctx context.Context, e *conversationEnv, dst string, s1 *client.FromMessagesAnswer, job client.ExtractedFact) {
 	byFact := must[*client.RecallAnswer](t, "recall by key")(e.tc.Recall(ctx, dst, client.RecallRequest{Key: "user.job",
 		Identity: client.Identity{UserID: "alice", SessionID: "s1"}, Window: intp(1)}))
 	if len(byFact.Hits) != 1 || byFact.MemoryID != job.MemoryID {
@@ -170,13 +211,21 @@ func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
 		len(beach.Hits[0].Window) != 3 {
 		t.Fatalf("recall by question in the restored namespace: %+v", beach)
 	}
+}
 
+// snapshotRestoreIntoItsSource restores the snapshot over the namespace it was taken
+// of: every turn is held already, so none is written twice.
+func snapshotRestoreIntoItsSource(t *testing.T, ctx context.Context, e *conversationEnv, payload []byte) {
 	// Into the namespace the snapshot was taken of: every turn is held already.
 	back := must[*client.RestoreAnswer](t, "restore into the source")(e.tc.RestoreNamespace(ctx, e.ns, payload))
 	if back.Counts.Turns != 0 || back.Counts.TurnsUnchanged != 10 {
 		t.Errorf("restore into the source: %+v, want its 10 turns unchanged", back.Counts)
 	}
+}
 
+// snapshotRestoreAfterBobsErasure erases bob after the snapshot was taken: a restore
+// of it must not bring his turn back.
+func snapshotRestoreAfterBobsErasure(t *testing.T, ctx context.Context, e *conversationEnv, payload []byte) {
 	// bob is erased from the source: a restore of the snapshot taken before leaves his
 	// turn out.
 	e.c.Erasure(t, client.ErasureRequest{UserID: "bob", Namespace: e.ns})

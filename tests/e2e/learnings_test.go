@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
@@ -30,6 +33,20 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	tc := admin.Typed(t)
 	const rule, quote = "Answer in French", "From now on, always answer me in French please."
+	learned := learningsRuleIsNoMemory(t, ctx, srv, tc, ns, rule, quote)
+	learningsQueueHoldsTheRule(t, ctx, tc, ns, learned, rule, quote)
+	// Sealed at rest: neither text is in the clear in its row.
+	pool := env.PG(t)
+	learningsSealedAtRest(t, pool, org, ns)
+	learningsBoundTokensSeeTheirUsers(t, ctx, n, url, org, ns)
+	learningsRefuseBadInputAndReaders(t, n, url, admin, org, ns)
+	learningsErasureRemovesThem(t, ctx, srv, admin, tc, pool, org, ns)
+}
+
+// learningsRuleIsNoMemory extracts a conversation holding a user's fact and a rule
+// about the agent: the fact is a memory, the rule a learning that no get or search
+// serves. It returns the rule's extracted fact for the queue's check.
+func learningsRuleIsNoMemory(t *testing.T, ctx context.Context, srv *llmtest.Server, tc *client.Client, ns, rule, quote string) client.ExtractedFact {
 	srv.ReplyWhen(saying("vegetarian"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
 		map[string]any{"key": "user.diet", "value": "Is vegetarian", "message_index": 0, "tags": []any{}, "about": "user"},
 		map[string]any{"key": "assistant.reply_language", "value": rule, "message_index": 2, "tags": []any{}, "about": "agent"},
@@ -70,7 +87,12 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 			t.Errorf("search %q: %v, want user.diet", q, keys)
 		}
 	}
+	return learned
+}
 
+// learningsQueueHoldsTheRule lists the namespace's learnings: the one rule, pending,
+// supported by alice's quote.
+func learningsQueueHoldsTheRule(t *testing.T, ctx context.Context, tc *client.Client, ns string, learned client.ExtractedFact, rule, quote string) {
 	ls, err := tc.Learnings(ctx, ns, client.LearningsOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,13 +107,21 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	if s := l.Supporters[0]; s.UserID != "alice" || s.MessageIndex != 2 || s.Quote != quote {
 		t.Errorf("its supporter: %+v, want alice's message 2", s)
 	}
-	// Sealed at rest: neither text is in the clear in its row.
-	pool := env.PG(t)
+}
+
+// learningsSealedAtRest checks the queue's and the supporters' rows hold neither the
+// rule's nor the quote's text in the clear.
+func learningsSealedAtRest(t *testing.T, pool *pgxpool.Pool, org, ns string) {
 	if left := testenv.Int(t, pool, `SELECT (SELECT count(*) FROM loom.learnings_queue q WHERE q.org = $1 AND q.namespace = $2 AND position(convert_to($3, 'UTF8') IN q.sealed) > 0)
 		+ (SELECT count(*) FROM loom.learnings_supporters s WHERE s.org = $1 AND s.namespace = $2 AND position(convert_to($4, 'UTF8') IN s.sealed) > 0)`,
 		org, ns, "French", "French"); left != 0 {
 		t.Errorf("%d learnings rows hold their text in the clear", left)
 	}
+}
+
+// learningsBoundTokensSeeTheirUsers lists the learnings with tokens bound to alice
+// and to bob: each sees only the rules its user supports.
+func learningsBoundTokensSeeTheirUsers(t *testing.T, ctx context.Context, n *app.Process, url, org, ns string) {
 	// A token bound to one user sees only what that user supports.
 	for user, want := range map[string]int{"alice": 1, "bob": 0} {
 		bound := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: user})).Typed(t)
@@ -100,7 +130,11 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 			t.Errorf("%s's token lists %+v (%v), want %d", user, ls, err, want)
 		}
 	}
+}
 
+// learningsRefuseBadInputAndReaders checks a bad limit is a 422 naming it and a
+// reader's token is refused the list.
+func learningsRefuseBadInputAndReaders(t *testing.T, n *app.Process, url string, admin *testenv.Client, org, ns string) {
 	// Bad input and a reader's token are refused.
 	reader := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader}))
 	for _, c := range []struct {
@@ -117,7 +151,11 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d naming %s", c.path, r.Status, r.Body, c.status, c.says)
 		}
 	}
+}
 
+// learningsErasureRemovesThem files a rule of bob's, then erases alice (her rule
+// goes, bob's stays) and the namespace (every learnings row goes).
+func learningsErasureRemovesThem(t *testing.T, ctx context.Context, srv *llmtest.Server, admin *testenv.Client, tc *client.Client, pool *pgxpool.Pool, org, ns string) {
 	// bob says a rule of his own, in the words of a memory of his (the hash dedup merges
 	// a fact into the memory holding its value, never a rule); an erasure of alice takes
 	// her supporter and the rule it alone supported, and leaves bob's.

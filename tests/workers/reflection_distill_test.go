@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
@@ -78,41 +80,60 @@ func TestReflectionDistillLabelsAQuietSession(t *testing.T) {
 	if _, err := w.tc.Observe(ctx, off, client.ObserveRequest{Identity: alice, Turns: turns("How do I brew kombucha?")}); err != nil {
 		t.Fatal(err)
 	}
-	label := func(ns string) (outcome string, reflections int64) {
-		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT outcome, reflections FROM loom.session_outcomes WHERE org = $1 AND namespace = $2 AND user_id = 'alice' AND session_id = 's1'`, org, ns)
-		if err != nil {
+	reflectionSessionIsLabelled(t, ctx, pool, d, org, ns)
+	reflectionFoundOnlyAsAReflection(t, w, ns)
+	reflectionLaterPassesAskNothing(t, ctx, w, pool, d, org, off)
+	reflectionErasureTakesLabelAndReflection(t, ctx, w, pool, org, ns)
+}
+
+// reflectionLabel reads alice's s1 outcome label in ns ("" when there is none): the
+// steps check it appears, stays off the namespace that did not opt in, and is erased.
+func reflectionLabel(t *testing.T, ctx context.Context, pool *pgxpool.Pool, org, ns string) (outcome string, reflections int64) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT outcome, reflections FROM loom.session_outcomes WHERE org = $1 AND namespace = $2 AND user_id = 'alice' AND session_id = 's1'`, org, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&outcome, &reflections); err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := rows.Scan(&outcome, &reflections); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return outcome, reflections
 	}
+	return outcome, reflections
+}
+
+// reflectionSearch searches ns with the body and answers its hits: the steps search
+// for the reflection with and without memory_type.
+func reflectionSearch(t *testing.T, w *workers, ns, body string) []any {
+	t.Helper()
+	r := w.c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", []byte(body))
+	if r.Status != http.StatusOK {
+		t.Fatalf("search %s: %d %s", body, r.Status, r.Body)
+	}
+	hits, _ := r.JSON(t)["hits"].([]any)
+	return hits
+}
+
+// reflectionSessionIsLabelled waits for the pass to label the session and checks the
+// label is the schema's answer, reached in two calls (the first answer refused).
+func reflectionSessionIsLabelled(t *testing.T, ctx context.Context, pool *pgxpool.Pool, d *scriptedReflector, org, ns string) {
 	testenv.Eventually(t, 60*time.Second, "the session's outcome label", func() bool {
-		o, _ := label(ns)
+		o, _ := reflectionLabel(t, ctx, pool, org, ns)
 		return o != ""
 	})
-	if o, n := label(ns); o != "failed" || n != 1 {
+	if o, n := reflectionLabel(t, ctx, pool, org, ns); o != "failed" || n != 1 {
 		t.Fatalf("the label: %q with %d reflections; want the schema's answer, failed with 1", o, n)
 	}
 	if calls, _ := d.counts(); calls != 2 {
 		t.Fatalf("%d model calls for the session; want 2 (the answer outside the schema refused, asked again)", calls)
 	}
+}
 
-	search := func(body string) []any {
-		t.Helper()
-		r := w.c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", []byte(body))
-		if r.Status != http.StatusOK {
-			t.Fatalf("search %s: %d %s", body, r.Status, r.Body)
-		}
-		hits, _ := r.JSON(t)["hits"].([]any)
-		return hits
-	}
-	asked := search(`{"query": "which flour does the user have for a bread recipe", "memory_type": "reflection"}`)
+// reflectionFoundOnlyAsAReflection checks a search asking for memory_type reflection
+// finds the session's reflection, and an unfiltered search does not serve it.
+func reflectionFoundOnlyAsAReflection(t *testing.T, w *workers, ns string) {
+	asked := reflectionSearch(t, w, ns, `{"query": "which flour does the user have for a bread recipe", "memory_type": "reflection"}`)
 	if len(asked) != 1 {
 		t.Fatalf("a search for reflections: %v", asked)
 	}
@@ -121,10 +142,14 @@ func TestReflectionDistillLabelsAQuietSession(t *testing.T) {
 		!strings.Contains(fmt.Sprint(h["value"]), "Ask which flour the user has") {
 		t.Fatalf("the reflection hit: %v", h)
 	}
-	if hits := search(`{"query": "which flour does the user have for a bread recipe"}`); len(hits) != 0 {
+	if hits := reflectionSearch(t, w, ns, `{"query": "which flour does the user have for a bread recipe"}`); len(hits) != 0 {
 		t.Fatalf("an unfiltered search served the reflection: %v", hits)
 	}
+}
 
+// reflectionLaterPassesAskNothing waits out two more passes: the labelled session and
+// the namespace that did not opt in get no call, and health and /metrics show the pass.
+func reflectionLaterPassesAskNothing(t *testing.T, ctx context.Context, w *workers, pool *pgxpool.Pool, d *scriptedReflector, org, off string) {
 	// Later passes ask nothing more of the labelled session, nor of the namespace that
 	// did not opt in; health and /metrics show the pass.
 	op := env.Operator(t, w.url)
@@ -147,19 +172,23 @@ func TestReflectionDistillLabelsAQuietSession(t *testing.T) {
 	if calls, other := d.counts(); calls != 2 || other != 0 {
 		t.Fatalf("after more passes: %d calls for the labelled session (want 2), %d for the namespace that did not opt in (want 0)", calls, other)
 	}
-	if o, _ := label(off); o != "" {
+	if o, _ := reflectionLabel(t, ctx, pool, org, off); o != "" {
 		t.Fatalf("the namespace that did not opt in was labelled %q", o)
 	}
 	if m := op.Do(t, http.MethodGet, "/metrics", nil); !strings.Contains(string(m.Body), `loom_worker_pass_rows_total{worker="reflection_distill"}`) {
 		t.Fatal("/metrics does not count the pass's rows")
 	}
+}
 
+// reflectionErasureTakesLabelAndReflection erases alice in ns: her label and her
+// reflection go with her.
+func reflectionErasureTakesLabelAndReflection(t *testing.T, ctx context.Context, w *workers, pool *pgxpool.Pool, org, ns string) {
 	// The label and the reflection are the user's: their erasure takes both.
 	w.c.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
-	if o, _ := label(ns); o != "" {
+	if o, _ := reflectionLabel(t, ctx, pool, org, ns); o != "" {
 		t.Fatalf("the label after the erasure: %q", o)
 	}
-	if hits := search(`{"query": "which flour does the user have for a bread recipe", "memory_type": "reflection"}`); len(hits) != 0 {
+	if hits := reflectionSearch(t, w, ns, `{"query": "which flour does the user have for a bread recipe", "memory_type": "reflection"}`); len(hits) != 0 {
 		t.Fatalf("the reflection after the erasure: %v", hits)
 	}
 }
