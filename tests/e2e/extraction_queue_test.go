@@ -52,6 +52,15 @@ func newQueueEnv(t *testing.T, mod func(*config.Config)) *queueEnv {
 	q.api = n
 	q.c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: q.org}))
 	q.tc = q.c.Typed(t)
+	// The requests table is the deployment's: a request this test leaves open would fall
+	// due later and any later test's worker would queue it and call that test's
+	// scripted model, which fails on a transcript it was not written for.
+	pool := env.PG(t)
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), `DELETE FROM loom.extraction_requests WHERE org = $1`, q.org); err != nil {
+			t.Errorf("drop the test's extraction requests: %v", err)
+		}
+	})
 	return q
 }
 
