@@ -39,9 +39,19 @@ func (s *Service) communitiesPass(ctx context.Context) passResult {
 		return passResult{errors: 1, stopped: true}
 	}
 	due, err := s.communitiesDue(ctx)
-	if err != nil {
+	return s.eachDueNamespace(ctx, "entity communities", due, err, "communities", func(org, namespace string) error {
+		return s.computeCommunities(ctx, org, namespace)
+	})
+}
+
+// eachDueNamespace is the body of a pass over namespaces (entity_communities,
+// recalibration): the due list's failure is one error, then each namespace in turn
+// until ctx ends, a failed one left as it was and counted.
+func (s *Service) eachDueNamespace(ctx context.Context, pass string, due [][2]string, listErr error, what string,
+	do func(org, namespace string) error) passResult {
+	if listErr != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("entity communities: listing the graphs failed", "err", err)
+			s.log.Warn(pass+": listing the namespaces failed", "err", listErr)
 		}
 		return passResult{errors: 1}
 	}
@@ -50,9 +60,9 @@ func (s *Service) communitiesPass(ctx context.Context) passResult {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := s.computeCommunities(ctx, k[0], k[1]); err != nil {
+		if err := do(k[0], k[1]); err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("entity communities: a namespace's communities stay as they were", "org", k[0], "namespace", k[1], "err", err)
+				s.log.Warn(pass+": a namespace's "+what+" stay as they were", "org", k[0], "namespace", k[1], "err", err)
 			}
 			res.errors++
 			continue

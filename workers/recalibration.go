@@ -55,27 +55,9 @@ func (s *Service) recalibrationPass(ctx context.Context) passResult {
 	}
 	model := s.embedder.Model()
 	due, err := s.recalibrationDue(ctx, model)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("recalibration: listing the namespaces failed", "err", err)
-		}
-		return passResult{errors: 1}
-	}
-	res := passResult{claimed: len(due)}
-	for _, k := range due {
-		if ctx.Err() != nil {
-			break
-		}
-		if err := s.recalibrate(ctx, k[0], k[1], model); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("recalibration: a namespace's backgrounds stay as they were", "org", k[0], "namespace", k[1], "err", err)
-			}
-			res.errors++
-			continue
-		}
-		res.done++
-	}
-	return res
+	return s.eachDueNamespace(ctx, "recalibration", due, err, "backgrounds", func(org, namespace string) error {
+		return s.recalibrate(ctx, org, namespace, model)
+	})
 }
 
 // recalibrationDue lists the namespaces holding enough vectors of model for a
