@@ -69,10 +69,19 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 		t.Fatalf("before the pass: calibration %s, floor %v; want the recorded 0.97", c.Calibration, c.Floor)
 	}
 
+	// The pass lists namespaces from ClickHouse's vectors: the restart waits until this
+	// one's are projected there, or its one boot pass could miss it (the next is an hour
+	// away). That pass takes every due namespace of the shared stores, so it is given time.
+	conn := env.CH(t)
+	testenv.Eventually(t, 60*time.Second, "the namespace's vectors in ClickHouse", func() bool {
+		n := testenv.CHStrings(t, conn, `SELECT toString(count()) FROM loom.memory_embeddings FINAL
+			WHERE org = ? AND namespace = ? AND tombstone = 0 AND embedding_dim > 0 AND embedding_model = ?`, org, ns, model)
+		return len(n) == 1 && n[0] == fmt.Sprint(len(entries))
+	})
 	// A new process's pass (its first runs at its start) recalibrates the namespace.
 	w.stop()
 	w.serve()
-	testenv.Eventually(t, 60*time.Second, "the namespace recalibrated", func() bool {
+	testenv.Eventually(t, 3*time.Minute, "the namespace recalibrated", func() bool {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3
 			AND recalibrated_at IS NOT NULL`, org, ns, model) == 1
 	})
