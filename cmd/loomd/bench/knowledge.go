@@ -60,6 +60,7 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 	parseSecs := time.Since(start).Seconds()
 
 	ns := r.namespace("knowledge")
+	r.progress("  ingesting %d documents (%.2f MiB, %d chunks parsed in %.1fs)", len(files), float64(total)/(1<<20), chunks, parseSecs)
 	start = time.Now()
 	var st *client.IngestionStatus
 	var ingested int
@@ -87,6 +88,7 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 		ingested += st.Chunks
 	}
 	ingestSecs := time.Since(start).Seconds()
+	r.progress("  ingested %d chunks in %.1fs", ingested, ingestSecs)
 	mb := float64(total) / (1 << 20)
 	res.add(fmt.Sprintf("%d documents, %.2f MiB", len(files), mb), "MB/s", round(mb/ingestSecs, 3), round(mb/parseSecs, 3))
 	res.add(fmt.Sprintf("%d documents, %d chunks", len(files), ingested), "chunks/s", round(float64(ingested)/ingestSecs, 1),
