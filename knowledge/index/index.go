@@ -88,10 +88,19 @@ type Index struct {
 	moved  chan struct{} // closed when a position moves
 	// scratch holds searches' leg buffers (*legs) between searches
 	scratch sync.Pool
+	// stems remembers the Snowball stems of the chunks' words: stemming each word of
+	// each chunk anew was most of what applying a document cost (as it was for
+	// memory's index, internal/searchindex).
+	stems *text.Stems
 }
 
+// stemMemo is how many words the index's stem memo holds before it starts again.
+const stemMemo = 1 << 16
+
 // New returns an empty index.
-func New() *Index { return &Index{spaces: map[[2]string]*space{}, moved: make(chan struct{})} }
+func New() *Index {
+	return &Index{spaces: map[[2]string]*space{}, moved: make(chan struct{}), stems: text.NewStems(stemMemo)}
+}
 
 func (x *Index) space(org, ns string) *space {
 	k := [2]string{org, ns}
@@ -130,7 +139,7 @@ func (x *Index) apply(ops []op) {
 				}
 			}
 		case o.env != nil && o.content != nil:
-			applyDocument(s, o.env, o.content)
+			applyDocument(s, x.stems, o.env, o.content)
 		}
 	}
 	close(x.moved)
@@ -138,7 +147,7 @@ func (x *Index) apply(ops []op) {
 	x.mu.Unlock()
 }
 
-func applyDocument(s *space, env *events.Envelope, c *events.DocumentContent) {
+func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.DocumentContent) {
 	d := env.Document
 	src := s.sources[c.SourceURI]
 	if src == nil {
@@ -159,7 +168,7 @@ func applyDocument(s *space, env *events.Envelope, c *events.DocumentContent) {
 	s.drop(src)
 	src.deleted = false
 	for _, ch := range c.Chunks {
-		terms, tfs, n := text.TermFreqs(ch.Text)
+		terms, tfs, n := stems.TermFreqs(ch.Text)
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
 			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src}
