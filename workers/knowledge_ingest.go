@@ -15,7 +15,7 @@ import (
 // The knowledge_ingest worker runs knowledge.ingest's jobs (loom.knowledge_jobs)
 // through the knowledge plane's write side: it takes the oldest job due under a lease
 // (a pending job, or one whose run's lease lapsed: a run that died is taken over),
-// and writes its files one at a time, each commit carrying the job's fence
+// and writes its files a batch at a time, each commit carrying the job's fence
 // (knowledge/command/ingest_run.go). It is a paced loop over the table with no
 // consumer group: a submission in this process wakes it, the others find the job at
 // their next poll. The same loop deletes the jobs no run saved for 30 days.

@@ -44,12 +44,17 @@ func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req 
 	}
 	plans := make([]*plan, len(req.Documents))
 	uris := make([]string, len(req.Documents))
+	docs := make([]*prepared, len(req.Documents))
 	for i := range req.Documents {
-		d, err := s.prepare(ctx, fmt.Sprintf("documents[%d].", i), &req.Documents[i])
+		d, err := s.parseInput(ctx, fmt.Sprintf("documents[%d].", i), &req.Documents[i])
 		if err != nil {
 			return nil, err
 		}
-		plans[i], uris[i] = &plan{op: "knowledge.bulk_add", event: events.TypeDocumentWritten, uri: d.uri, doc: d}, d.uri
+		docs[i], plans[i], uris[i] = d, &plan{op: "knowledge.bulk_add", event: events.TypeDocumentWritten, uri: d.uri, doc: d}, d.uri
+	}
+	// Every document parsed before any is embedded, and all of them in one call.
+	if err := s.embed(ctx, docs...); err != nil {
+		return nil, err
 	}
 	versions, err := s.headVersions(ctx, p.Org, ns, uris)
 	if err != nil {

@@ -61,30 +61,54 @@ func (s *Service) commit(ctx context.Context, p auth.Principal, ns string, plans
 	return s.commitWith(ctx, p, ns, plans, nil)
 }
 
-// guard is what a commit runs in its transaction once its revisions are queued, with
-// what it is about to write: an ingestion run's fence and progress, an
-// Idempotency-Key's mark. An error refuses the whole commit.
-type guard func(ctx context.Context, tx pgx.Tx, written []Written) error
+// guard is what a commit runs in its transaction once its revisions are queued on b,
+// with what it is about to write: an ingestion run's progress, an Idempotency-Key's
+// mark. It may queue statements on b, which go with the writes and the COMMIT, or run
+// its own in tx. An error refuses the whole commit.
+type guard func(ctx context.Context, tx pgx.Tx, b *pgx.Batch, written []Written) error
 
 // commitWith is commit with guard run in its transaction (nil: none).
 func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, plans []*plan, g guard) ([]Written, error) {
+	return s.commitFenced(ctx, p, ns, plans, nil, g)
+}
+
+// commitFenced is commitWith with fence queued in the commit's first batch, after
+// the heads' locks (nil: none): an ingestion run's fence, whose refusal (an error of
+// the batch's results) writes nothing. The commit takes two round trips while it
+// holds the namespace's generation lock: the BEGIN with the advance, the locks and the
+// fence, then the writes with the COMMIT (pg.InPipelinedTx), and a guard's own
+// statements between, if it runs any. With no plans it advances and locks nothing and
+// commits the fence and the guard's statements alone.
+func (s *Service) commitFenced(ctx context.Context, p auth.Principal, ns string, plans []*plan, fence func(*pgx.Batch), g guard) ([]Written, error) {
 	uris := make([]string, len(plans))
 	for i, pl := range plans {
 		uris[i] = pl.uri
 	}
 	var out []Written
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		out = out[:0]
 		n := int64(len(plans))
-		gen, err := generations.Advance(ctx, tx, p.Org, ns, n)
-		if err != nil {
-			return fmt.Errorf("advance the namespace's generation: %w", err)
-		}
-		heads, err := store.Lock(ctx, tx, p.Org, ns, uris)
-		if err != nil {
-			return err
-		}
+		var gen int64
+		heads := map[string]*store.Head{}
 		b := &pgx.Batch{}
+		if n > 0 {
+			generations.QueueAdvance(b, p.Org, ns, n, &gen)
+			store.QueueLock(b, p.Org, ns, uris, heads)
+		}
+		if fence != nil {
+			fence(b)
+		}
+		// The fence's refusal is read here, before anything is written: the batch that
+		// goes with the COMMIT must hold nothing that another check could still refuse.
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				if fenced(err) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("advance the namespace's generation and lock the heads: %w", err)
+			}
+		}
+		b = &pgx.Batch{}
 		now := time.Now().UTC()
 		for i, pl := range plans {
 			cur := heads[pl.uri]
@@ -93,21 +117,23 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 				curVersion = cur.Version
 			}
 			if curVersion != pl.read {
-				return s.moved(ctx, tx, p.Org, ns, pl, curVersion)
+				return nil, s.moved(ctx, tx, p.Org, ns, pl, curVersion)
 			}
 			w, err := s.queueRevision(b, p, ns, pl, cur, gen-n+1+int64(i), now)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			out = append(out, w)
 		}
 		if g != nil {
-			if err := g(ctx, tx, out); err != nil {
-				return err
+			if err := g(ctx, tx, b, out); err != nil {
+				return nil, err
 			}
 		}
-		outbox.QueueNotify(b)
-		return tx.SendBatch(ctx, b).Close()
+		if n > 0 {
+			outbox.QueueNotify(b)
+		}
+		return b, nil
 	})
 	if err != nil {
 		if errors.Is(err, idempotency.ErrTakenOver) {
@@ -118,7 +144,7 @@ func (s *Service) commitWith(ctx context.Context, p auth.Principal, ns string, p
 		}
 		return nil, httperr.Store("committing the documents", err)
 	}
-	if s.wake != nil {
+	if s.wake != nil && len(plans) > 0 {
 		s.wake.Queued()
 	}
 	return out, nil

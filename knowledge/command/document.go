@@ -85,6 +85,18 @@ func (in *DocumentInput) contentType() string {
 // prepare validates, parses, chunks and embeds one input; field prefixes the fields
 // it names (documents[3]. in a bulk add).
 func (s *Service) prepare(ctx context.Context, field string, in *DocumentInput) (*prepared, error) {
+	p, err := s.parseInput(ctx, field, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.embed(ctx, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseInput is prepare short of the chunks' vectors, which embed adds.
+func (s *Service) parseInput(ctx context.Context, field string, in *DocumentInput) (*prepared, error) {
 	if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
 		return nil, err
 	}
@@ -98,11 +110,12 @@ func (s *Service) prepare(ctx context.Context, field string, in *DocumentInput) 
 	if err != nil {
 		return nil, err
 	}
-	return s.prepareBody(ctx, field, in, body)
+	return s.parseBody(ctx, field, in, body)
 }
 
-// prepareBody is prepare over the document's bytes, read already.
-func (s *Service) prepareBody(ctx context.Context, field string, in *DocumentInput, body []byte) (*prepared, error) {
+// parseBody parses and chunks a document's bytes (read already): the chunks' vectors
+// are embed's (for many documents in one call to the embedder).
+func (s *Service) parseBody(ctx context.Context, field string, in *DocumentInput, body []byte) (*prepared, error) {
 	if len(body) > MaxDocumentBytes {
 		return nil, parseRefusal(field+"content", &parse.ParseError{Code: CodeTooLarge,
 			Message: fmt.Sprintf("the document is %d bytes, over the limit of %d", len(body), MaxDocumentBytes)})
@@ -126,22 +139,40 @@ func (s *Service) prepareBody(ctx context.Context, field string, in *DocumentInp
 			p.text.Outline = append(p.text.Outline, store.Heading{Level: b.Level, Title: b.Text, Path: b.HeadingPath})
 		}
 	}
-	pieces := parse.Chunks(doc, parse.ChunkOptions{MaxTokens: ChunkTokens, OverlapTokens: ChunkOverlap})
-	texts := make([]string, len(pieces))
-	for i, c := range pieces {
-		texts[i] = c.Text
+	for i, c := range parse.Chunks(doc, parse.ChunkOptions{MaxTokens: ChunkTokens, OverlapTokens: ChunkOverlap}) {
+		p.chunks = append(p.chunks, events.DocumentChunk{Ordinal: i, HeadingPath: c.HeadingPath, Kind: c.Kind, Text: c.Text})
+	}
+	return p, nil
+}
+
+// embed sets the vectors of docs' chunks in one call to the embedder (which sends
+// them in batches of its own size), so a run of many small documents costs a few
+// calls, not one a document.
+func (s *Service) embed(ctx context.Context, docs ...*prepared) error {
+	var texts []string
+	for _, d := range docs {
+		for _, c := range d.chunks {
+			texts = append(texts, c.Text)
+		}
 	}
 	var vecs [][]float32
 	if len(texts) > 0 {
+		var err error
 		if vecs, err = s.embedder.Embed(ctx, texts); err != nil {
-			return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable while embedding the document's chunks; retry", err)
+			return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable while embedding the document's chunks; retry", err)
+		}
+		if len(vecs) != len(texts) {
+			return httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder answered a vector count other than the chunks'; retry",
+				fmt.Errorf("embed: %d vectors for %d texts", len(vecs), len(texts)))
 		}
 	}
-	p.model, p.dim = s.embedder.Model(), s.embedder.Dim()
-	for i, c := range pieces {
-		p.chunks = append(p.chunks, events.DocumentChunk{Ordinal: i, HeadingPath: c.HeadingPath, Kind: c.Kind, Text: c.Text, Embedding: vecs[i]})
+	for _, d := range docs {
+		d.model, d.dim = s.embedder.Model(), s.embedder.Dim()
+		for i := range d.chunks {
+			d.chunks[i].Embedding, vecs = vecs[0], vecs[1:]
+		}
 	}
-	return p, nil
+	return nil
 }
 
 func nonNil(s []string) []string {

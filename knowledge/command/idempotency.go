@@ -57,7 +57,7 @@ func guardOf(hold *idempotency.Hold, answer func([]Written) any) guard {
 	if hold == nil {
 		return nil
 	}
-	return func(ctx context.Context, tx pgx.Tx, w []Written) error {
+	return func(ctx context.Context, tx pgx.Tx, _ *pgx.Batch, w []Written) error {
 		return idempotency.MarkDone(ctx, tx, hold, answer(w))
 	}
 }

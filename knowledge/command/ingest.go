@@ -62,7 +62,7 @@ type jobFile struct {
 // limit: refused before anything is written), then commits the job with its files
 // sealed under the job's data key, and wakes the ingest workers. The documents are
 // parsed, embedded and committed by the workers role (workers/knowledge_ingest.go),
-// one at a time, each as a knowledge.upsert.
+// a batch at a time, each as a knowledge.upsert.
 func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *IngestRequest, hold *idempotency.Hold) (*IngestAnswer, error) {
 	if err := mayWrite(p); err != nil {
 		return nil, err

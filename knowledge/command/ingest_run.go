@@ -40,10 +40,11 @@ func fenced(err error) bool {
 
 // IngestRun is one run of a job under its lease.
 type IngestRun struct {
-	s     *Service
-	job   *store.Job
-	lease time.Duration
-	batch int
+	s      *Service
+	job    *store.Job
+	lease  time.Duration
+	batch  int
+	cancel bool // the fence's last read: a cancel was asked for
 }
 
 // Job is the job as the run took it.
@@ -85,7 +86,9 @@ func (r *IngestRun) SetBatch(n int) { r.batch = max(n, 1) }
 // knowledge.upserts in one commit under the job's fence, with each file's outcome;
 // with none left, or a cancel asked for, it ends the job (done). A file the parser
 // refuses is saved failed with its code, and one whose head holds its content
-// unchanged; the job goes on.
+// unchanged; the job goes on. Its round trips do not grow with the batch: one read of
+// the files, one call to the embedder for all their chunks, one read of their heads,
+// and the commit's two (commitFenced).
 func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 	k := r.job.JobKey
 	files, err := store.NextFiles(ctx, r.s.pool, k, r.batch)
@@ -97,77 +100,33 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 	}
 	// The documents are the submitter's writes: their heads name its token.
 	p := auth.Principal{Org: k.Org, TokenID: strings.TrimPrefix(r.job.Actor, "token:")}
-	type item struct {
-		out store.FileOutcome
-		doc *prepared
+	items, err := r.prepareFiles(ctx, files)
+	if err != nil {
+		return false, err
 	}
-	items := make([]*item, len(files))
-	for i, f := range files {
-		var spec jobFile
-		if err := json.Unmarshal(f.Opened, &spec); err != nil {
-			return false, fmt.Errorf("decode the ingestion file %d: %w", f.Ordinal, err)
-		}
-		in := &DocumentInput{SourceURI: f.SourceURI, Name: spec.Name, ContentType: spec.ContentType, Title: spec.Title,
-			Tags: spec.Tags, Metadata: spec.Metadata}
-		it := &item{out: store.FileOutcome{Ordinal: f.Ordinal, Bytes: int64(len(spec.Body))}}
-		d, perr := r.s.prepareBody(ctx, "", in, spec.Body)
-		if perr != nil {
-			var he *httperr.Error
-			if !errors.As(perr, &he) || he.Status >= http.StatusInternalServerError {
-				return false, perr // the embedder down, say: the files stay owed
-			}
-			it.out.State, it.out.ErrorCode, it.out.ErrorMessage = store.FileFailed, he.Code, he.Message
-		}
-		it.doc = d
-		items[i] = it
-	}
+	outs := make([]store.FileOutcome, len(items))
+	fence := func(b *pgx.Batch) { store.QueueFence(b, k, r.job.LeaseToken, &r.cancel) }
 	// A head another writer moves between the reads and the commit refuses the commit;
 	// the step reads the heads again.
 	for attempt := 0; ; attempt++ {
-		var plans []*plan
-		var planned []*item
-		for _, it := range items {
-			if it.doc == nil {
-				continue
-			}
-			head, err := r.s.readHead(ctx, k.Org, k.Namespace, it.doc.uri)
-			if err != nil {
-				return false, err
-			}
-			pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: it.doc.uri, doc: it.doc}
-			it.out.State = ""
-			if head != nil {
-				pl.read = head.Version
-				if !head.Deleted && sameDocument(head.Text, &it.doc.text) {
-					it.out.State, it.out.Version, it.out.ChunkCount = store.FileUnchanged, head.Version, head.ChunkCount
-					continue
-				}
-			}
-			plans, planned = append(plans, pl), append(planned, it)
+		plans, planned, err := r.plan(ctx, items)
+		if err != nil {
+			return false, err
 		}
-		save := func(ctx context.Context, tx pgx.Tx, w []Written) error {
-			cancel, err := store.Fence(ctx, tx, k, r.job.LeaseToken, r.lease)
-			if err != nil {
-				return err
-			}
-			if cancel {
+		save := func(_ context.Context, _ pgx.Tx, b *pgx.Batch, w []Written) error {
+			if r.cancel {
 				return errCancelled
 			}
 			for i, it := range planned {
 				it.out.State, it.out.Version, it.out.ChunkCount = store.FileWritten, w[i].Version, w[i].ChunkCount
 			}
-			for _, it := range items {
-				if err := store.SaveFile(ctx, tx, k, it.out); err != nil {
-					return err
-				}
+			for i, it := range items {
+				outs[i] = it.out
 			}
+			store.QueueSaveFiles(b, k, r.lease, outs)
 			return nil
 		}
-		if len(plans) == 0 {
-			err = pg.InTx(ctx, r.s.pool, func(tx pgx.Tx) error { return save(ctx, tx, nil) })
-		} else {
-			_, err = r.s.commitWith(ctx, p, k.Namespace, plans, save)
-		}
+		_, err = r.s.commitFenced(ctx, p, k.Namespace, plans, fence, save)
 		var he *httperr.Error
 		switch {
 		case errors.Is(err, errCancelled):
@@ -181,19 +140,96 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 	}
 }
 
-// end ends the job as state under the fence; a job whose cancel was asked for ends
-// cancelled whatever state says.
+// fileItem is one file of a step: what it is to write (nil: the parser refused it)
+// and its outcome.
+type fileItem struct {
+	out store.FileOutcome
+	doc *prepared
+}
+
+// prepareFiles parses and chunks a step's files, then embeds all their chunks in one
+// call. A file the parser refuses is failed with its code; the embedder down, say,
+// fails the step, and the files stay owed.
+func (r *IngestRun) prepareFiles(ctx context.Context, files []store.PendingFile) ([]*fileItem, error) {
+	items := make([]*fileItem, len(files))
+	var docs []*prepared
+	for i, f := range files {
+		var spec jobFile
+		if err := json.Unmarshal(f.Opened, &spec); err != nil {
+			return nil, fmt.Errorf("decode the ingestion file %d: %w", f.Ordinal, err)
+		}
+		in := &DocumentInput{SourceURI: f.SourceURI, Name: spec.Name, ContentType: spec.ContentType, Title: spec.Title,
+			Tags: spec.Tags, Metadata: spec.Metadata}
+		it := &fileItem{out: store.FileOutcome{Ordinal: f.Ordinal, Bytes: int64(len(spec.Body))}}
+		d, perr := r.s.parseBody(ctx, "", in, spec.Body)
+		if perr != nil {
+			var he *httperr.Error
+			if !errors.As(perr, &he) || he.Status >= http.StatusInternalServerError {
+				return nil, perr
+			}
+			it.out.State, it.out.ErrorCode, it.out.ErrorMessage = store.FileFailed, he.Code, he.Message
+		} else {
+			docs = append(docs, d)
+		}
+		it.doc = d
+		items[i] = it
+	}
+	if err := r.s.embed(ctx, docs...); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// plan reads the heads of a step's parsed files in one statement and plans each
+// file's upsert over its head: a file whose head holds its content unchanged is saved
+// unchanged and not written.
+func (r *IngestRun) plan(ctx context.Context, items []*fileItem) (plans []*plan, planned []*fileItem, err error) {
+	k := r.job.JobKey
+	var uris []string
+	for _, it := range items {
+		if it.doc != nil {
+			uris = append(uris, it.doc.uri)
+		}
+	}
+	heads := map[string]*store.Head{}
+	if len(uris) > 0 {
+		if heads, err = store.ReadMany(ctx, r.s.pool, k.Org, k.Namespace, uris); err != nil {
+			return nil, nil, httperr.Store("reading the documents' heads", err)
+		}
+	}
+	for _, it := range items {
+		if it.doc == nil {
+			continue
+		}
+		pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: it.doc.uri, doc: it.doc}
+		it.out.State = ""
+		if head := heads[it.doc.uri]; head != nil {
+			pl.read = head.Version
+			if !head.Deleted && sameDocument(head.Text, &it.doc.text) {
+				it.out.State, it.out.Version, it.out.ChunkCount = store.FileUnchanged, head.Version, head.ChunkCount
+				continue
+			}
+		}
+		plans, planned = append(plans, pl), append(planned, it)
+	}
+	return plans, planned, nil
+}
+
+// end ends the job as state under the fence, in two round trips (the fence read
+// before anything is written); a job whose cancel was asked for ends cancelled
+// whatever state says.
 func (r *IngestRun) end(ctx context.Context, state string) error {
 	k := r.job.JobKey
-	return pg.InTx(ctx, r.s.pool, func(tx pgx.Tx) error {
-		cancel, err := store.Fence(ctx, tx, k, r.job.LeaseToken, r.lease)
-		if err != nil {
-			return err
+	return pg.InPipelinedTx(ctx, r.s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
+		b := &pgx.Batch{}
+		var cancel bool
+		store.QueueFence(b, k, r.job.LeaseToken, &cancel)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
 		}
-		if cancel {
-			state = store.JobCancelled
-		}
-		return store.EndJob(ctx, tx, k, state)
+		b = &pgx.Batch{}
+		store.QueueEndJob(b, k, state)
+		return b, nil
 	})
 }
 

@@ -11,8 +11,8 @@ import (
 
 // The statements of knowledge.ingest's jobs, loom.knowledge_jobs and
 // loom.knowledge_job_files (migration 110). A run holds its job by its lease token:
-// every save locks the job's row and names the token (Fence), so a run whose lease
-// another took saves nothing more.
+// every save locks the job's row and names the token (QueueFence), so a run whose
+// lease another took saves nothing more.
 
 // Job states.
 const (
@@ -173,26 +173,27 @@ func ClaimJob(ctx context.Context, q Querier, org, owner string, lease time.Dura
 	return j, nil
 }
 
-// Fence locks a job's row in tx and checks that token still holds it, renewing its
-// lease by lease: ErrJobGone when it has no row, ErrLeaseLost when another run took
-// it. It answers whether a cancel was asked for.
-func Fence(ctx context.Context, tx pgx.Tx, k JobKey, token int64, lease time.Duration) (cancel bool, err error) {
-	var held int64
-	err = tx.QueryRow(ctx, `SELECT lease_token, cancel_requested_at IS NOT NULL FROM loom.knowledge_jobs
-		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid FOR UPDATE`, k.Org, k.Namespace, k.ID).Scan(&held, &cancel)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, ErrJobGone
-	case err != nil:
-		return false, fmt.Errorf("fence the ingestion job: %w", err)
-	case held != token:
-		return false, ErrLeaseLost
-	}
-	if _, err := tx.Exec(ctx, `UPDATE loom.knowledge_jobs SET lease_until = now() + $4::interval, updated_at = now()
-		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, lease.String()); err != nil {
-		return false, fmt.Errorf("renew the ingestion job's lease: %w", err)
-	}
-	return cancel, nil
+// QueueFence queues, on b, the lock of a job's row and the check that token still
+// holds it: reading the batch's results fails with ErrJobGone when the job has no row
+// and ErrLeaseLost when another run took it, and otherwise sets cancel to whether a
+// cancel was asked for. The lease is renewed by the save that follows in the same
+// transaction (QueueSaveFiles, QueueEndJob).
+func QueueFence(b *pgx.Batch, k JobKey, token int64, cancel *bool) {
+	b.Queue(`SELECT lease_token, cancel_requested_at IS NOT NULL FROM loom.knowledge_jobs
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid FOR UPDATE`, k.Org, k.Namespace, k.ID).
+		QueryRow(func(r pgx.Row) error {
+			var held int64
+			err := r.Scan(&held, cancel)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return ErrJobGone
+			case err != nil:
+				return fmt.Errorf("fence the ingestion job: %w", err)
+			case held != token:
+				return ErrLeaseLost
+			}
+			return nil
+		})
 }
 
 // PendingFile is the next file a run owes, its body opened.
@@ -235,39 +236,49 @@ type FileOutcome struct {
 	ErrorMessage string
 }
 
-// SaveFile records a file's outcome and the job's progress in tx (which holds the
-// job's fence); the file's body goes.
-func SaveFile(ctx context.Context, tx pgx.Tx, k JobKey, o FileOutcome) error {
-	var version *int64
-	if o.State != FileFailed {
-		version = &o.Version
+// QueueSaveFiles queues, on b, in a transaction that holds the job's fence, the
+// outcomes of a run's files and the job's progress, renewing its lease by lease; the
+// files' bodies go. One statement for the files and one for the job, however many.
+func QueueSaveFiles(b *pgx.Batch, k JobKey, lease time.Duration, outs []FileOutcome) {
+	n := len(outs)
+	ords, states, versions, chunks := make([]int32, n), make([]string, n), make([]*int64, n), make([]int32, n)
+	codes, messages := make([]string, n), make([]string, n)
+	var written, unchanged, failed, chunkSum, bytes int64
+	for i, o := range outs {
+		ords[i], states[i], chunks[i], codes[i], messages[i] = int32(o.Ordinal), o.State, int32(o.ChunkCount), o.ErrorCode, o.ErrorMessage
+		if o.State != FileFailed {
+			versions[i] = &outs[i].Version
+		}
+		switch o.State {
+		case FileWritten:
+			written++
+		case FileUnchanged:
+			unchanged++
+		case FileFailed:
+			failed++
+		}
+		chunkSum, bytes = chunkSum+int64(o.ChunkCount), bytes+o.Bytes
 	}
-	b := &pgx.Batch{}
-	b.Queue(`UPDATE loom.knowledge_job_files SET state = $5, version = $6, chunk_count = $7, error_code = $8, error_message = $9, sealed = NULL
-		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid AND ordinal = $4`,
-		k.Org, k.Namespace, k.ID, o.Ordinal, o.State, version, o.ChunkCount, o.ErrorCode, o.ErrorMessage)
-	b.Queue(`UPDATE loom.knowledge_jobs SET processed = processed + 1,
-			written = written + ($4 = 'written')::int, unchanged = unchanged + ($4 = 'unchanged')::int,
-			failed = failed + ($4 = 'failed')::int, chunks = chunks + $5, bytes = bytes + $6, updated_at = now()
-		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, o.State, o.ChunkCount, o.Bytes)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("save the ingestion job's progress: %w", err)
-	}
-	return nil
+	b.Queue(`UPDATE loom.knowledge_job_files f SET state = o.state, version = o.version, chunk_count = o.chunks,
+			error_code = o.code, error_message = o.message, sealed = NULL
+		FROM unnest($4::int[], $5::text[], $6::bigint[], $7::int[], $8::text[], $9::text[]) AS o(ordinal, state, version, chunks, code, message)
+		WHERE f.org = $1 AND f.namespace = $2 AND f.ingestion_id = $3::uuid AND f.ordinal = o.ordinal`,
+		k.Org, k.Namespace, k.ID, ords, states, versions, chunks, codes, messages)
+	b.Queue(`UPDATE loom.knowledge_jobs SET processed = processed + $4, written = written + $5, unchanged = unchanged + $6,
+			failed = failed + $7, chunks = chunks + $8, bytes = bytes + $9, lease_until = now() + $10::interval, updated_at = now()
+		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`,
+		k.Org, k.Namespace, k.ID, n, written, unchanged, failed, chunkSum, bytes, lease.String())
 }
 
-// EndJob ends a job in tx (which holds its fence) as state: its lease is released,
-// the files still pending are cancelled and every body goes.
-func EndJob(ctx context.Context, tx pgx.Tx, k JobKey, state string) error {
-	b := &pgx.Batch{}
+// QueueEndJob queues, on b, in a transaction that holds the job's fence, the end of
+// the job as state (cancelled, whatever state says, when a cancel was asked for): its
+// lease is released, the files still pending are cancelled and every body goes.
+func QueueEndJob(b *pgx.Batch, k JobKey, state string) {
 	b.Queue(`UPDATE loom.knowledge_job_files SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END, sealed = NULL
 		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid AND sealed IS NOT NULL`, k.Org, k.Namespace, k.ID)
-	b.Queue(`UPDATE loom.knowledge_jobs SET state = $4, lease_owner = '', lease_until = NULL, updated_at = now(), finished_at = now()
+	b.Queue(`UPDATE loom.knowledge_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN $4 ELSE 'cancelled' END,
+			lease_owner = '', lease_until = NULL, updated_at = now(), finished_at = now()
 		WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, k.Org, k.Namespace, k.ID, state)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("end the ingestion job: %w", err)
-	}
-	return nil
 }
 
 // CancelJob asks for a job's cancel for actor: a pending job ends cancelled at once

@@ -106,6 +106,26 @@ func Read(ctx context.Context, q Querier, org, ns, uri string) (*Head, error) {
 	return h, nil
 }
 
+// ReadMany reads the heads of uris with their text opened, in one statement: a source
+// missing from the answer has no head.
+func ReadMany(ctx context.Context, q Querier, org, ns string, uris []string) (map[string]*Head, error) {
+	rows, err := q.Query(ctx, `SELECT `+headColumns+`, `+openedText+`
+		FROM loom.knowledge_heads h JOIN loom.knowledge_revisions k USING (org, namespace, seq)
+		WHERE h.org = $1 AND h.namespace = $2 AND h.source_uri = ANY($3)`, org, ns, uris)
+	if err != nil {
+		return nil, fmt.Errorf("read the heads: %w", err)
+	}
+	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Head, error) { return scanHead(org, ns, r, true) })
+	if err != nil {
+		return nil, fmt.Errorf("read the heads: %w", err)
+	}
+	out := make(map[string]*Head, len(heads))
+	for _, h := range heads {
+		out[h.SourceURI] = h
+	}
+	return out, nil
+}
+
 // ListOptions narrow a list.
 type ListOptions struct {
 	Prefix         string // source URIs starting with it
@@ -130,23 +150,22 @@ func List(ctx context.Context, q Querier, org, ns string, o ListOptions) ([]*Hea
 	return out, nil
 }
 
-// Lock reads the heads of uris in tx under their row locks, in key order (the order
-// every commit takes them in, so two commits never wait on each other crosswise).
-func Lock(ctx context.Context, tx pgx.Tx, org, ns string, uris []string) (map[string]*Head, error) {
-	rows, err := tx.Query(ctx, `SELECT `+headColumns+` FROM loom.knowledge_heads h
-		WHERE h.org = $1 AND h.namespace = $2 AND h.source_uri = ANY($3) ORDER BY h.source_uri FOR UPDATE`, org, ns, uris)
-	if err != nil {
-		return nil, fmt.Errorf("lock the heads: %w", err)
-	}
-	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Head, error) { return scanHead(org, ns, r, false) })
-	if err != nil {
-		return nil, fmt.Errorf("lock the heads: %w", err)
-	}
-	out := make(map[string]*Head, len(heads))
-	for _, h := range heads {
-		out[h.SourceURI] = h
-	}
-	return out, nil
+// QueueLock queues, on b, the read of uris' heads under their row locks, in key order
+// (the order every commit takes them in, so two commits never wait on each other
+// crosswise); into holds them once the batch's results are read.
+func QueueLock(b *pgx.Batch, org, ns string, uris []string, into map[string]*Head) {
+	b.Queue(`SELECT `+headColumns+` FROM loom.knowledge_heads h
+		WHERE h.org = $1 AND h.namespace = $2 AND h.source_uri = ANY($3) ORDER BY h.source_uri FOR UPDATE`, org, ns, uris).
+		Query(func(rows pgx.Rows) error {
+			heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Head, error) { return scanHead(org, ns, r, false) })
+			if err != nil {
+				return fmt.Errorf("lock the heads: %w", err)
+			}
+			for _, h := range heads {
+				into[h.SourceURI] = h
+			}
+			return nil
+		})
 }
 
 // QueueWrite queues, on b, a revision's key row and its head (sealed is the head's
