@@ -90,7 +90,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenarios := fs.String("scenario", "all", "scenarios to run, comma separated: "+strings.Join(bench.Scenarios, ", ")+", or all")
 	duration := fs.Duration("duration", def.Duration, "how long each measured run (one case, Loom or its baseline) lasts")
-	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; chain 1,8; get, history and search 5; lag 1; parts 8)")
+	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; chain 1,8; get, history and search 5; lag and promote 1; parts 8)")
 	out := fs.String("out", "", "also write the report as JSON to this file")
 	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
 	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")

@@ -27,6 +27,7 @@ const format = "loom.audit.v1"
 const (
 	OpErasure       = "erasure.request"
 	EventErased     = "memory.erased"
+	EventRedacted   = "memory.redacted" // a redaction's row: its memory's rows a replay writes blank lie below it
 	StatusPurged    = "purged"
 	StatusScrubbed  = "scrubbed"
 	chainStartsHere = ""

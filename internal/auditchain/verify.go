@@ -37,6 +37,9 @@ type Walker struct {
 	lastSeq  uint64
 	lastHash string
 	chained  bool // a hashed row was seen: every later row must be hashed
+	// blanked holds, per memory id, the first row whose subject is blank under a
+	// commitment that no erasure or redaction after it has explained yet (noteBlank).
+	blanked map[string]uint64
 
 	Rows, Legacy, CheckpointsMet int64
 }
@@ -83,6 +86,7 @@ func (w *Walker) Step(r Row) *Break {
 	if why := checkSubject(r.SubjectCommitment, r.Subject); why != "" {
 		return w.broken(r.Seq, "%s", why)
 	}
+	w.noteBlank(r)
 	if r.PrevHash != w.lastHash && !w.purged(w.lastSeq+1) {
 		if w.lastHash == "" && !w.chained {
 			return w.broken(r.Seq, "the first chained row names a previous row (%s) the namespace does not hold", short(r.PrevHash))
@@ -101,9 +105,53 @@ func (w *Walker) Step(r Row) *Break {
 	return nil
 }
 
-// Finish checks the checkpoints past the last row: each names a row that must exist.
+// Finish checks the checkpoints past the last row: each names a row that must exist;
+// and that every blanked subject was explained by a row after it (noteBlank).
 func (w *Walker) Finish() *Break {
-	return w.checkpointsBefore(^uint64(0))
+	if b := w.checkpointsBefore(^uint64(0)); b != nil {
+		return b
+	}
+	var first uint64
+	for _, seq := range w.blanked {
+		if first == 0 || seq < first {
+			first = seq
+		}
+	}
+	if first != 0 {
+		return w.broken(first, "the row's key, content hash and user id are blank under a subject commitment, and no erasure of the "+
+			"namespace nor redaction of the memory follows it in the chain: its subject was blanked by hand (or, if the projection "+
+			"is behind, that row is not projected yet: verify again once it caught up)")
+	}
+	return nil
+}
+
+// noteBlank tells a scrub forged by blanking a row's subject (its key, content hash,
+// user id and salt all at once, which checkSubject cannot tell from an erasure's) from
+// the ones Loom makes. Loom blanks a subject only below a record that leaves its own
+// row later in the same chain: an erasure scrubs the scope's rows below its
+// memory.erased record (whose row is OpErasure), and a replay writes blank the
+// revisions whose data keys an erasure or a redaction destroyed, the redaction's
+// memory.redacted row naming the same memory. So a blank row waits for such a row; one
+// still waiting when the walk ends is a break (Finish). A forged blank below a real
+// erasure of the namespace passes: the erasure's row does not say whose rows it took.
+// A replay or a lagging projection can write a blank row a batch before the row that
+// explains it: a walk between the two batches breaks, and says so.
+func (w *Walker) noteBlank(r Row) {
+	if r.Op == OpErasure && r.EventType == EventErased {
+		clear(w.blanked)
+		return
+	}
+	if r.SubjectCommitment != "" && r.Subject.scrubbed() {
+		if w.blanked == nil {
+			w.blanked = map[string]uint64{}
+		}
+		if _, ok := w.blanked[r.MemoryID]; !ok {
+			w.blanked[r.MemoryID] = r.Seq
+		}
+	}
+	if r.EventType == EventRedacted {
+		delete(w.blanked, r.MemoryID)
+	}
 }
 
 // checkpointsBefore meets the checkpoints below seq, whose rows the walk passed

@@ -1,6 +1,7 @@
 package auditchain
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -102,5 +103,61 @@ func TestASeqOfTwoRowsChainsAndCheckpoints(t *testing.T) {
 	// The batch row removed: the checkpoint's row is missing.
 	if b := walk(walked[:3], 0, []Checkpoint{cp}); b == nil || b.Seq != 3 {
 		t.Fatalf("a removed batch row: %v, want seq 3", b)
+	}
+}
+
+// A row's subject blanked whole (key, content hash, user id and salt), as an erasure's
+// scrub leaves it, holds only below a row that explains it: an erasure of the
+// namespace, or a redaction of the same memory. Blanked by hand with neither after it,
+// the walk breaks at the first such row when it ends.
+func TestABlankedSubjectNeedsAnErasureOrARedactionAfterIt(t *testing.T) {
+	const memA, memB = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
+	salt := SubjectSalt([]byte("0123456789abcdef0123456789abcdef"), "o/n/1")
+	row := func(seq uint64, op, event, memoryID string, blank bool) *Row {
+		r := &Row{Org: "o", Namespace: "n", Seq: seq, Op: op, EventType: event, OccurredAt: time.Unix(int64(1000+seq), 0),
+			Actor: "token:a", MemoryID: memoryID, Version: seq}
+		if op == OpErasure {
+			r.Actor, r.Status = "-", StatusScrubbed
+			return r
+		}
+		key := fmt.Sprintf("k%d", seq)
+		r.SubjectCommitment = SubjectCommitment(salt, key, "sha", "alice")
+		if !blank {
+			r.Subject = Subject{MemoryKey: key, ContentSHA256: "sha", UserID: "alice", Salt: salt}
+		}
+		return r
+	}
+	linked := func(rows ...*Row) []Row {
+		Link("", rows)
+		out := make([]Row, len(rows))
+		for i, r := range rows {
+			out[i] = *r
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		rows []Row
+		want uint64 // the seq the walk breaks at; 0: it holds
+	}{
+		{"kept", linked(row(1, "memory.set", "memory.written", memA, false), row(2, "memory.set", "memory.written", memB, false)), 0},
+		{"blanked, nothing after", linked(row(1, "memory.set", "memory.written", memA, false), row(2, "memory.set", "memory.written", memB, true),
+			row(3, "memory.set", "memory.written", memA, true)), 2},
+		{"blanked below an erasure", linked(row(1, "memory.set", "memory.written", memA, true), row(2, "memory.set", "memory.written", memB, true),
+			row(3, OpErasure, EventErased, "", false)), 0},
+		{"blanked after the erasure", linked(row(1, "memory.set", "memory.written", memA, true), row(2, OpErasure, EventErased, "", false),
+			row(3, "memory.set", "memory.written", memB, true)), 3},
+		{"blanked below its memory's redaction", linked(row(1, "memory.set", "memory.written", memA, true),
+			row(2, "memory.redact", EventRedacted, memA, true)), 0},
+		{"blanked below another memory's redaction", linked(row(1, "memory.set", "memory.written", memB, true),
+			row(2, "memory.set", "memory.written", memA, false), row(3, "memory.redact", EventRedacted, memA, true)), 1},
+	} {
+		b := walk(tc.rows, 0, nil)
+		switch {
+		case tc.want == 0 && b != nil:
+			t.Errorf("%s: %v, want the chain whole", tc.name, b)
+		case tc.want != 0 && (b == nil || b.Seq != tc.want):
+			t.Errorf("%s: %v, want a break at seq %d", tc.name, b, tc.want)
+		}
 	}
 }

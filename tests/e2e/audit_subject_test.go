@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,6 +80,9 @@ func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 		}
 	}
 
+	// A scrub forged by blanking all four fields at once, with no erasure after it.
+	forgeScrub(t, conn, verify, org, ns, 2)
+
 	// An erasure of alice scrubs her row's fields and salt: the chain stays whole.
 	c.Erasure(t, client.ErasureRequest{Namespace: ns, UserID: "alice"})
 	testenv.WaitProjected(t, pool, "main", org, ns)
@@ -100,4 +104,75 @@ func saltOf(t *testing.T, conn *ch.Conn, org, ns string, seq int) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// forgeScrub blanks the key, content hash, user id and salt of row seq, as an erasure's
+// scrub would, with no erasure of the namespace after it: the walk breaks at that row.
+// The fields put back, the chain holds again.
+func forgeScrub(t *testing.T, conn *ch.Conn, verify func() error, org, ns string, seq int) {
+	t.Helper()
+	ctx := context.Background()
+	var key, sha, user, salt string
+	if err := conn.QueryRow(ctx, "SELECT memory_key, content_sha256, user_id, subject_salt FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = ?",
+		org, ns, uint64(seq)).Scan(&key, &sha, &user, &salt); err != nil {
+		t.Fatal(err)
+	}
+	set := func(assign string) {
+		t.Helper()
+		if _, err := conn.Mutate(ctx, ch.Mutation{Table: "audit_log", Set: assign, Where: "org = ? AND namespace = ? AND seq = ?",
+			Args: []any{org, ns, uint64(seq)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("memory_key = '', content_sha256 = '', user_id = '', subject_salt = ''")
+	err := verify()
+	if brk, ok := err.(*auditchain.Break); !ok || brk.Seq != uint64(seq) {
+		t.Fatalf("a scrub forged at seq %d: %v, want the chain broken at that row", seq, err)
+	}
+	t.Logf("forged scrub: %v", err)
+	set(fmt.Sprintf("memory_key = '%s', content_sha256 = '%s', user_id = '%s', subject_salt = '%s'", key, sha, user, salt))
+	if err := verify(); err != nil {
+		t.Fatalf("after putting the forged scrub back: %v", err)
+	}
+}
+
+// A replay writes blank the audit rows of the versions a redaction destroyed the keys
+// of (it cannot open them); the redaction's own row, later in the chain and naming the
+// same memory, explains them, so the replayed chain verifies.
+func TestAReplayAfterARedactionVerifies(t *testing.T) {
+	ctx := context.Background()
+	_, c, org := env.OrgAPI(t, nil)
+	tc := c.Typed(t)
+	ns := testenv.Unique(t, "auditredact")
+	pool, conn := env.PG(t), env.CH(t)
+	first, err := tc.Set(ctx, ns, "office", client.SetRequest{Value: "the office is in Leeds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Set(ctx, ns, "office", client.SetRequest{Value: "the office is in York"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Redact(ctx, ns, "office", client.RedactRequest{Version: first.VersionText}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitProjected(t, pool, "main", org, ns)
+	verify := func(when string) {
+		t.Helper()
+		if _, err := auditchain.Verify(ctx, conn, pool, org, ns); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	verify("the chain after the redaction")
+	if _, err := conn.Mutate(ctx, ch.Mutation{Table: "audit_log", Where: "org = ? AND namespace = ?", Args: []any{org, ns}}); err != nil {
+		t.Fatal(err)
+	}
+	replay := strings.ReplaceAll(testenv.Unique(t, "replay"), "-", "_")
+	env.Projector(t, replay)
+	testenv.WaitProjected(t, pool, replay, org, ns)
+	var key, commitment string
+	if err := conn.QueryRow(ctx, "SELECT memory_key, subject_commitment FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = ?",
+		org, ns, uint64(first.Seq)).Scan(&key, &commitment); err != nil || key != "" || commitment == "" {
+		t.Fatalf("the redacted version's replayed audit row: key %q commitment %q (%v), want a blank subject under its commitment", key, commitment, err)
+	}
+	verify("the replayed chain")
 }

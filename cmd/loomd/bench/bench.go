@@ -23,7 +23,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "chain", "lag", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge", "peers"}
+var Scenarios = []string{"set", "chain", "lag", "promote", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge", "peers"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -32,7 +32,7 @@ type Options struct {
 	// Duration is how long each measured run (one case, Loom or its baseline) lasts.
 	Duration time.Duration
 	// Concurrency overrides each scenario's default levels (set: 1, 8, 32; chain: 1, 8; get, history
-	// and search: 5, the qualification profile of docs/architecture.md; lag: 1; parts: 8).
+	// and search: 5, the qualification profile of docs/architecture.md; lag and promote: 1; parts: 8).
 	// Parts runs one load, at the first level; bulk and replay have no concurrency.
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
@@ -134,7 +134,7 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	defer r.dropScratch()
 	scenarios := map[string]func(context.Context) (*ScenarioResult, error){
-		"set": r.set, "chain": r.chain, "lag": r.lag, "get": r.get, "history": r.history, "search": r.search,
+		"set": r.set, "chain": r.chain, "lag": r.lag, "promote": r.promote, "get": r.get, "history": r.history, "search": r.search,
 		"bulk": r.bulk, "extract": r.extract, "replay": r.replay, "parts": r.parts, "coldstart": r.coldstart,
 		"pack":   r.pack,
 		"recall": r.recall,
