@@ -349,7 +349,7 @@ func (s *Service) settle(ctx context.Context, p auth.Principal, ns string, req *
 		pool: max(settings.Pool, req.TopK*legPoolPerHit), settings: settings, query: q, capture: read.capture, pendingExtraction: read.pending,
 		hasTurns: read.hasTurns, caps: caps, parked: read.parked}
 	if req.Trace {
-		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q, AsOf: req.AsOf}
+		plan.trace = &searchTrace{Query: req.Query, Namespaces: list, Settings: settings, Plan: q, AsOf: req.AsOf, MemoryType: req.MemoryType}
 	}
 	return plan, nil
 }

@@ -41,6 +41,9 @@ type searchTrace struct {
 	Verdict    Verdict          `json:"verdict"`
 	// AsOf is an as_of replay's time: its trace is read back as kept (trace_recheck.go).
 	AsOf *time.Time `json:"as_of,omitempty"`
+	// MemoryType is the type the search was narrowed to: a hidden type it did not name
+	// (a reflection) is left out of the trace read back, as the search left it out.
+	MemoryType string `json:"memory_type,omitempty"`
 }
 
 type traceLeg struct {

@@ -15,13 +15,17 @@ import (
 // out the candidates the authority no longer serves and counts them in its
 // stale_dropped, with no refill). The trace keeps what the search did; the read drops
 // from its legs, fusion and served lists every memory whose head is no longer served
-// (deleted, expired, retired, made unsearchable) and says how many it dropped.
+// (deleted, expired, retired, made unsearchable, or of a type the search hides) and says
+// how many it dropped.
 
 // traceLists are the trace's lists of candidates, each entry naming its memory by "id".
 var traceLists = []string{"fusion", "served"}
 
 // recheckTrace filters the trace's candidates by the authority's heads. An as_of
-// search's trace replays history and is left as it is.
+// search's trace replays history and is left as it is. A head of a type the search
+// hides (memrow.HiddenTypes, a reflection, when the search did not name its type) is
+// left out as search would leave it out now, from the validation drops too: a row
+// revised into a reflection since the search is no longer served to it.
 func (s *Service) recheckTrace(ctx context.Context, org string, namespaces []string, raw json.RawMessage) (json.RawMessage, int, error) {
 	var t map[string]any
 	if err := json.Unmarshal(raw, &t); err != nil {
@@ -33,67 +37,83 @@ func (s *Service) recheckTrace(ctx context.Context, org string, namespaces []str
 	if _, err := s.barrier.Wait(ctx, org, namespaces); err != nil {
 		return nil, 0, err
 	}
-	ids := map[memrow.Identity]bool{}
-	each := func(list []any, fn func(memrow.Identity)) {
-		for _, e := range list {
-			if m, ok := e.(map[string]any); ok {
-				if id, ok := identityOf(m["id"]); ok {
-					fn(id)
-				}
-			}
-		}
-	}
 	legs, _ := t["legs"].([]any)
+	drops, _ := t["validation_drops"].([]any)
+	lists := [][]any{drops}
 	for _, l := range legs {
 		if lm, ok := l.(map[string]any); ok {
 			hits, _ := lm["hits"].([]any)
-			each(hits, func(id memrow.Identity) { ids[id] = true })
+			lists = append(lists, hits)
 		}
 	}
 	for _, name := range traceLists {
 		list, _ := t[name].([]any)
-		each(list, func(id memrow.Identity) { ids[id] = true })
+		lists = append(lists, list)
 	}
-	served, err := s.servedNow(ctx, org, ids)
+	ids := map[memrow.Identity]bool{}
+	for _, list := range lists {
+		for _, e := range list {
+			if id, ok := entryIdentity(e); ok {
+				ids[id] = true
+			}
+		}
+	}
+	asked, _ := t["memory_type"].(string)
+	served, hidden, err := s.servedNow(ctx, org, ids, filter{memoryType: asked})
 	if err != nil {
 		return nil, 0, httperr.Store("reading the heads the trace names", err)
 	}
 	dropped := map[memrow.Identity]bool{}
-	keep := func(list []any) []any {
-		out := []any{}
+	keep := func(list []any, out func(memrow.Identity) bool, count bool) []any {
+		kept := []any{}
 		for _, e := range list {
-			m, _ := e.(map[string]any)
-			if id, ok := identityOf(m["id"]); ok && !served[id] {
-				dropped[id] = true
+			if id, ok := entryIdentity(e); ok && out(id) {
+				if count {
+					dropped[id] = true
+				}
 				continue
 			}
-			out = append(out, e)
+			kept = append(kept, e)
 		}
-		return out
+		return kept
 	}
+	unserved := func(id memrow.Identity) bool { return !served[id] }
 	for _, l := range legs {
 		if lm, ok := l.(map[string]any); ok {
 			hits, _ := lm["hits"].([]any)
-			lm["hits"] = keep(hits)
+			lm["hits"] = keep(hits, unserved, true)
 		}
 	}
 	for _, name := range traceLists {
 		if list, ok := t[name].([]any); ok {
-			t[name] = keep(list)
+			t[name] = keep(list, unserved, true)
 		}
+	}
+	if drops != nil {
+		t["validation_drops"] = keep(drops, func(id memrow.Identity) bool { return hidden[id] }, false)
 	}
 	out, err := json.Marshal(t)
 	return out, len(dropped), err
 }
 
-// servedNow reports, for each identity, whether search serves its head now.
-func (s *Service) servedNow(ctx context.Context, org string, ids map[memrow.Identity]bool) (map[memrow.Identity]bool, error) {
+// entryIdentity is the memory a trace entry names by "id".
+func entryIdentity(e any) (memrow.Identity, bool) {
+	m, ok := e.(map[string]any)
+	if !ok {
+		return memrow.Identity{}, false
+	}
+	return identityOf(m["id"])
+}
+
+// servedNow reports, for each identity, whether search serves its head now to a
+// search narrowed by f's memory type, and whether f hides the head's type.
+func (s *Service) servedNow(ctx context.Context, org string, ids map[memrow.Identity]bool, f filter) (served, hidden map[memrow.Identity]bool, err error) {
 	byNS := map[string][]memrow.Identity{}
 	for id := range ids {
 		byNS[id.Namespace] = append(byNS[id.Namespace], id)
 	}
 	now := s.now()
-	out := map[memrow.Identity]bool{}
+	served, hidden = map[memrow.Identity]bool{}, map[memrow.Identity]bool{}
 	for ns, list := range byNS {
 		withOrg := make([]memrow.Identity, len(list))
 		for i, id := range list {
@@ -102,14 +122,15 @@ func (s *Service) servedNow(ctx context.Context, org string, ids map[memrow.Iden
 		}
 		hs, err := heads.Many(ctx, s.pool, org, ns, withOrg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, id := range list {
 			h := hs[heads.IdentityKey(id)]
-			out[id] = h != nil && h.Served(now)
+			hidden[id] = h != nil && f.hides(h.MemoryType)
+			served[id] = h != nil && h.Served(now) && !hidden[id]
 		}
 	}
-	return out, nil
+	return served, hidden, nil
 }
 
 // identityOf reads a trace entry's "id" (org left out, as the trace keeps it).

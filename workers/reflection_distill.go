@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
@@ -33,7 +34,10 @@ import (
 // worker:reflection_distill) are kept in one commit through the worker API
 // (command.KeepReflection). The label's window end is the stamp: a pass killed before
 // the commit leaves the session owed and nothing written, one after leaves it labelled,
-// so a session is distilled once per new turns. A reflection row is searchable only by
+// so a session is distilled once per new turns. Two processes' passes take a session
+// under a Postgres advisory lock each, held across the model call, and read again
+// under it that the session still owes the label, so a window is asked once
+// (distillClaimed). A reflection row is searchable only by
 // a search that asks for memory_type reflection (memrow.HiddenTypes).
 
 const workerReflections = "reflection_distill"
@@ -85,6 +89,17 @@ func (s *Service) reflectionPass(ctx context.Context) passResult {
 		return passResult{errors: 1}
 	}
 	res := passResult{claimed: len(owed), full: len(owed) == s.cfg.ReflectionDistill.Batch}
+	if len(owed) == 0 {
+		return res
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reflection_distill: no connection for the pass", "err", err)
+		}
+		return passResult{errors: 1}
+	}
+	defer conn.Release()
 	for _, o := range owed {
 		if ctx.Err() != nil {
 			break
@@ -93,8 +108,10 @@ func (s *Service) reflectionPass(ctx context.Context) passResult {
 		if s.reflectionWait[key].After(s.now()) {
 			continue
 		}
-		err := s.distillSession(ctx, o)
+		err := s.distillClaimed(ctx, conn, key, o)
 		switch {
+		case errors.Is(err, errClaimedElsewhere):
+			continue
 		case err == nil:
 			res.done++
 		case errors.Is(err, errStopped):
@@ -112,6 +129,38 @@ func (s *Service) reflectionPass(ctx context.Context) passResult {
 		}
 	}
 	return res
+}
+
+// errClaimedElsewhere: another process holds the session, or labelled it since the
+// pass read it owed.
+var errClaimedElsewhere = errors.New("the session is distilled by another pass")
+
+// distillClaimed distils a session under its claim: a Postgres advisory lock on conn,
+// held across the model call until the label is committed, and under it a second
+// read that the session still owes that label. Two processes' passes that both read
+// the session owed thus make one model call, not two of which one commit is kept.
+func (s *Service) distillClaimed(ctx context.Context, conn *pgxpool.Conn, key string, o reflections.Owed) error {
+	lock := workerReflections + "/" + key
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, lock).Scan(&locked); err != nil {
+		return fmt.Errorf("take the session's claim: %w", err)
+	}
+	if !locked {
+		return errClaimedElsewhere
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lock); err != nil {
+			s.log.Warn("reflection_distill: releasing a session's claim failed", "err", err)
+		}
+	}()
+	labelled, err := reflections.Labelled(ctx, conn, o)
+	if err != nil {
+		return err
+	}
+	if labelled {
+		return errClaimedElsewhere
+	}
+	return s.distillSession(ctx, o)
 }
 
 // distillSession asks for one session's outcome and reflections and keeps them.

@@ -2,8 +2,9 @@
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
 // tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
 // memory_delete, memory_from_messages, memory_log_turns, memory_recall, memory_crystallize, memory_profile,
-// memory_context, memory_timeline, memory_promote, decision_record, knowledge_search and
-// knowledge_add, and the resource template loom://{namespace}/{key}.
+// memory_context, memory_timeline, memory_promote, decision_record, profile_schema_set,
+// memory_consolidate, memory_consolidate_undo, knowledge_search and knowledge_add, and
+// the resource template loom://{namespace}/{key}.
 //
 // The tools call Loom through its REST API with package client, so a token, its
 // scopes and every refusal are exactly REST's. Over stdio (ServeStdio, `loomd mcp`)
@@ -55,7 +56,8 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`memory_log_turns keeps the conversation's turns as they happen; memory_recall reads back what was said; ` +
 	`memory_crystallize turns a session's logged turns into facts; ` +
 	`memory_promote shares one of your memories with every user of the namespace; decision_record records ` +
-	`a decision, why and by whom.`
+	`a decision, why and by whom. With an admin token, profile_schema_set sets the shape of users' profiles, ` +
+	`memory_consolidate merges near-identical memories into summaries and memory_consolidate_undo undoes a run.`
 
 // NewServer returns an MCP server whose tools call Loom through c. cache may be nil; a
 // process that builds a server per request shares one.

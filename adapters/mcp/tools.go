@@ -31,6 +31,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addExtractionTools(s, c)
 	addKnowledgeTools(s, c)
 	addProfileTools(s, c) // profile.go
+	addUpkeepTools(s, c)  // consolidate.go
 	addContextTools(s, c)
 	addConversationTools(s, c)
 	addSharedTools(s, c)

@@ -95,6 +95,19 @@ func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]Owed, e
 	return out, rows.Err()
 }
 
+// Labelled is whether a label now covers the owed session's last turn: a pass that
+// read it owed checks again under its claim, as another process's pass may have
+// labelled it in between.
+func Labelled(ctx context.Context, q Querier, o Owed) (bool, error) {
+	var done bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.session_outcomes WHERE org = $1 AND namespace = $2
+		AND user_id = $3 AND session_id = $4 AND window_end >= $5)`, o.Org, o.Namespace, o.UserID, o.SessionID, o.LastIndex).Scan(&done)
+	if err != nil {
+		return false, fmt.Errorf("read whether the session is labelled: %w", err)
+	}
+	return done, nil
+}
+
 // CountOwed counts the sessions that owe an outcome.
 func CountOwed(ctx context.Context, q Querier, o Owing) (int64, error) {
 	var n int64

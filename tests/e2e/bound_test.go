@@ -471,6 +471,11 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"knowledge_synthesize", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},
 				{"memory_timeline", map[string]any{"namespace": w.ns, "key": "drink", "user_id": "bob"}, true},
+				{"profile_schema_set", map[string]any{"namespace": w.ns, "schema": map[string]any{"type": "object",
+					"additionalProperties": false, "properties": map[string]any{}, "required": []any{}}}, true},
+				{"memory_consolidate", map[string]any{"namespace": w.ns, "user_id": "bob", "dry_run": true}, true},
+				{"memory_consolidate", map[string]any{"namespace": w.ns, "dry_run": true}, true},
+				{"memory_consolidate_undo", map[string]any{"namespace": w.ns, "run_id": "00000000-0000-4000-8000-000000000001"}, true},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)

@@ -18,7 +18,7 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch"}
+var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_consolidate", "memory_consolidate_undo", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch", "profile_schema_set"}
 
 // tsRun is what js/mcp_client.mjs printed: each step's answer as the TypeScript SDK
 // handed it over.
@@ -30,6 +30,7 @@ type tsRun struct {
 		Required        []string
 	}
 	Set, Search, Get, Delete, GetAfterDelete, BadArgs toolResult
+	ProfileSchema, Consolidate, UndoUnknown           toolResult
 	Resource                                          struct {
 		Contents []struct{ URI, MimeType, Text string }
 	}
@@ -55,7 +56,8 @@ func (r toolResult) text() string {
 // resource read and a refusal answer as a model's client expects.
 func TestTypeScriptMCPClient(t *testing.T) {
 	n, url := env.API(t, nil)
-	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
+	// An admin's: profile_schema_set and memory_consolidate need one.
+	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleAdmin})
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
 	loomd := testenv.Build(t, "github.com/loomplane/loom/cmd/loomd")
@@ -65,6 +67,8 @@ func TestTypeScriptMCPClient(t *testing.T) {
 	} {
 		t.Run(tr.name, func(t *testing.T) {
 			ns := testenv.Unique(t, "mcp-ts")
+			// Near-identical memories are each written (for memory_consolidate to find).
+			testenv.NewClient(url, token).AppendOnly(t, ns)
 			var run tsRun
 			if err := json.Unmarshal(runNode(t, "mcp_client.mjs", nil, tr.name, tr.target, token, ns), &run); err != nil {
 				t.Fatal(err)
@@ -93,6 +97,8 @@ func checkTSRun(t *testing.T, ns string, run tsRun) {
 	if !slices.Equal(names, mcpTools) {
 		t.Fatalf("tools %v, want %v", names, mcpTools)
 	}
+
+	checkTSUpkeep(t, ns, run)
 
 	var set client.SetAnswer
 	structured(t, "memory_set", run.Set, &set)
@@ -135,6 +141,25 @@ func checkTSRun(t *testing.T, ns string, run tsRun) {
 		if !r.res.IsError || len(r.res.StructuredContent) != 0 || !strings.Contains(r.res.text(), r.code) {
 			t.Errorf("%s: isError %v, structured %s, text %q: want a tool error naming %s", name, r.res.IsError, r.res.StructuredContent, r.res.text(), r.code)
 		}
+	}
+}
+
+// checkTSUpkeep: the upkeep tools' answers as the TypeScript SDK handed them over,
+// checked against their output schemas.
+func checkTSUpkeep(t *testing.T, ns string, run tsRun) {
+	t.Helper()
+	var ps client.ProfileSchemaAnswer
+	structured(t, "profile_schema_set", run.ProfileSchema, &ps)
+	if ps.Namespace != ns || ps.SchemaHash == "" {
+		t.Errorf("profile_schema_set answered %+v", ps)
+	}
+	var dry client.ConsolidateAnswer
+	structured(t, "memory_consolidate", run.Consolidate, &dry)
+	if !dry.DryRun || len(dry.Clusters) != 1 || len(dry.Clusters[0].Members) != 3 || dry.ModelCalls != 0 {
+		t.Errorf("memory_consolidate's dry run answered %+v; want the three coffee memories in one cluster", dry)
+	}
+	if !run.UndoUnknown.IsError || !strings.Contains(run.UndoUnknown.text(), "RESOURCE_NOT_FOUND") {
+		t.Errorf("memory_consolidate_undo of an unknown run: %q; want RESOURCE_NOT_FOUND", run.UndoUnknown.text())
 	}
 }
 

@@ -192,3 +192,51 @@ func reflectionErasureTakesLabelAndReflection(t *testing.T, ctx context.Context,
 		t.Fatalf("the reflection after the erasure: %v", hits)
 	}
 }
+
+// Two processes run the pass over one quiet session: the first claims it and holds
+// its model call for three seconds, through the other's passes, which read the session
+// owed all the while; the session costs one model call, not one a process (the
+// label's window end would keep one commit of two calls).
+func TestReflectionDistillTwoProcessesCallTheModelOnce(t *testing.T) {
+	const org = "reflections-two"
+	mod := func(c *config.Config) {
+		c.Workers.ReflectionDistill.Enabled = true
+		c.Workers.ReflectionDistill.Interval = 100 * time.Millisecond
+		c.Workers.ReflectionDistill.Idle = time.Second
+	}
+	w := startWorkers(t, org, nil, mod)
+	env.Serve(t, []string{"workers"}, withModel(w.srv, nil, mod))
+	var mu sync.Mutex
+	calls := 0
+	w.srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
+		if r.SchemaName != "reflection_distill" {
+			return llmtest.Status(500, "unscripted")
+		}
+		if !r.Contains("meringue") {
+			return llmtest.JSON(map[string]any{"outcome": "unclear", "reflections": []string{}})
+		}
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return llmtest.JSON(map[string]any{"outcome": "achieved",
+			"reflections": []string{"Give the oven temperature with a meringue recipe"}}).After(3 * time.Second)
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "reflTwo")
+	w.c.Configure(t, ns, map[string]any{"reflection_distill": true})
+	if _, err := w.tc.Observe(ctx, ns, client.ObserveRequest{Identity: client.Identity{UserID: "alice", SessionID: "s1"},
+		Turns: turns("How do I make a meringue?", "Whisk egg whites with sugar, then bake at 100 °C for an hour.", "It worked, thanks!")}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the session's outcome label", func() bool {
+		o, _ := reflectionLabel(t, ctx, pool, org, ns)
+		return o != ""
+	})
+	time.Sleep(time.Second) // more passes of both processes over the labelled session
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d model calls for the session over two processes; want 1", calls)
+	}
+}

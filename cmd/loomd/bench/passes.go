@@ -2,49 +2,190 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 )
 
 // passesTouchKeys is how many memories the passes scenario keeps touched.
 const passesTouchKeys = 200
 
-// passes measures memory.set's latency while the background passes have work (the
-// usage fold folding memory.touch calls made at the same time, one touch loop per
-// writer) against memory.set alone, in the same run (issue 32's target: within 1.2×).
-// The passes run only in a process with the workers role (loomd dev runs every role);
-// against one without it the touches pile up unfolded and the figure is the touch
-// path's cost alone, which the note says.
+// passesGraphRows is how many memories, each naming three entities, give the
+// entity_communities pass a co-occurrence graph to cluster.
+const passesGraphRows = 200
+
+// passesGateRatio is issue 32's target: memory.set's p50 with the passes running
+// within 1.2× its p50 with none, in the same run.
+const passesGateRatio = 1.2
+
+// passInterval is the busy side's pace: a pass starts 50 ms after the last ended, so
+// each runs back to back for the whole measured run.
+const passInterval = 50 * time.Millisecond
+
+// passCase is one busy side: the passes a second process (the workers role alone, on
+// the same stores) runs continuously while memory.set is measured, and whether
+// memory.touch loops feed the usage fold beside the writes.
+type passCase struct {
+	name    string
+	enable  func(w *config.Workers)
+	touches bool
+}
+
+// modelFreePasses are the passes that make no model call, each measured alone and
+// then all at once. The passes that call a model (conflict resolver, entity extractor,
+// structured_profile, session_digest, profile_consolidation, reflection_distill) are
+// not here: their cost is the model's, which the bench's scripted provider does not
+// stand for.
+var modelFreePasses = []passCase{
+	{"usage_fold", func(w *config.Workers) { busyPass(&w.UsageFold) }, true},
+	{"recalibration", func(w *config.Workers) { busyPass(&w.Recalibration) }, false},
+	{"entity_communities", func(w *config.Workers) { busyPass(&w.Communities) }, false},
+	{"embedding_worker", func(w *config.Workers) { busyPass(&w.Embedding) }, false},
+	{"sensitivity_sweep", func(w *config.Workers) { busyPass(&w.SensitivitySweep) }, false},
+	{"audit_checkpoints", func(w *config.Workers) { w.Audit.Interval = passInterval }, false},
+}
+
+func busyPass(p *config.Pass) { p.Enabled, p.Interval = true, passInterval }
+
+// passes measures memory.set's latency while each background pass that needs no model
+// runs continuously in a second process on the same stores, then all of them at once,
+// against memory.set with none running, in the same run (issue 32's target: within
+// 1.2×); a second run with none closes the scenario, so the drift of a shared machine
+// shows beside the ratios. The process under test runs its own passes at their
+// configured cadence on both sides (the notes name the ones on): run the bench with
+// them off (LOOM_USAGE_FOLD_ENABLED=false, ...) for a baseline with none at all.
 func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
-		Title:    "memory.set with the background passes busy",
-		Baseline: "memory.set alone, at the same concurrency, in the same run",
-		Notes: []string{"the busy side also serves the memory.touch calls (one loop per writer) in the same process: " +
-			"on a machine with few cores the ratio counts their CPU as well as the fold's commits"},
+		Title:    "memory.set with the background passes running",
+		Baseline: "memory.set with no pass running in the second process, at the same concurrency, in the same run",
+		Notes:    []string{"the passes run in a second process (the workers role alone) of this bench, on the same stores, each started " + passInterval.String() + " after the last ended; the usage fold's side also serves one memory.touch loop per writer"},
 	}
-	if !r.t.Process.Cfg.Roles.Has("workers") || !r.t.Process.Cfg.Workers.UsageFold.Enabled {
-		res.Notes = append(res.Notes, "this process runs no usage fold (the workers role with LOOM_USAGE_FOLD_ENABLED): "+
-			"the touches are recorded, not folded")
+	res.Notes = append(res.Notes, r.ownPasses())
+	// An operator's token reads the second process's /v1/health: what its passes did.
+	operator, p, err := r.t.Process.Tokens.Create(ctx, auth.NewToken{Role: auth.RoleOperator, Name: "loomd bench passes"})
+	if err != nil {
+		return nil, fmt.Errorf("create an operator token: %w", err)
 	}
+	defer r.t.Process.Tokens.Revoke(context.WithoutCancel(ctx), "", p.TokenID)
 	touched := r.namespace("passes", "touched")
-	if err := r.appendOnly(ctx, touched); err != nil {
-		return nil, err
+	graph := r.namespace("passes", "graph")
+	for _, ns := range []string{touched, graph} {
+		if err := r.appendOnly(ctx, ns); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.load(ctx, touched, passesTouchKeys); err != nil {
 		return nil, err
 	}
-	for _, conc := range r.levels(1, 8) {
-		name := fmt.Sprintf("concurrency=%d", conc)
-		alone, err := r.setLoad(ctx, "memory.set alone "+name, r.namespace("passes", "alone", fmt.Sprint(conc)), 1, conc, r.opts.Duration)
+	if err := r.loadGraph(ctx, graph); err != nil {
+		return nil, err
+	}
+	all := passCase{name: "every pass above", touches: true, enable: func(w *config.Workers) {
+		for _, c := range modelFreePasses {
+			c.enable(w)
+		}
+	}}
+	for _, conc := range r.levels(8) {
+		level := fmt.Sprintf("concurrency=%d", conc)
+		set := func(label, side string) (Sample, error) {
+			return r.setLoad(ctx, "memory.set "+label+" "+level, r.namespace("passes", side, fmt.Sprint(conc)), 1, conc, r.opts.Duration)
+		}
+		none, err := set("with no pass", "none")
 		if err != nil {
 			return nil, err
 		}
-		var touches atomic.Int64
-		tctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
+		for _, c := range append(append([]passCase{}, modelFreePasses...), all) {
+			busy, done, err := r.withPasses(ctx, c, touched, conc, operator, func() (Sample, error) { return set("with "+c.name, "busy") })
+			if err != nil {
+				return nil, err
+			}
+			p50 := res.compare(level+", "+c.name, busy, none, "writes/s")
+			p50.Gate = fmt.Sprintf("p50 ≤ %g× no pass's: %s", passesGateRatio, passFail(busy.P50MS <= passesGateRatio*none.P50MS))
+			res.Notes = append(res.Notes, fmt.Sprintf("%s, %s: %s", level, c.name, done))
+		}
+		again, err := set("with no pass, again", "none-again")
+		if err != nil {
+			return nil, err
+		}
+		res.compare(level+", no pass again (the machine's drift)", again, none, "writes/s")
+	}
+	return res, nil
+}
+
+// ownPasses names the passes the process under test runs itself, on both sides.
+func (r *runner) ownPasses() string {
+	cfg := r.t.Process.Cfg
+	if !cfg.Roles.Has(config.RoleWorkers) {
+		return "the process under test runs no pass (no workers role)"
+	}
+	w := cfg.Workers
+	var on []string
+	for name, p := range map[string]config.Pass{"usage_fold": w.UsageFold, "recalibration": w.Recalibration,
+		"entity_communities": w.Communities, "embedding_worker": w.Embedding, "sensitivity_sweep": w.SensitivitySweep} {
+		if p.Enabled {
+			on = append(on, fmt.Sprintf("%s every %s", name, p.Interval))
+		}
+	}
+	if w.Audit.Interval > 0 {
+		on = append(on, fmt.Sprintf("audit_checkpoints every %s", w.Audit.Interval))
+	}
+	if len(on) == 0 {
+		return "the process under test runs none of these passes itself: the baseline has none running"
+	}
+	sort.Strings(on)
+	return "the process under test runs, on both sides, at its configured cadence: " + strings.Join(on, ", ")
+}
+
+// loadGraph writes passesGraphRows memories into ns, each naming three of thirty
+// entities, so the namespace has a co-occurrence graph.
+func (r *runner) loadGraph(ctx context.Context, ns string) error {
+	r.progress("  loading %d memories naming entities into %s", passesGraphRows, ns)
+	entries := r.bulkEntries(0, passesGraphRows, loadKey)
+	for i := range entries {
+		for j := range 3 {
+			entries[i].Entities = append(entries[i].Entities, client.Entity{Name: fmt.Sprintf("Entity %02d", (i*7+j*11)%30)})
+		}
+	}
+	return r.retrying(ctx, func() error {
+		_, err := r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}, client.IdempotencyKey(ns+"-graph"))
+		return err
+	})
+}
+
+// withPasses serves a workers process running c's passes continuously (and, for the
+// usage fold, touch loops beside the writes) while measure runs, and answers what the
+// passes did meanwhile, from the process's /v1/health.
+func (r *runner) withPasses(ctx context.Context, c passCase, touched string, conc int, operator string, measure func() (Sample, error)) (Sample, string, error) {
+	cfg := r.t.Process.Cfg
+	cfg.Roles = config.Roles{config.RoleWorkers}
+	cfg.Boot.Migrate = false
+	quiet := cfg.Workers
+	quiet.Resolver.Enabled, quiet.Entities.Enabled, quiet.Profiles.Enabled, quiet.SessionDigest.Enabled = false, false, false, false
+	quiet.ProfileConsolidation.Enabled, quiet.ReflectionDistill.Enabled = false, false
+	for _, p := range []*config.Pass{&quiet.UsageFold, &quiet.Recalibration, &quiet.Communities, &quiet.Embedding, &quiet.SensitivitySweep} {
+		p.Enabled = false
+	}
+	quiet.Audit.Interval = 0
+	c.enable(&quiet)
+	cfg.Workers = quiet
+	url, stop, err := r.t.OpenPeer(ctx, cfg)
+	if err != nil {
+		return Sample{}, "", fmt.Errorf("open the workers process of %s: %w", c.name, err)
+	}
+	defer stop()
+	var touches atomic.Int64
+	tctx, stopTouches := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if c.touches {
 		for w := 0; w < conc; w++ {
 			wg.Add(1)
 			go func() {
@@ -56,14 +197,51 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 				}
 			}()
 		}
-		busy, err := r.setLoad(ctx, "memory.set with touches folding "+name, r.namespace("passes", "busy", fmt.Sprint(conc)), 1, conc, r.opts.Duration)
-		stop()
-		wg.Wait()
-		if err != nil {
-			return nil, err
-		}
-		res.compare(name, busy, alone, "writes/s")
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: %d touches made beside the writes", name, touches.Load()))
 	}
-	return res, nil
+	before := passRows(ctx, url, operator)
+	sample, err := measure()
+	stopTouches()
+	wg.Wait()
+	after := passRows(ctx, url, operator)
+	var did []string
+	for name, n := range after {
+		did = append(did, fmt.Sprintf("%s %d", name, n-before[name]))
+	}
+	sort.Strings(did)
+	done := "rows done during the run: " + strings.Join(did, ", ")
+	if c.touches {
+		done += fmt.Sprintf("; %d touches made beside the writes", touches.Load())
+	}
+	return sample, done, err
+}
+
+// passRows reads the rows each enabled pass of the process at url has done, as the
+// operator's /v1/health shows them.
+func passRows(ctx context.Context, url, operator string) map[string]int64 {
+	out := map[string]int64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/health", nil)
+	if err != nil {
+		return out
+	}
+	req.Header.Set("Authorization", "Bearer "+operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Passes map[string]struct {
+			Enabled  bool  `json:"enabled"`
+			RowsDone int64 `json:"rows_done"`
+		} `json:"passes"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return out
+	}
+	for name, p := range h.Passes {
+		if p.Enabled {
+			out[name] = p.RowsDone
+		}
+	}
+	return out
 }

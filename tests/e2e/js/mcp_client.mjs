@@ -33,5 +33,15 @@ out.templates = (await client.listResourceTemplates()).resourceTemplates.map((t)
 out.delete = await call("memory_delete", { namespace: ns, key: "editor-theme", user_id: "alice" });
 out.getAfterDelete = await call("memory_get", { namespace: ns, key: "editor-theme", user_id: "alice" });
 out.badArgs = await call("memory_set", { namespace: ns, key: "k" });
+// The admin's upkeep tools (the token is an admin's): the SDK checks each answer
+// against the tool's output schema.
+out.profileSchema = await call("profile_schema_set", { namespace: ns, schema: {
+  type: "object", additionalProperties: false, required: ["drink"], properties: { drink: { type: ["string", "null"] } } } });
+for (const [key, value] of [["coffee-1", "Bo drinks dark roast coffee every morning"],
+  ["coffee-2", "Bo drinks dark roast coffee each morning at home"], ["coffee-3", "Every morning Bo drinks a dark roast coffee"]]) {
+  await call("memory_set", { namespace: ns, key, value, user_id: "bo" });
+}
+out.consolidate = await call("memory_consolidate", { namespace: ns, user_id: "bo", dry_run: true, min_similarity: 0.6 });
+out.undoUnknown = await call("memory_consolidate_undo", { namespace: ns, run_id: "00000000-0000-4000-8000-000000000001" });
 console.log(JSON.stringify(out));
 await client.close();
