@@ -471,6 +471,7 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"knowledge_synthesize", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},
 				{"memory_timeline", map[string]any{"namespace": w.ns, "key": "drink", "user_id": "bob"}, true},
+				{"memory_learnings", map[string]any{"namespace": w.ns, "agent": "-"}, false},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)
