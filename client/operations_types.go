@@ -125,6 +125,14 @@ type ExportTurn struct {
 	MemoryIDs    []string  `json:"memory_ids,omitempty"`
 }
 
+// ExportLearning is one rule about the agent the user supports, in an export (after
+// the digests): the learnings queue's candidate with the user's quotes alone.
+type ExportLearning struct {
+	Kind      string `json:"kind"` // learning
+	Namespace string `json:"namespace"`
+	Learning
+}
+
 // ExportDigest is one session digest of the user in an export (after the turns).
 type ExportDigest struct {
 	Kind      string    `json:"kind"` // digest

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -262,6 +263,10 @@ func (s *Service) factsLayer(ctx context.Context, p auth.Principal, plan *packPl
 	}
 	ans, err := s.search(ctx, p, plan.ns, &searchRequest{Query: plan.req.Query, TopK: plan.topK, Agent: plan.req.Agent, UserID: plan.req.UserID,
 		onePage: true})
+	if providerDown(err) {
+		sec.Available, sec.Note = false, "search unavailable: the embedder is down; retry for the facts"
+		return Passed{}, nil
+	}
 	if err != nil {
 		return Passed{}, err
 	}
@@ -316,6 +321,16 @@ func (s *Service) sessionLayer(ctx context.Context, p auth.Principal, plan *pack
 		sec.Note = "no session_id given"
 		return nil
 	}
+	if plan.userID == noUser {
+		sec.Note = "the token reads no turns of that user"
+		return nil
+	}
+	// The pack is the user's: a session id shared by several users' conversations
+	// gives the pack only this user's turns and digest, as the token bound to the
+	// user would read them.
+	if p.ReadUserID == "" {
+		p.ReadUserID = plan.userID
+	}
 	digest, ok, err := s.sessions.SessionDigest(ctx, p, plan.ns, session)
 	if err != nil {
 		return fmt.Errorf("reading the session's digest: %w", err)
@@ -354,6 +369,10 @@ func (s *Service) knowledgeLayer(ctx context.Context, p auth.Principal, plan *pa
 		return nil
 	}
 	chunks, err := s.knowledge.Knowledge(ctx, p, plan.ns, plan.req.Query, plan.topK)
+	if providerDown(err) {
+		sec.Available, sec.Note = false, "knowledge search unavailable: the embedder is down; retry for the chunks"
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading the knowledge chunks: %w", err)
 	}
@@ -361,6 +380,15 @@ func (s *Service) knowledgeLayer(ctx context.Context, p auth.Principal, plan *pa
 		sec.Lines = append(sec.Lines, packLine{Cite: c.Cite, Text: c.Text, detail: c})
 	}
 	return nil
+}
+
+// providerDown reports whether a layer's read failed only because the embedder is
+// down. A pack is read before every turn of an agent: such a layer is left empty and
+// marked unavailable, and the layers read from the authority (profile, recent, the
+// session) still answer, rather than the whole pack failing.
+func providerDown(err error) bool {
+	var he *httperr.Error
+	return errors.As(err, &he) && he.Code == httperr.CodeEmbedderDown
 }
 
 // memoryCite is the citation of a memory version: GET /v1/memories/{id} finds its key,

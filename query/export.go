@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/learnings"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/snapshot"
 )
@@ -20,7 +21,8 @@ import (
 // erasure.export is the subject-access export: every memory of one user across the
 // org's namespaces the token reaches, each with every version of it the journal holds,
 // then the user's conversation record there (every kept turn, opened, with the
-// memories drawn from it, and every session digest), read from the authority in one
+// memories drawn from it, every session digest, and every rule about the agent the
+// user supports in the learnings queue, with their quotes), read from the authority in one
 // repeatable-read transaction and streamed as JSON Lines in the snapshot framing
 // (internal/snapshot). An admin's call, on record in
 // loom.read_audit. It is a read, so the read side serves it; it holds only the rows
@@ -68,6 +70,14 @@ type exportTurn struct {
 type exportDigest struct {
 	Namespace string `json:"namespace"`
 	snapshot.Digest
+}
+
+// exportLearning is one rule about the agent the user supports (the learnings queue),
+// with the user's quotes alone, and its namespace.
+type exportLearning struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	learnings.Opened
 }
 
 // Export opens erasure.export of userID.
@@ -163,7 +173,14 @@ func (s *Service) writeExportedConversation(ctx context.Context, tx pgx.Tx, h ex
 	if err != nil {
 		return err
 	}
-	return evidence.EachDigestOf(ctx, tx, h.Org, h.UserID, h.Namespaces, s.unwrapKey, func(ns string, d evidence.OpenedDigest) error {
+	err = evidence.EachDigestOf(ctx, tx, h.Org, h.UserID, h.Namespaces, s.unwrapKey, func(ns string, d evidence.OpenedDigest) error {
 		return sw.WriteRecord(exportDigest{Namespace: ns, Digest: snapshotDigest(d)})
+	})
+	if err != nil {
+		return err
+	}
+	// The rules about the agent the user said: their quotes are theirs.
+	return learnings.EachOf(ctx, tx, h.Org, h.UserID, h.Namespaces, func(ns string, o learnings.Opened) error {
+		return sw.WriteRecord(exportLearning{Kind: snapshot.KindLearning, Namespace: ns, Opened: o})
 	})
 }

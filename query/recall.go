@@ -288,12 +288,13 @@ func (s *Service) matchTurns(ctx context.Context, scope evidence.Scope, query st
 }
 
 // SessionTurns reads the last n turns of a session, oldest first: every user's of it,
-// or the bound user's alone for a token bound to one user. context.pack reads it.
+// or the bound user's alone for a token bound to one user; none for a token bound to
+// another session. context.pack reads it.
 func (s *Service) SessionTurns(ctx context.Context, p auth.Principal, namespace, sessionID string, last int) ([]Turn, error) {
 	if err := p.Namespace(namespace); err != nil {
 		return nil, err
 	}
-	if last <= 0 {
+	if last <= 0 || !p.InSession(sessionID) {
 		return []Turn{}, nil
 	}
 	rows, err := evidence.Last(ctx, s.pool, evidence.Scope{Org: p.Org, Namespace: namespace, UserID: p.ReadUserID}, sessionID, last)

@@ -1,7 +1,7 @@
 // Package mcp serves Loom's memory operations to agents over the Model Context
 // Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk): the
 // tools memory_set, memory_search, memory_ask, memory_get, memory_list, memory_history,
-// memory_delete, memory_from_messages, memory_log_turns, memory_recall, memory_crystallize, memory_profile,
+// memory_delete, memory_from_messages, memory_learnings, memory_log_turns, memory_recall, memory_crystallize, memory_profile,
 // memory_context, memory_timeline, memory_promote, decision_record, profile_schema_set,
 // memory_consolidate, memory_consolidate_undo, knowledge_search and knowledge_add, and
 // the resource template loom://{namespace}/{key}.
@@ -49,7 +49,8 @@ const instructions = `Loom is your long-term memory. Write what is worth remembe
 	`rather than use its hits. memory_ask answers a question from the memories with citations, or abstains. ` +
 	`memory_get reads one key, memory_list a ` +
 	`namespace, memory_history every version of a key, memory_delete forgets a key. ` +
-	`memory_from_messages hands Loom a conversation to extract and write its durable facts. ` +
+	`memory_from_messages hands Loom a conversation to extract and write its durable facts; ` +
+	`memory_learnings lists the rules about you it filed for review instead. ` +
 	`memory_profile reads what Loom knows about a user as one profile; ` +
 	`memory_context answers, in one call, a cited block for your prompt cut to a token budget; ` +
 	`memory_timeline how a key's or a subject's facts changed over time; ` +

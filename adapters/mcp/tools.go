@@ -35,6 +35,7 @@ func addTools(s *sdk.Server, c *client.Client) {
 	addContextTools(s, c)
 	addConversationTools(s, c)
 	addSharedTools(s, c)
+	addLearningsTools(s, c) // learnings.go
 }
 
 // addWriteTools registers the tools that write one key: memory_set and memory_delete.

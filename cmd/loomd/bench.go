@@ -93,6 +93,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; chain 1,8; get, history and search 5; lag and promote 1; parts 8)")
 	out := fs.String("out", "", "also write the report as JSON to this file")
 	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
+	packTurns := fs.Int("pack-turns", def.PackTurns, "conversation turns the pack scenario keeps beside its memories (memory.observe, sessions of 100)")
 	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")
 	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
@@ -102,7 +103,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
 	}
-	opts := bench.Options{Duration: *duration, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
+	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
 		KnowledgeDocs: *knowledgeDocs, Progress: os.Stderr}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
@@ -117,8 +118,8 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --search-sizes: %w", err)}
 	}
-	if *duration <= 0 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 || *knowledgeDocs < 1 {
-		return benchFlags{}, usageError{errors.New("bench: --duration, --get-rows, --bulk-entries (at most 1000), --replay-revisions and --knowledge-docs must be positive")}
+	if *duration <= 0 || *packTurns < 1 || *getRows < 1 || *bulkEntries < 1 || *bulkEntries > 1000 || *replayRevisions < 1 || *knowledgeDocs < 1 {
+		return benchFlags{}, usageError{errors.New("bench: --duration, --pack-turns, --get-rows, --bulk-entries (at most 1000), --replay-revisions and --knowledge-docs must be positive")}
 	}
 	return benchFlags{opts: opts, out: *out, dir: *dir}, nil
 }

@@ -141,3 +141,52 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 	}
 	return out, nil
 }
+
+// EachOf calls fn, namespace by namespace and oldest first, with every candidate userID
+// supports in org's namespaces (nil: every one), each with that user's supporters
+// alone: what a subject-access export of the user holds of the queue.
+func EachOf(ctx context.Context, q Querier, org, userID string, namespaces []string, fn func(ns string, o Opened) error) error {
+	rows, err := q.Query(ctx, `SELECT c.namespace, c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
+			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
+			s.user_id, s.session_id, s.message_index, s.created_at,
+			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
+		FROM loom.learnings_supporters s JOIN loom.learnings_queue c
+			ON c.org = s.org AND c.namespace = s.namespace AND c.candidate_id = s.candidate_id
+		WHERE s.org = $1 AND s.user_id = $2 AND ($3::text[] IS NULL OR s.namespace = ANY($3))
+		ORDER BY c.namespace, c.created_at, c.candidate_id, s.created_at, s.session_id, s.message_index`,
+		org, userID, namespaces)
+	if err != nil {
+		return fmt.Errorf("read the user's learnings: %w", err)
+	}
+	defer rows.Close()
+	var cur *Opened
+	var curNS string
+	for rows.Next() {
+		var ns string
+		var o Opened
+		var s Supporter
+		if err := rows.Scan(&ns, &o.CandidateID, &o.Agent, &o.Status, &o.Source, &o.CreatedAt, &o.Rule,
+			&s.UserID, &s.SessionID, &s.MessageIndex, &s.CreatedAt, &s.Quote); err != nil {
+			return fmt.Errorf("read the user's learnings: %w", err)
+		}
+		s.CreatedAt = s.CreatedAt.UTC()
+		if cur != nil && curNS == ns && cur.CandidateID == o.CandidateID {
+			cur.Supporters = append(cur.Supporters, s)
+			continue
+		}
+		if cur != nil {
+			if err := fn(curNS, *cur); err != nil {
+				return err
+			}
+		}
+		o.CreatedAt, o.Supporters = o.CreatedAt.UTC(), []Supporter{s}
+		cur, curNS = &o, ns
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the user's learnings: %w", err)
+	}
+	if cur != nil {
+		return fn(curNS, *cur)
+	}
+	return nil
+}

@@ -34,6 +34,9 @@ const (
 	// digests, after its memories.
 	KindTurn   = "turn"
 	KindDigest = "digest"
+	// KindLearning is a rule about the agent the user supports, in a subject-access
+	// export (after the digests); a namespace snapshot carries none.
+	KindLearning = "learning"
 )
 
 // MaxLine bounds one line a Reader takes: a memory's value is bounded by the char
@@ -101,7 +104,7 @@ type Line struct {
 type End struct {
 	Kind    string `json:"kind"`
 	Rows    int64  `json:"rows"`              // the memory lines before it
-	Records int64  `json:"records,omitempty"` // the turn and digest lines before it
+	Records int64  `json:"records,omitempty"` // the turn, digest and learning lines before it
 	SHA256  string `json:"sha256"`            // of every byte before this line, newlines included
 }
 

@@ -476,6 +476,7 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_consolidate", map[string]any{"namespace": w.ns, "user_id": "bob", "dry_run": true}, true},
 				{"memory_consolidate", map[string]any{"namespace": w.ns, "dry_run": true}, true},
 				{"memory_consolidate_undo", map[string]any{"namespace": w.ns, "run_id": "00000000-0000-4000-8000-000000000001"}, true},
+				{"memory_learnings", map[string]any{"namespace": w.ns, "agent": "-"}, false},
 			} {
 				res := callTool(t, cs, call.tool, call.args)
 				text := resultText(res)

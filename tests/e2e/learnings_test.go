@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
@@ -35,6 +37,8 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	const rule, quote = "Answer in French", "From now on, always answer me in French please."
 	learned := learningsRuleIsNoMemory(t, ctx, srv, tc, ns, rule, quote)
 	learningsQueueHoldsTheRule(t, ctx, tc, ns, learned, rule, quote)
+	learningsOverMCP(t, n, url, org, ns, rule, quote)
+	learningsInTheExport(t, ctx, tc, ns, learned, rule, quote)
 	// Sealed at rest: neither text is in the clear in its row.
 	pool := env.PG(t)
 	learningsSealedAtRest(t, pool, org, ns)
@@ -106,6 +110,69 @@ func learningsQueueHoldsTheRule(t *testing.T, ctx context.Context, tc *client.Cl
 	}
 	if s := l.Supporters[0]; s.UserID != "alice" || s.MessageIndex != 2 || s.Quote != quote {
 		t.Errorf("its supporter: %+v, want alice's message 2", s)
+	}
+}
+
+// learningsOverMCP lists the learnings through the MCP tool memory_learnings with the
+// go-sdk's client: the admin's answer holds the rule and its quote, structured and
+// summarised; a token bound to bob lists none, a reader's is refused as REST refuses it.
+func learningsOverMCP(t *testing.T, n *app.Process, url, org, ns, rule, quote string) {
+	session := func(tok auth.NewToken) *sdk.ClientSession {
+		return goSDKSession(t, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{env.Token(t, n, tok)}}})
+	}
+	res := callTool(t, session(auth.NewToken{Org: org}), "memory_learnings", map[string]any{"namespace": ns})
+	var ls client.LearningsAnswer
+	remarshal(t, res.StructuredContent, &ls)
+	if res.IsError || len(ls.Learnings) != 1 || ls.Learnings[0].Rule != rule || len(ls.Learnings[0].Supporters) != 1 ||
+		ls.Learnings[0].Supporters[0].Quote != quote || !strings.Contains(resultText(res), rule) {
+		t.Errorf("memory_learnings: %s %+v", resultText(res), ls)
+	}
+	res = callTool(t, session(auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: "bob"}), "memory_learnings", map[string]any{"namespace": ns})
+	remarshal(t, res.StructuredContent, &ls)
+	if res.IsError || len(ls.Learnings) != 0 {
+		t.Errorf("memory_learnings with a token bound to bob: %s %+v", resultText(res), ls)
+	}
+	res = callTool(t, session(auth.NewToken{Org: org, Role: auth.RoleReader}), "memory_learnings", map[string]any{"namespace": ns})
+	if !res.IsError || !strings.Contains(resultText(res), "PERMISSION_DENIED") {
+		t.Errorf("memory_learnings with a reader's token: %s", resultText(res))
+	}
+}
+
+// learningsInTheExport reads alice's and bob's subject-access exports: alice's holds
+// the rule she supports, with her quote, counted in the end line's records; bob's none.
+func learningsInTheExport(t *testing.T, ctx context.Context, tc *client.Client, ns string, learned client.ExtractedFact, rule, quote string) {
+	for user, want := range map[string]int{"alice": 1, "bob": 0} {
+		var got []client.ExportLearning
+		var end client.End
+		records := 0
+		payload := readAll(t, must[*client.Stream](t, "export")(tc.Export(ctx, user)))
+		err := client.ReadLines(bytes.NewReader(payload), func(kind string, line json.RawMessage) error {
+			switch kind {
+			case "turn", "digest":
+				records++
+			case "learning":
+				var x client.ExportLearning
+				err := json.Unmarshal(line, &x)
+				got = append(got, x)
+				return err
+			case "end":
+				return json.Unmarshal(line, &end)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != want || end.Records != int64(records+len(got)) {
+			t.Fatalf("%s's export: learnings %+v, %d other records, end %+v; want %d learnings", user, got, records, end, want)
+		}
+		if want == 1 {
+			l := got[0]
+			if l.Namespace != ns || l.CandidateID != learned.LearningID || l.Rule != rule || len(l.Supporters) != 1 ||
+				l.Supporters[0].UserID != "alice" || l.Supporters[0].Quote != quote {
+				t.Errorf("alice's exported learning: %+v", l)
+			}
+		}
 	}
 }
 

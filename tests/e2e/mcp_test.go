@@ -18,7 +18,7 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_consolidate", "memory_consolidate_undo", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch", "profile_schema_set"}
+var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_consolidate", "memory_consolidate_undo", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_learnings", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch", "profile_schema_set"}
 
 // tsRun is what js/mcp_client.mjs printed: each step's answer as the TypeScript SDK
 // handed it over.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -23,12 +27,13 @@ func TestTypeScriptClient(t *testing.T) {
 	reader := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader})
 	operator := env.Token(t, n, auth.NewToken{Role: auth.RoleOperator})
 	admin := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleAdmin})
+	learningsNS := fileALearning(t, "acme")
 	dir := tsClient(t)
 
 	cmd := exec.Command("npm", "test")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LOOM_URL="+url, "LOOM_TOKEN="+writer, "LOOM_READER_TOKEN="+reader,
-		"LOOM_OPERATOR_TOKEN="+operator, "LOOM_ADMIN_TOKEN="+admin, "LOOM_NS="+testenv.Unique(t, "ts-client"), "HOME="+t.TempDir(), "NO_COLOR=1")
+		"LOOM_OPERATOR_TOKEN="+operator, "LOOM_ADMIN_TOKEN="+admin, "LOOM_NS="+testenv.Unique(t, "ts-client"), "LOOM_LEARNINGS_NS="+learningsNS, "HOME="+t.TempDir(), "NO_COLOR=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -49,6 +54,29 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("npm test of clients/typescript reported a failure\n%s", out.String())
 	}
 	t.Logf("npm test of clients/typescript:\n%s", out.String())
+}
+
+// fileALearning files one rule about the agent to a fresh namespace of org's learnings
+// queue, through a process whose scripted model extracts it from alice's message, and
+// answers the namespace: the client's test reads it through the process that has no model.
+func fileALearning(t *testing.T, org string) string {
+	t.Helper()
+	srv := llmtest.New(t)
+	n, url := env.API(t, func(c *config.Config) {
+		withProvider(srv)(c)
+		c.Command.Extraction.QueueEnabled = false
+	})
+	srv.ReplyWhen(saying("French"), llmtest.JSON(map[string]any{"forget": []any{}, "facts": []any{
+		map[string]any{"key": "assistant.reply_language", "value": "Answer in French", "message_index": 0, "tags": []any{}, "about": "agent"},
+	}}))
+	ns := testenv.Unique(t, "ts-learnings")
+	tc := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org})).Typed(t)
+	a, err := tc.FromMessages(context.Background(), ns, client.FromMessagesRequest{Identity: client.Identity{UserID: "alice"},
+		Messages: messages("From now on, always answer me in French please.")})
+	if err != nil || len(a.Facts) != 1 || a.Facts[0].Verdict != "learning" {
+		t.Fatalf("file a learning: %+v, %v", a, err)
+	}
+	return ns
 }
 
 // tsClient copies clients/typescript and the spec into a fresh folder laid out as the

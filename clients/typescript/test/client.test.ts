@@ -1,6 +1,7 @@
 // The client against a real loomd: tests/e2e/tsclient_test.go starts one on real stores
 // and runs `npm test` with LOOM_URL, LOOM_TOKEN (an org's writer), LOOM_READER_TOKEN (a
-// reader of the same org), LOOM_ADMIN_TOKEN (its admin), LOOM_OPERATOR_TOKEN and LOOM_NS (a fresh namespace).
+// reader of the same org), LOOM_ADMIN_TOKEN (its admin), LOOM_OPERATOR_TOKEN, LOOM_NS (a fresh namespace) and
+// LOOM_LEARNINGS_NS (a namespace whose learnings queue holds one rule a scripted model extracted).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -114,6 +115,21 @@ test("a namespace opts in to profile_consolidation; profile.render answers every
     citation: `${pns}/profile_section:alice@1`, citations: [`${pns}/profile_section:alice@1`],
   };
   assert.equal(rendered.citations[0], rendered.citation);
+});
+
+test("learnings.list answers the rules about the agent, each with its supporters' quotes, typed", async () => {
+  const lns = need("LOOM_LEARNINGS_NS");
+  const got = await ok(loom.GET("/v1/namespaces/{ns}/learnings", { params: { path: { ns: lns }, query: { limit: 10 } } }));
+  assert.equal(got.namespace, lns);
+  assert.equal(got.learnings.length, 1);
+  const rule = got.learnings[0];
+  assert.ok(rule);
+  assert.equal(rule.rule, "Answer in French");
+  assert.equal(rule.status, "pending");
+  assert.deepEqual(rule.supporters.map((s) => [s.user_id, s.message_index, s.quote]), [["alice", 0, "From now on, always answer me in French please."]]);
+  // The queue is for whoever reviews the bot's rules: a reader's token is refused.
+  await assert.rejects(ok(reader.GET("/v1/namespaces/{ns}/learnings", { params: { path: { ns: lns } } })),
+    (err: unknown) => err instanceof LoomError && err.status === 403 && err.code === "PERMISSION_DENIED");
 });
 
 test("an error answer is a LoomError with the envelope's fields", async () => {

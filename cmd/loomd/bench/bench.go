@@ -37,6 +37,9 @@ type Options struct {
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
 	SearchSizes []int
+	// PackTurns is how many conversation turns the pack scenario keeps (memory.observe)
+	// beside its memories, in sessions of 100; the packs read the last session's.
+	PackTurns int
 	// GetRows is how many memories the get and history scenarios read among.
 	GetRows int
 	// BulkEntries is the size of one memory.bulk_set in the bulk scenario.
@@ -60,6 +63,7 @@ func DefaultOptions() Options {
 	return Options{
 		Duration:        5 * time.Second,
 		SearchSizes:     []int{10_000},
+		PackTurns:       50_000,
 		GetRows:         1000,
 		BulkEntries:     1000,
 		ReplayRevisions: 10_000,
@@ -97,6 +101,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if opts.GetRows <= 0 {
 		opts.GetRows = def.GetRows
+	}
+	if opts.PackTurns <= 0 {
+		opts.PackTurns = def.PackTurns
 	}
 	if opts.BulkEntries <= 0 {
 		opts.BulkEntries = def.BulkEntries

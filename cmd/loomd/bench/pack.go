@@ -18,11 +18,11 @@ const packBudget = 1000
 func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 	size := r.opts.SearchSizes[0]
 	res := &ScenarioResult{
-		Title:    fmt.Sprintf("context.pack latency, %d-token budget (o200k_base), at %d memories", packBudget, size),
+		Title:    fmt.Sprintf("context.pack latency, %d-token budget (o200k_base), at %d memories and %d turns", packBudget, size, r.opts.PackTurns),
 		Baseline: fmt.Sprintf("memory.search of the same queries, top_k %d, same namespace, same concurrency, same run", packTopK),
-		Notes: []string{"the namespace is loaded with memory.bulk_set (append_only); the pack reads its profile, facts, recent, session " +
-			"and knowledge layers, of which facts (the search) and recent (the journal's newest revisions) hold lines here: no " +
-			"profile, session or knowledge source is wired yet",
+		Notes: []string{"the namespace is loaded with memory.bulk_set (append_only), then --pack-turns turns of one user with memory.observe " +
+			"(sessions of 100); the pack names the last session, so its facts (the search, with its turns and digest legs), recent " +
+			"(the journal's newest revisions) and session (the session's last 8 turns) layers hold lines; no profile or knowledge is loaded",
 			fmt.Sprintf("the namespace size is --search-sizes' first (%d)", size)},
 	}
 	ns := r.namespace("pack", fmt.Sprint(size))
@@ -32,6 +32,14 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 	if _, err := r.loadValues(ctx, ns, size); err != nil {
 		return nil, err
 	}
+	turns, err := r.observeSessions(ctx, ns, r.opts.PackTurns)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.t.Process.PG.Exec(ctx, `ANALYZE loom.memory_evidence`); err != nil {
+		return nil, fmt.Errorf("analyzing the turns' table: %w", err)
+	}
+	session := fmt.Sprintf("s%04d", (len(turns)-1)/recallSessionTurns)
 	if _, err := r.settleIndex(ctx, ns); err != nil {
 		return nil, err
 	}
@@ -41,15 +49,15 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 	}
 	budget, topK := packBudget, packTopK
 	packOf := func(q string) client.PackRequest {
-		return client.PackRequest{Query: q, BudgetTokens: &budget, TopK: &topK}
+		return client.PackRequest{Query: q, SessionID: session, BudgetTokens: &budget, TopK: &topK}
 	}
 	for _, q := range queries[:3] {
 		a, err := r.api.Pack(ctx, ns, packOf(q))
 		if err != nil {
 			return nil, fmt.Errorf("warm-up pack of %s: %w", ns, err)
 		}
-		if a.Block == "" {
-			return nil, fmt.Errorf("a pack of %d memories is empty: the scenario would measure empty answers", size)
+		if a.Block == "" || !strings.Contains(a.Block, "[t:") {
+			return nil, fmt.Errorf("a pack of %d memories and %d turns holds no turn: the scenario would measure another pack", size, len(turns))
 		}
 	}
 	for _, conc := range r.levels(1, 5) {

@@ -15,24 +15,13 @@ const (
 	recallSessionTurns = 100
 )
 
-// recall measures memory.recall by a question (a lexical match over the scope's
-// recent turns, each hit opened with its neighbour window) at 10k kept turns against
-// a primary-key read of one turn row with pgx, same run; and reports what a turn costs
-// in Postgres.
-func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
-	res := &ScenarioResult{
-		Title:    fmt.Sprintf("memory.recall latency at %d turns of one user", recallTurns),
-		Baseline: "a primary-key SELECT of one turn row (loom.memory_evidence) with pgx, at the same concurrency, same run",
-		Notes: []string{fmt.Sprintf("the turns are kept with memory.observe, one call a session of %d; a recall asks a 4-word "+
-			"question with top_k 5 and a window of 2", recallSessionTurns),
-			"recall's question matches over the scope's 5,000 most recent turns by their blind index of terms, opening only the hits' windows: the read grows with that cap, " +
-				"not with the namespace"},
-	}
-	ns := r.namespace("recall", fmt.Sprint(recallTurns))
+// observeSessions keeps n turns of one user (bench-user) in ns with memory.observe,
+// one call a session of recallSessionTurns, and answers their ids in order.
+func (r *runner) observeSessions(ctx context.Context, ns string, n int) ([]string, error) {
 	var turnIDs []string
-	for session := 0; session < recallTurns/recallSessionTurns; session++ {
+	for session := 0; session*recallSessionTurns < n; session++ {
 		req := client.ObserveRequest{Identity: client.Identity{UserID: "bench-user", SessionID: fmt.Sprintf("s%04d", session)}}
-		for i := 0; i < recallSessionTurns; i++ {
+		for i := 0; i < min(recallSessionTurns, n-session*recallSessionTurns); i++ {
 			role := "user"
 			if i%2 == 1 {
 				role = "assistant"
@@ -49,6 +38,27 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 		for _, t := range kept.Turns {
 			turnIDs = append(turnIDs, t.TurnID)
 		}
+	}
+	return turnIDs, nil
+}
+
+// recall measures memory.recall by a question (a lexical match over the scope's
+// recent turns, each hit opened with its neighbour window) at 10k kept turns against
+// a primary-key read of one turn row with pgx, same run; and reports what a turn costs
+// in Postgres.
+func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
+	res := &ScenarioResult{
+		Title:    fmt.Sprintf("memory.recall latency at %d turns of one user", recallTurns),
+		Baseline: "a primary-key SELECT of one turn row (loom.memory_evidence) with pgx, at the same concurrency, same run",
+		Notes: []string{fmt.Sprintf("the turns are kept with memory.observe, one call a session of %d; a recall asks a 4-word "+
+			"question with top_k 5 and a window of 2", recallSessionTurns),
+			"recall's question matches over the scope's 5,000 most recent turns by their blind index of terms, opening only the hits' windows: the read grows with that cap, " +
+				"not with the namespace"},
+	}
+	ns := r.namespace("recall", fmt.Sprint(recallTurns))
+	turnIDs, err := r.observeSessions(ctx, ns, recallTurns)
+	if err != nil {
+		return nil, err
 	}
 	if len(turnIDs) != recallTurns {
 		return nil, fmt.Errorf("kept %d turns, want %d", len(turnIDs), recallTurns)
