@@ -231,7 +231,7 @@ func (x *Index) vectorLeg(sc *scorer, s *space, f Filter, keep int, into []score
 			n = eligible(s, f)
 		}
 		if n > x.cfg.ExactMax && n*graphFilterRatio >= a.graph.Nodes() {
-			return sc.graphLeg(a, f, keep, n, into)
+			return sc.graphLeg(a, f, keep, n, x.cfg.EfSearch, into)
 		}
 	}
 	all := f.all()

@@ -16,6 +16,9 @@ type Config struct {
 	// ExactMax: a filter that leaves at most this many chunks is scanned exactly, graph
 	// or not.
 	ExactMax int
+	// EfSearch is the breadth of a search's walk; it walks at least as wide as the pool
+	// it keeps.
+	EfSearch int
 }
 
 // Memory search's defaults (searchindex.Config).
@@ -36,6 +39,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExactMax <= 0 {
 		c.ExactMax = defaultExactMax
+	}
+	if c.EfSearch <= 0 {
+		c.EfSearch = hnsw.DefaultEfSearch
 	}
 	return c
 }
@@ -221,7 +227,7 @@ func (x *Index) Settle() {
 // similarity and scored again against the float32 vectors, each chunk with a positive
 // cosine appended to into. pool is how many the leg needs; eligible how many chunks f
 // leaves, which widens the walk by the share f refuses.
-func (sc *scorer) graphLeg(a *arena, f Filter, pool, eligible int, into []scored) []scored {
+func (sc *scorer) graphLeg(a *arena, f Filter, pool, eligible, efSearch int, into []scored) []scored {
 	g := a.graph
 	codes := make([]int8, a.dim)
 	qs := hnsw.Quantise(sc.vec, codes)
@@ -232,9 +238,9 @@ func (sc *scorer) graphLeg(a *arena, f Filter, pool, eligible int, into []scored
 		return c != nil && !c.src.deleted && (all || f.match(c))
 	}
 	k := pool + pool/4 + 16 // the rescore may reorder the edge of the int8 ranking
-	ef := max(hnsw.DefaultEfSearch, k)
+	ef := max(efSearch, k)
 	if share := float64(eligible) / float64(max(a.live(), 1)); share < 1 {
-		ef = min(int(float64(ef)/share), 8*max(hnsw.DefaultEfSearch, k))
+		ef = min(int(float64(ef)/share), 8*max(efSearch, k))
 	}
 	rows := g.Rows()
 	top := hnsw.NewTopK(k)
