@@ -254,7 +254,8 @@ type SearchIndex struct {
 	// the broker; a fetch answers as soon as a record arrives.
 	FetchMaxWait time.Duration
 	// GraphMin (LOOM_INDEX_GRAPH_MIN) is how many value vectors a namespace holds before
-	// it gets an approximate (HNSW) graph beside the exact scan.
+	// it gets an approximate (HNSW) graph beside the exact scan; the knowledge chunk
+	// index takes it for its chunk vectors.
 	GraphMin int
 	// CheckpointDir (LOOM_INDEX_CHECKPOINT_DIR) is where the process keeps a checkpoint
 	// of its index, to warm from it and the topic's tail instead of the whole topic. "":

@@ -1,5 +1,7 @@
 package searchindex
 
+import "github.com/loomplane/loom/internal/hnsw"
+
 // arena holds a namespace's vectors of one dimension as int8 codes, append only: a
 // document that changes its vector takes a new row and its old one is dead until the
 // arena is compacted. Rows never change once written, so a graph build reads a
@@ -14,7 +16,7 @@ type arena struct {
 	// graphDead counts the graph's nodes whose row died since it was built.
 	graphDead int
 	epoch     int // bumped by every compaction: rows are renumbered
-	graph     *graph
+	graph     *hnsw.Graph
 }
 
 func (a *arena) rows() int { return len(a.scales) }
@@ -34,7 +36,7 @@ func (a *arena) add(v []float32, slot int32) int32 {
 		a.owner = append(make([]uint32, 0, rows), a.owner...)
 	}
 	a.codes = a.codes[:n+a.dim]
-	a.scales = append(a.scales, quantise(v, a.codes[n:]))
+	a.scales = append(a.scales, hnsw.Quantise(v, a.codes[n:]))
 	a.owner = append(a.owner, uint32(slot))
 	return int32(r)
 }
@@ -43,7 +45,7 @@ func (a *arena) add(v []float32, slot int32) int32 {
 func (a *arena) bytes() int64 {
 	b := int64(cap(a.codes)) + 4*int64(cap(a.scales)) + 4*int64(cap(a.owner))
 	if a.graph != nil {
-		b += a.graph.bytes()
+		b += a.graph.Bytes()
 	}
 	return b
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomplane/loom/internal/hnsw"
 )
 
 // Benchmarks of the index at the sizes the issue names, each beside the bare exact scan
@@ -130,12 +132,12 @@ func bareMatrix(revs []*Revision) [][]float32 {
 }
 
 // bareScan is the plain exact scan: a float32 dot with every vector and the best k kept.
-func bareScan(m [][]float32, q []float32, k int) []cand {
-	top := newTopK(k)
+func bareScan(m [][]float32, q []float32, k int) []hnsw.Cand {
+	top := hnsw.NewTopK(k)
 	for i, v := range m {
-		top.offer(uint32(i), dotFloat32(q, v))
+		top.Offer(uint32(i), dotFloat32(q, v))
 	}
-	return top.h.items
+	return top.Kept()
 }
 
 func dotFloat32(a, b []float32) float32 {

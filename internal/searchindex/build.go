@@ -1,6 +1,17 @@
 package searchindex
 
-import "time"
+import (
+	"time"
+
+	"github.com/loomplane/loom/internal/hnsw"
+)
+
+// graphSource is a snapshot of an arena for a build, and the arena's epoch then: a
+// build finished after a compaction (which renumbers the rows) is not installed.
+type graphSource struct {
+	hnsw.Source
+	epoch int
+}
 
 // extendShare: a graph is extended once the rows past it reach 1/extendShare of its
 // nodes (at least 1,000), so a search scans at most about that share exactly beside it.
@@ -20,24 +31,24 @@ func (x *Index) maybeBuild(s *space) {
 			continue
 		}
 		g := a.graph
-		rebuild := g == nil || a.graphDead >= g.nodes()/4
-		if !rebuild && a.rows()-g.limit < max(1000, g.nodes()/extendShare) {
+		rebuild := g == nil || a.graphDead >= g.Nodes()/4
+		if !rebuild && a.rows()-g.Limit() < max(1000, g.Nodes()/extendShare) {
 			continue
 		}
 		if g != nil && rebuild && a.dead > a.rows()/4 {
 			s.compact(a) // renumbers the rows: the new graph is built over the compacted arena
 		}
-		src := graphSource{dim: a.dim, codes: a.codes, scales: a.scales, limit: a.rows(), epoch: a.epoch}
-		src.rows = make([]int32, 0, a.values)
+		src := graphSource{Source: hnsw.Source{Dim: a.dim, Codes: a.codes, Scales: a.scales, Limit: a.rows()}, epoch: a.epoch}
+		src.Rows = make([]int32, 0, a.values)
 		if !rebuild {
 			// Few of its nodes died: the graph is extended by the rows past it, a cost of
 			// the tail's size, not rebuilt, a cost of the namespace's.
-			src.base = g
-			src.rows = append(src.rows, g.rows...)
+			src.Base = g
+			src.Rows = append(src.Rows, g.Rows()...)
 		}
 		for slot := range s.docs {
-			if c := &s.cards[slot]; c.vecRow >= 0 && int(c.dim) == a.dim && (rebuild || int(c.vecRow) >= g.limit) {
-				src.rows = append(src.rows, c.vecRow)
+			if c := &s.cards[slot]; c.vecRow >= 0 && int(c.dim) == a.dim && (rebuild || int(c.vecRow) >= g.Limit()) {
+				src.Rows = append(src.Rows, c.vecRow)
 			}
 		}
 		s.building = true
@@ -63,14 +74,14 @@ func (x *Index) build(s *space, a *arena, src graphSource) {
 			return false
 		}
 	}
-	g := buildGraph(src, graphParams{m: x.cfg.GraphM, efConstruction: x.cfg.GraphEfConstruction, seed: time.Now().UnixNano()}, stopped)
+	g := hnsw.Build(src.Source, hnsw.Params{M: x.cfg.GraphM, EfConstruction: x.cfg.GraphEfConstruction, Seed: time.Now().UnixNano()}, stopped)
 	<-x.buildSem
 	x.finishBuild(s, a, src, g)
 }
 
 // finishBuild installs a graph unless the arena was compacted (renumbered) or evicted
 // since its snapshot, and counts the nodes that died meanwhile.
-func (x *Index) finishBuild(s *space, a *arena, src graphSource, g *graph) {
+func (x *Index) finishBuild(s *space, a *arena, src graphSource, g *hnsw.Graph) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.building = false
@@ -78,14 +89,14 @@ func (x *Index) finishBuild(s *space, a *arena, src graphSource, g *graph) {
 		return
 	}
 	dead := 0
-	for _, row := range g.rows {
+	for _, row := range g.Rows() {
 		if slot := a.owner[row]; s.cards[slot].vecRow != row {
 			dead++
 		}
 	}
 	a.graph, a.graphDead = g, dead
 	s.built++
-	if src.base != nil {
+	if src.Base != nil {
 		s.extended++
 	}
 	x.maybeBuild(s)

@@ -273,7 +273,7 @@ func TestWarmingDefersGraphBuildsAndWarmTidies(t *testing.T) {
 	if after.Spaces[0].Graph != 1500 {
 		t.Fatalf("Warm built no graph over the 1500 vectors: %+v", after.Spaces[0])
 	}
-	if graph := x.spaces[ns].arenas[384].graph.bytes(); after.Bytes-graph >= before.Bytes {
+	if graph := x.spaces[ns].arenas[384].graph.Bytes(); after.Bytes-graph >= before.Bytes {
 		t.Fatalf("Warm kept what is not served: %d bytes before, %d after (graph included)", before.Bytes, after.Bytes)
 	}
 	sameAnswers(t, reference, x, []Space{ns})

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loomplane/loom/internal/hnsw"
 )
 
 // noName is a name id no row holds.
@@ -153,13 +155,13 @@ type eligible struct {
 }
 
 type graphNodes struct {
-	g     *graph
+	g     *hnsw.Graph
 	epoch int
 	bits  []uint64
 }
 
 // nodesOf returns the set's bits over g's nodes; a is the arena g was built over.
-func (e *eligible) nodesOf(s *space, a *arena, g *graph) []uint64 {
+func (e *eligible) nodesOf(s *space, a *arena, g *hnsw.Graph) []uint64 {
 	e.nodesMu.Lock()
 	defer e.nodesMu.Unlock()
 	for _, gn := range e.graphNodes {
@@ -167,8 +169,8 @@ func (e *eligible) nodesOf(s *space, a *arena, g *graph) []uint64 {
 			return gn.bits
 		}
 	}
-	out := make([]uint64, (g.nodes()+63)/64)
-	for n, row := range g.rows {
+	out := make([]uint64, (g.Nodes()+63)/64)
+	for n, row := range g.Rows() {
 		if slot := a.owner[row]; s.cards[slot].vecRow == row && e.has(slot) {
 			out[n>>6] |= 1 << (uint(n) & 63)
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/loomplane/loom/internal/hnsw"
 )
 
 // recallAt is the share of the exact top k the approximate top k holds.
@@ -117,7 +119,7 @@ func TestQuantisedScanAgreesWithFloat32(t *testing.T) {
 		want := bareScan(m, q, 10)
 		exact := make([]Hit, 0, 10)
 		for _, c := range sortedCands(want) {
-			exact = append(exact, Hit{Identity: Identity{MemoryKey: revs[c.node].MemoryKey}, Score: float64(c.sim)})
+			exact = append(exact, Hit{Identity: Identity{MemoryKey: revs[c.Node].MemoryKey}, Score: float64(c.Sim)})
 		}
 		legs, _, _ := x.Search(ns, Query{Filter: served(), Vector: q, Limit: 10})
 		recall += recallAt(exact, legs.Vector, 10)
@@ -129,10 +131,10 @@ func TestQuantisedScanAgreesWithFloat32(t *testing.T) {
 	}
 }
 
-func sortedCands(cs []cand) []cand {
-	out := append([]cand(nil), cs...)
+func sortedCands(cs []hnsw.Cand) []hnsw.Cand {
+	out := append([]hnsw.Cand(nil), cs...)
 	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].sim > out[j-1].sim; j-- {
+		for j := i; j > 0 && out[j].Sim > out[j-1].Sim; j-- {
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
@@ -154,7 +156,7 @@ func TestAnExtendedGraphAgreesWithTheExactScan(t *testing.T) {
 			exact.Apply(ns, batch)
 		}
 	}
-	graphOf := func() *graph {
+	graphOf := func() *hnsw.Graph {
 		s := graphed.space(ns, false)
 		s.mu.RLock()
 		defer s.mu.RUnlock()
@@ -166,20 +168,20 @@ func TestAnExtendedGraphAgreesWithTheExactScan(t *testing.T) {
 	apply(revs[:n/2])
 	graphed.Settle()
 	first := graphOf()
-	if first == nil || first.nodes() != n/2 {
+	if first == nil || first.Nodes() != n/2 {
 		t.Fatalf("the first build: %v", first)
 	}
 	apply(revs[n/2:])
 	graphed.Settle()
 	g := graphOf()
-	if g == first || g.nodes() < n-1000 {
-		t.Fatalf("after the second half the graph holds %d nodes, want at least %d", g.nodes(), n-1000)
+	if g == first || g.Nodes() < n-1000 {
+		t.Fatalf("after the second half the graph holds %d nodes, want at least %d", g.Nodes(), n-1000)
 	}
 	s := graphed.space(ns, false)
 	s.mu.RLock()
 	extended, built := s.extended, s.built
 	s.mu.RUnlock()
-	if extended == 0 || extended != built-1 || !slices.Equal(g.rows[:first.nodes()], first.rows) {
+	if extended == 0 || extended != built-1 || !slices.Equal(g.Rows()[:first.Nodes()], first.Rows()) {
 		t.Fatalf("%d builds after the first, %d of them extensions: the graph was rebuilt, not extended", built-1, extended)
 	}
 	rng := rand.New(rand.NewSource(5))
@@ -193,7 +195,7 @@ func TestAnExtendedGraphAgreesWithTheExactScan(t *testing.T) {
 		r200 += recallAt(el.Vector, gl.Vector, 200)
 	}
 	r10, r200 = r10/queries, r200/queries
-	t.Logf("extended from %d to %d nodes: recall@10 %.3f, recall@200 %.3f", first.nodes(), g.nodes(), r10, r200)
+	t.Logf("extended from %d to %d nodes: recall@10 %.3f, recall@200 %.3f", first.Nodes(), g.Nodes(), r10, r200)
 	if r10 < 0.85 || r200 < 0.75 {
 		t.Errorf("recall@10 %.3f, recall@200 %.3f below the floors 0.85 and 0.75", r10, r200)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/loomplane/loom/internal/hnsw"
 	"github.com/loomplane/loom/internal/text"
 )
 
@@ -36,13 +37,13 @@ func (c Config) withDefaults() Config {
 		c.GraphMin = 20000
 	}
 	if c.GraphM <= 0 {
-		c.GraphM = 12
+		c.GraphM = hnsw.DefaultM
 	}
 	if c.GraphEfConstruction <= 0 {
-		c.GraphEfConstruction = 100
+		c.GraphEfConstruction = hnsw.DefaultEfConstruction
 	}
 	if c.GraphEfSearch <= 0 {
-		c.GraphEfSearch = 128
+		c.GraphEfSearch = hnsw.DefaultEfSearch
 	}
 	if c.ExactMax <= 0 {
 		c.ExactMax = 10000
@@ -306,7 +307,7 @@ func (x *Index) Stats() Stats {
 		for _, a := range s.arenas {
 			ss.Vectors += a.values
 			if a.graph != nil {
-				ss.Graph += a.graph.nodes()
+				ss.Graph += a.graph.Nodes()
 			}
 		}
 		s.mu.RUnlock()

@@ -4,35 +4,12 @@ import (
 	"cmp"
 	"encoding/hex"
 	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/internal/hnsw"
 	"math"
 	"slices"
 	"strings"
 )
-
-// topK keeps the k best (slot, score) pairs seen.
-type topK struct {
-	k int
-	h candHeap
-}
-
-func newTopK(k int) *topK { return &topK{k: k, h: candHeap{items: make([]cand, 0, k+1)}} }
-
-func (t *topK) offer(slot uint32, sim float32) {
-	if t.h.len() < t.k {
-		t.h.push(cand{slot, sim})
-	} else if sim > t.h.peek().sim {
-		t.h.items[0] = cand{slot, sim}
-		t.h.push(t.h.pop()) // restore the heap with the replaced root
-	}
-}
-
-func (t *topK) slots() []uint32 {
-	out := make([]uint32, t.h.len())
-	for i, c := range t.h.items {
-		out[i] = c.node
-	}
-	return out
-}
 
 // overfetch is how many candidates a coded scan keeps for limit hits: the rescore may
 // reorder the edge of the list.
@@ -47,7 +24,7 @@ type query struct {
 
 func newQuery(v []float32) query {
 	q := query{vec: v, codes: make([]int8, len(v))}
-	q.scale = quantise(v, q.codes)
+	q.scale = hnsw.Quantise(v, q.codes)
 	return q
 }
 
@@ -64,32 +41,33 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 		return nil
 	}
 	k := overfetch(limit)
-	top := newTopK(k)
-	coded := func(row int32) float32 { return q.scale * a.scales[row] * float32(dotCodes(q.codes, a.row(row))) }
+	top := hnsw.NewTopK(k)
+	coded := func(row int32) float32 { return q.scale * a.scales[row] * float32(hnsw.Dot(q.codes, a.row(row))) }
 	live := func(row int32) (uint32, bool) {
 		slot := a.owner[row]
 		return slot, s.cards[slot].vecRow == row && accept(slot)
 	}
 	g := a.graph
-	if g != nil && eligibleCount > cfg.ExactMax && eligibleCount*cfg.GraphFilterRatio >= g.nodes() {
+	if g != nil && eligibleCount > cfg.ExactMax && eligibleCount*cfg.GraphFilterRatio >= g.Nodes() {
 		// The graph walks every node; those accept refuses are passed through, so the
 		// walk widens by the share it refuses.
 		ef := max(cfg.GraphEfSearch, k)
 		if share := float64(eligibleCount) / float64(max(a.values, 1)); share < 1 {
 			ef = min(int(float64(ef)/share), 8*max(cfg.GraphEfSearch, k))
 		}
-		acceptNode := func(n uint32) bool { _, ok := live(g.rows[n]); return ok }
+		rows := g.Rows()
+		acceptNode := func(n uint32) bool { _, ok := live(rows[n]); return ok }
 		if e != nil {
 			nodes := e.nodesOf(s, a, g)
 			acceptNode = func(n uint32) bool { return nodes[n>>6]&(1<<(n&63)) != 0 }
 		}
-		found := g.search(func(n uint32) float32 { return coded(g.rows[n]) }, rowWarmer(a.codes, a.dim, g.rows), ef, acceptNode, 40*ef)
+		found := g.Search(func(n uint32) float32 { return coded(rows[n]) }, hnsw.RowWarmer(a.codes, a.dim, rows), ef, acceptNode, 40*ef)
 		for _, c := range found {
-			top.offer(a.owner[g.rows[c.node]], c.sim)
+			top.Offer(a.owner[rows[c.Node]], c.Sim)
 		}
-		for row := int32(g.limit); row < int32(a.rows()); row++ {
+		for row := int32(g.Limit()); row < int32(a.rows()); row++ {
 			if slot, ok := live(row); ok {
-				top.offer(slot, coded(row))
+				top.Offer(slot, coded(row))
 			}
 		}
 	} else {
@@ -98,13 +76,13 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 			c := &s.cards[slot]
 			if c.vecRow >= 0 && int(c.dim) == dim && accept(uint32(slot)) {
 				r := int(c.vecRow)
-				top.offer(uint32(slot), q.scale*a.scales[r]*float32(dotInt8(q.codes, a.codes[r*dim:(r+1)*dim])))
+				top.Offer(uint32(slot), q.scale*a.scales[r]*float32(hnsw.Dot(q.codes, a.codes[r*dim:(r+1)*dim])))
 			}
 		}
 	}
-	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
+	return s.rescore(top.IDs(), limit, func(slot uint32) float32 {
 		c := &s.cards[slot]
-		return a.scales[c.vecRow] * dotFloatCodes(q.vec, a.row(c.vecRow))
+		return a.scales[c.vecRow] * hnsw.DotFloat(q.vec, a.row(c.vecRow))
 	})
 }
 
@@ -177,7 +155,7 @@ func (s *space) chunks(q query, limit int, e *eligible) []scored {
 	if a == nil || limit <= 0 {
 		return nil
 	}
-	top := newTopK(overfetch(limit))
+	top := hnsw.NewTopK(overfetch(limit))
 	for _, slot := range e.chunked {
 		c := &s.cards[slot]
 		if int(c.dim) != len(q.vec) {
@@ -186,16 +164,16 @@ func (s *space) chunks(q query, limit int, e *eligible) []scored {
 		d := &s.docs[slot]
 		best := float32(math.Inf(-1))
 		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
-			best = max(best, q.scale*a.scales[r]*float32(dotCodes(q.codes, a.row(r))))
+			best = max(best, q.scale*a.scales[r]*float32(hnsw.Dot(q.codes, a.row(r))))
 		}
-		top.offer(slot, best)
+		top.Offer(slot, best)
 	}
-	return s.rescore(top.slots(), limit, func(slot uint32) float32 {
+	return s.rescore(top.IDs(), limit, func(slot uint32) float32 {
 		d := &s.docs[slot]
 		c := &s.cards[slot]
 		best := float32(math.Inf(-1))
 		for r := d.chunkRow; r < d.chunkRow+int32(c.nChunks); r++ {
-			best = max(best, a.scales[r]*dotFloatCodes(q.vec, a.row(r)))
+			best = max(best, a.scales[r]*hnsw.DotFloat(q.vec, a.row(r)))
 		}
 		return best
 	})

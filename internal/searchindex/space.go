@@ -325,7 +325,7 @@ func (s *space) dropVector(slot int32) {
 		a := s.arenas[int(c.dim)]
 		a.dead++
 		a.values--
-		if a.graph != nil && int(c.vecRow) < a.graph.limit {
+		if a.graph != nil && int(c.vecRow) < a.graph.Limit() {
 			a.graphDead++
 		}
 		c.vecRow = -1

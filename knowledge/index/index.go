@@ -4,6 +4,12 @@
 // meets a knowledge chunk. It holds each source's chunks of its latest written
 // version, with their terms (Okapi BM25) and vectors, and answers a candidate pool
 // that knowledge.search checks against the heads in Postgres before it ranks.
+//
+// Its vector leg ranks as memory search's does (internal/hnsw): an exact scan below
+// Config.GraphMin vectors, and past it an HNSW graph over the vectors' int8 codes,
+// built in the background (vectors.go), with the filter applied during the walk, the
+// chunks written since the build scanned exactly beside it, and exact scanning whenever
+// a filter leaves few chunks.
 package index
 
 import (
@@ -32,7 +38,8 @@ type Chunk struct {
 	tfs         map[string]uint16
 	length      int
 	src         *source
-	gone        bool // dropped: still in postings until they are compacted
+	gone        bool  // dropped: still in postings until they are compacted
+	row         int32 // its vector's row in its arena, -1 for none
 }
 
 type source struct {
@@ -46,7 +53,8 @@ type space struct {
 	post     map[string]*posting // the chunks holding each term
 	chunks   int
 	totalLen int
-	pos      int64 // the highest seq of the namespace applied
+	pos      int64          // the highest seq of the namespace applied
+	arenas   map[int]*arena // the chunk vectors by size
 }
 
 // posting is the chunks holding a term, dropped ones included until they are more
@@ -57,12 +65,13 @@ type posting struct {
 }
 
 func newSpace() *space {
-	return &space{sources: map[string]*source{}, df: map[string]int{}, post: map[string]*posting{}}
+	return &space{sources: map[string]*source{}, df: map[string]int{}, post: map[string]*posting{}, arenas: map[int]*arena{}}
 }
 
 func (s *space) drop(src *source) {
 	for _, c := range src.chunks {
 		c.gone = true
+		s.dropVector(c)
 		for t := range c.tfs {
 			if s.df[t]--; s.df[t] <= 0 {
 				delete(s.df, t)
@@ -83,6 +92,7 @@ func (s *space) drop(src *source) {
 
 // Index is the chunk index of every namespace a process serves.
 type Index struct {
+	cfg    Config
 	mu     sync.RWMutex
 	spaces map[[2]string]*space
 	moved  chan struct{} // closed when a position moves
@@ -92,14 +102,20 @@ type Index struct {
 	// each chunk anew was most of what applying a document cost (as it was for
 	// memory's index, internal/searchindex).
 	stems *text.Stems
+
+	builds   sync.WaitGroup
+	buildSem chan struct{} // one graph build at a time
+	closed   chan struct{}
+	close    sync.Once
 }
 
 // stemMemo is how many words the index's stem memo holds before it starts again.
 const stemMemo = 1 << 16
 
 // New returns an empty index.
-func New() *Index {
-	return &Index{spaces: map[[2]string]*space{}, moved: make(chan struct{}), stems: text.NewStems(stemMemo)}
+func New(cfg Config) *Index {
+	return &Index{cfg: cfg.withDefaults(), spaces: map[[2]string]*space{}, moved: make(chan struct{}),
+		buildSem: make(chan struct{}, 1), closed: make(chan struct{}), stems: text.NewStems(stemMemo)}
 }
 
 func (x *Index) space(org, ns string) *space {
@@ -127,8 +143,10 @@ func (x *Index) apply(ops []op) {
 		return
 	}
 	x.mu.Lock()
+	touched := map[[2]string]*space{}
 	for _, o := range ops {
 		s := x.space(o.org, o.ns)
+		touched[[2]string{o.org, o.ns}] = s
 		s.pos = max(s.pos, o.seq)
 		switch {
 		case o.fence:
@@ -141,6 +159,9 @@ func (x *Index) apply(ops []op) {
 		case o.env != nil && o.content != nil:
 			applyDocument(s, x.stems, o.env, o.content)
 		}
+	}
+	for k, s := range touched {
+		x.maybeBuild(k, s)
 	}
 	close(x.moved)
 	x.moved = make(chan struct{})
@@ -184,6 +205,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		}
 		s.chunks++
 		s.totalLen += k.length
+		s.addVector(k)
 		src.chunks = append(src.chunks, k)
 	}
 }

@@ -32,7 +32,7 @@ func uris(cs []Candidate) []string {
 }
 
 func TestSearchRanksLexicallyAndFilters(t *testing.T) {
-	x := New()
+	x := New(Config{})
 	x.apply([]op{
 		written(1, 10, "handbook/travel.txt", "text", []string{"policy"}, "Book travel through the portal.", "Receipts within thirty days."),
 		written(2, 20, "tickets/1.txt", "text", nil, "The printer jams on duplex jobs."),
@@ -56,7 +56,7 @@ func TestSearchRanksLexicallyAndFilters(t *testing.T) {
 }
 
 func TestANewVersionReplacesItsChunksAndAnOlderOneIsIgnored(t *testing.T) {
-	x := New()
+	x := New(Config{})
 	x.apply([]op{written(1, 10, "a.txt", "text", nil, "alpha wombat"), written(2, 20, "a.txt", "text", nil, "beta")})
 	if got := x.Search("o", "n", "wombat", nil, Filter{}, 10); len(got) != 0 {
 		t.Fatalf("the old version's chunk is still served: %v", got)
@@ -68,7 +68,7 @@ func TestANewVersionReplacesItsChunksAndAnOlderOneIsIgnored(t *testing.T) {
 }
 
 func TestDeleteRestoreAndAnErasureFence(t *testing.T) {
-	x := New()
+	x := New(Config{})
 	x.apply([]op{written(1, 10, "a.txt", "text", nil, "okapi"), written(2, 20, "b.txt", "text", nil, "okapi too")})
 	x.apply([]op{flip(3, "a.txt", events.TypeDocumentDeleted)})
 	if got := uris(x.Search("o", "n", "okapi", nil, Filter{}, 10)); len(got) != 1 || got[0] != "b.txt" {
@@ -88,7 +88,7 @@ func TestDeleteRestoreAndAnErasureFence(t *testing.T) {
 }
 
 func TestWaitForReturnsOnceThePositionArrives(t *testing.T) {
-	x := New()
+	x := New(Config{})
 	done := make(chan error, 1)
 	go func() { done <- x.WaitFor(context.Background(), "o", "n", 2) }()
 	x.apply([]op{{org: "o", ns: "n", seq: 1}})

@@ -65,7 +65,9 @@ type legs struct{ lex, vec []scored }
 // 2·depth+rrfK in a bounded heap. A chunk below that in both legs fuses to at most
 // 2/(rrfK+keep+1), less than the 1/(rrfK+depth) of each of a leg's first depth chunks,
 // so the answer is among the kept ones; a kept chunk's rank in the other leg is counted
-// exactly (one pass over that leg).
+// exactly (one pass over that leg). Past GraphMin vectors the vector leg is the HNSW
+// graph's pool instead (vectorLeg): its best chunks are found approximately, and a chunk
+// the lexical leg kept is ranked within that pool.
 func (x *Index) Search(org, ns, query string, vec []float32, f Filter, depth int) []Candidate {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -79,12 +81,12 @@ func (x *Index) Search(org, ns, query string, vec []float32, f Filter, depth int
 		l = &legs{}
 	}
 	defer x.scratch.Put(l)
+	keep := 2*depth + rrfK
 	l.lex = sc.lexicalLeg(s, f, l.lex[:0])
 	l.vec = l.vec[:0]
 	if len(vec) > 0 {
-		l.vec = sc.vectorLeg(s, f, l.vec)
+		l.vec = x.vectorLeg(sc, s, f, keep, l.vec)
 	}
-	keep := 2*depth + rrfK
 	lexTop, vecTop := top(l.lex, keep), top(l.vec, keep)
 
 	// ranks of the kept chunks: [lexical, vector], -1 where that leg does not rank it
@@ -219,8 +221,19 @@ func (sc *scorer) lexicalLeg(s *space, f Filter, into []scored) []scored {
 	return into
 }
 
-// vectorLeg appends every chunk with a positive cosine to the query's vector to into.
-func (sc *scorer) vectorLeg(s *space, f Filter, into []scored) []scored {
+// vectorLeg appends the chunks with a positive cosine to the query's vector to into:
+// every one (an exact scan), or past GraphMin vectors the graph's pool of the best keep
+// (graphLeg), unless f leaves too few chunks for the graph to find them.
+func (x *Index) vectorLeg(sc *scorer, s *space, f Filter, keep int, into []scored) []scored {
+	if a := s.arenas[len(sc.vec)]; a != nil && a.graph != nil {
+		n := a.live()
+		if !f.all() {
+			n = eligible(s, f)
+		}
+		if n > x.cfg.ExactMax && n*graphFilterRatio >= a.graph.Nodes() {
+			return sc.graphLeg(a, f, keep, n, x.cfg.EfSearch, into)
+		}
+	}
 	all := f.all()
 	for _, src := range s.sources {
 		if src.deleted {

@@ -334,7 +334,7 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 	}
 	// A replay of the topic into a fresh chunk index brings nothing back: the erased
 	// records' keys are gone.
-	fresh := kindex.New()
+	fresh := kindex.New(kindex.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go kindex.NewFollower(env.Stack.Kafka.Brokers(), env.Config(nil).Pipeline.Topic, pool, fresh, slog.New(slog.DiscardHandler)).Run(ctx)

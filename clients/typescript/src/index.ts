@@ -146,3 +146,8 @@ export async function ok<T>(call: Promise<{ data?: T; error?: unknown; response:
   }
   return data as T;
 }
+
+export { ingestionEnded, knowledgeClient } from "./knowledge.js";
+export type {
+  DatasetQuery, DocumentInput, DocumentListOptions, DocumentWritten, KnowledgeClient, KnowledgeSearchRequest, SynthesizeRequest, Version, WriteOptions,
+} from "./knowledge.js";

@@ -244,7 +244,7 @@ func (p *Process) openQuery() error {
 		opts = append([]query.Option{query.WithReranker(reranker)}, opts...)
 	}
 	barrier := query.NewBarrier(p.PG, p.Cfg.Pipeline.Projection, p.Cfg.Query.ProjectionWait, p.watermarkWake)
-	p.KnowledgeIndex = kindex.New()
+	p.KnowledgeIndex = kindex.New(kindex.Config{GraphMin: p.Cfg.SearchIndex.GraphMin})
 	p.KnowledgeQuery = kquery.New(p.PG, p.KnowledgeIndex, p.Embedder, p.Cfg.Query.ProjectionWait, p.Log)
 	p.KnowledgeQuery.UseModel(p.LLM)
 	opts = append([]query.Option{query.WithSearchIndex(p.Index()), query.WithModel(p.LLM),
@@ -470,7 +470,7 @@ func (p *Process) pauseProjector(ctx context.Context, name string) (resume func(
 // tracer is the tracer every role of the process traces with.
 func (p *Process) tracer() trace.Tracer { return p.Tracing.Tracer("github.com/loomplane/loom") }
 
-// Close flushes the spans, stops the index's graph builds and releases the stores.
+// Close flushes the spans, stops the indexes' graph builds and releases the stores.
 func (p *Process) Close() {
 	if p.Tracing != nil {
 		// The spans still buffered go out before the process ends.
@@ -482,6 +482,9 @@ func (p *Process) Close() {
 	}
 	if p.index != nil {
 		p.index.index.Close()
+	}
+	if p.KnowledgeIndex != nil {
+		p.KnowledgeIndex.Close()
 	}
 	if p.CH != nil {
 		p.CH.Close()

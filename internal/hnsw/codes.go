@@ -1,4 +1,4 @@
-package searchindex
+package hnsw
 
 import "math"
 
@@ -7,8 +7,8 @@ import "math"
 // dot product, SIMD where the CPU has it), and the candidates a scan keeps are scored
 // again against the float32 query (rescore), which halves the quantisation error.
 
-// quantise returns the int8 codes of v and the scale that restores it.
-func quantise(v []float32, codes []int8) float32 {
+// Quantise returns the int8 codes of v and the scale that restores it.
+func Quantise(v []float32, codes []int8) float32 {
 	var peak uint32 // the largest |x|: a non-negative float's bits order as it does
 	for _, x := range v {
 		peak = max(peak, math.Float32bits(x)&^(1<<31))
@@ -32,8 +32,8 @@ func roundCode(y float64) int8 {
 	return int8(y + math.Copysign(0.5, y)) // no branch: the signs of a vector are random
 }
 
-// dotCodes is the integer dot product of two code vectors of the same length.
-func dotCodes(a, b []int8) int32 {
+// Dot is the integer dot product of two code vectors of the same length.
+func Dot(a, b []int8) int32 {
 	if len(a) == 0 {
 		return 0
 	}
@@ -57,9 +57,9 @@ func dotInt8Go(a, b []int8) int32 {
 	return s0 + s1 + s2 + s3
 }
 
-// dotFloatCodes is the dot product of a float32 query with a code vector (the
+// DotFloat is the dot product of a float32 query with a code vector (the
 // rescore): only the stored side carries quantisation error.
-func dotFloatCodes(q []float32, codes []int8) float32 {
+func DotFloat(q []float32, codes []int8) float32 {
 	codes = codes[:len(q)]
 	var s0, s1, s2, s3 float32
 	i := 0

@@ -1,4 +1,4 @@
-package searchindex
+package hnsw
 
 import "golang.org/x/sys/cpu"
 

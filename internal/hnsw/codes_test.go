@@ -1,4 +1,4 @@
-package searchindex
+package hnsw
 
 import (
 	"math"
@@ -42,7 +42,7 @@ func TestDotKernelsAgree(t *testing.T) {
 				a[i], b[i] = -128, -128
 			}
 		}
-		if got, want := dotCodes(a, b), dotInt8Go(a, b[:n]); got != want {
+		if got, want := Dot(a, b), dotInt8Go(a, b[:n]); got != want {
 			t.Fatalf("n=%d: kernel %d, portable %d", n, got, want)
 		}
 	}
@@ -55,16 +55,26 @@ func TestQuantisedDotIsClose(t *testing.T) {
 	for k := 0; k < 200; k++ {
 		a, b := randomUnit(rng, 384), randomUnit(rng, 384)
 		ca, cb := make([]int8, 384), make([]int8, 384)
-		sa, sb := quantise(a, ca), quantise(b, cb)
+		sa, sb := Quantise(a, ca), Quantise(b, cb)
 		exact := float64(dotFloat(a, b))
-		rescored := float64(sb * dotFloatCodes(a, cb))
-		coded := float64(sa * sb * float32(dotCodes(ca, cb)))
+		rescored := float64(sb * DotFloat(a, cb))
+		coded := float64(sa * sb * float32(Dot(ca, cb)))
 		worst = max(worst, abs(rescored-exact), abs(coded-exact)/2)
 	}
 	if worst > 0.004 {
 		t.Fatalf("quantised dot products are off by up to %.4f", worst)
 	}
 }
+
+func dotFloat(a, b []float32) float32 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+func abs(x float64) float64 { return math.Abs(x) }
 
 func randomUnit(rng *rand.Rand, dim int) []float32 {
 	v := make([]float32, dim)
@@ -74,7 +84,7 @@ func randomUnit(rng *rand.Rand, dim int) []float32 {
 		n += float64(v[i] * v[i])
 	}
 	for i := range v {
-		v[i] /= float32(sqrt(n))
+		v[i] /= float32(math.Sqrt(n))
 	}
 	return v
 }
@@ -86,6 +96,6 @@ func BenchmarkQuantise(b *testing.B) {
 	}
 	codes := make([]int8, len(v))
 	for b.Loop() {
-		quantise(v, codes)
+		Quantise(v, codes)
 	}
 }

@@ -1,4 +1,4 @@
-package searchindex
+package hnsw
 
 import (
 	"math"
@@ -7,17 +7,17 @@ import (
 	"sync"
 )
 
-// graph is a hierarchical navigable small world graph (Malkov & Yashunin) over an
-// arena's value rows, as they were when it was built: nodes are numbered 0..n-1 and
-// name their rows. Links are flat arrays of node numbers and similarities are int8 dot
+// Graph is a hierarchical navigable small world graph (Malkov & Yashunin) over rows of
+// int8 codes, as they were when it was built: nodes are numbered 0..n-1 and name their
+// rows. Links are flat arrays of node numbers and similarities are int8 dot
 // products, so a node costs its links, not a second copy of its vector. It is immutable
 // once built; rows written after it (the tail) are scanned exactly beside it until an
 // extension (a copy with them inserted) replaces it, and rows that died since are walked
 // through but never returned.
-type graph struct {
+type Graph struct {
 	m, m0  int
-	rows   []int32 // node → arena row
-	limit  int     // arena rows at the snapshot: rows at or past it are the tail
+	rows   []int32 // node → row
+	limit  int     // rows at the snapshot: rows at or past it are the tail
 	links0 []uint32
 	deg0   []uint8
 	upper  map[uint32][][]uint32 // node → links at levels 1.. (the few nodes above level 0)
@@ -26,23 +26,32 @@ type graph struct {
 	visits sync.Pool
 }
 
-// graphSource is a snapshot of an arena for a build: rows never change once written, so
-// the slices are read without the namespace's lock.
-type graphSource struct {
-	dim    int
-	codes  []int8
-	scales []float32
-	rows   []int32
-	limit  int
-	epoch  int
-	// base, when set, is the installed graph the build extends: rows begins with its
+// Source is a snapshot of the rows for a build: rows never change once written, so the
+// slices are read without the caller's lock. Row r's codes are Codes[r*Dim:(r+1)*Dim],
+// scaled by Scales[r].
+type Source struct {
+	Dim    int
+	Codes  []int8
+	Scales []float32
+	Rows   []int32 // the rows to take, node by node
+	Limit  int     // the rows written at the snapshot: rows at or past it are the caller's tail
+	// Base, when set, is the installed graph the build extends: Rows begins with its
 	// rows, and only the rest are inserted, into a copy of its links.
-	base *graph
+	Base *Graph
 }
 
-func (g *graph) nodes() int { return len(g.rows) }
+// Nodes is how many nodes the graph holds.
+func (g *Graph) Nodes() int { return len(g.rows) }
 
-func (g *graph) bytes() int64 {
+// Rows is the row each node names, by node; the caller must not change it.
+func (g *Graph) Rows() []int32 { return g.rows }
+
+// Limit is the rows written when the graph's snapshot was taken: the rows at or past it
+// are not in the graph (its tail), and a search scans them exactly beside it.
+func (g *Graph) Limit() int { return g.limit }
+
+// Bytes is what the graph's links hold.
+func (g *Graph) Bytes() int64 {
 	b := 4*int64(cap(g.rows)) + 4*int64(cap(g.links0)) + int64(cap(g.deg0))
 	for _, levels := range g.upper {
 		b += 48 // the map entry and its slice header
@@ -53,33 +62,33 @@ func (g *graph) bytes() int64 {
 	return b
 }
 
-func (g *graph) links(node uint32, level int) []uint32 {
+func (g *Graph) links(node uint32, level int) []uint32 {
 	if level == 0 {
 		return g.links0[int(node)*g.m0 : int(node)*g.m0+int(g.deg0[node])]
 	}
 	return g.upper[node][level-1]
 }
 
-// cand is a node and its similarity to what is searched.
-type cand struct {
-	node uint32
-	sim  float32
+// Cand is a node and its similarity to what is searched.
+type Cand struct {
+	Node uint32
+	Sim  float32
 }
 
 // candHeap is a binary heap of candidates: a max-heap when max is set, else a min-heap.
 type candHeap struct {
-	items []cand
+	items []Cand
 	max   bool
 }
 
 func (h *candHeap) less(i, j int) bool {
 	if h.max {
-		return h.items[i].sim > h.items[j].sim
+		return h.items[i].Sim > h.items[j].Sim
 	}
-	return h.items[i].sim < h.items[j].sim
+	return h.items[i].Sim < h.items[j].Sim
 }
 
-func (h *candHeap) push(c cand) {
+func (h *candHeap) push(c Cand) {
 	h.items = append(h.items, c)
 	for i := len(h.items) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -91,7 +100,7 @@ func (h *candHeap) push(c cand) {
 	}
 }
 
-func (h *candHeap) pop() cand {
+func (h *candHeap) pop() Cand {
 	top := h.items[0]
 	n := len(h.items) - 1
 	h.items[0] = h.items[n]
@@ -114,7 +123,7 @@ func (h *candHeap) pop() cand {
 }
 
 func (h *candHeap) len() int   { return len(h.items) }
-func (h *candHeap) peek() cand { return h.items[0] }
+func (h *candHeap) peek() Cand { return h.items[0] }
 
 // visitSet marks visited nodes with an epoch, so it is cleared in O(1).
 type visitSet struct {
@@ -144,7 +153,7 @@ func (v *visitSet) visit(n uint32) bool {
 
 // searcher walks a graph: sim scores a node against what is searched.
 type searcher struct {
-	g   *graph
+	g   *Graph
 	sim func(node uint32) float32
 	// warm, when set, is given the nodes about to be scored, so that it can load what
 	// sim will read of all of them at once: the rows of a large graph are in memory,
@@ -157,24 +166,24 @@ type searcher struct {
 	found  candHeap
 }
 
-func (g *graph) searcher(sim func(uint32) float32) *searcher {
+func (g *Graph) searcher(sim func(uint32) float32) *searcher {
 	v, _ := g.visits.Get().(*visitSet)
 	if v == nil {
 		v = &visitSet{}
 	}
-	v.reset(g.nodes())
+	v.reset(g.Nodes())
 	return &searcher{g: g, sim: sim, visits: v, cands: candHeap{max: true}}
 }
 
 func (s *searcher) release() { s.g.visits.Put(s.visits) }
 
 // greedy descends one level: the neighbour nearest to what is searched, until none is nearer.
-func (s *searcher) greedy(ep cand, level int) cand {
+func (s *searcher) greedy(ep Cand, level int) Cand {
 	for moved := true; moved; {
 		moved = false
-		for _, n := range s.g.links(ep.node, level) {
-			if sim := s.sim(n); sim > ep.sim {
-				ep, moved = cand{n, sim}, true
+		for _, n := range s.g.links(ep.Node, level) {
+			if sim := s.sim(n); sim > ep.Sim {
+				ep, moved = Cand{n, sim}, true
 			}
 		}
 	}
@@ -184,25 +193,25 @@ func (s *searcher) greedy(ep cand, level int) cand {
 // layer searches one level from ep and returns the ef best nodes that accept takes
 // (all nodes when accept is nil), best first. Nodes accept refuses are walked through.
 // maxVisits bounds the walk when accept refuses most nodes.
-func (s *searcher) layer(ep cand, ef, level int, accept func(uint32) bool, maxVisits int) []cand {
-	s.visits.reset(s.g.nodes())
+func (s *searcher) layer(ep Cand, ef, level int, accept func(uint32) bool, maxVisits int) []Cand {
+	s.visits.reset(s.g.Nodes())
 	s.cands.items, s.found.items = s.cands.items[:0], s.found.items[:0]
-	s.visits.visit(ep.node)
+	s.visits.visit(ep.Node)
 	s.cands.push(ep)
-	if accept == nil || accept(ep.node) {
+	if accept == nil || accept(ep.Node) {
 		s.found.push(ep)
 	}
 	visits := 1
 	for s.cands.len() > 0 {
 		c := s.cands.pop()
-		if s.found.len() >= ef && c.sim < s.found.peek().sim {
+		if s.found.len() >= ef && c.Sim < s.found.peek().Sim {
 			break
 		}
 		if maxVisits > 0 && visits >= maxVisits {
 			break
 		}
 		next := s.next[:0]
-		for _, n := range s.g.links(c.node, level) {
+		for _, n := range s.g.links(c.Node, level) {
 			if s.visits.visit(n) {
 				next = append(next, n)
 			}
@@ -214,10 +223,10 @@ func (s *searcher) layer(ep cand, ef, level int, accept func(uint32) bool, maxVi
 		for _, n := range next {
 			visits++
 			sim := s.sim(n)
-			if s.found.len() < ef || sim > s.found.peek().sim {
-				s.cands.push(cand{n, sim})
+			if s.found.len() < ef || sim > s.found.peek().Sim {
+				s.cands.push(Cand{n, sim})
 				if accept == nil || accept(n) {
-					s.found.push(cand{n, sim})
+					s.found.push(Cand{n, sim})
 					if s.found.len() > ef {
 						s.found.pop()
 					}
@@ -225,17 +234,17 @@ func (s *searcher) layer(ep cand, ef, level int, accept func(uint32) bool, maxVi
 			}
 		}
 	}
-	out := make([]cand, s.found.len())
+	out := make([]Cand, s.found.len())
 	for i := len(out) - 1; i >= 0; i-- {
 		out[i] = s.found.pop()
 	}
 	return out
 }
 
-// rowWarmer is a searcher's warm for nodes whose rows (node → row, dim codes a row)
+// RowWarmer is a search's warm for nodes whose rows (node → row, dim codes a row)
 // lie in codes: it reads a byte of every cache line of the nodes' rows, loads that do
 // not wait for each other, before the walk scores the nodes one after the other.
-func rowWarmer(codes []int8, dim int, rows []int32) func([]uint32) int8 {
+func RowWarmer(codes []int8, dim int, rows []int32) func([]uint32) int8 {
 	return func(nodes []uint32) int8 {
 		var sum int8
 		for _, n := range nodes {
@@ -248,42 +257,52 @@ func rowWarmer(codes []int8, dim int, rows []int32) func([]uint32) int8 {
 	}
 }
 
-// search returns up to ef nodes nearest what sim scores, that accept takes; warm, if
-// set, is the searcher's.
-func (g *graph) search(sim func(uint32) float32, warm func([]uint32) int8, ef int, accept func(uint32) bool, maxVisits int) []cand {
-	if g.nodes() == 0 {
+// Search returns up to ef nodes nearest what sim scores, that accept takes (every node
+// when accept is nil), best first; nodes accept refuses are walked through, and
+// maxVisits (when positive) bounds the walk. warm, when set, is given the nodes about to
+// be scored (RowWarmer).
+func (g *Graph) Search(sim func(uint32) float32, warm func([]uint32) int8, ef int, accept func(uint32) bool, maxVisits int) []Cand {
+	if g.Nodes() == 0 {
 		return nil
 	}
 	s := g.searcher(sim)
 	s.warm = warm
 	defer s.release()
-	ep := cand{g.entry, sim(g.entry)}
+	ep := Cand{g.entry, sim(g.entry)}
 	for level := g.top; level > 0; level-- {
 		ep = s.greedy(ep, level)
 	}
 	return s.layer(ep, ef, 0, accept, maxVisits)
 }
 
-// graphParams tune a build.
-type graphParams struct {
-	m, efConstruction int
-	seed              int64
+// Params tune a build: M links a node (2·M at the base level), EfConstruction the
+// breadth of the build's walks, Seed the levels' draw.
+type Params struct {
+	M, EfConstruction int
+	Seed              int64
 }
 
-// buildGraph builds a graph of src's rows; stop is polled, and a stopped build returns nil.
-func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
-	n := len(src.rows)
-	g := &graph{m: p.m, m0: 2 * p.m, rows: src.rows, limit: src.limit, upper: map[uint32][][]uint32{}}
+// Defaults of a build's and a search's breadths, as memory search measured them.
+const (
+	DefaultM              = 12
+	DefaultEfConstruction = 100
+	DefaultEfSearch       = 128
+)
+
+// Build builds a graph of src's rows; stop is polled, and a stopped build returns nil.
+func Build(src Source, p Params, stop func() bool) *Graph {
+	n := len(src.Rows)
+	g := &Graph{m: p.M, m0: 2 * p.M, rows: src.Rows, limit: src.Limit, upper: map[uint32][][]uint32{}}
 	g.links0 = make([]uint32, n*g.m0)
 	g.deg0 = make([]uint8, n)
 	if n == 0 {
 		return g
 	}
 	from := 0
-	if b := src.base; b != nil {
+	if b := src.Base; b != nil {
 		// Searches read the installed graph while this one is built: its links are
 		// copied, never changed in place.
-		from = b.nodes()
+		from = b.Nodes()
 		copy(g.links0, b.links0)
 		copy(g.deg0, b.deg0)
 		for node, levels := range b.upper {
@@ -296,14 +315,14 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 		g.entry, g.top = b.entry, b.top
 	}
 	row := func(node uint32) []int8 {
-		r := int(src.rows[node])
-		return src.codes[r*src.dim : (r+1)*src.dim]
+		r := int(src.Rows[node])
+		return src.Codes[r*src.Dim : (r+1)*src.Dim]
 	}
-	scale := func(node uint32) float32 { return src.scales[src.rows[node]] }
-	between := func(a, b uint32) float32 { return scale(a) * scale(b) * float32(dotCodes(row(a), row(b))) }
-	warm := rowWarmer(src.codes, src.dim, src.rows)
-	rng := rand.New(rand.NewSource(p.seed))
-	ml := 1 / math.Log(float64(p.m))
+	scale := func(node uint32) float32 { return src.Scales[src.Rows[node]] }
+	between := func(a, b uint32) float32 { return scale(a) * scale(b) * float32(Dot(row(a), row(b))) }
+	warm := RowWarmer(src.Codes, src.Dim, src.Rows)
+	rng := rand.New(rand.NewSource(p.Seed))
+	ml := 1 / math.Log(float64(p.M))
 	for i := from; i < n; i++ {
 		if (i-from)%1024 == 0 && stop() {
 			return nil
@@ -319,22 +338,22 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 		}
 		q := row(node)
 		qs := scale(node)
-		s := g.searcher(func(o uint32) float32 { return qs * scale(o) * float32(dotCodes(q, row(o))) })
+		s := g.searcher(func(o uint32) float32 { return qs * scale(o) * float32(Dot(q, row(o))) })
 		s.warm = warm
-		ep := cand{g.entry, s.sim(g.entry)}
+		ep := Cand{g.entry, s.sim(g.entry)}
 		for l := g.top; l > level; l-- {
 			ep = s.greedy(ep, l)
 		}
 		for l := min(level, g.top); l >= 0; l-- {
-			found := s.layer(ep, p.efConstruction, l, nil, 0)
-			chosen := selectNeighbours(found, p.m, between)
+			found := s.layer(ep, p.EfConstruction, l, nil, 0)
+			chosen := selectNeighbours(found, p.M, between)
 			degree := g.m
 			if l == 0 {
 				degree = g.m0
 			}
 			for _, c := range chosen {
-				g.addLink(node, c.node, l)
-				g.linkBack(c.node, node, l, degree, between)
+				g.addLink(node, c.Node, l)
+				g.linkBack(c.Node, node, l, degree, between)
 			}
 			ep = found[0]
 		}
@@ -348,15 +367,15 @@ func buildGraph(src graphSource, p graphParams, stop func() bool) *graph {
 
 // selectNeighbours keeps, of candidates sorted best first, those nearer the new node than
 // to any already kept (the paper's heuristic), so links spread across directions.
-func selectNeighbours(found []cand, m int, between func(a, b uint32) float32) []cand {
-	out := make([]cand, 0, m)
+func selectNeighbours(found []Cand, m int, between func(a, b uint32) float32) []Cand {
+	out := make([]Cand, 0, m)
 	for _, c := range found {
 		if len(out) == m {
 			break
 		}
 		keep := true
 		for _, o := range out {
-			if between(c.node, o.node) > c.sim {
+			if between(c.Node, o.Node) > c.Sim {
 				keep = false
 				break
 			}
@@ -368,7 +387,7 @@ func selectNeighbours(found []cand, m int, between func(a, b uint32) float32) []
 	return out
 }
 
-func (g *graph) addLink(from, to uint32, level int) {
+func (g *Graph) addLink(from, to uint32, level int) {
 	if level == 0 {
 		g.links0[int(from)*g.m0+int(g.deg0[from])] = to
 		g.deg0[from]++
@@ -378,7 +397,7 @@ func (g *graph) addLink(from, to uint32, level int) {
 }
 
 // linkBack links node from to; a full node drops its farthest link for a nearer one.
-func (g *graph) linkBack(from, to uint32, level, degree int, between func(a, b uint32) float32) {
+func (g *Graph) linkBack(from, to uint32, level, degree int, between func(a, b uint32) float32) {
 	links := g.links(from, level)
 	if len(links) < degree {
 		g.addLink(from, to, level)
