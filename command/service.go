@@ -188,6 +188,10 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
 	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
+	// The conflict allowlist (conflict_allowlist.go).
+	g.Get("/namespaces/:ns/conflict-allowlist", s.handleAllowlistList)
+	g.Post("/namespaces/:ns/conflict-allowlist", s.handleAllowlistAdd)
+	g.Delete("/namespaces/:ns/conflict-allowlist", s.handleAllowlistRemove)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 	// Structured profiles and consolidation (profile_schema.go, consolidate.go).
