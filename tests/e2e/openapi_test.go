@@ -320,7 +320,10 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"ConflictAllowlist", func() error { _, err := c.ConflictAllowlist(ctx, ns); return err }},
-		{"DisallowPair", func() error { _, err := c.DisallowPair(ctx, ns, set.MemoryID, "00000000-0000-0000-0000-000000000001"); return err }},
+		{"DisallowPair", func() error {
+			_, err := c.DisallowPair(ctx, ns, set.MemoryID, "00000000-0000-0000-0000-000000000001")
+			return err
+		}},
 		{"Unsupersede", func() error { _, err := c.Unsupersede(ctx, ns, "tea", alice); return err }},
 		{"AcceptProposal", func() error { _, err := c.AcceptProposal(ctx, ns, "no-proposal", alice); return err }},
 		{"RejectProposal", func() error { _, err := c.RejectProposal(ctx, ns, "no-proposal", alice); return err }},
