@@ -197,7 +197,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err := w.overHead(e.head, now); err != nil {
 		return nil, 0, err
 	}
-	rules := s.rulesOf(st.policy)
+	rules := s.rulesOf(st)
 	d, ref := admit(e, now, rules)
 	if ref != nil {
 		return uncommitted(nil, ref)
