@@ -334,7 +334,7 @@ func buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType string
 	}
 	if head != nil {
 		// The memory's recall count is the memory's, whatever version search served.
-		row.MemoryID, row.CreatedAt, row.RecallCount = head.MemoryID, head.CreatedAt, head.RecallCount
+		row.MemoryID, row.CreatedAt, row.RecallCount, row.EvidenceCount = head.MemoryID, head.CreatedAt, head.RecallCount, head.EvidenceCount
 		if head.Live(now) {
 			row.Tags, row.Confidence = head.Tags, head.Confidence
 			row.Pinned = head.Pinned || req.Pin
