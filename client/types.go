@@ -23,7 +23,8 @@ type Memory struct {
 	Tags               []string        `json:"tags"`
 	Confidence         float64         `json:"confidence"`
 	ReinforcementCount int             `json:"reinforcement_count"`
-	RecallCount        int             `json:"recall_count"` // times search served it, folded by the usage fold
+	RecallCount        int             `json:"recall_count"`   // times search served it, folded by the usage fold
+	EvidenceCount      int             `json:"evidence_count"` // restatements, merges and duplicates of it, folded by the usage fold
 	Actor              string          `json:"actor"`
 	SourceClass        string          `json:"source_class"`
 	Pinned             bool            `json:"pinned"`

@@ -239,7 +239,7 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 		return false, 0, httperr.Store("reading the batch's heads and policy", err)
 	}
 	gapFrom = max(gapFrom, st.capture)
-	rules := s.rulesOf(st.policy)
+	rules := s.rulesOf(st)
 	b.ans.SkippedPinned, b.ans.SkippedLocked, b.ans.SkippedUnchanged, b.ans.Blacklisted = []int{}, []int{}, []int{}, []int{}
 	var admitted []*entry
 	for _, e := range b.entries {

@@ -156,6 +156,10 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("erase the category links of %s: %w", ns, err)
 	}
 	counts[categoryLinksTable] = n
+	if n, err = eraseAllowedPairs(ctx, tx, args); err != nil {
+		return nil, fmt.Errorf("erase the allowlisted pairs of %s: %w", ns, err)
+	}
+	counts[conflictAllowlistTable] = n
 	// The keys go after their revisions: a user's keys are those left without one.
 	if n, err = destroyScopeKeys(ctx, tx, args); err != nil {
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)

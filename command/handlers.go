@@ -379,6 +379,32 @@ func blacklistCall(c *fiber.Ctx) (auth.Principal, string, blacklistRequest, erro
 	return p, ns, req, err
 }
 
+func (s *Service) handleAllowlistList(c *fiber.Ctx) error {
+	return onNamespace(c, nil, s.listAllowlist)
+}
+
+func (s *Service) handleAllowlistAdd(c *fiber.Ctx) error {
+	return s.allowlistCall(c, s.addAllowedPair)
+}
+
+func (s *Service) handleAllowlistRemove(c *fiber.Ctx) error {
+	return s.allowlistCall(c, s.removeAllowedPair)
+}
+
+// allowlistCall runs a change of the conflict allowlist: a writer of the namespace,
+// and the body.
+func (s *Service) allowlistCall(c *fiber.Ctx, change func(context.Context, auth.Principal, string, allowlistRequest) (*allowlistAnswer, error)) error {
+	p, ns, err := route.Namespace(c, mayWrite)
+	if err != nil {
+		return err
+	}
+	var req allowlistRequest
+	if err := httperr.DecodeBody(c.Body(), &req); err != nil {
+		return err
+	}
+	return send(c)(change(c.UserContext(), p, ns, req))
+}
+
 func (s *Service) handleBlacklistSweep(c *fiber.Ctx) error {
 	p, ns, err := route.Namespace(c, adminOfEveryUser("a blacklist sweep"))
 	if err != nil {

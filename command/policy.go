@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 
+	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
 
@@ -196,8 +197,11 @@ func (c *NamespaceConfig) typeConfig(memoryType string) TypeConfig {
 // policy is what a write reads of its namespace's policy, with the org's policy
 // generation at the read: a commit that finds the generation moved starts over.
 type policy struct {
-	config     NamespaceConfig
-	blacklist  []blacklistEntry
+	config    NamespaceConfig
+	blacklist []blacklistEntry
+	// allowed are the namespace's allowlisted pairs (conflict_allowlist.go), ids in
+	// order; nil when it has none.
+	allowed    map[[2]uuid.UUID]struct{}
 	generation int64
 	// deleted: namespace.delete soft-deleted the namespace; it takes no write until a
 	// PUT registers it again.
@@ -262,6 +266,19 @@ func (s *Service) loadPolicy(ctx context.Context, q interface {
 		return nil, fmt.Errorf("read the namespace policy: %w", err)
 	}
 	return finish()
+}
+
+// allowlisted reports whether two memories are an allowlisted pair of the namespace.
+func (p *policy) allowlisted(x, y string) bool {
+	if len(p.allowed) == 0 {
+		return false
+	}
+	a, b, err := orderedPair(x, y)
+	if err != nil {
+		return false
+	}
+	_, ok := p.allowed[[2]uuid.UUID{a, b}]
+	return ok
 }
 
 // blacklisted returns the first pattern text matches.

@@ -47,6 +47,7 @@ func queuePolicy(b *pgx.Batch, org, ns string) (finish func() (*policy, error)) 
 			}
 			return rows.Err()
 		})
+	queueAllowlist(b, org, ns, p)
 	return func() (*policy, error) {
 		if compileErr != nil {
 			return nil, compileErr

@@ -100,6 +100,7 @@ func promotedRow(src *memrow.Row, id memrow.Identity, head *memrow.Row, p auth.P
 	row.Status, row.Tombstone, row.Pinned, row.Locked = memrow.StatusActive, false, false, false
 	row.ExpiresAt, row.OnExpire, row.SupersededBy, row.DuplicateOf, row.ConflictWith = nil, "", "", "", nil
 	row.JudgementOwed, row.VerifiedBy, row.VerifiedAt, row.ReinforcementCount, row.RecallCount = false, "", nil, 0, 0
+	row.EvidenceCount = 0
 	row.Actor = p.Actor()
 	row.Shared = &memrow.Provenance{PromotedBy: p.Actor(), PromotedAt: now.UTC(), Op: op, SourceNamespace: src.Namespace,
 		SourceAgent: src.Agent, SourceUserID: src.UserID, SourceSessionID: src.SessionID, SourceKey: src.MemoryKey,

@@ -83,6 +83,8 @@ type Service struct {
 	now             func() time.Time
 	vectors         *lru.Cache[string, []float32]
 	policies        policyCache
+	// judging keeps the namespaces' calibrated thresholds (conflict_calibration.go).
+	judging *judgingCalibrations
 	// userRefs are the orgs' keys the topic names users by (events.UserRef).
 	userRefs *userref.Keys
 	kek      *kek.Ring // what stored data keys are wrapped under (WithKeys)
@@ -146,7 +148,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(), policies: newPolicyCache(), userRefs: userref.New(pool, nil), tracer: tracing.Tracer(nil),
+		vectors: newVectorCache(), policies: newPolicyCache(), judging: newJudgingCalibrations(), userRefs: userref.New(pool, nil), tracer: tracing.Tracer(nil),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+
@@ -188,6 +190,10 @@ func (s *Service) Register(r fiber.Router) {
 	g.Post("/namespaces/:ns/blacklist", s.handleBlacklistAdd)
 	g.Delete("/namespaces/:ns/blacklist", s.handleBlacklistRemove)
 	g.Post("/namespaces/:ns/blacklist\\:sweep", s.handleBlacklistSweep)
+	// The conflict allowlist (conflict_allowlist.go).
+	g.Get("/namespaces/:ns/conflict-allowlist", s.handleAllowlistList)
+	g.Post("/namespaces/:ns/conflict-allowlist", s.handleAllowlistAdd)
+	g.Delete("/namespaces/:ns/conflict-allowlist", s.handleAllowlistRemove)
 	g.Post("/erasures", s.handleErasure)
 	g.Get("/erasures/:erasure_id", s.handleGetErasure)
 	// Structured profiles and consolidation (profile_schema.go, consolidate.go).

@@ -171,6 +171,10 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 		ans = a
 		return a != nil, next, err
 	})
+	if err == nil && !w.req.DryRun {
+		// A dry run's merge answers as a merge would, without its dry_run mark.
+		s.countEvidence(w.id.Org, w.id.Namespace, ans)
+	}
 	return ans, err
 }
 
@@ -197,7 +201,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err := w.overHead(e.head, now); err != nil {
 		return nil, 0, err
 	}
-	rules := s.rulesOf(st.policy)
+	rules := s.rulesOf(st)
 	d, ref := admit(e, now, rules)
 	if ref != nil {
 		return uncommitted(nil, ref)

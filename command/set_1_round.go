@@ -60,6 +60,8 @@ type roundState struct {
 	// policyCached: the policy is the one this process read last (policyCache), not
 	// read in this round.
 	policyCached bool
+	// judging is the namespace's calibrated thresholds (conflict_calibration.go).
+	judging judgingCalibration
 }
 
 // readRound reads a round's state. cachedPolicy lets it take the namespace's policy
@@ -86,9 +88,11 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, sh
 	if !st.fromIndex {
 		s.queueWatermark(b, org, ns, &st.capture)
 	}
+	s.queueJudgingCalibration(b, org, ns)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
+	st.judging = s.judgingOf(org, ns)
 	if finish != nil {
 		var err error
 		if st.policy, err = finish(); err != nil {

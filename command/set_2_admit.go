@@ -29,22 +29,30 @@ type admissionRules struct {
 	policy             *policy
 	charLimit          int // LOOM_MEMORY_CHAR_LIMIT, unless the type sets its own
 	sensitiveRetention time.Duration
-	conflictThreshold  float64 // LOOM_CONFLICT_THRESHOLD
+	conflictThreshold  float64 // the embedder calibration, else LOOM_CONFLICT_THRESHOLD
 	duplicateThreshold float64
 	// judgementFloor marks a write with a peer at it for the conflict resolver (0: the
 	// resolver is off).
 	judgementFloor float64
 }
 
-func (s *Service) rulesOf(pol *policy) admissionRules {
-	return admissionRules{policy: pol, charLimit: s.cfg.CharLimit, sensitiveRetention: s.cfg.SensitiveRetention,
+// rulesOf is a round's rules: the policy it read, and the embedder calibration of the
+// thresholds when the namespace has one (conflict_calibration.go), which stands in for
+// LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD.
+func (s *Service) rulesOf(st *roundState) admissionRules {
+	r := admissionRules{policy: st.policy, charLimit: s.cfg.CharLimit, sensitiveRetention: s.cfg.SensitiveRetention,
 		conflictThreshold: s.cfg.ConflictThreshold, duplicateThreshold: s.cfg.DuplicateThreshold, judgementFloor: s.judgementFloor()}
+	if st.judging.ok {
+		r.conflictThreshold, r.duplicateThreshold = st.judging.conflict, st.judging.duplicate
+	}
+	return r
 }
 
 func (r admissionRules) conflictPolicy() string { return r.policy.config.ConflictPolicy }
 
 // threshold resolves the conflict threshold: the type's dedup_threshold, else the
-// namespace's conflict_threshold, else LOOM_CONFLICT_THRESHOLD.
+// namespace's conflict_threshold, else the embedder calibration (rulesOf), else
+// LOOM_CONFLICT_THRESHOLD.
 func (r admissionRules) threshold(t TypeConfig) float64 {
 	switch {
 	case t.DedupThreshold != nil:
@@ -326,7 +334,7 @@ func buildSetRow(w *setWrite, head *memrow.Row, now time.Time, memoryType string
 	}
 	if head != nil {
 		// The memory's recall count is the memory's, whatever version search served.
-		row.MemoryID, row.CreatedAt, row.RecallCount = head.MemoryID, head.CreatedAt, head.RecallCount
+		row.MemoryID, row.CreatedAt, row.RecallCount, row.EvidenceCount = head.MemoryID, head.CreatedAt, head.RecallCount, head.EvidenceCount
 		if head.Live(now) {
 			row.Tags, row.Confidence = head.Tags, head.Confidence
 			row.Pinned = head.Pinned || req.Pin

@@ -36,6 +36,9 @@ const (
 	VerdictClose Verdict = "close"
 	// A close peer of another subject (sameSubject), which only its pin makes count.
 	VerdictOtherSubject Verdict = "other_subject"
+	// A peer the namespace's conflict allowlist pairs with the write's row
+	// (conflict_allowlist.go): it is not judged.
+	VerdictAllowlisted Verdict = "allowlisted"
 )
 
 // peer is a row another key holds, with its cosine to the write's value.
@@ -385,12 +388,16 @@ func sortPeers(ps []peer) {
 
 // judge reaches an admitted entry's verdict against its peers, nearest first (decide
 // holds the rules). A restatement is not judged; a close pinned peer refuses the entry.
+// A peer the namespace's allowlist pairs with the entry's row is left out of the
+// verdict (memory.set step 10: allowlisted pairs skip the check), and named so.
 func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
 	if e.restatement {
 		return verdict{kind: VerdictRestatement}, nil
 	}
+	peers, allowed := withoutAllowed(e.row, peers, r.policy)
 	v := decide(verdictInput{row: e.row, valueText: e.w.valueText, policy: r.conflictPolicy(),
 		threshold: e.threshold, duplicateThreshold: r.duplicateThreshold, peers: peers})
+	v.judged = append(v.judged, allowed...)
 	if v.kind == VerdictPinned {
 		return v, &refusal{kind: refusedPinnedPeer}
 	}
@@ -398,6 +405,25 @@ func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
 		e.row.JudgementOwed = true
 	}
 	return v, nil
+}
+
+// withoutAllowed splits off the peers the namespace's allowlist pairs with row, and
+// names each as the answer does.
+func withoutAllowed(row *memrow.Row, peers []peer, pol *policy) ([]peer, []judgedPeer) {
+	if pol == nil || len(pol.allowed) == 0 || row.MemoryID == "" {
+		return peers, nil
+	}
+	var kept []peer
+	var allowed []judgedPeer
+	for _, p := range peers {
+		if !pol.allowlisted(row.MemoryID, p.row.MemoryID) {
+			kept = append(kept, p)
+			continue
+		}
+		allowed = append(allowed, judgedPeer{MemoryID: p.row.MemoryID, MemoryKey: p.row.MemoryKey, Agent: p.row.Agent,
+			UserID: p.row.UserID, SessionID: p.row.SessionID, Cosine: round4(p.cosine), Verdict: VerdictAllowlisted})
+	}
+	return kept, allowed
 }
 
 // verdictInput is everything decide needs; it reads no store.

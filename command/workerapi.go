@@ -91,6 +91,9 @@ type Policy struct {
 	Conflict string
 	// Cardinality is a relation predicate's declared cardinality.
 	Cardinality func(predicate string) string
+	// Allowlisted reports whether two memories are a pair of the namespace's conflict
+	// allowlist (conflict_allowlist.go), which the resolver never judges.
+	Allowlisted func(a, b string) bool
 }
 
 // NamespacePolicy reads a namespace's policy as a write reads it.
@@ -99,7 +102,7 @@ func (s *Service) NamespacePolicy(ctx context.Context, org, ns string) (Policy, 
 	if err != nil {
 		return Policy{}, err
 	}
-	return Policy{Conflict: pol.config.ConflictPolicy, Cardinality: pol.config.cardinality}, nil
+	return Policy{Conflict: pol.config.ConflictPolicy, Cardinality: pol.config.cardinality, Allowlisted: pol.allowlisted}, nil
 }
 
 // Peer is a stored row near another, with its cosine.

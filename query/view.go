@@ -28,6 +28,7 @@ type memoryView struct {
 	Confidence         float64            `json:"confidence"`
 	ReinforcementCount int                `json:"reinforcement_count"`
 	RecallCount        int                `json:"recall_count"`
+	EvidenceCount      int                `json:"evidence_count"`
 	Actor              string             `json:"actor"`
 	SourceClass        string             `json:"source_class"`
 	Pinned             bool               `json:"pinned"`
@@ -67,7 +68,7 @@ func viewOf(r *memrow.Row) memoryView {
 		MemoryID: r.MemoryID, Namespace: r.Namespace, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID,
 		SessionID: r.SessionID, Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: r.Seq,
 		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
-		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, RecallCount: r.RecallCount, Actor: r.Actor, SourceClass: r.SourceClass,
+		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, RecallCount: r.RecallCount, EvidenceCount: r.EvidenceCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
 		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted, Tombstone: r.Tombstone,
 		ConflictWith: r.ConflictWith, VerifiedBy: r.VerifiedBy, VerifiedAt: r.VerifiedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,

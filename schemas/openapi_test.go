@@ -99,6 +99,7 @@ var documentedRoutes = map[string][]string{
 	"/v1/namespaces/{ns}/memories/{key}:touch":       {"post"},
 	"/v1/namespaces/{ns}":                            {"get", "put", "delete"},
 	"/v1/namespaces/{ns}/blacklist":                  {"get", "post", "delete"},
+	"/v1/namespaces/{ns}/conflict-allowlist":         {"get", "post", "delete"},
 	"/v1/health":                                     {"get"},
 	"/v1/health/ready":                               {"get"},
 	"/metrics":                                       {"get"},

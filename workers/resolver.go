@@ -311,7 +311,10 @@ func (s *Service) prepareJudgement(ctx context.Context, it workItem) (*judgeCase
 	if err != nil {
 		return fail(err)
 	}
-	peers = slicesFilter(peers, func(p clusterPeer) bool { return !undone[p.row.MemoryID] })
+	// An Undo's pair, and a pair of the namespace's conflict allowlist, are left alone.
+	peers = slicesFilter(peers, func(p clusterPeer) bool {
+		return !undone[p.row.MemoryID] && !pol.Allowlisted(head.MemoryID, p.row.MemoryID)
+	})
 	// The labels are outside the content hash: read the rows again right before the
 	// prompt, and send none that became high, pinned or changed.
 	if head, peers, err = s.recheckCluster(ctx, head, peers); err != nil {

@@ -58,6 +58,30 @@ func refuseUnderErasure(org string) func(context.Context, pgx.Tx) error {
 	}
 }
 
+// errAllowlisted stops a flag or a retirement of a pair the namespace's conflict
+// allowlist took in since the pair was judged.
+var errAllowlisted = errors.New("the pair is on the namespace's conflict allowlist")
+
+// refuseUnlisted is refuseUnderErasure, and for a flag or a retirement also the
+// allowlist's last check: a pair listed since its judgement read the policy is left
+// alone (a list change holds the policy lock the commit holds shared).
+func refuseUnlisted(j, p *memrow.Row, a pairAction) func(context.Context, pgx.Tx) error {
+	erasing := refuseUnderErasure(j.Org)
+	return func(ctx context.Context, tx pgx.Tx) error {
+		if err := erasing(ctx, tx); err != nil || a == actClear {
+			return err
+		}
+		listed, err := command.PairAllowlisted(ctx, tx, j.Org, j.Namespace, j.MemoryID, p.MemoryID)
+		if err != nil {
+			return fmt.Errorf("read the conflict allowlist: %w", err)
+		}
+		if listed {
+			return errAllowlisted
+		}
+		return nil
+	}
+}
+
 // orgErasing reports whether an erasure of the org is running.
 func (s *Service) orgErasing(ctx context.Context, org string) (bool, error) {
 	running, err := command.ErasureRunning(ctx, s.pool, org)
@@ -94,10 +118,12 @@ func (s *Service) actOn(ctx context.Context, judged, peer *memrow.Row, jp judged
 			return false, nil // acting twice changes nothing
 		}
 		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: j.Org, Namespace: j.Namespace, Rows: rows, RequestID: judgementID,
-			InTx: refuseUnderErasure(j.Org), Note: decisionNote(j, jp)})
+			InTx: refuseUnlisted(j, p, a), Note: decisionNote(j, jp)})
 		switch {
 		case errors.Is(err, command.ErrHeadMoved):
 			continue
+		case errors.Is(err, errAllowlisted):
+			return false, errNotActable
 		case err != nil:
 			return false, err
 		}

@@ -81,6 +81,7 @@ func (s *Service) foldTouches(ctx context.Context, m command.TouchedMemory) erro
 		row := command.CopyOf(h)
 		row.ReinforcementCount += m.Touches
 		row.RecallCount += m.Recalls
+		row.EvidenceCount += m.Evidence
 		row.Actor = usageFoldActor
 		guard := refuseUnderErasure(h.Org)
 		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: h.Org, Namespace: h.Namespace,

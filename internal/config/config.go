@@ -120,6 +120,18 @@ type OpenAI struct {
 	Model   string // LOOM_OPENAI_MODEL
 }
 
+// ConflictCalibration is the embedder calibration of memory.set's thresholds (the
+// seed's chain: the type's dedup_threshold, the namespace's conflict_threshold, the
+// embedder calibration, LOOM_CONFLICT_THRESHOLD). The recalibration pass measures a
+// namespace's background median m (workers/recalibration.go); its thresholds become
+// t + (m - Baseline)(1 - t)/(1 - Baseline), the same place between the background and
+// an identical value, moved at most MaxShift either way.
+type ConflictCalibration struct {
+	Enabled  bool    // LOOM_CONFLICT_CALIBRATION_ENABLED: memory.set reads the recorded thresholds
+	Baseline float64 // LOOM_CONFLICT_CALIBRATION_BASELINE: the median at which the thresholds hold as set
+	MaxShift float64 // LOOM_CONFLICT_CALIBRATION_MAX_SHIFT: the most a threshold moves
+}
+
 // Command is the write side: admission, the commit, idempotency, the sweeps and erasure.
 type Command struct {
 	CharLimit         int           // LOOM_MEMORY_CHAR_LIMIT
@@ -132,9 +144,12 @@ type Command struct {
 	WriteDeadline      time.Duration // LOOM_PG_WRITE_DEADLINE_MS
 	ConflictThreshold  float64       // LOOM_CONFLICT_THRESHOLD: a peer at or above it is close
 	DuplicateThreshold float64       // LOOM_DUPLICATE_THRESHOLD: a close peer at or above it may be a duplicate
-	SensitiveRetention time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
-	PeerLimit          int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
-	IdempotencyLease   time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
+	// ConflictCalibration moves the two thresholds per namespace by its recalibrated
+	// score distribution (the recalibration pass; LOOM_CONFLICT_CALIBRATION_*).
+	ConflictCalibration ConflictCalibration
+	SensitiveRetention  time.Duration // LOOM_MEMORY_SENSITIVE_RETENTION_DAYS: how long a high row is kept
+	PeerLimit           int           // LOOM_MEMORY_PEER_LIMIT: peers a write reads
+	IdempotencyLease    time.Duration // LOOM_PG_REQUEST_LEASE_SECONDS: how long a request holds its Idempotency-Key
 	// BulkConflictCheckMax is how many embedded entries of a bulk_set are judged
 	// against the namespace's peers; every entry is judged against the batch.
 	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES
@@ -460,14 +475,16 @@ func readEmbedder(r *reader) Embedder {
 
 func readCommand(r *reader) Command {
 	return Command{
-		CharLimit:            r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
-		AdmissionRounds:      r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
-		AdmissionDeadline:    r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
-		AdmissionGapMax:      r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
-		CommitLockTimeout:    r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
-		WriteDeadline:        r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
-		ConflictThreshold:    r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
-		DuplicateThreshold:   r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
+		CharLimit:          r.int("LOOM_MEMORY_CHAR_LIMIT", memrow.DefaultCharLimit),
+		AdmissionRounds:    r.int("LOOM_PG_ADMISSION_ROUNDS", 8),
+		AdmissionDeadline:  r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
+		AdmissionGapMax:    r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
+		CommitLockTimeout:  r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
+		WriteDeadline:      r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
+		ConflictThreshold:  r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
+		DuplicateThreshold: r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
+		ConflictCalibration: ConflictCalibration{Enabled: r.bool("LOOM_CONFLICT_CALIBRATION_ENABLED", true),
+			Baseline: r.float("LOOM_CONFLICT_CALIBRATION_BASELINE", 0.09), MaxShift: r.float("LOOM_CONFLICT_CALIBRATION_MAX_SHIFT", 0.05)},
 		SensitiveRetention:   r.days("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30),
 		PeerLimit:            r.int("LOOM_MEMORY_PEER_LIMIT", 16),
 		IdempotencyLease:     r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
@@ -670,6 +687,9 @@ func (c Command) Validate() error {
 	}
 	if c.ConflictThreshold <= 0 || c.ConflictThreshold > 1 || c.DuplicateThreshold < c.ConflictThreshold || c.DuplicateThreshold > 1 {
 		errs = append(errs, errors.New("LOOM_CONFLICT_THRESHOLD and LOOM_DUPLICATE_THRESHOLD must satisfy 0 < conflict <= duplicate <= 1"))
+	}
+	if cc := c.ConflictCalibration; cc.Baseline <= -1 || cc.Baseline >= 1 || cc.MaxShift < 0 || cc.MaxShift > 0.5 {
+		errs = append(errs, errors.New("LOOM_CONFLICT_CALIBRATION_BASELINE must lie in (-1, 1) and LOOM_CONFLICT_CALIBRATION_MAX_SHIFT in [0, 0.5]"))
 	}
 	if c.SweepWait < 0 {
 		errs = append(errs, errors.New("LOOM_BLACKLIST_SWEEP_WAIT_MS must not be negative"))

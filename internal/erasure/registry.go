@@ -113,6 +113,10 @@ func postgresContent() []Table {
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.source_user_id = p.user_id) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.decision_records", Class: Counted, Why: "decision records: who decided a key and what it superseded", Scope: rowScope},
 		{Store: Postgres, Name: "loom.category_links", Class: Counted, Why: "category links: the keys and the category names linked or rescinded", Scope: rowScope},
+		{Store: Postgres, Name: "loom.conflict_allowlist", Class: Counted,
+			Why: "allowlisted pairs: the memory ids and users of the scope's rows a writer said are not in conflict",
+			// A pair goes with either of its rows' users, and with its namespace.
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR p.user_id = ANY(t.user_ids)) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not.
 			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',

@@ -73,22 +73,26 @@ type Row struct {
 	Confidence         float64         `json:"confidence"`
 	ReinforcementCount int             `json:"reinforcement_count"`
 	RecallCount        int             `json:"recall_count,omitempty"` // times search served the memory, folded by workers/usage_fold.go
-	Actor              string          `json:"actor"`
-	SourceClass        string          `json:"source_class"`
-	EmbeddingModel     string          `json:"embedding_model"`
-	EmbeddingDim       int             `json:"embedding_dim"`
-	Pinned             bool            `json:"pinned"`
-	Locked             bool            `json:"locked"`
-	Sensitivity        Sensitivity     `json:"sensitivity"`
-	ValidAt            *time.Time      `json:"valid_at,omitempty"`
-	ValidTo            *time.Time      `json:"valid_to,omitempty"`
-	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
-	OnExpire           string          `json:"on_expire,omitempty"`
-	SupersededBy       string          `json:"superseded_by,omitempty"`
-	DuplicateOf        string          `json:"duplicate_of,omitempty"`
-	ConflictWith       []string        `json:"conflict_with,omitempty"`
-	VerifiedBy         string          `json:"verified_by,omitempty"`
-	VerifiedAt         *time.Time      `json:"verified_at,omitempty"`
+	// EvidenceCount is how many evidence events the memory's statement drew: a
+	// restatement of it, a write merged into it, a duplicate of it; folded by
+	// workers/usage_fold.go.
+	EvidenceCount  int         `json:"evidence_count,omitempty"`
+	Actor          string      `json:"actor"`
+	SourceClass    string      `json:"source_class"`
+	EmbeddingModel string      `json:"embedding_model"`
+	EmbeddingDim   int         `json:"embedding_dim"`
+	Pinned         bool        `json:"pinned"`
+	Locked         bool        `json:"locked"`
+	Sensitivity    Sensitivity `json:"sensitivity"`
+	ValidAt        *time.Time  `json:"valid_at,omitempty"`
+	ValidTo        *time.Time  `json:"valid_to,omitempty"`
+	ExpiresAt      *time.Time  `json:"expires_at,omitempty"`
+	OnExpire       string      `json:"on_expire,omitempty"`
+	SupersededBy   string      `json:"superseded_by,omitempty"`
+	DuplicateOf    string      `json:"duplicate_of,omitempty"`
+	ConflictWith   []string    `json:"conflict_with,omitempty"`
+	VerifiedBy     string      `json:"verified_by,omitempty"`
+	VerifiedAt     *time.Time  `json:"verified_at,omitempty"`
 	// JudgementOwed marks a row the conflict resolver should judge later (a key
 	// another session of the same subject holds, under a policy that does not retire).
 	JudgementOwed bool `json:"judgement_owed,omitempty"`

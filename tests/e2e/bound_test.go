@@ -242,6 +242,13 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"GET /v1/namespaces/:ns/blacklist":    probes(probe{http.MethodGet, ns + "/blacklist", "", anyRole(200), nil}),
 		"POST /v1/namespaces/:ns/blacklist":   probes(probe{http.MethodPost, ns + "/blacklist", `{"pattern": "tea"}`, anyRole(403), nil}),
 		"DELETE /v1/namespaces/:ns/blacklist": probes(probe{http.MethodDelete, ns + "/blacklist", `{"pattern": "tea"}`, anyRole(403), nil}),
+		// The conflict allowlist: bob's memory is not found by alice's tokens; the list
+		// names ids alone, and only of alice's rows.
+		"GET /v1/namespaces/:ns/conflict-allowlist": probes(probe{http.MethodGet, ns + "/conflict-allowlist", "", anyRole(200), nil}),
+		"POST /v1/namespaces/:ns/conflict-allowlist": probes(probe{http.MethodPost, ns + "/conflict-allowlist",
+			`{"memory_ids": ["` + w.bobID + `", "00000000-0000-4000-8000-000000000001"]}`, writes(404), nil}),
+		"DELETE /v1/namespaces/:ns/conflict-allowlist": probes(probe{http.MethodDelete, ns + "/conflict-allowlist",
+			`{"memory_ids": ["` + w.bobID + `", "00000000-0000-4000-8000-000000000001"]}`, writes(404), nil}),
 		"POST /v1/namespaces/:ns/blacklist:sweep": probes(
 			probe{http.MethodPost, ns + "/blacklist:sweep", `{}`, anyRole(403), nil}),
 		// Profiles and consolidation: an admin's of every user (a bound admin may

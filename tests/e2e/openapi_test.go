@@ -311,6 +311,19 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"VerifyByID", func() error { _, err := c.VerifyByID(ctx, set.MemoryID); return err }},
+		{"AllowPair", func() error {
+			other, err := c.Set(ctx, ns, "coffee", client.SetRequest{Value: "alice drinks black coffee", Identity: alice})
+			if err != nil {
+				return err
+			}
+			_, err = c.AllowPair(ctx, ns, set.MemoryID, other.MemoryID)
+			return err
+		}},
+		{"ConflictAllowlist", func() error { _, err := c.ConflictAllowlist(ctx, ns); return err }},
+		{"DisallowPair", func() error {
+			_, err := c.DisallowPair(ctx, ns, set.MemoryID, "00000000-0000-0000-0000-000000000001")
+			return err
+		}},
 		{"Unsupersede", func() error { _, err := c.Unsupersede(ctx, ns, "tea", alice); return err }},
 		{"AcceptProposal", func() error { _, err := c.AcceptProposal(ctx, ns, "no-proposal", alice); return err }},
 		{"RejectProposal", func() error { _, err := c.RejectProposal(ctx, ns, "no-proposal", alice); return err }},

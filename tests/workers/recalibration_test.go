@@ -21,7 +21,8 @@ import (
 // narrow search (one user's single row, a pool too small to hold its own background)
 // judged against that floor; after the pass the recorded backgrounds are the
 // namespace's own (stamped, one per probe), and the same search's floor is their
-// median.
+// median. The same pass records memory.set's thresholds from each namespace's
+// background (checkJudgingCalibration's namespace).
 func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 	const org = "recalibration"
 	var model string
@@ -35,6 +36,9 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 		model = e.Model()
+		// The scalars the calibration moves, and room for it to move them.
+		c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.7, 0.9
+		c.Command.ConflictCalibration.Enabled, c.Command.ConflictCalibration.MaxShift = true, 0.1
 	})
 	ctx := context.Background()
 	pool := env.PG(t)
@@ -69,22 +73,30 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 		t.Fatalf("before the pass: calibration %s, floor %v; want the recorded 0.97", c.Calibration, c.Floor)
 	}
 
+	judged := newJudgingNamespace(t, w, model)
+
 	// The pass lists namespaces from ClickHouse's vectors: the restart waits until this
 	// one's are projected there, or its one boot pass could miss it (the next is an hour
 	// away). That pass takes every due namespace of the shared stores, so it is given time.
 	conn := env.CH(t)
-	testenv.Eventually(t, 60*time.Second, "the namespace's vectors in ClickHouse", func() bool {
-		n := testenv.CHStrings(t, conn, `SELECT toString(count()) FROM loom.memory_embeddings FINAL
-			WHERE org = ? AND namespace = ? AND tombstone = 0 AND embedding_dim > 0 AND embedding_model = ?`, org, ns, model)
-		return len(n) == 1 && n[0] == fmt.Sprint(len(entries))
-	})
+	for _, k := range []struct {
+		ns   string
+		rows int
+	}{{ns, len(entries)}, {judged.ns, judged.rows}} {
+		testenv.Eventually(t, 60*time.Second, "the namespace's vectors in ClickHouse", func() bool {
+			n := testenv.CHStrings(t, conn, `SELECT toString(count()) FROM loom.memory_embeddings FINAL
+			WHERE org = ? AND namespace = ? AND tombstone = 0 AND embedding_dim > 0 AND embedding_model = ?`, org, k.ns, model)
+			return len(n) == 1 && n[0] == fmt.Sprint(k.rows)
+		})
+	}
 	// A new process's pass (its first runs at its start) recalibrates the namespace.
 	w.stop()
 	w.serve()
-	testenv.Eventually(t, 3*time.Minute, "the namespace recalibrated", func() bool {
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3
-			AND recalibrated_at IS NOT NULL`, org, ns, model) == 1
+	testenv.Eventually(t, 3*time.Minute, "the namespaces recalibrated", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = ANY($2) AND embedder = $3
+			AND recalibrated_at IS NOT NULL`, org, []string{ns, judged.ns}, model) == 2
 	})
+	judged.after(t, w)
 	// The pass in /v1/health's passes and in /metrics.
 	op := env.Operator(t, w.url)
 	testenv.Eventually(t, 30*time.Second, "health's recalibration pass run", func() bool {
@@ -124,5 +136,83 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 	}
 	if after.Verdict != client.VerdictOK || len(after.Hits) != 1 || after.Hits[0].MemoryKey != "u1.desk" {
 		t.Fatalf("after the pass: verdict %s, hits %+v; want alice's desk served", after.Verdict, after.Hits)
+	}
+}
+
+// judgingNamespace is a namespace whose rows all look alike (a high background): the
+// scalar threshold calls "the user lives in Berlin" a conflict of its Lisbon row, and
+// the thresholds its recalibration records call it new.
+type judgingNamespace struct {
+	ns   string
+	rows int
+	// cosine is the hash embedder's of the two statements.
+	cosine float64
+}
+
+func newJudgingNamespace(t *testing.T, w *workers, model string) *judgingNamespace {
+	t.Helper()
+	ctx := context.Background()
+	j := &judgingNamespace{ns: testenv.Unique(t, "recal-judge")}
+	// Written append_only, so the alike rows are not judged duplicates of one another
+	// (the pass samples served rows); judged as the default policy after.
+	if _, err := w.tc.Configure(ctx, j.ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	things := []string{"colour", "food", "city", "sport", "band", "film", "book", "drink"}
+	entries := []client.BulkEntry{{Key: "home", Value: "the user lives in Lisbon"}}
+	for i := 0; i < 40; i++ {
+		entries = append(entries, client.BulkEntry{Key: fmt.Sprintf("fav.%d", i), Value: fmt.Sprintf("the user's favourite %s is number %d", things[i%len(things)], i)})
+	}
+	if _, err := w.tc.BulkSet(ctx, j.ns, client.BulkSetRequest{Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.tc.Configure(ctx, j.ns, client.NamespaceConfig{ConflictPolicy: "auto_reinforce"}); err != nil {
+		t.Fatal(err)
+	}
+	j.rows = len(entries)
+	e, err := embed.New(env.Config(nil).Embedder)
+	if err != nil || e.Model() != model {
+		t.Fatalf("embedder %v, %v", e, err)
+	}
+	vs, err := e.Embed(ctx, []string{"the user lives in Lisbon", "the user lives in Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.cosine = embed.Dot(vs[0], vs[1]); j.cosine < 0.7 || j.cosine >= 0.8 {
+		t.Fatalf("the pair's cosine %v: the test needs it between the scalar 0.7 and the calibrated 0.8", j.cosine)
+	}
+	if v := j.berlin(t, w); v != "conflict" {
+		t.Fatalf("before the pass: verdict %s; want conflict at the scalar threshold", v)
+	}
+	return j
+}
+
+// berlin is the verdict a dry run of the Berlin statement gets.
+func (j *judgingNamespace) berlin(t *testing.T, w *workers) string {
+	t.Helper()
+	ans, err := w.tc.Set(context.Background(), j.ns, "moved", client.SetRequest{Value: "the user lives in Berlin", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ans.Verdict
+}
+
+// after checks the recorded thresholds (the conflict one moved by the max shift, 0.1,
+// as the namespace's median sits far above the baseline; the duplicate one raised) and
+// that memory.set now reads them: the same dry run is no longer a conflict.
+func (j *judgingNamespace) after(t *testing.T, w *workers) {
+	t.Helper()
+	var conflict, duplicate float64
+	if err := env.PG(t).QueryRow(context.Background(), `SELECT conflict_threshold, duplicate_threshold FROM loom.search_calibration
+		WHERE org = $1 AND namespace = $2`, w.org, j.ns).Scan(&conflict, &duplicate); err != nil {
+		t.Fatal(err)
+	}
+	if conflict != 0.8 || duplicate <= 0.9 || duplicate > 1 {
+		t.Fatalf("recorded thresholds %v and %v; want 0.8, and the duplicate one raised from 0.9", conflict, duplicate)
+	}
+	// A process reads a namespace's thresholds once a minute at most: the pass ran in
+	// this one, which dropped its cache.
+	if v := j.berlin(t, w); v != "new" {
+		t.Fatalf("after the pass: verdict %s; want new at the calibrated threshold %v (cosine %v)", v, conflict, j.cosine)
 	}
 }

@@ -80,3 +80,44 @@ func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 		t.Fatal("no memory.usage_fold revision written as worker:usage_fold")
 	}
 }
+
+// Evidence events are folded into the row's evidence_count: a restatement of a
+// memory and a write merged into it (the same value under another key) count one
+// each; a dry run counts nothing. The restatement also reinforces the row, the merge
+// does not.
+func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
+	const org = "evidencefold"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "evidence")
+	const value = "the user lives in Lisbon"
+	first, err := w.tc.Set(ctx, ns, "home", client.SetRequest{Value: value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		key     string
+		dryRun  bool
+		verdict string
+	}{{"home", false, "restatement"}, {"residence", false, "merge"}, {"residence", true, "merge"}} {
+		a, err := w.tc.Set(ctx, ns, step.key, client.SetRequest{Value: value, DryRun: step.dryRun})
+		if err != nil || a.Verdict != step.verdict {
+			t.Fatalf("%s (dry run %t): %+v, %v; want %s", step.key, step.dryRun, a, err, step.verdict)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the evidence counted and folded", func() bool {
+		m, err := w.tc.Get(ctx, ns, "home", client.Identity{}, time.Time{})
+		return err == nil && m.EvidenceCount >= 2 &&
+			testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1`, org) == 0
+	})
+	m, err := w.tc.Get(ctx, ns, "home", client.Identity{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EvidenceCount != 2 || m.ReinforcementCount != 1 || m.MemoryID != first.MemoryID {
+		t.Fatalf("home: evidence %d, reinforcement %d; want 2 (a restatement, a merge) and 1 (the restatement)", m.EvidenceCount, m.ReinforcementCount)
+	}
+}

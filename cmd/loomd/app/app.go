@@ -253,7 +253,8 @@ func (p *Process) openQuery() error {
 	opts = append(opts, query.WithKeys(p.Keys))
 	p.Query = query.New(p.Cfg.Query, p.PG, p.CH, barrier, p.Embedder, p.Metrics, p.Log, opts...)
 	if p.Workers != nil {
-		// The recalibration pass's rewrite reaches this process's searches at once.
+		// The recalibration pass's rewrite reaches this process's searches at once (its
+		// writes' thresholds too: KeepRecalibration drops the command side's cache).
 		p.Workers.OnRecalibrated(p.Query.ForgetCalibration)
 	}
 	return nil
