@@ -38,6 +38,7 @@ type RetrievalSettings struct {
 	Rerank          *bool             `json:"rerank,omitempty"`
 	SubQueries      *bool             `json:"sub_queries,omitempty"`
 	SetExpansion    *bool             `json:"set_expansion,omitempty"`
+	AnchorPool      *bool             `json:"anchor_pool,omitempty"`
 	Recency         *bool             `json:"recency,omitempty"`
 	// Evidence runs the search route's evidence legs unless a request says false.
 	Evidence *bool `json:"evidence,omitempty"`

@@ -320,6 +320,9 @@ type SearchRequest struct {
 	// SetExpansion searches the names the best hits hold beside the query's words
 	// (nil: the server's default, on).
 	SetExpansion *bool `json:"set_expansion,omitempty"`
+	// AnchorPool adds the rows said in the question's short spans of time that no leg
+	// found (nil: the server's default, on).
+	AnchorPool *bool `json:"anchor_pool,omitempty"`
 	// Entities, SourceClass and Verified narrow the hits to rows naming every entity,
 	// of one of the source classes, or verified (true) or not (false).
 	Entities    []string `json:"entities,omitempty"`
@@ -487,11 +490,14 @@ type QueryPlan struct {
 
 // Gate is one check of a search's verdict.
 type Gate struct {
-	Name      string  `json:"name"` // hits, floor, distinctness, grounding
+	Name      string  `json:"name"` // hits, floor, distinctness, grounding, attribute
 	Value     float64 `json:"value"`
 	Threshold float64 `json:"threshold"`
 	Passed    bool    `json:"passed"`
 	Source    string  `json:"source,omitempty"`
+	// Waived is what grounding confirmed when it passed a distinctness gate whose
+	// value is below its threshold: attribute or identifiers.
+	Waived string `json:"waived,omitempty"`
 }
 
 // SearchTrace is memory.search_trace's answer: the kept trace of one search.

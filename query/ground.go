@@ -24,11 +24,31 @@ type grounding struct {
 	Missing     []string     `json:"missing"`
 	// Attribute is what the query asks of its entities, when it names some.
 	Attribute *attributeGrounding `json:"attribute,omitempty"`
+	// heldTogether: the query names two or more identifiers and asks nothing else of
+	// them (no attribute terms), and one hit holds them all.
+	heldTogether bool
 }
 
 // ungrounded reports whether grounding abstains the search.
 func (g grounding) ungrounded() bool {
 	return g.Setting == retrieval.GroundingAbstain && (len(g.Missing) > 0 || g.Attribute.abstains())
+}
+
+// confirmation says what grounding found of what the question asks, "" when it found
+// nothing of it: every identifier held, and the attribute stated by a hit naming the
+// question's entity ("attribute"), or, when the question asks nothing beyond its names
+// ("when did Kwame get back from Lisbon?"), one hit holding two or more of them together
+// ("identifiers"; a single name is every row about it).
+func (g grounding) confirmation() string {
+	switch {
+	case g.Setting == retrieval.GroundingOff || len(g.Missing) > 0:
+		return ""
+	case g.Attribute != nil && g.Attribute.Found:
+		return waivedByAttribute
+	case g.Attribute == nil && g.heldTogether:
+		return waivedByIdentifiers
+	}
+	return ""
 }
 
 // fold lower-cases and strips diacritics, so "Krakow" finds "Kraków".
@@ -108,6 +128,11 @@ func ground(setting string, plan queryPlan, hits []hitView) grounding {
 	// spread its terms over several answers.
 	if len(plan.Entities) > 0 && len(plan.AttributeTerms) > 0 && len(g.Missing) == 0 && len(plan.SubQueries) < 2 {
 		g.Attribute = judgeAttributeTerms(plan, texts)
+	}
+	if len(plan.Identifiers) >= 2 && len(plan.AttributeTerms) == 0 && len(g.Missing) == 0 {
+		g.heldTogether = slices.ContainsFunc(texts, func(t []string) bool {
+			return !slices.ContainsFunc(plan.Identifiers, func(id identifier) bool { return !holds(t, id) })
+		})
 	}
 	return g
 }

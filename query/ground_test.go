@@ -108,3 +108,27 @@ func TestGroundingReadsAParaphrasedAttributeByMeaning(t *testing.T) {
 		t.Errorf("an absent kind of fact: %+v", g.Attribute)
 	}
 }
+
+// A question of names alone is confirmed by a hit holding them together, not by hits
+// holding one each (every row about Kwame holds "Kwame").
+func TestGroundingReadsNamesHeldTogether(t *testing.T) {
+	hits := []hitView{
+		hitOf("t1", "Kwame: Home since yesterday after five days in Lisbon."),
+		hitOf("t2", "Kwame: I finally fixed the leaking tap."),
+		hitOf("t3", "Sofia: Lisbon was lovely in May."),
+	}
+	for _, c := range []struct {
+		query string
+		hits  []hitView
+		want  string
+	}{
+		{"When did Kwame get back from Lisbon?", hits, waivedByIdentifiers},
+		{"When did Kwame get back from Lisbon?", hits[1:], ""},
+		{"What did Kwame fix?", hits, waivedByAttribute}, // an attribute asked: "fixed" states it
+	} {
+		g := ground(retrieval.GroundingAbstain, planQuery(c.query, planNow), c.hits)
+		if got := g.confirmation(); got != c.want {
+			t.Errorf("%q over %d hits: confirmation %q, want %q", c.query, len(c.hits), got, c.want)
+		}
+	}
+}

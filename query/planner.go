@@ -71,7 +71,12 @@ var (
 	// nameParticles may stand lower-case inside a name: Lotte de Vries, Jeroen van Dijk.
 	nameParticles = []string{"de", "van", "der", "den", "da", "das", "do", "dos", "del", "della", "di", "du", "la", "le", "von", "bin", "al", "el"}
 	// fillerWords are a question's own words: they ask, they do not name what is asked.
+	// The verbs of telling are among them: "what did Sofia mention" asks what she said,
+	// and a row states it without saying that it was said.
 	fillerWords = map[string]bool{}
+	// particleWords end a phrasal verb ("give up", "get back", "find out"): the verb's
+	// meaning is the pair's, and a row says it in its own words ("stopped", "home since").
+	particleWords = map[string]bool{"up": true, "down": true, "out": true, "off": true, "back": true, "away": true}
 	// recencyWords ask for what is newest.
 	recencyWords = map[string]bool{"latest": true, "newest": true, "recent": true, "recently": true, "currently": true, "current": true,
 		"nowadays": true, "lately": true, "now": true, "today": true, "todays": true}
@@ -82,7 +87,8 @@ var (
 func init() {
 	for _, w := range strings.Fields(`get got tell know need want please like happen happened happens go went goes use used thing things
 		something anything kind sort much many lot lots one ones way ways find look say said know think make made
-		take took give gave let us see show also ever still yet already really actually exactly name named call called`) {
+		take took give gave let us see show also ever still yet already really actually exactly name named call called
+		mention mentioned talk talked discuss discussed`) {
 		fillerWords[text.Stem(w)] = true
 	}
 	for _, w := range append(append([]string{"day", "days", "week", "weeks", "month", "months", "year", "years", "ago", "last", "next",
@@ -322,15 +328,52 @@ func attributeTerms(query string, ids []identifier, dates []dateRange) []string 
 			}
 		}
 	}
+	for _, k := range namedKinds(query, ids) {
+		skip[k] = true
+	}
 	var out []string
 	for _, t := range dedupe(text.Terms(query)) {
-		if skip[t] || fillerWords[t] || dateWords[t] || recencyWords[t] || !letterRE.MatchString(t) || len([]rune(t)) < 2 {
+		if skip[t] || fillerWords[t] || particleWords[t] || dateWords[t] || recencyWords[t] || !letterRE.MatchString(t) || len([]rune(t)) < 2 {
 			continue
 		}
 		out = append(out, t)
 	}
 	if out == nil {
 		out = []string{}
+	}
+	return out
+}
+
+// namedKinds are the stems of the nouns a name modifies after an article ("the Peruvian
+// restaurant", "a Tesla car", "the Kraków office"): said of the entity, they say what
+// kind of thing it is, as kindNouns do, not what is asked about it; a row names the
+// thing by its own name ("Pachamama, a tiny Peruvian place").
+func namedKinds(query string, ids []identifier) []string {
+	names := map[string]bool{}
+	for _, id := range ids {
+		if id.Kind == identName {
+			names[strings.Join(groundWords(id.Text), " ")] = true
+		}
+	}
+	toks := tokens(query)
+	var out []string
+	for i := 0; i < len(toks); i++ {
+		if a := strings.ToLower(toks[i].text); a != "the" && a != "a" && a != "an" {
+			continue
+		}
+		for j := i + 2; j < len(toks) && j <= i+4; j++ {
+			run := make([]string, 0, j-i-1)
+			for _, t := range toks[i+1 : j] {
+				run = append(run, t.text)
+			}
+			next := strings.ToLower(toks[j].text)
+			// A participle after the name is what is said of it ("the IPO planned"), not its kind.
+			if names[strings.Join(groundWords(strings.Join(run, " ")), " ")] && !capitalised(toks[j].text) &&
+				!text.Stopword(next) && letterRE.MatchString(next) && !strings.HasSuffix(next, "ed") {
+				out = append(out, text.Stem(next))
+				break
+			}
+		}
 	}
 	return out
 }

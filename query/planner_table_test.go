@@ -31,6 +31,13 @@ func TestPlanReadsAttributesAndDates(t *testing.T) {
 		{"What happened to Hiroshi two weeks ago?", "", []time.Time{d(2025, 3, 24)}, []time.Time{d(2025, 3, 31)}},
 		{"What is Declan planning for next month?", "planning", []time.Time{d(2025, 5, 1)}, []time.Time{d(2025, 6, 1)}},
 		{"Which books did Greta read in the past 3 days?", "books read", []time.Time{d(2025, 4, 7)}, []time.Time{d(2025, 4, 11)}},
+		// The noun a name modifies after an article is the entity's kind, a verb of
+		// telling asks what was said, and a phrasal verb's particle is the verb's: none
+		// is what the question asks, so no attribute is judged.
+		{"What was the Peruvian restaurant Sofia mentioned last week?", "", []time.Time{d(2025, 3, 31)}, []time.Time{d(2025, 4, 7)}},
+		{"When did Kwame get back from Lisbon?", "", nil, nil},
+		{"What did Sofia give up?", "", nil, nil},
+		{"When is the Apollo launch planned?", "planned", nil, nil},
 	}
 	for _, c := range cases {
 		p := planQuery(c.query, planNow)

@@ -95,8 +95,10 @@ func (s *Service) rankPool(ctx context.Context, plan *searchPlan, namespaces []s
 	if len(expanded) > 0 {
 		merged = mergeExpansion(merged, expanded, seeds)
 	}
-	if merged, err = s.addAnchorPool(ctx, plan, namespaces, merged); err != nil {
-		return nil, nil, err
+	if plan.settings.AnchorPool {
+		if merged, err = s.addAnchorPool(ctx, plan, namespaces, merged); err != nil {
+			return nil, nil, err
+		}
 	}
 	return merged, whole, nil
 }

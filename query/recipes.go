@@ -35,6 +35,7 @@ type retrievalSettings struct {
 	Rerank          bool    `json:"rerank"`
 	SubQueries      bool    `json:"sub_queries"`
 	SetExpansion    bool    `json:"set_expansion"`
+	AnchorPool      bool    `json:"anchor_pool"` // the date anchor pool (anchor_pool.go)
 	Recency         bool    `json:"recency"`
 	// HyDE: a model's hypothetical answer joins the vector leg (hyde.go); the
 	// deployment's setting, on only with a model provider.
@@ -54,7 +55,7 @@ func (r retrievalSettings) runs(leg string) bool { return slices.Contains(r.Legs
 func (req *searchRequest) overrides() retrieval.Settings {
 	o := retrieval.Settings{Recipe: req.Recipe, Legs: req.Legs, Weights: req.Weights, Pool: req.Pool, MinScore: req.MinScore,
 		MinDistinctness: req.MinDistinctness, Grounding: req.Grounding, Rerank: req.Rerank, SubQueries: req.SubQueries,
-		SetExpansion: req.SetExpansion, Evidence: req.Evidence, EvidenceLegs: req.EvidenceLegs}
+		SetExpansion: req.SetExpansion, AnchorPool: req.AnchorPool, Evidence: req.Evidence, EvidenceLegs: req.EvidenceLegs}
 	if req.Recency {
 		o.Recency = &req.Recency
 	}
@@ -71,7 +72,7 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	out := retrievalSettings{Recipe: retrieval.RecipeDefault, Legs: []string{retrieval.LegVector, retrieval.LegLexical, retrieval.LegKey},
 		Pool: c.LegPool, MinScore: s.cfg.MinScore, MinDistinctness: c.MinDistinctness, Adaptive: c.AdaptiveThresholds,
 		Grounding: c.Grounding, Rerank: s.reranker != nil, SubQueries: c.SubQueries,
-		SetExpansion: c.SetExpansion, HyDE: s.hydeOn(), EvidenceLegs: retrieval.EvidenceLegs()}
+		SetExpansion: c.SetExpansion, AnchorPool: c.AnchorPool, HyDE: s.hydeOn(), EvidenceLegs: retrieval.EvidenceLegs()}
 	w := s.cfg.Weights
 	out.Weights.Vector, out.Weights.Lexical, out.Weights.Key, out.Weights.Graph = w.Vector, w.Lexical, w.Key, w.Graph
 	recipe := namespace.Recipe
@@ -120,6 +121,9 @@ func (s *Service) settleRetrieval(namespace retrieval.Settings, req *searchReque
 	}
 	if layered.SetExpansion != nil {
 		out.SetExpansion = *layered.SetExpansion
+	}
+	if layered.AnchorPool != nil {
+		out.AnchorPool = *layered.AnchorPool
 	}
 	if layered.Evidence != nil {
 		out.Evidence = *layered.Evidence

@@ -65,6 +65,7 @@ type searchRequest struct {
 	Rerank          *bool              `json:"rerank"`
 	SubQueries      *bool              `json:"sub_queries"`
 	SetExpansion    *bool              `json:"set_expansion"`
+	AnchorPool      *bool              `json:"anchor_pool"`
 	// Trace keeps the search's full trace for memory.search_trace (trace.go).
 	Trace bool `json:"trace"`
 	// Evidence runs the evidence legs (search_evidence.go) when the scope keeps turns;

@@ -17,6 +17,12 @@ const (
 	VerdictUngrounded Verdict = "ungrounded_identifier"
 )
 
+// What grounding confirmed when it waives the distinctness gate (grounding.confirmation).
+const (
+	waivedByAttribute   = "attribute"   // the question's attribute, in a hit naming its entity
+	waivedByIdentifiers = "identifiers" // the question's names, together in one hit
+)
+
 // gate is one check of the verdict, as the answer explains it.
 type gate struct {
 	Name      string  `json:"name"` // hits, floor, distinctness, grounding
@@ -26,6 +32,9 @@ type gate struct {
 	// Source says where the threshold came from: the search's pool, the namespace's
 	// recorded backgrounds, the scalar setting.
 	Source string `json:"source,omitempty"`
+	// Waived names what decided in a failed reading's stead: on the distinctness gate,
+	// what grounding found of what the question asks, attribute or identifiers (decide).
+	Waived string `json:"waived,omitempty"`
 }
 
 // verdictInput is what the gates read: the served page's best relevance in fused
@@ -67,6 +76,17 @@ func decide(in verdictInput) (Verdict, []gate) {
 	if d, ok := in.bg.distinctness(in.best); ok && in.settings.Adaptive && in.settings.MinDistinctness > 0 {
 		g := gate{Name: "distinctness", Value: round6(d), Threshold: in.settings.MinDistinctness, Passed: d >= in.settings.MinDistinctness,
 			Source: in.bg.Source}
+		// Distinctness is the evidence of a question the planner cannot read; one that
+		// names an entity and asks something of it is judged by grounding, which reads
+		// the hits themselves. Under a semantic embedder the entity's other rows (a
+		// speaker's every turn, the same topic in another session) score in a narrow band
+		// just under the answer, so right answers and unanswerable questions about the
+		// same entity stand equally few spreads out (tests/quality/RESULTS-gates.md);
+		// a hit naming the entity and stating what is asked (or holding all the names a
+		// question asks nothing else of) tells them apart.
+		if c := in.grounding.confirmation(); !g.Passed && c != "" {
+			g.Passed, g.Waived = true, c
+		}
 		gates = append(gates, g)
 		if !g.Passed {
 			fail(VerdictLowConfidence)

@@ -111,6 +111,45 @@ func TestVerdictGatesInOrder(t *testing.T) {
 	}
 }
 
+// A near miss by distinctness whose question names an entity and asks something of
+// it is judged by grounding: a hit naming the entity and stating what is asked answers
+// it (the gate passes, waived by the attribute); without such a hit, or with an
+// identifier missing, the gate abstains as before.
+func TestGroundingDecidesWhereDistinctnessCannot(t *testing.T) {
+	calibrated := poolBackground(background40(0.8))
+	attr := func(found bool) grounding {
+		return grounding{Setting: retrieval.GroundingAbstain, Attribute: &attributeGrounding{Terms: []string{"finish"}, Found: found,
+			Basis: basisTerms, Effect: effectRisk}}
+	}
+	missing := attr(true)
+	missing.Missing = []string{"Porto"}
+	off := attr(true)
+	off.Setting = retrieval.GroundingOff
+	for _, c := range []struct {
+		name   string
+		g      grounding
+		want   Verdict
+		waived string
+	}{
+		{"attribute found", attr(true), VerdictOK, waivedByAttribute},
+		{"attribute not found (a risk only)", attr(false), VerdictLowConfidence, ""},
+		{"an identifier missing", missing, VerdictLowConfidence, ""},
+		{"grounding off", off, VerdictLowConfidence, ""},
+		{"no attribute asked, no hit holding the names together", grounding{Setting: retrieval.GroundingAbstain}, VerdictLowConfidence, ""},
+		{"no attribute asked, the names together in a hit", grounding{Setting: retrieval.GroundingAbstain, heldTogether: true}, VerdictOK, waivedByIdentifiers},
+	} {
+		got, gates := decide(verdictInput{hits: 5, best: 0.31, bg: calibrated, settings: settingsFor(true), grounding: c.g})
+		if got != c.want {
+			t.Errorf("%s: %s, want %s (gates %+v)", c.name, got, c.want, gates)
+		}
+		for _, g := range gates {
+			if g.Name == "distinctness" && (g.Waived != c.waived || g.Value >= g.Threshold) {
+				t.Errorf("%s: distinctness gate %+v, want waived %q", c.name, g, c.waived)
+			}
+		}
+	}
+}
+
 func TestRetrievalRiskFollowsTheGates(t *testing.T) {
 	calibrated := poolBackground(background40(0.8))
 	hits := []hitView{{Scores: map[string]float64{"fused": 0.9}}, {Scores: map[string]float64{"fused": 0.5}}}

@@ -209,6 +209,7 @@ type Retrieval struct {
 	Grounding          string        // LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING: abstain, annotate or off
 	SubQueries         bool          // LOOM_SEARCH_SUB_QUERIES: split multi-part questions
 	SetExpansion       bool          // LOOM_SEARCH_SET_EXPANSION: search again for the names the best hits hold
+	AnchorPool         bool          // LOOM_SEARCH_ANCHOR_POOL: add the rows said in a question's short spans of time
 	LegPool            int           // LOOM_SEARCH_LEG_POOL: rows each leg ranks at least
 	TraceTTL           time.Duration // LOOM_SEARCH_TRACE_TTL_S: how long a kept search trace is readable
 	Reranker           string        // LOOM_SEARCH_RERANKER: "" (none), llm or cross_encoder
@@ -530,6 +531,7 @@ func readQuery(r *reader) Query {
 			Grounding:          r.str("LOOM_MEMORY_SEARCH_IDENTIFIER_GROUNDING", "abstain"),
 			SubQueries:         r.bool("LOOM_SEARCH_SUB_QUERIES", false),
 			SetExpansion:       r.bool("LOOM_SEARCH_SET_EXPANSION", true),
+			AnchorPool:         r.bool("LOOM_SEARCH_ANCHOR_POOL", true),
 			LegPool:            r.int("LOOM_SEARCH_LEG_POOL", 200),
 			TraceTTL:           r.seconds("LOOM_SEARCH_TRACE_TTL_S", 900),
 			Reranker:           r.str("LOOM_SEARCH_RERANKER", ""),

@@ -103,6 +103,9 @@ type Settings struct {
 	// SetExpansion searches once more for the names the best hits hold that the query
 	// does not (the bridge of a multi-hop question) and gives those rows slots too.
 	SetExpansion *bool `json:"set_expansion,omitempty"`
+	// AnchorPool reads the heads said in a question's short spans of time (a day, at
+	// most 31 days) and adds those stating an asked date that no leg found.
+	AnchorPool *bool `json:"anchor_pool,omitempty"`
 	// Recency adds the recency prior.
 	Recency *bool `json:"recency,omitempty"`
 	// Evidence runs the search route's evidence legs (verbatim chunks, session digests)
@@ -175,6 +178,9 @@ func (s Settings) Over(o Settings) Settings {
 	}
 	if o.SetExpansion != nil {
 		out.SetExpansion = o.SetExpansion
+	}
+	if o.AnchorPool != nil {
+		out.AnchorPool = o.AnchorPool
 	}
 	if o.Recency != nil {
 		out.Recency = o.Recency

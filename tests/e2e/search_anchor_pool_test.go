@@ -56,6 +56,12 @@ func TestSearchAnchorPoolAddsRowsSaidOnTheAskedDay(t *testing.T) {
 	if slices.Contains(got, "turn.last") {
 		t.Errorf("served %v: turn.last was said on Thursday", got)
 	}
+	// anchor_pool false turns the pool off: the legs alone miss the Tuesday rows.
+	off := ask
+	off.AnchorPool = new(bool)
+	if a := e.search(e.c, "what did I do last Tuesday?", off); a.Explain.Anchor.Status != "off" || slices.Contains(answerKeys(a), "turn.greenhouse") {
+		t.Errorf("anchor_pool false: anchor %+v, served %v; want the pool off and no Tuesday row", a.Explain.Anchor, answerKeys(a))
+	}
 
 	// On the server's clock, last Tuesday is in another year: nothing of the session's.
 	ask.SessionID = ""
