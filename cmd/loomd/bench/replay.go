@@ -84,6 +84,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore := r.cpuNow()
 	start = time.Now()
 	reset, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
 	if err != nil {
@@ -99,6 +100,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	took := time.Since(start)
+	cpuAfter := r.cpuNow()
 	batchesAfter, err := r.projectorBatches(ctx)
 	if err != nil {
 		return nil, err
@@ -114,6 +116,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
 	res.add(name, "records/s", loomRate, rawRate)
 	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
+	r.cpuRows(res, name, cpuBefore, cpuAfter, float64(records), "records")
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
 		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// On a shared machine the wall-clock rates move with the neighbours' load; the CPU a
+// piece of work costs moves much less. cpuMark is the CPU this process (the process
+// under test, the bench's client and, with the embedded stores, the broker) and the
+// ClickHouse server had spent at one moment.
+type cpuMark struct {
+	self, clickhouse time.Duration
+	chKnown          bool
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times.
+const clockTicks = 100
+
+// cpuNow reads the CPU spent so far; ClickHouse's only when the bench started it.
+func (r *runner) cpuNow() cpuMark {
+	var m cpuMark
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if r.t.ClickHousePID > 0 {
+		m.clickhouse, m.chKnown = procCPU(r.t.ClickHousePID)
+	}
+	return m
+}
+
+// procCPU is a process's user and system time from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces: the fields start after its closing parenthesis.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// cpuRows adds the CPU spent from before to after, per 1,000 of what was done (units),
+// and the load average, to res under name.
+func (r *runner) cpuRows(res *ScenarioResult, name string, before, after cpuMark, units float64, unit string) {
+	per := func(d time.Duration) float64 { return round(d.Seconds()*1000/max(units, 1), 3) }
+	res.Rows = append(res.Rows, plainRow(name, "CPU s per 1k "+unit+": this process", per(after.self-before.self)))
+	if after.chKnown && before.chKnown {
+		res.Rows = append(res.Rows, plainRow(name, "CPU s per 1k "+unit+": ClickHouse", per(after.clickhouse-before.clickhouse)))
+	}
+	if load, ok := load1(); ok {
+		res.Rows = append(res.Rows, plainRow(name, "load average (1 min) at the end", load))
+	}
+}
+
+// load1 is the 1-minute load average.
+func load1() (float64, bool) {
+	f := strings.Fields(loadAverage())
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
+}
