@@ -54,6 +54,40 @@ func procCPU(pid int) (time.Duration, bool) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, true
 }
 
+// minus is the CPU spent from before to m.
+func (m cpuMark) minus(before cpuMark) cpuMark {
+	return cpuMark{self: m.self - before.self, clickhouse: m.clickhouse - before.clickhouse, chKnown: m.chKnown && before.chKnown}
+}
+
+// restRate is the CPU a second each process spends at rest, sampled over d.
+type restRate struct{ self, clickhouse float64 }
+
+// restRate samples the CPU spent at rest over d.
+func (r *runner) restRate(d time.Duration) restRate {
+	before := r.cpuNow()
+	time.Sleep(d)
+	spent := r.cpuNow().minus(before)
+	out := restRate{self: spent.self.Seconds() / d.Seconds(), clickhouse: -1}
+	if spent.chKnown {
+		out.clickhouse = spent.clickhouse.Seconds() / d.Seconds()
+	}
+	return out
+}
+
+// rows adds the rates at rest, and the CPU spent over took per 1,000 units less what
+// the rates at rest would have spent in that time, to res under name.
+func (rest restRate) rows(res *ScenarioResult, name string, spent cpuMark, took time.Duration, units float64, unit string) {
+	per := func(cpu time.Duration, atRest float64) float64 {
+		return round((cpu.Seconds()-atRest*took.Seconds())*1000/max(units, 1), 3)
+	}
+	res.Rows = append(res.Rows, plainRow(name, "CPU s per s at rest, before: this process", round(rest.self, 3)),
+		plainRow(name, "CPU s per 1k "+unit+", less the rate at rest: this process", per(spent.self, rest.self)))
+	if rest.clickhouse >= 0 && spent.chKnown {
+		res.Rows = append(res.Rows, plainRow(name, "CPU s per s at rest, before: ClickHouse", round(rest.clickhouse, 3)),
+			plainRow(name, "CPU s per 1k "+unit+", less the rate at rest: ClickHouse", per(spent.clickhouse, rest.clickhouse)))
+	}
+}
+
 // cpuRows adds the CPU spent from before to after, per 1,000 of what was done (units),
 // and the load average, to res under name.
 func (r *runner) cpuRows(res *ScenarioResult, name string, before, after cpuMark, units float64, unit string) {

@@ -64,11 +64,10 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 
-	// ClickHouse spends CPU at rest too (its merges, its own logs): its rate over a
-	// few idle seconds before the replay tells that share from the replay's.
-	rest := r.cpuNow()
-	time.Sleep(restSample)
-	restRate := r.cpuNow().clickhouse - rest.clickhouse
+	// Both processes spend CPU at rest too (ClickHouse's merges and logs, this
+	// process's workers and broker): their rates over a few idle seconds before the
+	// replay tell that share from the replay's.
+	rest := r.restRate(restSample)
 
 	r.progress("  bare read of %d records", records)
 	start := time.Now()
@@ -126,12 +125,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	res.add(name, "records/s", loomRate, rawRate)
 	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
 	r.cpuRows(res, name, cpuBefore, cpuAfter, float64(records), "records")
-	if rest.chKnown {
-		atRest := restRate.Seconds() / restSample.Seconds()
-		res.Rows = append(res.Rows, plainRow(name, "ClickHouse CPU s per s at rest, before the replay", round(atRest, 3)))
-		spent := (cpuAfter.clickhouse - cpuBefore.clickhouse).Seconds() - atRest*took.Seconds()
-		res.Rows = append(res.Rows, plainRow(name, "CPU s per 1k records: ClickHouse, less its rate at rest", round(spent*1000/float64(records), 3)))
-	}
+	rest.rows(res, name, cpuAfter.minus(cpuBefore), took, float64(records), "records")
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
 		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
