@@ -125,7 +125,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	res.add(name, "records/s", loomRate, rawRate)
 	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
 	r.cpuRows(res, name, cpuBefore, cpuAfter, float64(records), "records")
-	rest.rows(res, name, cpuAfter.minus(cpuBefore), took, float64(records), "records")
+	rest.rows(res, name)
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
 		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
