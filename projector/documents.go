@@ -82,11 +82,12 @@ func insertDocuments(ctx context.Context, conn *ch.Conn, set tableset.Set, rows 
 		return nil
 	}
 	return send(ctx, conn, set.Qualified("chunks"), insertInto(set, "chunks", columnsDocChunks), func(b driver.Batch) error {
+		var vec floatCells
 		for _, r := range rows {
 			d, c := r.env.Document, r.content
 			for _, k := range c.Chunks {
 				if err := b.Append(r.env.Org, r.env.Namespace, "", c.SourceURI, d.DocID, uint64(d.Version), uint64(r.env.Seq),
-					uint32(k.Ordinal), k.Kind, nonNil(k.HeadingPath), k.Text, nonNilVec(k.Embedding), uint16(len(k.Embedding))); err != nil {
+					uint32(k.Ordinal), k.Kind, nonNil(k.HeadingPath), k.Text, vec.of(k.Embedding), uint16(len(k.Embedding))); err != nil {
 					return fmt.Errorf("chunk %d of %s: %w", k.Ordinal, r.env.ID, err)
 				}
 			}

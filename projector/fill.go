@@ -13,13 +13,28 @@ import (
 // batch should carry as many records as it may, so the parts budget buys the most
 // records per part. So a batch whose fetches show records past the ones in hand keeps
 // polling, for at most FillWait, until it holds BatchRows. A projection that is caught
-// up starts its batch at once with whatever arrived.
+// up starts its batch at once with whatever arrived. A projection so far behind that
+// the records past the batch would fill it (a replay) polls until it is full: the
+// records are there, and under load FillWait ran out with batches a third to three
+// quarters full; farFillWait only bounds a fetch that never comes.
 
 // polled is a batch's records and, per partition, the records past the last of them
 // as of the latest fetch.
 type polled struct {
 	recs []*kgo.Record
 	lag  map[int32]int64
+}
+
+// farFillWait bounds the filling of a batch whose backlog would fill it.
+const farFillWait = 10 * time.Second
+
+// backlog is how many records the latest fetches showed past the ones in hand.
+func (b *polled) backlog() int64 {
+	var n int64
+	for _, l := range b.lag {
+		n += l
+	}
+	return n
 }
 
 // behind reports whether a fetch showed records past the ones in hand.
@@ -56,7 +71,11 @@ func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client) polled 
 	if len(b.recs) == 0 || !b.behind() {
 		return b
 	}
-	fctx, cancel := context.WithTimeout(ctx, p.cfg.FillWait)
+	wait := p.cfg.FillWait
+	if b.backlog() >= int64(p.cfg.BatchRows-len(b.recs)) {
+		wait = max(wait, farFillWait)
+	}
+	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for len(b.recs) < p.cfg.BatchRows && b.behind() && fctx.Err() == nil {
 		b.add(consumer.PollRecords(fctx, p.cfg.BatchRows-len(b.recs)), p)

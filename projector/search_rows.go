@@ -25,6 +25,7 @@ func searchable(o opened) bool {
 
 func lexicalFill(rows []opened, stems *text.Stems) func(driver.Batch) error {
 	return func(b driver.Batch) error {
+		var tags, termCells, keyCells stringCells
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			terms, tfs, docLen := []string{}, []uint16{}, uint32(0)
@@ -38,8 +39,8 @@ func lexicalFill(rows []opened, stems *text.Stems) func(driver.Batch) error {
 			}
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
 				uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone), sensitivity(v), b2u(v.Pinned),
-				v.ContentSHA256, nonNil(c.Tags), secondsPtr(v.ExpiresAt), secondsPtr(v.ValidTo), seconds(v.UpdatedAt),
-				terms, tfs, docLen, keyTerms); err != nil {
+				v.ContentSHA256, tags.of(c.Tags), secondsPtr(v.ExpiresAt), secondsPtr(v.ValidTo), seconds(v.UpdatedAt),
+				termCells.of(terms), tfs, docLen, keyCells.of(keyTerms)); err != nil {
 				return err
 			}
 		}
@@ -59,6 +60,7 @@ func chunksFill(rows []opened) (func(driver.Batch) error, bool) {
 		}
 	}
 	return func(b driver.Batch) error {
+		var vecCells floatCells
 		for _, r := range chunked {
 			v, c := r.env.Revision, r.content
 			windows := text.Chunks(memrow.ValueText(c.Value))
@@ -69,7 +71,7 @@ func chunksFill(rows []opened) (func(driver.Batch) error, bool) {
 				}
 				if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, uint16(i),
 					mustUUID(v.MemoryID), uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, tomb, sensitivity(v),
-					v.ContentSHA256, secondsPtr(v.ExpiresAt), secondsPtr(v.ValidTo), win, vec, uint16(len(vec))); err != nil {
+					v.ContentSHA256, secondsPtr(v.ExpiresAt), secondsPtr(v.ValidTo), win, vecCells.of(vec), uint16(len(vec))); err != nil {
 					return err
 				}
 			}

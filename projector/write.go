@@ -81,14 +81,15 @@ func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []open
 
 func memoryFill(rows []opened) func(driver.Batch) error {
 	return func(b driver.Batch) error {
+		var tags, entities, conflicts stringCells
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
 				uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone), string(c.Value), v.ContentSHA256,
-				nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence), uint32(v.ReinforcementCount), v.Actor, v.SourceClass,
+				tags.of(c.Tags), entities.of(c.Entities), float32(v.Confidence), uint32(v.ReinforcementCount), v.Actor, v.SourceClass,
 				v.EmbeddingModel, uint16(v.EmbeddingDim), seconds(v.CreatedAt), seconds(v.UpdatedAt), seconds(r.env.CommittedAt),
 				b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt), secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt),
-				v.OnExpire, v.SupersededBy, v.DuplicateOf, nonNil(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
+				v.OnExpire, v.SupersededBy, v.DuplicateOf, conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
 				return err
 			}
 		}
@@ -98,15 +99,16 @@ func memoryFill(rows []opened) func(driver.Batch) error {
 
 func versionsFill(rows []opened) func(driver.Batch) error {
 	return func(b driver.Batch) error {
+		var tags, entities, conflicts stringCells
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, uint64(v.Version),
 				mustUUID(v.MemoryID), uint64(r.env.Seq), string(r.env.Type), v.Op, v.MemoryType, v.Status, b2u(v.Tombstone),
-				string(c.Value), v.ContentSHA256, nonNil(c.Tags), nonNil(c.Entities), float32(v.Confidence),
+				string(c.Value), v.ContentSHA256, tags.of(c.Tags), entities.of(c.Entities), float32(v.Confidence),
 				uint32(v.ReinforcementCount), v.Actor, v.SourceClass, seconds(v.CreatedAt), seconds(v.UpdatedAt),
 				seconds(r.env.CommittedAt), b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt),
 				secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt), v.OnExpire, v.SupersededBy, v.DuplicateOf,
-				nonNil(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
+				conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
 				return err
 			}
 		}
@@ -118,17 +120,15 @@ func embeddingsFill(rows []opened) func(driver.Batch) error {
 	return func(b driver.Batch) error {
 		// Every revision replaces the key's search document: one without a vector (a
 		// tombstone, a row that is not embedded) retires the older vector.
+		var tags stringCells
+		var vec, keyVec floatCells
 		for _, r := range rows {
 			v, c := r.env.Revision, r.content
-			vec := []float32(c.Embedding)
-			if vec == nil {
-				vec = []float32{}
-			}
 			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey,
 				mustUUID(v.MemoryID), uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone),
-				v.ContentSHA256, nonNil(c.Tags), v.SourceClass, v.EmbeddingModel, uint16(len(vec)), vec,
+				v.ContentSHA256, tags.of(c.Tags), v.SourceClass, v.EmbeddingModel, uint16(len(c.Embedding)), vec.of(c.Embedding),
 				seconds(v.UpdatedAt), b2u(v.Pinned), sensitivity(v), secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt),
-				nonNilVec(c.KeyEmbedding)); err != nil {
+				keyVec.of(c.KeyEmbedding)); err != nil {
 				return err
 			}
 		}
@@ -170,13 +170,6 @@ func sensitivity(v *events.Revision) string {
 		return "normal"
 	}
 	return v.Sensitivity
-}
-
-func nonNilVec(v []float32) []float32 {
-	if v == nil {
-		return []float32{}
-	}
-	return v
 }
 
 func b2u(b bool) uint8 {

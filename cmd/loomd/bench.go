@@ -40,7 +40,7 @@ func runBench(ctx context.Context, args []string) error {
 	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
 		return err
 	}
-	stopStores, err := benchStores(ctx, &cfg, f.dir)
+	stopStores, chPID, err := benchStores(ctx, &cfg, f.dir)
 	if err != nil {
 		return err
 	}
@@ -64,6 +64,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stop()
+	target.ClickHousePID = chPID
 	report, runErr := bench.Run(ctx, target, f.opts)
 	if report != nil {
 		if err := report.WriteMarkdown(os.Stdout); err != nil {
@@ -126,21 +127,21 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 
 // benchStores points cfg at the stores the bench runs on: the configured ones when any
 // is set (then all three must be), else embedded ones started in dir, which the
-// returned function stops.
-func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func(), err error) {
+// returned function stops; chPID is then the ClickHouse server's process.
+func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func(), chPID int, err error) {
 	configured := cfg.PG.DSN != "" || len(cfg.ClickHouse.Addr) > 0 || len(cfg.Kafka.Brokers) > 0
 	if configured {
 		if err := cfg.RequireStores(); err != nil {
-			return nil, fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
+			return nil, 0, fmt.Errorf("bench: set all three stores, or none for the embedded ones: %w", err)
 		}
-		return func() {}, nil
+		return func() {}, 0, nil
 	}
 	fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stack.Configure(cfg)
 	cfg.Boot.Migrate = true
@@ -148,7 +149,7 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 		if err := stack.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "loomd bench: stopping the embedded stores:", err)
 		}
-	}, nil
+	}, stack.ClickHouse.PID(), nil
 }
 
 // benchTarget serves the process under test (every role) and, on the same stores, a

@@ -31,6 +31,14 @@ type ClickHouse struct {
 // Addr is the native-protocol address.
 func (c *ClickHouse) Addr() string { return fmt.Sprintf("127.0.0.1:%d", c.TCPPort) }
 
+// PID is the server's process id (0 before Start).
+func (c *ClickHouse) PID() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
 // DataDir is the server's data path (<path>): every table's parts, metadata and
 // mutation files.
 func (c *ClickHouse) DataDir() string { return filepath.Join(c.dir, "data") }

@@ -87,6 +87,9 @@ type Target struct {
 	// OpenPeer serves another process of cfg on the same stores (the peers scenario's
 	// Loom, whose embedder is a scripted HTTP server) until stop is called.
 	OpenPeer func(ctx context.Context, cfg config.Config) (url string, stop func(), err error)
+	// ClickHousePID, when the bench started the ClickHouse server, is its process: the
+	// replay scenario reports the CPU it spent.
+	ClickHousePID int
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that

@@ -95,6 +95,7 @@ func (r *runner) coldstartReplay(ctx context.Context, res *ScenarioResult, dir s
 	if err != nil {
 		return err
 	}
+	rest := r.restRate(restSample)
 	r.progress("  replay: warm a fresh index from %d records", records)
 	replayed, err := r.warm(ctx, dir)
 	if err != nil {
@@ -104,6 +105,8 @@ func (r *runner) coldstartReplay(ctx context.Context, res *ScenarioResult, dir s
 	res.add(name, "records/s", round(replayed.rate(), 1), rawRate)
 	res.Rows = append(res.Rows, plainRow(name, "memories/s", round(float64(replayed.stats.Entries)/replayed.took.Seconds(), 1)))
 	res.Rows = append(res.Rows, plainRow(name, "seconds", round(replayed.took.Seconds(), 2)))
+	r.cpuRows(res, name, replayed.cpuStart, replayed.cpuWarm, float64(replayed.stats.Entries), "memories")
+	rest.rows(res, name)
 	res.Rows = append(res.Rows, Row{Case: name, Metric: "1M records warm, extrapolated s", Loom: round(1e6/replayed.rate(), 1),
 		Gate: fmt.Sprintf("≤ 30 s: %s", passFail(1e6/replayed.rate() <= 30))})
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
@@ -208,6 +211,8 @@ type warmed struct {
 	stats               searchindex.Stats
 	heap, heapWithGraph int64
 	graphNodes          int
+	// cpuStart and cpuWarm are the CPU spent at the start and when warm.
+	cpuStart, cpuWarm cpuMark
 }
 
 func (w warmed) rate() float64 { return float64(w.progress.Applied) / w.took.Seconds() }
@@ -250,6 +255,7 @@ func (r *runner) warm(ctx context.Context, dir string) (warmed, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ran := make(chan error, 1)
+	w.cpuStart = r.cpuNow()
 	start := time.Now()
 	go func() { ran <- feed.Run(runCtx) }()
 	select {
@@ -262,6 +268,7 @@ func (r *runner) warm(ctx context.Context, dir string) (warmed, error) {
 		return w, fmt.Errorf("the fresh index was not warm after %s: %+v", coldstartTimeout, feed.Progress())
 	}
 	w.took = time.Since(start)
+	w.cpuWarm = r.cpuNow()
 	heap := func() int64 {
 		runtime.GC()
 		runtime.ReadMemStats(&after)

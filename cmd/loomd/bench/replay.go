@@ -17,6 +17,9 @@ import (
 // replayTimeout bounds the replay of the whole topic.
 const replayTimeout = 30 * time.Minute
 
+// restSample is how long the replay scenario samples ClickHouse's CPU at rest.
+const restSample = 5 * time.Second
+
 // replay measures a projector reset to earliest: the serving projection replays the
 // whole topic into ClickHouse (every table, watermarks, offset commits), timed from
 // the reset until its group has committed the topic's end offsets of the moment of
@@ -61,6 +64,11 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 
+	// Both processes spend CPU at rest too (ClickHouse's merges and logs, this
+	// process's workers and broker): their rates over a few idle seconds before the
+	// replay tell that share from the replay's.
+	rest := r.restRate(restSample)
+
 	r.progress("  bare read of %d records", records)
 	start := time.Now()
 	read, err := kafka.ReadTopic(ctx, n.Cfg.Kafka.Brokers, topic, func(*kgo.Record) {})
@@ -84,6 +92,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore := r.cpuNow()
 	start = time.Now()
 	reset, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
 	if err != nil {
@@ -99,6 +108,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	took := time.Since(start)
+	cpuAfter := r.cpuNow()
 	batchesAfter, err := r.projectorBatches(ctx)
 	if err != nil {
 		return nil, err
@@ -114,6 +124,8 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
 	res.add(name, "records/s", loomRate, rawRate)
 	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
+	r.cpuRows(res, name, cpuBefore, cpuAfter, float64(records), "records")
+	rest.rows(res, name)
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
 		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
