@@ -108,6 +108,25 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 		!strings.Contains(m, `loom_worker_pass_last_run_timestamp_seconds{worker="recalibration"}`) {
 		t.Fatal("/metrics has no series of the recalibration pass")
 	}
+	median := recalibratedMedian(t, org, ns, model)
+	if median <= 0 || median >= 0.9 {
+		t.Fatalf("recalibrated median %v; want the namespace's own background, well under the stale 0.97", median)
+	}
+
+	after := narrow()
+	if c := after.RetrievalRisk.Components; c.Calibration != "namespace" || c.Floor != median {
+		t.Fatalf("after the pass: calibration %s, floor %v; want the recalibrated median %v", c.Calibration, c.Floor, median)
+	}
+	if after.Verdict != client.VerdictOK || len(after.Hits) != 1 || after.Hits[0].MemoryKey != "u1.desk" {
+		t.Fatalf("after the pass: verdict %s, hits %+v; want alice's desk served", after.Verdict, after.Hits)
+	}
+}
+
+// recalibratedMedian reads the namespace's recorded backgrounds, one per probe, and
+// returns their median.
+func recalibratedMedian(t *testing.T, org, ns, model string) float64 {
+	t.Helper()
+	ctx, pool := context.Background(), env.PG(t)
 	var raw []byte
 	if err := pool.QueryRow(ctx, `SELECT samples FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3`,
 		org, ns, model).Scan(&raw); err != nil {
@@ -126,17 +145,7 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 	}
 	sort.Float64s(medians)
 	median := medians[len(medians)/2]
-	if median <= 0 || median >= 0.9 {
-		t.Fatalf("recalibrated median %v; want the namespace's own background, well under the stale 0.97", median)
-	}
-
-	after := narrow()
-	if c := after.RetrievalRisk.Components; c.Calibration != "namespace" || c.Floor != median {
-		t.Fatalf("after the pass: calibration %s, floor %v; want the recalibrated median %v", c.Calibration, c.Floor, median)
-	}
-	if after.Verdict != client.VerdictOK || len(after.Hits) != 1 || after.Hits[0].MemoryKey != "u1.desk" {
-		t.Fatalf("after the pass: verdict %s, hits %+v; want alice's desk served", after.Verdict, after.Hits)
-	}
+	return median
 }
 
 // judgingNamespace is a namespace whose rows all look alike (a high background): the

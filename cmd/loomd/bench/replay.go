@@ -83,24 +83,10 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The reset is the deployment operator's control: no org token reaches it.
-	secret, _, err := n.Tokens.Create(ctx, auth.NewToken{Role: auth.RoleOperator, Name: "loomd bench replay"})
-	if err != nil {
-		return nil, fmt.Errorf("create the operator token the reset takes: %w", err)
-	}
-	operator, err := newClient(r.t.URL, secret)
-	if err != nil {
-		return nil, err
-	}
 	cpuBefore := r.cpuNow()
 	start = time.Now()
-	reset, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
-	if err != nil {
-		return nil, fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
-	}
-	if !reset.Executed || !reset.PausedHere {
-		return nil, fmt.Errorf("the reset answered executed=%v paused_here=%v: the projection's projector does not run in the process under test",
-			reset.Executed, reset.PausedHere)
+	if err := r.resetToEarliest(ctx); err != nil {
+		return nil, err
 	}
 	if err := r.waitUntil(ctx, "the replay to commit the topic's end", replayTimeout, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 		return groupReached(ctx, adm, group, topic, ends)
@@ -130,6 +116,30 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
 		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
 	return res, nil
+}
+
+// resetToEarliest resets the serving projection to the topic's start with an operator
+// token, as an operator would, and checks the process under test runs its projector.
+func (r *runner) resetToEarliest(ctx context.Context) error {
+	n := r.t.Process
+	// The reset is the deployment operator's control: no org token reaches it.
+	secret, _, err := n.Tokens.Create(ctx, auth.NewToken{Role: auth.RoleOperator, Name: "loomd bench replay"})
+	if err != nil {
+		return fmt.Errorf("create the operator token the reset takes: %w", err)
+	}
+	operator, err := newClient(r.t.URL, secret)
+	if err != nil {
+		return err
+	}
+	reset, err := operator.ResetProjection(ctx, n.Cfg.Pipeline.Projection, client.ResetRequest{To: "earliest", Execute: true})
+	if err != nil {
+		return fmt.Errorf("reset the projection (its projector must run in the process under test, as in loomd dev): %w", err)
+	}
+	if !reset.Executed || !reset.PausedHere {
+		return fmt.Errorf("the reset answered executed=%v paused_here=%v: the projection's projector does not run in the process under test",
+			reset.Executed, reset.PausedHere)
+	}
+	return nil
 }
 
 // topicSpan counts the records a topic holds and returns its end offsets.
