@@ -13,10 +13,6 @@ type graphSource struct {
 	epoch int
 }
 
-// extendShare: a graph is extended once the rows past it reach 1/extendShare of its
-// nodes (at least 1,000), so a search scans at most about that share exactly beside it.
-const extendShare = 50
-
 // maybeBuild starts a graph build for an arena of s that needs one: a namespace past
 // GraphMin value vectors without a graph, or one whose graph has rotted (a quarter of
 // its nodes dead), gets one built over its live rows; a graph the rows past it outgrew
@@ -31,11 +27,11 @@ func (x *Index) maybeBuild(s *space) {
 			continue
 		}
 		g := a.graph
-		rebuild := g == nil || a.graphDead >= g.Nodes()/4
-		if !rebuild && a.rows()-g.Limit() < max(1000, g.Nodes()/extendShare) {
+		build, rebuild, compact := hnsw.Upkeep(g, a.rows(), a.dead, a.graphDead)
+		if !build {
 			continue
 		}
-		if g != nil && rebuild && a.dead > a.rows()/4 {
+		if compact {
 			s.compact(a) // renumbers the rows: the new graph is built over the compacted arena
 		}
 		src := graphSource{Source: hnsw.Source{Dim: a.dim, Codes: a.codes, Scales: a.scales, Limit: a.rows()}, epoch: a.epoch}

@@ -28,9 +28,6 @@ const (
 	// graphFilterRatio: the graph serves a filter that leaves at least 1/graphFilterRatio
 	// of its nodes; a more selective one is scanned exactly.
 	graphFilterRatio = 10
-	// extendShare: a graph is extended once the rows past it reach 1/extendShare of its
-	// nodes (at least 1,000), so a search scans at most about that share exactly beside it.
-	extendShare = 50
 )
 
 func (c Config) withDefaults() Config {
@@ -140,11 +137,11 @@ func (x *Index) maybeBuild(key [2]string, s *space) {
 			continue
 		}
 		g := a.graph
-		rebuild := g == nil || a.graphDead >= g.Nodes()/4
-		if !rebuild && a.rows()-g.Limit() < max(1000, g.Nodes()/extendShare) {
+		build, rebuild, compact := hnsw.Upkeep(g, a.rows(), a.dead, a.graphDead)
+		if !build {
 			continue
 		}
-		if g != nil && rebuild && a.dead > a.rows()/4 {
+		if compact {
 			a.compact()
 		}
 		src := hnsw.Source{Dim: a.dim, Codes: a.codes, Scales: a.scales, Limit: a.rows(), Rows: make([]int32, 0, a.live())}
