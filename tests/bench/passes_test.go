@@ -18,7 +18,12 @@ func TestPassesScenarioComparesSetWithAndWithoutThePasses(t *testing.T) {
 	n, url, _ := env.Serve(t, []string{"api", "workers"}, func(c *config.Config) {
 		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
 	})
-	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "benchpasses"}), Org: "benchpasses"}
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "benchpasses"}), Org: "benchpasses",
+		// The scenario runs the passes in a second process on the same stores, as loomd bench does.
+		OpenPeer: func(_ context.Context, cfg config.Config) (string, func(), error) {
+			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }))
+			return url, stop, nil
+		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

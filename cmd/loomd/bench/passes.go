@@ -165,6 +165,9 @@ func (r *runner) loadGraph(ctx context.Context, ns string) error {
 // usage fold, touch loops beside the writes) while measure runs, and answers what the
 // passes did meanwhile, from the process's /v1/health.
 func (r *runner) withPasses(ctx context.Context, c passCase, touched string, conc int, operator string, measure func() (Sample, error)) (Sample, string, error) {
+	if r.t.OpenPeer == nil {
+		return Sample{}, "", fmt.Errorf("the passes scenario runs the passes in a second process: the target opens none (Target.OpenPeer)")
+	}
 	cfg := r.t.Process.Cfg
 	cfg.Roles = config.Roles{config.RoleWorkers}
 	cfg.Boot.Migrate = false
