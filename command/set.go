@@ -221,7 +221,9 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 		return uncommitted(nil, ref)
 	}
 	if e.v.kind == VerdictMerge {
-		return uncommitted(setAnswerOf(e, nil), nil)
+		ans := setAnswerOf(e, nil)
+		ans.DryRun = w.req.DryRun
+		return uncommitted(ans, nil)
 	}
 	rows, superseded := writeRows(w.op, []*entry{e}, rules.conflictPolicy(), now)
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,

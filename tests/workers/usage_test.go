@@ -104,8 +104,8 @@ func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 		verdict string
 	}{{"home", false, "restatement"}, {"residence", false, "merge"}, {"residence", true, "merge"}} {
 		a, err := w.tc.Set(ctx, ns, step.key, client.SetRequest{Value: value, DryRun: step.dryRun})
-		if err != nil || a.Verdict != step.verdict {
-			t.Fatalf("%s (dry run %t): %+v, %v; want %s", step.key, step.dryRun, a, err, step.verdict)
+		if err != nil || a.Verdict != step.verdict || a.DryRun != step.dryRun {
+			t.Fatalf("%s (dry run %t): %+v, %v; want %s, marked dry_run as asked", step.key, step.dryRun, a, err, step.verdict)
 		}
 	}
 	testenv.Eventually(t, 30*time.Second, "the evidence counted and folded", func() bool {
