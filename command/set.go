@@ -171,8 +171,7 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 		ans = a
 		return a != nil, next, err
 	})
-	if err == nil && !w.req.DryRun {
-		// A dry run's merge answers as a merge would, without its dry_run mark.
+	if err == nil {
 		s.countEvidence(w.id.Org, w.id.Namespace, ans)
 	}
 	return ans, err
