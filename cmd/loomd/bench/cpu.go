@@ -24,11 +24,7 @@ const clockTicks = 100
 
 // cpuNow reads the CPU spent so far; ClickHouse's only when the bench started it.
 func (r *runner) cpuNow() cpuMark {
-	var m cpuMark
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	m := cpuMark{self: selfCPU()}
 	if r.t.ClickHousePID > 0 {
 		m.clickhouse, m.chKnown = procCPU(r.t.ClickHousePID)
 	}
@@ -80,13 +76,16 @@ type cpuUse struct {
 
 // readCPU reads the CPU time used so far; tree is zero where /proc is not there.
 func readCPU() cpuUse {
+	return cpuUse{self: selfCPU(), tree: treeCPU(os.Getpid())}
+}
+
+// selfCPU is the user and system time this process has spent.
+func selfCPU() time.Duration {
 	var ru syscall.Rusage
-	var u cpuUse
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		u.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
 	}
-	u.tree = treeCPU(os.Getpid())
-	return u
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (u cpuUse) sub(v cpuUse) cpuUse { return cpuUse{self: u.self - v.self, tree: u.tree - v.tree} }
