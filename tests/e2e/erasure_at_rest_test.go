@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -117,7 +118,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), rawKeys...); len(found) > 0 {
-		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), found)
+		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), pgRelations(t, pool, found))
 	}
 
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
@@ -137,7 +138,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		}
 	}
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
-		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", found)
+		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", pgRelations(t, pool, found))
 	}
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
@@ -244,6 +245,27 @@ func filesHolding(t *testing.T, dir string, needles ...string) []string {
 	for _, n := range needles {
 		if p, ok := first[n]; ok {
 			out = append(out, fmt.Sprintf("%q in %s", n, p))
+		}
+	}
+	return out
+}
+
+// pgRelations names, in filesHolding's findings under Postgres's data directory, the
+// relation each table file is of (a heap, an index, a TOAST table), so a failure says
+// which table or index still holds a needle; WAL and other files keep their path.
+func pgRelations(t *testing.T, pool *pgxpool.Pool, found []string) []string {
+	t.Helper()
+	node := regexp.MustCompile(`/base/[0-9]+/([0-9]+)(?:_[a-z]+)?(?:\.[0-9]+)?$`)
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f
+		m := node.FindStringSubmatch(f)
+		if m == nil {
+			continue
+		}
+		var rel *string
+		if err := pool.QueryRow(context.Background(), `SELECT pg_filenode_relation(0, $1::oid)::regclass::text`, m[1]).Scan(&rel); err == nil && rel != nil {
+			out[i] = f + " (" + *rel + ")"
 		}
 	}
 	return out
