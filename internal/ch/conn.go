@@ -46,6 +46,10 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		DialTimeout:  orDefault(cfg.DialTimeout, 5*time.Second),
 		ReadTimeout:  orDefault(cfg.ReadTimeout, 60*time.Second),
 		MaxOpenConns: cfg.MaxOpenConns,
+		// No statement of Loom's is written to system.query_log: the driver binds the
+		// arguments into a statement's text (user ids, keys, a search's words), and the
+		// log keeps it beyond any erasure (docs/architecture.md, "Erasure at rest").
+		Settings: clickhouse.Settings{"log_queries": 0},
 	}
 	if opts.Auth.Username == "" {
 		opts.Auth.Username = "default"

@@ -96,6 +96,14 @@ var chConfig = template.Must(template.New("config").Parse(`<?xml version="1.0"?>
     <old_parts_lifetime>1</old_parts_lifetime>
     <cleanup_delay_period>1</cleanup_delay_period>
   </merge_tree>
+  <!-- The query log a packaged server keeps (with log_queries on in the profile, as
+       recent servers default): Loom's connections turn it off for their statements
+       (internal/ch), whose text holds the arguments the driver binds into it. -->
+  <query_log>
+    <database>system</database>
+    <table>query_log</table>
+    <flush_interval_milliseconds>1000</flush_interval_milliseconds>
+  </query_log>
 </yandex>
 `))
 
@@ -106,6 +114,7 @@ const chUsers = `<?xml version="1.0"?>
       <max_memory_usage>4000000000</max_memory_usage>
       <!-- one large part is read by one thread unless this is lowered -->
       <merge_tree_min_rows_for_concurrent_read>8192</merge_tree_min_rows_for_concurrent_read>
+      <log_queries>1</log_queries>
     </default>
   </profiles>
   <users>
