@@ -86,9 +86,9 @@ func (r *runner) conversations(ctx context.Context) (*ScenarioResult, error) {
 }
 
 // measureConversations measures the questions' searches at concurrency conc beside the
-// bare exact scan, with their CPU and Postgres transactions per search, and the same
-// searches with the additive pools off (set expansion and the date anchor pool: the
-// round trips a question about a named entity or a date adds).
+// bare exact scan, and the same searches with the additive pools off (set expansion and
+// the date anchor pool: the round trips a question about a named entity or a date
+// adds), each with its CPU per search.
 func (r *runner) measureConversations(ctx context.Context, res *ScenarioResult, questions []convQuestion, name string, conc int) error {
 	rands := r.workerRands(conc)
 	searching := func(pools bool) func(ctx context.Context, w, _ int) error {
@@ -103,23 +103,18 @@ func (r *runner) measureConversations(ctx context.Context, res *ScenarioResult, 
 			return err
 		}
 	}
-	// The workers and the projector commit at rest too: their rate, read just before,
-	// is taken out of the transactions a search costs.
-	restFrom := r.pgTransactions(ctx)
-	time.Sleep(5 * time.Second)
-	txBefore := r.pgTransactions(ctx)
-	restPerSecond := float64(txBefore-restFrom) / 6.5
-	before, started := readCPU(), time.Now()
+	before := readCPU()
 	loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, searching(true))
 	if err != nil {
 		return err
 	}
 	used := readCPU().sub(before)
-	txs := float64(r.pgTransactions(ctx)-txBefore) - restPerSecond*time.Since(started).Seconds()
+	before = readCPU()
 	noPools, err := r.closedLoop(ctx, "memory.search, set expansion and the anchor pool off, "+name, conc, r.opts.Duration, searching(false))
 	if err != nil {
 		return err
 	}
+	usedNoPools := readCPU().sub(before)
 	bare, err := r.closedLoop(ctx, "bare in-process exact scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 		q := questions[rands[w].IntN(len(questions))]
 		q.scan.top(q.vector, searchTopK)
@@ -131,14 +126,16 @@ func (r *runner) measureConversations(ctx context.Context, res *ScenarioResult, 
 	p50 := res.compare(name, loom, bare, "searches/s")
 	p50.Gate = fmt.Sprintf("p50 ≤ %d ms: %s", convGateP50MS, passFail(loom.P50MS <= convGateP50MS))
 	res.add(name, "p50 ms, set expansion and the anchor pool off", noPools.P50MS, bare.P50MS)
-	// CPU per search moves less with the neighbours' load than the wall clock does.
-	per := func(v float64) float64 { return round(v/float64(max(loom.Calls+loom.Errors, 1)), 2) }
-	res.Rows = append(res.Rows, plainRow(name, "CPU ms per search: this process (Loom, its workers and the bench's client)", per(float64(used.self.Microseconds())/1000)))
-	if used.tree > 0 {
-		res.Rows = append(res.Rows, plainRow(name, "CPU ms per search: with the embedded stores", per(float64(used.tree.Microseconds())/1000)))
+	// CPU per search moves less with the neighbours' load than the wall clock does; the
+	// processes' work at rest (the workers' passes, ClickHouse's merges) is in it, as its
+	// bursts make a rate measured before a poor thing to take out.
+	per := func(d time.Duration, s Sample) float64 {
+		return round(float64(d.Microseconds())/1000/float64(max(s.Calls+s.Errors, 1)), 2)
 	}
-	res.Rows = append(res.Rows, plainRow(name, "Postgres transactions per s at rest, before", round(restPerSecond, 1)),
-		plainRow(name, "Postgres transactions per search, the rate at rest taken out", per(txs)))
+	res.add(name, "CPU ms per search: this process (Loom, its workers, the bench's client), pools on | off", per(used.self, loom), per(usedNoPools.self, noPools))
+	if used.tree > 0 {
+		res.add(name, "CPU ms per search: with the embedded stores, pools on | off", per(used.tree, loom), per(usedNoPools.tree, noPools))
+	}
 	return nil
 }
 
@@ -273,17 +270,4 @@ func (r *runner) convQuality(ctx context.Context, res *ScenarioResult, questions
 			plainRow(c, "abstain recall", round(v.recall(), 3)))
 	}
 	return nil
-}
-
-// pgTransactions is how many transactions the process's database has committed or
-// rolled back so far (a statement outside a transaction, or a pipelined batch, counts
-// one): the count of round trips a search costs Postgres, which the load does not move.
-// Postgres publishes the count within a second of the work; 0 when it cannot be read.
-func (r *runner) pgTransactions(ctx context.Context) int64 {
-	time.Sleep(1500 * time.Millisecond)
-	var n int64
-	if err := r.t.Process.PG.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
-		return 0
-	}
-	return n
 }
