@@ -132,9 +132,9 @@ func (r *runner) measureConversations(ctx context.Context, res *ScenarioResult, 
 	per := func(d time.Duration, s Sample) float64 {
 		return round(float64(d.Microseconds())/1000/float64(max(s.Calls+s.Errors, 1)), 2)
 	}
-	res.add(name, "CPU ms per search: this process (Loom, its workers, the bench's client), pools on | off", per(used.self, loom), per(usedNoPools.self, noPools))
+	res.add(name, "CPU ms per search: this process (Loom, its workers, the bench's client), pools on (baseline: off)", per(used.self, loom), per(usedNoPools.self, noPools))
 	if used.tree > 0 {
-		res.add(name, "CPU ms per search: with the embedded stores, pools on | off", per(used.tree, loom), per(usedNoPools.tree, noPools))
+		res.add(name, "CPU ms per search: with the embedded stores, pools on (baseline: off)", per(used.tree, loom), per(usedNoPools.tree, noPools))
 	}
 	return nil
 }
