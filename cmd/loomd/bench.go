@@ -100,12 +100,13 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
 	peerSizes := fs.String("peer-sizes", joinInts(def.PeerSizes), "memories at which the peers scenario searches Loom, mem0 and chromem-go, comma separated (it adds up to the largest)")
 	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
+	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
 	}
 	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
-		KnowledgeDocs: *knowledgeDocs, Progress: os.Stderr}
+		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, Progress: os.Stderr}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}

@@ -160,3 +160,33 @@ func TestSearchScenarioReportsAbstainPrecisionAndRecall(t *testing.T) {
 		t.Logf("%s | %s | %v", row.Case, row.Metric, row.Loom)
 	}
 }
+
+// The conversations scenario loads the quality suite's conversation corpus and reports
+// search's p50 against issue 34's gate beside the bare exact scan, and each half's
+// recall@5 and abstentions.
+func TestConversationsScenarioReportsTheLatencyGateAndRecall(t *testing.T) {
+	n, url := env.API(t, nil)
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"conversations"}, Duration: 200 * time.Millisecond,
+		Concurrency: []int{1}, Conversations: "../quality/conversations.json", Progress: &progress})
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	s := rep.Scenarios[0]
+	if !hasRow(s, "held_out half", "recall@5") || !hasRow(s, "tuning half", "recall@5") {
+		t.Errorf("no recall@5 row for each half: %+v", s.Rows)
+	}
+	gated := false
+	for _, row := range s.Rows {
+		t.Logf("%s | %s | %v | %s", row.Case, row.Metric, row.Loom, row.Gate)
+		if row.Metric == "p50 ms" && row.Ratio != nil && strings.HasPrefix(row.Gate, "p50 ≤ 10 ms: ") {
+			gated = true
+		}
+	}
+	if !gated {
+		t.Errorf("no p50 row judged by the 10 ms gate beside its baseline: %+v", s.Rows)
+	}
+}

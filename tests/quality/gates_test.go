@@ -115,6 +115,7 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 	questions := gateQuestions(personal, conv)
 	embedders := []string{"hash", "semantic"}
 	answers := make([][2]gateAnswer, len(questions))
+	recipeAnswers := map[string][][2]gateAnswer{}
 	ctx := context.Background()
 	for e, embedder := range embedders {
 		client := startGateAPI(t, srv, embedder, personal.Clock)
@@ -125,10 +126,17 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 				t.Fatalf("first search: %v", err)
 			}
 		}
-		runGateQuestions(ctx, t, client, embedder, nsOf, questions, answers, e)
+		runGateQuestions(ctx, t, client, embedder, nsOf, questions, answers, e, nil)
+		for _, recipe := range gateRecipes {
+			if recipeAnswers[recipe] == nil {
+				recipeAnswers[recipe] = make([][2]gateAnswer, len(questions))
+			}
+			runGateQuestions(ctx, t, client, embedder, nsOf, questions, recipeAnswers[recipe], e, map[string]any{"recipe": recipe})
+		}
 	}
 
 	figs, log := gateMeasure(questions, answers, embedders)
+	gateMeasureRecipes(figs, questions, recipeAnswers, embedders)
 	if path := os.Getenv("LOOM_QUALITY_DUMP"); path != "" {
 		dumpGateAnswers(t, path, questions, answers, embedders)
 	}
@@ -180,12 +188,16 @@ func writeGateCorpus(t *testing.T, client *testenv.Client, embedder string, pers
 	return nsOf
 }
 
-// runGateQuestions runs every question under one embedder, filling column e of answers.
+// runGateQuestions runs every question under one embedder, with extra's request fields
+// (a recipe), filling column e of answers.
 func runGateQuestions(ctx context.Context, t *testing.T, client *testenv.Client, embedder string, nsOf map[string]string,
-	questions []gateQuestion, answers [][2]gateAnswer, e int) {
+	questions []gateQuestion, answers [][2]gateAnswer, e int, extra map[string]any) {
 	eachInParallel(t, len(questions), workers, func(i int) error {
 		q := questions[i]
 		more := map[string]any{}
+		for k, v := range extra {
+			more[k] = v
+		}
 		if q.referenceTime != "" {
 			more["reference_time"] = q.referenceTime
 		}
@@ -235,6 +247,27 @@ func gateMeasure(questions []gateQuestion, answers [][2]gateAnswer, embedders []
 	return figs, log.String()
 }
 
+// gateRecipes are the named recipes whose gates the report measures beside the default:
+// precise (min_distinctness 2.0, grounding abstains) and broad (min_distinctness 0.5,
+// grounding annotates), internal/retrieval's presets.
+var gateRecipes = []string{"precise", "broad"}
+
+// gateMeasureRecipes adds each recipe's served verdicts to figs, one rule per recipe.
+func gateMeasureRecipes(figs map[gateFigRow]*gateFigures, questions []gateQuestion, recipeAnswers map[string][][2]gateAnswer, embedders []string) {
+	for _, recipe := range gateRecipes {
+		for i, q := range questions {
+			for e, embedder := range embedders {
+				row := gateFigRow{q.corpus, q.half, embedder, "recipe " + recipe}
+				if figs[row] == nil {
+					figs[row] = &gateFigures{}
+				}
+				a := recipeAnswers[recipe][i][e]
+				figs[row].add(q, a.Hits, a.Verdict != "ok", a.Verdict)
+			}
+		}
+	}
+}
+
 // gateMarkdown writes the report RESULTS-gates.md holds.
 func gateMarkdown(figs map[gateFigRow]*gateFigures, embedders []string) string {
 	var md strings.Builder
@@ -245,13 +278,16 @@ func gateMarkdown(figs map[gateFigRow]*gateFigures, embedders []string) string {
 		"question asks (the gate's `waived`: a hit naming the question's entity states its attribute, or holds all the names a question asks nothing else of): under "+
 		"the semantic embedder an entity's other rows score just under the answer, and answerable and unanswerable questions about the same entity stand equally few "+
 		"spreads out. \"unwaived\" re-judges the same answers with the distinctness gate read alone; \"served\" is the served verdict. A search abstains when its "+
-		"verdict is not ok. Most answerable questions that still abstain have no expected row among the ten served (a retrieval miss).\n\n"+
+		"verdict is not ok. Most answerable questions that still abstain have no expected row among the ten served (a retrieval miss). "+
+		"\"recipe precise\" and \"recipe broad\" are the same questions served with the named recipe (internal/retrieval's presets: precise weighs the "+
+		"lexical and key legs up, min_distinctness 2.0, grounding abstains, no sub-queries; broad reads every leg with a pool of 400, min_distinctness 0.5, "+
+		"grounding annotates instead of abstaining, sub-queries on), so each recipe's thresholds are measured on both halves under both embedders.\n\n"+
 		"| corpus | half | embedder | rule | answerable | recall@5 | answerable abstained | no-answer abstained | abstain precision | abstain recall | answerable abstained by verdict |\n"+
 		"|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, corpus := range []string{"personal", "conversations"} {
 		for _, half := range convHalves {
 			for _, embedder := range embedders {
-				for _, rule := range []string{"unwaived", "served"} {
+				for _, rule := range []string{"unwaived", "served", "recipe precise", "recipe broad"} {
 					f := figs[gateFigRow{corpus, half, embedder, rule}]
 					if f == nil {
 						continue

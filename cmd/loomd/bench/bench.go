@@ -23,7 +23,7 @@ import (
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
-var Scenarios = []string{"set", "chain", "lag", "promote", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge", "peers"}
+var Scenarios = []string{"set", "chain", "lag", "promote", "get", "history", "search", "pack", "recall", "coldstart", "bulk", "extract", "replay", "parts", "passes", "knowledge", "peers", "conversations"}
 
 // Options choose what runs and for how long.
 type Options struct {
@@ -53,6 +53,9 @@ type Options struct {
 	// KnowledgeDocs is how many documents the knowledge scenario ingests and searches
 	// (a fifth each of text, Markdown, HTML, CSV and PDF; about 3.6 chunks each).
 	KnowledgeDocs int
+	// Conversations is the path of the conversation corpus the conversations scenario
+	// loads and asks (tests/quality/conversations.json; relative to the working directory).
+	Conversations string
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
 }
@@ -69,6 +72,7 @@ func DefaultOptions() Options {
 		ReplayRevisions: 10_000,
 		PeerSizes:       []int{1000, 10_000, 20_000},
 		KnowledgeDocs:   160,
+		Conversations:   "tests/quality/conversations.json",
 	}
 }
 
@@ -120,6 +124,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	if opts.KnowledgeDocs <= 0 {
 		opts.KnowledgeDocs = def.KnowledgeDocs
 	}
+	if opts.Conversations == "" {
+		opts.Conversations = def.Conversations
+	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
@@ -152,6 +159,8 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 		// knowledge.ingest MB/s vs the bare parse, knowledge.search vs memory.search.
 		"knowledge": r.knowledge,
 		"peers":     r.peers,
+		// memory.search over the quality suite's conversation corpus (issue 34's p50 gate).
+		"conversations": r.conversations,
 	}
 	for _, name := range names {
 		r.progress("scenario %s", name)
