@@ -82,6 +82,10 @@ func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, ro
 			jobs = append(jobs, k)
 		}
 	}
+	states, err := loadRowLinks(ctx, conn, set, jobs, recs)
+	if err != nil {
+		return nil, fmt.Errorf("read the graph of the batch's rows: %w", err)
+	}
 	out := make([]nsGraph, len(jobs))
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, 4)
@@ -92,7 +96,7 @@ func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, ro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, err := loadGraphState(ctx, conn, set, k, recs[k])
+			st, err := loadGraphState(ctx, conn, states[k], k, recs[k])
 			if err != nil {
 				errs[i] = fmt.Errorf("read the graph of %s/%s: %w", k.org, k.namespace, err)
 				return
