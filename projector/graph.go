@@ -55,7 +55,8 @@ func foldRange(seqs []int64, mark int64, jumps map[int64]bool) (from, to int64, 
 }
 
 // foldGraph folds each namespace's foldable records over the graph state it reads
-// from set's tables, a few namespaces at a time, and returns the rows to write.
+// from set's tables (the links of the rows of every namespace at once, the rest a few
+// namespaces at a time), and returns the rows to write.
 func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, rows []opened, marks map[nsKey]int64) ([]nsGraph, error) {
 	byNS := map[nsKey][]opened{}
 	for _, o := range rows {
