@@ -55,7 +55,8 @@ func foldRange(seqs []int64, mark int64, jumps map[int64]bool) (from, to int64, 
 }
 
 // foldGraph folds each namespace's foldable records over the graph state it reads
-// from set's tables, a few namespaces at a time, and returns the rows to write.
+// from set's tables (the links of the rows of every namespace at once, the rest a few
+// namespaces at a time), and returns the rows to write.
 func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, rows []opened, marks map[nsKey]int64) ([]nsGraph, error) {
 	byNS := map[nsKey][]opened{}
 	for _, o := range rows {
@@ -82,6 +83,10 @@ func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, ro
 			jobs = append(jobs, k)
 		}
 	}
+	states, err := loadRowLinks(ctx, conn, set, jobs, recs)
+	if err != nil {
+		return nil, fmt.Errorf("read the graph of the batch's rows: %w", err)
+	}
 	out := make([]nsGraph, len(jobs))
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, 4)
@@ -92,7 +97,7 @@ func foldGraph(ctx context.Context, conn *ch.Conn, set tableset.Set, b batch, ro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, err := loadGraphState(ctx, conn, set, k, recs[k])
+			st, err := loadGraphState(ctx, conn, states[k], k, recs[k])
 			if err != nil {
 				errs[i] = fmt.Errorf("read the graph of %s/%s: %w", k.org, k.namespace, err)
 				return

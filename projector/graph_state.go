@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,22 +26,13 @@ func latest(col string) string { return "argMax(tuple(" + col + "), seq).1" }
 const rowRefCols = `argMax(agent, seq), argMax(user_id, seq), argMax(session_id, seq), argMax(memory_key, seq),
 	argMax(content_sha256, seq), argMax(memory_type, seq)`
 
-// loadGraphState reads the part of a namespace's graph a batch's records fold over,
-// as of just before the first of them: first the links of the records' rows, then
-// the relations and pairs those links and the records name. Each round's reads run
-// at once, over the tables of set.
-func loadGraphState(ctx context.Context, conn *ch.Conn, set tableset.Set, k nsKey, recs []graph.Record) (*graph.State, error) {
-	st := &stateLoader{st: graph.NewState(), set: set}
+// loadGraphState reads the rest of the part of a namespace's graph a batch's records
+// fold over, as of just before the first of them, once loadRowLinks read the links of
+// the records' rows into st: the relations and pairs those links and the records name.
+// Its reads run at once, over the tables of st's set. Records that name no entity and
+// no relation, over rows that hold no link, read nothing here.
+func loadGraphState(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey, recs []graph.Record) (*graph.State, error) {
 	cutoff := recs[0].Seq
-	ids := graph.RowIDs(recs)
-	byRow := fmt.Sprintf("has(?, toString(memory_id)) AND seq < %d", cutoff)
-	err := all(
-		func() error { return readTripleLinks(ctx, conn, st, k, byRow, ids) },
-		func() error { return readEdgeLinks(ctx, conn, st, k, byRow, "HAVING argMax(holds, seq) = 1", ids) },
-	)
-	if err != nil {
-		return nil, err
-	}
 	relations, pairs := st.st.Touched(recs)
 	var reads []func() error
 	if len(relations) > 0 {
@@ -68,6 +60,92 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, set tableset.Set, k nsKe
 		return nil, err
 	}
 	return st.st, nil
+}
+
+// rowLinksPerRead bounds the namespaces one read of loadRowLinks names.
+const rowLinksPerRead = 64
+
+// loadRowLinks reads, for every namespace of a batch at once, the links its records'
+// rows hold as of just before its first record (the fact links and the edge links),
+// into a fresh state per namespace. A statement per namespace cost ClickHouse two
+// reads for each namespace a batch touched: a batch of writes spread over 32
+// namespaces read 64 times where one namespace's read twice (docs/bench/RESULTS-write.md).
+func loadRowLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, keys []nsKey, recs map[nsKey][]graph.Record) (map[nsKey]*stateLoader, error) {
+	out := make(map[nsKey]*stateLoader, len(keys))
+	for _, k := range keys {
+		out[k] = &stateLoader{st: graph.NewState(), set: set}
+	}
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), rowLinksPerRead)]
+		keys = keys[len(part):]
+		var preds []string
+		var args []any
+		for _, k := range part {
+			preds = append(preds, "(org = ? AND namespace = ? AND seq < ? AND has(?, toString(memory_id)))")
+			args = append(args, k.org, k.namespace, recs[k][0].Seq, graph.RowIDs(recs[k]))
+		}
+		where := strings.Join(preds, " OR ")
+		err := all(
+			func() error { return readRowTripleLinks(ctx, conn, set, where, args, out) },
+			func() error { return readRowEdgeLinks(ctx, conn, set, where, args, out) },
+		)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readRowTripleLinks reads the fact links still held by the rows where names, into
+// their namespaces' states.
+func readRowTripleLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, where string, args []any, into map[nsKey]*stateLoader) error {
+	q := `SELECT org, namespace, subject, predicate, object, toString(memory_id), argMax(observed_seq, seq), ` + latest("stated_from") + `,
+			` + latest("stated_to") + `, ` + rowRefCols + `
+		FROM ` + set.Qualified("entity_triple_rows") + ` WHERE ` + where + `
+		GROUP BY org, namespace, subject, predicate, object, memory_id HAVING argMax(holds, seq) = 1`
+	err := conn.Each(conn.Ctx(ctx), q, args, func(scan func(...any) error) error {
+		var k nsKey
+		l := graph.TripleLink{Holds: true}
+		r := &l.Row
+		if err := scan(&k.org, &k.namespace, &l.Subject, &l.Predicate, &l.Object, &r.MemoryID, &l.ObservedSeq, &l.StatedFrom, &l.StatedTo,
+			&r.Agent, &r.UserID, &r.SessionID, &r.MemoryKey, &r.ContentSHA256, &r.MemoryType); err != nil {
+			return err
+		}
+		l.StatedFrom, l.StatedTo = utc(l.StatedFrom), utc(l.StatedTo)
+		if st := into[k]; st != nil {
+			st.load(func(s *graph.State) { s.LoadTripleLink(l) })
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the rows' fact links: %w", err)
+	}
+	return nil
+}
+
+// readRowEdgeLinks reads the edge links still held by the rows where names, into
+// their namespaces' states.
+func readRowEdgeLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, where string, args []any, into map[nsKey]*stateLoader) error {
+	q := `SELECT org, namespace, entity_a, entity_b, toString(memory_id), argMax(opened_seq, seq), ` + rowRefCols + `
+		FROM ` + set.Qualified("entity_edge_rows") + ` WHERE ` + where + `
+		GROUP BY org, namespace, entity_a, entity_b, memory_id HAVING argMax(holds, seq) = 1`
+	err := conn.Each(conn.Ctx(ctx), q, args, func(scan func(...any) error) error {
+		var k nsKey
+		l := graph.EdgeLink{Holds: true}
+		r := &l.Row
+		if err := scan(&k.org, &k.namespace, &l.A, &l.B, &r.MemoryID, &l.OpenedSeq,
+			&r.Agent, &r.UserID, &r.SessionID, &r.MemoryKey, &r.ContentSHA256, &r.MemoryType); err != nil {
+			return err
+		}
+		if st := into[k]; st != nil {
+			st.load(func(s *graph.State) { s.LoadEdgeLink(l) })
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the rows' edge links: %w", err)
+	}
+	return nil
 }
 
 // stateLoader lets concurrent reads of one set's graph tables load into one State.

@@ -157,7 +157,8 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 // second one that answers the same searches from ClickHouse, so the search scenario
 // compares the two paths in one run; it makes the bench's token. stop stops both.
 func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, stop func(), err error) {
-	n, url, stopN, err := serveOnLoopback(ctx, cfg)
+	trips := &bench.RoundTrips{}
+	n, url, stopN, err := serveOnLoopback(ctx, cfg, app.WithPGTracer(trips))
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
@@ -182,13 +183,13 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		_, url, stop, err := serveOnLoopback(ctx, cfg)
 		return url, stop, err
 	}
-	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer}, stop, nil
+	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until
 // stop is called.
-func serveOnLoopback(ctx context.Context, cfg config.Config) (n *app.Process, url string, stop func(), err error) {
-	if n, err = app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr)); err != nil {
+func serveOnLoopback(ctx context.Context, cfg config.Config, opts ...app.Option) (n *app.Process, url string, stop func(), err error) {
+	if n, err = app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr), opts...); err != nil {
 		return nil, "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

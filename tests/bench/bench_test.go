@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -188,5 +189,35 @@ func TestConversationsScenarioReportsTheLatencyGateAndRecall(t *testing.T) {
 	}
 	if !gated {
 		t.Errorf("no p50 row judged by the 10 ms gate beside its baseline: %+v", s.Rows)
+	}
+}
+
+// The set scenario reports, beside its latencies, what a write cost: CPU by process and
+// Postgres round trips, Loom's counted by the tracer the process is given. A judged
+// write takes three round trips of its own, the relay's and the projector's come on top,
+// and the raw commit takes four.
+func TestSetScenarioReportsRoundTripsAndCPUPerWrite(t *testing.T) {
+	trips := &bench.RoundTrips{}
+	n, url := env.API(t, nil, app.WithPGTracer(trips))
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench", RoundTrips: trips}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"set"}, Duration: 300 * time.Millisecond, Concurrency: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"namespaces=1 ", "namespaces=32 "} {
+		var rt *bench.Row
+		for i, row := range rep.Scenarios[0].Rows {
+			if strings.HasPrefix(row.Case, ns) && row.Metric == "Postgres round trips/write" {
+				rt = &rep.Scenarios[0].Rows[i]
+			}
+		}
+		if rt == nil || rt.Loom < 3 || rt.Baseline == nil || *rt.Baseline != 4 {
+			t.Errorf("%s: round trips/write %+v, want Loom's at least 3 and the raw commit's 4", ns, rt)
+		}
+		if !hasRow(rep.Scenarios[0], ns, "CPU ms/write, loomd") {
+			t.Errorf("%s: no CPU per write of loomd: %+v", ns, rep.Scenarios[0].Rows)
+		}
 	}
 }

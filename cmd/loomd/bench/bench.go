@@ -94,6 +94,8 @@ type Target struct {
 	// ClickHousePID, when the bench started the ClickHouse server, is its process: the
 	// replay scenario reports the CPU it spent.
 	ClickHousePID int
+	// RoundTrips, when set, counts the round trips Process's pool sends Postgres.
+	RoundTrips *RoundTrips
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that

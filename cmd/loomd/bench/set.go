@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/watermarks"
 )
 
 // set measures memory.set over HTTP (verdict against the namespace's peers, admission,
@@ -34,30 +36,112 @@ func (r *runner) set(ctx context.Context) (*ScenarioResult, error) {
 	defer raw.pool.Close()
 	for _, spaces := range []int{1, 32} {
 		for _, conc := range r.levels(1, 8, 32) {
-			name := fmt.Sprintf("namespaces=%d concurrency=%d", spaces, conc)
-			wal := walMeter{pool: raw.pool}
-			wal.mark(ctx)
-			loom, err := r.setLoad(ctx, "memory.set "+name, r.namespace("set", fmt.Sprint(spaces), fmt.Sprint(conc)), spaces, conc, r.opts.Duration)
-			if err != nil {
+			if err := r.setCase(ctx, res, raw, spaces, conc); err != nil {
 				return nil, err
-			}
-			wal.drainOutbox(ctx)
-			loomWAL := wal.mark(ctx)
-			prefix := r.namespace("raw", fmt.Sprint(spaces), fmt.Sprint(conc))
-			base, err := r.closedLoop(ctx, "raw commit "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
-				return raw.commit(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i))
-			})
-			if err != nil {
-				return nil, err
-			}
-			rawWAL := wal.mark(ctx)
-			res.compare(name, loom, base, "writes/s")
-			if wal.err == nil && loom.Calls > 0 && base.Calls > 0 {
-				res.add(name, "WAL bytes/write", round(loomWAL/float64(loom.Calls), 0), round(rawWAL/float64(base.Calls), 0))
 			}
 		}
 	}
+	res.Notes = append(res.Notes, "CPU ms/write: CPU time from the load's start until the projection holds its last write "+
+		"(the baseline's: its run), over the writes answered; loomd is this process (the API, the relay, the projector, the "+
+		"index and the benchmark's own client), read with getrusage, the stores from /proc at 10 ms a tick",
+		"Postgres round trips/write: the statements and batches loomd's pool sent (every role: the write, the relay, the "+
+			"projector's watermarks, the index's key reads, the workers) from the load's start until the projection holds its "+
+			"last write, over the writes answered; the baseline's are its own pool's")
 	return res, nil
+}
+
+// setCase measures one case of the set scenario, Loom then the baseline.
+func (r *runner) setCase(ctx context.Context, res *ScenarioResult, raw *rawCommitter, spaces, conc int) error {
+	name := fmt.Sprintf("namespaces=%d concurrency=%d", spaces, conc)
+	wal := walMeter{pool: raw.pool}
+	wal.mark(ctx)
+	loomCost := r.costMark(r.t.RoundTrips)
+	prefix := r.namespace("set", fmt.Sprint(spaces), fmt.Sprint(conc))
+	loom, err := r.setLoad(ctx, "memory.set "+name, prefix, spaces, conc, r.opts.Duration)
+	if err != nil {
+		return err
+	}
+	wal.drainOutbox(ctx)
+	loomWAL := wal.mark(ctx)
+	if err := r.waitSpacesProjected(ctx, raw.pool, prefix, spaces); err != nil {
+		return err
+	}
+	loomSpent := loomCost.since(r)
+	wal.mark(ctx)
+	rawCost := r.costMark(raw.trips)
+	rawPrefix := r.namespace("raw", fmt.Sprint(spaces), fmt.Sprint(conc))
+	base, err := r.closedLoop(ctx, "raw commit "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
+		return raw.commit(ctx, fmt.Sprintf("%s-%d", rawPrefix, i%spaces), fmt.Sprintf("k%d", i))
+	})
+	if err != nil {
+		return err
+	}
+	rawSpent := rawCost.since(r)
+	rawWAL := wal.mark(ctx)
+	res.compare(name, loom, base, "writes/s")
+	if loom.Calls == 0 || base.Calls == 0 {
+		return nil
+	}
+	if wal.err == nil {
+		res.add(name, "WAL bytes/write", round(loomWAL/float64(loom.Calls), 0), round(rawWAL/float64(base.Calls), 0))
+	}
+	l, b := loomSpent.per(loom.Calls), rawSpent.per(base.Calls)
+	res.add(name, "CPU ms/write, loomd", l.self, b.self)
+	res.add(name, "CPU ms/write, Postgres", l.postgres, b.postgres)
+	res.add(name, "CPU ms/write, ClickHouse", l.clickhouse, b.clickhouse)
+	res.add(name, "Postgres round trips/write", l.trips, b.trips)
+	return nil
+}
+
+// waitSpacesProjected waits until the projection holds every write of namespaces
+// prefix-0..spaces-1, reading through pool (the baseline's), so loomd's round trips
+// count none of the waiting's.
+func (r *runner) waitSpacesProjected(ctx context.Context, pool *pgxpool.Pool, prefix string, spaces int) error {
+	for i := 0; i < spaces; i++ {
+		ns := fmt.Sprintf("%s-%d", prefix, i)
+		err := r.waitUntil(ctx, "the projection of "+ns, 5*time.Minute, 20*time.Millisecond, func(ctx context.Context) (bool, error) {
+			gen, err := generations.Read(ctx, pool, r.t.Org, ns)
+			if err != nil {
+				return false, err
+			}
+			mark, err := watermarks.Read(ctx, pool, r.t.Process.Cfg.Pipeline.Projection, r.t.Org, ns)
+			return mark >= gen, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// costMark is what a side of a case had spent at its start: CPU by process, and the
+// round trips its pool had sent.
+type costMark struct {
+	use   cpuUse
+	cpu   cpuMark
+	trips *RoundTrips
+	sent  int64
+}
+
+func (r *runner) costMark(trips *RoundTrips) costMark {
+	return costMark{use: readCPU(), cpu: r.cpuNow(), trips: trips, sent: trips.Count()}
+}
+
+// spent is what a side cost from its mark on.
+type spent struct{ self, postgres, clickhouse, trips float64 }
+
+func (m costMark) since(r *runner) spent {
+	use, cpu := readCPU().sub(m.use), r.cpuNow()
+	ch := cpu.clickhouse - m.cpu.clickhouse
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 }
+	// The tree is this process and every process under it: the embedded stores.
+	return spent{self: ms(use.self), postgres: ms(use.tree - use.self - ch), clickhouse: ms(ch), trips: float64(m.trips.Count() - m.sent)}
+}
+
+// per is the cost per write of n writes, rounded for the report.
+func (s spent) per(n int) spent {
+	f := float64(n)
+	return spent{self: round(s.self/f, 3), postgres: round(s.postgres/f, 3), clickhouse: round(s.clickhouse/f, 3), trips: round(s.trips/f, 2)}
 }
 
 // walMeter reads how much Postgres wrote to its WAL between two marks: what a run
@@ -105,10 +189,11 @@ func (r *runner) setLoad(ctx context.Context, label, prefix string, spaces, conc
 // bench_raw: copies of the tables a write touches, indexes included, so the baseline
 // pays what Loom's commit pays for the same rows.
 type rawCommitter struct {
-	pool *pgxpool.Pool
-	org  string
-	row  []byte // a head of about a memory's size
-	key  []byte // a data key
+	pool  *pgxpool.Pool
+	trips *RoundTrips
+	org   string
+	row   []byte // a head of about a memory's size
+	key   []byte // a data key
 	// value is about a sealed envelope with a 384-dimension vector.
 	value []byte
 }
@@ -119,7 +204,8 @@ var rawTables = []string{"scope_generations", "memory_current", "memory_revision
 func (r *runner) rawCommitter(ctx context.Context) (*rawCommitter, error) {
 	cfg := r.t.Process.Cfg
 	// The same session settings (synchronous_commit = on) and pool size as loomd's.
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: cfg.PG.PoolMax})
+	trips := &RoundTrips{}
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: cfg.PG.PoolMax, Tracer: trips})
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +225,7 @@ func (r *runner) rawCommitter(ctx context.Context) (*rawCommitter, error) {
 	}
 	return &rawCommitter{
 		pool:  pool,
+		trips: trips,
 		org:   r.t.Org,
 		row:   []byte(`{"value": "a raw row of about the size of a memory head", "tags": [], "status": "active"}`),
 		key:   make([]byte, 32),
