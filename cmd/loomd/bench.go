@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // benchOrg is the org the benchmark writes in: its namespaces carry the run's id, so
@@ -156,7 +157,15 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 // second one that answers the same searches from ClickHouse, so the search scenario
 // compares the two paths in one run; it makes the bench's token. stop stops both.
 func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, stop func(), err error) {
-	n, url, stopN, err := serveOnLoopback(ctx, cfg)
+	// The process under test traces into the lag scenario's hop recorder, unless the
+	// configuration sends its traces elsewhere.
+	var hops *bench.Hops
+	var traced []app.Option
+	if !cfg.Tracing.On() {
+		hops = bench.NewHops()
+		traced = append(traced, app.WithTracing(tracing.Recording(hops, hops.On)))
+	}
+	n, url, stopN, err := serveOnLoopback(ctx, cfg, traced...)
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
@@ -181,13 +190,13 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		_, url, stop, err := serveOnLoopback(ctx, cfg)
 		return url, stop, err
 	}
-	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer}, stop, nil
+	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, Hops: hops}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until
 // stop is called.
-func serveOnLoopback(ctx context.Context, cfg config.Config) (n *app.Process, url string, stop func(), err error) {
-	if n, err = app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr)); err != nil {
+func serveOnLoopback(ctx context.Context, cfg config.Config, opts ...app.Option) (n *app.Process, url string, stop func(), err error) {
+	if n, err = app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr), opts...); err != nil {
 		return nil, "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -90,6 +90,9 @@ type Target struct {
 	// ClickHousePID, when the bench started the ClickHouse server, is its process: the
 	// replay scenario reports the CPU it spent.
 	ClickHousePID int
+	// Hops, when set, records the spans of the process's writes while the lag scenario
+	// splits commit→index into its hops (the process traces with tracing.Recording).
+	Hops *Hops
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that
