@@ -139,7 +139,7 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 	}
 	fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir: dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
+		Dir: dir, Durable: true, KafkaPageCache: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 	})
 	if err != nil {
 		return nil, 0, err
