@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -119,21 +121,20 @@ func splitHops(ws []hopTimes) hopSplit {
 	return s
 }
 
-// slowest returns, for each hop, its mean over the writes whose commit→index is at or
-// past the quantile q of them: where the tail's time goes.
+// slowest returns, for each hop, its mean over the slowest share 1-q of the writes
+// (at least one) by commit→index: where the tail's time goes.
 func (s hopSplit) slowest(q float64) (means []time.Duration, n int) {
 	if len(s.total) == 0 {
 		return nil, 0
 	}
-	sorted := slices.Clone(s.total)
-	slices.Sort(sorted)
-	cut := percentile(sorted, q)
+	order := make([]int, len(s.total))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(s.total[b], s.total[a]) })
+	n = max(1, int(math.Ceil(float64(len(order))*(1-q)-1e-9)))
 	means = make([]time.Duration, len(s.names))
-	for w, t := range s.total {
-		if t < cut {
-			continue
-		}
-		n++
+	for _, w := range order[:n] {
 		for i := range s.names {
 			means[i] += s.of[i][w]
 		}

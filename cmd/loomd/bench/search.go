@@ -206,6 +206,26 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 		return err
 	}
 	res.compare(name, loom, base, "searches/s")
+	if p.name == "index" {
+		return r.measurePointRead(ctx, res, ns, name, size, conc, loom)
+	}
+	return nil
+}
+
+// measurePointRead runs memory.get of ns's keys at concurrency conc right after its
+// searches and adds the searches' latency beside it: the share of a search that is
+// more than a request to the process and one Postgres read.
+func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, name string, size, conc int, search Sample) error {
+	rands := r.workerRands(conc)
+	get, err := r.closedLoop(ctx, "memory.get "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
+		_, err := r.api.Get(ctx, ns, loadKey(rands[w].IntN(size)), client.Identity{}, time.Time{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	res.add(name+", search against a point read (memory.get) of the same namespace", "p50 ms", search.P50MS, get.P50MS)
+	res.add(name+", search against a point read (memory.get) of the same namespace", "p99 ms", search.P99MS, get.P99MS)
 	return nil
 }
 
