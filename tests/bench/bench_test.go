@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +39,11 @@ func TestQuickScenariosMeasureLoomAgainstTheirBaselines(t *testing.T) {
 	}
 	// The lag scenario watches the process's own index; cold start reports what a fresh
 	// one holds per memory, from a replay and from a checkpoint.
-	// It splits commit→index into its hops from the writes' spans.
-	for _, hop := range []string{"hop commit→relay produces", "hop produce→acked", "hop fetched→applied", "traced commit→applied"} {
-		if !hasRow(rep.Scenarios[0], hop, "p50 ms") {
-			t.Errorf("no %q row: %+v", hop, rep.Scenarios[0].Rows)
-		}
+	// It splits commit→index into its hops from the writes' spans when this process's
+	// relay publishes them; the test env's relay runs in a process of its own, so the
+	// scenario says it saw none (the split itself: TestHopsSplit… in cmd/loomd/bench).
+	if !slices.ContainsFunc(rep.Scenarios[0].Notes, func(n string) bool { return strings.Contains(n, "no traced write's hops were all seen") }) {
+		t.Errorf("the lag scenario does not say why it split no hops: %q", rep.Scenarios[0].Notes)
 	}
 	if !hasRow(rep.Scenarios[0], "commit→index", "p99 ms") || !hasRow(rep.Scenarios[2], "graphs built", "bytes/memory (estimate)") || !hasRow(rep.Scenarios[2], "checkpoint of", "records/s") {
 		t.Fatalf("the index rows are missing: %+v %+v", rep.Scenarios[0].Rows, rep.Scenarios[2].Rows)
