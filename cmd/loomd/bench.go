@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/tracing"
 )
 
 // benchOrg is the org the benchmark writes in: its namespaces carry the run's id, so
@@ -139,7 +140,7 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 	}
 	fmt.Fprintln(os.Stderr, "loomd bench: starting the embedded stores ...")
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir: dir, Durable: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
+		Dir: dir, Durable: true, KafkaPageCache: true, Topics: []string{cfg.Pipeline.Topic}, Partitions: cfg.Kafka.TopicPartitions, Log: os.Stderr,
 	})
 	if err != nil {
 		return nil, 0, err
@@ -157,8 +158,16 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 // second one that answers the same searches from ClickHouse, so the search scenario
 // compares the two paths in one run; it makes the bench's token. stop stops both.
 func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, stop func(), err error) {
+	// The process under test traces into the lag scenario's hop recorder, unless the
+	// configuration sends its traces elsewhere.
+	var hops *bench.Hops
 	trips := &bench.RoundTrips{}
-	n, url, stopN, err := serveOnLoopback(ctx, cfg, app.WithPGTracer(trips))
+	traced := []app.Option{app.WithPGTracer(trips)}
+	if !cfg.Tracing.On() {
+		hops = bench.NewHops()
+		traced = append(traced, app.WithTracing(tracing.Recording(hops, hops.On)))
+	}
+	n, url, stopN, err := serveOnLoopback(ctx, cfg, traced...)
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
@@ -183,7 +192,7 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		_, url, stop, err := serveOnLoopback(ctx, cfg)
 		return url, stop, err
 	}
-	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips}, stop, nil
+	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips, Hops: hops}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until

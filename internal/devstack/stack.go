@@ -25,6 +25,12 @@ type Options struct {
 	Dir string
 	// Durable keeps fsync on. Tests turn it off: their data is thrown away.
 	Durable bool
+	// KafkaPageCache leaves the broker's writes to the page cache even when Durable, as
+	// a Kafka broker does by default (it flushes on segment roll, and acks=all's
+	// replicas are its durability): the bench's setting. A durable kfake fsyncs every
+	// produced batch and every offset commit on its one request loop, so every
+	// consumer group's commit queues the relay's produce behind an fsync.
+	KafkaPageCache bool
 	// KafkaPort is the broker's loopback port; 0 picks a free one.
 	KafkaPort int
 	// Topics are created with Partitions partitions when Kafka starts empty.
@@ -111,7 +117,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 	}
 	if !opts.SkipKafka {
-		s.Kafka = &Kafka{dir: filepath.Join(dir, "kafka"), port: opts.KafkaPort, durable: opts.Durable,
+		s.Kafka = &Kafka{dir: filepath.Join(dir, "kafka"), port: opts.KafkaPort, durable: opts.Durable && !opts.KafkaPageCache,
 			topics: opts.Topics, partitions: opts.Partitions, log: opts.Log}
 		if err := s.Kafka.Start(ctx); err != nil {
 			return nil, err

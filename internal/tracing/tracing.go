@@ -222,3 +222,25 @@ func (rs RecordSpans) EndAll(err error) {
 		rs.End(rec, err)
 	}
 }
+
+// Recording is a provider with no exporter that hands every span it samples to sp,
+// sampling a trace only while on() reports true (a span whose parent is sampled always
+// is): the bench times a write's hops from its spans in a loop of its own, and the
+// other loops pay for unsampled spans alone.
+func Recording(sp sdktrace.SpanProcessor, on func() bool) *Provider {
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp),
+		sdktrace.WithSampler(sdktrace.ParentBased(switched{on})))
+	return &Provider{TracerProvider: sdk, sdk: sdk}
+}
+
+// switched samples a root span while on() reports true.
+type switched struct{ on func() bool }
+
+func (s switched) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if s.on() {
+		return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+}
+
+func (s switched) Description() string { return "switched" }

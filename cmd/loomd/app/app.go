@@ -106,6 +106,7 @@ type options struct {
 	queryOptions    []query.Option
 	extractionSteps *extraction.Steps
 	pgTracer        pgx.QueryTracer
+	tracing         *tracing.Provider
 }
 
 // WithQueryOptions builds the read side with these options (a test's planner clock).
@@ -123,6 +124,10 @@ func WithExtractionSteps(steps *extraction.Steps) Option {
 // WithPGTracer hands every statement and batch the process sends Postgres to t (a
 // test counting a request's round trips).
 func WithPGTracer(t pgx.QueryTracer) Option { return func(o *options) { o.pgTracer = t } }
+
+// WithTracing traces the process with p instead of the provider its configuration
+// describes (the bench's recording provider, tracing.Recording).
+func WithTracing(p *tracing.Provider) Option { return func(o *options) { o.tracing = p } }
 
 // WithCommandFaults breaks the write path where f says (tests).
 func WithCommandFaults(f command.Faults) Option { return func(o *options) { o.commandFaults = f } }
@@ -164,8 +169,10 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		}
 	}()
 	var err error
-	if p.Tracing, err = tracing.New(ctx, cfg.Tracing); err != nil {
-		return nil, err
+	if p.Tracing = p.opts.tracing; p.Tracing == nil {
+		if p.Tracing, err = tracing.New(ctx, cfg.Tracing); err != nil {
+			return nil, err
+		}
 	}
 	if p.Keys, err = cfg.Keys.Ring(); err != nil {
 		return nil, err

@@ -96,6 +96,9 @@ type Target struct {
 	ClickHousePID int
 	// RoundTrips, when set, counts the round trips Process's pool sends Postgres.
 	RoundTrips *RoundTrips
+	// Hops, when set, records the spans of the process's writes while the lag scenario
+	// splits commit→index into its hops (the process traces with tracing.Recording).
+	Hops *Hops
 }
 
 // Run runs the chosen scenarios in order and returns the report. A scenario that

@@ -131,6 +131,9 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			if err := r.lagIndexAlone(ctx, res, ns, name, conc, index, bare.toTopic); err != nil {
 				return nil, err
 			}
+			if err := r.lagHops(ctx, res, ns, name, conc); err != nil {
+				return nil, err
+			}
 		}
 		mark := summarize(loom.toBarrier, 0)
 		res.Rows = append(res.Rows,
