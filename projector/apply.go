@@ -167,7 +167,7 @@ func (p *Projector) noteFailures(fs []failure) {
 // open is taken out of the batch as failures (setAside); the batch it returns is what
 // it wrote.
 func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64) (batch, []failure, error) {
-	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 {
+	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 && len(b.audited) == 0 {
 		return b, nil, nil
 	}
 	conn, err := p.pool.Acquire(ctx)
@@ -219,7 +219,8 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 				return err
 			},
 			func() (err error) {
-				chained, err = chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures, p.unchained == nil || !p.unchained())
+				chained, err = chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions,
+					append(append([]*events.Envelope(nil), b.erasures...), b.audited...), p.unchained == nil || !p.unchained())
 				return err
 			},
 		)

@@ -21,7 +21,8 @@ type auditRow struct {
 }
 
 // chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
-// the writes' own rows their records note, its redactions and its erasures) and links each namespace's in seq order after the
+// the writes' own rows their records note, its redactions, its erasures and the
+// erasure sagas' own rows: erasures holds the memory.erased and loom.audited records) and links each namespace's in seq order after the
 // last row the table holds below them. The hashes depend only on the records and
 // their order, so a redelivery or a replay writes the same ones. With link false the
 // rows keep empty hashes (Projector.SetAuditChainOff).
@@ -45,7 +46,12 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 		out = append(out, revisionAudit(env, &events.Content{}))
 	}
 	for _, env := range erasures {
-		out = append(out, erasureAudit(env))
+		if env.Type == events.TypeErased {
+			out = append(out, erasureAudit(env))
+		}
+		if out, err = appendNote(out, env); err != nil {
+			return nil, err
+		}
 	}
 	if len(out) == 0 || !link {
 		return out, nil
@@ -118,10 +124,18 @@ func appendNote(out []*auditRow, env *events.Envelope) ([]*auditRow, error) {
 	if len(n.Pairs) == 1 {
 		status = n.Pairs[0].Action
 	}
-	v := env.Revision
+	// An erasure saga's row names its saga as the erasure.request row does, and the
+	// saga's status after it; its record carries no revision.
+	var agent, session, request string
+	if v := env.Revision; v != nil {
+		agent, session, request = v.Agent, v.SessionID, v.RequestID
+	}
+	if x := n.Erasure; x != nil {
+		status, request = x.Status, x.ID
+	}
 	return append(out, &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: op,
-		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: v.Agent, SessionID: v.SessionID,
-		MemoryID: mustUUID("").String(), Status: status, RequestID: v.RequestID, Detail: string(detail)}}), nil
+		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: agent, SessionID: session,
+		MemoryID: mustUUID("").String(), Status: status, RequestID: request, Detail: string(detail)}}), nil
 }
 
 // erasureAudit is the audit row a memory.erased record leaves: the erasure request,
