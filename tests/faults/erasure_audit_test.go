@@ -39,8 +39,10 @@ func TestAFailedErasureLeavesItsFailedRecoveredAndAbandonedRows(t *testing.T) {
 			p := projection(t)
 			saga := func(cfg *config.Config) {
 				cfg.Pipeline.Projection = p
-				cfg.Command.Erasure.Lease = 2 * time.Second
-				cfg.Command.Erasure.StepTimeout = time.Second
+				// A run lasts one lease: long enough for a census on a loaded machine,
+				// and the first run's ClickHouse step, with no projector, fails at its end.
+				cfg.Command.Erasure.Lease = 8 * time.Second
+				cfg.Command.Erasure.StepTimeout = 8 * time.Second
 				cfg.Command.Erasure.RequestWait = 100 * time.Millisecond
 				cfg.Command.Erasure.MaxAttempts = c.maxAttempts
 				cfg.Command.Erasure.RecoveryInterval = 0
@@ -58,7 +60,7 @@ func TestAFailedErasureLeavesItsFailedRecoveredAndAbandonedRows(t *testing.T) {
 			if err != nil || !first.Running {
 				t.Fatalf("an erasure whose projection is behind answered %+v %v, want 202", first, err)
 			}
-			testenv.Eventually(t, 30*time.Second, "the saga's ClickHouse step to fail", func() bool {
+			testenv.Eventually(t, 60*time.Second, "the saga's ClickHouse step to fail", func() bool {
 				view, err := tc.Erasure(ctx, first.ID)
 				return err == nil && strings.HasPrefix(view.LastError, "clickhouse:")
 			})
@@ -67,7 +69,7 @@ func TestAFailedErasureLeavesItsFailedRecoveredAndAbandonedRows(t *testing.T) {
 			// erasure_recovery runs in another process once the projection caught up.
 			env.API(t, func(cfg *config.Config) { saga(cfg); cfg.Command.Erasure.RecoveryInterval = 200 * time.Millisecond })
 			var view *typed.Erasure
-			testenv.Eventually(t, 60*time.Second, "the saga to finish", func() bool {
+			testenv.Eventually(t, 90*time.Second, "the saga to finish", func() bool {
 				view, err = tc.Erasure(ctx, first.ID)
 				return err == nil && view.Status != "running"
 			})
