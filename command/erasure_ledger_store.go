@@ -96,11 +96,12 @@ func (s *Service) storeSagaSteps(ctx context.Context, sg *erasureSaga, attempt i
 	return tag.RowsAffected() > 0, err
 }
 
-// storeSagaError records why attempt's run stopped.
-func (s *Service) storeSagaError(ctx context.Context, sg *erasureSaga, attempt int, lastError string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET last_error = $4, updated_at = now()
-		WHERE org = $1 AND id = $2 AND attempts = $3`, sg.Org, sg.ID, attempt, lastError)
-	return err
+// storeSagaError records why attempt's run stopped, in tx; held is false once another
+// run took the saga over or it finished.
+func storeSagaError(ctx context.Context, tx pgx.Tx, sg *erasureSaga, attempt int, lastError string) (held bool, err error) {
+	tag, err := tx.Exec(ctx, `UPDATE loom.erasure_ledger SET last_error = $4, updated_at = now()
+		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`, sg.Org, sg.ID, attempt, lastError)
+	return tag.RowsAffected() > 0, err
 }
 
 // sagaCensus is what a residue census stores: the steps (re-opened ones removed), the
@@ -111,10 +112,10 @@ type sagaCensus struct {
 	status                 string
 }
 
-// storeSagaCensus stores a census under attempt, finishing the saga unless it runs on;
-// held is false once another run took the saga over.
-func (s *Service) storeSagaCensus(ctx context.Context, sg *erasureSaga, attempt int, c sagaCensus) (held bool, err error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, census = $5, residue = $6, residue_count = $7,
+// storeSagaCensus stores a census under attempt, in tx, finishing the saga unless it
+// runs on; held is false once another run took the saga over.
+func (s *Service) storeSagaCensus(ctx context.Context, tx pgx.Tx, sg *erasureSaga, attempt int, c sagaCensus) (held bool, err error) {
+	tag, err := tx.Exec(ctx, `UPDATE loom.erasure_ledger SET steps = $4, census = $5, residue = $6, residue_count = $7,
 			status = $8, verified_at = now(), finished_at = CASE WHEN $8 = 'running' THEN NULL ELSE now() END,
 			last_error = NULL, lease_until = now() + $9::interval, updated_at = now()
 		WHERE org = $1 AND id = $2 AND attempts = $3 AND status = 'running'`,
@@ -122,25 +123,36 @@ func (s *Service) storeSagaCensus(ctx context.Context, sg *erasureSaga, attempt 
 	return tag.RowsAffected() > 0, err
 }
 
-// failAbandonedSagas marks failed the sagas whose lease lapsed after
-// LOOM_ERASURE_MAX_ATTEMPTS runs.
-func (s *Service) failAbandonedSagas(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `UPDATE loom.erasure_ledger SET status = 'failed', finished_at = now(), updated_at = now(),
-			last_error = coalesce(last_error, 'abandoned') || ' (abandoned after ' || attempts || ' runs)'
-		WHERE status = 'running' AND lease_until < now() AND attempts >= $1`, s.cfg.Erasure.MaxAttempts)
-	return err
-}
-
-// sagaClaim is a saga erasure_recovery took over, under its next attempt.
+// sagaClaim is a saga erasure_recovery took over under its next attempt, or marked
+// failed after its last.
 type sagaClaim struct {
 	org, id string
 	attempt int
 }
 
-// claimStoppedSagas takes over up to 10 running sagas whose lease lapsed, each under
-// its next attempt and a new lease; a saga another process is taking is skipped.
-func (s *Service) claimStoppedSagas(ctx context.Context) ([]sagaClaim, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE loom.erasure_ledger l SET attempts = l.attempts + 1,
+// failAbandonedSagas marks failed, in tx, the sagas whose lease lapsed after
+// LOOM_ERASURE_MAX_ATTEMPTS runs, and returns them.
+func (s *Service) failAbandonedSagas(ctx context.Context, tx pgx.Tx) ([]sagaClaim, error) {
+	rows, err := tx.Query(ctx, `UPDATE loom.erasure_ledger SET status = 'failed', finished_at = now(), updated_at = now(),
+			last_error = coalesce(last_error, 'abandoned') || ' (abandoned after ' || attempts || ' runs)'
+		WHERE status = 'running' AND lease_until < now() AND attempts >= $1
+		RETURNING org, id::text, attempts`, s.cfg.Erasure.MaxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanSagaClaim)
+}
+
+func scanSagaClaim(r pgx.CollectableRow) (sagaClaim, error) {
+	var c sagaClaim
+	err := r.Scan(&c.org, &c.id, &c.attempt)
+	return c, err
+}
+
+// claimStoppedSagas takes over, in tx, up to 10 running sagas whose lease lapsed, each
+// under its next attempt and a new lease; a saga another process is taking is skipped.
+func (s *Service) claimStoppedSagas(ctx context.Context, tx pgx.Tx) ([]sagaClaim, error) {
+	rows, err := tx.Query(ctx, `UPDATE loom.erasure_ledger l SET attempts = l.attempts + 1,
 			lease_until = now() + $1::interval, updated_at = now()
 		FROM (SELECT org, id FROM loom.erasure_ledger WHERE status = 'running' AND lease_until < now()
 			ORDER BY lease_until LIMIT 10 FOR UPDATE SKIP LOCKED) due
@@ -149,17 +161,7 @@ func (s *Service) claimStoppedSagas(ctx context.Context) ([]sagaClaim, error) {
 	if err != nil {
 		return nil, err
 	}
-	var claims []sagaClaim
-	for rows.Next() {
-		var c sagaClaim
-		if err := rows.Scan(&c.org, &c.id, &c.attempt); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		claims = append(claims, c)
-	}
-	rows.Close()
-	return claims, rows.Err()
+	return pgx.CollectRows(rows, scanSagaClaim)
 }
 
 // sweepSagas deletes the finished sagas past LOOM_ERASURE_LEDGER_DAYS.

@@ -45,6 +45,12 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		if err != nil {
 			return err
 		}
+		// The saga's first fences carry its erasure.started row; a census that re-opens
+		// the step draws new ones, which do not.
+		var started *sagaAudit
+		if len(sg.Fences) == 0 {
+			started = &sagaAudit{op: events.OpErasureStarted, actor: sagaActor(sg, attempt), status: sagaRunning, attempt: attempt}
+		}
 		fences := map[string]int64{}
 		removed := map[string]int64{}
 		for k, v := range sg.Removed {
@@ -58,7 +64,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			if err != nil {
 				return fmt.Errorf("advance the generation of %s: %w", ns, err)
 			}
-			counts, err := s.eraseNamespace(ctx, tx, sg, ns, gen)
+			counts, err := s.eraseNamespace(ctx, tx, sg, ns, gen, started)
 			if err != nil {
 				return err
 			}
@@ -119,9 +125,9 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 }
 
 // eraseNamespace removes the scope's rows of one namespace below its fence, records
-// the evidence, and queues the namespace's memory.erased record. It returns what it
-// removed, by kind.
-func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga, ns string, fence int64) (map[string]int64, error) {
+// the evidence, and queues the namespace's memory.erased record, carrying started's
+// row when set. It returns what it removed, by kind.
+func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga, ns string, fence int64, started *sagaAudit) (map[string]int64, error) {
 	args := []any{sg.Org, ns, sg.Scope.UserID, fence, sg.ID}
 	counts := map[string]int64{}
 	ids := map[string]bool{}
@@ -199,6 +205,9 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(sg.Org, ns, fence), Type: events.TypeErased,
 		Org: sg.Org, Namespace: ns, Seq: fence, CommittedAt: s.now().UTC(),
 		Erasure: &events.Erasure{ID: sg.ID, Scope: kind, UserRef: userRef, Purge: sg.Purge, Generation: fence, Withdrawn: withdrawn}}
+	if started != nil {
+		env.Audit = started.note(sg, fence)
+	}
 	if err := s.queueGenerationRecord(b, env); err != nil {
 		return nil, err
 	}

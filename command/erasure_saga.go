@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/periodic"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/watermarks"
@@ -245,13 +249,39 @@ func (s *Service) checkpoint(ctx context.Context, sg *erasureSaga, attempt int) 
 	return nil
 }
 
-// noteSagaError records why a run stopped; the saga stays running for recovery.
+// noteSagaError records why a run stopped, with the saga's erasure.failed row naming
+// the step (not the error, which the ledger keeps); the saga stays running for
+// recovery.
 func (s *Service) noteSagaError(ctx context.Context, sg *erasureSaga, attempt int, step string, cause error) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.storeSagaError(nctx, sg, attempt, step+": "+cause.Error()); err != nil {
+	err := pg.InTx(nctx, s.pool, func(tx pgx.Tx) error {
+		held, err := storeSagaError(nctx, tx, sg, attempt, step+": "+cause.Error())
+		if err != nil || !held {
+			return err
+		}
+		failed := sagaAudit{op: events.OpErasureFailed, actor: sagaActor(sg, attempt), status: sagaRunning, attempt: attempt, step: step}
+		return s.sendSagaAudits(nctx, tx, sagaAuditRows(sg, failed))
+	})
+	if err != nil {
 		s.log.Warn("erasure: cannot record a step's failure", "erasure", sg.ID, "err", err)
 	}
+}
+
+// sendSagaAudits queues rows' records in tx and wakes the relay.
+func (s *Service) sendSagaAudits(ctx context.Context, tx pgx.Tx, rows []sagaAuditRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	if err := s.queueSagaAudits(ctx, tx, b, rows); err != nil {
+		return err
+	}
+	outbox.QueueNotify(b)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("queue the erasure's audit records: %w", err)
+	}
+	return nil
 }
 
 // verifyErasure is step 4, the residue census. With no residue the saga completes;
@@ -297,8 +327,16 @@ func (s *Service) verifyErasure(ctx context.Context, sg *erasureSaga, attempt in
 	if reopen == "" {
 		status = sagaCompleted
 	}
-	held, err := s.storeSagaCensus(ctx, sg, attempt, sagaCensus{state: rawState, census: rawCensus, residue: rawResidue,
-		total: total, status: status})
+	var held bool
+	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		held, err = s.storeSagaCensus(ctx, tx, sg, attempt, sagaCensus{state: rawState, census: rawCensus, residue: rawResidue,
+			total: total, status: status})
+		if err != nil || !held || status != sagaCompleted {
+			return err
+		}
+		completed := sagaAudit{op: events.OpErasureCompleted, actor: sagaActor(sg, attempt), status: sagaCompleted, attempt: attempt}
+		return s.sendSagaAudits(ctx, tx, sagaAuditRows(sg, completed))
+	})
 	if err != nil {
 		return fmt.Errorf("record the census of erasure %s: %w", sg.ID, err)
 	}
@@ -344,11 +382,15 @@ func (s *Service) RunErasureRecovery(ctx context.Context, interval time.Duration
 
 // recoverErasures is one pass of erasure_recovery.
 func (s *Service) recoverErasures(ctx context.Context) error {
-	if err := s.failAbandonedSagas(ctx); err != nil {
+	if err := s.recoverTransition(ctx, s.failAbandonedSagas, events.OpErasureAbandoned, sagaFailed); err != nil {
 		return fmt.Errorf("mark abandoned erasures failed: %w", err)
 	}
-	claims, err := s.claimStoppedSagas(ctx)
-	if err != nil {
+	var claims []sagaClaim
+	claim := func(ctx context.Context, tx pgx.Tx) (out []sagaClaim, err error) {
+		claims, err = s.claimStoppedSagas(ctx, tx)
+		return claims, err
+	}
+	if err := s.recoverTransition(ctx, claim, events.OpErasureRecovered, sagaRunning); err != nil {
 		return fmt.Errorf("take over stopped erasures: %w", err)
 	}
 	for _, c := range claims {
@@ -374,4 +416,26 @@ func (s *Service) sweepErasures(ctx context.Context) error {
 		return fmt.Errorf("sweep the erasure ledger: %w", err)
 	}
 	return nil
+}
+
+// recoverTransition runs one of erasure_recovery's ledger changes (a take-over, or the
+// abandoning of a saga out of runs) in one transaction with the row it leaves in each
+// saga's namespaces (op, naming erasure_recovery, the saga's status after it).
+func (s *Service) recoverTransition(ctx context.Context, change func(context.Context, pgx.Tx) ([]sagaClaim, error), op, status string) error {
+	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		claims, err := change(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var rows []sagaAuditRow
+		for _, c := range claims {
+			// Read apart from tx: the saga's scope and fences, which the change left.
+			sg, err := s.loadSaga(ctx, c.org, c.id)
+			if err != nil {
+				return fmt.Errorf("read erasure %s: %w", c.id, err)
+			}
+			rows = append(rows, sagaAuditRows(sg, sagaAudit{op: op, actor: erasureRecoveryActor, status: status, attempt: c.attempt})...)
+		}
+		return s.sendSagaAudits(ctx, tx, rows)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // AuditNote is a write's own audit row (memory-architecture, "Audit rows"), carried by
@@ -13,8 +14,13 @@ import (
 // resolver's decision over a pair. Each revision still has its own audit row; the note
 // adds the row of the write as a whole. Hash-only: memory ids, seqs, counts and
 // verdicts, never a key, a value or a user id. Added within v2 (additive).
+//
+// A note of kind AuditErasure is an erasure saga's transition (erasure.started, on
+// the saga's memory.erased record; erasure.failed, erasure.recovered,
+// erasure.completed and erasure.abandoned, each on a loom.audited record of its own),
+// one in each namespace the saga fences: it names the saga, never its user.
 type AuditNote struct {
-	Kind  string `json:"kind"`  // AuditBatch or AuditDecision
+	Kind  string `json:"kind"`  // AuditBatch, AuditDecision or AuditErasure
 	Op    string `json:"op"`    // the write's op: memory.bulk_set, memory.import, memory.conflict_resolver…
 	Actor string `json:"actor"` // the request's principal, or worker:<name>
 	// FirstSeq and LastSeq bound the commit's revisions (this record's seq is LastSeq):
@@ -35,7 +41,26 @@ type AuditNote struct {
 	Verdicts map[string]int `json:"verdicts,omitempty"`
 	// Pairs are a decision's judged pairs.
 	Pairs []AuditPair `json:"pairs,omitempty"`
+	// Erasure is an erasure note's saga.
+	Erasure *AuditSaga `json:"erasure,omitempty"`
 }
+
+// AuditSaga is the erasure saga a note of kind AuditErasure names.
+type AuditSaga struct {
+	ID      string `json:"id"`             // the erasure request (GET /v1/erasures/{id})
+	Status  string `json:"status"`         // the saga's status after the transition: running, completed or failed
+	Attempt int    `json:"attempt"`        // the run it happened in (erasure_recovery's take-overs count up)
+	Step    string `json:"step,omitempty"` // erasure.failed: the step that failed
+}
+
+// The ops of an erasure saga's audit rows (memory-architecture, "Erasure saga").
+const (
+	OpErasureStarted   = "erasure.started"
+	OpErasureFailed    = "erasure.failed"
+	OpErasureRecovered = "erasure.recovered"
+	OpErasureCompleted = "erasure.completed"
+	OpErasureAbandoned = "erasure.abandoned"
+)
 
 // AuditPair is one pair a conflict resolver's decision acted on.
 type AuditPair struct {
@@ -75,10 +100,14 @@ func MembersDigest(ids []string) string {
 const (
 	AuditBatch    = "batch"
 	AuditDecision = "decision"
+	AuditErasure  = "erasure"
 )
 
 func validateAudit(e *Envelope) error {
 	a := e.Audit
+	if a.Kind == AuditErasure || e.Type == TypeErased || e.Type == TypeAudited {
+		return validateErasureNote(e)
+	}
 	switch {
 	case !e.Type.IsRevision():
 		return fmt.Errorf("type %q carries no audit note", e.Type)
@@ -94,6 +123,27 @@ func validateAudit(e *Envelope) error {
 		return fmt.Errorf("audit: a count of %d members for seqs %d..%d", a.MemberCount, a.FirstSeq, a.LastSeq)
 	case a.MemberCount != 0 && (len(a.MembersSHA256) != sha256.Size*2 || a.Members != nil && int64(len(a.Members)) != a.MemberCount):
 		return fmt.Errorf("audit: %d members listed of %d, digest %q", len(a.Members), a.MemberCount, a.MembersSHA256)
+	}
+	return nil
+}
+
+// validateErasureNote checks an erasure saga's note: only on a memory.erased or a
+// loom.audited record, naming its saga and actor at the record's seq alone.
+func validateErasureNote(e *Envelope) error {
+	a := e.Audit
+	switch {
+	case e.Type != TypeErased && e.Type != TypeAudited:
+		return fmt.Errorf("type %q carries no erasure audit note", e.Type)
+	case a.Kind != AuditErasure:
+		return fmt.Errorf("audit: kind %q on a %q record, want %q", a.Kind, e.Type, AuditErasure)
+	case !strings.HasPrefix(a.Op, "erasure.") || a.Actor == "":
+		return fmt.Errorf("audit: an erasure note's op %q (want erasure.*) and actor %q", a.Op, a.Actor)
+	case a.FirstSeq != e.Seq || a.LastSeq != e.Seq:
+		return fmt.Errorf("audit: seqs %d..%d, want the record's seq %d", a.FirstSeq, a.LastSeq, e.Seq)
+	case len(a.Members) > 0 || a.MemberCount != 0 || len(a.Pairs) > 0 || len(a.Verdicts) > 0:
+		return errors.New("audit: an erasure note names no members, pairs or verdicts")
+	case a.Erasure == nil || a.Erasure.ID == "" || a.Erasure.Status == "" || a.Erasure.Attempt < 1:
+		return fmt.Errorf("audit: an erasure note needs its saga's id, status and attempt: %+v", a.Erasure)
 	}
 	return nil
 }

@@ -79,3 +79,54 @@ func TestABatchNoteThatMiscountsIsRefused(t *testing.T) {
 		t.Fatalf("a note of members alone: %v", err)
 	}
 }
+
+// erasureNote is an erasure saga's erasure.completed note at seq.
+func erasureNote(seq int64) *AuditNote {
+	return &AuditNote{Kind: AuditErasure, Op: OpErasureCompleted, Actor: "token:ops", FirstSeq: seq, LastSeq: seq,
+		Erasure: &AuditSaga{ID: uuid.NewString(), Status: "completed", Attempt: 1}}
+}
+
+// audited is a loom.audited record at seq carrying an erasure note.
+func audited(seq int64) *Envelope {
+	return &Envelope{Version: EnvelopeVersion, ID: RecordID("acme", "support", seq), Type: TypeAudited, Org: "acme", Namespace: "support",
+		Seq: seq, CommittedAt: committedAt, Audit: erasureNote(seq)}
+}
+
+// An erasure saga's note rides a memory.erased record (erasure.started) or a
+// loom.audited record of its own, names its saga at the record's seq, and no other
+// record carries one; a loom.audited record without a note is refused.
+func TestAnErasureNoteRidesOnlyAnErasureOrAnAuditedRecord(t *testing.T) {
+	erased := audited(7)
+	erased.Type, erased.Audit.Op = TypeErased, OpErasureStarted
+	erased.Erasure = &Erasure{ID: erased.Audit.Erasure.ID, Scope: ErasureScopeNamespace, Generation: 7}
+	revision := revisionEnvelope(t, TypeWritten, 7, false)
+	revision.Audit = audited(7).Audit
+	for _, c := range []struct {
+		name string
+		env  func() *Envelope
+		ok   bool
+	}{
+		{"on a loom.audited record", func() *Envelope { return audited(5) }, true},
+		{"on a memory.erased record", func() *Envelope { return erased }, true},
+		{"on a revision", func() *Envelope { return revision }, false},
+		{"a loom.audited record without one", func() *Envelope { e := audited(5); e.Audit = nil; return e }, false},
+		{"at another seq", func() *Envelope { e := audited(5); e.Audit.LastSeq = 4; return e }, false},
+		{"without its saga", func() *Envelope { e := audited(5); e.Audit.Erasure = nil; return e }, false},
+		{"with an op of another kind", func() *Envelope { e := audited(5); e.Audit.Op = "memory.bulk_set"; return e }, false},
+		{"a batch note on a loom.audited record", func() *Envelope { e := audited(5); e.Audit.Kind = AuditBatch; return e }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := Encode(c.env())
+			if (err == nil) != c.ok {
+				t.Fatalf("encode: %v, want ok %v", err, c.ok)
+			}
+			if !c.ok {
+				return
+			}
+			got, err := Decode(b)
+			if err != nil || got.Audit == nil || got.Audit.Erasure == nil || got.Audit.Op != c.env().Audit.Op {
+				t.Fatalf("decoded %+v %v", got, err)
+			}
+		})
+	}
+}

@@ -32,7 +32,8 @@ type Envelope struct {
 	Document *Document `json:"document,omitempty"`
 	Turns    *Turns    `json:"turns,omitempty"` // only on TypeTurnsObserved; Loom always sets it there
 	// Added within v2 (additive): the audit row of the write whose last record this is
-	// (a bulk write's batch, a conflict resolver's decision); only on a revision.
+	// (a bulk write's batch, a conflict resolver's decision), on a revision; or an
+	// erasure saga's transition (AuditErasure), on a memory.erased or loom.audited record.
 	Audit *AuditNote `json:"audit,omitempty"`
 }
 
@@ -254,6 +255,8 @@ func validateAttachments(e *Envelope) error {
 		return fmt.Errorf("type %q carries no turns", e.Type)
 	case e.Type == TypeTurnsObserved && e.Turns == nil:
 		return fmt.Errorf("type %q needs turns", e.Type)
+	case e.Type == TypeAudited && e.Audit == nil:
+		return fmt.Errorf("type %q needs an audit note", e.Type)
 	}
 	if e.Audit != nil {
 		if err := validateAudit(e); err != nil {

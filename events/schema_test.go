@@ -61,6 +61,7 @@ func TestSchemaAcceptsEncodedEnvelopes(t *testing.T) {
 		"status_changed":          revisionEnvelope(t, TypeStatusChanged, 7, false),
 		"erased":                  plainEnvelope(TypeErased, 8),
 		"parked":                  plainEnvelope(TypeParked, 9),
+		"audited":                 audited(10),
 		"version 1 revised":       validV1Revised(t),
 		"version 1 erased":        v1Erased(),
 	}

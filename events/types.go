@@ -52,11 +52,16 @@ const (
 	// and the inputs of memory.set_from_messages): no revision of any key; it takes its
 	// seq so the namespace's stream stays gapless, and the projections pass over it.
 	TypeTurnsObserved Type = "memory.turns_observed"
+	// TypeAudited records an audit row of its own (an erasure saga's transition:
+	// AuditNote of kind AuditErasure): no revision of any key; it takes its seq so the
+	// row is chained in its namespace's audit trail in seq order, and the projections
+	// pass over it but for that row.
+	TypeAudited Type = "loom.audited"
 )
 
 // Valid reports whether t is one of the known event types.
 func (t Type) Valid() bool {
-	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked || t == TypeTurnsObserved
+	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked || t == TypeTurnsObserved || t == TypeAudited
 }
 
 // IsRevision reports whether records of type t carry a memory revision.

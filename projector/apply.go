@@ -87,7 +87,13 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) 
 	b := decodeBatch(recs, p.undecoded, p.log)
 	return p.holdingTables(ctx, func() error {
 		keys := b.namespaces()
-		marks, err := readWatermarks(ctx, p.pool, p.cfg.Name, keys, false)
+		// The serving generation cannot change under the tables' lock held here.
+		var marks map[nsKey]int64
+		var serving int
+		err := all(
+			func() (err error) { marks, err = readWatermarks(ctx, p.pool, p.cfg.Name, keys, false); return err },
+			func() (err error) { serving, err = p.servingGeneration(ctx, p.pool); return err },
+		)
 		if err != nil {
 			return err
 		}
@@ -103,8 +109,9 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) 
 				st.failures = append(st.failures, failuresOf(k, refs, marks[k], nil, heldBehindEarlier)...)
 			}
 		}
-		b, failed, err := p.writeBatch(ctx, b, marks)
+		b, failed, chained, err := p.writeBatch(ctx, b, marks, p.heads.prevs(b, marks, serving))
 		if err != nil {
+			p.heads.forget()
 			return err
 		}
 		st.failures = append(st.failures, failed...)
@@ -115,10 +122,12 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) 
 		if repair {
 			st.resolved = b.seqs
 		}
-		advanced, gaps, dupes, err := advanceWatermarks(ctx, p.pool, p.cfg.Name, st)
+		advanced, gaps, dupes, settled, err := settleWatermarks(ctx, p.pool, p.cfg.Name, st)
 		if err != nil {
+			p.heads.forget()
 			return err
 		}
+		p.heads.settle(b, marks, settled, chained.rows, serving, chained.linked)
 		p.noteFailures(st.failures)
 		for _, g := range gaps {
 			p.gaps.Inc()
@@ -166,16 +175,18 @@ func (p *Projector) noteFailures(fs []failure) {
 // then removes them (scrubAndErase). A namespace with a revision its key does not
 // open is taken out of the batch as failures (setAside); the batch it returns is what
 // it wrote.
-func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64) (batch, []failure, error) {
-	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 {
-		return b, nil, nil
+func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64, heads map[nsKey]string) (batch, []failure, chainedRows, error) {
+	link := p.unchained == nil || !p.unchained()
+	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 && len(b.audited) == 0 {
+		return b, nil, chainedRows{linked: link}, nil
 	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return b, nil, fmt.Errorf("acquire a connection to read the batch's keys: %w", err)
+		return b, nil, chainedRows{}, fmt.Errorf("acquire a connection to read the batch's keys: %w", err)
 	}
 	defer conn.Release()
 	var failed []failure
+	var chained []*auditRow
 	err = pg.HoldShared(ctx, conn, pg.LockPublishers, func() error {
 		var rows []opened
 		var graphRows []nsGraph
@@ -206,7 +217,6 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		// none changes: they run at once, and the copies take their vectors after.
 		var carried map[int]*events.Content
 		var missing int
-		var chained []*auditRow
 		err := all(
 			func() (err error) {
 				carried, missing, err = carryVectors(p.ch.Ctx(ctx), p.ch, p.cfg.Tables, rows)
@@ -219,7 +229,8 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 				return err
 			},
 			func() (err error) {
-				chained, err = chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions, b.erasures, p.unchained == nil || !p.unchained())
+				chained, err = chainAudits(ctx, p.ch, p.cfg.Tables, rows, keyless, b.redactions,
+					append(append([]*events.Envelope(nil), b.erasures...), b.audited...), link, heads)
 				return err
 			},
 		)
@@ -239,7 +250,13 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 		p.graphRows.Add(float64(graphRowCount(graphRows)))
 		return nil
 	})
-	return b, failed, err
+	return b, failed, chainedRows{rows: chained, linked: link}, err
+}
+
+// chainedRows are a batch's audit rows as written, and whether they were linked.
+type chainedRows struct {
+	rows   []*auditRow
+	linked bool
 }
 
 // beforeInsert runs the BeforeInsert fault once for each namespace with rows.

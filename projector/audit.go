@@ -21,11 +21,15 @@ type auditRow struct {
 }
 
 // chainAudits builds the batch's audit rows (its revisions, the keyless ones scrubbed,
-// the writes' own rows their records note, its redactions and its erasures) and links each namespace's in seq order after the
+// the writes' own rows their records note, its redactions, its erasures and the
+// erasure sagas' own rows: erasures holds the memory.erased and loom.audited records) and links each namespace's in seq order after the
 // last row the table holds below them. The hashes depend only on the records and
 // their order, so a redelivery or a replay writes the same ones. With link false the
-// rows keep empty hashes (Projector.SetAuditChainOff).
-func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope, link bool) (out []*auditRow, err error) {
+// rows keep empty hashes (Projector.SetAuditChainOff). heads are the last hashes the
+// projector kept of namespaces whose chain the batch continues (chainHeads): those
+// are not read again.
+func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, keyless, redactions, erasures []*events.Envelope,
+	link bool, heads map[nsKey]string) (out []*auditRow, err error) {
 	for _, o := range rows {
 		out = append(out, revisionAudit(o.env, o.content))
 	}
@@ -45,7 +49,12 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 		out = append(out, revisionAudit(env, &events.Content{}))
 	}
 	for _, env := range erasures {
-		out = append(out, erasureAudit(env))
+		if env.Type == events.TypeErased {
+			out = append(out, erasureAudit(env))
+		}
+		if out, err = appendNote(out, env); err != nil {
+			return nil, err
+		}
 	}
 	if len(out) == 0 || !link {
 		return out, nil
@@ -63,7 +72,7 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 		}
 		return a.Op < b.Op // as a walk reads them
 	})
-	prevs, err := lastAuditHashes(ctx, conn, set, out)
+	prevs, err := lastAuditHashes(ctx, conn, set, out, heads)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +127,18 @@ func appendNote(out []*auditRow, env *events.Envelope) ([]*auditRow, error) {
 	if len(n.Pairs) == 1 {
 		status = n.Pairs[0].Action
 	}
-	v := env.Revision
+	// An erasure saga's row names its saga as the erasure.request row does, and the
+	// saga's status after it; its record carries no revision.
+	var agent, session, request string
+	if v := env.Revision; v != nil {
+		agent, session, request = v.Agent, v.SessionID, v.RequestID
+	}
+	if x := n.Erasure; x != nil {
+		status, request = x.Status, x.ID
+	}
 	return append(out, &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: op,
-		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: v.Agent, SessionID: v.SessionID,
-		MemoryID: mustUUID("").String(), Status: status, RequestID: v.RequestID, Detail: string(detail)}}), nil
+		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: agent, SessionID: session,
+		MemoryID: mustUUID("").String(), Status: status, RequestID: request, Detail: string(detail)}}), nil
 }
 
 // erasureAudit is the audit row a memory.erased record leaves: the erasure request,
@@ -143,23 +160,27 @@ func erasureAudit(env *events.Envelope) *auditRow {
 // namespace of a million rows would otherwise scan all that lie below each batch).
 const auditWindow = 4096
 
-// lastAuditHashes reads, for each namespace of rows (sorted), the hash of the last audit
-// row (in seq, op order) the table holds below the namespace's first row here: within
-// the window below it in one statement, and, for a namespace with no row there, below
-// it at all in a second. Either answer is the same: a row in the window outranks every
-// row under it.
-func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []*auditRow) (map[nsKey]string, error) {
+// lastAuditHashes reads, for each namespace of rows (sorted) but those heads holds, the
+// hash of the last audit row (in seq, op order) the table holds below the namespace's
+// first row here: within the window below it in one statement, and, for a namespace
+// with no row there, below it at all in a second. Either answer is the same: a row in
+// the window outranks every row under it.
+func lastAuditHashes(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []*auditRow, heads map[nsKey]string) (map[nsKey]string, error) {
 	firsts := map[nsKey]uint64{}
+	out := map[nsKey]string{}
 	var order []nsKey
 	for _, r := range rows {
 		k := nsKey{r.Org, r.Namespace}
 		if _, seen := firsts[k]; seen {
 			continue
 		}
+		if h, kept := heads[k]; kept {
+			firsts[k], out[k] = r.Seq, h
+			continue
+		}
 		firsts[k] = r.Seq
 		order = append(order, k)
 	}
-	out := map[nsKey]string{}
 	if err := readLastAuditHashes(ctx, conn, set, order, firsts, auditWindow, out); err != nil {
 		return nil, err
 	}

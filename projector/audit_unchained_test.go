@@ -19,7 +19,7 @@ func TestAuditRowsOfABatchWithTheChainOffAreUnlinked(t *testing.T) {
 		keyless = append(keyless, &events.Envelope{Type: events.TypeWritten, Org: "acme", Namespace: "support", Seq: seq,
 			CommittedAt: time.Unix(1_790_000_000, 0), Revision: &events.Revision{Op: "memory.set", MemoryID: uuid.NewString(), Actor: "token:ops"}})
 	}
-	out, err := chainAudits(context.Background(), nil, tableset.Serving(), nil, keyless, nil, nil, false)
+	out, err := chainAudits(context.Background(), nil, tableset.Serving(), nil, keyless, nil, nil, false, nil)
 	if err != nil || len(out) != 2 {
 		t.Fatalf("%d rows, %v", len(out), err)
 	}

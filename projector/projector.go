@@ -98,6 +98,8 @@ type Projector struct {
 	unchained func() bool
 	// stems memoises the lexical rows' stemming: a replay stems the same words over and over.
 	stems *text.Stems
+	// heads are the audit chains' last hashes this projector chained (chain_heads.go).
+	heads chainHeads
 
 	// tracer traces the processing of each record a traced write queued, produced
 	// since runStart (when Run last started).

@@ -31,8 +31,11 @@ type batch struct {
 	// documents are the batch's knowledge document revisions (documents.go).
 	documents []*events.Envelope
 	// erasures are the batch's memory.erased records that carry their erasure: each
-	// leaves an audit row (the erasure.request row of the audit chain).
+	// leaves an audit row (the erasure.request row of the audit chain), and the
+	// erasure.started row when its note says so.
 	erasures []*events.Envelope
+	// audited are the batch's loom.audited records: an erasure saga's later rows.
+	audited []*events.Envelope
 }
 
 // namespaces lists the batch's namespaces.
@@ -60,8 +63,8 @@ func (b batch) without(drop map[nsKey]bool) (batch, map[nsKey][]recordRef) {
 	}
 	keep := func(env *events.Envelope) bool { return !drop[nsKey{env.Org, env.Namespace}] }
 	out := batch{revisions: filter(b.revisions, keep), redactions: filter(b.redactions, keep), documents: filter(b.documents, keep),
-		erasures: filter(b.erasures, keep),
-		seqs:     map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
+		erasures: filter(b.erasures, keep), audited: filter(b.audited, keep),
+		seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
 	for _, f := range b.fences {
 		if !drop[nsKey{f.Org, f.Namespace}] {
 			out.fences = append(out.fences, f)
@@ -119,8 +122,11 @@ func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logge
 		case revisions.Revision:
 			b.revisions = append(b.revisions, env)
 		default:
-			if env.Type.IsDocument() {
+			switch {
+			case env.Type.IsDocument():
 				b.documents = append(b.documents, env)
+			case env.Type == events.TypeAudited:
+				b.audited = append(b.audited, env)
 			}
 		}
 	}

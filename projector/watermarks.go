@@ -32,9 +32,21 @@ type settlement struct {
 // by the rest. A jump (an erasure's seq) moves the watermark to it over any gap: the
 // seqs below it that have not arrived were withdrawn by the erasure and never will.
 func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, st settlement) (advanced int, gaps []string, dupes int, err error) {
+	advanced, gaps, dupes, _, err = settleWatermarks(ctx, pool, projection, st)
+	return advanced, gaps, dupes, err
+}
+
+// settledMark is where a batch found a namespace's watermark, under its lock, and
+// where it left it.
+type settledMark struct{ from, to int64 }
+
+// settleWatermarks is advanceWatermarks, also returning each namespace's settledMark.
+func settleWatermarks(ctx context.Context, pool *pgxpool.Pool, projection string, st settlement) (advanced int, gaps []string, dupes int,
+	settled map[nsKey]settledMark, err error) {
 	if len(st.seqs) == 0 && len(st.failures) == 0 && len(st.resolved) == 0 {
-		return 0, nil, 0, nil
+		return 0, nil, 0, nil, nil
 	}
+	settled = map[nsKey]settledMark{}
 	keys := make([]nsKey, 0, len(st.seqs))
 	for k := range st.seqs {
 		keys = append(keys, k)
@@ -49,6 +61,7 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		for _, k := range keys {
 			start := current[k]
 			wm, n, d, gap := advance(start, st.seqs[k], st.jumps[k])
+			settled[k] = settledMark{from: start, to: max(start, wm)}
 			advanced, dupes = advanced+n, dupes+d
 			if gap {
 				gaps = append(gaps, k.org+"/"+k.namespace)
@@ -73,7 +86,10 @@ func advanceWatermarks(ctx context.Context, pool *pgxpool.Pool, projection strin
 		}
 		return nil
 	})
-	return advanced, gaps, dupes, err
+	if err != nil {
+		settled = nil
+	}
+	return advanced, gaps, dupes, settled, err
 }
 
 // advance moves a watermark through a batch's seqs of one namespace (gapless.Advance).

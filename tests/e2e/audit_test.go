@@ -66,12 +66,13 @@ func TestTheAuditChainVerifiesAndNamesATamperedRow(t *testing.T) {
 		t.Fatalf("namespace.audit's last page: %+v %v", rest, err)
 	}
 
-	// An erasure scrubs the rows' keys, hashes and user ids and adds its own row: the
-	// chain stays whole.
+	// An erasure scrubs the rows' keys, hashes and user ids and adds its own rows (its
+	// request's, and its saga's started and completed): the chain stays whole.
 	c.Erasure(t, client.ErasureRequest{Namespace: ns})
 	testenv.WaitProjected(t, pool, "main", org, ns)
-	if got := hashes(t, conn, org, ns); len(got) != 5 || !strings.Contains(got[4], ":"+auditchain.OpErasure+":") {
-		t.Fatalf("audit rows after the erasure: %v, want the four writes' and the erasure's", got)
+	if got := hashes(t, conn, org, ns); len(got) != 7 || !strings.Contains(got[4], ":"+auditchain.OpErasure+":") ||
+		!strings.Contains(got[5], ":erasure.started:") || !strings.HasPrefix(got[6], "6:erasure.completed:") {
+		t.Fatalf("audit rows after the erasure: %v, want the four writes', the erasure's and its saga's", got)
 	}
 	if err := verify(); err != nil {
 		t.Fatalf("the chain after an erasure's scrub: %v", err)
