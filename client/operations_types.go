@@ -166,6 +166,8 @@ type RestoreAnswer struct {
 		TurnsUnchanged     int64 `json:"turns_unchanged"`
 		TurnsErasedSkipped int64 `json:"turns_erased_skipped"`
 		Digests            int64 `json:"digests"`
+		// Learnings: candidates of the learnings queue filed again.
+		Learnings int64 `json:"learnings"`
 	} `json:"counts"`
 	Batches int `json:"batches"`
 }

@@ -135,8 +135,12 @@ func (s *Service) writeInputs(ctx context.Context, tx pgx.Tx, in *Inputs, facts 
 }
 
 // SealInputs seals a transcript for keeping (sealTurns): a transcript whose record
-// would be too large for the broker is refused (413) before any model call.
+// would be too large for the broker is refused (413) before any model call. With
+// LOOM_EXTRACTION_KEEP_INPUTS off it keeps nothing (nil: the facts are written alone).
 func (s *Service) SealInputs(ctx context.Context, id memrow.Identity, msgs []extraction.Message) (*Inputs, error) {
+	if !s.cfg.Extraction.KeepInputs {
+		return nil, nil
+	}
 	turns := make([]observedTurn, len(msgs))
 	for i, m := range msgs {
 		turns[i] = observedTurn{Role: m.Role, Content: m.Content, Speaker: m.Speaker, At: m.At}

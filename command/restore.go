@@ -62,10 +62,12 @@ type RestoreCounts struct {
 	TurnsUnchanged     int64 `json:"turns_unchanged"`
 	TurnsErasedSkipped int64 `json:"turns_erased_skipped"`
 	Digests            int64 `json:"digests"`
+	// Learnings: candidates of the learnings queue filed anew (restore_learnings.go).
+	Learnings int64 `json:"learnings"`
 }
 
 func (a *RestoreAnswer) committed() bool {
-	return a.Counts.Restored > 0 || a.Counts.Turns > 0 || a.Counts.Digests > 0
+	return a.Counts.Restored > 0 || a.Counts.Turns > 0 || a.Counts.Digests > 0 || a.Counts.Learnings > 0
 }
 
 func (a *RestoreAnswer) outcome() string {
@@ -142,7 +144,7 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 
 // checkSnapshot reads the whole payload once and checks it: its framing (the end line
 // counts and digests what came before), every memory as a restore would write it, and
-// every turn and digest of the conversation's record.
+// every turn and digest of the conversation's record, and every learning.
 func checkSnapshot(open Opener) (snapshot.Header, int64, error) {
 	var h snapshot.Header
 	var n, records int64
@@ -158,6 +160,11 @@ func checkSnapshot(open Opener) (snapshot.Header, int64, error) {
 			records++
 			if err := checkRestoredRecord(line); err != nil {
 				return fmt.Errorf("%w: turn or digest %d: %w", snapshot.ErrMalformed, records, err)
+			}
+		case line.Learning != nil:
+			records++
+			if err := checkRestoredLearning(line.Learning); err != nil {
+				return fmt.Errorf("%w: learning %d: %w", snapshot.ErrMalformed, records, err)
 			}
 		}
 		return nil
@@ -303,6 +310,14 @@ func (s *Service) writeRestore(ctx context.Context, p auth.Principal, r restoreC
 				return err
 			}
 			return conv.add(ctx, line)
+		case line.Learning != nil:
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := conv.flush(ctx); err != nil {
+				return err
+			}
+			return conv.addLearning(ctx, line.Learning)
 		}
 		return nil
 	})

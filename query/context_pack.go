@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -201,29 +203,38 @@ func budgetRefused() *httperr.Error {
 	return httperr.Validation("budget_tokens", fmt.Sprintf("budget_tokens must be an integer from %d to %d", minPackBudget, maxPackBudget))
 }
 
-// packLayers reads every asked layer, in priority order, each line cited.
+// packLayers reads every asked layer, each line cited. The layers read apart (the
+// search's index and barrier, the journal, the conversation's record, the knowledge
+// plane) and share nothing, so they are read at once: a pack costs its slowest layer,
+// not their sum. Each fills its own section, so the answer does not depend on which
+// finishes first.
 func (s *Service) packLayers(ctx context.Context, p auth.Principal, plan *packPlan) ([]packSection, Passed, error) {
 	var passed Passed
-	out := make([]packSection, 0, len(plan.sections))
-	for _, name := range plan.sections {
-		sec := packSection{Name: name, Available: true, Lines: []packLine{}}
-		var err error
-		switch name {
-		case sectionProfile:
-			err = s.profileLayer(ctx, p, plan, &sec)
-		case sectionFacts:
-			passed, err = s.factsLayer(ctx, p, plan, &sec)
-		case sectionRecent:
-			err = s.recentLayer(ctx, p, plan, &sec)
-		case sectionSession:
-			err = s.sessionLayer(ctx, p, plan, &sec)
-		case sectionKnowledge:
-			err = s.knowledgeLayer(ctx, p, plan, &sec)
-		}
-		if err != nil {
-			return nil, passed, err
-		}
-		out = append(out, sec)
+	out := make([]packSection, len(plan.sections))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range plan.sections {
+		out[i] = packSection{Name: name, Available: true, Lines: []packLine{}}
+		sec := &out[i]
+		g.Go(func() error {
+			switch name {
+			case sectionProfile:
+				return s.profileLayer(gctx, p, plan, sec)
+			case sectionFacts:
+				var err error
+				passed, err = s.factsLayer(gctx, p, plan, sec)
+				return err
+			case sectionRecent:
+				return s.recentLayer(gctx, p, plan, sec)
+			case sectionSession:
+				return s.sessionLayer(gctx, p, plan, sec)
+			case sectionKnowledge:
+				return s.knowledgeLayer(gctx, p, plan, sec)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, Passed{}, err
 	}
 	return out, passed, nil
 }
@@ -331,22 +342,35 @@ func (s *Service) sessionLayer(ctx context.Context, p auth.Principal, plan *pack
 	if p.ReadUserID == "" {
 		p.ReadUserID = plan.userID
 	}
-	digest, ok, err := s.sessions.SessionDigest(ctx, p, plan.ns, session)
-	if err != nil {
-		return fmt.Errorf("reading the session's digest: %w", err)
+	// The digest and the last turns are two reads of their own: read at once.
+	var digest string
+	var ok bool
+	var turns []Turn
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		if digest, ok, err = s.sessions.SessionDigest(gctx, p, plan.ns, session); err != nil {
+			return fmt.Errorf("reading the session's digest: %w", err)
+		}
+		return nil
+	})
+	if plan.lastTurns > 0 {
+		g.Go(func() error {
+			var err error
+			if turns, err = s.sessions.SessionTurns(gctx, p, plan.ns, session, plan.lastTurns); err != nil {
+				return fmt.Errorf("reading the session's turns: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if ok && digest != "" {
 		sec.Lines = append(sec.Lines, packLine{Cite: "s:" + session, Text: "digest: " + digest, session: session,
 			detail: map[string]string{"session_id": session, "digest": digest}})
 	} else {
 		sec.Note = "the session has no digest"
-	}
-	if plan.lastTurns == 0 {
-		return nil
-	}
-	turns, err := s.sessions.SessionTurns(ctx, p, plan.ns, session, plan.lastTurns)
-	if err != nil {
-		return fmt.Errorf("reading the session's turns: %w", err)
 	}
 	for _, t := range turns {
 		who := t.Role

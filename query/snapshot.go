@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/learnings"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/snapshot"
 )
@@ -161,7 +162,8 @@ func (s *Service) writeSnapshot(ctx context.Context, tx pgx.Tx, h snapshot.Heade
 
 // writeConversation streams the namespace's conversation record after its memories:
 // every kept turn, with the memories drawn from it, then each session's newest
-// digest, read in the snapshot's transaction. The verbatim chunks are not written: a
+// digest, then the learnings queue's candidates with their supporters, read in the
+// snapshot's transaction. The verbatim chunks are not written: a
 // restore cuts them again from the turns, as their write cut them.
 func (s *Service) writeConversation(ctx context.Context, tx pgx.Tx, h snapshot.Header, sw *snapshot.Writer) error {
 	err := evidence.EachTurn(ctx, tx, h.Org, h.Namespace, s.unwrapKey, func(o evidence.Opened, source string, memoryIDs []string) error {
@@ -179,7 +181,9 @@ func (s *Service) writeConversation(ctx context.Context, tx pgx.Tx, h snapshot.H
 			return err
 		}
 	}
-	return nil
+	return learnings.EachIn(ctx, tx, h.Org, h.Namespace, func(o learnings.Opened) error {
+		return sw.WriteRecord(snapshot.Learning{Kind: snapshot.KindLearning, Opened: o})
+	})
 }
 
 // snapshotTurn is a kept turn's line, as a snapshot and an export carry it.

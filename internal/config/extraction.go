@@ -25,6 +25,10 @@ type Extraction struct {
 	Deadline       time.Duration // LOOM_EXTRACTION_DEADLINE_MS: one request's budget, model calls included
 	WindowChars    int           // LOOM_EXTRACTION_WINDOW_CHARS: a transcript longer than this is extracted in windows
 	MaxChars       int           // LOOM_EXTRACTION_MAX_CHARS: the longest transcript one request takes
+	// KeepInputs: memory.set_from_messages, inline or deferred, keeps the transcript
+	// it read in the conversation's record (LOOM_EXTRACTION_KEEP_INPUTS). Off, a
+	// deployment keeps the facts alone: no turn, chunk or belief-source link of theirs.
+	KeepInputs bool
 }
 
 func readExtraction(r *reader) Extraction {
@@ -43,6 +47,7 @@ func readExtraction(r *reader) Extraction {
 		Deadline:       r.ms("LOOM_EXTRACTION_DEADLINE_MS", 120000),
 		WindowChars:    r.int("LOOM_EXTRACTION_WINDOW_CHARS", 24000),
 		MaxChars:       r.int("LOOM_EXTRACTION_MAX_CHARS", 200000),
+		KeepInputs:     r.bool("LOOM_EXTRACTION_KEEP_INPUTS", true),
 	}
 }
 

@@ -146,17 +146,29 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 // supports in org's namespaces (nil: every one), each with that user's supporters
 // alone: what a subject-access export of the user holds of the queue.
 func EachOf(ctx context.Context, q Querier, org, userID string, namespaces []string, fn func(ns string, o Opened) error) error {
+	return each(ctx, q, `s.org = $1 AND s.user_id = $2 AND ($3::text[] IS NULL OR s.namespace = ANY($3))`,
+		[]any{org, userID, namespaces}, fn)
+}
+
+// EachIn calls fn, oldest first, with every candidate of a namespace and all its
+// supporters: what a namespace snapshot holds of the queue.
+func EachIn(ctx context.Context, q Querier, org, ns string, fn func(o Opened) error) error {
+	return each(ctx, q, `s.org = $1 AND s.namespace = $2`, []any{org, ns}, func(_ string, o Opened) error { return fn(o) })
+}
+
+// each reads the candidates whose supporters match where, grouped by candidate, each
+// with its matching supporters, oldest first.
+func each(ctx context.Context, q Querier, where string, args []any, fn func(ns string, o Opened) error) error {
 	rows, err := q.Query(ctx, `SELECT c.namespace, c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
 			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
 			s.user_id, s.session_id, s.message_index, s.created_at,
 			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM loom.learnings_supporters s JOIN loom.learnings_queue c
 			ON c.org = s.org AND c.namespace = s.namespace AND c.candidate_id = s.candidate_id
-		WHERE s.org = $1 AND s.user_id = $2 AND ($3::text[] IS NULL OR s.namespace = ANY($3))
-		ORDER BY c.namespace, c.created_at, c.candidate_id, s.created_at, s.session_id, s.message_index`,
-		org, userID, namespaces)
+		WHERE `+where+`
+		ORDER BY c.namespace, c.created_at, c.candidate_id, s.created_at, s.user_id, s.session_id, s.message_index`, args...)
 	if err != nil {
-		return fmt.Errorf("read the user's learnings: %w", err)
+		return fmt.Errorf("read the learnings: %w", err)
 	}
 	defer rows.Close()
 	var cur *Opened
@@ -167,7 +179,7 @@ func EachOf(ctx context.Context, q Querier, org, userID string, namespaces []str
 		var s Supporter
 		if err := rows.Scan(&ns, &o.CandidateID, &o.Agent, &o.Status, &o.Source, &o.CreatedAt, &o.Rule,
 			&s.UserID, &s.SessionID, &s.MessageIndex, &s.CreatedAt, &s.Quote); err != nil {
-			return fmt.Errorf("read the user's learnings: %w", err)
+			return fmt.Errorf("read the learnings: %w", err)
 		}
 		s.CreatedAt = s.CreatedAt.UTC()
 		if cur != nil && curNS == ns && cur.CandidateID == o.CandidateID {
@@ -183,10 +195,55 @@ func EachOf(ctx context.Context, q Querier, org, userID string, namespaces []str
 		cur, curNS = &o, ns
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the user's learnings: %w", err)
+		return fmt.Errorf("read the learnings: %w", err)
 	}
 	if cur != nil {
 		return fn(curNS, *cur)
 	}
 	return nil
+}
+
+// Kept is a candidate as a namespace restore files it again: its id, agent, source,
+// status and time as the snapshot holds them, its texts sealed anew.
+type Kept struct {
+	Org, Namespace, CandidateID, Agent string
+	Source, Status                     string
+	CreatedAt                          time.Time
+	Rule                               Sealed
+	Supporters                         []KeptSupporter
+}
+
+// KeptSupporter is one supporter of a Kept candidate.
+type KeptSupporter struct {
+	UserID, SessionID string
+	MessageIndex      int
+	CreatedAt         time.Time
+	Quote             Sealed
+}
+
+// Restore files a kept candidate and its supporters again in tx, under its own id,
+// each row dated as the snapshot dates it. A row the namespace holds already is left
+// as it is, so a restore run again files nothing; added says whether the candidate's
+// row is new. Like Insert, it reads the namespace's generation under its row lock.
+func Restore(ctx context.Context, tx pgx.Tx, k Kept) (added bool, err error) {
+	gen, err := generations.Advance(ctx, tx, k.Org, k.Namespace, 0)
+	if err != nil {
+		return false, fmt.Errorf("lock the generation of %s: %w", k.Namespace, err)
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO loom.learnings_queue (org, namespace, candidate_id, agent, source, status, generation, data_key, sealed, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+		k.Org, k.Namespace, k.CandidateID, k.Agent, k.Source, k.Status, gen, k.Rule.DataKey, k.Rule.Text, k.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("file the learning again: %w", err)
+	}
+	b := &pgx.Batch{}
+	for _, s := range k.Supporters {
+		b.Queue(`INSERT INTO loom.learnings_supporters (org, namespace, candidate_id, agent, user_id, session_id, message_index,
+				generation, data_key, sealed, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+			k.Org, k.Namespace, k.CandidateID, k.Agent, s.UserID, s.SessionID, s.MessageIndex, gen, s.Quote.DataKey, s.Quote.Text, s.CreatedAt)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("file the learning's supporters again: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/loomplane/loom/internal/learnings"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -34,8 +35,9 @@ const (
 	// digests, after its memories.
 	KindTurn   = "turn"
 	KindDigest = "digest"
-	// KindLearning is a rule about the agent the user supports, in a subject-access
-	// export (after the digests); a namespace snapshot carries none.
+	// KindLearning is a rule about the agent in the learnings queue, after the
+	// digests: a namespace snapshot's every candidate with all its supporters, a
+	// subject-access export's those the user supports, with that user's alone.
 	KindLearning = "learning"
 )
 
@@ -93,11 +95,19 @@ type Digest struct {
 	Text      string    `json:"text"`
 }
 
+// Learning is one candidate of the learnings queue, its texts open as a turn's are,
+// with its supporters and their quotes.
+type Learning struct {
+	Kind string `json:"kind"`
+	learnings.Opened
+}
+
 // Line is one line a Reader read: exactly one field is set.
 type Line struct {
-	Memory *memrow.Row
-	Turn   *Turn
-	Digest *Digest
+	Memory   *memrow.Row
+	Turn     *Turn
+	Digest   *Digest
+	Learning *Learning
 }
 
 // End is the last line of a payload.
@@ -126,8 +136,8 @@ func NewWriter(w io.Writer, header any) (*Writer, error) {
 // Write writes one memory line (any JSON object whose kind is KindMemory).
 func (sw *Writer) Write(v any) error { return sw.line(v, true) }
 
-// WriteRecord writes a line of the conversation's record (a Turn or a Digest), which
-// the end line counts apart from the memories.
+// WriteRecord writes a line of the conversation's record (a Turn, a Digest or a
+// Learning), which the end line counts apart from the memories.
 func (sw *Writer) WriteRecord(v any) error {
 	if err := sw.line(v, false); err != nil {
 		return err
@@ -247,13 +257,21 @@ func (rd *Reader) Next() (Line, error) {
 		rd.hashLine(raw)
 		rd.records++
 		return Line{Digest: &d}, nil
+	case KindLearning:
+		var l Learning
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return Line{}, rd.malformed("not a learning line")
+		}
+		rd.hashLine(raw)
+		rd.records++
+		return Line{Learning: &l}, nil
 	case KindEnd:
 		var end End
 		if err := strictDecode(raw, &end); err != nil {
 			return Line{}, rd.malformed("not an end line")
 		}
 		if end.Rows != rd.rows || end.Records != rd.records || end.SHA256 != hex.EncodeToString(rd.h.Sum(nil)) {
-			return Line{}, rd.malformed(fmt.Sprintf("the end line counts %d memories and %d turns and digests, and a digest the %d and %d lines before it do not match: the payload was edited",
+			return Line{}, rd.malformed(fmt.Sprintf("the end line counts %d memories and %d turns, digests and learnings, and a digest the %d and %d lines before it do not match: the payload was edited",
 				end.Rows, end.Records, rd.rows, rd.records))
 		}
 		if rd.sc.Scan() {

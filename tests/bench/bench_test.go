@@ -115,8 +115,9 @@ func TestHistoryScenarioReportsItBesideAPointRead(t *testing.T) {
 }
 
 // The extract scenario runs memory.set_from_messages against the scripted provider and
-// reports the pipeline's time beside a memory.bulk_set of the same facts, and its
-// round trips to the provider.
+// reports the pipeline's time beside a memory.bulk_set of the same facts, its round
+// trips to the provider, and its time beside the same extraction in a second process
+// that keeps no inputs (the scenario checks the one kept the turns and the other none).
 func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 	provider := bench.StartScriptedProvider()
 	t.Cleanup(func() {
@@ -125,7 +126,11 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 		}
 	})
 	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = provider.URL, bench.ScriptedModel })
-	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench"}
+	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench",
+		OpenPeer: func(_ context.Context, cfg config.Config) (string, func(), error) {
+			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }))
+			return url, stop, nil
+		}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"extract"}, Duration: time.Millisecond})
@@ -133,7 +138,7 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := rep.Scenarios[0].Rows
-	if len(rows) != 3 || rows[0].Ratio == nil || rows[1].Loom != 1 {
+	if len(rows) != 5 || rows[0].Ratio == nil || rows[1].Loom != 1 || rows[3].Case != "10 facts, inputs kept vs none" || rows[3].Ratio == nil {
 		t.Fatalf("rows: %+v", rows)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -155,5 +158,43 @@ func TestCrystallizeObservedTurns(t *testing.T) {
 	}
 	if _, err := e.tc.Crystallize(ctx, e.ns, client.CrystallizeRequest{Identity: alice, Steps: []string{"loom.nope"}}); !errors.As(err, &ce) || ce.Status != 422 || ce.Field != "steps" {
 		t.Errorf("an unknown step: %v", err)
+	}
+}
+
+// With LOOM_EXTRACTION_KEEP_INPUTS off, memory.set_from_messages keeps the facts it
+// draws and nothing of the transcript: no turn id in the answer, no turn, chunk or
+// belief-source row, and recall by the fact's key finds no turn.
+func TestFromMessagesWithoutItsInputsKeepsTheFactsAlone(t *testing.T) {
+	srv := llmtest.New(t)
+	n, url := env.API(t, func(c *config.Config) {
+		withProvider(srv)(c)
+		c.Command.Extraction.QueueEnabled = false
+		c.Command.Extraction.KeepInputs = false
+	})
+	org, ns := testenv.Unique(t, "org"), testenv.Unique(t, "noinputs")
+	tc := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org})).Typed(t)
+	ctx := context.Background()
+	alice := client.Identity{UserID: "alice", SessionID: "s1"}
+	srv.ReplyWhen(isExtraction, extracted([]said{{"user.city", "Lives in Lisbon", 0}}))
+	ans, err := tc.FromMessages(ctx, ns, client.FromMessagesRequest{Identity: alice, Messages: []client.Message{
+		{Role: "user", Content: "I moved to Lisbon last spring."}, {Role: "assistant", Content: "How are you finding it?"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.TurnIDs) != 0 || byKey(ans)["user.city"].MemoryID == "" {
+		t.Fatalf("the answer: %+v, want the fact and no turns", ans)
+	}
+	if m, err := tc.Get(ctx, ns, "user.city", alice, time.Time{}); err != nil || string(m.Value) != `"Lives in Lisbon"` {
+		t.Fatalf("the fact: %+v, %v", m, err)
+	}
+	pool := env.PG(t)
+	if left := testenv.Int(t, pool, `SELECT (SELECT count(*) FROM loom.memory_evidence WHERE org = $1 AND namespace = $2)
+		+ (SELECT count(*) FROM loom.memory_belief_sources WHERE org = $1 AND namespace = $2)
+		+ (SELECT count(*) FROM loom.memory_chunks WHERE org = $1 AND namespace = $2)`, org, ns); left != 0 {
+		t.Errorf("%d rows of the transcript kept", left)
+	}
+	rec, err := tc.Recall(ctx, ns, client.RecallRequest{Key: "user.city", Identity: alice})
+	if err != nil || len(rec.Hits) != 0 {
+		t.Errorf("recall by the fact's key: %+v, %v; want no turns", rec, err)
 	}
 }

@@ -44,7 +44,61 @@ func TestAgentRulesAreLearningsNotMemories(t *testing.T) {
 	learningsSealedAtRest(t, pool, org, ns)
 	learningsBoundTokensSeeTheirUsers(t, ctx, n, url, org, ns)
 	learningsRefuseBadInputAndReaders(t, n, url, admin, org, ns)
+	payload := learningsSnapshotRestoresThem(t, ctx, tc, org, ns, learned, rule, quote)
 	learningsErasureRemovesThem(t, ctx, srv, admin, tc, pool, org, ns)
+	// The snapshot taken before alice's erasure restores none of her learnings now.
+	again := must[*client.RestoreAnswer](t, "restore after the erasure")(tc.RestoreNamespace(ctx, testenv.Unique(t, "learn-after"), payload))
+	if again.Counts.Learnings != 0 {
+		t.Errorf("a restore after alice's erasure filed %d learnings, want none", again.Counts.Learnings)
+	}
+}
+
+// learningsSnapshotRestoresThem takes the namespace's snapshot: it carries the rule
+// as a learning line with alice's quote; a restore into its source files nothing
+// twice, and one into a fresh namespace files it again (same id, rule, supporter,
+// quote and time, sealed at rest). It returns the payload.
+func learningsSnapshotRestoresThem(t *testing.T, ctx context.Context, tc *client.Client, org, ns string, learned client.ExtractedFact, rule, quote string) []byte {
+	payload := readAll(t, must[*client.Stream](t, "snapshot")(tc.SnapshotNamespace(ctx, ns)))
+	var lines []client.ExportLearning
+	err := client.ReadLines(bytes.NewReader(payload), func(kind string, line json.RawMessage) error {
+		if kind != "learning" {
+			return nil
+		}
+		var l client.ExportLearning
+		err := json.Unmarshal(line, &l)
+		lines = append(lines, l)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].CandidateID != learned.LearningID || lines[0].Rule != rule || len(lines[0].Supporters) != 1 ||
+		lines[0].Supporters[0].Quote != quote {
+		t.Fatalf("the snapshot's learning lines: %+v, want the rule with alice's quote", lines)
+	}
+	// Into its source, which holds the rule already: nothing is filed twice.
+	if ans := must[*client.RestoreAnswer](t, "restore into the source")(tc.RestoreNamespace(ctx, ns, payload)); ans.Counts.Learnings != 0 {
+		t.Errorf("a restore into the source filed %d learnings, want none", ans.Counts.Learnings)
+	}
+	if ls, err := tc.Learnings(ctx, ns, client.LearningsOptions{}); err != nil || len(ls.Learnings) != 1 || len(ls.Learnings[0].Supporters) != 1 {
+		t.Errorf("the source's learnings after a restore into it: %+v, %v; want the one rule, once", ls, err)
+	}
+	dst := testenv.Unique(t, "learn-restored")
+	if ans := must[*client.RestoreAnswer](t, "restore")(tc.RestoreNamespace(ctx, dst, payload)); ans.Counts.Learnings != 1 {
+		t.Errorf("a restore into a fresh namespace filed %d learnings, want 1", ans.Counts.Learnings)
+	}
+	ls, err := tc.Learnings(ctx, dst, client.LearningsOptions{})
+	if err != nil || len(ls.Learnings) != 1 {
+		t.Fatalf("the restored namespace's learnings: %+v, %v; want the rule", ls, err)
+	}
+	l := ls.Learnings[0]
+	if l.CandidateID != learned.LearningID || l.Rule != rule || l.Status != "pending" || len(l.Supporters) != 1 ||
+		l.Supporters[0].UserID != "alice" || l.Supporters[0].MessageIndex != 2 || l.Supporters[0].Quote != quote ||
+		!l.CreatedAt.Equal(lines[0].CreatedAt) {
+		t.Errorf("the restored learning: %+v, want the snapshot's %+v", l, lines[0])
+	}
+	learningsSealedAtRest(t, env.PG(t), org, dst)
+	return payload
 }
 
 // learningsRuleIsNoMemory extracts a conversation holding a user's fact and a rule

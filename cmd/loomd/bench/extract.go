@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 )
 
@@ -69,15 +71,24 @@ func (o *owner) finish() error {
 // extract measures memory.set_from_messages of a transcript of extractFacts facts
 // against a memory.bulk_set of the same facts, each rep into a fresh namespace: the
 // pipeline's time per request with the provider's own time (model_ms) subtracted, and
-// its round trips to the provider.
+// its round trips to the provider. Each rep also extracts the same transcript through a
+// second process on the same stores that keeps no inputs (LOOM_EXTRACTION_KEEP_INPUTS
+// off): the issue's "inputs kept vs without" is that pair, same run, interleaved.
 func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title:    fmt.Sprintf("memory.set_from_messages of a %d-fact transcript, ms per request", extractFacts),
-		Baseline: fmt.Sprintf("memory.bulk_set of the same %d facts", extractFacts),
+		Baseline: fmt.Sprintf("memory.bulk_set of the same %d facts; for the inputs rows, the same extraction keeping no inputs", extractFacts),
 		Notes: []string{"Loom's time is the request's wall time less model_ms, the time it waited for the provider; " +
-			"against the scripted provider of `loomd bench` unless LOOM_LLM_BASE_URL names one"},
+			"against the scripted provider of `loomd bench` unless LOOM_LLM_BASE_URL names one",
+			"without inputs: a second process on the same stores with LOOM_EXTRACTION_KEEP_INPUTS=false (the facts' commit writes no turn, " +
+				"chunk or belief-source link, and no memory.turns_observed record), each rep's two extractions back to back"},
 	}
-	var fromTook, bulkTook []time.Duration
+	bare, stop, err := r.withoutInputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var fromTook, bareTook, bulkTook []time.Duration
 	var calls, modelMs float64
 	start := time.Now()
 	for rep := 0; rep == 0 || time.Since(start) < r.opts.Duration; rep++ {
@@ -88,31 +99,85 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 			msgs = append(msgs, client.Message{Role: "user", Content: "I like " + thing + "."})
 			batch = append(batch, client.BulkEntry{Key: "user.likes_" + thing, Value: "Likes " + thing})
 		}
-		t0 := time.Now()
-		a, err := r.api.FromMessages(ctx, r.namespace("extract", fmt.Sprint(rep)), client.FromMessagesRequest{Messages: msgs})
+		took, a, err := r.extractOnce(ctx, r.api, r.namespace("extract", fmt.Sprint(rep)), msgs, true)
 		if err != nil {
-			return nil, fmt.Errorf("memory.set_from_messages: %w", err)
-		}
-		took := time.Since(t0) - time.Duration(a.ModelMs*float64(time.Millisecond))
-		if len(a.Facts) != extractFacts {
-			return nil, fmt.Errorf("memory.set_from_messages extracted %d facts, want %d (is the provider the scripted one?)", len(a.Facts), extractFacts)
+			return nil, err
 		}
 		fromTook, calls, modelMs = append(fromTook, took), calls+float64(a.ModelCalls), modelMs+a.ModelMs
-		t0 = time.Now()
+		tookBare, _, err := r.extractOnce(ctx, bare, r.namespace("extractbare", fmt.Sprint(rep)), msgs, false)
+		if err != nil {
+			return nil, err
+		}
+		bareTook = append(bareTook, tookBare)
+		t0 := time.Now()
 		if _, err := r.api.BulkSet(ctx, r.namespace("extractbulk", fmt.Sprint(rep)), client.BulkSetRequest{Entries: batch}); err != nil {
 			return nil, fmt.Errorf("memory.bulk_set: %w", err)
 		}
 		bulkTook = append(bulkTook, time.Since(t0))
-		r.progress("  memory.set_from_messages: %s besides %.1f ms of the provider's; memory.bulk_set: %s",
-			took.Round(time.Millisecond), a.ModelMs, bulkTook[len(bulkTook)-1].Round(time.Millisecond))
+		r.progress("  memory.set_from_messages: %s besides %.1f ms of the provider's (%s keeping no inputs); memory.bulk_set: %s",
+			took.Round(time.Millisecond), a.ModelMs, tookBare.Round(time.Millisecond), bulkTook[len(bulkTook)-1].Round(time.Millisecond))
 	}
 	n := float64(len(fromTook))
 	name := fmt.Sprintf("%d facts", extractFacts)
 	res.add(name, "ms per request, the provider's time subtracted (mean)", meanMS(fromTook), meanMS(bulkTook))
 	res.add(name, "model round trips per request", round(calls/n, 2), 0)
 	res.add(name, "provider ms per request (mean)", round(modelMs/n, 2), 0)
+	inputs := name + ", inputs kept vs none"
+	res.add(inputs, "ms per request, the provider's time subtracted (mean)", meanMS(fromTook), meanMS(bareTook))
+	res.add(inputs, "ms per request, the provider's time subtracted (p50)", medianMS(fromTook), medianMS(bareTook))
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Concurrency: 1, Calls: len(fromTook), Seconds: round(sum(fromTook).Seconds(), 2)},
-		Baseline: &Sample{Concurrency: 1, Calls: len(bulkTook), Seconds: round(sum(bulkTook).Seconds(), 2)}})
+		Baseline: &Sample{Concurrency: 1, Calls: len(bulkTook), Seconds: round(sum(bulkTook).Seconds(), 2)}},
+		CaseSamples{Case: inputs,
+			Loom:     Sample{Concurrency: 1, Calls: len(fromTook), Seconds: round(sum(fromTook).Seconds(), 2)},
+			Baseline: &Sample{Concurrency: 1, Calls: len(bareTook), Seconds: round(sum(bareTook).Seconds(), 2)}})
 	return res, nil
+}
+
+// extractOnce runs one memory.set_from_messages through api and answers its time less
+// the provider's; kept says whether the answer must name the transcript's turns.
+func (r *runner) extractOnce(ctx context.Context, api *client.Client, ns string, msgs []client.Message, kept bool) (time.Duration, *client.FromMessagesAnswer, error) {
+	t0 := time.Now()
+	a, err := api.FromMessages(ctx, ns, client.FromMessagesRequest{Messages: msgs})
+	if err != nil {
+		return 0, nil, fmt.Errorf("memory.set_from_messages: %w", err)
+	}
+	took := time.Since(t0) - time.Duration(a.ModelMs*float64(time.Millisecond))
+	if len(a.Facts) != extractFacts {
+		return 0, nil, fmt.Errorf("memory.set_from_messages extracted %d facts, want %d (is the provider the scripted one?)", len(a.Facts), extractFacts)
+	}
+	if (len(a.TurnIDs) == len(msgs)) != kept {
+		return 0, nil, fmt.Errorf("memory.set_from_messages kept %d turns of %d; want them kept: %t", len(a.TurnIDs), len(msgs), kept)
+	}
+	return took, a, nil
+}
+
+// withoutInputs serves a command process on the same stores that keeps no inputs
+// (LOOM_EXTRACTION_KEEP_INPUTS off) and answers its client.
+func (r *runner) withoutInputs(ctx context.Context) (*client.Client, func(), error) {
+	if r.t.OpenPeer == nil {
+		return nil, nil, fmt.Errorf("the extract scenario runs its no-inputs case in a second process: the target opens none (Target.OpenPeer)")
+	}
+	cfg := r.t.Process.Cfg
+	cfg.Roles = config.Roles{config.RoleCommand}
+	cfg.Boot.Migrate = false
+	cfg.Command.Extraction.QueueEnabled = false
+	cfg.Command.Extraction.KeepInputs = false
+	url, stop, err := r.t.OpenPeer(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the process that keeps no inputs: %w", err)
+	}
+	api, err := newClient(url, r.t.Token)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return api, stop, nil
+}
+
+// medianMS is the middle of took, in milliseconds.
+func medianMS(took []time.Duration) float64 {
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	return ms(percentile(sorted, 0.5))
 }

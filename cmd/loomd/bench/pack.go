@@ -21,8 +21,10 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 		Title:    fmt.Sprintf("context.pack latency, %d-token budget (o200k_base), at %d memories and %d turns", packBudget, size, r.opts.PackTurns),
 		Baseline: fmt.Sprintf("memory.search of the same queries, top_k %d, same namespace, same concurrency, same run", packTopK),
 		Notes: []string{"the namespace is loaded with memory.bulk_set (append_only), then --pack-turns turns of one user with memory.observe " +
-			"(sessions of 100); the pack names the last session, so its facts (the search, with its turns and digest legs), recent " +
-			"(the journal's newest revisions) and session (the session's last 8 turns) layers hold lines; no profile or knowledge is loaded",
+			"(sessions of 100); the pack names the last session, so its facts (the search of the query, as the baseline runs it: the " +
+			"evidence legs are off by default in both), recent (the journal's newest revisions) and session (the session's digest and " +
+			"last 8 turns) layers hold lines, and its knowledge layer searches an empty plane; no profile is loaded (no user_id). " +
+			"The layers are read at once, so a pack costs its slowest layer, the search",
 			fmt.Sprintf("the namespace size is --search-sizes' first (%d)", size)},
 	}
 	ns := r.namespace("pack", fmt.Sprint(size))
