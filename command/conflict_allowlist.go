@@ -16,6 +16,7 @@ import (
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/snapshot"
 )
 
 // The conflict allowlist (memory-architecture, memory.set step 10: "an append_only
@@ -265,4 +266,74 @@ func (s *Service) listAllowlist(ctx context.Context, p auth.Principal, ns string
 		out.Pairs[i] = allowlistPair{MemoryIDs: [2]string{pr.a.String(), pr.b.String()}, AddedBy: pr.addedBy, AddedAt: pr.addedAt.UTC()}
 	}
 	return out, nil
+}
+
+// checkRestoredAllowlist checks a snapshot's allowlisted pairs: each two different
+// memory ids, no more than a namespace holds.
+func checkRestoredAllowlist(pairs [][2]string) error {
+	if len(pairs) > maxAllowlistPairs {
+		return fmt.Errorf("%w: the allowlist holds %d pairs, more than %d", snapshot.ErrMalformed, len(pairs), maxAllowlistPairs)
+	}
+	for i, pair := range pairs {
+		if _, _, err := (allowlistRequest{MemoryIDs: pair[:]}).pairOf(); err != nil {
+			return fmt.Errorf("%w: allowlist pair %d is not two different memory ids", snapshot.ErrMalformed, i+1)
+		}
+	}
+	return nil
+}
+
+// restoreAllowedPairs lists again, after a restore wrote its memories, the snapshot's
+// allowlisted pairs whose two rows the namespace holds live (a row an erasure or the
+// blacklist kept out takes its pairs with it), up to the namespace's bound, as one
+// policy change.
+func (s *Service) restoreAllowedPairs(ctx context.Context, p auth.Principal, ns string, pairs [][2]string) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, pair := range pairs {
+		ids = append(ids, pair[0], pair[1])
+	}
+	found, err := heads.InNamespaceWithIDs(ctx, s.pool, p.Org, ns, ids)
+	if err != nil {
+		return httperr.Store("reading the allowlisted pairs' memories", err)
+	}
+	now := s.now()
+	live := map[string]*memrow.Row{}
+	for _, h := range found {
+		if h.Live(now) {
+			live[h.MemoryID] = h
+		}
+	}
+	err = s.changePolicy(ctx, p.Org, func(tx pgx.Tx) error {
+		seq, err := generations.Read(ctx, tx, p.Org, ns)
+		if err != nil {
+			return fmt.Errorf("read the namespace's generation: %w", err)
+		}
+		for _, pair := range pairs {
+			a, b, _ := orderedPair(pair[0], pair[1])
+			x, y := live[a.String()], live[b.String()]
+			if x == nil || y == nil {
+				continue
+			}
+			users := []string{x.UserID}
+			if y.UserID != x.UserID {
+				users = append(users, y.UserID)
+			}
+			added, n, err := insertAllowedPair(ctx, tx, p.Org, ns, a, b, users, seq, p.Actor())
+			if err != nil {
+				return fmt.Errorf("list the pair: %w", err)
+			}
+			if n > maxAllowlistPairs && added {
+				// The namespace's list is full: this pair and the rest stay off it.
+				_, err := deleteAllowedPair(ctx, tx, p.Org, ns, a, b)
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return httperr.Store("restoring the conflict allowlist", err)
+	}
+	return nil
 }

@@ -97,7 +97,7 @@ func revisionOf(row *memrow.Row, userRef, op string, prevVersion int64, requestI
 		Op: op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
 		Agent: row.Agent, UserRef: userRef, SessionID: row.SessionID,
 		MemoryType: row.MemoryType, Status: string(row.Status), Tombstone: row.Tombstone,
-		Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount, RecallCount: row.RecallCount,
+		Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount, RecallCount: row.RecallCount, EvidenceCount: row.EvidenceCount,
 		Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
 		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, RequestID: requestID,
 		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: string(row.Sensitivity), ValidAt: row.ValidAt, ValidTo: row.ValidTo,

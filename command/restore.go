@@ -143,14 +143,17 @@ func (s *Service) restore(ctx context.Context, p auth.Principal, r restoreCall) 
 }
 
 // checkSnapshot reads the whole payload once and checks it: its framing (the end line
-// counts and digests what came before), every memory as a restore would write it, and
-// every turn and digest of the conversation's record, and every learning.
+// counts and digests what came before), the header's allowlisted pairs, every memory as
+// a restore would write it, every turn and digest of the conversation's record, and every
+// learning.
 func checkSnapshot(open Opener) (snapshot.Header, int64, error) {
 	var h snapshot.Header
 	var n, records int64
 	err := eachSnapshotLine(open, func(hd snapshot.Header, line snapshot.Line) error {
 		h = hd
 		switch {
+		case line == snapshot.Line{}:
+			return checkRestoredAllowlist(hd.Allowlist)
 		case line.Memory != nil:
 			n++
 			if err := checkRestoredRow(line.Memory); err != nil {
@@ -326,6 +329,9 @@ func (s *Service) writeRestore(ctx context.Context, p auth.Principal, r restoreC
 	}
 	if err == nil {
 		err = conv.flush(ctx)
+	}
+	if err == nil {
+		err = s.restoreAllowedPairs(ctx, p, r.namespace, h.Allowlist)
 	}
 	return err
 }

@@ -75,6 +75,9 @@ type entry struct {
 	draft
 	v          verdict
 	superseded []string // the heads its row retires
+	// listed is the policy it was judged under (judge): its allowlisted pairs, which
+	// markSameKey leaves alone as the verdict does.
+	listed *policy
 }
 
 // draft is an entry the rules admitted: the row it would commit, built over its head.

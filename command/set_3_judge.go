@@ -391,6 +391,7 @@ func sortPeers(ps []peer) {
 // A peer the namespace's allowlist pairs with the entry's row is left out of the
 // verdict (memory.set step 10: allowlisted pairs skip the check), and named so.
 func judge(e *entry, peers []peer, r admissionRules) (verdict, *refusal) {
+	e.listed = r.policy
 	if e.restatement {
 		return verdict{kind: VerdictRestatement}, nil
 	}

@@ -116,13 +116,16 @@ func (e *entry) markVerdict(c *copies) {
 // subject: newest_wins retires them (a locked one stays); under the other policies
 // they stay and the row is marked for later judgement, except the anonymous user's:
 // its sessions are separate tasks, where a judgement could only clear a flag
-// (memory-architecture.md, "Same key, another session").
+// (memory-architecture.md, "Same key, another session"). A head the namespace's
+// conflict allowlist pairs with the entry's row is left alone (memory.set step 10).
 func (e *entry) markSameKey(c *copies, policy string, now time.Time) {
 	if e.restatement || policy == PolicyAppendOnly || e.row.Status == memrow.StatusProposed {
 		return
 	}
 	for _, o := range sameKeyHeads(e.keyHeads, e.w.id, now) {
 		switch {
+		case e.listed != nil && e.listed.allowlisted(e.row.MemoryID, o.MemoryID):
+			// listed: neither retired nor owed a judgement
 		case policy == PolicyNewestWins && !o.Locked && !e.noRetire:
 			e.retire(c.of(o))
 		case !anonymous(e.w.id.UserID):

@@ -93,7 +93,8 @@ type Revision struct {
 	ContentSHA256      string    `json:"content_sha256,omitempty"` // version 1 only: 64 lowercase hex
 	Confidence         float64   `json:"confidence"`
 	ReinforcementCount int       `json:"reinforcement_count"`
-	RecallCount        int       `json:"recall_count,omitempty"` // added within v2 (additive): search's served hits, folded
+	RecallCount        int       `json:"recall_count,omitempty"`   // added within v2 (additive): search's served hits, folded
+	EvidenceCount      int       `json:"evidence_count,omitempty"` // added within v2 (additive): evidence events (restatements, merges, duplicates), folded
 	Actor              string    `json:"actor"`
 	SourceClass        string    `json:"source_class"`
 	EmbeddingModel     string    `json:"embedding_model,omitempty"`

@@ -22,12 +22,12 @@ const (
 		memory_type, status, tombstone, value, content_sha256, tags, entities, confidence, reinforcement_count, actor,
 		source_class, embedding_model, embedding_dim, created_at, updated_at, committed_at,
 		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
-		judgement_owed, recall_count`
+		judgement_owed, recall_count, evidence_count`
 	columnsVersions = `org, namespace, agent, user_id, session_id, memory_key, version,
 		memory_id, seq, event_type, op, memory_type, status, tombstone, value, content_sha256, tags, entities, confidence,
 		reinforcement_count, actor, source_class, created_at, updated_at, committed_at,
 		pinned, locked, sensitivity, valid_at, valid_to, expires_at, on_expire, superseded_by, duplicate_of, conflict_with,
-		judgement_owed, recall_count`
+		judgement_owed, recall_count, evidence_count`
 	columnsEmbeddings = `org, namespace, agent, user_id, session_id, memory_key,
 		memory_id, version, seq, memory_type, status, tombstone, content_sha256, tags, source_class, embedding_model,
 		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding`
@@ -89,7 +89,8 @@ func memoryFill(rows []opened) func(driver.Batch) error {
 				tags.of(c.Tags), entities.of(c.Entities), float32(v.Confidence), uint32(v.ReinforcementCount), v.Actor, v.SourceClass,
 				v.EmbeddingModel, uint16(v.EmbeddingDim), seconds(v.CreatedAt), seconds(v.UpdatedAt), seconds(r.env.CommittedAt),
 				b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt), secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt),
-				v.OnExpire, v.SupersededBy, v.DuplicateOf, conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
+				v.OnExpire, v.SupersededBy, v.DuplicateOf, conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount),
+				uint32(v.EvidenceCount)); err != nil {
 				return err
 			}
 		}
@@ -108,7 +109,8 @@ func versionsFill(rows []opened) func(driver.Batch) error {
 				uint32(v.ReinforcementCount), v.Actor, v.SourceClass, seconds(v.CreatedAt), seconds(v.UpdatedAt),
 				seconds(r.env.CommittedAt), b2u(v.Pinned), b2u(v.Locked), sensitivity(v), secondsPtr(v.ValidAt),
 				secondsPtr(v.ValidTo), secondsPtr(v.ExpiresAt), v.OnExpire, v.SupersededBy, v.DuplicateOf,
-				conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount)); err != nil {
+				conflicts.of(v.ConflictWith), b2u(v.JudgementOwed), uint32(v.RecallCount),
+				uint32(v.EvidenceCount)); err != nil {
 				return err
 			}
 		}

@@ -69,7 +69,7 @@ func (s *Service) getAsOf(ctx context.Context, p auth.Principal, id memrow.Ident
 // versionColumns are the columns of loom.memory_versions scanVersion reads.
 const versionColumns = `memory_id, version, seq, memory_type, status, tombstone, value, content_sha256,
 	tags, confidence, reinforcement_count, actor, source_class, pinned, locked, sensitivity, created_at, updated_at,
-	valid_at, valid_to, expires_at, redacted, recall_count`
+	valid_at, valid_to, expires_at, redacted, recall_count, evidence_count`
 
 // scanVersion reads versionColumns (after any columns dest already holds, such as
 // the identity) into r; a redacted version's value is null.
@@ -79,16 +79,17 @@ func scanVersion(rows interface{ Scan(...any) error }, r *memrow.Row, dest ...an
 	var tomb, pinned, locked, redacted uint8
 	var value string
 	var confidence float32
-	var reinforcement, recalls uint32
+	var reinforcement, recalls, evidence uint32
 	var status, sensitivity string
 	if err := rows.Scan(append(dest, &memoryID, &version, &seq, &r.MemoryType, &status, &tomb, &value, &r.ContentSHA256, &r.Tags,
 		&confidence, &reinforcement, &r.Actor, &r.SourceClass, &pinned, &locked, &sensitivity, &r.CreatedAt, &r.UpdatedAt,
-		&r.ValidAt, &r.ValidTo, &r.ExpiresAt, &redacted, &recalls)...); err != nil {
+		&r.ValidAt, &r.ValidTo, &r.ExpiresAt, &redacted, &recalls, &evidence)...); err != nil {
 		return err
 	}
 	r.MemoryID, r.Version, r.Seq = memoryID.String(), int64(version), int64(seq)
 	r.Status, r.Sensitivity = memrow.Status(status), memrow.Sensitivity(sensitivity)
 	r.Value, r.Confidence, r.ReinforcementCount, r.RecallCount = json.RawMessage(value), float64(confidence), int(reinforcement), int(recalls)
+	r.EvidenceCount = int(evidence)
 	r.Tombstone, r.Pinned, r.Locked, r.Redacted = tomb == 1, pinned == 1, locked == 1, redacted == 1
 	if r.Redacted {
 		r.Value = json.RawMessage("null")

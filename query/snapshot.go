@@ -107,7 +107,11 @@ func (s *Service) Snapshot(ctx context.Context, p auth.Principal, ns string) (*S
 			return err
 		}
 		patterns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
 		h.Blacklist = append(h.Blacklist, patterns...)
+		h.Allowlist, err = allowlistOf(ctx, tx, p.Org, ns)
 		return err
 	}()
 	if err != nil {
@@ -201,3 +205,18 @@ func snapshotDigest(d evidence.OpenedDigest) snapshot.Digest {
 
 // snapshotDeadline bounds how long one bulk read may stream.
 const snapshotDeadline = time.Hour
+
+// allowlistOf reads a namespace's conflict allowlist (command/conflict_allowlist.go) for
+// its snapshot: each pair's memory ids in order, the oldest pair first.
+func allowlistOf(ctx context.Context, tx pgx.Tx, org, ns string) ([][2]string, error) {
+	rows, err := tx.Query(ctx, `SELECT memory_a::text, memory_b::text FROM loom.conflict_allowlist
+		WHERE org = $1 AND namespace = $2 ORDER BY added_at, memory_a, memory_b`, org, ns)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var pair [2]string
+		err := r.Scan(&pair[0], &pair[1])
+		return pair, err
+	})
+}

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,8 +24,8 @@ import (
 // the one before. The digest's window end is its stamp: a pass that dies, a provider
 // outage, a spent cap or a malformed answer leaves the session owed, and the next pass
 // asks again. Without a provider the pass does not run and no session is digested.
-// Two processes' passes take a session under a Postgres advisory lock each, so a
-// window is asked once.
+// Two processes' passes take a session under a Postgres advisory lock each and, under
+// it, read the session's digest again, so a window is asked once.
 
 const workerSessionDigest = "session_digest"
 
@@ -107,6 +108,9 @@ func (s *Service) digestPass(ctx context.Context) passResult {
 		if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lock); uerr != nil {
 			s.log.Warn("session digest: releasing a session's lock failed", "err", uerr)
 		}
+		if errors.Is(err, errDigestedElsewhere) {
+			continue
+		}
 		switch outcome.Class {
 		case 0:
 			if err != nil {
@@ -132,6 +136,10 @@ func (s *Service) digestPass(ctx context.Context) passResult {
 	return res
 }
 
+// errDigestedElsewhere: another pass digested the window since this one read the
+// session owed.
+var errDigestedElsewhere = errors.New("the session's window is digested by another pass")
+
 // sessionKey names a user's session; no name holds a slash (memrow's name rules).
 func sessionKey(o evidence.OwedSession) string {
 	return o.Org + "/" + o.Namespace + "/" + o.UserID + "/" + o.SessionID
@@ -144,6 +152,11 @@ func (s *Service) digestSession(ctx context.Context, o evidence.OwedSession) (ll
 	prev, had, err := evidence.NewestDigest(ctx, s.pool, scope, o.SessionID)
 	if err != nil {
 		return llm.Outcome{}, err
+	}
+	if had && prev.WindowEnd >= o.From {
+		// Read again under the session's lock: another pass digested this window since
+		// this one read the session owed (its list is as old as the pass's batch).
+		return llm.Outcome{}, errDigestedElsewhere
 	}
 	turns, err := evidence.Window(ctx, s.pool, scope, o.SessionID, o.From, o.From+s.cfg.SessionDigest.MaxTurns-1)
 	if err == nil && len(turns) == 0 {

@@ -58,6 +58,9 @@ type Header struct {
 	// restore into a namespace with none creates it with them.
 	Config    json.RawMessage `json:"config,omitempty"`
 	Blacklist []string        `json:"blacklist"`
+	// Allowlist is the namespace's conflict allowlist at the snapshot, each pair's two
+	// memory ids in order: a restore lists again the pairs whose rows it holds live.
+	Allowlist [][2]string `json:"allowlist,omitempty"`
 }
 
 // Memory is one memory of a snapshot: its head, every field a restore needs.

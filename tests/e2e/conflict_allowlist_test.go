@@ -102,3 +102,59 @@ func TestAnAllowlistedPairIsNotJudgedAgain(t *testing.T) {
 		t.Fatalf("%d pairs left after the erasure", n)
 	}
 }
+
+// The allowlist covers the same key held in another session of the same user: under
+// newest_wins a revision of one session's row retires the other session's row of the
+// key unless the pair is listed. A namespace snapshot carries the list, and a restore
+// into a new namespace lists the pair again, so there too the revision retires nothing.
+func TestTheAllowlistCoversTheSameKeyInAnotherSessionAndTravelsInASnapshot(t *testing.T) {
+	// Written under append_only, the two sessions' rows of the key are both live.
+	e := newPhaseEnv(t, map[string]any{"conflict_policy": "append_only"})
+	s1 := e.ok("plan", map[string]any{"value": "deploy on monday", "user_id": "alice", "session_id": "s1"})
+	s2 := e.ok("plan", map[string]any{"value": "deploy on wednesday", "user_id": "alice", "session_id": "s2"})
+	if r := e.allowlist(http.MethodPost, s1["memory_id"], s2["memory_id"]); r.Status != http.StatusOK {
+		t.Fatalf("allowlist.add: %d %s", r.Status, r.Body)
+	}
+	status := func(ns string) any {
+		r := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/plan?user_id=alice&session_id=s1", nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("s1's row in %s: %d %s", ns, r.Status, r.Body)
+		}
+		return r.JSON(t)["status"]
+	}
+	revise := func(ns, value string) map[string]any {
+		b, _ := json.Marshal(map[string]any{"value": value, "user_id": "alice", "session_id": "s2"})
+		r := e.c.Do(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/plan", b)
+		if r.Status != http.StatusOK {
+			t.Fatalf("s2's revision in %s: %d %s", ns, r.Status, r.Body)
+		}
+		return r.JSON(t)
+	}
+
+	snap := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+":snapshot", nil)
+	if snap.Status != http.StatusOK {
+		t.Fatalf("snapshot: %d %s", snap.Status, snap.Body)
+	}
+	restored := testenv.Unique(t, "allow-restored")
+	if r := e.c.DoHeaders(t, http.MethodPost, "/v1/namespaces/"+restored+":restore", snap.Body, map[string]string{"Content-Type": "application/x-ndjson"}); r.Status != http.StatusOK {
+		t.Fatalf("restore: %d %s", r.Status, r.Body)
+	}
+	list := e.c.Do(t, http.MethodGet, "/v1/namespaces/"+restored+"/conflict-allowlist", nil)
+	if pairs, _ := list.JSON(t)["pairs"].([]any); list.Status != http.StatusOK || len(pairs) != 1 {
+		t.Fatalf("the restored namespace's allowlist: %d %s; want the snapshot's pair", list.Status, list.Body)
+	}
+
+	for _, ns := range []string{e.ns, restored} {
+		e.c.Configure(t, ns, map[string]any{"conflict_policy": "newest_wins"})
+		if a := revise(ns, "deploy on thursday"); a["superseded"] != nil && len(a["superseded"].([]any)) > 0 {
+			t.Fatalf("in %s the listed pair's revision superseded %v", ns, a["superseded"])
+		}
+		eq(t, "s1's row after the listed pair's revision in "+ns, status(ns), any("active"))
+	}
+	// Unlisted, the same revision retires the other session's row.
+	if r := e.allowlist(http.MethodDelete, s1["memory_id"], s2["memory_id"]); r.Status != http.StatusOK {
+		t.Fatalf("allowlist.remove: %d %s", r.Status, r.Body)
+	}
+	revise(e.ns, "deploy on friday")
+	eq(t, "s1's row once the pair is removed", status(e.ns), any("superseded"))
+}

@@ -3,6 +3,8 @@ package workers
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,3 +86,44 @@ func TestResolverSkipsAHeldOrgAndJudgesOnRelease(t *testing.T) {
 }
 
 func stringOf(v any) string { s, _ := v.(string); return s }
+
+// A pair on the namespace's conflict allowlist is not judged by the resolver: an
+// update written while the org's model calls are held, then listed with the row it
+// updates, is released to the resolver, which sends the pair to no model and retires
+// nothing (the same update unlisted retires the older row:
+// TestResolverSkipsAHeldOrgAndJudgesOnRelease).
+func TestResolverSkipsAnAllowlistedPair(t *testing.T) {
+	const org = "allowjudge"
+	w := startWorkers(t, org, []string{resolverWorker}, nil)
+	judge := newMoveJudge(w.srv)
+	ctx := context.Background()
+	if h, err := w.tc.SetModelCalls(ctx, true); err != nil || !h.Held {
+		t.Fatalf("hold: %+v, %v", h, err)
+	}
+	t.Cleanup(func() { w.tc.SetModelCalls(context.Background(), false) })
+	alice := client.Identity{UserID: "alice"}
+	ns := testenv.Unique(t, "allow-judge")
+	w.c.Configure(t, ns, map[string]any{"conflict_policy": "auto_reinforce"})
+	home := set(t, w.tc, ns, "home", "alice's home city is Lisbon", alice)
+	set(t, w.tc, ns, "drink", "alice drinks green tea every morning", alice)
+	residence := set(t, w.tc, ns, "residence", "alice's home city is Berlin", alice)
+	if residence.Verdict != "new" {
+		t.Fatalf("the update's verdict is %s; the test needs its peer under LOOM_CONFLICT_THRESHOLD", residence.Verdict)
+	}
+	body := []byte(`{"memory_ids": ["` + home.MemoryID + `", "` + residence.MemoryID + `"]}`)
+	if r := w.c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/conflict-allowlist", body); r.Status != http.StatusOK {
+		t.Fatalf("allowlist.add: %d %s", r.Status, r.Body)
+	}
+	if h, err := w.tc.SetModelCalls(ctx, false); err != nil || h.Held {
+		t.Fatalf("release: %+v, %v", h, err)
+	}
+	drained(t, env.PG(t), resolverWorker, org)
+	for _, p := range judge.calls() {
+		if p.newValue == "alice's home city is Berlin" && slices.ContainsFunc(p.peers, func(v string) bool { return strings.Contains(v, "Lisbon") }) {
+			t.Fatalf("the allowlisted pair was sent to the model: %+v", p)
+		}
+	}
+	if h := get(t, w.tc, ns, "home", alice); h.Status != "active" || len(h.ConflictWith) != 0 {
+		t.Fatalf("the listed older row is %s, flagged against %v; want it left active, unflagged", h.Status, h.ConflictWith)
+	}
+}

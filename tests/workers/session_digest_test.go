@@ -205,3 +205,60 @@ func TestSessionDigestWithoutAProvider(t *testing.T) {
 		t.Fatalf("recall without a provider: %+v, %v", rec, err)
 	}
 }
+
+// Two processes run the pass over two owed sessions, the first of which takes its
+// model call five seconds: the process that holds it reaches the second session with
+// a list read before the other process digested it, and reads the digest again under
+// the session's lock, so each window costs one model call, not one a process (the
+// second call would also count the window's turns twice in the digest's turns).
+func TestSessionDigestTwoProcessesCallTheModelOncePerWindow(t *testing.T) {
+	const org = "sessiondigesttwo"
+	off := func(c *config.Config) { c.Workers.SessionDigest.Enabled = false }
+	w := startWorkers(t, org, nil, off)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	w.srv.Script(func(r llmtest.ChatRequest) llmtest.Reply {
+		if r.SchemaName != "session_digest" {
+			return llmtest.Status(500, "unscripted")
+		}
+		for _, topic := range []string{"sourdough", "kayak"} {
+			if r.Contains(topic) {
+				mu.Lock()
+				calls[topic]++
+				mu.Unlock()
+				reply := llmtest.JSON(map[string]any{"digest": "They talked about the " + topic})
+				if topic == "sourdough" {
+					return reply.After(5 * time.Second)
+				}
+				return reply
+			}
+		}
+		return llmtest.JSON(map[string]any{"digest": "another conversation"})
+	})
+	ctx := context.Background()
+	ns := testenv.Unique(t, "digestTwo")
+	// Both sessions owe a digest before either process runs: the first (the slow one)
+	// is first in both processes' lists.
+	for _, s := range []struct{ session, topic string }{{"s1", "sourdough"}, {"s2", "kayak"}} {
+		if _, err := w.tc.Observe(ctx, ns, client.ObserveRequest{Identity: client.Identity{UserID: "alice", SessionID: s.session},
+			Turns: turns("Tell me about the "+s.topic, "What about it?", "How to start with a "+s.topic)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		env.Serve(t, []string{"workers"}, withModel(w.srv, nil, withSessionDigests))
+	}
+	for _, s := range []string{"s1", "s2"} {
+		path := "/v1/namespaces/" + ns + "/sessions/" + s + "/digest"
+		testenv.Eventually(t, 60*time.Second, "the digest of "+s, func() bool { return w.c.Do(t, http.MethodGet, path, nil).Status == http.StatusOK })
+		if d := w.c.Do(t, http.MethodGet, path, nil).JSON(t); d["turns"] != float64(3) {
+			t.Fatalf("the digest of %s: %v, want 3 turns", s, d)
+		}
+	}
+	time.Sleep(6 * time.Second) // the slow call's process reaches the second session
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["sourdough"] != 1 || calls["kayak"] != 1 {
+		t.Fatalf("model calls per session over two processes: %v; want one each", calls)
+	}
+}

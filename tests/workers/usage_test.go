@@ -84,7 +84,7 @@ func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 // Evidence events are folded into the row's evidence_count: a restatement of a
 // memory and a write merged into it (the same value under another key) count one
 // each; a dry run counts nothing. The restatement also reinforces the row, the merge
-// does not.
+// does not. The count reaches ClickHouse through the topic.
 func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 	const org = "evidencefold"
 	w := startWorkers(t, org, nil, func(c *config.Config) {
@@ -119,5 +119,14 @@ func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 	}
 	if m.EvidenceCount != 2 || m.ReinforcementCount != 1 || m.MemoryID != first.MemoryID {
 		t.Fatalf("home: evidence %d, reinforcement %d; want 2 (a restatement, a merge) and 1 (the restatement)", m.EvidenceCount, m.ReinforcementCount)
+	}
+	// The topic carries the folded count and ClickHouse keeps it: the history read
+	// behind the barrier (memory.get ?as_of, memory_versions) answers it as the head does.
+	past, err := w.tc.Get(ctx, ns, "home", client.Identity{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if past.EvidenceCount != 2 || past.VersionText != m.VersionText {
+		t.Fatalf("home as of now: evidence_count %d at version %s; want 2 at %s", past.EvidenceCount, past.VersionText, m.VersionText)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/llm/llmtest"
 )
 
 // passesTouchKeys is how many memories the passes scenario keeps touched.
@@ -38,20 +39,35 @@ type passCase struct {
 	name    string
 	enable  func(w *config.Workers)
 	touches bool
+	// observes: one memory.observe loop beside the writes keeps sessions owing a
+	// digest (a new session of passDigestTurns turns a call).
+	observes bool
 }
 
-// modelFreePasses are the passes that make no model call, each measured alone and
-// then all at once. The passes that call a model (conflict resolver, entity extractor,
-// structured_profile, session_digest, profile_consolidation, reflection_distill) are
-// not here: their cost is the model's, which the bench's scripted provider does not
-// stand for.
-var modelFreePasses = []passCase{
-	{"usage_fold", func(w *config.Workers) { busyPass(&w.UsageFold) }, true},
-	{"recalibration", func(w *config.Workers) { busyPass(&w.Recalibration) }, false},
-	{"entity_communities", func(w *config.Workers) { busyPass(&w.Communities) }, false},
-	{"embedding_worker", func(w *config.Workers) { busyPass(&w.Embedding) }, false},
-	{"sensitivity_sweep", func(w *config.Workers) { busyPass(&w.SensitivitySweep) }, false},
-	{"audit_checkpoints", func(w *config.Workers) { w.Audit.Interval = passInterval }, false},
+// passDigestTurns is the turns of one observed session: the session_digest case's
+// sessions owe a digest at once (LOOM_SESSION_DIGEST_MIN_TURNS set to it).
+const passDigestTurns = 3
+
+// busyPasses are the passes measured, each alone and then all at once. session_digest
+// calls the bench's scripted provider, which answers at once: its case measures what
+// the pass costs the stores, not the model's time. The other passes that call a model
+// (conflict resolver, entity extractor, structured_profile, profile_consolidation,
+// reflection_distill) are not measured yet.
+var busyPasses = []passCase{
+	// A pass counts its rows at its end (workers/passes.go, account): a usage fold of a
+	// whole batch (every touched memory, a commit each), or a recalibration or
+	// communities pass over every due namespace (with the bench's interval every one is
+	// due again at once) outlasts the measured run at load and shows none. Smaller
+	// passes make their rows show.
+	{name: "usage_fold", enable: func(w *config.Workers) { busyPass(&w.UsageFold); w.UsageFold.Batch = 20 }, touches: true},
+	{name: "recalibration", enable: func(w *config.Workers) { busyPass(&w.Recalibration); w.Recalibration.Batch = 1 }},
+	{name: "entity_communities", enable: func(w *config.Workers) { busyPass(&w.Communities); w.Communities.Batch = 1 }},
+	{name: "embedding_worker", enable: func(w *config.Workers) { busyPass(&w.Embedding) }},
+	{name: "sensitivity_sweep", enable: func(w *config.Workers) { busyPass(&w.SensitivitySweep) }},
+	{name: "audit_checkpoints", enable: func(w *config.Workers) { w.Audit.Interval = passInterval }},
+	{name: "session_digest", observes: true, enable: func(w *config.Workers) {
+		w.SessionDigest.Enabled, w.SessionDigest.Interval, w.SessionDigest.MinTurns = true, passInterval, passDigestTurns
+	}},
 }
 
 func busyPass(p *config.Pass) { p.Enabled, p.Interval = true, passInterval }
@@ -89,8 +105,10 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 	if err := r.loadGraph(ctx, graph); err != nil {
 		return nil, err
 	}
-	all := passCase{name: "every pass above", touches: true, enable: func(w *config.Workers) {
-		for _, c := range modelFreePasses {
+	model := startPassesProvider()
+	defer model.Close()
+	all := passCase{name: "every pass above", touches: true, observes: true, enable: func(w *config.Workers) {
+		for _, c := range busyPasses {
 			c.enable(w)
 		}
 	}}
@@ -103,8 +121,8 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range append(append([]passCase{}, modelFreePasses...), all) {
-			busy, done, err := r.withPasses(ctx, c, touched, conc, operator, func() (Sample, error) { return set("with "+c.name, "busy") })
+		for _, c := range append(append([]passCase{}, busyPasses...), all) {
+			busy, done, err := r.withPasses(ctx, c, passFeed{touched, conc, operator, model}, func() (Sample, error) { return set("with "+c.name, "busy") })
 			if err != nil {
 				return nil, err
 			}
@@ -164,7 +182,8 @@ func (r *runner) loadGraph(ctx context.Context, ns string) error {
 // withPasses serves a workers process running c's passes continuously (and, for the
 // usage fold, touch loops beside the writes) while measure runs, and answers what the
 // passes did meanwhile, from the process's /v1/health.
-func (r *runner) withPasses(ctx context.Context, c passCase, touched string, conc int, operator string, measure func() (Sample, error)) (Sample, string, error) {
+func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, measure func() (Sample, error)) (Sample, string, error) {
+	touched, conc, operator := f.touched, f.conc, f.operator
 	if r.t.OpenPeer == nil {
 		return Sample{}, "", fmt.Errorf("the passes scenario runs the passes in a second process: the target opens none (Target.OpenPeer)")
 	}
@@ -180,14 +199,24 @@ func (r *runner) withPasses(ctx context.Context, c passCase, touched string, con
 	quiet.Audit.Interval = 0
 	c.enable(&quiet)
 	cfg.Workers = quiet
+	// Only this process calls the scripted provider: the process under test keeps its
+	// own configuration on both sides.
+	cfg.LLM.BaseURL, cfg.LLM.Model = f.model.URL, ScriptedModel
 	url, stop, err := r.t.OpenPeer(ctx, cfg)
 	if err != nil {
 		return Sample{}, "", fmt.Errorf("open the workers process of %s: %w", c.name, err)
 	}
 	defer stop()
-	var touches atomic.Int64
+	var touches, observed atomic.Int64
 	tctx, stopTouches := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	if c.observes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.observeLoop(tctx, touched, &observed)
+		}()
+	}
 	if c.touches {
 		for w := 0; w < conc; w++ {
 			wg.Add(1)
@@ -201,21 +230,36 @@ func (r *runner) withPasses(ctx context.Context, c passCase, touched string, con
 			}()
 		}
 	}
-	before := passRows(ctx, url, operator)
+	before, calls := passRows(ctx, url, operator), f.model.calls()
+	start := time.Now()
 	sample, err := measure()
+	took := time.Since(start)
 	stopTouches()
 	wg.Wait()
 	after := passRows(ctx, url, operator)
 	var did []string
 	for name, n := range after {
-		did = append(did, fmt.Sprintf("%s %d", name, n-before[name]))
+		did = append(did, fmt.Sprintf("%s %d (%.1f/s)", name, n-before[name], float64(n-before[name])/took.Seconds()))
 	}
 	sort.Strings(did)
 	done := "rows done during the run: " + strings.Join(did, ", ")
 	if c.touches {
 		done += fmt.Sprintf("; %d touches made beside the writes", touches.Load())
 	}
+	if c.observes {
+		done += fmt.Sprintf("; %d sessions of %d turns observed beside the writes, %d model calls", observed.Load(), passDigestTurns, f.model.calls()-calls)
+	}
 	return sample, done, err
+}
+
+// passFeed is what a busy side is fed from: the namespace its touch and observe loops
+// write into, the writers' concurrency, the operator's token that reads the process's
+// health, and the scripted model it calls.
+type passFeed struct {
+	touched  string
+	conc     int
+	operator string
+	model    *passesProvider
 }
 
 // passRows reads the rows each enabled pass of the process at url has done, as the
@@ -248,3 +292,47 @@ func passRows(ctx context.Context, url, operator string) map[string]int64 {
 	}
 	return out
 }
+
+// observeLoop keeps sessions owing a digest while ctx lasts: one memory.observe of a new
+// session of passDigestTurns turns after another, counted in n.
+func (r *runner) observeLoop(ctx context.Context, ns string, n *atomic.Int64) {
+	for i := 0; ctx.Err() == nil; i++ {
+		req := client.ObserveRequest{Identity: client.Identity{UserID: "bench-user", SessionID: fmt.Sprintf("digest-%d-%d", time.Now().UnixNano(), i)}}
+		for j := range passDigestTurns {
+			role := "user"
+			if j%2 == 1 {
+				role = "assistant"
+			}
+			req.Turns = append(req.Turns, client.ObservedTurn{Role: role, Content: fmt.Sprintf("turn %d of session %d", j, i)})
+		}
+		if _, err := r.api.Observe(ctx, ns, req); err == nil {
+			n.Add(1)
+		}
+	}
+}
+
+// passesProvider is the scripted model the passes' process calls: a digest for the
+// session_digest pass, counted; any other call is refused.
+type passesProvider struct {
+	*llmtest.Server
+	owner *owner
+	n     atomic.Int64
+}
+
+func startPassesProvider() *passesProvider {
+	o := &owner{}
+	p := &passesProvider{Server: llmtest.New(o), owner: o}
+	p.Script(func(req llmtest.ChatRequest) llmtest.Reply {
+		p.n.Add(1)
+		if req.SchemaName == "session_digest" {
+			return llmtest.JSON(map[string]any{"digest": "The user and the agent exchanged three turns."})
+		}
+		return llmtest.Status(400, "the passes bench scripts session_digest alone")
+	})
+	return p
+}
+
+func (p *passesProvider) calls() int64 { return p.n.Load() }
+
+// Close stops the server.
+func (p *passesProvider) Close() { _ = p.owner.finish() }
