@@ -270,3 +270,23 @@ func eligible(s *space, f Filter) int {
 	}
 	return n
 }
+
+// Graphed is how many live chunk vectors a namespace holds and how many of them its
+// graphs hold (the rest, written since a build, are scanned exactly beside them); for
+// benchmarks, which measure a built graph rather than the scan a search falls back to
+// while one builds.
+func (x *Index) Graphed(org, ns string) (vectors, nodes int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s := x.spaces[[2]string{org, ns}]
+	if s == nil {
+		return 0, 0
+	}
+	for _, a := range s.arenas {
+		vectors += a.live()
+		if a.graph != nil {
+			nodes += a.graph.Nodes() - a.graphDead
+		}
+	}
+	return vectors, nodes
+}
