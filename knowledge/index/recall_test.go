@@ -204,7 +204,7 @@ func benchmarkRecall(b *testing.B, chunks, questions []string) {
 	graphed.Settle()
 	b.Logf("%d sources indexed and graphed in %s", len(ops), time.Since(start).Round(time.Millisecond))
 	qvecs, _ := embed.NewHash(384).Embed(context.Background(), questions)
-	for _, ef := range []int{128, 256, 512} {
+	for _, ef := range []int{128, 512} {
 		graphed.cfg.EfSearch = ef
 		for _, impl := range []struct {
 			name string
