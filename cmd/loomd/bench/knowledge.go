@@ -120,7 +120,7 @@ func (r *runner) ingestJobs(ctx context.Context, ns string, files [][2]string) (
 				n := ingested.Add(int64(st.Chunks))
 				if now := time.Now().Unix(); now-said.Load() >= 5 {
 					said.Store(now)
-					r.progress("    %d of %d documents ingested, %d chunks", min(lo+knowledgeJobFiles, len(files)), len(files), n)
+					r.progress("    the job of documents %d..%d of %d completed; %d chunks ingested so far", lo, min(lo+knowledgeJobFiles, len(files))-1, len(files), n)
 				}
 			}
 		})
