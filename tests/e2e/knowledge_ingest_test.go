@@ -447,6 +447,37 @@ func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
 	}
 }
 
+// A job no run saved for 30 days is swept, its files with it; one saved 29 days ago
+// is kept.
+func TestKnowledgeIngestJobsExpireAfterThirtyDays(t *testing.T) {
+	ctx := context.Background()
+	n, c, org := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "kx")
+	old := ingestJob(t, c, ns, []map[string]any{{"source_uri": "old.txt", "content": "a job nobody saved for a month"}})
+	recent := ingestJob(t, c, ns, []map[string]any{{"source_uri": "recent.txt", "content": "a job saved four weeks ago"}})
+	pool := env.PG(t)
+	for id, days := range map[string]int{old: 31, recent: 29} {
+		if _, err := pool.Exec(ctx, `UPDATE loom.knowledge_jobs SET updated_at = now() - make_interval(days => $4)
+			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, org, ns, id, days); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swept, err := n.Knowledge.SweepIngestJobs(ctx)
+	if err != nil || swept < 1 {
+		t.Fatalf("the sweep: %d jobs, %v", swept, err)
+	}
+	if r := c.Do(t, http.MethodGet, kpath(ns, "/ingestions/"+old), nil); r.Status != http.StatusNotFound {
+		t.Fatalf("the month-old job after the sweep: %d %s", r.Status, r.Body)
+	}
+	if st := ingestStatus(t, c, ns, recent); st["state"] != "pending" {
+		t.Fatalf("the recent job after the sweep: %v", st)
+	}
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.knowledge_job_files WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`,
+		org, ns, old); n != 0 {
+		t.Fatalf("%d files of the swept job left", n)
+	}
+}
+
 // knowledge.synthesize answers from the passages knowledge.search finds, citing each
 // it used by its chunk; it abstains without a call when nothing is found, and when the
 // model says the passages do not answer.

@@ -6,18 +6,28 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"codeberg.org/go-pdf/fpdf"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/generations"
 	kcommand "github.com/loomplane/loom/knowledge/command"
 	"github.com/loomplane/loom/knowledge/parse"
 )
 
 // knowledgeJobFiles is how many documents one ingestion job of the scenario carries
-// (its JSON stays under the server's default body limit).
-const knowledgeJobFiles = 40
+// (its JSON, about 0.6 MiB, stays under the server's default body limit of 8 MiB), and
+// knowledgeJobsInFlight how many jobs it keeps submitted at once: the workers role runs
+// a process's jobs one after another, so a job waiting behind the running one keeps it
+// busy where a client that waits for each job's end before it submits the next leaves it
+// idle for a submission, a claim and a status poll per job.
+const (
+	knowledgeJobFiles     = 200
+	knowledgeJobsInFlight = 3
+)
 
 // knowledge measures knowledge.ingest end to end (the job committed, run by the
 // workers role: each file parsed, chunked, embedded and committed as an upsert under
@@ -32,7 +42,7 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 			"commit→searchable: a memory's (memory.set until memory.search finds it) in that namespace",
 		Notes: []string{"the corpus is generated: text, Markdown, HTML, CSV and PDF (written with fpdf, two pages each) in equal parts, a few KiB each",
 			fmt.Sprintf("ingest is timed from the first submission to the last job's completed status, %d documents a job, "+
-				"jobs submitted one after another; it includes the embedding of every chunk", knowledgeJobFiles)},
+				"%d jobs in flight (the workers role runs them one after another); it includes the embedding of every chunk", knowledgeJobFiles, knowledgeJobsInFlight)},
 	}
 	type file struct {
 		name string
@@ -61,31 +71,14 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 
 	ns := r.namespace("knowledge")
 	r.progress("  ingesting %d documents (%.2f MiB, %d chunks parsed in %.1fs)", len(files), float64(total)/(1<<20), chunks, parseSecs)
+	bodies := make([][2]string, len(files))
+	for i, f := range files {
+		bodies[i] = [2]string{f.name, base64.StdEncoding.EncodeToString(f.body)}
+	}
 	start = time.Now()
-	var st *client.IngestionStatus
-	var ingested int
-	for lo := 0; lo < len(files); lo += knowledgeJobFiles {
-		docs := make([]client.DocumentInput, 0, knowledgeJobFiles)
-		for _, f := range files[lo:min(lo+knowledgeJobFiles, len(files))] {
-			docs = append(docs, client.DocumentInput{SourceURI: f.name, ContentBase64: base64.StdEncoding.EncodeToString(f.body)})
-		}
-		job, err := r.api.Ingest(ctx, ns, docs)
-		if err != nil {
-			return nil, fmt.Errorf("submit an ingestion job: %w", err)
-		}
-		for {
-			if st, err = r.api.IngestStatus(ctx, ns, job.IngestionID); err != nil {
-				return nil, fmt.Errorf("read the ingestion job: %w", err)
-			}
-			if st.Ended() {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if st.State != "completed" || st.Failed > 0 {
-			return nil, fmt.Errorf("the ingestion job ended %s with %d failed files", st.State, st.Failed)
-		}
-		ingested += st.Chunks
+	ingested, err := r.ingestJobs(ctx, ns, bodies)
+	if err != nil {
+		return nil, err
 	}
 	ingestSecs := time.Since(start).Seconds()
 	r.progress("  ingested %d chunks in %.1fs", ingested, ingestSecs)
@@ -100,6 +93,67 @@ func (r *runner) knowledge(ctx context.Context) (*ScenarioResult, error) {
 	return res, nil
 }
 
+// ingestJobs ingests files (name, base64 body) in jobs of knowledgeJobFiles, keeping
+// knowledgeJobsInFlight of them submitted, and answers how many chunks they wrote once
+// every job completed; a job that ends otherwise, or with a failed file, is an error.
+func (r *runner) ingestJobs(ctx context.Context, ns string, files [][2]string) (int, error) {
+	var (
+		next, ingested atomic.Int64
+		said           atomic.Int64
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	for range knowledgeJobsInFlight {
+		g.Go(func() error {
+			for {
+				lo := int(next.Add(knowledgeJobFiles)) - knowledgeJobFiles
+				if lo >= len(files) {
+					return nil
+				}
+				docs := make([]client.DocumentInput, 0, knowledgeJobFiles)
+				for _, f := range files[lo:min(lo+knowledgeJobFiles, len(files))] {
+					docs = append(docs, client.DocumentInput{SourceURI: f[0], ContentBase64: f[1]})
+				}
+				st, err := r.ingestJob(gctx, ns, docs)
+				if err != nil {
+					return err
+				}
+				n := ingested.Add(int64(st.Chunks))
+				if now := time.Now().Unix(); now-said.Load() >= 5 {
+					said.Store(now)
+					r.progress("    the job of documents %d..%d of %d completed; %d chunks ingested so far", lo, min(lo+knowledgeJobFiles, len(files))-1, len(files), n)
+				}
+			}
+		})
+	}
+	err := g.Wait()
+	return int(ingested.Load()), err
+}
+
+// ingestJob submits one ingestion job and polls its status until it ends.
+func (r *runner) ingestJob(ctx context.Context, ns string, docs []client.DocumentInput) (*client.IngestionStatus, error) {
+	job, err := r.api.Ingest(ctx, ns, docs)
+	if err != nil {
+		return nil, fmt.Errorf("submit an ingestion job: %w", err)
+	}
+	for {
+		st, err := r.api.IngestStatus(ctx, ns, job.IngestionID)
+		if err != nil {
+			return nil, fmt.Errorf("read the ingestion job: %w", err)
+		}
+		if st.Ended() {
+			if st.State != "completed" || st.Failed > 0 {
+				return nil, fmt.Errorf("the ingestion job ended %s with %d failed files", st.State, st.Failed)
+			}
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // knowledgeSearch measures knowledge.search over the ingested namespace beside
 // memory.search over as many memories as it holds chunks, then commit→searchable in
 // each.
@@ -112,7 +166,15 @@ func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns st
 	if _, err := r.loadValues(ctx, mns, ingested); err != nil {
 		return err
 	}
-	if _, err := r.settleIndex(ctx, mns); err != nil {
+	st, err := r.settleIndex(ctx, mns)
+	if err != nil {
+		return err
+	}
+	if st.Vectors > 0 {
+		res.Rows = append(res.Rows, plainRow(fmt.Sprintf("memory.search's baseline, %d memories", st.Vectors),
+			"of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)))
+	}
+	if err := r.settleKnowledgeIndex(ctx, res, ns); err != nil {
 		return err
 	}
 	queries := make([]string, queryPool)
@@ -142,6 +204,33 @@ func (r *runner) knowledgeSearch(ctx context.Context, res *ScenarioResult, ns st
 		res.compare(name, loom, base, "calls/s")
 	}
 	return r.knowledgeLag(ctx, res, ns, mns, ingested)
+}
+
+// settleKnowledgeIndex waits until the process's chunk index has applied everything ns
+// committed and finished its graph builds, and records how many of its vectors the
+// graph holds: the search figures are then the built graph's (past
+// LOOM_INDEX_GRAPH_MIN vectors), as memory search's are.
+func (r *runner) settleKnowledgeIndex(ctx context.Context, res *ScenarioResult, ns string) error {
+	x := r.t.Process.KnowledgeIndex
+	if x == nil {
+		return nil
+	}
+	start := time.Now()
+	gen, err := generations.Read(ctx, r.t.Process.PG, r.t.Org, ns)
+	if err != nil {
+		return fmt.Errorf("read the generation of %s: %w", ns, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := x.WaitFor(wctx, r.t.Org, ns, gen); err != nil {
+		return fmt.Errorf("wait for the knowledge index to apply %s through seq %d: %w", ns, gen, err)
+	}
+	x.Settle()
+	vectors, nodes := x.Graphed(r.t.Org, ns)
+	r.progress("    knowledge index settled in %s: %d vectors, %d graph nodes", time.Since(start).Round(100*time.Millisecond), vectors, nodes)
+	res.Rows = append(res.Rows, plainRow(fmt.Sprintf("knowledge.search, %d chunk vectors", vectors),
+		"of the vectors, in the HNSW graph (the rest scanned exactly)", float64(nodes)))
+	return nil
 }
 
 // knowledgeFile is the corpus's i-th document: its name says its format.
