@@ -173,7 +173,8 @@ type AuditRow struct {
 	RowHash       string    `json:"row_hash"`
 	// Detail is the account of a write's own row (Op "memory.bulk_set.batch" and the
 	// like, or "memory.conflict_resolver"): its members, verdict counts or judged
-	// pairs, as JSON; absent on a revision's row.
+	// pairs, as JSON; on a judged write's own revision, {"verdict": ...}; absent on
+	// other revisions' rows.
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 

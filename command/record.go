@@ -14,6 +14,7 @@ import (
 type revisionRecord struct {
 	row          *memrow.Row
 	op           string
+	verdict      string // the own row's verdict (events.Revision.Verdict); ""
 	event        events.Type
 	prevVersion  int64
 	requestID    string
@@ -74,7 +75,7 @@ func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*
 	env := &events.Envelope{
 		Version: events.EnvelopeVersion, ID: recordID, Type: r.event,
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: revisionOf(row, userRef, r.op, r.prevVersion, r.requestID),
+		Revision: revisionOf(row, userRef, r.op, r.verdict, r.prevVersion, r.requestID),
 		Sealed:   sealed,
 		Audit:    r.audit,
 	}
@@ -92,9 +93,9 @@ func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*
 
 // revisionOf is the plain fields of a revision's row as the topic carries them: the
 // user by userRef, the content digest only sealed.
-func revisionOf(row *memrow.Row, userRef, op string, prevVersion int64, requestID string) *events.Revision {
+func revisionOf(row *memrow.Row, userRef, op, verdict string, prevVersion int64, requestID string) *events.Revision {
 	return &events.Revision{
-		Op: op, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
+		Op: op, Verdict: verdict, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
 		Agent: row.Agent, UserRef: userRef, SessionID: row.SessionID,
 		MemoryType: row.MemoryType, Status: string(row.Status), Tombstone: row.Tombstone,
 		Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount, RecallCount: row.RecallCount, EvidenceCount: row.EvidenceCount,

@@ -231,7 +231,7 @@ func redactionRecord(named *memrow.Row, userRefKey []byte, prev int64, versions 
 	if err != nil {
 		return nil, fmt.Errorf("name the redaction's user: %w", err)
 	}
-	rev := revisionOf(named, userRef, "memory.redact", prev, requestID)
+	rev := revisionOf(named, userRef, "memory.redact", "", prev, requestID)
 	rev.Actor = actor
 	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeRedacted,
 		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,

@@ -164,6 +164,7 @@ type journalRevision struct {
 	row         memrow.Row
 	event       events.Type
 	op          string
+	verdict     string
 	requestID   string
 	prevVersion int64
 	dataKey     []byte // nil when destroyed
@@ -184,7 +185,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 		var j journalRevision
 		var raw []byte
 		var event string
-		if err := rows.Scan(&raw, &event, &j.op, &j.requestID, &j.note, &j.dataKey, &j.prevVersion); err != nil {
+		if err := rows.Scan(&raw, &event, &j.op, &j.verdict, &j.requestID, &j.note, &j.dataKey, &j.prevVersion); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the journal of %s/%s: %w", org, namespace, err)
 		}
@@ -222,7 +223,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	out := make([]outboxEntry, 0, len(revs))
 	for i, j := range revs {
 		key := j.dataKey
-		rec := revisionRecord{row: &j.row, op: j.op, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
+		rec := revisionRecord{row: &j.row, op: j.op, verdict: j.verdict, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
 			userRefKey: refKey, audit: j.note}
 		if w := embedded[i]; w != nil {
 			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors

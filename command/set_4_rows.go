@@ -56,7 +56,7 @@ func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pe
 
 // own is the entry's own row on its way to the commit, over the head it read.
 func (e *entry) own(op string, now time.Time) *pending {
-	p := &pending{own: true, op: op, event: events.TypeWritten, row: e.row}
+	p := &pending{own: true, op: op, event: events.TypeWritten, row: e.row, verdict: e.v.kind}
 	if e.head != nil {
 		p.readVersion, p.readSeq = e.head.Version, e.head.Seq
 		if e.head.Live(now) {

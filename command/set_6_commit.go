@@ -78,6 +78,7 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 type pending struct {
 	own          bool // the write's own row, not a copy its verdict made of a peer
 	op           string
+	verdict      Verdict // what admission judged the own row against its peers; "" for copies and unjudged ops
 	event        events.Type
 	row          *memrow.Row
 	readVersion  int64
@@ -490,7 +491,7 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		prev = p.prevVersion
 	}
 	note := plan.notedOn(p)
-	value, headers, vectors, err := encodeReference(revisionRecord{row: row, op: p.op, event: p.event, prevVersion: prev,
+	value, headers, vectors, err := encodeReference(revisionRecord{row: row, op: p.op, verdict: string(p.verdict), event: p.event, prevVersion: prev,
 		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
 		traceparent: plan.traceparent, tracestate: plan.tracestate, audit: note}, dataKey, s.cfg.EventSource)
 	if err != nil {
@@ -511,6 +512,9 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
 		"source_class": row.SourceClass, "status": row.Status,
 		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
+	}
+	if p.verdict != "" {
+		journalAudit["verdict"] = p.verdict // a republish of the record carries it again
 	}
 	if note != nil {
 		journalAudit["note"] = note // a republish of the record carries it again

@@ -95,6 +95,7 @@ type Revision struct {
 	ReinforcementCount int       `json:"reinforcement_count"`
 	RecallCount        int       `json:"recall_count,omitempty"`   // added within v2 (additive): search's served hits, folded
 	EvidenceCount      int       `json:"evidence_count,omitempty"` // added within v2 (additive): evidence events (restatements, merges, duplicates), folded
+	Verdict            string    `json:"verdict,omitempty"`        // added within v2 (additive): what the write's admission made of its own row (new, restatement, duplicate, refines, conflict)
 	Actor              string    `json:"actor"`
 	SourceClass        string    `json:"source_class"`
 	EmbeddingModel     string    `json:"embedding_model,omitempty"`

@@ -101,7 +101,18 @@ func revisionAudit(env *events.Envelope, c *events.Content) *auditRow {
 		// Opened: revisions.Open lifted the sealed user id and content digest in.
 		r.userID, r.contentSHA256, r.subjectSalt = v.UserID, v.ContentSHA256, c.SubjectSalt
 	}
+	if v.Verdict != "" {
+		// The seed's audit row names the write's verdict; detail is hashed into the
+		// chain, so a verdict edited after the fact breaks it.
+		detail, _ := json.Marshal(revisionVerdict{Verdict: v.Verdict})
+		r.Detail = string(detail)
+	}
 	return r
+}
+
+// revisionVerdict is a write's own revision's audit detail.
+type revisionVerdict struct {
+	Verdict string `json:"verdict"`
 }
 
 // noteOpSuffix names a bulk write's batch row apart from its revisions' rows, which

@@ -98,7 +98,7 @@ func TestABulkWriteLeavesOneChainedBatchAuditRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Rows) != 4 || page.Rows[3].Op != "memory.bulk_set.batch" || len(page.Rows[3].Detail) == 0 || len(page.Rows[2].Detail) != 0 ||
+	if len(page.Rows) != 4 || page.Rows[3].Op != "memory.bulk_set.batch" || len(page.Rows[3].Detail) == 0 || string(page.Rows[2].Detail) != `{"verdict":"new"}` ||
 		page.NextAfterSeq == nil || *page.NextAfterSeq != 3 {
 		t.Fatalf("a page of 3 over seq 3's two rows: %+v", page)
 	}
