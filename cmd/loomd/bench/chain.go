@@ -36,26 +36,36 @@ func (r *runner) chain(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	for _, conc := range r.levels(1, 8) {
-		// Each level runs twice, on first and then off first, so a drift in the
-		// machine's load over the run weighs on both sides.
+		// Each level runs twice, on first and then off first, and each case as
+		// on-off-off-on (or off-on-on-off), half the duration a side: the first pair of
+		// orders cancels a drift in the machine's load that grows linearly over the run,
+		// the mirrored halves one that accelerates (tables and parts growing side after
+		// side), which otherwise lands on whichever side runs last.
+		var both [2][]chainSide // the level's on and off sides, both orders
 		for _, onFirst := range []bool{true, false} {
 			name := fmt.Sprintf("concurrency=%d, %s first", conc, map[bool]string{true: "on", false: "off"}[onFirst])
-			var on, off chainSide
-			for _, chain := range []bool{onFirst, !onFirst} {
-				side, err := r.chainSide(ctx, chain, conc, name, r.namespace("chain", fmt.Sprint(chain), fmt.Sprint(conc), fmt.Sprint(onFirst)))
+			var ons, offs []chainSide
+			for i, chain := range []bool{onFirst, !onFirst, !onFirst, onFirst} {
+				side, err := r.chainSide(ctx, chain, conc, name, r.namespace("chain", fmt.Sprint(chain), fmt.Sprint(conc), fmt.Sprint(onFirst), fmt.Sprint(i)))
 				if err != nil {
 					return nil, err
 				}
 				if chain {
-					on = side
+					ons = append(ons, side)
 				} else {
-					off = side
+					offs = append(offs, side)
 				}
 			}
+			on, off := meanSide(ons), meanSide(offs)
+			both[0], both[1] = append(both[0], ons...), append(both[1], offs...)
 			res.compare(name, on.sample, off.sample, "writes/s")
 			res.add(name, "CPU ms per write, loomd", on.cpu.self.Seconds()*1000, off.cpu.self.Seconds()*1000)
 			res.add(name, "CPU ms per write, loomd + stores", on.cpu.tree.Seconds()*1000, off.cpu.tree.Seconds()*1000)
 		}
+		on, off := meanSide(both[0]), meanSide(both[1])
+		name := fmt.Sprintf("concurrency=%d, both orders", conc)
+		res.add(name, "p50 ms (mean of the sides' p50s)", on.sample.P50MS, off.sample.P50MS)
+		res.add(name, "CPU ms per write, loomd + stores", on.cpu.tree.Seconds()*1000, off.cpu.tree.Seconds()*1000)
 	}
 	res.Notes = append(res.Notes, "CPU per write is the CPU time used from the load's start until the projection holds its "+
 		"last write, over the writes: loomd is this process (the API, the relay, the projector and the benchmark's own client), "+
@@ -77,7 +87,7 @@ type chainSide struct {
 func (r *runner) chainSide(ctx context.Context, chain bool, conc int, name, prefix string) (chainSide, error) {
 	r.t.Process.SetAuditChain(chain)
 	before := readCPU()
-	s, err := r.setLoad(ctx, fmt.Sprintf("memory.set chain=%v %s", chain, name), prefix, 1, conc, r.opts.Duration)
+	s, err := r.setLoad(ctx, fmt.Sprintf("memory.set chain=%v %s", chain, name), prefix, 1, conc, max(r.opts.Duration/2, 100*time.Millisecond))
 	if err != nil {
 		return chainSide{}, err
 	}
@@ -90,4 +100,27 @@ func (r *runner) chainSide(ctx context.Context, chain bool, conc int, name, pref
 		used.tree /= time.Duration(s.Calls)
 	}
 	return chainSide{sample: s, cpu: used}, nil
+}
+
+// meanSide is one side of a case from its runs: the latencies' and the CPU's means, the
+// calls and seconds summed (the rate over them) and the worst max.
+func meanSide(runs []chainSide) chainSide {
+	var out chainSide
+	n := float64(len(runs))
+	for _, r := range runs {
+		s := r.sample
+		out.sample.Concurrency = s.Concurrency
+		out.sample.Calls += s.Calls
+		out.sample.Errors += s.Errors
+		out.sample.Seconds += s.Seconds
+		out.sample.P50MS += s.P50MS / n
+		out.sample.P99MS += s.P99MS / n
+		out.sample.MaxMS = max(out.sample.MaxMS, s.MaxMS)
+		out.cpu.self += r.cpu.self / time.Duration(len(runs))
+		out.cpu.tree += r.cpu.tree / time.Duration(len(runs))
+	}
+	if out.sample.Seconds > 0 {
+		out.sample.PerSecond = float64(out.sample.Calls) / out.sample.Seconds
+	}
+	return out
 }
