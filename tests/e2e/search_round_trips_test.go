@@ -69,17 +69,7 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // parked pool were a round trip each.
 func TestASearchTakesTwoPostgresRoundTrips(t *testing.T) {
 	trips := &roundTrips{}
-	// A request's context carries its trace only with tracing on: an OTLP sink that
-	// keeps nothing takes the spans.
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	t.Cleanup(sink.Close)
-	traced, err := config.Load(func(name string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sink.URL + "/v1/traces"}[name]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, url := env.API(t, func(c *config.Config) { c.Tracing = traced.Tracing }, app.WithPGTracer(trips))
+	n, url := tracedAPI(t, trips)
 	org := testenv.Unique(t, "org")
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	ns, other := testenv.Unique(t, "trips"), testenv.Unique(t, "trips2")
@@ -123,4 +113,20 @@ func TestASearchTakesTwoPostgresRoundTrips(t *testing.T) {
 			t.Errorf("the next page of %v took %d round trips, want 2: %q", body, len(sent), sent)
 		}
 	}
+}
+
+// tracedAPI is an API process whose Postgres round trips trips counts by request: a
+// request's context carries its trace only with tracing on, so an OTLP sink that keeps
+// nothing takes the spans.
+func tracedAPI(t *testing.T, trips *roundTrips) (*app.Process, string) {
+	t.Helper()
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(sink.Close)
+	traced, err := config.Load(func(name string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sink.URL + "/v1/traces"}[name]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.API(t, func(c *config.Config) { c.Tracing = traced.Tracing }, app.WithPGTracer(trips))
 }

@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -27,17 +24,7 @@ import (
 // round trips than writes into one.
 func TestAMemorySetTakesThreePostgresRoundTripsInANewNamespaceToo(t *testing.T) {
 	trips := &roundTrips{}
-	// A request's context carries its trace only with tracing on: an OTLP sink that
-	// keeps nothing takes the spans.
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	t.Cleanup(sink.Close)
-	traced, err := config.Load(func(name string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sink.URL + "/v1/traces"}[name]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, url := env.API(t, func(c *config.Config) { c.Tracing = traced.Tracing }, app.WithPGTracer(trips))
+	n, url := tracedAPI(t, trips)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: testenv.Unique(t, "org")}))
 	set := func(ns, key, value string) []string {
 		t.Helper()
