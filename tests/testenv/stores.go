@@ -132,8 +132,8 @@ func CheckProjection(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, projection
 		want    []string
 	}{
 		{"memory_versions", `SELECT concat(toString(seq), ':', toString(version), ':', content_sha256) FROM loom.memory_versions FINAL PREWHERE org = ? AND namespace = ?`, revisions},
-		// A revision's own audit rows (a write's own row, a bulk write's batch, holds a detail).
-		{"audit_log", `SELECT concat(toString(seq), ':', toString(version), ':', content_sha256) FROM loom.audit_log FINAL PREWHERE org = ? AND namespace = ? WHERE detail = ''`, revisions},
+		// A revision's own audit rows (a write's own row, a bulk write's batch, is an audit.* event).
+		{"audit_log", `SELECT concat(toString(seq), ':', toString(version), ':', content_sha256) FROM loom.audit_log FINAL PREWHERE org = ? AND namespace = ? WHERE event_type NOT LIKE 'audit.%'`, revisions},
 		{"memory", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory FINAL PREWHERE org = ? AND namespace = ?`, heads},
 		{"memory_embeddings", `SELECT concat(memory_key, ':', toString(version)) FROM loom.memory_embeddings FINAL PREWHERE org = ? AND namespace = ?`, heads},
 	} {
