@@ -114,8 +114,8 @@ func queueDestroyKeys(b *pgx.Batch, org, ns string, seqs []int64) {
 }
 
 // journalSQL reads the revisions of seqs $3..$4 of a namespace with what a record of
-// each needs: its row (opened), event, op, request id, audit note (NULL when none),
-// data key (NULL when destroyed) and the version before it.
+// each needs: its row (opened), event, op, verdict (empty when none), request id, audit
+// note (NULL when none), data key (NULL when destroyed) and the version before it.
 var journalSQL = `SELECT ` + heads.RowOf("r") + `, r.event_type, r.op, coalesce(r.audit->>'verdict', ''), coalesce(r.audit->>'request_id', ''), r.audit->'note', loom.unwrapped_key(k.data_key),
 			coalesce((SELECT max(p.version) FROM loom.memory_revisions p
 				WHERE p.org = r.org AND p.namespace = r.namespace AND p.agent = r.agent AND p.user_id = r.user_id
