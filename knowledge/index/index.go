@@ -40,6 +40,7 @@ type Chunk struct {
 	src         *source
 	gone        bool  // dropped: still in postings until they are compacted
 	row         int32 // its vector's row in its arena, -1 for none
+	slot        int32 // its place in the space's slots, which its postings name
 }
 
 type source struct {
@@ -48,20 +49,32 @@ type source struct {
 }
 
 type space struct {
-	sources  map[string]*source
-	df       map[string]int      // chunks holding each term
-	post     map[string]*posting // the chunks holding each term
+	sources map[string]*source
+	df      map[string]int      // chunks holding each term
+	post    map[string]*posting // the chunks holding each term
+	// slots are the chunks by slot, nil where one was dropped; lens their lengths.
+	// The lexical leg sums a slot's score from its postings alone, reading no chunk
+	// until it has every score (search.go).
+	slots    []*Chunk
+	lens     []uint32
+	deadSlot int
 	chunks   int
 	totalLen int
 	pos      int64          // the highest seq of the namespace applied
 	arenas   map[int]*arena // the chunk vectors by size
 }
 
-// posting is the chunks holding a term, dropped ones included until they are more
-// than half of it, so dropping a chunk does not scan every posting it is in.
+// posting is the chunks holding a term, by slot with the term's count in each,
+// dropped ones included until they are more than half of it, so dropping a chunk does
+// not scan every posting it is in.
 type posting struct {
-	chunks []*Chunk
-	gone   int
+	entries []entry
+	gone    int
+}
+
+type entry struct {
+	slot int32
+	tf   uint16
 }
 
 func newSpace() *space {
@@ -72,6 +85,8 @@ func (s *space) drop(src *source) {
 	for _, c := range src.chunks {
 		c.gone = true
 		s.dropVector(c)
+		s.slots[c.slot] = nil
+		s.deadSlot++
 		for t := range c.tfs {
 			if s.df[t]--; s.df[t] <= 0 {
 				delete(s.df, t)
@@ -79,8 +94,8 @@ func (s *space) drop(src *source) {
 				continue
 			}
 			p := s.post[t]
-			if p.gone++; 2*p.gone > len(p.chunks) {
-				p.chunks = slices.DeleteFunc(p.chunks, func(c *Chunk) bool { return c.gone })
+			if p.gone++; 2*p.gone > len(p.entries) {
+				p.entries = slices.DeleteFunc(p.entries, func(e entry) bool { return s.slots[e.slot] == nil })
 				p.gone = 0
 			}
 		}
@@ -88,6 +103,34 @@ func (s *space) drop(src *source) {
 		s.totalLen -= c.length
 	}
 	src.chunks = nil
+	if s.deadSlot > 1024 && s.deadSlot > len(s.slots)-s.deadSlot {
+		s.renumber()
+	}
+}
+
+// renumber gives the live chunks consecutive slots and rewrites the postings to them,
+// once dropped chunks hold most of the slots.
+func (s *space) renumber() {
+	to := make([]int32, len(s.slots))
+	slots, lens := make([]*Chunk, 0, len(s.slots)-s.deadSlot), make([]uint32, 0, len(s.slots)-s.deadSlot)
+	for i, c := range s.slots {
+		to[i] = -1
+		if c != nil {
+			to[i] = int32(len(slots))
+			c.slot = to[i]
+			slots, lens = append(slots, c), append(lens, s.lens[i])
+		}
+	}
+	for _, p := range s.post {
+		kept := p.entries[:0]
+		for _, e := range p.entries {
+			if n := to[e.slot]; n >= 0 {
+				kept = append(kept, entry{n, e.tf})
+			}
+		}
+		p.entries, p.gone = kept, 0
+	}
+	s.slots, s.lens, s.deadSlot = slots, lens, 0
 }
 
 // Index is the chunk index of every namespace a process serves.
@@ -192,7 +235,8 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		terms, tfs, n := stems.TermFreqs(ch.Text)
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
-			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src}
+			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
+		s.slots, s.lens = append(s.slots, k), append(s.lens, n)
 		for i, t := range terms {
 			k.tfs[t] = tfs[i]
 			s.df[t]++
@@ -201,7 +245,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 				p = &posting{}
 				s.post[t] = p
 			}
-			p.chunks = append(p.chunks, k)
+			p.entries = append(p.entries, entry{k.slot, tfs[i]})
 		}
 		s.chunks++
 		s.totalLen += k.length
