@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/text"
 )
 
 // corpus is a synthetic namespace: sources of a few chunks, words drawn from a skewed
@@ -262,4 +263,31 @@ func recallAt10(c *corpus, exact, graphed *Index, mode string) float64 {
 		}
 	}
 	return float64(held) / 1000
+}
+
+// BenchmarkLexicalLeg is the lexical leg alone at 100k chunks: four-word queries of
+// the skewed vocabulary (the first words in most chunks, as the generated corpus of
+// `loomd bench --scenario knowledge` has few words), no vector, at knowledge.search's
+// default pool depth.
+func BenchmarkLexicalLeg(b *testing.B) {
+	c := newCorpus(7, 16)
+	x := New(Config{GraphMin: 1 << 30})
+	x.apply(c.ops(100000))
+	queries := make([]string, 64)
+	postings := 0
+	s := x.spaces[[2]string{"o", "n"}]
+	for i := range queries {
+		queries[i] = c.phrase(4)
+		for _, t := range text.Terms(queries[i]) {
+			postings += s.df[t]
+		}
+	}
+	b.ReportAllocs()
+	start, i := cpuTime(), 0
+	for b.Loop() {
+		x.Search("o", "n", queries[i%len(queries)], nil, Filter{}, 20)
+		i++
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(postings)/float64(len(queries)), "postings/query")
 }
