@@ -88,23 +88,28 @@ type KnowledgeSearchRequest struct {
 	SourcePrefix string   `json:"source_prefix,omitempty"`
 	Formats      []string `json:"formats,omitempty"`
 	Tags         []string `json:"tags,omitempty"`
+	// UpdatedAfter and UpdatedBefore keep the chunks of versions written after and
+	// before these times, each excluded.
+	UpdatedAfter  *time.Time `json:"updated_after,omitempty"`
+	UpdatedBefore *time.Time `json:"updated_before,omitempty"`
 }
 
 // KnowledgeHit is one chunk knowledge.search answers.
 type KnowledgeHit struct {
-	SourceURI   string   `json:"source_uri"`
-	DocID       string   `json:"doc_id"`
-	Version     int64    `json:"version"`
-	Ordinal     int      `json:"ordinal"`
-	HeadingPath []string `json:"heading_path,omitempty"`
-	Kind        string   `json:"kind"`
-	Text        string   `json:"text"`
-	Title       string   `json:"title"`
-	Format      string   `json:"format"`
-	Tags        []string `json:"tags"`
-	Score       float64  `json:"score"`
-	Lexical     float64  `json:"lexical"`
-	Vector      float64  `json:"vector"`
+	SourceURI   string    `json:"source_uri"`
+	DocID       string    `json:"doc_id"`
+	Version     int64     `json:"version"`
+	Ordinal     int       `json:"ordinal"`
+	HeadingPath []string  `json:"heading_path,omitempty"`
+	Kind        string    `json:"kind"`
+	Text        string    `json:"text"`
+	Title       string    `json:"title"`
+	Format      string    `json:"format"`
+	Tags        []string  `json:"tags"`
+	UpdatedAt   time.Time `json:"updated_at"` // when its version was written
+	Score       float64   `json:"score"`
+	Lexical     float64   `json:"lexical"`
+	Vector      float64   `json:"vector"`
 }
 
 // KnowledgeSearchAnswer is a page of knowledge.search.

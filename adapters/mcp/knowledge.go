@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -10,17 +11,33 @@ import (
 )
 
 type knowledgeSearchArgs struct {
-	Namespace    string   `json:"namespace" jsonschema:"The namespace whose documents to search."`
-	Query        string   `json:"query" jsonschema:"What you want to find in the team's documents, in words."`
-	Limit        int      `json:"limit,omitempty" jsonschema:"How many chunks at most (default 10, up to 100)."`
-	SourcePrefix string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
-	Formats      []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
-	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+	Namespace     string   `json:"namespace" jsonschema:"The namespace whose documents to search."`
+	Query         string   `json:"query" jsonschema:"What you want to find in the team's documents, in words."`
+	Limit         int      `json:"limit,omitempty" jsonschema:"How many chunks at most (default 10, up to 100)."`
+	SourcePrefix  string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
+	Formats       []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
+	Tags          []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+	UpdatedAfter  string   `json:"updated_after,omitempty" jsonschema:"Only documents whose version was written after this time (RFC 3339: 2026-03-01T00:00:00Z)."`
+	UpdatedBefore string   `json:"updated_before,omitempty" jsonschema:"Only documents whose version was written before this time (RFC 3339)."`
 }
 
 // request is the search the arguments ask for.
-func (in knowledgeSearchArgs) request() client.KnowledgeSearchRequest {
-	return client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags}
+func (in knowledgeSearchArgs) request() (client.KnowledgeSearchRequest, error) {
+	req := client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags}
+	for _, b := range []struct {
+		field, value string
+		into         **time.Time
+	}{{"updated_after", in.UpdatedAfter, &req.UpdatedAfter}, {"updated_before", in.UpdatedBefore, &req.UpdatedBefore}} {
+		if b.value == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.value)
+		if err != nil {
+			return req, fmt.Errorf("%s is not an RFC 3339 time (2026-03-01T00:00:00Z): %q", b.field, b.value)
+		}
+		*b.into = &t
+	}
+	return req, nil
 }
 
 type knowledgeAddArgs struct {
@@ -36,12 +53,14 @@ type knowledgeAddArgs struct {
 // knowledgeSynthesizeArgs are a search's arguments (the same fields, so the one
 // converts to the other), described for a question.
 type knowledgeSynthesizeArgs struct {
-	Namespace    string   `json:"namespace" jsonschema:"The namespace whose documents answer."`
-	Query        string   `json:"query" jsonschema:"The question, in words: 'how are long flights booked?'."`
-	Limit        int      `json:"limit,omitempty" jsonschema:"How many passages the answer may read at most (default 8)."`
-	SourcePrefix string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
-	Formats      []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
-	Tags         []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+	Namespace     string   `json:"namespace" jsonschema:"The namespace whose documents answer."`
+	Query         string   `json:"query" jsonschema:"The question, in words: 'how are long flights booked?'."`
+	Limit         int      `json:"limit,omitempty" jsonschema:"How many passages the answer may read at most (default 8)."`
+	SourcePrefix  string   `json:"source_prefix,omitempty" jsonschema:"Only documents whose source URI starts with this: 'handbook/'."`
+	Formats       []string `json:"formats,omitempty" jsonschema:"Only documents of these formats (text, markdown, html, pdf, csv, xlsx)."`
+	Tags          []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
+	UpdatedAfter  string   `json:"updated_after,omitempty" jsonschema:"Only documents whose version was written after this time (RFC 3339: 2026-03-01T00:00:00Z)."`
+	UpdatedBefore string   `json:"updated_before,omitempty" jsonschema:"Only documents whose version was written before this time (RFC 3339)."`
 }
 
 // addKnowledgeTools registers knowledge_search, knowledge_add and knowledge_synthesize:
@@ -54,7 +73,11 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 			"`heading_path` and `text`. Every document written before the search is searched; a deleted one never is.",
 		out: client.KnowledgeSearchAnswer{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeSearchArgs) (any, string, error) {
-			a, err := c.SearchKnowledge(ctx, in.Namespace, in.request())
+			req, err := in.request()
+			if err != nil {
+				return nil, "", err
+			}
+			a, err := c.SearchKnowledge(ctx, in.Namespace, req)
 			if err != nil {
 				return nil, "", err
 			}
@@ -85,7 +108,11 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 			"do not answer, `abstained` is true with an `abstain_code`, and there is no answer to use.",
 		out: client.Synthesis{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeSynthesizeArgs) (any, string, error) {
-			a, err := c.Synthesize(ctx, in.Namespace, knowledgeSearchArgs(in).request())
+			req, err := knowledgeSearchArgs(in).request()
+			if err != nil {
+				return nil, "", err
+			}
+			a, err := c.Synthesize(ctx, in.Namespace, req)
 			if err != nil {
 				return nil, "", err
 			}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/text"
@@ -34,6 +35,7 @@ type Chunk struct {
 	Title       string
 	Format      string
 	Tags        []string
+	UpdatedAt   time.Time // when its version was written
 	vec         []float32
 	tfs         map[string]uint16
 	length      int
@@ -235,7 +237,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		terms, tfs, n := stems.TermFreqs(ch.Text)
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
-			vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
+			UpdatedAt: d.UpdatedAt, vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
 		s.slots, s.lens = append(s.slots, k), append(s.lens, n)
 		for i, t := range terms {
 			k.tfs[t] = tfs[i]
@@ -291,16 +293,24 @@ type Filter struct {
 	SourcePrefix string
 	Formats      []string // any of them; none: every format
 	Tags         []string // every one of them
+	// UpdatedAfter and UpdatedBefore bound when a chunk's version was written, each
+	// excluded; zero: unbounded.
+	UpdatedAfter, UpdatedBefore time.Time
 }
 
 // all reports whether f lets every chunk through.
-func (f Filter) all() bool { return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 }
+func (f Filter) all() bool {
+	return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 && f.UpdatedAfter.IsZero() && f.UpdatedBefore.IsZero()
+}
 
 func (f Filter) match(c *Chunk) bool {
 	if !strings.HasPrefix(c.SourceURI, f.SourcePrefix) {
 		return false
 	}
 	if len(f.Formats) > 0 && !slices.Contains(f.Formats, c.Format) {
+		return false
+	}
+	if !f.UpdatedAfter.IsZero() && !c.UpdatedAt.After(f.UpdatedAfter) || !f.UpdatedBefore.IsZero() && !c.UpdatedAt.Before(f.UpdatedBefore) {
 		return false
 	}
 	for _, t := range f.Tags {

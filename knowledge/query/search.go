@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/generations"
@@ -19,23 +20,29 @@ type SearchRequest struct {
 	SourcePrefix string   `json:"source_prefix,omitempty"`
 	Formats      []string `json:"formats,omitempty"`
 	Tags         []string `json:"tags,omitempty"`
+	// UpdatedAfter and UpdatedBefore keep the chunks of versions written after and
+	// before these times (RFC 3339), each excluded. Strings, so a bad one is refused
+	// naming its field.
+	UpdatedAfter  string `json:"updated_after,omitempty"`
+	UpdatedBefore string `json:"updated_before,omitempty"`
 }
 
 // Hit is one chunk a search answers.
 type Hit struct {
-	SourceURI   string   `json:"source_uri"`
-	DocID       string   `json:"doc_id"`
-	Version     int64    `json:"version"`
-	Ordinal     int      `json:"ordinal"`
-	HeadingPath []string `json:"heading_path,omitempty"`
-	Kind        string   `json:"kind"`
-	Text        string   `json:"text"`
-	Title       string   `json:"title"`
-	Format      string   `json:"format"`
-	Tags        []string `json:"tags"`
-	Score       float64  `json:"score"`
-	Lexical     float64  `json:"lexical"`
-	Vector      float64  `json:"vector"`
+	SourceURI   string    `json:"source_uri"`
+	DocID       string    `json:"doc_id"`
+	Version     int64     `json:"version"`
+	Ordinal     int       `json:"ordinal"`
+	HeadingPath []string  `json:"heading_path,omitempty"`
+	Kind        string    `json:"kind"`
+	Text        string    `json:"text"`
+	Title       string    `json:"title"`
+	Format      string    `json:"format"`
+	Tags        []string  `json:"tags"`
+	UpdatedAt   time.Time `json:"updated_at"` // when its version was written
+	Score       float64   `json:"score"`
+	Lexical     float64   `json:"lexical"`
+	Vector      float64   `json:"vector"`
 }
 
 // SearchAnswer is a search's page. StaleDropped counts the candidates the heads
@@ -66,6 +73,10 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	case req.Limit < 0 || req.Limit > MaxSearchLimit:
 		return nil, httperr.Validation("limit", fmt.Sprintf("limit is 1 to %d", MaxSearchLimit))
 	}
+	f, err := searchFilter(req)
+	if err != nil {
+		return nil, err
+	}
 	limit := req.Limit
 	if limit == 0 {
 		limit = 10
@@ -89,13 +100,35 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable while embedding the query; retry", err)
 	}
-	f := index.Filter{SourcePrefix: req.SourcePrefix, Formats: req.Formats, Tags: req.Tags}
 	depth := max(2*limit, 20)
 	hits, stale, err := s.page(ctx, p.Org, ns, req.Query, vecs[0], f, depth, limit)
 	if err != nil {
 		return nil, err
 	}
 	return &SearchAnswer{Hits: hits, StaleDropped: stale}, nil
+}
+
+// searchFilter is the request's filter, its time bounds parsed: a bound that is not
+// an RFC 3339 time, or an empty window, is refused naming its field.
+func searchFilter(req *SearchRequest) (index.Filter, error) {
+	f := index.Filter{SourcePrefix: req.SourcePrefix, Formats: req.Formats, Tags: req.Tags}
+	for _, b := range []struct {
+		field, value string
+		into         *time.Time
+	}{{"updated_after", req.UpdatedAfter, &f.UpdatedAfter}, {"updated_before", req.UpdatedBefore, &f.UpdatedBefore}} {
+		if b.value == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.value)
+		if err != nil {
+			return f, httperr.Validation(b.field, b.field+" is not an RFC 3339 time: "+b.value)
+		}
+		*b.into = t
+	}
+	if !f.UpdatedAfter.IsZero() && !f.UpdatedBefore.IsZero() && !f.UpdatedAfter.Before(f.UpdatedBefore) {
+		return f, httperr.Validation("updated_before", "updated_before must be later than updated_after")
+	}
+	return f, nil
 }
 
 // page fetches a pool of depth and checks it; a full pool that lost candidates is
@@ -161,7 +194,7 @@ func hitOf(c index.Candidate) Hit {
 		tags = []string{}
 	}
 	return Hit{SourceURI: c.SourceURI, DocID: c.DocID, Version: c.Version, Ordinal: c.Ordinal, HeadingPath: c.HeadingPath,
-		Kind: c.Kind, Text: c.Text, Title: c.Title, Format: c.Format, Tags: tags, Score: c.Score, Lexical: c.Lexical, Vector: c.Vector}
+		Kind: c.Kind, Text: c.Text, Title: c.Title, Format: c.Format, Tags: tags, UpdatedAt: c.UpdatedAt.UTC(), Score: c.Score, Lexical: c.Lexical, Vector: c.Vector}
 }
 
 // Search is knowledge.search for a caller in process: context.pack's knowledge layer

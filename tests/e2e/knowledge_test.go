@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,5 +374,65 @@ func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
 	ans := ksearch(t, c, ns, map[string]any{"query": "narwhal"})
 	if uris := hitURIs(ans); len(uris) != 1 || uris[0] != "served.txt" || ans["stale_dropped"] != float64(1) {
 		t.Fatalf("after the head moved: %v", ans)
+	}
+}
+
+// updated_after and updated_before keep the chunks of versions written inside the
+// window, each bound excluded; a rewrite moves a source to its new version's time; a
+// bound that is not a time, or a window that is empty, is refused naming its field.
+func TestKnowledgeSearchFiltersByWhenAVersionWasWritten(t *testing.T) {
+	_, c, _ := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "kn")
+	written := func(uri, content string) string {
+		kadd(t, c, ns, map[string]any{"source_uri": uri, "content": content})
+		for _, h := range ksearch(t, c, ns, map[string]any{"query": content, "source_prefix": uri})["hits"].([]any) {
+			return h.(map[string]any)["updated_at"].(string)
+		}
+		t.Fatalf("%s: no hit", uri)
+		return ""
+	}
+	first := written("first.txt", "The quokka smiles at dawn.")
+	time.Sleep(5 * time.Millisecond)
+	written("second.txt", "The quokka naps at noon.")
+	time.Sleep(5 * time.Millisecond)
+	third := written("third.txt", "The quokka hops at dusk.")
+	for _, cs := range []struct {
+		after, before string
+		want          []string
+	}{
+		{first, "", []string{"second.txt", "third.txt"}},
+		{"", third, []string{"first.txt", "second.txt"}},
+		{first, third, []string{"second.txt"}},
+		{third, "", nil},
+	} {
+		req := map[string]any{"query": "quokka"}
+		if cs.after != "" {
+			req["updated_after"] = cs.after
+		}
+		if cs.before != "" {
+			req["updated_before"] = cs.before
+		}
+		got := hitURIs(ksearch(t, c, ns, req))
+		slices.Sort(got)
+		if !slices.Equal(got, cs.want) {
+			t.Errorf("after %q before %q: %v, want %v", cs.after, cs.before, got, cs.want)
+		}
+	}
+	// A rewrite of first.txt is a version written after third.txt's.
+	time.Sleep(5 * time.Millisecond)
+	written("first.txt", "The quokka smiles at dawn, again.")
+	if got := hitURIs(ksearch(t, c, ns, map[string]any{"query": "quokka", "updated_after": third})); !slices.Equal(got, []string{"first.txt"}) {
+		t.Errorf("after the rewrite: %v", got)
+	}
+	for _, cs := range []struct{ body, field string }{
+		{`{"query": "quokka", "updated_after": "yesterday"}`, "updated_after"},
+		{`{"query": "quokka", "updated_before": "2026-13-01T00:00:00Z"}`, "updated_before"},
+		{`{"query": "quokka", "updated_after": "` + third + `", "updated_before": "` + first + `"}`, "updated_before"},
+	} {
+		r := c.Do(t, http.MethodPost, kpath(ns, ":search"), []byte(cs.body))
+		e, _ := r.JSON(t)["error"].(map[string]any)
+		if r.Status != http.StatusUnprocessableEntity || e["code"] != "VALIDATION_FAILED" || e["field"] != cs.field {
+			t.Errorf("%s: %d %s, want 422 naming %s", cs.body, r.Status, r.Body, cs.field)
+		}
 	}
 }

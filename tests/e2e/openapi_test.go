@@ -500,7 +500,8 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			return err
 		}},
 		{"SearchKnowledge", func() error {
-			_, err := c.SearchKnowledge(ctx, ns, client.KnowledgeSearchRequest{Query: "quokka", Tags: []string{"t"}})
+			after := time.Now().Add(-time.Hour)
+			_, err := c.SearchKnowledge(ctx, ns, client.KnowledgeSearchRequest{Query: "quokka", Tags: []string{"t"}, UpdatedAfter: &after})
 			return err
 		}},
 		{"OutlineDocument", func() error { _, err := c.OutlineDocument(ctx, ns, "spec/a.txt"); return err }},
