@@ -254,7 +254,11 @@ func Classify(key string) (Table, bool) {
 const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
 
 // documentScope is the scope of the knowledge tables: a namespace's documents, which
-// no user owns, go with the namespace (or its org).
+// no user owns, go with the namespace (or its org). A user's erasure selects none:
+// a document records the token that wrote it, never a user, so unlike
+// postgres-authority's pg_knowledge.delete (which deletes the heads carrying the
+// user's id) there is no document of a user's to find (docs/architecture.md's
+// knowledge section).
 const documentScope = `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
