@@ -127,7 +127,9 @@ func Delete(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
 		// at-least-once contract allows; waiting for its WAL flush would slow every
 		// commit that shares the flush.
 		b.Queue("SET LOCAL synchronous_commit = off")
-		b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1)", ids)
+		// parked_at IS NULL: the rows are the unparked ones the relay read, and the
+		// predicate lets the delete use outbox_pending, the table's index on id.
+		b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1) AND parked_at IS NULL", ids)
 		return b, nil
 	})
 	if err != nil {
@@ -140,7 +142,7 @@ func Delete(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
 // refusals.
 func NoteFailures(ctx context.Context, q Querier, ids []int64, refused []int32, errs []string) error {
 	_, err := q.Exec(ctx, `UPDATE loom.outbox o SET attempts = o.attempts + f.refused, last_error = f.err
-		FROM unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, refused, err) WHERE o.id = f.id`, ids, refused, errs)
+		FROM unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, refused, err) WHERE o.id = f.id AND o.parked_at IS NULL`, ids, refused, errs)
 	if err != nil {
 		return fmt.Errorf("record failed produces: %w", err)
 	}
@@ -150,7 +152,7 @@ func NoteFailures(ctx context.Context, q Querier, ids []int64, refused []int32, 
 // Park marks a row parked after attempts refusals: it stays for an operator and is
 // never read for publishing again.
 func Park(ctx context.Context, q Querier, id int64, attempts int, cause string) error {
-	if _, err := q.Exec(ctx, `UPDATE loom.outbox SET parked_at = now(), attempts = $2, last_error = $3 WHERE id = $1`,
+	if _, err := q.Exec(ctx, `UPDATE loom.outbox SET parked_at = now(), attempts = $2, last_error = $3 WHERE id = $1 AND parked_at IS NULL`,
 		id, attempts, cause); err != nil {
 		return fmt.Errorf("mark outbox row %d parked: %w", id, err)
 	}

@@ -92,6 +92,13 @@ func (u cpuUse) sub(v cpuUse) cpuUse { return cpuUse{self: u.self - v.self, tree
 
 // treeCPU sums utime, stime, cutime and cstime of root and its descendants.
 func treeCPU(root int) time.Duration {
+	own, rest := splitTreeCPU(root)
+	return own + rest
+}
+
+// splitTreeCPU is treeCPU in two: root's own utime and stime, and the rest (its reaped
+// children's, and every live descendant's).
+func splitTreeCPU(root int) (own, rest time.Duration) {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	children := map[int][]int{}
 	spent := map[int]time.Duration{}
@@ -106,18 +113,22 @@ func treeCPU(root int) time.Duration {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], pid)
+		if pid == root {
+			own = ticks(f, 11, 12)
+			spent[pid] = ticks(f, 13, 14)
+			continue
+		}
 		spent[pid] = ticks(f, 11, 12, 13, 14)
 	}
-	var sum time.Duration
 	var walk func(int)
 	walk = func(pid int) {
-		sum += spent[pid]
+		rest += spent[pid]
 		for _, c := range children[pid] {
 			walk(c)
 		}
 	}
 	walk(root)
-	return sum
+	return own, rest
 }
 
 // minus is the CPU spent from before to m.
