@@ -119,6 +119,7 @@ func Run(m *testing.M, opts Options, env **Env, background func(context.Context,
 		}
 	}
 	code := m.Run()
+	removeBuilds()
 	stopBG()
 	time.Sleep(200 * time.Millisecond)
 	if err := e.Stack.Stop(); err != nil {
