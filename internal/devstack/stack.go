@@ -23,6 +23,8 @@ type Options struct {
 	// Dir holds every store's data; a second start over the same Dir keeps the data.
 	// Empty: a temporary directory, removed again by Stop (tests).
 	Dir string
+	// TempRoot is where that temporary directory is made; empty: os.TempDir().
+	TempRoot string
 	// Durable keeps fsync on. Tests turn it off: their data is thrown away.
 	Durable bool
 	// KafkaPageCache leaves the broker's writes to the page cache even when Durable, as
@@ -64,7 +66,7 @@ type Stack struct {
 func Start(ctx context.Context, opts Options) (*Stack, error) {
 	var tempDir string
 	if opts.Dir == "" {
-		d, err := os.MkdirTemp("", "loom-devstack-")
+		d, err := os.MkdirTemp(opts.TempRoot, "loom-devstack-")
 		if err != nil {
 			return nil, fmt.Errorf("devstack: temporary directory: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/corpus"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/tests/testenv"
@@ -45,33 +46,6 @@ import (
 // when its verdict is not ok; precision is the share of abstentions on no-answer
 // questions, recall the share of no-answer questions that abstained.
 
-type conversationCorpus struct {
-	Seed      uint64 `json:"seed"`
-	Dialogues []struct {
-		ID       string `json:"id"`
-		Half     string `json:"half"`
-		Sessions []struct {
-			Date  string `json:"date"`
-			Turns []struct {
-				Key     string    `json:"key"`
-				Value   string    `json:"value"`
-				ValidAt time.Time `json:"valid_at"`
-			} `json:"turns"`
-		} `json:"sessions"`
-	} `json:"dialogues"`
-	Questions []convQuestion `json:"questions"`
-}
-
-type convQuestion struct {
-	ID            string   `json:"id"`
-	Half          string   `json:"half"`
-	Dialogue      string   `json:"dialogue"`
-	Kind          string   `json:"kind"`
-	Query         string   `json:"query"`
-	ReferenceTime string   `json:"reference_time"`
-	Expected      []string `json:"expected"`
-}
-
 var (
 	convKinds   = []string{"single_hop", "temporal", "multi_hop"}
 	convHalves  = []string{"tuning", "held_out"}
@@ -83,7 +57,7 @@ var (
 
 // convOutcome is what one question's searches answered.
 type convOutcome struct {
-	q                        convQuestion
+	q                        corpus.Question
 	weighted, rrf, subq, all answer
 	noExp                    answer        // weighted with set_expansion off
 	took                     time.Duration // the weighted search's round trip, as the client saw it
@@ -131,14 +105,10 @@ func TestConversations(t *testing.T) {
 }
 
 // readConversations reads the conversation corpus the measurement runs.
-func readConversations(t *testing.T) conversationCorpus {
-	b, err := os.ReadFile("conversations.json")
+func readConversations(t *testing.T) corpus.Conversations {
+	c, err := corpus.ReadConversations("conversations.json")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var c conversationCorpus
-	if err := json.Unmarshal(b, &c); err != nil {
-		t.Fatalf("conversations.json: %v", err)
 	}
 	return c
 }
@@ -157,7 +127,7 @@ func startConversationsAPI(t *testing.T) *testenv.Client {
 // writeConversations writes each dialogue's turns to a namespace of its own, checking
 // every turn was written, and keeps the turns as the baselines read them; it returns
 // the namespaces and the baselines' documents by dialogue.
-func writeConversations(t *testing.T, client *testenv.Client, c conversationCorpus) (map[string]string, map[string][]convDoc) {
+func writeConversations(t *testing.T, client *testenv.Client, c corpus.Conversations) (map[string]string, map[string][]convDoc) {
 	nsOf := map[string]string{}
 	docs := map[string][]convDoc{}
 	for _, d := range c.Dialogues {
@@ -190,7 +160,7 @@ func writeConversations(t *testing.T, client *testenv.Client, c conversationCorp
 
 // askConversation runs one question's served searches in ns, in order, stopping at the
 // first error; the baselines' rankings are left to the caller.
-func askConversation(ctx context.Context, client *testenv.Client, ns string, q convQuestion) (convOutcome, error) {
+func askConversation(ctx context.Context, client *testenv.Client, ns string, q corpus.Question) (convOutcome, error) {
 	more := map[string]any{}
 	if q.ReferenceTime != "" {
 		more["reference_time"] = q.ReferenceTime
@@ -429,7 +399,7 @@ func convMeasure(outcomes []convOutcome) convReport {
 	return r
 }
 
-func (r convReport) markdown(c conversationCorpus, questions int) string {
+func (r convReport) markdown(c corpus.Conversations, questions int) string {
 	turns := 0
 	for _, d := range c.Dialogues {
 		for _, s := range d.Sessions {

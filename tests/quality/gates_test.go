@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/corpus"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -149,7 +150,7 @@ func TestAbstainGatesUnderTwoEmbedders(t *testing.T) {
 }
 
 // gateQuestions lists both corpora's questions in one order, so answers line up by index.
-func gateQuestions(personal personalCorpus, conv conversationCorpus) []gateQuestion {
+func gateQuestions(personal personalCorpus, conv corpus.Conversations) []gateQuestion {
 	var questions []gateQuestion
 	for _, q := range personal.Queries {
 		questions = append(questions, gateQuestion{corpus: "personal", half: q.Half, dialogue: "personal", query: q.Query, expected: q.Expected})
@@ -174,7 +175,7 @@ func startGateAPI(t *testing.T, srv *llmtest.Server, embedder, clock string) *te
 }
 
 // writeGateCorpus writes the personal facts and every dialogue, each to a namespace of its own; it returns the namespaces by dialogue.
-func writeGateCorpus(t *testing.T, client *testenv.Client, embedder string, personal personalCorpus, conv conversationCorpus) map[string]string {
+func writeGateCorpus(t *testing.T, client *testenv.Client, embedder string, personal personalCorpus, conv corpus.Conversations) map[string]string {
 	nsOf := map[string]string{}
 	bulk := func(id string, entries []map[string]any) {
 		ns := testenv.Unique(t, "gates-"+embedder+"-"+id)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/corpus"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -118,7 +119,7 @@ func startHyDEAPIs(t *testing.T, srv *llmtest.Server, clock string) (off, on *te
 // writeHyDECorpus writes the personal facts and every dialogue through off (both
 // processes read the same rows) and lists the questions with their namespaces; it
 // returns the personal namespace and the dialogues' namespaces by dialogue.
-func writeHyDECorpus(t *testing.T, off *testenv.Client, personal personalCorpus, conv conversationCorpus) ([]hydeQuestion, string, map[string]string) {
+func writeHyDECorpus(t *testing.T, off *testenv.Client, personal personalCorpus, conv corpus.Conversations) ([]hydeQuestion, string, map[string]string) {
 	var questions []hydeQuestion
 	pns := testenv.Unique(t, "hyde-personal")
 	bulkSetOrFatal(t, off, pns, personalEntries(personal))

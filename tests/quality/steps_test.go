@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomplane/loom/internal/corpus"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -27,20 +28,17 @@ func newSemanticEmbedderServer(t *testing.T) *llmtest.Server {
 
 // readBothCorpora reads the personal-facts and conversation corpora, which the gates
 // and HyDE measurements both run.
-func readBothCorpora(t *testing.T) (personalCorpus, conversationCorpus) {
+func readBothCorpora(t *testing.T) (personalCorpus, corpus.Conversations) {
 	t.Helper()
 	var personal personalCorpus
-	var conv conversationCorpus
-	for file, into := range map[string]any{"personal.json": &personal, "conversations.json": &conv} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+	b, err := os.ReadFile("personal.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return personal, conv
+	if err := json.Unmarshal(b, &personal); err != nil {
+		t.Fatalf("personal.json: %v", err)
+	}
+	return personal, readConversations(t)
 }
 
 // personalEntries are the personal facts as bulk_set entries.
@@ -53,7 +51,7 @@ func personalEntries(personal personalCorpus) []map[string]any {
 }
 
 // dialogueEntries are dialogue i's turns as bulk_set entries, each valid at its time.
-func dialogueEntries(conv conversationCorpus, i int) []map[string]any {
+func dialogueEntries(conv corpus.Conversations, i int) []map[string]any {
 	var entries []map[string]any
 	for _, s := range conv.Dialogues[i].Sessions {
 		for _, turn := range s.Turns {

@@ -2,40 +2,16 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/corpus"
 )
 
 // convGateP50MS is issue 34's latency target for search over the conversation
 // benchmark: p50 at most 10 ms.
 const convGateP50MS = 10
-
-// convCorpus is the part of the quality suite's conversation corpus
-// (tests/quality/conversations.json, written by tests/quality/genconv) the scenario reads.
-type convCorpus struct {
-	Dialogues []struct {
-		ID       string `json:"id"`
-		Half     string `json:"half"`
-		Sessions []struct {
-			Turns []struct {
-				Key     string    `json:"key"`
-				Value   string    `json:"value"`
-				ValidAt time.Time `json:"valid_at"`
-			} `json:"turns"`
-		} `json:"sessions"`
-	} `json:"dialogues"`
-	Questions []struct {
-		Half          string    `json:"half"`
-		Dialogue      string    `json:"dialogue"`
-		Query         string    `json:"query"`
-		ReferenceTime time.Time `json:"reference_time"`
-		Expected      []string  `json:"expected"`
-	} `json:"questions"`
-}
 
 // convQuestion is one question as the scenario asks it: its dialogue's namespace and
 // exact scan, its request and its vector.
@@ -55,9 +31,9 @@ type convQuestion struct {
 // scan of the dialogue's vectors; outside the clock, each half's recall@5 and
 // abstentions, so the latency is read beside the quality it buys.
 func (r *runner) conversations(ctx context.Context) (*ScenarioResult, error) {
-	c, err := readConvCorpus(r.opts.Conversations)
+	c, err := corpus.ReadConversations(r.opts.Conversations)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (--conversations, tests/quality/conversations.json from the repository's root)", err)
 	}
 	res := &ScenarioResult{
 		Title: fmt.Sprintf("memory.search over the conversation corpus, top_k %d", searchTopK),
@@ -139,25 +115,9 @@ func (r *runner) measureConversations(ctx context.Context, res *ScenarioResult, 
 	return nil
 }
 
-// readConvCorpus reads the conversation corpus at path.
-func readConvCorpus(path string) (convCorpus, error) {
-	var c convCorpus
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("read the conversation corpus (--conversations, tests/quality/conversations.json from the repository's root): %w", err)
-	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("read the conversation corpus %s: %w", path, err)
-	}
-	if len(c.Dialogues) == 0 || len(c.Questions) == 0 {
-		return c, fmt.Errorf("the conversation corpus %s holds no dialogue or no question", path)
-	}
-	return c, nil
-}
-
 // loadConversations writes every dialogue to a namespace of its own, waits until the
 // index serves each, and returns the questions ready to ask.
-func (r *runner) loadConversations(ctx context.Context, c convCorpus) ([]convQuestion, error) {
+func (r *runner) loadConversations(ctx context.Context, c corpus.Conversations) ([]convQuestion, error) {
 	nsOf := map[string]string{}
 	scans := map[string]*exactScan{}
 	for _, d := range c.Dialogues {
@@ -211,8 +171,12 @@ func (r *runner) loadConversations(ctx context.Context, c convCorpus) ([]convQue
 		if nsOf[q.Dialogue] == "" {
 			return nil, fmt.Errorf("question %q names dialogue %q, which the corpus does not hold", q.Query, q.Dialogue)
 		}
+		at, err := q.ReferenceAt()
+		if err != nil {
+			return nil, err
+		}
 		out[i] = convQuestion{half: q.Half, ns: nsOf[q.Dialogue], scan: scans[q.Dialogue], vector: vectors[i], expected: q.Expected,
-			req: client.SearchRequest{Query: q.Query, TopK: searchTopK, ReferenceTime: q.ReferenceTime}}
+			req: client.SearchRequest{Query: q.Query, TopK: searchTopK, ReferenceTime: at}}
 	}
 	return out, nil
 }
