@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,9 +94,17 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 // merge writes and deletes them again; on ext4 creating and unlinking those files took
 // most of the test server's CPU (kernel time in inode allocation). The data is thrown
 // away after the run, and a killed store's files stay until the run removes them.
+// minMemoryRoot is the free space /dev/shm must have to hold a package's stores.
+const minMemoryRoot = 4 << 30
+
 func memoryRoot() string {
 	const shm = "/dev/shm"
 	if st, err := os.Stat(shm); err != nil || !st.IsDir() {
+		return ""
+	}
+	// A container's /dev/shm is often 64 MiB: a package's stores grow past that.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(shm, &fs); err != nil || fs.Bavail*uint64(fs.Bsize) < minMemoryRoot {
 		return ""
 	}
 	probe, err := os.MkdirTemp(shm, "loom-probe-")
