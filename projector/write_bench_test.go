@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	chproto "github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
@@ -16,13 +17,24 @@ import (
 )
 
 // blockBatch builds an insert's block as the driver does, with no server: Append is
-// all a fill calls.
+// all a fill calls, and Flush encodes the block into buf as the driver does to send
+// it, then resets it.
 type blockBatch struct {
 	driver.Batch
 	block *proto.Block
+	buf   *chproto.Buffer
 }
 
 func (b blockBatch) Append(v ...any) error { return b.block.Append(v...) }
+
+func (b blockBatch) Flush() error {
+	b.buf.Reset()
+	if err := b.block.Encode(b.buf, 54460); err != nil {
+		return err
+	}
+	b.block.Reset()
+	return nil
+}
 
 // newBlockBatch is an empty block of the columns, "name Type" each.
 func newBlockBatch(tb testing.TB, columns ...string) blockBatch {
@@ -33,7 +45,7 @@ func newBlockBatch(tb testing.TB, columns ...string) blockBatch {
 			tb.Fatal(err)
 		}
 	}
-	return blockBatch{block: b}
+	return blockBatch{block: b, buf: new(chproto.Buffer)}
 }
 
 // embeddingColumns are memory_embeddings' columns as the migrations leave them, in
@@ -72,8 +84,9 @@ func replayRows(n int) []opened {
 	return rows
 }
 
-// BenchmarkFillEmbeddings builds memory_embeddings' block of a 5,000-row batch: the
-// driver's work a replay's largest insert costs before it is sent.
+// BenchmarkFillEmbeddings builds and encodes memory_embeddings' block of a 5,000-row
+// batch: the driver's work a replay's largest insert costs before the server. The
+// whole block at once, as before flushRows, and sent on every flushRows rows.
 func BenchmarkFillEmbeddings(b *testing.B) {
 	benchFill(b, embeddingColumns, embeddingsFill(replayRows(5000)))
 }
@@ -84,10 +97,22 @@ func BenchmarkFillLexical(b *testing.B) {
 }
 
 func benchFill(b *testing.B, columns []string, fill func(driver.Batch) error) {
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := fill(newBlockBatch(b, columns...)); err != nil {
-			b.Fatal(err)
-		}
+	for _, flushed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("flushed=%v", flushed), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				block := newBlockBatch(b, columns...)
+				var batch driver.Batch = block
+				if flushed {
+					batch = &flushing{Batch: block}
+				}
+				if err := fill(batch); err != nil {
+					b.Fatal(err)
+				}
+				if err := block.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

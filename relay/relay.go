@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
@@ -30,7 +29,6 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tracing"
@@ -218,31 +216,18 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 				return fmt.Errorf("relay lock session: %w", err)
 			}
 		}
-		wake := r.wake.C()
-		// A round under way when the relay is stopped finishes: what Kafka acknowledged
-		// is deleted from the outbox, so the next relay does not publish it again.
-		// The round holds the publishers lock shared, so an erasure that removed rows
-		// it may have read waits until its produce and delete are over (pg.WaitOut).
+		// Rounds under way when the relay is stopped finish: what Kafka acknowledged is
+		// deleted from the outbox, so the next relay does not publish it again.
 		rctx, roundDone := shutdown.Outlive(ctx, r.pipe.ShutdownGrace)
-		// The round's read of the outbox rides in the lock's round trip.
-		var n int
-		var pending []outbox.Row
-		read := &pgx.Batch{}
-		outbox.QueueReadPending(read, r.cfg.BatchRows, r.waiting(time.Now()), &pending)
-		err := pg.HoldSharedWith(rctx, h.conn, pg.LockPublishers, read, func() error {
-			var err error
-			n, err = r.round(rctx, h.conn, pending)
-			return err
-		})
+		wake, err := r.rounds(rctx, ctx, h.conn)
 		roundDone()
-		r.noteRound(err)
 		var stop *faultStop
 		if errors.As(err, &stop) {
 			return err
 		}
 		var held *errHeld
 		if errors.As(err, &held) {
-			err, n = nil, 0 // not a failure: the standbys are behind or away; read again after the poll
+			err = nil // not a failure: the standbys are behind or away; read again after the poll
 		}
 		check = err != nil
 		if err != nil {
@@ -259,9 +244,6 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 			continue
 		}
 		bo.Reset()
-		if n == r.cfg.BatchRows {
-			continue // more rows are waiting
-		}
 		select {
 		case <-ctx.Done():
 			return nil

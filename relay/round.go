@@ -21,16 +21,17 @@ type outboxRow struct{ outbox.Row }
 // ns names the row's namespace as the record key does.
 func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 
-// round publishes the oldest rows and deletes those Kafka acknowledged. A namespace
+// round publishes the oldest rows and returns the ids of those Kafka acknowledged,
+// for the round's end to delete (rounds.go). A namespace
 // whose oldest row Kafka refused before sends that row alone first (a broker refuses
 // a whole partition batch, so only alone does a refusal name its record); a
 // namespace waiting out a refusal's backoff is left out of the round altogether.
 // conn is the relay's lock session: pending (the oldest rows, read in the lock's round
 // trip) and, with WaitForStandbys, the check that the standbys hold them are read
 // there, from one server.
-func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) (int, error) {
+func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) ([]int64, error) {
 	if len(pending) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	rows := make([]outboxRow, len(pending))
 	for i, p := range pending {
@@ -38,17 +39,14 @@ func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.
 	}
 	if r.cfg.WaitForStandbys {
 		if err := r.awaitDurable(ctx, conn, len(rows)); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	rest, err := r.retryRefused(ctx, rows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if err := r.publish(ctx, rest); err != nil {
-		return 0, err
-	}
-	return len(rows), nil
+	return r.publish(ctx, rest)
 }
 
 // waiting lists the namespaces whose refused head is still backing off.
@@ -137,14 +135,14 @@ func retryDelay(attempts int) time.Duration {
 	return min(d, 10*time.Second)
 }
 
-// publish produces rows in one go. Within a namespace only the acknowledged prefix is
-// deleted: a later record acknowledged after an earlier one failed is published again
+// publish produces rows in one go and returns the ids to delete. Within a namespace
+// only the acknowledged prefix is deleted: a later record acknowledged after an earlier one failed is published again
 // after it, so a consumer never sees a namespace's seqs skip forward for good. A
 // refusal is counted on its row (which goes alone next round); any other failure is
 // Kafka being away, which ends the round so the relay backs off.
-func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
+func (r *Relay) publish(ctx context.Context, rows []outboxRow) ([]int64, error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	errs := make([]error, len(rows))
 	var records []*kgo.Record
@@ -189,14 +187,11 @@ func (r *Relay) publish(ctx context.Context, rows []outboxRow) error {
 	}
 	if r.faults.AfterProduce != nil {
 		if err := r.faults.AfterProduce(done); err != nil {
-			return &faultStop{err}
+			return nil, &faultStop{err}
 		}
 	}
-	if err := r.deletePublished(ctx, done); err != nil {
-		return err
-	}
 	r.noteFailures(ctx, failedRows, failedErrs)
-	return outage
+	return done, outage
 }
 
 // deletePublished removes rows Kafka acknowledged. The delete outlives a cancelled ctx:

@@ -123,19 +123,40 @@ func collectPending(rows pgx.Rows) ([]Row, error) {
 func Delete(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
 	err := pg.InPipelinedTx(ctx, pool, func(pgx.Tx) (*pgx.Batch, error) {
 		b := &pgx.Batch{}
-		// Lost in a crash, the delete only publishes its rows again, which the topic's
-		// at-least-once contract allows; waiting for its WAL flush would slow every
-		// commit that shares the flush.
-		b.Queue("SET LOCAL synchronous_commit = off")
-		// parked_at IS NULL: the rows are the unparked ones the relay read, and the
-		// predicate lets the delete use outbox_pending, the table's index on id.
-		b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1) AND parked_at IS NULL", ids)
+		queueDeleteStatements(b, ids)
 		return b, nil
 	})
 	if err != nil {
 		return fmt.Errorf("delete published outbox rows: %w", err)
 	}
 	return nil
+}
+
+// QueueDelete queues on b the removal of published rows as a transaction of its own,
+// for a session that sends other statements in the same round trip (the relay's lock
+// session: the delete, the lock's release and the next round's read go together).
+// committed is called once the delete committed; a delete that failed leaves the
+// session in a failed transaction, which its owner rolls back.
+func QueueDelete(b *pgx.Batch, ids []int64, committed func()) {
+	b.Queue("BEGIN")
+	queueDeleteStatements(b, ids)
+	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		committed()
+		return nil
+	})
+}
+
+func queueDeleteStatements(b *pgx.Batch, ids []int64) {
+	// Lost in a crash, the delete only publishes its rows again, which the topic's
+	// at-least-once contract allows; waiting for its WAL flush would slow every
+	// commit that shares the flush.
+	b.Queue("SET LOCAL synchronous_commit = off")
+	// parked_at IS NULL: the rows are the unparked ones the relay read, and the
+	// predicate lets the delete use outbox_pending, the table's index on id.
+	b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1) AND parked_at IS NULL", ids)
 }
 
 // NoteFailures records each row's last error and adds refused[i] (0 or 1) to its

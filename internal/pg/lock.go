@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,21 +44,53 @@ func HoldShared(ctx context.Context, conn *pgxpool.Conn, key int64, fn func() er
 // released in every case.
 func HoldSharedWith(ctx context.Context, conn *pgxpool.Conn, key int64, first *pgx.Batch, fn func() error) error {
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_lock_shared($1)", key)
+	QueueLockShared(b, key, nil)
 	if first != nil {
 		b.QueuedQueries = append(b.QueuedQueries, first.QueuedQueries...)
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock_shared($1)", key); err != nil {
-			conn.Conn().Close(uctx)
-		}
-	}()
+	defer ReleaseShared(ctx, conn, key)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("take advisory lock %x shared: %w", key, err)
 	}
 	return fn()
+}
+
+// QueueLockShared queues on b the wait for key shared; taken, if not nil, is called
+// once the session holds it. A shared request queues behind an exclusive one already
+// waiting, so a session that releases the lock and takes it again in one round trip
+// (QueueUnlockShared, then this) still lets a WaitOut through between the two.
+func QueueLockShared(b *pgx.Batch, key int64, taken func()) {
+	q := b.Queue("SELECT pg_advisory_lock_shared($1)", key)
+	if taken != nil {
+		q.Exec(func(pgconn.CommandTag) error { taken(); return nil })
+	}
+}
+
+// QueueUnlockShared queues on b the release of key held shared; released, if not nil,
+// is called once it is released.
+func QueueUnlockShared(b *pgx.Batch, key int64, released func()) {
+	q := b.Queue("SELECT pg_advisory_unlock_shared($1)", key)
+	if released != nil {
+		q.Exec(func(pgconn.CommandTag) error { released(); return nil })
+	}
+}
+
+// ReleaseShared releases key held shared by conn's session, even when ctx was
+// cancelled, first rolling back a transaction a failed batch left open; a session
+// that cannot release it is closed, which releases it. Releasing a lock the session
+// does not hold is harmless.
+func ReleaseShared(ctx context.Context, conn *pgxpool.Conn, key int64) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		if _, err := conn.Exec(uctx, "ROLLBACK"); err != nil {
+			conn.Conn().Close(uctx)
+			return
+		}
+	}
+	if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock_shared($1)", key); err != nil {
+		conn.Conn().Close(uctx)
+	}
 }
 
 // WaitOut returns once every session that held key shared when it was called has
