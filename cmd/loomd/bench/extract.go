@@ -150,7 +150,31 @@ type tripsMark struct {
 
 // per is the round trips and statements sent since the mark, per one of n requests.
 func (m tripsMark) per(n float64) (trips, statements float64) {
+	if m.trips == nil || n == 0 {
+		return 0, 0
+	}
 	return round(float64(m.trips.Count()-m.sent)/n, 2), round(float64(m.trips.Statements()-m.statements)/n, 2)
+}
+
+// tripsMark marks what the process under test's pool has sent so far.
+func (r *runner) tripsMark() tripsMark {
+	t := r.t.RoundTrips
+	return tripsMark{t, t.Count(), t.Statements()}
+}
+
+// tripsNote says what the read scenarios' round-trip rows count.
+const tripsNote = "Postgres round trips and statements per call: what the process under test's pool sent during the run " +
+	"(every role's: the relay's and the workers' polls too), over the calls answered; a baseline that is not Loom's reads shows 0"
+
+// addTrips adds the round trips and statements per call a case's sides cost.
+func (res *ScenarioResult) addTrips(name string, loomMark tripsMark, loom Sample, baseMark tripsMark, base Sample) {
+	if loomMark.trips == nil {
+		return
+	}
+	lt, ls := loomMark.per(float64(loom.Calls))
+	bt, bs := baseMark.per(float64(base.Calls))
+	res.add(name, "Postgres round trips per call", lt, bt)
+	res.add(name, "Postgres statements per call", ls, bs)
 }
 
 // extractOnce runs one memory.set_from_messages through api and answers its time less
