@@ -83,7 +83,7 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 			"against the scripted provider of `loomd bench` unless LOOM_LLM_BASE_URL names one",
 			"inputs kept vs none: two processes of the command role alone on the same stores, one keeping the inputs and one with " +
 				"LOOM_EXTRACTION_KEEP_INPUTS=false (the facts' commit writes no turn, chunk or belief-source link, and no " +
-				"memory.turns_observed record), each rep's two extractions back to back; round trips and statements are what each " +
+				"memory.turns_observed record), each rep's two extractions back to back, in turns which goes first; round trips and statements are what each " +
 				"process's pool sent Postgres (its index follower's key reads included), over its requests"},
 	}
 	kept, bare, stop, err := r.inputsPair(ctx)
@@ -103,15 +103,21 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 			msgs = append(msgs, client.Message{Role: "user", Content: "I like " + thing + "."})
 			batch = append(batch, client.BulkEntry{Key: "user.likes_" + thing, Value: "Likes " + thing})
 		}
-		took, a, err := r.extractOnce(ctx, kept.api, r.namespace("extract", fmt.Sprint(rep)), msgs, true)
-		if err != nil {
-			return nil, err
+		// The pair runs in turns, the kept one first in even reps and second in odd
+		// ones, so neither side always meets what the other left (a checkpoint, the relay).
+		var took, tookBare time.Duration
+		var a *client.FromMessagesAnswer
+		for _, keep := range [][]bool{{true, false}, {false, true}}[rep%2] {
+			if keep {
+				took, a, err = r.extractOnce(ctx, kept.api, r.namespace("extract", fmt.Sprint(rep)), msgs, true)
+			} else {
+				tookBare, _, err = r.extractOnce(ctx, bare.api, r.namespace("extractbare", fmt.Sprint(rep)), msgs, false)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		fromTook, calls, modelMs = append(fromTook, took), calls+float64(a.ModelCalls), modelMs+a.ModelMs
-		tookBare, _, err := r.extractOnce(ctx, bare.api, r.namespace("extractbare", fmt.Sprint(rep)), msgs, false)
-		if err != nil {
-			return nil, err
-		}
 		bareTook = append(bareTook, tookBare)
 		t0 := time.Now()
 		if _, err := r.api.BulkSet(ctx, r.namespace("extractbulk", fmt.Sprint(rep)), client.BulkSetRequest{Entries: batch}); err != nil {
