@@ -14,6 +14,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/idempotency"
@@ -99,6 +100,9 @@ type bulkOptions struct {
 	// writes (the entries written, their versions stamped) and merges: the evidence the
 	// facts are drawn from commits with them.
 	inWritten func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error
+	// turns, when set, is the transcript the facts are drawn from: the commit keeps it
+	// (its turns, chunks, record and belief sources) in the rows' own round trips.
+	turns *factTurns
 	// checkAll judges every entry against the namespace's peers, whatever
 	// LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES says.
 	checkAll bool
@@ -288,6 +292,9 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 			return b.inWritten(ctx, tx, stamped.Written, b.ans.Merged)
 		}
 	}
+	if b.turns != nil {
+		plan.record = s.turnsRecord(b, written)
+	}
 	if rules.conflictPolicy() != PolicyAppendOnly {
 		plan.gapCheck = s.bulkGapCheck(written)
 	}
@@ -301,6 +308,31 @@ func (s *Service) bulkRound(ctx context.Context, b *bulkWrite, gapFrom int64) (b
 	}
 	b.ans.listWritten(written, b.dryRun)
 	return true, 0, nil
+}
+
+// factTurns is a transcript a batch's commit keeps with the facts drawn from it;
+// links names the belief sources, from the turns and what the commit writes and merges.
+type factTurns struct {
+	batch *turnBatch
+	links func(rows []evidence.Turn, written, merged []bulkResult) []evidence.Link
+}
+
+// turnsRecord commits the batch's transcript with its rows: the session's next index
+// read in the first round trip, the turns, chunks, record and links queued after the
+// rows' writes, under the seq after theirs.
+func (s *Service) turnsRecord(b *bulkWrite, written []*entry) *planRecord {
+	t := b.turns
+	var next int
+	return &planRecord{
+		read: func(bb *pgx.Batch) { t.batch.queueNextIndex(bb, &next) },
+		write: func(bb *pgx.Batch, seq int64) error {
+			var stamped bulkAnswer
+			stamped.listWritten(written, false)
+			return s.queueTurns(bb, t.batch, seq, next, func(rows []evidence.Turn) []evidence.Link {
+				return t.links(rows, stamped.Written, b.ans.Merged)
+			})
+		},
+	}
 }
 
 // retirements are the tombstones of the heads the batch was asked to retire, each over

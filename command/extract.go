@@ -296,7 +296,14 @@ func (w *factWriter) Write(ctx context.Context, fw extraction.Write) (*extractio
 			return learnings.Insert(ctx, tx, filed)
 		}
 	}
-	if in := w.inputs; in != nil && !fw.DryRun {
+	switch in := w.inputs; {
+	case in == nil || fw.DryRun:
+	case in.turns != nil && in.turns.fence == nil:
+		// The transcript's turns go in the facts' own round trips.
+		opts.turns = &factTurns{batch: in.turns, links: func(rows []evidence.Turn, written, merged []bulkResult) []evidence.Link {
+			return factLinks(rows, writtenFacts(fw.MessageIndex, written, merged))
+		}}
+	default:
 		opts.inWritten = func(ctx context.Context, tx pgx.Tx, written, merged []bulkResult) error {
 			return s.writeInputs(ctx, tx, in, func() []extraction.Fact { return writtenFacts(fw.MessageIndex, written, merged) })
 		}

@@ -231,36 +231,34 @@ func (tb *turnBatch) record(seq int64, next int) (*events.Envelope, error) {
 // writeTurns writes a batch in tx: it advances the namespace's generation by one (the
 // record's seq), numbers the turns after the session's last, writes their rows and chunks and
 // queues their record for the relay (kept for a republish too). links, when set,
-// names the belief sources written with them. Run again in a new transaction (a
-// commit's retry), it numbers the turns afresh. The caller wakes the relay after the
-// commit.
+// names the belief sources written with them. Two round trips (three with a fence):
+// the advance with the session's next index, then the writes. Run again in a new
+// transaction (a commit's retry), it numbers the turns afresh. The caller wakes the
+// relay after the commit.
 func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, links func([]evidence.Turn) []evidence.Link) error {
 	id := tb.id
-	seq, err := generations.Advance(ctx, tx, id.Org, id.Namespace, 1)
-	if err != nil {
+	var seq int64
+	var next int
+	b := &pgx.Batch{}
+	generations.QueueAdvance(b, id.Org, id.Namespace, 1, &seq)
+	if tb.fence == nil {
+		// Read in the advance's round trip, under the lock it takes.
+		tb.queueNextIndex(b, &next)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("advance the generation: %w", err)
 	}
 	if tb.fence != nil {
 		if err := tb.fence(ctx, tx); err != nil {
 			return err
 		}
+		var err error
+		if next, err = evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID); err != nil {
+			return err
+		}
 	}
-	next, err := evidence.NextIndex(ctx, tx, id.Org, id.Namespace, id.UserID, id.SessionID)
-	if err != nil {
-		return err
-	}
-	env, err := tb.record(seq, next)
-	if err != nil {
-		return err
-	}
-	chunks := slices.Clone(tb.chunks)
-	for i := range chunks {
-		chunks[i].Seq, chunks[i].FirstIndex, chunks[i].LastIndex = seq, next+chunks[i].FirstIndex, next+chunks[i].LastIndex
-	}
-	b := &pgx.Batch{}
-	evidence.QueueInsert(b, tb.rows)
-	evidence.QueueInsertChunks(b, chunks)
-	if err := s.queueTurnsRecord(b, env); err != nil {
+	b = &pgx.Batch{}
+	if err := s.queueTurns(b, tb, seq, next, links); err != nil {
 		return err
 	}
 	if s.relayWake == nil {
@@ -269,10 +267,36 @@ func (s *Service) writeTurns(ctx context.Context, tx pgx.Tx, tb *turnBatch, link
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write the turns and their record: %w", err)
 	}
-	if links == nil {
-		return nil
+	return nil
+}
+
+// queueNextIndex queues the read of the index the batch's first turn takes in its
+// session, for a batch that holds the namespace's generation lock when it runs.
+func (tb *turnBatch) queueNextIndex(b *pgx.Batch, next *int) {
+	evidence.QueueNextIndex(b, tb.id.Org, tb.id.Namespace, tb.id.UserID, tb.id.SessionID, next)
+}
+
+// queueTurns queues the batch's rows, chunks and record, numbered under seq with
+// message indexes from next, and the belief sources links names: a statement each,
+// whatever the number of turns.
+func (s *Service) queueTurns(b *pgx.Batch, tb *turnBatch, seq int64, next int, links func([]evidence.Turn) []evidence.Link) error {
+	env, err := tb.record(seq, next)
+	if err != nil {
+		return err
 	}
-	return evidence.InsertLinks(ctx, tx, links(tb.rows))
+	chunks := slices.Clone(tb.chunks)
+	for i := range chunks {
+		chunks[i].Seq, chunks[i].FirstIndex, chunks[i].LastIndex = seq, next+chunks[i].FirstIndex, next+chunks[i].LastIndex
+	}
+	evidence.QueueInsert(b, tb.rows)
+	evidence.QueueInsertChunks(b, chunks)
+	if err := s.queueTurnsRecord(b, env); err != nil {
+		return err
+	}
+	if links != nil {
+		evidence.QueueInsertLinks(b, links(tb.rows))
+	}
+	return nil
 }
 
 // pickTurns is a sealed batch of the turns at picks (in order) alone, their chunks cut

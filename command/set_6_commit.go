@@ -123,6 +123,9 @@ type commitPlan struct {
 	// inCommit runs in the transaction once the rows are written; its error rolls the
 	// commit back.
 	inCommit func(ctx context.Context, tx pgx.Tx) error
+	// record, when set, commits a record of the plan's own with its rows in the same
+	// round trips (the transcript a write's facts are drawn from).
+	record *planRecord
 	// evidence names namespaces whose deletion evidence of any row's memory refuses
 	// the commit (errErased): a copy from elsewhere (a restore) must not bring back
 	// what an erasure removed, even one that lands while it runs.
@@ -181,7 +184,15 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) (err error) {
 }
 
 func (p *commitPlan) groupable() bool {
-	return p.inTx == nil && p.inCommit == nil && p.idem == nil && len(p.evidence) == 0
+	return p.inTx == nil && p.inCommit == nil && p.record == nil && p.idem == nil && len(p.evidence) == 0
+}
+
+// planRecord is a record a plan commits with its rows, under the seq after theirs:
+// read queues its reads into the first batch, after the generation advance (so under
+// its lock); write queues its writes after the rows', given that seq.
+type planRecord struct {
+	read  func(b *pgx.Batch)
+	write func(b *pgx.Batch, seq int64) error
 }
 
 // Bounds of one grouped transaction.
@@ -226,6 +237,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		n += int64(len(p.rows))
 		all = append(all, p.rows...)
 	}
+	drawn := n + lead.recordSeqs() // the seqs the advance draws: the rows', and the lead's record's
 	// Read before the transaction: an org's first write makes its key, which must not
 	// take round trips while the namespace's generation lock is held.
 	refKey, err := s.userRefs.Key(ctx, lead.org)
@@ -239,7 +251,10 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		b.Queue(fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%s)", policyLockKey), lead.org)
 		generations.QueueRead(b, lead.org, policyScope, &policyGen)
 		deleted := queueNamespaceDeleted(b, plans)
-		generations.QueueAdvance(b, lead.org, lead.namespace, n, &lastSeq)
+		generations.QueueAdvance(b, lead.org, lead.namespace, drawn, &lastSeq)
+		if lead.record != nil {
+			lead.record.read(b) // under the advance's lock
+		}
 		locked, lockedSeqs := queueHeadLocks(b, all)
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
@@ -247,7 +262,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("advance the generation, lock the heads and read the gap: %w", err)
 		}
-		next := lastSeq - n + 1 // the seq the next admitted row takes
+		next := lastSeq - drawn + 1 // the seq the next admitted row takes
 		var before []gapRevision
 		written := map[string]bool{}
 		var admitted []*commitPlan
@@ -275,16 +290,9 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 				return nil, err
 			}
 		}
-		b = &pgx.Batch{}
-		if unused := lastSeq - (next - 1); unused > 0 {
-			// The seqs of the plans left out go back: a namespace's seqs have no holes.
-			generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
-		}
-		if err := s.queueWrites(b, admitted, refKey); err != nil {
+		b, err = s.writesBatch(lead, admitted, lastSeq, next, refKey)
+		if err != nil {
 			return nil, err
-		}
-		if s.relayWake == nil {
-			outbox.QueueNotify(b)
 		}
 		if lead.inCommit == nil && lead.idem == nil {
 			return b, nil // the COMMIT goes with the writes
@@ -314,6 +322,39 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		return failAll(errs, err)
 	}
 	return errs
+}
+
+// recordSeqs is the seqs the plan's own record takes: one, or none without one.
+func (p *commitPlan) recordSeqs() int64 {
+	if p.record == nil {
+		return 0
+	}
+	return 1
+}
+
+// writesBatch queues the admitted plans' writes, then the lead's record under next,
+// the seq after their rows', and gives back the seqs drawn up to lastSeq that no row
+// took (the plans left out's).
+func (s *Service) writesBatch(lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte) (*pgx.Batch, error) {
+	recordSeq := next
+	next += lead.recordSeqs() // a plan with a record commits alone: admitted
+	b := &pgx.Batch{}
+	if unused := lastSeq - (next - 1); unused > 0 {
+		// The seqs of the plans left out go back: a namespace's seqs have no holes.
+		generations.QueueGiveBack(b, lead.org, lead.namespace, unused)
+	}
+	if err := s.queueWrites(b, admitted, refKey); err != nil {
+		return nil, err
+	}
+	if lead.record != nil {
+		if err := lead.record.write(b, recordSeq); err != nil {
+			return nil, err
+		}
+	}
+	if s.relayWake == nil {
+		outbox.QueueNotify(b)
+	}
+	return b, nil
 }
 
 // failAll answers err for every plan of a commit that committed nothing.

@@ -188,8 +188,12 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		stop()
 		return bench.Target{}, nil, fmt.Errorf("bench: create a token: %w", err)
 	}
-	openPeer := func(ctx context.Context, cfg config.Config) (string, func(), error) {
-		_, url, stop, err := serveOnLoopback(ctx, cfg)
+	openPeer := func(ctx context.Context, cfg config.Config, trips *bench.RoundTrips) (string, func(), error) {
+		var opts []app.Option
+		if trips != nil {
+			opts = append(opts, app.WithPGTracer(trips))
+		}
+		_, url, stop, err := serveOnLoopback(ctx, cfg, opts...)
 		return url, stop, err
 	}
 	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips, Hops: hops}, stop, nil

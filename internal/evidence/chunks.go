@@ -135,17 +135,40 @@ type Chunk struct {
 	TurnIDs                  []string
 }
 
-// QueueInsertChunks queues the insert of chunks and of their lineage.
+// QueueInsertChunks queues the insert of chunks and of their lineage, in two
+// statements over arrays whatever the number of chunks.
 func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
-	for _, c := range chunks {
-		b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
-			part, occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-			c.Org, c.Namespace, c.ChunkID, c.Agent, c.UserID, c.SessionID, c.FirstIndex, c.LastIndex, c.Part, c.OccurredAt,
-			c.Seq, c.Source, c.DataKey, c.Sealed)
-		b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
-			SELECT $1, $2, $3, t.turn_id, t.position - 1, $5, $6 FROM unnest($4::uuid[]) WITH ORDINALITY AS t(turn_id, position)`,
-			c.Org, c.Namespace, c.ChunkID, c.TurnIDs, c.UserID, c.Seq)
+	if len(chunks) == 0 {
+		return
 	}
+	n := len(chunks)
+	orgs, nss, ids, agents, users, sessions := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n)
+	firsts, lasts, parts, seqs, ats, sources := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
+		make([]time.Time, n), make([]string, n)
+	keys, sealed := make([][]byte, n), make([][]byte, n)
+	var srcChunks, srcTurns, srcUsers, srcOrgs, srcNss []string
+	var srcPositions, srcSeqs []int64
+	for i, c := range chunks {
+		orgs[i], nss[i], ids[i], agents[i], users[i], sessions[i] = c.Org, c.Namespace, c.ChunkID, c.Agent, c.UserID, c.SessionID
+		firsts[i], lasts[i], parts[i], seqs[i], ats[i], sources[i] = int64(c.FirstIndex), int64(c.LastIndex), int64(c.Part), c.Seq, c.OccurredAt, c.Source
+		keys[i], sealed[i] = c.DataKey, c.Sealed
+		for pos, t := range c.TurnIDs {
+			srcOrgs, srcNss, srcChunks, srcTurns = append(srcOrgs, c.Org), append(srcNss, c.Namespace), append(srcChunks, c.ChunkID), append(srcTurns, t)
+			srcPositions, srcUsers, srcSeqs = append(srcPositions, int64(pos)), append(srcUsers, c.UserID), append(srcSeqs, c.Seq)
+		}
+	}
+	b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
+			part, occurred_at, seq, source, data_key, sealed)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+			$9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[], $13::bytea[], $14::bytea[])`,
+		orgs, nss, ids, agents, users, sessions, firsts, lasts, parts, ats, seqs, sources, keys, sealed)
+	if len(srcTurns) == 0 {
+		return
+	}
+	b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::bigint[], $6::text[], $7::bigint[])`,
+		srcOrgs, srcNss, srcChunks, srcTurns, srcPositions, srcUsers, srcSeqs)
 }
 
 // OpenedChunk is a kept chunk, its text opened.

@@ -14,6 +14,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,26 +68,70 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 	return out, nil
 }
 
+// nextIndex is the session's next turn index.
+const nextIndex = `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
+	WHERE org = $1 AND namespace = $2 AND user_id = $3 AND session_id = $4`
+
 // NextIndex reads, under the namespace's generation lock the caller holds, the index
 // the session's next turn takes: the session's turns are numbered in arrival order.
 func NextIndex(ctx context.Context, q Querier, org, ns, userID, sessionID string) (int, error) {
 	var next int
-	err := q.QueryRow(ctx, `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
-		WHERE org = $1 AND namespace = $2 AND user_id = $3 AND session_id = $4`, org, ns, userID, sessionID).Scan(&next)
+	err := q.QueryRow(ctx, nextIndex, org, ns, userID, sessionID).Scan(&next)
 	if err != nil {
 		return 0, fmt.Errorf("read the session's next turn index: %w", err)
 	}
 	return next, nil
 }
 
-// QueueInsert queues the insert of turns.
+// QueueNextIndex queues NextIndex's read into next, for a batch that holds the
+// namespace's generation lock by the time it runs (queued after the advance).
+func QueueNextIndex(b *pgx.Batch, org, ns, userID, sessionID string, next *int) {
+	b.Queue(nextIndex, org, ns, userID, sessionID).QueryRow(func(r pgx.Row) error { return r.Scan(next) })
+}
+
+// QueueInsert queues the insert of turns, all in one statement: Postgres plans and
+// runs one INSERT over arrays, not one a turn. A turn's terms travel as an array
+// literal (an array of arrays would be one flat array to unnest).
 func QueueInsert(b *pgx.Batch, turns []Turn) {
-	for _, t := range turns {
-		b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
-			occurred_at, seq, source, data_key, sealed, terms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-			t.Org, t.Namespace, t.TurnID, t.Agent, t.UserID, t.SessionID, t.Role, t.MessageIndex, t.OccurredAt, t.Seq,
-			t.Source, t.DataKey, t.Sealed, t.Terms)
+	if len(turns) == 0 {
+		return
 	}
+	n := len(turns)
+	orgs, nss, ids, agents, users, sessions, roles := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n)
+	indexes, seqs, ats, sources := make([]int64, n), make([]int64, n), make([]time.Time, n), make([]string, n)
+	keys, sealed, terms := make([][]byte, n), make([][]byte, n), make([]*string, n)
+	for i, t := range turns {
+		orgs[i], nss[i], ids[i], agents[i], users[i], sessions[i], roles[i] = t.Org, t.Namespace, t.TurnID, t.Agent, t.UserID, t.SessionID, t.Role
+		indexes[i], seqs[i], ats[i], sources[i] = int64(t.MessageIndex), t.Seq, t.OccurredAt, t.Source
+		keys[i], sealed[i], terms[i] = t.DataKey, t.Sealed, termsLiteral(t.Terms)
+	}
+	b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
+			occurred_at, seq, source, data_key, sealed, terms)
+		SELECT t.org, t.namespace, t.turn_id, t.agent, t.user_id, t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
+			t.source, t.data_key, t.sealed, t.terms::bigint[]
+		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
+			$9::timestamptz[], $10::bigint[], $11::text[], $12::bytea[], $13::bytea[], $14::text[])
+			AS t(org, namespace, turn_id, agent, user_id, session_id, role, message_index, occurred_at, seq, source, data_key, sealed, terms)`,
+		orgs, nss, ids, agents, users, sessions, roles, indexes, ats, seqs, sources, keys, sealed, terms)
+}
+
+// termsLiteral is terms as a bigint[] literal; nil stays NULL.
+func termsLiteral(terms []int64) *string {
+	if terms == nil {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i, t := range terms {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatInt(t, 10))
+	}
+	sb.WriteByte('}')
+	out := sb.String()
+	return &out
 }
 
 // Link is one belief source: a memory version drawn from a turn.
@@ -102,15 +148,28 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	for _, l := range links {
-		b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-			l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq)
-	}
+	QueueInsertLinks(b, links)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write the belief sources: %w", err)
 	}
 	return nil
+}
+
+// QueueInsertLinks queues the insert of belief sources in one statement; a link
+// already kept is left as it is.
+func QueueInsertLinks(b *pgx.Batch, links []Link) {
+	if len(links) == 0 {
+		return
+	}
+	n := len(links)
+	orgs, nss, memoryIDs, versions, turnIDs, users, seqs := make([]string, n), make([]string, n), make([]string, n),
+		make([]int64, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, l := range links {
+		orgs[i], nss[i], memoryIDs[i], versions[i], turnIDs[i], users[i], seqs[i] = l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq
+	}
+	b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[])
+		ON CONFLICT DO NOTHING`, orgs, nss, memoryIDs, versions, turnIDs, users, seqs)
 }
 
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,

@@ -266,6 +266,17 @@ func (x *Index) Position(org, ns string) int64 {
 	return 0
 }
 
+// Chunks is how many chunks the index holds of a namespace: none, and a search of it
+// after the barrier finds nothing whatever its query (no embedding needed).
+func (x *Index) Chunks(org, ns string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if s := x.spaces[[2]string{org, ns}]; s != nil {
+		return s.chunks
+	}
+	return 0
+}
+
 // WaitFor waits until the index has applied a namespace's records up to gen, or ctx
 // ends (its error then).
 func (x *Index) WaitFor(ctx context.Context, org, ns string, gen int64) error {

@@ -96,6 +96,11 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 			Message: "the knowledge index has not applied what the namespace committed before this search; retry"}).
 			With("generation", gen).With("index_position", s.index.Position(p.Org, ns))
 	}
+	if s.index.Chunks(p.Org, ns) == 0 {
+		// Behind the barrier the namespace holds no document (a memory namespace's pack
+		// asks every turn): nothing to find, so the query is not embedded.
+		return &SearchAnswer{Hits: []Hit{}}, nil
+	}
 	vecs, err := s.embedder.Embed(ctx, []string{req.Query})
 	if err != nil {
 		return nil, httperr.Unavailable(httperr.CodeEmbedderDown, "the embedder is unavailable while embedding the query; retry", err)

@@ -127,8 +127,12 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 	})
 	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = provider.URL, bench.ScriptedModel })
 	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench",
-		OpenPeer: func(_ context.Context, cfg config.Config) (string, func(), error) {
-			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }))
+		OpenPeer: func(_ context.Context, cfg config.Config, trips *bench.RoundTrips) (string, func(), error) {
+			var opts []app.Option
+			if trips != nil {
+				opts = append(opts, app.WithPGTracer(trips))
+			}
+			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
 			return url, stop, nil
 		}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -138,7 +142,7 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := rep.Scenarios[0].Rows
-	if len(rows) != 5 || rows[0].Ratio == nil || rows[1].Loom != 1 || rows[3].Case != "10 facts, inputs kept vs none" || rows[3].Ratio == nil {
+	if len(rows) != 7 || rows[0].Ratio == nil || rows[1].Loom != 1 || rows[3].Case != "10 facts, inputs kept vs none" || rows[3].Ratio == nil || rows[5].Loom <= 0 || rows[5].Baseline == nil || *rows[5].Baseline <= 0 {
 		t.Fatalf("rows: %+v", rows)
 	}
 }

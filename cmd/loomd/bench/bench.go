@@ -89,8 +89,9 @@ type Target struct {
 	// measures both paths.
 	ClickHouseURL string
 	// OpenPeer serves another process of cfg on the same stores (the peers scenario's
-	// Loom, whose embedder is a scripted HTTP server) until stop is called.
-	OpenPeer func(ctx context.Context, cfg config.Config) (url string, stop func(), err error)
+	// Loom, whose embedder is a scripted HTTP server) until stop is called; trips, when
+	// set, counts the round trips its pool sends Postgres.
+	OpenPeer func(ctx context.Context, cfg config.Config, trips *RoundTrips) (url string, stop func(), err error)
 	// ClickHousePID, when the bench started the ClickHouse server, is its process: the
 	// replay scenario reports the CPU it spent.
 	ClickHousePID int

@@ -71,19 +71,22 @@ func (o *owner) finish() error {
 // extract measures memory.set_from_messages of a transcript of extractFacts facts
 // against a memory.bulk_set of the same facts, each rep into a fresh namespace: the
 // pipeline's time per request with the provider's own time (model_ms) subtracted, and
-// its round trips to the provider. Each rep also extracts the same transcript through a
-// second process on the same stores that keeps no inputs (LOOM_EXTRACTION_KEEP_INPUTS
-// off): the issue's "inputs kept vs without" is that pair, same run, interleaved.
+// its round trips to the provider. The issue's "inputs kept vs without" is a pair of
+// processes of the command role alone on the same stores, one keeping the inputs and
+// one not (LOOM_EXTRACTION_KEEP_INPUTS off), each rep's two extractions back to back,
+// with the round trips and statements each one's pool sent Postgres per request.
 func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title:    fmt.Sprintf("memory.set_from_messages of a %d-fact transcript, ms per request", extractFacts),
 		Baseline: fmt.Sprintf("memory.bulk_set of the same %d facts; for the inputs rows, the same extraction keeping no inputs", extractFacts),
 		Notes: []string{"Loom's time is the request's wall time less model_ms, the time it waited for the provider; " +
 			"against the scripted provider of `loomd bench` unless LOOM_LLM_BASE_URL names one",
-			"without inputs: a second process on the same stores with LOOM_EXTRACTION_KEEP_INPUTS=false (the facts' commit writes no turn, " +
-				"chunk or belief-source link, and no memory.turns_observed record), each rep's two extractions back to back"},
+			"inputs kept vs none: two processes of the command role alone on the same stores, one keeping the inputs and one with " +
+				"LOOM_EXTRACTION_KEEP_INPUTS=false (the facts' commit writes no turn, chunk or belief-source link, and no " +
+				"memory.turns_observed record), each rep's two extractions back to back, in turns which goes first; round trips and statements are what each " +
+				"process's pool sent Postgres (its index follower's key reads included), over its requests"},
 	}
-	bare, stop, err := r.withoutInputs(ctx)
+	kept, bare, stop, err := r.inputsPair(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +94,7 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 	var fromTook, bareTook, bulkTook []time.Duration
 	var calls, modelMs float64
 	start := time.Now()
+	keptCost, bareCost := tripsMark{kept.trips, kept.trips.Count(), kept.trips.Statements()}, tripsMark{bare.trips, bare.trips.Count(), bare.trips.Statements()}
 	for rep := 0; rep == 0 || time.Since(start) < r.opts.Duration; rep++ {
 		var msgs []client.Message
 		var batch []client.BulkEntry
@@ -99,15 +103,21 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 			msgs = append(msgs, client.Message{Role: "user", Content: "I like " + thing + "."})
 			batch = append(batch, client.BulkEntry{Key: "user.likes_" + thing, Value: "Likes " + thing})
 		}
-		took, a, err := r.extractOnce(ctx, r.api, r.namespace("extract", fmt.Sprint(rep)), msgs, true)
-		if err != nil {
-			return nil, err
+		// The pair runs in turns, the kept one first in even reps and second in odd
+		// ones, so neither side always meets what the other left (a checkpoint, the relay).
+		var took, tookBare time.Duration
+		var a *client.FromMessagesAnswer
+		for _, keep := range [][]bool{{true, false}, {false, true}}[rep%2] {
+			if keep {
+				took, a, err = r.extractOnce(ctx, kept.api, r.namespace("extract", fmt.Sprint(rep)), msgs, true)
+			} else {
+				tookBare, _, err = r.extractOnce(ctx, bare.api, r.namespace("extractbare", fmt.Sprint(rep)), msgs, false)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		fromTook, calls, modelMs = append(fromTook, took), calls+float64(a.ModelCalls), modelMs+a.ModelMs
-		tookBare, _, err := r.extractOnce(ctx, bare, r.namespace("extractbare", fmt.Sprint(rep)), msgs, false)
-		if err != nil {
-			return nil, err
-		}
 		bareTook = append(bareTook, tookBare)
 		t0 := time.Now()
 		if _, err := r.api.BulkSet(ctx, r.namespace("extractbulk", fmt.Sprint(rep)), client.BulkSetRequest{Entries: batch}); err != nil {
@@ -125,6 +135,10 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 	inputs := name + ", inputs kept vs none"
 	res.add(inputs, "ms per request, the provider's time subtracted (mean)", meanMS(fromTook), meanMS(bareTook))
 	res.add(inputs, "ms per request, the provider's time subtracted (p50)", medianMS(fromTook), medianMS(bareTook))
+	keptTrips, keptStmts := keptCost.per(n)
+	bareTrips, bareStmts := bareCost.per(n)
+	res.add(inputs, "Postgres round trips per request", keptTrips, bareTrips)
+	res.add(inputs, "Postgres statements per request", keptStmts, bareStmts)
 	res.Samples = append(res.Samples, CaseSamples{Case: name,
 		Loom:     Sample{Concurrency: 1, Calls: len(fromTook), Seconds: round(sum(fromTook).Seconds(), 2)},
 		Baseline: &Sample{Concurrency: 1, Calls: len(bulkTook), Seconds: round(sum(bulkTook).Seconds(), 2)}},
@@ -132,6 +146,41 @@ func (r *runner) extract(ctx context.Context) (*ScenarioResult, error) {
 			Loom:     Sample{Concurrency: 1, Calls: len(fromTook), Seconds: round(sum(fromTook).Seconds(), 2)},
 			Baseline: &Sample{Concurrency: 1, Calls: len(bareTook), Seconds: round(sum(bareTook).Seconds(), 2)}})
 	return res, nil
+}
+
+// tripsMark is what a pool had sent at a mark.
+type tripsMark struct {
+	trips            *RoundTrips
+	sent, statements int64
+}
+
+// per is the round trips and statements sent since the mark, per one of n requests.
+func (m tripsMark) per(n float64) (trips, statements float64) {
+	if m.trips == nil || n == 0 {
+		return 0, 0
+	}
+	return round(float64(m.trips.Count()-m.sent)/n, 2), round(float64(m.trips.Statements()-m.statements)/n, 2)
+}
+
+// tripsMark marks what the process under test's pool has sent so far.
+func (r *runner) tripsMark() tripsMark {
+	t := r.t.RoundTrips
+	return tripsMark{t, t.Count(), t.Statements()}
+}
+
+// tripsNote says what the read scenarios' round-trip rows count.
+const tripsNote = "Postgres round trips and statements per call: what the process under test's pool sent during the run " +
+	"(every role's: the relay's and the workers' polls too), over the calls answered; a baseline that is not Loom's reads shows 0"
+
+// addTrips adds the round trips and statements per call a case's sides cost.
+func (res *ScenarioResult) addTrips(name string, loomMark tripsMark, loom Sample, baseMark tripsMark, base Sample) {
+	if loomMark.trips == nil {
+		return
+	}
+	lt, ls := loomMark.per(float64(loom.Calls))
+	bt, bs := baseMark.per(float64(base.Calls))
+	res.add(name, "Postgres round trips per call", lt, bt)
+	res.add(name, "Postgres statements per call", ls, bs)
 }
 
 // extractOnce runs one memory.set_from_messages through api and answers its time less
@@ -152,27 +201,49 @@ func (r *runner) extractOnce(ctx context.Context, api *client.Client, ns string,
 	return took, a, nil
 }
 
-// withoutInputs serves a command process on the same stores that keeps no inputs
-// (LOOM_EXTRACTION_KEEP_INPUTS off) and answers its client.
-func (r *runner) withoutInputs(ctx context.Context) (*client.Client, func(), error) {
+// peer is a second process the scenario serves on the same stores: its client and
+// the round trips its pool sends.
+type peer struct {
+	api   *client.Client
+	trips *RoundTrips
+}
+
+// inputsPair serves two command processes on the same stores, one keeping the inputs
+// and one not (LOOM_EXTRACTION_KEEP_INPUTS off), each counting its round trips.
+func (r *runner) inputsPair(ctx context.Context) (kept, bare peer, stop func(), err error) {
 	if r.t.OpenPeer == nil {
-		return nil, nil, fmt.Errorf("the extract scenario runs its no-inputs case in a second process: the target opens none (Target.OpenPeer)")
+		return peer{}, peer{}, nil, fmt.Errorf("the extract scenario runs its inputs cases in two more processes: the target opens none (Target.OpenPeer)")
 	}
-	cfg := r.t.Process.Cfg
-	cfg.Roles = config.Roles{config.RoleCommand}
-	cfg.Boot.Migrate = false
-	cfg.Command.Extraction.QueueEnabled = false
-	cfg.Command.Extraction.KeepInputs = false
-	url, stop, err := r.t.OpenPeer(ctx, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open the process that keeps no inputs: %w", err)
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
 	}
-	api, err := newClient(url, r.t.Token)
-	if err != nil {
-		stop()
-		return nil, nil, err
+	for _, keep := range []bool{true, false} {
+		cfg := r.t.Process.Cfg
+		cfg.Roles = config.Roles{config.RoleCommand}
+		cfg.Boot.Migrate = false
+		cfg.Command.Extraction.QueueEnabled = false
+		cfg.Command.Extraction.KeepInputs = keep
+		p := peer{trips: &RoundTrips{}}
+		url, stopPeer, err := r.t.OpenPeer(ctx, cfg, p.trips)
+		if err != nil {
+			stop()
+			return peer{}, peer{}, nil, fmt.Errorf("open the process that keeps inputs %t: %w", keep, err)
+		}
+		stops = append(stops, stopPeer)
+		if p.api, err = newClient(url, r.t.Token); err != nil {
+			stop()
+			return peer{}, peer{}, nil, err
+		}
+		if keep {
+			kept = p
+		} else {
+			bare = p
+		}
 	}
-	return api, stop, nil
+	return kept, bare, stop, nil
 }
 
 // medianMS is the middle of took, in milliseconds.

@@ -25,7 +25,7 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 			"evidence legs are off by default in both), recent (the journal's newest revisions) and session (the session's digest and " +
 			"last 8 turns) layers hold lines, and its knowledge layer searches an empty plane; no profile is loaded (no user_id). " +
 			"The layers are read at once, so a pack costs its slowest layer, the search",
-			fmt.Sprintf("the namespace size is --search-sizes' first (%d)", size)},
+			fmt.Sprintf("the namespace size is --search-sizes' first (%d)", size), tripsNote},
 	}
 	ns := r.namespace("pack", fmt.Sprint(size))
 	if err := r.appendOnly(ctx, ns); err != nil {
@@ -65,6 +65,7 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 	for _, conc := range r.levels(1, 5) {
 		name := fmt.Sprintf("%d memories, concurrency=%d", size, conc)
 		rands := r.workerRands(conc)
+		loomTrips := r.tripsMark()
 		loom, err := r.closedLoop(ctx, "context.pack "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			_, err := r.api.Pack(ctx, ns, packOf(queries[rands[w].IntN(len(queries))]))
 			return err
@@ -72,6 +73,7 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		baseTrips := r.tripsMark()
 		base, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			_, err := r.api.Search(ctx, ns, client.SearchRequest{Query: queries[rands[w].IntN(len(queries))], TopK: packTopK})
 			return err
@@ -80,6 +82,7 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 			return nil, err
 		}
 		res.compare(name, loom, base, "calls/s")
+		res.addTrips(name, loomTrips, loom, baseTrips, base)
 	}
 	return res, nil
 }

@@ -202,7 +202,7 @@ func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, measure
 	// Only this process calls the scripted provider: the process under test keeps its
 	// own configuration on both sides.
 	cfg.LLM.BaseURL, cfg.LLM.Model = f.model.URL, ScriptedModel
-	url, stop, err := r.t.OpenPeer(ctx, cfg)
+	url, stop, err := r.t.OpenPeer(ctx, cfg, nil)
 	if err != nil {
 		return Sample{}, "", fmt.Errorf("open the workers process of %s: %w", c.name, err)
 	}

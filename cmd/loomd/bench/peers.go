@@ -238,7 +238,7 @@ func (r *runner) peerLoom(ctx context.Context, embedURL string, c peerCorpus, cp
 	cfg.Boot.Migrate = false
 	cfg.Embedder = config.Embedder{Kind: "openai", Dim: peerEmbedDim,
 		OpenAI: config.OpenAI{BaseURL: embedURL, APIKey: "bench", Model: peerEmbedModel}}
-	url, stop, err := r.t.OpenPeer(ctx, cfg)
+	url, stop, err := r.t.OpenPeer(ctx, cfg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open a Loom process on the scripted embedder: %w", err)
 	}

@@ -84,6 +84,7 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 	for _, conc := range r.levels(1, 5) {
 		name := fmt.Sprintf("%d turns, concurrency=%d", recallTurns, conc)
 		rands := r.workerRands(conc)
+		loomTrips := r.tripsMark()
 		loom, err := r.closedLoop(ctx, "memory.recall "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			_, err := r.api.Recall(ctx, ns, recallOf(queries[rands[w].IntN(len(queries))]))
 			return err
@@ -104,7 +105,9 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 			return nil, err
 		}
 		res.compare(name, loom, base, "calls/s")
+		res.addTrips(name, loomTrips, loom, tripsMark{}, Sample{})
 	}
+	res.Notes = append(res.Notes, tripsNote)
 	// What a turn costs in Postgres: its row as stored (pg_column_size of the row, the
 	// sealed text and wrapped key included), beside the bytes of text it holds.
 	var rowBytes, textBytes float64
