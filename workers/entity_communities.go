@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/loomplane/loom/internal/ch"
@@ -11,16 +10,18 @@ import (
 )
 
 // The entity_communities pass (memory-architecture, "Background passes",
-// entity_communities; off by default, LOOM_ENTITY_COMMUNITIES_ENABLED): a paced loop
-// that clusters each namespace's co-occurrence graph (the open edges of ClickHouse's
+// entity_communities; off by default, LOOM_ENTITY_COMMUNITIES_ENABLED): a consumer of
+// the topic (due_passes.go) for which any revision makes its namespace due. It
+// clusters a due namespace's co-occurrence graph (the open edges of ClickHouse's
 // loom.entity_edges, weighted by the rows naming both ends) by label propagation
-// (internal/communities: deterministic, no model), and keeps each entity's community
-// in loom.entity_communities through the worker API (command.KeepEntityCommunities),
-// replacing the namespace's communities whole. A pass takes up to
-// LOOM_ENTITY_COMMUNITIES_BATCH namespaces, the ones computed longest ago first; the
-// entity read (GET …/entities/{name}) shows an entity's community. Its stamp is the
-// computation's time: a pass killed midway leaves each namespace as it was or
-// replaced whole.
+// (internal/communities: deterministic, no model), once the projection holds the
+// namespace's records up to the batch's newest, and keeps each entity's community in
+// loom.entity_communities through the worker API (command.KeepEntityCommunities),
+// replacing the namespace's communities whole. A namespace is computed at most once
+// per LOOM_ENTITY_COMMUNITIES_INTERVAL_MS: records after a computation wait for the
+// interval's end, then one computation stamps them all. The entity read
+// (GET …/entities/{name}) shows an entity's community. A pass killed midway leaves
+// each namespace as it was or replaced whole, and its items owed.
 
 const workerCommunities = "entity_communities"
 
@@ -28,80 +29,32 @@ const workerCommunities = "entity_communities"
 // ClickHouse connection.
 func (s *Service) UseClickHouse(conn *ch.Conn) { s.ch = conn }
 
-// RunEntityCommunities runs the entity_communities pass until ctx ends.
+// RunEntityCommunities runs the entity_communities pass until ctx ends: woken by its
+// feed, and every minute at most for the namespaces whose interval ended.
 func (s *Service) RunEntityCommunities(ctx context.Context) {
-	s.runPasses(ctx, workerCommunities, s.cfg.Communities.Interval, 0, s.communitiesPass)
+	cfg := s.cfg.Communities
+	s.runPasses(ctx, workerCommunities, s.soon(workerCommunities), cfg.MaxAge+24*time.Hour, s.communitiesPass)
 }
 
-// communitiesPass computes the communities of the namespaces due.
+// communitiesPass computes the communities of the namespaces of a batch of records.
 func (s *Service) communitiesPass(ctx context.Context) passResult {
 	if s.ch == nil {
 		return passResult{errors: 1, stopped: true}
 	}
-	due, err := s.communitiesDue(ctx)
-	return s.eachDueNamespace(ctx, "entity communities", due, err, "communities", func(org, namespace string) error {
-		return s.computeCommunities(ctx, org, namespace)
-	})
-}
-
-// eachDueNamespace is the body of a pass over namespaces (entity_communities,
-// recalibration): the due list's failure is one error, then each namespace in turn
-// until ctx ends, a failed one left as it was and counted.
-func (s *Service) eachDueNamespace(ctx context.Context, pass string, due [][2]string, listErr error, what string,
-	do func(org, namespace string) error) passResult {
-	if listErr != nil {
-		if ctx.Err() == nil {
-			s.log.Warn(pass+": listing the namespaces failed", "err", listErr)
-		}
-		return passResult{errors: 1}
-	}
-	res := passResult{claimed: len(due)}
-	for _, k := range due {
-		if ctx.Err() != nil {
-			break
-		}
-		if err := do(k[0], k[1]); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn(pass+": a namespace's "+what+" stay as they were", "org", k[0], "namespace", k[1], "err", err)
-			}
-			res.errors++
-			continue
-		}
-		res.done++
-	}
-	return res
-}
-
-// communitiesDue lists the namespaces with a graph, the ones never computed or
-// computed longest ago first, up to the pass's batch.
-func (s *Service) communitiesDue(ctx context.Context) ([][2]string, error) {
-	var all [][2]string
-	err := s.ch.Each(s.ch.Ctx(ctx), `SELECT DISTINCT org, namespace FROM loom.entity_edges`, nil, func(scan func(...any) error) error {
-		var k [2]string
-		if err := scan(&k[0], &k[1]); err != nil {
+	cfg := s.cfg.Communities
+	return s.dueNamespacePass(ctx, workerCommunities, cfg.Batch, cfg.MaxAge, outcomeComputed, func(ctx context.Context, d dueNamespace) error {
+		if err := s.projected(ctx, d); err != nil {
 			return err
 		}
-		all = append(all, k)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list the graphs: %w", err)
-	}
-	computed, err := communities.Computed(ctx, s.pool)
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(all, func(i, j int) bool {
-		a, b := computed[all[i]], computed[all[j]]
-		if !a.Equal(b) {
-			return a.Before(b)
+		last, err := communities.ComputedAt(ctx, s.pool, d.org, d.namespace)
+		if err != nil {
+			return err
 		}
-		return all[i][0] < all[j][0] || all[i][0] == all[j][0] && all[i][1] < all[j][1]
+		if err := s.spaced(last, cfg.Interval); err != nil {
+			return err
+		}
+		return s.computeCommunities(ctx, d.org, d.namespace)
 	})
-	if len(all) > s.cfg.Communities.Batch {
-		all = all[:s.cfg.Communities.Batch]
-	}
-	return all, nil
 }
 
 // computeCommunities reads a namespace's open edges and keeps their communities.

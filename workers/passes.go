@@ -6,9 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/metrics"
-	"github.com/loomplane/loom/internal/reflections"
 )
 
 // The passes' account (memory-architecture, "Background passes"): for each pass this
@@ -49,7 +47,7 @@ func WithQueues(passes map[string]PassHealth, queues map[string]QueueHealth) map
 		if !ok && queues == nil {
 			continue
 		}
-		// The paced loops (usage_fold, session_digest) keep no worker_items: rows_owed is theirs.
+		// The paced loop (usage_fold) keeps no worker_items: rows_owed is its own.
 		if q, ok := queues[w]; ok && Fed(w) {
 			h.Queue = &q
 		}
@@ -111,12 +109,6 @@ func (s *Service) account(ctx context.Context, worker string, r passResult) {
 func (s *Service) owedCount(ctx context.Context, worker string) (int64, error) {
 	if worker == workerUsageFold {
 		return s.cmd.OwedTouches(ctx)
-	}
-	if worker == workerSessionDigest {
-		return evidence.CountOwedSessions(ctx, s.pool, s.digestOwing())
-	}
-	if worker == workerReflections {
-		return reflections.CountOwed(ctx, s.pool, s.reflectionOwing())
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND state = 'owed'`, worker).Scan(&n); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/loomplane/loom/internal/ch"
@@ -14,21 +13,25 @@ import (
 
 // The recalibration pass (memory-architecture, "Background passes", recalibration: the
 // embedder's score distribution in, calibration thresholds out; on by default,
-// LOOM_RECALIBRATION_ENABLED): a paced loop, no model, that rewrites each namespace's
-// search background in loom.search_calibration, the one the calibrated gates borrow
-// when a search's own pool is too small to hold one (query/calibrate.go). Searches
-// record their pools' backgrounds as they run, so a namespace searched only through
-// narrow filters has none, and one whose content has changed keeps up to 128 old ones.
-// The pass measures the background from the namespace's vectors as the embedder scores
+// LOOM_RECALIBRATION_ENABLED): a consumer of the topic (due_passes.go) for which any
+// revision makes its namespace due, no model. It rewrites a due namespace's search
+// background in loom.search_calibration, the one the calibrated gates borrow when a
+// search's own pool is too small to hold one (query/calibrate.go). Searches record
+// their pools' backgrounds as they run, so a namespace searched only through narrow
+// filters has none, and one whose content has changed keeps up to 128 old ones. The
+// pass measures the background from the namespace's vectors as the embedder scores
 // them now: each probe (the rows its usage, recall_count and reinforcement_count, says
 // searches find most, then a hash sample) is a query whose answer is itself, and the
 // sampled rows' cosines to it, ranked, give one background (internal/scorebg, the
 // statistic search reads its pools with). The probes' backgrounds replace the
-// namespace's recorded ones (command.KeepRecalibration), stamped; the searches after
-// it append theirs. A pass takes up to LOOM_RECALIBRATION_BATCH namespaces with enough
-// vectors of the running embedder, never recalibrated or longest ago first, none twice
-// within LOOM_RECALIBRATION_INTERVAL_MS. Its stamp is recalibrated_at: a pass killed
-// midway leaves each namespace's backgrounds as they were or replaced whole.
+// namespace's recorded ones (command.KeepRecalibration), stamped recalibrated_at; the
+// searches after it append theirs. The recalibration is periodic by nature (a window
+// of the namespace's vectors): a namespace is recalibrated once the projection holds
+// its records up to the batch's newest, at most once per LOOM_RECALIBRATION_INTERVAL_MS
+// (records after a recalibration wait for the interval's end, then one recalibration
+// stamps them all), and only with enough vectors of the running embedder (with fewer,
+// its records are stamped and the next write makes it due again). A pass killed midway
+// leaves each namespace's backgrounds as they were or replaced whole, and its items owed.
 
 const workerRecalibration = "recalibration"
 
@@ -39,77 +42,51 @@ const (
 	recalibrationProbes = 32
 )
 
-// RunRecalibration runs the recalibration pass until ctx ends.
+// RunRecalibration runs the recalibration pass until ctx ends: woken by its feed, and
+// every minute at most for the namespaces whose interval ended.
 func (s *Service) RunRecalibration(ctx context.Context) {
-	s.runPasses(ctx, workerRecalibration, s.cfg.Recalibration.Interval, 0, s.recalibrationPass)
+	cfg := s.cfg.Recalibration
+	s.runPasses(ctx, workerRecalibration, s.soon(workerRecalibration), cfg.MaxAge+24*time.Hour, s.recalibrationPass)
 }
 
 // OnRecalibrated is called after a namespace's backgrounds are rewritten: a process
 // that also serves search drops its cached calibration (query.Service.ForgetCalibration).
 func (s *Service) OnRecalibrated(f func(org, namespace, embedder string)) { s.recalibrated = f }
 
-// recalibrationPass recalibrates the namespaces due.
+// recalibrationPass recalibrates the namespaces of a batch of records.
 func (s *Service) recalibrationPass(ctx context.Context) passResult {
 	if s.ch == nil {
 		return passResult{errors: 1, stopped: true}
 	}
-	model := s.embedder.Model()
-	due, err := s.recalibrationDue(ctx, model)
-	return s.eachDueNamespace(ctx, "recalibration", due, err, "backgrounds", func(org, namespace string) error {
-		return s.recalibrate(ctx, org, namespace, model)
+	cfg, model := s.cfg.Recalibration, s.embedder.Model()
+	return s.dueNamespacePass(ctx, workerRecalibration, cfg.Batch, cfg.MaxAge, outcomeRecalibrated, func(ctx context.Context, d dueNamespace) error {
+		if err := s.projected(ctx, d); err != nil {
+			return err
+		}
+		last, err := s.recalibratedAt(ctx, d.org, d.namespace, model)
+		if err != nil {
+			return err
+		}
+		if err := s.spaced(last, cfg.Interval); err != nil {
+			return err
+		}
+		return s.recalibrate(ctx, d.org, d.namespace, model)
 	})
 }
 
-// recalibrationDue lists the namespaces holding enough vectors of model for a
-// background, not recalibrated within the pass's interval, the ones never
-// recalibrated or recalibrated longest ago first, up to the pass's batch.
-func (s *Service) recalibrationDue(ctx context.Context, model string) ([][2]string, error) {
-	var all [][2]string
-	err := s.ch.Each(s.ch.Ctx(ctx), `SELECT org, namespace FROM `+ch.Database+`.memory_embeddings FINAL
-		WHERE tombstone = 0 AND embedding_dim > 0 AND embedding_model = ?
-		GROUP BY org, namespace HAVING count() >= ?`, []any{model, uint64(scorebg.From + scorebg.Min)},
-		func(scan func(...any) error) error {
-			var k [2]string
-			if err := scan(&k[0], &k[1]); err != nil {
-				return err
-			}
-			all = append(all, k)
-			return nil
-		})
+// recalibratedAt is when the namespace's backgrounds of model were last recalibrated
+// (zero: never).
+func (s *Service) recalibratedAt(ctx context.Context, org, ns, model string) (time.Time, error) {
+	var at *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT max(recalibrated_at) FROM loom.search_calibration
+		WHERE org = $1 AND namespace = $2 AND embedder = $3`, org, ns, model).Scan(&at)
 	if err != nil {
-		return nil, fmt.Errorf("list the namespaces with vectors: %w", err)
+		return time.Time{}, fmt.Errorf("read the recalibration stamp: %w", err)
 	}
-	stamped := map[[2]string]time.Time{}
-	rows, err := s.pool.Query(ctx, `SELECT org, namespace, recalibrated_at FROM loom.search_calibration
-		WHERE embedder = $1 AND recalibrated_at IS NOT NULL`, model)
-	if err != nil {
-		return nil, fmt.Errorf("read the recalibration stamps: %w", err)
+	if at == nil {
+		return time.Time{}, nil
 	}
-	for rows.Next() {
-		var k [2]string
-		var at time.Time
-		if err := rows.Scan(&k[0], &k[1], &at); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read the recalibration stamps: %w", err)
-		}
-		stamped[k] = at
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the recalibration stamps: %w", err)
-	}
-	cutoff := s.now().Add(-s.cfg.Recalibration.Interval)
-	all = slices.DeleteFunc(all, func(k [2]string) bool { at, ok := stamped[k]; return ok && at.After(cutoff) })
-	slices.SortFunc(all, func(a, b [2]string) int {
-		if c := stamped[a].Compare(stamped[b]); c != 0 {
-			return c
-		}
-		return slices.Compare(a[:], b[:])
-	})
-	if len(all) > s.cfg.Recalibration.Batch {
-		all = all[:s.cfg.Recalibration.Batch]
-	}
-	return all, nil
+	return *at, nil
 }
 
 // recalibrate measures one namespace's backgrounds and keeps them.
@@ -117,6 +94,9 @@ func (s *Service) recalibrate(ctx context.Context, org, ns, model string) error 
 	ids, vecs, err := s.recalibrationSample(ctx, org, ns, model)
 	if err != nil {
 		return err
+	}
+	if len(vecs) < scorebg.From+scorebg.Min {
+		return nil // too few vectors for a background: the recorded ones stand
 	}
 	used, err := s.mostUsed(ctx, org, ns)
 	if err != nil {

@@ -22,8 +22,12 @@ import (
 // The reflection_distill pass (memory-architecture, "Background passes": recent
 // sessions without an outcome; outcome labels, then reflection memories hidden from
 // unfiltered recall; off by default, LOOM_REFLECTION_DISTILL_ENABLED, and per namespace
-// opt-in, its configuration's reflection_distill). A paced loop, as the session_digest
-// pass, over the conversation's record: a user's session with a turn kept in the last
+// opt-in, its configuration's reflection_distill). A consumer of the topic, as the
+// session_digest pass (due_passes.go): a memory.turns_observed record makes its
+// namespace due, and the namespace's records are stamped done once none of its sessions
+// has turns no label covers (given back due again after
+// LOOM_REFLECTION_DISTILL_INTERVAL_MS, a minute at most, while one has: a session not yet
+// quiet, a call that failed). Over the conversation's record: a user's session with a turn kept in the last
 // LOOM_REFLECTION_DISTILL_MAX_AGE_DAYS, quiet for LOOM_REFLECTION_DISTILL_IDLE_SECONDS,
 // whose last turn no label covers, owes an outcome. One model call (a JSON Schema
 // answer, asked again while outside it, up to LOOM_REFLECTION_DISTILL_ATTEMPTS) reads
@@ -68,9 +72,12 @@ type reflectionValue struct {
 	Reflections []string `json:"reflections"`
 }
 
-// RunReflectionDistill runs the reflection_distill pass until ctx ends.
+// RunReflectionDistill runs the reflection_distill pass until ctx ends: woken by its
+// feed, and every interval (a minute at most) for the namespaces whose sessions were
+// not yet quiet.
 func (s *Service) RunReflectionDistill(ctx context.Context) {
-	s.runPasses(ctx, workerReflections, s.cfg.ReflectionDistill.Interval, 0, s.reflectionPass)
+	cfg := s.cfg.ReflectionDistill
+	s.runPasses(ctx, workerReflections, s.soon(workerReflections), cfg.MaxAge+24*time.Hour, s.reflectionPass)
 }
 
 // reflectionOwing is when a session owes an outcome now.
@@ -79,56 +86,66 @@ func (s *Service) reflectionOwing() reflections.Owing {
 	return reflections.Owing{Since: now.Add(-cfg.MaxAge), IdleBefore: now.Add(-cfg.Idle)}
 }
 
-// reflectionPass distils up to a batch of owed sessions, one model call each.
+// reflectionPass distils the owed sessions of the namespaces of a batch of records.
 func (s *Service) reflectionPass(ctx context.Context) passResult {
-	owed, err := reflections.OwedSessions(ctx, s.pool, s.reflectionOwing(), s.cfg.ReflectionDistill.Batch)
+	cfg := s.cfg.ReflectionDistill
+	return s.dueNamespacePass(ctx, workerReflections, cfg.Batch, cfg.MaxAge, outcomeDistilled, s.distillNamespace)
+}
+
+// distillNamespace distils up to a batch of a namespace's owed sessions, one model call
+// each, and answers errNotYet while a session of it has turns no label covers.
+func (s *Service) distillNamespace(ctx context.Context, d dueNamespace) error {
+	owing := s.reflectionOwing()
+	owing.Org, owing.Namespace = d.org, d.namespace
+	owed, err := reflections.OwedSessions(ctx, s.pool, owing, s.cfg.ReflectionDistill.Batch)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("reflection_distill: reading the owed sessions failed", "err", err)
-		}
-		return passResult{errors: 1}
+		return err
 	}
-	res := passResult{claimed: len(owed), full: len(owed) == s.cfg.ReflectionDistill.Batch}
-	if len(owed) == 0 {
-		return res
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("reflection_distill: no connection for the pass", "err", err)
+	var failed error
+	if len(owed) > 0 {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("no connection for the pass: %w", err)
 		}
-		return passResult{errors: 1}
-	}
-	defer conn.Release()
-	for _, o := range owed {
-		if ctx.Err() != nil {
-			break
-		}
-		key := o.Org + "/" + o.Namespace + "/" + o.UserID + "/" + o.SessionID
-		if s.reflectionWait[key].After(s.now()) {
-			continue
-		}
-		err := s.distillClaimed(ctx, conn, key, o)
-		switch {
-		case errors.Is(err, errClaimedElsewhere):
-			continue
-		case err == nil:
-			res.done++
-		case errors.Is(err, errStopped):
-			res.errors++
-			res.stopped = true
-			return res
-		default:
-			if ctx.Err() == nil && !errors.Is(err, command.ErrOutcomeNotKept) {
-				s.log.Warn("reflection_distill: a session stays owed", "org", o.Org, "namespace", o.Namespace, "err", err)
-				// A provider's outage, a spent cap or answers outside the schema: later,
-				// not every pass (ten passes, ten minutes at most).
-				s.reflectionWait[key] = s.now().Add(min(10*s.cfg.ReflectionDistill.Interval, 10*time.Minute))
+		defer conn.Release()
+		for _, o := range owed {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			res.errors++
+			key := o.Org + "/" + o.Namespace + "/" + o.UserID + "/" + o.SessionID
+			if s.reflectionWait[key].After(s.now()) {
+				continue
+			}
+			err := s.distillClaimed(ctx, conn, key, o)
+			switch {
+			case err == nil, errors.Is(err, errClaimedElsewhere):
+			case errors.Is(err, errStopped):
+				return err
+			default:
+				if ctx.Err() == nil && !errors.Is(err, command.ErrOutcomeNotKept) {
+					s.log.Warn("reflection_distill: a session stays owed", "org", o.Org, "namespace", o.Namespace, "err", err)
+					// A provider's outage, a spent cap or answers outside the schema: later,
+					// not every pass (ten passes, ten minutes at most).
+					s.reflectionWait[key] = s.now().Add(min(10*s.cfg.ReflectionDistill.Interval, 10*time.Minute))
+				}
+				failed = err
+			}
 		}
 	}
-	return res
+	if failed != nil {
+		return failed
+	}
+	// Every session whose turns no label covers, quiet or not: the namespace is due
+	// again until none is left.
+	owing.IdleBefore = s.now().Add(100 * 365 * 24 * time.Hour)
+	pending, err := reflections.CountOwed(ctx, s.pool, owing)
+	if err != nil {
+		return err
+	}
+	if pending > 0 {
+		return notYet(s.soon(workerReflections))
+	}
+	return nil
 }
 
 // errClaimedElsewhere: another process holds the session, or labelled it since the

@@ -8,24 +8,31 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/llm"
 )
 
 // The session_digest pass (memory-architecture, "The extraction also writes its
-// inputs": session_summaries, a session digest): a paced loop, not a consumer of the
-// topic, over the conversation's record (internal/evidence). A user's session owes a
-// digest once LOOM_SESSION_DIGEST_MIN_TURNS of its turns are not digested, or once it
-// has turns not digested and none new for LOOM_SESSION_DIGEST_IDLE_SECONDS; only
-// sessions with a turn kept in the last LOOM_SESSION_DIGEST_MAX_AGE_DAYS are looked at.
-// Each owed session costs one model call per window: the session's digest so far and
-// up to LOOM_SESSION_DIGEST_MAX_TURNS turns after it, answered as a digest of the whole
-// session, which the write side keeps sealed (command.KeepSessionDigest) in place of
-// the one before. The digest's window end is its stamp: a pass that dies, a provider
-// outage, a spent cap or a malformed answer leaves the session owed, and the next pass
-// asks again. Without a provider the pass does not run and no session is digested.
-// Two processes' passes take a session under a Postgres advisory lock each and, under
-// it, read the session's digest again, so a window is asked once.
+// inputs": session_summaries, a session digest): a consumer of the topic
+// (due_passes.go) for which a memory.turns_observed record makes its namespace due,
+// over the conversation's record (internal/evidence). A user's session owes a digest
+// once LOOM_SESSION_DIGEST_MIN_TURNS of its turns are not digested, or once it has
+// turns not digested and none new for LOOM_SESSION_DIGEST_IDLE_SECONDS; only sessions
+// with a turn kept in the last LOOM_SESSION_DIGEST_MAX_AGE_DAYS are looked at. A due
+// namespace's owed sessions are digested; while one of its sessions has turns not
+// digested (not yet quiet, or its call failed) the namespace's records are given back
+// due again after LOOM_SESSION_DIGEST_INTERVAL_MS (a minute at most), and once none has,
+// they are stamped done. Each owed session costs one model call per window: the
+// session's digest so far and up to LOOM_SESSION_DIGEST_MAX_TURNS turns after it,
+// answered as a digest of the whole session, which the write side keeps sealed
+// (command.KeepSessionDigest) in place of the one before. The digest's window end is
+// the session's stamp: a pass that dies, a provider outage, a spent cap or a malformed
+// answer leaves the session owed, and the next pass asks again. Without a provider the
+// pass does not run and no session is digested. Two processes' passes take a session
+// under a Postgres advisory lock each and, under it, read the session's digest again,
+// so a window is asked once.
 
 const workerSessionDigest = "session_digest"
 
@@ -53,9 +60,11 @@ const digestSystem = `You keep the digest of one conversation session between a 
 	`who took part, what was asked, decided, stated and left open, with names, numbers and dates as said. ` +
 	`Plain sentences, at most 200 words, nothing that was not said.`
 
-// RunSessionDigests runs the session_digest pass until ctx ends.
+// RunSessionDigests runs the session_digest pass until ctx ends: woken by its feed, and
+// every interval (a minute at most) for the namespaces whose sessions were not yet quiet.
 func (s *Service) RunSessionDigests(ctx context.Context) {
-	s.runPasses(ctx, workerSessionDigest, s.cfg.SessionDigest.Interval, 0, s.digestPass)
+	cfg := s.cfg.SessionDigest
+	s.runPasses(ctx, workerSessionDigest, s.soon(workerSessionDigest), cfg.MaxAge+24*time.Hour, s.digestPass)
 }
 
 // digestOwing is when a session owes a digest now.
@@ -64,76 +73,93 @@ func (s *Service) digestOwing() evidence.Owing {
 	return evidence.Owing{Since: now.Add(-cfg.MaxAge), IdleBefore: now.Add(-cfg.Idle), MinTurns: cfg.MinTurns}
 }
 
-// digestPass digests up to a batch of owed sessions, one model call each.
+// digestPass digests the owed sessions of the namespaces of a batch of records.
 func (s *Service) digestPass(ctx context.Context) passResult {
 	cfg := s.cfg.SessionDigest
-	owed, err := evidence.OwedSessions(ctx, s.pool, s.digestOwing(), cfg.Batch)
+	return s.dueNamespacePass(ctx, workerSessionDigest, cfg.Batch, cfg.MaxAge, outcomeDigested, s.digestNamespace)
+}
+
+// digestNamespace digests up to a batch of a namespace's owed sessions, one model call
+// each, and answers errNotYet while a session of it has turns not digested.
+func (s *Service) digestNamespace(ctx context.Context, d dueNamespace) error {
+	owing := s.digestOwing()
+	owing.Org, owing.Namespace = d.org, d.namespace
+	owed, err := evidence.OwedSessions(ctx, s.pool, owing, s.cfg.SessionDigest.Batch)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("session digest: reading the owed sessions failed", "err", err)
-		}
-		return passResult{errors: 1}
+		return err
 	}
-	res := passResult{claimed: len(owed), full: len(owed) == cfg.Batch}
-	if len(owed) == 0 {
-		return res
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("session digest: no connection for the pass", "err", err)
+	var failed error
+	if len(owed) > 0 {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("no connection for the pass: %w", err)
 		}
-		return passResult{errors: 1}
-	}
-	defer conn.Release()
-	capped := map[string]bool{}
-	for _, o := range owed {
-		ns := o.Org + "/" + o.Namespace
-		if ctx.Err() != nil || capped[ns] || s.digestWait[sessionKey(o)].After(s.now()) {
-			continue
-		}
-		var locked bool
-		lock := "session_digest/" + sessionKey(o)
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, lock).Scan(&locked); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("session digest: taking a session's lock failed", "err", err)
+		defer conn.Release()
+		for _, o := range owed {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			res.errors++
-			continue
-		}
-		if !locked {
-			continue // another process digests it
-		}
-		outcome, err := s.digestSession(ctx, o)
-		if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lock); uerr != nil {
-			s.log.Warn("session digest: releasing a session's lock failed", "err", uerr)
-		}
-		if errors.Is(err, errDigestedElsewhere) {
-			continue
-		}
-		switch outcome.Class {
-		case 0:
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("session digest: a session's digest stays owed", "org", o.Org, "namespace", o.Namespace, "err", err)
-				}
-				res.errors++
+			if s.digestWait[sessionKey(o)].After(s.now()) {
 				continue
 			}
-			res.done++
-		case llm.ClassStopped:
-			res.errors++
-			res.stopped = true
-			return res
-		case llm.ClassCapped:
-			capped[ns] = true
-		default:
-			// Transient (retried by the provider already), refused or malformed: later.
-			res.errors++
-			s.digestWait[sessionKey(o)] = s.now().Add(s.digestRetry())
+			var later errNotYet
+			if err := s.digestLocked(ctx, conn, o); errors.Is(err, errStopped) || errors.As(err, &later) {
+				return err
+			} else if err != nil {
+				failed = err
+			}
 		}
 	}
-	return res
+	if failed != nil {
+		return failed
+	}
+	// Every session with turns not digested, quiet or not: the namespace is due again
+	// until none is left.
+	owing.IdleBefore, owing.MinTurns = s.now().Add(100*365*24*time.Hour), 1
+	pending, err := evidence.CountOwedSessions(ctx, s.pool, owing)
+	if err != nil {
+		return err
+	}
+	if pending > 0 {
+		return notYet(s.soon(workerSessionDigest))
+	}
+	return nil
+}
+
+// digestLocked digests one owed session under its advisory lock on conn: nil when it
+// is digested, or another process holds it or digested it; errStopped when the
+// provider stopped the pass, errNotYet when the namespace's cap is spent.
+func (s *Service) digestLocked(ctx context.Context, conn *pgxpool.Conn, o evidence.OwedSession) error {
+	var locked bool
+	lock := "session_digest/" + sessionKey(o)
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, lock).Scan(&locked); err != nil {
+		return fmt.Errorf("take a session's lock: %w", err)
+	}
+	if !locked {
+		return nil // another process digests it; the pending count keeps the namespace due
+	}
+	outcome, err := s.digestSession(ctx, o)
+	if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lock); uerr != nil {
+		s.log.Warn("session digest: releasing a session's lock failed", "err", uerr)
+	}
+	if errors.Is(err, errDigestedElsewhere) {
+		return nil
+	}
+	switch outcome.Class {
+	case 0:
+		if err != nil {
+			return fmt.Errorf("digest a session: %w", err)
+		}
+		return nil
+	case llm.ClassStopped:
+		return errStopped
+	case llm.ClassCapped:
+		return notYet(s.soon(workerSessionDigest))
+	default:
+		// Transient (retried by the provider already), refused or malformed: later.
+		s.digestWait[sessionKey(o)] = s.now().Add(s.digestRetry())
+		return nil
+	}
 }
 
 // errDigestedElsewhere: another pass digested the window since this one read the

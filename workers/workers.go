@@ -170,10 +170,10 @@ func Names() []string {
 }
 
 // Fed reports whether a worker is a consumer of the topic (its feed queues its work);
-// the usage fold and the session digests are paced loops over their own tables.
+// the usage fold is a paced loop over memory.touch's counts, which no record carries
+// (usage_fold.go).
 func Fed(worker string) bool {
-	return worker != workerUsageFold && worker != workerSessionDigest && worker != workerCommunities && worker != workerRecalibration &&
-		worker != workerReflections
+	return worker != workerUsageFold
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -285,6 +285,9 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	decoded := revisions.Decode(recs, func(r *kgo.Record, err error) {
 		s.log.Warn("worker feed: a record is not an envelope; skipped", "worker", worker, "partition", r.Partition, "offset", r.Offset, "err", err)
 	})
+	if fedByNamespace(worker) {
+		return s.pickDue(worker, decoded), nil
+	}
 	now := s.now()
 	var envs []*events.Envelope
 	for _, d := range decoded {

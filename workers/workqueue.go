@@ -94,7 +94,8 @@ func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAg
 
 // claimWork leases up to limit owed items of worker that are due, in turns across
 // namespaces so one namespace's backlog holds back no other: each namespace's newest
-// rows first (newest), or its oldest (seq order). An org with an erasure running is
+// rows first (newest), or its oldest (seq order), and within a turn the namespace due
+// longest first. An org with an erasure running is
 // left out: its rows stay owed; so is an org whose model calls are held
 // (loom.model_call_holds, internal/llm/spend) for a worker that calls a model, and a
 // soft-deleted namespace. Items written before maxAge ago are done first, as
@@ -109,7 +110,7 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 		order = "seq DESC"
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`WITH due AS (
-			SELECT org, namespace, memory_id, version,
+			SELECT org, namespace, memory_id, version, next_at,
 				row_number() OVER (PARTITION BY org, namespace ORDER BY %s) AS turn
 			FROM loom.worker_items w
 			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
@@ -118,7 +119,10 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 			  -- a namespace namespace.delete soft-deleted is not judged: its items stay owed
 			  AND NOT EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = w.org AND n.namespace = w.namespace AND n.deleted_at IS NOT NULL)
 		), picked AS (
-			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, org, namespace LIMIT $2
+			-- within a turn, the namespace due longest first: one given back due later
+			-- (a pass fed by namespace whose sessions are not yet quiet) waits behind the
+			-- others rather than taking the batch again
+			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, next_at, org, namespace LIMIT $2
 		)
 		UPDATE loom.worker_items w SET lease_until = now() + $3::interval
 		FROM picked p

@@ -101,7 +101,7 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	for _, tl := range res.Tools {
 		got[tl.Name] = tl
 	}
-	for _, name := range []string{"memory_set", "memory_search", "memory_ask", "memory_get", "memory_list", "memory_history", "memory_delete", "memory_from_messages", "memory_profile", "memory_context", "memory_timeline", "memory_log_turns", "memory_recall", "profile_schema_set", "memory_consolidate", "memory_consolidate_undo"} {
+	for _, name := range []string{"memory_set", "memory_search", "memory_ask", "memory_get", "memory_list", "memory_history", "memory_delete", "memory_from_messages", "memory_profile", "profile_structured", "memory_context", "memory_timeline", "memory_log_turns", "memory_recall", "profile_schema_set", "memory_consolidate", "memory_consolidate_undo"} {
 		tl := got[name]
 		if tl == nil || tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil {
 			t.Fatalf("tool %s: %+v", name, tl)

@@ -144,23 +144,17 @@ func Read(ctx context.Context, q Querier, org, ns, entity string, limit int) (*C
 	return &c, nil
 }
 
-// Computed is when each namespace's communities were last computed, by [org, namespace].
-func Computed(ctx context.Context, q Querier) (map[[2]string]time.Time, error) {
-	rows, err := q.Query(ctx, `SELECT org, namespace, max(computed_at) FROM loom.entity_communities GROUP BY org, namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("read when the communities were computed: %w", err)
+// ComputedAt is when a namespace's communities were last computed (zero: never, or
+// the namespace has none).
+func ComputedAt(ctx context.Context, q Querier, org, ns string) (time.Time, error) {
+	var at *time.Time
+	if err := q.QueryRow(ctx, `SELECT max(computed_at) FROM loom.entity_communities WHERE org = $1 AND namespace = $2`, org, ns).Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("read when the communities were computed: %w", err)
 	}
-	defer rows.Close()
-	out := map[[2]string]time.Time{}
-	for rows.Next() {
-		var org, ns string
-		var at time.Time
-		if err := rows.Scan(&org, &ns, &at); err != nil {
-			return nil, fmt.Errorf("read when the communities were computed: %w", err)
-		}
-		out[[2]string{org, ns}] = at
+	if at == nil {
+		return time.Time{}, nil
 	}
-	return out, rows.Err()
+	return *at, nil
 }
 
 // Summary is a community as search's entity-summary leg serves it: its members (at

@@ -156,7 +156,9 @@ func readWorkers(r *reader, llm LLM) Workers {
 	w.SensitivitySweep = readPass(r, "LOOM_SENSITIVITY_SWEEP", true, 100, 30*time.Second)
 	w.SensitivitySweep.MaxAge = r.days("LOOM_SENSITIVITY_SWEEP_MAX_AGE_DAYS", 30)
 	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)
+	w.Communities.MaxAge = r.days("LOOM_ENTITY_COMMUNITIES_MAX_AGE_DAYS", 30)
 	w.Recalibration = readPass(r, "LOOM_RECALIBRATION", true, 20, time.Hour)
+	w.Recalibration.MaxAge = r.days("LOOM_RECALIBRATION_MAX_AGE_DAYS", 30)
 	w.ProfileConsolidation = readModelPass(r, "LOOM_PROFILE_CONSOLIDATION", false, 40, 30*time.Second, 30, 3)
 	w.ReflectionDistill = ReflectionDistill{ModelPass: readModelPass(r, "LOOM_REFLECTION_DISTILL", false, 20, 60*time.Second, 7, 3),
 		Idle: r.seconds("LOOM_REFLECTION_DISTILL_IDLE_SECONDS", 1800), MaxTurns: r.int("LOOM_REFLECTION_DISTILL_MAX_TURNS", 100)}

@@ -113,12 +113,15 @@ type OwedSession struct {
 type Owing struct {
 	Since, IdleBefore time.Time
 	MinTurns          int
+	// Org and Namespace, when Namespace is set, keep to that namespace's sessions.
+	Org, Namespace string
 }
 
 // owedSessions is the select of the owed sessions; an org whose erasure runs is left
 // out (its turns are being deleted).
 const owedSessions = `WITH recent AS (
-		SELECT DISTINCT org, namespace, user_id, session_id FROM loom.memory_evidence WHERE created_at >= $1),
+		SELECT DISTINCT org, namespace, user_id, session_id FROM loom.memory_evidence WHERE created_at >= $1
+			AND ($5::text = '' OR (org = $4 AND namespace = $5))),
 	sessions AS (
 		SELECT r.org, r.namespace, r.user_id, r.session_id, t.message_index AS last_index, t.created_at AS last_at,
 			coalesce((SELECT max(d.window_end) FROM loom.session_summaries d WHERE d.org = r.org AND d.namespace = r.namespace
@@ -133,7 +136,7 @@ const owedSessions = `WITH recent AS (
 
 // OwedSessions reads up to limit sessions that owe a digest, the longest waiting first.
 func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]OwedSession, error) {
-	rows, err := q.Query(ctx, owedSessions+` ORDER BY last_at LIMIT $4`, o.Since, o.IdleBefore, o.MinTurns, limit)
+	rows, err := q.Query(ctx, owedSessions+` ORDER BY last_at LIMIT $6`, o.Since, o.IdleBefore, o.MinTurns, o.Org, o.Namespace, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the sessions owing a digest: %w", err)
 	}
@@ -153,7 +156,7 @@ func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]OwedSes
 // CountOwedSessions counts the sessions that owe a digest.
 func CountOwedSessions(ctx context.Context, q Querier, o Owing) (int64, error) {
 	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM (`+owedSessions+`) o`, o.Since, o.IdleBefore, o.MinTurns).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM (`+owedSessions+`) o`, o.Since, o.IdleBefore, o.MinTurns, o.Org, o.Namespace).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the sessions owing a digest: %w", err)
 	}
 	return n, nil

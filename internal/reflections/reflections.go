@@ -57,6 +57,8 @@ type Owed struct {
 // covers that turn.
 type Owing struct {
 	Since, IdleBefore time.Time
+	// Org and Namespace, when Namespace is set, keep to that namespace's sessions.
+	Org, Namespace string
 }
 
 // owedSessions selects the owed sessions of the namespaces that opt in; an org whose
@@ -64,7 +66,7 @@ type Owing struct {
 const owedSessions = `WITH recent AS (
 		SELECT DISTINCT e.org, e.namespace, e.user_id, e.session_id FROM loom.memory_evidence e
 		JOIN loom.namespaces n ON n.org = e.org AND n.namespace = e.namespace AND n.` + OptedIn + `
-		WHERE e.created_at >= $1),
+		WHERE e.created_at >= $1 AND ($4::text = '' OR (e.org = $3 AND e.namespace = $4))),
 	sessions AS (
 		SELECT r.org, r.namespace, r.user_id, r.session_id, t.message_index AS last_index, t.created_at AS last_at
 		FROM recent r
@@ -78,7 +80,7 @@ const owedSessions = `WITH recent AS (
 
 // OwedSessions reads up to limit sessions that owe an outcome, the longest quiet first.
 func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]Owed, error) {
-	rows, err := q.Query(ctx, owedSessions+` ORDER BY s.last_at LIMIT $3`, o.Since, o.IdleBefore, limit)
+	rows, err := q.Query(ctx, owedSessions+` ORDER BY s.last_at LIMIT $5`, o.Since, o.IdleBefore, o.Org, o.Namespace, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the sessions owing an outcome: %w", err)
 	}
@@ -111,7 +113,7 @@ func Labelled(ctx context.Context, q Querier, o Owed) (bool, error) {
 // CountOwed counts the sessions that owe an outcome.
 func CountOwed(ctx context.Context, q Querier, o Owing) (int64, error) {
 	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM (`+owedSessions+`) o`, o.Since, o.IdleBefore).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM (`+owedSessions+`) o`, o.Since, o.IdleBefore, o.Org, o.Namespace).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the sessions owing an outcome: %w", err)
 	}
 	return n, nil

@@ -18,7 +18,7 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_consolidate", "memory_consolidate_undo", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_learnings", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch", "profile_schema_set"}
+var mcpTools = []string{"decision_record", "knowledge_add", "knowledge_search", "knowledge_synthesize", "memory_ask", "memory_consolidate", "memory_consolidate_undo", "memory_context", "memory_crystallize", "memory_delete", "memory_from_messages", "memory_get", "memory_history", "memory_learnings", "memory_list", "memory_log_turns", "memory_profile", "memory_promote", "memory_recall", "memory_search", "memory_set", "memory_timeline", "memory_touch", "profile_schema_set", "profile_structured"}
 
 // tsRun is what js/mcp_client.mjs printed: each step's answer as the TypeScript SDK
 // handed it over.
@@ -31,6 +31,7 @@ type tsRun struct {
 	}
 	Set, Search, Get, Delete, GetAfterDelete, BadArgs toolResult
 	ProfileSchema, Consolidate, UndoUnknown           toolResult
+	ProfileUnbuilt                                    toolResult
 	Resource                                          struct {
 		Contents []struct{ URI, MimeType, Text string }
 	}
@@ -160,6 +161,10 @@ func checkTSUpkeep(t *testing.T, ns string, run tsRun) {
 	}
 	if !run.UndoUnknown.IsError || !strings.Contains(run.UndoUnknown.text(), "RESOURCE_NOT_FOUND") {
 		t.Errorf("memory_consolidate_undo of an unknown run: %q; want RESOURCE_NOT_FOUND", run.UndoUnknown.text())
+	}
+	// No workers run here: bo's profile is not built, and the tool says so as REST does.
+	if !run.ProfileUnbuilt.IsError || !strings.Contains(run.ProfileUnbuilt.text(), "RESOURCE_NOT_FOUND") {
+		t.Errorf("profile_structured of a user without a profile: %q; want RESOURCE_NOT_FOUND", run.ProfileUnbuilt.text())
 	}
 }
 

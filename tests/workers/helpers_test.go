@@ -70,13 +70,17 @@ func withModel(srv *llmtest.Server, names []string, mod func(*config.Config)) fu
 	}
 }
 
-// startWorkers moves the workers' groups past everything on the topic, then serves a
-// process running them, so a test's workers see only its own writes.
+// startWorkers moves every worker's group past everything on the topic, then serves a
+// process running the named ones, so a test's workers see only its own writes.
 func startWorkers(t testing.TB, org string, names []string, mod func(*config.Config)) *workers {
 	t.Helper()
 	srv := llmtest.New(t)
-	for _, n := range names {
-		resetGroup(t, n, "latest")
+	// Every pass fed by the topic, named or switched on by mod: none reads another
+	// test's records.
+	for _, n := range loomworkers.Names() {
+		if loomworkers.Fed(n) {
+			resetGroup(t, n, "latest")
+		}
 	}
 	w := &workers{t: t, srv: srv, org: org, names: names, mod: mod}
 	w.serve()

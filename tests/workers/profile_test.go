@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -8,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -130,6 +134,7 @@ func TestStructuredProfileFollowsSchemaAndFactsAndVanishesWithErasure(t *testing
 		!strings.HasPrefix(rendered["citation"].(string), ns+"/profile:ana@") {
 		t.Fatalf("profile.render: %v", rendered)
 	}
+	mcpStructuredProfile(t, w, ns, p)
 
 	// Nothing its facts hold changed: a write elsewhere and a replay of the group from
 	// the topic's start build nothing.
@@ -169,5 +174,32 @@ func TestStructuredProfileFollowsSchemaAndFactsAndVanishesWithErasure(t *testing
 	}
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = 'profile:ana'`, org, ns); n != 0 {
 		t.Fatalf("%d profile revisions left after the erasure", n)
+	}
+}
+
+// mcpStructuredProfile: the MCP tool profile_structured answers the profile REST
+// answers, as its JSON object, over the go-sdk's client and the process's /mcp.
+func mcpStructuredProfile(t *testing.T, w *workers, ns string, rest map[string]any) {
+	t.Helper()
+	tr := &sdk.StreamableClientTransport{Endpoint: w.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{w.token}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "loom-workers-test"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatalf("connect to /mcp: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "profile_structured",
+		Arguments: map[string]any{"namespace": ns, "user_id": "ana"}})
+	if err != nil {
+		t.Fatalf("profile_structured: %v", err)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var got client.Profile
+	if err := json.Unmarshal(raw, &got); err != nil || res.IsError {
+		t.Fatalf("profile_structured: error %v, %s", res.IsError, raw)
+	}
+	var fields map[string]any
+	json.Unmarshal(got.Profile, &fields)
+	if fields["city"] != "Lisbon" || got.VersionText != rest["version_text"] || got.MemoryKey != "profile:ana" || got.Stale {
+		t.Fatalf("profile_structured answered %s; want REST's profile %v", raw, rest)
 	}
 }

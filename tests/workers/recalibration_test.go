@@ -26,10 +26,11 @@ import (
 func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 	const org = "recalibration"
 	var model string
+	// The pass is off while the test writes; a process with it on then reads the
+	// test's records from its group's place and recalibrates their namespaces.
+	recalibrating := false
 	w := startWorkers(t, org, nil, func(c *config.Config) {
-		// One pass at each process's start, none while the test writes; a batch that
-		// takes every namespace the shared stores hold.
-		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = true, time.Hour
+		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = recalibrating, time.Hour
 		c.Workers.Recalibration.Batch = 100000
 		e, err := embed.New(c.Embedder)
 		if err != nil {
@@ -75,9 +76,8 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 
 	judged := newJudgingNamespace(t, w, model)
 
-	// The pass lists namespaces from ClickHouse's vectors: the restart waits until this
-	// one's are projected there, or its one boot pass could miss it (the next is an hour
-	// away). That pass takes every due namespace of the shared stores, so it is given time.
+	// The vectors are in ClickHouse before the pass starts (it would wait for the
+	// projection otherwise), so the recalibration reads them all.
 	conn := env.CH(t)
 	for _, k := range []struct {
 		ns   string
@@ -89,8 +89,9 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 			return len(n) == 1 && n[0] == fmt.Sprint(k.rows)
 		})
 	}
-	// A new process's pass (its first runs at its start) recalibrates the namespace.
+	// A new process with the pass on recalibrates the namespaces its records name.
 	w.stop()
+	recalibrating = true
 	w.serve()
 	testenv.Eventually(t, 3*time.Minute, "the namespaces recalibrated", func() bool {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = ANY($2) AND embedder = $3

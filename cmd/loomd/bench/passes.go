@@ -56,9 +56,10 @@ const passDigestTurns = 3
 var busyPasses = []passCase{
 	// A pass counts its rows at its end (workers/passes.go, account): a usage fold of a
 	// whole batch (every touched memory, a commit each), or a recalibration or
-	// communities pass over every due namespace (with the bench's interval every one is
-	// due again at once) outlasts the measured run at load and shows none. Smaller
-	// passes make their rows show.
+	// communities pass over every namespace its batch of records names (the bench's
+	// writes make theirs due, and its interval lets each be worked again at once)
+	// outlasts the measured run at load and shows none. Smaller passes make their rows
+	// show.
 	{name: "usage_fold", enable: func(w *config.Workers) { busyPass(&w.UsageFold); w.UsageFold.Batch = 20 }, touches: true},
 	{name: "recalibration", enable: func(w *config.Workers) { busyPass(&w.Recalibration); w.Recalibration.Batch = 1 }},
 	{name: "entity_communities", enable: func(w *config.Workers) { busyPass(&w.Communities); w.Communities.Batch = 1 }},

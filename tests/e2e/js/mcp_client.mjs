@@ -42,6 +42,7 @@ for (const [key, value] of [["coffee-1", "Bo drinks dark roast coffee every morn
   await call("memory_set", { namespace: ns, key, value, user_id: "bo" });
 }
 out.consolidate = await call("memory_consolidate", { namespace: ns, user_id: "bo", dry_run: true, min_similarity: 0.6 });
+out.profileUnbuilt = await call("profile_structured", { namespace: ns, user_id: "bo" });
 out.undoUnknown = await call("memory_consolidate_undo", { namespace: ns, run_id: "00000000-0000-4000-8000-000000000001" });
 console.log(JSON.stringify(out));
 await client.close();

@@ -1,0 +1,193 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/revisions"
+	"github.com/loomplane/loom/internal/watermarks"
+)
+
+// The passes whose work is a namespace's, not a row's (entity_communities,
+// recalibration, session_digest, reflection_distill) are consumers of the topic as the
+// resolver is: each has a consumer group whose feed queues, in loom.worker_items, one
+// item per record that concerns it (a revision for the namespace's graph or vectors,
+// memory.turns_observed for its sessions), keyed by the record (dueItem), and commits
+// its offsets once they are queued. The item is the record's stamp: a replay or a
+// redelivery queues what it queued and finds it done, so a namespace is not worked
+// again for a record already worked. A pass claims a batch of items, works each due
+// namespace once for all of its items (many writes, one computation), and stamps them
+// done only after the namespace's work is committed, or gives them back due later
+// (the projection has not reached them yet, the namespace was worked within the pass's
+// interval, a session is not yet quiet): the paced part of a pass whose work is
+// periodic by nature is that due time, not a timer over every namespace. A pass killed
+// mid-batch leaves its items owed under their lease, and the next pass (this process's
+// or another's) works their namespaces; each namespace's work is replaced whole or
+// guarded by its own stamp (the communities' computation, the backgrounds'
+// recalibrated_at, a digest's or a label's window end), so nothing is written twice.
+
+// dueRecordSpace names the items of records that are not a memory's version.
+var dueRecordSpace = uuid.MustParse("7b0e8f1c-3d52-4f35-9c07-5a0f6c1d9e42")
+
+// dueItem is a record's item for a pass fed by namespace: keyed by the record itself
+// (its id as a name-based UUID, its seq as the version), so each record is one item.
+func dueItem(worker string, env *events.Envelope) workItem {
+	id := uuid.NewSHA1(dueRecordSpace, []byte(events.RecordID(env.Org, env.Namespace, env.Seq))).String()
+	return workItem{worker: worker, org: env.Org, namespace: env.Namespace, memoryID: id, version: env.Seq, seq: env.Seq,
+		writtenAt: env.CommittedAt}
+}
+
+// fedByNamespace reports whether a worker's items are namespaces' due marks.
+func fedByNamespace(worker string) bool {
+	return worker == workerCommunities || worker == workerRecalibration || worker == workerSessionDigest || worker == workerReflections
+}
+
+// pickDue is the feed's pick of a pass fed by namespace: the records that concern it,
+// written within maxAge.
+func (s *Service) pickDue(worker string, decoded []revisions.Record) []workItem {
+	now := s.now()
+	var maxAge time.Duration
+	switch worker {
+	case workerCommunities:
+		maxAge = s.cfg.Communities.MaxAge
+	case workerRecalibration:
+		maxAge = s.cfg.Recalibration.MaxAge
+	case workerSessionDigest:
+		maxAge = s.cfg.SessionDigest.MaxAge
+	case workerReflections:
+		maxAge = s.cfg.ReflectionDistill.MaxAge
+	}
+	var items []workItem
+	for _, d := range decoded {
+		env := d.Env
+		if !env.CommittedAt.After(now.Add(-maxAge)) {
+			continue
+		}
+		switch worker {
+		case workerCommunities, workerRecalibration:
+			// Any revision may change the namespace's graph or its served vectors: a
+			// write, a deletion, a restore, a status change.
+			if d.Kind != revisions.Revision {
+				continue
+			}
+		default:
+			if env.Type != events.TypeTurnsObserved {
+				continue
+			}
+		}
+		items = append(items, dueItem(worker, env))
+	}
+	return items
+}
+
+// The outcomes of the items of the passes fed by namespace.
+const (
+	outcomeComputed     = "computed"     // entity_communities: the namespace's communities computed after the record
+	outcomeRecalibrated = "recalibrated" // recalibration: the namespace's backgrounds measured after the record (or too few vectors to)
+	outcomeDigested     = "digested"     // session_digest: the namespace's sessions owe no digest of the record's turns
+	outcomeDistilled    = "distilled"    // reflection_distill: the namespace's sessions owe no outcome of the record's turns
+)
+
+// errNotYet: the namespace is not due yet; its items are given back for later.
+type errNotYet struct{ after time.Duration }
+
+func (e errNotYet) Error() string { return "the namespace is not due yet" }
+
+// notYet is errNotYet for after (a second at least).
+func notYet(after time.Duration) error { return errNotYet{after: max(after, time.Second)} }
+
+// dueNamespace is one namespace of a claimed batch: its items, and the newest record
+// among them.
+type dueNamespace struct {
+	org, namespace string
+	items          []workItem
+	maxSeq         int64
+}
+
+// dueNamespacePass claims a batch of worker's items and works each namespace they name
+// once (work), in the batch's order: the namespace's items are stamped done with
+// outcome when work succeeds, given back due later when it answers errNotYet, given
+// back after the pass's soon when it fails (one attempt), and every item left is given
+// back untouched when the pass stops (errStopped: the model, an outage) or ctx ends.
+func (s *Service) dueNamespacePass(ctx context.Context, worker string, batch int, maxAge time.Duration, outcome string,
+	work func(ctx context.Context, ns dueNamespace) error) passResult {
+	items, res, ok := s.claimPass(ctx, worker, batch, maxAge, false)
+	if !ok {
+		return res
+	}
+	var order []*dueNamespace
+	byNS := map[[2]string]*dueNamespace{}
+	for _, it := range items {
+		k := [2]string{it.org, it.namespace}
+		d := byNS[k]
+		if d == nil {
+			d = &dueNamespace{org: it.org, namespace: it.namespace}
+			byNS[k], order = d, append(order, d)
+		}
+		d.items, d.maxSeq = append(d.items, it), max(d.maxSeq, it.seq)
+	}
+	for i, d := range order {
+		if res.stopped || ctx.Err() != nil {
+			for _, rest := range order[i:] {
+				s.giveBackAll(rest.items, 0, false)
+			}
+			break
+		}
+		err := work(ctx, *d)
+		var later errNotYet
+		switch {
+		case err == nil:
+			for _, it := range d.items {
+				if s.stamp(ctx, it, outcome, nil) == judgeDone {
+					res.done++
+				}
+			}
+		case errors.As(err, &later):
+			s.giveBackAll(d.items, later.after, false)
+		case errors.Is(err, errOrgErasing):
+			s.giveBackAll(d.items, s.soon(worker), false) // the org's rows wait for its erasure
+		case errors.Is(err, errStopped):
+			res.stopped, res.errors = true, res.errors+1
+			s.giveBackAll(d.items, 0, false)
+		default:
+			res.errors++
+			if ctx.Err() == nil {
+				s.log.Warn(worker+": a namespace stays owed", "org", d.org, "namespace", d.namespace, "err", err)
+			}
+			s.giveBackAll(d.items, s.soon(worker), ctx.Err() == nil)
+		}
+	}
+	return res
+}
+
+func (s *Service) giveBackAll(items []workItem, delay time.Duration, attempt bool) {
+	for _, it := range items {
+		s.giveBack(it, delay, attempt)
+	}
+}
+
+// projected answers errNotYet until the projection holds the namespace's records up
+// to the batch's newest: the passes that read ClickHouse read what it holds.
+func (s *Service) projected(ctx context.Context, d dueNamespace) error {
+	mark, err := watermarks.Read(ctx, s.pool, s.pipe.Projection, d.org, d.namespace)
+	if err != nil {
+		return err
+	}
+	if mark < d.maxSeq {
+		return notYet(time.Second)
+	}
+	return nil
+}
+
+// spaced answers errNotYet while the namespace's last work (last; zero: never) is
+// within the pass's interval: a busy namespace is worked at most once an interval.
+func (s *Service) spaced(last time.Time, interval time.Duration) error {
+	if next := last.Add(interval); !last.IsZero() && next.After(s.now()) {
+		return notYet(next.Sub(s.now()))
+	}
+	return nil
+}
