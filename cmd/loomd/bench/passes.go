@@ -40,6 +40,9 @@ type passCase struct {
 // sessions owe a digest at once (LOOM_SESSION_DIGEST_MIN_TURNS set to it).
 const passDigestTurns = 3
 
+// passModelBatch is the model passes' batch in the bench (their defaults are 20 to 40).
+const passModelBatch = 5
+
 // noPass is the baseline side: the second process runs, with every pass off.
 var noPass = passCase{name: "no pass", enable: func(*config.Workers) {}}
 
@@ -65,12 +68,20 @@ var busyPasses = []passCase{
 	}},
 	// Every memory.set of the bench names no entity, so the extractor owes each one a
 	// model call and an amendment.
-	{name: "entity_extractor", enable: func(w *config.Workers) { w.Entities.Enabled, w.Entities.Interval = true, passInterval }},
-	{name: "structured_profile", enable: func(w *config.Workers) { w.Profiles.Enabled, w.Profiles.Interval = true, passInterval }},
-	{name: "profile_consolidation", enable: func(w *config.Workers) { busyPass(&w.ProfileConsolidation.Pass) }},
+	// The model passes take passModelBatch rows a pass, so their rows show inside a run.
+	{name: "entity_extractor", enable: func(w *config.Workers) {
+		w.Entities.Enabled, w.Entities.Interval, w.Entities.Batch = true, passInterval, passModelBatch
+	}},
+	{name: "structured_profile", enable: func(w *config.Workers) {
+		w.Profiles.Enabled, w.Profiles.Interval, w.Profiles.Batch = true, passInterval, passModelBatch
+	}},
+	{name: "profile_consolidation", enable: func(w *config.Workers) {
+		busyPass(&w.ProfileConsolidation.Pass)
+		w.ProfileConsolidation.Batch = passModelBatch
+	}},
 	{name: "reflection_distill", enable: func(w *config.Workers) {
 		busyPass(&w.ReflectionDistill.Pass)
-		w.ReflectionDistill.Idle = time.Second
+		w.ReflectionDistill.Idle, w.ReflectionDistill.Batch = time.Second, passModelBatch
 	}},
 }
 
@@ -89,7 +100,7 @@ func busyPass(p *config.Pass) { p.Enabled, p.Interval = true, passInterval }
 func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title:    "memory.set and memory.search with the background passes running",
-		Baseline: "the same calls with the second process running no pass, at the same concurrency, beside the same feed, in the same run",
+		Baseline: "the same calls with the second process running no pass, at the same concurrency, beside the same feed: the mean of the side just before the case and the side just after it",
 		Notes: []string{"the passes run in a second process (the workers role alone) of this bench, on the same stores, each started " + passInterval.String() +
 			" after the last ended, paced by the process's LOOM_WORKERS_PASS_* (" + r.pacing() + "); every side serves the same paced feed: " + passFeedNote},
 	}
@@ -105,30 +116,44 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 		}
 	}}
 	for _, conc := range r.levels(8) {
-		level := fmt.Sprintf("concurrency=%d", conc)
 		f.conc = conc
-		none, err := r.withPasses(ctx, noPass, f, level)
-		if err != nil {
+		if err := r.passLevel(ctx, res, f, append(append([]passCase{}, busyPasses...), all)); err != nil {
 			return nil, err
 		}
-		none.rows(res, level+", no pass", nil)
-		for _, c := range append(append([]passCase{}, busyPasses...), all) {
-			busy, err := r.withPasses(ctx, c, f, level)
-			if err != nil {
-				return nil, err
-			}
-			busy.rows(res, level+", "+c.name, &none)
-		}
-		again, err := r.withPasses(ctx, noPass, f, level)
-		if err != nil {
-			return nil, err
-		}
-		again.rows(res, level+", no pass again (the machine's drift)", &none)
 	}
 	if err := r.consolidationCalls(ctx, res, f); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// passLevel measures every case at f's concurrency, each between two sides with no
+// pass (the one before it and the one after, which the next case shares): on a shared
+// machine whose load moves by the minute, a case's baseline is the mean of the two
+// measured next to it, not one measured minutes before.
+func (r *runner) passLevel(ctx context.Context, res *ScenarioResult, f passFeed, cases []passCase) error {
+	level := fmt.Sprintf("concurrency=%d", f.conc)
+	before, err := r.withPasses(ctx, noPass, f, level)
+	if err != nil {
+		return err
+	}
+	first := before
+	first.rows(res, level+", no pass (first)", nil)
+	for _, c := range cases {
+		busy, err := r.withPasses(ctx, c, f, level)
+		if err != nil {
+			return err
+		}
+		after, err := r.withPasses(ctx, noPass, f, level)
+		if err != nil {
+			return err
+		}
+		base := before.mean(after)
+		busy.rows(res, level+", "+c.name, &base)
+		before = after
+	}
+	before.rows(res, level+", no pass (last) against the first: the run's drift", &first)
+	return nil
 }
 
 // pacing names the passes' pacing the second process runs with.

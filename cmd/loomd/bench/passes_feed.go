@@ -81,6 +81,15 @@ type passSide struct {
 	cpuSelf, cpuTree float64
 }
 
+// mean is the side halfway between s and o: each figure their mean.
+func (s passSide) mean(o passSide) passSide {
+	avg := func(a, b Sample) Sample {
+		return Sample{Concurrency: a.Concurrency, Calls: a.Calls + b.Calls, Errors: a.Errors + b.Errors, Seconds: a.Seconds + b.Seconds,
+			PerSecond: round((a.PerSecond+b.PerSecond)/2, 1), P50MS: round((a.P50MS+b.P50MS)/2, 2), P99MS: round((a.P99MS+b.P99MS)/2, 2), MaxMS: max(a.MaxMS, b.MaxMS)}
+	}
+	return passSide{set: avg(s.set, o.set), search: avg(s.search, o.search), cpuSelf: (s.cpuSelf + o.cpuSelf) / 2, cpuTree: (s.cpuTree + o.cpuTree) / 2}
+}
+
 // rows adds a side's rows to res: against base (nil: the baseline itself).
 func (s passSide) rows(res *ScenarioResult, name string, base *passSide) {
 	if base != nil {
@@ -143,6 +152,8 @@ func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, level s
 	var counts feedCounts
 	var wg sync.WaitGroup
 	r.feed(fctx, f, &counts, &wg)
+	settled := r.settleFeeds(ctx, cfg.Workers)
+	fed0 := [3]int64{counts.touches.Load(), counts.sessions.Load(), counts.facts.Load()}
 	before, calls := passRows(ctx, url, f.operator), f.model.calls()
 	start, cpu0 := time.Now(), readCPU()
 	var side passSide
@@ -162,8 +173,8 @@ func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, level s
 		did = append(did, fmt.Sprintf("%s %d (%.1f/s)", name, n-before[name], float64(n-before[name])/took.Seconds()))
 	}
 	sort.Strings(did)
-	side.done = fmt.Sprintf("rows done during the run: %s; fed %d touches, %d sessions, %d preferences; %d model calls",
-		strings.Join(did, ", "), counts.touches.Load(), counts.sessions.Load(), counts.facts.Load(), f.model.calls()-calls)
+	side.done = fmt.Sprintf("rows done during the run: %s; fed %d touches, %d sessions, %d preferences; %d model calls%s",
+		strings.Join(did, ", "), counts.touches.Load()-fed0[0], counts.sessions.Load()-fed0[1], counts.facts.Load()-fed0[2], f.model.calls()-calls, settled)
 	return side, err
 }
 
