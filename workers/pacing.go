@@ -10,16 +10,17 @@ import (
 
 // Pacing (memory-architecture, "Background passes": passes never slow the primary
 // write). Each pass already takes a bounded batch and waits its interval when it finds
-// nothing; the gate bounds the passes of one process together, whatever their
-// intervals: at most LOOM_WORKERS_PASS_CONCURRENCY run at once (one by default, so
-// the role never holds more than one pass's connection and CPU), and after each the
-// process's passes rest LOOM_WORKERS_PASS_REST_RATIO times as long as it took (3 by
-// default: passes hold the role at most a quarter of the time). A backlog still drains
-// (a full batch runs again after its rest) at a pace the write path barely feels.
+// nothing; the gate bounds the passes of one process together, and the batches their
+// topic feeds read (RunFeed), whatever their intervals: at most
+// LOOM_WORKERS_PASS_CONCURRENCY run at once (one by default, so the role never holds
+// more than one pass's connection and CPU), and after each the process's passes rest
+// LOOM_WORKERS_PASS_REST_RATIO times as long as it took (3 by default: passes hold the
+// role at most a quarter of the time). A backlog still drains (a full batch runs again
+// after its rest) at a pace the write path barely feels.
 
-// maxPassRest bounds the rest after one long pass (a batch of model calls), so a slow
-// model does not stop the other passes for long.
-const maxPassRest = 30 * time.Second
+// maxPassRest bounds the rest after one long pass (a batch of model calls, mostly
+// waiting on the model), so a slow model does not stop the other passes for long.
+const maxPassRest = 5 * time.Second
 
 // passGate is the budget of pass work in this process.
 type passGate struct {

@@ -253,10 +253,18 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 		}
 		bo := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second)), ctx)
 		err := backoff.Retry(func() error {
+			// Reading a batch (its keys, its opened content) and queueing it is pass work:
+			// it takes its turn at the gate, so a group catching up on a long topic (a
+			// pass newly enabled, a replay) is paced as a pass is.
+			if !s.gate.enter(ctx) {
+				return ctx.Err()
+			}
+			start := time.Now()
 			items, err := s.pickItems(ctx, worker, recs)
 			if err == nil {
 				err = s.queueWork(ctx, items)
 			}
+			s.gate.leave(time.Since(start))
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("worker feed: queueing a batch failed; retrying", "worker", worker, "records", len(recs), "err", err)
 			}
