@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,7 +23,11 @@ type passStats struct {
 	done     int64
 	failures int64
 	owed     int64
+	counted  time.Time // when owed was counted
 }
+
+// errNotCounted stands for a count the pass skipped (nothing taken, counted lately).
+var errNotCounted = errors.New("not counted")
 
 // PassHealth is what /v1/health's `passes` shows of a pass: this process's account of
 // it (enabled here, its last run, rows done and failures here, and the rows the
@@ -80,22 +85,29 @@ func newPassMetrics(reg *metrics.Registry) passMetrics {
 	return m
 }
 
-// account records a pass's end: its result, and the queue it leaves.
+// account records a pass's end: its result, and the queue it leaves, counted again
+// when the pass took something or the count is owedRecount old.
 func (s *Service) account(ctx context.Context, worker string, r passResult) {
-	owed, err := s.owedCount(ctx, worker)
-	if err != nil && ctx.Err() == nil {
-		s.log.Warn("worker: counting the owed rows failed", "worker", worker, "err", err)
-	}
 	st := s.stats[worker]
 	if st == nil {
 		return
+	}
+	st.mu.Lock()
+	recount := r.claimed > 0 || r.done > 0 || r.errors > 0 || time.Since(st.counted) >= owedRecount
+	st.mu.Unlock()
+	var owed int64
+	err := errNotCounted
+	if recount {
+		if owed, err = s.owedCount(ctx, worker); err != nil && ctx.Err() == nil {
+			s.log.Warn("worker: counting the owed rows failed", "worker", worker, "err", err)
+		}
 	}
 	st.mu.Lock()
 	st.lastRun = s.now()
 	st.done += int64(r.done)
 	st.failures += int64(r.errors)
 	if err == nil {
-		st.owed = owed
+		st.owed, st.counted = owed, time.Now()
 	}
 	owed = st.owed
 	st.mu.Unlock()

@@ -77,6 +77,8 @@ type Service struct {
 	ch *ch.Conn
 	// recalibrated is told of each namespace the recalibration pass rewrote (OnRecalibrated).
 	recalibrated func(org, namespace, embedder string)
+	// gate paces this process's passes together (pacing.go).
+	gate *passGate
 }
 
 // New returns the workers role over the write side cmd.
@@ -100,6 +102,7 @@ func New(cmd *command.Service, cfg config.Workers, pipe config.Pipeline, extract
 		profiles: reg.Counter("loom_structured_profile_builds_total",
 			"Users the structured_profile pass brought up to date, by outcome (built, current, retired, skipped, out_of_schema, deferred).", "outcome"),
 		sections: newSectionBuilds(reg),
+		gate:     newPassGate(cfg.Pacing),
 	}
 }
 
@@ -250,10 +253,18 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 		}
 		bo := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second)), ctx)
 		err := backoff.Retry(func() error {
+			// Reading a batch (its keys, its opened content) and queueing it is pass work:
+			// it takes its turn at the gate, so a group catching up on a long topic (a
+			// pass newly enabled, a replay) is paced as a pass is.
+			if !s.gate.enter(ctx) {
+				return ctx.Err()
+			}
+			start := time.Now()
 			items, err := s.pickItems(ctx, worker, recs)
 			if err == nil {
 				err = s.queueWork(ctx, items)
 			}
+			s.gate.leave(time.Since(start))
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("worker feed: queueing a batch failed; retrying", "worker", worker, "records", len(recs), "err", err)
 			}
@@ -390,7 +401,8 @@ type passResult struct {
 
 // runPasses runs pass until ctx ends: again at once after a full batch with no
 // errors (for up to five minutes in a row), after workerPause when one stopped, else
-// when an item is queued here or interval passes. Old stamps are swept once an hour.
+// when an item is queued here or interval passes; each pass waits its turn at the
+// process's gate (pacing.go). Old stamps are swept once an hour.
 func (s *Service) runPasses(ctx context.Context, worker string, interval, keep time.Duration, pass func(context.Context) passResult) {
 	var streak time.Time
 	var swept time.Time
@@ -401,9 +413,13 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 			}
 			swept = time.Now()
 		}
+		if !s.gate.enter(ctx) {
+			return
+		}
 		start := time.Now()
 		r := pass(ctx)
 		s.account(ctx, worker, r)
+		s.gate.leave(time.Since(start))
 		wait := interval
 		switch {
 		case r.stopped:

@@ -43,6 +43,8 @@ type Workers struct {
 	// default, and per namespace opt-in): an outcome label of each quiet session and
 	// reflections from its turns, one model call a session.
 	ReflectionDistill ReflectionDistill
+	// Pacing is the passes' share of the role (LOOM_WORKERS_PASS_*, pacing.go).
+	Pacing PassPacing
 }
 
 // ReflectionDistill is the reflection_distill pass (workers/reflection_distill.go): a
@@ -162,6 +164,7 @@ func readWorkers(r *reader, llm LLM) Workers {
 	w.ProfileConsolidation = readModelPass(r, "LOOM_PROFILE_CONSOLIDATION", false, 40, 30*time.Second, 30, 3)
 	w.ReflectionDistill = ReflectionDistill{ModelPass: readModelPass(r, "LOOM_REFLECTION_DISTILL", false, 20, 60*time.Second, 7, 3),
 		Idle: r.seconds("LOOM_REFLECTION_DISTILL_IDLE_SECONDS", 1800), MaxTurns: r.int("LOOM_REFLECTION_DISTILL_MAX_TURNS", 100)}
+	w.Pacing = readPassPacing(r)
 	w.SessionDigest = SessionDigest{
 		Enabled:  r.auto("LOOM_SESSION_DIGEST_ENABLED", llm.Configured()),
 		MinTurns: r.int("LOOM_SESSION_DIGEST_MIN_TURNS", 20),
@@ -184,7 +187,7 @@ func (w Workers) Validate() error {
 		validatePass(w.UsageFold, "LOOM_USAGE_FOLD"), audit, w.SessionDigest.Validate(),
 		validatePass(w.SensitivitySweep, "LOOM_SENSITIVITY_SWEEP"), validatePass(w.Communities, "LOOM_ENTITY_COMMUNITIES"),
 		validateModelPass(w.ProfileConsolidation, "LOOM_PROFILE_CONSOLIDATION"), validatePass(w.Recalibration, "LOOM_RECALIBRATION"),
-		w.ReflectionDistill.validate())
+		w.ReflectionDistill.validate(), w.Pacing.validate())
 }
 
 // Validate checks the resolver's settings: its thresholds only strictly in their order

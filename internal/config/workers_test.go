@@ -70,3 +70,18 @@ func TestTableRetentionOfTheMemoryTablesIsRefusedAtBoot(t *testing.T) {
 		t.Fatalf("unset, the boot goes on: %v", err)
 	}
 }
+
+func TestPassPacingDefaultsAndRefusals(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Workers.Pacing; p.Concurrency != 1 || p.RestRatio != 3 {
+		t.Fatalf("pacing defaults: %+v; want one pass at a time, a rest of 3× its time", p)
+	}
+	for _, set := range []map[string]string{{"LOOM_WORKERS_PASS_CONCURRENCY": "0"}, {"LOOM_WORKERS_PASS_REST_RATIO": "-1"}} {
+		if _, err := Load(env(set)); err == nil || !strings.Contains(err.Error(), "LOOM_WORKERS_PASS") {
+			t.Fatalf("%v: %v; want refused", set, err)
+		}
+	}
+}

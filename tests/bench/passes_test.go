@@ -13,8 +13,10 @@ import (
 )
 
 // The passes scenario runs end to end against a process running the usage fold: it
-// reports memory.set with the fold busy against memory.set alone, with a ratio. The
-// figures are not judged here (this machine is shared); `loomd bench` measures them.
+// reports memory.set and memory.search with each pass busy against both with none, with
+// a ratio, and memory.consolidate's model calls per merged row (three clusters of three
+// restatements: one call a cluster). The latencies are not judged here (this machine is
+// shared); `loomd bench` measures them.
 func TestPassesScenarioComparesSetWithAndWithoutThePasses(t *testing.T) {
 	n, url, _ := env.Serve(t, []string{"api", "workers"}, func(c *config.Config) {
 		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
@@ -29,16 +31,25 @@ func TestPassesScenarioComparesSetWithAndWithoutThePasses(t *testing.T) {
 			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
 			return url, stop, nil
 		}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"passes"}, Duration: 2 * time.Second,
+	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"passes"}, Duration: time.Second,
 		Concurrency: []int{2}, GetRows: 20, Progress: &progress})
 	if err != nil {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
 	}
-	if len(rep.Scenarios) != 1 || !hasRow(rep.Scenarios[0], "concurrency=2", "p50 ms") {
+	if len(rep.Scenarios) != 1 || !hasRow(rep.Scenarios[0], "concurrency=2, every pass above, memory.set", "p50 ms") ||
+		!hasRow(rep.Scenarios[0], "concurrency=2, every pass above, memory.search", "p50 ms") {
 		t.Fatalf("the passes scenario: %+v", rep.Scenarios)
+	}
+	for _, row := range rep.Scenarios[0].Rows {
+		if row.Case == "memory.consolidate" && row.Metric == "model calls per merged row" && row.Loom != 1.0/3 && row.Loom != 0.333 {
+			t.Fatalf("memory.consolidate's model calls per merged row: %v; want 0.333 (one call per cluster of three)", row.Loom)
+		}
+	}
+	if !hasRow(rep.Scenarios[0], "memory.consolidate", "model calls per merged row") {
+		t.Fatalf("no memory.consolidate row: %+v", rep.Scenarios[0].Rows)
 	}
 	var md bytes.Buffer
 	if err := rep.WriteMarkdown(&md); err != nil {
