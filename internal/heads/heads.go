@@ -34,11 +34,11 @@ func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, erro
 // Row is what a read selects of loom.memory_current or loom.memory_revisions in place
 // of their row column: the row with its text opened under the revision's data key
 // (migration 056). A row whose key was destroyed (erased, redacted) has no text.
-const Row = "loom.opened_row(row, sealed, org, namespace, seq)"
+const Row = "loom.opened_row(row, sealed, org, namespace, seq, user_id)"
 
 // RowOf is Row of the table aliased alias.
 func RowOf(alias string) string {
-	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq)", alias)
+	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq, %[1]s.user_id)", alias)
 }
 
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
@@ -81,7 +81,7 @@ func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
 // a column these lookups do not name are partial (migration 053), so they are not
 // candidates at all.
 // openedC is Row of the lookups' table, aliased c.
-const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq)"
+const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq, c.user_id)"
 
 const (
 	manySQL = `SELECT m.row

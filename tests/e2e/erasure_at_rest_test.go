@@ -140,6 +140,11 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", pgRelations(t, pool, found))
 	}
+	// The user id: every column that names a user holds its reference (events.UserRef),
+	// the clear id only sealed text (migration 155), and the ledger the reference too.
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), user); len(found) > 0 {
+		t.Errorf("Postgres files still hold the erased user id: %v", pgRelations(t, pool, found))
+	}
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
