@@ -50,7 +50,7 @@ func (s *Service) undoneBetween(ctx context.Context, row *memrow.Row, peers []*m
 		all, users, shas = append(all, p.MemoryID), append(users, p.UserID), append(shas, p.ContentSHA256)
 	}
 	rows, err := s.pool.Query(ctx, `WITH held AS (
-			SELECT h.id, h.sha, coalesce(loom.content_hash($1, $2, h.user_id, h.sha), '') AS keyed
+			SELECT h.id, h.sha, coalesce(loom.content_hash($1, $2, loom.user_ref($1, h.user_id), h.sha), '') AS keyed
 			FROM unnest($5::text[], $6::text[], $7::text[]) AS h(id, user_id, sha))
 		SELECT u.loser_id::text, u.winner_id::text,
 			CASE WHEN u.loser_sha <> '' AND u.loser_sha = l.keyed THEN l.sha ELSE u.loser_sha END,

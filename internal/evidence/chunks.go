@@ -139,11 +139,11 @@ type Chunk struct {
 func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
 	for _, c := range chunks {
 		b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
-			part, occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			part, occurred_at, seq, source, data_key, sealed) VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			c.Org, c.Namespace, c.ChunkID, c.Agent, c.UserID, c.SessionID, c.FirstIndex, c.LastIndex, c.Part, c.OccurredAt,
 			c.Seq, c.Source, c.DataKey, c.Sealed)
 		b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
-			SELECT $1, $2, $3, t.turn_id, t.position - 1, $5, $6 FROM unnest($4::uuid[]) WITH ORDINALITY AS t(turn_id, position)`,
+			SELECT $1, $2, $3, t.turn_id, t.position - 1, loom.named_user($1, $5), $6 FROM unnest($4::uuid[]) WITH ORDINALITY AS t(turn_id, position)`,
 			c.Org, c.Namespace, c.ChunkID, c.TurnIDs, c.UserID, c.Seq)
 	}
 }
@@ -168,10 +168,10 @@ type OpenedChunk struct {
 // seconds for 2,000 of them where Go's AES takes milliseconds. A chunk whose key does
 // not open is an error.
 func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedChunk, error) {
-	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
+	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, loom.user_name(c.org, c.user_id), c.session_id, c.first_index, c.last_index, c.part,
 			c.occurred_at, c.data_key, c.sealed
 		FROM loom.memory_chunks c
-		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = $3)
+		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3))
 		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the recent chunks: %w", err)
@@ -223,10 +223,10 @@ func ChunkTurns(ctx context.Context, q Querier, org, ns string, chunkIDs []strin
 // limit sessions, the most recently digested first: the digests a search's digest leg
 // matches against. Each is opened in Go with unwrap, as RecentChunks' chunks are.
 func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedDigest, error) {
-	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) d.user_id, d.session_id, d.window_end,
+	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) loom.user_name(d.org, d.user_id), d.session_id, d.window_end,
 			d.turns, d.model, d.created_at, d.data_key, d.sealed
 		FROM loom.session_summaries d
-		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3)
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = loom.user_ref($1, $3))
 		ORDER BY d.user_id, d.session_id, d.window_end DESC) n ORDER BY created_at DESC LIMIT $4`,
 		s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
@@ -244,8 +244,8 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 // (nil: every one), by namespace, session and window: a subject-access export's read.
 func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, d OpenedDigest) error) error {
-	rows, err := q.Query(ctx, `SELECT d.namespace, d.user_id, d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
-		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = $2 AND ($3::text[] IS NULL OR d.namespace = ANY($3))
+	rows, err := q.Query(ctx, `SELECT d.namespace, loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
+		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR d.namespace = ANY($3))
 		ORDER BY d.namespace, d.session_id, d.window_end`, org, userID, namespaces)
 	if err != nil {
 		return fmt.Errorf("read the user's digests: %w", err)
@@ -285,5 +285,5 @@ func openDigests(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any,
 // scope: a search runs its turns and digest legs only then.
 func QueueHasTurns(b *pgx.Batch, org string, namespaces []string, userID string, into *bool) {
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.memory_evidence WHERE org = $1 AND namespace = ANY($2)
-		AND ($3 = '' OR user_id = $3))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+		AND ($3 = '' OR user_id = loom.user_ref($1, $3)))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }

@@ -71,7 +71,7 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 func NextIndex(ctx context.Context, q Querier, org, ns, userID, sessionID string) (int, error) {
 	var next int
 	err := q.QueryRow(ctx, `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
-		WHERE org = $1 AND namespace = $2 AND user_id = $3 AND session_id = $4`, org, ns, userID, sessionID).Scan(&next)
+		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref($1, $3) AND session_id = $4`, org, ns, userID, sessionID).Scan(&next)
 	if err != nil {
 		return 0, fmt.Errorf("read the session's next turn index: %w", err)
 	}
@@ -82,7 +82,7 @@ func NextIndex(ctx context.Context, q Querier, org, ns, userID, sessionID string
 func QueueInsert(b *pgx.Batch, turns []Turn) {
 	for _, t := range turns {
 		b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
-			occurred_at, seq, source, data_key, sealed, terms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			occurred_at, seq, source, data_key, sealed, terms) VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			t.Org, t.Namespace, t.TurnID, t.Agent, t.UserID, t.SessionID, t.Role, t.MessageIndex, t.OccurredAt, t.Seq,
 			t.Source, t.DataKey, t.Sealed, t.Terms)
 	}
@@ -104,7 +104,7 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 	b := &pgx.Batch{}
 	for _, l := range links {
 		b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, loom.named_user($1, $6), $7) ON CONFLICT DO NOTHING`,
 			l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -116,10 +116,10 @@ func InsertLinks(ctx context.Context, tx pgx.Tx, links []Link) error {
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
 // chunks, session digests or learnings' supporters, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = $2`, org, userID).
+	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns

@@ -70,7 +70,7 @@ func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int6
 	// One user's turns are a scan of memory_evidence_recent that stops at the cap; every
 	// user's, a top-N sort of the namespace's narrow columns. Two statements, so each
 	// plans for its own predicate.
-	scoped := `e.user_id = $3`
+	scoped := `e.user_id = loom.user_ref($1, $3)`
 	if s.UserID == "" {
 		scoped = `$3 = ''`
 	}
@@ -79,7 +79,7 @@ func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int6
 			FROM loom.memory_evidence e
 			WHERE e.org = $1 AND e.namespace = $2 AND `+scoped+`
 			ORDER BY e.occurred_at DESC, e.message_index DESC LIMIT $4)
-		SELECT (SELECT count(*) FROM recent), r.turn_id::text, r.user_id, r.session_id, r.message_index, r.occurred_at, r.terms
+		SELECT (SELECT count(*) FROM recent), r.turn_id::text, loom.user_name($1, r.user_id), r.session_id, r.message_index, r.occurred_at, r.terms
 		FROM recent r WHERE r.terms && $5::bigint[] OR r.terms IS NULL
 		ORDER BY r.occurred_at DESC, r.message_index DESC`, s.Org, s.Namespace, s.UserID, limit, query)
 	if err != nil {

@@ -44,7 +44,7 @@ func RowOf(alias string) string {
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`+lock,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -87,7 +87,7 @@ const (
 	manySQL = `SELECT m.row
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
+		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
 		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
 
 	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
@@ -102,7 +102,7 @@ const (
 	// under each user's; a head written before and not yet rehashed by the at-rest
 	// pass matches the plain hash.
 	WithContentSQL = `SELECT m.row FROM (SELECT s.sha AS content_sha256 FROM unnest($4::text[]) AS s(sha)
-		UNION SELECT loom.content_hash($1, $2, u.user_id, s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
+		UNION SELECT loom.content_hash($1, $2, loom.user_ref($1, u.user_id), s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
 
@@ -180,7 +180,7 @@ func Decode(raw []byte) (*memrow.Row, error) {
 // text.
 func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
 	if err != nil {
 		return nil, err

@@ -143,8 +143,28 @@ UPDATE loom.session_outcomes SET user_id = loom.user_ref(org, user_id) WHERE use
 UPDATE loom.read_audit SET user_id = loom.user_ref(org, user_id) WHERE user_id NOT IN ('', '-');
 UPDATE loom.conflict_allowlist SET user_ids = ARRAY(SELECT loom.user_ref(org, u) FROM unnest(user_ids) AS u)
     WHERE user_ids <> '{}';
--- The ledger's scope names the user by reference (the saga's Postgres step compares
--- the columns with it; its ClickHouse mutations bind cityHash64 of the id, kept as
--- user_hash from the request on).
-UPDATE loom.erasure_ledger SET scope = scope || jsonb_build_object('user_id', loom.user_ref(org, scope->>'user_id'))
-    WHERE coalesce(scope->>'user_id', '') NOT IN ('', '-');
+-- The erasure ledger's scope names its user by reference (user_ref), and keeps the id
+-- sealed (user_sealed, hex) as loom.user_names does, for what resolves the user of an
+-- erasure after the user's rows and names are gone: the saga's ClickHouse step and the
+-- followers (cityHash64 of the id), the API's answer. A scope written before names it
+-- in the clear (user_id) until this migration rewrites it.
+CREATE FUNCTION loom.ledger_scope(o text, scope jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN coalesce(scope->>'user_id', '') IN ('', '-') THEN scope
+        ELSE (scope - 'user_id') || jsonb_build_object('user_ref', loom.user_ref(o, scope->>'user_id'),
+            'user_sealed', encode(encrypt(convert_to(scope->>'user_id', 'UTF8'),
+                loom.user_name_key(o, loom.user_ref(o, scope->>'user_id')), 'aes'), 'hex')) END
+$$;
+
+-- The clear user id of a ledger scope ('' for a namespace's erasure).
+CREATE FUNCTION loom.ledger_user(o text, scope jsonb) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN scope ? 'user_sealed' THEN convert_from(decrypt(decode(scope->>'user_sealed', 'hex'),
+            loom.user_name_key(o, scope->>'user_ref'), 'aes'), 'UTF8')
+        ELSE coalesce(scope->>'user_id', '') END
+$$;
+
+INSERT INTO loom.user_ref_keys (org, key)
+    SELECT DISTINCT org, gen_random_bytes(32) FROM loom.erasure_ledger WHERE coalesce(scope->>'user_id', '') NOT IN ('', '-')
+    ON CONFLICT (org) DO NOTHING;
+UPDATE loom.erasure_ledger SET scope = loom.ledger_scope(org, scope) WHERE coalesce(scope->>'user_id', '') NOT IN ('', '-');
