@@ -148,8 +148,24 @@ func postgresContent() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
 			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
-	}, learningsTables()...)
+	}, append(learningsTables(), userNames)...)
 }
+
+// userNames is loom.user_names (migration 155): each user's id, sealed, for the reads
+// that answer a user from a column holding the reference. A user's name goes with the
+// last of the user's rows an erasure removes (the step deletes it after every other
+// table of the namespace): while a journal row, a turn, a queued extraction, a
+// supporter, a digest or a chunk names the user, in any namespace, its reads still
+// answer the id.
+var userNames = Table{Store: Postgres, Name: "loom.user_names", Class: Counted,
+	Why: "each user's id, sealed under a key of its own derived from the org's, for reads of the tables that hold the user's reference",
+	Scope: `t.org = p.org AND p.user_id <> '' AND t.user_ref = p.user_id
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_evidence e WHERE e.org = t.org AND e.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.extraction_requests x WHERE x.org = t.org AND x.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.learnings_supporters s WHERE s.org = t.org AND s.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.session_summaries d WHERE d.org = t.org AND d.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_chunks c WHERE c.org = t.org AND c.user_id = t.user_ref)`}
 
 // learningsTables are the learnings queue's tables (internal/learnings, migration
 // 130): rules about the agent and the users' quotes that support them, each sealed
