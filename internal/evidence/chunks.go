@@ -168,11 +168,16 @@ type OpenedChunk struct {
 // seconds for 2,000 of them where Go's AES takes milliseconds. A chunk whose key does
 // not open is an error.
 func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedChunk, error) {
-	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, loom.user_name(c.org, c.user_id), c.session_id, c.first_index, c.last_index, c.part,
+	// Each user is named once (the column holds the reference, migration 155).
+	rows, err := q.Query(ctx, `WITH recent AS (SELECT c.chunk_id, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
 			c.occurred_at, c.data_key, c.sealed
 		FROM loom.memory_chunks c
 		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3))
-		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit)
+		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4),
+		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM recent) u)
+		SELECT r.chunk_id::text, r.agent, n.name, r.session_id, r.first_index, r.last_index, r.part, r.occurred_at, r.data_key, r.sealed
+		FROM recent r JOIN names n USING (user_id)
+		ORDER BY r.occurred_at DESC, r.first_index DESC, r.part DESC`, s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the recent chunks: %w", err)
 	}
