@@ -29,7 +29,7 @@ func recordCategoryLinks(ctx context.Context, tx pgx.Tx, row *memrow.Row, linked
 func queueCategoryLinks(b *pgx.Batch, row *memrow.Row, linked, rescinded []string, actor string) {
 	for _, c := range linked {
 		b.Queue(`INSERT INTO loom.category_links (org, namespace, agent, user_id, session_id, memory_key, category, seq, linked_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9)
 			ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key, category) DO UPDATE SET seq = EXCLUDED.seq,
 				linked_by = EXCLUDED.linked_by, linked_at = now(), rescinded_at = NULL, rescinded_by = NULL`,
 			row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, c, row.Seq, actor)
@@ -37,7 +37,7 @@ func queueCategoryLinks(b *pgx.Batch, row *memrow.Row, linked, rescinded []strin
 	for _, c := range rescinded {
 		b.Queue(`INSERT INTO loom.category_links (org, namespace, agent, user_id, session_id, memory_key, category, seq, linked_by,
 				rescinded_at, rescinded_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $9)
+			VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9, now(), $9)
 			ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key, category) DO UPDATE SET seq = EXCLUDED.seq,
 				rescinded_at = now(), rescinded_by = EXCLUDED.rescinded_by`,
 			row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, c, row.Seq, actor)
@@ -54,7 +54,7 @@ type categoryLink struct {
 // any session), each with whether its owner rescinded it.
 func readCategoryLinks(ctx context.Context, q heads.Querier, org, ns, agent, userID string, keys []string) (map[categoryLink]bool, error) {
 	rows, err := q.Query(ctx, `SELECT session_id, memory_key, category, rescinded_at IS NOT NULL FROM loom.category_links
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND memory_key = ANY($5)`, org, ns, agent, userID, keys)
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND memory_key = ANY($5)`, org, ns, agent, userID, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys' category links: %w", err)
 	}

@@ -46,7 +46,8 @@ func queueAllowlist(b *pgx.Batch, org, ns string, p *policy) {
 // pairs the namespace holds with it.
 func insertAllowedPair(ctx context.Context, tx pgx.Tx, org, ns string, a, b uuid.UUID, users []string, seq int64, actor string) (bool, int, error) {
 	tag, err := tx.Exec(ctx, `INSERT INTO loom.conflict_allowlist (org, namespace, memory_a, memory_b, user_ids, seq, added_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`, org, ns, a, b, users, seq, actor)
+		VALUES ($1, $2, $3, $4, ARRAY(SELECT loom.named_user($1, u) FROM unnest($5::text[]) AS u), $6, $7) ON CONFLICT DO NOTHING`,
+		org, ns, a, b, users, seq, actor)
 	if err != nil {
 		return false, 0, err
 	}
@@ -68,7 +69,7 @@ func deleteAllowedPair(ctx context.Context, tx pgx.Tx, org, ns string, a, b uuid
 // (readUserID) sees the pairs of its user's rows alone.
 func (s *Service) listAllowedPairs(ctx context.Context, org, ns, readUserID string) ([]allowedPair, error) {
 	rows, err := s.pool.Query(ctx, `SELECT memory_a, memory_b, added_by, added_at FROM loom.conflict_allowlist
-		WHERE org = $1 AND namespace = $2 AND ($3 = '' OR user_ids <@ ARRAY[$3::text])
+		WHERE org = $1 AND namespace = $2 AND ($3 = '' OR user_ids <@ ARRAY[loom.user_ref($1, $3)])
 		ORDER BY added_at, memory_a, memory_b`, org, ns, readUserID)
 	if err != nil {
 		return nil, err

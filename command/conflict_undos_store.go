@@ -22,7 +22,7 @@ func recordUndo(ctx context.Context, tx pgx.Tx, loser *memrow.Row, winnerID stri
 		return fmt.Errorf("read the retirement's winner: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.conflict_undos (org, namespace, loser_id, winner_id, loser_sha, winner_sha, undo_version)
-		SELECT $1, $2, $3, $4, coalesce(loom.content_hash($1, $2, $8, $5), ''),
+		SELECT $1, $2, $3, $4, coalesce(loom.content_hash($1, $2, loom.user_ref($1, $8), $5), ''),
 			coalesce((SELECT loom.content_hash($1, $2, c.user_id, $6) FROM loom.memory_current c
 				WHERE c.org = $1 AND c.namespace = $2 AND c.memory_id = $4 LIMIT 1), ''), $7
 		ON CONFLICT (org, namespace, loser_id, winner_id) DO UPDATE SET loser_sha = EXCLUDED.loser_sha,
@@ -50,7 +50,7 @@ func (s *Service) undoneBetween(ctx context.Context, row *memrow.Row, peers []*m
 		all, users, shas = append(all, p.MemoryID), append(users, p.UserID), append(shas, p.ContentSHA256)
 	}
 	rows, err := s.pool.Query(ctx, `WITH held AS (
-			SELECT h.id, h.sha, coalesce(loom.content_hash($1, $2, h.user_id, h.sha), '') AS keyed
+			SELECT h.id, h.sha, coalesce(loom.content_hash($1, $2, loom.user_ref($1, h.user_id), h.sha), '') AS keyed
 			FROM unnest($5::text[], $6::text[], $7::text[]) AS h(id, user_id, sha))
 		SELECT u.loser_id::text, u.winner_id::text,
 			CASE WHEN u.loser_sha <> '' AND u.loser_sha = l.keyed THEN l.sha ELSE u.loser_sha END,

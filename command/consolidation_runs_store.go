@@ -41,7 +41,7 @@ type consolidationRun struct {
 func startRun(ctx context.Context, q heads.Querier, id, org, ns, userID, actor string) error {
 	var got string
 	err := q.QueryRow(ctx, `INSERT INTO loom.consolidation_runs (id, org, namespace, user_id, actor, clusters, model_calls, merged_rows)
-		VALUES ($1, $2, $3, $4, $5, '[]', 0, 0) RETURNING id::text`, id, org, ns, userID, actor).Scan(&got)
+		VALUES ($1, $2, $3, loom.named_user($2, $4), $5, '[]', 0, 0) RETURNING id::text`, id, org, ns, userID, actor).Scan(&got)
 	if err != nil {
 		return fmt.Errorf("log the consolidation run: %w", err)
 	}
@@ -81,7 +81,7 @@ func finishRun(ctx context.Context, q heads.Querier, id string, calls int, failu
 func readRun(ctx context.Context, q heads.Querier, org, ns, id string) (*consolidationRun, error) {
 	r := &consolidationRun{}
 	var clusters []byte
-	err := q.QueryRow(ctx, `SELECT id::text, org, namespace, user_id, status, clusters FROM loom.consolidation_runs
+	err := q.QueryRow(ctx, `SELECT id::text, org, namespace, loom.user_name(org, user_id), status, clusters FROM loom.consolidation_runs
 		WHERE id = $1 AND org = $2 AND namespace = $3`, id, org, ns).Scan(&r.ID, &r.Org, &r.Namespace, &r.UserID, &r.Status, &clusters)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

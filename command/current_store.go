@@ -16,14 +16,14 @@ import (
 // that keys its content hash, unless the scope has one: queued before the row's
 // writes, which hash under it (loom.content_hash, migration 101).
 func queueContentKey(b *pgx.Batch, row *memrow.Row, key []byte) {
-	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key) VALUES ($1, $2, loom.named_user($1, $3), $4) ON CONFLICT DO NOTHING`,
 		row.Org, row.Namespace, row.UserID, key)
 }
 
 // keyedContentSQL is the stored content hash of a row being written: its plain digest
 // ($sha) keyed under its scope's key (org $1, namespace $2, user $4).
 func keyedContentSQL(sha string) string {
-	return `loom.content_hash($1, $2, $4, ` + sha + `)`
+	return `loom.content_hash($1, $2, loom.user_ref($1, $4), ` + sha + `)`
 }
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
@@ -31,7 +31,7 @@ func keyedContentSQL(sha string) string {
 func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12)
+		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
 			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
 			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
@@ -45,7 +45,7 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 // scope's key outlives a redaction, and would confirm a guess of the text.
 func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
 	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, content_sha256 = '', updated_at = now()
-				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`,
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
 }
 

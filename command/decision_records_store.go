@@ -27,7 +27,7 @@ type decisionRecord struct {
 func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec decisionRecord) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.decision_records (org, namespace, agent, user_id, session_id, memory_key,
 			memory_id, version, seq, decided_by, supersedes, recorded_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET memory_id = EXCLUDED.memory_id,
 			version = EXCLUDED.version, seq = EXCLUDED.seq, decided_by = EXCLUDED.decided_by, supersedes = EXCLUDED.supersedes,
 			recorded_by = EXCLUDED.recorded_by, recorded_at = now(), retired_at = NULL, retired_by = NULL`,
@@ -42,7 +42,7 @@ func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec de
 // delete's transaction.
 func retireDecisionRecord(ctx context.Context, tx pgx.Tx, id memrow.Identity, actor string) error {
 	if _, err := tx.Exec(ctx, `UPDATE loom.decision_records SET retired_at = now(), retired_by = $7
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, actor); err != nil {
 		return fmt.Errorf("retire the decision's record: %w", err)
 	}

@@ -51,7 +51,7 @@ func (s *Service) erasedIn(ctx context.Context, q heads.Querier, org string, nam
 // the whole org) within the evidence's lifetime, and whether one erased any of the
 // namespaces whole: the restore of a conversation's record leaves their turns out.
 func (s *Service) erasedSince(ctx context.Context, q heads.Querier, org string, namespaces []string) (map[string]bool, bool, error) {
-	rows, err := q.Query(ctx, `SELECT scope->>'kind', coalesce(scope->>'user_id', '') FROM loom.erasure_ledger
+	rows, err := q.Query(ctx, `SELECT scope->>'kind', loom.ledger_user(org, scope) FROM loom.erasure_ledger
 		WHERE org = $1 AND requested_at > now() - $2::interval
 		  AND (scope->>'kind' = $3 OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(scope->'namespaces', '[]')) n
 			WHERE n = ANY($4)))`, org, s.cfg.Erasure.Evidence.String(), scopeUserInOrg, namespaces)

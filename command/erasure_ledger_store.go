@@ -18,10 +18,15 @@ import (
 // evidence). The workers read whether an erasure runs through Service.ErasureRunning
 // (workerapi.go).
 
-// insertSaga records a saga, running under a lease from now, in tx.
+// insertSaga records a saga, running under a lease from now, in tx. Its scope names
+// the user by reference, the id sealed (loom.ledger_scope, migration 155): the org's
+// key is made first.
 func (s *Service) insertSaga(ctx context.Context, tx pgx.Tx, org, id string, scope []byte, purge bool, actor string) error {
+	if _, err := s.userRefs.Key(ctx, org); err != nil {
+		return err
+	}
 	_, err := tx.Exec(ctx, `INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until, requested_at)
-			VALUES ($1, $2, $3, $4, $5, 'running', now() + $6::interval, clock_timestamp())`, org, id, scope, purge, actor,
+			VALUES ($1, $2, loom.ledger_scope($1, $3::jsonb), $4, $5, 'running', now() + $6::interval, clock_timestamp())`, org, id, scope, purge, actor,
 		s.cfg.Erasure.Lease.String())
 	return err
 }
@@ -30,10 +35,11 @@ func (s *Service) loadSaga(ctx context.Context, org, id string) (*erasureSaga, e
 	sg := &erasureSaga{Org: org, ID: id}
 	var scope, steps, fences, removed, residue, census []byte
 	var lastError *string
-	err := s.pool.QueryRow(ctx, `SELECT scope, purge, actor, status, steps, fences, removed, attempts, last_error,
+	var user string
+	err := s.pool.QueryRow(ctx, `SELECT scope, loom.ledger_user(org, scope), purge, actor, status, steps, fences, removed, attempts, last_error,
 			residue, residue_count, census, requested_at, verified_at, finished_at
 		FROM loom.erasure_ledger WHERE org = $1 AND id = $2`, org, id).
-		Scan(&scope, &sg.Purge, &sg.Actor, &sg.Status, &steps, &fences, &removed, &sg.Attempts, &lastError,
+		Scan(&scope, &user, &sg.Purge, &sg.Actor, &sg.Status, &steps, &fences, &removed, &sg.Attempts, &lastError,
 			&residue, &sg.ResidueCount, &census, &sg.RequestedAt, &sg.VerifiedAt, &sg.FinishedAt)
 	if err != nil {
 		return nil, err
@@ -52,6 +58,7 @@ func (s *Service) loadSaga(ctx context.Context, org, id string) (*erasureSaga, e
 			}
 		}
 	}
+	sg.Scope.UserID = user // the scope names the user by reference; the saga works with the id
 	sg.Steps, sg.Reopened = st.Done, st.Reopened
 	if sg.Steps == nil {
 		sg.Steps = map[string]time.Time{}

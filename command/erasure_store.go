@@ -51,7 +51,9 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.entity_communities",
 		// The learnings queue (internal/learnings): the scope's supporters, then the
 		// candidates left with none (a namespace's: all of them).
-		"loom.learnings_supporters", "loom.learnings_queue"} {
+		"loom.learnings_supporters", "loom.learnings_queue",
+		// The user's sealed name, once nothing of the user's is left (migration 155).
+		"loom.user_names"} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

@@ -547,10 +547,11 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		return nil, err
 	}
 	// The audit's content_sha256 is the keyed one, set where the journal row is written
-	// (queueRevision).
+	// (queueRevision). It names no user: the row's column holds the user's reference and
+	// its sealed text the id (migration 155).
 	journalAudit := map[string]any{
 		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "memory_key": row.MemoryKey,
-		"agent": row.Agent, "user_id": row.UserID, "session_id": row.SessionID, "version": row.Version,
+		"agent": row.Agent, "session_id": row.SessionID, "version": row.Version,
 		"source_class": row.SourceClass, "status": row.Status,
 		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
 	}

@@ -20,7 +20,7 @@ func recordPromotion(ctx context.Context, tx pgx.Tx, row *memrow.Row) error {
 	pv := row.Shared
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.shared (org, namespace, memory_key, memory_id, seq, source_namespace, source_agent,
 			source_user_id, source_session_id, source_key, source_memory_id, source_version, promoted_by, promoted_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, loom.named_user($1, $8), $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (org, namespace, memory_key) DO UPDATE SET memory_id = EXCLUDED.memory_id, seq = EXCLUDED.seq,
 			source_namespace = EXCLUDED.source_namespace, source_agent = EXCLUDED.source_agent, source_user_id = EXCLUDED.source_user_id,
 			source_session_id = EXCLUDED.source_session_id, source_key = EXCLUDED.source_key, source_memory_id = EXCLUDED.source_memory_id,
@@ -73,7 +73,7 @@ func (s *Service) copiesPromotedFrom(ctx context.Context, org, ns string) ([]sha
 func (s *Service) promotedFromUser(ctx context.Context, org, userID string, namespaces []string) ([]sharedCopy, error) {
 	rows, err := s.pool.Query(ctx, `WITH RECURSIVE taken AS (
 			SELECT namespace, memory_key, memory_id FROM loom.shared
-			WHERE org = $1 AND source_user_id = $2 AND ($3::text[] IS NULL OR source_namespace = ANY($3))
+			WHERE org = $1 AND source_user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR source_namespace = ANY($3))
 		UNION
 			SELECT s.namespace, s.memory_key, s.memory_id FROM loom.shared s JOIN taken t ON s.source_memory_id = t.memory_id
 			WHERE s.org = $1)

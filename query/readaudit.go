@@ -21,8 +21,12 @@ type readAudit struct {
 }
 
 func (s *Service) startAudit(ctx context.Context, a readAudit) error {
+	// The row names its user by reference (loom.named_user): the org's key first.
+	if _, err := s.termKeys.Key(ctx, a.org); err != nil {
+		return fmt.Errorf("write the audit row: %w", err)
+	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO loom.read_audit (org, id, op, namespace, user_id, generation, actor)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, a.org, a.id, a.op, a.namespace, a.userID, a.generation, a.actor)
+		VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7)`, a.org, a.id, a.op, a.namespace, a.userID, a.generation, a.actor)
 	if err != nil {
 		return fmt.Errorf("write the audit row: %w", err)
 	}

@@ -168,10 +168,14 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	if err != nil {
 		return "", err
 	}
+	// The trace names its user by reference (loom.named_user): the org's key first.
+	if _, err := s.termKeys.Key(ctx, org); err != nil {
+		return "", err
+	}
 	id := uuid.New()
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)`, id, org, t.Namespaces, userID, sessionID, rows, body, s.cfg.Retrieval.TraceTTL.String())
+		VALUES ($1, $2, $3, loom.named_user($2, $4), $5, $6, $7, now() + $8::interval)`, id, org, t.Namespaces, userID, sessionID, rows, body, s.cfg.Retrieval.TraceTTL.String())
 	b.Queue(`DELETE FROM loom.search_traces WHERE ctid IN (SELECT ctid FROM loom.search_traces WHERE expires_at < now() LIMIT 100)`)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("keep the search trace: %w", err)
@@ -201,7 +205,7 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 	var a traceAnswer
 	var namespaces []string
 	var userID, sessionID string
-	err = s.pool.QueryRow(ctx, `SELECT namespaces, user_id, session_id, trace, created_at, expires_at FROM loom.search_traces
+	err = s.pool.QueryRow(ctx, `SELECT namespaces, loom.user_name(org, user_id), session_id, trace, created_at, expires_at FROM loom.search_traces
 		WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).Scan(&namespaces, &userID, &sessionID, &a.Trace, &a.CreatedAt, &a.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, httperr.NotFound("the search trace is unknown or expired")

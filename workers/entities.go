@@ -446,7 +446,7 @@ func recordAliases(ctx context.Context, tx pgx.Tx, row *memrow.Row, as []aliasRo
 	}
 	// The first row to state a spelling decides it: a later one leaves it.
 	_, err := tx.Exec(ctx, `INSERT INTO loom.entity_aliases (org, namespace, alias, entity, user_id, memory_id, seq)
-		SELECT $1, $2, a, e, $5, $6, $7 FROM unnest($3::text[], $4::text[]) AS x(a, e)
+		SELECT $1, $2, a, e, loom.named_user($1, $5), $6, $7 FROM unnest($3::text[], $4::text[]) AS x(a, e)
 		ON CONFLICT (org, namespace, alias) DO NOTHING`,
 		row.Org, row.Namespace, aliases, entities, row.UserID, row.MemoryID, row.Seq)
 	if err != nil {

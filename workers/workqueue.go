@@ -68,7 +68,7 @@ func (s *Service) queueWork(ctx context.Context, items []workItem) error {
 	// 101; '' once an erasure destroyed it). A claim reads the plain one from the
 	// journal (claimWork).
 	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at)
-		SELECT w, o, ns, id, v, sq, u, coalesce(loom.content_hash(o, ns, u, sha), ''), at
+		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
 			AS i(w, o, ns, id, v, sq, u, sha, at)
 		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING`,
@@ -128,7 +128,7 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 		FROM picked p
 		WHERE w.worker = $1 AND w.org = p.org AND w.namespace = p.namespace AND w.memory_id = p.memory_id AND w.version = p.version
 		  AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
-		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, w.user_id,
+		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, loom.user_name(w.org, w.user_id),
 			-- the version's plain content hash, from its journal row opened ('' once
 			-- redacted or erased): the queue keeps it keyed only (migration 101)
 			coalesce((SELECT `+heads.RowOf("r")+`->>'content_sha256' FROM loom.memory_revisions r

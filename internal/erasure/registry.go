@@ -74,14 +74,13 @@ func postgresContent() []Table {
 			// The CASE reads a value only once the row is known to be the namespace's. A
 			// record names its user by user_ref (envelope version 2: HMAC-SHA256 of the id
 			// under the org's key, as events.UserRef computes it) or, written before, by
-			// user_id.
+			// user_id (p.user_name).
 			// A knowledge document's record is the namespace's, not a user's: a namespace's
 			// erasure withdraws it.
 			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
 				THEN ((convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
-					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_id
-						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = (SELECT
-							encode(hmac(convert_to(p.user_id, 'UTF8'), loom.unwrapped_key(k.key), 'sha256'), 'hex') FROM loom.user_ref_keys k WHERE k.org = p.org)))
+					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_name
+						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = p.user_id))
 					OR (p.user_id = '' AND (convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL)
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories and documents",
@@ -96,7 +95,7 @@ func postgresContent() []Table {
 				  AND strpos(t.answer::text, d.doc_id::text) > 0))`},
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
-				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, '')))))`},
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_name, '')))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.entity_communities", Class: Counted,
 			Why:   "the entity_communities pass's clusters name the namespace's entities; any erasure in the namespace drops them all, and the next pass recomputes them from what is left",
@@ -120,7 +119,7 @@ func postgresContent() []Table {
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not.
 			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',
-				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_id, ''))))))`},
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_name, ''))))))`},
 		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
 			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
 			// Requests committed below the fence: the namespace's generation, read under its
@@ -149,8 +148,24 @@ func postgresContent() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
 			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
-	}, learningsTables()...)
+	}, append(learningsTables(), userNames)...)
 }
+
+// userNames is loom.user_names (migration 155): each user's id, sealed, for the reads
+// that answer a user from a column holding the reference. A user's name goes with the
+// last of the user's rows an erasure removes (the step deletes it after every other
+// table of the namespace): while a journal row, a turn, a queued extraction, a
+// supporter, a digest or a chunk names the user, in any namespace, its reads still
+// answer the id.
+var userNames = Table{Store: Postgres, Name: "loom.user_names", Class: Counted,
+	Why: "each user's id, sealed under a key of its own derived from the org's, for reads of the tables that hold the user's reference",
+	Scope: `t.org = p.org AND p.user_id <> '' AND t.user_ref = p.user_id
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_evidence e WHERE e.org = t.org AND e.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.extraction_requests x WHERE x.org = t.org AND x.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.learnings_supporters s WHERE s.org = t.org AND s.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.session_summaries d WHERE d.org = t.org AND d.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_chunks c WHERE c.org = t.org AND c.user_id = t.user_ref)`}
 
 // learningsTables are the learnings queue's tables (internal/learnings, migration
 // 130): rules about the agent and the users' quotes that support them, each sealed
@@ -262,5 +277,9 @@ const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.
 const documentScope = `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
-// namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id.
-const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, $3::text AS user_id, $4::bigint AS fence, $5::uuid AS erasure)`
+// namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id. The
+// tables name a user by reference (migration 155): p.user_id is the user's, as the
+// columns hold it; p.user_name is the id, for what keeps it in JSON (the outbox's
+// version 1 records, parked search pools, kept traces).
+const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, coalesce(loom.user_ref($1::text, $3::text), 'no reference key') AS user_id,
+	$3::text AS user_name, $4::bigint AS fence, $5::uuid AS erasure)`

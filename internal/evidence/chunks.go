@@ -160,14 +160,19 @@ func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
 	}
 	b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
 			part, occurred_at, seq, source, data_key, sealed)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
-			$9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[], $13::bytea[], $14::bytea[])`,
+		SELECT c.org, c.namespace, c.chunk_id, c.agent, loom.named_user(c.org, c.user_id), c.session_id, c.first_index, c.last_index,
+			c.part, c.occurred_at, c.seq, c.source, c.data_key, c.sealed
+		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+			$9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[], $13::bytea[], $14::bytea[])
+			AS c(org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index, part, occurred_at, seq, source, data_key, sealed)`,
 		orgs, nss, ids, agents, users, sessions, firsts, lasts, parts, ats, seqs, sources, keys, sealed)
 	if len(srcTurns) == 0 {
 		return
 	}
 	b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::bigint[], $6::text[], $7::bigint[])`,
+		SELECT s.org, s.namespace, s.chunk_id, s.turn_id, s.position, loom.named_user(s.org, s.user_id), s.seq
+		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::bigint[], $6::text[], $7::bigint[])
+			AS s(org, namespace, chunk_id, turn_id, position, user_id, seq)`,
 		srcOrgs, srcNss, srcChunks, srcTurns, srcPositions, srcUsers, srcSeqs)
 }
 
@@ -191,11 +196,16 @@ type OpenedChunk struct {
 // seconds for 2,000 of them where Go's AES takes milliseconds. A chunk whose key does
 // not open is an error.
 func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedChunk, error) {
-	rows, err := q.Query(ctx, `SELECT c.chunk_id::text, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
+	// Each user is named once (the column holds the reference, migration 155).
+	rows, err := q.Query(ctx, `WITH recent AS (SELECT c.chunk_id, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
 			c.occurred_at, c.data_key, c.sealed
 		FROM loom.memory_chunks c
-		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = $3)
-		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4`, s.Org, s.Namespace, s.UserID, limit)
+		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3))
+		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4),
+		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM recent) u)
+		SELECT r.chunk_id::text, r.agent, n.name, r.session_id, r.first_index, r.last_index, r.part, r.occurred_at, r.data_key, r.sealed
+		FROM recent r JOIN names n USING (user_id)
+		ORDER BY r.occurred_at DESC, r.first_index DESC, r.part DESC`, s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the recent chunks: %w", err)
 	}
@@ -246,10 +256,10 @@ func ChunkTurns(ctx context.Context, q Querier, org, ns string, chunkIDs []strin
 // limit sessions, the most recently digested first: the digests a search's digest leg
 // matches against. Each is opened in Go with unwrap, as RecentChunks' chunks are.
 func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap func([]byte) ([]byte, error)) ([]OpenedDigest, error) {
-	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) d.user_id, d.session_id, d.window_end,
+	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) loom.user_name(d.org, d.user_id), d.session_id, d.window_end,
 			d.turns, d.model, d.created_at, d.data_key, d.sealed
 		FROM loom.session_summaries d
-		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3)
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = loom.user_ref($1, $3))
 		ORDER BY d.user_id, d.session_id, d.window_end DESC) n ORDER BY created_at DESC LIMIT $4`,
 		s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
@@ -267,8 +277,8 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 // (nil: every one), by namespace, session and window: a subject-access export's read.
 func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, d OpenedDigest) error) error {
-	rows, err := q.Query(ctx, `SELECT d.namespace, d.user_id, d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
-		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = $2 AND ($3::text[] IS NULL OR d.namespace = ANY($3))
+	rows, err := q.Query(ctx, `SELECT d.namespace, loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
+		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR d.namespace = ANY($3))
 		ORDER BY d.namespace, d.session_id, d.window_end`, org, userID, namespaces)
 	if err != nil {
 		return fmt.Errorf("read the user's digests: %w", err)
@@ -308,5 +318,5 @@ func openDigests(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any,
 // scope: a search runs its turns and digest legs only then.
 func QueueHasTurns(b *pgx.Batch, org string, namespaces []string, userID string, into *bool) {
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.memory_evidence WHERE org = $1 AND namespace = ANY($2)
-		AND ($3 = '' OR user_id = $3))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+		AND ($3 = '' OR user_id = loom.user_ref($1, $3)))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }

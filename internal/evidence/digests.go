@@ -54,16 +54,16 @@ func InsertDigest(ctx context.Context, q Querier, d Digest) (bool, error) {
 	var n int
 	err := q.QueryRow(ctx, `WITH last AS (
 			SELECT e.seq, e.message_index FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = $3 AND e.session_id = $4
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, $3) AND e.session_id = $4
 			  AND CASE WHEN $10::uuid IS NULL THEN e.message_index = $5 ELSE e.turn_id = $10::uuid END
 			LIMIT 1),
 		ins AS (
 			INSERT INTO loom.session_summaries (org, namespace, user_id, session_id, window_end, turns, seq, model, data_key, sealed)
-			SELECT $1, $2, $3, $4, l.message_index, $6, l.seq, $7, $8, $9 FROM last l
+			SELECT $1, $2, loom.named_user($1, $3), $4, l.message_index, $6, l.seq, $7, $8, $9 FROM last l
 			ON CONFLICT DO NOTHING RETURNING 1),
 		old AS (
 			DELETE FROM loom.session_summaries s
-			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = $3 AND s.session_id = $4
+			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = loom.user_ref($1, $3) AND s.session_id = $4
 			  AND s.window_end < (SELECT message_index FROM last) AND EXISTS (SELECT 1 FROM ins))
 		SELECT count(*) FROM ins`,
 		d.Org, d.Namespace, d.UserID, d.SessionID, d.WindowEnd, d.Turns, d.Model, d.DataKey, d.Sealed, lastTurn).Scan(&n)
@@ -86,10 +86,10 @@ type OpenedDigest struct {
 // when s.UserID is ""); false when it has none.
 func NewestDigest(ctx context.Context, q Querier, s Scope, sessionID string) (OpenedDigest, bool, error) {
 	var d OpenedDigest
-	err := q.QueryRow(ctx, `SELECT d.user_id, d.session_id, d.window_end, d.turns, d.model, d.created_at,
+	err := q.QueryRow(ctx, `SELECT loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at,
 			convert_from(decrypt(d.sealed, hmac('loom.digest'::bytea, loom.unwrapped_key(d.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM loom.session_summaries d
-		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = $3) AND d.session_id = $4
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = loom.user_ref($1, $3)) AND d.session_id = $4
 		ORDER BY d.created_at DESC, d.window_end DESC LIMIT 1`, s.Org, s.Namespace, s.UserID, sessionID).
 		Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &d.Text)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -131,7 +131,7 @@ const owedSessions = `WITH recent AS (
 			WHERE e.org = r.org AND e.namespace = r.namespace AND e.user_id = r.user_id AND e.session_id = r.session_id
 			ORDER BY e.message_index DESC, e.occurred_at DESC LIMIT 1) t
 		WHERE NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = r.org AND l.status = 'running'))
-	SELECT org, namespace, user_id, session_id, digested + 1, last_index, last_at FROM sessions
+	SELECT org, namespace, loom.user_name(org, user_id), session_id, digested + 1, last_index, last_at FROM sessions
 	WHERE last_index > digested AND (last_index - digested >= $3 OR last_at < $2)`
 
 // OwedSessions reads up to limit sessions that owe a digest, the longest waiting first.

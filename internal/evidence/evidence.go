@@ -70,7 +70,7 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 
 // nextIndex is the session's next turn index.
 const nextIndex = `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
-	WHERE org = $1 AND namespace = $2 AND user_id = $3 AND session_id = $4`
+	WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref($1, $3) AND session_id = $4`
 
 // NextIndex reads, under the namespace's generation lock the caller holds, the index
 // the session's next turn takes: the session's turns are numbered in arrival order.
@@ -108,7 +108,7 @@ func QueueInsert(b *pgx.Batch, turns []Turn) {
 	}
 	b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
 			occurred_at, seq, source, data_key, sealed, terms)
-		SELECT t.org, t.namespace, t.turn_id, t.agent, t.user_id, t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
+		SELECT t.org, t.namespace, t.turn_id, t.agent, loom.named_user(t.org, t.user_id), t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
 			t.source, t.data_key, t.sealed, t.terms::bigint[]
 		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
 			$9::timestamptz[], $10::bigint[], $11::text[], $12::bytea[], $13::bytea[], $14::text[])
@@ -168,17 +168,19 @@ func QueueInsertLinks(b *pgx.Batch, links []Link) {
 		orgs[i], nss[i], memoryIDs[i], versions[i], turnIDs[i], users[i], seqs[i] = l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq
 	}
 	b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[])
+		SELECT l.org, l.namespace, l.memory_id, l.version, l.turn_id, loom.named_user(l.org, l.user_id), l.seq
+		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[])
+			AS l(org, namespace, memory_id, version, turn_id, user_id, seq)
 		ON CONFLICT DO NOTHING`, orgs, nss, memoryIDs, versions, turnIDs, users, seqs)
 }
 
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
 // chunks, session digests or learnings' supporters, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = $2
-		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = $2`, org, userID).
+	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns

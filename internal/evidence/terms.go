@@ -70,7 +70,7 @@ func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int6
 	// One user's turns are a scan of memory_evidence_recent that stops at the cap; every
 	// user's, a top-N sort of the namespace's narrow columns. Two statements, so each
 	// plans for its own predicate.
-	scoped := `e.user_id = $3`
+	scoped := `e.user_id = loom.user_ref($1, $3)`
 	if s.UserID == "" {
 		scoped = `$3 = ''`
 	}
@@ -78,9 +78,11 @@ func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int6
 			SELECT e.turn_id, e.user_id, e.session_id, e.message_index, e.occurred_at, e.terms
 			FROM loom.memory_evidence e
 			WHERE e.org = $1 AND e.namespace = $2 AND `+scoped+`
-			ORDER BY e.occurred_at DESC, e.message_index DESC LIMIT $4)
-		SELECT (SELECT count(*) FROM recent), r.turn_id::text, r.user_id, r.session_id, r.message_index, r.occurred_at, r.terms
-		FROM recent r WHERE r.terms && $5::bigint[] OR r.terms IS NULL
+			ORDER BY e.occurred_at DESC, e.message_index DESC LIMIT $4),
+		-- each user named once (the column holds the reference, migration 155)
+		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM recent) u)
+		SELECT (SELECT count(*) FROM recent), r.turn_id::text, n.name, r.session_id, r.message_index, r.occurred_at, r.terms
+		FROM recent r JOIN names n USING (user_id) WHERE r.terms && $5::bigint[] OR r.terms IS NULL
 		ORDER BY r.occurred_at DESC, r.message_index DESC`, s.Org, s.Namespace, s.UserID, limit, query)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the candidate turns: %w", err)

@@ -68,7 +68,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, r NewRequest, rec outbox.Record) er
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.extraction_requests (org, queue_id, namespace, agent, user_id, session_id, generation,
 			token_id, token_role, read_user_id, status, data_key, payload, messages)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13)`,
+		VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, loom.named_user($1, $10), 'pending', $11, $12, $13)`,
 		r.Org, r.QueueID, r.Namespace, r.Agent, r.UserID, r.SessionID, gen, r.TokenID, r.TokenRole, r.ReadUser,
 		r.DataKey, r.Payload, r.Messages)
 	outbox.Queue(b, rec)
@@ -98,7 +98,7 @@ func TryClaim(ctx context.Context, q Querier, org, queueID string, lease time.Du
 			lease_until = now() + $3::interval, updated_at = now()
 		WHERE org = $1 AND queue_id = $2 AND data_key IS NOT NULL AND (
 			(status IN ('pending', 'held') AND next_attempt_at <= now()) OR (status = 'running' AND lease_until < now()))
-		RETURNING namespace, agent, user_id, session_id, token_id, token_role, read_user_id, claim_token, attempts, loom.unwrapped_key(data_key)`,
+		RETURNING namespace, agent, loom.user_name(org, user_id), session_id, token_id, token_role, loom.user_name(org, read_user_id), claim_token, attempts, loom.unwrapped_key(data_key)`,
 		org, queueID, lease.String()).
 		Scan(&c.Namespace, &c.Agent, &c.UserID, &c.SessionID, &c.TokenID, &c.TokenRole, &c.ReadUser, &c.Token, &c.Attempts, &c.DataKey)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -198,7 +198,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, limit int, stale time.Dura
 				ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 			UPDATE loom.extraction_requests r SET queued_at = now(), records = r.records + 1, updated_at = now()
 			FROM due WHERE r.org = due.org AND r.queue_id = due.queue_id
-			RETURNING r.org, r.namespace, r.queue_id::text, r.agent, r.user_id, r.session_id, r.created_at, r.records, r.payload`,
+			RETURNING r.org, r.namespace, r.queue_id::text, r.agent, loom.user_name(r.org, r.user_id), r.session_id, r.created_at, r.records, r.payload`,
 			limit, stale.String())
 		if err != nil {
 			return err
@@ -227,7 +227,7 @@ func Retry(ctx context.Context, pool *pgxpool.Pool, org, tokenID string, ids []s
 				next_attempt_at = now(), queued_at = now(), records = records + 1, last_error = NULL, finished_at = NULL,
 				updated_at = now()
 			WHERE org = $1 AND token_id = $2 AND queue_id::text = ANY($3) AND status = 'failed' AND payload IS NOT NULL
-			RETURNING org, namespace, queue_id::text, agent, user_id, session_id, created_at, records, payload`,
+			RETURNING org, namespace, queue_id::text, agent, loom.user_name(org, user_id), session_id, created_at, records, payload`,
 			org, tokenID, ids, maxAttempts)
 		if err != nil {
 			return err
@@ -279,11 +279,11 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 	if f.QueueIDs == nil {
 		f.QueueIDs = []string{}
 	}
-	rows, err := q.Query(ctx, `SELECT queue_id::text, namespace, agent, user_id, session_id, status, attempts, messages,
+	rows, err := q.Query(ctx, `SELECT queue_id::text, namespace, agent, loom.user_name(org, user_id), session_id, status, attempts, messages,
 			coalesce(last_error, ''), CASE WHEN status IN ('pending', 'held') THEN next_attempt_at END,
 			CASE WHEN status = 'running' THEN lease_until END, created_at, updated_at, finished_at, result
 		FROM loom.extraction_requests
-		WHERE org = $1 AND ($2 = '' OR namespace = $2) AND ($3 = '' OR token_id = $3) AND ($4 = '' OR user_id = $4)
+		WHERE org = $1 AND ($2 = '' OR namespace = $2) AND ($3 = '' OR token_id = $3) AND ($4 = '' OR user_id = loom.user_ref($1, $4))
 		  AND (cardinality($5::text[]) = 0 OR queue_id::text = ANY($5)) AND ($6 = '' OR status = $6)
 		ORDER BY created_at DESC, queue_id LIMIT $7`, f.Org, f.Namespace, f.TokenID, f.UserID, f.QueueIDs, f.Status, f.Limit)
 	if err != nil {
@@ -307,7 +307,7 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 }
 
 const pending = `SELECT EXISTS (SELECT 1 FROM loom.extraction_requests
-	WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = $3))`
+	WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = loom.user_ref($1, $3)))`
 
 // QueuePending queues on b the read of whether any request of the namespaces (of
 // userID's, when set) is not yet done, into into: what search and memory.ask report
@@ -324,7 +324,7 @@ func QueuePending(b *pgx.Batch, org string, namespaces []string, userID string, 
 // QueueNamespacesOfUser queues on b the read of the namespaces of org where user has a
 // request, into into: the requests' part of the namespaces an erasure of the user fences.
 func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = $2`, org, user).
+	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

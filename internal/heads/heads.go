@@ -34,17 +34,17 @@ func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, erro
 // Row is what a read selects of loom.memory_current or loom.memory_revisions in place
 // of their row column: the row with its text opened under the revision's data key
 // (migration 056). A row whose key was destroyed (erased, redacted) has no text.
-const Row = "loom.opened_row(row, sealed, org, namespace, seq)"
+const Row = "loom.opened_row(row, sealed, org, namespace, seq, user_id)"
 
 // RowOf is Row of the table aliased alias.
 func RowOf(alias string) string {
-	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq)", alias)
+	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq, %[1]s.user_id)", alias)
 }
 
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6`+lock,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -81,13 +81,13 @@ func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
 // a column these lookups do not name are partial (migration 053), so they are not
 // candidates at all.
 // openedC is Row of the lookups' table, aliased c.
-const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq)"
+const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq, c.user_id)"
 
 const (
 	manySQL = `SELECT m.row
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = k.user_id
+		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
 		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
 
 	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
@@ -102,7 +102,7 @@ const (
 	// under each user's; a head written before and not yet rehashed by the at-rest
 	// pass matches the plain hash.
 	WithContentSQL = `SELECT m.row FROM (SELECT s.sha AS content_sha256 FROM unnest($4::text[]) AS s(sha)
-		UNION SELECT loom.content_hash($1, $2, u.user_id, s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
+		UNION SELECT loom.content_hash($1, $2, loom.user_ref($1, u.user_id), s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
 
@@ -180,7 +180,7 @@ func Decode(raw []byte) (*memrow.Row, error) {
 // text.
 func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
 	if err != nil {
 		return nil, err

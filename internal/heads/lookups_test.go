@@ -58,6 +58,11 @@ func migratedDB(t *testing.T) *pgxpool.Pool {
 	if _, err := pool.Exec(ctx, "ALTER TABLE loom.memory_current SET (autovacuum_enabled = false)"); err != nil {
 		t.Fatal(err)
 	}
+	// The org's user reference key, which a commit makes first: the rows name their
+	// users by reference (loom.named_user, migration 155).
+	if _, err := pool.Exec(ctx, "INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))"); err != nil {
+		t.Fatal(err)
+	}
 	return pool
 }
 
@@ -72,7 +77,7 @@ func insertHeads(t *testing.T, pool *pgxpool.Pool, ns, user string, from, to int
 			t.Fatal(err)
 		}
 		if _, err := pool.Exec(context.Background(), `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id,
-			memory_key, memory_id, version, seq, content_sha256, row) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10)`,
+			memory_key, memory_id, version, seq, content_sha256, row) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, 1, $8, $9, $10)`,
 			r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID, r.Seq, r.ContentSHA256, raw); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +95,8 @@ func TestHeadLookupsReadOnlyTheKeysTheyName(t *testing.T) {
 	// Scopes with a content hash key: WithContent hashes each value under each (the
 	// heads here hold plain hashes, as rows written before migration 101 do).
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.content_keys (org, namespace, user_id, key)
-		VALUES ('acme', 'grows', 'alice', gen_random_bytes(32)), ('acme', 'grows', 'bob', gen_random_bytes(32))`); err != nil {
+		VALUES ('acme', 'grows', loom.named_user('acme', 'alice'), gen_random_bytes(32)),
+			('acme', 'grows', loom.named_user('acme', 'bob'), gen_random_bytes(32))`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pool.Acquire(ctx)

@@ -14,15 +14,18 @@ import (
 // pass moves from a row stored before migration 056 into its sealed column.
 var TextFields = []string{"value", "tags", "entities", "entity_types", "relations"}
 
-// rowText is the part of a row sealed at rest: the memory's text, and the plain
-// SHA-256 of its value (migration 101: the columns hold it keyed).
+// rowText is the part of a row sealed at rest: the memory's text, the plain SHA-256
+// of its value (migration 101: the columns hold it keyed) and its user id (migration
+// 155: the column holds the user's reference).
 type rowText struct {
-	Value         json.RawMessage   `json:"value"`
-	Tags          []string          `json:"tags"`
-	Entities      []string          `json:"entities"`
-	EntityTypes   map[string]string `json:"entity_types,omitempty"`
-	Relations     []events.Relation `json:"relations,omitempty"`
-	ContentSHA256 string            `json:"content_sha256,omitempty"`
+	UserID        string             `json:"user_id,omitempty"`
+	Shared        *memrow.Provenance `json:"shared,omitempty"` // a promoted row's source, which names its user
+	Value         json.RawMessage    `json:"value"`
+	Tags          []string           `json:"tags"`
+	Entities      []string           `json:"entities"`
+	EntityTypes   map[string]string  `json:"entity_types,omitempty"`
+	Relations     []events.Relation  `json:"relations,omitempty"`
+	ContentSHA256 string             `json:"content_sha256,omitempty"`
 }
 
 // AtRest is how memory_current and memory_revisions keep a row (the commit writes
@@ -39,14 +42,17 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rowText{Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+	if err := enc.Encode(rowText{UserID: row.UserID, Shared: row.Shared, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations, ContentSHA256: row.ContentSHA256}); err != nil {
 		return nil, nil, fmt.Errorf("encode the row's text: %w", err)
 	}
 	text := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	bare := *row
 	bare.Value, bare.Tags, bare.Entities, bare.EntityTypes, bare.Relations = nil, nil, nil, nil, nil
-	bare.ContentSHA256 = ""
+	bare.ContentSHA256, bare.Shared = "", nil
+	if bare.UserID != memrow.DefaultIdentity {
+		bare.UserID = ""
+	}
 	if payload, err = json.Marshal(&bare); err != nil {
 		return nil, nil, fmt.Errorf("encode the row: %w", err)
 	}
@@ -70,5 +76,11 @@ func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 	}
 	row.Value, row.Tags, row.Entities, row.EntityTypes, row.Relations = t.Value, t.Tags, t.Entities, t.EntityTypes, t.Relations
 	row.ContentSHA256 = t.ContentSHA256
+	if t.UserID != "" { // a row sealed before migration 155 keeps its user in its JSON
+		row.UserID = t.UserID
+	}
+	if t.Shared != nil {
+		row.Shared = t.Shared
+	}
 	return nil
 }

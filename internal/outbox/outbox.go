@@ -84,7 +84,7 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 // readPendingSQL reads a row queued by reference with its revision's journal row and
 // data key (Journal), by their primary keys.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
-			o.vectors, r.memory_key, r.user_id, r.sealed, k.data_key
+			o.vectors, r.memory_key, loom.user_name(r.org, r.user_id), r.sealed, k.data_key
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq

@@ -197,7 +197,7 @@ func ResolveFences(ctx context.Context, q Querier, fences []*erasure.Fence) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, `SELECT l.org, l.id::text, coalesce(l.scope->>'user_id', '')
+	rows, err := q.Query(ctx, `SELECT l.org, l.id::text, loom.ledger_user(l.org, l.scope)
 		FROM loom.erasure_ledger l
 		JOIN unnest($1::text[], $2::text[]) AS b(org, id) ON l.org = b.org AND l.id::text = b.id`, orgs, ids)
 	if err != nil {

@@ -179,8 +179,8 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	}
 
 	// A row the pass has not reached: the erasure takes it, its text with it.
-	exec(`UPDATE loom.memory_current SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = 'ann'`, org, ns)
-	exec(`UPDATE loom.memory_revisions SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = 'ann'`, org, ns)
+	exec(`UPDATE loom.memory_current SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
+	exec(`UPDATE loom.memory_revisions SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
 	_, commandURL, _ := env.Serve(t, []string{"command"}, nil)
 	testenv.NewClient(commandURL, token).Erase(t, map[string]any{"user_id": "ann", "namespace": ns})
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
@@ -190,7 +190,7 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	if got := read("k1", "ben"); got != values["k1"] {
 		t.Fatalf("another user's row reads %q after the erasure", got)
 	}
-	if users := testenv.PGStrings(t, pool, `SELECT user_id FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns); fmt.Sprint(users) != "[ben]" {
+	if users := testenv.PGStrings(t, pool, `SELECT loom.user_name(org, user_id) FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns); fmt.Sprint(users) != "[ben]" {
 		t.Fatalf("after ann's erasure the namespace's content hash keys are %v, want ben's", users)
 	}
 }

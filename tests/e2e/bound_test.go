@@ -90,11 +90,11 @@ func newBoundWorld(t *testing.T, n *app.Process, url string) (*boundWorld, *test
 func (w *boundWorld) state(t *testing.T) string {
 	t.Helper()
 	return strings.Join(testenv.PGStrings(t, w.pool, `
-		SELECT 'row '||namespace||'/'||memory_key||' v'||version||' '||content_sha256 FROM loom.memory_current WHERE org = $1 AND user_id = 'bob'
+		SELECT 'row '||namespace||'/'||memory_key||' v'||version||' '||content_sha256 FROM loom.memory_current WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
 		UNION ALL SELECT 'policy '||namespace||' '||config::text||' '||updated_at::text FROM loom.namespaces WHERE org = $1
 		UNION ALL SELECT 'blacklist '||namespace||' '||pattern FROM loom.blacklist WHERE org = $1
-		UNION ALL SELECT 'turn '||namespace||' '||turn_id::text FROM loom.memory_evidence WHERE org = $1 AND user_id = 'bob'
-		UNION ALL SELECT 'erasure '||id FROM loom.erasure_ledger WHERE org = $1 AND scope->>'user_id' IS DISTINCT FROM 'alice'`, w.org), "\n")
+		UNION ALL SELECT 'turn '||namespace||' '||turn_id::text FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
+		UNION ALL SELECT 'erasure '||id FROM loom.erasure_ledger WHERE org = $1 AND loom.ledger_user(org, scope) IS DISTINCT FROM 'alice'`, w.org), "\n")
 }
 
 // probe is one request of the walk and the statuses it may answer.
@@ -591,7 +591,7 @@ func TestUserBoundAdminErasesOnlyItsUser(t *testing.T) {
 	if r := admin.Do(t, http.MethodGet, "/v1/erasures/"+view["id"].(string), nil); r.Status != http.StatusOK {
 		t.Errorf("alice's erasure read by the org's admin: %d %s", r.Status, r.Body)
 	}
-	if n := testenv.Int(t, w.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND user_id = 'alice'`, w.org); n != 0 {
+	if n := testenv.Int(t, w.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND user_id = loom.user_ref(org, 'alice')`, w.org); n != 0 {
 		t.Errorf("alice's erasure left %d of her rows", n)
 	}
 }

@@ -65,7 +65,7 @@ func TestErasureLeavesNothingInPackSearchOrAReplay(t *testing.T) {
 	e := newConversationEnv(t)
 	s1, _ := e.aliceConversation()
 	keepDigest(t, e, "alice", "s1", s1.TurnIDs[3], "Alice works night shifts as a nurse at Santa Maria hospital")
-	bobTurns := testenv.PGStrings(t, env.PG(t), `SELECT turn_id::text FROM loom.memory_evidence WHERE org = $1 AND namespace = $2 AND user_id = 'bob'`, e.org, e.ns)
+	bobTurns := testenv.PGStrings(t, env.PG(t), `SELECT turn_id::text FROM loom.memory_evidence WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'bob')`, e.org, e.ns)
 	keepDigest(t, e, "bob", "b1", bobTurns[0], "Bob says his greyhound Rocket hates the beach")
 	if r := e.c.Put(t, e.ns, "hobby", map[string]any{"value": "bob keeps bees on his roof", "user_id": "bob"}); r.Status != http.StatusOK {
 		t.Fatalf("bob's fact: %d %s", r.Status, r.Body)

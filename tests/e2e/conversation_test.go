@@ -218,7 +218,7 @@ func TestErasureRemovesTheConversationRecord(t *testing.T) {
 	e.aliceConversation()
 	pool := env.PG(t)
 	count := func(table, user string) string {
-		return strings.Join(testenv.PGStrings(t, pool, `SELECT count(*)::text FROM loom.`+table+` WHERE org = $1 AND namespace = $2 AND user_id = $3`,
+		return strings.Join(testenv.PGStrings(t, pool, `SELECT count(*)::text FROM loom.`+table+` WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref($1, $3)`,
 			e.org, e.ns, user), "")
 	}
 	if count("memory_evidence", "alice") != "9" || count("memory_belief_sources", "alice") != "2" {

@@ -35,11 +35,12 @@ import (
 // guesses would confirm. And the data keys that seal it are stored wrapped: no file of
 // Postgres holds one as it opens anything.
 //
-// Postgres is checked for the value and its plain hashes: the key and the user id are
-// plain columns of loom.memory_current and loom.memory_revisions (their unique keys and
-// filters), and the erasure's own ledger names the user it erased (docs/architecture.md,
-// "Erasure at rest" and "What erasure leaves"); the stored content hashes are keyed
-// under the scope's key, which the erasure destroys.
+// Postgres is checked for the value, its plain hashes and the user id (every column
+// names the user by reference, the id only in sealed text: migration 155), not for the
+// key, which is still a plain column of loom.memory_current and loom.memory_revisions
+// (their unique keys and filters; docs/architecture.md, "What erasure leaves", a later
+// unit); the stored content hashes are keyed under the scope's key, which the erasure
+// destroys.
 func TestErasureLeavesNothingAtRest(t *testing.T) {
 	srv := llmtest.New(t)
 	requests := env.CreateTopic(t, nil)
@@ -139,6 +140,11 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", pgRelations(t, pool, found))
+	}
+	// The user id: every column that names a user holds its reference (events.UserRef),
+	// the clear id only sealed text (migration 155), and the ledger the reference too.
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), user); len(found) > 0 {
+		t.Errorf("Postgres files still hold the erased user id: %v", pgRelations(t, pool, found))
 	}
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced

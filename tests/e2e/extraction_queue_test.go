@@ -283,7 +283,7 @@ func TestErasureReachesAPendingExtraction(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the worker to be handed every record", func() bool {
 		return env.GroupCaughtUp(t, workers.ExtractionGroup, q.topic)
 	})
-	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND user_id = 'alice'`,
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'alice')`,
 		q.org, q.ns); n != 0 {
 		t.Fatalf("%d revisions of alice's after the erasure", n)
 	}

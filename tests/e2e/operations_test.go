@@ -461,7 +461,7 @@ func TestSubjectAccessExport(t *testing.T) {
 		t.Errorf("the export holds\n %s\nalice wrote\n %s", gj, wj)
 	}
 	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.read_audit WHERE org = $1 AND id = $2 AND op = 'erasure.export'
-		AND user_id = 'alice' AND rows = 2 AND sha256 = $3`, org, h.ExportID, end.SHA256); n != 1 {
+		AND user_id = loom.user_ref(org, 'alice') AND rows = 2 AND sha256 = $3`, org, h.ExportID, end.SHA256); n != 1 {
 		t.Errorf("the export's audit row: %d, want 1", n)
 	}
 }

@@ -224,7 +224,7 @@ func TestErasureRemovesTheChunks(t *testing.T) {
 	e.aliceConversation()
 	pool := env.PG(t)
 	count := func(table, user string) int64 {
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.`+table+` WHERE org = $1 AND namespace = $2 AND user_id = $3`, e.org, e.ns, user)
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.`+table+` WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref($1, $3)`, e.org, e.ns, user)
 	}
 	chunks, links := count("memory_chunks", "alice"), count("memory_chunk_sources", "alice")
 	if chunks == 0 || links != 9 {

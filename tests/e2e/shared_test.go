@@ -91,10 +91,10 @@ func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
 	// projection (the shared row's history).
 	pg := env.PG(t)
 	if got := testenv.PGStrings(t, pg, `SELECT (sealed IS NOT NULL)::text FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND user_id = '_shared' AND memory_key = 'staging_db'`, org, ns); len(got) != 1 || got[0] != "true" {
+		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared') AND memory_key = 'staging_db'`, org, ns); len(got) != 1 || got[0] != "true" {
 		t.Fatalf("the promoted revision in the journal (sealed?): %v", got)
 	}
-	if got := testenv.PGStrings(t, pg, `SELECT source_user_id FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = 'staging_db' AND demoted_at IS NULL`,
+	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = 'staging_db' AND demoted_at IS NULL`,
 		org, ns); len(got) != 1 || got[0] != "alice" {
 		t.Fatalf("loom.shared's record of the promotion: %v", got)
 	}
@@ -175,7 +175,7 @@ func TestCrossPromotionAndBackAndTheNamespaceErasureTakesTheCopies(t *testing.T)
 		t.Fatalf("the copy in %s after the erasure: %d %s", other, r.Status, r.Body)
 	}
 	pg := env.PG(t)
-	if got := testenv.PGStrings(t, pg, `SELECT version::text FROM loom.memory_revisions WHERE namespace = $1 AND user_id = '_shared'
+	if got := testenv.PGStrings(t, pg, `SELECT version::text FROM loom.memory_revisions WHERE namespace = $1 AND user_id = loom.user_ref(org, '_shared')
 		AND memory_key = 'freeze' AND sealed IS NOT NULL AND NOT coalesce((row->>'redacted')::boolean, false)`, other); len(got) != 0 {
 		t.Fatalf("the copy's versions keep their text in the journal: %v", got)
 	}
@@ -207,7 +207,7 @@ func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
 	state := func() string {
 		t.Helper()
 		s := testenv.PGStrings(t, env.PG(t), `SELECT decided_by || ' ' || array_to_string(supersedes, ',') || ' ' || (retired_at IS NOT NULL)::text
-			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = 'db_choice' AND user_id = 'alice'`, org, ns)
+			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = 'db_choice' AND user_id = loom.user_ref(org, 'alice')`, org, ns)
 		return strings.Join(s, "|")
 	}
 	if s := state(); s != "architecture review db_choice_2023 false" {
