@@ -127,14 +127,7 @@ func TestExtractScenarioReportsRoundTrips(t *testing.T) {
 	})
 	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = provider.URL, bench.ScriptedModel })
 	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "bench"}), Org: "bench",
-		OpenPeer: func(_ context.Context, cfg config.Config, trips *bench.RoundTrips) (string, func(), error) {
-			var opts []app.Option
-			if trips != nil {
-				opts = append(opts, app.WithPGTracer(trips))
-			}
-			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
-			return url, stop, nil
-		}}
+		OpenPeer: openPeer(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, target, bench.Options{Scenarios: []string{"extract"}, Duration: time.Millisecond})
@@ -242,5 +235,18 @@ func TestSetScenarioReportsRoundTripsAndCPUPerWrite(t *testing.T) {
 		if !hasRow(rep.Scenarios[0], ns, "CPU ms/write, loomd") {
 			t.Errorf("%s: no CPU per write of loomd: %+v", ns, rep.Scenarios[0].Rows)
 		}
+	}
+}
+
+// openPeer opens a second process of the test's stores for a scenario (bench.Target's
+// OpenPeer), its Postgres round trips counted in trips when given.
+func openPeer(t *testing.T) func(context.Context, config.Config, *bench.RoundTrips) (string, func(), error) {
+	return func(_ context.Context, cfg config.Config, trips *bench.RoundTrips) (string, func(), error) {
+		var opts []app.Option
+		if trips != nil {
+			opts = append(opts, app.WithPGTracer(trips))
+		}
+		url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
+		return url, stop, nil
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
@@ -23,14 +22,7 @@ func TestPassesScenarioComparesSetWithAndWithoutThePasses(t *testing.T) {
 	})
 	target := bench.Target{Process: n, URL: url, Token: env.Token(t, n, auth.NewToken{Org: "benchpasses"}), Org: "benchpasses",
 		// The scenario runs the passes in a second process on the same stores, as loomd bench does.
-		OpenPeer: func(_ context.Context, cfg config.Config, trips *bench.RoundTrips) (string, func(), error) {
-			var opts []app.Option
-			if trips != nil {
-				opts = append(opts, app.WithPGTracer(trips))
-			}
-			url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
-			return url, stop, nil
-		}}
+		OpenPeer: openPeer(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
