@@ -156,15 +156,17 @@ func scanSagaClaim(r pgx.CollectableRow) (sagaClaim, error) {
 	return c, err
 }
 
-// claimStoppedSagas takes over, in tx, up to 10 running sagas whose lease lapsed, each
-// under its next attempt and a new lease; a saga another process is taking is skipped.
+// claimStoppedSagas takes over, in tx, up to 10 running sagas whose lease lapsed and
+// that have runs left, each under its next attempt and a new lease; a saga another
+// process is taking is skipped. A saga out of runs is failAbandonedSagas's even when its
+// lease lapsed between the two statements.
 func (s *Service) claimStoppedSagas(ctx context.Context, tx pgx.Tx) ([]sagaClaim, error) {
 	rows, err := tx.Query(ctx, `UPDATE loom.erasure_ledger l SET attempts = l.attempts + 1,
 			lease_until = now() + $1::interval, updated_at = now()
-		FROM (SELECT org, id FROM loom.erasure_ledger WHERE status = 'running' AND lease_until < now()
+		FROM (SELECT org, id FROM loom.erasure_ledger WHERE status = 'running' AND lease_until < now() AND attempts < $2
 			ORDER BY lease_until LIMIT 10 FOR UPDATE SKIP LOCKED) due
 		WHERE l.org = due.org AND l.id = due.id
-		RETURNING l.org, l.id::text, l.attempts`, s.cfg.Erasure.Lease.String())
+		RETURNING l.org, l.id::text, l.attempts`, s.cfg.Erasure.Lease.String(), s.cfg.Erasure.MaxAttempts)
 	if err != nil {
 		return nil, err
 	}
