@@ -101,6 +101,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
 	peerSizes := fs.String("peer-sizes", joinInts(def.PeerSizes), "memories at which the peers scenario searches Loom, mem0 and chromem-go, comma separated (it adds up to the largest)")
 	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
+	passes := fs.String("passes", "", "the passes scenario's single-pass cases, comma separated (default: every pass; the case with all of them at once always runs)")
 	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
@@ -117,6 +118,9 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	}
 	if opts.PeerSizes, err = parseInts(*peerSizes); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --peer-sizes: %w", err)}
+	}
+	if *passes != "" {
+		opts.Passes = strings.Split(*passes, ",")
 	}
 	if opts.SearchSizes, err = parseInts(*searchSizes); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --search-sizes: %w", err)}

@@ -53,6 +53,10 @@ type Options struct {
 	// KnowledgeDocs is how many documents the knowledge scenario ingests and searches
 	// (a fifth each of text, Markdown, HTML, CSV and PDF; about 3.6 chunks each).
 	KnowledgeDocs int
+	// Passes names the passes scenario's single-pass cases (busyPasses' names); empty
+	// measures each of them. The case with every pass at once always runs, and enables
+	// every pass, the unnamed ones too.
+	Passes []string
 	// Conversations is the path of the conversation corpus the conversations scenario
 	// loads and asks (tests/quality/conversations.json; relative to the working directory).
 	Conversations string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -88,6 +89,34 @@ var busyPasses = []passCase{
 
 func busyPass(p *config.Pass) { p.Enabled, p.Interval = true, passInterval }
 
+// passCases are the single-pass cases named (every one when names is empty), then the
+// case with every pass at once: "every pass above" when each single pass was measured,
+// "every pass" when only some were.
+func passCases(names []string) ([]passCase, error) {
+	all := passCase{name: "every pass above", enable: func(w *config.Workers) {
+		for _, c := range busyPasses {
+			c.enable(w)
+		}
+	}}
+	if len(names) == 0 {
+		return append(append([]passCase{}, busyPasses...), all), nil
+	}
+	var out []passCase
+	for _, name := range names {
+		i := slices.IndexFunc(busyPasses, func(c passCase) bool { return c.name == name })
+		if i < 0 {
+			known := make([]string, len(busyPasses))
+			for j, c := range busyPasses {
+				known[j] = c.name
+			}
+			return nil, fmt.Errorf("the passes scenario has no pass %q (it has %s)", name, strings.Join(known, ", "))
+		}
+		out = append(out, busyPasses[i])
+	}
+	all.name = "every pass"
+	return append(out, all), nil
+}
+
 // passes measures memory.set's and memory.search's latency while each background pass
 // runs continuously in a second process on the same stores, then all of them at once,
 // against both with that process running no pass, in the same run (issue 32's target:
@@ -111,14 +140,13 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	defer cleanup()
-	all := passCase{name: "every pass above", enable: func(w *config.Workers) {
-		for _, c := range busyPasses {
-			c.enable(w)
-		}
-	}}
+	cases, err := passCases(r.opts.Passes)
+	if err != nil {
+		return nil, err
+	}
 	for _, conc := range r.levels(8) {
 		f.conc = conc
-		if err := r.passLevel(ctx, res, f, append(append([]passCase{}, busyPasses...), all)); err != nil {
+		if err := r.passLevel(ctx, res, f, cases); err != nil {
 			return nil, err
 		}
 	}
