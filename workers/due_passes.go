@@ -141,11 +141,7 @@ func (s *Service) dueNamespacePass(ctx context.Context, worker string, batch int
 		var later errNotYet
 		switch {
 		case err == nil:
-			for _, it := range d.items {
-				if s.stamp(ctx, it, outcome, nil) == judgeDone {
-					res.done++
-				}
-			}
+			res.done += s.stampAll(ctx, d.items, outcome)
 		case errors.As(err, &later):
 			s.giveBackAll(d.items, later.after, false)
 		case errors.Is(err, errOrgErasing):
@@ -164,10 +160,35 @@ func (s *Service) dueNamespacePass(ctx context.Context, worker string, batch int
 	return res
 }
 
+// giveBackAll releases a namespace's items after the pass that held them, in one
+// statement (releaseWorkAll).
 func (s *Service) giveBackAll(items []workItem, delay time.Duration, attempt bool) {
-	for _, it := range items {
-		s.giveBack(it, delay, attempt)
+	if err := s.releaseWorkAll(context.Background(), items, delay, attempt); err != nil {
+		s.log.Warn("worker: giving items back failed; their leases will lapse", "worker", items[0].worker, "err", err)
 	}
+}
+
+// stampAll finishes a namespace's items, as stamp does each, in one statement, and
+// answers how many it stamped; the rest (an erasure of their org runs) stay owed, given
+// back due soon.
+func (s *Service) stampAll(ctx context.Context, items []workItem, outcome string) int {
+	if len(items) == 0 {
+		return 0
+	}
+	stamped, err := s.finishWorkAll(context.WithoutCancel(ctx), items, outcome)
+	if err != nil {
+		s.log.Warn("worker: stamping items failed; they stay owed", "worker", items[0].worker, "err", err)
+	}
+	var rest []workItem
+	for _, it := range items {
+		if !stamped[it.key()] {
+			rest = append(rest, it)
+		}
+	}
+	if len(rest) > 0 {
+		s.giveBackAll(rest, s.soon(items[0].worker), false)
+	}
+	return len(items) - len(rest)
 }
 
 // projected answers errNotYet until the projection holds the namespace's records up

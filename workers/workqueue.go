@@ -165,6 +165,76 @@ func (s *Service) releaseWork(ctx context.Context, it workItem, delay time.Durat
 	return nil
 }
 
+// releaseWorkAll gives items back as releaseWork does, in one statement: a namespace
+// pass gives back all of a namespace's items at once (due_passes.go), and one round trip
+// and one commit for the batch, not one per item, is what a write into a namespace whose
+// projection is behind costs the pass.
+func (s *Service) releaseWorkAll(ctx context.Context, items []workItem, delay time.Duration, attempt bool) error {
+	if len(items) == 0 {
+		return nil
+	}
+	inc := 0
+	if attempt {
+		inc = 1
+	}
+	workers, orgs, nss, ids, versions := itemKeys(items)
+	_, err := s.pool.Exec(ctx, `UPDATE loom.worker_items w SET lease_until = NULL, next_at = now() + $6::interval, attempts = w.attempts + $7
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[]) AS i(wk, o, ns, id, v)
+		WHERE w.worker = i.wk AND w.org = i.o AND w.namespace = i.ns AND w.memory_id = i.id AND w.version = i.v AND w.state = 'owed'`,
+		workers, orgs, nss, ids, versions, delay.String(), inc)
+	if err != nil {
+		return fmt.Errorf("give back the %s's items: %w", items[0].worker, err)
+	}
+	return nil
+}
+
+// finishWorkAll stamps items done with one outcome and no detail, as finishWork does, in
+// one statement, and answers which of them it stamped (an item left out stays owed: its
+// org's erasure runs, or it is no longer owed).
+func (s *Service) finishWorkAll(ctx context.Context, items []workItem, outcome string) (map[workKey]bool, error) {
+	workers, orgs, nss, ids, versions := itemKeys(items)
+	rows, err := s.pool.Query(ctx, `UPDATE loom.worker_items w SET state = 'done', outcome = $6, detail = 'null', done_at = now(), lease_until = NULL,
+			attempts = w.attempts + CASE WHEN $6 = 'errored' THEN 1 ELSE 0 END
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[]) AS i(wk, o, ns, id, v)
+		WHERE w.worker = i.wk AND w.org = i.o AND w.namespace = i.ns AND w.memory_id = i.id AND w.version = i.v AND w.state = 'owed'
+		  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
+		RETURNING w.worker, w.org, w.namespace, w.memory_id::text, w.version`,
+		workers, orgs, nss, ids, versions, outcome)
+	if err != nil {
+		return nil, fmt.Errorf("stamp the %s's items: %w", items[0].worker, err)
+	}
+	stamped := map[workKey]bool{}
+	var k workKey
+	_, err = pgx.ForEachRow(rows, []any{&k.worker, &k.org, &k.namespace, &k.memoryID, &k.version}, func() error {
+		stamped[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stamp the %s's items: %w", items[0].worker, err)
+	}
+	return stamped, nil
+}
+
+// workKey is an item's key in loom.worker_items.
+type workKey struct {
+	worker, org, namespace, memoryID string
+	version                          int64
+}
+
+func (it workItem) key() workKey {
+	return workKey{it.worker, it.org, it.namespace, it.memoryID, it.version}
+}
+
+// itemKeys is the items' keys as the columns' arrays.
+func itemKeys(items []workItem) (workers, orgs, nss, ids []string, versions []int64) {
+	n := len(items)
+	workers, orgs, nss, ids, versions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, it := range items {
+		workers[i], orgs[i], nss[i], ids[i], versions[i] = it.worker, it.org, it.namespace, it.memoryID, it.version
+	}
+	return workers, orgs, nss, ids, versions
+}
+
 // finishWork stamps an item done with its outcome, unless an erasure of its org is running
 // (then the item stays owed and finish reports false): nothing is written in an org
 // under erasure, the stamp included.
