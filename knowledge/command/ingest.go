@@ -32,6 +32,9 @@ const (
 // it (content as text, or any bytes in content_base64).
 type IngestRequest struct {
 	Documents []DocumentInput `json:"documents"`
+	// UserID is the user the job's documents are written for (absent: the
+	// namespace's); a token bound to a user writes for that user (user.go).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // IngestAnswer is what knowledge.ingest and knowledge.ingest_cancel answer: the job
@@ -73,6 +76,10 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	case len(req.Documents) > MaxIngestFiles:
 		return nil, httperr.Validation("documents", fmt.Sprintf("at most %d documents a job", MaxIngestFiles))
 	}
+	user, err := documentUser(p, "user_id", req.UserID)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]int{}
 	key, err := events.NewDataKey()
 	if err != nil {
@@ -96,6 +103,9 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 		}
 		if in.ExpectedVersion != nil {
 			return nil, httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
+		}
+		if in.UserID != "" {
+			return nil, httperr.Validation(field+"user_id", "a job's documents are written for one user: give user_id on the request, not on a document")
 		}
 		body, err := in.body(field)
 		if err != nil {
@@ -133,13 +143,18 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 			return nil, fmt.Errorf("wrap the job's key: %w", err)
 		}
 	}
+	if user != "" {
+		if _, err := s.refs.Key(ctx, p.Org); err != nil {
+			return nil, httperr.Store("reading the org's user reference key", err)
+		}
+	}
 	ans := &IngestAnswer{IngestionID: uuid.NewString(), State: store.JobPending, Total: len(files), Bytes: total}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		gen, err := generations.Read(ctx, tx, p.Org, ns)
 		if err != nil {
 			return fmt.Errorf("read the namespace's generation: %w", err)
 		}
-		if err := store.InsertJob(ctx, tx, store.JobKey{Org: p.Org, Namespace: ns, ID: ans.IngestionID}, gen, p.Actor(), wrapped, files); err != nil {
+		if err := store.InsertJob(ctx, tx, store.JobKey{Org: p.Org, Namespace: ns, ID: ans.IngestionID}, gen, p.Actor(), user, wrapped, files); err != nil {
 			return err
 		}
 		return idempotency.MarkDone(ctx, tx, hold, ans)
@@ -163,6 +178,16 @@ func (s *Service) ingestCancel(ctx context.Context, p auth.Principal, ns, id str
 	}
 	if err := CheckIngestionID(id); err != nil {
 		return nil, err
+	}
+	// Another user's job is absent to a token bound to a user.
+	if p.ReadUserID != "" {
+		j, err := store.ReadJob(ctx, s.pool, store.JobKey{Org: p.Org, Namespace: ns, ID: id})
+		switch {
+		case errors.Is(err, store.ErrNoJob) || (err == nil && !sees(p, j.UserID)):
+			return nil, noJob(id)
+		case err != nil:
+			return nil, httperr.Store("reading the ingestion job", err)
+		}
 	}
 	var ans *IngestAnswer
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
