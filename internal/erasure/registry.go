@@ -276,7 +276,7 @@ const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.
 // pg_knowledge.delete takes it: every document of a namespace's (or its org's)
 // erasure; a user's erasure takes the documents written for the user (their user_id,
 // the user's reference, migration 157), and leaves the namespace's, which no user
-// owns ('').
+// owns (its user_id is empty).
 const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
