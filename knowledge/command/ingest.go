@@ -15,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/idempotency"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/rowseal"
 	"github.com/loomplane/loom/knowledge/parse"
@@ -104,7 +105,7 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 		if in.ExpectedVersion != nil {
 			return nil, httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
 		}
-		if in.UserID != "" {
+		if in.UserID != "" && in.UserID != memrow.DefaultIdentity {
 			return nil, httperr.Validation(field+"user_id", "a job's documents are written for one user: give user_id on the request, not on a document")
 		}
 		body, err := in.body(field)
