@@ -269,3 +269,39 @@ func TestKnowledgeAUsersErasureAcrossTheOrgFindsItsDocuments(t *testing.T) {
 		t.Errorf("search after carol's erasure: %v", got)
 	}
 }
+
+// A job writes its documents for its user: a file whose source is another user's or
+// the namespace's fails with the write's refusal, and the job goes on.
+func TestKnowledgeAnIngestionKeepsEachSourcesUser(t *testing.T) {
+	n, url := env.API(t, nil)
+	org, ns := testenv.Unique(t, "org"), testenv.Unique(t, "ku")
+	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	bob := boundClient(t, n, url, org, "bob")
+	kadd(t, admin, ns, map[string]any{"source_uri": "handbook.txt", "content": "The namespace's tapir handbook."})
+	r := bob.Do(t, http.MethodPost, kpath(ns, "/ingestions"), kjson(t, map[string]any{"documents": []map[string]any{
+		{"source_uri": "handbook.txt", "content": "Bob's tapir handbook."}, {"source_uri": "bob-new.txt", "content": "Bob's tapir."}}}))
+	if r.Status != http.StatusOK {
+		t.Fatalf("bob's ingestion: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON(t)["ingestion_id"].(string)
+	run, err := n.Knowledge.ClaimIngestOf(context.Background(), org, "worker-k", time.Minute)
+	if err != nil || run == nil || run.Job().ID != id {
+		t.Fatalf("claim bob's job: %v %v", run, err)
+	}
+	if err := run.Run(context.Background()); err != nil {
+		t.Fatalf("run bob's job: %v", err)
+	}
+	st := ingestStatus(t, bob, ns, id)
+	if st["user_id"] != "bob" || st["written"] != float64(1) || st["failed"] != float64(1) {
+		t.Fatalf("bob's job: %v", st)
+	}
+	if f := st["files"].([]any)[0].(map[string]any); f["state"] != "failed" || f["error_code"] != "PRECONDITION_FAILED" {
+		t.Errorf("the file over the namespace's handbook: %v", f)
+	}
+	if d := kget(t, admin, ns, "handbook.txt").JSON(t); d["content"] != "The namespace's tapir handbook." || d["user_id"] != nil {
+		t.Errorf("the namespace's handbook after bob's job: %v", d)
+	}
+	if d := kget(t, bob, ns, "bob-new.txt").JSON(t); d["user_id"] != "bob" {
+		t.Errorf("bob's new document: %v", d)
+	}
+}
