@@ -126,6 +126,24 @@ func postgresContent() []Table {
 			// Requests committed below the fence: the namespace's generation, read under its
 			// row lock, is what a request recorded when it committed.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
+		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
+			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
+			Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
+			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_chunks", Class: Counted,
+			Why:   "verbatim chunks cut from the conversation's turns: sealed text and the data key that opens it",
+			Scope: rowScope},
+		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
+			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
+	}, append(append(knowledgeTables(), learningsTables()...), userNames)...)
+}
+
+// knowledgeTables are the knowledge plane's tables (knowledge/, migrations 070, 110,
+// 132, 157): a namespace's erasure takes every row, a user's those of the documents
+// and jobs written for the user (documentScope).
+func knowledgeTables() []Table {
+	return []Table{
 		{Store: Postgres, Name: "loom.knowledge_heads", Class: Counted,
 			Why: "the head of every knowledge source: its sealed text, title and outline (a user's documents go with the user, the namespace's with the namespace)", Scope: documentScope},
 		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
@@ -140,17 +158,7 @@ func postgresContent() []Table {
 		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
 			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a user's go with the user, as its documents)",
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.gen < p.fence`},
-		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
-			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
-			Scope: rowScope},
-		{Store: Postgres, Name: "loom.memory_belief_sources", Class: Counted,
-			Why: "which turns each memory version was drawn from: memory ids and turn ids of the scope's conversations", Scope: rowScope},
-		{Store: Postgres, Name: "loom.memory_chunks", Class: Counted,
-			Why:   "verbatim chunks cut from the conversation's turns: sealed text and the data key that opens it",
-			Scope: rowScope},
-		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
-			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
-	}, append(learningsTables(), userNames)...)
+	}
 }
 
 // userNames is loom.user_names (migration 155): each user's id, sealed, for the reads

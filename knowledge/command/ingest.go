@@ -91,7 +91,7 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	for i := range req.Documents {
 		in := &req.Documents[i]
 		field := fmt.Sprintf("documents[%d].", i)
-		if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
+		if err := checkJobDocument(field, in); err != nil {
 			return nil, err
 		}
 		if j, dup := seen[in.SourceURI]; dup {
@@ -99,15 +99,6 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 				fmt.Sprintf("source %q is named twice (documents[%d] and [%d]): a job writes a source once", in.SourceURI, j, i))
 		}
 		seen[in.SourceURI] = i
-		if len(in.Tags) > MaxTags {
-			return nil, httperr.Validation(field+"tags", fmt.Sprintf("at most %d tags", MaxTags))
-		}
-		if in.ExpectedVersion != nil {
-			return nil, httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
-		}
-		if in.UserID != "" && in.UserID != memrow.DefaultIdentity {
-			return nil, httperr.Validation(field+"user_id", "a job's documents are written for one user: give user_id on the request, not on a document")
-		}
 		body, err := in.body(field)
 		if err != nil {
 			return nil, err
@@ -168,6 +159,24 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	}
 	s.wakeIngest()
 	return ans, nil
+}
+
+// checkJobDocument refuses what a job's document may not say: a source URI Postgres
+// cannot key, too many tags, an expected version (a job writes over the head it
+// finds), a user of its own (a job's documents are its user's).
+func checkJobDocument(field string, in *DocumentInput) error {
+	if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
+		return err
+	}
+	switch {
+	case len(in.Tags) > MaxTags:
+		return httperr.Validation(field+"tags", fmt.Sprintf("at most %d tags", MaxTags))
+	case in.ExpectedVersion != nil:
+		return httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
+	case in.UserID != "" && in.UserID != memrow.DefaultIdentity:
+		return httperr.Validation(field+"user_id", "a job's documents are written for one user: give user_id on the request, not on a document")
+	}
+	return nil
 }
 
 // ingestCancel is knowledge.ingest_cancel: a pending job ends cancelled at once; a
