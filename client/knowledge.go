@@ -26,6 +26,9 @@ type DocumentInput struct {
 	// ExpectedVersion is the head version the writer read (0: none); a head that moved
 	// answers 409 PRECONDITION_FAILED.
 	ExpectedVersion *int64 `json:"expected_version,omitempty"`
+	// UserID is the user the document is written for ("": the namespace's); a token
+	// bound to a user writes for that user.
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Text returns a pointer to s, for DocumentInput.Content.
@@ -44,6 +47,7 @@ type DocumentWritten struct {
 	Deleted     bool   `json:"deleted"`
 	ChunkCount  int    `json:"chunk_count"`
 	Bytes       int64  `json:"bytes"`
+	UserID      string `json:"user_id,omitempty"` // the document's user ("": the namespace's)
 	Unchanged   bool   `json:"unchanged,omitempty"`
 }
 
@@ -64,6 +68,7 @@ type Document struct {
 	ContentBase64 string            `json:"content_base64,omitempty"`
 	Bytes         int64             `json:"bytes"`
 	ChunkCount    int               `json:"chunk_count"`
+	UserID        string            `json:"user_id,omitempty"` // the document's user ("": the namespace's)
 	CreatedAt     time.Time         `json:"created_at"`
 	UpdatedAt     time.Time         `json:"updated_at"`
 }
@@ -79,6 +84,8 @@ type DocumentListOptions struct {
 	Prefix, After  string
 	Limit          int
 	IncludeDeleted bool
+	// UserID lists the namespace's documents and this user's only.
+	UserID string
 }
 
 // KnowledgeSearchRequest is knowledge.search's body.
@@ -92,6 +99,8 @@ type KnowledgeSearchRequest struct {
 	// before these times, each excluded.
 	UpdatedAfter  *time.Time `json:"updated_after,omitempty"`
 	UpdatedBefore *time.Time `json:"updated_before,omitempty"`
+	// UserID searches the namespace's documents and this user's only.
+	UserID string `json:"user_id,omitempty"`
 }
 
 // KnowledgeHit is one chunk knowledge.search answers.
@@ -106,7 +115,8 @@ type KnowledgeHit struct {
 	Title       string    `json:"title"`
 	Format      string    `json:"format"`
 	Tags        []string  `json:"tags"`
-	UpdatedAt   time.Time `json:"updated_at"` // when its version was written
+	UserID      string    `json:"user_id,omitempty"` // the document's user ("": the namespace's)
+	UpdatedAt   time.Time `json:"updated_at"`        // when its version was written
 	Score       float64   `json:"score"`
 	Lexical     float64   `json:"lexical"`
 	Vector      float64   `json:"vector"`
@@ -212,6 +222,9 @@ func (c *Client) ListDocuments(ctx context.Context, ns string, o DocumentListOpt
 	}
 	if o.IncludeDeleted {
 		k.query.Set("include_deleted", "true")
+	}
+	if o.UserID != "" {
+		k.query.Set("user_id", o.UserID)
 	}
 	var l DocumentList
 	return &l, c.into(ctx, k, &l)
@@ -379,6 +392,7 @@ type IngestionStatus struct {
 	CancelledBy       string          `json:"cancelled_by,omitempty"`
 	LeaseUntil        *time.Time      `json:"lease_until,omitempty"`
 	Actor             string          `json:"actor"`
+	UserID            string          `json:"user_id,omitempty"` // the documents' user ("": the namespace's)
 	CreatedAt         time.Time       `json:"created_at"`
 	UpdatedAt         time.Time       `json:"updated_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
@@ -393,8 +407,17 @@ func (s *IngestionStatus) Ended() bool {
 // Ingest submits an ingestion job of docs (knowledge.ingest); the workers role writes
 // them, each as a knowledge.upsert. Follow it with IngestStatus.
 func (c *Client) Ingest(ctx context.Context, ns string, docs []DocumentInput, opts ...CallOption) (*IngestionJob, error) {
+	return c.IngestFor(ctx, ns, "", docs, opts...)
+}
+
+// IngestFor is Ingest of documents written for userID ("": the namespace's).
+func (c *Client) IngestFor(ctx context.Context, ns, userID string, docs []DocumentInput, opts ...CallOption) (*IngestionJob, error) {
 	k := c.newCall(http.MethodPost, knowledgePath(ns, "/ingestions"), opts)
-	k.body = map[string]any{"documents": docs}
+	body := map[string]any{"documents": docs}
+	if userID != "" {
+		body["user_id"] = userID
+	}
+	k.body = body
 	k.write = true
 	var a IngestionJob
 	return &a, c.into(ctx, k, &a)

@@ -101,16 +101,17 @@ func (s *Service) erasureNamespaces(ctx context.Context, tx pgx.Tx, sg *erasureS
 	}
 	if sg.Scope.Kind == scopeUserInOrg {
 		// Each table's owner reads its part, in one round trip; the set is their union.
-		var journal, current, requests, turns []string
+		var journal, current, requests, turns, documents []string
 		b := &pgx.Batch{}
 		queueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &journal)
+		queueKnowledgeNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &documents)
 		heads.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &current)
 		extractqueue.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &requests)
 		evidence.QueueNamespacesOfUser(b, sg.Org, sg.Scope.UserID, &turns)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("find the user's namespaces: %w", err)
 		}
-		for _, found := range [][]string{journal, current, requests, turns} {
+		for _, found := range [][]string{journal, current, requests, turns, documents} {
 			for _, ns := range found {
 				set[ns] = true
 			}

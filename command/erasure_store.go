@@ -62,6 +62,21 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 	}
 }
 
+// queueKnowledgeNamespacesOfUser queues the read of the namespaces where the user's
+// knowledge documents or ingestion jobs are (migration 157; a head's user is its
+// revisions', so the revisions find every head), for a user's erasure across the org.
+// Statements over the knowledge tables that erase are the erasure's, here, by the
+// registry's scopes; knowledge/store owns the plane's own.
+func queueKnowledgeNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
+	b.Queue(`SELECT namespace FROM loom.knowledge_revisions WHERE org = $1 AND user_id = loom.user_ref($1, $2)
+		UNION SELECT namespace FROM loom.knowledge_jobs WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+}
+
 // countResidue counts the rows of table in an erasure's scope (scope its predicate,
 // args as erasure.ScopeParams names them).
 func (s *Service) countResidue(ctx context.Context, table, scope string, args []any) (int64, error) {

@@ -27,17 +27,22 @@ func (t Type) IsDocument() bool {
 // Document holds the plain fields of a committed knowledge document revision. The
 // source URI, title, tags, text and chunks are sealed (DocumentContent).
 type Document struct {
-	Op          string    `json:"op"` // e.g. "knowledge.upsert"
-	DocID       string    `json:"doc_id"`
-	Version     int64     `json:"version"`      // wall-clock ns, strictly above PrevVersion
-	PrevVersion int64     `json:"prev_version"` // 0 for a source's first version
-	Format      string    `json:"format"`
-	Deleted     bool      `json:"deleted"`
-	ChunkCount  int       `json:"chunk_count"`
-	Actor       string    `json:"actor"`
-	Bytes       int64     `json:"bytes"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Op          string `json:"op"` // e.g. "knowledge.upsert"
+	DocID       string `json:"doc_id"`
+	Version     int64  `json:"version"`      // wall-clock ns, strictly above PrevVersion
+	PrevVersion int64  `json:"prev_version"` // 0 for a source's first version
+	Format      string `json:"format"`
+	Deleted     bool   `json:"deleted"`
+	ChunkCount  int    `json:"chunk_count"`
+	Actor       string `json:"actor"`
+	// UserRef names the user the document was written for (UserRef of the id, as a
+	// memory revision names its user); absent on a document of the namespace's, which
+	// no user owns. Added within version 2 (additive). A user's erasure removes the
+	// documents naming the user's reference.
+	UserRef   string    `json:"user_ref,omitempty"`
+	Bytes     int64     `json:"bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// EmbeddingModel names the model of the chunks' vectors ("" when none).
 	EmbeddingModel string `json:"embedding_model,omitempty"`
 	EmbeddingDim   int    `json:"embedding_dim"`
@@ -46,7 +51,10 @@ type Document struct {
 // DocumentContent is what a document revision seals: everything that is the
 // document's text or names it.
 type DocumentContent struct {
-	SourceURI   string            `json:"source_uri"`
+	SourceURI string `json:"source_uri"`
+	// UserID is the user the document was written for ("" for the namespace's), in the
+	// clear: Document.UserRef stands for it in the plain fields.
+	UserID      string            `json:"user_id,omitempty"`
 	Title       string            `json:"title"`
 	ContentType string            `json:"content_type,omitempty"`
 	Tags        []string          `json:"tags"`
@@ -100,6 +108,8 @@ func validateDocument(d *Document) error {
 		return fmt.Errorf("version %d is not above prev_version %d", d.Version, d.PrevVersion)
 	case d.ChunkCount < 0 || d.EmbeddingDim < 0 || d.Bytes < 0:
 		return errors.New("chunk_count, embedding_dim and bytes must not be negative")
+	case d.UserRef != "" && !isSHA256Hex(d.UserRef):
+		return fmt.Errorf("user_ref %q is not 64 lowercase hex digits", d.UserRef)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 
 // The knowledge plane's read models: one documents row per document revision, one
 // chunks row per chunk of a revision that wrote content (knowledge/, migration 010).
+// user_id is the document's user in the clear, as memory's tables hold it ("" for a
+// namespace's document), so a user's erasure fence takes the user's rows.
 const (
 	columnsDocuments = `org, namespace, user_id, source_uri, doc_id, version, seq, event_type, op, format, title,
 		content_type, tags, deleted, chunk_count, bytes, actor, created_at, updated_at`
@@ -64,7 +66,7 @@ func insertDocuments(ctx context.Context, conn *ch.Conn, set tableset.Set, rows 
 	if err := send(ctx, conn, set.Qualified("documents"), insertInto(set, "documents", columnsDocuments), func(b driver.Batch) error {
 		for _, r := range rows {
 			d, c := r.env.Document, r.content
-			if err := b.Append(r.env.Org, r.env.Namespace, "", c.SourceURI, d.DocID, uint64(d.Version), uint64(r.env.Seq),
+			if err := b.Append(r.env.Org, r.env.Namespace, c.UserID, c.SourceURI, d.DocID, uint64(d.Version), uint64(r.env.Seq),
 				string(r.env.Type), d.Op, d.Format, c.Title, c.ContentType, nonNil(c.Tags), b2u(d.Deleted), uint32(d.ChunkCount),
 				uint64(d.Bytes), d.Actor, seconds(d.CreatedAt), seconds(d.UpdatedAt)); err != nil {
 				return err
@@ -86,7 +88,7 @@ func insertDocuments(ctx context.Context, conn *ch.Conn, set tableset.Set, rows 
 		for _, r := range rows {
 			d, c := r.env.Document, r.content
 			for _, k := range c.Chunks {
-				if err := b.Append(r.env.Org, r.env.Namespace, "", c.SourceURI, d.DocID, uint64(d.Version), uint64(r.env.Seq),
+				if err := b.Append(r.env.Org, r.env.Namespace, c.UserID, c.SourceURI, d.DocID, uint64(d.Version), uint64(r.env.Seq),
 					uint32(k.Ordinal), k.Kind, nonNil(k.HeadingPath), k.Text, vec.of(k.Embedding), uint16(len(k.Embedding))); err != nil {
 					return fmt.Errorf("chunk %d of %s: %w", k.Ordinal, r.env.ID, err)
 				}

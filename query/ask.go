@@ -171,7 +171,7 @@ func (s *Service) askSearch(ctx context.Context, p auth.Principal, ns string, re
 	if s.knowledge != nil && (req.Knowledge == nil || *req.Knowledge) {
 		// Read through knowledge.search, which fails closed (503 POSTGRES_UNAVAILABLE)
 		// rather than serve a chunk it could not check against its head.
-		if st.knowledge, err = s.knowledge.Knowledge(ctx, p, ns, req.Query, askKnowledgeK); err != nil {
+		if st.knowledge, err = s.knowledge.Knowledge(ctx, p, ns, req.UserID, req.Query, askKnowledgeK); err != nil {
 			return nil, err
 		}
 	}

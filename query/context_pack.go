@@ -392,7 +392,7 @@ func (s *Service) knowledgeLayer(ctx context.Context, p auth.Principal, plan *pa
 		sec.Note = "no query given"
 		return nil
 	}
-	chunks, err := s.knowledge.Knowledge(ctx, p, plan.ns, plan.req.Query, plan.topK)
+	chunks, err := s.knowledge.Knowledge(ctx, p, plan.ns, plan.req.UserID, plan.req.Query, plan.topK)
 	if providerDown(err) {
 		sec.Available, sec.Note = false, "knowledge search unavailable: the embedder is down; retry for the chunks"
 		return nil

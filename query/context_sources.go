@@ -43,9 +43,11 @@ type KnowledgeChunk struct {
 	Ordinal   int    `json:"-"`
 }
 
-// KnowledgeSource finds the k knowledge chunks that answer query.
+// KnowledgeSource finds the k knowledge chunks that answer query, of the documents the
+// token sees; userID (the request's user_id) narrows them to the namespace's and that
+// user's, as knowledge.search's user_id does.
 type KnowledgeSource interface {
-	Knowledge(ctx context.Context, p auth.Principal, ns, query string, k int) ([]KnowledgeChunk, error)
+	Knowledge(ctx context.Context, p auth.Principal, ns, userID, query string, k int) ([]KnowledgeChunk, error)
 }
 
 // WithSessionSource gives context.pack and memory.stack their session layer.

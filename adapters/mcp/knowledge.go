@@ -19,11 +19,13 @@ type knowledgeSearchArgs struct {
 	Tags          []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
 	UpdatedAfter  string   `json:"updated_after,omitempty" jsonschema:"Only documents whose version was written after this time (RFC 3339: 2026-03-01T00:00:00Z)."`
 	UpdatedBefore string   `json:"updated_before,omitempty" jsonschema:"Only documents whose version was written before this time (RFC 3339)."`
+	UserID        string   `json:"user_id,omitempty" jsonschema:"Only the namespace's documents and this user's."`
 }
 
 // request is the search the arguments ask for.
 func (in knowledgeSearchArgs) request() (client.KnowledgeSearchRequest, error) {
-	req := client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags}
+	req := client.KnowledgeSearchRequest{Query: in.Query, Limit: in.Limit, SourcePrefix: in.SourcePrefix, Formats: in.Formats, Tags: in.Tags,
+		UserID: in.UserID}
 	for _, b := range []struct {
 		field, value string
 		into         **time.Time
@@ -48,6 +50,7 @@ type knowledgeAddArgs struct {
 	Title       string            `json:"title,omitempty" jsonschema:"Its title (default: what the document says)."`
 	Tags        []string          `json:"tags,omitempty" jsonschema:"Tags a search can filter on."`
 	Metadata    map[string]string `json:"metadata,omitempty" jsonschema:"Anything else to keep with it."`
+	UserID      string            `json:"user_id,omitempty" jsonschema:"The user the document is about and for. Leave out for a document of the whole namespace (or, with a token bound to one user, that user's)."`
 }
 
 // knowledgeSynthesizeArgs are a search's arguments (the same fields, so the one
@@ -61,6 +64,7 @@ type knowledgeSynthesizeArgs struct {
 	Tags          []string `json:"tags,omitempty" jsonschema:"Only documents carrying every one of these tags."`
 	UpdatedAfter  string   `json:"updated_after,omitempty" jsonschema:"Only documents whose version was written after this time (RFC 3339: 2026-03-01T00:00:00Z)."`
 	UpdatedBefore string   `json:"updated_before,omitempty" jsonschema:"Only documents whose version was written before this time (RFC 3339)."`
+	UserID        string   `json:"user_id,omitempty" jsonschema:"Only the namespace's documents and this user's."`
 }
 
 // addKnowledgeTools registers knowledge_search, knowledge_add and knowledge_synthesize:
@@ -94,7 +98,7 @@ func addKnowledgeTools(s *sdk.Server, c *client.Client) {
 		out: client.DocumentWritten{},
 		run: func(ctx context.Context, c *client.Client, in knowledgeAddArgs) (any, string, error) {
 			a, err := c.AddDocument(ctx, in.Namespace, client.DocumentInput{SourceURI: in.SourceURI, Content: client.Text(in.Content),
-				ContentType: in.ContentType, Title: in.Title, Tags: in.Tags, Metadata: in.Metadata})
+				ContentType: in.ContentType, Title: in.Title, Tags: in.Tags, Metadata: in.Metadata, UserID: in.UserID})
 			if err != nil {
 				return nil, "", err
 			}

@@ -37,7 +37,7 @@ func TestEveryCommandsHelpPrintsItsUsageAndFlags(t *testing.T) {
 		{"projector", nil},
 		{"republish", []string{"from-seq", "namespace", "org", "topic"}},
 		{"audit verify", []string{"org", "namespace"}},
-		{"knowledge ingest", []string{"url", "token-file", "namespace", "prefix", "tags", "no-wait"}},
+		{"knowledge ingest", []string{"url", "token-file", "namespace", "prefix", "tags", "user", "no-wait"}},
 		{"bench", []string{"scenario", "duration", "concurrency", "out", "search-sizes", "get-rows", "bulk-entries", "replay-revisions", "dir"}},
 	} {
 		for _, help := range []string{"--help", "-h"} {

@@ -55,6 +55,7 @@ func runKnowledgeIngest(ctx context.Context, args []string, stdout, stderr io.Wr
 	ns := fset.String("namespace", "", "the namespace to ingest into (required)")
 	prefix := fset.String("prefix", "", "prepended to each document's source URI")
 	tags := fset.String("tags", "", "comma-separated tags for every document")
+	user := fset.String("user", "", "the user the documents are written for (default: the namespace's, every user's)")
 	noWait := fset.Bool("no-wait", false, "submit and print the job ids; do not follow them")
 	fset.SetOutput(io.Discard)
 	if err := fset.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -105,7 +106,7 @@ func runKnowledgeIngest(ctx context.Context, args []string, stdout, stderr io.Wr
 			docs[i] = client.DocumentInput{SourceURI: f.uri, Name: filepath.Base(f.path), Tags: tagList,
 				ContentBase64: base64.StdEncoding.EncodeToString(body)}
 		}
-		job, err := c.Ingest(ctx, *ns, docs)
+		job, err := c.IngestFor(ctx, *ns, *user, docs)
 		if err != nil {
 			return fmt.Errorf("knowledge ingest: submit: %w", err)
 		}

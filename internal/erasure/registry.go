@@ -75,13 +75,14 @@ func postgresContent() []Table {
 			// record names its user by user_ref (envelope version 2: HMAC-SHA256 of the id
 			// under the org's key, as events.UserRef computes it) or, written before, by
 			// user_id (p.user_name).
-			// A knowledge document's record is the namespace's, not a user's: a namespace's
-			// erasure withdraws it.
+			// A knowledge document's record names its user (if any) by user_ref: a
+			// namespace's erasure withdraws every one, a user's those naming the user.
 			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
 				THEN ((convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
 					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_name
 						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = p.user_id))
-					OR (p.user_id = '' AND (convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL)
+					OR ((convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL
+						AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{document,user_ref}' = p.user_id))
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories and documents",
 			// The answers that name a memory or a knowledge document this erasure removed
@@ -125,19 +126,6 @@ func postgresContent() []Table {
 			// Requests committed below the fence: the namespace's generation, read under its
 			// row lock, is what a request recorded when it committed.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
-		{Store: Postgres, Name: "loom.knowledge_heads", Class: Counted,
-			Why: "the head of every knowledge source: its sealed text, title and outline (a namespace's documents; a user's erasure leaves them)", Scope: documentScope},
-		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
-			Why: "the data keys that open a namespace's knowledge records on the topic and seal its heads", Scope: documentScope},
-		{Store: Postgres, Name: "loom.knowledge_datasets", Class: Counted,
-			Why: "the dataset catalog: which tables of a namespace's documents were approved, at which version, by whom, with their column names", Scope: documentScope},
-		{Store: Postgres, Name: "loom.knowledge_job_files", Class: Counted,
-			Why: "knowledge.ingest's files: source URIs and, until each is written, its body sealed under the job's key",
-			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j
-				WHERE j.org = t.org AND j.namespace = t.namespace AND j.ingestion_id = t.ingestion_id AND j.gen < p.fence)`},
-		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
-			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a namespace's, as its documents)",
-			Scope: `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.gen < p.fence`},
 		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
 			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
 			Scope: rowScope},
@@ -148,7 +136,29 @@ func postgresContent() []Table {
 			Scope: rowScope},
 		{Store: Postgres, Name: "loom.memory_chunk_sources", Class: Counted,
 			Why: "which turns each verbatim chunk was cut from: chunk ids and turn ids of the scope's conversations", Scope: rowScope},
-	}, append(learningsTables(), userNames)...)
+	}, append(append(knowledgeTables(), learningsTables()...), userNames)...)
+}
+
+// knowledgeTables are the knowledge plane's tables (knowledge/, migrations 070, 110,
+// 132, 157): a namespace's erasure takes every row, a user's those of the documents
+// and jobs written for the user (documentScope).
+func knowledgeTables() []Table {
+	return []Table{
+		{Store: Postgres, Name: "loom.knowledge_heads", Class: Counted,
+			Why: "the head of every knowledge source: its sealed text, title and outline (a user's documents go with the user, the namespace's with the namespace)", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_revisions", Class: Counted,
+			Why: "the data keys that open the scope's knowledge records on the topic and seal its heads", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_datasets", Class: Counted,
+			Why: "the dataset catalog: which tables of the scope's documents were approved, at which version, by whom, with their column names", Scope: documentScope},
+		{Store: Postgres, Name: "loom.knowledge_job_files", Class: Counted,
+			Why: "knowledge.ingest's files: source URIs and, until each is written, its body sealed under the job's key",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j
+				WHERE j.org = t.org AND j.namespace = t.namespace AND j.ingestion_id = t.ingestion_id AND j.gen < p.fence
+				  AND (p.user_id = '' OR j.user_id = p.user_id))`},
+		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
+			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a user's go with the user, as its documents)",
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.gen < p.fence`},
+	}
 }
 
 // userNames is loom.user_names (migration 155): each user's id, sealed, for the reads
@@ -165,7 +175,9 @@ var userNames = Table{Store: Postgres, Name: "loom.user_names", Class: Counted,
 		AND NOT EXISTS (SELECT 1 FROM loom.extraction_requests x WHERE x.org = t.org AND x.user_id = t.user_ref)
 		AND NOT EXISTS (SELECT 1 FROM loom.learnings_supporters s WHERE s.org = t.org AND s.user_id = t.user_ref)
 		AND NOT EXISTS (SELECT 1 FROM loom.session_summaries d WHERE d.org = t.org AND d.user_id = t.user_ref)
-		AND NOT EXISTS (SELECT 1 FROM loom.memory_chunks c WHERE c.org = t.org AND c.user_id = t.user_ref)`}
+		AND NOT EXISTS (SELECT 1 FROM loom.memory_chunks c WHERE c.org = t.org AND c.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.knowledge_revisions k WHERE k.org = t.org AND k.user_id = t.user_ref)
+		AND NOT EXISTS (SELECT 1 FROM loom.knowledge_jobs j WHERE j.org = t.org AND j.user_id = t.user_ref)`}
 
 // learningsTables are the learnings queue's tables (internal/learnings, migration
 // 130): rules about the agent and the users' quotes that support them, each sealed
@@ -268,13 +280,12 @@ func Classify(key string) (Table, bool) {
 // rowScope is the scope of the tables keyed by a memory row's identity and seq.
 const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
 
-// documentScope is the scope of the knowledge tables: a namespace's documents, which
-// no user owns, go with the namespace (or its org). A user's erasure selects none:
-// a document records the token that wrote it, never a user, so unlike
-// postgres-authority's pg_knowledge.delete (which deletes the heads carrying the
-// user's id) there is no document of a user's to find (docs/architecture.md's
-// knowledge section).
-const documentScope = `t.org = p.org AND t.namespace = p.ns AND p.user_id = '' AND t.seq < p.fence`
+// documentScope is the scope of the knowledge tables, as postgres-authority's
+// pg_knowledge.delete takes it: every document of a namespace's (or its org's)
+// erasure; a user's erasure takes the documents written for the user (their user_id,
+// the user's reference, migration 157), and leaves the namespace's, which no user
+// owns (its user_id is empty).
+const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
 // namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id. The

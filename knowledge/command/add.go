@@ -20,7 +20,7 @@ func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *Docu
 	if err := mayWrite(p); err != nil {
 		return nil, err
 	}
-	d, err := s.prepare(ctx, "", in)
+	d, err := s.prepare(ctx, p, "", in)
 	if err != nil {
 		return nil, err
 	}
@@ -28,16 +28,19 @@ func (s *Service) add(ctx context.Context, p auth.Principal, ns string, in *Docu
 	if upsert {
 		op = "knowledge.upsert"
 	}
-	pl := &plan{op: op, event: events.TypeDocumentWritten, uri: d.uri, doc: d}
+	pl := &plan{op: op, event: events.TypeDocumentWritten, uri: d.uri, user: d.user, doc: d}
 	head, err := s.readHead(ctx, p.Org, ns, d.uri)
 	if err != nil {
 		return nil, err
 	}
 	if head != nil {
+		if head.UserID != d.user {
+			return nil, sourceTaken(d.uri)
+		}
 		pl.read = head.Version
 		if upsert && !head.Deleted && sameDocument(head.Text, &d.text) && (d.expected == nil || *d.expected == head.Version) {
 			return &Written{SourceURI: head.SourceURI, DocID: head.DocID, Version: head.Version, VersionText: strconv.FormatInt(head.Version, 10), Revision: head.Seq,
-				Format: head.Format, ChunkCount: head.ChunkCount, Bytes: head.Bytes, Unchanged: true}, nil
+				Format: head.Format, ChunkCount: head.ChunkCount, Bytes: head.Bytes, UserID: head.UserID, Unchanged: true}, nil
 		}
 	}
 	if d.expected != nil {

@@ -46,11 +46,11 @@ func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req 
 	uris := make([]string, len(req.Documents))
 	docs := make([]*prepared, len(req.Documents))
 	for i := range req.Documents {
-		d, err := s.parseInput(ctx, fmt.Sprintf("documents[%d].", i), &req.Documents[i])
+		d, err := s.parseInput(ctx, p, fmt.Sprintf("documents[%d].", i), &req.Documents[i])
 		if err != nil {
 			return nil, err
 		}
-		docs[i], plans[i], uris[i] = d, &plan{op: "knowledge.bulk_add", event: events.TypeDocumentWritten, uri: d.uri, doc: d}, d.uri
+		docs[i], plans[i], uris[i] = d, &plan{op: "knowledge.bulk_add", event: events.TypeDocumentWritten, uri: d.uri, user: d.user, doc: d}, d.uri
 	}
 	// Every document parsed before any is embedded, and all of them in one call.
 	if err := s.embed(ctx, docs...); err != nil {
@@ -75,7 +75,7 @@ func (s *Service) bulkAdd(ctx context.Context, p auth.Principal, ns string, req 
 
 // headVersions reads the versions of uris' heads (absent: none).
 func (s *Service) headVersions(ctx context.Context, org, ns string, uris []string) (map[string]int64, error) {
-	serving, err := store.ReadServing(ctx, s.pool, org, ns, uris)
+	serving, err := store.ReadServing(ctx, s.pool, org, ns, uris, store.Users{})
 	if err != nil {
 		return nil, httperr.Store("reading the documents' heads", err)
 	}

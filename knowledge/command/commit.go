@@ -28,7 +28,8 @@ type plan struct {
 	op    string
 	event events.Type
 	uri   string
-	read  int64 // the head version the writer read; 0: it read none
+	user  string // the user it is written for ("" the namespace's): the head's, if any
+	read  int64  // the head version the writer read; 0: it read none
 	doc   *prepared
 	from  *store.Head // a delete's or a restore's head, with its text
 }
@@ -47,6 +48,8 @@ type Written struct {
 	Deleted     bool   `json:"deleted"`
 	ChunkCount  int    `json:"chunk_count"`
 	Bytes       int64  `json:"bytes"`
+	// UserID is the user the document is written for (absent: the namespace's).
+	UserID string `json:"user_id,omitempty"`
 	// Unchanged is an upsert whose content and description were the head's already:
 	// nothing was committed, and the head is answered.
 	Unchanged bool `json:"unchanged,omitempty"`
@@ -84,8 +87,12 @@ func (s *Service) commitFenced(ctx context.Context, p auth.Principal, ns string,
 	for i, pl := range plans {
 		uris[i] = pl.uri
 	}
+	refs, err := s.userRefs(ctx, p.Org, plans)
+	if err != nil {
+		return nil, err
+	}
 	var out []Written
-	err := pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
+	err = pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		out = out[:0]
 		n := int64(len(plans))
 		var gen int64
@@ -119,7 +126,10 @@ func (s *Service) commitFenced(ctx context.Context, p auth.Principal, ns string,
 			if curVersion != pl.read {
 				return nil, s.moved(ctx, tx, p.Org, ns, pl, curVersion)
 			}
-			w, err := s.queueRevision(b, p, ns, pl, cur, gen-n+1+int64(i), now)
+			if cur != nil && cur.UserID != pl.user {
+				return nil, sourceTaken(pl.uri)
+			}
+			w, err := s.queueRevision(b, p, ns, pl, cur, gen-n+1+int64(i), now, refs[pl.user])
 			if err != nil {
 				return nil, err
 			}
@@ -170,10 +180,11 @@ func (s *Service) moved(ctx context.Context, tx pgx.Tx, org, ns string, pl *plan
 	return headMoved(pl.uri, pl.read, now)
 }
 
-// queueRevision queues one plan's head, key and record at seq over cur (nil: none).
-func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *plan, cur *store.Head, seq int64, now time.Time) (Written, error) {
+// queueRevision queues one plan's head, key and record at seq over cur (nil: none);
+// userRef is the topic's reference of the plan's user ("" for none).
+func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *plan, cur *store.Head, seq int64, now time.Time, userRef string) (Written, error) {
 	var prev int64
-	h := &store.Head{Org: p.Org, Namespace: ns, SourceURI: pl.uri, Seq: seq, Actor: p.Actor(), CreatedAt: now, UpdatedAt: now}
+	h := &store.Head{Org: p.Org, Namespace: ns, SourceURI: pl.uri, Seq: seq, Actor: p.Actor(), UserID: pl.user, CreatedAt: now, UpdatedAt: now}
 	if cur != nil {
 		prev, h.CreatedAt = cur.Version, cur.CreatedAt
 	}
@@ -181,7 +192,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	// behind still writes above it.
 	h.Version = max(now.UnixNano(), prev+1)
 	var text *store.Text
-	content := &events.DocumentContent{SourceURI: pl.uri}
+	content := &events.DocumentContent{SourceURI: pl.uri, UserID: pl.user}
 	var model string
 	var dim int
 	if d := pl.doc; d != nil {
@@ -221,7 +232,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: pl.event, Org: p.Org, Namespace: ns, Seq: seq,
 		CommittedAt: now, Sealed: sealedContent, Document: &events.Document{
 			Op: pl.op, DocID: h.DocID, Version: h.Version, PrevVersion: prev, Format: h.Format, Deleted: h.Deleted,
-			ChunkCount: len(content.Chunks), Actor: h.Actor, Bytes: h.Bytes, CreatedAt: h.CreatedAt, UpdatedAt: now,
+			ChunkCount: len(content.Chunks), Actor: h.Actor, UserRef: userRef, Bytes: h.Bytes, CreatedAt: h.CreatedAt, UpdatedAt: now,
 			EmbeddingModel: model, EmbeddingDim: dim}}
 	value, err := events.Encode(env)
 	if err != nil {
@@ -234,7 +245,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	outbox.Queue(b, outbox.Record{Org: p.Org, Namespace: ns, Seq: seq, Topic: s.cfg.Topic,
 		Key: events.RecordKey(p.Org, ns), Headers: headers, Value: value})
 	return Written{SourceURI: pl.uri, DocID: h.DocID, Version: h.Version, VersionText: strconv.FormatInt(h.Version, 10), PrevVersion: prev, Revision: seq, Event: string(pl.event),
-		Format: h.Format, Deleted: h.Deleted, ChunkCount: h.ChunkCount, Bytes: h.Bytes}, nil
+		Format: h.Format, Deleted: h.Deleted, ChunkCount: h.ChunkCount, Bytes: h.Bytes, UserID: pl.user}, nil
 }
 
 // headerPairs is how the outbox stores headers: an ordered list of [key, value].

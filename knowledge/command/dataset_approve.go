@@ -65,6 +65,9 @@ func (s *Service) approveDataset(ctx context.Context, p auth.Principal, ns strin
 			return err
 		}
 		switch {
+		case !sees(p, h.UserID):
+			// Another user's document is absent to a token bound to a user.
+			return notFound(req.SourceURI, "has no document")
 		case h.Deleted:
 			return approvalRefused(req, "the document was deleted")
 		case h.Version != req.Version:

@@ -41,7 +41,8 @@ func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req Hea
 	}
 	deleting := event == events.TypeDocumentDeleted
 	switch {
-	case head == nil:
+	case head == nil || !sees(p, head.UserID):
+		// Another user's document is absent to a token bound to a user.
 		return nil, notFound(req.SourceURI, "has no document")
 	case deleting && head.Deleted:
 		return nil, notFound(req.SourceURI, "is deleted already")
@@ -53,7 +54,7 @@ func (s *Service) flip(ctx context.Context, p auth.Principal, ns string, req Hea
 	if req.ExpectedVersion != nil {
 		read = *req.ExpectedVersion
 	}
-	w, err := s.commitWith(ctx, p, ns, []*plan{{op: op, event: event, uri: req.SourceURI, read: read, from: head}},
+	w, err := s.commitWith(ctx, p, ns, []*plan{{op: op, event: event, uri: req.SourceURI, user: head.UserID, read: read, from: head}},
 		guardOf(hold, func(w []Written) any { return &w[0] }))
 	if err != nil {
 		return nil, err

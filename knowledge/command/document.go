@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/knowledge/parse"
 	"github.com/loomplane/loom/knowledge/store"
@@ -29,11 +30,15 @@ type DocumentInput struct {
 	// ExpectedVersion is the head version the writer read (0: the source has none);
 	// absent, the write reads the head itself. A head that moved refuses the commit.
 	ExpectedVersion *int64 `json:"expected_version,omitempty"`
+	// UserID is the user the document is written for (absent: the namespace's); a
+	// token bound to a user writes for that user (user.go).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // prepared is a document parsed, chunked and embedded, ready for the commit.
 type prepared struct {
 	uri      string
+	user     string // the user it is written for ("" the namespace's)
 	expected *int64
 	format   string
 	text     store.Text
@@ -82,22 +87,26 @@ func (in *DocumentInput) contentType() string {
 	return in.ContentType
 }
 
-// prepare validates, parses, chunks and embeds one input; field prefixes the fields
-// it names (documents[3]. in a bulk add).
-func (s *Service) prepare(ctx context.Context, field string, in *DocumentInput) (*prepared, error) {
-	p, err := s.parseInput(ctx, field, in)
+// prepare validates, parses, chunks and embeds one input written by p; field prefixes
+// the fields it names (documents[3]. in a bulk add).
+func (s *Service) prepare(ctx context.Context, p auth.Principal, field string, in *DocumentInput) (*prepared, error) {
+	d, err := s.parseInput(ctx, p, field, in)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.embed(ctx, p); err != nil {
+	if err := s.embed(ctx, d); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return d, nil
 }
 
 // parseInput is prepare short of the chunks' vectors, which embed adds.
-func (s *Service) parseInput(ctx context.Context, field string, in *DocumentInput) (*prepared, error) {
+func (s *Service) parseInput(ctx context.Context, p auth.Principal, field string, in *DocumentInput) (*prepared, error) {
 	if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
+		return nil, err
+	}
+	user, err := documentUser(p, field+"user_id", in.UserID)
+	if err != nil {
 		return nil, err
 	}
 	if len(in.Tags) > MaxTags {
@@ -110,7 +119,12 @@ func (s *Service) parseInput(ctx context.Context, field string, in *DocumentInpu
 	if err != nil {
 		return nil, err
 	}
-	return s.parseBody(ctx, field, in, body)
+	d, err := s.parseBody(ctx, field, in, body)
+	if err != nil {
+		return nil, err
+	}
+	d.user = user
+	return d, nil
 }
 
 // parseBody parses and chunks a document's bytes (read already): the chunks' vectors

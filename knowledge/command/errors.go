@@ -53,11 +53,16 @@ func parseRefusal(field string, err error) error {
 	return &httperr.Error{Status: status, Code: pe.Code, Message: pe.Message, Field: field}
 }
 
-// mayWrite is 403 for a read-only token, and for a token bound to one user: a
-// namespace's documents are every user's, as its policy is.
+// mayWrite is 403 for a read-only token, and for a token bound to one session: a
+// document has no session. A token bound to a user writes that user's documents
+// (user.go).
 func mayWrite(p auth.Principal) error {
 	if err := p.RequireWrite(); err != nil {
 		return err
 	}
-	return p.RequireEveryUser("a knowledge document write")
+	if p.ReadSessionID != "" {
+		return httperr.New(http.StatusForbidden, httperr.CodePermissionDenied,
+			"a knowledge document write: this token acts on one session's memories, and a document has no session")
+	}
+	return nil
 }

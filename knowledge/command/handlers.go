@@ -111,6 +111,7 @@ func (s *Service) handleIngest(c *fiber.Ctx) error {
 	}
 	var req IngestRequest
 	prefix, tags := c.Query("source_prefix"), splitTags(c.Query("tags"))
+	req.UserID = c.Query("user_id")
 	mediaType, _, _ := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	switch mediaType {
 	case fiber.MIMEMultipartForm:
@@ -123,6 +124,9 @@ func (s *Service) handleIngest(c *fiber.Ctx) error {
 		}
 		if v := form.Value["tags"]; len(v) > 0 {
 			tags = splitTags(strings.Join(v, ","))
+		}
+		if v := form.Value["user_id"]; len(v) > 0 {
+			req.UserID = v[0]
 		}
 		if req.Documents, err = documentsFromForm(form, prefix, tags); err != nil {
 			return err

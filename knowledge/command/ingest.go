@@ -15,6 +15,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/idempotency"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/rowseal"
 	"github.com/loomplane/loom/knowledge/parse"
@@ -32,6 +33,9 @@ const (
 // it (content as text, or any bytes in content_base64).
 type IngestRequest struct {
 	Documents []DocumentInput `json:"documents"`
+	// UserID is the user the job's documents are written for (absent: the
+	// namespace's); a token bound to a user writes for that user (user.go).
+	UserID string `json:"user_id,omitempty"`
 }
 
 // IngestAnswer is what knowledge.ingest and knowledge.ingest_cancel answer: the job
@@ -73,6 +77,10 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	case len(req.Documents) > MaxIngestFiles:
 		return nil, httperr.Validation("documents", fmt.Sprintf("at most %d documents a job", MaxIngestFiles))
 	}
+	user, err := documentUser(p, "user_id", req.UserID)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]int{}
 	key, err := events.NewDataKey()
 	if err != nil {
@@ -83,7 +91,7 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	for i := range req.Documents {
 		in := &req.Documents[i]
 		field := fmt.Sprintf("documents[%d].", i)
-		if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
+		if err := checkJobDocument(field, in); err != nil {
 			return nil, err
 		}
 		if j, dup := seen[in.SourceURI]; dup {
@@ -91,12 +99,6 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 				fmt.Sprintf("source %q is named twice (documents[%d] and [%d]): a job writes a source once", in.SourceURI, j, i))
 		}
 		seen[in.SourceURI] = i
-		if len(in.Tags) > MaxTags {
-			return nil, httperr.Validation(field+"tags", fmt.Sprintf("at most %d tags", MaxTags))
-		}
-		if in.ExpectedVersion != nil {
-			return nil, httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
-		}
 		body, err := in.body(field)
 		if err != nil {
 			return nil, err
@@ -133,13 +135,18 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 			return nil, fmt.Errorf("wrap the job's key: %w", err)
 		}
 	}
+	if user != "" {
+		if _, err := s.refs.Key(ctx, p.Org); err != nil {
+			return nil, httperr.Store("reading the org's user reference key", err)
+		}
+	}
 	ans := &IngestAnswer{IngestionID: uuid.NewString(), State: store.JobPending, Total: len(files), Bytes: total}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		gen, err := generations.Read(ctx, tx, p.Org, ns)
 		if err != nil {
 			return fmt.Errorf("read the namespace's generation: %w", err)
 		}
-		if err := store.InsertJob(ctx, tx, store.JobKey{Org: p.Org, Namespace: ns, ID: ans.IngestionID}, gen, p.Actor(), wrapped, files); err != nil {
+		if err := store.InsertJob(ctx, tx, store.JobKey{Org: p.Org, Namespace: ns, ID: ans.IngestionID}, gen, p.Actor(), user, wrapped, files); err != nil {
 			return err
 		}
 		return idempotency.MarkDone(ctx, tx, hold, ans)
@@ -154,6 +161,24 @@ func (s *Service) ingest(ctx context.Context, p auth.Principal, ns string, req *
 	return ans, nil
 }
 
+// checkJobDocument refuses what a job's document may not say: a source URI Postgres
+// cannot key, too many tags, an expected version (a job writes over the head it
+// finds), a user of its own (a job's documents are its user's).
+func checkJobDocument(field string, in *DocumentInput) error {
+	if err := checkSourceURI(field+"source_uri", in.SourceURI); err != nil {
+		return err
+	}
+	switch {
+	case len(in.Tags) > MaxTags:
+		return httperr.Validation(field+"tags", fmt.Sprintf("at most %d tags", MaxTags))
+	case in.ExpectedVersion != nil:
+		return httperr.Validation(field+"expected_version", "an ingestion writes each source over its head as it finds it: expected_version is not taken")
+	case in.UserID != "" && in.UserID != memrow.DefaultIdentity:
+		return httperr.Validation(field+"user_id", "a job's documents are written for one user: give user_id on the request, not on a document")
+	}
+	return nil
+}
+
 // ingestCancel is knowledge.ingest_cancel: a pending job ends cancelled at once; a
 // running one at its run's next save, which writes nothing more. An ended job is
 // answered as it is.
@@ -163,6 +188,16 @@ func (s *Service) ingestCancel(ctx context.Context, p auth.Principal, ns, id str
 	}
 	if err := CheckIngestionID(id); err != nil {
 		return nil, err
+	}
+	// Another user's job is absent to a token bound to a user.
+	if p.ReadUserID != "" {
+		j, err := store.ReadJob(ctx, s.pool, store.JobKey{Org: p.Org, Namespace: ns, ID: id})
+		switch {
+		case errors.Is(err, store.ErrNoJob) || (err == nil && !sees(p, j.UserID)):
+			return nil, noJob(id)
+		case err != nil:
+			return nil, httperr.Store("reading the ingestion job", err)
+		}
 	}
 	var ans *IngestAnswer
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {

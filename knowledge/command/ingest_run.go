@@ -201,9 +201,15 @@ func (r *IngestRun) plan(ctx context.Context, items []*fileItem) (plans []*plan,
 		if it.doc == nil {
 			continue
 		}
-		pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: it.doc.uri, doc: it.doc}
+		pl := &plan{op: "knowledge.ingest", event: events.TypeDocumentWritten, uri: it.doc.uri, user: r.job.UserID, doc: it.doc}
 		it.out.State = ""
 		if head := heads[it.doc.uri]; head != nil {
+			if head.UserID != pl.user {
+				// Another user's source (or the namespace's): the file fails, the job goes on.
+				taken := sourceTaken(it.doc.uri)
+				it.out.State, it.out.ErrorCode, it.out.ErrorMessage = store.FileFailed, taken.Code, taken.Message
+				continue
+			}
 			pl.read = head.Version
 			if !head.Deleted && sameDocument(head.Text, &it.doc.text) {
 				it.out.State, it.out.Version, it.out.ChunkCount = store.FileUnchanged, head.Version, head.ChunkCount

@@ -17,6 +17,7 @@ import (
 	"github.com/loomplane/loom/internal/idempotency"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/outbox"
+	"github.com/loomplane/loom/internal/userref"
 	"github.com/loomplane/loom/knowledge/parse"
 )
 
@@ -58,6 +59,7 @@ type Service struct {
 	pool     *pgxpool.Pool
 	embedder embed.Embedder
 	keys     *kek.Ring
+	refs     *userref.Keys // the orgs' keys the topic names users by
 	wake     *outbox.Waker // nil: no relay in process to wake
 	log      *slog.Logger
 	idem     *idempotency.Store // the Idempotency-Keys of the writes
@@ -69,7 +71,7 @@ type Service struct {
 // New builds the write side: it commits to pool, embeds chunks with embedder (the
 // memory plane's), wraps data keys under keys and wakes the relays through wake.
 func New(cfg Config, pool *pgxpool.Pool, embedder embed.Embedder, keys *kek.Ring, wake *outbox.Waker, log *slog.Logger) *Service {
-	s := &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, wake: wake, log: log,
+	s := &Service{cfg: cfg, pool: pool, embedder: embedder, keys: keys, refs: userref.New(pool, keys), wake: wake, log: log,
 		limits:     parse.Limits{MaxBytes: MaxDocumentBytes, MaxExpandedBytes: MaxExpandedBytes, MaxPages: MaxPages},
 		ingestWake: make(chan struct{}, 1)}
 	s.idem = newIdempotency(s)

@@ -94,6 +94,11 @@ func (f *Follower) prepare(ctx context.Context, recs []*kgo.Record) ([]op, error
 				docs = append(docs, env)
 			} else if env.Erasure != nil && env.Erasure.Scope == events.ErasureScopeNamespace {
 				o.fence = true
+			} else if env.Erasure != nil && env.Erasure.Scope == events.ErasureScopeUser && env.Erasure.UserRef != "" {
+				// A user's erasure: the user's documents below the fence, found by the
+				// reference their records carry (a version 1 record named the user by id,
+				// and no document was written then).
+				o.fence, o.userRef = true, env.Erasure.UserRef
 			}
 		}
 		ops = append(ops, o)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/text"
+	"github.com/loomplane/loom/knowledge/store"
 )
 
 // Chunk is one indexed chunk of a source's version.
@@ -35,6 +36,7 @@ type Chunk struct {
 	Title       string
 	Format      string
 	Tags        []string
+	UserID      string    // the document's user ("" the namespace's)
 	UpdatedAt   time.Time // when its version was written
 	vec         []float32
 	tfs         map[string]uint16
@@ -48,6 +50,7 @@ type Chunk struct {
 type source struct {
 	chunks  []*Chunk
 	deleted bool
+	userRef string // the topic's reference of the document's user ("" none): a user's erasure drops it
 }
 
 type space struct {
@@ -179,7 +182,8 @@ type op struct {
 	seq     int64
 	env     *events.Envelope
 	content *events.DocumentContent // nil: the record's key is gone (erased)
-	fence   bool                    // a namespace's erasure: everything below seq goes
+	fence   bool                    // an erasure: everything below seq goes (of userRef's, when set)
+	userRef string                  // a user's erasure: the user's reference
 }
 
 // apply applies ops in order and wakes the waiters of positions that moved.
@@ -196,6 +200,9 @@ func (x *Index) apply(ops []op) {
 		switch {
 		case o.fence:
 			for uri, src := range s.sources {
+				if o.userRef != "" && src.userRef != o.userRef {
+					continue // a user's erasure leaves the namespace's and the other users' documents
+				}
 				if len(src.chunks) == 0 || src.chunks[0].Seq < o.seq {
 					s.drop(src)
 					delete(s.sources, uri)
@@ -220,6 +227,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		src = &source{}
 		s.sources[c.SourceURI] = src
 	}
+	src.userRef = d.UserRef
 	switch env.Type {
 	case events.TypeDocumentDeleted:
 		src.deleted = true
@@ -237,7 +245,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		terms, tfs, n := stems.TermFreqs(ch.Text)
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
-			UpdatedAt: d.UpdatedAt, vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
+			UserID: c.UserID, UpdatedAt: d.UpdatedAt, vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
 		s.slots, s.lens = append(s.slots, k), append(s.lens, n)
 		for i, t := range terms {
 			k.tfs[t] = tfs[i]
@@ -307,15 +315,19 @@ type Filter struct {
 	// UpdatedAfter and UpdatedBefore bound when a chunk's version was written, each
 	// excluded; zero: unbounded.
 	UpdatedAfter, UpdatedBefore time.Time
+	// Users is whose documents: every user's (the zero value), or the namespace's and
+	// one user's (knowledge/query's readUsers).
+	Users store.Users
 }
 
 // all reports whether f lets every chunk through.
 func (f Filter) all() bool {
-	return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 && f.UpdatedAfter.IsZero() && f.UpdatedBefore.IsZero()
+	return f.SourcePrefix == "" && len(f.Formats) == 0 && len(f.Tags) == 0 && f.UpdatedAfter.IsZero() && f.UpdatedBefore.IsZero() &&
+		!f.Users.Scoped
 }
 
 func (f Filter) match(c *Chunk) bool {
-	if !strings.HasPrefix(c.SourceURI, f.SourcePrefix) {
+	if !strings.HasPrefix(c.SourceURI, f.SourcePrefix) || !f.Users.Sees(c.UserID) {
 		return false
 	}
 	if len(f.Formats) > 0 && !slices.Contains(f.Formats, c.Format) {

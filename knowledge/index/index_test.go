@@ -2,10 +2,12 @@ package index
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/knowledge/store"
 )
 
 func written(seq, version int64, uri, format string, tags []string, texts ...string) op {
@@ -100,5 +102,36 @@ func TestWaitForReturnsOnceThePositionArrives(t *testing.T) {
 	defer cancel()
 	if err := x.WaitFor(ctx, "o", "n", 3); err == nil {
 		t.Fatal("WaitFor returned before the position arrived")
+	}
+}
+
+// forUser is written for a document of user (its reference, on the record, is ref).
+func forUser(o op, user, ref string) op {
+	o.content.UserID, o.env.Document.UserRef = user, ref
+	return o
+}
+
+// A user's reads see the namespace's documents and the user's own; a user's erasure
+// fence drops the sources whose records named the user's reference below it, and
+// leaves the namespace's, another user's, and the user's written after it.
+func TestAUsersScopeAndErasureFence(t *testing.T) {
+	x := New(Config{})
+	x.apply([]op{written(1, 10, "shared.txt", "text", nil, "okapi handbook"),
+		forUser(written(2, 20, "bob.txt", "text", nil, "okapi plan"), "bob", "ref-bob"),
+		forUser(written(3, 30, "alice.txt", "text", nil, "okapi notes"), "alice", "ref-alice")})
+	for _, c := range []struct {
+		users store.Users
+		want  int
+	}{{store.Users{}, 3}, {store.Users{Scoped: true, User: "bob"}, 2}, {store.Users{Scoped: true}, 1}} {
+		if got := x.Search("o", "n", "okapi", nil, Filter{Users: c.users}, 10); len(got) != c.want {
+			t.Errorf("users %+v: %v, want %d", c.users, uris(got), c.want)
+		}
+	}
+	x.apply([]op{{org: "o", ns: "n", seq: 4, fence: true, userRef: "ref-bob"},
+		forUser(written(5, 50, "bob-later.txt", "text", nil, "okapi later"), "bob", "ref-bob")})
+	got := uris(x.Search("o", "n", "okapi", nil, Filter{}, 10))
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"alice.txt", "bob-later.txt", "shared.txt"}) {
+		t.Fatalf("after bob's erasure: %v", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/knowledge/store"
 )
 
@@ -29,17 +30,19 @@ type Document struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	// Content is the document as uploaded when it is UTF-8 text; ContentBase64 holds
 	// it otherwise (a PDF, a spreadsheet).
-	Content       *string   `json:"content,omitempty"`
-	ContentBase64 string    `json:"content_base64,omitempty"`
-	Bytes         int64     `json:"bytes"`
-	ChunkCount    int       `json:"chunk_count"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	Content       *string `json:"content,omitempty"`
+	ContentBase64 string  `json:"content_base64,omitempty"`
+	Bytes         int64   `json:"bytes"`
+	ChunkCount    int     `json:"chunk_count"`
+	// UserID is the user the document was written for (absent: the namespace's).
+	UserID    string    `json:"user_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func documentOf(h *store.Head, withContent bool) Document {
 	d := Document{SourceURI: h.SourceURI, DocID: h.DocID, Version: h.Version, VersionText: strconv.FormatInt(h.Version, 10), Revision: h.Seq, Format: h.Format, Deleted: h.Deleted,
-		Bytes: h.Bytes, ChunkCount: h.ChunkCount, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Tags: []string{}}
+		Bytes: h.Bytes, ChunkCount: h.ChunkCount, UserID: h.UserID, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Tags: []string{}}
 	if t := h.Text; t != nil {
 		d.Title, d.ContentType, d.Metadata = t.Title, t.ContentType, t.Metadata
 		if t.Tags != nil {
@@ -57,14 +60,34 @@ func documentOf(h *store.Head, withContent bool) Document {
 	return d
 }
 
-// head reads a source's head from Postgres: 404 when it has none, or is deleted and
-// deleted heads are not asked for.
+// readUsers is whose documents a read sees (store.Users): a token bound to a user
+// sees the namespace's documents and its user's, another user's being absent to it
+// (one it names sees the namespace's alone); an unbound token sees every document, or,
+// naming a user, the namespace's and that user's: the view that user's bound token
+// has, as memory.search's user_id narrows it. "-" names no user.
+func readUsers(p auth.Principal, requested string) store.Users {
+	if requested == memrow.DefaultIdentity {
+		requested = ""
+	}
+	switch {
+	case p.ReadUserID == "" && requested == "":
+		return store.Users{}
+	case p.ReadUserID == "":
+		return store.Users{Scoped: true, User: requested}
+	case requested != "" && requested != p.ReadUserID:
+		return store.Users{Scoped: true}
+	}
+	return store.Users{Scoped: true, User: p.ReadUserID}
+}
+
+// head reads a source's head from Postgres: 404 when it has none, is deleted and
+// deleted heads are not asked for, or is another user's than the token's.
 func (s *Service) head(ctx context.Context, p auth.Principal, ns, uri string, includeDeleted bool) (*store.Head, error) {
 	if uri == "" {
 		return nil, httperr.Validation("source_uri", "source_uri is required")
 	}
 	h, err := store.Read(ctx, s.pool, p.Org, ns, uri)
-	if err == store.ErrNoHead || (err == nil && h.Deleted && !includeDeleted) {
+	if err == store.ErrNoHead || (err == nil && ((h.Deleted && !includeDeleted) || !readUsers(p, "").Sees(h.UserID))) {
 		return nil, (&httperr.Error{Status: http.StatusNotFound, Code: httperr.CodeNotFound,
 			Message: fmt.Sprintf("%q has no document", uri)}).With("source_uri", uri)
 	}

@@ -35,7 +35,7 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 			return httperr.Validation("limit", "limit is a positive integer")
 		}
 	}
-	ans, err := s.list(c.UserContext(), p, ns, o)
+	ans, err := s.list(c.UserContext(), p, ns, c.Query("user_id"), o)
 	if err != nil {
 		return err
 	}

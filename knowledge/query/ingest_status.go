@@ -35,6 +35,7 @@ type IngestStatus struct {
 	CancelledBy       string          `json:"cancelled_by,omitempty"`
 	LeaseUntil        *time.Time      `json:"lease_until,omitempty"`
 	Actor             string          `json:"actor"`
+	UserID            string          `json:"user_id,omitempty"` // the documents' user (absent: the namespace's)
 	CreatedAt         time.Time       `json:"created_at"`
 	UpdatedAt         time.Time       `json:"updated_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
@@ -48,7 +49,7 @@ func (s *Service) ingestStatus(ctx context.Context, p auth.Principal, ns, id str
 	}
 	k := store.JobKey{Org: p.Org, Namespace: ns, ID: id}
 	j, err := store.ReadJob(ctx, s.pool, k)
-	if errors.Is(err, store.ErrNoJob) {
+	if errors.Is(err, store.ErrNoJob) || (err == nil && !readUsers(p, "").Sees(j.UserID)) {
 		return nil, (&httperr.Error{Status: http.StatusNotFound, Code: httperr.CodeNotFound,
 			Message: "no ingestion job " + id + " in this namespace"}).With("ingestion_id", id)
 	}
@@ -61,6 +62,6 @@ func (s *Service) ingestStatus(ctx context.Context, p auth.Principal, ns, id str
 	}
 	return &IngestStatus{IngestionID: j.ID, State: j.State, Total: j.Total, Processed: j.Processed, Written: j.Written,
 		Unchanged: j.Unchanged, Failed: j.Failed, Chunks: j.Chunks, Bytes: j.Bytes, Runs: j.Runs,
-		CancelRequestedAt: j.CancelRequestedAt, CancelledBy: j.CancelledBy, LeaseUntil: j.LeaseUntil, Actor: j.Actor,
+		CancelRequestedAt: j.CancelRequestedAt, CancelledBy: j.CancelledBy, LeaseUntil: j.LeaseUntil, Actor: j.Actor, UserID: j.UserID,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Files: files}, nil
 }

@@ -36,11 +36,13 @@ type IndexPosition struct {
 func (s *Service) inspect(ctx context.Context, p auth.Principal, ns string) (*Inspection, error) {
 	// The jobs first: a job that ended before they were read has written its
 	// documents before the heads are counted.
-	jobs, err := store.CountOpenJobs(ctx, s.pool, p.Org, ns)
+	// A token bound to a user counts the namespace's documents and jobs and its user's.
+	users := readUsers(p, "")
+	jobs, err := store.CountOpenJobs(ctx, s.pool, p.Org, ns, users)
 	if err != nil {
 		return nil, httperr.Store("counting the ingestion jobs", err)
 	}
-	formats, err := store.CountByFormat(ctx, s.pool, p.Org, ns)
+	formats, err := store.CountByFormat(ctx, s.pool, p.Org, ns, users)
 	if err != nil {
 		return nil, httperr.Store("counting the documents", err)
 	}

@@ -18,15 +18,17 @@ type ListAnswer struct {
 // MaxList is the largest page a list answers.
 const MaxList = 500
 
-// list is knowledge.list.
-func (s *Service) list(ctx context.Context, p auth.Principal, ns string, o store.ListOptions) (*ListAnswer, error) {
+// list is knowledge.list: the documents the token sees, narrowed to the namespace's
+// and userID's when it names one (readUsers).
+func (s *Service) list(ctx context.Context, p auth.Principal, ns, userID string, o store.ListOptions) (*ListAnswer, error) {
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
 	if o.Limit > MaxList {
 		return nil, httperr.Validation("limit", "limit is at most 500")
 	}
-	heads, err := store.List(ctx, s.pool, p.Org, ns, store.ListOptions{Prefix: o.Prefix, After: o.After, Limit: o.Limit + 1, IncludeDeleted: o.IncludeDeleted})
+	heads, err := store.List(ctx, s.pool, p.Org, ns, store.ListOptions{Prefix: o.Prefix, After: o.After, Limit: o.Limit + 1,
+		IncludeDeleted: o.IncludeDeleted, Users: readUsers(p, userID)})
 	if err != nil {
 		return nil, httperr.Store("listing the documents", err)
 	}

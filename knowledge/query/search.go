@@ -25,6 +25,9 @@ type SearchRequest struct {
 	// naming its field.
 	UpdatedAfter  string `json:"updated_after,omitempty"`
 	UpdatedBefore string `json:"updated_before,omitempty"`
+	// UserID narrows an unbound token's search to the namespace's documents and this
+	// user's (readUsers); a token bound to a user searches those of its user.
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Hit is one chunk a search answers.
@@ -39,7 +42,8 @@ type Hit struct {
 	Title       string    `json:"title"`
 	Format      string    `json:"format"`
 	Tags        []string  `json:"tags"`
-	UpdatedAt   time.Time `json:"updated_at"` // when its version was written
+	UserID      string    `json:"user_id,omitempty"` // the document's user (absent: the namespace's)
+	UpdatedAt   time.Time `json:"updated_at"`        // when its version was written
 	Score       float64   `json:"score"`
 	Lexical     float64   `json:"lexical"`
 	Vector      float64   `json:"vector"`
@@ -77,6 +81,7 @@ func (s *Service) search(ctx context.Context, p auth.Principal, ns string, req *
 	if err != nil {
 		return nil, err
 	}
+	f.Users = readUsers(p, req.UserID)
 	limit := req.Limit
 	if limit == 0 {
 		limit = 10
@@ -143,7 +148,7 @@ func (s *Service) page(ctx context.Context, org, ns, query string, vec []float32
 	var stale int
 	for round := 0; round < 2; round++ {
 		pool := s.index.Search(org, ns, query, vec, f, depth)
-		served, err := s.check(ctx, org, ns, pool)
+		served, err := s.check(ctx, org, ns, pool, f.Users)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -166,8 +171,9 @@ func (s *Service) page(ctx context.Context, org, ns, query string, vec []float32
 }
 
 // check keeps the candidates the heads serve, read in one statement: the source has a
-// live head, and the chunk is of the revision whose chunks the head serves.
-func (s *Service) check(ctx context.Context, org, ns string, pool []index.Candidate) ([]index.Candidate, error) {
+// live head in the read's users, and the chunk is of the revision whose chunks the
+// head serves.
+func (s *Service) check(ctx context.Context, org, ns string, pool []index.Candidate, u store.Users) ([]index.Candidate, error) {
 	if len(pool) == 0 {
 		return nil, nil
 	}
@@ -179,14 +185,14 @@ func (s *Service) check(ctx context.Context, org, ns string, pool []index.Candid
 			uris = append(uris, c.SourceURI)
 		}
 	}
-	heads, err := store.ReadServing(ctx, s.pool, org, ns, uris)
+	heads, err := store.ReadServing(ctx, s.pool, org, ns, uris, u)
 	if err != nil {
 		return nil, httperr.Store("checking the page against the documents' heads", err)
 	}
 	out := pool[:0:0]
 	for _, c := range pool {
 		h, ok := heads[c.SourceURI]
-		if ok && !h.Deleted && c.Seq == h.ChunksSeq && c.Version == h.ChunksVersion {
+		if ok && h.Seen && !h.Deleted && c.Seq == h.ChunksSeq && c.Version == h.ChunksVersion {
 			out = append(out, c)
 		}
 	}
@@ -199,7 +205,7 @@ func hitOf(c index.Candidate) Hit {
 		tags = []string{}
 	}
 	return Hit{SourceURI: c.SourceURI, DocID: c.DocID, Version: c.Version, Ordinal: c.Ordinal, HeadingPath: c.HeadingPath,
-		Kind: c.Kind, Text: c.Text, Title: c.Title, Format: c.Format, Tags: tags, UpdatedAt: c.UpdatedAt.UTC(), Score: c.Score, Lexical: c.Lexical, Vector: c.Vector}
+		Kind: c.Kind, Text: c.Text, Title: c.Title, Format: c.Format, Tags: tags, UserID: c.UserID, UpdatedAt: c.UpdatedAt.UTC(), Score: c.Score, Lexical: c.Lexical, Vector: c.Vector}
 }
 
 // Search is knowledge.search for a caller in process: context.pack's knowledge layer

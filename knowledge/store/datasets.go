@@ -43,9 +43,10 @@ func Approve(ctx context.Context, tx pgx.Tx, h *Head, datasetID string, schema a
 	if err != nil {
 		return nil, fmt.Errorf("encode the dataset's schema: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO loom.knowledge_datasets (org, namespace, source_uri, doc_version, dataset_id, seq, schema, approved_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		h.Org, h.Namespace, h.SourceURI, h.Version, datasetID, h.Seq, raw, actor); err != nil {
+	// The row is the document's user's, as its head is: a user's erasure takes it.
+	if _, err := tx.Exec(ctx, `INSERT INTO loom.knowledge_datasets (org, namespace, source_uri, doc_version, dataset_id, seq, schema, approved_by, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, loom.named_user($1, $9)) ON CONFLICT DO NOTHING`,
+		h.Org, h.Namespace, h.SourceURI, h.Version, datasetID, h.Seq, raw, actor, h.UserID); err != nil {
 		return nil, fmt.Errorf("write the dataset's catalog row: %w", err)
 	}
 	as, err := Approvals(ctx, tx, h.Org, h.Namespace, h.SourceURI, h.Version)

@@ -45,6 +45,7 @@ type Job struct {
 	JobKey
 	State                                        string
 	Actor                                        string
+	UserID                                       string // the documents' user ("" the namespace's)
 	Total, Processed, Written, Unchanged, Failed int
 	Chunks                                       int
 	Bytes                                        int64
@@ -87,27 +88,28 @@ var (
 	ErrNoJob = errors.New("knowledge ingest: no such job")
 )
 
-const jobColumns = `org, namespace, ingestion_id::text, state, actor, total, processed, written, unchanged, failed, chunks, bytes,
+const jobColumns = `org, namespace, ingestion_id::text, state, actor, loom.user_name(org, user_id), total, processed, written, unchanged, failed, chunks, bytes,
 	lease_owner, lease_until, lease_token, runs, cancel_requested_at, cancelled_by, created_at, updated_at, finished_at`
 
 func scanJob(r pgx.Row) (*Job, error) {
 	j := &Job{}
-	err := r.Scan(&j.Org, &j.Namespace, &j.ID, &j.State, &j.Actor, &j.Total, &j.Processed, &j.Written, &j.Unchanged, &j.Failed,
+	err := r.Scan(&j.Org, &j.Namespace, &j.ID, &j.State, &j.Actor, &j.UserID, &j.Total, &j.Processed, &j.Written, &j.Unchanged, &j.Failed,
 		&j.Chunks, &j.Bytes, &j.LeaseOwner, &j.LeaseUntil, &j.LeaseToken, &j.Runs, &j.CancelRequestedAt, &j.CancelledBy,
 		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
 	return j, err
 }
 
 // InsertJob commits a job and its files in tx; gen is the namespace's generation read
-// at the submission, wrappedKey the job's data key wrapped under the KEK.
-func InsertJob(ctx context.Context, tx pgx.Tx, k JobKey, gen int64, actor string, wrappedKey []byte, files []NewFile) error {
+// at the submission, userID the documents' user ("" the namespace's), wrappedKey the
+// job's data key wrapped under the KEK.
+func InsertJob(ctx context.Context, tx pgx.Tx, k JobKey, gen int64, actor, userID string, wrappedKey []byte, files []NewFile) error {
 	var total int64
 	for _, f := range files {
 		total += f.Bytes
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO loom.knowledge_jobs (org, namespace, ingestion_id, gen, state, actor, total, data_key)
-		VALUES ($1, $2, $3::uuid, $4, 'pending', $5, $6, $7)`, k.Org, k.Namespace, k.ID, gen, actor, len(files), wrappedKey)
+	b.Queue(`INSERT INTO loom.knowledge_jobs (org, namespace, ingestion_id, gen, state, actor, total, data_key, user_id)
+		VALUES ($1, $2, $3::uuid, $4, 'pending', $5, $6, $7, loom.named_user($1, $8))`, k.Org, k.Namespace, k.ID, gen, actor, len(files), wrappedKey, userID)
 	uris, sizes, sealed, ords := make([]string, len(files)), make([]int64, len(files)), make([][]byte, len(files)), make([]int32, len(files))
 	for i, f := range files {
 		uris[i], sizes[i], sealed[i], ords[i] = f.SourceURI, f.Bytes, f.Sealed, int32(i)

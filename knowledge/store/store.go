@@ -58,21 +58,24 @@ type Head struct {
 	Bytes                     int64
 	ChunksSeq, ChunksVersion  int64
 	Actor                     string
-	CreatedAt, UpdatedAt      time.Time
-	Text                      *Text // nil when not read
+	// UserID is the user the document was written for ("" for the namespace's): kept
+	// as its reference (migration 157), answered in the clear.
+	UserID               string
+	CreatedAt, UpdatedAt time.Time
+	Text                 *Text // nil when not read
 }
 
 // headColumns are a head's plain columns, in Head's order, with its text opened in SQL
 // under its revision's key (unwrapped by the session's KEKs).
 const headColumns = `h.source_uri, h.doc_id::text, h.version, h.seq, h.format, h.deleted, h.chunk_count, h.bytes,
-	h.chunks_seq, h.chunks_version, h.actor, h.created_at, h.updated_at`
+	h.chunks_seq, h.chunks_version, h.actor, loom.user_name(h.org, h.user_id), h.created_at, h.updated_at`
 
 const openedText = `decrypt(h.sealed, hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256'), 'aes')`
 
 func scanHead(org, ns string, r pgx.Row, withText bool) (*Head, error) {
 	h := &Head{Org: org, Namespace: ns}
 	dest := []any{&h.SourceURI, &h.DocID, &h.Version, &h.Seq, &h.Format, &h.Deleted, &h.ChunkCount, &h.Bytes,
-		&h.ChunksSeq, &h.ChunksVersion, &h.Actor, &h.CreatedAt, &h.UpdatedAt}
+		&h.ChunksSeq, &h.ChunksVersion, &h.Actor, &h.UserID, &h.CreatedAt, &h.UpdatedAt}
 	var raw []byte
 	if withText {
 		dest = append(dest, &raw)
@@ -132,6 +135,23 @@ type ListOptions struct {
 	After          string // source URIs after it (the cursor)
 	Limit          int
 	IncludeDeleted bool
+	Users          Users // whose documents
+}
+
+// Users is whose documents a read sees: every user's (the zero value), or, Scoped,
+// the namespace's (no user) and User's ("" none more).
+type Users struct {
+	Scoped bool
+	User   string
+}
+
+// Sees reports whether a document of userID ("" the namespace's) is in u.
+func (u Users) Sees(userID string) bool { return !u.Scoped || userID == "" || userID == u.User }
+
+// usersPredicate is u's predicate over a table's user column (its reference), with
+// $scoped and $user the positions u's Scoped and User are bound at.
+func usersPredicate(column, org, scoped, user string) string {
+	return `(NOT ` + scoped + ` OR ` + column + ` = '' OR ` + column + ` = loom.user_ref(` + org + `, ` + user + `))`
 }
 
 // List lists a namespace's heads in source URI order, with their text.
@@ -139,7 +159,8 @@ func List(ctx context.Context, q Querier, org, ns string, o ListOptions) ([]*Hea
 	rows, err := q.Query(ctx, `SELECT `+headColumns+`, `+openedText+`
 		FROM loom.knowledge_heads h JOIN loom.knowledge_revisions k USING (org, namespace, seq)
 		WHERE h.org = $1 AND h.namespace = $2 AND h.source_uri > $3 AND starts_with(h.source_uri, $4) AND ($5 OR NOT h.deleted)
-		ORDER BY h.source_uri LIMIT $6`, org, ns, o.After, o.Prefix, o.IncludeDeleted, o.Limit)
+		  AND `+usersPredicate("h.user_id", "$1", "$7", "$8")+`
+		ORDER BY h.source_uri LIMIT $6`, org, ns, o.After, o.Prefix, o.IncludeDeleted, o.Limit, o.Users.Scoped, o.Users.User)
 	if err != nil {
 		return nil, fmt.Errorf("list the heads: %w", err)
 	}
@@ -171,17 +192,20 @@ func QueueLock(b *pgx.Batch, org, ns string, uris []string, into map[string]*Hea
 // QueueWrite queues, on b, a revision's key row and its head (sealed is the head's
 // text sealed under the revision's key, wrappedKey that key wrapped under the KEK).
 func QueueWrite(b *pgx.Batch, h *Head, event events.Type, wrappedKey, sealed []byte) {
-	b.Queue(`INSERT INTO loom.knowledge_revisions (org, namespace, seq, source_uri, version, event_type, data_key, doc_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid)`, h.Org, h.Namespace, h.Seq, h.SourceURI, h.Version, string(event), wrappedKey, h.DocID)
+	b.Queue(`INSERT INTO loom.knowledge_revisions (org, namespace, seq, source_uri, version, event_type, data_key, doc_id, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, loom.named_user($1, $9))`,
+		h.Org, h.Namespace, h.Seq, h.SourceURI, h.Version, string(event), wrappedKey, h.DocID, h.UserID)
+	// A source keeps its first version's user (the commit refuses a write for
+	// another), so the conflict leaves the head's user as it is.
 	b.Queue(`INSERT INTO loom.knowledge_heads (org, namespace, source_uri, doc_id, version, seq, format, deleted,
-			chunk_count, bytes, chunks_seq, chunks_version, actor, sealed, created_at, updated_at)
-		VALUES ($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			chunk_count, bytes, chunks_seq, chunks_version, actor, sealed, created_at, updated_at, user_id)
+		VALUES ($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, loom.named_user($1, $17))
 		ON CONFLICT (org, namespace, source_uri) DO UPDATE SET doc_id = EXCLUDED.doc_id, version = EXCLUDED.version,
 			seq = EXCLUDED.seq, format = EXCLUDED.format, deleted = EXCLUDED.deleted, chunk_count = EXCLUDED.chunk_count,
 			bytes = EXCLUDED.bytes, chunks_seq = EXCLUDED.chunks_seq, chunks_version = EXCLUDED.chunks_version,
 			actor = EXCLUDED.actor, sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at`,
 		h.Org, h.Namespace, h.SourceURI, h.DocID, h.Version, h.Seq, h.Format, h.Deleted, h.ChunkCount, h.Bytes,
-		h.ChunksSeq, h.ChunksVersion, h.Actor, sealed, h.CreatedAt, h.UpdatedAt)
+		h.ChunksSeq, h.ChunksVersion, h.Actor, sealed, h.CreatedAt, h.UpdatedAt, h.UserID)
 }
 
 // Serving is what a search page checks of a source's head.
@@ -190,13 +214,17 @@ type Serving struct {
 	Deleted                  bool
 	ChunksSeq, ChunksVersion int64
 	DocID                    string
+	// Seen says the document is in the read's Users.
+	Seen bool
 }
 
-// ReadServing reads the serving state of uris' heads in one statement: a source
-// missing from the answer has no head (nothing of it is served).
-func ReadServing(ctx context.Context, q Querier, org, ns string, uris []string) (map[string]Serving, error) {
-	rows, err := q.Query(ctx, `SELECT source_uri, version, deleted, chunks_seq, chunks_version, doc_id::text FROM loom.knowledge_heads
-		WHERE org = $1 AND namespace = $2 AND source_uri = ANY($3)`, org, ns, uris)
+// ReadServing reads the serving state of uris' heads in one statement, and whether
+// each is in u: a source missing from the answer has no head (nothing of it is
+// served).
+func ReadServing(ctx context.Context, q Querier, org, ns string, uris []string, u Users) (map[string]Serving, error) {
+	rows, err := q.Query(ctx, `SELECT source_uri, version, deleted, chunks_seq, chunks_version, doc_id::text,
+			`+usersPredicate("user_id", "$1", "$4", "$5")+` FROM loom.knowledge_heads
+		WHERE org = $1 AND namespace = $2 AND source_uri = ANY($3)`, org, ns, uris, u.Scoped, u.User)
 	if err != nil {
 		return nil, fmt.Errorf("read the heads of a page: %w", err)
 	}
@@ -205,7 +233,7 @@ func ReadServing(ctx context.Context, q Querier, org, ns string, uris []string) 
 	for rows.Next() {
 		var uri string
 		var s Serving
-		if err := rows.Scan(&uri, &s.Version, &s.Deleted, &s.ChunksSeq, &s.ChunksVersion, &s.DocID); err != nil {
+		if err := rows.Scan(&uri, &s.Version, &s.Deleted, &s.ChunksSeq, &s.ChunksVersion, &s.DocID, &s.Seen); err != nil {
 			return nil, fmt.Errorf("read the heads of a page: %w", err)
 		}
 		out[uri] = s

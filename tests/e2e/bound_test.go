@@ -36,6 +36,7 @@ type boundWorld struct {
 	url, org   string
 	ns, bobNS  string // ns holds alice's and bob's rows; bobNS bob's alone
 	bobID      string // bob's row "drink" in ns
+	bobJob     string // bob's pending ingestion job in ns
 	erasureID  string // carol's erasure, run by the unbound admin
 	traceID    string // a search trace of the unbound admin's
 	adminToken string // the unbound admin's token id
@@ -74,6 +75,16 @@ func newBoundWorld(t *testing.T, n *app.Process, url string) (*boundWorld, *test
 	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+w.ns+"/turns", b); r.Status != http.StatusOK {
 		t.Fatalf("bob's turns: %d %s", r.Status, r.Body)
 	}
+	// Bob's document (its title holds the marker, so a list that shows it leaks it) and
+	// his ingestion job, pending (no workers role here).
+	kadd(t, admin, w.ns, map[string]any{"source_uri": "bob.txt", "title": "bob's " + bobMarker + " plan",
+		"content": "bob plans the " + bobMarker + " launch", "user_id": "bob"})
+	b, _ = json.Marshal(map[string]any{"user_id": "bob", "documents": []map[string]any{{"source_uri": "bob-job.txt", "content": bobMarker}}})
+	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+w.ns+"/knowledge/ingestions", b); r.Status != http.StatusOK {
+		t.Fatalf("bob's ingestion: %d %s", r.Status, r.Body)
+	} else {
+		w.bobJob = r.JSON(t)["ingestion_id"].(string)
+	}
 	w.erasureID = admin.Erase(t, map[string]any{"user_id": "carol", "namespace": w.ns})["id"].(string)
 	b, _ = json.Marshal(map[string]any{"query": bobMarker + " tea", "trace": true})
 	r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+w.ns+"/memories:search", b)
@@ -94,6 +105,9 @@ func (w *boundWorld) state(t *testing.T) string {
 		UNION ALL SELECT 'policy '||namespace||' '||config::text||' '||updated_at::text FROM loom.namespaces WHERE org = $1
 		UNION ALL SELECT 'blacklist '||namespace||' '||pattern FROM loom.blacklist WHERE org = $1
 		UNION ALL SELECT 'turn '||namespace||' '||turn_id::text FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
+		UNION ALL SELECT 'document '||namespace||'/'||source_uri||' v'||version||' '||deleted FROM loom.knowledge_heads WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
+		UNION ALL SELECT 'job '||ingestion_id::text||' '||state||' '||coalesce(cancel_requested_at::text, '') FROM loom.knowledge_jobs WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
+		UNION ALL SELECT 'dataset '||source_uri||' '||dataset_id FROM loom.knowledge_datasets WHERE org = $1
 		UNION ALL SELECT 'erasure '||id FROM loom.erasure_ledger WHERE org = $1 AND loom.ledger_user(org, scope) IS DISTINCT FROM 'alice'`, w.org), "\n")
 }
 
@@ -418,40 +432,43 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 		"GET /v1/health/ready": probes(probe{http.MethodGet, "/v1/health/ready", "", anyRole(200), nil}),
 		"GET /metrics":         probes(probe{http.MethodGet, "/metrics", "", anyRole(200), nil}),
 
-		// The knowledge plane: a namespace's documents are every user's, so a token bound
-		// to one user reads and searches them but writes none.
+		// The knowledge plane: a token bound to alice reads the namespace's documents and
+		// alice's, writes alice's, and finds bob's (bob.txt, his job) absent.
 		"POST /v1/namespaces/:ns/knowledge": probes(
-			probe{http.MethodPost, ns + "/knowledge", `{"source_uri": "a.txt", "content": "x"}`, anyRole(403), nil}),
+			probe{http.MethodPost, ns + "/knowledge", `{"source_uri": "a.txt", "content": "x", "user_id": "bob"}`, writes(403), nil},
+			probe{http.MethodPost, ns + "/knowledge", `{"source_uri": "bob.txt", "content": "x"}`, writes(409), nil}),
 		"PUT /v1/namespaces/:ns/knowledge": probes(
-			probe{http.MethodPut, ns + "/knowledge", `{"source_uri": "a.txt", "content": "x"}`, anyRole(403), nil}),
+			probe{http.MethodPut, ns + "/knowledge", `{"source_uri": "bob.txt", "content": "x"}`, writes(409), nil}),
 		"POST /v1/namespaces/:ns/knowledge:bulkAdd": probes(
-			probe{http.MethodPost, ns + "/knowledge:bulkAdd", `{"documents": [{"source_uri": "a.txt", "content": "x"}]}`, anyRole(403), nil}),
+			probe{http.MethodPost, ns + "/knowledge:bulkAdd", `{"documents": [{"source_uri": "a.txt", "content": "x", "user_id": "bob"}]}`, writes(403), nil}),
 		"DELETE /v1/namespaces/:ns/knowledge/document": probes(
-			probe{http.MethodDelete, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(403), nil}),
+			probe{http.MethodDelete, ns + "/knowledge/document?source_uri=bob.txt", "", writes(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge/document:restore": probes(
-			probe{http.MethodPost, ns + "/knowledge/document:restore", `{"source_uri": "a.txt"}`, anyRole(403), nil}),
-		"GET /v1/namespaces/:ns/knowledge": probes(probe{http.MethodGet, ns + "/knowledge", "", anyRole(200), nil}),
+			probe{http.MethodPost, ns + "/knowledge/document:restore", `{"source_uri": "bob.txt"}`, writes(404), nil}),
+		"GET /v1/namespaces/:ns/knowledge": probes(probe{http.MethodGet, ns + "/knowledge", "", anyRole(200), nil},
+			probe{http.MethodGet, ns + "/knowledge?user_id=bob", "", anyRole(200), nil}),
 		"GET /v1/namespaces/:ns/knowledge/document": probes(
-			probe{http.MethodGet, ns + "/knowledge/document?source_uri=a.txt", "", anyRole(404), nil}),
+			probe{http.MethodGet, ns + "/knowledge/document?source_uri=bob.txt", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/outline": probes(
-			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=a.txt", "", anyRole(404), nil}),
+			probe{http.MethodGet, ns + "/knowledge/outline?source_uri=bob.txt", "", anyRole(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/inspect": probes(probe{http.MethodGet, ns + "/knowledge/inspect", "", anyRole(200), nil}),
 		"GET /v1/namespaces/:ns/knowledge/datasets": probes(
-			probe{http.MethodGet, ns + "/knowledge/datasets?source_uri=a.csv", "", anyRole(404), nil}),
+			probe{http.MethodGet, ns + "/knowledge/datasets?source_uri=bob.txt", "", anyRole(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge/datasets:approve": probes(
-			probe{http.MethodPost, ns + "/knowledge/datasets:approve", `{"source_uri": "a.csv", "dataset_id": "table-1", "version": 1}`, anyRole(403), nil}),
+			probe{http.MethodPost, ns + "/knowledge/datasets:approve", `{"source_uri": "bob.txt", "dataset_id": "table-1", "version": 1}`, writes(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge/datasets:query": probes(
-			probe{http.MethodPost, ns + "/knowledge/datasets:query", `{"source_uri": "a.csv", "dataset_id": "table-1", "query": {}}`, anyRole(404), nil}),
+			probe{http.MethodPost, ns + "/knowledge/datasets:query", `{"source_uri": "bob.txt", "dataset_id": "table-1", "query": {}}`, anyRole(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge:synthesize": probes(
-			probe{http.MethodPost, ns + "/knowledge:synthesize", `{"query": "who drinks tea"}`, anyRole(200, 503), nil}),
+			probe{http.MethodPost, ns + "/knowledge:synthesize", `{"query": "who plans a launch", "user_id": "bob"}`, anyRole(200, 503), nil}),
 		"POST /v1/namespaces/:ns/knowledge/ingestions": probes(
-			probe{http.MethodPost, ns + "/knowledge/ingestions", `{"documents": [{"source_uri": "a.txt", "content": "x"}]}`, anyRole(403), nil}),
+			probe{http.MethodPost, ns + "/knowledge/ingestions", `{"documents": [{"source_uri": "a.txt", "content": "x"}], "user_id": "bob"}`, writes(403), nil}),
 		"POST /v1/namespaces/:ns/knowledge/ingestions/:ingestion_id:cancel": probes(
-			probe{http.MethodPost, ns + "/knowledge/ingestions/00000000-0000-0000-0000-000000000000:cancel", "", anyRole(403), nil}),
+			probe{http.MethodPost, ns + "/knowledge/ingestions/" + w.bobJob + ":cancel", "", writes(404), nil}),
 		"GET /v1/namespaces/:ns/knowledge/ingestions/:ingestion_id": probes(
-			probe{http.MethodGet, ns + "/knowledge/ingestions/00000000-0000-0000-0000-000000000000", "", anyRole(404), nil}),
+			probe{http.MethodGet, ns + "/knowledge/ingestions/" + w.bobJob, "", anyRole(404), nil}),
 		"POST /v1/namespaces/:ns/knowledge:search": probes(
-			probe{http.MethodPost, ns + "/knowledge:search", `{"query": "who drinks tea"}`, anyRole(200), nil}),
+			probe{http.MethodPost, ns + "/knowledge:search", `{"query": "who plans a launch"}`, anyRole(200), nil},
+			probe{http.MethodPost, ns + "/knowledge:search", `{"query": "who plans a launch", "user_id": "bob"}`, anyRole(200), nil}),
 
 		// The adapters call the REST routes with the caller's token.
 		"USE /mem0": func(t *testing.T, as *testenv.Client, role string) {
@@ -473,7 +490,8 @@ func boundRoutes(w *boundWorld) map[string]func(t *testing.T, as *testenv.Client
 				{"memory_set", map[string]any{"namespace": w.ns, "key": "drink", "value": "overwritten", "user_id": "bob"}, true},
 				{"memory_list", map[string]any{"namespace": w.bobNS}, false},
 				{"memory_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
-				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "a.txt", "content": "x"}, true},
+				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "a.txt", "content": "x", "user_id": "bob"}, true},
+				{"knowledge_add", map[string]any{"namespace": w.ns, "source_uri": "bob.txt", "content": "x"}, true},
 				{"knowledge_search", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"knowledge_synthesize", map[string]any{"namespace": w.ns, "query": "who drinks tea"}, false},
 				{"memory_context", map[string]any{"namespace": w.ns, "query": "who drinks tea", "user_id": "bob"}, false},

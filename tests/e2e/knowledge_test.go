@@ -436,36 +436,3 @@ func TestKnowledgeSearchFiltersByWhenAVersionWasWritten(t *testing.T) {
 		}
 	}
 }
-
-// A user's erasure leaves the namespace's documents: Loom's documents carry no user
-// (org and namespace tokens write them; a user-bound token writes none), so no
-// document is the user's. The user's memories go; the document is still served by
-// get and search, and its heads and revisions are still in Postgres (the decision
-// docs/architecture.md's knowledge section states, and the registry's knowledge rows).
-func TestKnowledgeAUsersErasureLeavesTheNamespacesDocuments(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
-	ns := testenv.Unique(t, "kn")
-	kadd(t, c, ns, map[string]any{"source_uri": "handbook.txt", "content": "Expenses over the axolotl limit need approval."})
-	if r := c.Put(t, ns, "limit", map[string]any{"value": "bob asked about the axolotl limit", "user_id": "bob"}); r.Status != http.StatusOK {
-		t.Fatalf("memory.set: %d %s", r.Status, r.Body)
-	}
-	view := c.Erase(t, map[string]any{"namespace": ns, "user_id": "bob"})
-	census := view["census"].(map[string]any)
-	for _, table := range []string{"pg:loom.memory_current", "pg:loom.knowledge_heads", "pg:loom.knowledge_revisions"} {
-		if n, ok := census[table]; !ok || n != float64(0) {
-			t.Errorf("census of %s: %v (present %t)", table, n, ok)
-		}
-	}
-	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns); n != 0 {
-		t.Errorf("%d of bob's memories left", n)
-	}
-	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.knowledge_heads WHERE org = $1 AND namespace = $2`, org, ns); n != 1 {
-		t.Errorf("%d heads after bob's erasure, want the namespace's one", n)
-	}
-	if r := kget(t, c, ns, "handbook.txt"); r.Status != http.StatusOK {
-		t.Fatalf("get after bob's erasure: %d %s", r.Status, r.Body)
-	}
-	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "axolotl limit"})); !slices.Equal(uris, []string{"handbook.txt"}) {
-		t.Fatalf("search after bob's erasure: %v", uris)
-	}
-}

@@ -496,7 +496,7 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 		}},
 		{"GetDocument", func() error { _, err := c.GetDocument(ctx, ns, "spec/a.txt"); return err }},
 		{"ListDocuments", func() error {
-			_, err := c.ListDocuments(ctx, ns, client.DocumentListOptions{Prefix: "spec/", Limit: 5})
+			_, err := c.ListDocuments(ctx, ns, client.DocumentListOptions{Prefix: "spec/", Limit: 5, UserID: "bob"})
 			return err
 		}},
 		{"SearchKnowledge", func() error {
@@ -522,6 +522,11 @@ func TestTheTypedClientAndTheServerKeepToTheSpec(t *testing.T) {
 			}
 			ingestionID = job.IngestionID
 			return nil
+		}},
+		{"IngestFor", func() error {
+			text := "bob's spec ingestion of quokkas"
+			_, err := c.IngestFor(ctx, ns, "bob", []client.DocumentInput{{SourceURI: "spec/bob-ingested.txt", Content: &text}})
+			return err
 		}},
 		{"IngestStatus", func() error { _, err := c.IngestStatus(ctx, ns, ingestionID); return err }},
 		{"CancelIngest", func() error { _, err := c.CancelIngest(ctx, ns, ingestionID); return err }},

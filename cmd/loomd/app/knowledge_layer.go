@@ -17,8 +17,8 @@ type knowledgeLayer struct{ plane *kquery.Service }
 // Knowledge answers the k chunks knowledge.search finds for the query, each citing
 // its document version and chunk: k:<doc_id>@<version>#<ordinal> (knowledge.get by
 // source_uri shows the version; the outline numbers the chunks).
-func (l knowledgeLayer) Knowledge(ctx context.Context, p auth.Principal, ns, q string, k int) ([]query.KnowledgeChunk, error) {
-	ans, err := l.plane.Search(ctx, p, ns, kquery.SearchRequest{Query: q, Limit: min(max(k, 1), kquery.MaxSearchLimit)})
+func (l knowledgeLayer) Knowledge(ctx context.Context, p auth.Principal, ns, userID, q string, k int) ([]query.KnowledgeChunk, error) {
+	ans, err := l.plane.Search(ctx, p, ns, kquery.SearchRequest{Query: q, Limit: min(max(k, 1), kquery.MaxSearchLimit), UserID: userID})
 	if err != nil {
 		return nil, err
 	}
