@@ -75,6 +75,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// The stages of a batch marked on its records' process spans: its data keys read from
+// Postgres, its content opened (the apply follows).
+const (
+	EventKeysRead = "keys read"
+	EventOpened   = "opened"
+)
+
 // Follower applies the topic to an index.
 type Follower struct {
 	cfg   Config
@@ -258,6 +265,7 @@ func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<
 			})
 			p.undecodable, p.spaces = p.batch.undecodable, p.batch.records(content, opened)
 			p.batch, p.keys = nil, nil
+			p.spans.Event(EventOpened)
 		}
 		select {
 		case out <- p:
@@ -295,6 +303,7 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 				return // ctx ended
 			}
 			p.keys = keys
+			p.spans.Event(EventKeysRead)
 		}
 		select {
 		case out <- p:

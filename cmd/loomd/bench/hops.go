@@ -14,6 +14,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomplane/loom/internal/indexfeed"
 )
 
 // Hops records the spans a write leaves on its way from its commit to the search
@@ -32,6 +34,7 @@ type hopTimes struct {
 	committed        time.Time // the commit span ended
 	produced, acked  time.Time // the relay's produce span
 	fetched, applied time.Time // the index follower's process span
+	keysRead, opened time.Time // its events: the batch's keys read, its content opened
 	// answered is when the write's answer reached the bench's client, visible when its
 	// wait for the index to reach the seq returned (a search would then find it); zero
 	// where the write was not one of the samples.
@@ -78,6 +81,14 @@ func (h *Hops) OnEnd(s sdktrace.ReadOnlySpan) {
 		t.produced, t.acked = s.StartTime(), s.EndTime()
 	case s.SpanKind() == trace.SpanKindConsumer && consumerOf(s) == "index":
 		t.fetched, t.applied = s.StartTime(), s.EndTime()
+		for _, e := range s.Events() {
+			switch e.Name {
+			case indexfeed.EventKeysRead:
+				t.keysRead = e.Time
+			case indexfeed.EventOpened:
+				t.opened = e.Time
+			}
+		}
 	}
 }
 
@@ -146,15 +157,24 @@ type hopSplit struct {
 var hopNames = []string{
 	"commit→relay produces (wake, read, seal)",
 	"produce→index fetched (broker, fetch wait, poll)",
-	"fetched→applied (keys, open, apply)",
+	"fetched→keys read (decode, a Postgres round trip)",
+	"keys read→opened (open the content)",
+	"opened→applied (hand-off, apply)",
 	"applied→visible (the waiter wakes)",
 }
 
 func splitHops(ws []hopTimes) hopSplit {
 	s := hopSplit{names: hopNames, of: make([][]time.Duration, len(hopNames))}
 	for _, w := range ws {
+		keysRead, opened := w.keysRead, w.opened
+		if keysRead.IsZero() {
+			keysRead = w.fetched
+		}
+		if opened.IsZero() {
+			opened = keysRead
+		}
 		for i, d := range []time.Duration{w.produced.Sub(w.committed), w.fetched.Sub(w.produced),
-			w.applied.Sub(w.fetched), w.visible.Sub(w.applied)} {
+			keysRead.Sub(w.fetched), opened.Sub(keysRead), w.applied.Sub(opened), w.visible.Sub(w.applied)} {
 			s.of[i] = append(s.of[i], d)
 		}
 		s.total = append(s.total, w.visible.Sub(w.committed))
@@ -232,6 +252,7 @@ func (r *runner) lagHops(ctx context.Context, res *ScenarioResult, ns, name stri
 	var mu sync.Mutex
 	var samples []indexed
 	h.start()
+	waitBefore := readWait()
 	_, err := r.closedLoop(ctx, "write until indexed, traced "+name, conc, r.opts.Duration, func(ctx context.Context, _, i int) error {
 		s, err := r.indexSample(ctx, ns, index, 1_000_000+i)
 		if err == nil {
@@ -241,10 +262,12 @@ func (r *runner) lagHops(ctx context.Context, res *ScenarioResult, ns, name stri
 		}
 		return err
 	})
+	waitAfter := readWait()
 	ws := h.stop(samples)
 	if err != nil {
 		return err
 	}
+	waitRows(res, name+", traced writes", waitBefore, waitAfter, len(samples))
 	if len(ws) == 0 {
 		// The process did not publish them or index them itself (the relay lock is
 		// held by another process): no write's hops were all seen.

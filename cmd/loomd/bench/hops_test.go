@@ -6,12 +6,15 @@ import (
 	"time"
 )
 
-// hopWrite is a write's marks from its hops' lengths; its answer arrives 1 ms after
-// the commit.
+// hopWrite is a write's marks from its hops' lengths: its keys read half way through
+// the apply hop, its content opened at three quarters, its answer 1 ms after the
+// commit.
 func hopWrite(pickup, fetch, apply, wake time.Duration) hopTimes {
 	at := time.Unix(1_700_000_000, 0)
+	fetched := at.Add(pickup + fetch)
 	return hopTimes{committed: at, produced: at.Add(pickup), acked: at.Add(pickup + time.Millisecond),
-		fetched: at.Add(pickup + fetch), applied: at.Add(pickup + fetch + apply), visible: at.Add(pickup + fetch + apply + wake),
+		fetched: fetched, keysRead: fetched.Add(apply / 2), opened: fetched.Add(apply * 3 / 4),
+		applied: fetched.Add(apply), visible: fetched.Add(apply + wake),
 		answered: at.Add(time.Millisecond), seenCommit: true}
 }
 
@@ -24,7 +27,7 @@ func TestHopsSplitTheSlowWritesByWhereTheirTimeWent(t *testing.T) {
 		ws = append(ws, hopWrite(ms, ms, ms, ms))
 	}
 	// The two slowest writes waited on the fetch.
-	ws = append(ws, hopWrite(ms, 81*ms, ms, ms), hopWrite(ms, 101*ms, ms, ms))
+	ws = append(ws, hopWrite(ms, 81*ms, 4*ms, ms), hopWrite(ms, 101*ms, 4*ms, ms))
 	s := splitHops(ws)
 	if len(s.total) != 20 || s.total[0] != 4*ms || s.fromAnswer[0] != 3*ms {
 		t.Fatalf("commit→visible %v, answer→visible %v", s.total, s.fromAnswer)
@@ -33,7 +36,7 @@ func TestHopsSplitTheSlowWritesByWhereTheirTimeWent(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("the slowest tenth holds %d writes, want 2", n)
 	}
-	want := []time.Duration{ms, 91 * ms, ms, ms}
+	want := []time.Duration{ms, 91 * ms, 2 * ms, ms, ms, ms}
 	for i, m := range means {
 		if m != want[i] {
 			t.Errorf("hop %q: mean %v in the slowest tenth, want %v", s.names[i], m, want[i])
@@ -46,20 +49,20 @@ func TestHopsSplitTheSlowWritesByWhereTheirTimeWent(t *testing.T) {
 func TestTheTailIsClassifiedByItsLongestHop(t *testing.T) {
 	ms := time.Millisecond
 	s := splitHops([]hopTimes{
-		hopWrite(ms, ms, ms, ms),           // 3 ms from the answer: under the bound
-		hopWrite(400*ms, ms, 2*ms, ms),     // the relay's pickup
-		hopWrite(ms, 2*ms, 30*ms, ms),      // the apply
-		hopWrite(ms, 100*ms, 2*ms, ms),     // the fetch
-		hopWrite(15*ms, 2*ms, 2*ms, 10*ms), // the pickup again, below the bound alone
+		hopWrite(ms, ms, 4*ms, ms),         // 6 ms from the answer: under the bound
+		hopWrite(400*ms, ms, 4*ms, ms),     // the relay's pickup
+		hopWrite(ms, 2*ms, 60*ms, ms),      // the keys' read (30 ms of the 60)
+		hopWrite(ms, 100*ms, 4*ms, ms),     // the fetch
+		hopWrite(15*ms, 2*ms, 4*ms, 10*ms), // the pickup again, below the bound alone
 	})
 	writes, byHop := s.over(lagTailBound)
 	if len(writes) != 4 {
 		t.Fatalf("%d writes over %v, want 4", len(writes), lagTailBound)
 	}
-	if want := []int{2, 1, 1, 0}; !slices.Equal(byHop, want) {
+	if want := []int{2, 1, 1, 0, 0, 0}; !slices.Equal(byHop, want) {
 		t.Errorf("writes by longest hop %v, want %v", byHop, want)
 	}
-	if writes[0].longest != 0 || writes[0].fromAnswer != 403*ms || writes[1].longest != 1 {
+	if writes[0].longest != 0 || writes[0].fromAnswer != 405*ms || writes[1].longest != 1 {
 		t.Errorf("slowest first: %+v", writes[:2])
 	}
 }
