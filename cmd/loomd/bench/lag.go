@@ -71,6 +71,9 @@ func (r *runner) lag(ctx context.Context) (*ScenarioResult, error) {
 			"commit→index is when the process's in-process search index (LOOM_SEARCH_INDEX=memory) has applied the write's seq: " +
 				"a search served by it is then searchable and passes its barrier; its baseline is the bare commit→topic hop " +
 				"(a produce until a tail consumer fetches it), since the index applies records as they are fetched",
+			"commit→index is read from the loop that watches the index alone: the loop that also watches ClickHouse and the " +
+				"watermark polls them every " + lagPoll.String() + " per writer, and those polls take a core from the hops it times; " +
+				"its traced twin splits each write into hops, and counts the writes over 20 ms by the hop they spent the longest in",
 		},
 	}
 	ns := r.namespace("lag")
