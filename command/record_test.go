@@ -60,9 +60,12 @@ func TestAReferencedRecordPublishesTheBytesOfTheWholeOne(t *testing.T) {
 	queued := outbox.Row{Record: outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Value: value, Vectors: vectors}}
 	queued.Journal = outbox.Journal{MemoryKey: row.MemoryKey, UserID: row.UserID, Sealed: sealedText, DataKey: key}
 	plain := func(b []byte) ([]byte, error) { return b, nil }
-	published, err := outbox.Complete(queued, plain)
+	published, handed, err := outbox.Complete(queued, plain)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !bytes.Equal(handed, key) {
+		t.Errorf("the key handed to the index follower is %x, want the revision's %x", handed, key)
 	}
 	got, want := decodeOpened(t, published, key), decodeOpened(t, whole, key)
 	if !reflect.DeepEqual(got.content, want.content) {
@@ -73,9 +76,14 @@ func TestAReferencedRecordPublishesTheBytesOfTheWholeOne(t *testing.T) {
 	}
 
 	queued.Journal.Sealed, queued.Journal.DataKey = nil, nil // redacted before it was published
-	published, err = outbox.Complete(queued, plain)
+	published, handed, err = outbox.Complete(queued, plain)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if handed != nil {
+		// The key it was sealed under is nobody's: handed over, it would open an empty
+		// content where the follower must find the revision keyless.
+		t.Errorf("a redacted revision's record hands a key over")
 	}
 	env, err := events.Decode(published)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/shutdown"
 	"github.com/loomplane/loom/internal/tracing"
 )
@@ -74,6 +75,9 @@ type Relay struct {
 
 	// keys open the data keys of the revisions whose records it seals (SetKeys).
 	keys *kek.Ring
+	// handoff receives the data keys it seals revisions with, for this process's index
+	// follower (SetHandoff; nil: none).
+	handoff *revisions.Handoff
 }
 
 // New returns a relay; producer must be an idempotent kgo client (the kgo default)
@@ -101,6 +105,11 @@ func (r *Relay) SetTracer(t trace.Tracer) { r.tracer = tracing.Tracer(t) }
 // SetKeys opens the stored data keys of the revisions whose records were queued by
 // reference (outbox.Complete) with r. Without it only raw keys open. Call it before Run.
 func (r *Relay) SetKeys(ring *kek.Ring) { r.keys = ring }
+
+// SetHandoff hands the data keys of the revisions whose records it seals over to h,
+// which this process's index follower takes them from instead of reading them back
+// from Postgres. Call it before Run.
+func (r *Relay) SetHandoff(h *revisions.Handoff) { r.handoff = h }
 
 // unwrap opens a stored data key.
 func (r *Relay) unwrap(stored []byte) ([]byte, error) {

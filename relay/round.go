@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/tracing"
 )
@@ -256,10 +257,12 @@ func (r *Relay) toRecord(o outboxRow) (*kgo.Record, error) {
 	if err := json.Unmarshal(o.Headers, &pairs); err != nil {
 		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.ID, err)
 	}
-	value, err := outbox.Complete(o.Row, r.unwrap)
+	value, dataKey, err := outbox.Complete(o.Row, r.unwrap)
 	if err != nil {
 		return nil, fmt.Errorf("%w: row %d: %v", errMalformed, o.ID, err)
 	}
+	// Before the produce: the follower may fetch the record before the ack arrives.
+	r.handoff.Put(events.RecordID(o.Org, o.Namespace, o.Seq), dataKey)
 	rec := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: value}
 	for _, p := range pairs {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: p[0], Value: []byte(p[1])})

@@ -59,6 +59,9 @@ type Config struct {
 	// Tracer traces the apply of each record a traced write queued, in that write's
 	// trace (nil: not traced).
 	Tracer trace.Tracer
+	// Handoff holds the data keys this process's relay sealed records with: a batch's
+	// keys found there are not read from Postgres (nil: every batch reads its keys).
+	Handoff *revisions.Handoff
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +77,13 @@ func (c Config) withDefaults() Config {
 	c.Tracer = tracing.Tracer(c.Tracer)
 	return c
 }
+
+// The stages of a batch marked on its records' process spans: its data keys read from
+// Postgres, its content opened (the apply follows).
+const (
+	EventKeysRead = "keys read"
+	EventOpened   = "opened"
+)
 
 // Follower applies the topic to an index.
 type Follower struct {
@@ -258,6 +268,7 @@ func (f *Follower) prepareBatches(ctx context.Context, cl *kgo.Client, out chan<
 			})
 			p.undecodable, p.spaces = p.batch.undecodable, p.batch.records(content, opened)
 			p.batch, p.keys = nil, nil
+			p.spans.Event(EventOpened)
 		}
 		select {
 		case out <- p:
@@ -295,6 +306,7 @@ func (f *Follower) fetchBatches(ctx context.Context, cl *kgo.Client, out chan<- 
 				return // ctx ended
 			}
 			p.keys = keys
+			p.spans.Event(EventKeysRead)
 		}
 		select {
 		case out <- p:
@@ -414,13 +426,18 @@ func (f *Follower) markWarm() {
 func (f *Follower) keysWithRetry(ctx context.Context, b *batch) (map[string][]byte, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
+	handed, rest := f.cfg.Handoff.Take(b.revisions)
 	for {
 		err := revisions.ResolveRecordFences(ctx, f.keys, b.decoded)
 		var keys map[string][]byte
-		if err == nil && len(b.revisions) > 0 {
-			keys, err = revisions.FetchKeys(ctx, f.keys, b.revisions)
+		if err == nil && len(rest) > 0 {
+			keys, err = revisions.FetchKeys(ctx, f.keys, rest)
 		}
 		if err == nil {
+			if keys == nil {
+				return handed, nil
+			}
+			maps.Copy(keys, handed)
 			return keys, nil
 		}
 		if ctx.Err() != nil {

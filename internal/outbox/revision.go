@@ -145,50 +145,55 @@ var ErrUnopened = errors.New("the revision's data key does not open it")
 // sealed in the stub's place under the revision's data key (unwrap opens the key as
 // stored). A revision redacted or erased since carries nothing: its content is sealed
 // empty under a key nobody keeps, as a republish seals it, so the record takes its seq
-// and, like the one it stands for, opens under no stored key.
-func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) ([]byte, error) {
+// and, like the one it stands for, opens under no stored key. dataKey is the revision's
+// key when the content was sealed under it, nil otherwise (a row not queued by
+// reference, or a revision redacted or erased since): the key the relay hands to its
+// process's index follower (revisions.Handoff).
+func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataKey []byte, err error) {
 	if row.Vectors == nil {
-		return row.Value, nil
+		return row.Value, nil, nil
 	}
 	at := bytes.Index(row.Value, stubField)
 	if at < 0 {
-		return nil, errors.New("the record queued by reference has no stand-in for its sealed content")
+		return nil, nil, errors.New("the record queued by reference has no stand-in for its sealed content")
 	}
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
 	var content *events.Content
 	var key []byte
-	if row.Journal.Sealed == nil || row.Journal.DataKey == nil {
-		var err error
+	journaled := row.Journal.Sealed != nil && row.Journal.DataKey != nil
+	if !journaled {
 		if key, err = events.NewDataKey(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		content = &events.Content{}
 	} else {
-		var err error
 		if key, err = unwrap(row.Journal.DataKey); err != nil {
-			return nil, fmt.Errorf("open the data key of %s: %w", recordID, err)
+			return nil, nil, fmt.Errorf("open the data key of %s: %w", recordID, err)
 		}
 		rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, UserID: row.Journal.UserID,
 			MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
 		if err := heads.OpenText(key, row.Journal.Sealed, rev); err != nil {
-			return nil, fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)
+			return nil, nil, fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)
 		}
 		v, err := openVectors(key, row.Vectors)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s vectors: %v", ErrUnopened, recordID, err)
+			return nil, nil, fmt.Errorf("%w: %s vectors: %v", ErrUnopened, recordID, err)
 		}
 		content = RevisionContent(rev, v, key)
 	}
 	sealed, err := events.Seal(key, recordID, content)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	field, err := json.Marshal(sealed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]byte, 0, len(row.Value)+len(field))
 	out = append(out, row.Value[:at+len(`"sealed":`)]...)
 	out = append(out, field...)
-	return append(out, row.Value[at+len(stubField):]...), nil
+	if journaled {
+		dataKey = key
+	}
+	return append(out, row.Value[at+len(stubField):]...), dataKey, nil
 }

@@ -216,6 +216,14 @@ func (rs RecordSpans) End(rec *kgo.Record, err error) {
 	delete(rs.spans, rec)
 }
 
+// Event marks a stage the records reached on every span not ended yet (the bench
+// splits a hop at it).
+func (rs RecordSpans) Event(name string) {
+	for _, span := range rs.spans {
+		span.AddEvent(name)
+	}
+}
+
 // EndAll ends every span not ended yet, failed when err is not nil.
 func (rs RecordSpans) EndAll(err error) {
 	for rec := range rs.spans {

@@ -36,6 +36,7 @@ import (
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/tracing"
 	"github.com/loomplane/loom/internal/watermarks"
@@ -93,6 +94,9 @@ type Process struct {
 	auditChainOff atomic.Bool // SetAuditChain: `loomd bench chain`'s switch
 	migrations    *boot.Migrations
 	index         *searchIndex // nil: the process reads ClickHouse for search and peers
+	// keyHandoff carries the data keys the relay seals records with to the index
+	// follower, when the process runs both (nil otherwise).
+	keyHandoff *revisions.Handoff
 }
 
 // Option changes how Open builds a process's roles.
@@ -444,6 +448,7 @@ func (p *Process) RunRelay(ctx context.Context) error {
 	r := relay.New(rcfg, p.Cfg.Pipeline, p.PG, producer, wake, p.Metrics, p.Log, p.opts.relayFaults)
 	r.SetTracer(p.tracer())
 	r.SetKeys(p.Keys)
+	r.SetHandoff(p.keyHandoff)
 	p.relay.Store(r)
 	if p.relayWake != nil {
 		defer p.relayWake.WakeLocal(func() bool { wake.Wake(); return r.Holding() })()

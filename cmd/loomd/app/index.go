@@ -5,6 +5,7 @@ import (
 
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/indexfeed"
+	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/searchindex"
 )
 
@@ -24,9 +25,14 @@ func (p *Process) openIndex() *searchIndex {
 		return nil
 	}
 	x := searchindex.New(searchindex.Config{GraphMin: c.SearchIndex.GraphMin})
+	if c.Roles.Has(config.RoleRelay) {
+		// The relay of this process hands the keys it seals records with to the follower:
+		// a record it publishes is applied without reading its key back from Postgres.
+		p.keyHandoff = revisions.NewHandoff()
+	}
 	feed := indexfeed.New(indexfeed.Config{Brokers: c.Kafka.Brokers, Topic: c.Pipeline.Topic, BatchRecords: c.SearchIndex.BatchRecords,
 		FetchMaxWait: c.SearchIndex.FetchMaxWait, MaxBytes: c.SearchIndex.MaxBytes, CheckpointDir: c.SearchIndex.CheckpointDir,
-		CheckpointInterval: c.SearchIndex.CheckpointInterval, Tracer: p.tracer()}, p.PG, x, p.Log)
+		CheckpointInterval: c.SearchIndex.CheckpointInterval, Tracer: p.tracer(), Handoff: p.keyHandoff}, p.PG, x, p.Log)
 	indexfeed.RegisterGauges(p.Metrics, feed, x)
 	return &searchIndex{index: x, feed: feed}
 }
