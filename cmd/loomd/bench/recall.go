@@ -92,6 +92,7 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		loomTrips = loomTrips.stop()
 		base, err := r.closedLoop(ctx, "primary-key SELECT "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			var sealed []byte
 			err := pool.QueryRow(ctx, `SELECT sealed FROM loom.memory_evidence WHERE org = $1 AND namespace = $2 AND turn_id = $3`,
