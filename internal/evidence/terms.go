@@ -63,26 +63,37 @@ type Candidate struct {
 
 // Candidates reads, among the scope's limit most recent turns (newest first), those
 // whose terms overlap query's, and how many turns it looked among. The read carries no
-// sealed text: the recent turns are an index scan (memory_evidence_recent) and their
-// terms, and a question opens none of them. Turns kept before the terms column (NULL)
-// are read again, opened in Go with unwrap, for the caller to match by their text.
+// sealed text and touches no turn that shares no term: the recent turns are only a cut,
+// the limit-th newest turn's time and index (an index-only walk of
+// memory_evidence_recent), and the turns at or after it sharing a term come from the
+// terms' GIN index (migration 162). A turn tied with the cut at its time and index is
+// among them. Turns kept before the terms column (NULL) are read again, opened in Go
+// with unwrap, for the caller to match by their text.
 func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int64, unwrap func([]byte) ([]byte, error)) ([]Candidate, int, error) {
-	// One user's turns are a scan of memory_evidence_recent that stops at the cap; every
+	// One user's turns are a walk of memory_evidence_recent that stops at the cap; every
 	// user's, a top-N sort of the namespace's narrow columns. Two statements, so each
-	// plans for its own predicate.
-	scoped := `e.user_id = loom.user_ref($1, $3)`
+	// plans for its own predicate. The user's reference is computed once (me): in a
+	// filter, loom.user_ref would open the org's key for every row.
+	scoped := `e.user_id = (SELECT ref FROM me)`
 	if s.UserID == "" {
 		scoped = `$3 = ''`
 	}
-	rows, err := q.Query(ctx, `WITH recent AS (
-			SELECT e.turn_id, e.user_id, e.session_id, e.message_index, e.occurred_at, e.terms
-			FROM loom.memory_evidence e
+	rows, err := q.Query(ctx, `WITH me AS (SELECT loom.user_ref($1, $3) AS ref),
+		cut AS (SELECT e.occurred_at, e.message_index FROM loom.memory_evidence e
 			WHERE e.org = $1 AND e.namespace = $2 AND `+scoped+`
-			ORDER BY e.occurred_at DESC, e.message_index DESC LIMIT $4),
+			ORDER BY e.occurred_at DESC, e.message_index DESC OFFSET $4 - 1 LIMIT 1),
+		-- fewer turns than the cap: every one is looked among, and counted
+		edge AS (SELECT coalesce((SELECT $4::bigint FROM cut), (SELECT count(*) FROM loom.memory_evidence e
+				WHERE e.org = $1 AND e.namespace = $2 AND `+scoped+`)) AS scanned,
+			coalesce((SELECT occurred_at FROM cut), '-infinity') AS cut_at, coalesce((SELECT message_index FROM cut), -1) AS cut_index),
+		hits AS (SELECT e.turn_id, e.user_id, e.session_id, e.message_index, e.occurred_at, e.terms
+			FROM loom.memory_evidence e, edge g
+			WHERE e.org = $1 AND e.namespace = $2 AND `+scoped+` AND (e.terms && $5::bigint[] OR e.terms IS NULL)
+			  AND (e.occurred_at, e.message_index) >= (g.cut_at, g.cut_index)),
 		-- each user named once (the column holds the reference, migration 155)
-		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM recent) u)
-		SELECT (SELECT count(*) FROM recent), r.turn_id::text, n.name, r.session_id, r.message_index, r.occurred_at, r.terms
-		FROM recent r JOIN names n USING (user_id) WHERE r.terms && $5::bigint[] OR r.terms IS NULL
+		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM hits) u)
+		SELECT g.scanned, r.turn_id::text, n.name, r.session_id, r.message_index, r.occurred_at, r.terms
+		FROM hits r JOIN names n USING (user_id), edge g
 		ORDER BY r.occurred_at DESC, r.message_index DESC`, s.Org, s.Namespace, s.UserID, limit, query)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the candidate turns: %w", err)

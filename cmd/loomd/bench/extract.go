@@ -162,6 +162,19 @@ func (m tripsMark) per(n float64) (trips, statements float64) {
 	return round(float64(m.trips.Count()-m.sent)/n, 2), round(float64(m.trips.Statements()-m.statements)/n, 2)
 }
 
+// stop closes the mark's span at what the pool has sent so far (per then counts against
+// a frozen copy of the counters): a case's baseline that runs after it on the same pool
+// (a pgx SELECT, a search) is not counted as the case's.
+func (m tripsMark) stop() tripsMark {
+	if m.trips == nil {
+		return m
+	}
+	frozen := &RoundTrips{}
+	frozen.n.Store(m.trips.Count())
+	frozen.statements.Store(m.trips.Statements())
+	return tripsMark{frozen, m.sent, m.statements}
+}
+
 // tripsMark marks what the process under test's pool has sent so far.
 func (r *runner) tripsMark() tripsMark {
 	t := r.t.RoundTrips

@@ -39,3 +39,19 @@ func TestScenarioListsKeepTheirOrder(t *testing.T) {
 		t.Fatal("an unknown scenario was accepted")
 	}
 }
+
+// A case's round trips per call count what the pool sent during the case, not its
+// baseline that ran after it on the same pool.
+func TestStoppedTripsMarkLeavesTheBaselineOut(t *testing.T) {
+	trips := &RoundTrips{}
+	trips.n.Add(7) // before the case
+	mark := tripsMark{trips, trips.Count(), trips.Statements()}
+	trips.n.Add(20) // the case: 10 calls, 2 each
+	trips.statements.Add(30)
+	mark = mark.stop()
+	trips.n.Add(1000) // the baseline's SELECTs
+	trips.statements.Add(1000)
+	if got, statements := mark.per(10); got != 2 || statements != 3 {
+		t.Errorf("round trips and statements per call %v, %v; want 2, 3", got, statements)
+	}
+}

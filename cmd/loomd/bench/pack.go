@@ -73,6 +73,7 @@ func (r *runner) pack(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		loomTrips = loomTrips.stop()
 		baseTrips := r.tripsMark()
 		base, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			_, err := r.api.Search(ctx, ns, client.SearchRequest{Query: queries[rands[w].IntN(len(queries))], TopK: packTopK})

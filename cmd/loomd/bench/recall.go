@@ -52,8 +52,8 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 		Baseline: "a primary-key SELECT of one turn row (loom.memory_evidence) with pgx, at the same concurrency, same run",
 		Notes: []string{fmt.Sprintf("the turns are kept with memory.observe, one call a session of %d; a recall asks a 4-word "+
 			"question with top_k 5 and a window of 2", recallSessionTurns),
-			"recall's question matches over the scope's 5,000 most recent turns by their blind index of terms, opening only the hits' windows: the read grows with that cap, " +
-				"not with the namespace"},
+			"recall's question matches over the scope's 5,000 most recent turns by their blind index of terms (a GIN index): it walks the " +
+				"5,000 turns' index entries for the cut, reads the rows of those sharing a term, and opens only the hits' windows"},
 	}
 	ns := r.namespace("recall", fmt.Sprint(recallTurns))
 	turnIDs, err := r.observeSessions(ctx, ns, recallTurns)
@@ -92,6 +92,7 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		loomTrips = loomTrips.stop()
 		base, err := r.closedLoop(ctx, "primary-key SELECT "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			var sealed []byte
 			err := pool.QueryRow(ctx, `SELECT sealed FROM loom.memory_evidence WHERE org = $1 AND namespace = $2 AND turn_id = $3`,
@@ -123,6 +124,15 @@ func (r *runner) recall(ctx context.Context) (*ScenarioResult, error) {
 	res.add("Postgres bytes per turn", "row bytes (Loom) vs sealed text bytes (baseline)", round(rowBytes, 0), round(textBytes, 0))
 	if rows > 0 {
 		res.add("Postgres bytes per turn", "table+indexes bytes per row (Loom) vs row bytes (baseline)", round(total/rows, 0), round(rowBytes, 0))
+	}
+	// The terms' GIN index (migration 162) is what a question's candidate read walks.
+	var termsIndex float64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(pg_relation_size(to_regclass('loom.memory_evidence_terms')), 0)::float8`).
+		Scan(&termsIndex); err != nil {
+		return nil, fmt.Errorf("measuring the turns' terms index: %w", err)
+	}
+	if rows > 0 {
+		res.add("Postgres bytes per turn", "terms GIN index bytes per row (Loom) vs row bytes (baseline)", round(termsIndex/rows, 0), round(rowBytes, 0))
 	}
 	res.Notes = append(res.Notes, "table+indexes counts every turn of the deployment's loom.memory_evidence, the scenario's "+
 		"and any other's, with the table's free space: run the scenario alone for a per-turn figure")
