@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
@@ -58,10 +59,19 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	// The plain SHA-256 of each value the key held (as memory.set hashes a canonical
 	// value): Postgres keeps a keyed hash only, so none of its files may hold these.
 	var plainSHAs []string
-	for _, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
+	for i, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
 		value := fmt.Sprintf(v, valueMark)
-		if r := c.Put(t, ns, key, map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}}); r.Status != http.StatusOK {
-			t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
+		body, _ := json.Marshal(map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}})
+		// The second write runs under an Idempotency-Key, and its retry replays the
+		// stored answer: the answer names the user and the value's plain hash.
+		var headers map[string]string
+		if i == 1 {
+			headers = map[string]string{"Idempotency-Key": "rest-" + keyMark}
+		}
+		for range 1 + i {
+			if r := c.DoHeaders(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, body, headers); r.Status != http.StatusOK {
+				t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
+			}
 		}
 		quoted, _ := json.Marshal(value)
 		canonical, err := memrow.Canonical("value", quoted)
@@ -95,6 +105,8 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		}
 		return false
 	})
+
+	searchAsTheUser(t, n, url, org, ns, user)
 
 	// The scans below see what they scan: before the erasure, the projection's parts
 	// hold the memory and Postgres's files the key (a plain column). A part the
@@ -161,6 +173,33 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
+	}
+}
+
+// searchAsTheUser has the erased user's identity pass through what Postgres keeps of a
+// read: a token bound to the user (loom.api_tokens), a search by it whose pool is
+// parked for a next page (loom.search_pages) and whose trace is kept
+// (loom.search_traces); the next page is read back, and the trace.
+func searchAsTheUser(t *testing.T, n *app.Process, url, org, ns, user string) {
+	t.Helper()
+	bound := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: user}))
+	search := func(body map[string]any) map[string]any {
+		b, _ := json.Marshal(body)
+		r := bound.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", b)
+		if r.Status != http.StatusOK {
+			t.Fatalf("search as the user: %d %s", r.Status, r.Body)
+		}
+		return r.JSON(t)
+	}
+	var first map[string]any
+	testenv.Eventually(t, time.Minute, "a search as the user to leave a next page", func() bool {
+		first = search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "trace": true})
+		return first["next_page_token"] != nil && first["next_page_token"] != ""
+	})
+	search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "page_token": first["next_page_token"]})
+	traceID, _ := first["trace_id"].(string)
+	if r := bound.Do(t, http.MethodGet, "/v1/search-traces/"+traceID, nil); r.Status != http.StatusOK {
+		t.Fatalf("read the kept trace %q: %d %s", traceID, r.Status, r.Body)
 	}
 }
 
