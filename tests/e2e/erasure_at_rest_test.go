@@ -106,7 +106,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		return false
 	})
 
-	searchAsTheUser(t, n, url, org, ns, user)
+	searchAsTheUser(t, n, c, org, ns, user, key)
 
 	// The scans below see what they scan: before the erasure, the projection's parts
 	// hold the memory and Postgres's files the key (a plain column). A part the
@@ -179,10 +179,14 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 // searchAsTheUser has the erased user's identity pass through what Postgres keeps of a
 // read: a token bound to the user (loom.api_tokens), a search by it whose pool is
 // parked for a next page (loom.search_pages) and whose trace is kept
-// (loom.search_traces); the next page is read back, and the trace.
-func searchAsTheUser(t *testing.T, n *app.Process, url, org, ns, user string) {
+// (loom.search_traces); the next page is read back, and the trace. A second memory
+// of the user's, under key's prefix, gives the search a pool longer than its page.
+func searchAsTheUser(t *testing.T, n *app.Process, c *testenv.Client, org, ns, user, key string) {
 	t.Helper()
-	bound := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: user}))
+	if r := c.Put(t, ns, key+"-spare", map[string]any{"value": "the spare vault code", "user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("set %s-spare: %d %s", key, r.Status, r.Body)
+	}
+	bound := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: user}))
 	search := func(body map[string]any) map[string]any {
 		b, _ := json.Marshal(body)
 		r := bound.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", b)
