@@ -10,8 +10,11 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+
+	"github.com/loomplane/loom/internal/kek"
 )
 
 // Labels of the sealed columns; the SQL that opens each names the same label.
@@ -26,6 +29,17 @@ const (
 	// LabelLearning seals rules about the agent and their quotes (loom.learnings_queue,
 	// loom.learnings_supporters).
 	LabelLearning = "loom.learning"
+	// LabelAnswer and LabelRevisions seal a write's stored answer and committed
+	// revisions (loom.idempotency), under the key of the request's claim; never
+	// opened in SQL.
+	LabelAnswer    = "loom.idempotency.answer"
+	LabelRevisions = "loom.idempotency.revisions"
+	// LabelPage seals a parked search's plan and pool (loom.search_pages); LabelTrace
+	// a kept search trace (loom.search_traces). Each row has a key of its own; never
+	// opened in SQL.
+	LabelPage     = "loom.page"
+	LabelPagePool = "loom.page.pool"
+	LabelTrace    = "loom.trace"
 )
 
 // Seal seals plain under the key label derives from dataKey.
@@ -62,4 +76,33 @@ func Open(dataKey []byte, label string, sealed []byte) ([]byte, error) {
 		return nil, fmt.Errorf("open under %s: the key does not open it", label)
 	}
 	return out[:len(out)-pad], nil
+}
+
+// NewKey makes a data key of a row's own and returns it with its stored form: wrapped
+// under ring, or as it is when the deployment has no KEK (ring nil). A row sealed
+// under it is shredded with it: deleting the row, or its key, leaves nothing that
+// opens the text.
+func NewKey(ring *kek.Ring) (key, stored []byte, err error) {
+	key = make([]byte, kek.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, nil, fmt.Errorf("make a data key: %w", err)
+	}
+	if ring == nil {
+		return key, key, nil
+	}
+	if stored, err = ring.Wrap(key); err != nil {
+		return nil, nil, err
+	}
+	return key, stored, nil
+}
+
+// OpenKey opens a stored key NewKey made (a raw one as it is).
+func OpenKey(ring *kek.Ring, stored []byte) ([]byte, error) {
+	if ring == nil {
+		if !kek.Raw(stored) {
+			return nil, kek.ErrNotOpened
+		}
+		return stored, nil
+	}
+	return ring.Unwrap(stored)
 }
