@@ -3,7 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/client"
@@ -134,7 +139,10 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), pgRelations(t, pool, found))
 	}
 
+	noClearUserBeforeErasure(t, pool, org, user)
+	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
+	nameOpensForNoOne(t, pool, org, user, name)
 
 	// The topics: every record, raw.
 	if leaks := testenv.Leaks(env.TopicRecords(t), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(leaks) > 0 {
@@ -205,6 +213,118 @@ func searchAsTheUser(t *testing.T, n *app.Process, c *testenv.Client, org, ns, u
 	if r := bound.Do(t, http.MethodGet, "/v1/search-traces/"+traceID, nil); r.Status != http.StatusOK {
 		t.Fatalf("read the kept trace %q: %d %s", traceID, r.Status, r.Body)
 	}
+}
+
+// noClearUserBeforeErasure checks, before the erasure, the rows that a scan of the
+// files may miss (a jsonb value compressed in TOAST, an unlogged table's rows gone at
+// the VACUUM): no parked page, kept trace, stored answer or token holds the user's id
+// in the clear, in any column.
+func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string) {
+	t.Helper()
+	var found []string
+	err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[
+		(SELECT 'loom.search_pages' FROM loom.search_pages t WHERE org = $1 AND (strpos(t::text, $2) > 0
+			OR position(convert_to($2, 'UTF8') IN coalesce(packed, '')) > 0) LIMIT 1),
+		(SELECT 'loom.search_traces' FROM loom.search_traces t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.idempotency' FROM loom.idempotency t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.api_tokens' FROM loom.api_tokens t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1)], NULL)`, org, user).Scan(&found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("before the erasure, these tables hold the user's id in the clear: %v", found)
+	}
+	var pages, traces int
+	if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM loom.search_pages WHERE org = $1),
+		(SELECT count(*) FROM loom.search_traces WHERE org = $1)`, org).Scan(&pages, &traces); err != nil || pages == 0 || traces == 0 {
+		t.Fatalf("the search as the user parked %d pages and kept %d traces (%v), want some of each", pages, traces, err)
+	}
+}
+
+// storedName is a user's sealed name as loom.user_names holds it: what a dead tuple,
+// the WAL or a backup keeps of it after an erasure.
+type storedName struct {
+	ref    string
+	sealed []byte
+}
+
+func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
+	t.Helper()
+	var n storedName
+	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
+		org, user).Scan(&n.ref, &n.sealed); err != nil {
+		t.Fatalf("the user's sealed name: %v", err)
+	}
+	return n
+}
+
+// nameOpensForNoOne checks that after the erasure a copy of the user's sealed name
+// opens under no key Postgres still holds, for a holder of the KEK: not the org's
+// user reference key nor any key derived from it, not another user's name key, not a
+// data key of the org's rows. The user's own key went with the name.
+func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name storedName) {
+	t.Helper()
+	ctx := context.Background()
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.user_names WHERE org = $1 AND user_ref = $2`, org, name.ref).Scan(&left); err != nil || left > 0 {
+		t.Errorf("after the erasure, loom.user_names keeps %d rows of the user (%v)", left, err)
+	}
+	keys := pgKeys(t, pool, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org)
+	if len(keys) != 1 {
+		t.Fatalf("the org holds %d user reference keys, want 1", len(keys))
+	}
+	orgKey := keys[0]
+	keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1
+		UNION ALL SELECT loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1`, org)...)
+	var userKeys bool
+	if err := pool.QueryRow(ctx, `SELECT to_regproc('loom.unwrapped_user_key') IS NOT NULL`).Scan(&userKeys); err != nil {
+		t.Fatal(err)
+	}
+	if userKeys {
+		keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key) FROM loom.user_names WHERE org = $1`, org)...)
+	}
+	// Every key as it is, and each key the org's key derives: a name's (as migration
+	// 155 sealed it) and the wrap of the users' keys.
+	for _, label := range []string{"loom.user_name:" + name.ref, "loom.user_key.wrap"} {
+		m := hmac.New(sha256.New, orgKey)
+		m.Write([]byte(label))
+		keys = append(keys, m.Sum(nil))
+	}
+	for _, k := range keys {
+		if opened, ok := openAES(k, name.sealed); ok && opened == user {
+			t.Errorf("after the erasure, a copy of the user's sealed name opens under a key Postgres still holds")
+		}
+	}
+}
+
+// pgKeys reads a one-column result of keys.
+func pgKeys(t *testing.T, pool *pgxpool.Pool, q string, args ...any) [][]byte {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return keys
+}
+
+// openAES opens what pgcrypto's encrypt(..., 'aes') sealed: AES-CBC, a zero IV,
+// PKCS#7 padding.
+func openAES(key, sealed []byte) (string, bool) {
+	block, err := aes.NewCipher(key)
+	if err != nil || len(sealed) == 0 || len(sealed)%aes.BlockSize != 0 {
+		return "", false
+	}
+	out := make([]byte, len(sealed))
+	cipher.NewCBCDecrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, sealed)
+	pad := int(out[len(out)-1])
+	if pad == 0 || pad > aes.BlockSize {
+		return "", false
+	}
+	return string(out[:len(out)-pad]), true
 }
 
 // marker is a word no other test writes, for a scan of raw files to find: random
