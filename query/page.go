@@ -78,7 +78,7 @@ func (pp *pagePark) queue(b *pgx.Batch, next int) error {
 	}
 	// The plan (the request, the user) and the pool (identities) are sealed under a key
 	// of the page's own, which goes with its row (migration 156).
-	key, storedKey, err := rowseal.NewKey(pp.keys)
+	key, storedKey, err := kek.NewKey(pp.keys)
 	if err != nil {
 		return fmt.Errorf("park the pool: %w", err)
 	}
@@ -124,7 +124,7 @@ func (pp *parkedPage) opened(keys *kek.Ring) error {
 	if pp.sealedPlan == nil {
 		return nil
 	}
-	key, err := rowseal.OpenKey(keys, pp.dataKey)
+	key, err := kek.OpenKey(keys, pp.dataKey)
 	if err != nil {
 		return fmt.Errorf("open the parked page's key: %w", err)
 	}

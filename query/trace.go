@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/rowseal"
 )
@@ -175,7 +176,7 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	}
 	// The trace is sealed under a key of its row's own (migration 156), and its rows
 	// name their users by reference, for the erasure's containment test.
-	key, storedKey, err := rowseal.NewKey(s.kek)
+	key, storedKey, err := kek.NewKey(s.kek)
 	if err != nil {
 		return "", err
 	}
@@ -231,7 +232,7 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 		return nil, httperr.Store("reading the search trace", err)
 	}
 	if sealed != nil { // kept before migration 156: plain
-		key, err := rowseal.OpenKey(s.kek, storedKey)
+		key, err := kek.OpenKey(s.kek, storedKey)
 		if err != nil {
 			return nil, fmt.Errorf("open the search trace's key: %w", err)
 		}

@@ -183,7 +183,7 @@ func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string
 	lease := s.opts.Lease
 	var hold *Hold
 	var replay []byte
-	key, storedKey, err := rowseal.NewKey(s.opts.Keys)
+	key, storedKey, err := kek.NewKey(s.opts.Keys)
 	if err != nil {
 		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
 	}
@@ -271,7 +271,7 @@ func (s *Store) opened(storedKey, text []byte, sealed bool, label string) ([]byt
 	if !sealed {
 		return text, nil
 	}
-	key, err := rowseal.OpenKey(s.opts.Keys, storedKey)
+	key, err := kek.OpenKey(s.opts.Keys, storedKey)
 	if err != nil {
 		return nil, fmt.Errorf("open the stored answer's key: %w", err)
 	}

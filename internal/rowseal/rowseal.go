@@ -10,11 +10,8 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
-
-	"github.com/loomplane/loom/internal/kek"
 )
 
 // Labels of the sealed columns; the SQL that opens each names the same label.
@@ -76,33 +73,4 @@ func Open(dataKey []byte, label string, sealed []byte) ([]byte, error) {
 		return nil, fmt.Errorf("open under %s: the key does not open it", label)
 	}
 	return out[:len(out)-pad], nil
-}
-
-// NewKey makes a data key of a row's own and returns it with its stored form: wrapped
-// under ring, or as it is when the deployment has no KEK (ring nil). A row sealed
-// under it is shredded with it: deleting the row, or its key, leaves nothing that
-// opens the text.
-func NewKey(ring *kek.Ring) (key, stored []byte, err error) {
-	key = make([]byte, kek.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, nil, fmt.Errorf("make a data key: %w", err)
-	}
-	if ring == nil {
-		return key, key, nil
-	}
-	if stored, err = ring.Wrap(key); err != nil {
-		return nil, nil, err
-	}
-	return key, stored, nil
-}
-
-// OpenKey opens a stored key NewKey made (a raw one as it is).
-func OpenKey(ring *kek.Ring, stored []byte) ([]byte, error) {
-	if ring == nil {
-		if !kek.Raw(stored) {
-			return nil, kek.ErrNotOpened
-		}
-		return stored, nil
-	}
-	return ring.Unwrap(stored)
 }

@@ -1,6 +1,6 @@
 -- What still named a user in the clear in Postgres after migration 155, and the
 -- answers that kept a write's content: each is now sealed under a data key of its
--- row's own (internal/rowseal, wrapped under the KEK like every data key), which the
+-- row's own (kek.NewKey: wrapped under the KEK like every data key), which the
 -- row's erasure or expiry deletes with it, or names the user by reference. And the
 -- users' names are sealed under keys the erasure destroys (below).
 --
