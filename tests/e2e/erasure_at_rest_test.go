@@ -63,36 +63,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	key := "vault-" + keyMark
 	// The plain SHA-256 of each value the key held (as memory.set hashes a canonical
 	// value): Postgres keeps a keyed hash only, so none of its files may hold these.
-	var plainSHAs []string
-	for i, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
-		value := fmt.Sprintf(v, valueMark)
-		body, _ := json.Marshal(map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}})
-		// The second write runs under an Idempotency-Key, and its retry replays the
-		// stored answer: the answer names the user and the value's plain hash.
-		var headers map[string]string
-		if i == 1 {
-			headers = map[string]string{"Idempotency-Key": "rest-" + keyMark}
-		}
-		for range 1 + i {
-			if r := c.DoHeaders(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, body, headers); r.Status != http.StatusOK {
-				t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
-			}
-		}
-		quoted, _ := json.Marshal(value)
-		canonical, err := memrow.Canonical("value", quoted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plainSHAs = append(plainSHAs, memrow.ContentSHA256(canonical))
-	}
-	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
-	if head.Status != http.StatusOK {
-		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
-	}
-	sha, _ := head.JSON(t)["content_sha256"].(string)
-	if sha != plainSHAs[1] {
-		t.Fatalf("the head answers content_sha256 %q, want the value's SHA-256 %s", sha, plainSHAs[1])
-	}
+	plainSHAs := writeTheVault(t, c, ns, key, user, valueMark, keyMark)
 	yes := true
 	if _, err := c.Typed(t).FromMessages(context.Background(), ns, client.FromMessagesRequest{Identity: client.Identity{UserID: user},
 		Messages: messages("remember the vault code " + valueMark), Defer: &yes}); err != nil {
@@ -182,6 +153,43 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if len(found) > 0 {
 		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
 	}
+}
+
+// writeTheVault writes the key twice as the user, the second time under an
+// Idempotency-Key and once more as its retry (which replays the stored answer: it
+// names the user and the value's plain hash), and answers the plain SHA-256 of each
+// value, checked against the head's.
+func writeTheVault(t *testing.T, c *testenv.Client, ns, key, user, valueMark, keyMark string) []string {
+	t.Helper()
+	var plainSHAs []string
+	for i, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
+		value := fmt.Sprintf(v, valueMark)
+		body, _ := json.Marshal(map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}})
+		var headers map[string]string
+		if i == 1 {
+			headers = map[string]string{"Idempotency-Key": "rest-" + keyMark}
+		}
+		for range 1 + i {
+			if r := c.DoHeaders(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, body, headers); r.Status != http.StatusOK {
+				t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
+			}
+		}
+		quoted, _ := json.Marshal(value)
+		canonical, err := memrow.Canonical("value", quoted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plainSHAs = append(plainSHAs, memrow.ContentSHA256(canonical))
+	}
+	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
+	if head.Status != http.StatusOK {
+		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
+	}
+	sha, _ := head.JSON(t)["content_sha256"].(string)
+	if sha != plainSHAs[1] {
+		t.Fatalf("the head answers content_sha256 %q, want the value's SHA-256 %s", sha, plainSHAs[1])
+	}
+	return plainSHAs
 }
 
 // searchAsTheUser has the erased user's identity pass through what Postgres keeps of a
