@@ -55,6 +55,7 @@ func (s *Service) newIdempotency() *idempotency.Store {
 			return !ok || wa.committed()
 		},
 		ReplayCommitted: committedReplay,
+		Keys:            s.kek,
 	}, s.log)
 }
 

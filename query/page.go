@@ -12,7 +12,9 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // pageTTL is how long a parked pool serves its next pages.
@@ -46,6 +48,7 @@ type parkedPlan struct {
 type pagePark struct {
 	plan   *searchPlan
 	pool   []*candidate
+	keys   *kek.Ring // wraps the page's data key
 	id     uuid.UUID
 	queued bool
 }
@@ -73,15 +76,32 @@ func (pp *pagePark) queue(b *pgx.Batch, next int) error {
 	if err != nil {
 		return fmt.Errorf("park the pool: %w", err)
 	}
+	// The plan (the request, the user) and the pool (identities) are sealed under a key
+	// of the page's own, which goes with its row (migration 156).
+	key, storedKey, err := kek.NewKey(pp.keys)
+	if err != nil {
+		return fmt.Errorf("park the pool: %w", err)
+	}
+	sealedPlan, err := rowseal.Seal(key, rowseal.LabelPage, planJSON)
+	if err != nil {
+		return fmt.Errorf("park the pool: %w", err)
+	}
+	if packed, err = rowseal.Seal(key, rowseal.LabelPagePool, packed); err != nil {
+		return fmt.Errorf("park the pool: %w", err)
+	}
 	pp.id, pp.queued = uuid.New(), true
 	// A parked pool is not worth a flush to disk (or the standby) on every search: lost
 	// in a crash, its next page answers that the token is unknown and the caller searches
 	// again. Measured: 7 ms of a 10k-memory search's p50 at concurrency 1. The setting is
-	// the batch's own transaction's, so the insert adds no round trip.
+	// the batch's own transaction's, so the insert adds no round trip. The pool column
+	// names each scope's user by reference, for the erasure's containment test.
 	b.Queue(`WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-		INSERT INTO loom.search_pages (id, org, plan, pool, packed, expires_at)
-		SELECT $1::uuid, $2::text, $3::jsonb, $4::jsonb, $5::bytea, now() + $6::interval FROM async`,
-		pp.id, plan.f.org, planJSON, string(scopes), packed, pageTTL.String())
+		INSERT INTO loom.search_pages (id, org, plan, pool, packed, expires_at, data_key, sealed_plan)
+		SELECT $1::uuid, $2::text, jsonb_build_object('offset', $3::int),
+			(SELECT coalesce(jsonb_agg(jsonb_build_object('id', jsonb_build_object('namespace', e #>> '{id,namespace}',
+				'user_ref', loom.user_ref($2::text, e #>> '{id,user_id}')))), '[]') FROM jsonb_array_elements($4::jsonb) e),
+			$5::bytea, now() + $6::interval, $7::bytea, $8::bytea FROM async`,
+		pp.id, plan.f.org, next, string(scopes), packed, pageTTL.String(), storedKey, sealedPlan)
 	return nil
 }
 
@@ -95,16 +115,51 @@ func (pp *pagePark) token(hits, next int) string {
 	return pp.id.String()
 }
 
-// parkedPage is a parked pool as stored.
-type parkedPage struct{ plan, scopes, packed []byte }
+// parkedPage is a parked pool as stored: its plan and packed pool sealed under its
+// data key (sealedPlan), the plan column holding its offset alone.
+type parkedPage struct{ plan, scopes, packed, dataKey, sealedPlan []byte }
+
+// opened opens a parked page's sealed plan and pool under its key.
+func (pp *parkedPage) opened(keys *kek.Ring) error {
+	if pp.sealedPlan == nil {
+		return nil
+	}
+	key, err := kek.OpenKey(keys, pp.dataKey)
+	if err != nil {
+		return fmt.Errorf("open the parked page's key: %w", err)
+	}
+	var offset struct {
+		Offset int `json:"offset"`
+	}
+	if err := json.Unmarshal(pp.plan, &offset); err != nil {
+		return err
+	}
+	plan, err := rowseal.Open(key, rowseal.LabelPage, pp.sealedPlan)
+	if err != nil {
+		return err
+	}
+	var whole map[string]json.RawMessage
+	if err := json.Unmarshal(plan, &whole); err != nil {
+		return err
+	}
+	whole["offset"], _ = json.Marshal(offset.Offset)
+	if pp.plan, err = json.Marshal(whole); err != nil {
+		return err
+	}
+	if pp.packed != nil {
+		pp.packed, err = rowseal.Open(key, rowseal.LabelPagePool, pp.packed)
+	}
+	pp.sealedPlan = nil
+	return err
+}
 
 // queueParkedPage queues the read of the org's pool parked under id on b; *into holds
 // it once b is sent, or stays nil when it is unknown or expired.
 func queueParkedPage(b *pgx.Batch, org string, id uuid.UUID, into **parkedPage) {
-	b.Queue(`SELECT plan, pool, packed FROM loom.search_pages WHERE id = $1 AND org = $2 AND expires_at > now()`, id, org).
+	b.Queue(`SELECT plan, pool, packed, data_key, sealed_plan FROM loom.search_pages WHERE id = $1 AND org = $2 AND expires_at > now()`, id, org).
 		QueryRow(func(r pgx.Row) error {
 			var pp parkedPage
-			err := r.Scan(&pp.plan, &pp.scopes, &pp.packed)
+			err := r.Scan(&pp.plan, &pp.scopes, &pp.packed, &pp.dataKey, &pp.sealedPlan)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -122,6 +177,9 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 	parked := plan.parked
 	if parked == nil {
 		return nil, httperr.NotFound("the page token is unknown or expired; search again")
+	}
+	if err := parked.opened(s.kek); err != nil {
+		return nil, err
 	}
 	var pp parkedPlan
 	if err := json.Unmarshal(parked.plan, &pp); err != nil {

@@ -540,7 +540,7 @@ func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candi
 	var park *pagePark
 	var also func(*pgx.Batch, int) error
 	if !plan.req.onePage {
-		park = &pagePark{plan: plan, pool: pool}
+		park = &pagePark{plan: plan, pool: pool, keys: s.kek}
 		also = park.queue
 	}
 	hits, next, stale, err := s.validate(ctx, plan, pool, offset, plan.req.TopK, also)

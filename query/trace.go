@@ -14,7 +14,9 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // searchTrace is memory.search_trace: everything one search did, kept when the
@@ -172,10 +174,24 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	if _, err := s.termKeys.Key(ctx, org); err != nil {
 		return "", err
 	}
+	// The trace is sealed under a key of its row's own (migration 156), and its rows
+	// name their users by reference, for the erasure's containment test.
+	key, storedKey, err := kek.NewKey(s.kek)
+	if err != nil {
+		return "", err
+	}
+	sealed, err := rowseal.Seal(key, rowseal.LabelTrace, body)
+	if err != nil {
+		return "", err
+	}
 	id := uuid.New()
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at)
-		VALUES ($1, $2, $3, loom.named_user($2, $4), $5, $6, $7, now() + $8::interval)`, id, org, t.Namespaces, userID, sessionID, rows, body, s.cfg.Retrieval.TraceTTL.String())
+	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at, data_key, sealed)
+		VALUES ($1, $2, $3, loom.named_user($2, $4), $5,
+			(SELECT coalesce(jsonb_agg(jsonb_build_object('id', ((e -> 'id') - 'user_id') || jsonb_build_object('user_ref',
+				loom.user_ref($2, e #>> '{id,user_id}')))), '[]') FROM jsonb_array_elements($6::jsonb) e),
+			'{}', now() + $7::interval, $8, $9)`,
+		id, org, t.Namespaces, userID, sessionID, rows, s.cfg.Retrieval.TraceTTL.String(), storedKey, sealed)
 	b.Queue(`DELETE FROM loom.search_traces WHERE ctid IN (SELECT ctid FROM loom.search_traces WHERE expires_at < now() LIMIT 100)`)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("keep the search trace: %w", err)
@@ -205,13 +221,24 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 	var a traceAnswer
 	var namespaces []string
 	var userID, sessionID string
-	err = s.pool.QueryRow(ctx, `SELECT namespaces, loom.user_name(org, user_id), session_id, trace, created_at, expires_at FROM loom.search_traces
-		WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).Scan(&namespaces, &userID, &sessionID, &a.Trace, &a.CreatedAt, &a.ExpiresAt)
+	var storedKey, sealed []byte
+	err = s.pool.QueryRow(ctx, `SELECT namespaces, loom.user_name(org, user_id), session_id, trace, created_at, expires_at, data_key, sealed
+		FROM loom.search_traces WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).
+		Scan(&namespaces, &userID, &sessionID, &a.Trace, &a.CreatedAt, &a.ExpiresAt, &storedKey, &sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, httperr.NotFound("the search trace is unknown or expired")
 	}
 	if err != nil {
 		return nil, httperr.Store("reading the search trace", err)
+	}
+	if sealed != nil { // kept before migration 156: plain
+		key, err := kek.OpenKey(s.kek, storedKey)
+		if err != nil {
+			return nil, fmt.Errorf("open the search trace's key: %w", err)
+		}
+		if a.Trace, err = rowseal.Open(key, rowseal.LabelTrace, sealed); err != nil {
+			return nil, fmt.Errorf("open the search trace: %w", err)
+		}
 	}
 	if scopedUser(p, userID) != userID || scopedSession(p, sessionID) != sessionID {
 		return nil, httperr.NotFound("the search trace is unknown or expired")

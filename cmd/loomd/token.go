@@ -14,7 +14,9 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/boot"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 type multiFlag []string
@@ -181,7 +183,17 @@ func withTokens(ctx context.Context, fn func(*auth.Store) error) error {
 	if cfg.PG.DSN == "" {
 		return errors.New("the token commands need LOOM_PG_DSN")
 	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: 2})
+	// A token bound to a user names it by reference, under the org's key, which the
+	// session opens (and, for a new org, the store wraps) with the KEK.
+	var ring *kek.Ring
+	var sessionKeys string
+	if cfg.Keys.KEK != "" {
+		if ring, err = cfg.Keys.Ring(); err != nil {
+			return err
+		}
+		sessionKeys = ring.SessionValue()
+	}
+	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: cfg.PG.DSN, MaxConns: 2, KEK: sessionKeys})
 	if err != nil {
 		return err
 	}
@@ -189,7 +201,8 @@ func withTokens(ctx context.Context, fn func(*auth.Store) error) error {
 	if err := checkPostgresRecord(ctx, pool, cfg.Boot.DeploymentID); err != nil {
 		return err
 	}
-	err = fn(auth.NewStore(pool, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline)))
+	err = fn(auth.NewStore(pool, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline),
+		auth.WithUserRefs(userref.New(pool, ring))))
 	if errors.Is(err, auth.ErrTokenNotFound) {
 		return errors.New("no such live token")
 	}

@@ -45,6 +45,11 @@ var keyTables = []struct{ table, column string }{
 	{"loom.knowledge_revisions", "data_key"},
 	{"loom.content_keys", "key"},
 	{"loom.knowledge_jobs", "data_key"},
+	// The keys of a stored answer, a parked page and a kept trace (migration 156):
+	// short-lived, but a rotation that drops the old KEK must not strand them.
+	{"loom.idempotency", "data_key"},
+	{"loom.search_pages", "data_key"},
+	{"loom.search_traces", "data_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.

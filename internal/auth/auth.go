@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/loomplane/loom/internal/ttlcache"
+	"github.com/loomplane/loom/internal/userref"
 
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
@@ -76,6 +77,7 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 // Store creates and checks tokens.
 type Store struct {
 	pool     *pgxpool.Pool
+	refs     *userref.Keys // makes an org's user reference key for a token bound to a user
 	cacheTTL time.Duration
 	cache    *ttlcache.Cache[string, cachedToken]
 	deadline time.Duration
@@ -101,6 +103,20 @@ func WithCacheTTL(d time.Duration) StoreOption { return func(s *Store) { s.cache
 // (LOOM_PG_READ_DEADLINE_MS); then the request answers a retryable 503.
 func WithLookupDeadline(d time.Duration) StoreOption { return func(s *Store) { s.deadline = d } }
 
+// WithUserRefs is where a token bound to a user finds its org's user reference key
+// (its read_user_id holds the user's reference: migration 156); the default keeps a
+// key it makes unwrapped, as before LOOM_KEK.
+func WithUserRefs(k *userref.Keys) StoreOption { return func(s *Store) { s.refs = k } }
+
+// ErasedUser is the read user of a token bound to a user since erased: the token's
+// column keeps the user's reference, whose name the erasure deleted. No user id
+// equals it (an id holds no control character), so the token reaches no one's rows.
+const ErasedUser = "\x7f(an erased user)"
+
+// tokenUserSQL opens a token's read user from its org and reference.
+const tokenUserSQL = `CASE WHEN coalesce(read_user_id, '') IN ('', '-') THEN read_user_id
+	ELSE coalesce(nullif(loom.user_name(org, read_user_id), ''), '` + ErasedUser + `') END`
+
 // DefaultLookupDeadline is the lookup's bound when none is given.
 const DefaultLookupDeadline = 5 * time.Second
 
@@ -109,6 +125,9 @@ func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
 	s := &Store{pool: pool, cacheTTL: DefaultCacheTTL, deadline: DefaultLookupDeadline}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.refs == nil {
+		s.refs = userref.New(pool, nil)
 	}
 	s.cache = ttlcache.New[string, cachedToken](10000, s.cacheTTL)
 	return s
@@ -207,12 +226,16 @@ func (s *Store) insert(ctx context.Context, q interface {
 	var readUser, readSession *string
 	if t.ReadUserID != "" {
 		readUser = &t.ReadUserID
+		// The column names the user by reference (loom.named_user): the org's key first.
+		if _, err := s.refs.Key(ctx, t.Org); err != nil {
+			return "", p, fmt.Errorf("store token: %w", err)
+		}
 	}
 	if t.ReadSessionID != "" {
 		readSession = &t.ReadSessionID
 	}
 	_, err = q.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at, read_session_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt, readSession)
+		VALUES ($1, $2, $3, $4, $5, loom.named_user($3, $6), $7, $8, $9)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt, readSession)
 	if err != nil {
 		return "", p, fmt.Errorf("store token: %w", err)
 	}
@@ -239,7 +262,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	var p Principal
 	var readUser, readSession *string
 	var expiresAt *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, read_user_id, name, expires_at, read_session_id
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, `+tokenUserSQL+`, name, expires_at, read_session_id
 		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, sum[:]).
 		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt, &readSession)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -45,7 +45,7 @@ type TokenInfo struct {
 	ReplacedBy    string     `json:"replaced_by,omitempty"`
 }
 
-const tokenColumns = `token_id, org, role, name, namespaces, coalesce(read_user_id, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, ''), coalesce(read_session_id, '')`
+const tokenColumns = `token_id, org, role, name, namespaces, coalesce(` + tokenUserSQL + `, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, ''), coalesce(read_session_id, '')`
 
 func scanToken(r pgx.Row) (TokenInfo, error) {
 	var t TokenInfo

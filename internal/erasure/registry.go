@@ -86,17 +86,19 @@ func postgresContent() []Table {
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories and documents",
 			// The answers that name a memory or a knowledge document this erasure removed
-			// (its evidence).
+			// (its evidence). An answer and its revisions are sealed under the claim's key
+			// (migration 156), names keeping the ids they hold; one stored before is plain.
 			Scope: `t.org = p.org AND t.state <> 'erased' AND (EXISTS (SELECT 1 FROM loom.erased_memories e
 				WHERE e.org = p.org AND e.namespace = p.ns AND e.erasure_id = p.erasure
 				  AND (t.revisions @> jsonb_build_array(jsonb_build_object('memory_id', e.memory_id::text))
-				       OR strpos(t.answer::text, e.memory_id::text) > 0))
+				       OR strpos(concat_ws(' ', t.names, t.answer::text), e.memory_id::text) > 0))
 				OR EXISTS (SELECT 1 FROM loom.erased_documents d
 				WHERE d.org = p.org AND d.namespace = p.ns AND d.erasure_id = p.erasure AND d.doc_id IS NOT NULL
-				  AND strpos(t.answer::text, d.doc_id::text) > 0))`},
+				  AND strpos(concat_ws(' ', t.names, t.answer::text), d.doc_id::text) > 0))`},
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
+			// The pool column names each scope's user by reference (migration 156).
 			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
-				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_name, '')))))`},
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_ref', CASE WHEN p.user_name <> '' THEN p.user_id END))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.entity_communities", Class: Counted,
 			Why:   "the entity_communities pass's clusters name the namespace's entities; any erasure in the namespace drops them all, and the next pass recomputes them from what is left",
@@ -118,8 +120,13 @@ func postgresContent() []Table {
 			// A pair goes with either of its rows' users, and with its namespace.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR p.user_id = ANY(t.user_ids)) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
-			// A namespace's erasure takes every trace over the namespace, rows or not.
-			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces)) OR t.rows @> jsonb_build_array(jsonb_build_object('id',
+			// A namespace's erasure takes every trace over the namespace, rows or not. A
+			// trace's rows name their users by reference (migration 156; by id before).
+			// A user's erasure takes the traces of the user's searches of the namespace too.
+			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces))
+				OR (p.user_name <> '' AND t.user_id = p.user_id AND p.ns = ANY(t.namespaces))
+				OR t.rows @> jsonb_build_array(jsonb_build_object('id', jsonb_build_object('namespace', p.ns, 'user_ref', p.user_id)))
+				OR t.rows @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_name, ''))))))`},
 		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
 			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
@@ -168,7 +175,7 @@ func knowledgeTables() []Table {
 // supporter, a digest or a chunk names the user, in any namespace, its reads still
 // answer the id.
 var userNames = Table{Store: Postgres, Name: "loom.user_names", Class: Counted,
-	Why: "each user's id, sealed under a key of its own derived from the org's, for reads of the tables that hold the user's reference",
+	Why: "each user's id, sealed under a random key of its own kept beside it (migration 156), for reads of the tables that hold the user's reference",
 	Scope: `t.org = p.org AND p.user_id <> '' AND t.user_ref = p.user_id
 		AND NOT EXISTS (SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.user_id = t.user_ref)
 		AND NOT EXISTS (SELECT 1 FROM loom.memory_evidence e WHERE e.org = t.org AND e.user_id = t.user_ref)
@@ -224,7 +231,8 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.model_call_holds", Class: NoMemoryContent, Why: "the per-org switch for model calls: the org, when and who"},
 		{Store: Postgres, Name: "loom.memory_touches", Class: NoMemoryContent,
 			Why: "memory.touch's counts not yet folded: memory ids and counts, no text (the fold drops the counts of a row gone)"},
-		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent, Why: "credential hashes; a token bound to a user is revoked by an operator"},
+		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent,
+			Why: "credential hashes; a token bound to a user names it by reference (migration 156), reaches no one once the user's name is erased, and is revoked by an operator"},
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},
 		{Store: Postgres, Name: "loom.audit_checkpoints", Class: NoMemoryContent, Why: "the audit chain's checkpoints: seqs and hashes, no keys, values or user ids"},
 		{Store: Postgres, Name: "loom.read_audit", Class: NoMemoryContent, Why: "hash-only audit of snapshots and exports: ids, counts and digests"},

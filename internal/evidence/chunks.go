@@ -158,21 +158,23 @@ func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
 			srcPositions, srcUsers, srcSeqs = append(srcPositions, int64(pos)), append(srcUsers, c.UserID), append(srcSeqs, c.Seq)
 		}
 	}
-	b.Queue(`INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
-			part, occurred_at, seq, source, data_key, sealed)
-		SELECT c.org, c.namespace, c.chunk_id, c.agent, loom.named_user(c.org, c.user_id), c.session_id, c.first_index, c.last_index,
-			c.part, c.occurred_at, c.seq, c.source, c.data_key, c.sealed
-		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
 			$9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[], $13::bytea[], $14::bytea[])
-			AS c(org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index, part, occurred_at, seq, source, data_key, sealed)`,
+			AS c(org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index, part, occurred_at, seq, source, data_key, sealed))`+namedUsers+`
+		INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
+			part, occurred_at, seq, source, data_key, sealed)
+		SELECT t.org, t.namespace, t.chunk_id, t.agent, n.ref, t.session_id, t.first_index, t.last_index,
+			t.part, t.occurred_at, t.seq, t.source, t.data_key, t.sealed
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id`,
 		orgs, nss, ids, agents, users, sessions, firsts, lasts, parts, ats, seqs, sources, keys, sealed)
 	if len(srcTurns) == 0 {
 		return
 	}
-	b.Queue(`INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
-		SELECT s.org, s.namespace, s.chunk_id, s.turn_id, s.position, loom.named_user(s.org, s.user_id), s.seq
-		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::bigint[], $6::text[], $7::bigint[])
-			AS s(org, namespace, chunk_id, turn_id, position, user_id, seq)`,
+	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::bigint[], $6::text[], $7::bigint[])
+			AS s(org, namespace, chunk_id, turn_id, position, user_id, seq))`+namedUsers+`
+		INSERT INTO loom.memory_chunk_sources (org, namespace, chunk_id, turn_id, position, user_id, seq)
+		SELECT t.org, t.namespace, t.chunk_id, t.turn_id, t.position, n.ref, t.seq
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id`,
 		srcOrgs, srcNss, srcChunks, srcTurns, srcPositions, srcUsers, srcSeqs)
 }
 

@@ -89,6 +89,12 @@ func QueueNextIndex(b *pgx.Batch, org, ns, userID, sessionID string, next *int) 
 	b.Queue(nextIndex, org, ns, userID, sessionID).QueryRow(func(r pgx.Row) error { return r.Scan(next) })
 }
 
+// namedUsers follows a CTE t of rows to insert (org, user_id, ...): n names each
+// distinct user of t once (loom.named_user, which reads the org's key and the user's
+// name), rather than once a row; the insert joins t to it.
+const namedUsers = `, n AS MATERIALIZED (SELECT d.org, d.user_id, loom.named_user(d.org, d.user_id) AS ref
+		FROM (SELECT DISTINCT org, user_id FROM t) d)`
+
 // QueueInsert queues the insert of turns, all in one statement: Postgres plans and
 // runs one INSERT over arrays, not one a turn. A turn's terms travel as an array
 // literal (an array of arrays would be one flat array to unnest).
@@ -106,13 +112,14 @@ func QueueInsert(b *pgx.Batch, turns []Turn) {
 		indexes[i], seqs[i], ats[i], sources[i] = int64(t.MessageIndex), t.Seq, t.OccurredAt, t.Source
 		keys[i], sealed[i], terms[i] = t.DataKey, t.Sealed, termsLiteral(t.Terms)
 	}
-	b.Queue(`INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
-			occurred_at, seq, source, data_key, sealed, terms)
-		SELECT t.org, t.namespace, t.turn_id, t.agent, loom.named_user(t.org, t.user_id), t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
-			t.source, t.data_key, t.sealed, t.terms::bigint[]
-		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
+	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
 			$9::timestamptz[], $10::bigint[], $11::text[], $12::bytea[], $13::bytea[], $14::text[])
-			AS t(org, namespace, turn_id, agent, user_id, session_id, role, message_index, occurred_at, seq, source, data_key, sealed, terms)`,
+			AS t(org, namespace, turn_id, agent, user_id, session_id, role, message_index, occurred_at, seq, source, data_key, sealed, terms))`+namedUsers+`
+		INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
+			occurred_at, seq, source, data_key, sealed, terms)
+		SELECT t.org, t.namespace, t.turn_id, t.agent, n.ref, t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
+			t.source, t.data_key, t.sealed, t.terms::bigint[]
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id`,
 		orgs, nss, ids, agents, users, sessions, roles, indexes, ats, seqs, sources, keys, sealed, terms)
 }
 
@@ -167,10 +174,11 @@ func QueueInsertLinks(b *pgx.Batch, links []Link) {
 	for i, l := range links {
 		orgs[i], nss[i], memoryIDs[i], versions[i], turnIDs[i], users[i], seqs[i] = l.Org, l.Namespace, l.MemoryID, l.Version, l.TurnID, l.UserID, l.Seq
 	}
-	b.Queue(`INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
-		SELECT l.org, l.namespace, l.memory_id, l.version, l.turn_id, loom.named_user(l.org, l.user_id), l.seq
-		FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[])
-			AS l(org, namespace, memory_id, version, turn_id, user_id, seq)
+	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[])
+			AS l(org, namespace, memory_id, version, turn_id, user_id, seq))`+namedUsers+`
+		INSERT INTO loom.memory_belief_sources (org, namespace, memory_id, version, turn_id, user_id, seq)
+		SELECT t.org, t.namespace, t.memory_id, t.version, t.turn_id, n.ref, t.seq
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id
 		ON CONFLICT DO NOTHING`, orgs, nss, memoryIDs, versions, turnIDs, users, seqs)
 }
 

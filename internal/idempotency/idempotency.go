@@ -28,8 +28,10 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // Codes of the idempotency table.
@@ -81,7 +83,8 @@ type Hold struct {
 	org     string
 	keyHash []byte
 	token   int64
-	stored  bool // its commit stored the answer (MarkDone)
+	key     []byte // the claim's data key, which seals its answer and revisions
+	stored  bool   // its commit stored the answer (MarkDone)
 }
 
 // Reply is what a write answers: its answer, and under an Idempotency-Key the
@@ -104,6 +107,9 @@ type Options struct {
 	// store its answer, from the revisions its commit recorded. nil: the writer never
 	// marks a key committed.
 	ReplayCommitted func(revisions []byte) ([]byte, error)
+	// Keys wraps the data key each claim seals its answer under (nil: the deployment
+	// has no KEK, and stores it raw).
+	Keys *kek.Ring
 }
 
 // Store runs writes under their keys, over loom.idempotency.
@@ -177,11 +183,15 @@ func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string
 	lease := s.opts.Lease
 	var hold *Hold
 	var replay []byte
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	key, storedKey, err := kek.NewKey(s.opts.Keys)
+	if err != nil {
+		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
+	}
+	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var token int64
 		b := &pgx.Batch{}
 		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds()))
-		b.Queue(insertSQL, org, keyHash, op, digest, lease.String(), keep.String())
+		b.Queue(insertSQL, org, keyHash, op, digest, lease.String(), keep.String(), storedKey)
 		br := tx.SendBatch(ctx, b)
 		_, err := br.Exec()
 		if err == nil {
@@ -191,23 +201,24 @@ func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string
 			err = cerr
 		}
 		if err == nil {
-			hold = &Hold{org: org, keyHash: keyHash, token: token}
+			hold = &Hold{org: org, keyHash: keyHash, token: token, key: key}
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		var storedDigest, answer, revisions []byte
+		var storedDigest []byte
+		var row storedRow
 		var state string
 		var leaseLive, expired bool
-		err = tx.QueryRow(ctx, lockSQL, org, keyHash).
-			Scan(&storedDigest, &state, &leaseLive, &expired, &token, &answer, &revisions)
+		err = tx.QueryRow(ctx, lockSQL, org, keyHash).Scan(&storedDigest, &state, &leaseLive, &expired, &token,
+			&row.key, &row.answer, &row.answerSealed, &row.revisions, &row.revisionsSealed)
 		if err != nil {
 			return err
 		}
 		takeOver := func() error {
-			err := tx.QueryRow(ctx, takeOverSQL, org, keyHash, op, digest, lease.String(), expired, keep.String()).Scan(&token)
-			hold = &Hold{org: org, keyHash: keyHash, token: token}
+			err := tx.QueryRow(ctx, takeOverSQL, org, keyHash, op, digest, lease.String(), expired, keep.String(), storedKey).Scan(&token)
+			hold = &Hold{org: org, keyHash: keyHash, token: token, key: key}
 			return err
 		}
 		switch {
@@ -218,11 +229,15 @@ func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string
 		case state == stateErased:
 			return httperr.NotFound("what this request wrote was erased since")
 		case state == stateDone:
-			replay = answer
-			return nil
+			replay, err = s.opened(row.key, row.answer, row.answerSealed, rowseal.LabelAnswer)
+			return err
 		case leaseLive:
 			return inProgress()
 		case state == stateCommitted && s.opts.ReplayCommitted != nil:
+			revisions, err := s.opened(row.key, row.revisions, row.revisionsSealed, rowseal.LabelRevisions)
+			if err != nil {
+				return err
+			}
 			replay, err = s.opts.ReplayCommitted(revisions)
 			return err
 		default: // running, its lease over: its request died before committing
@@ -240,6 +255,27 @@ func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string
 		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
 	}
 	return hold, replay, nil
+}
+
+// storedRow is what a key's row keeps for a replay: its answer and revisions, each
+// sealed under the claim's key or (stored before migration 156) plain.
+type storedRow struct {
+	key                           []byte
+	answer, revisions             []byte
+	answerSealed, revisionsSealed bool
+}
+
+// opened is a stored answer or revisions as JSON: opened under the row's key when
+// sealed.
+func (s *Store) opened(storedKey, text []byte, sealed bool, label string) ([]byte, error) {
+	if !sealed {
+		return text, nil
+	}
+	key, err := kek.OpenKey(s.opts.Keys, storedKey)
+	if err != nil {
+		return nil, fmt.Errorf("open the stored answer's key: %w", err)
+	}
+	return rowseal.Open(key, label, text)
 }
 
 func lockTimedOut(err error) bool {

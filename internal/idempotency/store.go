@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // The statements of loom.idempotency: claim (idempotency.go) takes, reads and takes
@@ -18,48 +21,71 @@ import (
 
 const (
 	// insertSQL takes a key no row holds ($1 org, $2 key hash, $3 op, $4 request
-	// digest, $5 lease, $6 how long it is kept), returning its token.
-	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at)
-			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval)
+	// digest, $5 lease, $6 how long it is kept, $7 the claim's data key as stored),
+	// returning its token.
+	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
+			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7)
 			ON CONFLICT DO NOTHING RETURNING token`
-	// lockSQL locks and reads a key's row.
-	lockSQL = `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, answer, revisions
+	// lockSQL locks and reads a key's row: its answer and revisions sealed under its
+	// data key, or (stored before migration 156) plain.
+	lockSQL = `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, data_key,
+				coalesce(sealed_answer, convert_to(answer::text, 'UTF8')), sealed_answer IS NOT NULL,
+				coalesce(sealed_revisions, convert_to(revisions::text, 'UTF8')), sealed_revisions IS NOT NULL
 			FROM loom.idempotency WHERE org = $1 AND key_hash = $2 FOR UPDATE`
 	// takeOverSQL runs a key's row under the next token ($6: it expired, and starts
-	// afresh), returning the token.
+	// afresh) and a new data key ($8), returning the token.
 	takeOverSQL = `UPDATE loom.idempotency SET state = 'running', token = token + 1, op = $3, request_digest = $4,
 				lease_until = now() + $5::interval, revisions = NULL, answer = NULL,
+				sealed_revisions = NULL, sealed_answer = NULL, names = NULL, data_key = $8,
 				created_at = CASE WHEN $6 THEN now() ELSE created_at END,
 				expires_at = CASE WHEN $6 THEN now() + $7::interval ELSE expires_at END
 				WHERE org = $1 AND key_hash = $2 RETURNING token`
-	// doneSQL stores a key's answer ($4) under its request's token ($3) only.
-	doneSQL = `UPDATE loom.idempotency SET state = 'done', answer = $4
+	// doneSQL stores a key's answer ($4, sealed) and the ids it names ($5) under its
+	// request's token ($3) only.
+	doneSQL = `UPDATE loom.idempotency SET state = 'done', sealed_answer = $4, names = concat_ws(' ', names, $5::text)
 		WHERE org = $1 AND key_hash = $2 AND token = $3`
-	// committedSQL marks a key committed with its revisions ($4), under its request's
-	// token ($3) only.
-	committedSQL = `UPDATE loom.idempotency SET state = 'committed', revisions = $4
+	// committedSQL marks a key committed with its revisions ($4, sealed) and the ids
+	// they name ($5), under its request's token ($3) only.
+	committedSQL = `UPDATE loom.idempotency SET state = 'committed', sealed_revisions = $4, names = concat_ws(' ', names, $5::text)
 		WHERE org = $1 AND key_hash = $2 AND token = $3`
 )
+
+// ids finds the memory and document ids a stored answer or revisions name: what the
+// erasure's fence matches (internal/erasure's registry), kept beside the sealed text.
+var ids = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// namesOf is the ids raw names, space-separated, each once.
+func namesOf(raw []byte) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ids.FindAll(raw, -1) {
+		if !seen[string(id)] {
+			seen[string(id)] = true
+			out = append(out, string(id))
+		}
+	}
+	return strings.Join(out, " ")
+}
 
 // MarkCommitted marks the key committed in the commit's transaction tx, with the
 // revisions (JSON) a replay answers until the answer is stored, under the request's
 // token only: ErrTakenOver when a retry took the key over. A nil hold marks nothing.
 func MarkCommitted(ctx context.Context, tx pgx.Tx, hold *Hold, revisions any) error {
-	return hold.mark(ctx, tx, committedSQL, revisions)
+	return hold.mark(ctx, tx, committedSQL, rowseal.LabelRevisions, revisions)
 }
 
 // MarkDone stores the answer in the commit's transaction tx, under the request's token
 // only: ErrTakenOver when a retry took the key over. Run then stores nothing more. A
 // nil hold marks nothing.
 func MarkDone(ctx context.Context, tx pgx.Tx, hold *Hold, answer any) error {
-	if err := hold.mark(ctx, tx, doneSQL, answer); err != nil || hold == nil {
+	if err := hold.mark(ctx, tx, doneSQL, rowseal.LabelAnswer, answer); err != nil || hold == nil {
 		return err
 	}
 	hold.stored = true
 	return nil
 }
 
-func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql string, value any) error {
+func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any) error {
 	if h == nil {
 		return nil
 	}
@@ -67,7 +93,11 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql string, value any) error
 	if err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, sql, h.org, h.keyHash, h.token, raw)
+	sealed, err := rowseal.Seal(h.key, label, raw)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, sql, h.org, h.keyHash, h.token, sealed, namesOf(raw))
 	if err != nil {
 		return fmt.Errorf("mark the Idempotency-Key: %w", err)
 	}
@@ -81,7 +111,11 @@ func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) erro
 	if hold == nil {
 		return nil
 	}
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), doneSQL, hold.org, hold.keyHash, hold.token, answer)
+	sealed, err := rowseal.Seal(hold.key, rowseal.LabelAnswer, answer)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(context.WithoutCancel(ctx), doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
 	return err
 }
 
@@ -101,7 +135,8 @@ func (s *Store) release(ctx context.Context, hold *Hold) {
 // holding the key stores no answer, and a retry answers 404 for the whole request.
 // fenced holds how many once the batch is sent.
 func QueueFenceErased(b *pgx.Batch, args []any, fenced *int64) {
-	b.Queue(erasure.ScopeParams+` UPDATE loom.idempotency t SET state = 'erased', revisions = NULL, answer = NULL, token = t.token + 1
+	b.Queue(erasure.ScopeParams+` UPDATE loom.idempotency t SET state = 'erased', revisions = NULL, answer = NULL,
+			sealed_revisions = NULL, sealed_answer = NULL, data_key = NULL, names = NULL, token = t.token + 1
 		FROM p WHERE `+scope(), args...).Exec(func(tag pgconn.CommandTag) error {
 		*fenced = tag.RowsAffected()
 		return nil

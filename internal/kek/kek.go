@@ -180,3 +180,32 @@ func (r *Ring) SessionValue() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// NewKey makes a data key of a row's own and returns it with its stored form: wrapped
+// under ring, or as it is when the deployment has no KEK (ring nil). A row sealed
+// under it is shredded with it: deleting the row, or its key, leaves nothing that
+// opens the text.
+func NewKey(ring *Ring) (key, stored []byte, err error) {
+	key = make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, nil, fmt.Errorf("make a data key: %w", err)
+	}
+	if ring == nil {
+		return key, key, nil
+	}
+	if stored, err = ring.Wrap(key); err != nil {
+		return nil, nil, err
+	}
+	return key, stored, nil
+}
+
+// OpenKey opens a stored key NewKey made (a raw one as it is; ring nil: only a raw one).
+func OpenKey(ring *Ring, stored []byte) ([]byte, error) {
+	if ring == nil {
+		if !Raw(stored) {
+			return nil, ErrNotOpened
+		}
+		return stored, nil
+	}
+	return ring.Unwrap(stored)
+}

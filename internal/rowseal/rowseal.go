@@ -26,6 +26,17 @@ const (
 	// LabelLearning seals rules about the agent and their quotes (loom.learnings_queue,
 	// loom.learnings_supporters).
 	LabelLearning = "loom.learning"
+	// LabelAnswer and LabelRevisions seal a write's stored answer and committed
+	// revisions (loom.idempotency), under the key of the request's claim; never
+	// opened in SQL.
+	LabelAnswer    = "loom.idempotency.answer"
+	LabelRevisions = "loom.idempotency.revisions"
+	// LabelPage seals a parked search's plan and pool (loom.search_pages); LabelTrace
+	// a kept search trace (loom.search_traces). Each row has a key of its own; never
+	// opened in SQL.
+	LabelPage     = "loom.page"
+	LabelPagePool = "loom.page.pool"
+	LabelTrace    = "loom.trace"
 )
 
 // Seal seals plain under the key label derives from dataKey.

@@ -32,6 +32,7 @@ func newIdempotency(s *Service) *idempotency.Store {
 			w, ok := ans.(*Written)
 			return !ok || !w.Unchanged
 		},
+		Keys: s.keys,
 	}, s.log)
 }
 

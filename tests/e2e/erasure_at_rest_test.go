@@ -3,7 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
@@ -57,27 +63,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	key := "vault-" + keyMark
 	// The plain SHA-256 of each value the key held (as memory.set hashes a canonical
 	// value): Postgres keeps a keyed hash only, so none of its files may hold these.
-	var plainSHAs []string
-	for _, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
-		value := fmt.Sprintf(v, valueMark)
-		if r := c.Put(t, ns, key, map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}}); r.Status != http.StatusOK {
-			t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
-		}
-		quoted, _ := json.Marshal(value)
-		canonical, err := memrow.Canonical("value", quoted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plainSHAs = append(plainSHAs, memrow.ContentSHA256(canonical))
-	}
-	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
-	if head.Status != http.StatusOK {
-		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
-	}
-	sha, _ := head.JSON(t)["content_sha256"].(string)
-	if sha != plainSHAs[1] {
-		t.Fatalf("the head answers content_sha256 %q, want the value's SHA-256 %s", sha, plainSHAs[1])
-	}
+	plainSHAs := writeTheVault(t, c, ns, key, user, valueMark, keyMark)
 	yes := true
 	if _, err := c.Typed(t).FromMessages(context.Background(), ns, client.FromMessagesRequest{Identity: client.Identity{UserID: user},
 		Messages: messages("remember the vault code " + valueMark), Defer: &yes}); err != nil {
@@ -95,6 +81,8 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		}
 		return false
 	})
+
+	searchAsTheUser(t, n, c, org, ns, user, key)
 
 	// The scans below see what they scan: before the erasure, the projection's parts
 	// hold the memory and Postgres's files the key (a plain column). A part the
@@ -122,7 +110,10 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), pgRelations(t, pool, found))
 	}
 
+	noClearUserBeforeErasure(t, pool, org, user)
+	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
+	nameOpensForNoOne(t, pool, org, user, name)
 
 	// The topics: every record, raw.
 	if leaks := testenv.Leaks(env.TopicRecords(t), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(leaks) > 0 {
@@ -162,6 +153,186 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if len(found) > 0 {
 		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
 	}
+}
+
+// writeTheVault writes the key twice as the user, the second time under an
+// Idempotency-Key and once more as its retry (which replays the stored answer: it
+// names the user and the value's plain hash), and answers the plain SHA-256 of each
+// value, checked against the head's.
+func writeTheVault(t *testing.T, c *testenv.Client, ns, key, user, valueMark, keyMark string) []string {
+	t.Helper()
+	var plainSHAs []string
+	for i, v := range []string{"the vault code is %s", "the vault code changed to %s"} {
+		value := fmt.Sprintf(v, valueMark)
+		body, _ := json.Marshal(map[string]any{"value": value, "user_id": user, "tags": []string{"vault"}})
+		var headers map[string]string
+		if i == 1 {
+			headers = map[string]string{"Idempotency-Key": "rest-" + keyMark}
+		}
+		for range 1 + i {
+			if r := c.DoHeaders(t, http.MethodPut, "/v1/namespaces/"+ns+"/memories/"+key, body, headers); r.Status != http.StatusOK {
+				t.Fatalf("set %s: %d %s", key, r.Status, r.Body)
+			}
+		}
+		quoted, _ := json.Marshal(value)
+		canonical, err := memrow.Canonical("value", quoted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plainSHAs = append(plainSHAs, memrow.ContentSHA256(canonical))
+	}
+	head := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id="+user, nil)
+	if head.Status != http.StatusOK {
+		t.Fatalf("get %s: %d %s", key, head.Status, head.Body)
+	}
+	sha, _ := head.JSON(t)["content_sha256"].(string)
+	if sha != plainSHAs[1] {
+		t.Fatalf("the head answers content_sha256 %q, want the value's SHA-256 %s", sha, plainSHAs[1])
+	}
+	return plainSHAs
+}
+
+// searchAsTheUser has the erased user's identity pass through what Postgres keeps of a
+// read: a token bound to the user (loom.api_tokens), a search by it whose pool is
+// parked for a next page (loom.search_pages) and whose trace is kept
+// (loom.search_traces); the next page is read back, and the trace. A second memory
+// of the user's, under key's prefix, gives the search a pool longer than its page.
+func searchAsTheUser(t *testing.T, n *app.Process, c *testenv.Client, org, ns, user, key string) {
+	t.Helper()
+	if r := c.Put(t, ns, key+"-spare", map[string]any{"value": "the spare vault code", "user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("set %s-spare: %d %s", key, r.Status, r.Body)
+	}
+	bound := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: user}))
+	search := func(body map[string]any) map[string]any {
+		b, _ := json.Marshal(body)
+		r := bound.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", b)
+		if r.Status != http.StatusOK {
+			t.Fatalf("search as the user: %d %s", r.Status, r.Body)
+		}
+		return r.JSON(t)
+	}
+	var first map[string]any
+	testenv.Eventually(t, time.Minute, "a search as the user to leave a next page", func() bool {
+		first = search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "trace": true})
+		return first["next_page_token"] != nil && first["next_page_token"] != ""
+	})
+	search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "page_token": first["next_page_token"]})
+	traceID, _ := first["trace_id"].(string)
+	if r := bound.Do(t, http.MethodGet, "/v1/search-traces/"+traceID, nil); r.Status != http.StatusOK {
+		t.Fatalf("read the kept trace %q: %d %s", traceID, r.Status, r.Body)
+	}
+}
+
+// noClearUserBeforeErasure checks, before the erasure, the rows that a scan of the
+// files may miss (a jsonb value compressed in TOAST, an unlogged table's rows gone at
+// the VACUUM): no parked page, kept trace, stored answer or token holds the user's id
+// in the clear, in any column.
+func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string) {
+	t.Helper()
+	var found []string
+	err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[
+		(SELECT 'loom.search_pages' FROM loom.search_pages t WHERE org = $1 AND (strpos(t::text, $2) > 0
+			OR position(convert_to($2, 'UTF8') IN coalesce(packed, '')) > 0) LIMIT 1),
+		(SELECT 'loom.search_traces' FROM loom.search_traces t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.idempotency' FROM loom.idempotency t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.api_tokens' FROM loom.api_tokens t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1)], NULL)`, org, user).Scan(&found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("before the erasure, these tables hold the user's id in the clear: %v", found)
+	}
+	var pages, traces int
+	if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM loom.search_pages WHERE org = $1),
+		(SELECT count(*) FROM loom.search_traces WHERE org = $1)`, org).Scan(&pages, &traces); err != nil || pages == 0 || traces == 0 {
+		t.Fatalf("the search as the user parked %d pages and kept %d traces (%v), want some of each", pages, traces, err)
+	}
+}
+
+// storedName is a user's sealed name as loom.user_names holds it: what a dead tuple,
+// the WAL or a backup keeps of it after an erasure.
+type storedName struct {
+	ref    string
+	sealed []byte
+}
+
+func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
+	t.Helper()
+	var n storedName
+	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
+		org, user).Scan(&n.ref, &n.sealed); err != nil {
+		t.Fatalf("the user's sealed name: %v", err)
+	}
+	return n
+}
+
+// nameOpensForNoOne checks that after the erasure a copy of the user's sealed name
+// opens under no key Postgres still holds, for a holder of the KEK: not the org's
+// user reference key nor any key derived from it, not another user's name key, not a
+// data key of the org's rows. The user's own key went with the name.
+func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name storedName) {
+	t.Helper()
+	ctx := context.Background()
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.user_names WHERE org = $1 AND user_ref = $2`, org, name.ref).Scan(&left); err != nil || left > 0 {
+		t.Errorf("after the erasure, loom.user_names keeps %d rows of the user (%v)", left, err)
+	}
+	keys := pgKeys(t, pool, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org)
+	if len(keys) != 1 {
+		t.Fatalf("the org holds %d user reference keys, want 1", len(keys))
+	}
+	orgKey := keys[0]
+	keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1
+		UNION ALL SELECT loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1`, org)...)
+	var userKeys bool
+	if err := pool.QueryRow(ctx, `SELECT to_regproc('loom.unwrapped_user_key') IS NOT NULL`).Scan(&userKeys); err != nil {
+		t.Fatal(err)
+	}
+	if userKeys {
+		keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key) FROM loom.user_names WHERE org = $1`, org)...)
+	}
+	// Every key as it is, and each key the org's key derives: a name's (as migration
+	// 155 sealed it) and the wrap of the users' keys.
+	for _, label := range []string{"loom.user_name:" + name.ref, "loom.user_key.wrap"} {
+		m := hmac.New(sha256.New, orgKey)
+		m.Write([]byte(label))
+		keys = append(keys, m.Sum(nil))
+	}
+	for _, k := range keys {
+		if opened, ok := openAES(k, name.sealed); ok && opened == user {
+			t.Errorf("after the erasure, a copy of the user's sealed name opens under a key Postgres still holds")
+		}
+	}
+}
+
+// pgKeys reads a one-column result of keys.
+func pgKeys(t *testing.T, pool *pgxpool.Pool, q string, args ...any) [][]byte {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return keys
+}
+
+// openAES opens what pgcrypto's encrypt(..., 'aes') sealed: AES-CBC, a zero IV,
+// PKCS#7 padding.
+func openAES(key, sealed []byte) (string, bool) {
+	block, err := aes.NewCipher(key)
+	if err != nil || len(sealed) == 0 || len(sealed)%aes.BlockSize != 0 {
+		return "", false
+	}
+	out := make([]byte, len(sealed))
+	cipher.NewCBCDecrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, sealed)
+	pad := int(out[len(out)-1])
+	if pad == 0 || pad > aes.BlockSize {
+		return "", false
+	}
+	return string(out[:len(out)-pad]), true
 }
 
 // marker is a word no other test writes, for a scan of raw files to find: random
@@ -215,11 +386,11 @@ func storedKeysAreWrapped(t *testing.T, pool *pgxpool.Pool, org, ns string) []st
 }
 
 // filesHolding lists, for each needle some file under dir holds, the needle and the
-// first such file. Files that vanish while it reads (a part the server removes, a WAL
+// files holding it (the first few, so a failure names every table that leaks). Files that vanish while it reads (a part the server removes, a WAL
 // segment recycled) are skipped.
 func filesHolding(t *testing.T, dir string, needles ...string) []string {
 	t.Helper()
-	first := map[string]string{}
+	first := map[string][]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if os.IsNotExist(err) {
@@ -238,8 +409,8 @@ func filesHolding(t *testing.T, dir string, needles ...string) []string {
 			return err
 		}
 		for _, n := range needles {
-			if _, ok := first[n]; !ok && bytes.Contains(b, []byte(n)) {
-				first[n] = path
+			if len(first[n]) < 12 && bytes.Contains(b, []byte(n)) {
+				first[n] = append(first[n], path)
 			}
 		}
 		return nil
@@ -249,7 +420,7 @@ func filesHolding(t *testing.T, dir string, needles ...string) []string {
 	}
 	var out []string
 	for _, n := range needles {
-		if p, ok := first[n]; ok {
+		for _, p := range first[n] {
 			out = append(out, fmt.Sprintf("%q in %s", n, p))
 		}
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/tableset"
 	"github.com/loomplane/loom/internal/tracing"
+	"github.com/loomplane/loom/internal/userref"
 	"github.com/loomplane/loom/internal/watermarks"
 	kcommand "github.com/loomplane/loom/knowledge/command"
 	kindex "github.com/loomplane/loom/knowledge/index"
@@ -215,7 +216,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	if p.LLM, err = llm.New(cfg.LLM, llm.Options{Ledger: spend.NewLedger(p.PG), Metrics: p.Metrics, Log: log, Now: p.opts.modelClock}); err != nil {
 		return nil, err
 	}
-	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline))
+	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline),
+		auth.WithUserRefs(userref.New(p.PG, p.Keys)))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.projector = projector.NewSwitch()
 	p.index = p.openIndex()
