@@ -172,11 +172,10 @@ func Names() []string {
 		workerConsolidation, workerRecalibration, workerReflections}
 }
 
-// Fed reports whether a worker is a consumer of the topic (its feed queues its work);
-// the usage fold is a paced loop over memory.touch's counts, which no record carries
-// (usage_fold.go).
+// Fed reports whether a worker is a consumer of the topic (its feed queues its work):
+// every worker is.
 func Fed(worker string) bool {
-	return worker != workerUsageFold
+	return true
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -298,6 +297,9 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	})
 	if fedByNamespace(worker) {
 		return s.pickDue(worker, decoded), nil
+	}
+	if worker == workerUsageFold {
+		return s.pickUsage(decoded), nil
 	}
 	now := s.now()
 	var envs []*events.Envelope
