@@ -48,10 +48,15 @@ var noPass = passCase{name: "no pass", enable: func(*config.Workers) {}}
 
 // busyPasses are the passes measured, each alone and then all at once. The model
 // passes call the bench's scripted provider, which answers at once: their cases
-// measure what the passes cost the stores, not a model's time. The conflict resolver
-// is not among them: it judges only writes the process under test marked, which it
-// does only with its own resolver on.
+// measure what the passes cost the stores, not a model's time.
 var busyPasses = []passCase{
+	// The conflict resolver judges the writes their admission marked: the feed's
+	// conflicting statements (passConflictEvery, a manual_review namespace, where a
+	// close peer that says something else is a conflict whatever the process's own
+	// resolver), each cleared by the scripted judge, a commit per pair.
+	{name: "conflict_resolver", enable: func(w *config.Workers) {
+		w.Resolver.Enabled, w.Resolver.Interval, w.Resolver.Batch = true, passInterval, passModelBatch
+	}},
 	// A pass counts its rows at its end (workers/passes.go, account): a usage fold of a
 	// whole batch (every touched memory, a commit each), or a recalibration or
 	// communities pass over every namespace its batch of records names (the bench's
@@ -116,9 +121,13 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 			c.enable(w)
 		}
 	}}
+	cases, err := pickPassCases(append(append([]passCase{}, busyPasses...), all), r.opts.PassCases)
+	if err != nil {
+		return nil, err
+	}
 	for _, conc := range r.levels(8) {
 		f.conc = conc
-		if err := r.passLevel(ctx, res, f, append(append([]passCase{}, busyPasses...), all)); err != nil {
+		if err := r.passLevel(ctx, res, f, cases); err != nil {
 			return nil, err
 		}
 	}
@@ -126,6 +135,27 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// pickPassCases keeps the cases named (a pass's name, or "all" for every pass at once),
+// in their order; none named keeps every case.
+func pickPassCases(cases []passCase, names []string) ([]passCase, error) {
+	if len(names) == 0 {
+		return cases, nil
+	}
+	var out []passCase
+	for _, c := range cases {
+		for _, n := range names {
+			if n == c.name || n == "all" && c.name == "every pass above" {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	if len(out) != len(names) {
+		return nil, fmt.Errorf("bench passes: cases %v name a pass the scenario does not measure", names)
+	}
+	return out, nil
 }
 
 // passLevel measures every case at f's concurrency, each between two sides with no
