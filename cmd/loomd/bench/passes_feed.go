@@ -238,7 +238,8 @@ func (r *runner) feed(ctx context.Context, f passFeed, n *feedCounts, wg *sync.W
 		return err
 	}, &n.facts)
 	loop(passConflictEvery, func(i int) error {
-		user, city := fmt.Sprintf("bench-user-%d", i%passUsers), passCities[(i/passUsers)%len(passCities)]
+		// Two writes a user in a row, so every second write conflicts with the one before.
+		user, city := fmt.Sprintf("bench-user-%d", (i/2)%passUsers), passCities[i%len(passCities)]
 		_, err := r.api.Set(ctx, f.conflicts, fmt.Sprintf("home-%d-%d", run, i), client.SetRequest{Identity: client.Identity{UserID: user},
 			Value: fmt.Sprintf("The user %s lives in the city of %s in %s", user, city[0], city[1])})
 		return err
