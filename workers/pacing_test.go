@@ -60,14 +60,14 @@ func TestThePassGateBoundsItsRestAndFreesTheSlotOnCancel(t *testing.T) {
 	}
 }
 
-// With LOOM_WORKERS_PASS_GATE=background the conflict resolver and the entity
-// extractor, a write's own follow-ups, skip the gate, and every other pass takes its
-// turn; with all (the default) every pass does.
-func TestTheGateOverBackgroundPassesLeavesOutTheWritesFollowUps(t *testing.T) {
+// With LOOM_WORKERS_PASS_GATE=background (the default) the conflict resolver, a
+// flagged write's follow-up, skips the gate, and every other pass takes its turn; with
+// all every pass does.
+func TestTheGateOverBackgroundPassesLeavesOutTheResolver(t *testing.T) {
 	for _, c := range []struct {
 		gate    string
 		ungated []string
-	}{{config.GateAll, nil}, {config.GateBackground, []string{workerResolver, workerEntities}}} {
+	}{{config.GateAll, nil}, {config.GateBackground, []string{workerResolver}}} {
 		s := &Service{cfg: config.Workers{Pacing: config.PassPacing{Concurrency: 1, Gate: c.gate}}}
 		for _, w := range Names() {
 			want := true

@@ -11,9 +11,8 @@ type PassPacing struct {
 	Concurrency int     // LOOM_WORKERS_PASS_CONCURRENCY: passes of one process running at once
 	RestRatio   float64 // LOOM_WORKERS_PASS_REST_RATIO: rest after a pass, as a multiple of its time; 0 rests none
 	// Gate is which passes take their turn at the gate (LOOM_WORKERS_PASS_GATE):
-	// GateBackground (the default), all but the conflict resolver's and the entity
-	// extractor's (a write's own follow-ups), which then wait for no other; GateAll,
-	// every pass and feed. Behind a busy session_digest pass the resolver judged a
+	// GateBackground (the default), all but the conflict resolver's (a flagged write's
+	// follow-up), which then waits for no other; GateAll, every pass and feed. Behind a busy session_digest pass the resolver judged a
 	// conflicting write in 1.5 s at the median with background, 37 s with all
 	// (docs/bench/RESULTS-passes.md).
 	Gate string
