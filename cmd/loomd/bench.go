@@ -103,15 +103,11 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
 	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
-	passCases := fs.String("passes", "", "the passes scenario's cases, comma separated: a pass's name (conflict_resolver, usage_fold, ...) or all (every pass at once); default: each pass alone, then all")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
 	}
 	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
 		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, Progress: os.Stderr}
-	if *passCases != "" {
-		opts.PassCases = strings.Split(*passCases, ",")
-	}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}

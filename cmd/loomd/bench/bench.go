@@ -56,9 +56,6 @@ type Options struct {
 	// Conversations is the path of the conversation corpus the conversations scenario
 	// loads and asks (tests/quality/conversations.json; relative to the working directory).
 	Conversations string
-	// PassCases are the passes scenario's cases to measure, by pass name ("all": every
-	// pass at once); empty measures every pass alone, then all at once.
-	PassCases []string
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
 }

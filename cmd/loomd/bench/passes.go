@@ -121,13 +121,9 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 			c.enable(w)
 		}
 	}}
-	cases, err := pickPassCases(append(append([]passCase{}, busyPasses...), all), r.opts.PassCases)
-	if err != nil {
-		return nil, err
-	}
 	for _, conc := range r.levels(8) {
 		f.conc = conc
-		if err := r.passLevel(ctx, res, f, cases); err != nil {
+		if err := r.passLevel(ctx, res, f, append(append([]passCase{}, busyPasses...), all)); err != nil {
 			return nil, err
 		}
 	}
@@ -135,27 +131,6 @@ func (r *runner) passes(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	return res, nil
-}
-
-// pickPassCases keeps the cases named (a pass's name, or "all" for every pass at once),
-// in their order; none named keeps every case.
-func pickPassCases(cases []passCase, names []string) ([]passCase, error) {
-	if len(names) == 0 {
-		return cases, nil
-	}
-	var out []passCase
-	for _, c := range cases {
-		for _, n := range names {
-			if n == c.name || n == "all" && c.name == "every pass above" {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	if len(out) != len(names) {
-		return nil, fmt.Errorf("bench passes: cases %v name a pass the scenario does not measure", names)
-	}
-	return out, nil
 }
 
 // passLevel measures every case at f's concurrency, each between two sides with no
