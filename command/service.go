@@ -106,6 +106,8 @@ type Service struct {
 	// consolidation counts memory.consolidate's model calls and merged rows
 	// (consolidate.go).
 	consolidation *metrics.CounterVec
+	// usageRecords counts the memory.usage_recorded records published (usage_publish.go).
+	usageRecords *metrics.Counter
 
 	// judgement is the cosine at which a write's peer marks it for the conflict
 	// resolver (WithJudgementFloor); 0: the resolver is off.
@@ -156,6 +158,8 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 			"a head moved (head_moved) or the namespace's policy changed (policy_moved).", "outcome"),
 		consolidation: reg.Counter("loom_consolidation_total",
 			"memory.consolidate's work: model_calls, merged_rows, summaries, failed_clusters, undone_runs.", "what"),
+		usageRecords: reg.Counter("loom_usage_records_total",
+			"memory.usage_recorded records the command role published: one per namespace with usage counted per LOOM_USAGE_PUBLISH_INTERVAL_MS.").With(),
 	}
 	for _, o := range opts {
 		o(s)

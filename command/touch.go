@@ -11,8 +11,10 @@ import (
 )
 
 // memory.touch (POST /v1/namespaces/{ns}/memories/{key}:touch) records that a caller
-// used a memory: one touch in loom.memory_touches, nothing committed. The usage_fold
-// pass (workers/usage_fold.go) folds the touches into the row's reinforcement_count,
+// used a memory: one touch in loom.memory_touches, nothing committed. The command role
+// publishes the touches in the namespace's memory.usage_recorded record
+// (usage_publish.go), and the usage_fold pass (workers/usage_fold.go), a consumer of
+// the topic, folds them into the row's reinforcement_count,
 // which search's prior reads (docs/architecture.md, "Background passes"), through the one commit as an
 // amendment of the head (its version kept, so the caller's preconditions hold). The
 // answer does not wait for the fold.

@@ -3,15 +3,16 @@ package command
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
 )
 
 // loom.memory_touches: memory.touch's counts (touch.go), search's served hits (the
 // recalls column: query/recalls_store.go, the one statement of the table outside this
-// file) and the usage fold's reads and subtractions (workers/usage_fold.go through the
-// worker API).
+// file) and evidence events, until the usage publication takes them out into a
+// memory.usage_recorded record (usage_publish.go).
 
 // recordTouch counts one touch of a memory.
 func (s *Service) recordTouch(ctx context.Context, org, ns, memoryID string) error {
@@ -35,73 +36,41 @@ func (s *Service) recordEvidence(ctx context.Context, org, ns, memoryID string) 
 	return nil
 }
 
-// TouchedMemory is a memory with touches not yet folded.
-type TouchedMemory struct {
-	Org, Namespace, MemoryID string
-	Touches                  int
-	Recalls                  int // hits search served
-	Evidence                 int // evidence events: restatements, merges, duplicates
-}
-
-// ClaimTouches leases up to limit memories with touches to fold, oldest first, for
-// lease; a pass that dies leaves them to the next after it.
-func (s *Service) ClaimTouches(ctx context.Context, limit int, lease time.Duration) ([]TouchedMemory, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE loom.memory_touches t SET lease_until = now() + $2::interval
-		FROM (SELECT org, namespace, memory_id FROM loom.memory_touches
-			WHERE (touches > 0 OR recalls > 0 OR evidence > 0) AND (lease_until IS NULL OR lease_until < now())
-			ORDER BY first_at LIMIT $1 FOR UPDATE SKIP LOCKED) p
-		WHERE t.org = p.org AND t.namespace = p.namespace AND t.memory_id = p.memory_id
-		RETURNING t.org, t.namespace, t.memory_id::text, t.touches, t.recalls, t.evidence`, limit, lease.String())
+// usageNamespaces lists up to limit namespaces with usage counted, those counted
+// longest ago first.
+func (s *Service) usageNamespaces(ctx context.Context, limit int) ([][2]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT org, namespace FROM loom.memory_touches GROUP BY org, namespace ORDER BY min(first_at) LIMIT $1`, limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim the touches to fold: %w", err)
+		return nil, fmt.Errorf("list the namespaces with usage counted: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TouchedMemory, error) {
-		var m TouchedMemory
-		return m, r.Scan(&m.Org, &m.Namespace, &m.MemoryID, &m.Touches, &m.Recalls, &m.Evidence)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var sp [2]string
+		return sp, r.Scan(&sp[0], &sp[1])
 	})
 }
 
-// FoldTouches takes n folded touches and m's recalls and evidence off a memory's
-// counts, in the transaction that commits them (tx), and forgets counts folded whole.
-func FoldTouches(ctx context.Context, tx pgx.Tx, m TouchedMemory, n int) error {
-	if _, err := tx.Exec(ctx, `UPDATE loom.memory_touches SET touches = greatest(touches - $4, 0), recalls = greatest(recalls - $5, 0),
-			evidence = greatest(evidence - $6, 0), lease_until = NULL
-		WHERE org = $1 AND namespace = $2 AND memory_id = $3`, m.Org, m.Namespace, m.MemoryID, n, m.Recalls, m.Evidence); err != nil {
-		return fmt.Errorf("take the folded touches off: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM loom.memory_touches WHERE org = $1 AND namespace = $2 AND memory_id = $3
-			AND touches = 0 AND recalls = 0 AND evidence = 0`,
-		m.Org, m.Namespace, m.MemoryID); err != nil {
-		return fmt.Errorf("forget the folded touches: %w", err)
-	}
-	return nil
-}
-
-// DropTouches forgets a memory's touches: its row is gone or no longer served.
-func (s *Service) DropTouches(ctx context.Context, m TouchedMemory) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM loom.memory_touches WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
-		m.Org, m.Namespace, m.MemoryID)
+// takeUsage takes up to limit memories' counts of a namespace out of the table, in tx
+// (the transaction that queues their record), those counted longest ago first.
+func takeUsage(ctx context.Context, tx pgx.Tx, org, ns string, limit int) ([]events.UsageItem, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM loom.memory_touches t
+		USING (SELECT memory_id FROM loom.memory_touches WHERE org = $1 AND namespace = $2 ORDER BY first_at LIMIT $3 FOR UPDATE) p
+		WHERE t.org = $1 AND t.namespace = $2 AND t.memory_id = p.memory_id
+		RETURNING t.memory_id::text, t.touches, t.recalls, t.evidence`, org, ns, limit)
 	if err != nil {
-		return fmt.Errorf("forget the touches: %w", err)
+		return nil, fmt.Errorf("take the counted usage: %w", err)
 	}
-	return nil
-}
-
-// ReleaseTouches gives a claimed memory's touches back, due again after delay.
-func (s *Service) ReleaseTouches(ctx context.Context, m TouchedMemory, delay time.Duration) error {
-	_, err := s.pool.Exec(ctx, `UPDATE loom.memory_touches SET lease_until = now() + $4::interval
-		WHERE org = $1 AND namespace = $2 AND memory_id = $3`, m.Org, m.Namespace, m.MemoryID, delay.String())
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.UsageItem, error) {
+		var it events.UsageItem
+		return it, r.Scan(&it.MemoryID, &it.Touches, &it.Recalls, &it.Evidence)
+	})
 	if err != nil {
-		return fmt.Errorf("give the touches back: %w", err)
+		return nil, fmt.Errorf("take the counted usage: %w", err)
 	}
-	return nil
-}
-
-// OwedTouches counts the memories whose touches wait to be folded.
-func (s *Service) OwedTouches(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.memory_touches WHERE touches > 0 OR recalls > 0 OR evidence > 0`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count the touches owed: %w", err)
+	out := items[:0]
+	for _, it := range items {
+		if it.Touches > 0 || it.Recalls > 0 || it.Evidence > 0 {
+			out = append(out, it)
+		}
 	}
-	return n, nil
+	return out, nil
 }

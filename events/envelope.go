@@ -31,6 +31,7 @@ type Envelope struct {
 	// iff Type.IsDocument(), with Sealed holding its DocumentContent.
 	Document *Document `json:"document,omitempty"`
 	Turns    *Turns    `json:"turns,omitempty"` // only on TypeTurnsObserved; Loom always sets it there
+	Usage    *Usage    `json:"usage,omitempty"` // only on TypeUsageRecorded; Loom always sets it there
 	// Added within v2 (additive): the audit row of the write whose last record this is
 	// (a bulk write's batch, a conflict resolver's decision), on a revision; or an
 	// erasure saga's transition (AuditErasure), on a memory.erased or loom.audited record.
@@ -259,6 +260,15 @@ func validateAttachments(e *Envelope) error {
 		return fmt.Errorf("type %q needs turns", e.Type)
 	case e.Type == TypeAudited && e.Audit == nil:
 		return fmt.Errorf("type %q needs an audit note", e.Type)
+	case e.Usage != nil && e.Type != TypeUsageRecorded:
+		return fmt.Errorf("type %q carries no usage", e.Type)
+	case e.Type == TypeUsageRecorded && e.Usage == nil:
+		return fmt.Errorf("type %q needs usage", e.Type)
+	}
+	if x := e.Usage; x != nil {
+		if err := validateUsage(x); err != nil {
+			return fmt.Errorf("usage: %v", err)
+		}
 	}
 	if e.Audit != nil {
 		if err := validateAudit(e); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestTypes(t *testing.T) {
 			t.Errorf("%s: Valid %v IsRevision %v", typ, typ.Valid(), typ.IsRevision())
 		}
 	}
-	for _, typ := range []Type{TypeErased, TypeParked} {
+	for _, typ := range []Type{TypeErased, TypeParked, TypeUsageRecorded} {
 		if !typ.Valid() || typ.IsRevision() {
 			t.Errorf("%s: Valid %v IsRevision %v", typ, typ.Valid(), typ.IsRevision())
 		}
@@ -38,6 +39,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		revisionEnvelope(t, TypeStatusChanged, 6, false),
 		plainEnvelope(TypeErased, 7),
 		plainEnvelope(TypeParked, 8),
+		usageRecorded(9),
 	}
 	for _, want := range envelopes {
 		t.Run(string(want.Type), func(t *testing.T) {
@@ -142,6 +144,20 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"parked with sealed only", validParked, func(e *Envelope) {
 			e.Sealed = &Sealed{Alg: SealAlg, Nonce: make([]byte, 12), Ciphertext: make([]byte, 16)}
 		}},
+		{"usage_recorded without usage", validUsage, func(e *Envelope) { e.Usage = nil }},
+		{"usage on a parked record", validParked, func(e *Envelope) { e.Usage = usageRecorded(e.Seq).Usage }},
+		{"usage_recorded with a revision", validUsage, func(e *Envelope) { e.Revision = &Revision{Op: "memory.set"} }},
+		{"usage with no item", validUsage, func(e *Envelope) { e.Usage.Items = nil }},
+		{"usage counting a memory twice", validUsage, func(e *Envelope) { e.Usage.Items[1].MemoryID = e.Usage.Items[0].MemoryID }},
+		{"usage item counting nothing", validUsage, func(e *Envelope) { e.Usage.Items[1] = UsageItem{MemoryID: "m"} }},
+		{"usage item with a negative count", validUsage, func(e *Envelope) { e.Usage.Items[0].Recalls = -1 }},
+		{"usage item without memory_id", validUsage, func(e *Envelope) { e.Usage.Items[0].MemoryID = "" }},
+		{"usage past its bound", validUsage, func(e *Envelope) {
+			e.Usage.Items = make([]UsageItem, MaxUsageItems+1)
+			for i := range e.Usage.Items {
+				e.Usage.Items[i] = UsageItem{MemoryID: strconv.Itoa(i), Touches: 1}
+			}
+		}},
 		{"parked with revision only", validParked, func(e *Envelope) { e.Revision = &Revision{} }},
 		{"v1 content_sha256 empty", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = "" }},
 		{"v1 content_sha256 uppercase", validV1Revised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.ToUpper(e.Revision.ContentSHA256) }},
@@ -202,6 +218,7 @@ func validRevised(t *testing.T) *Envelope  { return revisionEnvelope(t, TypeRevi
 func validParked(_ *testing.T) *Envelope   { return plainEnvelope(TypeParked, 1) }
 func validErased(_ *testing.T) *Envelope   { return plainEnvelope(TypeErased, 1) }
 func validRedacted(t *testing.T) *Envelope { return revisionEnvelope(t, TypeRedacted, 1, true) }
+func validUsage(_ *testing.T) *Envelope    { return usageRecorded(1) }
 
 // validV1Revised is a revision as Loom wrote it before envelope version 2: the user id
 // and the content digest in the clear.

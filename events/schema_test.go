@@ -62,6 +62,7 @@ func TestSchemaAcceptsEncodedEnvelopes(t *testing.T) {
 		"erased":                  plainEnvelope(TypeErased, 8),
 		"parked":                  plainEnvelope(TypeParked, 9),
 		"audited":                 audited(10),
+		"usage_recorded":          usageRecorded(11),
 		"version 1 revised":       validV1Revised(t),
 		"version 1 erased":        v1Erased(),
 	}
@@ -115,6 +116,10 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	usage, err := Encode(usageRecorded(5))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		base   []byte
@@ -140,6 +145,15 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 		{"version 2 revision without user_ref", revised, func(m map[string]any) { delete(m["revision"].(map[string]any), "user_ref") }},
 		{"version 1 revision without content_sha256", v1, func(m map[string]any) { delete(m["revision"].(map[string]any), "content_sha256") }},
 		{"erasure without generation", erased, func(m map[string]any) { delete(m["erasure"].(map[string]any), "generation") }},
+		{"usage_recorded without usage", usage, func(m map[string]any) { delete(m, "usage") }},
+		{"usage_recorded with no item", usage, func(m map[string]any) { m["usage"] = map[string]any{"items": []any{}} }},
+		{"usage_recorded with a negative count", usage, func(m map[string]any) {
+			m["usage"].(map[string]any)["items"].([]any)[0].(map[string]any)["touches"] = -1
+		}},
+		{"usage_recorded with sealed content", usage, func(m map[string]any) { m["sealed"] = revisedSealed(t, revised) }},
+		{"revised with usage", revised, func(m map[string]any) {
+			m["usage"] = map[string]any{"items": []any{map[string]any{"memory_id": "m", "touches": 1}}}
+		}},
 		{"revised with a redaction", revised, func(m map[string]any) { m["redaction"] = map[string]any{"versions": []int{1}} }},
 		{"envelope_version 3", revised, func(m map[string]any) { m["envelope_version"] = 3 }},
 		{"id with leading zero seq", revised, func(m map[string]any) { m["id"] = "acme/support/02" }},
@@ -178,6 +192,24 @@ func withField(t *testing.T, b []byte, mutate func(m map[string]any)) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// usageRecorded is a namespace's usage record: two memories' counts.
+func usageRecorded(seq int64) *Envelope {
+	e := plainEnvelope(TypeUsageRecorded, seq)
+	e.Usage = &Usage{Items: []UsageItem{{MemoryID: "5b1d0a4e-8c2f-4d7e-9f10-2a3b4c5d6e7f", Touches: 2, Recalls: 5},
+		{MemoryID: "0c9e8d7f-6a5b-4c3d-8e2f-1a0b9c8d7e6f", Evidence: 1}}}
+	return e
+}
+
+// revisedSealed is the sealed object of an encoded revision record.
+func revisedSealed(t *testing.T, revised []byte) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(revised, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m["sealed"]
 }
 
 // v1Erased is a user's erasure record as Loom wrote it before envelope version 2.

@@ -61,7 +61,7 @@ const (
 
 // Valid reports whether t is one of the known event types.
 func (t Type) Valid() bool {
-	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked || t == TypeTurnsObserved || t == TypeAudited
+	return t.IsRevision() || t.IsDocument() || t == TypeErased || t == TypeParked || t == TypeTurnsObserved || t == TypeAudited || t == TypeUsageRecorded
 }
 
 // IsRevision reports whether records of type t carry a memory revision.

@@ -9,7 +9,8 @@ import (
 // Search's exposures (memory-architecture, "Background passes", usage_fold): each
 // memory a search serves (memory.search, and the reads built on it: memory.ask,
 // context.pack, memory.related) counts one recall in loom.memory_touches' recalls
-// column, which the usage fold folds into the row's recall_count as it folds touches
+// column, which the command role publishes in the namespace's memory.usage_recorded
+// record and the usage fold folds into the row's recall_count as it folds touches
 // (command/touches_store.go owns the table's other statements). The counts gather in
 // the process and one insert a second writes them, as the seed's exposure rows are fired
 // and forgotten: a search never waits for them nor fails on them, and a count lost to a

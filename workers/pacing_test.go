@@ -59,3 +59,24 @@ func TestThePassGateBoundsItsRestAndFreesTheSlotOnCancel(t *testing.T) {
 		t.Fatalf("%d slots held after a cancelled wait; want none", len(g.slots))
 	}
 }
+
+// With LOOM_WORKERS_PASS_GATE=background (the default) the conflict resolver, a
+// flagged write's follow-up, skips the gate, and every other pass takes its turn; with
+// all every pass does.
+func TestTheGateOverBackgroundPassesLeavesOutTheResolver(t *testing.T) {
+	for _, c := range []struct {
+		gate    string
+		ungated []string
+	}{{config.GateAll, nil}, {config.GateBackground, []string{workerResolver}}} {
+		s := &Service{cfg: config.Workers{Pacing: config.PassPacing{Concurrency: 1, Gate: c.gate}}}
+		for _, w := range Names() {
+			want := true
+			for _, u := range c.ungated {
+				want = want && w != u
+			}
+			if got := s.gated(w); got != want {
+				t.Errorf("gate %s: %s gated %t, want %t", c.gate, w, got, want)
+			}
+		}
+	}
+}

@@ -52,7 +52,6 @@ func WithQueues(passes map[string]PassHealth, queues map[string]QueueHealth) map
 		if !ok && queues == nil {
 			continue
 		}
-		// The paced loop (usage_fold) keeps no worker_items: rows_owed is its own.
 		if q, ok := queues[w]; ok && Fed(w) {
 			h.Queue = &q
 		}
@@ -119,9 +118,6 @@ func (s *Service) account(ctx context.Context, worker string, r passResult) {
 
 // owedCount counts the rows a worker owes.
 func (s *Service) owedCount(ctx context.Context, worker string) (int64, error) {
-	if worker == workerUsageFold {
-		return s.cmd.OwedTouches(ctx)
-	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom.worker_items WHERE worker = $1 AND state = 'owed'`, worker).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the %s's owed rows: %w", worker, err)

@@ -2,23 +2,33 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/command"
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/revisions"
 )
 
-// The usage fold (memory-architecture, "Background passes", usage_fold): a paced loop,
-// not a consumer of the topic, over memory.touch's counts (loom.memory_touches,
-// command/touches_store.go). A pass leases the memories with touches, oldest first,
-// and commits each head's reinforcement_count raised by its touches as an amendment of
-// the head (its version kept) through the one commit; the commit's transaction takes
-// the folded touches off the count, so a touch is folded exactly once, whatever pass
-// dies where (the count is the stamp, as worker_items is the topic passes'). A head
-// gone or no longer live drops its touches. Direction: each touch adds one to
-// reinforcement_count, which search's prior reads (docs/architecture.md, "Background passes").
+// The usage fold (memory-architecture, "Background passes", usage_fold): a consumer of
+// the topic, as the resolver is. The command role publishes the usage it counted
+// (memory.touch, search's served hits, evidence events) as one memory.usage_recorded
+// record per namespace every LOOM_USAGE_PUBLISH_INTERVAL_MS
+// (command/usage_publish.go); the fold's group queues, in loom.worker_items, one item
+// per memory a record counts, keyed by the memory and the record's seq, with its
+// counts. A pass claims a batch, sums each memory's items and commits the head's
+// reinforcement_count, recall_count and evidence_count raised by them as an amendment
+// of the head (its version kept) through the one commit, its items stamped done in
+// that commit's transaction: a count is folded with its stamp or not at all, so a
+// redelivered or replayed record (its items found done), or a pass killed anywhere,
+// folds nothing twice. A head gone or no longer live drops its counts. Direction: each
+// touch adds one to reinforcement_count, which search's prior reads
+// (docs/architecture.md, "Background passes").
 
 const opUsageFold = "memory.usage_fold"
 
@@ -26,62 +36,117 @@ const usageFoldActor = "worker:usage_fold"
 
 // RunUsageFold runs the usage fold's passes until ctx ends.
 func (s *Service) RunUsageFold(ctx context.Context) {
-	s.runPasses(ctx, workerUsageFold, s.cfg.UsageFold.Interval, 0, s.foldPass)
+	cfg := s.cfg.UsageFold
+	s.runPasses(ctx, workerUsageFold, cfg.Interval, cfg.MaxAge+24*time.Hour, s.foldPass)
 }
 
-// foldPass folds one batch of touched memories.
+// usageCounts is a usage item's counts as its work item keeps them (detail).
+type usageCounts struct {
+	Touches  int `json:"touches,omitempty"`
+	Recalls  int `json:"recalls,omitempty"`
+	Evidence int `json:"evidence,omitempty"`
+}
+
+// pickUsage is the fold's feed: an item per memory each usage record written within
+// the fold's age limit counts. A memory id that is not one (a record Loom did not
+// write) is left out rather than holding the feed.
+func (s *Service) pickUsage(decoded []revisions.Record) []workItem {
+	since := s.now().Add(-s.cfg.UsageFold.MaxAge)
+	var items []workItem
+	for _, d := range decoded {
+		env := d.Env
+		if env.Type != events.TypeUsageRecorded || env.Usage == nil || !env.CommittedAt.After(since) {
+			continue
+		}
+		for _, u := range env.Usage.Items {
+			if _, err := uuid.Parse(u.MemoryID); err != nil {
+				s.log.Warn("usage fold: a usage record names no memory id; the item is skipped", "record", env.ID, "memory_id", u.MemoryID)
+				continue
+			}
+			detail, _ := json.Marshal(usageCounts{Touches: u.Touches, Recalls: u.Recalls, Evidence: u.Evidence})
+			items = append(items, workItem{worker: workerUsageFold, org: env.Org, namespace: env.Namespace, memoryID: u.MemoryID,
+				version: env.Seq, seq: env.Seq, writtenAt: env.CommittedAt, detail: detail})
+		}
+	}
+	return items
+}
+
+// foldPass folds one batch of items: each memory's items in one commit.
 func (s *Service) foldPass(ctx context.Context) passResult {
 	cfg := s.cfg.UsageFold
-	ms, err := s.cmd.ClaimTouches(ctx, cfg.Batch, workLease)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("usage fold: reading the touches failed", "err", err)
-		}
-		return passResult{errors: 1}
+	items, res, ok := s.claimPass(ctx, workerUsageFold, cfg.Batch, cfg.MaxAge, false)
+	if !ok {
+		return res
 	}
-	res := passResult{claimed: len(ms), full: len(ms) == cfg.Batch}
-	for _, m := range ms {
+	var order [][]workItem
+	byMemory := map[[3]string]int{}
+	for _, it := range items {
+		k := [3]string{it.org, it.namespace, it.memoryID}
+		i, seen := byMemory[k]
+		if !seen {
+			i, byMemory[k] = len(order), len(order)
+			order = append(order, nil)
+		}
+		order[i] = append(order[i], it)
+	}
+	for i, its := range order {
 		if ctx.Err() != nil {
-			s.releaseTouches(m)
-			continue
-		}
-		if err := s.foldTouches(ctx, m); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("usage fold: a memory's touches stay owed", "org", m.Org, "namespace", m.Namespace, "memory_id", m.MemoryID, "err", err)
+			for _, rest := range order[i:] {
+				s.giveBackAll(rest, 0, false)
 			}
-			res.errors++
-			s.releaseTouches(m)
-			continue
+			break
 		}
-		res.done++
+		done, err := s.foldMemory(ctx, its)
+		switch {
+		case err == nil:
+			res.done += done
+		case errors.Is(err, errOrgErasing):
+			s.giveBackAll(its, s.soon(workerUsageFold), false) // the org's rows wait for its erasure
+		default:
+			res.errors++
+			if ctx.Err() == nil {
+				s.log.Warn("usage fold: a memory's counts stay owed", "org", its[0].org, "namespace", its[0].namespace, "memory_id", its[0].memoryID, "err", err)
+			}
+			s.giveBackAll(its, s.soon(workerUsageFold), ctx.Err() == nil)
+		}
 	}
 	return res
 }
 
-func (s *Service) releaseTouches(m command.TouchedMemory) {
-	if err := s.cmd.ReleaseTouches(context.Background(), m, s.soon(workerUsageFold)); err != nil {
-		s.log.Warn("usage fold: giving touches back failed; their lease will lapse", "err", err)
+// foldMemory commits one memory's items (its counts of one or more records) into its
+// head, and returns how many items it stamped done.
+func (s *Service) foldMemory(ctx context.Context, items []workItem) (int, error) {
+	var sum usageCounts
+	for _, it := range items {
+		var c usageCounts
+		if err := json.Unmarshal(it.detail, &c); err != nil {
+			return 0, fmt.Errorf("read the item's counts: %w", err)
+		}
+		sum.Touches, sum.Recalls, sum.Evidence = sum.Touches+c.Touches, sum.Recalls+c.Recalls, sum.Evidence+c.Evidence
 	}
-}
-
-// foldTouches commits one memory's touches into its head.
-func (s *Service) foldTouches(ctx context.Context, m command.TouchedMemory) error {
+	first := items[0]
 	for try := 0; try < 3; try++ {
-		h, err := s.headOfID(ctx, m.Org, m.Namespace, m.MemoryID)
+		h, err := s.headOfID(ctx, first.org, first.namespace, first.memoryID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if h == nil || !h.Live(s.now()) {
-			return s.cmd.DropTouches(ctx, m)
+			done := 0
+			for _, it := range items {
+				if s.stamp(ctx, it, outcomeDropped, nil) == judgeDone {
+					done++
+				}
+			}
+			return done, nil
 		}
 		prev, event, err := amendedRevision(ctx, s.pool, h.Identity, h.Version)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		row := command.CopyOf(h)
-		row.ReinforcementCount += m.Touches
-		row.RecallCount += m.Recalls
-		row.EvidenceCount += m.Evidence
+		row.ReinforcementCount += sum.Touches
+		row.RecallCount += sum.Recalls
+		row.EvidenceCount += sum.Evidence
 		row.Actor = usageFoldActor
 		guard := refuseUnderErasure(h.Org)
 		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: h.Org, Namespace: h.Namespace,
@@ -92,15 +157,17 @@ func (s *Service) foldTouches(ctx context.Context, m command.TouchedMemory) erro
 				if err := guard(ctx, tx); err != nil {
 					return err
 				}
-				return command.FoldTouches(ctx, tx, m, m.Touches)
+				return finishWorkTx(ctx, tx, items, outcomeFolded)
 			}})
-		if errors.Is(err, command.ErrHeadMoved) {
+		switch {
+		case errors.Is(err, command.ErrHeadMoved):
 			continue
+		case errors.Is(err, errStampTaken):
+			return 0, nil // another pass folded them: nothing is folded twice
+		case err != nil:
+			return 0, fmt.Errorf("commit the folded counts: %w", err)
 		}
-		if err != nil {
-			return fmt.Errorf("commit the folded touches: %w", err)
-		}
-		return nil
+		return len(items), nil
 	}
-	return command.ErrHeadMoved
+	return 0, command.ErrHeadMoved
 }

@@ -172,11 +172,10 @@ func Names() []string {
 		workerConsolidation, workerRecalibration, workerReflections}
 }
 
-// Fed reports whether a worker is a consumer of the topic (its feed queues its work);
-// the usage fold is a paced loop over memory.touch's counts, which no record carries
-// (usage_fold.go).
+// Fed reports whether a worker is a consumer of the topic (its feed queues its work):
+// every worker is.
 func Fed(worker string) bool {
-	return worker != workerUsageFold
+	return true
 }
 
 // Enabled reports whether a worker runs: it is switched on and, for a worker that
@@ -256,7 +255,7 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 			// Reading a batch (its keys, its opened content) and queueing it is pass work:
 			// it takes its turn at the gate, so a group catching up on a long topic (a
 			// pass newly enabled, a replay) is paced as a pass is.
-			if !s.gate.enter(ctx) {
+			if !s.enterGate(ctx, worker) {
 				return ctx.Err()
 			}
 			start := time.Now()
@@ -264,7 +263,7 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 			if err == nil {
 				err = s.queueWork(ctx, items)
 			}
-			s.gate.leave(time.Since(start))
+			s.leaveGate(worker, time.Since(start))
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("worker feed: queueing a batch failed; retrying", "worker", worker, "records", len(recs), "err", err)
 			}
@@ -298,6 +297,9 @@ func (s *Service) pickItems(ctx context.Context, worker string, recs []*kgo.Reco
 	})
 	if fedByNamespace(worker) {
 		return s.pickDue(worker, decoded), nil
+	}
+	if worker == workerUsageFold {
+		return s.pickUsage(decoded), nil
 	}
 	now := s.now()
 	var envs []*events.Envelope
@@ -413,13 +415,13 @@ func (s *Service) runPasses(ctx context.Context, worker string, interval, keep t
 			}
 			swept = time.Now()
 		}
-		if !s.gate.enter(ctx) {
+		if !s.enterGate(ctx, worker) {
 			return
 		}
 		start := time.Now()
 		r := pass(ctx)
 		s.account(ctx, worker, r)
-		s.gate.leave(time.Since(start))
+		s.leaveGate(worker, time.Since(start))
 		wait := interval
 		switch {
 		case r.stopped:

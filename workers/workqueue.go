@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,8 +25,8 @@ const (
 	workerEntities = "entity_extractor"
 	// workerEmbedding fills embedding stubs (embedding_worker.go).
 	workerEmbedding = "embedding_worker"
-	// workerUsageFold folds memory.touch's touches (usage_fold.go): a paced loop
-	// with no consumer group, its stamp the touch count itself.
+	// workerUsageFold folds the memory.usage_recorded records' counts (usage_fold.go):
+	// one item per memory a record counts.
 	workerUsageFold = "usage_fold"
 )
 
@@ -37,6 +38,9 @@ type workItem struct {
 	userID, sha              string
 	writtenAt                time.Time
 	attempts                 int
+	// detail is what the feed queued with the item, as worker_items.detail keeps it
+	// (nil: nothing): a usage record's counts of the memory (usage_fold.go).
+	detail []byte
 }
 
 // Outcomes of a done item.
@@ -48,6 +52,8 @@ const (
 	outcomeExtracted = "extracted" // the extractor wrote the row's entities
 	outcomeEmpty     = "empty"     // the extractor found no entity in the row
 	outcomeEmbedded  = "embedded"  // the embedding worker committed the stub's vectors
+	outcomeFolded    = "folded"    // the usage fold committed the record's counts into the memory's head
+	outcomeDropped   = "dropped"   // the usage fold found the memory gone or no longer served: its counts are dropped
 )
 
 // queueWork queues items; an item queued before (a redelivery, a replay of the group)
@@ -60,19 +66,24 @@ func (s *Service) queueWork(ctx context.Context, items []workItem) error {
 	workers, orgs, nss, ids, users, shas := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, seqs := make([]int64, n), make([]int64, n)
 	written := make([]time.Time, n)
+	details := make([]*string, n)
 	for i, it := range items {
 		workers[i], orgs[i], nss[i], ids[i], users[i], shas[i] = it.worker, it.org, it.namespace, it.memoryID, it.userID, it.sha
 		versions[i], seqs[i], written[i] = it.version, it.seq, it.writtenAt
+		if it.detail != nil {
+			d := string(it.detail)
+			details[i] = &d
+		}
 	}
 	// The content hash as the heads keep it: keyed under the scope's key (migration
 	// 101; '' once an erasure destroyed it). A claim reads the plain one from the
 	// journal (claimWork).
-	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at)
-		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
-			AS i(w, o, ns, id, v, sq, u, sha, at)
+	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at, detail)
+		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at, d
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[], $10::jsonb[])
+			AS i(w, o, ns, id, v, sq, u, sha, at, d)
 		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING`,
-		workers, orgs, nss, ids, versions, seqs, users, shas, written)
+		workers, orgs, nss, ids, versions, seqs, users, shas, written, details)
 	if err != nil {
 		return fmt.Errorf("queue the %s's work: %w", items[0].worker, err)
 	}
@@ -133,14 +144,14 @@ func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease
 			-- redacted or erased): the queue keeps it keyed only (migration 101)
 			coalesce((SELECT `+heads.RowOf("r")+`->>'content_sha256' FROM loom.memory_revisions r
 				WHERE r.org = w.org AND r.namespace = w.namespace AND r.seq = w.seq), ''),
-			w.written_at, w.attempts`, order),
+			w.written_at, w.attempts, w.detail`, order),
 		worker, limit, lease.String(), callsModel(worker))
 	if err != nil {
 		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (workItem, error) {
 		it := workItem{worker: worker}
-		err := r.Scan(&it.org, &it.namespace, &it.memoryID, &it.version, &it.seq, &it.userID, &it.sha, &it.writtenAt, &it.attempts)
+		err := r.Scan(&it.org, &it.namespace, &it.memoryID, &it.version, &it.seq, &it.userID, &it.sha, &it.writtenAt, &it.attempts, &it.detail)
 		return it, err
 	})
 	if err != nil {
@@ -248,6 +259,35 @@ func (s *Service) finishWork(ctx context.Context, it workItem, outcome string, d
 		return false, fmt.Errorf("stamp the %s's item: %w", it.worker, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// errStampTaken: an item a commit meant to stamp is no longer owed (another pass,
+// its lease lapsed, did it first); the commit is rolled back.
+var errStampTaken = errors.New("an item is no longer owed")
+
+// finishWorkTx stamps items done with outcome in tx, the transaction that commits
+// their work, so the work and its stamp land together or not at all; errStampTaken
+// (roll back) when one of them is no longer owed.
+func finishWorkTx(ctx context.Context, tx pgx.Tx, items []workItem, outcome string) error {
+	if len(items) == 0 {
+		return nil
+	}
+	ids, versions := make([]string, len(items)), make([]int64, len(items))
+	for i, it := range items {
+		ids[i], versions[i] = it.memoryID, it.version
+	}
+	it := items[0]
+	tag, err := tx.Exec(ctx, `UPDATE loom.worker_items w SET state = 'done', outcome = $4, done_at = now(), lease_until = NULL
+		FROM unnest($5::uuid[], $6::bigint[]) AS i(id, v)
+		WHERE w.worker = $1 AND w.org = $2 AND w.namespace = $3 AND w.memory_id = i.id AND w.version = i.v AND w.state = 'owed'`,
+		it.worker, it.org, it.namespace, outcome, ids, versions)
+	if err != nil {
+		return fmt.Errorf("stamp the %s's items: %w", it.worker, err)
+	}
+	if tag.RowsAffected() != int64(len(items)) {
+		return errStampTaken
+	}
+	return nil
 }
 
 // sweepDone forgets done items older than keep: a replay no longer queues a write that

@@ -154,6 +154,10 @@ type Command struct {
 	// against the namespace's peers; every entry is judged against the batch.
 	BulkConflictCheckMax int           // LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES
 	SweepInterval        time.Duration // LOOM_SWEEP_INTERVAL_S: expiry, idempotency and erasure sweeps (0: none)
+	// UsagePublishInterval is how often the command role publishes the usage counted
+	// since (memory.touch, search's served hits, evidence events) as one
+	// memory.usage_recorded record per namespace (command/usage_publish.go; 0: never).
+	UsagePublishInterval time.Duration // LOOM_USAGE_PUBLISH_INTERVAL_MS
 	// RestoreBatchRows is how many rows one commit of namespace.restore, of
 	// namespace.rollback and of a blacklist sweep writes.
 	RestoreBatchRows int // LOOM_PG_RESTORE_BATCH_ROWS
@@ -491,6 +495,7 @@ func readCommand(r *reader) Command {
 		IdempotencyLease:     r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
 		BulkConflictCheckMax: r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
 		SweepInterval:        r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
+		UsagePublishInterval: r.ms("LOOM_USAGE_PUBLISH_INTERVAL_MS", 5000),
 		RestoreBatchRows:     r.int("LOOM_PG_RESTORE_BATCH_ROWS", 500),
 		SweepWait:            r.ms("LOOM_BLACKLIST_SWEEP_WAIT_MS", 5000),
 		Erasure: Erasure{
@@ -698,6 +703,9 @@ func (c Command) Validate() error {
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("LOOM_SWEEP_INTERVAL_S must not be negative"))
+	}
+	if c.UsagePublishInterval < 0 {
+		errs = append(errs, errors.New("LOOM_USAGE_PUBLISH_INTERVAL_MS must not be negative"))
 	}
 	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate(), c.Consolidate.Validate())...)
 }

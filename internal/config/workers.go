@@ -19,8 +19,8 @@ type Workers struct {
 	// Embedding is the embedding worker (LOOM_EMBEDDING_WORKER_*): it fills the
 	// vectors of the rows committed as stubs while the embedder was down.
 	Embedding Pass
-	// UsageFold is the usage fold (LOOM_USAGE_FOLD_*): memory.touch's touches folded
-	// into the rows' reinforcement_count.
+	// UsageFold is the usage fold (LOOM_USAGE_FOLD_*): the memory.usage_recorded
+	// records' counts folded into the rows' reinforcement, recall and evidence counts.
 	UsageFold Pass
 	Audit     AuditCheckpoints
 	// SessionDigest is the session_digest pass (LOOM_SESSION_DIGEST_*): a digest of each
@@ -155,6 +155,7 @@ func readWorkers(r *reader, llm LLM) Workers {
 		},
 	}
 	w.Embedding.MaxAge = r.days("LOOM_EMBEDDING_WORKER_MAX_AGE_DAYS", 30)
+	w.UsageFold.MaxAge = r.days("LOOM_USAGE_FOLD_MAX_AGE_DAYS", 30)
 	w.SensitivitySweep = readPass(r, "LOOM_SENSITIVITY_SWEEP", true, 100, 30*time.Second)
 	w.SensitivitySweep.MaxAge = r.days("LOOM_SENSITIVITY_SWEEP_MAX_AGE_DAYS", 30)
 	w.Communities = readPass(r, "LOOM_ENTITY_COMMUNITIES", false, 20, time.Hour)

@@ -209,7 +209,7 @@ func learningsTables() []Table {
 func postgresNoContent() []Table {
 	return []Table{
 		{Store: Postgres, Name: "loom.worker_items", Class: NoMemoryContent,
-			Why: "the workers' queue and stamps: memory ids, versions, content hashes and verdict codes, no text"},
+			Why: "the workers' queue and stamps: memory ids, versions, content hashes, verdict codes and usage counts, no text"},
 		{Store: Postgres, Name: "loom.conflict_undos", Class: NoMemoryContent, Why: "undone retirements: memory ids and content hashes"},
 		{Store: Postgres, Name: "loom.profile_schemas", Class: NoMemoryContent, Why: "a namespace's profile schema an admin wrote (the profiles are memory rows)"},
 		{Store: Postgres, Name: "loom.consolidation_runs", Class: NoMemoryContent,
@@ -218,8 +218,8 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.erased_memories", Class: NoMemoryContent, Why: "deletion evidence: namespaces and memory ids"},
 		{Store: Postgres, Name: "loom.erased_documents", Class: NoMemoryContent, Why: "deletion evidence: namespaces, source URIs, versions and doc ids"},
 		{Store: Postgres, Name: "loom.erasure_ledger", Class: NoMemoryContent, Why: "the sagas: scopes, steps and counts"},
-		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction and turns records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
-			"which live on the loom.memory_evidence rows the erasure deletes"},
+		{Store: Postgres, Name: "loom.generation_records", Class: NoMemoryContent, Why: "erasure, redaction, turns and usage records: plain fields; a turns record's texts are sealed under its turns' own keys, " +
+			"which live on the loom.memory_evidence rows the erasure deletes; a usage record names memory ids and counts only (no user, no text)"},
 		{Store: Postgres, Name: "loom.scope_generations", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_watermarks", Class: NoMemoryContent, Why: "counters"},
 		{Store: Postgres, Name: "loom.projection_tables", Class: NoMemoryContent, Why: "generation numbers of the projection tables"},
@@ -230,7 +230,7 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.llm_spend", Class: NoMemoryContent, Why: "model call tokens and cost per namespace and day"},
 		{Store: Postgres, Name: "loom.model_call_holds", Class: NoMemoryContent, Why: "the per-org switch for model calls: the org, when and who"},
 		{Store: Postgres, Name: "loom.memory_touches", Class: NoMemoryContent,
-			Why: "memory.touch's counts not yet folded: memory ids and counts, no text (the fold drops the counts of a row gone)"},
+			Why: "usage (memory.touch, search's hits, evidence events) not yet published: memory ids and counts, no text (the fold drops the counts of a row gone)"},
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent,
 			Why: "credential hashes; a token bound to a user names it by reference (migration 156), reaches no one once the user's name is erased, and is revoked by an operator"},
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},

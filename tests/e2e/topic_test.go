@@ -7,9 +7,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -17,8 +21,10 @@ import (
 // Every record the suite produces follows the topic contract: its value is a valid
 // envelope that the published JSON Schema accepts, its key is org/namespace, its
 // CloudEvents headers match the envelope, and a namespace's seqs first appear in order.
+// The search's hit goes out as the namespace's usage record, which takes the seq after
+// the writes'.
 func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.API(t, func(c *config.Config) { c.Command.UsagePublishInterval = 100 * time.Millisecond })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "topic")
 	for _, v := range []any{"a string value", map[string]any{"nested": []any{1, "two"}}, 3.5} {
@@ -29,6 +35,9 @@ func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
 	}
 
 	schema := testenv.EnvelopeSchema(t)
+	testenv.Eventually(t, 30*time.Second, "the search's usage record on the topic", func() bool {
+		return len(env.NamespaceRecords(t, "acme", ns)) >= 4
+	})
 
 	records := env.TopicRecords(t)
 	if len(records) < 3 {
@@ -85,9 +94,28 @@ func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
 		}
 		t.Errorf("%s: records %v follow seq %d across a gap no erasure closed", key, seqs, lastSeq[key])
 	}
-	if lastSeq["acme/"+ns] != 3 {
-		t.Fatalf("the namespace's records reached seq %d, want 3", lastSeq["acme/"+ns])
+	if lastSeq["acme/"+ns] != 4 {
+		t.Fatalf("the namespace's records reached seq %d, want 4", lastSeq["acme/"+ns])
 	}
+	usage := usageRecordOf(t, records, "acme", ns, 4)
+	if usage == nil || len(usage.Items) != 1 || usage.Items[0].Recalls != 1 || usage.Items[0].Touches != 0 {
+		t.Fatalf("the namespace's seq 4: usage %+v; want the search's one recall of its one memory", usage)
+	}
+}
+
+// usageRecordOf is the usage a namespace's record of seq carries (nil: none).
+func usageRecordOf(t *testing.T, records []*kgo.Record, org, ns string, seq int64) *events.Usage {
+	t.Helper()
+	for _, r := range records {
+		e, err := events.Decode(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Org == org && e.Namespace == ns && e.Seq == seq && e.Type == events.TypeUsageRecorded {
+			return e.Usage
+		}
+	}
+	return nil
 }
 
 // The README's tools work against the stores: kcat reads the topic, psql and

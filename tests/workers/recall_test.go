@@ -18,6 +18,7 @@ func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
 	const org = "recalls"
 	w := startWorkers(t, org, nil, func(c *config.Config) {
 		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+		c.Command.UsagePublishInterval = 100 * time.Millisecond
 	})
 	ctx := context.Background()
 	pool := env.PG(t)

@@ -10,14 +10,17 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// memory.touch records a use; the usage fold adds it to the row's reinforcement_count
-// (as an amendment: the version a writer read stays the head's), and search's prior
-// lifts the touched row above an equally relevant one. A touch is folded once: three
-// touches, whatever passes fold them, make a reinforcement of three.
+// memory.touch records a use; the command role publishes it in the namespace's
+// memory.usage_recorded record, the usage fold adds it to the row's
+// reinforcement_count (as an amendment: the version a writer read stays the head's),
+// and search's prior lifts the touched row above an equally relevant one. A touch is
+// folded once: three touches, whatever records carry them and passes fold them, make a
+// reinforcement of three.
 func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 	const org = "usagefold"
 	w := startWorkers(t, org, nil, func(c *config.Config) {
 		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+		c.Command.UsagePublishInterval = 100 * time.Millisecond
 	})
 	ctx := context.Background()
 	pool := env.PG(t)
@@ -60,8 +63,10 @@ func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 	if _, err := w.tc.Touch(ctx, ns, "absent", client.Identity{}); !isCode(err, client.CodeNotFound) {
 		t.Fatalf("touching a key with no memory: %v, want 404", err)
 	}
-	testenv.Eventually(t, 30*time.Second, "the touches folded", func() bool {
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1`, org) == 0
+	testenv.Eventually(t, 30*time.Second, "the touches published and folded", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1`, org) == 0 &&
+			testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'usage_fold' AND org = $1 AND state = 'owed'`, org) == 0 &&
+			testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'usage_fold' AND org = $1 AND outcome = 'folded'`, org) > 0
 	})
 	m, err := w.tc.Get(ctx, ns, touched, client.Identity{}, time.Time{})
 	if err != nil {
@@ -74,7 +79,12 @@ func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 		got := order()
 		return len(got) == 2 && got[0] == touched
 	})
-	// The fold wrote as itself, and the touch count it folded is gone.
+	// The touches went out as usage records (ids and counts only), and the fold wrote
+	// as itself.
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.generation_records WHERE org = $1 AND namespace = $2
+		AND event_type = 'memory.usage_recorded'`, org, ns); n < 1 {
+		t.Fatal("no memory.usage_recorded record kept for the namespace")
+	}
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'
 		AND audit->>'actor' = 'worker:usage_fold'`, org, ns); n < 1 {
 		t.Fatal("no memory.usage_fold revision written as worker:usage_fold")
@@ -89,6 +99,7 @@ func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 	const org = "evidencefold"
 	w := startWorkers(t, org, nil, func(c *config.Config) {
 		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+		c.Command.UsagePublishInterval = 100 * time.Millisecond
 	})
 	ctx := context.Background()
 	pool := env.PG(t)
@@ -128,5 +139,48 @@ func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 	}
 	if past.EvidenceCount != 2 || past.VersionText != m.VersionText {
 		t.Fatalf("home as of now: evidence_count %d at version %s; want 2 at %s", past.EvidenceCount, past.VersionText, m.VersionText)
+	}
+}
+
+// A usage record is folded once. The fold's items are the records' stamps (one per
+// memory a record counts, keyed by the record's seq): a replay of the fold's group over
+// the test's records, as a redelivery would, queues them again, finds them done and
+// folds nothing, so the touches still count once and no revision is written.
+func TestAReplayOfUsageRecordsFoldsNothingTwice(t *testing.T) {
+	const org = "usagereplay"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+		c.Command.UsagePublishInterval = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "replay")
+	start := time.Now().UTC()
+	set(t, w.tc, ns, "lunch", "the team lunch is on friday at noon", client.Identity{})
+	reinforcement := func() int { return get(t, w.tc, ns, "lunch", client.Identity{}).ReinforcementCount }
+	// Two records at least: the second touch waits for the first's fold.
+	for want := 1; want <= 2; want++ {
+		if _, err := w.tc.Touch(ctx, ns, "lunch", client.Identity{}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, "the touch folded", func() bool { return reinforcement() == want })
+	}
+	drained(t, pool, "usage_fold", org)
+	count := func(sql string) int64 { return testenv.Int(t, pool, sql, org, ns) }
+	const recordsSQL = `SELECT count(*) FROM loom.generation_records WHERE org = $1 AND namespace = $2 AND event_type = 'memory.usage_recorded'`
+	const foldsSQL = `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'`
+	const itemsSQL = `SELECT count(*) FROM loom.worker_items WHERE worker = 'usage_fold' AND org = $1 AND namespace = $2`
+	records, folds, items := count(recordsSQL), count(foldsSQL), count(itemsSQL)
+	if records < 2 || folds < 2 || items != records {
+		t.Fatalf("usage records %d, fold revisions %d, items %d; want two records at least, an item each, each folded", records, folds, items)
+	}
+
+	w.stop()
+	resetGroup(t, "usage_fold", start.Format(time.RFC3339Nano))
+	w.serve()
+	drained(t, pool, "usage_fold", org)
+	if got := reinforcement(); got != 2 || count(foldsSQL) != folds || count(itemsSQL) != items {
+		t.Fatalf("after the replay: reinforcement %d, fold revisions %d, items %d; want 2, %d and %d: a record was folded twice",
+			got, count(foldsSQL), count(itemsSQL), folds, items)
 	}
 }

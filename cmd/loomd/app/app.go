@@ -375,6 +375,9 @@ func (p *Process) background() []work {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
 		}
 		out = append(out, work{"at_rest", func(ctx context.Context) error { return atrest.Run(ctx, p.PG, p.Keys, p.Log) }})
+		if every := p.Cfg.Command.UsagePublishInterval; every > 0 {
+			out = append(out, work{"usage_publish", func(ctx context.Context) error { c.RunUsagePublish(ctx, every); return nil }})
+		}
 		if every := p.Cfg.Command.Erasure.RecoveryInterval; every > 0 {
 			out = append(out, work{"erasure_recovery", func(ctx context.Context) error { c.RunErasureRecovery(ctx, every); return nil }})
 		}

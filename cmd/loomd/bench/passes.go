@@ -49,10 +49,15 @@ var noPass = passCase{name: "no pass", enable: func(*config.Workers) {}}
 
 // busyPasses are the passes measured, each alone and then all at once. The model
 // passes call the bench's scripted provider, which answers at once: their cases
-// measure what the passes cost the stores, not a model's time. The conflict resolver
-// is not among them: it judges only writes the process under test marked, which it
-// does only with its own resolver on.
+// measure what the passes cost the stores, not a model's time.
 var busyPasses = []passCase{
+	// The conflict resolver judges the writes their admission marked: the feed's
+	// conflicting statements (passConflictEvery, a manual_review namespace, where a
+	// close peer that says something else is a conflict whatever the process's own
+	// resolver), each cleared by the scripted judge, a commit per pair.
+	{name: "conflict_resolver", enable: func(w *config.Workers) {
+		w.Resolver.Enabled, w.Resolver.Interval, w.Resolver.Batch = true, passInterval, passModelBatch
+	}},
 	// A pass counts its rows at its end (workers/passes.go, account): a usage fold of a
 	// whole batch (every touched memory, a commit each), or a recalibration or
 	// communities pass over every namespace its batch of records names (the bench's

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -24,8 +25,16 @@ const (
 	passUsers        = 20                     // users the sessions and preferences rotate over
 )
 
-var passFeedNote = fmt.Sprintf("a memory.touch every %s, a session of %d turns observed every %s and a user's preference written every %s, over %d users",
-	passTouchEvery, passDigestTurns, passObserveEvery, passFactEvery, passUsers)
+// passConflictEvery paces a user's new home city, a conflict with the ones before: the
+// conflict resolver's work.
+const passConflictEvery = 500 * time.Millisecond
+
+var passFeedNote = fmt.Sprintf("a memory.touch every %s, a session of %d turns observed every %s, a user's preference written every %s "+
+	"and a user's conflicting home city every %s (a manual_review namespace), over %d users",
+	passTouchEvery, passDigestTurns, passObserveEvery, passFactEvery, passConflictEvery, passUsers)
+
+// passCities are the home cities the conflict feed states, one a write in turn.
+var passCities = [][2]string{{"Lisbon", "Portugal"}, {"Berlin", "Germany"}, {"Madrid", "Spain"}, {"Vienna", "Austria"}, {"Oslo", "Norway"}}
 
 // passProfileSchema is the users namespace's profile schema.
 var passProfileSchema = map[string]any{
@@ -36,6 +45,7 @@ var passProfileSchema = map[string]any{
 // passFeed is what every side is fed from and read with.
 type passFeed struct {
 	touched, graph, users string
+	conflicts             string // the conflict feed's manual_review namespace
 	conc                  int
 	operator              string // reads the second process's /v1/health
 	model                 *passesProvider
@@ -48,7 +58,8 @@ func (r *runner) passFeedSetup(ctx context.Context) (f passFeed, cleanup func(),
 	if err != nil {
 		return f, nil, fmt.Errorf("create an operator token: %w", err)
 	}
-	f = passFeed{touched: r.namespace("passes", "touched"), graph: r.namespace("passes", "graph"), users: r.namespace("passes", "users"), operator: operator}
+	f = passFeed{touched: r.namespace("passes", "touched"), graph: r.namespace("passes", "graph"), users: r.namespace("passes", "users"),
+		conflicts: r.namespace("passes", "conflicts"), operator: operator}
 	revoke := func() { _, _ = r.t.Process.Tokens.Revoke(context.WithoutCancel(ctx), "", p.TokenID) }
 	fail := func(err error) (passFeed, func(), error) { revoke(); return passFeed{}, nil, err }
 	if err := r.appendOnly(ctx, f.touched, f.graph); err != nil {
@@ -59,6 +70,9 @@ func (r *runner) passFeedSetup(ctx context.Context) (f passFeed, cleanup func(),
 	}
 	if _, err := r.api.SetProfileSchema(ctx, f.users, passProfileSchema); err != nil {
 		return fail(fmt.Errorf("set %s's profile schema: %w", f.users, err))
+	}
+	if _, err := r.api.Configure(ctx, f.conflicts, client.NamespaceConfig{ConflictPolicy: "manual_review"}); err != nil {
+		return fail(fmt.Errorf("configure %s: %w", f.conflicts, err))
 	}
 	if err := r.load(ctx, f.touched, passesTouchKeys); err != nil {
 		return fail(err)
@@ -153,7 +167,7 @@ func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, level s
 	var wg sync.WaitGroup
 	r.feed(fctx, f, &counts, &wg)
 	settled := r.settleFeeds(ctx, cfg.Workers)
-	fed0 := [3]int64{counts.touches.Load(), counts.sessions.Load(), counts.facts.Load()}
+	fed0 := [4]int64{counts.touches.Load(), counts.sessions.Load(), counts.facts.Load(), counts.conflicts.Load()}
 	before, calls := passRows(ctx, url, f.operator), f.model.calls()
 	start, cpu0 := time.Now(), readCPU()
 	var side passSide
@@ -173,8 +187,9 @@ func (r *runner) withPasses(ctx context.Context, c passCase, f passFeed, level s
 		did = append(did, fmt.Sprintf("%s %d (%.1f/s)", name, n-before[name], float64(n-before[name])/took.Seconds()))
 	}
 	sort.Strings(did)
-	side.done = fmt.Sprintf("rows done during the run: %s; fed %d touches, %d sessions, %d preferences; %d model calls%s",
-		strings.Join(did, ", "), counts.touches.Load()-fed0[0], counts.sessions.Load()-fed0[1], counts.facts.Load()-fed0[2], f.model.calls()-calls, settled)
+	side.done = fmt.Sprintf("rows done during the run: %s; fed %d touches, %d sessions, %d preferences, %d conflicting cities; %d model calls%s",
+		strings.Join(did, ", "), counts.touches.Load()-fed0[0], counts.sessions.Load()-fed0[1], counts.facts.Load()-fed0[2],
+		counts.conflicts.Load()-fed0[3], f.model.calls()-calls, settled)
 	return side, err
 }
 
@@ -189,7 +204,7 @@ func (r *runner) searchLoad(ctx context.Context, label, ns string, conc int) (Sa
 }
 
 // feedCounts counts what the feed did.
-type feedCounts struct{ touches, sessions, facts atomic.Int64 }
+type feedCounts struct{ touches, sessions, facts, conflicts atomic.Int64 }
 
 // feed runs the feed's three paced loops until ctx ends.
 func (r *runner) feed(ctx context.Context, f passFeed, n *feedCounts, wg *sync.WaitGroup) {
@@ -222,6 +237,13 @@ func (r *runner) feed(ctx context.Context, f passFeed, n *feedCounts, wg *sync.W
 			Identity: client.Identity{UserID: user}, MemoryType: "preference", Value: user + " likes " + sentence(rng)})
 		return err
 	}, &n.facts)
+	loop(passConflictEvery, func(i int) error {
+		// Two writes a user in a row, so every second write conflicts with the one before.
+		user, city := fmt.Sprintf("bench-user-%d", (i/2)%passUsers), passCities[i%len(passCities)]
+		_, err := r.api.Set(ctx, f.conflicts, fmt.Sprintf("home-%d-%d", run, i), client.SetRequest{Identity: client.Identity{UserID: user},
+			Value: fmt.Sprintf("The user %s lives in the city of %s in %s", user, city[0], city[1])})
+		return err
+	}, &n.conflicts)
 }
 
 // observeSession observes one session of passDigestTurns turns of one of the users.
@@ -262,6 +284,8 @@ func startPassesProvider() *passesProvider {
 			return llmtest.JSON(map[string]any{"preferences": []string{"The user likes tea."}, "decisions": []string{}})
 		case "reflection_distill":
 			return llmtest.JSON(map[string]any{"outcome": "unclear", "reflections": []string{}})
+		case "conflict_judgements":
+			return llmtest.JSON(map[string]any{"judgements": passJudgements(req)})
 		case "consolidated_memory":
 			return llmtest.JSON(map[string]any{"key": fmt.Sprintf("merged-%d", n), "summary": "The user drinks a dark roast coffee every morning."})
 		}
@@ -271,6 +295,20 @@ func startPassesProvider() *passesProvider {
 }
 
 func (p *passesProvider) calls() int64 { return p.n.Load() }
+
+// passPeerLabel is a peer's line in a resolver's prompt (workers/resolver_prompt.go).
+var passPeerLabel = regexp.MustCompile(`(?m)^(p\d+) \(key `)
+
+// passJudgements judges every peer of a resolver's prompt related to the new
+// statement, sure enough to clear the flag its admission set between them.
+func passJudgements(req llmtest.ChatRequest) []map[string]any {
+	var out []map[string]any
+	for _, m := range passPeerLabel.FindAllStringSubmatch(req.Text(), -1) {
+		out = append(out, map[string]any{"peer": m[1], "reason": "the user moved", "same_entity": true, "same_attribute": false,
+			"verdict": "related", "confidence": 0.95})
+	}
+	return out
+}
 
 // Close stops the server.
 func (p *passesProvider) Close() { _ = p.owner.finish() }

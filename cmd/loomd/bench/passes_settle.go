@@ -24,7 +24,8 @@ const (
 // fedGroups are the consumer groups of the topic passes w runs.
 func fedGroups(w config.Workers) []string {
 	var out []string
-	for name, on := range map[string]bool{"embedding_worker": w.Embedding.Enabled, "sensitivity_sweep": w.SensitivitySweep.Enabled,
+	for name, on := range map[string]bool{"conflict_resolver": w.Resolver.Enabled, "usage_fold": w.UsageFold.Enabled,
+		"embedding_worker": w.Embedding.Enabled, "sensitivity_sweep": w.SensitivitySweep.Enabled,
 		"entity_extractor": w.Entities.Enabled, "structured_profile": w.Profiles.Enabled, "profile_consolidation": w.ProfileConsolidation.Enabled} {
 		if on {
 			out = append(out, workers.Group(name))
