@@ -369,3 +369,19 @@ func tail(file string, n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// RunWithPostgres runs a package's tests (run, a TestMain's m.Run) over a Postgres of
+// their own, no ClickHouse or Kafka, set in into before they run, and returns their exit
+// code. A Postgres that cannot start fails the run: a test never skips its store.
+func RunWithPostgres(run func() int, into **Postgres) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := Start(ctx, Options{SkipClickHouse: true, SkipKafka: true})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start Postgres:", err)
+		return 1
+	}
+	defer s.Stop()
+	*into = s.Postgres
+	return run()
+}

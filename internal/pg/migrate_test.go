@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,20 +18,7 @@ import (
 
 var postgres *devstack.Postgres
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	s, err := devstack.Start(ctx, devstack.Options{SkipClickHouse: true, SkipKafka: true})
-	cancel()
-	if err != nil {
-		// A store the tests need that cannot start fails the run; it never skips.
-		os.Stderr.WriteString("start Postgres: " + err.Error() + "\n")
-		os.Exit(1)
-	}
-	postgres = s.Postgres
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(devstack.RunWithPostgres(m.Run, &postgres)) }
 
 func freshDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
