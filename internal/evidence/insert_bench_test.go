@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -15,10 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 // BenchmarkInsertTurns measures the insert of a memory.set_from_messages-sized batch
@@ -97,33 +92,10 @@ func benchTurns(b *testing.B, n int) []Turn {
 	return turns
 }
 
-// benchPool starts a Postgres of the benchmark's own, migrated, with the org's user
-// reference key made (raw, as before LOOM_KEK: the session opens it without one).
+// benchPool is a fresh database of the package's Postgres, migrated, with the org's user
+// reference key made.
 func benchPool(b *testing.B) *pgxpool.Pool {
-	start, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := devstack.Start(start, devstack.Options{SkipClickHouse: true, SkipKafka: true})
-	if err != nil {
-		b.Fatalf("start Postgres: %v", err)
-	}
-	b.Cleanup(func() { s.Stop() })
-	ctx := context.Background()
-	dsn, err := s.Postgres.FreshDatabase(ctx, "bench_turns")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('bench', gen_random_bytes(32))`); err != nil {
-		b.Fatal(err)
-	}
-	return pool
+	return pgtest.Migrated(b, postgres, "bench")
 }
 
 // backendCPU is a Postgres backend's CPU time so far (utime + stime of /proc/pid/stat).

@@ -3,19 +3,15 @@ package evidence
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 var postgres *devstack.Postgres
@@ -25,23 +21,7 @@ func TestMain(m *testing.M) { os.Exit(devstack.RunWithPostgres(m.Run, &postgres)
 // turnsDB is a fresh database with Loom's schema and the org acme's user reference key.
 func turnsDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	dsn, err := postgres.FreshDatabase(ctx, "t_"+strings.ToLower(t.Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))"); err != nil {
-		t.Fatal(err)
-	}
-	return pool
+	return pgtest.Migrated(t, postgres, "acme")
 }
 
 // A question matches among the scope's limit newest turns only, whichever index finds

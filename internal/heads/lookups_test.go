@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -15,8 +13,7 @@ import (
 
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/pg"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 var postgres *devstack.Postgres
@@ -27,26 +24,8 @@ func TestMain(m *testing.M) { os.Exit(devstack.RunWithPostgres(m.Run, &postgres)
 // in a new deployment's first minute.
 func migratedDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	name := "t_" + strings.ToLower(t.Name())
-	dsn, err := postgres.FreshDatabase(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "ALTER TABLE loom.memory_current SET (autovacuum_enabled = false)"); err != nil {
-		t.Fatal(err)
-	}
-	// The org's user reference key, which a commit makes first: the rows name their
-	// users by reference (loom.named_user, migration 155).
-	if _, err := pool.Exec(ctx, "INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))"); err != nil {
+	pool := pgtest.Migrated(t, postgres, "acme")
+	if _, err := pool.Exec(context.Background(), "ALTER TABLE loom.memory_current SET (autovacuum_enabled = false)"); err != nil {
 		t.Fatal(err)
 	}
 	return pool

@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/pgtest"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
@@ -44,15 +45,7 @@ func migrationsBefore(t *testing.T, n string) fs.FS {
 // namespace's users, the erasure's user.
 func TestMigrationNamesExistingUsersByReference(t *testing.T) {
 	ctx := context.Background()
-	dsn, err := postgres.FreshDatabase(ctx, "t_"+strings.ToLower(t.Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "155"), quiet); err != nil {
 		t.Fatal(err)

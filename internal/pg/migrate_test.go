@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/pgtest"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
@@ -22,18 +23,7 @@ func TestMain(m *testing.M) { os.Exit(devstack.RunWithPostgres(m.Run, &postgres)
 
 func freshDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	name := "t_" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-	dsn, err := postgres.FreshDatabase(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return pgtest.Pool(t, postgres)
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
