@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -16,10 +15,7 @@ import (
 // reads 0, and the counts folded are gone from the table.
 func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
 	const org = "recalls"
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
-		c.Command.UsagePublishInterval = 100 * time.Millisecond
-	})
+	w := startWorkers(t, org, nil, foldingUsage)
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "recall")

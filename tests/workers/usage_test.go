@@ -18,10 +18,7 @@ import (
 // reinforcement of three.
 func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 	const org = "usagefold"
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
-		c.Command.UsagePublishInterval = 100 * time.Millisecond
-	})
+	w := startWorkers(t, org, nil, foldingUsage)
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "usage")
@@ -97,10 +94,7 @@ func TestTouchMovesAMemoryUpAmongEquals(t *testing.T) {
 // does not. The count reaches ClickHouse through the topic.
 func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 	const org = "evidencefold"
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
-		c.Command.UsagePublishInterval = 100 * time.Millisecond
-	})
+	w := startWorkers(t, org, nil, foldingUsage)
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "evidence")
@@ -148,10 +142,7 @@ func TestEvidenceEventsAreFoldedIntoEvidenceCount(t *testing.T) {
 // folds nothing, so the touches still count once and no revision is written.
 func TestAReplayOfUsageRecordsFoldsNothingTwice(t *testing.T) {
 	const org = "usagereplay"
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
-		c.Command.UsagePublishInterval = 100 * time.Millisecond
-	})
+	w := startWorkers(t, org, nil, foldingUsage)
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "replay")
@@ -183,4 +174,11 @@ func TestAReplayOfUsageRecordsFoldsNothingTwice(t *testing.T) {
 		t.Fatalf("after the replay: reinforcement %d, fold revisions %d, items %d; want 2, %d and %d: a record was folded twice",
 			got, count(foldsSQL), count(itemsSQL), folds, items)
 	}
+}
+
+// foldingUsage has the command role publish the usage it counts and the usage fold
+// fold it, each every 100 ms (the test env publishes none: a usage record takes a seq).
+func foldingUsage(c *config.Config) {
+	c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
+	c.Command.UsagePublishInterval = 100 * time.Millisecond
 }
