@@ -45,9 +45,7 @@ func documentUser(p auth.Principal, field, requested string) (string, error) {
 // sees reports whether the token may read or change a document of userID ("" the
 // namespace's): a token bound to a user reaches the namespace's documents and its
 // user's; another user's are absent to it.
-func sees(p auth.Principal, userID string) bool {
-	return p.ReadUserID == "" || userID == "" || userID == p.ReadUserID
-}
+func sees(p auth.Principal, userID string) bool { return userID == "" || p.ActsOn(userID) }
 
 // sourceTaken is the refusal of a write for a user other than the source's.
 func sourceTaken(uri string) *httperr.Error {
