@@ -54,7 +54,7 @@ type categoryLink struct {
 // any session), each with whether its owner rescinded it.
 func readCategoryLinks(ctx context.Context, q heads.Querier, org, ns, agent, userID string, keys []string) (map[categoryLink]bool, error) {
 	rows, err := q.Query(ctx, `SELECT session_id, memory_key, category, rescinded_at IS NOT NULL FROM loom.category_links
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND memory_key = ANY($5)`, org, ns, agent, userID, keys)
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND memory_key = ANY($5)`, org, ns, agent, userID, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys' category links: %w", err)
 	}

@@ -69,7 +69,7 @@ func deleteAllowedPair(ctx context.Context, tx pgx.Tx, org, ns string, a, b uuid
 // (readUserID) sees the pairs of its user's rows alone.
 func (s *Service) listAllowedPairs(ctx context.Context, org, ns, readUserID string) ([]allowedPair, error) {
 	rows, err := s.pool.Query(ctx, `SELECT memory_a, memory_b, added_by, added_at FROM loom.conflict_allowlist
-		WHERE org = $1 AND namespace = $2 AND ($3 = '' OR user_ids <@ ARRAY[loom.user_ref($1, $3)])
+		WHERE org = $1 AND namespace = $2 AND ($3 = '' OR user_ids <@ ARRAY[(SELECT loom.user_ref($1, $3))])
 		ORDER BY added_at, memory_a, memory_b`, org, ns, readUserID)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func recordUndo(ctx context.Context, tx pgx.Tx, loser *memrow.Row, winnerID stri
 		return fmt.Errorf("read the retirement's winner: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.conflict_undos (org, namespace, loser_id, winner_id, loser_sha, winner_sha, undo_version)
-		SELECT $1, $2, $3, $4, coalesce(loom.content_hash($1, $2, loom.user_ref($1, $8), $5), ''),
+		SELECT $1, $2, $3, $4, coalesce(loom.content_hash($1, $2, (SELECT loom.user_ref($1, $8)), $5), ''),
 			coalesce((SELECT loom.content_hash($1, $2, c.user_id, $6) FROM loom.memory_current c
 				WHERE c.org = $1 AND c.namespace = $2 AND c.memory_id = $4 LIMIT 1), ''), $7
 		ON CONFLICT (org, namespace, loser_id, winner_id) DO UPDATE SET loser_sha = EXCLUDED.loser_sha,

@@ -23,7 +23,7 @@ func queueContentKey(b *pgx.Batch, row *memrow.Row, key []byte) {
 // keyedContentSQL is the stored content hash of a row being written: its plain digest
 // ($sha) keyed under its scope's key (org $1, namespace $2, user $4).
 func keyedContentSQL(sha string) string {
-	return `loom.content_hash($1, $2, loom.user_ref($1, $4), ` + sha + `)`
+	return `loom.content_hash($1, $2, (SELECT loom.user_ref($1, $4)), ` + sha + `)`
 }
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
@@ -45,7 +45,7 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 // scope's key outlives a redaction, and would confirm a guess of the text.
 func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
 	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, content_sha256 = '', updated_at = now()
-				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`,
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
 }
 

@@ -42,7 +42,7 @@ func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec de
 // delete's transaction.
 func retireDecisionRecord(ctx context.Context, tx pgx.Tx, id memrow.Identity, actor string) error {
 	if _, err := tx.Exec(ctx, `UPDATE loom.decision_records SET retired_at = now(), retired_by = $7
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, actor); err != nil {
 		return fmt.Errorf("retire the decision's record: %w", err)
 	}

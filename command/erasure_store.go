@@ -68,8 +68,8 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 // Statements over the knowledge tables that erase are the erasure's, here, by the
 // registry's scopes; knowledge/store owns the plane's own.
 func queueKnowledgeNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.knowledge_revisions WHERE org = $1 AND user_id = loom.user_ref($1, $2)
-		UNION SELECT namespace FROM loom.knowledge_jobs WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user).
+	b.Queue(`SELECT namespace FROM loom.knowledge_revisions WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))
+		UNION SELECT namespace FROM loom.knowledge_jobs WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

@@ -77,7 +77,7 @@ func queueRevision(b *pgx.Batch, p *pending, rec *record) {
 			memory_id, version, content_sha256, status, row, audit, sealed)
 		SELECT $1, $2, $3, $4, $5, $6, loom.named_user($1, $7), $8, $9, $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
 		FROM (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = $6 AND c.user_id = loom.user_ref($1, $7) AND c.session_id = $8 AND c.memory_key = $9) AS sha) h`,
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = $6 AND c.user_id = (SELECT loom.user_ref($1, $7)) AND c.session_id = $8 AND c.memory_key = $9) AS sha) h`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
 		row.MemoryID, row.Version, string(row.Status), rec.payload, rec.audit, rec.sealed)
 }
@@ -92,7 +92,7 @@ func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
 func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) (int64, error) {
 	var prev int64
 	err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND version < $7`,
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND version < $7`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev)
 	return prev, err
 }
@@ -130,7 +130,7 @@ var journalSQL = `SELECT ` + heads.RowOf("r") + `, r.event_type, r.op, coalesce(
 func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Status, error) {
 	var status string
 	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
 		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
 		ORDER BY seq DESC LIMIT 1), 'active')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
@@ -142,10 +142,10 @@ func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Statu
 func (s *Service) retiredBy(ctx context.Context, h *memrow.Row) (string, error) {
 	var op string
 	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT op FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
 		  AND memory_id = $7 AND status = 'superseded'
 		  AND seq > coalesce((SELECT max(seq) FROM loom.memory_revisions
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
 			  AND memory_id = $7 AND status <> 'superseded'), 0)
 		ORDER BY seq LIMIT 1), '')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&op)
@@ -193,7 +193,7 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
 	rows, err := tx.Query(ctx, `SELECT seq, version, `+heads.Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND version >= $7
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND version >= $7
 		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {
 		return nil, fmt.Errorf("read the key's versions: %w", err)
@@ -246,7 +246,7 @@ func destroyContentKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, erro
 // a revision, into into: the journal's part of the namespaces an erasure of the user
 // fences.
 func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user).
+	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])
@@ -260,9 +260,9 @@ func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
 func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (prev int64, event string, err error) {
 	err = q.QueryRow(ctx, `SELECT
 			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND version < $7),
+				AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND version < $7),
 			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND version = $7
+				AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND version = $7
 				ORDER BY seq LIMIT 1), $8)`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
 	return prev, event, err
@@ -273,7 +273,7 @@ func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, v
 func memoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
 	// The hash as the row holds it opened (plain): the column's is keyed (migration 101).
 	rows, err := q.Query(ctx, `SELECT version, coalesce(`+heads.Row+`->>'content_sha256', ''), status, op FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6 AND memory_id = $7
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND memory_id = $7
 		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func (s *Service) copiesPromotedFrom(ctx context.Context, org, ns string) ([]sha
 func (s *Service) promotedFromUser(ctx context.Context, org, userID string, namespaces []string) ([]sharedCopy, error) {
 	rows, err := s.pool.Query(ctx, `WITH RECURSIVE taken AS (
 			SELECT namespace, memory_key, memory_id FROM loom.shared
-			WHERE org = $1 AND source_user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR source_namespace = ANY($3))
+			WHERE org = $1 AND source_user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR source_namespace = ANY($3))
 		UNION
 			SELECT s.namespace, s.memory_key, s.memory_id FROM loom.shared s JOIN taken t ON s.source_memory_id = t.memory_id
 			WHERE s.org = $1)

@@ -68,7 +68,7 @@ const saidWithinSQL = `SELECT ` + heads.Row + ` FROM loom.memory_current
 	WHERE org = $1 AND namespace = $2 AND loom.head_valid_at(row) >= $3 AND loom.head_valid_at(row) < $5
 	  AND loom.head_valid_at(row) IS NOT NULL AND NOT (row->>'tombstone')::boolean
 	  AND ($6 = '' OR agent = $6)
-	  AND ((($7 = '' OR user_id = loom.user_ref($1, $7)) AND ($8 = '' OR session_id = $8)) OR ($9 AND user_id = loom.user_ref($1, $10)))
+	  AND ((($7 = '' OR user_id = (SELECT loom.user_ref($1, $7))) AND ($8 = '' OR session_id = $8)) OR ($9 AND user_id = (SELECT loom.user_ref($1, $10))))
 	ORDER BY loom.head_valid_at(row) >= $4, loom.head_valid_at(row) LIMIT $11`
 
 // addAnchorPool adds to pool the rows said in the question's short spans, or stating

@@ -117,7 +117,7 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 		return snapshot.End{}, err
 	}
 	rows, err := tx.Query(ctx, `SELECT namespace, agent, session_id, memory_key, seq, event_type, op, committed_at, `+heads.Row+`
-		FROM loom.memory_revisions WHERE org = $1 AND user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR namespace = ANY($3))
+		FROM loom.memory_revisions WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR namespace = ANY($3))
 		ORDER BY namespace, agent, session_id, memory_key, seq`, h.Org, h.UserID, h.Namespaces)
 	if err != nil {
 		return snapshot.End{}, fmt.Errorf("read the user's journal: %w", err)

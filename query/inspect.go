@@ -133,7 +133,7 @@ func (s *Service) inspect(ctx context.Context, p auth.Principal, id memrow.Ident
 func (s *Service) decisionRecordOf(ctx context.Context, id memrow.Identity) (*decisionRecord, error) {
 	var r decisionRecord
 	err := s.pool.QueryRow(ctx, `SELECT decided_by, supersedes, recorded_by, recorded_at, retired_at FROM loom.decision_records
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&r.DecidedBy, &r.Supersedes, &r.RecordedBy, &r.RecordedAt, &r.RetiredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

@@ -406,7 +406,7 @@ func (pl *Pipeline) hashDedup(ctx context.Context, st *state) error {
 	// subject is none); a head not yet rehashed by the at-rest pass holds the plain one.
 	rows, err := pl.subjectHeads(ctx, st, `content_sha256 IN (SELECT s FROM unnest($3::text[]) s
 		UNION SELECT loom.content_hash(k.org, k.namespace, k.user_id, s) FROM loom.content_keys k, unnest($3::text[]) s
-		WHERE k.org = $1 AND k.namespace = $2 AND ($4 = '' OR k.user_id = loom.user_ref($1, $4)))`, shas, st.subjectUser())
+		WHERE k.org = $1 AND k.namespace = $2 AND ($4 = '' OR k.user_id = (SELECT loom.user_ref($1, $4))))`, shas, st.subjectUser())
 	if err != nil {
 		return httperr.Store("reading the stored hashes", err)
 	}

@@ -300,5 +300,5 @@ const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' 
 // tables name a user by reference (migration 155): p.user_id is the user's, as the
 // columns hold it; p.user_name is the id, for what keeps it in JSON (the outbox's
 // version 1 records, parked search pools, kept traces).
-const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, coalesce(loom.user_ref($1::text, $3::text), 'no reference key') AS user_id,
+const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, coalesce((SELECT loom.user_ref($1::text, $3::text)), 'no reference key') AS user_id,
 	$3::text AS user_name, $4::bigint AS fence, $5::uuid AS erasure)`

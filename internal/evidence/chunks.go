@@ -202,7 +202,7 @@ func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap fun
 	rows, err := q.Query(ctx, `WITH recent AS (SELECT c.chunk_id, c.agent, c.user_id, c.session_id, c.first_index, c.last_index, c.part,
 			c.occurred_at, c.data_key, c.sealed
 		FROM loom.memory_chunks c
-		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3))
+		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = (SELECT loom.user_ref($1, $3)))
 		ORDER BY c.occurred_at DESC, c.first_index DESC, c.part DESC LIMIT $4),
 		names AS (SELECT u.user_id, loom.user_name($1, u.user_id) AS name FROM (SELECT DISTINCT user_id FROM recent) u)
 		SELECT r.chunk_id::text, r.agent, n.name, r.session_id, r.first_index, r.last_index, r.part, r.occurred_at, r.data_key, r.sealed
@@ -261,7 +261,7 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 	rows, err := q.Query(ctx, `SELECT * FROM (SELECT DISTINCT ON (d.user_id, d.session_id) loom.user_name(d.org, d.user_id), d.session_id, d.window_end,
 			d.turns, d.model, d.created_at, d.data_key, d.sealed
 		FROM loom.session_summaries d
-		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = loom.user_ref($1, $3))
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = (SELECT loom.user_ref($1, $3)))
 		ORDER BY d.user_id, d.session_id, d.window_end DESC) n ORDER BY created_at DESC LIMIT $4`,
 		s.Org, s.Namespace, s.UserID, limit)
 	if err != nil {
@@ -280,7 +280,7 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, d OpenedDigest) error) error {
 	rows, err := q.Query(ctx, `SELECT d.namespace, loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
-		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR d.namespace = ANY($3))
+		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR d.namespace = ANY($3))
 		ORDER BY d.namespace, d.session_id, d.window_end`, org, userID, namespaces)
 	if err != nil {
 		return fmt.Errorf("read the user's digests: %w", err)
@@ -320,5 +320,5 @@ func openDigests(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any,
 // scope: a search runs its turns and digest legs only then.
 func QueueHasTurns(b *pgx.Batch, org string, namespaces []string, userID string, into *bool) {
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM loom.memory_evidence WHERE org = $1 AND namespace = ANY($2)
-		AND ($3 = '' OR user_id = loom.user_ref($1, $3)))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
+		AND ($3 = '' OR user_id = (SELECT loom.user_ref($1, $3))))`, org, namespaces, userID).QueryRow(func(r pgx.Row) error { return r.Scan(into) })
 }

@@ -12,7 +12,7 @@ import (
 // Turn rows (no key or sealed text) with their text opened.
 func Uncrystallized(ctx context.Context, q Querier, s Scope, sessionID string, limit int) ([]Turn, []Opened, error) {
 	rows, err := q.Query(ctx, `SELECT `+opened+`, e.seq FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, $3) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4
 		  AND e.source = 'observe' AND e.crystallized_at IS NULL
 		ORDER BY e.message_index, e.occurred_at LIMIT $5`, s.Org, s.Namespace, s.UserID, sessionID, limit)
 	if err != nil {

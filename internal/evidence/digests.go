@@ -54,7 +54,7 @@ func InsertDigest(ctx context.Context, q Querier, d Digest) (bool, error) {
 	var n int
 	err := q.QueryRow(ctx, `WITH last AS (
 			SELECT e.seq, e.message_index FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, $3) AND e.session_id = $4
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4
 			  AND CASE WHEN $10::uuid IS NULL THEN e.message_index = $5 ELSE e.turn_id = $10::uuid END
 			LIMIT 1),
 		ins AS (
@@ -63,7 +63,7 @@ func InsertDigest(ctx context.Context, q Querier, d Digest) (bool, error) {
 			ON CONFLICT DO NOTHING RETURNING 1),
 		old AS (
 			DELETE FROM loom.session_summaries s
-			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = loom.user_ref($1, $3) AND s.session_id = $4
+			WHERE s.org = $1 AND s.namespace = $2 AND s.user_id = (SELECT loom.user_ref($1, $3)) AND s.session_id = $4
 			  AND s.window_end < (SELECT message_index FROM last) AND EXISTS (SELECT 1 FROM ins))
 		SELECT count(*) FROM ins`,
 		d.Org, d.Namespace, d.UserID, d.SessionID, d.WindowEnd, d.Turns, d.Model, d.DataKey, d.Sealed, lastTurn).Scan(&n)
@@ -89,7 +89,7 @@ func NewestDigest(ctx context.Context, q Querier, s Scope, sessionID string) (Op
 	err := q.QueryRow(ctx, `SELECT loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at,
 			convert_from(decrypt(d.sealed, hmac('loom.digest'::bytea, loom.unwrapped_key(d.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM loom.session_summaries d
-		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = loom.user_ref($1, $3)) AND d.session_id = $4
+		WHERE d.org = $1 AND d.namespace = $2 AND ($3 = '' OR d.user_id = (SELECT loom.user_ref($1, $3))) AND d.session_id = $4
 		ORDER BY d.created_at DESC, d.window_end DESC LIMIT 1`, s.Org, s.Namespace, s.UserID, sessionID).
 		Scan(&d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &d.Text)
 	if errors.Is(err, pgx.ErrNoRows) {

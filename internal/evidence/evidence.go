@@ -70,7 +70,7 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 
 // nextIndex is the session's next turn index.
 const nextIndex = `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
-	WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref($1, $3) AND session_id = $4`
+	WHERE org = $1 AND namespace = $2 AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = $4`
 
 // NextIndex reads, under the namespace's generation lock the caller holds, the index
 // the session's next turn takes: the session's turns are numbered in arrival order.
@@ -185,10 +185,10 @@ func QueueInsertLinks(b *pgx.Batch, links []Link) {
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
 // chunks, session digests or learnings' supporters, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref($1, $2)
-		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = loom.user_ref($1, $2)
-		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = loom.user_ref($1, $2)
-		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, userID).
+	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))
+		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns

@@ -147,7 +147,7 @@ func Spans(ctx context.Context, q Querier, org, ns string, spans []Span, unwrap 
 // Window reads turns of one user's session with indexes from..to, oldest first.
 func Window(ctx context.Context, q Querier, s Scope, sessionID string, from, to int) ([]Opened, error) {
 	out, err := collect(q.Query(ctx, `SELECT `+opened+` FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, $3) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4
 		  AND e.message_index BETWEEN $5 AND $6
 		ORDER BY e.message_index, e.occurred_at`, s.Org, s.Namespace, s.UserID, sessionID, from, to))
 	if err != nil {
@@ -160,7 +160,7 @@ func Window(ctx context.Context, q Querier, s Scope, sessionID string, from, to 
 // ""), oldest first.
 func Last(ctx context.Context, q Querier, s Scope, sessionID string, n int) ([]Opened, error) {
 	out, err := collect(q.Query(ctx, `SELECT * FROM (SELECT `+opened+` FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND ($3 = '' OR e.user_id = loom.user_ref($1, $3)) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND ($3 = '' OR e.user_id = (SELECT loom.user_ref($1, $3))) AND e.session_id = $4
 		ORDER BY e.message_index DESC, e.occurred_at DESC LIMIT $5) t ORDER BY 6, 7`,
 		s.Org, s.Namespace, s.UserID, sessionID, n))
 	if err != nil {
@@ -175,7 +175,7 @@ func SourcesOf(ctx context.Context, q Querier, s Scope, memoryIDs []string) (map
 	rows, err := q.Query(ctx, `SELECT DISTINCT ON (l.memory_id, e.turn_id) l.memory_id::text, `+opened+`
 		FROM loom.memory_belief_sources l
 		JOIN loom.memory_evidence e ON e.org = l.org AND e.namespace = l.namespace AND e.turn_id = l.turn_id
-		WHERE l.org = $1 AND l.namespace = $2 AND l.memory_id = ANY($3::uuid[]) AND ($4 = '' OR e.user_id = loom.user_ref($1, $4))`,
+		WHERE l.org = $1 AND l.namespace = $2 AND l.memory_id = ANY($3::uuid[]) AND ($4 = '' OR e.user_id = (SELECT loom.user_ref($1, $4)))`,
 		s.Org, s.Namespace, memoryIDs, s.UserID)
 	if err != nil {
 		return nil, fmt.Errorf("read the memories' sources: %w", err)
@@ -212,7 +212,7 @@ func EachTurn(ctx context.Context, q Querier, org, ns string, unwrap func([]byte
 // subject-access export's read.
 func EachTurnOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, o Opened, source string, memoryIDs []string) error) error {
-	return eachTurn(ctx, q, `e.org = $1 AND e.user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR e.namespace = ANY($3))`,
+	return eachTurn(ctx, q, `e.org = $1 AND e.user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR e.namespace = ANY($3))`,
 		[]any{org, userID, namespaces}, unwrap, fn)
 }
 

@@ -283,7 +283,7 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 			coalesce(last_error, ''), CASE WHEN status IN ('pending', 'held') THEN next_attempt_at END,
 			CASE WHEN status = 'running' THEN lease_until END, created_at, updated_at, finished_at, result
 		FROM loom.extraction_requests
-		WHERE org = $1 AND ($2 = '' OR namespace = $2) AND ($3 = '' OR token_id = $3) AND ($4 = '' OR user_id = loom.user_ref($1, $4))
+		WHERE org = $1 AND ($2 = '' OR namespace = $2) AND ($3 = '' OR token_id = $3) AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
 		  AND (cardinality($5::text[]) = 0 OR queue_id::text = ANY($5)) AND ($6 = '' OR status = $6)
 		ORDER BY created_at DESC, queue_id LIMIT $7`, f.Org, f.Namespace, f.TokenID, f.UserID, f.QueueIDs, f.Status, f.Limit)
 	if err != nil {
@@ -307,7 +307,7 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 }
 
 const pending = `SELECT EXISTS (SELECT 1 FROM loom.extraction_requests
-	WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = loom.user_ref($1, $3)))`
+	WHERE org = $1 AND namespace = ANY($2) AND status IN ('pending', 'running', 'held') AND ($3 = '' OR user_id = (SELECT loom.user_ref($1, $3))))`
 
 // QueuePending queues on b the read of whether any request of the namespaces (of
 // userID's, when set) is not yet done, into into: what search and memory.ask report
@@ -324,7 +324,7 @@ func QueuePending(b *pgx.Batch, org string, namespaces []string, userID string, 
 // QueueNamespacesOfUser queues on b the read of the namespaces of org where user has a
 // request, into into: the requests' part of the namespaces an erasure of the user fences.
 func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user).
+	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

@@ -32,7 +32,7 @@ type Categories struct {
 // text, so each head is opened.
 func CountCategories(ctx context.Context, q Querier, org, namespace, userID string, sample int) (*Categories, error) {
 	rows, err := q.Query(ctx, `WITH h AS (SELECT `+RowOf("c")+` AS row FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3) OR c.user_id = loom.user_ref($1, $4)) AND `+liveHead+` LIMIT $5),
+			WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = (SELECT loom.user_ref($1, $3)) OR c.user_id = (SELECT loom.user_ref($1, $4))) AND `+liveHead+` LIMIT $5),
 		t AS (SELECT CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END AS tags FROM h)
 		SELECT tag, count(*) FROM t, jsonb_array_elements_text(t.tags) tag GROUP BY tag
 		UNION ALL SELECT NULL, count(*) FILTER (WHERE jsonb_array_length(t.tags) = 0) FROM t

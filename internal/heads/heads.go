@@ -44,7 +44,7 @@ func RowOf(alias string) string {
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6`+lock,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -180,7 +180,7 @@ func Decode(raw []byte) (*memrow.Row, error) {
 // text.
 func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = loom.user_ref($1, $4) AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
 	if err != nil {
 		return nil, err

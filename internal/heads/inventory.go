@@ -30,10 +30,12 @@ func CountInventory(ctx context.Context, q interface {
 }, org, namespace, userID string, tagSample int) (*Inventory, error) {
 	inv := &Inventory{ByType: map[string]int64{}, ByStatus: map[string]int64{}, ByUser: map[string]int64{}, ByTag: map[string]int64{}}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT c.row->>'memory_type', c.row->>'status', loom.user_name(c.org, c.user_id),
-			CASE WHEN (c.row->>'tombstone')::boolean THEN 'deleted' WHEN `+liveHead+` THEN 'live' ELSE 'expired' END, count(*)
-		FROM loom.memory_current c WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3))
-		GROUP BY 1, 2, 3, 4`, org, namespace, userID).Query(func(rows pgx.Rows) error {
+	// Grouped by the reference and named after: a name is opened once a group, not once a head.
+	b.Queue(`SELECT g.typ, g.status, loom.user_name($1, g.user_id), g.state, g.n FROM (
+			SELECT c.row->>'memory_type' AS typ, c.row->>'status' AS status, c.user_id,
+				CASE WHEN (c.row->>'tombstone')::boolean THEN 'deleted' WHEN `+liveHead+` THEN 'live' ELSE 'expired' END AS state, count(*) AS n
+			FROM loom.memory_current c WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = (SELECT loom.user_ref($1, $3)))
+			GROUP BY 1, 2, 3, 4) g`, org, namespace, userID).Query(func(rows pgx.Rows) error {
 		var typ, status, user, state string
 		var n int64
 		_, err := pgx.ForEachRow(rows, []any{&typ, &status, &user, &state, &n}, func() error {
@@ -53,7 +55,7 @@ func CountInventory(ctx context.Context, q interface {
 		return err
 	})
 	b.Queue(`SELECT t, count(*) FROM (SELECT `+RowOf("c")+` AS row FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = loom.user_ref($1, $3)) AND `+liveHead+` LIMIT $4) h,
+			WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.user_id = (SELECT loom.user_ref($1, $3))) AND `+liveHead+` LIMIT $4) h,
 			jsonb_array_elements_text(CASE jsonb_typeof(h.row -> 'tags') WHEN 'array' THEN h.row -> 'tags' ELSE '[]' END) t
 		GROUP BY t`, org, namespace, userID, tagSample).Query(func(rows pgx.Rows) error {
 		var tag string

@@ -16,7 +16,7 @@ import (
 // InOtherSessions reads the heads of id's key held by other sessions of its user.
 func InOtherSessions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND user_id = loom.user_ref($1, $4) AND session_id <> $5`,
+		WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id <> $5`,
 		id.Org, id.Namespace, id.MemoryKey, id.UserID, id.SessionID)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func OfUser(ctx context.Context, q Querier, org, namespace, user string, limit i
 	all := append([]any{org, namespace}, args...)
 	all = append(all, user)
 	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND %s
-		AND ($%d = '' OR user_id = loom.user_ref($1, $%d)) LIMIT %d`, where, n, n, limit), all...)
+		AND ($%d = '' OR user_id = (SELECT loom.user_ref($1, $%d))) LIMIT %d`, where, n, n, limit), all...)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func OfUser(ctx context.Context, q Querier, org, namespace, user string, limit i
 // QueueNamespacesOfUser queues on b the read of the namespaces of org where user holds
 // a head, into into: the heads' part of the namespaces an erasure of the user fences.
 func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	queueStrings(b, into, `SELECT DISTINCT namespace FROM loom.memory_current WHERE org = $1 AND user_id = loom.user_ref($1, $2)`, org, user)
+	queueStrings(b, into, `SELECT DISTINCT namespace FROM loom.memory_current WHERE org = $1 AND user_id = (SELECT loom.user_ref($1, $2))`, org, user)
 }
 
 func queueStrings(b *pgx.Batch, into *[]string, query string, args ...any) {

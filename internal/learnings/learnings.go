@@ -106,14 +106,14 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 			SELECT q.* FROM loom.learnings_queue q
 			WHERE q.org = $1 AND q.namespace = $2 AND ($3 = '' OR q.agent = $3)
 			  AND ($4 = '' OR EXISTS (SELECT 1 FROM loom.learnings_supporters s
-				WHERE s.org = q.org AND s.namespace = q.namespace AND s.candidate_id = q.candidate_id AND s.user_id = loom.user_ref($1, $4)))
+				WHERE s.org = q.org AND s.namespace = q.namespace AND s.candidate_id = q.candidate_id AND s.user_id = (SELECT loom.user_ref($1, $4))))
 			ORDER BY q.created_at DESC, q.candidate_id LIMIT $5)
 		SELECT c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
 			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
 			loom.user_name(s.org, s.user_id), s.session_id, s.message_index, s.created_at,
 			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM c JOIN loom.learnings_supporters s ON s.org = c.org AND s.namespace = c.namespace AND s.candidate_id = c.candidate_id
-		WHERE $4 = '' OR s.user_id = loom.user_ref($1, $4)
+		WHERE $4 = '' OR s.user_id = (SELECT loom.user_ref($1, $4))
 		ORDER BY c.created_at DESC, c.candidate_id, s.created_at, s.user_id, s.session_id, s.message_index`,
 		org, ns, agent, userID, limit)
 	if err != nil {
@@ -146,7 +146,7 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 // supports in org's namespaces (nil: every one), each with that user's supporters
 // alone: what a subject-access export of the user holds of the queue.
 func EachOf(ctx context.Context, q Querier, org, userID string, namespaces []string, fn func(ns string, o Opened) error) error {
-	return each(ctx, q, `s.org = $1 AND s.user_id = loom.user_ref($1, $2) AND ($3::text[] IS NULL OR s.namespace = ANY($3))`,
+	return each(ctx, q, `s.org = $1 AND s.user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR s.namespace = ANY($3))`,
 		[]any{org, userID, namespaces}, fn)
 }
 

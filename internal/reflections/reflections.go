@@ -103,7 +103,7 @@ func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]Owed, e
 func Labelled(ctx context.Context, q Querier, o Owed) (bool, error) {
 	var done bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.session_outcomes WHERE org = $1 AND namespace = $2
-		AND user_id = loom.user_ref($1, $3) AND session_id = $4 AND window_end >= $5)`, o.Org, o.Namespace, o.UserID, o.SessionID, o.LastIndex).Scan(&done)
+		AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = $4 AND window_end >= $5)`, o.Org, o.Namespace, o.UserID, o.SessionID, o.LastIndex).Scan(&done)
 	if err != nil {
 		return false, fmt.Errorf("read whether the session is labelled: %w", err)
 	}
@@ -141,7 +141,7 @@ func KeepOutcome(ctx context.Context, q Execer, o Outcome) (bool, error) {
 	err := q.QueryRow(ctx, `WITH up AS (
 			INSERT INTO loom.session_outcomes (org, namespace, user_id, session_id, window_end, seq, outcome, reflections, model)
 			SELECT $1, $2, e.user_id, $4, $5, e.seq, $6, $7, $8 FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, $3) AND e.session_id = $4 AND e.message_index = $5
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4 AND e.message_index = $5
 			  AND EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = $1 AND n.namespace = $2 AND n.`+OptedIn+`)
 			LIMIT 1
 			ON CONFLICT (org, namespace, user_id, session_id) DO UPDATE SET window_end = excluded.window_end, seq = excluded.seq,

@@ -151,7 +151,7 @@ func (u Users) Sees(userID string) bool { return !u.Scoped || userID == "" || us
 // usersPredicate is u's predicate over a table's user column (its reference), with
 // $scoped and $user the positions u's Scoped and User are bound at.
 func usersPredicate(column, org, scoped, user string) string {
-	return `(NOT ` + scoped + ` OR ` + column + ` = '' OR ` + column + ` = loom.user_ref(` + org + `, ` + user + `))`
+	return `(NOT ` + scoped + ` OR ` + column + ` = '' OR ` + column + ` = (SELECT loom.user_ref(` + org + `, ` + user + `)))`
 }
 
 // List lists a namespace's heads in source URI order, with their text.

@@ -102,7 +102,7 @@ func ScopeRows(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, org, ns, userID 
 	out := map[string]int64{}
 	for _, table := range []string{"memory_current", "memory_revisions"} {
 		out["pg:"+table] = Int(t, pool, fmt.Sprintf(`SELECT count(*) FROM loom.%s WHERE org = $1 AND namespace = $2
-			AND ($3 = '' OR user_id = loom.user_ref($1, $3)) AND seq <= $4`, table), org, ns, userID, seq)
+			AND ($3 = '' OR user_id = (SELECT loom.user_ref($1, $3))) AND seq <= $4`, table), org, ns, userID, seq)
 	}
 	for _, table := range ProjectionTables {
 		if table == "entity_triples" || table == "entity_edges" {
