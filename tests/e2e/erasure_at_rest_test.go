@@ -137,6 +137,9 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), user); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased user id: %v", pgRelations(t, pool, found))
 	}
+	// The KEK rotated, the old one destroyed: the kept copies of the user's sealed name
+	// and wrapped key open under nothing still held.
+	nameOpensForNoOneAfterRotation(t, org, user, name)
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
@@ -249,18 +252,23 @@ func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string
 	}
 }
 
-// storedName is a user's sealed name as loom.user_names holds it: what a dead tuple,
-// the WAL or a backup keeps of it after an erasure.
+// storedName is a user's sealed name as loom.user_names holds it, with the user's
+// wrapped key beside it, and the org's name wrap key as loom.name_wrap_keys holds it
+// (migration 158; nil before): what a dead tuple, the WAL or a backup keeps of them
+// after an erasure.
 type storedName struct {
-	ref    string
-	sealed []byte
+	ref         string
+	sealed, key []byte
+	wrapKey     []byte
 }
 
 func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
 	t.Helper()
 	var n storedName
-	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
-		org, user).Scan(&n.ref, &n.sealed); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed, key,
+			CASE WHEN to_regclass('loom.name_wrap_keys') IS NOT NULL THEN (SELECT key FROM loom.name_wrap_keys WHERE org = $1) END
+		FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
+		org, user).Scan(&n.ref, &n.sealed, &n.key, &n.wrapKey); err != nil {
 		t.Fatalf("the user's sealed name: %v", err)
 	}
 	return n
@@ -285,11 +293,11 @@ func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name 
 	keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1
 		UNION ALL SELECT loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1`, org)...)
 	var userKeys bool
-	if err := pool.QueryRow(ctx, `SELECT to_regproc('loom.unwrapped_user_key') IS NOT NULL`).Scan(&userKeys); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT to_regprocedure('loom.unwrapped_user_key(text, bytea, integer)') IS NOT NULL`).Scan(&userKeys); err != nil {
 		t.Fatal(err)
 	}
 	if userKeys {
-		keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key) FROM loom.user_names WHERE org = $1`, org)...)
+		keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key, wrap) FROM loom.user_names WHERE org = $1`, org)...)
 	}
 	// Every key as it is, and each key the org's key derives: a name's (as migration
 	// 155 sealed it) and the wrap of the users' keys.
