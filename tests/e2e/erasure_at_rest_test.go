@@ -265,11 +265,17 @@ type storedName struct {
 func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
 	t.Helper()
 	var n storedName
-	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed, key,
-			CASE WHEN to_regclass('loom.name_wrap_keys') IS NOT NULL THEN (SELECT key FROM loom.name_wrap_keys WHERE org = $1) END
-		FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
-		org, user).Scan(&n.ref, &n.sealed, &n.key, &n.wrapKey); err != nil {
+	ctx := context.Background()
+	if err := pool.QueryRow(ctx, `SELECT user_ref, sealed, key FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
+		org, user).Scan(&n.ref, &n.sealed, &n.key); err != nil {
 		t.Fatalf("the user's sealed name: %v", err)
+	}
+	var wraps bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('loom.name_wrap_keys') IS NOT NULL`).Scan(&wraps); err != nil || !wraps {
+		return n
+	}
+	if err := pool.QueryRow(ctx, `SELECT key FROM loom.name_wrap_keys WHERE org = $1`, org).Scan(&n.wrapKey); err != nil {
+		t.Fatalf("the org's name wrap key: %v", err)
 	}
 	return n
 }
