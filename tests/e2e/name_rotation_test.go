@@ -6,13 +6,17 @@ import (
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
+	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/atrest"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/tests/testenv"
 )
 
 // nameOpensForNoOneAfterRotation checks what an erased user's name leaves once the
@@ -85,10 +89,17 @@ func nameOpensForNoOneAfterRotation(t *testing.T, org, user string, name storedN
 			t.Fatal("after the erasure and a KEK rotation, a kept copy of the user's sealed name and wrapped key opens under a key Postgres still holds")
 		}
 	}
-	if name.wrapKey != nil {
-		if _, err := kek.OpenKey(newOnly, name.wrapKey); err == nil {
-			t.Error("the kept copy of the org's name wrap key opens with the new KEK alone")
-		}
+	if name.wrapKey == nil {
+		return
+	}
+	if _, err := kek.OpenKey(newOnly, name.wrapKey); err == nil {
+		t.Error("the kept copy of the org's name wrap key opens with the new KEK alone")
+	}
+	// The erasure's ledger row still names the user, its key wrapped again too.
+	var erased string
+	if err := pool.QueryRow(ctx, `SELECT loom.ledger_user(l.org, l.scope) FROM loom.erasure_ledger l JOIN loom.name_wrap_keys w USING (org)
+		WHERE l.org = $1 AND (l.scope->>'user_wrap')::int = w.gen`, org).Scan(&erased); err != nil || erased != user {
+		t.Errorf("after the rotation the erasure's ledger row names %q (%v), want the user", erased, err)
 	}
 }
 
@@ -128,4 +139,80 @@ func unwrapUserKey(wrap, wrapped []byte) ([]byte, bool) {
 	out := make([]byte, kek.KeySize)
 	cipher.NewCBCDecrypter(block, wrapped[:aes.BlockSize]).CryptBlocks(out, wrapped[aes.BlockSize:])
 	return out, true
+}
+
+// An org's name wrap key (migration 158) wraps its users' keys. Names wrapped as
+// migration 156 wrapped them (under a key derived from the org's) in an org without a
+// name wrap key are wrapped by the at-rest pass under one it makes; at a KEK rotation
+// the pass replaces the key, rather than wrapping it again as it does the other data
+// keys, wraps the names' keys again under the fresh one and drops the old: every name
+// still reads, with the new KEK alone.
+func TestTheAtRestPassReplacesNameWrapKeysAtARotation(t *testing.T) {
+	// The writes are made by a process that stops before the names are taken back to
+	// their old form: its own at-rest pass runs no more.
+	n, url, stop := env.Serve(t, []string{"api"}, nil)
+	org := testenv.Unique(t, "org")
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	ns := testenv.Unique(t, "names")
+	for _, user := range []string{"ann", "ben"} {
+		if r := c.Put(t, ns, "k-"+user, map[string]any{"value": "a memory of " + user, "user_id": user}); r.Status != http.StatusOK {
+			t.Fatalf("set as %s: %d %s", user, r.Status, r.Body)
+		}
+	}
+	stop()
+	pool := env.PG(t)
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	names := func(p *pgxpool.Pool) string {
+		t.Helper()
+		return fmt.Sprint(testenv.PGStrings(t, p, `SELECT loom.user_name($1, loom.user_ref($1, u)) FROM unnest(ARRAY['ann', 'ben']) AS u`, org))
+	}
+	// wrappedUnder counts the org's names under its name wrap key of generation gen,
+	// stored wrapped under the KEK, with no retired key beside it.
+	wrappedUnder := func(p *pgxpool.Pool, gen int) int64 {
+		t.Helper()
+		return testenv.Int(t, p, `SELECT count(*) FROM loom.user_names n JOIN loom.name_wrap_keys w USING (org)
+			WHERE org = $1 AND n.wrap = w.gen AND w.gen = $2 AND w.retired IS NULL AND octet_length(w.key) = $3`, org, gen, kek.WrappedSize)
+	}
+	if got := wrappedUnder(pool, 1); got != 2 || names(pool) != "[ann ben]" {
+		t.Fatalf("%d names are wrapped under the org's first name wrap key, and read %s", got, names(pool))
+	}
+	exec(`UPDATE loom.user_names SET key = loom.wrapped_user_key(org, loom.unwrapped_user_key(org, key, wrap)), wrap = 0 WHERE org = $1`, org)
+	exec(`DELETE FROM loom.name_wrap_keys WHERE org = $1`, org)
+	if got := names(pool); got != "[ann ben]" {
+		t.Fatalf("names wrapped as migration 156 did read %s", got)
+	}
+	ring := mustRing(t, env.Config(nil).Keys.KEK)
+	if _, err := atrest.Pass(ctx, pool, ring); err != nil {
+		t.Fatal(err)
+	}
+	if got := wrappedUnder(pool, 1); got != 2 || names(pool) != "[ann ben]" {
+		t.Fatalf("after the pass %d names are wrapped under a name wrap key it made, and read %s", got, names(pool))
+	}
+
+	fresh, err := kek.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := env.Config(nil).Keys.KEK
+	rotated := mustRing(t, fresh+","+old)
+	if _, err := atrest.Pass(ctx, poolWithKEK(t, rotated), rotated); err != nil {
+		t.Fatal(err)
+	}
+	onlyNew := poolWithKEK(t, mustRing(t, fresh))
+	if got := wrappedUnder(onlyNew, 2); got != 2 || names(onlyNew) != "[ann ben]" {
+		t.Errorf("after the rotation %d names are wrapped under a second name wrap key, and read %s with the new KEK", got, names(onlyNew))
+	}
+	back := mustRing(t, old+","+fresh)
+	if _, err := atrest.Pass(ctx, poolWithKEK(t, back), back); err != nil {
+		t.Fatal(err)
+	}
+	if got := wrappedUnder(pool, 3); got != 2 || names(pool) != "[ann ben]" {
+		t.Fatalf("back under the suite's KEK %d names are wrapped under a third name wrap key, and read %s", got, names(pool))
+	}
 }
