@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -214,5 +215,72 @@ func TestTheAtRestPassReplacesNameWrapKeysAtARotation(t *testing.T) {
 	}
 	if got := wrappedUnder(pool, 3); got != 2 || names(pool) != "[ann ben]" {
 		t.Fatalf("back under the suite's KEK %d names are wrapped under a third name wrap key, and read %s", got, names(pool))
+	}
+}
+
+// A user named while a rotation replaces the org's name wrap key keeps the name: the
+// swap waits for the transaction that wrapped the user's key under the old one, and
+// the pass wraps it again once it commits, so no name is left under a key the pass
+// drops. The transaction is held open until the pass is seen waiting (or done, which
+// without the wait leaves the name under the dropped key).
+func TestAUserNamedDuringARotationKeepsTheName(t *testing.T) {
+	fresh, err := kek.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := env.Config(nil).Keys.KEK
+	n, url := env.API(t, nil)
+	org := testenv.Unique(t, "org")
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	if r := c.Put(t, testenv.Unique(t, "rotating"), "k", map[string]any{"value": "the org's first write makes its keys", "user_id": "u-first"}); r.Status != http.StatusOK {
+		t.Fatalf("the first write: %d %s", r.Status, r.Body)
+	}
+	ctx := context.Background()
+	both := mustRing(t, fresh+","+old)
+	pool := poolWithKEK(t, both)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT loom.named_user($1, 'u-held')`, org); err != nil {
+		t.Fatal(err)
+	}
+	passed := make(chan error, 1)
+	passPool := poolWithKEK(t, both)
+	go func() {
+		_, err := atrest.Pass(ctx, passPool, both)
+		passed <- err
+	}()
+	var passErr error
+	waiting := false
+	for !waiting {
+		select {
+		case passErr = <-passed:
+			waiting = true
+			passed <- passErr
+		case <-time.After(20 * time.Millisecond):
+			waiting = testenv.Int(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+				AND query LIKE 'UPDATE loom.name_wrap_keys w SET retired = w.key%'`) > 0
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-passed; err != nil {
+		t.Fatalf("the rotation's pass: %v", err)
+	}
+	var names, current, read int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE n.wrap = w.gen AND w.gen = 2 AND w.retired IS NULL),
+			count(*) FILTER (WHERE loom.user_name(n.org, n.user_ref) IN ('u-first', 'u-held'))
+		FROM loom.user_names n JOIN loom.name_wrap_keys w USING (org) WHERE org = $1`, org).Scan(&names, &current, &read); err != nil {
+		t.Fatal(err)
+	}
+	if names != 2 || current != 2 || read != 2 {
+		t.Errorf("of the org's %d names, %d are under its second name wrap key, %d read", names, current, read)
+	}
+	back := mustRing(t, old+","+fresh)
+	if _, err := atrest.Pass(ctx, poolWithKEK(t, back), back); err != nil {
+		t.Fatal(err)
 	}
 }
