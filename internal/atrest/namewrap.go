@@ -51,8 +51,10 @@ func renewNameWraps(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, c C
 	if err := rewrapNames(ctx, pool, c); err != nil {
 		return err
 	}
+	var swapped int64
 	err = walk(ctx, pool, "loom.name_wrap_keys", func(from, to pgtype.TID) error {
 		n, u, err := swapNameWraps(ctx, pool, ring, from, to)
+		swapped += n
 		c.Wrapped["loom.name_wrap_keys"] += n
 		c.Unopenable["loom.name_wrap_keys"] += u
 		return err
@@ -60,8 +62,10 @@ func renewNameWraps(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, c C
 	if err != nil {
 		return fmt.Errorf("replace the name wrap keys: %w", err)
 	}
-	if err := rewrapNames(ctx, pool, c); err != nil {
-		return err
+	if swapped > 0 {
+		if err := rewrapNames(ctx, pool, c); err != nil {
+			return err
+		}
 	}
 	for _, t := range wrappedTables {
 		n, err := countRows(ctx, pool, fmt.Sprintf(`SELECT count(*) FROM %s t JOIN loom.name_wrap_keys w ON w.org = t.org
