@@ -2,7 +2,8 @@
 // them, in the background, a few pages of a table at a time: every stored data key
 // (loom.revision_keys, loom.user_ref_keys, loom.extraction_requests) wrapped under the
 // ring's first KEK, whether it was stored raw (before LOOM_KEK) or under a KEK a
-// rotation retired; and every row of loom.memory_current and loom.memory_revisions
+// rotation retired; each org's name wrap key replaced by a fresh one under that KEK,
+// and the keys it wrapped wrapped again (namewrap.go); and every row of loom.memory_current and loom.memory_revisions
 // stored before migration 056, its text still in `row`, sealed as a commit seals it;
 // and every row of those tables stored before migration 101, its content hash still
 // plain, rehashed as a commit hashes it (keyed under its scope's key in
@@ -114,6 +115,9 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 		if err != nil {
 			return c, fmt.Errorf("wrap the keys of %s: %w", t.table, err)
 		}
+	}
+	if err := renewNameWraps(ctx, pool, ring, c); err != nil {
+		return c, err
 	}
 	for _, table := range rowTables {
 		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {

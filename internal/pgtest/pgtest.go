@@ -34,9 +34,10 @@ func Pool(tb testing.TB, p *devstack.Postgres) *pgxpool.Pool {
 	return pool
 }
 
-// Migrated is Pool with Loom's schema, and a user reference key made for each of orgs
-// (raw, as without LOOM_KEK: a commit makes an org's key first, and the rows these tests
-// write name their users by reference through loom.named_user).
+// Migrated is Pool with Loom's schema, and a user reference key and a name wrap key
+// made for each of orgs (raw, as without LOOM_KEK: a commit makes an org's keys first,
+// and the rows these tests write name their users by reference through
+// loom.named_user).
 func Migrated(tb testing.TB, p *devstack.Postgres, orgs ...string) *pgxpool.Pool {
 	tb.Helper()
 	pool := Pool(tb, p)
@@ -45,7 +46,8 @@ func Migrated(tb testing.TB, p *devstack.Postgres, orgs ...string) *pgxpool.Pool
 		tb.Fatal(err)
 	}
 	for _, org := range orgs {
-		if _, err := pool.Exec(ctx, "INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, gen_random_bytes(32))", org); err != nil {
+		if _, err := pool.Exec(ctx, `WITH ref AS (INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, gen_random_bytes(32)))
+			INSERT INTO loom.name_wrap_keys (org, gen, key) VALUES ($1, 1, gen_random_bytes(32))`, org); err != nil {
 			tb.Fatal(err)
 		}
 	}

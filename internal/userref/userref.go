@@ -2,7 +2,9 @@
 // topic's plain fields name a user (events.UserRef) instead of carrying the user id.
 // The key is made on an org's first write and kept in loom.user_ref_keys, wrapped under
 // the deployment's KEK (internal/kek); it never changes, so a process caches it
-// unwrapped.
+// unwrapped. The org's name wrap key (loom.name_wrap_keys, migration 158), which wraps
+// its users' name keys, is made beside it; that one is replaced at a KEK rotation
+// (internal/atrest) and read only in SQL.
 package userref
 
 import (
@@ -49,10 +51,17 @@ func (k *Keys) Key(ctx context.Context, org string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	// The org's name wrap key is made with it (an org made before migration 158 gets
+	// one here or from the at-rest pass, whichever comes first).
+	_, wrapKey, err := kek.NewKey(k.ring)
+	if err != nil {
+		return nil, fmt.Errorf("make the name wrap key of %s: %w", org, err)
+	}
 	// Whichever process inserts first wins; every one reads the key that won (a second
 	// read when the winner committed after this statement's snapshot).
-	if _, err := k.pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING`,
-		org, stored); err != nil {
+	if _, err := k.pool.Exec(ctx, `WITH ref AS (INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING)
+		INSERT INTO loom.name_wrap_keys (org, gen, key) VALUES ($1, 1, $3) ON CONFLICT (org) DO NOTHING`,
+		org, stored, wrapKey); err != nil {
 		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
 	}
 	if err := k.pool.QueryRow(ctx, `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&stored); err != nil {

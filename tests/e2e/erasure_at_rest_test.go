@@ -249,19 +249,26 @@ func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string
 	}
 }
 
-// storedName is a user's sealed name as loom.user_names holds it: what a dead tuple,
-// the WAL or a backup keeps of it after an erasure.
+// storedName is a user's sealed name as loom.user_names holds it, with the user's
+// wrapped key beside it, and the org's name wrap key as loom.name_wrap_keys holds it
+// (migration 158): what a dead tuple, the WAL or a backup keeps of them
+// after an erasure.
 type storedName struct {
-	ref    string
-	sealed []byte
+	ref         string
+	sealed, key []byte
+	wrapKey     []byte
 }
 
 func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
 	t.Helper()
 	var n storedName
-	if err := pool.QueryRow(context.Background(), `SELECT user_ref, sealed FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
-		org, user).Scan(&n.ref, &n.sealed); err != nil {
+	ctx := context.Background()
+	if err := pool.QueryRow(ctx, `SELECT user_ref, sealed, key FROM loom.user_names WHERE org = $1 AND user_ref = loom.user_ref($1, $2)`,
+		org, user).Scan(&n.ref, &n.sealed, &n.key); err != nil {
 		t.Fatalf("the user's sealed name: %v", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT key FROM loom.name_wrap_keys WHERE org = $1`, org).Scan(&n.wrapKey); err != nil {
+		t.Fatalf("the org's name wrap key: %v", err)
 	}
 	return n
 }
@@ -269,7 +276,8 @@ func sealedName(t *testing.T, pool *pgxpool.Pool, org, user string) storedName {
 // nameOpensForNoOne checks that after the erasure a copy of the user's sealed name
 // opens under no key Postgres still holds, for a holder of the KEK: not the org's
 // user reference key nor any key derived from it, not another user's name key, not a
-// data key of the org's rows. The user's own key went with the name.
+// data key of the org's rows. The user's own key went with the name. Then the same
+// after a KEK rotation, for the copy of the name with its wrapped key.
 func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name storedName) {
 	t.Helper()
 	ctx := context.Background()
@@ -284,13 +292,7 @@ func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name 
 	orgKey := keys[0]
 	keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_key(data_key) FROM loom.revision_keys WHERE org = $1
 		UNION ALL SELECT loom.unwrapped_key(key) FROM loom.content_keys WHERE org = $1`, org)...)
-	var userKeys bool
-	if err := pool.QueryRow(ctx, `SELECT to_regproc('loom.unwrapped_user_key') IS NOT NULL`).Scan(&userKeys); err != nil {
-		t.Fatal(err)
-	}
-	if userKeys {
-		keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key) FROM loom.user_names WHERE org = $1`, org)...)
-	}
+	keys = append(keys, pgKeys(t, pool, `SELECT loom.unwrapped_user_key(org, key, wrap) FROM loom.user_names WHERE org = $1`, org)...)
 	// Every key as it is, and each key the org's key derives: a name's (as migration
 	// 155 sealed it) and the wrap of the users' keys.
 	for _, label := range []string{"loom.user_name:" + name.ref, "loom.user_key.wrap"} {
@@ -303,6 +305,9 @@ func nameOpensForNoOne(t *testing.T, pool *pgxpool.Pool, org, user string, name 
 			t.Errorf("after the erasure, a copy of the user's sealed name opens under a key Postgres still holds")
 		}
 	}
+	// The KEK rotated, the old one destroyed: the kept copies of the user's sealed name
+	// and wrapped key open under nothing still held.
+	nameOpensForNoOneAfterRotation(t, org, user, name)
 }
 
 // pgKeys reads a one-column result of keys.
