@@ -6,27 +6,48 @@ import "time"
 // worth (at least one) saved. A projection that sees a write now and then writes it at
 // once; a busy one starts at most 1s/interval inserts per table per second, however
 // many records arrive, which is ClickHouse's parts budget.
+//
+// A topic that keeps the pace busy while the projection keeps up (a batch the pace held
+// back, and that was not full) is paced at busy instead, until a batch fills (a
+// backlog, caught up at interval's pace) or one starts without being held back (the
+// topic paused long enough to save a token). Each batch
+// costs ClickHouse a part per table and the merges that fold it in, whatever its size:
+// at one write at a time (25 writes a second on the shared 2-core machine), four
+// batches a second cost ClickHouse 10–11 ms of CPU a write, one a second 2.3–2.6 ms,
+// and the writes, on the same cores, ran 2.8× as fast (docs/bench/RESULTS-write.md).
 type pacer struct {
 	interval time.Duration
+	busy     time.Duration // the interval while stretched; at most interval: never stretched
 	burst    float64
 	tokens   float64
 	last     time.Time
+	// stretched: the last batch was held back by the pace and did not fill.
+	stretched bool
 }
 
-func newPacer(interval time.Duration, now time.Time) *pacer {
+func newPacer(interval, busy time.Duration, now time.Time) *pacer {
 	burst := 1.0
 	if interval > 0 && interval < time.Second {
 		burst = float64(time.Second / interval)
 	}
-	return &pacer{interval: interval, burst: burst, tokens: burst, last: now}
+	return &pacer{interval: interval, busy: busy, burst: burst, tokens: burst, last: now}
+}
+
+// step is the interval a token takes now.
+func (p *pacer) step() time.Duration {
+	if p.stretched && p.busy > p.interval {
+		return p.busy
+	}
+	return p.interval
 }
 
 func (p *pacer) refill(now time.Time) {
-	if p.interval <= 0 {
+	step := p.step()
+	if step <= 0 {
 		p.tokens = p.burst
 		return
 	}
-	p.tokens += float64(now.Sub(p.last)) / float64(p.interval)
+	p.tokens += float64(now.Sub(p.last)) / float64(step)
 	if p.tokens > p.burst {
 		p.tokens = p.burst
 	}
@@ -39,11 +60,19 @@ func (p *pacer) delay(now time.Time) time.Duration {
 	if p.tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - p.tokens) * float64(p.interval))
+	return time.Duration((1 - p.tokens) * float64(p.step()))
 }
 
 // take spends the token of a batch that starts now.
 func (p *pacer) take(now time.Time) {
 	p.refill(now)
 	p.tokens--
+}
+
+// batched notes how the batch that started last went: held back by the pace, and full
+// (as many records as a batch takes). A held batch that was not full stretches the
+// pace; a full one (a backlog), or one not held, ends the stretch.
+func (p *pacer) batched(now time.Time, held, full bool) {
+	p.refill(now)
+	p.stretched = held && !full
 }

@@ -7,7 +7,7 @@ import (
 
 func TestPacerLetsABurstThroughThenHoldsTheRate(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := newPacer(250*time.Millisecond, t0)
+	p := newPacer(250*time.Millisecond, 0, t0)
 	// A second's worth of batches may start at once.
 	for i := 0; i < 4; i++ {
 		if d := p.delay(t0); d != 0 {
@@ -42,11 +42,61 @@ func TestPacerLetsABurstThroughThenHoldsTheRate(t *testing.T) {
 
 func TestPacerWithoutIntervalNeverWaits(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := newPacer(0, t0)
+	p := newPacer(0, time.Second, t0)
 	for i := 0; i < 100; i++ {
 		if p.delay(t0) != 0 {
 			t.Fatal("a zero interval delayed a batch")
 		}
 		p.take(t0)
+	}
+}
+
+func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, time.Second, t0)
+	for i := 0; i < 4; i++ {
+		p.take(t0)
+		p.batched(t0, false, false)
+	}
+	// The fifth batch waits an interval: held back, not full, so the pace stretches.
+	now := t0.Add(p.delay(t0))
+	p.take(now)
+	p.batched(now, true, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("stretched: delay %s, want the busy interval", d)
+	}
+	// A full batch (a backlog) goes back to the interval's pace.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, true, true)
+	if d := p.delay(now); d != 250*time.Millisecond {
+		t.Fatalf("after a full batch: delay %s, want one interval", d)
+	}
+	// Stretched again, then a pause long enough to save a token: the next batch starts
+	// at once and the pace is the interval's again.
+	now = now.Add(250 * time.Millisecond)
+	p.take(now)
+	p.batched(now, true, false)
+	now = now.Add(time.Second)
+	if d := p.delay(now); d != 0 {
+		t.Fatalf("after a pause of the busy interval: delay %s", d)
+	}
+	p.take(now)
+	p.batched(now, false, false)
+	if d := p.delay(now.Add(100 * time.Millisecond)); d != 150*time.Millisecond {
+		t.Fatalf("after an unheld batch: delay %s, want the rest of one interval", d)
+	}
+}
+
+func TestPacerWithABusyIntervalAtMostItsOwnNeverStretches(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, 0, t0)
+	for i := 0; i < 4; i++ {
+		p.take(t0)
+	}
+	p.take(t0.Add(250 * time.Millisecond))
+	p.batched(t0.Add(250*time.Millisecond), true, false)
+	if d := p.delay(t0.Add(250 * time.Millisecond)); d != 250*time.Millisecond {
+		t.Fatalf("a busy interval of 0 stretched the pace: delay %s", d)
 	}
 }
