@@ -7,21 +7,22 @@ import "time"
 // once; a busy one starts at most 1s/interval inserts per table per second, however
 // many records arrive, which is ClickHouse's parts budget.
 //
-// A topic that keeps the pace busy while the projection keeps up (a batch the pace held
-// back, and that was not full) is paced at busy instead, until a batch fills (a
-// backlog, caught up at interval's pace) or one starts without being held back (the
-// topic paused long enough to save a token). Each batch
-// costs ClickHouse a part per table and the merges that fold it in, whatever its size:
-// at one write at a time (25 writes a second on the shared 2-core machine), four
-// batches a second cost ClickHouse 10–11 ms of CPU a write, one a second 2.3–2.6 ms,
-// and the writes, on the same cores, ran 2.8× as fast (docs/bench/RESULTS-write.md).
+// A topic that keeps the projection busy (records were already waiting when it polled,
+// or the pace held the batch back) while it keeps up (the batch was not full) is paced
+// at busy instead: the saved tokens still go out at once, then one a busy interval.
+// A full batch (a backlog, caught up at interval's pace) or one whose first record the
+// projection waited for ends the stretch. Each batch costs ClickHouse a part per table
+// and the merges that fold it in, whatever its size: at one write at a time on the
+// shared 2-core machine, an interval of 1 s against 250 ms cut ClickHouse's CPU per
+// write 4× and the writes, on the same cores, ran 2.8× as fast
+// (docs/bench/RESULTS-write.md).
 type pacer struct {
 	interval time.Duration
 	busy     time.Duration // the interval while stretched; at most interval: never stretched
 	burst    float64
 	tokens   float64
 	last     time.Time
-	// stretched: the last batch was held back by the pace and did not fill.
+	// stretched: the last batch was busy (records waited for it) and not full.
 	stretched bool
 }
 
@@ -69,10 +70,15 @@ func (p *pacer) take(now time.Time) {
 	p.tokens--
 }
 
-// batched notes how the batch that started last went: held back by the pace, and full
-// (as many records as a batch takes). A held batch that was not full stretches the
-// pace; a full one (a backlog), or one not held, ends the stretch.
-func (p *pacer) batched(now time.Time, held, full bool) {
+// batched notes how the batch that started last went: busy (its records were waiting
+// when polled, or the pace held it back) and full (as many records as a batch takes).
+// A busy batch that was not full stretches the pace; a full one (a backlog), or one
+// whose first record the projection waited for, ends the stretch.
+func (p *pacer) batched(now time.Time, busy, full bool) {
 	p.refill(now)
-	p.stretched = held && !full
+	p.stretched = busy && !full
 }
+
+// waitedPoll is how long a poll blocks at least when no record was waiting: a shorter
+// one found records that arrived while the last batch was written.
+const waitedPoll = 10 * time.Millisecond

@@ -58,7 +58,7 @@ func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testin
 		p.take(t0)
 		p.batched(t0, false, false)
 	}
-	// The fifth batch waits an interval: held back, not full, so the pace stretches.
+	// The fifth batch waits an interval: busy, not full, so the pace stretches.
 	now := t0.Add(p.delay(t0))
 	p.take(now)
 	p.batched(now, true, false)

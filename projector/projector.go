@@ -163,7 +163,9 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 			case <-time.After(wait):
 			}
 		}
+		polledAt := time.Now()
 		polled := p.pollBatch(ctx, consumer)
+		waiting := time.Since(polledAt) < waitedPoll
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil
@@ -175,7 +177,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		start := time.Now()
 		pace.take(start)
-		pace.batched(start, wait > 0, len(recs) >= p.cfg.BatchRows)
+		pace.batched(start, wait > 0 || waiting, len(recs) >= p.cfg.BatchRows)
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)

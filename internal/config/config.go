@@ -253,7 +253,7 @@ type Projector struct {
 	BatchRows int           // LOOM_PROJECTOR_BATCH_ROWS: records per batch at most
 	Interval  time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: at most one batch per interval (parts budget)
 	// BusyInterval (LOOM_PROJECTOR_BUSY_INTERVAL_MS) is the interval while the topic
-	// keeps the pace busy and the projection keeps up (projector/pace.go): fewer, larger
+	// keeps the projector busy and it keeps up (projector/pace.go): fewer, larger
 	// parts, for the ClickHouse projection a little staler under a steady load; at most
 	// Interval: never stretched.
 	BusyInterval   time.Duration
