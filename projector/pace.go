@@ -10,10 +10,11 @@ import "time"
 // A topic that keeps the projection busy (records were already waiting when it polled,
 // or the pace held the batch back) while it keeps up (the batch was not full) is paced
 // at busy instead: the saved tokens still go out at once, then one a busy interval.
-// A full batch (a backlog, caught up at interval's pace) or one whose first record the
-// projection waited for ends the stretch. Each batch costs ClickHouse a part per table
-// and the merges that fold it in, whatever its size: at one write at a time on the
-// shared 2-core machine, an interval of 1 s against 250 ms cut ClickHouse's CPU per
+// The stretch lasts while records keep coming: a full batch (a backlog, caught up at
+// interval's pace) ends it, and so does a poll that waited an interval or more for a
+// batch's first record (the topic paused). Each batch costs ClickHouse a part per
+// table and the merges that fold it in, whatever its size: at one write at a time on
+// the shared 2-core machine, an interval of 1 s against 250 ms cut ClickHouse's CPU per
 // write 4× and the writes, on the same cores, ran 2.8× as fast
 // (docs/bench/RESULTS-write.md).
 type pacer struct {
@@ -22,7 +23,7 @@ type pacer struct {
 	burst    float64
 	tokens   float64
 	last     time.Time
-	// stretched: the last batch was busy (records waited for it) and not full.
+	// stretched: the batches are busy and not full, and the topic has not paused.
 	stretched bool
 }
 
@@ -70,13 +71,13 @@ func (p *pacer) take(now time.Time) {
 	p.tokens--
 }
 
-// batched notes how the batch that started last went: busy (its records were waiting
-// when polled, or the pace held it back) and full (as many records as a batch takes).
-// A busy batch that was not full stretches the pace; a full one (a backlog), or one
-// whose first record the projection waited for, ends the stretch.
-func (p *pacer) batched(now time.Time, busy, full bool) {
+// batched notes how the batch that started last went: whether the pace held it back,
+// how long its poll waited for its first record, and whether it was full (as many
+// records as a batch takes).
+func (p *pacer) batched(now time.Time, held bool, waited time.Duration, full bool) {
 	p.refill(now)
-	p.stretched = busy && !full
+	busy := held || waited < waitedPoll
+	p.stretched = !full && waited < p.interval && (busy || p.stretched)
 }
 
 // waitedPoll is how long a poll blocks at least when no record was waiting: a shorter

@@ -56,19 +56,27 @@ func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testin
 	p := newPacer(250*time.Millisecond, time.Second, t0)
 	for i := 0; i < 4; i++ {
 		p.take(t0)
-		p.batched(t0, false, false)
+		p.batched(t0, false, time.Second, false)
 	}
 	// The fifth batch waits an interval: busy, not full, so the pace stretches.
 	now := t0.Add(p.delay(t0))
 	p.take(now)
-	p.batched(now, true, false)
+	p.batched(now, true, 0, false)
 	if d := p.delay(now); d != time.Second {
 		t.Fatalf("stretched: delay %s, want the busy interval", d)
+	}
+	// A batch whose first record the poll waited 50 ms for (not held, nothing waiting)
+	// keeps the stretch: the topic did not pause.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, false, 50*time.Millisecond, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("after a short wait for a record: delay %s, want the busy interval", d)
 	}
 	// A full batch (a backlog) goes back to the interval's pace.
 	now = now.Add(time.Second)
 	p.take(now)
-	p.batched(now, true, true)
+	p.batched(now, true, 0, true)
 	if d := p.delay(now); d != 250*time.Millisecond {
 		t.Fatalf("after a full batch: delay %s, want one interval", d)
 	}
@@ -76,13 +84,13 @@ func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testin
 	// at once and the pace is the interval's again.
 	now = now.Add(250 * time.Millisecond)
 	p.take(now)
-	p.batched(now, true, false)
+	p.batched(now, true, 0, false)
 	now = now.Add(time.Second)
 	if d := p.delay(now); d != 0 {
 		t.Fatalf("after a pause of the busy interval: delay %s", d)
 	}
 	p.take(now)
-	p.batched(now, false, false)
+	p.batched(now, false, time.Second, false)
 	if d := p.delay(now.Add(100 * time.Millisecond)); d != 150*time.Millisecond {
 		t.Fatalf("after an unheld batch: delay %s, want the rest of one interval", d)
 	}
@@ -95,7 +103,7 @@ func TestPacerWithABusyIntervalAtMostItsOwnNeverStretches(t *testing.T) {
 		p.take(t0)
 	}
 	p.take(t0.Add(250 * time.Millisecond))
-	p.batched(t0.Add(250*time.Millisecond), true, false)
+	p.batched(t0.Add(250*time.Millisecond), true, 0, false)
 	if d := p.delay(t0.Add(250 * time.Millisecond)); d != 250*time.Millisecond {
 		t.Fatalf("a busy interval of 0 stretched the pace: delay %s", d)
 	}

@@ -165,7 +165,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		polledAt := time.Now()
 		polled := p.pollBatch(ctx, consumer)
-		waiting := time.Since(polledAt) < waitedPoll
+		waited := time.Since(polledAt)
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil
@@ -177,7 +177,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		start := time.Now()
 		pace.take(start)
-		pace.batched(start, wait > 0 || waiting, len(recs) >= p.cfg.BatchRows)
+		pace.batched(start, wait > 0, waited, len(recs) >= p.cfg.BatchRows)
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)
