@@ -11,8 +11,10 @@ import "time"
 // or the pace held the batch back) while it keeps up (the batch was not full) is paced
 // at busy instead: the saved tokens still go out at once, then one a busy interval.
 // The stretch lasts while records keep coming: a full batch (a backlog, caught up at
-// interval's pace) ends it, and so does a poll that waited an interval or more for a
-// batch's first record (the topic paused). Each batch costs ClickHouse a part per
+// interval's pace) ends it, and so does a poll that waited a busy interval or more for
+// a batch's first record (the topic paused; a shorter wait, a write loop stalled a few
+// hundred milliseconds on a loaded machine, would end it and let a second's worth of
+// batches out again). Each batch costs ClickHouse a part per
 // table and the merges that fold it in, whatever its size: at one write at a time on
 // the shared 2-core machine, an interval of 1 s against 250 ms cut ClickHouse's CPU per
 // write 4× and the writes, on the same cores, ran 2.8× as fast
@@ -77,7 +79,7 @@ func (p *pacer) take(now time.Time) {
 func (p *pacer) batched(now time.Time, held bool, waited time.Duration, full bool) {
 	p.refill(now)
 	busy := held || waited < waitedPoll
-	p.stretched = !full && waited < p.interval && (busy || p.stretched)
+	p.stretched = !full && waited < max(p.busy, p.interval) && (busy || p.stretched)
 }
 
 // waitedPoll is how long a poll blocks at least when no record was waiting: a shorter

@@ -73,6 +73,13 @@ func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testin
 	if d := p.delay(now); d != time.Second {
 		t.Fatalf("after a short wait for a record: delay %s, want the busy interval", d)
 	}
+	// Nor does a wait of 300 ms, more than an interval and less than the busy one.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, false, 300*time.Millisecond, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("after a 300 ms wait for a record: delay %s, want the busy interval", d)
+	}
 	// A full batch (a backlog) goes back to the interval's pace.
 	now = now.Add(time.Second)
 	p.take(now)
