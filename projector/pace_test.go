@@ -7,7 +7,7 @@ import (
 
 func TestPacerLetsABurstThroughThenHoldsTheRate(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := newPacer(250*time.Millisecond, t0)
+	p := newPacer(250*time.Millisecond, 0, t0)
 	// A second's worth of batches may start at once.
 	for i := 0; i < 4; i++ {
 		if d := p.delay(t0); d != 0 {
@@ -42,11 +42,76 @@ func TestPacerLetsABurstThroughThenHoldsTheRate(t *testing.T) {
 
 func TestPacerWithoutIntervalNeverWaits(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	p := newPacer(0, t0)
+	p := newPacer(0, time.Second, t0)
 	for i := 0; i < 100; i++ {
 		if p.delay(t0) != 0 {
 			t.Fatal("a zero interval delayed a batch")
 		}
 		p.take(t0)
+	}
+}
+
+func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, time.Second, t0)
+	for i := 0; i < 4; i++ {
+		p.take(t0)
+		p.batched(t0, false, time.Second, false)
+	}
+	// The fifth batch waits an interval: busy, not full, so the pace stretches.
+	now := t0.Add(p.delay(t0))
+	p.take(now)
+	p.batched(now, true, 0, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("stretched: delay %s, want the busy interval", d)
+	}
+	// A batch whose first record the poll waited 50 ms for (not held, nothing waiting)
+	// keeps the stretch: the topic did not pause.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, false, 50*time.Millisecond, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("after a short wait for a record: delay %s, want the busy interval", d)
+	}
+	// Nor does a wait of 300 ms, more than an interval and less than the busy one.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, false, 300*time.Millisecond, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("after a 300 ms wait for a record: delay %s, want the busy interval", d)
+	}
+	// A full batch (a backlog) goes back to the interval's pace.
+	now = now.Add(time.Second)
+	p.take(now)
+	p.batched(now, true, 0, true)
+	if d := p.delay(now); d != 250*time.Millisecond {
+		t.Fatalf("after a full batch: delay %s, want one interval", d)
+	}
+	// Stretched again, then a pause long enough to save a token: the next batch starts
+	// at once and the pace is the interval's again.
+	now = now.Add(250 * time.Millisecond)
+	p.take(now)
+	p.batched(now, true, 0, false)
+	now = now.Add(time.Second)
+	if d := p.delay(now); d != 0 {
+		t.Fatalf("after a pause of the busy interval: delay %s", d)
+	}
+	p.take(now)
+	p.batched(now, false, time.Second, false)
+	if d := p.delay(now.Add(100 * time.Millisecond)); d != 150*time.Millisecond {
+		t.Fatalf("after an unheld batch: delay %s, want the rest of one interval", d)
+	}
+}
+
+func TestPacerWithABusyIntervalAtMostItsOwnNeverStretches(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, 0, t0)
+	for i := 0; i < 4; i++ {
+		p.take(t0)
+	}
+	p.take(t0.Add(250 * time.Millisecond))
+	p.batched(t0.Add(250*time.Millisecond), true, 0, false)
+	if d := p.delay(t0.Add(250 * time.Millisecond)); d != 250*time.Millisecond {
+		t.Fatalf("a busy interval of 0 stretched the pace: delay %s", d)
 	}
 }

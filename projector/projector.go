@@ -151,18 +151,21 @@ func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
 // those records are recorded as failures (applyWithRetry).
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	p.runStart = time.Now()
-	pace := newPacer(p.cfg.Interval, time.Now())
+	pace := newPacer(p.cfg.Interval, p.cfg.BusyInterval, time.Now())
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
 		// go out together: a busy projection makes few, large parts.
-		if wait := pace.delay(time.Now()); wait > 0 {
+		wait := pace.delay(time.Now())
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(wait):
 			}
 		}
+		polledAt := time.Now()
 		polled := p.pollBatch(ctx, consumer)
+		waited := time.Since(polledAt)
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil
@@ -174,6 +177,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		start := time.Now()
 		pace.take(start)
+		pace.batched(start, wait > 0, waited, len(recs) >= p.cfg.BatchRows)
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)

@@ -29,6 +29,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/metrics"
+	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/revisions"
 	"github.com/loomplane/loom/internal/shutdown"
@@ -187,8 +188,11 @@ func (r *Relay) tryLock(ctx context.Context) (bool, *lockHandle, error) {
 	if err != nil {
 		return false, nil, err
 	}
+	// A session that took the lock commits asynchronously from then on: its only writes
+	// are the rounds' deletes (outbox.QueueDelete), and it is closed with the lock.
 	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", pg.LockRelay).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT ok, CASE WHEN ok THEN "+outbox.SessionCommitsAsync+" END FROM pg_try_advisory_lock($1) AS ok",
+		pg.LockRelay).Scan(&ok, nil); err != nil {
 		conn.Release()
 		return false, nil, err
 	}

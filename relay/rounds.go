@@ -76,7 +76,11 @@ func (r *Relay) endRound(ctx context.Context, conn *pgxpool.Conn, done []int64, 
 	b := &pgx.Batch{}
 	deleted, released, retaken := false, false, false
 	if len(done) > 0 {
-		outbox.QueueDelete(b, done, func() { deleted = true })
+		// Its own transaction only when the next round's lock is taken after it: that
+		// take may wait (an erasure's exclusive request goes first), and must not hold
+		// the deleted rows meanwhile. Else it commits with the release, in the batch's
+		// implicit transaction, on the lock session that commits asynchronously.
+		outbox.QueueDelete(b, done, next, func() { deleted = true })
 	}
 	pg.QueueUnlockShared(b, pg.LockPublishers, func() { released = true })
 	if next {
@@ -84,6 +88,9 @@ func (r *Relay) endRound(ctx context.Context, conn *pgxpool.Conn, done []int64, 
 		outbox.QueueReadPending(b, r.cfg.BatchRows, r.waiting(time.Now()), into)
 	}
 	err := conn.SendBatch(dctx, b).Close()
+	if !next && err == nil && len(done) > 0 {
+		deleted = true
+	}
 	if deleted {
 		r.published.Add(float64(len(done)))
 	}

@@ -216,7 +216,8 @@ func (s *Service) Enabled(worker string) bool {
 
 // ConsumerOpts are the kgo options of a worker's consumer: its group, from the
 // topic's start for a group that never committed, offsets committed only once the
-// batch is queued, and no rebalance while a batch is in hand.
+// batch is queued, no rebalance while a batch is in hand, and fetches that wait for
+// feedFetchBytes or feedFetchWait.
 func ConsumerOpts(worker, topic string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumerGroup(Group(worker)),
@@ -224,9 +225,20 @@ func ConsumerOpts(worker, topic string) []kgo.Opt {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.FetchMaxWait(feedFetchWait),
+		kgo.FetchMinBytes(feedFetchBytes),
 	}
 }
+
+// A worker's feed fetches records feedFetchBytes at a time, or what feedFetchWait
+// brought: its passes are background work, and a fetch answered per record (what a
+// fetch waiting for any byte gets at one write at a time) costs each feed a fetch, a
+// decode, a queue insert and an offset commit per write, on the cores the writes use.
+// A backlog (a replay, a pass newly enabled) fills the bytes at once and is not slowed.
+const (
+	feedFetchWait  = 250 * time.Millisecond
+	feedFetchBytes = 1 << 20
+)
 
 // feedRecords is how many records a worker's consumer queues at once at most.
 const feedRecords = 2000
@@ -250,6 +262,7 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 			consumer.AllowRebalance()
 			continue
 		}
+		due := false
 		bo := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second)), ctx)
 		err := backoff.Retry(func() error {
 			// Reading a batch (its keys, its opened content) and queueing it is pass work:
@@ -261,7 +274,7 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 			start := time.Now()
 			items, err := s.pickItems(ctx, worker, recs)
 			if err == nil {
-				err = s.queueWork(ctx, items)
+				due, err = s.queueWork(ctx, items)
 			}
 			s.leaveGate(worker, time.Since(start))
 			if err != nil && ctx.Err() == nil {
@@ -274,7 +287,11 @@ func (s *Service) RunFeed(ctx context.Context, worker string, consumer *kgo.Clie
 				// Uncommitted offsets mean redelivery, which the queue takes as it is.
 				s.log.Warn("worker feed: offset commit failed; the batch will be redelivered", "worker", worker, "err", cerr)
 			}
-			s.wakeWorker(worker)
+			if due {
+				// A batch that queued nothing due leaves the pass asleep: it would
+				// claim nothing (or only what its interval would find).
+				s.wakeWorker(worker)
+			}
 		}
 		consumer.AllowRebalance()
 		if ctx.Err() != nil {

@@ -57,10 +57,13 @@ const (
 )
 
 // queueWork queues items; an item queued before (a redelivery, a replay of the group)
-// is left as it is, done or owed.
-func (s *Service) queueWork(ctx context.Context, items []workItem) error {
+// is left as it is, done or owed. due reports whether it queued an item a pass may
+// claim now. An item of a pass fed by namespace is due no earlier than the items its
+// namespace already owes: a pass gave those back until the namespace is due (its
+// interval, the projection reaching them), and would give the new one back with them.
+func (s *Service) queueWork(ctx context.Context, items []workItem) (due bool, err error) {
 	if len(items) == 0 {
-		return nil
+		return false, nil
 	}
 	n := len(items)
 	workers, orgs, nss, ids, users, shas := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -77,17 +80,28 @@ func (s *Service) queueWork(ctx context.Context, items []workItem) error {
 	}
 	// The content hash as the heads keep it: keyed under the scope's key (migration
 	// 101; '' once an erasure destroyed it). A claim reads the plain one from the
-	// journal (claimWork).
-	_, err := s.pool.Exec(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at, detail)
-		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at, d
+	// journal (claimWork). The namespace's owed items are read through
+	// worker_items_owed_by_namespace (migration 164).
+	rows, err := s.pool.Query(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at, detail, next_at)
+		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at, d,
+			greatest(now(), (SELECT max(x.next_at) FROM loom.worker_items x
+				WHERE $11 AND x.worker = w AND x.org = o AND x.namespace = ns AND x.state = 'owed'))
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[], $10::jsonb[])
 			AS i(w, o, ns, id, v, sq, u, sha, at, d)
-		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING`,
-		workers, orgs, nss, ids, versions, seqs, users, shas, written, details)
-	if err != nil {
-		return fmt.Errorf("queue the %s's work: %w", items[0].worker, err)
+		ON CONFLICT (worker, org, namespace, memory_id, version) DO NOTHING
+		RETURNING next_at <= now()`,
+		workers, orgs, nss, ids, versions, seqs, users, shas, written, details, fedByNamespace(items[0].worker))
+	if err == nil {
+		var now bool
+		_, err = pgx.ForEachRow(rows, []any{&now}, func() error {
+			due = due || now
+			return nil
+		})
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("queue the %s's work: %w", items[0].worker, err)
+	}
+	return due, nil
 }
 
 // claimPass claims a pass's batch (claimWork) and starts the pass's account; a queue

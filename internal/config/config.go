@@ -250,8 +250,13 @@ type Relay struct {
 
 // Projector is the projection's consumers.
 type Projector struct {
-	BatchRows      int           // LOOM_PROJECTOR_BATCH_ROWS: records per batch at most
-	Interval       time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: at most one batch per interval (parts budget)
+	BatchRows int           // LOOM_PROJECTOR_BATCH_ROWS: records per batch at most
+	Interval  time.Duration // LOOM_PG_PUBLISH_INTERVAL_MS: at most one batch per interval (parts budget)
+	// BusyInterval (LOOM_PROJECTOR_BUSY_INTERVAL_MS) is the interval while the topic
+	// keeps the projector busy and it keeps up (projector/pace.go): fewer, larger
+	// parts, for the ClickHouse projection a little staler under a steady load; at most
+	// Interval: never stretched.
+	BusyInterval   time.Duration
 	Attempts       int           // LOOM_PROJECTOR_BATCH_ATTEMPTS: tries of a failing batch before it is split by namespace
 	SessionTimeout time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
 	RepairInterval time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded failures are retried (0: never)
@@ -564,6 +569,7 @@ func readProjector(r *reader) Projector {
 	return Projector{
 		BatchRows:      r.int("LOOM_PROJECTOR_BATCH_ROWS", 5000),
 		Interval:       r.ms("LOOM_PG_PUBLISH_INTERVAL_MS", 250),
+		BusyInterval:   r.ms("LOOM_PROJECTOR_BUSY_INTERVAL_MS", 1000),
 		Attempts:       r.int("LOOM_PROJECTOR_BATCH_ATTEMPTS", 3),
 		SessionTimeout: r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
 		RepairInterval: r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
@@ -783,8 +789,8 @@ func (p Projector) Validate() error {
 	if p.BatchRows < 1 || p.Attempts < 1 || p.SessionTimeout <= 0 {
 		errs = append(errs, errors.New("LOOM_PROJECTOR_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ATTEMPTS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
 	}
-	if p.Interval < 0 {
-		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS must not be negative"))
+	if p.Interval < 0 || p.BusyInterval < 0 {
+		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS and LOOM_PROJECTOR_BUSY_INTERVAL_MS must not be negative"))
 	}
 	if p.RepairInterval < 0 {
 		errs = append(errs, errors.New("LOOM_PROJECTOR_REPAIR_INTERVAL_MS must not be negative"))

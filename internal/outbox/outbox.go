@@ -132,14 +132,24 @@ func Delete(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
 	return nil
 }
 
-// QueueDelete queues on b the removal of published rows as a transaction of its own,
-// for a session that sends other statements in the same round trip (the relay's lock
-// session: the delete, the lock's release and the next round's read go together).
-// committed is called once the delete committed; a delete that failed leaves the
-// session in a failed transaction, which its owner rolls back.
-func QueueDelete(b *pgx.Batch, ids []int64, committed func()) {
+// QueueDelete queues on b the removal of published rows, for a session that sends
+// other statements in the same round trip (the relay's lock session: the delete, the
+// lock's release and the next round's read go together). The session commits
+// asynchronously (SessionCommitsAsync): lost in a crash, the delete only publishes its
+// rows again. With ownTx the delete is a transaction of its own, committed before the
+// statements queued after it (one that may wait, as a lock's take does, must not
+// hold the deleted rows' locks meanwhile); committed is then called once it committed,
+// and a delete that failed leaves the session in a failed transaction, which its owner
+// rolls back. Without, the delete commits with the batch's implicit transaction, when
+// the batch's last statement answered: committed is not called, the batch's success is
+// the delete's.
+func QueueDelete(b *pgx.Batch, ids []int64, ownTx bool, committed func()) {
+	if !ownTx {
+		b.Queue(deletePublished, ids)
+		return
+	}
 	b.Queue("BEGIN")
-	queueDeleteStatements(b, ids)
+	b.Queue(deletePublished, ids)
 	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() == "ROLLBACK" {
 			return pgx.ErrTxCommitRollback
@@ -149,14 +159,23 @@ func QueueDelete(b *pgx.Batch, ids []int64, committed func()) {
 	})
 }
 
+// SessionCommitsAsync is the statement, answering nothing, that makes a session's
+// commits asynchronous when ok is true: the relay's lock session, whose only writes are
+// QueueDelete's, and which is closed, never pooled again, when the relay lets the lock
+// go. It saves each delete a transaction's BEGIN, SET LOCAL and COMMIT.
+const SessionCommitsAsync = "set_config('synchronous_commit', 'off', false)"
+
+// deletePublished removes the rows the relay read. parked_at IS NULL: the rows are the
+// unparked ones the relay read, and the predicate lets the delete use outbox_pending,
+// the table's index on id.
+const deletePublished = "DELETE FROM loom.outbox WHERE id = ANY($1) AND parked_at IS NULL"
+
 func queueDeleteStatements(b *pgx.Batch, ids []int64) {
 	// Lost in a crash, the delete only publishes its rows again, which the topic's
 	// at-least-once contract allows; waiting for its WAL flush would slow every
 	// commit that shares the flush.
 	b.Queue("SET LOCAL synchronous_commit = off")
-	// parked_at IS NULL: the rows are the unparked ones the relay read, and the
-	// predicate lets the delete use outbox_pending, the table's index on id.
-	b.Queue("DELETE FROM loom.outbox WHERE id = ANY($1) AND parked_at IS NULL", ids)
+	b.Queue(deletePublished, ids)
 }
 
 // NoteFailures records each row's last error and adds refused[i] (0 or 1) to its

@@ -67,6 +67,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	cfg.Kafka.TopicPartitions = 4
 	cfg.PG.PoolMax = 20
 	cfg.Projector.Interval = 50 * time.Millisecond
+	// A test waits for the projection after its writes: the pace a steady load gets
+	// (LOOM_PROJECTOR_BUSY_INTERVAL_MS, fewer parts for a staler projection) would only
+	// stretch its waits. The pacer's own tests cover it (projector/pace_test.go).
+	cfg.Projector.BusyInterval = 0
 	cfg.Relay.Poll = 200 * time.Millisecond
 	// A search's usage goes out as its namespace's memory.usage_recorded record, which
 	// takes a seq whenever the publication runs: a test that counts a namespace's seqs

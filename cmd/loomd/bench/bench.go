@@ -62,6 +62,9 @@ type Options struct {
 	Conversations string
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
+	// Statements: the set scenario also writes, on Progress, the statements each case
+	// sent Postgres per write, by text (every role's).
+	Statements bool
 }
 
 // DefaultOptions are `make bench`'s: every scenario at a size that finishes in a
@@ -139,6 +142,9 @@ func Run(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
+	}
+	if opts.Statements && t.RoundTrips != nil {
+		t.RoundTrips.CountStatements()
 	}
 	names, err := ParseScenarios(strings.Join(opts.Scenarios, ","))
 	if err != nil {

@@ -123,13 +123,14 @@ func (r *runner) describe(ctx context.Context, names []string) (*Report, error) 
 			Go: runtime.Version(), LoadAvgStart: loadAverage(),
 		},
 		Settings: map[string]string{
-			"scenarios":                   strings.Join(names, ","),
-			"duration per run":            r.opts.Duration.String(),
-			"LOOM_PG_PUBLISH_INTERVAL_MS": strconv.FormatInt(n.Cfg.Projector.Interval.Milliseconds(), 10),
-			"LOOM_PG_DURABILITY":          string(n.Cfg.PG.Durability),
-			"LOOM_TOPIC_PARTITIONS":       strconv.Itoa(int(n.Cfg.Kafka.TopicPartitions)),
-			"LOOM_PG_POOL_MAX_SIZE":       strconv.Itoa(int(n.Cfg.PG.PoolMax)),
-			"embedder":                    fmt.Sprintf("%s, %d dimensions", n.Embedder.Model(), n.Embedder.Dim()),
+			"scenarios":                       strings.Join(names, ","),
+			"duration per run":                r.opts.Duration.String(),
+			"LOOM_PG_PUBLISH_INTERVAL_MS":     strconv.FormatInt(n.Cfg.Projector.Interval.Milliseconds(), 10),
+			"LOOM_PROJECTOR_BUSY_INTERVAL_MS": strconv.FormatInt(n.Cfg.Projector.BusyInterval.Milliseconds(), 10),
+			"LOOM_PG_DURABILITY":              string(n.Cfg.PG.Durability),
+			"LOOM_TOPIC_PARTITIONS":           strconv.Itoa(int(n.Cfg.Kafka.TopicPartitions)),
+			"LOOM_PG_POOL_MAX_SIZE":           strconv.Itoa(int(n.Cfg.PG.PoolMax)),
+			"embedder":                        fmt.Sprintf("%s, %d dimensions", n.Embedder.Model(), n.Embedder.Dim()),
 		},
 	}
 	if len(r.opts.Concurrency) > 0 {

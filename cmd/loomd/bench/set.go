@@ -58,6 +58,7 @@ func (r *runner) setCase(ctx context.Context, res *ScenarioResult, raw *rawCommi
 	wal := walMeter{pool: raw.pool}
 	wal.mark(ctx)
 	loomCost := r.costMark(r.t.RoundTrips)
+	census := r.t.RoundTrips.Census()
 	prefix := r.namespace("set", fmt.Sprint(spaces), fmt.Sprint(conc))
 	loom, err := r.setLoad(ctx, "memory.set "+name, prefix, spaces, conc, r.opts.Duration)
 	if err != nil {
@@ -69,6 +70,7 @@ func (r *runner) setCase(ctx context.Context, res *ScenarioResult, raw *rawCommi
 		return err
 	}
 	loomSpent := loomCost.since(r)
+	writeCensus(r.opts.Progress, "memory.set "+name, census, r.t.RoundTrips.Census(), loom.Calls)
 	wal.mark(ctx)
 	rawCost := r.costMark(raw.trips)
 	rawPrefix := r.namespace("raw", fmt.Sprint(spaces), fmt.Sprint(conc))
