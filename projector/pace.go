@@ -67,6 +67,14 @@ func (p *pacer) delay(now time.Time) time.Duration {
 	return time.Duration((1 - p.tokens) * float64(p.step()))
 }
 
+// hurry is a read waiting for the projection (watermarks.WantedChannel): the stretch
+// ends, so the next batch starts at the interval's pace, as an unstretched projection's
+// would; never sooner, or waiting reads would buy a part each.
+func (p *pacer) hurry(now time.Time) {
+	p.refill(now)
+	p.stretched = false
+}
+
 // take spends the token of a batch that starts now.
 func (p *pacer) take(now time.Time) {
 	p.refill(now)

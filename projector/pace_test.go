@@ -115,3 +115,29 @@ func TestPacerWithABusyIntervalAtMostItsOwnNeverStretches(t *testing.T) {
 		t.Fatalf("a busy interval of 0 stretched the pace: delay %s", d)
 	}
 }
+
+// A read waiting for the projection ends a stretch: its batch comes at the interval's
+// pace, as before the stretch existed, and never sooner.
+func TestPacerAWaitingReadEndsTheStretchButNotThePace(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, time.Second, t0)
+	for i := 0; i < 4; i++ {
+		p.take(t0)
+		p.batched(t0, false, time.Second, false)
+	}
+	now := t0.Add(p.delay(t0))
+	p.take(now)
+	p.batched(now, true, 0, false)
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("stretched: delay %s, want the busy interval", d)
+	}
+	p.hurry(now)
+	if d := p.delay(now); d != 250*time.Millisecond {
+		t.Fatalf("a read waits: delay %s, want one interval", d)
+	}
+	p.take(now.Add(250 * time.Millisecond))
+	p.hurry(now.Add(250 * time.Millisecond))
+	if d := p.delay(now.Add(250 * time.Millisecond)); d != 250*time.Millisecond {
+		t.Fatalf("a read waits right after a batch: delay %s, want one interval", d)
+	}
+}

@@ -96,6 +96,8 @@ type Projector struct {
 	// (empty hashes, as rows from before the chain): `loomd bench chain` measures the
 	// chain's cost with it, nothing else sets it.
 	unchained func() bool
+	// wanted, when set, is the channel that closes when a read waits for the projection.
+	wanted func() <-chan struct{}
 	// stems memoises the lexical rows' stemming: a replay stems the same words over and over.
 	stems *text.Stems
 	// heads are the audit chains' last hashes this projector chained (chain_heads.go).
@@ -141,6 +143,18 @@ func New(section config.Projector, pipe config.Pipeline, tables tableset.Set, po
 // verification of the rows it wrote fails at the first of them).
 func (p *Projector) SetAuditChainOff(off func() bool) { p.unchained = off }
 
+// SetWanted makes the projector write its next batch at once when wanted's channel
+// closes: a barrier waits for the projection (watermarks.WantedChannel). Call it
+// before Run; without it the pace alone decides.
+func (p *Projector) SetWanted(wanted func() <-chan struct{}) { p.wanted = wanted }
+
+func (p *Projector) wantedNow() <-chan struct{} {
+	if p.wanted == nil {
+		return nil
+	}
+	return p.wanted()
+}
+
 // SetTracer traces the processing of each record that carries a trace context with t,
 // in that record's trace (nil: not traced). Call it before Run.
 func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
@@ -152,17 +166,26 @@ func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	p.runStart = time.Now()
 	pace := newPacer(p.cfg.Interval, p.cfg.BusyInterval, time.Now())
+	wanted := p.wantedNow()
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
-		// go out together: a busy projection makes few, large parts.
-		wait := pace.delay(time.Now())
-		if wait > 0 {
+		// go out together: a busy projection makes few, large parts. A read waiting for
+		// the projection ends a stretched pace.
+		held := false
+		for wait := pace.delay(time.Now()); wait > 0; wait = pace.delay(time.Now()) {
+			held = true
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(wait):
+			case <-wanted:
+				pace.hurry(time.Now())
+				wanted = p.wantedNow()
 			}
 		}
+		// Taken before the poll: a want that comes while this batch is written ends
+		// the next one's wait.
+		wanted = p.wantedNow()
 		polledAt := time.Now()
 		polled := p.pollBatch(ctx, consumer)
 		waited := time.Since(polledAt)
@@ -177,7 +200,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		}
 		start := time.Now()
 		pace.take(start)
-		pace.batched(start, wait > 0, waited, len(recs) >= p.cfg.BatchRows)
+		pace.batched(start, held, waited, len(recs) >= p.cfg.BatchRows)
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)

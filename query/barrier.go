@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ type Barrier struct {
 	budget     time.Duration
 	wake       *pg.Listener
 	poll       time.Duration
+	wantedAt   atomic.Int64 // unix ns of this barrier's last call on the projectors
 }
 
 // NewBarrier returns a barrier over the projection's watermarks; wake must be a
@@ -174,6 +176,7 @@ func (b *Barrier) WaitProjected(ctx context.Context, org string, gens map[string
 		if left <= 0 {
 			return &BehindError{Namespace: behind, Generation: gens[behind], Watermark: marks[behind], Budget: b.budget}
 		}
+		b.want(ctx, deadline)
 		timer := time.NewTimer(min(left, b.poll))
 		select {
 		case <-ctx.Done():
@@ -184,6 +187,24 @@ func (b *Barrier) WaitProjected(ctx context.Context, org string, gens map[string
 		}
 		timer.Stop()
 	}
+}
+
+// wantEvery bounds how often one barrier calls the projectors: reads that wait
+// together need one call, not one each.
+const wantEvery = 20 * time.Millisecond
+
+// want calls the projection's projectors to write their next batch now (a projector
+// stretches its pace under steady writes, projector/pace.go). Best effort: a lost call
+// costs the wait the pace holds, within the budget.
+func (b *Barrier) want(ctx context.Context, deadline time.Time) {
+	now := time.Now().UnixNano()
+	last := b.wantedAt.Load()
+	if now-last < int64(wantEvery) || !b.wantedAt.CompareAndSwap(last, now) {
+		return
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	_ = watermarks.Want(wctx, b.pool, b.projection)
 }
 
 // Budget is how long a read waits at the barrier.

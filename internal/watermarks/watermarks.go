@@ -17,6 +17,17 @@ import (
 // Channel is the NOTIFY channel a raise wakes barriers on; its payload is the projection.
 const Channel = "loom_watermark"
 
+// WantedChannel is the NOTIFY channel a barrier that found its projection behind calls
+// the projectors on, so one that stretched its pace under steady writes
+// (projector/pace.go) writes its next batch now instead of at the stretched pace's
+// turn. Its payload is the projection.
+const WantedChannel = "loom_projection_wanted"
+
+// Want notifies the projection's projectors that a read waits for it.
+func Want(ctx context.Context, q Querier, projection string) error {
+	return q.QueryRow(ctx, `SELECT pg_notify('`+WantedChannel+`', $1)`, projection).Scan(nil)
+}
+
 // Querier is a pool, a connection or a transaction.
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

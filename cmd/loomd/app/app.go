@@ -90,6 +90,7 @@ type Process struct {
 	opts          options
 	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	watermarkWake *pg.Listener
+	wantedWake    *pg.Listener // a barrier waiting for the projection calls the projector
 	relayWake     *outbox.Waker // the command side's commits wake the relays through it
 	projector     *projector.Switch
 	auditChainOff atomic.Bool // SetAuditChain: `loomd bench chain`'s switch
@@ -219,6 +220,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline),
 		auth.WithUserRefs(userref.New(p.PG, p.Keys)))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
+	p.wantedWake = pg.NewListener(p.PG, watermarks.WantedChannel, log)
 	p.projector = projector.NewSwitch()
 	p.index = p.openIndex()
 	if cfg.Roles.Has(config.RoleCommand) || cfg.Roles.Has(config.RoleWorkers) {
@@ -321,6 +323,9 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if p.Cfg.Roles.Has(config.RoleQuery) {
 		start("listener "+watermarks.Channel, func(ctx context.Context) error { p.watermarkWake.Run(ctx); return nil })
+	}
+	if p.Cfg.Roles.Has(config.RoleProjector) {
+		start("listener "+watermarks.WantedChannel, func(ctx context.Context) error { p.wantedWake.Run(ctx); return nil })
 	}
 	for _, w := range p.background() {
 		start(w.name, func(ctx context.Context) error {
@@ -468,6 +473,7 @@ func (p *Process) RunProjector(ctx context.Context) error {
 	pr := projector.New(p.Cfg.Projector, p.Cfg.Pipeline, tableset.Serving(), p.PG, p.CH, p.Metrics, p.Log, p.opts.projectorFaults)
 	pr.SetTracer(p.tracer())
 	pr.SetAuditChainOff(p.auditChainOff.Load)
+	pr.SetWanted(p.wantedWake.C)
 	return p.projector.Run(ctx, pr, p.Cfg.Kafka.Brokers)
 }
 
