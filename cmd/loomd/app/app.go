@@ -90,7 +90,7 @@ type Process struct {
 	opts          options
 	relay         atomic.Pointer[relay.Relay] // the relay role's, for health
 	watermarkWake *pg.Listener
-	wantedWake    *pg.Listener // a barrier waiting for the projection calls the projector
+	wantedWake    *pg.Listener  // a barrier waiting for the projection calls the projector
 	relayWake     *outbox.Waker // the command side's commits wake the relays through it
 	projector     *projector.Switch
 	auditChainOff atomic.Bool // SetAuditChain: `loomd bench chain`'s switch
