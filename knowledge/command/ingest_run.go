@@ -81,7 +81,7 @@ func (r *IngestRun) Run(ctx context.Context) error {
 // IngestStepBytes how many bytes of them (sealed) a step reads at most, past its
 // first file. A step's round trips do not grow with its files, so the more small
 // files a step takes, the fewer round trips and commits a file costs: at 16 files
-// a step the run waited on Postgres for about a fifth of its time in the 100k-chunk
+// a step the run waited on Postgres for 5 to 26% of its time in the 100k-chunk
 // bench (docs/bench/RESULTS-knowledge-ingest.md). The byte bound keeps a step of
 // large files (10 MiB each at most) from holding 64 of them at once.
 const (
