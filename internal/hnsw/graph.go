@@ -3,6 +3,7 @@ package hnsw
 import (
 	"math"
 	"math/rand"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -361,6 +362,10 @@ func Build(src Source, p Params, stop func() bool) *Graph {
 		if level > g.top {
 			g.entry, g.top = node, level
 		}
+		// A build is background work that runs flat out for seconds to minutes: it
+		// yields its P after each node, so the writes and searches of its process that
+		// are waiting run first rather than up to the scheduler's 10 ms slice later.
+		runtime.Gosched()
 	}
 	return g
 }

@@ -44,7 +44,8 @@ type IngestRun struct {
 	job    *store.Job
 	lease  time.Duration
 	batch  int
-	cancel bool // the fence's last read: a cancel was asked for
+	bytes  int64 // sealed bytes a step reads at most past its first file
+	cancel bool  // the fence's last read: a cancel was asked for
 }
 
 // Job is the job as the run took it.
@@ -62,7 +63,7 @@ func (s *Service) ClaimIngestOf(ctx context.Context, org, owner string, lease ti
 	if err != nil || j == nil {
 		return nil, err
 	}
-	return &IngestRun{s: s, job: j, lease: lease, batch: IngestBatch}, nil
+	return &IngestRun{s: s, job: j, lease: lease, batch: IngestBatch, bytes: IngestStepBytes}, nil
 }
 
 // Run steps the job to its end: nil once it ended (completed or cancelled), or the
@@ -76,11 +77,24 @@ func (r *IngestRun) Run(ctx context.Context) error {
 	}
 }
 
-// IngestBatch is how many files a step writes in one commit.
-const IngestBatch = 16
+// IngestBatch is how many files a step writes in one commit at most, and
+// IngestStepBytes how many bytes of them (sealed) a step reads at most, past its
+// first file. A step's round trips do not grow with its files, so the more small
+// files a step takes, the fewer round trips and commits a file costs: at 16 files
+// a step the run waited on Postgres for 5 to 26% of its time in the 100k-chunk
+// bench (docs/bench/RESULTS-knowledge-ingest.md). The byte bound keeps a step of
+// large files (10 MiB each at most) from holding 64 of them at once.
+const (
+	IngestBatch     = 64
+	IngestStepBytes = 16 << 20
+)
 
 // SetBatch sets how many files each step of this run writes in one commit (at least 1).
 func (r *IngestRun) SetBatch(n int) { r.batch = max(n, 1) }
+
+// SetStepBytes sets how many sealed bytes of files each step of this run reads at
+// most, past its first file (which it always reads).
+func (r *IngestRun) SetStepBytes(n int64) { r.bytes = max(n, 1) }
 
 // Step writes the job's next pending files (up to the run's batch) as
 // knowledge.upserts in one commit under the job's fence, with each file's outcome;
@@ -91,7 +105,7 @@ func (r *IngestRun) SetBatch(n int) { r.batch = max(n, 1) }
 // and the commit's two (commitFenced).
 func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 	k := r.job.JobKey
-	files, err := store.NextFiles(ctx, r.s.pool, k, r.batch)
+	files, err := store.NextFiles(ctx, r.s.pool, k, r.batch, r.bytes)
 	if err != nil {
 		return false, err
 	}

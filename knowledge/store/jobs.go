@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -207,12 +208,25 @@ type PendingFile struct {
 
 // NextFiles reads a job's first n pending files, in order, with their bodies opened
 // under the job's key (unwrapped by the session's KEKs); none when none is pending.
-func NextFiles(ctx context.Context, q Querier, k JobKey, n int) ([]PendingFile, error) {
+// It stops before the file that would take the sealed bytes read past maxBytes (0: no
+// bound), but always reads the first, so a run of many small files takes many a step
+// and a run of large ones holds few in memory at once.
+func NextFiles(ctx context.Context, q Querier, k JobKey, n int, maxBytes int64) ([]PendingFile, error) {
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt64
+	}
+	// length() of a bytea reads its stored size without detoasting it; only the files
+	// kept are opened.
 	rows, err := q.Query(ctx, `SELECT f.ordinal, f.source_uri,
 			decrypt(f.sealed, hmac('`+LabelIngest+`'::bytea, loom.unwrapped_key(j.data_key), 'sha256'), 'aes')
-		FROM loom.knowledge_job_files f JOIN loom.knowledge_jobs j USING (org, namespace, ingestion_id)
-		WHERE f.org = $1 AND f.namespace = $2 AND f.ingestion_id = $3::uuid AND f.state = 'pending'
-		ORDER BY f.ordinal LIMIT $4`, k.Org, k.Namespace, k.ID, n)
+		FROM (SELECT f.org, f.namespace, f.ingestion_id, f.ordinal, f.source_uri, f.sealed,
+				sum(length(f.sealed)) OVER (ORDER BY f.ordinal ROWS UNBOUNDED PRECEDING) - length(f.sealed) AS before
+			FROM loom.knowledge_job_files f
+			WHERE f.org = $1 AND f.namespace = $2 AND f.ingestion_id = $3::uuid AND f.state = 'pending'
+			ORDER BY f.ordinal LIMIT $4) f
+		JOIN loom.knowledge_jobs j USING (org, namespace, ingestion_id)
+		WHERE f.before = 0 OR f.before + length(f.sealed) <= $5
+		ORDER BY f.ordinal`, k.Org, k.Namespace, k.ID, n, maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read the ingestion job's next files: %w", err)
 	}

@@ -262,6 +262,46 @@ func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 	}
 }
 
+// A step reads the job's files up to its byte bound, and at least one file however
+// large: two small files go in one commit, and a file past the bound in the next one
+// alone; the job completes with every file written.
+func TestKnowledgeIngestStepHoldsItsByteBound(t *testing.T) {
+	ctx := context.Background()
+	// No workers role: the test steps the run itself.
+	n, c, org := env.OrgAPI(t, nil)
+	ns := testenv.Unique(t, "ki")
+	k := n.Knowledge
+	id := ingestJob(t, c, ns, []map[string]any{
+		{"source_uri": "bound/one.txt", "content": strings.Repeat("small first file ", 60)},
+		{"source_uri": "bound/two.txt", "content": strings.Repeat("small second file ", 60)},
+		{"source_uri": "bound/three.txt", "content": strings.Repeat("a file past the step's bound ", 400)},
+	})
+	run, err := k.ClaimIngestOf(ctx, org, "worker-bound", time.Minute)
+	if err != nil || run == nil || run.Job().ID != id {
+		t.Fatalf("claim: %v %v", run, err)
+	}
+	run.SetStepBytes(6000) // the two small files (about 1 KB each, sealed), not the third (12 KB)
+	for i, want := range []float64{2, 3} {
+		if done, err := run.Step(ctx); done || err != nil {
+			t.Fatalf("step %d: %v %v", i+1, done, err)
+		}
+		if st := ingestStatus(t, c, ns, id); st["written"] != want {
+			t.Fatalf("after step %d: %v, want %v files written", i+1, st, want)
+		}
+	}
+	if done, err := run.Step(ctx); !done || err != nil {
+		t.Fatalf("the last step: %v %v, want the job ended", done, err)
+	}
+	if st := ingestStatus(t, c, ns, id); st["state"] != "completed" || st["written"] != float64(3) {
+		t.Fatalf("the job: %v", st)
+	}
+	for _, uri := range []string{"bound/one.txt", "bound/two.txt", "bound/three.txt"} {
+		if r := kget(t, c, ns, uri); r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", uri, r.Status, r.Body)
+		}
+	}
+}
+
 // A repeated Idempotency-Key replays the first answer: an add, a bulk add, an ingest
 // and a delete write once; the key with another body is 409 IDEMPOTENT_CONFLICT.
 func TestKnowledgeIdempotencyKeyReplays(t *testing.T) {
