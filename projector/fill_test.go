@@ -16,8 +16,30 @@ func TestPolledIsBehindWhileAFetchShowsMore(t *testing.T) {
 // A batch's backlog is every partition's records past it: a replay's is the topic's
 // rest, which fills the batch, so it polls until full.
 func TestPolledBacklogSumsThePartitions(t *testing.T) {
-	b := polled{lag: map[int32]int64{0: 1200, 3: 0, 5: 4000}}
+	b := polled{lag: map[int32]int64{0: 1200, 3: 0, 5: 4000}, fetched: map[int32]bool{0: true, 3: true, 5: true}}
 	if got := b.backlog(); got != 5200 {
 		t.Fatalf("backlog %d, want 5200", got)
+	}
+}
+
+// A replay's tail batch starts with the few records of one partition, caught up there:
+// the lags the batch before saw on the others keep it polling for theirs, and those no
+// fetch brings before the wait runs out are forgotten.
+func TestPolledStaysBehindOnTheLagsTheBatchBeforeSaw(t *testing.T) {
+	b := polled{lag: map[int32]int64{1: 900, 4: 1100}, fetched: map[int32]bool{}}
+	b.lag[2], b.fetched[2] = 0, true // this batch's first fetch: partition 2, caught up
+	if !b.behind() {
+		t.Fatal("partitions 1 and 4 held 2,000 records at the last batch, yet the batch is not behind")
+	}
+	if got := b.backlog(); got != 0 {
+		t.Fatalf("backlog %d: an earlier batch's lag must not decide the long fill wait", got)
+	}
+	b.lag[1], b.fetched[1] = 0, true
+	b.forgetUnfetched()
+	if b.behind() {
+		t.Fatalf("partition 4 brought nothing before the wait ran out, yet the batch is still behind: %v", b.lag)
+	}
+	if _, kept := b.lag[1]; !kept {
+		t.Fatal("a partition fetched in this batch was forgotten")
 	}
 }

@@ -152,6 +152,7 @@ func (p *Projector) SetTracer(t trace.Tracer) { p.tracer = tracing.Tracer(t) }
 func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	p.runStart = time.Now()
 	pace := newPacer(p.cfg.Interval, time.Now())
+	var seen map[int32]int64 // the lags the last batch saw (fill.go)
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
 		// go out together: a busy projection makes few, large parts.
@@ -162,7 +163,8 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 			case <-time.After(wait):
 			}
 		}
-		polled := p.pollBatch(ctx, consumer)
+		polled := p.pollBatch(ctx, consumer, seen)
+		seen = polled.lag
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil
