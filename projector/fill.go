@@ -89,7 +89,8 @@ func (b *polled) add(fetches kgo.Fetches, p *Projector) {
 
 // pollBatch polls the next batch: it waits for records, then, while the projection is
 // behind (by seen, the lags the batch before left, and the batch's own fetches), polls
-// for more until the batch is full or the fill wait has passed.
+// for more until the batch is full or the fill wait has passed. A batch whose backlog
+// would fill ReplayBatchRows takes that many.
 func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64) polled {
 	b := polled{lag: maps.Clone(seen), fetched: map[int32]bool{}}
 	if b.lag == nil {
@@ -99,20 +100,30 @@ func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen ma
 	if len(b.recs) == 0 || !b.behind() {
 		return b
 	}
-	wait := p.cfg.FillWait
-	if b.backlog() >= int64(p.cfg.BatchRows-len(b.recs)) {
-		wait = max(wait, farFillWait)
-	}
+	wait, rows := p.cfg.fill(b.backlog(), len(b.recs))
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(b.recs) < p.cfg.BatchRows && b.behind() && fctx.Err() == nil {
+	for len(b.recs) < rows && b.behind() && fctx.Err() == nil {
 		had := len(b.recs)
-		b.add(consumer.PollRecords(fctx, p.cfg.BatchRows-len(b.recs)), p)
+		b.add(consumer.PollRecords(fctx, rows-len(b.recs)), p)
 		if len(b.recs) == had {
 			b.forgetUnfetched() // the wait ran out: what they showed is not coming
 		}
 	}
 	return b
+}
+
+// fill is how long a batch holding inHand records, with backlog past them, polls for
+// more, and how many it takes at most.
+func (cfg settings) fill(backlog int64, inHand int) (time.Duration, int) {
+	replay := max(cfg.ReplayBatchRows, cfg.BatchRows)
+	switch {
+	case backlog >= int64(replay-inHand):
+		return max(cfg.FillWait, farFillWait), replay
+	case backlog >= int64(cfg.BatchRows-inHand):
+		return max(cfg.FillWait, farFillWait), cfg.BatchRows
+	}
+	return cfg.FillWait, cfg.BatchRows
 }
 
 // fillWaitFor is the fill wait a pace interval implies: a batch that is behind waits

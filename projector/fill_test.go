@@ -1,6 +1,11 @@
 package projector
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/internal/config"
+)
 
 func TestPolledIsBehindWhileAFetchShowsMore(t *testing.T) {
 	b := polled{lag: map[int32]int64{0: 0, 3: 0}}
@@ -41,5 +46,30 @@ func TestPolledStaysBehindOnTheLagsTheBatchBeforeSaw(t *testing.T) {
 	}
 	if _, kept := b.lag[1]; !kept {
 		t.Fatal("a partition fetched in this batch was forgotten")
+	}
+}
+
+// A batch far behind (a replay) takes up to ReplayBatchRows and polls until it has
+// them; one whose backlog fills only BatchRows takes those; one nearly caught up waits
+// the fill wait at most. ReplayBatchRows below BatchRows changes nothing.
+func TestABatchFarBehindTakesTheReplaySize(t *testing.T) {
+	cfg := settings{Projector: config.Projector{BatchRows: 5000, ReplayBatchRows: 20000}, FillWait: 250 * time.Millisecond}
+	for _, c := range []struct {
+		backlog int64
+		inHand  int
+		wait    time.Duration
+		rows    int
+	}{
+		{backlog: 60000, inHand: 5000, wait: farFillWait, rows: 20000},
+		{backlog: 9000, inHand: 1000, wait: farFillWait, rows: 5000},
+		{backlog: 300, inHand: 1000, wait: 250 * time.Millisecond, rows: 5000},
+	} {
+		if wait, rows := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {
+			t.Errorf("backlog %d past %d in hand: wait %s for %d rows, want %s for %d", c.backlog, c.inHand, wait, rows, c.wait, c.rows)
+		}
+	}
+	cfg.ReplayBatchRows = 100
+	if _, rows := cfg.fill(60000, 5000); rows != 5000 {
+		t.Errorf("a replay size below the batch size gave batches of %d", rows)
 	}
 }
