@@ -259,7 +259,9 @@ type Projector struct {
 	// ReplayBatchRows (LOOM_PROJECTOR_REPLAY_BATCH_ROWS) is how many records a batch
 	// takes at most when the records past it would fill it that far (a replay, a long
 	// backlog): each batch costs a dozen round trips and a part per table, whatever
-	// its size. Never fewer than BatchRows.
+	// its size. Never fewer than BatchRows. Its default is BatchRows's: 10,000 measured
+	// no gain beyond the noise of a loaded machine (docs/bench/RESULTS-replay.md), and
+	// the graph-state reads bind a batch's relations into one statement each.
 	ReplayBatchRows int
 }
 
@@ -574,7 +576,7 @@ func readProjector(r *reader) Projector {
 		SessionTimeout: r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
 		RepairInterval: r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
 
-		ReplayBatchRows: r.int("LOOM_PROJECTOR_REPLAY_BATCH_ROWS", 10000),
+		ReplayBatchRows: r.int("LOOM_PROJECTOR_REPLAY_BATCH_ROWS", 5000),
 	}
 }
 
