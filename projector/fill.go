@@ -90,7 +90,7 @@ func (b *polled) add(fetches kgo.Fetches, p *Projector) {
 // pollBatch polls the next batch: it waits for records, then, while the projection is
 // behind (by seen, the lags the batch before left, and the batch's own fetches), polls
 // for more until the batch is full or the fill wait has passed. A batch whose backlog
-// would fill ReplayBatchRows takes that many.
+// would fill it takes up to ReplayBatchRows.
 func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64) polled {
 	b := polled{lag: maps.Clone(seen), fetched: map[int32]bool{}}
 	if b.lag == nil {
@@ -114,14 +114,11 @@ func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen ma
 }
 
 // fill is how long a batch holding inHand records, with backlog past them, polls for
-// more, and how many it takes at most.
+// more, and how many it takes at most: one whose backlog would fill it is behind (a
+// replay, a long backlog) and takes up to ReplayBatchRows, as many as are there.
 func (cfg settings) fill(backlog int64, inHand int) (time.Duration, int) {
-	replay := max(cfg.ReplayBatchRows, cfg.BatchRows)
-	switch {
-	case backlog >= int64(replay-inHand):
-		return max(cfg.FillWait, farFillWait), replay
-	case backlog >= int64(cfg.BatchRows-inHand):
-		return max(cfg.FillWait, farFillWait), cfg.BatchRows
+	if backlog >= int64(cfg.BatchRows-inHand) {
+		return max(cfg.FillWait, farFillWait), max(cfg.ReplayBatchRows, cfg.BatchRows)
 	}
 	return cfg.FillWait, cfg.BatchRows
 }

@@ -49,9 +49,9 @@ func TestPolledStaysBehindOnTheLagsTheBatchBeforeSaw(t *testing.T) {
 	}
 }
 
-// A batch far behind (a replay) takes up to ReplayBatchRows and polls until it has
-// them; one whose backlog fills only BatchRows takes those; one nearly caught up waits
-// the fill wait at most. ReplayBatchRows below BatchRows changes nothing.
+// A batch whose backlog would fill it (a replay) takes up to ReplayBatchRows, polling
+// until it has them or the backlog is in; one nearly caught up waits the fill wait at
+// most for BatchRows. ReplayBatchRows below BatchRows changes nothing.
 func TestABatchFarBehindTakesTheReplaySize(t *testing.T) {
 	cfg := settings{Projector: config.Projector{BatchRows: 5000, ReplayBatchRows: 20000}, FillWait: 250 * time.Millisecond}
 	for _, c := range []struct {
@@ -61,7 +61,7 @@ func TestABatchFarBehindTakesTheReplaySize(t *testing.T) {
 		rows    int
 	}{
 		{backlog: 60000, inHand: 5000, wait: farFillWait, rows: 20000},
-		{backlog: 9000, inHand: 1000, wait: farFillWait, rows: 5000},
+		{backlog: 4000, inHand: 1000, wait: farFillWait, rows: 20000},
 		{backlog: 300, inHand: 1000, wait: 250 * time.Millisecond, rows: 5000},
 	} {
 		if wait, rows := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {

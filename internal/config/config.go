@@ -257,7 +257,7 @@ type Projector struct {
 	RepairInterval time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded failures are retried (0: never)
 
 	// ReplayBatchRows (LOOM_PROJECTOR_REPLAY_BATCH_ROWS) is how many records a batch
-	// takes at most when the records past it would fill it that far (a replay, a long
+	// takes at most when the records past it would fill BatchRows (a replay, a long
 	// backlog): each batch costs a dozen round trips and a part per table, whatever
 	// its size. Never fewer than BatchRows. Its default is BatchRows's: 10,000 measured
 	// no gain beyond the noise of a loaded machine (docs/bench/RESULTS-replay.md), and

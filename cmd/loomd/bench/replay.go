@@ -103,7 +103,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	r.progress("    replayed in %s, %.0f batches", took.Round(time.Millisecond), batches)
 	if batches > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
-			"(at most LOOM_PROJECTOR_REPLAY_BATCH_ROWS %d while the backlog fills that many, else LOOM_PROJECTOR_BATCH_ROWS %d; "+
+			"(at most LOOM_PROJECTOR_REPLAY_BATCH_ROWS %d while the backlog fills LOOM_PROJECTOR_BATCH_ROWS %d; "+
 			"at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
 			batches, float64(records)/batches, max(n.Cfg.Projector.ReplayBatchRows, n.Cfg.Projector.BatchRows), n.Cfg.Projector.BatchRows,
 			n.Cfg.Projector.Interval.Milliseconds()))
