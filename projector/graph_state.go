@@ -66,10 +66,11 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey
 const rowLinksPerRead = 64
 
 // rowLinksIDsPerRead bounds the row ids one read of loadRowLinks names. The driver
-// binds them into the statement's text, about 40 bytes each, and ClickHouse parses at
-// most max_query_size (256 KiB) of it: a batch of 10,000 rows of one namespace was
-// refused ("Max query size exceeded", code 62) at every attempt.
-const rowLinksIDsPerRead = 4000
+// binds them into the statement's text, 40 bytes each, and ClickHouse parses at most
+// max_query_size (256 KiB) of it: a batch of 10,000 rows of one namespace was refused
+// ("Max query size exceeded", code 62) at every attempt. 5,000 (200 kB) keeps a batch
+// of the default size in one read.
+const rowLinksIDsPerRead = 5000
 
 // loadRowLinks reads, for every namespace of a batch at once, the links its records'
 // rows hold as of just before its first record (the fact links and the edge links),
