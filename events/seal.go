@@ -103,8 +103,30 @@ func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
 	return c, nil
 }
 
+// OpenInPlace is Open decrypting into s's own ciphertext, which it spends: s opens
+// once (a second Open of it fails), and after a failure its ciphertext is zeroed. For
+// a follower of the topic that decodes its records afresh for every attempt: a replay
+// opens millions, and each plaintext allocated beside its ciphertext was a few
+// kilobytes allocated, cleared and collected per record.
+func OpenInPlace(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
+	plaintext, err := openInto(dataKey, recordID, s, true)
+	if err != nil {
+		return nil, err
+	}
+	c, err := unmarshal[Content](plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
+	}
+	return c, nil
+}
+
 // openBytes decrypts s, sealed with aad under dataKey. Every failure wraps ErrSealBroken.
 func openBytes(dataKey []byte, aad string, s *Sealed) ([]byte, error) {
+	return openInto(dataKey, aad, s, false)
+}
+
+// openInto is openBytes, decrypting over s's ciphertext when inPlace.
+func openInto(dataKey []byte, aad string, s *Sealed, inPlace bool) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil sealed", ErrSealBroken)
 	}
@@ -119,7 +141,11 @@ func openBytes(dataKey []byte, aad string, s *Sealed) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSealBroken, err)
 	}
-	plaintext, err := aead.Open(nil, s.Nonce, s.Ciphertext, []byte(aad))
+	var dst []byte
+	if inPlace {
+		dst = s.Ciphertext[:0]
+	}
+	plaintext, err := aead.Open(dst, s.Nonce, s.Ciphertext, []byte(aad))
 	if err != nil {
 		return nil, fmt.Errorf("%w: wrong key, wrong record or tampered data", ErrSealBroken)
 	}

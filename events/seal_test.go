@@ -42,6 +42,36 @@ func TestSealOpenRoundTrip(t *testing.T) {
 	}
 }
 
+// OpenInPlace opens what Open opens, and its content does not change when the
+// ciphertext it decrypted over is reused (nothing of the content aliases it); the
+// sealed value is spent.
+func TestOpenInPlaceOpensWhatOpenOpens(t *testing.T) {
+	key, err := NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Content{MemoryKey: "travel.seat", Value: json.RawMessage(`"window, morning flights"`), Tags: []string{"travel"},
+		Embedding: Vector{0.25, -1.5, 3}, KeyEmbedding: Vector{1, 2}, UserID: "u-1", ContentSHA256: "ab"}
+	const id = "acme/support/8"
+	s, err := Seal(key, id, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := OpenInPlace(key, id, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Ciphertext[:cap(s.Ciphertext)] {
+		s.Ciphertext[:cap(s.Ciphertext)][i] = 'x'
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("opened in place %+v\nwant %+v", got, want)
+	}
+	if _, err := Open(key, id, s); !errors.Is(err, ErrSealBroken) {
+		t.Fatalf("a spent seal opened again: %v", err)
+	}
+}
+
 func TestSealUsesFreshNonce(t *testing.T) {
 	key, _ := NewDataKey()
 	c := &Content{MemoryKey: "k", Value: json.RawMessage(`1`)}

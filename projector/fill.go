@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,24 +18,46 @@ import (
 // the records past the batch would fill it (a replay) polls until it is full: the
 // records are there, and under load FillWait ran out with batches a third to three
 // quarters full; farFillWait only bounds a fetch that never comes.
+//
+// What a fetch shows of a partition outlives the batch: a replay's tail batches began
+// with the few records of the partitions fetched first and, seeing nothing past them,
+// started at once while the other partitions still held thousands (a 14,000-record
+// replay took six batches, four of them of 400-700 records). So a batch starts from
+// the lags the batch before it saw, and the partitions still behind there keep it
+// polling (for FillWait: a lag that old decides no longer wait). A partition that
+// brings nothing before the wait runs out (revoked by a rebalance, say) is forgotten.
 
 // polled is a batch's records and, per partition, the records past the last of them
 // as of the latest fetch.
 type polled struct {
 	recs []*kgo.Record
 	lag  map[int32]int64
+	// fetched are the partitions a fetch of this batch reported; the others' lags are
+	// the batch before's.
+	fetched map[int32]bool
 }
 
 // farFillWait bounds the filling of a batch whose backlog would fill it.
 const farFillWait = 10 * time.Second
 
-// backlog is how many records the latest fetches showed past the ones in hand.
+// backlog is how many records this batch's fetches showed past the ones in hand.
 func (b *polled) backlog() int64 {
 	var n int64
-	for _, l := range b.lag {
-		n += l
+	for p, l := range b.lag {
+		if b.fetched[p] {
+			n += l
+		}
 	}
 	return n
+}
+
+// forgetUnfetched drops the lags of the partitions no fetch of this batch reported.
+func (b *polled) forgetUnfetched() {
+	for p := range b.lag {
+		if !b.fetched[p] {
+			delete(b.lag, p)
+		}
+	}
 }
 
 // behind reports whether a fetch showed records past the ones in hand.
@@ -59,28 +82,45 @@ func (b *polled) add(fetches kgo.Fetches, p *Projector) {
 		}
 		last := ftp.Records[len(ftp.Records)-1].Offset
 		b.lag[ftp.Partition] = max(ftp.HighWatermark-last-1, 0)
+		b.fetched[ftp.Partition] = true
 		b.recs = append(b.recs, ftp.Records...)
 	})
 }
 
 // pollBatch polls the next batch: it waits for records, then, while the projection is
-// behind, polls for more until the batch is full or FillWait has passed.
-func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client) polled {
-	b := polled{lag: map[int32]int64{}}
+// behind (by seen, the lags the batch before left, and the batch's own fetches), polls
+// for more until the batch is full or the fill wait has passed. A batch whose backlog
+// would fill it takes up to ReplayBatchRows.
+func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64) polled {
+	b := polled{lag: maps.Clone(seen), fetched: map[int32]bool{}}
+	if b.lag == nil {
+		b.lag = map[int32]int64{}
+	}
 	b.add(consumer.PollRecords(ctx, p.cfg.BatchRows), p)
 	if len(b.recs) == 0 || !b.behind() {
 		return b
 	}
-	wait := p.cfg.FillWait
-	if b.backlog() >= int64(p.cfg.BatchRows-len(b.recs)) {
-		wait = max(wait, farFillWait)
-	}
+	wait, rows := p.cfg.fill(b.backlog(), len(b.recs))
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(b.recs) < p.cfg.BatchRows && b.behind() && fctx.Err() == nil {
-		b.add(consumer.PollRecords(fctx, p.cfg.BatchRows-len(b.recs)), p)
+	for len(b.recs) < rows && b.behind() && fctx.Err() == nil {
+		had := len(b.recs)
+		b.add(consumer.PollRecords(fctx, rows-len(b.recs)), p)
+		if len(b.recs) == had {
+			b.forgetUnfetched() // the wait ran out: what they showed is not coming
+		}
 	}
 	return b
+}
+
+// fill is how long a batch holding inHand records, with backlog past them, polls for
+// more, and how many it takes at most: one whose backlog would fill it is behind (a
+// replay, a long backlog) and takes up to ReplayBatchRows, as many as are there.
+func (cfg settings) fill(backlog int64, inHand int) (time.Duration, int) {
+	if backlog >= int64(cfg.BatchRows-inHand) {
+		return max(cfg.FillWait, farFillWait), max(cfg.ReplayBatchRows, cfg.BatchRows)
+	}
+	return cfg.FillWait, cfg.BatchRows
 }
 
 // fillWaitFor is the fill wait a pace interval implies: a batch that is behind waits

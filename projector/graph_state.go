@@ -65,33 +65,54 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey
 // rowLinksPerRead bounds the namespaces one read of loadRowLinks names.
 const rowLinksPerRead = 64
 
+// rowLinksIDsPerRead bounds the row ids one read of loadRowLinks names. The driver
+// binds them into the statement's text, 40 bytes each, and ClickHouse parses at most
+// max_query_size (256 KiB) of it: a batch of 10,000 rows of one namespace was refused
+// ("Max query size exceeded", code 62) at every attempt. 5,000 (200 kB) keeps a batch
+// of the default size in one read.
+const rowLinksIDsPerRead = 5000
+
 // loadRowLinks reads, for every namespace of a batch at once, the links its records'
 // rows hold as of just before its first record (the fact links and the edge links),
 // into a fresh state per namespace. A statement per namespace cost ClickHouse two
 // reads for each namespace a batch touched: a batch of writes spread over 32
 // namespaces read 64 times where one namespace's read twice (docs/bench/RESULTS-write.md).
+// A namespace with more rows than one read names is read in several: a link is its
+// row's, so the reads' answers add up.
 func loadRowLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, keys []nsKey, recs map[nsKey][]graph.Record) (map[nsKey]*stateLoader, error) {
 	out := make(map[nsKey]*stateLoader, len(keys))
 	for _, k := range keys {
 		out[k] = &stateLoader{st: graph.NewState(), set: set}
 	}
-	for len(keys) > 0 {
-		part := keys[:min(len(keys), rowLinksPerRead)]
-		keys = keys[len(part):]
-		var preds []string
-		var args []any
-		for _, k := range part {
-			preds = append(preds, "(org = ? AND namespace = ? AND seq < ? AND has(?, toString(memory_id)))")
-			args = append(args, k.org, k.namespace, recs[k][0].Seq, graph.RowIDs(recs[k]))
+	var preds []string
+	var args []any
+	ids := 0
+	read := func() error {
+		if len(preds) == 0 {
+			return nil
 		}
-		where := strings.Join(preds, " OR ")
-		err := all(
-			func() error { return readRowTripleLinks(ctx, conn, set, where, args, out) },
-			func() error { return readRowEdgeLinks(ctx, conn, set, where, args, out) },
+		where, bound := strings.Join(preds, " OR "), args
+		preds, args, ids = nil, nil, 0
+		return all(
+			func() error { return readRowTripleLinks(ctx, conn, set, where, bound, out) },
+			func() error { return readRowEdgeLinks(ctx, conn, set, where, bound, out) },
 		)
-		if err != nil {
-			return nil, err
+	}
+	for _, k := range keys {
+		for rows := graph.RowIDs(recs[k]); len(rows) > 0; {
+			if len(preds) == rowLinksPerRead || ids == rowLinksIDsPerRead {
+				if err := read(); err != nil {
+					return nil, err
+				}
+			}
+			n := min(len(rows), rowLinksIDsPerRead-ids)
+			preds = append(preds, "(org = ? AND namespace = ? AND seq < ? AND has(?, toString(memory_id)))")
+			args = append(args, k.org, k.namespace, recs[k][0].Seq, rows[:n])
+			ids, rows = ids+n, rows[n:]
 		}
+	}
+	if err := read(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -167,6 +167,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	p.runStart = time.Now()
 	pace := newPacer(p.cfg.Interval, p.cfg.BusyInterval, time.Now())
 	wanted := p.wantedNow()
+	var seen map[int32]int64 // the lags the last batch saw (fill.go)
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
 		// go out together: a busy projection makes few, large parts. A read waiting for
@@ -187,8 +188,9 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		// the next one's wait.
 		wanted = p.wantedNow()
 		polledAt := time.Now()
-		polled := p.pollBatch(ctx, consumer)
+		polled := p.pollBatch(ctx, consumer, seen)
 		waited := time.Since(polledAt)
+		seen = polled.lag
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return nil

@@ -146,11 +146,12 @@ type unopened struct {
 	err error
 }
 
-// openAll opens each revision's content (revisions.Open); the keyless (redacted or
+// openAll opens each revision's content (revisions.OpenInPlace: a batch is decoded afresh
+// for each attempt, so each envelope opens once); the keyless (redacted or
 // erased) are counted and returned: they still leave their audit row, scrubbed, so a
 // replay chains the audit trail as the first projection did.
 func openAll(revs []*events.Envelope, keys map[string][]byte, keyless *metrics.Counter) ([]opened, []unopened, []*events.Envelope) {
-	ok, failed, gone := revisions.Open(revs, keys)
+	ok, failed, gone := revisions.OpenInPlace(revs, keys)
 	keyless.Add(float64(len(gone)))
 	out := make([]opened, len(ok))
 	for i, o := range ok {

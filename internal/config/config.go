@@ -260,6 +260,14 @@ type Projector struct {
 	Attempts       int           // LOOM_PROJECTOR_BATCH_ATTEMPTS: tries of a failing batch before it is split by namespace
 	SessionTimeout time.Duration // LOOM_PROJECTOR_SESSION_TIMEOUT_MS: how soon a dead projector's partitions move
 	RepairInterval time.Duration // LOOM_PROJECTOR_REPAIR_INTERVAL_MS: how often recorded failures are retried (0: never)
+
+	// ReplayBatchRows (LOOM_PROJECTOR_REPLAY_BATCH_ROWS) is how many records a batch
+	// takes at most when the records past it would fill BatchRows (a replay, a long
+	// backlog): each batch costs a dozen round trips and a part per table, whatever
+	// its size. Never fewer than BatchRows. Its default is BatchRows's: 10,000 measured
+	// no gain beyond the noise of a loaded machine (docs/bench/RESULTS-replay.md), and
+	// the graph-state reads bind a batch's relations into one statement each.
+	ReplayBatchRows int
 }
 
 // SearchIndex is the in-process search index: one more projection of the topic, held
@@ -573,6 +581,8 @@ func readProjector(r *reader) Projector {
 		Attempts:       r.int("LOOM_PROJECTOR_BATCH_ATTEMPTS", 3),
 		SessionTimeout: r.ms("LOOM_PROJECTOR_SESSION_TIMEOUT_MS", 45000),
 		RepairInterval: r.ms("LOOM_PROJECTOR_REPAIR_INTERVAL_MS", 30000),
+
+		ReplayBatchRows: r.int("LOOM_PROJECTOR_REPLAY_BATCH_ROWS", 5000),
 	}
 }
 
@@ -786,8 +796,8 @@ func (r Relay) Validate() error {
 // Validate checks the projector's settings.
 func (p Projector) Validate() error {
 	var errs []error
-	if p.BatchRows < 1 || p.Attempts < 1 || p.SessionTimeout <= 0 {
-		errs = append(errs, errors.New("LOOM_PROJECTOR_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ATTEMPTS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
+	if p.BatchRows < 1 || p.ReplayBatchRows < 1 || p.Attempts < 1 || p.SessionTimeout <= 0 {
+		errs = append(errs, errors.New("LOOM_PROJECTOR_BATCH_ROWS, LOOM_PROJECTOR_REPLAY_BATCH_ROWS, LOOM_PROJECTOR_BATCH_ATTEMPTS and LOOM_PROJECTOR_SESSION_TIMEOUT_MS must be positive"))
 	}
 	if p.Interval < 0 || p.BusyInterval < 0 {
 		errs = append(errs, errors.New("LOOM_PG_PUBLISH_INTERVAL_MS and LOOM_PROJECTOR_BUSY_INTERVAL_MS must not be negative"))

@@ -136,11 +136,24 @@ type Unopened struct {
 // (keyless: redacted or erased) yields nothing of its content, so a replay never brings
 // it back; one whose key does not open it is returned apart.
 func Open(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad []Unopened, keyless []*events.Envelope) {
+	return open(revs, keys, events.Open)
+}
+
+// OpenInPlace is Open decrypting each content over its envelope's ciphertext
+// (events.OpenInPlace): the envelopes' sealed content is spent, and opens no second
+// time. For the followers of the topic (the projector, the index), which decode their
+// records afresh for every attempt at a batch and open each once.
+func OpenInPlace(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad []Unopened, keyless []*events.Envelope) {
+	return open(revs, keys, events.OpenInPlace)
+}
+
+func open(revs []*events.Envelope, keys map[string][]byte, openOne func([]byte, string, *events.Sealed) (*events.Content, error)) (
+	opened []Opened, bad []Unopened, keyless []*events.Envelope) {
 	contents := make([]*events.Content, len(revs))
 	errs := make([]error, len(revs))
 	parallel(len(revs), func(i int) {
 		if key, ok := keys[revs[i].ID]; ok {
-			contents[i], errs[i] = events.Open(key, revs[i].ID, revs[i].Sealed)
+			contents[i], errs[i] = openOne(key, revs[i].ID, revs[i].Sealed)
 		}
 	})
 	opened = make([]Opened, 0, len(revs))

@@ -103,8 +103,10 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	r.progress("    replayed in %s, %.0f batches", took.Round(time.Millisecond), batches)
 	if batches > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
-			"(at most LOOM_PROJECTOR_BATCH_ROWS %d, and at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
-			batches, float64(records)/batches, n.Cfg.Projector.BatchRows, n.Cfg.Projector.Interval.Milliseconds()))
+			"(at most LOOM_PROJECTOR_REPLAY_BATCH_ROWS %d while the backlog fills LOOM_PROJECTOR_BATCH_ROWS %d; "+
+			"at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
+			batches, float64(records)/batches, max(n.Cfg.Projector.ReplayBatchRows, n.Cfg.Projector.BatchRows), n.Cfg.Projector.BatchRows,
+			n.Cfg.Projector.Interval.Milliseconds()))
 	}
 	name := fmt.Sprintf("%d records", records)
 	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
