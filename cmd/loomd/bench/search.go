@@ -96,7 +96,7 @@ func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 	}
 	run.scan = fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, r.t.Process.CH.Caps.Dot("embedding"), searchTopK)
-	if r.t.ClickHouseURL != "" {
+	if r.t.ClickHouseURL != "" && !r.opts.SearchIndexOnly {
 		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
 		if err != nil {
 			return nil, err
