@@ -65,8 +65,7 @@ func searchResult() *ScenarioResult {
 				"abstained; both are reported, since either alone hides the other's failure", verdictQueries, verdictQueries),
 			"CPU ms/call beside the point read: CPU time over the index path's searches (then the point reads' run), over the calls " +
 				"answered; loomd is this process (the API, every role's background work and the benchmark's own client), read with " +
-				"getrusage, Postgres from /proc; round trips are the statements and batches loomd's pool sent in the run; net of idle: " +
-				"less what the same processes spent a second over 3 s with no call in flight, just before the searches"},
+				"getrusage, Postgres from /proc; round trips are the statements and batches loomd's pool sent in the run"},
 	}
 }
 
@@ -209,10 +208,6 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	name := fmt.Sprintf("%d memories, concurrency=%d, %s", size, conc, p.name)
 	rands := r.workerRands(conc)
 	queries, vectors := run.queries, run.vectors
-	var idle spent
-	if p.name == "index" {
-		idle = r.idleRate(ctx, idleWindow)
-	}
 	cost := r.costMark(r.t.RoundTrips)
 	loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 		q := queries[rands[w].IntN(len(queries))]
@@ -240,7 +235,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	}
 	res.compare(name, loom, base, "searches/s")
 	if p.name == "index" {
-		return r.measurePointRead(ctx, res, ns, name, size, conc, loom, searchSpent, idle)
+		return r.measurePointRead(ctx, res, ns, name, size, conc, loom, searchSpent)
 	}
 	return nil
 }
@@ -248,7 +243,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 // measurePointRead runs memory.get of ns's keys at concurrency conc right after its
 // searches and adds the searches' latency beside it: the share of a search that is
 // more than a request to the process and one Postgres read.
-func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, name string, size, conc int, search Sample, searchSpent, idle spent) error {
+func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, name string, size, conc int, search Sample, searchSpent spent) error {
 	rands := r.workerRands(conc)
 	cost := r.costMark(r.t.RoundTrips)
 	get, err := r.closedLoop(ctx, "memory.get "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
@@ -269,33 +264,7 @@ func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, 
 	res.add(row, "CPU ms/call, loomd", s.self, g.self)
 	res.add(row, "CPU ms/call, Postgres", s.postgres, g.postgres)
 	res.add(row, "Postgres round trips/call", s.trips, g.trips)
-	s, g = searchSpent.less(idle, search.Seconds).per(search.Calls), getSpent.less(idle, get.Seconds).per(get.Calls)
-	res.add(row, "CPU ms/call net of idle, loomd", s.self, g.self)
-	res.add(row, "CPU ms/call net of idle, Postgres", s.postgres, g.postgres)
-	res.add(row, "Postgres round trips/call net of idle", s.trips, g.trips)
 	return nil
-}
-
-// idleWindow is how long idleRate watches the process with no call in flight.
-const idleWindow = 3 * time.Second
-
-// idleRate is what the process and its stores spend a second with no call in flight
-// (the relay's and the projector's polls, the index's upkeep, the other processes on
-// the machine's share of the stores): what a run's CPU holds beside its calls.
-func (r *runner) idleRate(ctx context.Context, d time.Duration) spent {
-	m := r.costMark(r.t.RoundTrips)
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-	s, f := m.since(r), d.Seconds()
-	return spent{self: s.self / f, postgres: s.postgres / f, clickhouse: s.clickhouse / f, trips: s.trips / f}
-}
-
-// less is s without rate's spending over secs.
-func (s spent) less(rate spent, secs float64) spent {
-	return spent{self: s.self - rate.self*secs, postgres: s.postgres - rate.postgres*secs,
-		clickhouse: s.clickhouse - rate.clickhouse*secs, trips: s.trips - rate.trips*secs}
 }
 
 // settleIndex waits until the process's index has applied every revision of ns and
