@@ -115,7 +115,7 @@ func (s *Service) addAnchorPool(ctx context.Context, plan *searchPlan, namespace
 			id := h.Identity
 			id.Org = ""
 			added = append(added, &candidate{identity: id, contentSHA256: h.ContentSHA256, memoryType: h.MemoryType,
-				scores: map[Leg]float64{LegDate: 1}, fused: score, relevance: score})
+				scores: dateScored(), fused: score, relevance: score})
 		}
 	}
 	plan.anchor.Added += len(added)
@@ -184,4 +184,11 @@ func anyRelative(dates []dateRange) bool {
 		}
 	}
 	return false
+}
+
+// dateScored is the scores of a row the anchor pool alone found: the date leg's.
+func dateScored() legScores {
+	var s legScores
+	s.set(LegDate, 1)
+	return s
 }

@@ -2,6 +2,7 @@ package query
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -45,7 +46,7 @@ type candidate struct {
 	identity      memrow.Identity
 	contentSHA256 string
 	memoryType    string
-	scores        map[Leg]float64
+	scores        legScores
 	coverage      float64
 	fused         float64
 	relevance     float64 // the absolute evidence of a match, for the abstain gate
@@ -81,7 +82,7 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	get := func(h legHit) *candidate {
 		c, ok := byID[h.id]
 		if !ok {
-			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, scores: map[Leg]float64{}}
+			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType}
 			byID[h.id] = c
 		}
 		return c
@@ -93,8 +94,8 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 			if leg == LegChunk {
 				name = LegVector
 			}
-			if h.score > c.scores[name] || c.scores[name] == 0 {
-				c.scores[name] = math.Max(c.scores[name], h.score)
+			if have := c.scores.get(name); h.score > have || have == 0 {
+				c.scores.set(name, math.Max(have, h.score))
 			}
 			if leg == LegLexical {
 				c.coverage = math.Max(c.coverage, h.coverage)
@@ -107,17 +108,17 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 		// query holds: one common word ("office" of office.rotterdam.address) is not
 		// evidence of an answer, the whole key is. A row stating a fact about an entity
 		// the query names is evidence of a match.
-		key := c.scores[LegKey]
-		c.relevance = max(c.scores[LegVector], key*key, c.coverage, c.scores[LegGraph])
+		key := c.scores.get(LegKey)
+		c.relevance = max(c.scores.get(LegVector), key*key, c.coverage, c.scores.get(LegGraph))
 		out = append(out, c)
 	}
 	switch mode {
 	case ModeRRF:
 		for _, leg := range []Leg{LegVector, LegLexical, LegKey, LegGraph} {
 			ranked := append([]*candidate(nil), out...)
-			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores[leg] > ranked[j].scores[leg] })
+			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores.get(leg) > ranked[j].scores.get(leg) })
 			for rank, c := range ranked {
-				if c.scores[leg] > 0 {
+				if c.scores.get(leg) > 0 {
 					c.fused += 1.0 / float64(rrfK+rank+1)
 				}
 			}
@@ -125,14 +126,14 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	default:
 		best := 0.0
 		for _, c := range out {
-			best = math.Max(best, c.scores[LegLexical])
+			best = math.Max(best, c.scores.get(LegLexical))
 		}
 		for _, c := range out {
 			lex := 0.0
 			if best > 0 {
-				lex = c.scores[LegLexical] / best
+				lex = c.scores.get(LegLexical) / best
 			}
-			c.fused = w.Vector*math.Max(c.scores[LegVector], 0) + w.Lexical*lex + w.Key*c.scores[LegKey] + w.Graph*c.scores[LegGraph]
+			c.fused = w.Vector*math.Max(c.scores.get(LegVector), 0) + w.Lexical*lex + w.Key*c.scores.get(LegKey) + w.Graph*c.scores.get(LegGraph)
 		}
 	}
 	sortPool(out)
@@ -174,4 +175,77 @@ func prior(in priorInput, limit float64) float64 {
 	}
 	// squash into [-limit, limit]
 	return limit * math.Tanh(p)
+}
+
+// scoredLegs are the legs a candidate holds a score of, in the order of their names
+// (the order a parked pool writes them in).
+var scoredLegs = [...]Leg{LegDate, LegGraph, LegKey, LegLexical, LegVector}
+
+// legScores are a candidate's scores by leg: which legs scored it, and each one's
+// score. A map per candidate was half of fusing a search's few hundred hits (its
+// allocation and hashing, BenchmarkFuse).
+type legScores struct {
+	found uint8
+	score [len(scoredLegs)]float64
+}
+
+// legSlot is l's place in scoredLegs, or -1 for a leg no candidate is scored by.
+func legSlot(l Leg) int {
+	switch l {
+	case LegDate:
+		return 0
+	case LegGraph:
+		return 1
+	case LegKey:
+		return 2
+	case LegLexical:
+		return 3
+	case LegVector:
+		return 4
+	}
+	return -1
+}
+
+// get is l's score, 0 when l did not score the candidate.
+func (s *legScores) get(l Leg) float64 {
+	if i := legSlot(l); i >= 0 {
+		return s.score[i]
+	}
+	return 0
+}
+
+// set records l's score (a leg no candidate is scored by is dropped).
+func (s *legScores) set(l Leg, v float64) {
+	if i := legSlot(l); i >= 0 {
+		s.found |= 1 << i
+		s.score[i] = v
+	}
+}
+
+// each calls fn with every leg that scored the candidate, in scoredLegs' order.
+func (s *legScores) each(fn func(Leg, float64)) {
+	for i, l := range scoredLegs {
+		if s.found&(1<<i) != 0 {
+			fn(l, s.score[i])
+		}
+	}
+}
+
+// count is how many legs scored the candidate.
+func (s *legScores) count() int { return bits.OnesCount8(s.found) }
+
+// legScoresOf is the scores of m (a pool parked as JSON by an older process).
+func legScoresOf(m map[Leg]float64) legScores {
+	var s legScores
+	for l, v := range m {
+		s.set(l, v)
+	}
+	return s
+}
+
+// asMap is the scores as a map of the legs that scored the candidate.
+func (s *legScores) asMap() map[Leg]float64 {
+	m := make(map[Leg]float64, s.count())
+	s.each(func(l Leg, v float64) { m[l] = v })
+	return m
 }

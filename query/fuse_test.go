@@ -37,7 +37,7 @@ func TestChunkFoldsOntoItsRow(t *testing.T) {
 		LegChunk:  {hit("long", 0.8, 0), hit("long", 0.5, 0)},
 	}
 	pool := fuse(legs, ModeWeighted, testWeights)
-	if len(pool) != 1 || pool[0].scores[LegVector] != 0.8 {
+	if len(pool) != 1 || pool[0].scores.get(LegVector) != 0.8 {
 		t.Fatalf("chunk hits did not fold onto their row: %+v", pool[0].scores)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/loomplane/loom/internal/memrow"
 )
@@ -92,7 +91,7 @@ func unpackPool(scopes, packed []byte) ([]*candidate, error) {
 	pool := make([]*candidate, len(elements))
 	for i, el := range elements {
 		c := el.parkedCandidate
-		pool[i] = &candidate{identity: c.Identity, contentSHA256: c.SHA, memoryType: c.Type, scores: c.Scores, coverage: c.Coverage,
+		pool[i] = &candidate{identity: c.Identity, contentSHA256: c.SHA, memoryType: c.Type, scores: legScoresOf(c.Scores), coverage: c.Coverage,
 			fused: c.Fused, relevance: c.Relevance}
 	}
 	return pool, nil
@@ -134,7 +133,6 @@ func packCandidates(pool []*candidate) ([]byte, error) {
 		return nil
 	}
 	body = binary.AppendUvarint(body, uint64(len(pool)))
-	var legs []Leg
 	for _, c := range pool {
 		id := c.identity
 		body = binary.AppendUvarint(body, field(0, id.Org))
@@ -149,21 +147,17 @@ func packCandidates(pool []*candidate) ([]byte, error) {
 		} else {
 			body = binary.AppendUvarint(append(body, 1), ref(c.contentSHA256))
 		}
-		if c.scores == nil {
-			body = append(body, 0)
-		} else {
-			legs = legs[:0]
-			for l := range c.scores {
-				legs = append(legs, l)
+		// The legs in the order of their names, as the blob has always listed them.
+		body = binary.AppendUvarint(body, uint64(c.scores.count())+1)
+		var err error
+		c.scores.each(func(l Leg, v float64) {
+			body = binary.AppendUvarint(body, ref(string(l)))
+			if err == nil {
+				err = f64(v)
 			}
-			slices.Sort(legs)
-			body = binary.AppendUvarint(body, uint64(len(legs))+1)
-			for _, l := range legs {
-				body = binary.AppendUvarint(body, ref(string(l)))
-				if err := f64(c.scores[l]); err != nil {
-					return nil, err
-				}
-			}
+		})
+		if err != nil {
+			return nil, err
 		}
 		for _, f := range []float64{c.coverage, c.fused, c.relevance} {
 			if err := f64(f); err != nil {
@@ -271,10 +265,9 @@ func unpackCandidates(b []byte) ([]*candidate, error) {
 			c.contentSHA256 = str()
 		}
 		if legs := uv(); legs > 0 {
-			c.scores = make(map[Leg]float64, legs-1)
 			for j := uint64(1); j < legs && !bad; j++ {
 				l := Leg(str())
-				c.scores[l] = f64()
+				c.scores.set(l, f64())
 			}
 		}
 		c.coverage, c.fused, c.relevance = f64(), f64(), f64()

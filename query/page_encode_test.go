@@ -16,8 +16,8 @@ func parkedPoolFixture() []*candidate {
 	return []*candidate{
 		{identity: memrow.Identity{Org: "o", Namespace: "ns", Agent: odd, UserID: "u1", MemoryKey: "k.1"},
 			contentSHA256: strings.Repeat("ab", 32), memoryType: "fact",
-			scores: map[Leg]float64{LegVector: 0.8123456789, LegLexical: 12.5, LegKey: 0, LegDate: 1}, coverage: 0.25, fused: 1e-7, relevance: 3e21},
-		{identity: memrow.Identity{Namespace: "ns", UserID: "u2", MemoryKey: "k.2"}, contentSHA256: "not hex", scores: map[Leg]float64{},
+			scores: legScoresOf(map[Leg]float64{LegVector: 0.8123456789, LegLexical: 12.5, LegKey: 0, LegDate: 1}), coverage: 0.25, fused: 1e-7, relevance: 3e21},
+		{identity: memrow.Identity{Namespace: "ns", UserID: "u2", MemoryKey: "k.2"}, contentSHA256: "not hex",
 			fused: -0.5, relevance: math.SmallestNonzeroFloat64},
 		{identity: memrow.Identity{Namespace: "other", UserID: "u1", MemoryKey: "nil scores"}, contentSHA256: strings.Repeat("AB", 32), fused: 123456789.125},
 	}
@@ -47,7 +47,7 @@ func TestParkedPoolRoundTrips(t *testing.T) {
 	pool[0].identity.Agent = strings.ToValidUTF8(pool[0].identity.Agent, "\uFFFD")
 	var old []parkedCandidate
 	for _, c := range pool {
-		old = append(old, parkedCandidate{Identity: c.identity, SHA: c.contentSHA256, Type: c.memoryType, Scores: c.scores,
+		old = append(old, parkedCandidate{Identity: c.identity, SHA: c.contentSHA256, Type: c.memoryType, Scores: c.scores.asMap(),
 			Coverage: c.coverage, Fused: c.fused, Relevance: c.relevance})
 	}
 	oldRaw, err := json.Marshal(old)

@@ -297,7 +297,7 @@ func (s *Service) anchorDates(ctx context.Context, plan *searchPlan, pool []*can
 		}
 		if statesDate(h, plan.query.Dates) {
 			// A row stating an asked date is evidence for the verdict as for the rank.
-			c.scores[LegDate] = 1
+			c.scores.set(LegDate, 1)
 			c.fused += dateWeight
 			c.relevance = min(1, c.relevance+dateWeight)
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 func cand(key string) *candidate {
-	return &candidate{identity: memrow.Identity{Namespace: "ns", MemoryKey: key}, scores: map[Leg]float64{}}
+	return &candidate{identity: memrow.Identity{Namespace: "ns", MemoryKey: key}}
 }
 
 func TestPartsTakeTurns(t *testing.T) {

@@ -104,9 +104,7 @@ func (t *searchTrace) fusion(pool []*candidate) {
 	t.Fusion = []traceCandidate{}
 	for _, c := range pool[:min(len(pool), maxTraceFusion)] {
 		sc := map[string]float64{"relevance": round6(c.relevance), "lexical_coverage": round6(c.coverage)}
-		for l, v := range c.scores {
-			sc[string(l)] = round6(v)
-		}
+		c.scores.each(func(l Leg, v float64) { sc[string(l)] = round6(v) })
 		t.Fusion = append(t.Fusion, traceCandidate{ID: c.identity, Fused: round6(c.fused), Scores: sc})
 	}
 }

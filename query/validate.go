@@ -80,17 +80,17 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 				updatedAt: h.UpdatedAt, recency: plan.recency(), now: now, trust: trustOf(h)}, s.cfg.PriorCap)
 			score := c.fused * (1 + p)
 			hits = append(hits, hitView{memoryView: viewOf(h), Score: round6(score), Scores: map[string]float64{
-				"vector": round6(c.scores[LegVector]), "lexical": round6(c.scores[LegLexical]), "lexical_coverage": round6(c.coverage),
-				"key": round6(c.scores[LegKey]), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
+				"vector": round6(c.scores.get(LegVector)), "lexical": round6(c.scores.get(LegLexical)), "lexical_coverage": round6(c.coverage),
+				"key": round6(c.scores.get(LegKey)), "prior": round6(p), "fused": round6(c.fused), "relevance": round6(c.relevance),
 			}})
 			if t := trustOf(h); t != 0 {
 				hits[len(hits)-1].Scores["trust"] = round6(t)
 			}
 			if plan.settings.keeps(LegGraph) {
-				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores[LegGraph])
+				hits[len(hits)-1].Scores[string(LegGraph)] = round6(c.scores.get(LegGraph))
 			}
 			if len(plan.query.Dates) > 0 {
-				hits[len(hits)-1].Scores[string(LegDate)] = c.scores[LegDate]
+				hits[len(hits)-1].Scores[string(LegDate)] = c.scores.get(LegDate)
 			}
 		}
 	}

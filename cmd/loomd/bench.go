@@ -95,6 +95,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	concurrency := fs.String("concurrency", "", "concurrency levels, comma separated (default: each scenario's own: set 1,8,32; chain 1,8; get, history and search 5; lag and promote 1; parts 8)")
 	out := fs.String("out", "", "also write the report as JSON to this file")
 	searchSizes := fs.String("search-sizes", joinInts(def.SearchSizes), "memories per namespace the search scenario searches, comma separated")
+	searchIndexOnly := fs.Bool("search-index-only", false, "the search scenario measures the index path alone, not the LOOM_SEARCH_INDEX=clickhouse process")
 	packTurns := fs.Int("pack-turns", def.PackTurns, "conversation turns the pack scenario keeps beside its memories (memory.observe, sessions of 100)")
 	getRows := fs.Int("get-rows", def.GetRows, "memories the get and history scenarios read among")
 	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
@@ -109,7 +110,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 		return benchFlags{}, err
 	}
 	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
-		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, Progress: os.Stderr, Statements: *statements}
+		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, SearchIndexOnly: *searchIndexOnly, Progress: os.Stderr, Statements: *statements}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}

@@ -37,6 +37,10 @@ type Options struct {
 	Concurrency []int
 	// SearchSizes are the namespace sizes the search scenario loads and searches.
 	SearchSizes []int
+	// SearchIndexOnly leaves the search scenario's ClickHouse path out: its searches take
+	// seconds at 100k memories and fail on a loaded machine, where the index path is the
+	// one being measured.
+	SearchIndexOnly bool
 	// PackTurns is how many conversation turns the pack scenario keeps (memory.observe)
 	// beside its memories, in sessions of 100; the packs read the last session's.
 	PackTurns int

@@ -62,7 +62,10 @@ func searchResult() *ScenarioResult {
 			fmt.Sprintf("verdicts, outside the clock: %d answerable questions (four words of a loaded value) and %d no-answer ones "+
 				"(four English words, which no value uses) per path; a search abstains when its verdict is not ok. Abstain precision is "+
 				"the share of abstentions that fell on no-answer questions, abstain recall the share of no-answer questions that "+
-				"abstained; both are reported, since either alone hides the other's failure", verdictQueries, verdictQueries)},
+				"abstained; both are reported, since either alone hides the other's failure", verdictQueries, verdictQueries),
+			"CPU ms/call beside the point read: CPU time over the index path's searches (then the point reads' run), over the calls " +
+				"answered; loomd is this process (the API, every role's background work and the benchmark's own client), read with " +
+				"getrusage, Postgres from /proc; round trips are the statements and batches loomd's pool sent in the run"},
 	}
 }
 
@@ -93,7 +96,7 @@ func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 	}
 	run.scan = fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, r.t.Process.CH.Caps.Dot("embedding"), searchTopK)
-	if r.t.ClickHouseURL != "" {
+	if r.t.ClickHouseURL != "" && !r.opts.SearchIndexOnly {
 		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
 		if err != nil {
 			return nil, err
@@ -205,6 +208,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	name := fmt.Sprintf("%d memories, concurrency=%d, %s", size, conc, p.name)
 	rands := r.workerRands(conc)
 	queries, vectors := run.queries, run.vectors
+	cost := r.costMark(r.t.RoundTrips)
 	loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 		q := queries[rands[w].IntN(len(queries))]
 		_, err := p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
@@ -213,6 +217,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	if err != nil {
 		return err
 	}
+	searchSpent := cost.since(r)
 	var base Sample
 	if p.name == "index" {
 		base, err = r.closedLoop(ctx, "bare in-process exact scan "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
@@ -230,7 +235,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	}
 	res.compare(name, loom, base, "searches/s")
 	if p.name == "index" {
-		return r.measurePointRead(ctx, res, ns, name, size, conc, loom)
+		return r.measurePointRead(ctx, res, ns, name, size, conc, loom, searchSpent)
 	}
 	return nil
 }
@@ -238,8 +243,9 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 // measurePointRead runs memory.get of ns's keys at concurrency conc right after its
 // searches and adds the searches' latency beside it: the share of a search that is
 // more than a request to the process and one Postgres read.
-func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, name string, size, conc int, search Sample) error {
+func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, name string, size, conc int, search Sample, searchSpent spent) error {
 	rands := r.workerRands(conc)
+	cost := r.costMark(r.t.RoundTrips)
 	get, err := r.closedLoop(ctx, "memory.get "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 		_, err := r.api.Get(ctx, ns, loadKey(rands[w].IntN(size)), client.Identity{}, time.Time{})
 		return err
@@ -247,8 +253,17 @@ func (r *runner) measurePointRead(ctx context.Context, res *ScenarioResult, ns, 
 	if err != nil {
 		return err
 	}
-	res.add(name+", search against a point read (memory.get) of the same namespace", "p50 ms", search.P50MS, get.P50MS)
-	res.add(name+", search against a point read (memory.get) of the same namespace", "p99 ms", search.P99MS, get.P99MS)
+	getSpent := cost.since(r)
+	row := name + ", search against a point read (memory.get) of the same namespace"
+	res.add(row, "p50 ms", search.P50MS, get.P50MS)
+	res.add(row, "p99 ms", search.P99MS, get.P99MS)
+	if search.Calls == 0 || get.Calls == 0 {
+		return nil
+	}
+	s, g := searchSpent.per(search.Calls), getSpent.per(get.Calls)
+	res.add(row, "CPU ms/call, loomd", s.self, g.self)
+	res.add(row, "CPU ms/call, Postgres", s.postgres, g.postgres)
+	res.add(row, "Postgres round trips/call", s.trips, g.trips)
 	return nil
 }
 
