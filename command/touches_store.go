@@ -52,8 +52,13 @@ func (s *Service) usageNamespaces(ctx context.Context, limit int) ([][2]string, 
 // takeUsage takes up to limit memories' counts of a namespace out of the table, in tx
 // (the transaction that queues their record), those counted longest ago first.
 func takeUsage(ctx context.Context, tx pgx.Tx, org, ns string, limit int) ([]events.UsageItem, error) {
-	rows, err := tx.Query(ctx, `DELETE FROM loom.memory_touches t
-		USING (SELECT memory_id FROM loom.memory_touches WHERE org = $1 AND namespace = $2 ORDER BY first_at LIMIT $3 FOR UPDATE) p
+	// The rows to take are chosen once, in a materialized CTE: as a subquery joined to the
+	// DELETE, a concurrent touch's update made Postgres re-check the join and take rows
+	// past the limit (1,338 for a limit of 1,000 under searches), a record the topic
+	// contract refuses, retried for ever.
+	rows, err := tx.Query(ctx, `WITH p AS MATERIALIZED (SELECT memory_id FROM loom.memory_touches
+			WHERE org = $1 AND namespace = $2 ORDER BY first_at LIMIT $3 FOR UPDATE)
+		DELETE FROM loom.memory_touches t USING p
 		WHERE t.org = $1 AND t.namespace = $2 AND t.memory_id = p.memory_id
 		RETURNING t.memory_id::text, t.touches, t.recalls, t.evidence`, org, ns, limit)
 	if err != nil {
@@ -65,6 +70,10 @@ func takeUsage(ctx context.Context, tx pgx.Tx, org, ns string, limit int) ([]eve
 	})
 	if err != nil {
 		return nil, fmt.Errorf("take the counted usage: %w", err)
+	}
+	if len(items) > limit {
+		// Rolled back with the transaction: the counts stay for the next round.
+		return nil, fmt.Errorf("take the counted usage: %d memories taken, at most %d", len(items), limit)
 	}
 	out := items[:0]
 	for _, it := range items {
