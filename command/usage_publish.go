@@ -87,17 +87,24 @@ func (s *Service) publishNamespaceUsage(ctx context.Context, org, ns string) (in
 	var n int
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		n = 0
-		// The seq first: the namespace's generation lock orders the record among the
-		// namespace's commits, and a second publisher of the namespace waits here, then
-		// finds the counts taken and rolls its seq back.
-		seq, err := generations.Bump(ctx, tx, org, ns)
+		// The generation's lock first: it orders the record among the namespace's
+		// commits, and a second publisher of the namespace waits here, then finds the
+		// counts taken. The seq is drawn only once there is a record to carry it: a seq
+		// committed without its record is a gap the projection's watermark waits at for
+		// ever (two command processes publishing one namespace left one, and every read
+		// of the namespace that waits for ClickHouse was then PROJECTION_BEHIND).
+		_, err := generations.Lock(ctx, tx, org, ns)
 		unwritten := errors.Is(err, generations.ErrUnwritten)
 		if err != nil && !unwritten {
-			return fmt.Errorf("draw the seq: %w", err)
+			return fmt.Errorf("lock the namespace's generation: %w", err)
 		}
 		items, err := takeUsage(ctx, tx, org, ns, events.MaxUsageItems)
 		if err != nil || len(items) == 0 || unwritten {
 			return err
+		}
+		seq, err := generations.Bump(ctx, tx, org, ns)
+		if err != nil {
+			return fmt.Errorf("draw the seq: %w", err)
 		}
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(org, ns, seq), Type: events.TypeUsageRecorded,
 			Org: org, Namespace: ns, Seq: seq, CommittedAt: s.now().UTC(), Usage: &events.Usage{Items: items}}

@@ -182,3 +182,34 @@ func foldingUsage(c *config.Config) {
 	c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
 	c.Command.UsagePublishInterval = 100 * time.Millisecond
 }
+
+// A publication that finds nothing to publish leaves the namespace's seqs as they were:
+// a seq drawn and committed without its record is a gap the projection's watermark
+// waits at for ever, and every read of the namespace that waits for ClickHouse is then
+// PROJECTION_BEHIND. Two command processes publishing one namespace took that path (the
+// second found the counts taken); so does a row of counts that counts nothing.
+func TestAPublicationWithNothingToPublishLeavesNoGapInTheSeqs(t *testing.T) {
+	const org = "usage-gap"
+	w := startWorkers(t, org, nil, foldingUsage)
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "usage-gap")
+	first, err := w.tc.Set(ctx, ns, "first", client.SetRequest{Value: "the first fact of the namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_touches (org, namespace, memory_id, touches) VALUES ($1, $2, $3, 0)`,
+		org, ns, first.MemoryID); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the publisher takes the empty count", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1 AND namespace = $2`, org, ns) == 0
+	})
+	if _, err := w.tc.Set(ctx, ns, "second", client.SetRequest{Value: "a second fact written after the publication"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := w.tc.List(ctx, ns, client.ListOptions{Order: "key"})
+	if err != nil || len(list.Memories) != 2 {
+		t.Fatalf("list after the publication: %v (%+v); want both memories", err, list)
+	}
+}
