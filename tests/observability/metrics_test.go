@@ -19,8 +19,9 @@ import (
 
 // notMetrics are loom_ names the docs use for something else.
 var notMetrics = map[string]bool{
-	"loom_reason": true, // a mem0 answer's field
-	"loom_bench":  true, // the bench's scratch database
+	"loom_reason":            true, // a mem0 answer's field
+	"loom_bench":             true, // the bench's scratch database
+	"loom_projection_wanted": true, // a NOTIFY channel (deploy/CONFIG.md)
 }
 
 // documentedMetrics are the loom_* names the operator's docs (docs/, README.md,
