@@ -92,15 +92,7 @@ func sealBytes(dataKey []byte, aad string, plaintext []byte) (*Sealed, error) {
 
 // Open decrypts s, sealed for recordID under dataKey. Every failure wraps ErrSealBroken.
 func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
-	plaintext, err := openBytes(dataKey, recordID, s)
-	if err != nil {
-		return nil, err
-	}
-	c, err := unmarshal[Content](plaintext)
-	if err != nil {
-		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
-	}
-	return c, nil
+	return openContent(dataKey, recordID, s, false)
 }
 
 // OpenInPlace is Open decrypting into s's own ciphertext, which it spends: s opens
@@ -109,7 +101,11 @@ func Open(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
 // opens millions, and each plaintext allocated beside its ciphertext was a few
 // kilobytes allocated, cleared and collected per record.
 func OpenInPlace(dataKey []byte, recordID string, s *Sealed) (*Content, error) {
-	plaintext, err := openInto(dataKey, recordID, s, true)
+	return openContent(dataKey, recordID, s, true)
+}
+
+func openContent(dataKey []byte, recordID string, s *Sealed, inPlace bool) (*Content, error) {
+	plaintext, err := openInto(dataKey, recordID, s, inPlace)
 	if err != nil {
 		return nil, err
 	}
