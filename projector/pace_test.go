@@ -51,20 +51,27 @@ func TestPacerWithoutIntervalNeverWaits(t *testing.T) {
 	}
 }
 
-func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testing.T) {
+// stretchedPacer is a pacer of a 250 ms interval and a 1 s busy one that spent its
+// burst and stretched: its fifth batch waited an interval, busy and not full.
+func stretchedPacer(t *testing.T) (*pacer, time.Time) {
+	t.Helper()
 	t0 := time.Unix(0, 0)
 	p := newPacer(250*time.Millisecond, time.Second, t0)
 	for i := 0; i < 4; i++ {
 		p.take(t0)
 		p.batched(t0, false, time.Second, false)
 	}
-	// The fifth batch waits an interval: busy, not full, so the pace stretches.
 	now := t0.Add(p.delay(t0))
 	p.take(now)
 	p.batched(now, true, 0, false)
 	if d := p.delay(now); d != time.Second {
 		t.Fatalf("stretched: delay %s, want the busy interval", d)
 	}
+	return p, now
+}
+
+func TestPacerStretchesWhileTheTopicKeepsItBusyAndTheBatchesAreNotFull(t *testing.T) {
+	p, now := stretchedPacer(t)
 	// A batch whose first record the poll waited 50 ms for (not held, nothing waiting)
 	// keeps the stretch: the topic did not pause.
 	now = now.Add(time.Second)
@@ -119,18 +126,7 @@ func TestPacerWithABusyIntervalAtMostItsOwnNeverStretches(t *testing.T) {
 // A read waiting for the projection ends a stretch: its batch comes at the interval's
 // pace, as before the stretch existed, and never sooner.
 func TestPacerAWaitingReadEndsTheStretchButNotThePace(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	p := newPacer(250*time.Millisecond, time.Second, t0)
-	for i := 0; i < 4; i++ {
-		p.take(t0)
-		p.batched(t0, false, time.Second, false)
-	}
-	now := t0.Add(p.delay(t0))
-	p.take(now)
-	p.batched(now, true, 0, false)
-	if d := p.delay(now); d != time.Second {
-		t.Fatalf("stretched: delay %s, want the busy interval", d)
-	}
+	p, now := stretchedPacer(t)
 	p.hurry(now)
 	if d := p.delay(now); d != 250*time.Millisecond {
 		t.Fatalf("a read waits: delay %s, want one interval", d)
