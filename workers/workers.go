@@ -216,7 +216,8 @@ func (s *Service) Enabled(worker string) bool {
 
 // ConsumerOpts are the kgo options of a worker's consumer: its group, from the
 // topic's start for a group that never committed, offsets committed only once the
-// batch is queued, and no rebalance while a batch is in hand.
+// batch is queued, no rebalance while a batch is in hand, and fetches that wait for
+// feedFetchBytes or feedFetchWait.
 func ConsumerOpts(worker, topic string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumerGroup(Group(worker)),
@@ -224,15 +225,20 @@ func ConsumerOpts(worker, topic string) []kgo.Opt {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Not FetchMinBytes: with a feed waiting for a megabyte or 250 ms (a record's
-		// items queued up to 250 ms later), TestResolverInvariantsUnderConcurrentRequests
-		// failed in CI on a judged stamp whose revision the journal no longer holds,
-		// most likely an item of an erased user's revision queued after the erasure
-		// removed the user's items. Until that race is closed the feed fetches as soon
-		// as a record is there.
-		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.FetchMaxWait(feedFetchWait),
+		kgo.FetchMinBytes(feedFetchBytes),
 	}
 }
+
+// A worker's feed fetches records feedFetchBytes at a time, or what feedFetchWait
+// brought: its passes are background work, and a fetch answered per record (what a
+// fetch waiting for any byte gets at one write at a time) costs each feed a fetch, a
+// decode, a queue insert and an offset commit per write, on the cores the writes use.
+// A backlog (a replay, a pass newly enabled) fills the bytes at once and is not slowed.
+const (
+	feedFetchWait  = 250 * time.Millisecond
+	feedFetchBytes = 1 << 20
+)
 
 // feedRecords is how many records a worker's consumer queues at once at most.
 const feedRecords = 2000
