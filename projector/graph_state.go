@@ -41,9 +41,11 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey
 			keys[i] = r[0] + keySep + r[1]
 		}
 		byRelation := fmt.Sprintf(`has(?, concat(subject, '\x1F', predicate)) AND seq < %d`, cutoff)
-		reads = append(reads,
-			func() error { return readObservations(ctx, conn, st, k, byRelation, keys) },
-			func() error { return readTripleLinks(ctx, conn, st, k, byRelation, keys) })
+		for _, part := range keysPerRead(keys) {
+			reads = append(reads,
+				func() error { return readObservations(ctx, conn, st, k, byRelation, part) },
+				func() error { return readTripleLinks(ctx, conn, st, k, byRelation, part) })
+		}
 	}
 	if len(pairs) > 0 {
 		keys := make([]string, len(pairs))
@@ -51,15 +53,40 @@ func loadGraphState(ctx context.Context, conn *ch.Conn, st *stateLoader, k nsKey
 			keys[i] = p.A + keySep + p.B
 		}
 		byPair := fmt.Sprintf(`has(?, concat(entity_a, '\x1F', entity_b)) AND seq < %d`, cutoff)
-		reads = append(reads,
-			func() error { return readEdges(ctx, conn, st, k, byPair, keys) },
-			// Every row that ever named a pair, holding it or not: the edge's weight.
-			func() error { return readEdgeLinks(ctx, conn, st, k, byPair, "", keys) })
+		for _, part := range keysPerRead(keys) {
+			reads = append(reads,
+				func() error { return readEdges(ctx, conn, st, k, byPair, part) },
+				// Every row that ever named a pair, holding it or not: the edge's weight.
+				func() error { return readEdgeLinks(ctx, conn, st, k, byPair, "", part) })
+		}
 	}
 	if err := all(reads...); err != nil {
 		return nil, err
 	}
 	return st.st, nil
+}
+
+// graphKeyBytesPerRead bounds the relation or pair keys one graph state read names, in
+// bytes. The driver binds them into the statement's text (quoted, a quote or backslash
+// escaped: at most twice their length), and ClickHouse parses at most max_query_size
+// (256 KiB) of it: one row of 32 entities of 200 bytes names 496 pairs, ~200 kB, and a
+// batch of such rows was refused ("Max query size exceeded") at every attempt, holding
+// its namespace for ever. Each key's observations and links are read by the one read
+// naming it, so the reads' answers add up.
+const graphKeyBytesPerRead = 96 << 10
+
+// keysPerRead splits keys into reads of at most graphKeyBytesPerRead bytes each.
+func keysPerRead(keys []string) [][]string {
+	var out [][]string
+	start, size := 0, 0
+	for i, k := range keys {
+		if size+len(k) > graphKeyBytesPerRead && i > start {
+			out = append(out, keys[start:i])
+			start, size = i, 0
+		}
+		size += len(k) + 4 // quotes and a comma
+	}
+	return append(out, keys[start:])
 }
 
 // rowLinksPerRead bounds the namespaces one read of loadRowLinks names.

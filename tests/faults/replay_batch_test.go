@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,9 +44,52 @@ func TestAProjectionFarBehindCatchesUpInLargeBatches(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "the relay to publish every row", func() bool { return len(env.Records(t, topic)) >= rows })
 
 	p := projection(t)
-	pool := env.PG(t)
 	env.Projector(t, p, onTopic, func(c *config.Config) { c.Projector.BatchRows, c.Projector.ReplayBatchRows = 1000, 10000 })
-	testenv.Eventually(t, 3*time.Minute, "the projection to catch up", func() bool {
+	caughtUpWithoutFailures(t, p, ns, 3*time.Minute)
+}
+
+// A batch whose rows name many long entities applies: the reads of the graph state it
+// folds over (the entity pairs and relations its rows name) are split into statements
+// ClickHouse accepts. A row of 32 entities of 200 bytes names 496 pairs, about 200 kB
+// of keys; one statement naming every pair of a batch was refused ("Max query size
+// exceeded") at every attempt and the batch's records were recorded as failures.
+func TestABatchNamingManyLongEntitiesApplies(t *testing.T) {
+	topic := env.CreateTopic(t, nil)
+	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
+	n, url, _ := env.Serve(t, []string{"api"}, onTopic)
+	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	ns := testenv.Unique(t, "long-entities")
+	c.AppendOnly(t, ns)
+	const rows = 12
+	entries := make([]typed.BulkEntry, rows)
+	for i := range entries {
+		entities := make([]typed.Entity, 32)
+		for e := range entities {
+			entities[e] = typed.Entity{Name: fmt.Sprintf("entity %02d of row %02d %s", e, i, strings.Repeat("x", 180))}
+		}
+		relations := make([]typed.RelationInput, 8)
+		for r := range relations {
+			relations[r] = typed.RelationInput{Subject: entities[r].Name, Predicate: fmt.Sprintf("relates to %d", r), Object: entities[r+8].Name}
+		}
+		entries[i] = typed.BulkEntry{Key: fmt.Sprintf("k%02d", i), Value: fmt.Sprintf("fact number %d", i), Entities: entities, Relations: relations}
+	}
+	if _, err := c.Typed(t).BulkSet(context.Background(), ns, typed.BulkSetRequest{Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	env.Relay(t, relay.Faults{}, onTopic)
+	testenv.Eventually(t, time.Minute, "the relay to publish every row", func() bool { return len(env.Records(t, topic)) >= rows })
+
+	p := projection(t)
+	env.Projector(t, p, onTopic)
+	caughtUpWithoutFailures(t, p, ns, time.Minute)
+}
+
+// caughtUpWithoutFailures waits for projection p to reach ns's generation and fails the
+// test if it recorded a record it could not apply.
+func caughtUpWithoutFailures(t *testing.T, p, ns string, wait time.Duration) {
+	t.Helper()
+	pool := env.PG(t)
+	testenv.Eventually(t, wait, "the projection to catch up", func() bool {
 		return testenv.Watermark(t, pool, p, org, ns) == testenv.Generation(t, pool, org, ns)
 	})
 	var failed int
