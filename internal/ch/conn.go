@@ -28,6 +28,10 @@ type Config struct {
 	Cluster string
 }
 
+// MaxQueryBytes is the longest statement text, arguments bound, that Loom's
+// connections let the server parse.
+const MaxQueryBytes = 16 << 20
+
 // Conn is a connection pool with the server's probed capabilities.
 type Conn struct {
 	driver.Conn
@@ -49,7 +53,13 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		// No statement of Loom's is written to system.query_log: the driver binds the
 		// arguments into a statement's text (user ids, keys, a search's words), and the
 		// log keeps it beyond any erasure (docs/architecture.md, "Erasure at rest").
-		Settings: clickhouse.Settings{"log_queries": 0},
+		//
+		// The driver's bound arguments also count against max_query_size (256 KiB by
+		// default): an erasure's mutation names every seq of the user's graph records
+		// (~40 bytes each), so a user with ~6,500 of them could never be erased. Reads
+		// that name a batch's keys split themselves (projector/graph_state.go); this
+		// bounds what one statement may name instead of refusing it.
+		Settings: clickhouse.Settings{"log_queries": 0, "max_query_size": MaxQueryBytes},
 	}
 	if opts.Auth.Username == "" {
 		opts.Auth.Username = "default"
