@@ -20,12 +20,7 @@ import (
 // statement naming every row id was refused ("Max query size exceeded") at every
 // attempt, and the batch's records were recorded as failures.
 func TestAProjectionFarBehindCatchesUpInLargeBatches(t *testing.T) {
-	topic := env.CreateTopic(t, nil)
-	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
-	n, url, _ := env.Serve(t, []string{"api"}, onTopic)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
-	ns := testenv.Unique(t, "far-behind")
-	c.AppendOnly(t, ns)
+	c, ns, topic := unprojected(t, "far-behind")
 	const rows = 7000
 	tc := c.Typed(t)
 	for b := 0; b < rows/250; b++ {
@@ -40,12 +35,7 @@ func TestAProjectionFarBehindCatchesUpInLargeBatches(t *testing.T) {
 			return err == nil
 		})
 	}
-	env.Relay(t, relay.Faults{}, onTopic)
-	testenv.Eventually(t, 2*time.Minute, "the relay to publish every row", func() bool { return len(env.Records(t, topic)) >= rows })
-
-	p := projection(t)
-	env.Projector(t, p, onTopic, func(c *config.Config) { c.Projector.BatchRows, c.Projector.ReplayBatchRows = 1000, 10000 })
-	caughtUpWithoutFailures(t, p, ns, 3*time.Minute)
+	projectAfterTheRelay(t, topic, ns, rows, 3*time.Minute, func(c *config.Config) { c.Projector.BatchRows, c.Projector.ReplayBatchRows = 1000, 10000 })
 }
 
 // A batch whose rows name many long entities applies: the reads of the graph state it
@@ -54,12 +44,7 @@ func TestAProjectionFarBehindCatchesUpInLargeBatches(t *testing.T) {
 // of keys; one statement naming every pair of a batch was refused ("Max query size
 // exceeded") at every attempt and the batch's records were recorded as failures.
 func TestABatchNamingManyLongEntitiesApplies(t *testing.T) {
-	topic := env.CreateTopic(t, nil)
-	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
-	n, url, _ := env.Serve(t, []string{"api"}, onTopic)
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
-	ns := testenv.Unique(t, "long-entities")
-	c.AppendOnly(t, ns)
+	c, ns, topic := unprojected(t, "long-entities")
 	const rows = 12
 	entries := make([]typed.BulkEntry, rows)
 	for i := range entries {
@@ -76,18 +61,30 @@ func TestABatchNamingManyLongEntitiesApplies(t *testing.T) {
 	if _, err := c.Typed(t).BulkSet(context.Background(), ns, typed.BulkSetRequest{Entries: entries}); err != nil {
 		t.Fatal(err)
 	}
-	env.Relay(t, relay.Faults{}, onTopic)
-	testenv.Eventually(t, time.Minute, "the relay to publish every row", func() bool { return len(env.Records(t, topic)) >= rows })
-
-	p := projection(t)
-	env.Projector(t, p, onTopic)
-	caughtUpWithoutFailures(t, p, ns, time.Minute)
+	projectAfterTheRelay(t, topic, ns, rows, time.Minute)
 }
 
-// caughtUpWithoutFailures waits for projection p to reach ns's generation and fails the
-// test if it recorded a record it could not apply.
-func caughtUpWithoutFailures(t *testing.T, p, ns string, wait time.Duration) {
+// unprojected serves the API alone on a fresh topic (no relay, no projector yet) and
+// makes an append-only namespace named after prefix.
+func unprojected(t *testing.T, prefix string) (c *testenv.Client, ns, topic string) {
+	topic = env.CreateTopic(t, nil)
+	n, url, _ := env.Serve(t, []string{"api"}, func(c *config.Config) { c.Pipeline.Topic = topic })
+	c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
+	ns = testenv.Unique(t, prefix)
+	c.AppendOnly(t, ns)
+	return c, ns, topic
+}
+
+// projectAfterTheRelay publishes topic's rows, then starts a fresh projection on it
+// (mods adjust its config), waits for it to reach ns's generation and
+// fails the test if it recorded a record it could not apply.
+func projectAfterTheRelay(t *testing.T, topic, ns string, rows int, wait time.Duration, mods ...func(*config.Config)) {
 	t.Helper()
+	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
+	env.Relay(t, relay.Faults{}, onTopic)
+	testenv.Eventually(t, 2*time.Minute, "the relay to publish every row", func() bool { return len(env.Records(t, topic)) >= rows })
+	p := projection(t)
+	env.Projector(t, p, append([]func(*config.Config){onTopic}, mods...)...)
 	pool := env.PG(t)
 	testenv.Eventually(t, wait, "the projection to catch up", func() bool {
 		return testenv.Watermark(t, pool, p, org, ns) == testenv.Generation(t, pool, org, ns)
