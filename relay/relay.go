@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/metrics"
 	"github.com/loomplane/loom/internal/outbox"
@@ -123,9 +124,13 @@ func (r *Relay) unwrap(stored []byte) ([]byte, error) {
 	return r.keys.Unwrap(stored)
 }
 
-// ProducerOpts are the kgo options a relay's producer needs.
-func ProducerOpts() []kgo.Opt {
+// ProducerOpts are the kgo options a relay's producer needs; maxRecordBytes is the
+// largest record it produces (LOOM_TOPIC_MAX_RECORD_BYTES).
+func ProducerOpts(maxRecordBytes int) []kgo.Opt {
 	return []kgo.Opt{
+		// kgo fails a record past its batch limit before sending it: the limit follows
+		// the largest record Loom makes, a knowledge document's.
+		kgo.ProducerBatchMaxBytes(int32(maxRecordBytes + kafka.BatchOverheadBytes)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 		// Bounded, so a Kafka outage ends a round and the relay backs off, instead of

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/kafka"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -104,6 +105,11 @@ type Kafka struct {
 	Brokers          []string // LOOM_KAFKA_BROKERS
 	TopicPartitions  int32    // LOOM_TOPIC_PARTITIONS
 	TopicReplication int16    // LOOM_TOPIC_REPLICATION
+	// MaxRecordBytes is the largest record Loom produces (LOOM_TOPIC_MAX_RECORD_BYTES):
+	// the topic's max.message.bytes when loomd creates it, and the relay's batch limit.
+	// A knowledge document whose record (its chunks, their vectors) runs past it is
+	// refused with 413 DOCUMENT_TOO_LARGE instead of committed and parked.
+	MaxRecordBytes int
 }
 
 // Embedder is the model that turns text into vectors.
@@ -476,6 +482,7 @@ func readKafka(r *reader) Kafka {
 		Brokers:          r.list("LOOM_KAFKA_BROKERS", ""),
 		TopicPartitions:  int32(r.int("LOOM_TOPIC_PARTITIONS", 8)),
 		TopicReplication: int16(r.int("LOOM_TOPIC_REPLICATION", -1)),
+		MaxRecordBytes:   r.int("LOOM_TOPIC_MAX_RECORD_BYTES", kafka.DefaultMaxRecordBytes),
 	}
 }
 
@@ -627,7 +634,7 @@ func ParseRoles(list string) (Roles, error) {
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
+	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.Kafka.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
 		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate(), c.Keys.Validate())
 }
 
@@ -638,6 +645,14 @@ func (h HTTP) Validate() error {
 	}
 	if h.TokenCache <= 0 {
 		return errors.New("LOOM_AUTH_TOKEN_CACHE_MS must be positive")
+	}
+	return nil
+}
+
+// Validate checks the topic's shape.
+func (k Kafka) Validate() error {
+	if k.MaxRecordBytes < kafka.MinMaxRecordBytes {
+		return fmt.Errorf("LOOM_TOPIC_MAX_RECORD_BYTES must be at least %d (Kafka's own default message size)", kafka.MinMaxRecordBytes)
 	}
 	return nil
 }

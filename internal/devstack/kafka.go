@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/loomplane/loom/internal/kafka"
 )
 
 // Kafka is an in-process kfake broker with a data directory, so the topic (Loom's
@@ -43,6 +45,9 @@ func (k *Kafka) Start(_ context.Context) error {
 		kfake.DataDir(k.dir),
 		kfake.ClusterID("loom-dev"),
 		kfake.DefaultNumPartitions(int(parts)),
+		// A topic made without its own max.message.bytes (a test's) takes Loom's
+		// default record limit, as the topic loomd creates does.
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(kafka.DefaultMaxRecordBytes + kafka.BatchOverheadBytes)}),
 	}
 	if k.durable {
 		opts = append(opts, kfake.SyncWrites())

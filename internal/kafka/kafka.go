@@ -27,15 +27,29 @@ func NewClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
+// DefaultMaxRecordBytes is the largest record Loom produces unless configured
+// (LOOM_TOPIC_MAX_RECORD_BYTES). A knowledge document's record carries its chunks and
+// their vectors, about 3.6 bytes of record per byte of text: a document at the 10 MiB
+// limit makes a record of about 36 MiB. MinMaxRecordBytes is Kafka's own default.
+const (
+	DefaultMaxRecordBytes = 64 << 20
+	MinMaxRecordBytes     = 1048588
+)
+
+// BatchOverheadBytes is what a record batch adds to its records (headers, framing),
+// with room to spare: a producer's batch limit is the record limit plus this.
+const BatchOverheadBytes = 64 << 10
+
 // EnsureTopic creates the revisions topic when it does not exist. The topic is the
 // replay source of every projection, so it is kept indefinitely.
-func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int32, replication int16) error {
-	return EnsureTopicRetained(ctx, brokers, topic, partitions, replication, 0)
+func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int32, replication int16, maxRecordBytes int) error {
+	return EnsureTopicRetained(ctx, brokers, topic, partitions, replication, 0, maxRecordBytes)
 }
 
 // EnsureTopicRetained creates a topic when it does not exist, its records kept for
-// retention (0: indefinitely).
-func EnsureTopicRetained(ctx context.Context, brokers []string, topic string, partitions int32, replication int16, retention time.Duration) error {
+// retention (0: indefinitely) and accepted up to maxRecordBytes (0: the brokers'
+// default).
+func EnsureTopicRetained(ctx context.Context, brokers []string, topic string, partitions int32, replication int16, retention time.Duration, maxRecordBytes int) error {
 	cl, err := NewClient(brokers)
 	if err != nil {
 		return err
@@ -46,11 +60,15 @@ func EnsureTopicRetained(ctx context.Context, brokers []string, topic string, pa
 	if retention > 0 {
 		ms = strconv.FormatInt(retention.Milliseconds(), 10)
 	}
-	resp, err := adm.CreateTopic(ctx, partitions, replication, map[string]*string{
+	configs := map[string]*string{
 		"retention.ms":    ptr(ms),
 		"retention.bytes": ptr("-1"),
 		"cleanup.policy":  ptr("delete"),
-	}, topic)
+	}
+	if maxRecordBytes > 0 {
+		configs["max.message.bytes"] = ptr(strconv.Itoa(maxRecordBytes + BatchOverheadBytes))
+	}
+	resp, err := adm.CreateTopic(ctx, partitions, replication, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

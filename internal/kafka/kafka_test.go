@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 func TestEnsureTopicCreatesOnceAndKeepsRecordsForever(t *testing.T) {
 	ctx, brokers := fakeKafka(t)
 	for i := 0; i < 2; i++ {
-		if err := EnsureTopic(ctx, brokers, "loom.test.v1", 3, -1); err != nil {
+		if err := EnsureTopic(ctx, brokers, "loom.test.v1", 3, -1, DefaultMaxRecordBytes); err != nil {
 			t.Fatalf("ensure topic, call %d: %v", i+1, err)
 		}
 	}
@@ -40,6 +41,10 @@ func TestEnsureTopicCreatesOnceAndKeepsRecordsForever(t *testing.T) {
 	for _, kv := range rc.Configs {
 		if kv.Key == "retention.ms" && kv.MaybeValue() != "-1" {
 			t.Fatalf("retention.ms = %q: the topic is the replay source and must be kept", kv.MaybeValue())
+		}
+		// A knowledge document's record runs to tens of megabytes: the topic takes it.
+		if want := strconv.Itoa(DefaultMaxRecordBytes + BatchOverheadBytes); kv.Key == "max.message.bytes" && kv.MaybeValue() != want {
+			t.Fatalf("max.message.bytes = %q, want %s", kv.MaybeValue(), want)
 		}
 	}
 	if _, err := NewClient(nil); err == nil {

@@ -238,6 +238,9 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	if err != nil {
 		return Written{}, fmt.Errorf("encode the document record: %w", err)
 	}
+	if s.cfg.MaxRecordBytes > 0 && len(value) > s.cfg.MaxRecordBytes {
+		return Written{}, recordTooLarge(pl.uri, len(value), len(content.Chunks), s.cfg.MaxRecordBytes)
+	}
 	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
 	if err != nil {
 		return Written{}, err

@@ -66,3 +66,14 @@ func mayWrite(p auth.Principal) error {
 	}
 	return nil
 }
+
+// recordTooLarge is the refusal of a document whose change record (its chunks and their
+// vectors, sealed) runs past what the topic takes: committed, the relay could never
+// publish it and would park it, and the document would never be searched.
+// It names the document in source_uri, so an ingest step fails that file alone.
+func recordTooLarge(uri string, bytes, chunks, limit int) error {
+	e := &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Field: "content",
+		Message: fmt.Sprintf("%q makes a change record of %d bytes (%d chunks with their vectors), over the topic's limit of %d (LOOM_TOPIC_MAX_RECORD_BYTES); split the document",
+			uri, bytes, chunks, limit)}
+	return e.With("source_uri", uri)
+}

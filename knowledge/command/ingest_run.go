@@ -149,9 +149,30 @@ func (r *IngestRun) Step(ctx context.Context) (done bool, err error) {
 		// read the heads again (a run whose job the erasure took then stops at its fence).
 		case errors.As(err, &he) && (he.Code == httperr.CodePreconditionFailed || he.Code == httperr.CodeNotFound) && attempt < 3:
 			continue
+		// A file whose record the topic would not take fails alone; the others commit.
+		case failTooLarge(items, err):
+			continue
 		}
 		return false, err
 	}
+}
+
+// failTooLarge fails the file a commit's recordTooLarge refusal names and drops it from
+// the step's writes; false when err is no such refusal.
+func failTooLarge(items []*fileItem, err error) bool {
+	var he *httperr.Error
+	if !errors.As(err, &he) || he.Code != CodeTooLarge {
+		return false
+	}
+	uri, _ := he.Extra["source_uri"].(string)
+	for _, it := range items {
+		if it.doc != nil && it.doc.uri == uri {
+			it.doc = nil
+			it.out.State, it.out.ErrorCode, it.out.ErrorMessage = store.FileFailed, he.Code, he.Message
+			return true
+		}
+	}
+	return false
 }
 
 // fileItem is one file of a step: what it is to write (nil: the parser refused it)

@@ -51,6 +51,10 @@ type Config struct {
 	// IdempotencyLease is how long a write holds its Idempotency-Key
 	// (LOOM_PG_REQUEST_LEASE_SECONDS; 0: a minute).
 	IdempotencyLease time.Duration
+	// MaxRecordBytes is the largest record the topic takes (LOOM_TOPIC_MAX_RECORD_BYTES;
+	// 0: no bound): a document whose record runs past it is refused, not committed to
+	// be parked by the relay and never searched.
+	MaxRecordBytes int
 }
 
 // Service is the knowledge plane's write side.

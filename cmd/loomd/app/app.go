@@ -233,7 +233,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 		p.Workers.UseClickHouse(p.CH)
 		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource,
-			IdempotencyLease: cfg.Command.IdempotencyLease},
+			IdempotencyLease: cfg.Command.IdempotencyLease, MaxRecordBytes: cfg.Kafka.MaxRecordBytes},
 			p.PG, p.Embedder, p.Keys, p.relayWake, log)
 	}
 	if cfg.Roles.Has(config.RoleQuery) {
@@ -289,10 +289,10 @@ func (p *Process) Migrate(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	k, x := p.Cfg.Kafka, p.Cfg.Command.Extraction
-	if err := kafka.EnsureTopic(tctx, k.Brokers, p.Cfg.Pipeline.Topic, k.TopicPartitions, k.TopicReplication); err != nil {
+	if err := kafka.EnsureTopic(tctx, k.Brokers, p.Cfg.Pipeline.Topic, k.TopicPartitions, k.TopicReplication, k.MaxRecordBytes); err != nil {
 		return err
 	}
-	return kafka.EnsureTopicRetained(tctx, k.Brokers, x.Topic, k.TopicPartitions, k.TopicReplication, x.TopicRetention)
+	return kafka.EnsureTopicRetained(tctx, k.Brokers, x.Topic, k.TopicPartitions, k.TopicReplication, x.TopicRetention, k.MaxRecordBytes)
 }
 
 // Run serves HTTP on ln (health and metrics on every process, the write routes with
@@ -444,7 +444,7 @@ func (p *Process) RunExtractionWorker(ctx context.Context) error {
 
 // RunRelay runs the relay role until ctx ends.
 func (p *Process) RunRelay(ctx context.Context) error {
-	producer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
+	producer, err := kafka.NewClient(p.Cfg.Kafka.Brokers, relay.ProducerOpts(p.Cfg.Kafka.MaxRecordBytes)...)
 	if err != nil {
 		return err
 	}

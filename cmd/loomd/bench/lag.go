@@ -302,7 +302,7 @@ func (r *runner) startHop(ctx context.Context) (*hop, error) {
 			return nil, fmt.Errorf("create the scratch table: %w", err)
 		}
 	}
-	producer, err := kafka.NewClient(n.Cfg.Kafka.Brokers, relay.ProducerOpts()...)
+	producer, err := kafka.NewClient(n.Cfg.Kafka.Brokers, relay.ProducerOpts(n.Cfg.Kafka.MaxRecordBytes)...)
 	if err != nil {
 		return nil, err
 	}
