@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // NewClient returns a client for brokers with the given role options added.
@@ -76,6 +77,55 @@ func EnsureTopicRetained(ctx context.Context, brokers []string, topic string, pa
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	return nil
+}
+
+// TopicMaxMessageBytes is the largest record batch topic takes: its max.message.bytes,
+// its own or the brokers' default.
+func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int, error) {
+	cl, err := NewClient(brokers)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	rc, err := cfgs.On(topic, nil)
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, rc.Err)
+	}
+	for _, kv := range rc.Configs {
+		if kv.Key == "max.message.bytes" && kv.Source != kmsg.ConfigSourceDefaultConfig {
+			return atoiConfig(topic, kv)
+		}
+	}
+	// A topic that sets none takes the brokers' message.max.bytes (a broker describes
+	// a topic's value as the built-in default then, whatever the brokers set).
+	bcfgs, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("describe the brokers of %s: %w", topic, err)
+	}
+	for _, b := range bcfgs {
+		for _, kv := range b.Configs {
+			if kv.Key == "message.max.bytes" {
+				return atoiConfig(topic, kv)
+			}
+		}
+	}
+	return 0, fmt.Errorf("neither topic %s nor its brokers name a record limit", topic)
+}
+
+func atoiConfig(topic string, kv kadm.Config) (int, error) {
+	n, err := strconv.Atoi(kv.MaybeValue())
+	if err != nil {
+		return 0, fmt.Errorf("topic %s: %s %q: %w", topic, kv.Key, kv.MaybeValue(), err)
+	}
+	return n, nil
 }
 
 func ptr(s string) *string { return &s }

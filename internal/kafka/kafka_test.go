@@ -65,3 +65,20 @@ func fakeKafka(t *testing.T, opts ...kfake.Opt) (context.Context, []string) {
 	t.Cleanup(cancel)
 	return ctx, c.ListenAddrs()
 }
+
+// The record limit of a topic reads its own max.message.bytes, or the brokers' default
+// on a topic that sets none.
+func TestTopicMaxMessageBytesReadsTheTopicsLimit(t *testing.T) {
+	ctx, brokers := fakeKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2000000"}))
+	if err := EnsureTopic(ctx, brokers, "loom.own.v1", 1, -1, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureTopic(ctx, brokers, "loom.default.v1", 1, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]int{"loom.own.v1": 4<<20 + BatchOverheadBytes, "loom.default.v1": 2000000} {
+		if got, err := TopicMaxMessageBytes(ctx, brokers, topic); err != nil || got != want {
+			t.Errorf("%s takes %d (%v), want %d", topic, got, err, want)
+		}
+	}
+}

@@ -292,7 +292,25 @@ func (p *Process) Migrate(ctx context.Context) error {
 	if err := kafka.EnsureTopic(tctx, k.Brokers, p.Cfg.Pipeline.Topic, k.TopicPartitions, k.TopicReplication, k.MaxRecordBytes); err != nil {
 		return err
 	}
+	p.checkRecordLimit(tctx)
 	return kafka.EnsureTopicRetained(tctx, k.Brokers, x.Topic, k.TopicPartitions, k.TopicReplication, x.TopicRetention, k.MaxRecordBytes)
+}
+
+// checkRecordLimit warns when the topic (one an operator made, or made before
+// LOOM_TOPIC_MAX_RECORD_BYTES) takes smaller records than Loom may produce: a knowledge
+// document whose record falls between the two is committed, refused by Kafka and
+// parked by the relay, and never searched.
+func (p *Process) checkRecordLimit(ctx context.Context) {
+	k, topic := p.Cfg.Kafka, p.Cfg.Pipeline.Topic
+	takes, err := kafka.TopicMaxMessageBytes(ctx, k.Brokers, topic)
+	if err != nil {
+		p.Log.Warn("could not read the topic's record limit", "topic", topic, "err", err)
+		return
+	}
+	if takes < k.MaxRecordBytes+kafka.BatchOverheadBytes {
+		p.Log.Warn("the topic takes smaller records than Loom may produce: a knowledge document whose record is larger is parked, never searched; raise the topic's max.message.bytes or lower LOOM_TOPIC_MAX_RECORD_BYTES",
+			"topic", topic, "max_message_bytes", takes, "LOOM_TOPIC_MAX_RECORD_BYTES", k.MaxRecordBytes)
+	}
 }
 
 // Run serves HTTP on ln (health and metrics on every process, the write routes with
