@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -13,12 +14,13 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 // storeSealed writes r as a head at seq, its text sealed under a data key kept as
 // storedKey (nil: the key destroyed) or the row unsealed (seal false); column names the
 // head's user column, which a row sealed before migration 155 alone names.
-func storeSealed(t *testing.T, pool *pgxpool.Pool, r memrow.Row, column string, seal bool, key, storedKey []byte) {
+func storeSealed(t testing.TB, pool *pgxpool.Pool, r memrow.Row, column string, seal bool, key, storedKey []byte) {
 	t.Helper()
 	ctx := context.Background()
 	payload, sealed, err := AtRest(&r, key)
@@ -150,4 +152,46 @@ func TestHeadsOpenedInGoUnwrapTheirKeys(t *testing.T) {
 	if err := pool.SendBatch(ctx, b).Close(); err == nil {
 		t.Fatal("a wrapped key opened without the ring")
 	}
+}
+
+// BenchmarkHeadsOfAPage reads a search page's ten heads among 2,000 sealed ones, opened
+// by loom.opened_row in SQL (sql) and in Go (go), one round trip each.
+func BenchmarkHeadsOfAPage(b *testing.B) {
+	ctx := context.Background()
+	pool := pgtest.Migrated(b, postgres, "acme")
+	const n = 2000
+	var ids []memrow.Identity
+	for i := 0; i < n; i++ {
+		key, err := events.NewDataKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := memrow.Identity{Org: "acme", Namespace: "page", Agent: "-", UserID: fmt.Sprintf("user%d", i%7), SessionID: "-", MemoryKey: fmt.Sprintf("k%d", i)}
+		storeSealed(b, pool, memrow.Row{Identity: id, MemoryID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), Version: 1, Seq: int64(i + 1),
+			Status: memrow.StatusActive, Value: json.RawMessage(fmt.Sprintf(`"the harbour crane %d lifts cobalt containers to the quay"`, i)),
+			Tags: []string{"harbour"}, Entities: []string{"Crane"}, ContentSHA256: fmt.Sprintf("sha-%d", i)}, id.UserID, true, key, key)
+		ids = append(ids, id)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE loom.memory_current; ANALYZE loom.revision_keys"); err != nil {
+		b.Fatal(err)
+	}
+	page := func(i int) []memrow.Identity { return ids[(i*37)%(n-10) : (i*37)%(n-10)+10] }
+	b.Run("sql", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if got, err := Many(ctx, pool, "acme", "page", page(i)); err != nil || len(got) != 10 {
+				b.Fatalf("read %d heads: %v", len(got), err)
+			}
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			got := map[string]*memrow.Row{}
+			var unnamed Unnamed
+			batch := &pgx.Batch{}
+			QueueManyOpened(batch, nil, &unnamed, got, "acme", "page", page(i))
+			if err := pool.SendBatch(ctx, batch).Close(); err != nil || len(got) != 10 {
+				b.Fatalf("read %d heads: %v", len(got), err)
+			}
+		}
+	})
 }
