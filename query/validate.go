@@ -12,22 +12,29 @@ import (
 )
 
 // headsOf reads the Postgres heads of candidates, by namespace and then
-// heads.IdentityKey, in one round trip.
+// heads.IdentityKey, in one round trip (two when a head's user is named by its column
+// alone: heads.Unnamed).
 func (s *Service) headsOf(ctx context.Context, org string, cands []*candidate) (map[string]map[string]*memrow.Row, error) {
 	b := &pgx.Batch{}
-	out := queueHeads(b, org, cands)
+	var unnamed heads.Unnamed
+	out := s.queueHeads(b, &unnamed, org, cands)
 	if b.Len() == 0 {
 		return out, nil
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
+	if err := unnamed.Name(ctx, s.pool); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-// queueHeads queues the reads of candidates' heads on b, one statement per namespace;
-// the answer holds them, by namespace and then heads.IdentityKey, once b is sent.
-func queueHeads(b *pgx.Batch, org string, cands []*candidate) map[string]map[string]*memrow.Row {
+// queueHeads queues the reads of candidates' heads on b, one statement per namespace,
+// each row opened in Go (heads.QueueManyOpened: the value as its canonical JSON); the
+// answer holds them, by namespace and then heads.IdentityKey, once b is sent and
+// unnamed has named its rows.
+func (s *Service) queueHeads(b *pgx.Batch, unnamed *heads.Unnamed, org string, cands []*candidate) map[string]map[string]*memrow.Row {
 	byNS := map[string][]memrow.Identity{}
 	for _, c := range cands {
 		id := c.identity
@@ -37,7 +44,7 @@ func queueHeads(b *pgx.Batch, org string, cands []*candidate) map[string]map[str
 	out := make(map[string]map[string]*memrow.Row, len(byNS))
 	for ns, ids := range byNS {
 		out[ns] = make(map[string]*memrow.Row, len(ids))
-		heads.QueueMany(b, out[ns], org, ns, ids)
+		heads.QueueManyOpened(b, s.kek, unnamed, out[ns], org, ns, ids)
 	}
 	return out
 }
@@ -60,13 +67,17 @@ func (s *Service) validate(ctx context.Context, plan *searchPlan, pool []*candid
 		window := pool[next:min(next+topK-len(hits), len(pool))]
 		next += len(window)
 		b := &pgx.Batch{}
-		current := queueHeads(b, plan.f.org, window)
+		var unnamed heads.Unnamed
+		current := s.queueHeads(b, &unnamed, plan.f.org, window)
 		if also != nil {
 			if err := also(b, next); err != nil {
 				return nil, 0, 0, err
 			}
 		}
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return nil, 0, 0, err
+		}
+		if err := unnamed.Name(ctx, s.pool); err != nil {
 			return nil, 0, 0, err
 		}
 		for _, c := range window {

@@ -1,0 +1,148 @@
+package heads
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	json "github.com/segmentio/encoding/json"
+
+	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
+)
+
+// manySealedSQL is manySQL with each head as stored rather than opened by
+// loom.opened_row: the row without its text, the sealed text, the revision's stored
+// data key and the user column (a reference). Opening ten heads in SQL cost Postgres
+// about as much again as reading them (0.61 against 0.27 ms for a search's heads,
+// measured), and the reader holds the KEK ring anyway.
+const manySealedSQL = `SELECT m.row, m.sealed, m.data_key, m.user_id
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+	CROSS JOIN LATERAL (SELECT c.row, c.sealed, c.user_id,
+			(SELECT rk.data_key FROM loom.revision_keys rk WHERE rk.org = c.org AND rk.namespace = c.namespace AND rk.seq = c.seq) AS data_key
+		FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
+		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
+
+// Unnamed holds the heads a read opened in Go whose user only their column names (a
+// row sealed before migration 155, or whose text a redaction dropped): Name names them
+// as loom.user_name does in SQL, then files them by IdentityKey. Opened rows name
+// their user in their text, so Name usually has nothing to do and costs no round trip.
+type Unnamed struct {
+	org     string
+	pending []unnamedHead
+}
+
+type unnamedHead struct {
+	into map[string]*memrow.Row
+	row  *memrow.Row
+	ref  string
+}
+
+// QueueManyOpened queues Many's read on b, each row opened in Go under ring as
+// loom.opened_row opens it in SQL. The value comes back as the commit sealed it, its
+// canonical JSON (object keys in byte order, as the API documents), where jsonb orders
+// keys by length first. into holds the heads, by IdentityKey, once b is sent and
+// unnamed.Name has run.
+func QueueManyOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into map[string]*memrow.Row, org, namespace string, ids []memrow.Identity) {
+	unnamed.org = org
+	b.Queue(manySealedSQL, manyArgs(org, namespace, ids)...).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var raw, sealed, dataKey []byte
+			var ref string
+			if err := rows.Scan(&raw, &sealed, &dataKey, &ref); err != nil {
+				return fmt.Errorf("read heads: %w", err)
+			}
+			row, err := openStored(ring, raw, sealed, dataKey)
+			if err != nil {
+				return fmt.Errorf("read heads: %w", err)
+			}
+			if row.UserID == "" && ref != "" && ref != memrow.DefaultIdentity {
+				unnamed.pending = append(unnamed.pending, unnamedHead{into: into, row: row, ref: ref})
+				continue
+			}
+			into[IdentityKey(row.Identity)] = row
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read heads: %w", err)
+		}
+		return nil
+	})
+}
+
+// Name names the heads whose user only their column names, in one round trip when
+// there are any, and files them.
+func (u *Unnamed) Name(ctx context.Context, q Querier) error {
+	if len(u.pending) == 0 {
+		return nil
+	}
+	refs := make([]string, len(u.pending))
+	for i, p := range u.pending {
+		refs[i] = p.ref
+	}
+	rows, err := q.Query(ctx, `SELECT r.ref, coalesce(loom.user_name($1, r.ref), '') FROM unnest($2::text[]) AS r(ref)`, u.org, refs)
+	if err != nil {
+		return fmt.Errorf("name the heads' users: %w", err)
+	}
+	names := map[string]string{}
+	for rows.Next() {
+		var ref, name string
+		if err := rows.Scan(&ref, &name); err != nil {
+			rows.Close()
+			return fmt.Errorf("name the heads' users: %w", err)
+		}
+		names[ref] = name
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("name the heads' users: %w", err)
+	}
+	for _, p := range u.pending {
+		p.row.UserID = names[p.ref]
+		p.into[IdentityKey(p.row.Identity)] = p.row
+	}
+	u.pending = nil
+	return nil
+}
+
+// openStored is loom.opened_row's merge done in Go: the row's JSON, then every field its
+// sealed text holds over it. A row with no sealed text, or whose key was destroyed (an
+// erasure, a redaction), is its JSON alone.
+func openStored(ring *kek.Ring, raw, sealed, storedKey []byte) (*memrow.Row, error) {
+	row, err := Decode(raw)
+	if err != nil || sealed == nil || storedKey == nil {
+		return row, err
+	}
+	key, err := kek.OpenKey(ring, storedKey)
+	if err != nil {
+		return nil, fmt.Errorf("open the revision's data key: %w", err)
+	}
+	plain, err := rowseal.Open(key, rowseal.LabelRow, sealed)
+	if err != nil {
+		return nil, err
+	}
+	var t rowText
+	if err := json.Unmarshal(plain, &t); err != nil {
+		return nil, fmt.Errorf("decode the row's text: %w", err)
+	}
+	// As jsonb's ||: a key the text holds replaces the row's; the text leaves out the
+	// empty ones (omitempty), so those keep the row's.
+	row.Value, row.Tags, row.Entities = t.Value, t.Tags, t.Entities
+	if t.UserID != "" {
+		row.UserID = t.UserID
+	}
+	if t.Shared != nil {
+		row.Shared = t.Shared
+	}
+	if t.EntityTypes != nil {
+		row.EntityTypes = t.EntityTypes
+	}
+	if t.Relations != nil {
+		row.Relations = t.Relations
+	}
+	if t.ContentSHA256 != "" {
+		row.ContentSHA256 = t.ContentSHA256
+	}
+	return row, nil
+}
