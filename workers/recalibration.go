@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/loomplane/loom/internal/ch"
@@ -60,6 +61,10 @@ func (s *Service) recalibrationPass(ctx context.Context) passResult {
 	}
 	cfg, model := s.cfg.Recalibration, s.embedder.Model()
 	return s.dueNamespacePass(ctx, workerRecalibration, cfg.Batch, cfg.MaxAge, outcomeRecalibrated, func(ctx context.Context, d dueNamespace) error {
+		k := shortKey{d.org, d.namespace, model}
+		if s.recalShort.stillShort(k, d.maxSeq) {
+			return nil // too few vectors at the last sample, and too few revisions since to reach the minimum
+		}
 		if err := s.projected(ctx, d); err != nil {
 			return err
 		}
@@ -70,8 +75,60 @@ func (s *Service) recalibrationPass(ctx context.Context) passResult {
 		if err := s.spaced(last, cfg.Interval); err != nil {
 			return err
 		}
-		return s.recalibrate(ctx, d.org, d.namespace, model)
+		sampled, err := s.recalibrate(ctx, d.org, d.namespace, model)
+		if err == nil {
+			s.recalShort.note(k, d.maxSeq, sampled)
+		}
+		return err
 	})
+}
+
+// recalShortfalls keeps, per namespace and embedder, how far its last sample fell
+// short of the vectors a background needs (scorebg.From+scorebg.Min). Every revision
+// makes its namespace due, and a namespace below the minimum was sampled again at each
+// (a FINAL read of its vectors in ClickHouse, which reads whole granules of the vector
+// columns: with 32 small namespaces written in turn, the recalibration pass's reads
+// were most of ClickHouse's CPU beyond the projector's). A revision adds at most one
+// vector, so until the namespace has drawn as many seqs past the sample as it was
+// short, another sample cannot reach the minimum, and none is taken.
+type recalShortfalls struct {
+	mu sync.Mutex
+	m  map[shortKey]shortfall
+}
+
+type shortKey struct{ org, namespace, model string }
+
+// shortfall is a sample's: the newest seq the projection held then, and the vectors
+// it lacked.
+type shortfall struct{ seq, need int64 }
+
+// recalShortMax bounds the namespaces kept; past it the map starts again (a namespace
+// forgotten is only sampled once more).
+const recalShortMax = 16384
+
+// stillShort reports whether a namespace due up to seq cannot have enough vectors yet.
+// A seq below the sample's is a namespace deleted and made again: sampled again.
+func (r *recalShortfalls) stillShort(k shortKey, seq int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.m[k]
+	return ok && seq >= f.seq && seq < f.seq+f.need
+}
+
+// note keeps a namespace's sample of sampled vectors taken with the projection at seq
+// (sampled < 0: the sample was enough, and the namespace is forgotten).
+func (r *recalShortfalls) note(k shortKey, seq int64, sampled int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	need := int64(scorebg.From + scorebg.Min - sampled)
+	if sampled < 0 || need <= 0 {
+		delete(r.m, k)
+		return
+	}
+	if r.m == nil || len(r.m) >= recalShortMax {
+		r.m = map[shortKey]shortfall{}
+	}
+	r.m[k] = shortfall{seq: seq, need: need}
 }
 
 // recalibratedAt is when the namespace's backgrounds of model were last recalibrated
@@ -89,18 +146,19 @@ func (s *Service) recalibratedAt(ctx context.Context, org, ns, model string) (ti
 	return *at, nil
 }
 
-// recalibrate measures one namespace's backgrounds and keeps them.
-func (s *Service) recalibrate(ctx context.Context, org, ns, model string) error {
+// recalibrate measures one namespace's backgrounds and keeps them; sampled is how many
+// vectors it read when they were too few for a background, else -1.
+func (s *Service) recalibrate(ctx context.Context, org, ns, model string) (sampled int, err error) {
 	ids, vecs, err := s.recalibrationSample(ctx, org, ns, model)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	if len(vecs) < scorebg.From+scorebg.Min {
-		return nil // too few vectors for a background: the recorded ones stand
+		return len(vecs), nil // too few vectors for a background: the recorded ones stand
 	}
 	used, err := s.mostUsed(ctx, org, ns)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	var samples [][2]float64
 	for _, p := range probeOrder(ids, used) {
@@ -113,15 +171,15 @@ func (s *Service) recalibrate(ctx context.Context, org, ns, model string) error 
 		}
 	}
 	if len(samples) == 0 {
-		return nil // too few comparable vectors: the recorded backgrounds stand
+		return -1, nil // too few comparable vectors: the recorded backgrounds stand
 	}
 	if err := s.cmd.KeepRecalibration(ctx, org, ns, model, samples, s.now()); err != nil {
-		return err
+		return -1, err
 	}
 	if s.recalibrated != nil {
 		s.recalibrated(org, ns, model)
 	}
-	return nil
+	return -1, nil
 }
 
 // recalibrationSample reads up to recalibrationSample of the namespace's served
