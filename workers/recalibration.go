@@ -31,7 +31,8 @@ import (
 // its records up to the batch's newest, at most once per LOOM_RECALIBRATION_INTERVAL_MS
 // (records after a recalibration wait for the interval's end, then one recalibration
 // stamps them all), and only with enough vectors of the running embedder (with fewer,
-// its records are stamped and the next write makes it due again). A pass killed midway
+// its records are stamped and a later write makes it due again, once it can have
+// enough: recalShortfalls). A pass killed midway
 // leaves each namespace's backgrounds as they were or replaced whole, and its items owed.
 
 const workerRecalibration = "recalibration"
