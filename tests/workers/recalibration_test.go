@@ -227,9 +227,9 @@ func (j *judgingNamespace) after(t *testing.T, w *workers) {
 	}
 }
 
-// A namespace too small for a background is not sampled again until it has drawn as
-// many revisions as it was short (workers/recalibration.go, recalShortfalls), and is
-// recalibrated at the first pass that can find enough: twelve vectors, then exactly
+// A namespace too small for a background is not sampled until it has drawn as many
+// seqs as a background needs vectors (workers/recalibration.go, recalShortfalls), and
+// is recalibrated at the first pass that can find enough: twelve vectors, then exactly
 // the eighteen more that make the minimum of thirty.
 func TestASmallNamespaceIsRecalibratedOnceItHasEnoughVectors(t *testing.T) {
 	const org = "recalibration-small"
@@ -264,7 +264,7 @@ func TestASmallNamespaceIsRecalibratedOnceItHasEnoughVectors(t *testing.T) {
 			AND recalibrated_at IS NOT NULL`, org, ns, model)
 	}
 	write(0, 12)
-	testenv.Eventually(t, 2*time.Minute, "the pass to sample the twelve", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "the pass to take the twelve", func() bool {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'recalibration' AND org = $1 AND namespace = $2
 			AND state = 'owed'`, org, ns) == 0 && testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items
 			WHERE worker = 'recalibration' AND org = $1 AND namespace = $2`, org, ns) > 0
