@@ -77,6 +77,8 @@ type Service struct {
 	ch *ch.Conn
 	// recalibrated is told of each namespace the recalibration pass rewrote (OnRecalibrated).
 	recalibrated func(org, namespace, embedder string)
+	// recalShort keeps the namespaces too small to recalibrate yet (recalibration.go).
+	recalShort recalShortfalls
 	// gate paces this process's passes together (pacing.go).
 	gate *passGate
 }

@@ -226,3 +226,52 @@ func (j *judgingNamespace) after(t *testing.T, w *workers) {
 		t.Fatalf("after the pass: verdict %s; want new at the calibrated threshold %v (cosine %v)", v, conflict, j.cosine)
 	}
 }
+
+// A namespace too small for a background is not sampled until it has drawn as many
+// seqs as a background needs vectors (workers/recalibration.go, recalShortfalls), and
+// is recalibrated at the first pass that can find enough: twelve vectors, then exactly
+// the eighteen more that make the minimum of thirty.
+func TestASmallNamespaceIsRecalibratedOnceItHasEnoughVectors(t *testing.T) {
+	const org = "recalibration-small"
+	var model string
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = true, time.Hour
+		e, err := embed.New(c.Embedder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model = e.Model()
+	})
+	ctx, pool := context.Background(), env.PG(t)
+	ns := testenv.Unique(t, "recal-small")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	topics := []string{"invoices", "parking", "lunch", "printers", "holidays", "laptops", "badges", "travel"}
+	write := func(from, to int) {
+		t.Helper()
+		var entries []client.BulkEntry
+		for i := from; i < to; i++ {
+			entries = append(entries, client.BulkEntry{Key: fmt.Sprintf("note.%d", i),
+				Value: fmt.Sprintf("note %d: the %s policy changed in week %d", i, topics[i%len(topics)], i)})
+		}
+		if _, err := w.tc.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recalibrated := func() int64 {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = $2 AND embedder = $3
+			AND recalibrated_at IS NOT NULL`, org, ns, model)
+	}
+	write(0, 12)
+	testenv.Eventually(t, 2*time.Minute, "the pass to take the twelve", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'recalibration' AND org = $1 AND namespace = $2
+			AND state = 'owed'`, org, ns) == 0 && testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items
+			WHERE worker = 'recalibration' AND org = $1 AND namespace = $2`, org, ns) > 0
+	})
+	if n := recalibrated(); n != 0 {
+		t.Fatalf("twelve vectors recalibrated the namespace (%d rows)", n)
+	}
+	write(12, 30)
+	testenv.Eventually(t, 2*time.Minute, "the namespace recalibrated at thirty vectors", func() bool { return recalibrated() == 1 })
+}
