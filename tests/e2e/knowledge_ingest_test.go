@@ -193,10 +193,8 @@ func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 	}
 	// worker-a stalls past its lease (its lapse is set here, not waited for); worker-b
 	// takes the job over under the next token.
-	if _, err := pool.Exec(ctx, `UPDATE loom.knowledge_jobs SET lease_until = now() - interval '1 second'
-		WHERE org = $1 AND ingestion_id = $2::uuid`, org, id); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, pool, `UPDATE loom.knowledge_jobs SET lease_until = now() - interval '1 second'
+		WHERE org = $1 AND ingestion_id = $2::uuid`, org, id)
 	taker, err := k.ClaimIngestOf(ctx, org, "worker-b", time.Minute)
 	if err != nil || taker == nil || taker.Job().ID != id || taker.Job().LeaseToken != stale.Job().LeaseToken+1 {
 		t.Fatalf("the takeover: %+v %v", taker, err)
@@ -497,10 +495,8 @@ func TestKnowledgeIngestJobsExpireAfterThirtyDays(t *testing.T) {
 	recent := ingestJob(t, c, ns, []map[string]any{{"source_uri": "recent.txt", "content": "a job saved four weeks ago"}})
 	pool := env.PG(t)
 	for id, days := range map[string]int{old: 31, recent: 29} {
-		if _, err := pool.Exec(ctx, `UPDATE loom.knowledge_jobs SET updated_at = now() - make_interval(days => $4)
-			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, org, ns, id, days); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Exec(t, pool, `UPDATE loom.knowledge_jobs SET updated_at = now() - make_interval(days => $4)
+			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, org, ns, id, days)
 	}
 	swept, err := n.Knowledge.SweepIngestJobs(ctx)
 	if err != nil || swept < 1 {

@@ -367,10 +367,8 @@ func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
 		t.Fatalf("before: %v", uris)
 	}
 	pool := env.PG(t)
-	if _, err := pool.Exec(context.Background(), `UPDATE loom.knowledge_heads SET chunks_seq = chunks_seq + 1000
-		WHERE org = $1 AND namespace = $2 AND source_uri = 'moved.txt'`, org, ns); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, pool, `UPDATE loom.knowledge_heads SET chunks_seq = chunks_seq + 1000
+		WHERE org = $1 AND namespace = $2 AND source_uri = 'moved.txt'`, org, ns)
 	ans := ksearch(t, c, ns, map[string]any{"query": "narwhal"})
 	if uris := hitURIs(ans); len(uris) != 1 || uris[0] != "served.txt" || ans["stale_dropped"] != float64(1) {
 		t.Fatalf("after the head moved: %v", ans)
