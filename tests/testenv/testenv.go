@@ -46,6 +46,9 @@ type Options struct {
 	// for suites that test the projection through them (a test opts back in to the
 	// index with its config mod).
 	ClickHouseSearch bool
+	// Prebuild names the command packages the package's tests run (Build): they are
+	// built in the background from the start of the run.
+	Prebuild []string
 }
 
 // Start starts the stores and migrates them. A store that cannot start is an error:
@@ -137,11 +140,13 @@ func MainWith(m *testing.M, opts Options, env **Env, background func(context.Con
 // Run is MainWith that returns the exit code instead of exiting, for a TestMain that
 // has its own cleanup to do.
 func Run(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) int {
+	prebuild(opts.Prebuild)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	e, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
+		removeBuilds()
 		return 1
 	}
 	*env = e
@@ -151,6 +156,7 @@ func Run(m *testing.M, opts Options, env **Env, background func(context.Context,
 			fmt.Fprintln(os.Stderr, "testenv: background:", err)
 			stopBG()
 			e.Stack.Stop()
+			removeBuilds()
 			return 1
 		}
 	}
