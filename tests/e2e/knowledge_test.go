@@ -65,7 +65,7 @@ func kget(t *testing.T, c *testenv.Client, ns, uri string) *testenv.Response {
 }
 
 func TestKnowledgeRoundTrip(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	handbook := "Expense policy\n\nA quokka reimbursement needs a receipt within thirty days.\n\nTravel is booked through the portal."
 	a := kadd(t, c, ns, map[string]any{"source_uri": "handbook/expenses.txt", "content": handbook, "tags": []string{"policy"}})
@@ -126,7 +126,7 @@ func TestKnowledgeRoundTrip(t *testing.T) {
 // Concurrent upserts of one source over the head they read: one commits, the others
 // are refused 409 PRECONDITION_FAILED, and the source has one head, the winner's.
 func TestKnowledgeConcurrentUpsertsOneHead(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	v, err := strconv.ParseInt(kadd(t, c, ns, map[string]any{"source_uri": "spec.txt", "content": "first draft"})["version_text"].(string), 10, 64)
 	if err != nil {
@@ -200,7 +200,7 @@ func TestKnowledgeConcurrentUpsertsOneHead(t *testing.T) {
 }
 
 func TestKnowledgeDeleteRestore(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "runbook.txt", "content": "Restart the wombat service with the blue switch."})
 	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "wombat switch"})); len(uris) != 1 {
@@ -237,7 +237,7 @@ func TestKnowledgeDeleteRestore(t *testing.T) {
 // Injection strings are stored and matched as the text they are: in content, tags and
 // source URIs, in a search's query and in a list's prefix.
 func TestKnowledgeInjectionLiteral(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	evil := "Robert'); DROP TABLE loom.knowledge_heads;-- <script>alert(1)</script> {{7*7}} ${jndi:ldap://x} \x00 end"
 	uri := "notes/o'brien%_\"; DELETE FROM loom.outbox;--.txt"
@@ -267,7 +267,7 @@ func TestKnowledgeInjectionLiteral(t *testing.T) {
 // A document the parser cannot read is refused with a clear 4xx, and nothing of the
 // request is written: no seq drawn, no head, no outbox record.
 func TestKnowledgeUnsupportedFormatWritesNothing(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "ok.txt", "content": "fine"})
 	gen := testenv.Generation(t, env.PG(t), org, ns)
@@ -295,7 +295,7 @@ func TestKnowledgeUnsupportedFormatWritesNothing(t *testing.T) {
 // A namespace's erasure takes its documents from both stores and the index: the
 // census counts the knowledge tables, and nothing is left to get or search.
 func TestKnowledgeErasureLeavesNothing(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "secret.txt", "content": "The platypus launch code is seven."})
 	c.Do(t, http.MethodDelete, kpath(ns, "/document?source_uri=secret.txt"), nil)
@@ -359,7 +359,7 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 // head serves another revision (here a head moved past what the index holds, as when
 // a commit's record has not reached it) is dropped and counted, never answered.
 func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "served.txt", "content": "The narwhal tusk is a tooth."})
 	kadd(t, c, ns, map[string]any{"source_uri": "moved.txt", "content": "The narwhal dives deep."})
@@ -379,7 +379,7 @@ func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
 // window, each bound excluded; a rewrite moves a source to its new version's time; a
 // bound that is not a time, or a window that is empty, is refused naming its field.
 func TestKnowledgeSearchFiltersByWhenAVersionWasWritten(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	written := func(uri, content string) string {
 		kadd(t, c, ns, map[string]any{"source_uri": uri, "content": content})

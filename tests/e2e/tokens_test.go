@@ -112,7 +112,7 @@ func TestOperatorCommands(t *testing.T) {
 		err := cmd.Run()
 		return stdout.String(), stderr.String(), err
 	}
-	n, raw, org := env.OrgAPI(t, nil)
+	n, raw, org := env.SharedOrgAPI(t)
 	c := raw.Typed(t)
 	ns, restored := testenv.Unique(t, "cli"), testenv.Unique(t, "cli-restored")
 	must[*client.SetAnswer](t, "set")(c.Set(ctx, ns, "k", client.SetRequest{Value: "a memory the CLI backs up", Identity: client.Identity{UserID: "u1"}}))
