@@ -35,6 +35,7 @@ type Env struct {
 
 	sharedMu sync.Mutex
 	shared   map[string]*sharedProcess
+	topics   topicReads
 }
 
 // Options shape the stores an Env runs.
