@@ -109,11 +109,15 @@ func TestKnowledgeRoundTrip(t *testing.T) {
 
 	// The projection: one documents row per revision and its chunks, in ClickHouse.
 	conn := env.CH(t)
-	testenv.Eventually(t, 60*time.Second, "the documents to reach ClickHouse", func() bool {
+	chunks := func() []string {
+		return testenv.CHStrings(t, conn, `SELECT text FROM loom.chunks WHERE org = ? AND namespace = ? AND source_uri = 'handbook/expenses.txt'`, org, ns)
+	}
+	// The documents rows and the chunks are separate inserts: the wait is for both.
+	testenv.Eventually(t, 60*time.Second, "the documents and their chunks to reach ClickHouse", func() bool {
 		got := testenv.CHStrings(t, conn, `SELECT source_uri FROM loom.documents WHERE org = ? AND namespace = ?`, org, ns)
-		return len(got) == 2
+		return len(got) == 2 && len(chunks()) > 0
 	})
-	if n := testenv.CHStrings(t, conn, `SELECT text FROM loom.chunks WHERE org = ? AND namespace = ? AND source_uri = 'handbook/expenses.txt'`, org, ns); len(n) < 1 || !strings.Contains(strings.Join(n, " "), "quokka") {
+	if n := chunks(); len(n) < 1 || !strings.Contains(strings.Join(n, " "), "quokka") {
 		t.Fatalf("chunks in ClickHouse: %v", n)
 	}
 	// At rest the text is sealed: the head's row holds no plaintext.
