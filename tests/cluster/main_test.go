@@ -34,13 +34,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	loomd = filepath.Join(dir, "loomd")
-	if err := build(loomd); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	// loomd builds while the stores start.
+	built := make(chan error, 1)
+	go func() { built <- build(loomd) }()
 	// The stores start empty: the first processes migrate them, concurrently.
-	code := testenv.Run(m, testenv.Options{Unmigrated: true}, &env, nil)
+	code := testenv.Run(m, testenv.Options{Unmigrated: true}, &env, func(context.Context, *testenv.Env) error { return <-built })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

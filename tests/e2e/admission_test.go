@@ -74,7 +74,7 @@ func TestSemanticAdmission(t *testing.T) {
 // pin (and the pin covers the new value), or the write answers 409. A live value is
 // never written over a pin it did not see.
 func TestPinRacingAWrite(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	tc := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
 	ctx := context.Background()
 	ns := testenv.Unique(t, "pinrace")
@@ -209,7 +209,7 @@ func admissionCommits(t *testing.T, tc *client.Client, outcome string) float64 {
 // only once each commit answered, and the commit queued behind it on the namespace's
 // lock found its row unmeasured: four in ten commits went round again.)
 func TestWritersOfOneNamespaceRuleOutEachOthersCommits(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.API(t, nil) // a process of its own: the test counts its commits
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
 	ns := testenv.Unique(t, "gap")
 	syllables := []string{"ka", "lo", "mi", "ru", "te", "zan", "pol", "dre", "vu", "sho", "ne", "gri"}
@@ -253,7 +253,7 @@ func TestWritersOfOneNamespaceRuleOutEachOthersCommits(t *testing.T) {
 // transaction drew for the writes it left out go back. A write that loses every round
 // answers the retryable ADMISSION_CONTENDED, which the client retries.
 func TestWritersOfOneKeyLandEveryVersionWithGaplessSeqs(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c, err := client.New(url, env.Token(t, n, auth.NewToken{Org: "acme"}),
 		client.WithRetry(client.Retry{InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}))
 	if err != nil {
@@ -307,7 +307,7 @@ func TestWritersOfOneKeyLandEveryVersionWithGaplessSeqs(t *testing.T) {
 // as the search index has it, without a read of its head; one in reach is the head
 // the verdict judged. Both carry the memory's id.
 func TestAWritesAnswerNamesItsPeersNearAndFar(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
 	ctx := context.Background()
 	ns := testenv.Unique(t, "peers")

@@ -13,7 +13,7 @@ import (
 // writes are judged, a relevant question is answered from memory, an unrelated one
 // abstains, and its writes arrive on the change topic.
 func TestExampleAgent(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	ns := testenv.Unique(t, "agent")
 	bin := testenv.Build(t, "github.com/loomplane/loom/examples/agent")

@@ -130,7 +130,7 @@ func TestAnswersAClientCanActOn(t *testing.T) {
 
 // answersEnv is a process's URL, an admin client of org acme and a namespace.
 func answersEnv(t *testing.T) (base string, c *testenv.Client, ns string) {
-	n, base := env.API(t, nil)
+	n, base := env.SharedAPI(t)
 	c = testenv.NewClient(base, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns = testenv.Unique(t, "answers")
 	c.Set(t, ns, "k", "the answer is forty-two")

@@ -62,12 +62,6 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	}
 	pool := env.PG(t)
 	ctx := context.Background()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	// The stored hashes are keyed: no column holds a value's plain hash.
 	plainStored := func(p *pgxpool.Pool) int64 {
 		t.Helper()
@@ -81,14 +75,14 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	// Back to how an older Loom stored them: text and plain hash in `row`, the plain
 	// hash in the column, keys raw, no content hash keys.
 	for _, table := range []string{"loom.memory_current", "loom.memory_revisions"} {
-		exec(`UPDATE `+table+` SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL,
+		testenv.Exec(t, pool, `UPDATE `+table+` SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL,
 			content_sha256 = loom.opened_row(row, sealed, org, namespace, seq)->>'content_sha256' WHERE org = $1 AND namespace = $2`, org, ns)
 	}
-	exec(`DELETE FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns)
+	testenv.Exec(t, pool, `DELETE FROM loom.content_keys WHERE org = $1 AND namespace = $2`, org, ns)
 	if n := plainStored(pool); n != 4 {
 		t.Fatalf("%d rows store a plain content hash as an older Loom did, want 4", n)
 	}
-	exec(`UPDATE loom.revision_keys SET data_key = loom.unwrapped_key(data_key) WHERE org = $1 AND namespace = $2`, org, ns)
+	testenv.Exec(t, pool, `UPDATE loom.revision_keys SET data_key = loom.unwrapped_key(data_key) WHERE org = $1 AND namespace = $2`, org, ns)
 	var refKey []byte
 	if err := pool.QueryRow(ctx, `UPDATE loom.user_ref_keys SET key = loom.unwrapped_key(key) WHERE org = $1 RETURNING key`, org).Scan(&refKey); err != nil {
 		t.Fatal(err)
@@ -179,8 +173,8 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	}
 
 	// A row the pass has not reached: the erasure takes it, its text with it.
-	exec(`UPDATE loom.memory_current SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
-	exec(`UPDATE loom.memory_revisions SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
+	testenv.Exec(t, pool, `UPDATE loom.memory_current SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
+	testenv.Exec(t, pool, `UPDATE loom.memory_revisions SET row = loom.opened_row(row, sealed, org, namespace, seq), sealed = NULL WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'ann')`, org, ns)
 	_, commandURL, _ := env.Serve(t, []string{"command"}, nil)
 	testenv.NewClient(commandURL, token).Erase(t, map[string]any{"user_id": "ann", "namespace": ns})
 	if n := testenv.Int(t, pool, `SELECT count(*) FROM (SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2

@@ -20,7 +20,7 @@ import (
 // events.TestABatchNoteListsItsMembersOnlyUpToTheLimit covers 256 and 1,000.
 func TestABatchPastTheListedMembersNamesThemByCountAndDigest(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "audit-batch-size")
 	pool, conn := env.PG(t), env.CH(t)

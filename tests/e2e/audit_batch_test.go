@@ -21,7 +21,7 @@ import (
 // verification at its seq.
 func TestABulkWriteLeavesOneChainedBatchAuditRow(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "audit-batch")
 	pool, conn := env.PG(t), env.CH(t)

@@ -21,7 +21,7 @@ import (
 // erasure of a user across the org leaves them in every namespace the user wrote in.
 func TestAnErasureLeavesItsStartedAndCompletedRowsNamingItsActor(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	pool, conn := env.PG(t), env.CH(t)
 	spaces := []string{testenv.Unique(t, "sagaaudit"), testenv.Unique(t, "sagaaudit")}

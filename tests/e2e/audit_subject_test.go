@@ -18,7 +18,7 @@ import (
 // erasure that scrubs them and their salt leaves the chain whole.
 func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "auditsub")
 	pool, conn := env.PG(t), env.CH(t)
@@ -141,7 +141,7 @@ func forgeScrub(t *testing.T, conn *ch.Conn, verify func() error, org, ns string
 // same memory, explains them, so the replayed chain verifies.
 func TestAReplayAfterARedactionVerifies(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "auditredact")
 	pool, conn := env.PG(t), env.CH(t)

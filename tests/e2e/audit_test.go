@@ -20,7 +20,7 @@ import (
 // row.
 func TestTheAuditChainVerifiesAndNamesATamperedRow(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "audit")
 	pool, conn := env.PG(t), env.CH(t)

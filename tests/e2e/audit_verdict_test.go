@@ -16,7 +16,7 @@ import (
 // and the verdict is in the chain: a row whose verdict is edited fails verification.
 func TestAWritesAuditRowNamesItsVerdict(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "verdicts")
 	want := map[string]string{}

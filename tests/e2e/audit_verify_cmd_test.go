@@ -19,7 +19,7 @@ import (
 // put back, the chain verifies again. A flag misused is a usage error (exit 2).
 func TestLoomdAuditVerifyNamesTheFirstTamperedRow(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "auditcmd")
 	pool, conn := env.PG(t), env.CH(t)

@@ -546,7 +546,7 @@ func registeredRoutes(n *app.Process) []string {
 }
 
 func TestUserBoundTokensWalkEveryRoute(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	w, _ := newBoundWorld(t, n, url)
 	walk := boundRoutes(w)
 	routes := registeredRoutes(n)
@@ -578,7 +578,7 @@ func TestUserBoundTokensWalkEveryRoute(t *testing.T) {
 // carol everywhere, swept bob's rows with a blacklist pattern and changed the policy
 // of every user. Each is refused and erases nothing; alice's own erasure still runs.
 func TestUserBoundAdminErasesOnlyItsUser(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	w, admin := newBoundWorld(t, n, url)
 	alice := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: w.org, Role: auth.RoleAdmin, ReadUserID: "alice"}))
 	for _, c := range []struct{ method, path, body string }{
@@ -618,7 +618,7 @@ func TestUserBoundAdminErasesOnlyItsUser(t *testing.T) {
 // ttl_seconds (it overflowed into the past and was refused as an invalid token
 // against expires_at); a namespace list is stored once per name and bounded.
 func TestTokenRequestBounds(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org := testenv.Unique(t, "org")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	field := func(r *testenv.Response) string {
@@ -663,7 +663,7 @@ func TestTokenRequestBounds(t *testing.T) {
 // without a token and 403 with the operator's (which reaches no org's memory), as the
 // API's description says; an org's token gets the 404.
 func TestUnknownRoutesAnswerAfterTheToken(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	for _, c := range []struct {
 		token  string
 		status int

@@ -16,7 +16,7 @@ import (
 // never forbidden.
 func TestVerifyAndRedactByID(t *testing.T) {
 	ctx := context.Background()
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns, other := testenv.Unique(t, "byid"), testenv.Unique(t, "byid-other")
 	first, err := tc.Set(ctx, ns, "door-code", client.SetRequest{Value: "the door code is 4711"})
@@ -64,7 +64,7 @@ func isNotFound(err error) bool {
 // never the earlier writer (postgres-authority.md, Audit).
 func TestAVerdictsCopyCarriesTheRequestsActor(t *testing.T) {
 	ctx := context.Background()
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "copyactor")
 	c.Configure(t, ns, map[string]any{"conflict_policy": "newest_wins"})
 	first := c.Typed(t)

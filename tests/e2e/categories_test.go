@@ -38,7 +38,7 @@ func categoriesOf(t *testing.T, c *testenv.Client, ns string) (map[string]int64,
 // tags), and rescinds them; the categories read counts tagged and untagged rows; a
 // link that changes nothing writes nothing, and a bad request names its field.
 func TestAssignCategoryLinksAndRescindsCategories(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "cats")
 	admin.AppendOnly(t, ns)
 	for key, body := range map[string]map[string]any{

@@ -14,7 +14,7 @@ import (
 // field the server sends is unknown to it), errors are *client.Error with their codes,
 // and an Idempotency-Key retry is answered as a replay.
 func TestTypedClient(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	ctx := context.Background()
 	c, err := client.New(url, env.Token(t, n, auth.NewToken{Org: "acme"}), client.WithStrictDecoding())
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // CloudEvents Go SDK reads it: the ce_* headers are the attributes, content-type is
 // datacontenttype, and the record value (the envelope) is the data.
 func TestRecordsAreCloudEventsInBinaryMode(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "ce")
 	first := c.Set(t, ns, "k", "a value the CloudEvents SDK never sees in the clear")

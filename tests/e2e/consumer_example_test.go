@@ -22,7 +22,7 @@ import (
 // offsets after handling (a restart prints only what is new), and dedupes by seq (a
 // fresh group over the same state file prints nothing twice).
 func TestExampleConsumerFollowsTheTopic(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader})
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "consumer")

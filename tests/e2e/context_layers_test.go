@@ -22,7 +22,7 @@ var (
 // query (knowledge.search), each line citing its turn or its document version; a
 // token bound to alice packs none of bob's turns.
 func TestContextPackCarriesTheSessionAndTheKnowledge(t *testing.T) {
-	n, raw, org := env.OrgAPI(t, nil)
+	n, raw, org := env.SharedOrgAPI(t)
 	c, err := client.New(raw.URL, raw.Token)
 	if err != nil {
 		t.Fatal(err)

@@ -134,7 +134,7 @@ func TestErasureLeavesNothingInPackSearchOrAReplay(t *testing.T) {
 		}
 	}
 	// A process started now builds its index from the topic's first record.
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	fresh := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: e.org}))
 	after("a process started after the erasure", fresh)
 }

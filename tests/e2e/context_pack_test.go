@@ -24,7 +24,7 @@ var citeRE = regexp.MustCompile(`\[m:([0-9a-f-]{36})@(\d+)\]`)
 // the same bytes, a token bound to alice never packs bob's rows, and bad input is a
 // 422 naming its field. The typed client's calls go through the spec's check.
 func TestContextPackCitesResolvableVersionsWithinBudget(t *testing.T) {
-	n, raw, org := env.OrgAPI(t, nil)
+	n, raw, org := env.SharedOrgAPI(t)
 	check := newSpecCheck(t, raw.URL)
 	c, err := client.New(raw.URL, raw.Token, client.WithHTTPClient(&http.Client{Transport: check}))
 	if err != nil {
@@ -195,7 +195,7 @@ func packBadInputNamesItsField(t *testing.T, raw *testenv.Client, ns string) {
 // memory.timeline, memory.related, memory.aggregate and memory.statuses, each as a user
 // would notice it, through the typed client and the spec's check.
 func TestTimelineRelatedAggregateStatuses(t *testing.T) {
-	_, raw, org := env.OrgAPI(t, nil)
+	_, raw, org := env.SharedOrgAPI(t)
 	c, err := client.New(raw.URL, raw.Token, client.WithHTTPClient(&http.Client{Transport: newSpecCheck(t, raw.URL)}))
 	if err != nil {
 		t.Fatal(err)

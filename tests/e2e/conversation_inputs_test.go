@@ -30,9 +30,7 @@ func failTurnWrites(t *testing.T, ns string) (restore func()) {
 		fmt.Sprintf(`CREATE TRIGGER %s BEFORE INSERT ON loom.memory_evidence FOR EACH ROW EXECUTE FUNCTION %s()`, fn, fn),
 	}
 	for _, s := range stmts {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Exec(t, pool, s)
 	}
 	done := false
 	restore = func() {

@@ -70,7 +70,6 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 		t.Fatalf("defer an extraction: %v", err)
 	}
 	pool := env.PG(t)
-	ctx := context.Background()
 	rawKeys := storedKeysAreWrapped(t, pool, org, ns)
 	conn := env.CH(t)
 	testenv.Eventually(t, time.Minute, "the projection to hold the memory", func() bool {
@@ -103,9 +102,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 	// The keys as they open things are in no file of Postgres: not the table files,
 	// not the WAL.
-	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, pool, "CHECKPOINT")
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), rawKeys...); len(found) > 0 {
 		t.Errorf("Postgres files hold %d data keys unwrapped: %v", len(found), pgRelations(t, pool, found))
 	}
@@ -125,9 +122,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 
 	// Postgres: dead tuples vacuumed, dirty pages written, then every file read.
 	for _, stmt := range []string{"VACUUM", "CHECKPOINT"} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
+		testenv.Exec(t, pool, stmt)
 	}
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", pgRelations(t, pool, found))

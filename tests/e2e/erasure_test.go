@@ -43,7 +43,7 @@ func passportKey(user, word string) string { return user + "-passport-" + word }
 
 func newErasureWorld(t *testing.T) *erasureWorld {
 	t.Helper()
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org := testenv.Unique(t, "org")
 	w := &erasureWorld{org: org, admin: testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org})),
 		pool: env.PG(t), conn: env.CH(t), words: map[string][]string{}}
@@ -286,7 +286,7 @@ func TestErasureOfANamespaceList(t *testing.T) {
 
 // Erasures are for admin tokens, and name exactly one scope the token reaches.
 func TestErasureRequestIsChecked(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org := testenv.Unique(t, "org")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	writer := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter}))
@@ -378,7 +378,7 @@ func TestWritesBuiltBeforeAnErasureAreRefused(t *testing.T) {
 // the scope, in both stores, was written after the erasure's fence, and none carries a
 // memory the erasure removed.
 func TestErasureRaceWithWriters(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "race")
 	c.AppendOnly(t, ns)
 	pool, conn := env.PG(t), env.CH(t)
@@ -469,7 +469,7 @@ func TestErasureRaceWithWriters(t *testing.T) {
 // their keys, and leaves the rest; it refuses the live head's text; search never
 // serves the redacted text; a retry covers the same versions again.
 func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "redact")
 	c.AppendOnly(t, ns)
 	word := fmt.Sprintf("wombat%06d", time.Now().UnixNano()%1_000_000)

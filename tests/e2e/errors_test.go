@@ -13,7 +13,7 @@ import (
 )
 
 func TestBadInputAnswers422NamingTheField(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "bad")
 	long := strings.Repeat("x", 257)
@@ -98,7 +98,7 @@ func TestMissingOrWrongTokenIs401(t *testing.T) {
 
 // The token decides the org: nothing a token of one org does reaches another org's rows.
 func TestTokenNeverReachesAnotherOrg(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	alice := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "org-a"}))
 	bob := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "org-b"}))
 	ns := testenv.Unique(t, "iso")
@@ -126,7 +126,7 @@ func TestTokenNeverReachesAnotherOrg(t *testing.T) {
 // A token limited to some namespaces, or to one user's rows, sees nothing else; a
 // reader token cannot write.
 func TestTokenScopes(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	ns := testenv.Unique(t, "scope")
 	other := testenv.Unique(t, "other")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
@@ -161,7 +161,7 @@ func TestTokenScopes(t *testing.T) {
 }
 
 func TestGetByID(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "byid")
 	set := typedSet(t, c, ns, "k", client.SetRequest{Value: []any{"a", 2, true}})

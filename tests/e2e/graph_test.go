@@ -21,7 +21,7 @@ type graphNS struct {
 
 func newGraphNS(t *testing.T, policy string) *graphNS {
 	t.Helper()
-	n, base := env.API(t, nil)
+	n, base := env.SharedAPI(t)
 	g := &graphNS{t: t, c: testenv.NewClient(base, env.Token(t, n, auth.NewToken{Org: "acme"})), ns: testenv.Unique(t, "graph")}
 	g.c.Configure(t, g.ns, map[string]any{"conflict_policy": policy,
 		"relations": map[string]string{"lives_in": "single", "visited": "multi"}})
@@ -294,7 +294,7 @@ func TestGraphHighRowsAndProposalsHoldOnlyEdges(t *testing.T) {
 // A token bound to one user sees only the facts and edges its user's rows name.
 func TestGraphReadScope(t *testing.T) {
 	g := newGraphNS(t, "append_only")
-	n, base := env.API(t, nil)
+	n, base := env.SharedAPI(t)
 	alice := testenv.NewClient(base, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter, ReadUserID: "alice"}))
 	bob := testenv.NewClient(base, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter, ReadUserID: "bob"}))
 	for _, w := range []struct {

@@ -20,7 +20,7 @@ import (
 // writes, a revision, a status change, a delete, an Undo, a redacted version scrubbed;
 // an erased user's versions are gone from it, another user's stay.
 func TestHistoryFromTheJournalIsClickHousesHistory(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "history")
 	c.AppendOnly(t, ns)
 	word := fmt.Sprintf("quokka%06d", time.Now().UnixNano()%1_000_000)

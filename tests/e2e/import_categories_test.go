@@ -19,7 +19,7 @@ import (
 // both.
 func TestImportLeavesARescindedCategoryLinkRescinded(t *testing.T) {
 	ctx := context.Background()
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "import-cats")
 	c.AppendOnly(t, ns)

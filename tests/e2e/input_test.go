@@ -59,7 +59,7 @@ var mcpHeaders = map[string]string{"Accept": "application/json, text/event-strea
 // answers 413 PAYLOAD_TOO_LARGE, as for a plain body past the limit; a gzip body within
 // it is read as the plain one.
 func TestCompressedBodyLimit(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	writer := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter}))
 	reader := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader}))
 	ns := testenv.Unique(t, "gzip")
@@ -105,7 +105,7 @@ func TestCompressedBodyLimit(t *testing.T) {
 // Defect 5 of issue 28: the documented snapshot → restore round trip with gzip failed,
 // the body decompressed twice (422 "the body is not gzip").
 func TestGzipSnapshotRestore(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleAdmin}))
 	src, dst := testenv.Unique(t, "gzsnap"), testenv.Unique(t, "gzrestore")
 	admin.Set(t, src, "city", "the user lives in Lisbon")
@@ -136,7 +136,7 @@ func TestGzipSnapshotRestore(t *testing.T) {
 // (`namespace … has '%' at byte 3` for app_id "dev/shared"). Each is now the facade's
 // 400 VALIDATION_FAILED naming mem0's field, and nothing is written.
 func TestMem0StrictBodies(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	c := &testenv.Client{URL: url, HTTP: testenv.NewClient(url, "").HTTP}
 	hdr := map[string]string{"Authorization": "Token " + token}
@@ -196,7 +196,7 @@ func mcpPost(t *testing.T, c *testenv.Client, body string) *testenv.Response {
 // HEADERS_TOO_LARGE (the tool puts the key in the REST call's path, past the server's
 // header buffer).
 func TestMCPFraming(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	c := testenv.NewClient(url, token)
 

@@ -15,7 +15,7 @@ import (
 // to one user counts that user's rows alone.
 func TestInventoryCountsTheNamespacesMemories(t *testing.T) {
 	ctx := context.Background()
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "inventory")
 	c.AppendOnly(t, ns)

@@ -15,7 +15,7 @@ import (
 // is refused, the query grammar reads cells and values literally, and a namespace's
 // erasure takes the catalog with the documents.
 func TestKnowledgeDatasetsApproveAndQuery(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kds")
 	const injection = `'; DROP TABLE loom.knowledge_datasets; --`
 	csv := "id,city,qty,day,note\n" +

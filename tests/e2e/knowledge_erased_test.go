@@ -13,7 +13,7 @@ import (
 // and never reads as a mere race (409), and a retry of a keyed write whose answer
 // names an erased document answers 404 rather than replaying it.
 func TestKnowledgeWriteBuiltFromAnErasedDocumentIs404(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ke")
 	doc := map[string]any{"source_uri": "plan.txt", "content": "The heron project ships in May."}
 	keyed := func() *testenv.Response {

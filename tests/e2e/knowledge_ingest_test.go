@@ -148,7 +148,7 @@ func TestKnowledgeIngestCompletesAndIsSearchable(t *testing.T) {
 // A submission the checks refuse writes nothing: a source named twice, a format Loom
 // does not read.
 func TestKnowledgeIngestRefusesBeforeWriting(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ki")
 	for _, tc := range []struct {
 		docs   []map[string]any
@@ -178,7 +178,7 @@ func TestKnowledgeIngestRefusesBeforeWriting(t *testing.T) {
 func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 	ctx := context.Background()
 	// No workers role: the test drives the runs itself through the plane's write side.
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ki")
 	pool := env.PG(t)
 	k := n.Knowledge
@@ -193,10 +193,8 @@ func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 	}
 	// worker-a stalls past its lease (its lapse is set here, not waited for); worker-b
 	// takes the job over under the next token.
-	if _, err := pool.Exec(ctx, `UPDATE loom.knowledge_jobs SET lease_until = now() - interval '1 second'
-		WHERE org = $1 AND ingestion_id = $2::uuid`, org, id); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, pool, `UPDATE loom.knowledge_jobs SET lease_until = now() - interval '1 second'
+		WHERE org = $1 AND ingestion_id = $2::uuid`, org, id)
 	taker, err := k.ClaimIngestOf(ctx, org, "worker-b", time.Minute)
 	if err != nil || taker == nil || taker.Job().ID != id || taker.Job().LeaseToken != stale.Job().LeaseToken+1 {
 		t.Fatalf("the takeover: %+v %v", taker, err)
@@ -268,7 +266,7 @@ func TestKnowledgeIngestFencingAndCancel(t *testing.T) {
 func TestKnowledgeIngestStepHoldsItsByteBound(t *testing.T) {
 	ctx := context.Background()
 	// No workers role: the test steps the run itself.
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ki")
 	k := n.Knowledge
 	id := ingestJob(t, c, ns, []map[string]any{
@@ -305,7 +303,7 @@ func TestKnowledgeIngestStepHoldsItsByteBound(t *testing.T) {
 // A repeated Idempotency-Key replays the first answer: an add, a bulk add, an ingest
 // and a delete write once; the key with another body is 409 IDEMPOTENT_CONFLICT.
 func TestKnowledgeIdempotencyKeyReplays(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ki")
 	send := func(method, path, key string, body any) *testenv.Response {
 		var b []byte
@@ -455,7 +453,7 @@ func TestAskReadsKnowledge(t *testing.T) {
 // erasure stops at its next save (JobGone) with nothing written.
 func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
 	ctx := context.Background()
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ki")
 	kadd(t, c, ns, map[string]any{"source_uri": "seed.txt", "content": "a document so the namespace has a generation"})
 	id := ingestJob(t, c, ns, []map[string]any{{"source_uri": "held.txt", "content": "the secret tapir plan"}})
@@ -491,16 +489,14 @@ func TestKnowledgeIngestErasureRemovesJobs(t *testing.T) {
 // is kept.
 func TestKnowledgeIngestJobsExpireAfterThirtyDays(t *testing.T) {
 	ctx := context.Background()
-	n, c, org := env.OrgAPI(t, nil)
+	n, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kx")
 	old := ingestJob(t, c, ns, []map[string]any{{"source_uri": "old.txt", "content": "a job nobody saved for a month"}})
 	recent := ingestJob(t, c, ns, []map[string]any{{"source_uri": "recent.txt", "content": "a job saved four weeks ago"}})
 	pool := env.PG(t)
 	for id, days := range map[string]int{old: 31, recent: 29} {
-		if _, err := pool.Exec(ctx, `UPDATE loom.knowledge_jobs SET updated_at = now() - make_interval(days => $4)
-			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, org, ns, id, days); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Exec(t, pool, `UPDATE loom.knowledge_jobs SET updated_at = now() - make_interval(days => $4)
+			WHERE org = $1 AND namespace = $2 AND ingestion_id = $3::uuid`, org, ns, id, days)
 	}
 	swept, err := n.Knowledge.SweepIngestJobs(ctx)
 	if err != nil || swept < 1 {

@@ -10,7 +10,7 @@ import (
 // knowledge.inspect counts what the namespace's heads hold: live and deleted documents
 // by format, the live ones' bytes and chunks, and the work still owed to them.
 func TestKnowledgeInspectCountsDocumentsByFormat(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kinsp")
 	docs := []map[string]any{
 		{"source_uri": "notes/a.txt", "content": "Quokkas are marsupials.\n\nThey live on Rottnest Island."},

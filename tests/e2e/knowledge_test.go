@@ -65,7 +65,7 @@ func kget(t *testing.T, c *testenv.Client, ns, uri string) *testenv.Response {
 }
 
 func TestKnowledgeRoundTrip(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	handbook := "Expense policy\n\nA quokka reimbursement needs a receipt within thirty days.\n\nTravel is booked through the portal."
 	a := kadd(t, c, ns, map[string]any{"source_uri": "handbook/expenses.txt", "content": handbook, "tags": []string{"policy"}})
@@ -109,11 +109,15 @@ func TestKnowledgeRoundTrip(t *testing.T) {
 
 	// The projection: one documents row per revision and its chunks, in ClickHouse.
 	conn := env.CH(t)
-	testenv.Eventually(t, 60*time.Second, "the documents to reach ClickHouse", func() bool {
+	chunks := func() []string {
+		return testenv.CHStrings(t, conn, `SELECT text FROM loom.chunks WHERE org = ? AND namespace = ? AND source_uri = 'handbook/expenses.txt'`, org, ns)
+	}
+	// The documents rows and the chunks are separate inserts: the wait is for both.
+	testenv.Eventually(t, 60*time.Second, "the documents and their chunks to reach ClickHouse", func() bool {
 		got := testenv.CHStrings(t, conn, `SELECT source_uri FROM loom.documents WHERE org = ? AND namespace = ?`, org, ns)
-		return len(got) == 2
+		return len(got) == 2 && len(chunks()) > 0
 	})
-	if n := testenv.CHStrings(t, conn, `SELECT text FROM loom.chunks WHERE org = ? AND namespace = ? AND source_uri = 'handbook/expenses.txt'`, org, ns); len(n) < 1 || !strings.Contains(strings.Join(n, " "), "quokka") {
+	if n := chunks(); len(n) < 1 || !strings.Contains(strings.Join(n, " "), "quokka") {
 		t.Fatalf("chunks in ClickHouse: %v", n)
 	}
 	// At rest the text is sealed: the head's row holds no plaintext.
@@ -126,7 +130,7 @@ func TestKnowledgeRoundTrip(t *testing.T) {
 // Concurrent upserts of one source over the head they read: one commits, the others
 // are refused 409 PRECONDITION_FAILED, and the source has one head, the winner's.
 func TestKnowledgeConcurrentUpsertsOneHead(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	v, err := strconv.ParseInt(kadd(t, c, ns, map[string]any{"source_uri": "spec.txt", "content": "first draft"})["version_text"].(string), 10, 64)
 	if err != nil {
@@ -200,7 +204,7 @@ func TestKnowledgeConcurrentUpsertsOneHead(t *testing.T) {
 }
 
 func TestKnowledgeDeleteRestore(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "runbook.txt", "content": "Restart the wombat service with the blue switch."})
 	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "wombat switch"})); len(uris) != 1 {
@@ -237,7 +241,7 @@ func TestKnowledgeDeleteRestore(t *testing.T) {
 // Injection strings are stored and matched as the text they are: in content, tags and
 // source URIs, in a search's query and in a list's prefix.
 func TestKnowledgeInjectionLiteral(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	evil := "Robert'); DROP TABLE loom.knowledge_heads;-- <script>alert(1)</script> {{7*7}} ${jndi:ldap://x} \x00 end"
 	uri := "notes/o'brien%_\"; DELETE FROM loom.outbox;--.txt"
@@ -267,7 +271,7 @@ func TestKnowledgeInjectionLiteral(t *testing.T) {
 // A document the parser cannot read is refused with a clear 4xx, and nothing of the
 // request is written: no seq drawn, no head, no outbox record.
 func TestKnowledgeUnsupportedFormatWritesNothing(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "ok.txt", "content": "fine"})
 	gen := testenv.Generation(t, env.PG(t), org, ns)
@@ -295,7 +299,7 @@ func TestKnowledgeUnsupportedFormatWritesNothing(t *testing.T) {
 // A namespace's erasure takes its documents from both stores and the index: the
 // census counts the knowledge tables, and nothing is left to get or search.
 func TestKnowledgeErasureLeavesNothing(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "secret.txt", "content": "The platypus launch code is seven."})
 	c.Do(t, http.MethodDelete, kpath(ns, "/document?source_uri=secret.txt"), nil)
@@ -359,7 +363,7 @@ func TestKnowledgeErasureLeavesNothing(t *testing.T) {
 // head serves another revision (here a head moved past what the index holds, as when
 // a commit's record has not reached it) is dropped and counted, never answered.
 func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	kadd(t, c, ns, map[string]any{"source_uri": "served.txt", "content": "The narwhal tusk is a tooth."})
 	kadd(t, c, ns, map[string]any{"source_uri": "moved.txt", "content": "The narwhal dives deep."})
@@ -367,10 +371,8 @@ func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
 		t.Fatalf("before: %v", uris)
 	}
 	pool := env.PG(t)
-	if _, err := pool.Exec(context.Background(), `UPDATE loom.knowledge_heads SET chunks_seq = chunks_seq + 1000
-		WHERE org = $1 AND namespace = $2 AND source_uri = 'moved.txt'`, org, ns); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, pool, `UPDATE loom.knowledge_heads SET chunks_seq = chunks_seq + 1000
+		WHERE org = $1 AND namespace = $2 AND source_uri = 'moved.txt'`, org, ns)
 	ans := ksearch(t, c, ns, map[string]any{"query": "narwhal"})
 	if uris := hitURIs(ans); len(uris) != 1 || uris[0] != "served.txt" || ans["stale_dropped"] != float64(1) {
 		t.Fatalf("after the head moved: %v", ans)
@@ -381,7 +383,7 @@ func TestKnowledgeSearchDropsWhatTheHeadsDoNotServe(t *testing.T) {
 // window, each bound excluded; a rewrite moves a source to its new version's time; a
 // bound that is not a time, or a window that is empty, is refused naming its field.
 func TestKnowledgeSearchFiltersByWhenAVersionWasWritten(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn")
 	written := func(uri, content string) string {
 		kadd(t, c, ns, map[string]any{"source_uri": uri, "content": content})

@@ -49,7 +49,7 @@ func boundClient(t *testing.T, n *app.Process, url, org, user string) *testenv.C
 }
 
 func TestKnowledgeUserBoundTokensReadTheirUsersDocuments(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org := testenv.Unique(t, "org")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	alice, bob := boundClient(t, n, url, org, "alice"), boundClient(t, n, url, org, "bob")
@@ -122,7 +122,7 @@ type userDocs struct {
 
 func newUserDocs(t *testing.T) *userDocs {
 	t.Helper()
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	w := &userDocs{n: n, org: testenv.Unique(t, "org"), ns: testenv.Unique(t, "ku")}
 	w.admin = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: w.org}))
 	bob := boundClient(t, n, url, w.org, "bob")
@@ -254,7 +254,7 @@ func replayedIndex(t *testing.T, org, ns string) *kindex.Index {
 // A user's erasure across the org finds the namespaces where only the user's
 // documents are (no memory of the user's there), and takes them.
 func TestKnowledgeAUsersErasureAcrossTheOrgFindsItsDocuments(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "ku")
 	kadd(t, c, ns, map[string]any{"source_uri": "carol.txt", "content": "Carol's okapi notes.", "user_id": "carol"})
 	kadd(t, c, ns, map[string]any{"source_uri": "shared.txt", "content": "The okapi is a giraffid."})
@@ -273,7 +273,7 @@ func TestKnowledgeAUsersErasureAcrossTheOrgFindsItsDocuments(t *testing.T) {
 // A job writes its documents for its user: a file whose source is another user's or
 // the namespace's fails with the write's refusal, and the job goes on.
 func TestKnowledgeAnIngestionKeepsEachSourcesUser(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org, ns := testenv.Unique(t, "org"), testenv.Unique(t, "ku")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	bob := boundClient(t, n, url, org, "bob")

@@ -88,6 +88,7 @@ func (e *phaseEnv) lastOp(key string, seq float64, event, op string) {
 // the audit row.
 func TestLifecycleOperations(t *testing.T) {
 	t.Run("update revises in place and keeps the id", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		a := e.ok("k", map[string]any{"value": "the meeting is at ten", "tags": []string{"ops"}})
 		u := e.okDo(http.MethodPatch, "/memories/k", map[string]any{"value": "the meeting is at eleven"})
@@ -107,6 +108,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("update by id", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		a := e.ok("k", map[string]any{"value": "first"})
 		b, _ := json.Marshal(map[string]any{"value": "second"})
@@ -120,6 +122,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("delete tombstones and retires the search document", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the printer is on floor three"})
 		d := e.okDo(http.MethodDelete, "/memories/k", nil)
@@ -133,6 +136,7 @@ func TestLifecycleOperations(t *testing.T) {
 		e.lastOp("k", d["seq"].(float64), "memory.tombstoned", "memory.delete")
 	})
 	t.Run("delete_version removes exactly the version read", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		v1 := e.ok("k", map[string]any{"value": "v1"})
 		e.ok("k", map[string]any{"value": "v2"})
@@ -145,6 +149,7 @@ func TestLifecycleOperations(t *testing.T) {
 		e.lastOp("k", d["seq"].(float64), "memory.tombstoned", "memory.delete_version")
 	})
 	t.Run("pin, unpin, lock, unlock, verify are status changes", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the fire exit is on the left"})
 		for _, m := range []struct{ method, field string }{{"pin", "pinned"}, {"unpin", "pinned"}, {"lock", "locked"}, {"unlock", "locked"}, {"verify", "verified_by"}} {
@@ -164,6 +169,7 @@ func TestLifecycleOperations(t *testing.T) {
 		eq(t, "a repeated pin writes", r.JSON(t)["written"], any(false))
 	})
 	t.Run("reject takes a row out of search; restore answers which status it restored", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the wifi name is loom-guest"})
 		r := e.method("k", "reject")
@@ -184,6 +190,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("restore undoes a delete and a supersession", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"conflict_policy": "newest_wins"})
 		e.ok("old", map[string]any{"value": "the user lives in Lisbon"})
 		e.ok("new", map[string]any{"value": "the user lives in Berlin"})
@@ -208,6 +215,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("clear tombstones a namespace or an identity scope, leaving locked rows", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"conflict_policy": "append_only"})
 		for i := 0; i < 5; i++ {
 			e.ok(fmt.Sprintf("a%d", i), map[string]any{"value": fmt.Sprintf("alice fact %d", i), "user_id": "alice"})
@@ -228,6 +236,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("get as_of answers the version at a past time", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "v1"})
 		between := time.Now()
@@ -243,6 +252,7 @@ func TestLifecycleOperations(t *testing.T) {
 		}
 	})
 	t.Run("the expiry sweep applies on_expire as revisions", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"types": map[string]any{
 			"demoted":    map[string]any{"on_expire": "demote"},
 			"anonymized": map[string]any{"on_expire": "anonymize"},
@@ -283,6 +293,7 @@ func TestLifecycleOperations(t *testing.T) {
 // deleted brings it back for good; as_of does not answer a row expired at that time.
 func TestLifecycleEdges(t *testing.T) {
 	t.Run("a metadata-only update keeps reinforcement and status", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the office is in Lisbon"})
 		e.ok("k2", map[string]any{"value": "the office is in Lisbon"}) // a merge: nothing written
@@ -295,6 +306,7 @@ func TestLifecycleEdges(t *testing.T) {
 		eq(t, "an updated proposal's status", h["status"], any("proposed"))
 	})
 	t.Run("verify is visible on the row", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "checked by a person"})
 		e.method("k", "verify")
@@ -304,6 +316,7 @@ func TestLifecycleEdges(t *testing.T) {
 		}
 	})
 	t.Run("restore of an expired delete brings the row back for good", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "seasonal offer", "valid_to": time.Now().Add(-time.Minute).Format(time.RFC3339)})
 		e.okDo(http.MethodPost, "/memories:sweepExpired", nil)
@@ -319,6 +332,7 @@ func TestLifecycleEdges(t *testing.T) {
 		}
 	})
 	t.Run("as_of does not answer a row expired at that time", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "a short-lived fact", "ttl_seconds": 1})
 		r := e.do(http.MethodGet, "/memories/k?as_of="+time.Now().Add(time.Hour).UTC().Format(time.RFC3339), nil)
@@ -327,6 +341,7 @@ func TestLifecycleEdges(t *testing.T) {
 		}
 	})
 	t.Run("a write that commits nothing releases its Idempotency-Key", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("a", map[string]any{"value": "the same fact"})
 		path := "/v1/namespaces/" + e.ns + "/memories/b"

@@ -113,7 +113,7 @@ func TestMemoryList(t *testing.T) {
 
 // A user-bound token lists and counts only its user's rows, whatever user_id it asks for.
 func TestListAndKeysUnderAUserBoundToken(t *testing.T) {
-	n, api := env.API(t, nil)
+	n, api := env.SharedAPI(t)
 	ns := testenv.Unique(t, "lk")
 	admin := testenv.NewClient(api, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	admin.AppendOnly(t, ns)

@@ -12,5 +12,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, &env, func(ctx context.Context, e *testenv.Env) error { return e.RunPipeline(ctx) })
+	// The programs the tests run (testenv.Build) are built while the stores start.
+	opts := testenv.Options{Prebuild: []string{"github.com/loomplane/loom/cmd/loomd",
+		"github.com/loomplane/loom/examples/agent", "github.com/loomplane/loom/examples/consumer"}}
+	testenv.MainWith(m, opts, &env, func(ctx context.Context, e *testenv.Env) error { return e.RunPipeline(ctx) })
 }

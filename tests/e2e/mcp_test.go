@@ -56,7 +56,7 @@ func (r toolResult) text() string {
 // the tools are listed with their schemas, and set → search → get → delete, a
 // resource read and a refusal answer as a model's client expects.
 func TestTypeScriptMCPClient(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	// An admin's: profile_schema_set and memory_consolidate need one.
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleAdmin})
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -220,7 +220,7 @@ func resultText(res *sdk.CallToolResult) string {
 // scopes as REST does: no token is refused at the door, a reader token's write and a
 // user-bound token's read of another user are Loom's refusals, as tool errors.
 func TestGoMCPClient(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	writer := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	reader := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader})
 	bob := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter, ReadUserID: "bob"})

@@ -68,7 +68,7 @@ type mem0History struct {
 // search with filters, getAll, get, update, history, batch update and delete, delete
 // and deleteAll: every answer has the shape the client hands its caller.
 func TestMem0Client(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	tag := testenv.Unique(t, "run")
 	out := runNode(t, "mem0_client.mjs", nil, url+"/mem0", token, tag)

@@ -153,12 +153,6 @@ func TestTheAtRestPassReplacesNameWrapKeysAtARotation(t *testing.T) {
 	stop()
 	pool := env.PG(t)
 	ctx := context.Background()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	names := func(p *pgxpool.Pool) string {
 		t.Helper()
 		return fmt.Sprint(testenv.PGStrings(t, p, `SELECT loom.user_name($1, loom.user_ref($1, u)) FROM unnest(ARRAY['ann', 'ben']) AS u`, org))
@@ -173,8 +167,8 @@ func TestTheAtRestPassReplacesNameWrapKeysAtARotation(t *testing.T) {
 	if got := wrappedUnder(pool, 1); got != 2 || names(pool) != "[ann ben]" {
 		t.Fatalf("%d names are wrapped under the org's first name wrap key, and read %s", got, names(pool))
 	}
-	exec(`UPDATE loom.user_names SET key = loom.wrapped_user_key(org, loom.unwrapped_user_key(org, key, wrap)), wrap = 0 WHERE org = $1`, org)
-	exec(`DELETE FROM loom.name_wrap_keys WHERE org = $1`, org)
+	testenv.Exec(t, pool, `UPDATE loom.user_names SET key = loom.wrapped_user_key(org, loom.unwrapped_user_key(org, key, wrap)), wrap = 0 WHERE org = $1`, org)
+	testenv.Exec(t, pool, `DELETE FROM loom.name_wrap_keys WHERE org = $1`, org)
 	if got := names(pool); got != "[ann ben]" {
 		t.Fatalf("names wrapped as migration 156 did read %s", got)
 	}

@@ -44,7 +44,7 @@ func validateOf(t *testing.T, c *testenv.Client, ns string) validateReport {
 // the policy tightens (a lower char limit, a retype, a threshold above the duplicate
 // threshold) names the rows a write would now refuse, changing nothing.
 func TestNamespaceValidateReportsWhatThePolicyNowRefuses(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "validate")
 	admin.AppendOnly(t, ns)
 	for key, body := range map[string]map[string]any{
@@ -112,7 +112,7 @@ func tuneOf(t *testing.T, c *testenv.Client, ns string) tuneReport {
 // where unrelated rows lie; a type with too few rows gets none; and once the patch it
 // answers is applied, the type's gate comes from it and the report leaves it.
 func TestNamespaceTuneSuggestsTheGateFromTheNamespacesVectors(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "tune")
 	admin.AppendOnly(t, ns)
 	facts := []string{"the office opens at eight", "alice prefers green tea", "the build server is in rack four",

@@ -13,7 +13,7 @@ import (
 // answer 404 and namespace.inventory refuses it; a PUT registers it again and all of it
 // comes back as it was.
 func TestSoftDeletedNamespaceIsNotReadAndComesBackOnReRegister(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "soft")
 	admin.AppendOnly(t, ns)
 	if r := admin.Put(t, ns, "office", map[string]any{"value": "the office moved to the harbour district", "user_id": "alice", "tags": []string{"facilities"}}); r.Status != http.StatusOK {
@@ -67,7 +67,7 @@ func TestSoftDeletedNamespaceIsNotReadAndComesBackOnReRegister(t *testing.T) {
 // memory.inspect shows one memory's internal state: its head, its versions, its links
 // and where its search document is.
 func TestInspectShowsHeadVersionsLinksAndSearchDocument(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "inspect")
 	admin.AppendOnly(t, ns)
 	for _, v := range []string{"the build server is in rack four", "the build server is in rack five"} {

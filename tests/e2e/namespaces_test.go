@@ -41,7 +41,7 @@ func allNamespaces(t *testing.T, c *client.Client, pageSize int) (names []string
 // the counts are the live memories, a delete counted at once; a user-bound token
 // counts its user's rows.
 func TestNamespaceListShowsTheTokensOrgOnly(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	org, other := testenv.Unique(t, "org"), testenv.Unique(t, "other")
 	admin := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org}))
 	outsider := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: other}))

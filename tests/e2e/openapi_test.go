@@ -74,7 +74,7 @@ func specSpelling(path string) string {
 // operation reaches a route. A key's custom methods (`{key}:pin`, …) share one
 // registered POST route, which dispatches on the suffix.
 func TestTheSpecDocumentsFibersRouteTable(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	doc := loadSpec(t, url)
 	registered := map[string]bool{}
 	for _, r := range n.HTTP.GetRoutes(true) {

@@ -13,7 +13,7 @@ import (
 // searches, lists and point reads never show another session's, its writes land in
 // its session and may not name another, and what acts on every session is refused.
 func TestOwnSessionTokenReadsOnlyItsSession(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "sessions")
 	admin.AppendOnly(t, ns)
 	put := func(key, session, value string) map[string]any {

@@ -15,7 +15,7 @@ import (
 // Acme" says more, and the fact closes.
 func TestAnUpdateKeepsAFactOnlyWhileItsValueRestatesIt(t *testing.T) {
 	ctx := context.Background()
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "restate")
 	c.AppendOnly(t, ns)

@@ -203,7 +203,7 @@ func TestSearchReadScope(t *testing.T) {
 	e := newSearchEnv(t)
 	// bob's row holds every word alice's token asks for, in the value and the key.
 	typedSet(t, e.c, e.ns, "editor.theme", client.SetRequest{Value: "the user prefers dark mode in the editor", Identity: client.Identity{UserID: "bob"}})
-	n, api := env.API(t, nil)
+	n, api := env.SharedAPI(t)
 	alice := testenv.NewClient(api, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader, ReadUserID: "alice"}))
 	for _, q := range []string{"editor theme", "fira", "dark mode in the editor", "editor font fira code"} {
 		for _, extra := range []client.SearchRequest{{}, {UserID: "bob"}, {Mode: "rrf"}} {

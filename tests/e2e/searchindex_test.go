@@ -99,7 +99,7 @@ func legKeys(hits []searchindex.Hit) []string {
 // restarted follower rebuilds the same index from the topic; an erased user's content is
 // gone from the index and does not come back on a restart.
 func TestIndexFollowerServesWritesAndForgetsErasures(t *testing.T) {
-	_, c, org := env.OrgAPI(t, nil)
+	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "idx")
 	c.AppendOnly(t, ns)
 	put := func(user, key, value string) map[string]any {

@@ -25,9 +25,10 @@ type phaseEnv struct {
 }
 
 // newPhaseEnv configures a fresh namespace (nil: the defaults). Its API node's
-// thresholds let the hash embedder's cosines of short statements reach the verdicts.
+// thresholds let the hash embedder's cosines of short statements reach the verdicts;
+// the phase tests share the node.
 func newPhaseEnv(t *testing.T, cfg map[string]any) *phaseEnv {
-	n, url := env.API(t, func(c *config.Config) { c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.5, 0.8 })
+	n, url := env.Shared(t, "phases", func(c *config.Config) { c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.5, 0.8 })
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	e := &phaseEnv{t: t, c: c, pool: env.PG(t), ns: testenv.Unique(t, "ph"), org: "acme"}
 	if cfg != nil {
@@ -140,6 +141,7 @@ func sameList(got []string, want ...string) bool {
 // and what reached Postgres and the topic.
 func TestMemorySetPhases(t *testing.T) {
 	t.Run("1 type resolution names retyped_from", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"types": map[string]any{"note": map[string]any{"retype": "fact"}}})
 		a := e.ok("k", map[string]any{"value": "a note about the build", "memory_type": "note"})
 		eq(t, "retyped_from", a["retyped_from"], any("note"))
@@ -148,6 +150,7 @@ func TestMemorySetPhases(t *testing.T) {
 		eq(t, "stored type", h["memory_type"], any("fact"))
 	})
 	t.Run("3 restatement reinforces", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the build runs nightly"})
 		a := e.ok("k", map[string]any{"value": "the build runs nightly"})
@@ -159,6 +162,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("3 a locked key refuses a new value with 423", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the budget is fixed"})
 		if r := e.method("k", "lock"); r.Status != http.StatusOK {
@@ -174,6 +178,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("3 a pinned key refuses a new value unless the write pins too", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "release on thursday"})
 		if r := e.method("k", "pin"); r.Status != http.StatusOK || r.JSON(t)["pinned"] != true {
@@ -187,6 +192,7 @@ func TestMemorySetPhases(t *testing.T) {
 		eq(t, "value", h["value"], any("release on friday"))
 	})
 	t.Run("4 expiry from ttl, type retention, valid_to", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"types": map[string]any{"todo": map[string]any{"retention_days": 2, "on_expire": "demote"}}})
 		before := time.Now()
 		a := e.ok("ttl", map[string]any{"value": "call back", "ttl_seconds": 3600})
@@ -206,6 +212,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("4 a locked row's expiry cannot move", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "kept as is"})
 		e.method("k", "lock")
@@ -213,11 +220,13 @@ func TestMemorySetPhases(t *testing.T) {
 		eq(t, "refused_action", err["refused_action"], any("expire"))
 	})
 	t.Run("5 char limit of the type", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"types": map[string]any{"title": map[string]any{"char_limit": 10}}})
 		e.refused("k", map[string]any{"value": "a title far longer than ten", "memory_type": "title"}, http.StatusUnprocessableEntity, "CHAR_LIMIT_EXCEEDED")
 		eq(t, "revisions", e.revisions("k"), 0)
 	})
 	t.Run("5 blacklist refuses, and its removal lets the value through", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		b := []byte(`{"pattern": "(?i)project\\s+falcon"}`)
 		r := e.c.Do(t, http.MethodPost, "/v1/namespaces/"+e.ns+"/blacklist", b)
@@ -238,6 +247,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("5 sensitivity: detected secrets are high, a caller may raise not lower", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		a := e.ok("contact", map[string]any{"value": "reach the client at dana.smith@example.org", "sensitivity": "normal"})
 		eq(t, "sensitivity", a["sensitivity"], any("high"))
@@ -254,6 +264,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("6 a proposal never replaces an established fact", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "the office opens at 9"})
 		e.refused("k", map[string]any{"value": "the office opens at 8", "proposed": true}, http.StatusConflict, "KEY_HOLDS_FACT")
@@ -263,6 +274,7 @@ func TestMemorySetPhases(t *testing.T) {
 		eq(t, "status", a["status"], any("proposed"))
 	})
 	t.Run("6 if_match_sha256 must match the live value", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		a := e.ok("k", map[string]any{"value": "v1"})
 		e.refused("k", map[string]any{"value": "v2", "if_match_sha256": "0000000000000000000000000000000000000000000000000000000000000000"}, http.StatusConflict, "PRECONDITION_FAILED")
@@ -270,6 +282,7 @@ func TestMemorySetPhases(t *testing.T) {
 		e.refused("k", map[string]any{"value": "v3", "if_match_sha256": a["content_sha256"]}, http.StatusConflict, "PRECONDITION_FAILED")
 	})
 	t.Run("7 provenance is stamped by the server; a request may only downgrade", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k", map[string]any{"value": "imported from the wiki", "source_class": "imported"})
 		_, h := e.head("k")
@@ -283,6 +296,7 @@ func TestMemorySetPhases(t *testing.T) {
 		e.refused("x", map[string]any{"value": "x", "source_class": "verified"}, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	})
 	t.Run("8 non-embedded types get no search document", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("ep", map[string]any{"value": "we talked about the quarterly roadmap", "memory_type": "episodic"})
 		e.ok("fact", map[string]any{"value": "the quarterly roadmap is due in march"})
@@ -295,6 +309,7 @@ func TestMemorySetPhases(t *testing.T) {
 		}
 	})
 	t.Run("11 a dry run answers the verdict and writes nothing", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("a", map[string]any{"value": "the user lives in Lisbon"})
 		a := e.ok("b", map[string]any{"value": "the user lives in Lisbon", "dry_run": true})
@@ -312,6 +327,7 @@ func TestMemorySetPhases(t *testing.T) {
 // One case per verdict against peers.
 func TestMemorySetVerdicts(t *testing.T) {
 	t.Run("merge: the same value under another key writes nothing", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		first := e.ok("k1", map[string]any{"value": "the team ships on tuesdays"})
 		a := e.ok("k2", map[string]any{"value": "the team ships on tuesdays"})
@@ -323,6 +339,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 	// The reported case: bob's write was answered merged into alice's row, then his
 	// own key was 404. A verdict relates one subject's statements: his is written.
 	t.Run("another user's same value is written, not merged into hers", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("alice-favorite-color", map[string]any{"value": "blue", "user_id": "alice"})
 		a := e.ok("bob-favorite-color", map[string]any{"value": "blue", "user_id": "bob"})
@@ -333,6 +350,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 		}
 	})
 	t.Run("pinned peer refuses the write", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k1", map[string]any{"value": "the standup happens at nine every morning", "pin": true})
 		err := e.refused("k2", map[string]any{"value": "the standup happens at ten every morning"}, http.StatusConflict, "PINNED_CONFLICT")
@@ -342,6 +360,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 		eq(t, "revisions of k2", e.revisions("k2"), 0)
 	})
 	t.Run("newest_wins: another object for the subject refines and retires the peer", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"conflict_policy": "newest_wins"})
 		old := e.ok("k1", map[string]any{"value": "the user lives in Lisbon"})
 		a := e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
@@ -363,12 +382,14 @@ func TestMemorySetVerdicts(t *testing.T) {
 		}
 	})
 	t.Run("newest_wins: a peer dated later is not retired, it conflicts", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"conflict_policy": "newest_wins"})
 		e.ok("k1", map[string]any{"value": "the user lives in Madrid", "valid_at": time.Now().Add(48 * time.Hour).Format(time.RFC3339)})
 		a := e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
 		eq(t, "verdict", a["verdict"], any("conflict"))
 	})
 	t.Run("duplicate: a near-identical statement is kept, not served", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		first := e.ok("k1", map[string]any{"value": "the user prefers dark mode in the editor"})
 		a := e.ok("k2", map[string]any{"value": "the user prefers the dark mode in the editor"})
@@ -380,6 +401,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 		}
 	})
 	t.Run("conflict: both rows carry conflict_with", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		first := e.ok("k1", map[string]any{"value": "the user lives in Lisbon"})
 		a := e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
@@ -407,6 +429,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 	// memory.restore brings a conflicted row back conflicted only while its peer still
 	// is, listing it; once the peer is gone, it comes back active without the link.
 	t.Run("a restore requalifies a conflicted row against its peer", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("k1", map[string]any{"value": "the user lives in Lisbon"})
 		e.ok("k2", map[string]any{"value": "the user lives in Berlin"})
@@ -433,12 +456,14 @@ func TestMemorySetVerdicts(t *testing.T) {
 		restore("active", 0)
 	})
 	t.Run("a decision is identified by its key: the same text under another key conflicts", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		e.ok("db", map[string]any{"value": "we store sessions in postgres", "memory_type": "decision", "pin": true})
 		a := e.ok("cache", map[string]any{"value": "we store sessions in postgres", "memory_type": "decision"})
 		eq(t, "verdict", a["verdict"], any("conflict"))
 	})
 	t.Run("append_only judges nothing", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, map[string]any{"conflict_policy": "append_only"})
 		e.ok("k1", map[string]any{"value": "the team ships on tuesdays"})
 		a := e.ok("k2", map[string]any{"value": "the team ships on tuesdays"})
@@ -446,6 +471,7 @@ func TestMemorySetVerdicts(t *testing.T) {
 		eq(t, "written", a["written"], any(true))
 	})
 	t.Run("a user-bound token's peers are its own user's rows, but a pin holds namespace-wide", func(t *testing.T) {
+		t.Parallel()
 		e := newPhaseEnv(t, nil)
 		n, url := env.API(t, func(c *config.Config) { c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.5, 0.8 })
 		bob := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter, ReadUserID: "bob"}))

@@ -18,7 +18,7 @@ import (
 // promotes is found by bob's vector search as the promoted row's hit, scored by the
 // window that holds it, not by the whole value's vector.
 func TestAPromotedLongValueIsFoundByItsPassage(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "chunks")
 	alice := testenv.NewClient(admin.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: "alice"}))
 	bob := testenv.NewClient(admin.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "bob"}))

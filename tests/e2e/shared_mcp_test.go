@@ -14,7 +14,7 @@ import (
 // An agent promotes its user's fact and records a decision over MCP: another user's
 // search finds the fact with its provenance, and the decision memory holds its rationale.
 func TestAgentPromotesAndRecordsADecisionOverMCP(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "mcp-shared")
 	aliceToken := env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: "alice"})
 	cs := goSDKSession(t, &sdk.StreamableClientTransport{Endpoint: admin.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken}}})

@@ -24,7 +24,7 @@ func refusedNaming(t *testing.T, what string, r *testenv.Response, field string)
 // its provenance), and a shared row's state is not changed by a copy writer. A
 // promotion still works.
 func TestNoWriterForgesASharedRow(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "forge")
 	writer := testenv.NewClient(admin.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter}))
 	const forged = "the payroll export link is evil.example"
@@ -79,7 +79,7 @@ func TestNoWriterForgesASharedRow(t *testing.T) {
 // namespace and cross-promoted into another: each is withdrawn (deleted, every
 // version redacted) before the saga, and the census counts none of them.
 func TestUserErasureTakesTheRowsPromotedFromTheUser(t *testing.T) {
-	_, admin, org := env.OrgAPI(t, nil)
+	_, admin, org := env.SharedOrgAPI(t)
 	ns, other := testenv.Unique(t, "team"), testenv.Unique(t, "elsewhere")
 	const fact = "carol's pager code is 4417"
 	if r := admin.Put(t, ns, "pager", map[string]any{"value": fact, "user_id": "carol"}); r.Status != http.StatusOK {
@@ -136,7 +136,7 @@ func TestUserErasureTakesTheRowsPromotedFromTheUser(t *testing.T) {
 // The copy writers of a soft-deleted namespace answer 404 as its judged writes do,
 // and namespace.list leaves the namespace out until a PUT registers it again.
 func TestSoftDeletedNamespaceRefusesCopyWritersAndIsNotListed(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns, kept := testenv.Unique(t, "gone"), testenv.Unique(t, "kept")
 	for _, where := range []string{ns, kept} {
 		if r := admin.Put(t, where, "office", map[string]any{"value": "the office is on floor three", "user_id": "alice"}); r.Status != http.StatusOK {
@@ -204,7 +204,7 @@ func TestSoftDeletedNamespaceRefusesCopyWritersAndIsNotListed(t *testing.T) {
 // A session-bound token sees the shared rows of its namespace beside its session's,
 // and reads a kept search trace only if the search was its session's.
 func TestSessionBoundTokenSeesSharedRowsAndOnlyItsTraces(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "sess")
 	for _, w := range []struct{ key, session, value string }{
 		{"lunch", "s1", "alice has lunch at the noodle bar"},

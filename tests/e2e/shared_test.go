@@ -44,7 +44,7 @@ func post(t *testing.T, c *testenv.Client, path string, body map[string]any) *te
 // A fact alice's agent promotes is found by bob's search of the namespace, bob's own
 // token included, with where it came from; demoted, it is gone from every search.
 func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
-	n, admin, org := env.OrgAPI(t, nil)
+	n, admin, org := env.SharedOrgAPI(t)
 	url := admin.URL
 	ns := testenv.Unique(t, "team")
 	alice := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: "alice"}))
@@ -122,7 +122,7 @@ func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
 // erasure of the first namespace takes its promoted rows and the copies made of them
 // in the other namespace.
 func TestCrossPromotionAndBackAndTheNamespaceErasureTakesTheCopies(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns, other := testenv.Unique(t, "src"), testenv.Unique(t, "dst")
 	const fact = "deploys freeze every friday at noon"
 	if r := admin.Put(t, ns, "freeze", map[string]any{"value": fact, "user_id": "alice"}); r.Status != http.StatusOK {
@@ -184,7 +184,7 @@ func TestCrossPromotionAndBackAndTheNamespaceErasureTakesTheCopies(t *testing.T)
 // A decision is written with its record; deleting the decision retires the record, and
 // recording it again brings the record back.
 func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
-	_, admin, org := env.OrgAPI(t, nil)
+	_, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "decisions")
 	path := "/v1/namespaces/" + ns + "/decisions"
 	if r := post(t, admin, path, map[string]any{"key": "db_choice", "decision": "use postgres"}); r.Status != http.StatusUnprocessableEntity {
@@ -230,7 +230,7 @@ func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
 // memory.copy writes the value under another identity and leaves the source; memory.move
 // across namespaces leaves it only at the target.
 func TestCopyAndMoveAMemory(t *testing.T) {
-	_, admin, _ := env.OrgAPI(t, nil)
+	_, admin, _ := env.SharedOrgAPI(t)
 	ns, other := testenv.Unique(t, "from"), testenv.Unique(t, "to")
 	if r := admin.Put(t, ns, "theme", map[string]any{"value": "alice uses the solarized theme", "user_id": "alice"}); r.Status != http.StatusOK {
 		t.Fatalf("write: %d %s", r.Status, r.Body)

@@ -74,9 +74,7 @@ func TestRevokedTokenIsRefusedByAnotherProcess(t *testing.T) {
 	if !answersOnB(silent.Token) {
 		t.Fatal("process B refuses a live token")
 	}
-	if _, err := env.PG(t).Exec(ctx, `UPDATE loom.api_tokens SET revoked_at = now() WHERE token_id = $1`, silent.TokenID); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, env.PG(t), `UPDATE loom.api_tokens SET revoked_at = now() WHERE token_id = $1`, silent.TokenID)
 	refusedWithin("a revocation no process was told of", silent.Token, bound+2*time.Second)
 	refusedWithin("an expired token", expiring.Token, 2*time.Second+bound+2*time.Second)
 
@@ -114,7 +112,7 @@ func TestOperatorCommands(t *testing.T) {
 		err := cmd.Run()
 		return stdout.String(), stderr.String(), err
 	}
-	n, raw, org := env.OrgAPI(t, nil)
+	n, raw, org := env.SharedOrgAPI(t)
 	c := raw.Typed(t)
 	ns, restored := testenv.Unique(t, "cli"), testenv.Unique(t, "cli-restored")
 	must[*client.SetAnswer](t, "set")(c.Set(ctx, ns, "k", client.SetRequest{Value: "a memory the CLI backs up", Identity: client.Identity{UserID: "u1"}}))

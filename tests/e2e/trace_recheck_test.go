@@ -16,7 +16,7 @@ import (
 // pool and served hits, and stale_dropped counts it.
 func TestSearchTraceLeavesOutWhatIsNoLongerServed(t *testing.T) {
 	ctx := context.Background()
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "tracestale")
 	c.AppendOnly(t, ns)
@@ -61,7 +61,7 @@ func TestSearchTraceLeavesOutWhatIsNoLongerServed(t *testing.T) {
 // after a memory was revised into one; the trace of a search that asked names it.
 func TestSearchTraceHidesAReflectionAsSearchDoes(t *testing.T) {
 	ctx := context.Background()
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	tc := c.Typed(t)
 	ns := testenv.Unique(t, "tracehide")
 	c.AppendOnly(t, ns)

@@ -22,7 +22,7 @@ import (
 // compiled by tsc against them (a route or a field the spec no longer has fails the
 // compile), then its tests run by node against a loomd on the real stores.
 func TestTypeScriptClient(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	writer := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
 	reader := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleReader})
 	operator := env.Token(t, n, auth.NewToken{Role: auth.RoleOperator})

@@ -47,7 +47,7 @@ func typedSet(t *testing.T, c *testenv.Client, ns, key string, req client.SetReq
 // A write is searchable on the very next call: the search waits at the barrier until
 // the projector has written it, with no sleep anywhere.
 func TestWriteThenSearchImmediately(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "ws")
 	set := typedSet(t, c, ns, "editor-theme", client.SetRequest{Value: "the user prefers dark mode in the editor"})
@@ -86,7 +86,7 @@ func TestWriteThenSearchImmediately(t *testing.T) {
 
 // Revising a key serves only the new value from search, and history keeps both.
 func TestReviseServesOnlyTheNewValueAndKeepsHistory(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "rev")
 	first := typedSet(t, c, ns, "home-city", client.SetRequest{Value: "the user lives in Lisbon, Portugal"})
@@ -126,7 +126,7 @@ func TestReviseServesOnlyTheNewValueAndKeepsHistory(t *testing.T) {
 
 // A byte-identical restatement writes a new version that reinforces the fact.
 func TestRestatementReinforces(t *testing.T) {
-	n, url := env.API(t, nil)
+	n, url := env.SharedAPI(t)
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "re")
 	a := typedSet(t, c, ns, "k", client.SetRequest{Value: json.RawMessage(`{"b": 1, "a": "x"}`)})

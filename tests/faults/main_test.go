@@ -15,5 +15,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.MainWith(m, testenv.Options{ClickHouseSearch: true}, &env, nil)
+	// loomd (the rebuild and relay takeover tests run it) is built while the first tests run.
+	testenv.MainWith(m, testenv.Options{ClickHouseSearch: true, Prebuild: []string{"github.com/loomplane/loom/cmd/loomd"}}, &env, nil)
 }

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,18 +20,47 @@ import (
 // CPU for loomd with the build cache warm), and seven of the e2e tests run loomd.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	builds.mu.Lock()
-	b := builds.byPkg[pkg]
-	if b == nil {
-		b = &build{}
-		builds.byPkg[pkg] = b
-	}
-	builds.mu.Unlock()
+	b := buildOf(pkg)
 	b.once.Do(func() { b.bin, b.err = buildInto(pkg) })
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
 	return b.bin
+}
+
+// prebuild starts building the command packages in the background (Options.Prebuild)
+// when the whole package runs (no -test.run): the link (about 13 s of CPU for loomd)
+// then runs while the stores start and the first tests wait on them, not in the test
+// that first runs the program. removeBuilds stops a build still running.
+func prebuild(pkgs []string) {
+	if len(pkgs) == 0 {
+		return
+	}
+	if !flag.Parsed() {
+		flag.Parse() // m.Run would parse them; TestMain runs before it
+	}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		return
+	}
+	builds.running.Add(1)
+	go func() {
+		defer builds.running.Done()
+		for _, pkg := range pkgs {
+			b := buildOf(pkg)
+			b.once.Do(func() { b.bin, b.err = buildInto(pkg) })
+		}
+	}()
+}
+
+func buildOf(pkg string) *build {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	b := builds.byPkg[pkg]
+	if b == nil {
+		b = &build{}
+		builds.byPkg[pkg] = b
+	}
+	return b
 }
 
 // build is one package's binary, built at its first use.
@@ -43,7 +74,13 @@ var builds = struct {
 	mu    sync.Mutex
 	dir   string // removed when the test binary's tests end (Run)
 	byPkg map[string]*build
+	// ctx ends the builds still running when the tests end; running counts prebuild's.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
 }{byPkg: map[string]*build{}}
+
+func init() { builds.ctx, builds.cancel = context.WithCancel(context.Background()) }
 
 func buildInto(pkg string) (string, error) {
 	builds.mu.Lock()
@@ -59,7 +96,7 @@ func buildInto(pkg string) (string, error) {
 	builds.mu.Unlock()
 	bin := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_"), path.Base(pkg))
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(goTool, "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(builds.ctx, goTool, "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 	}
 	return bin, nil
@@ -67,6 +104,8 @@ func buildInto(pkg string) (string, error) {
 
 // removeBuilds deletes the binaries Build made.
 func removeBuilds() {
+	builds.cancel()
+	builds.running.Wait()
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
 	if builds.dir != "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/internal/auth"
@@ -63,6 +64,17 @@ func Int(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int64 {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// Exec runs a statement on Postgres (a pool, a connection or a transaction) and
+// fails the test if it errs.
+func Exec(t testing.TB, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
 }
 
 // Eventually polls cond until it holds or limit passes. For waiting on background

@@ -32,6 +32,10 @@ type Env struct {
 	Stack *devstack.Stack
 	base  config.Config
 	log   *slog.Logger
+
+	sharedMu sync.Mutex
+	shared   map[string]*sharedProcess
+	topics   topicReads
 }
 
 // Options shape the stores an Env runs.
@@ -46,6 +50,9 @@ type Options struct {
 	// for suites that test the projection through them (a test opts back in to the
 	// index with its config mod).
 	ClickHouseSearch bool
+	// Prebuild names the command packages the package's tests run (Build): they are
+	// built in the background from the start of the run.
+	Prebuild []string
 }
 
 // Start starts the stores and migrates them. A store that cannot start is an error:
@@ -137,11 +144,13 @@ func MainWith(m *testing.M, opts Options, env **Env, background func(context.Con
 // Run is MainWith that returns the exit code instead of exiting, for a TestMain that
 // has its own cleanup to do.
 func Run(m *testing.M, opts Options, env **Env, background func(context.Context, *Env) error) int {
+	prebuild(opts.Prebuild)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	e, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
+		removeBuilds()
 		return 1
 	}
 	*env = e
@@ -151,10 +160,12 @@ func Run(m *testing.M, opts Options, env **Env, background func(context.Context,
 			fmt.Fprintln(os.Stderr, "testenv: background:", err)
 			stopBG()
 			e.Stack.Stop()
+			removeBuilds()
 			return 1
 		}
 	}
 	code := m.Run()
+	e.stopShared()
 	removeBuilds()
 	stopBG()
 	time.Sleep(200 * time.Millisecond)
@@ -198,6 +209,102 @@ func (e *Env) API(t testing.TB, mod func(*config.Config), opts ...app.Option) (*
 	t.Helper()
 	n, url, _ := e.Serve(t, []string{"api"}, mod, opts...)
 	return n, url
+}
+
+// SharedAPI serves the command and query roles of the base configuration to every
+// test of the package that takes it: one process, started at the first call and
+// stopped when the package's tests end, so a test pays no process start (its pools,
+// its index's replay of the whole topic). A test that asserts on a process of its own
+// (its metrics, caches, index or restart) takes API instead.
+func (e *Env) SharedAPI(t testing.TB) (*app.Process, string) {
+	t.Helper()
+	return e.Shared(t, "api", nil)
+}
+
+// SharedOrgAPI is OrgAPI over SharedAPI: a fresh org and an admin client of it.
+func (e *Env) SharedOrgAPI(t testing.TB) (*app.Process, *Client, string) {
+	t.Helper()
+	n, url := e.SharedAPI(t)
+	org := Unique(t, "org")
+	return n, NewClient(url, e.Token(t, n, auth.NewToken{Org: org})), org
+}
+
+// Shared is SharedAPI of the API process called name, configured by mod at its first
+// call (the tests that share it share its configuration).
+func (e *Env) Shared(t testing.TB, name string, mod func(*config.Config)) (*app.Process, string) {
+	t.Helper()
+	e.sharedMu.Lock()
+	if e.shared == nil {
+		e.shared = map[string]*sharedProcess{}
+	}
+	s := e.shared[name]
+	if s == nil {
+		s = &sharedProcess{}
+		e.shared[name] = s
+	}
+	e.sharedMu.Unlock()
+	s.once.Do(func() { s.err = s.start(e, mod) })
+	if s.err != nil {
+		t.Fatalf("start the shared process %s: %v", name, s.err)
+	}
+	return s.n, s.url
+}
+
+// sharedProcess is a process the package's tests share, running until stopShared.
+type sharedProcess struct {
+	once sync.Once
+	err  error
+	n    *app.Process
+	url  string
+	stop context.CancelFunc
+	done chan error
+}
+
+func (s *sharedProcess) start(e *Env, mod func(*config.Config)) error {
+	roles, err := config.ParseRoles("api")
+	if err != nil {
+		return err
+	}
+	n, err := app.Open(context.Background(), e.Config(func(c *config.Config) {
+		// Its periodic passes stay off, as they were in the short-lived process each
+		// test ran before (their first tick came after the test): an expiry sweep or an
+		// erasure recovery must not act in the middle of another test.
+		c.Command.SweepInterval, c.Command.Erasure.RecoveryInterval = 0, 0
+		if mod != nil {
+			mod(c)
+		}
+		c.Roles = roles
+	}), e.log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		n.Close()
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.n, s.url, s.stop, s.done = n, "http://"+ln.Addr().String(), stop, make(chan error, 1)
+	go func() { s.done <- n.Run(ctx, ln) }()
+	return nil
+}
+
+// stopShared stops the shared processes once the package's tests have ended.
+func (e *Env) stopShared() {
+	e.sharedMu.Lock()
+	defer e.sharedMu.Unlock()
+	for name, s := range e.shared {
+		if s.n == nil {
+			continue
+		}
+		s.stop()
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			fmt.Fprintf(os.Stderr, "testenv: the shared process %s did not stop within 30s\n", name)
+		}
+		s.n.Close()
+	}
 }
 
 // Serve runs a process with roles on a free loopback port until stop is called (or the

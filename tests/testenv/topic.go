@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,16 +23,91 @@ func (e *Env) TopicRecords(t testing.TB) []*kgo.Record {
 }
 
 // Records reads every record on topic, from the start to the end offsets at the time
-// of the call, without a consumer group.
+// of the call, without a consumer group. A topic's records are read once: a later call
+// reads only those appended since, while the topic keeps its ID and its partitions their
+// start offsets (a topic deleted and created again, or records deleted, is read anew).
 func (e *Env) Records(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []*kgo.Record
-	if _, err := kafka.ReadTopic(ctx, e.Stack.Kafka.Brokers(), topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
+	out, err := e.topics.read(ctx, e.Stack.Kafka.Brokers(), topic)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// topicReads keeps the records Records has read, by topic.
+type topicReads struct {
+	mu      sync.Mutex
+	byTopic map[string]*topicRead
+}
+
+// topicRead is what was read of one topic: its ID, each partition's start offset and
+// the offset up to which it was read, and the records, each partition's in offset order.
+type topicRead struct {
+	id      kadm.TopicID
+	starts  map[int32]int64
+	until   map[int32]int64
+	records []*kgo.Record
+}
+
+func (c *topicReads) read(ctx context.Context, brokers []string, topic string) ([]*kgo.Record, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, err := kafka.NewClient(brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", topic, err)
+	}
+	starts, ends, err := kafka.Span(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	id := details[topic].ID
+	prev := c.byTopic[topic]
+	if prev == nil || prev.id != id || !sameOffsets(prev.starts, starts) || shrunk(prev.until, ends) {
+		prev = &topicRead{id: id, starts: starts, until: starts}
+	}
+	next := &topicRead{id: id, starts: starts, until: ends, records: prev.records}
+	if _, err := kafka.ReadRanges(ctx, brokers, topic, prev.until, ends, func(r *kgo.Record) bool {
+		next.records = append(next.records, r)
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if c.byTopic == nil {
+		c.byTopic = map[string]*topicRead{}
+	}
+	c.byTopic[topic] = next
+	return slices.Clone(next.records), nil
+}
+
+// shrunk reports whether a partition ends below the offset it was read up to.
+func shrunk(until, ends map[int32]int64) bool {
+	for p, o := range until {
+		if ends[p] < o {
+			return true
+		}
+	}
+	return false
+}
+
+func sameOffsets(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, o := range a {
+		if bo, ok := b[p]; !ok || bo != o {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateTopic creates a topic of 4 partitions with the given topic configs and
