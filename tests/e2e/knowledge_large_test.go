@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/cmd/loomd/app"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	kcommand "github.com/loomplane/loom/knowledge/command"
 	"github.com/loomplane/loom/tests/testenv"
@@ -25,12 +27,20 @@ func manual(size int) string {
 	return b.String()
 }
 
+// recordLimitedAPI is a shared API process whose topic record limit is 1 MiB, and an
+// admin client of a fresh org.
+func recordLimitedAPI(t *testing.T) (*app.Process, *testenv.Client, string) {
+	n, url := env.Shared(t, "record-limit", func(cfg *config.Config) { cfg.Kafka.MaxRecordBytes = 1 << 20 })
+	org := testenv.Unique(t, "org")
+	return n, testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org})), org
+}
+
 // A document of a few megabytes (its record, chunks and vectors, ~11 MB) is published
 // and searchable down to its last paragraph, like a small one. With the topic at
 // Kafka's default message size (1 MB) the relay could never publish its record: it
 // parked it, and searches answered without the document.
 func TestALargeDocumentIsSearchableToItsEnd(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, nil)
+	_, c, _ := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "kn-large")
 	a := kadd(t, c, ns, map[string]any{"source_uri": "manual.txt", "content": manual(3 << 20)})
 	ans := ksearch(t, c, ns, map[string]any{"query": "narwhal escalation path"})
@@ -43,7 +53,7 @@ func TestALargeDocumentIsSearchableToItsEnd(t *testing.T) {
 // refused with 413 DOCUMENT_TOO_LARGE and nothing is committed, rather than committed
 // for a record the relay parks.
 func TestADocumentPastTheTopicsRecordLimitIsRefused(t *testing.T) {
-	_, c, _ := env.OrgAPI(t, func(cfg *config.Config) { cfg.Kafka.MaxRecordBytes = 1 << 20 })
+	_, c, _ := recordLimitedAPI(t)
 	ns := testenv.Unique(t, "kn-limit")
 	r := c.Do(t, http.MethodPost, kpath(ns, ""), kjson(t, map[string]any{"source_uri": "manual.txt", "content": manual(512 << 10)}))
 	if r.Status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.Body), "DOCUMENT_TOO_LARGE") || !strings.Contains(string(r.Body), "LOOM_TOPIC_MAX_RECORD_BYTES") {
@@ -61,7 +71,7 @@ func TestADocumentPastTheTopicsRecordLimitIsRefused(t *testing.T) {
 func TestAnIngestedFilePastTheTopicsRecordLimitFailsAlone(t *testing.T) {
 	ctx := context.Background()
 	// No workers role: the test steps the run itself.
-	n, c, org := env.OrgAPI(t, func(cfg *config.Config) { cfg.Kafka.MaxRecordBytes = 1 << 20 })
+	n, c, org := recordLimitedAPI(t)
 	ns := testenv.Unique(t, "ki-limit")
 	id := ingestJob(t, c, ns, []map[string]any{
 		{"source_uri": "small.txt", "content": manual(8 << 10)},
