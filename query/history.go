@@ -87,7 +87,7 @@ func versionOf(j revisions.Version) versionView {
 		tags = []string{}
 	}
 	return versionView{Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: uint64(r.Seq), Event: j.Event,
-		MemoryID: r.MemoryID, MemoryType: r.MemoryType, Status: r.Status, Tombstone: r.Tombstone, Value: rawJSON(r.Value),
+		MemoryID: r.MemoryID, MemoryType: r.MemoryType, Status: r.Status, Tombstone: r.Tombstone, Value: rawJSON(memrow.ServedValue(r.Value)),
 		ContentSHA256: r.ContentSHA256, Tags: tags, ReinforcementCount: uint32(r.ReinforcementCount), Actor: r.Actor,
 		UpdatedAt: r.UpdatedAt, Redacted: r.Redacted}
 }

@@ -67,7 +67,7 @@ func viewOf(r *memrow.Row) memoryView {
 	return memoryView{
 		MemoryID: r.MemoryID, Namespace: r.Namespace, MemoryKey: r.MemoryKey, Agent: r.Agent, UserID: r.UserID,
 		SessionID: r.SessionID, Version: r.Version, VersionText: memrow.VersionText(r.Version), Seq: r.Seq,
-		MemoryType: r.MemoryType, Status: r.Status, Value: r.Value, ContentSHA256: r.ContentSHA256, Tags: tags,
+		MemoryType: r.MemoryType, Status: r.Status, Value: memrow.ServedValue(r.Value), ContentSHA256: r.ContentSHA256, Tags: tags,
 		Confidence: r.Confidence, ReinforcementCount: r.ReinforcementCount, RecallCount: r.RecallCount, EvidenceCount: r.EvidenceCount, Actor: r.Actor, SourceClass: r.SourceClass,
 		Pinned: r.Pinned, Locked: r.Locked, Sensitivity: r.Sensitivity, ValidAt: r.ValidAt, ValidTo: r.ValidTo,
 		ExpiresAt: r.ExpiresAt, OnExpire: r.OnExpire, SupersededBy: r.SupersededBy, DuplicateOf: r.DuplicateOf, Redacted: r.Redacted, Tombstone: r.Tombstone,

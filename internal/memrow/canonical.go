@@ -369,3 +369,18 @@ func appendWords(words []string, v any) []string {
 	}
 	return words
 }
+
+// ServedValue is the value a read answers: a stored value's canonical JSON. A value
+// read back from jsonb (Postgres opens rows in SQL) has its object keys ordered by
+// length first; the API documents canonical JSON, which content_sha256 hashes. A value
+// that does not parse (none, a redaction's) is answered as stored.
+func ServedValue(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	c, err := Canonical("value", raw)
+	if err != nil {
+		return raw
+	}
+	return c
+}
