@@ -5,11 +5,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	json "github.com/segmentio/encoding/json"
 
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // manySealedSQL is manySQL with each head as stored rather than opened by
@@ -107,8 +105,8 @@ func (u *Unnamed) Name(ctx context.Context, q Querier) error {
 }
 
 // openStored is loom.opened_row's merge done in Go: the row's JSON, then every field its
-// sealed text holds over it. A row with no sealed text, or whose key was destroyed (an
-// erasure, a redaction), is its JSON alone.
+// sealed text holds over it (OpenText). A row with no sealed text, or whose key was
+// destroyed (an erasure, a redaction), is its JSON alone.
 func openStored(ring *kek.Ring, raw, sealed, storedKey []byte) (*memrow.Row, error) {
 	row, err := Decode(raw)
 	if err != nil || sealed == nil || storedKey == nil {
@@ -118,31 +116,8 @@ func openStored(ring *kek.Ring, raw, sealed, storedKey []byte) (*memrow.Row, err
 	if err != nil {
 		return nil, fmt.Errorf("open the revision's data key: %w", err)
 	}
-	plain, err := rowseal.Open(key, rowseal.LabelRow, sealed)
-	if err != nil {
+	if err := OpenText(key, sealed, row); err != nil {
 		return nil, err
-	}
-	var t rowText
-	if err := json.Unmarshal(plain, &t); err != nil {
-		return nil, fmt.Errorf("decode the row's text: %w", err)
-	}
-	// As jsonb's ||: a key the text holds replaces the row's; the text leaves out the
-	// empty ones (omitempty), so those keep the row's.
-	row.Value, row.Tags, row.Entities = t.Value, t.Tags, t.Entities
-	if t.UserID != "" {
-		row.UserID = t.UserID
-	}
-	if t.Shared != nil {
-		row.Shared = t.Shared
-	}
-	if t.EntityTypes != nil {
-		row.EntityTypes = t.EntityTypes
-	}
-	if t.Relations != nil {
-		row.Relations = t.Relations
-	}
-	if t.ContentSHA256 != "" {
-		row.ContentSHA256 = t.ContentSHA256
 	}
 	return row, nil
 }

@@ -64,7 +64,9 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 
 // OpenText fills row's text from the sealed column AtRest wrote, opened in Go under
 // dataKey as loom.opened_row opens it in SQL: for a reader that holds the key already
-// (the relay) rather than one row's key unwrapped in the database.
+// (the relay, a search's page) rather than one row's key unwrapped in the database.
+// As jsonb's ||: a field the text holds replaces the row's; the text leaves out the
+// empty ones (omitempty), so those keep the row's.
 func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 	plain, err := rowseal.Open(dataKey, rowseal.LabelRow, sealed)
 	if err != nil {
@@ -74,13 +76,21 @@ func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 	if err := json.Unmarshal(plain, &t); err != nil {
 		return fmt.Errorf("decode the row's text: %w", err)
 	}
-	row.Value, row.Tags, row.Entities, row.EntityTypes, row.Relations = t.Value, t.Tags, t.Entities, t.EntityTypes, t.Relations
-	row.ContentSHA256 = t.ContentSHA256
+	row.Value, row.Tags, row.Entities = t.Value, t.Tags, t.Entities
 	if t.UserID != "" { // a row sealed before migration 155 keeps its user in its JSON
 		row.UserID = t.UserID
 	}
 	if t.Shared != nil {
 		row.Shared = t.Shared
+	}
+	if t.EntityTypes != nil {
+		row.EntityTypes = t.EntityTypes
+	}
+	if t.Relations != nil {
+		row.Relations = t.Relations
+	}
+	if t.ContentSHA256 != "" {
+		row.ContentSHA256 = t.ContentSHA256
 	}
 	return nil
 }
