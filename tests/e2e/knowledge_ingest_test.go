@@ -70,9 +70,10 @@ func ingestAPI(t *testing.T) (*testenv.Client, string) {
 	return testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: org})), org
 }
 
-// A job of a text, a Markdown, a CSV and a malformed PDF completes with its counts:
-// three written and searchable, one failed with its code; the same documents again
-// are unchanged; a multipart upload and a tar archive are jobs too.
+// A job of a text, a Markdown, a CSV, a malformed PDF and a zip bomb completes with
+// its counts: three written and searchable, two failed with their codes and nothing of
+// them written; the same documents again are unchanged; a multipart upload and a tar
+// archive are jobs too.
 func TestKnowledgeIngestCompletesAndIsSearchable(t *testing.T) {
 	c, _ := ingestAPI(t)
 	ns := testenv.Unique(t, "ki")
@@ -81,27 +82,32 @@ func TestKnowledgeIngestCompletesAndIsSearchable(t *testing.T) {
 		{"source_uri": "handbook/oncall.md", "content_base64": b64("# On call\n\nThe pager rotates every Tuesday at noon.")},
 		{"source_uri": "tables/offices.csv", "content_base64": b64("city,desks\nLisbon,40\nOslo,12\n")},
 		{"source_uri": "broken.pdf", "content_base64": b64("%PDF-1.4 this is not a pdf at all")},
+		{"source_uri": "bomb.xlsx", "content_base64": base64.StdEncoding.EncodeToString(zipBombXLSX(t, 120<<20))},
 	}
+	failed := map[string]string{"broken.pdf": kcommand.CodeMalformed, "bomb.xlsx": kcommand.CodeTooLarge}
 	id := ingestJob(t, c, ns, docs)
 	st := awaitIngest(t, c, ns, id)
-	if st["state"] != "completed" || st["total"] != float64(4) || st["processed"] != float64(4) || st["written"] != float64(3) ||
-		st["failed"] != float64(1) || st["chunks"].(float64) < 3 {
+	if st["state"] != "completed" || st["total"] != float64(5) || st["processed"] != float64(5) || st["written"] != float64(3) ||
+		st["failed"] != float64(2) || st["chunks"].(float64) < 3 {
 		t.Fatalf("ingest_status: %v", st)
 	}
 	for _, f := range st["files"].([]any) {
 		f := f.(map[string]any)
-		if want := map[bool]string{true: "failed", false: "written"}[f["source_uri"] == "broken.pdf"]; f["state"] != want {
-			t.Errorf("file %v: %v, want %s", f["source_uri"], f["state"], want)
+		uri, _ := f["source_uri"].(string)
+		if want := map[bool]string{true: "failed", false: "written"}[failed[uri] != ""]; f["state"] != want {
+			t.Errorf("file %v: %v, want %s", uri, f["state"], want)
 		}
-		if f["source_uri"] == "broken.pdf" && f["error_code"] != kcommand.CodeMalformed {
-			t.Errorf("the malformed PDF failed with %v", f["error_code"])
+		if code := failed[uri]; code != "" && f["error_code"] != code {
+			t.Errorf("%s failed with %v, want %s", uri, f["error_code"], code)
 		}
 	}
 	if uris := hitURIs(ksearch(t, c, ns, map[string]any{"query": "wombat sabbatical"})); len(uris) == 0 || uris[0] != "handbook/leave.txt" {
 		t.Fatalf("knowledge.search after the ingest: %v", uris)
 	}
-	if r := kget(t, c, ns, "broken.pdf"); r.Status != http.StatusNotFound {
-		t.Fatalf("the failed file has a head: %d %s", r.Status, r.Body)
+	for uri := range failed {
+		if r := kget(t, c, ns, uri); r.Status != http.StatusNotFound {
+			t.Fatalf("the failed file %s has a head: %d %s", uri, r.Status, r.Body)
+		}
 	}
 
 	// The same documents again: nothing new to write.
