@@ -10,53 +10,58 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/heads"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
 // The write side's statements of loom.memory_revisions and loom.revision_keys (the
 // journal reads shared with the query side are internal/revisions').
 
-// gapSQL reads the revisions committed after a seq, in seq order, at most a limit.
-const gapSQL = `SELECT seq, ` + heads.Row + ` FROM loom.memory_revisions
-	WHERE org = $1 AND namespace = $2 AND seq > $3 ORDER BY seq LIMIT $4`
+// gapSQL reads the revisions committed after a seq, in seq order, at most a limit, as
+// stored: the gap check opens them in Go (heads.ScanOpened) rather than in SQL, under
+// the namespace's generation lock.
+var gapSQL = `SELECT r.seq, ` + heads.Sealed("r") + ` FROM loom.memory_revisions r
+	WHERE r.org = $1 AND r.namespace = $2 AND r.seq > $3 ORDER BY r.seq LIMIT $4`
 
-// queueGap queues the read of the revisions committed after seq, at most limit, into gap.
-func queueGap(b *pgx.Batch, org, ns string, after int64, limit int, gap *[]gapRevision) {
+// queueGap queues the read of the revisions committed after seq, at most limit, into
+// gap; a row whose user its text does not name is named by unnamed.Name.
+func queueGap(b *pgx.Batch, ring *kek.Ring, unnamed *heads.Unnamed, org, ns string, after int64, limit int, gap *[]gapRevision) {
 	b.Queue(gapSQL, org, ns, after, limit).Query(func(rows pgx.Rows) error {
 		var err error
-		*gap, err = scanGap(rows)
+		*gap, err = scanGap(rows, ring, unnamed, org)
 		return err
 	})
 }
 
-func readGap(ctx context.Context, q heads.Querier, org, ns string, after int64, limit int) ([]gapRevision, error) {
+func readGap(ctx context.Context, q heads.Querier, ring *kek.Ring, org, ns string, after int64, limit int) ([]gapRevision, error) {
 	rows, err := q.Query(ctx, gapSQL, org, ns, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the admission gap: %w", err)
 	}
-	defer rows.Close()
-	return scanGap(rows)
+	var unnamed heads.Unnamed
+	gap, err := scanGap(rows, ring, &unnamed, org)
+	if err != nil {
+		return nil, err
+	}
+	if err := unnamed.Name(ctx, q); err != nil {
+		return nil, fmt.Errorf("read the admission gap: %w", err)
+	}
+	return gap, nil
 }
 
 // scanGap keeps the gap's revisions that can still be peers: neither cleared nor
 // redacted.
-func scanGap(rows pgx.Rows) ([]gapRevision, error) {
+func scanGap(rows pgx.Rows, ring *kek.Ring, unnamed *heads.Unnamed, org string) ([]gapRevision, error) {
+	defer rows.Close()
 	var gap []gapRevision
 	for rows.Next() {
 		var g gapRevision
-		var raw []byte
-		if err := rows.Scan(&g.seq, &raw); err != nil {
+		var err error
+		if g.row, err = heads.ScanOpened(rows, ring, unnamed, org, nil, &g.seq); err != nil {
 			return nil, fmt.Errorf("read the admission gap: %w", err)
 		}
-		if raw == nil {
-			continue // cleared: nothing left to be a peer
-		}
-		var err error
-		if g.row, err = heads.Decode(raw); err != nil {
-			return nil, err
-		}
-		if g.row.Redacted {
-			continue // scrubbed: nothing left to be a peer
+		if g.row == nil || g.row.Redacted {
+			continue // cleared or scrubbed: nothing left to be a peer
 		}
 		gap = append(gap, g)
 	}

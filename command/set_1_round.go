@@ -81,15 +81,19 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, sh
 		finish = queuePolicy(b, org, ns)
 	}
 	var byKey, bySHA []*memrow.Row
-	heads.QueueWithKeys(b, &byKey, org, ns, keys)
+	var unnamed heads.Unnamed
+	heads.QueueWithKeys(b, s.kek, &unnamed, &byKey, org, ns, keys)
 	if len(shas) > 0 {
-		heads.QueueWithContent(b, &bySHA, org, ns, users, shas)
+		heads.QueueWithContent(b, s.kek, &unnamed, &bySHA, org, ns, users, shas)
 	}
 	if !st.fromIndex {
 		s.queueWatermark(b, org, ns, &st.capture)
 	}
 	s.queueJudgingCalibration(b, org, ns)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if err := unnamed.Name(ctx, s.pool); err != nil {
 		return nil, err
 	}
 	st.judging = s.judgingOf(org, ns)

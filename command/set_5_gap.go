@@ -98,6 +98,7 @@ func (s *Service) gapCheck(q peerQuery, sha string, judged []peer, threshold flo
 type groupGap struct {
 	rows         []gapRevision
 	linkedErased []bool
+	unnamed      heads.Unnamed // rows whose user their text does not name, until named
 }
 
 // queueGroupGap queues the reads of the plans' gaps. A plan whose capture is more
@@ -124,7 +125,7 @@ func (s *Service) queueGroupGap(b *pgx.Batch, plans []*commitPlan) *groupGap {
 	}
 	gapMax := int64(s.cfg.AdmissionGapMax)
 	lo = max(lo, hi-gapMax)
-	queueGap(b, plans[0].org, plans[0].namespace, lo, int(hi-lo+gapMax+1), &g.rows)
+	queueGap(b, s.kek, &g.unnamed, plans[0].org, plans[0].namespace, lo, int(hi-lo+gapMax+1), &g.rows)
 	return g
 }
 
@@ -169,7 +170,7 @@ func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
 	if gen-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
 		return errGapTooLarge
 	}
-	gap, err := readGap(ctx, s.pool, plan.org, plan.namespace, plan.gapFrom, int(gen-plan.gapFrom))
+	gap, err := readGap(ctx, s.pool, s.kek, plan.org, plan.namespace, plan.gapFrom, int(gen-plan.gapFrom))
 	if err != nil || len(gap) == 0 {
 		return err
 	}

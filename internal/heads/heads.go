@@ -90,25 +90,27 @@ const (
 		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
 		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
 
-	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
-	// whatever their agent, user and session.
-	WithKeysSQL = `SELECT m.row FROM unnest($3::text[]) AS k(memory_key)
-	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
-
-	// WithContentSQL reads the heads of a namespace ($1, $2) of the users $3 holding
-	// any of the values whose plain content hashes are $4. A head stores its hash
-	// keyed under its scope's key (migration 101), so the lookup hashes each value
-	// under each user's; a head written before and not yet rehashed by the at-rest
-	// pass matches the plain hash.
-	WithContentSQL = `SELECT m.row FROM (SELECT s.sha AS content_sha256 FROM unnest($4::text[]) AS s(sha)
-		UNION SELECT loom.content_hash($1, $2, loom.user_ref($1, u.user_id), s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
-	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
-
 	withIDsSQL = `SELECT m.row FROM unnest($3::uuid[]) AS k(memory_id)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_id = k.memory_id OFFSET 0) m`
+)
+
+var (
+	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
+	// whatever their agent, user and session, as stored (Sealed).
+	WithKeysSQL = `SELECT m.* FROM unnest($3::text[]) AS k(memory_key)
+	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
+
+	// WithContentSQL reads the heads of a namespace ($1, $2) of the users $3 holding
+	// any of the values whose plain content hashes are $4, as stored (Sealed). A head
+	// stores its hash keyed under its scope's key (migration 101), so the lookup
+	// hashes each value under each user's; a head written before and not yet rehashed
+	// by the at-rest pass matches the plain hash.
+	WithContentSQL = `SELECT m.* FROM (SELECT s.sha AS content_sha256 FROM unnest($4::text[]) AS s(sha)
+		UNION SELECT loom.content_hash($1, $2, loom.user_ref($1, u.user_id), s.sha) FROM unnest($3::text[]) AS u(user_id), unnest($4::text[]) AS s(sha)) k
+	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c
+		WHERE c.org = $1 AND c.namespace = $2 AND c.content_sha256 = k.content_sha256 OFFSET 0) m`
 )
 
 // Many returns the heads of several keys of one namespace in one query, by

@@ -48,10 +48,10 @@ func storeSealed(t testing.TB, pool *pgxpool.Pool, r memrow.Row, column string, 
 	}
 }
 
-// A search's heads opened in Go are the heads loom.opened_row opens in SQL, field for
-// field, users named as it names them (from the text, else the column), except that the
-// value comes back as the commit sealed it: its canonical JSON, keys in byte order,
-// which jsonb reorders by length first.
+// A search's heads, and a write's heads read by key, opened in Go are the heads
+// loom.opened_row opens in SQL, field for field, users named as it names them (from the
+// text, else the column), except that the value comes back as the commit sealed it: its
+// canonical JSON, keys in byte order, which jsonb reorders by length first.
 func TestHeadsOpenedInGoAreTheHeadsOpenedInSQL(t *testing.T) {
 	ctx := context.Background()
 	pool := migratedDB(t)
@@ -84,16 +84,25 @@ func TestHeadsOpenedInGoAreTheHeadsOpenedInSQL(t *testing.T) {
 	b := &pgx.Batch{}
 	QueueMany(b, inSQL, "acme", "opened", ids)
 	QueueManyOpened(b, nil, &unnamed, inGo, "acme", "opened", ids)
+	var byKey []*memrow.Row
+	QueueWithKeys(b, nil, &unnamed, &byKey, "acme", "opened", []string{"sealed", "before155", "keyless", "unsealed"})
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := unnamed.Name(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	if len(inSQL) != 4 || len(inGo) != 4 {
-		t.Fatalf("read %d heads in SQL and %d in Go, want 4 each", len(inSQL), len(inGo))
+	byKeyGo := map[string]*memrow.Row{}
+	for _, r := range byKey {
+		byKeyGo[IdentityKey(r.Identity)] = r
+	}
+	if len(inSQL) != 4 || len(inGo) != 4 || len(byKeyGo) != 4 {
+		t.Fatalf("read %d heads in SQL, %d in Go by identity and %d by key, want 4 each", len(inSQL), len(inGo), len(byKeyGo))
 	}
 	for k, want := range inSQL {
+		if !reflect.DeepEqual(inGo[k], byKeyGo[k]) {
+			t.Fatalf("%q read by key\n%+v\nby identity\n%+v", k, byKeyGo[k], inGo[k])
+		}
 		got := inGo[k]
 		if got == nil {
 			t.Fatalf("Go did not read %q", k)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -15,16 +16,22 @@ import (
 // a retirement, and the query side's snapshot. Every one selects Row, so a sealed row
 // is opened as the lookups open it.
 
-// QueueWithKeys queues WithKeysSQL on b; into holds the heads, decoded, once the
-// batch is sent.
-func QueueWithKeys(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, keys []string) {
-	queueCollect(b, into, WithKeysSQL, org, namespace, keys)
+// QueueWithKeys queues WithKeysSQL on b, each row opened in Go under ring (as
+// QueueManyOpened); into holds the heads once the batch is sent and unnamed.Name has
+// named the users of those whose text does not.
+func QueueWithKeys(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, keys []string) {
+	queueOpened(b, ring, unnamed, into, org, WithKeysSQL, org, namespace, keys)
 }
 
-// QueueWithContent queues WithContentSQL on b; into holds the heads, decoded, once
-// the batch is sent.
-func QueueWithContent(b *pgx.Batch, into *[]*memrow.Row, org, namespace string, users, shas []string) {
-	queueCollect(b, into, WithContentSQL, org, namespace, users, shas)
+// QueueWithContent queues WithContentSQL on b, as QueueWithKeys.
+func QueueWithContent(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, users, shas []string) {
+	queueOpened(b, ring, unnamed, into, org, WithContentSQL, org, namespace, users, shas)
+}
+
+func queueOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, query string, args ...any) {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+		return eachOpened(rows, ring, unnamed, org, func(r *memrow.Row) { *into = append(*into, r) })
+	})
 }
 
 func queueCollect(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {

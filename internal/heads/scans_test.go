@@ -69,10 +69,14 @@ func TestEveryHeadReadOpensSealedRows(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	b := &pgx.Batch{}
-	QueueWithKeys(b, &byKey, id.Org, id.Namespace, []string{"vault"})
-	QueueWithContent(b, &bySHA, id.Org, id.Namespace, []string{"alice"}, []string{"sha-vault"})
+	var unnamed Unnamed
+	QueueWithKeys(b, nil, &unnamed, &byKey, id.Org, id.Namespace, []string{"vault"})
+	QueueWithContent(b, nil, &unnamed, &bySHA, id.Org, id.Namespace, []string{"alice"}, []string{"sha-vault"})
 	QueueLock(b, id, &version, &seq)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unnamed.Name(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	opened("QueueWithKeys", byKey, nil)
