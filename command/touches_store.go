@@ -55,9 +55,12 @@ func takeUsage(ctx context.Context, tx pgx.Tx, org, ns string, limit int) ([]eve
 	// The rows to take are chosen once, in a materialized CTE: as a subquery joined to the
 	// DELETE, a concurrent touch's update made Postgres re-check the join and take rows
 	// past the limit (1,338 for a limit of 1,000 under searches), a record the topic
-	// contract refuses, retried for ever.
+	// contract refuses, retried for ever. A row a count holds locked is left for the next
+	// round (SKIP LOCKED): waiting for it held the namespace's generation lock, and a
+	// recall flush upserting in another order deadlocked with the take (SQLSTATE 40P01),
+	// stalling the namespace's commits until Postgres broke the cycle.
 	rows, err := tx.Query(ctx, `WITH p AS MATERIALIZED (SELECT memory_id FROM loom.memory_touches
-			WHERE org = $1 AND namespace = $2 ORDER BY first_at LIMIT $3 FOR UPDATE)
+			WHERE org = $1 AND namespace = $2 ORDER BY first_at LIMIT $3 FOR UPDATE SKIP LOCKED)
 		DELETE FROM loom.memory_touches t USING p
 		WHERE t.org = $1 AND t.namespace = $2 AND t.memory_id = p.memory_id
 		RETURNING t.memory_id::text, t.touches, t.recalls, t.evidence`, org, ns, limit)

@@ -1,7 +1,9 @@
 package query
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -62,6 +64,23 @@ func (s *Service) recordRecalls(ctx context.Context, org string, hits []hitView)
 	}
 }
 
+// recallColumns are the counts as the flush's arrays, in (org, namespace, memory)
+// order: the upsert locks rows in its input's order, so two processes' flushes over
+// the same memories lock them in one order and cannot deadlock (a map's order did).
+func recallColumns(pending map[recallKey]int64) (orgs, nss, ids []string, counts []int64) {
+	keys := make([]recallKey, 0, len(pending))
+	for k := range pending {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b recallKey) int {
+		return cmp.Or(cmp.Compare(a.org, b.org), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.memoryID, b.memoryID))
+	})
+	for _, k := range keys {
+		orgs, nss, ids, counts = append(orgs, k.org), append(nss, k.namespace), append(ids, k.memoryID), append(counts, pending[k])
+	}
+	return orgs, nss, ids, counts
+}
+
 // flushRecalls writes the gathered counts in one statement; a failure loses them, and
 // says so.
 func (s *Service) flushRecalls() {
@@ -73,10 +92,7 @@ func (s *Service) flushRecalls() {
 	if len(pending) == 0 {
 		return
 	}
-	orgs, nss, ids, counts := make([]string, 0, len(pending)), make([]string, 0, len(pending)), make([]string, 0, len(pending)), make([]int64, 0, len(pending))
-	for k, n := range pending {
-		orgs, nss, ids, counts = append(orgs, k.org), append(nss, k.namespace), append(ids, k.memoryID), append(counts, n)
-	}
+	orgs, nss, ids, counts := recallColumns(pending)
 	ctx, cancel := context.WithTimeout(context.Background(), recallWait)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `INSERT INTO loom.memory_touches (org, namespace, memory_id, touches, recalls)

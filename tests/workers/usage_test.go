@@ -213,3 +213,71 @@ func TestAPublicationWithNothingToPublishLeavesNoGapInTheSeqs(t *testing.T) {
 		t.Fatalf("list after the publication: %v (%+v); want both memories", err, list)
 	}
 }
+
+// A memory's count held locked (as a recall flush holds the rows it upserts) does not
+// hold up the rest of its namespace's usage: the publication takes the other counts and
+// leaves that one for its next round. It waited for the row under the namespace's
+// generation lock, and a flush upserting in another order deadlocked with it.
+func TestACountHeldLockedLeavesTheNamespacesOtherUsagePublished(t *testing.T) {
+	const org = "usageheld"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		foldingUsage(c)
+		c.Command.UsagePublishInterval = time.Second
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "held")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, key := range []string{"held", "free"} {
+		a, err := w.tc.Set(ctx, ns, key, client.SetRequest{Value: "the " + key + " memory"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[key] = a.MemoryID
+	}
+	reinforcement := func(key string) int {
+		m, err := w.tc.Get(ctx, ns, key, client.Identity{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ReinforcementCount
+	}
+	// The held memory is counted first (the publication takes the oldest counts first),
+	// then the free one; the held one's row is locked before a publication takes it
+	// (tried again should one have come between).
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for attempt := 0; ; attempt++ {
+		for _, key := range []string{"held", "free"} {
+			if a, err := w.tc.Touch(ctx, ns, key, client.Identity{}); err != nil || !a.Touched {
+				t.Fatalf("touch %s: %+v, %v", key, a, err)
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE loom.memory_touches SET last_at = now() WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
+			org, ns, ids["held"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag.RowsAffected() == 1 {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal("a publication took the held memory's count before the test could lock it, four times")
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, "the free memory's use folded while the held one's row is locked", func() bool {
+		return reinforcement("free") >= 1
+	})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the held memory's use folded once its row is free", func() bool {
+		return reinforcement("held") >= 1
+	})
+}
