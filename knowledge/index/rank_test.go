@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/loomplane/loom/events"
 )
 
 // rankIn's count of a leg's entries ranking before each of qs is the one comparing
@@ -68,4 +70,39 @@ func BenchmarkFusedSearch(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// Deleted sources keep their slots, and the unfiltered lexical leg reads their deletion
+// by slot: through a renumbering (the other sources rewritten twice) and a restore after
+// it, searches answer as the full sort does, which reads each chunk's source.
+func TestDeletionsFollowTheirSlotsThroughARenumbering(t *testing.T) {
+	c := newCorpus(33, 16)
+	x := c.build(3000)
+	seq := x.Position("o", "n")
+	written := seq
+	var churn []op
+	for i := int64(1); i <= written; i += 4 {
+		seq++
+		churn = append(churn, flip(seq, sourceURI(i), events.TypeDocumentDeleted))
+	}
+	for range 2 {
+		for i := int64(1); i <= written; i++ {
+			if i%4 != 1 {
+				seq++
+				churn = append(churn, c.document(seq, seq+10000, sourceURI(i), 1+c.rng.IntN(7), nil))
+			}
+		}
+	}
+	x.apply(churn)
+	s := x.spaces[[2]string{"o", "n"}]
+	if len(s.slots) >= 2*s.chunks {
+		t.Fatalf("%d slots for %d chunks: never renumbered", len(s.slots), s.chunks)
+	}
+	if checked := matchesTheFullSort(t, c, x); checked < 1000 {
+		t.Fatalf("only %d candidates compared: the corpus does not exercise the search", checked)
+	}
+	x.apply([]op{flip(seq+1, sourceURI(5), events.TypeDocumentRestored), flip(seq+2, sourceURI(9), events.TypeDocumentRestored)})
+	if checked := matchesTheFullSort(t, c, x); checked < 1000 {
+		t.Fatalf("only %d candidates compared after the restores", checked)
+	}
 }

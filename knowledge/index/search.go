@@ -233,9 +233,12 @@ func (sc *scorer) lexicalLeg(s *space, f Filter, l *legs) {
 			acc[e.slot] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(s.lens[e.slot])/avg))
 		}
 	}
-	into := l.lex[:0]
+	// A touched slot's chunk is live (dropped ones were passed over above); with no
+	// filter, its source's deletion is all there is to check, and s.deleted holds it by
+	// slot: reading 100k chunks out of the cache was a fifth of a search at 100k chunks.
+	into, all := l.lex[:0], f.all()
 	for _, slot := range touched {
-		if c := s.slots[slot]; searchable(c, f) {
+		if c := s.slots[slot]; all && !s.deleted[slot] || !all && searchable(c, f) {
 			into = append(into, scored{c, acc[slot]})
 		}
 		acc[slot] = 0
