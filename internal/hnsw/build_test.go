@@ -51,3 +51,21 @@ func BenchmarkWakeDuringBuild(b *testing.B) {
 		b.ReportMetric(float64(len(delays))/float64(b.N), "wakes/build")
 	}
 }
+
+// BenchmarkBuild builds a graph of 20,000 random unit vectors of 384 dimensions, the
+// size at which an index first builds one (LOOM_INDEX_GRAPH_MIN), and reports the
+// build's time a node.
+func BenchmarkBuild(b *testing.B) {
+	const dim, rows = 384, 20000
+	rng := rand.New(rand.NewSource(1))
+	src := Source{Dim: dim, Codes: make([]int8, rows*dim), Scales: make([]float32, rows), Limit: rows}
+	for r := range rows {
+		src.Scales[r] = Quantise(randomUnit(rng, dim), src.Codes[r*dim:(r+1)*dim])
+		src.Rows = append(src.Rows, int32(r))
+	}
+	start := time.Now()
+	for b.Loop() {
+		Build(src, Params{M: DefaultM, EfConstruction: DefaultEfConstruction, Seed: 1}, func() bool { return false })
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N*rows), "µs/node")
+}

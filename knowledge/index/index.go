@@ -60,8 +60,11 @@ type space struct {
 	// slots are the chunks by slot, nil where one was dropped; lens their lengths.
 	// The lexical leg sums a slot's score from its postings alone, reading no chunk
 	// until it has every score (search.go).
-	slots    []*Chunk
-	lens     []uint32
+	slots []*Chunk
+	lens  []uint32
+	// deleted is, by slot, whether the chunk's source is deleted (source.deleted), so
+	// that an unfiltered lexical leg keeps or passes a slot without reading its chunk.
+	deleted  []bool
 	deadSlot int
 	chunks   int
 	totalLen int
@@ -117,13 +120,14 @@ func (s *space) drop(src *source) {
 // once dropped chunks hold most of the slots.
 func (s *space) renumber() {
 	to := make([]int32, len(s.slots))
-	slots, lens := make([]*Chunk, 0, len(s.slots)-s.deadSlot), make([]uint32, 0, len(s.slots)-s.deadSlot)
+	live := len(s.slots) - s.deadSlot
+	slots, lens, deleted := make([]*Chunk, 0, live), make([]uint32, 0, live), make([]bool, 0, live)
 	for i, c := range s.slots {
 		to[i] = -1
 		if c != nil {
 			to[i] = int32(len(slots))
 			c.slot = to[i]
-			slots, lens = append(slots, c), append(lens, s.lens[i])
+			slots, lens, deleted = append(slots, c), append(lens, s.lens[i]), append(deleted, s.deleted[i])
 		}
 	}
 	for _, p := range s.post {
@@ -135,7 +139,7 @@ func (s *space) renumber() {
 		}
 		p.entries, p.gone = kept, 0
 	}
-	s.slots, s.lens, s.deadSlot = slots, lens, 0
+	s.slots, s.lens, s.deleted, s.deadSlot = slots, lens, deleted, 0
 }
 
 // Index is the chunk index of every namespace a process serves.
@@ -230,10 +234,10 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 	src.userRef = d.UserRef
 	switch env.Type {
 	case events.TypeDocumentDeleted:
-		src.deleted = true
+		s.setDeleted(src, true)
 		return
 	case events.TypeDocumentRestored:
-		src.deleted = false
+		s.setDeleted(src, false)
 		return
 	}
 	if len(src.chunks) > 0 && src.chunks[0].Version >= d.Version {
@@ -246,7 +250,7 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		k := &Chunk{SourceURI: c.SourceURI, DocID: d.DocID, Version: d.Version, Seq: env.Seq, Ordinal: ch.Ordinal,
 			HeadingPath: ch.HeadingPath, Kind: ch.Kind, Text: ch.Text, Title: c.Title, Format: d.Format, Tags: c.Tags,
 			UserID: c.UserID, UpdatedAt: d.UpdatedAt, vec: ch.Embedding, tfs: make(map[string]uint16, len(terms)), length: int(n), src: src, slot: int32(len(s.slots))}
-		s.slots, s.lens = append(s.slots, k), append(s.lens, n)
+		s.slots, s.lens, s.deleted = append(s.slots, k), append(s.lens, n), append(s.deleted, false)
 		for i, t := range terms {
 			k.tfs[t] = tfs[i]
 			s.df[t]++
@@ -261,6 +265,14 @@ func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.
 		s.totalLen += k.length
 		s.addVector(k)
 		src.chunks = append(src.chunks, k)
+	}
+}
+
+// setDeleted marks src deleted or not, and its chunks' slots with it.
+func (s *space) setDeleted(src *source, deleted bool) {
+	src.deleted = deleted
+	for _, c := range src.chunks {
+		s.deleted[c.slot] = deleted
 	}
 }
 

@@ -233,9 +233,12 @@ func (sc *scorer) lexicalLeg(s *space, f Filter, l *legs) {
 			acc[e.slot] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(s.lens[e.slot])/avg))
 		}
 	}
-	into := l.lex[:0]
+	// A touched slot's chunk is live (dropped ones were passed over above); with no
+	// filter, its source's deletion is all there is to check, and s.deleted holds it by
+	// slot: reading 100k chunks out of the cache was a fifth of a search at 100k chunks.
+	into, all := l.lex[:0], f.all()
 	for _, slot := range touched {
-		if c := s.slots[slot]; searchable(c, f) {
+		if c := s.slots[slot]; all && !s.deleted[slot] || !all && searchable(c, f) {
 			into = append(into, scored{c, acc[slot]})
 		}
 		acc[slot] = 0
@@ -305,7 +308,10 @@ func top(leg []scored, n int) []scored {
 
 // rankIn counts, for each of qs (entries of leg), how many of leg's entries rank
 // before it: qs is sorted, then each entry of leg adds one to the qs from the first
-// it ranks before on.
+// it ranks before on. That first is found by score alone, then among the qs of the
+// entry's own score by source and ordinal: a leg of most of the namespace's chunks
+// has many equal scores (BM25 of equal lengths and counts), and comparing sources at
+// every step of the search was a third of a search's CPU at 100k chunks.
 func rankIn(leg, qs []scored) []int {
 	if len(qs) == 0 {
 		return nil
@@ -315,9 +321,27 @@ func rankIn(leg, qs []scored) []int {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmpScored(qs[a], qs[b]) })
+	scores := make([]float64, len(order)) // by rank: descending
+	for i, q := range order {
+		scores[i] = qs[q].s
+	}
 	from := make([]int, len(qs)+1)
 	for _, e := range leg {
-		from[sort.Search(len(order), func(i int) bool { return e.before(qs[order[i]]) })]++
+		// the first of lower score than e's: e ranks before it and all after it
+		lo, hi := 0, len(scores)
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); scores[m] < e.s {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		// the qs of e's score before it, in source and ordinal order: e ranks before
+		// those it precedes, the last of them
+		for lo > 0 && scores[lo-1] == e.s && chunkBefore(e.c, qs[order[lo-1]].c) {
+			lo--
+		}
+		from[lo]++
 	}
 	out := make([]int, len(qs))
 	n := 0
