@@ -70,14 +70,26 @@ func TestOverlappingRelayRoundsStayInOrderAndLetAnErasureThrough(t *testing.T) {
 	// reads it all at once sees every seq in one batch, gaps or not).
 	env.Projector(t, p, onTopic)
 	const writes = 30
+	// Throughout, as erasures do after their commits: every round that read before a
+	// wait began has ended once it returns.
+	written := make(chan struct{})
 	waited := make(chan error, 1)
 	go func() {
-		// Mid-stream, as an erasure does after its commit: every round that read before
-		// it has ended once this returns.
-		time.Sleep(300 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		waited <- pg.WaitOut(ctx, pool, pg.LockPublishers)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := pg.WaitOut(ctx, pool, pg.LockPublishers)
+			cancel()
+			if err != nil {
+				waited <- err
+				return
+			}
+			select {
+			case <-written:
+				waited <- nil
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	}()
 	for i := range writes {
 		value := fmt.Sprintf("fact %d written while Kafka is slow", i)
@@ -87,12 +99,13 @@ func TestOverlappingRelayRoundsStayInOrderAndLetAnErasureThrough(t *testing.T) {
 		c.Set(t, ns, fmt.Sprintf("k%02d", i), value)
 		c.Set(t, other, fmt.Sprintf("k%02d", i), fmt.Sprintf("a neighbour's fact %d", i))
 	}
+	close(written)
 	select {
 	case err := <-waited:
 		if err != nil {
 			t.Fatalf("waiting out the publishers while rounds overlap: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("waiting out the publishers never returned while rounds overlap")
 	}
 
