@@ -73,18 +73,17 @@ func (r *Relay) rounds(ctx, stop context.Context, conn *pgxpool.Conn) (<-chan st
 			pg.ReleaseShared(ctx, lane, pg.LockPublishers)
 			return wake, err
 		}
-		if err := endOlder(); err != nil {
-			// Kafka is away or a fault stopped the relay: cur ends too, keeping its rows of
-			// the namespaces that failed.
+		// endCur ends cur after a failure ended the rounds before it.
+		endCur := func(err error) error {
 			if isFault(err) {
 				pg.ReleaseShared(ctx, cur.lane, pg.LockPublishers)
 			} else if eerr := r.end(ctx, cur, failed, false, nil); isFault(eerr) {
 				err = eerr
 			}
-			return wake, err
+			return err
 		}
 		more := stop.Err() == nil && len(pending) == r.cfg.BatchRows
-		overlap := !r.cfg.WaitForStandbys && len(failed) == 0 && len(cur.rows) > 0
+		overlap := !r.cfg.WaitForStandbys && len(cur.rows) > 0
 		if overlap && !more && stop.Err() == nil {
 			select {
 			case <-cur.answered:
@@ -93,30 +92,54 @@ func (r *Relay) rounds(ctx, stop context.Context, conn *pgxpool.Conn) (<-chan st
 			}
 		}
 		if more && overlap {
-			if next := r.otherLane(ctx, lane, conn); next != nil {
-				w := r.wake.C()
-				var rows []outbox.Row
-				took, err := r.tryReadOn(ctx, next, cur.ids(), &rows)
+			w := r.wake.C()
+			var rows []outbox.Row
+			var took bool
+			next := r.otherLane(ctx, lane, conn)
+			if older != nil {
+				// The round before cur ends in the next round's read, on its session.
+				f := older
+				older, next = nil, f.lane
+				done, err := r.settle(ctx, f, failed)
+				if isFault(err) {
+					pg.ReleaseShared(ctx, f.lane, pg.LockPublishers)
+					return wake, endCur(err)
+				}
+				if err == nil && len(failed) == 0 {
+					took, err = r.endRoundTrying(ctx, f.lane, done, cur.ids(), &rows)
+				} else if eerr := r.endRound(ctx, f.lane, done, false, nil); err == nil {
+					err = eerr
+				} else {
+					return wake, endCur(err) // Kafka is away
+				}
+				if err != nil && f.lane == conn {
+					return wake, endCur(err) // the lock session is gone, and the relay lock with it
+				}
+				if err != nil {
+					r.log.Warn("relay: cannot end a round on the second session; rounds wait for each other", "err", err)
+					r.dropSpare()
+				}
+			} else if next != nil {
+				took, err = r.tryReadOn(ctx, next, cur.ids(), &rows)
 				if err != nil && next == conn {
-					// The lock session is gone, and the relay lock with it.
-					if eerr := r.end(ctx, cur, failed, false, nil); isFault(eerr) {
-						err = eerr
-					}
-					return wake, err
+					return wake, endCur(err)
 				}
 				if err != nil {
 					r.log.Warn("relay: cannot read a round on the second session; rounds wait for each other", "err", err)
 					r.dropSpare()
 				}
-				if took {
-					r.overlaps.Inc()
-					wake, pending = w, rows
-					older, lane = cur, next
-					continue
-				}
 			}
-			// An erasure waits for the publishers lock, or the other session is not to be
-			// had: this round ends before the next is read.
+			if took {
+				r.overlaps.Inc()
+				wake, pending = w, rows
+				older, lane = cur, next
+				continue
+			}
+			// An erasure waits for the publishers lock, a namespace failed, or the other
+			// session is not to be had: this round ends before the next is read.
+		}
+		if err := endOlder(); err != nil {
+			return wake, endCur(err)
 		}
 		more = stop.Err() == nil && (more || woken(wake))
 		if more {
@@ -217,6 +240,35 @@ func (r *Relay) tryReadOn(ctx context.Context, conn *pgxpool.Conn, sent []int64,
 		pg.ReleaseShared(ctx, conn, pg.LockPublishers)
 		return false, fmt.Errorf("try the publishers lock shared and read the outbox: %w", err)
 	}
+	if took {
+		*into = rows
+	}
+	return took, nil
+}
+
+// endRoundTrying ends a round as endRound does and, in the same round trip, tries the
+// publishers lock shared again and reads the next round's rows, leaving out sent (the
+// round in flight on the other session), into into. The take does not wait (tryReadOn
+// says why), so the delete commits with the rest, in the batch's implicit transaction.
+// Not taken, what was read is dropped. Whatever fails, the lock is not left held.
+func (r *Relay) endRoundTrying(ctx context.Context, conn *pgxpool.Conn, done, sent []int64, into *[]outbox.Row) (bool, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var took bool
+	var rows []outbox.Row
+	b := &pgx.Batch{}
+	if len(done) > 0 {
+		outbox.QueueDelete(b, done, false, nil)
+	}
+	pg.QueueUnlockShared(b, pg.LockPublishers, nil)
+	pg.QueueTryLockShared(b, pg.LockPublishers, &took)
+	outbox.QueueReadPending(b, r.cfg.BatchRows, r.waiting(time.Now()), sent, &rows)
+	if err := conn.SendBatch(dctx, b).Close(); err != nil {
+		// Held once at most: the round's lock before its release, or the one taken after.
+		pg.ReleaseShared(dctx, conn, pg.LockPublishers)
+		return false, fmt.Errorf("delete published outbox rows, release the publishers lock and read the outbox: %w", err)
+	}
+	r.published.Add(float64(len(done)))
 	if took {
 		*into = rows
 	}
