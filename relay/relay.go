@@ -60,7 +60,6 @@ type Relay struct {
 	published *metrics.Counter
 	failed    *metrics.Counter
 	parked    *metrics.Counter
-	overlaps  *metrics.Counter
 	active    *metrics.Gauge
 	heldRows  *metrics.GaugeVec
 
@@ -68,10 +67,6 @@ type Relay struct {
 	// holding is set while this relay holds the relay lock: this process's commits need
 	// not NOTIFY another process's relay (outbox.Waker).
 	holding atomic.Bool
-
-	// spare is the session a round is read on while the one before it awaits Kafka's
-	// answer on the lock session (rounds.go); only Run's goroutine touches it.
-	spare *pgxpool.Conn
 
 	// retryAt holds a namespace back until its refused head's backoff has passed.
 	// Only Run's goroutine touches it; a restart forgets it and retries at once.
@@ -96,9 +91,7 @@ func New(cfg config.Relay, pipe config.Pipeline, pool *pgxpool.Pool, producer *k
 		published: reg.Counter("loom_relay_published_total", "Outbox records Kafka acknowledged.").With(),
 		failed:    reg.Counter("loom_relay_produce_failures_total", "Outbox records Kafka refused or did not acknowledge.").With(),
 		parked:    reg.Counter("loom_relay_parked_total", "Outbox records parked after Kafka refused them; a loom.parked placeholder took their seq.").With(),
-		overlaps: reg.Counter("loom_relay_rounds_overlapped_total",
-			"Relay rounds read and handed to Kafka while the round before them still awaited Kafka's answer.").With(),
-		active: reg.Gauge("loom_relay_active", "1 while this process holds the relay lock.").With(),
+		active:    reg.Gauge("loom_relay_active", "1 while this process holds the relay lock.").With(),
 		heldRows: reg.Gauge("loom_relay_held_rows",
 			"Outbox rows read but held back from the topic until the synchronous standbys flush them, by reason.", "reason"),
 		retryAt: map[string]time.Time{}, tracer: tracing.Tracer(nil),
@@ -235,7 +228,6 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 	// so a round that succeeded proved it alive: it is pinged only before the first
 	// round and after a failed one, not on every round's path from commit to topic.
 	check := true
-	defer r.dropSpare()
 	for ctx.Err() == nil {
 		if check {
 			if err := h.alive(ctx); err != nil {
@@ -257,7 +249,6 @@ func (r *Relay) publishWhileHeld(ctx context.Context, h *lockHandle) error {
 		}
 		check = err != nil
 		if err != nil {
-			r.dropSpare() // whatever it holds goes with it; the next overlap opens another
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -22,20 +22,23 @@ type outboxRow struct{ outbox.Row }
 // ns names the row's namespace as the record key does.
 func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 
-// begin starts a round over pending, the oldest rows, read on conn: it hands them to
-// the producer and returns the round in flight, whose answers end (rounds.go) waits
-// for. A namespace whose oldest row Kafka refused before sends that row alone first,
-// before begin returns (a broker refuses a whole partition batch, so only alone does a
-// refusal name its record); a namespace waiting out a refusal's backoff is left out of
-// the round altogether. conn is the session holding the publishers lock for the round:
-// with WaitForStandbys, the check that the standbys hold the rows is read there, from
-// the server the rows were read from.
-func (r *Relay) begin(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) (*flight, error) {
+// round publishes the oldest rows and returns the ids of those Kafka acknowledged,
+// for the round's end to delete (rounds.go). A namespace
+// whose oldest row Kafka refused before sends that row alone first (a broker refuses
+// a whole partition batch, so only alone does a refusal name its record); a
+// namespace waiting out a refusal's backoff is left out of the round altogether.
+// conn is the relay's lock session: pending (the oldest rows, read in the lock's round
+// trip) and, with WaitForStandbys, the check that the standbys hold them are read
+// there, from one server.
+func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) ([]int64, error) {
+	if len(pending) == 0 {
+		return nil, nil
+	}
 	rows := make([]outboxRow, len(pending))
 	for i, p := range pending {
 		rows[i] = outboxRow{p}
 	}
-	if r.cfg.WaitForStandbys && len(rows) > 0 {
+	if r.cfg.WaitForStandbys {
 		if err := r.awaitDurable(ctx, conn, len(rows)); err != nil {
 			return nil, err
 		}
@@ -44,20 +47,7 @@ func (r *Relay) begin(ctx context.Context, conn *pgxpool.Conn, pending []outbox.
 	if err != nil {
 		return nil, err
 	}
-	f := r.send(ctx, rest)
-	f.lane = conn
-	return f, nil
-}
-
-// refusedBefore reports whether a row of pending was refused before: its namespace goes
-// alone first (retryRefused), which waits for Kafka's answer.
-func refusedBefore(pending []outbox.Row) bool {
-	for _, p := range pending {
-		if p.Attempts > 0 {
-			return true
-		}
-	}
-	return false
+	return r.publish(ctx, rest)
 }
 
 // waiting lists the namespaces whose refused head is still backing off.
@@ -146,92 +136,54 @@ func retryDelay(attempts int) time.Duration {
 	return min(d, 10*time.Second)
 }
 
-// flight is a round whose records were handed to the producer: its rows, the session
-// holding the publishers lock for it (its lane), and each row's result once every
-// record was answered.
-type flight struct {
-	lane     *pgxpool.Conn
-	rows     []outboxRow
-	errs     []error
-	spans    tracing.RecordSpans
-	answered chan struct{} // closed once every record has its result in errs
-	sent     time.Time
-}
-
-// ids are the ids of the round's rows: a round read while this one is in flight leaves
-// them out.
-func (f *flight) ids() []int64 {
-	ids := make([]int64, len(f.rows))
-	for i, row := range f.rows {
-		ids[i] = row.ID
+// publish produces rows in one go and returns the ids to delete. Within a namespace
+// only the acknowledged prefix is deleted: a later record acknowledged after an earlier one failed is published again
+// after it, so a consumer never sees a namespace's seqs skip forward for good. A
+// refusal is counted on its row (which goes alone next round); any other failure is
+// Kafka being away, which ends the round so the relay backs off.
+func (r *Relay) publish(ctx context.Context, rows []outboxRow) ([]int64, error) {
+	if len(rows) == 0 {
+		return nil, nil
 	}
-	return ids
-}
-
-// send hands rows to the producer without waiting for Kafka's answer. Records handed to
-// one partition later are produced after these, however the answers come: the
-// producer keeps a partition's order across its calls (idempotent, one request in
-// flight per broker).
-func (r *Relay) send(ctx context.Context, rows []outboxRow) *flight {
-	f := &flight{rows: rows, errs: make([]error, len(rows)), answered: make(chan struct{}), sent: time.Now()}
+	errs := make([]error, len(rows))
 	var records []*kgo.Record
-	var rowOf []int
+	rowOf := map[*kgo.Record]int{}
 	for i, row := range rows {
 		rec, err := r.toRecord(row)
 		if err != nil {
-			f.errs[i] = err
+			errs[i] = err
 			continue
 		}
 		records = append(records, rec)
-		rowOf = append(rowOf, i)
+		rowOf[rec] = i
 	}
-	if len(records) == 0 {
-		close(f.answered)
-		return f
+	start := time.Now()
+	spans := tracing.StartSend(ctx, r.tracer, records)
+	// ProduceSync answers in the order the partitions answered, not in the order of
+	// its arguments: match each result to its row by the record it carries.
+	for _, res := range r.producer.ProduceSync(ctx, records...) {
+		errs[rowOf[res.Record]] = res.Err
+		spans.End(res.Record, res.Err)
 	}
-	f.spans = tracing.StartSend(ctx, r.tracer, records)
-	left := len(records)
-	for j, rec := range records {
-		i := j
-		// The producer calls promises one at a time, from one goroutine: errs, the spans
-		// and left need no lock, and answered's close publishes them to end.
-		r.producer.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-			f.errs[rowOf[i]] = err
-			f.spans.End(rec, err)
-			if left--; left == 0 {
-				close(f.answered)
-			}
-		})
-	}
-	return f
-}
+	r.log.Debug("relay: round produced", "records", len(records), "took_ms", time.Since(start).Milliseconds())
 
-// settle waits for the answers of f's records and returns the ids to delete. Within a
-// namespace only the acknowledged prefix is deleted: a later record acknowledged after
-// an earlier one failed is published again after it, so a consumer never sees a
-// namespace's seqs skip forward for good. failed holds the namespaces with a failed
-// record in the round before this one, still in flight when this one was sent; settle
-// adds f's. A refusal is counted on its row (which goes alone next round); any other
-// failure is Kafka being away, which ends the rounds so the relay backs off.
-func (r *Relay) settle(ctx context.Context, f *flight, failed map[string]bool) ([]int64, error) {
-	<-f.answered
-	r.log.Debug("relay: round produced", "records", len(f.rows), "took_ms", time.Since(f.sent).Milliseconds())
+	failedNS := map[string]bool{}
 	var done []int64
 	var failedRows []outboxRow
 	var failedErrs []error
 	var outage error
-	for i, row := range f.rows {
-		if f.errs[i] == nil {
-			if !failed[row.ns()] {
+	for i, row := range rows {
+		if errs[i] == nil {
+			if !failedNS[row.ns()] {
 				done = append(done, row.ID)
 			}
 			continue
 		}
 		r.failed.Inc()
-		failed[row.ns()] = true
-		failedRows, failedErrs = append(failedRows, row), append(failedErrs, f.errs[i])
-		if !refused(f.errs[i]) && outage == nil {
-			outage = fmt.Errorf("produce %s seq %d: %w", row.ns(), row.Seq, f.errs[i])
+		failedNS[row.ns()] = true
+		failedRows, failedErrs = append(failedRows, row), append(failedErrs, errs[i])
+		if !refused(errs[i]) && outage == nil {
+			outage = fmt.Errorf("produce %s seq %d: %w", row.ns(), row.Seq, errs[i])
 		}
 	}
 	if r.faults.AfterProduce != nil {

@@ -63,10 +63,9 @@ func QueueNotify(b *pgx.Batch) {
 }
 
 // ReadPending reads the oldest unparked rows, at most limit, leaving out the
-// namespaces (org/namespace) in skip and the rows whose ids are in sent (a round the
-// relay produced and has not deleted yet).
-func ReadPending(ctx context.Context, q Querier, limit int, skip []string, sent []int64) ([]Row, error) {
-	rows, err := q.Query(ctx, readPendingSQL, limit, skipList(skip), idList(sent))
+// namespaces (org/namespace) in skip.
+func ReadPending(ctx context.Context, q Querier, limit int, skip []string) ([]Row, error) {
+	rows, err := q.Query(ctx, readPendingSQL, limit, skipList(skip))
 	if err != nil {
 		return nil, fmt.Errorf("read outbox: %w", err)
 	}
@@ -74,8 +73,8 @@ func ReadPending(ctx context.Context, q Querier, limit int, skip []string, sent 
 }
 
 // QueueReadPending queues ReadPending's read on b; into holds the rows once b is sent.
-func QueueReadPending(b *pgx.Batch, limit int, skip []string, sent []int64, into *[]Row) {
-	b.Queue(readPendingSQL, limit, skipList(skip), idList(sent)).Query(func(rows pgx.Rows) error {
+func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
+	b.Queue(readPendingSQL, limit, skipList(skip)).Query(func(rows pgx.Rows) error {
 		var err error
 		*into, err = collectPending(rows)
 		return err
@@ -89,7 +88,7 @@ const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.recor
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
-		WHERE o.parked_at IS NULL AND o.org || '/' || o.namespace <> ALL($2::text[]) AND o.id <> ALL($3::bigint[])
+		WHERE o.parked_at IS NULL AND o.org || '/' || o.namespace <> ALL($2::text[])
 		ORDER BY o.id LIMIT $1`
 
 func skipList(skip []string) []string {
@@ -97,13 +96,6 @@ func skipList(skip []string) []string {
 		return []string{}
 	}
 	return skip
-}
-
-func idList(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
-	}
-	return ids
 }
 
 func collectPending(rows pgx.Rows) ([]Row, error) {

@@ -66,13 +66,6 @@ func QueueLockShared(b *pgx.Batch, key int64, taken func()) {
 	}
 }
 
-// QueueTryLockShared queues on b a take of key shared that does not wait; took says
-// whether the session holds it once b is sent. It fails while an exclusive request
-// waits for key, as a waiting take would queue behind it.
-func QueueTryLockShared(b *pgx.Batch, key int64, took *bool) {
-	b.Queue("SELECT pg_try_advisory_lock_shared($1)", key).QueryRow(func(row pgx.Row) error { return row.Scan(took) })
-}
-
 // QueueUnlockShared queues on b the release of key held shared; released, if not nil,
 // is called once it is released.
 func QueueUnlockShared(b *pgx.Batch, key int64, released func()) {
