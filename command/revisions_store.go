@@ -56,13 +56,17 @@ func scanGap(rows pgx.Rows, ring *kek.Ring, unnamed *heads.Unnamed, org string) 
 	var gap []gapRevision
 	for rows.Next() {
 		var g gapRevision
-		var err error
-		if g.row, err = heads.ScanOpened(rows, ring, unnamed, org, nil, &g.seq); err != nil {
+		row, ref, err := heads.ScanOpened(rows, ring, &g.seq)
+		if err != nil {
 			return nil, fmt.Errorf("read the admission gap: %w", err)
 		}
-		if g.row == nil || g.row.Redacted {
+		if row == nil || row.Redacted {
 			continue // cleared or scrubbed: nothing left to be a peer
 		}
+		if ref != "" {
+			unnamed.Hold(org, row, ref, nil)
+		}
+		g.row = row
 		gap = append(gap, g)
 	}
 	if err := rows.Err(); err != nil {

@@ -44,31 +44,31 @@ type unnamedRow struct {
 }
 
 // ScanOpened scans a row selected as Sealed (after dest, the columns before it) and
-// opens it under ring. A row whose user only its column names is held in unnamed
-// (for org) until Name: file, when not nil, is called once the row is named, and at
-// once for every other row.
-func ScanOpened(rows pgx.Rows, ring *kek.Ring, unnamed *Unnamed, org string, file func(*memrow.Row), dest ...any) (*memrow.Row, error) {
+// opens it under ring: nil for a cleared revision. When the row's text does not name
+// its user, ref is the user's reference, for Unnamed.Hold.
+func ScanOpened(rows pgx.Rows, ring *kek.Ring, dest ...any) (row *memrow.Row, ref string, err error) {
 	var raw, sealed, dataKey []byte
-	var ref string
-	if err := rows.Scan(append(dest, &raw, &sealed, &dataKey, &ref)...); err != nil {
-		return nil, err
+	var column string
+	if err := rows.Scan(append(dest, &raw, &sealed, &dataKey, &column)...); err != nil {
+		return nil, "", err
 	}
 	if raw == nil {
-		return nil, nil // a cleared revision
+		return nil, "", nil
 	}
-	row, err := openStored(ring, raw, sealed, dataKey)
-	if err != nil {
-		return nil, err
+	if row, err = openStored(ring, raw, sealed, dataKey); err != nil {
+		return nil, "", err
 	}
-	if row.UserID == "" && ref != "" && ref != memrow.DefaultIdentity {
-		unnamed.org = org
-		unnamed.pending = append(unnamed.pending, unnamedRow{row: row, ref: ref, file: file})
-		return row, nil
+	if row.UserID == "" && column != "" && column != memrow.DefaultIdentity {
+		return row, column, nil
 	}
-	if file != nil {
-		file(row)
-	}
-	return row, nil
+	return row, "", nil
+}
+
+// Hold keeps row, of org, for Name to name from its user's reference ref and then
+// file (nil: the row is filed already, and only its user is set).
+func (u *Unnamed) Hold(org string, row *memrow.Row, ref string, file func(*memrow.Row)) {
+	u.org = org
+	u.pending = append(u.pending, unnamedRow{row: row, ref: ref, file: file})
 }
 
 // QueueManyOpened queues Many's read on b, each row opened in Go under ring as
@@ -83,12 +83,19 @@ func QueueManyOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into map[st
 	})
 }
 
-// eachOpened opens every row of rows (selected as Sealed alone), filing each.
+// eachOpened opens every row of rows (selected as Sealed alone) and files it, at once
+// or, when its user must be named, by unnamed.Name.
 func eachOpened(rows pgx.Rows, ring *kek.Ring, unnamed *Unnamed, org string, file func(*memrow.Row)) error {
 	defer rows.Close()
 	for rows.Next() {
-		if _, err := ScanOpened(rows, ring, unnamed, org, file); err != nil {
+		row, ref, err := ScanOpened(rows, ring)
+		if err != nil {
 			return fmt.Errorf("read heads: %w", err)
+		}
+		if ref != "" {
+			unnamed.Hold(org, row, ref, file)
+		} else if row != nil {
+			file(row)
 		}
 	}
 	if err := rows.Err(); err != nil {
