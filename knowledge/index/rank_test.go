@@ -94,13 +94,7 @@ func TestDeletionsFollowTheirSlotsThroughARenumbering(t *testing.T) {
 		}
 	}
 	x.apply(churn)
-	s := x.spaces[[2]string{"o", "n"}]
-	if len(s.slots) >= 2*s.chunks {
-		t.Fatalf("%d slots for %d chunks: never renumbered", len(s.slots), s.chunks)
-	}
-	if checked := matchesTheFullSort(t, c, x); checked < 1000 {
-		t.Fatalf("only %d candidates compared: the corpus does not exercise the search", checked)
-	}
+	renumberedAndMatchingTheFullSort(t, c, x)
 	x.apply([]op{flip(seq+1, sourceURI(5), events.TypeDocumentRestored), flip(seq+2, sourceURI(9), events.TypeDocumentRestored)})
 	if checked := matchesTheFullSort(t, c, x); checked < 1000 {
 		t.Fatalf("only %d candidates compared after the restores", checked)

@@ -64,36 +64,6 @@ func makeXLSX(t testing.TB, sheets []string, rows map[string][][]any) []byte {
 	return buf.Bytes()
 }
 
-// zipBombXLSX is a workbook's zip whose one worksheet inflates to size bytes of
-// spaces from a few hundred kilobytes.
-func zipBombXLSX(t testing.TB, size int64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, part := range []struct{ name, body string }{
-		{"[Content_Types].xml", `<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"></Types>`},
-		{"xl/workbook.xml", `<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheets><sheet name="S" sheetId="1" r:id="rId1"/></sheets></workbook>`},
-	} {
-		w, err := zw.Create(part.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(w, part.body)
-	}
-	w, err := zw.Create("xl/worksheets/sheet1.xml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spaces := bytes.Repeat([]byte(" "), 1<<20)
-	for written := int64(0); written < size; written += int64(len(spaces)) {
-		w.Write(spaces)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // lyingXLSX is a real workbook with its worksheet's entry stored again under a
 // header that declares 10 bytes for what inflates to size: the declared sizes pass
 // the sum, and the inflation is what must stop it.

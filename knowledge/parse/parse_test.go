@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomplane/loom/knowledge/parse"
+	"github.com/loomplane/loom/knowledge/parse/parsetest"
 )
 
 // block is what a test expects of a block: kind, heading path (joined by " > ") and
@@ -248,8 +249,8 @@ func TestRefusals(t *testing.T) {
 		{"a truncated PDF", "t.pdf", "", pdf[:len(pdf)/2], parse.DefaultLimits(), parse.CodeMalformedDocument},
 		{"a PDF header over garbage", "g.pdf", "", []byte("%PDF-1.4\n" + strings.Repeat("garbage ", 100) + "\nstartxref\n9\n%%EOF\n"), parse.DefaultLimits(), parse.CodeMalformedDocument},
 		{"a PDF over MaxPages", "p.pdf", "", makePDF(t, "p", []string{"1"}, []string{"2"}, []string{"3"}), small, parse.CodeDocumentTooLarge},
-		{"a zip bomb XLSX", "bomb.xlsx", "", zipBombXLSX(t, 8<<20), small, parse.CodeDocumentTooLarge},
-		{"a zip bomb XLSX at the default limits", "bomb.xlsx", "", zipBombXLSX(t, 120<<20), parse.DefaultLimits(), parse.CodeDocumentTooLarge},
+		{"a zip bomb XLSX", "bomb.xlsx", "", parsetest.ZipBombXLSX(t, 8<<20), small, parse.CodeDocumentTooLarge},
+		{"a zip bomb XLSX at the default limits", "bomb.xlsx", "", parsetest.ZipBombXLSX(t, 120<<20), parse.DefaultLimits(), parse.CodeDocumentTooLarge},
 		{"an XLSX that is not a zip", "n.xlsx", "", []byte("id,name\n1,a\n"), parse.DefaultLimits(), parse.CodeMalformedDocument},
 		{"a CSV with a bare quote", "q.csv", "", []byte("a,b\n1,x\"y\n"), parse.DefaultLimits(), parse.CodeMalformedDocument},
 		{"an unclosed CSV quote", "q.csv", "", []byte("a,b\n1,\"open\n"), parse.DefaultLimits(), parse.CodeMalformedDocument},

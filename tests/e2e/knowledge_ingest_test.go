@@ -22,6 +22,7 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	kcommand "github.com/loomplane/loom/knowledge/command"
+	"github.com/loomplane/loom/knowledge/parse/parsetest"
 	"github.com/loomplane/loom/tests/testenv"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -82,7 +83,7 @@ func TestKnowledgeIngestCompletesAndIsSearchable(t *testing.T) {
 		{"source_uri": "handbook/oncall.md", "content_base64": b64("# On call\n\nThe pager rotates every Tuesday at noon.")},
 		{"source_uri": "tables/offices.csv", "content_base64": b64("city,desks\nLisbon,40\nOslo,12\n")},
 		{"source_uri": "broken.pdf", "content_base64": b64("%PDF-1.4 this is not a pdf at all")},
-		{"source_uri": "bomb.xlsx", "content_base64": base64.StdEncoding.EncodeToString(zipBombXLSX(t, 120<<20))},
+		{"source_uri": "bomb.xlsx", "content_base64": base64.StdEncoding.EncodeToString(parsetest.ZipBombXLSX(t, 120<<20))},
 	}
 	failed := map[string]string{"broken.pdf": kcommand.CodeMalformed, "bomb.xlsx": kcommand.CodeTooLarge}
 	id := ingestJob(t, c, ns, docs)

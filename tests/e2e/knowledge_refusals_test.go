@@ -2,48 +2,17 @@ package e2e
 
 import (
 	"archive/tar"
-	"archive/zip"
 	"bytes"
 	"encoding/base64"
-	"io"
 	"mime/multipart"
 	"net/http"
 	"testing"
 	"time"
 
 	kcommand "github.com/loomplane/loom/knowledge/command"
+	"github.com/loomplane/loom/knowledge/parse/parsetest"
 	"github.com/loomplane/loom/tests/testenv"
 )
-
-// zipBombXLSX is a workbook whose one worksheet inflates to size bytes of spaces from
-// about a thousandth of that on the wire.
-func zipBombXLSX(t *testing.T, size int) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, part := range []struct{ name, body string }{
-		{"[Content_Types].xml", `<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"></Types>`},
-		{"xl/workbook.xml", `<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheets><sheet name="S" sheetId="1" r:id="rId1"/></sheets></workbook>`},
-	} {
-		w, err := zw.Create(part.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(w, part.body)
-	}
-	w, err := zw.Create("xl/worksheets/sheet1.xml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spaces := bytes.Repeat([]byte(" "), 1<<20)
-	for written := 0; written < size; written += len(spaces) {
-		w.Write(spaces)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // The issue's refusals over the real API: a 50 MB file (plain, gzip-encoded, in a
 // multipart form, in a tar archive) and a zip bomb (added, bulk added beside a good
@@ -58,7 +27,7 @@ func TestKnowledgeOversizedFilesAndZipBombsWriteNothing(t *testing.T) {
 	gen := testenv.Generation(t, pool, org, ns)
 
 	fifty := bytes.Repeat([]byte("fifty megabytes of prose "), 2<<20) // 50 MiB
-	bomb := zipBombXLSX(t, 120<<20)
+	bomb := parsetest.ZipBombXLSX(t, 120<<20)
 	bomb64 := base64.StdEncoding.EncodeToString(bomb)
 
 	var form bytes.Buffer
