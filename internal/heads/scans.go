@@ -13,8 +13,9 @@ import (
 
 // The reads below serve one caller each beyond the lookups in heads.go: the write
 // side's rounds and commit, its sweeps and memory.clear, memory.import and the Undo of
-// a retirement, and the query side's snapshot. Every one selects Row, so a sealed row
-// is opened as the lookups open it.
+// a retirement, and the query side's snapshot. Every one opens a sealed row as the
+// lookups do: by selecting Row, or, for the write side's rounds, as stored (Sealed),
+// opened in Go.
 
 // QueueWithKeys queues WithKeysSQL on b, each row opened in Go under ring (as
 // QueueManyOpened); into holds the heads once the batch is sent and unnamed.Name has
@@ -31,14 +32,6 @@ func QueueWithContent(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*m
 func queueOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, query string, args ...any) {
 	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
 		return eachOpened(rows, ring, unnamed, org, func(r *memrow.Row) { *into = append(*into, r) })
-	})
-}
-
-func queueCollect(b *pgx.Batch, into *[]*memrow.Row, query string, args ...any) {
-	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
-		var err error
-		*into, err = Collect(rows)
-		return err
 	})
 }
 
