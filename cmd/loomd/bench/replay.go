@@ -41,38 +41,9 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	records, _, err := topicSpan(ctx, adm, topic)
+	records, ends, err := r.replayReady(ctx, adm, topic, group)
 	if err != nil {
 		return nil, err
-	}
-	if short := int64(r.opts.ReplayRevisions) - records; short > 0 {
-		ns := r.namespace("replay")
-		if err := r.appendOnly(ctx, ns); err != nil {
-			return nil, err
-		}
-		if err := r.load(ctx, ns, int(short)); err != nil {
-			return nil, err
-		}
-	}
-	// Caught up first: the replay then starts from a quiet projection.
-	records, ends, err := topicSpan(ctx, adm, topic)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.waitUntil(ctx, "the projection to commit the topic's end", 5*time.Minute, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
-		return groupReached(ctx, adm, group, topic, ends)
-	}); err != nil {
-		return nil, err
-	}
-
-	// The process under test warmed its own index from the topic as it started, and
-	// builds its namespaces' graphs after: those builds would share the cores with the
-	// replay measured (half a core, in a replay of 30,000 records).
-	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
-		return nil, err
-	}
-	if own := n.Index(); own != nil {
-		own.Settle()
 	}
 	// Both processes spend CPU at rest too (ClickHouse's merges and logs, this
 	// process's workers and broker): their rates over a few idle seconds before the
@@ -89,45 +60,102 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	r.progress("    %d records in %s", read, rawTook.Round(time.Millisecond))
 
 	r.progress("  reset %s to earliest and replay %d records", group, records)
-	batchesBefore, err := r.projectorBatches(ctx)
+	run, err := r.timedReplay(ctx, adm, topic, group, ends)
 	if err != nil {
 		return nil, err
 	}
-	cpuBefore := r.cpuNow()
-	start = time.Now()
+	r.progress("    replayed in %s, %.0f batches", run.took.Round(time.Millisecond), run.batches)
+	if run.batches > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
+			"(at most LOOM_PROJECTOR_REPLAY_BATCH_ROWS %d while the backlog fills LOOM_PROJECTOR_BATCH_ROWS %d; "+
+			"at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
+			run.batches, float64(records)/run.batches, max(n.Cfg.Projector.ReplayBatchRows, n.Cfg.Projector.BatchRows), n.Cfg.Projector.BatchRows,
+			n.Cfg.Projector.Interval.Milliseconds()))
+	}
+	name := fmt.Sprintf("%d records", records)
+	loomRate, rawRate := round(float64(records)/run.took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
+	res.add(name, "records/s", loomRate, rawRate)
+	res.add(name, "seconds", round(run.took.Seconds(), 2), round(rawTook.Seconds(), 2))
+	r.cpuRows(res, name, run.cpuBefore, run.cpuAfter, float64(records), "records")
+	rest.rows(res, name)
+	res.Samples = append(res.Samples, CaseSamples{Case: name,
+		Loom:     Sample{Calls: int(records), Seconds: round(run.took.Seconds(), 2), PerSecond: loomRate},
+		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
+	return res, nil
+}
+
+// replayReady fills the topic to the scenario's size, waits for the projection to
+// commit its end (the replay then starts from a quiet projection) and for the process's
+// own index to settle, and answers the topic's records and end offsets.
+func (r *runner) replayReady(ctx context.Context, adm *kadm.Client, topic, group string) (int64, map[int32]int64, error) {
+	records, _, err := topicSpan(ctx, adm, topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	if short := int64(r.opts.ReplayRevisions) - records; short > 0 {
+		ns := r.namespace("replay")
+		if err := r.appendOnly(ctx, ns); err != nil {
+			return 0, nil, err
+		}
+		if err := r.load(ctx, ns, int(short)); err != nil {
+			return 0, nil, err
+		}
+	}
+	records, ends, err := topicSpan(ctx, adm, topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := r.waitUntil(ctx, "the projection to commit the topic's end", 5*time.Minute, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return groupReached(ctx, adm, group, topic, ends)
+	}); err != nil {
+		return 0, nil, err
+	}
+	// The process under test warmed its own index from the topic as it started, and
+	// builds its namespaces' graphs after: those builds would share the cores with the
+	// replay measured (half a core, in a replay of 30,000 records).
+	n := r.t.Process
+	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+		return 0, nil, err
+	}
+	if own := n.Index(); own != nil {
+		own.Settle()
+	}
+	return records, ends, nil
+}
+
+// replayRun is what the timed replay measured.
+type replayRun struct {
+	took                time.Duration
+	batches             float64 // projector batches the replay took
+	cpuBefore, cpuAfter cpuMark
+}
+
+// timedReplay resets the projection to earliest and times it until its group has
+// committed ends.
+func (r *runner) timedReplay(ctx context.Context, adm *kadm.Client, topic, group string, ends map[int32]int64) (replayRun, error) {
+	var run replayRun
+	batchesBefore, err := r.projectorBatches(ctx)
+	if err != nil {
+		return run, err
+	}
+	run.cpuBefore = r.cpuNow()
+	start := time.Now()
 	if err := r.resetToEarliest(ctx); err != nil {
-		return nil, err
+		return run, err
 	}
 	if err := r.waitUntil(ctx, "the replay to commit the topic's end", replayTimeout, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 		return groupReached(ctx, adm, group, topic, ends)
 	}); err != nil {
-		return nil, err
+		return run, err
 	}
-	took := time.Since(start)
-	cpuAfter := r.cpuNow()
+	run.took = time.Since(start)
+	run.cpuAfter = r.cpuNow()
 	batchesAfter, err := r.projectorBatches(ctx)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
-	batches := batchesAfter - batchesBefore
-	r.progress("    replayed in %s, %.0f batches", took.Round(time.Millisecond), batches)
-	if batches > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the replay took %.0f projector batches, %.0f records each on average "+
-			"(at most LOOM_PROJECTOR_REPLAY_BATCH_ROWS %d while the backlog fills LOOM_PROJECTOR_BATCH_ROWS %d; "+
-			"at most 1000 / LOOM_PG_PUBLISH_INTERVAL_MS (%d ms) batches a second)",
-			batches, float64(records)/batches, max(n.Cfg.Projector.ReplayBatchRows, n.Cfg.Projector.BatchRows), n.Cfg.Projector.BatchRows,
-			n.Cfg.Projector.Interval.Milliseconds()))
-	}
-	name := fmt.Sprintf("%d records", records)
-	loomRate, rawRate := round(float64(records)/took.Seconds(), 1), round(float64(read)/rawTook.Seconds(), 1)
-	res.add(name, "records/s", loomRate, rawRate)
-	res.add(name, "seconds", round(took.Seconds(), 2), round(rawTook.Seconds(), 2))
-	r.cpuRows(res, name, cpuBefore, cpuAfter, float64(records), "records")
-	rest.rows(res, name)
-	res.Samples = append(res.Samples, CaseSamples{Case: name,
-		Loom:     Sample{Calls: int(records), Seconds: round(took.Seconds(), 2), PerSecond: loomRate},
-		Baseline: &Sample{Calls: int(read), Seconds: round(rawTook.Seconds(), 2), PerSecond: rawRate}})
-	return res, nil
+	run.batches = batchesAfter - batchesBefore
+	return run, nil
 }
 
 // resetToEarliest resets the serving projection to the topic's start with an operator
