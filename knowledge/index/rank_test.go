@@ -80,19 +80,13 @@ func TestDeletionsFollowTheirSlotsThroughARenumbering(t *testing.T) {
 	x := c.build(3000)
 	seq := x.Position("o", "n")
 	written := seq
-	var churn []op
+	var deletes []op
 	for i := int64(1); i <= written; i += 4 {
 		seq++
-		churn = append(churn, flip(seq, sourceURI(i), events.TypeDocumentDeleted))
+		deletes = append(deletes, flip(seq, sourceURI(i), events.TypeDocumentDeleted))
 	}
-	for range 2 {
-		for i := int64(1); i <= written; i++ {
-			if i%4 != 1 {
-				seq++
-				churn = append(churn, c.document(seq, seq+10000, sourceURI(i), 1+c.rng.IntN(7), nil))
-			}
-		}
-	}
+	churn, seq := c.rewriteTwice(seq, written, func(i int64) bool { return i%4 != 1 })
+	churn = append(deletes, churn...)
 	x.apply(churn)
 	renumberedAndMatchingTheFullSort(t, c, x)
 	x.apply([]op{flip(seq+1, sourceURI(5), events.TypeDocumentRestored), flip(seq+2, sourceURI(9), events.TypeDocumentRestored)})

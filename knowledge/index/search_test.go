@@ -136,15 +136,24 @@ func TestSearchAnswersAsTheFullSortAfterTheSlotsAreRenumbered(t *testing.T) {
 	x := c.build(3000)
 	seq := x.Position("o", "n")
 	written := seq
+	churn, seq := c.rewriteTwice(seq, written, func(int64) bool { return true })
+	x.apply(churn)
+	renumberedAndMatchingTheFullSort(t, c, x)
+}
+
+// rewriteTwice writes a new version of each source 1..written that rewrite keeps,
+// twice over, from the seq after seq; it answers the writes and the last seq drawn.
+func (c *corpus) rewriteTwice(seq, written int64, rewrite func(source int64) bool) ([]op, int64) {
 	var churn []op
 	for range 2 {
 		for i := int64(1); i <= written; i++ {
-			seq++
-			churn = append(churn, c.document(seq, seq+10000, sourceURI(i), 1+c.rng.IntN(7), nil))
+			if rewrite(i) {
+				seq++
+				churn = append(churn, c.document(seq, seq+10000, sourceURI(i), 1+c.rng.IntN(7), nil))
+			}
 		}
 	}
-	x.apply(churn)
-	renumberedAndMatchingTheFullSort(t, c, x)
+	return churn, seq
 }
 
 // renumberedAndMatchingTheFullSort checks that churn renumbered the space's slots

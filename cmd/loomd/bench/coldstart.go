@@ -54,11 +54,8 @@ func (r *runner) coldstart(ctx context.Context) (*ScenarioResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+	if err := r.quietOwnIndex(ctx); err != nil {
 		return nil, err
-	}
-	if own := n.Index(); own != nil {
-		own.Settle()
 	}
 	if err := r.coldstartReplay(ctx, res, dir, records); err != nil {
 		return nil, err
@@ -158,6 +155,19 @@ func (r *runner) coldstartFromCheckpoint(ctx context.Context, res *ScenarioResul
 		Loom:     Sample{Calls: int(covered), Seconds: round(loaded.took.Seconds(), 2), PerSecond: round(rate, 1)},
 		Baseline: &Sample{Calls: int(records), PerSecond: rawRate}})
 	loaded.memoryRows(res, name)
+	return nil
+}
+
+// quietOwnIndex waits until the process under test's own index is warm and its graph
+// builds have finished, so neither shares the cores with what a scenario measures.
+func (r *runner) quietOwnIndex(ctx context.Context) error {
+	n := r.t.Process
+	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+		return err
+	}
+	if own := n.Index(); own != nil {
+		own.Settle()
+	}
 	return nil
 }
 

@@ -113,12 +113,8 @@ func (r *runner) replayReady(ctx context.Context, adm *kadm.Client, topic, group
 	// The process under test warmed its own index from the topic as it started, and
 	// builds its namespaces' graphs after: those builds would share the cores with the
 	// replay measured (half a core, in a replay of 30,000 records).
-	n := r.t.Process
-	if err := settleOwnIndex(ctx, n.IndexHealth); err != nil {
+	if err := r.quietOwnIndex(ctx); err != nil {
 		return 0, nil, err
-	}
-	if own := n.Index(); own != nil {
-		own.Settle()
 	}
 	return records, ends, nil
 }
