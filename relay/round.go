@@ -29,10 +29,16 @@ func (o outboxRow) ns() string { return o.Org + "/" + o.Namespace }
 // namespace waiting out a refusal's backoff is left out of the round altogether.
 // conn is the relay's lock session: pending (the oldest rows, read in the lock's round
 // trip) and, with WaitForStandbys, the check that the standbys hold them are read
-// there, from one server.
+// there, from one server, as are the users of revisions sealed before migration 155
+// (outbox.NameUsers; the others' texts name them).
 func (r *Relay) round(ctx context.Context, conn *pgxpool.Conn, pending []outbox.Row) ([]int64, error) {
 	if len(pending) == 0 {
 		return nil, nil
+	}
+	if unnamed := outbox.OpenTexts(pending, r.unwrap); len(unnamed) > 0 {
+		if err := outbox.NameUsers(ctx, conn, unnamed); err != nil {
+			return nil, err
+		}
 	}
 	rows := make([]outboxRow, len(pending))
 	for i, p := range pending {

@@ -2,11 +2,14 @@ package outbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auditchain"
@@ -127,28 +130,115 @@ func openVectors(dataKey, sealed []byte) (Vectors, error) {
 }
 
 // Journal is what the relay reads of the revision a row references, in the same read
-// as the row: the key and user the journal keeps in columns, the text sealed at rest
-// and the data key as stored (wrapped). Sealed or DataKey nil: the revision was
-// redacted or erased since it was queued.
+// as the row: the key the journal keeps in a column, the user's reference (its
+// column), the text sealed at rest and the data key as stored (wrapped). Sealed or
+// DataKey nil: the revision was redacted or erased since it was queued. UserID is the
+// user, once named: the text names it (migration 155 on; OpenTexts), and NameUsers
+// names the rest from UserRef.
 type Journal struct {
 	MemoryKey, UserID string
+	UserRef           string
 	Sealed            []byte
 	DataKey           []byte
+	opened            *openedText // OpenTexts' work, for Complete
+}
+
+// openedText is a referenced revision's text opened: its data key and the row it
+// fills, or why it did not open.
+type openedText struct {
+	key []byte
+	rev *memrow.Row
+	err error
 }
 
 // ErrUnopened is a referenced revision whose data key, which exists, does not open
 // its text or vectors: a damaged row.
 var ErrUnopened = errors.New("the revision's data key does not open it")
 
+// OpenTexts opens the text of each row queued by reference whose revision is still
+// journaled, under its data key (unwrap opens the key as stored), for Complete to
+// seal. It returns the rows whose text does not name their user, a row sealed before
+// migration 155: NameUsers names them. A key or text that does not open is Complete's
+// error.
+func OpenTexts(rows []Row, unwrap func(stored []byte) ([]byte, error)) (unnamed []*Row) {
+	for i := range rows {
+		o := openJournal(rows[i], unwrap)
+		rows[i].Journal.opened = o
+		if o != nil && o.err == nil && o.rev.UserID == "" && !bareRef(rows[i].Journal.UserRef) {
+			unnamed = append(unnamed, &rows[i])
+		}
+	}
+	return unnamed
+}
+
+// bareRef reports whether a user column holds no reference but the user itself, as
+// loom.user_name reads it: none, or the default identity.
+func bareRef(ref string) bool { return ref == "" || ref == memrow.DefaultIdentity }
+
+// NameUsers names, in one round trip, the users of rows OpenTexts found unnamed, from
+// their references as loom.user_name does.
+func NameUsers(ctx context.Context, q Querier, rows []*Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	orgs, refs := make([]string, len(rows)), make([]string, len(rows))
+	for i, row := range rows {
+		orgs[i], refs[i] = row.Org, row.Journal.UserRef
+	}
+	names, err := q.Query(ctx, `SELECT coalesce(loom.user_name(u.org, u.ref), '')
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(org, ref, i) ORDER BY u.i`, orgs, refs)
+	if err != nil {
+		return fmt.Errorf("name the users of the outbox's revisions: %w", err)
+	}
+	named, err := pgx.CollectRows(names, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("name the users of the outbox's revisions: %w", err)
+	}
+	if len(named) != len(rows) {
+		return fmt.Errorf("name the users of the outbox's revisions: %d names for %d rows", len(named), len(rows))
+	}
+	for i, row := range rows {
+		row.Journal.UserID = named[i]
+		if row.Journal.opened != nil && row.Journal.opened.rev != nil {
+			row.Journal.opened.rev.UserID = named[i]
+		}
+	}
+	return nil
+}
+
+// openJournal opens row's referenced text: nil when the row is not queued by reference
+// or its revision is no longer journaled. The user is the text's, else Journal.UserID,
+// else the column's when it holds no reference (bareRef).
+func openJournal(row Row, unwrap func(stored []byte) ([]byte, error)) *openedText {
+	if row.Vectors == nil || row.Journal.Sealed == nil || row.Journal.DataKey == nil {
+		return nil
+	}
+	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
+	key, err := unwrap(row.Journal.DataKey)
+	if err != nil {
+		return &openedText{err: fmt.Errorf("open the data key of %s: %w", recordID, err)}
+	}
+	rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, UserID: row.Journal.UserID,
+		MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
+	if err := heads.OpenText(key, row.Journal.Sealed, rev); err != nil {
+		return &openedText{err: fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)}
+	}
+	if rev.UserID == "" && bareRef(row.Journal.UserRef) {
+		rev.UserID = row.Journal.UserRef
+	}
+	return &openedText{key: key, rev: rev}
+}
+
 // Complete is the record value of a row as it goes to the topic: the row's value as it
 // is, or, for a row queued by reference (Vectors set), its envelope with the content
-// sealed in the stub's place under the revision's data key (unwrap opens the key as
-// stored). A revision redacted or erased since carries nothing: its content is sealed
-// empty under a key nobody keeps, as a republish seals it, so the record takes its seq
-// and, like the one it stands for, opens under no stored key. dataKey is the revision's
-// key when the content was sealed under it, nil otherwise (a row not queued by
-// reference, or a revision redacted or erased since): the key the relay hands to its
-// process's index follower (revisions.Handoff).
+// sealed in the stub's place under the revision's data key, from its text as
+// OpenTexts opened it (or as Complete opens it, unwrap opening the key as stored, when
+// OpenTexts did not). A revision redacted or erased since carries nothing: its content
+// is sealed empty under a key nobody keeps, as a republish seals it, so the record
+// takes its seq and, like the one it stands for, opens under no stored key. dataKey is
+// the revision's key when the content was sealed under it, nil otherwise (a row not
+// queued by reference, or a revision redacted or erased since): the key the relay
+// hands to its process's index follower (revisions.Handoff).
 func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataKey []byte, err error) {
 	if row.Vectors == nil {
 		return row.Value, nil, nil
@@ -158,28 +248,27 @@ func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataK
 		return nil, nil, errors.New("the record queued by reference has no stand-in for its sealed content")
 	}
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
+	opened := row.Journal.opened
+	if opened == nil {
+		opened = openJournal(row, unwrap)
+	}
 	var content *events.Content
 	var key []byte
-	journaled := row.Journal.Sealed != nil && row.Journal.DataKey != nil
-	if !journaled {
+	if opened == nil {
 		if key, err = events.NewDataKey(); err != nil {
 			return nil, nil, err
 		}
 		content = &events.Content{}
 	} else {
-		if key, err = unwrap(row.Journal.DataKey); err != nil {
-			return nil, nil, fmt.Errorf("open the data key of %s: %w", recordID, err)
+		if opened.err != nil {
+			return nil, nil, opened.err
 		}
-		rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, UserID: row.Journal.UserID,
-			MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
-		if err := heads.OpenText(key, row.Journal.Sealed, rev); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)
-		}
+		key = opened.key
 		v, err := openVectors(key, row.Vectors)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %s vectors: %v", ErrUnopened, recordID, err)
 		}
-		content = RevisionContent(rev, v, key)
+		content = RevisionContent(opened.rev, v, key)
 	}
 	sealed, err := events.Seal(key, recordID, content)
 	if err != nil {
@@ -192,7 +281,7 @@ func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataK
 	out := make([]byte, 0, len(row.Value)+len(field))
 	out = append(out, row.Value[:at+len(`"sealed":`)]...)
 	out = append(out, field...)
-	if journaled {
+	if opened != nil {
 		dataKey = key
 	}
 	return append(out, row.Value[at+len(stubField):]...), dataKey, nil
