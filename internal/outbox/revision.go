@@ -132,9 +132,9 @@ func openVectors(dataKey, sealed []byte) (Vectors, error) {
 // Journal is what the relay reads of the revision a row references, in the same read
 // as the row: the key the journal keeps in a column, the user's reference (its
 // column), the text sealed at rest and the data key as stored (wrapped). Sealed or
-// DataKey nil: the revision was redacted or erased since it was queued. UserID is the
-// user, once named: the text names it (migration 155 on; OpenTexts), and NameUsers
-// names the rest from UserRef.
+// DataKey nil: the revision was redacted or erased since it was queued. The user is
+// the one the text names (migration 155 on); UserID names it for a text that names
+// none: NameUsers sets it from UserRef.
 type Journal struct {
 	MemoryKey, UserID string
 	UserRef           string
