@@ -20,7 +20,8 @@ import (
 // loom.memory_touches (touches_store.go: one upsert a touch, one a second for search's
 // hits), not committed one by one: a record per search hit would put an outbox row on
 // the read path. Every LOOM_USAGE_PUBLISH_INTERVAL_MS the command role publishes what
-// was counted as one memory.usage_recorded record per namespace (at most
+// was counted (search recalls alone once LOOM_USAGE_RECALL_INTERVAL_MS old,
+// touches_store.go's usageDue) as one memory.usage_recorded record per namespace (at most
 // events.MaxUsageItems memories a record): in one transaction it takes the namespace's
 // next seq, takes the counts out of the table and queues their record (kept for a
 // republish, as the other records that carry no revision are), so a count is published
@@ -98,7 +99,7 @@ func (s *Service) publishNamespaceUsage(ctx context.Context, org, ns string) (in
 		if err != nil && !unwritten {
 			return fmt.Errorf("lock the namespace's generation: %w", err)
 		}
-		items, err := takeUsage(ctx, tx, org, ns, events.MaxUsageItems)
+		items, err := takeUsage(ctx, tx, org, ns, events.MaxUsageItems, s.cfg.RecallPublishInterval)
 		if err != nil || len(items) == 0 || unwritten {
 			return err
 		}

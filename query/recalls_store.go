@@ -12,7 +12,8 @@ import (
 // memory a search serves (memory.search, and the reads built on it: memory.ask,
 // context.pack, memory.related) counts one recall in loom.memory_touches' recalls
 // column, which the command role publishes in the namespace's memory.usage_recorded
-// record and the usage fold folds into the row's recall_count as it folds touches
+// record (a memory's recalls at most once per LOOM_USAGE_RECALL_INTERVAL_MS,
+// command/touches_store.go) and the usage fold folds into the row's recall_count as it folds touches
 // (command/touches_store.go owns the table's other statements). The counts gather in
 // the process and one insert a second writes them, as the seed's exposure rows are fired
 // and forgotten: a search never waits for them nor fails on them, and a count lost to a

@@ -164,6 +164,11 @@ type Command struct {
 	// since (memory.touch, search's served hits, evidence events) as one
 	// memory.usage_recorded record per namespace (command/usage_publish.go; 0: never).
 	UsagePublishInterval time.Duration // LOOM_USAGE_PUBLISH_INTERVAL_MS
+	// RecallPublishInterval is how long a memory's search recalls wait to be published
+	// when nothing else of its usage is counted: each publication is a usage_fold
+	// revision of the memory, and a search workload recalls the same memories again and
+	// again (command/touches_store.go).
+	RecallPublishInterval time.Duration // LOOM_USAGE_RECALL_INTERVAL_MS
 	// RestoreBatchRows is how many rows one commit of namespace.restore, of
 	// namespace.rollback and of a blacklist sweep writes.
 	RestoreBatchRows int // LOOM_PG_RESTORE_BATCH_ROWS
@@ -510,14 +515,15 @@ func readCommand(r *reader) Command {
 		DuplicateThreshold: r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
 		ConflictCalibration: ConflictCalibration{Enabled: r.bool("LOOM_CONFLICT_CALIBRATION_ENABLED", true),
 			Baseline: r.float("LOOM_CONFLICT_CALIBRATION_BASELINE", 0.09), MaxShift: r.float("LOOM_CONFLICT_CALIBRATION_MAX_SHIFT", 0.05)},
-		SensitiveRetention:   r.days("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30),
-		PeerLimit:            r.int("LOOM_MEMORY_PEER_LIMIT", 16),
-		IdempotencyLease:     r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
-		BulkConflictCheckMax: r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
-		SweepInterval:        r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
-		UsagePublishInterval: r.ms("LOOM_USAGE_PUBLISH_INTERVAL_MS", 5000),
-		RestoreBatchRows:     r.int("LOOM_PG_RESTORE_BATCH_ROWS", 500),
-		SweepWait:            r.ms("LOOM_BLACKLIST_SWEEP_WAIT_MS", 5000),
+		SensitiveRetention:    r.days("LOOM_MEMORY_SENSITIVE_RETENTION_DAYS", 30),
+		PeerLimit:             r.int("LOOM_MEMORY_PEER_LIMIT", 16),
+		IdempotencyLease:      r.seconds("LOOM_PG_REQUEST_LEASE_SECONDS", 60),
+		BulkConflictCheckMax:  r.int("LOOM_BULK_CONFLICT_CHECK_MAX_ENTRIES", 100),
+		SweepInterval:         r.seconds("LOOM_SWEEP_INTERVAL_S", 30),
+		UsagePublishInterval:  r.ms("LOOM_USAGE_PUBLISH_INTERVAL_MS", 5000),
+		RecallPublishInterval: r.ms("LOOM_USAGE_RECALL_INTERVAL_MS", 60000),
+		RestoreBatchRows:      r.int("LOOM_PG_RESTORE_BATCH_ROWS", 500),
+		SweepWait:             r.ms("LOOM_BLACKLIST_SWEEP_WAIT_MS", 5000),
 		Erasure: Erasure{
 			Evidence:         time.Duration(r.int("LOOM_PG_ERASURE_EVIDENCE_HOURS", 720)) * time.Hour,
 			LedgerKeep:       r.days("LOOM_ERASURE_LEDGER_DAYS", 365),
@@ -737,6 +743,9 @@ func (c Command) Validate() error {
 	}
 	if c.UsagePublishInterval < 0 {
 		errs = append(errs, errors.New("LOOM_USAGE_PUBLISH_INTERVAL_MS must not be negative"))
+	}
+	if c.RecallPublishInterval < 0 {
+		errs = append(errs, errors.New("LOOM_USAGE_RECALL_INTERVAL_MS must not be negative"))
 	}
 	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate(), c.Consolidate.Validate())...)
 }

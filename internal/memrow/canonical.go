@@ -375,7 +375,7 @@ func appendWords(words []string, v any) []string {
 // length first; the API documents canonical JSON, which content_sha256 hashes. A value
 // that does not parse (none, a redaction's) is answered as stored.
 func ServedValue(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
+	if len(raw) == 0 || plainString(raw) {
 		return raw
 	}
 	c, err := Canonical("value", raw)
@@ -383,4 +383,20 @@ func ServedValue(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return c
+}
+
+// plainString reports whether raw is one JSON string with nothing in it to escape or
+// unescape (no quote, backslash or control byte) and valid UTF-8: its canonical JSON is
+// itself, and re-encoding it (about 8 µs a search hit) is skipped.
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(body)
 }

@@ -55,3 +55,27 @@ func decodeAny(t *testing.T, b []byte) any {
 	}
 	return v
 }
+
+// A value answered as stored (a plain string) is what re-encoding it would answer.
+func FuzzServedValue(f *testing.F) {
+	for _, seed := range []string{`"the team lunch is on friday"`, `"café ☕ 😀"`, `"a \"quote\""`, `"tab\there"`, "\"\xff\"",
+		`" padded" `, `{"b":1,"a":2}`, `"\u00e9"`, `""`, `"`, `"<&>"`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, err := Canonical("value", raw)
+		if err != nil {
+			want = raw
+		}
+		if got := ServedValue(raw); !bytes.Equal(got, want) {
+			t.Fatalf("ServedValue(%q) = %q; re-encoded %q", raw, got, want)
+		}
+	})
+}
+
+func BenchmarkServedValue(b *testing.B) {
+	raw := json.RawMessage(`"the quarterly planning review moved to the large room on the third floor"`)
+	for b.Loop() {
+		ServedValue(raw)
+	}
+}

@@ -24,7 +24,9 @@ import (
 // The search's hit goes out as the namespace's usage record, which takes the seq after
 // the writes'.
 func TestEveryRecordFollowsTheTopicContract(t *testing.T) {
-	n, url := env.API(t, func(c *config.Config) { c.Command.UsagePublishInterval = 100 * time.Millisecond })
+	n, url := env.API(t, func(c *config.Config) {
+		c.Command.UsagePublishInterval, c.Command.RecallPublishInterval = 100*time.Millisecond, 100*time.Millisecond
+	})
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
 	ns := testenv.Unique(t, "topic")
 	for _, v := range []any{"a string value", map[string]any{"nested": []any{1, "two"}}, 3.5} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
+	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -65,4 +66,68 @@ func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
 		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})
 		return err == nil && len(ans.Hits) == 1 && ans.Hits[0].RecallCount >= 3
 	})
+}
+
+// A memory served again and again has its recalls published once per
+// LOOM_USAGE_RECALL_INTERVAL_MS, not every publication round: each publication is a
+// usage_fold revision of it, and a search workload was paying for hundreds of them a
+// minute. Three searches in three rounds leave the count held and no revision; a touch
+// is published at once and takes the held recalls along, in one revision.
+func TestRecallsAreHeldAndFoldedWithTheNextTouch(t *testing.T) {
+	const org = "recallsheld"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		foldingUsage(c)
+		c.Command.RecallPublishInterval = time.Hour
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "held")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	served, err := w.tc.Set(ctx, ns, "lunch", client.SetRequest{Value: "the team lunch is on friday at noon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.tc.Set(ctx, ns, "parking", client.SetRequest{Value: "visitor parking is behind building C"}); err != nil {
+		t.Fatal(err)
+	}
+	folds := func() int64 {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'`, org, ns)
+	}
+	// Each search's count is its own flush (a second apart), published by its own
+	// round (every 100 ms) unless held.
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ans.Hits) != 1 || ans.Hits[0].MemoryKey != "lunch" {
+			t.Fatalf("search %d: %+v; want the lunch memory alone", i, ans.Hits)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the three recalls counted", func() bool {
+		return testenv.Int(t, pool, `SELECT coalesce(sum(recalls), 0) FROM loom.memory_touches WHERE org = $1 AND namespace = $2 AND memory_id = $3`,
+			org, ns, served.MemoryID) == 3 || folds() > 0
+	})
+	time.Sleep(time.Second) // ten publication rounds
+	if n := folds(); n != 0 {
+		t.Fatalf("%d usage_fold revisions of a memory only searched, within its recall interval; want none", n)
+	}
+	if _, err := w.tc.Touch(ctx, ns, "lunch", client.Identity{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the touch folded with the held recalls", func() bool {
+		m, err := w.tc.Get(ctx, ns, "lunch", client.Identity{}, time.Time{})
+		return err == nil && m.ReinforcementCount == 1 && m.RecallCount == 3
+	})
+	if n := folds(); n != 1 {
+		t.Fatalf("%d usage_fold revisions for three searches and a touch; want one", n)
+	}
+	if m := get(t, w.tc, ns, "lunch", client.Identity{}); m.VersionText != served.VersionText {
+		t.Fatalf("lunch after the fold: version %s; want %s kept", m.VersionText, served.VersionText)
+	}
 }

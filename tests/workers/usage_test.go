@@ -177,10 +177,12 @@ func TestAReplayOfUsageRecordsFoldsNothingTwice(t *testing.T) {
 }
 
 // foldingUsage has the command role publish the usage it counts and the usage fold
-// fold it, each every 100 ms (the test env publishes none: a usage record takes a seq).
+// fold it, each every 100 ms (the test env publishes none: a usage record takes a seq),
+// search recalls among it.
 func foldingUsage(c *config.Config) {
 	c.Workers.UsageFold.Enabled, c.Workers.UsageFold.Interval = true, 100*time.Millisecond
 	c.Command.UsagePublishInterval = 100 * time.Millisecond
+	c.Command.RecallPublishInterval = 100 * time.Millisecond
 }
 
 // A publication that finds nothing to publish leaves the namespace's seqs as they were:
