@@ -82,9 +82,11 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 }
 
 // readPendingSQL reads a row queued by reference with its revision's journal row and
-// data key (Journal), by their primary keys.
+// data key (Journal), by their primary keys. The revision's key is its sealed text's
+// (Complete opens it); a row sealed before migration 171 keeps it in its JSON instead,
+// and the column holds only its reference.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
-			o.vectors, r.memory_key, loom.user_name(r.org, r.user_id), r.sealed, k.data_key
+			o.vectors, coalesce(r.row->>'memory_key', ''), loom.user_name(r.org, r.user_id), r.sealed, k.data_key
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
@@ -103,13 +105,14 @@ func collectPending(rows pgx.Rows) ([]Row, error) {
 	var out []Row
 	for rows.Next() {
 		var o Row
-		var memoryKey, userID *string
+		var memoryKey string
+		var userID *string // NULL: no revision (not queued by reference, or erased since)
 		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt,
 			&o.Vectors, &memoryKey, &userID, &o.Journal.Sealed, &o.Journal.DataKey); err != nil {
 			return nil, fmt.Errorf("read outbox: %w", err)
 		}
-		if memoryKey != nil {
-			o.Journal.MemoryKey, o.Journal.UserID = *memoryKey, *userID
+		if userID != nil {
+			o.Journal.MemoryKey, o.Journal.UserID = memoryKey, *userID
 		}
 		out = append(out, o)
 	}

@@ -127,7 +127,8 @@ func openVectors(dataKey, sealed []byte) (Vectors, error) {
 }
 
 // Journal is what the relay reads of the revision a row references, in the same read
-// as the row: the key and user the journal keeps in columns, the text sealed at rest
+// as the row: the key its JSON keeps (a row sealed before migration 171; the text
+// sealed after holds it) and the user its column names, the text sealed at rest
 // and the data key as stored (wrapped). Sealed or DataKey nil: the revision was
 // redacted or erased since it was queued.
 type Journal struct {

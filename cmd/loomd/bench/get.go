@@ -44,7 +44,7 @@ func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 		base, err := r.closedLoop(ctx, "primary-key SELECT "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			var row []byte
 			err := pool.QueryRow(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
-				AND agent = '-' AND user_id = '-' AND session_id = '-' AND memory_key = $3`,
+				AND agent = '-' AND user_id = '-' AND session_id = '-' AND memory_key = (SELECT loom.key_ref($1, $3))`,
 				r.t.Org, ns, loadKey(rands[w].IntN(r.opts.GetRows))).Scan(&row)
 			if err != nil {
 				return fmt.Errorf("primary-key SELECT: %w", err)
