@@ -16,7 +16,7 @@ const getGateP50MS = 15
 func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title:    "memory.get latency",
-		Baseline: "a primary-key SELECT of the same head row (loom.memory_current) with pgx, at the same concurrency",
+		Baseline: "a primary-key SELECT of the same head row (loom.memory_current, its key bound through loom.key_ref as memory.get binds it) with pgx, at the same concurrency",
 		Notes:    []string{"the namespace is append_only: the load is written unjudged, and memory.get reads the head alone"},
 	}
 	ns := r.namespace("get")
