@@ -31,7 +31,7 @@ func keyedContentSQL(sha string) string {
 func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12)
+		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, (SELECT loom.key_ref($1, $6)), $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12)
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
 			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
 			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
@@ -42,10 +42,14 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its
 // sealed text (and plain content hash) dropped, and its keyed content hash too: the
-// scope's key outlives a redaction, and would confirm a guess of the text.
+// scope's key outlives a redaction, and would confirm a guess of the text. The sealed
+// text held the key (migration 171), which the row's JSON holds again: a redacted row
+// is read by its key.
 func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
-	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb, sealed = NULL, content_sha256 = '', updated_at = now()
-				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`,
+	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb || jsonb_build_object('memory_key', $6::text), sealed = NULL,
+				content_sha256 = '', updated_at = now()
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5
+				  AND memory_key = (SELECT loom.key_ref($1, $6))`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
 }
 

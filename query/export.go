@@ -123,7 +123,10 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 		return snapshot.End{}, fmt.Errorf("read the user's journal: %w", err)
 	}
 	defer rows.Close()
+	// The column holds the key's reference (migration 171): it groups a key's versions;
+	// the key itself is in each version's opened row.
 	var cur *exportMemory
+	var curRef string
 	flush := func() error {
 		if cur == nil {
 			return nil
@@ -134,7 +137,8 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 		var m exportMemory
 		var v exportVersion
 		var raw []byte
-		if err := rows.Scan(&m.Namespace, &m.Agent, &m.SessionID, &m.MemoryKey, &v.Seq, &v.Event, &v.Op, &v.Committed, &raw); err != nil {
+		var ref string
+		if err := rows.Scan(&m.Namespace, &m.Agent, &m.SessionID, &ref, &v.Seq, &v.Event, &v.Op, &v.Committed, &raw); err != nil {
 			return snapshot.End{}, fmt.Errorf("read the user's journal: %w", err)
 		}
 		if raw != nil {
@@ -143,12 +147,15 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 			}
 		}
 		v.Committed = v.Committed.UTC()
-		if cur == nil || cur.Namespace != m.Namespace || cur.Agent != m.Agent || cur.SessionID != m.SessionID || cur.MemoryKey != m.MemoryKey {
+		if cur == nil || cur.Namespace != m.Namespace || cur.Agent != m.Agent || cur.SessionID != m.SessionID || curRef != ref {
 			if err := flush(); err != nil {
 				return snapshot.End{}, err
 			}
 			m.Kind, m.UserID = snapshot.KindMemory, h.UserID
-			cur = &m
+			cur, curRef = &m, ref
+		}
+		if cur.MemoryKey == "" && v.Row != nil {
+			cur.MemoryKey = v.Row.MemoryKey
 		}
 		cur.Versions = append(cur.Versions, v)
 	}

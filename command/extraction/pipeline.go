@@ -306,7 +306,7 @@ func (pl *Pipeline) dropRecallEchoes(ctx context.Context, st *state) error {
 	if len(st.req.RecalledKeys) == 0 || len(st.facts) == 0 {
 		return nil
 	}
-	rows, err := pl.subjectHeads(ctx, st, `memory_key = ANY($3)`, st.req.RecalledKeys)
+	rows, err := pl.subjectHeads(ctx, st, keysIn3, st.req.RecalledKeys)
 	if err != nil {
 		return httperr.Store("reading the recalled memories", err)
 	}
@@ -323,7 +323,7 @@ func (pl *Pipeline) dropSessionEchoes(ctx context.Context, st *state) error {
 	if st.identity.SessionID != memrow.DefaultIdentity {
 		session = st.identity.SessionID
 	}
-	rows, err := pl.subjectHeads(ctx, st, `(session_id = $4 OR memory_key = ANY($3))`, st.req.SessionKeys, session)
+	rows, err := pl.subjectHeads(ctx, st, `(session_id = $4 OR `+keysIn3+`)`, st.req.SessionKeys, session)
 	if err != nil {
 		return httperr.Store("reading the session's memories", err)
 	}
@@ -341,6 +341,10 @@ func echoReason(rows []*memrow.Row, why string) func(*state, *candidate) string 
 
 // maxEchoRows bounds the heads an echo step reads.
 const maxEchoRows = 500
+
+// keysIn3 is a subjectHeads condition: the head's key is one of the keys $3. The column
+// holds each key's reference (loom.key_ref, migration 171), computed once a statement.
+const keysIn3 = `memory_key = ANY((SELECT loom.key_refs($1, $3::text[]))::text[])`
 
 // subjectHeads reads the live heads of the namespace that where selects, among the
 // subject's rows ($1 org, $2 namespace; where's own arguments from $3).
@@ -513,10 +517,10 @@ func (pl *Pipeline) forgotten(ctx context.Context, st *state) ([]memrow.Identity
 	for i, f := range st.forgets {
 		keys[i] = f.key
 	}
-	where := `memory_key = ANY($3)`
+	where := keysIn3
 	args := []any{keys}
 	if st.identity.UserID == memrow.DefaultIdentity {
-		where, args = `memory_key = ANY($3) AND user_id = '-' AND agent = $4`, append(args, st.identity.Agent)
+		where, args = keysIn3+` AND user_id = '-' AND agent = $4`, append(args, st.identity.Agent)
 	}
 	rows, err := pl.subjectHeads(ctx, st, where, args...)
 	if err != nil {

@@ -44,7 +44,7 @@ func RowOf(alias string) string {
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`+lock,
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))`+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -85,7 +85,7 @@ const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq, c.u
 
 const (
 	manySQL = `SELECT m.row
-	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+	FROM unnest($3::text[], $4::text[], $5::text[], (SELECT loom.key_refs($1, $6::text[]))) AS k(agent, user_id, session_id, memory_key)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
 		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
@@ -98,7 +98,7 @@ const (
 var (
 	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
 	// whatever their agent, user and session, as stored (Sealed).
-	WithKeysSQL = `SELECT m.* FROM unnest($3::text[]) AS k(memory_key)
+	WithKeysSQL = `SELECT m.* FROM unnest((SELECT loom.key_refs($1, $3::text[]))) AS k(memory_key)
 	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
 
@@ -182,7 +182,7 @@ func Decode(raw []byte) (*memrow.Row, error) {
 // text.
 func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
+		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func insertHeads(t *testing.T, pool *pgxpool.Pool, ns, user string, from, to int
 			t.Fatal(err)
 		}
 		if _, err := pool.Exec(context.Background(), `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id,
-			memory_key, memory_id, version, seq, content_sha256, row) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, 1, $8, $9, $10)`,
+			memory_key, memory_id, version, seq, content_sha256, row) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, $8, $9, $10)`,
 			r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID, r.Seq, r.ContentSHA256, raw); err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func storeSealed(t testing.TB, pool *pgxpool.Pool, r memrow.Row, column string, 
 		sealed = nil
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key,
-		memory_id, version, seq, content_sha256, row, sealed) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, 1, $8, $9, $10, $11)`,
+		memory_id, version, seq, content_sha256, row, sealed) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, $8, $9, $10, $11)`,
 		r.Org, r.Namespace, r.Agent, column, r.SessionID, r.MemoryKey, r.MemoryID, r.Seq, r.ContentSHA256, payload, sealed); err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,12 @@ import (
 var TextFields = []string{"value", "tags", "entities", "entity_types", "relations"}
 
 // rowText is the part of a row sealed at rest: the memory's text, the plain SHA-256
-// of its value (migration 101: the columns hold it keyed) and its user id (migration
-// 155: the column holds the user's reference).
+// of its value (migration 101: the columns hold it keyed), its user id (migration
+// 155: the column holds the user's reference) and its key (migration 171: the column
+// holds the key's reference, loom.key_ref).
 type rowText struct {
 	UserID        string             `json:"user_id,omitempty"`
+	MemoryKey     string             `json:"memory_key,omitempty"`
 	Shared        *memrow.Provenance `json:"shared,omitempty"` // a promoted row's source, which names its user
 	Value         json.RawMessage    `json:"value"`
 	Tags          []string           `json:"tags"`
@@ -42,14 +44,14 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rowText{UserID: row.UserID, Shared: row.Shared, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+	if err := enc.Encode(rowText{UserID: row.UserID, MemoryKey: row.MemoryKey, Shared: row.Shared, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations, ContentSHA256: row.ContentSHA256}); err != nil {
 		return nil, nil, fmt.Errorf("encode the row's text: %w", err)
 	}
 	text := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	bare := *row
 	bare.Value, bare.Tags, bare.Entities, bare.EntityTypes, bare.Relations = nil, nil, nil, nil, nil
-	bare.ContentSHA256, bare.Shared = "", nil
+	bare.ContentSHA256, bare.Shared, bare.MemoryKey = "", nil, ""
 	if bare.UserID != memrow.DefaultIdentity {
 		bare.UserID = ""
 	}
@@ -79,6 +81,9 @@ func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 	row.Value, row.Tags, row.Entities = t.Value, t.Tags, t.Entities
 	if t.UserID != "" { // a row sealed before migration 155 keeps its user in its JSON
 		row.UserID = t.UserID
+	}
+	if t.MemoryKey != "" { // a row sealed before migration 171 keeps its key in its JSON
+		row.MemoryKey = t.MemoryKey
 	}
 	if t.Shared != nil {
 		row.Shared = t.Shared

@@ -34,7 +34,7 @@ func TestRowTextIsSealedAtRestUnderTheDataKey(t *testing.T) {
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id,
 			session_id, memory_key, memory_id, version, content_sha256, status, row, audit, sealed)
-			VALUES ($1, $2, $3, 'memory.written', 'memory.set', $4, loom.named_user($1, $5), $6, $7, $8, $3, 'sha', 'active', $9, '{}', $10)`,
+			VALUES ($1, $2, $3, 'memory.written', 'memory.set', $4, loom.named_user($1, $5), $6, loom.key_ref($1, $7), $8, $3, 'sha', 'active', $9, '{}', $10)`,
 			id.Org, id.Namespace, seq, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, payload, sealed); err != nil {
 			t.Fatal(err)
 		}

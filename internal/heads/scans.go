@@ -39,7 +39,7 @@ func queueOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow
 // version and seq into version and seq (0 when the key has none).
 func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
 	b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6
+			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
 			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
 		QueryRow(func(r pgx.Row) error { return r.Scan(version, seq) })
 }
@@ -48,7 +48,7 @@ func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
 // liveOnly leaves out deleted heads.
 func Page(ctx context.Context, q Querier, org, namespace string, after memrow.Identity, n int, liveOnly bool) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, (SELECT loom.user_ref($1, $4)), $5, $6)
+		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, (SELECT loom.user_ref($1, $4)), $5, (SELECT loom.key_ref($1, $6)))
 		  AND (NOT $7 OR NOT (row->>'tombstone')::boolean)
 		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, n),
 		org, namespace, after.Agent, after.UserID, after.SessionID, after.MemoryKey, liveOnly)
@@ -102,7 +102,7 @@ func CountLocked(ctx context.Context, q Querier, sc Scope) (int64, error) {
 // user, in any session.
 func OfSubject(ctx context.Context, q Querier, org, namespace, agent, userID string, keys []string) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
-		AND user_id = (SELECT loom.user_ref($1, $4)) AND memory_key = ANY($5)`, org, namespace, agent, userID, keys)
+		AND user_id = (SELECT loom.user_ref($1, $4)) AND memory_key = ANY((SELECT loom.key_refs($1, $5::text[]))::text[])`, org, namespace, agent, userID, keys)
 	if err != nil {
 		return nil, err
 	}

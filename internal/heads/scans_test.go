@@ -32,7 +32,7 @@ func TestEveryHeadReadOpensSealedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key,
-		memory_id, version, seq, content_sha256, row, sealed, expires_at) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, 1, 1, $8, $9, $10, $11)`,
+		memory_id, version, seq, content_sha256, row, sealed, expires_at) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, 1, $8, $9, $10, $11)`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, r.ContentSHA256, payload, sealed, expired); err != nil {
 		t.Fatal(err)
 	}

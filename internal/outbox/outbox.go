@@ -82,12 +82,14 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 }
 
 // readPendingSQL reads a row queued by reference with its revision's journal row and
-// data key (Journal), by their primary keys. The user comes as its column holds it, a
-// reference: the text the relay opens names it (OpenTexts), and NameUsers names it
-// only for a row sealed before migration 155. Named here, by loom.user_name, it cost
-// a key's unwrap and a decrypt per row, about half of the read's Postgres time.
+// data key (Journal), by their primary keys. The revision's key is its sealed text's
+// (a row sealed before migration 171 keeps it in its JSON instead, and the column holds
+// only its reference). The user comes as its column holds it, a reference: the text
+// the relay opens names it (OpenTexts), and NameUsers names it only for a row sealed
+// before migration 155. Named here, by loom.user_name, it cost a key's unwrap and a
+// decrypt per row, about half of the read's Postgres time.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
-			o.vectors, r.memory_key, r.user_id, r.sealed, k.data_key
+			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
@@ -106,13 +108,14 @@ func collectPending(rows pgx.Rows) ([]Row, error) {
 	var out []Row
 	for rows.Next() {
 		var o Row
-		var memoryKey, userRef *string
+		var memoryKey string
+		var userRef *string // NULL: no revision (not queued by reference, or erased since)
 		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt,
 			&o.Vectors, &memoryKey, &userRef, &o.Journal.Sealed, &o.Journal.DataKey); err != nil {
 			return nil, fmt.Errorf("read outbox: %w", err)
 		}
-		if memoryKey != nil {
-			o.Journal.MemoryKey, o.Journal.UserRef = *memoryKey, *userRef
+		if userRef != nil {
+			o.Journal.MemoryKey, o.Journal.UserRef = memoryKey, *userRef
 		}
 		out = append(out, o)
 	}

@@ -130,11 +130,12 @@ func openVectors(dataKey, sealed []byte) (Vectors, error) {
 }
 
 // Journal is what the relay reads of the revision a row references, in the same read
-// as the row: the key the journal keeps in a column, the user's reference (its
-// column), the text sealed at rest and the data key as stored (wrapped). Sealed or
-// DataKey nil: the revision was redacted or erased since it was queued. The user is
-// the one the text names (migration 155 on); UserID names it for a text that names
-// none: NameUsers sets it from UserRef.
+// as the row: the key its JSON keeps (a row sealed before migration 171; the text
+// sealed after holds it), the user's reference (its column), the text sealed at rest
+// and the data key as stored (wrapped). Sealed or DataKey nil: the revision was
+// redacted or erased since it was queued. The user is the one the text names
+// (migration 155 on); UserID names it for a text that names none: NameUsers sets it
+// from UserRef.
 type Journal struct {
 	MemoryKey, UserID string
 	UserRef           string

@@ -13,6 +13,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -99,13 +100,20 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	if err := env.Stack.Standby.StartDetached(ctx); err != nil {
 		t.Fatal(err)
 	}
-	standby, err := pgx.Connect(ctx, env.Stack.Standby.DSN())
+	// Its session opens the org's key as loomd's do: the journal names a key by its
+	// reference (loom.key_ref, migration 171).
+	standbyCfg, err := pgx.ParseConfig(env.Stack.Standby.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	standbyCfg.RuntimeParams[kek.SessionParam] = env.KEKSession(t)
+	standby, err := pgx.ConnectConfig(ctx, standbyCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	onStandby := func(ns, key, version string) bool {
 		var n int
-		q := `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`
+		q := `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3))`
 		args := []any{org, ns, key}
 		if version != "" {
 			q += ` AND version = $4::bigint`
@@ -151,7 +159,7 @@ func TestStandbyStoppedWritesWaitAndAre503NeverAcknowledged(t *testing.T) {
 	}
 	pool := env.PG(t)
 	testenv.Eventually(t, 30*time.Second, "the commit that waited for the standby to land", func() bool {
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = 'after-stop'`, org, other) == 1
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'after-stop'))`, org, other) == 1
 	})
 	c.Set(t, ns, "after-reattach", "the standby is back")
 }

@@ -220,7 +220,7 @@ func checkConverged(t *testing.T, namespaces []string, book *ledger) {
 		testenv.CheckProjection(t, pool, conn, "main", org, ns)
 		book.mu.Lock()
 		for _, a := range book.writes[ns] {
-			if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND version = $4::bigint`,
+			if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3)) AND version = $4::bigint`,
 				org, ns, a.key, a.version) != 1 {
 				t.Errorf("write %s/%s answered 200 at version %s is not in the journal", ns, a.key, a.version)
 			}

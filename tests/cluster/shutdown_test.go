@@ -216,13 +216,13 @@ func TestSIGTERMFinishesTheRelayRoundAndTheProjectorBatch(t *testing.T) {
 	testenv.CheckProjection(t, pool, env.CH(t), "main", org, ns)
 	for _, ack := range acks {
 		key, version, _ := strings.Cut(ack, "@")
-		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND version = $4::bigint`,
+		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3)) AND version = $4::bigint`,
 			org, ns, key, version) != 1 {
 			t.Errorf("write %s answered 200 at version %s is not in the journal", key, version)
 		}
 	}
 	for _, key := range cut {
-		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`, org, ns, key) != 0 {
+		if testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3))`, org, ns, key) != 0 {
 			t.Errorf("write %s committed but its connection was cut: the shutdown did not drain it", key)
 		}
 	}

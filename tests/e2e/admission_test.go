@@ -363,7 +363,7 @@ func TestAGapPastTheMaximumAnswersAdmissionContended(t *testing.T) {
 	if !testenv.Retryable503(err, client.CodeAdmissionContended) {
 		t.Fatalf("a write behind a gap past LOOM_PG_ADMISSION_GAP_MAX: %v, want a retryable 503 ADMISSION_CONTENDED", err)
 	}
-	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1 AND memory_key = 'late'`, ns); n != 0 {
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1 AND memory_key = loom.key_ref(org, 'late')`, ns); n != 0 {
 		t.Fatalf("%d revisions of the refused write committed", n)
 	}
 }

@@ -164,7 +164,7 @@ func TestTheAtRestPassSealsOldRowsAndWrapsOldKeys(t *testing.T) {
 	}
 	var opened string
 	if err := onlyNew.QueryRow(ctx, `SELECT loom.opened_row(row, sealed, org, namespace, seq)->>'value' FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND memory_key = 'k0'`, org, ns).Scan(&opened); err != nil || opened != values["k0"] {
+		WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref(org, 'k0')`, org, ns).Scan(&opened); err != nil || opened != values["k0"] {
 		t.Errorf("a session with only the new KEK reads %q, %v", opened, err)
 	}
 	back, _ := rotate(old + "," + fresh)

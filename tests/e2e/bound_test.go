@@ -101,7 +101,7 @@ func newBoundWorld(t *testing.T, n *app.Process, url string) (*boundWorld, *test
 func (w *boundWorld) state(t *testing.T) string {
 	t.Helper()
 	return strings.Join(testenv.PGStrings(t, w.pool, `
-		SELECT 'row '||namespace||'/'||memory_key||' v'||version||' '||content_sha256 FROM loom.memory_current WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
+		SELECT 'row '||namespace||'/'||(loom.opened_row(row, sealed, org, namespace, seq)->>'memory_key')||' v'||version||' '||content_sha256 FROM loom.memory_current WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')
 		UNION ALL SELECT 'policy '||namespace||' '||config::text||' '||updated_at::text FROM loom.namespaces WHERE org = $1
 		UNION ALL SELECT 'blacklist '||namespace||' '||pattern FROM loom.blacklist WHERE org = $1
 		UNION ALL SELECT 'turn '||namespace||' '||turn_id::text FROM loom.memory_evidence WHERE org = $1 AND user_id = loom.user_ref(org, 'bob')

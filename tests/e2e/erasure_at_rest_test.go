@@ -41,12 +41,12 @@ import (
 // guesses would confirm. And the data keys that seal it are stored wrapped: no file of
 // Postgres holds one as it opens anything.
 //
-// Postgres is checked for the value, its plain hashes and the user id (every column
-// names the user by reference, the id only in sealed text: migration 155), not for the
-// key, which is still a plain column of loom.memory_current and loom.memory_revisions
-// (their unique keys and filters; docs/architecture.md, "What erasure leaves", a later
-// unit); the stored content hashes are keyed under the scope's key, which the erasure
-// destroys.
+// Postgres is checked for the value, its plain hashes, the user id (every column names
+// the user by reference, the id only in sealed text: migration 155) and the key
+// (loom.memory_current's and loom.memory_revisions' key columns, so their unique keys,
+// indexes and WAL records, hold the key's reference, the key only sealed text:
+// migration 171); the stored content hashes are keyed under the scope's key, which the
+// erasure destroys.
 func TestErasureLeavesNothingAtRest(t *testing.T) {
 	srv := llmtest.New(t)
 	requests := env.CreateTopic(t, nil)
@@ -84,15 +84,19 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	searchAsTheUser(t, n, c, org, ns, user, key)
 
 	// The scans below see what they scan: before the erasure, the projection's parts
-	// hold the memory and Postgres's files the key (a plain column). A part the
+	// hold the memory and Postgres's files the key's reference (the column). A part the
 	// projection wrote is read back once the server has it on disk, which a query
 	// seeing its rows does not promise: poll, to a deadline. Any of the markers will
 	// do (a part's columns are compressed apart).
 	testenv.Eventually(t, 2*time.Minute, "a file of ClickHouse's data path to hold the memory", func() bool {
 		return len(filesHolding(t, env.Stack.ClickHouse.DataDir(), valueMark, keyMark, user)) > 0
 	})
-	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyMark); len(found) == 0 {
-		t.Fatal("before the erasure, no file of Postgres's data directory holds the key")
+	var keyRef string
+	if err := pool.QueryRow(context.Background(), `SELECT loom.key_ref($1, $2)`, org, key).Scan(&keyRef); err != nil || keyRef == "" {
+		t.Fatalf("the key's reference: %q, %v", keyRef, err)
+	}
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyRef); len(found) == 0 {
+		t.Fatal("before the erasure, no file of Postgres's data directory holds the key's reference")
 	}
 	if leaks := testenv.Leaks(env.TopicRecords(t), ns); len(leaks) == 0 {
 		t.Fatal("before the erasure, the topic holds no record of the namespace")
@@ -108,6 +112,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 
 	noClearUserBeforeErasure(t, pool, org, user)
+	noClearKeyBeforeErasure(t, pool, org, keyMark)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -124,8 +129,8 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	for _, stmt := range []string{"VACUUM", "CHECKPOINT"} {
 		testenv.Exec(t, pool, stmt)
 	}
-	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark}, plainSHAs...)...); len(found) > 0 {
-		t.Errorf("Postgres files still hold the erased value or its plain SHA-256: %v", pgRelations(t, pool, found))
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), append([]string{valueMark, keyMark}, plainSHAs...)...); len(found) > 0 {
+		t.Errorf("Postgres files still hold the erased value, its key or its plain SHA-256: %v", pgRelations(t, pool, found))
 	}
 	// The user id: every column that names a user holds its reference (events.UserRef),
 	// the clear id only sealed text (migration 155), and the ledger the reference too.
@@ -241,6 +246,26 @@ func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string
 	if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM loom.search_pages WHERE org = $1),
 		(SELECT count(*) FROM loom.search_traces WHERE org = $1)`, org).Scan(&pages, &traces); err != nil || pages == 0 || traces == 0 {
 		t.Fatalf("the search as the user parked %d pages and kept %d traces (%v), want some of each", pages, traces, err)
+	}
+}
+
+// noClearKeyBeforeErasure checks, before the erasure, the rows that hold a memory's
+// identity (a jsonb value may be compressed where a scan of the files would miss it):
+// no head, revision (its columns, its row JSON, its audit), kept trace or parked page
+// holds the key in the clear.
+func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark string) {
+	t.Helper()
+	var found []string
+	err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[
+		(SELECT 'loom.memory_current' FROM loom.memory_current t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.memory_revisions' FROM loom.memory_revisions t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.search_traces' FROM loom.search_traces t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
+		(SELECT 'loom.search_pages' FROM loom.search_pages t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1)], NULL)`, org, keyMark).Scan(&found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("before the erasure, these tables hold the memory's key in the clear: %v", found)
 	}
 }
 

@@ -108,7 +108,7 @@ func (q *queueEnv) await(id, status string) *client.Extraction {
 
 // revisions counts the committed revisions of a key in the namespace.
 func (q *queueEnv) revisions(key string) int64 {
-	return testenv.Int(q.t, env.PG(q.t), `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+	return testenv.Int(q.t, env.PG(q.t), `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3))`,
 		q.org, q.ns, key)
 }
 

@@ -49,7 +49,7 @@ func TestImportWritesOnceOldestFirst(t *testing.T) {
 		t.Fatalf("outcomes %v, want %v: %+v", got, want, a.Items)
 	}
 	seq := func(key string) int64 {
-		return testenv.Int(t, env.PG(t), `SELECT max(seq) FROM loom.memory_revisions WHERE namespace = $1 AND memory_key = $2`, e.ns, key)
+		return testenv.Int(t, env.PG(t), `SELECT max(seq) FROM loom.memory_revisions WHERE namespace = $1 AND memory_key = loom.key_ref(org, $2)`, e.ns, key)
 	}
 	if older, newer := seq(a.Items[1].Key), seq(a.Items[0].Key); older >= newer {
 		t.Fatalf("the older item's seq %d is not before the newer's %d", older, newer)

@@ -78,7 +78,7 @@ func (e *phaseEnv) head(key string) (int, map[string]any) {
 // revisions counts the journal's revisions of a key, under every identity.
 func (e *phaseEnv) revisions(key string) int64 {
 	e.t.Helper()
-	return testenv.Int(e.t, e.pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+	return testenv.Int(e.t, e.pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3))`,
 		e.org, e.ns, key)
 }
 

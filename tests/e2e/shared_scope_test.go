@@ -65,7 +65,7 @@ func TestNoWriterForgesASharedRow(t *testing.T) {
 		got.JSON(t)["locked"] == true || got.JSON(t)["shared"] == nil {
 		t.Fatalf("the shared row after the refusals: %d %s", got.Status, got.Body)
 	}
-	if rows := testenv.PGStrings(t, env.PG(t), `SELECT memory_key FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared')`,
+	if rows := testenv.PGStrings(t, env.PG(t), `SELECT loom.opened_row(row, sealed, org, namespace, seq)->>'memory_key' FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared')`,
 		org, ns); len(rows) != 1 {
 		t.Fatalf("revisions of the shared scope: %v; want the promotion's alone", rows)
 	}
@@ -121,7 +121,7 @@ func TestUserErasureTakesTheRowsPromotedFromTheUser(t *testing.T) {
 	}
 	pg := env.PG(t)
 	if got := testenv.PGStrings(t, pg, `SELECT namespace || ' v' || version::text FROM loom.memory_revisions WHERE org = $1 AND user_id = loom.user_ref(org, '_shared')
-		AND memory_key = 'pager' AND NOT coalesce((row->>'redacted')::boolean, false)`, org); len(got) != 0 {
+		AND memory_key = loom.key_ref(org, 'pager') AND NOT coalesce((row->>'redacted')::boolean, false)`, org); len(got) != 0 {
 		t.Errorf("versions of carol's promoted rows keep their text: %v", got)
 	}
 	if got := testenv.PGStrings(t, pg, `SELECT namespace FROM loom.shared WHERE org = $1 AND source_user_id = loom.user_ref(org, 'carol')`, org); len(got) != 0 {

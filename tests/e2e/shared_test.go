@@ -91,7 +91,7 @@ func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
 	// projection (the shared row's history).
 	pg := env.PG(t)
 	if got := testenv.PGStrings(t, pg, `SELECT (sealed IS NOT NULL)::text FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared') AND memory_key = 'staging_db'`, org, ns); len(got) != 1 || got[0] != "true" {
+		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared') AND memory_key = (SELECT loom.key_ref($1, 'staging_db'))`, org, ns); len(got) != 1 || got[0] != "true" {
 		t.Fatalf("the promoted revision in the journal (sealed?): %v", got)
 	}
 	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = 'staging_db' AND demoted_at IS NULL`,
@@ -176,7 +176,7 @@ func TestCrossPromotionAndBackAndTheNamespaceErasureTakesTheCopies(t *testing.T)
 	}
 	pg := env.PG(t)
 	if got := testenv.PGStrings(t, pg, `SELECT version::text FROM loom.memory_revisions WHERE namespace = $1 AND user_id = loom.user_ref(org, '_shared')
-		AND memory_key = 'freeze' AND sealed IS NOT NULL AND NOT coalesce((row->>'redacted')::boolean, false)`, other); len(got) != 0 {
+		AND memory_key = loom.key_ref(org, 'freeze') AND sealed IS NOT NULL AND NOT coalesce((row->>'redacted')::boolean, false)`, other); len(got) != 0 {
 		t.Fatalf("the copy's versions keep their text in the journal: %v", got)
 	}
 }

@@ -55,7 +55,7 @@ func TestPostgresDownIs503AndNeverHalfWritten(t *testing.T) {
 			ok++
 			n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions r
 				JOIN loom.revision_keys k USING (org, namespace, seq)
-				WHERE r.org = $1 AND r.namespace = $2 AND r.memory_key = $3 AND r.version = $4`, org, ns, a.Key, a.Version)
+				WHERE r.org = $1 AND r.namespace = $2 AND r.memory_key = (SELECT loom.key_ref($1, $3)) AND r.version = $4`, org, ns, a.Key, a.Version)
 			if n != 1 {
 				t.Fatalf("write %s answered 200 at version %s but its revision is not durable (%d rows)", a.Key, a.Version, n)
 			}

@@ -141,7 +141,9 @@ func CheckProjection(t testing.TB, pool *pgxpool.Pool, conn *ch.Conn, projection
 	if int64(len(revisions))+kept != gen {
 		t.Fatalf("%d revisions and %d records without one for generation %d", len(revisions), kept, gen)
 	}
-	heads := PGStrings(t, pool, `SELECT memory_key || ':' || version FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
+	// The head's key as its row holds it opened: the column holds its reference (migration 171).
+	heads := PGStrings(t, pool, `SELECT (loom.opened_row(row, sealed, org, namespace, seq)->>'memory_key') || ':' || version
+		FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns)
 	for _, c := range []struct {
 		name, q string
 		want    []string

@@ -69,7 +69,7 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 	}
 	tagsOf := func() string {
 		return strings.Join(testenv.PGStrings(t, pool, `SELECT coalesce(jsonb_typeof(`+heads.Row+` -> 'tags'), 'absent') FROM loom.memory_current
-			WHERE org = $1 AND namespace = $2 AND memory_key = 'untagged'`, org, ns), ",")
+			WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'untagged'))`, org, ns), ",")
 	}
 	fromMessages := func(what string) {
 		t.Helper()
@@ -106,7 +106,7 @@ func TestExtractionOverRowsTheEntityExtractorAmended(t *testing.T) {
 
 	// A head an earlier build stored with "tags": null (and its text unsealed).
 	if _, err := pool.Exec(ctx, `UPDATE loom.memory_current SET row = jsonb_set(`+heads.Row+`, '{tags}', 'null'), sealed = NULL
-		WHERE org = $1 AND namespace = $2 AND memory_key = 'untagged'`, org, ns); err != nil {
+		WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'untagged'))`, org, ns); err != nil {
 		t.Fatal(err)
 	}
 	fromMessages("over a head stored with tags null")

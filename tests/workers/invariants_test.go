@@ -340,7 +340,7 @@ func headRow(t *testing.T, org, ns, key string, id client.Identity) map[string]a
 	var raw []byte
 	// Opened: the value's plain content hash is sealed with its text (migration 101).
 	if err := env.PG(t).QueryRow(context.Background(), `SELECT loom.opened_row(row, sealed, org, namespace, seq) FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = '-' AND user_id = loom.user_ref($1, $3) AND session_id = '-' AND memory_key = $4`,
+		WHERE org = $1 AND namespace = $2 AND agent = '-' AND user_id = loom.user_ref($1, $3) AND session_id = '-' AND memory_key = (SELECT loom.key_ref($1, $4))`,
 		org, ns, user, key).Scan(&raw); err != nil {
 		t.Fatalf("head of %s: %v", key, err)
 	}

@@ -93,7 +93,7 @@ func TestProfileConsolidationWritesASectionOfPreferencesAndDecisions(t *testing.
 	}
 	sectionRevisions := func() int64 {
 		t.Helper()
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = 'profile_section:ana'`, org, ns)
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'profile_section:ana'))`, org, ns)
 	}
 
 	// Written before the namespace opts in: nothing is built for them yet.

@@ -119,7 +119,7 @@ func TestStructuredProfileFollowsSchemaAndFactsAndVanishesWithErasure(t *testing
 	if got["city"] != "Lisbon" || p["stale"] != false || p["sources"] != float64(2) {
 		t.Fatalf("profile %v; want city Lisbon, built from 2 facts, not stale", p)
 	}
-	history := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = 'profile:ana'`, org, ns)
+	history := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'profile:ana'))`, org, ns)
 	calls := profiler.count()
 	if history != 1 || calls < 2 {
 		t.Fatalf("profile revisions %d after %d model calls; want the out-of-schema answer refused, asked again, one revision stored", history, calls)
@@ -172,7 +172,7 @@ func TestStructuredProfileFollowsSchemaAndFactsAndVanishesWithErasure(t *testing
 	if _, status := profile(); status != http.StatusNotFound {
 		t.Fatalf("profile.structured after the user's erasure: %d; want 404", status)
 	}
-	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = 'profile:ana'`, org, ns); n != 0 {
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, 'profile:ana'))`, org, ns); n != 0 {
 		t.Fatalf("%d profile revisions left after the erasure", n)
 	}
 }

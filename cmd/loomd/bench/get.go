@@ -16,7 +16,7 @@ const getGateP50MS = 15
 func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Title:    "memory.get latency",
-		Baseline: "a primary-key SELECT of the same head row (loom.memory_current) with pgx, at the same concurrency",
+		Baseline: "a primary-key SELECT of the same head row (loom.memory_current, its key bound through loom.key_ref as memory.get binds it) with pgx, at the same concurrency",
 		Notes:    []string{"the namespace is append_only: the load is written unjudged, and memory.get reads the head alone"},
 	}
 	ns := r.namespace("get")
@@ -44,7 +44,7 @@ func (r *runner) get(ctx context.Context) (*ScenarioResult, error) {
 		base, err := r.closedLoop(ctx, "primary-key SELECT "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 			var row []byte
 			err := pool.QueryRow(ctx, `SELECT row FROM loom.memory_current WHERE org = $1 AND namespace = $2
-				AND agent = '-' AND user_id = '-' AND session_id = '-' AND memory_key = $3`,
+				AND agent = '-' AND user_id = '-' AND session_id = '-' AND memory_key = (SELECT loom.key_ref($1, $3))`,
 				r.t.Org, ns, loadKey(rands[w].IntN(r.opts.GetRows))).Scan(&row)
 			if err != nil {
 				return fmt.Errorf("primary-key SELECT: %w", err)

@@ -125,7 +125,7 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	// request as it closes the cut connection, the server ends the wait, and the
 	// primary holds the commit, visible to every session, and its outbox row.
 	testenv.Eventually(t, 10*time.Second, "the timed-out writes to be visible on the primary", func() bool {
-		return testenv.Int(t, oldPrimary, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = ANY($2) AND memory_key LIKE 'cut-%'`,
+		return testenv.Int(t, oldPrimary, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = ANY($2) AND loom.opened_row(row, sealed, org, namespace, seq)->>'memory_key' LIKE 'cut-%'`,
 			org, nss) == int64(len(timedOut))
 	})
 	t.Logf("%d writes timed out waiting for the standby; all are committed and visible on the primary alone", len(timedOut))
@@ -151,7 +151,7 @@ func TestFailoverPublishesOnlyWhatTheStandbyHeld(t *testing.T) {
 	lost := map[seqID]bool{} // the timed-out writes' seqs on the old primary
 	for _, w := range timedOut {
 		var seq int64
-		if err := oldPrimary.QueryRow(ctx, `SELECT seq FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = $3`,
+		if err := oldPrimary.QueryRow(ctx, `SELECT seq FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3))`,
 			org, w.ns, w.key).Scan(&seq); err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func seqsOnTopic(t *testing.T) map[seqID][]revision {
 
 func readJournal(t *testing.T, pool *pgxpool.Pool, nss []string) map[seqID]journalRow {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT namespace, seq, event_type, memory_key, memory_id::text, status, user_id, version
+	rows, err := pool.Query(context.Background(), `SELECT namespace, seq, event_type, loom.opened_row(row, sealed, org, namespace, seq)->>'memory_key', memory_id::text, status, user_id, version
 		FROM loom.memory_revisions WHERE org = $1 AND namespace = ANY($2)`, org, nss)
 	if err != nil {
 		t.Fatal(err)
