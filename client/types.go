@@ -306,7 +306,10 @@ type SearchRequest struct {
 	Mode          string    `json:"mode,omitempty"`
 	Recency       bool      `json:"recency,omitempty"`
 	PageToken     string    `json:"page_token,omitempty"`
-	Graph         bool      `json:"graph,omitempty"`
+	// Paging keeps the rest of the ranking for a next page: the answer's
+	// NextPageToken, passed back as PageToken (a next page keeps paging).
+	Paging bool `json:"paging,omitempty"`
+	Graph  bool `json:"graph,omitempty"`
 	// Retrieval settings over the namespace's retrieval_defaults.
 	Recipe          string            `json:"recipe,omitempty"`
 	Legs            []string          `json:"legs,omitempty"`

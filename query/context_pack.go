@@ -272,8 +272,7 @@ func (s *Service) factsLayer(ctx context.Context, p auth.Principal, plan *packPl
 		sec.Note = "top_k is 0"
 		return Passed{}, nil
 	}
-	ans, err := s.search(ctx, p, plan.ns, &searchRequest{Query: plan.req.Query, TopK: plan.topK, Agent: plan.req.Agent, UserID: plan.req.UserID,
-		onePage: true})
+	ans, err := s.search(ctx, p, plan.ns, &searchRequest{Query: plan.req.Query, TopK: plan.topK, Agent: plan.req.Agent, UserID: plan.req.UserID})
 	if providerDown(err) {
 		sec.Available, sec.Note = false, "search unavailable: the embedder is down; retry for the facts"
 		return Passed{}, nil

@@ -199,7 +199,7 @@ func (s *Service) nextPage(ctx context.Context, p auth.Principal, plan *searchPl
 		}
 	}
 	req := pp.Request
-	req.TopK = plan.req.TopK
+	req.TopK, req.Paging = plan.req.TopK, true
 	plan.req, plan.f.statuses, plan.namespaces, plan.settings = &req, pp.Statuses, pp.Namespaces, pp.Settings
 	plan.query, plan.trace = planQuery(req.Query, s.referenceTime(&req)), nil
 	ans := &searchAnswer{Mode: plan.mode(), Namespaces: plan.namespaces}

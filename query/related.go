@@ -101,7 +101,7 @@ func (s *Service) related(ctx context.Context, p auth.Principal, id memrow.Ident
 	if text := []rune(valueText(head.Value)); len(text) > 0 && head.Embedded() {
 		zero := 0.0
 		hits, err := s.search(ctx, p, id.Namespace, &searchRequest{Query: string(text[:min(len(text), maxQueryChars)]), TopK: limit + 1,
-			UserID: head.UserID, Legs: []string{retrieval.LegVector}, MinScore: &zero, MinDistinctness: &zero, onePage: true})
+			UserID: head.UserID, Legs: []string{retrieval.LegVector}, MinScore: &zero, MinDistinctness: &zero})
 		if err != nil {
 			return nil, err
 		}

@@ -43,6 +43,12 @@ type searchRequest struct {
 	Mode          Mode       `json:"mode"` // weighted (default) or rrf
 	Recency       bool       `json:"recency"`
 	PageToken     string     `json:"page_token"`
+	// Paging parks the rest of the ranked pool for a next page (next_page_token), as
+	// the seed's paging=true does; without it the page is the whole answer. Parking is
+	// the largest write a search makes (its pool, sealed: 1.7-2.1 ms of Postgres time
+	// and 0.34 ms of this process's CPU a search at 100k memories), so a caller that
+	// reads one page does not pay it. A next page keeps paging.
+	Paging bool `json:"paging"`
 	// Graph adds the graph leg: the rows naming the query's entities and their
 	// neighbours one edge away.
 	Graph bool `json:"graph"`
@@ -83,9 +89,6 @@ type searchRequest struct {
 	Tokenizer  string `json:"tokenizer,omitempty"`
 	Model      string `json:"model,omitempty"`
 
-	// onePage: the caller reads no next page (context.pack, memory.related), so the
-	// rest of the pool is not parked.
-	onePage bool
 	// fromRoute: the search route asked (the evidence legs may run); a search another
 	// read runs (context.pack, memory.related, memory.ask) reads no evidence.
 	fromRoute bool
@@ -539,7 +542,7 @@ func (s *Service) servePage(ctx context.Context, plan *searchPlan, pool []*candi
 	// The rest of the pool is parked in the round trip that reads the page's heads.
 	var park *pagePark
 	var also func(*pgx.Batch, int) error
-	if !plan.req.onePage {
+	if plan.req.Paging {
 		park = &pagePark{plan: plan, pool: pool, keys: s.kek}
 		also = park.queue
 	}

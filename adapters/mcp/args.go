@@ -105,6 +105,7 @@ type searchArgs struct {
 	AsOf       string   `json:"as_of,omitempty" jsonschema:"Only memories valid at this time, RFC 3339."`
 	Graph      bool     `json:"graph,omitempty" jsonschema:"Also follow the entities the query names through the entity graph."`
 	PageToken  string   `json:"page_token,omitempty" jsonschema:"next_page_token of an earlier answer, for more of the same ranking."`
+	Paging     bool     `json:"paging,omitempty" jsonschema:"Keep the rest of the ranking for more pages: the answer then names a page_token."`
 	provenanceArgs
 }
 
@@ -118,7 +119,7 @@ type provenanceArgs struct {
 func (a searchArgs) request() (client.SearchRequest, error) {
 	asOf, err := parseTime("as_of", a.AsOf)
 	return client.SearchRequest{Query: a.Query, TopK: a.TopK, Agent: a.Agent, UserID: a.UserID, SessionID: a.SessionID,
-		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces, AsOf: asOf, Graph: a.Graph, PageToken: a.PageToken,
+		MemoryType: a.MemoryType, Tags: a.Tags, Namespaces: a.Namespaces, AsOf: asOf, Graph: a.Graph, PageToken: a.PageToken, Paging: a.Paging,
 		Entities: a.Entities, SourceClass: a.SourceClass, Verified: a.Verified}, err
 }
 

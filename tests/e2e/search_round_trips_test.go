@@ -63,7 +63,8 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 
 // A search pays Postgres two round trips, whatever its namespaces: one before the legs
 // (the namespaces' settings, the barrier's capture, the calibration, the scope's pending
-// extractions) and one after (the page's heads and the parking of the rest of the pool);
+// extractions) and one after (the page's heads and, with paging, the parking of the rest
+// of the pool; without it nothing is parked);
 // its next page two as well (the settings with the parked pool, then the heads with the
 // parking of what is left). Before, the heads of each namespace, the parking and the
 // parked pool were a round trip each.
@@ -94,8 +95,8 @@ func TestASearchTakesTwoPostgresRoundTrips(t *testing.T) {
 	// The first search of a namespace settles the index's hold of it and the caches.
 	search(map[string]any{"query": "harbour crane", "top_k": 3, "namespaces": []string{other}})
 	for _, body := range []map[string]any{
-		{"query": "cobalt containers", "top_k": 3},
-		{"query": "cobalt containers", "top_k": 3, "namespaces": []string{other}},
+		{"query": "cobalt containers", "top_k": 3, "paging": true},
+		{"query": "cobalt containers", "top_k": 3, "namespaces": []string{other}, "paging": true},
 	} {
 		first, sent := search(body)
 		token, _ := first["next_page_token"].(string)
@@ -112,6 +113,19 @@ func TestASearchTakesTwoPostgresRoundTrips(t *testing.T) {
 		if len(sent) != 2 {
 			t.Errorf("the next page of %v took %d round trips, want 2: %q", body, len(sent), sent)
 		}
+	}
+	// Without paging the page is the whole answer: no token, and no pool parked.
+	pool := env.PG(t)
+	parkedPools := func() int64 {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_pages WHERE org = $1`, org)
+	}
+	before := parkedPools()
+	first, _ := search(map[string]any{"query": "cobalt containers", "top_k": 3})
+	if hits, _ := first["hits"].([]any); len(hits) != 3 || first["next_page_token"] != nil {
+		t.Fatalf("a search without paging: %d hits, next page %v; want 3 hits and none", len(hits), first["next_page_token"])
+	}
+	if after := parkedPools(); after != before {
+		t.Errorf("a search without paging parked its pool: %d parked pools, %d before", after, before)
 	}
 }
 

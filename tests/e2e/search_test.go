@@ -216,7 +216,7 @@ func TestSearchReadScope(t *testing.T) {
 		}
 	}
 	// Page through everything alice's token can see, one hit at a time.
-	page := client.SearchRequest{Query: "editor euros dark fira", TopK: 1}
+	page := client.SearchRequest{Query: "editor euros dark fira", TopK: 1, Paging: true}
 	seen := map[string]bool{}
 	for n := 0; n < 10; n++ {
 		a, err := alice.Typed(t).Search(context.Background(), e.ns, page)
