@@ -91,13 +91,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "a file of ClickHouse's data path to hold the memory", func() bool {
 		return len(filesHolding(t, env.Stack.ClickHouse.DataDir(), valueMark, keyMark, user)) > 0
 	})
-	var keyRef string
-	if err := pool.QueryRow(context.Background(), `SELECT loom.key_ref($1, $2)`, org, key).Scan(&keyRef); err != nil || keyRef == "" {
-		t.Fatalf("the key's reference: %q, %v", keyRef, err)
-	}
-	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyRef); len(found) == 0 {
-		t.Fatal("before the erasure, no file of Postgres's data directory holds the key's reference")
-	}
+	postgresHoldsTheKeysReference(t, pool, org, key)
 	if leaks := testenv.Leaks(env.TopicRecords(t), ns); len(leaks) == 0 {
 		t.Fatal("before the erasure, the topic holds no record of the namespace")
 	}
@@ -140,18 +134,37 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
-	dir := env.Stack.ClickHouse.DataDir()
-	var found []string
+	if found := filesHoldingAfterCleanup(t, env.Stack.ClickHouse.DataDir(), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(found) > 0 {
+		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
+	}
+}
+
+// postgresHoldsTheKeysReference fails the test unless a file of Postgres's data
+// directory holds key's reference (the column's form of it): the scan after the
+// erasure reads files that held the key's row.
+func postgresHoldsTheKeysReference(t *testing.T, pool *pgxpool.Pool, org, key string) {
+	t.Helper()
+	var keyRef string
+	if err := pool.QueryRow(context.Background(), `SELECT loom.key_ref($1, $2)`, org, key).Scan(&keyRef); err != nil || keyRef == "" {
+		t.Fatalf("the key's reference: %q, %v", keyRef, err)
+	}
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), keyRef); len(found) == 0 {
+		t.Fatal("before the erasure, no file of Postgres's data directory holds the key's reference")
+	}
+}
+
+// filesHoldingAfterCleanup is filesHolding of dir once none of its files holds a
+// needle, or after three minutes: the parts an erasure's mutations replaced go only
+// when the server cleans them up.
+func filesHoldingAfterCleanup(t *testing.T, dir string, needles ...string) []string {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		found = filesHolding(t, dir, append([]string{valueMark, keyMark, user}, plainSHAs...)...)
+		found := filesHolding(t, dir, needles...)
 		if len(found) == 0 || time.Now().After(deadline) {
-			break
+			return found
 		}
 		time.Sleep(time.Second)
-	}
-	if len(found) > 0 {
-		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
 	}
 }
 
@@ -213,7 +226,7 @@ func searchAsTheUser(t *testing.T, n *app.Process, c *testenv.Client, org, ns, u
 	}
 	var first map[string]any
 	testenv.Eventually(t, time.Minute, "a search as the user to leave a next page", func() bool {
-		first = search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "trace": true})
+		first = search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "trace": true, "paging": true})
 		return first["next_page_token"] != nil && first["next_page_token"] != ""
 	})
 	search(map[string]any{"query": "vault code", "user_id": user, "top_k": 1, "page_token": first["next_page_token"]})
