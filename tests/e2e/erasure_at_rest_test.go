@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,17 +243,7 @@ func searchAsTheUser(t *testing.T, n *app.Process, c *testenv.Client, org, ns, u
 // in the clear, in any column.
 func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string) {
 	t.Helper()
-	var found []string
-	err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[
-		(SELECT 'loom.search_pages' FROM loom.search_pages t WHERE org = $1 AND (strpos(t::text, $2) > 0
-			OR position(convert_to($2, 'UTF8') IN coalesce(packed, '')) > 0) LIMIT 1),
-		(SELECT 'loom.search_traces' FROM loom.search_traces t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
-		(SELECT 'loom.idempotency' FROM loom.idempotency t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
-		(SELECT 'loom.api_tokens' FROM loom.api_tokens t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1)], NULL)`, org, user).Scan(&found)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found) > 0 {
+	if found := tablesHolding(t, pool, org, user, "loom.search_pages", "loom.search_traces", "loom.idempotency", "loom.api_tokens"); len(found) > 0 {
 		t.Errorf("before the erasure, these tables hold the user's id in the clear: %v", found)
 	}
 	var pages, traces int
@@ -268,18 +259,28 @@ func noClearUserBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, user string
 // holds the key in the clear.
 func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark string) {
 	t.Helper()
-	var found []string
-	err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[
-		(SELECT 'loom.memory_current' FROM loom.memory_current t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
-		(SELECT 'loom.memory_revisions' FROM loom.memory_revisions t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
-		(SELECT 'loom.search_traces' FROM loom.search_traces t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1),
-		(SELECT 'loom.search_pages' FROM loom.search_pages t WHERE org = $1 AND strpos(t::text, $2) > 0 LIMIT 1)], NULL)`, org, keyMark).Scan(&found)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found) > 0 {
+	if found := tablesHolding(t, pool, org, keyMark, "loom.memory_current", "loom.memory_revisions", "loom.search_traces", "loom.search_pages"); len(found) > 0 {
 		t.Errorf("before the erasure, these tables hold the memory's key in the clear: %v", found)
 	}
+}
+
+// tablesHolding answers which of tables hold needle in the clear in a row of org's:
+// in its text, or, for loom.search_pages, in its packed pool.
+func tablesHolding(t *testing.T, pool *pgxpool.Pool, org, needle string, tables ...string) []string {
+	t.Helper()
+	arms := make([]string, len(tables))
+	for i, table := range tables {
+		holds := "strpos(t::text, $2) > 0"
+		if table == "loom.search_pages" {
+			holds = "(" + holds + " OR position(convert_to($2, 'UTF8') IN coalesce(packed, '')) > 0)"
+		}
+		arms[i] = fmt.Sprintf("(SELECT '%s' FROM %s t WHERE org = $1 AND %s LIMIT 1)", table, table, holds)
+	}
+	var found []string
+	if err := pool.QueryRow(context.Background(), `SELECT array_remove(ARRAY[`+strings.Join(arms, ", ")+`], NULL)`, org, needle).Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // storedName is a user's sealed name as loom.user_names holds it, with the user's

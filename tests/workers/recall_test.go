@@ -20,16 +20,7 @@ func TestSearchHitsAreCountedAsRecallsAndFolded(t *testing.T) {
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "recall")
-	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
-		t.Fatal(err)
-	}
-	served, err := w.tc.Set(ctx, ns, "lunch", client.SetRequest{Value: "the team lunch is on friday at noon"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.tc.Set(ctx, ns, "parking", client.SetRequest{Value: "visitor parking is behind building C"}); err != nil {
-		t.Fatal(err)
-	}
+	served := lunchAndParking(t, w, ns)
 	for i := 0; i < 3; i++ {
 		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: "when is the team lunch", TopK: 1})
 		if err != nil {
@@ -82,16 +73,7 @@ func TestRecallsAreHeldAndFoldedWithTheNextTouch(t *testing.T) {
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "held")
-	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
-		t.Fatal(err)
-	}
-	served, err := w.tc.Set(ctx, ns, "lunch", client.SetRequest{Value: "the team lunch is on friday at noon"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.tc.Set(ctx, ns, "parking", client.SetRequest{Value: "visitor parking is behind building C"}); err != nil {
-		t.Fatal(err)
-	}
+	served := lunchAndParking(t, w, ns)
 	folds := func() int64 {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'`, org, ns)
 	}
@@ -130,4 +112,22 @@ func TestRecallsAreHeldAndFoldedWithTheNextTouch(t *testing.T) {
 	if m := get(t, w.tc, ns, "lunch", client.Identity{}); m.VersionText != served.VersionText {
 		t.Fatalf("lunch after the fold: version %s; want %s kept", m.VersionText, served.VersionText)
 	}
+}
+
+// lunchAndParking writes the recall tests' two memories in an append-only ns: lunch,
+// which their searches serve (its answer), and parking, which none does.
+func lunchAndParking(t *testing.T, w *workers, ns string) *client.SetAnswer {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	served, err := w.tc.Set(ctx, ns, "lunch", client.SetRequest{Value: "the team lunch is on friday at noon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.tc.Set(ctx, ns, "parking", client.SetRequest{Value: "visitor parking is behind building C"}); err != nil {
+		t.Fatal(err)
+	}
+	return served
 }
