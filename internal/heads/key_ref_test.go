@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
@@ -103,14 +102,7 @@ func TestAStoredRowHoldsItsKeyOnlySealed(t *testing.T) {
 	id := memrow.Identity{Org: "acme", Namespace: "keyed", Agent: "-", UserID: "alice", SessionID: "-", MemoryKey: clearKey}
 	r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: 1,
 		Status: memrow.StatusActive, Value: json.RawMessage(`"the diagnosis"`)}
-	key, err := events.NewDataKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, sealed, err := AtRest(r, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	payload, sealed, key := sealedAtRest(t, r)
 	// As the commit writes them (command: queueHeadWrite, queueRevision).
 	for _, q := range []string{
 		`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
@@ -161,17 +153,10 @@ func TestMigrationStoresExistingKeysByReference(t *testing.T) {
 	for _, id := range []memrow.Identity{named, anonymous} {
 		r := memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: 1,
 			Status: memrow.StatusActive, Value: json.RawMessage(`"old value"`)}
-		key, err := events.NewDataKey()
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Sealed as before: the text holds neither user nor key, the JSON the key.
 		bare := r
 		bare.UserID, bare.MemoryKey = "", ""
-		_, sealed, err := AtRest(&bare, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sealed, key := sealedAtRest(t, &bare)
 		whole := memrow.Row{Identity: id, MemoryID: r.MemoryID, Version: 1, Seq: 1, Status: memrow.StatusActive}
 		if id.UserID != memrow.DefaultIdentity {
 			whole.UserID = ""

@@ -21,14 +21,7 @@ func TestRowTextIsSealedAtRestUnderTheDataKey(t *testing.T) {
 		r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: seq, Seq: seq,
 			Status: memrow.StatusActive, Value: json.RawMessage(value), Tags: []string{"safe"}, Entities: []string{"Vault"},
 			Relations: []events.Relation{{Subject: "alice", Predicate: "knows", Object: "the code"}}, ContentSHA256: "sha"}
-		key, err := events.NewDataKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		payload, sealed, err := AtRest(r, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		payload, sealed, key := sealedAtRest(t, r)
 		if bytes.Contains(payload, []byte("the vault code")) || bytes.Contains(sealed, []byte("the vault code")) {
 			t.Fatalf("the row at rest holds its text in the clear: %s", payload)
 		}
@@ -71,4 +64,17 @@ func TestRowTextIsSealedAtRestUnderTheDataKey(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.memory_revisions WHERE row::text LIKE '%vault code%' OR sealed::text LIKE '%vault code%'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows hold the text in the clear (%v)", n, err)
 	}
+}
+
+// sealedAtRest is r as the commit stores it (AtRest) under a fresh data key, with the key.
+func sealedAtRest(t *testing.T, r *memrow.Row) (payload, sealed, key []byte) {
+	t.Helper()
+	key, err := events.NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload, sealed, err = AtRest(r, key); err != nil {
+		t.Fatal(err)
+	}
+	return payload, sealed, key
 }

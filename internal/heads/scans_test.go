@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -23,14 +22,7 @@ func TestEveryHeadReadOpensSealedRows(t *testing.T) {
 	r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: 1,
 		Status: memrow.StatusActive, Value: json.RawMessage(`"the vault code is 1234"`), Tags: []string{"safe"},
 		Entities: []string{"Vault"}, ContentSHA256: "sha-vault", ExpiresAt: &expired}
-	key, err := events.NewDataKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, sealed, err := AtRest(r, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	payload, sealed, key := sealedAtRest(t, r)
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key,
 		memory_id, version, seq, content_sha256, row, sealed, expires_at) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, 1, $8, $9, $10, $11)`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, r.ContentSHA256, payload, sealed, expired); err != nil {
