@@ -23,6 +23,42 @@ func UserRef(key []byte, userID string) (string, error) {
 	return hex.EncodeToString(m.Sum(nil)), nil
 }
 
+// AgentRef and SessionRef name a writer identity by reference, as UserRef names a
+// user: HMAC-SHA256 of "loom.agent:" || agent ("loom.session:" || session) under the
+// org's user reference key, in lowercase hex, the values Postgres's loom.agent_ref and
+// loom.session_ref store. The prefix keeps them apart from a user's and a key's
+// reference. "" and "-" (none given) name no one and are answered as they are.
+func AgentRef(key []byte, agent string) (string, error) {
+	return writerRef(key, "loom.agent:", agent)
+}
+
+// SessionRef is AgentRef for a session id.
+func SessionRef(key []byte, session string) (string, error) {
+	return writerRef(key, "loom.session:", session)
+}
+
+// KeyRef is a memory key's reference, as Postgres's loom.key_ref stores it.
+func KeyRef(key []byte, memoryKey string) (string, error) {
+	return prefixedRef(key, "loom.key:", memoryKey)
+}
+
+func writerRef(key []byte, prefix, v string) (string, error) {
+	if v == "" || v == "-" {
+		return v, nil
+	}
+	return prefixedRef(key, prefix, v)
+}
+
+func prefixedRef(key []byte, prefix, v string) (string, error) {
+	if len(key) != UserRefKeySize {
+		return "", errors.New("events: user reference key is not 32 bytes")
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(prefix))
+	m.Write([]byte(v))
+	return hex.EncodeToString(m.Sum(nil)), nil
+}
+
 // Opened fills in a version 2 revision's user id and content digest from its opened
 // content, so that a follower reads one shape whatever version a record was written
 // in. A version 1 revision carries both already and is left as it is.
