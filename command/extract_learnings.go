@@ -27,11 +27,11 @@ func (s *Service) sealLearnings(fw extraction.Write) ([]learnings.Candidate, err
 	id := fw.Identity
 	out := make([]learnings.Candidate, len(fw.Learnings))
 	for i, l := range fw.Learnings {
-		rule, err := s.sealLearningText(l.Rule)
+		rule, err := s.sealLearningText(id.Agent, "", l.Rule)
 		if err != nil {
 			return nil, err
 		}
-		quote, err := s.sealLearningText(l.Quote)
+		quote, err := s.sealLearningText(id.Agent, id.SessionID, l.Quote)
 		if err != nil {
 			return nil, err
 		}
@@ -41,8 +41,8 @@ func (s *Service) sealLearnings(fw extraction.Write) ([]learnings.Candidate, err
 	return out, nil
 }
 
-// sealLearningText seals one text under a fresh data key.
-func (s *Service) sealLearningText(text string) (learnings.Sealed, error) {
+// sealLearningText seals one text, with its agent and session, under a fresh data key.
+func (s *Service) sealLearningText(agent, session, text string) (learnings.Sealed, error) {
 	key, err := events.NewDataKey()
 	if err != nil {
 		return learnings.Sealed{}, err
@@ -51,7 +51,7 @@ func (s *Service) sealLearningText(text string) (learnings.Sealed, error) {
 	if err != nil {
 		return learnings.Sealed{}, err
 	}
-	return learnings.Seal(key, stored, text)
+	return learnings.Seal(key, stored, agent, session, text)
 }
 
 // fileLearningsAlone files the learnings of a write that has no facts to commit.

@@ -181,7 +181,7 @@ func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []obs
 		if err != nil {
 			return nil, err
 		}
-		sealed, err := evidence.Seal(tb.keys[i], t.Content, t.Speaker)
+		sealed, err := evidence.Seal(tb.keys[i], id.Agent, id.SessionID, t.Content, t.Speaker)
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +396,7 @@ func (s *Service) cutChunks(id memrow.Identity, rows []evidence.Turn, turns []ob
 		if err != nil {
 			return nil, err
 		}
-		sealed, err := evidence.SealChunk(key, c.Text)
+		sealed, err := evidence.SealChunk(key, id.Agent, id.SessionID, c.Text)
 		if err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (c *conversationRestore) addLearning(ctx context.Context, l *snapshot.Learn
 		if skip {
 			continue
 		}
-		quote, err := c.s.sealLearningText(s.Quote)
+		quote, err := c.s.sealLearningText(l.Agent, s.SessionID, s.Quote)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func (c *conversationRestore) addLearning(ctx context.Context, l *snapshot.Learn
 		return nil
 	}
 	var err error
-	if k.Rule, err = c.s.sealLearningText(l.Rule); err != nil {
+	if k.Rule, err = c.s.sealLearningText(l.Agent, "", l.Rule); err != nil {
 		return err
 	}
 	added := false

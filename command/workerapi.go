@@ -227,7 +227,7 @@ func (s *Service) sealDigest(d *evidence.Digest, text string) error {
 	if d.DataKey, err = s.storedKey(key); err != nil {
 		return err
 	}
-	d.Sealed, err = evidence.SealDigest(key, text)
+	d.Sealed, err = evidence.SealDigest(key, d.SessionID, text)
 	return err
 }
 

@@ -156,7 +156,7 @@ func (s *Service) recall(ctx context.Context, p auth.Principal, ns string, req *
 			})
 			for i := range sources {
 				o := &sources[i]
-				found = append(found, evidence.Candidate{TurnID: o.TurnID, UserID: o.UserID, SessionID: o.SessionID,
+				found = append(found, evidence.Candidate{TurnID: o.TurnID, UserID: o.UserID, SessionRef: o.SessionRef,
 					MessageIndex: o.MessageIndex, OccurredAt: o.OccurredAt, Opened: o})
 			}
 		}
@@ -168,7 +168,7 @@ func (s *Service) recall(ctx context.Context, p auth.Principal, ns string, req *
 	// there and nowhere else.
 	spans := make([]evidence.Span, len(found))
 	for i, c := range found {
-		spans[i] = evidence.Span{UserID: c.UserID, SessionID: c.SessionID, From: c.MessageIndex - window, To: c.MessageIndex + window}
+		spans[i] = evidence.Span{UserID: c.UserID, SessionRef: c.SessionRef, From: c.MessageIndex - window, To: c.MessageIndex + window}
 	}
 	windows, err := evidence.Spans(ctx, s.pool, p.Org, ns, spans, s.unwrapKey)
 	if err != nil {

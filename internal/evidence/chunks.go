@@ -5,6 +5,7 @@ package evidence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,10 +112,22 @@ func CutChunks(turns []ChunkTurn, maxWords int) []ChunkCut {
 	return out
 }
 
-// SealChunk seals a chunk's text under its data key (unwrapped), as pgcrypto's
-// decrypt(…, hmac('loom.chunk', key, 'sha256'), 'aes') opens it.
-func SealChunk(dataKey []byte, text string) ([]byte, error) {
-	out, err := rowseal.Seal(dataKey, rowseal.LabelChunk, []byte(text))
+// sealedChunk is what a chunk's row seals: its agent and session (the columns hold
+// their references, migration 176) and its text.
+type sealedChunk struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+	Text    string `json:"text"`
+}
+
+// SealChunk seals a chunk's agent, session and text under its data key (unwrapped),
+// as pgcrypto's decrypt(…, hmac('loom.chunk', key, 'sha256'), 'aes') opens it.
+func SealChunk(dataKey []byte, agent, session, text string) ([]byte, error) {
+	plain, err := json.Marshal(sealedChunk{Agent: agent, Session: session, Text: text})
+	if err != nil {
+		return nil, fmt.Errorf("encode the chunk's text: %w", err)
+	}
+	out, err := rowseal.Seal(dataKey, rowseal.LabelChunk, plain)
 	if err != nil {
 		return nil, fmt.Errorf("seal the chunk's text: %w", err)
 	}
@@ -160,12 +173,13 @@ func QueueInsertChunks(b *pgx.Batch, chunks []Chunk) {
 	}
 	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
 			$9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[], $13::bytea[], $14::bytea[])
-			AS c(org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index, part, occurred_at, seq, source, data_key, sealed))`+namedUsers+`
+			AS c(org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index, part, occurred_at, seq, source, data_key, sealed))`+namedUsers+writerRefs+`
 		INSERT INTO loom.memory_chunks (org, namespace, chunk_id, agent, user_id, session_id, first_index, last_index,
 			part, occurred_at, seq, source, data_key, sealed)
-		SELECT t.org, t.namespace, t.chunk_id, t.agent, n.ref, t.session_id, t.first_index, t.last_index,
+		SELECT t.org, t.namespace, t.chunk_id, w.r[2], n.ref, w.r[3], t.first_index, t.last_index,
 			t.part, t.occurred_at, t.seq, t.source, t.data_key, t.sealed
-		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id`,
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id
+			JOIN w ON w.org = t.org AND w.agent = t.agent AND w.session_id = t.session_id`,
 		orgs, nss, ids, agents, users, sessions, firsts, lasts, parts, ats, seqs, sources, keys, sealed)
 	if len(srcTurns) == 0 {
 		return
@@ -216,7 +230,8 @@ func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap fun
 	for rows.Next() {
 		var c OpenedChunk
 		var stored, sealed []byte
-		if err := rows.Scan(&c.ChunkID, &c.Agent, &c.UserID, &c.SessionID, &c.FirstIndex, &c.LastIndex, &c.Part,
+		var agentRef, sessionRef string
+		if err := rows.Scan(&c.ChunkID, &agentRef, &c.UserID, &sessionRef, &c.FirstIndex, &c.LastIndex, &c.Part,
 			&c.OccurredAt, &stored, &sealed); err != nil {
 			return nil, fmt.Errorf("read the recent chunks: %w", err)
 		}
@@ -224,11 +239,15 @@ func RecentChunks(ctx context.Context, q Querier, s Scope, limit int, unwrap fun
 		if err != nil {
 			return nil, fmt.Errorf("open chunk %s's key: %w", c.ChunkID, err)
 		}
-		text, err := rowseal.Open(key, rowseal.LabelChunk, sealed)
+		plain, err := rowseal.Open(key, rowseal.LabelChunk, sealed)
 		if err != nil {
 			return nil, fmt.Errorf("open chunk %s: %w", c.ChunkID, err)
 		}
-		c.Text = string(text)
+		var sc sealedChunk
+		if err := json.Unmarshal(plain, &sc); err != nil {
+			return nil, fmt.Errorf("decode chunk %s: %w", c.ChunkID, err)
+		}
+		c.Agent, c.SessionID, c.Text = sc.Agent, sc.Session, sc.Text
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -276,7 +295,8 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 }
 
 // EachDigestOf calls fn with every kept digest of one user in the org's namespaces
-// (nil: every one), by namespace, session and window: a subject-access export's read.
+// (nil: every one), by namespace, session (in its reference's order) and window: a
+// subject-access export's read.
 func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, d OpenedDigest) error) error {
 	rows, err := q.Query(ctx, `SELECT d.namespace, loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
@@ -296,19 +316,22 @@ func openDigests(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any,
 	for rows.Next() {
 		var d OpenedDigest
 		var stored, sealed []byte
-		dest := append(slices.Clone(lead), &d.UserID, &d.SessionID, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed)
+		var sessionRef string
+		dest := append(slices.Clone(lead), &d.UserID, &sessionRef, &d.WindowEnd, &d.Turns, &d.Model, &d.CreatedAt, &stored, &sealed)
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("read the sessions' digests: %w", err)
 		}
 		key, err := unwrap(stored)
 		if err != nil {
-			return fmt.Errorf("open the key of session %s's digest: %w", d.SessionID, err)
+			return fmt.Errorf("open the key of session %s's digest: %w", sessionRef, err)
 		}
-		text, err := rowseal.Open(key, rowseal.LabelDigest, sealed)
+		plain, err := rowseal.Open(key, rowseal.LabelDigest, sealed)
 		if err != nil {
-			return fmt.Errorf("open session %s's digest: %w", d.SessionID, err)
+			return fmt.Errorf("open session %s's digest: %w", sessionRef, err)
 		}
-		d.Text = string(text)
+		if err := openDigest(&d, plain); err != nil {
+			return err
+		}
 		if err := add(d); err != nil {
 			return err
 		}

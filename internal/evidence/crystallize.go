@@ -12,7 +12,7 @@ import (
 // Turn rows (no key or sealed text) with their text opened.
 func Uncrystallized(ctx context.Context, q Querier, s Scope, sessionID string, limit int) ([]Turn, []Opened, error) {
 	rows, err := q.Query(ctx, `SELECT `+opened+`, e.seq FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = (SELECT loom.session_ref($1, $4))
 		  AND e.source = 'observe' AND e.crystallized_at IS NULL
 		ORDER BY e.message_index, e.occurred_at LIMIT $5`, s.Org, s.Namespace, s.UserID, sessionID, limit)
 	if err != nil {
@@ -25,7 +25,7 @@ func Uncrystallized(ctx context.Context, q Querier, s Scope, sessionID string, l
 		var o Opened
 		var text string
 		var seq int64
-		if err := rows.Scan(&o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt, &text, &seq); err != nil {
+		if err := rows.Scan(&o.TurnID, &o.Agent, &o.UserID, &o.SessionRef, &o.Role, &o.MessageIndex, &o.OccurredAt, &text, &seq); err != nil {
 			return nil, nil, err
 		}
 		if err := o.open(text); err != nil {

@@ -48,16 +48,21 @@ type Turn struct {
 	Terms                          []int64 // TermHashes of its text
 }
 
-// sealedText is what a row seals.
+// sealedText is what a row seals. Its agent and session lead (the columns hold their
+// references, migration 176): migration 176 sealed a row written before it again with
+// them, and a text that starts otherwise shares no sealed block with the one it
+// replaced under the same key and IV.
 type sealedText struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
 	Text    string `json:"text"`
 	Speaker string `json:"speaker,omitempty"`
 }
 
-// Seal seals a turn's text and speaker under its data key (unwrapped), as the row
-// keeps them.
-func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
-	plain, err := json.Marshal(sealedText{Text: text, Speaker: speaker})
+// Seal seals a turn's agent, session, text and speaker under its data key
+// (unwrapped), as the row keeps them.
+func Seal(dataKey []byte, agent, session, text, speaker string) ([]byte, error) {
+	plain, err := json.Marshal(sealedText{Agent: agent, Session: session, Text: text, Speaker: speaker})
 	if err != nil {
 		return nil, fmt.Errorf("encode the turn's text: %w", err)
 	}
@@ -70,7 +75,7 @@ func Seal(dataKey []byte, text, speaker string) ([]byte, error) {
 
 // nextIndex is the session's next turn index.
 const nextIndex = `SELECT coalesce(max(message_index) + 1, 0) FROM loom.memory_evidence
-	WHERE org = $1 AND namespace = $2 AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = $4`
+	WHERE org = $1 AND namespace = $2 AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = (SELECT loom.session_ref($1, $4))`
 
 // NextIndex reads, under the namespace's generation lock the caller holds, the index
 // the session's next turn takes: the session's turns are numbered in arrival order.
@@ -95,6 +100,13 @@ func QueueNextIndex(b *pgx.Batch, org, ns, userID, sessionID string, next *int) 
 const namedUsers = `, n AS MATERIALIZED (SELECT d.org, d.user_id, loom.named_user(d.org, d.user_id) AS ref
 		FROM (SELECT DISTINCT org, user_id FROM t) d)`
 
+// writerRefs follows a CTE t of rows to insert (org, agent, session_id, ...) and
+// namedUsers: w holds each distinct agent and session of t by reference (r[2], r[3]
+// of loom.writer_refs, the org's key unwrapped once), named once rather than once a
+// row.
+const writerRefs = `, w AS MATERIALIZED (SELECT d.org, d.agent, d.session_id, loom.writer_refs(d.org, '', d.agent, d.session_id) AS r
+		FROM (SELECT DISTINCT org, agent, session_id FROM t) d)`
+
 // QueueInsert queues the insert of turns, all in one statement: Postgres plans and
 // runs one INSERT over arrays, not one a turn. A turn's terms travel as an array
 // literal (an array of arrays would be one flat array to unnest).
@@ -114,12 +126,13 @@ func QueueInsert(b *pgx.Batch, turns []Turn) {
 	}
 	b.Queue(`WITH t AS (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
 			$9::timestamptz[], $10::bigint[], $11::text[], $12::bytea[], $13::bytea[], $14::text[])
-			AS t(org, namespace, turn_id, agent, user_id, session_id, role, message_index, occurred_at, seq, source, data_key, sealed, terms))`+namedUsers+`
+			AS t(org, namespace, turn_id, agent, user_id, session_id, role, message_index, occurred_at, seq, source, data_key, sealed, terms))`+namedUsers+writerRefs+`
 		INSERT INTO loom.memory_evidence (org, namespace, turn_id, agent, user_id, session_id, role, message_index,
 			occurred_at, seq, source, data_key, sealed, terms)
-		SELECT t.org, t.namespace, t.turn_id, t.agent, n.ref, t.session_id, t.role, t.message_index, t.occurred_at, t.seq,
+		SELECT t.org, t.namespace, t.turn_id, w.r[2], n.ref, w.r[3], t.role, t.message_index, t.occurred_at, t.seq,
 			t.source, t.data_key, t.sealed, t.terms::bigint[]
-		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id`,
+		FROM t JOIN n ON n.org = t.org AND n.user_id = t.user_id
+			JOIN w ON w.org = t.org AND w.agent = t.agent AND w.session_id = t.session_id`,
 		orgs, nss, ids, agents, users, sessions, roles, indexes, ats, seqs, sources, keys, sealed, terms)
 }
 

@@ -12,12 +12,15 @@ import (
 	"github.com/loomplane/loom/internal/rowseal"
 )
 
-// Opened is a kept turn, its text opened.
+// Opened is a kept turn, its text opened. Its agent and session are its sealed
+// text's; SessionRef is the session as the row stores it (loom.session_ref), which
+// Spans reads by.
 type Opened struct {
 	TurnID       string
 	Agent        string
 	UserID       string
 	SessionID    string
+	SessionRef   string
 	Role         string
 	Speaker      string
 	MessageIndex int
@@ -38,7 +41,7 @@ func collect(rows pgx.Rows, err error) ([]Opened, error) {
 	for rows.Next() {
 		var o Opened
 		var text string
-		if err := rows.Scan(&o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt, &text); err != nil {
+		if err := rows.Scan(&o.TurnID, &o.Agent, &o.UserID, &o.SessionRef, &o.Role, &o.MessageIndex, &o.OccurredAt, &text); err != nil {
 			return nil, err
 		}
 		if err := o.open(text); err != nil {
@@ -49,13 +52,14 @@ func collect(rows pgx.Rows, err error) ([]Opened, error) {
 	return out, rows.Err()
 }
 
-// open decodes a row's opened text and speaker.
+// open decodes a row's opened text: its agent, session, text and speaker (the
+// columns hold the agent's and the session's references).
 func (o *Opened) open(text string) error {
 	var st sealedText
 	if err := json.Unmarshal([]byte(text), &st); err != nil {
 		return fmt.Errorf("decode turn %s: %w", o.TurnID, err)
 	}
-	o.Text, o.Speaker = st.Text, st.Speaker
+	o.Agent, o.SessionID, o.Text, o.Speaker = st.Agent, st.Session, st.Text, st.Speaker
 	return nil
 }
 
@@ -80,7 +84,7 @@ func openRows(rows pgx.Rows, unwrap func([]byte) ([]byte, error), lead []any, ad
 	for rows.Next() {
 		var o Opened
 		var stored, sealed []byte
-		dest := append(slices.Clone(lead), &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt,
+		dest := append(slices.Clone(lead), &o.TurnID, &o.Agent, &o.UserID, &o.SessionRef, &o.Role, &o.MessageIndex, &o.OccurredAt,
 			&stored, &sealed)
 		if err := rows.Scan(dest...); err != nil {
 			return err
@@ -106,10 +110,11 @@ func openRow(o *Opened, stored, sealed []byte, unwrap func([]byte) ([]byte, erro
 	return o.open(string(plain))
 }
 
-// Span is a run of one user's session's turns: message indexes From to To.
+// Span is a run of one user's session's turns: message indexes From to To. The
+// session is named as the rows store it (Opened.SessionRef, Candidate.SessionRef).
 type Span struct {
-	UserID, SessionID string
-	From, To          int
+	UserID, SessionRef string
+	From, To           int
 }
 
 // Spans reads the turns of spans of one namespace in one statement, each span's
@@ -122,15 +127,15 @@ func Spans(ctx context.Context, q Querier, org, ns string, spans []Span, unwrap 
 	users, sessions := make([]string, len(spans)), make([]string, len(spans))
 	froms, tos := make([]int32, len(spans)), make([]int32, len(spans))
 	for i, sp := range spans {
-		users[i], sessions[i], froms[i], tos[i] = sp.UserID, sp.SessionID, int32(max(sp.From, 0)), int32(sp.To)
+		users[i], sessions[i], froms[i], tos[i] = sp.UserID, sp.SessionRef, int32(max(sp.From, 0)), int32(sp.To)
 	}
 	// Each span is its own lookup of the session index (LATERAL), whatever the
 	// planner's statistics say of the table: a join planned on a table's stale
 	// row count scanned every turn of the namespace once a span.
 	rows, err := q.Query(ctx, `SELECT w.i, e.*
-		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS w(user_id, session_id, lo, hi, i)
+		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS w(user_id, session_ref, lo, hi, i)
 		CROSS JOIN LATERAL (SELECT `+sealedCols+` FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, w.user_id) AND e.session_id = w.session_id
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = loom.user_ref($1, w.user_id) AND e.session_id = w.session_ref
 			  AND e.message_index BETWEEN w.lo AND w.hi
 			ORDER BY e.message_index, e.occurred_at) e
 		ORDER BY w.i, e.message_index, e.occurred_at`, org, ns, users, sessions, froms, tos)
@@ -147,7 +152,7 @@ func Spans(ctx context.Context, q Querier, org, ns string, spans []Span, unwrap 
 // Window reads turns of one user's session with indexes from..to, oldest first.
 func Window(ctx context.Context, q Querier, s Scope, sessionID string, from, to int) ([]Opened, error) {
 	out, err := collect(q.Query(ctx, `SELECT `+opened+` FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = (SELECT loom.session_ref($1, $4))
 		  AND e.message_index BETWEEN $5 AND $6
 		ORDER BY e.message_index, e.occurred_at`, s.Org, s.Namespace, s.UserID, sessionID, from, to))
 	if err != nil {
@@ -160,7 +165,7 @@ func Window(ctx context.Context, q Querier, s Scope, sessionID string, from, to 
 // ""), oldest first.
 func Last(ctx context.Context, q Querier, s Scope, sessionID string, n int) ([]Opened, error) {
 	out, err := collect(q.Query(ctx, `SELECT * FROM (SELECT `+opened+` FROM loom.memory_evidence e
-		WHERE e.org = $1 AND e.namespace = $2 AND ($3 = '' OR e.user_id = (SELECT loom.user_ref($1, $3))) AND e.session_id = $4
+		WHERE e.org = $1 AND e.namespace = $2 AND ($3 = '' OR e.user_id = (SELECT loom.user_ref($1, $3))) AND e.session_id = (SELECT loom.session_ref($1, $4))
 		ORDER BY e.message_index DESC, e.occurred_at DESC LIMIT $5) t ORDER BY 6, 7`,
 		s.Org, s.Namespace, s.UserID, sessionID, n))
 	if err != nil {
@@ -185,21 +190,19 @@ func SourcesOf(ctx context.Context, q Querier, s Scope, memoryIDs []string) (map
 	for rows.Next() {
 		var id, text string
 		var o Opened
-		if err := rows.Scan(&id, &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex, &o.OccurredAt, &text); err != nil {
+		if err := rows.Scan(&id, &o.TurnID, &o.Agent, &o.UserID, &o.SessionRef, &o.Role, &o.MessageIndex, &o.OccurredAt, &text); err != nil {
 			return nil, fmt.Errorf("read the memories' sources: %w", err)
 		}
-		var st sealedText
-		if err := json.Unmarshal([]byte(text), &st); err != nil {
-			return nil, fmt.Errorf("decode turn %s: %w", o.TurnID, err)
+		if err := o.open(text); err != nil {
+			return nil, err
 		}
-		o.Text, o.Speaker = st.Text, st.Speaker
 		out[id] = append(out[id], o)
 	}
 	return out, rows.Err()
 }
 
-// EachTurn calls fn with every turn of a namespace, by agent, user, session and
-// message index, opened in Go with unwrap, with its source and the memories drawn
+// EachTurn calls fn with every turn of a namespace, by agent, user, session (each
+// grouped in its reference's order, not its name's) and message index, opened in Go with unwrap, with its source and the memories drawn
 // from it: a snapshot's read, streamed row by row.
 func EachTurn(ctx context.Context, q Querier, org, ns string, unwrap func([]byte) ([]byte, error),
 	fn func(o Opened, source string, memoryIDs []string) error) error {
@@ -208,7 +211,7 @@ func EachTurn(ctx context.Context, q Querier, org, ns string, unwrap func([]byte
 }
 
 // EachTurnOf calls fn with every turn of one user in the org's namespaces (nil: every
-// one), by namespace, agent, session and message index, as EachTurn does: a
+// one), by namespace, agent, session (in their references' order) and message index, as EachTurn does: a
 // subject-access export's read.
 func EachTurnOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, o Opened, source string, memoryIDs []string) error) error {
@@ -231,7 +234,7 @@ func eachTurn(ctx context.Context, q Querier, where string, args []any, unwrap f
 		var ns, source string
 		var memoryIDs []string
 		var stored, sealed []byte
-		if err := rows.Scan(&ns, &source, &memoryIDs, &o.TurnID, &o.Agent, &o.UserID, &o.SessionID, &o.Role, &o.MessageIndex,
+		if err := rows.Scan(&ns, &source, &memoryIDs, &o.TurnID, &o.Agent, &o.UserID, &o.SessionRef, &o.Role, &o.MessageIndex,
 			&o.OccurredAt, &stored, &sealed); err != nil {
 			return fmt.Errorf("read the turns: %w", err)
 		}

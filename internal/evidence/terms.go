@@ -53,12 +53,14 @@ func termHash(termKey []byte, term string) int64 {
 
 // Candidate is a recent turn that may answer a query: one sharing a hashed term with
 // it (Terms), or one kept before turns had terms, opened (Opened set, Terms nil).
+// SessionRef is its session as the row stores it (the reference), which Span reads
+// by; Opened's SessionID answers the session.
 type Candidate struct {
-	TurnID, UserID, SessionID string
-	MessageIndex              int
-	OccurredAt                time.Time
-	Terms                     []int64
-	Opened                    *Opened
+	TurnID, UserID, SessionRef string
+	MessageIndex               int
+	OccurredAt                 time.Time
+	Terms                      []int64
+	Opened                     *Opened
 }
 
 // Candidates reads, among the scope's limit most recent turns (newest first), those
@@ -104,7 +106,7 @@ func Candidates(ctx context.Context, q Querier, s Scope, limit int, query []int6
 	at := map[string]int{}
 	for rows.Next() {
 		var c Candidate
-		if err := rows.Scan(&scanned, &c.TurnID, &c.UserID, &c.SessionID, &c.MessageIndex, &c.OccurredAt, &c.Terms); err != nil {
+		if err := rows.Scan(&scanned, &c.TurnID, &c.UserID, &c.SessionRef, &c.MessageIndex, &c.OccurredAt, &c.Terms); err != nil {
 			rows.Close()
 			return nil, 0, fmt.Errorf("read the candidate turns: %w", err)
 		}

@@ -10,6 +10,7 @@ package learnings
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -28,10 +29,23 @@ type Sealed struct {
 	DataKey, Text []byte
 }
 
-// Seal seals text under dataKey (unwrapped); storedKey is the same key as the row
-// keeps it.
-func Seal(dataKey, storedKey []byte, text string) (Sealed, error) {
-	out, err := rowseal.Seal(dataKey, rowseal.LabelLearning, []byte(text))
+// sealedText is what a row seals: the agent (a rule's and a supporter's), the session
+// (a supporter's; "" for a rule) and the text. The agent and session columns hold
+// their references (migration 176); reads answer these.
+type sealedText struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+	Text    string `json:"text"`
+}
+
+// Seal seals a row's agent, session ("" for a rule) and text under dataKey
+// (unwrapped); storedKey is the same key as the row keeps it.
+func Seal(dataKey, storedKey []byte, agent, session, text string) (Sealed, error) {
+	plain, err := json.Marshal(sealedText{Agent: agent, Session: session, Text: text})
+	if err != nil {
+		return Sealed{}, fmt.Errorf("encode the learning: %w", err)
+	}
+	out, err := rowseal.Seal(dataKey, rowseal.LabelLearning, plain)
 	if err != nil {
 		return Sealed{}, fmt.Errorf("seal the learning: %w", err)
 	}
@@ -61,10 +75,11 @@ func Insert(ctx context.Context, tx pgx.Tx, cs []Candidate) error {
 	b := &pgx.Batch{}
 	for _, c := range cs {
 		b.Queue(`INSERT INTO loom.learnings_queue (org, namespace, candidate_id, agent, source, generation, data_key, sealed)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			VALUES ($1, $2, $3, (SELECT loom.agent_ref($1, $4)), $5, $6, $7, $8)`,
 			c.Org, c.Namespace, c.CandidateID, c.Agent, SourceAssistantTurn, gen, c.Rule.DataKey, c.Rule.Text)
 		b.Queue(`INSERT INTO loom.learnings_supporters (org, namespace, candidate_id, agent, user_id, session_id, message_index,
-				generation, data_key, sealed) VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, $10)`,
+				generation, data_key, sealed) SELECT $1, $2, $3, w.r[2], loom.named_user($1, $5), w.r[3], $7, $8, $9, $10
+			FROM (SELECT loom.writer_refs($1, '', $4, $6) AS r) w`,
 			c.Org, c.Namespace, c.CandidateID, c.Agent, c.UserID, c.SessionID, c.MessageIndex, gen, c.Quote.DataKey, c.Quote.Text)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -104,13 +119,13 @@ type Querier interface {
 func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit int) ([]Opened, error) {
 	rows, err := q.Query(ctx, `WITH c AS (
 			SELECT q.* FROM loom.learnings_queue q
-			WHERE q.org = $1 AND q.namespace = $2 AND ($3 = '' OR q.agent = $3)
+			WHERE q.org = $1 AND q.namespace = $2 AND ($3 = '' OR q.agent = (SELECT loom.agent_ref($1, $3)))
 			  AND ($4 = '' OR EXISTS (SELECT 1 FROM loom.learnings_supporters s
 				WHERE s.org = q.org AND s.namespace = q.namespace AND s.candidate_id = q.candidate_id AND s.user_id = (SELECT loom.user_ref($1, $4))))
 			ORDER BY q.created_at DESC, q.candidate_id LIMIT $5)
-		SELECT c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
+		SELECT c.candidate_id::text, c.status, c.source, c.created_at,
 			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
-			loom.user_name(s.org, s.user_id), s.session_id, s.message_index, s.created_at,
+			loom.user_name(s.org, s.user_id), s.message_index, s.created_at,
 			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM c JOIN loom.learnings_supporters s ON s.org = c.org AND s.namespace = c.namespace AND s.candidate_id = c.candidate_id
 		WHERE $4 = '' OR s.user_id = (SELECT loom.user_ref($1, $4))
@@ -124,9 +139,13 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 	for rows.Next() {
 		var o Opened
 		var s Supporter
-		if err := rows.Scan(&o.CandidateID, &o.Agent, &o.Status, &o.Source, &o.CreatedAt, &o.Rule,
-			&s.UserID, &s.SessionID, &s.MessageIndex, &s.CreatedAt, &s.Quote); err != nil {
+		var rule, quote string
+		if err := rows.Scan(&o.CandidateID, &o.Status, &o.Source, &o.CreatedAt, &rule,
+			&s.UserID, &s.MessageIndex, &s.CreatedAt, &quote); err != nil {
 			return nil, fmt.Errorf("read the learnings: %w", err)
+		}
+		if err := openRow(&o, &s, rule, quote); err != nil {
+			return nil, err
 		}
 		s.CreatedAt = s.CreatedAt.UTC()
 		if n := len(out); n > 0 && out[n-1].CandidateID == o.CandidateID {
@@ -140,6 +159,21 @@ func List(ctx context.Context, q Querier, org, ns, agent, userID string, limit i
 		return nil, fmt.Errorf("read the learnings: %w", err)
 	}
 	return out, nil
+}
+
+// openRow decodes a candidate's opened rule and a supporter's opened quote: the agent
+// is the rule's, the session the quote's.
+func openRow(o *Opened, s *Supporter, rule, quote string) error {
+	var r, q sealedText
+	if err := json.Unmarshal([]byte(rule), &r); err != nil {
+		return fmt.Errorf("decode learning %s: %w", o.CandidateID, err)
+	}
+	if err := json.Unmarshal([]byte(quote), &q); err != nil {
+		return fmt.Errorf("decode a supporter of learning %s: %w", o.CandidateID, err)
+	}
+	o.Agent, o.Rule = r.Agent, r.Text
+	s.SessionID, s.Quote = q.Session, q.Text
+	return nil
 }
 
 // EachOf calls fn, namespace by namespace and oldest first, with every candidate userID
@@ -159,9 +193,9 @@ func EachIn(ctx context.Context, q Querier, org, ns string, fn func(o Opened) er
 // each reads the candidates whose supporters match where, grouped by candidate, each
 // with its matching supporters, oldest first.
 func each(ctx context.Context, q Querier, where string, args []any, fn func(ns string, o Opened) error) error {
-	rows, err := q.Query(ctx, `SELECT c.namespace, c.candidate_id::text, c.agent, c.status, c.source, c.created_at,
+	rows, err := q.Query(ctx, `SELECT c.namespace, c.candidate_id::text, c.status, c.source, c.created_at,
 			convert_from(decrypt(c.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(c.data_key), 'sha256'), 'aes'), 'UTF8'),
-			loom.user_name(s.org, s.user_id), s.session_id, s.message_index, s.created_at,
+			loom.user_name(s.org, s.user_id), s.message_index, s.created_at,
 			convert_from(decrypt(s.sealed, hmac('loom.learning'::bytea, loom.unwrapped_key(s.data_key), 'sha256'), 'aes'), 'UTF8')
 		FROM loom.learnings_supporters s JOIN loom.learnings_queue c
 			ON c.org = s.org AND c.namespace = s.namespace AND c.candidate_id = s.candidate_id
@@ -177,9 +211,13 @@ func each(ctx context.Context, q Querier, where string, args []any, fn func(ns s
 		var ns string
 		var o Opened
 		var s Supporter
-		if err := rows.Scan(&ns, &o.CandidateID, &o.Agent, &o.Status, &o.Source, &o.CreatedAt, &o.Rule,
-			&s.UserID, &s.SessionID, &s.MessageIndex, &s.CreatedAt, &s.Quote); err != nil {
+		var rule, quote string
+		if err := rows.Scan(&ns, &o.CandidateID, &o.Status, &o.Source, &o.CreatedAt, &rule,
+			&s.UserID, &s.MessageIndex, &s.CreatedAt, &quote); err != nil {
 			return fmt.Errorf("read the learnings: %w", err)
+		}
+		if err := openRow(&o, &s, rule, quote); err != nil {
+			return err
 		}
 		s.CreatedAt = s.CreatedAt.UTC()
 		if cur != nil && curNS == ns && cur.CandidateID == o.CandidateID {
@@ -231,7 +269,7 @@ func Restore(ctx context.Context, tx pgx.Tx, k Kept) (added bool, err error) {
 		return false, fmt.Errorf("lock the generation of %s: %w", k.Namespace, err)
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO loom.learnings_queue (org, namespace, candidate_id, agent, source, status, generation, data_key, sealed, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+		VALUES ($1, $2, $3, (SELECT loom.agent_ref($1, $4)), $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
 		k.Org, k.Namespace, k.CandidateID, k.Agent, k.Source, k.Status, gen, k.Rule.DataKey, k.Rule.Text, k.CreatedAt)
 	if err != nil {
 		return false, fmt.Errorf("file the learning again: %w", err)
@@ -239,7 +277,8 @@ func Restore(ctx context.Context, tx pgx.Tx, k Kept) (added bool, err error) {
 	b := &pgx.Batch{}
 	for _, s := range k.Supporters {
 		b.Queue(`INSERT INTO loom.learnings_supporters (org, namespace, candidate_id, agent, user_id, session_id, message_index,
-				generation, data_key, sealed, created_at) VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+				generation, data_key, sealed, created_at) SELECT $1, $2, $3, w.r[2], loom.named_user($1, $5), w.r[3], $7, $8, $9, $10, $11
+			FROM (SELECT loom.writer_refs($1, '', $4, $6) AS r) w ON CONFLICT DO NOTHING`,
 			k.Org, k.Namespace, k.CandidateID, k.Agent, s.UserID, s.SessionID, s.MessageIndex, gen, s.Quote.DataKey, s.Quote.Text, s.CreatedAt)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {

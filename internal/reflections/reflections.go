@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -63,18 +64,20 @@ type Owing struct {
 
 // owedSessions selects the owed sessions of the namespaces that opt in; an org whose
 // erasure runs is left out (its turns are being deleted).
-const owedSessions = `WITH recent AS (
+var owedSessions = `WITH recent AS (
 		SELECT DISTINCT e.org, e.namespace, e.user_id, e.session_id FROM loom.memory_evidence e
 		JOIN loom.namespaces n ON n.org = e.org AND n.namespace = e.namespace AND n.` + OptedIn + `
 		WHERE e.created_at >= $1 AND ($4::text = '' OR (e.org = $3 AND e.namespace = $4))),
 	sessions AS (
-		SELECT r.org, r.namespace, r.user_id, r.session_id, t.message_index AS last_index, t.created_at AS last_at
+		SELECT r.org, r.namespace, r.user_id, r.session_id, t.message_index AS last_index, t.created_at AS last_at,
+			t.data_key AS last_key, t.sealed AS last_sealed
 		FROM recent r
-		CROSS JOIN LATERAL (SELECT e.message_index, e.created_at FROM loom.memory_evidence e
+		CROSS JOIN LATERAL (SELECT e.message_index, e.created_at, e.data_key, e.sealed FROM loom.memory_evidence e
 			WHERE e.org = r.org AND e.namespace = r.namespace AND e.user_id = r.user_id AND e.session_id = r.session_id
 			ORDER BY e.message_index DESC, e.occurred_at DESC LIMIT 1) t
 		WHERE NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = r.org AND l.status = 'running'))
-	SELECT s.org, s.namespace, loom.user_name(s.org, s.user_id), s.session_id, s.last_index, s.last_at FROM sessions s
+	SELECT s.org, s.namespace, loom.user_name(s.org, s.user_id), ` + evidence.SessionOpened("s.last_key", "s.last_sealed") + `,
+		s.last_index, s.last_at FROM sessions s
 	WHERE s.last_at < $2 AND NOT EXISTS (SELECT 1 FROM loom.session_outcomes o WHERE o.org = s.org AND o.namespace = s.namespace
 		AND o.user_id = s.user_id AND o.session_id = s.session_id AND o.window_end >= s.last_index)`
 
@@ -103,7 +106,7 @@ func OwedSessions(ctx context.Context, q Querier, o Owing, limit int) ([]Owed, e
 func Labelled(ctx context.Context, q Querier, o Owed) (bool, error) {
 	var done bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loom.session_outcomes WHERE org = $1 AND namespace = $2
-		AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = $4 AND window_end >= $5)`, o.Org, o.Namespace, o.UserID, o.SessionID, o.LastIndex).Scan(&done)
+		AND user_id = (SELECT loom.user_ref($1, $3)) AND session_id = (SELECT loom.session_ref($1, $4)) AND window_end >= $5)`, o.Org, o.Namespace, o.UserID, o.SessionID, o.LastIndex).Scan(&done)
 	if err != nil {
 		return false, fmt.Errorf("read whether the session is labelled: %w", err)
 	}
@@ -140,8 +143,9 @@ func KeepOutcome(ctx context.Context, q Execer, o Outcome) (bool, error) {
 	var n int
 	err := q.QueryRow(ctx, `WITH up AS (
 			INSERT INTO loom.session_outcomes (org, namespace, user_id, session_id, window_end, seq, outcome, reflections, model)
-			SELECT $1, $2, e.user_id, $4, $5, e.seq, $6, $7, $8 FROM loom.memory_evidence e
-			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3)) AND e.session_id = $4 AND e.message_index = $5
+			SELECT $1, $2, e.user_id, e.session_id, $5, e.seq, $6, $7, $8 FROM loom.memory_evidence e
+			WHERE e.org = $1 AND e.namespace = $2 AND e.user_id = (SELECT loom.user_ref($1, $3))
+			  AND e.session_id = (SELECT loom.session_ref($1, $4)) AND e.message_index = $5
 			  AND EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = $1 AND n.namespace = $2 AND n.`+OptedIn+`)
 			LIMIT 1
 			ON CONFLICT (org, namespace, user_id, session_id) DO UPDATE SET window_end = excluded.window_end, seq = excluded.seq,
