@@ -108,6 +108,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 
 	noClearUserBeforeErasure(t, pool, org, user)
 	noClearKeyBeforeErasure(t, pool, org, keyMark)
+	conversationAfterErasure := conversationMarkersAtRest(t, c, pool, org, ns, user)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -132,6 +133,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), user); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased user id: %v", pgRelations(t, pool, found))
 	}
+	conversationAfterErasure()
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).

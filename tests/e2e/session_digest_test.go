@@ -53,7 +53,7 @@ func TestRedactionDropsTheSessionsDigest(t *testing.T) {
 	if r := e.c.Do(t, http.MethodGet, path, nil); r.Status != http.StatusNotFound && strings.Contains(string(r.Body), "Santa Maria") {
 		t.Fatalf("the session's digest after the redaction: %d %s", r.Status, r.Body)
 	}
-	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.session_summaries WHERE org = $1 AND namespace = $2 AND session_id = 's1'
+	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.session_summaries WHERE org = $1 AND namespace = $2 AND session_id = loom.session_ref(org, 's1')
 		AND window_end = 3 AND turns = 4`, e.org, e.ns); n != 0 {
 		t.Fatalf("the digest of the redacted turn's window is kept")
 	}

@@ -90,7 +90,7 @@ func TestReflectionDistillLabelsAQuietSession(t *testing.T) {
 // steps check it appears, stays off the namespace that did not opt in, and is erased.
 func reflectionLabel(t *testing.T, ctx context.Context, pool *pgxpool.Pool, org, ns string) (outcome string, reflections int64) {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT outcome, reflections FROM loom.session_outcomes WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'alice') AND session_id = 's1'`, org, ns)
+	rows, err := pool.Query(ctx, `SELECT outcome, reflections FROM loom.session_outcomes WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, 'alice') AND session_id = loom.session_ref(org, 's1')`, org, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
