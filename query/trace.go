@@ -186,7 +186,7 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	id := uuid.New()
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at, data_key, sealed)
-		VALUES ($1, $2, $3, loom.named_user($2, $4), $5,
+		VALUES ($1, $2, $3, loom.named_user($2, $4), (SELECT loom.session_ref($2, $5)),
 			(SELECT coalesce(jsonb_agg(jsonb_build_object('id', ((e -> 'id') - 'user_id' - 'memory_key') || jsonb_build_object('user_ref',
 				loom.user_ref($2, e #>> '{id,user_id}')))), '[]') FROM jsonb_array_elements($6::jsonb) e),
 			'{}', now() + $7::interval, $8, $9)`,
@@ -219,11 +219,14 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 	}
 	var a traceAnswer
 	var namespaces []string
-	var userID, sessionID string
+	var userID, sessionRef, boundRef string
 	var storedKey, sealed []byte
-	err = s.pool.QueryRow(ctx, `SELECT namespaces, loom.user_name(org, user_id), session_id, trace, created_at, expires_at, data_key, sealed
-		FROM loom.search_traces WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org).
-		Scan(&namespaces, &userID, &sessionID, &a.Trace, &a.CreatedAt, &a.ExpiresAt, &storedKey, &sealed)
+	// The trace names its session by reference (migration 176): a token bound to a
+	// session reads it when its session's reference is the trace's.
+	err = s.pool.QueryRow(ctx, `SELECT namespaces, loom.user_name(org, user_id), session_id, coalesce((SELECT loom.session_ref($2, $3)), ''),
+			trace, created_at, expires_at, data_key, sealed
+		FROM loom.search_traces WHERE id = $1 AND org = $2 AND expires_at > now()`, id, p.Org, p.ReadSessionID).
+		Scan(&namespaces, &userID, &sessionRef, &boundRef, &a.Trace, &a.CreatedAt, &a.ExpiresAt, &storedKey, &sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, httperr.NotFound("the search trace is unknown or expired")
 	}
@@ -239,7 +242,7 @@ func (s *Service) searchTraceOf(ctx context.Context, p auth.Principal, traceID s
 			return nil, fmt.Errorf("open the search trace: %w", err)
 		}
 	}
-	if scopedUser(p, userID) != userID || scopedSession(p, sessionID) != sessionID {
+	if scopedUser(p, userID) != userID || (p.ReadSessionID != "" && sessionRef != boundRef) {
 		return nil, httperr.NotFound("the search trace is unknown or expired")
 	}
 	for _, ns := range namespaces {

@@ -3,7 +3,8 @@
 -- loom.memory_evidence (and so memory_evidence_session_turns,
 -- memory_evidence_uncrystallized and the WAL's records of them), loom.memory_chunks,
 -- loom.session_summaries (its primary key), loom.session_outcomes (its primary key),
--- loom.learnings_queue and loom.learnings_supporters (its primary key). Equalities and
+-- loom.learnings_queue and loom.learnings_supporters (its primary key), and
+-- loom.search_traces (the session a search was narrowed to). Equalities and
 -- joins between them keep their meaning; an ORDER BY of the columns groups as before,
 -- in the references' order. The clear values live only in each row's sealed text
 -- (internal/evidence, internal/learnings), which reads open: a turn's {"agent",
@@ -25,7 +26,8 @@ INSERT INTO loom.user_ref_keys (org, key)
         UNION SELECT DISTINCT org FROM loom.session_summaries
         UNION SELECT DISTINCT org FROM loom.session_outcomes
         UNION SELECT DISTINCT org FROM loom.learnings_queue
-        UNION SELECT DISTINCT org FROM loom.learnings_supporters) o
+        UNION SELECT DISTINCT org FROM loom.learnings_supporters
+        UNION SELECT DISTINCT org FROM loom.search_traces WHERE session_id NOT IN ('', '-')) o
     ON CONFLICT (org) DO NOTHING;
 
 -- The reference of v under prefix ('loom.agent:', 'loom.session:') and an org's
@@ -95,6 +97,12 @@ UPDATE loom.learnings_supporters t SET
         (SELECT org, loom.unwrapped_key(key) AS key FROM loom.user_ref_keys) o
     WHERE x.org = t.org AND x.namespace = t.namespace AND x.candidate_id = t.candidate_id AND x.user_id = t.user_id
       AND x.session_id = t.session_id AND x.message_index = t.message_index AND o.org = t.org;
+
+-- A kept search trace names the session its search was narrowed to by reference, as
+-- memory.search_trace compares it with a session-bound token's.
+UPDATE loom.search_traces t SET session_id = pg_temp.writer_ref('loom.session:', t.session_id, o.key)
+    FROM (SELECT org, loom.unwrapped_key(key) AS key FROM loom.user_ref_keys) o
+    WHERE o.org = t.org AND t.session_id NOT IN ('', '-');
 
 DROP FUNCTION pg_temp.writer_ref(text, text, bytea);
 DROP FUNCTION pg_temp.writer_fields(text, text);

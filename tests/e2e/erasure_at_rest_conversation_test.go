@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,8 +23,9 @@ var conversationTables = []string{"loom.memory_evidence", "loom.memory_chunks", 
 	"loom.session_summaries", "loom.session_outcomes", "loom.learnings_queue", "loom.learnings_supporters"}
 
 // conversationMarkersAtRest has the user observe turns under an agent marker and a
-// session marker, checks that recall answers both and that no row of the
-// conversation's tables holds either in the clear, and returns the check to run after
+// session marker and search the session with its trace kept, checks that recall
+// answers both and that no row of the conversation's tables or the traces holds
+// either in the clear, and returns the check to run after
 // the erasure, VACUUM and CHECKPOINT: no file of those tables (heap, indexes, TOAST)
 // holds either marker. The WAL is not scanned here: the memory.turns_observed record
 // the outbox keeps names both in the clear (the topic's envelope, not these tables).
@@ -47,8 +50,13 @@ func conversationMarkersAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Po
 			t.Errorf("recall answered a turn of agent %q session %q, want %q %q", turn.Agent, turn.SessionID, id.Agent, id.SessionID)
 		}
 	}
+	// A search narrowed to the session keeps its trace, which names the session.
+	body, _ := json.Marshal(map[string]any{"query": "greenhouse key", "user_id": user, "session_id": id.SessionID, "trace": true})
+	if r := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", body); r.Status != http.StatusOK || r.JSON(t)["trace_id"] == nil {
+		t.Fatalf("a traced search of the session: %d %s", r.Status, r.Body)
+	}
 	for _, m := range []string{agentMark, sessionMark} {
-		if found := tablesHolding(t, pool, org, m, conversationTables...); len(found) > 0 {
+		if found := tablesHolding(t, pool, org, m, append([]string{"loom.search_traces"}, conversationTables...)...); len(found) > 0 {
 			t.Errorf("before the erasure, these tables hold the agent or session marker %s in the clear: %v", m, found)
 		}
 	}
