@@ -68,10 +68,24 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 	if err != nil {
 		return nil, err
 	}
+	// The row names its agent and session by reference; they are sealed under a key of
+	// the row's own, which outlives the request's (cleared when it is done).
+	whoKey, err := events.NewDataKey()
+	if err != nil {
+		return nil, err
+	}
+	who, err := extractqueue.SealWho(whoKey, id.Agent, id.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	storedWhoKey, err := s.storedKey(whoKey)
+	if err != nil {
+		return nil, err
+	}
 	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		return extractqueue.Enqueue(ctx, tx, extractqueue.NewRequest{Org: p.Org, Namespace: ns, QueueID: queueID,
 			Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID, TokenID: p.TokenID, TokenRole: p.Role, ReadUser: p.ReadUserID,
-			DataKey: storedKey, Payload: stored, Messages: len(req.Messages)}, rec)
+			DataKey: storedKey, Payload: stored, WhoKey: storedWhoKey, Who: who, Messages: len(req.Messages)}, rec)
 	})
 	if err != nil {
 		return nil, httperr.Store("committing the extraction request", err)

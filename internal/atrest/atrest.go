@@ -43,6 +43,7 @@ var keyTables = []struct{ table, column string }{
 	{"loom.revision_keys", "data_key"},
 	{"loom.user_ref_keys", "key"},
 	{"loom.extraction_requests", "data_key"},
+	{"loom.extraction_requests", "who_key"},
 	{"loom.knowledge_revisions", "data_key"},
 	{"loom.content_keys", "key"},
 	{"loom.knowledge_jobs", "data_key"},

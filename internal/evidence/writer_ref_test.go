@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/extractqueue"
 	"github.com/loomplane/loom/internal/learnings"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
@@ -39,7 +40,7 @@ func asStored(k []byte) ([]byte, error) { return k, nil }
 // conversationTables are the tables of the conversation's record that name an agent or
 // a session (migration 176).
 var conversationTables = []string{"loom.memory_evidence", "loom.memory_chunks", "loom.session_summaries",
-	"loom.session_outcomes", "loom.learnings_queue", "loom.learnings_supporters"}
+	"loom.session_outcomes", "loom.learnings_queue", "loom.learnings_supporters", "loom.extraction_requests"}
 
 // tablesHoldingText names the tables of conversationTables one of whose rows holds
 // needle anywhere in its columns' text.
@@ -271,7 +272,8 @@ func migrationsBefore(t *testing.T, n string) fs.FS {
 
 // Rows stored before migration 176 name their agent and session in the clear, and
 // their sealed text holds neither (a chunk's, a digest's and a learning's is the bare
-// text); the migration rewrites them, and they read back as they were written.
+// text), nor does a deferred request hold them sealed (migration 177); the migrations
+// rewrite them, and they read back as they were written.
 func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
@@ -331,12 +333,32 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 			data_key, sealed) VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, 0, 1, $7, $8)`,
 		s.Org, s.Namespace, candidate, agent, s.UserID, session, key, sealed)
 
+	exec(`INSERT INTO loom.extraction_requests (org, queue_id, namespace, agent, user_id, session_id, generation, token_id, token_role,
+			status, messages) VALUES ($1, gen_random_uuid(), $2, $3, loom.named_user($1, $4), $5, 1, 't', 'writer', 'done', 2)`,
+		s.Org, s.Namespace, agent, s.UserID, session)
+
 	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
 		t.Fatal(err)
 	}
 	for _, marker := range []string{agent, session} {
 		if held := tablesHoldingText(t, pool, marker); len(held) > 0 {
 			t.Errorf("%s is held in the clear by %v after the migration", marker, held)
+		}
+	}
+	// A request's status answers its agent and session (migration 177) from its sealed copy.
+	requests, err := extractqueue.List(ctx, pool, extractqueue.Filter{Org: s.Org})
+	if err != nil || len(requests) != 1 {
+		t.Fatalf("extractqueue.List read %d requests (%v)", len(requests), err)
+	}
+	if requests[0].Agent != agent || requests[0].SessionID != session || requests[0].UserID != s.UserID {
+		t.Errorf("the request answers %q %q %q", requests[0].Agent, requests[0].SessionID, requests[0].UserID)
+	}
+	{
+		agentRef, sessionRef := refsOf(t, pool, s.Org, agent, session)
+		var keyed int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.extraction_requests WHERE org = $1 AND agent = $2 AND session_id = $3`,
+			s.Org, agentRef, sessionRef).Scan(&keyed); err != nil || keyed != 1 {
+			t.Errorf("%d requests name the agent and session by reference (%v)", keyed, err)
 		}
 	}
 	storedByReference(t, pool, s.Org, agent, session)

@@ -26,6 +26,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/rowseal"
 )
 
 // Statuses of a request.
@@ -54,7 +55,41 @@ type NewRequest struct {
 	Agent, UserID, SessionID     string
 	TokenID, TokenRole, ReadUser string
 	DataKey, Payload             []byte // the sealed request and the key that opens it, as stored (wrapped under the KEK)
-	Messages                     int
+	// WhoKey and Who: the request's agent and session sealed (SealWho) under a key of
+	// the row's own, kept until the row is deleted (the columns hold their references,
+	// migration 177; DataKey and Payload go when the request is done).
+	WhoKey, Who []byte
+	Messages    int
+}
+
+// who is what a request's Who seals.
+type who struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+}
+
+// SealWho seals a request's agent and session under key (unwrapped), as
+// loom.request_who opens it.
+func SealWho(key []byte, agent, session string) ([]byte, error) {
+	plain, err := json.Marshal(who{Agent: agent, Session: session})
+	if err != nil {
+		return nil, err
+	}
+	out, err := rowseal.Seal(key, rowseal.LabelRequestWho, plain)
+	if err != nil {
+		return nil, fmt.Errorf("seal the request's agent and session: %w", err)
+	}
+	return out, nil
+}
+
+// openWho decodes loom.request_who's answer into agent and session.
+func openWho(opened string, agent, session *string) error {
+	var w who
+	if err := json.Unmarshal([]byte(opened), &w); err != nil {
+		return fmt.Errorf("decode a request's agent and session: %w", err)
+	}
+	*agent, *session = w.Agent, w.Session
+	return nil
 }
 
 // Enqueue records a request and queues its first record, in tx. It reads the
@@ -67,10 +102,11 @@ func Enqueue(ctx context.Context, tx pgx.Tx, r NewRequest, rec outbox.Record) er
 	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.extraction_requests (org, queue_id, namespace, agent, user_id, session_id, generation,
-			token_id, token_role, read_user_id, status, data_key, payload, messages)
-		VALUES ($1, $2, $3, $4, loom.named_user($1, $5), $6, $7, $8, $9, loom.named_user($1, $10), 'pending', $11, $12, $13)`,
+			token_id, token_role, read_user_id, status, data_key, payload, messages, who_key, who)
+		SELECT $1, $2, $3, w.r[2], loom.named_user($1, $5), w.r[3], $7, $8, $9, loom.named_user($1, $10), 'pending', $11, $12, $13, $14, $15
+		FROM (SELECT loom.writer_refs($1, '', $4, $6) AS r) w`,
 		r.Org, r.QueueID, r.Namespace, r.Agent, r.UserID, r.SessionID, gen, r.TokenID, r.TokenRole, r.ReadUser,
-		r.DataKey, r.Payload, r.Messages)
+		r.DataKey, r.Payload, r.Messages, r.WhoKey, r.Who)
 	outbox.Queue(b, rec)
 	outbox.QueueNotify(b)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -94,18 +130,22 @@ type Claim struct {
 // failed, erased, not due, or running under another worker's live lease.
 func TryClaim(ctx context.Context, q Querier, org, queueID string, lease time.Duration) (*Claim, error) {
 	c := &Claim{Org: org, QueueID: queueID}
+	var opened string
 	err := q.QueryRow(ctx, `UPDATE loom.extraction_requests SET status = 'running', claim_token = claim_token + 1,
 			lease_until = now() + $3::interval, updated_at = now()
 		WHERE org = $1 AND queue_id = $2 AND data_key IS NOT NULL AND (
 			(status IN ('pending', 'held') AND next_attempt_at <= now()) OR (status = 'running' AND lease_until < now()))
-		RETURNING namespace, agent, loom.user_name(org, user_id), session_id, token_id, token_role, loom.user_name(org, read_user_id), claim_token, attempts, loom.unwrapped_key(data_key)`,
+		RETURNING namespace, loom.request_who(who, who_key), loom.user_name(org, user_id), token_id, token_role, loom.user_name(org, read_user_id), claim_token, attempts, loom.unwrapped_key(data_key)`,
 		org, queueID, lease.String()).
-		Scan(&c.Namespace, &c.Agent, &c.UserID, &c.SessionID, &c.TokenID, &c.TokenRole, &c.ReadUser, &c.Token, &c.Attempts, &c.DataKey)
+		Scan(&c.Namespace, &opened, &c.UserID, &c.TokenID, &c.TokenRole, &c.ReadUser, &c.Token, &c.Attempts, &c.DataKey)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim extraction request %s: %w", queueID, err)
+	}
+	if err := openWho(opened, &c.Agent, &c.SessionID); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -198,7 +238,7 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, limit int, stale time.Dura
 				ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 			UPDATE loom.extraction_requests r SET queued_at = now(), records = r.records + 1, updated_at = now()
 			FROM due WHERE r.org = due.org AND r.queue_id = due.queue_id
-			RETURNING r.org, r.namespace, r.queue_id::text, r.agent, loom.user_name(r.org, r.user_id), r.session_id, r.created_at, r.records, r.payload`,
+			RETURNING r.org, r.namespace, r.queue_id::text, loom.request_who(r.who, r.who_key), loom.user_name(r.org, r.user_id), r.created_at, r.records, r.payload`,
 			limit, stale.String())
 		if err != nil {
 			return err
@@ -227,7 +267,7 @@ func Retry(ctx context.Context, pool *pgxpool.Pool, org, tokenID string, ids []s
 				next_attempt_at = now(), queued_at = now(), records = records + 1, last_error = NULL, finished_at = NULL,
 				updated_at = now()
 			WHERE org = $1 AND token_id = $2 AND queue_id::text = ANY($3) AND status = 'failed' AND payload IS NOT NULL
-			RETURNING org, namespace, queue_id::text, agent, loom.user_name(org, user_id), session_id, created_at, records, payload`,
+			RETURNING org, namespace, queue_id::text, loom.request_who(who, who_key), loom.user_name(org, user_id), created_at, records, payload`,
 			org, tokenID, ids, maxAttempts)
 		if err != nil {
 			return err
@@ -279,7 +319,7 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 	if f.QueueIDs == nil {
 		f.QueueIDs = []string{}
 	}
-	rows, err := q.Query(ctx, `SELECT queue_id::text, namespace, agent, loom.user_name(org, user_id), session_id, status, attempts, messages,
+	rows, err := q.Query(ctx, `SELECT queue_id::text, namespace, loom.request_who(who, who_key), loom.user_name(org, user_id), status, attempts, messages,
 			coalesce(last_error, ''), CASE WHEN status IN ('pending', 'held') THEN next_attempt_at END,
 			CASE WHEN status = 'running' THEN lease_until END, created_at, updated_at, finished_at, result
 		FROM loom.extraction_requests
@@ -294,9 +334,13 @@ func List(ctx context.Context, q Querier, f Filter) ([]View, error) {
 	for rows.Next() {
 		var v View
 		var result []byte
-		if err := rows.Scan(&v.QueueID, &v.Namespace, &v.Agent, &v.UserID, &v.SessionID, &v.Status, &v.Attempts, &v.Messages,
+		var opened string
+		if err := rows.Scan(&v.QueueID, &v.Namespace, &opened, &v.UserID, &v.Status, &v.Attempts, &v.Messages,
 			&v.LastError, &v.NextAttemptAt, &v.LeaseUntil, &v.CreatedAt, &v.UpdatedAt, &v.FinishedAt, &result); err != nil {
 			return nil, fmt.Errorf("read extraction requests: %w", err)
+		}
+		if err := openWho(opened, &v.Agent, &v.SessionID); err != nil {
+			return nil, err
 		}
 		if result != nil {
 			v.Result = result
@@ -355,7 +399,12 @@ func queueRecords(ctx context.Context, tx pgx.Tx, rows pgx.Rows, record func(Que
 	var due []Queued
 	for rows.Next() {
 		var q Queued
-		if err := rows.Scan(&q.Org, &q.Namespace, &q.QueueID, &q.Agent, &q.UserID, &q.SessionID, &q.CreatedAt, &q.Records, &q.Payload); err != nil {
+		var opened string
+		if err := rows.Scan(&q.Org, &q.Namespace, &q.QueueID, &opened, &q.UserID, &q.CreatedAt, &q.Records, &q.Payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := openWho(opened, &q.Agent, &q.SessionID); err != nil {
 			rows.Close()
 			return nil, err
 		}

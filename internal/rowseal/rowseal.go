@@ -37,6 +37,9 @@ const (
 	LabelPage     = "loom.page"
 	LabelPagePool = "loom.page.pool"
 	LabelTrace    = "loom.trace"
+	// LabelRequestWho seals a deferred extraction request's agent and session
+	// (loom.extraction_requests.who, under who_key; opened in SQL by loom.request_who).
+	LabelRequestWho = "loom.request.who"
 )
 
 // Seal seals plain under the key label derives from dataKey.

@@ -20,10 +20,12 @@ import (
 // conversationTables are the tables of the conversation's record (and beside it) whose
 // agent and session columns hold references (migration 176).
 var conversationTables = []string{"loom.memory_evidence", "loom.memory_chunks", "loom.memory_chunk_sources",
-	"loom.session_summaries", "loom.session_outcomes", "loom.learnings_queue", "loom.learnings_supporters"}
+	"loom.session_summaries", "loom.session_outcomes", "loom.learnings_queue", "loom.learnings_supporters",
+	"loom.extraction_requests"}
 
 // conversationMarkersAtRest has the user observe turns under an agent marker and a
-// session marker and search the session with its trace kept, checks that recall
+// session marker, defer an extraction of the session and search it with its trace
+// kept, checks that recall
 // answers both and that no row of the conversation's tables or the traces holds
 // either in the clear, and returns the check to run after
 // the erasure, VACUUM and CHECKPOINT: no file of those tables (heap, indexes, TOAST)
@@ -49,6 +51,30 @@ func conversationMarkersAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Po
 		if turn.Agent != id.Agent || turn.SessionID != id.SessionID {
 			t.Errorf("recall answered a turn of agent %q session %q, want %q %q", turn.Agent, turn.SessionID, id.Agent, id.SessionID)
 		}
+	}
+	// A deferred extraction of the session stays queued (the test's API runs no worker),
+	// and its status answers the agent and the session.
+	yes := true
+	deferred, err := c.Typed(t).FromMessages(ctx, ns, client.FromMessagesRequest{Identity: id,
+		Messages: messages("the greenhouse key hangs behind the blue door"), Defer: &yes})
+	if err != nil {
+		t.Fatalf("defer an extraction of the session: %v", err)
+	}
+	listed, err := c.Typed(t).ExtractionStatus(ctx, ns, client.ExtractionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listedIt := false
+	for _, x := range listed.Requests {
+		if x.QueueID == deferred.QueueID {
+			listedIt = true
+			if x.Agent != id.Agent || x.SessionID != id.SessionID {
+				t.Errorf("the deferred extraction's status answers agent %q session %q, want %q %q", x.Agent, x.SessionID, id.Agent, id.SessionID)
+			}
+		}
+	}
+	if !listedIt {
+		t.Errorf("the status read does not list the deferred extraction %s", deferred.QueueID)
 	}
 	// A search narrowed to the session keeps its trace, which names the session.
 	body, _ := json.Marshal(map[string]any{"query": "greenhouse key", "user_id": user, "session_id": id.SessionID, "trace": true})
