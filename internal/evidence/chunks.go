@@ -295,18 +295,49 @@ func NewestDigests(ctx context.Context, q Querier, s Scope, limit int, unwrap fu
 }
 
 // EachDigestOf calls fn with every kept digest of one user in the org's namespaces
-// (nil: every one), by namespace, session (in its reference's order) and window: a
-// subject-access export's read.
+// (nil: every one), by namespace, session and window: a subject-access export's read.
+// The column holds the session's reference (migration 176), so a namespace's digests
+// (one a session, the newest superseding the ones before) are put in the sessions'
+// order in Go, a namespace at a time.
 func EachDigestOf(ctx context.Context, q Querier, org, userID string, namespaces []string, unwrap func([]byte) ([]byte, error),
 	fn func(ns string, d OpenedDigest) error) error {
 	rows, err := q.Query(ctx, `SELECT d.namespace, loom.user_name(d.org, d.user_id), d.session_id, d.window_end, d.turns, d.model, d.created_at, d.data_key, d.sealed
 		FROM loom.session_summaries d WHERE d.org = $1 AND d.user_id = (SELECT loom.user_ref($1, $2)) AND ($3::text[] IS NULL OR d.namespace = ANY($3))
-		ORDER BY d.namespace, d.session_id, d.window_end`, org, userID, namespaces)
+		ORDER BY d.namespace`, org, userID, namespaces)
 	if err != nil {
 		return fmt.Errorf("read the user's digests: %w", err)
 	}
-	var ns string
-	return openDigests(rows, unwrap, []any{&ns}, func(d OpenedDigest) error { return fn(ns, d) })
+	var ns, held string
+	var batch []OpenedDigest
+	flush := func() error {
+		slices.SortFunc(batch, func(a, b OpenedDigest) int {
+			if c := strings.Compare(a.SessionID, b.SessionID); c != 0 {
+				return c
+			}
+			return a.WindowEnd - b.WindowEnd
+		})
+		for _, d := range batch {
+			if err := fn(held, d); err != nil {
+				return err
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	err = openDigests(rows, unwrap, []any{&ns}, func(d OpenedDigest) error {
+		if ns != held {
+			if err := flush(); err != nil {
+				return err
+			}
+			held = ns
+		}
+		batch = append(batch, d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // openDigests reads rows of a digest's columns after lead, opens each digest in Go
