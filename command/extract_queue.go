@@ -96,18 +96,23 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 }
 
 // requestRecord is the extraction topic record of a request: its plain fields, the
-// user by reference (events.UserRef), and the sealed payload as its row keeps it.
+// user, agent and session by reference (events.UserRef, AgentRef, SessionRef), and the
+// sealed payload as its row keeps it.
 func (s *Service) requestRecord(ctx context.Context, q extractqueue.Queued) (outbox.Record, error) {
-	userRef, err := s.userRefs.Ref(ctx, q.Org, q.UserID)
+	orgKey, err := s.userRefs.Key(ctx, q.Org)
 	if err != nil {
 		return outbox.Record{}, err
+	}
+	refs, err := writerRefsOf(orgKey, q.UserID, q.Agent, q.SessionID)
+	if err != nil {
+		return outbox.Record{}, fmt.Errorf("name the request's writer: %w", err)
 	}
 	var sealed events.Sealed
 	if err := json.Unmarshal(q.Payload, &sealed); err != nil {
 		return outbox.Record{}, fmt.Errorf("decode the sealed request %s: %w", q.QueueID, err)
 	}
 	r := &events.ExtractionRequest{Version: events.ExtractionEnvelopeVersion, Type: events.TypeExtractionRequested, Org: q.Org,
-		Namespace: q.Namespace, QueueID: q.QueueID, Agent: q.Agent, UserRef: userRef, SessionID: q.SessionID,
+		Namespace: q.Namespace, QueueID: q.QueueID, AgentRef: refs.agent, UserRef: refs.user, SessionRef: refs.session,
 		RequestedAt: q.CreatedAt, Attempt: q.Records, Sealed: &sealed}
 	value, err := events.EncodeExtraction(r)
 	if err != nil {

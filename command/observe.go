@@ -144,9 +144,9 @@ type turnBatch struct {
 	keys   [][]byte
 	// chunks are the verbatim chunks cut from the turns (cutChunks), their message
 	// indexes the call's own: writeTurns numbers a copy after the session's last.
-	chunks  []evidence.Chunk
-	userRef string
-	now     time.Time
+	chunks []evidence.Chunk
+	refs   writerRefs // the user, agent and session by reference, as the record names them
+	now    time.Time
 	// fence, when set, runs in writeTurns' transaction once the namespace's generation
 	// lock is held (an erasure holds it while it removes rows): a restore refuses turns
 	// of a user an erasure removed meanwhile (restore_turns.go).
@@ -156,18 +156,18 @@ type turnBatch struct {
 // sealTurns seals turns for keeping and checks that their record fits the broker
 // before anything is written or any model is asked.
 func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string) (*turnBatch, error) {
-	userRef, err := s.userRefs.Ref(ctx, id.Org, id.UserID)
-	if err != nil {
-		return nil, httperr.Store("reading the org's user reference key", err)
-	}
 	orgKey, err := s.userRefs.Key(ctx, id.Org)
 	if err != nil {
 		return nil, httperr.Store("reading the org's user reference key", err)
 	}
+	refs, err := writerRefsOf(orgKey, id.UserID, id.Agent, id.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("name the turns' writer: %w", err)
+	}
 	termKey := evidence.TermKey(orgKey)
 	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
 	// memory drawn from it) without its neighbours.
-	tb := &turnBatch{id: id, source: source, turns: turns, userRef: userRef, now: s.now().UTC(),
+	tb := &turnBatch{id: id, source: source, turns: turns, refs: refs, now: s.now().UTC(),
 		rows: make([]evidence.Turn, len(turns)), keys: make([][]byte, len(turns))}
 	for i, t := range turns {
 		at := tb.now
@@ -216,7 +216,8 @@ func (tb *turnBatch) record(seq int64, next int) (*events.Envelope, error) {
 	items := make([]events.TurnMeta, len(tb.rows))
 	for i := range tb.rows {
 		tb.rows[i].Seq, tb.rows[i].MessageIndex = seq, next+i
-		sealed, err := events.SealTurn(tb.keys[i], recordID, tb.rows[i].TurnID, events.TurnText{Text: tb.turns[i].Content, Speaker: tb.turns[i].Speaker})
+		sealed, err := events.SealTurn(tb.keys[i], recordID, tb.rows[i].TurnID, events.TurnText{Text: tb.turns[i].Content, Speaker: tb.turns[i].Speaker,
+			Agent: id.Agent, SessionID: id.SessionID})
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +226,7 @@ func (tb *turnBatch) record(seq int64, next int) (*events.Envelope, error) {
 	}
 	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved,
 		Org: id.Org, Namespace: id.Namespace, Seq: seq, CommittedAt: tb.now,
-		Turns: &events.Turns{Agent: id.Agent, UserRef: tb.userRef, SessionID: id.SessionID, Source: tb.source, Items: items}}, nil
+		Turns: &events.Turns{AgentRef: tb.refs.agent, UserRef: tb.refs.user, SessionRef: tb.refs.session, Source: tb.source, Items: items}}, nil
 }
 
 // writeTurns writes a batch in tx: it advances the namespace's generation by one (the

@@ -63,9 +63,9 @@ func (r revisionRecord) vectors() outbox.Vectors {
 func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*events.Content) (*events.Sealed, error)) (value, headers []byte, err error) {
 	row := r.row
 	recordID := events.RecordID(row.Org, row.Namespace, row.Seq)
-	userRef, err := events.UserRef(r.userRefKey, row.UserID)
+	rev, err := revisionOf(row, r.userRefKey, r.op, r.verdict, r.prevVersion, r.requestID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("name the revision's user: %w", err)
+		return nil, nil, err
 	}
 	content := outbox.RevisionContent(row, r.vectors(), dataKey)
 	sealed, err := seal(content)
@@ -75,11 +75,12 @@ func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*
 	env := &events.Envelope{
 		Version: events.EnvelopeVersion, ID: recordID, Type: r.event,
 		Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, CommittedAt: row.UpdatedAt,
-		Revision: revisionOf(row, userRef, r.op, r.verdict, r.prevVersion, r.requestID),
+		Revision: rev,
 		Sealed:   sealed,
 		Audit:    r.audit,
 	}
-	env.Revision.SubjectCommitment = auditchain.SubjectCommitment(content.SubjectSalt, row.MemoryKey, row.ContentSHA256, row.UserID)
+	env.Revision.SubjectCommitment = auditchain.WriterSubjectCommitment(content.SubjectSalt, row.MemoryKey, row.ContentSHA256, row.UserID,
+		row.Agent, row.SessionID)
 	value, err = events.Encode(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)
@@ -92,11 +93,16 @@ func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*
 }
 
 // revisionOf is the plain fields of a revision's row as the topic carries them: the
-// user by userRef, the content digest only sealed.
-func revisionOf(row *memrow.Row, userRef, op, verdict string, prevVersion int64, requestID string) *events.Revision {
+// user, the agent and the session by their references under the org's user reference
+// key (envelope version 3), the content digest only sealed.
+func revisionOf(row *memrow.Row, userRefKey []byte, op, verdict string, prevVersion int64, requestID string) (*events.Revision, error) {
+	refs, err := writerRefsOf(userRefKey, row.UserID, row.Agent, row.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("name the revision's writer: %w", err)
+	}
 	return &events.Revision{
 		Op: op, Verdict: verdict, MemoryID: row.MemoryID, Version: row.Version, PrevVersion: prevVersion,
-		Agent: row.Agent, UserRef: userRef, SessionID: row.SessionID,
+		AgentRef: refs.agent, UserRef: refs.user, SessionRef: refs.session,
 		MemoryType: row.MemoryType, Status: string(row.Status), Tombstone: row.Tombstone,
 		Confidence: row.Confidence, ReinforcementCount: row.ReinforcementCount, RecallCount: row.RecallCount, EvidenceCount: row.EvidenceCount,
 		Actor: row.Actor, SourceClass: row.SourceClass, EmbeddingModel: row.EmbeddingModel, EmbeddingDim: row.EmbeddingDim,
@@ -104,7 +110,25 @@ func revisionOf(row *memrow.Row, userRef, op, verdict string, prevVersion int64,
 		Pinned: row.Pinned, Locked: row.Locked, Sensitivity: string(row.Sensitivity), ValidAt: row.ValidAt, ValidTo: row.ValidTo,
 		ExpiresAt: row.ExpiresAt, OnExpire: row.OnExpire, SupersededBy: row.SupersededBy, DuplicateOf: row.DuplicateOf,
 		ConflictWith: row.ConflictWith, JudgementOwed: row.JudgementOwed,
+	}, nil
+}
+
+// writerRefs are a writer identity's references, as the topic's plain fields name it.
+type writerRefs struct{ user, agent, session string }
+
+// writerRefsOf names a user, an agent and a session by reference under the org's user
+// reference key (events.UserRef, AgentRef, SessionRef).
+func writerRefsOf(userRefKey []byte, userID, agent, session string) (writerRefs, error) {
+	var r writerRefs
+	var err error
+	if r.user, err = events.UserRef(userRefKey, userID); err != nil {
+		return r, err
 	}
+	if r.agent, err = events.AgentRef(userRefKey, agent); err != nil {
+		return r, err
+	}
+	r.session, err = events.SessionRef(userRefKey, session)
+	return r, err
 }
 
 // headerPairs is how the outbox stores headers: an ordered list of [key, value].

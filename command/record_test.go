@@ -58,7 +58,7 @@ func TestAReferencedRecordPublishesTheBytesOfTheWholeOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	queued := outbox.Row{Record: outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Value: value, Vectors: vectors}}
-	queued.Journal = outbox.Journal{MemoryKey: row.MemoryKey, UserID: row.UserID, Sealed: sealedText, DataKey: key}
+	queued.Journal = outbox.Journal{MemoryKey: row.MemoryKey, UserID: row.UserID, Agent: row.Agent, SessionID: row.SessionID, Sealed: sealedText, DataKey: key}
 	plain := func(b []byte) ([]byte, error) { return b, nil }
 	published, handed, err := outbox.Complete(queued, plain)
 	if err != nil {

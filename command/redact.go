@@ -227,11 +227,10 @@ func redactionRecord(named *memrow.Row, userRefKey []byte, prev int64, versions 
 	if err != nil {
 		return nil, fmt.Errorf("seal the redaction record: %w", err)
 	}
-	userRef, err := events.UserRef(userRefKey, named.UserID)
+	rev, err := revisionOf(named, userRefKey, "memory.redact", "", prev, requestID)
 	if err != nil {
-		return nil, fmt.Errorf("name the redaction's user: %w", err)
+		return nil, err
 	}
-	rev := revisionOf(named, userRef, "memory.redact", "", prev, requestID)
 	rev.Actor = actor
 	return &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeRedacted,
 		Org: named.Org, Namespace: named.Namespace, Seq: seq, CommittedAt: now,

@@ -25,7 +25,8 @@ func benchRecord(tb testing.TB) (value, key []byte, id string) {
 	text := json.RawMessage(strconv.Quote("the customer prefers a window seat on morning flights to Lisbon"))
 	sum := sha256.Sum256(text)
 	content := &Content{MemoryKey: "travel.seat_preference", Value: text, Tags: []string{"travel", "preference"},
-		Embedding: vec(1), KeyEmbedding: vec(2), UserID: "u-42", ContentSHA256: hex.EncodeToString(sum[:])}
+		Embedding: vec(1), KeyEmbedding: vec(2), UserID: "u-42", ContentSHA256: hex.EncodeToString(sum[:]),
+		Agent: "travel-bot", SessionID: "s-9"}
 	key, err := NewDataKey()
 	if err != nil {
 		tb.Fatal(err)
@@ -36,9 +37,11 @@ func benchRecord(tb testing.TB) (value, key []byte, id string) {
 	}
 	at := time.Date(2026, 11, 30, 8, 15, 0, 123456789, time.UTC)
 	userRef, _ := UserRef(testUserRefKey, "u-42")
+	agentRef, _ := AgentRef(testUserRefKey, "travel-bot")
+	sessionRef, _ := SessionRef(testUserRefKey, "s-9")
 	value, err = Encode(&Envelope{Version: EnvelopeVersion, ID: id, Type: TypeWritten, Org: "acme", Namespace: "support",
 		Seq: 4242, CommittedAt: at, Revision: &Revision{Op: "memory.set", MemoryID: "0193a5c2-7f4e-7c1a-9d2b-5e8f1a2b3c4d",
-			Version: at.UnixNano(), Agent: "travel-bot", UserRef: userRef, SessionID: "s-9", MemoryType: "preference",
+			Version: at.UnixNano(), AgentRef: agentRef, UserRef: userRef, SessionRef: sessionRef, MemoryType: "preference",
 			Status: "active", Confidence: 0.9, Actor: "agent:travel-bot",
 			SourceClass: "agent", EmbeddingModel: "minilm-l6", EmbeddingDim: 384, CreatedAt: at, UpdatedAt: at,
 			RequestID: "req-7"}, Sealed: sealed})

@@ -79,15 +79,22 @@ type Redaction struct {
 // Content.ContentSHA256) and UserRef stands for the user in the clear; UserID and
 // ContentSHA256 here are set only on a record written before (version 1), or by a
 // follower that opened the content (revisions.Open lifts them in).
+//
+// From version 3 on, the agent and the session id are sealed too (Content.Agent,
+// Content.SessionID) and AgentRef and SessionRef stand for them in the clear; Agent and
+// SessionID here are set only on a record written before (versions 1 and 2), or by a
+// follower that opened the content (Opened).
 type Revision struct {
 	Op                 string    `json:"op"` // e.g. "memory.set"
 	MemoryID           string    `json:"memory_id"`
-	Version            int64     `json:"version"`      // wall-clock ns, strictly above PrevVersion
-	PrevVersion        int64     `json:"prev_version"` // 0 for a key's first revision
-	Agent              string    `json:"agent"`
-	UserRef            string    `json:"user_ref,omitempty"` // version 2 on: UserRef of the user id
-	UserID             string    `json:"user_id,omitempty"`  // version 1 only
-	SessionID          string    `json:"session_id"`
+	Version            int64     `json:"version"`               // wall-clock ns, strictly above PrevVersion
+	PrevVersion        int64     `json:"prev_version"`          // 0 for a key's first revision
+	Agent              string    `json:"agent,omitempty"`       // versions 1 and 2 only
+	AgentRef           string    `json:"agent_ref,omitempty"`   // version 3 on: AgentRef of the agent
+	UserRef            string    `json:"user_ref,omitempty"`    // version 2 on: UserRef of the user id
+	UserID             string    `json:"user_id,omitempty"`     // version 1 only
+	SessionID          string    `json:"session_id,omitempty"`  // versions 1 and 2 only
+	SessionRef         string    `json:"session_ref,omitempty"` // version 3 on: SessionRef of the session id
 	MemoryType         string    `json:"memory_type"`
 	Status             string    `json:"status"`
 	Tombstone          bool      `json:"tombstone"`
@@ -116,9 +123,10 @@ type Revision struct {
 	DuplicateOf   string     `json:"duplicate_of,omitempty"`
 	ConflictWith  []string   `json:"conflict_with,omitempty"`
 	JudgementOwed bool       `json:"judgement_owed,omitempty"`
-	// SubjectCommitment commits to the revision's key, content hash and user id under
-	// the sealed Content.SubjectSalt (internal/auditchain, subject.go): the audit chain
-	// hashes it, so an erasure that scrubs the three leaves the chain whole.
+	// SubjectCommitment commits to the revision's key, content hash and user id (from
+	// version 3 on its agent and session id too) under the sealed Content.SubjectSalt
+	// (internal/auditchain, subject.go): the audit chain hashes it, so an erasure that
+	// scrubs them leaves the chain whole.
 	SubjectCommitment string `json:"subject_commitment,omitempty"`
 }
 
@@ -276,7 +284,7 @@ func validateAttachments(e *Envelope) error {
 		}
 	}
 	if x := e.Turns; x != nil {
-		if err := validateTurns(x); err != nil {
+		if err := validateTurns(e.Version, x); err != nil {
 			return fmt.Errorf("turns: %v", err)
 		}
 	}
@@ -331,6 +339,9 @@ func validateRevision(version int, r *Revision) error {
 			return fmt.Errorf("user_ref %q is not 64 lowercase hex digits", r.UserRef)
 		}
 	}
+	if err := validateWriter(version, r.Agent, r.SessionID, r.AgentRef, r.SessionRef); err != nil {
+		return err
+	}
 	switch {
 	case r.Op == "":
 		return errors.New("op is empty")
@@ -347,6 +358,29 @@ func validateRevision(version int, r *Revision) error {
 	}
 	return nil
 }
+
+// validateWriter checks how a record names its writer: in the clear before version 3,
+// by reference (a writer reference, or "" or "-" for none) from it on.
+func validateWriter(version int, agent, session, agentRef, sessionRef string) error {
+	if version < 3 {
+		if agentRef != "" || sessionRef != "" {
+			return fmt.Errorf("envelope_version %d carries no agent_ref or session_ref", version)
+		}
+		return nil
+	}
+	switch {
+	case agent != "" || session != "":
+		return fmt.Errorf("envelope_version %d carries no agent or session_id in the clear", version)
+	case !isWriterRef(agentRef):
+		return fmt.Errorf("agent_ref %q is not 64 lowercase hex digits, \"-\" or empty", agentRef)
+	case !isWriterRef(sessionRef):
+		return fmt.Errorf("session_ref %q is not 64 lowercase hex digits, \"-\" or empty", sessionRef)
+	}
+	return nil
+}
+
+// isWriterRef reports whether s is what AgentRef or SessionRef answers.
+func isWriterRef(s string) bool { return s == "" || s == "-" || isSHA256Hex(s) }
 
 func validateSealed(s *Sealed) error {
 	switch {

@@ -111,10 +111,21 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		mutate func(*Envelope)
 	}{
 		{"version 0", validRevised, func(e *Envelope) { e.Version = 0 }},
-		{"version 3", validRevised, func(e *Envelope) { e.Version = 3 }},
+		{"version 4", validRevised, func(e *Envelope) { e.Version = 4 }},
 		{"version 2 with user_id in the clear", validRevised, func(e *Envelope) { e.Revision.UserID = "u-42" }},
 		{"version 2 with content_sha256 in the clear", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("a", 64) }},
 		{"version 2 without user_ref", validRevised, func(e *Envelope) { e.Revision.UserRef = "" }},
+		{"version 3 with the agent in the clear", validRevised, func(e *Envelope) { e.Revision.Agent = "triage-bot" }},
+		{"version 3 with the session in the clear", validRevised, func(e *Envelope) { e.Revision.SessionID = "s-1" }},
+		{"version 3 agent_ref not a reference", validRevised, func(e *Envelope) { e.Revision.AgentRef = "triage-bot" }},
+		{"version 3 session_ref not a reference", validRevised, func(e *Envelope) { e.Revision.SessionRef = strings.Repeat("A", 64) }},
+		{"version 2 with agent_ref", validV2Revised, func(e *Envelope) { e.Revision.AgentRef = strings.Repeat("a", 64) }},
+		{"version 2 with session_ref", validV2Revised, func(e *Envelope) { e.Revision.SessionRef = "-" }},
+		{"version 3 turns with the agent in the clear", validTurns, func(e *Envelope) { e.Turns.Agent = "triage-bot" }},
+		{"version 3 turns with the session in the clear", validTurns, func(e *Envelope) { e.Turns.SessionID = "s-1" }},
+		{"version 2 turns with session_ref", validTurns, func(e *Envelope) {
+			e.Version, e.Turns.AgentRef, e.Turns.Agent, e.Turns.SessionID = 2, "", "triage-bot", "s-1"
+		}},
 		{"user_ref not hex", validRevised, func(e *Envelope) { e.Revision.UserRef = strings.Repeat("g", 64) }},
 		{"version 1 without content_sha256", validRevised, func(e *Envelope) { e.Version = 1; e.Revision.UserRef = "" }},
 		{"version 2 erasure with user_id in the clear", validErased, func(e *Envelope) { e.Erasure.UserID = "u-42" }},
@@ -221,11 +232,21 @@ func validRedacted(t *testing.T) *Envelope { return revisionEnvelope(t, TypeReda
 func validUsage(_ *testing.T) *Envelope    { return usageRecorded(1) }
 
 // validV1Revised is a revision as Loom wrote it before envelope version 2: the user id
-// and the content digest in the clear.
+// and the content digest in the clear, the agent and the session too.
 func validV1Revised(t *testing.T) *Envelope {
-	e := revisionEnvelope(t, TypeRevised, 1, false)
+	e := validV2Revised(t)
 	e.Version, e.Revision.UserRef = 1, ""
 	e.Revision.UserID, e.Revision.ContentSHA256 = "u-42", strings.Repeat("0a", 32)
+	return e
+}
+
+// validV2Revised is a revision as Loom wrote it before envelope version 3: the agent
+// and the session id in the clear.
+func validV2Revised(t *testing.T) *Envelope {
+	e := revisionEnvelope(t, TypeRevised, 1, false)
+	e.Version = 2
+	e.Revision.AgentRef, e.Revision.SessionRef = "", ""
+	e.Revision.Agent, e.Revision.SessionID = "triage-bot", "s-1"
 	return e
 }
 
@@ -290,5 +311,108 @@ func TestVersion2SealsTheUserAndTheDigest(t *testing.T) {
 	other, _ := UserRef([]byte("another org's key, 32 bytes long"), "u-42")
 	if other == got.Revision.UserRef {
 		t.Fatal("the same user under another key has the same user_ref")
+	}
+}
+
+// Version 3 carries neither the agent nor the session id in the clear: a revision's are
+// sealed in its content, a turns record's in each turn's text, and the plain fields
+// name them by reference. Opened (OpenedTurns) fills them in for a follower that
+// opened the content; a version 2 record, which carries them in the clear, reads the
+// same after it.
+func TestVersion3SealsTheWriter(t *testing.T) {
+	key, err := NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := revisionEnvelope(t, TypeWritten, 1, false)
+	rev.Revision.Actor = "token:t1"
+	rev.Sealed, err = Seal(key, rev.ID, &Content{MemoryKey: "k", Value: json.RawMessage(`"v"`), UserID: "u-42", Agent: "triage-bot", SessionID: "s-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnKeys := [][]byte{key, key}
+	for _, e := range []*Envelope{rev, turnsEnvelope(t, 2, turnKeys)} {
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"triage-bot", `"s-1"`, `"agent":`, `"session_id":`} {
+			if strings.Contains(string(b), leak) {
+				t.Errorf("the %s record's plain JSON holds %s: %s", e.Type, leak, b)
+			}
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var agent, session, agentRef, sessionRef string
+		if got.Revision != nil {
+			c, err := Open(key, got.ID, got.Sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			Opened(got.Revision, c)
+			agent, session, agentRef, sessionRef = got.Revision.Agent, got.Revision.SessionID, got.Revision.AgentRef, got.Revision.SessionRef
+		} else {
+			it := got.Turns.Items[1]
+			text, err := OpenTurn(key, got.ID, it.TurnID, it.Sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			OpenedTurns(got.Turns, text)
+			agent, session, agentRef, sessionRef = got.Turns.Agent, got.Turns.SessionID, got.Turns.AgentRef, got.Turns.SessionRef
+		}
+		if agent != "triage-bot" || session != "s-1" {
+			t.Errorf("the opened %s record names agent %q, session %q", e.Type, agent, session)
+		}
+		if agentRef != testAgentRef(t, "triage-bot") || sessionRef != testSessionRef(t, "s-1") {
+			t.Errorf("the %s record's references changed: %q, %q", e.Type, agentRef, sessionRef)
+		}
+	}
+	if ref, _ := AgentRef(testUserRefKey, "-"); ref != "-" {
+		t.Errorf("the default agent's reference is %q, want it as it is", ref)
+	}
+}
+
+// Records written before version 3 stay readable, and a follower reads them in the
+// shape Opened gives a version 3 record: the clear agent and session are kept, not
+// replaced by the content's (which holds none).
+func TestDecodeReadsVersion2(t *testing.T) {
+	key, err := NewDataKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := validV2Revised(t)
+	e.Sealed, err = Seal(key, e.ID, &Content{MemoryKey: "k", Value: json.RawMessage(`"v"`), UserID: "u-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatalf("a version 2 revision does not decode: %v", err)
+	}
+	c, err := Open(key, got.ID, got.Sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Opened(got.Revision, c)
+	if got.Version != 2 || got.Revision.Agent != "triage-bot" || got.Revision.SessionID != "s-1" || got.Revision.UserID != "u-42" {
+		t.Fatalf("the opened version 2 revision: %+v", got.Revision)
+	}
+	in := `{"envelope_version":2,"id":"acme/support/3","type":"memory.turns_observed","org":"acme","namespace":"support","seq":3,
+		"committed_at":"2026-03-14T09:26:53Z","turns":{"agent":"triage-bot","user_ref":"` + testUserRef(t, "u-42") + `","session_id":"s-1",
+		"source":"observe","items":[{"turn_id":"t1","role":"user","message_index":0,"occurred_at":"2026-03-14T09:26:53Z",
+		"sealed":{"alg":"A256GCM","nonce":"AAAAAAAAAAAAAAAA","ciphertext":"AAAAAAAAAAAAAAAAAAAAAA=="}}]}}`
+	turns, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatalf("a version 2 turns record does not decode: %v", err)
+	}
+	OpenedTurns(turns.Turns, &TurnText{Text: "x"})
+	if turns.Turns.Agent != "triage-bot" || turns.Turns.SessionID != "s-1" {
+		t.Fatalf("the version 2 turns record: %+v", turns.Turns)
 	}
 }

@@ -17,15 +17,18 @@ const DefaultExtractionTopic = "loom.extraction.requests.v1"
 // moves apart from the revisions topic's EnvelopeVersion. Version 2 names the user by
 // user_ref (UserRef under the org's key, as the revisions topic does from its version
 // 2), not by user_id; a version 1 record, which carries user_id, still decodes.
-const ExtractionEnvelopeVersion = 2
+// Version 3 names the agent and the session by agent_ref and session_ref (AgentRef,
+// SessionRef, as the revisions topic does from its version 3); the sealed request
+// holds them in the clear.
+const ExtractionEnvelopeVersion = 3
 
 // TypeExtractionRequested is the type of every record on the extraction topic.
 const TypeExtractionRequested = "loom.extraction.requested"
 
 // ExtractionRequest is the JSON value of one extraction topic record: a deferred
-// memory.set_from_messages. Who asked and for which agent and session are plain, the
-// user by reference only; the request itself (the transcript and its options, the
-// user id when the request named one) is sealed under the request's own data key,
+// memory.set_from_messages. Who asked and for which agent, user and session are plain,
+// by reference only; the request itself (the transcript and its options, the agent,
+// user id and session id it named) is sealed under the request's own data key,
 // which Loom destroys once the request is done or erased, so the kept topic never
 // yields the transcript again. Several records may carry one request (a retry after a
 // backoff, a request taken over from a worker that stopped): a worker dedupes by
@@ -36,10 +39,12 @@ type ExtractionRequest struct {
 	Org         string    `json:"org"`
 	Namespace   string    `json:"namespace"`
 	QueueID     string    `json:"queue_id"`
-	Agent       string    `json:"agent"`
-	UserRef     string    `json:"user_ref,omitempty"` // version 2 on: UserRef of the user id
-	UserID      string    `json:"user_id,omitempty"`  // version 1 only: the user id in the clear
-	SessionID   string    `json:"session_id"`
+	Agent       string    `json:"agent,omitempty"`       // versions 1 and 2 only: the agent in the clear
+	AgentRef    string    `json:"agent_ref,omitempty"`   // version 3 on: AgentRef of the agent
+	UserRef     string    `json:"user_ref,omitempty"`    // version 2 on: UserRef of the user id
+	UserID      string    `json:"user_id,omitempty"`     // version 1 only: the user id in the clear
+	SessionID   string    `json:"session_id,omitempty"`  // versions 1 and 2 only: the session id in the clear
+	SessionRef  string    `json:"session_ref,omitempty"` // version 3 on: SessionRef of the session id
 	RequestedAt time.Time `json:"requested_at"`
 	// Attempt counts the records of the request: 1 for the one queued with it.
 	Attempt int     `json:"attempt"`
@@ -126,6 +131,9 @@ func validateExtraction(r *ExtractionRequest) error {
 		return errors.New("requested_at is not set")
 	case r.Sealed == nil:
 		return errors.New("a request needs its sealed payload")
+	}
+	if err := validateWriter(r.Version, r.Agent, r.SessionID, r.AgentRef, r.SessionRef); err != nil {
+		return err
 	}
 	return validateSealed(r.Sealed)
 }

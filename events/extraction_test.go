@@ -20,8 +20,10 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	}
 	refKey := make([]byte, UserRefKeySize)
 	ref, _ := UserRef(refKey, "alice")
+	agentRef, _ := AgentRef(refKey, "travel-bot")
+	sessionRef, _ := SessionRef(refKey, "s-1234")
 	r := &ExtractionRequest{Version: ExtractionEnvelopeVersion, Type: TypeExtractionRequested, Org: "acme", Namespace: "support",
-		QueueID: "q1", Agent: "bot", UserRef: ref, SessionID: "-", RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
+		QueueID: "q1", AgentRef: agentRef, UserRef: ref, SessionRef: sessionRef, RequestedAt: time.Unix(1700000000, 0), Attempt: 1, Sealed: sealed}
 	b, err := EncodeExtraction(r)
 	if err != nil {
 		t.Fatal(err)
@@ -30,11 +32,14 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.QueueID != "q1" || got.UserRef != ref || got.UserID != "" || !got.RequestedAt.Equal(r.RequestedAt) {
+	if got.QueueID != "q1" || got.UserRef != ref || got.UserID != "" || !got.RequestedAt.Equal(r.RequestedAt) ||
+		got.AgentRef != agentRef || got.SessionRef != sessionRef {
 		t.Fatalf("decoded %+v", got)
 	}
-	if bytes.Contains(b, []byte("alice")) {
-		t.Fatalf("the record names the user in the clear: %s", b)
+	for _, clear := range []string{"alice", "travel-bot", "s-1234", `"agent":`, `"session_id":`} {
+		if bytes.Contains(b, []byte(clear)) {
+			t.Fatalf("the record holds %s in the clear: %s", clear, b)
+		}
 	}
 	plain, err := OpenExtraction(key, "acme", "q1", got.Sealed)
 	if err != nil || string(plain) != string(payload) {
@@ -54,8 +59,9 @@ func TestExtractionRequestRoundTrip(t *testing.T) {
 	}
 }
 
-// A version 2 request names its user by user_ref only; a version 1 record, which named
-// it by user_id, still decodes.
+// A version 2 request names its user by user_ref only, a version 3 request its agent
+// and session by agent_ref and session_ref too; records of versions 1 and 2, which
+// named them in the clear, still decode.
 func TestExtractionRequestUserInTheClearOnlyInVersion1(t *testing.T) {
 	key, _ := NewDataKey()
 	sealed, err := SealExtraction(key, "acme", "q1", []byte(`{}`))
@@ -69,7 +75,14 @@ func TestExtractionRequestUserInTheClearOnlyInVersion1(t *testing.T) {
 		"version 2 with user_id":     func() ExtractionRequest { r := base; r.UserRef, r.UserID = ref, "alice"; return r }(),
 		"version 2 without user_ref": base,
 		"version 1 with user_ref":    func() ExtractionRequest { r := base; r.Version, r.UserRef = 1, ref; return r }(),
-		"version 3":                  func() ExtractionRequest { r := base; r.Version, r.UserRef = 3, ref; return r }(),
+		"version 3 with the agent":   func() ExtractionRequest { r := base; r.Version, r.UserRef, r.SessionID = 3, ref, ""; return r }(),
+		"version 3 with the session": func() ExtractionRequest { r := base; r.Version, r.UserRef, r.Agent = 3, ref, ""; return r }(),
+		"version 2 with agent_ref":   func() ExtractionRequest { r := base; r.UserRef, r.AgentRef = ref, "-"; return r }(),
+		"version 4": func() ExtractionRequest {
+			r := base
+			r.Version, r.UserRef, r.Agent, r.SessionID = 4, ref, "", ""
+			return r
+		}(),
 	} {
 		if _, err := EncodeExtraction(&r); !errors.Is(err, ErrInvalidEnvelope) {
 			t.Errorf("%s: encoded (%v)", name, err)
@@ -80,6 +93,15 @@ func TestExtractionRequestUserInTheClearOnlyInVersion1(t *testing.T) {
 	got, err := DecodeExtraction(v1)
 	if err != nil || got.UserID != "alice" || got.Version != 1 {
 		t.Fatalf("a version 1 record: %+v, %v", got, err)
+	}
+	v2 := base
+	v2.UserRef = ref
+	b, err := EncodeExtraction(&v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeExtraction(b); err != nil || got.Agent != "bot" || got.SessionID != "-" || got.Version != 2 {
+		t.Fatalf("a version 2 record: %+v, %v", got, err)
 	}
 }
 

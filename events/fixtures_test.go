@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -22,6 +23,24 @@ func testUserRef(t *testing.T, userID string) string {
 	return ref
 }
 
+func testAgentRef(t *testing.T, agent string) string {
+	t.Helper()
+	ref, err := AgentRef(testUserRefKey, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+func testSessionRef(t *testing.T, session string) string {
+	t.Helper()
+	ref, err := SessionRef(testUserRefKey, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // revisionEnvelope builds a valid, sealed envelope of a revision type, as the relay would.
 func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelope {
 	t.Helper()
@@ -32,6 +51,8 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 		Tags:      []string{"billing"},
 		Embedding: Vector{0.25, -1.5, 3},
 		UserID:    "u-42",
+		Agent:     "triage-bot",
+		SessionID: "s-1",
 	}
 	sum := sha256.Sum256(content.Value)
 	content.ContentSHA256 = hex.EncodeToString(sum[:])
@@ -61,9 +82,9 @@ func revisionEnvelope(t *testing.T, typ Type, seq int64, tombstone bool) *Envelo
 			MemoryID:           "mem_01HZX",
 			Version:            committedAt.UnixNano(),
 			PrevVersion:        committedAt.UnixNano() - 1000,
-			Agent:              "triage-bot",
+			AgentRef:           testAgentRef(t, "triage-bot"),
 			UserRef:            testUserRef(t, "u-42"),
-			SessionID:          "",
+			SessionRef:         testSessionRef(t, "s-1"),
 			MemoryType:         "fact",
 			Status:             "active",
 			Tombstone:          tombstone,
@@ -98,4 +119,28 @@ func plainEnvelope(typ Type, seq int64) *Envelope {
 		Seq:         seq,
 		CommittedAt: committedAt,
 	}
+}
+
+// turnsEnvelope builds a valid memory.turns_observed record of two turns of agent
+// "triage-bot", user "u-42" and session "s-1", each sealed under keys[i].
+func turnsEnvelope(t *testing.T, seq int64, keys [][]byte) *Envelope {
+	t.Helper()
+	id := RecordID("acme", "support", seq)
+	items := make([]TurnMeta, len(keys))
+	for i, key := range keys {
+		turnID := fmt.Sprintf("turn-%d", i)
+		sealed, err := SealTurn(key, id, turnID, TurnText{Text: fmt.Sprintf("turn %d said", i), Agent: "triage-bot", SessionID: "s-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items[i] = TurnMeta{TurnID: turnID, Role: "user", MessageIndex: i, OccurredAt: committedAt, Sealed: sealed}
+	}
+	return &Envelope{Version: EnvelopeVersion, ID: id, Type: TypeTurnsObserved, Org: "acme", Namespace: "support", Seq: seq,
+		CommittedAt: committedAt, Turns: &Turns{AgentRef: testAgentRef(t, "triage-bot"), UserRef: testUserRef(t, "u-42"),
+			SessionRef: testSessionRef(t, "s-1"), Source: "observe", Items: items}}
+}
+
+func validTurns(t *testing.T) *Envelope {
+	keys := [][]byte{make([]byte, 32), make([]byte, 32)}
+	return turnsEnvelope(t, 1, keys)
 }

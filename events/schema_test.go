@@ -64,6 +64,8 @@ func TestSchemaAcceptsEncodedEnvelopes(t *testing.T) {
 		"audited":                 audited(10),
 		"usage_recorded":          usageRecorded(11),
 		"version 1 revised":       validV1Revised(t),
+		"version 2 revised":       validV2Revised(t),
+		"turns":                   validTurns(t),
 		"version 1 erased":        v1Erased(),
 	}
 	for name, e := range envelopes {
@@ -155,7 +157,10 @@ func TestSchemaRejectsBrokenEnvelopes(t *testing.T) {
 			m["usage"] = map[string]any{"items": []any{map[string]any{"memory_id": "m", "touches": 1}}}
 		}},
 		{"revised with a redaction", revised, func(m map[string]any) { m["redaction"] = map[string]any{"versions": []int{1}} }},
-		{"envelope_version 3", revised, func(m map[string]any) { m["envelope_version"] = 3 }},
+		{"envelope_version 4", revised, func(m map[string]any) { m["envelope_version"] = 4 }},
+		{"version 3 with the agent in the clear", revised, func(m map[string]any) { m["revision"].(map[string]any)["agent"] = "triage-bot" }},
+		{"version 3 with the session in the clear", revised, func(m map[string]any) { m["revision"].(map[string]any)["session_id"] = "s-1" }},
+		{"version 3 agent_ref not a reference", revised, func(m map[string]any) { m["revision"].(map[string]any)["agent_ref"] = "triage-bot" }},
 		{"id with leading zero seq", revised, func(m map[string]any) { m["id"] = "acme/support/02" }},
 		{"id with extra segment", revised, func(m map[string]any) { m["id"] = "acme/sup/port/2" }},
 		{"org with slash", revised, func(m map[string]any) { m["org"] = "a/b" }},

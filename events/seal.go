@@ -45,6 +45,12 @@ type Content struct {
 	// SubjectSalt is the salt of Revision.SubjectCommitment: the audit row keeps it
 	// beside the fields it commits, and an erasure scrubs it with them.
 	SubjectSalt string `json:"subject_salt,omitempty"`
+
+	// Added in version 3: the revision's agent and session id, sealed so that
+	// destroying the data key leaves neither readable (Revision.AgentRef and
+	// SessionRef name them in the clear).
+	Agent     string `json:"agent,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Sealed is Content encrypted under a per-revision data key.

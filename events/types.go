@@ -21,7 +21,10 @@ const DefaultTopic = "loom.memory.revisions.v1"
 // fields (user_ref, a keyed digest, replaced them; both moved into the sealed content),
 // so an erasure's key destruction leaves neither readable; the topic is kept, because
 // it is the replay source, and Decode reads every version from MinEnvelopeVersion on.
-const EnvelopeVersion = 2
+// Version 3 did the same with the writer identity: the agent and the session id are
+// sealed (a revision's Content, a turn's TurnText) and named in the clear by
+// agent_ref and session_ref (AgentRef, SessionRef).
+const EnvelopeVersion = 3
 
 // MinEnvelopeVersion is the oldest envelope version Decode reads: records written
 // before version 2 carry user_id and content_sha256 in the plain fields.

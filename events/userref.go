@@ -59,12 +59,19 @@ func prefixedRef(key []byte, prefix, v string) (string, error) {
 	return hex.EncodeToString(m.Sum(nil)), nil
 }
 
-// Opened fills in a version 2 revision's user id and content digest from its opened
-// content, so that a follower reads one shape whatever version a record was written
-// in. A version 1 revision carries both already and is left as it is.
+// Opened fills in a version 2 revision's user id and content digest, and a version 3
+// revision's agent and session id too, from its opened content, so that a follower
+// reads one shape whatever version a record was written in. What a record written
+// before carries in the clear already is left as it is.
 func Opened(r *Revision, c *Content) {
 	if r == nil || c == nil {
 		return
+	}
+	if r.Agent == "" {
+		r.Agent = c.Agent
+	}
+	if r.SessionID == "" {
+		r.SessionID = c.SessionID
 	}
 	if r.UserID == "" {
 		r.UserID = c.UserID

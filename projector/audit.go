@@ -89,17 +89,39 @@ func chainAudits(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []op
 	return out, nil
 }
 
+// chainFormatOf is the audit chain format of the rows a record leaves: from envelope
+// version 3 on, whose revisions commit to their agent and session
+// (auditchain.WriterSubjectCommitment), the rows hash neither.
+func chainFormatOf(env *events.Envelope) uint8 {
+	if env.Version >= 3 {
+		return auditchain.FormatWriter
+	}
+	return auditchain.FormatV1
+}
+
+// chainFormat is a row's chain_format as stored: FormatV1 for a row that names none.
+func chainFormat(r auditchain.Row) uint8 {
+	if r.Format == 0 {
+		return auditchain.FormatV1
+	}
+	return r.Format
+}
+
 // revisionAudit is a revision's audit row; content is empty for a redaction's record
-// and a keyless revision, whose row keeps no key, content hash or user id.
+// and a keyless revision, whose row keeps no key, content hash or user id, nor, from
+// envelope version 3 on, agent or session id (the record carries them sealed only).
 func revisionAudit(env *events.Envelope, c *events.Content) *auditRow {
 	v := env.Revision
 	r := &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: v.Op,
 		EventType: string(env.Type), OccurredAt: seconds(env.CommittedAt), Actor: v.Actor, Agent: v.Agent, SessionID: v.SessionID,
 		MemoryID: mustUUID(v.MemoryID).String(), Version: uint64(v.Version), SourceClass: v.SourceClass, Status: v.Status,
-		RequestID: v.RequestID, SubjectCommitment: v.SubjectCommitment}, memoryKey: c.MemoryKey}
+		RequestID: v.RequestID, SubjectCommitment: v.SubjectCommitment, Format: chainFormatOf(env)}, memoryKey: c.MemoryKey}
 	if c.MemoryKey != "" {
-		// Opened: revisions.Open lifted the sealed user id and content digest in.
+		// Opened: revisions.Open lifted the sealed user id and content digest in (and,
+		// from version 3 on, the agent and session id).
 		r.userID, r.contentSHA256, r.subjectSalt = v.UserID, v.ContentSHA256, c.SubjectSalt
+	} else if r.Format == auditchain.FormatWriter {
+		r.Agent, r.SessionID = "", ""
 	}
 	if v.Verdict != "" {
 		// The seed's audit row names the write's verdict; detail is hashed into the
@@ -139,17 +161,23 @@ func appendNote(out []*auditRow, env *events.Envelope) ([]*auditRow, error) {
 		status = n.Pairs[0].Action
 	}
 	// An erasure saga's row names its saga as the erasure.request row does, and the
-	// saga's status after it; its record carries no revision.
+	// saga's status after it; its record carries no revision. From envelope version 3
+	// on the row names no agent or session: its revisions' rows do, under their
+	// commitments, and a record whose key is gone could not name them again on a replay.
+	format := chainFormatOf(env)
 	var agent, session, request string
 	if v := env.Revision; v != nil {
-		agent, session, request = v.Agent, v.SessionID, v.RequestID
+		request = v.RequestID
+		if format == auditchain.FormatV1 {
+			agent, session = v.Agent, v.SessionID
+		}
 	}
 	if x := n.Erasure; x != nil {
 		status, request = x.Status, x.ID
 	}
 	return append(out, &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: op,
 		EventType: "audit." + n.Kind, OccurredAt: seconds(env.CommittedAt), Actor: n.Actor, Agent: agent, SessionID: session,
-		MemoryID: mustUUID("").String(), Status: status, RequestID: request, Detail: string(detail)}}), nil
+		MemoryID: mustUUID("").String(), Status: status, RequestID: request, Detail: string(detail), Format: format}}), nil
 }
 
 // erasureAudit is the audit row a memory.erased record leaves: the erasure request,
@@ -161,7 +189,7 @@ func erasureAudit(env *events.Envelope) *auditRow {
 	}
 	return &auditRow{Row: auditchain.Row{Org: env.Org, Namespace: env.Namespace, Seq: uint64(env.Seq), Op: auditchain.OpErasure,
 		EventType: auditchain.EventErased, OccurredAt: seconds(env.CommittedAt), Actor: "-", Agent: "", SessionID: "",
-		MemoryID: mustUUID("").String(), Status: status, RequestID: env.Erasure.ID}}
+		MemoryID: mustUUID("").String(), Status: status, RequestID: env.Erasure.ID, Format: chainFormatOf(env)}}
 }
 
 // auditWindow is how far below a namespace's first seq in a batch the chain's last

@@ -33,7 +33,7 @@ const (
 		embedding_dim, embedding, updated_at, pinned, sensitivity, valid_to, expires_at, key_embedding`
 	columnsAudit = `org, namespace, seq, op, event_type, occurred_at, actor, agent, user_id,
 		session_id, memory_key, memory_id, version, content_sha256, source_class, status, request_id,
-		prev_hash, row_hash, subject_commitment, subject_salt, detail`
+		prev_hash, row_hash, subject_commitment, subject_salt, detail, chain_format`
 )
 
 // insertInto is the insert statement of table in set with its column list.
@@ -144,7 +144,7 @@ func auditFill(rows []*auditRow) func(driver.Batch) error {
 			c := r.Row
 			if err := b.Append(c.Org, c.Namespace, c.Seq, c.Op, c.EventType, c.OccurredAt, c.Actor, c.Agent, r.userID,
 				c.SessionID, r.memoryKey, mustUUID(c.MemoryID), c.Version, r.contentSHA256, c.SourceClass, c.Status, c.RequestID,
-				c.PrevHash, c.RowHash, c.SubjectCommitment, r.subjectSalt, c.Detail); err != nil {
+				c.PrevHash, c.RowHash, c.SubjectCommitment, r.subjectSalt, c.Detail, chainFormat(c)); err != nil {
 				return err
 			}
 		}

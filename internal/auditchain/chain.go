@@ -7,7 +7,10 @@
 // key, content hash and user id in place, and a replay of the topic after it cannot
 // open those at all, so they are outside the hash and a replay writes the same hashes.
 // The hash covers instead a salted commitment to them that the erasure leaves
-// (subject.go), which a walk checks the fields against while they are there.
+// (subject.go), which a walk checks the fields against while they are there. Rows of
+// FormatWriter (written from records of envelope version 3 on) keep the writer
+// identity, the agent and the session id, behind the commitment as well, so an erasure
+// scrubs those too; rows of FormatV1 hash them in the clear, as they always did.
 // The projector computes the hashes from the records, so the write path pays nothing.
 package auditchain
 
@@ -18,8 +21,18 @@ import (
 	"time"
 )
 
-// format names the canonical encoding; a new one would start a new chain.
-const format = "loom.audit.v1"
+// The canonical encodings of a row. A row says which it is in (Row.Format, the
+// chain_format column); a chain may hold rows of both, in seq order.
+const (
+	// FormatV1 hashes the agent and the session id in the clear (format "loom.audit.v1").
+	FormatV1 = 1
+	// FormatWriter hashes neither (format "loom.audit.v2"): the row's subject
+	// commitment covers them (WriterSubjectCommitment), so an erasure can scrub them
+	// and the chain still verifies. A row of it without a commitment holds neither.
+	FormatWriter = 2
+)
+
+var formatNames = map[uint8]string{FormatV1: "loom.audit.v1", FormatWriter: "loom.audit.v2"}
 
 // Erasure audit rows: the op and event type of the row a memory.erased record leaves,
 // and its status, which says whether the scope's audit rows were deleted (a purge) or
@@ -58,14 +71,22 @@ type Row struct {
 	// verdict counts, a resolver's decision: events.AuditNote as JSON); "" on a
 	// revision's row, which hashes as it did.
 	Detail string
+	// Format is the row's canonical encoding: FormatV1 (0 reads as it) or FormatWriter.
+	Format uint8
 
 	PrevHash string
 	RowHash  string
 }
 
 // Hash is the row's hash after prev: SHA-256 over the format, prev and each chained
-// field length-prefixed (so no two rows encode alike), in hex.
+// field length-prefixed (so no two rows encode alike), in hex. A row of FormatWriter
+// leaves out its agent and session id.
 func Hash(prev string, r Row) string {
+	writer := r.Format == FormatWriter
+	format := formatNames[FormatV1]
+	if writer {
+		format = formatNames[FormatWriter]
+	}
 	h := sha256.New()
 	var buf []byte
 	put := func(s string) {
@@ -84,8 +105,10 @@ func Hash(prev string, r Row) string {
 	put(r.EventType)
 	put(strconv.FormatInt(r.OccurredAt.UTC().Unix(), 10))
 	put(r.Actor)
-	put(r.Agent)
-	put(r.SessionID)
+	if !writer {
+		put(r.Agent)
+		put(r.SessionID)
+	}
 	put(r.MemoryID)
 	put(strconv.FormatUint(r.Version, 10))
 	put(r.SourceClass)

@@ -17,7 +17,7 @@ type Namespace struct{ Org, Namespace string }
 // rowColumns are what a walk reads of an audit row.
 const rowColumns = `org, namespace, seq, op, event_type, occurred_at, actor, agent, session_id,
 	toString(memory_id), version, source_class, status, request_id, prev_hash, row_hash,
-	subject_commitment, memory_key, content_sha256, user_id, subject_salt, detail`
+	subject_commitment, memory_key, content_sha256, user_id, subject_salt, detail, chain_format`
 
 // Namespaces lists the chains in ClickHouse's serving audit_log, optionally of one org
 // (and one namespace of it).
@@ -68,7 +68,7 @@ func EachRow(ctx context.Context, conn *ch.Conn, n Namespace, after uint64, limi
 		var r Row
 		if err := scan(&r.Org, &r.Namespace, &r.Seq, &r.Op, &r.EventType, &r.OccurredAt, &r.Actor, &r.Agent, &r.SessionID,
 			&r.MemoryID, &r.Version, &r.SourceClass, &r.Status, &r.RequestID, &r.PrevHash, &r.RowHash,
-			&r.SubjectCommitment, &r.Subject.MemoryKey, &r.Subject.ContentSHA256, &r.Subject.UserID, &r.Subject.Salt, &r.Detail); err != nil {
+			&r.SubjectCommitment, &r.Subject.MemoryKey, &r.Subject.ContentSHA256, &r.Subject.UserID, &r.Subject.Salt, &r.Detail, &r.Format); err != nil {
 			return err
 		}
 		return fn(r)

@@ -8,7 +8,8 @@ import (
 )
 
 // The subject commitment binds an audit row's key, content hash and user id (the
-// fields an erasure scrubs) into the chain without chaining the fields themselves.
+// fields an erasure scrubs; on a FormatWriter row its agent and session id too) into
+// the chain without chaining the fields themselves.
 //
 // The writer commits to the three fields under a salt: SHA-256 over the salt and the
 // fields, length-prefixed. The commitment rides in the clear on the record (Revision.
@@ -30,11 +31,23 @@ func SubjectSalt(dataKey []byte, recordID string) string {
 	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-// SubjectCommitment commits to a revision's key, content hash and user id under salt.
+// SubjectCommitment commits to a revision's key, content hash and user id under salt:
+// the commitment of a FormatV1 row.
 func SubjectCommitment(salt, memoryKey, contentSHA256, userID string) string {
+	return commit("loom.audit.subject.v1", salt, memoryKey, contentSHA256, userID)
+}
+
+// WriterSubjectCommitment commits to a revision's key, content hash, user id, agent and
+// session id under salt: the commitment of a FormatWriter row, which a record of
+// envelope version 3 on carries.
+func WriterSubjectCommitment(salt, memoryKey, contentSHA256, userID, agent, sessionID string) string {
+	return commit("loom.audit.subject.v2", salt, memoryKey, contentSHA256, userID, agent, sessionID)
+}
+
+func commit(fields ...string) string {
 	h := sha256.New()
 	var buf []byte
-	for _, s := range []string{"loom.audit.subject.v1", salt, memoryKey, contentSHA256, userID} {
+	for _, s := range fields {
 		buf = strconv.AppendInt(buf[:0], int64(len(s)), 10)
 		buf = append(buf, ':')
 		buf = append(buf, s...)
@@ -54,15 +67,27 @@ func (s Subject) scrubbed() bool {
 	return s.MemoryKey == "" && s.ContentSHA256 == "" && s.UserID == "" && s.Salt == ""
 }
 
+// subjectScrubbed reports whether an erasure blanked the row's subject: its key,
+// content hash, user id and salt, and on a FormatWriter row its agent and session id.
+func subjectScrubbed(r Row) bool {
+	return r.Subject.scrubbed() && (r.Format != FormatWriter || (r.Agent == "" && r.SessionID == ""))
+}
+
 // checkSubject is why a row's subject fields fail their commitment ("" when they hold).
-func checkSubject(commitment string, s Subject) string {
+func checkSubject(r Row) string {
+	s, writer := r.Subject, r.Format == FormatWriter
 	switch {
-	case commitment == "" || s.scrubbed():
+	case writer && r.SubjectCommitment == "" && (r.Agent != "" || r.SessionID != ""):
+		// Outside the hash and under no commitment, they would be anyone's to change.
+		return "the row names an agent or a session under no subject commitment: they were added"
+	case r.SubjectCommitment == "" || subjectScrubbed(r):
 		return "" // a row written before commitments, or one an erasure scrubbed
 	case s.Salt == "":
-		return "the row keeps a key, content hash or user id but not the salt they were committed under: its subject was changed"
-	case SubjectCommitment(s.Salt, s.MemoryKey, s.ContentSHA256, s.UserID) != commitment:
+		return "the row keeps a key, content hash, user id, agent or session but not the salt they were committed under: its subject was changed"
+	case !writer && SubjectCommitment(s.Salt, s.MemoryKey, s.ContentSHA256, s.UserID) != r.SubjectCommitment:
 		return "the row's key, content hash and user id do not match their subject commitment: the row was changed"
+	case writer && WriterSubjectCommitment(s.Salt, s.MemoryKey, s.ContentSHA256, s.UserID, r.Agent, r.SessionID) != r.SubjectCommitment:
+		return "the row's key, content hash, user id, agent and session do not match their subject commitment: the row was changed"
 	}
 	return ""
 }

@@ -83,7 +83,7 @@ func (w *Walker) Step(r Row) *Break {
 	if got := Hash(r.PrevHash, r); got != r.RowHash {
 		return w.broken(r.Seq, "the row's fields do not hash to its row_hash (stored %s, computed %s): the row was changed", short(r.RowHash), short(got))
 	}
-	if why := checkSubject(r.SubjectCommitment, r.Subject); why != "" {
+	if why := checkSubject(r); why != "" {
 		return w.broken(r.Seq, "%s", why)
 	}
 	w.noteBlank(r)
@@ -141,7 +141,7 @@ func (w *Walker) noteBlank(r Row) {
 		clear(w.blanked)
 		return
 	}
-	if r.SubjectCommitment != "" && r.Subject.scrubbed() {
+	if r.SubjectCommitment != "" && subjectScrubbed(r) {
 		if w.blanked == nil {
 			w.blanked = map[string]uint64{}
 		}

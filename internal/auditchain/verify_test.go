@@ -161,3 +161,72 @@ func TestABlankedSubjectNeedsAnErasureOrARedactionAfterIt(t *testing.T) {
 		}
 	}
 }
+
+// A chain whose rows moved to FormatWriter after rows of FormatV1 verifies, and still
+// does once an erasure scrubbed the FormatWriter rows' agents and sessions with their
+// subjects; the FormatV1 rows keep theirs, which their hashes cover. A FormatWriter
+// row's agent or session changed (not scrubbed whole), or a FormatV1 row's agent
+// scrubbed, breaks it.
+func TestAWriterFormatChainVerifiesBeforeAndAfterItsScrub(t *testing.T) {
+	salt := SubjectSalt([]byte("0123456789abcdef0123456789abcdef"), "o/n/1")
+	var rows []*Row
+	for seq := uint64(1); seq <= 4; seq++ {
+		key := fmt.Sprintf("k%d", seq)
+		r := &Row{Org: "o", Namespace: "n", Seq: seq, Op: "memory.set", EventType: "memory.written", OccurredAt: time.Unix(int64(1000+seq), 0),
+			Actor: "token:a", Agent: "travel-bot", SessionID: "s-9", MemoryID: "00000000-0000-0000-0000-00000000000a", Version: seq,
+			Subject: Subject{MemoryKey: key, ContentSHA256: "sha", UserID: "alice", Salt: salt}}
+		if seq <= 2 {
+			r.Format, r.SubjectCommitment = FormatV1, SubjectCommitment(salt, key, "sha", "alice")
+		} else {
+			r.Format, r.SubjectCommitment = FormatWriter, WriterSubjectCommitment(salt, key, "sha", "alice", "travel-bot", "s-9")
+		}
+		rows = append(rows, r)
+	}
+	rows = append(rows, &Row{Org: "o", Namespace: "n", Seq: 5, Op: OpErasure, EventType: EventErased, OccurredAt: time.Unix(1005, 0),
+		Actor: "-", MemoryID: "00000000-0000-0000-0000-000000000000", Status: StatusScrubbed, Format: FormatWriter})
+	Link("", rows)
+	kept := make([]Row, len(rows))
+	for i, r := range rows {
+		kept[i] = *r
+	}
+	asV1 := kept[2]
+	asV1.Format = FormatV1
+	if Hash(kept[2].PrevHash, kept[2]) == Hash(kept[2].PrevHash, asV1) {
+		t.Fatal("a row hashes alike in both formats")
+	}
+	if b := walk(kept, 0, nil); b != nil {
+		t.Fatalf("an untouched chain: %v", b)
+	}
+	// The erasure's scrub: every row loses its subject; the FormatWriter rows their
+	// agent and session too.
+	scrubbed := append([]Row(nil), kept...)
+	for i := range scrubbed[:4] {
+		scrubbed[i].Subject = Subject{}
+		if scrubbed[i].Format == FormatWriter {
+			scrubbed[i].Agent, scrubbed[i].SessionID = "", ""
+		}
+	}
+	if b := walk(scrubbed, 0, nil); b != nil {
+		t.Fatalf("the chain after the erasure's scrub: %v", b)
+	}
+	for _, tc := range []struct {
+		name   string
+		rows   []Row
+		change func(*Row)
+		at     int
+	}{
+		{"a writer row's agent changed", kept, func(r *Row) { r.Agent = "mallory-bot" }, 2},
+		{"a writer row's session changed", kept, func(r *Row) { r.SessionID = "s-10" }, 3},
+		{"a writer row's agent restored after the scrub", scrubbed, func(r *Row) { r.Agent = "mallory-bot" }, 2},
+		{"a writer row's agent blanked alone", kept, func(r *Row) { r.Agent = "" }, 3},
+		{"a version 1 row's agent scrubbed", kept, func(r *Row) { r.Agent = "" }, 1},
+		{"a version 1 row moved to the writer format", kept, func(r *Row) { r.Format = FormatWriter }, 0},
+		{"the erasure row given an agent", kept, func(r *Row) { r.Agent = "mallory-bot" }, 4},
+	} {
+		changed := append([]Row(nil), tc.rows...)
+		tc.change(&changed[tc.at])
+		if b := walk(changed, 0, nil); b == nil || b.Seq != changed[tc.at].Seq {
+			t.Errorf("%s: %v, want a break at seq %d", tc.name, b, changed[tc.at].Seq)
+		}
+	}
+}

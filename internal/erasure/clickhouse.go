@@ -78,11 +78,17 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 	if table == "audit_log" && !purge {
 		// The content hash goes with the key: an unkeyed SHA-256 of a short value lets
 		// a dictionary of guesses confirm what was erased. The user id goes too: the
-		// trail keeps who acted (actor, agent) and what happened, not whom it was about.
-		// The salt of the row's subject commitment goes with them (internal/auditchain):
-		// kept, it would let the same dictionary test guesses against the commitment.
-		m.Set = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = ''"
-		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '')"
+		// trail keeps who acted (the actor, a token) and what happened, not whom it was
+		// about. The salt of the row's subject commitment goes with them
+		// (internal/auditchain): kept, it would let the same dictionary test guesses
+		// against the commitment. On a row of the chain's writer format (chain_format
+		// 2, from envelope version 3 on) the agent and the session id go too: its
+		// commitment covers them, where a row of format 1 hashes them in the clear and
+		// keeps them, or its chain would no longer verify.
+		m.Set = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = '', " +
+			"agent = if(chain_format >= 2, '', agent), session_id = if(chain_format >= 2, '', session_id)"
+		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '' OR " +
+			"(chain_format >= 2 AND (agent != '' OR session_id != '')))"
 	}
 	return m
 }

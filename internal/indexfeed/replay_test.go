@@ -37,13 +37,13 @@ func sealedTopic(tb testing.TB, n int) ([]*kgo.Record, map[string][]byte) {
 		value := []byte(strconv.Quote(texts[i%len(texts)]))
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID("acme", ns, seqs[ns]), Type: events.TypeWritten,
 			Org: "acme", Namespace: ns, Seq: seqs[ns], CommittedAt: now, Revision: &events.Revision{Op: "memory.set",
-				MemoryID: uuid.NewString(), Version: int64(i + 1), Agent: "-", UserRef: dashRef, SessionID: "-", MemoryType: "fact",
+				MemoryID: uuid.NewString(), Version: int64(i + 1), AgentRef: "-", UserRef: dashRef, SessionRef: "-", MemoryType: "fact",
 				Status: "active", Actor: "bench", SourceClass: "direct",
 				EmbeddingModel: "hash-v1-384", EmbeddingDim: 384, CreatedAt: now, UpdatedAt: now}}
 		key, _ := events.NewDataKey()
 		var err error
 		env.Sealed, err = events.Seal(key, env.ID, &events.Content{MemoryKey: fmt.Sprintf("k%d", i), Value: value,
-			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value)})
+			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value), Agent: "-", SessionID: "-"})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 // before migration 155. Named here, by loom.user_name, it cost a key's unwrap and a
 // decrypt per row, about half of the read's Postgres time.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
-			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key
+			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key, coalesce(r.agent, ''), coalesce(r.session_id, '')
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
@@ -111,7 +111,7 @@ func collectPending(rows pgx.Rows) ([]Row, error) {
 		var memoryKey string
 		var userRef *string // NULL: no revision (not queued by reference, or erased since)
 		if err := rows.Scan(&o.ID, &o.Org, &o.Namespace, &o.Seq, &o.Topic, &o.Key, &o.Headers, &o.Value, &o.Attempts, &o.CreatedAt,
-			&o.Vectors, &memoryKey, &userRef, &o.Journal.Sealed, &o.Journal.DataKey); err != nil {
+			&o.Vectors, &memoryKey, &userRef, &o.Journal.Sealed, &o.Journal.DataKey, &o.Journal.Agent, &o.Journal.SessionID); err != nil {
 			return nil, fmt.Errorf("read outbox: %w", err)
 		}
 		if userRef != nil {

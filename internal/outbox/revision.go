@@ -35,8 +35,8 @@ type Vectors struct {
 	Chunks       [][]float32 // a long value's windows', in order
 }
 
-// RevisionContent is the content a revision's record seals: row's key, text, user
-// and digest, the vectors, and the salt of the commitment its plain fields carry
+// RevisionContent is the content a revision's record seals: row's key, text, user,
+// agent, session and digest, the vectors, and the salt of the commitment its plain fields carry
 // (auditchain.SubjectSalt, derived from dataKey).
 func RevisionContent(row *memrow.Row, v Vectors, dataKey []byte) *events.Content {
 	var chunks []events.Vector
@@ -49,6 +49,7 @@ func RevisionContent(row *memrow.Row, v Vectors, dataKey []byte) *events.Content
 		Embedding: v.Embedding, KeyEmbedding: v.KeyEmbedding, ChunkEmbeddings: chunks,
 		UserID: row.UserID, ContentSHA256: row.ContentSHA256,
 		SubjectSalt: auditchain.SubjectSalt(dataKey, events.RecordID(row.Org, row.Namespace, row.Seq)),
+		Agent:       row.Agent, SessionID: row.SessionID,
 	}
 }
 
@@ -139,9 +140,12 @@ func openVectors(dataKey, sealed []byte) (Vectors, error) {
 type Journal struct {
 	MemoryKey, UserID string
 	UserRef           string
-	Sealed            []byte
-	DataKey           []byte
-	opened            *openedText // OpenTexts' work, for Complete
+	// Agent and SessionID are the writer's, which the content seals (envelope version
+	// 3): the journal row's as it holds them.
+	Agent, SessionID string
+	Sealed           []byte
+	DataKey          []byte
+	opened           *openedText // OpenTexts' work, for Complete
 }
 
 // openedText is a referenced revision's text opened: its data key and the row it
@@ -219,8 +223,8 @@ func openJournal(row Row, unwrap func(stored []byte) ([]byte, error)) *openedTex
 	if err != nil {
 		return &openedText{err: fmt.Errorf("open the data key of %s: %w", recordID, err)}
 	}
-	rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, UserID: row.Journal.UserID,
-		MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
+	rev := &memrow.Row{Identity: memrow.Identity{Org: row.Org, Namespace: row.Namespace, Agent: row.Journal.Agent, UserID: row.Journal.UserID,
+		SessionID: row.Journal.SessionID, MemoryKey: row.Journal.MemoryKey}, Seq: row.Seq}
 	if err := heads.OpenText(key, row.Journal.Sealed, rev); err != nil {
 		return &openedText{err: fmt.Errorf("%w: %s text: %v", ErrUnopened, recordID, err)}
 	}

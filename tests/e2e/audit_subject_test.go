@@ -12,10 +12,11 @@ import (
 	"github.com/loomplane/loom/tests/testenv"
 )
 
-// The audit chain covers each row's key, content hash and user id through a salted
-// commitment the erasure leaves: changing any of the three in ClickHouse (or dropping
-// the salt they were committed under) breaks the verification at that row, and an
-// erasure that scrubs them and their salt leaves the chain whole.
+// The audit chain covers each row's key, content hash, user id, agent and session id
+// (rows of the writer format, from envelope version 3 on) through a salted commitment
+// the erasure leaves: changing any of them in ClickHouse (or dropping the salt they
+// were committed under) breaks the verification at that row, and an erasure that
+// scrubs them and their salt leaves the chain whole.
 func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 	ctx := context.Background()
 	_, c, org := env.SharedOrgAPI(t)
@@ -25,7 +26,8 @@ func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 	for _, w := range []struct{ key, value, user string }{
 		{"office", "the office is in Leeds", "alice"}, {"standup", "the standup is at nine", "bob"},
 	} {
-		if _, err := tc.Set(ctx, ns, w.key, client.SetRequest{Value: w.value, Identity: client.Identity{UserID: w.user}}); err != nil {
+		writer := client.Identity{UserID: w.user, Agent: "scout", SessionID: "s-" + w.user}
+		if _, err := tc.Set(ctx, ns, w.key, client.SetRequest{Value: w.value, Identity: writer}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,6 +60,9 @@ func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 		{2, "user_id = 'mallory'", "user_id = 'bob'"},
 		{1, "content_sha256 = '" + strings.Repeat("0", 64) + "'", ""},
 		{2, "subject_salt = ''", "subject_salt = '" + saltOf(t, conn, org, ns, 2) + "'"},
+		{1, "agent = 'mallory'", "agent = 'scout'"},
+		{2, "session_id = 's-alice'", "session_id = 's-bob'"},
+		{1, "agent = '', session_id = ''", "agent = 'scout', session_id = 's-alice'"},
 	} {
 		undo := tamper.undo
 		if undo == "" {
@@ -86,10 +91,17 @@ func TestTheAuditChainCoversKeyContentHashAndUserID(t *testing.T) {
 	// An erasure of alice scrubs her row's fields and salt: the chain stays whole.
 	c.Erasure(t, client.ErasureRequest{Namespace: ns, UserID: "alice"})
 	testenv.WaitProjected(t, pool, "main", org, ns)
-	var key, user, left string
-	if err := conn.QueryRow(ctx, "SELECT memory_key, user_id, subject_salt, subject_commitment FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = 1",
-		org, ns).Scan(&key, &user, &left, &commitment); err != nil || key != "" || user != "" || left != "" || len(commitment) != 64 {
-		t.Fatalf("alice's audit row after the erasure: key %q user %q salt %q commitment %q (%v)", key, user, left, commitment, err)
+	var key, user, left, agent, session string
+	var format uint8
+	if err := conn.QueryRow(ctx, "SELECT memory_key, user_id, subject_salt, subject_commitment, agent, session_id, chain_format FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = 1",
+		org, ns).Scan(&key, &user, &left, &commitment, &agent, &session, &format); err != nil || key != "" || user != "" || left != "" || len(commitment) != 64 ||
+		agent != "" || session != "" || format != auditchain.FormatWriter {
+		t.Fatalf("alice's audit row after the erasure: key %q user %q salt %q commitment %q agent %q session %q format %d (%v)",
+			key, user, left, commitment, agent, session, format, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT agent, session_id FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND seq = 2",
+		org, ns).Scan(&agent, &session); err != nil || agent != "scout" || session != "s-bob" {
+		t.Fatalf("bob's audit row after alice's erasure: agent %q session %q (%v), want them kept", agent, session, err)
 	}
 	if err := verify(); err != nil {
 		t.Fatalf("the chain after the erasure: %v", err)

@@ -109,9 +109,11 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	noClearUserBeforeErasure(t, pool, org, user)
 	noClearKeyBeforeErasure(t, pool, org, keyMark)
 	conversationAfterErasure := conversationMarkersAtRest(t, c, pool, org, ns, user)
+	writersGone := writerMarkersOnTopicAndClickHouse(t, c, pool, org, ns, user, requests)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
+	writersGone()
 
 	// The topics: every record, raw.
 	if leaks := testenv.Leaks(env.TopicRecords(t), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(leaks) > 0 {
@@ -139,6 +141,57 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
 	if found := filesHoldingAfterCleanup(t, env.Stack.ClickHouse.DataDir(), append([]string{valueMark, keyMark, user}, plainSHAs...)...); len(found) > 0 {
 		t.Errorf("ClickHouse's data path still holds the erased memory: %v", found)
+	}
+}
+
+// writerMarkersOnTopicAndClickHouse writes, as the erased user, under an agent and a
+// session id no other test names: a memory, observed turns and a deferred extraction
+// request. Before the erasure the change topic names the agent (in the clear, or by
+// reference from envelope version 3 on) and ClickHouse's data path holds both, so the
+// scans see what they scan. It answers the check to run after the erasure: no record of
+// the change topic or the extraction topic (raw keys, headers and values) nor any
+// file of ClickHouse's data path holds the agent or the session id in the clear (the
+// topic names them by reference and seals them; the erasure scrubs the audit log's
+// agent and session of the chain's writer format, and deletes the scope's other rows).
+func writerMarkersOnTopicAndClickHouse(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org, ns, user, requests string) func() {
+	t.Helper()
+	ctx := context.Background()
+	agent, session := marker(t), marker(t)
+	writer := client.Identity{Agent: agent, UserID: user, SessionID: session}
+	if r := c.Put(t, ns, "writer-"+agent, map[string]any{"value": "written by the marked agent", "user_id": user,
+		"agent": agent, "session_id": session}); r.Status != http.StatusOK {
+		t.Fatalf("set as the marked writer: %d %s", r.Status, r.Body)
+	}
+	typed := c.Typed(t)
+	if _, err := typed.Observe(ctx, ns, client.ObserveRequest{Identity: writer,
+		Turns: []client.ObservedTurn{{Role: "user", Content: "the marked writer's turn"}}}); err != nil {
+		t.Fatalf("observe as the marked writer: %v", err)
+	}
+	yes := true
+	if _, err := typed.FromMessages(ctx, ns, client.FromMessagesRequest{Identity: writer,
+		Messages: messages("the marked writer's request"), Defer: &yes}); err != nil {
+		t.Fatalf("defer an extraction as the marked writer: %v", err)
+	}
+	var agentRef string
+	if err := pool.QueryRow(ctx, `SELECT loom.agent_ref($1, $2)`, org, agent).Scan(&agentRef); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the change topic to name the marked agent", func() bool {
+		return len(testenv.Leaks(env.TopicRecords(t), agent, agentRef)) > 0
+	})
+	testenv.Eventually(t, 2*time.Minute, "a file of ClickHouse's data path to hold the marked agent and session", func() bool {
+		dir := env.Stack.ClickHouse.DataDir()
+		return len(filesHolding(t, dir, agent)) > 0 && len(filesHolding(t, dir, session)) > 0
+	})
+	return func() {
+		t.Helper()
+		records := append(env.TopicRecords(t), env.Records(t, requests)...)
+		if leaks := testenv.Leaks(records, agent, session); len(leaks) > 0 {
+			t.Errorf("the topics still hold the erased writer's agent or session id in the clear: %v", leaks)
+		}
+		if found := filesHoldingAfterCleanup(t, env.Stack.ClickHouse.DataDir(), agent, session); len(found) > 0 {
+			t.Errorf("ClickHouse's data path still holds the erased writer's agent or session id: %v", found)
+		}
 	}
 }
 

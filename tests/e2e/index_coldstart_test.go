@@ -59,12 +59,12 @@ func TestIndexColdStartReplayRate(t *testing.T) {
 		value := []byte(strconv.Quote(texts[i%len(texts)]))
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(org, ns, seq), Type: events.TypeWritten,
 			Org: org, Namespace: ns, Seq: seq, CommittedAt: time.Now(), Revision: &events.Revision{Op: "memory.set",
-				MemoryID: uuid.NewString(), Version: int64(i + 1), Agent: "-", UserRef: dashRef, SessionID: "-", MemoryType: "fact",
+				MemoryID: uuid.NewString(), Version: int64(i + 1), AgentRef: "-", UserRef: dashRef, SessionRef: "-", MemoryType: "fact",
 				Status: "active", Actor: "bench", SourceClass: "agent",
 				EmbeddingModel: "hash-v1-384", EmbeddingDim: 384, CreatedAt: time.Now(), UpdatedAt: time.Now()}}
 		key, _ := events.NewDataKey()
 		env.Sealed, err = events.Seal(key, env.ID, &events.Content{MemoryKey: fmt.Sprintf("k%d", i), Value: value,
-			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value)})
+			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value), Agent: "-", SessionID: "-"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -488,10 +488,15 @@ func TestProposalsRecoveryListingAndBulkGet(t *testing.T) {
 	if _, err := c.AcceptProposal(ctx, ns, "standup", agent); !isCode(err, client.CodePreconditionFailed) {
 		t.Errorf("accepting a fact: %v, want 409 PRECONDITION_FAILED", err)
 	}
-	// The proposal's writer (agent scout) is told on the topic.
+	// The proposal's writer (agent scout) is told on the topic, by reference (envelope
+	// version 3).
+	var scout string
+	if err := env.PG(t).QueryRow(ctx, `SELECT loom.agent_ref($1, 'scout')`, org).Scan(&scout); err != nil {
+		t.Fatal(err)
+	}
 	var decided []string
 	for _, e := range published(t, org, ns) {
-		if e.Revision.Op == "memory.proposal_decide" && e.Revision.Agent == "scout" {
+		if e.Revision.Op == "memory.proposal_decide" && e.Revision.AgentRef == scout {
 			decided = append(decided, e.Revision.Status)
 		}
 	}

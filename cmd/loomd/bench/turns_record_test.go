@@ -27,7 +27,7 @@ func BenchmarkTurnsRecordBytes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		t := events.TurnText{Text: sentence(rng)}
+		t := events.TurnText{Text: sentence(rng), Agent: "-", SessionID: "s0000"}
 		text += len(t.Text)
 		id := uuid.NewString()
 		sealed, err := events.SealTurn(key, recordID, id, t)
@@ -38,7 +38,7 @@ func BenchmarkTurnsRecordBytes(b *testing.B) {
 	}
 	env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: events.TypeTurnsObserved, Org: "bench", Namespace: "ns",
 		Seq: 1, CommittedAt: time.Unix(1_780_000_000, 0).UTC(),
-		Turns: &events.Turns{Agent: "-", UserRef: fmt.Sprintf("%064x", 7), SessionID: "s0000", Source: "observe", Items: items}}
+		Turns: &events.Turns{AgentRef: "-", UserRef: fmt.Sprintf("%064x", 7), SessionRef: fmt.Sprintf("%064x", 8), Source: "observe", Items: items}}
 	var size int
 	for b.Loop() {
 		v, err := events.Encode(env)
