@@ -252,3 +252,63 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 		writerReads(t, pool, id, true)
 	}
 }
+
+// A read narrowed by an agent or a session names each once a statement, not once a head
+// it looks at, and a lookup of one identity unwraps the org's key once for its key,
+// agent and session (loom.writer_refs). Counted by Postgres's function statistics.
+func TestAScanOfAnAgentsHeadsBindsItsReferencesOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := migratedDB(t)
+	for i := range 200 {
+		id := memrow.Identity{Org: "acme", Namespace: "many", Agent: []string{"planner", "coder"}[i%2], UserID: "alice",
+			SessionID: []string{"s1", "s2"}[i%2], MemoryKey: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))}
+		r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: int64(i + 1), Status: memrow.StatusActive}
+		payload, sealed, _ := sealedAtRest(t, r)
+		if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed) SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, 1, $10, '', $8, $9
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w`,
+			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, payload, sealed, r.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, set := range []string{"track_functions = 'all'", "enable_indexscan = off", "enable_bitmapscan = off", "enable_indexonlyscan = off"} {
+		if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := func(fn string) int64 {
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
+			WHERE schemaname = 'loom' AND funcname = $1`, fn).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sc := Scope{Org: "acme", Namespace: "many", Agent: "planner", SessionID: "s1"}
+	if rows, err := Unlocked(ctx, tx, sc, 500); err != nil || len(rows) != 100 {
+		t.Fatalf("the planner's unlocked heads in s1: %d, %v; want 100", len(rows), err)
+	}
+	if _, err := CountLocked(ctx, tx, sc); err != nil {
+		t.Fatal(err)
+	}
+	// Function statistics count a call of a function the planner does not inline.
+	if n := calls("agent_ref") + calls("session_ref"); n > 4 {
+		t.Errorf("loom.agent_ref and loom.session_ref ran %d times for 2 statements over 200 heads; want once each a statement", n)
+	}
+	id := memrow.Identity{Org: "acme", Namespace: "many", Agent: "planner", UserID: "alice", SessionID: "s1", MemoryKey: "kaa"}
+	before := calls("writer_refs")
+	if head, err := Read(ctx, tx, id); err != nil || head == nil {
+		t.Fatalf("read %+v: %v, %v", id, head, err)
+	}
+	if n := calls("writer_refs") - before; n != 1 {
+		t.Errorf("a read of one head ran loom.writer_refs %d times, want once", n)
+	}
+	if n := calls("key_ref"); n != 0 {
+		t.Errorf("loom.key_ref ran %d times: the key's reference is writer_refs'", n)
+	}
+}
