@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -27,11 +28,13 @@ func keyedContentSQL(sha string) string {
 }
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
-// hash keyed under its scope's key.
+// hash keyed under its scope's key; its key, agent and session by their references
+// (migrations 171, 173), computed with the org's key unwrapped once.
 func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, (SELECT loom.key_ref($1, $6)), $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12)
+		SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12
+		FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
 			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
 			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
@@ -43,15 +46,18 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its
 // sealed text (and plain content hash) dropped, and its keyed content hash too: the
 // scope's key outlives a redaction, and would confirm a guess of the text. The sealed
-// text held the key (migration 171), which the row's JSON holds again: a redacted row
-// is read by its key.
+// text held the key, the agent and the session (migrations 171, 173), which the row's
+// JSON holds again: a redacted row is read by its key.
 func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
-	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb || jsonb_build_object('memory_key', $6::text), sealed = NULL,
+	b.Queue(heads.WithWriterRefs+`UPDATE loom.memory_current SET row = row || $7::jsonb || `+identityJSON+`, sealed = NULL,
 				content_sha256 = '', updated_at = now()
-				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5
-				  AND memory_key = (SELECT loom.key_ref($1, $6))`,
+				WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
 }
+
+// identityJSON is what a scrubbed row's JSON holds again of its identity ($3 agent, $5
+// session, $6 key) once its sealed text is dropped.
+const identityJSON = `jsonb_build_object('memory_key', $6::text, 'agent', $3::text, 'session_id', $5::text)`
 
 // headsTable names loom.memory_current where an erasure counts what it removed.
 const headsTable = "loom.memory_current"

@@ -84,9 +84,10 @@ func queueRevision(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit, sealed)
-		SELECT $1, $2, $3, $4, $5, $6, loom.named_user($1, $7), $8, k.ref, $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
-		FROM (SELECT loom.key_ref($1, $9) AS ref OFFSET 0) k, LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = $6 AND c.user_id = (SELECT loom.user_ref($1, $7)) AND c.session_id = $8 AND c.memory_key = k.ref) AS sha) h`,
+		SELECT $1, $2, $3, $4, $5, w.r[2], loom.named_user($1, $7), w.r[3], w.r[1], $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
+		FROM (SELECT loom.writer_refs($1, $9, $6, $8) AS r OFFSET 0) w, LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = w.r[2] AND c.user_id = (SELECT loom.user_ref($1, $7)) AND c.session_id = w.r[3]
+			  AND c.memory_key = w.r[1]) AS sha) h`,
 		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
 		row.MemoryID, row.Version, string(row.Status), rec.payload, rec.audit, rec.sealed)
 }
@@ -100,8 +101,8 @@ func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
 // versionBefore is the newest version of a key's journal below version, 0 when none.
 func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) (int64, error) {
 	var prev int64
-	err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM loom.memory_revisions
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6)) AND version < $7`,
+	err := tx.QueryRow(ctx, heads.WithWriterRefs+`SELECT coalesce(max(version), 0) FROM loom.memory_revisions
+			WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+` AND version < $7`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version).Scan(&prev)
 	return prev, err
 }
@@ -110,12 +111,13 @@ func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version i
 // by scrubbed, their sealed text (and plain content hash) dropped, and their keyed
 // content hash, in the column and the audit, too (as queueScrubHead). The named
 // version (namedSeq) takes this redaction's time; a copy keeps its first. Their JSON
-// holds the key again, as queueScrubHead's.
+// holds the key, agent and session again, as queueScrubHead's.
 func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64) {
-	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb || jsonb_build_object('memory_key', $6::text), sealed = NULL,
+	b.Queue(`UPDATE loom.memory_revisions SET
+				row = row || $3::jsonb || jsonb_build_object('memory_key', $6::text, 'agent', $7::text, 'session_id', $8::text), sealed = NULL,
 				content_sha256 = '', audit = audit || '{"content_sha256": ""}',
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
-			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq, id.MemoryKey)
+			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq, id.MemoryKey, id.Agent, id.SessionID)
 }
 
 // queueDestroyKeys queues the deletion of the data keys of a namespace's revisions seqs.
@@ -139,8 +141,8 @@ var journalSQL = `SELECT ` + heads.RowOf("r") + `, r.event_type, r.op, coalesce(
 // superseded nor rejected, from the authority's journal; active when none.
 func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Status, error) {
 	var status string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+	err := s.pool.QueryRow(ctx, heads.WithWriterRefs+`SELECT coalesce((SELECT status FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+`
 		  AND memory_id = $7 AND status NOT IN ('superseded', 'rejected')
 		ORDER BY seq DESC LIMIT 1), 'active')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&status)
@@ -151,11 +153,11 @@ func (s *Service) statusBefore(ctx context.Context, h *memrow.Row) (memrow.Statu
 // first superseded revision of the row after its last one that was not.
 func (s *Service) retiredBy(ctx context.Context, h *memrow.Row) (string, error) {
 	var op string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT op FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+	err := s.pool.QueryRow(ctx, heads.WithWriterRefs+`SELECT coalesce((SELECT op FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+`
 		  AND memory_id = $7 AND status = 'superseded'
 		  AND seq > coalesce((SELECT max(seq) FROM loom.memory_revisions
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+			WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+`
 			  AND memory_id = $7 AND status <> 'superseded'), 0)
 		ORDER BY seq LIMIT 1), '')`,
 		h.Org, h.Namespace, h.Agent, h.UserID, h.SessionID, h.MemoryKey, h.MemoryID).Scan(&op)
@@ -170,11 +172,14 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 	for i, id := range ids {
 		agents[i], users[i], sessions[i], keys[i] = id.Agent, id.UserID, id.SessionID, id.MemoryKey
 	}
+	// The columns hold references (migrations 155, 171, 173): each key's identity is
+	// answered as asked, from k.
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (r.agent, r.user_id, r.session_id, r.memory_key)
-			r.agent, k.user_id, r.session_id, k.memory_key, `+heads.RowOf("r")+`
-		FROM loom.memory_revisions r
-		JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[], (SELECT loom.key_refs($1, $6::text[]))) AS k(agent, user_id, session_id, memory_key, key_ref)
-		  ON r.agent = k.agent AND r.user_id = loom.user_ref($1, k.user_id) AND r.session_id = k.session_id AND r.memory_key = k.key_ref
+			k.agent, k.user_id, k.session_id, k.memory_key, `+heads.RowOf("r")+`
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+		CROSS JOIN LATERAL (SELECT loom.writer_refs($1, k.memory_key, k.agent, k.session_id) AS r OFFSET 0) w
+		JOIN loom.memory_revisions r
+		  ON r.agent = w.r[2] AND r.user_id = loom.user_ref($1, k.user_id) AND r.session_id = w.r[3] AND r.memory_key = w.r[1]
 		WHERE r.org = $1 AND r.namespace = $2 AND r.version <= $7
 		ORDER BY r.agent, r.user_id, r.session_id, r.memory_key, r.version DESC, r.seq DESC`,
 		org, ns, agents, users, sessions, keys, at.UnixNano())
@@ -202,8 +207,8 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 
 // keyVersionsFrom reads a key's revisions from version on, in version order.
 func keyVersionsFrom(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) ([]journalVersion, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, version, `+heads.Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6)) AND version >= $7
+	rows, err := tx.Query(ctx, heads.WithWriterRefs+`SELECT seq, version, `+heads.Row+` FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+` AND version >= $7
 		ORDER BY version, seq`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version)
 	if err != nil {
 		return nil, fmt.Errorf("read the key's versions: %w", err)
@@ -268,11 +273,11 @@ func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
 // the version before it (its prev_version) and its event type (revised when the
 // journal holds no revision of the version).
 func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (prev int64, event string, err error) {
-	err = q.QueryRow(ctx, `SELECT
+	err = q.QueryRow(ctx, heads.WithWriterRefs+`SELECT
 			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6)) AND version < $7),
+				AND `+heads.IdentityIs+` AND version < $7),
 			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6)) AND version = $7
+				AND `+heads.IdentityIs+` AND version = $7
 				ORDER BY seq LIMIT 1), $8)`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
 	return prev, event, err
@@ -282,8 +287,8 @@ func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, v
 // id), newest first: what the conflict resolver reads to date a value's assertion.
 func memoryJournal(ctx context.Context, q heads.Querier, r *memrow.Row) ([]JournalStep, error) {
 	// The hash as the row holds it opened (plain): the column's is keyed (migration 101).
-	rows, err := q.Query(ctx, `SELECT version, coalesce(`+heads.Row+`->>'content_sha256', ''), status, op FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6)) AND memory_id = $7
+	rows, err := q.Query(ctx, heads.WithWriterRefs+`SELECT version, coalesce(`+heads.Row+`->>'content_sha256', ''), status, op FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+` AND memory_id = $7
 		ORDER BY version DESC, seq DESC LIMIT 256`, r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.MemoryID)
 	if err != nil {
 		return nil, err

@@ -551,11 +551,10 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 		return nil, err
 	}
 	// The audit's content_sha256 is the keyed one, set where the journal row is written
-	// (queueRevision). It names no user and no key: the row's columns hold their
-	// references and its sealed text the user's id and the key (migrations 155, 171).
+	// (queueRevision). It names no user, key, agent or session: the row's columns hold
+	// their references and its sealed text the clear values (migrations 155, 171, 173).
 	journalAudit := map[string]any{
-		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID,
-		"agent": row.Agent, "session_id": row.SessionID, "version": row.Version,
+		"op": p.op, "event_type": p.event, "actor": row.Actor, "memory_id": row.MemoryID, "version": row.Version,
 		"source_class": row.SourceClass, "status": row.Status,
 		"pinned": row.Pinned, "tombstone": row.Tombstone, "request_id": requestID,
 	}

@@ -62,13 +62,15 @@ func anchorSpans(dates []dateRange) []dateRange {
 }
 
 // saidWithinSQL reads the live heads of a namespace said in [$3, $5), those said before
-// $4 (the span's end) first, under the filter's agent, user and session; the search's
+// $4 (the span's end) first, under the filter's agent, user and session (the columns
+// hold their references: migrations 155, 173); the search's
 // other filters are judged on the decoded heads, as validation judges them.
 const saidWithinSQL = `SELECT ` + heads.Row + ` FROM loom.memory_current
 	WHERE org = $1 AND namespace = $2 AND loom.head_valid_at(row) >= $3 AND loom.head_valid_at(row) < $5
 	  AND loom.head_valid_at(row) IS NOT NULL AND NOT (row->>'tombstone')::boolean
-	  AND ($6 = '' OR agent = $6)
-	  AND ((($7 = '' OR user_id = (SELECT loom.user_ref($1, $7))) AND ($8 = '' OR session_id = $8)) OR ($9 AND user_id = (SELECT loom.user_ref($1, $10))))
+	  AND ($6 = '' OR agent = (SELECT loom.agent_ref($1, $6)))
+	  AND ((($7 = '' OR user_id = (SELECT loom.user_ref($1, $7))) AND ($8 = '' OR session_id = (SELECT loom.session_ref($1, $8))))
+	    OR ($9 AND user_id = (SELECT loom.user_ref($1, $10))))
 	ORDER BY loom.head_valid_at(row) >= $4, loom.head_valid_at(row) LIMIT $11`
 
 // addAnchorPool adds to pool the rows said in the question's short spans, or stating
@@ -166,7 +168,7 @@ func (s *Service) sessionDate(ctx context.Context, org string, namespaces []stri
 	}
 	var at *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT max(loom.head_valid_at(row)) FROM loom.memory_current
-		WHERE org = $1 AND namespace = ANY($2) AND session_id = $3
+		WHERE org = $1 AND namespace = ANY($2) AND session_id = (SELECT loom.session_ref($1, $3))
 		  AND loom.head_valid_at(row) IS NOT NULL AND NOT (row->>'tombstone')::boolean`, org, namespaces, f.sessionID).Scan(&at)
 	if err != nil {
 		return time.Time{}, false, httperr.Store("reading the session's date", err)

@@ -123,10 +123,11 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 		return snapshot.End{}, fmt.Errorf("read the user's journal: %w", err)
 	}
 	defer rows.Close()
-	// The column holds the key's reference (migration 171): it groups a key's versions;
-	// the key itself is in each version's opened row.
+	// The columns hold the references of the key, agent and session (migrations 171,
+	// 173): they group a key's versions; the clear values are in each version's opened
+	// row.
 	var cur *exportMemory
-	var curRef string
+	var curRef [3]string
 	flush := func() error {
 		if cur == nil {
 			return nil
@@ -137,8 +138,8 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 		var m exportMemory
 		var v exportVersion
 		var raw []byte
-		var ref string
-		if err := rows.Scan(&m.Namespace, &m.Agent, &m.SessionID, &ref, &v.Seq, &v.Event, &v.Op, &v.Committed, &raw); err != nil {
+		var ref [3]string
+		if err := rows.Scan(&m.Namespace, &ref[0], &ref[1], &ref[2], &v.Seq, &v.Event, &v.Op, &v.Committed, &raw); err != nil {
 			return snapshot.End{}, fmt.Errorf("read the user's journal: %w", err)
 		}
 		if raw != nil {
@@ -147,7 +148,7 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 			}
 		}
 		v.Committed = v.Committed.UTC()
-		if cur == nil || cur.Namespace != m.Namespace || cur.Agent != m.Agent || cur.SessionID != m.SessionID || curRef != ref {
+		if cur == nil || cur.Namespace != m.Namespace || curRef != ref {
 			if err := flush(); err != nil {
 				return snapshot.End{}, err
 			}
@@ -155,7 +156,7 @@ func (s *Service) writeExport(ctx context.Context, tx pgx.Tx, h exportHeader, w 
 			cur, curRef = &m, ref
 		}
 		if cur.MemoryKey == "" && v.Row != nil {
-			cur.MemoryKey = v.Row.MemoryKey
+			cur.Agent, cur.SessionID, cur.MemoryKey = v.Row.Agent, v.Row.SessionID, v.Row.MemoryKey
 		}
 		cur.Versions = append(cur.Versions, v)
 	}

@@ -174,7 +174,7 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	}
 	// The trace is sealed under a key of its row's own (migration 156), and its rows
 	// name their users by reference, for the erasure's containment test, and not their
-	// keys (which the sealed trace holds; migration 171).
+	// keys, agents or sessions (which the sealed trace holds; migrations 171, 173).
 	key, storedKey, err := kek.NewKey(s.kek)
 	if err != nil {
 		return "", err
@@ -187,7 +187,7 @@ func (s *Service) keepTrace(ctx context.Context, org, userID, sessionID string, 
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO loom.search_traces (id, org, namespaces, user_id, session_id, rows, trace, expires_at, data_key, sealed)
 		VALUES ($1, $2, $3, loom.named_user($2, $4), (SELECT loom.session_ref($2, $5)),
-			(SELECT coalesce(jsonb_agg(jsonb_build_object('id', ((e -> 'id') - 'user_id' - 'memory_key') || jsonb_build_object('user_ref',
+			(SELECT coalesce(jsonb_agg(jsonb_build_object('id', ((e -> 'id') - 'user_id' - 'memory_key' - 'agent' - 'session_id') || jsonb_build_object('user_ref',
 				loom.user_ref($2, e #>> '{id,user_id}')))), '[]') FROM jsonb_array_elements($6::jsonb) e),
 			'{}', now() + $7::interval, $8, $9)`,
 		id, org, t.Namespaces, userID, sessionID, rows, s.cfg.Retrieval.TraceTTL.String(), storedKey, sealed)

@@ -323,7 +323,7 @@ func (pl *Pipeline) dropSessionEchoes(ctx context.Context, st *state) error {
 	if st.identity.SessionID != memrow.DefaultIdentity {
 		session = st.identity.SessionID
 	}
-	rows, err := pl.subjectHeads(ctx, st, `(session_id = $4 OR `+keysIn3+`)`, st.req.SessionKeys, session)
+	rows, err := pl.subjectHeads(ctx, st, `(session_id = (SELECT loom.session_ref($1, $4)) OR `+keysIn3+`)`, st.req.SessionKeys, session)
 	if err != nil {
 		return httperr.Store("reading the session's memories", err)
 	}
@@ -343,7 +343,8 @@ func echoReason(rows []*memrow.Row, why string) func(*state, *candidate) string 
 const maxEchoRows = 500
 
 // keysIn3 is a subjectHeads condition: the head's key is one of the keys $3. The column
-// holds each key's reference (loom.key_ref, migration 171), computed once a statement.
+// holds each key's reference (loom.key_ref, migration 171), computed once a statement,
+// as the agent and session columns hold theirs (migration 173).
 const keysIn3 = `memory_key = ANY((SELECT loom.key_refs($1, $3::text[]))::text[])`
 
 // subjectHeads reads the live heads of the namespace that where selects, among the
@@ -520,7 +521,7 @@ func (pl *Pipeline) forgotten(ctx context.Context, st *state) ([]memrow.Identity
 	where := keysIn3
 	args := []any{keys}
 	if st.identity.UserID == memrow.DefaultIdentity {
-		where, args = keysIn3+` AND user_id = '-' AND agent = $4`, append(args, st.identity.Agent)
+		where, args = keysIn3+` AND user_id = '-' AND agent = (SELECT loom.agent_ref($1, $4))`, append(args, st.identity.Agent)
 	}
 	rows, err := pl.subjectHeads(ctx, st, where, args...)
 	if err != nil {

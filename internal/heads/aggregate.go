@@ -46,8 +46,7 @@ func Aggregate(ctx context.Context, q Querier, sc Scope, dims []string, most int
 		parts = append(parts, part)
 	}
 	sql := `WITH h AS MATERIALIZED (SELECT ` + row + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND ($3 = '' OR c.agent = $3) AND ($4 = '' OR c.user_id = (SELECT loom.user_ref($1, $4)))
-		  AND ($5 = '' OR c.session_id = $5) AND NOT (c.row->>'tombstone')::boolean
+		WHERE ` + scopeSQL + `
 		  AND (c.expires_at IS NULL OR c.expires_at > now())
 		  AND (c.row->>'valid_to' IS NULL OR (c.row->>'valid_to')::timestamptz > now())
 		LIMIT $6)

@@ -36,6 +36,19 @@ func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, erro
 // (migration 056). A row whose key was destroyed (erased, redacted) has no text.
 const Row = "loom.opened_row(row, sealed, org, namespace, seq, user_id)"
 
+// WithWriterRefs binds the references of one identity's key, agent and session for a
+// statement over its rows (migrations 171, 173: the columns hold them), the identity's
+// parameters numbered as every such statement numbers them: $1 org, $3 agent, $5
+// session, $6 key. loom.writer_refs computes the three with the org's key unwrapped
+// once; materialized, so the CTE runs once a statement and IdentityIs reads each as an
+// init plan (a parameter an index scan binds).
+const WithWriterRefs = `WITH w AS MATERIALIZED (SELECT loom.writer_refs($1, $6, $3, $5) AS r) `
+
+// IdentityIs is the predicate of WithWriterRefs' identity over a memory row's
+// columns ($4 the user).
+const IdentityIs = `agent = (SELECT w.r[2] FROM w) AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = (SELECT w.r[3] FROM w)
+	AND memory_key = (SELECT w.r[1] FROM w)`
+
 // RowOf is Row of the table aliased alias.
 func RowOf(alias string) string {
 	return fmt.Sprintf("loom.opened_row(%[1]s.row, %[1]s.sealed, %[1]s.org, %[1]s.namespace, %[1]s.seq, %[1]s.user_id)", alias)
@@ -43,8 +56,8 @@ func RowOf(alias string) string {
 
 func read(ctx context.Context, q Querier, id memrow.Identity, lock string) (*memrow.Row, error) {
 	var raw []byte
-	err := q.QueryRow(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))`+lock,
+	err := q.QueryRow(ctx, WithWriterRefs+`SELECT `+Row+` FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2 AND `+IdentityIs+lock,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -84,11 +97,20 @@ func Collect(rows pgx.Rows) ([]*memrow.Row, error) {
 const openedC = "loom.opened_row(c.row, c.sealed, c.org, c.namespace, c.seq, c.user_id)"
 
 const (
-	manySQL = `SELECT m.row
-	FROM unnest($3::text[], $4::text[], $5::text[], (SELECT loom.key_refs($1, $6::text[]))) AS k(agent, user_id, session_id, memory_key)
-	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
-		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
+	manySQL = `SELECT m.row FROM ` + identitiesRefs + `
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c WHERE ` + identityOfK + ` OFFSET 0) m`
+
+	// identitiesRefs are the identities $3 agents, $4 users, $5 sessions, $6 keys of
+	// org $1, with the references of each's key, agent and session (w.r, as
+	// WithWriterRefs binds them): loom.writer_refs once an identity, the org's key
+	// unwrapped once for the three.
+	identitiesRefs = `unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
+	CROSS JOIN LATERAL (SELECT loom.writer_refs($1, k.memory_key, k.agent, k.session_id) AS r OFFSET 0) w`
+
+	// identityOfK is the predicate of the head (aliased c) of identitiesRefs' k in
+	// namespace $2.
+	identityOfK = `c.org = $1 AND c.namespace = $2 AND c.agent = w.r[2] AND c.user_id = loom.user_ref($1, k.user_id)
+		  AND c.session_id = w.r[3] AND c.memory_key = w.r[1]`
 
 	withIDsSQL = `SELECT m.row FROM unnest($3::uuid[]) AS k(memory_id)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c
@@ -181,8 +203,8 @@ func Decode(raw []byte) (*memrow.Row, error) {
 // first, each row opened (Row): a revision whose key was destroyed (redacted) has no
 // text.
 func KeyRevisions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
-	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+	rows, err := q.Query(ctx, WithWriterRefs+`SELECT `+Row+` FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND `+IdentityIs+`
 		ORDER BY version`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
 	if err != nil {
 		return nil, err

@@ -12,8 +12,7 @@ import (
 // case). Entities are text sealed at rest, so naming one opens the scope's rows.
 func Naming(ctx context.Context, q Querier, sc Scope, entity string, limit int) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT row FROM (SELECT `+Row+` AS row, seq FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
-		  AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean) h
+		WHERE `+scopeSQL+`) h
 		WHERE $6 = '' OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE jsonb_typeof(h.row->'entities')
 			WHEN 'array' THEN h.row->'entities' ELSE '[]' END) e WHERE lower(e) = lower($6))
 		ORDER BY seq DESC LIMIT $7`, sc.Org, sc.Namespace, sc.Agent, sc.UserID, sc.SessionID, entity, limit)

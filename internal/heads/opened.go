@@ -23,10 +23,8 @@ func Sealed(alias string) string {
 }
 
 // manySealedSQL is manySQL with each head as stored (Sealed).
-var manySealedSQL = `SELECT m.* FROM unnest($3::text[], $4::text[], $5::text[], (SELECT loom.key_refs($1, $6::text[]))) AS k(agent, user_id, session_id, memory_key)
-	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c
-		WHERE c.org = $1 AND c.namespace = $2 AND c.agent = k.agent AND c.user_id = loom.user_ref($1, k.user_id)
-		  AND c.session_id = k.session_id AND c.memory_key = k.memory_key OFFSET 0) m`
+var manySealedSQL = `SELECT m.* FROM ` + identitiesRefs + `
+	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c WHERE ` + identityOfK + ` OFFSET 0) m`
 
 // Unnamed holds the rows a read opened in Go whose user only their column names (a
 // row sealed before migration 155, or whose text a redaction dropped): Name names them

@@ -16,11 +16,14 @@ var TextFields = []string{"value", "tags", "entities", "entity_types", "relation
 
 // rowText is the part of a row sealed at rest: the memory's text, the plain SHA-256
 // of its value (migration 101: the columns hold it keyed), its user id (migration
-// 155: the column holds the user's reference) and its key (migration 171: the column
-// holds the key's reference, loom.key_ref).
+// 155: the column holds the user's reference), its key (migration 171: the column
+// holds the key's reference, loom.key_ref), and its agent and session (migration 173:
+// the columns hold loom.agent_ref's and loom.session_ref's).
 type rowText struct {
 	UserID        string             `json:"user_id,omitempty"`
 	MemoryKey     string             `json:"memory_key,omitempty"`
+	Agent         string             `json:"agent,omitempty"`
+	SessionID     string             `json:"session_id,omitempty"`
 	Shared        *memrow.Provenance `json:"shared,omitempty"` // a promoted row's source, which names its user
 	Value         json.RawMessage    `json:"value"`
 	Tags          []string           `json:"tags"`
@@ -44,7 +47,7 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rowText{UserID: row.UserID, MemoryKey: row.MemoryKey, Shared: row.Shared, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
+	if err := enc.Encode(rowText{UserID: row.UserID, MemoryKey: row.MemoryKey, Agent: row.Agent, SessionID: row.SessionID, Shared: row.Shared, Value: row.Value, Tags: row.Tags, Entities: row.Entities,
 		EntityTypes: row.EntityTypes, Relations: row.Relations, ContentSHA256: row.ContentSHA256}); err != nil {
 		return nil, nil, fmt.Errorf("encode the row's text: %w", err)
 	}
@@ -52,8 +55,15 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	bare := *row
 	bare.Value, bare.Tags, bare.Entities, bare.EntityTypes, bare.Relations = nil, nil, nil, nil, nil
 	bare.ContentSHA256, bare.Shared, bare.MemoryKey = "", nil, ""
+	// "-" (none given) names no one and is stored as it is, in the columns too.
 	if bare.UserID != memrow.DefaultIdentity {
 		bare.UserID = ""
+	}
+	if bare.Agent != memrow.DefaultIdentity {
+		bare.Agent = ""
+	}
+	if bare.SessionID != memrow.DefaultIdentity {
+		bare.SessionID = ""
 	}
 	if payload, err = json.Marshal(&bare); err != nil {
 		return nil, nil, fmt.Errorf("encode the row: %w", err)
@@ -84,6 +94,12 @@ func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 	}
 	if t.MemoryKey != "" { // a row sealed before migration 171 keeps its key in its JSON
 		row.MemoryKey = t.MemoryKey
+	}
+	if t.Agent != "" { // a row sealed before migration 173 keeps its agent and session in its JSON
+		row.Agent = t.Agent
+	}
+	if t.SessionID != "" {
+		row.SessionID = t.SessionID
 	}
 	if t.Shared != nil {
 		row.Shared = t.Shared

@@ -38,8 +38,8 @@ func queueOpened(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow
 // QueueLock queues a lock of one key's head on b (in a transaction) and a read of its
 // version and seq into version and seq (0 when the key has none).
 func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
-	b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
-			WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+	b.Queue(WithWriterRefs+`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
+			WHERE org = $1 AND namespace = $2 AND `+IdentityIs+`
 			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
 		QueryRow(func(r pgx.Row) error { return r.Scan(version, seq) })
 }
@@ -47,8 +47,9 @@ func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
 // Page reads up to n heads of a namespace after the identity after, in key order;
 // liveOnly leaves out deleted heads.
 func Page(ctx context.Context, q Querier, org, namespace string, after memrow.Identity, n int, liveOnly bool) ([]*memrow.Row, error) {
-	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND (agent, user_id, session_id, memory_key) > ($3, (SELECT loom.user_ref($1, $4)), $5, (SELECT loom.key_ref($1, $6)))
+	rows, err := q.Query(ctx, fmt.Sprintf(WithWriterRefs+`SELECT `+Row+` FROM loom.memory_current
+		WHERE org = $1 AND namespace = $2
+		  AND (agent, user_id, session_id, memory_key) > ((SELECT w.r[2] FROM w), (SELECT loom.user_ref($1, $4)), (SELECT w.r[3] FROM w), (SELECT w.r[1] FROM w))
 		  AND (NOT $7 OR NOT (row->>'tombstone')::boolean)
 		ORDER BY agent, user_id, session_id, memory_key LIMIT %d`, n),
 		org, namespace, after.Agent, after.UserID, after.SessionID, after.MemoryKey, liveOnly)
@@ -76,9 +77,11 @@ type Scope struct {
 	Org, Namespace, Agent, UserID, SessionID string
 }
 
-// scopeSQL is Scope's predicate over the heads that are not deleted.
-const scopeSQL = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
-	AND ($5 = '' OR session_id = $5) AND NOT (row->>'tombstone')::boolean`
+// scopeSQL is Scope's predicate over the heads that are not deleted. The agent and
+// session columns hold references (migration 173), bound once a statement.
+const scopeSQL = `org = $1 AND namespace = $2 AND ($3 = '' OR agent = (SELECT loom.agent_ref($1, $3)))
+	AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
+	AND ($5 = '' OR session_id = (SELECT loom.session_ref($1, $5))) AND NOT (row->>'tombstone')::boolean`
 
 // Unlocked reads up to n of the scope's live heads that are not locked, in key order.
 func Unlocked(ctx context.Context, q Querier, sc Scope, n int) ([]*memrow.Row, error) {
@@ -101,7 +104,7 @@ func CountLocked(ctx context.Context, q Querier, sc Scope) (int64, error) {
 // OfSubject reads the heads of a namespace under any of keys held by one agent and
 // user, in any session.
 func OfSubject(ctx context.Context, q Querier, org, namespace, agent, userID string, keys []string) ([]*memrow.Row, error) {
-	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = $3
+	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND agent = (SELECT loom.agent_ref($1, $3))
 		AND user_id = (SELECT loom.user_ref($1, $4)) AND memory_key = ANY((SELECT loom.key_refs($1, $5::text[]))::text[])`, org, namespace, agent, userID, keys)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,8 @@ import (
 // InOtherSessions reads the heads of id's key held by other sessions of its user.
 func InOtherSessions(ctx context.Context, q Querier, id memrow.Identity) ([]*memrow.Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+Row+` FROM loom.memory_current
-		WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3)) AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id <> $5`,
+		WHERE org = $1 AND namespace = $2 AND memory_key = (SELECT loom.key_ref($1, $3)) AND user_id = (SELECT loom.user_ref($1, $4))
+		  AND session_id <> (SELECT loom.session_ref($1, $5))`,
 		id.Org, id.Namespace, id.MemoryKey, id.UserID, id.SessionID)
 	if err != nil {
 		return nil, err

@@ -84,12 +84,13 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 // readPendingSQL reads a row queued by reference with its revision's journal row and
 // data key (Journal), by their primary keys. The revision's key is its sealed text's
 // (a row sealed before migration 171 keeps it in its JSON instead, and the column holds
-// only its reference). The user comes as its column holds it, a reference: the text
+// only its reference), and so are its agent and session (sealed since migration 173,
+// before it in the JSON: the columns hold their references). The user comes as its column holds it, a reference: the text
 // the relay opens names it (OpenTexts), and NameUsers names it only for a row sealed
 // before migration 155. Named here, by loom.user_name, it cost a key's unwrap and a
 // decrypt per row, about half of the read's Postgres time.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
-			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key, coalesce(r.agent, ''), coalesce(r.session_id, '')
+			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key, coalesce(r.row->>'agent', ''), coalesce(r.row->>'session_id', '')
 		FROM loom.outbox o
 		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq

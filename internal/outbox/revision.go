@@ -141,7 +141,7 @@ type Journal struct {
 	MemoryKey, UserID string
 	UserRef           string
 	// Agent and SessionID are the writer's, which the content seals (envelope version
-	// 3): the journal row's as it holds them.
+	// 3): the journal row's JSON's, which its opened text overrides (heads.OpenText).
 	Agent, SessionID string
 	Sealed           []byte
 	DataKey          []byte

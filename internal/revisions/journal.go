@@ -23,8 +23,8 @@ type Version struct {
 // that needs no sort, so no plan (a generic one, or one made on stale statistics)
 // prefers an index that binds only the namespace and filters its every revision.
 // The row is read opened (heads.Row): its text is sealed at rest under its data key.
-const keyVersionsSQL = `SELECT event_type, seq, ` + heads.Row + ` FROM loom.memory_revisions
-	WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = (SELECT loom.key_ref($1, $6))
+const keyVersionsSQL = heads.WithWriterRefs + `SELECT event_type, seq, ` + heads.Row + ` FROM loom.memory_revisions
+	WHERE org = $1 AND namespace = $2 AND ` + heads.IdentityIs + `
 	  AND row IS NOT NULL
 	ORDER BY version`
 

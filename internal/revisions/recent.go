@@ -17,7 +17,7 @@ type Scope struct {
 // namespace, seq), so a scope's few newest cost the revisions since them; rows a
 // redaction or an erasure destroyed are not read.
 const recentSQL = `SELECT event_type, seq, ` + heads.Row + ` FROM loom.memory_revisions
-	WHERE org = $1 AND namespace = $2 AND ($3 = '' OR agent = $3) AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
+	WHERE org = $1 AND namespace = $2 AND ($3 = '' OR agent = (SELECT loom.agent_ref($1, $3))) AND ($4 = '' OR user_id = (SELECT loom.user_ref($1, $4)))
 	  AND row IS NOT NULL AND redacted_at IS NULL
 	ORDER BY seq DESC LIMIT $5`
 

@@ -83,6 +83,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	})
 
 	searchAsTheUser(t, n, c, org, ns, user, key)
+	writersAfterErasure := writerMarkersAtRest(t, c, pool, org, ns, user)
 
 	// The scans below see what they scan: before the erasure, the projection's parts
 	// hold the memory and Postgres's files the key's reference (the column). A part the
@@ -135,6 +136,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), user); len(found) > 0 {
 		t.Errorf("Postgres files still hold the erased user id: %v", pgRelations(t, pool, found))
 	}
+	writersAfterErasure()
 	conversationAfterErasure()
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced

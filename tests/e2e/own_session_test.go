@@ -65,7 +65,7 @@ func TestOwnSessionTokenReadsOnlyItsSession(t *testing.T) {
 	if d := tok.Do(t, http.MethodDelete, "/v1/namespaces/"+ns+"/memories/drink?user_id=alice&session_id=s2", nil); d.Status != http.StatusNotFound {
 		t.Fatalf("a delete in another session: %d %s; want 404", d.Status, d.Body)
 	}
-	if got := testenv.PGStrings(t, env.PG(t), `SELECT count(*)::text FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND session_id = 's2' AND NOT (row->>'tombstone')::boolean`,
+	if got := testenv.PGStrings(t, env.PG(t), `SELECT count(*)::text FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND session_id = loom.session_ref($1, 's2') AND NOT (row->>'tombstone')::boolean`,
 		org, ns); len(got) != 1 || got[0] != "2" {
 		t.Fatalf("the other session's live rows: %v; want both untouched", got)
 	}

@@ -518,7 +518,7 @@ func TestSameKeyInAnotherSession(t *testing.T) {
 		}
 		owed := func(user string) int64 {
 			return testenv.Int(t, e.pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2
-				AND user_id = loom.user_ref($1, $3) AND session_id = 's2' AND (row->>'judgement_owed')::bool`, e.org, e.ns, user)
+				AND user_id = loom.user_ref($1, $3) AND session_id = loom.session_ref($1, 's2') AND (row->>'judgement_owed')::bool`, e.org, e.ns, user)
 		}
 		eq(t, "alice's rows owed a judgement", owed("alice"), 1)
 		eq(t, "the anonymous user's rows owed a judgement", owed("-"), 0)

@@ -1,0 +1,314 @@
+package heads
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/pgtest"
+	pgmigrations "github.com/loomplane/loom/schemas/postgres"
+)
+
+// writerRefsOf are an agent's and a session's stored forms in Go (events.AgentRef and
+// SessionRef under the org's key: what loom.agent_ref and loom.session_ref store).
+func writerRefsOf(t *testing.T, pool *pgxpool.Pool, org, agent, session string) (string, string) {
+	t.Helper()
+	var orgKey []byte
+	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&orgKey); err != nil {
+		t.Fatalf("the org %s has no user reference key: %v", org, err)
+	}
+	a, err := events.AgentRef(orgKey, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := events.SessionRef(orgKey, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, s
+}
+
+// writerReads reads id's head (and revision) back through every kind of read that
+// binds or answers an agent or a session, and fails unless each answers id whole.
+func writerReads(t *testing.T, pool *pgxpool.Pool, id memrow.Identity, revisions bool) {
+	t.Helper()
+	ctx := context.Background()
+	check := func(how string, rows ...*memrow.Row) {
+		t.Helper()
+		if len(rows) != 1 || rows[0] == nil || rows[0].Identity != id {
+			for _, r := range rows {
+				if r != nil {
+					t.Errorf("%s read %+v", how, r.Identity)
+				}
+			}
+			t.Fatalf("%s read %d heads, want one of %+v", how, len(rows), id)
+		}
+	}
+	head, err := Read(ctx, pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Read", head)
+	many, err := Many(ctx, pool, id.Org, id.Namespace, []memrow.Identity{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Many", many[IdentityKey(id)])
+	opened := map[string]*memrow.Row{}
+	var withKeys []*memrow.Row
+	var unnamed Unnamed
+	b := &pgx.Batch{}
+	QueueManyOpened(b, nil, &unnamed, opened, id.Org, id.Namespace, []memrow.Identity{id})
+	QueueWithKeys(b, nil, &unnamed, &withKeys, id.Org, id.Namespace, []string{id.MemoryKey})
+	var version, seq int64
+	QueueLock(b, id, &version, &seq)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unnamed.Name(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	check("ManyOpened (opened in Go)", opened[IdentityKey(id)])
+	check("WithKeys (opened in Go)", withKeys...)
+	if version != 1 {
+		t.Fatalf("QueueLock read version %d of the head, want 1", version)
+	}
+	page, err := Page(ctx, pool, id.Org, id.Namespace, memrow.Identity{}, 10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Page", page...)
+	if after, err := Page(ctx, pool, id.Org, id.Namespace, page[0].Identity, 10, false); err != nil || len(after) != 0 {
+		t.Fatalf("the page after the head read %d heads (%v)", len(after), err)
+	}
+	if subject, err := OfSubject(ctx, pool, id.Org, id.Namespace, id.Agent, id.UserID, []string{id.MemoryKey}); err != nil {
+		t.Fatal(err)
+	} else {
+		check("OfSubject", subject...)
+	}
+	// Narrowed by agent, by session, by both: the scope binds each clear value's reference.
+	for _, sc := range []Scope{{Agent: id.Agent}, {SessionID: id.SessionID}, {Agent: id.Agent, UserID: id.UserID, SessionID: id.SessionID}} {
+		sc.Org, sc.Namespace = id.Org, id.Namespace
+		unlocked, err := Unlocked(ctx, pool, sc, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Unlocked", unlocked...)
+		named, err := Naming(ctx, pool, sc, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Naming", named...)
+		_, total, err := Aggregate(ctx, pool, sc, []string{ByStatus}, 10)
+		if err != nil || total != 1 {
+			t.Fatalf("Aggregate of %+v counted %d heads (%v), want 1", sc, total, err)
+		}
+	}
+	if other, err := InOtherSessions(ctx, pool, id); err != nil || len(other) != 0 {
+		t.Fatalf("InOtherSessions read %d heads (%v): the head's own session is not another", len(other), err)
+	}
+	if revisions {
+		revs, err := KeyRevisions(ctx, pool, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("KeyRevisions", revs...)
+	}
+}
+
+// A memory row's agent and session are stored by their references (migration 173):
+// the agent and session_id columns of memory_current and memory_revisions (so their
+// primary key and memory_revisions_by_key) hold loom.agent_ref's and
+// loom.session_ref's, the row's JSON neither, and the clear values are in the sealed
+// text alone; every read answers them.
+func TestAStoredRowHoldsItsAgentAndSessionOnlySealed(t *testing.T) {
+	ctx := context.Background()
+	pool := migratedDB(t)
+	const clearAgent, clearSession = "planner-clear-agent", "sess-clear-session"
+	id := memrow.Identity{Org: "acme", Namespace: "writers", Agent: clearAgent, UserID: "alice", SessionID: clearSession, MemoryKey: "k"}
+	r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: 1,
+		Status: memrow.StatusActive, Value: json.RawMessage(`"the plan"`)}
+	payload, sealed, key := sealedAtRest(t, r)
+	// As the commit writes them (command: queueHeadWrite, queueRevision).
+	for _, q := range []string{
+		`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed) SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, 1, 1, '', $8, $9
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w`,
+		`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+			memory_id, version, content_sha256, status, row, audit, sealed) SELECT $1, $2, 1, 'memory.written', 'memory.set', w.r[2],
+			loom.named_user($1, $4), w.r[3], w.r[1], $7, 1, '', 'active', $8, '{}', $9
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w`,
+	} {
+		if _, err := pool.Exec(ctx, q, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, payload, sealed); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, 1, $3)`, id.Org, id.Namespace, key); err != nil {
+		t.Fatal(err)
+	}
+	agentRef, sessionRef := writerRefsOf(t, pool, id.Org, clearAgent, clearSession)
+	var clear, referenced int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM loom.memory_current WHERE strpos(agent || session_id || row::text || encode(sealed, 'escape'), $1) > 0
+			OR strpos(agent || session_id || row::text || encode(sealed, 'escape'), $2) > 0)
+		+ (SELECT count(*) FROM loom.memory_revisions WHERE strpos(agent || session_id || row::text || audit::text || encode(sealed, 'escape'), $1) > 0
+			OR strpos(agent || session_id || row::text || audit::text || encode(sealed, 'escape'), $2) > 0),
+		(SELECT count(*) FROM loom.memory_current WHERE agent = $3 AND session_id = $4)
+		+ (SELECT count(*) FROM loom.memory_revisions WHERE agent = $3 AND session_id = $4)`,
+		clearAgent, clearSession, agentRef, sessionRef).Scan(&clear, &referenced); err != nil {
+		t.Fatal(err)
+	}
+	if clear != 0 || referenced != 2 {
+		t.Fatalf("%d rows hold the agent or the session in the clear, %d of 2 both by their references", clear, referenced)
+	}
+	writerReads(t, pool, id, true)
+}
+
+// Rows a Loom before migration 173 stored hold their agent and session in the columns
+// and in their JSON, not in their sealed text. The migration rewrites the columns to
+// the references ("-" stays) and leaves the JSON, so each row reads as before.
+func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, postgres)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "173"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))`); err != nil {
+		t.Fatal(err)
+	}
+	ids := []memrow.Identity{
+		{Org: "acme", Namespace: "old", Agent: "old-agent", UserID: "alice", SessionID: "old-session", MemoryKey: "k1"},
+		{Org: "acme", Namespace: "old-none", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: "k2"},
+	}
+	for i, id := range ids {
+		r := memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-00000000000" + string(rune('1'+i)), Version: 1, Seq: int64(i + 1),
+			Status: memrow.StatusActive, Value: json.RawMessage(`"old value"`)}
+		key, err := events.NewDataKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Sealed as before: the text holds the user and the key, not the agent or the
+		// session, which the JSON holds.
+		bare := r
+		bare.Agent, bare.SessionID = "", ""
+		_, sealed, err := AtRest(&bare, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := memrow.Row{Identity: id, MemoryID: r.MemoryID, Version: 1, Seq: r.Seq, Status: memrow.StatusActive}
+		whole.MemoryKey = ""
+		if id.UserID != memrow.DefaultIdentity {
+			whole.UserID = ""
+		}
+		payload, err := json.Marshal(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+				content_sha256, row, sealed) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, $10, '', $8, $9)`,
+			`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+				memory_id, version, content_sha256, status, row, audit, sealed) VALUES ($1, $2, $10, 'memory.written', 'memory.set', $3,
+				loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, '', 'active', $8, '{}', $9)`,
+		} {
+			if _, err := pool.Exec(ctx, q, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, payload, sealed, r.Seq); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`, id.Org, id.Namespace, r.Seq, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		agentRef, sessionRef := writerRefsOf(t, pool, id.Org, id.Agent, id.SessionID)
+		if id.Agent != memrow.DefaultIdentity && (agentRef == id.Agent || sessionRef == id.SessionID) {
+			t.Fatalf("%+v: the references are the clear values", id)
+		}
+		var referenced int
+		if err := pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM loom.memory_current WHERE org = $1 AND agent = $2 AND session_id = $3 AND memory_key = loom.key_ref($1, $4))
+			+ (SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND agent = $2 AND session_id = $3 AND memory_key = loom.key_ref($1, $4))`,
+			id.Org, agentRef, sessionRef, id.MemoryKey).Scan(&referenced); err != nil {
+			t.Fatal(err)
+		}
+		if referenced != 2 {
+			t.Fatalf("%+v: %d of 2 rows hold the agent's and the session's references", id, referenced)
+		}
+	}
+	for _, id := range ids {
+		writerReads(t, pool, id, true)
+	}
+}
+
+// A read narrowed by an agent or a session names each once a statement, not once a head
+// it looks at, and a lookup of one identity unwraps the org's key once for its key,
+// agent and session (loom.writer_refs). Counted by Postgres's function statistics.
+func TestAScanOfAnAgentsHeadsBindsItsReferencesOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := migratedDB(t)
+	for i := range 200 {
+		id := memrow.Identity{Org: "acme", Namespace: "many", Agent: []string{"planner", "coder"}[i%2], UserID: "alice",
+			SessionID: []string{"s1", "s2"}[i%2], MemoryKey: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))}
+		r := &memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: int64(i + 1), Status: memrow.StatusActive}
+		payload, sealed, _ := sealedAtRest(t, r)
+		if _, err := pool.Exec(ctx, `INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed) SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, 1, $10, '', $8, $9
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w`,
+			id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, r.MemoryID, payload, sealed, r.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, set := range []string{"track_functions = 'all'", "enable_indexscan = off", "enable_bitmapscan = off", "enable_indexonlyscan = off"} {
+		if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := func(fn string) int64 {
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
+			WHERE schemaname = 'loom' AND funcname = $1`, fn).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sc := Scope{Org: "acme", Namespace: "many", Agent: "planner", SessionID: "s1"}
+	if rows, err := Unlocked(ctx, tx, sc, 500); err != nil || len(rows) != 100 {
+		t.Fatalf("the planner's unlocked heads in s1: %d, %v; want 100", len(rows), err)
+	}
+	if _, err := CountLocked(ctx, tx, sc); err != nil {
+		t.Fatal(err)
+	}
+	// Function statistics count a call of a function the planner does not inline.
+	if n := calls("agent_ref") + calls("session_ref"); n > 4 {
+		t.Errorf("loom.agent_ref and loom.session_ref ran %d times for 2 statements over 200 heads; want once each a statement", n)
+	}
+	id := memrow.Identity{Org: "acme", Namespace: "many", Agent: "planner", UserID: "alice", SessionID: "s1", MemoryKey: "kaa"}
+	before := calls("writer_refs")
+	if head, err := Read(ctx, tx, id); err != nil || head == nil {
+		t.Fatalf("read %+v: %v, %v", id, head, err)
+	}
+	if n := calls("writer_refs") - before; n != 1 {
+		t.Errorf("a read of one head ran loom.writer_refs %d times, want once", n)
+	}
+	if n := calls("key_ref"); n != 0 {
+		t.Errorf("loom.key_ref ran %d times: the key's reference is writer_refs'", n)
+	}
+}

@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// A redaction drops a row's sealed text, which holds its agent and session (migration
+// 173: the columns hold their references), so its scrub writes them back into the
+// row's JSON: the redacted version is still read by its identity, and names it.
+func TestARedactedRowAnswersItsAgentAndSession(t *testing.T) {
+	_, c, org := env.SharedOrgAPI(t)
+	ns := testenv.Unique(t, "redact-writers")
+	const agent, session, user = "planner-bot", "sess-redact", "alice"
+	v1 := c.Put(t, ns, "plan", map[string]any{"value": "the plan", "user_id": user, "agent": agent, "session_id": session}).JSON(t)
+	c.Put(t, ns, "plan", map[string]any{"value": "the new plan", "user_id": user, "agent": agent, "session_id": session})
+	path := "/v1/namespaces/" + ns + "/memories/plan"
+	if r := c.Do(t, http.MethodPost, path+":redact", mustJSON(t, map[string]any{"version": v1["version_text"], "user_id": user,
+		"agent": agent, "session_id": session})); r.Status != http.StatusOK {
+		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	}
+	query := "?user_id=" + user + "&agent=" + agent + "&session_id=" + session
+	h := c.Do(t, http.MethodGet, path+"/history"+query, nil)
+	if h.Status != http.StatusOK {
+		t.Fatalf("history: %d %s", h.Status, h.Body)
+	}
+	var history struct {
+		Versions []struct {
+			Redacted bool `json:"redacted"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(h.Body, &history); err != nil {
+		t.Fatal(err)
+	}
+	redacted := 0
+	for _, v := range history.Versions {
+		if v.Redacted {
+			redacted++
+		}
+	}
+	if len(history.Versions) != 2 || redacted != 1 {
+		t.Fatalf("history answers %d versions, %d redacted; want 2, 1: %s", len(history.Versions), redacted, h.Body)
+	}
+	agents := testenv.PGStrings(t, env.PG(t), `SELECT row->>'agent' || '/' || (row->>'session_id') FROM loom.memory_revisions
+		WHERE org = $1 AND namespace = $2 AND agent = loom.agent_ref($1, $3) AND session_id = loom.session_ref($1, $4) AND redacted_at IS NOT NULL`,
+		org, ns, agent, session)
+	if len(agents) != 1 || agents[0] != agent+"/"+session {
+		t.Fatalf("the scrubbed revision's JSON names %v, want %s/%s", agents, agent, session)
+	}
+}
