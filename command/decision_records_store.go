@@ -11,7 +11,11 @@ import (
 )
 
 // The statements of loom.decision_records (migration 091): who decided a key, and what
-// the decision supersedes, beside the decision memory.
+// the decision supersedes, beside the decision memory. The key, agent and session are
+// stored by reference (migration 174), bound through loom.writer_refs: a record is
+// read by the identity that names it (memory.inspect's), so no read needs them back.
+// The references' subquery is kept (OFFSET 0): pulled up, writer_refs ran, and
+// unwrapped the org's key, once for each of its elements a statement used.
 
 // decisionRecord is one record as decision.record writes it and memory.inspect reads it.
 type decisionRecord struct {
@@ -27,7 +31,8 @@ type decisionRecord struct {
 func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec decisionRecord) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO loom.decision_records (org, namespace, agent, user_id, session_id, memory_key,
 			memory_id, version, seq, decided_by, supersedes, recorded_by)
-		VALUES ($1, $2, $3, loom.named_user($1, $4), $5, $6, $7, $8, $9, $10, $11, $12)
+		SELECT $1, $2, w[2], loom.named_user($1, $4), w[3], w[1], $7, $8, $9, $10, $11, $12
+		FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS w OFFSET 0) r
 		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET memory_id = EXCLUDED.memory_id,
 			version = EXCLUDED.version, seq = EXCLUDED.seq, decided_by = EXCLUDED.decided_by, supersedes = EXCLUDED.supersedes,
 			recorded_by = EXCLUDED.recorded_by, recorded_at = now(), retired_at = NULL, retired_by = NULL`,
@@ -42,7 +47,8 @@ func writeDecisionRecord(ctx context.Context, tx pgx.Tx, row *memrow.Row, rec de
 // delete's transaction.
 func retireDecisionRecord(ctx context.Context, tx pgx.Tx, id memrow.Identity, actor string) error {
 	if _, err := tx.Exec(ctx, `UPDATE loom.decision_records SET retired_at = now(), retired_by = $7
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6 AND retired_at IS NULL`,
+		WHERE (org, namespace, agent, user_id, session_id, memory_key) = (SELECT $1, $2, w[2], loom.user_ref($1, $4), w[3], w[1]
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS w OFFSET 0) r) AND retired_at IS NULL`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, actor); err != nil {
 		return fmt.Errorf("retire the decision's record: %w", err)
 	}

@@ -132,8 +132,10 @@ func (s *Service) inspect(ctx context.Context, p auth.Principal, id memrow.Ident
 // side writes: command/decision_records_store.go); nil when it has none.
 func (s *Service) decisionRecordOf(ctx context.Context, id memrow.Identity) (*decisionRecord, error) {
 	var r decisionRecord
+	// The record names its key, agent and session by reference (migration 174).
 	err := s.pool.QueryRow(ctx, `SELECT decided_by, supersedes, recorded_by, recorded_at, retired_at FROM loom.decision_records
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`,
+		WHERE (org, namespace, agent, user_id, session_id, memory_key) = (SELECT $1, $2, w[2], loom.user_ref($1, $4), w[3], w[1]
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS w OFFSET 0) r)`,
 		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&r.DecidedBy, &r.Supersedes, &r.RecordedBy, &r.RecordedAt, &r.RetiredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

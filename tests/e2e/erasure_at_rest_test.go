@@ -108,6 +108,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 
 	noClearUserBeforeErasure(t, pool, org, user)
 	noClearKeyBeforeErasure(t, pool, org, keyMark)
+	keysOfOtherTablesAtRest(t, c, pool, org, ns, user, key, keyMark)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -261,6 +262,31 @@ func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark stri
 	t.Helper()
 	if found := tablesHolding(t, pool, org, keyMark, "loom.memory_current", "loom.memory_revisions", "loom.search_traces", "loom.search_pages"); len(found) > 0 {
 		t.Errorf("before the erasure, these tables hold the memory's key in the clear: %v", found)
+	}
+}
+
+// keysOfOtherTablesAtRest has the user's key pass through the tables beside the
+// memory rows that name a memory (migration 174): a decision recorded under a key of
+// the marker, and a category linked to the vault key. Neither table holds the key in
+// the clear before the erasure; the scan of Postgres's files after it finds none in
+// their indexes or the WAL's records of them.
+func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org, ns, user, key, keyMark string) {
+	t.Helper()
+	if r := post(t, c, "/v1/namespaces/"+ns+"/decisions", map[string]any{"key": "decision-" + keyMark, "decision": "rotate the vault code",
+		"decided_by": "the security review", "user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("decision.record: %d %s", r.Status, r.Body)
+	}
+	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+key+":assign_category", map[string]any{"user_id": user,
+		"categories": []string{"vaults"}}); r.Status != http.StatusOK {
+		t.Fatalf("memory.assign_category: %d %s", r.Status, r.Body)
+	}
+	tables := []string{"loom.decision_records", "loom.category_links"}
+	if got := testenv.PGStrings(t, pool, `SELECT 'decision' FROM loom.decision_records WHERE org = $1 AND memory_key = loom.key_ref($1, $2)
+		UNION ALL SELECT 'category' FROM loom.category_links WHERE org = $1 AND memory_key = loom.key_ref($1, $3)`, org, "decision-"+keyMark, key); len(got) != 2 {
+		t.Errorf("the decision's record and the key's category link by the key's reference: %v", got)
+	}
+	if found := tablesHolding(t, pool, org, keyMark, tables...); len(found) > 0 {
+		t.Errorf("before the erasure, these tables hold a memory's key in the clear: %v", found)
 	}
 }
 

@@ -94,7 +94,7 @@ func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
 		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared') AND memory_key = (SELECT loom.key_ref($1, 'staging_db'))`, org, ns); len(got) != 1 || got[0] != "true" {
 		t.Fatalf("the promoted revision in the journal (sealed?): %v", got)
 	}
-	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = 'staging_db' AND demoted_at IS NULL`,
+	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref(org, 'staging_db') AND demoted_at IS NULL`,
 		org, ns); len(got) != 1 || got[0] != "alice" {
 		t.Fatalf("loom.shared's record of the promotion: %v", got)
 	}
@@ -207,11 +207,20 @@ func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
 	state := func() string {
 		t.Helper()
 		s := testenv.PGStrings(t, env.PG(t), `SELECT decided_by || ' ' || array_to_string(supersedes, ',') || ' ' || (retired_at IS NOT NULL)::text
-			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = 'db_choice' AND user_id = loom.user_ref(org, 'alice')`, org, ns)
+			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref(org, 'db_choice') AND user_id = loom.user_ref(org, 'alice')`, org, ns)
 		return strings.Join(s, "|")
 	}
 	if s := state(); s != "architecture review db_choice_2023 false" {
 		t.Fatalf("the record: %q", s)
+	}
+	// memory.inspect reads the record by the decision's identity (its columns hold
+	// references: migration 174).
+	in := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/db_choice/inspect?user_id=alice", nil)
+	if in.Status != http.StatusOK {
+		t.Fatalf("inspect: %d %s", in.Status, in.Body)
+	}
+	if d, _ := in.JSON(t)["links"].(map[string]any)["decision_record"].(map[string]any); d == nil || d["decided_by"] != "architecture review" {
+		t.Fatalf("inspect's decision record: %s", in.Body)
 	}
 	if d := admin.Do(t, http.MethodDelete, "/v1/namespaces/"+ns+"/memories/db_choice?user_id=alice", nil); d.Status != http.StatusOK {
 		t.Fatalf("delete: %d %s", d.Status, d.Body)
