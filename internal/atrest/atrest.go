@@ -7,7 +7,8 @@
 // stored before migration 056, its text still in `row`, sealed as a commit seals it;
 // and every row of those tables stored before migration 101, its content hash still
 // plain, rehashed as a commit hashes it (keyed under its scope's key in
-// loom.content_keys, the plain hash moved into its sealed text).
+// loom.content_keys, the plain hash moved into its sealed text); and every row stored
+// before migration 171, its key still in `row`, its key moved into its sealed text.
 //
 // The pass walks each table by physical page ranges (a TID range scan), so each batch
 // reads a bounded slice whatever the table holds, and every change is a
@@ -62,6 +63,7 @@ type Counts struct {
 	Unopenable map[string]int64 // keys no KEK of the ring opens, by table: left as they are
 	Sealed     map[string]int64 // rows whose text was sealed, by table
 	Rehashed   map[string]int64 // rows whose content hash was keyed, by table
+	KeysSealed map[string]int64 // rows whose key (and user) moved from their JSON into their sealed text, by table
 }
 
 // Run runs the pass to its end (or until ctx ends) and logs what it changed. A batch
@@ -71,9 +73,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logg
 	for {
 		c, err := Pass(ctx, pool, ring)
 		if err == nil {
-			if total(c.Wrapped)+total(c.Sealed)+total(c.Rehashed)+total(c.Unopenable) > 0 {
+			if total(c.Wrapped)+total(c.Sealed)+total(c.Rehashed)+total(c.Unopenable)+total(c.KeysSealed) > 0 {
 				log.Info("at-rest pass done", "keys_wrapped", c.Wrapped, "rows_sealed", c.Sealed, "rows_rehashed", c.Rehashed,
-					"keys_unopenable", c.Unopenable)
+					"keys_unopenable", c.Unopenable, "row_keys_sealed", c.KeysSealed)
 			}
 			for t, n := range c.Unopenable {
 				if n > 0 {
@@ -104,7 +106,8 @@ func total(m map[string]int64) (n int64) {
 
 // Pass walks every table once.
 func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, error) {
-	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}, Rehashed: map[string]int64{}}
+	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}, Rehashed: map[string]int64{},
+		KeysSealed: map[string]int64{}}
 	for _, t := range keyTables {
 		err := walk(ctx, pool, t.table, func(from, to pgtype.TID) error {
 			w, u, err := wrapKeys(ctx, pool, ring, t.table, t.column, from, to)
@@ -138,6 +141,18 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 		})
 		if err != nil {
 			return c, fmt.Errorf("rehash the rows of %s: %w", table, err)
+		}
+	}
+	// After them: a row stored before migration 171 moves its key (and a user its
+	// JSON still names) into its sealed text.
+	for _, table := range rowTables {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := sealKeys(ctx, pool, table, from, to)
+			c.KeysSealed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("seal the keys of %s: %w", table, err)
 		}
 	}
 	return c, nil
@@ -280,6 +295,45 @@ func rehashRows(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table s
 				ELSE encrypt(convert_to((convert_from(decrypt(t.sealed, src.row_key, 'aes'), 'UTF8')::jsonb
 					|| jsonb_build_object('content_sha256', src.sha))::text, 'UTF8'), src.row_key, 'aes') END
 		FROM src WHERE t.ctid = src.tid AND t.row->>'content_sha256' = src.sha AND src.keyed IS NOT NULL`, table), tids)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// sealKeys moves the key of the rows of a page range stored before migration 171
+// (their `row` JSON holds it, their sealed text does not) into their sealed text, as
+// heads.AtRest seals it since, and blanks it in the JSON; and the user with it, where
+// the JSON still names one (migration 155 blanked them, but not in a row it could
+// not reach). The text is sealed again under the same derived key (AES-256-CBC with
+// its zero IV: the old ciphertext, left in a dead tuple, and the new one show which
+// leading 16-byte blocks their plaintexts share, as rehashRows' do). A row whose data
+// key is gone (redacted) has no sealed text to hold it and is left. A row a commit
+// replaced meanwhile no longer matches.
+func sealKeys(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error) {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid FROM %s WHERE ctid >= $1 AND ctid < $2 AND sealed IS NOT NULL
+		AND (row->>'memory_key' <> '' OR row->>'user_id' NOT IN ('', '-'))`, table), from, to)
+	if err != nil {
+		return 0, err
+	}
+	tids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+	if err != nil || len(tids) == 0 {
+		return 0, err
+	}
+	// The sealed text's own fields win: a key or user it holds is the row's.
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`WITH src AS (
+			SELECT t.ctid AS tid, t.sealed AS old, jsonb_strip_nulls(jsonb_build_object(
+					'memory_key', nullif(t.row->>'memory_key', ''),
+					'user_id', CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN t.row->>'user_id' END)) AS moved,
+				(SELECT hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256') FROM loom.revision_keys k
+					WHERE k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq) AS row_key
+			FROM %[1]s t WHERE t.ctid = ANY($1::tid[]))
+		UPDATE %[1]s t SET
+			sealed = encrypt(convert_to((src.moved || convert_from(decrypt(t.sealed, src.row_key, 'aes'), 'UTF8')::jsonb)::text, 'UTF8'),
+				src.row_key, 'aes'),
+			row = t.row || jsonb_build_object('memory_key', '')
+				|| CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
+		FROM src WHERE t.ctid = src.tid AND t.sealed = src.old AND src.row_key IS NOT NULL`, table), tids)
 	if err != nil {
 		return 0, err
 	}
