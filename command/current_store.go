@@ -41,17 +41,22 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 }
 
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its
-// sealed text (and plain content hash) dropped, and its keyed content hash too: the
-// scope's key outlives a redaction, and would confirm a guess of the text. The sealed
-// text held the key (migration 171), which the row's JSON holds again: a redacted row
-// is read by its key.
-func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
-	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb || jsonb_build_object('memory_key', $6::text), sealed = NULL,
+// sealed text (and plain content hash) replaced by sealed (heads.Redacted: the key
+// and user alone, under the redaction's key, kept on the revision at the head's seq),
+// and its keyed content hash emptied too: the scope's key outlives a redaction, and
+// would confirm a guess of the text. A row stored before migration 171 (or 155) held
+// its key (or user) in its JSON: blanked here.
+func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string, sealed []byte) {
+	b.Queue(`UPDATE loom.memory_current SET row = row || $7::jsonb || `+blankedIdentity+`, sealed = $8,
 				content_sha256 = '', updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5
 				  AND memory_key = (SELECT loom.key_ref($1, $6))`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed, sealed)
 }
+
+// blankedIdentity blanks the key, and a user other than "-", of a memory row's JSON.
+const blankedIdentity = `jsonb_build_object('memory_key', '')
+	|| CASE WHEN row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END`
 
 // headsTable names loom.memory_current where an erasure counts what it removed.
 const headsTable = "loom.memory_current"

@@ -52,6 +52,8 @@ var keyTables = []struct{ table, column string }{
 	{"loom.idempotency", "data_key"},
 	{"loom.search_pages", "data_key"},
 	{"loom.search_traces", "data_key"},
+	// A redaction's key, which seals what its rows keep (migration 175).
+	{"loom.memory_revisions", "redaction_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.

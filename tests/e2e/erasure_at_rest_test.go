@@ -267,9 +267,10 @@ func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark stri
 
 // keysOfOtherTablesAtRest has the user's key pass through the tables beside the
 // memory rows that name a memory (migration 174): a decision recorded under a key of
-// the marker, and a category linked to the vault key. Neither table holds the key in
-// the clear before the erasure; the scan of Postgres's files after it finds none in
-// their indexes or the WAL's records of them.
+// the marker, a category linked to the vault key, and the vault key promoted. No table
+// holds the key in the clear before the erasure; the scan of Postgres's files after it
+// finds none in their indexes or the WAL's records of them, nor in the rows of the
+// promoted copy the erasure redacted.
 func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org, ns, user, key, keyMark string) {
 	t.Helper()
 	if r := post(t, c, "/v1/namespaces/"+ns+"/decisions", map[string]any{"key": "decision-" + keyMark, "decision": "rotate the vault code",
@@ -280,10 +281,18 @@ func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool
 		"categories": []string{"vaults"}}); r.Status != http.StatusOK {
 		t.Fatalf("memory.assign_category: %d %s", r.Status, r.Body)
 	}
-	tables := []string{"loom.decision_records", "loom.category_links"}
+	// The user's erasure withdraws the promoted row: deleted, and its versions
+	// redacted, so what they keep of their text (the key) is sealed under the
+	// redaction's key (migration 175), not written back into their JSON.
+	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+key+":promote", map[string]any{"user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("memory.promote: %d %s", r.Status, r.Body)
+	}
+	tables := []string{"loom.decision_records", "loom.category_links", "loom.shared"}
 	if got := testenv.PGStrings(t, pool, `SELECT 'decision' FROM loom.decision_records WHERE org = $1 AND memory_key = loom.key_ref($1, $2)
-		UNION ALL SELECT 'category' FROM loom.category_links WHERE org = $1 AND memory_key = loom.key_ref($1, $3)`, org, "decision-"+keyMark, key); len(got) != 2 {
-		t.Errorf("the decision's record and the key's category link by the key's reference: %v", got)
+		UNION ALL SELECT 'category' FROM loom.category_links WHERE org = $1 AND memory_key = loom.key_ref($1, $3)
+		UNION ALL SELECT 'shared' FROM loom.shared WHERE org = $1 AND memory_key = loom.key_ref($1, $3) AND source_key = loom.key_ref($1, $3)`,
+		org, "decision-"+keyMark, key); len(got) != 3 {
+		t.Errorf("the decision's record, the key's category link and its promotion by the key's reference: %v", got)
 	}
 	if found := tablesHolding(t, pool, org, keyMark, tables...); len(found) > 0 {
 		t.Errorf("before the erasure, these tables hold a memory's key in the clear: %v", found)
