@@ -8,7 +8,8 @@
 // and every row of those tables stored before migration 101, its content hash still
 // plain, rehashed as a commit hashes it (keyed under its scope's key in
 // loom.content_keys, the plain hash moved into its sealed text); and every row stored
-// before migration 171, its key still in `row`, its key moved into its sealed text.
+// before migration 171, its key still in `row`, its key moved into its sealed text (a
+// row redacted before migration 175, under a redaction key of its own).
 //
 // The pass walks each table by physical page ranges (a TID range scan), so each batch
 // reads a bounded slice whatever the table holds, and every change is a
@@ -155,6 +156,19 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 		})
 		if err != nil {
 			return c, fmt.Errorf("seal the keys of %s: %w", table, err)
+		}
+	}
+	// And a row redacted before migration 175 (its JSON holds its key, its sealed text
+	// is gone) has it sealed under a redaction key of its own: the revisions first,
+	// whose keys the heads at their seqs are sealed under.
+	for _, table := range []string{"loom.memory_revisions", "loom.memory_current"} {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := sealRedacted(ctx, pool, ring, table, from, to)
+			c.KeysSealed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("seal the keys of the redacted rows of %s: %w", table, err)
 		}
 	}
 	return c, nil
@@ -336,6 +350,78 @@ func sealKeys(ctx context.Context, pool *pgxpool.Pool, table string, from, to pg
 			row = t.row || jsonb_build_object('memory_key', '')
 				|| CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
 		FROM src WHERE t.ctid = src.tid AND t.sealed = src.old AND src.row_key IS NOT NULL`, table), tids)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// sealRedacted seals the key and user of the rows of a page range a redaction scrubbed
+// before migration 175 (their JSON holds the key, their sealed text and revision key
+// are gone) as a redaction seals them since (heads.Redacted), and blanks them in the
+// JSON: a revision under a fresh key (kek.NewKey) it keeps as its redaction_key, a
+// head under its seq's revision's (left until that revision has one). The user is
+// the JSON's or, as loom.opened_row names it, its name's. A row a commit or a
+// redaction changed meanwhile no longer matches.
+func sealRedacted(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table string, from, to pgtype.TID) (int64, error) {
+	revisionKey := "NULL::bytea"
+	if table == "loom.memory_current" {
+		revisionKey = `(SELECT v.redaction_key FROM loom.memory_revisions v WHERE v.org = t.org AND v.namespace = t.namespace AND v.seq = t.seq)`
+	}
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT t.ctid, t.row->>'memory_key',
+			coalesce(nullif(t.row->>'user_id', ''), CASE WHEN t.user_id IN ('', '-') THEN t.user_id ELSE loom.user_name(t.org, t.user_id) END, ''),
+			%[2]s
+		FROM %[1]s t WHERE t.ctid >= $1 AND t.ctid < $2 AND t.sealed IS NULL AND t.row->>'memory_key' <> ''
+		  AND coalesce((t.row->>'redacted')::boolean, false)
+		  AND NOT EXISTS (SELECT 1 FROM loom.revision_keys k WHERE k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq)`,
+		table, revisionKey), from, to)
+	if err != nil {
+		return 0, err
+	}
+	type found struct {
+		tid       pgtype.TID
+		key, user string
+		stored    []byte
+	}
+	redacted, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
+		var f found
+		return f, r.Scan(&f.tid, &f.key, &f.user, &f.stored)
+	})
+	if err != nil || len(redacted) == 0 {
+		return 0, err
+	}
+	var tids []pgtype.TID
+	var keys []string
+	var sealed, stored [][]byte
+	for _, f := range redacted {
+		var key []byte
+		if table == "loom.memory_current" {
+			if f.stored == nil {
+				continue
+			}
+			if key, err = kek.OpenKey(ring, f.stored); err != nil {
+				return 0, fmt.Errorf("open a redaction key: %w", err)
+			}
+		} else if key, f.stored, err = kek.NewKey(ring); err != nil {
+			return 0, err
+		}
+		text, err := heads.Redacted(f.key, f.user, key)
+		if err != nil {
+			return 0, err
+		}
+		tids, keys, sealed, stored = append(tids, f.tid), append(keys, f.key), append(sealed, text), append(stored, f.stored)
+	}
+	if len(tids) == 0 {
+		return 0, nil
+	}
+	set := ""
+	if table == "loom.memory_revisions" {
+		set = ", redaction_key = v.stored"
+	}
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s t SET sealed = v.sealed%[2]s, row = t.row || jsonb_build_object('memory_key', '')
+			|| CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
+		FROM unnest($1::tid[], $2::text[], $3::bytea[], $4::bytea[]) AS v(tid, key, sealed, stored)
+		WHERE t.ctid = v.tid AND t.sealed IS NULL AND t.row->>'memory_key' = v.key`, table, set), tids, keys, sealed, stored)
 	if err != nil {
 		return 0, err
 	}

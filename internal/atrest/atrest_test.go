@@ -62,11 +62,15 @@ func storeAs170(t *testing.T, pool *pgxpool.Pool, r memrow.Row, userInJSON bool)
 	}
 }
 
-// passOver runs step over every page of the memory rows' tables, as Pass does.
-func passOver(t *testing.T, pool *pgxpool.Pool, step func(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error)) int64 {
+// passOver runs step over every page of tables (the memory rows' tables when none),
+// as Pass does.
+func passOver(t *testing.T, pool *pgxpool.Pool, step func(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error), tables ...string) int64 {
 	t.Helper()
+	if len(tables) == 0 {
+		tables = rowTables
+	}
 	var n int64
-	for _, table := range rowTables {
+	for _, table := range tables {
 		if err := walk(context.Background(), pool, table, func(from, to pgtype.TID) error {
 			c, err := step(context.Background(), pool, table, from, to)
 			n += c
@@ -158,5 +162,58 @@ func TestPassSealsTheKeysOfRowsStoredBeforeMigration171(t *testing.T) {
 	}
 	if n := passOver(t, pool, sealKeys); n != 0 {
 		t.Errorf("a second pass changed %d rows", n)
+	}
+}
+
+// A row a redaction scrubbed before migration 175 holds its key in its JSON, its sealed
+// text and revision key gone. The pass seals the key and user under a redaction key
+// of the revision's own, the head under its seq's revision's: the JSON holds neither
+// after it, every read answers both, and a second pass changes nothing.
+func TestPassSealsTheKeysOfRowsRedactedBeforeMigration175(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Migrated(t, postgres, "acme")
+	id := memrow.Identity{Org: "acme", Namespace: "old", Agent: "-", UserID: "carol-redacted-user", SessionID: "-", MemoryKey: "old-redacted-key-174"}
+	// As a redaction scrubbed them before (queueScrubHead, queueScrubRevisions): the
+	// scrubbed fields and the key in the JSON, no sealed text, no revision key.
+	scrubbed := memrow.Row{Identity: id, MemoryID: "00000000-0000-0000-0000-000000000001", Version: 1, Seq: 1,
+		Status: memrow.StatusActive, Value: json.RawMessage("null"), Tags: []string{}, Entities: []string{}, Tombstone: true}
+	scrubbed.UserID = ""
+	raw, err := json.Marshal(scrubbed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := string(raw[:len(raw)-1]) + `, "redacted": true}`
+	for _, q := range []string{
+		`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row) VALUES ($1, $2, $3, loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, 1, '', $8)`,
+		`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+			memory_id, version, content_sha256, status, row, audit, redacted_at) VALUES ($1, $2, 1, 'memory.tombstoned', 'memory.delete', $3,
+			loom.named_user($1, $4), $5, loom.key_ref($1, $6), $7, 1, '', 'active', $8, '{}', now())`,
+	} {
+		if _, err := pool.Exec(ctx, q, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed.MemoryID, payload); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if rowsHolding(t, pool, id.MemoryKey) != 2 {
+		t.Fatal("the rows stored as a redaction left them do not hold their key in their JSON")
+	}
+	readsAnswer(t, pool, id, "null")
+	step := func(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error) {
+		return sealRedacted(ctx, pool, nil, table, from, to)
+	}
+	// The revisions first, as Pass walks them: a head is sealed under its revision's key.
+	if n := passOver(t, pool, step, "loom.memory_revisions", "loom.memory_current"); n != 2 {
+		t.Fatalf("the pass sealed the keys of %d redacted rows, want the revision's and the head's", n)
+	}
+	if rowsHolding(t, pool, id.MemoryKey) != 0 {
+		t.Error("after the pass, a redacted row's JSON still holds its key")
+	}
+	var sealed int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.memory_revisions WHERE sealed IS NOT NULL AND redaction_key IS NOT NULL`).Scan(&sealed); err != nil || sealed != 1 {
+		t.Fatalf("%d revisions sealed under a redaction key (%v)", sealed, err)
+	}
+	readsAnswer(t, pool, id, "null")
+	if n := passOver(t, pool, step, "loom.memory_revisions", "loom.memory_current"); n != 0 {
+		t.Errorf("another pass changed %d rows", n)
 	}
 }
