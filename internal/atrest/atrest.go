@@ -53,6 +53,8 @@ var keyTables = []struct{ table, column string }{
 	{"loom.idempotency", "data_key"},
 	{"loom.search_pages", "data_key"},
 	{"loom.search_traces", "data_key"},
+	// A decision record's key (migration 174).
+	{"loom.decision_records", "data_key"},
 	// A redaction's key, which seals what its rows keep (migration 175).
 	{"loom.memory_revisions", "redaction_key"},
 }

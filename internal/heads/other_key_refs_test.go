@@ -15,9 +15,11 @@ import (
 
 // Rows of loom.shared, loom.decision_records and loom.category_links a Loom before
 // migration 174 stored name their memory's key, agent and session in the clear (their
-// primary keys too). The migration rewrites them to the references Go computes
-// (events.KeyRef, AgentRef, SessionRef), leaving "-" as it is, and making the org's
-// key for an org that had none; no column holds a clear value after it.
+// primary keys too), and a decision's record who decided and the keys it supersedes.
+// The migration rewrites them to the references Go computes (events.KeyRef, AgentRef,
+// SessionRef), leaving "-" as it is, and making the org's key for an org that had none,
+// and seals the record's text under a key of its own; no column holds a clear value
+// after it.
 func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
@@ -32,7 +34,7 @@ func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 				source_session_id, source_key, source_memory_id, source_version, promoted_by)
 				VALUES ($1, 'ns', $2, gen_random_uuid(), 1, 'ns', $4, '-', $5, $3, gen_random_uuid(), 1, 'token:x')`,
 			`INSERT INTO loom.decision_records (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
-				decided_by, recorded_by) VALUES ($1, 'ns', $3, '-', $4, $2, gen_random_uuid(), 1, 1, 'review', 'token:x')`,
+				decided_by, supersedes, recorded_by) VALUES ($1, 'ns', $3, '-', $4, $2, gen_random_uuid(), 1, 1, 'review', '{old-superseded}', 'token:x')`,
 			`INSERT INTO loom.category_links (org, namespace, agent, user_id, session_id, memory_key, category, seq, linked_by)
 				VALUES ($1, 'ns', $3, '-', $4, $2, 'plans', 1, 'token:x'), ($1, 'ns', '-', '-', '-', $2, 'plans', 1, 'token:x')`,
 		} {
@@ -64,7 +66,9 @@ func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 		var clear []string
 		if err := pool.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM loom.shared WHERE org = $1 AND memory_key = $2 AND source_key = $3 AND source_agent = $4 AND source_session_id = $5),
-			(SELECT count(*) FROM loom.decision_records WHERE org = $1 AND memory_key = $2 AND agent = $4 AND session_id = $5),
+			(SELECT count(*) FROM loom.decision_records WHERE org = $1 AND memory_key = $2 AND agent = $4 AND session_id = $5
+				AND decided_by = '' AND supersedes = '{}' AND convert_from(decrypt(sealed, hmac('loom.decision'::bytea, data_key, 'sha256'), 'aes'), 'UTF8')::jsonb
+					= '{"decided_by": "review", "supersedes": ["old-superseded"]}'),
 			(SELECT count(*) FROM loom.category_links WHERE org = $1 AND memory_key = $2 AND agent = $4 AND session_id = $5),
 			(SELECT count(*) FROM loom.category_links WHERE org = $1 AND memory_key = $2 AND agent = '-' AND session_id = '-'),
 			array_remove(ARRAY[

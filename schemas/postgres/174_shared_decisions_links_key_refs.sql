@@ -7,7 +7,11 @@
 -- those functions as init plans. What reads a clear value back takes it from sealed
 -- text: the promoted row's head (loom.shared, by its key's reference and memory id), or
 -- the caller's own identity (a decision's record and a key's category links are read
--- by the identity that names them).
+-- by the identity that names them). A decision's record names other memories' keys
+-- (supersedes) and who decided (decided_by): both are sealed on the record's row
+-- (sealed: AES-256-CBC under HMAC-SHA256(data_key, 'loom.decision'), as rowseal seals)
+-- under a random data key of its own (data_key, wrapped under the KEK as every data
+-- key is), deleted with the record; the columns keep '' and '{}'.
 
 -- loom.session_ref of each of ss, in order, with the org's key unwrapped once (as
 -- loom.key_refs): a read of several identities' rows binds it as (SELECT
@@ -54,3 +58,12 @@ UPDATE loom.category_links t SET
     session_id = CASE WHEN t.session_id IN ('', '-') THEN t.session_id
         ELSE encode(hmac(convert_to('loom.session:' || t.session_id, 'UTF8'), k.key, 'sha256'), 'hex') END
     FROM (SELECT org, loom.unwrapped_key(key) AS key FROM loom.user_ref_keys) k WHERE k.org = t.org;
+
+ALTER TABLE loom.decision_records ADD COLUMN sealed bytea, ADD COLUMN data_key bytea;
+-- A key made here is stored raw, as a key made before LOOM_KEK is: the at-rest pass
+-- wraps it.
+UPDATE loom.decision_records t SET data_key = x.key,
+    sealed = encrypt(convert_to(jsonb_build_object('decided_by', t.decided_by, 'supersedes', to_jsonb(t.supersedes))::text, 'UTF8'),
+        hmac('loom.decision'::bytea, x.key, 'sha256'), 'aes'),
+    decided_by = '', supersedes = '{}'
+    FROM (SELECT ctid AS tid, gen_random_bytes(32) AS key FROM loom.decision_records) x WHERE t.ctid = x.tid;

@@ -267,14 +267,15 @@ func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark stri
 
 // keysOfOtherTablesAtRest has the user's key pass through the tables beside the
 // memory rows that name a memory (migration 174): a decision recorded under a key of
-// the marker, a category linked to the vault key, and the vault key promoted. No table
+// the marker, superseding another (its record seals the keys it supersedes), a
+// category linked to the vault key, and the vault key promoted. No table
 // holds the key in the clear before the erasure; the scan of Postgres's files after it
 // finds none in their indexes or the WAL's records of them, nor in the rows of the
 // promoted copy the erasure redacted.
 func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org, ns, user, key, keyMark string) {
 	t.Helper()
 	if r := post(t, c, "/v1/namespaces/"+ns+"/decisions", map[string]any{"key": "decision-" + keyMark, "decision": "rotate the vault code",
-		"decided_by": "the security review", "user_id": user}); r.Status != http.StatusOK {
+		"decided_by": "the security review", "supersedes": []string{"old-decision-" + keyMark}, "user_id": user}); r.Status != http.StatusOK {
 		t.Fatalf("decision.record: %d %s", r.Status, r.Body)
 	}
 	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+key+":assign_category", map[string]any{"user_id": user,
