@@ -37,7 +37,7 @@ func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespac
 			if slices.Contains(namespaces, c.namespace) {
 				continue
 			}
-			if err := s.withdrawCopy(ctx, p, memrow.SharedIdentity(p.Org, c.namespace, c.key), requestID); err != nil {
+			if err := s.withdrawCopy(ctx, p, c, requestID); err != nil {
 				return fmt.Errorf("withdraw the copy %s/%s promoted from %s: %w", c.namespace, c.key, ns, err)
 			}
 		}
@@ -56,7 +56,7 @@ func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, 
 		return err
 	}
 	for _, c := range promoted {
-		if err := s.withdrawCopy(ctx, p, memrow.SharedIdentity(p.Org, c.namespace, c.key), requestID); err != nil {
+		if err := s.withdrawCopy(ctx, p, c, requestID); err != nil {
 			return fmt.Errorf("withdraw the shared row %s/%s promoted from %s: %w", c.namespace, c.key, userID, err)
 		}
 	}
@@ -64,15 +64,20 @@ func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, 
 }
 
 // withdrawCopy deletes a shared row and redacts each of its values: the first version
-// of every run of one content (a redaction scrubs the run that copies it).
-func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, id memrow.Identity, requestID string) error {
+// of every run of one content (a redaction scrubs the run that copies it). A record
+// whose head is gone (an erasure took it) is forgotten alone.
+func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, c sharedCopy, requestID string) error {
+	if c.key == "" {
+		return forgetPromotion(ctx, s.pool, p.Org, c)
+	}
+	id := memrow.SharedIdentity(p.Org, c.namespace, c.key)
 	if _, err := s.demote(ctx, p, demoteCall{origin: origin{requestID: requestID}, namespace: id.Namespace, key: id.MemoryKey, withdraw: true}); err != nil {
 		var he *httperr.Error
 		if !errors.As(err, &he) || he.Status != http.StatusNotFound {
 			return err
 		}
 		// No head is left (an erasure took it): only the record of the promotion is.
-		return forgetPromotion(ctx, s.pool, id)
+		return forgetPromotion(ctx, s.pool, p.Org, c)
 	}
 	versions, err := heads.KeyRevisions(ctx, s.pool, id)
 	if err != nil {
@@ -91,5 +96,5 @@ func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, id memrow.
 			return err
 		}
 	}
-	return forgetPromotion(ctx, s.pool, id)
+	return forgetPromotion(ctx, s.pool, p.Org, c)
 }

@@ -44,20 +44,24 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 }
 
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its
-// sealed text (and plain content hash) dropped, and its keyed content hash too: the
-// scope's key outlives a redaction, and would confirm a guess of the text. The sealed
-// text held the key, the agent and the session (migrations 171, 173), which the row's
-// JSON holds again: a redacted row is read by its key.
-func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string) {
-	b.Queue(heads.WithWriterRefs+`UPDATE loom.memory_current SET row = row || $7::jsonb || `+identityJSON+`, sealed = NULL,
+// sealed text (and plain content hash) replaced by sealed (heads.Redacted: its
+// identity alone, under the redaction's key, kept on the revision at the head's seq),
+// and its keyed content hash emptied too: the scope's key outlives a redaction, and
+// would confirm a guess of the text. A row stored before migration 171, 173 (or 155)
+// held its key, agent and session (or user) in its JSON: blanked here.
+func queueScrubHead(b *pgx.Batch, id memrow.Identity, scrubbed string, sealed []byte) {
+	b.Queue(heads.WithWriterRefs+`UPDATE loom.memory_current SET row = row || $7::jsonb || `+blankedIdentity+`, sealed = $8,
 				content_sha256 = '', updated_at = now()
 				WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed)
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, scrubbed, sealed)
 }
 
-// identityJSON is what a scrubbed row's JSON holds again of its identity ($3 agent, $5
-// session, $6 key) once its sealed text is dropped.
-const identityJSON = `jsonb_build_object('memory_key', $6::text, 'agent', $3::text, 'session_id', $5::text)`
+// blankedIdentity blanks the key, and a user, agent or session other than "-", of a
+// memory row's JSON.
+const blankedIdentity = `jsonb_build_object('memory_key', '')
+	|| CASE WHEN row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
+	|| CASE WHEN row->>'agent' NOT IN ('', '-') THEN jsonb_build_object('agent', '') ELSE '{}' END
+	|| CASE WHEN row->>'session_id' NOT IN ('', '-') THEN jsonb_build_object('session_id', '') ELSE '{}' END`
 
 // headsTable names loom.memory_current where an erasure counts what it removed.
 const headsTable = "loom.memory_current"

@@ -135,7 +135,7 @@ func (s *Service) recordDecision(ctx context.Context, p auth.Principal, r decisi
 		if err != nil || head == nil || head.MemoryType != decisionMemoryType {
 			return fmt.Errorf("read the decision just written: %v", err)
 		}
-		return writeDecisionRecord(ctx, tx, head, rec)
+		return writeDecisionRecord(ctx, tx, s.kek, head, rec)
 	}
 	b, err := s.runBulk(ctx, p, bulkCall{origin: r.origin, namespace: r.namespace, body: bulkRequest{Entries: []json.RawMessage{entry}}},
 		bulkOptions{op: "decision.record", inCommit: inCommit})

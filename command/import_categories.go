@@ -32,16 +32,16 @@ type importLinks struct {
 // item's tags into those its write carries and the pairs it adds.
 func (s *Service) importCategoryLinks(ctx context.Context, base memrow.Identity, items []importItem, writes []importWrite) (*importLinks, error) {
 	l := &importLinks{tags: map[int][]string{}, added: map[string][]string{}, ids: map[string]memrow.Identity{}}
-	var keys []string
+	var ids []memrow.Identity
 	for _, w := range writes {
 		if len(items[w.index].Tags) > 0 {
-			keys = append(keys, w.id.MemoryKey)
+			ids = append(ids, w.id)
 		}
 	}
-	if len(keys) == 0 {
+	if len(ids) == 0 {
 		return l, nil
 	}
-	stored, err := readCategoryLinks(ctx, s.pool, base.Org, base.Namespace, base.Agent, base.UserID, keys)
+	stored, err := readCategoryLinks(ctx, s.pool, base, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
@@ -176,11 +177,26 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		if err != nil {
 			return err
 		}
+		// What the rows keep of their text, their identity, under a key of the
+		// redaction's own, kept on each scrubbed revision (migration 175).
+		key, storedKey, err := kek.NewKey(s.kek)
+		if err != nil {
+			return err
+		}
+		sealed, err := heads.Redacted(id, key)
+		if err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		// The named version takes this redaction's time; a copy keeps its first.
-		queueScrubRevisions(b, id, scrubbedFields, seqs, named.seq)
+		queueScrubRevisions(b, id, scrubbedFields, seqs, named.seq, sealed, storedKey)
 		if lineage[len(lineage)-1].version == head.Version {
-			queueScrubHead(b, id, scrubbedFields)
+			// The head is the lineage's last revision (a tombstone copying its text), whose
+			// redaction key its sealed text opens under.
+			if !slices.Contains(seqs, head.Seq) {
+				return fmt.Errorf("the head (seq %d) is not among the redacted revisions %v", head.Seq, seqs)
+			}
+			queueScrubHead(b, id, scrubbedFields, sealed)
 		}
 		queueDestroyKeys(b, id.Org, id.Namespace, seqs)
 		// The spellings the entity extractor read in this memory's text go with it.

@@ -108,16 +108,15 @@ func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version i
 }
 
 // queueScrubRevisions queues the scrub of a key's revisions seqs: their text replaced
-// by scrubbed, their sealed text (and plain content hash) dropped, and their keyed
-// content hash, in the column and the audit, too (as queueScrubHead). The named
-// version (namedSeq) takes this redaction's time; a copy keeps its first. Their JSON
-// holds the key, agent and session again, as queueScrubHead's.
-func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64) {
-	b.Queue(`UPDATE loom.memory_revisions SET
-				row = row || $3::jsonb || jsonb_build_object('memory_key', $6::text, 'agent', $7::text, 'session_id', $8::text), sealed = NULL,
+// by scrubbed, their sealed text (and plain content hash) by sealed (heads.Redacted),
+// under the redaction's key, which each keeps (redactionKey, stored wrapped), and
+// their keyed content hash, in the column and the audit, emptied (as queueScrubHead).
+// The named version (namedSeq) takes this redaction's time; a copy keeps its first.
+func queueScrubRevisions(b *pgx.Batch, id memrow.Identity, scrubbed string, seqs []int64, namedSeq int64, sealed, redactionKey []byte) {
+	b.Queue(`UPDATE loom.memory_revisions SET row = row || $3::jsonb || `+blankedIdentity+`, sealed = $6, redaction_key = $7,
 				content_sha256 = '', audit = audit || '{"content_sha256": ""}',
 				redacted_at = CASE WHEN seq = $5 THEN now() ELSE coalesce(redacted_at, now()) END
-			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq, id.MemoryKey, id.Agent, id.SessionID)
+			WHERE org = $1 AND namespace = $2 AND seq = ANY($4)`, id.Org, id.Namespace, scrubbed, seqs, namedSeq, sealed, redactionKey)
 }
 
 // queueDestroyKeys queues the deletion of the data keys of a namespace's revisions seqs.

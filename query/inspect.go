@@ -2,7 +2,9 @@ package query
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,7 +12,9 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/rowseal"
 	"github.com/loomplane/loom/internal/searchindex"
 )
 
@@ -129,16 +133,37 @@ func (s *Service) inspect(ctx context.Context, p auth.Principal, id memrow.Ident
 }
 
 // decisionRecordOf reads a decision's record (loom.decision_records, which the write
-// side writes: command/decision_records_store.go); nil when it has none.
+// side writes: command/decision_records_store.go); nil when it has none. The record
+// names its key, agent and session by reference, and seals who decided and what it
+// supersedes under its own data key (migration 174).
 func (s *Service) decisionRecordOf(ctx context.Context, id memrow.Identity) (*decisionRecord, error) {
 	var r decisionRecord
-	err := s.pool.QueryRow(ctx, `SELECT decided_by, supersedes, recorded_by, recorded_at, retired_at FROM loom.decision_records
-		WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = (SELECT loom.user_ref($1, $4)) AND session_id = $5 AND memory_key = $6`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&r.DecidedBy, &r.Supersedes, &r.RecordedBy, &r.RecordedAt, &r.RetiredAt)
+	var sealed, dataKey []byte
+	err := s.pool.QueryRow(ctx, `SELECT sealed, data_key, recorded_by, recorded_at, retired_at FROM loom.decision_records
+		WHERE (org, namespace, agent, user_id, session_id, memory_key) = (SELECT $1, $2, w[2], loom.user_ref($1, $4), w[3], w[1]
+			FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS w OFFSET 0) r)`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&sealed, &dataKey, &r.RecordedBy, &r.RecordedAt, &r.RetiredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
-	return &r, err
+	if err != nil {
+		return nil, err
+	}
+	key, err := kek.OpenKey(s.kek, dataKey)
+	if err != nil {
+		return nil, fmt.Errorf("open the decision record's data key: %w", err)
+	}
+	plain, err := rowseal.Open(key, rowseal.LabelDecision, sealed)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(plain, &struct {
+		DecidedBy  *string   `json:"decided_by"`
+		Supersedes *[]string `json:"supersedes"`
+	}{&r.DecidedBy, &r.Supersedes}); err != nil {
+		return nil, fmt.Errorf("decode the decision's record: %w", err)
+	}
+	return &r, nil
 }
 
 // embeddingOf reads the key's search document as ClickHouse holds it.

@@ -7,7 +7,9 @@
 // stored before migration 056, its text still in `row`, sealed as a commit seals it;
 // and every row of those tables stored before migration 101, its content hash still
 // plain, rehashed as a commit hashes it (keyed under its scope's key in
-// loom.content_keys, the plain hash moved into its sealed text).
+// loom.content_keys, the plain hash moved into its sealed text); and every row stored
+// before migration 171, its key still in `row`, its key moved into its sealed text (a
+// row redacted before migration 175, under a redaction key of its own).
 //
 // The pass walks each table by physical page ranges (a TID range scan), so each batch
 // reads a bounded slice whatever the table holds, and every change is a
@@ -30,6 +32,7 @@ import (
 
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/kek"
+	"github.com/loomplane/loom/internal/memrow"
 )
 
 // PagesPerBatch is how many heap pages a batch covers (8 KiB each).
@@ -52,6 +55,10 @@ var keyTables = []struct{ table, column string }{
 	{"loom.idempotency", "data_key"},
 	{"loom.search_pages", "data_key"},
 	{"loom.search_traces", "data_key"},
+	// A decision record's key (migration 174).
+	{"loom.decision_records", "data_key"},
+	// A redaction's key, which seals what its rows keep (migration 175).
+	{"loom.memory_revisions", "redaction_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.
@@ -63,6 +70,7 @@ type Counts struct {
 	Unopenable map[string]int64 // keys no KEK of the ring opens, by table: left as they are
 	Sealed     map[string]int64 // rows whose text was sealed, by table
 	Rehashed   map[string]int64 // rows whose content hash was keyed, by table
+	KeysSealed map[string]int64 // rows whose key (and user) moved from their JSON into their sealed text, by table
 }
 
 // Run runs the pass to its end (or until ctx ends) and logs what it changed. A batch
@@ -72,9 +80,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logg
 	for {
 		c, err := Pass(ctx, pool, ring)
 		if err == nil {
-			if total(c.Wrapped)+total(c.Sealed)+total(c.Rehashed)+total(c.Unopenable) > 0 {
+			if total(c.Wrapped)+total(c.Sealed)+total(c.Rehashed)+total(c.Unopenable)+total(c.KeysSealed) > 0 {
 				log.Info("at-rest pass done", "keys_wrapped", c.Wrapped, "rows_sealed", c.Sealed, "rows_rehashed", c.Rehashed,
-					"keys_unopenable", c.Unopenable)
+					"keys_unopenable", c.Unopenable, "row_keys_sealed", c.KeysSealed)
 			}
 			for t, n := range c.Unopenable {
 				if n > 0 {
@@ -105,7 +113,8 @@ func total(m map[string]int64) (n int64) {
 
 // Pass walks every table once.
 func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, error) {
-	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}, Rehashed: map[string]int64{}}
+	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}, Sealed: map[string]int64{}, Rehashed: map[string]int64{},
+		KeysSealed: map[string]int64{}}
 	for _, t := range keyTables {
 		err := walk(ctx, pool, t.table, func(from, to pgtype.TID) error {
 			w, u, err := wrapKeys(ctx, pool, ring, t.table, t.column, from, to)
@@ -139,6 +148,31 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 		})
 		if err != nil {
 			return c, fmt.Errorf("rehash the rows of %s: %w", table, err)
+		}
+	}
+	// After them: a row stored before migration 171 moves its key (and a user its
+	// JSON still names) into its sealed text.
+	for _, table := range rowTables {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := sealKeys(ctx, pool, table, from, to)
+			c.KeysSealed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("seal the keys of %s: %w", table, err)
+		}
+	}
+	// And a row redacted before migration 175 (its JSON holds its key, its sealed text
+	// is gone) has it sealed under a redaction key of its own: the revisions first,
+	// whose keys the heads at their seqs are sealed under.
+	for _, table := range []string{"loom.memory_revisions", "loom.memory_current"} {
+		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
+			n, err := sealRedacted(ctx, pool, ring, table, from, to)
+			c.KeysSealed[table] += n
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("seal the keys of the redacted rows of %s: %w", table, err)
 		}
 	}
 	return c, nil
@@ -287,6 +321,119 @@ func rehashRows(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table s
 	return tag.RowsAffected(), nil
 }
 
+// sealKeys moves the key of the rows of a page range stored before migration 171
+// (their `row` JSON holds it, their sealed text does not) into their sealed text, as
+// heads.AtRest seals it since, and blanks it in the JSON; and the user with it, where
+// the JSON still names one (migration 155 blanked them, but not in a row it could
+// not reach). The text is sealed again under the same derived key (AES-256-CBC with
+// its zero IV: the old ciphertext, left in a dead tuple, and the new one show which
+// leading 16-byte blocks their plaintexts share, as rehashRows' do). A row whose data
+// key is gone (redacted) has no sealed text to hold it and is left. A row a commit
+// replaced meanwhile no longer matches.
+func sealKeys(ctx context.Context, pool *pgxpool.Pool, table string, from, to pgtype.TID) (int64, error) {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT ctid FROM %s WHERE ctid >= $1 AND ctid < $2 AND sealed IS NOT NULL
+		AND (row->>'memory_key' <> '' OR row->>'user_id' NOT IN ('', '-') OR row->>'agent' NOT IN ('', '-')
+			OR row->>'session_id' NOT IN ('', '-'))`, table), from, to)
+	if err != nil {
+		return 0, err
+	}
+	tids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+	if err != nil || len(tids) == 0 {
+		return 0, err
+	}
+	// The sealed text's own fields win: a key, user, agent or session it holds is the row's.
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`WITH src AS (
+			SELECT t.ctid AS tid, t.sealed AS old, jsonb_strip_nulls(jsonb_build_object(
+					'memory_key', nullif(t.row->>'memory_key', ''),
+					'user_id', CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN t.row->>'user_id' END,
+					'agent', CASE WHEN t.row->>'agent' NOT IN ('', '-') THEN t.row->>'agent' END,
+					'session_id', CASE WHEN t.row->>'session_id' NOT IN ('', '-') THEN t.row->>'session_id' END)) AS moved,
+				(SELECT hmac('loom.row'::bytea, loom.unwrapped_key(k.data_key), 'sha256') FROM loom.revision_keys k
+					WHERE k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq) AS row_key
+			FROM %[1]s t WHERE t.ctid = ANY($1::tid[]))
+		UPDATE %[1]s t SET
+			sealed = encrypt(convert_to((src.moved || convert_from(decrypt(t.sealed, src.row_key, 'aes'), 'UTF8')::jsonb)::text, 'UTF8'),
+				src.row_key, 'aes'),
+			row = t.row || `+blankedIdentity+`
+		FROM src WHERE t.ctid = src.tid AND t.sealed = src.old AND src.row_key IS NOT NULL`, table), tids)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// sealRedacted seals the identity (key, user, agent, session) of the rows of a page range a redaction scrubbed
+// before migration 175 (their JSON holds the key, their sealed text and revision key
+// are gone) as a redaction seals them since (heads.Redacted), and blanks them in the
+// JSON: a revision under a fresh key (kek.NewKey) it keeps as its redaction_key, a
+// head under its seq's revision's (left until that revision has one). The user is
+// the JSON's or, as loom.opened_row names it, its name's. A row a commit or a
+// redaction changed meanwhile no longer matches.
+func sealRedacted(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, table string, from, to pgtype.TID) (int64, error) {
+	revisionKey := "NULL::bytea"
+	if table == "loom.memory_current" {
+		revisionKey = `(SELECT v.redaction_key FROM loom.memory_revisions v WHERE v.org = t.org AND v.namespace = t.namespace AND v.seq = t.seq)`
+	}
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT t.ctid, t.row->>'memory_key',
+			coalesce(nullif(t.row->>'user_id', ''), CASE WHEN t.user_id IN ('', '-') THEN t.user_id ELSE loom.user_name(t.org, t.user_id) END, ''),
+			coalesce(t.row->>'agent', ''), coalesce(t.row->>'session_id', ''),
+			%[2]s
+		FROM %[1]s t WHERE t.ctid >= $1 AND t.ctid < $2 AND t.sealed IS NULL AND t.row->>'memory_key' <> ''
+		  AND coalesce((t.row->>'redacted')::boolean, false)
+		  AND NOT EXISTS (SELECT 1 FROM loom.revision_keys k WHERE k.org = t.org AND k.namespace = t.namespace AND k.seq = t.seq)`,
+		table, revisionKey), from, to)
+	if err != nil {
+		return 0, err
+	}
+	type found struct {
+		tid                       pgtype.TID
+		key, user, agent, session string
+		stored                    []byte
+	}
+	redacted, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
+		var f found
+		return f, r.Scan(&f.tid, &f.key, &f.user, &f.agent, &f.session, &f.stored)
+	})
+	if err != nil || len(redacted) == 0 {
+		return 0, err
+	}
+	var tids []pgtype.TID
+	var keys []string
+	var sealed, stored [][]byte
+	for _, f := range redacted {
+		var key []byte
+		if table == "loom.memory_current" {
+			if f.stored == nil {
+				continue
+			}
+			if key, err = kek.OpenKey(ring, f.stored); err != nil {
+				return 0, fmt.Errorf("open a redaction key: %w", err)
+			}
+		} else if key, f.stored, err = kek.NewKey(ring); err != nil {
+			return 0, err
+		}
+		text, err := heads.Redacted(memrow.Identity{MemoryKey: f.key, UserID: f.user, Agent: f.agent, SessionID: f.session}, key)
+		if err != nil {
+			return 0, err
+		}
+		tids, keys, sealed, stored = append(tids, f.tid), append(keys, f.key), append(sealed, text), append(stored, f.stored)
+	}
+	if len(tids) == 0 {
+		return 0, nil
+	}
+	set := ""
+	if table == "loom.memory_revisions" {
+		set = ", redaction_key = v.stored"
+	}
+	tag, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s t SET sealed = v.sealed%[2]s, row = t.row || `+blankedIdentity+`
+		FROM unnest($1::tid[], $2::text[], $3::bytea[], $4::bytea[]) AS v(tid, key, sealed, stored)
+		WHERE t.ctid = v.tid AND t.sealed IS NULL AND t.row->>'memory_key' = v.key`, table, set), tids, keys, sealed, stored)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
 // makeContentKeys makes the content hash key of each scope (org, namespace, user) of
 // the rows tids of table that has none, wrapped under the ring's first KEK, as a
 // commit makes it.
@@ -322,3 +469,10 @@ func makeContentKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, ta
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) ON CONFLICT DO NOTHING`, orgs, nss, users, keys)
 	return err
 }
+
+// blankedIdentity blanks the key, and a user, agent or session other than "-", of a
+// memory row's JSON (t), once its sealed text holds them.
+const blankedIdentity = `jsonb_build_object('memory_key', '')
+	|| CASE WHEN t.row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
+	|| CASE WHEN t.row->>'agent' NOT IN ('', '-') THEN jsonb_build_object('agent', '') ELSE '{}' END
+	|| CASE WHEN t.row->>'session_id' NOT IN ('', '-') THEN jsonb_build_object('session_id', '') ELSE '{}' END`

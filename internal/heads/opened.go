@@ -17,9 +17,15 @@ import (
 // reading them (0.61 against 0.27 ms for a search's heads, measured), opening a write's
 // one head 0.26–0.37 against 0.13–0.21 ms of backend CPU, and every reader holds the
 // KEK ring anyway.
+//
+// A redacted row's text (its key and user) is sealed under its redaction's key, kept
+// on the revision at its seq (migration 175): read only when the revision's key is
+// gone.
 func Sealed(alias string) string {
-	return fmt.Sprintf(`%[1]s.row, %[1]s.sealed, (SELECT rk.data_key FROM loom.revision_keys rk
-			WHERE rk.org = %[1]s.org AND rk.namespace = %[1]s.namespace AND rk.seq = %[1]s.seq), %[1]s.user_id`, alias)
+	return fmt.Sprintf(`%[1]s.row, %[1]s.sealed, coalesce((SELECT rk.data_key FROM loom.revision_keys rk
+			WHERE rk.org = %[1]s.org AND rk.namespace = %[1]s.namespace AND rk.seq = %[1]s.seq),
+		(SELECT rv.redaction_key FROM loom.memory_revisions rv
+			WHERE %[1]s.sealed IS NOT NULL AND rv.org = %[1]s.org AND rv.namespace = %[1]s.namespace AND rv.seq = %[1]s.seq)), %[1]s.user_id`, alias)
 }
 
 // manySealedSQL is manySQL with each head as stored (Sealed).

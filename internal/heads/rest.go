@@ -74,6 +74,23 @@ func AtRest(row *memrow.Row, dataKey []byte) (payload, sealed []byte, err error)
 	return payload, sealed, nil
 }
 
+// Redacted is what a redacted row keeps sealed (migration 175): its key, user, agent
+// and session, which its columns name by reference and its JSON no longer holds, with
+// the text the redaction left (no value, tags or entities), sealed as AtRest seals a
+// row's text under dataKey, a key of the redaction's own.
+func Redacted(id memrow.Identity, dataKey []byte) ([]byte, error) {
+	text, err := json.Marshal(rowText{UserID: id.UserID, MemoryKey: id.MemoryKey, Agent: id.Agent, SessionID: id.SessionID,
+		Value: json.RawMessage("null"), Tags: []string{}, Entities: []string{}})
+	if err != nil {
+		return nil, fmt.Errorf("encode the redacted row's text: %w", err)
+	}
+	sealed, err := rowseal.Seal(dataKey, rowseal.LabelRow, text)
+	if err != nil {
+		return nil, fmt.Errorf("seal the redacted row's text: %w", err)
+	}
+	return sealed, nil
+}
+
 // OpenText fills row's text from the sealed column AtRest wrote, opened in Go under
 // dataKey as loom.opened_row opens it in SQL: for a reader that holds the key already
 // (the relay, a search's page) rather than one row's key unwrapped in the database.

@@ -20,6 +20,8 @@ const (
 	LabelTurn   = "loom.turn"   // the conversation's turns (loom.memory_evidence)
 	LabelDigest = "loom.digest" // session digests (loom.session_summaries)
 	LabelChunk  = "loom.chunk"  // verbatim chunks of the conversation (loom.memory_chunks)
+	// LabelDecision seals a decision record's decided_by and supersedes (loom.decision_records).
+	LabelDecision = "loom.decision"
 	// LabelVectors seals a revision's vectors in its outbox row until the relay
 	// publishes its record (internal/outbox); never opened in SQL.
 	LabelVectors = "loom.vectors"

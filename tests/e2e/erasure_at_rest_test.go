@@ -111,6 +111,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	noClearKeyBeforeErasure(t, pool, org, keyMark)
 	conversationAfterErasure := conversationMarkersAtRest(t, c, pool, org, ns, user)
 	writersGone := writerMarkersOnTopicAndClickHouse(t, c, pool, org, ns, user, requests)
+	promotedMark := keysOfOtherTablesAtRest(t, c, pool, org, ns, user, key, keyMark)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -138,6 +139,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 	writersAfterErasure()
 	conversationAfterErasure()
+	promotedKeyLeftNoClearTrace(t, pool, promotedMark)
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
@@ -318,6 +320,61 @@ func noClearKeyBeforeErasure(t *testing.T, pool *pgxpool.Pool, org, keyMark stri
 	t.Helper()
 	if found := tablesHolding(t, pool, org, keyMark, "loom.memory_current", "loom.memory_revisions", "loom.search_traces", "loom.search_pages"); len(found) > 0 {
 		t.Errorf("before the erasure, these tables hold the memory's key in the clear: %v", found)
+	}
+}
+
+// keysOfOtherTablesAtRest has the user's keys pass through the tables beside the
+// memory rows that name a memory (migration 174): a decision recorded under a key of
+// the marker, superseding another (its record seals the keys it supersedes), a
+// category linked to the vault key, and a memory of the user's promoted. No table
+// holds a key in the clear before the erasure; the scan of Postgres's files after it
+// finds none in their indexes or the WAL's records of them. It answers the promoted
+// key's own marker (promotedKeyLeftNoClearTrace).
+func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org, ns, user, key, keyMark string) string {
+	t.Helper()
+	if r := post(t, c, "/v1/namespaces/"+ns+"/decisions", map[string]any{"key": "decision-" + keyMark, "decision": "rotate the vault code",
+		"decided_by": "the security review", "supersedes": []string{"old-decision-" + keyMark}, "user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("decision.record: %d %s", r.Status, r.Body)
+	}
+	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+key+":assign_category", map[string]any{"user_id": user,
+		"categories": []string{"vaults"}}); r.Status != http.StatusOK {
+		t.Fatalf("memory.assign_category: %d %s", r.Status, r.Body)
+	}
+	// The user's erasure withdraws the promoted copy (memrow.SharedUser's): deleted,
+	// and its versions redacted, so what they keep of their text (the key) is sealed
+	// under the redaction's key (migration 175), not written back into their JSON. The
+	// copy is not erased: ClickHouse keeps its redacted rows, key and all, so its key
+	// is a marker of its own, which only Postgres's files are scanned for.
+	promotedMark := marker(t)
+	promoted := "promoted-" + promotedMark
+	if r := c.Put(t, ns, promoted, map[string]any{"value": "the vault is in the basement", "user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("set %s: %d %s", promoted, r.Status, r.Body)
+	}
+	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+promoted+":promote", map[string]any{"user_id": user}); r.Status != http.StatusOK {
+		t.Fatalf("memory.promote: %d %s", r.Status, r.Body)
+	}
+	tables := []string{"loom.decision_records", "loom.category_links", "loom.shared"}
+	if got := testenv.PGStrings(t, pool, `SELECT 'decision' FROM loom.decision_records WHERE org = $1 AND memory_key = loom.key_ref($1, $2)
+		UNION ALL SELECT 'category' FROM loom.category_links WHERE org = $1 AND memory_key = loom.key_ref($1, $3)
+		UNION ALL SELECT 'shared' FROM loom.shared WHERE org = $1 AND memory_key = loom.key_ref($1, $4) AND source_key = loom.key_ref($1, $4)`,
+		org, "decision-"+keyMark, key, promoted); len(got) != 3 {
+		t.Errorf("the decision's record, the key's category link and the promotion by the keys' references: %v", got)
+	}
+	for _, m := range []string{keyMark, promotedMark} {
+		if found := tablesHolding(t, pool, org, m, tables...); len(found) > 0 {
+			t.Errorf("before the erasure, these tables hold a memory's key in the clear: %v", found)
+		}
+	}
+	return promotedMark
+}
+
+// promotedKeyLeftNoClearTrace fails the test if a file of Postgres's data directory
+// (scanned after the VACUUM and CHECKPOINT) holds the promoted copy's key in the
+// clear: its record, its redacted rows, the WAL's records of them.
+func promotedKeyLeftNoClearTrace(t *testing.T, pool *pgxpool.Pool, promotedMark string) {
+	t.Helper()
+	if found := filesHolding(t, env.Stack.Postgres.DataDir(), promotedMark); len(found) > 0 {
+		t.Errorf("Postgres files still hold the withdrawn promoted copy's key: %v", pgRelations(t, pool, found))
 	}
 }
 

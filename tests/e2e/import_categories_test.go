@@ -35,7 +35,7 @@ func TestImportLeavesARescindedCategoryLinkRescinded(t *testing.T) {
 	links := func() string {
 		t.Helper()
 		return fmt.Sprint(testenv.PGStrings(t, pool, `SELECT category || ':' || CASE WHEN rescinded_at IS NULL THEN 'linked' ELSE 'rescinded' END
-			FROM loom.category_links WHERE org = $1 AND namespace = $2 AND memory_key = $3 ORDER BY category`, org, ns, key))
+			FROM loom.category_links WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, $3) ORDER BY category`, org, ns, key))
 	}
 	if got := links(); got != "[plans:linked travel:linked]" {
 		t.Fatalf("the import's links: %s; want plans and travel linked", got)

@@ -9,8 +9,9 @@ import (
 )
 
 // A redaction drops a row's sealed text, which holds its agent and session (migration
-// 173: the columns hold their references), so its scrub writes them back into the
-// row's JSON: the redacted version is still read by its identity, and names it.
+// 173: the columns hold their references); its scrub seals them again under the
+// redaction's own key (migration 175), not in the row's JSON: the redacted version is
+// still read by its identity, and opens to it.
 func TestARedactedRowAnswersItsAgentAndSession(t *testing.T) {
 	_, c, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "redact-writers")
@@ -44,10 +45,15 @@ func TestARedactedRowAnswersItsAgentAndSession(t *testing.T) {
 	if len(history.Versions) != 2 || redacted != 1 {
 		t.Fatalf("history answers %d versions, %d redacted; want 2, 1: %s", len(history.Versions), redacted, h.Body)
 	}
-	agents := testenv.PGStrings(t, env.PG(t), `SELECT row->>'agent' || '/' || (row->>'session_id') FROM loom.memory_revisions
-		WHERE org = $1 AND namespace = $2 AND agent = loom.agent_ref($1, $3) AND session_id = loom.session_ref($1, $4) AND redacted_at IS NOT NULL`,
-		org, ns, agent, session)
-	if len(agents) != 1 || agents[0] != agent+"/"+session {
-		t.Fatalf("the scrubbed revision's JSON names %v, want %s/%s", agents, agent, session)
+	where := ` FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND agent = loom.agent_ref($1, $3)
+		AND session_id = loom.session_ref($1, $4) AND redacted_at IS NOT NULL`
+	stored := testenv.PGStrings(t, env.PG(t), `SELECT coalesce(row->>'agent', '') || '/' || coalesce(row->>'session_id', '')`+where, org, ns, agent, session)
+	if len(stored) != 1 || stored[0] != "/" {
+		t.Fatalf("the scrubbed revision's JSON names %q, want neither agent nor session", stored)
+	}
+	opened := testenv.PGStrings(t, env.PG(t), `SELECT o->>'agent' || '/' || (o->>'session_id')
+		FROM (SELECT loom.opened_row(row, sealed, org, namespace, seq) AS o`+where+`) x`, org, ns, agent, session)
+	if len(opened) != 1 || opened[0] != agent+"/"+session {
+		t.Fatalf("the scrubbed revision opens to %v, want %s/%s", opened, agent, session)
 	}
 }

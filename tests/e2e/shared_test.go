@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func TestPromotedFactIsFoundByAnotherUserUntilDemoted(t *testing.T) {
 		WHERE org = $1 AND namespace = $2 AND user_id = loom.user_ref(org, '_shared') AND memory_key = (SELECT loom.key_ref($1, 'staging_db'))`, org, ns); len(got) != 1 || got[0] != "true" {
 		t.Fatalf("the promoted revision in the journal (sealed?): %v", got)
 	}
-	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = 'staging_db' AND demoted_at IS NULL`,
+	if got := testenv.PGStrings(t, pg, `SELECT loom.user_name(org, source_user_id) FROM loom.shared WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref(org, 'staging_db') AND demoted_at IS NULL`,
 		org, ns); len(got) != 1 || got[0] != "alice" {
 		t.Fatalf("loom.shared's record of the promotion: %v", got)
 	}
@@ -204,25 +205,34 @@ func TestDecisionDeletionRetiresItsRecord(t *testing.T) {
 	if got.Status != http.StatusOK || got.JSON(t)["memory_type"] != "decision" || !strings.Contains(string(got.Body), "mature HA story") {
 		t.Fatalf("the decision memory: %d %s", got.Status, got.Body)
 	}
+	// The record names its key by reference and seals who decided and what it
+	// supersedes (migration 174): memory.inspect reads it by the decision's identity.
 	state := func() string {
 		t.Helper()
-		s := testenv.PGStrings(t, env.PG(t), `SELECT decided_by || ' ' || array_to_string(supersedes, ',') || ' ' || (retired_at IS NOT NULL)::text
-			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = 'db_choice' AND user_id = loom.user_ref(org, 'alice')`, org, ns)
+		s := testenv.PGStrings(t, env.PG(t), `SELECT decided_by || array_to_string(supersedes, ',') || (sealed IS NOT NULL)::text || ' ' || (retired_at IS NOT NULL)::text
+			FROM loom.decision_records WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref(org, 'db_choice') AND user_id = loom.user_ref(org, 'alice')`, org, ns)
+		in := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/db_choice/inspect?user_id=alice", nil)
+		if in.Status != http.StatusOK {
+			t.Fatalf("inspect: %d %s", in.Status, in.Body)
+		}
+		if d, _ := in.JSON(t)["links"].(map[string]any)["decision_record"].(map[string]any); d != nil {
+			s = append(s, fmt.Sprint(d["decided_by"], " ", d["supersedes"]))
+		}
 		return strings.Join(s, "|")
 	}
-	if s := state(); s != "architecture review db_choice_2023 false" {
+	if s := state(); s != "true false|architecture review [db_choice_2023]" {
 		t.Fatalf("the record: %q", s)
 	}
 	if d := admin.Do(t, http.MethodDelete, "/v1/namespaces/"+ns+"/memories/db_choice?user_id=alice", nil); d.Status != http.StatusOK {
 		t.Fatalf("delete: %d %s", d.Status, d.Body)
 	}
-	if s := state(); s != "architecture review db_choice_2023 true" {
+	if s := state(); s != "true true|architecture review [db_choice_2023]" {
 		t.Fatalf("the record after the decision's deletion: %q; want it retired", s)
 	}
 	if r := post(t, admin, path, rec); r.Status != http.StatusOK {
 		t.Fatalf("decision.record again: %d %s", r.Status, r.Body)
 	}
-	if s := state(); s != "architecture review db_choice_2023 false" {
+	if s := state(); s != "true false|architecture review [db_choice_2023]" {
 		t.Fatalf("the record recorded again: %q", s)
 	}
 }
