@@ -91,6 +91,13 @@ func conversationMarkersAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Po
 		if found := fileListHolding(t, conversationFiles(t, pool), agentMark, sessionMark); len(found) > 0 {
 			t.Errorf("the conversation's tables' files still hold the erased agent or session: %v", pgRelations(t, pool, found))
 		}
+		// The turns' and the deferred request's records name them by reference (envelope
+		// version 3), so no file of Postgres's, the WAL included, holds either.
+		for _, marker := range []string{agentMark, sessionMark} {
+			if found := filesHolding(t, env.Stack.Postgres.DataDir(), marker); len(found) > 0 {
+				t.Errorf("after the erasure, Postgres files still hold the erased writer %q: %v", marker, pgRelations(t, pool, found))
+			}
+		}
 	}
 }
 

@@ -64,6 +64,13 @@ func writerMarkersAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, or
 		if found := relationFilesHolding(t, pool, session, memoryRowTables...); len(found) > 0 {
 			t.Errorf("after the erasure, these files still hold the erased session: %v", found)
 		}
+		// With the topic's version 3 (the outbox's records name them by reference) no
+		// file of Postgres's, the WAL included, holds either.
+		for _, marker := range []string{agent, session} {
+			if found := filesHolding(t, env.Stack.Postgres.DataDir(), marker); len(found) > 0 {
+				t.Errorf("after the erasure, Postgres files still hold the erased writer %q: %v", marker, pgRelations(t, pool, found))
+			}
+		}
 	}
 }
 
