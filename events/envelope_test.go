@@ -104,31 +104,18 @@ func TestDecodeIgnoresUnknownFieldsAndNormalisesTimes(t *testing.T) {
 	}
 }
 
+// invalidCase is an envelope made valid by base, then broken by mutate.
+type invalidCase struct {
+	name   string
+	base   func(*testing.T) *Envelope
+	mutate func(*Envelope)
+}
+
 func TestEncodeRejectsInvalid(t *testing.T) {
-	cases := []struct {
-		name   string
-		base   func(*testing.T) *Envelope
-		mutate func(*Envelope)
-	}{
+	rejectsInvalid(t, []invalidCase{
 		{"version 0", validRevised, func(e *Envelope) { e.Version = 0 }},
 		{"version 4", validRevised, func(e *Envelope) { e.Version = 4 }},
-		{"version 2 with user_id in the clear", validRevised, func(e *Envelope) { e.Revision.UserID = "u-42" }},
-		{"version 2 with content_sha256 in the clear", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("a", 64) }},
-		{"version 2 without user_ref", validRevised, func(e *Envelope) { e.Revision.UserRef = "" }},
-		{"version 3 with the agent in the clear", validRevised, func(e *Envelope) { e.Revision.Agent = "triage-bot" }},
-		{"version 3 with the session in the clear", validRevised, func(e *Envelope) { e.Revision.SessionID = "s-1" }},
-		{"version 3 agent_ref not a reference", validRevised, func(e *Envelope) { e.Revision.AgentRef = "triage-bot" }},
-		{"version 3 session_ref not a reference", validRevised, func(e *Envelope) { e.Revision.SessionRef = strings.Repeat("A", 64) }},
-		{"version 2 with agent_ref", validV2Revised, func(e *Envelope) { e.Revision.AgentRef = strings.Repeat("a", 64) }},
-		{"version 2 with session_ref", validV2Revised, func(e *Envelope) { e.Revision.SessionRef = "-" }},
-		{"version 3 turns with the agent in the clear", validTurns, func(e *Envelope) { e.Turns.Agent = "triage-bot" }},
-		{"version 3 turns with the session in the clear", validTurns, func(e *Envelope) { e.Turns.SessionID = "s-1" }},
-		{"version 2 turns with session_ref", validTurns, func(e *Envelope) {
-			e.Version, e.Turns.AgentRef, e.Turns.Agent, e.Turns.SessionID = 2, "", "triage-bot", "s-1"
-		}},
-		{"user_ref not hex", validRevised, func(e *Envelope) { e.Revision.UserRef = strings.Repeat("g", 64) }},
 		{"version 1 without content_sha256", validRevised, func(e *Envelope) { e.Version = 1; e.Revision.UserRef = "" }},
-		{"version 2 erasure with user_id in the clear", validErased, func(e *Envelope) { e.Erasure.UserID = "u-42" }},
 		{"id of another seq", validRevised, func(e *Envelope) { e.ID = "acme/support/99" }},
 		{"id of another namespace", validRevised, func(e *Envelope) { e.ID = "acme/sales/1" }},
 		{"empty id", validRevised, func(e *Envelope) { e.ID = "" }},
@@ -185,7 +172,15 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"sealed wrong alg", validRevised, func(e *Envelope) { e.Sealed.Alg = "none" }},
 		{"sealed short nonce", validRevised, func(e *Envelope) { e.Sealed.Nonce = e.Sealed.Nonce[:11] }},
 		{"sealed ciphertext shorter than tag", validRevised, func(e *Envelope) { e.Sealed.Ciphertext = e.Sealed.Ciphertext[:15] }},
+	})
+	if _, err := Encode(nil); !errors.Is(err, ErrInvalidEnvelope) {
+		t.Errorf("Encode(nil) = %v", err)
 	}
+}
+
+// rejectsInvalid checks that Encode refuses each case, and Decode the JSON of it.
+func rejectsInvalid(t *testing.T, cases []invalidCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := tc.base(t)
@@ -203,9 +198,29 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Encode(nil); !errors.Is(err, ErrInvalidEnvelope) {
-		t.Errorf("Encode(nil) = %v", err)
-	}
+}
+
+// The plain fields name a user, an agent and a session only by reference from version
+// 2 (the user) and 3 (the writer) on, and a version names only what it has.
+func TestEncodeRejectsClearIdentities(t *testing.T) {
+	rejectsInvalid(t, []invalidCase{
+		{"version 2 with user_id in the clear", validRevised, func(e *Envelope) { e.Revision.UserID = "u-42" }},
+		{"version 2 with content_sha256 in the clear", validRevised, func(e *Envelope) { e.Revision.ContentSHA256 = strings.Repeat("a", 64) }},
+		{"version 2 without user_ref", validRevised, func(e *Envelope) { e.Revision.UserRef = "" }},
+		{"version 3 with the agent in the clear", validRevised, func(e *Envelope) { e.Revision.Agent = "triage-bot" }},
+		{"version 3 with the session in the clear", validRevised, func(e *Envelope) { e.Revision.SessionID = "s-1" }},
+		{"version 3 agent_ref not a reference", validRevised, func(e *Envelope) { e.Revision.AgentRef = "triage-bot" }},
+		{"version 3 session_ref not a reference", validRevised, func(e *Envelope) { e.Revision.SessionRef = strings.Repeat("A", 64) }},
+		{"version 2 with agent_ref", validV2Revised, func(e *Envelope) { e.Revision.AgentRef = strings.Repeat("a", 64) }},
+		{"version 2 with session_ref", validV2Revised, func(e *Envelope) { e.Revision.SessionRef = "-" }},
+		{"version 3 turns with the agent in the clear", validTurns, func(e *Envelope) { e.Turns.Agent = "triage-bot" }},
+		{"version 3 turns with the session in the clear", validTurns, func(e *Envelope) { e.Turns.SessionID = "s-1" }},
+		{"version 2 turns with session_ref", validTurns, func(e *Envelope) {
+			e.Version, e.Turns.AgentRef, e.Turns.Agent, e.Turns.SessionID = 2, "", "triage-bot", "s-1"
+		}},
+		{"user_ref not hex", validRevised, func(e *Envelope) { e.Revision.UserRef = strings.Repeat("g", 64) }},
+		{"version 2 erasure with user_id in the clear", validErased, func(e *Envelope) { e.Erasure.UserID = "u-42" }},
+	})
 }
 
 func TestDecodeRejectsMalformedJSON(t *testing.T) {
