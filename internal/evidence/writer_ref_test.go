@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,30 +57,12 @@ func tablesHoldingText(t *testing.T, pool *pgxpool.Pool, needle string) []string
 	return out
 }
 
-// refsOf is the org's references of agent and session, as Go computes them.
-func refsOf(t *testing.T, pool *pgxpool.Pool, org, agent, session string) (string, string) {
-	t.Helper()
-	var orgKey []byte
-	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&orgKey); err != nil {
-		t.Fatalf("the org %s has no key: %v", org, err)
-	}
-	a, err := events.AgentRef(orgKey, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := events.SessionRef(orgKey, session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, s
-}
-
 // storedByReference fails unless every row of the record names agent and session by
 // their references (and some row of each table but the outcomes' does).
 func storedByReference(t *testing.T, pool *pgxpool.Pool, org, agent, session string) {
 	t.Helper()
 	ctx := context.Background()
-	agentRef, sessionRef := refsOf(t, pool, org, agent, session)
+	agentRef, sessionRef := pgtest.WriterRefs(t, pool, org, agent, session)
 	for _, q := range []string{
 		`SELECT count(*) FILTER (WHERE agent = $2 AND session_id = $3), count(*) FROM loom.memory_evidence WHERE org = $1`,
 		`SELECT count(*) FILTER (WHERE agent = $2 AND session_id = $3), count(*) FROM loom.memory_chunks WHERE org = $1`,
@@ -249,27 +229,6 @@ func TestTheRecordNamesAgentAndSessionByReference(t *testing.T) {
 	readsAnswerTheClearNames(t, pool, s, agent, session, 2)
 }
 
-// migrationsBefore is the migrations numbered below n.
-func migrationsBefore(t *testing.T, n string) fs.FS {
-	t.Helper()
-	out := fstest.MapFS{}
-	entries, err := fs.ReadDir(pgmigrations.Files, ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".sql") || e.Name() >= n {
-			continue
-		}
-		b, err := fs.ReadFile(pgmigrations.Files, e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	return out
-}
-
 // Rows stored before migration 176 name their agent and session in the clear, and
 // their sealed text holds neither (a chunk's, a digest's and a learning's is the bare
 // text), nor does a deferred request hold them sealed (migration 177); the migrations
@@ -278,7 +237,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "176"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "176"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	s := Scope{Org: "acme", Namespace: "old", UserID: "alice"}
@@ -354,7 +313,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 		t.Errorf("the request answers %q %q %q", requests[0].Agent, requests[0].SessionID, requests[0].UserID)
 	}
 	{
-		agentRef, sessionRef := refsOf(t, pool, s.Org, agent, session)
+		agentRef, sessionRef := pgtest.WriterRefs(t, pool, s.Org, agent, session)
 		var keyed int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.extraction_requests WHERE org = $1 AND agent = $2 AND session_id = $3`,
 			s.Org, agentRef, sessionRef).Scan(&keyed); err != nil || keyed != 1 {
@@ -362,7 +321,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 		}
 	}
 	storedByReference(t, pool, s.Org, agent, session)
-	_, sessionRef := refsOf(t, pool, s.Org, agent, session)
+	_, sessionRef := pgtest.WriterRefs(t, pool, s.Org, agent, session)
 	var outcomes int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM loom.session_outcomes WHERE org = $1 AND session_id = $2`, s.Org, sessionRef).Scan(&outcomes); err != nil || outcomes != 1 {
 		t.Fatalf("%d outcomes name the session by reference (%v)", outcomes, err)

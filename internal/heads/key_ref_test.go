@@ -2,9 +2,6 @@ package heads
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
@@ -23,13 +21,11 @@ import (
 // under the org's user reference key, lowercase hex (loom.key_ref, migration 171).
 func keyRefOf(t *testing.T, pool *pgxpool.Pool, org, key string) string {
 	t.Helper()
-	var orgKey []byte
-	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&orgKey); err != nil {
-		t.Fatalf("the org %s has no user reference key: %v", org, err)
+	ref, err := events.KeyRef(pgtest.OrgKey(t, pool, org), key)
+	if err != nil {
+		t.Fatal(err)
 	}
-	m := hmac.New(sha256.New, orgKey)
-	m.Write([]byte("loom.key:" + key))
-	return hex.EncodeToString(m.Sum(nil))
+	return ref
 }
 
 // keyReads reads id's head and revision back through every kind of read (opened in
@@ -141,7 +137,7 @@ func TestMigrationStoresExistingKeysByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "171"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "171"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	named := memrow.Identity{Org: "acme", Namespace: "old", Agent: "-", UserID: "alice", SessionID: "-", MemoryKey: "old-clear-key"}

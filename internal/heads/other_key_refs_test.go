@@ -24,7 +24,7 @@ func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "174"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "174"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	const key, source, agent, session = "old-decision-key", "old-source-key", "old-agent", "old-session"

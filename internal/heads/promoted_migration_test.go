@@ -24,7 +24,7 @@ func TestMigrationSealsTheProvenanceOfOldPromotedRows(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "159"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "159"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	exec := func(q string, args ...any) {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"log/slog"
-	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
@@ -16,27 +13,6 @@ import (
 	"github.com/loomplane/loom/internal/pgtest"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
-
-// migrationsBefore is Loom's Postgres migrations numbered below n.
-func migrationsBefore(t *testing.T, n string) fs.FS {
-	t.Helper()
-	out := fstest.MapFS{}
-	entries, err := fs.ReadDir(pgmigrations.Files, ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".sql") || e.Name() >= n {
-			continue
-		}
-		b, err := fs.ReadFile(pgmigrations.Files, e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	return out
-}
 
 // Rows a Loom before migration 155 stored name their user in the clear: in the
 // columns, in a row's JSON, in the erasure ledger's scope. The migration rewrites each
@@ -47,7 +23,7 @@ func TestMigrationNamesExistingUsersByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "155"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "155"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	exec := func(q string, args ...any) {

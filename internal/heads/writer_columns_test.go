@@ -17,25 +17,6 @@ import (
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
-// writerRefsOf are an agent's and a session's stored forms in Go (events.AgentRef and
-// SessionRef under the org's key: what loom.agent_ref and loom.session_ref store).
-func writerRefsOf(t *testing.T, pool *pgxpool.Pool, org, agent, session string) (string, string) {
-	t.Helper()
-	var orgKey []byte
-	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&orgKey); err != nil {
-		t.Fatalf("the org %s has no user reference key: %v", org, err)
-	}
-	a, err := events.AgentRef(orgKey, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := events.SessionRef(orgKey, session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, s
-}
-
 // writerReads reads id's head (and revision) back through every kind of read that
 // binds or answers an agent or a session, and fails unless each answers id whole.
 func writerReads(t *testing.T, pool *pgxpool.Pool, id memrow.Identity, revisions bool) {
@@ -154,7 +135,7 @@ func TestAStoredRowHoldsItsAgentAndSessionOnlySealed(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, 1, $3)`, id.Org, id.Namespace, key); err != nil {
 		t.Fatal(err)
 	}
-	agentRef, sessionRef := writerRefsOf(t, pool, id.Org, clearAgent, clearSession)
+	agentRef, sessionRef := pgtest.WriterRefs(t, pool, id.Org, clearAgent, clearSession)
 	var clear, referenced int
 	if err := pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM loom.memory_current WHERE strpos(agent || session_id || row::text || encode(sealed, 'escape'), $1) > 0
@@ -179,7 +160,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, postgres)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, migrationsBefore(t, "173"), quiet); err != nil {
+	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "173"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))`); err != nil {
@@ -233,7 +214,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		agentRef, sessionRef := writerRefsOf(t, pool, id.Org, id.Agent, id.SessionID)
+		agentRef, sessionRef := pgtest.WriterRefs(t, pool, id.Org, id.Agent, id.SessionID)
 		if id.Agent != memrow.DefaultIdentity && (agentRef == id.Agent || sessionRef == id.SessionID) {
 			t.Fatalf("%+v: the references are the clear values", id)
 		}

@@ -17,10 +17,7 @@ func TestWriterRefsAreTheSameInPostgresAndGo(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32)) ON CONFLICT (org) DO NOTHING`); err != nil {
 		t.Fatal(err)
 	}
-	var orgKey []byte
-	if err := pool.QueryRow(ctx, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = 'acme'`).Scan(&orgKey); err != nil {
-		t.Fatal(err)
-	}
+	orgKey := pgtest.OrgKey(t, pool, "acme")
 	for _, c := range []struct{ key, agent, session string }{
 		{"diagnosis-2024", "planner", "sess-77"},
 		{"k", "-", "-"},

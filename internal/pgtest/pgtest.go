@@ -5,12 +5,15 @@ package pgtest
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/pg"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
@@ -52,4 +55,53 @@ func Migrated(tb testing.TB, p *devstack.Postgres, orgs ...string) *pgxpool.Pool
 		}
 	}
 	return pool
+}
+
+// MigrationsBefore is Loom's Postgres migrations numbered below n: a test migrates a
+// database to them, stores rows the way a Loom of then stored them, and runs the rest.
+func MigrationsBefore(tb testing.TB, n string) fs.FS {
+	tb.Helper()
+	out := fstest.MapFS{}
+	entries, err := fs.ReadDir(pgmigrations.Files, ".")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sql") || e.Name() >= n {
+			continue
+		}
+		b, err := fs.ReadFile(pgmigrations.Files, e.Name())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	return out
+}
+
+// OrgKey is org's user reference key, unwrapped: what loom.user_ref, loom.key_ref,
+// loom.agent_ref and loom.session_ref compute their references under.
+func OrgKey(tb testing.TB, pool *pgxpool.Pool, org string) []byte {
+	tb.Helper()
+	var key []byte
+	if err := pool.QueryRow(context.Background(), `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&key); err != nil {
+		tb.Fatalf("the org %s has no user reference key: %v", org, err)
+	}
+	return key
+}
+
+// WriterRefs are an agent's and a session's stored forms as Go computes them
+// (events.AgentRef and SessionRef under org's key).
+func WriterRefs(tb testing.TB, pool *pgxpool.Pool, org, agent, session string) (string, string) {
+	tb.Helper()
+	key := OrgKey(tb, pool, org)
+	a, err := events.AgentRef(key, agent)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := events.SessionRef(key, session)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a, s
 }
