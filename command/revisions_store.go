@@ -175,10 +175,9 @@ func (s *Service) versionsAt(ctx context.Context, org, ns string, ids []memrow.I
 	// answered as asked, from k.
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (r.agent, r.user_id, r.session_id, r.memory_key)
 			k.agent, k.user_id, k.session_id, k.memory_key, `+heads.RowOf("r")+`
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
-		CROSS JOIN LATERAL (SELECT loom.writer_refs($1, k.memory_key, k.agent, k.session_id) AS r OFFSET 0) w
+		FROM loom.identity_refs($1, $3::text[], $4::text[], $5::text[], $6::text[]) AS k
 		JOIN loom.memory_revisions r
-		  ON r.agent = w.r[2] AND r.user_id = loom.user_ref($1, k.user_id) AND r.session_id = w.r[3] AND r.memory_key = w.r[1]
+		  ON r.agent = k.agent_ref AND r.user_id = k.user_ref AND r.session_id = k.session_ref AND r.memory_key = k.key_ref
 		WHERE r.org = $1 AND r.namespace = $2 AND r.version <= $7
 		ORDER BY r.agent, r.user_id, r.session_id, r.memory_key, r.version DESC, r.seq DESC`,
 		org, ns, agents, users, sessions, keys, at.UnixNano())

@@ -101,16 +101,14 @@ const (
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c WHERE ` + identityOfK + ` OFFSET 0) m`
 
 	// identitiesRefs are the identities $3 agents, $4 users, $5 sessions, $6 keys of
-	// org $1, with the references of each's key, agent and session (w.r, as
-	// WithWriterRefs binds them): loom.writer_refs once an identity, the org's key
-	// unwrapped once for the three.
-	identitiesRefs = `unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS k(agent, user_id, session_id, memory_key)
-	CROSS JOIN LATERAL (SELECT loom.writer_refs($1, k.memory_key, k.agent, k.session_id) AS r OFFSET 0) w`
+	// org $1 (k), clear and by their references: loom.identity_refs, the org's key
+	// unwrapped once for all of them.
+	identitiesRefs = `loom.identity_refs($1, $3::text[], $4::text[], $5::text[], $6::text[]) AS k`
 
 	// identityOfK is the predicate of the head (aliased c) of identitiesRefs' k in
 	// namespace $2.
-	identityOfK = `c.org = $1 AND c.namespace = $2 AND c.agent = w.r[2] AND c.user_id = loom.user_ref($1, k.user_id)
-		  AND c.session_id = w.r[3] AND c.memory_key = w.r[1]`
+	identityOfK = `c.org = $1 AND c.namespace = $2 AND c.agent = k.agent_ref AND c.user_id = k.user_ref
+		  AND c.session_id = k.session_ref AND c.memory_key = k.key_ref`
 
 	withIDsSQL = `SELECT m.row FROM unnest($3::uuid[]) AS k(memory_id)
 	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c

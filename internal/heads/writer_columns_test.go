@@ -292,4 +292,27 @@ func TestAScanOfAnAgentsHeadsBindsItsReferencesOnce(t *testing.T) {
 	if n := calls("key_ref"); n != 0 {
 		t.Errorf("loom.key_ref ran %d times: the key's reference is writer_refs'", n)
 	}
+	// A lookup of many identities unwraps the org's key once for all of them
+	// (loom.identity_refs), not twice an identity (writer_refs and user_ref each).
+	var ids []memrow.Identity
+	for i := range 50 {
+		ids = append(ids, memrow.Identity{Org: "acme", Namespace: "many", Agent: []string{"planner", "coder"}[i%2], UserID: "alice",
+			SessionID: []string{"s1", "s2"}[i%2], MemoryKey: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
+	}
+	perIdentity := func() int64 { return calls("writer_refs") + calls("user_ref") }
+	before = perIdentity()
+	rows, err := tx.Query(ctx, manySQL, manyArgs("acme", "many", ids)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for rows.Next() {
+		found++
+	}
+	if rows.Close(); rows.Err() != nil || found != 50 {
+		t.Fatalf("Many's read found %d of 50 heads: %v", found, rows.Err())
+	}
+	if n := perIdentity() - before; n != 0 {
+		t.Errorf("a lookup of 50 heads ran loom.writer_refs and loom.user_ref %d times, each unwrapping the org's key; want none", n)
+	}
 }
