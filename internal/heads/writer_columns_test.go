@@ -252,24 +252,7 @@ func TestAScanOfAnAgentsHeadsBindsItsReferencesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, set := range []string{"track_functions = 'all'", "enable_indexscan = off", "enable_bitmapscan = off", "enable_indexonlyscan = off"} {
-		if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
-			t.Fatal(err)
-		}
-	}
-	calls := func(fn string) int64 {
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
-			WHERE schemaname = 'loom' AND funcname = $1`, fn).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	tx, calls := seqScanCounting(t, pool)
 	sc := Scope{Org: "acme", Namespace: "many", Agent: "planner", SessionID: "s1"}
 	if rows, err := Unlocked(ctx, tx, sc, 500); err != nil || len(rows) != 100 {
 		t.Fatalf("the planner's unlocked heads in s1: %d, %v; want 100", len(rows), err)
