@@ -129,37 +129,30 @@ func Pass(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) (Counts, erro
 	if err := renewNameWraps(ctx, pool, ring, c); err != nil {
 		return c, err
 	}
+	// One walk a table for the steps on a row's own text, in their order on each page
+	// range: its text sealed, then its plain hash moved into its sealed text, then a key
+	// (and a user, agent or session) its JSON still holds (stored before migrations 171,
+	// 173) moved there too.
 	for _, table := range rowTables {
 		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
 			n, err := sealRows(ctx, pool, table, from, to)
 			c.Sealed[table] += n
-			return err
-		})
-		if err != nil {
-			return c, fmt.Errorf("seal the rows of %s: %w", table, err)
-		}
-	}
-	// After the sealing: a row's plain hash moves into its sealed text.
-	for _, table := range rowTables {
-		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
-			n, err := rehashRows(ctx, pool, ring, table, from, to)
+			if err != nil {
+				return fmt.Errorf("seal the rows: %w", err)
+			}
+			if n, err = rehashRows(ctx, pool, ring, table, from, to); err != nil {
+				return fmt.Errorf("rehash the rows: %w", err)
+			}
 			c.Rehashed[table] += n
-			return err
-		})
-		if err != nil {
-			return c, fmt.Errorf("rehash the rows of %s: %w", table, err)
-		}
-	}
-	// After them: a row stored before migration 171 moves its key (and a user its
-	// JSON still names) into its sealed text.
-	for _, table := range rowTables {
-		err := walk(ctx, pool, table, func(from, to pgtype.TID) error {
-			n, err := sealKeys(ctx, pool, table, from, to)
+			n, err = sealKeys(ctx, pool, table, from, to)
 			c.KeysSealed[table] += n
-			return err
+			if err != nil {
+				return fmt.Errorf("seal the rows' keys: %w", err)
+			}
+			return nil
 		})
 		if err != nil {
-			return c, fmt.Errorf("seal the keys of %s: %w", table, err)
+			return c, fmt.Errorf("%s: %w", table, err)
 		}
 	}
 	// And a row redacted before migration 175 (its JSON holds its key, its sealed text
