@@ -11,18 +11,32 @@ import (
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/pg"
+	"github.com/loomplane/loom/internal/tableset"
 	chmigrations "github.com/loomplane/loom/schemas/clickhouse"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // Migrate applies both stores' migrations this build carries, the ClickHouse ones
-// under a Postgres lock so two processes never apply them at once.
+// under a Postgres lock so two processes never apply them at once, then gives every
+// other set of the projection tables the columns they added (tableset.Align).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, conn *ch.Conn, log *slog.Logger) error {
 	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, log); err != nil {
 		return fmt.Errorf("migrate Postgres: %w", err)
 	}
 	lock := func(ctx context.Context) (func(), error) { return pg.SessionLock(ctx, pool, pg.LockCHMigrations) }
 	if _, err := ch.Migrate(ctx, conn, chmigrations.Files, lock, log); err != nil {
+		return fmt.Errorf("migrate ClickHouse: %w", err)
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return fmt.Errorf("lock ClickHouse migrations: %w", err)
+	}
+	defer unlock()
+	aligned, err := tableset.Align(ctx, conn)
+	for _, stmt := range aligned {
+		log.Info("aligned a projection table set with the serving tables", "statement", stmt)
+	}
+	if err != nil {
 		return fmt.Errorf("migrate ClickHouse: %w", err)
 	}
 	return nil
