@@ -92,8 +92,8 @@ func (s *Store) Revoke(ctx context.Context, org, id string) (TokenInfo, error) {
 // Rotate replaces a live token of org ("" for any org) with a new secret of the same
 // reach, and revokes the old one in the same transaction. The new token keeps the
 // old one's expiry unless expiresAt sets another. Its binding is the old row's as
-// stored (the user's reference, the sealed session and its key): a token whose user
-// was erased stays bound to no one.
+// stored (the user's reference, the sealed session and its key), so the new token
+// reaches what the old one did: after its user's erasure, no session.
 func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time) (secret string, info TokenInfo, err error) {
 	if expiresAt != nil && !expiresAt.After(time.Now()) {
 		return "", info, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
