@@ -202,7 +202,7 @@ func withTokens(ctx context.Context, fn func(*auth.Store) error) error {
 		return err
 	}
 	err = fn(auth.NewStore(pool, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline),
-		auth.WithUserRefs(userref.New(pool, ring))))
+		auth.WithUserRefs(userref.New(pool, ring)), auth.WithKEK(ring)))
 	if errors.Is(err, auth.ErrTokenNotFound) {
 		return errors.New("no such live token")
 	}

@@ -59,6 +59,9 @@ var keyTables = []struct{ table, column string }{
 	{"loom.decision_records", "data_key"},
 	// A redaction's key, which seals what its rows keep (migration 175).
 	{"loom.memory_revisions", "redaction_key"},
+	// The key a token bound to a session and no user seals its session under
+	// (migration 179).
+	{"loom.api_tokens", "read_session_key"},
 }
 
 // rowTables are the tables whose rows seal their text under their revision's key.

@@ -17,13 +17,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/loomplane/loom/internal/ttlcache"
-	"github.com/loomplane/loom/internal/userref"
 
 	"github.com/loomplane/loom/internal/httperr"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/ttlcache"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 // Roles of an org's tokens, from most to least able, and the deployment operator's.
@@ -78,6 +78,7 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 type Store struct {
 	pool     *pgxpool.Pool
 	refs     *userref.Keys // makes an org's user reference key for a token bound to a user
+	ring     *kek.Ring     // wraps the key a token bound to a session alone seals it under; nil: stored raw
 	cacheTTL time.Duration
 	cache    *ttlcache.Cache[string, cachedToken]
 	deadline time.Duration
@@ -108,6 +109,11 @@ func WithLookupDeadline(d time.Duration) StoreOption { return func(s *Store) { s
 // key it makes unwrapped, as before LOOM_KEK.
 func WithUserRefs(k *userref.Keys) StoreOption { return func(s *Store) { s.refs = k } }
 
+// WithKEK wraps the key of a token's own that a token bound to a session and no user
+// seals its session under (migration 179); without it the key is stored raw, as before
+// LOOM_KEK, until the at-rest pass wraps it.
+func WithKEK(r *kek.Ring) StoreOption { return func(s *Store) { s.ring = r } }
+
 // ErasedUser is the read user of a token bound to a user since erased: the token's
 // column keeps the user's reference, whose name the erasure deleted. No user id
 // equals it (an id holds no control character), so the token reaches no one's rows.
@@ -116,6 +122,16 @@ const ErasedUser = "\x7f(an erased user)"
 // tokenUserSQL opens a token's read user from its org and reference.
 const tokenUserSQL = `CASE WHEN coalesce(read_user_id, '') IN ('', '-') THEN read_user_id
 	ELSE coalesce(nullif(loom.user_name(org, read_user_id), ''), '` + ErasedUser + `') END`
+
+// ErasedSession is the read session of a session-bound token whose session no key
+// opens any more: the token was bound to a user too, whose erasure deleted the key the
+// session was sealed under (migration 179). No session id equals it, so the token
+// reaches no session's rows.
+const ErasedSession = "\x7f(an erased session)"
+
+// tokenSessionSQL opens a token's read session (NULL for a token bound to none).
+const tokenSessionSQL = `CASE WHEN read_session IS NULL THEN NULL
+	ELSE coalesce(nullif(loom.token_session(org, read_user_id, read_session, read_session_key), ''), '` + ErasedSession + `') END`
 
 // DefaultLookupDeadline is the lookup's bound when none is given.
 const DefaultLookupDeadline = 5 * time.Second
@@ -205,25 +221,35 @@ func (s *Store) Create(ctx context.Context, t NewToken) (secret string, p Princi
 	if t.ExpiresAt != nil && !t.ExpiresAt.After(time.Now()) {
 		return "", p, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
 	}
-	return s.insert(ctx, s.pool, t)
+	return s.insert(ctx, t)
 }
 
-// insert stores a token described by t (checked) through q and returns its secret.
-func (s *Store) insert(ctx context.Context, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, t NewToken) (secret string, p Principal, err error) {
+// newSecret makes a token's id and secret and the secret's SHA-256, which is stored.
+func newSecret() (id, secret string, sum [32]byte, err error) {
 	idBytes := make([]byte, 6)
 	secretBytes := make([]byte, 32)
 	if _, err := rand.Read(idBytes); err != nil {
-		return "", p, err
+		return "", "", sum, err
 	}
 	if _, err := rand.Read(secretBytes); err != nil {
+		return "", "", sum, err
+	}
+	id = hex.EncodeToString(idBytes)
+	secret = "loom_" + id + "_" + base64.RawURLEncoding.EncodeToString(secretBytes)
+	return id, secret, sha256.Sum256([]byte(secret)), nil
+}
+
+// insert stores a token described by t (checked) and returns its secret. The user is
+// stored by reference and the session sealed (loom.token_binding, migration 179):
+// under the user's name key, or under a key of the token's own for a token bound to a
+// session and no user.
+func (s *Store) insert(ctx context.Context, t NewToken) (secret string, p Principal, err error) {
+	id, secret, sum, err := newSecret()
+	if err != nil {
 		return "", p, err
 	}
-	id := hex.EncodeToString(idBytes)
-	secret = "loom_" + id + "_" + base64.RawURLEncoding.EncodeToString(secretBytes)
-	sum := sha256.Sum256([]byte(secret))
 	var readUser, readSession *string
+	var sessionKey []byte
 	if t.ReadUserID != "" {
 		readUser = &t.ReadUserID
 		// The column names the user by reference (loom.named_user): the org's key first.
@@ -233,9 +259,16 @@ func (s *Store) insert(ctx context.Context, q interface {
 	}
 	if t.ReadSessionID != "" {
 		readSession = &t.ReadSessionID
+		if t.ReadUserID == "" || t.ReadUserID == "-" {
+			if _, sessionKey, err = kek.NewKey(s.ring); err != nil {
+				return "", p, fmt.Errorf("store token: %w", err)
+			}
+		}
 	}
-	_, err = q.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at, read_session_id)
-		VALUES ($1, $2, $3, $4, $5, loom.named_user($3, $6), $7, $8, $9)`, id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt, readSession)
+	_, err = s.pool.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at,
+			read_session, read_session_key)
+		SELECT $1, $2, $3, $4, $5, b.user_ref, $7, $8, b.session, $10 FROM loom.token_binding($3, $6, $9, $10) b`,
+		id, sum[:], t.Org, t.Role, t.Namespaces, readUser, t.Name, t.ExpiresAt, readSession, sessionKey)
 	if err != nil {
 		return "", p, fmt.Errorf("store token: %w", err)
 	}
@@ -262,7 +295,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	var p Principal
 	var readUser, readSession *string
 	var expiresAt *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, `+tokenUserSQL+`, name, expires_at, read_session_id
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, `+tokenUserSQL+`, name, expires_at, `+tokenSessionSQL+`
 		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, sum[:]).
 		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt, &readSession)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -45,7 +45,7 @@ type TokenInfo struct {
 	ReplacedBy    string     `json:"replaced_by,omitempty"`
 }
 
-const tokenColumns = `token_id, org, role, name, namespaces, coalesce(` + tokenUserSQL + `, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, ''), coalesce(read_session_id, '')`
+const tokenColumns = `token_id, org, role, name, namespaces, coalesce(` + tokenUserSQL + `, ''), created_at, expires_at, revoked_at, coalesce(replaced_by, ''), coalesce(` + tokenSessionSQL + `, '')`
 
 func scanToken(r pgx.Row) (TokenInfo, error) {
 	var t TokenInfo
@@ -91,7 +91,9 @@ func (s *Store) Revoke(ctx context.Context, org, id string) (TokenInfo, error) {
 
 // Rotate replaces a live token of org ("" for any org) with a new secret of the same
 // reach, and revokes the old one in the same transaction. The new token keeps the
-// old one's expiry unless expiresAt sets another.
+// old one's expiry unless expiresAt sets another. Its binding is the old row's as
+// stored (the user's reference, the sealed session and its key), so the new token
+// reaches what the old one did: after its user's erasure, no session.
 func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time) (secret string, info TokenInfo, err error) {
 	if expiresAt != nil && !expiresAt.After(time.Now()) {
 		return "", info, fmt.Errorf("%w: the expiry must lie in the future", ErrInvalidToken)
@@ -109,16 +111,21 @@ func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time
 		if expiresAt == nil {
 			expiresAt = old.ExpiresAt
 		}
-		var p Principal
-		secret, p, err = s.insert(ctx, tx, NewToken{Org: old.Org, Role: old.Role, Name: old.Name, Namespaces: old.Namespaces,
-			ReadUserID: old.ReadUserID, ReadSessionID: old.ReadSessionID, ExpiresAt: expiresAt})
+		newID, fresh, sum, err := newSecret()
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE loom.api_tokens SET revoked_at = now(), replaced_by = $2 WHERE token_id = $1`, id, p.TokenID); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO loom.api_tokens (token_id, token_sha256, org, role, namespaces, read_user_id, name, expires_at,
+				read_session, read_session_key)
+			SELECT $1, $2, org, role, namespaces, read_user_id, name, $4, read_session, read_session_key FROM loom.api_tokens WHERE token_id = $3`,
+			newID, sum[:], id, expiresAt); err != nil {
+			return fmt.Errorf("store the rotated token: %w", err)
+		}
+		secret = fresh
+		if _, err := tx.Exec(ctx, `UPDATE loom.api_tokens SET revoked_at = now(), replaced_by = $2 WHERE token_id = $1`, id, newID); err != nil {
 			return fmt.Errorf("revoke the rotated token: %w", err)
 		}
-		if info, err = scanToken(tx.QueryRow(ctx, `SELECT `+tokenColumns+` FROM loom.api_tokens WHERE token_id = $1`, p.TokenID)); err != nil {
+		if info, err = scanToken(tx.QueryRow(ctx, `SELECT `+tokenColumns+` FROM loom.api_tokens WHERE token_id = $1`, newID)); err != nil {
 			return fmt.Errorf("read the new token: %w", err)
 		}
 		return notifyRevoked(ctx, tx, id)

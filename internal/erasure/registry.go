@@ -232,7 +232,9 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.memory_touches", Class: NoMemoryContent,
 			Why: "usage (memory.touch, search's hits, evidence events) not yet published: memory ids and counts, no text (the fold drops the counts of a row gone)"},
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent,
-			Why: "credential hashes; a token bound to a user names it by reference (migration 156), reaches no one once the user's name is erased, and is revoked by an operator"},
+			Why: "credential hashes; a token bound to a user names it by reference (migration 156) and seals its session, if it is bound to one, " +
+				"under the user's name key (migration 179), so it reaches no user and no session once the user's name and key are erased, " +
+				"and is revoked by an operator; a token bound to a session alone seals it under a key of its own, which no user's erasure reaches"},
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},
 		{Store: Postgres, Name: "loom.audit_checkpoints", Class: NoMemoryContent, Why: "the audit chain's checkpoints: seqs and hashes, no keys, values or user ids"},
 		{Store: Postgres, Name: "loom.read_audit", Class: NoMemoryContent, Why: "hash-only audit of snapshots and exports: ids, counts and digests"},

@@ -112,6 +112,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	conversationAfterErasure := conversationMarkersAtRest(t, c, pool, org, ns, user)
 	writersGone := writerMarkersOnTopicAndClickHouse(t, c, pool, org, ns, user, requests)
 	promotedMark := keysOfOtherTablesAtRest(t, c, pool, org, ns, user, key, keyMark)
+	tokenAfterErasure := tokenSessionShredded(t, n, c, pool, org, ns, user)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -140,6 +141,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	writersAfterErasure()
 	conversationAfterErasure()
 	promotedKeyLeftNoClearTrace(t, pool, promotedMark)
+	tokenAfterErasure()
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).

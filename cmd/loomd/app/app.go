@@ -218,7 +218,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		return nil, err
 	}
 	p.Tokens = auth.NewStore(p.PG, auth.WithCacheTTL(cfg.HTTP.TokenCache), auth.WithLookupDeadline(cfg.PG.ReadDeadline),
-		auth.WithUserRefs(userref.New(p.PG, p.Keys)))
+		auth.WithUserRefs(userref.New(p.PG, p.Keys)), auth.WithKEK(p.Keys))
 	p.watermarkWake = pg.NewListener(p.PG, watermarks.Channel, log)
 	p.wantedWake = pg.NewListener(p.PG, watermarks.WantedChannel, log)
 	p.projector = projector.NewSwitch()
