@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 )
 
 // memory.cross_promote is memory.promote (promote.go) into another namespace the token
@@ -23,11 +27,14 @@ import (
 // The copies follow their source's namespace out: an erasure of a namespace first
 // withdraws the shared rows promoted from it into other namespaces (withdrawCopies),
 // each deleted and every version of it redacted, which destroys their text in both
-// stores and on the topic as memory.redact does.
+// stores and on the topic as memory.redact does; then its rows go, in both stores, as
+// the erasure's own do. A redacted row keeps its key (sealed under its redaction's
+// key in Postgres, in the clear in ClickHouse), and a copy's key is the erased
+// memory's.
 
 // withdrawCopies removes the shared rows other namespaces hold that were promoted from
 // any of namespaces (an erasure's, which takes their own rows itself).
-func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespaces []string, requestID string) error {
+func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespaces []string, requestID string, purge bool) error {
 	for _, ns := range namespaces {
 		copies, err := s.copiesPromotedFrom(ctx, p.Org, ns)
 		if err != nil {
@@ -37,7 +44,7 @@ func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespac
 			if slices.Contains(namespaces, c.namespace) {
 				continue
 			}
-			if err := s.withdrawCopy(ctx, p, c, requestID); err != nil {
+			if err := s.withdrawCopy(ctx, p, c, requestID, purge); err != nil {
 				return fmt.Errorf("withdraw the copy %s/%s promoted from %s: %w", c.namespace, c.key, ns, err)
 			}
 		}
@@ -50,13 +57,13 @@ func (s *Service) withdrawCopies(ctx context.Context, p auth.Principal, namespac
 // a user erasure's first step, as the seed matches them by provenance
 // (memory-architecture.md, "a user erasure matches them by provenance"). The saga
 // erases by user_id, which a shared row (memrow.SharedUser) never holds.
-func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, userID string, namespaces []string, requestID string) error {
+func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, userID string, namespaces []string, requestID string, purge bool) error {
 	promoted, err := s.promotedFromUser(ctx, p.Org, userID, namespaces)
 	if err != nil {
 		return err
 	}
 	for _, c := range promoted {
-		if err := s.withdrawCopy(ctx, p, c, requestID); err != nil {
+		if err := s.withdrawCopy(ctx, p, c, requestID, purge); err != nil {
 			return fmt.Errorf("withdraw the shared row %s/%s promoted from %s: %w", c.namespace, c.key, userID, err)
 		}
 	}
@@ -64,9 +71,12 @@ func (s *Service) withdrawUserPromotions(ctx context.Context, p auth.Principal, 
 }
 
 // withdrawCopy deletes a shared row and redacts each of its values: the first version
-// of every run of one content (a redaction scrubs the run that copies it). A record
-// whose head is gone (an erasure took it) is forgotten alone.
-func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, c sharedCopy, requestID string) error {
+// of every run of one content (a redaction scrubs the run that copies it), each
+// redaction's record asking the projection to drop the copy's rows (purge: its audit
+// rows too); then it deletes the copy's head and revisions, with the redaction keys
+// that open its key. A record whose head is gone (an erasure took it, or an earlier
+// withdrawal) is forgotten alone.
+func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, c sharedCopy, requestID string, purge bool) error {
 	if c.key == "" {
 		return forgetPromotion(ctx, s.pool, p.Org, c)
 	}
@@ -92,9 +102,18 @@ func (s *Service) withdrawCopy(ctx context.Context, p auth.Principal, c sharedCo
 		if v.Redacted {
 			continue
 		}
-		if _, err := s.redactVersion(ctx, p, id, v.Version, requestID); err != nil {
+		if _, err := s.redactVersion(ctx, p, id, v.Version, requestID, &events.Withdrawal{Purge: purge}); err != nil {
 			return err
 		}
+	}
+	if err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		gone, err := eraseWithdrawnHead(ctx, tx, id)
+		if err != nil || !gone {
+			return err
+		}
+		return eraseWithdrawnRevisions(ctx, tx, id)
+	}); err != nil {
+		return err
 	}
 	return forgetPromotion(ctx, s.pool, p.Org, c)
 }

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -62,6 +63,23 @@ const blankedIdentity = `jsonb_build_object('memory_key', '')
 	|| CASE WHEN row->>'user_id' NOT IN ('', '-') THEN jsonb_build_object('user_id', '') ELSE '{}' END
 	|| CASE WHEN row->>'agent' NOT IN ('', '-') THEN jsonb_build_object('agent', '') ELSE '{}' END
 	|| CASE WHEN row->>'session_id' NOT IN ('', '-') THEN jsonb_build_object('session_id', '') ELSE '{}' END`
+
+// eraseWithdrawnHead deletes the head of a promoted copy an erasure withdrew
+// (withdrawCopy), once it and every revision of its key are redacted: a copy promoted
+// again since, or a version left with its text, keeps it. It reports whether the head
+// went.
+func eraseWithdrawnHead(ctx context.Context, tx pgx.Tx, id memrow.Identity) (bool, error) {
+	tag, err := tx.Exec(ctx, heads.WithWriterRefs+`DELETE FROM loom.memory_current c
+		WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+` AND coalesce((row->>'redacted')::boolean, false)
+		  AND NOT EXISTS (SELECT 1 FROM loom.memory_revisions r WHERE r.org = c.org AND r.namespace = c.namespace
+		      AND r.agent = c.agent AND r.user_id = c.user_id AND r.session_id = c.session_id AND r.memory_key = c.memory_key
+		      AND NOT coalesce((r.row->>'redacted')::boolean, false))`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey)
+	if err != nil {
+		return false, fmt.Errorf("delete the withdrawn copy's head: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
 
 // headsTable names loom.memory_current where an erasure counts what it removed.
 const headsTable = "loom.memory_current"

@@ -182,7 +182,7 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 	if scope.UserID == "" {
 		// The shared rows promoted from these namespaces into others go first
 		// (cross_promote.go): the saga erases within its namespaces alone.
-		if err := s.withdrawCopies(ctx, p, scope.Namespaces, ""); err != nil {
+		if err := s.withdrawCopies(ctx, p, scope.Namespaces, "", req.Purge); err != nil {
 			return erasureView{}, httperr.Store("withdrawing the copies promoted from the namespaces", err)
 		}
 	} else {
@@ -192,7 +192,7 @@ func (s *Service) requestErasure(ctx context.Context, p auth.Principal, req eras
 		if scope.Kind == scopeUserInNamespace {
 			within = scope.Namespaces
 		}
-		if err := s.withdrawUserPromotions(ctx, p, scope.UserID, within, ""); err != nil {
+		if err := s.withdrawUserPromotions(ctx, p, scope.UserID, within, "", req.Purge); err != nil {
 			return erasureView{}, httperr.Store("withdrawing the rows promoted from the user's memories", err)
 		}
 	}

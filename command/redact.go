@@ -122,10 +122,14 @@ func (s *Service) redact(ctx context.Context, p auth.Principal, r redactCall) (*
 	if err := s.refuseDeletedNamespace(ctx, p.Org, r.namespace); err != nil {
 		return nil, err
 	}
-	return s.redactVersion(ctx, p, id, r.version, r.requestID)
+	return s.redactVersion(ctx, p, id, r.version, r.requestID, nil)
 }
 
-func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow.Identity, version int64, requestID string) (*redactAnswer, error) {
+// redactVersion redacts a version of a key and the versions that copy it. withdrawal
+// is an erasure's withdrawal of a promoted copy (withdrawCopy), nil otherwise: its
+// record asks the projection to drop the copy's rows (events.Withdrawal).
+func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow.Identity, version int64, requestID string,
+	withdrawal *events.Withdrawal) (*redactAnswer, error) {
 	var ans *redactAnswer
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now().UTC()
@@ -177,6 +181,7 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		if err != nil {
 			return err
 		}
+		env.Redaction.Withdrawal = withdrawal
 		// What the rows keep of their text, their identity, under a key of the
 		// redaction's own, kept on each scrubbed revision (migration 175).
 		key, storedKey, err := kek.NewKey(s.kek)

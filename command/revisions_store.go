@@ -236,6 +236,19 @@ func eraseRevisions(ctx context.Context, tx pgx.Tx, args []any) ([]string, error
 		` RETURNING t.memory_id::text`, args...))
 }
 
+// eraseWithdrawnRevisions deletes the revisions of a promoted copy whose head
+// eraseWithdrawnHead deleted, and any data key left of them: the redaction keys kept on
+// them, which open the copy's key (migration 175), go with them.
+func eraseWithdrawnRevisions(ctx context.Context, tx pgx.Tx, id memrow.Identity) error {
+	if _, err := tx.Exec(ctx, heads.WithWriterRefs+`, gone AS (
+			DELETE FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND `+heads.IdentityIs+` RETURNING seq)
+		DELETE FROM loom.revision_keys k USING gone WHERE k.org = $1 AND k.namespace = $2 AND k.seq = gone.seq`,
+		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey); err != nil {
+		return fmt.Errorf("delete the withdrawn copy's revisions: %w", err)
+	}
+	return nil
+}
+
 // destroyScopeKeys deletes the data keys of an erasure's scope (args as
 // erasure.ScopeParams names them), after its revisions: a user's keys are those left
 // without one. It returns how many.

@@ -71,6 +71,18 @@ type Redaction struct {
 	// Versions are the named version first, then the later versions of its key that
 	// copied its text.
 	Versions []int64 `json:"versions"`
+	// Withdrawal is set on the redactions of an erasure's withdrawal of a promoted copy
+	// (a shared row promoted from the erased user's or namespace's memories): the
+	// projection drops the copy's rows below the record, not only their text, as the
+	// erasure drops its scope's own (the copy's key is as much the erased memory's).
+	Withdrawal *Withdrawal `json:"withdrawal,omitempty"`
+}
+
+// Withdrawal is what an erasure's withdrawal of a promoted copy asks of the projection.
+type Withdrawal struct {
+	// Purge: the copy's audit rows go too, as the erasure's purge takes its scope's,
+	// rather than being scrubbed of their key, content hash and user.
+	Purge bool `json:"purge"`
 }
 
 // Revision holds the plain (unsealed) fields of a committed memory revision.

@@ -85,13 +85,19 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 		// 2, from envelope version 3 on) the agent and the session id go too: its
 		// commitment covers them, where a row of format 1 hashes them in the clear and
 		// keeps them, or its chain would no longer verify.
-		m.Set = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = '', " +
-			"agent = if(chain_format >= 2, '', agent), session_id = if(chain_format >= 2, '', session_id)"
-		m.Where += " AND (memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '' OR " +
-			"(chain_format >= 2 AND (agent != '' OR session_id != '')))"
+		m.Set, m.Where = auditScrub, m.Where+" AND "+auditHolds
 	}
 	return m
 }
+
+// auditScrub is what an erasure empties of an audit row it keeps (eraseMutation), and
+// auditHolds the rows that still hold any of it.
+const (
+	auditScrub = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = '', " +
+		"agent = if(chain_format >= 2, '', agent), session_id = if(chain_format >= 2, '', session_id)"
+	auditHolds = "(memory_key != '' OR content_sha256 != '' OR user_id != '' OR subject_salt != '' OR " +
+		"(chain_format >= 2 AND (agent != '' OR session_id != '')))"
+)
 
 // Erase applies fences to every ClickHouse table that can hold content, in every set
 // of the projection tables that exists (the serving one, a rebuild's, one kept after a
@@ -208,10 +214,14 @@ func countWhere(ctx context.Context, conn *ch.Conn, table, where string, args []
 }
 
 // Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
-// the memory's versions.
+// the memory's versions, or, for an erasure's withdrawal of a promoted copy
+// (Withdrawn), drop every row of the memory below the record (Seq), its audit rows
+// scrubbed as an erasure scrubs its scope's (deleted with Purge).
 type Redaction struct {
 	Org, Namespace, MemoryID string
 	Versions                 []int64
+	Seq                      int64
+	Withdrawn, Purge         bool
 }
 
 // RedactionOf reads the redaction a memory.redacted record carries.
@@ -219,7 +229,11 @@ func RedactionOf(env *events.Envelope) (Redaction, bool) {
 	if env.Type != events.TypeRedacted || env.Redaction == nil || env.Revision == nil {
 		return Redaction{}, false
 	}
-	return Redaction{Org: env.Org, Namespace: env.Namespace, MemoryID: env.Revision.MemoryID, Versions: env.Redaction.Versions}, true
+	r := Redaction{Org: env.Org, Namespace: env.Namespace, MemoryID: env.Revision.MemoryID, Versions: env.Redaction.Versions, Seq: env.Seq}
+	if w := env.Redaction.Withdrawal; w != nil {
+		r.Withdrawn, r.Purge = true, w.Purge
+	}
+	return r, true
 }
 
 // scrubs are, per table, what a redaction empties and the rows that still hold text.
@@ -251,15 +265,31 @@ func (r Redaction) where() (string, []any) {
 	return "(org = ? AND namespace = ? AND memory_id = toUUID(?) AND has(?, version))", []any{r.Org, r.Namespace, r.MemoryID, versions}
 }
 
+// copyRows is a withdrawal's predicate: the withdrawn copy's rows below its record.
+func (r Redaction) copyRows() (string, []any) {
+	return "(org = ? AND namespace = ? AND memory_id = toUUID(?) AND seq < ?)", []any{r.Org, r.Namespace, r.MemoryID, uint64(r.Seq)}
+}
+
+// withdrawnTables are the tables whose rows name a memory by its id: a withdrawn
+// copy's go. The graph tables are left: their link rows are how an erasure of a
+// user finds its part of the shared facts, and a copy's are not a user's.
+var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log"}
+
 // Scrub applies redactions to every set of the projection tables that exists: one
-// mutation per table, waited to completion.
+// mutation per table, waited to completion. A withdrawal's redaction drops its copy's
+// rows instead (withdraw).
 func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	if len(rs) == 0 {
 		return nil
 	}
 	var preds []string
 	var args []any
+	withdrawals := map[bool][]Redaction{}
 	for _, r := range rs {
+		if r.Withdrawn {
+			withdrawals[r.Purge] = append(withdrawals[r.Purge], r)
+			continue
+		}
 		w, a := r.where()
 		preds, args = append(preds, w), append(args, a...)
 	}
@@ -269,6 +299,14 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 		return err
 	}
 	for _, set := range sets {
+		for purge, ws := range withdrawals {
+			if err := withdraw(ctx, conn, set, ws, purge); err != nil {
+				return err
+			}
+		}
+		if len(preds) == 0 {
+			continue
+		}
 		for _, s := range scrubs() {
 			if !set.Has(s.table) {
 				continue
@@ -277,6 +315,33 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 			if _, err := conn.Mutate(ctx, m); err != nil {
 				return fmt.Errorf("scrub %s: %w", m.Table, err)
 			}
+		}
+	}
+	return nil
+}
+
+// withdraw drops withdrawn copies' rows from one set of the projection tables: every
+// row below each one's record, except its audit rows outside a purge, which keep their
+// place and lose their keys, content hashes and users as an erasure's do
+// (eraseMutation).
+func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Redaction, purge bool) error {
+	var preds []string
+	var args []any
+	for _, r := range ws {
+		w, a := r.copyRows()
+		preds, args = append(preds, w), append(args, a...)
+	}
+	where := "(" + strings.Join(preds, " OR ") + ")"
+	for _, table := range withdrawnTables {
+		if !set.Has(table) {
+			continue
+		}
+		m := ch.Mutation{Table: set.Set.Name(table), Where: where, Args: args}
+		if table == "audit_log" && !purge {
+			m.Set, m.Where = auditScrub, where+" AND "+auditHolds
+		}
+		if _, err := conn.Mutate(ctx, m); err != nil {
+			return fmt.Errorf("withdraw the copies' rows from %s: %w", m.Table, err)
 		}
 	}
 	return nil

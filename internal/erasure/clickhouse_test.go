@@ -65,3 +65,23 @@ func TestErasureReachesEveryProjectionTable(t *testing.T) {
 		}
 	}
 }
+
+// A withdrawal's redaction (an erasure's, of a promoted copy) asks for the copy's rows
+// below its record; a plain redaction for its versions' text alone.
+func TestRedactionOfAWithdrawal(t *testing.T) {
+	env := &events.Envelope{Type: events.TypeRedacted, Org: "acme", Namespace: "support", Seq: 12,
+		Revision:  &events.Revision{MemoryID: "0b7e3f5a-4c7e-4a44-9a53-0e0f6d0a9d11"},
+		Redaction: &events.Redaction{Versions: []int64{2, 3}, Withdrawal: &events.Withdrawal{Purge: true}}}
+	r, ok := RedactionOf(env)
+	if !ok || !r.Withdrawn || !r.Purge || r.Seq != 12 {
+		t.Fatalf("RedactionOf = %+v, %t", r, ok)
+	}
+	if w, args := r.copyRows(); w != "(org = ? AND namespace = ? AND memory_id = toUUID(?) AND seq < ?)" ||
+		fmt.Sprint(args) != "[acme support 0b7e3f5a-4c7e-4a44-9a53-0e0f6d0a9d11 12]" {
+		t.Fatalf("the copy's rows: %s %v", w, args)
+	}
+	env.Redaction.Withdrawal = nil
+	if r, _ := RedactionOf(env); r.Withdrawn || r.Purge {
+		t.Fatalf("a plain redaction reads as a withdrawal: %+v", r)
+	}
+}

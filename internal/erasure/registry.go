@@ -111,7 +111,11 @@ func postgresContent() []Table {
 			// A namespace's promotions go with it; a user's, matched by provenance, too.
 			// A user erasure withdraws the promoted rows (whose user is
 			// memrow.SharedUser) before its saga, and their records with them
-			// (command/cross_promote.go): the census finds any left.
+			// (command/cross_promote.go): each row's versions redacted, then its rows
+			// deleted from both stores (the redaction keys on its revisions with them;
+			// in ClickHouse on its redactions' records, Redaction.Withdrawn), as the
+			// saga deletes its scope's. The record is forgotten last, so the census
+			// finds any withdrawal left unfinished.
 			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.source_user_id = p.user_id) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.decision_records", Class: Counted, Why: "decision records: who decided a key and what it superseded", Scope: rowScope},
 		{Store: Postgres, Name: "loom.category_links", Class: Counted, Why: "category links: the keys and the category names linked or rescinded", Scope: rowScope},

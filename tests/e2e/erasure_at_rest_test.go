@@ -113,6 +113,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	writersGone := writerMarkersOnTopicAndClickHouse(t, c, pool, org, ns, user, requests)
 	promotedMark := keysOfOtherTablesAtRest(t, c, pool, org, ns, user, key, keyMark)
 	tokenAfterErasure := tokenSessionShredded(t, n, c, pool, org, ns, user)
+	promotedCopyGone := promotedCopyAtRest(t, pool, org, ns, requests, promotedMark)
 	name := sealedName(t, pool, org, user)
 	c.Erase(t, map[string]any{"user_id": user, "namespace": ns})
 	nameOpensForNoOne(t, pool, org, user, name)
@@ -142,6 +143,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	conversationAfterErasure()
 	promotedKeyLeftNoClearTrace(t, pool, promotedMark)
 	tokenAfterErasure()
+	promotedCopyGone()
 
 	// ClickHouse: the erasure's mutations rewrote the parts; the parts they replaced
 	// go once the server cleans them up (old_parts_lifetime, set low in the test stack).
@@ -342,14 +344,12 @@ func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool
 		"categories": []string{"vaults"}}); r.Status != http.StatusOK {
 		t.Fatalf("memory.assign_category: %d %s", r.Status, r.Body)
 	}
-	// The user's erasure withdraws the promoted copy (memrow.SharedUser's): deleted,
-	// and its versions redacted, so what they keep of their text (the key) is sealed
-	// under the redaction's key (migration 175), not written back into their JSON. The
-	// copy is not erased: ClickHouse keeps its redacted rows, key and all, so its key
-	// is a marker of its own, which only Postgres's files are scanned for.
+	// The user's erasure withdraws the promoted copy (memrow.SharedUser's): its
+	// versions redacted, then its rows deleted in both stores (promotedCopyAtRest). Its
+	// key and value hold a marker of their own.
 	promotedMark := marker(t)
 	promoted := "promoted-" + promotedMark
-	if r := c.Put(t, ns, promoted, map[string]any{"value": "the vault is in the basement", "user_id": user}); r.Status != http.StatusOK {
+	if r := c.Put(t, ns, promoted, map[string]any{"value": promotedValue(promotedMark), "user_id": user}); r.Status != http.StatusOK {
 		t.Fatalf("set %s: %d %s", promoted, r.Status, r.Body)
 	}
 	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+promoted+":promote", map[string]any{"user_id": user}); r.Status != http.StatusOK {
@@ -377,6 +377,60 @@ func promotedKeyLeftNoClearTrace(t *testing.T, pool *pgxpool.Pool, promotedMark 
 	t.Helper()
 	if found := filesHolding(t, env.Stack.Postgres.DataDir(), promotedMark); len(found) > 0 {
 		t.Errorf("Postgres files still hold the withdrawn promoted copy's key: %v", pgRelations(t, pool, found))
+	}
+}
+
+// promotedValue is the value of the promoted memory, which holds its marker.
+func promotedValue(promotedMark string) string {
+	return "the vault is in the basement by " + promotedMark
+}
+
+// promotedCopyAtRest waits until ClickHouse holds the promoted copy (the row of
+// memrow.SharedUser under the promoted key), and answers the check to run after the
+// erasure, whose withdrawal of the copy leaves nothing that opens or names its key or
+// value: Postgres keeps no head or revision of the copy (whose redaction keys, kept on
+// its scrubbed revisions, would open its key for a holder of the KEK), and no record
+// of the change topic or the extraction topic nor any file of ClickHouse's data path
+// holds the marker of its key and value, or the value's plain SHA-256.
+func promotedCopyAtRest(t *testing.T, pool *pgxpool.Pool, org, ns, requests, promotedMark string) func() {
+	t.Helper()
+	promoted := "promoted-" + promotedMark
+	quoted, _ := json.Marshal(promotedValue(promotedMark))
+	canonical, err := memrow.Canonical("value", quoted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainSHA := memrow.ContentSHA256(canonical)
+	conn := env.CH(t)
+	testenv.Eventually(t, time.Minute, "ClickHouse to hold the promoted copy", func() bool {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.memory WHERE org = ? AND namespace = ? AND user_id = ? AND memory_key = ?`,
+			org, ns, memrow.SharedUser, promoted).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	return func() {
+		t.Helper()
+		var heads, revisions, sealed int
+		if err := pool.QueryRow(context.Background(), `SELECT
+				(SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, $3)),
+				(SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, $3)),
+				(SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, $3)
+					AND redaction_key IS NOT NULL)`, org, ns, promoted).Scan(&heads, &revisions, &sealed); err != nil {
+			t.Fatal(err)
+		}
+		if heads+revisions > 0 {
+			t.Errorf("after the erasure, Postgres keeps %d heads and %d revisions of the withdrawn copy, %d with a redaction key that opens its key",
+				heads, revisions, sealed)
+		}
+		records := append(env.TopicRecords(t), env.Records(t, requests)...)
+		if leaks := testenv.Leaks(records, promotedMark, plainSHA); len(leaks) > 0 {
+			t.Errorf("the topics still hold the withdrawn copy's key, value or plain SHA-256: %v", leaks)
+		}
+		if found := filesHoldingAfterCleanup(t, env.Stack.ClickHouse.DataDir(), promotedMark, plainSHA); len(found) > 0 {
+			t.Errorf("ClickHouse's data path still holds the withdrawn copy's key, value or plain SHA-256: %v", found)
+		}
 	}
 }
 

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -124,12 +127,49 @@ func TestUserErasureTakesTheRowsPromotedFromTheUser(t *testing.T) {
 		AND memory_key = loom.key_ref(org, 'pager') AND NOT coalesce((row->>'redacted')::boolean, false)`, org); len(got) != 0 {
 		t.Errorf("versions of carol's promoted rows keep their text: %v", got)
 	}
+	promotedCopiesGone(t, org, "pager", ns, other)
 	if got := testenv.PGStrings(t, pg, `SELECT namespace FROM loom.shared WHERE org = $1 AND source_user_id = loom.user_ref(org, 'carol')`, org); len(got) != 0 {
 		t.Errorf("loom.shared still records carol's promotions: %v", got)
 	}
 	// dave's promotion stays.
 	if got := sharedHits(t, admin, ns, "when is standup", map[string]any{"user_id": "erin"}); got["standup"] == nil {
 		t.Errorf("dave's promoted fact went with carol's erasure")
+	}
+}
+
+// promotedCopiesGone checks that the erasure's withdrawal of the promoted rows of key
+// in namespaces left none of their rows: no head or revision in Postgres (whose
+// redaction keys open the key), no row in ClickHouse's projection (whose rows hold
+// the key), once the projector applied the withdrawal's records.
+func promotedCopiesGone(t *testing.T, org, key string, namespaces ...string) {
+	t.Helper()
+	if got := testenv.PGStrings(t, env.PG(t), `SELECT namespace || ' head' FROM loom.memory_current WHERE org = $1 AND namespace = ANY($2)
+			AND user_id = loom.user_ref(org, '_shared') AND memory_key = loom.key_ref(org, $3)
+		UNION ALL SELECT namespace || ' v' || version::text FROM loom.memory_revisions WHERE org = $1 AND namespace = ANY($2)
+			AND user_id = loom.user_ref(org, '_shared') AND memory_key = loom.key_ref(org, $3)`, org, namespaces, key); len(got) != 0 {
+		t.Errorf("Postgres keeps rows of the withdrawn copies of %s: %v", key, got)
+	}
+	conn := env.CH(t)
+	var left map[string]uint64
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		left = map[string]uint64{}
+		for _, table := range []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "audit_log"} {
+			var n uint64
+			if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.`+table+` WHERE org = ? AND has(?, namespace)
+				AND user_id = ? AND memory_key = ?`, org, namespaces, memrow.SharedUser, key).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				left[table] = n
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("ClickHouse keeps rows of the withdrawn copies of %s: %v", key, left)
+			return
+		}
 	}
 }
 
