@@ -238,7 +238,8 @@ func RedactionOf(env *events.Envelope) (Redaction, bool) {
 
 // scrubs are, per table, what a redaction empties and the rows that still hold text.
 // History and current rows keep their place, marked redacted; search rows keep their
-// place (a row of the key replaces them by version) with no text, vector or tags.
+// place (a row of the key replaces them by version) with no text, vector, tags or
+// content hash.
 func scrubs() []struct{ table, set, holds string } {
 	return []struct{ table, set, holds string }{
 		// The content hash goes too: it would confirm a guess of the text, and Postgres
@@ -248,12 +249,12 @@ func scrubs() []struct{ table, set, holds string } {
 			"(redacted = 0 OR value != '' OR content_sha256 != '' OR notEmpty(tags) OR notEmpty(entities))"},
 		{"memory", "value = '', content_sha256 = '', tags = emptyArrayString(), entities = emptyArrayString(), redacted = 1",
 			"(redacted = 0 OR value != '' OR content_sha256 != '' OR notEmpty(tags) OR notEmpty(entities))"},
-		{"memory_embeddings", "embedding = emptyArrayFloat32(), key_embedding = emptyArrayFloat32(), embedding_dim = 0, tags = emptyArrayString()",
-			"(notEmpty(embedding) OR notEmpty(key_embedding) OR notEmpty(tags))"},
-		{"memory_lexical", "terms = emptyArrayString(), tfs = emptyArrayUInt16(), doc_len = 0, tags = emptyArrayString()",
-			"(notEmpty(terms) OR notEmpty(tags))"},
-		{"memory_chunks", "text = '', embedding = emptyArrayFloat32(), embedding_dim = 0, tombstone = 1",
-			"(text != '' OR notEmpty(embedding))"},
+		{"memory_embeddings", "embedding = emptyArrayFloat32(), key_embedding = emptyArrayFloat32(), embedding_dim = 0, tags = emptyArrayString(), content_sha256 = ''",
+			"(notEmpty(embedding) OR notEmpty(key_embedding) OR notEmpty(tags) OR content_sha256 != '')"},
+		{"memory_lexical", "terms = emptyArrayString(), tfs = emptyArrayUInt16(), doc_len = 0, tags = emptyArrayString(), content_sha256 = ''",
+			"(notEmpty(terms) OR notEmpty(tags) OR content_sha256 != '')"},
+		{"memory_chunks", "text = '', embedding = emptyArrayFloat32(), embedding_dim = 0, tombstone = 1, content_sha256 = ''",
+			"(text != '' OR notEmpty(embedding) OR content_sha256 != '')"},
 	}
 }
 

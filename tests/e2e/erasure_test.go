@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -531,6 +533,7 @@ func TestRedactScrubsAVersionAndItsCopies(t *testing.T) {
 	// ClickHouse once the projection covers the redactions.
 	testenv.WaitProjected(t, env.PG(t), "main", org, ns)
 	redactedEverywhere(t, org, ns, word)
+	noPlainHashOfRedactedText(t, org, ns, secret)
 	// A retry covers the same versions again, and commits another record.
 	if r := redact("vault", v1["version_text"]); r.Status != http.StatusOK || len(r.JSON(t)["redacted_versions"].([]any)) != 2 {
 		t.Fatalf("retry: %d %s", r.Status, r.Body)
@@ -575,6 +578,29 @@ func redactedEverywhere(t *testing.T, org, ns, word string) {
 	for table, n := range testenv.TextRows(t, conn, org, ns, word) {
 		if n != 0 {
 			t.Errorf("%s: %d rows still hold the redacted text", table, n)
+		}
+	}
+}
+
+// noPlainHashOfRedactedText checks that no ClickHouse row of the namespace keeps the
+// plain SHA-256 of a redacted value: it would confirm a guess of the text.
+func noPlainHashOfRedactedText(t *testing.T, org, ns, value string) {
+	t.Helper()
+	quoted, _ := json.Marshal(value)
+	canonical, err := memrow.Canonical("value", quoted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := memrow.ContentSHA256(canonical)
+	conn := env.CH(t)
+	for _, table := range []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks"} {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), "SELECT count() FROM loom."+table+" WHERE org = ? AND namespace = ? AND content_sha256 = ?",
+			org, ns, sha).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s: %d rows keep the redacted value's plain SHA-256", table, n)
 		}
 	}
 }
