@@ -130,20 +130,31 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 // Stop stops every store, Kafka first (it is in-process and quick), and reports
-// every failure.
+// every failure. A stack in a temporary directory (tests) is thrown away: its stores
+// are killed, not shut down in order, since nothing reads their data again; ClickHouse's
+// orderly shutdown took 4 s at the end of each test package.
 func (s *Stack) Stop() error {
+	discard := s.tempDir != ""
 	var errs []error
 	if s.Kafka != nil {
 		s.Kafka.Stop()
 	}
 	if s.ClickHouse != nil {
-		errs = append(errs, s.ClickHouse.Stop())
+		if discard {
+			errs = append(errs, s.ClickHouse.kill())
+		} else {
+			errs = append(errs, s.ClickHouse.Stop())
+		}
 	}
-	if s.Standby != nil {
-		errs = append(errs, s.Standby.Stop())
-	}
-	if s.Postgres != nil {
-		errs = append(errs, s.Postgres.Stop())
+	for _, p := range []*Postgres{s.Standby, s.Postgres} {
+		if p == nil {
+			continue
+		}
+		if discard {
+			errs = append(errs, p.stop("immediate"))
+		} else {
+			errs = append(errs, p.Stop())
+		}
 	}
 	if s.tempDir != "" {
 		errs = append(errs, os.RemoveAll(s.tempDir))
