@@ -174,7 +174,7 @@ func (p *proc) waitReady(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready within 60s:\n%s", p.name, tailFile(p.log, 20))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
