@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/kek"
 )
@@ -97,26 +99,33 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			s.Stop()
 		}
 	}()
+	// Postgres (initdb and start) and ClickHouse start side by side: each mostly waits
+	// for its own server, and a test package starts both before its first test.
+	var stores errgroup.Group
 	if !opts.SkipPostgres {
 		s.Postgres = &Postgres{dir: filepath.Join(dir, "postgres"), durable: opts.Durable, log: opts.Log}
-		if err := s.Postgres.Start(ctx); err != nil {
-			return nil, err
-		}
 		if opts.SyncStandby {
 			s.Standby = &Postgres{dir: filepath.Join(dir, "postgres-standby"), durable: opts.Durable, log: opts.Log, primary: s.Postgres}
-			if err := s.Standby.Start(ctx); err != nil {
-				return nil, err
-			}
-			if err := s.Postgres.RequireSyncStandby(ctx, StandbyName); err != nil {
-				return nil, err
-			}
 		}
+		stores.Go(func() error {
+			if err := s.Postgres.Start(ctx); err != nil {
+				return err
+			}
+			if s.Standby == nil {
+				return nil
+			}
+			if err := s.Standby.Start(ctx); err != nil {
+				return err
+			}
+			return s.Postgres.RequireSyncStandby(ctx, StandbyName)
+		})
 	}
 	if !opts.SkipClickHouse {
 		s.ClickHouse = &ClickHouse{dir: filepath.Join(dir, "clickhouse"), log: opts.Log}
-		if err := s.ClickHouse.Start(ctx); err != nil {
-			return nil, err
-		}
+		stores.Go(func() error { return s.ClickHouse.Start(ctx) })
+	}
+	if err := stores.Wait(); err != nil {
+		return nil, err
 	}
 	if !opts.SkipKafka {
 		s.Kafka = &Kafka{dir: filepath.Join(dir, "kafka"), port: opts.KafkaPort, durable: opts.Durable && !opts.KafkaPageCache,
