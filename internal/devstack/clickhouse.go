@@ -252,6 +252,24 @@ func (c *ClickHouse) killLeftover() {
 	}
 }
 
+// kill ends the server's process group at once and waits for it to exit: for a
+// server whose data is thrown away.
+func (c *ClickHouse) kill() error {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		c.cmd.Process.Kill()
+	}
+	<-c.exited
+	return nil
+}
+
 // Stop terminates the server and waits for it to exit.
 func (c *ClickHouse) Stop() error {
 	if c.cmd == nil || c.cmd.Process == nil {

@@ -295,14 +295,18 @@ func (p *Postgres) createDatabase(ctx context.Context) error {
 }
 
 // Stop shuts the cluster down (fast mode: open sessions are cut, committed data kept).
-func (p *Postgres) Stop() error {
+func (p *Postgres) Stop() error { return p.stop("fast") }
+
+// stop shuts the cluster down in pg_ctl's mode: immediate skips the shutdown
+// checkpoint, for a cluster whose data is thrown away.
+func (p *Postgres) stop(mode string) error {
 	if p.as == nil {
 		return nil
 	}
 	if !p.running() {
 		return nil
 	}
-	out, err := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "-m", "fast", "-w", "-t", "60", "stop").CombinedOutput()
+	out, err := p.as.command(filepath.Join(p.bin, "pg_ctl"), "-D", p.data(), "-m", mode, "-w", "-t", "60", "stop").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("stop Postgres: %w\n%s", err, out)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,15 +44,7 @@ func TestMain(m *testing.M) {
 
 // build compiles loomd from this tree once for the package.
 func build(out string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/loomplane/loom/cmd/loomd")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build loomd: %w\n%s", err, b)
-	}
-	return nil
+	return testenv.GoBuild(context.Background(), "github.com/loomplane/loom/cmd/loomd", out)
 }
 
 // proc is one loomd process: its roles, its HTTP port and its log.
@@ -174,7 +165,7 @@ func (p *proc) waitReady(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready within 60s:\n%s", p.name, tailFile(p.log, 20))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

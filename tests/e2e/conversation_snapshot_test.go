@@ -21,6 +21,7 @@ import (
 // kept) and a question finds its turn; a restore into a namespace that holds the turns
 // writes none twice; and a user erased since the snapshot gets no turn back.
 func TestSnapshotRestoreCarriesTheConversation(t *testing.T) {
+	workersFromNow(t)
 	e := newConversationEnv(t)
 	ctx := context.Background()
 	s1, _ := e.aliceConversation()

@@ -259,6 +259,7 @@ func TestErasureRemovesTheChunks(t *testing.T) {
 // memory drawn from a turn forgets the chunk cut from that turn with the turn, so the
 // turns leg no longer finds it.
 func TestSearchFindsTheDigestAndARedactionForgetsTheChunk(t *testing.T) {
+	workersFromNow(t)
 	e := newConversationEnv(t)
 	ctx := context.Background()
 	s1, _ := e.aliceConversation()

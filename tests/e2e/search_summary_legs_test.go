@@ -19,6 +19,7 @@ import (
 // request's evidence_legs or the namespace's retrieval_defaults, or with the evidence
 // legs off, nothing answers it. An unknown leg is refused naming the field.
 func TestSearchFindsWhatOnlyADigestSays(t *testing.T) {
+	workersFromNow(t)
 	e := newConversationEnv(t)
 	ctx := context.Background()
 	trip := client.Identity{UserID: "alice", SessionID: "trip"}

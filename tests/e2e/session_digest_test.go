@@ -11,12 +11,25 @@ import (
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/llm/llmtest"
 	"github.com/loomplane/loom/tests/testenv"
+	loomworkers "github.com/loomplane/loom/workers"
 )
+
+// workersFromNow moves every worker's consumer group to the topic's end, before a test
+// writes what the workers process it starts is to read: that process then reads the
+// test's records, not the backlog of the package's earlier tests (over which a
+// session_digest pass digested every conversation of the package first).
+func workersFromNow(t *testing.T) {
+	t.Helper()
+	for _, w := range loomworkers.Names() {
+		env.ResetGroup(t, loomworkers.Group(w), "latest")
+	}
+}
 
 // A redaction of a memory drawn from a session's turn drops the session's digest,
 // which may restate what the redaction scrubs; the session_digest pass may write it
 // again, from the turns left.
 func TestRedactionDropsTheSessionsDigest(t *testing.T) {
+	workersFromNow(t)
 	e := newConversationEnv(t)
 	ctx := context.Background()
 	s1, _ := e.aliceConversation()

@@ -232,3 +232,42 @@ func (e *Env) SeqCopies(t testing.TB, org, ns string) map[int64]int {
 	}
 	return copies
 }
+
+// ResetGroup moves a consumer group of the topic to target (earliest, latest or an
+// RFC 3339 time), as `loomd projector reset --group` does, creating it when it never
+// committed (kfake describes such a group as not found).
+func (e *Env) ResetGroup(t testing.TB, group, target string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := e.Admin(t)
+	topic := e.Config(nil).Pipeline.Topic
+	var listed kadm.ListedOffsets
+	var err error
+	switch target {
+	case "earliest":
+		listed, err = adm.ListStartOffsets(ctx, topic)
+	case "latest":
+		listed, err = adm.ListEndOffsets(ctx, topic)
+	default:
+		at, perr := time.Parse(time.RFC3339Nano, target)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		listed, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+	}
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		t.Fatalf("list the offsets of %s: %v", topic, err)
+	}
+	offsets := kadm.Offsets{}
+	listed.Each(func(o kadm.ListedOffset) {
+		offsets.Add(kadm.Offset{Topic: topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	})
+	Eventually(t, 30*time.Second, "group "+group+" to take its reset (its members gone)", func() bool {
+		resp, err := adm.CommitOffsets(ctx, group, offsets)
+		return err == nil && resp.Error() == nil
+	})
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
@@ -110,43 +109,10 @@ func (w *workers) replay(target string) {
 	w.serve()
 }
 
-// resetGroup moves a worker's consumer group, as `loomd projector reset --group` does,
-// creating it when it never committed (kfake describes such a group as not found).
+// resetGroup moves a worker's consumer group to target (testenv.ResetGroup).
 func resetGroup(t testing.TB, worker, target string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := env.Admin(t)
-	group := loomworkers.Group(worker)
-	topic := env.Config(nil).Pipeline.Topic
-	var listed kadm.ListedOffsets
-	var err error
-	switch target {
-	case "earliest":
-		listed, err = adm.ListStartOffsets(ctx, topic)
-	case "latest":
-		listed, err = adm.ListEndOffsets(ctx, topic)
-	default:
-		at, perr := time.Parse(time.RFC3339Nano, target)
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		listed, err = adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
-	}
-	if err == nil {
-		err = listed.Error()
-	}
-	if err != nil {
-		t.Fatalf("list the offsets of %s: %v", topic, err)
-	}
-	offsets := kadm.Offsets{}
-	listed.Each(func(o kadm.ListedOffset) {
-		offsets.Add(kadm.Offset{Topic: topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
-	})
-	testenv.Eventually(t, 30*time.Second, "group "+group+" to take its reset (its members gone)", func() bool {
-		resp, err := adm.CommitOffsets(ctx, group, offsets)
-		return err == nil && resp.Error() == nil
-	})
+	env.ResetGroup(t, loomworkers.Group(worker), target)
 }
 
 // drained waits until the org owes the worker nothing and the worker's group has read

@@ -255,7 +255,14 @@ func TestSessionDigestTwoProcessesCallTheModelOncePerWindow(t *testing.T) {
 			t.Fatalf("the digest of %s: %v, want 3 turns", s, d)
 		}
 	}
-	time.Sleep(6 * time.Second) // the slow call's process reaches the second session
+	// The slow call's process reaches the second session after its call: its pass ends,
+	// and its item of the namespace is stamped done, only once it has (every item of a
+	// pass is owed until the pass over its namespace ends).
+	pool := env.PG(t)
+	testenv.Eventually(t, 60*time.Second, "both processes' passes over the namespace to end", func() bool {
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'session_digest' AND org = $1 AND namespace = $2
+			AND state = 'owed'`, org, ns) == 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if calls["sourdough"] != 1 || calls["kayak"] != 1 {
