@@ -49,8 +49,9 @@ type candidate struct {
 	scores        legScores
 	coverage      float64
 	fused         float64
-	relevance     float64 // the absolute evidence of a match, for the abstain gate
-	key           string  // heads.IdentityKey(identity), once computed
+	relevance     float64    // the absolute evidence of a match, for the abstain gate
+	key           string     // heads.IdentityKey(identity), once computed
+	sameKey       *candidate // fuse's next candidate of the same memory key
 }
 
 // identityKey is heads.IdentityKey of the candidate's identity, computed once: a pool's
@@ -72,19 +73,23 @@ const rrfK = 60
 // fuse merges the legs' hits into one ranked pool. A chunk hit folds onto its row as
 // its vector score when it is the better one.
 func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
-	// Keyed by the identity itself: a string key built for each of a search's hits was
-	// a third of fusing them.
+	// Keyed by the memory key alone, the few candidates of one key (other namespaces,
+	// agents, users or sessions) chained from it: a key of the whole identity hashed six
+	// strings a hit, and a string key built for each hit was a third of fusing them.
 	hits := 0
 	for _, l := range legs {
 		hits += len(l)
 	}
-	byID := make(map[memrow.Identity]*candidate, hits) // no growth while it fills
+	byKey := make(map[string]*candidate, hits) // no growth while it fills
 	get := func(h legHit) *candidate {
-		c, ok := byID[h.id]
-		if !ok {
-			c = &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType}
-			byID[h.id] = c
+		first := byKey[h.id.MemoryKey]
+		for c := first; c != nil; c = c.sameKey {
+			if c.identity == h.id {
+				return c
+			}
 		}
+		c := &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, sameKey: first}
+		byKey[h.id.MemoryKey] = c
 		return c
 	}
 	for leg, hits := range legs {
@@ -102,15 +107,22 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 			}
 		}
 	}
-	out := make([]*candidate, 0, len(byID))
-	for _, c := range byID {
+	// The pool in the map's order, as before: rrf ranks each leg with a stable sort, so
+	// the order breaks a leg's ties (in the order the legs were met, it moved the quality
+	// suite's rrf figures by 0.02-0.04).
+	out := make([]*candidate, 0, len(byKey))
+	for _, first := range byKey {
+		for c := first; c != nil; c = c.sameKey {
+			out = append(out, c)
+		}
+	}
+	for _, c := range out {
 		// A key counts toward relevance as the square of the share of its words the
 		// query holds: one common word ("office" of office.rotterdam.address) is not
 		// evidence of an answer, the whole key is. A row stating a fact about an entity
 		// the query names is evidence of a match.
 		key := c.scores.get(LegKey)
 		c.relevance = max(c.scores.get(LegVector), key*key, c.coverage, c.scores.get(LegGraph))
-		out = append(out, c)
 	}
 	switch mode {
 	case ModeRRF:
@@ -136,8 +148,26 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 			c.fused = w.Vector*math.Max(c.scores.get(LegVector), 0) + w.Lexical*lex + w.Key*c.scores.get(LegKey) + w.Graph*c.scores.get(LegGraph)
 		}
 	}
-	sortPool(out)
+	sortFused(out)
 	return out
+}
+
+// sortFused is sortPool of a pool that holds each identity once: no two candidates
+// compare equal once the namespace breaks a tie of identity keys, so an unstable sort
+// ranks them as the stable one does, without its merges (a sixth of fusing a pool).
+func sortFused(pool []*candidate) {
+	slices.SortFunc(pool, func(a, b *candidate) int {
+		if a.fused != b.fused {
+			if a.fused > b.fused {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(a.identityKey(), b.identityKey()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.identity.Namespace, b.identity.Namespace)
+	})
 }
 
 // sortPool ranks a pool by fused score, ties by identity key, stably.

@@ -61,6 +61,34 @@ func TestPriorIsCappedAndOnlyReordersNearTies(t *testing.T) {
 	}
 }
 
+// TestFuseKeepsIdentitiesOfOneKeyApart: rows of one memory key under other
+// namespaces, users or sessions are candidates of their own, each with its legs'
+// scores; one identity found by two legs is one candidate.
+func TestFuseKeepsIdentitiesOfOneKeyApart(t *testing.T) {
+	mine := hit("city", 0.9, 0)
+	other := mine
+	other.id.Namespace = "m"
+	theirs := mine
+	theirs.id.UserID = "u2"
+	legs := map[Leg][]legHit{
+		LegVector:  {mine, other, theirs},
+		LegLexical: {hit("city", 3, 1)},
+	}
+	pool := fuse(legs, ModeWeighted, testWeights)
+	if len(pool) != 3 {
+		t.Fatalf("%d candidates, want 3 (one identity per namespace and user)", len(pool))
+	}
+	for _, c := range pool {
+		lexical := c.scores.get(LegLexical)
+		if (c.identity == mine.id) != (lexical == 3) {
+			t.Fatalf("%+v: lexical score %v; only the identity the lexical leg found has it", c.identity, lexical)
+		}
+	}
+	if pool[0].identity != mine.id {
+		t.Fatalf("top %+v, want the identity both legs found", pool[0].identity)
+	}
+}
+
 // BenchmarkFuse fuses four legs of a 100k-memory search's pools (266 hits each, half
 // of them found by more than one leg).
 func BenchmarkFuse(b *testing.B) {

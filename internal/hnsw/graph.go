@@ -243,16 +243,20 @@ func (s *searcher) layer(ep Cand, ef, level int, accept func(uint32) bool, maxVi
 }
 
 // RowWarmer is a search's warm for nodes whose rows (node → row, dim codes a row)
-// lie in codes: it reads a byte of every cache line of the nodes' rows, loads that do
-// not wait for each other, before the walk scores the nodes one after the other.
-func RowWarmer(codes []int8, dim int, rows []int32) func([]uint32) int8 {
+// lie in codes, each row's scale in scales: it reads a byte of every cache line of the
+// nodes' rows and their scales, loads that do not wait for each other, before the walk
+// scores the nodes one after the other. A scale left cold was a miss of its own in
+// every score, one after the other (a third of a 100k-node walk's time).
+func RowWarmer(codes []int8, scales []float32, dim int, rows []int32) func([]uint32) int8 {
 	return func(nodes []uint32) int8 {
 		var sum int8
 		for _, n := range nodes {
-			row := codes[int(rows[n])*dim : int(rows[n]+1)*dim]
+			r := rows[n]
+			row := codes[int(r)*dim : int(r+1)*dim]
 			for i := 0; i < len(row); i += 64 {
 				sum += row[i]
 			}
+			sum += int8(math.Float32bits(scales[r]))
 		}
 		return sum
 	}
@@ -321,7 +325,7 @@ func Build(src Source, p Params, stop func() bool) *Graph {
 	}
 	scale := func(node uint32) float32 { return src.Scales[src.Rows[node]] }
 	between := func(a, b uint32) float32 { return scale(a) * scale(b) * float32(Dot(row(a), row(b))) }
-	warm := RowWarmer(src.Codes, src.Dim, src.Rows)
+	warm := RowWarmer(src.Codes, src.Scales, src.Dim, src.Rows)
 	rng := rand.New(rand.NewSource(p.Seed))
 	ml := 1 / math.Log(float64(p.M))
 	for i := from; i < n; i++ {

@@ -1,6 +1,10 @@
 package searchindex
 
-import "github.com/loomplane/loom/internal/hnsw"
+import (
+	"math"
+
+	"github.com/loomplane/loom/internal/hnsw"
+)
 
 // arena holds a namespace's vectors of one dimension as int8 codes, append only: a
 // document that changes its vector takes a new row and its old one is dead until the
@@ -22,6 +26,20 @@ type arena struct {
 func (a *arena) rows() int { return len(a.scales) }
 
 func (a *arena) row(r int32) []int8 { return a.codes[int(r)*a.dim : int(r+1)*a.dim] }
+
+// warm reads a byte of every cache line of rows and their scales, loads that do not
+// wait for each other, and returns what it read (for runtime.KeepAlive).
+func (a *arena) warm(rows []int32) int8 {
+	var sum int8
+	for _, r := range rows {
+		row := a.row(r)
+		for i := 0; i < len(row); i += 64 {
+			sum += row[i]
+		}
+		sum += int8(math.Float32bits(a.scales[r]))
+	}
+	return sum
+}
 
 // add appends a vector and returns its row.
 func (a *arena) add(v []float32, slot int32) int32 {

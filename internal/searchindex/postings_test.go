@@ -144,6 +144,11 @@ func checkLegs(t *testing.T, x *Index, h *history, when string) {
 		if q%4 == 0 {
 			text = h.keys[rng.Intn(len(h.keys))]
 		}
+		if q%8 == 1 { // past maxHeld terms: the lexical leg's coverage reads the lists
+			for range 12 {
+				text += " " + sentence(rng)
+			}
+		}
 		ts := terms(text)
 		f := filters[q%len(filters)]
 		m := s.compile(f)
@@ -226,7 +231,7 @@ func lexicalByTerm(s *space, terms []string, limit int, k1, b float64, e *eligib
 	}
 	top := newBest(limit)
 	for _, slot := range order {
-		top.offer(scored{slot, score[slot]})
+		top.offer(scored{slot: slot, score: score[slot]})
 	}
 	return top.list(s), cov
 }
@@ -261,7 +266,7 @@ func keysByTerm(s *space, text string, terms []string, limit int, e *eligible) [
 			}
 			score = float64(held) / float64(max(len(d.keyTerms()), 1))
 		}
-		top.offer(scored{slot, score})
+		top.offer(scored{slot: slot, score: score})
 	}
 	if head, ok := s.byKey[verbatim]; ok {
 		for slot := head; slot >= 0; slot = s.docs[slot].next {

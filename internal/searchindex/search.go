@@ -3,12 +3,14 @@ package searchindex
 import (
 	"cmp"
 	"encoding/hex"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+
 	"github.com/google/uuid"
 
 	"github.com/loomplane/loom/internal/hnsw"
-	"math"
-	"slices"
-	"strings"
 )
 
 // overfetch is how many candidates a coded scan keeps for limit hits: the rescore may
@@ -61,7 +63,7 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 			nodes := e.nodesOf(s, a, g)
 			acceptNode = func(n uint32) bool { return nodes[n>>6]&(1<<(n&63)) != 0 }
 		}
-		found := g.Search(func(n uint32) float32 { return coded(rows[n]) }, hnsw.RowWarmer(a.codes, a.dim, rows), ef, acceptNode, 40*ef)
+		found := g.Search(func(n uint32) float32 { return coded(rows[n]) }, hnsw.RowWarmer(a.codes, a.scales, a.dim, rows), ef, acceptNode, 40*ef)
 		for _, c := range found {
 			top.Offer(a.owner[rows[c.Node]], c.Sim)
 		}
@@ -80,15 +82,28 @@ func (s *space) nearest(q query, limit, eligibleCount int, accept func(slot uint
 			}
 		}
 	}
-	return s.rescore(top.IDs(), limit, func(slot uint32) float32 {
-		c := &s.cards[slot]
-		return a.scales[c.vecRow] * hnsw.DotFloat(q.vec, a.row(c.vecRow))
-	})
+	// The kept slots' rows are read together before any is scored: scored one after the
+	// other, each slot's card, scale and row were misses that waited for each other.
+	slots := top.IDs()
+	rows := make([]int32, len(slots))
+	for i, slot := range slots {
+		rows[i] = s.cards[slot].vecRow
+	}
+	runtime.KeepAlive(a.warm(rows))
+	out := make([]scored, len(slots))
+	for i, slot := range slots {
+		r := rows[i]
+		out[i] = scored{slot: slot, score: float64(a.scales[r] * hnsw.DotFloat(q.vec, a.row(r)))}
+	}
+	s.rank(out)
+	return out[:min(limit, len(out))]
 }
 
-// scored is a slot and its score.
+// scored is a slot and its score; a lexical hit's terms are the query terms that
+// scored it (bit i: the i-th term with postings), for its coverage.
 type scored struct {
 	slot  uint32
+	terms uint32
 	score float64
 }
 
@@ -96,7 +111,7 @@ type scored struct {
 func (s *space) rescore(slots []uint32, limit int, score func(uint32) float32) []scored {
 	out := make([]scored, len(slots))
 	for i, slot := range slots {
-		out[i] = scored{slot, float64(score(slot))}
+		out[i] = scored{slot: slot, score: float64(score(slot))}
 	}
 	s.rank(out)
 	return out[:min(limit, len(out))]
@@ -216,6 +231,11 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 	}
 	const window = 4096
 	var acc [window]float64 // a score is 0 until a posting adds to it
+	// held[at] is the set of terms (bit i: curs[i]) that scored the window's slot at,
+	// which a kept hit carries for its coverage; past maxHeld terms the coverage is
+	// looked up in the lists instead.
+	var held [window]uint32
+	byHeld := len(curs) <= maxHeld
 	touched := make([]uint16, 0, window)
 	top := newBest(limit)
 	for {
@@ -237,11 +257,14 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 					touched = append(touched, uint16(at))
 				}
 				acc[at] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avgdl))
+				if byHeld {
+					held[at] |= 1 << i
+				}
 			}
 		}
 		for _, at := range touched {
-			top.offer(scored{base + uint32(at), acc[at]})
-			acc[at] = 0
+			top.offer(scored{slot: base + uint32(at), score: acc[at], terms: held[at]})
+			acc[at], held[at] = 0, 0
 		}
 		touched = touched[:0]
 	}
@@ -249,13 +272,22 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 	coverage := make(map[uint32]float64, len(out))
 	for _, sc := range out {
 		for i := range curs {
-			if _, ok := find(s, curs[i].list, sc.slot); ok {
+			var ok bool
+			if byHeld {
+				ok = sc.terms&(1<<i) != 0
+			} else {
+				_, ok = find(s, curs[i].list, sc.slot)
+			}
+			if ok {
 				coverage[sc.slot] += idfs[i] / total
 			}
 		}
 	}
 	return out, coverage
 }
+
+// maxHeld is how many matched terms a lexical hit records in scored.terms.
+const maxHeld = 32
 
 // keys finds documents whose key the query names: the key verbatim (1), else the share
 // of the key's terms the query holds, read from the query terms' key lists together.
@@ -280,7 +312,7 @@ func (s *space) keys(text string, terms []string, limit int, e *eligible) []scor
 		for slot := head; slot >= 0; slot = s.docs[slot].next {
 			if e.has(uint32(slot)) {
 				named = append(named, uint32(slot))
-				top.offer(scored{uint32(slot), 1})
+				top.offer(scored{slot: uint32(slot), score: 1})
 			}
 		}
 		slices.Sort(named)
@@ -303,7 +335,7 @@ func (s *space) keys(text string, terms []string, limit int, e *eligible) []scor
 		if _, ok := slices.BinarySearch(named, slot); ok {
 			continue
 		}
-		top.offer(scored{slot, float64(held) / float64(max(of, 1))})
+		top.offer(scored{slot: slot, score: float64(held) / float64(max(of, 1))})
 	}
 	return top.list(s)
 }

@@ -252,7 +252,7 @@ func (sc *scorer) graphLeg(a *arena, f Filter, pool, eligible, efSearch int, int
 	}
 	rows := g.Rows()
 	top := hnsw.NewTopK(k)
-	found := g.Search(func(n uint32) float32 { return coded(rows[n]) }, hnsw.RowWarmer(a.codes, a.dim, rows), ef,
+	found := g.Search(func(n uint32) float32 { return coded(rows[n]) }, hnsw.RowWarmer(a.codes, a.scales, a.dim, rows), ef,
 		func(n uint32) bool { return takes(rows[n]) }, 40*ef)
 	for _, c := range found {
 		top.Offer(uint32(rows[c.Node]), c.Sim)
