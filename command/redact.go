@@ -182,28 +182,10 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 			return err
 		}
 		env.Redaction.Withdrawal = withdrawal
-		// What the rows keep of their text, their identity, under a key of the
-		// redaction's own, kept on each scrubbed revision (migration 175).
-		key, storedKey, err := kek.NewKey(s.kek)
-		if err != nil {
-			return err
-		}
-		sealed, err := heads.Redacted(id, key)
-		if err != nil {
-			return err
-		}
 		b := &pgx.Batch{}
-		// The named version takes this redaction's time; a copy keeps its first.
-		queueScrubRevisions(b, id, scrubbedFields, seqs, named.seq, sealed, storedKey)
-		if lineage[len(lineage)-1].version == head.Version {
-			// The head is the lineage's last revision (a tombstone copying its text), whose
-			// redaction key its sealed text opens under.
-			if !slices.Contains(seqs, head.Seq) {
-				return fmt.Errorf("the head (seq %d) is not among the redacted revisions %v", head.Seq, seqs)
-			}
-			queueScrubHead(b, id, scrubbedFields, sealed)
+		if err := s.queueScrub(b, id, head, lineage, seqs); err != nil {
+			return err
 		}
-		queueDestroyKeys(b, id.Org, id.Namespace, seqs)
 		// The spellings the entity extractor read in this memory's text go with it.
 		queueForgetAliases(b, id.Org, id.Namespace, named.row.MemoryID)
 		// So do the conversation's turns it was drawn from (internal/evidence).
@@ -229,6 +211,33 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		return nil, commitError(err)
 	}
 	return ans, nil
+}
+
+// queueScrub queues on b the scrub of the lineage's revisions (seqs), and of the head
+// when it is the lineage's last, and the destruction of their data keys. What the rows
+// keep of their text, their identity, is sealed under a key of the redaction's own,
+// kept on each scrubbed revision (migration 175).
+func (s *Service) queueScrub(b *pgx.Batch, id memrow.Identity, head *memrow.Row, lineage []journalVersion, seqs []int64) error {
+	key, storedKey, err := kek.NewKey(s.kek)
+	if err != nil {
+		return err
+	}
+	sealed, err := heads.Redacted(id, key)
+	if err != nil {
+		return err
+	}
+	// The named version takes this redaction's time; a copy keeps its first.
+	queueScrubRevisions(b, id, scrubbedFields, seqs, lineage[0].seq, sealed, storedKey)
+	if lineage[len(lineage)-1].version == head.Version {
+		// The head is the lineage's last revision (a tombstone copying its text), whose
+		// redaction key its sealed text opens under.
+		if !slices.Contains(seqs, head.Seq) {
+			return fmt.Errorf("the head (seq %d) is not among the redacted revisions %v", head.Seq, seqs)
+		}
+		queueScrubHead(b, id, scrubbedFields, sealed)
+	}
+	queueDestroyKeys(b, id.Org, id.Namespace, seqs)
+	return nil
 }
 
 // scrubbedFields replace a redacted row's text: no value, tags, entities or content

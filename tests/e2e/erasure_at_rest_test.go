@@ -72,15 +72,7 @@ func TestErasureLeavesNothingAtRest(t *testing.T) {
 	}
 	pool := env.PG(t)
 	rawKeys := storedKeysAreWrapped(t, pool, org, ns)
-	conn := env.CH(t)
-	testenv.Eventually(t, time.Minute, "the projection to hold the memory", func() bool {
-		for _, n := range testenv.TextRows(t, conn, org, ns, valueMark) {
-			if n > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	projectionHolds(t, org, ns, valueMark)
 
 	searchAsTheUser(t, n, c, org, ns, user, key)
 	writersAfterErasure := writerMarkersAtRest(t, c, pool, org, ns, user)
@@ -368,6 +360,21 @@ func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool
 		}
 	}
 	return promotedMark
+}
+
+// projectionHolds waits until a row of ClickHouse's projection of the namespace holds
+// marker: the scans after the erasure see what they scan.
+func projectionHolds(t *testing.T, org, ns, marker string) {
+	t.Helper()
+	conn := env.CH(t)
+	testenv.Eventually(t, time.Minute, "the projection to hold the memory", func() bool {
+		for _, n := range testenv.TextRows(t, conn, org, ns, marker) {
+			if n > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // promotedKeyLeftNoClearTrace fails the test if a file of Postgres's data directory
