@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/loomplane/loom/internal/auth"
-	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
 )
@@ -20,14 +19,7 @@ func TestPassWrapsTheKeysOfSessionBoundTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setting, err := kek.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := kek.Parse(setting)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := pgtest.Ring(t)
 	pool, err := pg.Open(ctx, pg.PoolConfig{DSN: raw.Config().ConnString(), KEK: ring.SessionValue()})
 	if err != nil {
 		t.Fatal(err)

@@ -252,16 +252,24 @@ func (c *ClickHouse) killLeftover() {
 	}
 }
 
-// kill ends the server's process group at once and waits for it to exit: for a
-// server whose data is thrown away.
-func (c *ClickHouse) kill() error {
+// gone reports whether the server was never started or has exited.
+func (c *ClickHouse) gone() bool {
 	if c.cmd == nil || c.cmd.Process == nil {
-		return nil
+		return true
 	}
 	select {
 	case <-c.exited:
-		return nil
+		return true
 	default:
+		return false
+	}
+}
+
+// kill ends the server's process group at once and waits for it to exit: for a
+// server whose data is thrown away.
+func (c *ClickHouse) kill() error {
+	if c.gone() {
+		return nil
 	}
 	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		c.cmd.Process.Kill()
@@ -272,13 +280,8 @@ func (c *ClickHouse) kill() error {
 
 // Stop terminates the server and waits for it to exit.
 func (c *ClickHouse) Stop() error {
-	if c.cmd == nil || c.cmd.Process == nil {
+	if c.gone() {
 		return nil
-	}
-	select {
-	case <-c.exited:
-		return nil
-	default:
 	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {

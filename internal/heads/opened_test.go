@@ -131,14 +131,7 @@ func TestHeadsOpenedInGoAreTheHeadsOpenedInSQL(t *testing.T) {
 func TestHeadsOpenedInGoUnwrapTheirKeys(t *testing.T) {
 	ctx := context.Background()
 	pool := migratedDB(t)
-	setting, err := kek.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := kek.Parse(setting)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := pgtest.Ring(t)
 	key, stored, err := kek.NewKey(ring)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/devstack"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/pg"
 	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
@@ -104,4 +105,18 @@ func WriterRefs(tb testing.TB, pool *pgxpool.Pool, org, agent, session string) (
 		tb.Fatal(err)
 	}
 	return a, s
+}
+
+// Ring is a KEK ring of a fresh random key, as LOOM_KEK would configure one.
+func Ring(tb testing.TB) *kek.Ring {
+	tb.Helper()
+	setting, err := kek.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ring, err := kek.Parse(setting)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ring
 }
