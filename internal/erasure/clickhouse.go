@@ -126,7 +126,7 @@ func eraseSet(ctx context.Context, conn *ch.Conn, set tableset.Present, fences [
 	for _, f := range fences {
 		byPurge[f.Purge] = append(byPurge[f.Purge], f)
 		if f.UserID != "" {
-			if err := eraseSharedGraph(ctx, conn, set, f); err != nil {
+			if err := eraseSharedGraph(ctx, conn, set, userOwner(f)); err != nil {
 				return err
 			}
 		}
@@ -272,9 +272,9 @@ func (r Redaction) copyRows() (string, []any) {
 }
 
 // withdrawnTables are the tables whose rows name a memory by its id: a withdrawn
-// copy's go. The graph tables are left: their link rows are how an erasure of a
-// user finds its part of the shared facts, and a copy's are not a user's.
-var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log"}
+// copy's go, its graph links after its part of the shared facts (withdraw).
+var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log",
+	graphTripleOf, graphEdgeOf}
 
 // Scrub applies redactions to every set of the projection tables that exists: one
 // mutation per table, waited to completion. A withdrawal's redaction drops its copy's
@@ -329,6 +329,12 @@ func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Red
 	var preds []string
 	var args []any
 	for _, r := range ws {
+		// The facts only the copy observed go, found through its links, before them:
+		// kept, they would also keep the erased user's own observation of them, since
+		// the user's erasure keeps what another row still holds.
+		if err := eraseSharedGraph(ctx, conn, set, copyOwner(r)); err != nil {
+			return err
+		}
 		w, a := r.copyRows()
 		preds, args = append(preds, w), append(args, a...)
 	}

@@ -3,6 +3,7 @@ package erasure
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/tableset"
@@ -37,60 +38,83 @@ var sharedGraphs = []sharedGraph{
 	{table: graphEdges, opened: "opened_seq", ident: "entity_a, entity_b, opened_seq", links: graphEdgeOf},
 }
 
-// eraseSharedGraph removes a user's part of the shared graph tables, before its link
+// graphOwner is whose part of the shared graph goes: a user's (an erasure's fence) or
+// a withdrawn promoted copy's (its memory id, below its withdrawal's record). is and
+// isNot are the predicates on a link row, each binding arg; a user's entity rows name
+// it too, where an entity row names no memory.
+type graphOwner struct {
+	org, namespace string
+	below          uint64
+	is, isNot      string
+	arg            any
+	entities       bool
+}
+
+func userOwner(f Fence) graphOwner {
+	return graphOwner{org: f.Org, namespace: f.Namespace, below: uint64(f.Seq), is: "user_id = ?", isNot: "user_id != ?", arg: f.UserID, entities: true}
+}
+
+func copyOwner(r Redaction) graphOwner {
+	return graphOwner{org: r.Org, namespace: r.Namespace, below: uint64(r.Seq),
+		is: "memory_id = toUUID(?)", isNot: "memory_id != toUUID(?)", arg: r.MemoryID}
+}
+
+// eraseSharedGraph removes an owner's part of the shared graph tables, before its link
 // and entity rows go (the links are how it is found, so a run stopped half-way finds
 // it again): every version its records wrote, except the opening of an observation
-// another user's row still holds, and every observation its records opened that no
-// other user's row holds. Removing the versions its records wrote undoes the closes
-// and fallbacks its writes caused on others' facts, as a fold without them would. It
-// reads and mutates one set of the projection tables.
-func eraseSharedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present, f Fence) error {
+// another row still holds, and every observation its records opened that no other
+// row holds. Removing the versions its records wrote undoes the closes and fallbacks
+// its writes caused on others' facts, as a fold without them would. It reads and
+// mutates one set of the projection tables.
+func eraseSharedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present, o graphOwner) error {
 	for _, t := range []string{graphTripleOf, graphEdgeOf, graphEntities, graphTriples, graphEdges} {
 		if !set.Has(t) {
 			return nil // a set still being created holds nothing of the graph yet
 		}
 	}
-	seqs, err := userGraphSeqs(ctx, conn, set.Set, f)
+	seqs, err := ownerGraphSeqs(ctx, conn, set.Set, o)
 	if err != nil || len(seqs) == 0 {
 		return err
 	}
 	for _, g := range sharedGraphs {
-		kept, err := keptObservations(ctx, conn, set.Set, f, g, seqs)
+		kept, err := keptObservations(ctx, conn, set.Set, o, g, seqs)
 		if err != nil {
 			return err
 		}
 		m := ch.Mutation{Table: set.Set.Name(g.table),
 			Where: fmt.Sprintf(`org = ? AND namespace = ? AND seq < ? AND (
 				(has(?, %[1]s) AND NOT has(?, cityHash64(%[2]s))) OR (has(?, seq) AND seq != %[1]s))`, g.opened, g.ident),
-			Args: []any{f.Org, f.Namespace, uint64(f.Seq), seqs, kept, seqs}}
+			Args: []any{o.org, o.namespace, o.below, seqs, kept, seqs}}
 		if _, err := conn.Mutate(ctx, m); err != nil {
-			return fmt.Errorf("erase the user's part of %s: %w", m.Table, err)
+			return fmt.Errorf("erase the owner's part of %s: %w", m.Table, err)
 		}
 	}
 	return nil
 }
 
-// userGraphSeqs are the seqs of the user's records that wrote to the graph, below the
-// fence: each such record wrote a link or an entity row of the user.
-func userGraphSeqs(ctx context.Context, conn *ch.Conn, set tableset.Set, f Fence) ([]uint64, error) {
-	q := fmt.Sprintf(`SELECT DISTINCT seq FROM (
-		SELECT seq FROM %[1]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
-		UNION ALL SELECT seq FROM %[2]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?
-		UNION ALL SELECT seq FROM %[3]s WHERE org = ? AND namespace = ? AND user_id = ? AND seq < ?)`,
-		set.Qualified(graphTripleOf), set.Qualified(graphEdgeOf), set.Qualified(graphEntities))
-	var args []any
-	for range 3 {
-		args = append(args, f.Org, f.Namespace, f.UserID, uint64(f.Seq))
+// ownerGraphSeqs are the seqs of the owner's records that wrote to the graph, below
+// its fence: each such record wrote a link (or, of a user, an entity row) of it.
+func ownerGraphSeqs(ctx context.Context, conn *ch.Conn, set tableset.Set, o graphOwner) ([]uint64, error) {
+	tables := []string{graphTripleOf, graphEdgeOf}
+	if o.entities {
+		tables = append(tables, graphEntities)
 	}
-	return scanUint64s(ctx, conn, q, args, "read the user's graph seqs")
+	var parts []string
+	var args []any
+	for _, t := range tables {
+		parts = append(parts, fmt.Sprintf("SELECT seq FROM %s WHERE org = ? AND namespace = ? AND %s AND seq < ?", set.Qualified(t), o.is))
+		args = append(args, o.org, o.namespace, o.arg, o.below)
+	}
+	q := "SELECT DISTINCT seq FROM (" + strings.Join(parts, " UNION ALL ") + ")"
+	return scanUint64s(ctx, conn, q, args, "read the owner's graph seqs")
 }
 
-// keptObservations are the observations the user's records opened that another
-// user's row holds, as cityHash64 of their identity.
-func keptObservations(ctx context.Context, conn *ch.Conn, set tableset.Set, f Fence, g sharedGraph, seqs []uint64) ([]uint64, error) {
-	q := fmt.Sprintf(`SELECT DISTINCT cityHash64(%s) FROM %s WHERE org = ? AND namespace = ? AND user_id != ? AND has(?, %s)`,
-		g.ident, set.Qualified(g.links), g.opened)
-	kept, err := scanUint64s(ctx, conn, q, []any{f.Org, f.Namespace, f.UserID, seqs}, "read the observations others hold in "+g.links)
+// keptObservations are the observations the owner's records opened that another
+// row holds, as cityHash64 of their identity.
+func keptObservations(ctx context.Context, conn *ch.Conn, set tableset.Set, o graphOwner, g sharedGraph, seqs []uint64) ([]uint64, error) {
+	q := fmt.Sprintf(`SELECT DISTINCT cityHash64(%s) FROM %s WHERE org = ? AND namespace = ? AND %s AND has(?, %s)`,
+		g.ident, set.Qualified(g.links), o.isNot, g.opened)
+	kept, err := scanUint64s(ctx, conn, q, []any{o.org, o.namespace, o.arg, seqs}, "read the observations others hold in "+g.links)
 	if kept == nil {
 		kept = []uint64{0} // an empty array literal has no type on 18.16
 	}
