@@ -2,8 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -12,9 +10,7 @@ import (
 
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/devstack"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 var postgres *devstack.Postgres
@@ -120,11 +116,7 @@ func TestASessionBoundTokenKeepsItsSessionSealed(t *testing.T) {
 // session.
 func TestMigrationSealsExistingTokenSessions(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "179"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "179")
 	if _, err := pool.Exec(ctx, `WITH ref AS (INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32)))
 		INSERT INTO loom.name_wrap_keys (org, gen, key) VALUES ('acme', 1, gen_random_bytes(32))`); err != nil {
 		t.Fatal(err)
@@ -149,9 +141,7 @@ func TestMigrationSealsExistingTokenSessions(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM loom.user_names WHERE org = 'acme' AND user_ref = loom.user_ref('acme', 'bob')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	for i, o := range old {
 		id := strings.Repeat("0", 11) + string(rune('1'+i))
 		if o.session != "" && rowHolds(t, pool, id, o.session) {

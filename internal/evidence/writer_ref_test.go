@@ -3,8 +3,6 @@ package evidence
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
 	"github.com/loomplane/loom/internal/rowseal"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // rawKey is a data key stored raw (as a key made before LOOM_KEK is): loom.unwrapped_key
@@ -235,11 +232,7 @@ func TestTheRecordNamesAgentAndSessionByReference(t *testing.T) {
 // rewrite them, and they read back as they were written.
 func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "176"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "176")
 	s := Scope{Org: "acme", Namespace: "old", UserID: "alice"}
 	agent, session := "old-agent-marker", "old-session-marker"
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, gen_random_bytes(32))`, s.Org); err != nil {
@@ -296,9 +289,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 			status, messages) VALUES ($1, gen_random_uuid(), $2, $3, loom.named_user($1, $4), $5, 1, 't', 'writer', 'done', 2)`,
 		s.Org, s.Namespace, agent, s.UserID, session)
 
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	for _, marker := range []string{agent, session} {
 		if held := tablesHoldingText(t, pool, marker); len(held) > 0 {
 			t.Errorf("%s is held in the clear by %v after the migration", marker, held)

@@ -3,8 +3,6 @@ package heads
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,9 +10,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // keyRefOf is a memory key's stored form in Go: HMAC-SHA256 of "loom.key:" || key
@@ -140,11 +136,7 @@ func TestAStoredRowHoldsItsKeyOnlySealed(t *testing.T) {
 // and leaves the JSON, so each row reads its key as before.
 func TestMigrationStoresExistingKeysByReference(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "171"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "171")
 	named := memrow.Identity{Org: "acme", Namespace: "old", Agent: "-", UserID: "alice", SessionID: "-", MemoryKey: "old-clear-key"}
 	// An org whose rows name no user had no key before.
 	anonymous := memrow.Identity{Org: "anon", Namespace: "old", Agent: "-", UserID: "-", SessionID: "-", MemoryKey: "anon-clear-key"}
@@ -182,9 +174,7 @@ func TestMigrationStoresExistingKeysByReference(t *testing.T) {
 		}
 	}
 
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	for _, id := range []memrow.Identity{named, anonymous} {
 		ref := keyRefOf(t, pool, id.Org, id.MemoryKey)
 		var keyed, inJSON int

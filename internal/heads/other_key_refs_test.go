@@ -2,15 +2,11 @@ package heads
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/loomplane/loom/events"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // Rows of loom.shared, loom.decision_records and loom.category_links a Loom before
@@ -22,11 +18,7 @@ import (
 // after it.
 func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "174"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "174")
 	const key, source, agent, session = "old-decision-key", "old-source-key", "old-agent", "old-session"
 	for _, org := range []string{"acme", "anon"} {
 		for _, q := range []string{
@@ -50,9 +42,7 @@ func TestMigrationStoresOtherTablesKeysByReference(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	for _, org := range []string{"acme", "anon"} {
 		var orgKey []byte
 		if err := pool.QueryRow(ctx, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&orgKey); err != nil {

@@ -3,15 +3,11 @@ package heads
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // A promoted row stored before migration 155 keeps its provenance, which names the
@@ -22,11 +18,7 @@ import (
 // head and the unsealed revision read their provenance and text as before.
 func TestMigrationSealsTheProvenanceOfOldPromotedRows(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "159"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "159")
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, q, args...); err != nil {
@@ -91,9 +83,7 @@ func TestMigrationSealsTheProvenanceOfOldPromotedRows(t *testing.T) {
 	}
 	revision(2, redacted, nil)
 
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	var clear int
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM loom.memory_current WHERE row ? 'shared' OR strpos(row::text, $1) > 0)
 		+ (SELECT count(*) FROM loom.memory_revisions WHERE row ? 'shared' OR strpos(row::text, $1) > 0 OR strpos(row::text, 'oolong') > 0)`,

@@ -3,15 +3,11 @@ package heads
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // Rows a Loom before migration 155 stored name their user in the clear: in the
@@ -21,11 +17,7 @@ import (
 // namespace's users, the erasure's user.
 func TestMigrationNamesExistingUsersByReference(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "155"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "155")
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, q, args...); err != nil {
@@ -58,9 +50,7 @@ func TestMigrationNamesExistingUsersByReference(t *testing.T) {
 	exec(`INSERT INTO loom.erasure_ledger (org, id, scope, purge, actor, status, lease_until)
 		VALUES ($1, gen_random_uuid(), jsonb_build_object('kind', 'user_in_org', 'user_id', $2::text), false, 'admin', 'completed', now())`, id.Org, id.UserID)
 
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	var refKey []byte
 	if err := pool.QueryRow(ctx, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, id.Org).Scan(&refKey); err != nil {
 		t.Fatalf("the migration made no user reference key for the org: %v", err)

@@ -3,8 +3,6 @@ package heads
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,9 +10,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/pgtest"
-	pgmigrations "github.com/loomplane/loom/schemas/postgres"
 )
 
 // writerReads reads id's head (and revision) back through every kind of read that
@@ -126,11 +122,7 @@ func TestAStoredRowHoldsItsAgentAndSessionOnlySealed(t *testing.T) {
 // the references ("-" stays) and leaves the JSON, so each row reads as before.
 func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t, postgres)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := pg.Migrate(ctx, pool, pgtest.MigrationsBefore(t, "173"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.MigratedBefore(t, postgres, "173")
 	if _, err := pool.Exec(ctx, `INSERT INTO loom.user_ref_keys (org, key) VALUES ('acme', gen_random_bytes(32))`); err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +170,7 @@ func TestMigrationStoresExistingAgentsAndSessionsByReference(t *testing.T) {
 		}
 	}
 
-	if _, err := pg.Migrate(ctx, pool, pgmigrations.Files, quiet); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateRest(t, pool)
 	for _, id := range ids {
 		agentRef, sessionRef := pgtest.WriterRefs(t, pool, id.Org, id.Agent, id.SessionID)
 		if id.Agent != memrow.DefaultIdentity && (agentRef == id.Agent || sessionRef == id.SessionID) {

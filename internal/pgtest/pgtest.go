@@ -58,6 +58,25 @@ func Migrated(tb testing.TB, p *devstack.Postgres, orgs ...string) *pgxpool.Pool
 	return pool
 }
 
+// MigratedBefore is Pool with Loom's Postgres migrations numbered below n applied: a
+// test stores rows the way a Loom of then stored them, then runs MigrateRest.
+func MigratedBefore(tb testing.TB, p *devstack.Postgres, n string) *pgxpool.Pool {
+	tb.Helper()
+	pool := Pool(tb, p)
+	if _, err := pg.Migrate(context.Background(), pool, MigrationsBefore(tb, n), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		tb.Fatal(err)
+	}
+	return pool
+}
+
+// MigrateRest applies the rest of Loom's Postgres migrations to pool.
+func MigrateRest(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	if _, err := pg.Migrate(context.Background(), pool, pgmigrations.Files, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // MigrationsBefore is Loom's Postgres migrations numbered below n: a test migrates a
 // database to them, stores rows the way a Loom of then stored them, and runs the rest.
 func MigrationsBefore(tb testing.TB, n string) fs.FS {
