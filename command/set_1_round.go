@@ -126,3 +126,15 @@ func (s *Service) queueWatermark(b *pgx.Batch, org, ns string, into *int64) {
 func (s *Service) indexed(org, ns string) bool {
 	return s.index != nil && s.index.Held(searchindex.Space{Org: org, Namespace: ns})
 }
+
+// caughtUp waits, within LOOM_PG_ADMISSION_DEADLINE_MS, until the process's index
+// holds the namespace's revisions up to seq. It reports false at once when the index
+// does not serve the namespace's peer reads.
+func (s *Service) caughtUp(ctx context.Context, org, ns string, seq int64) bool {
+	if !s.indexed(org, ns) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionDeadline)
+	defer cancel()
+	return s.index.WaitFor(ctx, searchindex.Space{Org: org, Namespace: ns}, seq) == nil
+}

@@ -168,7 +168,7 @@ func (s *Service) dryGap(ctx context.Context, plan *commitPlan) error {
 		return nil
 	}
 	if gen-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
-		return errGapTooLarge
+		return &errGapTooLarge{upTo: gen}
 	}
 	gap, err := readGap(ctx, s.pool, s.kek, plan.org, plan.namespace, plan.gapFrom, int(gen-plan.gapFrom))
 	if err != nil || len(gap) == 0 {

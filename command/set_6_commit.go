@@ -42,6 +42,7 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		err = s.commit(ctx, plan)
 	}
 	var gap *errGap
+	var large *errGapTooLarge
 	switch {
 	case errors.As(err, &gap):
 		s.commits.With("gap").Inc()
@@ -56,7 +57,14 @@ func (s *Service) commitRound(ctx context.Context, plan *commitPlan, dryRun bool
 		s.commits.With("policy_moved").Inc()
 		s.policies.drop(plan.org, plan.namespace)
 		return true, plan.gapFrom, nil
-	case errors.Is(err, errGapTooLarge):
+	case errors.As(err, &large):
+		// A capture far behind because the process's index is still applying a burst
+		// of revisions (a usage fold's, an import's) is not contention: once the index
+		// has them, the next round's capture covers them.
+		if s.caughtUp(ctx, plan.org, plan.namespace, large.upTo) {
+			s.commits.With("gap_caught_up").Inc()
+			return true, plan.gapFrom, nil
+		}
 		// The seeds refuse excess admission work with ADMISSION_CONTENDED alone
 		// (postgres-authority.md, Admission under concurrency).
 		return false, 0, httperr.Unavailable(httperr.CodeAdmissionContended,
@@ -145,13 +153,18 @@ var (
 	errHeadMoved = errors.New("a head moved since it was read")
 	// errPolicyMoved sends a write back to read its namespace's policy again.
 	errPolicyMoved = errors.New("the policy changed since it was read")
-	// errGapTooLarge: more revisions landed since the write's read than a commit
-	// examines; the write answers ADMISSION_CONTENDED.
-	errGapTooLarge = errors.New("the admission gap is larger than LOOM_PG_ADMISSION_GAP_MAX")
 	// errErased: the write was built from the head of a memory an erasure removed
 	// since; committing it would bring the memory back (404).
 	errErased = errors.New("the memory was erased since its head was read")
 )
+
+// errGapTooLarge: more revisions landed after the write's capture than a commit
+// examines. upTo is the generation the commit found.
+type errGapTooLarge struct{ upTo int64 }
+
+func (e *errGapTooLarge) Error() string {
+	return fmt.Sprintf("the admission gap up to seq %d is larger than LOOM_PG_ADMISSION_GAP_MAX", e.upTo)
+}
 
 // commit commits a plan through commitPlans. Plans of one namespace that arrive while
 // one of its commits is in flight wait and go in the next transaction together
@@ -436,7 +449,7 @@ func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st
 	}
 	if plan.gapCheck != nil && st.firstSeq-1 > plan.gapFrom {
 		if st.firstSeq-1-plan.gapFrom > int64(s.cfg.AdmissionGapMax) {
-			return errGapTooLarge
+			return &errGapTooLarge{upTo: st.firstSeq - 1}
 		}
 		// A gap whose revisions were all erased holds nothing left to be a peer.
 		if len(st.gap) > 0 {

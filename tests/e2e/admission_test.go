@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,19 +340,19 @@ func TestAWritesAnswerNamesItsPeersNearAndFar(t *testing.T) {
 	}
 }
 
-// A write whose gap holds more revisions than a commit examines
+// A write whose gap, round after round, holds more revisions than a commit examines
 // (LOOM_PG_ADMISSION_GAP_MAX) is refused with the seeds' one code for excess
 // admission work, a retryable 503 ADMISSION_CONTENDED, and commits nothing.
 func TestAGapPastTheMaximumAnswersAdmissionContended(t *testing.T) {
 	ns := testenv.Unique(t, "gapmax")
 	var c *client.Client
-	once := true
+	var writing atomic.Bool
 	n, url := env.API(t, func(cfg *config.Config) { cfg.Command.AdmissionGapMax = 1 },
 		app.WithCommandFaults(command.Faults{BeforeCommit: func() {
-			if !once {
-				return
+			if !writing.CompareAndSwap(false, true) {
+				return // the fault's own writes
 			}
-			once = false
+			defer writing.Store(false)
 			for _, k := range []string{"gap-a", "gap-b"} {
 				if _, err := c.Set(context.Background(), ns, k, client.SetRequest{Value: "an unrelated fact about " + k}); err != nil {
 					t.Errorf("write %s inside the gap: %v", k, err)
@@ -365,5 +366,45 @@ func TestAGapPastTheMaximumAnswersAdmissionContended(t *testing.T) {
 	}
 	if n := testenv.Int(t, env.PG(t), `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1 AND memory_key = loom.key_ref(org, 'late')`, ns); n != 0 {
 		t.Fatalf("%d revisions of the refused write committed", n)
+	}
+}
+
+// A burst of revisions past LOOM_PG_ADMISSION_GAP_MAX that lands once, while the
+// write is judged (a usage fold's, an import's), is not contention: the write waits
+// for the process's index to hold the burst, judges itself again against it, and
+// commits. The burst's restatement of its value is the peer it merges into.
+func TestAOneOffBurstPastTheGapMaximumIsJudgedAndCommits(t *testing.T) {
+	ns := testenv.Unique(t, "gapburst")
+	const value = "the office moved to the harbour"
+	var c *client.Client
+	var once atomic.Bool
+	var burst client.SetAnswer
+	n, url := env.API(t, func(cfg *config.Config) { cfg.Command.AdmissionGapMax = 1 },
+		app.WithCommandFaults(command.Faults{BeforeCommit: func() {
+			if !once.CompareAndSwap(false, true) {
+				return
+			}
+			for _, k := range []string{"burst-a", "burst-b", "burst-c"} {
+				v := "an unrelated fact about " + k
+				if k == "burst-c" {
+					v = value
+				}
+				a, err := c.Set(context.Background(), ns, k, client.SetRequest{Value: v})
+				if err != nil {
+					t.Errorf("write %s inside the gap: %v", k, err)
+				}
+				if k == "burst-c" && a != nil {
+					burst = *a
+				}
+			}
+		}}))
+	c = testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
+	a, err := c.Set(context.Background(), ns, "late", client.SetRequest{Value: value})
+	if err != nil {
+		t.Fatalf("a write behind a one-off burst past LOOM_PG_ADMISSION_GAP_MAX: %v, want it judged and committed", err)
+	}
+	if a.Verdict != "merge" || a.MergedInto == nil || a.MergedInto.MemoryID != burst.MemoryID {
+		t.Fatalf("the write after the burst: verdict %q merged into %+v, want a merge into the burst's restatement %s: its verdict did not see the burst",
+			a.Verdict, a.MergedInto, burst.MemoryID)
 	}
 }
