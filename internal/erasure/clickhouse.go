@@ -328,12 +328,23 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Redaction, purge bool) error {
 	var preds []string
 	var args []any
+	ids := make([]string, len(ws))
+	for i, r := range ws {
+		ids[i] = strings.ToLower(r.MemoryID)
+	}
 	for _, r := range ws {
 		// The facts only the copy observed go, found through its links, before them:
 		// kept, they would also keep the erased user's own observation of them, since
-		// the user's erasure keeps what another row still holds.
+		// the user's erasure keeps what another row still holds. The names only the
+		// copies named go with them: an entity row names no memory, so the copies'
+		// links and history find them.
 		if err := eraseSharedGraph(ctx, conn, set, copyOwner(r)); err != nil {
 			return err
+		}
+		if hasGraph(set) {
+			if err := eraseOwnedEntities(ctx, conn, set.Set, copyEntities(r, ids)); err != nil {
+				return err
+			}
 		}
 		w, a := r.copyRows()
 		preds, args = append(preds, w), append(args, a...)
