@@ -214,7 +214,7 @@ func countWhere(ctx context.Context, conn *ch.Conn, table, where string, args []
 }
 
 // Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
-// the memory's versions, or, for an erasure's withdrawal of a promoted copy
+// the memory's versions and take what they wrote to the graph (eraseRedactedGraph), or, for an erasure's withdrawal of a promoted copy
 // (Withdrawn), drop every row of the memory below the record (Seq), its audit rows
 // scrubbed as an erasure scrubs its scope's (deleted with Purge).
 type Redaction struct {
@@ -277,20 +277,22 @@ var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings",
 	graphTripleOf, graphEdgeOf}
 
 // Scrub applies redactions to every set of the projection tables that exists: one
-// mutation per table, waited to completion. A withdrawal's redaction drops its copy's
-// rows instead (withdraw).
+// mutation per table, waited to completion, after each redaction's part of the graph
+// went. A withdrawal's redaction drops its copy's rows instead (withdraw).
 func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	if len(rs) == 0 {
 		return nil
 	}
 	var preds []string
 	var args []any
+	var plain []Redaction
 	withdrawals := map[bool][]Redaction{}
 	for _, r := range rs {
 		if r.Withdrawn {
 			withdrawals[r.Purge] = append(withdrawals[r.Purge], r)
 			continue
 		}
+		plain = append(plain, r)
 		w, a := r.where()
 		preds, args = append(preds, w), append(args, a...)
 	}
@@ -302,6 +304,13 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	for _, set := range sets {
 		for purge, ws := range withdrawals {
 			if err := withdraw(ctx, conn, set, ws, purge); err != nil {
+				return err
+			}
+		}
+		// The redacted versions' part of the graph goes first, found through the
+		// memory's history and links.
+		for _, r := range plain {
+			if err := eraseRedactedGraph(ctx, conn, set, r); err != nil {
 				return err
 			}
 		}

@@ -284,3 +284,90 @@ func copyEntities(r Redaction, withdrawn []string) entityOwner {
 		own: "memory_id = toUUID(?)", ownArgs: []any{r.MemoryID},
 		other: "NOT has(?, toString(memory_id))", otherArgs: []any{withdrawn}}
 }
+
+// eraseRedactedGraph removes what a plain redaction's versions wrote to the graph, as
+// they are found through the memory's links and history before the scrub: the
+// observations (facts and pairs) those versions opened that no other row and none of
+// the memory's other versions holds, with every version and link of them; the
+// memory's links those versions wrote that hold a fact or a pair (the statements of
+// the redacted text); the content hash of the rest of them (a drop of what an earlier
+// version stated); and the entity rows only those versions named. The closes those
+// versions caused stay: a later version of the memory was folded over them, and
+// without them a fact they ended would read as open again.
+func eraseRedactedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present, r Redaction) error {
+	if !hasGraph(set) || len(r.Versions) == 0 {
+		return nil
+	}
+	seqs, user, err := redactedSeqs(ctx, conn, set.Set, r)
+	if err != nil || len(seqs) == 0 {
+		return err
+	}
+	below := uint64(r.Seq)
+	for _, g := range sharedGraphs {
+		ident := "cityHash64(" + g.ident + ")"
+		// The observations the memory holds at a version the redaction leaves.
+		held, err := scanUint64s(ctx, conn, fmt.Sprintf(`SELECT DISTINCT %s FROM %s WHERE org = ? AND namespace = ?
+			AND memory_id = toUUID(?) AND NOT has(?, seq) AND holds = 1`, ident, set.Set.Qualified(g.links)),
+			[]any{r.Org, r.Namespace, r.MemoryID, seqs}, "read the observations the memory's other versions hold in "+g.links)
+		if err != nil {
+			return err
+		}
+		others, err := scanUint64s(ctx, conn, fmt.Sprintf(`SELECT DISTINCT %s FROM %s WHERE org = ? AND namespace = ?
+			AND memory_id != toUUID(?) AND has(?, %s)`, ident, set.Set.Qualified(g.links), g.opened),
+			[]any{r.Org, r.Namespace, r.MemoryID, seqs}, "read the observations others hold in "+g.links)
+		if err != nil {
+			return err
+		}
+		kept := append(append([]uint64{0}, held...), others...) // an empty array literal has no type on 18.16
+		held = append([]uint64{0}, held...)
+		mutations := []ch.Mutation{
+			{Table: set.Set.Name(g.table),
+				Where: fmt.Sprintf("org = ? AND namespace = ? AND seq < ? AND has(?, %s) AND NOT has(?, %s)", g.opened, ident),
+				Args:  []any{r.Org, r.Namespace, below, seqs, kept}},
+			{Table: set.Set.Name(g.links),
+				Where: fmt.Sprintf(`org = ? AND namespace = ? AND memory_id = toUUID(?) AND seq < ?
+					AND ((has(?, seq) AND holds = 1) OR NOT has(?, %s))`, ident),
+				Args: []any{r.Org, r.Namespace, r.MemoryID, below, seqs, held}},
+			{Table: set.Set.Name(g.links), Set: "content_sha256 = ''",
+				Where: "org = ? AND namespace = ? AND memory_id = toUUID(?) AND has(?, seq) AND content_sha256 != ''",
+				Args:  []any{r.Org, r.Namespace, r.MemoryID, seqs}},
+		}
+		for _, m := range mutations {
+			if _, err := conn.Mutate(ctx, m); err != nil {
+				return fmt.Errorf("erase the redacted versions' part of %s: %w", m.Table, err)
+			}
+		}
+	}
+	return eraseOwnedEntities(ctx, conn, set.Set, entityOwner{org: r.Org, namespace: r.Namespace, user: user, below: below,
+		own: "memory_id = toUUID(?) AND has(?, seq)", ownArgs: []any{r.MemoryID, seqs},
+		other: "NOT (memory_id = toUUID(?) AND has(?, seq))", otherArgs: []any{r.MemoryID, seqs}})
+}
+
+// redactedSeqs are the seqs of the records that wrote a redaction's versions, and the
+// memory's user, from its history (a scrub keeps the rows).
+func redactedSeqs(ctx context.Context, conn *ch.Conn, set tableset.Set, r Redaction) ([]uint64, string, error) {
+	versions := make([]uint64, len(r.Versions))
+	for i, v := range r.Versions {
+		versions[i] = uint64(v)
+	}
+	rows, err := conn.Query(conn.Ctx(ctx), fmt.Sprintf(`SELECT DISTINCT seq, user_id FROM %s WHERE org = ? AND namespace = ?
+		AND memory_id = toUUID(?) AND has(?, version) AND seq < ?`, set.Qualified(versionsTable)),
+		r.Org, r.Namespace, r.MemoryID, versions, uint64(r.Seq))
+	if err != nil {
+		return nil, "", fmt.Errorf("read the redacted versions' seqs: %w", err)
+	}
+	defer rows.Close()
+	var seqs []uint64
+	var user string
+	for rows.Next() {
+		var seq uint64
+		if err := rows.Scan(&seq, &user); err != nil {
+			return nil, "", fmt.Errorf("read the redacted versions' seqs: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("read the redacted versions' seqs: %w", err)
+	}
+	return seqs, user, nil
+}
