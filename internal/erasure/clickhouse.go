@@ -214,9 +214,10 @@ func countWhere(ctx context.Context, conn *ch.Conn, table, where string, args []
 }
 
 // Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
-// the memory's versions and take what they wrote to the graph (eraseRedactedGraph), or, for an erasure's withdrawal of a promoted copy
-// (Withdrawn), drop every row of the memory below the record (Seq), its audit rows
-// scrubbed as an erasure scrubs its scope's (deleted with Purge).
+// the memory's versions and take what they wrote to the graph (eraseRedactedGraph),
+// or, for an erasure's withdrawal of a promoted copy (Withdrawn), drop every row of
+// the memory below the record (Seq), its audit rows scrubbed as an erasure scrubs its
+// scope's (deleted with Purge).
 type Redaction struct {
 	Org, Namespace, MemoryID string
 	Versions                 []int64
