@@ -145,8 +145,8 @@ func scanUint64s(ctx context.Context, conn *ch.Conn, q string, args []any, what 
 	return out, nil
 }
 
-// The tables an entity's naming is read from besides the graph's: a version's declared
-// entities (raw spellings, canonical as the graph names them through memrow.EntityName).
+// versionsTable is the history, whose rows' entities are the names each version
+// declared (as written: the graph names them through memrow.EntityName).
 const versionsTable = "memory_versions"
 
 // entityOwner is whose entity rows go with a withdrawal or a redaction. An entity row
