@@ -214,9 +214,10 @@ func countWhere(ctx context.Context, conn *ch.Conn, table, where string, args []
 }
 
 // Redaction is what a memory.redacted record asks of ClickHouse: scrub the text of
-// the memory's versions, or, for an erasure's withdrawal of a promoted copy
-// (Withdrawn), drop every row of the memory below the record (Seq), its audit rows
-// scrubbed as an erasure scrubs its scope's (deleted with Purge).
+// the memory's versions and take what they wrote to the graph (eraseRedactedGraph),
+// or, for an erasure's withdrawal of a promoted copy (Withdrawn), drop every row of
+// the memory below the record (Seq), its audit rows scrubbed as an erasure scrubs its
+// scope's (deleted with Purge).
 type Redaction struct {
 	Org, Namespace, MemoryID string
 	Versions                 []int64
@@ -277,20 +278,22 @@ var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings",
 	graphTripleOf, graphEdgeOf}
 
 // Scrub applies redactions to every set of the projection tables that exists: one
-// mutation per table, waited to completion. A withdrawal's redaction drops its copy's
-// rows instead (withdraw).
+// mutation per table, waited to completion, after each redaction's part of the graph
+// went. A withdrawal's redaction drops its copy's rows instead (withdraw).
 func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	if len(rs) == 0 {
 		return nil
 	}
 	var preds []string
 	var args []any
+	var plain []Redaction
 	withdrawals := map[bool][]Redaction{}
 	for _, r := range rs {
 		if r.Withdrawn {
 			withdrawals[r.Purge] = append(withdrawals[r.Purge], r)
 			continue
 		}
+		plain = append(plain, r)
 		w, a := r.where()
 		preds, args = append(preds, w), append(args, a...)
 	}
@@ -302,6 +305,13 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 	for _, set := range sets {
 		for purge, ws := range withdrawals {
 			if err := withdraw(ctx, conn, set, ws, purge); err != nil {
+				return err
+			}
+		}
+		// The redacted versions' part of the graph goes first, found through the
+		// memory's history and links.
+		for _, r := range plain {
+			if err := eraseRedactedGraph(ctx, conn, set, r); err != nil {
 				return err
 			}
 		}
@@ -328,12 +338,23 @@ func Scrub(ctx context.Context, conn *ch.Conn, rs []Redaction) error {
 func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Redaction, purge bool) error {
 	var preds []string
 	var args []any
+	ids := make([]string, len(ws))
+	for i, r := range ws {
+		ids[i] = strings.ToLower(r.MemoryID)
+	}
 	for _, r := range ws {
 		// The facts only the copy observed go, found through its links, before them:
 		// kept, they would also keep the erased user's own observation of them, since
-		// the user's erasure keeps what another row still holds.
+		// the user's erasure keeps what another row still holds. The names only the
+		// copies named go with them: an entity row names no memory, so the copies'
+		// links and history find them.
 		if err := eraseSharedGraph(ctx, conn, set, copyOwner(r)); err != nil {
 			return err
+		}
+		if hasGraph(set) {
+			if err := eraseOwnedEntities(ctx, conn, set.Set, copyEntities(r, ids)); err != nil {
+				return err
+			}
 		}
 		w, a := r.copyRows()
 		preds, args = append(preds, w), append(args, a...)

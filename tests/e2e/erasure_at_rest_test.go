@@ -338,10 +338,12 @@ func keysOfOtherTablesAtRest(t *testing.T, c *testenv.Client, pool *pgxpool.Pool
 	}
 	// The user's erasure withdraws the promoted copy (memrow.SharedUser's): its
 	// versions redacted, then its rows deleted in both stores (promotedCopyAtRest). Its
-	// key and value hold a marker of their own.
+	// key, its value and its relation's object (a name of the shared graph) hold a
+	// marker of their own.
 	promotedMark := marker(t)
 	promoted := "promoted-" + promotedMark
-	if r := c.Put(t, ns, promoted, map[string]any{"value": promotedValue(promotedMark), "user_id": user}); r.Status != http.StatusOK {
+	if r := c.Put(t, ns, promoted, map[string]any{"value": promotedValue(promotedMark), "user_id": user,
+		"relations": []any{rel("the vault", "kept_by", promotedMark)}}); r.Status != http.StatusOK {
 		t.Fatalf("set %s: %d %s", promoted, r.Status, r.Body)
 	}
 	if r := post(t, c, "/v1/namespaces/"+ns+"/memories/"+promoted+":promote", map[string]any{"user_id": user}); r.Status != http.StatusOK {
@@ -394,8 +396,8 @@ func promotedValue(promotedMark string) string {
 
 // promotedCopyAtRest waits until ClickHouse holds the promoted copy (the row of
 // memrow.SharedUser under the promoted key), and answers the check to run after the
-// erasure, whose withdrawal of the copy leaves nothing that opens or names its key or
-// value: Postgres keeps no head or revision of the copy (whose redaction keys, kept on
+// erasure, whose withdrawal of the copy leaves nothing that opens or names its key,
+// value or the shared entity its relation named: Postgres keeps no head or revision of the copy (whose redaction keys, kept on
 // its scrubbed revisions, would open its key for a holder of the KEK), and no record
 // of the change topic or the extraction topic nor any file of ClickHouse's data path
 // holds the marker of its key and value, or the value's plain SHA-256.
@@ -409,13 +411,15 @@ func promotedCopyAtRest(t *testing.T, pool *pgxpool.Pool, org, ns, requests, pro
 	}
 	plainSHA := memrow.ContentSHA256(canonical)
 	conn := env.CH(t)
-	testenv.Eventually(t, time.Minute, "ClickHouse to hold the promoted copy", func() bool {
-		var n uint64
-		if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.memory WHERE org = ? AND namespace = ? AND user_id = ? AND memory_key = ?`,
-			org, ns, memrow.SharedUser, promoted).Scan(&n); err != nil {
+	testenv.Eventually(t, time.Minute, "ClickHouse to hold the promoted copy and the shared name its relation adds", func() bool {
+		var rows, names uint64
+		if err := conn.QueryRow(context.Background(), `SELECT
+				(SELECT count() FROM loom.memory WHERE org = ? AND namespace = ? AND user_id = ? AND memory_key = ?),
+				(SELECT count() FROM loom.entities WHERE org = ? AND namespace = ? AND user_id = ? AND name = ?)`,
+			org, ns, memrow.SharedUser, promoted, org, ns, memrow.SharedUser, promotedMark).Scan(&rows, &names); err != nil {
 			t.Fatal(err)
 		}
-		return n > 0
+		return rows > 0 && names > 0
 	})
 	return func() {
 		t.Helper()
@@ -436,7 +440,7 @@ func promotedCopyAtRest(t *testing.T, pool *pgxpool.Pool, org, ns, requests, pro
 			t.Errorf("the topics still hold the withdrawn copy's key, value or plain SHA-256: %v", leaks)
 		}
 		if found := filesHoldingAfterCleanup(t, env.Stack.ClickHouse.DataDir(), promotedMark, plainSHA); len(found) > 0 {
-			t.Errorf("ClickHouse's data path still holds the withdrawn copy's key, value or plain SHA-256: %v", found)
+			t.Errorf("ClickHouse's data path still holds the withdrawn copy's key, value, shared name or plain SHA-256: %v", found)
 		}
 	}
 }

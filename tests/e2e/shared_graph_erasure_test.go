@@ -37,15 +37,76 @@ func TestUserErasureTakesTheFactsOfTheCopiesItWithdraws(t *testing.T) {
 		return n
 	}
 	const (
-		links = `SELECT count() FROM loom.entity_triple_rows WHERE org = ? AND namespace = ? AND subject = ?`
-		facts = `SELECT count() FROM loom.entity_triples WHERE org = ? AND namespace = ? AND subject = ?`
+		links    = `SELECT count() FROM loom.entity_triple_rows WHERE org = ? AND namespace = ? AND subject = ?`
+		facts    = `SELECT count() FROM loom.entity_triples WHERE org = ? AND namespace = ? AND subject = ?`
+		entities = `SELECT count() FROM loom.entities WHERE org = ? AND namespace = ? AND name = ?`
+		shared   = `SELECT count() FROM loom.entities WHERE org = ? AND namespace = ? AND name = ? AND user_id = '_shared'`
 	)
 	testenv.Eventually(t, time.Minute, "the fact's links of the memory and of its promoted copy", func() bool {
-		return count(links) >= 2 && count(facts) > 0
+		return count(links) >= 2 && count(facts) > 0 && count(shared) > 0
 	})
 
 	admin.Erase(t, map[string]any{"user_id": "carol", "namespace": ns})
-	testenv.Eventually(t, 2*time.Minute, "the fact and its links to go", func() bool {
-		return count(links) == 0 && count(facts) == 0
+	// The copy's entity rows name no memory: the names only its relation added go too.
+	testenv.Eventually(t, 2*time.Minute, "the fact, its links and its entities to go", func() bool {
+		return count(links) == 0 && count(facts) == 0 && count(entities) == 0
 	})
+	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+who, nil); r.Status != http.StatusNotFound {
+		t.Errorf("after the erasure, the entity %s: %d %s", who, r.Status, r.Body)
+	}
+}
+
+// The withdrawal of a copy takes the shared names only the copy named: a name another
+// live shared row still names stays, as its entity row is the shared user's, whoever's
+// row named it last.
+func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
+	_, admin, org := env.SharedOrgAPI(t)
+	ns := testenv.Unique(t, "graph-shared")
+	admin.Configure(t, ns, map[string]any{"conflict_policy": "append_only", "relations": map[string]string{"lives_in": "single"}})
+	who := fmt.Sprintf("quill%06d", time.Now().UnixNano()%1_000_000)
+	place := fmt.Sprintf("nowhere%06d", time.Now().UnixNano()%1_000_000)
+	// dave's copy first, carol's last: the shared entity row of who carries carol's
+	// copy's seq once its rows merge.
+	for _, w := range []struct{ user, key, value string }{
+		{"dave", "friend", who + " is a friend of dave"},
+		{"carol", "home", who + " lives in " + place},
+	} {
+		body := map[string]any{"value": w.value, "user_id": w.user, "entities": []string{who}}
+		if w.user == "carol" {
+			body["relations"] = []any{rel(who, "lives_in", place)}
+		}
+		if r := admin.Put(t, ns, w.key, body); r.Status != http.StatusOK {
+			t.Fatalf("write as %s: %d %s", w.user, r.Status, r.Body)
+		}
+		if r := post(t, admin, "/v1/namespaces/"+ns+"/memories/"+w.key+":promote", map[string]any{"user_id": w.user}); r.Status != http.StatusOK {
+			t.Fatalf("promote %s: %d %s", w.key, r.Status, r.Body)
+		}
+	}
+	conn := env.CH(t)
+	shared := func(name string) uint64 {
+		t.Helper()
+		var n uint64
+		if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entities FINAL WHERE org = ? AND namespace = ? AND name = ?
+			AND user_id = '_shared'`, org, ns, name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testenv.Eventually(t, time.Minute, "the shared entities of both copies", func() bool {
+		return shared(who) > 0 && shared(place) > 0
+	})
+
+	admin.Erase(t, map[string]any{"user_id": "carol", "namespace": ns})
+	testenv.Eventually(t, 2*time.Minute, "the names only carol's copy held to go", func() bool {
+		return shared(place) == 0
+	})
+	if n := shared(who); n == 0 {
+		t.Errorf("the shared entity %s, which dave's copy still names, went with carol's copy", who)
+	}
+	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+who, nil); r.Status != http.StatusOK {
+		t.Errorf("after the erasure, the entity %s dave's copy names: %d %s", who, r.Status, r.Body)
+	}
+	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+place, nil); r.Status != http.StatusNotFound {
+		t.Errorf("after the erasure, the entity %s only carol named: %d %s", place, r.Status, r.Body)
+	}
 }

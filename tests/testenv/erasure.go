@@ -195,3 +195,33 @@ func UserRef(t testing.TB, pool *pgxpool.Pool, org, userID string) string {
 	}
 	return ref
 }
+
+// GraphRows counts, per graph table, the rows of org/ns that hold word in an entity
+// name, a spelling or a fact's object (the graph keeps names in canonical form:
+// lower case).
+func GraphRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int64 {
+	t.Helper()
+	fields := map[string][]string{
+		"entities":           {"name", "alias"},
+		"entity_triples":     {"subject", "object"},
+		"entity_triple_rows": {"subject", "object"},
+		"entity_edges":       {"entity_a", "entity_b"},
+		"entity_edge_rows":   {"entity_a", "entity_b"},
+	}
+	out := map[string]int64{}
+	for table, cols := range fields {
+		var preds []string
+		args := []any{org, ns}
+		for _, c := range cols {
+			preds = append(preds, "position("+c+", ?) > 0")
+			args = append(args, word)
+		}
+		q := fmt.Sprintf("SELECT count() FROM loom.%s WHERE org = ? AND namespace = ? AND (%s)", table, strings.Join(preds, " OR "))
+		var n uint64
+		if err := conn.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out[table] = int64(n)
+	}
+	return out
+}

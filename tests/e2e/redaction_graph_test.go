@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomplane/loom/tests/testenv"
+)
+
+// A redacted version's relation stops answering graph reads: the fact it stated and
+// the name it added leave the graph tables, while what the memory's other versions
+// and other memories state stays, and a value the redacted version ended stays ended.
+func TestRedactionTakesTheVersionsFactsFromTheGraph(t *testing.T) {
+	g := newGraphNS(t, "append_only")
+	word := fmt.Sprintf("wombat%06d", time.Now().UnixNano()%1_000_000)
+	g.set("home", map[string]any{"value": "alice lives in oslo", "relations": []any{rel("alice", "lives_in", "oslo")}})
+	secret := g.set("home", map[string]any{"value": "alice lives in " + word + " and visited paris",
+		"relations": []any{rel("alice", "lives_in", word), rel("alice", "visited", "paris")}})
+	g.set("home", map[string]any{"value": "alice lives in bergen and visited paris",
+		"relations": []any{rel("alice", "lives_in", "bergen"), rel("alice", "visited", "paris")}})
+	g.set("trip", map[string]any{"value": "alice visited rome", "relations": []any{rel("alice", "visited", "rome")}})
+	pool, conn := env.PG(t), env.CH(t)
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+	if r := g.entity(g.c, word, ""); r.Status != http.StatusOK {
+		t.Fatalf("before the redaction, the entity %s: %d %s", word, r.Status, r.Body)
+	}
+
+	r := g.c.Do(t, http.MethodPost, "/v1/namespaces/"+g.ns+"/memories/home:redact",
+		[]byte(fmt.Sprintf(`{"version": %q}`, secret["version_text"])))
+	if r.Status != http.StatusOK {
+		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	}
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+
+	if r := g.entity(g.c, word, ""); r.Status != http.StatusNotFound {
+		t.Errorf("after the redaction, the entity %s: %d %s", word, r.Status, r.Body)
+	}
+	for table, n := range testenv.GraphRows(t, conn, "acme", g.ns, word) {
+		if n != 0 {
+			t.Errorf("%s: %d rows still name the redacted value", table, n)
+		}
+	}
+	a := g.read("alice", "include_closed=true")
+	if got := objects(a, "lives_in"); strings.Contains(got, word) || !strings.Contains(got, "oslo(closed)") ||
+		!containsOpen(got, "bergen") {
+		t.Errorf("alice lives_in %s: want oslo closed (the redacted version ended it) and bergen open, no %s", got, word)
+	}
+	if got := objects(a, "visited"); !containsOpen(got, "paris") || !containsOpen(got, "rome") {
+		t.Errorf("alice visited %s: want paris (the next version states it too) and rome (another memory's) open", got)
+	}
+	if r := g.entity(g.c, "paris", ""); r.Status != http.StatusOK {
+		t.Errorf("the entity paris, which the next version names: %d %s", r.Status, r.Body)
+	}
+}
+
+// containsOpen reports whether the objects list (objects) names object as open.
+func containsOpen(list, object string) bool {
+	for _, o := range strings.Split(list, ",") {
+		if o == object {
+			return true
+		}
+	}
+	return false
+}
