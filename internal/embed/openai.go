@@ -122,7 +122,7 @@ func (e *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 
 // collect puts the vectors in input order, checks their dimension and normalises
 // them.
-func (e *OpenAI) collect(texts []string, data []openai.Embedding) ([][]float32, error) {
+func (e *OpenAI) collect(texts []string, data []llm.Embedding) ([][]float32, error) {
 	out, err := llm.Vectors(data, len(texts))
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomplane/loom/internal/llm/llmtest"
 )
 
 // fakeProvider is an OpenAI-compatible embeddings server. Each input text
@@ -102,13 +104,37 @@ func TestOpenAIRequestShape(t *testing.T) {
 		t.Fatalf("%d requests, want 1", len(f.requests))
 	}
 	got, _ := json.Marshal(f.requests[0])
-	want := `{"dimensions":3,"input":["v:1,0,0","v:0,1,0"],"model":"text-embedding-3-small"}`
+	want := `{"dimensions":3,"encoding_format":"base64","input":["v:1,0,0","v:0,1,0"],"model":"text-embedding-3-small"}`
 	if string(got) != want {
 		t.Fatalf("request body %s, want %s", got, want)
 	}
 	h := f.headers[0]
 	if h.Get("Authorization") != "Bearer sk-test" || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 		t.Fatalf("headers Authorization=%q Content-Type=%q", h.Get("Authorization"), h.Get("Content-Type"))
+	}
+}
+
+// The client asks for base64 vectors, which decode for a fraction of JSON numbers'
+// cost, and reads the same vectors from a server that answers base64 (llmtest, as
+// OpenAI) as from one that ignores the format and sends numbers (fakeProvider, above).
+func TestOpenAIAsksForBase64Vectors(t *testing.T) {
+	srv := llmtest.New(t)
+	e := mustOpenAI(t, OpenAIConfig{BaseURL: srv.URL, Model: "m", Dim: 8})
+	texts := []string{"alder lives in quill", "fact 7"}
+	got, err := e.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := srv.Requests()[0].Embed.EncodingFormat; f != "base64" {
+		t.Fatalf("encoding_format %q, want base64", f)
+	}
+	for i, text := range texts {
+		want := llmtest.Vector(text, 8)
+		for j := range want {
+			if math.Abs(float64(got[i][j])-want[j]) > 1e-6 {
+				t.Fatalf("text %d: vector %v, want %v", i, got[i], want)
+			}
+		}
 	}
 }
 

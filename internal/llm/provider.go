@@ -282,7 +282,7 @@ func (p *Provider) Embed(ctx context.Context, bill Bill, texts []string) (Embedd
 		return Embeddings{}, err
 	}
 	params := openai.EmbeddingNewParams{Model: model, Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts}}
-	var res *openai.CreateEmbeddingResponse
+	var res *EmbeddingList
 	attempts, err := p.withRetries(ctx, bill.Purpose, model, func(ctx context.Context) (err error) {
 		res, err = p.client.Embeddings(ctx, params)
 		return err
@@ -300,7 +300,7 @@ func (p *Provider) Embed(ctx context.Context, bill Bill, texts []string) (Embedd
 // Vectors puts an embeddings answer in input order (data[i].index, not the position
 // in data, says which input a vector belongs to), checking that each of the n
 // inputs has one non-empty vector.
-func Vectors(data []openai.Embedding, n int) ([][]float32, error) {
+func Vectors(data []Embedding, n int) ([][]float32, error) {
 	if len(data) != n {
 		return nil, fmt.Errorf("response has %d embeddings for %d inputs", len(data), n)
 	}
@@ -314,11 +314,7 @@ func Vectors(data []openai.Embedding, n int) ([][]float32, error) {
 		case len(d.Embedding) == 0:
 			return nil, fmt.Errorf("response has an empty embedding at index %d", d.Index)
 		}
-		v := make([]float32, len(d.Embedding))
-		for i, x := range d.Embedding {
-			v[i] = float32(x)
-		}
-		out[d.Index] = v
+		out[d.Index] = d.Embedding
 	}
 	return out, nil
 }

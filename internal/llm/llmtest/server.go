@@ -7,6 +7,8 @@
 package llmtest
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -101,6 +103,9 @@ type EmbedRequest struct {
 	Model      string
 	Input      []string
 	Dimensions int
+	// EncodingFormat is what the request asked for: "base64" is answered as OpenAI
+	// does (little-endian float32s), anything else as JSON numbers.
+	EncodingFormat string
 }
 
 // Recorded is one request the server answered.
@@ -385,11 +390,24 @@ func (s *Server) answerEmbed(w http.ResponseWriter, r *http.Request, req EmbedRe
 	data := make([]any, len(req.Input))
 	var used int64
 	for i, text := range req.Input {
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embedWith(text, dim)}
+		var vec any = embedWith(text, dim)
+		if req.EncodingFormat == "base64" {
+			vec = base64Vector(vec.([]float64))
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
 		used += tokens(text)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "model": req.Model, "data": data,
 		"usage": map[string]any{"prompt_tokens": used, "total_tokens": used}})
+}
+
+// base64Vector is v as OpenAI sends a base64 embedding: its float32s, little-endian.
+func base64Vector(v []float64) string {
+	raw := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(x)))
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 // Vector is the server's embedding of text: words hashed into dim buckets,
@@ -526,6 +544,7 @@ func contentText(c any) string {
 func readEmbed(body map[string]any) EmbedRequest {
 	req := EmbedRequest{}
 	req.Model, _ = body["model"].(string)
+	req.EncodingFormat, _ = body["encoding_format"].(string)
 	if n, ok := body["dimensions"].(float64); ok {
 		req.Dimensions = int(n)
 	}

@@ -2,12 +2,16 @@ package llmtest
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -149,5 +153,56 @@ func TestOnlyTestsImportTheScriptedServer(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("the walk did not start at the module root: %v", err)
+	}
+}
+
+// A base64 embedding is the little-endian float32s of the vector the server sends as
+// numbers to a request that asks for floats.
+func TestEmbeddingsAnswerBase64AsOpenAIDoes(t *testing.T) {
+	s := New(t)
+	input := []any{"alder lives in quill", "fact 7"}
+	_, floats, _ := post(t, s.URL+"/embeddings", map[string]any{"model": "m", "input": input, "dimensions": 8, "encoding_format": "float"})
+	_, b64, _ := post(t, s.URL+"/embeddings", map[string]any{"model": "m", "input": input, "dimensions": 8, "encoding_format": "base64"})
+	for i := range input {
+		nums := floats["data"].([]any)[i].(map[string]any)["embedding"].([]any)
+		enc, ok := b64["data"].([]any)[i].(map[string]any)["embedding"].(string)
+		if !ok {
+			t.Fatalf("input %d: a base64 request was answered %T, want a string", i, b64["data"].([]any)[i].(map[string]any)["embedding"])
+		}
+		raw, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil || len(raw) != 4*len(nums) {
+			t.Fatalf("input %d: %d bytes (%v) for %d numbers", i, len(raw), err, len(nums))
+		}
+		for j, n := range nums {
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])); got != float32(n.(float64)) {
+				t.Fatalf("input %d, entry %d: base64 %v, numbers %v", i, j, got, n)
+			}
+		}
+	}
+	reqs := s.Requests()
+	if reqs[0].Embed.EncodingFormat != "float" || reqs[1].Embed.EncodingFormat != "base64" {
+		t.Fatalf("recorded formats %q, %q", reqs[0].Embed.EncodingFormat, reqs[1].Embed.EncodingFormat)
+	}
+}
+
+// BenchmarkEmbeddingsAnswer is the server's own cost of one peers-scenario embeddings
+// request (two inputs, 256 dimensions), without the network: what every system under
+// test pays alike.
+func BenchmarkEmbeddingsAnswer(b *testing.B) {
+	for _, format := range []string{"float", "base64"} {
+		b.Run(format, func(b *testing.B) {
+			s := New(b)
+			body, _ := json.Marshal(map[string]any{"model": "m", "input": []string{"alder brook lives in the harbour town of quill", "fact 123"},
+				"dimensions": 256, "encoding_format": format})
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, "/v1/embeddings", bytes.NewReader(body))
+				w := httptest.NewRecorder()
+				s.serve(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatal(w.Code)
+				}
+			}
+		})
 	}
 }
