@@ -95,3 +95,40 @@ func (r *runner) holdsCorpus(ctx context.Context, ns string, values []string) (b
 	}
 	return len(past.Memories) == 0, nil
 }
+
+// settleUsage waits until the usage an earlier run's searches of ns left owed is
+// folded: its recalls are held for LOOM_USAGE_RECALL_INTERVAL_MS, so a run on the
+// same stores finds them due at its start, and their usage_fold revisions (one a
+// memory served) would land among its measured searches. It waits for no row of ns
+// in loom.memory_touches past the interval and no usage_fold item of ns owed, twice
+// in a row a second apart (a published record is queued as items by the fold's feed
+// a moment later), then for the index to apply the folds.
+func (r *runner) settleUsage(ctx context.Context, ns string) error {
+	p := r.t.Process
+	age := p.Cfg.Command.RecallPublishInterval.Seconds()
+	start, quiet := time.Now(), 0
+	err := r.waitUntil(ctx, "the usage an earlier run left owed in "+ns, 5*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		var owed int64
+		err := p.PG.QueryRow(ctx, `SELECT (SELECT count(*) FROM loom.memory_touches WHERE org = $1 AND namespace = $2
+				AND (touches > 0 OR evidence > 0 OR first_at <= now() - $3::float8 * interval '1 second'))
+			+ (SELECT count(*) FROM loom.worker_items WHERE worker = 'usage_fold' AND org = $1 AND namespace = $2 AND state = 'owed')`,
+			r.t.Org, ns, age).Scan(&owed)
+		if err != nil {
+			return false, err
+		}
+		if owed > 0 {
+			quiet = 0
+			return false, nil
+		}
+		quiet++
+		return quiet >= 2, nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := r.settleIndex(ctx, ns); err != nil {
+		return err
+	}
+	r.progress("    no usage of %s owed (%s)", ns, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}

@@ -131,6 +131,9 @@ func (r *runner) searchSize(ctx context.Context, res *ScenarioResult, run *searc
 		res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
 			plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
 	}
+	if err := r.settleUsage(ctx, ns); err != nil {
+		return err
+	}
 	bare, err := r.exactScanOf(ctx, values)
 	if err != nil {
 		return err
