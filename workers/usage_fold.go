@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/revisions"
 )
 
@@ -89,40 +90,144 @@ func (s *Service) foldPass(ctx context.Context) passResult {
 		}
 		order[i] = append(order[i], it)
 	}
-	for i, its := range order {
+	for from := 0; from < len(order); {
 		if ctx.Err() != nil {
-			for _, rest := range order[i:] {
+			for _, rest := range order[from:] {
 				s.giveBackAll(rest, 0, false)
 			}
 			break
 		}
-		done, err := s.foldMemory(ctx, its)
-		switch {
-		case err == nil:
-			res.done += done
-		case errors.Is(err, errOrgErasing):
-			s.giveBackAll(its, s.soon(workerUsageFold), false) // the org's rows wait for its erasure
-		default:
-			res.errors++
-			if ctx.Err() == nil {
-				s.log.Warn("usage fold: a memory's counts stay owed", "org", its[0].org, "namespace", its[0].namespace, "memory_id", its[0].memoryID, "err", err)
+		// A run of memories of one namespace is folded in one commit; a run that cannot
+		// commit whole (a head moved, an item taken) is folded a memory at a time.
+		to := from + 1
+		for to < len(order) && to-from < foldCommitMemories && order[to][0].org == order[from][0].org && order[to][0].namespace == order[from][0].namespace {
+			to++
+		}
+		run := order[from:to]
+		from = to
+		if len(run) > 1 {
+			done, folded, err := s.foldMemories(ctx, run)
+			if err == nil && folded {
+				res.done += done
+				continue
 			}
-			s.giveBackAll(its, s.soon(workerUsageFold), ctx.Err() == nil)
+			if err != nil && ctx.Err() == nil {
+				s.log.Debug("usage fold: a run of memories did not commit together; folding them one at a time", "memories", len(run), "err", err)
+			}
+		}
+		for _, its := range run {
+			s.foldOne(ctx, its, &res)
 		}
 	}
 	return res
 }
 
-// foldMemory commits one memory's items (its counts of one or more records) into its
-// head, and returns how many items it stamped done.
-func (s *Service) foldMemory(ctx context.Context, items []workItem) (int, error) {
+// foldCommitMemories is how many memories' counts one commit of the usage fold takes:
+// a search workload's usage is a record naming every memory it served, and a commit
+// each was a transaction each (its generation advance, its erasure check, its stamps).
+const foldCommitMemories = 64
+
+// foldOne folds one memory's items and counts the outcome into res.
+func (s *Service) foldOne(ctx context.Context, its []workItem, res *passResult) {
+	done, err := s.foldMemory(ctx, its)
+	switch {
+	case err == nil:
+		res.done += done
+	case errors.Is(err, errOrgErasing):
+		s.giveBackAll(its, s.soon(workerUsageFold), false) // the org's rows wait for its erasure
+	default:
+		res.errors++
+		if ctx.Err() == nil {
+			s.log.Warn("usage fold: a memory's counts stay owed", "org", its[0].org, "namespace", its[0].namespace, "memory_id", its[0].memoryID, "err", err)
+		}
+		s.giveBackAll(its, s.soon(workerUsageFold), ctx.Err() == nil)
+	}
+}
+
+// sumUsage adds up the counts of one memory's items.
+func sumUsage(items []workItem) (usageCounts, error) {
 	var sum usageCounts
 	for _, it := range items {
 		var c usageCounts
 		if err := json.Unmarshal(it.detail, &c); err != nil {
-			return 0, fmt.Errorf("read the item's counts: %w", err)
+			return usageCounts{}, fmt.Errorf("read the item's counts: %w", err)
 		}
 		sum.Touches, sum.Recalls, sum.Evidence = sum.Touches+c.Touches, sum.Recalls+c.Recalls, sum.Evidence+c.Evidence
+	}
+	return sum, nil
+}
+
+// foldedRow is the head amended by a memory's summed counts, as the fold commits it.
+func foldedRow(h *memrow.Row, sum usageCounts) *memrow.Row {
+	row := command.CopyOf(h)
+	row.ReinforcementCount += sum.Touches
+	row.RecallCount += sum.Recalls
+	row.EvidenceCount += sum.Evidence
+	row.Actor = usageFoldActor
+	return row
+}
+
+// foldMemories commits the items of several memories of one namespace (run, a memory's
+// items each) into their heads in one commit, as foldMemory does one: their heads read
+// in one statement, each live one amended, every item stamped in the commit's
+// transaction. folded is false when the run did not commit whole and nothing of it
+// was written or stamped (a head gone or moved, an item another pass took, a failure):
+// the caller folds its memories one at a time, which decides each memory's outcome.
+func (s *Service) foldMemories(ctx context.Context, run [][]workItem) (done int, folded bool, err error) {
+	first := run[0][0]
+	ids := make([]string, len(run))
+	for i, its := range run {
+		ids[i] = its[0].memoryID
+	}
+	hs, err := s.headsByID(ctx, first.org, first.namespace, ids)
+	if err != nil {
+		return 0, false, err
+	}
+	byID := make(map[string]*memrow.Row, len(hs))
+	for _, h := range hs {
+		byID[h.MemoryID] = h
+	}
+	rows := make([]command.WorkerRow, 0, len(run))
+	var items []workItem
+	for _, its := range run {
+		h := byID[its[0].memoryID]
+		if h == nil || !h.Live(s.now()) {
+			return 0, false, nil // its items are stamped dropped by foldMemory
+		}
+		sum, err := sumUsage(its)
+		if err != nil {
+			return 0, false, err
+		}
+		prev, event, err := amendedRevision(ctx, s.pool, h.Identity, h.Version)
+		if err != nil {
+			return 0, false, err
+		}
+		rows = append(rows, command.WorkerRow{Op: opUsageFold, Event: event, Row: foldedRow(h, sum), ReadVersion: h.Version, ReadSeq: h.Seq,
+			Amends: true, PrevVersion: prev})
+		items = append(items, its...)
+	}
+	guard := refuseUnderErasure(first.org)
+	err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: first.org, Namespace: first.namespace,
+		RequestID: fmt.Sprintf("usage_fold:%s/%d+%d", rows[0].Row.MemoryID, rows[0].ReadVersion, len(rows)-1),
+		Rows:      rows,
+		InTx: func(ctx context.Context, tx pgx.Tx) error {
+			if err := guard(ctx, tx); err != nil {
+				return err
+			}
+			return finishWorkTx(ctx, tx, items, outcomeFolded)
+		}})
+	if err != nil {
+		return 0, false, err
+	}
+	return len(items), true, nil
+}
+
+// foldMemory commits one memory's items (its counts of one or more records) into its
+// head, and returns how many items it stamped done.
+func (s *Service) foldMemory(ctx context.Context, items []workItem) (int, error) {
+	sum, err := sumUsage(items)
+	if err != nil {
+		return 0, err
 	}
 	first := items[0]
 	for try := 0; try < 3; try++ {
@@ -143,11 +248,7 @@ func (s *Service) foldMemory(ctx context.Context, items []workItem) (int, error)
 		if err != nil {
 			return 0, err
 		}
-		row := command.CopyOf(h)
-		row.ReinforcementCount += sum.Touches
-		row.RecallCount += sum.Recalls
-		row.EvidenceCount += sum.Evidence
-		row.Actor = usageFoldActor
+		row := foldedRow(h, sum)
 		guard := refuseUnderErasure(h.Org)
 		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: h.Org, Namespace: h.Namespace,
 			RequestID: fmt.Sprintf("usage_fold:%s/%d", h.MemoryID, h.Version),

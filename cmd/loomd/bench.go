@@ -104,7 +104,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
 	passes := fs.String("passes", "", "the passes scenario's single-pass cases, comma separated (default: every pass; the case with all of them at once always runs)")
 	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
-	statements := fs.Bool("statements", false, "the set scenario also writes, on stderr, the statements each case sent Postgres per write, by text (every role's)")
+	statements := fs.Bool("statements", false, "the set and search scenarios also write, on stderr, the statements each case sent Postgres per write or search (index path), by text (every role's)")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/cmd/loomd/bench"
 	"github.com/loomplane/loom/internal/auth"
@@ -248,5 +250,50 @@ func openPeer(t *testing.T) func(context.Context, config.Config, *bench.RoundTri
 		}
 		url, stop := env.ServeProcess(t, env.Open(t, func(c *config.Config) { *c = cfg }, opts...))
 		return url, stop, nil
+	}
+}
+
+// The search scenario's corpus is the same in every run, in a namespace named by its
+// size alone: a run on stores an earlier run left (`loomd bench --dir`) checks that the
+// namespace serves every value of the corpus and loads nothing, and a namespace that
+// differs in one value is loaded again, back to the corpus.
+func TestSearchScenarioReusesTheCorpusAnEarlierRunLoaded(t *testing.T) {
+	const size = 150
+	n, url := env.API(t, nil)
+	token := env.Token(t, n, auth.NewToken{Org: "bench"})
+	target := bench.Target{Process: n, URL: url, Token: token, Org: "bench"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func() string {
+		var progress bytes.Buffer
+		_, err := bench.Run(ctx, target, bench.Options{
+			Scenarios: []string{"search"}, Duration: 100 * time.Millisecond, Concurrency: []int{1}, SearchSizes: []int{size}, Progress: &progress,
+		})
+		if err != nil {
+			t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+		}
+		return progress.String()
+	}
+	run() // loads the corpus unless this package's stores hold it already
+	if p := run(); strings.Contains(p, "loading ") || !strings.Contains(p, "not loaded again") {
+		t.Fatalf("the second run on the same stores loaded the corpus again:\n%s", p)
+	}
+	api, err := client.New(url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, key = "bench-corpus1-search-150", "k0000007"
+	if _, err := api.Set(ctx, ns, key, client.SetRequest{Value: "a value of no corpus"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := run(); !strings.Contains(p, fmt.Sprintf("loading %d memories into %s", size, ns)) {
+		t.Fatalf("a run on a corpus with one value changed did not load it again:\n%s", p)
+	}
+	m, err := api.Get(ctx, ns, key, client.Identity{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Value) == `"a value of no corpus"` {
+		t.Fatalf("%s after the load: %s; want the corpus's value back", key, m.Value)
 	}
 }

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,4 +131,64 @@ func lunchAndParking(t *testing.T, w *workers, ns string) *client.SetAnswer {
 		t.Fatal(err)
 	}
 	return served
+}
+
+// The usage fold folds every memory one usage record counts in one commit, not a
+// commit each: a search workload's record names every memory it served. Each memory's
+// recall_count grows by exactly the searches that served it, and its fold revisions
+// share their transaction.
+func TestMemoriesServedTogetherAreFoldedInOneCommit(t *testing.T) {
+	const org = "recallsbatch"
+	w := startWorkers(t, org, nil, func(c *config.Config) {
+		foldingUsage(c)
+		// The first search's flush makes every served memory's row; the later searches'
+		// recalls join those rows, published together once the first is this old.
+		c.Command.RecallPublishInterval = 3 * time.Second
+	})
+	ctx := context.Background()
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "batch")
+	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
+		t.Fatal(err)
+	}
+	values := []string{"the team lunch is on friday", "the team offsite is in may", "the team standup is at nine",
+		"the team retro is on thursday", "the team demo is on monday", "the team party is in december"}
+	for i, v := range values {
+		if _, err := w.tc.Set(ctx, ns, fmt.Sprintf("m%d", i), client.SetRequest{Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := map[string]int{}
+	for _, q := range []string{"the team", "when is the team lunch", "the team", "team standup"} {
+		ans, err := w.tc.Search(ctx, ns, client.SearchRequest{Query: q, TopK: len(values)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range ans.Hits {
+			served[h.MemoryKey]++
+		}
+	}
+	if len(served) < 2 {
+		t.Fatalf("the searches served %v; want several memories", served)
+	}
+	testenv.Eventually(t, 30*time.Second, "every served memory's recalls folded", func() bool {
+		for key, n := range served {
+			m, err := w.tc.Get(ctx, ns, key, client.Identity{}, time.Time{})
+			if err != nil || m.RecallCount < n {
+				return false
+			}
+		}
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_touches WHERE org = $1 AND namespace = $2`, org, ns) == 0
+	})
+	for i := range values {
+		key := fmt.Sprintf("m%d", i)
+		if m := get(t, w.tc, ns, key, client.Identity{}); m.RecallCount != served[key] {
+			t.Errorf("%s: recall_count %d; the searches served it %d times", key, m.RecallCount, served[key])
+		}
+	}
+	folds := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'`, org, ns)
+	commits := testenv.Int(t, pool, `SELECT count(DISTINCT committed_at) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2 AND op = 'memory.usage_fold'`, org, ns)
+	if folds != int64(len(served)) || commits >= folds {
+		t.Fatalf("%d usage_fold revisions in %d commits for %d memories served; want one revision each, in fewer commits than memories", folds, commits, len(served))
+	}
 }

@@ -66,8 +66,8 @@ type Options struct {
 	Conversations string
 	// Progress receives one line per step (stderr); nil discards.
 	Progress io.Writer
-	// Statements: the set scenario also writes, on Progress, the statements each case
-	// sent Postgres per write, by text (every role's).
+	// Statements: the set and search scenarios also write, on Progress, the statements
+	// each case sent Postgres per write or search, by text (every role's).
 	Statements bool
 }
 

@@ -57,28 +57,43 @@ func (r *runner) load(ctx context.Context, ns string, n int) error {
 
 // loadValues is load, returning the values it wrote in key order.
 func (r *runner) loadValues(ctx context.Context, ns string, n int) ([]string, error) {
+	values := make([]string, n)
+	for i := range values {
+		values[i] = sentence(r.rng)
+	}
+	return values, r.loadEntries(ctx, ns, values)
+}
+
+// loadEntries writes values[i] at loadKey(i) into ns with memory.bulk_set, as load
+// does. Each batch's Idempotency-Key is this load's own (a retry is answered with the
+// first answer), not one a later load of the same namespace (the search corpus) would
+// be answered from without writing.
+func (r *runner) loadEntries(ctx context.Context, ns string, values []string) error {
+	n := len(values)
 	batch := min(r.opts.BulkEntries, 1000)
-	values := make([]string, 0, n)
+	load := r.rng.Uint64()
 	start := time.Now()
 	r.progress("  loading %d memories into %s (memory.bulk_set of %d)", n, ns, batch)
 	said := time.Now()
 	for from := 0; from < n; from += batch {
-		entries := r.bulkEntries(from, min(batch, n-from), loadKey)
-		for _, e := range entries {
-			values = append(values, fmt.Sprint(e.Value))
+		entries := make([]client.BulkEntry, min(batch, n-from))
+		for j := range entries {
+			entries[j] = client.BulkEntry{Key: loadKey(from + j), Value: values[from+j]}
 		}
 		var ans *client.BulkAnswer
 		if err := r.retrying(ctx, func() (err error) {
-			ans, err = r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}, client.IdempotencyKey(fmt.Sprintf("%s-%d", ns, from)))
+			ans, err = r.api.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries}, client.IdempotencyKey(fmt.Sprintf("%s-%x-%d", ns, load, from)))
 			return err
 		}); err != nil {
-			return nil, fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
+			return fmt.Errorf("load %s: bulk_set of keys %d..: %w", ns, from, err)
 		}
-		if len(ans.Written) != len(entries) {
-			return nil, fmt.Errorf("load %s: bulk_set wrote %d of %d entries", ns, len(ans.Written), len(entries))
+		// An entry the namespace already holds as written (a corpus loaded again over
+		// part of itself) is skipped as unchanged.
+		if len(ans.Written)+len(ans.SkippedUnchanged) != len(entries) {
+			return fmt.Errorf("load %s: bulk_set wrote %d of %d entries (%d unchanged)", ns, len(ans.Written), len(entries), len(ans.SkippedUnchanged))
 		}
 		if err := r.waitProjected(ctx, ns); err != nil {
-			return nil, err
+			return err
 		}
 		if time.Since(said) >= 5*time.Second {
 			r.progress("    %d of %d loaded, %s", from+len(entries), n, time.Since(start).Round(time.Second))
@@ -86,7 +101,7 @@ func (r *runner) loadValues(ctx context.Context, ns string, n int) ([]string, er
 		}
 	}
 	r.progress("    %d loaded in %s (%.0f/s, projected)", n, time.Since(start).Round(100*time.Millisecond), float64(n)/time.Since(start).Seconds())
-	return values, nil
+	return nil
 }
 
 // loadRetries is how many times a loader sends a write the server refused as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -87,8 +88,11 @@ type searchRun struct {
 
 func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 	run := &searchRun{queries: make([]string, queryPool), paths: []searchPath{{"index", r.api}}}
+	// The same queries every run, as the corpus is the same: two runs on one --dir
+	// (a base binary's and a new one's) search alike.
+	rng := rand.New(rand.NewPCG(queryPool, searchCorpusVersion))
 	for i := range run.queries {
-		run.queries[i] = strings.Join(strings.Fields(sentence(r.rng))[:4], " ")
+		run.queries[i] = strings.Join(strings.Fields(sentence(rng))[:4], " ")
 	}
 	var err error
 	if run.vectors, err = r.t.Process.Embedder.Embed(ctx, run.queries); err != nil {
@@ -109,12 +113,12 @@ func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 // searchSize loads a namespace of size memories, waits for the index to hold it, warms
 // each path up and measures each at every concurrency level.
 func (r *runner) searchSize(ctx context.Context, res *ScenarioResult, run *searchRun, size int) error {
-	ns := r.namespace("search", fmt.Sprint(size))
+	ns := searchCorpusNamespace(size)
 	if err := r.appendOnly(ctx, ns); err != nil {
 		return err
 	}
-	values, err := r.loadValues(ctx, ns, size)
-	if err != nil {
+	values := searchCorpusValues(size)
+	if err := r.loadCorpus(ctx, ns, values); err != nil {
 		return err
 	}
 	st, err := r.settleIndex(ctx, ns)
@@ -126,6 +130,9 @@ func (r *runner) searchSize(ctx context.Context, res *ScenarioResult, run *searc
 		// a search scans them exactly, so a run's figure depends on where the load left it.
 		res.Rows = append(res.Rows, plainRow(fmt.Sprintf("%d memories", size), "of the vectors, in the HNSW graph (the rest scanned exactly)", float64(st.Graph)),
 			plainRow(fmt.Sprintf("%d memories", size), "vectors", float64(st.Vectors)))
+	}
+	if err := r.settleUsage(ctx, ns); err != nil {
+		return err
 	}
 	bare, err := r.exactScanOf(ctx, values)
 	if err != nil {
@@ -209,6 +216,7 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	rands := r.workerRands(conc)
 	queries, vectors := run.queries, run.vectors
 	cost := r.costMark(r.t.RoundTrips)
+	census := r.t.RoundTrips.Census()
 	loom, err := r.closedLoop(ctx, "memory.search "+name, conc, r.opts.Duration, func(ctx context.Context, w, _ int) error {
 		q := queries[rands[w].IntN(len(queries))]
 		_, err := p.api.Search(ctx, ns, client.SearchRequest{Query: q, TopK: searchTopK})
@@ -216,6 +224,9 @@ func (r *runner) measureSearch(ctx context.Context, res *ScenarioResult, run *se
 	})
 	if err != nil {
 		return err
+	}
+	if p.name == "index" {
+		writeCensus(r.opts.Progress, "memory.search "+name, census, r.t.RoundTrips.Census(), loom.Calls)
 	}
 	searchSpent := cost.since(r)
 	var base Sample

@@ -82,7 +82,7 @@ func writeCensus(w io.Writer, label string, before, after map[string]int64, n in
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].d > rows[j].d })
-	fmt.Fprintf(w, "bench: statements of %s: %.2f a write over %d writes\n", label, float64(total)/float64(n), n)
+	fmt.Fprintf(w, "bench: statements of %s: %.2f a call over %d calls\n", label, float64(total)/float64(n), n)
 	for _, r := range rows {
 		fmt.Fprintf(w, "bench:   %6.3f  %s\n", float64(r.d)/float64(n), r.k)
 	}
