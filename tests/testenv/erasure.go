@@ -164,6 +164,13 @@ func TextRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int6
 		"memory_chunks":     {"memory_key", "text"},
 		"audit_log":         {"memory_key"},
 	}
+	return rowsHolding(t, conn, org, ns, word, fields)
+}
+
+// rowsHolding counts, per table, the rows of org/ns in which any of the table's
+// expressions holds word.
+func rowsHolding(t testing.TB, conn *ch.Conn, org, ns, word string, fields map[string][]string) map[string]int64 {
+	t.Helper()
 	out := map[string]int64{}
 	for table, exprs := range fields {
 		var preds []string
@@ -208,20 +215,5 @@ func GraphRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int
 		"entity_edges":       {"entity_a", "entity_b"},
 		"entity_edge_rows":   {"entity_a", "entity_b"},
 	}
-	out := map[string]int64{}
-	for table, cols := range fields {
-		var preds []string
-		args := []any{org, ns}
-		for _, c := range cols {
-			preds = append(preds, "position("+c+", ?) > 0")
-			args = append(args, word)
-		}
-		q := fmt.Sprintf("SELECT count() FROM loom.%s WHERE org = ? AND namespace = ? AND (%s)", table, strings.Join(preds, " OR "))
-		var n uint64
-		if err := conn.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		out[table] = int64(n)
-	}
-	return out
+	return rowsHolding(t, conn, org, ns, word, fields)
 }
