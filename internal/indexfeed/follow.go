@@ -56,6 +56,10 @@ type Config struct {
 	// (default 5 minutes). One is also written at once after a batch that erased,
 	// redacted or retired content (once the follower is warm), and when Run ends.
 	CheckpointInterval time.Duration
+	// KEKs are the ids of the KEKs the process's Postgres sessions open data keys with
+	// (kek.Ring.IDs). A checkpoint records its writer's: a process that lacks one of them
+	// replays the topic rather than serve content it could not open.
+	KEKs [][]byte
 	// Tracer traces the apply of each record a traced write queued, in that write's
 	// trace (nil: not traced).
 	Tracer trace.Tracer
@@ -356,6 +360,10 @@ func (f *Follower) restore(starts, ends map[int32]int64) {
 		refuse(err)
 		return
 	}
+	if err := f.scope().admits(head.Scope); err != nil {
+		refuse(err)
+		return
+	}
 	if err := f.index.ReadCheckpoint(file, size); err != nil {
 		refuse(err)
 		return
@@ -387,7 +395,7 @@ func (f *Follower) checkpoint(final bool) {
 		f.mu.Unlock()
 		return
 	}
-	head := checkpointHead{Topic: f.cfg.Topic, TopicID: f.topicID, Next: maps.Clone(f.next), Written: time.Now()}
+	head := checkpointHead{Topic: f.cfg.Topic, TopicID: f.topicID, Next: maps.Clone(f.next), Written: time.Now(), Scope: f.scope()}
 	f.mu.Unlock()
 	start := time.Now()
 	size, err := writeCheckpoint(f.cfg.CheckpointDir, head, f.index)
@@ -403,6 +411,11 @@ func (f *Follower) checkpoint(final bool) {
 	f.progress.Checkpoints++
 	f.progress.CheckpointBytes, f.progress.CheckpointAt = size, head.Written
 	f.log.Debug("index follower: wrote the index checkpoint", "bytes", size, "took", time.Since(start))
+}
+
+// scope is what the follower's checkpoints are written under.
+func (f *Follower) scope() checkpointScope {
+	return checkpointScope{KEKs: f.cfg.KEKs, MaxBytes: f.cfg.MaxBytes}
 }
 
 // markWarm closes warmed once every partition reached its target. Holding mu.
