@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"sync"
 	"time"
 
@@ -159,6 +160,17 @@ func (f *Follower) Warmed() <-chan struct{} { return f.warmed }
 // one, else from the start), then follows it, until ctx ends; a checkpoint is written
 // then. Run it once per Follower; a restarted process builds a new index and follower.
 func (f *Follower) Run(ctx context.Context) error {
+	// The checkpoint is opened before the topic's offsets are read: one that another
+	// process sharing the directory renames in later may stand past the ends read then,
+	// and would be refused as written on a recreated topic.
+	var ck foundCheckpoint
+	if f.cfg.CheckpointDir != "" {
+		removeCheckpoints(f.cfg.CheckpointDir, false)
+		ck.file, ck.head, ck.size, ck.err = openCheckpoint(f.cfg.CheckpointDir)
+		if ck.file != nil {
+			defer ck.file.Close()
+		}
+	}
 	admin, err := kafka.NewClient(f.cfg.Brokers)
 	if err != nil {
 		return err
@@ -190,7 +202,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	if f.cfg.CheckpointDir != "" {
-		f.restore(starts, ends)
+		f.restore(ck, starts, ends)
 	}
 	from := map[int32]kgo.Offset{}
 	f.mu.Lock()
@@ -333,13 +345,21 @@ func (f *Follower) sinceStart(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// restore loads the checkpoint in the directory, when it can resume on the topic as it
-// stands, and moves the partitions' next offsets to it. A checkpoint that cannot be
-// used is deleted, with the reason logged: it may hold content erased since, and the
-// replay writes a new one.
-func (f *Follower) restore(starts, ends map[int32]int64) {
+// foundCheckpoint is the checkpoint a start found (openCheckpoint): its file, positioned
+// at the index's part, its head and that part's size; or why it could not be read.
+type foundCheckpoint struct {
+	file *os.File
+	head checkpointHead
+	size int64
+	err  error
+}
+
+// restore loads the checkpoint found, when it can resume on the topic as it stands,
+// and moves the partitions' next offsets to it. A checkpoint that cannot be used is
+// deleted, with the reason logged: it may hold content erased since, and the replay
+// writes a new one.
+func (f *Follower) restore(ck foundCheckpoint, starts, ends map[int32]int64) {
 	dir := f.cfg.CheckpointDir
-	removeCheckpoints(dir, false)
 	refuse := func(err error) {
 		f.log.Warn("index follower: the index checkpoint is not used; replaying the topic from its start", "dir", dir, "why", err)
 		removeCheckpoints(dir, true)
@@ -347,7 +367,7 @@ func (f *Follower) restore(starts, ends map[int32]int64) {
 		f.progress.RestoreRefused = err.Error()
 		f.mu.Unlock()
 	}
-	file, head, size, err := openCheckpoint(dir)
+	file, head, size, err := ck.file, ck.head, ck.size, ck.err
 	if errors.Is(err, errNoCheckpoint) {
 		return
 	}
@@ -355,7 +375,6 @@ func (f *Follower) restore(starts, ends map[int32]int64) {
 		refuse(err)
 		return
 	}
-	defer file.Close()
 	if err := head.usable(f.cfg.Topic, f.topicID, starts, ends); err != nil {
 		refuse(err)
 		return
