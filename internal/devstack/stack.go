@@ -171,6 +171,9 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Dir is the directory that holds the stores' data (removed by Stop when temporary).
+func (s *Stack) Dir() string { return s.opts.Dir }
+
 func logf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "devstack: "+format+"\n", args...)
 }

@@ -11,29 +11,63 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/loomplane/loom/internal/searchindex"
 )
 
 // The checkpoint file: a magic, the file layout's version, the topic it follows (name
-// and id) and the next offset of each partition, the index's own checkpoint
-// (searchindex.WriteCheckpoint), and a CRC-32C of everything before it.
+// and id) and the next offset of each partition, the scope it was written under (the
+// writer's KEK ids and memory budget), the index's own checkpoint
+// (searchindex.WriteCheckpoint), and a CRC-32C of everything before it. Format 1 had no
+// scope: such a file is refused and the topic replayed.
 const (
 	checkpointMagic   = "LOOMIDX\n"
-	checkpointFormat  = 1
+	checkpointFormat  = 2
 	checkpointFile    = "index.checkpoint"
 	checkpointPattern = "index-*.tmp"
+	// checkpointLock is held shared by a writer while its temporary file exists, and
+	// exclusive by the start that removes the temporary files a crash left: processes
+	// that share a directory never remove each other's file mid-write.
+	checkpointLock = "index.lock"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// checkpointHead is where a checkpoint stands on the topic.
+// checkpointHead is where a checkpoint stands on the topic, and what it was written
+// under.
 type checkpointHead struct {
 	Topic   string
 	TopicID [16]byte
 	Next    map[int32]int64 // the next offset to apply, per partition
 	Written time.Time
+	Scope   checkpointScope
+}
+
+// checkpointScope is what of a follower's configuration decides what its index holds
+// beyond the topic's records and offsets: the KEKs its data keys were opened under
+// (content a ring opened is in the index), and the memory budget (a namespace evicted
+// under it is written evicted, and stays so in the process that loads it). Graphs are
+// not written, so the graph settings are not part of it.
+type checkpointScope struct {
+	KEKs     [][]byte
+	MaxBytes int64
+}
+
+// admits says why a checkpoint written under scope w must not be loaded by a follower
+// of scope s, or nil: each KEK the writer held must be one s holds (else s would serve
+// content it cannot open itself), and the budgets must be the same.
+func (s checkpointScope) admits(w checkpointScope) error {
+	for _, id := range w.KEKs {
+		if !slices.ContainsFunc(s.KEKs, func(have []byte) bool { return bytes.Equal(have, id) }) {
+			return fmt.Errorf("it was written by a process holding KEK %x, which LOOM_KEK does not list", id)
+		}
+	}
+	if w.MaxBytes != s.MaxBytes {
+		return fmt.Errorf("it was written under LOOM_INDEX_MAX_BYTES %d, not %d", w.MaxBytes, s.MaxBytes)
+	}
+	return nil
 }
 
 // writeCheckpoint writes the index and head to dir atomically: a temporary file,
@@ -43,6 +77,11 @@ func writeCheckpoint(dir string, head checkpointHead, x *searchindex.Index) (int
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("create the index checkpoint directory: %w", err)
 	}
+	unlock, err := lockDir(dir, syscall.LOCK_SH)
+	if err != nil {
+		return 0, fmt.Errorf("lock the index checkpoint directory: %w", err)
+	}
+	defer unlock()
 	tmp, err := os.CreateTemp(dir, checkpointPattern)
 	if err != nil {
 		return 0, fmt.Errorf("create the index checkpoint: %w", err)
@@ -104,7 +143,12 @@ func encodeHead(h checkpointHead) []byte {
 		b = binary.AppendVarint(b, int64(p))
 		b = binary.AppendVarint(b, h.Next[p])
 	}
-	return b
+	b = binary.AppendUvarint(b, uint64(len(h.Scope.KEKs)))
+	for _, id := range h.Scope.KEKs {
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+	}
+	return binary.AppendVarint(b, h.Scope.MaxBytes)
 }
 
 // errNoCheckpoint: the directory holds none.
@@ -190,6 +234,13 @@ func decodeHead(r *bytes.Reader) (checkpointHead, error) {
 		p := int32(sv())
 		h.Next[p] = sv()
 	}
+	for n := min(uv(), uint64(r.Len())); n > 0 && err == nil; n-- {
+		id := make([]byte, min(uv(), uint64(r.Len())))
+		_, e := io.ReadFull(r, id)
+		err = errors.Join(err, e)
+		h.Scope.KEKs = append(h.Scope.KEKs, id)
+	}
+	h.Scope.MaxBytes = sv()
 	if err = errors.Join(err, e, e2); err != nil {
 		return h, fmt.Errorf("read its head: %w", err)
 	}
@@ -220,13 +271,32 @@ func (h checkpointHead) usable(topic string, topicID [16]byte, starts, ends map[
 }
 
 // removeCheckpoints deletes a checkpoint that will not be used (it may hold what was
-// erased since) and temporary files a crash left.
+// erased since) and temporary files a crash left; not while another process sharing
+// the directory writes one (it removes its own if it fails).
 func removeCheckpoints(dir string, final bool) {
 	if final {
 		os.Remove(filepath.Join(dir, checkpointFile))
 	}
+	unlock, err := lockDir(dir, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err != nil {
+		return
+	}
+	defer unlock()
 	left, _ := filepath.Glob(filepath.Join(dir, checkpointPattern))
 	for _, f := range left {
 		os.Remove(f)
 	}
+}
+
+// lockDir takes the directory's lock file (flock, how) and returns its release.
+func lockDir(dir string, how int) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, checkpointLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +30,8 @@ func replayed(t *testing.T, n int) *searchindex.Index {
 func TestCheckpointFile(t *testing.T) {
 	dir := t.TempDir()
 	x := replayed(t, 400)
-	head := checkpointHead{Topic: "loom.revisions", TopicID: [16]byte{7}, Next: map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}, Written: time.Now()}
+	scope := checkpointScope{KEKs: [][]byte{[]byte("new-kek1"), []byte("old-kek2")}, MaxBytes: 1 << 30}
+	head := checkpointHead{Topic: "loom.revisions", TopicID: [16]byte{7}, Next: map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}, Written: time.Now(), Scope: scope}
 	if _, err := writeCheckpoint(dir, head, x); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func TestCheckpointFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if got.Topic != head.Topic || got.TopicID != head.TopicID || len(got.Next) != 4 || got.Next[3] != 100 {
+	if got.Topic != head.Topic || got.TopicID != head.TopicID || len(got.Next) != 4 || got.Next[3] != 100 || !reflect.DeepEqual(got.Scope, scope) {
 		t.Fatalf("head %+v, wrote %+v", got, head)
 	}
 	if a, b := x.Stats(), y.Stats(); a.Entries != b.Entries || a.Vectors != b.Vectors || a.Entries != 400 {
@@ -85,5 +89,90 @@ func TestCheckpointFile(t *testing.T) {
 	os.Remove(path)
 	if _, _, _, err := openCheckpoint(dir); !errors.Is(err, errNoCheckpoint) {
 		t.Fatalf("no file: %v", err)
+	}
+}
+
+// A checkpoint is loaded only by a process whose ring holds every KEK its writer opened
+// content with, and that keeps the same memory budget; a process that cannot open what
+// the checkpoint holds replays the topic instead.
+func TestCheckpointScope(t *testing.T) {
+	older, newer, other := []byte("kek-old1"), []byte("kek-new1"), []byte("kek-oth1")
+	written := checkpointScope{KEKs: [][]byte{older}, MaxBytes: 0}
+	for name, loader := range map[string]checkpointScope{
+		"the same ring":         {KEKs: [][]byte{older}},
+		"a rotation's new,old":  {KEKs: [][]byte{newer, older}},
+		"the same ring, copied": {KEKs: [][]byte{[]byte("kek-old1")}},
+	} {
+		if err := loader.admits(written); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	for name, loader := range map[string]checkpointScope{
+		"another KEK":                  {KEKs: [][]byte{other}},
+		"the rotation's new KEK alone": {KEKs: [][]byte{newer}},
+		"no KEK":                       {},
+		"another budget":               {KEKs: [][]byte{older}, MaxBytes: 1},
+	} {
+		if err := loader.admits(written); err == nil {
+			t.Errorf("%s: admitted", name)
+		}
+	}
+	if err := (checkpointScope{KEKs: [][]byte{older}}).admits(checkpointScope{KEKs: [][]byte{newer, older}}); err == nil {
+		t.Error("a checkpoint written under new,old admitted by a process holding only old")
+	}
+}
+
+// Processes that share a checkpoint directory: a start's removal of the temporary files
+// a crash left spares one another process is writing, and two writers at once each
+// install a whole checkpoint.
+func TestCheckpointDirectoryShared(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "index-crashed.tmp"), []byte("left"), 0o600)
+	unlock, err := lockDir(dir, syscall.LOCK_SH) // a writer at work
+	if err != nil {
+		t.Fatal(err)
+	}
+	writing := filepath.Join(dir, "index-writing.tmp")
+	os.WriteFile(writing, []byte("half"), 0o600)
+	removeCheckpoints(dir, false)
+	if _, err := os.Stat(writing); err != nil {
+		t.Fatalf("a start removed the temporary file another process is writing: %v", err)
+	}
+	unlock()
+	removeCheckpoints(dir, false)
+	if left, _ := filepath.Glob(filepath.Join(dir, checkpointPattern)); len(left) != 0 {
+		t.Fatalf("temporary files left once no one writes: %v", left)
+	}
+
+	x := replayed(t, 300)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := writeCheckpoint(dir, checkpointHead{Topic: "t", Next: map[int32]int64{0: int64(i)}}, x)
+			errs <- err
+			removeCheckpoints(dir, false) // another process starting meanwhile
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a concurrent write failed: %v", err)
+		}
+	}
+	f, _, size, err := openCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	y := searchindex.New(searchindex.Config{})
+	if err := y.ReadCheckpoint(f, size); err != nil {
+		t.Fatal(err)
+	}
+	if y.Stats().Entries != 300 {
+		t.Fatalf("the checkpoint left by concurrent writers holds %d entries, want 300", y.Stats().Entries)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type Config struct {
 	// (default 5 minutes). One is also written at once after a batch that erased,
 	// redacted or retired content (once the follower is warm), and when Run ends.
 	CheckpointInterval time.Duration
+	// KEKs are the ids of the KEKs the process's Postgres sessions open data keys with
+	// (kek.Ring.IDs). A checkpoint records its writer's: a process that lacks one of them
+	// replays the topic rather than serve content it could not open.
+	KEKs [][]byte
 	// Tracer traces the apply of each record a traced write queued, in that write's
 	// trace (nil: not traced).
 	Tracer trace.Tracer
@@ -155,6 +160,17 @@ func (f *Follower) Warmed() <-chan struct{} { return f.warmed }
 // one, else from the start), then follows it, until ctx ends; a checkpoint is written
 // then. Run it once per Follower; a restarted process builds a new index and follower.
 func (f *Follower) Run(ctx context.Context) error {
+	// The checkpoint is opened before the topic's offsets are read: one that another
+	// process sharing the directory renames in later may stand past the ends read then,
+	// and would be refused as written on a recreated topic.
+	var ck foundCheckpoint
+	if f.cfg.CheckpointDir != "" {
+		removeCheckpoints(f.cfg.CheckpointDir, false)
+		ck.file, ck.head, ck.size, ck.err = openCheckpoint(f.cfg.CheckpointDir)
+		if ck.file != nil {
+			defer ck.file.Close()
+		}
+	}
 	admin, err := kafka.NewClient(f.cfg.Brokers)
 	if err != nil {
 		return err
@@ -186,7 +202,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	if f.cfg.CheckpointDir != "" {
-		f.restore(starts, ends)
+		f.restore(ck, starts, ends)
 	}
 	from := map[int32]kgo.Offset{}
 	f.mu.Lock()
@@ -329,13 +345,21 @@ func (f *Follower) sinceStart(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// restore loads the checkpoint in the directory, when it can resume on the topic as it
-// stands, and moves the partitions' next offsets to it. A checkpoint that cannot be
-// used is deleted, with the reason logged: it may hold content erased since, and the
-// replay writes a new one.
-func (f *Follower) restore(starts, ends map[int32]int64) {
+// foundCheckpoint is the checkpoint a start found (openCheckpoint): its file, positioned
+// at the index's part, its head and that part's size; or why it could not be read.
+type foundCheckpoint struct {
+	file *os.File
+	head checkpointHead
+	size int64
+	err  error
+}
+
+// restore loads the checkpoint found, when it can resume on the topic as it stands,
+// and moves the partitions' next offsets to it. A checkpoint that cannot be used is
+// deleted, with the reason logged: it may hold content erased since, and the replay
+// writes a new one.
+func (f *Follower) restore(ck foundCheckpoint, starts, ends map[int32]int64) {
 	dir := f.cfg.CheckpointDir
-	removeCheckpoints(dir, false)
 	refuse := func(err error) {
 		f.log.Warn("index follower: the index checkpoint is not used; replaying the topic from its start", "dir", dir, "why", err)
 		removeCheckpoints(dir, true)
@@ -343,7 +367,7 @@ func (f *Follower) restore(starts, ends map[int32]int64) {
 		f.progress.RestoreRefused = err.Error()
 		f.mu.Unlock()
 	}
-	file, head, size, err := openCheckpoint(dir)
+	file, head, size, err := ck.file, ck.head, ck.size, ck.err
 	if errors.Is(err, errNoCheckpoint) {
 		return
 	}
@@ -351,8 +375,11 @@ func (f *Follower) restore(starts, ends map[int32]int64) {
 		refuse(err)
 		return
 	}
-	defer file.Close()
 	if err := head.usable(f.cfg.Topic, f.topicID, starts, ends); err != nil {
+		refuse(err)
+		return
+	}
+	if err := f.scope().admits(head.Scope); err != nil {
 		refuse(err)
 		return
 	}
@@ -387,7 +414,7 @@ func (f *Follower) checkpoint(final bool) {
 		f.mu.Unlock()
 		return
 	}
-	head := checkpointHead{Topic: f.cfg.Topic, TopicID: f.topicID, Next: maps.Clone(f.next), Written: time.Now()}
+	head := checkpointHead{Topic: f.cfg.Topic, TopicID: f.topicID, Next: maps.Clone(f.next), Written: time.Now(), Scope: f.scope()}
 	f.mu.Unlock()
 	start := time.Now()
 	size, err := writeCheckpoint(f.cfg.CheckpointDir, head, f.index)
@@ -403,6 +430,11 @@ func (f *Follower) checkpoint(final bool) {
 	f.progress.Checkpoints++
 	f.progress.CheckpointBytes, f.progress.CheckpointAt = size, head.Written
 	f.log.Debug("index follower: wrote the index checkpoint", "bytes", size, "took", time.Since(start))
+}
+
+// scope is what the follower's checkpoints are written under.
+func (f *Follower) scope() checkpointScope {
+	return checkpointScope{KEKs: f.cfg.KEKs, MaxBytes: f.cfg.MaxBytes}
 }
 
 // markWarm closes warmed once every partition reached its target. Holding mu.

@@ -158,6 +158,20 @@ func (r *Ring) Current(stored []byte) bool {
 // 9 of a wrapped key), for a query that finds the keys still to wrap again.
 func (r *Ring) CurrentID() []byte { return append([]byte(nil), r.keks[0].id[:]...) }
 
+// IDs are the ids of the ring's KEKs, in its order (none for a nil ring): what a copy
+// of state opened under the ring (an index checkpoint) records, so that a process
+// without one of them does not take it up.
+func (r *Ring) IDs() [][]byte {
+	if r == nil {
+		return nil
+	}
+	ids := make([][]byte, len(r.keks))
+	for i, k := range r.keks {
+		ids[i] = append([]byte(nil), k.id[:]...)
+	}
+	return ids
+}
+
 func (r *Ring) kekOf(stored []byte) (kek, bool) {
 	if len(stored) != WrappedSize || stored[0] != format {
 		return kek{}, false

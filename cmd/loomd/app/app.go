@@ -354,8 +354,10 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 		})
 	}
 	serveErr := make(chan error, 1)
+	var conns *unusedConns
 	if ln != nil {
-		go func() { serveErr <- p.HTTP.Listener(ln) }()
+		conns = newUnusedConns(ln)
+		go func() { serveErr <- p.HTTP.Listener(conns) }()
 	}
 	var err error
 	select {
@@ -364,15 +366,34 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-errs:
 	}
 	if ln != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), p.Cfg.Pipeline.ShutdownGrace)
-		if serr := p.HTTP.ShutdownWithContext(sctx); serr != nil {
+		if serr := p.shutdownHTTP(conns); serr != nil {
 			p.Log.Warn("HTTP requests still in flight at the end of the shutdown grace", "err", serr)
 		}
-		cancel()
 	}
 	stopRoles()
 	wg.Wait()
 	return err
+}
+
+// shutdownHTTP stops the HTTP server within LOOM_SHUTDOWN_GRACE_MS: no new connection,
+// the requests in flight drained. A connection that never sent a request is closed, the
+// shutdown's own passes closing the idle ones; until the listener is closed one may
+// still arrive, so they are closed every 100 ms until the shutdown returns.
+func (p *Process) shutdownHTTP(conns *unusedConns) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.Cfg.Pipeline.ShutdownGrace)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.HTTP.ShutdownWithContext(ctx) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		conns.closeUnused()
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+	}
 }
 
 // work is a background loop of the process's roles, started once migrations are in.

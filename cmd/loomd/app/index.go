@@ -32,7 +32,7 @@ func (p *Process) openIndex() *searchIndex {
 	}
 	feed := indexfeed.New(indexfeed.Config{Brokers: c.Kafka.Brokers, Topic: c.Pipeline.Topic, BatchRecords: c.SearchIndex.BatchRecords,
 		FetchMaxWait: c.SearchIndex.FetchMaxWait, MaxBytes: c.SearchIndex.MaxBytes, CheckpointDir: c.SearchIndex.CheckpointDir,
-		CheckpointInterval: c.SearchIndex.CheckpointInterval, Tracer: p.tracer(), Handoff: p.keyHandoff}, p.PG, x, p.Log)
+		CheckpointInterval: c.SearchIndex.CheckpointInterval, KEKs: p.Keys.IDs(), Tracer: p.tracer(), Handoff: p.keyHandoff}, p.PG, x, p.Log)
 	indexfeed.RegisterGauges(p.Metrics, feed, x)
 	return &searchIndex{index: x, feed: feed}
 }

@@ -261,7 +261,7 @@ func (r *runner) warm(ctx context.Context, dir string) (warmed, error) {
 	x := searchindex.New(searchindex.Config{GraphMin: cfg.SearchIndex.GraphMin})
 	defer x.Close()
 	feed := indexfeed.New(indexfeed.Config{Brokers: cfg.Kafka.Brokers, Topic: cfg.Pipeline.Topic, BatchRecords: cfg.SearchIndex.BatchRecords,
-		FetchMaxWait: cfg.SearchIndex.FetchMaxWait, MaxBytes: cfg.SearchIndex.MaxBytes, CheckpointDir: dir, CheckpointInterval: time.Hour}, n.PG, x, n.Log)
+		FetchMaxWait: cfg.SearchIndex.FetchMaxWait, MaxBytes: cfg.SearchIndex.MaxBytes, CheckpointDir: dir, CheckpointInterval: time.Hour, KEKs: n.Keys.IDs()}, n.PG, x, n.Log)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ran := make(chan error, 1)
