@@ -107,9 +107,6 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 			}
 		}
 	}
-	// The pool in the map's order, as before: rrf ranks each leg with a stable sort, so
-	// the order breaks a leg's ties (in the order the legs were met, it moved the quality
-	// suite's rrf figures by 0.02-0.04).
 	out := make([]*candidate, 0, len(byKey))
 	for _, first := range byKey {
 		for c := first; c != nil; c = c.sameKey {
@@ -126,13 +123,23 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	}
 	switch mode {
 	case ModeRRF:
+		ranked := make([]*candidate, len(out))
 		for _, leg := range []Leg{LegVector, LegLexical, LegKey, LegGraph} {
-			ranked := append([]*candidate(nil), out...)
-			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores.get(leg) > ranked[j].scores.get(leg) })
-			for rank, c := range ranked {
-				if c.scores.get(leg) > 0 {
-					c.fused += 1.0 / float64(rrfK+rank+1)
+			copy(ranked, out)
+			sort.Slice(ranked, func(i, j int) bool { return ranked[i].scores.get(leg) > ranked[j].scores.get(leg) })
+			// Candidates a leg scores alike share the rank of the first of them: a rank
+			// given out in the pool's order would let the map's order cut a tie at the
+			// leg's edge, and answers would move from one run to the next.
+			rank := 0
+			for i, c := range ranked {
+				score := c.scores.get(leg)
+				if score <= 0 {
+					break
 				}
+				if i > 0 && score != ranked[i-1].scores.get(leg) {
+					rank = i
+				}
+				c.fused += 1.0 / float64(rrfK+rank+1)
 			}
 		}
 	default:

@@ -102,3 +102,22 @@ func BenchmarkFuse(b *testing.B) {
 		fuse(legs, ModeWeighted, Weights{Vector: 0.6, Lexical: 0.25, Key: 0.15})
 	}
 }
+
+// Rows a leg scores alike are ranked alike in rrf: the pool's order (a map's) must not
+// decide which of them a search answers, or the same search answers differently twice.
+func TestRRFRanksALegsTiesAlike(t *testing.T) {
+	var lexical []legHit
+	for i := range 40 {
+		lexical = append(lexical, hit(fmt.Sprintf("tie-%02d", i), 3.0, 1))
+	}
+	legs := map[Leg][]legHit{LegLexical: lexical}
+	for range 20 {
+		pool := fuse(legs, ModeRRF, testWeights)
+		for _, c := range pool {
+			if c.fused != pool[0].fused {
+				t.Fatalf("%s fused %v, %s %v: rows tied on their only leg ranked apart",
+					c.identity.MemoryKey, c.fused, pool[0].identity.MemoryKey, pool[0].fused)
+			}
+		}
+	}
+}
