@@ -1,10 +1,10 @@
 package query
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -126,18 +126,24 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 		ranked := make([]*candidate, len(out))
 		for _, leg := range []Leg{LegVector, LegLexical, LegKey, LegGraph} {
 			copy(ranked, out)
-			sort.Slice(ranked, func(i, j int) bool { return ranked[i].scores.get(leg) > ranked[j].scores.get(leg) })
-			// Candidates a leg scores alike share the rank of the first of them: a rank
-			// given out in the pool's order would let the map's order cut a tie at the
-			// leg's edge, and answers would move from one run to the next.
-			rank := 0
-			for i, c := range ranked {
-				score := c.scores.get(leg)
-				if score <= 0 {
-					break
+			// A leg's ties go to the row the other legs found more relevant, then by
+			// identity: ranks given out in the pool's order let Go's map order cut a tie
+			// at the leg's edge, and answers moved from one run to the next.
+			slices.SortFunc(ranked, func(a, b *candidate) int {
+				if sa, sb := a.scores.get(leg), b.scores.get(leg); sa != sb {
+					return cmp.Compare(sb, sa)
 				}
-				if i > 0 && score != ranked[i-1].scores.get(leg) {
-					rank = i
+				if a.relevance != b.relevance {
+					return cmp.Compare(b.relevance, a.relevance)
+				}
+				if c := strings.Compare(a.identityKey(), b.identityKey()); c != 0 {
+					return c
+				}
+				return strings.Compare(a.identity.Namespace, b.identity.Namespace)
+			})
+			for rank, c := range ranked {
+				if c.scores.get(leg) <= 0 {
+					break
 				}
 				c.fused += 1.0 / float64(rrfK+rank+1)
 			}
