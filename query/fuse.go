@@ -1,10 +1,10 @@
 package query
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -107,9 +107,6 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 			}
 		}
 	}
-	// The pool in the map's order, as before: rrf ranks each leg with a stable sort, so
-	// the order breaks a leg's ties (in the order the legs were met, it moved the quality
-	// suite's rrf figures by 0.02-0.04).
 	out := make([]*candidate, 0, len(byKey))
 	for _, first := range byKey {
 		for c := first; c != nil; c = c.sameKey {
@@ -126,13 +123,29 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 	}
 	switch mode {
 	case ModeRRF:
+		ranked := make([]*candidate, len(out))
 		for _, leg := range []Leg{LegVector, LegLexical, LegKey, LegGraph} {
-			ranked := append([]*candidate(nil), out...)
-			sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].scores.get(leg) > ranked[j].scores.get(leg) })
-			for rank, c := range ranked {
-				if c.scores.get(leg) > 0 {
-					c.fused += 1.0 / float64(rrfK+rank+1)
+			copy(ranked, out)
+			// A leg's ties go to the row the other legs found more relevant, then by
+			// identity: ranks given out in the pool's order let Go's map order cut a tie
+			// at the leg's edge, and answers moved from one run to the next.
+			slices.SortFunc(ranked, func(a, b *candidate) int {
+				if sa, sb := a.scores.get(leg), b.scores.get(leg); sa != sb {
+					return cmp.Compare(sb, sa)
 				}
+				if a.relevance != b.relevance {
+					return cmp.Compare(b.relevance, a.relevance)
+				}
+				if c := strings.Compare(a.identityKey(), b.identityKey()); c != 0 {
+					return c
+				}
+				return strings.Compare(a.identity.Namespace, b.identity.Namespace)
+			})
+			for rank, c := range ranked {
+				if c.scores.get(leg) <= 0 {
+					break
+				}
+				c.fused += 1.0 / float64(rrfK+rank+1)
 			}
 		}
 	default:

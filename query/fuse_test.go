@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,32 @@ func BenchmarkFuse(b *testing.B) {
 	}
 	for b.Loop() {
 		fuse(legs, ModeWeighted, Weights{Vector: 0.6, Lexical: 0.25, Key: 0.15})
+	}
+}
+
+// Rows a leg scores alike are ranked by what the other legs found, then by identity,
+// never by the pool's order (a map's): the same search answers the same every time.
+func TestRRFBreaksALegsTiesTheSameEveryTime(t *testing.T) {
+	var lexical, vector []legHit
+	for i := range 40 {
+		lexical = append(lexical, hit(fmt.Sprintf("tie-%02d", i), 3.0, 1))
+	}
+	vector = append(vector, hit("tie-17", 0.4, 0))
+	legs := map[Leg][]legHit{LegLexical: lexical, LegVector: vector}
+	order := func() string {
+		var keys []string
+		for _, c := range fuse(legs, ModeRRF, testWeights) {
+			keys = append(keys, fmt.Sprintf("%s=%.6f", c.identity.MemoryKey, c.fused))
+		}
+		return strings.Join(keys, " ")
+	}
+	first := order()
+	if !strings.HasPrefix(first, "tie-17=") {
+		t.Fatalf("the tie the vector leg also found is not first: %s", first)
+	}
+	for range 20 {
+		if got := order(); got != first {
+			t.Fatalf("the same legs fused twice:\n%s\n%s", first, got)
+		}
 	}
 }
