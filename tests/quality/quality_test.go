@@ -56,8 +56,8 @@ import (
 
 // The acceptance floors. recall@5 on the first 80 answerable queries: the 0.792 the
 // weighted search measured before calibration, grounding and the planner (the figures
-// repeat exactly), less 0.01; rrf's 0.742 less 0.05 (its ties at a leg's pool boundary
-// are cut in no fixed order). Abstaining: the targets with the hash embedder,
+// repeat exactly), less 0.01; rrf's 0.742 less 0.05 (set when its ties at a leg's pool
+// boundary were cut in no fixed order). Abstaining: the targets with the hash embedder,
 // precision at least 0.8 at recall at least 0.6 over every no-answer query.
 const (
 	floorWeightedRecall5 = 0.782
@@ -700,8 +700,7 @@ func (r results) markdown(memories, queries int) string {
 			b.WriteString("\n")
 		}
 	}
-	fmt.Fprintf(&b, "\nThe fused MRR@10 of rrf moves by about 0.01 from run to run: rows with equal scores at a leg's pool "+
-		"boundary are cut in no fixed order. The other figures repeat exactly.\n")
+	fmt.Fprintf(&b, "\nEvery figure repeats exactly: rrf breaks a leg's ties by the other legs' relevance, then by identity.\n")
 
 	fmt.Fprintf(&b, "\n## Abstaining (any verdict but ok)\n\n| search | abstained | of them no-answer | precision | recall |")
 	for _, k := range noAnswerKinds {
