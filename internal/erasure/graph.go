@@ -85,10 +85,14 @@ func eraseSharedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present, 
 		if err != nil {
 			return err
 		}
+		orphans, err := orphanedObservations(ctx, conn, set.Set, o, g)
+		if err != nil {
+			return err
+		}
 		m := ch.Mutation{Table: set.Set.Name(g.table),
 			Where: fmt.Sprintf(`org = ? AND namespace = ? AND seq < ? AND (
-				(has(?, %[1]s) AND NOT has(?, cityHash64(%[2]s))) OR (has(?, seq) AND seq != %[1]s))`, g.opened, g.ident),
-			Args: []any{o.org, o.namespace, o.below, seqs, kept, seqs}}
+				(has(?, %[1]s) AND NOT has(?, cityHash64(%[2]s))) OR (has(?, seq) AND seq != %[1]s) OR has(?, cityHash64(%[2]s)))`, g.opened, g.ident),
+			Args: []any{o.org, o.namespace, o.below, seqs, kept, seqs, orphans}}
 		if _, err := conn.Mutate(ctx, m); err != nil {
 			return fmt.Errorf("erase the owner's part of %s: %w", m.Table, err)
 		}
@@ -123,6 +127,22 @@ func keptObservations(ctx context.Context, conn *ch.Conn, set tableset.Set, o gr
 		kept = []uint64{0} // an empty array literal has no type on 18.16
 	}
 	return kept, err
+}
+
+// orphanedObservations are the observations the owner's links hold and no other
+// row's link does, as cityHash64 of their identity, whoever's record opened them: an
+// observation two owners held, opened by the one erased first, is kept then for the
+// other, and goes with the other's erasure.
+func orphanedObservations(ctx context.Context, conn *ch.Conn, set tableset.Set, o graphOwner, g sharedGraph) ([]uint64, error) {
+	links := set.Qualified(g.links)
+	q := fmt.Sprintf(`SELECT DISTINCT cityHash64(%[1]s) FROM %[2]s WHERE org = ? AND namespace = ? AND %[3]s AND seq < ?
+		AND cityHash64(%[1]s) NOT IN (SELECT cityHash64(%[1]s) FROM %[2]s WHERE org = ? AND namespace = ? AND %[4]s)`,
+		g.ident, links, o.is, o.isNot)
+	orphans, err := scanUint64s(ctx, conn, q, []any{o.org, o.namespace, o.arg, o.below, o.org, o.namespace, o.arg}, "read the observations only the owner holds in "+g.links)
+	if orphans == nil {
+		orphans = []uint64{0} // an empty array literal has no type on 18.16
+	}
+	return orphans, err
 }
 
 func scanUint64s(ctx context.Context, conn *ch.Conn, q string, args []any, what string) ([]uint64, error) {

@@ -438,4 +438,18 @@ func TestErasureOfAUserLeavesTheGraphAsIfTheyNeverWrote(t *testing.T) {
 			t.Errorf("%s: %d rows left (%v)", q, n, err)
 		}
 	}
+
+	// Bob held Lisbon alone once alice was erased, though her record opened it: his
+	// erasure takes it, and the graph keeps nothing either of them stated.
+	completed(t, g.c.Erase(t, map[string]any{"user_id": bob, "namespace": g.ns}))
+	for _, q := range []string{
+		`SELECT count() FROM loom.entity_triples WHERE org = 'acme' AND namespace = ?`,
+		`SELECT count() FROM loom.entity_edges WHERE org = 'acme' AND namespace = ?`,
+		`SELECT count() FROM loom.entity_triple_rows WHERE org = 'acme' AND namespace = ?`,
+	} {
+		var n uint64
+		if err := conn.QueryRow(conn.Ctx(t.Context()), q, g.ns).Scan(&n); err != nil || n != 0 {
+			t.Errorf("after erasing bob too, %s: %d rows left (%v)", q, n, err)
+		}
+	}
 }
