@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/events"
@@ -198,28 +199,41 @@ func (s *Service) foldMemories(ctx context.Context, run [][]workItem) (done int,
 		if err != nil {
 			return 0, false, err
 		}
-		prev, event, err := amendedRevision(ctx, s.pool, h.Identity, h.Version)
+		row, err := foldRow(ctx, s.pool, h, sum)
 		if err != nil {
 			return 0, false, err
 		}
-		rows = append(rows, command.WorkerRow{Op: opUsageFold, Event: event, Row: foldedRow(h, sum), ReadVersion: h.Version, ReadSeq: h.Seq,
-			Amends: true, PrevVersion: prev})
+		rows = append(rows, row)
 		items = append(items, its...)
 	}
-	guard := refuseUnderErasure(first.org)
-	err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: first.org, Namespace: first.namespace,
-		RequestID: fmt.Sprintf("usage_fold:%s/%d+%d", rows[0].Row.MemoryID, rows[0].ReadVersion, len(rows)-1),
-		Rows:      rows,
+	requestID := fmt.Sprintf("usage_fold:%s/%d+%d", rows[0].Row.MemoryID, rows[0].ReadVersion, len(rows)-1)
+	if err := s.commitFold(ctx, first.org, first.namespace, requestID, rows, items); err != nil {
+		return 0, false, err
+	}
+	return len(items), true, nil
+}
+
+// foldRow is the fold's revision of head h amended by sum.
+func foldRow(ctx context.Context, pool *pgxpool.Pool, h *memrow.Row, sum usageCounts) (command.WorkerRow, error) {
+	prev, event, err := amendedRevision(ctx, pool, h.Identity, h.Version)
+	if err != nil {
+		return command.WorkerRow{}, err
+	}
+	return command.WorkerRow{Op: opUsageFold, Event: event, Row: foldedRow(h, sum), ReadVersion: h.Version, ReadSeq: h.Seq,
+		Amends: true, PrevVersion: prev}, nil
+}
+
+// commitFold commits the fold's rows and stamps their items folded in the same
+// transaction, refused while an erasure of the org runs.
+func (s *Service) commitFold(ctx context.Context, org, ns, requestID string, rows []command.WorkerRow, items []workItem) error {
+	guard := refuseUnderErasure(org)
+	return s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: org, Namespace: ns, RequestID: requestID, Rows: rows,
 		InTx: func(ctx context.Context, tx pgx.Tx) error {
 			if err := guard(ctx, tx); err != nil {
 				return err
 			}
 			return finishWorkTx(ctx, tx, items, outcomeFolded)
 		}})
-	if err != nil {
-		return 0, false, err
-	}
-	return len(items), true, nil
 }
 
 // foldMemory commits one memory's items (its counts of one or more records) into its
@@ -244,22 +258,11 @@ func (s *Service) foldMemory(ctx context.Context, items []workItem) (int, error)
 			}
 			return done, nil
 		}
-		prev, event, err := amendedRevision(ctx, s.pool, h.Identity, h.Version)
+		row, err := foldRow(ctx, s.pool, h, sum)
 		if err != nil {
 			return 0, err
 		}
-		row := foldedRow(h, sum)
-		guard := refuseUnderErasure(h.Org)
-		err = s.cmd.CommitWorkerPlan(ctx, command.WorkerPlan{Org: h.Org, Namespace: h.Namespace,
-			RequestID: fmt.Sprintf("usage_fold:%s/%d", h.MemoryID, h.Version),
-			Rows: []command.WorkerRow{{Op: opUsageFold, Event: event, Row: row, ReadVersion: h.Version, ReadSeq: h.Seq,
-				Amends: true, PrevVersion: prev}},
-			InTx: func(ctx context.Context, tx pgx.Tx) error {
-				if err := guard(ctx, tx); err != nil {
-					return err
-				}
-				return finishWorkTx(ctx, tx, items, outcomeFolded)
-			}})
+		err = s.commitFold(ctx, h.Org, h.Namespace, fmt.Sprintf("usage_fold:%s/%d", h.MemoryID, h.Version), []command.WorkerRow{row}, items)
 		switch {
 		case errors.Is(err, command.ErrHeadMoved):
 			continue
