@@ -280,18 +280,40 @@ func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
 		})
 }
 
+// amendedRevisionSQL reads, for a key ($1–$6) and a version ($7), the version before
+// it and the event type of its revision ($8 when the journal holds none).
+const amendedRevisionSQL = heads.WithWriterRefs + `SELECT
+			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND ` + heads.IdentityIs + ` AND version < $7),
+			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
+				AND ` + heads.IdentityIs + ` AND version = $7
+				ORDER BY seq LIMIT 1), $8)`
+
+func amendedRevisionArgs(id memrow.Identity, version int64) []any {
+	return []any{id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)}
+}
+
 // amendedRevision reads what the amendment of a key's version repeats of its revision:
 // the version before it (its prev_version) and its event type (revised when the
 // journal holds no revision of the version).
 func amendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, version int64) (prev int64, event string, err error) {
-	err = q.QueryRow(ctx, heads.WithWriterRefs+`SELECT
-			(SELECT coalesce(max(version), 0) FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND `+heads.IdentityIs+` AND version < $7),
-			coalesce((SELECT event_type FROM loom.memory_revisions WHERE org = $1 AND namespace = $2
-				AND `+heads.IdentityIs+` AND version = $7
-				ORDER BY seq LIMIT 1), $8)`,
-		id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey, version, string(events.TypeRevised)).Scan(&prev, &event)
+	err = q.QueryRow(ctx, amendedRevisionSQL, amendedRevisionArgs(id, version)...).Scan(&prev, &event)
 	return prev, event, err
+}
+
+// amendedRevisions is amendedRevision for many heads in one round trip: for each
+// head, the version before its version and its revision's event type.
+func amendedRevisions(ctx context.Context, q BatchSender, hs []*memrow.Row) (prevs []int64, evs []string, err error) {
+	prevs, evs = make([]int64, len(hs)), make([]string, len(hs))
+	b := &pgx.Batch{}
+	for i, h := range hs {
+		b.Queue(amendedRevisionSQL, amendedRevisionArgs(h.Identity, h.Version)...).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&prevs[i], &evs[i]) })
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	return prevs, evs, nil
 }
 
 // memoryJournal reads the newest 256 revisions of a row's memory (its key and memory

@@ -142,6 +142,25 @@ func AmendedRevision(ctx context.Context, q heads.Querier, id memrow.Identity, v
 	return prev, events.Type(event), err
 }
 
+// BatchSender is a pool, a connection or a transaction: what sends a pipelined batch.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// AmendedRevisions is AmendedRevision for many heads (each at its own version) in
+// one round trip.
+func AmendedRevisions(ctx context.Context, q BatchSender, hs []*memrow.Row) ([]int64, []events.Type, error) {
+	prevs, evs, err := amendedRevisions(ctx, q, hs)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]events.Type, len(evs))
+	for i, e := range evs {
+		out[i] = events.Type(e)
+	}
+	return prevs, out, nil
+}
+
 // JournalStep is one revision of a memory as the conflict resolver reads it.
 type JournalStep struct {
 	Version       int64

@@ -188,23 +188,27 @@ func (s *Service) foldMemories(ctx context.Context, run [][]workItem) (done int,
 	for _, h := range hs {
 		byID[h.MemoryID] = h
 	}
-	rows := make([]command.WorkerRow, 0, len(run))
+	live := make([]*memrow.Row, len(run))
+	sums := make([]usageCounts, len(run))
 	var items []workItem
-	for _, its := range run {
+	for i, its := range run {
 		h := byID[its[0].memoryID]
 		if h == nil || !h.Live(s.now()) {
 			return 0, false, nil // its items are stamped dropped by foldMemory
 		}
-		sum, err := sumUsage(its)
-		if err != nil {
+		if sums[i], err = sumUsage(its); err != nil {
 			return 0, false, err
 		}
-		row, err := foldRow(ctx, s.pool, h, sum)
-		if err != nil {
-			return 0, false, err
-		}
-		rows = append(rows, row)
+		live[i] = h
 		items = append(items, its...)
+	}
+	prevs, evs, err := command.AmendedRevisions(ctx, s.pool, live)
+	if err != nil {
+		return 0, false, fmt.Errorf("read the revisions the fold amends: %w", err)
+	}
+	rows := make([]command.WorkerRow, len(live))
+	for i, h := range live {
+		rows[i] = foldedRevision(h, sums[i], prevs[i], evs[i])
 	}
 	requestID := fmt.Sprintf("usage_fold:%s/%d+%d", rows[0].Row.MemoryID, rows[0].ReadVersion, len(rows)-1)
 	if err := s.commitFold(ctx, first.org, first.namespace, requestID, rows, items); err != nil {
@@ -219,8 +223,14 @@ func foldRow(ctx context.Context, pool *pgxpool.Pool, h *memrow.Row, sum usageCo
 	if err != nil {
 		return command.WorkerRow{}, err
 	}
+	return foldedRevision(h, sum, prev, event), nil
+}
+
+// foldedRevision is the fold's revision of head h amended by sum, over the version
+// before h's (prev) with its revision's event type.
+func foldedRevision(h *memrow.Row, sum usageCounts, prev int64, event events.Type) command.WorkerRow {
 	return command.WorkerRow{Op: opUsageFold, Event: event, Row: foldedRow(h, sum), ReadVersion: h.Version, ReadSeq: h.Seq,
-		Amends: true, PrevVersion: prev}, nil
+		Amends: true, PrevVersion: prev}
 }
 
 // commitFold commits the fold's rows and stamps their items folded in the same

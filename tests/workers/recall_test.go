@@ -191,4 +191,11 @@ func TestMemoriesServedTogetherAreFoldedInOneCommit(t *testing.T) {
 	if folds != int64(len(served)) || commits >= folds {
 		t.Fatalf("%d usage_fold revisions in %d commits for %d memories served; want one revision each, in fewer commits than memories", folds, commits, len(served))
 	}
+	// An amendment repeats its version's revision: the batched read of what each fold
+	// amends must pair every memory with its own revision.
+	if n := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions f WHERE f.org = $1 AND f.namespace = $2 AND f.op = 'memory.usage_fold'
+		AND f.event_type IS DISTINCT FROM (SELECT w.event_type FROM loom.memory_revisions w WHERE w.org = f.org AND w.namespace = f.namespace
+			AND w.memory_id = f.memory_id AND w.version = f.version AND w.op <> 'memory.usage_fold' ORDER BY w.seq LIMIT 1)`, org, ns); n != 0 {
+		t.Fatalf("%d usage_fold revisions name another event type than the revision they amend", n)
+	}
 }
