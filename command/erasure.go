@@ -249,9 +249,29 @@ func (s *Service) getErasure(ctx context.Context, p auth.Principal, id string) (
 	}
 	// A token bound to one user learns nothing of an erasure of anyone else's rows.
 	if p.ReadUserID != "" && sg.Scope.UserID != p.ReadUserID {
-		return erasureView{}, httperr.NotFound("erasure not found")
+		own, err := s.erasedOwnUser(ctx, p, sg)
+		if err != nil {
+			return erasureView{}, httperr.Store("reading the erasure", err)
+		}
+		if !own {
+			return erasureView{}, httperr.NotFound("erasure not found")
+		}
 	}
 	return sg.view(), nil
+}
+
+// erasedOwnUser reports whether sg erased the user p is bound to: once the erasure
+// deleted the user's name, the token reads as auth.ErasedUser, and its row's reference
+// still names the user, so it follows its own user's erasure to the end.
+func (s *Service) erasedOwnUser(ctx context.Context, p auth.Principal, sg *erasureSaga) (bool, error) {
+	if p.ReadUserID != auth.ErasedUser || sg.Scope.UserID == "" {
+		return false, nil
+	}
+	ref, err := s.userRefs.Ref(ctx, p.Org, sg.Scope.UserID)
+	if err != nil {
+		return false, fmt.Errorf("reference the erasure's user: %w", err)
+	}
+	return ref == p.ReadUserRef, nil
 }
 
 func requireAdminFor(p auth.Principal, what string) error { return p.RequireAdmin(what) }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
@@ -25,8 +26,14 @@ import (
 // new generation is the fence: every row of the scope below it goes, and a write built
 // from a head read before it is refused at its commit (the deletion evidence). The
 // ledger row is locked first, so a step that committed never runs twice.
+//
+// Deleting a user's name changes what the tokens bound to the user authenticate as
+// (auth.ErasedUser), so the step then notifies every process to empty its token cache
+// and empties this one's once it committed.
 func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt int) error {
-	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	namesErased := false
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		namesErased = false
 		raw, current, err := lockSagaSteps(ctx, tx, sg)
 		if err != nil {
 			return fmt.Errorf("lock the erasure: %w", err)
@@ -71,6 +78,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			for k, v := range counts {
 				removed[k] += v
 			}
+			namesErased = namesErased || counts[userNamesTable] > 0
 			fences[ns] = gen
 		}
 		sg.Fences, sg.Removed = fences, removed
@@ -81,11 +89,18 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		b := &pgx.Batch{}
 		s.queueStorePostgresStep(b, sg, rawState, rawFences, rawRemoved)
 		outbox.QueueNotify(b)
+		if namesErased {
+			auth.QueueForgetCached(b, "erasure "+sg.ID)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("checkpoint the Postgres step: %w", err)
 		}
 		return nil
 	})
+	if err == nil && namesErased && s.tokens != nil {
+		s.tokens.ForgetCached()
+	}
+	return err
 }
 
 // erasureNamespaces lists the namespaces a saga's step 1 fences, in lock order: the

@@ -21,6 +21,10 @@ import (
 // revisions_store.go, entity_aliases_store.go, internal/idempotency (the fence of the
 // answers), erased_store.go and erasure_ledger_store.go.
 
+// userNamesTable holds the users' sealed names (migration 155): deleting one changes
+// what the tokens bound to the user authenticate as (erasure_postgres.go).
+const userNamesTable = "loom.user_names"
+
 // queueEraseDerived queues the deletes of the parked pages and kept search traces that
 // name the scope's keys, of the deferred extractions with their sealed transcripts
 // and keys (a request not yet extracted never is, and the topic's copy of it no longer
@@ -53,7 +57,7 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		// candidates left with none (a namespace's: all of them).
 		"loom.learnings_supporters", "loom.learnings_queue",
 		// The user's sealed name, once nothing of the user's is left (migration 155).
-		"loom.user_names"} {
+		userNamesTable} {
 		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()

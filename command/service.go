@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/command/extraction"
+	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
 	"github.com/loomplane/loom/internal/embed"
@@ -114,6 +115,9 @@ type Service struct {
 	judgement float64
 	// tracer traces the commits (loom.commit); a no-op without WithTracer.
 	tracer trace.Tracer
+	// tokens is the process's token store, whose cache an erasure that deletes a
+	// user's name empties (WithTokens); nil: the erasure's NOTIFY alone does.
+	tokens *auth.Store
 }
 
 // Option changes how New builds the write side.
@@ -134,6 +138,10 @@ func (s *Service) ExtractionSteps() *extraction.Steps { return s.extractionSteps
 
 // WithFaults breaks the write path where f says (tests).
 func WithFaults(f Faults) Option { return func(s *Service) { s.faults = &f } }
+
+// WithTokens is the process's token store: an erasure that deletes a user's name
+// empties its cache as it commits, so the process answers no token as the user from it.
+func WithTokens(t *auth.Store) Option { return func(s *Service) { s.tokens = t } }
 
 // WithSearchIndex reads peers from the process's search index (nil: from ClickHouse).
 func WithSearchIndex(x *searchindex.Index) Option { return func(s *Service) { s.index = x } }

@@ -129,9 +129,9 @@ func (w *Walker) Finish() *Break {
 // user id and salt all at once, which checkSubject cannot tell from an erasure's) from
 // the ones Loom makes. Loom blanks a subject only below a record that leaves its own
 // row later in the same chain: an erasure scrubs the scope's rows below its
-// memory.erased record (whose row is OpErasure), and a replay writes blank the
-// revisions whose data keys an erasure or a redaction destroyed, the redaction's
-// memory.redacted row naming the same memory. So a blank row waits for such a row; one
+// memory.erased record (whose row is OpErasure), and a redaction's scrub blanks its
+// versions' rows, as a replay writes blank the revisions whose data keys an erasure or
+// a redaction destroyed, the redaction's memory.redacted row naming the same memory. So a blank row waits for such a row; one
 // still waiting when the walk ends is a break (Finish). A forged blank below a real
 // erasure of the namespace passes: the erasure's row does not say whose rows it took.
 // A replay or a lagging projection can write a blank row a batch before the row that

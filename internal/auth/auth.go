@@ -47,6 +47,10 @@ type Principal struct {
 	// session's.
 	ReadSessionID string
 	Name          string
+	// ReadUserRef is the read user's reference as the token's row keeps it (migration
+	// 156). It outlives the user's erasure, after which ReadUserID is ErasedUser, so
+	// what was the token's own user's (its erasure) is still told apart.
+	ReadUserRef string
 }
 
 // Actor is what the server stamps as a revision's actor.
@@ -295,9 +299,10 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	var p Principal
 	var readUser, readSession *string
 	var expiresAt *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, `+tokenUserSQL+`, name, expires_at, `+tokenSessionSQL+`
+	err := s.pool.QueryRow(ctx, `SELECT token_id, org, role, namespaces, `+tokenUserSQL+`, name, expires_at, `+tokenSessionSQL+`,
+			coalesce(read_user_id, '')
 		FROM loom.api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, sum[:]).
-		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt, &readSession)
+		Scan(&p.TokenID, &p.Org, &p.Role, &p.Namespaces, &readUser, &p.Name, &expiresAt, &readSession, &p.ReadUserRef)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}

@@ -137,12 +137,27 @@ func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time
 	return secret, info, nil
 }
 
+// notifySQL signals RevocationChannel; its payload (a token id, an erasure's) is for
+// whoever reads the channel by hand: every process empties its whole cache.
+const notifySQL = `SELECT pg_notify('` + RevocationChannel + `', $1)`
+
 func notifyRevoked(ctx context.Context, tx pgx.Tx, id string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify('`+RevocationChannel+`', $1)`, id); err != nil {
+	if _, err := tx.Exec(ctx, notifySQL, id); err != nil {
 		return fmt.Errorf("notify the revocation: %w", err)
 	}
 	return nil
 }
+
+// QueueForgetCached queues, in a transaction that changes what stored tokens open to
+// without touching their rows (an erasure deleting a user's name: the tokens bound to
+// the user authenticate as ErasedUser from then on), the notification on which every
+// process's FollowRevocations empties its cache once the transaction commits. why is
+// the payload. The committing process empties its own with ForgetCached.
+func QueueForgetCached(b *pgx.Batch, why string) { b.Queue(notifySQL, why) }
+
+// ForgetCached empties this process's token cache: every token is checked again at
+// its next request.
+func (s *Store) ForgetCached() { s.cache.Purge() }
 
 // FollowRevocations empties this process's token cache on every revocation any
 // process commits, until ctx ends. A lost LISTEN connection empties it too: what was

@@ -90,8 +90,9 @@ func eraseMutation(set tableset.Set, table string, fences []Fence, purge bool) c
 	return m
 }
 
-// auditScrub is what an erasure empties of an audit row it keeps (eraseMutation), and
-// auditHolds the rows that still hold any of it.
+// auditScrub is what an erasure empties of an audit row it keeps (eraseMutation), as a
+// redaction does of its versions' (scrubs), and auditHolds the rows that still hold any
+// of it.
 const (
 	auditScrub = "memory_key = '', content_sha256 = '', user_id = '', subject_salt = '', " +
 		"agent = if(chain_format >= 2, '', agent), session_id = if(chain_format >= 2, '', session_id)"
@@ -240,9 +241,15 @@ func RedactionOf(env *events.Envelope) (Redaction, bool) {
 // scrubs are, per table, what a redaction empties and the rows that still hold text.
 // History and current rows keep their place, marked redacted; search rows keep their
 // place (a row of the key replaces them by version) with no text, vector, tags or
-// content hash.
+// content hash; the versions' audit rows keep theirs with no subject.
 func scrubs() []struct{ table, set, holds string } {
 	return []struct{ table, set, holds string }{
+		// The audit subject goes whole, as an erasure scrubs it (eraseMutation): the
+		// content hash would confirm a guess of the text, and the subject commitment
+		// takes a blanked subject only whole (key, hash, user id and salt, the agent and
+		// session on a writer-format row); the redaction's own row, later in the chain,
+		// names the memory and so explains the blank (auditchain's noteBlank).
+		{"audit_log", auditScrub, auditHolds},
 		// The content hash goes too: it would confirm a guess of the text, and Postgres
 		// keeps none for a redacted row (its plain hash was sealed under the data key
 		// the redaction destroyed; a replay of its record opens nothing either).

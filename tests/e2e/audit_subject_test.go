@@ -188,3 +188,59 @@ func TestAReplayAfterARedactionVerifies(t *testing.T) {
 	}
 	verify("the replayed chain")
 }
+
+// A redaction scrubs the audit rows of the versions it redacts as an erasure scrubs
+// its scope's: key, content hash, user id, salt, agent and session all go, so no audit
+// row confirms a guess of the redacted value by its hash, and the chain still verifies
+// (the redaction's own row, later in the chain, explains the blank subjects). The
+// key's other versions keep theirs.
+func TestARedactionScrubsItsVersionsAuditSubjects(t *testing.T) {
+	ctx := context.Background()
+	_, c, org := env.SharedOrgAPI(t)
+	tc := c.Typed(t)
+	ns := testenv.Unique(t, "auditscrub")
+	pool, conn := env.PG(t), env.CH(t)
+	writer := client.Identity{UserID: "alice", Agent: "scout", SessionID: "s-alice"}
+	first, err := tc.Set(ctx, ns, "office", client.SetRequest{Value: "the office is in Leeds", Identity: writer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := tc.Set(ctx, ns, "office", client.SetRequest{Value: "the office is in York", Identity: writer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitProjected(t, pool, "main", org, ns)
+	type subject struct{ key, sha, user, salt, agent, session string }
+	subjectAt := func(seq int64) subject {
+		t.Helper()
+		var s subject
+		if err := conn.QueryRow(ctx, "SELECT memory_key, content_sha256, user_id, subject_salt, agent, session_id FROM loom.audit_log FINAL "+
+			"WHERE org = ? AND namespace = ? AND seq = ?", org, ns, uint64(seq)).Scan(&s.key, &s.sha, &s.user, &s.salt, &s.agent, &s.session); err != nil {
+			t.Fatalf("the audit row at seq %d: %v", seq, err)
+		}
+		return s
+	}
+	redactedSHA := subjectAt(first.Seq).sha
+	if redactedSHA == "" || subjectAt(second.Seq).key != "office" {
+		t.Fatalf("before the redaction the audit rows hold %+v and %+v, want their subjects", subjectAt(first.Seq), subjectAt(second.Seq))
+	}
+
+	if _, err := tc.Redact(ctx, ns, "office", client.RedactRequest{Version: first.VersionText, Identity: writer}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitProjected(t, pool, "main", org, ns)
+	if got := subjectAt(first.Seq); got != (subject{}) {
+		t.Errorf("the redacted version's audit row keeps %+v, want its subject scrubbed whole", got)
+	}
+	var holding uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM loom.audit_log FINAL WHERE org = ? AND namespace = ? AND content_sha256 = ?",
+		org, ns, redactedSHA).Scan(&holding); err != nil || holding != 0 {
+		t.Errorf("%d audit rows still hold the redacted value's content hash (%v)", holding, err)
+	}
+	if got := subjectAt(second.Seq); got.key != "office" || got.sha == "" || got.user != "alice" || got.salt == "" {
+		t.Errorf("the unredacted version's audit row lost its subject: %+v", got)
+	}
+	if _, err := auditchain.Verify(ctx, conn, pool, org, ns); err != nil {
+		t.Errorf("the chain after the redaction: %v", err)
+	}
+}

@@ -229,7 +229,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Opti
 		p.relayWake = outbox.NewWaker(p.PG, log)
 		p.Command = command.New(cfg.Command, cfg.Pipeline, p.PG, p.CH, p.Embedder, p.Metrics, log,
 			command.WithFaults(p.opts.commandFaults), command.WithModels(p.LLM), command.WithExtractionSteps(p.opts.extractionSteps), command.WithSearchIndex(p.Index()),
-			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys))
+			command.WithJudgementFloor(workers.JudgementFloor(cfg.Workers)), command.WithRelayWaker(p.relayWake), command.WithTracer(p.tracer()), command.WithKeys(p.Keys),
+			command.WithTokens(p.Tokens))
 		p.Workers = workers.New(p.Command, cfg.Workers, cfg.Pipeline, cfg.Command.Extraction, p.PG, p.Embedder, p.LLM, p.Metrics, log)
 		p.Workers.UseClickHouse(p.CH)
 		p.Knowledge = kcommand.New(kcommand.Config{Topic: cfg.Pipeline.Topic, EventSource: cfg.Pipeline.EventSource,
