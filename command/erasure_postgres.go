@@ -81,6 +81,14 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			namesErased = namesErased || counts[userNamesTable] > 0
 			fences[ns] = gen
 		}
+		if sg.Scope.Kind == scopeUserInOrg {
+			n, err := eraseUserName(ctx, tx, sg.Org, sg.Scope.UserID, sg.ID)
+			if err != nil {
+				return err
+			}
+			removed[userNamesTable] += n
+			namesErased = namesErased || n > 0
+		}
 		sg.Fences, sg.Removed = fences, removed
 		sg.Steps[stepPostgres] = s.now().UTC()
 		rawState, _ := json.Marshal(sg.state())

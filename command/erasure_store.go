@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,12 +59,30 @@ func queueEraseDerived(b *pgx.Batch, args []any, counts map[string]int64) {
 		"loom.learnings_supporters", "loom.learnings_queue",
 		// The user's sealed name, once nothing of the user's is left (migration 155).
 		userNamesTable} {
-		b.Queue(erasure.ScopeParams+` DELETE FROM `+table+` t USING p WHERE `+pgScope(table), args...).
+		b.Queue(scopedDelete(table), args...).
 			Exec(func(tag pgconn.CommandTag) error {
 				counts[table] = tag.RowsAffected()
 				return nil
 			})
 	}
+}
+
+// scopedDelete deletes a counted table's rows in an erasure's scope (args as
+// erasure.ScopeParams names them).
+func scopedDelete(table string) string {
+	return erasure.ScopeParams + ` DELETE FROM ` + table + ` t USING p WHERE ` + pgScope(table)
+}
+
+// eraseUserName deletes the user's sealed name when nothing of the user's is left in
+// the org: what a user's erasure across the org does when no namespace held the user
+// (a user known only from a token bound to them), so the tokens bound to the user
+// stop answering as the user.
+func eraseUserName(ctx context.Context, tx pgx.Tx, org, user, id string) (int64, error) {
+	tag, err := tx.Exec(ctx, scopedDelete(userNamesTable), org, "", user, int64(0), id)
+	if err != nil {
+		return 0, fmt.Errorf("delete the user's name: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // queueKnowledgeNamespacesOfUser queues the read of the namespaces where the user's

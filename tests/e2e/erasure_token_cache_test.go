@@ -62,3 +62,31 @@ func TestErasureEndsTheErasedUsersCachedToken(t *testing.T) {
 		t.Errorf("a write as the erased user on the other process: %d, want 403", status)
 	}
 }
+
+// A user known only from a token bound to them (no row names them) is erased too: the
+// erasure finds no namespace of theirs, and still takes their name, so the token stops
+// acting as the user.
+func TestErasingAUserWhoNeverWroteEndsTheirToken(t *testing.T) {
+	a, url := env.API(t, nil)
+	org, ns, user := testenv.Unique(t, "org"), testenv.Unique(t, "ghost"), "ghost"
+	admin := testenv.NewClient(url, env.Token(t, a, auth.NewToken{Org: org}))
+	bound := testenv.NewClient(url, env.Token(t, a, auth.NewToken{Org: org, Role: auth.RoleWriter, ReadUserID: user}))
+	readUser := func() any {
+		t.Helper()
+		r := bound.Do(t, http.MethodGet, "/v1/token", nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("the token's own description: %d %s", r.Status, r.Body)
+		}
+		return r.JSON(t)["read_user_id"]
+	}
+	if got := readUser(); got != user {
+		t.Fatalf("before the erasure the token reads as %v, want %s", got, user)
+	}
+	admin.Erase(t, map[string]any{"user_id": user})
+	if got := readUser(); got == user {
+		t.Errorf("after the erasure of %s, who never wrote, the token still reads as %s", user, user)
+	}
+	if status := bound.Put(t, ns, "after", map[string]any{"value": "a fact of " + user, "user_id": user}).Status; status != http.StatusForbidden {
+		t.Errorf("a write as the erased user: %d, want 403", status)
+	}
+}
