@@ -85,7 +85,7 @@ func (r *runner) replay(ctx context.Context) (*ScenarioResult, error) {
 	r.cpuRows(res, name, run.cpuBefore, run.cpuAfter, float64(records), "records")
 	rest.rows(res, name)
 	if mergeWait > 0 {
-		res.Rows = append(res.Rows, plainRow(name, "waited for ClickHouse's merges to finish before the bare read, s", round(mergeWait.Seconds(), 1)))
+		res.Rows = append(res.Rows, plainRow(name, "waited for ClickHouse's merges to finish before the bare read, s", round(mergeWait.Seconds(), 2)))
 		if settled.clickhouse >= 0 {
 			res.Rows = append(res.Rows, plainRow(name, "CPU s per s at rest, merges finished: ClickHouse", round(settled.clickhouse, 3)))
 		}
