@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/graph"
@@ -92,12 +93,37 @@ func keysPerRead(keys []string) [][]string {
 // rowLinksPerRead bounds the namespaces one read of loadRowLinks names.
 const rowLinksPerRead = 64
 
-// rowLinksIDsPerRead bounds the row ids one read of loadRowLinks names. The driver
-// binds them into the statement's text, 40 bytes each, and ClickHouse parses at most
-// max_query_size (256 KiB) of it: a batch of 10,000 rows of one namespace was refused
-// ("Max query size exceeded", code 62) at every attempt. 5,000 (200 kB) keeps a batch
-// of the default size in one read.
+// rowLinksIDsPerRead bounds the row ids one read of loadRowLinks names: the driver
+// binds them into the statement's text, and a batch of 10,000 rows of one namespace was
+// once refused ("Max query size exceeded", code 62) at every attempt.
 const rowLinksIDsPerRead = 5000
+
+// rowLinksWhere names a read's namespaces once, for the primary key, and its rows and
+// the seq each namespace's read stops below as arrays looked up by namespace: one
+// predicate, where a predicate per namespace OR-ed together cost ClickHouse 18.16 12 ms
+// of CPU to analyse at 32 namespaces against 4.6 (empty tables; 230 ms against 120 over
+// 200,000 rows, where each row was tested against every namespace's branch).
+const rowLinksWhere = `(org, namespace) IN (?) AND has(?, concat(org, '\x1F', namespace, '\x1F', toString(memory_id)))
+	AND seq < arrayElement(?, indexOf(?, concat(org, '\x1F', namespace)))`
+
+// rowLinksRead is what one read of loadRowLinks names: namespaces, the seq each reads
+// below, and their rows (org, namespace and memory id joined by keySep).
+type rowLinksRead struct {
+	spaces  []clickhouse.GroupSet
+	names   []string
+	cutoffs []uint64
+	rows    []string
+}
+
+func (r *rowLinksRead) add(k nsKey, cutoff uint64, ids []string) {
+	name := k.org + keySep + k.namespace
+	r.spaces = append(r.spaces, clickhouse.GroupSet{Value: []any{k.org, k.namespace}})
+	r.names = append(r.names, name)
+	r.cutoffs = append(r.cutoffs, cutoff)
+	for _, id := range ids {
+		r.rows = append(r.rows, name+keySep+id)
+	}
+}
 
 // loadRowLinks reads, for every namespace of a batch at once, the links its records'
 // rows hold as of just before its first record (the fact links and the edge links),
@@ -111,31 +137,29 @@ func loadRowLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, keys []n
 	for _, k := range keys {
 		out[k] = &stateLoader{st: graph.NewState(), set: set}
 	}
-	var preds []string
-	var args []any
-	ids := 0
+	var next rowLinksRead
 	read := func() error {
-		if len(preds) == 0 {
+		if len(next.names) == 0 {
 			return nil
 		}
-		where, bound := strings.Join(preds, " OR "), args
-		preds, args, ids = nil, nil, 0
+		r := next
+		next = rowLinksRead{}
+		args := []any{r.spaces, r.rows, r.cutoffs, r.names}
 		return all(
-			func() error { return readRowTripleLinks(ctx, conn, set, where, bound, out) },
-			func() error { return readRowEdgeLinks(ctx, conn, set, where, bound, out) },
+			func() error { return readRowTripleLinks(ctx, conn, set, rowLinksWhere, args, out) },
+			func() error { return readRowEdgeLinks(ctx, conn, set, rowLinksWhere, args, out) },
 		)
 	}
 	for _, k := range keys {
 		for rows := graph.RowIDs(recs[k]); len(rows) > 0; {
-			if len(preds) == rowLinksPerRead || ids == rowLinksIDsPerRead {
+			if len(next.names) == rowLinksPerRead || len(next.rows) == rowLinksIDsPerRead {
 				if err := read(); err != nil {
 					return nil, err
 				}
 			}
-			n := min(len(rows), rowLinksIDsPerRead-ids)
-			preds = append(preds, "(org = ? AND namespace = ? AND seq < ? AND has(?, toString(memory_id)))")
-			args = append(args, k.org, k.namespace, recs[k][0].Seq, rows[:n])
-			ids, rows = ids+n, rows[n:]
+			n := min(len(rows), rowLinksIDsPerRead-len(next.rows))
+			next.add(k, recs[k][0].Seq, rows[:n])
+			rows = rows[n:]
 		}
 	}
 	if err := read(); err != nil {

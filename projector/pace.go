@@ -9,7 +9,7 @@ import "time"
 //
 // A topic that keeps the projection busy (records were already waiting when it polled,
 // or the pace held the batch back) while it keeps up (the batch was not full) is paced
-// at busy instead: the saved tokens still go out at once, then one a busy interval.
+// at busy instead: the saved tokens are given up, and one comes a busy interval.
 // The stretch lasts while records keep coming: a full batch (a backlog, caught up at
 // interval's pace) ends it, and so does a poll that waited a busy interval or more for
 // a batch's first record (the topic paused; a shorter wait, a write loop stalled a few
@@ -88,6 +88,12 @@ func (p *pacer) batched(now time.Time, held bool, waited time.Duration, full boo
 	p.refill(now)
 	busy := held || waited < waitedPoll
 	p.stretched = !full && waited < max(p.busy, p.interval) && (busy || p.stretched)
+	if p.stretched && p.busy > p.interval {
+		// The batches a second saved up are for a write now and then; spent at the start
+		// of a steady load they were tiny parts back to back (four in a load's first
+		// second, each a part per table and its merges).
+		p.tokens = min(p.tokens, 0)
+	}
 }
 
 // waitedPoll is how long a poll blocks at least when no record was waiting: a shorter

@@ -137,3 +137,28 @@ func TestPacerAWaitingReadEndsTheStretchButNotThePace(t *testing.T) {
 		t.Fatalf("a read waits right after a batch: delay %s, want one interval", d)
 	}
 }
+
+// A steady load that starts on an idle projection stretches the pace at its second
+// batch: the third waits the busy interval, not the second's worth of batches saved
+// up for a write now and then (four tiny parts per table in the load's first second).
+func TestPacerGivesUpItsSavedBatchesWhenASteadyLoadStretchesIt(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newPacer(250*time.Millisecond, time.Second, t0)
+	p.take(t0)
+	p.batched(t0, false, time.Second, false) // the load's first write: the poll waited for it
+	now := t0.Add(50 * time.Millisecond)
+	if d := p.delay(now); d != 0 {
+		t.Fatalf("second batch: delay %s, want none (a token saved)", d)
+	}
+	p.take(now)
+	p.batched(now, false, 0, false) // records were waiting: the load is steady
+	if d := p.delay(now); d != time.Second {
+		t.Fatalf("third batch of a steady load: delay %s, want the busy interval", d)
+	}
+	// A pause of the busy interval ends the stretch and saves a token: a lone write
+	// after it goes at once.
+	now = now.Add(time.Second)
+	if d := p.delay(now); d != 0 {
+		t.Fatalf("a write after a pause of the busy interval: delay %s", d)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -55,7 +56,13 @@ func (k *Kafka) Start(_ context.Context) error {
 	if len(k.topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(parts, k.topics...))
 	}
-	c, err := kfake.NewCluster(opts...)
+	// The broker's goroutines carry a profile label, so a CPU profile of a process
+	// that embeds it tells its share from the roles' (`loomd dev`, `loomd bench`).
+	var c *kfake.Cluster
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("role", "kafka broker"), func(context.Context) {
+		c, err = kfake.NewCluster(opts...)
+	})
 	if err != nil {
 		if k.port != 0 {
 			return fmt.Errorf("start Kafka (kfake) on 127.0.0.1:%d (is another Kafka or loomd dev using the port?): %w", k.port, err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,9 +330,12 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn(roleCtx); err != nil && roleCtx.Err() == nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
-			}
+			// Labelled with its name, so a CPU profile (LOOM_PPROF_ADDR) splits by role.
+			pprof.Do(roleCtx, pprof.Labels("role", name), func(ctx context.Context) {
+				if err := fn(ctx); err != nil && roleCtx.Err() == nil {
+					errs <- fmt.Errorf("%s: %w", name, err)
+				}
+			})
 		}()
 	}
 	// Every process authenticates (the operator routes at least), so every one
@@ -358,7 +362,9 @@ func (p *Process) Run(ctx context.Context, ln net.Listener) error {
 	var conns *unusedConns
 	if ln != nil {
 		conns = newUnusedConns(ln)
-		go func() { serveErr <- p.HTTP.Listener(conns) }()
+		go func() {
+			pprof.Do(ctx, pprof.Labels("role", "http"), func(context.Context) { serveErr <- p.HTTP.Listener(conns) })
+		}()
 	}
 	var err error
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -51,6 +52,8 @@ func (r *runner) closedLoop(ctx context.Context, label string, conc int, d time.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The load's own CPU shows apart from the process's roles in a profile.
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("role", "bench client")))
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				mu.Lock()
 				i := next
