@@ -412,6 +412,7 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 	if len(list) == 0 {
 		return nil
 	}
+	runtime.KeepAlive(s.warmHits(list))
 	out := make([]Hit, len(list))
 	for i, sc := range list {
 		d := &s.docs[sc.slot]
@@ -420,6 +421,25 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 			MemoryType: s.names.name(c.memType), Score: sc.score, Coverage: coverage[sc.slot]}
 	}
 	return out
+}
+
+// warmHits reads what hits builds of each hit (its card, its document's key, hash and
+// the key's bytes) in tight loops whose loads do not wait for each other, and returns
+// what it read (for runtime.KeepAlive). Built one after the other, each hit's card and
+// document were misses that waited for the hit before: a leg's hits lie scattered over
+// the namespace's arrays.
+func (s *space) warmHits(list []scored) uint32 {
+	var sum uint32
+	for _, sc := range list {
+		d := &s.docs[sc.slot]
+		sum += s.cards[sc.slot].agent + uint32(len(d.key)) + uint32(d.sha[31])
+	}
+	for _, sc := range list {
+		if k := s.docs[sc.slot].key; k != "" {
+			sum += uint32(k[0])
+		}
+	}
+	return sum
 }
 
 // search runs every leg of q over one pass of its filter.
