@@ -1,6 +1,7 @@
-// Package corpus reads the conversation corpus (tests/quality/conversations.json,
-// written by tests/quality/genconv): the quality suite measures search over it and
-// `loomd bench --scenario conversations` times it, both from this one decoding.
+// Package corpus holds the corpora more than one measurement draws on: the conversation
+// corpus (tests/quality/conversations.json, written by tests/quality/genconv), which the
+// quality suite measures search over and `loomd bench --scenario conversations` times,
+// both from this one decoding; and the made-up vocabulary of the bench's values (Words).
 package corpus
 
 import (

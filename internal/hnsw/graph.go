@@ -126,29 +126,29 @@ func (h *candHeap) pop() Cand {
 func (h *candHeap) len() int   { return len(h.items) }
 func (h *candHeap) peek() Cand { return h.items[0] }
 
-// visitSet marks visited nodes with an epoch, so it is cleared in O(1).
+// visitSet marks visited nodes, a bit a node. A walk marks a few thousand nodes
+// scattered over the graph: a bit each keeps the set in the cache (12.5 KB at 100,000
+// nodes), where an epoch a node (400 KB) was a cache miss of its own for most nodes
+// a walk scored; clearing the bits is the price, a few hundred nanoseconds a walk.
 type visitSet struct {
-	marks []uint32
-	epoch uint32
+	words []uint64
 }
 
 func (v *visitSet) reset(n int) {
-	if len(v.marks) < n {
-		v.marks = make([]uint32, n)
-		v.epoch = 0
+	words := (n + 63) / 64
+	if len(v.words) < words {
+		v.words = make([]uint64, words)
+		return
 	}
-	v.epoch++
-	if v.epoch == 0 {
-		clear(v.marks)
-		v.epoch = 1
-	}
+	clear(v.words[:words])
 }
 
 func (v *visitSet) visit(n uint32) bool {
-	if v.marks[n] == v.epoch {
+	w, bit := &v.words[n>>6], uint64(1)<<(n&63)
+	if *w&bit != 0 {
 		return false
 	}
-	v.marks[n] = v.epoch
+	*w |= bit
 	return true
 }
 
@@ -172,7 +172,6 @@ func (g *Graph) searcher(sim func(uint32) float32) *searcher {
 	if v == nil {
 		v = &visitSet{}
 	}
-	v.reset(g.Nodes())
 	return &searcher{g: g, sim: sim, visits: v, cands: candHeap{max: true}}
 }
 

@@ -318,7 +318,7 @@ func readSpace(d *decoder, now int64) *space {
 		return s
 	}
 	n := d.count(16)
-	s.docs, s.cards, s.gens = make([]doc, n), make([]card, n), make([]uint32, n)
+	s.docs, s.cards, s.gens = make([]doc, n), make([]card, n), make([]slotGen, n)
 	for slot := int32(0); int(slot) < n && d.err == nil; slot++ {
 		if !r.doc(slot) {
 			return s

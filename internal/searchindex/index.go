@@ -336,7 +336,7 @@ const (
 // bytes estimates what the namespace's structures hold, spare capacity included.
 func (s *space) bytes() int64 {
 	b := int64(unsafe.Sizeof(space{}))
-	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + 4*int64(cap(s.gens)) + 4*s.words + s.keyB + 4*int64(cap(s.free))
+	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + int64(cap(s.gens))*int64(unsafe.Sizeof(slotGen{})) + 4*s.words + s.keyB + 4*int64(cap(s.free))
 	b += int64(len(s.byKey)) * mapEntryBytes
 	b += s.names.size() + s.lexicon.size()
 	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post)+cap(s.keyPost))*24

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	benchcorpus "github.com/loomplane/loom/internal/corpus"
 	"github.com/loomplane/loom/internal/embed"
 )
 
@@ -24,15 +25,7 @@ import (
 //	go test ./internal/searchindex -run '^$' -bench HeapPerMemory -benchtime 1x
 func BenchmarkHeapPerMemory(b *testing.B) {
 	const n = 100_000
-	syll := []string{"ka", "lo", "mi", "ru", "te", "zan", "pol", "dre", "vu", "sho", "ne", "gri", "ta", "bel", "quo", "fi"}
-	var words []string
-	for _, a := range syll {
-		for _, c := range syll {
-			for _, d := range syll[:8] {
-				words = append(words, a+c+d)
-			}
-		}
-	}
+	words := benchcorpus.Words
 	for b.Loop() {
 		rng := rand.New(rand.NewSource(1))
 		heap := func() int64 {

@@ -138,21 +138,27 @@ func (s *space) rank(out []scored) {
 	}
 }
 
-// rankTies orders tied hits by identity, each looked up once.
+// rankTies orders tied hits by identity. Names are interned, so two hits of one agent
+// (user, session) hold the same number, and the names are looked up and compared only
+// where the numbers differ: the tied hits of one leg are mostly of one agent, user and
+// session, and differ by key alone.
 func (s *space) rankTies(tied []scored) {
 	items := make([]rankItem, len(tied))
 	for i, sc := range tied {
 		c := &s.cards[sc.slot]
-		n := &s.names
-		items[i] = rankItem{scored: sc, id: [4]string{n.name(c.agent), n.name(c.user), n.name(c.session), s.docs[sc.slot].key}}
+		items[i] = rankItem{scored: sc, names: [3]uint32{c.agent, c.user, c.session}, key: s.docs[sc.slot].key}
 	}
+	n := &s.names
 	slices.SortFunc(items, func(a, b rankItem) int {
-		for i := range a.id {
-			if c := strings.Compare(a.id[i], b.id[i]); c != 0 {
+		for i := range a.names {
+			if a.names[i] == b.names[i] {
+				continue
+			}
+			if c := strings.Compare(n.name(a.names[i]), n.name(b.names[i])); c != 0 {
 				return c
 			}
 		}
-		return 0
+		return strings.Compare(a.key, b.key)
 	})
 	for i := range items {
 		tied[i] = items[i].scored
@@ -161,7 +167,8 @@ func (s *space) rankTies(tied []scored) {
 
 type rankItem struct {
 	scored
-	id [4]string
+	names [3]uint32 // agent, user, session
+	key   string
 }
 
 // chunks ranks the documents by their best window's similarity to q.
@@ -248,10 +255,14 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 			c, idf := &curs[i], idfs[i]
 			for ; c.at < len(c.list) && c.list[c.at].slot < base+window; c.at++ {
 				p := c.list[c.at]
-				if !e.has(p.slot) || !s.current(p) {
+				if !e.has(p.slot) {
 					continue
 				}
-				tf, dl := float64(p.tf), float64(s.cards[p.slot].docLen)
+				g := s.gens[p.slot]
+				if g.live != uint32(p.gen)|1<<16 {
+					continue // s.current, with the length read beside it
+				}
+				tf, dl := float64(p.tf), float64(g.docLen)
 				at := p.slot - base
 				if acc[at] == 0 {
 					touched = append(touched, uint16(at))
@@ -401,6 +412,7 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 	if len(list) == 0 {
 		return nil
 	}
+	runtime.KeepAlive(s.warmHits(list))
 	out := make([]Hit, len(list))
 	for i, sc := range list {
 		d := &s.docs[sc.slot]
@@ -409,6 +421,25 @@ func (s *space) hits(list []scored, coverage map[uint32]float64) []Hit {
 			MemoryType: s.names.name(c.memType), Score: sc.score, Coverage: coverage[sc.slot]}
 	}
 	return out
+}
+
+// warmHits reads what hits builds of each hit (its card, its document's key, hash and
+// the key's bytes) in tight loops whose loads do not wait for each other, and returns
+// what it read (for runtime.KeepAlive). Built one after the other, each hit's card and
+// document were misses that waited for the hit before: a leg's hits lie scattered over
+// the namespace's arrays.
+func (s *space) warmHits(list []scored) uint32 {
+	var sum uint32
+	for _, sc := range list {
+		d := &s.docs[sc.slot]
+		sum += s.cards[sc.slot].agent + uint32(len(d.key)) + uint32(d.sha[31])
+	}
+	for _, sc := range list {
+		if k := s.docs[sc.slot].key; k != "" {
+			sum += uint32(k[0])
+		}
+	}
+	return sum
 }
 
 // search runs every leg of q over one pass of its filter.

@@ -76,7 +76,16 @@ func (s *space) setGen(slot int32) {
 	if c.has(flagContent) {
 		live |= 1 << 16
 	}
-	s.gens[slot] = live
+	s.gens[slot] = slotGen{live: live, docLen: c.docLen}
+}
+
+// slotGen is what the lexical leg reads of a document for each of its postings: its
+// generation and content bit (current), and its length. Beside each other, a posting
+// costs one cache miss, where reading the length from the document's card was a
+// second (48-byte cards, 4.8 MB at 100,000 documents).
+type slotGen struct {
+	live   uint32 // the generation, and bit 16 when the document holds content
+	docLen uint32
 }
 
 // posting is one document's entry in a term's list. A list lies in slot order (a
@@ -210,8 +219,8 @@ type space struct {
 	lastUsed  atomic.Int64 // Unix nanoseconds of the last query, or of creation
 
 	docs    []doc
-	cards   []card   // parallel to docs
-	gens    []uint32 // parallel to docs: gen, and 1<<16 when content is held (what a posting is checked against)
+	cards   []card    // parallel to docs
+	gens    []slotGen // parallel to docs: gen, and 1<<16 when content is held (what a posting is checked against), and the length
 	free    []uint32
 	entries int
 	byKey   map[string]int32
@@ -265,7 +274,7 @@ func (s *space) alloc(key string) int32 {
 	} else {
 		s.docs = append(s.docs, doc{})
 		s.cards = append(s.cards, card{})
-		s.gens = append(s.gens, 0)
+		s.gens = append(s.gens, slotGen{})
 		slot = int32(len(s.docs) - 1)
 	}
 	d := &s.docs[slot]
@@ -368,7 +377,7 @@ func (s *space) bumpGen(slot int32) {
 	s.setGen(slot)
 }
 
-func (s *space) current(p posting) bool { return s.gens[p.slot] == uint32(p.gen)|1<<16 }
+func (s *space) current(p posting) bool { return s.gens[p.slot].live == uint32(p.gen)|1<<16 }
 
 // compactPostings drops every stale posting.
 func (s *space) compactPostings() {
