@@ -517,10 +517,10 @@ func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st
 	return nil
 }
 
-// queueHeadLocks queues a lock of every row's head, in identity order, and returns
-// the versions they read (0 when the key has none), filled when the batch is sent.
-// They run after the generation advance, so every commit of the namespace is already
-// serialised and no two take head locks in another order.
+// queueHeadLocks queues a lock of every row's head, in identity order, in one
+// statement, and returns the versions they read (0 when the key has none), filled when
+// the batch is sent. They run after the generation advance, so every commit of the
+// namespace is already serialised and no two take head locks in another order.
 func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 	order := make([]int, len(rows))
 	for i := range order {
@@ -530,8 +530,12 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 		return heads.IdentityKey(rows[order[a]].row.Identity) < heads.IdentityKey(rows[order[b]].row.Identity)
 	})
 	versions, seqs = make([]int64, len(rows)), make([]int64, len(rows))
-	for _, i := range order {
-		heads.QueueLock(b, rows[i].row.Identity, &versions[i], &seqs[i])
+	ids, versionsOf, seqsOf := make([]memrow.Identity, len(rows)), make([]*int64, len(rows)), make([]*int64, len(rows))
+	for j, i := range order {
+		ids[j], versionsOf[j], seqsOf[j] = rows[i].row.Identity, &versions[i], &seqs[i]
+	}
+	if len(ids) > 0 {
+		heads.QueueLocks(b, ids, versionsOf, seqsOf)
 	}
 	return versions, seqs
 }
