@@ -15,6 +15,39 @@ import (
 // The write side's statements of loom.memory_current: the commit's write of a head and
 // a redaction's scrub, an erasure's delete. Every read of the table is internal/heads'.
 
+// queueContentKey queues the making of the key of a row's scope (org, namespace, user)
+// that keys its content hash, unless the scope has one: queued before the row's
+// writes, which hash under it (loom.content_hash, migration 101).
+func queueContentKey(b *pgx.Batch, row *memrow.Row, key []byte) {
+	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key) VALUES ($1, $2, loom.named_user($1, $3), $4) ON CONFLICT DO NOTHING`,
+		row.Org, row.Namespace, row.UserID, key)
+}
+
+// keyedContentSQL is the stored content hash of a row being written: its plain digest
+// ($sha) keyed under its scope's key (org $1, namespace $2, user $4).
+func keyedContentSQL(sha string) string {
+	return `loom.content_hash($1, $2, (SELECT loom.user_ref($1, $4)), ` + sha + `)`
+}
+
+// queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
+// hash keyed under its scope's key; its key, agent and session by their references
+// (migrations 171, 173), computed with the org's key unwrapped once.
+func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
+	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed, expires_at)
+		SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12
+		FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w
+		`+headUpsert,
+		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
+		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
+}
+
+// headUpsert is the head write's update of a key that has a head.
+const headUpsert = `ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
+			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
+			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
+			expires_at = EXCLUDED.expires_at, updated_at = now()`
+
 // queueContentKeys queues, in one statement, the making of the key of each row's scope
 // (org, namespace, user) that keys its content hash, unless the scope has one: queued
 // before the rows' writes, which hash under it (loom.content_hash, migration 101). keys
@@ -55,10 +88,7 @@ func queueHeadWrites(b *pgx.Batch, rows []*memrow.Row, recs []*record) {
 				$10::text[], $11::text[], $12::timestamptz[], $13::bytea[])
 			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed),
 			LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w
-		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
-			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
-			expires_at = EXCLUDED.expires_at, updated_at = now()`,
+		`+headUpsert,
 		orgs, namespaces, agents, users, sessions, keys, ids, versions, seqs, shas, payloads, expires, sealed)
 }
 

@@ -75,6 +75,29 @@ func scanGap(rows pgx.Rows, ring *kek.Ring, unnamed *heads.Unnamed, org string) 
 	return gap, nil
 }
 
+// queueRevision queues the journal's row of a revision, sealed at rest (rec); its
+// content hash, and its audit's, keyed under its scope's key. It is queued after the
+// write of the row's head (queueInsert), whose keyed hash it takes: the same digest in
+// the same scope, computed once per row rather than twice (loom.content_hash opens the
+// scope's key and runs two HMACs in plpgsql).
+func queueRevision(b *pgx.Batch, p *pending, rec *record) {
+	row := p.row
+	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+			memory_id, version, content_sha256, status, row, audit, sealed)
+		SELECT $1, $2, $3, $4, $5, w.r[2], loom.named_user($1, $7), w.r[3], w.r[1], $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
+		FROM (SELECT loom.writer_refs($1, $9, $6, $8) AS r OFFSET 0) w, LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = w.r[2] AND c.user_id = (SELECT loom.user_ref($1, $7)) AND c.session_id = w.r[3]
+			  AND c.memory_key = w.r[1]) AS sha) h`,
+		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
+		row.MemoryID, row.Version, string(row.Status), rec.payload, rec.audit, rec.sealed)
+}
+
+// queueRevisionKey queues the data key that seals a revision on the topic.
+func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
+	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key) VALUES ($1, $2, $3, $4)`,
+		row.Org, row.Namespace, row.Seq, dataKey)
+}
+
 // queueRevisions queues, in one statement, the journal's row of each revision, sealed
 // at rest (its record); its content hash, and its audit's, keyed under its scope's key.
 // It is queued after the write of the rows' heads (queueWrites), whose keyed hash it

@@ -424,7 +424,12 @@ func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey [
 			ps, rows, recs = append(ps, pr), append(rows, pr.row), append(recs, rec)
 		}
 	}
-	if len(recs) == 0 {
+	switch len(recs) {
+	case 0:
+		return nil
+	case 1:
+		// Most commits are one row: its statements keep their one-row plans.
+		s.queueInsert(b, ps[0], recs[0])
 		return nil
 	}
 	contentKeys, dataKeys := make([][]byte, len(recs)), make([][]byte, len(recs))
@@ -632,6 +637,18 @@ func (plan *commitPlan) notedOn(p *pending) *events.AuditNote {
 	}
 	n.SetMembers(ids)
 	return &n
+}
+
+// queueInsert queues the writes of one row: its head, its revision, its data key and
+// its outbox record, which references the revision (encodeReference).
+func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
+	row := p.row
+	queueContentKey(b, row, rec.contentKey)
+	queueHeadWrite(b, row, rec)
+	queueRevision(b, p, rec)
+	queueRevisionKey(b, row, rec.dataKey)
+	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
+		Key: rec.key, Headers: rec.headers, Value: rec.value, Vectors: rec.vectors})
 }
 
 // queueNamespaceDeleted queues, when a plan asks (liveNamespace), the read of whether
