@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,12 +37,59 @@ func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
 			content_sha256, row, sealed, expires_at)
 		SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12
 		FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w
-		ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
-			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
-			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
-			expires_at = EXCLUDED.expires_at, updated_at = now()`,
+		`+headUpsert,
 		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
 		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
+}
+
+// headUpsert is the head write's update of a key that has a head.
+const headUpsert = `ON CONFLICT (org, namespace, agent, user_id, session_id, memory_key) DO UPDATE SET
+			memory_id = EXCLUDED.memory_id, version = EXCLUDED.version, seq = EXCLUDED.seq,
+			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
+			expires_at = EXCLUDED.expires_at, updated_at = now()`
+
+// queueContentKeys queues, in one statement, the making of the key of each row's scope
+// (org, namespace, user) that keys its content hash, unless the scope has one: queued
+// before the rows' writes, which hash under it (loom.content_hash, migration 101). keys
+// are the fresh keys, one a row; of rows of one scope, the first's is kept.
+func queueContentKeys(b *pgx.Batch, rows []*memrow.Row, keys [][]byte) {
+	orgs, namespaces, users := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		orgs[i], namespaces[i], users[i] = r.Org, r.Namespace, r.UserID
+	}
+	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key)
+		SELECT t.org, t.namespace, loom.named_user(t.org, t.user_id), t.key
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS t(org, namespace, user_id, key)
+		ON CONFLICT DO NOTHING`,
+		orgs, namespaces, users, keys)
+}
+
+// queueHeadWrites queues, in one statement, the write of each row's head, sealed at rest
+// (its record); its content hash keyed under its scope's key; its key, agent and
+// session by their references (migrations 171, 173), computed with the org's key
+// unwrapped once a row. The rows are of distinct identities (a commit writes a head once).
+func queueHeadWrites(b *pgx.Batch, rows []*memrow.Row, recs []*record) {
+	n := len(rows)
+	orgs, namespaces, agents, users, sessions, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ids, shas, payloads := make([]string, n), make([]string, n), make([]string, n)
+	versions, seqs := make([]int64, n), make([]int64, n)
+	expires := make([]*time.Time, n)
+	sealed := make([][]byte, n)
+	for i, r := range rows {
+		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey
+		ids[i], versions[i], seqs[i], shas[i] = r.MemoryID, r.Version, r.Seq, r.ContentSHA256
+		payloads[i], expires[i], sealed[i] = string(recs[i].payload), r.ExpiresAt, recs[i].sealed
+	}
+	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
+			content_sha256, row, sealed, expires_at)
+		SELECT t.org, t.namespace, w.r[2], loom.named_user(t.org, t.user_id), w.r[3], w.r[1], t.memory_id::uuid, t.version, t.seq,
+			loom.content_hash(t.org, t.namespace, (SELECT loom.user_ref(t.org, t.user_id)), t.sha), t.row::jsonb, t.sealed, t.expires_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[],
+				$10::text[], $11::text[], $12::timestamptz[], $13::bytea[])
+			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed),
+			LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w
+		`+headUpsert,
+		orgs, namespaces, agents, users, sessions, keys, ids, versions, seqs, shas, payloads, expires, sealed)
 }
 
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its

@@ -98,6 +98,50 @@ func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
 		row.Org, row.Namespace, row.Seq, dataKey)
 }
 
+// queueRevisions queues, in one statement, the journal's row of each revision, sealed
+// at rest (its record); its content hash, and its audit's, keyed under its scope's key.
+// It is queued after the write of the rows' heads (queueWrites), whose keyed hash it
+// takes: the same digest in the same scope, computed once per row rather than twice
+// (loom.content_hash opens the scope's key and runs two HMACs in plpgsql).
+func queueRevisions(b *pgx.Batch, ps []*pending, recs []*record) {
+	n := len(ps)
+	orgs, namespaces, eventTypes, ops, agents, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	sessions, keys, ids, statuses, payloads, audits := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs, versions := make([]int64, n), make([]int64, n)
+	sealed := make([][]byte, n)
+	for i, p := range ps {
+		r := p.row
+		orgs[i], namespaces[i], seqs[i], eventTypes[i], ops[i] = r.Org, r.Namespace, r.Seq, string(p.event), p.op
+		agents[i], users[i], sessions[i], keys[i] = r.Agent, r.UserID, r.SessionID, r.MemoryKey
+		ids[i], versions[i], statuses[i] = r.MemoryID, r.Version, string(r.Status)
+		payloads[i], audits[i], sealed[i] = string(recs[i].payload), string(recs[i].audit), recs[i].sealed
+	}
+	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
+			memory_id, version, content_sha256, status, row, audit, sealed)
+		SELECT t.org, t.namespace, t.seq, t.event_type, t.op, w.r[2], loom.named_user(t.org, t.user_id), w.r[3], w.r[1],
+			t.memory_id::uuid, t.version, h.sha, t.status, t.row::jsonb, t.audit::jsonb || jsonb_build_object('content_sha256', h.sha), t.sealed
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+				$10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bytea[])
+			AS t(org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key, memory_id, version, status, row, audit, sealed),
+			LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w,
+			LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
+				WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = w.r[2] AND c.user_id = (SELECT loom.user_ref(t.org, t.user_id))
+				  AND c.session_id = w.r[3] AND c.memory_key = w.r[1]) AS sha) h`,
+		orgs, namespaces, seqs, eventTypes, ops, agents, users, sessions, keys, ids, versions, statuses, payloads, audits, sealed)
+}
+
+// queueRevisionKeys queues, in one statement, the data keys that seal revisions on the
+// topic, one a row.
+func queueRevisionKeys(b *pgx.Batch, rows []*memrow.Row, dataKeys [][]byte) {
+	orgs, namespaces, seqs := make([]string, len(rows)), make([]string, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		orgs[i], namespaces[i], seqs[i] = r.Org, r.Namespace, r.Seq
+	}
+	b.Queue(`INSERT INTO loom.revision_keys (org, namespace, seq, data_key)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])`,
+		orgs, namespaces, seqs, dataKeys)
+}
+
 // versionBefore is the newest version of a key's journal below version, 0 when none.
 func versionBefore(ctx context.Context, tx pgx.Tx, id memrow.Identity, version int64) (int64, error) {
 	var prev int64

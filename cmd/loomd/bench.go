@@ -101,6 +101,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	bulkEntries := fs.Int("bulk-entries", def.BulkEntries, "entries of one memory.bulk_set in the bulk scenario (at most 1000)")
 	replayRevisions := fs.Int("replay-revisions", def.ReplayRevisions, "the fewest revisions the replay scenario replays (it writes the shortfall first)")
 	peerSizes := fs.String("peer-sizes", joinInts(def.PeerSizes), "memories at which the peers scenario searches Loom, mem0 and chromem-go, comma separated (it adds up to the largest)")
+	peersLoomOnly := fs.Bool("peers-loom-only", false, "the peers scenario runs Loom alone, without mem0 and chromem-go (its rows then have no baseline)")
 	knowledgeDocs := fs.Int("knowledge-docs", def.KnowledgeDocs, "documents the knowledge scenario ingests and searches (about 3.6 chunks each: 28000 for 100k chunks)")
 	passes := fs.String("passes", "", "the passes scenario's single-pass cases, comma separated (default: every pass; the case with all of them at once always runs)")
 	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
@@ -110,7 +111,7 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 		return benchFlags{}, err
 	}
 	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
-		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, SearchIndexOnly: *searchIndexOnly, Progress: os.Stderr, Statements: *statements}
+		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, SearchIndexOnly: *searchIndexOnly, PeersLoomOnly: *peersLoomOnly, Progress: os.Stderr, Statements: *statements}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}

@@ -57,6 +57,30 @@ func Queue(b *pgx.Batch, rec Record) {
 		rec.Org, rec.Namespace, rec.Seq, rec.Topic, rec.Key, rec.Headers, rec.Value, rec.Vectors)
 }
 
+// QueueMany queues the insert of recs on b in one statement, inside the transaction
+// that commits their seqs: their ids are drawn in recs' order, which the relay
+// publishes in.
+func QueueMany(b *pgx.Batch, recs []Record) {
+	if len(recs) == 1 {
+		Queue(b, recs[0])
+		return
+	}
+	n := len(recs)
+	orgs, namespaces, topics, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs := make([]int64, n)
+	keys, values, vectors := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i, r := range recs {
+		orgs[i], namespaces[i], seqs[i], topics[i] = r.Org, r.Namespace, r.Seq, r.Topic
+		keys[i], headers[i], values[i], vectors[i] = r.Key, string(r.Headers), r.Value, r.Vectors
+	}
+	b.Queue(`INSERT INTO loom.outbox (org, namespace, seq, topic, record_key, headers, value, vectors)
+		SELECT t.org, t.namespace, t.seq, t.topic, t.record_key, t.headers::jsonb, t.value, t.vectors
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::bytea[], $8::bytea[])
+			WITH ORDINALITY AS t(org, namespace, seq, topic, record_key, headers, value, vectors, ord)
+		ORDER BY t.ord`,
+		orgs, namespaces, seqs, topics, keys, headers, values, vectors)
+}
+
 // QueueNotify queues the NOTIFY that wakes the relay once the transaction commits.
 func QueueNotify(b *pgx.Batch) {
 	b.Queue(`SELECT pg_notify('` + Channel + `', '')`)

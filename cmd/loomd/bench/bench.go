@@ -54,6 +54,9 @@ type Options struct {
 	// PeerSizes are the memory counts at which the peers scenario searches each system
 	// (it adds up to the largest, one at a time).
 	PeerSizes []int
+	// PeersLoomOnly: the peers scenario runs Loom alone, without mem0 and chromem-go (a
+	// measurement of Loom's adds and searches; its rows then have no baseline).
+	PeersLoomOnly bool
 	// KnowledgeDocs is how many documents the knowledge scenario ingests and searches
 	// (a fifth each of text, Markdown, HTML, CSV and PDF; about 3.6 chunks each).
 	KnowledgeDocs int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -153,14 +154,19 @@ func (r *runner) peers(ctx context.Context) (*ScenarioResult, error) {
 		name string
 		run  func(context.Context) (*peerRun, error)
 	}
-	var runs []*peerRun
-	for _, s := range []system{
+	systems := []system{
 		{"Loom", func(ctx context.Context) (*peerRun, error) { return r.peerLoom(ctx, embedder.URL, corpus, checkpoints) }},
 		{"mem0", func(ctx context.Context) (*peerRun, error) { return r.peerMem0(ctx, embedder.URL, corpus, checkpoints) }},
 		{"chromem-go", func(ctx context.Context) (*peerRun, error) {
 			return peerChromem(ctx, embedder.URL, corpus, checkpoints)
 		}},
-	} {
+	}
+	if r.opts.PeersLoomOnly {
+		systems = systems[:1]
+		res.Baseline = "none: Loom alone (--peers-loom-only)"
+	}
+	var runs []*peerRun
+	for _, s := range systems {
 		r.progress("  peers: %s", s.name)
 		run, err := s.run(ctx)
 		if err != nil {
@@ -168,8 +174,29 @@ func (r *runner) peers(ctx context.Context) (*ScenarioResult, error) {
 		}
 		runs = append(runs, run)
 	}
+	if r.opts.PeersLoomOnly {
+		peerRowsAlone(res, runs[0])
+		return res, nil
+	}
 	peerRows(res, runs[0], map[string]*peerRun{"mem0ai " + PeerVersions["mem0ai"]: runs[1], "chromem-go " + PeerVersions["chromem-go"]: runs[2]})
 	return res, nil
+}
+
+// peerRowsAlone adds Loom's figures at each checkpoint, with no peer beside them.
+func peerRowsAlone(res *ScenarioResult, loom *peerRun) {
+	for i, at := range loom.at {
+		from := 0
+		if i > 0 {
+			from = loom.at[i-1].size
+		}
+		c := fmt.Sprintf("%d memories, Loom alone", at.size)
+		res.alone(c, "add/s", perSecond(loom.addMS[from:at.size]))
+		res.alone(c, "add p50 ms", msPercentile(loom.addMS[from:at.size], 0.5))
+		res.alone(c, "search p50 ms", msPercentile(at.searchMS, 0.5))
+		res.alone(c, "search p99 ms", msPercentile(at.searchMS, 0.99))
+		res.alone(c, "hit@1", round(float64(at.hits)/float64(len(at.searchMS)), 3))
+		res.alone(c, "resident MiB", round(float64(at.rssBytes)/(1<<20), 1))
+	}
 }
 
 // peerRows adds, for each peer and checkpoint, Loom's figures beside the peer's.
@@ -238,7 +265,12 @@ func (r *runner) peerLoom(ctx context.Context, embedURL string, c peerCorpus, cp
 	cfg.Boot.Migrate = false
 	cfg.Embedder = config.Embedder{Kind: "openai", Dim: peerEmbedDim,
 		OpenAI: config.OpenAI{BaseURL: embedURL, APIKey: "bench", Model: peerEmbedModel}}
-	url, stop, err := r.t.OpenPeer(ctx, cfg, nil)
+	var trips *RoundTrips
+	if r.opts.Statements {
+		trips = &RoundTrips{}
+		trips.CountStatements()
+	}
+	url, stop, err := r.t.OpenPeer(ctx, cfg, trips)
 	if err != nil {
 		return nil, fmt.Errorf("open a Loom process on the scripted embedder: %w", err)
 	}
@@ -249,15 +281,22 @@ func (r *runner) peerLoom(ctx context.Context, embedURL string, c peerCorpus, cp
 	}
 	ns := r.namespace("peers")
 	run := &peerRun{}
+	var verdicts []string
 	written := 0
 	for _, cp := range cps {
+		from, census := written, trips.Census()
 		for ; written < cp.size; written++ {
 			t0 := time.Now()
-			if _, err := api.Set(ctx, ns, c.keys[written], client.SetRequest{Value: c.facts[written]}); err != nil {
+			a, err := api.Set(ctx, ns, c.keys[written], client.SetRequest{Value: c.facts[written]})
+			if err != nil {
 				return nil, fmt.Errorf("memory.set %d: %w", written, err)
 			}
 			run.addMS = append(run.addMS, float64(time.Since(t0))/float64(time.Millisecond))
+			verdicts = append(verdicts, verdictClass(a))
 		}
+		writeCensus(r.opts.Progress, fmt.Sprintf("the peers' Loom's adds %d to %d (its own pool)", from+1, cp.size),
+			census, trips.Census(), cp.size-from)
+		r.addsByVerdict(run.addMS[from:cp.size], verdicts[from:cp.size])
 		at := peerAt{size: cp.size}
 		for _, target := range cp.targets {
 			t0 := time.Now()
@@ -276,6 +315,34 @@ func (r *runner) peerLoom(ctx context.Context, embedURL string, c peerCorpus, cp
 			msPercentile(run.addMS, 0.5), msPercentile(at.searchMS, 0.5), at.hits, len(cp.targets))
 	}
 	return run, nil
+}
+
+// verdictClass names an add by its verdict and, for a conflict, how many peers it
+// marked: a conflict's commit writes a copy of each.
+func verdictClass(a *client.SetAnswer) string {
+	if a.Verdict != "conflict" {
+		return a.Verdict
+	}
+	switch n := len(a.ConflictWith); {
+	case n <= 2:
+		return fmt.Sprintf("conflict, %d peers", n)
+	case n <= 8:
+		return "conflict, 3-8 peers"
+	default:
+		return "conflict, 9+ peers"
+	}
+}
+
+// addsByVerdict writes, on the progress, the adds' p50 by verdictClass.
+func (r *runner) addsByVerdict(addMS []float64, classes []string) {
+	by := map[string][]float64{}
+	for i, c := range classes {
+		by[c] = append(by[c], addMS[i])
+	}
+	names := slices.Sorted(maps.Keys(by))
+	for _, name := range names {
+		r.progress("      %-22s %5d adds, p50 %.2f ms, p90 %.2f ms", name, len(by[name]), msPercentile(by[name], 0.5), msPercentile(by[name], 0.9))
+	}
 }
 
 // indexBytes is what the process's search index holds for a namespace, by its own

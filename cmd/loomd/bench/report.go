@@ -87,6 +87,11 @@ func (s *ScenarioResult) add(caseName, metric string, loom, baseline float64) *R
 	return &s.Rows[len(s.Rows)-1]
 }
 
+// alone appends a row of metric with no baseline beside it.
+func (s *ScenarioResult) alone(caseName, metric string, loom float64) {
+	s.Rows = append(s.Rows, Row{Case: caseName, Metric: metric, Loom: loom})
+}
+
 // compare appends the latency rows and the rate row of two samples of one case, and
 // returns the p50 row (for a gate to judge).
 func (s *ScenarioResult) compare(caseName string, loom, baseline Sample, rate string) (p50 *Row) {
