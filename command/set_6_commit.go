@@ -437,8 +437,7 @@ func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey [
 	for i, rec := range recs {
 		row := rows[i]
 		contentKeys[i], dataKeys[i] = rec.contentKey, rec.dataKey
-		outboxRecs[i] = outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
-			Key: rec.key, Headers: rec.headers, Value: rec.value, Vectors: rec.vectors}
+		outboxRecs[i] = s.outboxRecord(row, rec)
 	}
 	queueContentKeys(b, rows, contentKeys)
 	queueHeadWrites(b, rows, recs)
@@ -647,8 +646,13 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	queueHeadWrite(b, row, rec)
 	queueRevision(b, p, rec)
 	queueRevisionKey(b, row, rec.dataKey)
-	outbox.Queue(b, outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
-		Key: rec.key, Headers: rec.headers, Value: rec.value, Vectors: rec.vectors})
+	outbox.Queue(b, s.outboxRecord(row, rec))
+}
+
+// outboxRecord is row's outbox record: its encoded revision, to the change topic.
+func (s *Service) outboxRecord(row *memrow.Row, rec *record) outbox.Record {
+	return outbox.Record{Org: row.Org, Namespace: row.Namespace, Seq: row.Seq, Topic: s.cfg.Topic,
+		Key: rec.key, Headers: rec.headers, Value: rec.value, Vectors: rec.vectors}
 }
 
 // queueNamespaceDeleted queues, when a plan asks (liveNamespace), the read of whether
