@@ -17,8 +17,9 @@ import (
 // (command/touches_store.go owns the table's other statements). The counts gather in
 // the process and one insert a second writes them, as the seed's exposure rows are fired
 // and forgotten: a search never waits for them nor fails on them, and a count lost to a
-// failure (or to the process stopping within the second) is logged or gone. A later page of the same search
-// counts nothing (its hits were the first page's pool).
+// failure is logged and gone; a process that stops writes what it gathered as it stops
+// (FlushRecalls). A later page of the same search counts nothing (its hits were the
+// first page's pool).
 
 // recallWait bounds the exposures' insert; recallFlush is how long counts gather before
 // one insert writes them all: a hot memory served by a hundred searches a second is one
@@ -81,6 +82,11 @@ func recallColumns(pending map[recallKey]int64) (orgs, nss, ids []string, counts
 	}
 	return orgs, nss, ids, counts
 }
+
+// FlushRecalls writes the counts gathered so far now. The process calls it as it
+// stops, before its pool closes: the flush its timer would run within the second would
+// find the pool closed and lose them.
+func (s *Service) FlushRecalls() { s.flushRecalls() }
 
 // flushRecalls writes the gathered counts in one statement; a failure loses them, and
 // says so.

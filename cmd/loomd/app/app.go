@@ -100,6 +100,7 @@ type Process struct {
 	// keyHandoff carries the data keys the relay seals records with to the index
 	// follower, when the process runs both (nil otherwise).
 	keyHandoff *revisions.Handoff
+	closeOnce  sync.Once
 }
 
 // Option changes how Open builds a process's roles.
@@ -540,8 +541,11 @@ func (p *Process) pauseProjector(ctx context.Context, name string) (resume func(
 // tracer is the tracer every role of the process traces with.
 func (p *Process) tracer() trace.Tracer { return p.Tracing.Tracer("github.com/loomplane/loom") }
 
-// Close flushes the spans, stops the indexes' graph builds and releases the stores.
-func (p *Process) Close() {
+// Close flushes the spans and the searches' gathered recalls, stops the indexes' graph
+// builds and releases the stores. Calls after the first do nothing.
+func (p *Process) Close() { p.closeOnce.Do(p.close) }
+
+func (p *Process) close() {
 	if p.Tracing != nil {
 		// The spans still buffered go out before the process ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -552,6 +556,9 @@ func (p *Process) Close() {
 	}
 	if p.index != nil {
 		p.index.index.Close()
+	}
+	if p.Query != nil {
+		p.Query.FlushRecalls()
 	}
 	if p.KnowledgeIndex != nil {
 		p.KnowledgeIndex.Close()
