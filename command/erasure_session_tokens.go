@@ -26,14 +26,16 @@ var sessionRowTables = []string{
 	"loom.session_summaries", "loom.session_outcomes", "loom.learnings_supporters",
 }
 
-// sessionRowsOf is a predicate over the tables above: some row of the org ($1) holds
-// the session reference ref, restricted by where (over alias r).
-func sessionRowsOf(ref, where string) string {
+// sessionsHolding is the query of which of the session references $2 hold a row of
+// the org ($1) in any of the tables above, restricted by where (over alias r): one
+// pass over each table's rows of the org (or of the scope), whatever the number of
+// sessions asked about.
+func sessionsHolding(where string) string {
 	parts := make([]string, len(sessionRowTables))
 	for i, table := range sessionRowTables {
-		parts[i] = `EXISTS (SELECT 1 FROM ` + table + ` r WHERE r.org = $1 AND r.session_id = ` + ref + where + `)`
+		parts[i] = `SELECT r.session_id FROM ` + table + ` r WHERE r.org = $1 AND r.session_id = ANY($2::text[])` + where
 	}
-	return "(" + strings.Join(parts, " OR ") + ")"
+	return strings.Join(parts, " UNION ")
 }
 
 // sessionTokens are an org's tokens bound to a session alone whose key still opens it,
@@ -75,9 +77,8 @@ func (tokens sessionTokens) inScope(ctx context.Context, tx pgx.Tx, org, ns, use
 	for ref := range tokens {
 		refs = append(refs, ref)
 	}
-	rows, err := tx.Query(ctx, `WITH u AS (SELECT CASE WHEN $3 = '' THEN '' ELSE coalesce((SELECT loom.user_ref($1, $3)), 'no reference key') END AS ref)
-		SELECT s.ref FROM unnest($4::text[]) s(ref), u WHERE `+sessionRowsOf("s.ref", ` AND r.namespace = $2 AND (u.ref = '' OR r.user_id = u.ref)`),
-		org, ns, user, refs)
+	rows, err := tx.Query(ctx, sessionsHolding(` AND r.namespace = $3 AND ($4 = '' OR r.user_id = (SELECT loom.user_ref($1, $4)))`),
+		org, refs, ns, user)
 	if err != nil {
 		return fmt.Errorf("read the sessions of %s's session-bound tokens: %w", ns, err)
 	}
@@ -95,13 +96,28 @@ func (tokens sessionTokens) inScope(ctx context.Context, tx pgx.Tx, org, ns, use
 // row of the org any more, once the step deleted its scope's rows, and answers how
 // many tokens it ended.
 func (tokens sessionTokens) end(ctx context.Context, tx pgx.Tx, org string, sessions map[string]bool) (int64, error) {
+	if len(sessions) == 0 {
+		return 0, nil
+	}
+	asked := make([]string, 0, len(sessions))
+	for ref := range sessions {
+		asked = append(asked, ref)
+	}
+	rows, err := tx.Query(ctx, sessionsHolding(""), org, asked)
+	if err != nil {
+		return 0, fmt.Errorf("read what the erased sessions still name: %w", err)
+	}
+	named, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("read what the erased sessions still name: %w", err)
+	}
+	left := map[string]bool{}
+	for _, ref := range named {
+		left[ref] = true
+	}
 	var ended []string
 	for ref := range sessions {
-		var left bool
-		if err := tx.QueryRow(ctx, `SELECT `+sessionRowsOf("$2", ""), org, ref).Scan(&left); err != nil {
-			return 0, fmt.Errorf("read what the erased sessions still name: %w", err)
-		}
-		if !left {
+		if !left[ref] {
 			ended = append(ended, tokens[ref]...)
 		}
 	}
