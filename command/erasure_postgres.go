@@ -28,12 +28,14 @@ import (
 // ledger row is locked first, so a step that committed never runs twice.
 //
 // Deleting a user's name changes what the tokens bound to the user authenticate as
-// (auth.ErasedUser), so the step then notifies every process to empty its token cache
-// and empties this one's once it committed.
+// (auth.ErasedUser), and ending a session's last rows what the tokens bound to it alone
+// do (auth.ErasedSession: erasure_session_tokens.go), so the step then notifies every
+// process to empty its token cache and empties this one's once it committed.
 func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt int) error {
-	namesErased := false
+	tokensChanged := false
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		namesErased = false
+		tokensChanged = false
+		sessions := map[string]bool{} // of session-bound tokens, holding rows of the scope
 		raw, current, err := lockSagaSteps(ctx, tx, sg)
 		if err != nil {
 			return fmt.Errorf("lock the erasure: %w", err)
@@ -49,6 +51,10 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			return nil
 		}
 		namespaces, err := s.erasureNamespaces(ctx, tx, sg)
+		if err != nil {
+			return err
+		}
+		tokens, err := readSessionTokens(ctx, tx, sg.Org)
 		if err != nil {
 			return err
 		}
@@ -71,6 +77,9 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			if err != nil {
 				return fmt.Errorf("advance the generation of %s: %w", ns, err)
 			}
+			if err := tokens.inScope(ctx, tx, sg.Org, ns, sg.Scope.UserID, sessions); err != nil {
+				return err
+			}
 			counts, err := s.eraseNamespace(ctx, tx, sg, ns, gen, started)
 			if err != nil {
 				return err
@@ -78,7 +87,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 			for k, v := range counts {
 				removed[k] += v
 			}
-			namesErased = namesErased || counts[userNamesTable] > 0
+			tokensChanged = tokensChanged || counts[userNamesTable] > 0
 			fences[ns] = gen
 		}
 		if sg.Scope.Kind == scopeUserInOrg {
@@ -87,8 +96,13 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 				return err
 			}
 			removed[userNamesTable] += n
-			namesErased = namesErased || n > 0
+			tokensChanged = tokensChanged || n > 0
 		}
+		ended, err := tokens.end(ctx, tx, sg.Org, sessions)
+		if err != nil {
+			return err
+		}
+		tokensChanged = tokensChanged || ended > 0
 		sg.Fences, sg.Removed = fences, removed
 		sg.Steps[stepPostgres] = s.now().UTC()
 		rawState, _ := json.Marshal(sg.state())
@@ -97,7 +111,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		b := &pgx.Batch{}
 		s.queueStorePostgresStep(b, sg, rawState, rawFences, rawRemoved)
 		outbox.QueueNotify(b)
-		if namesErased {
+		if tokensChanged {
 			auth.QueueForgetCached(b, "erasure "+sg.ID)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -105,7 +119,7 @@ func (s *Service) erasePostgres(ctx context.Context, sg *erasureSaga, attempt in
 		}
 		return nil
 	})
-	if err == nil && namesErased && s.tokens != nil {
+	if err == nil && tokensChanged && s.tokens != nil {
 		s.tokens.ForgetCached()
 	}
 	return err

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -85,13 +86,23 @@ type Store struct {
 	ring     *kek.Ring     // wraps the key a token bound to a session alone seals it under; nil: stored raw
 	cacheTTL time.Duration
 	cache    *ttlcache.Cache[string, cachedToken]
+	// purges counts the cache's purges (a revocation, an erasure, a lost LISTEN
+	// connection). A lookup stamps its entry with the count it saw before its read; an
+	// entry stamped before the latest purge is never answered, so a lookup that read
+	// the row before a revocation committed and adds after the purge caches nothing
+	// any later request sees.
+	purges   atomic.Uint64
 	deadline time.Duration
+	// afterRead, set by a test only, runs between a lookup's read and its cache add.
+	afterRead func()
 }
 
-// cachedToken is a token this process checked, with the expiry it was created with.
+// cachedToken is a token this process checked, with the expiry it was created with
+// and the purge count its lookup saw before reading the row.
 type cachedToken struct {
 	p         Principal
 	expiresAt *time.Time
+	purges    uint64
 }
 
 // DefaultCacheTTL bounds how long a revoked token keeps working on a process that saw
@@ -287,7 +298,8 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	}
 	sum := sha256.Sum256([]byte(secret))
 	key := string(sum[:])
-	if c, ok := s.cache.Get(key); ok {
+	purges := s.purges.Load()
+	if c, ok := s.cache.Get(key); ok && c.purges == purges {
 		if c.expiresAt == nil || time.Now().Before(*c.expiresAt) {
 			return c.p, nil
 		}
@@ -315,7 +327,12 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	if readSession != nil {
 		p.ReadSessionID = *readSession
 	}
-	s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt})
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	// A purge since purges was read may have followed a commit this read preceded:
+	// this request is answered as read, and the stale stamp keeps it from the next.
+	s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt, purges: purges})
 	return p, nil
 }
 

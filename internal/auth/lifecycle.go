@@ -15,8 +15,10 @@ import (
 // A token's lifecycle: listed without its secret, revoked, rotated into a new secret
 // with the same reach. A revocation is honoured by every process: the revoking
 // transaction NOTIFYs RevocationChannel, every process's FollowRevocations empties its
-// cache on it, and a process the notification misses stops answering the token from
-// its cache within CacheTTL.
+// cache on it (and on each LISTEN that takes hold, so one missed while no LISTEN held
+// is made up for then), and a process the notification misses stops answering the
+// token from its cache within CacheTTL. A lookup in flight across the purge caches
+// nothing a later request sees (Store.purges).
 
 // RevocationChannel is the NOTIFY channel a revocation or a rotation signals on.
 const RevocationChannel = "loom_token_revoked"
@@ -84,7 +86,7 @@ func (s *Store) Revoke(ctx context.Context, org, id string) (TokenInfo, error) {
 		return notifyRevoked(ctx, tx, id)
 	})
 	if err == nil {
-		s.cache.Purge()
+		s.purge()
 	}
 	return t, err
 }
@@ -133,7 +135,7 @@ func (s *Store) Rotate(ctx context.Context, org, id string, expiresAt *time.Time
 	if err != nil {
 		return "", TokenInfo{}, err
 	}
-	s.cache.Purge()
+	s.purge()
 	return secret, info, nil
 }
 
@@ -157,21 +159,30 @@ func QueueForgetCached(b *pgx.Batch, why string) { b.Queue(notifySQL, why) }
 
 // ForgetCached empties this process's token cache: every token is checked again at
 // its next request.
-func (s *Store) ForgetCached() { s.cache.Purge() }
+func (s *Store) ForgetCached() { s.purge() }
+
+// purge empties the cache and counts the purge first, so an entry a lookup in flight
+// adds afterwards carries an older count and is never answered (Store.purges).
+func (s *Store) purge() {
+	s.purges.Add(1)
+	s.cache.Purge()
+}
 
 // FollowRevocations empties this process's token cache on every revocation any
-// process commits, until ctx ends. A lost LISTEN connection empties it too: what was
-// revoked meanwhile is read again on the next request.
+// process commits, until ctx ends. A lost LISTEN connection empties it too, and so
+// does each LISTEN that takes hold (the first and every reconnection): what was
+// revoked before it, unnotified, is read again on the next request.
 func (s *Store) FollowRevocations(ctx context.Context, log *slog.Logger) {
 	l := pg.NewListener(s.pool, RevocationChannel, log)
+	wake := l.C() // before Run, so no wake of its first LISTEN is missed
 	go l.Run(ctx)
 	for {
-		wake := l.C()
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
-			s.cache.Purge()
+			wake = l.C()
+			s.purge()
 		}
 	}
 }

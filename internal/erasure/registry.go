@@ -238,7 +238,8 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.api_tokens", Class: NoMemoryContent,
 			Why: "credential hashes; a token bound to a user names it by reference (migration 156) and seals its session, if it is bound to one, " +
 				"under the user's name key (migration 179), so it reaches no user and no session once the user's name and key are erased, " +
-				"and is revoked by an operator; a token bound to a session alone seals it under a key of its own, which no user's erasure reaches"},
+				"and is revoked by an operator; a token bound to a session alone seals it under a key of its own, which an erasure destroys " +
+				"once it removed the last rows naming the session (command/erasure_session_tokens.go), so the token reaches no session after it"},
 		{Store: Postgres, Name: "loom.namespace_restores", Class: NoMemoryContent, Why: "completed restores: snapshot ids and counts"},
 		{Store: Postgres, Name: "loom.audit_checkpoints", Class: NoMemoryContent, Why: "the audit chain's checkpoints: seqs and hashes, no keys, values or user ids"},
 		{Store: Postgres, Name: "loom.read_audit", Class: NoMemoryContent, Why: "hash-only audit of snapshots and exports: ids, counts and digests"},

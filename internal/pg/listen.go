@@ -10,7 +10,7 @@ import (
 )
 
 // Listener holds one connection LISTENing on a channel and wakes every waiter on each
-// notification. Notifications are a latency optimisation only: waiters also poll, so a
+// notification, when its connection is lost and when its LISTEN takes hold. Notifications are a latency optimisation only: waiters also poll, so a
 // lost connection or a dropped NOTIFY delays them by at most their poll interval.
 type Listener struct {
 	pool    *pgxpool.Pool
@@ -79,6 +79,9 @@ func (l *Listener) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
 		return err
 	}
+	// What was notified before the LISTEN took hold (at start, or while the connection
+	// was down) reached no one: the waiters check again now.
+	l.broadcast()
 	for {
 		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
 			return err
