@@ -10,8 +10,9 @@ import (
 )
 
 // Listener holds one connection LISTENing on a channel and wakes every waiter on each
-// notification, when its connection is lost and when its LISTEN takes hold. Notifications are a latency optimisation only: waiters also poll, so a
-// lost connection or a dropped NOTIFY delays them by at most their poll interval.
+// notification, when its connection is lost and when its LISTEN takes hold.
+// Notifications are a latency optimisation only: waiters also poll, so a lost
+// connection or a dropped NOTIFY delays them by at most their poll interval.
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
