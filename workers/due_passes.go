@@ -19,8 +19,9 @@ import (
 // memory.turns_observed for its sessions), keyed by the record (dueItem), and commits
 // its offsets once they are queued. The item is the record's stamp: a replay or a
 // redelivery queues what it queued and finds it done, so a namespace is not worked
-// again for a record already worked. A pass claims a batch of items, works each due
-// namespace once for all of its items (many writes, one computation), and stamps them
+// again for a record already worked. A pass claims a batch of namespaces with all
+// their due items, works each namespace once for all of its items (many writes, one
+// computation), and stamps them
 // done only after the namespace's work is committed, or gives them back due later
 // (the projection has not reached them yet, the namespace was worked within the pass's
 // interval, a session is not yet quiet): the paced part of a pass whose work is
@@ -108,7 +109,7 @@ type dueNamespace struct {
 	maxSeq         int64
 }
 
-// dueNamespacePass claims a batch of worker's items and works each namespace they name
+// dueNamespacePass claims the due items of a batch of namespaces and works each namespace
 // once (work), in the batch's order: the namespace's items are stamped done with
 // outcome when work succeeds, given back due later when it answers errNotYet, given
 // back after the pass's soon when it fails (one attempt), and every item left is given
