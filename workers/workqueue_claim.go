@@ -10,7 +10,7 @@ import (
 // that nothing holds back: an org with an erasure running, an org whose model calls are
 // held (loom.model_call_holds, internal/llm/spend) for a worker that calls a model ($4),
 // a namespace namespace.delete soft-deleted (its items stay owed).
-const claimDueSQL = `SELECT org, namespace, memory_id, version, seq, next_at
+const claimDueSQL = `SELECT w.ctid AS tid, org, namespace, memory_id, version, seq, next_at
 			FROM loom.worker_items w
 			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
 			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
@@ -54,15 +54,21 @@ func claimItemsSQL(newest bool) string {
 // claim ranked every due item of the worker: in the set scenario at 32 namespaces the
 // recalibration pass's claims were the largest Postgres cost after the write's own
 // statements (about 24 ms each, 0.4 ms a write). Its items are records' due marks: no
-// user or content hash to return.
+// user or content hash to return. The picked rows are leased by their row ids (a TID
+// scan), not joined back by key: thousands of them, with the queue's statistics behind
+// (its rows come and go by the second), were joined as a nested loop over the whole
+// queue, a second and more a claim. A row another pass leased meanwhile has a new row
+// id and the same conditions rechecked: it is left out.
 const claimNamespacesSQL = `WITH due AS (` + claimDueSQL + `
 		), spaces AS (
 			SELECT org, namespace FROM due GROUP BY org, namespace ORDER BY min(next_at), org, namespace LIMIT $2
 		), picked AS (
-			SELECT d.org, d.namespace, d.memory_id, d.version FROM due d JOIN spaces s ON s.org = d.org AND s.namespace = d.namespace
+			SELECT d.tid FROM due d JOIN spaces s ON s.org = d.org AND s.namespace = d.namespace
 			ORDER BY d.next_at, d.seq LIMIT $5
 		)
-		` + claimLeaseSQL + `
+		UPDATE loom.worker_items w SET lease_until = now() + $3::interval
+		WHERE w.ctid = ANY (ARRAY(SELECT tid FROM picked))
+		  AND w.worker = $1 AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
 		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, ''::text, ''::text, w.written_at, w.attempts, w.detail`
 
 // namespaceClaimItems bounds the items one claim of a pass fed by namespace leases (a
