@@ -193,11 +193,13 @@ func (c *Client) into(ctx context.Context, k *call, out any) error {
 }
 
 func (c *Client) decode(k *call, a *answer, out any) error {
-	d := fastjson.NewDecoder(bytes.NewReader(a.body))
+	// Parsed in place: the answer is in hand, and a Decoder over it would copy it into
+	// a buffer of its own (32 KB at least, per answer).
+	var flags fastjson.ParseFlags
 	if c.strict {
-		d.DisallowUnknownFields()
+		flags |= fastjson.DisallowUnknownFields
 	}
-	if err := d.Decode(out); err != nil {
+	if _, err := fastjson.Parse(a.body, out, flags); err != nil {
 		return fmt.Errorf("loom client: %s %s: decode the answer (%d): %w", k.method, k.path, a.status, err)
 	}
 	return nil

@@ -19,8 +19,9 @@ import (
 // memory.turns_observed for its sessions), keyed by the record (dueItem), and commits
 // its offsets once they are queued. The item is the record's stamp: a replay or a
 // redelivery queues what it queued and finds it done, so a namespace is not worked
-// again for a record already worked. A pass claims a batch of items, works each due
-// namespace once for all of its items (many writes, one computation), and stamps them
+// again for a record already worked. A pass claims a batch of namespaces with all
+// their due items, works each namespace once for all of its items (many writes, one
+// computation), and stamps them
 // done only after the namespace's work is committed, or gives them back due later
 // (the projection has not reached them yet, the namespace was worked within the pass's
 // interval, a session is not yet quiet): the paced part of a pass whose work is
@@ -108,13 +109,13 @@ type dueNamespace struct {
 	maxSeq         int64
 }
 
-// dueNamespacePass claims a batch of worker's items and works each namespace they name
+// dueNamespacePass claims the due items of a batch of namespaces and works each namespace
 // once (work), in the batch's order: the namespace's items are stamped done with
 // outcome when work succeeds, given back due later when it answers errNotYet, given
 // back after the pass's soon when it fails (one attempt), and every item left is given
 // back untouched when the pass stops (errStopped: the model, an outage) or ctx ends.
 func (s *Service) dueNamespacePass(ctx context.Context, worker string, batch int, maxAge time.Duration, outcome string,
-	work func(ctx context.Context, ns dueNamespace) error) passResult {
+	readsProjection bool, work func(ctx context.Context, ns dueNamespace) error) passResult {
 	items, res, ok := s.claimPass(ctx, worker, batch, maxAge, false)
 	if !ok {
 		return res
@@ -137,7 +138,7 @@ func (s *Service) dueNamespacePass(ctx context.Context, worker string, batch int
 			}
 			break
 		}
-		err := work(ctx, *d)
+		err := s.workNamespace(ctx, d, readsProjection, work)
 		var later errNotYet
 		switch {
 		case err == nil:
@@ -191,17 +192,44 @@ func (s *Service) stampAll(ctx context.Context, items []workItem, outcome string
 	return len(items) - len(rest)
 }
 
-// projected answers errNotYet until the projection holds the namespace's records up
-// to the batch's newest: the passes that read ClickHouse read what it holds.
-func (s *Service) projected(ctx context.Context, d dueNamespace) error {
+// workNamespace works a claimed namespace. A pass that reads ClickHouse
+// (readsProjection) works only the items the projection holds (holdProjected); with
+// none, nothing is worked and d is left without items.
+func (s *Service) workNamespace(ctx context.Context, d *dueNamespace, readsProjection bool, work func(context.Context, dueNamespace) error) error {
+	if readsProjection {
+		held, err := s.holdProjected(ctx, d)
+		if err != nil || !held {
+			return err
+		}
+	}
+	return work(ctx, *d)
+}
+
+// holdProjected keeps of a namespace's items those the projection holds (seq at or
+// below its watermark) and gives the rest back, due in a second: the passes that read
+// ClickHouse read what it holds. It reports whether any is kept. A pass takes a
+// namespace's items whole (claimNamespacesSQL), and under a steady load its newest
+// are always ahead of the projection: waiting for all of them would put the namespace
+// off for as long as the load lasts.
+func (s *Service) holdProjected(ctx context.Context, d *dueNamespace) (bool, error) {
 	mark, err := watermarks.Read(ctx, s.pool, s.pipe.Projection, d.org, d.namespace)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if mark < d.maxSeq {
-		return notYet(time.Second)
+	var held, later []workItem
+	d.maxSeq = 0
+	for _, it := range d.items {
+		if it.seq > mark {
+			later = append(later, it)
+			continue
+		}
+		held, d.maxSeq = append(held, it), max(d.maxSeq, it.seq)
 	}
-	return nil
+	if len(later) > 0 {
+		s.giveBackAll(later, time.Second, false)
+	}
+	d.items = held
+	return len(held) > 0, nil
 }
 
 // spaced answers errNotYet while the namespace's last work (last; zero: never) is

@@ -15,7 +15,7 @@ import (
 // clusters a due namespace's co-occurrence graph (the open edges of ClickHouse's
 // loom.entity_edges, weighted by the rows naming both ends) by label propagation
 // (internal/communities: deterministic, no model), once the projection holds the
-// namespace's records up to the batch's newest, and keeps each entity's community in
+// namespace's records it is due for (the newer wait for it), and keeps each entity's community in
 // loom.entity_communities through the worker API (command.KeepEntityCommunities),
 // replacing the namespace's communities whole. A namespace is computed at most once
 // per LOOM_ENTITY_COMMUNITIES_INTERVAL_MS: records after a computation wait for the
@@ -42,10 +42,7 @@ func (s *Service) communitiesPass(ctx context.Context) passResult {
 		return passResult{errors: 1, stopped: true}
 	}
 	cfg := s.cfg.Communities
-	return s.dueNamespacePass(ctx, workerCommunities, cfg.Batch, cfg.MaxAge, outcomeComputed, func(ctx context.Context, d dueNamespace) error {
-		if err := s.projected(ctx, d); err != nil {
-			return err
-		}
+	return s.dueNamespacePass(ctx, workerCommunities, cfg.Batch, cfg.MaxAge, outcomeComputed, true, func(ctx context.Context, d dueNamespace) error {
 		last, err := communities.ComputedAt(ctx, s.pool, d.org, d.namespace)
 		if err != nil {
 			return err

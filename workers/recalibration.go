@@ -28,7 +28,7 @@ import (
 // namespace's recorded ones (command.KeepRecalibration), stamped recalibrated_at; the
 // searches after it append theirs. The recalibration is periodic by nature (a window
 // of the namespace's vectors): a namespace is recalibrated once the projection holds
-// its records up to the batch's newest, at most once per LOOM_RECALIBRATION_INTERVAL_MS
+// records it is due for (the newer wait for it), at most once per LOOM_RECALIBRATION_INTERVAL_MS
 // (records after a recalibration wait for the interval's end, then one recalibration
 // stamps them all), and only with enough vectors of the running embedder (with fewer,
 // its records are stamped and a later write makes it due again, once it can have
@@ -61,13 +61,10 @@ func (s *Service) recalibrationPass(ctx context.Context) passResult {
 		return passResult{errors: 1, stopped: true}
 	}
 	cfg, model := s.cfg.Recalibration, s.embedder.Model()
-	return s.dueNamespacePass(ctx, workerRecalibration, cfg.Batch, cfg.MaxAge, outcomeRecalibrated, func(ctx context.Context, d dueNamespace) error {
+	return s.dueNamespacePass(ctx, workerRecalibration, cfg.Batch, cfg.MaxAge, outcomeRecalibrated, true, func(ctx context.Context, d dueNamespace) error {
 		k := shortKey{d.org, d.namespace, model}
 		if s.recalShort.stillShort(k, d.maxSeq) {
 			return nil // too few vectors at the last sample, and too few revisions since to reach the minimum
-		}
-		if err := s.projected(ctx, d); err != nil {
-			return err
 		}
 		last, err := s.recalibratedAt(ctx, d.org, d.namespace, model)
 		if err != nil {

@@ -89,7 +89,7 @@ func (s *Service) reflectionOwing() reflections.Owing {
 // reflectionPass distils the owed sessions of the namespaces of a batch of records.
 func (s *Service) reflectionPass(ctx context.Context) passResult {
 	cfg := s.cfg.ReflectionDistill
-	return s.dueNamespacePass(ctx, workerReflections, cfg.Batch, cfg.MaxAge, outcomeDistilled, s.distillNamespace)
+	return s.dueNamespacePass(ctx, workerReflections, cfg.Batch, cfg.MaxAge, outcomeDistilled, false, s.distillNamespace)
 }
 
 // distillNamespace distils up to a batch of a namespace's owed sessions, one model call

@@ -76,7 +76,7 @@ func (s *Service) digestOwing() evidence.Owing {
 // digestPass digests the owed sessions of the namespaces of a batch of records.
 func (s *Service) digestPass(ctx context.Context) passResult {
 	cfg := s.cfg.SessionDigest
-	return s.dueNamespacePass(ctx, workerSessionDigest, cfg.Batch, cfg.MaxAge, outcomeDigested, s.digestNamespace)
+	return s.dueNamespacePass(ctx, workerSessionDigest, cfg.Batch, cfg.MaxAge, outcomeDigested, false, s.digestNamespace)
 }
 
 // digestNamespace digests up to a batch of a namespace's owed sessions, one model call

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/loomplane/loom/internal/heads"
 )
 
 // loom.worker_items is the workers' queue (workers.go): one row per written version a
@@ -114,52 +112,29 @@ func (s *Service) claimPass(ctx context.Context, worker string, batch int, maxAg
 		}
 		return nil, passResult{errors: 1, stopped: true}, false
 	}
-	return items, passResult{claimed: len(items), full: len(items) == batch}, true
+	full := len(items) == batch
+	if fedByNamespace(worker) {
+		full = claimedNamespaces(items) == batch || len(items) == namespaceClaimItems
+	}
+	return items, passResult{claimed: len(items), full: full}, true
 }
 
-// claimWork leases up to limit owed items of worker that are due, in turns across
-// namespaces so one namespace's backlog holds back no other: each namespace's newest
-// rows first (newest), or its oldest (seq order), and within a turn the namespace due
-// longest first. An org with an erasure running is
-// left out: its rows stay owed; so is an org whose model calls are held
-// (loom.model_call_holds, internal/llm/spend) for a worker that calls a model, and a
-// soft-deleted namespace. Items written before maxAge ago are done first, as
-// too old.
+// claimWork leases owed items of worker that are due (workqueue_claim.go): up to limit
+// items of a row's worker, in turns across namespaces, or every due item of up to limit
+// namespaces for a pass fed by namespace. An org with an erasure running is left out:
+// its rows stay owed; so is an org whose model calls are held for a worker that calls a
+// model, and a soft-deleted namespace. Items written before maxAge ago are done first,
+// as too old.
 func (s *Service) claimWork(ctx context.Context, worker string, limit int, lease, maxAge time.Duration, newest bool) ([]workItem, error) {
 	if _, err := s.pool.Exec(ctx, `UPDATE loom.worker_items SET state = 'done', outcome = $2, done_at = now(), lease_until = NULL
 		WHERE worker = $1 AND state = 'owed' AND written_at < now() - $3::interval`, worker, outcomeTooOld, maxAge.String()); err != nil {
 		return nil, fmt.Errorf("age the %s's queue: %w", worker, err)
 	}
-	order := "seq ASC"
-	if newest {
-		order = "seq DESC"
+	query, args := claimItemsSQL(newest), []any{worker, limit, lease.String(), callsModel(worker)}
+	if fedByNamespace(worker) {
+		query, args = claimNamespacesSQL, append(args, namespaceClaimItems)
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`WITH due AS (
-			SELECT org, namespace, memory_id, version, next_at,
-				row_number() OVER (PARTITION BY org, namespace ORDER BY %s) AS turn
-			FROM loom.worker_items w
-			WHERE worker = $1 AND state = 'owed' AND next_at <= now() AND (lease_until IS NULL OR lease_until < now())
-			  AND NOT EXISTS (SELECT 1 FROM loom.erasure_ledger l WHERE l.org = w.org AND l.status = 'running')
-			  AND NOT ($4 AND EXISTS (SELECT 1 FROM loom.model_call_holds h WHERE h.org = w.org))
-			  -- a namespace namespace.delete soft-deleted is not judged: its items stay owed
-			  AND NOT EXISTS (SELECT 1 FROM loom.namespaces n WHERE n.org = w.org AND n.namespace = w.namespace AND n.deleted_at IS NOT NULL)
-		), picked AS (
-			-- within a turn, the namespace due longest first: one given back due later
-			-- (a pass fed by namespace whose sessions are not yet quiet) waits behind the
-			-- others rather than taking the batch again
-			SELECT org, namespace, memory_id, version FROM due ORDER BY turn, next_at, org, namespace LIMIT $2
-		)
-		UPDATE loom.worker_items w SET lease_until = now() + $3::interval
-		FROM picked p
-		WHERE w.worker = $1 AND w.org = p.org AND w.namespace = p.namespace AND w.memory_id = p.memory_id AND w.version = p.version
-		  AND w.state = 'owed' AND (w.lease_until IS NULL OR w.lease_until < now())
-		RETURNING w.org, w.namespace, w.memory_id::text, w.version, w.seq, loom.user_name(w.org, w.user_id),
-			-- the version's plain content hash, from its journal row opened ('' once
-			-- redacted or erased): the queue keeps it keyed only (migration 101)
-			coalesce((SELECT `+heads.RowOf("r")+`->>'content_sha256' FROM loom.memory_revisions r
-				WHERE r.org = w.org AND r.namespace = w.namespace AND r.seq = w.seq), ''),
-			w.written_at, w.attempts, w.detail`, order),
-		worker, limit, lease.String(), callsModel(worker))
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim the %s's work: %w", worker, err)
 	}

@@ -26,7 +26,8 @@ type Keys interface {
 // record costs no decode), and applies the knowledge.document.* records, opened with
 // their keys (one Postgres read a poll), and the namespaces' erasures. A record whose
 // key is gone (erased) yields nothing, so a replay never brings an erased document
-// back.
+// back. Between fetches at the topic's end it rests while no search waits for a
+// position (follow_rest.go).
 type Follower struct {
 	brokers []string
 	topic   string
@@ -49,7 +50,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	for {
-		fetches := cl.PollRecords(ctx, 5000)
+		fetches := cl.PollRecords(ctx, pollMax)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -71,8 +72,14 @@ func (f *Follower) Run(ctx context.Context) error {
 			case <-time.After(time.Second):
 			}
 		}
+		if len(recs) < pollMax && caughtUp(fetches) {
+			f.index.rest(ctx, followRest)
+		}
 	}
 }
+
+// pollMax is the most records one poll takes.
+const pollMax = 5000
 
 // prepare turns a poll's records into the index's ops, in order.
 func (f *Follower) prepare(ctx context.Context, recs []*kgo.Record) ([]op, error) {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loomplane/loom/events"
@@ -148,6 +149,10 @@ type Index struct {
 	mu     sync.RWMutex
 	spaces map[[2]string]*space
 	moved  chan struct{} // closed when a position moves
+	// waiting counts the searches waiting for a position; wanted wakes a resting
+	// follower when one starts waiting (follow_rest.go).
+	waiting atomic.Int64
+	wanted  chan struct{}
 	// scratch holds searches' leg buffers (*legs) between searches
 	scratch sync.Pool
 	// stems remembers the Snowball stems of the chunks' words: stemming each word of
@@ -166,7 +171,7 @@ const stemMemo = 1 << 16
 
 // New returns an empty index.
 func New(cfg Config) *Index {
-	return &Index{cfg: cfg.withDefaults(), spaces: map[[2]string]*space{}, moved: make(chan struct{}),
+	return &Index{cfg: cfg.withDefaults(), spaces: map[[2]string]*space{}, moved: make(chan struct{}), wanted: make(chan struct{}, 1),
 		buildSem: make(chan struct{}, 1), closed: make(chan struct{}), stems: text.NewStems(stemMemo)}
 }
 
@@ -299,7 +304,15 @@ func (x *Index) Chunks(org, ns string) int {
 
 // WaitFor waits until the index has applied a namespace's records up to gen, or ctx
 // ends (its error then).
+// A wait that finds the index behind wakes the follower, which otherwise rests between
+// its fetches while nobody waits (follow_rest.go).
 func (x *Index) WaitFor(ctx context.Context, org, ns string, gen int64) error {
+	counted := false
+	defer func() {
+		if counted {
+			x.waiting.Add(-1)
+		}
+	}()
 	for {
 		x.mu.RLock()
 		pos := int64(0)
@@ -311,6 +324,11 @@ func (x *Index) WaitFor(ctx context.Context, org, ns string, gen int64) error {
 		if pos >= gen {
 			return nil
 		}
+		if !counted {
+			counted = true
+			x.waiting.Add(1)
+		}
+		x.want()
 		select {
 		case <-moved:
 		case <-ctx.Done():
