@@ -64,12 +64,12 @@ func TestABatchFarBehindTakesTheReplaySize(t *testing.T) {
 		{backlog: 4000, inHand: 1000, wait: farFillWait, rows: 20000},
 		{backlog: 300, inHand: 1000, wait: 250 * time.Millisecond, rows: 5000},
 	} {
-		if wait, rows := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {
+		if wait, rows, _ := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {
 			t.Errorf("backlog %d past %d in hand: wait %s for %d rows, want %s for %d", c.backlog, c.inHand, wait, rows, c.wait, c.rows)
 		}
 	}
 	cfg.ReplayBatchRows = 100
-	if _, rows := cfg.fill(60000, 5000); rows != 5000 {
+	if _, rows, _ := cfg.fill(60000, 5000); rows != 5000 {
 		t.Errorf("a replay size below the batch size gave batches of %d", rows)
 	}
 }
