@@ -237,7 +237,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 }
 
 // nextBatch is the batch polled ahead, when there is one, else a batch polled now;
-// waited is how long its poll took, and ahead whether it was polled ahead.
+// waited is how long its poll took, and wasAhead whether it was polled ahead.
 func (p *Projector) nextBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64, next *ahead) (b polled, waited time.Duration, wasAhead bool) {
 	if next != nil {
 		return next.wait(), next.took, true
