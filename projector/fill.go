@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,7 +32,10 @@ import (
 // as of the latest fetch.
 type polled struct {
 	recs []*kgo.Record
-	lag  map[int32]int64
+	// bytes are the records' keys and values: most of what the batch holds until it
+	// is written (their decoded content is about as large again).
+	bytes int64
+	lag   map[int32]int64
 	// fetched are the partitions a fetch of this batch reported; the others' lags are
 	// the batch before's.
 	fetched map[int32]bool
@@ -84,13 +88,17 @@ func (b *polled) add(fetches kgo.Fetches, p *Projector) {
 		b.lag[ftp.Partition] = max(ftp.HighWatermark-last-1, 0)
 		b.fetched[ftp.Partition] = true
 		b.recs = append(b.recs, ftp.Records...)
+		for _, r := range ftp.Records {
+			b.bytes += int64(len(r.Key) + len(r.Value))
+		}
 	})
 }
 
 // pollBatch polls the next batch: it waits for records, then, while the projection is
 // behind (by seen, the lags the batch before left, and the batch's own fetches), polls
 // for more until the batch is full or the fill wait has passed. A batch whose backlog
-// would fill it takes up to ReplayBatchRows.
+// would fill it takes up to ReplayBatchRows records and ReplayBatchBytes of them
+// (the one fetch that passes it is kept).
 func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64) polled {
 	b := polled{lag: maps.Clone(seen), fetched: map[int32]bool{}}
 	if b.lag == nil {
@@ -100,10 +108,10 @@ func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen ma
 	if len(b.recs) == 0 || !b.behind() {
 		return b
 	}
-	wait, rows := p.cfg.fill(b.backlog(), len(b.recs))
+	wait, rows, bytes := p.cfg.fill(b.backlog(), len(b.recs))
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(b.recs) < rows && b.behind() && fctx.Err() == nil {
+	for len(b.recs) < rows && b.bytes < bytes && b.behind() && fctx.Err() == nil {
 		had := len(b.recs)
 		b.add(consumer.PollRecords(fctx, rows-len(b.recs)), p)
 		if len(b.recs) == had {
@@ -114,13 +122,22 @@ func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen ma
 }
 
 // fill is how long a batch holding inHand records, with backlog past them, polls for
-// more, and how many it takes at most: one whose backlog would fill it is behind (a
-// replay, a long backlog) and takes up to ReplayBatchRows, as many as are there.
-func (cfg settings) fill(backlog int64, inHand int) (time.Duration, int) {
+// more, and how many records and bytes of them it takes at most: one whose backlog
+// would fill it is behind (a replay, a long backlog) and takes up to ReplayBatchRows
+// and ReplayBatchBytes (never fewer than BatchRows), as many as are there.
+func (cfg settings) fill(backlog int64, inHand int) (time.Duration, int, int64) {
 	if backlog >= int64(cfg.BatchRows-inHand) {
-		return max(cfg.FillWait, farFillWait), max(cfg.ReplayBatchRows, cfg.BatchRows)
+		return max(cfg.FillWait, farFillWait), max(cfg.ReplayBatchRows, cfg.BatchRows), cfg.replayBytes()
 	}
-	return cfg.FillWait, cfg.BatchRows
+	return cfg.FillWait, cfg.BatchRows, math.MaxInt64
+}
+
+// replayBytes is ReplayBatchBytes, or no bound when it is 0.
+func (cfg settings) replayBytes() int64 {
+	if cfg.ReplayBatchBytes <= 0 {
+		return math.MaxInt64
+	}
+	return cfg.ReplayBatchBytes
 }
 
 // fillWaitFor is the fill wait a pace interval implies: a batch that is behind waits

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -64,12 +65,28 @@ func TestABatchFarBehindTakesTheReplaySize(t *testing.T) {
 		{backlog: 4000, inHand: 1000, wait: farFillWait, rows: 20000},
 		{backlog: 300, inHand: 1000, wait: 250 * time.Millisecond, rows: 5000},
 	} {
-		if wait, rows := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {
+		if wait, rows, _ := cfg.fill(c.backlog, c.inHand); wait != c.wait || rows != c.rows {
 			t.Errorf("backlog %d past %d in hand: wait %s for %d rows, want %s for %d", c.backlog, c.inHand, wait, rows, c.wait, c.rows)
 		}
 	}
 	cfg.ReplayBatchRows = 100
-	if _, rows := cfg.fill(60000, 5000); rows != 5000 {
+	if _, rows, _ := cfg.fill(60000, 5000); rows != 5000 {
 		t.Errorf("a replay size below the batch size gave batches of %d", rows)
+	}
+}
+
+// A batch far behind stops at ReplayBatchBytes of records as well (0: no bound); one
+// nearly caught up is bounded by BatchRows alone.
+func TestABatchFarBehindIsBoundedByItsBytes(t *testing.T) {
+	cfg := settings{Projector: config.Projector{BatchRows: 5000, ReplayBatchRows: 10000, ReplayBatchBytes: 96 << 20}, FillWait: 250 * time.Millisecond}
+	if _, _, bytes := cfg.fill(60000, 5000); bytes != 96<<20 {
+		t.Errorf("far behind: bounded at %d bytes, want %d", bytes, 96<<20)
+	}
+	if _, _, bytes := cfg.fill(300, 1000); bytes != math.MaxInt64 {
+		t.Errorf("nearly caught up: bounded at %d bytes, want no bound", bytes)
+	}
+	cfg.ReplayBatchBytes = 0
+	if _, _, bytes := cfg.fill(60000, 5000); bytes != math.MaxInt64 {
+		t.Errorf("ReplayBatchBytes 0: bounded at %d bytes, want no bound", bytes)
 	}
 }

@@ -168,6 +168,13 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 	pace := newPacer(p.cfg.Interval, p.cfg.BusyInterval, time.Now())
 	wanted := p.wantedNow()
 	var seen map[int32]int64 // the lags the last batch saw (fill.go)
+	var next *ahead          // the batch polled while the last one was applied (ahead.go)
+	defer func() {
+		if next != nil {
+			next.wait()
+			consumer.AllowRebalance()
+		}
+	}()
 	for {
 		// Records that arrive while the pace holds a batch back wait in the client and
 		// go out together: a busy projection makes few, large parts. A read waiting for
@@ -187,9 +194,8 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		// Taken before the poll: a want that comes while this batch is written ends
 		// the next one's wait.
 		wanted = p.wantedNow()
-		polledAt := time.Now()
-		polled := p.pollBatch(ctx, consumer, seen)
-		waited := time.Since(polledAt)
+		polled, waited, wasAhead := p.nextBatch(ctx, consumer, seen, next)
+		next = nil
 		seen = polled.lag
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
@@ -203,12 +209,15 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		start := time.Now()
 		pace.take(start)
 		pace.batched(start, held, waited, len(recs) >= p.cfg.BatchRows)
+		if !wasAhead && p.cfg.farBehind(polled) {
+			next = p.pollAhead(ctx, consumer, polled.lag)
+		}
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)
 		err := p.applyWithRetry(bctx, recs)
 		if err == nil {
-			p.log.Debug("projector: batch applied", "records", len(recs),
+			p.log.Debug("projector: batch applied", "records", len(recs), "bytes", polled.bytes, "polled_ahead", wasAhead,
 				"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())
 			p.batchRecs.Observe(float64(len(recs)))
 			p.recordLag(polled.lag)
@@ -218,11 +227,24 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 			}
 		}
 		batchDone()
-		consumer.AllowRebalance()
+		if next == nil {
+			consumer.AllowRebalance()
+		}
 		if err != nil {
 			return nil // the grace ran out; the batch is redelivered to whoever runs next
 		}
 	}
+}
+
+// nextBatch is the batch polled ahead, when there is one, else a batch polled now;
+// waited is how long its poll took, and wasAhead whether it was polled ahead.
+func (p *Projector) nextBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64, next *ahead) (b polled, waited time.Duration, wasAhead bool) {
+	if next != nil {
+		return next.wait(), next.took, true
+	}
+	polledAt := time.Now()
+	b = p.pollBatch(ctx, consumer, seen)
+	return b, time.Since(polledAt), false
 }
 
 // recordLag sets each fetched partition's lag: its high watermark at the latest fetch

@@ -10,6 +10,7 @@ import (
 	typed "github.com/loomplane/loom/client"
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/projector"
 	"github.com/loomplane/loom/relay"
 	"github.com/loomplane/loom/tests/testenv"
 )
@@ -36,6 +37,33 @@ func TestAProjectionFarBehindCatchesUpInLargeBatches(t *testing.T) {
 		})
 	}
 	projectAfterTheRelay(t, topic, ns, rows, 3*time.Minute, func(c *config.Config) { c.Projector.BatchRows, c.Projector.ReplayBatchRows = 1000, 10000 })
+}
+
+// A projection far behind polls its next batch while it writes the one in hand
+// (projector/ahead.go): every revision lands once, each key's latest version is its
+// head, and the group commits the topic's end. 600 revisions of 200 keys in batches of
+// 100: six batches, every other one polled while the one before it was written.
+func TestAProjectionPollingAheadProjectsEveryRecordOnce(t *testing.T) {
+	c, ns, topic := unprojected(t, "ahead")
+	const keys, rounds = 200, 3
+	tc := c.Typed(t)
+	for r := 0; r < rounds; r++ {
+		entries := make([]typed.BulkEntry, keys)
+		for i := range entries {
+			entries[i] = typed.BulkEntry{Key: fmt.Sprintf("k%03d", i), Value: fmt.Sprintf("fact %d, round %d", i, r)}
+		}
+		testenv.Eventually(t, time.Minute, "a bulk set to be taken", func() bool {
+			_, err := tc.BulkSet(context.Background(), ns, typed.BulkSetRequest{Entries: entries})
+			return err == nil
+		})
+	}
+	p := projectAfterTheRelay(t, topic, ns, keys*rounds, 2*time.Minute, func(c *config.Config) {
+		c.Projector.BatchRows, c.Projector.ReplayBatchRows = 100, 100
+	})
+	testenv.CheckProjection(t, env.PG(t), env.CH(t), p, org, ns)
+	testenv.Eventually(t, 30*time.Second, "the projection to commit the topic's end", func() bool {
+		return env.GroupCaughtUp(t, projector.Group(p), topic)
+	})
 }
 
 // A batch whose rows name many long entities applies: the reads of the graph state it
@@ -77,8 +105,8 @@ func unprojected(t *testing.T, prefix string) (c *testenv.Client, ns, topic stri
 
 // projectAfterTheRelay publishes topic's rows, then starts a fresh projection on it
 // (mods adjust its config), waits for it to reach ns's generation and
-// fails the test if it recorded a record it could not apply.
-func projectAfterTheRelay(t *testing.T, topic, ns string, rows int, wait time.Duration, mods ...func(*config.Config)) {
+// fails the test if it recorded a record it could not apply. It returns the projection.
+func projectAfterTheRelay(t *testing.T, topic, ns string, rows int, wait time.Duration, mods ...func(*config.Config)) string {
 	t.Helper()
 	onTopic := func(c *config.Config) { c.Pipeline.Topic = topic }
 	env.Relay(t, relay.Faults{}, onTopic)
@@ -96,4 +124,5 @@ func projectAfterTheRelay(t *testing.T, topic, ns string, rows int, wait time.Du
 	if failed > 0 {
 		t.Fatalf("the projection recorded %d failures", failed)
 	}
+	return p
 }
