@@ -81,6 +81,9 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 		hits += len(l)
 	}
 	byKey := make(map[string]*candidate, hits) // no growth while it fills
+	// The candidates are allocated together, one slice of hits of them (each hit makes
+	// at most one), rather than one allocation a candidate.
+	made := make([]candidate, 0, hits)
 	get := func(h legHit) *candidate {
 		first := byKey[h.id.MemoryKey]
 		for c := first; c != nil; c = c.sameKey {
@@ -88,7 +91,8 @@ func fuse(legs map[Leg][]legHit, mode Mode, w Weights) []*candidate {
 				return c
 			}
 		}
-		c := &candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, sameKey: first}
+		made = append(made, candidate{identity: h.id, contentSHA256: h.contentSHA256, memoryType: h.memoryType, sameKey: first})
+		c := &made[len(made)-1]
 		byKey[h.id.MemoryKey] = c
 		return c
 	}
