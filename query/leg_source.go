@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,6 +155,10 @@ type legSet struct {
 	legs map[Leg][]legHit
 }
 
+// add gathers legs, whose slices it takes: a source's hits are its caller's. A leg's
+// first hits are kept as they are, not copied (a search of one namespace copied ~800
+// hits of 144 bytes each, 115 KB, for nothing); clipped, so that another namespace's
+// hits appended to them land in a new array.
 func (l *legSet) add(legs map[Leg][]legHit) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -161,6 +166,10 @@ func (l *legSet) add(legs map[Leg][]legHit) {
 		l.legs = map[Leg][]legHit{}
 	}
 	for leg, hits := range legs {
-		l.legs[leg] = append(l.legs[leg], hits...)
+		if have := l.legs[leg]; have != nil {
+			l.legs[leg] = append(have, hits...)
+		} else {
+			l.legs[leg] = slices.Clip(hits)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	fastjson "github.com/segmentio/encoding/json"
+
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/rowseal"
@@ -102,7 +104,10 @@ func OpenText(dataKey, sealed []byte, row *memrow.Row) error {
 		return err
 	}
 	var t rowText
-	if err := json.Unmarshal(plain, &t); err != nil {
+	// Decoded as Decode decodes the head's JSON (segmentio/encoding/json: the same
+	// values, a raw value's bytes copied as they are), several times faster than
+	// encoding/json, which was a fifth of opening a search page's heads in Go.
+	if err := fastjson.Unmarshal(plain, &t); err != nil {
 		return fmt.Errorf("decode the row's text: %w", err)
 	}
 	row.Value, row.Tags, row.Entities = t.Value, t.Tags, t.Entities

@@ -16,15 +16,15 @@ import (
 // extension (a copy with them inserted) replaces it, and rows that died since are walked
 // through but never returned.
 type Graph struct {
-	m, m0  int
-	rows   []int32 // node → row
-	limit  int     // rows at the snapshot: rows at or past it are the tail
-	links0 []uint32
-	deg0   []uint8
-	upper  map[uint32][][]uint32 // node → links at levels 1.. (the few nodes above level 0)
-	entry  uint32
-	top    int
-	visits sync.Pool
+	m, m0     int
+	rows      []int32 // node → row
+	limit     int     // rows at the snapshot: rows at or past it are the tail
+	links0    []uint32
+	deg0      []uint8
+	upper     map[uint32][][]uint32 // node → links at levels 1.. (the few nodes above level 0)
+	entry     uint32
+	top       int
+	searchers sync.Pool // *searcher
 }
 
 // Source is a snapshot of the rows for a build: rows never change once written, so the
@@ -76,18 +76,15 @@ type Cand struct {
 	Sim  float32
 }
 
-// candHeap is a binary heap of candidates: a max-heap when max is set, else a min-heap.
+// candHeap is a binary min-heap of candidates by Sim. A walk's heap of candidates to
+// expand, nearest first, holds each Sim negated (a max-heap as a min-heap: the same
+// comparisons, so the same order), which keeps the comparison free of a branch on
+// the heap's kind.
 type candHeap struct {
 	items []Cand
-	max   bool
 }
 
-func (h *candHeap) less(i, j int) bool {
-	if h.max {
-		return h.items[i].Sim > h.items[j].Sim
-	}
-	return h.items[i].Sim < h.items[j].Sim
-}
+func (h *candHeap) less(i, j int) bool { return h.items[i].Sim < h.items[j].Sim }
 
 func (h *candHeap) push(c Cand) {
 	h.items = append(h.items, c)
@@ -152,7 +149,9 @@ func (v *visitSet) visit(n uint32) bool {
 	return true
 }
 
-// searcher walks a graph: sim scores a node against what is searched.
+// searcher walks a graph: sim scores a node against what is searched. Searchers are
+// pooled by their graph, so a walk reuses the last one's visited set, heaps and
+// batch instead of growing its own.
 type searcher struct {
 	g   *Graph
 	sim func(node uint32) float32
@@ -162,20 +161,25 @@ type searcher struct {
 	warm   func(nodes []uint32) int8
 	warmed int8 // what warm read, kept so that its loads are not dropped
 	next   []uint32
-	visits *visitSet
-	cands  candHeap
-	found  candHeap
+	visits visitSet
+	cands  candHeap // the nodes to expand, each Sim negated: nearest first
+	found  candHeap // the ef best found, farthest first
 }
 
 func (g *Graph) searcher(sim func(uint32) float32) *searcher {
-	v, _ := g.visits.Get().(*visitSet)
-	if v == nil {
-		v = &visitSet{}
+	s, _ := g.searchers.Get().(*searcher)
+	if s == nil {
+		s = &searcher{g: g}
 	}
-	return &searcher{g: g, sim: sim, visits: v, cands: candHeap{max: true}}
+	s.sim = sim
+	return s
 }
 
-func (s *searcher) release() { s.g.visits.Put(s.visits) }
+// release returns s to its graph's pool, holding no closure of the walk.
+func (s *searcher) release() {
+	s.sim, s.warm = nil, nil
+	s.g.searchers.Put(s)
+}
 
 // greedy descends one level: the neighbour nearest to what is searched, until none is nearer.
 func (s *searcher) greedy(ep Cand, level int) Cand {
@@ -197,13 +201,14 @@ func (s *searcher) layer(ep Cand, ef, level int, accept func(uint32) bool, maxVi
 	s.visits.reset(s.g.Nodes())
 	s.cands.items, s.found.items = s.cands.items[:0], s.found.items[:0]
 	s.visits.visit(ep.Node)
-	s.cands.push(ep)
+	s.cands.push(Cand{ep.Node, -ep.Sim})
 	if accept == nil || accept(ep.Node) {
 		s.found.push(ep)
 	}
 	visits := 1
 	for s.cands.len() > 0 {
 		c := s.cands.pop()
+		c.Sim = -c.Sim
 		if s.found.len() >= ef && c.Sim < s.found.peek().Sim {
 			break
 		}
@@ -224,7 +229,7 @@ func (s *searcher) layer(ep Cand, ef, level int, accept func(uint32) bool, maxVi
 			visits++
 			sim := s.sim(n)
 			if s.found.len() < ef || sim > s.found.peek().Sim {
-				s.cands.push(Cand{n, sim})
+				s.cands.push(Cand{n, -sim})
 				if accept == nil || accept(n) {
 					s.found.push(Cand{n, sim})
 					if s.found.len() > ef {
