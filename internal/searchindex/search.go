@@ -312,14 +312,14 @@ func (s *space) keys(text string, terms []string, limit int, e *eligible) []scor
 	for _, t := range terms {
 		if id, ok := s.lexicon.lookup(t); ok && !slices.Contains(seen, id) {
 			seen = append(seen, id)
-			if int(id) < len(s.keyPost) {
-				want = append(want, cursor{list: s.keyPost[id]})
+			if list, ok := s.keyPost[id]; ok {
+				want = append(want, cursor{list: list})
 			}
 		}
 	}
 	top := newBest(limit)
 	var named []uint32 // the slots holding the key verbatim, in order
-	if head, ok := s.byKey[verbatim]; ok {
+	if head, ok := s.byKey.head(s.docs, verbatim); ok {
 		for slot := head; slot >= 0; slot = s.docs[slot].next {
 			if e.has(uint32(slot)) {
 				named = append(named, uint32(slot))
