@@ -190,8 +190,8 @@ func (s *space) inUse() *checkpointUse {
 			}
 		}
 	}
-	for t, list := range s.post {
-		used(uint32(t), list)
+	for t, l := range s.post {
+		used(uint32(t), l.slice())
 	}
 	for t, list := range s.keyPost {
 		used(t, list)
@@ -289,7 +289,7 @@ func (s *space) writePostings(e *encoder, u *checkpointUse) {
 		}
 	}
 	slices.Sort(keyTerms)
-	s.writeLists(e, u, valueTerms, func(t uint32) []posting { return s.post[t] }, true)
+	s.writeLists(e, u, valueTerms, func(t uint32) []posting { return s.post[t].slice() }, true)
 	s.writeLists(e, u, keyTerms, func(t uint32) []posting { return s.keyPost[t] }, false)
 }
 
@@ -476,7 +476,7 @@ func (r spaceReader) content(slot int32) {
 // postings reads the lexical lists, then the key lists, over the n documents.
 func (r spaceReader) postings(n int) {
 	d, s := r.d, r.s
-	s.post, s.keyPost = make([][]posting, s.lexicon.count()), map[uint32][]posting{}
+	s.post, s.keyPost = make([]postList, s.lexicon.count()), map[uint32][]posting{}
 	for i := range 2 {
 		for count := d.count(2); count > 0 && d.err == nil; count-- {
 			t := r.term()
@@ -501,7 +501,7 @@ func (r spaceReader) postings(n int) {
 			}
 			switch {
 			case i == 0:
-				s.post[t] = list
+				s.post[t] = listOf(list)
 			case k > 0: // a build before key lists were kept for key terms alone wrote every term's
 				s.keyPost[t] = list
 			}

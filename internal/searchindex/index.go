@@ -339,7 +339,7 @@ func (s *space) bytes() int64 {
 	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + int64(cap(s.gens))*int64(unsafe.Sizeof(slotGen{})) + 4*s.words + s.keyB + 4*int64(cap(s.free))
 	b += s.byKey.bytes()
 	b += s.names.size() + s.lexicon.size()
-	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post))*24 + int64(len(s.keyPost))*mapEntryBytes
+	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post))*int64(unsafe.Sizeof(postList{})) + int64(len(s.keyPost))*mapEntryBytes
 	b += int64(len(s.fenceUser)) * mapEntryBytes
 	for _, a := range s.arenas {
 		b += a.bytes()

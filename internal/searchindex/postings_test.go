@@ -130,8 +130,8 @@ func checkLegs(t *testing.T, x *Index, h *history, when string) {
 	s := x.spaces[ns]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for term, list := range s.post {
-		if !slices.IsSortedFunc(list, postingOrder) {
+	for term, l := range s.post {
+		if !slices.IsSortedFunc(l.slice(), postingOrder) {
 			t.Fatalf("%s: the list of term %d is out of slot order", when, term)
 		}
 	}
@@ -206,7 +206,7 @@ func lexicalByTerm(s *space, terms []string, limit int, k1, b float64, e *eligib
 	total := 0.0
 	for i, t := range terms {
 		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
-			lists[i] = s.post[id]
+			lists[i] = s.post[id].slice()
 		}
 		df := 0.0
 		for _, p := range lists[i] {

@@ -222,7 +222,7 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 	for _, t := range terms {
 		var list []posting
 		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
-			list = s.post[id]
+			list = s.post[id].slice()
 		}
 		df := 0.0
 		for _, p := range list {

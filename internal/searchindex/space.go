@@ -226,7 +226,7 @@ type space struct {
 	byKey   keyTable // memory key → the first slot holding it
 	names   interner
 	lexicon interner
-	post    [][]posting // term → value postings
+	post    []postList // term → value postings
 	// keyPost holds the key postings of the terms that have any: a namespace's keys
 	// name few of its terms, and a list header for every term was 24 bytes each.
 	keyPost map[uint32][]posting
@@ -383,8 +383,8 @@ func (s *space) current(p posting) bool { return s.gens[p.slot].live == uint32(p
 // compactPostings drops every stale posting.
 func (s *space) compactPostings() {
 	s.capPost = 0
-	for t, list := range s.post {
-		s.post[t] = s.compacted(list)
+	for t, l := range s.post {
+		s.post[t] = listOf(s.compacted(l.slice()))
 	}
 	for t, list := range s.keyPost {
 		if s.keyPost[t] = s.compacted(list); s.keyPost[t] == nil {
@@ -415,9 +415,9 @@ func (s *space) compacted(list []posting) []posting {
 // addPosting adds p to the value list of term.
 func (s *space) addPosting(term uint32, p posting) {
 	for int(term) >= len(s.post) {
-		s.post = append(s.post, nil)
+		s.post = append(s.post, postList{})
 	}
-	s.post[term] = s.withPosting(s.post[term], p)
+	s.post[term] = listOf(s.withPosting(s.post[term].slice(), p))
 }
 
 // addKeyPosting adds p to the key list of term.
@@ -502,8 +502,8 @@ func (s *space) tidy() {
 		}
 	}
 	s.capPost = 0
-	for t, list := range s.post {
-		s.post[t] = s.tidied(list)
+	for t, l := range s.post {
+		s.post[t] = listOf(s.tidied(l.slice()))
 	}
 	for t, list := range s.keyPost {
 		if s.keyPost[t] = s.tidied(list); s.keyPost[t] == nil {
@@ -514,7 +514,7 @@ func (s *space) tidy() {
 	if n := len(s.docs); cap(s.docs) > n+n/32 {
 		s.docs, s.cards, s.gens = slices.Clone(s.docs), slices.Clone(s.cards), slices.Clone(s.gens)
 	}
-	// A term's list header is 24 bytes, and the lists of a small namespace are nearly
+	// A term's list header is 16 bytes, and the lists of a small namespace are nearly
 	// one a word it holds: their growth's spare third was a tenth of its memory.
 	s.post = clipped(s.post)
 	s.names.trim()
