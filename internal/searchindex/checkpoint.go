@@ -182,15 +182,19 @@ func (s *space) inUse() *checkpointUse {
 	for i, slot := range u.slots {
 		u.newSlot[slot] = uint32(i)
 	}
-	for _, lists := range [][][]posting{s.post, s.keyPost} {
-		for t, list := range lists {
-			for _, p := range list {
-				if s.current(p) {
-					u.terms[t] = 1
-					break
-				}
+	used := func(t uint32, list []posting) {
+		for _, p := range list {
+			if s.current(p) {
+				u.terms[t] = 1
+				return
 			}
 		}
+	}
+	for t, l := range s.post {
+		used(uint32(t), l.slice())
+	}
+	for t, list := range s.keyPost {
+		used(t, list)
 	}
 	return u
 }
@@ -271,34 +275,43 @@ func (s *space) writeDoc(e *encoder, slot int32, u *checkpointUse) {
 }
 
 // writePostings writes the current postings of the used terms, the lexical lists (with
-// their term frequencies) then the key lists.
+// their term frequencies) then the key lists, each in term order.
 func (s *space) writePostings(e *encoder, u *checkpointUse) {
-	for i, lists := range [][][]posting{s.post, s.keyPost} {
-		n := 0
-		for t := range lists {
-			if u.terms[t] != 0 {
-				n++
+	var valueTerms, keyTerms []uint32
+	for t := range s.post {
+		if u.terms[t] != 0 {
+			valueTerms = append(valueTerms, uint32(t))
+		}
+	}
+	for t := range s.keyPost {
+		if u.terms[t] != 0 {
+			keyTerms = append(keyTerms, t)
+		}
+	}
+	slices.Sort(keyTerms)
+	s.writeLists(e, u, valueTerms, func(t uint32) []posting { return s.post[t].slice() }, true)
+	s.writeLists(e, u, keyTerms, func(t uint32) []posting { return s.keyPost[t] }, false)
+}
+
+// writeLists writes the current postings of terms' lists (listOf), with their term
+// frequencies when tf.
+func (s *space) writeLists(e *encoder, u *checkpointUse, terms []uint32, listOf func(uint32) []posting, tf bool) {
+	e.uint(uint64(len(terms)))
+	for _, t := range terms {
+		list := listOf(t)
+		live := 0
+		for _, p := range list {
+			if s.current(p) {
+				live++
 			}
 		}
-		e.uint(uint64(n))
-		for t, list := range lists {
-			if u.terms[t] == 0 {
-				continue
-			}
-			live := 0
-			for _, p := range list {
-				if s.current(p) {
-					live++
-				}
-			}
-			e.uint(uint64(u.terms[t]))
-			e.uint(uint64(live))
-			for _, p := range list {
-				if s.current(p) {
-					e.uint(uint64(u.newSlot[p.slot]))
-					if i == 0 {
-						e.uint(uint64(p.tf))
-					}
+		e.uint(uint64(u.terms[t]))
+		e.uint(uint64(live))
+		for _, p := range list {
+			if s.current(p) {
+				e.uint(uint64(u.newSlot[p.slot]))
+				if tf {
+					e.uint(uint64(p.tf))
 				}
 			}
 		}
@@ -408,10 +421,10 @@ func (r spaceReader) doc(slot int32) bool {
 	if c.has(flagContent) {
 		r.content(slot)
 	}
-	if head, ok := s.byKey[dc.key]; ok {
+	if head, ok := s.byKey.head(s.docs, dc.key); ok {
 		dc.next = head
 	}
-	s.byKey[dc.key] = slot
+	s.byKey.set(s.docs, slot)
 	s.entries++
 	s.keyB += int64(len(dc.key))
 	s.setGen(slot)
@@ -463,8 +476,8 @@ func (r spaceReader) content(slot int32) {
 // postings reads the lexical lists, then the key lists, over the n documents.
 func (r spaceReader) postings(n int) {
 	d, s := r.d, r.s
-	for i, lists := range []*[][]posting{&s.post, &s.keyPost} {
-		*lists = make([][]posting, s.lexicon.count())
+	s.post, s.keyPost = make([]postList, s.lexicon.count()), map[uint32][]posting{}
+	for i := range 2 {
 		for count := d.count(2); count > 0 && d.err == nil; count-- {
 			t := r.term()
 			k := d.count(1)
@@ -486,7 +499,12 @@ func (r spaceReader) postings(n int) {
 			if !slices.IsSortedFunc(list, postingOrder) {
 				slices.SortStableFunc(list, postingOrder)
 			}
-			(*lists)[t] = list
+			switch {
+			case i == 0:
+				s.post[t] = listOf(list)
+			case k > 0: // a build before key lists were kept for key terms alone wrote every term's
+				s.keyPost[t] = list
+			}
 			s.capPost += int64(k)
 			s.live += int64(k)
 		}

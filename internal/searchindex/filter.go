@@ -87,7 +87,7 @@ func (s *space) compile(f Filter) matcher {
 // the writer's read scope unless pinned.
 func (s *space) compilePeers(q PeerQuery) matcher {
 	m := s.compile(Filter{MemoryType: q.MemoryType, Statuses: []string{"active", "conflicted"}, Now: q.Now})
-	for slot, ok := s.byKey[q.MemoryKey]; ok && slot >= 0; slot = s.docs[slot].next {
+	for slot, ok := s.byKey.head(s.docs, q.MemoryKey); ok && slot >= 0; slot = s.docs[slot].next {
 		m.notSlots = append(m.notSlots, slot)
 	}
 	if q.ReadUserID != "" {

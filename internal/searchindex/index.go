@@ -242,7 +242,7 @@ func (x *Index) Evict(sp Space) {
 	}
 	s.filters.invalidate()
 	s.held = false
-	s.docs, s.cards, s.gens, s.free, s.byKey, s.post, s.keyPost, s.arenas = nil, nil, nil, nil, map[string]int32{}, nil, nil, map[int]*arena{}
+	s.docs, s.cards, s.gens, s.free, s.byKey, s.post, s.keyPost, s.arenas = nil, nil, nil, nil, newKeyTable(), nil, nil, map[int]*arena{}
 	s.names, s.lexicon = newInterner(), newInterner()
 	s.entries, s.live, s.stale, s.capPost, s.words, s.keyB = 0, 0, 0, 0, 0, 0
 }
@@ -337,9 +337,9 @@ const (
 func (s *space) bytes() int64 {
 	b := int64(unsafe.Sizeof(space{}))
 	b += int64(cap(s.docs))*int64(unsafe.Sizeof(doc{})) + int64(cap(s.cards))*int64(unsafe.Sizeof(card{})) + int64(cap(s.gens))*int64(unsafe.Sizeof(slotGen{})) + 4*s.words + s.keyB + 4*int64(cap(s.free))
-	b += int64(len(s.byKey)) * mapEntryBytes
+	b += s.byKey.bytes()
 	b += s.names.size() + s.lexicon.size()
-	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post)+cap(s.keyPost))*24
+	b += s.capPost*int64(unsafe.Sizeof(posting{})) + int64(cap(s.post))*int64(unsafe.Sizeof(postList{})) + int64(len(s.keyPost))*mapEntryBytes
 	b += int64(len(s.fenceUser)) * mapEntryBytes
 	for _, a := range s.arenas {
 		b += a.bytes()

@@ -130,11 +130,14 @@ func checkLegs(t *testing.T, x *Index, h *history, when string) {
 	s := x.spaces[ns]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, lists := range [][][]posting{s.post, s.keyPost} {
-		for term, list := range lists {
-			if !slices.IsSortedFunc(list, postingOrder) {
-				t.Fatalf("%s: the list of term %d is out of slot order", when, term)
-			}
+	for term, l := range s.post {
+		if !slices.IsSortedFunc(l.slice(), postingOrder) {
+			t.Fatalf("%s: the list of term %d is out of slot order", when, term)
+		}
+	}
+	for term, list := range s.keyPost {
+		if !slices.IsSortedFunc(list, postingOrder) {
+			t.Fatalf("%s: the key list of term %d is out of slot order", when, term)
 		}
 	}
 	rng := rand.New(rand.NewSource(99))
@@ -203,7 +206,7 @@ func lexicalByTerm(s *space, terms []string, limit int, k1, b float64, e *eligib
 	total := 0.0
 	for i, t := range terms {
 		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
-			lists[i] = s.post[id]
+			lists[i] = s.post[id].slice()
 		}
 		df := 0.0
 		for _, p := range lists[i] {
@@ -268,14 +271,14 @@ func keysByTerm(s *space, text string, terms []string, limit int, e *eligible) [
 		}
 		top.offer(scored{slot: slot, score: score})
 	}
-	if head, ok := s.byKey[verbatim]; ok {
+	if head, ok := s.byKey.head(s.docs, verbatim); ok {
 		for slot := head; slot >= 0; slot = s.docs[slot].next {
 			consider(uint32(slot))
 		}
 	}
 	for _, id := range want {
-		if int(id) < len(s.keyPost) {
-			for _, p := range s.keyPost[id] {
+		if list, ok := s.keyPost[id]; ok {
+			for _, p := range list {
 				if s.current(p) {
 					consider(p.slot)
 				}

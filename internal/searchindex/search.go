@@ -244,7 +244,7 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 	for _, t := range terms {
 		var list []posting
 		if id, ok := s.lexicon.lookup(t); ok && int(id) < len(s.post) {
-			list = s.post[id]
+			list = s.post[id].slice()
 		}
 		df := 0.0
 		for _, p := range list {
@@ -334,14 +334,14 @@ func (s *space) keys(text string, terms []string, limit int, e *eligible) []scor
 	for _, t := range terms {
 		if id, ok := s.lexicon.lookup(t); ok && !slices.Contains(seen, id) {
 			seen = append(seen, id)
-			if int(id) < len(s.keyPost) {
-				want = append(want, cursor{list: s.keyPost[id]})
+			if list, ok := s.keyPost[id]; ok {
+				want = append(want, cursor{list: list})
 			}
 		}
 	}
 	top := newBest(limit)
 	var named []uint32 // the slots holding the key verbatim, in order
-	if head, ok := s.byKey[verbatim]; ok {
+	if head, ok := s.byKey.head(s.docs, verbatim); ok {
 		for slot := head; slot >= 0; slot = s.docs[slot].next {
 			if e.has(uint32(slot)) {
 				named = append(named, uint32(slot))

@@ -223,12 +223,14 @@ type space struct {
 	gens    []slotGen // parallel to docs: gen, and 1<<16 when content is held (what a posting is checked against), and the length
 	free    []uint32
 	entries int
-	byKey   map[string]int32
+	byKey   keyTable // memory key → the first slot holding it
 	names   interner
 	lexicon interner
-	post    [][]posting // term → value postings
-	keyPost [][]posting // term → key postings
-	live    int64       // postings of current gens
+	post    []postList // term → value postings
+	// keyPost holds the key postings of the terms that have any: a namespace's keys
+	// name few of its terms, and a list header for every term was 24 bytes each.
+	keyPost map[uint32][]posting
+	live    int64 // postings of current gens
 	stale   int64
 	capPost int64 // sum of the posting lists' capacities
 	words   int64 // sum of the docs' words capacities
@@ -244,7 +246,7 @@ type space struct {
 
 func newSpace(id Space, now int64) *space {
 	s := &space{id: id, held: true, changed: make(chan struct{}), fenceUser: map[string]int64{},
-		byKey: map[string]int32{}, names: newInterner(), lexicon: newInterner(), arenas: map[int]*arena{}}
+		byKey: newKeyTable(), names: newInterner(), lexicon: newInterner(), arenas: map[int]*arena{}}
 	s.lastUsed.Store(now)
 	return s
 }
@@ -257,7 +259,7 @@ func (s *space) find(agent, user, session, key string) (int32, bool) {
 	if !ok1 || !ok2 || !ok3 {
 		return -1, false
 	}
-	for slot, ok := s.byKey[key]; ok && slot >= 0; slot = s.docs[slot].next {
+	for slot, ok := s.byKey.head(s.docs, key); ok && slot >= 0; slot = s.docs[slot].next {
 		c := &s.cards[slot]
 		if c.agent == a && c.user == u && c.session == se {
 			return slot, true
@@ -282,12 +284,11 @@ func (s *space) alloc(key string) int32 {
 	*d = doc{key: key, chunkRow: -1}
 	*c = card{gen: c.gen, flags: flagLive, vecRow: -1, expires: never, validTo: never}
 	s.setGen(slot)
-	head, ok := s.byKey[key]
 	d.next = -1
-	if ok {
+	if head, ok := s.byKey.head(s.docs, key); ok {
 		d.next = head
 	}
-	s.byKey[key] = slot
+	s.byKey.set(s.docs, slot)
 	s.entries++
 	s.keyB += int64(len(key))
 	return slot
@@ -299,11 +300,11 @@ func (s *space) remove(slot int32) {
 	d := &s.docs[slot]
 	c := &s.cards[slot]
 	key := d.key
-	if head := s.byKey[key]; head == slot {
+	if head, _ := s.byKey.head(s.docs, key); head == slot {
 		if d.next >= 0 {
-			s.byKey[key] = d.next
+			s.byKey.set(s.docs, d.next)
 		} else {
-			delete(s.byKey, key)
+			s.byKey.delete(s.docs, key)
 		}
 	} else {
 		for p := head; p >= 0; p = s.docs[p].next {
@@ -382,31 +383,53 @@ func (s *space) current(p posting) bool { return s.gens[p.slot].live == uint32(p
 // compactPostings drops every stale posting.
 func (s *space) compactPostings() {
 	s.capPost = 0
-	for _, lists := range [][][]posting{s.post, s.keyPost} {
-		for t, list := range lists {
-			kept := list[:0]
-			for _, p := range list {
-				if s.current(p) {
-					kept = append(kept, p)
-				}
-			}
-			if len(kept) == 0 {
-				kept = nil
-			} else if cap(kept) > 2*len(kept)+4 {
-				kept = append([]posting(nil), kept...)
-			}
-			lists[t] = kept
-			s.capPost += int64(cap(kept))
+	for t, l := range s.post {
+		s.post[t] = listOf(s.compacted(l.slice()))
+	}
+	for t, list := range s.keyPost {
+		if s.keyPost[t] = s.compacted(list); s.keyPost[t] == nil {
+			delete(s.keyPost, t)
 		}
 	}
 	s.stale = 0
 }
 
-func (s *space) addPosting(lists *[][]posting, term uint32, p posting) {
-	for int(term) >= len(*lists) {
-		*lists = append(*lists, nil)
+// compacted is list without its stale postings (nil when none is left), in its own
+// array when the one it had is more than twice what it needs; its capacity is counted.
+func (s *space) compacted(list []posting) []posting {
+	kept := list[:0]
+	for _, p := range list {
+		if s.current(p) {
+			kept = append(kept, p)
+		}
 	}
-	l := (*lists)[term]
+	if len(kept) == 0 {
+		kept = nil
+	} else if cap(kept) > 2*len(kept)+4 {
+		kept = append([]posting(nil), kept...)
+	}
+	s.capPost += int64(cap(kept))
+	return kept
+}
+
+// addPosting adds p to the value list of term.
+func (s *space) addPosting(term uint32, p posting) {
+	for int(term) >= len(s.post) {
+		s.post = append(s.post, postList{})
+	}
+	s.post[term] = listOf(s.withPosting(s.post[term].slice(), p))
+}
+
+// addKeyPosting adds p to the key list of term.
+func (s *space) addKeyPosting(term uint32, p posting) {
+	if s.keyPost == nil {
+		s.keyPost = map[uint32][]posting{}
+	}
+	s.keyPost[term] = s.withPosting(s.keyPost[term], p)
+}
+
+// withPosting is l with p in its place.
+func (s *space) withPosting(l []posting, p posting) []posting {
 	s.live++
 	if n := len(l); n > 0 && l[n-1].slot >= p.slot {
 		// A revision of an older document, or a freed slot taken again, goes to its
@@ -416,16 +439,15 @@ func (s *space) addPosting(lists *[][]posting, term uint32, p posting) {
 		if i > 0 && l[i-1].slot == p.slot && !s.current(l[i-1]) {
 			l[i-1] = p
 			s.stale = max(s.stale-1, 0)
-			return
+			return l
 		}
 		l = s.grown(l)
 		l = l[:n+1]
 		copy(l[i+1:], l[i:n])
 		l[i] = p
-	} else {
-		l = append(s.grown(l), p)
+		return l
 	}
-	(*lists)[term] = l
+	return append(s.grown(l), p)
 }
 
 // grown is l with room for one more posting. Long lists grow by an eighth, not the
@@ -463,10 +485,10 @@ func (s *space) setTerms(slot int32, r *Revision, stems *text.Stems) {
 	s.setGen(slot)
 	s.words += int64(cap(words))
 	for i, t := range terms {
-		s.addPosting(&s.post, s.lexicon.id(t), posting{slot: uint32(slot), gen: c.gen, tf: tfs[i]})
+		s.addPosting(s.lexicon.id(t), posting{slot: uint32(slot), gen: c.gen, tf: tfs[i]})
 	}
 	for _, t := range d.keyTerms() {
-		s.addPosting(&s.keyPost, t, posting{slot: uint32(slot), gen: c.gen, tf: keyLen(d)})
+		s.addKeyPosting(t, posting{slot: uint32(slot), gen: c.gen, tf: keyLen(d)})
 	}
 }
 
@@ -480,40 +502,49 @@ func (s *space) tidy() {
 		}
 	}
 	s.capPost = 0
-	for _, lists := range []*[][]posting{&s.post, &s.keyPost} {
-		for t, list := range *lists {
-			live := 0
-			for _, p := range list {
-				if s.current(p) {
-					live++
-				}
-			}
-			if live == len(list) && cap(list) <= live+live/32+4 {
-				s.capPost += int64(cap(list))
-				continue
-			}
-			kept := make([]posting, 0, live)
-			for _, p := range list {
-				if s.current(p) {
-					kept = append(kept, p)
-				}
-			}
-			if len(kept) == 0 {
-				kept = nil
-			}
-			(*lists)[t] = kept
-			s.capPost += int64(cap(kept))
+	for t, l := range s.post {
+		s.post[t] = listOf(s.tidied(l.slice()))
+	}
+	for t, list := range s.keyPost {
+		if s.keyPost[t] = s.tidied(list); s.keyPost[t] == nil {
+			delete(s.keyPost, t)
 		}
 	}
 	s.stale = 0
 	if n := len(s.docs); cap(s.docs) > n+n/32 {
 		s.docs, s.cards, s.gens = slices.Clone(s.docs), slices.Clone(s.cards), slices.Clone(s.gens)
 	}
-	// A term's list header is 24 bytes, and the lists of a small namespace are nearly
+	// A term's list header is 16 bytes, and the lists of a small namespace are nearly
 	// one a word it holds: their growth's spare third was a tenth of its memory.
-	s.post, s.keyPost = clipped(s.post), clipped(s.keyPost)
+	s.post = clipped(s.post)
 	s.names.trim()
 	s.lexicon.trim()
+}
+
+// tidied is list with its current postings alone, without more than a thirty-second
+// of spare capacity (nil when none is current); its capacity is counted.
+func (s *space) tidied(list []posting) []posting {
+	live := 0
+	for _, p := range list {
+		if s.current(p) {
+			live++
+		}
+	}
+	if live == len(list) && cap(list) <= live+live/32+4 {
+		s.capPost += int64(cap(list))
+		return list
+	}
+	if live == 0 {
+		return nil
+	}
+	kept := make([]posting, 0, live)
+	for _, p := range list {
+		if s.current(p) {
+			kept = append(kept, p)
+		}
+	}
+	s.capPost += int64(cap(kept))
+	return kept
 }
 
 // clipped is l without more than a thirty-second of spare capacity.

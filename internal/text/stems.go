@@ -40,6 +40,11 @@ func (m *Stems) stem(w string) string {
 	// w shares the bytes of the whole lower-cased text it came from (and so may its
 	// stem, when it is w): what is kept is a copy.
 	w = strings.Clone(w)
+	if !stemmable(w) {
+		// Not remembered: it is its own stem, and such words (a key's "k1234", ids,
+		// numbers) are often each used once, so the memo held one entry a memory.
+		return w
+	}
 	st := Stem(w)
 	if len(m.stems) >= m.limit {
 		clear(m.stems)

@@ -77,15 +77,24 @@ func termFreqs(terms []string) ([]string, []uint16, uint32) {
 // digit, a non-ASCII letter or fewer than three letters is left as it is (codes,
 // numbers and other scripts are matched as written).
 func Stem(w string) string {
-	if len(w) < 3 {
+	if !stemmable(w) {
 		return w
+	}
+	return english.Stem(w, true)
+}
+
+// stemmable: a word of three letters or more, a to z alone; Stem leaves any other as
+// it is.
+func stemmable(w string) bool {
+	if len(w) < 3 {
+		return false
 	}
 	for i := 0; i < len(w); i++ {
 		if c := w[i]; c < 'a' || c > 'z' {
-			return w
+			return false
 		}
 	}
-	return english.Stem(w, true)
+	return true
 }
 
 // Chunking: a value longer than ChunkThreshold runes is also searched by windows of
