@@ -25,22 +25,12 @@ import (
 // background (checkJudgingCalibration's namespace).
 func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 	const org = "recalibration"
-	var model string
-	// The pass is off while the test writes; a process with it on then reads the
-	// test's records from its group's place and recalibrates their namespaces.
-	recalibrating := false
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = recalibrating, time.Hour
-		c.Workers.Recalibration.Batch = 100000
-		e, err := embed.New(c.Embedder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		model = e.Model()
+	r := startRecalibration(t, org, 100000, func(c *config.Config) {
 		// The scalars the calibration moves, and room for it to move them.
 		c.Command.ConflictThreshold, c.Command.DuplicateThreshold = 0.7, 0.9
 		c.Command.ConflictCalibration.Enabled, c.Command.ConflictCalibration.MaxShift = true, 0.1
 	})
+	w, model := r.workers, r.model
 	ctx := context.Background()
 	pool := env.PG(t)
 	ns := testenv.Unique(t, "recal")
@@ -90,9 +80,7 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 		})
 	}
 	// A new process with the pass on recalibrates the namespaces its records name.
-	w.stop()
-	recalibrating = true
-	w.serve()
+	r.recalibrate()
 	testenv.Eventually(t, 3*time.Minute, "the namespaces recalibrated", func() bool {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.search_calibration WHERE org = $1 AND namespace = ANY($2) AND embedder = $3
 			AND recalibrated_at IS NOT NULL`, org, []string{ns, judged.ns}, model) == 2
@@ -125,6 +113,41 @@ func TestRecalibrationRewritesTheNamespacesBackground(t *testing.T) {
 
 // recalibratedMedian reads the namespace's recorded backgrounds, one per probe, and
 // returns their median.
+// recalibration is a test's workers with the recalibration pass off while the test
+// writes; recalibrate restarts them with it on (hourly, batch items a claim), and the
+// new process reads the test's records from its group's place. model is the
+// embedder's.
+type recalibration struct {
+	*workers
+	model string
+	on    bool
+}
+
+func startRecalibration(t *testing.T, org string, batch int, mod func(*config.Config)) *recalibration {
+	t.Helper()
+	r := &recalibration{}
+	r.workers = startWorkers(t, org, nil, func(c *config.Config) {
+		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = r.on, time.Hour
+		c.Workers.Recalibration.Batch = batch
+		e, err := embed.New(c.Embedder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.model = e.Model()
+		if mod != nil {
+			mod(c)
+		}
+	})
+	return r
+}
+
+// recalibrate restarts the workers with the pass on.
+func (r *recalibration) recalibrate() {
+	r.stop()
+	r.on = true
+	r.serve()
+}
+
 func recalibratedMedian(t *testing.T, org, ns, model string) float64 {
 	t.Helper()
 	ctx, pool := context.Background(), env.PG(t)

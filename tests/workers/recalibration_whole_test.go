@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/loomplane/loom/client"
-	"github.com/loomplane/loom/internal/config"
-	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -18,17 +16,8 @@ import (
 // batch at a time, by every pass of the interval.
 func TestARecalibrationTakesEveryRecordThatMadeItsNamespaceDue(t *testing.T) {
 	const org = "recalibration-whole"
-	var model string
-	recalibrating := false
-	w := startWorkers(t, org, nil, func(c *config.Config) {
-		c.Workers.Recalibration.Enabled, c.Workers.Recalibration.Interval = recalibrating, time.Hour
-		c.Workers.Recalibration.Batch = 5
-		e, err := embed.New(c.Embedder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		model = e.Model()
-	})
+	w := startRecalibration(t, org, 5, nil)
+	model := w.model
 	ctx, pool := context.Background(), env.PG(t)
 	ns := testenv.Unique(t, "whole")
 	if _, err := w.tc.Configure(ctx, ns, client.NamespaceConfig{ConflictPolicy: "append_only"}); err != nil {
@@ -49,9 +38,7 @@ func TestARecalibrationTakesEveryRecordThatMadeItsNamespaceDue(t *testing.T) {
 			WHERE org = ? AND namespace = ? AND tombstone = 0 AND embedding_dim > 0 AND embedding_model = ?`, org, ns, model)
 		return len(n) == 1 && n[0] == fmt.Sprint(len(entries))
 	})
-	w.stop()
-	recalibrating = true
-	w.serve()
+	w.recalibrate()
 	items := func(state string) int64 {
 		return testenv.Int(t, pool, `SELECT count(*) FROM loom.worker_items WHERE worker = 'recalibration' AND org = $1 AND namespace = $2
 			AND state = $3`, org, ns, state)
