@@ -293,12 +293,12 @@ func (s *space) writePostings(e *encoder, u *checkpointUse) {
 	s.writeLists(e, u, keyTerms, func(t uint32) []posting { return s.keyPost[t] }, false)
 }
 
-// writeLists writes the current postings of terms' lists (listOf), with their term
+// writeLists writes the current postings of terms' lists (listFor), with their term
 // frequencies when tf.
-func (s *space) writeLists(e *encoder, u *checkpointUse, terms []uint32, listOf func(uint32) []posting, tf bool) {
+func (s *space) writeLists(e *encoder, u *checkpointUse, terms []uint32, listFor func(uint32) []posting, tf bool) {
 	e.uint(uint64(len(terms)))
 	for _, t := range terms {
-		list := listOf(t)
+		list := listFor(t)
 		live := 0
 		for _, p := range list {
 			if s.current(p) {
@@ -421,10 +421,7 @@ func (r spaceReader) doc(slot int32) bool {
 	if c.has(flagContent) {
 		r.content(slot)
 	}
-	if head, ok := s.byKey.head(s.docs, dc.key); ok {
-		dc.next = head
-	}
-	s.byKey.set(s.docs, slot)
+	dc.next = s.byKey.push(s.docs, slot)
 	s.entries++
 	s.keyB += int64(len(dc.key))
 	s.setGen(slot)

@@ -52,18 +52,21 @@ func (t *keyTable) head(docs []doc, key string) (int32, bool) {
 	return int32(t.cells[i] - 1), true
 }
 
-// set makes slot the first holding its document's key.
-func (t *keyTable) set(docs []doc, slot int32) {
+// push makes slot the first holding its document's key and answers the slot that was
+// (-1 for none), in one probe.
+func (t *keyTable) push(docs []doc, slot int32) int32 {
 	key := docs[slot].key
 	if i, ok := t.find(docs, key); ok {
+		prev := int32(t.cells[i] - 1)
 		t.cells[i] = uint32(slot) + 1
-		return
+		return prev
 	}
 	if 4*(t.n+1) > 3*len(t.cells) {
 		t.grow(docs)
 	}
 	t.place(docs, uint32(slot)+1)
 	t.n++
+	return -1
 }
 
 // place puts a cell in the first free one from its key's hash.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestKeyTableAgreesWithAMap sets and deletes keys at random, many colliding in a small
+// TestKeyTableAgreesWithAMap pushes and deletes keys at random, many colliding in a small
 // table, and checks every lookup against a map: a deletion must not hide a key that
 // probed past it.
 func TestKeyTableAgreesWithAMap(t *testing.T) {
@@ -23,7 +23,13 @@ func TestKeyTableAgreesWithAMap(t *testing.T) {
 			tab.delete(docs, key)
 			delete(model, key)
 		} else {
-			tab.set(docs, slot)
+			prev, had := model[key]
+			if !had {
+				prev = -1
+			}
+			if got := tab.push(docs, slot); got != prev {
+				t.Fatalf("step %d: push of %s answered %d as the slot before, want %d", step, key, got, prev)
+			}
 			model[key] = slot
 		}
 		if step%997 == 0 || step > 49_000 {

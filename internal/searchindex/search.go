@@ -280,9 +280,9 @@ func (s *space) lexical(terms []string, limit int, k1, b float64, e *eligible) (
 				if !e.has(p.slot) {
 					continue
 				}
-				g := s.gens[p.slot]
-				if g.live != uint32(p.gen)|1<<16 {
-					continue // s.current, with the length read beside it
+				g, ok := s.liveGen(p)
+				if !ok {
+					continue
 				}
 				tf, dl := float64(p.tf), float64(g.docLen)
 				at := p.slot - base

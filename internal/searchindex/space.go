@@ -284,11 +284,7 @@ func (s *space) alloc(key string) int32 {
 	*d = doc{key: key, chunkRow: -1}
 	*c = card{gen: c.gen, flags: flagLive, vecRow: -1, expires: never, validTo: never}
 	s.setGen(slot)
-	d.next = -1
-	if head, ok := s.byKey.head(s.docs, key); ok {
-		d.next = head
-	}
-	s.byKey.set(s.docs, slot)
+	d.next = s.byKey.push(s.docs, slot)
 	s.entries++
 	s.keyB += int64(len(key))
 	return slot
@@ -302,7 +298,7 @@ func (s *space) remove(slot int32) {
 	key := d.key
 	if head, _ := s.byKey.head(s.docs, key); head == slot {
 		if d.next >= 0 {
-			s.byKey.set(s.docs, d.next)
+			s.byKey.push(s.docs, d.next)
 		} else {
 			s.byKey.delete(s.docs, key)
 		}
@@ -378,7 +374,17 @@ func (s *space) bumpGen(slot int32) {
 	s.setGen(slot)
 }
 
-func (s *space) current(p posting) bool { return s.gens[p.slot].live == uint32(p.gen)|1<<16 }
+func (s *space) current(p posting) bool {
+	_, ok := s.liveGen(p)
+	return ok
+}
+
+// liveGen is the generation entry of p's document and whether p is of its current
+// content: the lexical leg reads the document's length from the same entry.
+func (s *space) liveGen(p posting) (slotGen, bool) {
+	g := s.gens[p.slot]
+	return g, g.live == uint32(p.gen)|1<<16
+}
 
 // compactPostings drops every stale posting.
 func (s *space) compactPostings() {
