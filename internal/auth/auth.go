@@ -23,6 +23,7 @@ import (
 	"github.com/loomplane/loom/internal/httperr"
 	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/ttlcache"
 	"github.com/loomplane/loom/internal/userref"
 )
@@ -91,10 +92,17 @@ type Store struct {
 	// entry stamped before the latest purge is never answered, so a lookup that read
 	// the row before a revocation committed and adds after the purge caches nothing
 	// any later request sees.
-	purges   atomic.Uint64
-	deadline time.Duration
+	purges atomic.Uint64
+	// revocations is FollowRevocations' listener, nil while none runs. While it runs and
+	// its LISTEN does not hold, a revocation committed elsewhere reaches no one here, so
+	// the cache neither answers nor keeps a token: each request reads its row.
+	revocations atomic.Pointer[pg.Listener]
+	deadline    time.Duration
 	// afterRead, set by a test only, runs between a lookup's read and its cache add.
 	afterRead func()
+	// holdOffListens, set by a test only, is handed to FollowRevocations' listener
+	// (pg.Listener.HoldOffListens).
+	holdOffListens func(context.Context) error
 }
 
 // cachedToken is a token this process checked, with the expiry it was created with
@@ -299,7 +307,8 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	sum := sha256.Sum256([]byte(secret))
 	key := string(sum[:])
 	purges := s.purges.Load()
-	if c, ok := s.cache.Get(key); ok && c.purges == purges {
+	heard := s.hearsRevocations()
+	if c, ok := s.cache.Get(key); ok && heard && c.purges == purges {
 		if c.expiresAt == nil || time.Now().Before(*c.expiresAt) {
 			return c.p, nil
 		}
@@ -332,8 +341,19 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	}
 	// A purge since purges was read may have followed a commit this read preceded:
 	// this request is answered as read, and the stale stamp keeps it from the next.
-	s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt, purges: purges})
+	if heard {
+		s.cache.Add(key, cachedToken{p: p, expiresAt: expiresAt, purges: purges})
+	}
 	return p, nil
+}
+
+// hearsRevocations reports whether a revocation committed from now on empties this
+// process's cache at once: no follower runs (the cache TTL is the only bound, as
+// documented), or the follower's LISTEN holds. A LISTEN lost after this answer is
+// a purge, which the lookup's stamp already covers.
+func (s *Store) hearsRevocations() bool {
+	l := s.revocations.Load()
+	return l == nil || l.Holding()
 }
 
 const localsKey = "loom.principal"

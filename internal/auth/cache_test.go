@@ -169,6 +169,54 @@ func TestAListenTakingHoldForgetsWhatWasRevokedUnheard(t *testing.T) {
 	}
 }
 
+func TestATokenCheckedWhileTheListenIsDownIsReadAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Migrated(t, postgres, "acme")
+	here, other := auth.NewStore(pool, auth.WithCacheTTL(time.Hour)), auth.NewStore(pool)
+	var down atomic.Bool
+	down.Store(true)
+	auth.HoldOffListens(here, func(context.Context) error {
+		if down.Load() {
+			return errors.New("held off by the test")
+		}
+		return nil
+	})
+	listen, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go here.FollowRevocations(listen, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	secret, p, err := other.Create(ctx, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.Authenticate(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Revoke(ctx, "acme", p.TokenID); err != nil { // its notification reaches no one here
+		t.Fatal(err)
+	}
+	got, err := here.Authenticate(ctx, secret)
+	refused(t, got, err)
+
+	// Once the LISTEN holds, the cache serves again.
+	down.Store(false)
+	secret, _, err = other.Create(ctx, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		before := auth.Purges(here)
+		if _, err := here.Authenticate(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		if auth.Cached(here, secret) && auth.Purges(here) == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache kept nothing after the LISTEN took hold")
+		}
+	}
+}
+
 func refused(t *testing.T, p auth.Principal, err error) {
 	t.Helper()
 	if !errors.Is(err, auth.ErrUnauthenticated) {

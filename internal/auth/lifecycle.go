@@ -172,8 +172,16 @@ func (s *Store) purge() {
 // process commits, until ctx ends. A lost LISTEN connection empties it too, and so
 // does each LISTEN that takes hold (the first and every reconnection): what was
 // revoked before it, unnotified, is read again on the next request.
+//
+// Until its LISTEN first takes hold, and from each loss until it holds again, the
+// cache is out of use (Store.revocations): a token checked then is read again at its
+// next request.
 func (s *Store) FollowRevocations(ctx context.Context, log *slog.Logger) {
 	l := pg.NewListener(s.pool, RevocationChannel, log)
+	if s.holdOffListens != nil {
+		l.HoldOffListens(s.holdOffListens)
+	}
+	s.revocations.Store(l)
 	wake := l.C() // before Run, so no wake of its first LISTEN is missed
 	go l.Run(ctx)
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +21,12 @@ type Listener struct {
 
 	mu   sync.Mutex
 	wake chan struct{}
+	// holding is true from the moment a LISTEN takes hold until its connection is
+	// found lost: while it is false, a notification may reach no one here.
+	holding atomic.Bool
+	// beforeListen, set by a test only, runs before each LISTEN; an error counts as a
+	// lost connection.
+	beforeListen func(context.Context) error
 }
 
 // NewListener returns a listener on channel; Run must be running for it to wake anyone.
@@ -33,6 +40,14 @@ func (l *Listener) C() <-chan struct{} {
 	defer l.mu.Unlock()
 	return l.wake
 }
+
+// Holding reports whether the LISTEN holds: every notification from now until it
+// answers false again reaches this listener.
+func (l *Listener) Holding() bool { return l.holding.Load() }
+
+// HoldOffListens makes every LISTEN fail with the error f answers (nil lets it
+// through): a test keeps a listener from taking hold with it.
+func (l *Listener) HoldOffListens(f func(context.Context) error) { l.beforeListen = f }
 
 // Wake wakes every waiter as a notification would: a waker in the same process
 // needs no round trip through Postgres.
@@ -68,6 +83,7 @@ func (l *Listener) Run(ctx context.Context) {
 }
 
 func (l *Listener) listen(ctx context.Context) error {
+	defer l.holding.Store(false)
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -77,9 +93,15 @@ func (l *Listener) listen(ctx context.Context) error {
 		conn.Conn().Close(context.Background())
 		conn.Release()
 	}()
+	if l.beforeListen != nil {
+		if err := l.beforeListen(ctx); err != nil {
+			return err
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
 		return err
 	}
+	l.holding.Store(true)
 	// What was notified before the LISTEN took hold (at start, or while the connection
 	// was down) reached no one: the waiters check again now.
 	l.broadcast()
