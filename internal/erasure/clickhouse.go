@@ -359,7 +359,7 @@ func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Red
 			return err
 		}
 		if hasGraph(set) {
-			if err := eraseOwnedEntities(ctx, conn, set.Set, copyEntities(r, ids)); err != nil {
+			if err := eraseOwnedEntities(ctx, conn, set, copyEntities(r, ids)); err != nil {
 				return err
 			}
 		}

@@ -185,10 +185,11 @@ type entityOwner struct {
 	ownArgs, otherArgs   []any
 }
 
-// eraseOwnedEntities removes the entity rows of the owner's user that only the
-// owner's records named, below its record. Names are bound as cityHash64 of the name,
-// as a fence binds its user: a mutation's command is kept on disk.
-func eraseOwnedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) error {
+// eraseNamedEntities removes the entity rows of the owner's user that only the
+// owner's records named, below its record: the rule for records no sighting row
+// records (eraseOwnedEntities). Names are bound as cityHash64 of the name, as a fence
+// binds its user: a mutation's command is kept on disk.
+func eraseNamedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) error {
 	seqs, err := e.seqs(ctx, conn, set)
 	if err != nil {
 		return err
@@ -358,7 +359,7 @@ func eraseRedactedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present
 			}
 		}
 	}
-	return eraseOwnedEntities(ctx, conn, set.Set, entityOwner{org: r.Org, namespace: r.Namespace, user: user, below: below,
+	return eraseOwnedEntities(ctx, conn, set, entityOwner{org: r.Org, namespace: r.Namespace, user: user, below: below,
 		own: "memory_id = toUUID(?) AND has(?, seq)", ownArgs: []any{r.MemoryID, seqs},
 		other: "NOT (memory_id = toUUID(?) AND has(?, seq))", otherArgs: []any{r.MemoryID, seqs}})
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -64,4 +65,46 @@ func containsOpen(list, object string) bool {
 		}
 	}
 	return false
+}
+
+// A redacted version takes from the graph the spellings and types only it declared of
+// a name other rows still name, and nothing they declared: "BoB" as a person goes and
+// another memory's "Bob", a friend, stays; Carol's type "person" goes and her spelling,
+// which the other memory declared untyped, stays; Dana's "person", which the memory's
+// next version declares again, stays.
+func TestARedactionTakesTheSpellingsAndTypesOnlyItsVersionDeclared(t *testing.T) {
+	g := newGraphNS(t, "append_only")
+	typed := func(name, typ string) map[string]any { return map[string]any{"name": name, "type": typ} }
+	g.set("friend", map[string]any{"value": "bob is a friend and carol too", "entities": []any{typed("Bob", "friend"), "Carol"}})
+	secret := g.set("note", map[string]any{"value": "the note about bob, carol and dana",
+		"entities": []any{typed("BoB", "person"), typed("Carol", "person"), typed("Dana", "person")}})
+	g.set("note", map[string]any{"value": "the note about dana", "entities": []any{typed("Dana", "person")}})
+	pool, conn := env.PG(t), env.CH(t)
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+	if a := g.read("bob", ""); a.Type != "person" || strings.Join(a.Aliases, ",") != "BoB,Bob" {
+		t.Fatalf("before the redaction, bob is %q with aliases %v", a.Type, a.Aliases)
+	}
+
+	r := g.c.Do(t, http.MethodPost, "/v1/namespaces/"+g.ns+"/memories/note:redact",
+		[]byte(fmt.Sprintf(`{"version": %q}`, secret["version_text"])))
+	if r.Status != http.StatusOK {
+		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	}
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+
+	for name, want := range map[string]string{"bob": "friend [Bob]", "carol": " [Carol]", "dana": "person [Dana]"} {
+		if a := g.read(name, ""); fmt.Sprintf("%s %v", a.Type, a.Aliases) != want {
+			t.Errorf("after the redaction, %s is %q with aliases %v; want %s", name, a.Type, a.Aliases, want)
+		}
+	}
+	for table, n := range testenv.GraphRows(t, conn, "acme", g.ns, "BoB") {
+		if n != 0 {
+			t.Errorf("%s: %d rows still hold the redacted spelling", table, n)
+		}
+	}
+	var typedCarol uint64
+	if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entities WHERE org = 'acme' AND namespace = ?
+		AND name = 'carol' AND entity_type = 'person'`, g.ns).Scan(&typedCarol); err != nil || typedCarol != 0 {
+		t.Errorf("loom.entities holds %d rows of carol as the redacted version's person (%v)", typedCarol, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,48 @@ func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 	}
 	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+place, nil); r.Status != http.StatusNotFound {
 		t.Errorf("after the erasure, the entity %s only carol named: %d %s", place, r.Status, r.Body)
+	}
+}
+
+// An erasure of a user takes the user's entity sightings (which record declared which
+// spelling and type of a name) with the user's entity rows, and the census counts
+// them; another user's sightings and spellings of the same name stay.
+func TestAUserErasureTakesTheUsersEntitySightings(t *testing.T) {
+	_, admin, org := env.SharedOrgAPI(t)
+	ns := testenv.Unique(t, "graph-sightings")
+	admin.AppendOnly(t, ns)
+	for _, w := range []struct{ user, spelling, typ string }{{"alice", "Zed", "person"}, {"bob", "ZED", "friend"}} {
+		body := map[string]any{"value": w.user + " knows zed", "user_id": w.user,
+			"entities": []any{map[string]any{"name": w.spelling, "type": w.typ}}}
+		if r := admin.Put(t, ns, w.user+"-zed", body); r.Status != http.StatusOK {
+			t.Fatalf("write as %s: %d %s", w.user, r.Status, r.Body)
+		}
+	}
+	conn := env.CH(t)
+	sightings := func(user string) uint64 {
+		t.Helper()
+		var n uint64
+		if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entity_sightings WHERE org = ? AND namespace = ?
+			AND name = 'zed' AND user_id = ?`, org, ns, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testenv.Eventually(t, time.Minute, "both users' sightings of zed", func() bool { return sightings("alice") > 0 && sightings("bob") > 0 })
+
+	view := admin.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
+	completed(t, view)
+	if n := sightings("alice"); n != 0 {
+		t.Errorf("after the erasure, %d of alice's sightings of zed are left", n)
+	}
+	if n := sightings("bob"); n == 0 {
+		t.Errorf("the erasure of alice took bob's sightings of zed")
+	}
+	if _, ok := view["census"].(map[string]any)["ch:loom.entity_sightings"]; !ok {
+		t.Errorf("the census does not count loom.entity_sightings: %v", view["census"])
+	}
+	r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/zed", nil)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"ZED"`) || strings.Contains(string(r.Body), `"Zed"`) {
+		t.Errorf("after the erasure, the entity zed: %d %s; want bob's spelling alone", r.Status, r.Body)
 	}
 }

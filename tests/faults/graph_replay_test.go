@@ -19,7 +19,7 @@ import (
 )
 
 // graphTables are the tables the graph fold writes.
-var graphTables = []string{"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows"}
+var graphTables = []string{"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows", "entity_sightings"}
 
 // The graph is a pure fold over the topic. 5,000 random writes (revisions, same-key
 // retirements, deletes, Undos, pins, high rows, dated and bounded facts) projected in
