@@ -72,8 +72,8 @@ func eraseSightedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, 
 		candidates = append(candidates, t)
 	}
 	slices.Sort(candidates)
-	held, err := scanUint64s(ctx, conn, fmt.Sprintf(`SELECT DISTINCT %s FROM %s WHERE org = ? AND namespace = ?
-		AND cityHash64(user_id) = ? AND has(?, %[1]s) AND (%s)`, sightedTuple, table, e.other),
+	held, err := scanUint64s(ctx, conn, fmt.Sprintf(`SELECT DISTINCT %[1]s FROM %[2]s WHERE org = ? AND namespace = ?
+		AND cityHash64(user_id) = ? AND has(?, %[1]s) AND (%[3]s)`, sightedTuple, table, e.other),
 		append([]any{e.org, e.namespace, user, candidates}, e.otherArgs...), "read the entity sightings others hold")
 	if err != nil {
 		return err
