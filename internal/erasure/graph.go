@@ -172,12 +172,14 @@ const versionsTable = "memory_versions"
 // entityOwner is whose entity rows go with a withdrawal or a redaction. An entity row
 // names no memory, and the rows of one user's spelling and type of a name collapse into
 // the latest sighting (ReplacingMergeTree(seq)), so a row's seq does not say which
-// records sighted it: an entity of the owner's user goes when the owner's records
-// named it and no other record of the user does. A sighting is a declared entity (a
+// records sighted it: entity_sightings does (eraseOwnedEntities), and for a record
+// older than it an entity of the owner's user goes when the owner's records named it
+// and no other record of the user does. A sighting is a declared entity (a
 // memory_versions row's entities) or a relation's subject or object (a fact's link,
 // and, as any two entities on a row, a pair's). own and other are predicates on a
-// link row and a memory_versions row (both carry memory_id and seq), each binding its
-// args: the owner's rows, and the rows whose naming keeps an entity.
+// link row, a memory_versions row and an entity_sightings row (all carry memory_id and
+// seq), each binding its args: the owner's rows, and the rows whose naming keeps an
+// entity.
 type entityOwner struct {
 	org, namespace, user string
 	below                uint64
