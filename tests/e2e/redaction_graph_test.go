@@ -108,3 +108,55 @@ func TestARedactionTakesTheSpellingsAndTypesOnlyItsVersionDeclared(t *testing.T)
 		t.Errorf("loom.entities holds %d rows of carol as the redacted version's person (%v)", typedCarol, err)
 	}
 }
+
+// A version projected before loom.entity_sightings existed (simulated by deleting the
+// namespace's sightings) is recorded nowhere: its redaction takes the names only it
+// named, as before. And a recorded version's spelling and type that such an older
+// record may have written too stays with its name, where the sightings alone would say
+// only the redacted version declared it.
+func TestARedactionOfVersionsOlderThanTheSightingsTakesNamesAsBefore(t *testing.T) {
+	g := newGraphNS(t, "append_only")
+	typed := func(name, typ string) map[string]any { return map[string]any{"name": name, "type": typ} }
+	g.set("friend", map[string]any{"value": "bob is a person", "entities": []any{typed("Bob", "person")}})
+	older := g.set("note", map[string]any{"value": "eve wrote the note", "entities": []any{typed("Eve", "person")}})
+	pool, conn := env.PG(t), env.CH(t)
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "ALTER TABLE loom.entity_sightings DELETE WHERE org = 'acme' AND namespace = ?", g.ns); err != nil {
+		t.Fatal(err)
+	}
+	sightings := func() uint64 {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM loom.entity_sightings WHERE org = 'acme' AND namespace = ?", g.ns).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testenv.Eventually(t, time.Minute, "the namespace's sightings to go", func() bool { return sightings() == 0 })
+	recorded := g.set("note", map[string]any{"value": "bob and zoe wrote the note", "entities": []any{typed("Bob", "person"), "Zoe"}})
+	g.set("note", map[string]any{"value": "nobody wrote the note"}) // the live head, which a redaction leaves
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+	if n := sightings(); n != 2 {
+		t.Fatalf("the recorded version left %d sightings, want 2", n)
+	}
+
+	for _, v := range []map[string]any{older, recorded} {
+		r := g.c.Do(t, http.MethodPost, "/v1/namespaces/"+g.ns+"/memories/note:redact", []byte(fmt.Sprintf(`{"version": %q}`, v["version_text"])))
+		if r.Status != http.StatusOK {
+			t.Fatalf("redact: %d %s", r.Status, r.Body)
+		}
+	}
+	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
+
+	for _, name := range []string{"eve", "zoe"} {
+		if r := g.entity(g.c, name, ""); r.Status != http.StatusNotFound {
+			t.Errorf("after the redactions, the entity %s only the note named: %d %s", name, r.Status, r.Body)
+		}
+	}
+	if a := g.read("bob", ""); fmt.Sprintf("%s %v", a.Type, a.Aliases) != "person [Bob]" {
+		t.Errorf("after the redactions, bob is %q with aliases %v; want the other memory's person [Bob]", a.Type, a.Aliases)
+	}
+	if n := sightings(); n != 0 {
+		t.Errorf("%d sightings of the redacted version are left", n)
+	}
+}
