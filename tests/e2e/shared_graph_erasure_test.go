@@ -59,7 +59,7 @@ func TestUserErasureTakesTheFactsOfTheCopiesItWithdraws(t *testing.T) {
 
 // The withdrawal of a copy takes the shared names only the copy named: a name another
 // live shared row still names stays, as its entity row is the shared user's, whoever's
-// row named it last.
+// row named it last, without the spelling and type only the copy declared.
 func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 	_, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "graph-shared")
@@ -72,8 +72,10 @@ func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 		{"dave", "friend", who + " is a friend of dave"},
 		{"carol", "home", who + " lives in " + place},
 	} {
-		body := map[string]any{"value": w.value, "user_id": w.user, "entities": []string{who}}
+		body := map[string]any{"value": w.value, "user_id": w.user, "entities": []any{who}}
 		if w.user == "carol" {
+			// carol's spelling and type of the name are her copy's alone.
+			body["entities"] = []any{map[string]any{"name": strings.ToUpper(who), "type": "person"}}
 			body["relations"] = []any{rel(who, "lives_in", place)}
 		}
 		if r := admin.Put(t, ns, w.key, body); r.Status != http.StatusOK {
@@ -103,6 +105,11 @@ func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 	})
 	if n := shared(who); n == 0 {
 		t.Errorf("the shared entity %s, which dave's copy still names, went with carol's copy", who)
+	}
+	var carols uint64
+	if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entities WHERE org = ? AND namespace = ? AND name = ?
+		AND (alias = ? OR entity_type = 'person')`, org, ns, who, strings.ToUpper(who)).Scan(&carols); err != nil || carols != 0 {
+		t.Errorf("%d entity rows keep the spelling and type only carol's copy declared (%v)", carols, err)
 	}
 	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+who, nil); r.Status != http.StatusOK {
 		t.Errorf("after the erasure, the entity %s dave's copy names: %d %s", who, r.Status, r.Body)
