@@ -58,9 +58,9 @@ func firstSighting(ctx context.Context, conn *ch.Conn, set tableset.Set, e entit
 
 // eraseSightedEntities removes the entity rows whose spelling and type only the owner's
 // sightings hold, then those sightings. A tuple stays while another record's sighting
-// holds it, or while a record older than since (which no sighting records) names its
-// name: such a record may have written the row, and the rule for it is the name's.
-// Tuples are bound as cityHash64, as names are (eraseNamedEntities).
+// holds it, or while a record older than since (which no sighting records) may have
+// written its row (olderNamings). Tuples are bound as cityHash64, as names are
+// (eraseNamedEntities).
 func eraseSightedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner, since uint64) error {
 	table, user := set.Qualified(graphSightings), city.CH64([]byte(e.user))
 	own, err := ownTuples(ctx, conn, set, e)
@@ -78,27 +78,42 @@ func eraseSightedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, 
 	if err != nil {
 		return err
 	}
-	older, err := namesSighted(ctx, conn, set, e, "("+e.other+") AND seq < ?", append(slices.Clone(e.otherArgs), since))
-	if err != nil {
-		return err
-	}
 	for _, t := range held {
 		delete(own, t)
 	}
+	if len(own) == 0 {
+		return deleteSightings(ctx, conn, set, e, nil)
+	}
+	names := make([]uint64, 0, len(own))
+	for _, s := range own {
+		names = append(names, s.name)
+	}
+	slices.Sort(names)
+	older, err := olderNamings(ctx, conn, set, e, since, slices.Compact(names))
+	if err != nil {
+		return err
+	}
 	var gone []uint64
-	for t, name := range own {
-		if !older[name] {
+	for t, s := range own {
+		if !older.holds(s) {
 			gone = append(gone, t)
 		}
 	}
 	slices.Sort(gone)
+	return deleteSightings(ctx, conn, set, e, gone)
+}
+
+// deleteSightings removes the entity rows of the tuples gone (cityHash64), then the
+// owner's sightings: after the rows they found, so a run stopped half-way finds them
+// again.
+func deleteSightings(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner, gone []uint64) error {
+	user := city.CH64([]byte(e.user))
 	var mutations []ch.Mutation
 	if len(gone) > 0 {
 		mutations = append(mutations, ch.Mutation{Table: set.Name(graphEntities),
 			Where: "org = ? AND namespace = ? AND cityHash64(user_id) = ? AND seq < ? AND has(?, " + sightedTuple + ")",
 			Args:  []any{e.org, e.namespace, user, e.below, gone}})
 	}
-	// The sightings go after the rows they found, so a run stopped half-way finds them again.
 	mutations = append(mutations, ch.Mutation{Table: set.Name(graphSightings),
 		Where: "org = ? AND namespace = ? AND cityHash64(user_id) = ? AND seq < ? AND (" + e.own + ")",
 		Args:  append([]any{e.org, e.namespace, user, e.below}, e.ownArgs...)})
@@ -110,10 +125,16 @@ func eraseSightedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, 
 	return nil
 }
 
+// spelling is a name (cityHash64 of its canonical form) as one record spelled it.
+type spelling struct {
+	name  uint64
+	alias string
+}
+
 // ownTuples are the entity rows the owner's sightings hold below its record, as
-// cityHash64 of the tuple, each with cityHash64 of its name.
-func ownTuples(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) (map[uint64]uint64, error) {
-	q := fmt.Sprintf(`SELECT DISTINCT %s, cityHash64(name) FROM %s WHERE org = ? AND namespace = ?
+// cityHash64 of the tuple, each with its spelling.
+func ownTuples(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) (map[uint64]spelling, error) {
+	q := fmt.Sprintf(`SELECT DISTINCT %s, cityHash64(name), alias FROM %s WHERE org = ? AND namespace = ?
 		AND cityHash64(user_id) = ? AND seq < ? AND (%s)`, sightedTuple, set.Qualified(graphSightings), e.own)
 	args := append([]any{e.org, e.namespace, city.CH64([]byte(e.user)), e.below}, e.ownArgs...)
 	rows, err := conn.Query(conn.Ctx(ctx), q, args...)
@@ -121,13 +142,14 @@ func ownTuples(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwn
 		return nil, fmt.Errorf("read the owner's entity sightings: %w", err)
 	}
 	defer rows.Close()
-	out := map[uint64]uint64{}
+	out := map[uint64]spelling{}
 	for rows.Next() {
-		var tuple, name uint64
-		if err := rows.Scan(&tuple, &name); err != nil {
+		var tuple uint64
+		var s spelling
+		if err := rows.Scan(&tuple, &s.name, &s.alias); err != nil {
 			return nil, fmt.Errorf("read the owner's entity sightings: %w", err)
 		}
-		out[tuple] = name
+		out[tuple] = s
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the owner's entity sightings: %w", err)

@@ -111,13 +111,14 @@ func TestARedactionTakesTheSpellingsAndTypesOnlyItsVersionDeclared(t *testing.T)
 
 // A version projected before loom.entity_sightings existed (simulated by deleting the
 // namespace's sightings) is recorded nowhere: its redaction takes the names only it
-// named, as before. And a recorded version's spelling and type that such an older
-// record may have written too stays with its name, where the sightings alone would say
-// only the redacted version declared it.
+// named, as before. And a recorded version's spelling that such an older record
+// declared too stays (the history keeps no type: "Bob" as a person), where the sightings
+// alone would say only the redacted version declared it; a spelling no older record
+// declared goes ("CY" as a person), though an older record named the name ("Cy").
 func TestARedactionOfVersionsOlderThanTheSightingsTakesNamesAsBefore(t *testing.T) {
 	g := newGraphNS(t, "append_only")
 	typed := func(name, typ string) map[string]any { return map[string]any{"name": name, "type": typ} }
-	g.set("friend", map[string]any{"value": "bob is a person", "entities": []any{typed("Bob", "person")}})
+	g.set("friend", map[string]any{"value": "bob is a person, cy is not", "entities": []any{typed("Bob", "person"), "Cy"}})
 	older := g.set("note", map[string]any{"value": "eve wrote the note", "entities": []any{typed("Eve", "person")}})
 	pool, conn := env.PG(t), env.CH(t)
 	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
@@ -133,11 +134,12 @@ func TestARedactionOfVersionsOlderThanTheSightingsTakesNamesAsBefore(t *testing.
 		return n
 	}
 	testenv.Eventually(t, time.Minute, "the namespace's sightings to go", func() bool { return sightings() == 0 })
-	recorded := g.set("note", map[string]any{"value": "bob and zoe wrote the note", "entities": []any{typed("Bob", "person"), "Zoe"}})
+	recorded := g.set("note", map[string]any{"value": "bob, cy and zoe wrote the note",
+		"entities": []any{typed("Bob", "person"), typed("CY", "person"), "Zoe"}})
 	g.set("note", map[string]any{"value": "nobody wrote the note"}) // the live head, which a redaction leaves
 	testenv.WaitProjected(t, pool, "main", "acme", g.ns)
-	if n := sightings(); n != 2 {
-		t.Fatalf("the recorded version left %d sightings, want 2", n)
+	if n := sightings(); n != 3 {
+		t.Fatalf("the recorded version left %d sightings, want 3", n)
 	}
 
 	for _, v := range []map[string]any{older, recorded} {
@@ -153,8 +155,10 @@ func TestARedactionOfVersionsOlderThanTheSightingsTakesNamesAsBefore(t *testing.
 			t.Errorf("after the redactions, the entity %s only the note named: %d %s", name, r.Status, r.Body)
 		}
 	}
-	if a := g.read("bob", ""); fmt.Sprintf("%s %v", a.Type, a.Aliases) != "person [Bob]" {
-		t.Errorf("after the redactions, bob is %q with aliases %v; want the other memory's person [Bob]", a.Type, a.Aliases)
+	for name, want := range map[string]string{"bob": "person [Bob]", "cy": " [Cy]"} {
+		if a := g.read(name, ""); fmt.Sprintf("%s %v", a.Type, a.Aliases) != want {
+			t.Errorf("after the redactions, %s is %q with aliases %v; want the other memory's %s", name, a.Type, a.Aliases, want)
+		}
 	}
 	if n := sightings(); n != 0 {
 		t.Errorf("%d sightings of the redacted version are left", n)
