@@ -7,8 +7,9 @@ import (
 )
 
 const (
-	columnsEntities = `org, namespace, name, user_id, alias, entity_type, seq, seen_at`
-	columnsTriples  = `org, namespace, subject, predicate, object, observed_seq, seq,
+	columnsEntities  = `org, namespace, name, user_id, alias, entity_type, seq, seen_at`
+	columnsSightings = `org, namespace, name, user_id, alias, entity_type, memory_id, seq`
+	columnsTriples   = `org, namespace, subject, predicate, object, observed_seq, seq,
 		cardinality, valid_from, valid_to, stated_from, stated_to, invalid_at, seen_at, seen_us, restored, fallback, committed_at`
 	columnsTripleRows = `org, namespace, subject, predicate, object, memory_id, seq,
 		observed_seq, holds, agent, user_id, session_id, memory_key, content_sha256, memory_type, stated_from, stated_to,
@@ -28,9 +29,10 @@ type graphInsert struct {
 
 // graphInserts are the batch's graph inserts, one per table that has rows.
 func graphInserts(gs []nsGraph) []graphInsert {
-	var n [5]int
+	var n [6]int
 	for _, g := range gs {
 		n[0] += len(g.rows.Sightings)
+		n[5] += len(g.rows.Sightings)
 		n[1] += len(g.rows.Observations)
 		n[2] += len(g.rows.TripleLinks)
 		n[3] += len(g.rows.Edges)
@@ -84,6 +86,17 @@ func graphInserts(gs []nsGraph) []graphInsert {
 				l, r := v.Row, v.Row.Row
 				if err := b.Append(g.org, g.namespace, l.A, l.B, mustUUID(r.MemoryID), v.Seq, l.OpenedSeq, b2u(l.Holds),
 					r.Agent, r.UserID, r.SessionID, r.MemoryKey, r.ContentSHA256, r.MemoryType, v.At); err != nil {
+					return err
+				}
+			}
+			return nil
+		})},
+		// The same sightings as entities, each kept beside the others by its record: what a
+		// redaction reads to take only what its versions declared (017_entity_sightings.sql).
+		{"entity_sightings", columnsSightings, fillEach(gs, func(g *nsGraph, b driver.Batch) error {
+			for _, v := range g.rows.Sightings {
+				s := v.Row
+				if err := b.Append(g.org, g.namespace, s.Name, s.UserID, s.Alias, s.Type, mustUUID(s.MemoryID), v.Seq); err != nil {
 					return err
 				}
 			}

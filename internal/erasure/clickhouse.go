@@ -280,9 +280,11 @@ func (r Redaction) copyRows() (string, []any) {
 }
 
 // withdrawnTables are the tables whose rows name a memory by its id: a withdrawn
-// copy's go, its graph links after its part of the shared facts (withdraw).
+// copy's go, its graph links after its part of the shared facts and its sightings after
+// the entity rows only they held (withdraw, which takes those sightings already where
+// the set holds the whole graph).
 var withdrawnTables = []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log",
-	graphTripleOf, graphEdgeOf}
+	graphTripleOf, graphEdgeOf, graphSightings}
 
 // Scrub applies redactions to every set of the projection tables that exists: one
 // mutation per table, waited to completion, after each redaction's part of the graph
@@ -359,7 +361,7 @@ func withdraw(ctx context.Context, conn *ch.Conn, set tableset.Present, ws []Red
 			return err
 		}
 		if hasGraph(set) {
-			if err := eraseOwnedEntities(ctx, conn, set.Set, copyEntities(r, ids)); err != nil {
+			if err := eraseOwnedEntities(ctx, conn, set, copyEntities(r, ids)); err != nil {
 				return err
 			}
 		}

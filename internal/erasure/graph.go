@@ -172,12 +172,14 @@ const versionsTable = "memory_versions"
 // entityOwner is whose entity rows go with a withdrawal or a redaction. An entity row
 // names no memory, and the rows of one user's spelling and type of a name collapse into
 // the latest sighting (ReplacingMergeTree(seq)), so a row's seq does not say which
-// records sighted it: an entity of the owner's user goes when the owner's records
-// named it and no other record of the user does. A sighting is a declared entity (a
+// records sighted it: entity_sightings does (eraseOwnedEntities), and for a record
+// older than it an entity of the owner's user goes when the owner's records named it
+// and no other record of the user does. A sighting is a declared entity (a
 // memory_versions row's entities) or a relation's subject or object (a fact's link,
 // and, as any two entities on a row, a pair's). own and other are predicates on a
-// link row and a memory_versions row (both carry memory_id and seq), each binding its
-// args: the owner's rows, and the rows whose naming keeps an entity.
+// link row, a memory_versions row and an entity_sightings row (all carry memory_id and
+// seq), each binding its args: the owner's rows, and the rows whose naming keeps an
+// entity.
 type entityOwner struct {
 	org, namespace, user string
 	below                uint64
@@ -185,10 +187,11 @@ type entityOwner struct {
 	ownArgs, otherArgs   []any
 }
 
-// eraseOwnedEntities removes the entity rows of the owner's user that only the
-// owner's records named, below its record. Names are bound as cityHash64 of the name,
-// as a fence binds its user: a mutation's command is kept on disk.
-func eraseOwnedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) error {
+// eraseNamedEntities removes the entity rows of the owner's user that only the
+// owner's records named, below its record: the rule for records no sighting row
+// records (eraseOwnedEntities). Names are bound as cityHash64 of the name, as a fence
+// binds its user: a mutation's command is kept on disk.
+func eraseNamedEntities(ctx context.Context, conn *ch.Conn, set tableset.Set, e entityOwner) error {
 	seqs, err := e.seqs(ctx, conn, set)
 	if err != nil {
 		return err
@@ -358,7 +361,7 @@ func eraseRedactedGraph(ctx context.Context, conn *ch.Conn, set tableset.Present
 			}
 		}
 	}
-	return eraseOwnedEntities(ctx, conn, set.Set, entityOwner{org: r.Org, namespace: r.Namespace, user: user, below: below,
+	return eraseOwnedEntities(ctx, conn, set, entityOwner{org: r.Org, namespace: r.Namespace, user: user, below: below,
 		own: "memory_id = toUUID(?) AND has(?, seq)", ownArgs: []any{r.MemoryID, seqs},
 		other: "NOT (memory_id = toUUID(?) AND has(?, seq))", otherArgs: []any{r.MemoryID, seqs}})
 }

@@ -263,6 +263,8 @@ func clickhouseTables() []Table {
 		{Store: ClickHouse, Name: "loom.memory_chunks", Class: Counted, Why: "windows of long values and their vectors"},
 		{Store: ClickHouse, Name: "loom.audit_log", Class: Counted, Why: "the audit trail outlives the memory but not its key, content hash or user id (nor, on rows of the chain's writer format, its agent or session id): scrubbed, or deleted by a purge"},
 		{Store: ClickHouse, Name: "loom.entities", Class: Counted, Why: "entity names and aliases the scope's rows declared"},
+		{Store: ClickHouse, Name: "loom.entity_sightings", Class: Counted,
+			Why: "which record of which memory declared each entity spelling and type: names, aliases, types and users"},
 		{Store: ClickHouse, Name: "loom.entity_triple_rows", Class: Counted, Why: "which of the scope's rows state which fact: keys and entity names"},
 		{Store: ClickHouse, Name: "loom.entity_edge_rows", Class: Counted, Why: "which of the scope's rows name which pair of entities"},
 		{Store: ClickHouse, Name: "loom.entity_triples", Class: Counted, Why: "facts (entity names and objects) the scope's records opened or closed; " +

@@ -169,7 +169,8 @@ func (s *State) Apply(r Record, out *Rows) {
 	s.applyEdges(r, rr)
 	if r.HoldsEdges {
 		for _, e := range r.Entities {
-			rr.sight = append(rr.sight, Sighting{Name: e.Name, Alias: e.Alias, Type: e.Type, UserID: r.Row.UserID})
+			rr.sight = append(rr.sight, Sighting{Name: e.Name, Alias: e.Alias, Type: e.Type, UserID: r.Row.UserID,
+				MemoryID: r.Row.MemoryID})
 		}
 	}
 	rr.flush(out)

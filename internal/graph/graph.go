@@ -100,9 +100,11 @@ type EdgeLink struct {
 }
 
 // Sighting is an entity named on a row (an entities row): its canonical name, the
-// spelling used, the type declared, and the user of the row.
+// spelling used, the type declared, and the user of the row; and the row's memory,
+// which the entity_sightings row keeps so a redaction finds what a version declared.
 type Sighting struct {
 	Name, Alias, Type, UserID string
+	MemoryID                  string
 }
 
 // sameTime compares two optional times.

@@ -18,7 +18,8 @@ import (
 // Projection are the tables a projection writes, in the order a rebuild creates them.
 func Projection() []string {
 	return []string{"memory", "memory_versions", "memory_embeddings", "memory_lexical", "memory_chunks", "audit_log",
-		"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows", "documents", "chunks"}
+		"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows", "documents", "chunks",
+		"entity_sightings"}
 }
 
 // Set is one generation of the projection tables. The zero Set is the serving one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestUserErasureTakesTheFactsOfTheCopiesItWithdraws(t *testing.T) {
 
 // The withdrawal of a copy takes the shared names only the copy named: a name another
 // live shared row still names stays, as its entity row is the shared user's, whoever's
-// row named it last.
+// row named it last, without the spelling and type only the copy declared.
 func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 	_, admin, org := env.SharedOrgAPI(t)
 	ns := testenv.Unique(t, "graph-shared")
@@ -71,8 +72,10 @@ func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 		{"dave", "friend", who + " is a friend of dave"},
 		{"carol", "home", who + " lives in " + place},
 	} {
-		body := map[string]any{"value": w.value, "user_id": w.user, "entities": []string{who}}
+		body := map[string]any{"value": w.value, "user_id": w.user, "entities": []any{who}}
 		if w.user == "carol" {
+			// carol's spelling and type of the name are her copy's alone.
+			body["entities"] = []any{map[string]any{"name": strings.ToUpper(who), "type": "person"}}
 			body["relations"] = []any{rel(who, "lives_in", place)}
 		}
 		if r := admin.Put(t, ns, w.key, body); r.Status != http.StatusOK {
@@ -103,10 +106,58 @@ func TestAWithdrawnCopyLeavesTheSharedNamesOthersHold(t *testing.T) {
 	if n := shared(who); n == 0 {
 		t.Errorf("the shared entity %s, which dave's copy still names, went with carol's copy", who)
 	}
+	var carols uint64
+	if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entities WHERE org = ? AND namespace = ? AND name = ?
+		AND (alias = ? OR entity_type = 'person')`, org, ns, who, strings.ToUpper(who)).Scan(&carols); err != nil || carols != 0 {
+		t.Errorf("%d entity rows keep the spelling and type only carol's copy declared (%v)", carols, err)
+	}
 	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+who, nil); r.Status != http.StatusOK {
 		t.Errorf("after the erasure, the entity %s dave's copy names: %d %s", who, r.Status, r.Body)
 	}
 	if r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/"+place, nil); r.Status != http.StatusNotFound {
 		t.Errorf("after the erasure, the entity %s only carol named: %d %s", place, r.Status, r.Body)
+	}
+}
+
+// An erasure of a user takes the user's entity sightings (which record declared which
+// spelling and type of a name) with the user's entity rows, and the census counts
+// them; another user's sightings and spellings of the same name stay.
+func TestAUserErasureTakesTheUsersEntitySightings(t *testing.T) {
+	_, admin, org := env.SharedOrgAPI(t)
+	ns := testenv.Unique(t, "graph-sightings")
+	admin.AppendOnly(t, ns)
+	for _, w := range []struct{ user, spelling, typ string }{{"alice", "Zed", "person"}, {"bob", "ZED", "friend"}} {
+		body := map[string]any{"value": w.user + " knows zed", "user_id": w.user,
+			"entities": []any{map[string]any{"name": w.spelling, "type": w.typ}}}
+		if r := admin.Put(t, ns, w.user+"-zed", body); r.Status != http.StatusOK {
+			t.Fatalf("write as %s: %d %s", w.user, r.Status, r.Body)
+		}
+	}
+	conn := env.CH(t)
+	sightings := func(user string) uint64 {
+		t.Helper()
+		var n uint64
+		if err := conn.QueryRow(context.Background(), `SELECT count() FROM loom.entity_sightings WHERE org = ? AND namespace = ?
+			AND name = 'zed' AND user_id = ?`, org, ns, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testenv.Eventually(t, time.Minute, "both users' sightings of zed", func() bool { return sightings("alice") > 0 && sightings("bob") > 0 })
+
+	view := admin.Erase(t, map[string]any{"user_id": "alice", "namespace": ns})
+	completed(t, view)
+	if n := sightings("alice"); n != 0 {
+		t.Errorf("after the erasure, %d of alice's sightings of zed are left", n)
+	}
+	if n := sightings("bob"); n == 0 {
+		t.Errorf("the erasure of alice took bob's sightings of zed")
+	}
+	if _, ok := view["census"].(map[string]any)["ch:loom.entity_sightings"]; !ok {
+		t.Errorf("the census does not count loom.entity_sightings: %v", view["census"])
+	}
+	r := admin.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/graph/entities/zed", nil)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"ZED"`) || strings.Contains(string(r.Body), `"Zed"`) {
+		t.Errorf("after the erasure, the entity zed: %d %s; want bob's spelling alone", r.Status, r.Body)
 	}
 }

@@ -210,6 +210,7 @@ func GraphRows(t testing.TB, conn *ch.Conn, org, ns, word string) map[string]int
 	t.Helper()
 	fields := map[string][]string{
 		"entities":           {"name", "alias"},
+		"entity_sightings":   {"name", "alias"},
 		"entity_triples":     {"subject", "object"},
 		"entity_triple_rows": {"subject", "object"},
 		"entity_edges":       {"entity_a", "entity_b"},

@@ -207,7 +207,7 @@ func sortedStrings(t testing.TB, rows interface {
 
 // ProjectionTables are the tables a projection writes.
 var ProjectionTables = []string{"memory", "memory_versions", "memory_embeddings", "audit_log", "memory_lexical", "memory_chunks",
-	"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows"}
+	"entities", "entity_triples", "entity_triple_rows", "entity_edges", "entity_edge_rows", "entity_sightings"}
 
 // TableSums fingerprints what each projection table holds for the namespaces: its
 // FINAL rows' count and the sum of a hash of every column of every row, so two calls
