@@ -29,7 +29,7 @@ func stateColumns() []typedColumn[opened] {
 		strCol("memory_type", func(r opened) string { return r.env.Revision.MemoryType }),
 		strCol("status", func(r opened) string { return r.env.Revision.Status }),
 		u8Col("tombstone", func(r opened) uint8 { return b2u(r.env.Revision.Tombstone) }),
-		bytesCol("value", func(r opened) []byte { return r.content.Value }),
+		strCol("value", func(r opened) string { return string(r.content.Value) }),
 		strCol("content_sha256", func(r opened) string { return r.env.Revision.ContentSHA256 }),
 		strsCol("tags", func(r opened) []string { return r.content.Tags }),
 		strsCol("entities", func(r opened) []string { return r.content.Entities }),
