@@ -62,12 +62,12 @@ func writeRows(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []open
 }
 
 // flushRows is how many rows an insert's block takes before it is sent on, within the
-// same INSERT. The driver grows each column one value at a time (a 5,000-row replay
-// batch's two vector columns are 3.8 M floats, regrown about 40 times, each growth a
-// copy and a clear: a third of the projector's CPU in a replay), and a block sent
-// keeps its columns' capacity when it is reset, so the rows past the first flushRows
-// fill it without growing it again. The server squashes an INSERT's blocks into one
-// part (min_insert_block_size_rows), so the parts budget is unchanged.
+// same INSERT. The row path (the chunks, the graph) grows the driver's columns one value
+// at a time, and a block sent keeps its columns' capacity when it is reset, so the rows
+// past the first flushRows fill it without growing it again; the typed path
+// (fillTyped) builds and hands over a share of this many rows at a time, its buffers
+// the size of one share. The server squashes an INSERT's blocks into one part
+// (min_insert_block_size_rows), so the parts budget is unchanged.
 const flushRows = 500
 
 // flushing is an insert's batch that sends its block every flushRows rows.
