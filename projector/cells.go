@@ -2,10 +2,10 @@ package projector
 
 // clickhouse-go (2.51) appends an array column's elements one at a time through an
 // `any`. A float32 or a string put in an `any` is a heap allocation; a pointer is not.
-// A replay's batch appends two 384-dim vectors a row, 768 allocations a row, and its
-// lexical rows a few dozen terms: the cells below hand the driver pointers into the
-// row's own slices instead. The driver copies each value out as it appends, so a
-// cells' buffer is reused from row to row; the columns' contents are unchanged.
+// The cells below hand the driver pointers into a row's own slices instead: the string
+// arrays of the typed inserts (strsCol) and the row path's arrays (the chunks' and the
+// documents' vectors). The driver copies each value out as it appends, so a cells'
+// buffer is reused from row to row; the columns' contents are unchanged.
 
 // floatCells holds one array column's pointers for the row being appended.
 type floatCells struct{ buf []*float32 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/graph"
@@ -93,18 +94,36 @@ func keysPerRead(keys []string) [][]string {
 // rowLinksPerRead bounds the namespaces one read of loadRowLinks names.
 const rowLinksPerRead = 64
 
-// rowLinksIDsPerRead bounds the row ids one read of loadRowLinks names: the driver
-// binds them into the statement's text, and a batch of 10,000 rows of one namespace was
-// once refused ("Max query size exceeded", code 62) at every attempt.
-const rowLinksIDsPerRead = 5000
+// rowLinksIDsPerRead bounds the row ids one read of loadRowLinks sends. They go as an
+// external table (rowLinksTable), not in the statement's text, which ClickHouse would
+// parse literal by literal (a fifth of its CPU in a replay's batch, and a statement
+// of more than about 6,500 ids was refused as over max_query_size): this bounds only
+// the table's size, above a replay batch's rows.
+const rowLinksIDsPerRead = 20000
 
-// rowLinksWhere names a read's namespaces once, for the primary key, and its rows and
-// the seq each namespace's read stops below as arrays looked up by namespace: one
-// predicate, where a predicate per namespace OR-ed together cost ClickHouse 18.16 12 ms
-// of CPU to analyse at 32 namespaces against 4.6 (empty tables; 230 ms against 120 over
-// 200,000 rows, where each row was tested against every namespace's branch).
-const rowLinksWhere = `(org, namespace) IN (?) AND has(?, concat(org, '\x1F', namespace, '\x1F', toString(memory_id)))
+// rowLinksTable names the external table of a read's rows.
+const rowLinksTable = "loom_batch_rows"
+
+// rowLinksWhere names a read's namespaces once, for the primary key, its rows through
+// rowLinksTable, and the seq each namespace's read stops below as an array looked up
+// by namespace: one predicate, where a predicate per namespace OR-ed together cost
+// ClickHouse 18.16 12 ms of CPU to analyse at 32 namespaces against 4.6 (empty tables;
+// 230 ms against 120 over 200,000 rows, where each row was tested against every
+// namespace's branch).
+const rowLinksWhere = `(org, namespace) IN (?) AND concat(org, '\x1F', namespace, '\x1F', toString(memory_id)) IN ` + rowLinksTable + `
 	AND seq < arrayElement(?, indexOf(?, concat(org, '\x1F', namespace)))`
+
+// withRows is ctx carrying rows as the external table rowLinksTable, of one column.
+func withRows(ctx context.Context, rows []string) (context.Context, error) {
+	t, err := ext.NewTable(rowLinksTable, ext.Column("row", "String"))
+	if err != nil {
+		return nil, fmt.Errorf("make the external table of the batch's rows: %w", err)
+	}
+	if _, err := t.Block().Columns[0].Append(rows); err != nil {
+		return nil, fmt.Errorf("fill the external table of the batch's rows: %w", err)
+	}
+	return clickhouse.Context(ctx, clickhouse.WithExternalTable(t)), nil
+}
 
 // rowLinksRead is what one read of loadRowLinks names: namespaces, the seq each reads
 // below, and their rows (org, namespace and memory id joined by keySep).
@@ -144,11 +163,16 @@ func loadRowLinks(ctx context.Context, conn *ch.Conn, set tableset.Set, keys []n
 		}
 		r := next
 		next = rowLinksRead{}
-		args := []any{r.spaces, r.rows, r.cutoffs, r.names}
-		return all(
-			func() error { return readRowTripleLinks(ctx, conn, set, rowLinksWhere, args, out) },
-			func() error { return readRowEdgeLinks(ctx, conn, set, rowLinksWhere, args, out) },
-		)
+		args := []any{r.spaces, r.cutoffs, r.names}
+		// A table for each statement: the two are sent at once.
+		readWith := func(links func(context.Context, *ch.Conn, tableset.Set, string, []any, map[nsKey]*stateLoader) error) error {
+			rctx, err := withRows(ctx, r.rows)
+			if err != nil {
+				return err
+			}
+			return links(rctx, conn, set, rowLinksWhere, args, out)
+		}
+		return all(func() error { return readWith(readRowTripleLinks) }, func() error { return readWith(readRowEdgeLinks) })
 	}
 	for _, k := range keys {
 		for rows := graph.RowIDs(recs[k]); len(rows) > 0; {

@@ -1,20 +1,18 @@
 package projector
 
 import (
+	"time"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/text"
 )
 
-const (
-	columnsLexical = `org, namespace, agent, user_id, session_id, memory_key, memory_id, version,
-		seq, memory_type, status, tombstone, sensitivity, pinned, content_sha256, tags, expires_at, valid_to, updated_at, terms,
-		tfs, doc_len, key_terms`
-	columnsChunks = `org, namespace, agent, user_id, session_id, memory_key, chunk, memory_id,
-		version, seq, memory_type, status, tombstone, sensitivity, content_sha256, expires_at, valid_to, text, embedding,
-		embedding_dim`
-)
+const columnsChunks = `org, namespace, agent, user_id, session_id, memory_key, chunk, memory_id,
+	version, seq, memory_type, status, tombstone, sensitivity, content_sha256, expires_at, valid_to, text, embedding,
+	embedding_dim`
 
 // searchable reports whether a revision's row may be found by search at all: not
 // deleted, not high, of a searchable type. Its lexical row is emptied otherwise.
@@ -23,28 +21,55 @@ func searchable(o opened) bool {
 	return !r.Tombstone && memrow.Sensitivity(r.Sensitivity) != memrow.SensitivityHigh && !memrow.NonSearchableTypes[r.MemoryType]
 }
 
-func lexicalFill(rows []opened, stems *text.Stems) func(driver.Batch) error {
-	return func(b driver.Batch) error {
-		var tags, termCells, keyCells stringCells
-		for _, r := range rows {
-			v, c := r.env.Revision, r.content
-			terms, tfs, docLen := []string{}, []uint16{}, uint32(0)
-			keyTerms := []string{}
-			if searchable(r) {
-				terms, tfs, docLen = stems.TermFreqs(memrow.ValueText(c.Value))
-				keyTerms = stems.Terms(memrow.KeyWords(c.MemoryKey))
-				if keyTerms == nil {
-					keyTerms = []string{}
-				}
-			}
-			if err := b.Append(r.env.Org, r.env.Namespace, v.Agent, v.UserID, v.SessionID, c.MemoryKey, mustUUID(v.MemoryID),
-				uint64(v.Version), uint64(r.env.Seq), v.MemoryType, v.Status, b2u(v.Tombstone), sensitivity(v), b2u(v.Pinned),
-				v.ContentSHA256, tags.of(c.Tags), secondsPtr(v.ExpiresAt), secondsPtr(v.ValidTo), seconds(v.UpdatedAt),
-				termCells.of(terms), tfs, docLen, keyCells.of(keyTerms)); err != nil {
-				return err
-			}
+// lexicalRow is a revision's memory_lexical row: its terms are worked out once, for
+// the three columns that hold them.
+type lexicalRow struct {
+	opened
+	terms, keyTerms []string
+	tfs             []uint16
+	docLen          uint32
+}
+
+// lexicalRows are rows' lexical rows, their terms stemmed through stems; a row search
+// may not find has none.
+func lexicalRows(rows []opened, stems *text.Stems) []lexicalRow {
+	out := make([]lexicalRow, len(rows))
+	for i, r := range rows {
+		out[i].opened = r
+		if searchable(r) {
+			out[i].terms, out[i].tfs, out[i].docLen = stems.TermFreqs(memrow.ValueText(r.content.Value))
+			out[i].keyTerms = stems.Terms(memrow.KeyWords(r.content.MemoryKey))
 		}
-		return nil
+	}
+	return out
+}
+
+// lexicalColumns are memory_lexical's, in the order its insert lists them.
+func lexicalColumns() []typedColumn[lexicalRow] {
+	return []typedColumn[lexicalRow]{
+		strCol("org", func(r lexicalRow) string { return r.env.Org }),
+		strCol("namespace", func(r lexicalRow) string { return r.env.Namespace }),
+		strCol("agent", func(r lexicalRow) string { return r.env.Revision.Agent }),
+		strCol("user_id", func(r lexicalRow) string { return r.env.Revision.UserID }),
+		strCol("session_id", func(r lexicalRow) string { return r.env.Revision.SessionID }),
+		strCol("memory_key", func(r lexicalRow) string { return r.content.MemoryKey }),
+		uuidCol("memory_id", func(r lexicalRow) uuid.UUID { return mustUUID(r.env.Revision.MemoryID) }),
+		u64Col("version", func(r lexicalRow) uint64 { return uint64(r.env.Revision.Version) }),
+		u64Col("seq", func(r lexicalRow) uint64 { return uint64(r.env.Seq) }),
+		strCol("memory_type", func(r lexicalRow) string { return r.env.Revision.MemoryType }),
+		strCol("status", func(r lexicalRow) string { return r.env.Revision.Status }),
+		u8Col("tombstone", func(r lexicalRow) uint8 { return b2u(r.env.Revision.Tombstone) }),
+		strCol("sensitivity", func(r lexicalRow) string { return sensitivity(r.env.Revision) }),
+		u8Col("pinned", func(r lexicalRow) uint8 { return b2u(r.env.Revision.Pinned) }),
+		strCol("content_sha256", func(r lexicalRow) string { return r.env.Revision.ContentSHA256 }),
+		strsCol("tags", func(r lexicalRow) []string { return r.content.Tags }),
+		nullTimeCol("expires_at", func(r lexicalRow) *time.Time { return secondsPtr(r.env.Revision.ExpiresAt) }),
+		nullTimeCol("valid_to", func(r lexicalRow) *time.Time { return secondsPtr(r.env.Revision.ValidTo) }),
+		timeCol("updated_at", func(r lexicalRow) time.Time { return seconds(r.env.Revision.UpdatedAt) }),
+		strsCol("terms", func(r lexicalRow) []string { return r.terms }),
+		u16sCol("tfs", func(r lexicalRow) []uint16 { return r.tfs }),
+		u32Col("doc_len", func(r lexicalRow) uint32 { return r.docLen }),
+		strsCol("key_terms", func(r lexicalRow) []string { return r.keyTerms }),
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 	"github.com/loomplane/loom/internal/text"
 )
 
-// blockBatch builds an insert's block as the driver does, with no server: Append is
-// all a fill calls, and Flush encodes the block into buf as the driver does to send
-// it, then resets it.
+// blockBatch builds an insert's block as the driver does, with no server: Append and
+// Columns are what a fill uses, and Flush encodes the block into buf as the driver does
+// to send it, then resets it.
 type blockBatch struct {
 	driver.Batch
 	block *proto.Block
@@ -26,6 +26,10 @@ type blockBatch struct {
 }
 
 func (b blockBatch) Append(v ...any) error { return b.block.Append(v...) }
+
+func (b blockBatch) Columns() []column.Interface { return b.block.Columns }
+
+func (b blockBatch) Rows() int { return b.block.Rows() }
 
 func (b blockBatch) Flush() error {
 	b.buf.Reset()
@@ -48,20 +52,41 @@ func newBlockBatch(tb testing.TB, columns ...string) blockBatch {
 	return blockBatch{block: b, buf: new(chproto.Buffer)}
 }
 
-// embeddingColumns are memory_embeddings' columns as the migrations leave them, in
-// columnsEmbeddings' order.
-var embeddingColumns = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
-	"memory_key String", "memory_id UUID", "version UInt64", "seq UInt64", "memory_type String", "status String",
-	"tombstone UInt8", "content_sha256 String", "tags Array(String)", "source_class String", "embedding_model String",
-	"embedding_dim UInt16", "embedding Array(Float32)", "updated_at DateTime", "pinned UInt8", "sensitivity String",
-	"valid_to Nullable(DateTime)", "expires_at Nullable(DateTime)", "key_embedding Array(Float32)"}
-
-// lexicalColumns are memory_lexical's, in columnsLexical's order.
-var lexicalColumns = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
-	"memory_key String", "memory_id UUID", "version UInt64", "seq UInt64", "memory_type String", "status String",
-	"tombstone UInt8", "sensitivity String", "pinned UInt8", "content_sha256 String", "tags Array(String)",
-	"expires_at Nullable(DateTime)", "valid_to Nullable(DateTime)", "updated_at DateTime", "terms Array(String)",
-	"tfs Array(UInt16)", "doc_len UInt32", "key_terms Array(String)"}
+// The tables' columns as the migrations leave them (schemas/clickhouse), in the order
+// the projector's inserts list them.
+var (
+	memorySchema = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
+		"memory_key String", "memory_id UUID", "version UInt64", "seq UInt64", "memory_type String", "status String",
+		"tombstone UInt8", "value String", "content_sha256 String", "tags Array(String)", "entities Array(String)",
+		"confidence Float32", "reinforcement_count UInt32", "actor String", "source_class String", "embedding_model String",
+		"embedding_dim UInt16", "created_at DateTime", "updated_at DateTime", "committed_at DateTime", "pinned UInt8",
+		"locked UInt8", "sensitivity String", "valid_at Nullable(DateTime)", "valid_to Nullable(DateTime)",
+		"expires_at Nullable(DateTime)", "on_expire String", "superseded_by String", "duplicate_of String",
+		"conflict_with Array(String)", "judgement_owed UInt8", "recall_count UInt32", "evidence_count UInt32"}
+	versionsSchema = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
+		"memory_key String", "version UInt64", "memory_id UUID", "seq UInt64", "event_type String", "op String",
+		"memory_type String", "status String", "tombstone UInt8", "value String", "content_sha256 String",
+		"tags Array(String)", "entities Array(String)", "confidence Float32", "reinforcement_count UInt32", "actor String",
+		"source_class String", "created_at DateTime", "updated_at DateTime", "committed_at DateTime", "pinned UInt8",
+		"locked UInt8", "sensitivity String", "valid_at Nullable(DateTime)", "valid_to Nullable(DateTime)",
+		"expires_at Nullable(DateTime)", "on_expire String", "superseded_by String", "duplicate_of String",
+		"conflict_with Array(String)", "judgement_owed UInt8", "recall_count UInt32", "evidence_count UInt32"}
+	embeddingsSchema = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
+		"memory_key String", "memory_id UUID", "version UInt64", "seq UInt64", "memory_type String", "status String",
+		"tombstone UInt8", "content_sha256 String", "tags Array(String)", "source_class String", "embedding_model String",
+		"embedding_dim UInt16", "embedding Array(Float32)", "updated_at DateTime", "pinned UInt8", "sensitivity String",
+		"valid_to Nullable(DateTime)", "expires_at Nullable(DateTime)", "key_embedding Array(Float32)"}
+	lexicalSchema = []string{"org String", "namespace String", "agent String", "user_id String", "session_id String",
+		"memory_key String", "memory_id UUID", "version UInt64", "seq UInt64", "memory_type String", "status String",
+		"tombstone UInt8", "sensitivity String", "pinned UInt8", "content_sha256 String", "tags Array(String)",
+		"expires_at Nullable(DateTime)", "valid_to Nullable(DateTime)", "updated_at DateTime", "terms Array(String)",
+		"tfs Array(UInt16)", "doc_len UInt32", "key_terms Array(String)"}
+	auditSchema = []string{"org String", "namespace String", "seq UInt64", "op String", "event_type String",
+		"occurred_at DateTime", "actor String", "agent String", "user_id String", "session_id String", "memory_key String",
+		"memory_id UUID", "version UInt64", "content_sha256 String", "source_class String", "status String",
+		"request_id String", "prev_hash String", "row_hash String", "subject_commitment String", "subject_salt String",
+		"detail String", "chain_format UInt8"}
+)
 
 // replayRows are n opened revisions as a replay's batch holds them: two 384-dim
 // vectors and a sentence each.
@@ -85,34 +110,60 @@ func replayRows(n int) []opened {
 }
 
 // BenchmarkFillEmbeddings builds and encodes memory_embeddings' block of a 5,000-row
-// batch: the driver's work a replay's largest insert costs before the server. The
-// whole block at once, as before flushRows, and sent on every flushRows rows.
+// batch, sent on every flushRows rows: the driver's work a replay's largest insert
+// costs before the server.
 func BenchmarkFillEmbeddings(b *testing.B) {
-	benchFill(b, embeddingColumns, embeddingsFill(replayRows(5000)))
+	rows := replayRows(5000)
+	benchTyped(b, embeddingsSchema, embeddingsColumns, func() []opened { return rows })
 }
 
 // BenchmarkFillLexical is the same for memory_lexical (the terms stemmed, memoised).
 func BenchmarkFillLexical(b *testing.B) {
-	benchFill(b, lexicalColumns, lexicalFill(replayRows(5000), text.NewStems(stemMemo)))
+	rows, stems := replayRows(5000), text.NewStems(stemMemo)
+	benchTyped(b, lexicalSchema, lexicalColumns, func() []lexicalRow { return lexicalRows(rows, stems) })
 }
 
-func benchFill(b *testing.B, columns []string, fill func(driver.Batch) error) {
-	for _, flushed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("flushed=%v", flushed), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				block := newBlockBatch(b, columns...)
-				var batch driver.Batch = block
-				if flushed {
-					batch = &flushing{Batch: block}
-				}
-				if err := fill(batch); err != nil {
-					b.Fatal(err)
-				}
-				if err := block.Flush(); err != nil {
-					b.Fatal(err)
-				}
+// BenchmarkFillRows builds and encodes the blocks of all five inserts a replay's
+// 5,000-record batch sends (memory, memory_versions, memory_embeddings,
+// memory_lexical, audit_log): the projector's share of an insert's CPU.
+func BenchmarkFillRows(b *testing.B) {
+	rows, stems := replayRows(5000), text.NewStems(stemMemo)
+	audits := make([]*auditRow, len(rows))
+	for i, o := range rows {
+		audits[i] = revisionAudit(o.env, o.content)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		blocks := []blockBatch{newBlockBatch(b, memorySchema...), newBlockBatch(b, versionsSchema...),
+			newBlockBatch(b, embeddingsSchema...), newBlockBatch(b, lexicalSchema...), newBlockBatch(b, auditSchema...)}
+		for _, err := range []error{
+			fillTyped(blocks[0], memoryColumns(), rows),
+			fillTyped(blocks[1], versionsColumns(), rows),
+			fillTyped(blocks[2], embeddingsColumns(), rows),
+			fillTyped(blocks[3], lexicalColumns(), lexicalRows(rows, stems)),
+			fillTyped(blocks[4], auditColumns(), audits),
+		} {
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
+		}
+		for _, bl := range blocks {
+			if err := bl.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchTyped[R any](b *testing.B, schema []string, columns func() []typedColumn[R], rows func() []R) {
+	b.ReportAllocs()
+	for b.Loop() {
+		block := newBlockBatch(b, schema...)
+		if err := fillTyped(block, columns(), rows()); err != nil {
+			b.Fatal(err)
+		}
+		if err := block.Flush(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
