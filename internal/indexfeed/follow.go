@@ -546,7 +546,7 @@ func (b *batch) open(keys map[string][]byte, unopened func(revisions.Unopened)) 
 	content := map[string]*events.Content{}
 	var out applied
 	if len(b.revisions) > 0 {
-		opened, bad, gone := revisions.OpenInPlace(b.revisions, keys)
+		opened, bad, gone := revisions.OpenSearchableInPlace(b.revisions, keys)
 		for _, o := range opened {
 			content[o.Env.ID] = o.Content
 		}
