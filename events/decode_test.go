@@ -69,6 +69,16 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 		if wantCErr == nil && !reflect.DeepEqual(*gotC, wantC) {
 			t.Fatalf("content %q = %+v, encoding/json's %+v", b, *gotC, wantC)
 		}
+		gotS, gotSErr := unmarshal[searchableContent](b)
+		if (wantCErr == nil) != (gotSErr == nil) {
+			t.Fatalf("searchable content %q: error %v, encoding/json's %v", b, gotSErr, wantCErr)
+		}
+		if wantCErr == nil {
+			wantC.KeyEmbedding = nil
+			if got := gotS.content(); !reflect.DeepEqual(*got, wantC) {
+				t.Fatalf("searchable content %q = %+v, encoding/json's %+v", b, *got, wantC)
+			}
+		}
 	})
 }
 

@@ -165,11 +165,28 @@ func Decode(b []byte) (*Envelope, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
 	}
-	out := normalised(e)
-	if err := validate(out); err != nil {
+	normalise(e)
+	if err := validate(e); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return e, nil
+}
+
+// normalise puts e's times in UTC in place: e is its own, freshly decoded, so what
+// normalised copies is left where it is (a replay decodes millions).
+func normalise(e *Envelope) {
+	e.CommittedAt = e.CommittedAt.UTC()
+	if r := e.Revision; r != nil {
+		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+		for _, t := range []*time.Time{r.ValidAt, r.ValidTo, r.ExpiresAt} {
+			if t != nil {
+				*t = t.UTC()
+			}
+		}
+	}
+	if d := e.Document; d != nil {
+		d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	}
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -117,9 +117,14 @@ func openContent(dataKey []byte, recordID string, s *Sealed, inPlace bool) (*Con
 	}
 	c, err := unmarshal[Content](plaintext)
 	if err != nil {
-		return nil, fmt.Errorf("%w: content: %v", ErrSealBroken, err)
+		return nil, errContent(err)
 	}
 	return c, nil
+}
+
+// errContent is the error of opened content that does not decode.
+func errContent(err error) error {
+	return fmt.Errorf("%w: content: %v", ErrSealBroken, err)
 }
 
 // openBytes decrypts s, sealed with aad under dataKey. Every failure wraps ErrSealBroken.

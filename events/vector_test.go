@@ -76,3 +76,56 @@ func TestVectorRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// FuzzVectorMatchesItsSlowPath holds the vector's decoding of a plain base64 string
+// (into the floats' memory) to its decoding through encoding/json and encoding/base64:
+// the same vector, or a refusal of the same input; and a checked vector (the index's
+// key embedding) to the same verdict.
+func FuzzVectorMatchesItsSlowPath(f *testing.F) {
+	for _, v := range []Vector{{1}, {0, -1, 0.5}, make(Vector, 384), {float32(math.NaN()), float32(math.Inf(-1))}} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{`""`, `null`, `"AAAA"`, `"AAA=AAAA"`, `"AACAPw=="`, `"AACAPwAA"`, `"AACAPw="`,
+		`"AACAP==="`, `"AACAPx=="`, `"AAC\u0041Pw=="`, `"AACA\nPw=="`, `" AACAPw=="`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return // a decoder hands a Vector only valid JSON
+		}
+		var got, want Vector
+		gotErr := got.UnmarshalJSON(b)
+		var wantErr error
+		if string(b) == "null" {
+			want = nil
+		} else {
+			wantErr = want.unmarshalJSONString(b)
+		}
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%s: error %v, the slow path's %v", b, gotErr, wantErr)
+		}
+		if gotErr == nil && !vectorsIdentical(got, want) {
+			t.Fatalf("%s = %v, the slow path's %v", b, got, want)
+		}
+		if checkErr := (checkedVector{}).UnmarshalJSON(b); (checkErr == nil) != (wantErr == nil) {
+			t.Fatalf("%s: checked %v, the slow path's %v", b, checkErr, wantErr)
+		}
+	})
+}
+
+// vectorsIdentical compares bit patterns, so NaNs compare as written.
+func vectorsIdentical(a, b Vector) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}

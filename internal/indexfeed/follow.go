@@ -541,14 +541,15 @@ func (b *batch) applyTo(x *searchindex.Index, keys map[string][]byte, unopened f
 	return b.records(content, out).applyTo(x)
 }
 
-// open opens the batch's revisions with keys, by record id; what it met is in applied.
-func (b *batch) open(keys map[string][]byte, unopened func(revisions.Unopened)) (map[string]*events.Content, applied) {
-	content := map[string]*events.Content{}
+// open opens the batch's revisions with keys, by envelope (a pointer hashes in a
+// word, a record id in its bytes); what it met is in applied.
+func (b *batch) open(keys map[string][]byte, unopened func(revisions.Unopened)) (map[*events.Envelope]*events.Content, applied) {
+	content := make(map[*events.Envelope]*events.Content, len(b.revisions))
 	var out applied
 	if len(b.revisions) > 0 {
-		opened, bad, gone := revisions.OpenInPlace(b.revisions, keys)
+		opened, bad, gone := revisions.OpenSearchableInPlace(b.revisions, keys)
 		for _, o := range opened {
-			content[o.Env.ID] = o.Content
+			content[o.Env] = o.Content
 		}
 		for _, u := range bad {
 			unopened(u)
@@ -569,7 +570,7 @@ type spaceRecords struct {
 
 // records turns the batch, its revisions' content opened, into what the index applies;
 // out is what opening it met.
-func (b *batch) records(content map[string]*events.Content, out applied) *spaceRecords {
+func (b *batch) records(content map[*events.Envelope]*events.Content, out applied) *spaceRecords {
 	sr := &spaceRecords{records: map[searchindex.Space][]searchindex.Record{}, met: out}
 	for _, d := range b.decoded {
 		sp := searchindex.Space{Org: d.Env.Org, Namespace: d.Env.Namespace}
@@ -593,7 +594,7 @@ func (sr *spaceRecords) applyTo(x *searchindex.Index) applied {
 
 // recordOf turns a decoded record into what the index applies; a revision without
 // opened content (its key gone, or not opening it) is applied sealed.
-func recordOf(d revisions.Record, content map[string]*events.Content) searchindex.Record {
+func recordOf(d revisions.Record, content map[*events.Envelope]*events.Content) searchindex.Record {
 	rec := searchindex.Record{Seq: d.Env.Seq}
 	switch d.Kind {
 	case revisions.Erasure:
@@ -606,7 +607,7 @@ func recordOf(d revisions.Record, content map[string]*events.Content) searchinde
 			rec.Redaction = &searchindex.Redaction{MemoryID: x.MemoryID, Versions: x.Versions}
 		}
 	case revisions.Revision:
-		rec.Revision = revisionOf(d.Env, content[d.Env.ID])
+		rec.Revision = revisionOf(d.Env, content[d.Env])
 	}
 	return rec
 }

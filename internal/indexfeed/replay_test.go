@@ -17,8 +17,8 @@ import (
 	"github.com/loomplane/loom/internal/searchindex"
 )
 
-// sealedTopic makes n sealed revisions over 8 namespaces, as the relay publishes them,
-// with their data keys.
+// sealedTopic makes n sealed revisions over 8 namespaces, as the relay publishes them
+// (a value's vector and its key's, as a key with letters has), with their data keys.
 func sealedTopic(tb testing.TB, n int) ([]*kgo.Record, map[string][]byte) {
 	tb.Helper()
 	texts := make([]string, 500)
@@ -43,7 +43,7 @@ func sealedTopic(tb testing.TB, n int) ([]*kgo.Record, map[string][]byte) {
 		key, _ := events.NewDataKey()
 		var err error
 		env.Sealed, err = events.Seal(key, env.ID, &events.Content{MemoryKey: fmt.Sprintf("k%d", i), Value: value,
-			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value), Agent: "-", SessionID: "-"})
+			Tags: []string{"bench"}, Embedding: vecs[i%len(vecs)], KeyEmbedding: vecs[(i+7)%len(vecs)], UserID: "-", ContentSHA256: memrow.ContentSHA256(value), Agent: "-", SessionID: "-"})
 		if err != nil {
 			tb.Fatal(err)
 		}

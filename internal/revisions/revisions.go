@@ -147,6 +147,13 @@ func OpenInPlace(revs []*events.Envelope, keys map[string][]byte) (opened []Open
 	return open(revs, keys, events.OpenInPlace)
 }
 
+// OpenSearchableInPlace is OpenInPlace for a search index, which reads no key
+// embedding (events.OpenSearchableInPlace): each content's KeyEmbedding is checked but
+// left nil.
+func OpenSearchableInPlace(revs []*events.Envelope, keys map[string][]byte) (opened []Opened, bad []Unopened, keyless []*events.Envelope) {
+	return open(revs, keys, events.OpenSearchableInPlace)
+}
+
 func open(revs []*events.Envelope, keys map[string][]byte, openOne func([]byte, string, *events.Sealed) (*events.Content, error)) (
 	opened []Opened, bad []Unopened, keyless []*events.Envelope) {
 	contents := make([]*events.Content, len(revs))
