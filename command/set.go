@@ -128,7 +128,6 @@ type setWrite struct {
 	chunkVectors  [][]float32
 	requestID     string
 	ahead         *embedAhead // the embedding call started before the first round's read
-	peersAhead    *peersAhead // the peer read that call went on to, taken by the first round
 	absorbed      []peer      // gap rows measured in earlier rounds
 	hold          *idempotency.Hold
 	// skipUnchanged: an entry that repeats its head's stored row is refused
@@ -214,7 +213,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err := s.embedEntries(ctx, []*entry{e}, "embedding the value"); err != nil {
 		return nil, 0, err
 	}
-	peers, err := s.setPeers(ctx, e, rules, st)
+	peers, err := s.setPeers(ctx, e, rules, st.fromIndex)
 	if errors.Is(err, errPeersMoved) {
 		return nil, gapFrom, nil
 	}

@@ -89,9 +89,6 @@ func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing stri
 			if err := a.take(e.row.Embedded() && e.w.vector == nil); err != nil {
 				return embedError(doing, err)
 			}
-			if e.row.Embedded() {
-				e.w.peersAhead = a.peers
-			}
 		}
 	}
 	var ws []*setWrite
@@ -212,9 +209,7 @@ func reach(threshold, judgementFloor float64) float64 {
 // setPeers are the peers a write's verdict judges: the namespace's rows nearest its
 // value, read from the process's index (fromIndex) or ClickHouse, and the gap rows
 // earlier rounds measured.
-func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, st *roundState) ([]peer, error) {
-	ahead := e.w.peersAhead
-	e.w.peersAhead = nil // the first round's alone: a later round's capture is its own
+func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, fromIndex bool) ([]peer, error) {
 	if e.restatement {
 		return nil, nil
 	}
@@ -223,11 +218,8 @@ func (s *Service) setPeers(ctx context.Context, e *entry, r admissionRules, st *
 		q := e.peerQuery()
 		// Within vectorMargin of the threshold an int8 cosine may be a float32 one over it.
 		q.headsFrom, q.sha = reach(e.threshold, r.judgementFloor)-vectorMargin, e.w.sha
-		if docs, current, ok := ahead.covers(q, st); ok {
-			return mergePeers(peersOf(q, docs, current, s.now()), e.w.absorbed), nil
-		}
 		var err error
-		if peers, err = s.readPeers(ctx, q, st.fromIndex); err != nil {
+		if peers, err = s.readPeers(ctx, q, fromIndex); err != nil {
 			return nil, peerReadError("reading the write's peers", err)
 		}
 	}
@@ -283,31 +275,19 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([
 	if err != nil || len(docs) == 0 {
 		return nil, err
 	}
-	current, err := s.peerHeads(ctx, q, docs)
-	if err != nil {
-		return nil, err
-	}
-	return peersOf(q, docs, current, s.now()), nil
-}
-
-// peerHeads reads the heads of the docs in the verdict's reach (not q.far), by
-// heads.IdentityKey; none when no doc is in reach.
-func (s *Service) peerHeads(ctx context.Context, q peerQuery, docs []peerDoc) (map[string]*memrow.Row, error) {
 	var ids []memrow.Identity
 	for _, d := range docs {
 		if !q.far(d) {
 			ids = append(ids, d.id)
 		}
 	}
-	if len(ids) == 0 {
-		return map[string]*memrow.Row{}, nil
+	current := map[string]*memrow.Row{}
+	if len(ids) > 0 {
+		if current, err = heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids); err != nil {
+			return nil, err
+		}
 	}
-	return heads.Many(ctx, s.pool, q.id.Org, q.id.Namespace, ids)
-}
-
-// peersOf are the peers of a read's docs: each doc out of reach as the read has it,
-// each in reach as its current head, when that head is still the doc's value and a peer.
-func peersOf(q peerQuery, docs []peerDoc, current map[string]*memrow.Row, now time.Time) []peer {
+	now := s.now()
 	var out []peer
 	for _, d := range docs {
 		if q.far(d) {
@@ -321,7 +301,7 @@ func peersOf(q peerQuery, docs []peerDoc, current map[string]*memrow.Row, now ti
 		}
 		out = append(out, peer{row: h, cosine: d.cosine})
 	}
-	return out
+	return out, nil
 }
 
 // indexPeers is the peer read from the process's search index.

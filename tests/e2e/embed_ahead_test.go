@@ -20,9 +20,8 @@ import (
 )
 
 // headsReadHold holds the answer of one round's read of a key's heads (heads.WithKeysSQL,
-// in the round's batch) until asked is closed (the embedder was asked for a text, or
-// the peers' heads were read), or for at most patience: a write that does either only
-// after that read is held the whole time.
+// in the round's batch) until the embedder has been asked for a text, or for at most
+// patience: a write whose embedding call waits for that read is held the whole time.
 type headsReadHold struct {
 	ns, key   string
 	patience  time.Duration
@@ -31,29 +30,9 @@ type headsReadHold struct {
 	asked     chan struct{}
 	heldFor   time.Duration
 	askedOnce sync.Once
-	// peerHeads: a read of peers' heads (heads.Many) of ns since the hold was armed
-	// closes asked.
-	peerHeads bool
-	since     bool
 }
 
-func (h *headsReadHold) arm() {
-	h.mu.Lock()
-	h.armed, h.since = true, true
-	h.mu.Unlock()
-}
-
-func (h *headsReadHold) release() { h.askedOnce.Do(func() { close(h.asked) }) }
-
-func (h *headsReadHold) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if h.peerHeads && strings.Contains(d.SQL, "loom.identity_refs(") && len(d.Args) > 1 && d.Args[1] == h.ns {
-		h.mu.Lock()
-		since := h.since
-		h.mu.Unlock()
-		if since {
-			h.release()
-		}
-	}
+func (h *headsReadHold) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	return ctx
 }
 func (h *headsReadHold) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -97,7 +76,7 @@ func TestAWriteAsksTheEmbedderWhileItReadsItsHeads(t *testing.T) {
 	hold := &headsReadHold{ns: ns, key: "keeper", patience: 3 * time.Second, asked: make(chan struct{})}
 	srv.EmbedWith(func(text string, dim int) []float64 {
 		if text == value {
-			hold.release()
+			hold.askedOnce.Do(func() { close(hold.asked) })
 		}
 		return llmtest.Vector(text, dim)
 	})
@@ -110,7 +89,9 @@ func TestAWriteAsksTheEmbedderWhileItReadsItsHeads(t *testing.T) {
 	if _, err := c.Set(ctx, ns, "harbour", client.SetRequest{Value: "the harbour opens at dawn"}); err != nil {
 		t.Fatal(err)
 	}
-	hold.arm()
+	hold.mu.Lock()
+	hold.armed = true
+	hold.mu.Unlock()
 	a, err := c.Set(ctx, ns, "keeper", client.SetRequest{Value: value})
 	if err != nil {
 		t.Fatal(err)
@@ -124,43 +105,6 @@ func TestAWriteAsksTheEmbedderWhileItReadsItsHeads(t *testing.T) {
 	found, err := c.Search(ctx, ns, client.SearchRequest{Query: value, TopK: 1})
 	if err != nil || len(found.Hits) != 1 || found.Hits[0].MemoryKey != "keeper" {
 		t.Fatalf("search for the value written with the vectors asked ahead: %v %+v", err, found)
-	}
-}
-
-// A write whose value is close to a fact the index holds reads that fact's head beside its
-// round's read, not after it, and is judged against it all the same: a duplicate of
-// the fact. The round's read is held until the peers' heads are read: a write that reads
-// them only after its round's read is held the whole time.
-func TestAWriteReadsItsPeersHeadsWhileItReadsItsOwn(t *testing.T) {
-	srv := llmtest.New(t)
-	srv.EmbedDim(64)
-	ns := testenv.Unique(t, "ahead-peers")
-	hold := &headsReadHold{ns: ns, key: "tortoise-2", patience: 3 * time.Second, asked: make(chan struct{}), peerHeads: true}
-	n, url := env.API(t, func(c *config.Config) {
-		c.Embedder = config.Embedder{Kind: "openai", Dim: 64, OpenAI: config.OpenAI{BaseURL: srv.URL, APIKey: "k", Model: "ahead-model"}}
-	}, app.WithPGTracer(hold))
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"})).Typed(t)
-	ctx := context.Background()
-	first, err := c.Set(ctx, ns, "tortoise-1", client.SetRequest{Value: "alder brook keeps a pet tortoise named quill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Once search finds it, the process's index holds it: the next write's peer read
-	// finds it there, not in its commit's gap.
-	found, err := c.Search(ctx, ns, client.SearchRequest{Query: "alder brook tortoise quill", TopK: 1})
-	if err != nil || len(found.Hits) != 1 || found.Hits[0].MemoryKey != "tortoise-1" {
-		t.Fatalf("search for the first fact: %v %+v", err, found)
-	}
-	hold.arm()
-	a, err := c.Set(ctx, ns, "tortoise-2", client.SetRequest{Value: "alder brook keeps a pet tortoise named quill today"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hold.heldFor >= hold.patience {
-		t.Errorf("the peer's head was not read while the round read the key's heads (held %v)", hold.heldFor)
-	}
-	if a.Verdict != "duplicate" || a.DuplicateOf != first.MemoryID || len(a.Peers) != 1 || a.Peers[0].MemoryKey != "tortoise-1" {
-		t.Fatalf("the close fact's write: want a duplicate of %s, got %+v", first.MemoryID, a)
 	}
 }
 
