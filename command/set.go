@@ -23,6 +23,8 @@ import (
 //  2. set_2_admit.go   admit: type, guards, value, expiry, proposals and preconditions,
 //     the row (steps 1, 3-7);
 //  3. set_3_judge.go   judge: embed the value, read its peers, the verdict (steps 8-10);
+//     on a network embedder the call starts before the round's read when it can
+//     (set_3_embed_ahead.go);
 //  4. set_4_rows.go    rows: the write's own row and the copies of the heads its verdict
 //     changes;
 //  5. set_5_gap.go     the gap check: the revisions committed since the round's capture,
@@ -125,7 +127,8 @@ type setWrite struct {
 	keyVector     []float32
 	chunkVectors  [][]float32
 	requestID     string
-	absorbed      []peer // gap rows measured in earlier rounds
+	ahead         *embedAhead // the embedding call started before the first round's read
+	absorbed      []peer      // gap rows measured in earlier rounds
 	hold          *idempotency.Hold
 	// skipUnchanged: an entry that repeats its head's stored row is refused
 	// (memory.bulk_set's skipped_unchanged) rather than restated.
@@ -165,6 +168,7 @@ func (s *Service) set(ctx context.Context, p auth.Principal, r keyWrite) (*setAn
 
 // runSet runs a prepared write through its admission rounds.
 func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
+	w.ahead = s.startEmbedAhead(ctx, w)
 	var ans *setAnswer
 	err := s.admitRounds(func(gapFrom int64) (bool, int64, error) {
 		a, next, err := s.setRound(ctx, w, gapFrom)

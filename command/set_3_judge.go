@@ -83,6 +83,14 @@ func (v verdict) peersJudged() []peer {
 // and stamps each embedded row with the model. Only an embedded row has a search
 // document.
 func (s *Service) embedEntries(ctx context.Context, entries []*entry, doing string) error {
+	for _, e := range entries {
+		if a := e.w.ahead; a != nil {
+			e.w.ahead = nil
+			if err := a.take(e.row.Embedded() && e.w.vector == nil); err != nil {
+				return embedError(doing, err)
+			}
+		}
+	}
 	var ws []*setWrite
 	for _, e := range entries {
 		if e.row.Embedded() && e.w.vector == nil {

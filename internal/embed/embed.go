@@ -34,6 +34,14 @@ func New(cfg config.Embedder) (Embedder, error) {
 	}
 }
 
+// Remote reports whether e answers over the network: a call then takes a round trip,
+// long enough for a caller to overlap it with other work, where the in-process hash
+// embedder answers in microseconds.
+func Remote(e Embedder) bool {
+	_, ok := e.(*OpenAI)
+	return ok
+}
+
 // Normalize scales v in place to unit L2 norm. A zero vector is left as it
 // is: it has no direction, and dividing would make it NaN.
 func Normalize(v []float32) {
