@@ -24,6 +24,12 @@ func QueueWithKeys(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memr
 	queueOpened(b, ring, unnamed, into, org, WithKeysSQL, org, namespace, keys)
 }
 
+// QueueWithKeyRefs queues WithKeyRefsSQL on b, as QueueWithKeys: keyRefs are the keys'
+// references under org's key (events.KeyRef).
+func QueueWithKeyRefs(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, keyRefs []string) {
+	queueOpened(b, ring, unnamed, into, org, WithKeyRefsSQL, org, namespace, keyRefs)
+}
+
 // QueueWithContent queues WithContentSQL on b, as QueueWithKeys.
 func QueueWithContent(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, users, shas []string) {
 	queueOpened(b, ring, unnamed, into, org, WithContentSQL, org, namespace, users, shas)
