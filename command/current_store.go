@@ -46,9 +46,9 @@ const headUpsert = `ON CONFLICT (org, namespace, agent, user_id, session_id, mem
 
 // queueLockHeads queues, in one statement, a lock of each key's head on b (in the
 // commit's transaction), taken in ids' order, and a read of their versions and seqs
-// into versions[i] and seqs[i] (0 when a key has none): heads.QueueLocks with the
-// identities bound by the references the commit computed (refs[i] of ids[i]), so
-// nothing is derived in SQL under the namespace's generation lock.
+// into versions[i] and seqs[i] (0 when a key has none). The identities are bound by
+// the references the commit computed (refs[i] of ids[i]): nothing is derived in SQL
+// under the namespace's generation lock.
 func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, versions, seqs []*int64) {
 	if len(ids) == 1 {
 		id, r := ids[0], refs[0]
