@@ -17,28 +17,24 @@ import (
 
 // queueContentKey queues the making of the key of a row's scope (org, namespace, user)
 // that keys its content hash, unless the scope has one: queued before the row's
-// writes, which hash under it (loom.content_hash, migration 101).
-func queueContentKey(b *pgx.Batch, row *memrow.Row, key []byte) {
-	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key) VALUES ($1, $2, loom.named_user($1, $3), $4) ON CONFLICT DO NOTHING`,
-		row.Org, row.Namespace, row.UserID, key)
-}
-
-// keyedContentSQL is the stored content hash of a row being written: its plain digest
-// ($sha) keyed under its scope's key (org $1, namespace $2, user $4).
-func keyedContentSQL(sha string) string {
-	return `loom.content_hash($1, $2, (SELECT loom.user_ref($1, $4)), ` + sha + `)`
+// writes, which hash under it (loom.content_hash, migration 101). It keeps the user's
+// name too (loom.named_user_ref), once for the row's statements, which bind the user's
+// reference.
+func queueContentKey(b *pgx.Batch, row *memrow.Row, refs columnRefs, key []byte) {
+	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key) VALUES ($1, $2, loom.named_user_ref($1, $3, $5), $4) ON CONFLICT DO NOTHING`,
+		row.Org, row.Namespace, row.UserID, key, refs.user)
 }
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
-// hash keyed under its scope's key; its key, agent and session by their references
-// (migrations 171, 173), computed with the org's key unwrapped once.
-func queueHeadWrite(b *pgx.Batch, row *memrow.Row, rec *record) {
+// hash keyed under its scope's key; its user, key, agent and session by the
+// references the commit computed (p.refs; migrations 155, 171, 173).
+func queueHeadWrite(b *pgx.Batch, p *pending, rec *record) {
+	row := p.row
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		SELECT $1, $2, w.r[2], loom.named_user($1, $4), w.r[3], w.r[1], $7, $8, $9, `+keyedContentSQL("$10")+`, $11, $13, $12
-		FROM (SELECT loom.writer_refs($1, $6, $3, $5) AS r OFFSET 0) w
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, loom.content_hash($1, $2, $4, $10), $11, $13, $12)
 		`+headUpsert,
-		row.Org, row.Namespace, row.Agent, row.UserID, row.SessionID, row.MemoryKey, row.MemoryID, row.Version, row.Seq,
+		row.Org, row.Namespace, p.refs.agent, p.refs.user, p.refs.session, p.refs.key, row.MemoryID, row.Version, row.Seq,
 		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
 }
 
@@ -48,46 +44,92 @@ const headUpsert = `ON CONFLICT (org, namespace, agent, user_id, session_id, mem
 			content_sha256 = EXCLUDED.content_sha256, row = EXCLUDED.row, sealed = EXCLUDED.sealed,
 			expires_at = EXCLUDED.expires_at, updated_at = now()`
 
+// queueLockHeads queues, in one statement, a lock of each key's head on b (in the
+// commit's transaction), taken in ids' order, and a read of their versions and seqs
+// into versions[i] and seqs[i] (0 when a key has none). The identities are bound by
+// the references the commit computed (refs[i] of ids[i]): nothing is derived in SQL
+// under the namespace's generation lock.
+func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, versions, seqs []*int64) {
+	if len(ids) == 1 {
+		id, r := ids[0], refs[0]
+		b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
+				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
+				FOR UPDATE) h`, id.Org, id.Namespace, r.agent, r.user, r.session, r.key).
+			QueryRow(func(row pgx.Row) error { return row.Scan(versions[0], seqs[0]) })
+		return
+	}
+	n := len(ids)
+	orgs, namespaces, agents, users, sessions, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, id := range ids {
+		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = id.Org, id.Namespace, refs[i].agent, refs[i].user, refs[i].session, refs[i].key
+	}
+	// A lateral read of each head, the keys scanned in ids' order: each is locked in
+	// turn, in that order.
+	b.Queue(`WITH t AS MATERIALIZED (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, ord)
+			ORDER BY t.ord)
+		SELECT t.ord, coalesce(h.version, 0), coalesce(h.seq, 0)
+		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+			  AND c.session_id = t.session_id AND c.memory_key = t.memory_key
+			FOR UPDATE) h ON true`,
+		orgs, namespaces, agents, users, sessions, keys).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var ord, version, seq int64
+			if err := rows.Scan(&ord, &version, &seq); err != nil {
+				return err
+			}
+			*versions[ord-1], *seqs[ord-1] = version, seq
+		}
+		return rows.Err()
+	})
+}
+
 // queueContentKeys queues, in one statement, the making of the key of each row's scope
 // (org, namespace, user) that keys its content hash, unless the scope has one: queued
 // before the rows' writes, which hash under it (loom.content_hash, migration 101). keys
-// are the fresh keys, one a row; of rows of one scope, the first's is kept.
-func queueContentKeys(b *pgx.Batch, rows []*memrow.Row, keys [][]byte) {
-	orgs, namespaces, users := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
-	for i, r := range rows {
-		orgs[i], namespaces[i], users[i] = r.Org, r.Namespace, r.UserID
+// are the fresh keys, one a row; of rows of one scope, the first's is kept. It keeps
+// each user's name too (loom.named_user_ref), as queueContentKey.
+func queueContentKeys(b *pgx.Batch, ps []*pending, recs []*record) {
+	n := len(ps)
+	orgs, namespaces, users, userRefs, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
+	for i, p := range ps {
+		r := p.row
+		orgs[i], namespaces[i], users[i], userRefs[i], keys[i] = r.Org, r.Namespace, r.UserID, p.refs.user, recs[i].contentKey
 	}
 	b.Queue(`INSERT INTO loom.content_keys (org, namespace, user_id, key)
-		SELECT t.org, t.namespace, loom.named_user(t.org, t.user_id), t.key
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS t(org, namespace, user_id, key)
+		SELECT t.org, t.namespace, loom.named_user_ref(t.org, t.user_id, t.user_ref), t.key
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[]) AS t(org, namespace, user_id, key, user_ref)
 		ON CONFLICT DO NOTHING`,
-		orgs, namespaces, users, keys)
+		orgs, namespaces, users, keys, userRefs)
 }
 
 // queueHeadWrites queues, in one statement, the write of each row's head, sealed at rest
-// (its record); its content hash keyed under its scope's key; its key, agent and
-// session by their references (migrations 171, 173), computed with the org's key
-// unwrapped once a row. The rows are of distinct identities (a commit writes a head once).
-func queueHeadWrites(b *pgx.Batch, rows []*memrow.Row, recs []*record) {
-	n := len(rows)
+// (its record); its content hash keyed under its scope's key; its user, key, agent and
+// session by the references the commit computed (their refs). The rows are of
+// distinct identities (a commit writes a head once).
+func queueHeadWrites(b *pgx.Batch, ps []*pending, recs []*record) {
+	n := len(ps)
 	orgs, namespaces, agents, users, sessions, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ids, shas, payloads := make([]string, n), make([]string, n), make([]string, n)
 	versions, seqs := make([]int64, n), make([]int64, n)
 	expires := make([]*time.Time, n)
 	sealed := make([][]byte, n)
-	for i, r := range rows {
-		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = r.Org, r.Namespace, r.Agent, r.UserID, r.SessionID, r.MemoryKey
+	for i, p := range ps {
+		r, refs := p.row, p.refs
+		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = r.Org, r.Namespace, refs.agent, refs.user, refs.session, refs.key
 		ids[i], versions[i], seqs[i], shas[i] = r.MemoryID, r.Version, r.Seq, r.ContentSHA256
 		payloads[i], expires[i], sealed[i] = string(recs[i].payload), r.ExpiresAt, recs[i].sealed
 	}
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		SELECT t.org, t.namespace, w.r[2], loom.named_user(t.org, t.user_id), w.r[3], w.r[1], t.memory_id::uuid, t.version, t.seq,
-			loom.content_hash(t.org, t.namespace, (SELECT loom.user_ref(t.org, t.user_id)), t.sha), t.row::jsonb, t.sealed, t.expires_at
+		SELECT t.org, t.namespace, t.agent, t.user_id, t.session_id, t.memory_key, t.memory_id::uuid, t.version, t.seq,
+			loom.content_hash(t.org, t.namespace, t.user_id, t.sha), t.row::jsonb, t.sealed, t.expires_at
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[],
 				$10::text[], $11::text[], $12::timestamptz[], $13::bytea[])
-			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed),
-			LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w
+			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed)
 		`+headUpsert,
 		orgs, namespaces, agents, users, sessions, keys, ids, versions, seqs, shas, payloads, expires, sealed)
 }

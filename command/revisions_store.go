@@ -76,19 +76,19 @@ func scanGap(rows pgx.Rows, ring *kek.Ring, unnamed *heads.Unnamed, org string) 
 }
 
 // queueRevision queues the journal's row of a revision, sealed at rest (rec); its
+// user, key, agent and session by the references the commit computed (p.refs); its
 // content hash, and its audit's, keyed under its scope's key. It is queued after the
 // write of the row's head (queueInsert), whose keyed hash it takes: the same digest in
 // the same scope, computed once per row rather than twice (loom.content_hash opens the
 // scope's key and runs two HMACs in plpgsql).
 func queueRevision(b *pgx.Batch, p *pending, rec *record) {
-	row := p.row
+	row, refs := p.row, p.refs
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit, sealed)
-		SELECT $1, $2, $3, $4, $5, w.r[2], loom.named_user($1, $7), w.r[3], w.r[1], $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
-		FROM (SELECT loom.writer_refs($1, $9, $6, $8) AS r OFFSET 0) w, LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
-			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = w.r[2] AND c.user_id = (SELECT loom.user_ref($1, $7)) AND c.session_id = w.r[3]
-			  AND c.memory_key = w.r[1]) AS sha) h`,
-		row.Org, row.Namespace, row.Seq, string(p.event), p.op, row.Agent, row.UserID, row.SessionID, row.MemoryKey,
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, h.sha, $12, $13, $14::jsonb || jsonb_build_object('content_sha256', h.sha), $15
+		FROM (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
+			WHERE c.org = $1 AND c.namespace = $2 AND c.agent = $6 AND c.user_id = $7 AND c.session_id = $8 AND c.memory_key = $9) AS sha) h`,
+		row.Org, row.Namespace, row.Seq, string(p.event), p.op, refs.agent, refs.user, refs.session, refs.key,
 		row.MemoryID, row.Version, string(row.Status), rec.payload, rec.audit, rec.sealed)
 }
 
@@ -99,10 +99,11 @@ func queueRevisionKey(b *pgx.Batch, row *memrow.Row, dataKey []byte) {
 }
 
 // queueRevisions queues, in one statement, the journal's row of each revision, sealed
-// at rest (its record); its content hash, and its audit's, keyed under its scope's key.
-// It is queued after the write of the rows' heads (queueWrites), whose keyed hash it
-// takes: the same digest in the same scope, computed once per row rather than twice
-// (loom.content_hash opens the scope's key and runs two HMACs in plpgsql).
+// at rest (its record); its user, key, agent and session by the references the commit
+// computed (their refs); its content hash, and its audit's, keyed under its
+// scope's key. It is queued after the write of the rows' heads (queueWrites), whose
+// keyed hash it takes: the same digest in the same scope, computed once per row rather
+// than twice (loom.content_hash opens the scope's key and runs two HMACs in plpgsql).
 func queueRevisions(b *pgx.Batch, ps []*pending, recs []*record) {
 	n := len(ps)
 	orgs, namespaces, eventTypes, ops, agents, users := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -110,23 +111,22 @@ func queueRevisions(b *pgx.Batch, ps []*pending, recs []*record) {
 	seqs, versions := make([]int64, n), make([]int64, n)
 	sealed := make([][]byte, n)
 	for i, p := range ps {
-		r := p.row
+		r, refs := p.row, p.refs
 		orgs[i], namespaces[i], seqs[i], eventTypes[i], ops[i] = r.Org, r.Namespace, r.Seq, string(p.event), p.op
-		agents[i], users[i], sessions[i], keys[i] = r.Agent, r.UserID, r.SessionID, r.MemoryKey
+		agents[i], users[i], sessions[i], keys[i] = refs.agent, refs.user, refs.session, refs.key
 		ids[i], versions[i], statuses[i] = r.MemoryID, r.Version, string(r.Status)
 		payloads[i], audits[i], sealed[i] = string(recs[i].payload), string(recs[i].audit), recs[i].sealed
 	}
 	b.Queue(`INSERT INTO loom.memory_revisions (org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key,
 			memory_id, version, content_sha256, status, row, audit, sealed)
-		SELECT t.org, t.namespace, t.seq, t.event_type, t.op, w.r[2], loom.named_user(t.org, t.user_id), w.r[3], w.r[1],
+		SELECT t.org, t.namespace, t.seq, t.event_type, t.op, t.agent, t.user_id, t.session_id, t.memory_key,
 			t.memory_id::uuid, t.version, h.sha, t.status, t.row::jsonb, t.audit::jsonb || jsonb_build_object('content_sha256', h.sha), t.sealed
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
 				$10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bytea[])
 			AS t(org, namespace, seq, event_type, op, agent, user_id, session_id, memory_key, memory_id, version, status, row, audit, sealed),
-			LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w,
 			LATERAL (SELECT (SELECT c.content_sha256 FROM loom.memory_current c
-				WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = w.r[2] AND c.user_id = (SELECT loom.user_ref(t.org, t.user_id))
-				  AND c.session_id = w.r[3] AND c.memory_key = w.r[1]) AS sha) h`,
+				WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+				  AND c.session_id = t.session_id AND c.memory_key = t.memory_key) AS sha) h`,
 		orgs, namespaces, seqs, eventTypes, ops, agents, users, sessions, keys, ids, versions, statuses, payloads, audits, sealed)
 }
 

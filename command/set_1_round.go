@@ -2,10 +2,12 @@ package command
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/heads"
 	"github.com/loomplane/loom/internal/memrow"
 	"github.com/loomplane/loom/internal/searchindex"
@@ -82,7 +84,13 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, sh
 	}
 	var byKey, bySHA []*memrow.Row
 	var unnamed heads.Unnamed
-	heads.QueueWithKeys(b, s.kek, &unnamed, &byKey, org, ns, keys)
+	// The keys by their references, computed here under the org's key rather than
+	// in SQL (loom.key_refs unwrapped it on every round's read).
+	keyRefs, err := s.keyRefs(ctx, org, keys)
+	if err != nil {
+		return nil, err
+	}
+	heads.QueueWithKeyRefs(b, s.kek, &unnamed, &byKey, org, ns, keyRefs)
 	if len(shas) > 0 {
 		heads.QueueWithContent(b, s.kek, &unnamed, &bySHA, org, ns, users, shas)
 	}
@@ -114,6 +122,22 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, sh
 		st.bySHA[h.ContentSHA256] = append(st.bySHA[h.ContentSHA256], h)
 	}
 	return st, nil
+}
+
+// keyRefs are keys' references in org (events.KeyRef under its user reference key,
+// made on the org's first write).
+func (s *Service) keyRefs(ctx context.Context, org string, keys []string) ([]string, error) {
+	refKey, err := s.userRefs.Key(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]string, len(keys))
+	for i, k := range keys {
+		if refs[i], err = events.KeyRef(refKey, k); err != nil {
+			return nil, fmt.Errorf("name the round's keys by reference: %w", err)
+		}
+	}
+	return refs, nil
 }
 
 // queueWatermark queues a read of the serving projection's watermark of a namespace

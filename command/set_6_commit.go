@@ -104,6 +104,9 @@ type pending struct {
 	// readSeq is the seq of the head it read (0: none, or not checked): an amendment
 	// keeps the head's version, so the version alone does not show it landed.
 	readSeq int64
+	// refs name the row's user, agent, session and key as its columns store them,
+	// computed by the commit before its transaction (nameRows).
+	refs columnRefs
 }
 
 // commitPlan is one transaction's worth of rows: a write's own row first, then the
@@ -255,6 +258,9 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	// take round trips while the namespace's generation lock is held.
 	refKey, err := s.userRefs.Key(ctx, lead.org)
 	if err != nil {
+		return failAll(errs, err)
+	}
+	if err := nameRows(plans, refKey); err != nil {
 		return failAll(errs, err)
 	}
 	err = pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
@@ -432,15 +438,14 @@ func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey [
 		s.queueInsert(b, ps[0], recs[0])
 		return nil
 	}
-	contentKeys, dataKeys := make([][]byte, len(recs)), make([][]byte, len(recs))
+	dataKeys := make([][]byte, len(recs))
 	outboxRecs := make([]outbox.Record, len(recs))
 	for i, rec := range recs {
-		row := rows[i]
-		contentKeys[i], dataKeys[i] = rec.contentKey, rec.dataKey
-		outboxRecs[i] = s.outboxRecord(row, rec)
+		dataKeys[i] = rec.dataKey
+		outboxRecs[i] = s.outboxRecord(rows[i], rec)
 	}
-	queueContentKeys(b, rows, contentKeys)
-	queueHeadWrites(b, rows, recs)
+	queueContentKeys(b, ps, recs)
+	queueHeadWrites(b, ps, recs)
 	queueRevisions(b, ps, recs)
 	queueRevisionKeys(b, rows, dataKeys)
 	outbox.QueueMany(b, outboxRecs)
@@ -535,11 +540,12 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 	})
 	versions, seqs = make([]int64, len(rows)), make([]int64, len(rows))
 	ids, versionsOf, seqsOf := make([]memrow.Identity, len(rows)), make([]*int64, len(rows)), make([]*int64, len(rows))
+	refs := make([]columnRefs, len(rows))
 	for j, i := range order {
-		ids[j], versionsOf[j], seqsOf[j] = rows[i].row.Identity, &versions[i], &seqs[i]
+		ids[j], refs[j], versionsOf[j], seqsOf[j] = rows[i].row.Identity, rows[i].refs, &versions[i], &seqs[i]
 	}
 	if len(ids) > 0 {
-		heads.QueueLocks(b, ids, versionsOf, seqsOf)
+		queueLockHeads(b, ids, refs, versionsOf, seqsOf)
 	}
 	return versions, seqs
 }
@@ -642,8 +648,8 @@ func (plan *commitPlan) notedOn(p *pending) *events.AuditNote {
 // its outbox record, which references the revision (encodeReference).
 func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
-	queueContentKey(b, row, rec.contentKey)
-	queueHeadWrite(b, row, rec)
+	queueContentKey(b, row, p.refs, rec.contentKey)
+	queueHeadWrite(b, p, rec)
 	queueRevision(b, p, rec)
 	queueRevisionKey(b, row, rec.dataKey)
 	outbox.Queue(b, s.outboxRecord(row, rec))
@@ -667,4 +673,23 @@ func queueNamespaceDeleted(b *pgx.Batch, plans []*commitPlan) *bool {
 		}
 	}
 	return deleted
+}
+
+// nameRows names every row of the plans by reference under their org's key (columnRefs),
+// before the transaction: its statements bind them.
+func nameRows(plans []*commitPlan, userRefKey []byte) error {
+	for _, p := range plans {
+		for _, pr := range p.rows {
+			if pr.row.Org != p.org {
+				// The commit holds one org's key: a row of another would be named under it.
+				return fmt.Errorf("a row of org %q in a commit of org %q", pr.row.Org, p.org)
+			}
+			refs, err := columnRefsOf(userRefKey, pr.row.Identity)
+			if err != nil {
+				return err
+			}
+			pr.refs = refs
+		}
+	}
+	return nil
 }

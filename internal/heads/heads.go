@@ -118,7 +118,15 @@ const (
 var (
 	// WithKeysSQL reads the heads of a namespace ($1, $2) under any of the keys $3,
 	// whatever their agent, user and session, as stored (Sealed).
-	WithKeysSQL = `SELECT m.* FROM unnest((SELECT loom.key_refs($1, $3::text[]))) AS k(memory_key)
+	WithKeysSQL = `SELECT m.* FROM unnest((SELECT loom.key_refs($1, $3::text[]))) AS k(memory_key)` + headsOfKeys
+
+	// WithKeyRefsSQL is WithKeysSQL for keys $3 given by their references (loom.key_ref's
+	// values, events.KeyRef in Go): a writer that holds the org's key binds them, and
+	// Postgres unwraps no key for the read.
+	WithKeyRefsSQL = `SELECT m.* FROM unnest($3::text[]) AS k(memory_key)` + headsOfKeys
+
+	// headsOfKeys joins the heads of a namespace ($1, $2) under each key reference of k.
+	headsOfKeys = `
 	CROSS JOIN LATERAL (SELECT ` + Sealed("c") + ` FROM loom.memory_current c
 		WHERE c.org = $1 AND c.namespace = $2 AND c.memory_key = k.memory_key OFFSET 0) m`
 

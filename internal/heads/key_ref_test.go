@@ -42,7 +42,7 @@ func keyReads(t *testing.T, pool *pgxpool.Pool, id memrow.Identity) {
 }
 
 // headReads reads id's head and revisions back through the reads every identity
-// column shares (Read, Many, WithKeys opened in Go, a Page walk, OfSubject,
+// column shares (Read, Many, WithKeys and WithKeyRefs opened in Go, a Page walk, OfSubject,
 // KeyRevisions), handing each one's rows to check.
 func headReads(t *testing.T, pool *pgxpool.Pool, id memrow.Identity, check func(how string, rows ...*memrow.Row)) {
 	t.Helper()
@@ -68,6 +68,17 @@ func headReads(t *testing.T, pool *pgxpool.Pool, id memrow.Identity, check func(
 		t.Fatal(err)
 	}
 	check("WithKeys (opened in Go)", withKeys...)
+	// The round's read binds the keys' references as Go computes them (events.KeyRef).
+	var withKeyRefs []*memrow.Row
+	b = &pgx.Batch{}
+	QueueWithKeyRefs(b, nil, &unnamed, &withKeyRefs, id.Org, id.Namespace, []string{keyRefOf(t, pool, id.Org, id.MemoryKey), keyRefOf(t, pool, id.Org, "absent")})
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unnamed.Name(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	check("WithKeyRefs (references from Go)", withKeyRefs...)
 	page, err := Page(ctx, pool, id.Org, id.Namespace, memrow.Identity{}, 10, false)
 	if err != nil {
 		t.Fatal(err)

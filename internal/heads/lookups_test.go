@@ -77,6 +77,7 @@ func TestHeadLookupsReadOnlyTheKeysTheyName(t *testing.T) {
 	}{
 		{"Many", "text, text, text[], text[], text[], text[]", manySQL, `'{-,-,-}', '{alice,alice,bob}', '{-,-,-}', '{k1,k1500,k1}'`, 2},
 		{"WithKeys", "text, text, text[]", WithKeysSQL, `'{k2,k1999,absent}'`, 2},
+		{"WithKeyRefs", "text, text, text[]", WithKeyRefsSQL, `loom.key_refs('acme', '{k2,k1999,absent}')`, 2},
 		{"WithContent", "text, text, text[], text[]", WithContentSQL, `'{alice,bob}', '{sha-alice-7,sha-alice-1200,sha-bob-1}'`, 2},
 		{"InNamespaceWithIDs", "text, text, uuid[]", withIDsSQL,
 			`'{00000000-0000-0000-0000-000000000004,00000000-0000-0000-0000-000000001800,00000000-0000-0000-0000-999999999999}'`, 2},

@@ -24,6 +24,12 @@ func QueueWithKeys(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memr
 	queueOpened(b, ring, unnamed, into, org, WithKeysSQL, org, namespace, keys)
 }
 
+// QueueWithKeyRefs queues WithKeyRefsSQL on b, as QueueWithKeys: keyRefs are the keys'
+// references under org's key (events.KeyRef).
+func QueueWithKeyRefs(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, keyRefs []string) {
+	queueOpened(b, ring, unnamed, into, org, WithKeyRefsSQL, org, namespace, keyRefs)
+}
+
 // QueueWithContent queues WithContentSQL on b, as QueueWithKeys.
 func QueueWithContent(b *pgx.Batch, ring *kek.Ring, unnamed *Unnamed, into *[]*memrow.Row, org, namespace string, users, shas []string) {
 	queueOpened(b, ring, unnamed, into, org, WithContentSQL, org, namespace, users, shas)
@@ -42,45 +48,6 @@ func QueueLock(b *pgx.Batch, id memrow.Identity, version, seq *int64) {
 			WHERE org = $1 AND namespace = $2 AND `+IdentityIs+`
 			FOR UPDATE) h`, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).
 		QueryRow(func(r pgx.Row) error { return r.Scan(version, seq) })
-}
-
-// QueueLocks queues, in one statement, a lock of each key's head on b (in a
-// transaction), taken in ids' order as one QueueLock each would take them, and a read
-// of their versions and seqs into versions[i] and seqs[i] (0 when a key has none).
-func QueueLocks(b *pgx.Batch, ids []memrow.Identity, versions, seqs []*int64) {
-	if len(ids) == 1 {
-		QueueLock(b, ids[0], versions[0], seqs[0])
-		return
-	}
-	n := len(ids)
-	orgs, namespaces, agents, users, sessions, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for i, id := range ids {
-		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey
-	}
-	// A lateral read of each head, the keys scanned in ids' order: each is locked in
-	// turn, in that order.
-	b.Queue(`WITH t AS MATERIALIZED (
-			SELECT t.ord, t.org, t.namespace, w.r, loom.user_ref(t.org, t.user_id) AS u
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, ord),
-				LATERAL (SELECT loom.writer_refs(t.org, t.memory_key, t.agent, t.session_id) AS r OFFSET 0) w
-			ORDER BY t.ord)
-		SELECT t.ord, coalesce(h.version, 0), coalesce(h.seq, 0)
-		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
-			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.r[2] AND c.user_id = t.u
-			  AND c.session_id = t.r[3] AND c.memory_key = t.r[1]
-			FOR UPDATE) h ON true`,
-		orgs, namespaces, agents, users, sessions, keys).Query(func(rows pgx.Rows) error {
-		defer rows.Close()
-		for rows.Next() {
-			var ord, version, seq int64
-			if err := rows.Scan(&ord, &version, &seq); err != nil {
-				return err
-			}
-			*versions[ord-1], *seqs[ord-1] = version, seq
-		}
-		return rows.Err()
-	})
 }
 
 // Page reads up to n heads of a namespace after the identity after, in key order;

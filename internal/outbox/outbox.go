@@ -113,10 +113,19 @@ func QueueReadPending(b *pgx.Batch, limit int, skip []string, into *[]Row) {
 // the relay opens names it (OpenTexts), and NameUsers names it only for a row sealed
 // before migration 155. Named here, by loom.user_name, it cost a key's unwrap and a
 // decrypt per row, about half of the read's Postgres time.
+//
+// The revision is read as the newest of the namespace's at or below the row's seq, kept
+// only when it is that seq's: an order only the journal's primary key gives, so the plan
+// is that key's lookup whatever the statistics. Joined by equality, a plan made while
+// the journal was new and unanalysed (the relay's prepared statement keeps its generic
+// plan until an ANALYZE) scanned memory_revisions_by_user, the org's whole journal, for
+// every row read.
 const readPendingSQL = `SELECT o.id, o.org, o.namespace, o.seq, o.topic, o.record_key, o.headers, o.value, o.attempts, o.created_at,
 			o.vectors, coalesce(r.row->>'memory_key', ''), r.user_id, r.sealed, k.data_key, coalesce(r.row->>'agent', ''), coalesce(r.row->>'session_id', '')
 		FROM loom.outbox o
-		LEFT JOIN loom.memory_revisions r ON o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq = o.seq
+		LEFT JOIN LATERAL (SELECT r.seq, r.row, r.user_id, r.sealed FROM loom.memory_revisions r
+			WHERE o.vectors IS NOT NULL AND r.org = o.org AND r.namespace = o.namespace AND r.seq <= o.seq
+			ORDER BY r.seq DESC LIMIT 1) r ON r.seq = o.seq
 		LEFT JOIN loom.revision_keys k ON o.vectors IS NOT NULL AND k.org = o.org AND k.namespace = o.namespace AND k.seq = o.seq
 		WHERE o.parked_at IS NULL AND o.org || '/' || o.namespace <> ALL($2::text[])
 		ORDER BY o.id LIMIT $1`
