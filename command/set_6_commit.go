@@ -308,30 +308,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		if len(admitted) == 0 {
 			return nil, errNoneAdmitted
 		}
-		if lead.inTx != nil {
-			if err := lead.inTx(ctx, tx); err != nil {
-				return nil, err
-			}
-		}
-		b, err = s.writesBatch(lead, admitted, lastSeq, next, refKey)
-		if err != nil {
-			return nil, err
-		}
-		if lead.inCommit == nil && lead.idem == nil {
-			return b, nil // the COMMIT goes with the writes
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
-		}
-		if lead.inCommit != nil {
-			if err := lead.inCommit(ctx, tx); err != nil {
-				return nil, err
-			}
-		}
-		if lead.idem != nil {
-			return nil, markCommitted(ctx, tx, lead.idem, lead.rows)
-		}
-		return nil, nil
+		return s.writeAdmitted(ctx, tx, lead, admitted, lastSeq, next, refKey)
 	})
 	if err == nil {
 		s.relayWake.Queued()
@@ -345,6 +322,36 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		return failAll(errs, err)
 	}
 	return errs
+}
+
+// writeAdmitted writes the admitted plans' rows in the commit's transaction, with the
+// lead's hooks around them. It answers the writes' batch when nothing follows them, so
+// the COMMIT goes in the same round trip, and nil when it sent them itself.
+func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte) (*pgx.Batch, error) {
+	if lead.inTx != nil {
+		if err := lead.inTx(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	b, err := s.writesBatch(lead, admitted, lastSeq, next, refKey)
+	if err != nil {
+		return nil, err
+	}
+	if lead.inCommit == nil && lead.idem == nil {
+		return b, nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
+	}
+	if lead.inCommit != nil {
+		if err := lead.inCommit(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	if lead.idem != nil {
+		return nil, markCommitted(ctx, tx, lead.idem, lead.rows)
+	}
+	return nil, nil
 }
 
 // recordSeqs is the seqs the plan's own record takes: one, or none without one.
