@@ -279,15 +279,12 @@ func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataK
 	if err != nil {
 		return nil, nil, err
 	}
-	field, err := json.Marshal(sealed)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]byte, 0, len(row.Value)+len(field))
-	out = append(out, row.Value[:at+len(`"sealed":`)]...)
-	out = append(out, field...)
+	// The sealed field is written straight into the value, sized once.
+	head, tail := row.Value[:at+len(`"sealed":`)], row.Value[at+len(stubField):]
+	out := make([]byte, 0, len(head)+events.SealedJSONLen(sealed)+len(tail))
+	out = events.AppendSealedJSON(append(out, head...), sealed)
 	if opened != nil {
 		dataKey = key
 	}
-	return append(out, row.Value[at+len(stubField):]...), dataKey, nil
+	return append(out, tail...), dataKey, nil
 }

@@ -54,9 +54,9 @@ func Seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
 	}
 	pad := aes.BlockSize - len(plain)%aes.BlockSize
 	padded := append(append(make([]byte, 0, len(plain)+pad), plain...), bytes.Repeat([]byte{byte(pad)}, pad)...)
-	out := make([]byte, len(padded))
-	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(out, padded)
-	return out, nil
+	// Encrypted in place: the padded copy is Seal's own (a revision's vectors are 3 KiB).
+	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(padded, padded)
+	return padded, nil
 }
 
 // Open opens what Seal sealed under dataKey and label, as pgcrypto's decrypt does in
