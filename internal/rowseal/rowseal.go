@@ -46,6 +46,13 @@ const (
 
 // Seal seals plain under the key label derives from dataKey.
 func Seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
+	return SealOwned(dataKey, label, append(make([]byte, 0, len(plain)+aes.BlockSize), plain...))
+}
+
+// SealOwned is Seal encrypting plain where it lies, padded within its capacity when
+// it has aes.BlockSize spare (else in a copy): for a caller whose plain is its own and
+// not read again (a revision's vectors, 3 KiB a write). The sealed text is returned.
+func SealOwned(dataKey []byte, label string, plain []byte) ([]byte, error) {
 	mac := hmac.New(sha256.New, dataKey)
 	mac.Write([]byte(label))
 	block, err := aes.NewCipher(mac.Sum(nil))
@@ -53,8 +60,7 @@ func Seal(dataKey []byte, label string, plain []byte) ([]byte, error) {
 		return nil, fmt.Errorf("seal under %s: %w", label, err)
 	}
 	pad := aes.BlockSize - len(plain)%aes.BlockSize
-	padded := append(append(make([]byte, 0, len(plain)+pad), plain...), bytes.Repeat([]byte{byte(pad)}, pad)...)
-	// Encrypted in place: the padded copy is Seal's own (a revision's vectors are 3 KiB).
+	padded := append(plain, bytes.Repeat([]byte{byte(pad)}, pad)...)
 	cipher.NewCBCEncrypter(block, make([]byte, aes.BlockSize)).CryptBlocks(padded, padded)
 	return padded, nil
 }
