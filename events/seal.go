@@ -75,16 +75,23 @@ func Seal(dataKey []byte, recordID string, c *Content) (*Sealed, error) {
 	if c == nil {
 		return nil, errors.New("events: seal: nil content")
 	}
-	plaintext, err := marshalJSON(c)
+	plaintext, err := contentJSON(c)
 	if err != nil {
 		return nil, fmt.Errorf("events: seal: %w", err)
 	}
-	return sealBytes(dataKey, recordID, plaintext)
+	// The plaintext is Seal's own: it is encrypted in its buffer, sized for the tag.
+	return sealInto(plaintext[:0], dataKey, recordID, plaintext)
 }
 
 // sealBytes encrypts plaintext under dataKey with a fresh random nonce and aad as
 // additional data.
 func sealBytes(dataKey []byte, aad string, plaintext []byte) (*Sealed, error) {
+	return sealInto(nil, dataKey, aad, plaintext)
+}
+
+// sealInto is sealBytes appending the ciphertext to dst: plaintext[:0] encrypts in
+// place, for a plaintext the caller owns.
+func sealInto(dst, dataKey []byte, aad string, plaintext []byte) (*Sealed, error) {
 	aead, err := newAEAD(dataKey)
 	if err != nil {
 		return nil, fmt.Errorf("events: seal: %w", err)
@@ -93,7 +100,7 @@ func sealBytes(dataKey []byte, aad string, plaintext []byte) (*Sealed, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("events: seal: nonce: %w", err)
 	}
-	return &Sealed{Alg: SealAlg, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, plaintext, []byte(aad))}, nil
+	return &Sealed{Alg: SealAlg, Nonce: nonce, Ciphertext: aead.Seal(dst, nonce, plaintext, []byte(aad))}, nil
 }
 
 // Open decrypts s, sealed for recordID under dataKey. Every failure wraps ErrSealBroken.

@@ -2,12 +2,12 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	fastjson "github.com/segmentio/encoding/json"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -260,7 +260,9 @@ func refused(err error) bool {
 // content sealed now, from its journal row (outbox.Complete).
 func (r *Relay) toRecord(o outboxRow) (*kgo.Record, error) {
 	var pairs [][2]string
-	if err := json.Unmarshal(o.Headers, &pairs); err != nil {
+	// segmentio's decoder (as heads.OpenText's): the same values with less work than
+	// encoding/json's, on every record the relay publishes.
+	if err := fastjson.Unmarshal(o.Headers, &pairs); err != nil {
 		return nil, fmt.Errorf("%w: row %d headers: %v", errMalformed, o.ID, err)
 	}
 	value, dataKey, err := outbox.Complete(o.Row, r.unwrap)

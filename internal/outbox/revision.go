@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,7 @@ func SealVectors(dataKey []byte, v Vectors) ([]byte, error) {
 	for _, vec := range all {
 		n += 4 + 4*len(vec)
 	}
-	raw := make([]byte, 0, n)
+	raw := make([]byte, 0, n+aes.BlockSize) // room for the seal's padding: sealed in place
 	raw = binary.LittleEndian.AppendUint32(raw, uint32(len(all)))
 	for _, vec := range all {
 		raw = binary.LittleEndian.AppendUint32(raw, uint32(len(vec)))
@@ -86,7 +87,7 @@ func SealVectors(dataKey []byte, v Vectors) ([]byte, error) {
 			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
 		}
 	}
-	sealed, err := rowseal.Seal(dataKey, rowseal.LabelVectors, raw)
+	sealed, err := rowseal.SealOwned(dataKey, rowseal.LabelVectors, raw)
 	if err != nil {
 		return nil, fmt.Errorf("seal the revision's vectors: %w", err)
 	}
@@ -279,15 +280,12 @@ func Complete(row Row, unwrap func(stored []byte) ([]byte, error)) (value, dataK
 	if err != nil {
 		return nil, nil, err
 	}
-	field, err := json.Marshal(sealed)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]byte, 0, len(row.Value)+len(field))
-	out = append(out, row.Value[:at+len(`"sealed":`)]...)
-	out = append(out, field...)
+	// The sealed field is written straight into the value, sized once.
+	head, tail := row.Value[:at+len(`"sealed":`)], row.Value[at+len(stubField):]
+	out := make([]byte, 0, len(head)+events.SealedJSONLen(sealed)+len(tail))
+	out = events.AppendSealedJSON(append(out, head...), sealed)
 	if opened != nil {
 		dataKey = key
 	}
-	return append(out, row.Value[at+len(stubField):]...), dataKey, nil
+	return append(out, tail...), dataKey, nil
 }
