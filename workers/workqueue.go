@@ -78,10 +78,12 @@ func (s *Service) queueWork(ctx context.Context, items []workItem) (due bool, er
 	}
 	// The content hash as the heads keep it: keyed under the scope's key (migration
 	// 101; '' once an erasure destroyed it). A claim reads the plain one from the
-	// journal (claimWork). The namespace's owed items are read through
-	// worker_items_owed_by_namespace (migration 164).
+	// journal (claimWork). An item with no hash (a record's due mark, a usage count)
+	// keeps '': keying nothing opened the scope's key a row, most of the insert's
+	// cost. The namespace's owed items are read through worker_items_owed_by_namespace
+	// (migration 164).
 	rows, err := s.pool.Query(ctx, `INSERT INTO loom.worker_items (worker, org, namespace, memory_id, version, seq, user_id, content_sha256, written_at, detail, next_at)
-		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), ''), at, d,
+		SELECT w, o, ns, id, v, sq, loom.named_user(o, u), CASE WHEN sha = '' THEN '' ELSE coalesce(loom.content_hash(o, ns, loom.user_ref(o, u), sha), '') END, at, d,
 			greatest(now(), (SELECT max(x.next_at) FROM loom.worker_items x
 				WHERE $11 AND x.worker = w AND x.org = o AND x.namespace = ns AND x.state = 'owed'))
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[], $10::jsonb[])
