@@ -48,7 +48,8 @@ func contentJSON(c *Content) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// appendVector appends v as Vector.MarshalJSON encodes it.
+// appendVector appends v's JSON (Vector.MarshalJSON): the quoted standard base64 of
+// its little-endian float32s; null when v is empty. base64 needs no JSON escapes.
 func appendVector(dst []byte, v Vector) []byte {
 	if len(v) == 0 {
 		return append(dst, "null"...)

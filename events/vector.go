@@ -19,18 +19,7 @@ type Vector []float32
 
 // MarshalJSON encodes v as a base64 string, or null when v is empty.
 func (v Vector) MarshalJSON() ([]byte, error) {
-	if len(v) == 0 {
-		return []byte("null"), nil
-	}
-	raw := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-	}
-	// base64 needs no JSON escapes: the string is quoted as it is.
-	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw))+2)
-	out[0], out[len(out)-1] = '"', '"'
-	base64.StdEncoding.Encode(out[1:len(out)-1], raw)
-	return out, nil
+	return appendVector(nil, v), nil
 }
 
 // UnmarshalJSON decodes a base64 string; null and "" decode to a nil vector.

@@ -89,40 +89,39 @@ func strsCol[R any](name string, get func(R) []string) typedColumn[R] {
 	}
 }
 
-func uuidCol[R any](name string, get func(R) uuid.UUID) typedColumn[R] {
-	c := new(chproto.ColUUID)
+// valueCol is a column of ch-go's type c, one value a row: uuidCol, u8Col and the
+// others name which.
+func valueCol[R, T any](name string, c chproto.ColumnOf[T], get func(R) T) typedColumn[R] {
 	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+}
+
+func uuidCol[R any](name string, get func(R) uuid.UUID) typedColumn[R] {
+	return valueCol(name, new(chproto.ColUUID), get)
 }
 
 func u8Col[R any](name string, get func(R) uint8) typedColumn[R] {
-	c := new(chproto.ColUInt8)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColUInt8), get)
 }
 
 func u16Col[R any](name string, get func(R) uint16) typedColumn[R] {
-	c := new(chproto.ColUInt16)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColUInt16), get)
 }
 
 func u32Col[R any](name string, get func(R) uint32) typedColumn[R] {
-	c := new(chproto.ColUInt32)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColUInt32), get)
 }
 
 func u64Col[R any](name string, get func(R) uint64) typedColumn[R] {
-	c := new(chproto.ColUInt64)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColUInt64), get)
 }
 
 func f32Col[R any](name string, get func(R) float32) typedColumn[R] {
-	c := new(chproto.ColFloat32)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColFloat32), get)
 }
 
 // timeCol is a DateTime column: whole seconds, as both ClickHouse versions store.
 func timeCol[R any](name string, get func(R) time.Time) typedColumn[R] {
-	c := new(chproto.ColDateTime)
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, new(chproto.ColDateTime), get)
 }
 
 // nullTimeCol is a Nullable(DateTime) column; a nil time is NULL.
@@ -139,12 +138,10 @@ func nullTimeCol[R any](name string, get func(R) *time.Time) typedColumn[R] {
 
 // floatsCol is an Array(Float32) column: a row's vector is appended in one copy.
 func floatsCol[R any](name string, get func(R) []float32) typedColumn[R] {
-	c := chproto.NewArray[float32](new(chproto.ColFloat32))
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, chproto.NewArray[float32](new(chproto.ColFloat32)), get)
 }
 
 // u16sCol is an Array(UInt16) column.
 func u16sCol[R any](name string, get func(R) []uint16) typedColumn[R] {
-	c := chproto.NewArray[uint16](new(chproto.ColUInt16))
-	return wireCol(name, c, func(r R) { c.Append(get(r)) })
+	return valueCol(name, chproto.NewArray[uint16](new(chproto.ColUInt16)), get)
 }
