@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -285,7 +286,9 @@ func write(ctx context.Context, rng *rand.Rand, c *caller, commands []*proc, ns 
 }
 
 // search looks for acknowledged writes by their own text: the answer must hold the
-// write, at its acknowledged version, or be a retryable 503.
+// write, at its acknowledged version or a later one, or be a retryable 503. The writers
+// never revise a key pick answers, but a later write judged in conflict with it marks
+// it (conflict_with) in a new revision of the same value: never an older one.
 func search(ctx context.Context, rng *rand.Rand, c *caller, queries []*proc, namespaces []string, book *ledger, tl *tally) {
 	for i := 0; ctx.Err() == nil; i++ {
 		ns := namespaces[rng.Intn(len(namespaces))]
@@ -304,7 +307,7 @@ func search(ctx context.Context, rng *rand.Rand, c *caller, queries []*proc, nam
 			found := false
 			var got []string
 			for _, hit := range ans.Hits {
-				found = found || (hit.MemoryKey == want.key && hit.VersionText == want.version)
+				found = found || (hit.MemoryKey == want.key && atOrAfter(hit.VersionText, want.version))
 				got = append(got, hit.MemoryKey+"@"+hit.VersionText)
 			}
 			if !found {
@@ -336,4 +339,12 @@ func activeRelay(t *testing.T, relays []*proc) *proc {
 		return false
 	})
 	return active
+}
+
+// atOrAfter reports whether version got is version want or a later one (versions are
+// decimal int64s, increasing per key).
+func atOrAfter(got, want string) bool {
+	g, errG := strconv.ParseInt(got, 10, 64)
+	w, errW := strconv.ParseInt(want, 10, 64)
+	return errG == nil && errW == nil && g >= w
 }
