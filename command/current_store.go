@@ -26,16 +26,16 @@ func queueContentKey(b *pgx.Batch, row *memrow.Row, refs columnRefs, key []byte)
 }
 
 // queueHeadWrite queues the write of a row's head, sealed at rest (rec); its content
-// hash keyed under its scope's key; its user, key, agent and session by the
+// hash keyed under its scope's key (in Go when the commit holds it: contentHashSQL); its user, key, agent and session by the
 // references the commit computed (p.refs; migrations 155, 171, 173).
 func queueHeadWrite(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, loom.content_hash($1, $2, $4, $10), $11, $13, $12)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, `+contentHashSQL("$1", "$2", "$4", "$10", "$14::bytea", "$15::text")+`, $11, $13, $12)
 		`+headUpsert,
 		row.Org, row.Namespace, p.refs.agent, p.refs.user, p.refs.session, p.refs.key, row.MemoryID, row.Version, row.Seq,
-		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed)
+		row.ContentSHA256, rec.payload, row.ExpiresAt, rec.sealed, p.contentKey.Stored, p.contentHash())
 }
 
 // headUpsert is the head write's update of a key that has a head.
@@ -107,7 +107,8 @@ func queueContentKeys(b *pgx.Batch, ps []*pending, recs []*record) {
 }
 
 // queueHeadWrites queues, in one statement, the write of each row's head, sealed at rest
-// (its record); its content hash keyed under its scope's key; its user, key, agent and
+// (its record); its content hash keyed under its scope's key (in Go when the commit
+// holds it: contentHashSQL); its user, key, agent and
 // session by the references the commit computed (their refs). The rows are of
 // distinct identities (a commit writes a head once).
 func queueHeadWrites(b *pgx.Batch, ps []*pending, recs []*record) {
@@ -116,22 +117,23 @@ func queueHeadWrites(b *pgx.Batch, ps []*pending, recs []*record) {
 	ids, shas, payloads := make([]string, n), make([]string, n), make([]string, n)
 	versions, seqs := make([]int64, n), make([]int64, n)
 	expires := make([]*time.Time, n)
-	sealed := make([][]byte, n)
+	sealed, storedKeys, goHashes := make([][]byte, n), make([][]byte, n), make([]string, n)
 	for i, p := range ps {
 		r, refs := p.row, p.refs
 		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = r.Org, r.Namespace, refs.agent, refs.user, refs.session, refs.key
 		ids[i], versions[i], seqs[i], shas[i] = r.MemoryID, r.Version, r.Seq, r.ContentSHA256
 		payloads[i], expires[i], sealed[i] = string(recs[i].payload), r.ExpiresAt, recs[i].sealed
+		storedKeys[i], goHashes[i] = p.contentKey.Stored, p.contentHash()
 	}
 	b.Queue(`INSERT INTO loom.memory_current (org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq,
 			content_sha256, row, sealed, expires_at)
 		SELECT t.org, t.namespace, t.agent, t.user_id, t.session_id, t.memory_key, t.memory_id::uuid, t.version, t.seq,
-			loom.content_hash(t.org, t.namespace, t.user_id, t.sha), t.row::jsonb, t.sealed, t.expires_at
+			`+contentHashSQL("t.org", "t.namespace", "t.user_id", "t.sha", "t.hash_key", "t.go_hash")+`, t.row::jsonb, t.sealed, t.expires_at
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[],
-				$10::text[], $11::text[], $12::timestamptz[], $13::bytea[])
-			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed)
+				$10::text[], $11::text[], $12::timestamptz[], $13::bytea[], $14::bytea[], $15::text[])
+			AS t(org, namespace, agent, user_id, session_id, memory_key, memory_id, version, seq, sha, row, expires_at, sealed, hash_key, go_hash)
 		`+headUpsert,
-		orgs, namespaces, agents, users, sessions, keys, ids, versions, seqs, shas, payloads, expires, sealed)
+		orgs, namespaces, agents, users, sessions, keys, ids, versions, seqs, shas, payloads, expires, sealed, storedKeys, goHashes)
 }
 
 // queueScrubHead queues the scrub of a key's head: its text replaced by scrubbed, its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/contentkey"
 	"github.com/loomplane/loom/internal/erasure"
 	"github.com/loomplane/loom/internal/evidence"
 	"github.com/loomplane/loom/internal/extractqueue"
@@ -209,10 +210,16 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 		return nil, fmt.Errorf("destroy the data keys of %s: %w", ns, err)
 	}
 	counts["loom.revision_keys"] = n
-	if n, err = destroyContentKeys(ctx, tx, args); err != nil {
+	destroyed, err := destroyContentKeys(ctx, tx, args)
+	if err != nil {
 		return nil, fmt.Errorf("destroy the content hash keys of %s: %w", ns, err)
 	}
-	counts[contentKeysTable] = n
+	counts[contentKeysTable] = int64(len(destroyed))
+	for _, user := range destroyed {
+		// Forgotten at once here; other processes' entries expire by their TTL and are
+		// never used against another key meanwhile (contentHashSQL).
+		s.contentKeys.Forget(contentkey.Scope{Org: sg.Org, Namespace: ns, UserRef: user})
+	}
 	// A parked row's seq was published as a placeholder already: it is not withdrawn.
 	deleted, withdrawn, err := outbox.Withdraw(ctx, tx, erasure.ScopeParams, pgScope("loom.outbox"), args...)
 	if err != nil {

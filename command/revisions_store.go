@@ -306,10 +306,12 @@ const contentKeysTable = "loom.content_keys"
 
 // destroyContentKeys deletes the keys that key the content hashes of an erasure's
 // scope (args as erasure.ScopeParams names them), after its revisions: the stored
-// hashes of its rows, in dead tuples, the WAL and backups, then link to no value.
-func destroyContentKeys(ctx context.Context, tx pgx.Tx, args []any) (int64, error) {
-	tag, err := tx.Exec(ctx, erasure.ScopeParams+` DELETE FROM loom.content_keys t USING p WHERE `+pgScope(contentKeysTable), args...)
-	return tag.RowsAffected(), err
+// hashes of its rows, in dead tuples, the WAL and backups, then link to no value. It
+// answers the user references of the scopes whose keys went (the process's cache
+// forgets them: contentkey.Cache.Forget).
+func destroyContentKeys(ctx context.Context, tx pgx.Tx, args []any) ([]string, error) {
+	return collectStrings(tx.Query(ctx, erasure.ScopeParams+` DELETE FROM loom.content_keys t USING p WHERE `+pgScope(contentKeysTable)+
+		` RETURNING t.user_id`, args...))
 }
 
 // queueNamespacesOfUser queues on b the read of the namespaces of org where user holds

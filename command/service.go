@@ -18,6 +18,7 @@ import (
 	"github.com/loomplane/loom/internal/auth"
 	"github.com/loomplane/loom/internal/ch"
 	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/contentkey"
 	"github.com/loomplane/loom/internal/embed"
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/httperr"
@@ -89,7 +90,9 @@ type Service struct {
 	// userRefs are the orgs' keys the topic names users by (events.UserRef).
 	userRefs *userref.Keys
 	kek      *kek.Ring // what stored data keys are wrapped under (WithKeys)
-	faults   *Faults
+	// contentKeys are the scopes' content keys the commit hashes rows under in Go.
+	contentKeys *contentkey.Cache
+	faults      *Faults
 	// index is the process's search index: the peer read and its capture when it holds
 	// the namespace. nil: ClickHouse.
 	index *searchindex.Index
@@ -172,6 +175,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	for _, o := range opts {
 		o(s)
 	}
+	s.contentKeys = contentkey.New(pool, s.kek, cfg.ContentKeyTTL) // under the KEK ring WithKeys gave
 	s.grouped = newCommitGroup(s)
 	s.idem = s.newIdempotency()
 	return s

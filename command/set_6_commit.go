@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomplane/loom/events"
+	"github.com/loomplane/loom/internal/contentkey"
 	"github.com/loomplane/loom/internal/generations"
 	"github.com/loomplane/loom/internal/groupcommit"
 	"github.com/loomplane/loom/internal/heads"
@@ -107,6 +108,9 @@ type pending struct {
 	// refs name the row's user, agent, session and key as its columns store them,
 	// computed by the commit before its transaction (nameRows).
 	refs columnRefs
+	// contentKey is the content key of the row's scope the commit holds (keyContent):
+	// its hash is computed in Go. Empty: hashed in SQL.
+	contentKey contentkey.Key
 }
 
 // commitPlan is one transaction's worth of rows: a write's own row first, then the
@@ -261,6 +265,9 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		return failAll(errs, err)
 	}
 	if err := nameRows(plans, refKey); err != nil {
+		return failAll(errs, err)
+	}
+	if err := s.keyContent(ctx, all); err != nil {
 		return failAll(errs, err)
 	}
 	err = pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {

@@ -145,6 +145,9 @@ type Command struct {
 	AdmissionDeadline time.Duration // LOOM_PG_ADMISSION_DEADLINE_MS
 	AdmissionGapMax   int           // LOOM_PG_ADMISSION_GAP_MAX: revisions a commit examines before ADMISSION_CONTENDED
 	CommitLockTimeout time.Duration // LOOM_PG_COMMIT_LOCK_TIMEOUT_MS
+	// ContentKeyTTL is how long the commit keeps a scope's derived content key in
+	// process memory (internal/contentkey; 0: none kept, every row hashes in SQL).
+	ContentKeyTTL time.Duration // LOOM_CONTENT_KEY_CACHE_TTL_MS
 	// WriteDeadline bounds a write's Postgres work, its commit's wait for the
 	// synchronous standby included (statement_timeout does not cover that wait).
 	WriteDeadline      time.Duration // LOOM_PG_WRITE_DEADLINE_MS
@@ -514,6 +517,7 @@ func readCommand(r *reader) Command {
 		AdmissionDeadline:  r.ms("LOOM_PG_ADMISSION_DEADLINE_MS", 3000),
 		AdmissionGapMax:    r.int("LOOM_PG_ADMISSION_GAP_MAX", 500),
 		CommitLockTimeout:  r.ms("LOOM_PG_COMMIT_LOCK_TIMEOUT_MS", 5000),
+		ContentKeyTTL:      r.ms("LOOM_CONTENT_KEY_CACHE_TTL_MS", 60000),
 		WriteDeadline:      r.ms("LOOM_PG_WRITE_DEADLINE_MS", 15000),
 		ConflictThreshold:  r.float("LOOM_CONFLICT_THRESHOLD", 0.80),
 		DuplicateThreshold: r.float("LOOM_DUPLICATE_THRESHOLD", 0.92),
@@ -751,6 +755,9 @@ func (c Command) Validate() error {
 	}
 	if c.RecallPublishInterval < 0 {
 		errs = append(errs, errors.New("LOOM_USAGE_RECALL_INTERVAL_MS must not be negative"))
+	}
+	if c.ContentKeyTTL < 0 {
+		errs = append(errs, errors.New("LOOM_CONTENT_KEY_CACHE_TTL_MS must not be negative"))
 	}
 	return errors.Join(append(errs, c.Erasure.Validate(), c.Extraction.Validate(), c.Consolidate.Validate())...)
 }
