@@ -288,11 +288,14 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([
 		}
 	}
 	now := s.now()
-	var out []peer
+	out := make([]peer, 0, len(docs))
+	// The far rows in one allocation, not one each: most of a write's peers are far.
+	// Its capacity is their number, so no append moves a row a peer points at.
+	farRows := make([]memrow.Row, 0, len(docs)-len(ids))
 	for _, d := range docs {
 		if q.far(d) {
-			out = append(out, peer{row: &memrow.Row{Identity: d.id, MemoryID: d.memoryID, MemoryType: q.memoryType,
-				ContentSHA256: d.sha}, cosine: d.cosine})
+			farRows = append(farRows, memrow.Row{Identity: d.id, MemoryID: d.memoryID, MemoryType: q.memoryType, ContentSHA256: d.sha})
+			out = append(out, peer{row: &farRows[len(farRows)-1], cosine: d.cosine})
 			continue
 		}
 		h := current[heads.IdentityKey(d.id)]
