@@ -17,8 +17,9 @@ import (
 // goPercent is Go's own pace: collect when the heap is twice its live part.
 const goPercent = 100
 
-// minLive keeps the percent finite while the process has hardly any live heap.
-const minLive = 1 << 20
+// minLive is Go's smallest heap goal (4 MiB at GOGC 100), which grows with the
+// percent: a live heap under it counts as 4 MiB, so that the goal stays under the floor.
+const minLive = 4 << 20
 
 // PercentFor is the GOGC that lets a heap of live bytes grow to floor bytes before
 // its next collection, and never less than Go's own pace.
