@@ -20,7 +20,7 @@ type Runtime struct {
 }
 
 func readRuntime(r *reader) Runtime {
-	return Runtime{HeapFloorMB: r.int("LOOM_GC_HEAP_FLOOR_MB", 256), MemoryLimitMB: r.int("LOOM_MEMORY_LIMIT_MB", 0)}
+	return Runtime{HeapFloorMB: r.int("LOOM_GC_HEAP_FLOOR_MB", 128), MemoryLimitMB: r.int("LOOM_MEMORY_LIMIT_MB", 0)}
 }
 
 // Validate checks the collector's settings.
