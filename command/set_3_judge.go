@@ -365,10 +365,14 @@ func (e *entry) batchPeers(external []peer, sameValue []*memrow.Row, earlier []*
 // mergePeers overlays newer rows of the same keys on a peer list, nearest first;
 // a row that is no longer a peer (cosine -1) removes its key.
 func mergePeers(base, newer []peer) []peer {
-	idx := map[string]int{}
 	out := append([]peer(nil), base...)
-	for i, p := range out {
-		idx[heads.IdentityKey(p.row.Identity)] = i
+	// Most writes have no newer rows: their peers are not keyed (a string a peer).
+	var idx map[string]int
+	if len(newer) > 0 {
+		idx = make(map[string]int, len(out)+len(newer))
+		for i, p := range out {
+			idx[heads.IdentityKey(p.row.Identity)] = i
+		}
 	}
 	for _, p := range newer {
 		k := heads.IdentityKey(p.row.Identity)
