@@ -288,11 +288,14 @@ func (s *Service) readPeers(ctx context.Context, q peerQuery, fromIndex bool) ([
 		}
 	}
 	now := s.now()
-	var out []peer
+	out := make([]peer, 0, len(docs))
+	// The far rows in one allocation, not one each: most of a write's peers are far.
+	// Its capacity is their number, so no append moves a row a peer points at.
+	farRows := make([]memrow.Row, 0, len(docs)-len(ids))
 	for _, d := range docs {
 		if q.far(d) {
-			out = append(out, peer{row: &memrow.Row{Identity: d.id, MemoryID: d.memoryID, MemoryType: q.memoryType,
-				ContentSHA256: d.sha}, cosine: d.cosine})
+			farRows = append(farRows, memrow.Row{Identity: d.id, MemoryID: d.memoryID, MemoryType: q.memoryType, ContentSHA256: d.sha})
+			out = append(out, peer{row: &farRows[len(farRows)-1], cosine: d.cosine})
 			continue
 		}
 		h := current[heads.IdentityKey(d.id)]
@@ -362,10 +365,14 @@ func (e *entry) batchPeers(external []peer, sameValue []*memrow.Row, earlier []*
 // mergePeers overlays newer rows of the same keys on a peer list, nearest first;
 // a row that is no longer a peer (cosine -1) removes its key.
 func mergePeers(base, newer []peer) []peer {
-	idx := map[string]int{}
 	out := append([]peer(nil), base...)
-	for i, p := range out {
-		idx[heads.IdentityKey(p.row.Identity)] = i
+	// Most writes have no newer rows: their peers are not keyed (a string a peer).
+	var idx map[string]int
+	if len(newer) > 0 {
+		idx = make(map[string]int, len(out)+len(newer))
+		for i, p := range out {
+			idx[heads.IdentityKey(p.row.Identity)] = i
+		}
 	}
 	for _, p := range newer {
 		k := heads.IdentityKey(p.row.Identity)

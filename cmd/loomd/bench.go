@@ -41,6 +41,7 @@ func runBench(ctx context.Context, args []string) error {
 	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
 		return err
 	}
+	paceGC(ctx, cfg.Runtime)
 	stopStores, chPID, err := benchStores(ctx, &cfg, f.dir)
 	if err != nil {
 		return err

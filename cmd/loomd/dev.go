@@ -33,6 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
 		return err
 	}
+	paceGC(ctx, cfg.Runtime)
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := servePprof(cfg.HTTP.PprofAddr); err != nil {
 		return err
 	}
+	paceGC(ctx, cfg.Runtime)
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	n, err := app.Open(ctx, cfg, log)
 	if err != nil {

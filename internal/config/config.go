@@ -45,6 +45,7 @@ type Config struct {
 	Adapters    Adapters // the MCP server and the mem0 facade
 	Tracing     Tracing  // OTEL_*: where every role's spans go (off without an endpoint)
 	Keys        Keys     // LOOM_KEK: what the stored data keys are wrapped under
+	Runtime     Runtime  // LOOM_GC_HEAP_FLOOR_MB, LOOM_MEMORY_LIMIT_MB: the Go collector's pace
 }
 
 // Boot is what a process does before it serves.
@@ -419,6 +420,7 @@ func load(env Lookup) (Config, []Setting, error) {
 		Adapters:    readAdapters(r),
 		Tracing:     readTracing(r),
 		Keys:        readKeys(r),
+		Runtime:     readRuntime(r),
 		LogLevel:    r.str("LOOM_LOG_LEVEL", "info"),
 	}
 	c.Workers = readWorkers(r, c.LLM)
@@ -650,7 +652,7 @@ func ParseRoles(list string) (Roles, error) {
 // Validate checks every section.
 func (c Config) Validate() error {
 	return errors.Join(c.HTTP.Validate(), c.Pipeline.Validate(), c.Kafka.Validate(), c.PG.Validate(), c.ClickHouse.Validate(), c.Embedder.Validate(),
-		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate(), c.Keys.Validate())
+		c.Command.Validate(), c.Query.Validate(), c.Relay.Validate(), c.Projector.Validate(), c.SearchIndex.Validate(), c.LLM.Validate(), c.Workers.Validate(), c.Adapters.Validate(), c.Tracing.Validate(), c.Keys.Validate(), c.Runtime.Validate())
 }
 
 // Validate checks the listener.

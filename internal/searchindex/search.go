@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/loomplane/loom/internal/hnsw"
 )
 
@@ -504,10 +502,45 @@ func (s *space) peers(q PeerQuery, cfg Config) []Peer {
 	}
 	found := s.nearest(newQuery(q.Vector), q.Limit, count, func(slot uint32) bool { return m.match(s, int(slot)) }, nil, cfg)
 	out := make([]Peer, len(found))
+	ids := peerStrings(s, found)
 	for i, f := range found {
-		d := &s.docs[f.slot]
-		out[i] = Peer{Identity: s.identity(f.slot), MemoryID: uuid.UUID(d.memoryID).String(),
-			ContentSHA256: hex.EncodeToString(d.sha[:]), Cosine: f.score}
+		out[i] = Peer{Identity: s.identity(f.slot), MemoryID: ids[i*peerStringLen : i*peerStringLen+36],
+			ContentSHA256: ids[i*peerStringLen+36 : (i+1)*peerStringLen], Cosine: f.score}
 	}
 	return out
+}
+
+// peerStringLen is a peer's memory id (36 characters) and content hash (64) written
+// one after the other.
+const peerStringLen = 36 + 64
+
+// peerStrings writes every found peer's memory id and content hash into one string:
+// a peer read runs once a write, and one allocation for all its peers' names (not two
+// a peer) is less for the collector to do.
+func peerStrings(s *space, found []scored) string {
+	var b strings.Builder
+	b.Grow(len(found) * peerStringLen)
+	var id [36]byte
+	var sha [64]byte
+	for _, f := range found {
+		d := &s.docs[f.slot]
+		encodeUUID(&id, d.memoryID)
+		hex.Encode(sha[:], d.sha[:])
+		b.Write(id[:])
+		b.Write(sha[:])
+	}
+	return b.String()
+}
+
+// encodeUUID writes u as uuid.UUID.String does (8-4-4-4-12 lower-case hex digits).
+func encodeUUID(dst *[36]byte, u [16]byte) {
+	hex.Encode(dst[0:8], u[0:4])
+	dst[8] = '-'
+	hex.Encode(dst[9:13], u[4:6])
+	dst[13] = '-'
+	hex.Encode(dst[14:18], u[6:8])
+	dst[18] = '-'
+	hex.Encode(dst[19:23], u[8:10])
+	dst[23] = '-'
+	hex.Encode(dst[24:], u[10:])
 }
