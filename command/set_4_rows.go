@@ -105,6 +105,9 @@ func (e *entry) markVerdict(c *copies) {
 				e.advise("peer_locked: a conflicting peer is locked and is not marked")
 				continue
 			}
+			if c.flaggedAlready(peer, row.MemoryID) {
+				continue
+			}
 			mark := c.of(peer)
 			mark.Status = memrow.StatusConflicted
 			mark.ConflictWith = appendOnce(mark.ConflictWith, row.MemoryID)
@@ -166,6 +169,20 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 	c.byKey[k] = p
 	c.order = append(c.order, k)
 	return p.row
+}
+
+// flaggedAlready reports whether head h is already marked conflicted against the
+// memory id and no verdict of this commit changes it otherwise: its copy would be a
+// new version that changes nothing (a key written again against the same peers), so
+// none is written. The pair is listed on both sides as before.
+func (c *copies) flaggedAlready(h *memrow.Row, id string) bool {
+	if c.inBatch[h] {
+		return false
+	}
+	if _, copied := c.byKey[heads.IdentityKey(h.Identity)]; copied {
+		return false
+	}
+	return h.Status == memrow.StatusConflicted && slices.Contains(h.ConflictWith, id)
 }
 
 // copyOf is a new version of a head with its content unchanged: a copy writer's row.
