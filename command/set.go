@@ -228,7 +228,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 		ans.DryRun = w.req.DryRun
 		return uncommitted(ans, nil)
 	}
-	rows, superseded := writeRows(w.op, []*entry{e}, rules.conflictPolicy(), now)
+	rows, superseded := writeJudgedRows(w.op, e, rules.conflictPolicy(), now)
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
 		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: w.hold}
 	if e.seeksPeers(rules.conflictPolicy()) {

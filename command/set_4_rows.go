@@ -20,7 +20,21 @@ import (
 // peer inside the batch is changed in place, a locked peer is left as it is, and a
 // head the batch writes anew needs no copy. It returns the heads retired, once each.
 func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pending, []string) {
-	c := &copies{op: op, inBatch: map[*memrow.Row]bool{}, byKey: map[string]*pending{}}
+	return buildRows(&copies{op: op}, entries, policy, now)
+}
+
+// writeJudgedRows is writeRows for one write whose gap check sends it back when any
+// peer its verdict judged has a revision in the gap (gapCheck): a peer already flagged
+// against the write's row gets no copy (flaggedAlready), since a peer whose head
+// moved after it was read is caught there instead of by the copy's head lock. Only
+// while every peer is a head this round read after its capture: a gap row an earlier
+// round measured (absorbed) may be older than the head.
+func writeJudgedRows(op string, e *entry, policy string, now time.Time) ([]*pending, []string) {
+	return buildRows(&copies{op: op, skipFlagged: len(e.w.absorbed) == 0}, []*entry{e}, policy, now)
+}
+
+func buildRows(c *copies, entries []*entry, policy string, now time.Time) ([]*pending, []string) {
+	c.inBatch, c.byKey = map[*memrow.Row]bool{}, map[string]*pending{}
 	if len(entries) > 0 {
 		// A copy a verdict writes is this request's act, never the earlier writer's
 		// (postgres-authority.md, Audit: "never the earlier writer a copy carries").
@@ -28,7 +42,7 @@ func writeRows(op string, entries []*entry, policy string, now time.Time) ([]*pe
 	}
 	var rows []*pending
 	for _, e := range entries {
-		rows = append(rows, e.own(op, now))
+		rows = append(rows, e.own(c.op, now))
 		c.inBatch[e.row] = true
 	}
 	var superseded []string
@@ -105,6 +119,9 @@ func (e *entry) markVerdict(c *copies) {
 				e.advise("peer_locked: a conflicting peer is locked and is not marked")
 				continue
 			}
+			if c.flaggedAlready(peer, row.MemoryID) {
+				continue
+			}
 			mark := c.of(peer)
 			mark.Status = memrow.StatusConflicted
 			mark.ConflictWith = appendOnce(mark.ConflictWith, row.MemoryID)
@@ -143,11 +160,14 @@ func (e *entry) retire(copy *memrow.Row) {
 // copies are the copies of other heads one commit writes, one per head, in the order
 // the verdicts first changed them.
 type copies struct {
-	op      string
-	actor   string // the request's principal
-	inBatch map[*memrow.Row]bool
-	byKey   map[string]*pending
-	order   []string
+	op    string
+	actor string // the request's principal
+	// skipFlagged: a peer already conflicted against the row is not copied
+	// (writeJudgedRows).
+	skipFlagged bool
+	inBatch     map[*memrow.Row]bool
+	byKey       map[string]*pending
+	order       []string
 }
 
 // of is the row to change for head h: h itself when the batch writes it, else its copy.
@@ -166,6 +186,22 @@ func (c *copies) of(h *memrow.Row) *memrow.Row {
 	c.byKey[k] = p
 	c.order = append(c.order, k)
 	return p.row
+}
+
+// flaggedAlready reports whether head h is already marked conflicted against the
+// memory id and no verdict of this commit changes it otherwise: its copy would be a
+// new version that changes nothing (a key written again against the same peers), so
+// none is written. The pair is listed on both sides as before. Only where the
+// commit's gap check covers the peer (skipFlagged): a bulk write's gap check rules
+// out a peer revised out of reach, which the copy's head lock would have caught.
+func (c *copies) flaggedAlready(h *memrow.Row, id string) bool {
+	if !c.skipFlagged || c.inBatch[h] {
+		return false
+	}
+	if _, copied := c.byKey[heads.IdentityKey(h.Identity)]; copied {
+		return false
+	}
+	return h.Status == memrow.StatusConflicted && slices.Contains(h.ConflictWith, id)
 }
 
 // copyOf is a new version of a head with its content unchanged: a copy writer's row.

@@ -139,15 +139,24 @@ func (g *groupGap) of(from int64, before []gapRevision) []gapRevision {
 	return append(append([]gapRevision(nil), g.rows[start:]...), before...)
 }
 
-// linkedIDs are the memories the rows' verdict links them to.
+// linkedIDs are the memories the rows' verdict links them to: the links of the
+// write's own rows. A copy of a peer links it to an own row only (the pair its
+// conflict_with gained, the row that retires it); the rest of its conflict_with is
+// its head's, which the verdict did not make and a new round would carry again, and
+// at 10,000 memories the copies' lists were hundreds of ids a commit.
 func linkedIDs(rows []*pending) []string {
 	var ids []string
 	for _, p := range rows {
+		if !p.own {
+			continue
+		}
 		r := p.row
-		ids = append(ids, r.ConflictWith...)
+		for _, id := range r.ConflictWith {
+			ids = appendOnce(ids, id)
+		}
 		for _, id := range []string{r.SupersededBy, r.DuplicateOf} {
 			if id != "" {
-				ids = append(ids, id)
+				ids = appendOnce(ids, id)
 			}
 		}
 	}
