@@ -1,29 +1,25 @@
 package command
 
 import (
-	"context"
-
 	"github.com/loomplane/loom/internal/contentkey"
 )
 
-// keyContent finds, before the commit's transaction, the content keys of its rows'
-// scopes this process holds or reads (internal/contentkey), so that each row's keyed
-// content hash is computed here rather than by loom.content_hash in plpgsql (the
-// scope's key unwrapped and two HMACs a row). A row whose scope has no key yet (its
-// first write makes it in the same commit) keeps none and is hashed in SQL.
-func (s *Service) keyContent(ctx context.Context, rows []*pending) error {
+// keyContent gives each row, before the commit's transaction, the content key of its
+// scope this process holds (internal/contentkey), so that its keyed content hash is
+// computed here rather than by loom.content_hash in plpgsql (the scope's key unwrapped
+// and two HMACs a row). A row whose scope's key it does not hold is hashed in SQL, and
+// the answered read, queued in the commit's last round trip, fetches that key (made by
+// the same commit for a scope's first write) for the writes after.
+func (s *Service) keyContent(rows []*pending) *contentkey.Read {
 	scopes := make([]contentkey.Scope, len(rows))
 	for i, p := range rows {
 		scopes[i] = contentkey.Scope{Org: p.row.Org, Namespace: p.row.Namespace, UserRef: p.refs.user}
 	}
-	keys, err := s.contentKeys.Keys(ctx, scopes)
-	if err != nil {
-		return err
-	}
+	keys, missing := s.contentKeys.Cached(scopes)
 	for i, p := range rows {
 		p.contentKey = keys[scopes[i]]
 	}
-	return nil
+	return s.contentKeys.Read(missing)
 }
 
 // contentHash is the row's keyed content hash computed in Go, bound with the stored

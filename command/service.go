@@ -175,7 +175,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	for _, o := range opts {
 		o(s)
 	}
-	s.contentKeys = contentkey.New(pool, s.kek, cfg.ContentKeyTTL) // under the KEK ring WithKeys gave
+	s.contentKeys = contentkey.New(s.kek, cfg.ContentKeyTTL) // under the KEK ring WithKeys gave
 	s.grouped = newCommitGroup(s)
 	s.idem = s.newIdempotency()
 	return s

@@ -267,9 +267,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	if err := nameRows(plans, refKey); err != nil {
 		return failAll(errs, err)
 	}
-	if err := s.keyContent(ctx, all); err != nil {
-		return failAll(errs, err)
-	}
+	keys := s.keyContent(all)
 	err = pg.InPipelinedTx(ctx, s.pool, func(tx pgx.Tx) (*pgx.Batch, error) {
 		var policyGen, lastSeq int64
 		b := &pgx.Batch{}
@@ -315,10 +313,11 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		if len(admitted) == 0 {
 			return nil, errNoneAdmitted
 		}
-		return s.writeAdmitted(ctx, tx, lead, admitted, lastSeq, next, refKey)
+		return s.writeAdmitted(ctx, tx, lead, admitted, lastSeq, next, refKey, keys)
 	})
 	if err == nil {
 		s.relayWake.Queued()
+		keys.Keep()
 	}
 	switch {
 	case alone:
@@ -334,7 +333,10 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 // writeAdmitted writes the admitted plans' rows in the commit's transaction, with the
 // lead's hooks around them. It answers the writes' batch when nothing follows them, so
 // the COMMIT goes in the same round trip, and nil when it sent them itself.
-func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte) (*pgx.Batch, error) {
+// keys is the read of the content keys the commit did not hold, queued after the writes
+// that make them.
+func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte,
+	keys *contentkey.Read) (*pgx.Batch, error) {
 	if lead.inTx != nil {
 		if err := lead.inTx(ctx, tx); err != nil {
 			return nil, err
@@ -344,6 +346,7 @@ func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan
 	if err != nil {
 		return nil, err
 	}
+	keys.Queue(b)
 	if lead.inCommit == nil && lead.idem == nil {
 		return b, nil
 	}

@@ -28,10 +28,7 @@ import (
 // first attempt until it is applied (or recorded as a failure): each record produced
 // since Run started, so a replay of the topic (a reset, a new group) does not add
 // spans to old traces.
-//
-// decoded is recs decoded while they were polled: the first attempt applies it, a
-// retry decodes recs afresh (the attempt before opened their content in place).
-func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record, decoded batch) (err error) {
+func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record) (err error) {
 	if tracing.On(p.tracer) {
 		var fresh []*kgo.Record
 		for _, r := range recs {
@@ -48,10 +45,7 @@ func (p *Projector) applyWithRetry(ctx context.Context, recs []*kgo.Record, deco
 	bo.MaxElapsedTime = 0
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		if attempt > 1 {
-			decoded = decodeBatch(recs, p.undecoded, p.log)
-		}
-		err := p.applyBatch(ctx, decoded, false)
+		err := p.apply(ctx, recs, false)
 		if err == nil {
 			p.batchTime.ObserveSince(start)
 			return nil
@@ -91,11 +85,7 @@ func transient(err error) bool {
 // (watermarks, failures). A repair's batch holds namespaces whose failures it retries:
 // they are not set aside, and the failures of the records it applies are resolved.
 func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) error {
-	return p.applyBatch(ctx, decodeBatch(recs, p.undecoded, p.log), repair)
-}
-
-// applyBatch is apply with the batch's records decoded (each attempt's afresh).
-func (p *Projector) applyBatch(ctx context.Context, b batch, repair bool) error {
+	b := decodeBatch(recs, p.undecoded, p.log)
 	return p.holdingTables(ctx, func() error {
 		keys := b.namespaces()
 		// The serving generation cannot change under the tables' lock held here. The

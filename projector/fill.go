@@ -39,9 +39,6 @@ type polled struct {
 	// fetched are the partitions a fetch of this batch reported; the others' lags are
 	// the batch before's.
 	fetched map[int32]bool
-	// decoded are recs decoded while the batch was polled (decode_ahead.go), for its
-	// first attempt.
-	decoded batch
 }
 
 // farFillWait bounds the filling of a batch whose backlog would fill it.
@@ -101,23 +98,13 @@ func (b *polled) add(fetches kgo.Fetches, p *Projector) {
 // behind (by seen, the lags the batch before left, and the batch's own fetches), polls
 // for more until the batch is full or the fill wait has passed. A batch whose backlog
 // would fill it takes up to ReplayBatchRows records and ReplayBatchBytes of them
-// (the one fetch that passes it is kept). Each poll's records are decoded while the
-// next is polled.
+// (the one fetch that passes it is kept).
 func (p *Projector) pollBatch(ctx context.Context, consumer *kgo.Client, seen map[int32]int64) polled {
-	d := p.startDecoding()
-	b := p.pollRecords(ctx, consumer, seen, d)
-	b.decoded = d.finish()
-	return b
-}
-
-// pollRecords is pollBatch's polling, handing each poll's records to d.
-func (p *Projector) pollRecords(ctx context.Context, consumer *kgo.Client, seen map[int32]int64, d *decoding) polled {
 	b := polled{lag: maps.Clone(seen), fetched: map[int32]bool{}}
 	if b.lag == nil {
 		b.lag = map[int32]int64{}
 	}
 	b.add(consumer.PollRecords(ctx, p.cfg.BatchRows), p)
-	d.add(b.recs)
 	if len(b.recs) == 0 || !b.behind() {
 		return b
 	}
@@ -127,7 +114,6 @@ func (p *Projector) pollRecords(ctx context.Context, consumer *kgo.Client, seen 
 	for len(b.recs) < rows && b.bytes < bytes && b.behind() && fctx.Err() == nil {
 		had := len(b.recs)
 		b.add(consumer.PollRecords(fctx, rows-len(b.recs)), p)
-		d.add(b.recs[had:len(b.recs):len(b.recs)])
 		if len(b.recs) == had {
 			b.forgetUnfetched() // the wait ran out: what they showed is not coming
 		}

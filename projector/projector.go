@@ -218,7 +218,7 @@ func (p *Projector) Run(ctx context.Context, consumer *kgo.Client) error {
 		// A batch under way when the projector is stopped is written and its offsets
 		// committed, so the next projector starts after it instead of redoing it.
 		bctx, batchDone := shutdown.Outlive(ctx, p.cfg.Grace)
-		err := p.applyWithRetry(bctx, recs, polled.decoded)
+		err := p.applyWithRetry(bctx, recs)
 		if err == nil {
 			p.log.Debug("projector: batch applied", "records", len(recs), "bytes", polled.bytes, "polled_ahead", wasAhead,
 				"oldest_record_age_ms", start.Sub(recs[0].Timestamp).Milliseconds(), "took_ms", time.Since(start).Milliseconds())

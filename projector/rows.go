@@ -94,21 +94,12 @@ func filter(envs []*events.Envelope, keep func(*events.Envelope) bool) []*events
 	return out
 }
 
-// decodeBatch decodes a poll's records afresh (a retry, a failing batch's shares).
 func decodeBatch(recs []*kgo.Record, undecoded *metrics.Counter, log *slog.Logger) batch {
-	return batchOf(revisions.Decode(recs, func(r *kgo.Record, err error) { undecodable(undecoded, log, r, err) }))
-}
-
-// undecodable counts and logs a record that is not a valid envelope.
-func undecodable(undecoded *metrics.Counter, log *slog.Logger, r *kgo.Record, err error) {
-	undecoded.Inc()
-	log.Error("projector: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
-}
-
-// batchOf sorts decoded records, in their order, into a batch.
-func batchOf(decoded []revisions.Record) batch {
 	b := batch{seqs: map[nsKey][]int64{}, refs: map[nsKey][]recordRef{}, jumps: map[nsKey]map[int64]bool{}}
-	for _, d := range decoded {
+	for _, d := range revisions.Decode(recs, func(r *kgo.Record, err error) {
+		undecoded.Inc()
+		log.Error("projector: skipping a record that is not a valid envelope", "partition", r.Partition, "offset", r.Offset, "err", err)
+	}) {
 		env := d.Env
 		k := nsKey{env.Org, env.Namespace}
 		b.seqs[k] = append(b.seqs[k], env.Seq)

@@ -10,10 +10,9 @@ import (
 	"github.com/loomplane/loom/internal/gcpace"
 )
 
-// gcPaceInterval is how often the collector's pace is looked at: a tenth of a second
-// is a few microseconds of CPU a second, and bounds how far a live heap that jumps runs
-// at a small heap's pace.
-const gcPaceInterval = 100 * time.Millisecond
+// gcPaceInterval is how often the collector's pace is looked at should a collection's
+// wake-up (gcpace.Run) be missed.
+const gcPaceInterval = time.Second
 
 // paceGC applies the collector's settings (LOOM_GC_HEAP_FLOOR_MB, LOOM_MEMORY_LIMIT_MB)
 // until ctx ends. Go's GOGC and GOMEMLIMIT, when set, are the operator's and win.

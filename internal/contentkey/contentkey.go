@@ -11,15 +11,15 @@
 package contentkey
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomplane/loom/internal/kek"
 )
@@ -53,79 +53,98 @@ func derive(dataKey []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Cache holds the scopes' derived content keys, read from pool's loom.content_keys and
-// unwrapped under ring (nil: only keys stored raw open).
+// Cache holds the scopes' derived content keys, read from loom.content_keys in the
+// commits' transactions and unwrapped under ring (nil: only keys stored raw open).
 type Cache struct {
-	pool *pgxpool.Pool
 	ring *kek.Ring
 	keys *expirable.LRU[Scope, Key] // nil: nothing is cached (TTL 0)
 }
 
 // New returns a cache whose entries live for ttl (0: none is kept; every row hashes in SQL).
-func New(pool *pgxpool.Pool, ring *kek.Ring, ttl time.Duration) *Cache {
-	c := &Cache{pool: pool, ring: ring}
+func New(ring *kek.Ring, ttl time.Duration) *Cache {
+	c := &Cache{ring: ring}
 	if ttl > 0 {
 		c.keys = expirable.NewLRU[Scope, Key](maxScopes, nil, ttl)
 	}
 	return c
 }
 
-// Keys answers the keys of scopes that have one, reading the ones not cached in one
-// statement. A scope with no key yet (its first write makes it), or whose key this
-// process cannot open, is left out: its rows hash in SQL.
-func (c *Cache) Keys(ctx context.Context, scopes []Scope) (map[Scope]Key, error) {
+// Cached answers the keys of scopes this process holds, and the distinct scopes it
+// does not (their rows hash in SQL; Read fills them from the commit's own round trip).
+func (c *Cache) Cached(scopes []Scope) (map[Scope]Key, []Scope) {
 	if c == nil || c.keys == nil || len(scopes) == 0 {
 		return nil, nil
 	}
 	out := make(map[Scope]Key, len(scopes))
-	var orgs, namespaces, users []string
+	var missing []Scope
 	for _, s := range scopes {
-		if _, seen := out[s]; seen {
+		if _, seen := out[s]; seen || slices.Contains(missing, s) {
 			continue
 		}
 		if k, ok := c.keys.Get(s); ok {
 			out[s] = k
 			continue
 		}
-		orgs, namespaces, users = append(orgs, s.Org), append(namespaces, s.Namespace), append(users, s.UserRef)
+		missing = append(missing, s)
 	}
-	if len(orgs) == 0 {
-		return out, nil
-	}
-	if err := c.read(ctx, orgs, namespaces, users, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, missing
 }
 
-// read reads the stored keys of the scopes named by orgs, namespaces and users (one a
-// position) into out, and caches them.
-func (c *Cache) read(ctx context.Context, orgs, namespaces, users []string, out map[Scope]Key) error {
-	rows, err := c.pool.Query(ctx, `SELECT k.org, k.namespace, k.user_id, k.key FROM loom.content_keys k
-		JOIN unnest($1::text[], $2::text[], $3::text[]) AS s(org, namespace, user_id)
-		  ON k.org = s.org AND k.namespace = s.namespace AND k.user_id = s.user_id`, orgs, namespaces, users)
-	if err != nil {
-		return fmt.Errorf("read the scopes' content keys: %w", err)
+// Read is a read of scopes' stored keys queued in a transaction's batch, kept once
+// the transaction commits: a scope's first write makes its key in that transaction,
+// and the read sees it, so no write takes a round trip of its own for its keys.
+type Read struct {
+	cache  *Cache
+	scopes []Scope
+	stored map[Scope][]byte
+}
+
+// Read returns the read of scopes' stored keys (nil when there are none to read).
+func (c *Cache) Read(scopes []Scope) *Read {
+	if c == nil || c.keys == nil || len(scopes) == 0 {
+		return nil
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var s Scope
-		var stored []byte
-		if err := rows.Scan(&s.Org, &s.Namespace, &s.UserRef, &stored); err != nil {
-			return fmt.Errorf("read the scopes' content keys: %w", err)
-		}
-		dataKey, err := kek.OpenKey(c.ring, stored)
+	return &Read{cache: c, scopes: scopes, stored: make(map[Scope][]byte, len(scopes))}
+}
+
+// Queue queues the read on b, after the statements that make the scopes' keys.
+func (r *Read) Queue(b *pgx.Batch) {
+	if r == nil {
+		return
+	}
+	orgs, namespaces, users := make([]string, len(r.scopes)), make([]string, len(r.scopes)), make([]string, len(r.scopes))
+	for i, s := range r.scopes {
+		orgs[i], namespaces[i], users[i] = s.Org, s.Namespace, s.UserRef
+	}
+	b.Queue(`SELECT k.org, k.namespace, k.user_id, k.key FROM loom.content_keys k
+		JOIN unnest($1::text[], $2::text[], $3::text[]) AS s(org, namespace, user_id)
+		  ON k.org = s.org AND k.namespace = s.namespace AND k.user_id = s.user_id`, orgs, namespaces, users).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var s Scope
+				var stored []byte
+				if err := rows.Scan(&s.Org, &s.Namespace, &s.UserRef, &stored); err != nil {
+					return fmt.Errorf("read the scopes' content keys: %w", err)
+				}
+				r.stored[s] = stored
+			}
+			return rows.Err()
+		})
+}
+
+// Keep caches what the read found: called once its transaction committed, so a key
+// made by a transaction that rolled back is never kept.
+func (r *Read) Keep() {
+	if r == nil {
+		return
+	}
+	for s, stored := range r.stored {
+		dataKey, err := kek.OpenKey(r.cache.ring, stored)
 		if err != nil {
 			continue // under a KEK this process lacks: the statement's SQL decides
 		}
-		k := Key{Stored: stored, derived: derive(dataKey)}
-		c.keys.Add(s, k)
-		out[s] = k
+		r.cache.keys.Add(s, Key{Stored: stored, derived: derive(dataKey)})
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the scopes' content keys: %w", err)
-	}
-	return nil
 }
 
 // Forget drops the scopes' entries: an erasure destroyed their keys.

@@ -9,6 +9,7 @@ package gcpace
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -32,14 +33,16 @@ func PercentFor(live, floor uint64) int {
 }
 
 // Run sets the collector's percent from the live heap after every collection, until
-// ctx ends, when it gives Go's own pace back. It looks every interval: a live heap
-// that jumps (a replay, an index load) runs at most one interval's allocation past
-// twice itself before its percent comes down.
+// ctx ends, when it gives Go's own pace back. Each collection wakes it (cycleHook), so
+// a live heap that jumps (a replay, an index load) is paced as Go paces it from the
+// collection that finds it; interval is a fallback should a wake-up be missed.
 func Run(ctx context.Context, floor uint64, interval time.Duration) {
 	samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	defer debug.SetGCPercent(goPercent)
+	cycled := make(chan struct{}, 1)
+	cycleHook(ctx.Done(), cycled)
 	cycles, set := uint64(0), -1
 	for {
 		metrics.Read(samples)
@@ -54,6 +57,28 @@ func Run(ctx context.Context, floor uint64, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-cycled:
 		}
 	}
+}
+
+// sentinel holds a pointer so that it is not a tiny allocation, whose finalizer may
+// wait for its neighbours in the same block.
+type sentinel struct{ _ *byte }
+
+// cycleHook signals cycled after each collection until done closes: a finalizer runs
+// once the collector has found its object unreachable, and arms a new one.
+func cycleHook(done <-chan struct{}, cycled chan<- struct{}) {
+	runtime.SetFinalizer(&sentinel{}, func(*sentinel) {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		select {
+		case cycled <- struct{}{}:
+		default:
+		}
+		cycleHook(done, cycled)
+	})
 }

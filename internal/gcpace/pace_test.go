@@ -50,3 +50,30 @@ func read(name string) uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// A live heap that grows past half the floor is paced as Go paces it from the
+// collection that finds it, not at the next look of a slow fallback interval.
+func TestRunPacesAHeapThatJumpedFromTheCollectionThatFindsIt(t *testing.T) {
+	const floor = 64 << 20
+	runtime.GC()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { Run(ctx, floor, time.Hour); close(done) }()
+	defer func() { cancel(); <-done }()
+	for read("/gc/gogc:percent") == goPercent {
+		time.Sleep(time.Millisecond)
+	}
+	held := make([][]byte, 48)
+	for i := range held {
+		held[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	deadline := time.Now().Add(5 * time.Second)
+	for read("/gc/gogc:percent") != goPercent && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if p := read("/gc/gogc:percent"); p != goPercent {
+		t.Fatalf("a 48 MiB live heap under a 64 MiB floor is collected at percent %d after its collection, want Go's %d", p, goPercent)
+	}
+	runtime.KeepAlive(held)
+}

@@ -15,10 +15,10 @@ import (
 )
 
 // A batch that ClickHouse refuses once is applied whole by its retry: nothing is
-// recorded as a failure and the namespace ends equal to the journal. A batch's first
-// attempt applies the records decoded while it was polled and opens their sealed
-// content in place, which spends it; a retry that applied those same envelopes
-// again would find none of them opening and hold the namespace behind failures.
+// recorded as a failure and the namespace ends equal to the journal. An attempt opens
+// its records' sealed content in place, which spends it, so a retry must decode them
+// afresh: one that applied the same envelopes again would find none of them opening
+// and hold the namespace behind failures.
 func TestABatchRefusedOnceIsAppliedWholeByItsRetry(t *testing.T) {
 	p := projection(t)
 	ns := testenv.Unique(t, "refused-once")
