@@ -114,9 +114,11 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) 
 				st.failures = append(st.failures, failuresOf(k, refs, marks[k], nil, heldBehindEarlier)...)
 			}
 		}
-		b, failed, chained, err := p.writeBatch(ctx, b, marks, p.heads.prevs(b, marks, serving))
+		kept := p.kept.take(b, marks, serving)
+		b, failed, chained, err := p.writeBatch(ctx, b, marks, p.heads.prevs(b, marks, serving), kept)
 		if err != nil {
 			p.heads.forget()
+			p.kept.forget()
 			return err
 		}
 		st.failures = append(st.failures, failed...)
@@ -130,9 +132,11 @@ func (p *Projector) apply(ctx context.Context, recs []*kgo.Record, repair bool) 
 		advanced, gaps, dupes, settled, err := settleWatermarks(ctx, p.pool, p.cfg.Name, st)
 		if err != nil {
 			p.heads.forget()
+			p.kept.forget()
 			return err
 		}
 		p.heads.settle(b, marks, settled, chained.rows, serving, chained.linked)
+		p.kept.settle(b, marks, settled, kept, serving)
 		p.noteFailures(st.failures)
 		for _, g := range gaps {
 			p.gaps.Inc()
@@ -180,7 +184,8 @@ func (p *Projector) noteFailures(fs []failure) {
 // then removes them (scrubAndErase). A namespace with a revision its key does not
 // open is taken out of the batch as failures (setAside); the batch it returns is what
 // it wrote.
-func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64, heads map[nsKey]string) (batch, []failure, chainedRows, error) {
+func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int64, heads map[nsKey]string,
+	kept map[nsKey]*keptSpace) (batch, []failure, chainedRows, error) {
 	link := p.unchained == nil || !p.unchained()
 	if len(b.revisions) == 0 && len(b.redactions) == 0 && len(b.documents) == 0 && len(b.erasures) == 0 && len(b.audited) == 0 {
 		return b, nil, chainedRows{linked: link}, nil
@@ -208,6 +213,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 			keyless = inBatch(b, keyless)
 			p.sealed.Add(float64(skipped))
 		}
+		notKept(kept, b, keyless)
 		// A redaction's record seals nothing: its audit row names the memory and the
 		// version, not the key.
 		audits := append([]opened(nil), rows...)
@@ -218,7 +224,7 @@ func (p *Projector) writeBatch(ctx context.Context, b batch, marks map[nsKey]int
 			return err
 		}
 		var err error
-		if chained, graphRows, err = p.writeTables(ctx, b, rows, keyless, marks, heads, link); err != nil {
+		if chained, graphRows, err = p.writeTables(ctx, b, rows, keyless, marks, heads, kept, link); err != nil {
 			return err
 		}
 		if err := p.writeDocuments(ctx, conn, b.documents); err != nil {
@@ -245,11 +251,11 @@ type chainedRows struct {
 // a batch on a loaded machine, while the copies read nothing). rows is only read: the
 // copies' vectors go into a copy of it.
 func (p *Projector) writeTables(ctx context.Context, b batch, rows []opened, keyless []*events.Envelope, marks map[nsKey]int64,
-	heads map[nsKey]string, link bool) (chained []*auditRow, graphRows []nsGraph, err error) {
+	heads map[nsKey]string, kept map[nsKey]*keptSpace, link bool) (chained []*auditRow, graphRows []nsGraph, err error) {
 	cctx, set := p.ch.Ctx(ctx), p.cfg.Tables
 	err = all(
 		func() error {
-			carried, missing, err := carryVectors(cctx, p.ch, set, rows)
+			carried, missing, err := carryVectors(cctx, p.ch, set, rows, kept)
 			if err != nil {
 				return err
 			}
@@ -261,7 +267,11 @@ func (p *Projector) writeTables(ctx context.Context, b batch, rows []opened, key
 				}
 			}
 			p.uncarried.Add(float64(missing))
-			return writeRows(cctx, p.ch, set, withVectors, nil, nil, p.stems)
+			if err := writeRows(cctx, p.ch, set, withVectors, nil, nil, p.stems); err != nil {
+				return err
+			}
+			record(kept, withVectors)
+			return nil
 		},
 		func() (err error) {
 			if len(b.revisions) == 0 {

@@ -29,12 +29,21 @@ func needsCarry(o opened) bool {
 }
 
 // carryVectors finds the vectors of the batch's copies, from the documents of set: the
-// content each copy of rows (by index) takes, and how many it could not find. rows is
-// only read, so the batch's other reads may run beside it.
-func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened) (map[int]*events.Content, int, error) {
+// content each copy of rows (by index) takes, and how many it could not find. The
+// documents kept from earlier batches (keptDocs) stand for set's where they are kept.
+// rows and kept are only read, so the batch's other reads may run beside it.
+func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []opened, kept map[nsKey]*keptSpace) (map[int]*events.Content, int, error) {
 	type doc = storedDoc
 	latest := map[identity]doc{}
 	want := map[identity]bool{}
+	keptDoc := func(id identity) (doc, bool) {
+		s, ok := kept[nsKey{id.org, id.namespace}]
+		if !ok {
+			return doc{}, false
+		}
+		d, ok := s.docs[id]
+		return d, ok
+	}
 	for _, o := range rows {
 		id := identityOf(o)
 		switch {
@@ -42,7 +51,9 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 			latest[id] = doc{o.env.Revision.ContentSHA256, o.content.Embedding, o.content.KeyEmbedding}
 		case needsCarry(o):
 			if d, ok := latest[id]; !ok || d.sha != o.env.Revision.ContentSHA256 {
-				want[id] = true
+				if _, known := keptDoc(id); !known {
+					want[id] = true
+				}
 			}
 		}
 	}
@@ -63,9 +74,11 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 		}
 		d, ok := latest[id]
 		if !ok || d.sha != o.env.Revision.ContentSHA256 {
-			d, ok = stored[id]
+			if d, ok = keptDoc(id); !ok {
+				d, ok = stored[id]
+			}
 		}
-		if !ok || d.sha != o.env.Revision.ContentSHA256 {
+		if !ok || d.sha != o.env.Revision.ContentSHA256 || len(d.vector) == 0 {
 			missing++
 			continue
 		}

@@ -102,6 +102,9 @@ type Projector struct {
 	stems *text.Stems
 	// heads are the audit chains' last hashes this projector chained (chain_heads.go).
 	heads chainHeads
+	// kept are the search documents this projector wrote, which copies carry their
+	// vectors from (carry_kept.go).
+	kept keptDocs
 
 	// tracer traces the processing of each record a traced write queued, produced
 	// since runStart (when Run last started).

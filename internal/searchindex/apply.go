@@ -110,14 +110,21 @@ func (s *space) revise(r *Revision, stems *text.Stems) int32 {
 	sha := parseSHA(r.ContentSHA256)
 	sameContent := found && c.has(flagContent) && d.sha == sha
 	searchable := !r.Tombstone && r.Sensitivity != string(memrow.SensitivityHigh) && !memrow.NonSearchableTypes[r.MemoryType]
+	// A copy (a status mark, a pin) whose text and tags are its head's keeps the terms
+	// and postings it has: only its plain fields change.
+	sameTerms := sameContent && searchable && s.sameTags(slot, r.Tags)
 	s.setPlain(slot, r, sha)
-	s.dropTerms(slot)
+	if !sameTerms {
+		s.dropTerms(slot)
+	}
 	if !searchable {
 		s.dropVector(slot)
 		s.dropChunks(slot)
 		return slot
 	}
-	s.setTerms(slot, r, stems)
+	if !sameTerms {
+		s.setTerms(slot, r, stems)
+	}
 	switch {
 	case len(r.Vector) > 0:
 		s.dropVector(slot)
@@ -150,6 +157,21 @@ func (s *space) revise(r *Revision, stems *text.Stems) int32 {
 		s.dropChunks(slot)
 	}
 	return slot
+}
+
+// sameTags reports whether a document's tags are tags, in the same order (the order
+// setTerms keeps them in).
+func (s *space) sameTags(slot int32, tags []string) bool {
+	held := s.docs[slot].tags()
+	if len(held) != len(tags) {
+		return false
+	}
+	for i, t := range tags {
+		if id, ok := s.names.lookup(t); !ok || id != held[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *space) setPlain(slot int32, r *Revision, sha [32]byte) {

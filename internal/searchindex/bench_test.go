@@ -223,3 +223,32 @@ func BenchmarkRevise(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+// BenchmarkCopies applies copies of random documents of a 10,000-document namespace
+// (conflict marks: the same text and tags, a new version and status, no vector), in
+// batches of 5, as a conflict's commit writes them.
+//
+//	go test ./internal/searchindex -run '^$' -bench BenchmarkCopies -benchtime 50000x
+func BenchmarkCopies(b *testing.B) {
+	const n = 10000
+	d := benchData(b, n)
+	x := New(Config{GraphMin: 1 << 30})
+	for j := 0; j < n; j += 5000 {
+		x.Apply(ns, records(d.revs[j:min(j+5000, n)]))
+	}
+	rng := rand.New(rand.NewSource(3))
+	seq := int64(n)
+	recs := make([]Record, b.N)
+	for i := range recs {
+		seq++
+		r := *d.revs[rng.Intn(n)]
+		r.Seq, r.Version, r.Status, r.Vector = seq, seq, "conflicted", nil
+		recs[i] = Record{Seq: seq, Revision: &r}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 5 {
+		x.Apply(ns, recs[i:min(i+5, b.N)])
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}

@@ -134,6 +134,48 @@ func TestCopiesKeepTheirContentsVector(t *testing.T) {
 	}
 }
 
+// A copy (a conflict mark: same text, new version and status) is found by the same
+// terms at its new state and keeps its postings rather than writing them again; a copy
+// whose tags changed is found by its new tags and no longer by the old ones.
+func TestACopyKeepsItsTermsAndIsFoundAtItsNewState(t *testing.T) {
+	x := New(Config{})
+	v1 := rev(1, "k", "the invoice for march is due on friday", 10)
+	v1.Tags = []string{"billing"}
+	apply(x, revRec(v1))
+	s := x.spaces[ns]
+	slot, _ := s.find("-", "-", "-", "k")
+	gen, live := s.cards[slot].gen, s.live
+	mark := rev(2, "k", "the invoice for march is due on friday", 20)
+	mark.Tags, mark.Vector, mark.Status = []string{"billing"}, nil, "conflicted"
+	apply(x, revRec(mark))
+	if s.cards[slot].gen != gen || s.live != live || s.stale != 0 {
+		t.Fatalf("the copy wrote its postings again: generation %d (was %d), live %d (was %d), stale %d",
+			s.cards[slot].gen, gen, s.live, live, s.stale)
+	}
+	conflicted := Filter{Statuses: []string{"conflicted"}, Now: now}
+	for _, q := range []string{"invoice march", "friday"} {
+		if got := search(t, x, conflicted, q).Lexical; len(got) != 1 || got[0].MemoryKey != "k" {
+			t.Fatalf("%q: the copy is not found by its terms: %+v", q, got)
+		}
+		if got := search(t, x, Filter{Statuses: []string{"active"}, Now: now}, q); len(got.Lexical)+len(got.Vector) != 0 {
+			t.Fatalf("%q: found at its old status: %+v", q, got)
+		}
+	}
+	if got := search(t, x, conflicted, "april").Lexical; len(got) != 0 {
+		t.Fatalf("found by a term it does not hold: %+v", got)
+	}
+	retagged := rev(3, "k", "the invoice for march is due on friday", 30)
+	retagged.Tags, retagged.Vector, retagged.Status = []string{"finance"}, nil, "conflicted"
+	apply(x, revRec(retagged))
+	for tag, want := range map[string]int{"finance": 1, "billing": 0} {
+		f := conflicted
+		f.Tags = []string{tag}
+		if got := search(t, x, f, "invoice march").Lexical; len(got) != want {
+			t.Fatalf("tag %q: %d hits, want %d", tag, len(got), want)
+		}
+	}
+}
+
 // The chunk leg reads only windows of the content the document holds.
 func TestChunkLegIsBoundToTheContent(t *testing.T) {
 	x := New(Config{})

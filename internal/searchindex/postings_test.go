@@ -59,6 +59,7 @@ type histMem struct {
 	id, key, user string
 	version       int64
 	gone          bool
+	last          *Revision // the latest revision written
 }
 
 func newHistory(seed int64) *history { return &history{rng: rand.New(rand.NewSource(seed))} }
@@ -67,10 +68,28 @@ func (h *history) revision(m *histMem) Record {
 	h.seq++
 	m.version++
 	text := sentence(h.rng)
-	return Record{Seq: h.seq, Revision: &Revision{Seq: h.seq, MemoryID: m.id, Version: m.version, Agent: "-", UserID: m.user,
+	m.last = &Revision{Seq: h.seq, MemoryID: m.id, Version: m.version, Agent: "-", UserID: m.user,
 		SessionID: "-", MemoryType: "fact", Status: "active", Sensitivity: "normal", ContentSHA256: shaOf(text),
 		UpdatedAt: time.Unix(1_700_000_000, 0).UTC(), EmbeddingDim: 384, MemoryKey: m.key, Text: text,
-		Tags: []string{places[h.rng.Intn(len(places))]}, Vector: queryVector(text)}}
+		Tags: []string{places[h.rng.Intn(len(places))]}, Vector: queryVector(text)}
+	return Record{Seq: h.seq, Revision: m.last}
+}
+
+// copied is a copy of m's latest revision (a conflict mark, a pin): the same text, a
+// new version and status, no vector; now and then with its tags changed.
+func (h *history) copied(m *histMem) Record {
+	h.seq++
+	m.version++
+	c := *m.last
+	c.Seq, c.Version, c.Vector, c.Status = h.seq, m.version, nil, "conflicted"
+	if m.last.Status == "conflicted" {
+		c.Status = "active"
+	}
+	if h.rng.Intn(4) == 0 {
+		c.Tags = []string{places[h.rng.Intn(len(places))]}
+	}
+	m.last = &c
+	return Record{Seq: h.seq, Revision: m.last}
 }
 
 func (h *history) fresh() Record {
@@ -104,8 +123,10 @@ func (h *history) churn(x *Index, n int) {
 		var rec Record
 		m, p := h.mems[r.Intn(len(h.mems))], r.Intn(100)
 		switch {
-		case p < 55 && !m.gone:
+		case p < 40 && !m.gone:
 			rec = h.revision(m)
+		case p < 55 && !m.gone:
+			rec = h.copied(m)
 		case p < 65 && !m.gone:
 			h.seq++
 			rec = Record{Seq: h.seq, Redaction: &Redaction{MemoryID: m.id, Versions: []int64{m.version}}}

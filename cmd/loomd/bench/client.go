@@ -15,11 +15,11 @@ const requestTimeout = 60 * time.Second
 // connections for the highest concurrency, so a run measures requests, not TCP
 // handshakes. It sends each call once: an error answer is a *client.Error, counted by
 // its status and code.
-func newClient(url, token string) (*client.Client, error) {
+func newClient(url, token string, opts ...client.Option) (*client.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 256
 	tr.MaxIdleConnsPerHost = 256
-	return client.New(url, token, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: requestTimeout}))
+	return client.New(url, token, append([]client.Option{client.WithHTTPClient(&http.Client{Transport: tr, Timeout: requestTimeout})}, opts...)...)
 }
 
 // callKind names an error answer by its status and code; ok is false for a call that
