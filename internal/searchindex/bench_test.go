@@ -201,27 +201,10 @@ func BenchmarkApply(b *testing.B) {
 // with another document's text: the postings of an older document go back into
 // their lists' slot order.
 func BenchmarkRevise(b *testing.B) {
-	const n = 100000
-	d := benchData(b, n)
-	x := New(Config{GraphMin: 1 << 30})
-	for j := 0; j < n; j += 5000 {
-		x.Apply(ns, records(d.revs[j:min(j+5000, n)]))
-	}
-	rng := rand.New(rand.NewSource(3))
-	seq := int64(n)
-	recs := make([]Record, b.N)
-	for i := range recs {
-		seq++
-		r := *d.revs[rng.Intn(n)]
-		other := d.revs[rng.Intn(n)]
-		r.Seq, r.Version, r.Text, r.ContentSHA256, r.Vector = seq, seq, other.Text, other.ContentSHA256, other.Vector
-		recs[i] = Record{Seq: seq, Revision: &r}
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i += 100 {
-		x.Apply(ns, recs[i:min(i+100, b.N)])
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	x, recs := revisedIndex(b, 100000, func(r, other *Revision) {
+		r.Text, r.ContentSHA256, r.Vector = other.Text, other.ContentSHA256, other.Vector
+	})
+	applyRevisions(b, x, recs, 100)
 }
 
 // BenchmarkCopies applies copies of random documents of a 10,000-document namespace
@@ -230,7 +213,14 @@ func BenchmarkRevise(b *testing.B) {
 //
 //	go test ./internal/searchindex -run '^$' -bench BenchmarkCopies -benchtime 50000x
 func BenchmarkCopies(b *testing.B) {
-	const n = 10000
+	x, recs := revisedIndex(b, 10000, func(r, _ *Revision) { r.Status, r.Vector = "conflicted", nil })
+	b.ReportAllocs()
+	applyRevisions(b, x, recs, 5)
+}
+
+// revisedIndex loads a namespace of n documents and makes b.N revisions of random
+// ones, at the next seqs, each changed by change (other: another random document).
+func revisedIndex(b *testing.B, n int, change func(r, other *Revision)) (*Index, []Record) {
 	d := benchData(b, n)
 	x := New(Config{GraphMin: 1 << 30})
 	for j := 0; j < n; j += 5000 {
@@ -242,13 +232,18 @@ func BenchmarkCopies(b *testing.B) {
 	for i := range recs {
 		seq++
 		r := *d.revs[rng.Intn(n)]
-		r.Seq, r.Version, r.Status, r.Vector = seq, seq, "conflicted", nil
+		r.Seq, r.Version = seq, seq
+		change(&r, d.revs[rng.Intn(n)])
 		recs[i] = Record{Seq: seq, Revision: &r}
 	}
-	b.ReportAllocs()
+	return x, recs
+}
+
+// applyRevisions times applying recs to x in batches of size.
+func applyRevisions(b *testing.B, x *Index, recs []Record, size int) {
 	b.ResetTimer()
-	for i := 0; i < b.N; i += 5 {
-		x.Apply(ns, recs[i:min(i+5, b.N)])
+	for i := 0; i < len(recs); i += size {
+		x.Apply(ns, recs[i:min(i+size, len(recs))])
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(len(recs))/b.Elapsed().Seconds(), "records/s")
 }
