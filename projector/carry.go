@@ -36,14 +36,6 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 	type doc = storedDoc
 	latest := map[identity]doc{}
 	want := map[identity]bool{}
-	keptDoc := func(id identity) (doc, bool) {
-		s, ok := kept[nsKey{id.org, id.namespace}]
-		if !ok {
-			return doc{}, false
-		}
-		d, ok := s.docs[id]
-		return d, ok
-	}
 	for _, o := range rows {
 		id := identityOf(o)
 		switch {
@@ -51,7 +43,7 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 			latest[id] = doc{o.env.Revision.ContentSHA256, o.content.Embedding, o.content.KeyEmbedding}
 		case needsCarry(o):
 			if d, ok := latest[id]; !ok || d.sha != o.env.Revision.ContentSHA256 {
-				if _, known := keptDoc(id); !known {
+				if _, known := keptDoc(kept, id); !known {
 					want[id] = true
 				}
 			}
@@ -74,7 +66,7 @@ func carryVectors(ctx context.Context, conn *ch.Conn, set tableset.Set, rows []o
 		}
 		d, ok := latest[id]
 		if !ok || d.sha != o.env.Revision.ContentSHA256 {
-			if d, ok = keptDoc(id); !ok {
+			if d, ok = keptDoc(kept, id); !ok {
 				d, ok = stored[id]
 			}
 		}

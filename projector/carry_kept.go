@@ -83,6 +83,18 @@ func record(kept map[nsKey]*keptSpace, rows []opened) {
 	}
 }
 
+// keptDoc is the document of id kept from an earlier batch, if the batch may use it: a
+// namespace none were kept of, or that the batch does not keep past it (notKept marks
+// it nil), has none.
+func keptDoc(kept map[nsKey]*keptSpace, id identity) (storedDoc, bool) {
+	s := kept[nsKey{id.org, id.namespace}]
+	if s == nil {
+		return storedDoc{}, false
+	}
+	d, ok := s.docs[id]
+	return d, ok
+}
+
 func docFloats(d storedDoc) int { return len(d.vector) + len(d.keyVe) }
 
 // settle puts back the documents of each namespace the batch moved from the watermark
