@@ -15,6 +15,10 @@ func TestAKeyWrittenAgainstItsFlaggedPeerLeavesThePeersVersion(t *testing.T) {
 	_, before := e.head("k1")
 	eq(t, "peer status", before["status"], any("conflicted"))
 	revisions := e.revisions("k1")
+	// A search passes the generation barrier: the index holds both keys before the next
+	// write captures it. A write whose capture missed them finds them in its gap, and
+	// the round after, judging what it measured there, copies its peers as before.
+	e.hitKeys("the user lives in Berlin")
 
 	again := e.ok("k2", map[string]any{"value": "the user lives in Madrid"})
 	eq(t, "verdict", again["verdict"], any("conflict"))
