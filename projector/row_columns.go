@@ -10,17 +10,21 @@ import (
 // migration; ClickHouse 18.16 needs the list, and it keeps an insert valid when a
 // later migration adds a column), in the order each statement lists them.
 
-// identityColumns are the columns every row table leads with: the row's key.
-func identityColumns() []typedColumn[opened] {
-	return []typedColumn[opened]{
-		strCol("org", func(r opened) string { return r.env.Org }),
-		strCol("namespace", func(r opened) string { return r.env.Namespace }),
-		strCol("agent", func(r opened) string { return r.env.Revision.Agent }),
-		strCol("user_id", func(r opened) string { return r.env.Revision.UserID }),
-		strCol("session_id", func(r opened) string { return r.env.Revision.SessionID }),
-		strCol("memory_key", func(r opened) string { return r.content.MemoryKey }),
+// identityColumns are the columns every row table leads with: the row's key, read
+// from the revision each row R holds (of).
+func identityColumns[R any](of func(R) opened) []typedColumn[R] {
+	return []typedColumn[R]{
+		strCol("org", func(r R) string { return of(r).env.Org }),
+		strCol("namespace", func(r R) string { return of(r).env.Namespace }),
+		strCol("agent", func(r R) string { return of(r).env.Revision.Agent }),
+		strCol("user_id", func(r R) string { return of(r).env.Revision.UserID }),
+		strCol("session_id", func(r R) string { return of(r).env.Revision.SessionID }),
+		strCol("memory_key", func(r R) string { return of(r).content.MemoryKey }),
 	}
 }
+
+// itself is a row of the tables whose rows are the revisions themselves.
+func itself(r opened) opened { return r }
 
 // stateColumns are the columns memory and memory_versions share after their
 // identity, version and event columns: the row's state.
@@ -65,7 +69,7 @@ func lifeColumns() []typedColumn[opened] {
 
 // memoryColumns are memory's: the current row of every key.
 func memoryColumns() []typedColumn[opened] {
-	cols := identityColumns()
+	cols := identityColumns(itself)
 	cols = append(cols,
 		uuidCol("memory_id", func(r opened) uuid.UUID { return mustUUID(r.env.Revision.MemoryID) }),
 		u64Col("version", func(r opened) uint64 { return uint64(r.env.Revision.Version) }),
@@ -79,7 +83,7 @@ func memoryColumns() []typedColumn[opened] {
 
 // versionsColumns are memory_versions': every version of every key.
 func versionsColumns() []typedColumn[opened] {
-	cols := identityColumns()
+	cols := identityColumns(itself)
 	cols = append(cols,
 		u64Col("version", func(r opened) uint64 { return uint64(r.env.Revision.Version) }),
 		uuidCol("memory_id", func(r opened) uuid.UUID { return mustUUID(r.env.Revision.MemoryID) }),
@@ -94,7 +98,7 @@ func versionsColumns() []typedColumn[opened] {
 // replaces its key's document: one without a vector (a tombstone, a row that is not
 // embedded) retires the older vector.
 func embeddingsColumns() []typedColumn[opened] {
-	cols := identityColumns()
+	cols := identityColumns(itself)
 	return append(cols,
 		uuidCol("memory_id", func(r opened) uuid.UUID { return mustUUID(r.env.Revision.MemoryID) }),
 		u64Col("version", func(r opened) uint64 { return uint64(r.env.Revision.Version) }),

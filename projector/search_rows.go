@@ -46,13 +46,7 @@ func lexicalRows(rows []opened, stems *text.Stems) []lexicalRow {
 
 // lexicalColumns are memory_lexical's, in the order its insert lists them.
 func lexicalColumns() []typedColumn[lexicalRow] {
-	return []typedColumn[lexicalRow]{
-		strCol("org", func(r lexicalRow) string { return r.env.Org }),
-		strCol("namespace", func(r lexicalRow) string { return r.env.Namespace }),
-		strCol("agent", func(r lexicalRow) string { return r.env.Revision.Agent }),
-		strCol("user_id", func(r lexicalRow) string { return r.env.Revision.UserID }),
-		strCol("session_id", func(r lexicalRow) string { return r.env.Revision.SessionID }),
-		strCol("memory_key", func(r lexicalRow) string { return r.content.MemoryKey }),
+	return append(identityColumns(func(r lexicalRow) opened { return r.opened }),
 		uuidCol("memory_id", func(r lexicalRow) uuid.UUID { return mustUUID(r.env.Revision.MemoryID) }),
 		u64Col("version", func(r lexicalRow) uint64 { return uint64(r.env.Revision.Version) }),
 		u64Col("seq", func(r lexicalRow) uint64 { return uint64(r.env.Seq) }),
@@ -70,7 +64,7 @@ func lexicalColumns() []typedColumn[lexicalRow] {
 		u16sCol("tfs", func(r lexicalRow) []uint16 { return r.tfs }),
 		u32Col("doc_len", func(r lexicalRow) uint32 { return r.docLen }),
 		strsCol("key_terms", func(r lexicalRow) []string { return r.keyTerms }),
-	}
+	)
 }
 
 // chunksFill writes the windows of the revisions that carry chunk vectors, and retires
