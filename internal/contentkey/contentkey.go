@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -76,11 +75,13 @@ func (c *Cache) Cached(scopes []Scope) (map[Scope]Key, []Scope) {
 		return nil, nil
 	}
 	out := make(map[Scope]Key, len(scopes))
+	seen := make(map[Scope]bool, len(scopes))
 	var missing []Scope
 	for _, s := range scopes {
-		if _, seen := out[s]; seen || slices.Contains(missing, s) {
+		if seen[s] {
 			continue
 		}
+		seen[s] = true
 		if k, ok := c.keys.Get(s); ok {
 			out[s] = k
 			continue
