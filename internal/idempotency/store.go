@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/internal/erasure"
+	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/rowseal"
 )
 
@@ -71,7 +72,11 @@ func namesOf(raw []byte) string {
 // revisions (JSON) a replay answers until the answer is stored, under the request's
 // token only: ErrTakenOver when a retry took the key over. A nil hold marks nothing.
 func MarkCommitted(ctx context.Context, tx pgx.Tx, hold *Hold, revisions any) error {
-	return hold.mark(ctx, tx, committedSQL, rowseal.LabelRevisions, revisions)
+	if err := hold.mark(ctx, tx, committedSQL, rowseal.LabelRevisions, revisions); err != nil || hold == nil {
+		return err
+	}
+	hold.committed = true
+	return nil
 }
 
 // MarkDone stores the answer in the commit's transaction tx, under the request's token
@@ -107,6 +112,12 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any
 	return nil
 }
 
+// storeAnswer stores a request's answer after its commit. Behind a commit that marked
+// the key committed it commits asynchronously, BEGIN to COMMIT in one round trip: an
+// answer a crash loses leaves the key committed, which a retry answers from the
+// committed revisions once the lease is over, as for an answer never stored. Behind
+// one that did not (its request marked nothing), the answer is all a retry has, and
+// its commit waits for the WAL flush.
 func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) error {
 	if hold == nil {
 		return nil
@@ -115,8 +126,17 @@ func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) erro
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(context.WithoutCancel(ctx), doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
-	return err
+	ctx = context.WithoutCancel(ctx)
+	if !hold.committed {
+		_, err = s.pool.Exec(ctx, doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
+		return err
+	}
+	return pg.InPipelinedTx(ctx, s.pool, func(pgx.Tx) (*pgx.Batch, error) {
+		b := &pgx.Batch{}
+		b.Queue("SET LOCAL synchronous_commit = off")
+		b.Queue(doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
+		return b, nil
+	})
 }
 
 func (s *Store) release(ctx context.Context, hold *Hold) {
