@@ -283,8 +283,13 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
+		var held bool // a plan with a key commits alone: the lead's
+		idempotency.QueueLock(b, lead.idem, &held)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("advance the generation, lock the heads and read the gap: %w", err)
+		}
+		if !held {
+			return nil, idempotency.ErrTakenOver
 		}
 		// Only rows sealed before migration 155 take this round trip under the lock.
 		if err := gap.unnamed.Name(ctx, tx); err != nil {
@@ -347,21 +352,17 @@ func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan
 		return nil, err
 	}
 	keys.Queue(b)
-	if lead.inCommit == nil && lead.idem == nil {
+	// The key's mark travels with the writes (the first batch locked its row).
+	if err := queueCommitted(b, lead.idem, lead.rows); err != nil {
+		return nil, err
+	}
+	if lead.inCommit == nil {
 		return b, nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
 	}
-	if lead.inCommit != nil {
-		if err := lead.inCommit(ctx, tx); err != nil {
-			return nil, err
-		}
-	}
-	if lead.idem != nil {
-		return nil, markCommitted(ctx, tx, lead.idem, lead.rows)
-	}
-	return nil, nil
+	return nil, lead.inCommit(ctx, tx)
 }
 
 // recordSeqs is the seqs the plan's own record takes: one, or none without one.

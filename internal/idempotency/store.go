@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -45,6 +46,8 @@ const (
 	// request's token ($3) only.
 	doneSQL = `UPDATE loom.idempotency SET state = 'done', sealed_answer = $4, names = concat_ws(' ', names, $5::text)
 		WHERE org = $1 AND key_hash = $2 AND token = $3`
+	// lockHeldSQL locks a key's row while its request holds it ($3, the request's token).
+	lockHeldSQL = `SELECT true FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3 FOR UPDATE`
 	// committedSQL marks a key committed with its revisions ($4, sealed) and the ids
 	// they name ($5), under its request's token ($3) only.
 	committedSQL = `UPDATE loom.idempotency SET state = 'committed', sealed_revisions = $4, names = concat_ws(' ', names, $5::text)
@@ -68,13 +71,43 @@ func namesOf(raw []byte) string {
 	return strings.Join(out, " ")
 }
 
-// MarkCommitted marks the key committed in the commit's transaction tx, with the
-// revisions (JSON) a replay answers until the answer is stored, under the request's
-// token only: ErrTakenOver when a retry took the key over. A nil hold marks nothing.
-func MarkCommitted(ctx context.Context, tx pgx.Tx, hold *Hold, revisions any) error {
-	if err := hold.mark(ctx, tx, committedSQL, rowseal.LabelRevisions, revisions); err != nil || hold == nil {
+// QueueLock queues, in the first batch of a commit's transaction, the lock of the key's
+// row under the request's token: held is false once the batch is sent when a retry
+// took the key over (the commit then answers ErrTakenOver and writes nothing). A held
+// row's token cannot change until the commit ends (a take-over, an erasure's fence and
+// the sweep all lock the row first), so QueueCommitted's mark, later in the same
+// transaction, cannot miss. A nil hold queues nothing and holds.
+func QueueLock(b *pgx.Batch, hold *Hold, held *bool) {
+	*held = hold == nil
+	if hold == nil {
+		return
+	}
+	b.Queue(lockHeldSQL, hold.org, hold.keyHash, hold.token).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(held)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// QueueCommitted queues, in the commit's last batch (with its COMMIT), the mark of the
+// key committed with the revisions (JSON) a replay answers until the answer is stored.
+// The commit's first batch locked the row under the request's token (QueueLock). A nil
+// hold queues nothing.
+func QueueCommitted(b *pgx.Batch, hold *Hold, revisions any) error {
+	if hold == nil {
+		return nil
+	}
+	raw, err := json.Marshal(revisions)
+	if err != nil {
 		return err
 	}
+	sealed, err := rowseal.Seal(hold.key, rowseal.LabelRevisions, raw)
+	if err != nil {
+		return err
+	}
+	b.Queue(committedSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
 	hold.committed = true
 	return nil
 }
