@@ -26,7 +26,7 @@ import (
 // 409; erased (an erasure removed something it wrote) → 404 for the whole request;
 // done → the stored answer; running or committed under a live lease → 503; committed
 // with the lease over → the committed revisions; running with the lease over → run
-// under the next token. A key no row holds is taken in one round trip (claimNew);
+// under the next token. A key no row holds is taken in one statement (claimNew);
 // one a row holds is read, and taken over or answered, under the row's lock.
 func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*Hold, []byte, error) {
 	key, storedKey, err := kek.NewKey(s.opts.Keys)
@@ -73,28 +73,19 @@ func queueClaimSettings(b *pgx.Batch) {
 		fmt.Sprintf("%dms", lockWait.Milliseconds()))
 }
 
-// claimNew takes a key no row holds: BEGIN, the settings, the insert and COMMIT in one
-// round trip. nil: a row holds the key (the transaction committed nothing).
+// claimNew takes a key no row holds, in one statement (its own transaction, one round
+// trip). nil: a row holds the key.
 func (s *Store) claimNew(ctx context.Context, c claiming) (*Hold, error) {
-	var hold *Hold
-	err := pg.InPipelinedTx(ctx, s.pool, func(pgx.Tx) (*pgx.Batch, error) {
-		b := &pgx.Batch{}
-		queueClaimSettings(b)
-		b.Queue(insertSQL, c.org, c.keyHash, c.op, c.digest, s.opts.Lease.String(), keep.String(), c.storedKey).
-			QueryRow(func(row pgx.Row) error {
-				var token int64
-				switch err := row.Scan(&token); {
-				case errors.Is(err, pgx.ErrNoRows):
-					return nil
-				case err != nil:
-					return err
-				}
-				hold = c.hold(token)
-				return nil
-			})
-		return b, nil
-	})
-	return hold, err
+	var token int64
+	err := s.pool.QueryRow(ctx, claimSQL, c.org, c.keyHash, c.op, c.digest, s.opts.Lease.String(), keep.String(), c.storedKey,
+		fmt.Sprintf("%dms", lockWait.Milliseconds())).Scan(&token)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return c.hold(token), nil
 }
 
 // claimHeld takes or answers from a key a row holds, under the row's lock. The insert

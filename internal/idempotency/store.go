@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/internal/erasure"
-	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/rowseal"
 )
 
@@ -27,6 +26,13 @@ const (
 	// returning its token.
 	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
 			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7)
+			ON CONFLICT DO NOTHING RETURNING token`
+	// claimSQL is insertSQL as a claim sends it alone, in its own implicit transaction:
+	// a bounded wait ($8) for a row another claim is inserting, and an asynchronous commit
+	// (claim.go says why that is safe).
+	claimSQL = `WITH settings AS (SELECT set_config('lock_timeout', $8, true), set_config('synchronous_commit', 'off', true))
+			INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
+			SELECT $1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7 FROM settings
 			ON CONFLICT DO NOTHING RETURNING token`
 	// lockSQL locks and reads a key's row: its answer and revisions sealed under its
 	// data key, or (stored before migration 156) plain.
@@ -48,6 +54,10 @@ const (
 		WHERE org = $1 AND key_hash = $2 AND token = $3`
 	// lockHeldSQL locks a key's row while its request holds it ($3, the request's token).
 	lockHeldSQL = `SELECT true FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3 FOR UPDATE`
+	// doneAsyncSQL is doneSQL committed asynchronously, sent alone (storeAnswer).
+	doneAsyncSQL = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		UPDATE loom.idempotency SET state = 'done', sealed_answer = $4, names = concat_ws(' ', names, $5::text)
+		FROM async WHERE org = $1 AND key_hash = $2 AND token = $3`
 	// committedSQL marks a key committed with its revisions ($4, sealed) and the ids
 	// they name ($5), under its request's token ($3) only.
 	committedSQL = `UPDATE loom.idempotency SET state = 'committed', sealed_revisions = $4, names = concat_ws(' ', names, $5::text)
@@ -146,7 +156,7 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any
 }
 
 // storeAnswer stores a request's answer after its commit. Behind a commit that marked
-// the key committed it commits asynchronously, BEGIN to COMMIT in one round trip: an
+// the key committed it commits asynchronously: an
 // answer a crash loses leaves the key committed, which a retry answers from the
 // committed revisions once the lease is over, as for an answer never stored. Behind
 // one that did not (its request marked nothing), the answer is all a retry has, and
@@ -159,17 +169,12 @@ func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) erro
 	if err != nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
-	if !hold.committed {
-		_, err = s.pool.Exec(ctx, doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
-		return err
+	sql := doneSQL
+	if hold.committed {
+		sql = doneAsyncSQL
 	}
-	return pg.InPipelinedTx(ctx, s.pool, func(pgx.Tx) (*pgx.Batch, error) {
-		b := &pgx.Batch{}
-		b.Queue("SET LOCAL synchronous_commit = off")
-		b.Queue(doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
-		return b, nil
-	})
+	_, err = s.pool.Exec(context.WithoutCancel(ctx), sql, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
+	return err
 }
 
 func (s *Store) release(ctx context.Context, hold *Hold) {
