@@ -79,9 +79,10 @@ func committedReplay(revisions []byte) ([]byte, error) {
 	return json.Marshal(ans)
 }
 
-// markCommitted marks the key committed in the commit's transaction, under the
-// request's token only.
-func markCommitted(ctx context.Context, tx pgx.Tx, hold *idempotency.Hold, rows []*pending) error {
+// queueCommitted queues the mark of the key committed in the commit's writes batch,
+// under the request's token, whose row the commit's first batch locked
+// (idempotency.QueueLock).
+func queueCommitted(b *pgx.Batch, hold *idempotency.Hold, rows []*pending) error {
 	var revs []committedRevision
 	for _, p := range rows {
 		if !p.own {
@@ -91,5 +92,5 @@ func markCommitted(ctx context.Context, tx pgx.Tx, hold *idempotency.Hold, rows 
 		revs = append(revs, committedRevision{MemoryID: r.MemoryID, MemoryKey: r.MemoryKey, Version: r.Version,
 			VersionText: memrow.VersionText(r.Version), ContentSHA256: r.ContentSHA256})
 	}
-	return idempotency.MarkCommitted(ctx, tx, hold, revs)
+	return idempotency.QueueCommitted(b, hold, revs)
 }

@@ -177,7 +177,8 @@ func (e *errGapTooLarge) Error() string {
 // one of its commits is in flight wait and go in the next transaction together
 // (internal/groupcommit): eight writers of one namespace take its generation lock
 // once a transaction instead of once each. A plan with steps of its own (inTx,
-// inCommit, evidence, an Idempotency-Key) commits alone.
+// inCommit, evidence) commits alone; one with an Idempotency-Key is grouped, its key's
+// row locked in the first batch and marked with the writes.
 //
 // The commit is a span of the caller's trace (loom.commit), and its records carry that
 // span's context to the relay and the consumers (tracing.Context), whichever plan's
@@ -204,7 +205,7 @@ func (s *Service) commit(ctx context.Context, plan *commitPlan) (err error) {
 }
 
 func (p *commitPlan) groupable() bool {
-	return p.inTx == nil && p.inCommit == nil && p.record == nil && p.idem == nil && len(p.evidence) == 0
+	return p.inTx == nil && p.inCommit == nil && p.record == nil && len(p.evidence) == 0
 }
 
 // planRecord is a record a plan commits with its rows, under the seq after theirs:
@@ -283,6 +284,10 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
+		held := make([]bool, len(plans)) // each plan's Idempotency-Key row, locked under its token
+		for i, p := range plans {
+			idempotency.QueueLock(b, p.idem, &held[i])
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("advance the generation, lock the heads and read the gap: %w", err)
 		}
@@ -297,7 +302,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		off := 0
 		for i, p := range plans {
 			st := planState{policyGen: policyGen, namespaceDeleted: *deleted, firstSeq: next, gap: gap.of(p.gapFrom, before),
-				linkedErased: gap.linkedErased[i], locked: locked[off : off+len(p.rows)], lockedSeqs: lockedSeqs[off : off+len(p.rows)],
+				linkedErased: gap.linkedErased[i], held: held[i], locked: locked[off : off+len(p.rows)], lockedSeqs: lockedSeqs[off : off+len(p.rows)],
 				written: written}
 			off += len(p.rows)
 			if err := s.checkPlan(ctx, tx, p, st); err != nil {
@@ -347,21 +352,19 @@ func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan
 		return nil, err
 	}
 	keys.Queue(b)
-	if lead.inCommit == nil && lead.idem == nil {
+	// Each plan's key is marked with the writes (the first batch locked its row).
+	for _, p := range admitted {
+		if err := queueCommitted(b, p.idem, p.rows); err != nil {
+			return nil, err
+		}
+	}
+	if lead.inCommit == nil {
 		return b, nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write heads, revisions, keys and outbox records: %w", err)
 	}
-	if lead.inCommit != nil {
-		if err := lead.inCommit(ctx, tx); err != nil {
-			return nil, err
-		}
-	}
-	if lead.idem != nil {
-		return nil, markCommitted(ctx, tx, lead.idem, lead.rows)
-	}
-	return nil, nil
+	return nil, lead.inCommit(ctx, tx)
 }
 
 // recordSeqs is the seqs the plan's own record takes: one, or none without one.
@@ -479,6 +482,7 @@ type planState struct {
 	firstSeq         int64 // the seq the plan's first row would take
 	gap              []gapRevision
 	linkedErased     bool
+	held             bool            // the plan's Idempotency-Key (if any) is still its request's
 	locked           []int64         // the versions of the plan's rows' heads, as locked
 	lockedSeqs       []int64         // and their seqs
 	written          map[string]bool // identities the plans before it write
@@ -488,6 +492,9 @@ type planState struct {
 // (with the rows of the plans before it), the erasures linked to its verdict, and its
 // heads, which must be the versions its rows were built over.
 func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st planState) error {
+	if !st.held {
+		return idempotency.ErrTakenOver // a retry took the key over: this request writes nothing
+	}
 	if plan.policyGeneration >= 0 && st.policyGen != plan.policyGeneration {
 		return errPolicyMoved
 	}

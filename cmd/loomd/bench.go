@@ -107,12 +107,13 @@ func parseBenchFlags(args []string) (benchFlags, error) {
 	passes := fs.String("passes", "", "the passes scenario's single-pass cases, comma separated (default: every pass; the case with all of them at once always runs)")
 	conversations := fs.String("conversations", def.Conversations, "the conversation corpus the conversations scenario loads and asks")
 	statements := fs.Bool("statements", false, "the set and search scenarios also write, on stderr, the statements each case sent Postgres per write or search (index path), by text (every role's)")
+	setKeyed := fs.Bool("set-keyed", false, "the set scenario also measures, in one namespace at each concurrency, memory.set sent with a fresh Idempotency-Key per call")
 	dir := fs.String("dir", "", "where the embedded stores keep their data (default: a temporary directory, removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchFlags{}, err
 	}
 	opts := bench.Options{Duration: *duration, PackTurns: *packTurns, GetRows: *getRows, BulkEntries: *bulkEntries, ReplayRevisions: *replayRevisions,
-		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, SearchIndexOnly: *searchIndexOnly, PeersLoomOnly: *peersLoomOnly, Progress: os.Stderr, Statements: *statements}
+		KnowledgeDocs: *knowledgeDocs, Conversations: *conversations, SearchIndexOnly: *searchIndexOnly, PeersLoomOnly: *peersLoomOnly, Progress: os.Stderr, Statements: *statements, SetKeyed: *setKeyed}
 	var err error
 	if opts.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return benchFlags{}, usageError{fmt.Errorf("bench --scenario: %w", err)}

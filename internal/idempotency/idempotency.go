@@ -18,11 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -85,6 +83,9 @@ type Hold struct {
 	token   int64
 	key     []byte // the claim's data key, which seals its answer and revisions
 	stored  bool   // its commit stored the answer (MarkDone)
+	// committed: its commit marked it committed with its revisions (MarkCommitted), so
+	// the answer stored after it may be lost without losing the replay.
+	committed bool
 }
 
 // Reply is what a write answers: its answer, and under an Idempotency-Key the
@@ -172,89 +173,6 @@ func (s *Store) Run(ctx context.Context, k Key, run func(hold *Hold) (any, error
 		}
 	}
 	return Reply{Answer: ans, Body: body}, nil
-}
-
-// claim takes the key, or answers from it: none or expired → run; another digest →
-// 409; erased (an erasure removed something it wrote) → 404 for the whole request;
-// done → the stored answer; running or committed under a live lease → 503; committed
-// with the lease over → the committed revisions; running with the lease over → run
-// under the next token.
-func (s *Store) claim(ctx context.Context, org string, keyHash []byte, op string, digest []byte) (*Hold, []byte, error) {
-	lease := s.opts.Lease
-	var hold *Hold
-	var replay []byte
-	key, storedKey, err := kek.NewKey(s.opts.Keys)
-	if err != nil {
-		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
-	}
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var token int64
-		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds()))
-		b.Queue(insertSQL, org, keyHash, op, digest, lease.String(), keep.String(), storedKey)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			err = br.QueryRow().Scan(&token)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err == nil {
-			hold = &Hold{org: org, keyHash: keyHash, token: token, key: key}
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		var storedDigest []byte
-		var row storedRow
-		var state string
-		var leaseLive, expired bool
-		err = tx.QueryRow(ctx, lockSQL, org, keyHash).Scan(&storedDigest, &state, &leaseLive, &expired, &token,
-			&row.key, &row.answer, &row.answerSealed, &row.revisions, &row.revisionsSealed)
-		if err != nil {
-			return err
-		}
-		takeOver := func() error {
-			err := tx.QueryRow(ctx, takeOverSQL, org, keyHash, op, digest, lease.String(), expired, keep.String(), storedKey).Scan(&token)
-			hold = &Hold{org: org, keyHash: keyHash, token: token, key: key}
-			return err
-		}
-		switch {
-		case expired:
-			return takeOver()
-		case string(storedDigest) != string(digest):
-			return httperr.New(http.StatusConflict, CodeConflict, "the Idempotency-Key was used for another request")
-		case state == stateErased:
-			return httperr.NotFound("what this request wrote was erased since")
-		case state == stateDone:
-			replay, err = s.opened(row.key, row.answer, row.answerSealed, rowseal.LabelAnswer)
-			return err
-		case leaseLive:
-			return inProgress()
-		case state == stateCommitted && s.opts.ReplayCommitted != nil:
-			revisions, err := s.opened(row.key, row.revisions, row.revisionsSealed, rowseal.LabelRevisions)
-			if err != nil {
-				return err
-			}
-			replay, err = s.opts.ReplayCommitted(revisions)
-			return err
-		default: // running, its lease over: its request died before committing
-			return takeOver()
-		}
-	})
-	if err != nil {
-		var he *httperr.Error
-		if errors.As(err, &he) {
-			return nil, nil, he
-		}
-		if lockTimedOut(err) {
-			return nil, nil, inProgress()
-		}
-		return nil, nil, httperr.Store("claiming the Idempotency-Key", err)
-	}
-	return hold, replay, nil
 }
 
 // storedRow is what a key's row keeps for a replay: its answer and revisions, each

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -26,6 +27,13 @@ const (
 	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
 			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7)
 			ON CONFLICT DO NOTHING RETURNING token`
+	// claimSQL is insertSQL as a claim sends it alone, in its own implicit transaction:
+	// a bounded wait ($8) for a row another claim is inserting, and an asynchronous commit
+	// (claim.go says why that is safe).
+	claimSQL = `WITH settings AS (SELECT set_config('lock_timeout', $8, true), set_config('synchronous_commit', 'off', true))
+			INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
+			SELECT $1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7 FROM settings
+			ON CONFLICT DO NOTHING RETURNING token`
 	// lockSQL locks and reads a key's row: its answer and revisions sealed under its
 	// data key, or (stored before migration 156) plain.
 	lockSQL = `SELECT request_digest, state, lease_until > now(), expires_at <= now(), token, data_key,
@@ -44,6 +52,12 @@ const (
 	// request's token ($3) only.
 	doneSQL = `UPDATE loom.idempotency SET state = 'done', sealed_answer = $4, names = concat_ws(' ', names, $5::text)
 		WHERE org = $1 AND key_hash = $2 AND token = $3`
+	// lockHeldSQL locks a key's row while its request holds it ($3, the request's token).
+	lockHeldSQL = `SELECT true FROM loom.idempotency WHERE org = $1 AND key_hash = $2 AND token = $3 FOR UPDATE`
+	// doneAsyncSQL is doneSQL committed asynchronously, sent alone (storeAnswer).
+	doneAsyncSQL = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		UPDATE loom.idempotency SET state = 'done', sealed_answer = $4, names = concat_ws(' ', names, $5::text)
+		FROM async WHERE org = $1 AND key_hash = $2 AND token = $3`
 	// committedSQL marks a key committed with its revisions ($4, sealed) and the ids
 	// they name ($5), under its request's token ($3) only.
 	committedSQL = `UPDATE loom.idempotency SET state = 'committed', sealed_revisions = $4, names = concat_ws(' ', names, $5::text)
@@ -67,11 +81,45 @@ func namesOf(raw []byte) string {
 	return strings.Join(out, " ")
 }
 
-// MarkCommitted marks the key committed in the commit's transaction tx, with the
-// revisions (JSON) a replay answers until the answer is stored, under the request's
-// token only: ErrTakenOver when a retry took the key over. A nil hold marks nothing.
-func MarkCommitted(ctx context.Context, tx pgx.Tx, hold *Hold, revisions any) error {
-	return hold.mark(ctx, tx, committedSQL, rowseal.LabelRevisions, revisions)
+// QueueLock queues, in the first batch of a commit's transaction, the lock of the key's
+// row under the request's token: held is false once the batch is sent when a retry
+// took the key over (the commit then answers ErrTakenOver and writes nothing). A held
+// row's token cannot change until the commit ends (a take-over, an erasure's fence and
+// the sweep all lock the row first), so QueueCommitted's mark, later in the same
+// transaction, cannot miss. A nil hold queues nothing and holds.
+func QueueLock(b *pgx.Batch, hold *Hold, held *bool) {
+	*held = hold == nil
+	if hold == nil {
+		return
+	}
+	b.Queue(lockHeldSQL, hold.org, hold.keyHash, hold.token).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(held)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// QueueCommitted queues, in the commit's last batch (with its COMMIT), the mark of the
+// key committed with the revisions (JSON) a replay answers until the answer is stored.
+// The commit's first batch locked the row under the request's token (QueueLock). A nil
+// hold queues nothing.
+func QueueCommitted(b *pgx.Batch, hold *Hold, revisions any) error {
+	if hold == nil {
+		return nil
+	}
+	raw, err := json.Marshal(revisions)
+	if err != nil {
+		return err
+	}
+	sealed, err := rowseal.Seal(hold.key, rowseal.LabelRevisions, raw)
+	if err != nil {
+		return err
+	}
+	b.Queue(committedSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
+	hold.committed = true
+	return nil
 }
 
 // MarkDone stores the answer in the commit's transaction tx, under the request's token
@@ -107,6 +155,12 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any
 	return nil
 }
 
+// storeAnswer stores a request's answer after its commit. Behind a commit that marked
+// the key committed it commits asynchronously: an
+// answer a crash loses leaves the key committed, which a retry answers from the
+// committed revisions once the lease is over, as for an answer never stored. Behind
+// one that did not (its request marked nothing), the answer is all a retry has, and
+// its commit waits for the WAL flush.
 func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) error {
 	if hold == nil {
 		return nil
@@ -115,7 +169,11 @@ func (s *Store) storeAnswer(ctx context.Context, hold *Hold, answer []byte) erro
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(context.WithoutCancel(ctx), doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
+	sql := doneSQL
+	if hold.committed {
+		sql = doneAsyncSQL
+	}
+	_, err = s.pool.Exec(context.WithoutCancel(ctx), sql, hold.org, hold.keyHash, hold.token, sealed, namesOf(answer))
 	return err
 }
 

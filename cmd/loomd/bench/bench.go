@@ -72,6 +72,9 @@ type Options struct {
 	// Statements: the set and search scenarios also write, on Progress, the statements
 	// each case sent Postgres per write or search, by text (every role's).
 	Statements bool
+	// SetKeyed: the set scenario also measures, in one namespace at each level, memory.set
+	// sent with a fresh Idempotency-Key per call, beside the same raw commit.
+	SetKeyed bool
 }
 
 // DefaultOptions are `make bench`'s: every scenario at a size that finishes in a

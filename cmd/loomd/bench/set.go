@@ -94,6 +94,9 @@ func (r *runner) setCase(ctx context.Context, res *ScenarioResult, raw *rawCommi
 	res.add(name, "CPU ms/write, Postgres", l.postgres, b.postgres)
 	res.add(name, "CPU ms/write, ClickHouse", l.clickhouse, b.clickhouse)
 	res.add(name, "Postgres round trips/write", l.trips, b.trips)
+	if r.opts.SetKeyed && spaces == 1 {
+		return r.setKeyedCase(ctx, res, raw, base, conc)
+	}
 	return nil
 }
 
@@ -189,9 +192,18 @@ func (w *walMeter) drainOutbox(ctx context.Context) {
 // setLoad writes new keys with memory.set into namespaces prefix-0..spaces-1 from conc
 // workers for d.
 func (r *runner) setLoad(ctx context.Context, label, prefix string, spaces, conc int, d time.Duration) (Sample, error) {
+	return r.setLoadKeyed(ctx, label, prefix, spaces, conc, d, false)
+}
+
+// setLoadKeyed is setLoad; keyed sends each call under its own Idempotency-Key.
+func (r *runner) setLoadKeyed(ctx context.Context, label, prefix string, spaces, conc int, d time.Duration, keyed bool) (Sample, error) {
 	rands := r.workerRands(conc)
 	return r.closedLoop(ctx, label, conc, d, func(ctx context.Context, w, i int) error {
-		_, err := r.api.Set(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i), client.SetRequest{Value: sentence(rands[w])})
+		var opts []client.CallOption
+		if keyed {
+			opts = append(opts, client.IdempotencyKey(fmt.Sprintf("%s-%d", prefix, i)))
+		}
+		_, err := r.api.Set(ctx, fmt.Sprintf("%s-%d", prefix, i%spaces), fmt.Sprintf("k%d", i), client.SetRequest{Value: sentence(rands[w])}, opts...)
 		return err
 	})
 }
