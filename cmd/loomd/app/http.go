@@ -1,6 +1,7 @@
 package app
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -20,15 +21,7 @@ import (
 // whatever its roles. The operator routes authenticate on their own; the memory
 // routes of both sides share one /v1 group and one authentication.
 func (p *Process) newHTTP() (*fiber.App, error) {
-	app := fiber.New(fiber.Config{
-		AppName:               "loomd",
-		DisableStartupMessage: true,
-		ErrorHandler:          httperr.Handler(p.Log),
-		BodyLimit:             p.Cfg.HTTP.BodyLimitBytes,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
-	})
+	app := fiber.New(httpConfig(p.Cfg.HTTP, p.Log))
 	if p.Cfg.Tracing.On() {
 		app.Use(traceRequests(p.tracer()))
 	}
@@ -86,4 +79,24 @@ func (p *Process) refuseUntilMigrated(c *fiber.Ctx) error {
 			Retryable: true, RetryAfter: 5 * time.Second}).With("pending_migrations", pending)
 	}
 	return c.Next()
+}
+
+// httpConfig is the server's fiber configuration. Immutable: a route's parameters,
+// query values, headers and body are copies, not views of the request's buffer, which
+// fasthttp hands to the next request. Loom keeps a namespace past its request (the
+// policy, judging, calibration and content-key caches key on it, and a search's
+// calibration write names it later), and a view kept there changes under the cache's
+// map when the buffer is reused: a key that no lookup finds again, or one that names
+// another namespace.
+func httpConfig(cfg config.HTTP, log *slog.Logger) fiber.Config {
+	return fiber.Config{
+		AppName:               "loomd",
+		DisableStartupMessage: true,
+		Immutable:             true,
+		ErrorHandler:          httperr.Handler(log),
+		BodyLimit:             cfg.BodyLimitBytes,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+	}
 }
