@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,11 @@ func (s *Service) queueJudgingCalibration(b *pgx.Batch, org, ns string) {
 	if _, ok := s.judging.Get(k); ok {
 		return
 	}
+	// The cache outlives the request: its key owns its strings. A route's namespace is
+	// fiber's view of the request's buffer, which the next request overwrites; a key
+	// holding it changed under the map, and the namespace missed the cache (a read a
+	// write) as soon as writes to other namespaces came between.
+	k = judgingKey{strings.Clone(org), strings.Clone(ns), k.embedder}
 	queueJudgingThresholds(b, org, ns, k.embedder, func(conflict, duplicate *float64, err error) {
 		jc := judgingCalibration{}
 		switch {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,6 +115,13 @@ const headroomExponent = 0.75
 // scores on another scale.
 type calibrationKey struct{ org, namespace, embedder string }
 
+// owned is k with strings of its own: a search's namespace is fiber's view of the
+// request's buffer, which the next request overwrites, so a key kept past the request
+// (the cache's, a pending write's) must not hold it.
+func (k calibrationKey) owned() calibrationKey {
+	return calibrationKey{strings.Clone(k.org), strings.Clone(k.namespace), strings.Clone(k.embedder)}
+}
+
 // namespaceCalibration is what a namespace's recorded backgrounds say.
 type namespaceCalibration struct {
 	searches       int
@@ -180,7 +188,7 @@ func (c *calibrations) keep(k calibrationKey, raw []byte, err error) namespaceCa
 			nc = summarise(samples)
 		}
 	}
-	c.cache.Add(k, nc)
+	c.cache.Add(k.owned(), nc)
 	return nc
 }
 
@@ -206,6 +214,7 @@ func (c *calibrations) record(k calibrationKey, bg background, now time.Time) {
 	if bg.Source != calibrationPool {
 		return
 	}
+	k = k.owned() // the pending write outlives the request
 	c.mu.Lock()
 	p := c.pending[k]
 	if p == nil {

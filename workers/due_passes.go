@@ -17,9 +17,13 @@ import (
 // resolver is: each has a consumer group whose feed queues, in loom.worker_items, one
 // item per record that concerns it (a revision for the namespace's graph or vectors,
 // memory.turns_observed for its sessions), keyed by the record (dueItem), and commits
-// its offsets once they are queued. The item is the record's stamp: a replay or a
+// its offsets once they are queued; entity_communities and recalibration, whose work
+// any revision calls for whole, queue only each namespace's newest record of a polled
+// batch (newestByNamespace). The item is the record's stamp: a replay or a
 // redelivery queues what it queued and finds it done, so a namespace is not worked
-// again for a record already worked. A pass claims a batch of namespaces with all
+// again for a record already worked (a redelivery cut into other batches may name
+// another newest record: its namespace is due once more, and the pass's interval
+// and stamp below put it off as any new record would). A pass claims a batch of namespaces with all
 // their due items, works each namespace once for all of its items (many writes, one
 // computation), and stamps them
 // done only after the namespace's work is committed, or gives them back due later
@@ -82,7 +86,31 @@ func (s *Service) pickDue(worker string, decoded []revisions.Record) []workItem 
 		}
 		items = append(items, dueItem(worker, env))
 	}
+	if worker == workerCommunities || worker == workerRecalibration {
+		return newestByNamespace(items)
+	}
 	return items
+}
+
+// newestByNamespace keeps, of a batch's items, each namespace's newest: a pass whose
+// work is the whole namespace's (its graph, its vectors) does for the newest record what
+// it would do for all of them, so the older ones in the batch are a queue row, a claim
+// and a stamp each that buy nothing (at load, one row per write per pass). The kept
+// items are in the batch's order of their namespaces' first record.
+func newestByNamespace(items []workItem) []workItem {
+	at := map[[2]string]int{}
+	out := items[:0:0]
+	for _, it := range items {
+		k := [2]string{it.org, it.namespace}
+		i, ok := at[k]
+		switch {
+		case !ok:
+			at[k], out = len(out), append(out, it)
+		case it.seq > out[i].seq:
+			out[i] = it
+		}
+	}
+	return out
 }
 
 // The outcomes of the items of the passes fed by namespace.

@@ -1,0 +1,47 @@
+package query
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A namespace's calibration, once read, stays cached after the search that named it:
+// fiber hands a route's namespace as a view of the request's buffer, which the next
+// request (to another namespace) overwrites. Kept with that view, the cache's key
+// changed under it and the namespace's calibration was read again.
+func TestACalibrationStaysCachedAfterTheRequestBufferIsReused(t *testing.T) {
+	c := newCalibrations(nil)
+	buf := []byte("notes-aa")
+	routeNS := unsafe.String(&buf[0], len(buf)) // what c.Params("ns") returns
+	b := &pgx.Batch{}
+	c.queueOf(b, calibrationKey{"acme", routeNS, "hash-v1-8"})
+	if len(b.QueuedQueries) != 1 {
+		t.Fatalf("a namespace never read queued %d reads, want 1", len(b.QueuedQueries))
+	}
+	if err := b.QueuedQueries[0].Fn(noRows{}); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "notes-bb") // the next request, to another namespace, in the same buffer
+	again := &pgx.Batch{}
+	c.queueOf(again, calibrationKey{"acme", "notes-aa", "hash-v1-8"})
+	if len(again.QueuedQueries) != 0 {
+		t.Fatal("the namespace's calibration was read again: the cache lost it when the request's buffer was reused")
+	}
+}
+
+// noRows answers a batch's read with no row, as Postgres does for a namespace with no
+// recorded backgrounds.
+type noRows struct{}
+
+func (noRows) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, nil }
+func (noRows) Query() (pgx.Rows, error)         { return nil, pgx.ErrNoRows }
+func (noRows) QueryRow() pgx.Row                { return noRow{} }
+func (noRows) Close() error                     { return nil }
+func (noRows) Tx() pgx.Tx                       { return nil }
+
+type noRow struct{}
+
+func (noRow) Scan(...any) error { return pgx.ErrNoRows }
