@@ -115,9 +115,10 @@ const headroomExponent = 0.75
 // scores on another scale.
 type calibrationKey struct{ org, namespace, embedder string }
 
-// owned is k with strings of its own: a search's namespace is fiber's view of the
-// request's buffer, which the next request overwrites, so a key kept past the request
-// (the cache's, a pending write's) must not hold it.
+// owned is k with strings of its own: a search's namespace may be a view of the
+// request's buffer, which the next request overwrites (fiber's values unless the app
+// runs Immutable, as loomd's does since), so a key kept past the request (the cache's,
+// a pending write's) must not hold it.
 func (k calibrationKey) owned() calibrationKey {
 	return calibrationKey{strings.Clone(k.org), strings.Clone(k.namespace), strings.Clone(k.embedder)}
 }
