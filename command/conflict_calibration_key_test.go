@@ -5,9 +5,9 @@ import (
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomplane/loom/internal/embed"
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 // A namespace's thresholds, once read, are kept for the namespace even after the
@@ -25,7 +25,7 @@ func TestJudgingThresholdsStayCachedAfterTheRequestBufferIsReused(t *testing.T) 
 	if len(b.QueuedQueries) != 1 {
 		t.Fatalf("a namespace never read queued %d reads, want 1", len(b.QueuedQueries))
 	}
-	if err := b.QueuedQueries[0].Fn(noRows{}); err != nil {
+	if err := b.QueuedQueries[0].Fn(pgtest.NoRows{}); err != nil {
 		t.Fatal(err)
 	}
 	copy(buf, "notes-bb") // the next request, to another namespace, in the same buffer
@@ -35,17 +35,3 @@ func TestJudgingThresholdsStayCachedAfterTheRequestBufferIsReused(t *testing.T) 
 		t.Fatal("the namespace's thresholds were read again: the cache lost them when the request's buffer was reused")
 	}
 }
-
-// noRows answers a batch's read with no row, as Postgres does for a namespace never
-// recalibrated.
-type noRows struct{}
-
-func (noRows) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, nil }
-func (noRows) Query() (pgx.Rows, error)         { return nil, pgx.ErrNoRows }
-func (noRows) QueryRow() pgx.Row                { return noRow{} }
-func (noRows) Close() error                     { return nil }
-func (noRows) Tx() pgx.Tx                       { return nil }
-
-type noRow struct{}
-
-func (noRow) Scan(...any) error { return pgx.ErrNoRows }

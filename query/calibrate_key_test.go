@@ -5,7 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loomplane/loom/internal/pgtest"
 )
 
 // A namespace's calibration, once read, stays cached after the search that named it:
@@ -21,7 +22,7 @@ func TestACalibrationStaysCachedAfterTheRequestBufferIsReused(t *testing.T) {
 	if len(b.QueuedQueries) != 1 {
 		t.Fatalf("a namespace never read queued %d reads, want 1", len(b.QueuedQueries))
 	}
-	if err := b.QueuedQueries[0].Fn(noRows{}); err != nil {
+	if err := b.QueuedQueries[0].Fn(pgtest.NoRows{}); err != nil {
 		t.Fatal(err)
 	}
 	copy(buf, "notes-bb") // the next request, to another namespace, in the same buffer
@@ -31,17 +32,3 @@ func TestACalibrationStaysCachedAfterTheRequestBufferIsReused(t *testing.T) {
 		t.Fatal("the namespace's calibration was read again: the cache lost it when the request's buffer was reused")
 	}
 }
-
-// noRows answers a batch's read with no row, as Postgres does for a namespace with no
-// recorded backgrounds.
-type noRows struct{}
-
-func (noRows) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, nil }
-func (noRows) Query() (pgx.Rows, error)         { return nil, pgx.ErrNoRows }
-func (noRows) QueryRow() pgx.Row                { return noRow{} }
-func (noRows) Close() error                     { return nil }
-func (noRows) Tx() pgx.Tx                       { return nil }
-
-type noRow struct{}
-
-func (noRow) Scan(...any) error { return pgx.ErrNoRows }
