@@ -79,6 +79,15 @@ func committedReplay(revisions []byte) ([]byte, error) {
 	return json.Marshal(ans)
 }
 
+// queueMark queues the mark of the plan's Idempotency-Key: its answer stored, done,
+// when the plan has its answer by now, else committed with its revisions.
+func queueMark(b *pgx.Batch, p *commitPlan) error {
+	if p.answer != nil && p.idem != nil {
+		return idempotency.QueueDone(b, p.idem, p.answer())
+	}
+	return queueCommitted(b, p.idem, p.rows)
+}
+
 // queueCommitted queues the mark of the key committed in the commit's writes batch,
 // under the request's token, whose row the commit's first batch locked
 // (idempotency.QueueLock).

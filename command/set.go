@@ -234,6 +234,15 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if e.seeksPeers(rules.conflictPolicy()) {
 		plan.gapCheck = s.gapCheck(e.peerQuery(), w.sha, e.v.peersJudged(), e.threshold)
 	}
+	// Under an Idempotency-Key the commit stores the answer it stamps, the very one
+	// this write answers (so a replay's bytes are the answer's).
+	var stored *setAnswer
+	if w.hold != nil && !w.req.DryRun {
+		plan.answer = func() any {
+			stored = committedSetAnswer(e, rows, superseded)
+			return stored
+		}
+	}
 	retry, next, err := s.commitRound(ctx, plan, w.req.DryRun, "this write against its peers", func(g *errGap) error {
 		measured, err := s.measureGap(ctx, e.peerQuery(), g)
 		w.absorbed = mergePeers(w.absorbed, measured)
@@ -242,14 +251,24 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	if err != nil || retry {
 		return nil, next, err
 	}
-	ans := setAnswerOf(e, superseded)
 	if w.req.DryRun {
+		ans := setAnswerOf(e, superseded)
 		ans.DryRun = true
 		return uncommitted(ans, nil)
 	}
+	if stored != nil {
+		return stored, 0, nil
+	}
+	return committedSetAnswer(e, rows, superseded), 0, nil
+}
+
+// committedSetAnswer is a committed write's answer: its verdict and peers, and the
+// version and seq its commit stamped on its row.
+func committedSetAnswer(e *entry, rows []*pending, superseded []string) *setAnswer {
+	ans := setAnswerOf(e, superseded)
 	ans.Written, ans.Event = true, string(rows[0].event)
 	ans.Version, ans.VersionText, ans.Seq = e.row.Version, memrow.VersionText(e.row.Version), e.row.Seq
-	return ans, 0, nil
+	return ans
 }
 
 // newSetWrite validates a write of one key and prepares its value, when it has one.

@@ -128,8 +128,12 @@ type commitPlan struct {
 	// it are handed to gapCheck under the generation lock. nil gapCheck: no check.
 	gapFrom  int64
 	gapCheck func(gap []gapRevision) error
-	// idem is the request's Idempotency-Key hold: the commit marks it committed.
+	// idem is the request's Idempotency-Key hold: the commit marks it committed, or
+	// stores answer's answer, done, when the plan has one.
 	idem *idempotency.Hold
+	// answer, when set, is the request's answer once the commit stamped the plan's rows
+	// (their versions and seqs), which the commit stores under idem.
+	answer func() any
 	// inTx, when set, runs in the transaction once every head is locked and checked
 	// and the rows have their versions, before anything is written: a last check
 	// (an erasure requested meanwhile) and the records that land with the rows or
@@ -354,7 +358,7 @@ func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan
 	keys.Queue(b)
 	// Each plan's key is marked with the writes (the first batch locked its row).
 	for _, p := range admitted {
-		if err := queueCommitted(b, p.idem, p.rows); err != nil {
+		if err := queueMark(b, p); err != nil {
 			return nil, err
 		}
 	}

@@ -118,7 +118,30 @@ func QueueCommitted(b *pgx.Batch, hold *Hold, revisions any) error {
 		return err
 	}
 	b.Queue(committedSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
-	hold.committed = true
+	hold.committed, hold.stored = true, false
+	return nil
+}
+
+// QueueDone queues, in the commit's last batch (with its COMMIT), the key's answer
+// stored, done: a request whose answer is whole before its COMMIT (its rows stamped)
+// stores it there, and Run stores nothing after. A retry whose first answer was lost on
+// the way back replays that answer at once, not the committed revisions after the
+// lease. The commit's first batch locked the row under the request's token
+// (QueueLock). A nil hold queues nothing.
+func QueueDone(b *pgx.Batch, hold *Hold, answer any) error {
+	if hold == nil {
+		return nil
+	}
+	raw, err := json.Marshal(answer)
+	if err != nil {
+		return err
+	}
+	sealed, err := rowseal.Seal(hold.key, rowseal.LabelAnswer, raw)
+	if err != nil {
+		return err
+	}
+	b.Queue(doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
+	hold.committed, hold.stored = false, true
 	return nil
 }
 

@@ -117,10 +117,10 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
-// The connection is cut right after COMMIT: the write answers 503 with outcome_unknown;
-// a retry with the same key answers in progress while the lease runs, then replays the
-// committed revision. No second revision exists.
-func TestCommitAnswerLostThenRetried(t *testing.T) {
+// loseFirstAnswer is a process whose first commit's answer is lost on the way back
+// (the connection cut right after COMMIT), with a 2 s Idempotency-Key lease.
+func loseFirstAnswer(t *testing.T) *testenv.Client {
+	t.Helper()
 	lose := true
 	n, url := env.API(t, func(c *config.Config) { c.Command.IdempotencyLease = 2 * time.Second },
 		app.WithCommandFaults(command.Faults{AfterCommit: func() error {
@@ -130,22 +130,65 @@ func TestCommitAnswerLostThenRetried(t *testing.T) {
 			}
 			return nil
 		}}))
-	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+	return testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: "acme"}))
+}
+
+func lostAnswer(t *testing.T, err error) {
+	t.Helper()
+	if e, ok := client.AsError(err); !ok || e.Status != http.StatusServiceUnavailable || e.Code != client.CodePostgresUnavailable || !e.OutcomeUnknown {
+		t.Fatalf("lost answer: %v", err)
+	}
+}
+
+// The connection is cut right after a memory.set's COMMIT: the write answers 503 with
+// outcome_unknown. Its commit stored its answer under the key, so a retry with the
+// same key replays that answer at once, the committed version; no second revision
+// exists.
+func TestCommitAnswerLostThenRetried(t *testing.T) {
+	c := loseFirstAnswer(t)
 	ns := testenv.Unique(t, "lost")
 	ctx, tc := context.Background(), c.Typed(t)
 	set := func() (*client.SetAnswer, error) {
 		return tc.Set(ctx, ns, "k", client.SetRequest{Value: "committed once"}, client.IdempotencyKey("retry-me"))
 	}
 	_, err := set()
-	if e, ok := client.AsError(err); !ok || e.Status != http.StatusServiceUnavailable || e.Code != client.CodePostgresUnavailable || !e.OutcomeUnknown {
-		t.Fatalf("lost answer: %v", err)
-	}
-	if _, err := set(); !testenv.Retryable503(err, client.CodeIdempotentInProgress) {
+	lostAnswer(t, err)
+	replay, err := set()
+	if err != nil {
 		t.Fatalf("retry within the lease: %v", err)
 	}
-	var replay *client.SetAnswer
+	if !replay.Replayed || replay.Committed != nil || replay.MemoryKey != "k" || !replay.Written {
+		t.Fatalf("replay: %+v, want the stored answer", replay)
+	}
+	pool := env.PG(t)
+	revs := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns)
+	head := testenv.Int(t, pool, `SELECT version FROM loom.memory_current WHERE org = 'acme' AND namespace = $1`, ns)
+	eq(t, "revisions", revs, 1)
+	if fmt.Sprint(head) != replay.VersionText {
+		t.Fatalf("replayed version %v, head %d", replay.VersionText, head)
+	}
+}
+
+// The connection is cut right after a memory.bulk_set's COMMIT, which marks its key
+// committed with the revisions and stores its answer after: a retry with the same key
+// answers in progress while the lease runs, then replays the committed revisions. No
+// second revision exists.
+func TestBulkCommitAnswerLostThenRetried(t *testing.T) {
+	c := loseFirstAnswer(t)
+	ns := testenv.Unique(t, "lostbulk")
+	ctx, tc := context.Background(), c.Typed(t)
+	bulk := func() (*client.BulkAnswer, error) {
+		return tc.BulkSet(ctx, ns, client.BulkSetRequest{Entries: []client.BulkEntry{{Key: "k", Value: "committed once"}}},
+			client.IdempotencyKey("retry-me"))
+	}
+	_, err := bulk()
+	lostAnswer(t, err)
+	if _, err := bulk(); !testenv.Retryable503(err, client.CodeIdempotentInProgress) {
+		t.Fatalf("retry within the lease: %v", err)
+	}
+	var replay *client.BulkAnswer
 	testenv.Eventually(t, 10*time.Second, "the lease to run out", func() bool {
-		replay, err = set()
+		replay, err = bulk()
 		return err == nil
 	})
 	a := replay.Committed
