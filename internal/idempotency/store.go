@@ -109,15 +109,11 @@ func QueueCommitted(b *pgx.Batch, hold *Hold, revisions any) error {
 	if hold == nil {
 		return nil
 	}
-	raw, err := json.Marshal(revisions)
+	args, err := hold.markArgs(rowseal.LabelRevisions, revisions)
 	if err != nil {
 		return err
 	}
-	sealed, err := rowseal.Seal(hold.key, rowseal.LabelRevisions, raw)
-	if err != nil {
-		return err
-	}
-	b.Queue(committedSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
+	b.Queue(committedSQL, args...)
 	hold.committed, hold.stored = true, false
 	return nil
 }
@@ -132,15 +128,11 @@ func QueueDone(b *pgx.Batch, hold *Hold, answer any) error {
 	if hold == nil {
 		return nil
 	}
-	raw, err := json.Marshal(answer)
+	args, err := hold.markArgs(rowseal.LabelAnswer, answer)
 	if err != nil {
 		return err
 	}
-	sealed, err := rowseal.Seal(hold.key, rowseal.LabelAnswer, raw)
-	if err != nil {
-		return err
-	}
-	b.Queue(doneSQL, hold.org, hold.keyHash, hold.token, sealed, namesOf(raw))
+	b.Queue(doneSQL, args...)
 	hold.committed, hold.stored = false, true
 	return nil
 }
@@ -160,15 +152,11 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any
 	if h == nil {
 		return nil
 	}
-	raw, err := json.Marshal(value)
+	args, err := h.markArgs(label, value)
 	if err != nil {
 		return err
 	}
-	sealed, err := rowseal.Seal(h.key, label, raw)
-	if err != nil {
-		return err
-	}
-	tag, err := tx.Exec(ctx, sql, h.org, h.keyHash, h.token, sealed, namesOf(raw))
+	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("mark the Idempotency-Key: %w", err)
 	}
@@ -176,6 +164,21 @@ func (h *Hold) mark(ctx context.Context, tx pgx.Tx, sql, label string, value any
 		return ErrTakenOver
 	}
 	return nil
+}
+
+// markArgs are the arguments of a mark's statement (committedSQL, doneSQL): the key's
+// row under the request's token, value as JSON sealed under the claim's key with label,
+// and the ids it names (an erasure's fence finds the answers naming what it removed).
+func (h *Hold) markArgs(label string, value any) ([]any, error) {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := rowseal.Seal(h.key, label, raw)
+	if err != nil {
+		return nil, err
+	}
+	return []any{h.org, h.keyHash, h.token, sealed, namesOf(raw)}, nil
 }
 
 // storeAnswer stores a request's answer after its commit. Behind a commit that marked
