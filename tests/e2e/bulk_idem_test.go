@@ -160,13 +160,7 @@ func TestCommitAnswerLostThenRetried(t *testing.T) {
 	if !replay.Replayed || replay.Committed != nil || replay.MemoryKey != "k" || !replay.Written {
 		t.Fatalf("replay: %+v, want the stored answer", replay)
 	}
-	pool := env.PG(t)
-	revs := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns)
-	head := testenv.Int(t, pool, `SELECT version FROM loom.memory_current WHERE org = 'acme' AND namespace = $1`, ns)
-	eq(t, "revisions", revs, 1)
-	if fmt.Sprint(head) != replay.VersionText {
-		t.Fatalf("replayed version %v, head %d", replay.VersionText, head)
-	}
+	oneRevisionAt(t, ns, replay.VersionText)
 }
 
 // The connection is cut right after a memory.bulk_set's COMMIT, which marks its key
@@ -195,12 +189,19 @@ func TestBulkCommitAnswerLostThenRetried(t *testing.T) {
 	if a == nil || a.IdempotentReplay != "committed" || a.MemoryKey != "k" {
 		t.Fatalf("replay: %+v", replay)
 	}
+	oneRevisionAt(t, ns, a.VersionText)
+}
+
+// oneRevisionAt checks that acme's namespace ns holds one revision, its head at the
+// version a replay answered: the retry wrote nothing again.
+func oneRevisionAt(t *testing.T, ns, replayed string) {
+	t.Helper()
 	pool := env.PG(t)
 	revs := testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_revisions WHERE org = 'acme' AND namespace = $1`, ns)
 	head := testenv.Int(t, pool, `SELECT version FROM loom.memory_current WHERE org = 'acme' AND namespace = $1`, ns)
 	eq(t, "revisions", revs, 1)
-	if fmt.Sprint(head) != a.VersionText {
-		t.Fatalf("replayed version %v, head %d", a.VersionText, head)
+	if fmt.Sprint(head) != replayed {
+		t.Fatalf("replayed version %v, head %d", replayed, head)
 	}
 }
 
