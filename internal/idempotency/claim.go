@@ -66,19 +66,11 @@ func (c claiming) hold(token int64) *Hold {
 	return &Hold{org: c.org, keyHash: c.keyHash, token: token, key: c.key}
 }
 
-// queueClaimSettings queues a claim transaction's settings: a bounded wait for the
-// key's row lock, and an asynchronous commit.
-func queueClaimSettings(b *pgx.Batch) {
-	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', 'off', true)`,
-		fmt.Sprintf("%dms", lockWait.Milliseconds()))
-}
-
 // claimNew takes a key no row holds, in one statement (its own transaction, one round
 // trip). nil: a row holds the key.
 func (s *Store) claimNew(ctx context.Context, c claiming) (*Hold, error) {
 	var token int64
-	err := s.pool.QueryRow(ctx, claimSQL, c.org, c.keyHash, c.op, c.digest, s.opts.Lease.String(), keep.String(), c.storedKey,
-		fmt.Sprintf("%dms", lockWait.Milliseconds())).Scan(&token)
+	err := s.pool.QueryRow(ctx, claimSQL, s.claimArgs(c)...).Scan(&token)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
@@ -86,6 +78,12 @@ func (s *Store) claimNew(ctx context.Context, c claiming) (*Hold, error) {
 		return nil, err
 	}
 	return c.hold(token), nil
+}
+
+// claimArgs are claimSQL's arguments for c.
+func (s *Store) claimArgs(c claiming) []any {
+	return []any{c.org, c.keyHash, c.op, c.digest, s.opts.Lease.String(), keep.String(), c.storedKey,
+		fmt.Sprintf("%dms", lockWait.Milliseconds())}
 }
 
 // claimHeld takes or answers from a key a row holds, under the row's lock. The insert
@@ -96,17 +94,7 @@ func (s *Store) claimHeld(ctx context.Context, c claiming) (*Hold, []byte, error
 	var replay []byte
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var token int64
-		b := &pgx.Batch{}
-		queueClaimSettings(b)
-		b.Queue(insertSQL, c.org, c.keyHash, c.op, c.digest, lease.String(), keep.String(), c.storedKey)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			err = br.QueryRow().Scan(&token)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
+		err := tx.QueryRow(ctx, claimSQL, s.claimArgs(c)...).Scan(&token)
 		if err == nil {
 			hold = c.hold(token)
 			return nil

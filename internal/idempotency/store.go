@@ -21,15 +21,11 @@ import (
 // the expiry pass sweeps.
 
 const (
-	// insertSQL takes a key no row holds ($1 org, $2 key hash, $3 op, $4 request
-	// digest, $5 lease, $6 how long it is kept, $7 the claim's data key as stored),
-	// returning its token.
-	insertSQL = `INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
-			VALUES ($1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7)
-			ON CONFLICT DO NOTHING RETURNING token`
-	// claimSQL is insertSQL as a claim sends it alone, in its own implicit transaction:
-	// a bounded wait ($8) for a row another claim is inserting, and an asynchronous commit
-	// (claim.go says why that is safe).
+	// claimSQL takes a key no row holds ($1 org, $2 key hash, $3 op, $4 request digest,
+	// $5 lease, $6 how long it is kept, $7 the claim's data key as stored), returning its
+	// token, and sets its transaction's bounded wait for a row lock ($8) and
+	// asynchronous commit (claim.go says why that is safe). Sent alone, it is its own
+	// transaction; sent first in one, its settings hold for the rest of it.
 	claimSQL = `WITH settings AS (SELECT set_config('lock_timeout', $8, true), set_config('synchronous_commit', 'off', true))
 			INSERT INTO loom.idempotency (org, key_hash, op, request_digest, state, lease_until, token, expires_at, data_key)
 			SELECT $1, $2, $3, $4, 'running', now() + $5::interval, 1, now() + $6::interval, $7 FROM settings
