@@ -95,11 +95,19 @@ function errorBox(err) {
 function fmtNum(x) { return typeof x === 'number' ? (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3)) : String(x ?? '—'); }
 
 // confirmAction asks in a modal dialog (keyboard: Tab between the buttons, Escape cancels).
+// A dialog's close event is a queued task, and the browser runs input first: the close of
+// an earlier question can arrive after this one opened, so a close that finds the dialog
+// open again is not this question's answer.
 function confirmAction(text) {
   const dlg = document.getElementById('confirm');
   document.getElementById('confirm-text').textContent = text;
   return new Promise((resolve) => {
-    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+    const answered = () => {
+      if (dlg.open) return;
+      dlg.removeEventListener('close', answered);
+      resolve(dlg.returnValue === 'ok');
+    };
+    dlg.addEventListener('close', answered);
     dlg.returnValue = 'cancel';
     dlg.showModal();
     document.getElementById('confirm-cancel').focus();

@@ -641,7 +641,12 @@ function confirmAction(text) {
   const dlg = document.getElementById("confirm");
   document.getElementById("confirm-text").textContent = text;
   return new Promise((resolve) => {
-    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+    const answered = () => {
+      if (dlg.open) return;
+      dlg.removeEventListener("close", answered);
+      resolve(dlg.returnValue === "ok");
+    };
+    dlg.addEventListener("close", answered);
     dlg.returnValue = "cancel";
     dlg.showModal();
     document.getElementById("confirm-cancel").focus();
