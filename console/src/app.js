@@ -12,6 +12,7 @@ const LEGS = ['vector', 'lexical', 'lexical_coverage', 'key', 'graph', 'date', '
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
+const confirmDialog = document.getElementById('confirm');
 
 let self = null; // GET /v1/token: the token's org, role, namespaces, user
 let renderSeq = 0;
@@ -95,21 +96,25 @@ function errorBox(err) {
 function fmtNum(x) { return typeof x === 'number' ? (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3)) : String(x ?? '—'); }
 
 // confirmAction asks in a modal dialog (keyboard: Tab between the buttons, Escape cancels).
-// A dialog's close event is a queued task, and the browser runs input first: the close of
-// an earlier question can arrive after this one opened, so a close that finds the dialog
-// open again is not this question's answer.
+// One question is open at a time. A dialog's close event is a queued task, and the browser
+// runs input first: a question's close can arrive after the next question opened. So the
+// close answers the open question only once the dialog is shut, and a new question first
+// settles the one before it from the dialog's returnValue, which still holds its answer.
+let pendingAnswer = null;
+function settleQuestion() {
+  if (!pendingAnswer || confirmDialog.open) return;
+  const answer = pendingAnswer;
+  pendingAnswer = null;
+  answer(confirmDialog.returnValue === 'ok');
+}
+confirmDialog.addEventListener('close', settleQuestion);
 function confirmAction(text) {
-  const dlg = document.getElementById('confirm');
+  settleQuestion();
   document.getElementById('confirm-text').textContent = text;
   return new Promise((resolve) => {
-    const answered = () => {
-      if (dlg.open) return;
-      dlg.removeEventListener('close', answered);
-      resolve(dlg.returnValue === 'ok');
-    };
-    dlg.addEventListener('close', answered);
-    dlg.returnValue = 'cancel';
-    dlg.showModal();
+    pendingAnswer = resolve;
+    confirmDialog.returnValue = 'cancel';
+    confirmDialog.showModal();
     document.getElementById('confirm-cancel').focus();
   });
 }

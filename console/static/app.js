@@ -564,6 +564,7 @@ var LEGS = ["vector", "lexical", "lexical_coverage", "key", "graph", "date", "re
 var main = document.getElementById("main");
 var nav = document.getElementById("nav");
 var who = document.getElementById("who");
+var confirmDialog = document.getElementById("confirm");
 var self = null;
 var renderSeq = 0;
 function h(tag, attrs, ...kids) {
@@ -637,18 +638,21 @@ function errorBox(err) {
 function fmtNum(x) {
   return typeof x === "number" ? Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3) : String(x ?? "—");
 }
+var pendingAnswer = null;
+function settleQuestion() {
+  if (!pendingAnswer || confirmDialog.open) return;
+  const answer = pendingAnswer;
+  pendingAnswer = null;
+  answer(confirmDialog.returnValue === "ok");
+}
+confirmDialog.addEventListener("close", settleQuestion);
 function confirmAction(text) {
-  const dlg = document.getElementById("confirm");
+  settleQuestion();
   document.getElementById("confirm-text").textContent = text;
   return new Promise((resolve) => {
-    const answered = () => {
-      if (dlg.open) return;
-      dlg.removeEventListener("close", answered);
-      resolve(dlg.returnValue === "ok");
-    };
-    dlg.addEventListener("close", answered);
-    dlg.returnValue = "cancel";
-    dlg.showModal();
+    pendingAnswer = resolve;
+    confirmDialog.returnValue = "cancel";
+    confirmDialog.showModal();
     document.getElementById("confirm-cancel").focus();
   });
 }
