@@ -279,7 +279,7 @@ func (f *facade) addInferred(ctx context.Context, c *call, ns string, req addReq
 		return nil, inferenceUnavailable("this Loom has no model provider (set LOOM_LLM_BASE_URL and LOOM_LLM_MODEL)")
 	}
 	if err != nil {
-		return nil, err
+		return nil, inMem0Words(err, inferFields(msgs))
 	}
 	out := addAnswer{Message: "Memories extracted", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
 	if a.Deferred {

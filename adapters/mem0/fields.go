@@ -71,3 +71,22 @@ func updateFields(prefix string) func(string) string {
 		return prefix + "text"
 	}
 }
+
+// messageField is memory.set_from_messages' messages[i].<field>.
+var messageField = regexp.MustCompile(`^messages\[(\d+)\]\.(\w+)$`)
+
+// inferFields names the fields of an inferred add's memory.set_from_messages by the
+// add's own: Loom's message i is msgs[i], the message at msgs[i].index of the request.
+func inferFields(msgs []textMessage) func(string) string {
+	return func(loomField string) string {
+		m := messageField.FindStringSubmatch(loomField)
+		if m == nil {
+			return ""
+		}
+		i, err := strconv.Atoi(m[1])
+		if err != nil || i >= len(msgs) {
+			return ""
+		}
+		return fmt.Sprintf("messages[%d].%s", msgs[i].index, m[2])
+	}
+}

@@ -283,10 +283,11 @@ func TestMCPFraming(t *testing.T) {
 }
 
 // /mem0 names mem0's fields in Loom's refusals of what it writes, too: a message over
-// the character limit was refused naming Loom's bulk_set field (entries[0].value, whose
-// index skipped the empty messages the facade leaves out), and an update's text naming
-// Loom's value. Each keeps Loom's status and code (mem0's client reads 422 as its
-// ValidationError) and names the field the mem0 request sent.
+// the character limit was refused naming Loom's bulk_set field (entries[0].value), a
+// message an inferred add sends named by its index among the messages the facade kept
+// (the empty ones left out), and an update's text as Loom's value. Each keeps Loom's
+// status and code (mem0's client reads 422 as its ValidationError) and names the field
+// the mem0 request sent.
 func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
 	n, url := env.SharedAPI(t)
 	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
@@ -307,6 +308,15 @@ func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
 	if code, field, msg := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "CHAR_LIMIT_EXCEEDED" ||
 		field != "messages[2].content" || !strings.HasPrefix(msg, field+" ") {
 		t.Errorf("mem0 add of a message over the limit: %d %s, want 422 CHAR_LIMIT_EXCEEDED naming messages[2].content", r.Status, r.Body)
+	}
+
+	// An inferred add: Loom's memory.set_from_messages counted the messages the facade
+	// kept, and named the request's second message messages[0].
+	body, _ = json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": ""},
+		{"role": "developer", "content": "I live in Lisbon."}}, "user_id": "alice", "app_id": ns})
+	r = c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
+	if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "VALIDATION_FAILED" || field != "messages[1].role" {
+		t.Errorf("mem0 inferred add of a role Loom refuses: %d %s, want 422 VALIDATION_FAILED naming messages[1].role", r.Status, r.Body)
 	}
 
 	body, _ = json.Marshal(map[string]any{"messages": "I drink green tea", "user_id": "alice", "app_id": ns, "infer": false})
