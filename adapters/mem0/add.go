@@ -95,7 +95,7 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 	}
 	a, err := c.loom.BulkSet(ctx, ns, client.BulkSetRequest{Entries: entries})
 	if err != nil {
-		return nil, err
+		return nil, inMem0Words(err, addFields(msgs))
 	}
 	ans, err := f.addAnswer(ctx, c, ns, msgs, a)
 	if err != nil {
@@ -147,12 +147,17 @@ func keepTurns(ctx context.Context, c *call, ns string, req addRequest, msgs []t
 	}
 }
 
-type textMessage struct{ role, text string }
+// textMessage is a message the facade keeps, and its index in the request's list (the
+// empty ones are left out), by which a refusal names it.
+type textMessage struct {
+	role, text string
+	index      int
+}
 
 func messages(raw json.RawMessage) ([]textMessage, error) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil && text != "" {
-		return []textMessage{{"user", text}}, nil
+		return []textMessage{{"user", text, 0}}, nil
 	}
 	var list []message
 	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
@@ -165,7 +170,7 @@ func messages(raw json.RawMessage) ([]textMessage, error) {
 			return nil, badRequest("messages[%d].content: only text is stored (Loom keeps no images)", i)
 		}
 		if content != "" {
-			out = append(out, textMessage{m.Role, content})
+			out = append(out, textMessage{m.Role, content, i})
 		}
 	}
 	if len(out) == 0 {
@@ -274,7 +279,7 @@ func (f *facade) addInferred(ctx context.Context, c *call, ns string, req addReq
 		return nil, inferenceUnavailable("this Loom has no model provider (set LOOM_LLM_BASE_URL and LOOM_LLM_MODEL)")
 	}
 	if err != nil {
-		return nil, err
+		return nil, inMem0Words(err, inferFields(msgs))
 	}
 	out := addAnswer{Message: "Memories extracted", Status: "SUCCEEDED", EventID: uuid.NewString(), Results: []addResult{}}
 	if a.Deferred {

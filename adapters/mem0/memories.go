@@ -68,7 +68,7 @@ func (f *facade) update(ctx context.Context, c *call) (any, error) {
 	id := c.r.PathValue("id")
 	a, m, err := f.updateText(ctx, c, id, req.Text, req.Metadata, u)
 	if err != nil {
-		return nil, err
+		return nil, inMem0Words(err, updateFields(""))
 	}
 	r := f.record(m)
 	return updateAnswer{Text: r.Memory, record: r, Event: a.Event, Verdict: a.Verdict}, nil
@@ -267,9 +267,9 @@ func (f *facade) batchUpdate(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range req.Memories {
+	for i, m := range req.Memories {
 		if _, _, err := f.updateText(ctx, c, m.MemoryID, m.Text, nil, client.UpdateRequest{}); err != nil {
-			return nil, err
+			return nil, inMem0Words(err, updateFields(fmt.Sprintf("memories[%d].", i)))
 		}
 	}
 	return map[string]string{"message": fmt.Sprintf("Successfully updated %d memories", len(req.Memories))}, nil

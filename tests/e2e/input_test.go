@@ -281,3 +281,59 @@ func TestMCPFraming(t *testing.T) {
 		t.Errorf("REST with a 300-byte key: %d %s", rest.Status, rest.Body)
 	}
 }
+
+// /mem0 names mem0's fields in Loom's refusals of what it writes, too: a message over
+// the character limit was refused naming Loom's bulk_set field (entries[0].value), a
+// message an inferred add sends named by its index among the messages the facade kept
+// (the empty ones left out), and an update's text as Loom's value. Each keeps Loom's
+// status and code (mem0's client reads 422 as its ValidationError) and names the field
+// the mem0 request sent.
+func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
+	n, url := env.SharedAPI(t)
+	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
+	c := &testenv.Client{URL: url, HTTP: testenv.NewClient(url, "").HTTP}
+	hdr := map[string]string{"Authorization": "Token " + token}
+	ns := testenv.Unique(t, "mem0fields")
+	long := strings.Repeat("x", 20000)
+	refusal := func(r *testenv.Response) (code, field, message string) {
+		var env struct {
+			Error struct{ Code, Field, Message string }
+		}
+		json.Unmarshal(r.Body, &env)
+		return env.Error.Code, env.Error.Field, env.Error.Message
+	}
+	body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": ""},
+		{"role": "user", "content": "I live in Lisbon."}, {"role": "user", "content": long}}, "user_id": "alice", "app_id": ns, "infer": false})
+	r := c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
+	if code, field, msg := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "CHAR_LIMIT_EXCEEDED" ||
+		field != "messages[2].content" || !strings.HasPrefix(msg, field+" ") {
+		t.Errorf("mem0 add of a message over the limit: %d %s, want 422 CHAR_LIMIT_EXCEEDED naming messages[2].content", r.Status, r.Body)
+	}
+
+	// An inferred add: Loom's memory.set_from_messages counted the messages the facade
+	// kept, and named the request's second message messages[0].
+	body, _ = json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": ""},
+		{"role": "developer", "content": "I live in Lisbon."}}, "user_id": "alice", "app_id": ns})
+	r = c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
+	if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "VALIDATION_FAILED" || field != "messages[1].role" {
+		t.Errorf("mem0 inferred add of a role Loom refuses: %d %s, want 422 VALIDATION_FAILED naming messages[1].role", r.Status, r.Body)
+	}
+
+	body, _ = json.Marshal(map[string]any{"messages": "I drink green tea", "user_id": "alice", "app_id": ns, "infer": false})
+	r = c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
+	var added struct{ Results []struct{ ID string } }
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &added) != nil || len(added.Results) != 1 {
+		t.Fatalf("mem0 add: %d %s", r.Status, r.Body)
+	}
+	id := added.Results[0].ID
+	body, _ = json.Marshal(map[string]any{"text": long})
+	r = c.DoHeaders(t, http.MethodPut, "/mem0/v1/memories/"+id+"/", body, hdr)
+	if code, field, msg := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "CHAR_LIMIT_EXCEEDED" || field != "text" || !strings.HasPrefix(msg, "text ") {
+		t.Errorf("mem0 update of a text over the limit: %d %s, want 422 CHAR_LIMIT_EXCEEDED naming text", r.Status, r.Body)
+	}
+	body, _ = json.Marshal(map[string]any{"memories": []map[string]any{{"memory_id": id, "text": "I drink black tea"}, {"memory_id": id, "text": long}}})
+	r = c.DoHeaders(t, http.MethodPut, "/mem0/v1/batch/", body, hdr)
+	if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "CHAR_LIMIT_EXCEEDED" || field != "memories[1].text" {
+		t.Errorf("mem0 batch update of a text over the limit: %d %s, want 422 CHAR_LIMIT_EXCEEDED naming memories[1].text", r.Status, r.Body)
+	}
+}
