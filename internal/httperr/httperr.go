@@ -236,6 +236,12 @@ func classify(err error) *Error {
 		case http.StatusRequestTimeout:
 			return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Retryable: true, RetryAfter: time.Second,
 				Message: "the request was not received in time; send it again"}
+		case http.StatusBadGateway:
+			// Fiber's name for a connection that failed while the request was read (a
+			// client gone mid-request, a reset at shutdown): no upstream and no fault of
+			// Loom's, so not a 500 logged as one.
+			return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Retryable: true, RetryAfter: time.Second,
+				Message: "the request was not received whole (its connection failed); send it again"}
 		case http.StatusBadRequest, http.StatusUnprocessableEntity:
 			return Validation("body", fiberErr.Message)
 		}
