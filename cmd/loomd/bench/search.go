@@ -31,7 +31,16 @@ const queryPool = 200
 // the bare ClickHouse vector scan of the same rows.
 func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 	res := searchResult()
-	run, err := r.newSearchRun(ctx)
+	chURL := ""
+	if r.t.OpenClickHouse != nil && !r.opts.SearchIndexOnly {
+		url, stop, err := r.t.OpenClickHouse(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		chURL = url
+	}
+	run, err := r.newSearchRun(ctx, chURL)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +95,9 @@ type searchRun struct {
 	scan    string
 }
 
-func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
+// newSearchRun prepares the scenario's queries and paths; chURL, when set, is the API
+// of the process that reads ClickHouse.
+func (r *runner) newSearchRun(ctx context.Context, chURL string) (*searchRun, error) {
 	run := &searchRun{queries: make([]string, queryPool), paths: []searchPath{{"index", r.api}}}
 	// The same queries every run, as the corpus is the same: two runs on one --dir
 	// (a base binary's and a new one's) search alike.
@@ -100,8 +111,8 @@ func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 	}
 	run.scan = fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, r.t.Process.CH.Caps.Dot("embedding"), searchTopK)
-	if r.t.ClickHouseURL != "" && !r.opts.SearchIndexOnly {
-		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
+	if chURL != "" {
+		chAPI, err := newClient(chURL, r.t.Token)
 		if err != nil {
 			return nil, err
 		}
