@@ -65,7 +65,8 @@ func searchResult() *ScenarioResult {
 		Notes: []string{"each namespace is loaded with memory.bulk_set in an append_only namespace (unjudged, which only speeds the load); " +
 			"queries are 4 words of the values' vocabulary, so the lexical legs find matches too",
 			"index: the process under test, LOOM_SEARCH_INDEX=memory (the default); ClickHouse: a second process on the same " +
-				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API",
+				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse, opened for this scenario; both answer the same requests " +
+				"through the same HTTP API",
 			"before a namespace is measured, the process's index has applied every revision of it and finished its graph builds " +
 				"(namespaces past LOOM_INDEX_GRAPH_MIN vectors get an HNSW graph, built in the background after the load): " +
 				"the figures are the built graph's, not the exact scan a search falls back to while it builds",
