@@ -163,9 +163,10 @@ func benchStores(ctx context.Context, cfg *config.Config, dir string) (stop func
 	}, stack.ClickHouse.PID(), nil
 }
 
-// benchTarget serves the process under test (every role) and, on the same stores, a
-// second one that answers the same searches from ClickHouse, so the search scenario
-// compares the two paths in one run; it makes the bench's token. stop stops both.
+// benchTarget serves the process under test (every role), makes the bench's token, and
+// can open, on the same stores, a second process that answers the same searches from
+// ClickHouse, so the search scenario compares the two paths in one run. stop stops the
+// process under test.
 func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, stop func(), err error) {
 	// The process under test traces into the lag scenario's hop recorder, unless the
 	// configuration sends its traces elsewhere.
@@ -176,20 +177,24 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		hops = bench.NewHops()
 		traced = append(traced, app.WithTracing(tracing.Recording(hops, hops.On)))
 	}
-	n, url, stopN, err := serveOnLoopback(ctx, cfg, traced...)
+	n, url, stop, err := serveOnLoopback(ctx, cfg, traced...)
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
-	chCfg := cfg
-	chCfg.Roles = config.Roles{config.RoleQuery}
-	chCfg.SearchIndex.Mode = config.SearchIndexClickHouse
-	chCfg.Boot.Migrate = false
-	_, chURL, stopCH, err := serveOnLoopback(ctx, chCfg)
-	if err != nil {
-		stopN()
-		return bench.Target{}, nil, fmt.Errorf("bench: the LOOM_SEARCH_INDEX=clickhouse process: %w", err)
+	// Opened by the search scenario for its run only: its own followers (the knowledge
+	// index's reads every record of the topic) would otherwise share the cores with
+	// every other scenario's load.
+	openClickHouse := func(ctx context.Context) (string, func(), error) {
+		chCfg := cfg
+		chCfg.Roles = config.Roles{config.RoleQuery}
+		chCfg.SearchIndex.Mode = config.SearchIndexClickHouse
+		chCfg.Boot.Migrate = false
+		_, chURL, stopCH, err := serveOnLoopback(ctx, chCfg)
+		if err != nil {
+			return "", nil, fmt.Errorf("bench: the LOOM_SEARCH_INDEX=clickhouse process: %w", err)
+		}
+		return chURL, stopCH, nil
 	}
-	stop = func() { stopCH(); stopN() }
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	token, _, err := n.Tokens.Create(tctx, auth.NewToken{Org: benchOrg, Role: auth.RoleAdmin, Name: "loomd bench"})
 	cancel()
@@ -205,7 +210,7 @@ func benchTarget(ctx context.Context, cfg config.Config) (target bench.Target, s
 		_, url, stop, err := serveOnLoopback(ctx, cfg, opts...)
 		return url, stop, err
 	}
-	return bench.Target{Process: n, URL: url, ClickHouseURL: chURL, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips, Hops: hops}, stop, nil
+	return bench.Target{Process: n, URL: url, OpenClickHouse: openClickHouse, Token: token, Org: benchOrg, OpenPeer: openPeer, RoundTrips: trips, Hops: hops}, stop, nil
 }
 
 // serveOnLoopback opens a process of cfg and serves its API on a loopback port until

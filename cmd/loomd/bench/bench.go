@@ -101,10 +101,10 @@ type Target struct {
 	URL     string // base URL of the process's API
 	Token   string // an admin token of Org
 	Org     string
-	// ClickHouseURL, when set, is the API of a second process on the same stores that
-	// serves search from ClickHouse (LOOM_SEARCH_INDEX=clickhouse): the search scenario
-	// measures both paths.
-	ClickHouseURL string
+	// OpenClickHouse, when set, serves a second process on the same stores that answers
+	// search from ClickHouse (LOOM_SEARCH_INDEX=clickhouse) until stop is called: the
+	// search scenario measures both paths.
+	OpenClickHouse func(ctx context.Context) (url string, stop func(), err error)
 	// OpenPeer serves another process of cfg on the same stores (the peers scenario's
 	// Loom, whose embedder is a scripted HTTP server) until stop is called; trips, when
 	// set, counts the round trips its pool sends Postgres.

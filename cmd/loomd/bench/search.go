@@ -31,7 +31,16 @@ const queryPool = 200
 // the bare ClickHouse vector scan of the same rows.
 func (r *runner) search(ctx context.Context) (*ScenarioResult, error) {
 	res := searchResult()
-	run, err := r.newSearchRun(ctx)
+	chURL := ""
+	if r.t.OpenClickHouse != nil && !r.opts.SearchIndexOnly {
+		url, stop, err := r.t.OpenClickHouse(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		chURL = url
+	}
+	run, err := r.newSearchRun(ctx, chURL)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +65,8 @@ func searchResult() *ScenarioResult {
 		Notes: []string{"each namespace is loaded with memory.bulk_set in an append_only namespace (unjudged, which only speeds the load); " +
 			"queries are 4 words of the values' vocabulary, so the lexical legs find matches too",
 			"index: the process under test, LOOM_SEARCH_INDEX=memory (the default); ClickHouse: a second process on the same " +
-				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse; both answer the same requests through the same HTTP API",
+				"stores with the query role and LOOM_SEARCH_INDEX=clickhouse, opened for this scenario; both answer the same requests " +
+				"through the same HTTP API",
 			"before a namespace is measured, the process's index has applied every revision of it and finished its graph builds " +
 				"(namespaces past LOOM_INDEX_GRAPH_MIN vectors get an HNSW graph, built in the background after the load): " +
 				"the figures are the built graph's, not the exact scan a search falls back to while it builds",
@@ -86,7 +96,9 @@ type searchRun struct {
 	scan    string
 }
 
-func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
+// newSearchRun prepares the scenario's queries and paths; chURL, when set, is the API
+// of the process that reads ClickHouse.
+func (r *runner) newSearchRun(ctx context.Context, chURL string) (*searchRun, error) {
 	run := &searchRun{queries: make([]string, queryPool), paths: []searchPath{{"index", r.api}}}
 	// The same queries every run, as the corpus is the same: two runs on one --dir
 	// (a base binary's and a new one's) search alike.
@@ -100,8 +112,8 @@ func (r *runner) newSearchRun(ctx context.Context) (*searchRun, error) {
 	}
 	run.scan = fmt.Sprintf(`SELECT memory_key, %s AS score FROM loom.memory_embeddings
 		PREWHERE org = ? AND namespace = ? ORDER BY score DESC LIMIT %d`, r.t.Process.CH.Caps.Dot("embedding"), searchTopK)
-	if r.t.ClickHouseURL != "" && !r.opts.SearchIndexOnly {
-		chAPI, err := newClient(r.t.ClickHouseURL, r.t.Token)
+	if chURL != "" {
+		chAPI, err := newClient(chURL, r.t.Token)
 		if err != nil {
 			return nil, err
 		}
