@@ -209,26 +209,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("signed in as %q; want org %s", got, org)
 	}
 
-	// The namespaces: the one written through the API, with its two memories, and
-	// not the other org's.
-	b.wait(`#namespaces tr[data-ns="` + ns + `"] a`)
-	b.shot("01b-namespaces")
-	if got := b.text(`#namespaces tr[data-ns="` + ns + `"] td:nth-child(2)`); got != "2" {
-		t.Errorf("the namespaces view counts %q memories in %s; want 2", got, ns)
-	}
-	if b.present(`#namespaces tr[data-ns="` + otherNS + `"]`) {
-		t.Errorf("the namespaces view lists the other org's namespace %s", otherNS)
-	}
-
-	// The list: the write is there, with its filters.
-	b.open("#/ns/" + ns + "?user_id=alice")
-	b.wait(`#memories tr[data-key="drink"]`)
-	b.shot("02-memories")
-	if row := b.text(`#memories tr[data-key="drink"]`); !strings.Contains(row, "green tea") || !strings.Contains(row, "preference") {
-		t.Errorf("the listed row reads %q; want its value and tag", row)
-	}
-	b.open("#/ns/" + ns + "?user_id=alice&tags=nothing-has-this")
-	b.wait("#empty")
+	checkListed(t, b, ns, otherNS)
 
 	// A revision, then the memory's page: the history holds both versions.
 	if r := admin.Put(t, ns, "drink", map[string]any{"value": "Alice drinks oolong tea every morning", "user_id": "alice"}); r.Status != http.StatusOK {
@@ -246,6 +227,50 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	b.shot("03-memory-history")
 
+	checkMemoryActions(t, b, admin, ns)
+
+	// A redaction of the first version: the timeline marks it and shows no value.
+	redact, _ := json.Marshal(map[string]any{"version": first.JSON(t)["version_text"], "user_id": "alice"})
+	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/drink:redact", redact); r.Status != http.StatusOK {
+		t.Fatalf("redact: %d %s", r.Status, r.Body)
+	}
+	b.open("#/ns/" + ns + "/m/drink?user_id=alice&after=redaction")
+	b.wait("#history li.redacted")
+	var marks []string
+	b.eval(`[...document.querySelectorAll('#history li')].map(li => li.className)`, &marks)
+	if len(marks) == 0 || marks[0] != "redacted" {
+		t.Errorf("the timeline's versions are marked %v; want the first redacted", marks)
+	}
+	if text := b.text("#history"); strings.Contains(text, "green tea") {
+		t.Errorf("the timeline still shows the redacted value: %s", text)
+	}
+	b.shot("06-memory-redacted")
+
+	checkSearchBars(t, b, admin, ns)
+	// Compared side by side with rrf.
+	b.open("#/ns/" + ns + "/search?q=what+tea+does+alice+drink&top_k=5&user_id=alice&compare=mode%3Arrf")
+	b.wait(`section.result[data-mode="rrf"] .hit .bar`)
+	b.shot("08-search-compare")
+
+	checkEntityGraph(t, b, admin, ns)
+
+	// Another org's namespace is not reachable by URL: the same name in this org
+	// holds nothing, and the other org's key is not found.
+	b.open("#/ns/" + otherNS + "/m/launch")
+	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
+	b.open("#/ns/" + otherNS)
+	b.wait("#empty")
+	if html := b.text("main"); strings.Contains(html, "7421") {
+		t.Errorf("the console showed the other org's memory: %s", html)
+	}
+
+	checkReader(t, b, reader, ns, otherNS)
+}
+
+// checkMemoryActions pins the memory "drink" from its page, cancels a Delete from the
+// keyboard, then deletes and restores it, each confirmed through the dialog.
+func checkMemoryActions(t *testing.T, b *browser, admin *testenv.Client, ns string) {
+	t.Helper()
 	// Pin it from the page, through the confirmation dialog: a third version, and the
 	// button turns to Unpin.
 	b.do(chromedp.Click(chromedp.CSS(`button[data-action="pin"]`)))
@@ -294,25 +319,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 	b.wait(`button[data-action="delete"]`)
 	b.wait("#value")
+}
 
-	// A redaction of the first version: the timeline marks it and shows no value.
-	redact, _ := json.Marshal(map[string]any{"version": first.JSON(t)["version_text"], "user_id": "alice"})
-	if r := admin.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories/drink:redact", redact); r.Status != http.StatusOK {
-		t.Fatalf("redact: %d %s", r.Status, r.Body)
-	}
-	b.open("#/ns/" + ns + "/m/drink?user_id=alice&after=redaction")
-	b.wait("#history li.redacted")
-	var marks []string
-	b.eval(`[...document.querySelectorAll('#history li')].map(li => li.className)`, &marks)
-	if len(marks) == 0 || marks[0] != "redacted" {
-		t.Errorf("the timeline's versions are marked %v; want the first redacted", marks)
-	}
-	if text := b.text("#history"); strings.Contains(text, "green tea") {
-		t.Errorf("the timeline still shows the redacted value: %s", text)
-	}
-	b.shot("06-memory-redacted")
-
-	// The search playground: each hit's leg bars carry the scores the API answers.
+// checkSearchBars opens the search playground: each hit's leg bars carry the scores the
+// API answers, and its gates are the API's.
+func checkSearchBars(t *testing.T, b *browser, admin *testenv.Client, ns string) {
+	t.Helper()
 	b.open("#/ns/" + ns + "/search?q=" + "what+tea+does+alice+drink" + "&top_k=5&user_id=alice")
 	b.wait(`.hit[data-key="drink"] .bar[data-leg="vector"]`)
 	b.wait(`#verdict [data-verdict]`)
@@ -363,13 +375,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	if len(gates) != len(answer.Explain.Gates) || len(gates) == 0 {
 		t.Errorf("the console shows the gates %v; the API answered %v", gates, answer.Explain.Gates)
 	}
-	// Compared side by side with rrf.
-	b.open("#/ns/" + ns + "/search?q=what+tea+does+alice+drink&top_k=5&user_id=alice&compare=mode%3Arrf")
-	b.wait(`section.result[data-mode="rrf"] .hit .bar`)
-	b.shot("08-search-compare")
+}
 
-	// The entity graph of a declared entity: the user lived in Paris, now in Lisbon (a
-	// single-valued relation: the newer value ends the older).
+// checkEntityGraph opens the entity graph of a declared entity: the user lived in Paris,
+// now in Lisbon (a single-valued relation: the newer value ends the older).
+func checkEntityGraph(t *testing.T, b *browser, admin *testenv.Client, ns string) {
+	t.Helper()
 	admin.Configure(t, ns, map[string]any{"relations": map[string]any{"lives_in": "single"}})
 	for _, city := range []string{"Paris", "Lisbon"} {
 		if r := admin.Put(t, ns, "home-"+strings.ToLower(city), map[string]any{"value": "I live in " + city,
@@ -391,18 +402,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	if nodes["lisbon"] != "true" || nodes["paris"] != "false" {
 		t.Errorf("the drawing's nodes read %v; want lisbon open and paris ended", nodes)
 	}
+}
 
-	// Another org's namespace is not reachable by URL: the same name in this org
-	// holds nothing, and the other org's key is not found.
-	b.open("#/ns/" + otherNS + "/m/launch")
-	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
-	b.open("#/ns/" + otherNS)
-	b.wait("#empty")
-	if html := b.text("main"); strings.Contains(html, "7421") {
-		t.Errorf("the console showed the other org's memory: %s", html)
-	}
-
-	// A reader: the page without a single write button, and no namespace beyond its own.
+// checkReader signs in as a reader of ns: the memory's page without a single write
+// button, and no namespace beyond its own.
+func checkReader(t *testing.T, b *browser, reader, ns, otherNS string) {
+	t.Helper()
 	b.signIn(reader)
 	b.wait(`#namespaces a`)
 	var listed []string
@@ -419,6 +424,32 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.open("#/ns/" + otherNS)
 	b.wait(`.error[data-error-code="RESOURCE_NOT_FOUND"]`)
 	b.shot("11-reader-other-namespace")
+}
+
+// checkListed reads the namespaces view (the namespace written through the API, with
+// its two memories, and not the other org's) and the memory list with its filters.
+func checkListed(t *testing.T, b *browser, ns, otherNS string) {
+	t.Helper()
+	// The namespaces: the one written through the API, with its two memories, and
+	// not the other org's.
+	b.wait(`#namespaces tr[data-ns="` + ns + `"] a`)
+	b.shot("01b-namespaces")
+	if got := b.text(`#namespaces tr[data-ns="` + ns + `"] td:nth-child(2)`); got != "2" {
+		t.Errorf("the namespaces view counts %q memories in %s; want 2", got, ns)
+	}
+	if b.present(`#namespaces tr[data-ns="` + otherNS + `"]`) {
+		t.Errorf("the namespaces view lists the other org's namespace %s", otherNS)
+	}
+
+	// The list: the write is there, with its filters.
+	b.open("#/ns/" + ns + "?user_id=alice")
+	b.wait(`#memories tr[data-key="drink"]`)
+	b.shot("02-memories")
+	if row := b.text(`#memories tr[data-key="drink"]`); !strings.Contains(row, "green tea") || !strings.Contains(row, "preference") {
+		t.Errorf("the listed row reads %q; want its value and tag", row)
+	}
+	b.open("#/ns/" + ns + "?user_id=alice&tags=nothing-has-this")
+	b.wait("#empty")
 }
 
 // The pages are public and strict: /console leads to /console/, which answers the page
