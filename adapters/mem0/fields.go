@@ -41,17 +41,13 @@ var bulkEntryField = regexp.MustCompile(`^entries\[(\d+)\]\.(\w+)$`)
 // messages the facade leaves out are counted).
 func addFields(msgs []textMessage) func(string) string {
 	return func(loomField string) string {
-		m := bulkEntryField.FindStringSubmatch(loomField)
-		if m == nil {
+		m, field, ok := keptMessage(bulkEntryField, loomField, msgs)
+		if !ok {
 			return ""
 		}
-		i, err := strconv.Atoi(m[1])
-		if err != nil || i >= len(msgs) {
-			return ""
-		}
-		switch m[2] {
+		switch field {
 		case "value":
-			return fmt.Sprintf("messages[%d].content", msgs[i].index)
+			return fmt.Sprintf("messages[%d].content", m.index)
 		case "valid_at":
 			return "timestamp"
 		case "valid_to":
@@ -79,14 +75,24 @@ var messageField = regexp.MustCompile(`^messages\[(\d+)\]\.(\w+)$`)
 // add's own: Loom's message i is msgs[i], the message at msgs[i].index of the request.
 func inferFields(msgs []textMessage) func(string) string {
 	return func(loomField string) string {
-		m := messageField.FindStringSubmatch(loomField)
-		if m == nil {
+		m, field, ok := keptMessage(messageField, loomField, msgs)
+		if !ok {
 			return ""
 		}
-		i, err := strconv.Atoi(m[1])
-		if err != nil || i >= len(msgs) {
-			return ""
-		}
-		return fmt.Sprintf("messages[%d].%s", msgs[i].index, m[2])
+		return fmt.Sprintf("messages[%d].%s", m.index, field)
 	}
+}
+
+// keptMessage reads a Loom field of the form list[i].field (pattern's two groups) as
+// the kept message i and its field; ok is false for another field or an i past msgs.
+func keptMessage(pattern *regexp.Regexp, loomField string, msgs []textMessage) (m textMessage, field string, ok bool) {
+	g := pattern.FindStringSubmatch(loomField)
+	if g == nil {
+		return textMessage{}, "", false
+	}
+	i, err := strconv.Atoi(g[1])
+	if err != nil || i >= len(msgs) {
+		return textMessage{}, "", false
+	}
+	return msgs[i], g[2], true
 }

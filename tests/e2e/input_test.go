@@ -136,10 +136,7 @@ func TestGzipSnapshotRestore(t *testing.T) {
 // (`namespace … has '%' at byte 3` for app_id "dev/shared"). Each is now the facade's
 // 400 VALIDATION_FAILED naming mem0's field, and nothing is written.
 func TestMem0StrictBodies(t *testing.T) {
-	n, url := env.SharedAPI(t)
-	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
-	c := &testenv.Client{URL: url, HTTP: testenv.NewClient(url, "").HTTP}
-	hdr := map[string]string{"Authorization": "Token " + token}
+	c, hdr := mem0Caller(t)
 	ns := testenv.Unique(t, "mem0strict")
 	add := func(user string) string {
 		return `{"messages": [{"role": "user", "content": "I live in Lisbon."}], "user_id": "` + user + `", "app_id": "` + ns + `", "infer": false}`
@@ -289,10 +286,7 @@ func TestMCPFraming(t *testing.T) {
 // status and code (mem0's client reads 422 as its ValidationError) and names the field
 // the mem0 request sent.
 func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
-	n, url := env.SharedAPI(t)
-	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
-	c := &testenv.Client{URL: url, HTTP: testenv.NewClient(url, "").HTTP}
-	hdr := map[string]string{"Authorization": "Token " + token}
+	c, hdr := mem0Caller(t)
 	ns := testenv.Unique(t, "mem0fields")
 	long := strings.Repeat("x", 20000)
 	refusal := func(r *testenv.Response) (code, field, message string) {
@@ -336,4 +330,12 @@ func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
 	if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "CHAR_LIMIT_EXCEEDED" || field != "memories[1].text" {
 		t.Errorf("mem0 batch update of a text over the limit: %d %s, want 422 CHAR_LIMIT_EXCEEDED naming memories[1].text", r.Status, r.Body)
 	}
+}
+
+// mem0Caller is a client of the shared API and the header a mem0 client sends: acme's
+// writer token as mem0's "Token" authorization.
+func mem0Caller(t *testing.T) (*testenv.Client, map[string]string) {
+	n, url := env.SharedAPI(t)
+	token := env.Token(t, n, auth.NewToken{Org: "acme", Role: auth.RoleWriter})
+	return &testenv.Client{URL: url, HTTP: testenv.NewClient(url, "").HTTP}, map[string]string{"Authorization": "Token " + token}
 }
