@@ -2,7 +2,6 @@ package query
 
 import (
 	"testing"
-	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,20 +14,6 @@ import (
 // changed under it and the namespace's calibration was read again.
 func TestACalibrationStaysCachedAfterTheRequestBufferIsReused(t *testing.T) {
 	c := newCalibrations(nil)
-	buf := []byte("notes-aa")
-	routeNS := unsafe.String(&buf[0], len(buf)) // what c.Params("ns") returns
-	b := &pgx.Batch{}
-	c.queueOf(b, calibrationKey{"acme", routeNS, "hash-v1-8"})
-	if len(b.QueuedQueries) != 1 {
-		t.Fatalf("a namespace never read queued %d reads, want 1", len(b.QueuedQueries))
-	}
-	if err := b.QueuedQueries[0].Fn(pgtest.NoRows{}); err != nil {
-		t.Fatal(err)
-	}
-	copy(buf, "notes-bb") // the next request, to another namespace, in the same buffer
-	again := &pgx.Batch{}
-	c.queueOf(again, calibrationKey{"acme", "notes-aa", "hash-v1-8"})
-	if len(again.QueuedQueries) != 0 {
-		t.Fatal("the namespace's calibration was read again: the cache lost it when the request's buffer was reused")
-	}
+	pgtest.ReadOnceAcrossBufferReuse(t, func(b *pgx.Batch, ns string) { c.queueOf(b, calibrationKey{"acme", ns, "hash-v1-8"}) },
+		"the namespace's calibration was read again: the cache lost it when the request's buffer was reused")
 }
