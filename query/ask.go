@@ -143,7 +143,7 @@ func (s *Service) askSearch(ctx context.Context, p auth.Principal, ns string, re
 		return nil, err
 	}
 	if s.model == nil || !s.model.Configured() {
-		return nil, llm.ErrNotConfigured
+		return nil, llm.NotConfigured(llm.PurposeAsk)
 	}
 	bill := llm.Bill{Org: p.Org, Namespace: ns, Purpose: llm.PurposeAsk}
 	b, err := s.model.Allowance(ctx, bill)

@@ -79,7 +79,7 @@ func (s *Service) synthesize(ctx context.Context, p auth.Principal, ns string, r
 		return nil, httperr.Validation("query", "query is required")
 	}
 	if s.model == nil || !s.model.Configured() {
-		return nil, llm.ErrNotConfigured
+		return nil, llm.NotConfigured(llm.PurposeAsk)
 	}
 	if req.Limit == 0 {
 		req.Limit = synthesizeDefaultLimit

@@ -242,14 +242,24 @@ func TestFromMessagesDropsDedupsAndForgets(t *testing.T) {
 	}
 }
 
-// Without a provider the route answers the 503 naming the settings to set.
-func TestFromMessagesWithoutAProvider(t *testing.T) {
+// Without a provider every route that calls a model answers the 503, and its message
+// says which settings to set.
+func TestModelRoutesWithoutAProvider(t *testing.T) {
 	n, url := env.API(t, func(c *config.Config) { c.LLM.BaseURL, c.LLM.Model = "", "" })
-	_ = n
 	c := testenv.NewClient(url, env.Token(t, n, auth.NewToken{Org: testenv.Unique(t, "org")}))
-	r := c.Do(t, http.MethodPost, "/v1/namespaces/x/memories:fromMessages", []byte(`{"messages":[{"role":"user","content":"I live in Rome"}]}`))
-	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "LLM_NOT_CONFIGURED" || !strings.Contains(string(r.Body), "LOOM_LLM_BASE_URL") {
-		t.Fatalf("%d %s", r.Status, r.Body)
+	for _, call := range []struct{ path, body string }{
+		{"/v1/namespaces/x/memories:fromMessages", `{"messages":[{"role":"user","content":"I live in Rome"}]}`},
+		{"/v1/namespaces/x/memories:ask", `{"query":"where do I live?"}`},
+		{"/v1/namespaces/x/knowledge:synthesize", `{"query":"where do I live?"}`},
+	} {
+		r := c.Do(t, http.MethodPost, call.path, []byte(call.body))
+		var e struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(r.Body, &e)
+		if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "LLM_NOT_CONFIGURED" || !strings.Contains(e.Error.Message, "LOOM_LLM_BASE_URL") {
+			t.Errorf("%s: %d %s", call.path, r.Status, r.Body)
+		}
 	}
 }
 
