@@ -3,6 +3,7 @@ package mem0
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -71,6 +72,9 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 	} else if infer && f.Infer != InferVerbatim {
 		return f.addInferred(ctx, c, ns, req, msgs)
 	}
+	if err := checkRoles(msgs); err != nil {
+		return nil, err
+	}
 	entry := client.BulkEntry{Identity: req.identity()}
 	if req.Timestamp != "" {
 		secs, err := strconv.ParseFloat(string(req.Timestamp), 64)
@@ -111,33 +115,23 @@ func (f *facade) add(ctx context.Context, c *call) (any, error) {
 // neighbours; each result names its message's turn as data.loom_turn_id. It runs after
 // the memories' commit, which a failed add leaves with nothing kept to retry over; a
 // failure here leaves the memories, each of which holds its message verbatim, and the
-// results name no turn. Messages of a role the record does not take are not kept.
+// results name no turn.
 func keepTurns(ctx context.Context, c *call, ns string, req addRequest, msgs []textMessage, at time.Time, ans *addAnswer) {
 	in := client.ObserveRequest{Identity: req.identity()}
-	var kept []int
-	for i, m := range msgs {
-		switch m.role {
-		case "user", "assistant", "system", "tool":
-		default:
-			continue
-		}
+	for _, m := range msgs {
 		t := client.ObservedTurn{Role: m.role, Content: m.text}
 		if !at.IsZero() {
 			t.At = &at
 		}
 		in.Turns = append(in.Turns, t)
-		kept = append(kept, i)
-	}
-	if len(in.Turns) == 0 {
-		return
 	}
 	o, err := c.loom.Observe(ctx, ns, in)
-	if err != nil || len(o.Turns) != len(kept) {
+	if err != nil || len(o.Turns) != len(msgs) {
 		return
 	}
 	turnOf := map[string]string{}
-	for j, i := range kept {
-		turnOf[msgs[i].text] = o.Turns[j].TurnID
+	for i, m := range msgs {
+		turnOf[m.text] = o.Turns[i].TurnID
 	}
 	for i := range ans.Results {
 		r := &ans.Results[i]
@@ -145,6 +139,21 @@ func keepTurns(ctx context.Context, c *call, ns string, req addRequest, msgs []t
 			r.Data["loom_turn_id"] = id
 		}
 	}
+}
+
+// transcriptRoles are the roles Loom's record of a conversation takes
+// (memory.observe, memory.set_from_messages). A verbatim add refuses the others as an
+// inferred one does, so the same messages are refused whatever infer says.
+var transcriptRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true}
+
+func checkRoles(msgs []textMessage) error {
+	for _, m := range msgs {
+		if !transcriptRoles[m.role] {
+			field := fmt.Sprintf("messages[%d].role", m.index)
+			return &httpError{http.StatusUnprocessableEntity, "VALIDATION_FAILED", field + " role must be user, assistant, system or tool", field}
+		}
+	}
+	return nil
 }
 
 // textMessage is a message the facade keeps, and its index in the request's list (the

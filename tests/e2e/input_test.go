@@ -305,12 +305,15 @@ func TestMem0NamesItsFieldsInLoomsRefusals(t *testing.T) {
 	}
 
 	// An inferred add: Loom's memory.set_from_messages counted the messages the facade
-	// kept, and named the request's second message messages[0].
-	body, _ = json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": ""},
-		{"role": "developer", "content": "I live in Lisbon."}}, "user_id": "alice", "app_id": ns})
-	r = c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
-	if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "VALIDATION_FAILED" || field != "messages[1].role" {
-		t.Errorf("mem0 inferred add of a role Loom refuses: %d %s, want 422 VALIDATION_FAILED naming messages[1].role", r.Status, r.Body)
+	// kept, and named the request's second message messages[0]. A verbatim add refuses
+	// the same role (it stored it).
+	for _, infer := range []bool{true, false} {
+		body, _ = json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": ""},
+			{"role": "developer", "content": "I live in Lisbon."}}, "user_id": "alice", "app_id": ns, "infer": infer})
+		r = c.DoHeaders(t, http.MethodPost, "/mem0/v3/memories/add/", body, hdr)
+		if code, field, _ := refusal(r); r.Status != http.StatusUnprocessableEntity || code != "VALIDATION_FAILED" || field != "messages[1].role" {
+			t.Errorf("mem0 add (infer %v) of a role Loom refuses: %d %s, want 422 VALIDATION_FAILED naming messages[1].role", infer, r.Status, r.Body)
+		}
 	}
 
 	body, _ = json.Marshal(map[string]any{"messages": "I drink green tea", "user_id": "alice", "app_id": ns, "infer": false})
