@@ -97,6 +97,16 @@ func (s *Service) queueJudgingCalibration(b *pgx.Batch, org, ns string) {
 	})
 }
 
+// judgingHeld reports whether a round needs no read of a namespace's thresholds: the
+// process holds them, or judges without them.
+func (s *Service) judgingHeld(org, ns string) bool {
+	if !s.cfg.ConflictCalibration.Enabled || s.embedder == nil {
+		return true
+	}
+	_, ok := s.judging.Get(judgingKey{org, ns, s.embedder.Model()})
+	return ok
+}
+
 // judgingOf is a namespace's recorded thresholds as the process holds them.
 func (s *Service) judgingOf(org, ns string) judgingCalibration {
 	if !s.cfg.ConflictCalibration.Enabled || s.embedder == nil {

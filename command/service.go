@@ -87,6 +87,8 @@ type Service struct {
 	policies        policyCache
 	// judging keeps the namespaces' calibrated thresholds (conflict_calibration.go).
 	judging *judgingCalibrations
+	// recent are the keys the process committed last (set_1_predict.go).
+	recent *recentKeys
 	// userRefs are the orgs' keys the topic names users by (events.UserRef).
 	userRefs *userref.Keys
 	kek      *kek.Ring // what stored data keys are wrapped under (WithKeys)
@@ -161,7 +163,7 @@ func New(cfg config.Command, pipe config.Pipeline, pool *pgxpool.Pool, conn *ch.
 	reg *metrics.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		cfg: settings{Command: cfg, Pipeline: pipe}, pool: pool, ch: conn, embedder: embedder, log: log, now: time.Now,
-		vectors: newVectorCache(), policies: newPolicyCache(), judging: newJudgingCalibrations(), userRefs: userref.New(pool, nil), tracer: tracing.Tracer(nil),
+		vectors: newVectorCache(), policies: newPolicyCache(), judging: newJudgingCalibrations(), recent: newRecentKeys(), userRefs: userref.New(pool, nil), tracer: tracing.Tracer(nil),
 		writes:  reg.Counter("loom_writes_total", "Write operations by operation and outcome.", "op", "outcome"),
 		latency: reg.Histogram("loom_write_seconds", "Write latency by operation.", nil, "op"),
 		commits: reg.Counter("loom_admission_commits_total", "Commits of judged writes by outcome: committed, "+

@@ -143,6 +143,8 @@ type setWrite struct {
 	// requireProposal: the write accepts the key's live proposal, and nothing else
 	// (memory.proposal_decide).
 	requireProposal bool
+	// readHeads: a round on predicted heads did not commit; every round reads them.
+	readHeads bool
 }
 
 // set is memory.set: it writes a new version of the key's value, as the admission
@@ -183,17 +185,36 @@ func (s *Service) runSet(ctx context.Context, w *setWrite) (*setAnswer, error) {
 
 // setRound reads the policy and the key's heads as they are now, runs the admission
 // rules over them and commits. It answers, fails, or returns the seq the next round's
-// gap check starts after.
+// gap check starts after. A write of a key this process knows of no head for first
+// runs without the read, on what it predicts (set_1_predict.go); unless that commits,
+// the round runs again on what it reads.
 func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*setAnswer, int64, error) {
-	now := s.now()
+	if st := s.predictRound(w, gapFrom); st != nil {
+		ans, next, err := s.judgeRound(ctx, w, gapFrom, st)
+		if !errors.Is(err, errUnpredicted) && (ans != nil || err != nil) {
+			return ans, next, err
+		}
+		w.readHeads = true
+		gapFrom = max(gapFrom, next)
+	}
 	st, err := s.readRound(ctx, w.id.Org, w.id.Namespace, []string{w.id.MemoryKey}, nil, nil, true)
 	if err != nil {
 		return nil, 0, httperr.Store("reading the namespace policy and the key's heads", err)
 	}
+	return s.judgeRound(ctx, w, gapFrom, st)
+}
+
+// judgeRound runs the admission rules over a round's state and commits.
+func (s *Service) judgeRound(ctx context.Context, w *setWrite, gapFrom int64, st *roundState) (*setAnswer, int64, error) {
+	now := s.now()
 	gapFrom = max(gapFrom, st.capture)
 	// An answer that commits nothing stands on the namespace's current policy only;
-	// else another round reads it.
+	// else another round reads it. Nor on predicted heads: the commit did not check
+	// them, so the round runs again on the heads it reads.
 	uncommitted := func(ans *setAnswer, err error) (*setAnswer, int64, error) {
+		if st.predicted {
+			return nil, gapFrom, errUnpredicted
+		}
 		if ok, serr := s.policyStands(ctx, w.id.Org, w.id.Namespace, st); serr != nil || !ok {
 			return nil, gapFrom, serr
 		}
@@ -230,7 +251,7 @@ func (s *Service) setRound(ctx context.Context, w *setWrite, gapFrom int64) (*se
 	}
 	rows, superseded := writeJudgedRows(w.op, e, rules.conflictPolicy(), now)
 	plan := &commitPlan{org: w.id.Org, namespace: w.id.Namespace, rows: rows, requestID: w.requestID,
-		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: w.hold}
+		policyGeneration: st.policy.generation, gapFrom: gapFrom, idem: w.hold, keyHeads: keyHeadsOf(w.id.MemoryKey, e.keyHeads)}
 	if e.seeksPeers(rules.conflictPolicy()) {
 		plan.gapCheck = s.gapCheck(e.peerQuery(), w.sha, e.v.peersJudged(), e.threshold)
 	}

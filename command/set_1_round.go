@@ -64,6 +64,9 @@ type roundState struct {
 	policyCached bool
 	// judging is the namespace's calibrated thresholds (conflict_calibration.go).
 	judging judgingCalibration
+	// predicted: nothing was read; the key is taken to have no head under any
+	// identity, which the commit checks under its lock (predictRound).
+	predicted bool
 }
 
 // readRound reads a round's state. cachedPolicy lets it take the namespace's policy

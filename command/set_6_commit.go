@@ -128,6 +128,9 @@ type commitPlan struct {
 	// it are handed to gapCheck under the generation lock. nil gapCheck: no check.
 	gapFrom  int64
 	gapCheck func(gap []gapRevision) error
+	// keyHeads, when set, are the heads of the write's key under every identity its
+	// verdict was reached on (set_5_key_heads.go).
+	keyHeads *keyHeadsCheck
 	// idem is the request's Idempotency-Key hold: the commit marks it committed, or
 	// stores answer's answer, done, when the plan has one.
 	idem *idempotency.Hold
@@ -288,6 +291,10 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
+		keyHeads, err := queueKeyHeads(b, plans, refKey)
+		if err != nil {
+			return nil, fmt.Errorf("name the plans' keys by reference: %w", err)
+		}
 		held := make([]bool, len(plans)) // each plan's Idempotency-Key row, locked under its token
 		for i, p := range plans {
 			idempotency.QueueLock(b, p.idem, &held[i])
@@ -301,13 +308,13 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		}
 		next := lastSeq - drawn + 1 // the seq the next admitted row takes
 		var before []gapRevision
-		written := map[string]bool{}
+		written, writtenKeys := map[string]bool{}, map[string]bool{}
 		var admitted []*commitPlan
 		off := 0
 		for i, p := range plans {
 			st := planState{policyGen: policyGen, namespaceDeleted: *deleted, firstSeq: next, gap: gap.of(p.gapFrom, before),
 				linkedErased: gap.linkedErased[i], held: held[i], locked: locked[off : off+len(p.rows)], lockedSeqs: lockedSeqs[off : off+len(p.rows)],
-				written: written}
+				written: written, writtenKeys: writtenKeys, keyHeads: keyHeads[i]}
 			off += len(p.rows)
 			if err := s.checkPlan(ctx, tx, p, st); err != nil {
 				if alone {
@@ -327,6 +334,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	if err == nil {
 		s.relayWake.Queued()
 		keys.Keep()
+		s.rememberCommitted(plans, errs)
 	}
 	switch {
 	case alone:
@@ -433,6 +441,7 @@ func stampRows(p *commitPlan, st planState, now time.Time, next int64, before *[
 		r.Seq = next
 		next++
 		st.written[heads.IdentityKey(r.Identity)] = true
+		st.writtenKeys[r.MemoryKey] = true
 		*before = append(*before, gapRevision{seq: r.Seq, row: r})
 	}
 	return next
@@ -490,6 +499,8 @@ type planState struct {
 	locked           []int64         // the versions of the plan's rows' heads, as locked
 	lockedSeqs       []int64         // and their seqs
 	written          map[string]bool // identities the plans before it write
+	writtenKeys      map[string]bool // and their keys
+	keyHeads         []int64         // the seqs of the heads of the plan's key (keyHeads), ascending
 }
 
 // checkPlan checks a plan as its own commit would: its policy generation, its gap
@@ -551,7 +562,24 @@ func (s *Service) checkPlan(ctx context.Context, tx pgx.Tx, plan *commitPlan, st
 			return errHeadMoved
 		}
 	}
+	// After the rows' own heads: an erased own head answers errErased.
+	if plan.keyHeads != nil && !plan.keyHeads.holds(st.keyHeads, st.writtenKeys) {
+		return errHeadMoved
+	}
 	return nil
+}
+
+// rememberCommitted tells the process's recent keys (predictRound) the keys of the
+// plans a commit wrote.
+func (s *Service) rememberCommitted(plans []*commitPlan, errs []error) {
+	for i, p := range plans {
+		if errs[i] != nil {
+			continue
+		}
+		for _, pr := range p.rows {
+			s.recent.add(p.org, p.namespace, pr.row.MemoryKey)
+		}
+	}
 }
 
 // queueHeadLocks queues a lock of every row's head, in identity order, in one

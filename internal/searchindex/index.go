@@ -197,6 +197,20 @@ func (x *Index) Held(sp Space) bool {
 	return s.held
 }
 
+// HoldsKey reports whether the index holds a document of the key, under any identity,
+// in the namespace (as far as its position): a write of a key it holds none of is
+// likely a new key's.
+func (x *Index) HoldsKey(sp Space, key string) bool {
+	s := x.space(sp, false)
+	if s == nil {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.byKey.head(s.docs, key)
+	return ok
+}
+
 // Search runs the vector, chunk, lexical and key legs of q over the namespace and
 // returns their hits with the position they read at.
 func (x *Index) Search(sp Space, q Query) (Legs, int64, error) {
