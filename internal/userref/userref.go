@@ -1,10 +1,13 @@
 // Package userref holds each org's user reference key: the HMAC key under which the
 // topic's plain fields name a user (events.UserRef) instead of carrying the user id.
 // The key is made on an org's first write and kept in loom.user_ref_keys, wrapped under
-// the deployment's KEK (internal/kek); it never changes, so a process caches it
-// unwrapped. The org's name wrap key (loom.name_wrap_keys, migration 158), which wraps
-// its users' name keys, is made beside it; that one is replaced at a KEK rotation
-// (internal/atrest) and read only in SQL.
+// the deployment's KEK (internal/kek). Each key has a generation (migration 181): a
+// rotation replaces the current key and keeps the one it replaced as retired while it
+// rewrites the org's references, so a process caches the keys unwrapped and reads their
+// generation again once its copy is older than generationTTL. The org's name wrap key
+// (loom.name_wrap_keys, migration 158), which wraps its users' name keys, is made
+// beside it; that one is replaced at a KEK rotation (internal/atrest) and read only in
+// SQL.
 package userref
 
 import (
@@ -12,6 +15,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,70 +23,176 @@ import (
 	"github.com/loomplane/loom/internal/kek"
 )
 
+// generationTTL bounds how long a process names an org's rows under a key it cached
+// without reading the key's generation again: a rotation's swap reaches every process
+// within it. A read of the generation is one indexed row a second per org, so the
+// write path pays nothing measurable for it, where a LISTEN would hold a connection
+// per Keys (there are several a process) and still need this bound for a
+// notification lost on a connection not yet found dead.
+const generationTTL = time.Second
+
+// Generation is one of an org's user reference keys, unwrapped, with its generation.
+type Generation struct {
+	Gen int
+	Key []byte
+}
+
+// orgKeys is what a process holds of one org's keys.
+type orgKeys struct {
+	current Generation
+	retired *Generation // the key a running rotation replaces; nil while none runs
+	readAt  time.Time   // when the generation was last read
+}
+
 // Keys reads and makes the orgs' user reference keys.
 type Keys struct {
 	pool *pgxpool.Pool
 	ring *kek.Ring // nil: kept unwrapped
 	mu   sync.Mutex
-	keys map[string][]byte
+	keys map[string]orgKeys
 }
 
 // New returns the keys kept in pool's database, wrapped under ring.
 func New(pool *pgxpool.Pool, ring *kek.Ring) *Keys {
-	return &Keys{pool: pool, ring: ring, keys: map[string][]byte{}}
+	return &Keys{pool: pool, ring: ring, keys: map[string]orgKeys{}}
 }
 
-// Key returns org's key, making it on the org's first call in the deployment.
+// Key returns org's current key, making it on the org's first call in the deployment.
 func (k *Keys) Key(ctx context.Context, org string) ([]byte, error) {
-	k.mu.Lock()
-	key, ok := k.keys[org]
-	k.mu.Unlock()
-	if ok {
-		return key, nil
-	}
-	fresh := make([]byte, events.UserRefKeySize)
-	var err error
-	if _, err = rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
-	}
-	stored := fresh
-	if k.ring != nil {
-		if stored, err = k.ring.Wrap(fresh); err != nil {
-			return nil, err
-		}
-	}
-	// The org's name wrap key is made with it (an org made before migration 158 gets
-	// one here or from the at-rest pass, whichever comes first).
-	_, wrapKey, err := kek.NewKey(k.ring)
-	if err != nil {
-		return nil, fmt.Errorf("make the name wrap key of %s: %w", org, err)
-	}
-	// Whichever process inserts first wins; every one reads the key that won (a second
-	// read when the winner committed after this statement's snapshot).
-	if _, err := k.pool.Exec(ctx, `WITH ref AS (INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING)
-		INSERT INTO loom.name_wrap_keys (org, gen, key) VALUES ($1, 1, $3) ON CONFLICT (org) DO NOTHING`,
-		org, stored, wrapKey); err != nil {
-		return nil, fmt.Errorf("make the user reference key of %s: %w", org, err)
-	}
-	if err := k.pool.QueryRow(ctx, `SELECT key FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&stored); err != nil {
-		return nil, fmt.Errorf("read the user reference key of %s: %w", org, err)
-	}
-	if key, err = k.unwrap(stored); err != nil {
-		return nil, fmt.Errorf("open the user reference key of %s: %w", org, err)
-	}
-	k.mu.Lock()
-	k.keys[org] = key
-	k.mu.Unlock()
-	return key, nil
+	g, err := k.Current(ctx, org)
+	return g.Key, err
 }
 
-// Ref is userID's reference in org (events.UserRef).
+// Current returns org's current key and its generation, making the key on the org's
+// first call in the deployment.
+func (k *Keys) Current(ctx context.Context, org string) (Generation, error) {
+	o, err := k.org(ctx, org)
+	return o.current, err
+}
+
+// Live returns org's keys a lookup by clear value must match: the current one first,
+// then the retired one while a rotation runs.
+func (k *Keys) Live(ctx context.Context, org string) ([]Generation, error) {
+	o, err := k.org(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	if o.retired == nil {
+		return []Generation{o.current}, nil
+	}
+	return []Generation{o.current, *o.retired}, nil
+}
+
+// Ref is userID's reference in org (events.UserRef) under the current key.
 func (k *Keys) Ref(ctx context.Context, org, userID string) (string, error) {
 	key, err := k.Key(ctx, org)
 	if err != nil {
 		return "", err
 	}
 	return events.UserRef(key, userID)
+}
+
+// org returns what the process holds of org's keys, reading their generation again
+// when that is older than generationTTL, and the keys when it changed.
+func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
+	k.mu.Lock()
+	o, ok := k.keys[org]
+	k.mu.Unlock()
+	now := time.Now()
+	if ok && now.Sub(o.readAt) < generationTTL {
+		return o, nil
+	}
+	if ok {
+		same, err := k.sameGeneration(ctx, org, o)
+		if err != nil {
+			return orgKeys{}, err
+		}
+		if same {
+			o.readAt = now
+			k.keep(org, o)
+			return o, nil
+		}
+	} else if err := k.make(ctx, org); err != nil {
+		return orgKeys{}, err
+	}
+	o, err := k.read(ctx, org)
+	if err != nil {
+		return orgKeys{}, err
+	}
+	o.readAt = now
+	k.keep(org, o)
+	return o, nil
+}
+
+func (k *Keys) keep(org string, o orgKeys) {
+	k.mu.Lock()
+	k.keys[org] = o
+	k.mu.Unlock()
+}
+
+// sameGeneration reports whether org's stored generations are still o's.
+func (k *Keys) sameGeneration(ctx context.Context, org string, o orgKeys) (bool, error) {
+	var gen int
+	var retired *int
+	if err := k.pool.QueryRow(ctx, `SELECT gen, retired_gen FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&gen, &retired); err != nil {
+		return false, fmt.Errorf("read the generation of the user reference key of %s: %w", org, err)
+	}
+	if gen != o.current.Gen || (retired == nil) != (o.retired == nil) {
+		return false, nil
+	}
+	return retired == nil || *retired == o.retired.Gen, nil
+}
+
+// make stores a fresh key for org unless it has one.
+func (k *Keys) make(ctx context.Context, org string) error {
+	fresh := make([]byte, events.UserRefKeySize)
+	if _, err := rand.Read(fresh); err != nil {
+		return fmt.Errorf("make the user reference key of %s: %w", org, err)
+	}
+	stored := fresh
+	var err error
+	if k.ring != nil {
+		if stored, err = k.ring.Wrap(fresh); err != nil {
+			return err
+		}
+	}
+	// The org's name wrap key is made with it (an org made before migration 158 gets
+	// one here or from the at-rest pass, whichever comes first).
+	_, wrapKey, err := kek.NewKey(k.ring)
+	if err != nil {
+		return fmt.Errorf("make the name wrap key of %s: %w", org, err)
+	}
+	// Whichever process inserts first wins; every one reads the key that won (a second
+	// read when the winner committed after this statement's snapshot).
+	if _, err := k.pool.Exec(ctx, `WITH ref AS (INSERT INTO loom.user_ref_keys (org, key) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING)
+		INSERT INTO loom.name_wrap_keys (org, gen, key) VALUES ($1, 1, $3) ON CONFLICT (org) DO NOTHING`,
+		org, stored, wrapKey); err != nil {
+		return fmt.Errorf("make the user reference key of %s: %w", org, err)
+	}
+	return nil
+}
+
+// read reads and opens org's stored keys.
+func (k *Keys) read(ctx context.Context, org string) (orgKeys, error) {
+	var o orgKeys
+	var stored, retired []byte
+	var retiredGen *int
+	if err := k.pool.QueryRow(ctx, `SELECT gen, key, retired_gen, retired FROM loom.user_ref_keys WHERE org = $1`, org).
+		Scan(&o.current.Gen, &stored, &retiredGen, &retired); err != nil {
+		return o, fmt.Errorf("read the user reference key of %s: %w", org, err)
+	}
+	var err error
+	if o.current.Key, err = k.unwrap(stored); err != nil {
+		return o, fmt.Errorf("open the user reference key of %s: %w", org, err)
+	}
+	if retiredGen != nil {
+		r := Generation{Gen: *retiredGen}
+		if r.Key, err = k.unwrap(retired); err != nil {
+			return o, fmt.Errorf("open the retired user reference key of %s: %w", org, err)
+		}
+		o.retired = &r
+	}
+	return o, nil
 }
 
 // unwrap opens a stored key; one stored before LOOM_KEK is used as it is.
