@@ -92,6 +92,17 @@ func (k *Keys) Ref(ctx context.Context, org, userID string) (string, error) {
 	return events.UserRef(key, userID)
 }
 
+// CurrentRef is userID's reference in org under the current key, and that key's
+// generation: what a record naming the user carries (and its ce_loomrefgen).
+func (k *Keys) CurrentRef(ctx context.Context, org, userID string) (string, int, error) {
+	g, err := k.Current(ctx, org)
+	if err != nil {
+		return "", 0, err
+	}
+	ref, err := events.UserRef(g.Key, userID)
+	return ref, g.Gen, err
+}
+
 // org returns what the process holds of org's keys, reading their generation again
 // when that is older than generationTTL, and the keys when it changed.
 func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
