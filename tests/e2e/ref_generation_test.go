@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,45 @@ func TestRotateRefKeyRecordsNameTheirGeneration(t *testing.T) {
 			t.Errorf("record of seq %d: %s %q, user_ref %s; want %q, %s", e.Seq, events.HeaderRefGeneration, gen, e.Revision.UserRef, w[0], w[1])
 		}
 	}
+}
+
+// While a rotation runs, the reads by clear value find the rows named under the retired
+// key as well as those under the current one: memory.get of a key written before the
+// rotation and of one written after it, memory.list and memory.search naming the user.
+// (On the branch before migration 182, the get of the key written before answered 404:
+// its head's columns hold the retired key's references.)
+func TestRotateRefKeyReadsFindRowsOfBothGenerations(t *testing.T) {
+	_, c, org := env.OrgAPI(t, nil)
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "refgen")
+	values := map[string]string{"before": "tea written under the first key", "after": "tea written under the second key"}
+	if r := c.Put(t, ns, "before", map[string]any{"value": values["before"], "user_id": "alice"}); r.Status != 200 {
+		t.Fatalf("write before the rotation: %d %s", r.Status, r.Body)
+	}
+	rotateRefKey(t, pool, org)
+	if r := c.Put(t, ns, "after", map[string]any{"value": values["after"], "user_id": "alice"}); r.Status != 200 {
+		t.Fatalf("write after the rotation: %d %s", r.Status, r.Body)
+	}
+	if n := testenv.Int(t, pool, `SELECT count(DISTINCT user_id) FROM loom.memory_current WHERE org = $1 AND namespace = $2`, org, ns); n != 2 {
+		t.Fatalf("alice's heads hold %d references, want 2 (one a generation)", n)
+	}
+	if n := testenv.Int(t, pool, `SELECT cardinality(loom.user_refs($1, 'alice'))`, org); n != 2 {
+		t.Fatalf("loom.user_refs answers %d references of alice, want 2", n)
+	}
+	for key, value := range values {
+		r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id=alice", nil)
+		if r.Status != 200 || r.JSON(t)["value"] != value {
+			t.Errorf("get of %s during the rotation: %d %s", key, r.Status, r.Body)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "list and search naming alice answer both keys", func() bool {
+		list := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories?user_id=alice", nil)
+		search := c.Do(t, http.MethodPost, "/v1/namespaces/"+ns+"/memories:search", []byte(`{"query": "tea written under the key", "user_id": "alice", "top_k": 10}`))
+		for _, r := range []*testenv.Response{list, search} {
+			if r.Status != 200 || !strings.Contains(string(r.Body), values["before"]) || !strings.Contains(string(r.Body), values["after"]) {
+				return false
+			}
+		}
+		return true
+	})
 }
