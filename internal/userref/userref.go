@@ -4,7 +4,8 @@
 // the deployment's KEK (internal/kek). Each key has a generation (migration 181): a
 // rotation replaces the current key and keeps the one it replaced as retired while it
 // rewrites the org's references, so a process caches the keys unwrapped and reads their
-// generation again once its copy is older than generationTTL. The org's name wrap key
+// generation again (beside the request, in the background) once its copy is older than
+// generationTTL. The org's name wrap key
 // (loom.name_wrap_keys, migration 158), which wraps its users' name keys, is made
 // beside it; that one is replaced at a KEK rotation (internal/atrest) and read only in
 // SQL.
@@ -25,11 +26,20 @@ import (
 
 // generationTTL bounds how long a process names an org's rows under a key it cached
 // without reading the key's generation again: a rotation's swap reaches every process
-// within it. A read of the generation is one indexed row a second per org, so the
-// write path pays nothing measurable for it, where a LISTEN would hold a connection
-// per Keys (there are several a process) and still need this bound for a
-// notification lost on a connection not yet found dead.
+// within it (and the read's own time). The read runs beside the request that found the
+// copy stale, which goes on with the copy, so the write path pays no round trip for it;
+// a LISTEN would hold a connection per Keys (several a process) and still need this
+// bound for a notification lost on a connection not yet found dead.
 const generationTTL = time.Second
+
+// staleLimit is how old a copy may grow while its background reads fail (Postgres
+// down, a retired key this process cannot open): past it a caller reads the
+// generation itself and answers the error, rather than name rows under a key a
+// rotation may have replaced.
+const staleLimit = 10 * generationTTL
+
+// refreshTimeout bounds a background read of an org's generation.
+const refreshTimeout = 5 * time.Second
 
 // Generation is one of an org's user reference keys, unwrapped, with its generation.
 type Generation struct {
@@ -46,15 +56,16 @@ type orgKeys struct {
 
 // Keys reads and makes the orgs' user reference keys.
 type Keys struct {
-	pool *pgxpool.Pool
-	ring *kek.Ring // nil: kept unwrapped
-	mu   sync.Mutex
-	keys map[string]orgKeys
+	pool       *pgxpool.Pool
+	ring       *kek.Ring // nil: kept unwrapped
+	mu         sync.Mutex
+	keys       map[string]orgKeys
+	refreshing map[string]bool // the orgs whose generation a background read is reading
 }
 
 // New returns the keys kept in pool's database, wrapped under ring.
 func New(pool *pgxpool.Pool, ring *kek.Ring) *Keys {
-	return &Keys{pool: pool, ring: ring, keys: map[string]orgKeys{}}
+	return &Keys{pool: pool, ring: ring, keys: map[string]orgKeys{}, refreshing: map[string]bool{}}
 }
 
 // Key returns org's current key, making it on the org's first call in the deployment.
@@ -103,17 +114,51 @@ func (k *Keys) CurrentRef(ctx context.Context, org, userID string) (string, int,
 	return ref, g.Gen, err
 }
 
-// org returns what the process holds of org's keys, reading their generation again
-// when that is older than generationTTL, and the keys when it changed.
+// org returns what the process holds of org's keys. A copy older than generationTTL
+// is answered while a background read checks its generation (refresh); one older than
+// staleLimit, or none, is read here.
 func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
+	now := time.Now()
 	k.mu.Lock()
 	o, ok := k.keys[org]
+	age := now.Sub(o.readAt)
+	start := ok && age >= generationTTL && age < staleLimit && !k.refreshing[org]
+	if start {
+		k.refreshing[org] = true
+	}
 	k.mu.Unlock()
-	now := time.Now()
-	if ok && now.Sub(o.readAt) < generationTTL {
+	if ok && age < staleLimit {
+		if start {
+			go k.refresh(org, o)
+		}
 		return o, nil
 	}
 	if ok {
+		return k.reread(ctx, org, o)
+	}
+	if err := k.make(ctx, org); err != nil {
+		return orgKeys{}, err
+	}
+	return k.reread(ctx, org, orgKeys{})
+}
+
+// refresh reads org's generation again beside the request that found o stale; on an
+// error the copy stays, and a later call tries again (or, past staleLimit, fails).
+// Its context is its own: the read is no request's work (nor in its trace).
+func (k *Keys) refresh(org string, o orgKeys) {
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	defer cancel()
+	_, _ = k.reread(ctx, org, o)
+	k.mu.Lock()
+	delete(k.refreshing, org)
+	k.mu.Unlock()
+}
+
+// reread reads org's generation and keeps o stamped as read now when it is still o's,
+// else reads the keys and keeps them. o's zero value (no copy) always reads the keys.
+func (k *Keys) reread(ctx context.Context, org string, o orgKeys) (orgKeys, error) {
+	now := time.Now()
+	if o.current.Key != nil {
 		same, err := k.sameGeneration(ctx, org, o)
 		if err != nil {
 			return orgKeys{}, err
@@ -123,8 +168,6 @@ func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
 			k.keep(org, o)
 			return o, nil
 		}
-	} else if err := k.make(ctx, org); err != nil {
-		return orgKeys{}, err
 	}
 	o, err := k.read(ctx, org)
 	if err != nil {
@@ -135,9 +178,13 @@ func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
 	return o, nil
 }
 
+// keep keeps o as org's copy unless a copy read later is kept already (a slow
+// background read must not put back what a rotation replaced).
 func (k *Keys) keep(org string, o orgKeys) {
 	k.mu.Lock()
-	k.keys[org] = o
+	if cur, ok := k.keys[org]; !ok || !cur.readAt.After(o.readAt) {
+		k.keys[org] = o
+	}
 	k.mu.Unlock()
 }
 

@@ -12,9 +12,9 @@
 -- it was wrapped under, or a reference kept in a dead tuple, the WAL or a backup would
 -- still confirm a guess once the rotation is done.
 --
--- A process caches the current key (internal/userref) and reads gen again at most a
--- second after it last did, so a rotation's swap reaches every process within that
--- bound (plus the longest commit that read the key before the swap).
+-- A process caches the current key (internal/userref) and reads gen again, beside the
+-- request, once its copy is a second old, so a rotation's swap reaches every process
+-- within about that bound (plus the longest commit that read the key before the swap).
 ALTER TABLE loom.user_ref_keys
     ADD COLUMN gen int NOT NULL DEFAULT 1 CHECK (gen > 0),
     ADD COLUMN retired_gen int,
