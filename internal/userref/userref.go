@@ -103,6 +103,22 @@ func (k *Keys) Ref(ctx context.Context, org, userID string) (string, error) {
 	return events.UserRef(key, userID)
 }
 
+// Refs are userID's references in org under every live key (Live's order): what a
+// lookup by the clear id matches while a rotation runs.
+func (k *Keys) Refs(ctx context.Context, org, userID string) ([]string, error) {
+	live, err := k.Live(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]string, len(live))
+	for i, g := range live {
+		if refs[i], err = events.UserRef(g.Key, userID); err != nil {
+			return nil, err
+		}
+	}
+	return refs, nil
+}
+
 // CurrentRef is userID's reference in org under the current key, and that key's
 // generation: what a record naming the user carries (and its ce_loomrefgen).
 func (k *Keys) CurrentRef(ctx context.Context, org, userID string) (string, int, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/devstack"
 	"github.com/loomplane/loom/internal/pgtest"
 )
@@ -84,6 +85,17 @@ func TestLiveAnswersTheRetiredKeyWhileARotationRuns(t *testing.T) {
 	}
 	if len(live) != 2 || live[0].Gen != 2 || live[1].Gen != 1 || !bytes.Equal(live[1].Key, first.Key) || bytes.Equal(live[0].Key, first.Key) {
 		t.Fatalf("live keys during the rotation: %+v; want generation 2 (new), then 1 (the first key)", live)
+	}
+	refs, err := keys.Refs(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := events.UserRef(first.Key, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 2 || refs[0] != sqlRef(t, pool, "acme") || refs[1] != old {
+		t.Fatalf("alice's references during the rotation: %q; want the current key's (loom.user_ref's), then the first key's", refs)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE loom.user_ref_keys SET retired = NULL, retired_gen = NULL WHERE org = 'acme'`); err != nil {
 		t.Fatal(err)
