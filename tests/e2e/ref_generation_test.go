@@ -109,3 +109,54 @@ func TestRotateRefKeyReadsFindRowsOfBothGenerations(t *testing.T) {
 		return true
 	})
 }
+
+// A user's erasure while a rotation runs takes the user's rows named under either key:
+// across the org (the user's namespaces are found under both), the heads, the journal
+// and the user's names of both generations go, another user's rows stay, and the
+// census finds no residue. (Before the registry matched p.user_refs, the rows named
+// under the retired key stayed: the erasure compared the current key's reference.)
+func TestRotateRefKeyErasureTakesRowsOfBothGenerations(t *testing.T) {
+	_, c, org := env.OrgAPI(t, nil)
+	pool := env.PG(t)
+	nsBefore, nsBoth := testenv.Unique(t, "refgen-before"), testenv.Unique(t, "refgen-both")
+	put := func(ns, key, user string) {
+		t.Helper()
+		if r := c.Put(t, ns, key, map[string]any{"value": key + " of " + user, "user_id": user}); r.Status != 200 {
+			t.Fatalf("write %s/%s: %d %s", ns, key, r.Status, r.Body)
+		}
+	}
+	put(nsBefore, "before", "alice")
+	put(nsBoth, "before", "alice")
+	put(nsBoth, "kept", "bob")
+	rotateRefKey(t, pool, org)
+	put(nsBoth, "after", "alice")
+	refs := testenv.PGStrings(t, pool, `SELECT unnest(loom.user_refs($1, 'alice'))`, org)
+	if len(refs) != 2 {
+		t.Fatalf("alice has %d references during the rotation, want 2", len(refs))
+	}
+	count := func(table, column string) int64 {
+		return testenv.Int(t, pool, `SELECT count(*) FROM `+table+` WHERE org = $1 AND `+column+` = ANY($2)`, org, refs)
+	}
+	if n := count("loom.memory_current", "user_id"); n != 3 {
+		t.Fatalf("alice holds %d heads before the erasure, want 3", n)
+	}
+	view := c.Erase(t, map[string]any{"user_id": "alice"})
+	for _, table := range []string{"loom.memory_current", "loom.memory_revisions", "loom.content_keys"} {
+		if n := count(table, "user_id"); n != 0 {
+			t.Errorf("%s holds %d rows of alice after her erasure (%v)", table, n, view)
+		}
+	}
+	if n := count("loom.user_names", "user_ref"); n != 0 {
+		t.Errorf("loom.user_names holds %d names of alice after her erasure", n)
+	}
+	for _, ns := range []string{nsBefore, nsBoth} {
+		for _, key := range []string{"before", "after"} {
+			if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/"+key+"?user_id=alice", nil); r.Status != http.StatusNotFound {
+				t.Errorf("get of alice's %s/%s after her erasure: %d %s", ns, key, r.Status, r.Body)
+			}
+		}
+	}
+	if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+nsBoth+"/memories/kept?user_id=bob", nil); r.Status != 200 {
+		t.Errorf("get of bob's row after alice's erasure: %d %s", r.Status, r.Body)
+	}
+}
