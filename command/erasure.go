@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -267,11 +268,12 @@ func (s *Service) erasedOwnUser(ctx context.Context, p auth.Principal, sg *erasu
 	if p.ReadUserID != auth.ErasedUser || sg.Scope.UserID == "" {
 		return false, nil
 	}
-	ref, err := s.userRefs.Ref(ctx, p.Org, sg.Scope.UserID)
+	// The token's row was named under whichever live key was current then.
+	refs, err := s.userRefs.Refs(ctx, p.Org, sg.Scope.UserID)
 	if err != nil {
 		return false, fmt.Errorf("reference the erasure's user: %w", err)
 	}
-	return ref == p.ReadUserRef, nil
+	return slices.Contains(refs, p.ReadUserRef), nil
 }
 
 func requireAdminFor(p auth.Principal, what string) error { return p.RequireAdmin(what) }

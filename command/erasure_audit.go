@@ -97,7 +97,7 @@ func (s *Service) queueSagaAudits(ctx context.Context, tx pgx.Tx, b *pgx.Batch, 
 		}
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(r.sg.Org, r.ns, seq), Type: events.TypeAudited,
 			Org: r.sg.Org, Namespace: r.ns, Seq: seq, CommittedAt: s.now().UTC(), Audit: r.audit.note(r.sg, seq)}
-		if err := s.queueGenerationRecord(b, env); err != nil {
+		if err := s.queueGenerationRecord(b, env, 0); err != nil {
 			return err
 		}
 	}

@@ -240,10 +240,10 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	// Parked pages and kept search traces name the scope's keys; deferred extractions go
 	// with their sealed transcripts and keys.
 	queueEraseDerived(b, args, counts)
-	kind, userRef := events.ErasureScopeNamespace, ""
+	kind, userRef, refGen := events.ErasureScopeNamespace, "", 0
 	if sg.Scope.UserID != "" {
 		kind = events.ErasureScopeUser
-		if userRef, err = s.userRefs.Ref(ctx, sg.Org, sg.Scope.UserID); err != nil {
+		if userRef, refGen, err = s.userRefs.CurrentRef(ctx, sg.Org, sg.Scope.UserID); err != nil {
 			return nil, err
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 	if started != nil {
 		env.Audit = started.note(sg, fence)
 	}
-	if err := s.queueGenerationRecord(b, env); err != nil {
+	if err := s.queueGenerationRecord(b, env, refGen); err != nil {
 		return nil, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -266,19 +266,21 @@ func (s *Service) eraseNamespace(ctx context.Context, tx pgx.Tx, sg *erasureSaga
 }
 
 // queueGenerationRecord queues a record that carries no revision of the journal (an
-// erasure's, a redaction's) for the relay, and keeps it for a republish.
-func (s *Service) queueGenerationRecord(b *pgx.Batch, env *events.Envelope) error {
+// erasure's, a redaction's) for the relay, and keeps it for a republish. refGen is the
+// generation of the user reference key its references were made under (0: it names
+// no one by reference).
+func (s *Service) queueGenerationRecord(b *pgx.Batch, env *events.Envelope, refGen int) error {
 	value, err := events.Encode(env)
 	if err != nil {
 		return fmt.Errorf("encode the %s record: %w", env.Type, err)
 	}
-	return s.queueEncodedRecord(b, env, value)
+	return s.queueEncodedRecord(b, env, value, refGen)
 }
 
 // queueEncodedRecord queues an encoded record that carries no revision for the relay
 // and keeps it in generation_records for a republish.
-func (s *Service) queueEncodedRecord(b *pgx.Batch, env *events.Envelope, value []byte) error {
-	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+func (s *Service) queueEncodedRecord(b *pgx.Batch, env *events.Envelope, value []byte, refGen int) error {
+	headers, err := json.Marshal(headerPairs(append(events.CloudEventHeaders(env, s.cfg.EventSource), events.RefGenerationHeader(refGen)...)))
 	if err != nil {
 		return err
 	}

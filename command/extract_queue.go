@@ -99,11 +99,11 @@ func (s *Service) enqueue(ctx context.Context, p auth.Principal, ns string, id m
 // user, agent and session by reference (events.UserRef, AgentRef, SessionRef), and the
 // sealed payload as its row keeps it.
 func (s *Service) requestRecord(ctx context.Context, q extractqueue.Queued) (outbox.Record, error) {
-	orgKey, err := s.userRefs.Key(ctx, q.Org)
+	refKey, err := s.userRefs.Current(ctx, q.Org)
 	if err != nil {
 		return outbox.Record{}, err
 	}
-	refs, err := writerRefsOf(orgKey, q.UserID, q.Agent, q.SessionID)
+	refs, err := writerRefsOf(refKey.Key, q.UserID, q.Agent, q.SessionID)
 	if err != nil {
 		return outbox.Record{}, fmt.Errorf("name the request's writer: %w", err)
 	}
@@ -118,7 +118,7 @@ func (s *Service) requestRecord(ctx context.Context, q extractqueue.Queued) (out
 	if err != nil {
 		return outbox.Record{}, err
 	}
-	headers, err := json.Marshal(headerPairs(events.ExtractionHeaders(r, s.cfg.EventSource)))
+	headers, err := json.Marshal(headerPairs(append(events.ExtractionHeaders(r, s.cfg.EventSource), events.RefGenerationHeader(refKey.Gen)...)))
 	if err != nil {
 		return outbox.Record{}, err
 	}

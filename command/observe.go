@@ -146,6 +146,7 @@ type turnBatch struct {
 	// indexes the call's own: writeTurns numbers a copy after the session's last.
 	chunks []evidence.Chunk
 	refs   writerRefs // the user, agent and session by reference, as the record names them
+	refGen int        // the generation of the key that named them (the record's ce_loomrefgen)
 	now    time.Time
 	// fence, when set, runs in writeTurns' transaction once the namespace's generation
 	// lock is held (an erasure holds it while it removes rows): a restore refuses turns
@@ -156,10 +157,11 @@ type turnBatch struct {
 // sealTurns seals turns for keeping and checks that their record fits the broker
 // before anything is written or any model is asked.
 func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []observedTurn, source string) (*turnBatch, error) {
-	orgKey, err := s.userRefs.Key(ctx, id.Org)
+	refKey, err := s.userRefs.Current(ctx, id.Org)
 	if err != nil {
 		return nil, httperr.Store("reading the org's user reference key", err)
 	}
+	orgKey := refKey.Key
 	refs, err := writerRefsOf(orgKey, id.UserID, id.Agent, id.SessionID)
 	if err != nil {
 		return nil, fmt.Errorf("name the turns' writer: %w", err)
@@ -167,7 +169,7 @@ func (s *Service) sealTurns(ctx context.Context, id memrow.Identity, turns []obs
 	termKey := evidence.TermKey(orgKey)
 	// Each turn has a data key of its own, so one turn can be shredded (a redaction of a
 	// memory drawn from it) without its neighbours.
-	tb := &turnBatch{id: id, source: source, turns: turns, refs: refs, now: s.now().UTC(),
+	tb := &turnBatch{id: id, source: source, turns: turns, refs: refs, refGen: refKey.Gen, now: s.now().UTC(),
 		rows: make([]evidence.Turn, len(turns)), keys: make([][]byte, len(turns))}
 	for i, t := range turns {
 		at := tb.now
@@ -291,7 +293,7 @@ func (s *Service) queueTurns(b *pgx.Batch, tb *turnBatch, seq int64, next int, l
 	}
 	evidence.QueueInsert(b, tb.rows)
 	evidence.QueueInsertChunks(b, chunks)
-	if err := s.queueTurnsRecord(b, env); err != nil {
+	if err := s.queueTurnsRecord(b, env, tb.refGen); err != nil {
 		return err
 	}
 	if links != nil {
@@ -354,12 +356,12 @@ func (s *Service) commitTurns(ctx context.Context, tb *turnBatch, links func([]e
 
 // queueTurnsRecord queues a memory.turns_observed record for the relay and keeps it
 // for a republish, as an erasure's record is (queueGenerationRecord).
-func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope) error {
+func (s *Service) queueTurnsRecord(b *pgx.Batch, env *events.Envelope, refGen int) error {
 	value, err := turnsRecordValue(env)
 	if err != nil {
 		return err
 	}
-	return s.queueEncodedRecord(b, env, value)
+	return s.queueEncodedRecord(b, env, value, refGen)
 }
 
 // turnsRecordValue encodes a memory.turns_observed record, refusing one too large for

@@ -21,8 +21,10 @@ type revisionRecord struct {
 	vector       []float32
 	keyVector    []float32
 	chunkVectors [][]float32
-	// userRefKey is the org's user reference key (events.UserRef).
+	// userRefKey is the org's user reference key (events.UserRef), refGen its
+	// generation (the record's ce_loomrefgen).
 	userRefKey []byte
+	refGen     int
 	// The trace context of the request that wrote it (tracing.Context): the record's
 	// ce_traceparent and ce_tracestate. "": none.
 	traceparent, tracestate string
@@ -85,7 +87,8 @@ func encodeEnvelope(r revisionRecord, dataKey []byte, source string, seal func(*
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	headers, err = json.Marshal(headerPairs(append(events.CloudEventHeaders(env, source), events.TraceHeaders(r.traceparent, r.tracestate)...)))
+	hs := append(events.CloudEventHeaders(env, source), events.TraceHeaders(r.traceparent, r.tracestate)...)
+	headers, err = json.Marshal(headerPairs(append(hs, events.RefGenerationHeader(r.refGen)...)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -173,11 +173,11 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		if err != nil {
 			return fmt.Errorf("read the version before the redacted one: %w", err)
 		}
-		refKey, err := s.userRefs.Key(ctx, id.Org)
+		refKey, err := s.userRefs.Current(ctx, id.Org)
 		if err != nil {
 			return err
 		}
-		env, err := redactionRecord(named.row, refKey, prev, redacted, p.Actor(), requestID, seq, now)
+		env, err := redactionRecord(named.row, refKey.Key, prev, redacted, p.Actor(), requestID, seq, now)
 		if err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func (s *Service) redactVersion(ctx context.Context, p auth.Principal, id memrow
 		// So do the conversation's turns it was drawn from (internal/evidence).
 		var forgotTurns int64
 		evidence.QueueForgetSourcesOf(b, id.Org, id.Namespace, named.row.MemoryID, redacted, &forgotTurns)
-		if err := s.queueGenerationRecord(b, env); err != nil {
+		if err := s.queueGenerationRecord(b, env, refKey.Gen); err != nil {
 			return err
 		}
 		outbox.QueueNotify(b)

@@ -216,7 +216,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	if err != nil {
 		return nil, err
 	}
-	refKey, err := s.userRefs.Key(ctx, org)
+	refKey, err := s.userRefs.Current(ctx, org)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (s *Service) rebuild(ctx context.Context, q queryer, org, namespace string,
 	for i, j := range revs {
 		key := j.dataKey
 		rec := revisionRecord{row: &j.row, op: j.op, verdict: j.verdict, event: j.event, prevVersion: j.prevVersion, requestID: j.requestID,
-			userRefKey: refKey, audit: j.note}
+			userRefKey: refKey.Key, refGen: refKey.Gen, audit: j.note}
 		if w := embedded[i]; w != nil {
 			rec.vector, rec.keyVector, rec.chunkVectors = w.vector, w.keyVector, w.chunkVectors
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/loomplane/loom/internal/outbox"
 	"github.com/loomplane/loom/internal/pg"
 	"github.com/loomplane/loom/internal/tracing"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 // Stage 6, the commit (set.go lists the stages): one transaction, grouped with the
@@ -268,11 +269,11 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	drawn := n + lead.recordSeqs() // the seqs the advance draws: the rows', and the lead's record's
 	// Read before the transaction: an org's first write makes its key, which must not
 	// take round trips while the namespace's generation lock is held.
-	refKey, err := s.userRefs.Key(ctx, lead.org)
+	refKey, err := s.userRefs.Current(ctx, lead.org)
 	if err != nil {
 		return failAll(errs, err)
 	}
-	if err := nameRows(plans, refKey); err != nil {
+	if err := nameRows(plans, refKey.Key); err != nil {
 		return failAll(errs, err)
 	}
 	keys := s.keyContent(all)
@@ -352,7 +353,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 // the COMMIT goes in the same round trip, and nil when it sent them itself.
 // keys is the read of the content keys the commit did not hold, queued after the writes
 // that make them.
-func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte,
+func (s *Service) writeAdmitted(ctx context.Context, tx pgx.Tx, lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey userref.Generation,
 	keys *contentkey.Read) (*pgx.Batch, error) {
 	if lead.inTx != nil {
 		if err := lead.inTx(ctx, tx); err != nil {
@@ -390,7 +391,7 @@ func (p *commitPlan) recordSeqs() int64 {
 // writesBatch queues the admitted plans' writes, then the lead's record under next,
 // the seq after their rows', and gives back the seqs drawn up to lastSeq that no row
 // took (the plans left out's).
-func (s *Service) writesBatch(lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey []byte) (*pgx.Batch, error) {
+func (s *Service) writesBatch(lead *commitPlan, admitted []*commitPlan, lastSeq, next int64, refKey userref.Generation) (*pgx.Batch, error) {
 	recordSeq := next
 	next += lead.recordSeqs() // a plan with a record commits alone: admitted
 	b := &pgx.Batch{}
@@ -450,7 +451,7 @@ func stampRows(p *commitPlan, st planState, now time.Time, next int64, before *[
 // queueWrites queues the admitted plans' heads, revisions, data keys and outbox
 // records: one statement per table for all their rows, so a commit's round trip does
 // not grow by five statements for each copy a verdict makes.
-func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey []byte) error {
+func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey userref.Generation) error {
 	var ps []*pending
 	var rows []*memrow.Row
 	var recs []*record
@@ -623,7 +624,7 @@ type record struct {
 
 // encode seals the revision's content under a fresh data key and builds its envelope,
 // CloudEvents headers and hash-only audit row.
-func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*record, error) {
+func (s *Service) encode(p *pending, plan *commitPlan, userRefKey userref.Generation) (*record, error) {
 	requestID := plan.requestID
 	row := p.row
 	if row.Tags == nil {
@@ -641,8 +642,8 @@ func (s *Service) encode(p *pending, plan *commitPlan, userRefKey []byte) (*reco
 	}
 	note := plan.notedOn(p)
 	value, headers, vectors, err := encodeReference(revisionRecord{row: row, op: p.op, verdict: string(p.verdict), event: p.event, prevVersion: prev,
-		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey,
-		traceparent: plan.traceparent, tracestate: plan.tracestate, audit: note}, dataKey, s.cfg.EventSource)
+		requestID: requestID, vector: p.vector, keyVector: p.keyVector, chunkVectors: p.chunkVectors, userRefKey: userRefKey.Key,
+		refGen: userRefKey.Gen, traceparent: plan.traceparent, tracestate: plan.tracestate, audit: note}, dataKey, s.cfg.EventSource)
 	if err != nil {
 		return nil, err
 	}

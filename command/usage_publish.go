@@ -110,7 +110,7 @@ func (s *Service) publishNamespaceUsage(ctx context.Context, org, ns string) (in
 		env := &events.Envelope{Version: events.EnvelopeVersion, ID: events.RecordID(org, ns, seq), Type: events.TypeUsageRecorded,
 			Org: org, Namespace: ns, Seq: seq, CommittedAt: s.now().UTC(), Usage: &events.Usage{Items: items}}
 		b := &pgx.Batch{}
-		if err := s.queueGenerationRecord(b, env); err != nil {
+		if err := s.queueGenerationRecord(b, env, 0); err != nil {
 			return err
 		}
 		if s.relayWake == nil {

@@ -1,6 +1,9 @@
 package events
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Header is one Kafka record header, kept free of any Kafka client type.
 type Header struct {
@@ -44,6 +47,23 @@ func TraceHeaders(traceparent, tracestate string) []Header {
 		hs = append(hs, Header{Key: HeaderTraceState, Value: []byte(tracestate)})
 	}
 	return hs
+}
+
+// HeaderRefGeneration is Loom's CloudEvents extension attribute (loomrefgen) naming
+// the generation of the org's user reference key (loom.user_ref_keys.gen) under which
+// the record's plain fields name its user, agent, session (user_ref, agent_ref,
+// session_ref): a consumer that matches references across records (a user's erasure
+// against the documents it fences) compares only references of one generation. Only
+// on records that carry a reference.
+const HeaderRefGeneration = "ce_loomrefgen"
+
+// RefGenerationHeader is the HeaderRefGeneration header of generation gen; none for 0
+// (a record that names no one by reference).
+func RefGenerationHeader(gen int) []Header {
+	if gen == 0 {
+		return nil
+	}
+	return []Header{{Key: HeaderRefGeneration, Value: []byte(strconv.Itoa(gen))}}
 }
 
 // HeaderValue returns the value of the first header named key.

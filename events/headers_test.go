@@ -54,3 +54,12 @@ func TestHeaderValue(t *testing.T) {
 		t.Error("header keys matched case-insensitively")
 	}
 }
+
+func TestRefGenerationHeader(t *testing.T) {
+	if hs := RefGenerationHeader(0); hs != nil {
+		t.Errorf("a record naming no one by reference has headers %q", hs)
+	}
+	if v, ok := HeaderValue(RefGenerationHeader(2), "ce_loomrefgen"); !ok || v != "2" {
+		t.Errorf("ce_loomrefgen = %q, %v; want 2", v, ok)
+	}
+}

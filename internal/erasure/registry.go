@@ -67,7 +67,7 @@ func postgresContent() []Table {
 		{Store: Postgres, Name: "loom.content_keys", Class: Counted, Why: "the keys the scope's stored content hashes are keyed under (migration 101)",
 			// A scope's key goes once the step removed its revisions; a key whose scope
 			// still holds a revision (written at or after the fence) keys that row's hash.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND NOT EXISTS (
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND NOT EXISTS (
 				SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.namespace = t.namespace AND r.user_id = t.user_id)`},
 		{Store: Postgres, Name: "loom.outbox", Class: Counted, Why: "revision records not yet published (sealed, but the scope's own)",
 			// Only records that carry a revision: another erasure's record is not the scope's.
@@ -80,9 +80,9 @@ func postgresContent() []Table {
 			Scope: `CASE WHEN t.org = p.org AND t.namespace = p.ns AND t.seq < p.fence
 				THEN ((convert_from(t.value, 'UTF8')::jsonb -> 'revision') IS NOT NULL
 					AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_id}' = p.user_name
-						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = p.user_id))
+						OR convert_from(t.value, 'UTF8')::jsonb #>> '{revision,user_ref}' = ANY(p.user_refs)))
 					OR ((convert_from(t.value, 'UTF8')::jsonb -> 'document') IS NOT NULL
-						AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{document,user_ref}' = p.user_id))
+						AND (p.user_id = '' OR convert_from(t.value, 'UTF8')::jsonb #>> '{document,user_ref}' = ANY(p.user_refs)))
 				ELSE false END`},
 		{Store: Postgres, Name: "loom.idempotency", Class: Counted, Why: "stored answers and committed revisions name the scope's memories and documents",
 			// The answers that name a memory or a knowledge document this erasure removed
@@ -97,8 +97,9 @@ func postgresContent() []Table {
 				  AND strpos(concat_ws(' ', t.names, t.answer::text), d.doc_id::text) > 0))`},
 		{Store: Postgres, Name: "loom.search_pages", Class: Counted, Why: "parked search pools name the scope's keys",
 			// The pool column names each scope's user by reference (migration 156).
-			Scope: `t.org = p.org AND t.pool @> jsonb_build_array(jsonb_build_object('id',
-				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_ref', CASE WHEN p.user_name <> '' THEN p.user_id END))))`},
+			Scope: `t.org = p.org AND EXISTS (SELECT 1 FROM unnest(CASE WHEN p.user_name <> '' THEN p.user_refs ELSE ARRAY[NULL::text] END) AS r(ref)
+				WHERE t.pool @> jsonb_build_array(jsonb_build_object('id',
+				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_ref', r.ref)))))`},
 		{Store: Postgres, Name: "loom.entity_aliases", Class: Counted, Why: "entity spellings the entity extractor read in the scope's rows", Scope: rowScope},
 		{Store: Postgres, Name: "loom.entity_communities", Class: Counted,
 			Why:   "the entity_communities pass's clusters name the namespace's entities; any erasure in the namespace drops them all, and the next pass recomputes them from what is left",
@@ -116,27 +117,28 @@ func postgresContent() []Table {
 			// in ClickHouse on its redactions' records, Redaction.Withdrawn), as the
 			// saga deletes its scope's. The record is forgotten last, so the census
 			// finds any withdrawal left unfinished.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.source_user_id = p.user_id) AND t.seq < p.fence`},
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.source_user_id = ANY(p.user_refs)) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.decision_records", Class: Counted, Why: "decision records: who decided a key and what it superseded", Scope: rowScope},
 		{Store: Postgres, Name: "loom.category_links", Class: Counted, Why: "category links: the keys and the category names linked or rescinded", Scope: rowScope},
 		{Store: Postgres, Name: "loom.conflict_allowlist", Class: Counted,
 			Why: "allowlisted pairs: the memory ids and users of the scope's rows a writer said are not in conflict",
 			// A pair goes with either of its rows' users, and with its namespace.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR p.user_id = ANY(t.user_ids)) AND t.seq < p.fence`},
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_ids && p.user_refs) AND t.seq < p.fence`},
 		{Store: Postgres, Name: "loom.search_traces", Class: Counted, Why: "kept search traces name the scope's keys and scores",
 			// A namespace's erasure takes every trace over the namespace, rows or not. A
 			// trace's rows name their users by reference (migration 156; by id before).
 			// A user's erasure takes the traces of the user's searches of the namespace too.
 			Scope: `t.org = p.org AND ((p.user_id = '' AND p.ns = ANY(t.namespaces))
-				OR (p.user_name <> '' AND t.user_id = p.user_id AND p.ns = ANY(t.namespaces))
-				OR t.rows @> jsonb_build_array(jsonb_build_object('id', jsonb_build_object('namespace', p.ns, 'user_ref', p.user_id)))
+				OR (p.user_name <> '' AND t.user_id = ANY(p.user_refs) AND p.ns = ANY(t.namespaces))
+				OR EXISTS (SELECT 1 FROM unnest(p.user_refs) AS r(ref)
+					WHERE t.rows @> jsonb_build_array(jsonb_build_object('id', jsonb_build_object('namespace', p.ns, 'user_ref', r.ref))))
 				OR t.rows @> jsonb_build_array(jsonb_build_object('id',
 				jsonb_strip_nulls(jsonb_build_object('namespace', p.ns, 'user_id', nullif(p.user_name, ''))))))`},
 		{Store: Postgres, Name: "loom.extraction_requests", Class: Counted,
 			Why: "deferred extractions: the sealed transcript and its data key until done, then the facts' keys",
 			// Requests committed below the fence: the namespace's generation, read under its
 			// row lock, is what a request recorded when it committed.
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND t.generation < p.fence`},
 		{Store: Postgres, Name: "loom.memory_evidence", Class: Counted,
 			Why:   "the conversation's turns (memory.observe, memory.set_from_messages' inputs): sealed text and the data key that opens it and the topic's copy",
 			Scope: rowScope},
@@ -165,10 +167,10 @@ func knowledgeTables() []Table {
 			Why: "knowledge.ingest's files: source URIs and, until each is written, its body sealed under the job's key",
 			Scope: `t.org = p.org AND t.namespace = p.ns AND EXISTS (SELECT 1 FROM loom.knowledge_jobs j
 				WHERE j.org = t.org AND j.namespace = t.namespace AND j.ingestion_id = t.ingestion_id AND j.gen < p.fence
-				  AND (p.user_id = '' OR j.user_id = p.user_id))`},
+				  AND (p.user_id = '' OR j.user_id = ANY(p.user_refs)))`},
 		{Store: Postgres, Name: "loom.knowledge_jobs", Class: Counted,
 			Why:   "knowledge.ingest's jobs: their accounts and the data keys that seal their files (a user's go with the user, as its documents)",
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.gen < p.fence`},
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND t.gen < p.fence`},
 	}
 }
 
@@ -180,7 +182,7 @@ func knowledgeTables() []Table {
 // answer the id.
 var userNames = Table{Store: Postgres, Name: "loom.user_names", Class: Counted,
 	Why: "each user's id, sealed under a random key of its own kept beside it (migration 156), for reads of the tables that hold the user's reference",
-	Scope: `t.org = p.org AND p.user_id <> '' AND t.user_ref = p.user_id
+	Scope: `t.org = p.org AND p.user_id <> '' AND t.user_ref = ANY(p.user_refs)
 		AND NOT EXISTS (SELECT 1 FROM loom.memory_revisions r WHERE r.org = t.org AND r.user_id = t.user_ref)
 		AND NOT EXISTS (SELECT 1 FROM loom.memory_evidence e WHERE e.org = t.org AND e.user_id = t.user_ref)
 		AND NOT EXISTS (SELECT 1 FROM loom.extraction_requests x WHERE x.org = t.org AND x.user_id = t.user_ref)
@@ -200,7 +202,7 @@ func learningsTables() []Table {
 	return []Table{
 		{Store: Postgres, Name: "loom.learnings_supporters", Class: Counted,
 			Why:   "the users' quotes (sealed) that support rules about the agent, with their identities",
-			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.generation < p.fence`},
+			Scope: `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND t.generation < p.fence`},
 		{Store: Postgres, Name: "loom.learnings_queue", Class: Counted,
 			Why: "rules about the agent (sealed) drawn from the users' conversations",
 			Scope: `t.org = p.org AND t.namespace = p.ns AND ((p.user_id = '' AND t.generation < p.fence) OR (p.user_id <> '' AND NOT EXISTS (
@@ -297,19 +299,22 @@ func Classify(key string) (Table, bool) {
 }
 
 // rowScope is the scope of the tables keyed by a memory row's identity and seq.
-const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
+const rowScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND t.seq < p.fence`
 
 // documentScope is the scope of the knowledge tables, as postgres-authority's
 // pg_knowledge.delete takes it: every document of a namespace's (or its org's)
 // erasure; a user's erasure takes the documents written for the user (their user_id,
 // the user's reference, migration 157), and leaves the namespace's, which no user
 // owns (its user_id is empty).
-const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = p.user_id) AND t.seq < p.fence`
+const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' OR t.user_id = ANY(p.user_refs)) AND t.seq < p.fence`
 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
 // namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id. The
-// tables name a user by reference (migration 155): p.user_id is the user's, as the
-// columns hold it; p.user_name is the id, for what keeps it in JSON (the outbox's
-// version 1 records, parked search pools, kept traces).
+// tables name a user by reference (migration 155): p.user_id is the user's under the
+// org's current key ('' for the whole namespace), p.user_refs the user's under every
+// live key (migration 182: while a rotation runs, rows named under the retired key are
+// the user's too), which the predicates match; p.user_name is the id, for what keeps it
+// in JSON (the outbox's version 1 records, parked search pools, kept traces).
 const ScopeParams = `WITH p AS (SELECT $1::text AS org, $2::text AS ns, coalesce((SELECT loom.user_ref($1::text, $3::text)), 'no reference key') AS user_id,
+	coalesce((SELECT loom.user_refs($1::text, $3::text)), ARRAY['no reference key']) AS user_refs,
 	$3::text AS user_name, $4::bigint AS fence, $5::uuid AS erasure)`

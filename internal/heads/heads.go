@@ -21,10 +21,25 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Read returns the head of one key, or nil when the key has none.
+// Read returns the head of one key, or nil when the key has none. It finds the head
+// under any live generation of the org's user reference key (loom.identity_refs,
+// migration 182): while a rotation runs, a head named under the retired key is still
+// the key's.
 func Read(ctx context.Context, q Querier, id memrow.Identity) (*memrow.Row, error) {
-	return read(ctx, q, id, "")
+	var raw []byte
+	err := q.QueryRow(ctx, readSQL, id.Org, id.Namespace, id.Agent, id.UserID, id.SessionID, id.MemoryKey).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Decode(raw)
 }
+
+// readSQL is Many's lookup of one identity ($3 agent, $4 user, $5 session, $6 key).
+const readSQL = `SELECT m.row FROM loom.identity_refs($1, ARRAY[$3::text], ARRAY[$4::text], ARRAY[$5::text], ARRAY[$6::text]) AS k
+	CROSS JOIN LATERAL (SELECT ` + openedC + ` AS row FROM loom.memory_current c WHERE ` + identityOfK + ` OFFSET 0) m LIMIT 1`
 
 // Lock reads the head of one key under its row lock, in tx; nil when the key has none.
 func Lock(ctx context.Context, tx pgx.Tx, id memrow.Identity) (*memrow.Row, error) {

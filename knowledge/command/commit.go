@@ -181,8 +181,8 @@ func (s *Service) moved(ctx context.Context, tx pgx.Tx, org, ns string, pl *plan
 }
 
 // queueRevision queues one plan's head, key and record at seq over cur (nil: none);
-// userRef is the topic's reference of the plan's user ("" for none).
-func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *plan, cur *store.Head, seq int64, now time.Time, userRef string) (Written, error) {
+// user is the topic's reference of the plan's user (the zero value for none).
+func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *plan, cur *store.Head, seq int64, now time.Time, user userRef) (Written, error) {
 	var prev int64
 	h := &store.Head{Org: p.Org, Namespace: ns, SourceURI: pl.uri, Seq: seq, Actor: p.Actor(), UserID: pl.user, CreatedAt: now, UpdatedAt: now}
 	if cur != nil {
@@ -232,7 +232,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	env := &events.Envelope{Version: events.EnvelopeVersion, ID: recordID, Type: pl.event, Org: p.Org, Namespace: ns, Seq: seq,
 		CommittedAt: now, Sealed: sealedContent, Document: &events.Document{
 			Op: pl.op, DocID: h.DocID, Version: h.Version, PrevVersion: prev, Format: h.Format, Deleted: h.Deleted,
-			ChunkCount: len(content.Chunks), Actor: h.Actor, UserRef: userRef, Bytes: h.Bytes, CreatedAt: h.CreatedAt, UpdatedAt: now,
+			ChunkCount: len(content.Chunks), Actor: h.Actor, UserRef: user.ref, Bytes: h.Bytes, CreatedAt: h.CreatedAt, UpdatedAt: now,
 			EmbeddingModel: model, EmbeddingDim: dim}}
 	value, err := events.Encode(env)
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *Service) queueRevision(b *pgx.Batch, p auth.Principal, ns string, pl *p
 	if s.cfg.MaxRecordBytes > 0 && len(value) > s.cfg.MaxRecordBytes {
 		return Written{}, recordTooLarge(pl.uri, len(value), len(content.Chunks), s.cfg.MaxRecordBytes)
 	}
-	headers, err := json.Marshal(headerPairs(events.CloudEventHeaders(env, s.cfg.EventSource)))
+	headers, err := json.Marshal(headerPairs(append(events.CloudEventHeaders(env, s.cfg.EventSource), events.RefGenerationHeader(user.gen)...)))
 	if err != nil {
 		return Written{}, err
 	}

@@ -54,19 +54,26 @@ func sourceTaken(uri string) *httperr.Error {
 			"write this one under another source_uri", uri)}).With("source_uri", uri)
 }
 
-// userRefs are the topic's references of the plans' users (events.UserRef), read (and
-// the org's key made, which loom.named_user needs) before the commit's transaction.
-func (s *Service) userRefs(ctx context.Context, org string, plans []*plan) (map[string]string, error) {
-	refs := map[string]string{}
+// userRef is a user's reference on the topic (events.UserRef) and the generation of
+// the key that made it (the record's ce_loomrefgen); the zero value names no one.
+type userRef struct {
+	ref string
+	gen int
+}
+
+// userRefs are the topic's references of the plans' users, read (and the org's key
+// made, which loom.named_user needs) before the commit's transaction.
+func (s *Service) userRefs(ctx context.Context, org string, plans []*plan) (map[string]userRef, error) {
+	refs := map[string]userRef{}
 	for _, pl := range plans {
-		if pl.user == "" || refs[pl.user] != "" {
+		if pl.user == "" || refs[pl.user].ref != "" {
 			continue
 		}
-		ref, err := s.refs.Ref(ctx, org, pl.user)
+		ref, gen, err := s.refs.CurrentRef(ctx, org, pl.user)
 		if err != nil {
 			return nil, httperr.Store("reading the org's user reference key", err)
 		}
-		refs[pl.user] = ref
+		refs[pl.user] = userRef{ref: ref, gen: gen}
 	}
 	return refs, nil
 }
