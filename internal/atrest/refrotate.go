@@ -68,20 +68,87 @@ func RetiredKeyWait(admissionDeadline time.Duration) time.Duration {
 // ErrNoRefKey is a rotation of an org that has no user reference key.
 var ErrNoRefKey = errors.New("the org has no user reference key")
 
+// ErrRotationRunning is a rotation of an org another process is rotating.
+var ErrRotationRunning = errors.New("another process is rotating the org's user reference key")
+
 // RotateRefKey rotates org's user reference key, finishing first a rotation an
 // earlier run left half done.
 func RotateRefKey(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org string, opts RefRotationOptions) (RefRotation, error) {
-	r := RefRotation{Org: org, Rewritten: map[string]int64{}, Deleted: map[string]int64{}, Unmapped: map[string]int64{}}
-	if err := nameWrapsFirst(ctx, pool, ring, org); err != nil {
-		return r, err
+	rs, err := rotateRefKeys(ctx, pool, ring, []string{org}, opts)
+	if err == nil && len(rs) == 0 {
+		// Not locked: another process holds the org's rotation.
+		err = ErrRotationRunning
 	}
-	gen, resumed, err := swapRefKey(ctx, pool, ring, org)
+	if len(rs) == 0 {
+		return RefRotation{Org: org}, err
+	}
+	return rs[0], err
+}
+
+// abandonedAfter is how long after its swap the at-rest pass takes a rotation as
+// abandoned by the process that made it (and finishes it); far past the wait and the
+// rewrite of an org of ordinary size.
+const abandonedAfter = 10 * time.Minute
+
+// RotateRefKeys rotates the user reference key of every org whose key is wrapped under
+// a KEK the ring holds but not its first (a KEK rotation replaces such a key rather
+// than wrap it again), and finishes every rotation swapped more than abandonedAfter
+// ago. An org another process is rotating is left to it.
+func RotateRefKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, opts RefRotationOptions) ([]RefRotation, error) {
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT k.org FROM loom.user_ref_keys k
+		WHERE (k.retired IS NULL AND octet_length(k.key) = %d AND substring(k.key FROM 2 FOR 8) <> $1 AND loom.opens(k.key))
+		   OR EXISTS (SELECT 1 FROM loom.ref_rotations r WHERE r.org = k.org AND r.swapped_at < now() - make_interval(secs => $2))
+		ORDER BY k.org`, kek.WrappedSize), ring.CurrentID(), abandonedAfter.Seconds())
 	if err != nil {
-		return r, fmt.Errorf("swap the user reference key of %s: %w", org, err)
+		return nil, fmt.Errorf("find the user reference keys under a retired KEK: %w", err)
 	}
-	r.Gen, r.Resumed = gen, resumed
-	if opts.StopAfterSwap {
-		return r, nil
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(orgs) == 0 {
+		return nil, err
+	}
+	return rotateRefKeys(ctx, pool, ring, orgs, opts)
+}
+
+// rotateRefKeys swaps the key of each of orgs this process can lock (an advisory lock
+// held on one connection until the end, so two processes never rotate one org at
+// once), waits once for them all, then rewrites, republishes and drops each.
+func rotateRefKeys(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, orgs []string, opts RefRotationOptions) ([]RefRotation, error) {
+	if err := nameWrapsFirst(ctx, pool, ring); err != nil {
+		return nil, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// A connection that failed is closed rather than released holding its locks.
+		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`); err != nil {
+			conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+	}()
+	var rs []RefRotation
+	var skipped []error
+	for _, org := range orgs {
+		if err := underOrgDerivedWrap(ctx, pool, org); err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		var locked bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('loom.ref_rotation:' || $1, 0))`, org).Scan(&locked); err != nil {
+			return rs, fmt.Errorf("lock the rotation of %s: %w", org, err)
+		}
+		if !locked {
+			continue
+		}
+		r := RefRotation{Org: org, Rewritten: map[string]int64{}, Deleted: map[string]int64{}, Unmapped: map[string]int64{}}
+		if r.Gen, r.Resumed, err = swapRefKey(ctx, pool, ring, org); err != nil {
+			return rs, fmt.Errorf("swap the user reference key of %s: %w", org, err)
+		}
+		rs = append(rs, r)
+	}
+	if opts.StopAfterSwap || len(rs) == 0 {
+		return rs, errors.Join(skipped...)
 	}
 	wait := opts.Wait
 	if wait == 0 {
@@ -89,44 +156,63 @@ func RotateRefKey(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org s
 	}
 	select {
 	case <-ctx.Done():
-		return r, ctx.Err()
+		return rs, ctx.Err()
 	case <-time.After(wait):
 	}
+	for i := range rs {
+		if err := finishRefRotation(ctx, pool, ring, &rs[i], opts); err != nil {
+			return rs, err
+		}
+	}
+	return rs, errors.Join(skipped...)
+}
+
+// finishRefRotation rewrites, republishes and drops the retired key of a rotation
+// whose swap was waited out.
+func finishRefRotation(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, r *RefRotation, opts RefRotationOptions) error {
+	org := r.Org
+	var err error
 	if r.Mapped, err = buildRefMap(ctx, pool, org); err != nil {
-		return r, fmt.Errorf("map the references of %s: %w", org, err)
+		return fmt.Errorf("map the references of %s: %w", org, err)
 	}
 	// The rewrite, then a closing pass: a straggler past the wait is not expected, but
 	// a row it named would be found by no lookup once the retired key is gone.
 	for pass := 0; pass < 2; pass++ {
-		if err := rewriteRefs(ctx, pool, org, &r); err != nil {
-			return r, fmt.Errorf("rewrite the references of %s: %w", org, err)
+		if err := rewriteRefs(ctx, pool, org, r); err != nil {
+			return fmt.Errorf("rewrite the references of %s: %w", org, err)
 		}
 	}
 	if r.Rehashed, err = rehashTerms(ctx, pool, ring, org); err != nil {
-		return r, fmt.Errorf("hash the turns' terms of %s again: %w", org, err)
+		return fmt.Errorf("hash the turns' terms of %s again: %w", org, err)
 	}
-	if err := countUnmapped(ctx, pool, org, &r); err != nil {
-		return r, fmt.Errorf("count the references of %s left under the retired key: %w", org, err)
+	if err := countUnmapped(ctx, pool, org, r); err != nil {
+		return fmt.Errorf("count the references of %s left under the retired key: %w", org, err)
 	}
 	if opts.Republish != nil {
 		if err := opts.Republish(ctx, org); err != nil {
-			return r, fmt.Errorf("republish the records of %s: %w", org, err)
+			return fmt.Errorf("republish the records of %s: %w", org, err)
 		}
 	}
 	if err := dropRetiredRefKey(ctx, pool, org); err != nil {
-		return r, fmt.Errorf("drop the retired user reference key of %s: %w", org, err)
+		return fmt.Errorf("drop the retired user reference key of %s: %w", org, err)
 	}
-	return r, nil
+	return nil
 }
 
-// nameWrapsFirst wraps under a name wrap key of generation >= 1 every user key of the
-// org still under the one derived from its user reference key (generation 0, migration
-// 156): the swap replaces that key, and a key under it would open no more.
-func nameWrapsFirst(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org string) error {
+// nameWrapsFirst wraps under a name wrap key of generation >= 1 every user key still
+// under the one derived from its org's user reference key (generation 0, migration
+// 156): a swap replaces that key, and a key under it would open no more.
+func nameWrapsFirst(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring) error {
 	c := Counts{Wrapped: map[string]int64{}, Unopenable: map[string]int64{}}
 	if err := renewNameWraps(ctx, pool, ring, c); err != nil {
-		return fmt.Errorf("wrap the user keys of %s under a name wrap key first: %w", org, err)
+		return fmt.Errorf("wrap the user keys under a name wrap key first: %w", err)
 	}
+	return nil
+}
+
+// underOrgDerivedWrap fails when org still has user keys wrapped under the key derived
+// from its user reference key (the name wrap key of generation 0).
+func underOrgDerivedWrap(ctx context.Context, pool *pgxpool.Pool, org string) error {
 	var n int64
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM loom.user_names WHERE org = $1 AND wrap = 0)
 		+ (SELECT count(*) FROM loom.erasure_ledger WHERE org = $1 AND scope ? 'user_key'
@@ -135,7 +221,7 @@ func nameWrapsFirst(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org
 	}
 	if n > 0 {
 		return fmt.Errorf("%d user keys of %s are still wrapped under the key derived from its user reference key "+
-			"(none of this process's LOOM_KEK opens their org's name wrap key): not rotating", n, org)
+			"(no KEK of this process opens the org's name wrap key): not rotating it", n, org)
 	}
 	return nil
 }
@@ -162,8 +248,11 @@ func swapRefKey(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org str
 			return err
 		}
 		gen++
-		_, err = tx.Exec(ctx, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = $2, gen = gen + 1 WHERE org = $1`,
-			org, fresh)
+		if _, err = tx.Exec(ctx, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = $2, gen = gen + 1 WHERE org = $1`,
+			org, fresh); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO loom.ref_rotations (org) VALUES ($1) ON CONFLICT (org) DO UPDATE SET swapped_at = now()`, org)
 		return err
 	})
 	return gen, resumed, err
@@ -174,6 +263,9 @@ func swapRefKey(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, org str
 func dropRetiredRefKey(ctx context.Context, pool *pgxpool.Pool, org string) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM loom.ref_rotation_map WHERE org = $1`, org); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM loom.ref_rotations WHERE org = $1`, org); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE loom.user_ref_keys SET retired = NULL, retired_gen = NULL WHERE org = $1`, org)

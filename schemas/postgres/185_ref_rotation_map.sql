@@ -17,3 +17,11 @@ CREATE TABLE loom.ref_rotation_map (
 
 -- The rotation's count of rows left naming a reference the map did not make.
 CREATE INDEX ref_rotation_map_new ON loom.ref_rotation_map (org, new);
+
+-- The rotations under way: when each org's swap was made. The at-rest pass finishes a
+-- rotation whose process stopped (one swapped a while ago that no process holds);
+-- `loomd refs rotate` finishes one at once.
+CREATE TABLE loom.ref_rotations (
+    org        text        PRIMARY KEY,
+    swapped_at timestamptz NOT NULL DEFAULT now()
+);

@@ -19,6 +19,8 @@ import (
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/atrest"
 	"github.com/loomplane/loom/internal/auth"
+	"github.com/loomplane/loom/internal/config"
+	"github.com/loomplane/loom/internal/kek"
 	"github.com/loomplane/loom/tests/testenv"
 )
 
@@ -310,4 +312,64 @@ func TestRotateRefKeyResumesARotationStoppedAfterTheSwap(t *testing.T) {
 	if v["value"] != "ann drinks green tea" {
 		t.Errorf("get of drink: %v", v["value"])
 	}
+}
+
+// A KEK rotation replaces an org's user reference key wrapped under the old KEK rather
+// than wrapping it again (the at-rest pass at a command process's start runs
+// atrest.RotateRefKeys): the org's key is a fresh one under the new KEK, no column
+// holds a reference under the old key, and the user's data reads as before. The org's
+// key is put under a KEK of this test's own (the suite's is the ring's first), so the
+// pass finds this org's key alone under an old KEK.
+func TestAKEKRotationReplacesTheRefKeyUnderTheOldKEK(t *testing.T) {
+	other, err := kek.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := env.Config(nil).Keys.KEK + "," + other
+	n, c, org := env.OrgAPI(t, func(cfg *config.Config) { cfg.Keys.KEK = both })
+	tc := c.Typed(t)
+	ns := testenv.Unique(t, "rotate")
+	ann := rotationWriter{user: "ann", agent: "agent-ann", session: "sess-ann"}
+	ann.write(t, tc, ns)
+	ring := mustRing(t, both)
+	pool := poolWithKEK(t, ring)
+	oldRefs := ann.refs(t, pool, org)
+	ctx := context.Background()
+	var plain []byte
+	if err := pool.QueryRow(ctx, `SELECT loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1`, org).Scan(&plain); err != nil {
+		t.Fatal(err)
+	}
+	underOther, err := mustRing(t, other).Wrap(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET key = $2 WHERE org = $1`, org, underOther)
+	before := readsOf(t, tc, testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "ann"})), ns, ann)
+
+	rs, err := atrest.RotateRefKeys(ctx, pool, ring, atrest.RefRotationOptions{Wait: rotationWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rotated []string
+	for _, r := range rs {
+		rotated = append(rotated, r.Org)
+	}
+	if !slices.Contains(rotated, org) {
+		t.Fatalf("the pass rotated %v, not %s", rotated, org)
+	}
+	var stored, opened []byte
+	if err := pool.QueryRow(ctx, `SELECT key, loom.unwrapped_key(key) FROM loom.user_ref_keys WHERE org = $1 AND retired IS NULL`, org).
+		Scan(&stored, &opened); err != nil {
+		t.Fatal(err)
+	}
+	if !ring.Current(stored) || string(opened) == string(plain) {
+		t.Errorf("after the pass the org's key is under the ring's first KEK: %t; the old key kept: %t", ring.Current(stored), string(opened) == string(plain))
+	}
+	if found := columnsHolding(t, pool, oldRefs); len(found) > 0 {
+		t.Errorf("after the pass these columns hold references under the old key: %v", found)
+	}
+	bound := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "ann"}))
+	testenv.Eventually(t, 30*time.Second, "ann's reads to answer as before the rotation", func() bool {
+		return readsOf(t, tc, bound, ns, ann) == before
+	})
 }
