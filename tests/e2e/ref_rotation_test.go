@@ -344,7 +344,12 @@ func TestAKEKRotationReplacesTheRefKeyUnderTheOldKEK(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET key = $2 WHERE org = $1`, org, underOther)
-	before := readsOf(t, tc, testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "ann"})), ns, ann)
+	bound := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "ann"}))
+	var before string
+	testenv.Eventually(t, 30*time.Second, "ann's reads to settle (the index and the turns)", func() bool {
+		before = readsOf(t, tc, bound, ns, ann)
+		return strings.Contains(before, "green tea") && strings.Contains(before, "recall: ")
+	})
 
 	rs, err := atrest.RotateRefKeys(ctx, pool, ring, atrest.RefRotationOptions{Wait: rotationWait})
 	if err != nil {
@@ -368,7 +373,6 @@ func TestAKEKRotationReplacesTheRefKeyUnderTheOldKEK(t *testing.T) {
 	if found := columnsHolding(t, pool, oldRefs); len(found) > 0 {
 		t.Errorf("after the pass these columns hold references under the old key: %v", found)
 	}
-	bound := testenv.NewClient(c.URL, env.Token(t, n, auth.NewToken{Org: org, Role: auth.RoleReader, ReadUserID: "ann"}))
 	testenv.Eventually(t, 30*time.Second, "ann's reads to answer as before the rotation", func() bool {
 		return readsOf(t, tc, bound, ns, ann) == before
 	})
