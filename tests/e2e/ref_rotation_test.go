@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -474,5 +476,49 @@ func TestRotateRefKeyUnderWritesKeepsEachKeyOneMemory(t *testing.T) {
 		if len(h.Versions) != w.writes[key] || len(ids) != 1 {
 			t.Errorf("%s was written %d times; its history holds %d versions of %d memories", key, w.writes[key], len(h.Versions), len(ids))
 		}
+	}
+}
+
+// `loomd refs rotate --org ORG`, run as an operator runs it: it rotates the org's key
+// (waiting the swap out, republishing the org's records), says what it rewrote and
+// that the old KEK may go, and the org's data reads as before; the usage without
+// --org is a usage error.
+func TestLoomdRefsRotateReplacesTheOrgsKey(t *testing.T) {
+	_, c, org := env.OrgAPI(t, nil)
+	pool := env.PG(t)
+	tc := c.Typed(t)
+	ns := testenv.Unique(t, "rotatecmd")
+	ann := rotationWriter{user: "ann", agent: "agent-ann", session: "sess-ann"}
+	ann.write(t, tc, ns)
+	oldRefs := ann.refs(t, pool, org)
+	bin := testenv.Build(t, "github.com/loomplane/loom/cmd/loomd")
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"refs", "rotate"}, args...)...)
+		cmd.Env = env.LoomdEnv("LOOM_LOG_LEVEL=warn")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("run loomd refs rotate: %v", err)
+		}
+		if exit != nil {
+			return string(out), exit.ExitCode()
+		}
+		return string(out), 0
+	}
+	if _, code := run(); code != 2 {
+		t.Errorf("loomd refs rotate without --org exits %d, want 2", code)
+	}
+	out, code := run("--org", org)
+	if code != 0 || !strings.Contains(out, "is now generation 2") || !strings.Contains(out, "the old key may be destroyed") ||
+		!strings.Contains(out, "loom.memory_current: 2 rows rewritten") {
+		t.Fatalf("loomd refs rotate --org: exit %d\n%s", code, out)
+	}
+	if found := columnsHolding(t, pool, oldRefs); len(found) > 0 {
+		t.Errorf("after loomd refs rotate these columns hold references under the old key: %v", found)
+	}
+	m, err := tc.Get(context.Background(), ns, "drink", ann.identity(), time.Time{})
+	if err != nil || !strings.Contains(string(m.Value), "green tea") {
+		t.Errorf("get after loomd refs rotate: %v %v", m, err)
 	}
 }
