@@ -15,9 +15,10 @@ import (
 //     user of each erasure ledger row whose sealed user still opens;
 //   - memory keys, agents and sessions: the journal's rows (loom.memory_revisions,
 //     whose sealed text holds them since migrations 171 and 173; every head is one of
-//     its versions), the turns', the chunks' and the session digests' (whose sealed
-//     text holds the agent and session, migration 176), a page range at a time ($2,
-//     $3) so an org of any size is mapped in statements of bounded size.
+//     its versions), the turns', the chunks', the session digests' and the extraction
+//     requests' (whose sealed text holds the agent and session, migrations 176 and
+//     177), a page range at a time ($2, $3) so an org of any size is mapped in
+//     statements of bounded size.
 //
 // An erased user has neither a name nor rows, so no value here maps their reference.
 var refSources = []struct{ table, values string }{
@@ -29,20 +30,21 @@ var refSources = []struct{ table, values string }{
 		SELECT o.row->>'memory_key' AS clear, 'loom.key:' AS prefix FROM o
 		UNION SELECT o.row->>'agent', 'loom.agent:' FROM o
 		UNION SELECT o.row->>'session_id', 'loom.session:' FROM o`},
-	{"loom.memory_evidence", sealedSource("loom.memory_evidence", "loom.turn")},
-	{"loom.memory_chunks", sealedSource("loom.memory_chunks", "loom.chunk")},
-	{"loom.session_summaries", sealedSource("loom.session_summaries", "loom.digest")},
+	{"loom.memory_evidence", sealedSource("loom.memory_evidence", "data_key", "sealed", "loom.turn")},
+	{"loom.memory_chunks", sealedSource("loom.memory_chunks", "data_key", "sealed", "loom.chunk")},
+	{"loom.session_summaries", sealedSource("loom.session_summaries", "data_key", "sealed", "loom.digest")},
+	{"loom.extraction_requests", sealedSource("loom.extraction_requests", "who_key", "who", "loom.request.who")},
 }
 
 // sealedSource selects the agents and sessions a page range of table's rows seal
-// (evidence.Seal, SealChunk, SealDigest: JSON with "agent" and "session") under
-// their data keys and label.
-func sealedSource(table, label string) string {
-	return fmt.Sprintf(`WITH o AS MATERIALIZED (SELECT convert_from(decrypt(e.sealed,
-				hmac('%[2]s'::bytea, loom.unwrapped_key(e.data_key), 'sha256'), 'aes'), 'UTF8')::jsonb AS t
-			FROM %[1]s e WHERE e.ctid >= $2 AND e.ctid < $3 AND e.org = $1 AND e.data_key IS NOT NULL AND e.sealed IS NOT NULL)
+// (evidence.Seal, SealChunk, SealDigest, an extraction request's who: JSON with
+// "agent" and "session") in column sealed, under the key in column key and label.
+func sealedSource(table, key, sealed, label string) string {
+	return fmt.Sprintf(`WITH o AS MATERIALIZED (SELECT convert_from(decrypt(e.%[3]s,
+				hmac('%[4]s'::bytea, loom.unwrapped_key(e.%[2]s), 'sha256'), 'aes'), 'UTF8')::jsonb AS t
+			FROM %[1]s e WHERE e.ctid >= $2 AND e.ctid < $3 AND e.org = $1 AND e.%[2]s IS NOT NULL AND e.%[3]s IS NOT NULL)
 		SELECT o.t->>'agent' AS clear, 'loom.agent:' AS prefix FROM o
-		UNION SELECT o.t->>'session', 'loom.session:' FROM o`, table, label)
+		UNION SELECT o.t->>'session', 'loom.session:' FROM o`, table, key, sealed, label)
 }
 
 // mapValues is the insert into the mapping of the references under the retired key
