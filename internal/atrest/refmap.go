@@ -15,9 +15,9 @@ import (
 //     user of each erasure ledger row whose sealed user still opens;
 //   - memory keys, agents and sessions: the journal's rows (loom.memory_revisions,
 //     whose sealed text holds them since migrations 171 and 173; every head is one of
-//     its versions), the turns', the chunks', the session digests' and the extraction
-//     requests' (whose sealed text holds the agent and session, migrations 176 and
-//     177), a page range at a time ($2, $3) so an org of any size is mapped in
+//     its versions), the turns', the chunks', the session digests', the extraction
+//     requests' and the learnings' (whose sealed text holds the agent and session,
+//     migrations 130, 176 and 177), a page range at a time ($2, $3) so an org of any size is mapped in
 //     statements of bounded size.
 //
 // An erased user has neither a name nor rows, so no value here maps their reference.
@@ -34,10 +34,12 @@ var refSources = []struct{ table, values string }{
 	{"loom.memory_chunks", sealedSource("loom.memory_chunks", "data_key", "sealed", "loom.chunk")},
 	{"loom.session_summaries", sealedSource("loom.session_summaries", "data_key", "sealed", "loom.digest")},
 	{"loom.extraction_requests", sealedSource("loom.extraction_requests", "who_key", "who", "loom.request.who")},
+	{"loom.learnings_queue", sealedSource("loom.learnings_queue", "data_key", "sealed", "loom.learning")},
+	{"loom.learnings_supporters", sealedSource("loom.learnings_supporters", "data_key", "sealed", "loom.learning")},
 }
 
 // sealedSource selects the agents and sessions a page range of table's rows seal
-// (evidence.Seal, SealChunk, SealDigest, an extraction request's who: JSON with
+// (evidence.Seal, SealChunk, SealDigest, an extraction request's who, a learning: JSON with
 // "agent" and "session") in column sealed, under the key in column key and label.
 func sealedSource(table, key, sealed, label string) string {
 	return fmt.Sprintf(`WITH o AS MATERIALIZED (SELECT convert_from(decrypt(e.%[3]s,
