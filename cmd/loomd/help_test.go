@@ -39,6 +39,8 @@ func TestEveryCommandsHelpPrintsItsUsageAndFlags(t *testing.T) {
 		{"projector", nil},
 		{"republish", []string{"from-seq", "namespace", "org", "topic"}},
 		{"audit verify", []string{"org", "namespace"}},
+		{"refs rotate", []string{"org"}},
+		{"refs", nil},
 		{"knowledge ingest", []string{"url", "token-file", "namespace", "prefix", "tags", "user", "no-wait"}},
 		{"bench", []string{"scenario", "duration", "concurrency", "out", "search-sizes", "get-rows", "bulk-entries", "replay-revisions", "dir"}},
 	} {

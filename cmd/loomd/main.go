@@ -59,6 +59,10 @@ Usage:
   loomd republish --from-seq N [--namespace NS] [--org ORG] [--topic T]
                         re-create topic records from the Postgres journal (a lost or
                         truncated topic) and queue them for the relay
+  loomd refs rotate --org ORG
+                        replace the org's user reference key: every reference column rewritten
+                        to a fresh key, the org's records republished under it, the old key
+                        dropped (finishes a rotation an earlier run left half done)
   loomd audit verify [--org ORG [--namespace NS]]
                         walk each namespace's audit chain in ClickHouse against its checkpoints in
                         Postgres and name the first broken link (exit status 1)
@@ -104,6 +108,8 @@ func main() {
 		err = runProjector(ctx, os.Args[2:])
 	case "republish":
 		err = runRepublish(ctx, os.Args[2:])
+	case "refs":
+		err = runRefs(ctx, os.Args[2:])
 	case "audit":
 		err = runAudit(ctx, os.Args[2:])
 	case "bench":

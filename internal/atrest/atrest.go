@@ -78,8 +78,14 @@ type Counts struct {
 
 // Run runs the pass to its end (or until ctx ends) and logs what it changed. A batch
 // that fails is tried again after a pause: the pass is what leaves the stores
-// protected, and a store outage ends.
-func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logger) error {
+// protected, and a store outage ends. With rotate, the user reference keys under a KEK
+// that is not the ring's first are replaced first (RotateRefKeys), rather than
+// wrapped again by the pass; a rotation that fails is logged and left to the next
+// start (the pass then wraps the key again, so the org keeps working).
+func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logger, rotate *RefRotationOptions) error {
+	if rotate != nil {
+		runRefRotations(ctx, pool, ring, log, *rotate)
+	}
 	for {
 		c, err := Pass(ctx, pool, ring)
 		if err == nil {
@@ -104,6 +110,20 @@ func Run(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logg
 			return nil
 		case <-time.After(5 * time.Second):
 		}
+	}
+}
+
+// runRefRotations rotates the user reference keys a KEK rotation left under an old KEK
+// and logs each.
+func runRefRotations(ctx context.Context, pool *pgxpool.Pool, ring *kek.Ring, log *slog.Logger, opts RefRotationOptions) {
+	rs, err := RotateRefKeys(ctx, pool, ring, opts)
+	for _, r := range rs {
+		log.Info("at-rest pass: user reference key replaced; the KEK the old one was wrapped under may be destroyed once no other key is under it",
+			"org", r.Org, "gen", r.Gen, "resumed", r.Resumed, "references_mapped", r.Mapped, "rows_rewritten", r.Rewritten,
+			"rows_deleted", r.Deleted, "rows_unmapped", r.Unmapped, "turns_rehashed", r.Rehashed)
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Warn("at-rest pass: a rotation of a user reference key failed; the next start tries again", "err", err)
 	}
 }
 

@@ -248,6 +248,11 @@ func postgresNoContent() []Table {
 		{Store: Postgres, Name: "loom.namespace_operations", Class: NoMemoryContent, Why: "audit of restores, rollbacks and blacklist sweeps: ids, parameters, counts and errors"},
 		{Store: Postgres, Name: "loom.user_ref_keys", Class: NoMemoryContent,
 			Why: "each org's key the topic names users by (user_ref); kept, so a user's later records keep their reference"},
+		{Store: Postgres, Name: "loom.ref_rotation_map", Class: NoMemoryContent,
+			Why: "a running rotation's mapping of references under the retired user reference key to the current one (migration 185): " +
+				"no clear value, and dropped with the retired key when the rotation ends"},
+		{Store: Postgres, Name: "loom.ref_rotations", Class: NoMemoryContent,
+			Why: "when each running rotation of an org's user reference key swapped it (migration 185): the org and a time"},
 		{Store: Postgres, Name: "loom.name_wrap_keys", Class: NoMemoryContent,
 			Why: "each org's key that wraps its users' name keys (migration 158); replaced at a KEK rotation, so kept copies of an erased name open for no one"},
 		{Store: Postgres, Name: "loom.authority", Class: NoMemoryContent, Why: "the deployment record"},

@@ -32,11 +32,13 @@ import (
 // bound for a notification lost on a connection not yet found dead.
 const generationTTL = time.Second
 
-// staleLimit is how old a copy may grow while its background reads fail (Postgres
+// StaleLimit is how old a copy may grow while its background reads fail (Postgres
 // down, a retired key this process cannot open): past it a caller reads the
 // generation itself and answers the error, rather than name rows under a key a
-// rotation may have replaced.
-const staleLimit = 10 * generationTTL
+// rotation may have replaced. It is the bound after a rotation's swap past which no
+// process starts naming rows under the retired key: a rotation (internal/atrest)
+// waits it out, plus the longest commit, before it rewrites the org's references.
+const StaleLimit = 10 * generationTTL
 
 // refreshTimeout bounds a background read of an org's generation.
 const refreshTimeout = 5 * time.Second
@@ -132,18 +134,18 @@ func (k *Keys) CurrentRef(ctx context.Context, org, userID string) (string, int,
 
 // org returns what the process holds of org's keys. A copy older than generationTTL
 // is answered while a background read checks its generation (refresh); one older than
-// staleLimit, or none, is read here.
+// StaleLimit, or none, is read here.
 func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
 	now := time.Now()
 	k.mu.Lock()
 	o, ok := k.keys[org]
 	age := now.Sub(o.readAt)
-	start := ok && age >= generationTTL && age < staleLimit && !k.refreshing[org]
+	start := ok && age >= generationTTL && age < StaleLimit && !k.refreshing[org]
 	if start {
 		k.refreshing[org] = true
 	}
 	k.mu.Unlock()
-	if ok && age < staleLimit {
+	if ok && age < StaleLimit {
 		if start {
 			go k.refresh(org, o)
 		}
@@ -159,7 +161,7 @@ func (k *Keys) org(ctx context.Context, org string) (orgKeys, error) {
 }
 
 // refresh reads org's generation again beside the request that found o stale; on an
-// error the copy stays, and a later call tries again (or, past staleLimit, fails).
+// error the copy stays, and a later call tries again (or, past StaleLimit, fails).
 // Its context is its own: the read is no request's work (nor in its trace).
 func (k *Keys) refresh(org string, o orgKeys) {
 	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)

@@ -426,7 +426,14 @@ func (p *Process) background() []work {
 		if every := p.Cfg.Command.SweepInterval; every > 0 {
 			out = append(out, work{"sweeps", func(ctx context.Context) error { c.RunSweeps(ctx, every); return nil }})
 		}
-		out = append(out, work{"at_rest", func(ctx context.Context) error { return atrest.Run(ctx, p.PG, p.Keys, p.Log) }})
+		// A KEK rotation replaces the user reference keys under the old KEK, and
+		// republishes their orgs' records under the new ones.
+		rotate := &atrest.RefRotationOptions{Wait: atrest.RetiredKeyWait(p.Cfg.Command.AdmissionDeadline),
+			Republish: func(ctx context.Context, org string) error {
+				_, err := c.Republish(ctx, command.RepublishOptions{Org: org, FromSeq: 1, Topic: p.Cfg.Pipeline.Topic})
+				return err
+			}}
+		out = append(out, work{"at_rest", func(ctx context.Context) error { return atrest.Run(ctx, p.PG, p.Keys, p.Log, rotate) }})
 		if every := p.Cfg.Command.UsagePublishInterval; every > 0 {
 			out = append(out, work{"usage_publish", func(ctx context.Context) error { c.RunUsagePublish(ctx, every); return nil }})
 		}
