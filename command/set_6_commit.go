@@ -292,7 +292,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
-		keyHeads, err := queueKeyHeads(b, plans, refKey)
+		keyHeads, err := queueKeyHeads(b, plans, refKey.Key)
 		if err != nil {
 			return nil, fmt.Errorf("name the plans' keys by reference: %w", err)
 		}
