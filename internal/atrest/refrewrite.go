@@ -182,7 +182,7 @@ func isUniqueViolation(err error) bool {
 }
 
 // countUnmapped counts, by table, org's rows still naming a reference no live clear
-// value mapped (neither a current reference the map made nor ” or '-'): an erased
+// value mapped (neither a current reference the map made nor empty or '-'): an erased
 // user's, or a value the map's sources do not hold. They are left as they are: under
 // a key about to be destroyed, such a reference confirms nothing.
 func countUnmapped(ctx context.Context, pool *pgxpool.Pool, org string, r *RefRotation) error {

@@ -316,7 +316,7 @@ const documentScope = `t.org = p.org AND t.namespace = p.ns AND (p.user_id = '' 
 // ScopeParams is the CTE that binds a Postgres scope's parameters: $1 org, $2
 // namespace, $3 user_id (empty for the whole namespace), $4 fence, $5 erasure id. The
 // tables name a user by reference (migration 155): p.user_id is the user's under the
-// org's current key ('' for the whole namespace), p.user_refs the user's under every
+// org's current key (empty for the whole namespace), p.user_refs the user's under every
 // live key (migration 182: while a rotation runs, rows named under the retired key are
 // the user's too), which the predicates match; p.user_name is the id, for what keeps it
 // in JSON (the outbox's version 1 records, parked search pools, kept traces).
