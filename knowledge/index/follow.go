@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func (f *Follower) prepare(ctx context.Context, recs []*kgo.Record) ([]op, error
 		if err != nil {
 			continue // not a record of Loom's: nothing to take
 		}
-		o := op{org: org, ns: ns, seq: seq}
+		o := op{org: org, ns: ns, seq: seq, refGen: refGeneration(r)}
 		if strings.HasPrefix(typ, "knowledge.") || typ == string(events.TypeErased) {
 			env, err := events.Decode(r.Value)
 			if err != nil {
@@ -106,6 +107,9 @@ func (f *Follower) prepare(ctx context.Context, recs []*kgo.Record) ([]op, error
 				// reference their records carry (a version 1 record named the user by id,
 				// and no document was written then).
 				o.fence, o.userRef = true, env.Erasure.UserRef
+				if o.live, err = store.LiveSources(ctx, f.keys, org, ns); err != nil {
+					return nil, err
+				}
 			}
 		}
 		ops = append(ops, o)
@@ -134,6 +138,16 @@ func (f *Follower) prepare(ctx context.Context, recs []*kgo.Record) ([]op, error
 		ops[i].content = c
 	}
 	return ops, nil
+}
+
+// refGeneration is the generation of the org's user reference key a record's
+// references are under (ce_loomrefgen); a record without one was written before
+// generations, under the first.
+func refGeneration(r *kgo.Record) int {
+	if gen, err := strconv.Atoi(header(r, events.HeaderRefGeneration)); err == nil {
+		return gen
+	}
+	return 1
 }
 
 func header(r *kgo.Record, key string) string {

@@ -52,6 +52,7 @@ type source struct {
 	chunks  []*Chunk
 	deleted bool
 	userRef string // the topic's reference of the document's user ("" none): a user's erasure drops it
+	refGen  int    // the generation of the org's user reference key userRef is under (ce_loomrefgen)
 }
 
 type space struct {
@@ -193,6 +194,19 @@ type op struct {
 	content *events.DocumentContent // nil: the record's key is gone (erased)
 	fence   bool                    // an erasure: everything below seq goes (of userRef's, when set)
 	userRef string                  // a user's erasure: the user's reference
+	refGen  int                     // the generation of the key the record's references are under
+	live    map[string]bool         // a user's erasure: the namespace's sources whose heads are left
+}
+
+// takes reports whether a user's erasure takes src: a source whose records named the
+// user by the erasure's reference, under the same generation of the org's user
+// reference key. A source named under another generation (before a rotation replaced
+// the key) cannot be compared by reference: it goes when the erasure left it no head.
+func (o op) takes(uri string, src *source) bool {
+	if src.refGen == o.refGen {
+		return src.userRef == o.userRef
+	}
+	return src.userRef != "" && !o.live[uri]
 }
 
 // apply applies ops in order and wakes the waiters of positions that moved.
@@ -209,7 +223,7 @@ func (x *Index) apply(ops []op) {
 		switch {
 		case o.fence:
 			for uri, src := range s.sources {
-				if o.userRef != "" && src.userRef != o.userRef {
+				if o.userRef != "" && !o.takes(uri, src) {
 					continue // a user's erasure leaves the namespace's and the other users' documents
 				}
 				if len(src.chunks) == 0 || src.chunks[0].Seq < o.seq {
@@ -218,7 +232,7 @@ func (x *Index) apply(ops []op) {
 				}
 			}
 		case o.env != nil && o.content != nil:
-			applyDocument(s, x.stems, o.env, o.content)
+			applyDocument(s, x.stems, o.env, o.content, o.refGen)
 		}
 	}
 	for k, s := range touched {
@@ -229,14 +243,14 @@ func (x *Index) apply(ops []op) {
 	x.mu.Unlock()
 }
 
-func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.DocumentContent) {
+func applyDocument(s *space, stems *text.Stems, env *events.Envelope, c *events.DocumentContent, refGen int) {
 	d := env.Document
 	src := s.sources[c.SourceURI]
 	if src == nil {
 		src = &source{}
 		s.sources[c.SourceURI] = src
 	}
-	src.userRef = d.UserRef
+	src.userRef, src.refGen = d.UserRef, refGen
 	switch env.Type {
 	case events.TypeDocumentDeleted:
 		s.setDeleted(src, true)

@@ -135,3 +135,24 @@ func TestAUsersScopeAndErasureFence(t *testing.T) {
 		t.Fatalf("after bob's erasure: %v", got)
 	}
 }
+
+// A user's erasure recorded after a rotation of the org's user reference key names the
+// user under the new generation, which the sources written before it cannot be
+// compared with: of those, it takes the ones the erasure left no head, and leaves the
+// namespace's, another user's (their heads are left) and those of its own generation
+// that name another user.
+func TestAUsersErasureAfterARotationTakesTheSourcesItLeftNoHead(t *testing.T) {
+	x := New(Config{})
+	gen := func(o op, g int) op { o.refGen = g; return o }
+	x.apply([]op{gen(written(1, 10, "shared.txt", "text", nil, "okapi handbook"), 1),
+		gen(forUser(written(2, 20, "bob.txt", "text", nil, "okapi plan"), "bob", "ref1-bob"), 1),
+		gen(forUser(written(3, 30, "alice.txt", "text", nil, "okapi notes"), "alice", "ref1-alice"), 1),
+		gen(forUser(written(4, 40, "carol.txt", "text", nil, "okapi diary"), "carol", "ref2-carol"), 2)})
+	x.apply([]op{{org: "o", ns: "n", seq: 5, fence: true, userRef: "ref2-bob", refGen: 2,
+		live: map[string]bool{"shared.txt": true, "alice.txt": true, "carol.txt": true}}})
+	got := uris(x.Search("o", "n", "okapi", nil, Filter{}, 10))
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"alice.txt", "carol.txt", "shared.txt"}) {
+		t.Fatalf("after bob's erasure under the next generation: %v, want bob.txt gone and the rest kept", got)
+	}
+}

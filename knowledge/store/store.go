@@ -244,6 +244,27 @@ func ReadServing(ctx context.Context, q Querier, org, ns string, uris []string, 
 	return out, nil
 }
 
+// LiveSources are the source URIs of a namespace that have a head: what a user's
+// erasure left (the knowledge index drops the user's other sources by them, where it
+// cannot compare references across a rotation of the org's key).
+func LiveSources(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, org, ns string) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `SELECT source_uri FROM loom.knowledge_heads WHERE org = $1 AND namespace = $2`, org, ns)
+	if err != nil {
+		return nil, fmt.Errorf("read the knowledge sources of %s/%s: %w", org, ns, err)
+	}
+	uris, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the knowledge sources of %s/%s: %w", org, ns, err)
+	}
+	live := make(map[string]bool, len(uris))
+	for _, u := range uris {
+		live[u] = true
+	}
+	return live, nil
+}
+
 // FetchKeys reads the data keys of knowledge records in one query, by record id,
 // unwrapped by the session's KEKs. A record whose key is missing was erased.
 func FetchKeys(ctx context.Context, q interface {
