@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/loomplane/loom/internal/memrow"
 )
 
@@ -42,6 +44,19 @@ func TestAHeadNamedUnderTheRetiredKeyIsReadDuringARotation(t *testing.T) {
 	}
 	if read, many := found(); !read || many != 1 {
 		t.Fatalf("during the rotation: Read found the head %v, Many %d heads; want true, 1", read, many)
+	}
+	// An erasure of the user across the org finds the namespace by either key's
+	// reference (loom.user_refs bound as an array: ANY((SELECT ...))::text[]; without the
+	// cast Postgres reads the subquery's one row as the array and the batch fails with
+	// "operator does not exist: text = text[]").
+	var namespaces []string
+	b := &pgx.Batch{}
+	QueueNamespacesOfUser(b, id.Org, id.UserID, &namespaces)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatalf("read alice's namespaces during the rotation: %v", err)
+	}
+	if len(namespaces) != 1 || namespaces[0] != id.Namespace {
+		t.Fatalf("alice's namespaces during the rotation: %q; want [%s]", namespaces, id.Namespace)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE loom.user_ref_keys SET retired = NULL, retired_gen = NULL WHERE org = 'acme'`); err != nil {
 		t.Fatal(err)
