@@ -5,12 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 
-	"github.com/loomplane/loom/cmd/loomd/app"
 	"github.com/loomplane/loom/command"
 	"github.com/loomplane/loom/internal/atrest"
-	"github.com/loomplane/loom/internal/config"
 )
 
 func runRefs(ctx context.Context, args []string) error {
@@ -41,9 +38,7 @@ func runRefsRotate(ctx context.Context, args []string) error {
 	if *org == "" {
 		return usageError{errors.New("refs rotate: --org ORG is required")}
 	}
-	// The write side republishes the org's records, built as a command process builds them.
-	cfg.Roles = config.Roles{config.RoleCommand}
-	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, err := openCommandSide(ctx, cfg)
 	if err != nil {
 		return err
 	}

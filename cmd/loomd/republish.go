@@ -30,9 +30,7 @@ func runRepublish(ctx context.Context, args []string) error {
 	if *from < 1 {
 		return usageError{errors.New("republish: --from-seq N (N >= 1) is required")}
 	}
-	// The write side rebuilds the records, built as a command process builds it.
-	cfg.Roles = config.Roles{config.RoleCommand}
-	n, err := app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
+	n, err := openCommandSide(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -44,4 +42,11 @@ func runRepublish(ctx context.Context, args []string) error {
 	fmt.Printf("queued %d records of %d namespaces for %s; the relay publishes them in seq order (consumers dedupe by seq)\n",
 		res.Records, res.Namespaces, *topic)
 	return nil
+}
+
+// openCommandSide opens a process of the command role alone: an operator command that
+// writes records (republish, refs rotate) builds them as a command process builds them.
+func openCommandSide(ctx context.Context, cfg config.Config) (*app.Process, error) {
+	cfg.Roles = config.Roles{config.RoleCommand}
+	return app.Open(ctx, cfg, newLogger(cfg.LogLevel, os.Stderr))
 }
