@@ -17,18 +17,18 @@ import (
 // retired. It returns once a write is named under the new key: a process reads the
 // key's generation again beside a request that finds its copy a second old, so the
 // first write after that second may still name rows under the old key. Its probe
-// writes are of their own namespace and user.
+// writes are of their own namespace and name no user (a user's first write under a
+// stale key is refused: loom.named_user_ref checks it against the current key).
 func rotateRefKey(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org string) {
 	t.Helper()
 	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = gen_random_bytes(32), gen = gen + 1
 		WHERE org = $1`, org)
 	probe := testenv.Unique(t, "refgen-probe")
-	newRef := testenv.UserRef(t, pool, org, "rotation-probe")
 	testenv.Eventually(t, 30*time.Second, "a write named under the new key", func() bool {
-		if r := c.Put(t, probe, "probe", map[string]any{"value": "probe", "user_id": "rotation-probe"}); r.Status != 200 {
+		if r := c.Put(t, probe, "probe", map[string]any{"value": "probe"}); r.Status != 200 {
 			t.Fatalf("probe write after the rotation: %d %s", r.Status, r.Body)
 		}
-		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND user_id = $3`, org, probe, newRef) > 0
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, 'probe')`, org, probe) > 0
 	})
 }
 
