@@ -77,7 +77,7 @@ func (tokens sessionTokens) inScope(ctx context.Context, tx pgx.Tx, org, ns, use
 	for ref := range tokens {
 		refs = append(refs, ref)
 	}
-	rows, err := tx.Query(ctx, sessionsHolding(` AND r.namespace = $3 AND ($4 = '' OR r.user_id = ANY((SELECT loom.user_refs($1, $4))))`),
+	rows, err := tx.Query(ctx, sessionsHolding(` AND r.namespace = $3 AND ($4 = '' OR r.user_id = ANY((SELECT loom.user_refs($1, $4))::text[]))`),
 		org, refs, ns, user)
 	if err != nil {
 		return fmt.Errorf("read the sessions of %s's session-bound tokens: %w", ns, err)

@@ -91,8 +91,8 @@ func eraseUserName(ctx context.Context, tx pgx.Tx, org, user, id string) (int64,
 // Statements over the knowledge tables that erase are the erasure's, here, by the
 // registry's scopes; knowledge/store owns the plane's own.
 func queueKnowledgeNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.knowledge_revisions WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))
-		UNION SELECT namespace FROM loom.knowledge_jobs WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))`, org, user).
+	b.Queue(`SELECT namespace FROM loom.knowledge_revisions WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])
+		UNION SELECT namespace FROM loom.knowledge_jobs WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

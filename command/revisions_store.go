@@ -318,7 +318,7 @@ func destroyContentKeys(ctx context.Context, tx pgx.Tx, args []any) ([]string, e
 // a revision, into into: the journal's part of the namespaces an erasure of the user
 // fences.
 func queueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))`, org, user).
+	b.Queue(`SELECT DISTINCT namespace FROM loom.memory_revisions WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

@@ -198,10 +198,10 @@ func QueueInsertLinks(b *pgx.Batch, links []Link) {
 // QueueNamespacesOfUser queues the read of the namespaces where a user has kept turns,
 // chunks, session digests or learnings' supporters, for an erasure of the user.
 func QueueNamespacesOfUser(b *pgx.Batch, org, userID string, into *[]string) {
-	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))
-		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))
-		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))
-		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))`, org, userID).
+	b.Queue(`SELECT namespace FROM loom.memory_evidence WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])
+		UNION SELECT namespace FROM loom.session_summaries WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])
+		UNION SELECT namespace FROM loom.memory_chunks WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])
+		UNION SELECT namespace FROM loom.learnings_supporters WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])`, org, userID).
 		Query(func(rows pgx.Rows) error {
 			ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			*into = ns

@@ -368,7 +368,7 @@ func QueuePending(b *pgx.Batch, org string, namespaces []string, userID string, 
 // QueueNamespacesOfUser queues on b the read of the namespaces of org where user has a
 // request, into into: the requests' part of the namespaces an erasure of the user fences.
 func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))`, org, user).
+	b.Queue(`SELECT DISTINCT namespace FROM loom.extraction_requests WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])`, org, user).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			*into, err = pgx.CollectRows(rows, pgx.RowTo[string])

@@ -57,7 +57,7 @@ func OfUser(ctx context.Context, q Querier, org, namespace, user string, limit i
 // QueueNamespacesOfUser queues on b the read of the namespaces of org where user holds
 // a head, into into: the heads' part of the namespaces an erasure of the user fences.
 func QueueNamespacesOfUser(b *pgx.Batch, org, user string, into *[]string) {
-	queueStrings(b, into, `SELECT DISTINCT namespace FROM loom.memory_current WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2)))`, org, user)
+	queueStrings(b, into, `SELECT DISTINCT namespace FROM loom.memory_current WHERE org = $1 AND user_id = ANY((SELECT loom.user_refs($1, $2))::text[])`, org, user)
 }
 
 func queueStrings(b *pgx.Batch, into *[]string, query string, args ...any) {
