@@ -31,9 +31,9 @@ func nameRetired(pr *pending, live []userref.Generation) error {
 // queueLockHeadsAcrossGenerations is queueLockHeads while a rotation runs: each key's
 // head is the one under the current key's references (refs[i]) or, when it has none,
 // the one under the retired key's (retired[i], nil: as refs[i]); its version and seq
-// are read into versions[i] and seqs[i] (0 when neither exists). The commit's
-// namespace generation lock serializes the writers of the key, so locking the head
-// read is enough.
+// are read into versions[i] and seqs[i] (0 when neither exists). Both are locked, each
+// an equality on the key's identity: an OR of the two was planned as a scan of the
+// namespace's heads (EXPLAIN: the index bound on org and namespace alone).
 func queueLockHeadsAcrossGenerations(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, retired []*columnRefs, versions, seqs []*int64) {
 	n := len(ids)
 	cols := make([][]string, 10)
@@ -53,13 +53,15 @@ func queueLockHeadsAcrossGenerations(b *pgx.Batch, ids []memrow.Identity, refs [
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, r_agent, r_user_id, r_session_id, r_memory_key, ord)
 			ORDER BY t.ord)
-		SELECT t.ord, coalesce(h.version, 0), coalesce(h.seq, 0)
+		SELECT t.ord, coalesce(h.version, r.version, 0), coalesce(h.seq, r.seq, 0)
 		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
-			WHERE c.org = t.org AND c.namespace = t.namespace
-			  AND ((c.agent = t.agent AND c.user_id = t.user_id AND c.session_id = t.session_id AND c.memory_key = t.memory_key)
-			    OR (c.agent = t.r_agent AND c.user_id = t.r_user_id AND c.session_id = t.r_session_id AND c.memory_key = t.r_memory_key))
-			ORDER BY c.memory_key = t.memory_key DESC LIMIT 1
-			FOR UPDATE) h ON true`,
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+			  AND c.session_id = t.session_id AND c.memory_key = t.memory_key
+			FOR UPDATE) h ON true
+		LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.r_agent AND c.user_id = t.r_user_id
+			  AND c.session_id = t.r_session_id AND c.memory_key = t.r_memory_key
+			FOR UPDATE) r ON true`,
 		cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9]).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		for rows.Next() {
