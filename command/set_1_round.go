@@ -127,17 +127,23 @@ func (s *Service) readRound(ctx context.Context, org, ns string, keys, users, sh
 	return st, nil
 }
 
-// keyRefs are keys' references in org (events.KeyRef under its user reference key,
-// made on the org's first write).
+// keyRefs are keys' references in org (events.KeyRef) under every live user reference
+// key of the org (the current one, made on the org's first write, and the retired one
+// while a rotation runs): a head named under the retired key is still the key's, and
+// the write revises it (set_retired_heads.go).
 func (s *Service) keyRefs(ctx context.Context, org string, keys []string) ([]string, error) {
-	refKey, err := s.userRefs.Key(ctx, org)
+	live, err := s.userRefs.Live(ctx, org)
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]string, len(keys))
-	for i, k := range keys {
-		if refs[i], err = events.KeyRef(refKey, k); err != nil {
-			return nil, fmt.Errorf("name the round's keys by reference: %w", err)
+	refs := make([]string, 0, len(keys)*len(live))
+	for _, g := range live {
+		for _, k := range keys {
+			ref, err := events.KeyRef(g.Key, k)
+			if err != nil {
+				return nil, fmt.Errorf("name the round's keys by reference: %w", err)
+			}
+			refs = append(refs, ref)
 		}
 	}
 	return refs, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomplane/loom/events"
 	"github.com/loomplane/loom/internal/memrow"
+	"github.com/loomplane/loom/internal/userref"
 )
 
 // keyHeadsCheck is what a judged write's round took of its key's heads under every
@@ -39,9 +40,11 @@ func (c *keyHeadsCheck) holds(seqs []int64, writtenKeys map[string]bool) bool {
 }
 
 // queueKeyHeads queues, on the commit's first batch after the generation advance, the
-// read of the seqs of the heads of each plan's checked key (keyHeads); the answer is
-// each plan's, filled when the batch is sent (nil: none, or not checked).
-func queueKeyHeads(b *pgx.Batch, plans []*commitPlan, refKey []byte) ([][]int64, error) {
+// read of the seqs of the heads of each plan's checked key (keyHeads) under every live
+// key of the org (live, current first: while a rotation runs a head may be named under
+// the retired one, and the round read those too); the answer is each plan's, filled
+// when the batch is sent (nil: none, or not checked).
+func queueKeyHeads(b *pgx.Batch, plans []*commitPlan, live []userref.Generation) ([][]int64, error) {
 	out := make([][]int64, len(plans))
 	var refs []string
 	var of []int
@@ -49,11 +52,13 @@ func queueKeyHeads(b *pgx.Batch, plans []*commitPlan, refKey []byte) ([][]int64,
 		if p.keyHeads == nil {
 			continue
 		}
-		ref, err := events.KeyRef(refKey, p.keyHeads.key)
-		if err != nil {
-			return nil, err
+		for _, g := range live {
+			ref, err := events.KeyRef(g.Key, p.keyHeads.key)
+			if err != nil {
+				return nil, err
+			}
+			refs, of = append(refs, ref), append(of, i)
 		}
-		refs, of = append(refs, ref), append(of, i)
 	}
 	switch len(refs) {
 	case 0:
@@ -76,7 +81,12 @@ func queueKeyHeads(b *pgx.Batch, plans []*commitPlan, refKey []byte) ([][]int64,
 			if err := rows.Scan(&ord, &seqs); err != nil {
 				return err
 			}
-			out[of[ord-1]] = seqs
+			// A key's references of several generations: its heads under each.
+			i := of[ord-1]
+			out[i] = append(out[i], seqs...)
+		}
+		for _, seqs := range out {
+			slices.Sort(seqs)
 		}
 		return rows.Err()
 	})

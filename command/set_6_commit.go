@@ -109,6 +109,9 @@ type pending struct {
 	// refs name the row's user, agent, session and key as its columns store them,
 	// computed by the commit before its transaction (nameRows).
 	refs columnRefs
+	// retiredRefs name the row under the org's retired key while a rotation runs (nil
+	// when none runs): the commit revises a head named under it (retired_heads.go).
+	retiredRefs *columnRefs
 	// contentKey is the content key of the row's scope the commit holds (keyContent):
 	// its hash is computed in Go. Empty: hashed in SQL.
 	contentKey contentkey.Key
@@ -269,11 +272,12 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 	drawn := n + lead.recordSeqs() // the seqs the advance draws: the rows', and the lead's record's
 	// Read before the transaction: an org's first write makes its key, which must not
 	// take round trips while the namespace's generation lock is held.
-	refKey, err := s.userRefs.Current(ctx, lead.org)
+	live, err := s.userRefs.Live(ctx, lead.org)
 	if err != nil {
 		return failAll(errs, err)
 	}
-	if err := nameRows(plans, refKey.Key); err != nil {
+	refKey := live[0]
+	if err := nameRows(plans, live); err != nil {
 		return failAll(errs, err)
 	}
 	keys := s.keyContent(all)
@@ -292,7 +296,7 @@ func (s *Service) commitPlans(ctx context.Context, plans []*commitPlan) []error 
 		// The gap is read in the same round trip, after the advance: every commit of the
 		// namespace before this one has landed (it held the lock), and none after it can.
 		gap := s.queueGroupGap(b, plans)
-		keyHeads, err := queueKeyHeads(b, plans, refKey.Key)
+		keyHeads, err := queueKeyHeads(b, plans, live)
 		if err != nil {
 			return nil, fmt.Errorf("name the plans' keys by reference: %w", err)
 		}
@@ -480,6 +484,7 @@ func (s *Service) queueWrites(b *pgx.Batch, admitted []*commitPlan, userRefKey u
 	}
 	queueContentKeys(b, ps, recs)
 	queueHeadWrites(b, ps, recs)
+	queueRetiredHeadDeletes(b, ps)
 	queueRevisions(b, ps, recs)
 	queueRevisionKeys(b, rows, dataKeys)
 	outbox.QueueMany(b, outboxRecs)
@@ -597,11 +602,18 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 	})
 	versions, seqs = make([]int64, len(rows)), make([]int64, len(rows))
 	ids, versionsOf, seqsOf := make([]memrow.Identity, len(rows)), make([]*int64, len(rows)), make([]*int64, len(rows))
-	refs := make([]columnRefs, len(rows))
+	refs, retired := make([]columnRefs, len(rows)), make([]*columnRefs, len(rows))
+	anyRetired := false
 	for j, i := range order {
 		ids[j], refs[j], versionsOf[j], seqsOf[j] = rows[i].row.Identity, rows[i].refs, &versions[i], &seqs[i]
+		retired[j] = rows[i].retiredRefs
+		anyRetired = anyRetired || retired[j] != nil
 	}
-	if len(ids) > 0 {
+	switch {
+	case len(ids) == 0:
+	case anyRetired:
+		queueLockHeadsAcrossGenerations(b, ids, refs, retired, versionsOf, seqsOf)
+	default:
 		queueLockHeads(b, ids, refs, versionsOf, seqsOf)
 	}
 	return versions, seqs
@@ -707,6 +719,7 @@ func (s *Service) queueInsert(b *pgx.Batch, p *pending, rec *record) {
 	row := p.row
 	queueContentKey(b, row, p.refs, rec.contentKey)
 	queueHeadWrite(b, p, rec)
+	queueRetiredHeadDeletes(b, []*pending{p})
 	queueRevision(b, p, rec)
 	queueRevisionKey(b, row, rec.dataKey)
 	outbox.Queue(b, s.outboxRecord(row, rec))
@@ -734,18 +747,21 @@ func queueNamespaceDeleted(b *pgx.Batch, plans []*commitPlan) *bool {
 
 // nameRows names every row of the plans by reference under their org's key (columnRefs),
 // before the transaction: its statements bind them.
-func nameRows(plans []*commitPlan, userRefKey []byte) error {
+func nameRows(plans []*commitPlan, live []userref.Generation) error {
 	for _, p := range plans {
 		for _, pr := range p.rows {
 			if pr.row.Org != p.org {
 				// The commit holds one org's key: a row of another would be named under it.
 				return fmt.Errorf("a row of org %q in a commit of org %q", pr.row.Org, p.org)
 			}
-			refs, err := columnRefsOf(userRefKey, pr.row.Identity)
+			refs, err := columnRefsOf(live[0].Key, pr.row.Identity)
 			if err != nil {
 				return err
 			}
 			pr.refs = refs
+			if err := nameRetired(pr, live); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -14,13 +14,22 @@ import (
 
 // rotateRefKey starts a rotation of org's user reference key as the at-rest pass will
 // (docs/architecture.md): a fresh key of the next generation, the old one kept as
-// retired. It waits out the second a process answers its cached key for, so the
-// writes after it are named under the new key.
-func rotateRefKey(t *testing.T, pool *pgxpool.Pool, org string) {
+// retired. It returns once a write is named under the new key: a process reads the
+// key's generation again beside a request that finds its copy a second old, so the
+// first write after that second may still name rows under the old key. Its probe
+// writes are of their own namespace and name no user (a user's first write under a
+// stale key is refused: loom.named_user_ref checks it against the current key).
+func rotateRefKey(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org string) {
 	t.Helper()
 	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = gen_random_bytes(32), gen = gen + 1
 		WHERE org = $1`, org)
-	time.Sleep(1500 * time.Millisecond)
+	probe := testenv.Unique(t, "refgen-probe")
+	testenv.Eventually(t, 30*time.Second, "a write named under the new key", func() bool {
+		if r := c.Put(t, probe, "probe", map[string]any{"value": "probe"}); r.Status != 200 {
+			t.Fatalf("probe write after the rotation: %d %s", r.Status, r.Body)
+		}
+		return testenv.Int(t, pool, `SELECT count(*) FROM loom.memory_current WHERE org = $1 AND namespace = $2 AND memory_key = loom.key_ref($1, 'probe')`, org, probe) > 0
+	})
 }
 
 // A record that names its user by reference says under which generation of the org's
@@ -36,7 +45,7 @@ func TestRotateRefKeyRecordsNameTheirGeneration(t *testing.T) {
 		t.Fatalf("write before the rotation: %d %s", r.Status, r.Body)
 	}
 	first := testenv.UserRef(t, pool, org, "alice")
-	rotateRefKey(t, pool, org)
+	rotateRefKey(t, c, pool, org)
 	if r := c.Put(t, ns, "after", map[string]any{"value": "written under the second key", "user_id": "alice"}); r.Status != 200 {
 		t.Fatalf("write after the rotation: %d %s", r.Status, r.Body)
 	}
@@ -82,7 +91,7 @@ func TestRotateRefKeyReadsFindRowsOfBothGenerations(t *testing.T) {
 	if r := c.Put(t, ns, "before", map[string]any{"value": values["before"], "user_id": "alice"}); r.Status != 200 {
 		t.Fatalf("write before the rotation: %d %s", r.Status, r.Body)
 	}
-	rotateRefKey(t, pool, org)
+	rotateRefKey(t, c, pool, org)
 	if r := c.Put(t, ns, "after", map[string]any{"value": values["after"], "user_id": "alice"}); r.Status != 200 {
 		t.Fatalf("write after the rotation: %d %s", r.Status, r.Body)
 	}
@@ -128,7 +137,7 @@ func TestRotateRefKeyErasureTakesRowsOfBothGenerations(t *testing.T) {
 	put(nsBefore, "before", "alice")
 	put(nsBoth, "before", "alice")
 	put(nsBoth, "kept", "bob")
-	rotateRefKey(t, pool, org)
+	rotateRefKey(t, c, pool, org)
 	put(nsBoth, "after", "alice")
 	refs := testenv.PGStrings(t, pool, `SELECT unnest(loom.user_refs($1, 'alice'))`, org)
 	if len(refs) != 2 {

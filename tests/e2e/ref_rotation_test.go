@@ -458,11 +458,10 @@ func TestRotateRefKeyUnderWritesLeavesOneHeadPerKey(t *testing.T) {
 
 // And each key stays one memory through the rotation: its history holds every write
 // under one memory id. This needs the set path to find a head named under the retired
-// key (command/set_1_round.go's key references, step (a) of docs/architecture.md,
-// built on branch h28-refgen): on this branch the first write after the swap makes a
-// second memory of the key, and the rewrite then drops the first one's head.
+// key and revise it (command/set_retired_heads.go, step (a) of docs/architecture.md):
+// without it the first write after the swap made a second memory of the key, and the
+// rewrite then dropped the first one's head ("43 versions of 2 memories").
 func TestRotateRefKeyUnderWritesKeepsEachKeyOneMemory(t *testing.T) {
-	t.Skip("needs step (a), the set path's lookup of a head under the retired key (branch h28-refgen); fails without it")
 	w := writeThroughRotation(t)
 	for _, key := range w.keysWritten {
 		h, err := w.tc.History(context.Background(), w.ns, key, w.ann.identity())
