@@ -17,8 +17,7 @@ import (
 // retired. It returns once a write is named under the new key: a process reads the
 // key's generation again beside a request that finds its copy a second old, so the
 // first write after that second may still name rows under the old key. Its probe
-// writes are of their own namespace and name no user (a user's first write under a
-// stale key is refused: loom.named_user_ref checks it against the current key).
+// writes are of their own namespace and name no user.
 func rotateRefKey(t *testing.T, c *testenv.Client, pool *pgxpool.Pool, org string) {
 	t.Helper()
 	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = gen_random_bytes(32), gen = gen + 1
@@ -167,5 +166,27 @@ func TestRotateRefKeyErasureTakesRowsOfBothGenerations(t *testing.T) {
 	}
 	if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+nsBoth+"/memories/kept?user_id=bob", nil); r.Status != 200 {
 		t.Errorf("get of bob's row after alice's erasure: %d %s", r.Status, r.Body)
+	}
+}
+
+// A new user's first write in the moment after a swap, while the process still names
+// rows under the key it cached (now the retired one), is taken and read back: on main
+// loom.named_user_ref compared the bound reference with the current key's alone and the
+// write answered 500.
+func TestANewUsersFirstWriteRightAfterASwapIsTaken(t *testing.T) {
+	_, c, org := env.OrgAPI(t, nil)
+	pool := env.PG(t)
+	ns := testenv.Unique(t, "refgen-new")
+	if r := c.Put(t, ns, "before", map[string]any{"value": "written under the first key", "user_id": "alice"}); r.Status != 200 {
+		t.Fatalf("write before the swap: %d %s", r.Status, r.Body)
+	}
+	testenv.Exec(t, pool, `UPDATE loom.user_ref_keys SET retired = key, retired_gen = gen, key = gen_random_bytes(32), gen = gen + 1
+		WHERE org = $1`, org)
+	if r := c.Put(t, ns, "first", map[string]any{"value": "a newcomer's first memory", "user_id": "newcomer"}); r.Status != 200 {
+		t.Fatalf("a new user's first write right after the swap: %d %s", r.Status, r.Body)
+	}
+	if r := c.Do(t, http.MethodGet, "/v1/namespaces/"+ns+"/memories/first?user_id=newcomer", nil); r.Status != 200 ||
+		!strings.Contains(string(r.Body), "a newcomer's first memory") {
+		t.Fatalf("the newcomer's memory read back: %d %s", r.Status, r.Body)
 	}
 }
