@@ -48,9 +48,13 @@ const headUpsert = `ON CONFLICT (org, namespace, agent, user_id, session_id, mem
 // commit's transaction), taken in ids' order, and a read of their versions and seqs
 // into versions[i] and seqs[i] (0 when a key has none). The identities are bound by
 // the references the commit computed (refs[i] of ids[i]): nothing is derived in SQL
-// under the namespace's generation lock.
-func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, versions, seqs []*int64) {
-	if len(ids) == 1 {
+// under the namespace's generation lock. While a rotation of the org's reference key
+// runs, retired[i] names ids[i] under the retired key (nil for a row it does not
+// name; retired nil when no rotation runs): a key's head is then the one under
+// refs[i] or, when it has none, the one under retired[i] (set_retired_heads.go), and
+// both are locked.
+func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, retired []*columnRefs, versions, seqs []*int64) {
+	if len(ids) == 1 && retired == nil {
 		id, r := ids[0], refs[0]
 		b.Queue(`SELECT coalesce(max(version), 0), coalesce(max(seq), 0) FROM (SELECT version, seq FROM loom.memory_current
 				WHERE org = $1 AND namespace = $2 AND agent = $3 AND user_id = $4 AND session_id = $5 AND memory_key = $6
@@ -63,18 +67,19 @@ func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, vers
 	for i, id := range ids {
 		orgs[i], namespaces[i], agents[i], users[i], sessions[i], keys[i] = id.Org, id.Namespace, refs[i].agent, refs[i].user, refs[i].session, refs[i].key
 	}
-	// A lateral read of each head, the keys scanned in ids' order: each is locked in
-	// turn, in that order.
-	b.Queue(`WITH t AS MATERIALIZED (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, ord)
-			ORDER BY t.ord)
-		SELECT t.ord, coalesce(h.version, 0), coalesce(h.seq, 0)
-		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
-			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
-			  AND c.session_id = t.session_id AND c.memory_key = t.memory_key
-			FOR UPDATE) h ON true`,
-		orgs, namespaces, agents, users, sessions, keys).Query(func(rows pgx.Rows) error {
+	args, sql := []any{orgs, namespaces, agents, users, sessions, keys}, lockHeadsSQL
+	if retired != nil {
+		rAgents, rUsers, rSessions, rKeys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i := range ids {
+			r := refs[i]
+			if retired[i] != nil {
+				r = *retired[i]
+			}
+			rAgents[i], rUsers[i], rSessions[i], rKeys[i] = r.agent, r.user, r.session, r.key
+		}
+		args, sql = append(args, rAgents, rUsers, rSessions, rKeys), lockHeadsAcrossGenerationsSQL
+	}
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
 		for rows.Next() {
 			var ord, version, seq int64
@@ -86,6 +91,36 @@ func queueLockHeads(b *pgx.Batch, ids []memrow.Identity, refs []columnRefs, vers
 		return rows.Err()
 	})
 }
+
+// lockHeadsSQL is queueLockHeads' statement: a lateral read of each head, the keys
+// scanned in ids' order, so each is locked in turn, in that order.
+const lockHeadsSQL = `WITH t AS MATERIALIZED (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, ord)
+			ORDER BY t.ord)
+		SELECT t.ord, coalesce(h.version, 0), coalesce(h.seq, 0)
+		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+			  AND c.session_id = t.session_id AND c.memory_key = t.memory_key
+			FOR UPDATE) h ON true`
+
+// lockHeadsAcrossGenerationsSQL is lockHeadsSQL with a second lateral read of each
+// key's head under the retired key's references ($7 to $10). Each is an equality on
+// the key's identity: an OR of the two was planned as a scan of the namespace's heads
+// (EXPLAIN: the index bound on org and namespace alone).
+const lockHeadsAcrossGenerationsSQL = `WITH t AS MATERIALIZED (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+				WITH ORDINALITY AS t(org, namespace, agent, user_id, session_id, memory_key, r_agent, r_user_id, r_session_id, r_memory_key, ord)
+			ORDER BY t.ord)
+		SELECT t.ord, coalesce(h.version, r.version, 0), coalesce(h.seq, r.seq, 0)
+		FROM t LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+			  AND c.session_id = t.session_id AND c.memory_key = t.memory_key
+			FOR UPDATE) h ON true
+		LEFT JOIN LATERAL (SELECT c.version, c.seq FROM loom.memory_current c
+			WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.r_agent AND c.user_id = t.r_user_id
+			  AND c.session_id = t.r_session_id AND c.memory_key = t.r_memory_key
+			FOR UPDATE) r ON true`
 
 // queueContentKeys queues, in one statement, the making of the key of each row's scope
 // (org, namespace, user) that keys its content hash, unless the scope has one: queued
@@ -181,4 +216,25 @@ const headsTable = "loom.memory_current"
 func eraseHeads(ctx context.Context, tx pgx.Tx, args []any) ([]string, error) {
 	return collectStrings(tx.Query(ctx, erasure.ScopeParams+` DELETE FROM loom.memory_current t USING p WHERE `+pgScope(headsTable)+
 		` RETURNING t.memory_id::text`, args...))
+}
+
+// queueRetiredHeadDeletes queues, beside the writes of ps' heads under the current
+// key, the delete of each one's head under the retired key (none while no rotation
+// runs): the written head is its next revision.
+func queueRetiredHeadDeletes(b *pgx.Batch, ps []*pending) {
+	var orgs, namespaces, agents, users, sessions, keys []string
+	for _, p := range ps {
+		if r := p.retiredRefs; r != nil {
+			orgs, namespaces = append(orgs, p.row.Org), append(namespaces, p.row.Namespace)
+			agents, users, sessions, keys = append(agents, r.agent), append(users, r.user), append(sessions, r.session), append(keys, r.key)
+		}
+	}
+	if len(orgs) == 0 {
+		return
+	}
+	b.Queue(`DELETE FROM loom.memory_current c USING unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+			AS t(org, namespace, agent, user_id, session_id, memory_key)
+		WHERE c.org = t.org AND c.namespace = t.namespace AND c.agent = t.agent AND c.user_id = t.user_id
+		  AND c.session_id = t.session_id AND c.memory_key = t.memory_key`,
+		orgs, namespaces, agents, users, sessions, keys)
 }

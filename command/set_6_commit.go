@@ -609,12 +609,11 @@ func queueHeadLocks(b *pgx.Batch, rows []*pending) (versions, seqs []int64) {
 		retired[j] = rows[i].retiredRefs
 		anyRetired = anyRetired || retired[j] != nil
 	}
-	switch {
-	case len(ids) == 0:
-	case anyRetired:
-		queueLockHeadsAcrossGenerations(b, ids, refs, retired, versionsOf, seqsOf)
-	default:
-		queueLockHeads(b, ids, refs, versionsOf, seqsOf)
+	if !anyRetired {
+		retired = nil
+	}
+	if len(ids) > 0 {
+		queueLockHeads(b, ids, refs, retired, versionsOf, seqsOf)
 	}
 	return versions, seqs
 }
