@@ -134,6 +134,10 @@ func (p *Process) namespaceStandings(ctx context.Context) fiber.Map {
 // CLICKHOUSE_UNAVAILABLE, INDEX_WARMING), never the driver's text, which names
 // addresses: that goes to the log.
 func (p *Process) handleReady(c *fiber.Ctx) error {
+	// Read once, before the checks' goroutines: fiber makes the user context on its
+	// first read and stores it in the request's user values, which are not safe to
+	// touch from two goroutines (two first reads at once panicked in fasthttp).
+	reqCtx := c.UserContext()
 	var pgErr, chErr error
 	var wg sync.WaitGroup
 	for _, check := range []struct {
@@ -143,7 +147,7 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+			ctx, cancel := context.WithTimeout(reqCtx, readyTimeout)
 			defer cancel()
 			*check.err = check.ping(ctx)
 		}()
@@ -173,7 +177,7 @@ func (p *Process) handleReady(c *fiber.Ctx) error {
 	}
 	pending := p.migrations.Last()
 	if ready {
-		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+		ctx, cancel := context.WithTimeout(reqCtx, readyTimeout)
 		pending = p.migrations.Pending(ctx, 0)
 		cancel()
 	}
